@@ -1,0 +1,90 @@
+"""Wrap per-core kernel bodies into a whole launch, as the interpreter runs it (rule LAUNCH-1).
+
+The interpreter runs each device in its own thread: the device first
+allocates its HBM buffers, scratch buffers and scratch semaphores (for all of
+its cores at once), passes a device barrier when the kernel has no
+`collective_id`, runs its cores (in threads when there are several, joined at
+the end), checks its semaphore counts, and waits on a clean-up barrier. In the
+IR the device thread is the program of the device's local core 0; the fork
+and join of the other cores are device-local barriers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from semcheck.model.ops import (
+    NO_LOC,
+    AllocBuffer,
+    AllocSem,
+    Barrier,
+    ExitCheck,
+    Loc,
+    Op,
+    Program,
+    Topology,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scratch:
+    """One scratch operand of the pallas_call: semaphores or a buffer."""
+
+    label: str
+    count: int = 1  # number of semaphores (ignored for buffers)
+    kind: str = "semaphore"  # "semaphore" | "buffer"
+    nbytes: int = 0
+    memory_space: str = "vmem"
+    loc: Loc = NO_LOC
+
+
+def launch(
+    topology: Topology,
+    bodies: Sequence[Sequence[Op]],
+    *,
+    collective_id: int | None = None,
+    scratch: Sequence[Scratch] = (),
+    hbm_buffers: int = 0,
+    name: str = "program",
+    loc: Loc = NO_LOC,
+) -> Program:
+    """Build the `Program` the interpreter executes for these kernel bodies (LAUNCH-1).
+
+    `bodies[g]` is everything global core `g` does inside the kernel, across
+    all its grid points, in order. `hbm_buffers` is the number of HBM
+    input/output buffers each device allocates before its scratch operands.
+    """
+    if len(bodies) != topology.num_cores:
+        raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
+    device_cores = [frozenset(topology.cores_of_device(d)) for d in range(topology.num_devices)]
+    first_cores = frozenset(topology.global_core(d, 0) for d in range(topology.num_devices))
+    cores: list[tuple[Op, ...]] = []
+    for g in range(topology.num_cores):
+        d, c = topology.device_of(g), topology.local_core_of(g)
+        ops: list[Op] = []
+        if c == 0:
+            ops += [
+                AllocBuffer(f"hbm{i}", memory_space="hbm", scope="device", loc=loc)
+                for i in range(hbm_buffers)
+            ]
+            for s in scratch:
+                if s.kind == "semaphore":
+                    ops.append(AllocSem(s.label, s.count, site=s.label, scope="device", loc=s.loc))
+                else:
+                    ops.append(
+                        AllocBuffer(s.label, s.nbytes, s.memory_space, scope="device", loc=s.loc)
+                    )
+            if collective_id is None and topology.num_devices > 1:
+                ops.append(Barrier("start", first_cores, loc))
+        if topology.cores_per_device > 1:
+            ops.append(Barrier(f"fork{d}", device_cores[d], loc))
+        ops += bodies[g]
+        if topology.cores_per_device > 1:
+            ops.append(Barrier(f"join{d}", device_cores[d], loc))
+        if c == 0:
+            ops.append(ExitCheck(d, loc))
+            if topology.num_devices > 1:
+                ops.append(Barrier("cleanup", first_cores, loc))
+        cores.append(tuple(ops))
+    return Program(topology, tuple(cores), collective_id=collective_id, name=name)

@@ -1,0 +1,240 @@
+"""Program IR: what one core of one device does, in order (spec section IR).
+
+A kernel becomes a `Program`: one straight-line tuple of operations per global
+core. Operations are frozen dataclasses; each carries the kernel source
+location it came from, so every verdict can point at a line.
+
+Semaphores are referenced by *allocation*, not by id: `SemRef(label, index)`
+names element `index` of the allocation `label` made by the executing core
+(or, for `BARRIER`, the kernel's barrier semaphore). The model turns a
+reference into an id exactly as the interpreter does (rule SEM-1), so the
+front end never has to predict ids, and the hardware semantics can key
+semaphores by allocation site instead (rule HW-1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Union
+
+DmaMode = Literal["eager", "on_wait", "hardware"]
+DMA_MODES: tuple[DmaMode, ...] = ("eager", "on_wait", "hardware")
+INTERPRETER_MODES: tuple[DmaMode, ...] = ("eager", "on_wait")
+
+
+@dataclasses.dataclass(frozen=True)
+class Loc:
+    """A kernel source location: file, line and the line's text."""
+
+    file: str
+    line: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+NO_LOC = Loc("<unknown>", 0)
+
+BARRIER = "barrier"
+"""The label of the kernel's barrier semaphore (`pltpu.get_barrier_semaphore`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SemRef:
+    """Element `index` of semaphore allocation `label` (or of `BARRIER`)."""
+
+    label: str
+    index: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.label}[{self.index}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """Devices and cores. Global core id = device * cores_per_device + core."""
+
+    num_devices: int
+    cores_per_device: int = 1
+
+    @property
+    def num_cores(self) -> int:
+        return self.num_devices * self.cores_per_device
+
+    def global_core(self, device: int, core: int) -> int:
+        return device * self.cores_per_device + core
+
+    def device_of(self, global_core: int) -> int:
+        return global_core // self.cores_per_device
+
+    def local_core_of(self, global_core: int) -> int:
+        return global_core % self.cores_per_device
+
+    def cores_of_device(self, device: int) -> tuple[int, ...]:
+        return tuple(self.global_core(device, c) for c in range(self.cores_per_device))
+
+
+# --- operations --------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocSem:
+    """Allocate `count` semaphores (SEM-1).
+
+    `scope="device"` is the pallas_call's scratch allocation: the device
+    allocates the same ids on every one of its cores (and every core of the
+    device may then refer to `label`). `scope="core"` is a `run_scoped`
+    allocation by the executing core alone. `label` is unique per allocation
+    instance (a `run_scoped` inside a loop gets a fresh label per iteration);
+    `site` names the static allocation site, identical across iterations and
+    cores, which is what a real TPU allocates (HW-1).
+    """
+
+    label: str
+    count: int
+    site: str
+    scope: Literal["device", "core"] = "core"
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class GetBarrierSem:
+    """`pltpu.get_barrier_semaphore()`: ensure the fixed-id semaphore exists (SEM-2)."""
+
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class Signal:
+    """`pl.semaphore_signal(sem, inc, device_id=..., core_index=...)` (SEM-4).
+
+    `device` is the logical target device (None: the signalling device);
+    `core` is the target local core (None: no `core_index` was given, which
+    the interpreter resolves to core 0 and hardware to the signalling core).
+    """
+
+    sem: SemRef
+    inc: int = 1
+    device: int | None = None
+    core: int | None = None
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class Wait:
+    """`pl.semaphore_wait(sem, value)` or a DMA wait for `value` bytes (SEM-5)."""
+
+    sem: SemRef
+    value: int = 1
+    kind: Literal["semaphore", "dma"] = "semaphore"
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """`pl.semaphore_read(sem)`: the executing core's own count (SEM-6)."""
+
+    sem: SemRef
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class DmaStart:
+    """Start a DMA of `nbytes` from the executing core (DMA-1).
+
+    `device`/`core` name the destination (None: the source device / the same
+    local core index as the source). `src_sem` is the send semaphore of a
+    remote copy (or the read semaphore of a local copy), `dst_sem` the
+    receive semaphore.
+    """
+
+    dst_sem: SemRef
+    nbytes: int
+    src_sem: SemRef | None = None
+    device: int | None = None
+    core: int | None = None
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class Barrier:
+    """Rendezvous of `participants` (global core ids) (BAR-1).
+
+    The interpreter's device barrier (`threading.Barrier(num_devices)`, waited
+    on by each device's first core) and the implicit join of a device's cores
+    are both barriers; the k-th `Barrier` named `name` of each participant
+    meet.
+    """
+
+    name: str
+    participants: frozenset[int]
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocBuffer:
+    """Allocate a buffer; records the id the interpreter hands out (BUF-1)."""
+
+    label: str
+    nbytes: int = 0
+    memory_space: str = "vmem"
+    scope: Literal["device", "core"] = "core"
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class FreeBuffer:
+    """Deallocate the buffer `label` (BUF-2)."""
+
+    label: str
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
+class ExitCheck:
+    """The interpreter's check at kernel exit of the device's counts (EXIT-1)."""
+
+    device: int
+    loc: Loc = NO_LOC
+
+
+Op = Union[
+    AllocSem,
+    GetBarrierSem,
+    Signal,
+    Wait,
+    Read,
+    DmaStart,
+    Barrier,
+    AllocBuffer,
+    FreeBuffer,
+    ExitCheck,
+]
+
+LOOKUP_OPS = (Signal, Wait, Read, DmaStart)
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A whole kernel launch: one op tuple per global core.
+
+    `collective_id` is the id of the fixed-id barrier semaphore (None when the
+    kernel has no `collective_id`).
+    """
+
+    topology: Topology
+    cores: tuple[tuple[Op, ...], ...]
+    collective_id: int | None = None
+    name: str = "program"
+
+    def __post_init__(self) -> None:
+        if len(self.cores) != self.topology.num_cores:
+            raise ValueError(
+                f"program has {len(self.cores)} core programs for "
+                f"{self.topology.num_cores} cores"
+            )
+
+    @property
+    def num_ops(self) -> int:
+        return sum(len(c) for c in self.cores)
