@@ -1,0 +1,335 @@
+"""Run an example kernel under Pallas TPU interpret mode and report what happened.
+
+Usage as a script::
+
+    python tests/kernels/run_interpret.py examples/ring_permute.py \
+        --devices 4 --dma-mode on_wait --timeout 30
+
+prints exactly one JSON line on stdout::
+
+    {"outcome": "completed" | "hang" | "error",
+     "error_type": ..., "error_message": ...,
+     "nonzero_count_warnings": [...], "seconds": ..., ...}
+
+Usage as a module: ``run_kernel(path, devices, dma_mode, timeout) -> dict``.
+
+Every run happens in a fresh subprocess, because
+
+* the number of fake CPU devices is fixed by ``XLA_FLAGS`` before jax is
+  imported, and
+* a deadlocked kernel spins forever inside the interpreter; the only reliable
+  way to stop it is to kill the whole process group.
+
+The child loads the example file by path, calls ``build(devices,
+dma_mode=...)``, runs ``fn(*args)`` and ``jax.block_until_ready`` on the
+result, and reports back through a marker line on its stdout.  Lines the
+interpreter prints for semaphores that are left with a non-zero count at
+kernel exit are collected from the child's stdout, even when the run hangs or
+fails afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULT_MARKER = "@@SEMCHECK_INTERPRET_RESULT@@ "
+
+# The interpreter prints one line per device whose semaphores are not all zero
+# when the kernel exits.
+NONZERO_RE = re.compile(
+    r"Semaphore (?P<sem>-?\d+) has non-zero count for (?P<device>\d+) "
+    r"\(global core (?P<core>\d+)\) at kernel exit: (?P<count>-?\d+)"
+)
+
+# "SomeError: message" lines inside (possibly nested) tracebacks.
+_EXC_LINE_RE = re.compile(
+    r"^\s*(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))"
+    r"(?::\s?(?P<msg>.*))?$"
+)
+
+# Wrapper exceptions that only say "something failed somewhere else".
+_WRAPPER_TYPES = {"JaxRuntimeError", "XlaRuntimeError"}
+_WRAPPER_MESSAGE_PREFIXES = (
+    "Computation failed",
+    "INTERNAL:",
+    "CpuCallback error",
+)
+
+DMA_MODES = ("eager", "on_wait")
+
+
+# --------------------------------------------------------------------------
+# message helpers (pure functions, also used by tests)
+# --------------------------------------------------------------------------
+
+
+def innermost_error(text: str) -> tuple[str | None, str | None]:
+    """Returns (type, message) of the innermost meaningful exception in `text`.
+
+    Exceptions raised inside interpreter callbacks reach the caller wrapped in
+    several layers (the XLA runtime error, a RuntimeError "Computation failed
+    ... with exception:" carrying a formatted traceback, ...).  The original
+    cause is the deepest "Type: message" line that is not one of the wrapper
+    layers; when nothing else is found the outermost line is returned.
+    """
+    candidates: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        m = _EXC_LINE_RE.match(line)
+        if not m:
+            continue
+        etype, msg = m.group("type"), (m.group("msg") or "").strip()
+        candidates.append((etype, msg))
+    if not candidates:
+        stripped = text.strip().splitlines()
+        return None, (stripped[-1] if stripped else None)
+
+    def is_wrapper(etype: str, msg: str) -> bool:
+        if etype in _WRAPPER_TYPES:
+            return True
+        return any(msg.startswith(p) for p in _WRAPPER_MESSAGE_PREFIXES)
+
+    meaningful = [c for c in candidates if not is_wrapper(*c)]
+    if meaningful:
+        # Later lines are deeper in the chained traceback text.
+        return meaningful[-1]
+    return candidates[0]
+
+
+def nonzero_count_warnings(stdout: str) -> list[str]:
+    """The interpreter's exit-time 'non-zero count' lines, in print order."""
+    return [m.group(0) for m in NONZERO_RE.finditer(stdout)]
+
+
+def parse_nonzero_warning(line: str) -> dict[str, int] | None:
+    m = NONZERO_RE.search(line)
+    if not m:
+        return None
+    return {k: int(v) for k, v in m.groupdict().items()}
+
+
+# --------------------------------------------------------------------------
+# child side
+# --------------------------------------------------------------------------
+
+
+def _load_module(path: str):
+    import importlib.util
+
+    p = Path(path).resolve()
+    name = "semcheck_example_" + re.sub(r"\W", "_", p.stem)
+    spec = importlib.util.spec_from_file_location(name, p)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) -> int:
+    # Must happen before jax is imported anywhere in this process.
+    flags = os.environ.get("XLA_FLAGS", "")
+    flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", flags)
+    os.environ["XLA_FLAGS"] = (
+        flags + f" --xla_force_host_platform_device_count={devices}"
+    ).strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+    result: dict[str, Any] = {"phase": "import"}
+    t0 = time.monotonic()
+    try:
+        import jax
+        import numpy as np
+
+        mod = _load_module(path)
+        result["phase"] = "build"
+        fn, args = mod.build(devices, dma_mode=dma_mode, **kwargs)
+        result["phase"] = "run"
+        t_run = time.monotonic()
+        out = jax.block_until_ready(fn(*args))
+        result["run_seconds"] = round(time.monotonic() - t_run, 3)
+        result["phase"] = "check"
+        ref_fn = getattr(mod, "reference", None)
+        if ref_fn is not None:
+            expected = ref_fn(*[np.asarray(a) for a in args], num_devices=devices)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            exps = expected if isinstance(expected, (tuple, list)) else (expected,)
+            ok = len(outs) == len(exps) and all(
+                np.allclose(np.asarray(o), np.asarray(e), rtol=1e-5, atol=1e-5)
+                for o, e in zip(outs, exps)
+            )
+            result["output_matches_reference"] = bool(ok)
+        else:
+            result["output_matches_reference"] = None
+        result["phase"] = "done"
+        result["status"] = "completed"
+    except BaseException as e:  # noqa: BLE001 - we report everything
+        import traceback
+
+        text = "".join(traceback.format_exception(e))
+        etype, msg = innermost_error(text)
+        result["status"] = "error"
+        result["outer_error_type"] = type(e).__name__
+        result["error_type"] = etype or type(e).__name__
+        result["error_message"] = msg
+        result["traceback_tail"] = text[-4000:]
+    result["child_seconds"] = round(time.monotonic() - t0, 3)
+    sys.stdout.flush()
+    print(RESULT_MARKER + json.dumps(result), flush=True)
+    # Threads of a failed interpreter run may still be blocked on barriers;
+    # do not wait for them at interpreter shutdown.
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------
+# parent side
+# --------------------------------------------------------------------------
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_kernel(
+    path: str | os.PathLike,
+    devices: int,
+    dma_mode: str = "eager",
+    timeout: float = 30.0,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    python: str | None = None,
+) -> dict[str, Any]:
+    """Runs one example in a subprocess and classifies the outcome.
+
+    Returns a dict with at least: outcome ("completed" | "hang" | "error"),
+    error_type, error_message, nonzero_count_warnings, seconds.
+    """
+    if dma_mode not in DMA_MODES:
+        raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {dma_mode!r}")
+    path = str(Path(path).resolve())
+    cmd = [
+        python or sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        path,
+        "--devices",
+        str(int(devices)),
+        "--dma-mode",
+        dma_mode,
+        "--kwargs",
+        json.dumps(kwargs or {}),
+    ]
+    env = dict(os.environ)
+    flags = re.sub(
+        r"--xla_force_host_platform_device_count=\d+", "", env.get("XLA_FLAGS", "")
+    )
+    env["XLA_FLAGS"] = (
+        flags + f" --xla_force_host_platform_device_count={int(devices)}"
+    ).strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out_f,
+            stderr=err_f,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # own process group, so we can kill it all
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        # Kill the group in all cases: stray helper processes must not survive.
+        _kill_group(proc)
+        seconds = round(time.monotonic() - t0, 3)
+        out_f.seek(0)
+        stdout = out_f.read()
+        err_f.seek(0)
+        stderr = err_f.read()
+
+    child: dict[str, Any] | None = None
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            child = json.loads(line[len(RESULT_MARKER):])
+
+    report: dict[str, Any] = {
+        "path": path,
+        "devices": int(devices),
+        "dma_mode": dma_mode,
+        "timeout": timeout,
+        "outcome": None,
+        "error_type": None,
+        "error_message": None,
+        "nonzero_count_warnings": nonzero_count_warnings(stdout),
+        "seconds": seconds,
+    }
+    if child is not None:
+        report["outcome"] = child["status"]
+        report["error_type"] = child.get("error_type")
+        report["error_message"] = child.get("error_message")
+        report["output_matches_reference"] = child.get("output_matches_reference")
+        report["phase"] = child.get("phase")
+        if child["status"] == "error":
+            report["outer_error_type"] = child.get("outer_error_type")
+            report["traceback_tail"] = child.get("traceback_tail")
+    elif timed_out:
+        report["outcome"] = "hang"
+    else:
+        # The child died without reporting (crash, abort, os-level kill).
+        report["outcome"] = "error"
+        report["error_type"] = "ChildProcessDied"
+        etype, msg = innermost_error(stderr)
+        report["error_message"] = (
+            f"exit code {proc.returncode}"
+            + (f"; {etype}: {msg}" if etype else (f"; {msg}" if msg else ""))
+        )
+    report["stderr_tail"] = stderr[-2000:]
+    return report
+
+
+def _main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("path")
+    ap.add_argument("--devices", type=int, default=2)
+    ap.add_argument("--dma-mode", choices=DMA_MODES, default="eager")
+    ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--kwargs", default="{}", help="JSON dict of extra build() kwargs")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--verbose", action="store_true",
+                    help="also print traceback/stderr tails")
+    ns = ap.parse_args(argv)
+    kwargs = json.loads(ns.kwargs)
+    if ns.child:
+        return _child_main(ns.path, ns.devices, ns.dma_mode, kwargs)
+    rep = run_kernel(ns.path, ns.devices, ns.dma_mode, ns.timeout, kwargs=kwargs)
+    if not ns.verbose:
+        rep.pop("traceback_tail", None)
+        rep.pop("stderr_tail", None)
+    print(json.dumps(rep))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
