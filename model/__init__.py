@@ -23,3 +23,18 @@ from semcheck.model.ops import (
     Topology,
     Wait,
 )
+from semcheck.model.errors import (
+    BadTarget,
+    IdCollision,
+    Int16Overflow,
+    ModelBug,
+    NoCollectiveId,
+    SemIndexOutOfBounds,
+    UnknownSemaphore,
+    Violation,
+)
+from semcheck.model.explore import Exploration, ExplorationLimit, explore, visible
+from semcheck.model.fast import fast_run
+from semcheck.model.run import classify, run
+from semcheck.model.state import Blocked, Dma, ExitWarning, Failure, Outcome, State
+from semcheck.model.step import enabled, step

@@ -1,0 +1,170 @@
+"""Exhaustive exploration of all interleavings (RUN-4), with state hashing and
+partial-order reduction.
+
+This is the ground truth the fast run and the Z3 encodings are checked
+against, and the fallback for programs where the persistence argument of
+RUN-3 does not apply (semaphore reads, schedule-dependent lookups, exit checks
+racing with late signals).
+
+Reduction (RUN-5): when some actor's next step is *safe*, independent of
+every step any other actor can ever take, only that step is explored from
+the state. Safety is judged conservatively; every step not shown safe is
+explored in every order. Visible outcomes (`Outcome.summary` plus exit
+warnings) are preserved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from semcheck.model.ops import AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, GetBarrierSem, Program, Signal, Wait
+from semcheck.model.run import classify
+from semcheck.model.state import Actor, Outcome, State
+from semcheck.model.step import enabled, step, target_core
+
+
+class ExplorationLimit(Exception):
+    """The state space is larger than the caller allowed."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} states")
+        self.limit = limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Exploration:
+    """Every distinct terminal outcome, each with a schedule that reaches it."""
+
+    outcomes: tuple[Outcome, ...]
+    states: int
+
+    def kinds(self) -> set[str]:
+        return {o.kind for o in self.outcomes}
+
+
+def visible(outcome: Outcome) -> tuple:
+    """RUN-4: what distinguishes two terminal outcomes for the user.
+
+    An error outcome is its failure and, when the failure stops only its own
+    device, where the others got stuck; the positions other cores had reached
+    when a global failure struck are not visible.
+    """
+    s = outcome.state
+    warn = tuple(sorted(w.nonzero for w in s.warnings))
+    if outcome.kind == "error":
+        f = s.failure
+        others = tuple(b.core for b in outcome.blocked if b.reason != "halted by failure")
+        return ("error", f.violation, f.core, f.pc, others, warn)
+    return (outcome.kind, s.pcs, warn)
+
+
+def _static_internal_ids(program: Program) -> frozenset[int]:
+    """All internal ids any core ever allocates (ids per core are schedule-independent)."""
+    topo = program.topology
+    nxt: dict[int, int] = {}
+    ids: set[int] = set()
+    for core, ops in enumerate(program.cores):
+        for op in ops:
+            if isinstance(op, AllocSem):
+                cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+                for c in cores:
+                    base = nxt.get(c, 2000)
+                    nxt[c] = base + op.count
+                    ids.update(range(base, base + op.count))
+    return frozenset(ids)
+
+
+def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: State, racy_cid: bool) -> bool:
+    """RUN-5: is this step independent of every step of every other actor?"""
+    if nxt.failure is not None:
+        return False  # which failure comes first is visible
+    kind, ident = actor
+    if kind != "core":  # a hardware DMA half: a signal to its target
+        dma = state.dmas[ident]
+        core = dma.src_core if kind == "dma_read" else dma.dst_core
+        return _exit_checked(program, state, core)
+    core = ident
+    op = program.cores[core][state.pcs[core]]
+    topo = program.topology
+    if isinstance(op, Barrier):
+        return True
+    if isinstance(op, (ExitCheck,)):
+        return False
+    if isinstance(op, AllocSem):
+        return mode == "hardware" or not racy_cid
+    if isinstance(op, GetBarrierSem):
+        return mode == "hardware" or not racy_cid
+    if isinstance(op, Signal):
+        if not _lookup_stable(program, mode, op.sem, racy_cid):
+            return False
+        t = target_core(program, mode, core, op.device, op.core, dma=False)
+        return topo.device_of(t) == topo.device_of(core) or _exit_checked(program, state, t)
+    if isinstance(op, Wait):
+        if not _lookup_stable(program, mode, op.sem, racy_cid):
+            return False
+        # popping a task is not independent of another core's enqueue (LIFO order)
+        return nxt.pcs[core] > state.pcs[core]
+    if isinstance(op, DmaStart):
+        refs = [op.dst_sem] + ([op.src_sem] if op.src_sem is not None else [])
+        if not all(_lookup_stable(program, mode, r, racy_cid) for r in refs):
+            return False
+        dst = target_core(program, mode, core, op.device, op.core, dma=True)
+        if mode == "on_wait":
+            return dst == core
+        if mode == "hardware":
+            return True  # the halves are separate actors
+        return topo.device_of(dst) == topo.device_of(core) or _exit_checked(program, state, dst)
+    return False  # Read and anything new: explore all orders
+
+
+def _lookup_stable(program: Program, mode: DmaMode, ref, racy_cid: bool) -> bool:
+    # Only the collective id can move between "internal only" and "both tables";
+    # every other id a core holds is in the internal table since its own allocation.
+    return mode == "hardware" or not racy_cid
+
+
+def _exit_checked(program: Program, state: State, core: int) -> bool:
+    """Whether the exit check of `core`'s device has already run."""
+    topo = program.topology
+    first = topo.global_core(topo.device_of(core), 0)
+    ops = program.cores[first]
+    return not any(isinstance(op, ExitCheck) for op in ops[state.pcs[first]:])
+
+
+def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduce: bool = True) -> Exploration:
+    """RUN-4: all terminal outcomes of `program` under `mode`, each with a witness schedule."""
+    cid = program.collective_id
+    racy_cid = cid is not None and cid in _static_internal_ids(program)
+    init = State.initial(program)
+    parent: dict[State, tuple[State, Actor] | None] = {init: None}
+    stack = [init]
+    outcomes: dict[tuple, Outcome] = {}
+    while stack:
+        state = stack.pop()
+        actors = enabled(program, mode, state)
+        if not actors:
+            outcome = classify(program, mode, state, _path(parent, state))
+            outcomes.setdefault(visible(outcome), outcome)
+            continue
+        succ = [(a, step(program, mode, state, a)) for a in actors]
+        if reduce:
+            for a, nxt in succ:
+                if _safe(program, mode, state, a, nxt, racy_cid):
+                    succ = [(a, nxt)]
+                    break
+        for a, nxt in succ:
+            if nxt not in parent:
+                parent[nxt] = (state, a)
+                if len(parent) > max_states:
+                    raise ExplorationLimit(max_states)
+                stack.append(nxt)
+    return Exploration(tuple(outcomes.values()), len(parent))
+
+
+def _path(parent: dict, state: State) -> tuple[Actor, ...]:
+    out = []
+    while (link := parent[state]) is not None:
+        state, actor = link
+        out.append(actor)
+    return tuple(reversed(out))
+

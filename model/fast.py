@@ -1,0 +1,300 @@
+"""The fast maximal run (RUN-3): one run decides deadlock for persistent programs.
+
+Counts are consumed only by their own core, so an enabled step stays enabled
+whatever other cores do, and every maximal run of a program without
+schedule-dependent lookups ends with the same cores blocked at the same
+operations (spec RUN-3 gives the argument). This engine therefore runs each
+core as far as it can, parks it on the count or barrier it waits for, and
+wakes it when that changes: time linear in the number of operations.
+
+It applies the same rules as `semcheck.model.step` on mutable working copies
+(the step relation copies its state on every step, which is quadratic on big
+programs); property tests hold the two against each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+
+from semcheck.model import semaphore as sem
+from semcheck.model.errors import BadTarget, IdCollision, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
+from semcheck.model.fmap import FMap
+from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
+from semcheck.model.ops import (
+    BARRIER,
+    AllocBuffer,
+    AllocSem,
+    Barrier,
+    DmaMode,
+    DmaStart,
+    ExitCheck,
+    FreeBuffer,
+    GetBarrierSem,
+    Program,
+    Read,
+    SemRef,
+    Signal,
+    Wait,
+)
+from semcheck.model.run import classify
+from semcheck.model.semaphore import SemTables
+from semcheck.model.state import Allocation, Dma, ExitWarning, Failure, Outcome, State
+from semcheck.model.step import _UNPROPAGATED, target_core
+
+
+class _Halt(Exception):
+    """Internal control flow: the current core failed."""
+
+
+def fast_run(
+    program: Program,
+    mode: DmaMode,
+    *,
+    freeze: dict[int, int] | None = None,
+    lookup_errors: bool = True,
+    record: bool = True,
+) -> Outcome:
+    """RUN-3: one maximal run, in time linear in the program.
+
+    `freeze[g] = i` stops core g before its op i (used to ask what the other
+    cores can do meanwhile). With `lookup_errors=False`, an id in both tables
+    resolves to its fixed-id semaphore instead of failing (the error-free
+    system the collision analysis reasons about). With `record`, the returned
+    outcome carries the schedule, which `semcheck.model.run.run` replays.
+    """
+    topo = program.topology
+    hw = mode == "hardware"
+    n = topo.num_cores
+    freeze = freeze or {}
+    pcs = [0] * n
+    counts: dict = {}
+    internal: set[int] = set()
+    fixed: set[int] = set()
+    next_id: dict[int, int] = {}
+    next_buf: dict[int, int] = {}
+    allocs: dict = {}
+    buffers: dict = {}
+    queues: dict = {}
+    dmas: list[Dma] = []
+    passed: dict = {}
+    arrived: dict = {}  # (name, k) -> number of participants that reached their k-th
+    reads: list = []
+    warnings: list[ExitWarning] = []
+    failure: list[Failure] = []
+    dead_devices: set[int] = set()
+    schedule: list = []
+    waiting: dict = {}  # (key, core) -> core parked on it
+    barrier_waiters: dict = {}  # (name, k) -> cores parked
+    ready = deque(range(n))
+    queued = [True] * n
+
+    def wake(core: int) -> None:
+        if not queued[core]:
+            queued[core] = True
+            ready.append(core)
+
+    def signal(key, core: int, inc: int) -> None:
+        counts[(key, core)] = counts.get((key, core), 0) + inc
+        if (key, core) in waiting:
+            wake(waiting.pop((key, core)))
+
+    def do_fail(core: int, violation: Violation) -> None:
+        pc = pcs[core]
+        op = program.cores[core][pc]
+        failure.append(Failure(violation, core, pc, op.loc))
+        if record:
+            schedule.append(("core", core))  # the failing step
+        if isinstance(op, _UNPROPAGATED) and topo.cores_per_device == 1:
+            dead_devices.add(topo.device_of(core))
+        raise _Halt
+
+    def resolve(core: int, ref: SemRef):
+        if ref.label == BARRIER:
+            if program.collective_id is None:
+                do_fail(core, NoCollectiveId())
+            if hw:
+                return ("barrier",)
+            sid = program.collective_id
+        else:
+            alloc = allocs.get((core, ref.label))
+            if alloc is None:
+                raise ModelBug(f"core {core} uses semaphore allocation {ref.label!r} before allocating it")
+            if not 0 <= ref.index < alloc.count:
+                do_fail(core, SemIndexOutOfBounds(ref.label, ref.index, alloc.count))
+            if hw:
+                return ("site", alloc.site, ref.index)
+            sid = alloc.ids[ref.index]
+        if sid in fixed:
+            if sid in internal and lookup_errors:
+                do_fail(core, IdCollision(sid))
+            return ("fixed", sid)
+        if sid in internal:
+            return ("internal", sid)
+        do_fail(core, sem.UnknownSemaphore(sid))
+
+    def dma_read(d: Dma) -> None:
+        if d.phase == 0:
+            if d.src_key is not None:
+                signal(d.src_key, d.src_core, d.nbytes)
+            dmas[d.ident] = d = dataclasses.replace(d, phase=1)
+
+    def dma_write(d: Dma) -> None:
+        d = dmas[d.ident]
+        if d.phase == 1:
+            signal(d.dst_key, d.dst_core, d.nbytes)
+            dmas[d.ident] = dataclasses.replace(d, phase=2)
+
+    def barrier_reached(p: int, name: str) -> int:
+        r = passed.get((p, name), 0)
+        ops = program.cores[p]
+        pc = pcs[p]
+        if pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc:
+            r += 1
+        return r
+
+    def run_core(core: int) -> None:
+        ops = program.cores[core]
+        stop = min(len(ops), freeze.get(core, len(ops)))
+        while pcs[core] < stop:
+            if failure and _global(failure[0]) or topo.device_of(core) in dead_devices:
+                return
+            op = ops[pcs[core]]
+            t = type(op)
+            if t is Wait:
+                key = resolve(core, op.sem)
+                while True:
+                    have = counts.get((key, core), 0)
+                    if have >= op.value:
+                        counts[(key, core)] = have - op.value
+                        break
+                    q = queues.get((key, core))
+                    if q:
+                        ident, kind = q.pop()
+                        if record:
+                            schedule.append(("core", core))
+                        dma_read(dmas[ident])
+                        if kind == "read_write":
+                            dma_write(dmas[ident])
+                        continue
+                    waiting[(key, core)] = core
+                    return
+            elif t is Signal:
+                key = resolve(core, op.sem)
+                target = target_core(program, mode, core, op.device, op.core, dma=False)
+                if isinstance(target, BadTarget):
+                    do_fail(core, target)
+                signal(key, target, op.inc)
+            elif t is DmaStart:
+                src_key = resolve(core, op.src_sem) if op.src_sem is not None else None
+                dst_key = resolve(core, op.dst_sem)
+                dst = target_core(program, mode, core, op.device, op.core, dma=True)
+                if isinstance(dst, BadTarget):
+                    do_fail(core, dst)
+                d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
+                dmas.append(d)
+                if mode == "on_wait":
+                    if src_key is not None:
+                        queues.setdefault((src_key, core), []).append((d.ident, "read"))
+                    queues.setdefault((dst_key, dst), []).append((d.ident, "read_write"))
+                    # a core parked on one of these counts can now run the task
+                    for k in ((src_key, core), (dst_key, dst)):
+                        if k in waiting:
+                            wake(waiting.pop(k))
+                else:
+                    if record:
+                        schedule.append(("core", core))
+                        if hw:
+                            schedule.extend([("dma_read", d.ident), ("dma_write", d.ident)])
+                    pcs[core] += 1
+                    dma_read(d)
+                    dma_write(d)
+                    continue
+            elif t is Barrier:
+                k = passed.get((core, op.name), 0) + 1
+                if all(barrier_reached(p, op.name) >= k for p in op.participants):
+                    passed[(core, op.name)] = k
+                    for p in barrier_waiters.pop((op.name, k), ()):
+                        wake(p)
+                else:
+                    barrier_waiters.setdefault((op.name, k), []).append(core)
+                    return
+            elif t is AllocSem:
+                cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+                if hw:
+                    for c in cores:
+                        allocs[(c, op.label)] = Allocation(op.site, op.count, None)
+                else:
+                    bases = {}
+                    for c in cores:
+                        base = next_id.get(c, FIRST_SEMAPHORE_ID)
+                        next_id[c] = base + op.count
+                        internal.update(range(base, base + op.count))
+                        bases[c] = base
+                    ids = arange_int16(bases[core], op.count)
+                    if isinstance(ids, Violation):
+                        do_fail(core, ids)
+                    for c in cores:
+                        allocs[(c, op.label)] = Allocation(op.site, op.count, bases[c], ids)
+            elif t is GetBarrierSem:
+                if program.collective_id is None:
+                    do_fail(core, NoCollectiveId())
+                if not hw:
+                    fixed.add(program.collective_id)
+                    handed = scalar_int16(program.collective_id)
+                    if isinstance(handed, Violation):
+                        do_fail(core, handed)
+            elif t is Read:
+                key = resolve(core, op.sem)
+                reads.append((core, pcs[core], counts.get((key, core), 0)))
+            elif t is AllocBuffer:
+                cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+                for c in cores:
+                    i = next_buf.get(c, FIRST_BUFFER_ID)
+                    next_buf[c] = i + 1
+                    buffers[(c, op.label)] = i
+                if not hw:
+                    handed = scalar_int16(buffers[(core, op.label)])
+                    if isinstance(handed, Violation):
+                        do_fail(core, handed)
+            elif t is ExitCheck:
+                cores = set(topo.cores_of_device(op.device))
+                nz = tuple(
+                    sorted(((k, c, v) for (k, c), v in counts.items() if c in cores and v != 0), key=repr)
+                )
+                if nz:
+                    warnings.append(ExitWarning(op.device, nz))
+            elif t is not FreeBuffer:
+                raise ModelBug(f"unknown op {op!r}")
+            if record:
+                schedule.append(("core", core))
+            pcs[core] += 1
+
+    def _global(f: Failure) -> bool:
+        op = program.cores[f.core][f.pc]
+        return not (isinstance(op, _UNPROPAGATED) and topo.cores_per_device == 1)
+
+    while ready:
+        core = ready.popleft()
+        queued[core] = False
+        try:
+            run_core(core)
+        except _Halt:
+            if _global(failure[0]):
+                break
+
+    state = State(
+        pcs=tuple(pcs),
+        tables=SemTables(frozenset(internal), frozenset(fixed), FMap(next_id)),
+        counts=FMap({k: v for k, v in counts.items() if v}),
+        allocs=FMap(allocs),
+        buffers=FMap(buffers),
+        next_buffer=FMap(next_buf),
+        dmas=tuple(dmas),
+        queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
+        passed=FMap(passed),
+        reads=tuple(reads),
+        warnings=tuple(warnings),
+        failure=failure[0] if failure else None,
+    )
+    return classify(program, mode, state, tuple(schedule))

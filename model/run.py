@@ -1,0 +1,64 @@
+"""Runs of the step relation: follow a schedule, classify terminal states (RUN-1, RUN-2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from semcheck.model.errors import ModelBug
+from semcheck.model.ops import Barrier, DmaMode, Program, Wait
+from semcheck.model.state import Actor, Blocked, Outcome, State
+from semcheck.model.step import enabled, halted, step
+
+
+def blocked_cores(program: Program, mode: DmaMode, state: State) -> tuple[Blocked, ...]:
+    """The unfinished cores of a terminal state, each with the op it is stuck at."""
+    out = []
+    for core, pc in enumerate(state.pcs):
+        ops = program.cores[core]
+        if pc >= len(ops):
+            continue
+        op = ops[pc]
+        if halted(program, state, core):
+            reason = "halted by failure"
+        elif isinstance(op, Wait):
+            reason = f"waits for {op.value} on {op.sem}"
+        elif isinstance(op, Barrier):
+            reason = f"at barrier {op.name!r}"
+        else:  # pragma: no cover - every other op is always enabled
+            raise ModelBug(f"core {core} stuck at non-blocking op {op}")
+        out.append(Blocked(core, pc, op, reason))
+    return tuple(out)
+
+
+def classify(program: Program, mode: DmaMode, state: State, schedule: tuple[Actor, ...] = ()) -> Outcome:
+    """RUN-2: name a terminal state: error (a failure), deadlock (an unfinished core), or completed."""
+    blocked = blocked_cores(program, mode, state)
+    if state.failure is not None:
+        kind = "error"
+    elif blocked:
+        kind = "deadlock"
+    else:
+        kind = "completed"
+    return Outcome(kind, state, mode, schedule, blocked)
+
+
+def run(program: Program, mode: DmaMode, schedule: Iterable[Actor] = (), *, finish: bool = True) -> Outcome | State:
+    """RUN-1: apply `schedule` step by step from the initial state.
+
+    With `finish`, continue with the lowest enabled actor until no step is
+    enabled and return the classified `Outcome`; otherwise return the state
+    the schedule reaches. A schedule step that is not enabled raises ModelBug.
+    """
+    state = State.initial(program)
+    taken: list[Actor] = []
+    for actor in schedule:
+        state = step(program, mode, state, tuple(actor))
+        taken.append(tuple(actor))
+    if not finish:
+        return state
+    while True:
+        actors = enabled(program, mode, state)
+        if not actors:
+            return classify(program, mode, state, tuple(taken))
+        state = step(program, mode, state, actors[0])
+        taken.append(actors[0])

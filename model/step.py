@@ -1,0 +1,360 @@
+"""The kernel-level transition rules: one function per operation (spec sections OP, DMA, BAR).
+
+`step(program, mode, state, actor)` applies one step of one actor: a core
+executing (or trying) its next operation, or, under the hardware semantics,
+one half of an in-flight DMA. Every rule is pure: State -> State, or None when
+the step is not enabled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from semcheck.model import semaphore as sem
+from semcheck.model.errors import BadTarget, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
+from semcheck.model.ids import FIRST_BUFFER_ID, arange_int16, scalar_int16
+from semcheck.model.ops import (
+    BARRIER,
+    AllocBuffer,
+    AllocSem,
+    Barrier,
+    DmaMode,
+    DmaStart,
+    ExitCheck,
+    FreeBuffer,
+    GetBarrierSem,
+    Op,
+    Program,
+    Read,
+    SemRef,
+    Signal,
+    Wait,
+)
+from semcheck.model.semaphore import SemKey
+from semcheck.model.state import Actor, Allocation, Dma, ExitWarning, Failure, State
+
+# Ops whose interpreter callback is not wrapped by the failure-propagation
+# decorator: their exception ends only the raising device (ERR-7).
+_UNPROPAGATED = (AllocSem, AllocBuffer, GetBarrierSem)
+
+
+def is_hardware(mode: DmaMode) -> bool:
+    return mode == "hardware"
+
+
+# --- resolving references (SEM-3, HW-1, SIG-1) ---------------------------------
+
+
+def resolve(program: Program, mode: DmaMode, state: State, core: int, ref: SemRef) -> SemKey | Violation:
+    """The semaphore that `ref` denotes when `core` uses it.
+
+    Interpreter semantics (SEM-3): the id the core holds for `ref`, looked up
+    in the tables *now*. Hardware semantics (HW-1): the allocation site and
+    index, the same physical semaphore on every core.
+    """
+    if ref.label == BARRIER:
+        if program.collective_id is None:
+            return NoCollectiveId()
+        if is_hardware(mode):
+            return ("barrier",)
+        return sem.lookup(state.tables, program.collective_id)
+    alloc = state.allocs.get((core, ref.label))
+    if alloc is None:
+        raise ModelBug(f"core {core} uses semaphore allocation {ref.label!r} before allocating it")
+    if not 0 <= ref.index < alloc.count:
+        return SemIndexOutOfBounds(ref.label, ref.index, alloc.count)
+    if is_hardware(mode):
+        return ("site", alloc.site, ref.index)
+    return sem.lookup(state.tables, alloc.ids[ref.index])
+
+
+def target_core(
+    program: Program, mode: DmaMode, core: int, device: int | None, local: int | None, *, dma: bool
+) -> int | BadTarget:
+    """SIG-1: the global core a signal or DMA lands on.
+
+    No device: the issuing device. No core: for a DMA, the issuing core's
+    local index; for a signal, core 0 in the interpreter (a quirk) and the
+    issuing core's local index on hardware.
+    """
+    topo = program.topology
+    d = topo.device_of(core) if device is None else device
+    if local is None:
+        local = topo.local_core_of(core) if (dma or is_hardware(mode)) else 0
+    if not (0 <= d < topo.num_devices and 0 <= local < topo.cores_per_device):
+        return BadTarget(d, local)
+    return topo.global_core(d, local)
+
+
+# --- failure --------------------------------------------------------------------
+
+
+def fail(state: State, program: Program, core: int, violation: Violation) -> State:
+    """ERR-7: record the first failure. Later steps see it (see `halted`)."""
+    pc = state.pcs[core]
+    op = program.cores[core][pc]
+    return dataclasses.replace(state, failure=Failure(violation, core, pc, op.loc))
+
+
+def failure_is_global(program: Program, state: State) -> bool:
+    """ERR-7: a failure stops every core, except an unpropagated one on a single-core device."""
+    f = state.failure
+    if f is None:
+        return False
+    op = program.cores[f.core][f.pc]
+    return not (isinstance(op, _UNPROPAGATED) and program.topology.cores_per_device == 1)
+
+
+def halted(program: Program, state: State, core: int) -> bool:
+    """Whether `core` can take no more steps because of a failure."""
+    f = state.failure
+    if f is None:
+        return False
+    if failure_is_global(program, state):
+        return True
+    return program.topology.device_of(core) == program.topology.device_of(f.core)
+
+
+# --- one rule per operation --------------------------------------------------------
+
+
+def _advance(state: State, core: int, **changes) -> State:
+    pcs = list(state.pcs)
+    pcs[core] += 1
+    return dataclasses.replace(state, pcs=tuple(pcs), **changes)
+
+
+def rule_alloc_sem(program: Program, mode: DmaMode, state: State, core: int, op: AllocSem) -> State:
+    """SEM-1 (interpreter) / HW-1 (hardware): allocate semaphores for the core or its device."""
+    topo = program.topology
+    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+    if is_hardware(mode):
+        allocs = state.allocs.update({(c, op.label): Allocation(op.site, op.count, None) for c in cores})
+        return _advance(state, core, allocs=allocs)
+    tables, bases = sem.allocate(state.tables, cores, op.count)
+    ids = arange_int16(bases[core], op.count)
+    state = dataclasses.replace(state, tables=tables)
+    if isinstance(ids, Violation):
+        return fail(state, program, core, ids)
+    allocs = state.allocs.update(
+        {(c, op.label): Allocation(op.site, op.count, bases[c], ids) for c in cores}
+    )
+    return _advance(state, core, allocs=allocs)
+
+
+def rule_get_barrier_sem(program: Program, mode: DmaMode, state: State, core: int, op: GetBarrierSem) -> State:
+    """SEM-2: the barrier semaphore enters the fixed-id table under `collective_id`."""
+    if program.collective_id is None:
+        return fail(state, program, core, NoCollectiveId())
+    if is_hardware(mode):
+        return _advance(state, core)
+    state = dataclasses.replace(state, tables=sem.guarantee_fixed(state.tables, program.collective_id))
+    handed = scalar_int16(program.collective_id)
+    if isinstance(handed, Violation):
+        return fail(state, program, core, handed)
+    return _advance(state, core)
+
+
+def rule_signal(program: Program, mode: DmaMode, state: State, core: int, op: Signal) -> State:
+    """SEM-4 + SIG-1: look the semaphore up, then add `inc` to the target core's count."""
+    key = resolve(program, mode, state, core, op.sem)
+    if isinstance(key, Violation):
+        return fail(state, program, core, key)
+    target = target_core(program, mode, core, op.device, op.core, dma=False)
+    if isinstance(target, Violation):
+        return fail(state, program, core, target)
+    return _advance(state, core, counts=sem.signal(state.counts, key, target, op.inc))
+
+
+def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait) -> State | None:
+    """SEM-5 (+ DMA-4 under on_wait): consume own count, or run a queued task, or block."""
+    key = resolve(program, mode, state, core, op.sem)
+    if isinstance(key, Violation):
+        return fail(state, program, core, key)
+    counts = sem.try_wait(state.counts, key, core, op.value)
+    if counts is not None:
+        return _advance(state, core, counts=counts)
+    queues, task = sem.pop_task(state.queues, key, core)
+    if task is None:
+        return None
+    return run_task(dataclasses.replace(state, queues=queues), task)
+
+
+def rule_read(program: Program, mode: DmaMode, state: State, core: int, op: Read) -> State:
+    """SEM-6: read own count; the value is recorded in the state."""
+    key = resolve(program, mode, state, core, op.sem)
+    if isinstance(key, Violation):
+        return fail(state, program, core, key)
+    value = sem.count(state.counts, key, core)
+    return _advance(state, core, reads=state.reads + ((core, state.pcs[core], value),))
+
+
+def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op: DmaStart) -> State:
+    """DMA-1: look up both semaphores (send first), then start the DMA per mode (DMA-2/3/5)."""
+    src_key = None
+    if op.src_sem is not None:
+        src_key = resolve(program, mode, state, core, op.src_sem)
+        if isinstance(src_key, Violation):
+            return fail(state, program, core, src_key)
+    dst_key = resolve(program, mode, state, core, op.dst_sem)
+    if isinstance(dst_key, Violation):
+        return fail(state, program, core, dst_key)
+    dst = target_core(program, mode, core, op.device, op.core, dma=True)
+    if isinstance(dst, Violation):
+        return fail(state, program, core, dst)
+    dma = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
+    state = _advance(state, core, dmas=state.dmas + (dma,))
+    if mode == "eager":  # DMA-2: both halves at once, inside the start
+        return dma_write(dma_read(state, dma.ident), dma.ident)
+    if mode == "on_wait":  # DMA-3: queue tasks on the semaphores that will wait
+        queues = state.queues
+        if src_key is None:
+            queues = sem.enqueue_task(queues, dst_key, dst, (dma.ident, "read_write"))
+        else:
+            queues = sem.enqueue_task(queues, src_key, core, (dma.ident, "read"))
+            queues = sem.enqueue_task(queues, dst_key, dst, (dma.ident, "read_write"))
+        return dataclasses.replace(state, queues=queues)
+    return state  # DMA-5: hardware, the halves are separate actors
+
+
+def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: Barrier) -> State | None:
+    """BAR-1: the k-th barrier `name` opens once every participant has reached its k-th."""
+    k = state.passed.get((core, op.name), 0) + 1
+    for p in op.participants:
+        reached = state.passed.get((p, op.name), 0)
+        pc = state.pcs[p]
+        prog = program.cores[p]
+        if pc < len(prog) and isinstance(prog[pc], Barrier) and prog[pc].name == op.name:
+            reached += 1
+        if reached < k:
+            return None
+    return _advance(state, core, passed=state.passed.set((core, op.name), k))
+
+
+def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, op: AllocBuffer) -> State:
+    """BUF-1: each core of the scope takes the next buffer id of its own counter (from 100)."""
+    topo = program.topology
+    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+    ids = {c: state.next_buffer.get(c, FIRST_BUFFER_ID) for c in cores}
+    state = dataclasses.replace(
+        state,
+        next_buffer=state.next_buffer.update({c: i + 1 for c, i in ids.items()}),
+        buffers=state.buffers.update({(c, op.label): i for c, i in ids.items()}),
+    )
+    if not is_hardware(mode):
+        handed = scalar_int16(ids[core])
+        if isinstance(handed, Violation):
+            return fail(state, program, core, handed)
+    return _advance(state, core)
+
+
+def rule_free_buffer(program: Program, mode: DmaMode, state: State, core: int, op: FreeBuffer) -> State:
+    """BUF-2: deallocation; buffer ids are never reused, so only the pc moves."""
+    return _advance(state, core)
+
+
+def rule_exit_check(program: Program, mode: DmaMode, state: State, core: int, op: ExitCheck) -> State:
+    """EXIT-1: note every non-zero count on the device's cores at this moment."""
+    nonzero = sem.nonzero(state.counts, program.topology.cores_of_device(op.device))
+    warnings = state.warnings + ((ExitWarning(op.device, nonzero),) if nonzero else ())
+    return _advance(state, core, warnings=warnings)
+
+
+_RULES = {
+    AllocSem: rule_alloc_sem,
+    GetBarrierSem: rule_get_barrier_sem,
+    Signal: rule_signal,
+    Wait: rule_wait,
+    Read: rule_read,
+    DmaStart: rule_dma_start,
+    Barrier: rule_barrier,
+    AllocBuffer: rule_alloc_buffer,
+    FreeBuffer: rule_free_buffer,
+    ExitCheck: rule_exit_check,
+}
+
+
+# --- DMA halves (DMA-2 .. DMA-5) ---------------------------------------------------
+
+
+def _set_dma(state: State, dma: Dma) -> State:
+    dmas = list(state.dmas)
+    dmas[dma.ident] = dma
+    return dataclasses.replace(state, dmas=tuple(dmas))
+
+
+def dma_read(state: State, ident: int) -> State:
+    """DMA-2 read half: signal the send semaphore on the source core with the byte count."""
+    dma = state.dmas[ident]
+    if dma.phase != 0:
+        return state  # already read through another task
+    counts = state.counts
+    if dma.src_key is not None:
+        counts = sem.signal(counts, dma.src_key, dma.src_core, dma.nbytes)
+    return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=1))
+
+
+def dma_write(state: State, ident: int) -> State:
+    """DMA-2 write half: signal the receive semaphore on the destination core."""
+    dma = state.dmas[ident]
+    if dma.phase == 0:
+        raise ModelBug(f"DMA {ident} written before read")
+    if dma.phase == 2:
+        return state
+    counts = sem.signal(state.counts, dma.dst_key, dma.dst_core, dma.nbytes)
+    return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=2))
+
+
+def run_task(state: State, task: tuple) -> State:
+    """DMA-4: a waiter runs a popped task: the read half, or read-then-write."""
+    ident, kind = task
+    state = dma_read(state, ident)
+    if kind == "read_write":
+        state = dma_write(state, ident)
+    return state
+
+
+# --- the step relation -------------------------------------------------------------
+
+
+def core_step(program: Program, mode: DmaMode, state: State, core: int) -> State | None:
+    """Core `core` tries its next operation; None when it is done, halted or blocked."""
+    pc = state.pcs[core]
+    ops = program.cores[core]
+    if pc >= len(ops) or halted(program, state, core):
+        return None
+    op: Op = ops[pc]
+    return _RULES[type(op)](program, mode, state, core, op)
+
+
+def enabled(program: Program, mode: DmaMode, state: State) -> list[Actor]:
+    """RUN-1: the actors that can take a step now."""
+    out: list[Actor] = []
+    for core in range(program.topology.num_cores):
+        if core_step(program, mode, state, core) is not None:
+            out.append(("core", core))
+    if is_hardware(mode) and not (state.failure and failure_is_global(program, state)):
+        for dma in state.dmas:
+            if dma.phase == 0:
+                out.append(("dma_read", dma.ident))
+            elif dma.phase == 1:
+                out.append(("dma_write", dma.ident))
+    return out
+
+
+def step(program: Program, mode: DmaMode, state: State, actor: Actor) -> State:
+    """RUN-1: apply one enabled step. Raises ModelBug when the step is not enabled."""
+    kind, ident = actor
+    if kind == "core":
+        nxt = core_step(program, mode, state, ident)
+        if nxt is None:
+            raise ModelBug(f"core {ident} is not enabled")
+        return nxt
+    if not is_hardware(mode):
+        raise ModelBug(f"DMA actors exist only under the hardware semantics, not {mode}")
+    dma = state.dmas[ident]
+    if kind == "dma_read" and dma.phase == 0:
+        return dma_read(state, ident)
+    if kind == "dma_write" and dma.phase == 1:
+        return dma_write(state, ident)
+    raise ModelBug(f"{actor} is not enabled")
