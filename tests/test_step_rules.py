@@ -1,0 +1,180 @@
+"""Kernel-level rules: LAUNCH-1, SIG-1, HW-1, DMA-*, BAR-1, EXIT-1, ERR-7, SEM-5/6 at kernel level."""
+
+from __future__ import annotations
+
+import pytest
+
+from semcheck.model import (
+    BARRIER,
+    AllocSem,
+    Barrier,
+    DmaStart,
+    ExitCheck,
+    GetBarrierSem,
+    IdCollision,
+    Int16Overflow,
+    NoCollectiveId,
+    Program,
+    Read,
+    Scratch,
+    SemRef,
+    Signal,
+    Topology,
+    Wait,
+    explore,
+    fast_run,
+    launch,
+    run,
+)
+from semcheck.model.step import enabled, step
+
+S = SemRef("s")
+R = SemRef("r")
+
+
+def prog(bodies, topo=None, cid=None, scratch=("s", "r")):
+    topo = topo or Topology(len(bodies))
+    return launch(topo, bodies, collective_id=cid, scratch=[Scratch(x) for x in scratch])
+
+
+def test_program_needs_one_op_tuple_per_core():
+    with pytest.raises(ValueError):
+        Program(Topology(2), ((),))
+
+
+def test_launch_wraps_bodies_like_the_interpreter():
+    p = launch(Topology(2, 2), [[], [], [], []], scratch=[Scratch("s", 2)])
+    first = p.cores[0]
+    assert isinstance(first[0], AllocSem) and first[0].scope == "device"
+    assert [type(o).__name__ for o in first[1:]] == ["Barrier", "Barrier", "Barrier", "ExitCheck", "Barrier"]
+    assert [o.name for o in first if isinstance(o, Barrier)] == ["start", "fork0", "join0", "cleanup"]
+    assert [o.name for o in p.cores[1] if isinstance(o, Barrier)] == ["fork0", "join0"]
+    with_cid = launch(Topology(2), [[], []], collective_id=0)
+    assert not any(isinstance(o, Barrier) and o.name == "start" for o in with_cid.cores[0])
+
+
+def test_wait_consumes_only_own_core_count():
+    p = prog([[Signal(S, 1, device=1), Wait(S, 1)], [Wait(S, 1)]])
+    out = fast_run(p, "eager")
+    assert out.kind == "deadlock"
+    assert out.blocked[0].core == 0 and out.blocked[0].reason.startswith("waits")
+    assert out.blocked[1].core == 1 and "cleanup" in out.blocked[1].reason  # core 1's wait passed
+
+
+def test_read_records_own_count():
+    p = prog([[Signal(S, 2), Read(S)]])
+    out = fast_run(p, "eager")
+    assert out.state.reads == ((0, 3, 2),)  # (core, pc after two scratch allocations, value)
+
+
+def test_signal_without_core_index_targets_core_0_in_interpreter():
+    p = prog([[], [Signal(S, 1)]], topo=Topology(1, 2))
+    out = fast_run(p, "eager")
+    key = ("internal", 2000)
+    assert out.state.counts.get((key, 0)) == 1
+
+
+def test_signal_without_core_index_targets_own_core_on_hardware():
+    p = prog([[], [Signal(S, 1)]], topo=Topology(1, 2))
+    out = fast_run(p, "hardware")
+    assert out.state.counts.get((("site", "s", 0), 1)) == 1
+
+
+def test_signal_to_missing_device_fails():
+    out = fast_run(prog([[Signal(S, 1, device=5)]]), "eager")
+    assert out.kind == "error" and out.failure.violation.code == "BadTarget"
+
+
+def test_hardware_keys_semaphores_by_site():
+    body = [AllocSem("a1", 1, site="loop"), Signal(SemRef("a1")), Wait(SemRef("a1")),
+            AllocSem("a2", 1, site="loop"), Signal(SemRef("a2")), Wait(SemRef("a2"))]
+    hw = fast_run(prog([body]), "hardware")
+    ip = fast_run(prog([body]), "eager")
+    assert hw.kind == ip.kind == "completed"
+    assert ip.state.allocs[(0, "a2")].ids == (2003,)  # fresh ids after the two scratch ids
+    assert hw.state.allocs[(0, "a2")].site == "loop"
+
+
+def test_dma_signals_send_on_source_and_receive_on_destination():
+    p = prog([[DmaStart(R, 64, src_sem=S, device=1)], []])
+    out = fast_run(p, "eager")
+    c = out.state.counts
+    assert c[(("internal", 2000), 0)] == 64 and c[(("internal", 2001), 1)] == 64
+
+
+def test_eager_dma_completes_at_start():
+    p = prog([[DmaStart(R, 8)]])
+    st = run(p, "eager", [("core", 0), ("core", 0)], finish=False)  # alloc s, alloc r
+    st = step(p, "eager", st, ("core", 0))
+    assert st.dmas[0].phase == 2
+
+
+def test_on_wait_dma_runs_only_when_waited_on():
+    p = prog([[DmaStart(R, 8, device=1)], []])
+    out = fast_run(p, "on_wait")
+    assert out.kind == "completed"
+    assert [d.phase for d in out.state.dmas] == [0]
+    waited = prog([[DmaStart(R, 8, device=1)], [Wait(R, 8, kind="dma")]])
+    assert fast_run(waited, "on_wait").kind == "completed"
+
+
+def test_each_dma_half_runs_once():
+    p = prog([[DmaStart(R, 8, src_sem=S, device=1), Wait(S, 8, kind="dma")], [Wait(R, 8, kind="dma")]])
+    for o in explore(p, "on_wait").outcomes:
+        assert o.kind == "completed"
+        assert not o.state.counts  # nothing signalled twice
+        assert o.state.dmas[0].phase == 2
+
+
+def test_hardware_dma_halves_are_separate_steps():
+    p = prog([[DmaStart(R, 8)]])
+    st = run(p, "hardware", [("core", 0)] * 3, finish=False)
+    assert st.dmas[0].phase == 0
+    assert ("dma_read", 0) in enabled(p, "hardware", st)
+    assert ("dma_write", 0) not in enabled(p, "hardware", st)
+
+
+def test_barrier_waits_for_every_participant():
+    everyone = frozenset({0, 1})
+    p = prog([[Barrier("b", everyone)], []])
+    out = fast_run(p, "eager")
+    assert out.kind == "deadlock" and "barrier" in out.blocked[0].reason
+    ok = prog([[Barrier("b", everyone)], [Barrier("b", everyone)]])
+    assert fast_run(ok, "eager").kind == "completed"
+
+
+def test_exit_check_records_nonzero_counts():
+    out = fast_run(prog([[Signal(S, 2)]]), "eager")
+    assert out.kind == "completed"
+    (w,) = out.state.warnings
+    assert w.lines() == ("Semaphore 2000 has non-zero count for 0 (global core 0) at kernel exit: 2",)
+
+
+def test_barrier_semaphore_without_collective_id_fails():
+    out = fast_run(prog([[GetBarrierSem()]]), "eager")
+    assert out.failure.violation == NoCollectiveId()
+
+
+def test_collision_depends_on_schedule():
+    # device 1 allocates 2000..2001 (scratch); device 0 looks the barrier semaphore up.
+    topo = Topology(2)
+    p = launch(topo, [[GetBarrierSem(), Signal(SemRef(BARRIER))], [AllocSem("x", 3, site="x")]],
+               collective_id=2001, scratch=[])
+    kinds = {(o.kind, o.failure and o.failure.violation) for o in explore(p, "eager").outcomes}
+    assert ("error", IdCollision(2001)) in kinds
+    assert any(k == "completed" for k, _ in kinds)
+
+
+def test_failure_in_allocation_stops_only_its_device():
+    body0 = [AllocSem("big", 30766, site="big"), AllocSem("over", 2, site="over")]  # base 32768
+    p = prog([body0, [Wait(S, 1)]], cid=0)
+    out = fast_run(p, "eager")
+    assert out.kind == "error" and isinstance(out.failure.violation, Int16Overflow)
+    assert any(b.core == 1 and b.reason.startswith("waits") for b in out.blocked)
+
+
+def test_failure_in_signal_stops_everyone():
+    p = prog([[GetBarrierSem(), Signal(SemRef(BARRIER))], [Wait(S, 1)]], cid=2000)
+    out = fast_run(p, "eager")
+    assert out.failure.violation == IdCollision(2000)
+    assert all(b.reason == "halted by failure" for b in out.blocked)
