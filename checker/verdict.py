@@ -1,0 +1,69 @@
+"""Verdicts: what semcheck concludes about one property of one kernel configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from semcheck.model.ops import Loc
+
+PROPERTIES: tuple[str, ...] = (
+    "id-disjoint",
+    "id-int16",
+    "id-agreement",
+    "deadlock-free",
+    "exit-balance",
+    "dma-bytes",
+)
+
+VerdictKind = Literal["proved", "violated", "unknown"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Witness:
+    """A counterexample that replays on the reference model.
+
+    `schedule` is a sequence of model actors (`("core", g)`, `("dma_read", k)`,
+    `("dma_write", k)`) from the initial state; `blocked` lists
+    `(core, pc, description)` of the cores stuck at the end; `locs` are the
+    kernel lines involved; `details` carries property-specific facts
+    (semaphore, counts, allocation sites, ...), JSON-serialisable.
+    """
+
+    message: str
+    schedule: tuple[tuple[str, int], ...] = ()
+    blocked: tuple[tuple[int, int, str], ...] = ()
+    locs: tuple[Loc, ...] = ()
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hint: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """`proved`, `violated` (with a witness) or `unknown` (with the reason)."""
+
+    property: str
+    verdict: VerdictKind
+    reason: str = ""
+    witness: Witness | None = None
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.property not in PROPERTIES:
+            raise ValueError(f"unknown property {self.property!r}")
+        if self.verdict == "violated" and self.witness is None:
+            raise ValueError("a violation needs a witness")
+        if self.verdict == "unknown" and not self.reason:
+            raise ValueError("an unknown verdict needs a reason")
+
+
+def proved(prop: str, **stats: Any) -> Verdict:
+    return Verdict(prop, "proved", stats=stats)
+
+
+def unknown(prop: str, reason: str, **stats: Any) -> Verdict:
+    return Verdict(prop, "unknown", reason=reason, stats=stats)
+
+
+def violated(prop: str, witness: Witness, **stats: Any) -> Verdict:
+    return Verdict(prop, "violated", witness=witness, stats=stats)
