@@ -1,0 +1,337 @@
+"""Load a kernel file and find its verification targets.
+
+A kernel file names what to verify in one of three ways, tried in order:
+
+1. functions decorated with `@semcheck.target` (they carry the attribute
+   `__semcheck_target__ = {"devices", "cores", "name"}`);
+2. otherwise a module-level `build(num_devices, **kwargs)`;
+3. or, explicitly, `entry="NAME"` (the CLI's `--entry NAME`) naming any
+   module-level callable with the `build` signature.
+
+`path::name` selects one target by name. Every target, called with a device
+count, returns `(fn, example_args)`; `fn` is then traced (never run).
+
+The file is imported as a fresh module each time (a unique module name, not
+cached in `sys.modules`), with its directory on `sys.path` while it runs so
+that it can import its neighbours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import itertools
+import os
+import sys
+import traceback
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from semcheck.checker.frontend.errors import (
+    BadTargetReturn,
+    DeviceProvisioningError,
+    KernelFileNotFound,
+    KernelRaised,
+    KernelSyntaxError,
+    NoTargets,
+)
+from semcheck.model.ops import Loc
+
+TARGET_ATTR = "__semcheck_target__"
+DEFAULT_DEVICES = (2, 4, 8)
+
+_module_counter = itertools.count()
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One verification target of a kernel file."""
+
+    name: str
+    builder: Callable[..., Any]
+    devices: tuple[int, ...] = DEFAULT_DEVICES
+    cores: int | None = None
+    kind: str = "target"  # "target" | "build" | "entry"
+    path: str = ""
+
+    def build(self, num_devices: int, **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """Call the builder and check the shape of what it returns."""
+        try:
+            result = self.builder(num_devices, **_accepted_kwargs(self.builder, kwargs))
+        except Exception as e:  # the kernel's own failure, reported as such
+            raise KernelRaised(
+                f"kernel raised while building target {self.name!r} for {num_devices} "
+                f"devices: {type(e).__name__}: {e}",
+                stage="build",
+                cause=e,
+                path=self.path,
+                loc=_user_loc(e, self.path),
+            ) from e
+        return check_target_return(result, self.name, self.path)
+
+
+def split_selector(path: str) -> tuple[str, str | None]:
+    """`"file.py::name"` -> `("file.py", "name")`; plain paths select nothing."""
+    if "::" in path:
+        file, _, name = path.rpartition("::")
+        return file, (name or None)
+    return path, None
+
+
+def import_kernel_file(path: str) -> types.ModuleType:
+    """Import `path` as a fresh module (never reused from `sys.modules`)."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise KernelFileNotFound(f"kernel file not found: {path}", path=path)
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        loc = Loc(path, e.lineno or 0, (e.text or "").strip())
+        raise KernelSyntaxError(
+            f"syntax error in kernel file {path}:{e.lineno}: {e.msg}", path=path, loc=loc
+        ) from e
+    except OSError as e:
+        raise KernelFileNotFound(f"kernel file not readable: {path}: {e}", path=path) from e
+
+    base = os.path.splitext(os.path.basename(path))[0]
+    mod_name = f"_semcheck_kernel_{next(_module_counter)}_{''.join(c if c.isalnum() else '_' for c in base)}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    directory = os.path.dirname(path)
+    added = directory not in sys.path
+    if added:
+        sys.path.insert(0, directory)
+    # Kept registered (under its unique name) so that dataclasses, pickling
+    # and `inspect` can find the module's source while it runs and later.
+    sys.modules[mod_name] = module
+    try:
+        exec(code, module.__dict__)
+    except Exception as e:
+        sys.modules.pop(mod_name, None)
+        raise KernelRaised(
+            f"kernel file raised during import: {type(e).__name__}: {e}",
+            stage="import",
+            cause=e,
+            path=path,
+            loc=_user_loc(e, path),
+        ) from e
+    finally:
+        if added:
+            try:
+                sys.path.remove(directory)
+            except ValueError:
+                pass
+    return module
+
+
+def find_targets(
+    module: types.ModuleType,
+    *,
+    entry: str | None = None,
+    select: str | None = None,
+    path: str = "",
+) -> list[Target]:
+    """The targets of an imported kernel file, in definition order."""
+    path = path or getattr(module, "__file__", "") or ""
+    if entry is not None:
+        fn = module.__dict__.get(entry)
+        if fn is None or not callable(fn):
+            raise NoTargets(f"no callable named {entry!r} in {path}", path=path)
+        targets = [Target(entry, fn, kind="entry", path=path, **_marker_options(fn))]
+    else:
+        targets = []
+        seen: set[int] = set()
+        for attr, value in list(module.__dict__.items()):
+            marker = getattr(value, TARGET_ATTR, None) if callable(value) else None
+            if not isinstance(marker, dict) or id(value) in seen:
+                continue
+            seen.add(id(value))
+            targets.append(
+                Target(
+                    str(marker.get("name") or attr),
+                    value,
+                    kind="target",
+                    path=path,
+                    **_marker_options(value),
+                )
+            )
+        if not targets:
+            build = module.__dict__.get("build")
+            if callable(build):
+                targets = [Target("build", build, kind="build", path=path)]
+    if not targets:
+        raise NoTargets(
+            f"no targets in {path}: mark a function with @semcheck.target, define "
+            "build(num_devices), or pass an entry name",
+            path=path,
+        )
+    if select is not None:
+        chosen = [t for t in targets if t.name == select or getattr(t.builder, "__name__", None) == select]
+        if not chosen:
+            fn = module.__dict__.get(select)
+            if callable(fn):
+                chosen = [Target(select, fn, kind="entry", path=path, **_marker_options(fn))]
+        if not chosen:
+            names = ", ".join(t.name for t in targets)
+            raise NoTargets(f"no target named {select!r} in {path} (targets: {names})", path=path)
+        targets = chosen
+    return targets
+
+
+def load_targets(path: str, *, entry: str | None = None, target: str | None = None) -> list[Target]:
+    """Import `path` (which may carry a `::name` selector) and return its targets."""
+    file, selected = split_selector(path)
+    select = target if target is not None else selected
+    module = import_kernel_file(file)
+    return find_targets(module, entry=entry, select=select, path=os.path.abspath(file))
+
+
+def check_target_return(result: Any, name: str, path: str = "") -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A target must return `(fn, example_args)` with `fn` callable."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise BadTargetReturn(
+            f"target {name!r} must return (fn, example_args), got {_describe(result)}", path=path
+        )
+    fn, args = result
+    if not callable(fn):
+        raise BadTargetReturn(
+            f"target {name!r} must return (fn, example_args): fn is {_describe(fn)}, not callable",
+            path=path,
+        )
+    if isinstance(args, (tuple, list)):
+        args = tuple(args)
+    else:
+        args = (args,)
+    for i, a in enumerate(args):
+        if not (hasattr(a, "shape") and hasattr(a, "dtype")) and not _is_pytree_of_arrays(a):
+            raise BadTargetReturn(
+                f"target {name!r} must return (fn, example_args): argument {i} is "
+                f"{_describe(a)}, not an array or jax.ShapeDtypeStruct",
+                path=path,
+            )
+    return fn, args
+
+
+# --- device provisioning ------------------------------------------------------
+
+
+def jax_initialised() -> bool:
+    """True when jax's backends exist (the host device count is then fixed)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # pragma: no cover - very old or very new jax
+        return True
+
+
+def provision_devices(n: int) -> None:
+    """Make `n` CPU host devices available to jax.
+
+    Sets `XLA_FLAGS=--xla_force_host_platform_device_count=N` (replacing any
+    earlier count) before jax initialises its backends. If jax is already
+    initialised, this only checks that it has at least `n` devices and raises
+    `DeviceProvisioningError` otherwise: the count cannot change inside a
+    running process, so run each configuration in a fresh process.
+    """
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"device count must be positive, got {n}")
+    if jax_initialised():
+        import jax
+
+        have = jax.device_count()
+        if have < n:
+            raise DeviceProvisioningError(
+                f"jax is already initialised with {have} device(s); {n} needed. "
+                "Provision devices before jax initialises (one process per configuration)."
+            )
+        return
+    flags = [
+        f
+        for f in os.environ.get("XLA_FLAGS", "").split()
+        if not f.startswith("--xla_force_host_platform_device_count")
+    ]
+    flags.append(f"--xla_force_host_platform_device_count={n}")
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _marker_options(fn: Any) -> dict[str, Any]:
+    marker = getattr(fn, TARGET_ATTR, None)
+    if not isinstance(marker, dict):
+        return {}
+    opts: dict[str, Any] = {}
+    if marker.get("devices"):
+        opts["devices"] = tuple(int(d) for d in marker["devices"])
+    if marker.get("cores") is not None:
+        opts["cores"] = int(marker["cores"])
+    return opts
+
+
+def _accepted_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pass only the keyword arguments `fn` accepts (all of them for **kwargs)."""
+    if not kwargs:
+        return {}
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return dict(kwargs)
+    params = sig.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return dict(kwargs)
+    names = {
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _is_pytree_of_arrays(x: Any) -> bool:
+    if isinstance(x, (tuple, list)):
+        return all(_is_pytree_of_arrays(y) for y in x)
+    if isinstance(x, dict):
+        return all(_is_pytree_of_arrays(y) for y in x.values())
+    return hasattr(x, "shape") and hasattr(x, "dtype") or isinstance(x, (int, float, bool))
+
+
+def _describe(x: Any) -> str:
+    text = repr(x)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{type(x).__name__} {text}"
+
+
+def _user_loc(e: BaseException, path: str) -> Loc | None:
+    """The innermost frame of `e`'s traceback that is in the kernel file."""
+    if not path:
+        return None
+    path = os.path.abspath(path)
+    found = None
+    for frame in traceback.extract_tb(e.__traceback__):
+        if os.path.abspath(frame.filename) == path:
+            found = Loc(path, frame.lineno or 0, (frame.line or "").strip())
+    return found
+
+
+__all__: Sequence[str] = [
+    "Target",
+    "split_selector",
+    "import_kernel_file",
+    "find_targets",
+    "load_targets",
+    "check_target_return",
+    "provision_devices",
+    "jax_initialised",
+]
