@@ -1,0 +1,509 @@
+"""Trace a target function and find the TPU kernels in it.
+
+`trace_kernels(fn, args)` runs `jax.make_jaxpr` (tracing only: nothing is
+compiled or executed) and walks the resulting jaxpr, descending into every
+sub-jaxpr (jit, shard_map, cond branches, loops, custom derivatives, ...).
+Each `pallas_call`, and each `core_map` over a `TensorCoreMesh` (which
+appears as an `mpmd_map` equation), becomes a `KernelCall`: everything the
+interpreter reads when it launches the kernel, in the front end's own small
+dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
+from semcheck.model.ops import NO_LOC, Loc
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshInfo:
+    """The device mesh a kernel runs on: the manual axes of its shard_map(s)."""
+
+    axis_names: tuple[str, ...] = ()
+    axis_sizes: tuple[int, ...] = ()
+    physical_devices: int = 1  # devices of the enclosing mesh (>= num_devices)
+
+    @property
+    def num_devices(self) -> int:
+        return math.prod(self.axis_sizes)
+
+    @property
+    def shape(self) -> dict[str, int]:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """One kernel operand (index operand, input, output or scratch)."""
+
+    role: str  # "index" | "input" | "output" | "scratch"
+    name: str
+    kind: str  # "buffer" | "semaphore"
+    memory_space: str  # "hbm", "vmem", "smem", "semaphore_mem", ...
+    shape: tuple[int, ...]
+    dtype: str
+    block_shape: tuple[int, ...] | None = None  # inputs/outputs: the block's ref shape
+
+    @property
+    def count(self) -> int:
+        """Number of semaphores (semaphore operands)."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        shape = self.block_shape if self.block_shape is not None else self.shape
+        try:
+            itemsize = np.dtype(self.dtype).itemsize
+        except TypeError:
+            itemsize = 4
+        return math.prod(shape) * itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelCall:
+    """A TPU kernel launch found in the traced program."""
+
+    kind: str  # "pallas_call" | "core_map"
+    name: str
+    index: int  # position among the kernels of the traced function
+    loc: Loc
+    jaxpr: Any  # the kernel body (a jax core.Jaxpr)
+    grid: tuple[int, ...]
+    grid_names: tuple[Any, ...] | None
+    vmapped_dims: tuple[int, ...]
+    num_index_operands: int
+    num_inputs: int
+    num_outputs: int
+    operands: tuple[Operand, ...]  # in kernel-argument order
+    input_output_aliases: tuple[tuple[int, int], ...]
+    collective_id: int | None
+    dimension_semantics: tuple[str, ...] | None  # "parallel" / "arbitrary" ...
+    cores_per_device: int
+    core_axis_name: str | None  # the TensorCoreMesh axis (core_map)
+    mesh: MeshInfo
+    interpret_params: Any  # InterpretParams or None (compiled, not interpreted)
+    compiler_params: Any
+    block_mappings: tuple[Any, ...] = ()
+    grid_mapping: Any = None
+
+    @property
+    def dma_mode(self) -> str | None:
+        p = self.interpret_params
+        return None if p is None else str(p.dma_execution_mode)
+
+    @property
+    def random_seed(self) -> int | None:
+        p = self.interpret_params
+        return None if p is None else p.random_seed
+
+    @property
+    def scratch(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if o.role == "scratch")
+
+    @property
+    def semaphore_scratch(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.scratch if o.kind == "semaphore")
+
+
+# --- tracing ------------------------------------------------------------------
+
+
+def make_jaxpr(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -> Any:
+    """`jax.make_jaxpr(fn)(*args)`, with kernel failures reported as `KernelRaised`."""
+    import jax
+
+    try:
+        return jax.make_jaxpr(fn)(*args)
+    except Exception as e:
+        from semcheck.checker.frontend.targets import _user_loc
+
+        raise KernelRaised(
+            f"kernel raised while tracing: {type(e).__name__}: {_first_line(e)}",
+            stage="trace",
+            cause=e,
+            path=path or None,
+            loc=_user_loc(e, path) if path else None,
+        ) from e
+
+
+def trace_kernels(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -> list[KernelCall]:
+    """Trace `fn(*args)` and return its TPU kernels in program order."""
+    closed = make_jaxpr(fn, args, path=path)
+    kernels = find_kernels(closed.jaxpr)
+    if not kernels:
+        raise NotTpuPallasCall(
+            "no TPU pallas_call or core_map found in the traced function", path=path or None
+        )
+    return kernels
+
+
+def find_kernels(jaxpr: Any) -> list[KernelCall]:
+    """All kernel launches in `jaxpr` (recursively), in program order."""
+    found: list[KernelCall] = []
+    _walk(jaxpr, axes={}, physical=1, found=found)
+    return found
+
+
+def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[KernelCall]) -> None:
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "pallas_call":
+            found.append(_from_pallas_call(eqn, axes, physical, len(found)))
+            continue
+        if name == "mpmd_map":
+            found.append(_from_mpmd_map(eqn, axes, physical, len(found)))
+            continue
+        sub_axes, sub_physical = axes, physical
+        if name == "shard_map":
+            mesh = eqn.params["mesh"]
+            manual = set(eqn.params.get("newly_manual_axes", ())) | set(
+                getattr(mesh, "manual_axes", ()) or ()
+            )
+            sub_axes = dict(axes)
+            for k, v in mesh.shape.items():
+                if k in manual:
+                    sub_axes[k] = int(v)
+            sub_physical = max(physical, int(math.prod(mesh.shape.values())))
+        for sub in _sub_jaxprs(eqn.params):
+            _walk(sub, axes=sub_axes, physical=sub_physical, found=found)
+
+
+def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
+    from jax._src import core as jax_core
+
+    jaxpr_types = _jaxpr_types(jax_core)
+    for value in params.values():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for v in values:
+            if isinstance(v, jaxpr_types):
+                yield v.jaxpr
+
+
+def _jaxpr_types(jax_core: Any) -> tuple[type, ...]:
+    """The jaxpr classes of this jax (older releases have a separate ClosedJaxpr)."""
+    types_ = [jax_core.Jaxpr]
+    closed = getattr(jax_core, "ClosedJaxpr", None)
+    if isinstance(closed, type) and closed is not jax_core.Jaxpr:
+        types_.append(closed)
+    return tuple(types_)
+
+
+# --- pallas_call ----------------------------------------------------------------
+
+
+def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
+    from jax._src.pallas.mosaic import core as mosaic_core
+
+    params = eqn.params
+    loc = eqn_loc(eqn, _definition_loc(params["jaxpr"]))
+    compiler_params = params.get("compiler_params")
+    if compiler_params is not None and not isinstance(compiler_params, mosaic_core.CompilerParams):
+        raise NotTpuPallasCall(
+            f"pallas_call at {loc} has {type(compiler_params).__name__}, not TPU (Mosaic) "
+            "compiler params",
+            loc=loc,
+        )
+    interpret = _tpu_interpret_params(params.get("interpret"), loc)
+    gm = params["grid_mapping"]
+    if gm.num_dynamic_grid_bounds:
+        raise Unsupported("pallas_call", "the grid has dynamic bounds", loc)
+    grid = tuple(int(g) for g in gm.grid)
+    jaxpr = params["jaxpr"]
+    if getattr(jaxpr, "constvars", None):
+        raise Unsupported("pallas_call", "the kernel jaxpr has constants", loc)
+    arg_names = _arg_names(jaxpr)
+    operands: list[Operand] = []
+    invars = list(jaxpr.invars)
+    nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
+    for i, var in enumerate(invars):
+        aval = var.aval
+        nm = arg_names[i] if i < len(arg_names) else ""
+        if i < nidx:
+            operands.append(_operand("index", nm or f"index{i}", aval, "smem"))
+        elif i < nidx + nin + nout:
+            j = i - nidx
+            bm = gm.block_mappings[j]
+            role = "input" if j < nin else "output"
+            ms = memory_space_name(bm.transformed_block_aval.memory_space)
+            operands.append(
+                _operand(
+                    role,
+                    nm or f"{role}{j if j < nin else j - nin}",
+                    aval,
+                    ms,
+                    array_shape=tuple(bm.array_aval.shape),
+                    block_shape=tuple(getattr(aval, "shape", ())),
+                )
+            )
+        else:
+            operands.append(
+                _operand("scratch", nm or f"scratch{i - nidx - nin - nout}", aval,
+                         memory_space_name(getattr(aval, "memory_space", None)))
+            )
+    mesh_obj = params.get("mesh")
+    cores, core_axis = _cores(interpret, mesh_obj, loc)
+    dims = _dimension_semantics(compiler_params, len(grid))
+    if isinstance(mesh_obj, mosaic_core.TensorCoreMesh) and cores > 1:
+        dims = ("parallel",)
+    return KernelCall(
+        kind="pallas_call",
+        name=str(params.get("name") or _debug_name(jaxpr) or "pallas_call"),
+        index=index,
+        loc=loc,
+        jaxpr=jaxpr,
+        grid=grid,
+        grid_names=tuple(gm.grid_names) if gm.grid_names is not None else None,
+        vmapped_dims=tuple(gm.vmapped_dims),
+        num_index_operands=nidx,
+        num_inputs=nin,
+        num_outputs=nout,
+        operands=tuple(operands),
+        input_output_aliases=tuple(tuple(p) for p in params.get("input_output_aliases", ())),
+        collective_id=_collective_id(compiler_params),
+        dimension_semantics=dims,
+        cores_per_device=cores,
+        core_axis_name=core_axis,
+        mesh=MeshInfo(tuple(axes), tuple(axes.values()), physical),
+        interpret_params=interpret,
+        compiler_params=compiler_params,
+        block_mappings=tuple(gm.block_mappings),
+        grid_mapping=gm,
+    )
+
+
+def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
+    """A `core_map` (an `mpmd_map` of one mesh), as the interpreter's fallback sees it."""
+    from jax._src import core as jax_core
+    from jax._src.pallas.mosaic import core as mosaic_core
+
+    params = eqn.params
+    meshes = params["meshes"]
+    jaxprs = params["jaxprs"]
+    loc = eqn_loc(eqn, _definition_loc(jaxprs[0]) if len(jaxprs) == 1 else NO_LOC)
+    if len(jaxprs) != 1 or len(meshes) != 1 or params.get("external_meshes"):
+        raise Unsupported("mpmd_map", "only a core_map over one mesh is supported", loc)
+    (mesh,) = meshes
+    (jaxpr,) = jaxprs
+    if getattr(jaxpr, "consts", None):
+        raise Unsupported("core_map", "the kernel jaxpr has constants", loc)
+    if not isinstance(mesh, mosaic_core.TensorCoreMesh):
+        raise NotTpuPallasCall(
+            f"core_map at {loc} runs on a {type(mesh).__name__}, not a TensorCoreMesh", loc=loc
+        )
+    compiler_params = params.get("compiler_params")
+    if compiler_params is not None and not isinstance(compiler_params, mosaic_core.CompilerParams):
+        raise NotTpuPallasCall(
+            f"core_map at {loc} has {type(compiler_params).__name__}, not TPU compiler params",
+            loc=loc,
+        )
+    interpret = _tpu_interpret_params(params.get("interpret"), loc)
+    nin = len(eqn.invars)
+    nout = len(params["out_avals"])
+    arg_names = _arg_names(jaxpr)
+    operands: list[Operand] = []
+    for i, var in enumerate(jaxpr.invars):
+        aval = var.aval
+        nm = arg_names[i] if i < len(arg_names) else ""
+        if i < nin + nout:
+            role = "input" if i < nin else "output"
+            outer = eqn.invars[i].aval if i < nin else params["out_avals"][i - nin]
+            ms = getattr(outer, "memory_space", None)
+            if ms is None or isinstance(ms, jax_core.MemorySpace):
+                ms = mesh.default_memory_space
+            operands.append(
+                _operand(role, nm or f"{role}{i if i < nin else i - nin}", aval,
+                         memory_space_name(ms), block_shape=tuple(getattr(aval, "shape", ())))
+            )
+        else:
+            operands.append(
+                _operand("scratch", nm or f"scratch{i - nin - nout}", aval,
+                         memory_space_name(getattr(aval, "memory_space", None)))
+            )
+    cores = int(mesh.num_cores)
+    dims = ("parallel",)
+    return KernelCall(
+        kind="core_map",
+        name=str(params.get("name") or _debug_name(jaxpr) or "core_map"),
+        index=index,
+        loc=loc,
+        jaxpr=jaxpr,
+        grid=(cores,),
+        grid_names=(mesh.axis_name,),
+        vmapped_dims=(),
+        num_index_operands=0,
+        num_inputs=nin,
+        num_outputs=nout,
+        operands=tuple(operands),
+        input_output_aliases=tuple(sorted(dict(params.get("input_output_aliases", {})).items())),
+        collective_id=_collective_id(compiler_params),
+        dimension_semantics=dims,
+        cores_per_device=cores,
+        core_axis_name=str(mesh.axis_name),
+        mesh=MeshInfo(tuple(axes), tuple(axes.values()), physical),
+        interpret_params=interpret,
+        compiler_params=compiler_params,
+    )
+
+
+# --- helpers --------------------------------------------------------------------
+
+
+def memory_space_name(ms: Any) -> str:
+    """A memory space as the interpreter classifies it ("any" counts as HBM)."""
+    if ms is None:
+        return "vmem"
+    value = getattr(ms, "value", None)
+    name = str(value if value is not None else ms).lower()
+    if name in ("any", "hbm"):
+        return "hbm"
+    if name in ("default",):
+        return "vmem"
+    return name
+
+
+def _operand(role: str, name: str, aval: Any, ms: str, *, array_shape: tuple[int, ...] | None = None,
+             block_shape: tuple[int, ...] | None = None) -> Operand:
+    shape = tuple(int(d) for d in getattr(aval, "shape", ()))
+    dtype = getattr(aval, "dtype", None)
+    is_sem = ms == "semaphore_mem" or _is_semaphore_dtype(dtype)
+    return Operand(
+        role=role,
+        name=name,
+        kind="semaphore" if is_sem else "buffer",
+        memory_space="semaphore_mem" if is_sem else ms,
+        shape=array_shape if array_shape is not None else shape,
+        dtype=str(dtype),
+        block_shape=block_shape,
+    )
+
+
+def _is_semaphore_dtype(dtype: Any) -> bool:
+    if dtype is None:
+        return False
+    try:
+        from jax._src.pallas import core as pallas_core
+        import jax.numpy as jnp
+
+        return any(
+            jnp.issubdtype(dtype, t)
+            for t in (pallas_core.semaphore, pallas_core.barrier_semaphore)
+        )
+    except Exception:
+        return "sem" in str(dtype)
+
+
+def _tpu_interpret_params(interpret: Any, loc: Loc) -> Any:
+    from jax._src.pallas.mosaic.interpret.params import InterpretParams
+
+    if isinstance(interpret, InterpretParams):
+        return interpret
+    if interpret is None or interpret is False:
+        return None
+    if interpret is True:
+        return None  # the generic HLO interpreter: lowered as the TPU would run it
+    raise NotTpuPallasCall(
+        f"kernel at {loc} is interpreted with {type(interpret).__name__}, not TPU InterpretParams",
+        loc=loc,
+    )
+
+
+def _cores(interpret: Any, mesh: Any, loc: Loc) -> tuple[int, str | None]:
+    from jax._src.pallas.mosaic import core as mosaic_core
+
+    if isinstance(mesh, mosaic_core.TensorCoreMesh):
+        return int(mesh.num_cores), str(mesh.axis_name)
+    if mesh is not None:
+        raise NotTpuPallasCall(f"kernel at {loc} runs on a {type(mesh).__name__}", loc=loc)
+    if interpret is not None:
+        return int(interpret.num_cores_or_threads), None
+    return 1, None
+
+
+def _dimension_semantics(compiler_params: Any, ndims: int) -> tuple[str, ...] | None:
+    ds = getattr(compiler_params, "dimension_semantics", None)
+    if ds is None:
+        return None
+    out = []
+    for d in ds:
+        name = getattr(d, "value", d)
+        out.append(str(name).lower())
+    return tuple(out)
+
+
+def _collective_id(compiler_params: Any) -> int | None:
+    cid = getattr(compiler_params, "collective_id", None)
+    return None if cid is None else int(cid)
+
+
+def _arg_names(jaxpr: Any) -> list[str]:
+    info = getattr(jaxpr, "debug_info", None)
+    names = getattr(info, "arg_names", None) if info is not None else None
+    if not names:
+        return []
+    return [_clean_name(n) for n in names]
+
+
+def _clean_name(name: Any) -> str:
+    text = str(name or "")
+    return "".join(c if (c.isalnum() or c == "_") else "_" for c in text).strip("_")
+
+
+def _debug_name(jaxpr: Any) -> str:
+    info = getattr(jaxpr, "debug_info", None)
+    src = getattr(info, "func_src_info", None) if info is not None else None
+    return str(src).split(" ")[0] if src else ""
+
+
+def _definition_loc(jaxpr: Any) -> Loc:
+    """Where the kernel function is defined (from the jaxpr's debug info)."""
+    info = getattr(jaxpr, "debug_info", None)
+    src = str(getattr(info, "func_src_info", "") or "")
+    if " at " not in src:
+        return NO_LOC
+    where = src.rsplit(" at ", 1)[1]
+    file, _, line = where.rpartition(":")
+    if not file or not line.isdigit():
+        return NO_LOC
+    return make_loc(file, int(line))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def eqn_loc(eqn: Any, default: Loc = NO_LOC) -> Loc:
+    """The user's source line of a jaxpr equation (jax's own frames skipped)."""
+    return frame_loc(getattr(eqn, "source_info", None), default)
+
+
+def frame_loc(source_info: Any, default: Loc = NO_LOC) -> Loc:
+    from jax._src import source_info_util
+
+    tb = getattr(source_info, "traceback", None)
+    if tb is None:
+        return default
+    frame = source_info_util.user_frame(tb)
+    if frame is None:
+        return default
+    return make_loc(frame.file_name, frame.start_line)
+
+
+_loc_cache: dict[tuple[str, int], Loc] = {}
+
+
+def make_loc(file: str, line: int) -> Loc:
+    key = (file, line)
+    loc = _loc_cache.get(key)
+    if loc is None:
+        loc = Loc(file, int(line), linecache.getline(file, int(line)).strip())
+        _loc_cache[key] = loc
+    return loc
