@@ -118,6 +118,84 @@ def parse_nonzero_warning(line: str) -> dict[str, int] | None:
 
 
 # --------------------------------------------------------------------------
+# ground truth helpers (shared by make_ground_truth.py and the tests)
+# --------------------------------------------------------------------------
+
+GROUND_TRUTH_PATH = Path(__file__).resolve().with_name("ground_truth.json")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_ground_truth(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    with open(path or GROUND_TRUTH_PATH) as f:
+        return json.load(f)
+
+
+def case_key(path: str, devices: int, dma_mode: str, kwargs: dict | None = None) -> str:
+    """Stable identifier of one run configuration, e.g.
+    'examples/ring_permute.py|4|eager|{}'."""
+    return f"{path}|{int(devices)}|{dma_mode}|{json.dumps(kwargs or {}, sort_keys=True)}"
+
+
+def leak_pairs(warnings: list[str]) -> list[dict[str, int]]:
+    """Unique (semaphore, count) pairs named by non-zero-count lines."""
+    pairs = set()
+    for w in warnings:
+        d = parse_nonzero_warning(w)
+        if d is not None:
+            pairs.add((d["sem"], d["count"]))
+    return [{"semaphore": s, "count": c} for s, c in sorted(pairs)]
+
+
+def compare_to_ground_truth(
+    report: dict[str, Any], case: dict[str, Any], example: dict[str, Any] | None = None
+) -> list[str]:
+    """Differences between a fresh `run_kernel` report and a ground-truth case.
+
+    Warnings are compared loosely, because the interpreter's exit check is
+    racy: each device checks only its own counts when *it* exits (a signal
+    from a slower device may land later), and it prints only the first
+    non-zero semaphore it finds, in set-iteration order.  So a report matches
+    when it has warnings iff the ground truth has them, and every
+    (semaphore, count) it names is one the ground truth saw or the example
+    declares as a leak.
+    """
+    problems = []
+    if report["outcome"] != case["outcome"]:
+        problems.append(f"outcome {report['outcome']!r} != {case['outcome']!r}")
+        return problems
+    if case["outcome"] == "error":
+        if report.get("error_type") != case.get("error_type"):
+            problems.append(
+                f"error_type {report.get('error_type')!r} != {case.get('error_type')!r}"
+            )
+        frag = case.get("error_fragment") or case.get("error_message") or ""
+        if frag not in (report.get("error_message") or ""):
+            problems.append(f"error message {report.get('error_message')!r} lacks {frag!r}")
+    seen = leak_pairs(report.get("nonzero_count_warnings", []))
+    allowed = {(p["semaphore"], p["count"]) for p in case.get("leaks_observed", [])}
+    if example:
+        allowed |= {(p["semaphore"], p["count"]) for p in example.get("expected_leaks", [])}
+    if bool(seen) != bool(case.get("leaks_observed")):
+        problems.append(
+            f"non-zero-count warnings {report.get('nonzero_count_warnings')!r}, "
+            f"ground truth {case.get('nonzero_count_warnings')!r}"
+        )
+    extra = [p for p in seen if (p["semaphore"], p["count"]) not in allowed]
+    if extra:
+        problems.append(f"unexpected leaked semaphores {extra!r}")
+    if (
+        case["outcome"] == "completed"
+        and case.get("output_matches_reference") is not None
+        and report.get("output_matches_reference") != case["output_matches_reference"]
+    ):
+        problems.append(
+            f"output_matches_reference {report.get('output_matches_reference')!r} "
+            f"!= {case['output_matches_reference']!r}"
+        )
+    return problems
+
+
+# --------------------------------------------------------------------------
 # child side
 # --------------------------------------------------------------------------
 

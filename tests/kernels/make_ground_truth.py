@@ -1,0 +1,221 @@
+"""Regenerate tests/kernels/ground_truth.json by running every example in interpret mode.
+
+    python tests/kernels/make_ground_truth.py                 # full matrix
+    python tests/kernels/make_ground_truth.py --only buggy/int16 --devices 2
+
+Each configuration (example file, device count, DMA execution mode, extra
+build kwargs) runs in a fresh subprocess through run_interpret.run_kernel.
+A run that has not finished after the hang timeout is recorded as "hang".
+Runs that print non-zero-count warnings are repeated (`--leak-repeats`) and
+the union of what was printed is stored, because that output is racy.
+
+With --only, existing entries for other configurations are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run_interpret as ri  # noqa: E402
+
+# What each example is, and which (semaphore, count) leaks its design implies
+# for the default sizes.  This is the intended verdict, independent of what
+# the interpreter manages to show.
+EXAMPLES: dict[str, dict] = {
+    "examples/ring_permute.py": {"kind": "clean"},
+    "examples/ring_allgather.py": {"kind": "clean"},
+    "examples/ring_allreduce.py": {"kind": "clean"},
+    "examples/bidirectional_reduce_scatter.py": {"kind": "clean"},
+    "examples/scoped_semaphores.py": {"kind": "clean"},
+    "examples/double_buffered_pipeline.py": {"kind": "clean"},
+    "examples/two_core_signal.py": {"kind": "clean", "cores_per_device": 2},
+    "examples/emit_pipeline.py": {"kind": "clean"},
+    "examples/buggy/missing_signal_deadlock.py": {"kind": "deadlock"},
+    "examples/buggy/wait_too_large_deadlock.py": {"kind": "deadlock"},
+    "examples/buggy/wrong_neighbour_deadlock.py": {"kind": "deadlock"},
+    "examples/buggy/cyclic_wait_deadlock.py": {"kind": "deadlock"},
+    "examples/buggy/dma_byte_mismatch_wait_larger.py": {"kind": "deadlock"},
+    "examples/buggy/two_core_missing_core_index.py": {
+        "kind": "deadlock", "cores_per_device": 2},
+    "examples/buggy/cross_device_id_disagreement.py": {
+        "kind": "id_disagreement", "also": ["deadlock"]},
+    "examples/buggy/exit_leak_extra_signal.py": {
+        "kind": "exit_leak", "expected_leaks": [{"semaphore": 0, "count": 1}]},
+    "examples/buggy/exit_leak_unwaited_send.py": {
+        "kind": "exit_leak", "expected_leaks": [{"semaphore": 2000, "count": 4096}]},
+    "examples/buggy/exit_leak_two_semaphores.py": {
+        "kind": "exit_leak",
+        "expected_leaks": [{"semaphore": 0, "count": 1},
+                           {"semaphore": 2000, "count": 4096}]},
+    "examples/buggy/dma_byte_mismatch_wait_smaller.py": {
+        "kind": "exit_leak", "expected_leaks": [{"semaphore": 2001, "count": 2048}]},
+    "examples/buggy/fixed_id_collision.py": {
+        "kind": "id_collision", "colliding_id": 2000},
+    "examples/buggy/fixed_id_collision_scoped.py": {
+        "kind": "id_collision", "colliding_id": 2002},
+    "examples/buggy/int16_overflow.py": {"kind": "int16_overflow"},
+}
+
+# Extra configurations with non-default build kwargs: (path, kwargs, devices).
+VARIANTS: list[tuple[str, dict, tuple[int, ...]]] = [
+    # ids wrap to negative inside a used range -> KeyError on first use
+    ("examples/buggy/int16_overflow.py", {"rows_per_step": 64}, (2, 4)),
+    # the straddling allocation wraps silently but only valid ids are used
+    ("examples/buggy/int16_overflow.py", {"steps": 16}, (2, 4, 8)),
+    # collective id above every allocated internal id: no collision
+    ("examples/buggy/fixed_id_collision.py", {"collective_id": 2002}, (2, 4, 8)),
+    # grid too short for run_scoped ids to reach the collective id
+    ("examples/buggy/fixed_id_collision_scoped.py", {"steps": 2}, (2, 4, 8)),
+]
+
+# Examples that take longer than the rest get a longer hang timeout.
+SLOW = {"examples/buggy/int16_overflow.py": 4.0}
+
+# The ground truth records a fragment of the error message to match on.
+def _error_fragment(message: str | None) -> str | None:
+    if message is None:
+        return None
+    return message.strip()
+
+
+def _configs(args) -> list[tuple[str, int, str, dict]]:
+    configs = []
+    for path in EXAMPLES:
+        for n in args.devices:
+            for mode in args.modes:
+                configs.append((path, n, mode, {}))
+    for path, kwargs, devs in VARIANTS:
+        for n in devs:
+            if n not in args.devices:
+                continue
+            for mode in args.modes:
+                configs.append((path, n, mode, kwargs))
+    if args.only:
+        configs = [c for c in configs if any(o in c[0] for o in args.only)]
+    return configs
+
+
+def _run_case(path, n, mode, kwargs, timeout, leak_repeats):
+    t = timeout * SLOW.get(path, 1.0)
+    reports = [ri.run_kernel(ri.REPO_ROOT / path, n, mode, t, kwargs=kwargs)]
+    if reports[0]["nonzero_count_warnings"] and reports[0]["outcome"] == "completed":
+        for _ in range(leak_repeats - 1):
+            reports.append(ri.run_kernel(ri.REPO_ROOT / path, n, mode, t, kwargs=kwargs))
+    return reports
+
+
+def _summarise(path, n, mode, kwargs, reports, timeout) -> dict:
+    first = reports[0]
+    outcomes = sorted({r["outcome"] for r in reports})
+    warnings = sorted({w for r in reports for w in r["nonzero_count_warnings"]})
+    per_run = [sorted(r["nonzero_count_warnings"]) for r in reports]
+    case = {
+        "path": path,
+        "devices": n,
+        "dma_mode": mode,
+        "kwargs": kwargs,
+        "outcome": first["outcome"] if len(outcomes) == 1 else "flaky:" + ",".join(outcomes),
+        "error_type": first.get("error_type"),
+        "error_message": first.get("error_message"),
+        "error_fragment": _error_fragment(first.get("error_message")),
+        "nonzero_count_warnings": warnings,
+        "leaks_observed": ri.leak_pairs(warnings),
+        "warnings_vary_between_runs": len({tuple(w) for w in per_run}) > 1,
+        "output_matches_reference": first.get("output_matches_reference"),
+        "runs": len(reports),
+        "seconds": max(r["seconds"] for r in reports),
+        "hang_timeout": round(timeout * SLOW.get(path, 1.0), 1),
+    }
+    if first["outcome"] == "error":
+        case["outer_error_type"] = first.get("outer_error_type")
+    return case
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--devices", default="2,4,8")
+    ap.add_argument("--modes", default="eager,on_wait")
+    ap.add_argument("--timeout", type=float, default=20.0,
+                    help="hang timeout in seconds (scaled up for slow examples)")
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--leak-repeats", type=int, default=3)
+    ap.add_argument("--only", action="append", default=[],
+                    help="substring of example paths to (re)run; repeatable")
+    ap.add_argument("--out", default=str(ri.GROUND_TRUTH_PATH))
+    args = ap.parse_args(argv)
+    args.devices = [int(d) for d in args.devices.split(",")]
+    args.modes = args.modes.split(",")
+
+    out = Path(args.out)
+    existing: dict[str, dict] = {}
+    if args.only and out.exists():
+        for c in ri.load_ground_truth(out)["cases"]:
+            existing[ri.case_key(c["path"], c["devices"], c["dma_mode"], c["kwargs"])] = c
+
+    configs = _configs(args)
+    print(f"{len(configs)} configurations, {args.workers} workers", file=sys.stderr)
+    t0 = time.monotonic()
+    results: dict[str, dict] = {}
+    with cf.ThreadPoolExecutor(max_workers=args.workers) as pool:
+        futs = {
+            pool.submit(_run_case, p, n, m, kw, args.timeout, args.leak_repeats): (p, n, m, kw)
+            for p, n, m, kw in configs
+        }
+        for fut in cf.as_completed(futs):
+            p, n, m, kw = futs[fut]
+            case = _summarise(p, n, m, kw, fut.result(), args.timeout)
+            results[ri.case_key(p, n, m, kw)] = case
+            print(
+                f"[{time.monotonic() - t0:7.1f}s] {p} n={n} {m} {kw or ''} -> "
+                f"{case['outcome']} {case['error_type'] or ''} "
+                f"{(case['error_message'] or '')[:60]} "
+                f"leaks={[(d['semaphore'], d['count']) for d in case['leaks_observed']]} "
+                f"({case['seconds']}s)",
+                file=sys.stderr,
+            )
+
+    existing.update(results)
+    cases = sorted(
+        existing.values(),
+        key=lambda c: (c["path"], json.dumps(c["kwargs"], sort_keys=True),
+                       c["devices"], c["dma_mode"]),
+    )
+    import jax
+    import numpy as np
+
+    doc = {
+        "schema_version": 1,
+        "description": (
+            "Observed behaviour of the example kernels under Pallas TPU interpret "
+            "mode (CPU, --xla_force_host_platform_device_count=devices). "
+            "outcome: completed | hang (no exit within hang_timeout) | error. "
+            "error_message is the innermost exception message. "
+            "nonzero_count_warnings is the union over `runs` runs of the "
+            "interpreter's 'Semaphore N has non-zero count ... at kernel exit' "
+            "lines; leaks_observed lists the distinct (semaphore, count) pairs "
+            "in them. examples[path] states the intended verdict."
+        ),
+        "environment": {
+            "jax": jax.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        },
+        "examples": EXAMPLES,
+        "cases": cases,
+    }
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {len(cases)} cases to {out} in {time.monotonic() - t0:.0f}s",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
