@@ -76,6 +76,34 @@ VARIANTS: list[tuple[str, dict, tuple[int, ...]]] = [
     ("examples/buggy/fixed_id_collision_scoped.py", {"steps": 2}, (2, 4, 8)),
 ]
 
+# Interpreter behaviour observed while building this ground truth (jax 0.12.0.1).
+NOTES = [
+    "Deadlocks hang: Semaphore.wait polls forever (cv.wait(timeout=0.1) loop); "
+    "a 150 s run of cyclic_wait_deadlock still had not returned.",
+    "Fixed-id collisions raise ValueError('Semaphore N occurs as both fixed-id and "
+    "internal.') at the first lookup of N once both tables hold it; every device "
+    "then fails and the run ends with that error (no hang). A collective_id that "
+    "no internal allocation reaches (e.g. 2002 with two scratch semaphores) is fine.",
+    "_allocate_semaphores IS wrapped in fail_on_exception in this jax version, so "
+    "an int16 overflow ends the run with an error instead of hanging.",
+    "int16 ids: np.arange(start, stop, dtype=int16) only range-checks start and "
+    "start+1. An allocation that starts <= 32766 and runs past 32767 silently "
+    "wraps (32768 -> -32768); using a wrapped id then fails with KeyError(-32768). "
+    "An allocation starting at >= 32767 (with >1 id) or at >= 32768 raises "
+    "OverflowError('Python integer N out of bounds for int16'). If the wrapped ids "
+    "are never used, the kernel completes with correct output "
+    "(int16_overflow steps=16).",
+    "Non-zero-count warnings are racy: each device checks only its own counts, "
+    "right after it leaves the kernel and before the clean-up barrier, so a "
+    "signal sent by a slower device may arrive after the check.",
+    "Only the first non-zero semaphore per device is printed, and which one comes "
+    "first varies between runs (iteration order of a set of (id, Semaphore) pairs): "
+    "see exit_leak_two_semaphores.",
+    "A run_scoped allocation under device-dependent control flow shifts every "
+    "later scoped id on that device; a remote signal then targets the sender's id "
+    "on the receiver, which hangs here (cross_device_id_disagreement).",
+]
+
 # Examples that take longer than the rest get a longer hang timeout.
 SLOW = {"examples/buggy/int16_overflow.py": 4.0}
 
@@ -203,6 +231,7 @@ def main(argv=None) -> int:
             "lines; leaks_observed lists the distinct (semaphore, count) pairs "
             "in them. examples[path] states the intended verdict."
         ),
+        "notes": NOTES,
         "environment": {
             "jax": jax.__version__,
             "numpy": np.__version__,

@@ -1,0 +1,186 @@
+"""Run the example kernels in Pallas TPU interpret mode and compare with ground truth.
+
+tests/kernels/ground_truth.json records what the interpreter actually does
+for every example (completed / hang / error, error message, non-zero-count
+warnings).  The default selection below runs a representative subset (about
+a minute on two cores); the full matrix is marked slow.
+
+Each run happens in a subprocess (tests/kernels/run_interpret.py).  A case
+whose ground truth is "hang" is given HANG_TIMEOUT seconds; every other case
+gets a generous timeout, which costs nothing unless it unexpectedly hangs.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.jax
+
+REPO = Path(__file__).resolve().parents[1]
+_RUNNER = REPO / "tests" / "kernels" / "run_interpret.py"
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("semcheck_tests_run_interpret", _RUNNER)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ri = _load_runner()
+GT = ri.load_ground_truth()
+CASES = {ri.case_key(c["path"], c["devices"], c["dma_mode"], c["kwargs"]): c for c in GT["cases"]}
+
+HANG_TIMEOUT = float(os.environ.get("SEMCHECK_INTERPRET_HANG_TIMEOUT", "15"))
+COMPLETE_TIMEOUT = float(os.environ.get("SEMCHECK_INTERPRET_TIMEOUT", "120"))
+
+
+def _timeout(case):
+    return HANG_TIMEOUT if case["outcome"] == "hang" else COMPLETE_TIMEOUT
+
+
+def _check(case):
+    report = ri.run_kernel(
+        REPO / case["path"], case["devices"], case["dma_mode"], _timeout(case),
+        kwargs=case["kwargs"],
+    )
+    problems = ri.compare_to_ground_truth(report, case, GT["examples"].get(case["path"]))
+    return report, problems
+
+
+# A modest selection: every clean kernel once, each failure class at least
+# once, both DMA modes and more than one device count.
+QUICK = [
+    ("examples/ring_permute.py", 2, "eager", {}),
+    ("examples/ring_allgather.py", 4, "on_wait", {}),
+    ("examples/ring_allreduce.py", 4, "eager", {}),
+    ("examples/bidirectional_reduce_scatter.py", 2, "on_wait", {}),
+    ("examples/scoped_semaphores.py", 2, "eager", {}),
+    ("examples/double_buffered_pipeline.py", 2, "on_wait", {}),
+    ("examples/two_core_signal.py", 2, "eager", {}),
+    ("examples/emit_pipeline.py", 2, "eager", {}),
+    ("examples/buggy/fixed_id_collision.py", 2, "eager", {}),
+    ("examples/buggy/fixed_id_collision.py", 2, "eager", {"collective_id": 2002}),
+    ("examples/buggy/fixed_id_collision_scoped.py", 2, "on_wait", {}),
+    ("examples/buggy/int16_overflow.py", 2, "eager", {}),
+    ("examples/buggy/int16_overflow.py", 2, "eager", {"steps": 16}),
+    ("examples/buggy/exit_leak_extra_signal.py", 2, "on_wait", {}),
+    ("examples/buggy/exit_leak_unwaited_send.py", 4, "eager", {}),
+    ("examples/buggy/dma_byte_mismatch_wait_smaller.py", 2, "eager", {}),
+    ("examples/buggy/exit_leak_two_semaphores.py", 2, "eager", {}),
+    ("examples/buggy/missing_signal_deadlock.py", 2, "eager", {}),
+    ("examples/buggy/cyclic_wait_deadlock.py", 2, "on_wait", {}),
+    ("examples/buggy/two_core_missing_core_index.py", 2, "eager", {}),
+]
+
+
+def _id(cfg):
+    path, n, mode, kw = cfg
+    name = path.removeprefix("examples/").removesuffix(".py")
+    extra = "-" + ",".join(f"{k}={v}" for k, v in kw.items()) if kw else ""
+    return f"{name}-{n}dev-{mode}{extra}"
+
+
+@pytest.mark.parametrize("cfg", QUICK, ids=[_id(c) for c in QUICK])
+def test_example_matches_ground_truth(cfg):
+    key = ri.case_key(*cfg)
+    assert key in CASES, f"no ground truth for {key}; rerun make_ground_truth.py"
+    case = CASES[key]
+    report, problems = _check(case)
+    assert not problems, (
+        f"{key}: {problems}\nreport: {json.dumps({k: v for k, v in report.items() if k != 'stderr_tail'}, indent=1)}"
+    )
+
+
+@pytest.mark.slow
+def test_full_matrix_matches_ground_truth():
+    workers = int(os.environ.get("SEMCHECK_INTERPRET_WORKERS", "3"))
+    failures = []
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        futs = {pool.submit(_check, c): k for k, c in CASES.items()}
+        for fut in cf.as_completed(futs):
+            _, problems = fut.result()
+            if problems:
+                failures.append(f"{futs[fut]}: {problems}")
+    assert not failures, "\n".join(sorted(failures))
+
+
+# --------------------------------------------------------------------------
+# cheap consistency checks (no kernels run)
+# --------------------------------------------------------------------------
+
+EXAMPLE_FILES = sorted(
+    str(p.relative_to(REPO)) for p in (REPO / "examples").rglob("*.py")
+    if p.name != "__init__.py"
+)
+
+
+def test_every_example_has_ground_truth():
+    assert set(EXAMPLE_FILES) == set(GT["examples"]), (
+        "examples/ and ground_truth.json disagree: "
+        f"{sorted(set(EXAMPLE_FILES) ^ set(GT['examples']))}"
+    )
+    covered = {c["path"] for c in GT["cases"]}
+    assert set(EXAMPLE_FILES) <= covered
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES)
+def test_example_file_shape(path):
+    """Plain jax file: docstring, module-level build(num_devices, **kw), no semcheck import."""
+    tree = ast.parse((REPO / path).read_text())
+    assert ast.get_docstring(tree), f"{path} lacks a module docstring"
+    builds = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "build"]
+    assert builds, f"{path} has no module-level build()"
+    args = builds[0].args
+    assert args.args and args.args[0].arg == "num_devices"
+    assert "dma_mode" in [a.arg for a in args.kwonlyargs]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert not any(a.name.split(".")[0] == "semcheck" for a in node.names)
+        if isinstance(node, ast.ImportFrom):
+            assert (node.module or "").split(".")[0] != "semcheck"
+    if path.startswith("examples/buggy/"):
+        assert "BUG" in (REPO / path).read_text(), f"{path} does not mark its bug"
+
+
+def test_ground_truth_has_each_outcome_kind():
+    outcomes = {c["outcome"] for c in GT["cases"]}
+    assert {"completed", "hang", "error"} <= outcomes
+    assert not any(o.startswith("flaky") for o in outcomes)
+
+
+def test_innermost_error_unwraps_callback_failures():
+    text = (
+        "jax.errors.JaxRuntimeError: INTERNAL: CpuCallback error calling callback: "
+        "Traceback (most recent call last):\n"
+        "RuntimeError: Computation failed on (0, 0) with exception:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "ValueError: Semaphore 2000 occurs as both fixed-id and internal.\n"
+    )
+    assert ri.innermost_error(text) == (
+        "ValueError", "Semaphore 2000 occurs as both fixed-id and internal."
+    )
+    assert ri.innermost_error("KeyError: -32768\n") == ("KeyError", "-32768")
+
+
+def test_nonzero_warning_parsing():
+    out = (
+        "noise\nSemaphore 2001 has non-zero count for 3 (global core 6) at kernel exit: 2048\n"
+        "Semaphore 0 has non-zero count for 1 (global core 1) at kernel exit: 1\n"
+    )
+    lines = ri.nonzero_count_warnings(out)
+    assert len(lines) == 2
+    assert ri.parse_nonzero_warning(lines[0]) == {"sem": 2001, "device": 3, "core": 6, "count": 2048}
+    assert ri.leak_pairs(lines) == [
+        {"semaphore": 0, "count": 1}, {"semaphore": 2001, "count": 2048}
+    ]
