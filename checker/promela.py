@@ -1,0 +1,571 @@
+"""Render a lowered `Program` as a Promela model, and ask SPIN whether it deadlocks.
+
+This is an independent route to the `deadlock-free` verdict: the same
+program, written down for a general-purpose model checker. The benchmark
+(`bench/run.py`) uses it as the explicit-state baseline semcheck is measured
+against, and `tests/test_promela.py` holds SPIN's verdicts against the
+reference model's.
+
+The rendering, for one DMA mode:
+
+* every semaphore count `(key, core)` is one element of the global array
+  `semcnt`; amounts on one count are divided by their greatest common divisor
+  (counts only ever change by those amounts and are compared with them, so
+  the verdict is unchanged and the state vector stays small);
+* one `active proctype` per global core, its operations in order:
+  a signal is `semcnt[i] = semcnt[i] + inc`, a wait is
+  `atomic { semcnt[i] >= v -> semcnt[i] = semcnt[i] - v }` (SEM-5), the k-th barrier
+  named n is an arrival counter `arrived[b]` that every participant increments
+  and then waits to see complete (BAR-1);
+* `eager` (DMA-2): a DMA start adds to both of its counts in one step;
+  `hardware` (DMA-5): a DMA start only marks the DMA started, and one
+  `dma_engine` process performs each started DMA's read half and then its
+  write half, as two separate steps in any order with everything else; its
+  loop carries an `end` label, so an idle engine is a valid end state;
+* allocations, reads, buffer operations and the exit check do not change
+  what can block, so they are resolved statically and rendered as comments.
+
+A core that finishes terminates; a core still blocked in a state with no
+successor is what SPIN's invalid-end-state check reports: a deadlock.
+
+Not rendered (`PromelaUnsupported`): `on_wait` (its LIFO task queues), and
+programs that can fail (out-of-bounds semaphore indices, bad targets, a
+missing or colliding collective id, int16 overflows), because a failure ends
+runs in a way a deadlock check does not describe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
+from semcheck.model.ops import (
+    BARRIER,
+    AllocBuffer,
+    AllocSem,
+    Barrier,
+    DmaMode,
+    DmaStart,
+    ExitCheck,
+    FreeBuffer,
+    GetBarrierSem,
+    Op,
+    Program,
+    Read,
+    SemRef,
+    Signal,
+    Wait,
+)
+from semcheck.model.step import target_core
+
+MODES: tuple[str, ...] = ("hardware", "eager")
+MAX_PROCESSES = 255  # SPIN numbers processes with one byte
+
+
+class PromelaUnsupported(Exception):
+    """The program (or mode) is outside what the rendering describes faithfully."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendering:
+    """A Promela model of one program under one mode, and what SPIN needs to check it."""
+
+    text: str
+    mode: str
+    counters: tuple[tuple, ...]  # semcnt[i] is the count of counters[i] = (key, core)
+    scale: tuple[int, ...]  # semcnt[i] holds the real count divided by scale[i]
+    barriers: tuple[tuple[str, int], ...]  # arrived[b] is the k-th barrier named n: (n, k)
+    dmas: int
+    processes: int
+    max_steps: int  # an upper bound on the length of any run
+    vector_bytes: int  # an upper bound on SPIN's state vector
+
+
+# --- static resolution of semaphore references ----------------------------------------
+
+
+def _refuse(core: int, pc: int, op: Op, why: str) -> PromelaUnsupported:
+    return PromelaUnsupported(f"core {core} op {pc} ({type(op).__name__} at {op.loc}): {why}")
+
+
+class _Resolver:
+    """Each core's semaphore references, resolved without running the program.
+
+    Per-core id counters advance only through that core's own allocations and
+    its device's (made by the device's first core before its other cores
+    fork), so ids are the same in every run; cores are therefore processed in
+    order. The barrier semaphore resolves to the fixed-id table, which is
+    schedule-independent only when the collective id is no internal id.
+    """
+
+    def __init__(self, program: Program, mode: str) -> None:
+        self.program = program
+        self.mode = mode
+        self.hw = mode == "hardware"
+        topo = program.topology
+        self.allocs: dict[tuple[int, str], tuple[str, int, tuple[int, ...]]] = {}
+        next_id: dict[int, int] = {}
+        next_buf: dict[int, int] = {}
+        internal: set[int] = set()
+        for core, ops in enumerate(program.cores):
+            for pc, op in enumerate(ops):
+                if isinstance(op, AllocSem):
+                    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+                    bases = {}
+                    for c in cores:
+                        bases[c] = next_id.get(c, FIRST_SEMAPHORE_ID)
+                        next_id[c] = bases[c] + op.count
+                        internal.update(range(bases[c], bases[c] + op.count))
+                    ids: tuple[int, ...] = ()
+                    if not self.hw:
+                        got = arange_int16(bases[core], op.count)
+                        if not isinstance(got, tuple):
+                            raise _refuse(core, pc, op, f"semaphore ids overflow int16 ({got.message})")
+                        ids = got
+                    for c in cores:
+                        self.allocs[(c, op.label)] = (op.site, op.count, ids)
+                elif isinstance(op, AllocBuffer) and not self.hw:
+                    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+                    for c in cores:
+                        i = next_buf.get(c, FIRST_BUFFER_ID)
+                        next_buf[c] = i + 1
+                        if c == core and not isinstance(scalar_int16(i), int):
+                            raise _refuse(core, pc, op, f"buffer id {i} overflows int16")
+                elif isinstance(op, GetBarrierSem):
+                    if program.collective_id is None:
+                        raise _refuse(core, pc, op, "the kernel has no collective_id")
+                    if not self.hw and not isinstance(scalar_int16(program.collective_id), int):
+                        raise _refuse(core, pc, op, "the collective id overflows int16")
+        cid = program.collective_id
+        self.racy_cid = (not self.hw) and cid is not None and cid in internal
+
+    def key(self, core: int, pc: int, op: Op, ref: SemRef) -> tuple:
+        if ref.label == BARRIER:
+            if self.program.collective_id is None:
+                raise _refuse(core, pc, op, "the barrier semaphore needs a collective_id")
+            if self.hw:
+                return ("barrier",)
+            if self.racy_cid:
+                raise _refuse(core, pc, op, f"collective id {self.program.collective_id} is also an internal "
+                                            "semaphore id; which semaphore it names depends on the schedule")
+            if not any(isinstance(o, GetBarrierSem) for o in self.program.cores[core][:pc]):
+                raise _refuse(core, pc, op, "the barrier semaphore is used before get_barrier_semaphore")
+            return ("fixed", self.program.collective_id)
+        got = self.allocs.get((core, ref.label))
+        if got is None:
+            raise _refuse(core, pc, op, f"no allocation {ref.label!r} on this core")
+        site, count, ids = got
+        if not 0 <= ref.index < count:
+            raise _refuse(core, pc, op, f"index {ref.index} out of bounds for {ref.label!r} ({count} semaphores)")
+        if self.hw:
+            return ("site", site, ref.index)
+        sid = ids[ref.index]
+        if self.program.collective_id is not None and sid == self.program.collective_id:
+            raise _refuse(core, pc, op, f"semaphore id {sid} is also the collective id")
+        return ("internal", sid)
+
+    def target(self, core: int, pc: int, op: Op, device, local, *, dma: bool) -> int:
+        t = target_core(self.program, self.mode, core, device, local, dma=dma)
+        if not isinstance(t, int):
+            raise _refuse(core, pc, op, f"bad target: {t.message}")
+        return t
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+
+def _key_text(key: tuple) -> str:
+    if key[0] == "site":
+        return f"{key[1]}[{key[2]}]"
+    if key[0] == "barrier":
+        return "barrier"
+    return f"{key[0]} id {key[1]}"
+
+
+def _comment(text: str) -> str:
+    return "/* " + text.replace("*/", "* /") + " */"
+
+
+def _loc(op: Op) -> str:
+    loc = op.loc
+    return f"{os.path.basename(loc.file)}:{loc.line}" if loc.line else ""
+
+
+def _int_type(lo: int, hi: int) -> tuple[str, int]:
+    if 0 <= lo and hi <= 255:
+        return "byte", 1
+    if -(2**15) <= lo and hi < 2**15:
+        return "short", 2
+    if -(2**31) <= lo and hi < 2**31:
+        return "int", 4
+    raise PromelaUnsupported(f"semaphore counts can reach {hi}, beyond Promela's int")
+
+
+def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
+    """The Promela model of `program` under `mode` ("hardware" or "eager")."""
+    if mode not in MODES:
+        raise PromelaUnsupported(
+            f"the Promela rendering covers the modes {', '.join(MODES)}, not {mode!r}"
+            + (" (its LIFO task queues are not rendered)" if mode == "on_wait" else "")
+        )
+    topo = program.topology
+    n = topo.num_cores
+    hw = mode == "hardware"
+    procs = n + (1 if hw else 0)
+    if procs > MAX_PROCESSES:
+        raise PromelaUnsupported(f"{procs} processes: SPIN runs at most {MAX_PROCESSES}")
+    res = _Resolver(program, mode)
+
+    # First pass: resolve every op into an abstract action on counter / barrier indices.
+    counter_ix: dict[tuple, int] = {}
+    incs: dict[int, list[int]] = defaultdict(list)  # every increment of each counter
+    waits: dict[int, list[int]] = defaultdict(list)  # every value waited for on each counter
+    barrier_ix: dict[tuple[str, int], int] = {}
+    barrier_size: dict[int, int] = {}
+    dma_list: list[tuple[int | None, int, int, int, str]] = []  # (src counter, dst counter, nbytes, core, text)
+
+    def cix(key: tuple, core: int) -> int:
+        if (key, core) not in counter_ix:
+            counter_ix[(key, core)] = len(counter_ix)
+        return counter_ix[(key, core)]
+
+    actions: list[list[tuple]] = []
+    for core, ops in enumerate(program.cores):
+        seen: dict[str, int] = defaultdict(int)
+        acts: list[tuple] = []
+        for pc, op in enumerate(ops):
+            t = type(op)
+            if t is Signal:
+                key = res.key(core, pc, op, op.sem)
+                tgt = res.target(core, pc, op, op.device, op.core, dma=False)
+                i = cix(key, tgt)
+                incs[i].append(op.inc)
+                acts.append(("signal", i, op.inc, f"signal {op.sem} +{op.inc} -> core {tgt}", op))
+            elif t is Wait:
+                key = res.key(core, pc, op, op.sem)
+                i = cix(key, core)
+                waits[i].append(op.value)
+                acts.append(("wait", i, op.value, f"{op.kind} wait {op.sem} >= {op.value}", op))
+            elif t is DmaStart:
+                src = None
+                if op.src_sem is not None:
+                    src = cix(res.key(core, pc, op, op.src_sem), core)
+                dst_key = res.key(core, pc, op, op.dst_sem)
+                dst_core = res.target(core, pc, op, op.device, op.core, dma=True)
+                dst = cix(dst_key, dst_core)
+                for i in (src, dst):
+                    if i is not None:
+                        incs[i].append(op.nbytes)
+                text = f"dma {op.nbytes} B, send {op.src_sem} on core {core}, recv {op.dst_sem} on core {dst_core}"
+                dma_list.append((src, dst, op.nbytes, core, text))
+                acts.append(("dma", len(dma_list) - 1, 0, text, op))
+            elif t is Barrier:
+                seen[op.name] += 1
+                bk = (op.name, seen[op.name])
+                if core not in op.participants:
+                    raise _refuse(core, pc, op, "a core waits at a barrier it does not take part in")
+                if bk not in barrier_ix:
+                    barrier_ix[bk] = len(barrier_ix)
+                    barrier_size[barrier_ix[bk]] = len(op.participants)
+                elif barrier_size[barrier_ix[bk]] != len(op.participants):
+                    raise _refuse(core, pc, op, f"barrier {op.name!r} #{bk[1]} has different participant sets")
+                acts.append(("barrier", barrier_ix[bk], len(op.participants), f"barrier {op.name!r} #{bk[1]}", op))
+            elif t is Read:
+                res.key(core, pc, op, op.sem)
+                acts.append(("note", 0, 0, f"read {op.sem} (no effect on blocking)", op))
+            elif t in (AllocSem, AllocBuffer, FreeBuffer, GetBarrierSem, ExitCheck):
+                acts.append(("note", 0, 0, type(op).__name__, op))
+            else:  # pragma: no cover - a new op kind must be rendered deliberately
+                raise _refuse(core, pc, op, "operation not rendered")
+        actions.append(acts)
+
+    # Scale each counter by the gcd of everything that touches it, and size its type.
+    ncnt = len(counter_ix)
+    scale = [1] * ncnt
+    lo, hi = 0, 0
+    for i in range(ncnt):
+        g = 0
+        for v in incs[i] + waits[i]:
+            g = math.gcd(g, abs(v))
+        scale[i] = g or 1
+        # a wait only subtracts what is there, so a count stays within [negative incs, positive incs]
+        hi = max(hi, sum(v for v in incs[i] if v > 0) // scale[i])
+        lo = min(lo, sum(v for v in incs[i] if v < 0) // scale[i])
+    cnt_type, cnt_bytes = _int_type(lo, hi)
+    bar_type, bar_bytes = _int_type(0, max(barrier_size.values(), default=1))
+
+    out: list[str] = []
+    w = out.append
+    w(_comment(f"semcheck Promela rendering of {program.name}: {topo.num_devices} devices x "
+               f"{topo.cores_per_device} cores, dma mode {mode}"))
+    w(_comment("a deadlock is an invalid end state: some core blocked while nothing can move"))
+    w("")
+    w(f"{cnt_type} semcnt[{max(ncnt, 1)}];")
+    for (key, core), i in counter_ix.items():
+        w(_comment(f"semcnt[{i}]: {_key_text(key)} on core {core}" + (f", in units of {scale[i]}" if scale[i] != 1 else "")))
+    if barrier_ix:
+        w(f"{bar_type} arrived[{len(barrier_ix)}];")
+        for (name, k), b in barrier_ix.items():
+            w(_comment(f"arrived[{b}]: arrivals at barrier {name!r} #{k} ({barrier_size[b]} participants)"))
+    if hw and dma_list:
+        w(f"byte dmaphase[{len(dma_list)}];  " + _comment("0 not started, 1 started, 2 read half done, 3 complete"))
+    w("")
+
+    def s(i: int, v: int) -> int:
+        return v // scale[i]
+
+    for core, acts in enumerate(actions):
+        w(f"active proctype core{core}() {{")
+        body = 0
+        for kind, a, b, text, op in acts:
+            where = _loc(op)
+            note = _comment(text + (f" @ {where}" if where else ""))
+            if kind == "signal":
+                w(f"  semcnt[{a}] = semcnt[{a}] + {s(a, b)}; {note}")
+            elif kind == "wait":
+                w(f"  atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; {note}")
+            elif kind == "dma":
+                src, dst, nbytes, _, _ = dma_list[a]
+                if hw:
+                    w(f"  dmaphase[{a}] = 1; {note}")
+                else:
+                    parts = ([f"semcnt[{src}] = semcnt[{src}] + {s(src, nbytes)}"] if src is not None else [])
+                    parts.append(f"semcnt[{dst}] = semcnt[{dst}] + {s(dst, nbytes)}")
+                    w(f"  d_step {{ {'; '.join(parts)} }}; {note}")
+            elif kind == "barrier":
+                w(f"  atomic {{ arrived[{a}] = arrived[{a}] + 1; arrived[{a}] == {b} }}; {note}")
+            else:
+                w(f"  {note}")
+                continue
+            body += 1
+        if body == 0:
+            w("  skip")
+        w("}")
+        w("")
+
+    if hw and dma_list:
+        w("active proctype dma_engine() {")
+        w("end:")
+        w("  do")
+        for k, (src, dst, nbytes, core, text) in enumerate(dma_list):
+            w(f"  {_comment(f'dmaphase[{k}] from core {core}: {text}')}")
+            read = f"semcnt[{src}] = semcnt[{src}] + {s(src, nbytes)}; " if src is not None else ""
+            w(f"  :: d_step {{ dmaphase[{k}] == 1 -> {read}dmaphase[{k}] = 2 }}")
+            w(f"  :: d_step {{ dmaphase[{k}] == 2 -> semcnt[{dst}] = semcnt[{dst}] + {s(dst, nbytes)}; dmaphase[{k}] = 3 }}")
+        w("  od")
+        w("}")
+    elif hw:
+        procs -= 1
+
+    # Every rendered op is one step, a barrier two (arrive, then leave), a hardware DMA two more.
+    max_steps = sum(len(a) for a in actions) + sum(x[0] == "barrier" for a in actions for x in a)
+    max_steps += 2 * len(dma_list) if hw else 0
+    vector = ncnt * cnt_bytes + len(barrier_ix) * bar_bytes + (len(dma_list) if hw else 0) + 8 * procs + 64
+    return Rendering(
+        text="\n".join(out) + "\n",
+        mode=mode,
+        counters=tuple(counter_ix),
+        scale=tuple(scale),
+        barriers=tuple(barrier_ix),
+        dmas=len(dma_list),
+        processes=procs,
+        max_steps=max_steps,
+        vector_bytes=vector,
+    )
+
+
+# --- running SPIN ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SpinResult:
+    """What SPIN said about one rendering.
+
+    `verdict`: "deadlock" (an invalid end state was found), "deadlock-free"
+    (the search completed without errors), or "unknown" (out of memory, time,
+    or depth; `reason` says which).
+    """
+
+    verdict: str
+    reason: str = ""
+    states_stored: int | None = None
+    transitions: int | None = None
+    depth: int | None = None
+    memory_mb: float | None = None
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    output: str = ""
+
+
+def spin_available() -> bool:
+    """Whether `spin` and a C compiler are on PATH."""
+    return shutil.which("spin") is not None and shutil.which(os.environ.get("CC", "gcc")) is not None
+
+
+def _run(cmd: list[str], cwd: str, timeout: float | None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _num(pattern: str, text: str, cast=int):
+    m = re.search(pattern, text)
+    return cast(m.group(1)) if m else None
+
+
+def run_spin(
+    rendering: Rendering,
+    *,
+    workdir: str | None = None,
+    timeout: float | None = None,
+    memlim_mb: int = 8192,
+    cflags: tuple[str, ...] = ("-O2",),
+    pan_flags: tuple[str, ...] = (),
+) -> SpinResult:
+    """Check `rendering` with SPIN in safety mode (default partial-order reduction).
+
+    `spin -a`, then `cc -O2 -DSAFETY -DMEMLIM=memlim_mb -DVECTORSZ=...`, then
+    `./pan -m<depth>` with a depth bound no run can exceed. `timeout` bounds
+    the three steps together (subprocess.TimeoutExpired propagates).
+    """
+    own = workdir is None
+    wd = tempfile.mkdtemp(prefix="semcheck-spin-") if own else workdir
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> float | None:
+        return None if deadline is None else max(0.1, deadline - time.monotonic())
+
+    secs: dict[str, float] = {}
+    try:
+        with open(os.path.join(wd, "model.pml"), "w", encoding="utf-8") as f:
+            f.write(rendering.text)
+        t = time.perf_counter()
+        p = _run(["spin", "-a", "model.pml"], wd, left())
+        secs["spin_a"] = round(time.perf_counter() - t, 4)
+        if p.returncode != 0:
+            return SpinResult("unknown", f"spin -a failed: {(p.stdout + p.stderr).strip()[-500:]}", seconds=secs,
+                              output=p.stdout + p.stderr)
+        vectorsz = max(1024, 1 << math.ceil(math.log2(rendering.vector_bytes * 2)))
+        cc = os.environ.get("CC", "gcc")
+        t = time.perf_counter()
+        p = _run([cc, *cflags, "-DSAFETY", f"-DMEMLIM={int(memlim_mb)}", f"-DVECTORSZ={vectorsz}",
+                  "-o", "pan", "pan.c"], wd, left())
+        secs["compile"] = round(time.perf_counter() - t, 4)
+        if p.returncode != 0:
+            return SpinResult("unknown", f"compiling pan.c failed: {p.stderr.strip()[-500:]}", seconds=secs,
+                              output=p.stdout + p.stderr)
+        depth = 2 * rendering.max_steps + 1000
+        t = time.perf_counter()
+        p = _run(["./pan", f"-m{depth}", *pan_flags], wd, left())
+        secs["pan"] = round(time.perf_counter() - t, 4)
+        return _parse_pan(p.stdout + p.stderr, secs)
+    finally:
+        if own:
+            shutil.rmtree(wd, ignore_errors=True)
+
+
+def _parse_pan(text: str, secs: dict[str, float]) -> SpinResult:
+    r = SpinResult("unknown", seconds=secs, output=text)
+    r.states_stored = _num(r"(\d+) states, stored", text)
+    r.transitions = _num(r"(\d+) transitions \(= stored\+matched\)", text)
+    r.depth = _num(r"depth reached (\d+)", text)
+    r.memory_mb = _num(r"([\d.]+)\s+total actual memory usage", text, float)
+    errors = _num(r"errors: (\d+)", text)
+    if "invalid end state" in text and errors:
+        r.verdict = "deadlock"
+    elif "out of memory" in text or "MEMLIM" in text or "memory limit" in text.lower():
+        r.reason = "pan ran out of memory (-DMEMLIM)"
+    elif "max search depth too small" in text:
+        r.reason = "pan's search depth bound was too small"
+    elif errors:
+        r.reason = "pan reported an error other than an invalid end state"
+    elif errors == 0:
+        r.verdict = "deadlock-free"
+    else:
+        r.reason = "could not read pan's output"
+    return r
+
+
+# --- `semcheck export --promela` ---------------------------------------------------------------
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    """`semcheck export --promela KERNEL.py[::target] --devices N [--dma-mode M] [-o FILE] [--spin]`.
+
+    Lowers the kernel at one device count and writes its Promela model (one
+    file per kernel launch; with several, `-o x.pml` becomes `x.0.pml`,
+    `x.1.pml`, ...). `--spin` also runs SPIN on it and prints the verdict.
+    Exit codes: 0 written (and, with --spin, deadlock-free), 1 SPIN found a
+    deadlock, 2 usage or input error, 3 SPIN could not decide.
+    """
+    ap = argparse.ArgumentParser(prog="semcheck export", description="Export a kernel's lowered program.")
+    ap.add_argument("file", help="kernel.py or kernel.py::target")
+    ap.add_argument("--promela", action="store_true", help="write Promela for SPIN (the only format so far)")
+    ap.add_argument("--devices", type=int, default=2, help="device count (default 2)")
+    ap.add_argument("--cores", type=int, default=None, help="cores per device (default: the kernel's)")
+    ap.add_argument("--dma-mode", default="hardware", choices=MODES, help="semantics to render (default hardware)")
+    ap.add_argument("--entry", default=None, help="name of a build-like function")
+    ap.add_argument("--output", "-o", default=None, help="write here instead of stdout")
+    ap.add_argument("--spin", action="store_true", help="also run SPIN and print its verdict on stderr")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    if not args.promela:
+        print("semcheck export: choose a format (--promela)", file=sys.stderr)
+        return 2
+    if args.devices < 1:
+        print("semcheck export: --devices must be at least 1", file=sys.stderr)
+        return 2
+    path, _, target = args.file.partition("::")
+    if not os.path.isfile(path):
+        print(f"semcheck export: no such kernel file: {path}", file=sys.stderr)
+        return 2
+    from semcheck.checker.frontend import FrontendError, provision_devices
+
+    try:
+        provision_devices(args.devices)
+        from semcheck.checker.frontend import load
+
+        kernels = load(path, target=target or None, entry=args.entry, devices=args.devices, cores=args.cores)
+    except FrontendError as e:
+        print(f"semcheck export: {e}", file=sys.stderr)
+        return 2
+    if args.spin and not spin_available():
+        print("semcheck export: --spin needs `spin` and a C compiler on PATH", file=sys.stderr)
+        return 2
+    status = 0
+    for k in kernels:
+        try:
+            r = render(k.program, args.dma_mode)
+        except PromelaUnsupported as e:
+            print(f"semcheck export: {k.target} #{k.index}: cannot render: {e}", file=sys.stderr)
+            return 2
+        if args.output:
+            dest = args.output
+            if len(kernels) > 1:
+                stem, ext = os.path.splitext(args.output)
+                dest = f"{stem}.{k.index}{ext or '.pml'}"
+            with open(dest, "w", encoding="utf-8") as f:
+                f.write(r.text)
+        else:
+            sys.stdout.write(r.text)
+        if args.spin:
+            sr = run_spin(r)
+            extra = f" ({sr.reason})" if sr.reason else ""
+            print(f"spin: {k.target} #{k.index} at {args.devices} devices, {args.dma_mode}: {sr.verdict}{extra}"
+                  f", {sr.states_stored} states", file=sys.stderr)
+            code = {"deadlock-free": 0, "deadlock": 1}.get(sr.verdict, 3)
+            status = 1 if 1 in (status, code) else max(status, code)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(export_main())
