@@ -1,0 +1,40 @@
+"""Z3 encodings of semcheck's properties, one module per property family.
+
+* `deadlock`    -- `deadlock-free`: the least-stuck-vector query (linear size).
+* `timestamped` -- `deadlock-free` again, as a naive bounded encoding with one
+  timestamp per event (the baseline the stuck-vector encoding is measured against).
+* `ids`         -- `id-disjoint`, `id-int16`, `id-agreement`, and symbolic id bounds.
+* `balance`     -- `exit-balance`, `dma-bytes`.
+
+Every check takes a `Program` and a DMA mode and returns a
+`semcheck.checker.verdict.Verdict`; `CHECKS` maps property ids to them.
+"""
+
+from __future__ import annotations
+
+from semcheck.checker.z3.balance import dma_bytes, exit_balance
+from semcheck.checker.z3.deadlock import deadlock_free
+from semcheck.checker.z3.ids import id_agreement, id_disjoint, id_int16, int16_bound, collision_bound
+from semcheck.checker.z3.timestamped import deadlock_free_timestamped
+
+CHECKS = {
+    "id-disjoint": id_disjoint,
+    "id-int16": id_int16,
+    "id-agreement": id_agreement,
+    "deadlock-free": deadlock_free,
+    "exit-balance": exit_balance,
+    "dma-bytes": dma_bytes,
+}
+
+__all__ = [
+    "CHECKS",
+    "collision_bound",
+    "deadlock_free",
+    "deadlock_free_timestamped",
+    "dma_bytes",
+    "exit_balance",
+    "id_agreement",
+    "id_disjoint",
+    "id_int16",
+    "int16_bound",
+]

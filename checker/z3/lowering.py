@@ -1,0 +1,647 @@
+"""Static lowering for the Z3 encodings: which counter every operation touches.
+
+The Z3 encodings reason about a `Program` without running it, so they need,
+for every operation, the semaphore it denotes and the core it lands on --
+statically. This module computes that, and says when it cannot:
+
+* **Counters.** A counter is `(key, core)`: one semaphore's count on one core.
+  Keys are those of `semcheck.model.semaphore`: `("internal", id)` and
+  `("fixed", id)` under the interpreter semantics, `("site", site, i)` and
+  `("barrier",)` under the hardware semantics (HW-1).
+
+* **Ids are static when allocation order is.** Each core's id counter
+  (SEM-1) is advanced by the core's own `run_scoped` allocations and by every
+  device-scope allocation of its device. When those allocations are ordered
+  by happens-before (program order plus barriers), every core receives the
+  same ids in every schedule; otherwise the lowering refuses
+  (`Lowered.unsupported`).
+
+* **Lookups of the collective id.** Only the collective id can be in both
+  tables, so only its lookups can resolve differently in different schedules
+  (SEM-3). For each such lookup we classify "fixed table holds it" and
+  "internal table holds it" as *always* (an insertion happens before the
+  lookup), *never* (every insertion happens after it, or none exists) or
+  *maybe*. always/never combinations give a static key or a static failure
+  (ERR-1, ERR-2); any *maybe* makes the lowering refuse.
+
+* **Static failures.** Everything else that can fail (ERR-2 for wrapped ids,
+  ERR-3, ERR-4, ERR-5, ERR-6) depends only on the operation, so each core has
+  a first failing position `cap[c]` (or none). The lowered system S' treats
+  that operation as blocking forever. S' is persistent; a real run fails iff
+  S' ends with some core *at* its failing operation (a real run is an S' run
+  up to its first failure, and S' reaching a failing op lets the real run
+  take that failing step). `s_prime_run` computes S''s terminal state by
+  running the model's fast run on the program truncated at the caps.
+
+Happens-before is computed from program order and barriers only (a
+sound under-approximation): a "maybe" verdict may be conservative, never
+wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from semcheck.model.errors import (
+    IdCollision,
+    NoCollectiveId,
+    SemIndexOutOfBounds,
+    UnknownSemaphore,
+    Violation,
+)
+from semcheck.model.fast import fast_run
+from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
+from semcheck.model.ops import (
+    BARRIER,
+    AllocBuffer,
+    AllocSem,
+    Barrier,
+    DmaMode,
+    DmaStart,
+    ExitCheck,
+    FreeBuffer,
+    GetBarrierSem,
+    Loc,
+    Op,
+    Program,
+    Read,
+    SemRef,
+    Signal,
+    Wait,
+)
+from semcheck.model.run import classify
+from semcheck.model.state import Outcome
+from semcheck.model.step import enabled, step, target_core
+
+Key = tuple
+Counter = tuple  # (Key, core)
+
+
+class EncodingBug(AssertionError):
+    """The lowering or an encoding disagrees with the reference model: a bug in semcheck."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Contribution:
+    """`amount` added to `counter` by the op at (`owner`, `pos`) once it has started."""
+
+    owner: int
+    pos: int
+    amount: int
+    counter: Counter
+    kind: str  # "signal" | "dma_read" | "dma_write"
+    dma: int | None = None  # index into Lowered.dmas
+
+
+@dataclasses.dataclass(frozen=True)
+class WaitOp:
+    core: int
+    pos: int
+    counter: Counter
+    value: int
+    kind: str
+    loc: Loc
+
+
+@dataclasses.dataclass(frozen=True)
+class BarrierOp:
+    core: int
+    pos: int
+    name: str
+    k: int  # this is the core's k-th barrier named `name` (from 1)
+    participants: frozenset[int]
+    loc: Loc
+
+
+@dataclasses.dataclass(frozen=True)
+class DmaOp:
+    ident: int  # static index, in (core, pos) order
+    core: int
+    pos: int
+    dst_core: int
+    nbytes: int
+    src_counter: Counter | None
+    dst_counter: Counter
+    loc: Loc
+
+
+@dataclasses.dataclass(frozen=True)
+class SemAlloc:
+    """What core `core` holds for allocation `label` (SEM-1 / HW-1)."""
+
+    label: str
+    site: str
+    count: int
+    issuer: int  # the core that executes the AllocSem
+    pos: int  # its position there
+    base: int | None  # this core's base id (interpreter), None on hardware
+    ids: tuple[int, ...] | Violation | None  # the ids the kernel holds (the issuer's arange)
+    op: AllocSem
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocEvent:
+    """One executed AllocSem / AllocBuffer and the per-core bases it hands out."""
+
+    issuer: int
+    pos: int
+    op: Any
+    bases: dict  # core -> base id (its own counter)
+
+
+@dataclasses.dataclass
+class Lowered:
+    program: Program
+    mode: DmaMode
+    lengths: tuple[int, ...]
+    caps: dict[int, tuple[int, Violation]]  # core -> (first failing position, violation)
+    contributions: list[Contribution]
+    by_counter: dict[Counter, list[Contribution]]
+    waits: dict[tuple[int, int], WaitOp]
+    waits_by_counter: dict[Counter, list[WaitOp]]
+    barriers: dict[tuple[int, int], BarrierOp]
+    barrier_pos: dict[tuple[int, str, int], int]
+    dmas: list[DmaOp]
+    lookups: dict[tuple[int, int], tuple[Key, ...]]  # keys each lookup op resolves to
+    sem_allocs: dict[tuple[int, str], SemAlloc]
+    sem_events: list[AllocEvent]
+    buffer_events: list[AllocEvent]
+    buffer_ids: dict[tuple[int, str], int]
+    gets: list[tuple[int, int]]  # GetBarrierSem positions
+    unsupported: list[str]
+    hb: HappensBefore
+    # per core: every (issuer, pos, op) that advances its semaphore / buffer counter (any order)
+    sem_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
+    buf_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
+    racy_counters: set[tuple[str, int]] = dataclasses.field(default_factory=set)  # ("semaphore"|"buffer", core)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unsupported
+
+    def cap(self, core: int) -> int:
+        """Positions >= cap are never executed in S' (the core blocks at a failing op)."""
+        c = self.caps.get(core)
+        return self.lengths[core] if c is None else c[0]
+
+    def internal_ranges(self) -> list[tuple[int, int, AllocEvent, int]]:
+        """(lo, hi, event, core): every id range entering the internal table (hi exclusive)."""
+        out = []
+        for ev in self.sem_events:
+            for c, base in ev.bases.items():
+                out.append((base, base + ev.op.count, ev, c))
+        return out
+
+    def size(self) -> dict[str, int]:
+        return {
+            "ops": sum(self.lengths),
+            "contributions": len(self.contributions),
+            "waits": len(self.waits),
+            "barriers": len(self.barriers),
+            "counters": len(set(self.by_counter) | set(self.waits_by_counter)),
+        }
+
+
+# --- happens-before from program order and barriers ----------------------------------
+
+
+class HappensBefore:
+    """Vector clocks over program order and barrier synchronisation, computed lazily.
+
+    A barrier-only simulation: every core runs freely except at barriers,
+    which open when every participant has reached its matching barrier
+    (BAR-1). Operations the simulation never passes are never executed in
+    any real run (real runs are more constrained), so `reached` is an
+    over-approximation of the executed operations and `before` a sound
+    under-approximation of happens-before.
+    """
+
+    def __init__(self, program: Program, barrier_pos: dict, barriers: dict) -> None:
+        self.program = program
+        self.barrier_pos = barrier_pos
+        self.barriers = barriers
+        self._segs: list[list[tuple[int, np.ndarray]]] | None = None
+        self._frontier: list[int] | None = None
+
+    def _compute(self) -> None:
+        prog = self.program
+        n = prog.topology.num_cores
+        segs: list[list[tuple[int, np.ndarray]]] = [[(-1, np.zeros(n, dtype=np.int64))] for _ in range(n)]
+        frontier = [0] * n
+        bpos_by_core = [sorted(p for (c, p) in self.barriers if c == core) for core in range(n)]
+        nxt = [0] * n  # index into bpos_by_core
+
+        def vc_at(core: int, pos: int) -> np.ndarray:
+            # clock of the moment before (core, pos) executes
+            for bpos, vc in reversed(segs[core]):
+                if bpos < pos:
+                    v = vc.copy()
+                    v[core] = max(v[core], pos)
+                    return v
+            raise AssertionError("unreachable")
+
+        self._vc_at = vc_at
+        changed = True
+        while changed:
+            changed = False
+            for core in range(n):
+                while True:
+                    if nxt[core] >= len(bpos_by_core[core]):
+                        if frontier[core] != len(prog.cores[core]):
+                            frontier[core] = len(prog.cores[core])
+                            changed = True
+                        break
+                    i = bpos_by_core[core][nxt[core]]
+                    if frontier[core] != i:
+                        frontier[core] = i
+                        changed = True
+                    b = self.barriers[(core, i)]
+                    ready = True
+                    for p in b.participants:
+                        pp = self.barrier_pos.get((p, b.name, b.k))
+                        if pp is None or frontier[p] < pp:
+                            ready = False
+                            break
+                    if not ready:
+                        break
+                    joined = vc_at(core, i)
+                    for p in b.participants:
+                        pp = self.barrier_pos[(p, b.name, b.k)]
+                        np.maximum(joined, vc_at(p, pp), out=joined)
+                    segs[core].append((i, joined))
+                    nxt[core] += 1
+                    frontier[core] = i + 1
+                    changed = True
+        self._segs, self._frontier = segs, frontier
+
+    def reached(self, core: int, pos: int) -> bool:
+        """Whether (core, pos) may execute (False: never, in any run)."""
+        if self._frontier is None:
+            if not self.barriers:
+                return pos < len(self.program.cores[core])
+            self._compute()
+        return pos < self._frontier[core]
+
+    def before(self, a: int, i: int, b: int, j: int) -> bool:
+        """Whether (a, i) happens before (b, j) in every run that executes (b, j)."""
+        if a == b:
+            return i < j
+        if not self.barriers:
+            return False
+        if self._segs is None:
+            self._compute()
+        return int(self._vc_at(b, j)[a]) > i
+
+
+# --- the lowering ------------------------------------------------------------------
+
+
+class _Fail(Exception):
+    def __init__(self, violation: Violation) -> None:
+        self.violation = violation
+
+
+def lower(program: Program, mode: DmaMode) -> Lowered:
+    """Compute the static counters, waits, barriers, DMAs and failures of `program` under `mode`."""
+    topo = program.topology
+    n = topo.num_cores
+    hw = mode == "hardware"
+    cid = program.collective_id
+    unsupported: list[str] = []
+    lengths = tuple(len(ops) for ops in program.cores)
+
+    # barriers and happens-before
+    barriers: dict = {}
+    barrier_pos: dict = {}
+    for c, ops in enumerate(program.cores):
+        seen: dict[str, int] = defaultdict(int)
+        for i, op in enumerate(ops):
+            if isinstance(op, Barrier):
+                seen[op.name] += 1
+                k = seen[op.name]
+                if any(not 0 <= p < n for p in op.participants):
+                    unsupported.append(f"core {c} op {i}: barrier {op.name!r} names a core outside the topology")
+                barriers[(c, i)] = BarrierOp(c, i, op.name, k, frozenset(op.participants), op.loc)
+                barrier_pos[(c, op.name, k)] = i
+    hb = HappensBefore(program, barrier_pos, barriers)
+
+    # allocation events: which ops advance which core's counters
+    sem_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
+    buf_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
+    for c, ops in enumerate(program.cores):
+        for i, op in enumerate(ops):
+            if isinstance(op, (AllocSem, AllocBuffer)):
+                if not hb.reached(c, i):
+                    continue
+                scope = topo.cores_of_device(topo.device_of(c)) if op.scope == "device" else (c,)
+                target = sem_by_core if isinstance(op, AllocSem) else buf_by_core
+                for t in scope:
+                    target[t].append((c, i, op))
+
+    def order(events: list, core: int, what: str) -> list | None:
+        issuers = {e[0] for e in events}
+        if len(issuers) <= 1:
+            return sorted(events, key=lambda e: e[1])
+        import functools
+
+        def cmp(x, y):
+            if hb.before(x[0], x[1], y[0], y[1]):
+                return -1
+            if hb.before(y[0], y[1], x[0], x[1]):
+                return 1
+            raise _Unordered(x, y)
+
+        try:
+            out = sorted(events, key=functools.cmp_to_key(cmp))
+            for x, y in zip(out, out[1:]):
+                cmp(x, y)
+            return out
+        except _Unordered as u:
+            (a, i, _), (b, j, _) = u.args
+            racy_counters.add((what, core))
+            unsupported.append(
+                f"the {what} ids of core {core} depend on the schedule: core {a} op {i} and core {b} op {j} "
+                "both allocate for it and are not ordered by barriers"
+            )
+            return None
+
+    racy_counters: set[int] = set()
+    sem_events: dict[tuple[int, int], AllocEvent] = {}
+    buffer_events: dict[tuple[int, int], AllocEvent] = {}
+    for by_core, events_out, first, what in (
+        (sem_by_core, sem_events, FIRST_SEMAPHORE_ID, "semaphore"),
+        (buf_by_core, buffer_events, FIRST_BUFFER_ID, "buffer"),
+    ):
+        for core, evs in by_core.items():
+            ordered = order(evs, core, what)
+            if ordered is None:
+                continue
+            nxt = first
+            for a, i, op in ordered:
+                ev = events_out.setdefault((a, i), AllocEvent(a, i, op, {}))
+                ev.bases[core] = nxt
+                nxt += op.count if isinstance(op, AllocSem) else 1
+
+    sem_allocs: dict[tuple[int, str], SemAlloc] = {}
+    for (a, i), ev in sem_events.items():
+        op = ev.op
+        scope = topo.cores_of_device(topo.device_of(a)) if op.scope == "device" else (a,)
+        if hw:
+            ids = None
+        else:
+            ids = arange_int16(ev.bases.get(a, FIRST_SEMAPHORE_ID), op.count) if a in ev.bases else None
+        for t in scope:
+            if (t, op.label) in sem_allocs:
+                unsupported.append(f"allocation label {op.label!r} is allocated twice for core {t}")
+            sem_allocs[(t, op.label)] = SemAlloc(op.label, op.site, op.count, a, i, ev.bases.get(t), ids, op)
+    buffer_ids = {}
+    for (a, i), ev in buffer_events.items():
+        scope = topo.cores_of_device(topo.device_of(a)) if ev.op.scope == "device" else (a,)
+        for t in scope:
+            if t in ev.bases:
+                buffer_ids[(t, ev.op.label)] = ev.bases[t]
+
+    gets = [(c, i) for c, ops in enumerate(program.cores) for i, op in enumerate(ops)
+            if isinstance(op, GetBarrierSem) and hb.reached(c, i)]
+    cid_inserts = []  # allocation events whose range holds the collective id
+    if cid is not None and not hw:
+        for (a, i), ev in sem_events.items():
+            if any(b <= cid < b + ev.op.count for b in ev.bases.values()):
+                cid_inserts.append((a, i))
+
+    def table_status(events: list[tuple[int, int]], c: int, i: int) -> str:
+        if any(hb.before(a, j, c, i) for a, j in events):
+            return "always"
+        if all(hb.before(c, i, a, j) for a, j in events):
+            return "never"
+        return "maybe"
+
+    def resolve(c: int, i: int, ref: SemRef) -> Key:
+        if ref.label == BARRIER:
+            if cid is None:
+                raise _Fail(NoCollectiveId())
+            if hw:
+                return ("barrier",)
+            sid = cid
+        else:
+            alloc = sem_allocs.get((c, ref.label))
+            if alloc is None or not hb.before(alloc.issuer, alloc.pos, c, i):
+                raise _Unsupported(
+                    f"core {c} op {i} uses semaphore allocation {ref.label!r}"
+                    + (" that it never allocates" if alloc is None else " not ordered after its allocation")
+                )
+            if not 0 <= ref.index < alloc.count:
+                raise _Fail(SemIndexOutOfBounds(ref.label, ref.index, alloc.count))
+            if hw:
+                return ("site", alloc.site, ref.index)
+            if isinstance(alloc.ids, Violation) or alloc.ids is None:
+                raise _Fail(alloc.ids if isinstance(alloc.ids, Violation) else UnknownSemaphore(-1))
+            sid = alloc.ids[ref.index]
+            if sid != cid:
+                issuer_base = sem_events[(alloc.issuer, alloc.pos)].bases[alloc.issuer]
+                if sid != issuer_base + ref.index:  # wrapped (IDS-1): in no table
+                    raise _Fail(UnknownSemaphore(sid))
+                return ("internal", sid)
+        fixed = table_status(gets, c, i)
+        internal = table_status(cid_inserts, c, i)
+        if fixed == "always" and internal == "never":
+            return ("fixed", sid)
+        if fixed == "never" and internal == "always":
+            return ("internal", sid)
+        if fixed == "always" and internal == "always":
+            raise _Fail(IdCollision(sid))
+        if fixed == "never" and internal == "never":
+            raise _Fail(UnknownSemaphore(sid))
+        raise _Unsupported(
+            f"core {c} op {i} looks up the collective id {sid}: whether the fixed-id table "
+            f"({fixed}) and the internal table ({internal}) hold it depends on the schedule"
+        )
+
+    def target(c: int, device, local, *, dma: bool) -> int:
+        t = target_core(program, mode, c, device, local, dma=dma)
+        if isinstance(t, Violation):
+            raise _Fail(t)
+        return t
+
+    caps: dict[int, tuple[int, Violation]] = {}
+    contributions: list[Contribution] = []
+    waits: dict = {}
+    dmas: list[DmaOp] = []
+    lookups: dict = {}
+    for c, ops in enumerate(program.cores):
+        for i, op in enumerate(ops):
+            if not hb.reached(c, i):
+                break  # never executed in any run
+            try:
+                _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
+                          contributions, waits, dmas, lookups)
+            except _Fail as f:
+                caps[c] = (i, f.violation)
+                break
+            except _Unsupported as u:
+                unsupported.append(str(u))
+                break
+    by_counter: dict = defaultdict(list)
+    for x in contributions:
+        by_counter[x.counter].append(x)
+    waits_by_counter: dict = defaultdict(list)
+    for w in waits.values():
+        waits_by_counter[w.counter].append(w)
+    for ws in waits_by_counter.values():
+        ws.sort(key=lambda w: w.pos)
+    return Lowered(
+        program=program,
+        mode=mode,
+        lengths=lengths,
+        caps=caps,
+        contributions=contributions,
+        by_counter=dict(by_counter),
+        waits=waits,
+        waits_by_counter=dict(waits_by_counter),
+        barriers=barriers,
+        barrier_pos=barrier_pos,
+        dmas=dmas,
+        lookups=lookups,
+        sem_allocs=sem_allocs,
+        sem_events=list(sem_events.values()),
+        buffer_events=list(buffer_events.values()),
+        buffer_ids=buffer_ids,
+        gets=gets,
+        unsupported=unsupported,
+        hb=hb,
+        sem_counter_events=dict(sem_by_core),
+        buf_counter_events=dict(buf_by_core),
+        racy_counters=racy_counters,
+    )
+
+
+class _Unordered(Exception):
+    pass
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_events, buffer_ids,
+              contributions, waits, dmas, lookups) -> None:
+    hw = mode == "hardware"
+    if isinstance(op, AllocSem):
+        if (c, op.label) not in sem_allocs:
+            raise _Unsupported(f"core {c} op {i}: the ids of allocation {op.label!r} are not static")
+        if not hw:
+            ids = sem_allocs[(c, op.label)].ids
+            if isinstance(ids, Violation):
+                raise _Fail(ids)
+    elif isinstance(op, GetBarrierSem):
+        if program.collective_id is None:
+            raise _Fail(NoCollectiveId())
+        if not hw:
+            handed = scalar_int16(program.collective_id)
+            if isinstance(handed, Violation):
+                raise _Fail(handed)
+    elif isinstance(op, AllocBuffer):
+        if (c, op.label) not in buffer_ids:
+            raise _Unsupported(f"core {c} op {i}: the id of buffer {op.label!r} is not static")
+        if not hw:
+            handed = scalar_int16(buffer_ids[(c, op.label)])
+            if isinstance(handed, Violation):
+                raise _Fail(handed)
+    elif isinstance(op, Signal):
+        key = resolve(c, i, op.sem)
+        t = target(c, op.device, op.core, dma=False)
+        if op.inc < 0:
+            raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
+        lookups[(c, i)] = (key,)
+        contributions.append(Contribution(c, i, op.inc, (key, t), "signal"))
+    elif isinstance(op, Wait):
+        key = resolve(c, i, op.sem)
+        if op.value < 0:
+            raise _Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
+        lookups[(c, i)] = (key,)
+        waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
+    elif isinstance(op, Read):
+        lookups[(c, i)] = (resolve(c, i, op.sem),)
+    elif isinstance(op, DmaStart):
+        src_key = resolve(c, i, op.src_sem) if op.src_sem is not None else None
+        dst_key = resolve(c, i, op.dst_sem)
+        dst = target(c, op.device, op.core, dma=True)
+        if op.nbytes < 0:
+            raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
+        lookups[(c, i)] = tuple(k for k in (src_key, dst_key) if k is not None)
+        ident = len(dmas)
+        src_counter = (src_key, c) if src_key is not None else None
+        dmas.append(DmaOp(ident, c, i, dst, op.nbytes, src_counter, (dst_key, dst), op.loc))
+        if src_counter is not None:
+            contributions.append(Contribution(c, i, op.nbytes, src_counter, "dma_read", ident))
+        contributions.append(Contribution(c, i, op.nbytes, (dst_key, dst), "dma_write", ident))
+    elif not isinstance(op, (Barrier, FreeBuffer, ExitCheck)):
+        raise _Unsupported(f"core {c} op {i}: unknown operation {type(op).__name__}")
+
+
+# --- runs of S' and of truncated programs ---------------------------------------------
+
+
+def truncate(program: Program, stops: dict[int, int]) -> Program:
+    """The program whose core g stops before its op stops[g] (a frozen core, RUN-3)."""
+    cores = tuple(ops[: stops[g]] if g in stops else ops for g, ops in enumerate(program.cores))
+    return dataclasses.replace(program, cores=cores)
+
+
+def s_prime_run(low: Lowered, *, extra_stops: dict[int, int] | None = None, lookup_errors: bool = True) -> Outcome:
+    """The terminal outcome of S' (failing ops block), via the fast run on the truncated program.
+
+    Raises EncodingBug if the truncated run fails: the lowering missed a failure.
+    """
+    stops = {c: pos for c, (pos, _) in low.caps.items()}
+    for c, pos in (extra_stops or {}).items():
+        stops[c] = min(pos, stops.get(c, pos))
+    out = complete(truncate(low.program, stops), low.mode,
+                   fast_run(truncate(low.program, stops), low.mode, lookup_errors=lookup_errors))
+    if out.failure is not None and lookup_errors:
+        raise EncodingBug(f"S' run failed although the lowering found no failure there: {out.failure}")
+    return out
+
+
+def complete(program: Program, mode: DmaMode, out: Outcome) -> Outcome:
+    """Continue a fast-run outcome with the step relation until no step is enabled.
+
+    The fast run parks a core at a barrier until some barrier passes; when
+    participants list different sets for the same barrier it can stop short
+    of a terminal state. The step relation is the reference, so we finish
+    the run with it (usually zero steps). `stats`-visible via `out.schedule`.
+    """
+    if out.failure is not None:
+        return out
+    state, schedule = out.state, list(out.schedule)
+    extra = 0
+    while True:
+        actors = enabled(program, mode, state)
+        if not actors:
+            break
+        state = step(program, mode, state, actors[0])
+        schedule.append(actors[0])
+        extra += 1
+    return out if extra == 0 else classify(program, mode, state, tuple(schedule))
+
+
+def failure_reached(low: Lowered, pcs: tuple[int, ...]) -> list[tuple[int, int, Violation]]:
+    """The cores of an S' terminal state that sit at their failing op: (core, pos, violation)."""
+    return [(c, pos, v) for c, (pos, v) in sorted(low.caps.items()) if pcs[c] == pos]
+
+
+def describe_op(op: Op) -> str:
+    name = type(op).__name__
+    if isinstance(op, Wait):
+        return f"wait({op.sem}, {op.value})" + (" [dma]" if op.kind == "dma" else "")
+    if isinstance(op, Signal):
+        return f"signal({op.sem}, {op.inc}, device={op.device}, core={op.core})"
+    if isinstance(op, DmaStart):
+        return f"dma_start({op.nbytes} bytes, send={op.src_sem}, recv={op.dst_sem}, device={op.device}, core={op.core})"
+    if isinstance(op, Barrier):
+        return f"barrier {op.name!r}"
+    return name
