@@ -1,0 +1,570 @@
+"""Id properties: `id-disjoint` (PROP-1), `id-int16` (PROP-2), `id-agreement` (PROP-3).
+
+**Ids are linear in allocation counts.** Core c's k-th allocation event gets
+the base `2000 + (sum of the counts of c's earlier allocation events)`
+(SEM-1; buffers likewise from 100, one id each). `IdModel` states exactly
+that in Z3, with one integer per allocation event (equal to its count for a
+concrete program). When the order of a core's allocation events is not fixed
+by happens-before, "earlier" becomes a free Boolean per pair: every order is
+admitted, so an unsat answer is still a proof. The same equations accept
+*symbolic* counts: `int16_bound` and `collision_bound` take a `run_scoped`
+block repeated a symbolic number of times and return the smallest failing
+trip count in a range, or a proof that none fails.
+
+**Static possibility, then reachability.** Each check first asks Z3 whether
+the bad situation is possible at all (some allocation range contains the
+collective id; some handed-out id exceeds int16; ...). Unsat -> **proved**.
+Otherwise whether it happens in a run is decided on the lowered system S'
+(`lowering`): when the lowering is static, S' is persistent, its one maximal
+run executes every operation any run can execute, and every failing
+operation it stops at can be the first failure of some real run -- so the
+answer is exact (violated with a replayed witness, or proved because the
+offending operation never executes). When the lowering is not static, a
+real run (the model's fast run, `lookup_errors=False` where collisions are
+concerned) can still witness a violation; otherwise **unknown**.
+
+On hardware there are no ids (HW-1): id-disjoint and id-int16 hold
+vacuously, and id-agreement asks that the site exists on the target core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import z3
+
+from semcheck.checker.verdict import Verdict, Witness
+from semcheck.checker.z3.lowering import (
+    EncodingBug,
+    Lowered,
+    complete,
+    failure_reached,
+    lower,
+    s_prime_run,
+    truncate,
+)
+from semcheck.model.errors import IdCollision, Int16Overflow
+from semcheck.model.fast import fast_run
+from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, INT16_MAX, INT16_MIN
+from semcheck.model.ops import (
+    BARRIER,
+    AllocBuffer,
+    AllocSem,
+    DmaMode,
+    DmaStart,
+    GetBarrierSem,
+    Loc,
+    Program,
+    Read,
+    Signal,
+    Wait,
+)
+from semcheck.model.state import Outcome, State
+from semcheck.model.step import step, target_core
+
+COLLISION_MESSAGE = "Semaphore {} occurs as both fixed-id and internal."
+
+
+# --- the linear id model ------------------------------------------------------------
+
+
+class IdModel:
+    """Bases of every allocation event on every core it allocates for, as Z3 terms."""
+
+    def __init__(self, low: Lowered, what: str = "semaphore") -> None:
+        self.low = low
+        self.what = what
+        first = FIRST_SEMAPHORE_ID if what == "semaphore" else FIRST_BUFFER_ID
+        per_core = low.sem_counter_events if what == "semaphore" else low.buf_counter_events
+        self.n: dict[tuple[int, int], z3.ArithRef] = {}
+        self.base: dict[tuple[int, int, int], z3.ArithRef] = {}  # (core, issuer, pos) -> base
+        self.events: dict[tuple[int, int], object] = {}
+        self.constraints = []
+        self.free_orders = 0
+        for core, evs in per_core.items():
+            for a, i, op in evs:
+                if (a, i) not in self.n:
+                    v = z3.Int(f"n_{what[0]}{a}_{i}")
+                    self.n[(a, i)] = v
+                    self.events[(a, i)] = op
+                    self.constraints.append(v == (op.count if isinstance(op, AllocSem) else 1))
+            if (what, core) in low.racy_counters:
+                for a, i, op in evs:
+                    terms = []
+                    for b, j, _ in evs:
+                        if (b, j) == (a, i):
+                            continue
+                        before = z3.Bool(f"ord_{what[0]}{core}_{b}_{j}_{a}_{i}")
+                        self.free_orders += 1
+                        terms.append(z3.If(before, self.n[(b, j)], 0))
+                    self.base[(core, a, i)] = first + z3.Sum(terms) if terms else z3.IntVal(first)
+            else:
+                acc = []
+                for a, i, op in sorted(evs, key=lambda e: _static_base(low, what, core, e)):
+                    self.base[(core, a, i)] = first + z3.Sum(acc) if acc else z3.IntVal(first)
+                    acc.append(self.n[(a, i)])
+
+    def solver(self, timeout_ms: int) -> z3.Solver:
+        s = z3.SolverFor("QF_LIA")
+        s.set("timeout", int(timeout_ms))
+        s.add(*self.constraints)
+        return s
+
+    def contains(self, value: int) -> list[tuple[tuple[int, int, int], z3.BoolRef]]:
+        """One condition per (core, event): the range the event gives the core holds `value`."""
+        return [
+            (key, z3.And(b <= value, value < b + self.n[key[1:]]))
+            for key, b in self.base.items()
+        ]
+
+    def handed_out_too_big(self) -> list[tuple[tuple[int, int], z3.BoolRef]]:
+        """One condition per event: an id the issuer hands to the kernel exceeds int16 (IDS-1/2)."""
+        out = []
+        for (core, a, i), b in self.base.items():
+            if core == a:
+                out.append(((a, i), b + self.n[(a, i)] - 1 > INT16_MAX))
+        return out
+
+
+def _static_base(low: Lowered, what: str, core: int, ev) -> int:
+    events = low.sem_events if what == "semaphore" else low.buffer_events
+    for e in events:
+        if (e.issuer, e.pos) == (ev[0], ev[1]):
+            return e.bases[core]
+    raise EncodingBug(f"no static base for {ev[:2]} on core {core}")
+
+
+# --- symbolic sizes -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """Answer of a symbolic-size query: `proved` for the whole range, or the smallest failing size."""
+
+    proved: bool
+    smallest_failing: int | None
+    kind: str | None  # int16: "overflow" (OverflowError) or "wrap" (silent); collision: "collision"
+    detail: str
+    trip_range: tuple[int, int]
+    unknown: str = ""
+
+
+def _minimise(constraints, T, timeout_ms: int) -> int | None | str:
+    opt = z3.Optimize()
+    opt.set("timeout", int(timeout_ms))
+    opt.add(*constraints)
+    opt.minimize(T)
+    res = opt.check()
+    if res == z3.unsat:
+        return None
+    if res == z3.unknown:
+        return f"z3 gave up: {opt.reason_unknown()}"
+    return opt.model()[T].as_long()
+
+
+def int16_bound(
+    per_iteration_count: int,
+    prefix_count: int,
+    trip_range: tuple[int, int],
+    *,
+    first_id: int = FIRST_SEMAPHORE_ID,
+    timeout_ms: int = 10_000,
+) -> Bound:
+    """Smallest trip count T in `trip_range` (inclusive) for which a core's ids leave int16.
+
+    The core first allocates `prefix_count` ids, then runs T iterations of a
+    block allocating `per_iteration_count` ids (a `run_scoped` in a loop: ids
+    are never freed, SEM-1). Iteration k (from 0) gets base
+    `b_k = first_id + prefix_count + k * per_iteration_count` and is handed
+    `arange(b_k, b_k + per, dtype=int16)`: it fails (IDS-1) as soon as
+    `b_k + per - 1 > 32767` -- with OverflowError when `b_k` or `b_k + 1`
+    does not fit, by a silent wrap otherwise.
+    """
+    lo, hi = trip_range
+    per, pre = per_iteration_count, prefix_count
+    if per <= 0:
+        return Bound(True, None, None, "the loop allocates nothing", trip_range)
+    T, k = z3.Int("T"), z3.Int("k")
+    base = first_id + pre + k * per
+    res = _minimise([lo <= T, T <= hi, 0 <= k, k < T, base + per - 1 > INT16_MAX], T, timeout_ms)
+    if isinstance(res, str):
+        return Bound(False, None, None, "", trip_range, unknown=res)
+    if res is None:
+        last = first_id + pre + hi * per - 1
+        return Bound(True, None, None, f"the largest id handed out for T={hi} is {last} <= {INT16_MAX}", trip_range)
+    kk = res - 1  # the first failing iteration is the last one of the smallest failing T
+    b = first_id + pre + kk * per
+    overflow = b > INT16_MAX or (per >= 2 and b + 1 > INT16_MAX)
+    kind = "overflow" if overflow else "wrap"
+    what = (f"OverflowError: Python integer {b if b > INT16_MAX else b + 1} out of bounds for int16"
+            if overflow else f"ids {b}..{b + per - 1} wrap to {b + per - 1 - 2**16} silently")
+    return Bound(False, res, kind, f"iteration {kk} allocates ids from {b}: {what}", trip_range)
+
+
+def collision_bound(
+    collective_id: int,
+    per_iteration_count: int,
+    prefix_count: int,
+    trip_range: tuple[int, int],
+    *,
+    first_id: int = FIRST_SEMAPHORE_ID,
+    timeout_ms: int = 10_000,
+) -> Bound:
+    """Smallest trip count T in `trip_range` for which some allocation range holds `collective_id`.
+
+    Same allocation shape as `int16_bound`. A kernel that also calls
+    `get_barrier_semaphore` then has the id in both tables (PROP-1).
+    """
+    lo, hi = trip_range
+    per, pre = per_iteration_count, prefix_count
+    T, k, i = z3.Int("T"), z3.Int("k"), z3.Int("i")
+    in_prefix = z3.And(first_id <= collective_id, collective_id < first_id + pre)
+    in_loop = z3.And(0 <= k, k < T, 0 <= i, i < per, first_id + pre + k * per + i == collective_id)
+    res = _minimise([lo <= T, T <= hi, z3.Or(in_prefix, in_loop)], T, timeout_ms)
+    if isinstance(res, str):
+        return Bound(False, None, None, "", trip_range, unknown=res)
+    if res is None:
+        return Bound(True, None, None, f"no allocation holds id {collective_id} for any T in {trip_range}", trip_range)
+    if first_id <= collective_id < first_id + pre:
+        detail = f"the prefix allocation holds id {collective_id}"
+    else:
+        kk = (collective_id - first_id - pre) // per
+        detail = f"iteration {kk} allocates ids {first_id + pre + kk * per}..{first_id + pre + kk * per + per - 1}"
+    return Bound(False, res, "collision", detail, trip_range)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _replay_until(program: Program, mode: DmaMode, schedule, done: Callable[[State], bool]) -> tuple[State, tuple]:
+    """Apply `schedule` on the step relation until `done(state)` or a failure; return state and steps taken."""
+    state = State.initial(program)
+    taken = []
+    if done(state):
+        return state, ()
+    for actor in schedule:
+        state = step(program, mode, state, tuple(actor))
+        taken.append(tuple(actor))
+        if done(state) or state.failure is not None:
+            break
+    return state, tuple(taken)
+
+
+def _stats(low: Lowered, **more) -> dict:
+    return dict(low.size(), **more)
+
+
+def _executed(low: Lowered, pcs, core: int, pos: int) -> bool:
+    return pos < pcs[core]
+
+
+# --- id-disjoint -------------------------------------------------------------------------
+
+
+def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+    """PROP-1: the collective id never sits in both id tables; and does ERR-1 fire?
+
+    Verdict: proved when no allocation range can hold the collective id (Z3
+    over the allocation counters), or no `get_barrier_semaphore` runs, or
+    S' shows the two insertions never both happen; violated with a witness
+    schedule that replays to a state where both tables hold it. The witness
+    details say whether the interpreter's `Semaphore N occurs as both
+    fixed-id and internal.` fires: "must" (every run raises it), "may" (some
+    run does; witnessed and replayed), "no" (no run does), or "unknown".
+    """
+    prop = "id-disjoint"
+    cid = program.collective_id
+    if mode == "hardware":
+        return Verdict(prop, "proved", reason="no ids on hardware: semaphores are allocation sites (HW-1)")
+    if cid is None:
+        return Verdict(prop, "proved", reason="no collective_id: the fixed-id table stays empty")
+    t0 = time.perf_counter()
+    low = lower(program, mode)
+    if not low.gets:
+        return Verdict(prop, "proved", reason="get_barrier_semaphore never runs: the fixed-id table stays empty",
+                       stats=_stats(low))
+    model = IdModel(low)
+    s = model.solver(timeout_ms)
+    conds = model.contains(cid)
+    s.add(z3.Or([c for _, c in conds]) if conds else z3.BoolVal(False))
+    res = s.check()
+    stats = _stats(low, z3=str(res), solve_s=round(time.perf_counter() - t0, 4), free_orders=model.free_orders)
+    if res == z3.unknown:
+        return Verdict(prop, "unknown", reason=f"z3 gave up: {s.reason_unknown()}", stats=stats)
+    if res == z3.unsat:
+        return Verdict(prop, "proved", reason=f"no allocation range holds the collective id {cid}", stats=stats)
+
+    covering = [(key[1], key[2]) for key, c in conds if z3.is_true(s.model().eval(c, model_completion=True))
+                or _covers(low, key, cid)]
+    both = lambda st: cid in st.tables.fixed and cid in st.tables.internal  # noqa: E731
+    if low.ok:
+        sp = s_prime_run(low)
+        fails = failure_reached(low, sp.state.pcs)
+        schedule = list(sp.schedule)
+        st = sp.state
+        ok = both(st)
+        if not ok:
+            # a failing G or AllocSem inserts before it raises (SEM-1, SEM-2): one more step
+            for c, pos, v in fails:
+                op = program.cores[c][pos]
+                if isinstance(op, GetBarrierSem) and cid in st.tables.internal or (
+                    isinstance(op, AllocSem) and cid in st.tables.fixed and any((c, pos) == ev for ev in covering)
+                ):
+                    schedule.append(("core", c))
+                    ok = True
+                    break
+        if not ok:
+            return Verdict(prop, "proved", reason=(
+                f"an allocation range could hold the collective id {cid}, but no run executes both it and "
+                "get_barrier_semaphore"), stats=stats)
+        fires = _fires_static(low, sp, cid)
+    else:
+        out = complete(program, mode, fast_run(program, mode, lookup_errors=False))
+        if not both(out.state):
+            return Verdict(prop, "unknown", reason=(
+                f"an allocation range may hold the collective id {cid}, and the lowering is not static ("
+                + "; ".join(low.unsupported[:2]) + ")"), stats=stats)
+        schedule = list(out.schedule)
+        fires = None
+    state, taken = _replay_until(program, mode, schedule, both)
+    if not both(state):
+        raise EncodingBug(f"id-disjoint witness does not replay to a state with {cid} in both tables")
+    if fires is None:
+        fires = _fires_by_freezing(program, mode, low, cid)
+    alloc_locs, g_locs = _insertion_sites(program, low, cid, state, covering)
+    fire_word, fire_wit = fires
+    msg = (f"collective id {cid} is both a fixed id (get_barrier_semaphore at {g_locs[0] if g_locs else '?'}) and "
+           f"an internal id (allocated at {alloc_locs[0] if alloc_locs else '?'}); "
+           f"the interpreter's '{COLLISION_MESSAGE.format(cid)}' {_fire_phrase(fire_word)}")
+    details = {
+        "collective_id": cid,
+        "fires": fire_word,
+        "message": COLLISION_MESSAGE.format(cid),
+        "allocation_sites": [str(x) for x in alloc_locs],
+        "get_barrier_semaphore_sites": [str(x) for x in g_locs],
+    }
+    if fire_wit is not None:
+        details["fire_schedule"] = [list(a) for a in fire_wit[0]]
+        details["fire_at"] = {"core": fire_wit[1], "pc": fire_wit[2]}
+    return Verdict(prop, "violated", witness=Witness(
+        message=msg, schedule=taken, locs=tuple(alloc_locs[:1] + g_locs[:1]), details=details,
+        hint="choose a collective_id below 2000 (internal ids start at 2000)"), stats=stats)
+
+
+def _covers(low: Lowered, key, cid: int) -> bool:
+    core, a, i = key
+    for ev in low.sem_events:
+        if (ev.issuer, ev.pos) == (a, i) and core in ev.bases:
+            return ev.bases[core] <= cid < ev.bases[core] + ev.op.count
+    return False
+
+
+def _fire_phrase(word: str) -> str:
+    return {
+        "must": "is raised in every run",
+        "may": "is raised in some runs",
+        "no": "is never raised (no lookup of the id happens while both tables hold it)",
+        "unknown": "may or may not be raised (not decided)",
+    }[word]
+
+
+def _insertion_sites(program: Program, low: Lowered, cid: int, state: State, covering) -> tuple[list[Loc], list[Loc]]:
+    allocs = []
+    for a, i in covering:
+        if i < state.pcs[a] or (state.failure and (state.failure.core, state.failure.pc) == (a, i)):
+            allocs.append(program.cores[a][i].loc)
+    allocs = allocs or [program.cores[a][i].loc for a, i in covering]
+    gs = [program.cores[c][i].loc for c, i in low.gets if i < state.pcs[c]] or [program.cores[c][i].loc for c, i in low.gets]
+    return allocs, gs
+
+
+def _cid_lookups(program: Program, low: Lowered, cid: int) -> list[tuple[int, int]]:
+    """Operations that look up the collective id (statically, using each core's held ids)."""
+    out = []
+    for c, ops in enumerate(program.cores):
+        for i, op in enumerate(ops):
+            refs = []
+            if isinstance(op, (Signal, Wait, Read)):
+                refs = [op.sem]
+            elif isinstance(op, DmaStart):
+                refs = [r for r in (op.src_sem, op.dst_sem) if r is not None]
+            for r in refs:
+                if r.label == BARRIER:
+                    out.append((c, i))
+                    break
+                alloc = low.sem_allocs.get((c, r.label))
+                if alloc is None or isinstance(alloc.ids, Int16Overflow) or not alloc.ids:
+                    continue
+                if 0 <= r.index < len(alloc.ids) and alloc.ids[r.index] == cid:
+                    out.append((c, i))
+                    break
+    return out
+
+
+def _fires_static(low: Lowered, sp: Outcome, cid: int):
+    """With a static lowering, a collision is a static failing op; S' decides whether it is reached."""
+    fails = failure_reached(low, sp.state.pcs)
+    coll = [(c, pos) for c, pos, v in fails if isinstance(v, IdCollision)]
+    if not coll:
+        return "no", None
+    c, pos = coll[0]
+    schedule = tuple(sp.schedule) + (("core", c),)
+    state, taken = _replay_until(low.program, low.mode, schedule, lambda st: False)
+    if not (state.failure and isinstance(state.failure.violation, IdCollision)):
+        raise EncodingBug("a reached collision does not replay to ERR-1")
+    return ("must" if len(coll) == len(fails) else "may"), (taken, c, pos)
+
+
+def _fires_by_freezing(program: Program, mode: DmaMode, low: Lowered, cid: int):
+    """RUN-3 / note section 4: freeze each looking-up core before its lookup, run the others maximally."""
+    for c, i in _cid_lookups(program, low, cid):
+        frozen = truncate(program, {c: i})
+        out = complete(frozen, mode, fast_run(frozen, mode, lookup_errors=False))
+        st = out.state
+        if st.pcs[c] == i and cid in st.tables.fixed and cid in st.tables.internal:
+            schedule = tuple(out.schedule) + (("core", c),)
+            state, taken = _replay_until(program, mode, schedule, lambda s: False)
+            if state.failure and isinstance(state.failure.violation, IdCollision):
+                return "may", (taken, state.failure.core, state.failure.pc)
+    return "unknown", None
+
+
+# --- id-int16 ------------------------------------------------------------------------------
+
+
+def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+    """PROP-2: every semaphore id, buffer id and the collective id handed out fits int16, unwrapped.
+
+    Z3 asks whether any allocation event can hand out an id above 32767
+    (semaphores from 2000, buffers from 100, in any admissible allocation
+    order) or the collective id is outside int16 while get_barrier_semaphore
+    runs. Unsat -> proved. Otherwise the offending operation is looked up in
+    S': OverflowError operations are failing operations (reached iff S'
+    stops there), silently wrapping allocations are executed iff S' passes
+    them.
+    """
+    prop = "id-int16"
+    if mode == "hardware":
+        return Verdict(prop, "proved", reason="no ids on hardware (HW-1)")
+    t0 = time.perf_counter()
+    low = lower(program, mode)
+    sem, buf = IdModel(low, "semaphore"), IdModel(low, "buffer")
+    s = z3.SolverFor("QF_LIA")
+    s.set("timeout", int(timeout_ms))
+    s.add(*sem.constraints, *buf.constraints)
+    bad = [c for _, c in sem.handed_out_too_big()] + [c for _, c in buf.handed_out_too_big()]
+    cid = program.collective_id
+    cid_bad = cid is not None and low.gets and not INT16_MIN <= cid <= INT16_MAX
+    s.add(z3.Or(bad + [z3.BoolVal(bool(cid_bad))]))
+    res = s.check()
+    stats = _stats(low, z3=str(res), solve_s=round(time.perf_counter() - t0, 4))
+    if res == z3.unknown:
+        return Verdict(prop, "unknown", reason=f"z3 gave up: {s.reason_unknown()}", stats=stats)
+    if res == z3.unsat:
+        return Verdict(prop, "proved", reason="every id handed out fits int16", stats=stats)
+
+    def offending(state: State) -> str | None:
+        for (c, label), alloc in state.allocs.items():
+            if alloc.ids and any(x != alloc.ids[0] + k for k, x in enumerate(alloc.ids)):
+                return f"allocation {label!r} of core {c}: ids wrap past 32767 ({alloc.ids[0]}.. -> {min(alloc.ids)})"
+        for (c, label), i in state.buffers.items():
+            if i > INT16_MAX:
+                return f"buffer {label!r} of core {c} gets id {i}"
+        f = state.failure
+        if f is not None and isinstance(f.violation, Int16Overflow):
+            return f.violation.message
+        return None
+
+    if low.ok:
+        sp = s_prime_run(low)
+        schedule = tuple(sp.schedule)
+        overflow = [(c, pos) for c, pos, v in failure_reached(low, sp.state.pcs) if isinstance(v, Int16Overflow)]
+        if overflow:
+            schedule += (("core", overflow[0][0]),)
+        elif offending(sp.state) is None:
+            return Verdict(prop, "proved", reason="the allocations that would leave int16 never execute", stats=stats)
+    else:
+        out = complete(program, mode, fast_run(program, mode))
+        if offending(out.state) is None:
+            return Verdict(prop, "unknown", reason="some allocation order could leave int16 and the lowering is not "
+                           "static (" + "; ".join(low.unsupported[:2]) + ")", stats=stats)
+        schedule = tuple(out.schedule)
+    state, taken = _replay_until(program, mode, schedule, lambda st: offending(st) is not None)
+    what = offending(state)
+    if what is None:
+        raise EncodingBug("id-int16 witness does not replay to an out-of-range id")
+    loc = state.failure.loc if state.failure else program.cores[taken[-1][1]][state.pcs[taken[-1][1]] - 1].loc
+    return Verdict(prop, "violated", witness=Witness(message=what, schedule=taken, locs=(loc,), details={"what": what},
+                                                      hint="ids are never freed: allocate semaphores outside loops"),
+                   stats=stats)
+
+
+# --- id-agreement ---------------------------------------------------------------------------
+
+
+def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+    """PROP-3: a remote signal/DMA names, on the target core, the allocation it names on the sender.
+
+    For each executed Signal (target core != sender) and DmaStart (receive
+    semaphore, destination core != source) with a non-barrier semaphore
+    `label[i]`: interpreter semantics -- the id N the sender holds must be
+    element i of some allocation of the same site that the target core holds;
+    hardware -- the target core must hold an allocation of that site with at
+    least i+1 semaphores. Decided on the allocations of S' (exact when the
+    lowering is static) or of a real run (a violation there is real;
+    otherwise unknown).
+    """
+    prop = "id-agreement"
+    t0 = time.perf_counter()
+    low = lower(program, mode)
+    if low.ok:
+        run_out = s_prime_run(low)
+    else:
+        run_out = complete(program, mode, fast_run(program, mode, lookup_errors=False))
+    st = run_out.state
+    held: dict[int, dict] = {}
+    for (c, label), alloc in st.allocs.items():
+        held.setdefault(c, {})[label] = alloc
+    hw = mode == "hardware"
+    checked = 0
+    for c, ops in enumerate(program.cores):
+        for i, op in enumerate(ops[: st.pcs[c]]):
+            if isinstance(op, Signal):
+                ref, dst = op.sem, target_core(program, mode, c, op.device, op.core, dma=False)
+            elif isinstance(op, DmaStart):
+                ref, dst = op.dst_sem, target_core(program, mode, c, op.device, op.core, dma=True)
+            else:
+                continue
+            if ref.label == BARRIER or not isinstance(dst, int) or dst == c:
+                continue
+            mine = held.get(c, {}).get(ref.label)
+            if mine is None or not 0 <= ref.index < mine.count:
+                continue  # a failing lookup, reported elsewhere
+            checked += 1
+            theirs = [a for a in held.get(dst, {}).values() if a.site == mine.site and ref.index < a.count]
+            if hw:
+                agree = bool(theirs)
+                mine_desc = f"site {mine.site!r} index {ref.index}"
+            else:
+                sid = mine.ids[ref.index]
+                agree = any(a.ids and a.ids[ref.index] == sid for a in theirs)
+                mine_desc = f"id {sid} (site {mine.site!r} index {ref.index})"
+            if agree:
+                continue
+            their_desc = (", ".join(f"{a.ids[ref.index] if a.ids else '-'}" for a in theirs) or "none")
+            msg = (f"core {c} {'signals' if isinstance(op, Signal) else 'DMAs into'} {ref} = {mine_desc} on core {dst}, "
+                   f"but core {dst} holds no such semaphore (its ids for that site and index: {their_desc})")
+            state, taken = _replay_until(program, mode, run_out.schedule, lambda s, c=c, i=i: s.pcs[c] > i)
+            return Verdict(prop, "violated", witness=Witness(
+                message=msg, schedule=taken, locs=(op.loc,),
+                details={"sender": c, "pc": i, "target": dst, "semaphore": str(ref), "sender_id": None if hw else sid,
+                         "target_ids": [list(a.ids) if a.ids else [] for a in theirs]},
+                hint="allocate run_scoped semaphores in the same order on every device"),
+                stats=_stats(low, checked=checked, solve_s=round(time.perf_counter() - t0, 4)))
+    stats = _stats(low, checked=checked, solve_s=round(time.perf_counter() - t0, 4))
+    if not low.ok:
+        return Verdict(prop, "unknown", reason="no disagreement in one run, but the lowering is not static ("
+                       + "; ".join(low.unsupported[:2]) + ")", stats=stats)
+    return Verdict(prop, "proved", reason=f"{checked} remote semaphore uses agree", stats=stats)
