@@ -52,9 +52,9 @@ def visible(outcome: Outcome) -> tuple:
     s = outcome.state
     warn = tuple(sorted(w.nonzero for w in s.warnings))
     if outcome.kind == "error":
-        f = s.failure
+        fs = tuple((f.violation, f.core, f.pc) for f in s.failures)
         others = tuple(b.core for b in outcome.blocked if b.reason != "halted by failure")
-        return ("error", f.violation, f.core, f.pc, others, warn)
+        return ("error", fs, others, warn)
     return (outcome.kind, s.pcs, warn)
 
 
@@ -76,7 +76,7 @@ def _static_internal_ids(program: Program) -> frozenset[int]:
 
 def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: State, racy_cid: bool) -> bool:
     """RUN-5: is this step independent of every step of every other actor?"""
-    if nxt.failure is not None:
+    if len(nxt.failures) > len(state.failures):
         return False  # which failure comes first is visible
     kind, ident = actor
     if kind != "core":  # a hardware DMA half: a signal to its target
@@ -103,7 +103,7 @@ def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: Stat
         if not _lookup_stable(program, mode, op.sem, racy_cid):
             return False
         # popping a task is not independent of another core's enqueue (LIFO order)
-        return nxt.pcs[core] > state.pcs[core]
+        return nxt.queues == state.queues
     if isinstance(op, DmaStart):
         refs = [op.dst_sem] + ([op.src_sem] if op.src_sem is not None else [])
         if not all(_lookup_stable(program, mode, r, racy_cid) for r in refs):

@@ -85,6 +85,7 @@ def fast_run(
     dead_devices: set[int] = set()
     schedule: list = []
     waiting: dict = {}  # (key, core) -> core parked on it
+    looked: dict = {}  # core -> the semaphore its unfinished wait looked up
     barrier_waiters: dict = {}  # (name, k) -> cores parked
     ready = deque(range(n))
     queued = [True] * n
@@ -157,16 +158,24 @@ def fast_run(
         ops = program.cores[core]
         stop = min(len(ops), freeze.get(core, len(ops)))
         while pcs[core] < stop:
-            if failure and _global(failure[0]) or topo.device_of(core) in dead_devices:
+            if (failure and _global(failure[-1])) or topo.device_of(core) in dead_devices:
                 return
             op = ops[pcs[core]]
             t = type(op)
             if t is Wait:
-                key = resolve(core, op.sem)
+                key = looked.get(core)
+                if key is None:
+                    key = resolve(core, op.sem)
+                    have = counts.get((key, core), 0)
+                    if have < op.value:  # the lookup is a step of its own (SEM-5)
+                        looked[core] = key
+                        if record:
+                            schedule.append(("core", core))
                 while True:
                     have = counts.get((key, core), 0)
                     if have >= op.value:
                         counts[(key, core)] = have - op.value
+                        looked.pop(core, None)
                         break
                     q = queues.get((key, core))
                     if q:
@@ -280,7 +289,7 @@ def fast_run(
         try:
             run_core(core)
         except _Halt:
-            if _global(failure[0]):
+            if _global(failure[-1]):
                 break
 
     state = State(
@@ -292,9 +301,10 @@ def fast_run(
         next_buffer=FMap(next_buf),
         dmas=tuple(dmas),
         queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
+        looked_up=FMap(looked),
         passed=FMap(passed),
         reads=tuple(reads),
         warnings=tuple(warnings),
-        failure=failure[0] if failure else None,
+        failures=tuple(failure),
     )
     return classify(program, mode, state, tuple(schedule))

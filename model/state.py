@@ -75,10 +75,16 @@ class State:
     next_buffer: FMap = FMap()  # core -> next buffer id
     dmas: tuple[Dma, ...] = ()
     queues: FMap = FMap()  # (key, core) -> tuple of tasks (on_wait)
+    looked_up: FMap = FMap()  # core -> the semaphore its current, unfinished wait looked up
     passed: FMap = FMap()  # (core, barrier name) -> barriers of that name passed
     reads: tuple[tuple[int, int, int], ...] = ()  # (core, pc, value) of each Read
     warnings: tuple[ExitWarning, ...] = ()
-    failure: Failure | None = None
+    failures: tuple[Failure, ...] = ()  # in order; several only when devices fail alone (ERR-7)
+
+    @property
+    def failure(self) -> Failure | None:
+        """The first failure, the one the run reports."""
+        return self.failures[0] if self.failures else None
 
     @staticmethod
     def initial(program: Program) -> State:

@@ -90,29 +90,29 @@ def target_core(
 
 
 def fail(state: State, program: Program, core: int, violation: Violation) -> State:
-    """ERR-7: record the first failure. Later steps see it (see `halted`)."""
+    """ERR-7: record a failure. Later steps see it (see `halted`)."""
     pc = state.pcs[core]
     op = program.cores[core][pc]
-    return dataclasses.replace(state, failure=Failure(violation, core, pc, op.loc))
+    return dataclasses.replace(state, failures=state.failures + (Failure(violation, core, pc, op.loc),))
 
 
-def failure_is_global(program: Program, state: State) -> bool:
+def is_global(program: Program, f: Failure) -> bool:
     """ERR-7: a failure stops every core, except an unpropagated one on a single-core device."""
-    f = state.failure
-    if f is None:
-        return False
     op = program.cores[f.core][f.pc]
     return not (isinstance(op, _UNPROPAGATED) and program.topology.cores_per_device == 1)
 
 
+def failure_is_global(program: Program, state: State) -> bool:
+    """Whether some recorded failure stops every core."""
+    return any(is_global(program, f) for f in state.failures)
+
+
 def halted(program: Program, state: State, core: int) -> bool:
-    """Whether `core` can take no more steps because of a failure."""
-    f = state.failure
-    if f is None:
+    """Whether `core` can take no more steps because of a failure (its own device's, or a global one)."""
+    if not state.failures:
         return False
-    if failure_is_global(program, state):
-        return True
-    return program.topology.device_of(core) == program.topology.device_of(f.core)
+    topo = program.topology
+    return any(is_global(program, f) or topo.device_of(f.core) == topo.device_of(core) for f in state.failures)
 
 
 # --- one rule per operation --------------------------------------------------------
@@ -167,13 +167,25 @@ def rule_signal(program: Program, mode: DmaMode, state: State, core: int, op: Si
 
 
 def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait) -> State | None:
-    """SEM-5 (+ DMA-4 under on_wait): consume own count, or run a queued task, or block."""
-    key = resolve(program, mode, state, core, op.sem)
-    if isinstance(key, Violation):
-        return fail(state, program, core, key)
+    """SEM-5 (+ DMA-4 under on_wait): look up once, then consume own count, run a queued task, or block.
+
+    The interpreter looks the semaphore up once when the wait begins and then
+    waits on that object, so the lookup is its own step: a wait that cannot
+    finish at once records what it looked up, and a later change of the id
+    tables no longer affects it.
+    """
+    key = state.looked_up.get(core)
+    if key is None:
+        key = resolve(program, mode, state, core, op.sem)
+        if isinstance(key, Violation):
+            return fail(state, program, core, key)
+        counts = sem.try_wait(state.counts, key, core, op.value)
+        if counts is not None:
+            return _advance(state, core, counts=counts)
+        return dataclasses.replace(state, looked_up=state.looked_up.set(core, key))
     counts = sem.try_wait(state.counts, key, core, op.value)
     if counts is not None:
-        return _advance(state, core, counts=counts)
+        return _advance(state, core, counts=counts, looked_up=state.looked_up.set(core, None, drop=None))
     queues, task = sem.pop_task(state.queues, key, core)
     if task is None:
         return None
