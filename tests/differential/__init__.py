@@ -1,0 +1,1 @@
+"""Differential tests: the reference model against jax's interpret-mode manager."""
