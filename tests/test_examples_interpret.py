@@ -158,6 +158,37 @@ def test_ground_truth_has_each_outcome_kind():
     assert not any(o.startswith("flaky") for o in outcomes)
 
 
+@pytest.mark.parametrize(
+    "key", sorted(CASES), ids=lambda k: k.replace("examples/", "").replace("|", "-")
+)
+def test_ground_truth_agrees_with_intended_verdict(key):
+    """What the interpreter did must be consistent with what the example is meant to be."""
+    c = CASES[key]
+    kind = c["expected_kind"]
+    if kind == "clean":
+        assert c["outcome"] == "completed" and not c["leaks_observed"]
+        assert c["output_matches_reference"] is True
+    elif kind in ("deadlock", "id_disagreement"):
+        assert c["outcome"] == "hang"
+    elif kind == "exit_leak":
+        assert c["outcome"] == "completed" and c["leaks_observed"]
+        declared = GT["examples"][c["path"]]["expected_leaks"]
+        assert all(p in declared for p in c["leaks_observed"])
+    elif kind == "id_collision":
+        assert c["outcome"] == "error" and c["error_type"] == "ValueError"
+        cid = GT["examples"][c["path"]]["colliding_id"]
+        assert c["error_message"] == f"Semaphore {cid} occurs as both fixed-id and internal."
+    elif kind == "int16_overflow":
+        # Either the allocation raises, a wrapped (negative) id is looked up,
+        # or the wrapped ids are never used and the kernel completes.
+        assert (
+            (c["outcome"] == "error" and c["error_type"] in ("OverflowError", "KeyError"))
+            or (c["outcome"] == "completed" and c["output_matches_reference"])
+        )
+    else:  # pragma: no cover - new kinds must be handled here
+        pytest.fail(f"unknown kind {kind!r}")
+
+
 def test_innermost_error_unwraps_callback_failures():
     text = (
         "jax.errors.JaxRuntimeError: INTERNAL: CpuCallback error calling callback: "
