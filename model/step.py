@@ -34,8 +34,9 @@ from semcheck.model.semaphore import SemKey
 from semcheck.model.state import Actor, Allocation, Dma, ExitWarning, Failure, State
 
 # Ops whose interpreter callback is not wrapped by the failure-propagation
-# decorator: their exception ends only the raising device (ERR-7).
-_UNPROPAGATED = (AllocSem, AllocBuffer, GetBarrierSem)
+# decorator: their exception ends only the raising device (ERR-7). In jax 0.12
+# only get_barrier_semaphore is unwrapped (allocations are wrapped).
+_UNPROPAGATED = (GetBarrierSem,)
 
 
 def is_hardware(mode: DmaMode) -> bool:

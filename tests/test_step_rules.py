@@ -165,11 +165,19 @@ def test_collision_depends_on_schedule():
     assert any(k == "completed" for k, _ in kinds)
 
 
-def test_failure_in_allocation_stops_only_its_device():
+def test_failure_in_allocation_stops_everyone():
     body0 = [AllocSem("big", 30766, site="big"), AllocSem("over", 2, site="over")]  # base 32768
     p = prog([body0, [Wait(S, 1)]], cid=0)
     out = fast_run(p, "eager")
     assert out.kind == "error" and isinstance(out.failure.violation, Int16Overflow)
+    assert all(b.reason == "halted by failure" for b in out.blocked)
+
+
+def test_barrier_id_overflow_stops_only_its_device():
+    p = prog([[GetBarrierSem()], [Wait(S, 1)]], cid=40000)
+    out = fast_run(p, "eager")
+    assert out.failure.violation == Int16Overflow(40000) and out.failure.core == 0
+    # device 1 waits on: core 1 was blocked at its wait when device 0 failed
     assert any(b.core == 1 and b.reason.startswith("waits") for b in out.blocked)
 
 
