@@ -1,0 +1,82 @@
+"""What jax's interpret mode will do with a kernel: complete, hang, raise, or warn.
+
+The prediction comes from the reference model: the fast maximal run decides
+hangs (RUN-3); errors that only some schedules reach (an id collision racing
+with another device's allocation) are found by exploring the lookups that can
+meet both id tables (PROP-1, RUN-3); the exit warning is judged by totals
+(PROP-5), since whether the interpreter prints it is itself a race (EXIT-1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from semcheck.model.fast import fast_run
+from semcheck.model.ops import LOOKUP_OPS, Program
+from semcheck.model.state import Outcome
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """`outcome` is "completed", "hang" or "error"; `may_error` lists errors some schedule raises."""
+
+    outcome: str
+    error_type: str | None
+    error_message: str | None
+    may_error: tuple[tuple[str, str], ...]
+    leaks: tuple[tuple[int, int, int], ...]  # (semaphore id, global core, count) left at exit by totals
+    outcome_detail: Outcome
+
+
+def _racy_errors(program: Program, mode: str) -> list[tuple[str, str]]:
+    """Collisions a lookup can meet in *some* schedule (freeze the looker before it, run the rest)."""
+    cid = program.collective_id
+    if cid is None:
+        return []
+    base = fast_run(program, mode, lookup_errors=False, record=False)
+    tables = base.state.tables
+    if not (cid in tables.fixed and cid in tables.internal):
+        return []
+    out = []
+    for core, ops in enumerate(program.cores):
+        last = None
+        for pc, op in enumerate(ops[: base.state.pcs[core] + 1]):
+            if isinstance(op, LOOKUP_OPS):
+                last = pc
+        if last is None:
+            continue
+        frozen = fast_run(program, mode, freeze={core: last}, lookup_errors=False, record=False)
+        t = frozen.state.tables
+        if cid in t.fixed and cid in t.internal:
+            msg = f"Semaphore {cid} occurs as both fixed-id and internal."
+            out.append(("ValueError", msg))
+            break
+    return out
+
+
+def leaks_by_totals(program: Program, mode: str, outcome: Outcome) -> tuple[tuple[int, int, int], ...]:
+    """Counts left at exit if every contribution arrives (hardware-style totals, PROP-5)."""
+    if mode == "on_wait":
+        # totals: run the same program with every DMA completing (eager), the counts are the totals
+        outcome = fast_run(program, "eager", record=False)
+    out = []
+    for (key, core), v in outcome.state.counts.items():
+        if v and key[0] in ("internal", "fixed"):
+            out.append((key[1], core, v))
+    return tuple(sorted(out))
+
+
+def predict(program: Program, mode: str) -> Prediction:
+    """Predict interpret mode (`eager` or `on_wait`) on `program`."""
+    if mode not in ("eager", "on_wait"):
+        raise ValueError("interpret-mode predictions are for the eager and on_wait modes")
+    out = fast_run(program, mode)
+    racy = _racy_errors(program, mode)
+    if out.kind == "error":
+        v = out.failure.violation
+        return Prediction("error", v.python_type, v.message, ((v.python_type, v.message),), (), out)
+    if racy:
+        # some schedule raises, ours did not: report the error as possible
+        return Prediction(out.kind if out.kind != "deadlock" else "hang", None, None, tuple(racy), (), out)
+    leaks = leaks_by_totals(program, mode, out) if out.kind == "completed" else ()
+    return Prediction("hang" if out.kind == "deadlock" else "completed", None, None, (), leaks, out)

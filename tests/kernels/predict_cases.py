@@ -1,0 +1,49 @@
+"""Child-process helper: lower ground-truth cases at one device count and print predictions as JSON.
+
+Usage: python predict_cases.py DEVICES < cases.json   (a list of {path, dma_mode, kwargs})
+Each device count needs its own process: jax is provisioned with that many host devices first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> int:
+    n = int(sys.argv[1])
+    from semcheck.checker.frontend import load, provision_devices
+
+    provision_devices(n)
+    from semcheck.checker.predict import predict
+
+    out = []
+    lowered: dict = {}
+    for case in json.load(sys.stdin):
+        key = (case["path"], json.dumps(case.get("kwargs") or {}, sort_keys=True))
+        try:
+            if key not in lowered:
+                lowered[key] = load(case["path"], devices=n, build_kwargs=case.get("kwargs") or None)
+            (kernel,) = lowered[key]
+            p = predict(kernel.program, case["dma_mode"])
+            topo = kernel.program.topology
+            report = {
+                "outcome": p.outcome,
+                "error_type": p.error_type,
+                "error_message": p.error_message,
+                "may_error": [list(e) for e in p.may_error],
+                "nonzero_count_warnings": [
+                    f"Semaphore {s} has non-zero count for {topo.device_of(c)} (global core {c})"
+                    f" at kernel exit: {v}"
+                    for s, c, v in p.leaks
+                ],
+            }
+        except Exception as e:  # reported per case; the test shows it
+            report = {"outcome": "frontend-error", "error_type": type(e).__name__, "error_message": str(e)}
+        out.append({**case, "prediction": report})
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Kernel level (issue: differential testing, level 3): semcheck's prediction for every example
+equals what jax interpret mode really did (tests/kernels/ground_truth.json).
+
+The ground truth was recorded by running each example in real interpret mode
+(tests/kernels/make_ground_truth.py); here each example is only traced and
+lowered, so the whole comparison takes seconds per device count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "kernels"))
+from run_interpret import compare_to_ground_truth, load_ground_truth  # noqa: E402
+
+ROOT = HERE.parent
+GT = load_ground_truth()
+EXAMPLES = {e["path"]: e for e in GT["examples"]} if isinstance(GT["examples"], list) else GT["examples"]
+
+
+def _cases(devices: int) -> list[dict]:
+    cases = GT["cases"] if "cases" in GT else [c for e in GT["examples"] for c in e.get("cases", [])]
+    return [c for c in cases if c["devices"] == devices]
+
+
+def _predict(devices: int) -> list[dict]:
+    cases = [{"path": c["path"], "dma_mode": c["dma_mode"], "kwargs": c.get("kwargs") or {}} for c in _cases(devices)]
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "kernels" / "predict_cases.py"), str(devices)],
+        input=json.dumps(cases), capture_output=True, text=True, cwd=ROOT, timeout=900,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("devices", [2, 4, pytest.param(8, marks=pytest.mark.slow)])
+def test_semcheck_predicts_interpret_mode_outcome_for_every_example(devices):
+    predicted = _predict(devices)
+    truth = {(c["path"], c["dma_mode"], json.dumps(c.get("kwargs") or {}, sort_keys=True)): c for c in _cases(devices)}
+    assert predicted, "no ground-truth cases at this device count"
+    problems = []
+    for p in predicted:
+        case = truth[(p["path"], p["dma_mode"], json.dumps(p["kwargs"], sort_keys=True))]
+        diff = compare_to_ground_truth(
+            {**p["prediction"], "output_matches_reference": case.get("output_matches_reference")},
+            case,
+            EXAMPLES.get(p["path"]) if isinstance(EXAMPLES, dict) else None,
+        )
+        if diff:
+            problems.append(f"{p['path']} {p['dma_mode']} {p['kwargs']}: {diff}")
+    assert not problems, "\n".join(problems)
