@@ -1,0 +1,358 @@
+"""Tables, plot and exponent fits for `bench/run.py`'s records."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+KERNEL_TITLES = {"allreduce": "ring all-reduce", "allgather": "ring all-gather", "permute": "barrier + permute"}
+RING_KERNELS = ("allreduce", "allgather")
+BASELINES = ("interpret", "explorer", "z3ts", "spin")
+SHORT = {
+    "semcheck": "semcheck verify",
+    "check": "semcheck check",
+    "interpret": "interpret",
+    "explorer": "explorer",
+    "z3ts": "Z3 timestamps",
+    "spin": "SPIN",
+}
+LONG = {
+    "semcheck": "semcheck verify, end to end (all properties, all 3 DMA modes)",
+    "check": "semcheck in-process: trace + lower + all checks, all modes",
+    "interpret": "jax interpret mode, one run (eager DMAs)",
+    "explorer": "exhaustive explorer without reduction (hardware mode)",
+    "z3ts": "Z3 per-event timestamp encoding (hardware mode)",
+    "spin": "SPIN on the Promela rendering (hardware mode)",
+}
+
+
+def _index(records):
+    return {(r["kernel"], r["devices"], r["contender"]): r for r in records}
+
+
+def check_time(rec: dict | None) -> float | None:
+    """semcheck's verification work inside one process: trace + lower, then every check in every mode."""
+    if not rec or rec.get("status") != "ok":
+        return None
+    ph = rec.get("phases", {})
+    if "trace_lower" not in ph:
+        return None
+    if "all_checks" in ph:
+        return ph["trace_lower"] + ph["all_checks"]
+    return ph["trace_lower"] + ph.get("fast_run", 0) + ph.get("z3_deadlock", 0)
+
+
+def series(records, kernel: str, who: str) -> list[tuple[int, float]]:
+    pts = []
+    for r in records:
+        if r["kernel"] != kernel:
+            continue
+        if who == "check" and r["contender"] == "phases":
+            t = check_time(r)
+        elif r["contender"] == who and r.get("status") == "ok":
+            t = r.get("time_s")
+        else:
+            continue
+        if t:
+            pts.append((r["devices"], t))
+    return sorted(pts)
+
+
+def _fit(pts):
+    if len(pts) < 2:
+        return None
+    xs = [math.log(n) for n, _ in pts]
+    ys = [math.log(t) for _, t in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return round(slope, 2)
+
+
+def fit_exponents(records) -> dict:
+    """Least-squares slope of log(time) against log(devices), per kernel and semcheck measure.
+
+    `all`: every size measured; `large`: sizes >= 16 only, where process start
+    and the jax import no longer dominate.
+    """
+    out = {}
+    for kernel in sorted({r["kernel"] for r in records}):
+        for who in ("semcheck", "check"):
+            pts = series(records, kernel, who)
+            large = [p for p in pts if p[0] >= 16]
+            out[f"{kernel}:{who}"] = {
+                "all": _fit(pts),
+                "large": _fit(large) if len(large) >= 3 else None,
+                "sizes": [n for n, _ in pts],
+            }
+    return out
+
+
+def fits_text(fits: dict) -> str:
+    lines = ["Fitted exponent b of time ~ devices^b (least squares on log-log):"]
+    for key, f in fits.items():
+        kernel, who = key.split(":")
+        if f["all"] is None:
+            continue
+        tag = " (ring)" if kernel in RING_KERNELS else ""
+        large = f", sizes >= 16: {f['large']}" if f["large"] is not None else ""
+        lines.append(f"  {KERNEL_TITLES.get(kernel, kernel)}{tag}, {SHORT[who]}: {f['all']} over "
+                     f"{f['sizes'][0]}..{f['sizes'][-1]} devices{large}")
+    return "\n".join(lines)
+
+
+# --- cells ------------------------------------------------------------------------------------
+
+
+def _secs(t: float) -> str:
+    if t >= 100:
+        return f"{t:.0f} s"
+    if t >= 10:
+        return f"{t:.1f} s"
+    if t >= 0.01:
+        return f"{t:.2f} s"
+    return f"{t * 1000:.2g} ms"
+
+
+def _time_cell(r: dict | None, settings: dict, t: float | None = None) -> str:
+    if r is None:
+        return ""
+    st = r.get("status")
+    if st == "ok":
+        t = r.get("time_s") if t is None else t
+        return _secs(t) if t is not None else "?"
+    if st == "timeout":
+        return f"> {settings['time_cap_s']:g} s"
+    if st == "memory":
+        return f"> {settings['mem_cap_gib']:g} GiB"
+    if st == "skipped":
+        return "—"
+    if st in ("unsupported", "unavailable"):
+        return "n/a"
+    return "error"
+
+
+def _ratio_cell(sem: float | None, r: dict | None) -> str:
+    if sem is None or r is None:
+        return ""
+    st = r.get("status")
+    if st == "ok" and r.get("time_s"):
+        return f"{sem / r['time_s']:.2g}"
+    if st in ("timeout", "memory") and r.get("wall_s"):
+        return f"< {sem / r['wall_s']:.2g}"  # it ran at least that long without an answer
+    return ""
+
+
+def _mem_cell(r: dict | None, settings: dict) -> str:
+    if r is None or r.get("status") in ("skipped", "unsupported", "unavailable", None):
+        return "" if r is None else ("—" if r.get("status") == "skipped" else "n/a")
+    mb = r.get("peak_rss_mb")
+    if not mb:
+        return "?"
+    pre = "> " if r.get("status") == "memory" else ""
+    return pre + (f"{mb / 1024:.2f} GiB" if mb >= 1024 else f"{mb:.0f} MB")
+
+
+def _table(header, rows) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def markdown(data: dict) -> str:
+    recs = data["records"]
+    ix = _index(recs)
+    s = data["settings"]
+    env = data["environment"]
+    kernels = s["kernels"]
+    sizes = s["sizes"]
+    present = [c for c in BASELINES if c in s["contenders"]]
+    out = [
+        "# semcheck benchmark",
+        "",
+        f"Produced by `make bench` (`.venv/bin/python bench/run.py`), command `{data['command'].strip()}`, "
+        f"started {data['started']}, {data['total_s']:.0f} s in all.",
+        "",
+        f"Machine: {env.get('cpus')} CPUs, {env.get('memory_gib')} GiB, {env.get('machine')}; Python "
+        f"{env.get('python')}, jax {env.get('jax')}, z3 {env.get('z3')}, {env.get('spin') or 'SPIN not installed'}, "
+        f"{env.get('gcc') or 'no gcc'}.",
+        "",
+        f"Caps per run: {s['time_cap_s']:g} s and {s['mem_cap_gib']:g} GiB; once a run exceeds one, the contender "
+        "runs no larger size of that kernel (`—`)"
+        + (", nor does it when its last doubling extrapolates past the time cap" if s.get("extrapolate") else "")
+        + ". Every contender runs in its own process; peak memory is the largest resident set of that process "
+        "tree.",
+        "",
+        "Contenders:",
+        "",
+    ]
+    for k in ("semcheck", "check") + tuple(present):
+        out.append(f"* **{SHORT[k]}**: {LONG[k]}")
+    out += [
+        "",
+        "The baselines decide deadlock freedom only, in one DMA mode, and are handed the lowered program "
+        "(their times exclude tracing and lowering); semcheck verify decides all six properties in all three "
+        "modes and includes process start, the jax import and tracing. The ratio columns are semcheck verify's "
+        "time over the contender's: below 1, semcheck is faster; `< x` means the contender was stopped at a cap "
+        "without an answer, so the true ratio is smaller still.",
+        "",
+        "## Time",
+        "",
+    ]
+    header = ["kernel", "devices", "ops", SHORT["semcheck"], SHORT["check"]]
+    for c in present:
+        header += [SHORT[c], "ratio"]
+    rows = []
+    fallback_used: list = []
+    for k in kernels:
+        for n in sizes:
+            sem = ix.get((k, n, "semcheck"))
+            ph = ix.get((k, n, "phases"))
+            sem_t = sem.get("time_s") if sem and sem.get("status") == "ok" else None
+            if sem_t is None and ph and ph.get("status") == "ok" and not ph.get("auxiliary"):
+                sem_t = ph.get("time_s")  # the same work in one process, when the CLI gave no answer
+                fallback_used.append((k, n))
+            ct = check_time(ph)
+            row = [KERNEL_TITLES.get(k, k), str(n), str(ph.get("ops", "")) if ph else "",
+                   _time_cell(sem, s), _secs(ct) if ct is not None else _time_cell(ph, s)]
+            for c in present:
+                r = ix.get((k, n, c))
+                row += [_time_cell(r, s), _ratio_cell(sem_t, r)]
+            rows.append(row)
+    for row, (k, n) in zip(rows, [(k, n) for k in kernels for n in sizes]):
+        if (k, n) in fallback_used:
+            row[6::2] = [c + " †" if c else c for c in row[6::2]]
+    out += _table(header, rows)
+    if fallback_used:
+        out += ["", "† semcheck verify gave no answer here; the ratio uses the `phases` process instead "
+                "(process start, jax import, trace + lower and every check that was importable, "
+                "in one process)."]
+
+    out += ["", "## semcheck's phases", "",
+            "One process per row (`phases`): the jax import, tracing + lowering, the model's fast run "
+            "(3 modes), then every property in every mode timed one by one (`all checks`); `Z3 deadlock` is "
+            "the deadlock-freedom share of that (or, where the checks were not importable, "
+            "`deadlock_free` alone in 3 modes). `total` is the process's time without the program's "
+            "hand-over to the baselines.", ""]
+    cols = [("import", "jax import"), ("trace_lower", "trace + lower"), ("fast_run", "fast run"),
+            ("z3_deadlock", "Z3 deadlock"), ("all_checks", "all checks"), ("total_in_process", "total")]
+    rows = []
+    for k in kernels:
+        for n in sizes:
+            ph = ix.get((k, n, "phases"))
+            if ph is None:
+                continue
+            p = ph.get("phases", {})
+            if ph.get("status") != "ok":
+                if not p:
+                    rows.append([KERNEL_TITLES.get(k, k), str(n)] + [""] * (len(cols) - 1)
+                                + [_time_cell(ph, s), _mem_cell(ph, s)])
+                    continue
+                # stopped at a cap: the phases it finished, then where it was stopped
+                cells = [_secs(p[c]) if c in p else "" for c, _ in cols[:-1]]
+                for i, (c, _) in enumerate(cols[:-1]):
+                    if c not in p:
+                        cells[i] = _time_cell(ph, s) + " (stopped)"
+                        break
+                else:
+                    cells[-1] = (cells[-1] + " (stopped)") if cells[-1] else _time_cell(ph, s)
+                rows.append([KERNEL_TITLES.get(k, k), str(n)] + cells + [_time_cell(ph, s), _mem_cell(ph, s)])
+                continue
+            rows.append([KERNEL_TITLES.get(k, k), str(n)]
+                        + [_secs(p[c]) if c in p else "n/a" for c, _ in cols] + [_mem_cell(ph, s)])
+    out += _table(["kernel", "devices"] + [t for _, t in cols] + ["peak memory"], rows)
+    notes = sorted({r.get("z3_unavailable") or r.get("checks_unavailable") for r in recs
+                    if r.get("contender") == "phases" and (r.get("z3_unavailable") or r.get("checks_unavailable"))})
+    if notes:
+        out += ["", "n/a: not importable when this ran (" + "; ".join(notes) + ")."]
+
+    out += ["", "## Peak memory", ""]
+    header = ["kernel", "devices", SHORT["semcheck"]] + [SHORT[c] for c in present]
+    rows = []
+    for k in kernels:
+        for n in sizes:
+            rows.append([KERNEL_TITLES.get(k, k), str(n), _mem_cell(ix.get((k, n, "semcheck")), s)]
+                        + [_mem_cell(ix.get((k, n, c)), s) for c in present])
+    out += _table(header, rows)
+
+    detail = []
+    for k in kernels:
+        for n in sizes:
+            bits = []
+            for c in ("explorer", "spin"):
+                r = ix.get((k, n, c))
+                if r and r.get("status") == "ok" and r.get("states") is not None:
+                    bits.append(f"{SHORT[c]} {r['states']:,} states")
+            r = ix.get((k, n, "z3ts"))
+            if r and r.get("status") == "ok":
+                bits.append(f"Z3 timestamps: {r.get('verdict')}")
+            if bits:
+                detail.append(f"* {KERNEL_TITLES.get(k, k)}, {n} devices: " + "; ".join(bits))
+    if detail:
+        out += ["", "## Baselines' state spaces", ""] + detail
+
+    problems = []
+    for r in recs:
+        if r.get("status") in ("error", "unavailable", "unsupported"):
+            problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
+                            f"{r['contender']}: {r['status']}: {(r.get('error') or '').strip()[:300]}")
+        elif r.get("status") == "ok" and r.get("verdict") not in (None, "deadlock-free", "proved") \
+                and r["contender"] != "semcheck":
+            problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
+                            f"{r['contender']}: verdict {r.get('verdict')}")
+    if problems:
+        out += ["", "## Runs without a result", ""] + problems
+
+    out += ["", "## Scaling", "", "```", fits_text(data.get("fits", {})), "```", ""]
+    return "\n".join(out)
+
+
+def plot(data: dict, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    recs = data["records"]
+    s = data["settings"]
+    kernels = s["kernels"]
+    cap = s["time_cap_s"]
+    who_list = ["semcheck", "check"] + [c for c in BASELINES if c in s["contenders"]]
+    styles = {"semcheck": ("C0", "o", "-"), "check": ("C0", "s", "--"), "interpret": ("C1", "^", "-"),
+              "explorer": ("C2", "v", "-"), "z3ts": ("C3", "D", "-"), "spin": ("C4", "P", "-")}
+    fig, axes = plt.subplots(1, len(kernels), figsize=(5.2 * len(kernels), 4.6), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], kernels):
+        for who in who_list:
+            color, marker, ls = styles[who]
+            pts = series(recs, k, who)
+            if pts:
+                ax.plot([n for n, _ in pts], [t for _, t in pts], color=color, marker=marker, linestyle=ls,
+                        label=SHORT[who], markersize=5)
+            if who in BASELINES:
+                failed = [r["devices"] for r in recs if r["kernel"] == k and r["contender"] == who
+                          and r.get("status") in ("timeout", "memory")]
+                if failed:
+                    ax.scatter(failed, [cap] * len(failed), color=color, marker="x", s=60, zorder=5)
+        ax.axhline(cap, color="grey", linestyle=":", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(KERNEL_TITLES.get(k, k))
+        ax.set_xlabel("devices")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][0].set_ylabel("wall time (s)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
+    fig.suptitle(f"Time to an answer (x: stopped at the {cap:g} s / {s['mem_cap_gib']:g} GiB cap)")
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

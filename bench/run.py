@@ -1,0 +1,600 @@
+"""Benchmark: semcheck against the ways one could otherwise check a kernel.
+
+    .venv/bin/python bench/run.py                    # the full sweep (about 20 minutes)
+    .venv/bin/python bench/run.py --quick            # tiny sizes, seconds
+    .venv/bin/python bench/run.py --kernels allreduce --sizes 2,4,8 --contenders semcheck,spin
+
+Contenders, each run in its own subprocess (wall time from the parent, peak
+resident memory from `os.wait4`, which covers the subprocess and everything
+it waited for):
+
+* `semcheck`  -- `semcheck verify FILE --devices N --dma-mode all --format json`,
+  end to end: process start, jax import, tracing, every property, every mode;
+* `phases`    -- the same work inside one process, timed by phase: jax import,
+  trace + lower, the model's fast run (all modes), Z3 deadlock-freedom (all
+  modes), all property checks (all modes); it also saves the lowered program
+  for the contenders below;
+* `interpret` -- running the kernel once in jax's Pallas TPU interpret mode
+  (`tests/kernels/run_interpret.py`, eager DMAs, fake CPU devices);
+* `explorer`  -- `semcheck.model.explore(program, "hardware", reduce=False)`:
+  every interleaving, states hashed, no reduction (the naive model checker);
+* `z3ts`      -- the naive SMT baseline: one Z3 timestamp per event
+  (`semcheck.checker.z3.timestamped`), hardware mode;
+* `spin`      -- SPIN on the Promela rendering (`semcheck.checker.promela`),
+  hardware mode, safety search with SPIN's default partial-order reduction.
+
+The baselines get the lowered program for free (it is lowered once per size
+by `phases`); their time is their own computation only. A contender stops for
+larger sizes of a kernel once a run exceeds the time cap (`--time-cap`,
+default 120 s) or the memory cap (`--mem-cap-gib`, default 8); with
+`--extrapolate` (default on) it also stops when its last doubling predicts
+the next size would exceed the time cap.
+
+Results: `results.json` (every run), `results.md` (tables with semcheck's
+time over each contender's), `time_vs_devices.png`, in `--out`
+(default bench/results). The fitted exponent of semcheck's time against the
+device count is printed and written to both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+KERNELS = {
+    "allreduce": "examples/ring_allreduce.py",
+    "allgather": "examples/ring_allgather.py",
+    "permute": "examples/ring_permute.py",
+}
+KERNEL_TITLES = {
+    "allreduce": "ring all-reduce",
+    "allgather": "ring all-gather",
+    "permute": "barrier + permute",
+}
+CONTENDERS = ("semcheck", "phases", "interpret", "explorer", "z3ts", "spin")
+TITLES = {
+    "semcheck": "semcheck verify (end to end)",
+    "phases": "semcheck, in one process",
+    "interpret": "jax interpret mode (one run)",
+    "explorer": "exhaustive explorer, no reduction",
+    "z3ts": "Z3, per-event timestamps",
+    "spin": "SPIN (Promela, default POR)",
+}
+BASELINE_MODE = "hardware"
+FULL_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+QUICK_SIZES = (2, 4)
+MODES = ("eager", "on_wait", "hardware")
+
+
+# =============================================================================
+# workers: one measurement each, in a fresh process; print one JSON line
+# =============================================================================
+
+MARK = "@@BENCH@@ "
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.flush()
+    print(MARK + json.dumps(obj), flush=True)
+
+
+def _load_program(path: str):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def worker_phases(a: dict) -> dict:
+    """semcheck's work in one process, phase by phase; partial results are emitted as it goes,
+    so a run stopped at a cap still tells where its time went."""
+    t_start = time.perf_counter()
+    from semcheck.checker.frontend import provision_devices
+
+    provision_devices(a["devices"])
+    import jax  # noqa: F401 - timed: what every jax-based run pays
+
+    out: dict = {"phases": {}}
+    ph = out["phases"]
+    ph["import"] = time.perf_counter() - t_start
+    from semcheck.checker.frontend import load
+
+    t = time.perf_counter()
+    kernels = load(str(ROOT / a["kernel_path"]), devices=a["devices"])
+    ph["trace_lower"] = time.perf_counter() - t
+    program = kernels[0].program
+    out["ops"] = program.num_ops
+    out["kernels"] = len(kernels)
+    if a.get("save_program"):  # for the baselines; not part of semcheck's time (see pickle_s)
+        t = time.perf_counter()
+        with open(a["save_program"], "wb") as f:
+            pickle.dump(program, f, protocol=pickle.HIGHEST_PROTOCOL)
+        out["pickle_s"] = time.perf_counter() - t
+    _emit(dict(out, status="partial"))
+
+    from semcheck.model import fast_run
+
+    t = time.perf_counter()
+    out["fast_run"] = {m: fast_run(program, m).kind for m in MODES}
+    ph["fast_run"] = time.perf_counter() - t
+    _emit(dict(out, status="partial"))
+
+    timeout_ms = int(a["cap"] * 1000)
+    try:
+        from semcheck.checker.verdict import PROPERTIES
+        from semcheck.checker.verify import check_program
+
+        check_program(program, "hardware", properties=())  # imports the checks, outside the timing
+    except Exception as e:  # noqa: BLE001 - another part may still be in progress
+        out["checks_unavailable"] = f"{type(e).__name__}: {e}"
+    else:
+        # every property in every mode, timed one by one: Z3 deadlock-freedom is one of them
+        per: dict[str, float] = {}
+        out["checks"] = {}
+        for m in MODES:
+            for prop in PROPERTIES:
+                t = time.perf_counter()
+                (v,) = check_program(program, m, (prop,), timeout_ms=timeout_ms)
+                per[prop] = per.get(prop, 0.0) + time.perf_counter() - t
+                out["checks"][f"{m}:{prop}"] = v.verdict
+                ph["all_checks"] = sum(per.values())
+                out["per_property_s"] = {k: round(x, 4) for k, x in per.items()}
+                _emit(dict(out, status="partial"))
+        ph["z3_deadlock"] = per["deadlock-free"]
+    if "all_checks" not in ph:
+        try:
+            from semcheck.checker.z3.deadlock import deadlock_free
+        except Exception as e:  # noqa: BLE001
+            out["z3_unavailable"] = f"{type(e).__name__}: {e}"
+        else:
+            t = time.perf_counter()
+            out["z3_deadlock"] = {}
+            for m in MODES:
+                out["z3_deadlock"][m] = deadlock_free(program, m, timeout_ms=timeout_ms).verdict
+                ph["z3_deadlock"] = time.perf_counter() - t
+                _emit(dict(out, status="partial"))
+    ph["total_in_process"] = time.perf_counter() - t_start - out.get("pickle_s", 0)
+    return out
+
+
+def worker_interpret(a: dict) -> dict:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_interpret", ROOT / "tests" / "kernels" / "run_interpret.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rep = mod.run_kernel(ROOT / a["kernel_path"], a["devices"], "eager", timeout=a["cap"])
+    out = {"outcome": rep["outcome"], "seconds": rep["seconds"],
+           "output_matches_reference": rep.get("output_matches_reference")}
+    if rep["outcome"] == "hang":
+        out["status"] = "timeout"
+    elif rep["outcome"] != "completed":
+        out["status"] = "error"
+        out["error"] = f"{rep.get('error_type')}: {rep.get('error_message')}"
+    return out
+
+
+def worker_explorer(a: dict) -> dict:
+    from semcheck.model import ExplorationLimit, explore
+
+    program = _load_program(a["program"])
+    t = time.perf_counter()
+    try:
+        ex = explore(program, BASELINE_MODE, reduce=False, max_states=a.get("max_states", 10**12))
+    except ExplorationLimit as e:
+        return {"status": "memory", "error": str(e), "compute_s": time.perf_counter() - t}
+    return {"compute_s": time.perf_counter() - t, "states": ex.states,
+            "verdict": "deadlock" if "deadlock" in ex.kinds() else "deadlock-free"}
+
+
+def worker_z3ts(a: dict) -> dict:
+    try:
+        from semcheck.checker.z3.timestamped import deadlock_free_timestamped
+    except Exception as e:  # noqa: BLE001
+        return {"status": "unavailable", "error": f"{type(e).__name__}: {e}"}
+    program = _load_program(a["program"])
+    t = time.perf_counter()
+    v = deadlock_free_timestamped(program, BASELINE_MODE, timeout_ms=int(a["cap"] * 1000))
+    out = {"compute_s": time.perf_counter() - t, "verdict": v.verdict,
+           "stats": {k: v.stats[k] for k in ("vars", "ite_terms", "terms", "solve_s") if k in (v.stats or {})}}
+    if v.verdict == "unknown":
+        out["status"] = "timeout" if "timeout" in (v.reason or "") or "canceled" in (v.reason or "") else "error"
+        out["error"] = v.reason
+    return out
+
+
+def worker_spin(a: dict) -> dict:
+    from semcheck.checker.promela import PromelaUnsupported, render, run_spin, spin_available
+
+    if not spin_available():
+        return {"status": "unavailable", "error": "spin or gcc not installed"}
+    program = _load_program(a["program"])
+    t = time.perf_counter()
+    try:
+        r = render(program, BASELINE_MODE)
+    except PromelaUnsupported as e:
+        return {"status": "unsupported", "error": str(e)}
+    t_render = time.perf_counter() - t
+    try:
+        sr = run_spin(r, timeout=a["cap"], memlim_mb=int(a["mem_cap_gib"] * 1024))
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "compute_s": time.perf_counter() - t}
+    out = {"compute_s": time.perf_counter() - t, "verdict": sr.verdict, "states": sr.states_stored,
+           "phases": dict(sr.seconds, render=round(t_render, 4)), "pan_memory_mb": sr.memory_mb,
+           "promela_bytes": len(r.text), "vector_bytes_bound": r.vector_bytes}
+    if sr.verdict == "unknown":
+        out["status"] = "memory" if "memory" in sr.reason else "error"
+        out["error"] = sr.reason
+    return out
+
+
+WORKERS = {
+    "phases": worker_phases,
+    "interpret": worker_interpret,
+    "explorer": worker_explorer,
+    "z3ts": worker_z3ts,
+    "spin": worker_spin,
+}
+
+
+def worker_main(spec: str) -> int:
+    a = json.loads(spec)
+    try:
+        out = WORKERS[a["contender"]](a)
+    except BaseException as e:  # noqa: BLE001 - reported as data
+        import traceback
+
+        out = {"status": "error", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
+    _emit(out)
+    sys.stdout.flush()
+    os._exit(0)  # do not wait for stray threads (jax, z3)
+
+
+# =============================================================================
+# parent: run a command under time and memory caps
+# =============================================================================
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return out
+
+
+def _tree(pid: int) -> list[int]:
+    seen, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        seen.append(p)
+        stack += _children(p)
+    return seen
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return 0
+
+
+def run_capped(cmd: list[str], *, cap_s: float, mem_cap: int, env: dict | None = None) -> dict:
+    """Run `cmd`; kill its whole process tree past `cap_s` seconds or `mem_cap` bytes of summed RSS."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL, env=env,
+                                cwd=ROOT, start_new_session=True)
+        killed, peak_tree, rusage, status_code = None, 0, None, None
+        while True:
+            pid, status_code, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            elapsed = time.perf_counter() - t0
+            tree = _tree(proc.pid)
+            rss = sum(_rss_bytes(p) for p in tree)
+            peak_tree = max(peak_tree, rss)
+            if killed is None and (elapsed > cap_s or rss > mem_cap):
+                killed = "timeout" if elapsed > cap_s else "memory"
+                for p in reversed(tree):  # every process here was started by this run
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            time.sleep(0.05 if elapsed < 2 else 0.2)
+        proc.returncode = os.waitstatus_to_exitcode(status_code)
+        wall = time.perf_counter() - t0
+        out_f.seek(0)
+        stdout = out_f.read()
+        err_f.seek(0)
+        stderr = err_f.read()
+    return {
+        "wall_s": wall,
+        "returncode": proc.returncode,
+        "killed": killed,
+        "peak_rss_mb": rusage.ru_maxrss / 1024,  # KiB on Linux: the largest process of the tree
+        "peak_tree_rss_mb": peak_tree / 2**20,
+        "stdout": stdout,
+        "stderr": stderr,
+    }
+
+
+# =============================================================================
+# parent: the sweep
+# =============================================================================
+
+
+def _scrub(text: str | None) -> str | None:
+    """Keep results free of this machine's paths."""
+    if text is None:
+        return None
+    text = text.replace(str(ROOT) + os.sep, "").replace(str(ROOT), ".")
+    text = re.sub(r"/tmp/[\w./-]+", "<tmp>", text)
+    return " ".join(text.replace(sys.executable, "python").split())
+
+
+def measure(contender: str, kernel: str, n: int, args, workdir: str, save_program: str | None) -> dict:
+    rec = {"kernel": kernel, "devices": n, "contender": contender}
+    cap = args.time_cap
+    mem_cap = int(args.mem_cap_gib * 2**30)
+    prog = os.path.join(workdir, f"{kernel}-{n}.pkl")
+    if contender == "semcheck":
+        cli = str(Path(sys.executable).parent / "semcheck")
+        cmd = [cli, "verify", KERNELS[kernel], "--devices", str(n), "--dma-mode", "all", "--format", "json",
+               "--timeout", str(cap)]
+    else:
+        if contender in ("explorer", "z3ts", "spin") and not os.path.exists(prog):
+            rec.update(status="error", error="the lowered program is missing (the phases run failed)")
+            return rec
+        spec = {"contender": contender, "kernel_path": KERNELS[kernel], "devices": n, "cap": cap,
+                "mem_cap_gib": args.mem_cap_gib, "program": prog, "save_program": save_program}
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+    r = run_capped(cmd, cap_s=cap + 3, mem_cap=mem_cap, env=env)  # a little grace for self-timed workers
+    rec["wall_s"] = round(r["wall_s"], 4)
+    rec["peak_rss_mb"] = round(max(r["peak_rss_mb"], r["peak_tree_rss_mb"] if r["killed"] else 0), 1)
+    if r["killed"]:
+        rec["status"] = r["killed"]
+        rec["error"] = f"killed past the {'time' if r['killed'] == 'timeout' else 'memory'} cap"
+        partial = _last_result(r["stdout"])
+        if partial:  # what the run had done by then
+            partial.pop("status", None)
+            partial.pop("pickle_s", None)
+            rec["partial"] = True
+            rec.update({k: v for k, v in partial.items() if k not in rec})
+            if "phases" in rec:
+                rec["phases"] = {k: round(v, 4) for k, v in rec["phases"].items()}
+        return rec
+    if contender == "semcheck":
+        try:
+            report = json.loads(r["stdout"])
+        except ValueError:
+            rec["status"] = "timeout" if "timeout" in r["stderr"] else "error"
+            rec["error"] = _scrub((r["stderr"].strip() or r["stdout"].strip())[-600:])
+            rec["exit_code"] = r["returncode"]
+            return rec
+        rec["exit_code"] = r["returncode"]
+        rec["status"] = "ok" if r["returncode"] in (0, 1) else "error"
+        if rec["status"] == "ok":
+            rec["time_s"] = rec["wall_s"]
+        rec["verdict"] = report.get("summary")
+        return rec
+    result = _last_result(r["stdout"])
+    if result is None or result.get("status") == "partial":
+        rec.update(status="error", error=_scrub(f"worker died (exit {r['returncode']}): {r['stderr'][-600:]}"))
+        return rec
+    rec["status"] = result.pop("status", "ok")
+    if "error" in result:
+        rec["error"] = _scrub(result.pop("error"))
+    result.pop("traceback", None)
+    if contender in ("phases", "interpret"):
+        rec["time_s"] = round(rec["wall_s"] - result.pop("pickle_s", 0), 4)
+    elif "compute_s" in result:
+        rec["time_s"] = round(result.pop("compute_s"), 4)
+    if "phases" in result:
+        result["phases"] = {k: round(v, 4) for k, v in result["phases"].items()}
+    rec.update(result)
+    return rec
+
+
+def environment() -> dict:
+    def version(cmd):
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+            return (p.stdout + p.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return None
+
+    env = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "spin": version(["spin", "-V"]) if shutil.which("spin") else None,
+        "gcc": version(["gcc", "--version"]) if shutil.which("gcc") else None,
+    }
+    for mod in ("jax", "z3", "numpy"):
+        try:
+            m = __import__(mod)
+            env[mod] = getattr(m, "__version__", None) or (m.get_version_string() if mod == "z3" else None)
+        except Exception:  # noqa: BLE001
+            env[mod] = None
+    return env
+
+
+def _predict_exceeds(history: list[dict], n_next: int, cap: float) -> float | None:
+    """The time the next size would take if the last doubling's growth went on, when that is past the cap."""
+    ok = [h for h in history if h.get("status") == "ok" and h.get("time_s")]
+    if len(ok) < 2:
+        return None
+    a, b = ok[-2], ok[-1]
+    if a["time_s"] < 1.0 or b["devices"] <= a["devices"]:
+        return None  # too small to extrapolate from noise
+    import math
+
+    growth = (b["time_s"] / a["time_s"]) ** (math.log(n_next / b["devices"]) / math.log(b["devices"] / a["devices"]))
+    predicted = b["time_s"] * max(growth, 1.0)
+    return predicted if predicted > cap else None
+
+
+def sweep(args) -> list[dict]:
+    """Sizes ascending (so a time budget cuts the largest sizes), then kernels, then contenders."""
+    records: list[dict] = []
+    workdir = tempfile.mkdtemp(prefix="semcheck-bench-")
+    stopped: dict[tuple[str, str], str] = {}  # (kernel, contender) -> why it runs no larger sizes
+    t_begin = time.perf_counter()
+    baselines = [c for c in args.contenders if c in ("explorer", "z3ts", "spin")]
+
+    def run_one(c: str, kernel: str, n: int, save: str | None) -> dict:
+        print(f"[{time.perf_counter() - t_begin:7.1f}s] {kernel:9s} {n:4d} {c:9s} ...", end=" ", flush=True)
+        rec = measure(c, kernel, n, args, workdir, save)
+        shown = rec.get("time_s", rec.get("wall_s")) or 0
+        print(f"{rec['status']:8s} {shown:8.2f} s {rec.get('peak_rss_mb', 0) or 0:8.0f} MB  "
+              f"{(rec.get('error') or '')[:90]}", flush=True)
+        if rec["status"] in ("timeout", "memory"):
+            stopped[(kernel, c)] = f"a smaller size exceeded the {'time' if rec['status'] == 'timeout' else 'memory'} cap"
+        return rec
+
+    try:
+        for n in args.sizes:
+            for kernel in args.kernels:
+                need_program = any((kernel, c) not in stopped for c in baselines)
+                order = ["phases"] + [c for c in args.contenders if c != "phases"]
+                for c in order:
+                    if c == "phases" and c not in args.contenders and not need_program:
+                        continue
+                    rec = {"kernel": kernel, "devices": n, "contender": c}
+                    hist = [r for r in records if r["kernel"] == kernel and r["contender"] == c]
+                    predicted = _predict_exceeds(hist, n, args.time_cap) if args.extrapolate else None
+                    lowering = c == "phases" and need_program  # must run: the baselines need its program
+                    over_budget = args.budget_min and time.perf_counter() - t_begin > args.budget_min * 60
+                    if over_budget and c not in ("semcheck", "phases"):  # semcheck's own runs always go
+                        rec.update(status="skipped", error="the sweep's overall time budget was used up")
+                    elif (kernel, c) in stopped and not lowering:
+                        rec.update(status="skipped", error=stopped[(kernel, c)])
+                    elif predicted is not None and not lowering:
+                        rec.update(status="skipped", error=f"extrapolated from the last doubling: about "
+                                                           f"{predicted:.0f} s, past the {args.time_cap:g} s cap")
+                        stopped[(kernel, c)] = "a smaller size was predicted to exceed the time cap"
+                    else:
+                        save = os.path.join(workdir, f"{kernel}-{n}.pkl") if lowering else None
+                        rec = run_one(c, kernel, n, save)
+                    if c == "phases" and c not in args.contenders:
+                        rec["auxiliary"] = True  # run only to lower the program for the baselines
+                    records.append(rec)
+                prog = os.path.join(workdir, f"{kernel}-{n}.pkl")
+                if os.path.exists(prog):
+                    os.remove(prog)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return records
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description="Benchmark semcheck against interpret mode, a naive explorer, "
+                                             "a naive SMT encoding and SPIN.")
+    ap.add_argument("--kernels", default=",".join(KERNELS), help=f"comma list of {', '.join(KERNELS)}")
+    ap.add_argument("--sizes", default=None, help="device counts, e.g. 2,4,8 (default 2..256, powers of two)")
+    ap.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (2,4) and small caps: a smoke run")
+    ap.add_argument("--time-cap", type=float, default=None, help="seconds per run (default 120; --quick 30)")
+    ap.add_argument("--mem-cap-gib", type=float, default=None, help="GiB per run (default 8; --quick 2)")
+    ap.add_argument("--no-extrapolate", dest="extrapolate", action="store_false",
+                    help="run every size until a run actually exceeds a cap")
+    ap.add_argument("--budget-min", type=float, default=None,
+                    help="after this many minutes, run only semcheck's own measurements (default 20; 0: no limit)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return args
+    args.kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    bad = [k for k in args.kernels if k not in KERNELS] + [c for c in args.contenders if c not in CONTENDERS]
+    if bad:
+        ap.error(f"unknown kernel or contender: {', '.join(bad)}")
+    if args.sizes:
+        args.sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip()})
+    else:
+        args.sizes = list(QUICK_SIZES if args.quick else FULL_SIZES)
+    if args.time_cap is None:
+        args.time_cap = 30.0 if args.quick else 120.0
+    if args.budget_min is None:
+        args.budget_min = 20.0
+    if args.mem_cap_gib is None:
+        args.mem_cap_gib = 2.0 if args.quick else 8.0
+    return args
+
+
+def _last_result(stdout: str) -> dict | None:
+    result = None
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            result = json.loads(line[len(MARK):])
+    return result
+
+
+def _public_argv(argv: list[str]) -> list[str]:
+    """The command line minus the output directory (a path on this machine)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            out.append(a)
+    return out
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker)
+    import report
+
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    t0 = time.perf_counter()
+    records = sweep(args)
+    data = {
+        "started": started,
+        "total_s": round(time.perf_counter() - t0, 1),
+        "command": " ".join(["bench/run.py"] + _public_argv(argv if argv is not None else sys.argv[1:])),
+        "settings": {"kernels": args.kernels, "sizes": args.sizes, "contenders": args.contenders,
+                     "time_cap_s": args.time_cap, "mem_cap_gib": args.mem_cap_gib,
+                     "extrapolate": args.extrapolate, "baseline_mode": BASELINE_MODE,
+                     "kernel_files": {k: KERNELS[k] for k in args.kernels}},
+        "environment": environment(),
+        "records": records,
+    }
+    data["fits"] = report.fit_exponents(records)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "results.md").write_text(report.markdown(data))
+    plotted = report.plot(data, out / "time_vs_devices.png")
+    print()
+    print(report.fits_text(data["fits"]))
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'}" + (f", {plotted}" if plotted else " (no plot: "
+                                                                                   "matplotlib missing)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
