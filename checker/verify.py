@@ -72,7 +72,7 @@ def _child(req: Request, conn) -> None:
                 verdicts = check_program(k.program, mode, req.properties,
                                          timeout_ms=int(req.timeout * 1000))
                 out.append(Result(
-                    target=k.target_name if hasattr(k, "target_name") else (req.target or "build"),
+                    target=k.target if len(kernels) == 1 else f"{k.target}#{k.index}",
                     devices=req.devices,
                     dma_mode=mode,
                     verdicts=verdicts,

@@ -1,0 +1,51 @@
+"""The property registry: property id -> decision procedure (Program, mode) -> Verdict.
+
+Every violated verdict's witness schedule is replayed on the reference model
+before it is reported (a witness that does not replay is a semcheck bug and
+raises), and gets a per-device timeline for the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from semcheck.checker.timeline import timeline
+from semcheck.checker.verdict import Verdict
+from semcheck.checker.z3.balance import dma_bytes, exit_balance
+from semcheck.checker.z3.deadlock import deadlock_free
+from semcheck.checker.z3.ids import id_agreement, id_disjoint, id_int16
+from semcheck.model.errors import ModelBug
+from semcheck.model.ops import Program
+from semcheck.model.run import run
+
+Check = Callable[..., Verdict]
+
+
+def _with_replay(check: Check) -> Check:
+    def checked(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
+        v = check(program, mode, timeout_ms=timeout_ms)
+        if v.verdict != "violated" or v.witness is None or not v.witness.schedule:
+            return v
+        try:
+            state = run(program, mode, v.witness.schedule, finish=False)
+        except ModelBug as e:
+            raise ModelBug(f"{v.property} witness does not replay on the model: {e}") from e
+        if "timeline" in v.witness.details:
+            return v
+        devices = sorted({program.topology.device_of(c) for c, _, _ in v.witness.blocked}) or None
+        details = {**v.witness.details, "timeline": timeline(program, state.pcs, devices)}
+        return dataclasses.replace(v, witness=dataclasses.replace(v.witness, details=details))
+
+    checked.__name__ = check.__name__
+    return checked
+
+
+CHECKS: dict[str, Check] = {
+    "id-disjoint": _with_replay(id_disjoint),
+    "id-int16": _with_replay(id_int16),
+    "id-agreement": _with_replay(id_agreement),
+    "deadlock-free": _with_replay(deadlock_free),
+    "exit-balance": _with_replay(exit_balance),
+    "dma-bytes": _with_replay(dma_bytes),
+}
