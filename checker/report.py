@@ -141,8 +141,15 @@ def _uri(file: str) -> str:
     return rel if not rel.startswith("..") else file
 
 
+def _rel(text: str) -> str:
+    """Kernel paths relative to the working directory, as the user typed them."""
+    return text.replace(os.getcwd() + os.sep, "")
+
+
 def render_text(console, path: str, results: Sequence[Result]) -> None:
-    """One line per target x configuration x property, then each violation in detail."""
+    """One line per target x configuration x property, then each violation and unknown in detail."""
+    from rich.text import Text
+
     plain = not console.is_terminal
     for r in results:
         for v in r.verdicts:
@@ -152,12 +159,9 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
                 extra = f"  {v.witness.message}"
             elif v.verdict == "unknown":
                 extra = f"  {v.reason}"
-            console.print(
-                f"[{STYLE[v.verdict]}]{mark}[/] {r.target} devices={r.devices} {r.dma_mode:<8} "
-                f"{v.property:<14}{extra}",
-                highlight=False,
-                markup=True,
-            )
+            line = Text(f"{mark} ", style=STYLE[v.verdict])
+            line.append(f"{r.target} devices={r.devices} {r.dma_mode:<8} {v.property:<14}{_rel(extra)}")
+            console.print(line, no_wrap=True, overflow="ellipsis", highlight=False)
     for r in results:
         for v in r.verdicts:
             if v.verdict != "violated" or v.witness is None:
@@ -165,19 +169,19 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
             w = v.witness
             console.print()
             console.rule(f"[bold red]{v.property}[/] violated: {r.target}, {r.devices} devices, {r.dma_mode}")
-            console.print(w.message, highlight=False, markup=False)
+            console.print(_rel(w.message), highlight=False, markup=False)
             timeline = w.details.get("timeline")
             if timeline:
                 console.print("Timeline (last steps of each involved device):", highlight=False)
                 for dev in timeline:
                     console.print(f"  device {dev['device']}:", highlight=False)
                     for ev in dev["events"]:
-                        console.print(f"    {ev}", highlight=False, markup=False)
+                        console.print(f"    {_rel(ev)}", highlight=False, markup=False)
             for c, pc, what in w.blocked:
                 console.print(f"  blocked: core {c} op {pc}: {what}", highlight=False, markup=False)
-            for loc in w.locs:
+            for loc in dict.fromkeys(w.locs):
                 if loc.line:
-                    console.print(f"  at {loc.file}:{loc.line}: {loc.text.strip()}", highlight=False, markup=False)
+                    console.print(f"  at {_rel(loc.file)}:{loc.line}: {loc.text.strip()}", highlight=False, markup=False)
             if w.hint:
                 console.print(f"[bold]hint:[/] {w.hint}", highlight=False)
     s = summary(results)

@@ -54,7 +54,7 @@ def timeline(
     program: Program, pcs: Sequence[int], devices: Sequence[int] | None = None, last: int = 6
 ) -> list[dict]:
     """The last `last` kernel operations each core executed before positions `pcs`,
-    and the operation it is stuck at, if any.
+    and the operation it was at when the witness ended (stuck at, or failing at).
 
     Only operations with a source line (the kernel's, not the launch
     wrapper's) are listed. Returns `[{"device": d, "events": [str, ...]}]`.
@@ -68,10 +68,10 @@ def timeline(
             ops = program.cores[g]
             who = f"core {topo.local_core_of(g)}: " if topo.cores_per_device > 1 else ""
             done = [op for op in ops[: pcs[g]] if op.loc.line > 0][-last:]
-            events += [f"{who}{describe(op):<50} {_short(op)}" for op in done]
+            events += [f"{who}{_short(op)}  {describe(op)}" for op in done]
             if pcs[g] < len(ops):
                 op = ops[pcs[g]]
-                events.append(f"{who}STUCK AT {describe(op):<41} {_short(op)}")
+                events.append(f"{who}{_short(op)}  >> {describe(op)}")
         out.append({"device": d, "events": events})
     return out
 
