@@ -1,0 +1,281 @@
+"""Pins of jax's current interpret-mode behaviour where it differs from a TPU or from clean semantics.
+
+One test per entry of specs/divergences.md (the ids D1.. match). Each asserts
+what jax 0.12 does today, so that a change in jax shows up here as a failing
+test: then the entry, the model and the checker's assumptions need a look.
+They call the interpreter's own callbacks (with a fresh SharedMemory made
+current) or the manager's methods directly; only D12 runs a real kernel.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from ._support import load_runner
+
+pytestmark = pytest.mark.jax
+
+runner = load_runner()
+TOP = 42  # the interpreter's top-level token value
+
+
+@pytest.fixture
+def interp():
+    """A factory of (SharedMemory, interpreter module) pairs with the manager made current."""
+    stack = []
+
+    def make(**config):
+        sm = runner.new_shared_memory(config)
+        ctx = runner.interpreter_bound(sm)
+        ipc = ctx.__enter__()
+        stack.append(ctx)
+        return sm, ipc
+
+    yield make
+    for ctx in reversed(stack):
+        ctx.__exit__(None, None, None)
+
+
+def vmem():
+    return runner.memory_space_index("vmem")
+
+
+def hbm():
+    return runner.memory_space_index("hbm")
+
+
+def sem_ids(ipc, device, core, n):
+    _, ids = ipc._allocate_semaphores(TOP, device, core, (n,))
+    return [int(i) for i in np.asarray(ids).ravel()]
+
+
+# --- semaphores --------------------------------------------------------------------------
+
+
+def test_d1_a_signal_without_core_index_goes_to_core_0(interp):
+    sm, ipc = interp(num_devices=1, cores_per_device=2)
+    (sid,) = sem_ids(ipc, 0, None, 1)
+    ipc.semaphore_signal(TOP, 0, 1, sid, 1, None, None)  # from core 1, no device, no core_index
+    assert sm.sem[sid].count_by_core.tolist() == [1, 0]
+
+
+def test_d2_an_on_wait_dma_reads_its_source_when_waited_on_not_when_started(interp):
+    sm, ipc = interp(dma_execution_mode="on_wait")
+    src, dst = 300, 301
+    sm.allocate_buffer(("vmem", src, 0, 0), 1, np.array([1, 2], np.int32))
+    sm.allocate_buffer(("vmem", dst, 0, 0), 1, np.zeros(2, np.int32))
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    ipc.dma_start(TOP, 0, 0, vmem(), src, (), vmem(), dst, (), sid, None, None, None)
+    sm.store_buffer_content(("vmem", src, 0, 0), (), np.array([8, 9], np.int32), (0, 0))  # after the start
+    assert sm.sem[sid].count_by_core.tolist() == [0]  # nothing happened yet
+    ipc.dma_wait(TOP, 0, 0, sid, 8)
+    np.testing.assert_array_equal(sm.mem[("vmem", dst, 0, 0)].content, [8, 9])
+
+
+def test_d3_an_on_wait_dma_nobody_waits_for_never_runs(interp):
+    sm, ipc = interp(dma_execution_mode="on_wait")
+    sm.allocate_buffer(("vmem", 300, 0, 0), 1, np.array([1, 2], np.int32))
+    sm.allocate_buffer(("vmem", 301, 0, 0), 1, np.zeros(2, np.int32))
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    ipc.dma_start(TOP, 0, 0, vmem(), 300, (), vmem(), 301, (), sid, None, None, None)
+    np.testing.assert_array_equal(sm.mem[("vmem", 301, 0, 0)].content, [0, 0])
+    assert len(sm.sem[sid].tasks[0]) == 1  # still queued: the kernel could exit now
+
+
+def test_d4_an_on_wait_waiter_runs_the_last_queued_dma_first(interp):
+    sm, ipc = interp(dma_execution_mode="on_wait")
+    for i, n in ((300, 2), (302, 4)):
+        sm.allocate_buffer(("vmem", i, 0, 0), 1, np.ones(n, np.int32))
+        sm.allocate_buffer(("vmem", i + 1, 0, 0), 1, np.zeros(n, np.int32))
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    ipc.dma_start(TOP, 0, 0, vmem(), 300, (), vmem(), 301, (), sid, None, None, None)  # 8 bytes
+    ipc.dma_start(TOP, 0, 0, vmem(), 302, (), vmem(), 303, (), sid, None, None, None)  # 16 bytes
+    ipc.dma_wait(TOP, 0, 0, sid, 8)  # waits for the first DMA's 8 bytes ...
+    np.testing.assert_array_equal(sm.mem[("vmem", 303, 0, 0)].content, [1, 1, 1, 1])  # ... ran the second
+    np.testing.assert_array_equal(sm.mem[("vmem", 301, 0, 0)].content, [0, 0])  # the first never ran
+    assert int(sm.sem[sid].read(0)) == 8
+
+
+def test_d5_semaphore_ids_are_int16_and_wrap_or_overflow_as_numpy_converts(interp):
+    sm, ipc = interp()
+    sm.next_semaphore_id[0] = 32766  # as if 30,766 semaphores had been allocated
+    assert sem_ids(ipc, 0, 0, 4) == [32766, 32767, -32768, -32767]  # wraps silently
+    with pytest.raises(KeyError):
+        sm.get_semaphores_and_increment_clock([-32768], 0)  # the id the kernel holds is unknown
+    sm.next_semaphore_id[0] = 32767
+    with pytest.raises(OverflowError, match="Python integer 32768 out of bounds for int16"):
+        sem_ids(ipc, 0, 0, 2)
+
+
+def test_d6_semaphores_are_never_freed_and_run_scoped_gets_fresh_ids_each_time(interp):
+    sm, ipc = interp()
+    first = sem_ids(ipc, 0, 0, 2)  # a run_scoped allocation ...
+    second = sem_ids(ipc, 0, 0, 2)  # ... and the same one in the next loop iteration
+    assert (first, second) == ([2000, 2001], [2002, 2003])
+    assert sorted(sm.sem) == [2000, 2001, 2002, 2003]
+    assert not hasattr(ipc, "_deallocate_semaphores")
+
+
+def test_d7_an_id_in_both_tables_is_an_error_only_when_looked_up(interp):
+    sm, ipc = interp()
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    (held,), _ = sm.get_semaphores_and_increment_clock([sid], 0)  # e.g. a wait that already began
+    _, barrier = ipc.get_barrier_semaphore(TOP, 0, sid)  # no error here
+    assert int(barrier) == sid
+    with pytest.raises(ValueError, match=f"Semaphore {sid} occurs as both fixed-id and internal."):
+        sm.get_semaphores_and_increment_clock([sid], 0)
+    held.signal(1, 0, None)  # the object looked up before still works
+    held.wait(1, 0)
+
+
+def test_d8_only_get_barrier_semaphore_escapes_failure_propagation(interp):
+    sm, ipc = interp()
+    assert not hasattr(ipc.get_barrier_semaphore, "__wrapped__")
+    for name in ("_allocate_semaphores", "_allocate_buffer", "semaphore_signal", "semaphore_wait", "dma_start"):
+        assert hasattr(getattr(ipc, name), "__wrapped__"), name
+    with pytest.raises(OverflowError):
+        ipc.get_barrier_semaphore(TOP, 0, 40000)
+    assert sm._failure is None  # nobody else learns of it
+    assert 40000 in sm.fixed_id_sem  # and the semaphore was created before the error
+
+
+def test_d9_the_exit_check_prints_and_the_kernel_succeeds(interp, capsys):
+    sm, ipc = interp()
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    sm.sem[sid].signal(3, 0, None)
+    assert ipc._validate(TOP, 0) == TOP
+    assert capsys.readouterr().out == f"Semaphore {sid} has non-zero count for 0 (global core 0) at kernel exit: 3\n"
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_d10_counts_are_int32_and_wrap(interp):
+    sm, ipc = interp()
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    s = sm.sem[sid]
+    s.signal(2**31 - 1, 0, None)
+    s.signal(2, 0, None)
+    assert int(s.read(0)) == -(2**31) + 1
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        s.signal(2**31, 0, None)
+
+
+def test_d11_signal_targets_are_not_checked(interp):
+    sm, ipc = interp(num_devices=2, cores_per_device=2)
+    (sid,) = sem_ids(ipc, 0, None, 1)
+    sem_ids(ipc, 1, None, 1)
+    ipc.semaphore_signal(TOP, 0, 0, sid, 1, None, 2)  # core_index 2 on a 2-core device
+    ipc.semaphore_signal(TOP, 0, 0, sid, 1, -1, 1)  # device -1
+    assert sm.sem[sid].count_by_core.tolist() == [0, 0, 1, 1]  # device 1 core 0, and the last core
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 0 with size 4"):
+        ipc.semaphore_signal.__wrapped__(TOP, 0, 0, sid, 1, 2, 0)  # unwrapped: no clean-up barrier wait
+
+
+def test_d12_semaphore_read_cannot_be_interpreted():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(o_ref, sem):
+        pl.semaphore_signal(sem, 1)
+        o_ref[0] = pl.semaphore_read(sem)
+        pl.semaphore_wait(sem, 1)
+
+    f = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
+        out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+        scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+        interpret=pltpu.InterpretParams(),
+    )
+    with pytest.raises(NotImplementedError, match="semaphore_read"):
+        f()
+
+
+def test_d13_with_race_detection_a_wait_for_nothing_on_an_unsignalled_semaphore_fails(interp):
+    sm, ipc = interp(detect_races=True)
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    with pytest.raises(AssertionError):
+        sm.sem[sid].wait(0, 0)
+
+
+def test_d14_a_deadlocked_wait_polls_forever_until_the_run_is_failed(interp):
+    sm, ipc = interp()
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    box = {}
+
+    def waiter():
+        try:
+            sm.sem[sid].wait(1, 0)
+        except RuntimeError as e:
+            box["error"] = str(e)
+
+    t = threading.Thread(target=waiter, daemon=True)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive()  # no timeout, no deadlock detection
+    sm.set_failed(RuntimeError("stop"), top_level=False)
+    t.join(2)
+    assert not t.is_alive() and box["error"].startswith("Computation failed with exception:")
+
+
+# --- buffers ------------------------------------------------------------------------------
+
+
+def test_d15_a_store_into_the_padding_is_accepted_and_dropped(interp):
+    sm, ipc = interp(uninitialized_memory="nan")
+    _, bid = ipc._allocate_buffer(TOP, 0, 0, vmem(), np.ones(3, np.float32), padded_shape=(8,))
+    key = ("vmem", int(bid), 0, 0)
+    ok, _, _ = sm.store_buffer_content(key, (slice(0, 8, 1),), np.zeros(8, np.float32), (0, 0))
+    assert ok
+    got, _, _ = sm.get_buffer_content(key, (slice(0, 8, 1),), (0, 0))
+    np.testing.assert_array_equal(got[:3], [0, 0, 0])
+    assert np.isnan(got[3:]).all()  # the padding kept its uninitialized value, and reading it is no error
+
+
+def test_d16_a_masked_swap_checks_bounds_along_the_first_axis_only(interp):
+    sm, ipc = interp()
+    key = ("vmem", 300, 0, 0)
+    sm.allocate_buffer(key, 1, np.arange(8, dtype=np.int32).reshape(2, 4))
+    mask = np.zeros((2, 4), bool)
+    mask[0, 3] = True  # column 5 of a 4-column buffer: out of bounds
+    rng = (slice(0, 2, 1), slice(2, 6, 1))
+    old, _, _ = sm.swap_buffer_content(key, rng, np.full((2, 4), -1, np.int32), mask, (0, 0))
+    assert old is not None  # accepted; the masked-on element outside the buffer is dropped
+    inside = np.zeros((4, 4), bool)
+    inside[3, 0] = True  # row 3 column 0 of a 4x2 buffer: in bounds
+    sm.allocate_buffer(("vmem", 301, 0, 0), 1, np.zeros((4, 2), np.int32))
+    rng = (slice(0, 4, 1), slice(0, 4, 1))
+    old, _, _ = sm.swap_buffer_content(("vmem", 301, 0, 0), rng, np.ones((4, 4), np.int32), inside, (0, 0))
+    assert old is None  # refused
+
+
+def test_d17_an_hbm_run_scoped_buffer_of_one_core_is_never_freed_and_is_reused_by_id(interp):
+    sm, ipc = interp(num_devices=1, cores_per_device=2)
+    _, bid = ipc._allocate_buffer(TOP, 0, 1, hbm(), np.full(2, 5, np.int32))  # core 1 only
+    ipc._deallocate_buffer(TOP, 0, 1, hbm(), int(bid))
+    key = ("hbm", int(bid), 0, 0)
+    assert sm.mem[key].ref_count == 1  # still allocated after its scope ended
+    _, again = ipc._allocate_buffer(TOP, 0, 0, hbm(), np.zeros(2, np.int32))  # core 0, same id
+    assert int(again) == int(bid)
+    np.testing.assert_array_equal(sm.mem[key].content, [5, 5])  # gets core 1's old buffer
+
+
+def test_d18_a_handed_buffer_id_past_int16_overflows(interp):
+    sm, ipc = interp()
+    sm.next_buffer_id[(0, 0)] = 2**15
+    with pytest.raises(OverflowError, match="Python integer 32768 out of bounds for int16"):
+        ipc._allocate_buffer(TOP, 0, 0, vmem(), np.zeros(1, np.int32))
+
+
+def test_d19_the_exit_query_reports_fixed_and_internal_semaphores_by_bare_id(interp):
+    sm, ipc = interp()
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    sm.guarantee_semaphore_with_fixed_id(sid)
+    sm.sem[sid].signal(1, 0, None)
+    sm.fixed_id_sem[sid].signal(2, 0, None)
+    found = sm.get_sempahores_with_nonzero_count(0)
+    assert sorted((s.id, int(s.count_by_core[c])) for s, c in found) == [(sid, 1), (sid, 2)]
