@@ -40,6 +40,7 @@ import numpy as np
 
 from semcheck.model import (
     BARRIER,
+    ExplorationLimit,
     AllocBuffer,
     AllocSem,
     Barrier,
@@ -53,6 +54,7 @@ from semcheck.model import (
     Signal,
     Wait,
     enabled,
+    explore,
     fast_run,
     step,
 )
@@ -463,16 +465,36 @@ def run_on_jax(
     return _Run(program, mode, detect_races, quiet, cap).run()
 
 
+def _verdict(o: Observation) -> tuple:
+    """The part of an observation the explorer's reduction preserves (RUN-5)."""
+    return (o.kind, o.error, o.hangs, o.pcs, o.exits)
+
+
 def check_against_model(program: Program, mode: str, real: RealRun, cap: int = 300_000) -> tuple[bool, str]:
-    """Whether the real run's observation is one the model allows; and an explanation."""
+    """Whether the real run's observation is one the model allows; and an explanation.
+
+    Two engines of the model are consulted: the observation must be the fast
+    run's (RUN-3) or one of all maximal runs of the step relation; and its
+    verdict (kind, first error, hang, where stuck, exit findings) must be one
+    the explorer (RUN-4, over the step relation) finds.
+    """
     got = real.observation
+    lines = [f"jax: {got}", f"exceptions: {real.exceptions}", f"stuck: {real.stuck}"]
+    try:
+        explored = {_verdict(observe(o)) for o in explore(program, mode).outcomes}
+    except ExplorationLimit:
+        explored = None
+    if explored is not None and _verdict(got) not in explored:
+        lines.append("the explorer finds only:")
+        lines += [f"  {v}" for v in sorted(explored, key=repr)]
+        return False, "\n".join(lines)
     fast = observe(fast_run(program, mode))
     if got == fast:
         return True, "matches the model's fast run"
     allowed = model_observations(program, mode, cap)
     if got in allowed:
         return True, f"one of {len(allowed)} model outcomes"
-    lines = [f"jax: {got}", f"exceptions: {real.exceptions}", f"stuck: {real.stuck}", "model allows:"]
+    lines.append("model allows:")
     lines += [f"  {o}" for o in sorted(allowed, key=repr)]
     return False, "\n".join(lines)
 
