@@ -36,6 +36,14 @@ class LoweredKernel:
     def num_devices(self) -> int:
         return self.program.topology.num_devices
 
+    @property
+    def target_name(self) -> str:
+        return self.target
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self.stats.warnings)
+
 
 def load(
     path: str,

@@ -106,6 +106,8 @@ class LoweringStats:
     num_ops: int = 0
     eqns_evaluated: int = 0
     grid_points: int = 0
+    # Things the caller should know about the lowered program (not errors).
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
 def lower_kernel(
@@ -162,6 +164,7 @@ def lower_kernel(
         stats.num_ops += program.num_ops
         stats.eqns_evaluated += lw.eqn_count
         stats.grid_points += sum(len(s) for s in schedule)
+        stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
     return program
 
 
@@ -290,6 +293,7 @@ class _Lowerer:
         self.parent_loc: Loc = call.loc
         self.label_counter = 0
         self.eqn_count = 0
+        self.warnings: list[str] = []
         self._loc_cache: dict[int, Loc] = {}
         self._site_cache: dict[int, str] = {}
         self._site_lines: dict[tuple[str, int], int] = {}
@@ -297,6 +301,7 @@ class _Lowerer:
         self._semref_cache: dict[tuple[str, int], SemRef] = {}
         self._has_sem_cache: dict[int, bool] = {}
         self._pipeline_cache: dict[int, Any] = {}
+        self._op_cache: dict[tuple[Any, ...], dict[Any, Op]] = {}
         self._drop_var = jax_core.DropVar
         self._literal = jax_core.Literal
         from semcheck.checker.frontend.trace import _jaxpr_types
@@ -510,6 +515,14 @@ class _Lowerer:
             return [int(flat[0])] * self.L
         return [int(x) for x in flat.tolist()]
 
+    def op_cache(self, eqn: Any, *extra: Any) -> dict[Any, Op]:
+        """Ops already built for `eqn` (identical ops are shared, across lanes and iterations)."""
+        key = (id(eqn), self.loc_override, *extra)
+        cache = self._op_cache.get(key)
+        if cache is None:
+            cache = self._op_cache[key] = {}
+        return cache
+
     def semref(self, label: str, index: int) -> SemRef:
         key = (label, index)
         ref = self._semref_cache.get(key)
@@ -687,7 +700,7 @@ class _Lowerer:
         else:
             cores = dict_core
         bodies = self.bodies
-        cache: dict[tuple[Any, ...], Op] = {}
+        cache = self.op_cache(eqn, label)
         for d in self.active(mask):
             key = (idx[d], incs[d], devs[d] if devs else None, cores[d] if cores else None)
             op = cache.get(key)
@@ -705,7 +718,7 @@ class _Lowerer:
         label, idx = self.sem_indices(sem, transforms, eqn, "the awaited semaphore")
         vals = self.lane_ints(self.known(value, eqn, "the wait value"), eqn, "the wait value")
         bodies = self.bodies
-        cache: dict[tuple[int, int], Op] = {}
+        cache = self.op_cache(eqn, label)
         for d in self.active(mask):
             key = (idx[d], vals[d])
             op = cache.get(key)
@@ -718,6 +731,10 @@ class _Lowerer:
         sem, transforms = eqn.params["args_tree"].unflatten(invals)
         loc = self.loc(eqn)
         label, idx = self.sem_indices(sem, transforms, eqn, "the read semaphore")
+        note = (f"pl.semaphore_read at {loc}: jax's TPU interpreter has no rule for it, so the "
+                "kernel cannot run in interpret mode (the program models the hardware read)")
+        if note not in self.warnings:
+            self.warnings.append(note)
         bodies = self.bodies
         for d in self.active(mask):
             bodies[d].append(Read(self.semref(label, idx[d]), loc))
@@ -750,7 +767,7 @@ class _Lowerer:
             slabel, sidx = self.sem_indices(src_sem, (), eqn, "the DMA's source semaphore")
         devs, dict_core = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
         bodies = self.bodies
-        cache: dict[tuple[Any, ...], Op] = {}
+        cache = self.op_cache(eqn, dlabel, slabel)
         for d in self.active(mask):
             key = (didx[d], sidx[d] if sidx else None, devs[d] if devs else None,
                    dict_core[d] if dict_core else None)
@@ -776,7 +793,7 @@ class _Lowerer:
         nbytes = self._dma_nbytes(eqn)
         label, idx = self.sem_indices(sem, (), eqn, "the awaited DMA semaphore")
         bodies = self.bodies
-        cache: dict[int, Op] = {}
+        cache = self.op_cache(eqn, label)
         for d in self.active(mask):
             op = cache.get(idx[d])
             if op is None:
