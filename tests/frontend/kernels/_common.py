@@ -1,0 +1,30 @@
+"""Helpers shared by the front end's test kernels (small shapes, fast to interpret)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import PartitionSpec as P
+
+ROWS, LANES = 8, 128
+
+
+def mesh_1d(num_devices: int, axis: str = "x"):
+    return jax.make_mesh((num_devices,), (axis,), axis_types=(jax.sharding.AxisType.Explicit,))
+
+
+def sharded_input(mesh, axis, rows_per_device: int = ROWS, dtype=jnp.float32):
+    """An abstract input, sharded over `axis` (tracing needs no data)."""
+    n = mesh.size
+    return jax.ShapeDtypeStruct((n * rows_per_device, LANES), dtype,
+                                sharding=jax.NamedSharding(mesh, P(axis)))
+
+
+def interpret(dma_mode: str = "eager", **kw):
+    return pltpu.InterpretParams(dma_execution_mode=dma_mode, **kw)
+
+
+def shard(call, mesh, axis):
+    spec = P(axis)
+    return jax.jit(jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
