@@ -804,8 +804,9 @@ class _Lowerer:
     # --- rules: scopes and refs --------------------------------------------------------
 
     def _run_scoped(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
-        from jax._src.pallas import core as pallas_core
         from jax._src.pallas.mosaic import core as mosaic_core
+
+        from semcheck.checker.frontend.trace import _is_semaphore_dtype
 
         loc = self.loc(eqn)
         if eqn.params.get("collective_axes"):
@@ -823,7 +824,7 @@ class _Lowerer:
             aval = v.aval
             ms = getattr(aval, "memory_space", None)
             self.label_counter += 1
-            if ms is mosaic_core.MemorySpace.SEMAPHORE:
+            if ms is mosaic_core.MemorySpace.SEMAPHORE or _is_semaphore_dtype(getattr(aval, "dtype", None)):
                 count = math.prod(int(s) for s in aval.shape)
                 label = f"{site}#{k}/{self.label_counter}"
                 op: Op = AllocSem(label, count, f"{site}#{k}", "core", loc)
@@ -839,7 +840,6 @@ class _Lowerer:
                 buffers.append(label)
             for d in lanes:
                 bodies[d].append(op)
-        del pallas_core
         outs = self.eval_sub(eqn, jaxpr, [*invals, *allocs], mask, closed=False)
         for label in buffers:
             op = FreeBuffer(label, loc)
