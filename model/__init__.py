@@ -25,6 +25,7 @@ from semcheck.model.ops import (
 )
 from semcheck.model.errors import (
     BadTarget,
+    CoreIndexOutOfBounds,
     IdCollision,
     Int16Overflow,
     ModelBug,

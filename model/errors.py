@@ -91,6 +91,22 @@ class BadTarget(Violation):
 
 
 @dataclasses.dataclass(frozen=True)
+class CoreIndexOutOfBounds(Violation):
+    """ERR-4 (interpreter): a signal's unchecked global core index fell outside the count array."""
+
+    index: int
+    size: int
+
+    @property
+    def message(self) -> str:
+        return f"index {self.index} is out of bounds for axis 0 with size {self.size}"
+
+    @property
+    def python_type(self) -> str:
+        return "IndexError"
+
+
+@dataclasses.dataclass(frozen=True)
 class SemIndexOutOfBounds(Violation):
     """ERR-5: a semaphore array was indexed outside its allocation."""
 

@@ -191,14 +191,14 @@ def fast_run(
             elif t is Signal:
                 key = resolve(core, op.sem)
                 target = target_core(program, mode, core, op.device, op.core, dma=False)
-                if isinstance(target, BadTarget):
+                if isinstance(target, Violation):
                     do_fail(core, target)
                 signal(key, target, op.inc)
             elif t is DmaStart:
                 src_key = resolve(core, op.src_sem) if op.src_sem is not None else None
                 dst_key = resolve(core, op.dst_sem)
                 dst = target_core(program, mode, core, op.device, op.core, dma=True)
-                if isinstance(dst, BadTarget):
+                if isinstance(dst, Violation):
                     do_fail(core, dst)
                 d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
                 dmas.append(d)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from semcheck.model import semaphore as sem
-from semcheck.model.errors import BadTarget, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
+from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
 from semcheck.model.ids import FIRST_BUFFER_ID, arange_int16, scalar_int16
 from semcheck.model.ops import (
     BARRIER,
@@ -82,6 +82,14 @@ def target_core(
     d = topo.device_of(core) if device is None else device
     if local is None:
         local = topo.local_core_of(core) if (dma or is_hardware(mode)) else 0
+    if not dma and not is_hardware(mode):
+        # The interpreter computes device * cores + core unchecked and indexes a
+        # numpy array with it: a core index past the device lands on another
+        # device, a negative index counts from the end, past the end raises.
+        g = d * topo.cores_per_device + local
+        if not -topo.num_cores <= g < topo.num_cores:
+            return CoreIndexOutOfBounds(g, topo.num_cores)
+        return g % topo.num_cores
     if not (0 <= d < topo.num_devices and 0 <= local < topo.cores_per_device):
         return BadTarget(d, local)
     return topo.global_core(d, local)
@@ -162,7 +170,7 @@ def rule_signal(program: Program, mode: DmaMode, state: State, core: int, op: Si
     if isinstance(key, Violation):
         return fail(state, program, core, key)
     target = target_core(program, mode, core, op.device, op.core, dma=False)
-    if isinstance(target, Violation):
+    if isinstance(target, Violation):  # ERR-4
         return fail(state, program, core, target)
     return _advance(state, core, counts=sem.signal(state.counts, key, target, op.inc))
 

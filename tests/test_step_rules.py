@@ -82,7 +82,16 @@ def test_signal_without_core_index_targets_own_core_on_hardware():
 
 def test_signal_to_missing_device_fails():
     out = fast_run(prog([[Signal(S, 1, device=5)]]), "eager")
-    assert out.kind == "error" and out.failure.violation.code == "BadTarget"
+    assert out.kind == "error"
+    assert out.failure.violation.message == "index 5 is out of bounds for axis 0 with size 1"
+    hw = fast_run(prog([[Signal(S, 1, device=5)]]), "hardware")
+    assert hw.failure.violation.code == "BadTarget"
+
+
+def test_interpreter_signal_with_core_index_past_the_device_lands_on_the_next_device():
+    p = prog([[Signal(S, 1, device=0, core=2)], [], [], []], topo=Topology(2, 2))
+    out = fast_run(p, "eager")
+    assert out.state.counts.get((("internal", 2000), 2)) == 1  # device 1, core 0
 
 
 def test_hardware_keys_semaphores_by_site():

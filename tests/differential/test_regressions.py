@@ -135,12 +135,6 @@ def test_an_unpropagated_failure_on_a_multicore_device_leaves_its_other_core_han
     assert ok, why
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model ERR-4 reports a signal to a core outside the topology as BadTarget; jax computes "
-    "device * cores_per_device + core unchecked: past the last core numpy raises IndexError, "
-    "a core index past cores_per_device silently lands on another device",
-)
 @pytest.mark.parametrize(
     "target",
     [{"device": 2}, {"core": 2}],
