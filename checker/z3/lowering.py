@@ -344,7 +344,9 @@ def lower(program: Program, mode: DmaMode) -> Lowered:
 
     def order(events: list, core: int, what: str) -> list | None:
         issuers = {e[0] for e in events}
-        if len(issuers) <= 1:
+        if len(issuers) <= 1 or hw:  # on hardware no ids are handed out: any order will do
+            if len(issuers) > 1:
+                racy_counters.add((what, core))
             return sorted(events, key=lambda e: e[1])
         import functools
 
@@ -413,10 +415,19 @@ def lower(program: Program, mode: DmaMode) -> Lowered:
             if any(b <= cid < b + ev.op.count for b in ev.bases.values()):
                 cid_inserts.append((a, i))
 
-    def table_status(events: list[tuple[int, int]], c: int, i: int) -> str:
-        if any(hb.before(a, j, c, i) for a, j in events):
+    def earliest(events: list[tuple[int, int]]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for a, j in events:
+            out[a] = min(j, out.get(a, j))
+        return out
+
+    first_get, first_insert = earliest(gets), earliest(cid_inserts)
+
+    def table_status(first: dict[int, int], c: int, i: int) -> str:
+        # clocks grow along program order, so each core's earliest insertion decides
+        if first.get(c, i) < i or any(hb.before(a, j, c, i) for a, j in first.items() if a != c):
             return "always"
-        if all(hb.before(c, i, a, j) for a, j in events):
+        if all(hb.before(c, i, a, j) for a, j in first.items()):
             return "never"
         return "maybe"
 
@@ -446,8 +457,8 @@ def lower(program: Program, mode: DmaMode) -> Lowered:
                 if sid != issuer_base + ref.index:  # wrapped (IDS-1): in no table
                     raise _Fail(UnknownSemaphore(sid))
                 return ("internal", sid)
-        fixed = table_status(gets, c, i)
-        internal = table_status(cid_inserts, c, i)
+        fixed = table_status(first_get, c, i)
+        internal = table_status(first_insert, c, i)
         if fixed == "always" and internal == "never":
             return ("fixed", sid)
         if fixed == "never" and internal == "always":

@@ -1,0 +1,147 @@
+"""Every Z3 check against the exhaustive explorer, on generated programs, in all three DMA modes.
+
+A check may say "unknown"; it may never contradict the explorer. The
+precision assertions say when it must *not* say unknown (static lowering and
+no error outcome, for deadlock and balance).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import event, given
+
+import z3_truth as truth
+from z3_strategies import examples, programs
+
+from semcheck.checker.z3 import (
+    deadlock_free,
+    dma_bytes,
+    exit_balance,
+    id_agreement,
+    id_disjoint,
+    id_int16,
+)
+from semcheck.checker.z3.balance import totals
+from semcheck.checker.z3.lowering import failure_reached, lower, s_prime_run
+from semcheck.model import DMA_MODES, Barrier, fast_run
+
+
+def consistent_barriers(program) -> bool:
+    """Every instance of a barrier lists the same participants on every core (as launch() does)."""
+    seen: dict = {}
+    for ops in program.cores:
+        k: dict = {}
+        for op in ops:
+            if isinstance(op, Barrier):
+                k[op.name] = k.get(op.name, 0) + 1
+                if seen.setdefault((op.name, k[op.name]), op.participants) != op.participants:
+                    return False
+    return True
+
+
+def check_deadlock(p, mode, ex, low) -> None:
+    kinds = ex.kinds()
+    v = deadlock_free(p, mode)
+    event(f"{mode} deadlock-free {v.verdict}")
+    if v.verdict == "proved":
+        assert "deadlock" not in kinds
+    elif v.verdict == "violated":
+        assert "deadlock" in kinds
+        assert tuple(v.witness.details["terminal_pcs"]) in {o.state.pcs for o in ex.outcomes if o.kind == "deadlock"}
+    if low.ok:
+        # S' decides whether a failure is reachable, exactly
+        fails = failure_reached(low, s_prime_run(low).state.pcs)
+        assert bool(fails) == ("error" in kinds), (fails, kinds)
+        if not fails:
+            assert v.verdict != "unknown", v.reason
+            if consistent_barriers(p):
+                fast = fast_run(p, mode)  # the fast run decides too (persistence, RUN-3)
+                assert (fast.kind == "deadlock") == (v.verdict == "violated")
+
+
+def check_ids(p, mode, ex, low) -> None:
+    cid = p.collective_id
+    v = id_disjoint(p, mode)
+    event(f"{mode} id-disjoint {v.verdict}")
+    if v.verdict == "proved":
+        assert not truth.both_tables(ex, cid) and not truth.collision_raised(ex)
+    elif v.verdict == "violated":
+        assert truth.both_tables(ex, cid) or truth.has_error(ex)
+        fires = v.witness.details["fires"]
+        event(f"id-disjoint fires {fires}")
+        if fires == "no":
+            assert not truth.collision_raised(ex)
+        elif fires in ("may", "must"):
+            assert truth.collision_raised(ex)
+            if fires == "must":
+                assert truth.collision_first_everywhere(ex)
+    v = id_int16(p, mode)
+    if v.verdict == "proved":
+        assert not truth.int16_bad(ex)
+    elif v.verdict == "violated":
+        assert truth.int16_bad(ex) or truth.has_error(ex)
+    v = id_agreement(p, mode)
+    event(f"{mode} id-agreement {v.verdict}")
+    if v.verdict == "proved":
+        assert not truth.agreement_bad(p, mode, ex)
+    elif v.verdict == "violated":
+        assert truth.agreement_bad(p, mode, ex) or truth.has_error(ex)
+    elif low.ok:
+        raise AssertionError(f"id-agreement unknown on a static lowering: {v.reason}")
+
+
+def check_balance(p, mode, ex, low) -> None:
+    outs = ex.outcomes
+    v = exit_balance(p, mode)
+    event(f"{mode} exit-balance {v.verdict}")
+    completed = all(o.kind == "completed" for o in outs)
+    if v.verdict == "proved":
+        assert completed
+        assert not any(truth.unbalanced_at_end(o) or o.state.warnings for o in outs)
+    elif v.verdict == "violated":
+        assert completed
+        assert all(truth.unbalanced_at_end(o) for o in outs)
+        for d, w in v.witness.details["warnings"].items():
+            d = int(d)
+            any_w = any(truth.warned(o, d) for o in outs)
+            all_w = all(truth.warned(o, d) for o in outs)
+            event(f"{mode} exit warning {w['behaviour']}")
+            if w["behaviour"] == "never":
+                assert not any_w
+            elif w["behaviour"] == "must":
+                assert all_w
+            elif w["behaviour"] == "may":
+                assert any_w
+                if mode != "on_wait":
+                    assert not all_w  # exact outside on_wait
+        if mode != "on_wait":
+            assert not v.witness.details["pending_dmas_in_witness"]
+    elif low.ok and completed:
+        raise AssertionError(f"exit-balance unknown on a completing, static program: {v.reason}")
+    v = dma_bytes(p, mode)
+    event(f"{mode} dma-bytes {v.verdict}")
+    if v.verdict == "proved":
+        tot = totals(low)
+        for x in low.contributions:
+            if x.kind != "signal":
+                t, w = tot[x.counter]
+                assert t == w  # every DMA byte is waited for
+
+
+@examples(300, 10000)
+@given(programs())
+def test_every_check_agrees_with_the_explorer(p) -> None:
+    for mode in DMA_MODES:
+        ex = truth.explored(p, mode)
+        low = lower(p, mode)
+        event(f"{mode} lowering {'static' if low.ok else 'refused'}")
+        check_deadlock(p, mode, ex, low)
+        check_ids(p, mode, ex, low)
+        check_balance(p, mode, ex, low)
+
+
+@pytest.mark.slow
+@examples(1500, 20000)
+@given(programs(max_ops=6))
+def test_every_check_agrees_with_the_explorer_long(p) -> None:
+    test_every_check_agrees_with_the_explorer.hypothesis.inner_test(p)
