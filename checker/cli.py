@@ -1,7 +1,8 @@
 """Command-line interface: `semcheck verify kernel.py[::target] ...`.
 
 Exit codes: 0 every property proved; 1 a property violated; 2 usage or input
-error; 3 nothing violated but something not proved (unknown, timeout).
+error (one line on stderr, a traceback only with --debug); 3 nothing violated
+but something not proved (unknown, timeout); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -10,133 +11,123 @@ import argparse
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
-EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
-MAX_DEVICES = 1024
+EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class UsageError(Exception):
     pass
 
 
-def parse_devices(text: str) -> list[int]:
-    """`2,4,8` or `2..64` (powers of two in the range) or a single count."""
-    try:
-        if ".." in text:
-            lo, hi = (int(x) for x in text.split("..", 1))
-            if lo < 1 or hi < lo:
-                raise UsageError(f"--devices {text}: the range must satisfy 1 <= lo <= hi")
-            out, d = [lo], 1
-            while d <= hi:
-                if d > lo:
-                    out.append(d)
-                d *= 2
-            if out[-1] != hi:
-                out.append(hi)
-            counts = out
-        else:
-            counts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--devices {text!r}: expected a count, a list like 2,4,8 or a range like 2..64") from None
-    if not counts:
-        raise UsageError("--devices needs at least one count")
-    for n in counts:
-        if n < 1 or n > MAX_DEVICES:
-            raise UsageError(f"--devices {n}: device counts must be between 1 and {MAX_DEVICES}")
-    return sorted(set(counts))
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit code 2), not the whole usage text."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"semcheck: usage error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(EXIT_INPUT)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="semcheck",
         description="Prove Pallas TPU kernels free of semaphore-id collisions, deadlocks and leaks.",
+        epilog="Exit codes: 0 all proved, 1 a property violated, 2 usage or input error, "
+        "3 something not proved (unknown or timeout).",
     )
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = p.add_subparsers(dest="command")
-    v = sub.add_parser("verify", help="verify the targets of a kernel file")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    v = sub.add_parser("verify", help="verify the targets of a kernel file",
+                       description="Verify the targets of a kernel file at one or more device counts.")
     v.add_argument("file", help="kernel.py or kernel.py::target")
-    v.add_argument("--devices", default=None, help="device counts: 2,4,8 or 2..64 (default: the target's)")
+    v.add_argument("--devices", default=None,
+                   help="device counts: 4, 2,4,8 or 2..64 (powers of two in the range); "
+                   "default: the target's own, else 2,4,8")
     v.add_argument("--cores", type=int, default=None, help="cores per device (default: the kernel's)")
-    v.add_argument("--dma-mode", default="all", help="hardware | eager | on_wait | all (default all)")
-    v.add_argument("--format", default="text", choices=["text", "json", "sarif"])
-    v.add_argument("--output", "-o", default=None, help="write the report here instead of stdout")
-    v.add_argument("--entry", default=None, help="name of a build-like function to verify")
-    v.add_argument("--timeout", type=float, default=300.0, help="seconds per device count (default 300)")
-    v.add_argument("--jobs", type=int, default=1, help="device counts verified in parallel")
+    v.add_argument("--dma-mode", default="all", choices=["hardware", "eager", "on_wait", "all"],
+                   help="semantics of DMAs: hardware (a real TPU), eager / on_wait (jax's interpret "
+                   "mode), or all three (default)")
+    v.add_argument("--format", default="text", choices=["text", "json", "sarif"],
+                   help="text for people (default), json (specs/report-schema.json) or sarif (2.1.0)")
+    v.add_argument("--output", "-o", default=None, metavar="FILE",
+                   help="write the report to FILE instead of stdout (written only when verification ran)")
+    v.add_argument("--entry", default=None, metavar="NAME", help="name of a build-like function to verify")
+    v.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="seconds per device count for importing, tracing and checking the kernel "
+                   "(semcheck's own start-up not counted); what is not decided in time is unknown "
+                   "(default 300)")
+    v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="device counts verified in parallel, each in its own process (default 1)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
     s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3")
     s.add_argument("rule")
     return p
 
 
-def _default_devices(path: str, target: str | None) -> list[int]:
-    # Read the decorator's devices without importing jax in this process.
-    import ast
+def _err_console():
+    from rich.console import Console
 
-    try:
-        tree = ast.parse(open(path, encoding="utf-8").read())
-    except (OSError, SyntaxError, ValueError):
-        return [2, 4, 8]  # the child reports the real problem
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and (target is None or node.name == target):
-            for dec in node.decorator_list:
-                if isinstance(dec, ast.Call) and getattr(dec.func, "attr", getattr(dec.func, "id", "")) == "target":
-                    for kw in dec.keywords:
-                        if kw.arg == "devices":
-                            try:
-                                return sorted({int(x) for x in ast.literal_eval(kw.value)})
-                            except (ValueError, TypeError):
-                                pass
-    return [2, 4, 8]
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def cmd_verify(args) -> int:
-    from rich.console import Console
-
     from semcheck import __version__
     from semcheck.checker import report
-    from semcheck.checker.verify import InputError, Request, modes_for, verify
+    from semcheck.checker.verify import (
+        InputError,
+        Request,
+        check_timeout,
+        modes_for,
+        parse_devices,
+        plan,
+        precheck_file,
+        relpaths,
+    )
 
-    err = Console(stderr=True, highlight=False)
+    err = _err_console()
     path, _, target = args.file.partition("::")
     target = target or None
     try:
-        if not os.path.isfile(path):
-            raise InputError("file-missing", f"no such kernel file: {path}")
-        if args.timeout <= 0:
-            raise UsageError("--timeout must be positive")
         if args.jobs < 1:
             raise UsageError("--jobs must be at least 1")
         if args.cores is not None and not 1 <= args.cores <= 8:
             raise UsageError("--cores must be between 1 and 8")
-        devices = parse_devices(args.devices) if args.devices else _default_devices(path, target)
-        modes = modes_for(args.dma_mode)
+        try:
+            check_timeout(args.timeout)
+            devices = parse_devices(args.devices) if args.devices is not None else None
+            modes = modes_for(args.dma_mode)
+        except InputError as e:
+            raise UsageError(e.message) from None
+        if args.output:
+            out_dir = os.path.dirname(os.path.abspath(args.output))
+            if not os.path.isdir(out_dir):
+                raise UsageError(f"--output {args.output}: no such directory {out_dir}")
+            if os.path.isdir(args.output):
+                raise UsageError(f"--output {args.output} is a directory")
+        precheck_file(path)
+        # With --entry NAME only that function is verified: its own @semcheck.target
+        # devices (if any) apply, not those of the file's other targets.
         reqs = [
-            Request(os.path.abspath(path), target, args.entry, n, args.cores, modes, args.timeout)
-            for n in devices
+            Request(os.path.abspath(path), target if args.entry else sel, args.entry, n, args.cores, modes,
+                    args.timeout)
+            for sel, counts in plan(path, target or args.entry, devices)
+            for n in counts
         ]
-        results = []
-        show_progress = args.format == "text" and err.is_terminal and len(reqs) > 1
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(verify, r, debug=args.debug) for r in reqs]
-            if show_progress:
-                from rich.progress import Progress
-
-                with Progress(console=err, transient=True) as prog:
-                    task = prog.add_task("verifying", total=len(futures))
-                    for f in futures:
-                        f.result()
-                        prog.advance(task)
-            for f in futures:
-                results.extend(f.result())
+        outcome = _run(reqs, args, err)
     except UsageError as e:
         err.print(f"semcheck: usage error: {e}", markup=False)
         return EXIT_INPUT
     except InputError as e:
-        where = f" ({e.loc.file}:{e.loc.line})" if e.loc is not None and e.loc.line else ""
-        err.print(f"semcheck: {e.code}: {e.message}{where}", markup=False)
-        return EXIT_UNKNOWN if e.code == "timeout" else EXIT_INPUT
+        if args.debug and e.debug_text:
+            err.print(e.debug_text.rstrip(), markup=False)
+        err.print(f"semcheck: {e.one_line()}", markup=False)
+        return EXIT_INPUT
+
+    results = outcome.results
+    for note in dict.fromkeys(outcome.notes):
+        where = f" ({note.loc.file}:{note.loc.line})" if note.loc is not None and note.loc.line else ""
+        if where and where[2:-1] in note.message:
+            where = ""
+        err.print(relpaths(f"semcheck: {note.code}: {note.message}{where}"), markup=False)
 
     if args.format == "json":
         text = report.dump_json(report.to_json(path, results))
@@ -149,16 +140,47 @@ def cmd_verify(args) -> int:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
         else:
-            print(text)
+            sys.stdout.write(text + "\n")
+    elif args.output:
+        from rich.console import Console
+
+        with open(args.output, "w", encoding="utf-8") as f:
+            report.render_text(Console(file=f, highlight=False, no_color=True, soft_wrap=True), path, results)
     else:
-        out = Console(file=open(args.output, "w", encoding="utf-8")) if args.output else Console(highlight=False)
-        report.render_text(out, path, results)
+        from rich.console import Console
+
+        report.render_text(Console(highlight=False), path, results)
+    code = exit_code(results)
+    if not results:
+        err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
+    return code
+
+
+def exit_code(results) -> int:
+    from semcheck.checker import report
+
     s = report.summary(results)
     if s["violated"]:
         return EXIT_VIOLATED
     if s["unknown"] or not results:
         return EXIT_UNKNOWN
     return EXIT_PROVED
+
+
+def _run(reqs, args, err):
+    """Run the sweep, with a progress bar on a terminal when there is more than one device count."""
+    from semcheck.checker.verify import run_sweep
+
+    if not (err.is_terminal and len(reqs) > 1):
+        return run_sweep(reqs, jobs=args.jobs, debug=args.debug)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    name = os.path.basename(reqs[0].path)
+    with Progress(TextColumn("[bold]verifying[/] {task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task(f"{name} at {', '.join(str(r.devices) for r in reqs)} devices", total=len(reqs))
+        return run_sweep(reqs, jobs=args.jobs, debug=args.debug,
+                         on_done=lambda _r: prog.advance(task))
 
 
 def cmd_spec(args) -> int:
@@ -176,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse already printed one line of usage
+    except SystemExit as e:  # --help, or a usage error already printed as one line
         return EXIT_INPUT if e.code else EXIT_PROVED
     if args.version:
         from semcheck import __version__
@@ -187,16 +209,27 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return cmd_verify(args)
         except KeyboardInterrupt:
+            from semcheck.checker.verify import kill_all
+
+            kill_all()
+            print("semcheck: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # `semcheck verify ... | head`
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
+            except OSError:
+                pass
             return EXIT_INPUT
         except Exception as e:  # noqa: BLE001 - one line unless --debug
             if args.debug:
                 raise
-            print(f"semcheck: internal error: {type(e).__name__}: {e} (rerun with --debug)", file=sys.stderr)
+            print(f"semcheck: internal-error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+                  file=sys.stderr)
             return EXIT_INPUT
     if args.command == "spec":
         return cmd_spec(args)
-    parser.print_help()
-    return EXIT_PROVED
+    parser.print_help(sys.stderr)
+    return EXIT_INPUT
 
 
 if __name__ == "__main__":

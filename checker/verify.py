@@ -2,19 +2,47 @@
 
 Importing and tracing run the user's code, so each device count is handled
 in a fresh child process (jax must be provisioned with enough host devices
-before it initialises) with a time limit; the child sends back plain data.
+before it initialises, and a kernel that hangs or crashes must not take
+semcheck with it). The child sends plain data back over a pipe, as it goes:
+
+    ("ready",)                      jax, z3 and semcheck are imported
+    ("targets", [name, ...])        the kernel file is imported
+    ("result", Result)              one target x DMA mode, all properties
+    ("unsupported", name, msg, loc) a target the front end cannot lower
+    ("done",)
+    ("input" | "crash", ..., traceback)   and nothing after it
+
+`--timeout` counts from "ready": semcheck's own start-up (importing jax) is
+not the user's time. When it runs out the child is killed and every
+(target, mode) it had not answered for becomes `unknown` -- never proved.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import math
 import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from semcheck.checker.verdict import PROPERTIES, Verdict, Witness
 from semcheck.model.ops import DMA_MODES, Loc
+
+STARTUP_LIMIT = 300.0
+"""Seconds a child may take to import jax, z3 and semcheck (not counted in --timeout)."""
+GRACE = 2.0
+"""At most this many seconds past --timeout (a tenth of it, at least half a second) the child
+gets to send the verdicts z3 gave up on before it is killed."""
+MAX_DEVICES = 1024
+DEFAULT_DEVICES = (2, 4, 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +59,7 @@ class Request:
 
 @dataclasses.dataclass
 class Result:
-    """Verdicts of one target x devices x mode, or the input error that prevented them."""
+    """Verdicts of one target x devices x mode."""
 
     target: str
     devices: int
@@ -41,86 +69,343 @@ class Result:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-class InputError(Exception):
-    """Bad input: the CLI prints one line and exits 2 (or 3 for `timeout`)."""
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """Why some verdicts are unknown without a property saying so: a timeout or an unsupported construct.
 
-    def __init__(self, code: str, message: str, loc: Loc | None = None) -> None:
+    The CLI prints each as one line on stderr; the verdicts carry the reason too.
+    """
+
+    code: str  # "timeout" | "unsupported"
+    message: str
+    devices: int
+    loc: Loc | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """Everything one device count produced."""
+
+    results: list[Result]
+    notes: list[Note] = dataclasses.field(default_factory=list)
+
+
+class InputError(Exception):
+    """Bad input: the CLI prints one line and exits 2."""
+
+    def __init__(self, code: str, message: str, loc: Loc | None = None, *, debug_text: str = "",
+                 file: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.loc = code, message, loc
+        self.debug_text = debug_text  # the child's traceback, shown with --debug
+        self.file = file  # the kernel file, named when neither the message nor loc does
+
+    def one_line(self) -> str:
+        where = ""
+        if self.loc is not None and self.loc.line:
+            if f"{self.loc.file}:{self.loc.line}" not in self.message:
+                where = f" ({self.loc.file}:{self.loc.line})"
+        elif self.file and os.path.basename(self.file) not in self.message:
+            where = f" ({self.file})"
+        return relpaths(f"{self.code}: {self.message}{where}")
 
 
-def check_program(program, mode: str, properties=PROPERTIES, *, timeout_ms: int = 30_000) -> list[Verdict]:
-    """All requested properties of one lowered program under one DMA mode."""
+def relpaths(text: str) -> str:
+    """Paths under the working directory as the user would type them."""
+    cwd = os.getcwd()
+    return text.replace(cwd + os.sep, "") if cwd != os.sep else text
+
+
+# --- the child --------------------------------------------------------------------
+
+
+def check_program(program, mode: str, properties=PROPERTIES, *, timeout_ms: int = 30_000,
+                  deadline: float | None = None) -> list[Verdict]:
+    """All requested properties of one lowered program under one DMA mode.
+
+    With a `deadline` (a `time.monotonic()` value) each property gets the time
+    left, and those reached after it are unknown without being tried.
+    """
     from semcheck.checker.properties import CHECKS
 
-    return [CHECKS[p](program, mode, timeout_ms=timeout_ms) for p in properties]
+    out = []
+    for p in properties:
+        budget = timeout_ms
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                out.append(Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked"))
+                continue
+            budget = max(1, min(timeout_ms, int(left * 1000)))
+        out.append(CHECKS[p](program, mode, timeout_ms=budget))
+    return out
 
 
-def _child(req: Request, conn) -> None:
-    """Runs in a fresh process: provision devices, trace, lower, check."""
+def _watch_parent(parent_pid: int) -> None:
+    """A child whose parent died (killed -9, say) must not linger."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def _child(req: Request, conn, parent_pid: int) -> None:
+    """Runs in a fresh process: provision devices, import, trace, lower, check."""
+    # The kernel's own prints must not end up in a JSON/SARIF report on stdout,
+    # and importing its neighbours must not leave __pycache__ in the user's tree.
+    os.dup2(2, 1)
+    sys.dont_write_bytecode = True
     try:
-        from semcheck.checker.frontend import load, provision_devices
+        os.setpgrp()  # so that the parent can kill whatever the kernel spawned too
+    except OSError:
+        pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    try:
+        from semcheck.checker.frontend import lower_target, provision_devices
+        from semcheck.checker.frontend.errors import Unsupported
+        from semcheck.checker.frontend.targets import load_targets
 
         provision_devices(req.devices)
-        t0 = time.perf_counter()
-        kernels = load(req.path, target=req.target, entry=req.entry, devices=req.devices, cores=req.cores)
-        t_lower = time.perf_counter() - t0
-        out = []
-        for k in kernels:
-            for mode in req.modes:
-                t1 = time.perf_counter()
-                verdicts = check_program(k.program, mode, req.properties,
-                                         timeout_ms=int(req.timeout * 1000))
-                out.append(Result(
-                    target=k.target if len(kernels) == 1 else f"{k.target}#{k.index}",
-                    devices=req.devices,
-                    dma_mode=mode,
-                    verdicts=verdicts,
-                    program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,
-                             "collective_id": k.program.collective_id},
-                    seconds={"trace_and_lower": round(t_lower, 4), "check": round(time.perf_counter() - t1, 4)},
-                ))
-        conn.send(("ok", out))
+        import jax  # noqa: F401 - start-up, not the user's time
+        import z3  # noqa: F401
+
+        import semcheck.checker.properties  # noqa: F401
+
+        conn.send(("ready",))
+        start = time.monotonic()
+        deadline = start + req.timeout
+        targets = load_targets(req.path, entry=req.entry, target=req.target)
+        conn.send(("targets", [t.name for t in targets]))
+        for t in targets:
+            t0 = time.monotonic()
+            try:
+                kernels = lower_target(t, req.devices, cores=req.cores)
+            except Unsupported as e:
+                conn.send(("unsupported", t.name, str(e), e.loc))
+                continue
+            t_lower = time.monotonic() - t0
+            for k in kernels:
+                name = t.name if len(kernels) == 1 else f"{t.name}#{k.index}"
+                for mode in req.modes:
+                    t1 = time.monotonic()
+                    verdicts = check_program(k.program, mode, req.properties,
+                                             timeout_ms=int(req.timeout * 1000), deadline=deadline)
+                    conn.send(("result", Result(
+                        target=name,
+                        devices=req.devices,
+                        dma_mode=mode,
+                        verdicts=verdicts,
+                        program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,
+                                 "collective_id": k.program.collective_id},
+                        seconds={"trace_and_lower": round(t_lower, 4),
+                                 "check": round(time.monotonic() - t1, 4)},
+                    )))
+        conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
         from semcheck.checker.frontend.errors import FrontendError
 
+        tb = traceback.format_exc()
         if isinstance(e, FrontendError):
-            conn.send(("input", (e.code, str(e), e.loc), traceback.format_exc()))
+            conn.send(("input", (e.code, str(e), e.loc), tb))
+        elif isinstance(e, SystemExit):
+            conn.send(("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb))
+        elif isinstance(e, KeyboardInterrupt):
+            conn.send(("input", ("interrupted", "interrupted", None), tb))
         else:
-            conn.send(("crash", (type(e).__name__, str(e)), traceback.format_exc()))
+            conn.send(("crash", (type(e).__name__, str(e)), tb))
     finally:
         conn.close()
 
 
-def verify(req: Request, *, debug: bool = False) -> list[Result]:
-    """Verify one kernel file at one device count, in a child process with a time limit."""
+# --- the parent -------------------------------------------------------------------
+
+_live: set[Any] = set()
+_live_lock = threading.Lock()
+
+
+def kill_all() -> None:
+    """Kill every child still running (Ctrl-C, or a sibling's input error)."""
+    with _live_lock:
+        procs = list(_live)
+    for p in procs:
+        _kill(p)
+
+
+def _kill(proc) -> None:
+    if proc.pid is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        try:
+            proc.kill()
+        except (OSError, ValueError):
+            pass
+
+
+def _exit_description(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def verify(req: Request, *, debug: bool = False) -> Outcome:
+    """Verify one kernel file at one device count, in a child process with a time limit.
+
+    Raises `InputError` when the kernel file cannot be verified at all
+    (it raised, has no targets, crashed the interpreter, ...). A timeout is
+    not an error: what had not been answered is `unknown`.
+    """
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(req, child), daemon=True)
-    proc.start()
+    proc = ctx.Process(target=_child, args=(req, child, os.getpid()), daemon=True)
+    with _live_lock:
+        proc.start()
+        _live.add(proc)
     child.close()
+    names: list[str] | None = None
+    results: list[Result] = []
+    notes: list[Note] = []
     try:
-        if not parent.poll(req.timeout):
-            raise InputError("timeout", f"tracing and checking took longer than --timeout {req.timeout:g}s")
-        msg = parent.recv()
-    except EOFError:
-        proc.join(1)
-        raise InputError(
-            "crashed", f"the process importing {req.path} died (exit code {proc.exitcode}) before answering"
-        ) from None
+        deadline = time.monotonic() + STARTUP_LIMIT
+        started = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not parent.poll(left):
+                if not started:
+                    notes.append(Note("timeout", f"semcheck's checker process did not start within "
+                                                 f"{STARTUP_LIMIT:g}s (is the machine overloaded?)", req.devices))
+                else:
+                    notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: "
+                                                 f"importing, tracing and checking took longer than --timeout "
+                                                 f"{req.timeout:g}s; the process was stopped", req.devices))
+                break
+            try:
+                msg = parent.recv()
+            except EOFError:
+                proc.join(5)
+                raise InputError(
+                    "crashed",
+                    f"the process verifying {req.path} at {req.devices} devices died "
+                    f"({_exit_description(proc.exitcode)}) before answering",
+                ) from None
+            kind = msg[0]
+            if kind == "ready":
+                started = True
+                deadline = time.monotonic() + req.timeout + min(GRACE, max(0.5, req.timeout / 10))
+            elif kind == "targets":
+                names = list(msg[1])
+            elif kind == "result":
+                results.append(msg[1])
+            elif kind == "unsupported":
+                _, name, text, loc = msg
+                text = text.removeprefix("unsupported ")
+                notes.append(Note("unsupported", text, req.devices, loc))
+                results.extend(_unknown_results(req, [name], f"unsupported {text}"))
+            elif kind == "done":
+                break
+            elif kind == "input":
+                code, text, loc = msg[1]
+                raise InputError(code, text, loc, debug_text=msg[2], file=req.path)
+            else:  # "crash": a semcheck bug, or the kernel broke semcheck's own machinery
+                name, text = msg[1]
+                raise InputError("internal-error", f"{name}: {text} (rerun with --debug for the traceback)",
+                                 debug_text=msg[2], file=req.path)
     finally:
         if proc.is_alive():
-            proc.kill()
+            _kill(proc)
+        with _live_lock:
+            _live.discard(proc)
         proc.join(5)
-    if msg[0] == "ok":
-        return msg[1]
-    if debug:
-        print(msg[2])
-    if msg[0] == "input":
-        code, text, loc = msg[1]
-        raise InputError(code, text, loc)
-    name, text = msg[1]
-    raise InputError("internal-error", f"internal error: {name}: {text} (rerun with --debug for the traceback)")
+        parent.close()
+    if notes and notes[-1].code == "timeout":
+        answered = {(r.target.split("#")[0], r.dma_mode) for r in results}
+        pending = names if names is not None else _guess_targets(req)
+        reason = f"timeout: not decided within --timeout {req.timeout:g}s"
+        for name in pending:
+            missing = tuple(m for m in req.modes if (name, m) not in answered)
+            if missing:
+                results.extend(_unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
+    return Outcome(results, notes)
+
+
+def _guess_targets(req: Request) -> list[str]:
+    """Target names of a file that timed out while being imported, read from its source."""
+    if req.target or req.entry:
+        return [req.target or req.entry]
+    declared = list(_declared_devices(req.path))
+    if declared:
+        return declared
+    try:
+        with open(req.path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        if any(isinstance(n, ast.FunctionDef) and n.name == "build" for n in tree.body):
+            return ["build"]
+    except (OSError, SyntaxError, ValueError):
+        pass
+    return ["*"]
+
+
+def _unknown_results(req: Request, names: Sequence[str], reason: str) -> list[Result]:
+    return [
+        Result(target=name, devices=req.devices, dma_mode=mode,
+               verdicts=[Verdict(p, "unknown", reason=reason) for p in req.properties])
+        for name in names
+        for mode in req.modes
+    ]
+
+
+# --- sweeps -----------------------------------------------------------------------
+
+
+def run_sweep(
+    requests: Sequence[Request],
+    *,
+    jobs: int = 1,
+    debug: bool = False,
+    on_done: Callable[[Request], None] | None = None,
+) -> Outcome:
+    """Verify several device counts, `jobs` at a time; results in request order.
+
+    The first input error (in request order, so the same one whatever
+    `jobs` is) stops the sweep: the other children are killed.
+    """
+    outcomes: list[Outcome | None] = [None] * len(requests)
+
+    def one(i: int) -> Outcome:
+        out = verify(requests[i], debug=debug)
+        outcomes[i] = out
+        if on_done is not None:
+            on_done(requests[i])
+        return out
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        futures = [pool.submit(one, i) for i in range(len(requests))]
+        for f in futures:
+            try:
+                f.result()
+            except InputError:
+                for g in futures:
+                    g.cancel()
+                kill_all()
+                raise
+    except BaseException:
+        kill_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    out = Outcome([])
+    for o in outcomes:
+        assert o is not None
+        out.results.extend(o.results)
+        out.notes.extend(o.notes)
+    return out
 
 
 def modes_for(arg: str) -> tuple[str, ...]:
@@ -131,4 +416,111 @@ def modes_for(arg: str) -> tuple[str, ...]:
     return (arg,)
 
 
-__all__ = ["Request", "Result", "InputError", "verify", "check_program", "modes_for", "Witness"]
+def parse_devices(text: str) -> list[int]:
+    """`2,4,8`, `2..64` (the powers of two in the range, and its ends) or one count."""
+    text = text.strip()
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split("..", 1))
+            if lo < 1 or hi < lo:
+                raise InputError("usage", f"--devices {text}: a range lo..hi needs 1 <= lo <= hi")
+            counts = {lo, hi} | {1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi}
+        else:
+            counts = {int(x) for x in text.split(",") if x.strip()}
+    except ValueError:
+        raise InputError("usage", f"--devices {text!r}: expected a count, a list like 2,4,8 "
+                                  "or a range like 2..64") from None
+    if not counts:
+        raise InputError("usage", "--devices needs at least one device count")
+    for n in sorted(counts):
+        if not 1 <= n <= MAX_DEVICES:
+            raise InputError("usage", f"--devices {n}: a device count must be between 1 and {MAX_DEVICES}")
+    return sorted(counts)
+
+
+def check_devices(devices: int | Sequence[int]) -> list[int]:
+    counts = [devices] if isinstance(devices, int) else list(devices)
+    if not counts:
+        raise InputError("usage", "no device counts given")
+    for n in counts:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_DEVICES:
+            raise InputError("usage", f"device count {n!r}: must be an integer between 1 and {MAX_DEVICES}")
+    return sorted(set(counts))
+
+
+def check_timeout(timeout: float) -> float:
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise InputError("usage", f"--timeout {timeout!r}: must be a positive number of seconds")
+    return float(timeout)
+
+
+def precheck_file(path: str) -> None:
+    """Problems that need no child process: a missing, unreadable or unparsable kernel file."""
+    if not os.path.exists(path):
+        raise InputError("file-missing", f"no such kernel file: {path}")
+    if not os.path.isfile(path):
+        raise InputError("file-missing", f"not a file: {path}")
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise InputError("file-unreadable", f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        text = (e.text or "").strip()
+        raise InputError("syntax-error", f"syntax error in kernel file {path}:{e.lineno}: {e.msg}",
+                         Loc(path, e.lineno or 0, text)) from None
+    except ValueError as e:  # NUL bytes
+        raise InputError("syntax-error", f"kernel file {path} is not Python source: {e}") from None
+
+
+def plan(path: str, target: str | None, devices: Sequence[int] | None) -> list[tuple[str | None, list[int]]]:
+    """Which (target selector, device counts) to verify.
+
+    Explicit `devices` apply to everything selected. Otherwise each
+    `@semcheck.target(devices=...)` brings its own counts, read from the
+    source without importing it (jax must not start in this process);
+    targets whose counts differ are verified separately.
+    """
+    if devices is not None:
+        return [(target, list(devices))]
+    declared = _declared_devices(path)
+    if target is not None:
+        return [(target, declared.get(target, list(DEFAULT_DEVICES)))]
+    if not declared or len({tuple(v) for v in declared.values()}) == 1:
+        return [(None, next(iter(declared.values())) if declared else list(DEFAULT_DEVICES))]
+    return [(name, counts) for name, counts in declared.items()]
+
+
+def _declared_devices(path: str) -> dict[str, list[int]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return {}
+    out: dict[str, list[int]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            call = dec if isinstance(dec, ast.Call) else None
+            func = call.func if call is not None else dec
+            if (getattr(func, "attr", None) or getattr(func, "id", None)) != "target":
+                continue
+            counts = list(DEFAULT_DEVICES)
+            for kw in call.keywords if call is not None else ():
+                if kw.arg == "devices":
+                    try:
+                        counts = sorted({int(x) for x in ast.literal_eval(kw.value)})
+                    except (ValueError, TypeError, SyntaxError):
+                        pass
+            out[node.name] = counts
+    return out
+
+
+__all__ = [
+    "Request", "Result", "Note", "Outcome", "InputError", "verify", "run_sweep", "check_program",
+    "modes_for", "parse_devices", "check_devices", "check_timeout", "precheck_file", "plan",
+    "kill_all", "relpaths", "Witness", "MAX_DEVICES", "DEFAULT_DEVICES",
+]
