@@ -40,7 +40,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
         w = v.witness
         out["witness"] = {
             "message": w.message,
-            "hint": w.hint,
+            "hint": w.hint or DEFAULT_HINTS.get(v.property, ""),
             "schedule": [list(a) for a in w.schedule],
             "blocked": [{"core": c, "pc": pc, "what": what} for c, pc, what in w.blocked],
             "locations": [_loc(loc) for loc in w.locs],
@@ -76,8 +76,22 @@ def summary(results: Sequence[Result]) -> dict[str, int]:
 
 
 def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, Any]:
+    """SARIF 2.1.0: one result per violated (level error) or unknown (level warning) verdict.
+
+    Proved verdicts produce no result. URIs are relative to the working
+    directory (run semcheck from the repository root for code-scanning
+    uploads). Each result's property bag says where it holds: target,
+    device count and DMA mode.
+    """
+    rule_ids = list(RULE_HELP)
     rules = [
-        {"id": p, "shortDescription": {"text": text}, "helpUri": "specs/semantics.md"}
+        {
+            "id": p,
+            "name": "".join(w.capitalize() for w in p.split("-")),
+            "shortDescription": {"text": text},
+            "help": {"text": f"{text} Typical fix: {DEFAULT_HINTS[p]}."},
+            "defaultConfiguration": {"level": "error"},
+        }
         for p, text in RULE_HELP.items()
     ]
     sarif_results = []
@@ -88,10 +102,14 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
             w = v.witness
             locs = [loc for loc in (w.locs if w else ()) if loc and loc.line > 0]
             text = (w.message if w else v.reason) + f" [{r.target}, {r.devices} devices, {r.dma_mode}]"
+            hint = hint_for(v)
+            if hint:
+                text += f" Hint: {hint}."
             res: dict[str, Any] = {
                 "ruleId": v.property,
+                "ruleIndex": rule_ids.index(v.property),
                 "level": "error" if v.verdict == "violated" else "warning",
-                "message": {"text": text},
+                "message": {"text": _rel(text)},
             }
             loc = locs[0] if locs else None
             res["locations"] = [
@@ -113,6 +131,12 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
                     }
                     for i, o in enumerate(locs[1:])
                 ]
+            res["properties"] = {
+                "target": r.target,
+                "devices": r.devices,
+                "dmaMode": r.dma_mode,
+                "verdict": v.verdict,
+            }
             sarif_results.append(res)
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -123,7 +147,6 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
                     "driver": {
                         "name": "semcheck",
                         "version": version,
-                        "informationUri": "https://github.com/semcheck/semcheck",
                         "rules": rules,
                     }
                 },
@@ -134,11 +157,15 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
 
 
 def _uri(file: str) -> str:
+    """A relative (to the working directory) or absolute URI reference for a kernel file."""
+    from urllib.parse import quote
+
     try:
         rel = os.path.relpath(file)
     except ValueError:
         rel = file
-    return rel if not rel.startswith("..") else file
+    path = rel if not rel.startswith("..") else os.path.abspath(file)
+    return quote(path.replace(os.sep, "/"), safe="/:@-._~")
 
 
 def _rel(text: str) -> str:
@@ -146,49 +173,192 @@ def _rel(text: str) -> str:
     return text.replace(os.getcwd() + os.sep, "")
 
 
+# --- text --------------------------------------------------------------------------
+
+DEFAULT_HINTS = {
+    "id-disjoint": "choose a collective_id below 2000 (internal ids start at 2000)",
+    "id-int16": "ids are never freed: allocate semaphores outside loops",
+    "id-agreement": "allocate scoped semaphores in the same order on every device and core",
+    "deadlock-free": "each blocked wait needs signals some schedule always delivers: check the wait's "
+    "count and the device_id / core_index of the signals and DMAs meant for it",
+    "exit-balance": "every signal and DMA needs a matching wait before the kernel exits",
+    "dma-bytes": "wait on each copy's own descriptor, for its own size",
+}
+
+UNKNOWN_HINTS = {
+    "timeout": "not decided in time: raise --timeout, or verify fewer device counts at once (--devices)",
+    "fails": "a run can fail inside the interpreter (see the violated properties): fix that first, "
+    "then this property can be decided",
+    "deadlocks": "the kernel deadlocks (see deadlock-free): fix that first",
+    "encoding": "semcheck cannot decide this for this kernel yet (the reason names the construct); "
+    "--dma-mode hardware may still decide it",
+    "unsupported": "the front end cannot lower this construct faithfully, so nothing is claimed",
+    "other": "semcheck could not decide this property: the reason says why",
+}
+
+
+def unknown_kind(reason: str) -> str:
+    """A coarse class of an unknown verdict's reason, for grouping and hints."""
+    r = reason.lower()
+    if r.startswith("timeout") or "z3 gave up: timeout" in r or "canceled" in r:
+        return "timeout"
+    if r.startswith("unsupported"):
+        return "unsupported"
+    if "program can fail" in r:
+        return "fails"
+    if "deadlocks" in r:
+        return "deadlocks"
+    if "outside the encoding" in r or "not static" in r:
+        return "encoding"
+    return "other"
+
+
+def hint_for(v: Verdict) -> str:
+    if v.verdict == "violated":
+        return (v.witness.hint if v.witness is not None and v.witness.hint else DEFAULT_HINTS.get(v.property, ""))
+    if v.verdict == "unknown":
+        return UNKNOWN_HINTS[unknown_kind(v.reason)]
+    return ""
+
+
+def _configs(results: Sequence[Result]) -> list[tuple[str, int, str, list[Verdict]]]:
+    return [(r.target, r.devices, r.dma_mode, list(r.verdicts)) for r in results]
+
+
+def _worst(verdicts: Sequence[Verdict]) -> str:
+    kinds = {v.verdict for v in verdicts}
+    return "violated" if "violated" in kinds else "unknown" if "unknown" in kinds else "proved"
+
+
+def _config_summary(verdicts: Sequence[Verdict]) -> str:
+    parts = []
+    for kind in ("violated", "unknown"):
+        names = [v.property for v in verdicts if v.verdict == kind]
+        if names and len(names) == len(verdicts) > 1:
+            return f"all {len(names)} properties {kind}"
+        if names:
+            parts.append(f"{', '.join(names)} {kind}")
+    n = sum(v.verdict == "proved" for v in verdicts)
+    if not parts:
+        return f"all {n} properties proved" if n != 1 else "proved"
+    if n:
+        parts.append(f"{n} proved")
+    return "; ".join(parts)
+
+
+def _where(configs: Sequence[tuple[int, str]]) -> str:
+    by_devices: dict[int, list[str]] = {}
+    for n, mode in configs:
+        by_devices.setdefault(n, []).append(mode)
+    return ", ".join(f"{n} devices ({', '.join(modes)})" for n, modes in by_devices.items())
+
+
+def _header(path: str, results: Sequence[Result]) -> str:
+    targets = list(dict.fromkeys(r.target for r in results))
+    devices = sorted({r.devices for r in results})
+    modes = list(dict.fromkeys(r.dma_mode for r in results))
+    return (f"{path}: {'target' if len(targets) == 1 else 'targets'} {', '.join(targets)}; "
+            f"{', '.join(map(str, devices))} devices; DMA {'mode' if len(modes) == 1 else 'modes'} "
+            f"{', '.join(modes)}")
+
+
 def render_text(console, path: str, results: Sequence[Result]) -> None:
-    """One line per target x configuration x property, then each violation and unknown in detail."""
+    """What a person reads: one line per configuration, then each problem once, in detail.
+
+    A configuration is a target x device count x DMA mode. A violated or
+    unknown property found at several configurations is shown in full at the
+    first (smallest) one, with the others listed under it. Colour and
+    Unicode marks on a terminal, plain ASCII marks otherwise.
+    """
     from rich.text import Text
 
     plain = not console.is_terminal
-    for r in results:
-        for v in r.verdicts:
-            mark = PLAIN_MARK[v.verdict] if plain else MARK[v.verdict]
-            extra = ""
-            if v.verdict == "violated" and v.witness:
-                extra = f"  {v.witness.message}"
+    marks = PLAIN_MARK if plain else MARK
+    rule_chars = "-" if plain else "─"
+
+    def say(text: str, style: str = "") -> None:
+        console.print(Text(_rel(text), style=style), soft_wrap=True, highlight=False)
+
+    if results:
+        say(_header(path, results), "bold")
+    width = max((len(r.target) for r in results), default=0)
+    mark_width = max(len(m) for m in marks.values())
+    for target, n, mode, verdicts in _configs(results):
+        worst = _worst(verdicts)
+        line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
+        line.append(f"{target:<{width}}  devices={n:<4} {mode:<8}  ")
+        line.append(_config_summary(verdicts), style=STYLE[worst] if worst != "proved" else "")
+        console.print(line, soft_wrap=True, highlight=False)
+
+    # Each problem once. A violation: per (target, property). Unknowns: per
+    # (target, kind of reason), listing the properties -- a timeout or a
+    # failing run leaves several undecided for the same reason.
+    groups: dict[tuple[str, str, str], list[tuple[int, str, Verdict]]] = {}
+    for target, n, mode, verdicts in _configs(results):
+        for v in verdicts:
+            if v.verdict == "violated":
+                groups.setdefault((target, "violated", v.property), []).append((n, mode, v))
             elif v.verdict == "unknown":
-                extra = f"  {v.reason}"
-            line = Text(f"{mark} ", style=STYLE[v.verdict])
-            line.append(f"{r.target} devices={r.devices} {r.dma_mode:<8} {v.property:<14}{_rel(extra)}")
-            console.print(line, no_wrap=True, overflow="ellipsis", highlight=False)
-    for r in results:
-        for v in r.verdicts:
-            if v.verdict != "violated" or v.witness is None:
-                continue
-            w = v.witness
-            console.print()
-            console.rule(f"[bold red]{v.property}[/] violated: {r.target}, {r.devices} devices, {r.dma_mode}")
-            console.print(_rel(w.message), highlight=False, markup=False)
-            timeline = w.details.get("timeline")
-            if timeline:
-                console.print("Timeline (last steps of each involved device):", highlight=False)
-                for dev in timeline:
-                    console.print(f"  device {dev['device']}:", highlight=False)
-                    for ev in dev["events"]:
-                        console.print(f"    {_rel(ev)}", highlight=False, markup=False)
-            for c, pc, what in w.blocked:
-                console.print(f"  blocked: core {c} op {pc}: {what}", highlight=False, markup=False)
-            for loc in dict.fromkeys(w.locs):
-                if loc.line:
-                    console.print(f"  at {_rel(loc.file)}:{loc.line}: {loc.text.strip()}", highlight=False, markup=False)
-            if w.hint:
-                console.print(f"[bold]hint:[/] {w.hint}", highlight=False)
+                groups.setdefault((target, "unknown", unknown_kind(v.reason)), []).append((n, mode, v))
+    order = {p: i for i, p in enumerate(RULE_HELP)}
+
+    def first_property(key) -> int:
+        return min(order.get(v.property, 99) for _, _, v in groups[key])
+
+    for key in sorted(groups, key=lambda k: (k[1] != "violated", first_property(k))):
+        target, kind, _ = key
+        entries = sorted(groups[key], key=lambda c: c[0])  # stable: mode order kept per device count
+        n, mode, v = entries[0]
+        props = list(dict.fromkeys(e[2].property for e in sorted(entries, key=lambda e: order.get(e[2].property, 99))))
+        others = list(dict.fromkeys((m, d) for m, d, _ in entries if (m, d) != (n, mode)))
+        console.print()
+        shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
+        title = Text(f"{marks[kind]} {shown} {kind}", style=STYLE[kind])
+        title.append(f": {target}, {n} devices, {mode}")
+        console.rule(title, characters=rule_chars, align="left")
+        if kind == "violated" and v.witness is not None:
+            _witness(console, say, v.witness)
+        else:
+            same = [e[2] for e in entries if (e[0], e[1]) == (n, mode)]
+            reasons = list(dict.fromkeys(u.reason for u in same))
+            if len(reasons) == 1:
+                say(reasons[0])
+            else:
+                for u in same:
+                    say(f"{u.property}: {u.reason}")
+        if len(props) >= 3:
+            say(f"properties: {', '.join(props)}")
+        if others:
+            say(f"also {kind} at: {_where(others)}", "dim")
+        hint = hint_for(v)
+        if hint:
+            line = Text("hint: ", style="bold")
+            line.append(_rel(hint))
+            console.print(line, soft_wrap=True, highlight=False)
+
     s = summary(results)
+    worst = "violated" if s["violated"] else "unknown" if s["unknown"] or not results else "proved"
     console.print()
-    console.print(
-        f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown", highlight=False
-    )
+    line = Text(f"{marks[worst]} ", style=STYLE[worst])
+    line.append(f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown",
+                style="bold" if not plain else "")
+    console.print(line, soft_wrap=True, highlight=False)
+
+
+def _witness(console, say, w) -> None:
+    say(w.message)
+    timeline = w.details.get("timeline")
+    if timeline:
+        say("timeline (last steps of each involved device; >> marks where it stops):")
+        for dev in timeline:
+            say(f"  device {dev['device']}:")
+            for ev in dev["events"]:
+                say(f"    {ev}", "dim" if ">>" not in ev else "")
+    for c, pc, what in w.blocked:
+        say(f"  blocked: core {c} op {pc}: {what}")
+    for loc in dict.fromkeys(w.locs):
+        if loc is not None and loc.line:
+            say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
 
 
 def dump_json(obj: dict[str, Any]) -> str:
