@@ -1,0 +1,270 @@
+"""semcheck in a test suite: `assert_verified`, and a pytest plugin.
+
+In a test::
+
+    from semcheck.testing import assert_verified
+
+    def test_ring_kernel():
+        assert_verified("kernels/ring.py", devices=(2, 4))
+
+Or let pytest collect kernels itself (`pytest --semcheck`): in any test
+module, every module-level function decorated with `@semcheck.target`
+becomes one test per device count, and a module-level list
+
+    semcheck_targets = ["../kernels/ring.py", "../kernels/pipeline.py::fast"]
+
+(paths relative to that test module) adds the targets of those files. The
+tests are named `ring[devices=2]` and `semcheck[kernels/ring.py-devices=2]`
+and carry the marker `semcheck` (`pytest --semcheck -m semcheck` runs only
+them). Without `--semcheck` the plugin adds nothing. Options:
+
+    --semcheck                 collect semcheck targets as tests
+    --semcheck-devices 2,4     device counts (default, as `semcheck verify`:
+                               each target's own `devices=`, else 2,4,8)
+    --semcheck-dma-mode MODE   hardware | eager | on_wait | all (default all)
+    --semcheck-timeout S       seconds per device count (default 300)
+
+Each device count is verified in its own process (as the CLI does), so the
+test process's jax is never touched.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from semcheck._target import TARGET_ATTR
+
+DEFAULT_DEVICES = (2, 4)
+_CLI_DEFAULT_DEVICES = (2, 4, 8)  # what `semcheck verify` uses for a target that declares none
+
+
+class VerificationError(AssertionError):
+    """A kernel was not proved: something violated or unknown, or it could not be verified at all.
+
+    `report` is the JSON report (specs/report-schema.json), or None when the
+    kernel file could not be verified (`code` then says why, e.g.
+    "kernel-raised", "no-targets", "crashed").
+    """
+
+    def __init__(self, message: str, report: dict[str, Any] | None = None, code: str | None = None):
+        super().__init__(message)
+        self.report = report
+        self.code = code
+
+
+def _resolve(path_or_target: Any) -> tuple[str, str | None]:
+    """(absolute kernel file, target selector or None)."""
+    if isinstance(path_or_target, (str, os.PathLike)):
+        text = os.fspath(path_or_target)
+        file, sep, name = text.partition("::")
+        return os.path.abspath(file), (name or None) if sep else None
+    if callable(path_or_target):
+        fn = inspect.unwrap(path_or_target)
+        qualname = getattr(fn, "__qualname__", "")
+        name = getattr(fn, "__name__", "")
+        if not name or qualname != name:
+            raise TypeError(
+                f"assert_verified needs a module-level function (its file is imported afresh in another "
+                f"process), not {qualname or fn!r}"
+            )
+        file = inspect.getsourcefile(fn)
+        if file is None:
+            raise TypeError(f"cannot find the source file of {name}")
+        return os.path.abspath(file), name
+    raise TypeError(f"expected a kernel file path, 'file.py::target' or a target function, not {path_or_target!r}")
+
+
+def verify_target(
+    path_or_target: Any,
+    devices: int | Iterable[int] = DEFAULT_DEVICES,
+    dma_mode: str = "all",
+    properties: Sequence[str] | None = None,
+    *,
+    timeout: float = 300.0,
+    cores: int | None = None,
+    entry: str | None = None,
+    jobs: int = 1,
+) -> tuple[dict[str, Any], str, int]:
+    """Verify and return (JSON report, text report, exit code as the CLI would give it).
+
+    Raises `VerificationError` when the kernel file cannot be verified at all,
+    and `ValueError` / `TypeError` for bad arguments.
+    """
+    from semcheck.checker import report
+    from semcheck.checker.cli import exit_code
+    from semcheck.checker.verdict import PROPERTIES
+    from semcheck.checker.verify import (
+        InputError,
+        Request,
+        check_devices,
+        check_timeout,
+        modes_for,
+        precheck_file,
+        run_sweep,
+    )
+
+    path, target = _resolve(path_or_target)
+    try:
+        counts = check_devices(list(devices) if not isinstance(devices, int) else devices)
+        modes = modes_for(dma_mode)
+        check_timeout(timeout)
+    except InputError as e:
+        raise ValueError(e.message) from None
+    props = tuple(PROPERTIES) if properties is None else tuple(properties)
+    unknown_props = [p for p in props if p not in PROPERTIES]
+    if unknown_props or not props:
+        raise ValueError(f"properties must be a non-empty subset of {', '.join(PROPERTIES)}; "
+                         f"got {', '.join(unknown_props) or 'none'}")
+    label = path + (f"::{target}" if target else "")
+    try:
+        precheck_file(path)
+        reqs = [Request(path, target, entry, n, cores, modes, float(timeout), props) for n in counts]
+        outcome = run_sweep(reqs, jobs=jobs)
+    except InputError as e:
+        raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
+    data = report.to_json(path, outcome.results)
+    buf = io.StringIO()
+    from rich.console import Console
+
+    console = Console(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True)
+    for note in outcome.notes:
+        console.print(f"semcheck: {note.code}: {note.message}", markup=False)
+    report.render_text(console, path, outcome.results)
+    return data, buf.getvalue(), exit_code(outcome.results)
+
+
+def assert_verified(
+    path_or_target: Any,
+    devices: int | Iterable[int] = DEFAULT_DEVICES,
+    dma_mode: str = "all",
+    properties: Sequence[str] | None = None,
+    *,
+    timeout: float = 300.0,
+    cores: int | None = None,
+    entry: str | None = None,
+    jobs: int = 1,
+) -> dict[str, Any]:
+    """Assert that every property of a kernel is proved; return the JSON report.
+
+    `path_or_target` is a kernel file (`"kernels/ring.py"`), one target of it
+    (`"kernels/ring.py::ring"`) or a module-level `@semcheck.target`
+    function. `devices` are the device counts, `dma_mode` one of hardware,
+    eager, on_wait or all, `properties` a subset of the property ids (all by
+    default). Raises `VerificationError` (an `AssertionError`) carrying the
+    text report when anything is violated or unknown, or when the kernel
+    cannot be verified at all.
+    """
+    data, text, code = verify_target(path_or_target, devices, dma_mode, properties,
+                                     timeout=timeout, cores=cores, entry=entry, jobs=jobs)
+    if code != 0:
+        s = data["summary"]
+        head = (f"semcheck did not prove {data['file']}: {s['violated']} violated, "
+                f"{s['unknown']} unknown, {s['proved']} proved")
+        raise VerificationError(f"{head}\n\n{text}", report=data, code="violated" if code == 1 else "unknown")
+    return data
+
+
+# --- the pytest plugin --------------------------------------------------------------
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - the plugin needs pytest, assert_verified does not
+    pytest = None  # type: ignore[assignment]
+
+
+if pytest is not None:
+
+    def pytest_addoption(parser: Any) -> None:
+        group = parser.getgroup("semcheck", "semcheck: verify Pallas TPU kernels")
+        group.addoption("--semcheck", action="store_true", default=False,
+                        help="collect @semcheck.target functions and semcheck_targets lists as tests")
+        group.addoption("--semcheck-devices", default=None, metavar="COUNTS",
+                        help="device counts, e.g. 2,4 or 2..16 (default: each target's own, else 2,4,8)")
+        group.addoption("--semcheck-dma-mode", default="all", choices=["hardware", "eager", "on_wait", "all"],
+                        help="DMA semantics to verify under (default all)")
+        group.addoption("--semcheck-timeout", type=float, default=300.0, metavar="S",
+                        help="seconds per device count (default 300)")
+
+    def pytest_configure(config: Any) -> None:
+        config.addinivalue_line("markers", "semcheck: a kernel verified by semcheck (collected by --semcheck)")
+
+    class SemcheckItem(pytest.Item):
+        """One kernel target at one device count."""
+
+        def __init__(self, *, spec: str, devices: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.spec = spec
+            self.devices = devices
+            self.add_marker("semcheck")
+
+        def runtest(self) -> None:
+            opt = self.config.getoption
+            assert_verified(self.spec, devices=(self.devices,), dma_mode=opt("semcheck_dma_mode"),
+                            timeout=opt("semcheck_timeout"))
+
+        def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+            if isinstance(excinfo.value, VerificationError):
+                return str(excinfo.value)
+            return super().repr_failure(excinfo)
+
+        def reportinfo(self) -> tuple[Any, int | None, str]:
+            return self.path, None, f"semcheck {self.spec} at {self.devices} devices"
+
+    def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
+        from semcheck.checker.verify import InputError, parse_devices
+
+        text = config.getoption("semcheck_devices")
+        if text:
+            try:
+                return parse_devices(text)
+            except InputError as e:
+                raise pytest.UsageError(f"--semcheck-devices: {e.message}") from None
+        return sorted(set(declared)) if declared else list(_CLI_DEFAULT_DEVICES)
+
+    def _items_for_function(collector: Any, name: str, fn: Callable[..., Any]) -> list[Any]:
+        marker = getattr(fn, TARGET_ATTR)
+        path = os.path.abspath(str(collector.path))
+        return [
+            SemcheckItem.from_parent(collector, name=f"{name}[devices={n}]", spec=f"{path}::{fn.__name__}",
+                                     devices=n)
+            for n in _counts(collector.config, marker.get("devices"))
+        ]
+
+    def _items_for_list(collector: Any, entries: Any) -> list[Any]:
+        from semcheck.checker.verify import plan
+
+        if isinstance(entries, (str, os.PathLike)) or not isinstance(entries, Iterable):
+            raise pytest.UsageError(f"{collector.path}: semcheck_targets must be a list of kernel paths")
+        base = os.path.dirname(os.path.abspath(str(collector.path)))
+        items = []
+        for entry in entries:
+            text = os.fspath(entry)
+            file, _, selector = text.partition("::")
+            path = os.path.normpath(os.path.join(base, file))
+            explicit = collector.config.getoption("semcheck_devices")
+            groups = plan(path, selector or None, None) if not explicit else [(selector or None, None)]
+            for sel, declared in groups:
+                shown = file + (f":{sel}" if sel else "")
+                spec = path + (f"::{sel}" if sel else "")
+                for n in _counts(collector.config, declared):
+                    items.append(SemcheckItem.from_parent(collector, name=f"semcheck[{shown}-devices={n}]",
+                                                          spec=spec, devices=n))
+        return items
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(collector: Any, name: str, obj: Any) -> Any:
+        if not collector.config.getoption("semcheck", default=False) or not isinstance(collector, pytest.Module):
+            return None
+        if name == "semcheck_targets":
+            return _items_for_list(collector, obj)
+        marker = getattr(obj, TARGET_ATTR, None) if callable(obj) else None
+        if isinstance(marker, dict) and getattr(obj, "__module__", None) == collector.obj.__name__:
+            return _items_for_function(collector, name, obj)
+        return None
+
+
+__all__ = ["assert_verified", "verify_target", "VerificationError"]
