@@ -18,8 +18,10 @@ exit-balance
 
     The witness details also give, per device, the interpreter's expected
     warning `Semaphore N has non-zero count for D (global core G) at kernel
-    exit: C` (EXIT-1): "never", "may" or "must". "may" is witnessed by a run
-    in which the device's exit check sees a non-zero count: the other cores
+    exit: C` (EXIT-1): "never", "may" or "must" (or "unknown"); with "may",
+    `not_must` says whether a run without the warning is proved to exist.
+    "may" is witnessed by a run in which the device's exit check sees a
+    non-zero count: the other cores
     run as far as they can while the checking core is frozen just before its
     check (in eager and hardware mode this maximises every count, so "never"
     is exact when that run sees only zeros). "must" is proved by the
@@ -98,8 +100,13 @@ def _precondition(prop: str, program: Program, mode: DmaMode, low: Lowered, stat
     return None, sp
 
 
-def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, warnings: bool = True) -> Verdict:
-    """PROP-5 (see the module docstring). `warnings=False` skips the per-device warning analysis."""
+def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, warnings: bool = True,
+                 must_max_ops: int = 5_000) -> Verdict:
+    """PROP-5 (see the module docstring).
+
+    `warnings=False` skips the per-device warning analysis; the "must" query
+    (timestamped, cubic for rings) is only attempted up to `must_max_ops` operations.
+    """
     prop = "exit-balance"
     t0 = time.perf_counter()
     low = lower(program, mode)
@@ -127,7 +134,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]
-    device_warn = _warnings(program, mode, low, excess, timeout_ms) if warnings else {}
+    device_warn = _warnings(program, mode, low, excess, timeout_ms, must_max_ops) if warnings else {}
     lines = [f"{c['semaphore']} on core {c['core']}: receives {c['contributed']}, waits for {c['waited']}"
              for c in counters]
     msg = "unbalanced at exit: " + "; ".join(lines[:4]) + (f" (+{len(lines) - 4} more)" if len(lines) > 4 else "")
@@ -162,7 +169,7 @@ def _exit_checks(program: Program) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeout_ms: int) -> dict:
+def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeout_ms: int, must_max_ops: int) -> dict:
     """Per device with unbalanced counters: 'never' | 'may' | 'must' | 'unknown' (+ an example line)."""
     topo = program.topology
     out = {}
@@ -187,7 +194,9 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeo
             may = False if mode != "on_wait" else None
         # must: no reachable configuration at the check with all of them zero (timestamped encoding)
         must = None
-        if may is not False:
+        if may is not False and program.num_ops > must_max_ops:
+            entry["note"] = f"must not decided: {program.num_ops} operations exceed the timestamped query's limit"
+        elif may is not False:
             try:
                 enc = Timestamped(low, terminal=False)
                 s = z3.SolverFor("QF_LIA")
@@ -210,6 +219,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeo
             entry["behaviour"] = "must"
         elif may:
             entry["behaviour"] = "may"
+            entry["not_must"] = must is False  # some run prints nothing (decided, outside on_wait)
         elif may is False:
             entry["behaviour"] = "never"
         else:

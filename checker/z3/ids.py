@@ -83,6 +83,7 @@ class IdModel:
         self.events: dict[tuple[int, int], object] = {}
         self.constraints = []
         self.free_orders = 0
+        static = {(e.issuer, e.pos): e for e in (low.sem_events if what == "semaphore" else low.buffer_events)}
         for core, evs in per_core.items():
             for a, i, op in evs:
                 if (a, i) not in self.n:
@@ -102,7 +103,7 @@ class IdModel:
                     self.base[(core, a, i)] = first + z3.Sum(terms) if terms else z3.IntVal(first)
             else:
                 acc = []
-                for a, i, op in sorted(evs, key=lambda e: _static_base(low, what, core, e)):
+                for a, i, op in sorted(evs, key=lambda e: static[(e[0], e[1])].bases[core]):
                     self.base[(core, a, i)] = first + z3.Sum(acc) if acc else z3.IntVal(first)
                     acc.append(self.n[(a, i)])
 
@@ -126,14 +127,6 @@ class IdModel:
             if core == a:
                 out.append(((a, i), b + self.n[(a, i)] - 1 > INT16_MAX))
         return out
-
-
-def _static_base(low: Lowered, what: str, core: int, ev) -> int:
-    events = low.sem_events if what == "semaphore" else low.buffer_events
-    for e in events:
-        if (e.issuer, e.pos) == (ev[0], ev[1]):
-            return e.bases[core]
-    raise EncodingBug(f"no static base for {ev[:2]} on core {core}")
 
 
 # --- symbolic sizes -------------------------------------------------------------------
