@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from semcheck.model.ops import AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, GetBarrierSem, Program, Signal, Wait
+from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, GetBarrierSem, Program, Signal, Wait
 from semcheck.model.run import classify
 from semcheck.model.state import Actor, Outcome, State
 from semcheck.model.step import enabled, step, target_core
@@ -131,10 +131,26 @@ def _exit_checked(program: Program, state: State, core: int) -> bool:
     return not any(isinstance(op, ExitCheck) for op in ops[state.pcs[first]:])
 
 
+def _barrier_used_before_fetched(program: Program) -> bool:
+    """Whether some core looks the barrier semaphore up before its own GetBarrierSem.
+
+    Such a lookup races with other cores' insertions of the collective id
+    (an unknown id, or not, depending on the schedule).
+    """
+    for ops in program.cores:
+        for op in ops:
+            if isinstance(op, GetBarrierSem):
+                break
+            refs = [getattr(op, "sem", None), getattr(op, "dst_sem", None), getattr(op, "src_sem", None)]
+            if any(r is not None and r.label == BARRIER for r in refs):
+                return True
+    return False
+
+
 def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduce: bool = True) -> Exploration:
     """RUN-4: all terminal outcomes of `program` under `mode`, each with a witness schedule."""
     cid = program.collective_id
-    racy_cid = cid is not None and cid in _static_internal_ids(program)
+    racy_cid = cid is not None and (cid in _static_internal_ids(program) or _barrier_used_before_fetched(program))
     init = State.initial(program)
     parent: dict[State, tuple[State, Actor] | None] = {init: None}
     stack = [init]

@@ -307,4 +307,5 @@ def fast_run(
         warnings=tuple(warnings),
         failures=tuple(failure),
     )
-    return classify(program, mode, state, tuple(schedule))
+    frozen = frozenset(c for c, i in freeze.items() if pcs[c] == i)
+    return classify(program, mode, state, tuple(schedule), frozen)

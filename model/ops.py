@@ -229,11 +229,20 @@ class Program:
     name: str = "program"
 
     def __post_init__(self) -> None:
+        """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""
         if len(self.cores) != self.topology.num_cores:
             raise ValueError(
                 f"program has {len(self.cores)} core programs for "
                 f"{self.topology.num_cores} cores"
             )
+        parties: dict[str, frozenset[int]] = {}
+        for core, ops in enumerate(self.cores):
+            for op in ops:
+                if isinstance(op, Barrier):
+                    if parties.setdefault(op.name, op.participants) != op.participants:
+                        raise ValueError(f"barrier {op.name!r} has two different participant sets")
+                    if core not in op.participants:
+                        raise ValueError(f"core {core} waits at barrier {op.name!r} without taking part")
 
     @property
     def num_ops(self) -> int:

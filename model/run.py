@@ -10,15 +10,22 @@ from semcheck.model.state import Actor, Blocked, Outcome, State
 from semcheck.model.step import enabled, halted, step
 
 
-def blocked_cores(program: Program, mode: DmaMode, state: State) -> tuple[Blocked, ...]:
-    """The unfinished cores of a terminal state, each with the op it is stuck at."""
+def blocked_cores(
+    program: Program, mode: DmaMode, state: State, frozen: frozenset[int] = frozenset()
+) -> tuple[Blocked, ...]:
+    """The unfinished cores of a terminal state, each with the op it is stuck at.
+
+    `frozen` cores were stopped on purpose (`fast_run(freeze=...)`).
+    """
     out = []
     for core, pc in enumerate(state.pcs):
         ops = program.cores[core]
         if pc >= len(ops):
             continue
         op = ops[pc]
-        if halted(program, state, core):
+        if core in frozen:
+            reason = "frozen"
+        elif halted(program, state, core):
             reason = "halted by failure"
         elif isinstance(op, Wait):
             reason = f"waits for {op.value} on {op.sem}"
@@ -30,9 +37,15 @@ def blocked_cores(program: Program, mode: DmaMode, state: State) -> tuple[Blocke
     return tuple(out)
 
 
-def classify(program: Program, mode: DmaMode, state: State, schedule: tuple[Actor, ...] = ()) -> Outcome:
+def classify(
+    program: Program,
+    mode: DmaMode,
+    state: State,
+    schedule: tuple[Actor, ...] = (),
+    frozen: frozenset[int] = frozenset(),
+) -> Outcome:
     """RUN-2: name a terminal state: error (a failure), deadlock (an unfinished core), or completed."""
-    blocked = blocked_cores(program, mode, state)
+    blocked = blocked_cores(program, mode, state, frozen)
     if state.failure is not None:
         kind = "error"
     elif blocked:
