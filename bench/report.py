@@ -27,7 +27,12 @@ LONG = {
 
 
 def _index(records):
-    return {(r["kernel"], r["devices"], r["contender"]): r for r in records}
+    """(kernel, devices, contender) -> record; auxiliary lowering-only runs are not measurements."""
+    return {(r["kernel"], r["devices"], r["contender"]): r for r in records if not r.get("auxiliary")}
+
+
+def _ops(records) -> dict:
+    return {(r["kernel"], r["devices"]): r["ops"] for r in records if r.get("contender") == "phases" and r.get("ops")}
 
 
 def check_time(rec: dict | None) -> float | None:
@@ -42,10 +47,12 @@ def check_time(rec: dict | None) -> float | None:
     return ph["trace_lower"] + ph.get("fast_run", 0) + ph.get("z3_deadlock", 0)
 
 
-def series(records, kernel: str, who: str) -> list[tuple[int, float]]:
+def series(records, kernel: str, who: str, *, by_ops: bool = False) -> list[tuple[int, float]]:
+    """(devices, seconds) of one measure's answered runs; with `by_ops`, (program ops, seconds)."""
+    ops = _ops(records)
     pts = []
     for r in records:
-        if r["kernel"] != kernel:
+        if r["kernel"] != kernel or r.get("auxiliary"):
             continue
         if who == "check" and r["contender"] == "phases":
             t = check_time(r)
@@ -54,7 +61,9 @@ def series(records, kernel: str, who: str) -> list[tuple[int, float]]:
         else:
             continue
         if t:
-            pts.append((r["devices"], t))
+            x = ops.get((kernel, r["devices"])) if by_ops else r["devices"]
+            if x:
+                pts.append((x, t))
     return sorted(pts)
 
 
@@ -75,17 +84,22 @@ def fit_exponents(records) -> dict:
     """Least-squares slope of log(time) against log(devices), per kernel and semcheck measure.
 
     `all`: every size measured; `large`: sizes >= 16 only, where process start
-    and the jax import no longer dominate.
+    and the jax import no longer dominate; `vs_ops`: against the lowered
+    program's op count instead (runs of at least a second), which separates
+    the kernel's growth (a ring's ops grow as devices squared) from semcheck's.
     """
     out = {}
     for kernel in sorted({r["kernel"] for r in records}):
         for who in ("semcheck", "check"):
             pts = series(records, kernel, who)
             large = [p for p in pts if p[0] >= 16]
+            by_ops = series(records, kernel, who, by_ops=True)
+            big = [p for p in by_ops if p[1] >= 1.0]  # past the fixed start-up cost
             out[f"{kernel}:{who}"] = {
                 "all": _fit(pts),
-                "large": _fit(large) if len(large) >= 3 else None,
+                "large": _fit(large) if len(large) >= 2 else None,
                 "sizes": [n for n, _ in pts],
+                "vs_ops": _fit(big) if len(big) >= 2 and who == "check" else None,
             }
     return out
 
@@ -98,8 +112,9 @@ def fits_text(fits: dict) -> str:
             continue
         tag = " (ring)" if kernel in RING_KERNELS else ""
         large = f", sizes >= 16: {f['large']}" if f["large"] is not None else ""
+        ops = f"; against program ops (runs >= 1 s): {f['vs_ops']}" if f.get("vs_ops") is not None else ""
         lines.append(f"  {KERNEL_TITLES.get(kernel, kernel)}{tag}, {SHORT[who]}: {f['all']} over "
-                     f"{f['sizes'][0]}..{f['sizes'][-1]} devices{large}")
+                     f"{f['sizes'][0]}..{f['sizes'][-1]} devices{large}{ops}")
     return "\n".join(lines)
 
 
@@ -131,6 +146,8 @@ def _time_cell(r: dict | None, settings: dict, t: float | None = None) -> str:
         return "—"
     if st in ("unsupported", "unavailable"):
         return "n/a"
+    if st == "unknown":
+        return "unknown"
     return "error"
 
 
@@ -164,6 +181,7 @@ def _table(header, rows) -> list[str]:
 def markdown(data: dict) -> str:
     recs = data["records"]
     ix = _index(recs)
+    ops = _ops(recs)
     s = data["settings"]
     env = data["environment"]
     kernels = s["kernels"]
@@ -183,7 +201,11 @@ def markdown(data: dict) -> str:
         "runs no larger size of that kernel (`—`)"
         + (", nor does it when its last doubling extrapolates past the time cap" if s.get("extrapolate") else "")
         + ". Every contender runs in its own process; peak memory is the largest resident set of that process "
-        "tree.",
+        "tree. semcheck and interpret mode run one at a time"
+        + (f"; the single-threaded baselines run {s['jobs']} at a time (one chain of sizes per kernel and "
+           "baseline)" if s.get("jobs", 1) > 1 else "")
+        + (f"; after {s['budget_min']:g} minutes, baseline runs still to go are skipped" if s.get("budget_min") else "")
+        + ".",
         "",
         "Contenders:",
         "",
@@ -211,11 +233,11 @@ def markdown(data: dict) -> str:
             sem = ix.get((k, n, "semcheck"))
             ph = ix.get((k, n, "phases"))
             sem_t = sem.get("time_s") if sem and sem.get("status") == "ok" else None
-            if sem_t is None and ph and ph.get("status") == "ok" and not ph.get("auxiliary"):
+            if sem_t is None and ph and ph.get("status") == "ok":
                 sem_t = ph.get("time_s")  # the same work in one process, when the CLI gave no answer
                 fallback_used.append((k, n))
             ct = check_time(ph)
-            row = [KERNEL_TITLES.get(k, k), str(n), str(ph.get("ops", "")) if ph else "",
+            row = [KERNEL_TITLES.get(k, k), str(n), str(ops.get((k, n), "")),
                    _time_cell(sem, s), _secs(ct) if ct is not None else _time_cell(ph, s)]
             for c in present:
                 r = ix.get((k, n, c))
@@ -295,7 +317,7 @@ def markdown(data: dict) -> str:
 
     problems = []
     for r in recs:
-        if r.get("status") in ("error", "unavailable", "unsupported"):
+        if r.get("status") in ("error", "unavailable", "unsupported", "unknown"):
             problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
                             f"{r['contender']}: {r['status']}: {(r.get('error') or '').strip()[:300]}")
         elif r.get("status") == "ok" and r.get("verdict") not in (None, "deadlock-free", "proved") \
@@ -339,6 +361,8 @@ def plot(data: dict, path: Path) -> Path | None:
                     ax.scatter(failed, [cap] * len(failed), color=color, marker="x", s=60, zorder=5)
         ax.axhline(cap, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(s["sizes"], [str(n) for n in s["sizes"]])
+        ax.minorticks_off()
         ax.set_yscale("log")
         ax.set_title(KERNEL_TITLES.get(k, k))
         ax.set_xlabel("devices")

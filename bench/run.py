@@ -122,6 +122,8 @@ def worker_phases(a: dict) -> dict:
         with open(a["save_program"], "wb") as f:
             pickle.dump(program, f, protocol=pickle.HIGHEST_PROTOCOL)
         out["pickle_s"] = time.perf_counter() - t
+    if a.get("lower_only"):
+        return out
     _emit(dict(out, status="partial"))
 
     from semcheck.model import fast_run
@@ -349,11 +351,12 @@ def _scrub(text: str | None) -> str | None:
     return " ".join(text.replace(sys.executable, "python").split())
 
 
-def measure(contender: str, kernel: str, n: int, args, workdir: str, save_program: str | None) -> dict:
+def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_program: str | None = None,
+            lower_only: bool = False) -> dict:
     rec = {"kernel": kernel, "devices": n, "contender": contender}
     cap = args.time_cap
     mem_cap = int(args.mem_cap_gib * 2**30)
-    prog = os.path.join(workdir, f"{kernel}-{n}.pkl")
+    prog = os.path.join(workdir, f"{kernel}-{n}.pkl")  # saved by the phases run of this size
     if contender == "semcheck":
         cli = str(Path(sys.executable).parent / "semcheck")
         cmd = [cli, "verify", KERNELS[kernel], "--devices", str(n), "--dma-mode", "all", "--format", "json",
@@ -363,7 +366,8 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, save_progra
             rec.update(status="error", error="the lowered program is missing (the phases run failed)")
             return rec
         spec = {"contender": contender, "kernel_path": KERNELS[kernel], "devices": n, "cap": cap,
-                "mem_cap_gib": args.mem_cap_gib, "program": prog, "save_program": save_program}
+                "mem_cap_gib": args.mem_cap_gib, "program": prog, "save_program": save_program,
+                "lower_only": lower_only}
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
     r = run_capped(cmd, cap_s=cap + 3, mem_cap=mem_cap, env=env)  # a little grace for self-timed workers
@@ -390,7 +394,13 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, save_progra
             rec["exit_code"] = r["returncode"]
             return rec
         rec["exit_code"] = r["returncode"]
-        rec["status"] = "ok" if r["returncode"] in (0, 1) else "error"
+        if r["returncode"] in (0, 1):
+            rec["status"] = "ok"  # proved, or a violation found: an answer either way
+        elif r["returncode"] == 3:  # something unknown: out of time, or unsupported
+            rec["status"] = "timeout" if "timeout" in (r["stderr"] + r["stdout"]).lower() else "unknown"
+            rec["error"] = _scrub(r["stderr"].strip()[-600:])
+        else:
+            rec["status"] = "error"
         if rec["status"] == "ok":
             rec["time_s"] = rec["wall_s"]
         rec["verdict"] = report.get("summary")
@@ -454,55 +464,91 @@ def _predict_exceeds(history: list[dict], n_next: int, cap: float) -> float | No
 
 
 def sweep(args) -> list[dict]:
-    """Sizes ascending (so a time budget cuts the largest sizes), then kernels, then contenders."""
+    """Two passes, sizes ascending within each: semcheck and interpret mode, then the baselines.
+
+    The first pass runs one measurement at a time and saves each size's
+    lowered program for the second. The second runs each (kernel, baseline)
+    as a chain of sizes, `--jobs` chains at a time (the baselines are
+    single-threaded); the time budget (`--budget-min`) only cuts this pass,
+    so semcheck's own measurements are always complete.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     records: list[dict] = []
+    lock = threading.Lock()
     workdir = tempfile.mkdtemp(prefix="semcheck-bench-")
     stopped: dict[tuple[str, str], str] = {}  # (kernel, contender) -> why it runs no larger sizes
+    lowering_locks: dict[tuple[str, int], threading.Lock] = {}
     t_begin = time.perf_counter()
+    first = [c for c in ("phases", "semcheck", "interpret") if c in args.contenders]
     baselines = [c for c in args.contenders if c in ("explorer", "z3ts", "spin")]
 
-    def run_one(c: str, kernel: str, n: int, save: str | None) -> dict:
-        print(f"[{time.perf_counter() - t_begin:7.1f}s] {kernel:9s} {n:4d} {c:9s} ...", end=" ", flush=True)
-        rec = measure(c, kernel, n, args, workdir, save)
+    def program_path(kernel: str, n: int) -> str:
+        return os.path.join(workdir, f"{kernel}-{n}.pkl")
+
+    def run_one(c: str, kernel: str, n: int, **extra) -> dict:
+        t = time.perf_counter() - t_begin
+        rec = measure(c, kernel, n, args, workdir, **extra)
         shown = rec.get("time_s", rec.get("wall_s")) or 0
-        print(f"{rec['status']:8s} {shown:8.2f} s {rec.get('peak_rss_mb', 0) or 0:8.0f} MB  "
-              f"{(rec.get('error') or '')[:90]}", flush=True)
-        if rec["status"] in ("timeout", "memory"):
-            stopped[(kernel, c)] = f"a smaller size exceeded the {'time' if rec['status'] == 'timeout' else 'memory'} cap"
+        print(f"[{t:7.1f}s] {kernel:9s} {n:4d} {c:9s} {rec['status']:8s} {shown:8.2f} s "
+              f"{rec.get('peak_rss_mb', 0) or 0:8.0f} MB  {(rec.get('error') or '')[:90]}", flush=True)
+        if rec["status"] in ("timeout", "memory") and not extra.get("lower_only"):
+            with lock:
+                stopped[(kernel, c)] = (f"a smaller size exceeded the "
+                                        f"{'time' if rec['status'] == 'timeout' else 'memory'} cap")
         return rec
+
+    def attempt(c: str, kernel: str, n: int, *, budgeted: bool, prepare=None, **extra) -> None:
+        rec = {"kernel": kernel, "devices": n, "contender": c}
+        with lock:
+            hist = [r for r in records if r["kernel"] == kernel and r["contender"] == c]
+        predicted = _predict_exceeds(hist, n, args.time_cap) if args.extrapolate else None
+        if budgeted and args.budget_min and time.perf_counter() - t_begin > args.budget_min * 60:
+            rec.update(status="skipped", error="the sweep's overall time budget was used up")
+        elif (kernel, c) in stopped:
+            rec.update(status="skipped", error=stopped[(kernel, c)])
+        elif predicted is not None:
+            rec.update(status="skipped", error=f"extrapolated from the last doubling: about {predicted:.0f} s, "
+                                               f"past the {args.time_cap:g} s cap")
+            with lock:
+                stopped[(kernel, c)] = "a smaller size was predicted to exceed the time cap"
+        else:
+            if prepare is not None:
+                prepare()
+            rec = run_one(c, kernel, n, **extra)
+        with lock:
+            records.append(rec)
+
+    def ensure_program(kernel: str, n: int) -> None:
+        with lock:
+            lk = lowering_locks.setdefault((kernel, n), threading.Lock())
+        with lk:  # one chain lowers a missing program, the others wait for it
+            if not os.path.exists(program_path(kernel, n)):
+                rec = run_one("phases", kernel, n, save_program=program_path(kernel, n), lower_only=True)
+                rec["auxiliary"] = True  # only lowered the program for the baselines
+                with lock:
+                    records.append(rec)
+
+    def chain(kernel: str, c: str) -> None:
+        for n in args.sizes:
+            attempt(c, kernel, n, budgeted=True, prepare=lambda: ensure_program(kernel, n))
 
     try:
         for n in args.sizes:
             for kernel in args.kernels:
-                need_program = any((kernel, c) not in stopped for c in baselines)
-                order = ["phases"] + [c for c in args.contenders if c != "phases"]
-                for c in order:
-                    if c == "phases" and c not in args.contenders and not need_program:
-                        continue
-                    rec = {"kernel": kernel, "devices": n, "contender": c}
-                    hist = [r for r in records if r["kernel"] == kernel and r["contender"] == c]
-                    predicted = _predict_exceeds(hist, n, args.time_cap) if args.extrapolate else None
-                    lowering = c == "phases" and need_program  # must run: the baselines need its program
-                    over_budget = args.budget_min and time.perf_counter() - t_begin > args.budget_min * 60
-                    if over_budget and c not in ("semcheck", "phases"):  # semcheck's own runs always go
-                        rec.update(status="skipped", error="the sweep's overall time budget was used up")
-                    elif (kernel, c) in stopped and not lowering:
-                        rec.update(status="skipped", error=stopped[(kernel, c)])
-                    elif predicted is not None and not lowering:
-                        rec.update(status="skipped", error=f"extrapolated from the last doubling: about "
-                                                           f"{predicted:.0f} s, past the {args.time_cap:g} s cap")
-                        stopped[(kernel, c)] = "a smaller size was predicted to exceed the time cap"
-                    else:
-                        save = os.path.join(workdir, f"{kernel}-{n}.pkl") if lowering else None
-                        rec = run_one(c, kernel, n, save)
-                    if c == "phases" and c not in args.contenders:
-                        rec["auxiliary"] = True  # run only to lower the program for the baselines
-                    records.append(rec)
-                prog = os.path.join(workdir, f"{kernel}-{n}.pkl")
-                if os.path.exists(prog):
-                    os.remove(prog)
+                for c in first:
+                    save = program_path(kernel, n) if (c == "phases" and baselines) else None
+                    attempt(c, kernel, n, budgeted=False, save_program=save)
+        chains = [(k, c) for k in args.kernels for c in baselines]
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for f in [pool.submit(chain, k, c) for k, c in chains]:
+                f.result()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    order = {c: i for i, c in enumerate(CONTENDERS)}
+    records.sort(key=lambda r: (args.kernels.index(r["kernel"]), r["devices"], order[r["contender"]],
+                                bool(r.get("auxiliary"))))
     return records
 
 
@@ -517,9 +563,13 @@ def parse_args(argv):
     ap.add_argument("--mem-cap-gib", type=float, default=None, help="GiB per run (default 8; --quick 2)")
     ap.add_argument("--no-extrapolate", dest="extrapolate", action="store_false",
                     help="run every size until a run actually exceeds a cap")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="baseline chains run in parallel (default 2; semcheck and interpret always run alone)")
     ap.add_argument("--budget-min", type=float, default=None,
                     help="after this many minutes, run only semcheck's own measurements (default 20; 0: no limit)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
+    ap.add_argument("--report-only", action="store_true",
+                    help="only rewrite results.md and the plot from --out's results.json")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -569,6 +619,15 @@ def main(argv=None) -> int:
         return worker_main(args.worker)
     import report
 
+    if args.report_only:
+        out = Path(args.out)
+        data = json.loads((out / "results.json").read_text())
+        data["fits"] = report.fit_exponents(data["records"])
+        (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+        (out / "results.md").write_text(report.markdown(data))
+        report.plot(data, out / "time_vs_devices.png")
+        print(report.fits_text(data["fits"]))
+        return 0
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.perf_counter()
     records = sweep(args)
@@ -578,7 +637,8 @@ def main(argv=None) -> int:
         "command": " ".join(["bench/run.py"] + _public_argv(argv if argv is not None else sys.argv[1:])),
         "settings": {"kernels": args.kernels, "sizes": args.sizes, "contenders": args.contenders,
                      "time_cap_s": args.time_cap, "mem_cap_gib": args.mem_cap_gib,
-                     "extrapolate": args.extrapolate, "baseline_mode": BASELINE_MODE,
+                     "extrapolate": args.extrapolate, "baseline_mode": BASELINE_MODE, "jobs": args.jobs,
+                     "budget_min": args.budget_min,
                      "kernel_files": {k: KERNELS[k] for k in args.kernels}},
         "environment": environment(),
         "records": records,
