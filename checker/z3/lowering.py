@@ -621,10 +621,10 @@ def s_prime_run(low: Lowered, *, extra_stops: dict[int, int] | None = None, look
 def complete(program: Program, mode: DmaMode, out: Outcome) -> Outcome:
     """Continue a fast-run outcome with the step relation until no step is enabled.
 
-    The fast run parks a core at a barrier until some barrier passes; when
-    participants list different sets for the same barrier it can stop short
-    of a terminal state. The step relation is the reference, so we finish
-    the run with it (usually zero steps). `stats`-visible via `out.schedule`.
+    A guard: the step relation is the reference, and the verdicts rely on the
+    fast run ending in a terminal state. It once did not (barriers whose
+    participant sets differed, now refused by IR-1); checking costs one
+    `enabled` call when it does.
     """
     if out.failure is not None:
         return out

@@ -29,6 +29,7 @@ from semcheck.model import (
     launch,
     run,
 )
+from semcheck.model.explore import ExplorationLimit
 
 # --- rings ------------------------------------------------------------------------------------
 
@@ -192,10 +193,21 @@ def test_mutated_encoder_disagrees_with_the_explorer(drop):
     found is then checked against the explorer itself.
     """
     mode = "hardware"
-    p = _first(programs(), lambda p: _mutant_differs(p, mode, {drop}), 5000)
+    kinds = {}
+
+    def exposes(p) -> bool:
+        if not _mutant_differs(p, mode, {drop}):
+            return False
+        try:
+            kinds[p] = explore(p, mode, max_states=20_000).kinds()
+        except ExplorationLimit:
+            return False
+        return True
+
+    p = _first(programs(), exposes, 5000)
     if p is None:  # pragma: no cover - would mean the cross-check is blind to this mutation
         pytest.fail(f"no program exposes the mutation dropping {drop}")
-    deadlock = "deadlock" in explore(p, mode, reduce=False).kinds()
+    deadlock = "deadlock" in kinds[p]
     assert _raw_answer(p, mode, {drop}) != deadlock  # the mutant contradicts the explorer
     assert _raw_answer(p, mode, set()) == deadlock  # the real encoding does not
     # and the verdict function's own consistency check (fast run, replay) refuses the mutant
@@ -211,22 +223,7 @@ def test_dropping_dma_contributions_breaks_a_ring_proof():
         deadlock_free(p, "eager", _drop=frozenset({"dma"}))
 
 
-# --- barriers with different participant lists ---------------------------------------------------
-
-
-def test_barrier_participant_lists_may_differ_between_cores():
-    # core 2's "user" barrier waits only for {2, 3}; the others wait for everyone, and core 0
-    # never gets there. The model's step relation lets core 2 pass; the answer must follow it.
-    n = 4
-    everyone = frozenset(range(n))
-    bodies = [[Wait(SemRef("s"), 2), Barrier("user", everyone)]] + [[Barrier("user", everyone)] for _ in range(n - 1)]
-    bodies[2] = [Barrier("user", frozenset({2, 3}))]
-    p = launch(Topology(n), bodies, collective_id=0, scratch=[Scratch("s")])
-    for mode in DMA_MODES:
-        v = deadlock_free(p, mode)
-        assert v.verdict == "violated"
-        dead = {o.state.pcs for o in explore(p, mode).outcomes if o.kind == "deadlock"}
-        assert tuple(v.witness.details["terminal_pcs"]) in dead
+# --- DMAs ----------------------------------------------------------------------------------------
 
 
 def test_dma_without_send_semaphore_and_local_copies():

@@ -2,7 +2,7 @@
 
 2-4 cores (one or two per device), a few body operations each: local and
 remote signals, waits (semaphore and DMA kind), DMAs (local and remote, with
-and without a send semaphore), barriers over random subsets of cores,
+and without a send semaphore), barriers (each name over a random set of cores, IR-1),
 `run_scoped` allocations, barrier-semaphore use with and without
 `get_barrier_semaphore`, reads; collective ids chosen to collide often with
 the internal ids 2000.. . Some programs allocate device-scope semaphores in
@@ -60,6 +60,9 @@ def programs(draw, max_cores: int = 4, max_ops: int = 5, collide: bool = True) -
     scratch = [Scratch(f"s{i}", draw(st.integers(1, 2)), loc=Loc("k.py", 1 + i)) for i in range(draw(st.integers(1, 2)))]
     racy = cores_per_device == 2 and draw(st.integers(0, 9)) == 0
     barrier_names = ["user", "user2"]
+    # IR-1: a barrier name has one participant set, and only participants use it
+    parties = {name: frozenset(draw(st.sets(st.integers(0, n - 1), min_size=min(2, n), max_size=n)))
+               for name in barrier_names}
     bodies = []
     line = 10
     for g in range(n):
@@ -98,8 +101,10 @@ def programs(draw, max_cores: int = 4, max_ops: int = 5, collide: bool = True) -
                 # the barrier semaphore without this core's own get_barrier_semaphore
                 ops.append(Signal(SemRef(BARRIER), 1, device=draw(dev), loc=loc))
             elif choice == "barrier" and n > 1:
-                parts = draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n))
-                ops.append(Barrier(draw(st.sampled_from(barrier_names)), frozenset(parts | {g}), loc=loc))
+                mine = [name for name in barrier_names if g in parties[name]]
+                if mine:
+                    name = draw(st.sampled_from(mine))
+                    ops.append(Barrier(name, parties[name], loc=loc))
             elif choice == "read":
                 ops.append(Read(draw(st.sampled_from(refs)), loc=loc))
         bodies.append(ops)
@@ -108,6 +113,8 @@ def programs(draw, max_cores: int = 4, max_ops: int = 5, collide: bool = True) -
         for name in barrier_names:
             need = max(sum(isinstance(o, Barrier) and o.name == name for o in b) for b in bodies)
             for g, b in enumerate(bodies):
+                if g not in parties[name]:
+                    continue
                 have = sum(isinstance(o, Barrier) and o.name == name for o in b)
-                b.extend(Barrier(name, frozenset(range(n)), loc=Loc("k.py", 99)) for _ in range(need - have))
+                b.extend(Barrier(name, parties[name], loc=Loc("k.py", 99)) for _ in range(need - have))
     return launch(topo, bodies, collective_id=collective_id, scratch=scratch, loc=Loc("k.py", 0))
