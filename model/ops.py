@@ -174,7 +174,7 @@ class Barrier:
 
 @dataclasses.dataclass(frozen=True)
 class AllocBuffer:
-    """Allocate a buffer; records the id the interpreter hands out (BUF-1)."""
+    """Allocate a buffer; records the id the interpreter hands out (BUF-1, BUF-8)."""
 
     label: str
     nbytes: int = 0
@@ -185,7 +185,7 @@ class AllocBuffer:
 
 @dataclasses.dataclass(frozen=True)
 class FreeBuffer:
-    """Deallocate the buffer `label` (BUF-2)."""
+    """Deallocate the buffer `label` (BUF-9)."""
 
     label: str
     loc: Loc = NO_LOC

@@ -253,7 +253,7 @@ def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: B
 
 
 def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, op: AllocBuffer) -> State:
-    """BUF-1: each core of the scope takes the next buffer id of its own counter (from 100)."""
+    """BUF-1, BUF-8: each core of the scope takes the next buffer id of its own counter (from 100)."""
     topo = program.topology
     cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
     ids = {c: state.next_buffer.get(c, FIRST_BUFFER_ID) for c in cores}
@@ -270,7 +270,7 @@ def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, 
 
 
 def rule_free_buffer(program: Program, mode: DmaMode, state: State, core: int, op: FreeBuffer) -> State:
-    """BUF-2: deallocation; buffer ids are never reused, so only the pc moves."""
+    """BUF-9: deallocation; buffer ids are never reused, so only the pc moves."""
     return _advance(state, core)
 
 
