@@ -427,3 +427,18 @@ def test_selectors_and_target_returns() -> None:
         T.check_target_return((len, ["not an array"]), "t")
     with pytest.raises(BadTargetReturn):
         T.check_target_return(len, "t")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("devices", [2, 8])
+def test_examples_match_interpreter_at_other_device_counts(devices: int) -> None:
+    """Same as test_examples_match_interpreter, at 2 and 8 devices (slow: one interpret run each)."""
+    clean = _example_files()
+    results = _record(devices, clean, 120.0)
+    bad = {
+        os.path.relpath(r["spec"], REPO): r.get("difference") or r.get("error")
+        for r in results
+        if r["status"] != "match" or r["outcome"] != "completed"
+    }
+    assert len(results) == len(clean)
+    assert not bad, bad
