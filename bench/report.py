@@ -143,7 +143,7 @@ def _time_cell(r: dict | None, settings: dict, t: float | None = None) -> str:
     if st == "memory":
         return f"> {settings['mem_cap_gib']:g} GiB"
     if st == "skipped":
-        return "—"
+        return "·" if "budget" in (r.get("error") or "") else "—"
     if st in ("unsupported", "unavailable"):
         return "n/a"
     if st == "unknown":
@@ -218,7 +218,8 @@ def markdown(data: dict) -> str:
         "(their times exclude tracing and lowering); semcheck verify decides all six properties in all three "
         "modes and includes process start, the jax import and tracing. The ratio columns are semcheck verify's "
         "time over the contender's: below 1, semcheck is faster; `< x` means the contender was stopped at a cap "
-        "without an answer, so the true ratio is smaller still.",
+        "without an answer, so the true ratio is smaller still. `—`: not run, because a smaller size exceeded a "
+        "cap (or its growth predicted it would); `·`: not run, because the sweep's time budget ran out.",
         "",
         "## Time",
         "",
