@@ -370,7 +370,7 @@ def _insertion_sites(program: Program, low: Lowered, cid: int, state: State, cov
             allocs.append(program.cores[a][i].loc)
     allocs = allocs or [program.cores[a][i].loc for a, i in covering]
     gs = [program.cores[c][i].loc for c, i in low.gets if i < state.pcs[c]] or [program.cores[c][i].loc for c, i in low.gets]
-    return allocs, gs
+    return list(dict.fromkeys(allocs)), list(dict.fromkeys(gs))  # distinct source lines, in order
 
 
 def _cid_lookups(program: Program, low: Lowered, cid: int) -> list[tuple[int, int]]:
