@@ -116,7 +116,7 @@ def check_balance(p, mode, ex, low) -> None:
                 assert t == w  # every DMA byte is waited for
 
 
-@examples(300, 10000)
+@examples(200, 10000)
 @given(programs())
 def test_every_check_agrees_with_the_explorer(p) -> None:
     for mode in DMA_MODES:
