@@ -468,9 +468,10 @@ def sweep(args) -> list[dict]:
 
     The first pass runs one measurement at a time and saves each size's
     lowered program for the second. The second runs each (kernel, baseline)
-    as a chain of sizes, `--jobs` chains at a time (the baselines are
-    single-threaded); the time budget (`--budget-min`) only cuts this pass,
-    so semcheck's own measurements are always complete.
+    as a chain of sizes, `--jobs` runs at a time (the baselines are
+    single-threaded), smallest next size first; the time budget
+    (`--budget-min`) only cuts this pass, so semcheck's own measurements are
+    always complete.
     """
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -530,19 +531,45 @@ def sweep(args) -> list[dict]:
                 with lock:
                     records.append(rec)
 
-    def chain(kernel: str, c: str) -> None:
-        for n in args.sizes:
-            attempt(c, kernel, n, budgeted=True, prepare=lambda: ensure_program(kernel, n))
-
     try:
         for n in args.sizes:
             for kernel in args.kernels:
                 for c in first:
                     save = program_path(kernel, n) if (c == "phases" and baselines) else None
                     attempt(c, kernel, n, budgeted=False, save_program=save)
-        chains = [(k, c) for k in args.kernels for c in baselines]
+        # Each (kernel, baseline) is a chain of sizes, run in order; the free worker takes the
+        # chain whose next size is smallest, so every kernel gets its small sizes before the
+        # budget can cut anything, and only the largest sizes are left to it.
+        nxt = {(k, c): 0 for k in args.kernels for c in baselines}
+        busy: set = set()
+        cond = threading.Condition(lock)
+
+        def worker() -> None:
+            while True:
+                with cond:
+                    while True:
+                        ready = [ch for ch, i in nxt.items() if i < len(args.sizes) and ch not in busy]
+                        if ready or not busy:
+                            break
+                        cond.wait()
+                    if not ready:
+                        cond.notify_all()
+                        return
+                    ch = min(ready, key=lambda ch: (args.sizes[nxt[ch]], args.kernels.index(ch[0]),
+                                                    baselines.index(ch[1])))
+                    busy.add(ch)
+                    n = args.sizes[nxt[ch]]
+                kernel, c = ch
+                try:
+                    attempt(c, kernel, n, budgeted=True, prepare=lambda: ensure_program(kernel, n))
+                finally:
+                    with cond:
+                        nxt[ch] += 1
+                        busy.discard(ch)
+                        cond.notify_all()
+
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for f in [pool.submit(chain, k, c) for k, c in chains]:
+            for f in [pool.submit(worker) for _ in range(max(1, args.jobs))]:
                 f.result()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -566,7 +593,7 @@ def parse_args(argv):
     ap.add_argument("--jobs", type=int, default=2,
                     help="baseline chains run in parallel (default 2; semcheck and interpret always run alone)")
     ap.add_argument("--budget-min", type=float, default=None,
-                    help="after this many minutes, run only semcheck's own measurements (default 20; 0: no limit)")
+                    help="after this many minutes, run only semcheck's own measurements (default 21; 0: no limit)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     ap.add_argument("--report-only", action="store_true",
                     help="only rewrite results.md and the plot from --out's results.json")
@@ -586,7 +613,7 @@ def parse_args(argv):
     if args.time_cap is None:
         args.time_cap = 30.0 if args.quick else 120.0
     if args.budget_min is None:
-        args.budget_min = 20.0
+        args.budget_min = 21.0
     if args.mem_cap_gib is None:
         args.mem_cap_gib = 2.0 if args.quick else 8.0
     return args
