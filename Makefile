@@ -26,6 +26,8 @@ test-long: $(STAMP)
 	SEMCHECK_PROFILE=ci-long $(PY) -m pytest -q -m "slow or not slow"
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	@command -v spin >/dev/null || { apt-get update -qq && apt-get install -y -qq spin; } || echo "no SPIN: its column reads n/a"
 	$(PY) bench/run.py
 
 clean:

@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="device counts verified in parallel, each in its own process (default 1)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
     s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3")
     s.add_argument("rule")
     return p
@@ -195,6 +196,11 @@ def cmd_spec(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["export"]:
+        from semcheck.checker.promela import export_main
+
+        return export_main(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -59,8 +59,8 @@ class ExitWarning:
     def lines(self) -> tuple[str, ...]:
         """Each message the interpreter may print (it prints one of them)."""
         return tuple(
-            f"Semaphore {key[1]} has non-zero count for {self.device} (global core {core})"
-            f" at kernel exit: {value}"
+            f"Semaphore {key[1] if len(key) > 1 else key[0]} has non-zero count for {self.device}"
+            f" (global core {core}) at kernel exit: {value}"
             for key, core, value in self.nonzero
         )
 
