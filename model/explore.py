@@ -74,7 +74,9 @@ def _static_internal_ids(program: Program) -> frozenset[int]:
     return frozenset(ids)
 
 
-def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: State, racy_cid: bool) -> bool:
+def _safe(
+    program: Program, mode: DmaMode, state: State, actor: Actor, nxt: State, racy_cid: bool, tasks: bool
+) -> bool:
     """RUN-5: is this step independent of every step of every other actor?"""
     if len(nxt.failures) > len(state.failures):
         return False  # which failure comes first is visible
@@ -86,6 +88,9 @@ def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: Stat
     core = ident
     op = program.cores[core][state.pcs[core]]
     topo = program.topology
+    # Only the collective id can move between "unknown", "internal only" and "both
+    # tables"; every other id a core holds is internal since its own allocation.
+    lookups_stable = mode == "hardware" or not racy_cid
     if isinstance(op, Barrier):
         return True
     if isinstance(op, (ExitCheck,)):
@@ -95,18 +100,21 @@ def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: Stat
     if isinstance(op, GetBarrierSem):
         return mode == "hardware" or not racy_cid
     if isinstance(op, Signal):
-        if not _lookup_stable(program, mode, op.sem, racy_cid):
+        if not lookups_stable:
+            return False
+        if tasks:
+            # under on_wait a short waiter may run a queued DMA or be satisfied by this
+            # signal instead: the signal decides which, so it is not independent
             return False
         t = target_core(program, mode, core, op.device, op.core, dma=False)
         return topo.device_of(t) == topo.device_of(core) or _exit_checked(program, state, t)
     if isinstance(op, Wait):
-        if not _lookup_stable(program, mode, op.sem, racy_cid):
+        if not lookups_stable:
             return False
         # popping a task is not independent of another core's enqueue (LIFO order)
         return nxt.queues == state.queues
     if isinstance(op, DmaStart):
-        refs = [op.dst_sem] + ([op.src_sem] if op.src_sem is not None else [])
-        if not all(_lookup_stable(program, mode, r, racy_cid) for r in refs):
+        if not lookups_stable:
             return False
         dst = target_core(program, mode, core, op.device, op.core, dma=True)
         if mode == "on_wait":
@@ -115,12 +123,6 @@ def _safe(program: Program, mode: DmaMode, state: State, actor: Actor, nxt: Stat
             return True  # the halves are separate actors
         return topo.device_of(dst) == topo.device_of(core) or _exit_checked(program, state, dst)
     return False  # Read and anything new: explore all orders
-
-
-def _lookup_stable(program: Program, mode: DmaMode, ref, racy_cid: bool) -> bool:
-    # Only the collective id can move between "internal only" and "both tables";
-    # every other id a core holds is in the internal table since its own allocation.
-    return mode == "hardware" or not racy_cid
 
 
 def _exit_checked(program: Program, state: State, core: int) -> bool:
@@ -151,6 +153,7 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
     """RUN-4: all terminal outcomes of `program` under `mode`, each with a witness schedule."""
     cid = program.collective_id
     racy_cid = cid is not None and (cid in _static_internal_ids(program) or _barrier_used_before_fetched(program))
+    tasks = mode == "on_wait" and any(isinstance(op, DmaStart) for ops in program.cores for op in ops)
     init = State.initial(program)
     parent: dict[State, tuple[State, Actor] | None] = {init: None}
     stack = [init]
@@ -165,7 +168,7 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
         succ = [(a, step(program, mode, state, a)) for a in actors]
         if reduce:
             for a, nxt in succ:
-                if _safe(program, mode, state, a, nxt, racy_cid):
+                if _safe(program, mode, state, a, nxt, racy_cid, tasks):
                     succ = [(a, nxt)]
                     break
         for a, nxt in succ:

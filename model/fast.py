@@ -18,7 +18,7 @@ import dataclasses
 from collections import deque
 
 from semcheck.model import semaphore as sem
-from semcheck.model.errors import BadTarget, IdCollision, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
+from semcheck.model.errors import IdCollision, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
 from semcheck.model.fmap import FMap
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
 from semcheck.model.ops import (
@@ -78,7 +78,6 @@ def fast_run(
     queues: dict = {}
     dmas: list[Dma] = []
     passed: dict = {}
-    arrived: dict = {}  # (name, k) -> number of participants that reached their k-th
     reads: list = []
     warnings: list[ExitWarning] = []
     failure: list[Failure] = []

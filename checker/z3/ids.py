@@ -50,7 +50,6 @@ from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, INT16_MAX, INT16_MIN
 from semcheck.model.ops import (
     BARRIER,
-    AllocBuffer,
     AllocSem,
     DmaMode,
     DmaStart,
