@@ -57,3 +57,14 @@ def test_every_explored_witness_replays_to_its_outcome(program, mode):
     for outcome in explore(program, mode).outcomes:
         replayed = run(program, mode, outcome.schedule)
         assert visible(replayed) == visible(outcome)
+
+
+def test_reduction_keeps_the_order_of_a_signal_and_an_on_wait_task():
+    """Regression (RUN-5): core 1's signal decides whether core 0's wait runs its queued DMA."""
+    from semcheck.model import DmaStart, Scratch, SemRef, Signal, Topology, Wait, launch
+
+    s = SemRef("s0")
+    p = launch(Topology(1, 2), [[DmaStart(s, 1), Wait(s, 1)], [Signal(s, 1)]], scratch=[Scratch("s0")])
+    reduced = {visible(o) for o in explore(p, "on_wait").outcomes}
+    assert reduced == {visible(o) for o in explore(p, "on_wait", reduce=False).outcomes}
+    assert len(reduced) == 2  # with and without the exit warning
