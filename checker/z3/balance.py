@@ -56,14 +56,13 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.lowering import (
     EncodingBug,
     Lowered,
-    complete,
+    maximal_run,
     failure_reached,
     lower,
     s_prime_run,
     truncate,
 )
 from semcheck.checker.z3.timestamped import Timestamped
-from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, ExitCheck, Program
 from semcheck.model.run import run
 
@@ -123,7 +122,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     if not excess:
         return Verdict(prop, "proved", reason=f"all {len(tot)} counters receive exactly what they wait for", stats=stats)
 
-    real = complete(program, mode, fast_run(program, mode))
+    real = maximal_run(program, mode)
     replay = run(program, mode, real.schedule)
     if replay.state.pcs != real.state.pcs or replay.state.counts != real.state.counts:
         raise EncodingBug("the exit-balance witness does not replay")

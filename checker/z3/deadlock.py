@@ -55,14 +55,13 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.lowering import (
     EncodingBug,
     Lowered,
-    complete,
+    maximal_run,
     describe_op,
     failure_reached,
     lower,
     s_prime_run,
 )
 from semcheck.model.explore import ExplorationLimit, explore
-from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
@@ -420,7 +419,7 @@ def deadlock_free(
         return Verdict(PROPERTY, "unknown", reason=f"z3 gave up: {solver.reason_unknown()}", stats=stats)
 
     # without failing ops S' is the program itself
-    real = sp if not low.caps else complete(program, mode, fast_run(program, mode))
+    real = sp if not low.caps else maximal_run(program, mode)
     if real.state.pcs != sp.state.pcs:
         raise EncodingBug(f"S' and the real fast run end at different positions: {sp.state.pcs} vs {real.state.pcs}")
     if res == z3.unsat:

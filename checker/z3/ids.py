@@ -39,14 +39,13 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.lowering import (
     EncodingBug,
     Lowered,
-    complete,
+    maximal_run,
     failure_reached,
     lower,
     s_prime_run,
     truncate,
 )
 from semcheck.model.errors import IdCollision, Int16Overflow
-from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, INT16_MAX, INT16_MIN
 from semcheck.model.ops import (
     BARRIER,
@@ -313,7 +312,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) ->
                 "get_barrier_semaphore"), stats=stats)
         fires = _fires_static(low, sp, cid)
     else:
-        out = complete(program, mode, fast_run(program, mode, lookup_errors=False))
+        out = maximal_run(program, mode, lookup_errors=False)
         if not both(out.state):
             return Verdict(prop, "unknown", reason=(
                 f"an allocation range may hold the collective id {cid}, and the lowering is not static ("
@@ -413,7 +412,7 @@ def _fires_by_freezing(program: Program, mode: DmaMode, low: Lowered, cid: int):
     """RUN-3 / note section 4: freeze each looking-up core before its lookup, run the others maximally."""
     for c, i in _cid_lookups(program, low, cid):
         frozen = truncate(program, {c: i})
-        out = complete(frozen, mode, fast_run(frozen, mode, lookup_errors=False))
+        out = maximal_run(frozen, mode, lookup_errors=False)
         st = out.state
         if st.pcs[c] == i and cid in st.tables.fixed and cid in st.tables.internal:
             schedule = tuple(out.schedule) + (("core", c),)
@@ -478,7 +477,7 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
         elif offending(sp.state) is None:
             return Verdict(prop, "proved", reason="the allocations that would leave int16 never execute", stats=stats)
     else:
-        out = complete(program, mode, fast_run(program, mode))
+        out = maximal_run(program, mode)
         if offending(out.state) is None:
             return Verdict(prop, "unknown", reason="some allocation order could leave int16 and the lowering is not "
                            "static (" + "; ".join(low.unsupported[:2]) + ")", stats=stats)
@@ -514,7 +513,7 @@ def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -
     if low.ok:
         run_out = s_prime_run(low)
     else:
-        run_out = complete(program, mode, fast_run(program, mode, lookup_errors=False))
+        run_out = maximal_run(program, mode, lookup_errors=False)
     st = run_out.state
     held: dict[int, dict] = {}
     for (c, label), alloc in st.allocs.items():

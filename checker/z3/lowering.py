@@ -53,6 +53,7 @@ from semcheck.model.errors import (
     UnknownSemaphore,
     Violation,
 )
+from semcheck.checker.z3.memo import MEMO
 from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
 from semcheck.model.ops import (
@@ -75,7 +76,7 @@ from semcheck.model.ops import (
 )
 from semcheck.model.run import classify
 from semcheck.model.state import Outcome
-from semcheck.model.step import enabled, step, target_core
+from semcheck.model.step import enabled, is_hardware, step, target_core
 
 Key = tuple
 Counter = tuple  # (Key, core)
@@ -306,7 +307,21 @@ class _Fail(Exception):
 
 
 def lower(program: Program, mode: DmaMode) -> Lowered:
-    """Compute the static counters, waits, barriers, DMAs and failures of `program` under `mode`."""
+    """Compute the static counters, waits, barriers, DMAs and failures of `program` under `mode`.
+
+    Computed once per program and mode (`memo.MEMO`): every check starts from it.
+    The interpreter's two DMA modes share one lowering: what it records
+    (counters, targets, failures) depends on the semaphore semantics, not on
+    when DMAs complete.
+    """
+    if is_hardware(mode):
+        return MEMO.get(program, ("lower", mode), lambda: _lower(program, mode))
+    shared = MEMO.get(program, ("lower", "interpreter"), lambda: _lower(program, mode))
+    return shared if shared.mode == mode else MEMO.get(
+        program, ("lower", mode), lambda: dataclasses.replace(shared, mode=mode))
+
+
+def _lower(program: Program, mode: DmaMode) -> Lowered:
     topo = program.topology
     n = topo.num_cores
     hw = mode == "hardware"
@@ -599,6 +614,8 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
 
 def truncate(program: Program, stops: dict[int, int]) -> Program:
     """The program whose core g stops before its op stops[g] (a frozen core, RUN-3)."""
+    if not any(pos < len(program.cores[g]) for g, pos in stops.items()):
+        return program  # nothing to cut: keep the program's identity (and its memo)
     cores = tuple(ops[: stops[g]] if g in stops else ops for g, ops in enumerate(program.cores))
     return dataclasses.replace(program, cores=cores)
 
@@ -611,11 +628,16 @@ def s_prime_run(low: Lowered, *, extra_stops: dict[int, int] | None = None, look
     stops = {c: pos for c, (pos, _) in low.caps.items()}
     for c, pos in (extra_stops or {}).items():
         stops[c] = min(pos, stops.get(c, pos))
-    out = complete(truncate(low.program, stops), low.mode,
-                   fast_run(truncate(low.program, stops), low.mode, lookup_errors=lookup_errors))
+    out = maximal_run(truncate(low.program, stops), low.mode, lookup_errors=lookup_errors)
     if out.failure is not None and lookup_errors:
         raise EncodingBug(f"S' run failed although the lowering found no failure there: {out.failure}")
     return out
+
+
+def maximal_run(program: Program, mode: DmaMode, *, lookup_errors: bool = True) -> Outcome:
+    """The fast run (RUN-3) continued to a terminal state (`complete`), once per program and mode."""
+    return MEMO.get(program, ("maximal_run", mode, lookup_errors),
+                    lambda: complete(program, mode, fast_run(program, mode, lookup_errors=lookup_errors)))
 
 
 def complete(program: Program, mode: DmaMode, out: Outcome) -> Outcome:

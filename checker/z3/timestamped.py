@@ -35,12 +35,11 @@ from semcheck.checker.z3.deadlock import PROPERTY, Encoding, deadlock_witness
 from semcheck.checker.z3.lowering import (
     EncodingBug,
     Lowered,
-    complete,
+    maximal_run,
     failure_reached,
     lower,
     s_prime_run,
 )
-from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 
 
@@ -150,7 +149,7 @@ def deadlock_free_timestamped(program: Program, mode: DmaMode, *, timeout_ms: in
     stats["z3"] = str(res)
     if res == z3.unknown:
         return Verdict(PROPERTY, "unknown", reason=f"z3 gave up: {solver.reason_unknown()}", stats=stats)
-    real = complete(program, mode, fast_run(program, mode))
+    real = maximal_run(program, mode)
     if res == z3.unsat:
         if real.kind != "completed":
             raise EncodingBug(f"timestamped encoding proved deadlock freedom but the fast run ends in {real.kind}")
