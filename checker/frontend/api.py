@@ -83,8 +83,16 @@ def lower_target(
     build_kwargs: dict[str, Any] | None = None,
 ) -> list[LoweredKernel]:
     """Build, trace and lower one target."""
-    fn, args = t.build(devices, **(build_kwargs or {}))
-    calls = trace_kernels(fn, args, path=t.path)
+    built = t.build_shapes(devices, **(build_kwargs or {}))
+    calls = None
+    if built is not None:
+        try:
+            calls = trace_kernels(*built, path=t.path)
+        except FrontendError:
+            calls = None  # e.g. fn closes over a value the staged build left abstract
+    if calls is None:
+        fn, args = t.build(devices, **(build_kwargs or {}))
+        calls = trace_kernels(fn, args, path=t.path)
     n_cores = cores if cores is not None else t.cores
     out = []
     for call in calls:

@@ -56,6 +56,44 @@ class Target:
     kind: str = "target"  # "target" | "build" | "entry"
     path: str = ""
 
+    def build_shapes(self, num_devices: int, **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """Run the builder with its jax computations staged out, keeping only argument shapes.
+
+        semcheck traces the kernel, so it needs the example arguments' shapes,
+        dtypes and shardings, never their values; computing and placing real
+        inputs on hundreds of fake devices takes seconds. The builder runs
+        under `jax.make_jaxpr`, so its jax operations are recorded, not run;
+        an argument's sharding is read off the `device_put` that produced it.
+        None when the builder needs concrete values (or fails there for any
+        other reason): the caller then builds for real, which reports the
+        kernel's own errors as usual.
+        """
+        import jax
+        from jax.core import Tracer
+
+        box: dict[str, Any] = {}
+
+        def staged() -> list[Any]:
+            result = self.builder(num_devices, **_accepted_kwargs(self.builder, kwargs))
+            fn, args = check_target_return(result, self.name, self.path)
+            leaves, treedef = jax.tree.flatten(args)
+            box.update(fn=fn, leaves=leaves, treedef=treedef)
+            return [x for x in leaves if isinstance(x, Tracer)]
+
+        try:
+            closed = jax.make_jaxpr(staged)()
+        except Exception:  # noqa: BLE001 - any failure here means: build concretely instead
+            return None
+        shardings = _device_put_shardings(closed.jaxpr)
+        specs = iter(
+            jax.ShapeDtypeStruct(tuple(v.aval.shape), v.aval.dtype, sharding=shardings.get(id(v)))
+            for v in closed.jaxpr.outvars
+        )
+        # what the builder computed is now a shape; what it handed over as is
+        # (ShapeDtypeStructs, numpy arrays) stays as it is
+        leaves = [next(specs) if isinstance(x, Tracer) else x for x in box["leaves"]]
+        return box["fn"], tuple(jax.tree.unflatten(box["treedef"], leaves))
+
     def build(self, num_devices: int, **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         """Call the builder and check the shape of what it returns."""
         try:
@@ -189,6 +227,19 @@ def load_targets(path: str, *, entry: str | None = None, target: str | None = No
     select = target if target is not None else selected
     module = import_kernel_file(file)
     return find_targets(module, entry=entry, select=select, path=os.path.abspath(file))
+
+
+def _device_put_shardings(jaxpr: Any) -> dict[int, Any]:
+    """id(var) -> the concrete sharding a top-level `device_put` gave it."""
+    from jax.sharding import Sharding
+
+    out: dict[int, Any] = {}
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "device_put":
+            for var, sh in zip(eqn.outvars, eqn.params.get("devices", ())):
+                if isinstance(sh, Sharding):
+                    out[id(var)] = sh
+    return out
 
 
 def check_target_return(result: Any, name: str, path: str = "") -> tuple[Callable[..., Any], tuple[Any, ...]]:
