@@ -50,17 +50,17 @@ import time
 from collections import defaultdict
 
 import z3
-
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.lowering import (
     EncodingBug,
     Lowered,
-    maximal_run,
     describe_op,
     failure_reached,
     lower,
+    maximal_run,
     s_prime_run,
 )
+from semcheck.checker.z3.memo import MEMO
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
@@ -92,7 +92,12 @@ class Blocked:
 
 
 class Conditions:
-    """The blocking condition at every blocking position of every core (shared by all encodings)."""
+    """The blocking condition at every position where a core can be stuck (shared by all encodings).
+
+    Waits and barriers that can never block (a wait its own core has already
+    paid for, a barrier with no other participant) are left out: a stuck
+    vector never stops there.
+    """
 
     def __init__(self, low: Lowered, drop: frozenset[str] = frozenset()) -> None:
         self.low = low
@@ -107,7 +112,9 @@ class Conditions:
             out = []
             for i in sorted(positions.get(c, ())):
                 if i < cap:
-                    out.append(self.wait(c, i) if (c, i) in low.waits else self.barrier(c, i))
+                    b = self.wait(c, i) if (c, i) in low.waits else self.barrier(c, i)
+                    if b.kind != "never":  # no stuck vector stops there: not a position of q[c]
+                        out.append(b)
             self.at[c] = out
 
     def contributions(self, counter) -> list:
@@ -404,31 +411,31 @@ def deadlock_free(
             fallback_states, stats,
         )
 
-    t2 = time.perf_counter()
-    enc = make_encoding(low, encoding, _drop)
-    solver = z3.SolverFor("QF_LIA") if encoding != "order" else z3.Solver()
-    solver.set("timeout", int(timeout_ms))
-    enc.add_to(solver)
-    stats["encode_s"] = round(time.perf_counter() - t2, 4)
-    stats.update(enc.stats())
-    t3 = time.perf_counter()
-    res = solver.check()
-    stats["solve_s"] = round(time.perf_counter() - t3, 4)
-    stats["z3"] = str(res)
-    if res == z3.unknown:
-        return Verdict(PROPERTY, "unknown", reason=f"z3 gave up: {solver.reason_unknown()}", stats=stats)
+    # The query reads only the lowering, which eager and on_wait share: solve it once for both.
+    shared = MEMO.table(program)
+    qkey = ("stuck-query", "hardware" if mode == "hardware" else "interpreter", encoding, _drop)
+    query = shared.get(qkey)
+    if query is None:
+        query = _solve_stuck_query(low, encoding, _drop, timeout_ms)
+        if query["z3"] != "unknown":
+            shared[qkey] = query
+    else:
+        query = dict(query, shared_with_other_mode=True)
+    stats.update({k: v for k, v in query.items() if k not in ("vector", "reason")})
+    res = query["z3"]
+    if res == "unknown":
+        return Verdict(PROPERTY, "unknown", reason=f"z3 gave up: {query['reason']}", stats=stats)
 
     # without failing ops S' is the program itself
     real = sp if not low.caps else maximal_run(program, mode)
     if real.state.pcs != sp.state.pcs:
         raise EncodingBug(f"S' and the real fast run end at different positions: {sp.state.pcs} vs {real.state.pcs}")
-    if res == z3.unsat:
+    if res == "unsat":
         if real.kind != "completed":
             raise EncodingBug(f"z3 proved deadlock freedom but the fast run ends in {real.kind}: {real.blocked}")
         return Verdict(PROPERTY, "proved", stats=stats)
 
-    m = solver.model()
-    q = enc.vector(m)
+    q = query["vector"]
     if real.kind != "deadlock":
         raise EncodingBug(f"z3 found a stuck vector {q} but the fast run ends in {real.kind}")
     pstar = real.state.pcs
@@ -440,6 +447,25 @@ def deadlock_free(
     stats["witness_s"] = round(time.perf_counter() - t4, 4)
     stats["replayed"] = replay
     return Verdict(PROPERTY, "violated", witness=witness, stats=stats)
+
+
+def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeout_ms: int) -> dict:
+    """Build and solve the stuck-vector query: z3's answer, the stuck vector if sat, and statistics."""
+    t2 = time.perf_counter()
+    enc = make_encoding(low, encoding, drop)
+    solver = z3.SolverFor("QF_LIA") if encoding != "order" else z3.Solver()
+    solver.set("timeout", int(timeout_ms))
+    enc.add_to(solver)
+    out: dict = {"encode_s": round(time.perf_counter() - t2, 4), **enc.stats()}
+    t3 = time.perf_counter()
+    res = solver.check()
+    out["solve_s"] = round(time.perf_counter() - t3, 4)
+    out["z3"] = str(res)
+    if res == z3.unknown:
+        out["reason"] = solver.reason_unknown()
+    elif res == z3.sat:
+        out["vector"] = enc.vector(solver.model())
+    return out
 
 
 def deadlock_witness(program: Program, mode: DmaMode, out: Outcome, low: Lowered | None = None, *,
