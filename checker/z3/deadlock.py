@@ -44,10 +44,10 @@ failure can end some runs before a deadlock that other runs reach.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import itertools
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 import z3
 from semcheck.checker.verdict import Verdict, Witness
@@ -72,8 +72,7 @@ PROPERTY = "deadlock-free"
 # --- what blocks a core at one position -------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Blocked:
+class Blocked(NamedTuple):
     """When core `core` is blocked at position `pos`, given the positions q of the others.
 
     kind "always" / "never"; "below": blocked iff q[owner] <= pos_of (one feeding core,
@@ -104,18 +103,16 @@ class Conditions:
         self.drop = drop
         self.at: dict[int, list[Blocked]] = {}
         self._info: dict = {}
-        positions: dict[int, list[int]] = defaultdict(list)
-        for cc, i in itertools.chain(low.waits, low.barriers):
-            positions[cc].append(i)
+        found: dict[int, list[Blocked]] = defaultdict(list)
+        for counter, ws in low.waits_by_counter.items():
+            found[counter[1]].extend(self._waits_of(counter, ws))
+        for c, i in low.barriers:
+            found[c].append(self.barrier(c, i))
         for c in range(low.program.topology.num_cores):
             cap = low.cap(c)
-            out = []
-            for i in sorted(positions.get(c, ())):
-                if i < cap:
-                    b = self.wait(c, i) if (c, i) in low.waits else self.barrier(c, i)
-                    if b.kind != "never":  # no stuck vector stops there: not a position of q[c]
-                        out.append(b)
-            self.at[c] = out
+            # no stuck vector stops where a core cannot block: not a position of q[c]
+            self.at[c] = sorted((b for b in found.get(c, ()) if b.pos < cap and b.kind != "never"),
+                                key=lambda b: b.pos)
 
     def contributions(self, counter) -> list:
         out = []
@@ -146,24 +143,40 @@ class Conditions:
         return info
 
     def wait(self, c: int, i: int) -> Blocked:
+        """The blocking condition of the wait at (c, i)."""
         w = self.low.waits[(c, i)]
-        own_pos, own_acc, wait_pos, wait_acc, foreign, owners, foreign_acc = self._counter(w.counter)
-        k = bisect.bisect_left(own_pos, i)
-        own = own_acc[k - 1] if k else 0
-        k = bisect.bisect_left(wait_pos, i)
-        waited = wait_acc[k - 1] if k else 0
-        need = w.value - own + waited  # blocked iff what the other cores contributed < need
-        if need <= 0:
-            return Blocked(c, i, "never")
-        if not foreign or foreign_acc[-1] < need:
-            return Blocked(c, i, "always")
-        if len(owners) == 1:
-            j = bisect.bisect_left(foreign_acc, need)  # enough arrived iff the owner executed foreign[j]
-            return Blocked(c, i, "below", owner=foreign[j][0], pos_of=foreign[j][1])
-        merged: dict = defaultdict(int)
-        for o, p, a in foreign:
-            merged[(o, p)] += a
-        return Blocked(c, i, "sum", terms=tuple((o, p, a) for (o, p), a in sorted(merged.items()) if a), need=need)
+        return next(b for b in self._waits_of(w.counter, self.low.waits_by_counter[w.counter]) if b.pos == i)
+
+    def _waits_of(self, counter, ws) -> list[Blocked]:
+        """The blocking conditions of the waits `ws` on `counter` (sorted by position), in one pass."""
+        own_pos, own_acc, _, _, foreign, owners, foreign_acc = self._counter(counter)
+        c = counter[1]
+        count_waits = "own_waits" not in self.drop
+        out = []
+        k = 0  # own contributions before the current wait
+        waited = 0  # what the core's earlier waits on the counter consumed
+        for w in ws:
+            i = w.pos
+            while k < len(own_pos) and own_pos[k] < i:
+                k += 1
+            own = own_acc[k - 1] if k else 0
+            need = w.value - own + waited  # blocked iff what the other cores contributed < need
+            if count_waits:
+                waited += w.value
+            if need <= 0:
+                out.append(Blocked(c, i, "never"))
+            elif not foreign or foreign_acc[-1] < need:
+                out.append(Blocked(c, i, "always"))
+            elif len(owners) == 1:
+                j = bisect.bisect_left(foreign_acc, need)  # enough arrived iff the owner executed foreign[j]
+                out.append(Blocked(c, i, "below", owner=foreign[j][0], pos_of=foreign[j][1]))
+            else:
+                merged: dict = defaultdict(int)
+                for o, p, a in foreign:
+                    merged[(o, p)] += a
+                out.append(Blocked(c, i, "sum", terms=tuple((o, p, a) for (o, p), a in sorted(merged.items()) if a),
+                                   need=need))
+        return out
 
     def barrier(self, c: int, i: int) -> Blocked:
         if "barrier" in self.drop:
@@ -279,8 +292,10 @@ class OrderEncoding:
     query adds "some core has not finished" (one negative clause). Same models
     as `Encoding` up to the representation of q; the Horn part is refuted by
     unit propagation, which is the least-stuck-vector induction itself.
-    The formula is emitted as SMT-LIB text (z3py object construction is the
-    bottleneck at hundreds of thousands of clauses).
+    The formula is handed to Z3 as text (z3py object construction is the
+    bottleneck at hundreds of thousands of clauses): DIMACS when it is all
+    clauses (Z3 parses it about twice as fast and its SAT core refutes it
+    while loading), SMT-LIB when a pseudo-Boolean sum is needed.
     """
 
     def __init__(self, low: Lowered, *, drop: frozenset[str] = frozenset()) -> None:
@@ -288,82 +303,111 @@ class OrderEncoding:
         self.cond = Conditions(low, drop)
         n = low.program.topology.num_cores
         self.P = [[b.pos for b in self.cond.at[c]] + [low.cap(c)] for c in range(n)]
-        self.clauses = 0
+        # variable of x[c][k] (k >= 1; x[c][0] is true) is base[c] + k
+        self.base = list(itertools.accumulate((len(p) - 1 for p in self.P), initial=0))[:-1]
+        self.num_vars = sum(len(p) - 1 for p in self.P)
         self.pb = 0
-        lines: list[str] = []
-        for c in range(n):
-            for k in range(1, len(self.P[c])):
-                lines.append(f"(declare-const x{c}_{k} Bool)")
+        # Horn clauses as DIMACS literals; pb_rules as (premise literals, (need, [(lit, amount)]), head)
+        clauses: list[list[int]] = []
+        pb_rules: list[tuple[list[int], tuple[int, list[tuple[int, int]]], int]] = []
         for c in range(n):
             for k in range(1, len(self.P[c]) - 1):
-                lines.append(f"(assert (=> x{c}_{k + 1} x{c}_{k}))")
+                clauses.append([-self._var(c, k + 1), self._var(c, k)])  # q >= P[k+1] -> q >= P[k]
+        self.chain_clauses = len(clauses)
         for c in range(n):
             for k, b in enumerate(self.cond.at[c]):
                 unblocked = self._unblocked(b)
-                if unblocked == "false":
+                if unblocked is False:
                     continue
-                pre = [self._x(c, k)] + ([] if unblocked == "true" else [unblocked])
-                pre = [p for p in pre if p != "true"]
-                body = pre[0] if len(pre) == 1 else f"(and {' '.join(pre)})" if pre else "true"
-                lines.append(f"(assert (=> {body} {self._x(c, k + 1)}))")
-                self.clauses += 1
-        goal = [f"(not {self._x(c, len(self.P[c]) - 1)})" if low.cap(c) == low.lengths[c] else "true"
-                for c in range(n)]
-        lines.append(f"(assert (or {' '.join(goal)}))" if len(goal) > 1 else f"(assert {goal[0]})")
-        self.clauses += self.chain_clauses
-        self.text = "\n".join(lines)
+                pre = [] if k == 0 else [self._var(c, k)]
+                head = self._var(c, k + 1)
+                if isinstance(unblocked, tuple):
+                    pb_rules.append((pre, unblocked, head))
+                else:
+                    clauses.append([-x for x in pre] + [-x for x in unblocked] + [head])
+        goal = []
+        if all(low.cap(c) == low.lengths[c] for c in range(n)):  # otherwise q != L holds anyway
+            goal = [-self._var(c, len(self.P[c]) - 1) for c in range(n) if len(self.P[c]) > 1]
+            if not goal:  # every core ends without a stoppable position: only q = L is stuck
+                self.num_vars += 1
+                clauses += [[self.num_vars], [-self.num_vars]]
+            else:
+                clauses.append(goal)
+        self.clauses = len(clauses) + len(pb_rules)
+        self.pb = len(pb_rules)
+        self.format = "smt2" if pb_rules else "dimacs"
+        self.text = self._smt2(clauses, pb_rules) if pb_rules else self._dimacs(clauses)
 
-    @property
-    def chain_clauses(self) -> int:
-        return sum(max(0, len(p) - 2) for p in self.P)
+    def _var(self, c: int, k: int) -> int:
+        return self.base[c] + k
 
-    def _x(self, c: int, k: int) -> str:
-        return "true" if k == 0 else f"x{c}_{k}"
-
-    def _gt(self, o: int, pos: int) -> str:
-        """The literal for q[o] > pos."""
+    def _gt(self, o: int, pos: int) -> int | bool:
+        """The literal for q[o] > pos (True / False when constant)."""
         m = bisect.bisect_right(self.P[o], pos)
-        return "false" if m >= len(self.P[o]) else self._x(o, m)
+        if m >= len(self.P[o]):
+            return False
+        return True if m == 0 else self._var(o, m)
 
-    def _unblocked(self, b: Blocked) -> str:
+    def _unblocked(self, b: Blocked):
+        """False, a list of literals (their conjunction; [] is true), or a PB sum (need, [(lit, amount)])."""
         if b.kind == "always":
-            return "false"
+            return False
         if b.kind == "never":
-            return "true"
+            return []
         if b.kind == "below":
-            return self._gt(b.owner, b.pos_of)
+            x = self._gt(b.owner, b.pos_of)
+            return [] if x is True else False if x is False else [x]
         if b.kind == "barrier":
             lits = [self._gt(p, pos - 1) for p, pos in b.terms]
-            if "false" in lits:
-                return "false"
-            lits = [x for x in lits if x != "true"]
-            return "true" if not lits else lits[0] if len(lits) == 1 else f"(and {' '.join(lits)})"
+            if any(x is False for x in lits):
+                return False
+            return [x for x in lits if x is not True]
         lits = [(self._gt(o, p), a) for o, p, a in b.terms]
-        sure = sum(a for x, a in lits if x == "true")
-        lits = [(x, a) for x, a in lits if x not in ("true", "false")]
+        sure = sum(a for x, a in lits if x is True)
+        lits = [(x, a) for x, a in lits if not isinstance(x, bool)]
         need = b.need - sure
         if need <= 0:
-            return "true"
+            return []
         if sum(a for _, a in lits) < need:
-            return "false"
-        self.pb += 1
-        return f"((_ pbge {need} {' '.join(str(a) for _, a in lits)}) {' '.join(x for x, _ in lits)})"
+            return False
+        return (need, lits)
+
+    def _dimacs(self, clauses: list[list[int]]) -> str:
+        body = "\n".join(" ".join(map(str, cl)) + " 0" for cl in clauses)
+        return f"p cnf {self.num_vars} {len(clauses)}\n{body}\n"
+
+    def _smt2(self, clauses: list[list[int]], pb_rules: list) -> str:
+        def lit(x: int) -> str:
+            return f"x{x}" if x > 0 else f"(not x{-x})"
+
+        lines = [f"(declare-const x{v} Bool)" for v in range(1, self.num_vars + 1)]
+        lines += [f"(assert (or {' '.join(map(lit, cl))}))" if len(cl) > 1 else f"(assert {lit(cl[0])})"
+                  for cl in clauses]
+        for pre, (need, terms), head in pb_rules:
+            pb = f"((_ pbge {need} {' '.join(str(a) for _, a in terms)}) {' '.join(lit(x) for x, _ in terms)})"
+            body = " ".join([lit(x) for x in pre] + [pb])
+            lines.append(f"(assert (=> (and {body}) {lit(head)}))")
+        return "\n".join(lines)
 
     def add_to(self, solver) -> None:
         solver.from_string(self.text)
 
     def vector(self, model) -> list[int]:
+        # by the declarations' names: DIMACS variables are fresh constants printed k!<n>,
+        # which a new z3.Bool("k!<n>") does not denote
+        name = "k!{}" if self.format == "dimacs" else "x{}"
+        true = {d.name() for d in model.decls() if z3.is_true(model[d])}
         out = []
         for c, P in enumerate(self.P):
             k = 0
-            while k + 1 < len(P) and z3.is_true(model.eval(z3.Bool(f"x{c}_{k + 1}"), model_completion=True)):
+            while k + 1 < len(P) and name.format(self._var(c, k + 1)) in true:
                 k += 1
             out.append(P[k])
         return out
 
     def stats(self) -> dict:
-        return {"encoding": "order", "vars": sum(len(p) - 1 for p in self.P), "clauses": self.clauses,
-                "pb_constraints": self.pb, "smt2_bytes": len(self.text)}
+        return {"encoding": "order", "format": self.format, "vars": self.num_vars, "clauses": self.clauses,
+                "pb_constraints": self.pb, "text_bytes": len(self.text)}
 
 
 def make_encoding(low: Lowered, style: str, drop: frozenset[str] = frozenset()):
