@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import math
 import multiprocessing as mp
 import os
@@ -171,6 +172,11 @@ def _child(req: Request, conn, parent_pid: int) -> None:
 
         import semcheck.checker.properties  # noqa: F401
 
+        # This process lives for one device count. Checking allocates millions
+        # of small, mostly acyclic objects; the cyclic collector re-scanning
+        # them is a third of the time at 256 devices, and peak memory is the
+        # same without it (measured: 2.0 GB either way), so it stays off.
+        gc.disable()
         conn.send(("ready",))
         start = time.monotonic()
         deadline = start + req.timeout
