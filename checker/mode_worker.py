@@ -1,0 +1,82 @@
+"""A second process that checks some DMA modes of a large program while this one checks the rest.
+
+Machines have two cores and the checks are single-threaded Python, so on a
+large kernel `semcheck verify` hands the hardware mode to this worker and
+checks the interpreter's modes itself (those two share their lowering and
+deadlock query, so they stay together). The worker is a plain subprocess
+(the verify child is a daemonic multiprocessing process, which may not start
+multiprocessing children); request and answer are pickles over its stdin and
+stdout.
+
+    python -m semcheck.checker.mode_worker   # reads (program, modes, properties, timeout_ms, deadline)
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import subprocess
+import sys
+from typing import Any
+
+# Below this many operations the checks take well under a second and a second
+# process costs more (start-up, imports, pickling) than it saves.
+MIN_OPS = 20_000
+
+
+class ModeWorker:
+    """One started worker, checking the given modes of one program."""
+
+    def __init__(self, program: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
+                 timeout_ms: int, deadline: float | None) -> None:
+        self.modes = modes
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "semcheck.checker.mode_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        assert self.proc.stdin is not None
+        try:
+            pickle.dump((program, modes, tuple(properties), timeout_ms, deadline), self.proc.stdin,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the worker died at start-up: result() says so
+
+    def result(self) -> dict[str, list]:
+        """mode -> verdicts; raises RuntimeError if the worker failed."""
+        assert self.proc.stdout is not None
+        data = self.proc.stdout.read()
+        code = self.proc.wait()
+        if code != 0 or not data:
+            raise RuntimeError(f"the mode worker exited with code {code}")
+        status, payload = pickle.loads(data)
+        if status != "ok":
+            raise RuntimeError(f"the mode worker failed: {payload}")
+        return payload
+
+
+def split_modes(num_ops: int, modes: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(modes to check here, modes for a worker): hardware goes to a worker on large programs."""
+    if num_ops < MIN_OPS or "hardware" not in modes or len(modes) < 2 or (os.cpu_count() or 1) < 2:
+        return modes, ()
+    return tuple(m for m in modes if m != "hardware"), ("hardware",)
+
+
+def main() -> int:
+    from semcheck.checker.verify import check_program
+
+    gc.disable()  # as in the verify child: short-lived, allocation-heavy
+    program, modes, properties, timeout_ms, deadline = pickle.load(sys.stdin.buffer)
+    try:
+        out = ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline)
+                      for m in modes})
+    except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
+        out = ("error", f"{type(e).__name__}: {e}")
+    sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
