@@ -279,6 +279,14 @@ class HappensBefore:
                     changed = True
         self._segs, self._frontier = segs, frontier
 
+    def reach(self, core: int) -> int:
+        """The first position of `core` that never executes (its length if all may)."""
+        if self._frontier is None:
+            if not self.barriers:
+                return len(self.program.cores[core])
+            self._compute()
+        return self._frontier[core]
+
     def reached(self, core: int, pos: int) -> bool:
         """Whether (core, pos) may execute (False: never, in any run)."""
         if self._frontier is None:
@@ -446,7 +454,26 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
             return "never"
         return "maybe"
 
+    # A lookup's key is often the same for every later op of the core: the
+    # happens-before facts it rests on grow along program order. Those are
+    # remembered per (core, label, index); the lowering visits each core's ops
+    # in order, so a remembered key is only reused at later positions.
+    stable: dict[tuple[int, str, int], Key] = {}
+
     def resolve(c: int, i: int, ref: SemRef) -> Key:
+        known = stable.get((c, ref.label, ref.index))
+        if known is not None:
+            return known
+        key = _resolve(c, i, ref)
+        # Lookups of the collective id depend on where the core is relative to
+        # the table insertions; only "fixed, and nothing ever inserts it
+        # internally" cannot change further along (get_barrier_semaphore
+        # having happened before stays so).
+        if hw or key[1] != cid or (key[0] == "fixed" and not first_insert):
+            stable[(c, ref.label, ref.index)] = key
+        return key
+
+    def _resolve(c: int, i: int, ref: SemRef) -> Key:
         if ref.label == BARRIER:
             if cid is None:
                 raise _Fail(NoCollectiveId())
@@ -487,10 +514,15 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
             f"({fixed}) and the internal table ({internal}) hold it depends on the schedule"
         )
 
+    targets: dict[tuple, int] = {}
+
     def target(c: int, device, local, *, dma: bool) -> int:
-        t = target_core(program, mode, c, device, local, dma=dma)
-        if isinstance(t, Violation):
-            raise _Fail(t)
+        t = targets.get((c, device, local, dma))
+        if t is None:
+            t = target_core(program, mode, c, device, local, dma=dma)
+            if isinstance(t, Violation):
+                raise _Fail(t)
+            targets[(c, device, local, dma)] = t
         return t
 
     caps: dict[int, tuple[int, Violation]] = {}
@@ -499,9 +531,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
     dmas: list[DmaOp] = []
     lookups: dict = {}
     for c, ops in enumerate(program.cores):
-        for i, op in enumerate(ops):
-            if not hb.reached(c, i):
-                break  # never executed in any run
+        for i, op in enumerate(ops[:hb.reach(c)]):  # what lies beyond never executes in any run
             try:
                 _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
                           contributions, waits, dmas, lookups)
@@ -556,56 +586,57 @@ class _Unsupported(Exception):
 def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_events, buffer_ids,
               contributions, waits, dmas, lookups) -> None:
     hw = mode == "hardware"
-    if isinstance(op, AllocSem):
-        if (c, op.label) not in sem_allocs:
-            raise _Unsupported(f"core {c} op {i}: the ids of allocation {op.label!r} are not static")
-        if not hw:
-            ids = sem_allocs[(c, op.label)].ids
-            if isinstance(ids, Violation):
-                raise _Fail(ids)
-    elif isinstance(op, GetBarrierSem):
-        if program.collective_id is None:
-            raise _Fail(NoCollectiveId())
-        if not hw:
-            handed = scalar_int16(program.collective_id)
-            if isinstance(handed, Violation):
-                raise _Fail(handed)
-    elif isinstance(op, AllocBuffer):
-        if (c, op.label) not in buffer_ids:
-            raise _Unsupported(f"core {c} op {i}: the id of buffer {op.label!r} is not static")
-        if not hw:
-            handed = scalar_int16(buffer_ids[(c, op.label)])
-            if isinstance(handed, Violation):
-                raise _Fail(handed)
-    elif isinstance(op, Signal):
-        key = resolve(c, i, op.sem)
-        t = target(c, op.device, op.core, dma=False)
-        if op.inc < 0:
-            raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
-        lookups[(c, i)] = (key,)
-        contributions.append(Contribution(c, i, op.inc, (key, t), "signal"))
-    elif isinstance(op, Wait):
+    t = type(op)  # the op classes are final: dispatch on identity, the common ops first
+    if t is Wait:
         key = resolve(c, i, op.sem)
         if op.value < 0:
             raise _Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
         lookups[(c, i)] = (key,)
         waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
-    elif isinstance(op, Read):
-        lookups[(c, i)] = (resolve(c, i, op.sem),)
-    elif isinstance(op, DmaStart):
+    elif t is Signal:
+        key = resolve(c, i, op.sem)
+        tgt = target(c, op.device, op.core, dma=False)
+        if op.inc < 0:
+            raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
+        lookups[(c, i)] = (key,)
+        contributions.append(Contribution(c, i, op.inc, (key, tgt), "signal"))
+    elif t is DmaStart:
         src_key = resolve(c, i, op.src_sem) if op.src_sem is not None else None
         dst_key = resolve(c, i, op.dst_sem)
         dst = target(c, op.device, op.core, dma=True)
         if op.nbytes < 0:
             raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
-        lookups[(c, i)] = tuple(k for k in (src_key, dst_key) if k is not None)
+        lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
         ident = len(dmas)
         src_counter = (src_key, c) if src_key is not None else None
         dmas.append(DmaOp(ident, c, i, dst, op.nbytes, src_counter, (dst_key, dst), op.loc))
         if src_counter is not None:
             contributions.append(Contribution(c, i, op.nbytes, src_counter, "dma_read", ident))
         contributions.append(Contribution(c, i, op.nbytes, (dst_key, dst), "dma_write", ident))
-    elif not isinstance(op, (Barrier, FreeBuffer, ExitCheck)):
+    elif t is GetBarrierSem:
+        if program.collective_id is None:
+            raise _Fail(NoCollectiveId())
+        if not hw:
+            handed = scalar_int16(program.collective_id)
+            if isinstance(handed, Violation):
+                raise _Fail(handed)
+    elif t is AllocSem:
+        if (c, op.label) not in sem_allocs:
+            raise _Unsupported(f"core {c} op {i}: the ids of allocation {op.label!r} are not static")
+        if not hw:
+            ids = sem_allocs[(c, op.label)].ids
+            if isinstance(ids, Violation):
+                raise _Fail(ids)
+    elif t is AllocBuffer:
+        if (c, op.label) not in buffer_ids:
+            raise _Unsupported(f"core {c} op {i}: the id of buffer {op.label!r} is not static")
+        if not hw:
+            handed = scalar_int16(buffer_ids[(c, op.label)])
+            if isinstance(handed, Violation):
+                raise _Fail(handed)
+    elif t is Read:
+        lookups[(c, i)] = (resolve(c, i, op.sem),)
+    elif t not in (Barrier, FreeBuffer, ExitCheck):
         raise _Unsupported(f"core {c} op {i}: unknown operation {type(op).__name__}")
 
 
