@@ -232,3 +232,22 @@ def test_dma_without_send_semaphore_and_local_copies():
     for mode in DMA_MODES:
         assert deadlock_free(p, mode).verdict == "proved"
         assert explore(p, mode).kinds() == {"completed"}
+
+
+# --- counters fed by several cores: the pseudo-Boolean rendering ------------------------------------
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.parametrize("missing", [False, True])
+def test_a_wait_fed_by_two_cores_needs_a_pb_sum_and_is_decided(mode, missing):
+    """Device 2 waits for 2 on one semaphore that devices 0 and 1 each signal once (then once more)."""
+    sem = SemRef("s", 0)
+    senders = [[Signal(sem, device=2), Signal(sem, device=2)], [Signal(sem, device=2)]]
+    if not missing:
+        senders[1].append(Signal(sem, device=2))
+    p = launch(Topology(3), [*senders, [Wait(sem, 2), Wait(sem, 2)]], scratch=[Scratch("s")])
+    v = deadlock_free(p, mode)
+    assert v.stats["pb_constraints"] >= 1 and v.stats["format"] == "smt2"
+    assert v.verdict == ("violated" if missing else "proved")
+    ex = explore(p, mode)  # the model's answer over every schedule
+    assert any(o.kind == "deadlock" for o in ex.outcomes) == missing

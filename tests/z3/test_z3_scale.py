@@ -14,7 +14,7 @@ def test_ring_allreduce_64_devices_is_proved_by_one_large_query():
     v = deadlock_free(p, "hardware")
     assert v.verdict == "proved"
     # one query over every core's stoppable positions (speed is measured in bench/, not asserted)
-    assert v.stats["clauses"] > 30_000 and v.stats["z3"] == "unsat"
+    assert v.stats["clauses"] > 15_000 and v.stats["z3"] == "unsat"
 
 
 def test_ring_allreduce_64_devices_deadlock_is_found_and_replayed():
