@@ -80,7 +80,9 @@ def fast_run(
     allocs: dict = {}
     buffers: dict = {}
     queues: dict = {}
-    dmas: list[Dma] = []
+    dmas: list[Dma] = []  # as started (phase 0); phases live in `phase` until the end
+    phase: list[int] = []
+    steps = [("core", c) for c in range(n)]  # schedule entries, shared rather than rebuilt per op
     passed: dict = {}
     reads: list = []
     warnings: list[ExitWarning] = []
@@ -108,7 +110,7 @@ def fast_run(
         op = program.cores[core][pc]
         failure.append(Failure(violation, core, pc, op.loc))
         if record:
-            schedule.append(("core", core))  # the failing step
+            schedule.append(steps[core])  # the failing step
         if isinstance(op, _UNPROPAGATED) and topo.cores_per_device == 1:
             dead_devices.add(topo.device_of(core))
         raise _Halt
@@ -138,16 +140,15 @@ def fast_run(
         do_fail(core, sem.UnknownSemaphore(sid))
 
     def dma_read(d: Dma) -> None:
-        if d.phase == 0:
+        if phase[d.ident] == 0:
             if d.src_key is not None:
                 signal(d.src_key, d.src_core, d.nbytes)
-            dmas[d.ident] = d = _with_phase(d, 1)
+            phase[d.ident] = 1
 
     def dma_write(d: Dma) -> None:
-        d = dmas[d.ident]
-        if d.phase == 1:
+        if phase[d.ident] == 1:
             signal(d.dst_key, d.dst_core, d.nbytes)
-            dmas[d.ident] = _with_phase(d, 2)
+            phase[d.ident] = 2
 
     def barrier_reached(p: int, name: str) -> int:
         r = passed.get((p, name), 0)
@@ -174,7 +175,7 @@ def fast_run(
                     if have < op.value:  # the lookup is a step of its own (SEM-5)
                         looked[core] = key
                         if record:
-                            schedule.append(("core", core))
+                            schedule.append(steps[core])
                 while True:
                     have = counts.get((key, core), 0)
                     if have >= op.value:
@@ -185,7 +186,7 @@ def fast_run(
                     if q:
                         ident, kind = q.pop()
                         if record:
-                            schedule.append(("core", core))
+                            schedule.append(steps[core])
                         dma_read(dmas[ident])
                         if kind == "read_write":
                             dma_write(dmas[ident])
@@ -206,6 +207,7 @@ def fast_run(
                     do_fail(core, dst)
                 d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
                 dmas.append(d)
+                phase.append(0)
                 if mode == "on_wait":
                     if src_key is not None:
                         queues.setdefault((src_key, core), []).append((d.ident, "read"))
@@ -216,7 +218,7 @@ def fast_run(
                             wake(waiting.pop(k))
                 else:
                     if record:
-                        schedule.append(("core", core))
+                        schedule.append(steps[core])
                         if hw:
                             schedule.extend([("dma_read", d.ident), ("dma_write", d.ident)])
                     pcs[core] += 1
@@ -280,7 +282,7 @@ def fast_run(
             elif t is not FreeBuffer:
                 raise ModelBug(f"unknown op {op!r}")
             if record:
-                schedule.append(("core", core))
+                schedule.append(steps[core])
             pcs[core] += 1
 
     def _global(f: Failure) -> bool:
@@ -303,7 +305,7 @@ def fast_run(
         allocs=FMap(allocs),
         buffers=FMap(buffers),
         next_buffer=FMap(next_buf),
-        dmas=tuple(dmas),
+        dmas=tuple(d if p == 0 else _with_phase(d, p) for d, p in zip(dmas, phase)),
         queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
         looked_up=FMap(looked),
         passed=FMap(passed),
