@@ -495,6 +495,25 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
 # --- id-agreement ---------------------------------------------------------------------------
 
 
+def _agreement(program: Program, mode: DmaMode, held: dict, c: int, ref, op, dma: bool, hw: bool):
+    """"skip" (not a remote use of an allocated semaphore), "agree", or (target, description, theirs, id)."""
+    dst = target_core(program, mode, c, op.device, op.core, dma=dma)
+    if ref.label == BARRIER or not isinstance(dst, int) or dst == c:
+        return "skip"
+    mine = held.get(c, {}).get(ref.label)
+    if mine is None or not 0 <= ref.index < mine.count:
+        return "skip"  # a failing lookup, reported elsewhere
+    theirs = [a for a in held.get(dst, {}).values() if a.site == mine.site and ref.index < a.count]
+    if hw:
+        if theirs:
+            return "agree"
+        return dst, f"site {mine.site!r} index {ref.index}", theirs, None
+    sid = mine.ids[ref.index]
+    if any(a.ids and a.ids[ref.index] == sid for a in theirs):
+        return "agree"
+    return dst, f"id {sid} (site {mine.site!r} index {ref.index})", theirs, sid
+
+
 def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
     """PROP-3: a remote signal/DMA names, on the target core, the allocation it names on the sender.
 
@@ -521,29 +540,27 @@ def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -
     hw = mode == "hardware"
     checked = 0
     for c, ops in enumerate(program.cores):
+        # the answer depends on the op only through these, and allocations are S''s final ones:
+        # decide each (semaphore, target) a core uses once
+        decided: dict[tuple, object] = {}
         for i, op in enumerate(ops[: st.pcs[c]]):
-            if isinstance(op, Signal):
-                ref, dst = op.sem, target_core(program, mode, c, op.device, op.core, dma=False)
-            elif isinstance(op, DmaStart):
-                ref, dst = op.dst_sem, target_core(program, mode, c, op.device, op.core, dma=True)
+            t = type(op)
+            if t is Signal:
+                ref, dma = op.sem, False
+            elif t is DmaStart:
+                ref, dma = op.dst_sem, True
             else:
                 continue
-            if ref.label == BARRIER or not isinstance(dst, int) or dst == c:
+            use = (ref.label, ref.index, op.device, op.core, dma)
+            answer = decided.get(use)
+            if answer is None:
+                answer = decided[use] = _agreement(program, mode, held, c, ref, op, dma, hw)
+            if answer == "skip":
                 continue
-            mine = held.get(c, {}).get(ref.label)
-            if mine is None or not 0 <= ref.index < mine.count:
-                continue  # a failing lookup, reported elsewhere
             checked += 1
-            theirs = [a for a in held.get(dst, {}).values() if a.site == mine.site and ref.index < a.count]
-            if hw:
-                agree = bool(theirs)
-                mine_desc = f"site {mine.site!r} index {ref.index}"
-            else:
-                sid = mine.ids[ref.index]
-                agree = any(a.ids and a.ids[ref.index] == sid for a in theirs)
-                mine_desc = f"id {sid} (site {mine.site!r} index {ref.index})"
-            if agree:
+            if answer == "agree":
                 continue
+            dst, mine_desc, theirs, sid = answer
             their_desc = (", ".join(f"{a.ids[ref.index] if a.ids else '-'}" for a in theirs) or "none")
             msg = (f"core {c} {'signals' if isinstance(op, Signal) else 'DMAs into'} {ref} = {mine_desc} on core {dst}, "
                    f"but core {dst} holds no such semaphore (its ids for that site and index: {their_desc})")
