@@ -288,7 +288,9 @@ class OrderEncoding:
     "not blocked" says that other cores have gone *far enough* (q[o] > p for a
     feeding contribution, q[p] >= pos for a barrier participant), a
     conjunction of positive literals -- so the clauses are Horn wherever a
-    counter has one feeding core, and a pseudo-Boolean sum otherwise. The
+    counter has one feeding core; with two, "not blocked" is a disjunction of
+    such conjunctions (`_two_feeders`: one Horn clause each); with more, a
+    pseudo-Boolean sum. The
     query adds "some core has not finished" (one negative clause). With the
     chain clauses below it has the same models as `Encoding` up to the
     representation of q; the Horn part is refuted by unit propagation, which
@@ -326,7 +328,10 @@ class OrderEncoding:
                     continue
                 pre = [] if k == 0 else [self._var(c, k)]
                 head = self._var(c, k + 1)
-                if isinstance(unblocked, tuple):
+                if isinstance(unblocked, tuple) and unblocked[0] == "any":
+                    for conj in unblocked[1]:  # unblocked iff one of these conjunctions holds
+                        clauses.append([-x for x in pre] + [-x for x in conj] + [head])
+                elif isinstance(unblocked, tuple):
                     pb_rules.append((pre, unblocked, head))
                 else:
                     clauses.append([-x for x in pre] + [-x for x in unblocked] + [head])
@@ -354,7 +359,8 @@ class OrderEncoding:
         return True if m == 0 else self._var(o, m)
 
     def _unblocked(self, b: Blocked):
-        """False, a list of literals (their conjunction; [] is true), or a PB sum (need, [(lit, amount)])."""
+        """False; a list of literals (their conjunction; [] is true); ("any", [conjunction, ...]);
+        or a PB sum (need, [(lit, amount)])."""
         if b.kind == "always":
             return False
         if b.kind == "never":
@@ -367,15 +373,24 @@ class OrderEncoding:
             if any(x is False for x in lits):
                 return False
             return [x for x in lits if x is not True]
-        lits = [(self._gt(o, p), a) for o, p, a in b.terms]
-        sure = sum(a for x, a in lits if x is True)
-        lits = [(x, a) for x, a in lits if not isinstance(x, bool)]
+        per: dict[int, list[tuple[int, int]]] = {}  # feeding core -> (literal, amount), in position order
+        sure = 0
+        for o, p, a in b.terms:  # sorted by (core, position)
+            x = self._gt(o, p)
+            if x is True:
+                sure += a
+            elif x is not False:
+                per.setdefault(o, []).append((x, a))
         need = b.need - sure
         if need <= 0:
             return []
-        if sum(a for _, a in lits) < need:
+        if sum(a for xs in per.values() for _, a in xs) < need:
             return False
-        return (need, lits)
+        if len(per) <= 2:
+            alternatives = _two_feeders(need, *per.values())
+            if alternatives is not None:
+                return ("any", alternatives)
+        return (need, [xa for xs in per.values() for xa in xs])
 
     def _dimacs(self, clauses: list[list[int]]) -> str:
         body = "\n".join(" ".join(map(str, cl)) + " 0" for cl in clauses)
@@ -413,6 +428,49 @@ class OrderEncoding:
     def stats(self) -> dict:
         return {"encoding": "order", "format": self.format, "vars": self.num_vars, "clauses": self.clauses,
                 "pb_constraints": self.pb, "text_bytes": len(self.text)}
+
+
+# Past this many alternatives for one wait, a pseudo-Boolean sum is smaller.
+MAX_ALTERNATIVES = 256
+
+
+def _two_feeders(need: int, *feeds: list[tuple[int, int]]) -> list[list[int]] | None:
+    """`sum >= need` over one or two feeding cores as a disjunction of literal conjunctions.
+
+    Each feed lists (literal "the core got past contribution i", amount) in
+    position order, so a feed's total reaches v exactly when the literal of
+    its first prefix summing to v holds. With two feeds, the sum reaches
+    `need` iff for some level v of the first, the second reaches need - v:
+    one Horn clause per minimal pair (a staircase), instead of a
+    pseudo-Boolean constraint, which Z3 propagates far more slowly. None when
+    the staircase has more than MAX_ALTERNATIVES steps.
+    """
+    levels = []
+    for feed in feeds:
+        lv: list[tuple[int, int | None]] = [(0, None)]
+        for x, a in feed:
+            total = lv[-1][0] + a
+            if lv[-1][1] == x:
+                lv[-1] = (total, x)  # contributions behind the same literal add up
+            else:
+                lv.append((total, x))
+        levels.append(lv)
+    if len(levels) == 1:
+        levels.append([(0, None)])
+    first, second = levels
+    second_totals = [v for v, _ in second]
+    out: list[list[int]] = []
+    for v, x in first:
+        rest = need - v
+        if rest <= 0:
+            out.append([x] if x is not None else [])
+            break
+        j = bisect.bisect_left(second_totals, rest)
+        if j < len(second):
+            out.append([y for y in (x, second[j][1]) if y is not None])
+        if len(out) > MAX_ALTERNATIVES:
+            return None
+    return out
 
 
 def make_encoding(low: Lowered, style: str, drop: frozenset[str] = frozenset()):
@@ -502,9 +560,14 @@ def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeou
     """Build and solve the stuck-vector query: z3's answer, the stuck vector if sat, and statistics."""
     t2 = time.perf_counter()
     enc = make_encoding(low, encoding, drop)
-    # QF_FD goes straight to the SAT core (with cardinality constraints):
-    # parsing a 500k-clause query takes a third of the default solver's time
-    solver = z3.SolverFor("QF_LIA") if encoding != "order" else z3.SolverFor("QF_FD")
+    # Clauses only: QF_FD goes straight to the SAT core (parsing a 500k-clause
+    # query takes a third of the default solver's time).
+    if encoding != "order":
+        solver = z3.SolverFor("QF_LIA")
+    elif enc.format == "dimacs":
+        solver = z3.SolverFor("QF_FD")
+    else:  # pseudo-Boolean sums: the SMT core's PB theory (QF_FD's bit-blasting takes ~50x longer)
+        solver = z3.Solver()
     solver.set("timeout", int(timeout_ms))
     enc.add_to(solver)
     out: dict = {"encode_s": round(time.perf_counter() - t2, 4), **enc.stats()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
 
 import z3
 import z3_truth as truth
@@ -11,7 +12,7 @@ from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import deadlock_free, deadlock_free_timestamped
 from semcheck.checker.z3.bench import ring_allreduce
-from semcheck.checker.z3.deadlock import make_encoding
+from semcheck.checker.z3.deadlock import _two_feeders, make_encoding
 from semcheck.checker.z3.lowering import EncodingBug, failure_reached, lower, s_prime_run
 from semcheck.model import (
     BARRIER,
@@ -234,20 +235,52 @@ def test_dma_without_send_semaphore_and_local_copies():
         assert explore(p, mode).kinds() == {"completed"}
 
 
-# --- counters fed by several cores: the pseudo-Boolean rendering ------------------------------------
+# --- counters fed by several cores: staircase clauses (two feeders), pseudo-Boolean sums (more) ----------
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.parametrize("feeders", [2, 3])
 @pytest.mark.parametrize("missing", [False, True])
-def test_a_wait_fed_by_two_cores_needs_a_pb_sum_and_is_decided(mode, missing):
-    """Device 2 waits for 2 on one semaphore that devices 0 and 1 each signal once (then once more)."""
+def test_a_wait_fed_by_several_cores_is_decided(mode, feeders, missing):
+    """The last device waits twice for `feeders` on one semaphore every other device signals twice."""
     sem = SemRef("s", 0)
-    senders = [[Signal(sem, device=2), Signal(sem, device=2)], [Signal(sem, device=2)]]
-    if not missing:
-        senders[1].append(Signal(sem, device=2))
-    p = launch(Topology(3), [*senders, [Wait(sem, 2), Wait(sem, 2)]], scratch=[Scratch("s")])
+    waiter = feeders
+    senders = [[Signal(sem, device=waiter), Signal(sem, device=waiter)] for _ in range(feeders)]
+    if missing:
+        senders[-1].pop()
+    p = launch(Topology(feeders + 1), [*senders, [Wait(sem, feeders), Wait(sem, feeders)]], scratch=[Scratch("s")])
     v = deadlock_free(p, mode)
-    assert v.stats["pb_constraints"] >= 1 and v.stats["format"] == "smt2"
+    if feeders == 2:  # a staircase of Horn clauses
+        assert v.stats["format"] == "dimacs" and v.stats["pb_constraints"] == 0
+    else:
+        assert v.stats["format"] == "smt2" and v.stats["pb_constraints"] >= 1
     assert v.verdict == ("violated" if missing else "proved")
     ex = explore(p, mode)  # the model's answer over every schedule
     assert any(o.kind == "deadlock" for o in ex.outcomes) == missing
+
+
+@given(
+    feeds=st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), max_size=6), min_size=1, max_size=2),
+    need=st.integers(1, 20),
+    data=st.data(),
+)
+def test_two_feeder_staircase_holds_exactly_when_the_sum_reaches_need(feeds, need, data):
+    """Literals are prefix positions (a repeat step of 0 reuses the previous literal, as contributions
+    between two stoppable positions do); a feed that got past position k holds literals <= k."""
+    lit_feeds, literal = [], 0
+    for f, feed in enumerate(feeds):
+        out = []
+        for step, amount in feed:
+            literal += 1 if step or not out else 0
+            out.append((1000 * (f + 1) + literal, amount))
+        lit_feeds.append(out)
+    alternatives = _two_feeders(need, *lit_feeds)
+    assert alternatives is not None
+    reached = [data.draw(st.integers(0, len(feed))) for feed in lit_feeds]  # contributions made per feed
+    true = {x for feed, r in zip(lit_feeds, reached) for x, _ in feed[:r]}
+    # a literal stands for "got past its last contribution": drop those only partly reached
+    for feed, r in zip(lit_feeds, reached):
+        if r < len(feed) and r > 0 and feed[r][0] == feed[r - 1][0]:
+            true.discard(feed[r][0])
+    total = sum(a for feed, r in zip(lit_feeds, reached) for x, a in feed[:r] if x in true)
+    assert any(all(x in true for x in conj) for conj in alternatives) == (total >= need)
