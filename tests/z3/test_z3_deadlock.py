@@ -18,7 +18,6 @@ from semcheck.model import (
     BARRIER,
     DMA_MODES,
     AllocSem,
-    Barrier,
     DmaStart,
     GetBarrierSem,
     Scratch,
