@@ -153,6 +153,7 @@ class Conditions:
         c = counter[1]
         count_waits = "own_waits" not in self.drop
         out = []
+        terms = None
         k = 0  # own contributions before the current wait
         waited = 0  # what the core's earlier waits on the counter consumed
         for w in ws:
@@ -171,11 +172,12 @@ class Conditions:
                 j = bisect.bisect_left(foreign_acc, need)  # enough arrived iff the owner executed foreign[j]
                 out.append(Blocked(c, i, "below", owner=foreign[j][0], pos_of=foreign[j][1]))
             else:
-                merged: dict = defaultdict(int)
-                for o, p, a in foreign:
-                    merged[(o, p)] += a
-                out.append(Blocked(c, i, "sum", terms=tuple((o, p, a) for (o, p), a in sorted(merged.items()) if a),
-                                   need=need))
+                if terms is None:  # the counter's whole foreign feed: one tuple shared by its waits
+                    merged: dict = defaultdict(int)
+                    for o, p, a in foreign:
+                        merged[(o, p)] += a
+                    terms = tuple((o, p, a) for (o, p), a in sorted(merged.items()) if a)
+                out.append(Blocked(c, i, "sum", terms=terms, need=need))
         return out
 
     def barrier(self, c: int, i: int) -> Blocked:
@@ -318,6 +320,8 @@ class OrderEncoding:
         self.base = list(itertools.accumulate((len(p) - 1 for p in self.P), initial=0))[:-1]
         self.num_vars = sum(len(p) - 1 for p in self.P)
         self.pb = 0
+        self._feeds: dict[int, tuple] = {}  # id of a counter's feed (Blocked.terms) -> (it, what it gives)
+        self._aux_clauses: list[list[int]] = []
         # Horn clauses as DIMACS literals; pb_rules as (premise literals, (need, [(lit, amount)]), head)
         clauses: list[list[int]] = []
         pb_rules: list[tuple[list[int], tuple[int, list[tuple[int, int]]], int]] = []
@@ -335,6 +339,7 @@ class OrderEncoding:
                     pb_rules.append((pre, unblocked, head))
                 else:
                     clauses.append([-x for x in pre] + [-x for x in unblocked] + [head])
+        clauses.extend(self._aux_clauses)
         goal = []
         if all(low.cap(c) == low.lengths[c] for c in range(n)):  # otherwise q != L holds anyway
             goal = [-self._var(c, len(self.P[c]) - 1) for c in range(n) if len(self.P[c]) > 1]
@@ -347,6 +352,10 @@ class OrderEncoding:
         self.pb = len(pb_rules)
         self.format = "smt2" if pb_rules else "dimacs"
         self.text = self._smt2(clauses, pb_rules) if pb_rules else self._dimacs(clauses)
+
+    def _fresh(self) -> int:
+        self.num_vars += 1
+        return self.num_vars
 
     def _var(self, c: int, k: int) -> int:
         return self.base[c] + k
@@ -373,19 +382,33 @@ class OrderEncoding:
             if any(x is False for x in lits):
                 return False
             return [x for x in lits if x is not True]
-        per: dict[int, list[tuple[int, int]]] = {}  # feeding core -> (literal, amount), in position order
-        sure = 0
-        for o, p, a in b.terms:  # sorted by (core, position)
-            x = self._gt(o, p)
-            if x is True:
-                sure += a
-            elif x is not False:
-                per.setdefault(o, []).append((x, a))
+        # What depends on the counter's feed alone is computed once per counter: its waits
+        # share one `terms` tuple (by identity; hashing it per wait costs as much as the rest).
+        feed = self._feeds.get(id(b.terms))
+        if feed is None or feed[0] is not b.terms:
+            per: dict[int, list[tuple[int, int]]] = {}  # feeding core -> (literal, amount), in position order
+            sure = 0
+            for o, p, a in b.terms:  # sorted by (core, position)
+                x = self._gt(o, p)
+                if x is True:
+                    sure += a
+                elif x is not False:
+                    per.setdefault(o, []).append((x, a))
+            units = sum(a for xs in per.values() for _, a in xs)
+            outputs = None
+            if units <= MAX_NETWORK_UNITS:
+                outputs, extra = unary_sum_network(list(per.values()), self._fresh)
+                self._aux_clauses.extend(extra)
+            feed = self._feeds[id(b.terms)] = (b.terms, per, sure, units, outputs)
+        _, per, sure, units, outputs = feed
         need = b.need - sure
         if need <= 0:
             return []
-        if sum(a for xs in per.values() for _, a in xs) < need:
+        if units < need:
             return False
+        if outputs is not None:
+            x = outputs[need - 1]
+            return [] if x is True else False if x is False else [x]
         if len(per) <= 2:
             alternatives = _two_feeders(need, *per.values())
             if alternatives is not None:
@@ -428,6 +451,66 @@ class OrderEncoding:
     def stats(self) -> dict:
         return {"encoding": "order", "format": self.format, "vars": self.num_vars, "clauses": self.clauses,
                 "pb_constraints": self.pb, "text_bytes": len(self.text)}
+
+
+# A counter whose feeds total at most this many units gets a merging network.
+MAX_NETWORK_UNITS = 4096
+
+
+def unary_sum_network(feeds: list[list[tuple[int, int]]], fresh) -> tuple[list, list[list[int]]]:
+    """Horn clauses whose least model counts: output t-1 holds iff the feeds' true units reach t.
+
+    Each feed lists (literal, amount) in position order; its unary sequence
+    repeats a literal `amount` times and is sorted (true units first) in the
+    least model, where a core's literals are prefix-closed. Batcher's
+    odd-even merges combine the sorted feeds; a comparator's outputs are
+    "u or v" (two clauses) and "u and v" (one), both Horn upward, so the
+    least model evaluates the network exactly. `fresh()` returns a new
+    variable. Returns (outputs, clauses); outputs may be the constants
+    True/False. O(T log^2 T) clauses for T units, against O(T^2) for
+    staircases -- what a ring that signals both neighbours needs at 256 devices.
+    """
+    clauses: list[list[int]] = []
+
+    def comparator(u, v):
+        if u is False or v is True:
+            return v, u
+        if v is False or u is True:
+            return u, v
+        if u == v:
+            return u, u
+        hi, lo = fresh(), fresh()
+        clauses.extend(([-u, hi], [-v, hi], [-u, -v, lo]))
+        return hi, lo
+
+    def merge(a: list, b: list) -> list:  # sorted, equal power-of-two lengths
+        if len(a) == 1:
+            return list(comparator(a[0], b[0]))
+        c, d = merge(a[0::2], b[0::2]), merge(a[1::2], b[1::2])
+        out = [c[0]]
+        for i in range(1, len(c)):
+            out.extend(comparator(c[i], d[i - 1]))
+        out.append(d[-1])
+        return out
+
+    def padded(seq: list, size: int) -> list:
+        return seq + [False] * (size - len(seq))
+
+    seqs = [[x for x, a in feed for _ in range(a)] for feed in feeds]
+    seqs = [q for q in seqs if q] or [[]]
+    total = sum(len(q) for q in seqs)
+    while len(seqs) > 1:
+        nxt = []
+        for i in range(0, len(seqs) - 1, 2):
+            size = 1
+            while size < max(len(seqs[i]), len(seqs[i + 1])):
+                size *= 2
+            merged = merge(padded(seqs[i], size), padded(seqs[i + 1], size))
+            nxt.append(merged[: len(seqs[i]) + len(seqs[i + 1])])
+        if len(seqs) % 2:
+            nxt.append(seqs[-1])
+        seqs = nxt
+    return seqs[0][:total], clauses
 
 
 # Past this many alternatives for one wait, a pseudo-Boolean sum is smaller.

@@ -12,7 +12,7 @@ from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import deadlock_free, deadlock_free_timestamped
 from semcheck.checker.z3.bench import ring_allreduce
-from semcheck.checker.z3.deadlock import _two_feeders, make_encoding
+from semcheck.checker.z3.deadlock import _two_feeders, make_encoding, unary_sum_network
 from semcheck.checker.z3.lowering import EncodingBug, failure_reached, lower, s_prime_run
 from semcheck.model import (
     BARRIER,
@@ -234,25 +234,31 @@ def test_dma_without_send_semaphore_and_local_copies():
         assert explore(p, mode).kinds() == {"completed"}
 
 
-# --- counters fed by several cores: staircase clauses (two feeders), pseudo-Boolean sums (more) ----------
+# --- counters fed by several cores: merging networks, staircases, pseudo-Boolean sums -------------------
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
-@pytest.mark.parametrize("feeders", [2, 3])
+@pytest.mark.parametrize(("feeders", "inc", "rendering"), [
+    (2, 1, "network"), (3, 1, "network"), (2, 3000, "staircase"), (3, 3000, "pb"),
+])
 @pytest.mark.parametrize("missing", [False, True])
-def test_a_wait_fed_by_several_cores_is_decided(mode, feeders, missing):
-    """The last device waits twice for `feeders` on one semaphore every other device signals twice."""
+def test_a_wait_fed_by_several_cores_is_decided(mode, feeders, inc, rendering, missing):
+    """The last device waits twice for `feeders * inc` on one semaphore every other device signals twice.
+
+    Unit feeds count through a merging network; feeds too large for one
+    (thousands of units, like DMA bytes) become a staircase with two
+    feeders and a pseudo-Boolean sum with more.
+    """
     sem = SemRef("s", 0)
     waiter = feeders
-    senders = [[Signal(sem, device=waiter), Signal(sem, device=waiter)] for _ in range(feeders)]
+    senders = [[Signal(sem, inc, device=waiter), Signal(sem, inc, device=waiter)] for _ in range(feeders)]
     if missing:
         senders[-1].pop()
-    p = launch(Topology(feeders + 1), [*senders, [Wait(sem, feeders), Wait(sem, feeders)]], scratch=[Scratch("s")])
+    body = [Wait(sem, feeders * inc), Wait(sem, feeders * inc)]
+    p = launch(Topology(feeders + 1), [*senders, body], scratch=[Scratch("s")])
     v = deadlock_free(p, mode)
-    if feeders == 2:  # a staircase of Horn clauses
-        assert v.stats["format"] == "dimacs" and v.stats["pb_constraints"] == 0
-    else:
-        assert v.stats["format"] == "smt2" and v.stats["pb_constraints"] >= 1
+    assert (v.stats["format"], v.stats["pb_constraints"] > 0) == (
+        ("smt2", True) if rendering == "pb" else ("dimacs", False))
     assert v.verdict == ("violated" if missing else "proved")
     ex = explore(p, mode)  # the model's answer over every schedule
     assert any(o.kind == "deadlock" for o in ex.outcomes) == missing
@@ -283,3 +289,44 @@ def test_two_feeder_staircase_holds_exactly_when_the_sum_reaches_need(feeds, nee
             true.discard(feed[r][0])
     total = sum(a for feed, r in zip(lit_feeds, reached) for x, a in feed[:r] if x in true)
     assert any(all(x in true for x in conj) for conj in alternatives) == (total >= need)
+
+
+@given(
+    feeds=st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3)), max_size=6), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_merging_network_counts_exactly_in_its_least_model(feeds, data):
+    """Output t-1 of the network is derived by unit propagation iff the feeds' true units reach t."""
+    lit_feeds, literal = [], 0
+    for feed in feeds:
+        out = []
+        for step, amount in feed:
+            literal += 1 if step or not out else 0
+            out.append((literal, amount))
+        lit_feeds.append(out)
+    counter = [literal]
+
+    def fresh():
+        counter[0] += 1
+        return counter[0]
+
+    outputs, clauses = unary_sum_network(lit_feeds, fresh)
+    # each feed got past a prefix of its distinct literals (prefix-closed, as in the least model)
+    true = set()
+    for feed in lit_feeds:
+        distinct = list(dict.fromkeys(x for x, _ in feed))
+        true.update(distinct[: data.draw(st.integers(0, len(distinct)))])
+    total = sum(a for feed in lit_feeds for x, a in feed if x in true)
+    derived = set(true)
+    changed = True
+    while changed:  # forward chaining = the least model
+        changed = False
+        for cl in clauses:
+            head = [x for x in cl if x > 0]
+            if len(head) == 1 and head[0] not in derived and all(-x in derived for x in cl if x < 0):
+                derived.add(head[0])
+                changed = True
+    assert len(outputs) == sum(a for feed in lit_feeds for _, a in feed)
+    for t, x in enumerate(outputs, start=1):
+        holds = x is True or (x is not False and x in derived)
+        assert holds == (total >= t), (t, total)
