@@ -635,18 +635,14 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
             handed = scalar_int16(program.collective_id)
             if isinstance(handed, Violation):
                 raise _Fail(handed)
-    elif t is AllocSem:
-        if (c, op.label) not in sem_allocs:
-            raise _Unsupported(f"core {c} op {i}: the ids of allocation {op.label!r} are not static")
-        if not hw:
-            ids = sem_allocs[(c, op.label)].ids
-            if isinstance(ids, Violation):
-                raise _Fail(ids)
-    elif t is AllocBuffer:
-        if (c, op.label) not in buffer_ids:
-            raise _Unsupported(f"core {c} op {i}: the id of buffer {op.label!r} is not static")
-        if not hw:
-            handed = scalar_int16(buffer_ids[(c, op.label)])
+    elif t is AllocSem or t is AllocBuffer:
+        sem = t is AllocSem
+        table = sem_allocs if sem else buffer_ids
+        if (c, op.label) not in table:
+            what = f"the ids of allocation {op.label!r} are" if sem else f"the id of buffer {op.label!r} is"
+            raise _Unsupported(f"core {c} op {i}: {what} not static")
+        if not hw:  # what the interpreter hands the kernel must fit int16 (IDS-1)
+            handed = table[(c, op.label)].ids if sem else scalar_int16(table[(c, op.label)])
             if isinstance(handed, Violation):
                 raise _Fail(handed)
     elif t is Read:
