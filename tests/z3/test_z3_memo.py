@@ -1,0 +1,35 @@
+"""The per-program memo: shared work within one program, bounded memory across many."""
+
+from __future__ import annotations
+
+import gc
+
+from semcheck.checker.verify import check_program
+from semcheck.checker.z3.bench import ring_allreduce
+from semcheck.checker.z3.lowering import lower
+from semcheck.checker.z3.memo import MEMO
+
+
+def test_checks_of_one_program_share_its_lowering_and_interpreter_modes_share_one() -> None:
+    p = ring_allreduce(3)
+    assert lower(p, "hardware") is lower(p, "hardware")
+    eager, on_wait = lower(p, "eager"), lower(p, "on_wait")
+    assert (eager.mode, on_wait.mode) == ("eager", "on_wait")
+    assert eager.contributions is on_wait.contributions  # one lowering, two mode labels
+
+
+def test_checking_many_programs_keeps_only_a_few_memo_tables() -> None:
+    for n in range(2, 2 + 3 * MEMO.capacity):
+        check_program(ring_allreduce(n), "eager")
+        assert len(MEMO) <= MEMO.capacity
+
+
+def test_a_collected_program_leaves_no_memo_table() -> None:
+    MEMO.clear()
+    p = ring_allreduce(2)
+    assert MEMO.get(p, "answer", lambda: 42) == 42  # a value that does not refer to the program
+    assert MEMO.get(p, "answer", lambda: 0) == 42  # computed once
+    assert len(MEMO) == 1
+    del p
+    gc.collect()
+    assert len(MEMO) == 0
