@@ -101,9 +101,10 @@ def fast_run(
             ready.append(core)
 
     def signal(key, core: int, inc: int) -> None:
-        counts[(key, core)] = counts.get((key, core), 0) + inc
-        if (key, core) in waiting:
-            wake(waiting.pop((key, core)))
+        counter = (key, core)
+        counts[counter] = counts.get(counter, 0) + inc
+        if counter in waiting:
+            wake(waiting.pop(counter))
 
     def do_fail(core: int, violation: Violation) -> None:
         pc = pcs[core]
@@ -171,18 +172,18 @@ def fast_run(
                 key = looked.get(core)
                 if key is None:
                     key = resolve(core, op.sem)
-                    have = counts.get((key, core), 0)
-                    if have < op.value:  # the lookup is a step of its own (SEM-5)
+                    if counts.get((key, core), 0) < op.value:  # the lookup is a step of its own (SEM-5)
                         looked[core] = key
                         if record:
                             schedule.append(steps[core])
+                counter = (key, core)
                 while True:
-                    have = counts.get((key, core), 0)
+                    have = counts.get(counter, 0)
                     if have >= op.value:
-                        counts[(key, core)] = have - op.value
+                        counts[counter] = have - op.value
                         looked.pop(core, None)
                         break
-                    q = queues.get((key, core))
+                    q = queues.get(counter)
                     if q:
                         ident, kind = q.pop()
                         if record:
@@ -191,7 +192,7 @@ def fast_run(
                         if kind == "read_write":
                             dma_write(dmas[ident])
                         continue
-                    waiting[(key, core)] = core
+                    waiting[counter] = core
                     return
             elif t is Signal:
                 key = resolve(core, op.sem)
