@@ -172,6 +172,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeo
     """Per device with unbalanced counters: 'never' | 'may' | 'must' | 'unknown' (+ an example line)."""
     topo = program.topology
     out = {}
+    query = enc = None
     for d, (c0, x) in sorted(_exit_checks(program).items()):
         cores = set(topo.cores_of_device(d))
         mine = {k: e for k, e in excess.items() if k[1] in cores}
@@ -197,21 +198,29 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeo
             entry["note"] = f"must not decided: {program.num_ops} operations exceed the timestamped query's limit"
         elif may is not False:
             try:
-                enc = Timestamped(low, terminal=False)
-                s = z3.SolverFor("QF_LIA")
-                s.set("timeout", int(timeout_ms))
+                if query is None:  # one encoding of the runs for every device's question
+                    enc = Timestamped(low, terminal=False)
+                    query = z3.SolverFor("QF_LIA")
+                    query.set("timeout", int(timeout_ms))
+                    query.add(enc.formula)
+                s = query
                 now = enc.t[c0][x]
-                s.add(enc.formula, enc.q[c0] > x)
-                for k in mine:
-                    s.add(enc.arrived_before(k, now) - enc.waited_before(k, now) == 0)
-                res = s.check()
+                s.push()
+                try:
+                    s.add(enc.q[c0] > x)
+                    for k in mine:
+                        s.add(enc.arrived_before(k, now) - enc.waited_before(k, now) == 0)
+                    res = s.check()
+                    gave_up = s.reason_unknown() if res == z3.unknown else ""
+                finally:
+                    s.pop()
                 if res == z3.unsat:
                     must = True
                 elif res == z3.sat:
                     # eager/hardware: a real run with all zeros; on_wait: the encoding admits extra runs
                     must = False if mode != "on_wait" else None
                 else:
-                    entry["note"] = f"must undecided: z3 gave up ({s.reason_unknown()})"
+                    entry["note"] = f"must undecided: z3 gave up ({gave_up})"
             except IndexError:  # the check is beyond a failing op (cannot happen after the precondition)
                 must = None
         if must:
