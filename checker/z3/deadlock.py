@@ -22,7 +22,8 @@ position <= q[p]), or at the operation where it would fail (S', see
   p* from the model's fast run, check it is a deadlock and p* <= q, replay its
   schedule on the step relation, and report it -> **violated**.
 
-Three renderings of the same query (same models up to how q is written):
+Three renderings of the same query (the same answer; the integer ones have
+the same models up to how q is written):
 
 * `plain`: literally the sums above over integer q[c];
 * `compact`: integer q[c], but what is constant once `q[c] = i` is fixed (the
@@ -31,9 +32,10 @@ Three renderings of the same query (same models up to how q is written):
 * `order` (default): q[c] in order encoding, `x[c][k] <=> q[c] >= P_c[k]`
   over c's blocking positions, where "at P_c[k] implies blocked" becomes the
   Horn clause `x[c][k] and (others far enough) -> x[c][k+1]`
-  (`OrderEncoding`). The integer encodings make Z3 case-split around cycles
-  of waits (a 64-device ring takes ~50 s, plain times out); the Horn form is
-  refuted by unit propagation (~0.1 s at 64 devices).
+  (`OrderEncoding`; counters fed by several cores count through a merging
+  network). The integer encodings make Z3 case-split around cycles of waits
+  (a 64-device ring takes ~50 s, plain times out); the Horn form is refuted
+  by unit propagation (~0.1 s at 64 devices, ~1.5 s at 256).
 
 Soundness conditions, checked before encoding (otherwise **unknown**): the
 lowering must be static (`lowering.Lowered.unsupported` empty), and no
@@ -306,9 +308,9 @@ class OrderEncoding:
     read off as each core's longest true prefix, which is >= the least stuck
     vector (`deadlock_free` checks that against the fast run).
     The formula is handed to Z3 as text (z3py object construction is the
-    bottleneck at hundreds of thousands of clauses): DIMACS when it is all
-    clauses (Z3 parses it about twice as fast and its SAT core refutes it
-    while loading), SMT-LIB when a pseudo-Boolean sum is needed.
+    bottleneck at hundreds of thousands of clauses): DIMACS for Z3's
+    finite-domain (SAT) solver when it is all clauses, SMT-LIB for the SMT
+    core when a pseudo-Boolean sum is needed (`deadlock_free` picks the solver).
     """
 
     def __init__(self, low: Lowered, *, drop: frozenset[str] = frozenset()) -> None:
