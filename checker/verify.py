@@ -150,6 +150,42 @@ def _watch_parent(parent_pid: int) -> None:
             os._exit(3)
 
 
+def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
+    """mode -> (verdicts, seconds) for every requested mode of one program.
+
+    On a large program the hardware mode goes to a second process
+    (`semcheck.checker.mode_worker`) while this one checks the others; if
+    that process cannot start or fails, its modes are checked here.
+    """
+    from semcheck.checker.mode_worker import ModeWorker, split_modes
+
+    timeout_ms = int(req.timeout * 1000)
+    here, there = split_modes(program.num_ops, tuple(req.modes))
+    t0 = time.monotonic()
+    worker = None
+    if there:
+        try:
+            worker = ModeWorker(program, there, req.properties, timeout_ms=timeout_ms, deadline=deadline)
+        except OSError as e:
+            print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
+            here, there = tuple(req.modes), ()
+
+    def locally(mode: str) -> tuple[list[Verdict], float]:
+        t = time.monotonic()
+        return check_program(program, mode, req.properties, timeout_ms=timeout_ms, deadline=deadline), \
+            time.monotonic() - t
+
+    done = {mode: locally(mode) for mode in here}
+    if worker is not None:
+        try:
+            # the worker ran alongside since t0
+            done.update({mode: (v, time.monotonic() - t0) for mode, v in worker.result().items()})
+        except RuntimeError as e:
+            print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
+            done.update({mode: locally(mode) for mode in there})
+    return done
+
+
 def _child(req: Request, conn, parent_pid: int) -> None:
     """Runs in a fresh process: provision devices, import, trace, lower, check."""
     # The kernel's own prints must not end up in a JSON/SARIF report on stdout,
@@ -165,7 +201,6 @@ def _child(req: Request, conn, parent_pid: int) -> None:
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import Unsupported
         from semcheck.checker.frontend.targets import load_targets
-        from semcheck.checker.mode_worker import ModeWorker, split_modes
 
         provision_devices(req.devices)
         import jax  # noqa: F401 - start-up, not the user's time
@@ -193,27 +228,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
             t_lower = time.monotonic() - t0
             for k in kernels:
                 name = t.name if len(kernels) == 1 else f"{t.name}#{k.index}"
-                here, there = split_modes(k.program.num_ops, tuple(req.modes))
-                t1 = time.monotonic()
-                worker = ModeWorker(k.program, there, req.properties, timeout_ms=int(req.timeout * 1000),
-                                    deadline=deadline) if there else None
-                done: dict[str, tuple[list[Verdict], float]] = {}
-                for mode in here:
-                    t2 = time.monotonic()
-                    done[mode] = (check_program(k.program, mode, req.properties,
-                                                timeout_ms=int(req.timeout * 1000), deadline=deadline),
-                                  time.monotonic() - t2)
-                if worker is not None:
-                    try:
-                        for mode, verdicts in worker.result().items():
-                            done[mode] = (verdicts, time.monotonic() - t1)  # ran alongside, since t1
-                    except RuntimeError as e:  # check here after all; the reason goes to stderr
-                        print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
-                        for mode in there:
-                            t2 = time.monotonic()
-                            done[mode] = (check_program(k.program, mode, req.properties,
-                                                        timeout_ms=int(req.timeout * 1000), deadline=deadline),
-                                          time.monotonic() - t2)
+                done = _check_modes(k.program, req, deadline)
                 for mode in req.modes:
                     verdicts, seconds = done[mode]
                     conn.send(("result", Result(

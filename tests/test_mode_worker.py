@@ -26,3 +26,46 @@ def test_hardware_goes_to_the_worker_only_for_large_programs_with_other_modes() 
     assert (here, there) in {(("eager", "on_wait"), ("hardware",)), (modes, ())}  # () on a one-core machine
     assert split_modes(10 * MIN_OPS, ("hardware",)) == (("hardware",), ())
     assert split_modes(10 * MIN_OPS, ("eager", "on_wait")) == (("eager", "on_wait"), ())
+
+
+def _large_program():
+    program = ring_allreduce(44)
+    assert program.num_ops >= MIN_OPS
+    return program
+
+
+def _request(modes: tuple[str, ...]):
+    from semcheck.checker.verify import Request
+
+    return Request(path="kernel.py", target=None, entry=None, devices=44, cores=None, modes=modes, timeout=600)
+
+
+def test_a_worker_that_fails_has_its_modes_checked_here(monkeypatch, capsys) -> None:
+    import time
+
+    from semcheck.checker.verify import _check_modes
+
+    def failing(self):
+        self.proc.kill()
+        self.proc.wait()
+        raise RuntimeError("the mode worker exited with code -9")
+
+    monkeypatch.setattr(ModeWorker, "result", failing)
+    done = _check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
+    assert set(done) == {"eager", "hardware"}
+    assert [v.verdict for v in done["hardware"][0]] == ["proved"] * len(PROPERTIES)
+    assert "checking hardware in this process" in capsys.readouterr().err
+
+
+def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) -> None:
+    import time
+
+    from semcheck.checker.verify import _check_modes
+
+    def cannot_start(self, *args, **kwargs):
+        raise OSError("no processes left")
+
+    monkeypatch.setattr(ModeWorker, "__init__", cannot_start)
+    done = _check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
+    assert [v.verdict for v in done["hardware"][0]] == ["proved"] * len(PROPERTIES)
+    assert "checking all modes in this process" in capsys.readouterr().err
