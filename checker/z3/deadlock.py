@@ -104,7 +104,6 @@ class Conditions:
         self.low = low
         self.drop = drop
         self.at: dict[int, list[Blocked]] = {}
-        self._info: dict = {}
         found: dict[int, list[Blocked]] = defaultdict(list)
         for counter, ws in low.waits_by_counter.items():
             found[counter[1]].extend(self._waits_of(counter, ws))
@@ -127,31 +126,17 @@ class Conditions:
         return out
 
     def _counter(self, counter):
-        """Per counter (its waiter is counter[1]): prefix sums of own contributions and waits, foreign feed."""
-        info = self._info.get(counter)
-        if info is None:
-            c = counter[1]
-            xs = self.contributions(counter)
-            own = sorted((x.pos, x.amount) for x in xs if x.owner == c)
-            ws = [] if "own_waits" in self.drop else [(m.pos, m.value) for m in self.low.waits_by_counter.get(counter, ())]
-            foreign = sorted(((x.owner, x.pos, x.amount) for x in xs if x.owner != c))
-            owners = {o for o, _, _ in foreign}
-            info = (
-                [p for p, _ in own], list(itertools.accumulate(a for _, a in own)),
-                [p for p, _ in ws], list(itertools.accumulate(v for _, v in ws)),
-                foreign, owners, list(itertools.accumulate(a for _, _, a in foreign)),
-            )
-            self._info[counter] = info
-        return info
-
-    def wait(self, c: int, i: int) -> Blocked:
-        """The blocking condition of the wait at (c, i)."""
-        w = self.low.waits[(c, i)]
-        return next(b for b in self._waits_of(w.counter, self.low.waits_by_counter[w.counter]) if b.pos == i)
+        """Per counter (its waiter is counter[1]): own contributions with prefix sums, the foreign feed."""
+        c = counter[1]
+        xs = self.contributions(counter)
+        own = sorted((x.pos, x.amount) for x in xs if x.owner == c)
+        foreign = sorted((x.owner, x.pos, x.amount) for x in xs if x.owner != c)
+        return ([p for p, _ in own], list(itertools.accumulate(a for _, a in own)),
+                foreign, {o for o, _, _ in foreign}, list(itertools.accumulate(a for _, _, a in foreign)))
 
     def _waits_of(self, counter, ws) -> list[Blocked]:
         """The blocking conditions of the waits `ws` on `counter` (sorted by position), in one pass."""
-        own_pos, own_acc, _, _, foreign, owners, foreign_acc = self._counter(counter)
+        own_pos, own_acc, foreign, owners, foreign_acc = self._counter(counter)
         c = counter[1]
         count_waits = "own_waits" not in self.drop
         out = []
@@ -342,6 +327,8 @@ class OrderEncoding:
                 else:
                     clauses.append([-x for x in pre] + [-x for x in unblocked] + [head])
         clauses.extend(self._aux_clauses)
+        # counting networks can be millions of clauses: hold them only until the text is built
+        self._aux_clauses, self._feeds = [], {}
         goal = []
         if all(low.cap(c) == low.lengths[c] for c in range(n)):  # otherwise q != L holds anyway
             goal = [-self._var(c, len(self.P[c]) - 1) for c in range(n) if len(self.P[c]) > 1]
