@@ -37,6 +37,11 @@ the same models up to how q is written):
   (a 64-device ring takes ~50 s, plain times out); the Horn form is refuted
   by unit propagation (~0.1 s at 64 devices, ~1.5 s at 256).
 
+When a rotation of the device index maps the lowering onto itself
+(`symmetry.find_rotation`, RUN-6), the order encoding asks only for vectors
+the rotation leaves invariant: the least stuck vector is one of them, so the
+answer is the same, with one device's variables instead of every core's.
+
 Soundness conditions, checked before encoding (otherwise **unknown**): the
 lowering must be static (`lowering.Lowered.unsupported` empty), and no
 failure may be reachable (S' must not stop at a failing operation), because a
@@ -63,6 +68,7 @@ from semcheck.checker.z3.lowering import (
     s_prime_run,
 )
 from semcheck.checker.z3.memo import MEMO
+from semcheck.checker.z3.symmetry import Rotation, find_rotation
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
@@ -100,16 +106,20 @@ class Conditions:
     vector never stops there.
     """
 
-    def __init__(self, low: Lowered, drop: frozenset[str] = frozenset()) -> None:
+    def __init__(self, low: Lowered, drop: frozenset[str] = frozenset(), cores: range | None = None) -> None:
+        """`cores`: compute the conditions of these cores only (the orbit representatives of a symmetry)."""
         self.low = low
         self.drop = drop
         self.at: dict[int, list[Blocked]] = {}
+        cores = range(low.program.topology.num_cores) if cores is None else cores
         found: dict[int, list[Blocked]] = defaultdict(list)
         for counter, ws in low.waits_by_counter.items():
-            found[counter[1]].extend(self._waits_of(counter, ws))
+            if counter[1] in cores:
+                found[counter[1]].extend(self._waits_of(counter, ws))
         for c, i in low.barriers:
-            found[c].append(self.barrier(c, i))
-        for c in range(low.program.topology.num_cores):
+            if c in cores:
+                found[c].append(self.barrier(c, i))
+        for c in cores:
             cap = low.cap(c)
             # no stuck vector stops where a core cannot block: not a position of q[c]
             self.at[c] = sorted((b for b in found.get(c, ()) if b.pos < cap and b.kind != "never"),
@@ -298,21 +308,29 @@ class OrderEncoding:
     core when a pseudo-Boolean sum is needed (`deadlock_free` picks the solver).
     """
 
-    def __init__(self, low: Lowered, *, drop: frozenset[str] = frozenset()) -> None:
+    def __init__(self, low: Lowered, *, drop: frozenset[str] = frozenset(), rotation: Rotation | None = None) -> None:
+        """`rotation`: an automorphism of `low` (`symmetry.find_rotation`); the query then asks only
+        for vectors it leaves invariant, with the variables of each orbit's representative (RUN-6)."""
         self.low = low
-        self.cond = Conditions(low, drop)
+        self.rotation = rotation
         n = low.program.topology.num_cores
-        self.P = [[b.pos for b in self.cond.at[c]] + [low.cap(c)] for c in range(n)]
+        cores = rotation.reps if rotation is not None else range(n)
+        self.cond = Conditions(low, drop, cores)
+        rep = [rotation.rep(c) for c in range(n)] if rotation is not None else range(n)
+        own_P = {c: [b.pos for b in self.cond.at[c]] + [low.cap(c)] for c in cores}
+        # the core whose variables stand for x[c][.]: itself, or its orbit's representative
+        self.P = [own_P[rep[c]] for c in range(n)]
         # variable of x[c][k] (k >= 1; x[c][0] is true) is base[c] + k
-        self.base = list(itertools.accumulate((len(p) - 1 for p in self.P), initial=0))[:-1]
-        self.num_vars = sum(len(p) - 1 for p in self.P)
+        own_base = dict(zip(cores, itertools.accumulate((len(own_P[c]) - 1 for c in cores), initial=0)))
+        self.base = [own_base[rep[c]] for c in range(n)]
+        self.num_vars = sum(len(own_P[c]) - 1 for c in cores)
         self.pb = 0
         self._feeds: dict[int, tuple] = {}  # id of a counter's feed (Blocked.terms) -> (it, what it gives)
         self._aux_clauses: list[list[int]] = []
         # Horn clauses as DIMACS literals; pb_rules as (premise literals, (need, [(lit, amount)]), head)
         clauses: list[list[int]] = []
         pb_rules: list[tuple[list[int], tuple[int, list[tuple[int, int]]], int]] = []
-        for c in range(n):
+        for c in cores:
             for k, b in enumerate(self.cond.at[c]):
                 unblocked = self._unblocked(b)
                 if unblocked is False:
@@ -331,7 +349,7 @@ class OrderEncoding:
         self._aux_clauses, self._feeds = [], {}
         goal = []
         if all(low.cap(c) == low.lengths[c] for c in range(n)):  # otherwise q != L holds anyway
-            goal = [-self._var(c, len(self.P[c]) - 1) for c in range(n) if len(self.P[c]) > 1]
+            goal = [-self._var(c, len(self.P[c]) - 1) for c in cores if len(self.P[c]) > 1]
             if not goal:  # every core ends without a stoppable position: only q = L is stuck
                 self.num_vars += 1
                 clauses += [[self.num_vars], [-self.num_vars]]
@@ -438,8 +456,11 @@ class OrderEncoding:
         return out
 
     def stats(self) -> dict:
-        return {"encoding": "order", "format": self.format, "vars": self.num_vars, "clauses": self.clauses,
-                "pb_constraints": self.pb, "text_bytes": len(self.text)}
+        out = {"encoding": "order", "format": self.format, "vars": self.num_vars, "clauses": self.clauses,
+               "pb_constraints": self.pb, "text_bytes": len(self.text)}
+        if self.rotation is not None:
+            out["symmetry"] = {"rotate_devices": self.rotation.devices, "orbits": len(self.rotation.reps)}
+        return out
 
 
 # A counter whose feeds total at most this many units gets a merging network.
@@ -545,9 +566,10 @@ def _two_feeders(need: int, *feeds: list[tuple[int, int]]) -> list[list[int]] | 
     return out
 
 
-def make_encoding(low: Lowered, style: str, drop: frozenset[str] = frozenset()):
+def make_encoding(low: Lowered, style: str, drop: frozenset[str] = frozenset(), *, symmetry: bool = True):
+    """The stuck-vector query in `style`; the order encoding uses a device rotation when there is one."""
     if style == "order":
-        return OrderEncoding(low, drop=drop)
+        return OrderEncoding(low, drop=drop, rotation=find_rotation(low) if symmetry else None)
     return Encoding(low, style=style, drop=drop)
 
 
@@ -559,6 +581,7 @@ def deadlock_free(
     encoding: str = "order",
     fallback_states: int = 0,
     replay: bool = True,
+    symmetry: bool = True,
     _drop: frozenset[str] = frozenset(),
 ) -> Verdict:
     """Decide `deadlock-free` for `program` under `mode` (see the module docstring).
@@ -567,7 +590,9 @@ def deadlock_free(
     encoding must refuse (unsupported lowering, reachable failures), within
     that many states. `replay=False` skips replaying the witness on the step
     relation (which copies the state per step: minutes for 10^5+ steps), for
-    callers that replay it themselves. `_drop` mutates the encoding (tests only).
+    callers that replay it themselves. `symmetry=False` keeps the order encoding
+from restricting the query to rotation-invariant vectors (RUN-6). `_drop`
+mutates the encoding (tests only).
     """
     stats: dict = {"mode": mode}
     t0 = time.perf_counter()
@@ -592,10 +617,10 @@ def deadlock_free(
 
     # The query reads only the lowering, which eager and on_wait share: solve it once for both.
     shared = MEMO.table(program)
-    qkey = ("stuck-query", "hardware" if mode == "hardware" else "interpreter", encoding, _drop)
+    qkey = ("stuck-query", "hardware" if mode == "hardware" else "interpreter", encoding, symmetry, _drop)
     query = shared.get(qkey)
     if query is None:
-        query = _solve_stuck_query(low, encoding, _drop, timeout_ms)
+        query = _solve_stuck_query(low, encoding, _drop, timeout_ms, symmetry)
         if query["z3"] != "unknown":
             shared[qkey] = query
     else:
@@ -628,10 +653,11 @@ def deadlock_free(
     return Verdict(PROPERTY, "violated", witness=witness, stats=stats)
 
 
-def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeout_ms: int) -> dict:
+def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeout_ms: int,
+                       symmetry: bool = True) -> dict:
     """Build and solve the stuck-vector query: z3's answer, the stuck vector if sat, and statistics."""
     t2 = time.perf_counter()
-    enc = make_encoding(low, encoding, drop)
+    enc = make_encoding(low, encoding, drop, symmetry=symmetry)
     # Clauses only: QF_FD goes straight to the SAT core (parsing a 500k-clause
     # query takes a third of the default solver's time).
     if encoding != "order":

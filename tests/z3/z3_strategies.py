@@ -118,3 +118,88 @@ def programs(draw, max_cores: int = 4, max_ops: int = 5, collide: bool = True) -
                 have = sum(isinstance(o, Barrier) and o.name == name for o in b)
                 b.extend(Barrier(name, parties[name], loc=Loc("k.py", 99)) for _ in range(need - have))
     return launch(topo, bodies, collective_id=collective_id, scratch=scratch, loc=Loc("k.py", 0))
+
+
+@st.composite
+def symmetric_programs(draw, max_cores: int = 4, max_ops: int = 4, perturb: bool = True) -> tuple[Program, bool]:
+    """A program whose devices run one template, targets relative to the device (a ring), and
+    whether one device was then knocked out of step (an op dropped or a count changed).
+
+    Every device d runs its local core l's template with remote targets `(d + offset) % devices`;
+    barriers span all cores or one local core index on every device, so rotating the device index
+    maps the program onto itself unless it was perturbed.
+    """
+    per = draw(st.sampled_from([1, 1, 2]))
+    devices = draw(st.integers(2, max_cores // per))
+    topo = Topology(devices, per)
+    n = topo.num_cores
+    collective_id = draw(st.sampled_from([None, 0, 2000, 2001]))
+    scratch = [Scratch(f"s{i}", draw(st.integers(1, 2)), loc=Loc("k.py", 1 + i)) for i in range(draw(st.integers(1, 2)))]
+    parties = {"all": frozenset(range(n)), **{f"lane{l}": frozenset(d * per + l for d in range(devices))
+                                             for l in range(per)}}
+    offset = st.none() | st.integers(0, devices - 1)
+    core = st.none() | st.integers(0, per - 1)
+    templates = []
+    for lane in range(per):
+        refs = [SemRef(s.label, i) for s in scratch for i in range(s.count)]
+        steps = []
+        for k in range(draw(st.integers(1, max_ops))):
+            line = 10 + 10 * lane + k
+            choice = draw(st.sampled_from(["signal", "signal", "wait", "wait", "dma", "scoped", "barrier_sem",
+                                           "barrier"]))
+            if choice == "signal":
+                steps.append(("signal", draw(st.sampled_from(refs)), draw(st.integers(1, 2)), draw(offset),
+                              draw(core), line))
+            elif choice == "wait":
+                steps.append(("wait", draw(st.sampled_from(refs)), draw(st.integers(1, 3)),
+                              draw(st.sampled_from(["semaphore", "dma"])), line))
+            elif choice == "dma":
+                steps.append(("dma", draw(st.sampled_from(refs)), draw(st.sampled_from([1, 2])),
+                              draw(st.none() | st.sampled_from(refs)), draw(offset), draw(core), line))
+            elif choice == "scoped":
+                label, cnt = f"l{lane}k{k}", draw(st.integers(1, 2))
+                steps.append(("scoped", label, cnt, line))
+                refs = refs + [SemRef(label, i) for i in range(cnt)]
+            elif choice == "barrier_sem":
+                steps.append(("barrier_sem", line))
+                refs = refs + [SemRef(BARRIER)]
+            else:
+                steps.append(("barrier", draw(st.sampled_from(["all", f"lane{lane}"])), line))
+        templates.append(steps)
+
+    def instantiate(step, d: int):
+        kind, *args = step
+        loc = Loc("k.py", args[-1])
+        if kind == "signal":
+            ref, inc, off, c, _ = args
+            return Signal(ref, inc, device=None if off is None else (d + off) % devices, core=c, loc=loc)
+        if kind == "wait":
+            ref, value, wkind, _ = args
+            return Wait(ref, value, kind=wkind, loc=loc)
+        if kind == "dma":
+            dst, nbytes, src, off, c, _ = args
+            return DmaStart(dst, nbytes, src_sem=src, device=None if off is None else (d + off) % devices, core=c,
+                            loc=loc)
+        if kind == "scoped":
+            label, cnt, _ = args
+            return AllocSem(label, cnt, site=label, loc=loc)
+        if kind == "barrier_sem":
+            return GetBarrierSem(loc=loc)
+        return Barrier(args[0], parties[args[0]], loc=loc)
+
+    bodies = [[instantiate(s, g // per) for s in templates[g % per]] for g in range(n)]
+    perturbed = perturb and draw(st.integers(0, 2)) == 0
+    if perturbed:
+        g = draw(st.integers(0, n - 1))
+        i = draw(st.integers(0, len(bodies[g]) - 1))
+        op = bodies[g][i]
+        if isinstance(op, Wait):
+            value = op.value + 1 if op.value == 1 or draw(st.booleans()) else op.value - 1
+            bodies[g][i] = Wait(op.sem, value, kind=op.kind, loc=op.loc)
+        elif isinstance(op, Signal):
+            bodies[g][i] = Signal(op.sem, op.inc + 1, device=op.device, core=op.core, loc=op.loc)
+        elif not isinstance(op, (AllocSem, Barrier, GetBarrierSem)):
+            del bodies[g][i]
+        else:
+            perturbed = False
+    return launch(topo, bodies, collective_id=collective_id, scratch=scratch, loc=Loc("k.py", 0)), perturbed

@@ -1,0 +1,120 @@
+"""Device-rotation symmetry of a lowered system (spec RUN-6).
+
+An SPMD kernel on a ring runs the same program on every device, each
+talking to its neighbours by relative offset. Its lowering is then invariant
+under rotating the device index: core g's waits, barriers and the feeds of
+its counters are those of core g - s*C (C cores per device) with every core
+id shifted by the same amount. The least stuck vector is unique (RUN-3), and
+an automorphism maps stuck vectors to stuck vectors, so the least one is
+invariant: every core of an orbit stops at the same position. The deadlock
+query may therefore ask only for invariant vectors, with one variable
+family per orbit instead of per core -- exact both ways, since the least
+stuck vector is such a vector (`deadlock.OrderEncoding`).
+
+Nothing is assumed about the kernel: `find_rotation` checks, on exactly the
+data the deadlock query reads, that the rotation maps the lowering onto
+itself, and returns None otherwise (the query then ranges over every core).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections import Counter as Tally
+
+from semcheck.checker.z3.lowering import Lowered
+
+
+@dataclasses.dataclass(frozen=True)
+class Rotation:
+    """Rotation of the device index by `devices` (a divisor of the device count).
+
+    Core g and core g + devices * cores_per_device (mod the number of cores)
+    lie in one orbit; the orbit representatives are the first `len(reps)`
+    cores, and `rep[g]` is g's representative.
+    """
+
+    devices: int
+    shift: int  # in cores: devices * cores_per_device
+    num_cores: int
+
+    @property
+    def reps(self) -> range:
+        return range(math.gcd(self.shift, self.num_cores))
+
+    def rep(self, core: int) -> int:
+        return core % len(self.reps)
+
+    def image(self, core: int) -> int:
+        return (core + self.shift) % self.num_cores
+
+
+def find_rotation(low: Lowered) -> Rotation | None:
+    """The smallest device rotation that is an automorphism of `low`'s stuck-vector data, or None.
+
+    Only the data `deadlock.Conditions` reads is compared: lengths and failing
+    positions, each counter's waits (position, value, kind), each counter's
+    feed (owner, position, amount, kind), and the barriers (k, and names
+    mapped consistently onto names whose participants are the rotated ones).
+    """
+    topo = low.program.topology
+    n, per, devices = topo.num_cores, topo.cores_per_device, topo.num_devices
+    if devices < 2:
+        return None
+    # cheap necessary conditions first, per core: length, failing position, numbers of waits and barriers
+    waits_per = Tally(c for c, _ in low.waits)
+    barriers_per = Tally(c for c, _ in low.barriers)
+    shape = [(low.lengths[c], low.cap(c), waits_per[c], barriers_per[c]) for c in range(n)]
+    for s in range(1, devices):
+        if devices % s:
+            continue
+        rot = Rotation(s, s * per, n)
+        if all(shape[c] == shape[rot.image(c)] for c in range(n)) and _automorphism(low, rot):
+            return rot
+    return None
+
+
+def _automorphism(low: Lowered, rot: Rotation) -> bool:
+    n, shift = rot.num_cores, rot.shift
+    image = rot.image
+    waits = low.waits_by_counter
+    for (key, t), ws in waits.items():
+        vs = waits.get((key, image(t)))
+        if vs is None or len(vs) != len(ws):
+            return False
+        for w, v in zip(ws, vs):
+            if w.pos != v.pos or w.value != v.value or w.kind != v.kind:
+                return False
+    feeds = low.by_counter
+    for (key, t), xs in feeds.items():
+        ys = feeds.get((key, image(t)))
+        if ys is None or len(ys) != len(xs):
+            return False
+        # xs is in (owner, position) order; shifting owners by `shift` wraps the owners
+        # >= n - shift to the front, so the image in that order is xs rotated at `split`
+        owners = [x.owner for x in xs] if len(xs) > 8 else None
+        split = bisect.bisect_left(owners, n - shift) if owners is not None else \
+            next((j for j, x in enumerate(xs) if x.owner >= n - shift), len(xs))
+        m = len(xs)
+        for j, y in enumerate(ys):
+            x = xs[(split + j) % m]
+            if y.owner != (x.owner + shift) % n or y.pos != x.pos or y.amount != x.amount or y.kind != x.kind:
+                return False
+    # barrier names may differ between devices (a device's fork/join of its cores): the rotation
+    # must map each name to one name whose participants are the rotated participants
+    names: dict[str, str] = {}
+    for (c, i), b in low.barriers.items():
+        o = low.barriers.get((image(c), i))
+        if o is None or o.k != b.k:
+            return False
+        if b.name not in names:
+            names[b.name] = o.name
+            if frozenset(image(p) for p in b.participants) != o.participants:
+                return False
+        elif names[b.name] != o.name:
+            return False
+    return True
+
+
+__all__ = ["Rotation", "find_rotation"]
