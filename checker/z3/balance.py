@@ -62,9 +62,11 @@ from semcheck.checker.z3.lowering import (
     s_prime_run,
     truncate,
 )
+from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.timestamped import Timestamped
 from semcheck.model.ops import DmaMode, ExitCheck, Program
 from semcheck.model.run import run
+from semcheck.model.step import is_hardware
 
 WARNING = "Semaphore {} has non-zero count for {} (global core {}) at kernel exit: {}"
 
@@ -74,7 +76,15 @@ def _key_str(key) -> str:
 
 
 def totals(low: Lowered) -> dict:
-    """counter -> (contributed T, waited W)."""
+    """counter -> (contributed T, waited W).
+
+    A function of the lowering alone, which the interpreter's two DMA modes share: computed once for both.
+    """
+    family = "hardware" if is_hardware(low.mode) else "interpreter"
+    return MEMO.get(low.program, ("totals", family), lambda: _totals(low))
+
+
+def _totals(low: Lowered) -> dict:
     out: dict = defaultdict(lambda: [0, 0])
     for x in low.contributions:
         out[x.counter][0] += x.amount
@@ -240,7 +250,16 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeo
 
 
 def dma_bytes(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
-    """PROP-6 (see the module docstring)."""
+    """PROP-6 (see the module docstring).
+
+    Decided on the lowering alone (no run), so the interpreter's two DMA modes, which share
+    their lowering, share the verdict.
+    """
+    family = "hardware" if is_hardware(mode) else "interpreter"
+    return MEMO.get(program, ("dma-bytes", family), lambda: _dma_bytes(program, mode))
+
+
+def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
     prop = "dma-bytes"
     low = lower(program, mode)
     stats: dict = dict(low.size())
