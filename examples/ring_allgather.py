@@ -4,9 +4,9 @@ Pattern: the output (in HBM) holds one slot per device.  Grid step 0 first
 copies the local block into the device's own slot with a local DMA.  Each of
 the N-1 grid steps then
 
-  1. signals the barrier semaphore of both ring neighbours and waits for two
-     signals (both neighbours have reached this step, so the previous step's
-     DMAs into their buffers are finished and they are inside the kernel),
+  1. signals the barrier semaphore of its left neighbour and waits for one
+     signal: its right neighbour has reached this step, so it has waited for
+     the previous step's block from me, and the DMA below cannot overtake it,
   2. forwards the slot received in the previous step, (me - step) mod N, to
      the same slot on the right neighbour with a remote DMA,
   3. waits for its own send and for the block arriving from the left.
@@ -17,6 +17,16 @@ device.  The barrier semaphore has the fixed id collective_id=0.
 
 Expected semcheck verdict: no id collision, no deadlock, all counts zero at
 exit.
+
+Why only the right neighbour's signal: an earlier version signalled both
+neighbours and waited for two. A count does not say who signalled, so two
+signals from a left neighbour a step ahead satisfied it while the right
+neighbour still waited for the previous block; my next DMA into it was then
+queued on the same receive semaphore, and under `on_wait` (tasks run last in
+first out) its wait ran the newer copy, so it forwarded a block that had not
+arrived (wrong output at 8 devices in some runs). Semaphore counts and
+deadlock freedom were fine either way: which copy a DMA wait consumes is not
+one of the six properties semcheck decides.
 """
 
 from __future__ import annotations
@@ -54,8 +64,7 @@ def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows):
 
     barrier = pltpu.get_barrier_semaphore()
     pl.semaphore_signal(barrier, 1, device_id=(left,))
-    pl.semaphore_signal(barrier, 1, device_id=(right,))
-    pl.semaphore_wait(barrier, 2)
+    pl.semaphore_wait(barrier, 1)
 
     slot = jax.lax.rem(me - step + num_devices, num_devices)
     block = o_ref.at[pl.ds(slot * rows, rows)]
