@@ -591,8 +591,8 @@ def deadlock_free(
     that many states. `replay=False` skips replaying the witness on the step
     relation (which copies the state per step: minutes for 10^5+ steps), for
     callers that replay it themselves. `symmetry=False` keeps the order encoding
-from restricting the query to rotation-invariant vectors (RUN-6). `_drop`
-mutates the encoding (tests only).
+    from restricting the query to rotation-invariant vectors (RUN-6). `_drop`
+    mutates the encoding (tests only).
     """
     stats: dict = {"mode": mode}
     t0 = time.perf_counter()

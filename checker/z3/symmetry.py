@@ -18,7 +18,6 @@ itself, and returns None otherwise (the query then ranges over every core).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from collections import Counter as Tally
@@ -93,13 +92,12 @@ def _automorphism(low: Lowered, rot: Rotation) -> bool:
             return False
         # xs is in (owner, position) order; shifting owners by `shift` wraps the owners
         # >= n - shift to the front, so the image in that order is xs rotated at `split`
-        owners = [x.owner for x in xs] if len(xs) > 8 else None
-        split = bisect.bisect_left(owners, n - shift) if owners is not None else \
-            next((j for j, x in enumerate(xs) if x.owner >= n - shift), len(xs))
+        # (whatever the order, the comparison below is with a permutation of xs: a match is a proof)
+        split = next((j for j, x in enumerate(xs) if x.owner >= n - shift), len(xs))
         m = len(xs)
         for j, y in enumerate(ys):
             x = xs[(split + j) % m]
-            if y.owner != (x.owner + shift) % n or y.pos != x.pos or y.amount != x.amount or y.kind != x.kind:
+            if y.owner != image(x.owner) or y.pos != x.pos or y.amount != x.amount or y.kind != x.kind:
                 return False
     # barrier names may differ between devices (a device's fork/join of its cores): the rotation
     # must map each name to one name whose participants are the rotated participants
