@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 300)")
     v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="device counts verified in parallel, each in its own process (default 1)")
+    v.add_argument("--no-fold", action="store_true",
+                   help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
     sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
     s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3")
@@ -109,7 +111,7 @@ def cmd_verify(args) -> int:
         # devices (if any) apply, not those of the file's other targets.
         reqs = [
             Request(os.path.abspath(path), target if args.entry else sel, args.entry, n, args.cores, modes,
-                    args.timeout)
+                    args.timeout, fold=not args.no_fold)
             for sel, counts in plan(path, target or args.entry, devices)
             for n in counts
         ]

@@ -69,7 +69,8 @@ def main() -> int:
     gc.disable()  # as in the verify child: short-lived, allocation-heavy
     program, modes, properties, timeout_ms, deadline = pickle.load(sys.stdin.buffer)
     try:
-        out = ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline)
+        # the verify child has tried the fold already: these modes are decided on the program itself
+        out = ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline, fold=False)
                       for m in modes})
     except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
         out = ("error", f"{type(e).__name__}: {e}")

@@ -56,6 +56,7 @@ class Request:
     modes: tuple[str, ...]
     timeout: float
     properties: tuple[str, ...] = PROPERTIES
+    fold: bool = True  # decide repeating programs on their fold first (RUN-7)
 
 
 @dataclasses.dataclass
@@ -121,25 +122,44 @@ def relpaths(text: str) -> str:
 
 
 def check_program(program, mode: str, properties=PROPERTIES, *, timeout_ms: int = 30_000,
-                  deadline: float | None = None) -> list[Verdict]:
+                  deadline: float | None = None, fold: bool = True) -> list[Verdict]:
     """All requested properties of one lowered program under one DMA mode.
 
-    With a `deadline` (a `time.monotonic()` value) each property gets the time
-    left, and those reached after it are unknown without being tried.
+    With `fold`, a program whose devices repeat is first decided on its fold
+    (spec RUN-7): what is proved there is proved; everything else is decided
+    on the program itself. With a `deadline` (a `time.monotonic()` value)
+    each property gets the time left, and those reached after it are
+    unknown without being tried.
     """
+    from semcheck.checker.folding import program_fold, proved_on_fold
     from semcheck.checker.properties import CHECKS
 
+    folded = program_fold(program) if fold else None
     out = []
     for p in properties:
-        budget = timeout_ms
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                out.append(Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked"))
-                continue
-            budget = max(1, min(timeout_ms, int(left * 1000)))
-        out.append(CHECKS[p](program, mode, timeout_ms=budget))
+        budget = _budget(timeout_ms, deadline)
+        v = None
+        if budget is not None and folded is not None:
+            v = proved_on_fold(folded, p, mode, timeout_ms=budget)
+            if v is None:
+                budget = _budget(timeout_ms, deadline)
+        if v is None:
+            if budget is None:
+                v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
+            else:
+                v = CHECKS[p](program, mode, timeout_ms=budget)
+        out.append(v)
     return out
+
+
+def _budget(timeout_ms: int, deadline: float | None) -> int | None:
+    """Milliseconds a check may take: the timeout, or what is left before the deadline (None: nothing)."""
+    if deadline is None:
+        return timeout_ms
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    return max(1, min(timeout_ms, int(left * 1000)))
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -157,10 +177,28 @@ def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list
     (`semcheck.checker.mode_worker`) while this one checks the others; if
     that process cannot start or fails, its modes are checked here.
     """
+    from semcheck.checker.folding import program_fold, proved_on_fold
     from semcheck.checker.mode_worker import ModeWorker, split_modes
 
     timeout_ms = int(req.timeout * 1000)
-    here, there = split_modes(program.num_ops, tuple(req.modes))
+    done: dict[str, tuple[list[Verdict], float]] = {}
+    fold = program_fold(program) if req.fold else None
+    if fold is not None:
+        # RUN-7: a mode all of whose properties are proved on the fold is done; any other mode is
+        # decided on the program itself (witnesses name its devices)
+        for mode in req.modes:
+            t = time.monotonic()
+            verdicts = []
+            for p in req.properties:
+                budget = _budget(timeout_ms, deadline)
+                v = proved_on_fold(fold, p, mode, timeout_ms=budget) if budget is not None else None
+                if v is None:
+                    break
+                verdicts.append(v)
+            else:
+                done[mode] = (verdicts, time.monotonic() - t)
+    rest = tuple(m for m in req.modes if m not in done)
+    here, there = split_modes(program.num_ops, rest)
     t0 = time.monotonic()
     worker = None
     if there:
@@ -168,14 +206,14 @@ def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list
             worker = ModeWorker(program, there, req.properties, timeout_ms=timeout_ms, deadline=deadline)
         except OSError as e:
             print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
-            here, there = tuple(req.modes), ()
+            here, there = rest, ()
 
     def locally(mode: str) -> tuple[list[Verdict], float]:
         t = time.monotonic()
-        return check_program(program, mode, req.properties, timeout_ms=timeout_ms, deadline=deadline), \
-            time.monotonic() - t
+        return check_program(program, mode, req.properties, timeout_ms=timeout_ms, deadline=deadline,
+                             fold=False), time.monotonic() - t
 
-    done = {mode: locally(mode) for mode in here}
+    done.update({mode: locally(mode) for mode in here})
     if worker is not None:
         try:
             # the worker ran alongside since t0

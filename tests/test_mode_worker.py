@@ -34,10 +34,12 @@ def _large_program():
     return program
 
 
-def _request(modes: tuple[str, ...]):
+def _request(modes: tuple[str, ...], fold: bool = False):
     from semcheck.checker.verify import Request
 
-    return Request(path="kernel.py", target=None, entry=None, devices=44, cores=None, modes=modes, timeout=600)
+    # a 44-device ring folds onto 4 devices (RUN-7) and would never need the worker
+    return Request(path="kernel.py", target=None, entry=None, devices=44, cores=None, modes=modes, timeout=600,
+                   fold=fold)
 
 
 def test_a_worker_that_fails_has_its_modes_checked_here(monkeypatch, capsys) -> None:
@@ -69,3 +71,19 @@ def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) 
     done = _check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
     assert [v.verdict for v in done["hardware"][0]] == ["proved"] * len(PROPERTIES)
     assert "checking all modes in this process" in capsys.readouterr().err
+
+
+def test_a_large_program_proved_on_its_fold_starts_no_worker(monkeypatch) -> None:
+    import time
+
+    from semcheck.checker.verify import _check_modes
+
+    def no_worker(self, *args, **kwargs):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(ModeWorker, "__init__", no_worker)
+    done = _check_modes(_large_program(), _request(("eager", "on_wait", "hardware"), fold=True),
+                        time.monotonic() + 600)
+    for mode in ("eager", "on_wait", "hardware"):
+        assert [v.verdict for v in done[mode][0]] == ["proved"] * len(PROPERTIES)
+        assert all(v.stats["fold"]["devices"] == 4 for v in done[mode][0])

@@ -121,23 +121,32 @@ def programs(draw, max_cores: int = 4, max_ops: int = 5, collide: bool = True) -
 
 
 @st.composite
-def symmetric_programs(draw, max_cores: int = 4, max_ops: int = 4, perturb: bool = True) -> tuple[Program, bool]:
+def symmetric_programs(draw, max_cores: int = 4, max_ops: int = 4, perturb: bool = True,
+                       foldable: bool = False) -> tuple[Program, bool]:
     """A program whose devices run one template, targets relative to the device (a ring), and
     whether one device was then knocked out of step (an op dropped or a count changed).
 
     Every device d runs its local core l's template with remote targets `(d + offset) % devices`;
     barriers span all cores or one local core index on every device, so rotating the device index
-    maps the program onto itself unless it was perturbed.
+    maps the program onto itself unless it was perturbed. With `foldable`, the device count has
+    small divisors and the offsets are near neighbours (or half-way round), so that most
+    unperturbed programs have a fold (RUN-7).
     """
     per = draw(st.sampled_from([1, 1, 2]))
-    devices = draw(st.integers(2, max_cores // per))
+    if foldable:
+        devices = draw(st.sampled_from([d for d in (4, 6, 8, 9, 12, 16) if d * per <= max_cores]))
+    else:
+        devices = draw(st.integers(2, max_cores // per))
     topo = Topology(devices, per)
     n = topo.num_cores
     collective_id = draw(st.sampled_from([None, 0, 2000, 2001]))
     scratch = [Scratch(f"s{i}", draw(st.integers(1, 2)), loc=Loc("k.py", 1 + i)) for i in range(draw(st.integers(1, 2)))]
     parties = {"all": frozenset(range(n)), **{f"lane{l}": frozenset(d * per + l for d in range(devices))
                                              for l in range(per)}}
-    offset = st.none() | st.integers(0, devices - 1)
+    if foldable:
+        offset = st.none() | st.sampled_from(sorted({0, 1, devices - 1, 2, devices // 2}))
+    else:
+        offset = st.none() | st.integers(0, devices - 1)
     core = st.none() | st.integers(0, per - 1)
     templates = []
     for lane in range(per):

@@ -1,0 +1,39 @@
+"""Proofs on the fold (spec RUN-7): decide a repeating program on a few of its devices.
+
+The fold of a program is found once per program (`semcheck.model.fold`) and
+checked like any program. Only its *proved* answers are carried over, with
+the fold named in the reason: a violation found on the fold is witnessed on
+the full program (the checker decides the full program again, so the
+witness names real devices), and an unknown is retried there too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from semcheck.checker.verdict import Verdict
+from semcheck.checker.z3.memo import MEMO
+from semcheck.model.fold import Fold, find_fold
+from semcheck.model.ops import Program
+
+
+def program_fold(program: Program) -> Fold | None:
+    """The program's fold (RUN-7), computed once per program."""
+    return MEMO.get(program, ("fold",), lambda: find_fold(program))
+
+
+def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int) -> Verdict | None:
+    """The verdict of `prop` on the fold if it is proved there (and therefore on the program), else None."""
+    from semcheck.checker.properties import CHECKS
+    from semcheck.checker.z3.lowering import lower
+
+    if not lower(fold.program, mode).ok:
+        # RUN-7 is argued for static lowerings (RUN-3 holds for them); the program decides the rest
+        return None
+    v = CHECKS[prop](fold.program, mode, timeout_ms=timeout_ms)
+    if v.verdict != "proved":
+        return None
+    reason = f"{fold.describe()}: {v.reason}" if v.reason else fold.describe()
+    stats = dict(v.stats, fold={"devices": fold.devices, "of_devices": fold.of_devices, "period": fold.period,
+                                "ops": fold.program.num_ops})
+    return dataclasses.replace(v, reason=reason, stats=stats)

@@ -1,0 +1,220 @@
+"""Folding (spec RUN-7): an SPMD program whose devices repeat is decided on a few of them.
+
+When rotating the device index by `period` maps a program onto itself (every
+device runs its predecessor's operations with every device it names shifted
+by `period`), the devices `0 .. M-1`, for a suitable multiple `M` of the
+period, with every named device taken modulo `M`, form the *fold*: a program
+of `M` devices whose runs are the full program's runs in which each class
+of devices `d, d+M, d+2M, ...` moves in step. Every step of the fold is a
+round of steps of the full program (one per device of the class), so the
+fold's maximal run lifts to a maximal run of the full program and, by RUN-3,
+to *the* final state of every run of its lowered system. The properties'
+"proved" answers depend only on that final state and on each core's
+operations (spec RUN-7 gives the argument per property), so a proof on the
+fold is a proof on the program. Anything else the fold says (a violation's
+witness, an unknown) is not carried over: the checker then decides the full
+program.
+
+The fold exists only when it is faithful:
+
+* every device a signal or DMA names is in range and every named local core
+  is in range (so that no out-of-range target is hidden by the modulus);
+* the device offsets the program uses (target minus issuer, modulo the
+  device count; zero for "this device") stay distinct modulo `M`, so a remote
+  target never folds onto its issuer and two neighbours never fold onto one;
+* every barrier the fold keeps either has its name kept by the rotation (its
+  participants are rotation-invariant: the device barriers) or has all its
+  participants among the fold's cores (a device's fork and join).
+
+Nothing is taken from the kernel's intent: the rotation is checked operation
+by operation, and a single device out of step leaves the program unfolded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import operator
+
+from semcheck.model.ops import Barrier, DmaStart, ExitCheck, Op, Program, Signal, Topology
+
+_NAMED_DEVICE = (Signal, DmaStart, ExitCheck, Barrier)
+"""Operations that name devices or cores; everything else must repeat unchanged."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    """The fold of a program (RUN-7): `program` has `devices` of the original's `of_devices`."""
+
+    program: Program
+    devices: int
+    of_devices: int
+    period: int
+
+    def describe(self) -> str:
+        """Where a proof on the fold was made, for verdict reasons."""
+        every = "every device" if self.period == 1 else f"every {self.period} devices"
+        return f"proved on a fold onto {self.devices} of the {self.of_devices} devices (the program repeats {every}; RUN-7)"
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def find_fold(program: Program, *, min_devices: int = 2) -> Fold | None:
+    """RUN-7: the smallest faithful fold of `program`, or None when it has none smaller than itself."""
+    topo = program.topology
+    n = topo.num_devices
+    if n < 2 * min_devices:
+        return None
+    for period in divisors(n)[:-1]:
+        names = _rotation(program, period)
+        if names is None:
+            continue
+        # a rotation by `period` implies one by each of its multiples: only this period's multiples
+        # can fold, and the first that is faithful is the smallest fold
+        offsets = _offsets(program, period)
+        if offsets is None:
+            return None
+        for m in divisors(n)[:-1]:
+            if m % period or m < min_devices:
+                continue
+            if len({o % m for o in offsets}) != len(offsets):
+                continue
+            if not _barriers_fold(program, names, m):
+                continue
+            return Fold(_folded(program, m), m, n, period)
+        return None
+    return None
+
+
+def _rotation(program: Program, period: int) -> dict[str, str] | None:
+    """The barrier-name map under which rotating the devices by `period` maps the program onto
+    itself, or None. Operations naming no device must be equal; the others equal up to the shift."""
+    topo = program.topology
+    n, per = topo.num_devices, topo.cores_per_device
+    shift_cores = period * per
+    num = topo.num_cores
+    names: dict[str, str] = {}
+    parties: dict[str, frozenset[int]] = {}
+
+    def shifted_device(d: int | None) -> int | None:
+        return None if d is None else (d + period) % n
+
+    def same(x: Op, y: Op) -> bool:
+        t = type(x)
+        if t is not type(y) or not (x.loc is y.loc or x.loc == y.loc):
+            return False
+        if t is Signal:
+            return (x.sem == y.sem and x.inc == y.inc and x.core == y.core
+                    and shifted_device(x.device) == y.device)
+        if t is DmaStart:
+            return (x.dst_sem == y.dst_sem and x.nbytes == y.nbytes and x.src_sem == y.src_sem
+                    and x.core == y.core and shifted_device(x.device) == y.device)
+        if t is ExitCheck:
+            return shifted_device(x.device) == y.device
+        # Barrier: names map consistently, participants rotate with the devices
+        if names.setdefault(x.name, y.name) != y.name:
+            return False
+        want = parties.get(x.name)
+        if want is None:
+            want = parties[x.name] = frozenset((p + shift_cores) % num for p in x.participants)
+        return y.participants == want
+
+    # Positions naming devices are the same in every core of a lane if the rotation holds (each
+    # core is checked against its predecessor, inductively from device 0). The front end shares
+    # operation objects, so a core's pairs (op, its image) are few: each distinct pair is checked
+    # once, and the other positions are compared by identity first, at C speed.
+    marked: dict[int, tuple[operator.itemgetter | None, set[int]]] = {}
+    checked: set[tuple[int, int]] = set()
+    for c in range(shift_cores, num):
+        a, b = program.cores[c - shift_cores], program.cores[c]
+        if len(a) != len(b):
+            return None
+        lane = c % per
+        if lane not in marked:
+            special = [i for i, op in enumerate(a) if type(op) in _NAMED_DEVICE]
+            marked[lane] = (operator.itemgetter(*special) if special else None, set(special))
+        pick, special_set = marked[lane]
+        if pick is not None:
+            xs, ys = pick(a), pick(b)
+            if len(special_set) == 1:
+                xs, ys = (xs,), (ys,)
+            pairs = dict(zip(zip(map(id, xs), map(id, ys)), zip(xs, ys)))
+            for key, (x, y) in pairs.items():
+                if key not in checked:
+                    if not same(x, y):
+                        return None
+                    checked.add(key)
+        differ = set(itertools.compress(range(len(a)), map(operator.is_not, a, b)))
+        differ.difference_update(special_set)
+        for i in differ:
+            x, y = a[i], b[i]
+            if type(x) in _NAMED_DEVICE or x != y:
+                return None
+    # a name the rotation keeps must have rotation-invariant participants (checked above: the
+    # map sends it to itself only if its participants rotate onto themselves)
+    return names
+
+
+def _offsets(program: Program, period: int) -> set[int] | None:
+    """Device offsets (target - issuer, mod the device count) of the first `period` devices' ops
+    (the rest repeat them), with 0 for the issuer itself; None if a target is out of range."""
+    topo = program.topology
+    n, per = topo.num_devices, topo.cores_per_device
+    out = {0}
+    for c in range(period * per):
+        me = topo.device_of(c)
+        for op in program.cores[c]:
+            t = type(op)
+            if t is Signal or t is DmaStart:
+                if op.core is not None and not 0 <= op.core < per:
+                    return None
+                if op.device is not None:
+                    if not 0 <= op.device < n:
+                        return None
+                    out.add((op.device - me) % n)
+            elif t is ExitCheck:
+                if not 0 <= op.device < n:
+                    return None
+                out.add((op.device - me) % n)
+    return out
+
+
+def _barriers_fold(program: Program, names: dict[str, str], m: int) -> bool:
+    """Every barrier of the first `m` devices is kept by the rotation or lies within them."""
+    per = program.topology.cores_per_device
+    inside = m * per
+    for c in range(inside):
+        for op in program.cores[c]:
+            if type(op) is Barrier and names.get(op.name) != op.name and max(op.participants) >= inside:
+                return False
+    return True
+
+
+def _folded(program: Program, m: int) -> Program:
+    """Devices 0..m-1 of `program`, every named device taken modulo m."""
+    topo = program.topology
+    per = topo.cores_per_device
+    inside = m * per
+    memo: dict[int, Op] = {}
+
+    def fold_op(op: Op) -> Op:
+        t = type(op)
+        if t not in _NAMED_DEVICE:
+            return op
+        got = memo.get(id(op))
+        if got is not None:
+            return got
+        if t is Barrier:
+            new: Op = dataclasses.replace(op, participants=frozenset(p for p in op.participants if p < inside))
+        elif op.device is None:
+            new = op
+        else:
+            new = dataclasses.replace(op, device=op.device % m)
+        memo[id(op)] = new
+        return new
+
+    cores = tuple(tuple(fold_op(op) for op in program.cores[c]) for c in range(inside))
+    return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name)

@@ -1,0 +1,250 @@
+"""RUN-7: a program whose devices repeat, folded onto a few devices, and the proofs made there."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import z3_truth as truth
+from hypothesis import HealthCheck, Phase, event, given, settings
+from semcheck.checker.properties import CHECKS
+from semcheck.checker.verdict import PROPERTIES
+from semcheck.checker.verify import check_program
+from semcheck.checker.z3.bench import ring_allreduce
+from semcheck.checker.z3.memo import MEMO
+from semcheck.model import (
+    DMA_MODES,
+    Barrier,
+    DmaStart,
+    ExitCheck,
+    Program,
+    Scratch,
+    SemRef,
+    Signal,
+    Topology,
+    Wait,
+    fast_run,
+    launch,
+)
+from semcheck.model import fold as fold_module
+from semcheck.model.fold import find_fold
+from z3_strategies import examples, programs, symmetric_programs
+
+# --- an oracle for the rotation, written without the shortcuts of `find_fold` ------------------
+
+
+def _image(op, period: int, topo: Topology, names: dict[str, str]):
+    """`op` as the device `period` further on would run it (barrier names as `names` maps them)."""
+    n, per = topo.num_devices, topo.cores_per_device
+    if isinstance(op, (Signal, DmaStart)) and op.device is not None:
+        return dataclasses.replace(op, device=(op.device + period) % n)
+    if isinstance(op, ExitCheck):
+        return dataclasses.replace(op, device=(op.device + period) % n)
+    if isinstance(op, Barrier):
+        return Barrier(names[op.name], frozenset((p + period * per) % topo.num_cores for p in op.participants),
+                       op.loc)
+    return op
+
+
+def _is_rotation(program: Program, period: int) -> bool:
+    topo = program.topology
+    shift = period * topo.cores_per_device
+    names: dict[str, str] = {}
+    for c in range(topo.num_cores):
+        src, dst = program.cores[c], program.cores[(c + shift) % topo.num_cores]
+        if len(src) != len(dst):
+            return False
+        for x, y in zip(src, dst):
+            if isinstance(x, Barrier) and (not isinstance(y, Barrier)
+                                           or names.setdefault(x.name, y.name) != y.name):
+                return False
+            if _image(x, period, topo, names) != y:
+                return False
+    return True
+
+
+def _lift(fold, pcs: tuple[int, ...], cores: int) -> tuple[int, ...]:
+    """The fold's positions as positions of every core of the program (classes move in step)."""
+    return tuple(pcs[c % len(pcs)] for c in range(cores))
+
+
+# --- which programs fold ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, m", [(8, 4), (16, 4), (256, 4), (6, 3), (12, 3), (10, 5)])
+def test_a_ring_folds_onto_the_fewest_devices_that_keep_both_neighbours_apart(n, m):
+    f = find_fold(ring_allreduce(n))
+    assert f is not None and (f.devices, f.period, f.of_devices) == (m, 1, n)
+    assert f.program.topology == Topology(m) and len(f.program.cores) == m
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7])
+def test_a_ring_too_small_or_prime_is_not_folded(n):
+    # 4: left and right neighbour would be one device of a 2-device fold; 5, 7: no divisor fits
+    assert find_fold(ring_allreduce(n)) is None
+
+
+def test_a_device_out_of_step_leaves_the_program_unfolded():
+    assert find_fold(ring_allreduce(8, bug="deadlock")) is None
+
+
+def test_a_core_index_past_the_device_is_not_folded_away():
+    # the interpreter indexes device * cores + core unchecked: core 3 on a one-core device is
+    # three devices on, and past the end it fails; a fold would move both
+    n = 8
+    bodies = [[Signal(SemRef("s"), 1, core=3), Wait(SemRef("s"), 1)] for _ in range(n)]
+    p = launch(Topology(n), bodies, scratch=[Scratch("s", 1)])
+    assert _is_rotation(p, 1) and find_fold(p) is None
+
+
+def test_a_barrier_that_would_straddle_the_fold_needs_a_larger_fold():
+    # device d meets its right neighbour at a pairwise barrier `pair{d}`: the 4-device fold would
+    # cut pair3 (devices 3 and 4), so the fold has to be the whole program
+    n = 8
+    bodies = []
+    for d in range(n):
+        right, left = (d + 1) % n, (d - 1) % n
+        bodies.append([Barrier(f"pair{d}", frozenset({d, right})), Barrier(f"pair{left}", frozenset({left, d}))]
+                      if d % 2 == 0 else
+                      [Barrier(f"pair{left}", frozenset({left, d})), Barrier(f"pair{d}", frozenset({d, right}))])
+    p = launch(Topology(n), bodies)
+    assert find_fold(p) is None
+    # without the straddling barriers the same shape folds by two devices
+    plain = launch(Topology(n), [[Signal(SemRef("s"), 1, device=(d + 1) % n), Wait(SemRef("s"), 1)]
+                                 for d in range(n)], scratch=[Scratch("s", 1)])
+    assert find_fold(plain).devices == 2
+
+
+@examples(60, 3000)
+@given(programs(max_cores=8))
+def test_a_fold_is_found_only_where_the_devices_really_repeat(p):
+    f = find_fold(p)
+    if f is not None:
+        event("folded")
+        assert _is_rotation(p, f.period)
+
+
+@examples(100, 5000)
+@given(symmetric_programs(max_cores=16, max_ops=4, foldable=True))
+def test_the_fold_is_the_first_devices_with_named_devices_taken_modulo_the_fold(drawn):
+    p, perturbed = drawn
+    f = find_fold(p)
+    event(f"perturbed={perturbed} folded={f is not None}")
+    if f is None:
+        return
+    assert _is_rotation(p, f.period) and f.devices % f.period == 0 and p.topology.num_devices % f.devices == 0
+    per = p.topology.cores_per_device
+    for c, ops in enumerate(f.program.cores):
+        for x, y in zip(p.cores[c], ops, strict=True):
+            if isinstance(x, (Signal, DmaStart)) and x.device is not None:
+                assert y.device == x.device % f.devices
+            elif isinstance(x, Barrier):
+                assert y.participants == frozenset(q for q in x.participants if q < f.devices * per)
+            else:
+                assert y == x or isinstance(x, ExitCheck)
+
+
+# --- the fold runs as the program with its device classes in step --------------------------------
+
+
+@examples(100, 5000)
+@given(symmetric_programs(max_cores=16, max_ops=4, foldable=True))
+def test_the_folds_maximal_run_is_the_programs_maximal_run(drawn):
+    p, _ = drawn
+    f = find_fold(p)
+    if f is None:
+        return
+    for mode in DMA_MODES:
+        whole, folded = fast_run(p, mode, record=False), fast_run(f.program, mode, record=False)
+        event(f"{mode} {whole.kind}")
+        assert whole.kind == folded.kind
+        if whole.kind != "error":  # a failure stops the others wherever the run order left them
+            assert _lift(f, folded.state.pcs, p.topology.num_cores) == whole.state.pcs
+
+
+# --- proofs on the fold ------------------------------------------------------------------------
+
+
+@examples(60, 3000)
+@given(symmetric_programs(max_cores=16, max_ops=4, foldable=True))
+def test_what_the_fold_proves_holds_for_the_whole_program(drawn):
+    p, _ = drawn
+    f = find_fold(p)
+    if f is None:
+        return
+    for mode in DMA_MODES:
+        for prop in PROPERTIES:
+            on_fold = CHECKS[prop](f.program, mode)
+            whole = CHECKS[prop](p, mode)
+            event(f"{prop}: fold {on_fold.verdict}, program {whole.verdict}")
+            if on_fold.verdict == "proved":
+                assert whole.verdict == "proved", (prop, mode, whole)
+        got = check_program(p, mode)
+        want = check_program(p, mode, fold=False)
+        assert [v.verdict for v in got] == [v.verdict for v in want]
+
+
+@examples(40, 2000)
+@given(symmetric_programs(max_cores=8, max_ops=3, foldable=True))
+def test_a_deadlock_freedom_proof_on_the_fold_agrees_with_exploring_every_interleaving(drawn):
+    p, _ = drawn
+    f = find_fold(p)
+    if f is None:
+        return
+    for mode in DMA_MODES:
+        (v,) = check_program(p, mode, ("deadlock-free",))
+        if "fold" in v.stats:
+            event(f"{mode} proved on the fold")
+            ex = truth.explored(p, mode, max_states=20_000)
+            assert "deadlock" not in ex.kinds()
+
+
+def test_check_program_names_the_fold_in_what_it_proves():
+    p = ring_allreduce(16)
+    for mode in DMA_MODES:
+        for v in check_program(p, mode):
+            assert v.verdict == "proved" and v.stats["fold"]["devices"] == 4, v
+            assert v.reason.startswith("proved on a fold onto 4 of the 16 devices")
+
+
+def test_a_violation_on_the_fold_is_witnessed_on_the_whole_program():
+    # the ring's last wait asks for one more than it gets on every device: the fold sees the
+    # deadlock, and the witness comes from the 16-device program
+    n = 16
+    bodies = [[Signal(SemRef("s"), 1, device=(d + 1) % n), Wait(SemRef("s"), 2)] for d in range(n)]
+    p = launch(Topology(n), bodies, scratch=[Scratch("s", 1)])
+    assert find_fold(p).devices == 2
+    for mode in DMA_MODES:
+        (v,) = check_program(p, mode, ("deadlock-free",))
+        assert v.verdict == "violated" and "fold" not in v.stats
+        assert {c for c, _, _ in v.witness.blocked} == set(range(n))
+
+
+def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
+    """The cross-check has teeth: with the rotation check switched off, some perturbed program is
+    proved on its fold although the program itself is not."""
+    def every_barrier_kept(program, period):  # the mutant: no operation is compared
+        return {op.name: op.name for ops in program.cores for op in ops if isinstance(op, Barrier)}
+
+    monkeypatch.setattr(fold_module, "_rotation", every_barrier_kept)
+    wrong = []
+
+    @settings(max_examples=1000, phases=[Phase.generate], deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(symmetric_programs(max_cores=16, max_ops=4, foldable=True))
+    def search(drawn):
+        p, perturbed = drawn
+        if wrong or not perturbed:
+            return
+        MEMO.clear()
+        f = find_fold(p)
+        if f is None:
+            return
+        for mode in DMA_MODES:
+            for prop in PROPERTIES:
+                if CHECKS[prop](f.program, mode).verdict == "proved" and CHECKS[prop](p, mode).verdict != "proved":
+                    wrong.append((p, mode, prop))
+                    return
+
+    search()
+    assert wrong, "a fold of a program whose devices do not repeat went unnoticed"
