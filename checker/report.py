@@ -240,7 +240,11 @@ def _config_summary(verdicts: Sequence[Verdict]) -> str:
             parts.append(f"{', '.join(names)} {kind}")
     n = sum(v.verdict == "proved" for v in verdicts)
     if not parts:
-        return f"all {n} properties proved" if n != 1 else "proved"
+        text = f"all {n} properties proved" if n != 1 else "proved"
+        folds = {(v.stats.get("fold") or {}).get("devices") for v in verdicts}
+        if len(folds) == 1 and None not in folds:
+            text += f" on a fold onto {folds.pop()} devices (RUN-7)"
+        return text
     if n:
         parts.append(f"{n} proved")
     return "; ".join(parts)

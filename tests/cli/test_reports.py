@@ -134,6 +134,21 @@ def test_parallel_sweep_equals_sequential_sweep():
     assert_valid(report_validator(), runs[1].json(), "jobs=2")
 
 
+def test_a_repeating_kernel_is_proved_on_its_fold_and_the_same_on_every_device():
+    path = EXAMPLES / "ring_allreduce.py"
+    text, folded, unfolded = semcheck_many([
+        (("verify", path, "--devices", "8", "--dma-mode", "eager"), {}),
+        (("verify", path, "--devices", "8", "--format", "json"), {}),
+        (("verify", path, "--devices", "8", "--format", "json", "--no-fold"), {}),
+    ])
+    assert "all 6 properties proved on a fold onto 4 devices (RUN-7)" in text.stdout
+    a, b = json.loads(folded.stdout)["results"], json.loads(unfolded.stdout)["results"]
+    assert [(r["dma_mode"], r["property"], r["verdict"]) for r in a] == \
+           [(r["dma_mode"], r["property"], r["verdict"]) for r in b]
+    assert all(r["stats"]["fold"]["devices"] == 4 and "RUN-7" in r["reason"] for r in a)
+    assert not any("fold" in r.get("stats", {}) for r in b)
+
+
 def test_plain_text_when_not_a_terminal(example_runs, tmp_path):
     run = semcheck("verify", BUGGY / "fixed_id_collision.py", "--devices", "2", "--dma-mode", "eager",
                    cwd=EXAMPLES.parent)
