@@ -97,6 +97,7 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
     shift_cores = period * per
     num = topo.num_cores
     names: dict[str, str] = {}
+    preimage: dict[str, str] = {}
     parties: dict[str, frozenset[int]] = {}
 
     def shifted_device(d: int | None) -> int | None:
@@ -114,22 +115,24 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
                     and x.core == y.core and shifted_device(x.device) == y.device)
         if t is ExitCheck:
             return shifted_device(x.device) == y.device
-        # Barrier: names map consistently, participants rotate with the devices
-        if names.setdefault(x.name, y.name) != y.name:
+        # Barrier: names map one to one (the k-th meeting of a barrier is counted per name),
+        # participants rotate with the devices
+        if names.setdefault(x.name, y.name) != y.name or preimage.setdefault(y.name, x.name) != x.name:
             return False
         want = parties.get(x.name)
         if want is None:
             want = parties[x.name] = frozenset((p + shift_cores) % num for p in x.participants)
         return y.participants == want
 
-    # Positions naming devices are the same in every core of a lane if the rotation holds (each
-    # core is checked against its predecessor, inductively from device 0). The front end shares
-    # operation objects, so a core's pairs (op, its image) are few: each distinct pair is checked
-    # once, and the other positions are compared by identity first, at C speed.
+    # Every core is checked against its predecessor `period` devices back, device 0 against the
+    # last ones (the rotation wraps round). Positions naming devices are then the same in every
+    # core of a lane, inductively from the first core checked. The front end shares operation
+    # objects, so a core's pairs (op, its image) are few: each distinct pair is checked once, and
+    # the other positions are compared by identity first, at C speed.
     marked: dict[int, tuple[operator.itemgetter | None, set[int]]] = {}
     checked: set[tuple[int, int]] = set()
-    for c in range(shift_cores, num):
-        a, b = program.cores[c - shift_cores], program.cores[c]
+    for c in range(num):
+        a, b = program.cores[c - shift_cores], program.cores[c]  # c - shift_cores < 0 wraps round
         if len(a) != len(b):
             return None
         lane = c % per

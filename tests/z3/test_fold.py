@@ -115,6 +115,20 @@ def test_a_barrier_that_would_straddle_the_fold_needs_a_larger_fold():
     assert find_fold(plain).devices == 2
 
 
+def test_barrier_names_must_map_one_to_one_and_close_round_the_ring():
+    n = 8
+    everyone = frozenset(range(n))
+    # names repeating every 3 devices on 8: each device's image has the next name, except that
+    # device 7's image would need C's successor to be A's predecessor
+    cycling = launch(Topology(n), [[Barrier("ABC"[d % 3], everyone)] for d in range(n)])
+    assert fold_module._rotation(cycling, 1) is None
+    # two barriers of device 0 become one barrier met twice on device 1: not the same meetings
+    merged = launch(Topology(4), [[Barrier("A", frozenset(range(4))), Barrier("C", frozenset(range(4)))]
+                                  if d % 2 == 0 else [Barrier("B", frozenset(range(4)))] * 2 for d in range(4)])
+    assert fold_module._rotation(merged, 1) is None
+    assert fold_module._rotation(merged, 2) is not None
+
+
 @examples(60, 3000)
 @given(programs(max_cores=8))
 def test_a_fold_is_found_only_where_the_devices_really_repeat(p):
