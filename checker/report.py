@@ -8,10 +8,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from semcheck.checker.differences import CAUSES, difference_json, differences
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.verify import Result
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -64,6 +65,7 @@ def to_json(path: str, results: Sequence[Result]) -> dict[str, Any]:
         "file": path,
         "summary": summary(results),
         "results": rows,
+        "differences": [difference_json(d) for d in differences(results)],
     }
 
 
@@ -95,6 +97,7 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
         for p, text in RULE_HELP.items()
     ]
     sarif_results = []
+    differ = {(d.target, d.devices, d.property): d for d in differences(results)}
     for r in results:
         for v in r.verdicts:
             if v.verdict == "proved":
@@ -102,6 +105,9 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
             w = v.witness
             locs = [loc for loc in (w.locs if w else ()) if loc and loc.line > 0]
             text = (w.message if w else v.reason) + f" [{r.target}, {r.devices} devices, {r.dma_mode}]"
+            d = differ.get((r.target, r.devices, v.property))
+            if d is not None and v.verdict == "violated":
+                text += f" Modes differ: {_difference_line(d)}."
             hint = hint_for(v)
             if hint:
                 text += f" Hint: {hint}."
@@ -340,6 +346,26 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
             line.append(_rel(hint))
             console.print(line, soft_wrap=True, highlight=False)
 
+    # Where the interpreter and the hardware disagree, per target x device count, with what can explain it.
+    by_config: dict[tuple[str, int], list] = {}
+    for d in differences(results):
+        by_config.setdefault((d.target, d.devices), []).append(d)
+    for (target, n), ds in by_config.items():
+        console.print()
+        title = Text(f"{marks['unknown']} modes differ", style=STYLE["unknown"])
+        title.append(f": {target}, {n} devices")
+        console.rule(title, characters=rule_chars, align="left")
+        for d in ds:
+            say(d.describe())
+        for e in dict.fromkeys(e for d in ds for e in d.causes):
+            say(f"can explain it, {e.code}: {CAUSES[e.code]}")
+            for loc in e.locs:
+                say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
+        if not any(d.causes for d in ds):
+            say("no known interpreter divergence explains it: see specs/divergences.md")
+        say("interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU "
+            "(specs/divergences.md)", "dim")
+
     s = summary(results)
     worst = "violated" if s["violated"] else "unknown" if s["unknown"] or not results else "proved"
     console.print()
@@ -347,6 +373,11 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
     line.append(f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown",
                 style="bold" if not plain else "")
     console.print(line, soft_wrap=True, highlight=False)
+
+
+def _difference_line(d) -> str:
+    causes = "; ".join(f"{e.code}: {CAUSES[e.code]}" for e in d.causes)
+    return d.describe() + (f" (can explain it, {causes})" if causes else "")
 
 
 def _witness(console, say, w) -> None:

@@ -162,6 +162,18 @@ def _budget(timeout_ms: int, deadline: float | None) -> int | None:
     return max(1, min(timeout_ms, int(left * 1000)))
 
 
+def _exposures(program, fold: bool) -> tuple:
+    """The interpreter divergences the program exercises (for the report's "modes differ" notes).
+
+    A fold has the same operations as the program on fewer devices, so it is read instead when
+    there is one."""
+    from semcheck.checker.differences import exposures
+    from semcheck.checker.folding import program_fold
+
+    folded = program_fold(program) if fold else None
+    return exposures(folded.program if folded is not None else program)
+
+
 def _watch_parent(parent_pid: int) -> None:
     """A child whose parent died (killed -9, say) must not linger."""
     while True:
@@ -270,6 +282,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
             for k in kernels:
                 name = t.name if len(kernels) == 1 else f"{t.name}#{k.index}"
                 done = _check_modes(k.program, req, deadline)
+                exposed = _exposures(k.program, req.fold)
                 for mode in req.modes:
                     verdicts, seconds = done[mode]
                     conn.send(("result", Result(
@@ -278,7 +291,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
                         dma_mode=mode,
                         verdicts=verdicts,
                         program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,
-                                 "collective_id": k.program.collective_id},
+                                 "collective_id": k.program.collective_id, "exposures": exposed},
                         seconds={"trace_and_lower": round(t_lower, 4), "check": round(seconds, 4)},
                     )))
         conn.send(("done",))

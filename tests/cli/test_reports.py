@@ -92,6 +92,35 @@ def test_json_reports_match_the_schema(example_runs):
             assert s[kind] == sum(r["verdict"] == kind for r in report["results"])
 
 
+def test_where_interpret_mode_and_hardware_differ_the_report_says_why(example_runs):
+    # the missing core_index deadlocks the interpreter (its signal goes to core 0) but not a TPU
+    report = example_runs[("buggy/two_core_missing_core_index.py", "json")].json()
+    (d,) = report["differences"]
+    assert d["property"] == "deadlock-free"
+    assert d["verdicts"] == {"eager": "violated", "on_wait": "violated", "hardware": "proved"}
+    (cause,) = d["causes"]
+    assert cause["divergence"] == "D1" and "core 0" in cause["explanation"]
+    assert [loc["line"] for loc in cause["locations"]] == [54]
+    # ids exist only in the interpreter
+    (d,) = example_runs[("buggy/fixed_id_collision.py", "json")].json()["differences"]
+    assert d["property"] == "id-disjoint" and [c["divergence"] for c in d["causes"]] == ["D5-D7"]
+    # a clean kernel behaves the same everywhere
+    assert example_runs[("ring_allreduce.py", "json")].json()["differences"] == []
+    sarif = example_runs[("buggy/two_core_missing_core_index.py", "sarif")].json()
+    texts = [r["message"]["text"] for r in sarif["runs"][0]["results"] if r["ruleId"] == "deadlock-free"]
+    assert texts and all("Modes differ: deadlock-free: violated under eager, on_wait; proved on hardware" in t
+                         and "D1" in t for t in texts)
+
+
+def test_the_text_report_has_a_modes_differ_section():
+    run = semcheck("verify", BUGGY / "two_core_missing_core_index.py", "--devices", "2", cwd=EXAMPLES.parent)
+    assert run.returncode == 1
+    section = run.stdout[run.stdout.index("?? modes differ: build, 2 devices"):].splitlines()
+    assert section[1] == "deadlock-free: violated under eager, on_wait; proved on hardware"
+    assert section[2].startswith("can explain it, D1: in interpret mode a signal without core_index goes to core 0")
+    assert section[3].startswith("  at examples/buggy/two_core_missing_core_index.py:54: pl.semaphore_signal(ready, 1)")
+
+
 def test_sarif_reports_match_the_sarif_schema(example_runs):
     validator = sarif_validator()
     for (name, fmt), run in example_runs.items():

@@ -1,0 +1,151 @@
+"""Where a kernel behaves differently in jax's interpret mode and on a TPU, and why.
+
+semcheck decides every property under three semantics: the interpreter's two
+DMA modes (`eager`, `on_wait`) and the hardware. A property proved under one
+and violated under another is a place where the kernel behaves differently:
+an interpret-mode run would hang or fail where a TPU would not, or the other
+way round. The report says so, with the interpreter divergences
+(specs/divergences.md) the kernel exercises that can explain it:
+
+* D1: a signal without `core_index` from a core other than core 0 of its
+  device (the interpreter delivers it to core 0, a TPU to the signalling core);
+* D3/D4: DMAs (under on_wait a DMA runs only when something waits on its
+  semaphore, the last queued first; on a TPU every DMA completes by itself);
+* D5-D7: semaphore ids (the interpreter numbers semaphores from 2000, as
+  int16, never frees them, and keeps the collective id in a table of its own;
+  a TPU allocates by site and has none of those failures).
+
+What the program exercises is found statically in the verify child
+(`exposures`, sent with each result); the report pairs it with the verdicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from semcheck.model.ops import INTERPRETER_MODES, AllocSem, DmaStart, GetBarrierSem, Loc, Program, Signal
+
+CAUSES = {
+    "D1": "in interpret mode a signal without core_index goes to core 0 of the target device; "
+          "on a TPU it goes to the signalling core's own index",
+    "D3-D4": "in on_wait mode a DMA runs only when a wait on its semaphore needs it, the last queued first; "
+             "in eager mode it runs when started; on a TPU every DMA completes on its own",
+    "D5-D7": "only the interpreter numbers semaphores (from 2000, as int16, never freed, with the collective "
+             "id in a table of its own); a TPU allocates them by site",
+}
+ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
+MAX_LOCS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Exposure:
+    """A divergence the program exercises, with (a few of) the kernel lines that do."""
+
+    code: str
+    locs: tuple[Loc, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """One property of one target x device count, proved under some modes and violated under others."""
+
+    target: str
+    devices: int
+    property: str
+    verdicts: dict[str, str]  # mode -> "proved" | "violated"
+    causes: tuple[Exposure, ...]
+
+    def describe(self) -> str:
+        """`deadlock-free: violated under eager, on_wait; proved on hardware`."""
+        parts = []
+        for kind in ("violated", "proved"):
+            modes = [m for m, v in self.verdicts.items() if v == kind]
+            if modes:
+                parts.append(f"{kind} {'on' if modes == ['hardware'] else 'under'} {', '.join(modes)}")
+        return f"{self.property}: " + "; ".join(parts)
+
+
+def exposures(program: Program) -> tuple[Exposure, ...]:
+    """The divergences of `CAUSES` that `program` exercises (static: whether a run reaches them is not asked)."""
+    topo = program.topology
+    d1: list[Loc] = []
+    dma: list[Loc] = []
+    ids = False
+    for c, ops in enumerate(program.cores):
+        local = topo.local_core_of(c)
+        for op in ops:
+            t = type(op)
+            if t is Signal and op.core is None and local != 0:  # on core 0 both semantics agree
+                d1.append(op.loc)
+            elif t is DmaStart:
+                dma.append(op.loc)
+            elif t is AllocSem or t is GetBarrierSem:
+                ids = True
+    out = []
+    if d1:
+        out.append(Exposure("D1", _first_lines(d1)))
+    if dma:
+        out.append(Exposure("D3-D4", _first_lines(dma)))
+    if ids:
+        out.append(Exposure("D5-D7"))
+    return tuple(out)
+
+
+def _first_lines(locs: Sequence[Loc]) -> tuple[Loc, ...]:
+    seen = dict.fromkeys(loc for loc in locs if loc.line > 0)
+    return tuple(list(seen)[:MAX_LOCS])
+
+
+def differences(results: Sequence[Any]) -> list[Difference]:
+    """Every property whose proved/violated verdict depends on the mode, per target x device count.
+
+    `results` are `semcheck.checker.verify.Result`s; unknown verdicts say nothing either way and
+    are left out. Causes: the exercised divergences that can explain the difference -- D5-D7 for
+    the id properties, and for any property the interpreter and the hardware disagree on when
+    an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
+    when eager and on_wait disagree (they differ only in when DMAs run).
+    """
+    groups: dict[tuple[str, int], list[Any]] = {}
+    for r in results:
+        groups.setdefault((r.target, r.devices), []).append(r)
+    out = []
+    for (target, n), rs in groups.items():
+        exposed = {e.code: e for r in rs for e in r.program.get("exposures", ())}
+        # an id the interpreter hands out wrongly sends later signals to other semaphores
+        ids_broken = any(v.verdict == "violated" and v.property in ID_PROPERTIES
+                         for r in rs if r.dma_mode in INTERPRETER_MODES for v in r.verdicts)
+        props = list(dict.fromkeys(v.property for r in rs for v in r.verdicts))
+        for prop in props:
+            by_mode = {r.dma_mode: v.verdict for r in rs for v in r.verdicts
+                       if v.property == prop and v.verdict != "unknown"}
+            if len(set(by_mode.values())) < 2:
+                continue
+            interp = {by_mode[m] for m in INTERPRETER_MODES if m in by_mode}
+            hw = by_mode.get("hardware")
+            against_hw = hw is not None and bool(interp - {hw})
+            causes = []
+            if "D5-D7" in exposed and (prop in ID_PROPERTIES or (against_hw and ids_broken)):
+                causes.append(exposed["D5-D7"])
+            if "D1" in exposed and against_hw:
+                causes.append(exposed["D1"])
+            if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
+                causes.append(exposed["D3-D4"])
+            out.append(Difference(target, n, prop, by_mode, tuple(causes)))
+    return out
+
+
+def difference_json(d: Difference) -> dict[str, Any]:
+    """The JSON form (specs/report-schema.json, `differences[]`)."""
+    return {
+        "target": d.target,
+        "devices": d.devices,
+        "property": d.property,
+        "verdicts": dict(d.verdicts),
+        "causes": [
+            {"divergence": e.code, "explanation": CAUSES[e.code],
+             "locations": [{"file": loc.file, "line": loc.line, "text": loc.text} for loc in e.locs]}
+            for e in d.causes
+        ],
+    }
