@@ -32,6 +32,7 @@ EXPECTED = {
     "int16_overflow.py": {"id-int16": I},
     "missing_signal_deadlock.py": {"deadlock-free": H},
     "two_core_missing_core_index.py": {"deadlock-free": I},
+    "two_core_signal_hangs_on_tpu.py": {"deadlock-free": ("hardware",)},
     "wait_too_large_deadlock.py": {"deadlock-free": H},
     "wrong_neighbour_deadlock.py": {"deadlock-free": H},
 }

@@ -47,7 +47,7 @@ def assert_valid(validator, document, what):
 # witness (ids, deadlock with blocked cores, exit balance, DMA bytes, two cores)
 # and unknowns that follow from a failing run or a deadlock.
 JSON_TOO = ("fixed_id_collision.py", "missing_signal_deadlock.py", "dma_byte_mismatch_wait_smaller.py",
-            "two_core_missing_core_index.py")
+            "two_core_missing_core_index.py", "two_core_signal_hangs_on_tpu.py")
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +101,10 @@ def test_where_interpret_mode_and_hardware_differ_the_report_says_why(example_ru
     (cause,) = d["causes"]
     assert cause["divergence"] == "D1" and "core 0" in cause["explanation"]
     assert [loc["line"] for loc in cause["locations"]] == [54]
+    # and the other way round: every interpret-mode run completes, a TPU would hang
+    (d,) = example_runs[("buggy/two_core_signal_hangs_on_tpu.py", "json")].json()["differences"]
+    assert d["verdicts"] == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
+    assert [(c["divergence"], [loc["line"] for loc in c["locations"]]) for c in d["causes"]] == [("D1", [57])]
     # ids exist only in the interpreter
     (d,) = example_runs[("buggy/fixed_id_collision.py", "json")].json()["differences"]
     assert d["property"] == "id-disjoint" and [c["divergence"] for c in d["causes"]] == ["D5-D7"]

@@ -45,6 +45,8 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/dma_byte_mismatch_wait_larger.py": {"kind": "deadlock"},
     "examples/buggy/two_core_missing_core_index.py": {
         "kind": "deadlock", "cores_per_device": 2},
+    # works in interpret mode (its signal without core_index reaches core 0 there), hangs a TPU
+    "examples/buggy/two_core_signal_hangs_on_tpu.py": {"kind": "tpu_hang", "cores_per_device": 2},
     "examples/buggy/cross_device_id_disagreement.py": {
         "kind": "id_disagreement", "also": ["deadlock"]},
     "examples/buggy/exit_leak_extra_signal.py": {
