@@ -63,7 +63,7 @@ def _is_rotation(program: Program, period: int) -> bool:
     return True
 
 
-def _lift(fold, pcs: tuple[int, ...], cores: int) -> tuple[int, ...]:
+def _lift(pcs: tuple[int, ...], cores: int) -> tuple[int, ...]:
     """The fold's positions as positions of every core of the program (classes move in step)."""
     return tuple(pcs[c % len(pcs)] for c in range(cores))
 
@@ -173,7 +173,7 @@ def test_the_folds_maximal_run_is_the_programs_maximal_run(drawn):
         event(f"{mode} {whole.kind}")
         assert whole.kind == folded.kind
         if whole.kind != "error":  # a failure stops the others wherever the run order left them
-            assert _lift(f, folded.state.pcs, p.topology.num_cores) == whole.state.pcs
+            assert _lift(folded.state.pcs, p.topology.num_cores) == whole.state.pcs
 
 
 # --- proofs on the fold ------------------------------------------------------------------------
