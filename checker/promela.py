@@ -58,6 +58,7 @@ from semcheck.model.ops import (
     DmaStart,
     ExitCheck,
     FreeBuffer,
+    Access,
     GetBarrierSem,
     Op,
     Program,
@@ -283,7 +284,7 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
             elif t is Read:
                 res.key(core, pc, op, op.sem)
                 acts.append(("note", 0, 0, f"read {op.sem} (no effect on blocking)", op))
-            elif t in (AllocSem, AllocBuffer, FreeBuffer, GetBarrierSem, ExitCheck):
+            elif t in (AllocSem, AllocBuffer, FreeBuffer, Access, GetBarrierSem, ExitCheck):
                 acts.append(("note", 0, 0, type(op).__name__, op))
             else:  # pragma: no cover - a new op kind must be rendered deliberately
                 raise _refuse(core, pc, op, "operation not rendered")

@@ -12,6 +12,7 @@ from semcheck.model.ops import (
     DmaStart,
     ExitCheck,
     FreeBuffer,
+    Access,
     GetBarrierSem,
     Op,
     Program,
@@ -45,6 +46,8 @@ def describe(op: Op) -> str:
         return f"allocate buffer {op.label!r}"
     if isinstance(op, FreeBuffer):
         return f"free buffer {op.label!r}"
+    if isinstance(op, Access):
+        return f"{'store' if op.write else 'load'} {op.buf}{op.region}"
     if isinstance(op, ExitCheck):
         return "exit check"
     return type(op).__name__

@@ -13,6 +13,8 @@ from semcheck.model.ops import (
     DmaStart,
     ExitCheck,
     FreeBuffer,
+    Access,
+    Region,
     GetBarrierSem,
     Loc,
     Op,

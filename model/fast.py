@@ -28,6 +28,7 @@ from semcheck.model.ops import (
     DmaMode,
     DmaStart,
     ExitCheck,
+    Access,
     FreeBuffer,
     GetBarrierSem,
     Program,
@@ -280,7 +281,7 @@ def fast_run(
                 )
                 if nz:
                     warnings.append(ExitWarning(op.device, nz))
-            elif t is not FreeBuffer:
+            elif t is not FreeBuffer and t is not Access:
                 raise ModelBug(f"unknown op {op!r}")
             if record:
                 schedule.append(steps[core])

@@ -52,6 +52,35 @@ class SemRef:
 
 
 @dataclasses.dataclass(frozen=True)
+class Region:
+    """The part of a buffer an access or a DMA half touches (ACC-1).
+
+    `box` holds, per dimension, the half-open element range `[start, stop)`.
+    `exact` is False when the front end widened the region to what the access
+    may touch (a mask, a stride or an index it cannot pin down); `why` then
+    says why, for the report. An empty `box` is a scalar buffer (rank 0).
+    """
+
+    box: tuple[tuple[int, int], ...]
+    exact: bool = True
+    why: str = ""
+
+    def overlaps(self, other: Region) -> bool:
+        """ACC-2: whether the two regions share an element (regions of one buffer)."""
+        if len(self.box) != len(other.box):
+            return True  # different views of one buffer: assume they may overlap
+        return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(self.box, other.box))
+
+    @property
+    def empty(self) -> bool:
+        return any(lo >= hi for lo, hi in self.box)
+
+    def __str__(self) -> str:
+        inner = ", ".join(f"{lo}:{hi}" for lo, hi in self.box)
+        return f"[{inner}]" + ("" if self.exact else " (widened)")
+
+
+@dataclasses.dataclass(frozen=True)
 class Topology:
     """Devices and cores. Global core id = device * cores_per_device + core."""
 
@@ -155,6 +184,12 @@ class DmaStart:
     device: int | None = None
     core: int | None = None
     loc: Loc = NO_LOC
+    # ACC-3: the buffers and regions the copy reads (on the issuing core) and
+    # writes (on the destination core); None when the front end did not record them.
+    src_buf: str | None = None
+    src_region: Region | None = None
+    dst_buf: str | None = None
+    dst_region: Region | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +227,21 @@ class FreeBuffer:
 
 
 @dataclasses.dataclass(frozen=True)
+class Access:
+    """A kernel load (`write=False`) or store of `region` of buffer `buf` (ACC-1).
+
+    `buf` is the label of an `AllocBuffer` of the executing core (or of its
+    device, for a device-scoped allocation). A `swap` is a write; an access
+    that reads and writes (a read-modify-write) is recorded as a write.
+    """
+
+    buf: str
+    region: Region
+    write: bool = False
+    loc: Loc = NO_LOC
+
+
+@dataclasses.dataclass(frozen=True)
 class ExitCheck:
     """The interpreter's check at kernel exit of the device's counts (EXIT-1)."""
 
@@ -209,6 +259,7 @@ Op = Union[
     Barrier,
     AllocBuffer,
     FreeBuffer,
+    Access,
     ExitCheck,
 ]
 

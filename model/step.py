@@ -21,6 +21,7 @@ from semcheck.model.ops import (
     DmaMode,
     DmaStart,
     ExitCheck,
+    Access,
     FreeBuffer,
     GetBarrierSem,
     Op,
@@ -281,6 +282,14 @@ def rule_exit_check(program: Program, mode: DmaMode, state: State, core: int, op
     return _advance(state, core, warnings=warnings)
 
 
+def rule_access(program: Program, mode: DmaMode, state: State, core: int, op: Access) -> State:
+    """ACC-1: a kernel load or store; it never blocks and changes no semaphore, only the pc moves.
+
+    Its data effect is judged by the race property (PROP-7), not by the run.
+    """
+    return _advance(state, core)
+
+
 _RULES = {
     AllocSem: rule_alloc_sem,
     GetBarrierSem: rule_get_barrier_sem,
@@ -291,6 +300,7 @@ _RULES = {
     Barrier: rule_barrier,
     AllocBuffer: rule_alloc_buffer,
     FreeBuffer: rule_free_buffer,
+    Access: rule_access,
     ExitCheck: rule_exit_check,
 }
 

@@ -65,6 +65,7 @@ from semcheck.model.ops import (
     DmaStart,
     ExitCheck,
     FreeBuffer,
+    Access,
     GetBarrierSem,
     Loc,
     Op,
@@ -647,7 +648,7 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
                 raise _Fail(handed)
     elif t is Read:
         lookups[(c, i)] = (resolve(c, i, op.sem),)
-    elif t not in (Barrier, FreeBuffer, ExitCheck):
+    elif t not in (Barrier, FreeBuffer, Access, ExitCheck):
         raise _Unsupported(f"core {c} op {i}: unknown operation {type(op).__name__}")
 
 
