@@ -25,7 +25,7 @@ def program_fold(program: Program) -> Fold | None:
 def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int) -> Verdict | None:
     """The verdict of `prop` on the fold if it is proved there (and therefore on the program), else None."""
     from semcheck.checker.properties import CHECKS
-    from semcheck.checker.z3.lowering import lower
+    from semcheck.checker.z3.counters import lower
 
     if not lower(fold.program, mode).ok:
         # RUN-7 is argued for static lowerings (RUN-3 holds for them); the program decides the rest

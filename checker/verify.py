@@ -85,8 +85,8 @@ class Note:
 
 
 @dataclasses.dataclass
-class Outcome:
-    """Everything one device count produced."""
+class Findings:
+    """The results and notes one device count (or a merged sweep) produced."""
 
     results: list[Result]
     notes: list[Note] = dataclasses.field(default_factory=list)
@@ -348,7 +348,7 @@ def _exit_description(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def verify(req: Request, *, debug: bool = False) -> Outcome:
+def verify(req: Request, *, debug: bool = False) -> Findings:
     """Verify one kernel file at one device count, in a child process with a time limit.
 
     Raises `InputError` when the kernel file cannot be verified at all
@@ -425,7 +425,7 @@ def verify(req: Request, *, debug: bool = False) -> Outcome:
             missing = tuple(m for m in req.modes if (name, m) not in answered)
             if missing:
                 results.extend(_unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
-    return Outcome(results, notes)
+    return Findings(results, notes)
 
 
 def _guess_targets(req: Request) -> list[str]:
@@ -463,15 +463,15 @@ def run_sweep(
     jobs: int = 1,
     debug: bool = False,
     on_done: Callable[[Request], None] | None = None,
-) -> Outcome:
+) -> Findings:
     """Verify several device counts, `jobs` at a time; results in request order.
 
     The first input error (in request order, so the same one whatever
     `jobs` is) stops the sweep: the other children are killed.
     """
-    outcomes: list[Outcome | None] = [None] * len(requests)
+    outcomes: list[Findings | None] = [None] * len(requests)
 
-    def one(i: int) -> Outcome:
+    def one(i: int) -> Findings:
         out = verify(requests[i], debug=debug)
         outcomes[i] = out
         if on_done is not None:
@@ -494,7 +494,7 @@ def run_sweep(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    out = Outcome([])
+    out = Findings([])
     for o in outcomes:
         assert o is not None
         out.results.extend(o.results)
@@ -614,7 +614,7 @@ def _declared_devices(path: str) -> dict[str, list[int]]:
 
 
 __all__ = [
-    "Request", "Result", "Note", "Outcome", "InputError", "verify", "run_sweep", "check_program",
+    "Request", "Result", "Note", "Findings", "InputError", "verify", "run_sweep", "check_program",
     "modes_for", "parse_devices", "check_devices", "check_timeout", "precheck_file", "plan",
     "kill_all", "relpaths", "Witness", "MAX_DEVICES", "DEFAULT_DEVICES",
 ]

@@ -53,7 +53,7 @@ from collections import defaultdict
 import z3
 
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.lowering import (
+from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
     maximal_run,

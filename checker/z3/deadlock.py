@@ -14,7 +14,7 @@ halves run at the start). `stuck(q)` holds when every core c has
 `q[c] = L[c]`, or sits at a wait with `cnt_q < value`, or at a barrier some
 participant has not reached within q (the k-th barrier named n of p is at a
 position <= q[p]), or at the operation where it would fail (S', see
-`lowering`). The query is `stuck(q) and q != L`:
+`counters`). The query is `stuck(q) and q != L`:
 
 * unsat: no terminal state has an unfinished core -> **proved**;
 * sat: some stuck q != L exists; the terminal state p* of every maximal run
@@ -43,7 +43,7 @@ the rotation leaves invariant: the least stuck vector is one of them, so the
 answer is the same, with one device's variables instead of every core's.
 
 Soundness conditions, checked before encoding (otherwise **unknown**): the
-lowering must be static (`lowering.Lowered.unsupported` empty), and no
+lowering must be static (`counters.Lowered.unsupported` empty), and no
 failure may be reachable (S' must not stop at a failing operation), because a
 failure can end some runs before a deadlock that other runs reach.
 """
@@ -58,7 +58,7 @@ from typing import NamedTuple
 
 import z3
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.lowering import (
+from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
     describe_op,
@@ -80,7 +80,7 @@ PROPERTY = "deadlock-free"
 # --- what blocks a core at one position -------------------------------------------------
 
 
-class Blocked(NamedTuple):
+class BlockCondition(NamedTuple):
     """When core `core` is blocked at position `pos`, given the positions q of the others.
 
     kind "always" / "never"; "below": blocked iff q[owner] <= pos_of (one feeding core,
@@ -110,9 +110,9 @@ class Conditions:
         """`cores`: compute the conditions of these cores only (the orbit representatives of a symmetry)."""
         self.low = low
         self.drop = drop
-        self.at: dict[int, list[Blocked]] = {}
+        self.at: dict[int, list[BlockCondition]] = {}
         cores = range(low.program.topology.num_cores) if cores is None else cores
-        found: dict[int, list[Blocked]] = defaultdict(list)
+        found: dict[int, list[BlockCondition]] = defaultdict(list)
         for counter, ws in low.waits_by_counter.items():
             if counter[1] in cores:
                 found[counter[1]].extend(self._waits_of(counter, ws))
@@ -144,7 +144,7 @@ class Conditions:
         return ([p for p, _ in own], list(itertools.accumulate(a for _, a in own)),
                 foreign, {o for o, _, _ in foreign}, list(itertools.accumulate(a for _, _, a in foreign)))
 
-    def _waits_of(self, counter, ws) -> list[Blocked]:
+    def _waits_of(self, counter, ws) -> list[BlockCondition]:
         """The blocking conditions of the waits `ws` on `counter` (sorted by position), in one pass."""
         own_pos, own_acc, foreign, owners, foreign_acc = self._counter(counter)
         c = counter[1]
@@ -162,33 +162,33 @@ class Conditions:
             if count_waits:
                 waited += w.value
             if need <= 0:
-                out.append(Blocked(c, i, "never"))
+                out.append(BlockCondition(c, i, "never"))
             elif not foreign or foreign_acc[-1] < need:
-                out.append(Blocked(c, i, "always"))
+                out.append(BlockCondition(c, i, "always"))
             elif len(owners) == 1:
                 j = bisect.bisect_left(foreign_acc, need)  # enough arrived iff the owner executed foreign[j]
-                out.append(Blocked(c, i, "below", owner=foreign[j][0], pos_of=foreign[j][1]))
+                out.append(BlockCondition(c, i, "below", owner=foreign[j][0], pos_of=foreign[j][1]))
             else:
                 if terms is None:  # the counter's whole foreign feed: one tuple shared by its waits
                     merged: dict = defaultdict(int)
                     for o, p, a in foreign:
                         merged[(o, p)] += a
                     terms = tuple((o, p, a) for (o, p), a in sorted(merged.items()) if a)
-                out.append(Blocked(c, i, "sum", terms=terms, need=need))
+                out.append(BlockCondition(c, i, "sum", terms=terms, need=need))
         return out
 
-    def barrier(self, c: int, i: int) -> Blocked:
+    def barrier(self, c: int, i: int) -> BlockCondition:
         if "barrier" in self.drop:
-            return Blocked(c, i, "never")
+            return BlockCondition(c, i, "never")
         b = self.low.barriers[(c, i)]
         terms = []
         for p in sorted(b.participants):
             pos = self.low.barrier_pos.get((p, b.name, b.k))
             if pos is None:
-                return Blocked(c, i, "always")
+                return BlockCondition(c, i, "always")
             if p != c:
                 terms.append((p, pos))
-        return Blocked(c, i, "barrier", terms=tuple(terms)) if terms else Blocked(c, i, "never")
+        return BlockCondition(c, i, "barrier", terms=tuple(terms)) if terms else BlockCondition(c, i, "never")
 
 
 # --- integer encodings: plain (the note's sums) and compact ---------------------------------
@@ -223,7 +223,7 @@ class Encoding:
             self._sum_cache[key] = z3.Sum(terms) if terms else z3.IntVal(0)
         return self._sum_cache[key]
 
-    def _render(self, b: Blocked):
+    def _render(self, b: BlockCondition):
         if self.style == "plain" and (b.core, b.pos) in self.low.waits:
             w = self.low.waits[(b.core, b.pos)]
             return self._plain_count(w.counter) < w.value
@@ -325,7 +325,7 @@ class OrderEncoding:
         self.base = [own_base[rep[c]] for c in range(n)]
         self.num_vars = sum(len(own_P[c]) - 1 for c in cores)
         self.pb = 0
-        self._feeds: dict[int, tuple] = {}  # id of a counter's feed (Blocked.terms) -> (it, what it gives)
+        self._feeds: dict[int, tuple] = {}  # id of a counter's feed (BlockCondition.terms) -> (it, what it gives)
         self._aux_clauses: list[list[int]] = []
         # Horn clauses as DIMACS literals; pb_rules as (premise literals, (need, [(lit, amount)]), head)
         clauses: list[list[int]] = []
@@ -374,7 +374,7 @@ class OrderEncoding:
             return False
         return True if m == 0 else self._var(o, m)
 
-    def _unblocked(self, b: Blocked):
+    def _unblocked(self, b: BlockCondition):
         """False; a list of literals (their conjunction; [] is true); ("any", [conjunction, ...]);
         or a PB sum (need, [(lit, amount)])."""
         if b.kind == "always":

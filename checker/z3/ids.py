@@ -15,7 +15,7 @@ trip count in a range, or a proof that none fails.
 the bad situation is possible at all (some allocation range contains the
 collective id; some handed-out id exceeds int16; ...). Unsat -> **proved**.
 Otherwise whether it happens in a run is decided on the lowered system S'
-(`lowering`): when the lowering is static, S' is persistent, its one maximal
+(`counters`): when the lowering is static, S' is persistent, its one maximal
 run executes every operation any run can execute, and every failing
 operation it stops at can be the first failure of some real run -- so the
 answer is exact (violated with a replayed witness, or proved because the
@@ -36,7 +36,7 @@ from collections.abc import Callable
 import z3
 
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.lowering import (
+from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
     maximal_run,

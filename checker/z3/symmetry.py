@@ -22,7 +22,7 @@ import dataclasses
 import math
 from collections import Counter as Tally
 
-from semcheck.checker.z3.lowering import Lowered
+from semcheck.checker.z3.counters import Lowered
 
 
 @dataclasses.dataclass(frozen=True)

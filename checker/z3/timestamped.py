@@ -32,7 +32,7 @@ import z3
 
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.z3.deadlock import PROPERTY, Encoding, deadlock_witness
-from semcheck.checker.z3.lowering import (
+from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
     maximal_run,

@@ -22,7 +22,7 @@ from semcheck.checker.z3 import (
     id_int16,
 )
 from semcheck.checker.z3.balance import totals
-from semcheck.checker.z3.lowering import failure_reached, lower, s_prime_run
+from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
 from semcheck.model import DMA_MODES, fast_run
 
 

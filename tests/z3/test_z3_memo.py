@@ -6,7 +6,7 @@ import gc
 
 from semcheck.checker.verify import check_program
 from semcheck.checker.z3.bench import ring_allreduce
-from semcheck.checker.z3.lowering import lower
+from semcheck.checker.z3.counters import lower
 from semcheck.checker.z3.memo import MEMO
 
 

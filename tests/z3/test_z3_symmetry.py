@@ -11,14 +11,14 @@ from z3_strategies import examples, programs, symmetric_programs
 from semcheck.checker.z3 import deadlock_free
 from semcheck.checker.z3 import symmetry as symmetry_module
 from semcheck.checker.z3.bench import ring_allreduce
-from semcheck.checker.z3.deadlock import Blocked, Conditions
-from semcheck.checker.z3.lowering import lower
+from semcheck.checker.z3.deadlock import BlockCondition, Conditions
+from semcheck.checker.z3.counters import lower
 from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.symmetry import Rotation, find_rotation
 from semcheck.model import DMA_MODES, Signal, Topology, Wait, SemRef, Scratch, launch
 
 
-def _image(b: Blocked, rot: Rotation) -> Blocked:
+def _image(b: BlockCondition, rot: Rotation) -> BlockCondition:
     """The blocking condition `b` with every core id rotated."""
     if b.kind == "sum":
         terms = tuple(sorted((rot.image(o), p, a) for o, p, a in b.terms))

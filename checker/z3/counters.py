@@ -1,4 +1,4 @@
-"""Static lowering for the Z3 encodings: which counter every operation touches.
+"""Counters for the Z3 encodings: which counter every operation touches (a static program).
 
 The Z3 encodings reason about a `Program` without running it, so they need,
 for every operation, the semaphore it denotes and the core it lands on --
