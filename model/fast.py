@@ -59,6 +59,7 @@ def fast_run(
     freeze: dict[int, int] | None = None,
     lookup_errors: bool = True,
     record: bool = True,
+    suppress: frozenset[tuple[int, int, str]] = frozenset(),
 ) -> Outcome:
     """RUN-3: one maximal run, in time linear in the program.
 
@@ -67,6 +68,9 @@ def fast_run(
     resolves to its fixed-id semaphore instead of failing (the error-free
     system the collision analysis reasons about). With `record`, the returned
     outcome carries the schedule, which `semcheck.model.run.run` replays.
+    `suppress` holds `(core, pc, half)` of DMA halves that never happen (a
+    suppressed read half suppresses its write too): the restricted systems
+    of the race property (RACE-2).
     """
     topo = program.topology
     hw = mode == "hardware"
@@ -210,10 +214,15 @@ def fast_run(
                 d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
                 dmas.append(d)
                 phase.append(0)
+                no_read = no_write = False
+                if suppress:
+                    no_read = (core, pcs[core], "read") in suppress
+                    no_write = no_read or (core, pcs[core], "write") in suppress
                 if mode == "on_wait":
-                    if src_key is not None:
+                    if src_key is not None and not no_read:
                         queues.setdefault((src_key, core), []).append((d.ident, "read"))
-                    queues.setdefault((dst_key, dst), []).append((d.ident, "read_write"))
+                    if not no_write:
+                        queues.setdefault((dst_key, dst), []).append((d.ident, "read_write"))
                     # a core parked on one of these counts can now run the task
                     for k in ((src_key, core), (dst_key, dst)):
                         if k in waiting:
@@ -222,10 +231,12 @@ def fast_run(
                     if record:
                         schedule.append(steps[core])
                         if hw:
-                            schedule.extend([("dma_read", d.ident), ("dma_write", d.ident)])
+                            schedule.extend([("dma_read", d.ident), ("dma_write", d.ident)][: 2 - no_read - no_write])
                     pcs[core] += 1
-                    dma_read(d)
-                    dma_write(d)
+                    if not no_read:
+                        dma_read(d)
+                    if not no_write:
+                        dma_write(d)
                     continue
             elif t is Barrier:
                 k = passed.get((core, op.name), 0) + 1
