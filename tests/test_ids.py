@@ -11,19 +11,23 @@ from semcheck.model.errors import Int16Overflow
 from semcheck.model.ids import arange_int16, scalar_int16, wrap_int16
 
 
+@pytest.mark.rule("IDS-1")
 def test_range_inside_int16_is_returned_unchanged():
     assert arange_int16(2000, 3) == (2000, 2001, 2002)
 
 
+@pytest.mark.rule("IDS-1", "ERR-3")
 def test_range_whose_second_value_overflows_raises():
     assert arange_int16(32767, 2) == Int16Overflow(32768)
     assert arange_int16(32767, 1) == (32767,)
 
 
+@pytest.mark.rule("IDS-1")
 def test_range_past_the_second_value_wraps_silently():
     assert arange_int16(32766, 3) == (32766, 32767, -32768)
 
 
+@pytest.mark.rule("IDS-2", "ERR-3")
 def test_scalar_outside_int16_raises_overflow():
     assert scalar_int16(32767) == 32767
     assert scalar_int16(32768) == Int16Overflow(32768)
@@ -31,6 +35,7 @@ def test_scalar_outside_int16_raises_overflow():
 
 
 @given(base=st.integers(32000, 33000) | st.integers(-33000, -32000) | st.integers(0, 5000), n=st.integers(0, 6))
+@pytest.mark.rule("IDS-1")
 def test_arange_rule_matches_numpy(base, n):
     try:
         expected = tuple(int(x) for x in np.arange(base, base + n, dtype=np.int16))
@@ -43,6 +48,7 @@ def test_arange_rule_matches_numpy(base, n):
 
 
 @given(x=st.integers(-70000, 70000))
+@pytest.mark.rule("IDS-2")
 def test_scalar_rule_matches_numpy(x):
     try:
         expected = int(np.int16(x))

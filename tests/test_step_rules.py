@@ -37,11 +37,13 @@ def prog(bodies, topo=None, cid=None, scratch=("s", "r")):
     return launch(topo, bodies, collective_id=cid, scratch=[Scratch(x) for x in scratch])
 
 
+@pytest.mark.rule("IR-1")
 def test_program_needs_one_op_tuple_per_core():
     with pytest.raises(ValueError):
         Program(Topology(2), ((),))
 
 
+@pytest.mark.rule("LAUNCH-1")
 def test_launch_wraps_bodies_like_the_interpreter():
     p = launch(Topology(2, 2), [[], [], [], []], scratch=[Scratch("s", 2)])
     first = p.cores[0]
@@ -53,6 +55,7 @@ def test_launch_wraps_bodies_like_the_interpreter():
     assert not any(isinstance(o, Barrier) and o.name == "start" for o in with_cid.cores[0])
 
 
+@pytest.mark.rule("SEM-5", "RUN-2")
 def test_wait_consumes_only_own_core_count():
     p = prog([[Signal(S, 1, device=1), Wait(S, 1)], [Wait(S, 1)]])
     out = fast_run(p, "eager")
@@ -61,12 +64,14 @@ def test_wait_consumes_only_own_core_count():
     assert out.blocked[1].core == 1 and "cleanup" in out.blocked[1].reason  # core 1's wait passed
 
 
+@pytest.mark.rule("SEM-6")
 def test_read_records_own_count():
     p = prog([[Signal(S, 2), Read(S)]])
     out = fast_run(p, "eager")
     assert out.state.reads == ((0, 3, 2),)  # (core, pc after two scratch allocations, value)
 
 
+@pytest.mark.rule("SIG-1")
 def test_signal_without_core_index_targets_core_0_in_interpreter():
     p = prog([[], [Signal(S, 1)]], topo=Topology(1, 2))
     out = fast_run(p, "eager")
@@ -74,12 +79,14 @@ def test_signal_without_core_index_targets_core_0_in_interpreter():
     assert out.state.counts.get((key, 0)) == 1
 
 
+@pytest.mark.rule("SIG-1", "HW-1")
 def test_signal_without_core_index_targets_own_core_on_hardware():
     p = prog([[], [Signal(S, 1)]], topo=Topology(1, 2))
     out = fast_run(p, "hardware")
     assert out.state.counts.get((("site", "s", 0), 1)) == 1
 
 
+@pytest.mark.rule("SIG-1", "ERR-4")
 def test_signal_to_missing_device_fails():
     out = fast_run(prog([[Signal(S, 1, device=5)]]), "eager")
     assert out.kind == "error"
@@ -88,12 +95,14 @@ def test_signal_to_missing_device_fails():
     assert hw.failure.violation.code == "BadTarget"
 
 
+@pytest.mark.rule("SIG-1")
 def test_interpreter_signal_with_core_index_past_the_device_lands_on_the_next_device():
     p = prog([[Signal(S, 1, device=0, core=2)], [], [], []], topo=Topology(2, 2))
     out = fast_run(p, "eager")
     assert out.state.counts.get((("internal", 2000), 2)) == 1  # device 1, core 0
 
 
+@pytest.mark.rule("HW-1", "SEM-1")
 def test_hardware_keys_semaphores_by_site():
     body = [AllocSem("a1", 1, site="loop"), Signal(SemRef("a1")), Wait(SemRef("a1")),
             AllocSem("a2", 1, site="loop"), Signal(SemRef("a2")), Wait(SemRef("a2"))]
@@ -104,6 +113,7 @@ def test_hardware_keys_semaphores_by_site():
     assert hw.state.allocs[(0, "a2")].site == "loop"
 
 
+@pytest.mark.rule("DMA-1")
 def test_dma_signals_send_on_source_and_receive_on_destination():
     p = prog([[DmaStart(R, 64, src_sem=S, device=1)], []])
     out = fast_run(p, "eager")
@@ -111,6 +121,7 @@ def test_dma_signals_send_on_source_and_receive_on_destination():
     assert c[(("internal", 2000), 0)] == 64 and c[(("internal", 2001), 1)] == 64
 
 
+@pytest.mark.rule("DMA-2")
 def test_eager_dma_completes_at_start():
     p = prog([[DmaStart(R, 8)]])
     st = run(p, "eager", [("core", 0), ("core", 0)], finish=False)  # alloc s, alloc r
@@ -118,6 +129,7 @@ def test_eager_dma_completes_at_start():
     assert st.dmas[0].phase == 2
 
 
+@pytest.mark.rule("DMA-3")
 def test_on_wait_dma_runs_only_when_waited_on():
     p = prog([[DmaStart(R, 8, device=1)], []])
     out = fast_run(p, "on_wait")
@@ -127,6 +139,7 @@ def test_on_wait_dma_runs_only_when_waited_on():
     assert fast_run(waited, "on_wait").kind == "completed"
 
 
+@pytest.mark.rule("DMA-4")
 def test_each_dma_half_runs_once():
     p = prog([[DmaStart(R, 8, src_sem=S, device=1), Wait(S, 8, kind="dma")], [Wait(R, 8, kind="dma")]])
     for o in explore(p, "on_wait").outcomes:
@@ -135,6 +148,7 @@ def test_each_dma_half_runs_once():
         assert o.state.dmas[0].phase == 2
 
 
+@pytest.mark.rule("DMA-5", "RUN-1")
 def test_hardware_dma_halves_are_separate_steps():
     p = prog([[DmaStart(R, 8)]])
     st = run(p, "hardware", [("core", 0)] * 3, finish=False)
@@ -143,6 +157,7 @@ def test_hardware_dma_halves_are_separate_steps():
     assert ("dma_write", 0) not in enabled(p, "hardware", st)
 
 
+@pytest.mark.rule("BAR-1", "RUN-2")
 def test_barrier_waits_for_every_participant():
     everyone = frozenset({0, 1})
     p = prog([[Barrier("b", everyone)], []])
@@ -152,6 +167,7 @@ def test_barrier_waits_for_every_participant():
     assert fast_run(ok, "eager").kind == "completed"
 
 
+@pytest.mark.rule("EXIT-1")
 def test_exit_check_records_nonzero_counts():
     out = fast_run(prog([[Signal(S, 2)]]), "eager")
     assert out.kind == "completed"
@@ -159,11 +175,13 @@ def test_exit_check_records_nonzero_counts():
     assert w.lines() == ("Semaphore 2000 has non-zero count for 0 (global core 0) at kernel exit: 2",)
 
 
+@pytest.mark.rule("SEM-2", "ERR-6")
 def test_barrier_semaphore_without_collective_id_fails():
     out = fast_run(prog([[GetBarrierSem()]]), "eager")
     assert out.failure.violation == NoCollectiveId()
 
 
+@pytest.mark.rule("SEM-3", "ERR-1")
 def test_collision_depends_on_schedule():
     # device 1 allocates 2000..2001 (scratch); device 0 looks the barrier semaphore up.
     topo = Topology(2)
@@ -174,6 +192,7 @@ def test_collision_depends_on_schedule():
     assert any(k == "completed" for k, _ in kinds)
 
 
+@pytest.mark.rule("ERR-7", "ERR-3")
 def test_failure_in_allocation_stops_everyone():
     body0 = [AllocSem("big", 30766, site="big"), AllocSem("over", 2, site="over")]  # base 32768
     p = prog([body0, [Wait(S, 1)]], cid=0)
@@ -182,6 +201,7 @@ def test_failure_in_allocation_stops_everyone():
     assert all(b.reason == "halted by failure" for b in out.blocked)
 
 
+@pytest.mark.rule("ERR-7", "IDS-2")
 def test_barrier_id_overflow_stops_only_its_device():
     p = prog([[GetBarrierSem()], [Wait(S, 1)]], cid=40000)
     out = fast_run(p, "eager")
@@ -190,6 +210,7 @@ def test_barrier_id_overflow_stops_only_its_device():
     assert any(b.core == 1 and b.reason.startswith("waits") for b in out.blocked)
 
 
+@pytest.mark.rule("ERR-7", "ERR-1")
 def test_failure_in_signal_stops_everyone():
     p = prog([[GetBarrierSem(), Signal(SemRef(BARRIER))], [Wait(S, 1)]], cid=2000)
     out = fast_run(p, "eager")
