@@ -17,6 +17,7 @@ EXAMPLES = settings().max_examples * 4  # 400 in the default profile
 @pytest.mark.parametrize("mode", DMA_MODES)
 @settings(max_examples=EXAMPLES)
 @given(program=programs())
+@pytest.mark.rule("RUN-3", "RUN-4")
 def test_fast_run_is_one_of_the_explored_outcomes(program, mode):
     fast = fast_run(program, mode)
     explored = explore(program, mode)
@@ -26,6 +27,7 @@ def test_fast_run_is_one_of_the_explored_outcomes(program, mode):
 @pytest.mark.parametrize("mode", DMA_MODES)
 @settings(max_examples=EXAMPLES)
 @given(program=programs())
+@pytest.mark.rule("RUN-3")
 def test_without_failures_every_schedule_ends_in_the_same_cores_positions(program, mode):
     explored = explore(program, mode)
     if any(o.kind == "error" for o in explored.outcomes):
@@ -37,6 +39,7 @@ def test_without_failures_every_schedule_ends_in_the_same_cores_positions(progra
 
 @pytest.mark.parametrize("mode", DMA_MODES)
 @given(program=programs())
+@pytest.mark.rule("RUN-3", "RUN-1")
 def test_fast_run_schedule_replays_on_the_step_relation(program, mode):
     fast = fast_run(program, mode)
     assert run(program, mode, fast.schedule, finish=False) == fast.state
@@ -44,6 +47,7 @@ def test_fast_run_schedule_replays_on_the_step_relation(program, mode):
 
 @pytest.mark.parametrize("mode", DMA_MODES)
 @given(program=programs(max_devices=2, max_ops=3))
+@pytest.mark.rule("RUN-5")
 def test_partial_order_reduction_preserves_visible_outcomes(program, mode):
     reduced = explore(program, mode)
     full = explore(program, mode, reduce=False, max_states=400_000)
@@ -53,12 +57,14 @@ def test_partial_order_reduction_preserves_visible_outcomes(program, mode):
 
 @pytest.mark.parametrize("mode", DMA_MODES)
 @given(program=programs())
+@pytest.mark.rule("RUN-4")
 def test_every_explored_witness_replays_to_its_outcome(program, mode):
     for outcome in explore(program, mode).outcomes:
         replayed = run(program, mode, outcome.schedule)
         assert visible(replayed) == visible(outcome)
 
 
+@pytest.mark.rule("RUN-5")
 def test_reduction_keeps_the_order_of_a_signal_and_an_on_wait_task():
     """Regression (RUN-5): core 1's signal decides whether core 0's wait runs its queued DMA."""
     from semcheck.model import DmaStart, Scratch, SemRef, Signal, Topology, Wait, launch

@@ -19,6 +19,7 @@ from semcheck.model import (
 )
 
 
+@pytest.mark.rule("IR-1")
 def test_barrier_participant_lists_that_differ_are_not_a_program():
     n = 4
     everyone = frozenset(range(n))
@@ -28,12 +29,14 @@ def test_barrier_participant_lists_that_differ_are_not_a_program():
         launch(Topology(n), bodies, collective_id=0, scratch=[Scratch("s")])
 
 
+@pytest.mark.rule("RUN-5")
 def test_reduction_keeps_the_unknown_semaphore_race():
     p = launch(Topology(2), [[GetBarrierSem(), Wait(SemRef(BARRIER))], [Signal(SemRef(BARRIER), device=0)]],
                collective_id=0)
     assert explore(p, "eager").kinds() == explore(p, "eager", reduce=False).kinds() == {"completed", "error"}
 
 
+@pytest.mark.rule("RUN-3")
 def test_freezing_a_core_before_a_signal():
     p = launch(Topology(2), [[Signal(SemRef("a"), 1, device=1), Wait(SemRef("a"))], [Wait(SemRef("a"))]],
                scratch=[Scratch("a")])

@@ -9,6 +9,7 @@ from semcheck.checker.z3 import deadlock_free, dma_bytes, exit_balance, id_agree
 from semcheck.checker.z3.bench import ring_allreduce
 
 
+@pytest.mark.rule("PROP-4")
 def test_ring_allreduce_64_devices_is_proved_by_one_large_query():
     p = ring_allreduce(64)  # 48,832 operations
     v = deadlock_free(p, "hardware", symmetry=False)
@@ -17,6 +18,7 @@ def test_ring_allreduce_64_devices_is_proved_by_one_large_query():
     assert v.stats["clauses"] > 15_000 and v.stats["z3"] == "unsat"
 
 
+@pytest.mark.rule("RUN-6", "PROP-4")
 def test_ring_allreduce_64_devices_is_proved_on_one_orbit():
     """RUN-6: the ring is rotation-symmetric, so the query needs one device's positions."""
     p = ring_allreduce(64)
@@ -26,12 +28,14 @@ def test_ring_allreduce_64_devices_is_proved_on_one_orbit():
     assert v.stats["vars"] * 64 == full.stats["vars"]
 
 
+@pytest.mark.rule("PROP-4")
 def test_ring_allreduce_64_devices_deadlock_is_found_and_replayed():
     v = deadlock_free(ring_allreduce(64, bug="deadlock"), "eager")
     assert v.verdict == "violated"
     assert [b[0] for b in v.witness.blocked] == list(range(64))  # everyone ends up waiting
 
 
+@pytest.mark.rule("PROP-1", "PROP-3", "PROP-5", "PROP-6")
 def test_other_properties_at_64_devices():
     p = ring_allreduce(64)
     for check in (id_disjoint, id_agreement, exit_balance, dma_bytes):
@@ -40,6 +44,7 @@ def test_other_properties_at_64_devices():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [128, 256])
+@pytest.mark.rule("PROP-4")
 def test_ring_allreduce_scales(n):
     v = deadlock_free(ring_allreduce(n), "hardware", timeout_ms=600_000)
     assert v.verdict == "proved"

@@ -17,6 +17,8 @@ from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.symmetry import Rotation, find_rotation
 from semcheck.model import DMA_MODES, Signal, Topology, Wait, SemRef, Scratch, launch
 
+pytestmark = pytest.mark.rule("RUN-6")
+
 
 def _image(b: BlockCondition, rot: Rotation) -> BlockCondition:
     """The blocking condition `b` with every core id rotated."""
@@ -97,6 +99,7 @@ def test_a_rotation_found_in_any_program_is_an_automorphism(p):
 
 @examples(80, 4000)
 @given(symmetric_programs())
+@pytest.mark.rule("PROP-4")
 def test_the_symmetric_query_decides_as_the_full_query_and_the_explorer(drawn):
     p, perturbed = drawn
     for mode in DMA_MODES:
