@@ -27,12 +27,14 @@ def _warned(outcome, device):
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-5")
 def test_clean_ring_is_balanced(mode):
     v = exit_balance(ring_allreduce(4), mode)
     assert v.verdict == "proved", v.reason
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-5", "EXIT-1")
 def test_extra_credit_is_unbalanced_and_the_warning_matches_the_explorer(mode):
     p = ring_allreduce(2, bug="unbalanced")  # device 0 signals its right neighbour once more at the end
     v = exit_balance(p, mode)
@@ -52,6 +54,7 @@ def test_extra_credit_is_unbalanced_and_the_warning_matches_the_explorer(mode):
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-5", "EXIT-1")
 def test_a_signal_that_precedes_the_last_wait_must_be_reported(mode):
     # device 0 adds 2 in one signal, device 1 waits for 1: the surplus arrives before device 1's wait
     # returns, so device 1's exit check sees it in every run
@@ -66,6 +69,7 @@ def test_a_signal_that_precedes_the_last_wait_must_be_reported(mode):
     assert all(_warned(o, 1) for o in explore(p, mode).outcomes)
 
 
+@pytest.mark.rule("PROP-5", "DMA-3")
 def test_on_wait_leaves_a_dma_pending():
     # the receive semaphore is satisfied by a plain signal, so the DMA's task is never run
     bodies = [[DmaStart(SemRef("r"), 4, device=None), Signal(SemRef("r"), 4), Wait(SemRef("r"), 4)]]
@@ -76,6 +80,7 @@ def test_on_wait_leaves_a_dma_pending():
     assert exit_balance(p, "eager").witness.details["pending_dmas"] == "never"
 
 
+@pytest.mark.rule("PROP-5")
 def test_deadlocking_program_is_unknown():
     v = exit_balance(ring_allreduce(3, bug="deadlock"), "eager")
     assert v.verdict == "unknown" and "deadlocks" in v.reason
@@ -85,6 +90,7 @@ def test_deadlocking_program_is_unknown():
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-6")
 def test_ring_dma_bytes(mode):
     assert dma_bytes(ring_allreduce(4), mode).verdict == "proved"
     v = dma_bytes(ring_allreduce(4, bug="bytes"), mode)  # device 0 waits 2048 + 2048 for a 4096-byte copy
@@ -100,6 +106,7 @@ def _local(sizes, waits, *, signal=False):
     return launch(Topology(1), [ops], scratch=[Scratch("r")])
 
 
+@pytest.mark.rule("PROP-6", "PROP-5")
 def test_dma_waits_in_the_wrong_order():
     v = dma_bytes(_local([8, 16], [16, 8]), "eager")
     assert v.verdict == "violated" and v.witness.details["problem"] == "order"
@@ -108,11 +115,13 @@ def test_dma_waits_in_the_wrong_order():
     assert exit_balance(_local([8, 16], [16, 8]), "eager").verdict == "proved"
 
 
+@pytest.mark.rule("PROP-6")
 def test_plain_signal_on_a_dma_semaphore():
     v = dma_bytes(_local([8], [8], signal=True), "eager")
     assert v.verdict == "violated" and v.witness.details["problem"] == "mixed"
 
 
+@pytest.mark.rule("PROP-6")
 def test_dmas_of_different_sizes_from_two_cores_are_undecided():
     bodies = [
         [DmaStart(SemRef("r"), 8, device=1)],

@@ -31,6 +31,8 @@ from semcheck.model import (
 )
 from semcheck.model.explore import ExplorationLimit
 
+pytestmark = pytest.mark.rule("PROP-4")
+
 # --- rings ------------------------------------------------------------------------------------
 
 

@@ -43,6 +43,7 @@ def _first_failing_trip(per, prefix, lo, hi, first):
 @examples(200, 5000)
 @given(st.integers(1, 6), st.integers(0, 400), st.integers(1, 50), st.integers(0, 300),
        st.integers(32_000, 32_767))
+@pytest.mark.rule("PROP-2", "IDS-1")
 def test_int16_bound_is_the_first_trip_count_numpy_rejects_or_wraps(per, prefix, lo, width, first):
     hi = lo + width
     b = int16_bound(per, prefix, (lo, hi), first_id=first)
@@ -53,6 +54,7 @@ def test_int16_bound_is_the_first_trip_count_numpy_rejects_or_wraps(per, prefix,
         assert not b.proved and b.smallest_failing == want and b.kind == kind
 
 
+@pytest.mark.rule("PROP-2", "IDS-1")
 def test_int16_bound_at_the_interpreter_scale():
     # one run_scoped DMA + one REGULAR semaphore per grid step, after two scratch semaphores
     b = int16_bound(2, 2, (1, 100_000))  # step k gets ids 2002 + 2k, 2003 + 2k
@@ -65,6 +67,7 @@ def test_int16_bound_at_the_interpreter_scale():
 
 @examples(200, 5000)
 @given(st.integers(0, 2100), st.integers(1, 4), st.integers(0, 30), st.integers(1, 20), st.integers(0, 40))
+@pytest.mark.rule("PROP-1")
 def test_collision_bound_against_enumeration(cid, per, prefix, lo, width):
     hi = lo + width
     b = collision_bound(cid, per, prefix, (lo, hi), first_id=2000)
@@ -80,6 +83,7 @@ def test_collision_bound_against_enumeration(cid, per, prefix, lo, width):
 # --- id-disjoint ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.rule("PROP-1", "ERR-1")
 def test_collective_id_colliding_with_scratch_semaphores():
     p = ring_allreduce(3, bug="collide")  # collective_id 2001 = the recv semaphore's id
     for mode in ("eager", "on_wait"):
@@ -98,6 +102,7 @@ def test_collective_id_colliding_with_scratch_semaphores():
     assert id_disjoint(ring_allreduce(3), "eager").verdict == "proved"
 
 
+@pytest.mark.rule("PROP-1")
 def test_both_tables_without_any_lookup_of_the_id_does_not_fire():
     # the scratch semaphore gets id 2000 = collective_id, but the kernel never uses the barrier semaphore
     p = launch(Topology(2), [[GetBarrierSem()], [GetBarrierSem()]], collective_id=2000, scratch=[Scratch("s")])
@@ -106,6 +111,7 @@ def test_both_tables_without_any_lookup_of_the_id_does_not_fire():
     assert explore(p, "eager", reduce=False).kinds() == {"completed"}
 
 
+@pytest.mark.rule("PROP-1")
 def test_get_barrier_semaphore_never_running_means_disjoint():
     p = launch(Topology(2), [[], []], collective_id=2000, scratch=[Scratch("s")])
     assert id_disjoint(p, "eager").verdict == "proved"
@@ -114,6 +120,7 @@ def test_get_barrier_semaphore_never_running_means_disjoint():
 # --- id-int16 ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.rule("PROP-2", "ERR-3")
 def test_overflowing_allocation():
     # 30767 semaphores take ids 2000..32766; the next allocation of 2 starts at 32767: 32768 does not fit
     p = launch(Topology(1), [[AllocSem("big", 30_767, site="big"), AllocSem("next", 2, site="next")]])
@@ -123,6 +130,7 @@ def test_overflowing_allocation():
     assert run(p, "eager", v.witness.schedule, finish=False).failure.violation == Int16Overflow(32768)
 
 
+@pytest.mark.rule("PROP-2", "IDS-1")
 def test_silently_wrapping_allocation():
     p = launch(Topology(1), [[AllocSem("big", 30_766, site="big"), AllocSem("next", 3, site="next")]])
     v = id_int16(p, "on_wait")
@@ -130,12 +138,14 @@ def test_silently_wrapping_allocation():
     assert id_int16(p, "hardware").verdict == "proved"
 
 
+@pytest.mark.rule("PROP-2")
 def test_out_of_range_allocation_behind_a_deadlock_never_runs():
     p = launch(Topology(1), [[Wait(SemRef("s")), AllocSem("big", 40_000, site="big")]], scratch=[Scratch("s")])
     v = id_int16(p, "eager")
     assert v.verdict == "proved" and "never execute" in v.reason
 
 
+@pytest.mark.rule("PROP-2", "IDS-2")
 def test_buffer_ids_and_collective_id():
     p = launch(Topology(1), [[GetBarrierSem()]], collective_id=40_000)
     assert id_int16(p, "eager").verdict == "violated"
@@ -160,6 +170,7 @@ def _device_dependent_scope(n=2):
     return launch(Topology(n), bodies)
 
 
+@pytest.mark.rule("PROP-3")
 def test_remote_signal_to_a_shifted_scoped_semaphore():
     p = _device_dependent_scope()
     for mode in ("eager", "on_wait"):
@@ -172,10 +183,12 @@ def test_remote_signal_to_a_shifted_scoped_semaphore():
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-3")
 def test_rings_agree(mode):
     assert id_agreement(ring_allreduce(4), mode).verdict == "proved"
 
 
+@pytest.mark.rule("PROP-3")
 def test_barrier_semaphore_is_the_same_everywhere():
     p = launch(Topology(2), [[GetBarrierSem(), Signal(SemRef(BARRIER), device=1)], [GetBarrierSem(), Wait(SemRef(BARRIER))]],
                collective_id=0)
