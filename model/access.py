@@ -1,0 +1,145 @@
+"""Data accesses of a program and which pairs of them conflict (spec rules ACC-1 .. ACC-3).
+
+An *access* is a kernel load or store (`Access` op) or one half of a DMA: its
+read of the source region on the issuing core's buffer, or its write of the
+destination region on the target core's buffer. Accesses name buffers by
+allocation label; `buffer_of` turns a (core, label) into the buffer instance
+the label denotes there (BUF-8: HBM and ANY buffers are one per device, other
+spaces one per core). Buffers are keyed by allocation label, not by the
+interpreter's buffer id: a TPU reuses a `run_scoped` buffer's memory in the
+next iteration, so iterations of one label are one buffer (ACC-1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Literal
+
+from semcheck.model.buffer import SHARED_SPACES
+from semcheck.model.ops import Access, AllocBuffer, DmaMode, DmaStart, Loc, Program, Region
+from semcheck.model.step import target_core
+
+BufferInstance = tuple  # (device, local core or None when the device's cores share it, label)
+Half = Literal["read", "write"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AccessEvent:
+    """One access (ACC-1, ACC-3).
+
+    `core`/`pc` is the operation that performs it: the accessing core, or the
+    DMA's issuing core and its `DmaStart` (then `half` says which half).
+    `where` is the core whose buffer is touched (the DMA's target for a write).
+    """
+
+    core: int
+    pc: int
+    half: Half | None
+    buffer: BufferInstance
+    region: Region
+    write: bool
+    where: int
+    loc: Loc
+
+    @property
+    def is_dma(self) -> bool:
+        return self.half is not None
+
+    def describe(self) -> str:
+        label = self.buffer[2]
+        if self.half == "read":
+            return f"the copy reading {label}{self.region}"
+        if self.half == "write":
+            return f"the copy writing {label}{self.region}"
+        return f"{'store to' if self.write else 'load of'} {label}{self.region}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Unrecorded:
+    """A DMA whose regions the front end did not record: its accesses are unknown (ACC-3)."""
+
+    core: int
+    pc: int
+    loc: Loc
+
+
+def buffer_spaces(program: Program) -> dict[tuple[int, str], str]:
+    """The memory space of every buffer label, per device (from its `AllocBuffer` ops)."""
+    topo = program.topology
+    spaces: dict[tuple[int, str], str] = {}
+    for g, ops in enumerate(program.cores):
+        d = topo.device_of(g)
+        for op in ops:
+            if type(op) is AllocBuffer:
+                spaces[(d, op.label)] = op.memory_space
+    return spaces
+
+
+def buffer_of(program: Program, spaces: dict[tuple[int, str], str], core: int, label: str) -> BufferInstance:
+    """ACC-1 with BUF-8: the buffer `label` denotes on `core`."""
+    topo = program.topology
+    d = topo.device_of(core)
+    space = spaces.get((d, label), "vmem")
+    shared = space in SHARED_SPACES or topo.cores_per_device == 1
+    return (d, None if shared else topo.local_core_of(core), label)
+
+
+def accesses(program: Program, mode: DmaMode) -> tuple[list[AccessEvent], list[Unrecorded]]:
+    """ACC-1 .. ACC-3: every access of the program, and the DMAs whose accesses are unknown.
+
+    A DMA whose target is out of range fails at its start (ERR-4) and
+    accesses nothing.
+    """
+    spaces = buffer_spaces(program)
+    events: list[AccessEvent] = []
+    unrecorded: list[Unrecorded] = []
+    for g, ops in enumerate(program.cores):
+        for pc, op in enumerate(ops):
+            t = type(op)
+            if t is Access:
+                buf = buffer_of(program, spaces, g, op.buf)
+                events.append(AccessEvent(g, pc, None, buf, op.region, op.write, g, op.loc))
+            elif t is DmaStart:
+                dst = target_core(program, mode, g, op.device, op.core, dma=True)
+                if not isinstance(dst, int):
+                    continue
+                if op.src_buf is None or op.dst_buf is None or op.src_region is None or op.dst_region is None:
+                    unrecorded.append(Unrecorded(g, pc, op.loc))
+                    continue
+                src = buffer_of(program, spaces, g, op.src_buf)
+                events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc))
+                dbuf = buffer_of(program, spaces, dst, op.dst_buf)
+                events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc))
+    return events, unrecorded
+
+
+def conflicts(a: AccessEvent, b: AccessEvent) -> bool:
+    """ACC-2: overlapping elements of one buffer, at least one a write, not ordered by program order alone.
+
+    Two kernel accesses of one core are ordered by the core's program order;
+    the two halves of one DMA are ordered by the DMA itself.
+    """
+    if a.buffer != b.buffer or not (a.write or b.write):
+        return False
+    if not a.is_dma and not b.is_dma and a.core == b.core:
+        return False
+    if a.is_dma and b.is_dma and (a.core, a.pc) == (b.core, b.pc):
+        return False
+    return a.region.overlaps(b.region)
+
+
+def conflicting_pairs(events: list[AccessEvent]) -> list[tuple[AccessEvent, AccessEvent]]:
+    """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared)."""
+    by_buffer: dict[BufferInstance, list[AccessEvent]] = defaultdict(list)
+    for e in events:
+        by_buffer[e.buffer].append(e)
+    pairs = []
+    for group in by_buffer.values():
+        if not any(e.write for e in group):
+            continue
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                if conflicts(a, b):
+                    pairs.append((a, b))
+    return pairs

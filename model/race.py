@@ -1,0 +1,202 @@
+"""Data races over every schedule, decided with restricted maximal runs (spec DR-1 .. DR-4).
+
+A race is a reachable state in which two conflicting accesses (ACC-2) are
+both pending (DR-1). Each question "can these two be pending together?" is
+answered by one greedy run of a *restricted* system: the program with some DMA
+halves suppressed and some cores capped before a position (DR-2). The
+restricted system is persistent, so its maximal runs all end at one terminal
+state, and the question is read off that state. Monotonicity in the cap
+(DR-3) lets one run answer every access of a core against one DMA half.
+Under `on_wait` the restriction over-approximates; a race it finds is replayed
+on the step relation before it is believed (DR-4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
+from semcheck.model.errors import ModelBug
+from semcheck.model.fast import fast_run
+from semcheck.model.ops import DmaMode, DmaStart, Program
+from semcheck.model.run import run
+from semcheck.model.state import Outcome, State
+
+Caps = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
+Suppressed = frozenset[tuple[int, int, str]]  # (core, pc, half) of DMA halves
+
+
+@dataclasses.dataclass(frozen=True)
+class Race:
+    """Two conflicting accesses that can be pending at once, and the run that gets there (DR-1)."""
+
+    first: AccessEvent
+    second: AccessEvent
+    outcome: Outcome  # the restricted run's terminal state: both accesses pending
+    exact: bool  # both regions exact (else the overlap may be an artefact of widening)
+    confirmed: bool  # replayed on the step relation (always, except on_wait races that did not replay)
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceReport:
+    """What the race property found: races (confirmed and exact first), and what kept it from deciding."""
+
+    races: tuple[Race, ...]
+    unrecorded: tuple[Unrecorded, ...]
+    pairs: int  # conflicting pairs examined
+    runs: int  # restricted runs made
+
+
+class _Runs:
+    """Restricted maximal runs, memoised by restriction (DR-2)."""
+
+    def __init__(self, program: Program, mode: DmaMode) -> None:
+        self.program = program
+        self.mode = mode
+        self.memo: dict[tuple[Caps, Suppressed], Outcome] = {}
+
+    def __call__(self, caps: dict[int, int] | None = None, suppress: Iterable[tuple[int, int, str]] = ()) -> Outcome:
+        key = (tuple(sorted((caps or {}).items())), frozenset(suppress))
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = fast_run(self.program, self.mode, freeze=dict(key[0]), suppress=key[1])
+        return out
+
+
+def _half(e: AccessEvent) -> tuple[int, int, str]:
+    assert e.half is not None
+    return (e.core, e.pc, e.half)
+
+
+def _pending_dma(pcs: tuple[int, ...], e: AccessEvent, mode: DmaMode) -> bool:
+    """Whether DMA half `e` is pending at positions `pcs` of its restricted run (DR-1).
+
+    Under `eager` the halves run inside the start: pending means the issuer is
+    at its start. Otherwise the half is suppressed, so pending means started.
+    """
+    return pcs[e.core] == e.pc if mode == "eager" else pcs[e.core] > e.pc
+
+
+def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[int, int], list[tuple[int, int, str]]] | None:
+    """DR-2: the restricted system whose terminal state answers the pair; None when no run can race them."""
+    caps: dict[int, int] = {}
+    suppress: list[tuple[int, int, str]] = []
+    for e in (a, b):
+        if not e.is_dma or mode == "eager":
+            if caps.get(e.core, e.pc) != e.pc:
+                return None  # one core at two positions at once: program order orders them
+            caps[e.core] = e.pc
+        else:
+            suppress.append(_half(e))
+    return caps, suppress
+
+
+def _both_pending(pcs: tuple[int, ...], a: AccessEvent, b: AccessEvent, mode: DmaMode) -> bool:
+    def pending(e: AccessEvent) -> bool:
+        return _pending_dma(pcs, e, mode) if e.is_dma else pcs[e.core] == e.pc
+
+    return pending(a) and pending(b)
+
+
+def _halted(outcome: Outcome) -> bool:
+    return outcome.state.failure is not None
+
+
+def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, b: AccessEvent) -> bool:
+    """DR-4: replay the restricted run's schedule on the step relation and check both are still pending.
+
+    Under `on_wait` the restriction removes the copy's tasks from the queues,
+    so a waiter may pop a task the real system would not have reached; the
+    replay tells whether the state is reachable as it is.
+    """
+    try:
+        state = run(program, mode, outcome.schedule, finish=False)
+    except ModelBug:
+        return False
+    assert isinstance(state, State)
+
+    def pending(e: AccessEvent) -> bool:
+        if not e.is_dma:
+            return state.pcs[e.core] == e.pc
+        if state.pcs[e.core] <= e.pc:
+            return False
+        # the issuer's k-th DMA start is its k-th DMA in the state (starts do not fail in a replay that got here)
+        k = sum(type(op) is DmaStart for op in program.cores[e.core][: e.pc])
+        mine = [d for d in state.dmas if d.src_core == e.core]
+        return k < len(mine) and mine[k].phase < (1 if e.half == "read" else 2)
+
+    return pending(a) and pending(b)
+
+
+def _kernel_against_dma_groups(
+    pairs: list[tuple[AccessEvent, AccessEvent]],
+) -> tuple[dict[tuple[tuple[int, int, str], int], list[tuple[AccessEvent, AccessEvent]]], list[tuple[AccessEvent, AccessEvent]]]:
+    """Split pairs into (DMA half, accessing core) groups of kernel-vs-DMA pairs (DR-3) and the rest."""
+    groups: dict = defaultdict(list)
+    rest = []
+    for a, b in pairs:
+        if a.is_dma != b.is_dma:
+            h, k = (a, b) if a.is_dma else (b, a)
+            groups[(_half(h), k.core)].append((h, k))
+        else:
+            rest.append((a, b))
+    return groups, rest
+
+
+def find_races(program: Program, mode: DmaMode, *, first: bool = True) -> RaceReport:
+    """DR-1 .. DR-4: the races of `program` under `mode`.
+
+    With `first`, stop at the first exact, confirmed race (a violation needs
+    one witness); otherwise return every race found (one per group).
+    """
+    events, unrecorded = accesses(program, mode)
+    pairs = conflicting_pairs(events)
+    runs = _Runs(program, mode)
+    found: list[Race] = []
+
+    def consider(a: AccessEvent, b: AccessEvent, outcome: Outcome) -> bool:
+        exact = a.region.exact and b.region.exact
+        confirmed = mode != "on_wait" or _confirm(program, mode, outcome, a, b)
+        found.append(Race(a, b, outcome, exact, confirmed))
+        return first and exact and confirmed
+
+    for a, b in _ordered(program, mode, pairs, runs):
+        r = _restriction(a, b, mode)
+        if r is None:
+            continue
+        outcome = runs(*r)
+        if _halted(outcome):
+            continue  # a failure stops the run: that property reports it, not this one
+        if _both_pending(outcome.state.pcs, a, b, mode) and consider(a, b, outcome):
+            break
+    found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
+    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo))
+
+
+def _ordered(
+    program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs
+) -> Iterator[tuple[AccessEvent, AccessEvent]]:
+    """The pairs worth a run, cheapest first (DR-3).
+
+    For a DMA half `h` and an accessing core `c`, whether `c`'s access at `j`
+    races `h` is monotone in `j` up to how far `c` gets with `h` suppressed
+    (under `eager`: with `h`'s issuer capped at its start): only the last
+    access of `c` within that reach needs a run, and it races if any does.
+    Exact pairs are tried before widened ones, so an exact race is found when
+    there is one.
+    """
+    groups, rest = _kernel_against_dma_groups(pairs)
+    for (half, core), members in groups.items():
+        h = members[0][0]
+        reach = runs({h.core: h.pc} if mode == "eager" else None, () if mode == "eager" else (half,))
+        if _halted(reach):
+            yield members[0]
+            continue
+        limit = reach.state.pcs[core]
+        for exact in (True, False):
+            within = [(x, k) for x, k in members if k.pc <= limit and (x.region.exact and k.region.exact) == exact]
+            if within:
+                yield max(within, key=lambda p: p[1].pc)
+    yield from rest

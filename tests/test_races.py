@@ -1,0 +1,230 @@
+"""The race property's model: accesses, conflicts and restricted runs (ACC-1..3, DR-1..4)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from semcheck.model.access import accesses, buffer_of, buffer_spaces, conflicting_pairs
+from semcheck.model.fast import fast_run
+from semcheck.model.launch import Scratch, launch
+from semcheck.model.ops import (
+    DMA_MODES,
+    Access,
+    DmaMode,
+    DmaStart,
+    Loc,
+    Program,
+    Region,
+    SemRef,
+    Signal,
+    Topology,
+    Wait,
+)
+from semcheck.model.race import find_races
+from semcheck.model.state import State
+from semcheck.model.step import enabled, step
+
+
+def box(*dims: tuple[int, int]) -> Region:
+    return Region(tuple(dims))
+
+
+SCRATCH = [
+    Scratch("sems", 2),
+    Scratch("buf", kind="buffer", nbytes=64),
+    Scratch("src", kind="buffer", nbytes=128, memory_space="hbm"),
+]
+
+
+def single_core(body: list) -> Program:
+    return launch(Topology(1), [body], scratch=SCRATCH)
+
+
+def fetch(i: int, slot: int) -> DmaStart:
+    return DmaStart(
+        SemRef("sems", slot), 32, src_buf="src", src_region=box((8 * i, 8 * i + 8)),
+        dst_buf="buf", dst_region=box((8 * slot, 8 * slot + 8)), loc=Loc("k.py", 10 + i),
+    )
+
+
+def wait(slot: int) -> Wait:
+    return Wait(SemRef("sems", slot), 32, kind="dma", loc=Loc("k.py", 20))
+
+
+def load(slot: int) -> Access:
+    return Access("buf", box((8 * slot, 8 * slot + 8)), False, Loc("k.py", 30))
+
+
+def double_buffered(steps: int, *, wrong_slot: bool) -> Program:
+    """fetch(i+1) into the other slot, wait, read this slot; `wrong_slot` waits on the prefetch's semaphore."""
+    body = [fetch(0, 0)]
+    for i in range(steps):
+        slot = i % 2
+        if i + 1 < steps:
+            body.append(fetch(i + 1, 1 - slot))
+        body.append(wait(1 - slot) if wrong_slot and i + 1 < steps else wait(slot))
+        body.append(load(slot))
+    return single_core(body)
+
+
+def modes_with_races(program: Program) -> set[str]:
+    return {m for m in DMA_MODES if any(r.exact and r.confirmed for r in find_races(program, m).races)}
+
+
+# --- ACC ---------------------------------------------------------------------------
+
+
+@pytest.mark.rule("ACC-1")
+def test_accesses_name_buffers_per_device_for_hbm_and_per_core_otherwise():
+    program = launch(Topology(2, 2), [[]] * 4, scratch=SCRATCH)
+    spaces = buffer_spaces(program)
+    # cores 0 and 1 are device 0: they share the HBM buffer, each has its own VMEM buffer
+    assert buffer_of(program, spaces, 0, "src") == buffer_of(program, spaces, 1, "src")
+    assert buffer_of(program, spaces, 0, "buf") != buffer_of(program, spaces, 1, "buf")
+    assert buffer_of(program, spaces, 0, "src") != buffer_of(program, spaces, 2, "src")
+
+
+@pytest.mark.rule("ACC-2")
+def test_regions_overlap_only_when_every_dimension_does():
+    assert box((0, 8), (0, 4)).overlaps(box((7, 9), (3, 5)))
+    assert not box((0, 8), (0, 4)).overlaps(box((8, 9), (0, 4)))
+    assert not box((0, 8), (0, 4)).overlaps(box((0, 8), (4, 8)))
+    # two loads never conflict; a load and a store of one core are ordered by the core
+    body = [load(0), load(0), Access("buf", box((0, 8)), True)]
+    events, _ = accesses(single_core(body), "hardware")
+    assert conflicting_pairs(events) == []
+
+
+@pytest.mark.rule("ACC-3")
+def test_a_dma_without_regions_makes_races_unknown():
+    program = single_core([DmaStart(SemRef("sems", 0), 32), wait(0)])
+    report = find_races(program, "hardware")
+    assert report.races == () and len(report.unrecorded) == 1
+
+
+# --- DR ----------------------------------------------------------------------------
+
+
+@pytest.mark.rule("DR-1", "PROP-7")
+def test_wrong_slot_wait_races_on_hardware_and_on_wait_not_eager():
+    assert modes_with_races(double_buffered(3, wrong_slot=True)) == {"on_wait", "hardware"}
+
+
+@pytest.mark.rule("DR-1", "PROP-7")
+def test_correct_double_buffering_is_race_free():
+    assert modes_with_races(double_buffered(4, wrong_slot=False)) == set()
+
+
+@pytest.mark.rule("DR-1", "PROP-7")
+def test_read_before_wait_recv_races_in_every_mode():
+    # device d copies its src into the right neighbour's buf; the receiver reads buf before waiting
+    def body(d: int) -> list:
+        return [
+            DmaStart(SemRef("sems", 1), 32, src_sem=SemRef("sems", 0), device=(d + 1) % 2,
+                     src_buf="src", src_region=box((0, 8)), dst_buf="buf", dst_region=box((0, 8)), loc=Loc("k.py", 5)),
+            load(0),
+            Wait(SemRef("sems", 1), 32, kind="dma", loc=Loc("k.py", 7)),
+            Wait(SemRef("sems", 0), 32, kind="dma", loc=Loc("k.py", 8)),
+        ]
+
+    program = launch(Topology(2), [body(0), body(1)], scratch=SCRATCH, collective_id=None)
+    assert modes_with_races(program) == {"eager", "on_wait", "hardware"}
+
+
+@pytest.mark.rule("DR-4")
+def test_on_wait_races_replay_on_the_step_relation():
+    from semcheck.model.run import run
+
+    program = double_buffered(3, wrong_slot=True)
+    race = find_races(program, "on_wait").races[0]
+    state = run(program, "on_wait", race.outcome.schedule, finish=False)
+    assert state.pcs[race.second.core] == race.second.pc or state.pcs[race.first.core] == race.first.pc
+
+
+# --- the restricted runs agree with every interleaving (DR-2, DR-3) -------------------
+
+
+def _pending(program: Program, mode: DmaMode, state: State, e) -> bool:
+    if not e.is_dma:
+        return state.pcs[e.core] == e.pc
+    if mode == "eager":
+        return state.pcs[e.core] == e.pc
+    if state.pcs[e.core] <= e.pc:
+        return False
+    k = sum(type(op) is DmaStart for op in program.cores[e.core][: e.pc])
+    mine = [d for d in state.dmas if d.src_core == e.core]
+    return mine[k].phase < (1 if e.half == "read" else 2)
+
+
+def brute_force_race(program: Program, mode: DmaMode, limit: int = 20_000) -> bool | None:
+    """Every reachable state, no reduction: is some conflicting pair both pending? None past `limit`."""
+    events, _ = accesses(program, mode)
+    pairs = conflicting_pairs(events)
+    if not pairs:
+        return False
+    seen = {State.initial(program)}
+    todo = deque(seen)
+    while todo:
+        s = todo.popleft()
+        if s.failure is not None:
+            continue
+        if any(_pending(program, mode, s, a) and _pending(program, mode, s, b) for a, b in pairs):
+            return True
+        for actor in enabled(program, mode, s):
+            t = step(program, mode, s, actor)
+            if t not in seen:
+                if len(seen) >= limit:
+                    return None
+                seen.add(t)
+                todo.append(t)
+    return False
+
+
+@st.composite
+def programs_with_accesses(draw) -> Program:
+    devices = draw(st.integers(1, 2))
+    cores = draw(st.sampled_from([1, 2])) if devices == 1 else 1
+    topo = Topology(devices, cores)
+    cells = st.integers(0, 2).map(lambda i: box((i, i + 1)))
+    sem = st.integers(0, 1).map(lambda i: SemRef("sems", i))
+    bufs = st.sampled_from(["buf", "src"])
+    target = st.one_of(st.none(), st.integers(0, devices - 1))
+    bodies = []
+    for g in range(topo.num_cores):
+        ops = []
+        for _ in range(draw(st.integers(1, 4))):
+            kind = draw(st.sampled_from(["access", "access", "dma", "signal", "wait"]))
+            if kind == "access":
+                ops.append(Access(draw(bufs), draw(cells), draw(st.booleans())))
+            elif kind == "dma":
+                ops.append(DmaStart(draw(sem), 1, src_sem=draw(st.one_of(st.none(), sem)), device=draw(target),
+                                    src_buf=draw(bufs), src_region=draw(cells), dst_buf=draw(bufs), dst_region=draw(cells)))
+            elif kind == "signal":
+                ops.append(Signal(draw(sem), 1, device=draw(target), core=draw(st.sampled_from([None, 0]))))
+            else:
+                ops.append(Wait(draw(sem), 1))
+        bodies.append(ops)
+    return launch(topo, bodies, scratch=SCRATCH, collective_id=0)
+
+
+@pytest.mark.rule("DR-2", "DR-3", "PROP-7")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs_with_accesses(), st.sampled_from(DMA_MODES))
+def test_restricted_runs_decide_races_as_the_explorer_does(program, mode):
+    if fast_run(program, mode, record=False).state.failure is not None:
+        return  # a failing program is the other properties' business (the race property is unknown)
+    truth = brute_force_race(program, mode)
+    if truth is None:
+        return
+    report = find_races(program, mode)
+    confirmed = any(r.confirmed for r in report.races)
+    if truth:
+        assert report.races, "a race every-interleaving exploration finds was missed"
+    else:
+        assert not confirmed, "a confirmed race that no interleaving reaches"
+    if mode != "on_wait":
+        assert all(r.confirmed for r in report.races)
