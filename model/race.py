@@ -14,6 +14,7 @@ on the step relation before it is believed (DR-4).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
@@ -47,6 +48,7 @@ class RaceReport:
     unrecorded: tuple[Unrecorded, ...]
     pairs: int  # conflicting pairs examined
     runs: int  # restricted runs made
+    complete: bool = True  # False when the deadline passed before every pair was decided
 
 
 class _Runs:
@@ -145,11 +147,13 @@ def _kernel_against_dma_groups(
     return groups, rest
 
 
-def find_races(program: Program, mode: DmaMode, *, first: bool = True) -> RaceReport:
+def find_races(program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None) -> RaceReport:
     """DR-1 .. DR-4: the races of `program` under `mode`.
 
     With `first`, stop at the first exact, confirmed race (a violation needs
     one witness); otherwise return every race found (one per group).
+    `deadline` is a `time.perf_counter()` value past which the search stops
+    (the report then says it is incomplete).
     """
     events, unrecorded = accesses(program, mode)
     pairs = conflicting_pairs(events)
@@ -162,7 +166,11 @@ def find_races(program: Program, mode: DmaMode, *, first: bool = True) -> RaceRe
         found.append(Race(a, b, outcome, exact, confirmed))
         return first and exact and confirmed
 
+    complete = True
     for a, b in _ordered(program, mode, pairs, runs):
+        if deadline is not None and time.perf_counter() > deadline:
+            complete = False
+            break
         r = _restriction(a, b, mode)
         if r is None:
             continue
@@ -172,7 +180,7 @@ def find_races(program: Program, mode: DmaMode, *, first: bool = True) -> RaceRe
         if _both_pending(outcome.state.pcs, a, b, mode) and consider(a, b, outcome):
             break
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
-    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo))
+    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete)
 
 
 def _ordered(

@@ -1,0 +1,144 @@
+"""`race-free` (PROP-7): the semaphores order every conflicting pair of accesses.
+
+The decision is the model's (`semcheck.model.race`, rules DR-1 .. DR-4); this
+module turns its findings into a verdict a kernel author can act on: the two
+accesses with their lines and regions, the semaphore the copy signals, the
+waits the accessing core does before its access, and the usual fix.
+"""
+
+from __future__ import annotations
+
+import time
+
+from semcheck.checker.verdict import Verdict, Witness
+from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
+from semcheck.model.access import AccessEvent
+from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
+from semcheck.model.race import Race, find_races
+
+PROP = "race-free"
+
+
+def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+    """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line."""
+    t0 = time.perf_counter()
+    low = lower(program, mode)
+    stats: dict = {}
+    if not low.ok:
+        return Verdict(PROP, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]))
+    fails = failure_reached(low, s_prime_run(low).state.pcs)
+    if fails:
+        c, pos, v = fails[0]
+        loc = program.cores[c][pos].loc
+        return Verdict(PROP, "unknown", reason=f"the program can fail ({v.message} at {loc}); with failures, "
+                       "which accesses can meet depends on the schedule")
+    report = find_races(program, mode, deadline=time.perf_counter() + timeout_ms / 1000)
+    stats.update(pairs=report.pairs, runs=report.runs, solve_s=round(time.perf_counter() - t0, 4))
+    real = [r for r in report.races if r.exact and r.confirmed]
+    if real:
+        return Verdict(PROP, "violated", witness=_witness(program, mode, real[0]), stats=stats)
+    if not report.complete:
+        return Verdict(PROP, "unknown", reason=f"timed out after {report.runs} restricted runs "
+                       f"({report.pairs} conflicting pairs)", stats=stats)
+    if report.races:
+        r = report.races[0]
+        if not r.exact:
+            why = "; ".join(e.region.why for e in (r.first, r.second) if not e.region.exact) or "a widened region"
+            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} may "
+                           f"overlap: {why}; semcheck cannot tell whether they touch the same elements", stats=stats)
+        return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
+                       "on_wait, whether the copy runs first depends on the order of its semaphore's task queue; "
+                       "the restricted run that separates them does not replay", stats=stats)
+    if report.unrecorded:
+        u = report.unrecorded[0]
+        return Verdict(PROP, "unknown", reason=f"the copy at {u.loc}: semcheck could not tell which regions it reads "
+                       f"and writes ({len(report.unrecorded)} such copies)", stats=stats)
+    return Verdict(PROP, "proved", reason=f"{report.pairs} conflicting pairs, each ordered by the semaphores",
+                   stats=stats)
+
+
+def _who(program: Program, core: int) -> str:
+    topo = program.topology
+    d = f"device {topo.device_of(core)}"
+    return d if topo.cores_per_device == 1 else f"{d} core {topo.local_core_of(core)}"
+
+
+def _say(program: Program, e: AccessEvent) -> str:
+    op = program.cores[e.core][e.pc]
+    if e.is_dma:
+        assert isinstance(op, DmaStart)
+        to = "" if e.where == e.core else f" to {_who(program, e.where)}"
+        return f"{e.describe()} (copy started by {_who(program, e.core)}{to} at {op.loc})"
+    return f"{e.describe()} by {_who(program, e.core)} at {e.loc}"
+
+
+def _waits_before(program: Program, core: int, start: int, end: int) -> list[tuple[int, Wait]]:
+    ops = program.cores[core]
+    return [(i, op) for i, op in enumerate(ops[start:end], start) if type(op) is Wait]
+
+
+def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
+    """What orders nothing here, and the usual fix (DR-4)."""
+    a, b = race.first, race.second
+    dma, other = (a, b) if a.is_dma else (b, a)
+    if not dma.is_dma:
+        return (
+            f"{_who(program, a.core)} and {_who(program, b.core)} both reach their accesses with nothing between them",
+            "order the two cores' accesses with a semaphore (signal after the first, wait before the second) or "
+            "give each core its own region",
+            [],
+        )
+    op = program.cores[dma.core][dma.pc]
+    assert isinstance(op, DmaStart)
+    sem = op.dst_sem if dma.half == "write" else (op.src_sem or op.dst_sem)
+    signals = f"the copy signals {sem} on {_who(program, dma.where if dma.half == 'write' else dma.core)} when its " \
+              f"{'data has landed' if dma.half == 'write' else 'source has been read'}"
+    if other.is_dma:
+        return (
+            f"{signals}; nothing makes the second copy wait for that",
+            "add a handshake: the receiver signals the sender when the slot is free, and the sender waits for it "
+            "before starting the next copy into it",
+            [],
+        )
+    lo = dma.pc + 1 if other.core == dma.core else 0
+    waits = _waits_before(program, other.core, lo, other.pc)
+    locs = [w.loc for _, w in waits[-2:]]
+    on_sem = [w for _, w in waits if w.sem == sem]
+    same_alloc = [w for _, w in waits if w.sem.label == sem.label and w.sem != sem]
+    verb = "load" if not other.write else "store"
+    if not waits:
+        said = f"{_who(program, other.core)} does not wait on anything between the copy's start and its {verb}"
+    else:
+        last = waits[-1][1]
+        said = f"before its {verb}, {_who(program, other.core)} waits on {last.sem} at {last.loc}"
+        if same_alloc and not on_sem:
+            said += f", not on {sem}: another copy signalling {same_alloc[-1].sem} can satisfy that wait"
+    if dma.half == "write":
+        fix = f"wait for this copy (its descriptor's .wait() / wait_recv, on {sem}) before the {verb} at {other.loc}"
+    else:
+        fix = f"wait for this copy's send side (wait_send / .wait(), on {sem}) before overwriting its source at {other.loc}"
+    return f"{signals}; {said}", fix, locs
+
+
+def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
+    a, b = race.first, race.second
+    why, fix, extra = _explain(program, race)
+    msg = f"{_say(program, a)} and {_say(program, b)} can happen in either order ({mode}): {why}"
+    blocked = tuple(
+        (e.core, e.pc, "copy in flight" if e.is_dma and mode != "eager" else f"about to do: {e.describe()}")
+        for e in (a, b)
+    )
+    return Witness(
+        message=msg,
+        schedule=race.outcome.schedule,
+        blocked=blocked,
+        locs=(program.cores[a.core][a.pc].loc, program.cores[b.core][b.pc].loc, *extra),
+        details={
+            "accesses": [
+                {"what": e.describe(), "device": program.topology.device_of(e.core), "line": str(program.cores[e.core][e.pc].loc),
+                 "buffer": e.buffer[2], "region": [list(d) for d in e.region.box], "write": e.write}
+                for e in (a, b)
+            ],
+        },
+        hint=fix,
+    )
