@@ -70,7 +70,7 @@ def fast_run(
     outcome carries the schedule, which `semcheck.model.run.run` replays.
     `suppress` holds `(core, pc, half)` of DMA halves that never happen (a
     suppressed read half suppresses its write too): the restricted systems
-    of the race property (RACE-2).
+    of the race property (DR-2).
     """
     topo = program.topology
     hw = mode == "hardware"
