@@ -55,6 +55,7 @@ def sem_ids(ipc, device, core, n):
 # --- semaphores --------------------------------------------------------------------------
 
 
+@pytest.mark.rule("SIG-1")
 def test_d1_a_signal_without_core_index_goes_to_core_0(interp):
     sm, ipc = interp(num_devices=1, cores_per_device=2)
     (sid,) = sem_ids(ipc, 0, None, 1)
@@ -62,6 +63,7 @@ def test_d1_a_signal_without_core_index_goes_to_core_0(interp):
     assert sm.sem[sid].count_by_core.tolist() == [1, 0]
 
 
+@pytest.mark.rule("DMA-3")
 def test_d2_an_on_wait_dma_reads_its_source_when_waited_on_not_when_started(interp):
     sm, ipc = interp(dma_execution_mode="on_wait")
     src, dst = 300, 301
@@ -75,6 +77,7 @@ def test_d2_an_on_wait_dma_reads_its_source_when_waited_on_not_when_started(inte
     np.testing.assert_array_equal(sm.mem[("vmem", dst, 0, 0)].content, [8, 9])
 
 
+@pytest.mark.rule("DMA-3")
 def test_d3_an_on_wait_dma_nobody_waits_for_never_runs(interp):
     sm, ipc = interp(dma_execution_mode="on_wait")
     sm.allocate_buffer(("vmem", 300, 0, 0), 1, np.array([1, 2], np.int32))
@@ -85,6 +88,7 @@ def test_d3_an_on_wait_dma_nobody_waits_for_never_runs(interp):
     assert len(sm.sem[sid].tasks[0]) == 1  # still queued: the kernel could exit now
 
 
+@pytest.mark.rule("SEM-7", "DMA-4")
 def test_d4_an_on_wait_waiter_runs_the_last_queued_dma_first(interp):
     sm, ipc = interp(dma_execution_mode="on_wait")
     for i, n in ((300, 2), (302, 4)):
@@ -99,6 +103,7 @@ def test_d4_an_on_wait_waiter_runs_the_last_queued_dma_first(interp):
     assert int(sm.sem[sid].read(0)) == 8
 
 
+@pytest.mark.rule("IDS-1")
 def test_d5_semaphore_ids_are_int16_and_wrap_or_overflow_as_numpy_converts(interp):
     sm, ipc = interp()
     sm.next_semaphore_id[0] = 32766  # as if 30,766 semaphores had been allocated
@@ -110,6 +115,7 @@ def test_d5_semaphore_ids_are_int16_and_wrap_or_overflow_as_numpy_converts(inter
         sem_ids(ipc, 0, 0, 2)
 
 
+@pytest.mark.rule("SEM-1")
 def test_d6_semaphores_are_never_freed_and_run_scoped_gets_fresh_ids_each_time(interp):
     sm, ipc = interp()
     first = sem_ids(ipc, 0, 0, 2)  # a run_scoped allocation ...
@@ -119,6 +125,7 @@ def test_d6_semaphores_are_never_freed_and_run_scoped_gets_fresh_ids_each_time(i
     assert not hasattr(ipc, "_deallocate_semaphores")
 
 
+@pytest.mark.rule("SEM-3", "ERR-1")
 def test_d7_an_id_in_both_tables_is_an_error_only_when_looked_up(interp):
     sm, ipc = interp()
     (sid,) = sem_ids(ipc, 0, 0, 1)
@@ -131,6 +138,7 @@ def test_d7_an_id_in_both_tables_is_an_error_only_when_looked_up(interp):
     held.wait(1, 0)
 
 
+@pytest.mark.rule("ERR-7")
 def test_d8_only_get_barrier_semaphore_escapes_failure_propagation(interp):
     sm, ipc = interp()
     assert not hasattr(ipc.get_barrier_semaphore, "__wrapped__")
@@ -142,6 +150,7 @@ def test_d8_only_get_barrier_semaphore_escapes_failure_propagation(interp):
     assert 40000 in sm.fixed_id_sem  # and the semaphore was created before the error
 
 
+@pytest.mark.rule("EXIT-1")
 def test_d9_the_exit_check_prints_and_the_kernel_succeeds(interp, capsys):
     sm, ipc = interp()
     (sid,) = sem_ids(ipc, 0, 0, 1)
@@ -162,6 +171,7 @@ def test_d10_counts_are_int32_and_wrap(interp):
         s.signal(2**31, 0, None)
 
 
+@pytest.mark.rule("SIG-1")
 def test_d11_signal_targets_are_not_checked(interp):
     sm, ipc = interp(num_devices=2, cores_per_device=2)
     (sid,) = sem_ids(ipc, 0, None, 1)
@@ -225,6 +235,7 @@ def test_d14_a_deadlocked_wait_polls_forever_until_the_run_is_failed(interp):
 # --- buffers ------------------------------------------------------------------------------
 
 
+@pytest.mark.rule("BUF-5b")
 def test_d15_a_store_into_the_padding_is_accepted_and_dropped(interp):
     sm, ipc = interp(uninitialized_memory="nan")
     _, bid = ipc._allocate_buffer(TOP, 0, 0, vmem(), np.ones(3, np.float32), padded_shape=(8,))
@@ -236,6 +247,7 @@ def test_d15_a_store_into_the_padding_is_accepted_and_dropped(interp):
     assert np.isnan(got[3:]).all()  # the padding kept its uninitialized value, and reading it is no error
 
 
+@pytest.mark.rule("BUF-7")
 def test_d16_a_masked_swap_checks_bounds_along_the_first_axis_only(interp):
     sm, ipc = interp()
     key = ("vmem", 300, 0, 0)
@@ -253,6 +265,7 @@ def test_d16_a_masked_swap_checks_bounds_along_the_first_axis_only(interp):
     assert old is None  # refused
 
 
+@pytest.mark.rule("BUF-9")
 def test_d17_an_hbm_run_scoped_buffer_of_one_core_is_never_freed_and_is_reused_by_id(interp):
     sm, ipc = interp(num_devices=1, cores_per_device=2)
     _, bid = ipc._allocate_buffer(TOP, 0, 1, hbm(), np.full(2, 5, np.int32))  # core 1 only
@@ -264,6 +277,7 @@ def test_d17_an_hbm_run_scoped_buffer_of_one_core_is_never_freed_and_is_reused_b
     np.testing.assert_array_equal(sm.mem[key].content, [5, 5])  # gets core 1's old buffer
 
 
+@pytest.mark.rule("BUF-8", "IDS-2")
 def test_d18_a_handed_buffer_id_past_int16_overflows(interp):
     sm, ipc = interp()
     sm.next_buffer_id[(0, 0)] = 2**15
@@ -271,6 +285,7 @@ def test_d18_a_handed_buffer_id_past_int16_overflows(interp):
         ipc._allocate_buffer(TOP, 0, 0, vmem(), np.zeros(1, np.int32))
 
 
+@pytest.mark.rule("SEM-8")
 def test_d19_the_exit_query_reports_fixed_and_internal_semaphores_by_bare_id(interp):
     sm, ipc = interp()
     (sid,) = sem_ids(ipc, 0, 0, 1)

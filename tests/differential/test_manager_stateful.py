@@ -23,7 +23,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ._support import load_runner, profile
 
-pytestmark = pytest.mark.jax
+pytestmark = [
+    pytest.mark.jax,
+    pytest.mark.rule("SEM-1", "SEM-2", "SEM-3", "SEM-4", "SEM-5", "SEM-6", "SEM-7", "SEM-8", "DMA-2", "DMA-3",
+                     "BUF-1", "BUF-2", "BUF-3", "BUF-4", "BUF-5", "BUF-6", "BUF-7", "BUF-8", "BUF-9", "BUF-10", "BUF-11", "BUF-12"),
+]
 
 runner = load_runner()
 enc = runner.enc_array

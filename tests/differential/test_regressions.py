@@ -46,6 +46,7 @@ def replay(config: dict, steps: list) -> tuple:
 # --- found and fixed ------------------------------------------------------------------------
 
 
+@pytest.mark.rule("BUF-8", "BUF-2")
 def test_out_of_step_hbm_allocation_shares_one_array_between_its_keys():
     """Found by the API state machine: the model gave each key its own copy.
 
@@ -84,6 +85,7 @@ def test_without_race_detection_a_wait_for_nothing_returns():
     replay({"detect_races": False}, [("allocate_semaphores", {"key": 0, "n": 1}), ("wait", {"sem": ["internal", 2000], "core": 0, "value": 0})])
 
 
+@pytest.mark.rule("ERR-3")
 def test_a_slow_allocation_is_not_mistaken_for_a_hang():
     """The threaded harness once called a run hung after a quiet second while two
     devices were still allocating 30,769 semaphores each; busy threads now
@@ -101,6 +103,7 @@ def test_a_slow_allocation_is_not_mistaken_for_a_hang():
     assert not real.observation.hangs
 
 
+@pytest.mark.rule("ERR-7", "ERR-3")
 def test_an_allocation_overflow_on_one_device_stops_the_others():
     """Found by the threaded harness; fixed in the model (4ed108b): ERR-7 treated
     allocation errors as unpropagated on single-core devices, but jax 0.12 wraps
@@ -122,6 +125,7 @@ def test_an_allocation_overflow_on_one_device_stops_the_others():
     [{"device": 2}, {"core": 2}],
     ids=["device past the last: numpy IndexError", "core past the device: another device's core"],
 )
+@pytest.mark.rule("SIG-1", "ERR-4")
 def test_a_signal_outside_the_topology_behaves_as_in_jax(target):
     """Found by a targeted threaded run; fixed in the model (2256f46): ERR-4 reported
     BadTarget where jax computes device * cores_per_device + core unchecked (past
