@@ -30,6 +30,8 @@ from semcheck.model import fold as fold_module
 from semcheck.model.fold import find_fold
 from z3_strategies import examples, programs, symmetric_programs
 
+pytestmark = pytest.mark.rule("RUN-7")
+
 # --- an oracle for the rotation, written without the shortcuts of `find_fold` ------------------
 
 
