@@ -10,7 +10,9 @@ Stages (each usable alone):
 * `trace`: trace a target with `jax.make_jaxpr` and find its kernels
   (`KernelCall`);
 * `lower`: evaluate a kernel per device, core and grid point into IR ops and
-  wrap them with `semcheck.model.launch`.
+  wrap them with `semcheck.model.launch` (its docstring maps the modules it
+  is built from: `evaluator`, `grid`, `sync_rules`, `accesses`,
+  `control_flow`, `pipeline`, `numeric`, stacked in `lowerer`).
 
 Importing this package does not import jax; `load` does.
 """
@@ -47,10 +49,14 @@ def __getattr__(name: str):  # lazy: these import jax-dependent modules
         from semcheck.checker.frontend import trace
 
         return getattr(trace, name)
-    if name in ("lower_kernel", "grid_schedule", "LoweringStats"):
+    if name in ("lower_kernel", "LoweringStats"):
         from semcheck.checker.frontend import lower
 
         return getattr(lower, name)
+    if name == "grid_schedule":
+        from semcheck.checker.frontend import grid
+
+        return grid.grid_schedule
     raise AttributeError(name)
 
 

@@ -1,0 +1,137 @@
+"""Control flow, unrolled: `cond`/`switch`, `while_loop`, `scan`/`fori_loop`, calls.
+
+A predicate that differs between devices runs each branch (or each further
+loop iteration) under a lane mask, like SIMT hardware, and merges the results
+per lane (`Evaluator.merge`). Predicates must be known: an opaque one raises
+`Unsupported` rather than guess which ops run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.trace import KernelCall
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
+
+# A `while` loop that runs longer than this is reported, not unrolled forever.
+MAX_WHILE_ITERATIONS = 1_000_000
+
+
+class ControlFlowRules(Evaluator):
+    """Rules by primitive name: the control-flow primitives' objects moved between jax releases."""
+
+    def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
+        super().__init__(call, num_devices, cores)
+        self.named_rules.update({
+            "cond": self._cond,
+            "while": self._while,
+            "scan": self._scan,
+            "jit": self._call,
+            "pjit": self._call,
+            "closed_call": self._call,
+            "core_call": self._call,
+            "eval_jaxpr": self._call,
+            "custom_jvp_call": self._call,
+            "custom_vjp_call": self._call,
+            "custom_vjp_call_jaxpr": self._call,
+            "checkpoint": self._call,
+            "remat2": self._call,
+        })
+
+    def _cond(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        branches = eqn.params["branches"]
+        index = self.known(invals[0], eqn, "the branch condition")
+        ops = invals[1:]
+        n = len(branches)
+        idx = np.clip(index.reshape(index.shape[0]).astype(np.int64), 0, n - 1)
+        if idx.shape[0] == 1:
+            return self.eval_sub(eqn, branches[int(idx[0])], ops, mask)
+        if bool((idx == idx[0]).all()):
+            return self.eval_sub(eqn, branches[int(idx[0])], ops, mask)
+        base = np.ones(self.L, dtype=bool) if mask is None else mask
+        outs: list[Any] | None = None
+        for b in range(n):
+            m = base & (idx == b)
+            if not m.any():
+                continue
+            res = self.eval_sub(eqn, branches[b], ops, m)
+            if outs is None:
+                outs = list(res)
+            else:
+                outs = [self.merge(m, r, o) for r, o in zip(res, outs)]
+        if outs is None:  # no lane active: the outputs are never observed
+            outs = [Unknown("an inactive branch") for _ in eqn.outvars]
+        return outs
+
+    def _while(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        p = eqn.params
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        cconsts, bconsts, vals = invals[:cn], invals[cn : cn + bn], list(invals[cn + bn :])
+        cond_jaxpr, body_jaxpr = p["cond_jaxpr"], p["body_jaxpr"]
+        base = mask
+        iterations = 0
+        while True:
+            (c,) = self.eval_sub(eqn, cond_jaxpr, [*cconsts, *vals], base)
+            c = self.known(c, eqn, "the loop condition").reshape(-1)
+            if c.shape[0] == 1 and (base is None or bool(base.all())):
+                if not bool(c[0]):
+                    break
+                vals = self.eval_sub(eqn, body_jaxpr, [*bconsts, *vals], base)
+            else:
+                running = np.broadcast_to(c.astype(bool), (self.L,))
+                if base is not None:
+                    running = running & base
+                if not running.any():
+                    break
+                new = self.eval_sub(eqn, body_jaxpr, [*bconsts, *vals], running)
+                vals = [self.merge(running, n_, o_) for n_, o_ in zip(new, vals)]
+                base = running
+            iterations += 1
+            if iterations > MAX_WHILE_ITERATIONS:
+                raise Unsupported("while", f"the loop ran more than {MAX_WHILE_ITERATIONS} iterations",
+                                  self.loc(eqn))
+        return vals
+
+    def _scan(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        p = eqn.params
+        consts, carry, xs = (list(g) for g in p["ft_in"].update(invals).unpack())
+        length = int(p["length"])
+        reverse = bool(p["reverse"])
+        body = p["jaxpr"]
+        ys_steps: list[list[Any]] = []
+        for step in range(length):
+            i = length - 1 - step if reverse else step
+            x_i = [x[:, i] if type(x) is np.ndarray else x for x in xs]
+            ret = self.eval_sub(eqn, body, [*consts, *carry, *x_i], mask)
+            carry_out, ys = (list(g) for g in p["ft_out"].update(ret).unpack())
+            carry = carry_out
+            ys_steps.append(ys)
+        if ys_steps and ys_steps[0]:
+            if reverse:
+                ys_steps.reverse()
+            ys_out = []
+            for k in range(len(ys_steps[0])):
+                col = [s[k] for s in ys_steps]
+                if all(type(c) is np.ndarray for c in col) and length * col[0][0].size <= MAX_EVAL_ELEMENTS:
+                    lanes = max(c.shape[0] for c in col)
+                    ys_out.append(np.stack([np.broadcast_to(c, (lanes,) + c.shape[1:]) for c in col], axis=1))
+                else:
+                    ys_out.append(Unknown("stacked scan outputs"))
+        else:
+            n_ys = len(eqn.outvars) - len(carry)
+            ys_out = [Unknown("stacked scan outputs") for _ in range(n_ys)]
+        return [*carry, *ys_out]
+
+    def _call(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        p = eqn.params
+        sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+        if sub is None:
+            return self._numeric(eqn, invals)
+        if eqn.primitive.name not in ("jit", "pjit") and self._has_sem_ops(sub):
+            raise Unsupported(eqn.primitive.name, "semaphore or DMA operations inside a "
+                              f"{eqn.primitive.name} (the interpreter does not run them there)", self.loc(eqn))
+        return self.eval_sub(eqn, sub, invals, mask)

@@ -1,0 +1,284 @@
+"""The SPMD evaluator core: runs a kernel jaxpr for all devices at once.
+
+Every integer value is a lane array (see `values`): leading axis 1 when the
+value is the same on every device, D when it differs. A lane mask restricts
+the devices that execute a stretch of code (a branch taken by some devices
+only); ops are appended to the program of each active device.
+
+`Evaluator` holds what every rule needs (lanes, masks, locations, caches, the
+rule tables) and dispatches each equation to a rule; the rule modules
+(`grid`, `sync_rules`, `accesses`, `control_flow`, `pipeline`, `numeric`) are
+mixins over it that register their rules in `__init__`, and `lowerer` stacks
+them into the one class that lowers a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from jax._src import core as jax_core
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.trace import KernelCall, _jaxpr_types, eqn_loc
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
+from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
+
+# A rule: (equation, input values, lane mask or None for all lanes) -> output values.
+Rule = Callable[[Any, list[Any], Any], list[Any]]
+
+
+class Evaluator:
+    def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
+        self.call = call
+        self.L = num_devices
+        self.cores = cores
+        self.all_lanes = list(range(num_devices))
+        # Each lane's mesh coordinates (row-major logical device ids), for
+        # `axis_index` and mesh-style device ids.
+        self.axis_names = call.mesh.axis_names
+        self.axis_sizes = call.mesh.axis_sizes
+        self.axis_coords: dict[str, np.ndarray] = {}
+        ids = np.arange(num_devices, dtype=np.int64)
+        for i, name in enumerate(self.axis_names):
+            inner = math.prod(self.axis_sizes[i + 1 :])
+            self.axis_coords[name] = ((ids // inner) % self.axis_sizes[i]).astype(np.int32)
+        self.core_axis_names = (call.core_axis_name,) if call.core_axis_name else ()
+        self.core = 0
+        # Per device: the ops of the current core, in program order.
+        self.bodies: list[list[Op]] = []
+        # The grid coordinates `program_id` sees (a stack: emit_pipeline nests a grid).
+        self.grid_env: list[tuple[tuple[Any, int], ...]] = []
+        self.loc_override: Loc | None = None
+        # Equations traced inside a nested trace (run_scoped, loops, ...) may carry
+        # truncated tracebacks without a user frame: they get their parent's line.
+        self.parent_loc: Loc = call.loc
+        self.eqn_count = 0
+        self.warnings: list[str] = []
+        self._loc_cache: dict[int, Loc] = {}
+        self._site_cache: dict[int, str] = {}
+        self._site_lines: dict[tuple[str, int], int] = {}
+        self._static_cache: dict[int, Any] = {}
+        self._semref_cache: dict[tuple[str, int], SemRef] = {}
+        self._has_sem_cache: dict[int, bool] = {}
+        self._op_cache: dict[tuple[Any, ...], dict[Any, Op]] = {}
+        self._drop_var = jax_core.DropVar
+        self._literal = jax_core.Literal
+        self._jaxpr_types = _jaxpr_types(jax_core)
+        # Rules by primitive object, and by primitive name (for primitives
+        # whose object differs between jax releases); the mixins fill them.
+        self.rules: dict[Any, Rule] = {}
+        self.named_rules: dict[str, Rule] = {}
+        # Primitives that make a sub-jaxpr matter to the program (semaphore and DMA ops).
+        self.sem_prims: set[Any] = set()
+
+    # --- the evaluator ------------------------------------------------------------
+
+    def eval_jaxpr(self, jaxpr: Any, args: Sequence[Any], mask: np.ndarray | None) -> list[Any]:
+        env: dict[Any, Any] = {}
+        binders = list(jaxpr.constvars) + list(jaxpr.invars)
+        if len(binders) != len(args):
+            raise Unsupported("jaxpr", f"arity mismatch ({len(binders)} binders, {len(args)} values)",
+                              self.loc_override or NO_LOC)
+        for v, a in zip(binders, args):
+            env[v] = a
+        literal = self._literal
+        drop = self._drop_var
+        rules = self.rules
+        named = self.named_rules
+        for eqn in jaxpr.eqns:
+            self.eqn_count += 1
+            invals = [self._lit(v) if type(v) is literal else env[v] for v in eqn.invars]
+            prim = eqn.primitive
+            rule = rules.get(prim)
+            if rule is None:
+                rule = named.get(prim.name)
+            if rule is not None:
+                outs = rule(eqn, invals, mask)
+            else:
+                outs = self._numeric(eqn, invals)
+            for v, o in zip(eqn.outvars, outs):
+                if type(v) is not drop:
+                    env[v] = o
+        return [self._lit(v) if type(v) is literal else env[v] for v in jaxpr.outvars]
+
+    def _numeric(self, eqn: Any, invals: list[Any]) -> list[Any]:
+        """The rule of every primitive without one (`numeric.NumericRules`)."""
+        raise NotImplementedError
+
+    def eval_closed(self, closed: Any, args: Sequence[Any], mask: np.ndarray | None) -> list[Any]:
+        """Evaluate a jaxpr whose attached constants (if any) are not among `args`."""
+        consts = getattr(closed, "consts", None)
+        inner = closed.jaxpr
+        if consts and len(args) == len(inner.invars):
+            return self.eval_jaxpr(inner, [*self._consts(closed), *args], mask)
+        return self.eval_jaxpr(inner, args, mask)
+
+    def eval_sub(self, eqn: Any, jaxpr: Any, args: Sequence[Any], mask: Any, closed: bool = True) -> list[Any]:
+        """Evaluate a sub-jaxpr of `eqn`, whose line is the fallback location inside."""
+        outer = self.parent_loc
+        self.parent_loc = self.loc(eqn)
+        try:
+            if closed:
+                return self.eval_closed(jaxpr, args, mask)
+            return self.eval_jaxpr(jaxpr, args, mask)
+        finally:
+            self.parent_loc = outer
+
+    # --- constants and literals ------------------------------------------------------
+
+    def _consts(self, closed: Any) -> list[Any]:
+        key = id(closed)
+        hit = self._static_cache.get(("consts", key))  # type: ignore[arg-type]
+        if hit is None:
+            hit = [self._from_python(c, "a constant") for c in closed.consts]
+            self._static_cache[("consts", key)] = hit  # type: ignore[index]
+        return hit
+
+    def _from_python(self, c: Any, what: str) -> Any:
+        try:
+            arr = np.asarray(c)
+        except Exception:
+            return Unknown(what)
+        if arr.dtype == object or arr.size > MAX_EVAL_ELEMENTS:
+            return Unknown(what)
+        return arr[None]
+
+    def _lit(self, v: Any) -> Any:
+        key = id(v)
+        hit = self._static_cache.get(key)
+        if hit is None:
+            val = v.val
+            dtype = getattr(v.aval, "dtype", None)
+            try:
+                arr = np.asarray(val, dtype=dtype) if dtype is not None else np.asarray(val)
+            except Exception:
+                arr = None
+            if arr is None or arr.dtype == object or arr.size > MAX_EVAL_ELEMENTS:
+                hit = Unknown("a literal")
+            else:
+                hit = arr[None]
+            self._static_cache[key] = (hit, v)  # keep `v` alive: ids must not be reused
+            return hit
+        return hit[0]
+
+    # --- locations and sites --------------------------------------------------------
+
+    def loc(self, eqn: Any) -> Loc:
+        if self.loc_override is not None:
+            return self.loc_override
+        key = id(eqn)
+        hit = self._loc_cache.get(key)
+        if hit is None:
+            hit = eqn_loc(eqn, self.parent_loc)
+            self._loc_cache[key] = hit
+        return hit
+
+    def site(self, eqn: Any, loc: Loc) -> str:
+        """A stable name for the allocation site `eqn` (`scoped@file:line[.n]`)."""
+        key = id(eqn)
+        hit = self._site_cache.get(key)
+        if hit is None:
+            base = f"{os.path.basename(loc.file)}:{loc.line}"
+            n = self._site_lines.get((loc.file, loc.line), 0)
+            self._site_lines[(loc.file, loc.line)] = n + 1
+            hit = f"scoped@{base}" + (f".{n + 1}" if n else "")
+            self._site_cache[key] = hit
+        return hit
+
+    # --- lanes and masks --------------------------------------------------------------
+
+    def active(self, mask: np.ndarray | None) -> list[int]:
+        if mask is None:
+            return self.all_lanes
+        return np.flatnonzero(mask).tolist()
+
+    def known(self, value: Any, eqn: Any, what: str) -> np.ndarray:
+        """`value` as a lane array; `Unsupported` if it is opaque."""
+        if type(value) is np.ndarray:
+            return value
+        if isinstance(value, Unknown):
+            src = f" (it comes from {value.why}" + (f" at {value.loc}" if value.loc.line else "") + ")"
+            raise Unsupported(eqn.primitive.name, f"{what} depends on a value semcheck cannot compute{src}",
+                              self.loc(eqn))
+        if isinstance(value, (int, np.integer, bool, np.bool_)):
+            return np.array([value])
+        raise Unsupported(eqn.primitive.name, f"{what} is a {type(value).__name__}, not a number",
+                          self.loc(eqn))
+
+    def lane_ints(self, arr: np.ndarray, eqn: Any, what: str) -> list[int]:
+        """A per-lane scalar as a Python list of length L."""
+        if arr.ndim > 1 and math.prod(arr.shape[1:]) != 1:
+            raise Unsupported(eqn.primitive.name, f"{what} is an array of shape {arr.shape[1:]}, not a scalar",
+                              self.loc(eqn))
+        flat = arr.reshape(arr.shape[0])
+        if flat.shape[0] == 1:
+            return [int(flat[0])] * self.L
+        return [int(x) for x in flat.tolist()]
+
+    def merge(self, mask: np.ndarray, new: Any, old: Any) -> Any:
+        """`new` on the lanes of `mask`, `old` elsewhere."""
+        if old is None or new is old:
+            return new
+        if type(new) is not np.ndarray or type(old) is not np.ndarray:
+            if isinstance(new, Unknown):
+                return new
+            if isinstance(old, Unknown):
+                return old
+            return new  # refs: identical on every lane
+        m = mask.reshape((self.L,) + (1,) * (max(new.ndim, old.ndim) - 1))
+        out = np.where(m, new, old).astype(new.dtype, copy=False)
+        if out.shape[0] > 1 and bool((out == out[:1]).all()):
+            out = out[:1]
+        return out
+
+    # --- building ops ----------------------------------------------------------------
+
+    def op_cache(self, eqn: Any, *extra: Any) -> dict[Any, Op]:
+        """Ops already built for `eqn` (identical ops are shared, across lanes and iterations)."""
+        key = (id(eqn), self.loc_override, *extra)
+        cache = self._op_cache.get(key)
+        if cache is None:
+            cache = self._op_cache[key] = {}
+        return cache
+
+    def semref(self, label: str, index: int) -> SemRef:
+        key = (label, index)
+        ref = self._semref_cache.get(key)
+        if ref is None:
+            ref = self._semref_cache[key] = SemRef(label, index)
+        return ref
+
+    # --- sub-jaxprs --------------------------------------------------------------------
+
+    def _has_sem_ops(self, jaxpr: Any) -> bool:
+        """Whether `jaxpr` (or any jaxpr nested in it) uses a primitive of `sem_prims`."""
+        key = id(jaxpr)
+        hit = self._has_sem_cache.get(key)
+        if hit is None:
+            inner = jaxpr.jaxpr
+            hit = False
+            for e in inner.eqns:
+                if e.primitive in self.sem_prims:
+                    hit = True
+                    break
+                for sub in sub_jaxprs(e.params, self._jaxpr_types):
+                    if self._has_sem_ops(sub):
+                        hit = True
+                        break
+                if hit:
+                    break
+            self._has_sem_cache[key] = hit
+        return hit
+
+
+def sub_jaxprs(params: dict[str, Any], jaxpr_types: tuple[type, ...]) -> Iterator[Any]:
+    """The jaxprs among an equation's parameters (one level deep)."""
+    for value in params.values():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for v in values:
+            if isinstance(v, jaxpr_types):
+                yield v

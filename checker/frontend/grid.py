@@ -1,0 +1,177 @@
+"""Grid and launch emulation: what the interpreter runs, on which core, in what order.
+
+* `launch_operands`: the kernel's operands as scratch allocations (in the
+  interpreter's order, LAUNCH-1) and the values the kernel body receives;
+* `grid_schedule`: the grid points each core of a device runs, including the
+  split of the grid between cores and the random shuffle of `parallel`
+  dimensions, as `interpret_pallas_call` of jax's TPU interpret mode does;
+* `GridRules`: driving the evaluator over those points, and the rules that
+  read the launch coordinates (`program_id`, `num_programs`, `axis_index`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src.pallas import primitives as pallas_prims
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.trace import KernelCall
+from semcheck.checker.frontend.values import BufRef, SemArray
+from semcheck.model.launch import Scratch
+from semcheck.model.ops import BARRIER
+
+
+def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
+    """Scratch allocations (interpreter order), kernel argument values, HBM buffer count."""
+    aliased_outputs = {o for _, o in call.input_output_aliases}
+    hbm_buffers = call.num_inputs + sum(1 for i in range(call.num_outputs) if i not in aliased_outputs)
+    scratch: list[Scratch] = []
+    args: list[Any] = []
+    used: set[str] = {BARRIER}
+    for i, op in enumerate(call.operands):
+        label = op.name if op.name and op.name not in used else f"{op.role}{i}"
+        while label in used:
+            label += "_"
+        used.add(label)
+        if op.kind == "semaphore":
+            scratch.append(Scratch(label, op.count, kind="semaphore", loc=call.loc))
+            args.append(SemArray(label, tuple(op.block_shape if op.block_shape is not None else op.shape)))
+        elif op.role in ("input", "output") and op.memory_space == "hbm":
+            args.append(BufRef(label))  # the HBM buffer allocated for the call
+        else:
+            scratch.append(
+                Scratch(label, kind="buffer", nbytes=op.nbytes, memory_space=op.memory_space, loc=call.loc)
+            )
+            args.append(BufRef(label))
+    return scratch, args, hbm_buffers
+
+
+def parallel_dims(call: KernelCall) -> tuple[bool, ...]:
+    """Per grid dimension: whether it is `parallel` (those must form a prefix of the grid)."""
+    ds = call.dimension_semantics
+    if ds is None:
+        return (False,) * len(call.grid)
+    par = tuple(d == "parallel" for d in ds)
+    for a, b in zip(par[:-1], par[1:]):
+        if b and not a:
+            raise Unsupported(
+                "pallas_call", "dimensions with parallel semantics must form a prefix of the grid", call.loc
+            )
+    return par
+
+
+_permutation_cache: dict[tuple[Any, ...], list[np.ndarray | None]] = {}
+def _grid_coordinates(call: KernelCall, par: tuple[bool, ...]) -> list[np.ndarray | None]:
+    """Per grid dimension: the interpreter's shuffled coordinates, or None (identity)."""
+    if call.kind == "core_map" or call.core_axis_name is not None or not any(par):
+        return [None] * len(call.grid)
+    seed = call.random_seed
+    key = (seed, call.grid, par)
+    cached = _permutation_cache.get(key)
+    if cached is not None:
+        return cached
+    rng = jax.random.key(seed or 0)
+    coords: list[np.ndarray | None] = []
+    for size, p in zip(call.grid, par):
+        if p:
+            rng, sub = jax.random.split(rng)
+            coords.append(np.asarray(jax.random.permutation(sub, jnp.arange(size, dtype=jnp.int32))))
+        else:
+            coords.append(None)
+    coords += [None] * (len(call.grid) - len(coords))
+    _permutation_cache[key] = coords
+    return coords
+
+
+def grid_schedule(call: KernelCall, cores: int) -> list[list[tuple[int, ...]]]:
+    """The grid points each local core runs, in order (as `_execute_grid_for_core`)."""
+    grid = call.grid
+    par = parallel_dims(call)
+    num_iterations = math.prod(grid) if grid else 1
+    if num_iterations == 0:
+        return [[] for _ in range(cores)]
+    coords = _grid_coordinates(call, par)
+    subgrid = math.prod(g if p else 1 for g, p in zip(grid, par))
+    points_per_core = (subgrid + cores - 1) // cores
+    per_core = points_per_core * (num_iterations // subgrid)
+    out: list[list[tuple[int, ...]]] = []
+    for c in range(cores):
+        pts = []
+        for it in range(c * per_core, min((c + 1) * per_core, num_iterations)):
+            idx = []
+            rest = it
+            for size in reversed(grid):
+                idx.append(rest % size)
+                rest //= size
+            idx.reverse()
+            pts.append(
+                tuple(int(coords[d][i]) if coords[d] is not None else int(i) for d, i in enumerate(idx))
+            )
+        out.append(pts)
+    return out
+
+
+class GridRules(Evaluator):
+    """Runs the body once per grid point of a core; the launch-coordinate rules."""
+
+    def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
+        super().__init__(call, num_devices, cores)
+        self.grid_point: tuple[int, ...] = ()
+        self.rules.update({
+            pallas_prims.program_id_p: self._program_id,
+            pallas_prims.num_programs_p: self._num_programs,
+        })
+        self.named_rules["axis_index"] = self._axis_index
+
+    # --- driving ---------------------------------------------------------------
+
+    def start_core(self, core: int) -> None:
+        self.core = core
+        self.bodies = [[] for _ in range(self.L)]
+
+    def run_grid_point(self, point: tuple[int, ...], kernel_args: list[Any]) -> None:
+        call = self.call
+        env = tuple(
+            (np.array([idx], dtype=np.int32), size)
+            for dim, (idx, size) in enumerate(zip(point, call.grid))
+            if dim not in call.vmapped_dims
+        )
+        self.grid_env.append(env)
+        self.grid_point = point
+        try:
+            self.eval_jaxpr(call.jaxpr, kernel_args, None)
+        finally:
+            self.grid_env.pop()
+
+    # --- rules: grid and axes -----------------------------------------------------------
+
+    def _program_id(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        axis = eqn.params["axis"]
+        env = self.grid_env[-1] if self.grid_env else ()
+        if not 0 <= axis < len(env):
+            raise Unsupported("program_id", f"axis {axis} outside the grid {tuple(s for _, s in env)}", self.loc(eqn))
+        return [env[axis][0]]
+
+    def _num_programs(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        axis = eqn.params["axis"]
+        env = self.grid_env[-1] if self.grid_env else ()
+        if not 0 <= axis < len(env):
+            raise Unsupported("num_programs", f"axis {axis} outside the grid", self.loc(eqn))
+        return [np.array([env[axis][1]], dtype=np.int32)]
+
+    def _axis_index(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        name = eqn.params["axis_name"]
+        if name in self.core_axis_names:
+            return [np.array([self.core], dtype=np.int32)]
+        if name in self.axis_coords:
+            return [self.axis_coords[name]]
+        names = self.call.grid_names or ()
+        if name in names:
+            return [np.array([self.grid_point[names.index(name)]], dtype=np.int32)]
+        raise Unsupported("axis_index", f"axis {name!r} is neither a mesh axis nor a grid axis", self.loc(eqn))

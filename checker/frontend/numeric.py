@@ -1,0 +1,287 @@
+"""The numeric primitives: scalar (and small array) integer and float arithmetic.
+
+Enough of `jax.lax` to compute semaphore indices, device ids, signal
+increments, wait values and trip counts. `NumericRules._numeric` is the rule
+of every primitive without a rule of its own: a primitive missing from the
+table, or one applied to an opaque value or a ref, gives `Unknown`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, SemArray, Unknown
+
+
+class NumericRules(Evaluator):
+    """The fallback rule: evaluate a primitive with the `NUMERIC` table, or give `Unknown`."""
+
+    def _numeric(self, eqn: Any, invals: list[Any]) -> list[Any]:
+        prim = eqn.primitive
+        for x in invals:
+            if isinstance(x, SemArray):
+                raise Unsupported(prim.name, "a primitive semcheck does not know is applied to a semaphore",
+                                  self.loc(eqn))
+        fn = NUMERIC.get(prim.name)
+        if fn is None:
+            if any(True for _ in sub_jaxprs(eqn.params, self._jaxpr_types)):
+                if any(self._has_sem_ops(s) for s in sub_jaxprs(eqn.params, self._jaxpr_types)):
+                    raise Unsupported(prim.name, "semaphore or DMA operations inside a higher-order "
+                                      "primitive semcheck does not know", self.loc(eqn))
+            return [Unknown(f"the result of {prim.name}", self.loc(eqn)) for _ in eqn.outvars]
+        for x in invals:
+            if type(x) is not np.ndarray:
+                if isinstance(x, Unknown):
+                    return [x for _ in eqn.outvars]
+                return [Unknown(f"the result of {prim.name} on a ref", self.loc(eqn)) for _ in eqn.outvars]
+        for v in eqn.outvars:
+            shape = getattr(v.aval, "shape", None)
+            if shape is None or math.prod(shape) > MAX_EVAL_ELEMENTS:
+                return [Unknown(f"a large {prim.name} result (not evaluated)", self.loc(eqn)) for _ in eqn.outvars]
+        try:
+            out = fn(eqn, *invals)
+        except Unsupported:
+            raise
+        except Exception as e:  # a numpy corner the table does not cover
+            return [Unknown(f"{prim.name} ({type(e).__name__})", self.loc(eqn)) for _ in eqn.outvars]
+        if not prim.multiple_results:
+            out = [out]
+        res = []
+        for v, o in zip(eqn.outvars, out):
+            dtype = getattr(v.aval, "dtype", None)
+            if type(o) is np.ndarray and dtype is not None and o.dtype != dtype:
+                try:
+                    o = o.astype(dtype)
+                except TypeError:
+                    o = Unknown(f"a {dtype} value")
+            res.append(o)
+        return res
+
+
+# --- numeric rule table ----------------------------------------------------------
+# Every rule takes lane arrays (leading axis: lanes, length 1 or D) and returns
+# lane arrays; axis parameters of jax are shifted by one for the lane axis.
+
+
+def _ax(axes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(a) + 1 for a in axes)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        safe = np.where(b == 0, 1, b)
+        q = np.abs(a) // np.abs(safe)
+        q = np.where((a < 0) ^ (safe < 0), -q, q).astype(a.dtype)
+        return np.where(b == 0, np.array(-1).astype(a.dtype), q)
+    return a / b
+
+
+def _int_rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        safe = np.where(b == 0, 1, b)
+        return np.where(b == 0, a, np.fmod(a, safe))
+    return np.fmod(a, b)
+
+
+def _select_n(eqn: Any, pred: np.ndarray, *cases: np.ndarray) -> np.ndarray:
+    if len(cases) == 1:
+        return cases[0]
+    if pred.dtype == np.bool_:
+        return np.where(pred, cases[1], cases[0])
+    which = np.clip(pred.astype(np.int64), 0, len(cases) - 1)
+    arrays = np.broadcast_arrays(which, *cases)
+    return np.choose(arrays[0], arrays[1:])
+
+
+def _convert(eqn: Any, x: np.ndarray) -> np.ndarray:
+    new = np.dtype(eqn.params["new_dtype"])
+    if x.dtype.kind == "f" and new.kind in "iu":
+        x = np.trunc(np.nan_to_num(x))
+    return x.astype(new)
+
+
+def _broadcast_in_dim(eqn: Any, x: np.ndarray, *dyn: np.ndarray) -> np.ndarray:
+    shape = tuple(eqn.params["shape"])
+    dims = eqn.params["broadcast_dimensions"]
+    lanes = x.shape[0]
+    new_shape = [lanes] + [1] * len(shape)
+    for i, d in enumerate(dims):
+        new_shape[d + 1] = x.shape[i + 1]
+    return np.broadcast_to(x.reshape(new_shape), (lanes,) + shape)
+
+
+def _reshape(eqn: Any, x: np.ndarray, *dyn: np.ndarray) -> np.ndarray:
+    return x.reshape((x.shape[0],) + tuple(eqn.params["new_sizes"]))
+
+
+def _iota(eqn: Any) -> np.ndarray:
+    p = eqn.params
+    shape = tuple(p["shape"])
+    dim = p["dimension"]
+    r = np.arange(shape[dim], dtype=np.dtype(p["dtype"]))
+    view = [1] * len(shape)
+    view[dim] = shape[dim]
+    return np.broadcast_to(r.reshape(view), shape)[None]
+
+
+def _slice(eqn: Any, x: np.ndarray) -> np.ndarray:
+    p = eqn.params
+    strides = p.get("strides") or (1,) * len(p["start_indices"])
+    idx = (slice(None),) + tuple(
+        slice(s, l, st) for s, l, st in zip(p["start_indices"], p["limit_indices"], strides)
+    )
+    return x[idx]
+
+
+def _dynamic_slice(eqn: Any, x: np.ndarray, *starts: np.ndarray) -> np.ndarray:
+    sizes = eqn.params["slice_sizes"]
+    lanes = max([x.shape[0]] + [s.shape[0] for s in starts])
+    out = []
+    for lane in range(lanes):
+        xl = x[min(lane, x.shape[0] - 1)]
+        idx = []
+        for d, (s, size) in enumerate(zip(starts, sizes)):
+            st = int(s.reshape(s.shape[0])[min(lane, s.shape[0] - 1)])
+            st = min(max(st, 0), xl.shape[d] - size)
+            idx.append(slice(st, st + size))
+        out.append(xl[tuple(idx)])
+    return np.stack(out)
+
+
+def _concatenate(eqn: Any, *xs: np.ndarray) -> np.ndarray:
+    lanes = max(x.shape[0] for x in xs)
+    xs = tuple(np.broadcast_to(x, (lanes,) + x.shape[1:]) for x in xs)
+    return np.concatenate(xs, axis=eqn.params["dimension"] + 1)
+
+
+def _squeeze(eqn: Any, x: np.ndarray) -> np.ndarray:
+    return np.squeeze(x, axis=_ax(eqn.params["dimensions"]))
+
+
+def _transpose(eqn: Any, x: np.ndarray) -> np.ndarray:
+    return np.transpose(x, (0,) + _ax(eqn.params["permutation"]))
+
+
+def _reduce(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda eqn, x: fn(x, axis=_ax(eqn.params["axes"]))
+
+
+def _arg(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def rule(eqn: Any, x: np.ndarray) -> np.ndarray:
+        (axis,) = eqn.params["axes"]
+        return fn(x, axis=axis + 1).astype(np.dtype(eqn.params["index_dtype"]))
+
+    return rule
+
+
+def _shift_right_logical(eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    bits = a.dtype.itemsize * 8
+    u = a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
+    out = np.where(b >= bits, 0, u >> np.clip(b, 0, bits - 1).astype(u.dtype))
+    return out.astype(u.dtype).view(a.dtype)
+
+
+def _shift_right_arithmetic(eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    bits = a.dtype.itemsize * 8
+    return a >> np.clip(b, 0, bits - 1).astype(a.dtype)
+
+
+def _shift_left(eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    bits = a.dtype.itemsize * 8
+    return np.where(b >= bits, 0, a << np.clip(b, 0, bits - 1).astype(a.dtype)).astype(a.dtype)
+
+
+def _clamp(eqn: Any, lo: np.ndarray, x: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _integer_pow(eqn: Any, x: np.ndarray) -> np.ndarray:
+    return np.power(x, eqn.params["y"])
+
+
+def _round(eqn: Any, x: np.ndarray) -> np.ndarray:
+    method = int(getattr(eqn.params.get("rounding_method"), "value", eqn.params.get("rounding_method", 0)))
+    if method == 0:  # away from zero
+        return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return np.round(x)
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda eqn, a, b: fn(a, b)
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda eqn, a: fn(a)
+
+
+def _identity(eqn: Any, *xs: np.ndarray) -> Any:
+    return list(xs) if eqn.primitive.multiple_results else xs[0]
+
+
+NUMERIC: dict[str, Callable[..., Any]] = {
+    "add": _binary(np.add),
+    "sub": _binary(np.subtract),
+    "mul": _binary(np.multiply),
+    "div": _binary(_int_div),
+    "rem": _binary(_int_rem),
+    "max": _binary(np.maximum),
+    "min": _binary(np.minimum),
+    "pow": _binary(np.power),
+    "and": _binary(np.bitwise_and),
+    "or": _binary(np.bitwise_or),
+    "xor": _binary(np.bitwise_xor),
+    "eq": _binary(np.equal),
+    "ne": _binary(np.not_equal),
+    "lt": _binary(np.less),
+    "le": _binary(np.less_equal),
+    "gt": _binary(np.greater),
+    "ge": _binary(np.greater_equal),
+    "nextafter": _binary(np.nextafter),
+    "atan2": _binary(np.arctan2),
+    "shift_left": _shift_left,
+    "shift_right_logical": _shift_right_logical,
+    "shift_right_arithmetic": _shift_right_arithmetic,
+    "neg": _unary(np.negative),
+    "sign": _unary(np.sign),
+    "abs": _unary(np.abs),
+    "not": _unary(np.invert),
+    "floor": _unary(np.floor),
+    "ceil": _unary(np.ceil),
+    "round": _round,
+    "sqrt": _unary(np.sqrt),
+    "exp": _unary(np.exp),
+    "log": _unary(np.log),
+    "population_count": _unary(lambda a: np.bitwise_count(a)),
+    "integer_pow": _integer_pow,
+    "select_n": _select_n,
+    "clamp": _clamp,
+    "convert_element_type": _convert,
+    "broadcast_in_dim": _broadcast_in_dim,
+    "reshape": _reshape,
+    "squeeze": _squeeze,
+    "transpose": _transpose,
+    "iota": _iota,
+    "slice": _slice,
+    "dynamic_slice": _dynamic_slice,
+    "concatenate": _concatenate,
+    "reduce_sum": _reduce(np.sum),
+    "reduce_max": _reduce(np.max),
+    "reduce_min": _reduce(np.min),
+    "reduce_prod": _reduce(np.prod),
+    "reduce_and": _reduce(np.all),
+    "reduce_or": _reduce(np.any),
+    "argmax": _arg(np.argmax),
+    "argmin": _arg(np.argmin),
+    "copy": _identity,
+    "copy_p": _identity,
+    "multiple_of": _identity,
+    "optimization_barrier": _identity,
+    "pvary": _identity,
+    "stop_gradient": _identity,
+}

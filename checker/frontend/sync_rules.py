@@ -1,0 +1,375 @@
+"""Semaphore and DMA rules: the primitives that become IR ops (IR-1).
+
+* the barrier semaphore (`GetBarrierSem`, SEM-2), signals (SEM-4, SIG-1),
+  waits (SEM-5), reads (SEM-6);
+* DMA start and wait (DMA-1; the byte count is the source ref's size);
+* `run_scoped` allocations of semaphores and buffers (SEM-1, scope `core`);
+* the operands they share: which semaphore a (transformed) ref denotes
+  (`sem_indices`) and which device a device id names (`logical_device`).
+
+Kernel loads and stores of buffers are the sibling module `accesses`; DMA
+source and destination regions, when they join the IR, belong in
+`_dma_start` here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from jax._src import state
+from jax._src.pallas import primitives as pallas_prims
+from jax._src.pallas.mosaic import core as mosaic_core
+from jax._src.pallas.mosaic import primitives as tpu_prims
+from jax._src.state import types as state_types
+from jax._src.state.indexing import NDIndexer, Slice
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name
+from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
+from semcheck.model.ops import (
+    BARRIER,
+    AllocBuffer,
+    AllocSem,
+    DmaStart,
+    FreeBuffer,
+    GetBarrierSem,
+    Op,
+    Read,
+    Signal,
+    Wait,
+)
+
+# The primitives whose presence in a sub-jaxpr matters to the program.
+SYNC_PRIMS = frozenset({
+    tpu_prims.get_barrier_semaphore_p,
+    pallas_prims.semaphore_signal_p,
+    pallas_prims.semaphore_wait_p,
+    pallas_prims.semaphore_read_p,
+    tpu_prims.dma_start_p,
+    tpu_prims.dma_wait_p,
+    pallas_prims.run_scoped_p,
+})
+
+
+class SyncRules(Evaluator):
+    """The semaphore, DMA and `run_scoped` rules."""
+
+    def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
+        super().__init__(call, num_devices, cores)
+        self.collective_id = call.collective_id
+        self.label_counter = 0  # makes every run_scoped allocation label unique
+        self.rules.update({
+            tpu_prims.get_barrier_semaphore_p: self._get_barrier_semaphore,
+            pallas_prims.semaphore_signal_p: self._semaphore_signal,
+            pallas_prims.semaphore_wait_p: self._semaphore_wait,
+            pallas_prims.semaphore_read_p: self._semaphore_read,
+            tpu_prims.dma_start_p: self._dma_start,
+            tpu_prims.dma_wait_p: self._dma_wait,
+            pallas_prims.run_scoped_p: self._run_scoped,
+        })
+        self.sem_prims.update(SYNC_PRIMS)
+
+    # --- semaphore operands ------------------------------------------------------
+
+    def sem_indices(self, ref: Any, transforms: Sequence[Any], eqn: Any, what: str) -> tuple[str, list[int]]:
+        """The allocation label and per-lane flat index of a scalar semaphore view."""
+        if isinstance(ref, state_types.TransformedRef):
+            transforms = (*ref.transforms, *transforms)
+            ref = ref.ref
+        if not isinstance(ref, SemArray):
+            if isinstance(ref, Unknown):
+                self.known(ref, eqn, what)
+            raise Unsupported(eqn.primitive.name, f"{what} is not a semaphore semcheck can track "
+                              f"({type(ref).__name__})", self.loc(eqn))
+        shape = ref.shape
+        # view dim -> (base dim, start, stride, size); fixed base coordinates
+        view: list[tuple[int, Any, int, int]] = [(d, 0, 1, s) for d, s in enumerate(shape)]
+        fixed: list[Any] = [0] * len(shape)
+        for t in transforms:
+            if t is None:
+                continue
+            if not isinstance(t, NDIndexer):
+                raise Unsupported(eqn.primitive.name, f"{what}: a {type(t).__name__} of a semaphore ref",
+                                  self.loc(eqn))
+            if len(t.indices) != len(view):
+                raise Unsupported(eqn.primitive.name, f"{what}: indexer rank mismatch", self.loc(eqn))
+            new_view = []
+            for (bd, start, stride, size), idx in zip(view, t.indices):
+                if isinstance(idx, Slice):
+                    s = self._index_value(idx.start, eqn, what)
+                    sz = int(self._index_value(idx.size, eqn, what)[0]) if not isinstance(idx.size, int) else idx.size
+                    self._check_bounds(s, size - (sz - 1) * idx.stride if sz else size + 1, eqn, what, size)
+                    new_view.append((bd, start + s * stride, stride * idx.stride, sz))
+                else:
+                    i = self._index_value(idx, eqn, what)
+                    if i.ndim > 1:
+                        raise Unsupported(eqn.primitive.name, f"{what}: array-valued index of a semaphore ref",
+                                          self.loc(eqn))
+                    self._check_bounds(i, size, eqn, what, size)
+                    fixed[bd] = start + i * stride
+            view = new_view
+        if any(size != 1 for (_, _, _, size) in view):
+            raise Unsupported(eqn.primitive.name, f"{what} is not a single semaphore "
+                              f"(shape {tuple(s for *_, s in view)})", self.loc(eqn))
+        for bd, start, _, _ in view:
+            fixed[bd] = start
+        flat: Any = 0
+        for d in range(len(shape)):
+            flat = flat * shape[d] + fixed[d]
+        if isinstance(flat, int):
+            return ref.label, [flat] * self.L
+        return ref.label, self.lane_ints(np.asarray(flat), eqn, what)
+
+    def _index_value(self, x: Any, eqn: Any, what: str) -> np.ndarray:
+        if isinstance(x, (int, np.integer)):
+            return np.array([int(x)], dtype=np.int64)
+        arr = self.known(x, eqn, f"the index of {what}")
+        return arr.reshape(arr.shape[0], *arr.shape[1:]).astype(np.int64)
+
+    def _check_bounds(self, i: np.ndarray, limit: int, eqn: Any, what: str, size: int) -> None:
+        if bool((i < 0).any()) or bool((i >= limit).any()):
+            bad = int(i[(i < 0) | (i >= limit)].reshape(-1)[0])
+            raise Unsupported(eqn.primitive.name, f"{what}: index {bad} is out of bounds for a semaphore "
+                              f"dimension of size {size} (the interpreter would clamp it silently)",
+                              self.loc(eqn))
+
+    def logical_device(self, device_id: Any, id_type: Any, eqn: Any) -> tuple[list[int] | None, list[int] | None]:
+        """`device_id` -> (per-lane logical device ids, per-lane core index from a dict) or None."""
+        if device_id is None:
+            return None, None
+        loc = self.loc(eqn)
+        prim = eqn.primitive.name
+        if id_type == pallas_prims.DeviceIdType.LOGICAL:
+            arr = self.known(device_id, eqn, "the device id")
+            return self.lane_ints(arr, eqn, "the device id"), None
+        if id_type != pallas_prims.DeviceIdType.MESH:
+            raise Unsupported(prim, f"device id type {id_type}", loc)
+        names = list(self.axis_names)
+        sizes = dict(zip(self.axis_names, self.axis_sizes))
+        core_index = None
+        if isinstance(device_id, dict):
+            per_axis: dict[str, Any] = {}
+            non_mesh: dict[Any, Any] = {}
+            for axis, idx in device_id.items():
+                if isinstance(axis, tuple) and len(axis) == 1:
+                    axis = axis[0]
+                if isinstance(axis, tuple) and any(a in sizes for a in axis):
+                    if not all(a in sizes for a in axis):
+                        raise Unsupported(prim, f"device id axis {axis} mixes mesh and core axes", loc)
+                    v = self.known(idx, eqn, "the device id").astype(np.int64)
+                    dims = [sizes[a] for a in axis]
+                    for k, a in enumerate(axis):
+                        inner = math.prod(dims[k + 1 :])
+                        per_axis[a] = (v // inner) % sizes[a]
+                elif axis in sizes:
+                    per_axis[axis] = self.known(idx, eqn, "the device id").astype(np.int64)
+                else:
+                    non_mesh[axis] = idx
+            coords = [per_axis[a] if a in per_axis else self.axis_coords[a].astype(np.int64) for a in names]
+            if non_mesh:
+                if len(non_mesh) == 1 and set(non_mesh) <= set(self.core_axis_names):
+                    (ci,) = non_mesh.values()
+                    core_index = self.lane_ints(self.known(ci, eqn, "the core index"), eqn, "the core index")
+                else:
+                    raise Unsupported(prim, f"unrecognised axes in device_id: {sorted(map(str, non_mesh))}", loc)
+        else:
+            parts = device_id if isinstance(device_id, tuple) else (device_id,)
+            if len(parts) != len(names):
+                raise Unsupported(
+                    prim,
+                    f"device_id has {len(parts)} coordinate(s) but the mesh has axes {tuple(names)} "
+                    "(the interpreter fails on this)",
+                    loc,
+                )
+            coords = [self.known(p, eqn, "the device id").astype(np.int64) for p in parts]
+        if not names:
+            logical: Any = np.zeros((1,), dtype=np.int64)
+        else:
+            logical = 0
+            for k, c in enumerate(coords):
+                logical = logical + c * math.prod(self.axis_sizes[k + 1 :])
+        return self.lane_ints(np.asarray(logical), eqn, "the device id"), core_index
+
+    # --- rules: semaphores and DMAs ---------------------------------------------------
+
+    def _get_barrier_semaphore(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        if self.collective_id is None:
+            raise Unsupported(
+                "get_barrier_semaphore",
+                "the kernel uses the barrier semaphore but its compiler params set no collective_id "
+                "(the interpreter fails on this)",
+                self.loc(eqn),
+            )
+        op = GetBarrierSem(self.loc(eqn))
+        bodies = self.bodies
+        for d in self.active(mask):
+            bodies[d].append(op)
+        return [SemArray(BARRIER, ())]
+
+    def _semaphore_signal(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        sem, transforms, inc, device_id, core_index = eqn.params["args_tree"].unflatten(invals)
+        loc = self.loc(eqn)
+        label, idx = self.sem_indices(sem, transforms, eqn, "the signalled semaphore")
+        incs = self.lane_ints(self.known(inc, eqn, "the signal increment"), eqn, "the signal increment")
+        devs, dict_core = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
+        cores = None
+        if core_index is not None:
+            if dict_core is not None:
+                raise Unsupported("semaphore_signal", "both core_index and a core axis in device_id", loc)
+            cores = self.lane_ints(self.known(core_index, eqn, "the core index"), eqn, "the core index")
+        else:
+            cores = dict_core
+        bodies = self.bodies
+        cache = self.op_cache(eqn, label)
+        for d in self.active(mask):
+            key = (idx[d], incs[d], devs[d] if devs else None, cores[d] if cores else None)
+            op = cache.get(key)
+            if op is None:
+                op = cache[key] = Signal(self.semref(label, key[0]), key[1], key[2], key[3], loc)
+            bodies[d].append(op)
+        return []
+
+    def _semaphore_wait(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        sem, transforms, value, decrement = eqn.params["args_tree"].unflatten(invals)
+        loc = self.loc(eqn)
+        dec = decrement if isinstance(decrement, bool) else bool(np.all(self.known(decrement, eqn, "decrement")))
+        if not dec:
+            raise Unsupported("semaphore_wait", "a non-decrementing wait (the interpreter does not support it)", loc)
+        label, idx = self.sem_indices(sem, transforms, eqn, "the awaited semaphore")
+        vals = self.lane_ints(self.known(value, eqn, "the wait value"), eqn, "the wait value")
+        bodies = self.bodies
+        cache = self.op_cache(eqn, label)
+        for d in self.active(mask):
+            key = (idx[d], vals[d])
+            op = cache.get(key)
+            if op is None:
+                op = cache[key] = Wait(self.semref(label, key[0]), key[1], "semaphore", loc)
+            bodies[d].append(op)
+        return []
+
+    def _semaphore_read(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        sem, transforms = eqn.params["args_tree"].unflatten(invals)
+        loc = self.loc(eqn)
+        label, idx = self.sem_indices(sem, transforms, eqn, "the read semaphore")
+        note = (f"pl.semaphore_read at {loc}: jax's TPU interpreter has no rule for it, so the "
+                "kernel cannot run in interpret mode (the program models the hardware read)")
+        if note not in self.warnings:
+            self.warnings.append(note)
+        bodies = self.bodies
+        for d in self.active(mask):
+            bodies[d].append(Read(self.semref(label, idx[d]), loc))
+        return [Unknown("pl.semaphore_read (a count that depends on timing)", loc)]
+
+    def _dma_nbytes(self, eqn: Any) -> int:
+        """Bytes moved by a DMA: the size of its (transformed) source ref, a static property."""
+        key = ("nbytes", id(eqn))
+        hit = self._static_cache.get(key)  # type: ignore[arg-type]
+        if hit is None:
+            src = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])[0]
+            if isinstance(src, state.TransformedRef):
+                aval = state.transform_type(src.transforms, src.ref)
+            else:
+                aval = src
+            shape = tuple(int(s) for s in aval.shape)
+            hit = math.prod(shape) * np.dtype(aval.dtype).itemsize
+            self._static_cache[key] = hit  # type: ignore[index]
+        return hit
+
+    def _dma_start(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        # `src` and `dst` are the refs (with their transforms) that the DMA moves
+        # between: where the op's source and destination regions come from.
+        src, dst, dst_sem, src_sem, device_id = eqn.params["tree"].unflatten(invals)
+        loc = self.loc(eqn)
+        nbytes = self._dma_nbytes(eqn)
+        dlabel, didx = self.sem_indices(dst_sem, (), eqn, "the DMA's destination semaphore")
+        slabel, sidx = (None, None)
+        if src_sem is not None:
+            slabel, sidx = self.sem_indices(src_sem, (), eqn, "the DMA's source semaphore")
+        devs, dict_core = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
+        bodies = self.bodies
+        cache = self.op_cache(eqn, dlabel, slabel)
+        for d in self.active(mask):
+            key = (didx[d], sidx[d] if sidx else None, devs[d] if devs else None,
+                   dict_core[d] if dict_core else None)
+            op = cache.get(key)
+            if op is None:
+                op = cache[key] = DmaStart(
+                    self.semref(dlabel, key[0]),
+                    nbytes,
+                    self.semref(slabel, key[1]) if slabel is not None else None,
+                    key[2],
+                    key[3],
+                    loc,
+                )
+            bodies[d].append(op)
+        return []
+
+    def _dma_wait(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        # For `wait_send`/`wait_read` the descriptor's src/dst are already swapped in
+        # the operands: the awaited semaphore sits in the dst_sem slot and the byte
+        # count comes from the ref in the src slot, whichever way round.
+        _src, _dst, sem, _src_sem, _dev = eqn.params["tree"].unflatten(invals)
+        loc = self.loc(eqn)
+        nbytes = self._dma_nbytes(eqn)
+        label, idx = self.sem_indices(sem, (), eqn, "the awaited DMA semaphore")
+        bodies = self.bodies
+        cache = self.op_cache(eqn, label)
+        for d in self.active(mask):
+            op = cache.get(idx[d])
+            if op is None:
+                op = cache[idx[d]] = Wait(self.semref(label, idx[d]), nbytes, "dma", loc)
+            bodies[d].append(op)
+        return []
+
+    # --- rules: run_scoped allocations ------------------------------------------------
+
+    def _run_scoped(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+        loc = self.loc(eqn)
+        if eqn.params.get("collective_axes"):
+            raise Unsupported("run_scoped", "run_scoped with collective_axes (the interpreter does not support it)",
+                              loc)
+        jaxpr = eqn.params["jaxpr"]
+        site = self.site(eqn, loc)
+        lanes = self.active(mask)
+        bodies = self.bodies
+        allocs: list[Any] = []
+        buffers: list[str] = []
+        params = self.call.interpret_params
+        allow_hbm = bool(getattr(params, "allow_hbm_allocation_in_run_scoped", False))
+        for k, v in enumerate(jaxpr.invars):
+            aval = v.aval
+            ms = getattr(aval, "memory_space", None)
+            self.label_counter += 1
+            if ms is mosaic_core.MemorySpace.SEMAPHORE or _is_semaphore_dtype(getattr(aval, "dtype", None)):
+                count = math.prod(int(s) for s in aval.shape)
+                label = f"{site}#{k}/{self.label_counter}"
+                op: Op = AllocSem(label, count, f"{site}#{k}", "core", loc)
+                allocs.append(SemArray(label, tuple(int(s) for s in aval.shape)))
+            else:
+                ms_name = memory_space_name(ms)
+                if ms_name == "hbm" and not allow_hbm:
+                    raise Unsupported("run_scoped", "allocating HBM in run_scoped (the interpreter rejects it)", loc)
+                label = f"buf@{site[len('scoped@'):]}#{k}/{self.label_counter}"
+                nbytes = _nbytes(aval)
+                op = AllocBuffer(label, nbytes, ms_name, "core", loc)
+                allocs.append(BufRef(label))
+                buffers.append(label)
+            for d in lanes:
+                bodies[d].append(op)
+        outs = self.eval_sub(eqn, jaxpr, [*invals, *allocs], mask, closed=False)
+        for label in buffers:
+            op = FreeBuffer(label, loc)
+            for d in lanes:
+                bodies[d].append(op)
+        return outs
+
+
+def _nbytes(aval: Any) -> int:
+    try:
+        return math.prod(int(s) for s in aval.shape) * np.dtype(aval.dtype).itemsize
+    except TypeError:
+        return 0
