@@ -40,7 +40,7 @@ import numpy as np
 
 from semcheck.model.ops import Region
 
-__all__ = ["RegionCache", "flatten_ref", "ref_regions", "full_region"]
+__all__ = ["RegionCache", "flatten_ref", "full_region", "lane_keys", "ref_regions"]
 
 
 class RegionCache:
@@ -79,6 +79,48 @@ def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[An
         chain = (*ref.transforms, *chain)
         ref = ref.ref
     return ref, chain
+
+
+def lane_keys(values: Sequence[Any], lanes: int) -> list[Any] | None:
+    """Per lane, a hashable key of the index values `values` (the dynamic leaves of a view).
+
+    Two lanes (or two evaluations of one equation) with equal keys have equal
+    regions, so a caller can cache what it builds from a region under the key
+    and call `ref_regions` only on a miss. Returns a list of length 1 (every
+    lane agrees) or `lanes`, or None when a value is not a per-lane integer
+    scalar (an array index, an opaque value): then there is no cheap key.
+    """
+    cols: list[Any] = []
+    wide = False
+    for v in values:
+        if type(v) is np.ndarray:
+            if v.dtype.kind not in "iub":
+                return None
+            n = v.shape[0] if v.ndim else 1
+            if v.size != n:
+                return None
+            flat = v.reshape(n)
+            if n == 1:
+                cols.append(int(flat[0]))
+            else:
+                if n != lanes:
+                    return None
+                cols.append(flat)
+                wide = True
+        elif isinstance(v, (int, np.integer)):
+            cols.append(int(v))
+        elif v is None:
+            cols.append(None)
+        else:
+            return None
+    if not wide:
+        return [tuple(cols)]
+    if len(cols) == 1:
+        return cols[0].tolist()
+    mat = np.empty((lanes, len(cols)), dtype=object)
+    for k, c in enumerate(cols):
+        mat[:, k] = c.tolist() if type(c) is np.ndarray else c
+    return list(map(tuple, mat.tolist()))
 
 
 # --- jax types (imported lazily: the package imports without jax) -------------------

@@ -524,3 +524,14 @@ def test_regions_are_interned():
     # lanes that agree collapse to one entry
     same = NDIndexer((Slice(np.array([4, 4, 4]), 8, 1),), (16,), ())
     assert len(ref_regions((16,), (same,), cache=cache)) == 1
+
+
+def test_lane_keys_identify_regions_per_lane():
+    from semcheck.checker.frontend.regions import lane_keys
+
+    assert lane_keys([np.array([3]), 5], 4) == [(3, 5)]
+    assert lane_keys([np.array([0, 8, 0, 8])], 4) == [0, 8, 0, 8]
+    assert lane_keys([np.array([0, 8]), np.array([1]), 7], 2) == [(0, 1, 7), (8, 1, 7)]
+    assert lane_keys([np.array([[1, 2]])], 2) is None  # an array index: no cheap key
+    assert lane_keys([Opaque("data")], 2) is None
+    assert lane_keys([], 3) == [()]
