@@ -18,6 +18,8 @@ from semcheck.checker.frontend.trace import KernelCall
 
 
 class PipelineRules(Evaluator):
+    """`emit_pipeline` (expanded once per equation and cached) and its `pipeline_body`."""
+
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
         self._pipeline_cache: dict[int, Any] = {}
