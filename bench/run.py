@@ -141,7 +141,7 @@ def worker_phases(a: dict) -> dict:
         # imported outside the timing; finding a program's fold (RUN-7) is timed, in its first check
         import semcheck.checker.folding
         import semcheck.checker.properties  # noqa: F401
-        from semcheck.checker.verdict import PROPERTIES
+        from semcheck.checker.properties import IDS as PROPERTIES
         from semcheck.checker.verify import check_program
     except Exception as e:  # noqa: BLE001 - another part may still be in progress
         out["checks_unavailable"] = f"{type(e).__name__}: {e}"

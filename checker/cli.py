@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from semcheck.checker.properties import REGISTRY
+
 EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -37,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="store_true", help="print the version and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     v = sub.add_parser("verify", help="verify the targets of a kernel file",
-                       description="Verify the targets of a kernel file at one or more device counts.")
+                       description="Verify the targets of a kernel file at one or more device counts. "
+                       f"Properties: {', '.join(f'{p.id} ({p.rule})' for p in REGISTRY)}.")
     v.add_argument("file", help="kernel.py or kernel.py::target")
     v.add_argument("--devices", default=None,
                    help="device counts: 4, 2,4,8 or 2..64 (powers of two in the range); "
@@ -61,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
     sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
-    s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3")
-    s.add_argument("rule")
+    s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3 or deadlock-free",
+                       description="Print a rule of the specification; without RULE, list the properties.")
+    s.add_argument("rule", nargs="?", help="a rule id (SEM-3, BUF-4a, PROP-4) or a property id (deadlock-free)")
     return p
 
 
@@ -189,6 +193,11 @@ def _run(reqs, args, err):
 def cmd_spec(args) -> int:
     from semcheck.checker.spec import rule_text
 
+    if args.rule is None:
+        width = max(len(p.id) for p in REGISTRY)
+        for p in REGISTRY:
+            print(f"{p.rule:<7} {p.id:<{width}}  {p.summary}")
+        return EXIT_PROVED
     text = rule_text(args.rule)
     if text is None:
         print(f"semcheck: no rule {args.rule!r} in the specification", file=sys.stderr)

@@ -24,13 +24,13 @@ def program_fold(program: Program) -> Fold | None:
 
 def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int) -> Verdict | None:
     """The verdict of `prop` on the fold if it is proved there (and therefore on the program), else None."""
-    from semcheck.checker.properties import CHECKS
+    from semcheck.checker.properties import BY_ID
     from semcheck.checker.z3.counters import lower
 
     if not lower(fold.program, mode).ok:
         # RUN-7 is argued for static lowerings (RUN-3 holds for them); the program decides the rest
         return None
-    v = CHECKS[prop](fold.program, mode, timeout_ms=timeout_ms)
+    v = BY_ID[prop].check(fold.program, mode, timeout_ms=timeout_ms)
     if v.verdict != "proved":
         return None
     reason = f"{fold.describe()}: {v.reason}" if v.reason else fold.describe()

@@ -1,62 +1,101 @@
-"""The property registry: property id -> decision procedure (Program, mode) -> Verdict.
+"""The property registry: the one list of what semcheck decides (specs/semantics.md section 7).
 
-Every violated verdict's witness schedule is replayed on the reference model
-before it is reported (a witness that does not replay is a semcheck bug and
-raises), and gets a per-device timeline for the report.
+Each `Property` names its spec rule (PROP-n), says in one line what it means,
+points at its decision procedure and carries the fix a violation usually
+needs. The CLI, the three report formats, `semcheck spec` and the report
+schema's test all read `REGISTRY`; adding a property is one entry here plus
+its check function.
+
+This module imports nothing from the checks: `verdict.Verdict` validates its
+property id against `IDS`, and the checks import `verdict`, so each check is
+named by "module:function" and imported on first use.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from semcheck.checker.timeline import timeline
-from semcheck.checker.verdict import Verdict
-from semcheck.checker.z3.balance import dma_bytes, exit_balance
-from semcheck.checker.z3.deadlock import deadlock_free
-from semcheck.checker.z3.ids import id_agreement, id_disjoint, id_int16
-from semcheck.model.errors import ModelBug
-from semcheck.model.ops import Program
-from semcheck.model.run import run
+if TYPE_CHECKING:
+    from semcheck.checker.verdict import Verdict
+    from semcheck.model.ops import Program
 
-Check = Callable[..., Verdict]
+Check = Callable[..., "Verdict"]  # (program, mode, *, timeout_ms) -> Verdict
 
 
-# The step relation copies its state on every step, so replaying is quadratic;
-# past this many steps the decision procedure's own replay (deadlock_free and
-# the id checks replay their witnesses) is the guard.
-REPLAY_LIMIT = 20_000
+@dataclasses.dataclass(frozen=True)
+class Property:
+    """One property: `id` as reports print it, `rule` its PROP-n in specs/semantics.md."""
+
+    id: str
+    rule: str
+    summary: str  # one line, for `--help`-like listings and the SARIF rule description
+    check_ref: str  # "module:function", (program, mode, *, timeout_ms) -> Verdict
+    hint: str  # the usual fix for a violation, when the witness brings none
+
+    def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
+        """Decide this property; a violation's witness is replayed on the model first."""
+        return _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms)
 
 
-def _with_replay(check: Check) -> Check:
-    def checked(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
-        v = check(program, mode, timeout_ms=timeout_ms)
-        if v.verdict != "violated" or v.witness is None or not v.witness.schedule:
-            return v
-        if len(v.witness.schedule) <= REPLAY_LIMIT:
-            try:
-                pcs = run(program, mode, v.witness.schedule, finish=False).pcs
-            except ModelBug as e:
-                raise ModelBug(f"{v.property} witness does not replay on the model: {e}") from e
-        else:
-            pcs = [len(ops) for ops in program.cores]
-            for core, pc, _ in v.witness.blocked:
-                pcs[core] = pc
-        if "timeline" in v.witness.details:
-            return v
-        devices = sorted({program.topology.device_of(c) for c, _, _ in v.witness.blocked}) or None
-        details = {**v.witness.details, "timeline": timeline(program, pcs, devices)}
-        return dataclasses.replace(v, witness=dataclasses.replace(v.witness, details=details))
-
-    checked.__name__ = check.__name__
-    return checked
+_LOADED: dict[str, Check] = {}
 
 
-CHECKS: dict[str, Check] = {
-    "id-disjoint": _with_replay(id_disjoint),
-    "id-int16": _with_replay(id_int16),
-    "id-agreement": _with_replay(id_agreement),
-    "deadlock-free": _with_replay(deadlock_free),
-    "exit-balance": _with_replay(exit_balance),
-    "dma-bytes": _with_replay(dma_bytes),
-}
+def _checked(ref: str) -> Check:
+    if ref not in _LOADED:
+        # Imported here, not at the top: the checks import verdict, which imports
+        # this registry (and the CLI lists properties without loading Z3).
+        from semcheck.checker.replay import with_replay
+
+        module, _, name = ref.partition(":")
+        _LOADED[ref] = with_replay(getattr(importlib.import_module(module), name))
+    return _LOADED[ref]
+
+
+REGISTRY: tuple[Property, ...] = (
+    Property(
+        "id-disjoint", "PROP-1",
+        "No semaphore id is both the barrier's fixed id (collective_id) and an internal id.",
+        "semcheck.checker.z3.ids:id_disjoint",
+        "choose a collective_id below 2000 (internal ids start at 2000)",
+    ),
+    Property(
+        "id-int16", "PROP-2",
+        "Every semaphore and buffer id the interpreter hands out fits int16.",
+        "semcheck.checker.z3.ids:id_int16",
+        "ids are never freed: allocate semaphores outside loops",
+    ),
+    Property(
+        "id-agreement", "PROP-3",
+        "A semaphore used remotely names the same allocation on the target core.",
+        "semcheck.checker.z3.ids:id_agreement",
+        "allocate scoped semaphores in the same order on every device and core",
+    ),
+    Property(
+        "deadlock-free", "PROP-4",
+        "No reachable state where an unfinished core can never move.",
+        "semcheck.checker.z3.deadlock:deadlock_free",
+        "each blocked wait needs signals some schedule always delivers: check the wait's "
+        "count and the device_id / core_index of the signals and DMAs meant for it",
+    ),
+    Property(
+        "exit-balance", "PROP-5",
+        "Every semaphore count is zero and no DMA is pending when the kernel exits.",
+        "semcheck.checker.z3.balance:exit_balance",
+        "every signal and DMA needs a matching wait before the kernel exits",
+    ),
+    Property(
+        "dma-bytes", "PROP-6",
+        "Each DMA wait waits for exactly the bytes its semaphore's DMAs deliver.",
+        "semcheck.checker.z3.balance:dma_bytes",
+        "wait on each copy's own descriptor, for its own size",
+    ),
+)
+
+IDS: tuple[str, ...] = tuple(p.id for p in REGISTRY)
+BY_ID: Mapping[str, Property] = MappingProxyType({p.id: p for p in REGISTRY})
+BY_RULE: Mapping[str, Property] = MappingProxyType({p.rule: p for p in REGISTRY})
+assert len(BY_ID) == len(BY_RULE) == len(REGISTRY), "property ids and rules must be unique"

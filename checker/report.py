@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from semcheck.checker.differences import CAUSES, difference_json, differences
+from semcheck.checker.properties import BY_ID, IDS, REGISTRY
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.verify import Result
 
@@ -16,15 +17,6 @@ SCHEMA_VERSION = "1.1"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
-
-RULE_HELP = {
-    "id-disjoint": "No semaphore id is both the barrier's fixed id (collective_id) and an internal id.",
-    "id-int16": "Every semaphore and buffer id the interpreter hands out fits int16.",
-    "id-agreement": "A semaphore used remotely names the same allocation on the target core.",
-    "deadlock-free": "No reachable state where an unfinished core can never move.",
-    "exit-balance": "Every semaphore count is zero and no DMA is pending when the kernel exits.",
-    "dma-bytes": "Each DMA wait waits for exactly the bytes its semaphore's DMAs deliver.",
-}
 
 
 def _loc(loc) -> dict[str, Any] | None:
@@ -41,7 +33,7 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
         w = v.witness
         out["witness"] = {
             "message": w.message,
-            "hint": w.hint or DEFAULT_HINTS.get(v.property, ""),
+            "hint": w.hint or BY_ID[v.property].hint,
             "schedule": [list(a) for a in w.schedule],
             "blocked": [{"core": c, "pc": pc, "what": what} for c, pc, what in w.blocked],
             "locations": [_loc(loc) for loc in w.locs],
@@ -85,16 +77,16 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
     uploads). Each result's property bag says where it holds: target,
     device count and DMA mode.
     """
-    rule_ids = list(RULE_HELP)
     rules = [
         {
-            "id": p,
-            "name": "".join(w.capitalize() for w in p.split("-")),
-            "shortDescription": {"text": text},
-            "help": {"text": f"{text} Typical fix: {DEFAULT_HINTS[p]}."},
+            "id": p.id,
+            "name": "".join(w.capitalize() for w in p.id.split("-")),
+            "shortDescription": {"text": p.summary},
+            "help": {"text": f"{p.summary} Typical fix: {p.hint}. Spec: `semcheck spec {p.rule}`."},
             "defaultConfiguration": {"level": "error"},
+            "properties": {"specRule": p.rule},
         }
-        for p, text in RULE_HELP.items()
+        for p in REGISTRY
     ]
     sarif_results = []
     differ = {(d.target, d.devices, d.property): d for d in differences(results)}
@@ -113,7 +105,7 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
                 text += f" Hint: {hint}."
             res: dict[str, Any] = {
                 "ruleId": v.property,
-                "ruleIndex": rule_ids.index(v.property),
+                "ruleIndex": IDS.index(v.property),
                 "level": "error" if v.verdict == "violated" else "warning",
                 "message": {"text": _rel(text)},
             }
@@ -181,16 +173,6 @@ def _rel(text: str) -> str:
 
 # --- text --------------------------------------------------------------------------
 
-DEFAULT_HINTS = {
-    "id-disjoint": "choose a collective_id below 2000 (internal ids start at 2000)",
-    "id-int16": "ids are never freed: allocate semaphores outside loops",
-    "id-agreement": "allocate scoped semaphores in the same order on every device and core",
-    "deadlock-free": "each blocked wait needs signals some schedule always delivers: check the wait's "
-    "count and the device_id / core_index of the signals and DMAs meant for it",
-    "exit-balance": "every signal and DMA needs a matching wait before the kernel exits",
-    "dma-bytes": "wait on each copy's own descriptor, for its own size",
-}
-
 UNKNOWN_HINTS = {
     "timeout": "not decided in time: raise --timeout, or verify fewer device counts at once (--devices)",
     "fails": "a run can fail inside the interpreter (see the violated properties): fix that first, "
@@ -221,7 +203,7 @@ def unknown_kind(reason: str) -> str:
 
 def hint_for(v: Verdict) -> str:
     if v.verdict == "violated":
-        return (v.witness.hint if v.witness is not None and v.witness.hint else DEFAULT_HINTS.get(v.property, ""))
+        return v.witness.hint if v.witness is not None and v.witness.hint else BY_ID[v.property].hint
     if v.verdict == "unknown":
         return UNKNOWN_HINTS[unknown_kind(v.reason)]
     return ""
@@ -310,7 +292,7 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
                 groups.setdefault((target, "violated", v.property), []).append((n, mode, v))
             elif v.verdict == "unknown":
                 groups.setdefault((target, "unknown", unknown_kind(v.reason)), []).append((n, mode, v))
-    order = {p: i for i, p in enumerate(RULE_HELP)}
+    order = {p: i for i, p in enumerate(IDS)}
 
     def first_property(key) -> int:
         return min(order.get(v.property, 99) for _, _, v in groups[key])

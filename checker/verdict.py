@@ -5,16 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from semcheck.checker.properties import IDS
 from semcheck.model.ops import Loc
-
-PROPERTIES: tuple[str, ...] = (
-    "id-disjoint",
-    "id-int16",
-    "id-agreement",
-    "deadlock-free",
-    "exit-balance",
-    "dma-bytes",
-)
 
 VerdictKind = Literal["proved", "violated", "unknown"]
 
@@ -49,7 +41,7 @@ class Verdict:
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.property not in PROPERTIES:
+        if self.property not in IDS:
             raise ValueError(f"unknown property {self.property!r}")
         if self.verdict == "violated" and self.witness is None:
             raise ValueError("a violation needs a witness")

@@ -34,7 +34,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from semcheck.checker.verdict import PROPERTIES, Verdict, Witness
+from semcheck.checker.properties import BY_ID, IDS
+from semcheck.checker.verdict import Verdict, Witness
 from semcheck.model.ops import DMA_MODES, Loc
 
 STARTUP_LIMIT = 300.0
@@ -55,7 +56,7 @@ class Request:
     cores: int | None
     modes: tuple[str, ...]
     timeout: float
-    properties: tuple[str, ...] = PROPERTIES
+    properties: tuple[str, ...] = IDS
     fold: bool = True  # decide repeating programs on their fold first (RUN-7)
 
 
@@ -121,7 +122,7 @@ def relpaths(text: str) -> str:
 # --- the child --------------------------------------------------------------------
 
 
-def check_program(program, mode: str, properties=PROPERTIES, *, timeout_ms: int = 30_000,
+def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_000,
                   deadline: float | None = None, fold: bool = True) -> list[Verdict]:
     """All requested properties of one lowered program under one DMA mode.
 
@@ -132,7 +133,6 @@ def check_program(program, mode: str, properties=PROPERTIES, *, timeout_ms: int 
     unknown without being tried.
     """
     from semcheck.checker.folding import program_fold, proved_on_fold
-    from semcheck.checker.properties import CHECKS
 
     folded = program_fold(program) if fold else None
     out = []
@@ -147,7 +147,7 @@ def check_program(program, mode: str, properties=PROPERTIES, *, timeout_ms: int 
             if budget is None:
                 v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
             else:
-                v = CHECKS[p](program, mode, timeout_ms=budget)
+                v = BY_ID[p].check(program, mode, timeout_ms=budget)
         out.append(v)
     return out
 

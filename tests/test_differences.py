@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from semcheck.checker.differences import Exposure, differences, exposures
-from semcheck.checker.verdict import PROPERTIES, Verdict, Witness
+from semcheck.checker.properties import IDS as PROPERTIES
+from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.verify import Result
 from semcheck.model import DmaStart, Loc, Scratch, SemRef, Signal, Topology, Wait, launch
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from semcheck.checker.mode_worker import MIN_OPS, ModeWorker, split_modes
-from semcheck.checker.verdict import PROPERTIES
+from semcheck.checker.properties import IDS as PROPERTIES
 from semcheck.checker.verify import check_program
 from semcheck.checker.z3.bench import ring_allreduce
 

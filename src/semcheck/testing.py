@@ -96,7 +96,7 @@ def verify_target(
     """
     from semcheck.checker import report
     from semcheck.checker.cli import exit_code
-    from semcheck.checker.verdict import PROPERTIES
+    from semcheck.checker.properties import IDS as PROPERTIES
     from semcheck.checker.verify import (
         InputError,
         Request,

@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 import z3_truth as truth
 from hypothesis import HealthCheck, Phase, event, given, settings
-from semcheck.checker.properties import CHECKS
-from semcheck.checker.verdict import PROPERTIES
+from semcheck.checker.properties import BY_ID, IDS as PROPERTIES
 from semcheck.checker.verify import check_program
 from semcheck.checker.z3.bench import ring_allreduce
 from semcheck.checker.z3.memo import MEMO
@@ -190,8 +189,8 @@ def test_what_the_fold_proves_holds_for_the_whole_program(drawn):
         return
     for mode in DMA_MODES:
         for prop in PROPERTIES:
-            on_fold = CHECKS[prop](f.program, mode)
-            whole = CHECKS[prop](p, mode)
+            on_fold = BY_ID[prop].check(f.program, mode)
+            whole = BY_ID[prop].check(p, mode)
             event(f"{prop}: fold {on_fold.verdict}, program {whole.verdict}")
             if on_fold.verdict == "proved":
                 assert whole.verdict == "proved", (prop, mode, whole)
@@ -258,7 +257,7 @@ def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
             return
         for mode in DMA_MODES:
             for prop in PROPERTIES:
-                if CHECKS[prop](f.program, mode).verdict == "proved" and CHECKS[prop](p, mode).verdict != "proved":
+                if BY_ID[prop].check(f.program, mode).verdict == "proved" and BY_ID[prop].check(p, mode).verdict != "proved":
                     wrong.append((p, mode, prop))
                     return
 
