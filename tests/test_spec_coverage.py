@@ -227,9 +227,9 @@ _READ = {path: read_marks(path, src) for path, src in SOURCES.items()}
 MARKS = [m for marks, _ in _READ.values() for m in marks]
 MARK_PROBLEMS = [p for _, problems in _READ.values() for p in problems]
 
-# A "Tests:" line naming a test that was renamed since (the spec is not this file's to edit): the
-# check runs, and is expected to fail, only while the stale name is still in the paragraph.
-STALE_NAMES = {"ERR-7": "test_failure_in_allocation_stops_only_its_device"}
+# A "Tests:" line naming a test that was renamed since: the check runs, and is expected to
+# fail, only while the stale name is still in the paragraph (none today).
+STALE_NAMES: dict[str, str] = {}
 
 
 def _rules_of(spec: str) -> list:
