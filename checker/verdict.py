@@ -47,15 +47,3 @@ class Verdict:
             raise ValueError("a violation needs a witness")
         if self.verdict == "unknown" and not self.reason:
             raise ValueError("an unknown verdict needs a reason")
-
-
-def proved(prop: str, **stats: Any) -> Verdict:
-    return Verdict(prop, "proved", stats=stats)
-
-
-def unknown(prop: str, reason: str, **stats: Any) -> Verdict:
-    return Verdict(prop, "unknown", reason=reason, stats=stats)
-
-
-def violated(prop: str, witness: Witness, **stats: Any) -> Verdict:
-    return Verdict(prop, "violated", witness=witness, stats=stats)

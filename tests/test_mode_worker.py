@@ -5,7 +5,7 @@ from __future__ import annotations
 from semcheck.checker.mode_worker import MIN_OPS, ModeWorker, split_modes
 from semcheck.checker.properties import IDS as PROPERTIES
 from semcheck.checker.verify import check_program
-from semcheck.checker.z3.bench import ring_allreduce
+from ring_programs import ring_allreduce
 
 
 def test_worker_verdicts_equal_in_process_verdicts_clean_and_buggy() -> None:

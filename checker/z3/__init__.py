@@ -7,7 +7,8 @@
 * `balance`     -- `exit-balance`, `dma-bytes`.
 
 Every check takes a `Program` and a DMA mode and returns a
-`semcheck.checker.verdict.Verdict`; `CHECKS` maps property ids to them.
+`semcheck.checker.verdict.Verdict`; the property registry
+(`semcheck.checker.properties`) says which check decides which property.
 """
 
 from __future__ import annotations
@@ -17,17 +18,7 @@ from semcheck.checker.z3.deadlock import deadlock_free
 from semcheck.checker.z3.ids import id_agreement, id_disjoint, id_int16, int16_bound, collision_bound
 from semcheck.checker.z3.timestamped import deadlock_free_timestamped
 
-CHECKS = {
-    "id-disjoint": id_disjoint,
-    "id-int16": id_int16,
-    "id-agreement": id_agreement,
-    "deadlock-free": deadlock_free,
-    "exit-balance": exit_balance,
-    "dma-bytes": dma_bytes,
-}
-
 __all__ = [
-    "CHECKS",
     "collision_bound",
     "deadlock_free",
     "deadlock_free_timestamped",

@@ -247,10 +247,6 @@ def _stats(low: Lowered, **more) -> dict:
     return dict(low.size(), **more)
 
 
-def _executed(low: Lowered, pcs, core: int, pos: int) -> bool:
-    return pos < pcs[core]
-
-
 # --- id-disjoint -------------------------------------------------------------------------
 
 

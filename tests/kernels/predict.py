@@ -1,4 +1,4 @@
-"""What jax's interpret mode will do with a kernel: complete, hang, raise, or warn.
+"""Test oracle: what jax's interpret mode will do with a kernel (complete, hang, raise, or warn).
 
 The prediction comes from the reference model: the fast maximal run decides
 hangs (RUN-3); errors that only some schedules reach (an id collision racing

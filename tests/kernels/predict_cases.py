@@ -15,7 +15,7 @@ def main() -> int:
     from semcheck.checker.frontend import load, provision_devices
 
     provision_devices(n)
-    from semcheck.checker.predict import predict
+    from predict import predict  # tests/kernels/predict.py, beside this script (its directory is on sys.path)
 
     out = []
     lowered: dict = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from semcheck.checker.z3 import dma_bytes, exit_balance
-from semcheck.checker.z3.bench import ring_allreduce
+from ring_programs import ring_allreduce
 from semcheck.model import (
     BARRIER,
     DMA_MODES,

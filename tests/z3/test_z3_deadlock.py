@@ -11,7 +11,7 @@ import z3_truth as truth
 from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import deadlock_free, deadlock_free_timestamped
-from semcheck.checker.z3.bench import ring_allreduce
+from ring_programs import ring_allreduce
 from semcheck.checker.z3.deadlock import _two_feeders, make_encoding, unary_sum_network
 from semcheck.checker.z3.counters import EncodingBug, failure_reached, lower, s_prime_run
 from semcheck.model import (

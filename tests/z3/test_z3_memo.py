@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 from semcheck.checker.verify import check_program
-from semcheck.checker.z3.bench import ring_allreduce
+from ring_programs import ring_allreduce
 from semcheck.checker.z3.counters import lower
 from semcheck.checker.z3.memo import MEMO
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from semcheck.checker.z3 import deadlock_free, dma_bytes, exit_balance, id_agreement, id_disjoint
-from semcheck.checker.z3.bench import ring_allreduce
+from ring_programs import ring_allreduce
 
 
 @pytest.mark.rule("PROP-4")

@@ -10,7 +10,7 @@ from z3_strategies import examples, programs, symmetric_programs
 
 from semcheck.checker.z3 import deadlock_free
 from semcheck.checker.z3 import symmetry as symmetry_module
-from semcheck.checker.z3.bench import ring_allreduce
+from ring_programs import ring_allreduce
 from semcheck.checker.z3.deadlock import BlockCondition, Conditions
 from semcheck.checker.z3.counters import lower
 from semcheck.checker.z3.memo import MEMO
