@@ -1,0 +1,115 @@
+"""The built wheel works on its own: `semcheck spec` finds the rules it ships (specs/ is package
+data) and `semcheck verify` runs from the installed copy, not from this checkout.
+
+The wheel is built from a copy of the sources (so the build leaves nothing in the checkout) and
+installed with --no-deps into a fresh venv. The dev venv's third-party packages (jax, z3, ...) are
+made visible through a .pth line naming its site-packages: a directory added that way is not a
+site directory, so its own .pth files -- among them the editable install's finder -- do not run,
+and `import semcheck` can only find the wheel's copy (asserted below).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+
+from ._support import REPO, env
+
+pytestmark = pytest.mark.jax  # `semcheck verify` traces the example with jax
+
+# What a wheel is built from: the project's sources, as a fresh clone has them.
+SOURCES = ("pyproject.toml", "README.md", "src", "model", "checker", "specs")
+EXAMPLE = REPO / "examples" / "ring_allreduce.py"
+
+
+def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    e = env()
+    for var in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):  # nothing may lead back to the checkout
+        e.pop(var, None)
+    return subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def _ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert p.returncode == 0, f"{p.args}: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
+    return p
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, float]]:
+    """(the fresh venv, a working directory outside the checkout, seconds per step)."""
+    pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools (pip install -e '.[test]')")
+    tmp = tmp_path_factory.mktemp("wheel")
+    seconds: dict[str, float] = {}
+
+    t = time.monotonic()
+    src = tmp / "src"
+    src.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for name in SOURCES:
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=ignore)
+        else:
+            shutil.copy2(path, src / name)
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+              "--no-cache-dir", "--wheel-dir", str(tmp / "dist"), str(src)], cwd=tmp))
+    (wheel,) = (tmp / "dist").glob("semcheck-*.whl")
+    seconds["build"] = time.monotonic() - t
+
+    t = time.monotonic()
+    venv = tmp / "venv"
+    _ok(_run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp))
+    python = venv / "bin" / "python"
+    _ok(_run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+              "--no-index", "--no-cache-dir", str(wheel)], cwd=tmp))
+    fresh_site = _ok(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          cwd=tmp)).stdout.strip()
+    dev_site = sysconfig.get_paths()["purelib"]
+    (Path(fresh_site) / "dev-site-packages.pth").write_text(dev_site + "\n", encoding="utf-8")
+    seconds["install"] = time.monotonic() - t
+
+    work = tmp / "elsewhere"
+    work.mkdir()
+    return venv, work, seconds
+
+
+def test_the_wheel_ships_the_spec_files(installed):
+    venv, work, _ = installed
+    code = ("import json, sys, semcheck, semcheck.checker; from importlib import resources; "
+            "specs = resources.files('semcheck.specs'); "
+            "print(json.dumps({'semcheck': semcheck.__file__, 'checker': semcheck.checker.__file__, "
+            "'specs': [n for n in ('semantics.md', 'buffers.md', 'divergences.md', 'report-schema.json') "
+            "if (specs / n).is_file()], "
+            "'editable': [m for m in sys.modules if 'editable' in m]}))")
+    found = json.loads(_ok(_run([str(venv / "bin" / "python"), "-c", code], cwd=work)).stdout)
+    # semcheck resolves to the wheel's copy in the fresh venv, never to this checkout
+    assert found["semcheck"].startswith(str(venv)) and found["checker"].startswith(str(venv)), found
+    assert found["editable"] == []
+    assert found["specs"] == ["semantics.md", "buffers.md", "divergences.md", "report-schema.json"]
+
+
+def test_semcheck_spec_prints_a_rule_from_the_wheel(installed):
+    venv, work, seconds = installed
+    t = time.monotonic()
+    p = _ok(_run([str(venv / "bin" / "semcheck"), "spec", "SEM-3"], cwd=work))
+    seconds["spec"] = time.monotonic() - t
+    assert p.stdout.startswith("**SEM-3 "), p.stdout
+    p = _ok(_run([str(venv / "bin" / "semcheck"), "spec", "deadlock-free"], cwd=work))
+    assert p.stdout.startswith("**PROP-4 `deadlock-free`"), p.stdout
+
+
+def test_semcheck_verify_runs_from_the_wheel(installed):
+    venv, work, seconds = installed
+    t = time.monotonic()
+    p = _ok(_run([str(venv / "bin" / "semcheck"), "verify", str(EXAMPLE), "--devices", "2"], cwd=work))
+    seconds["verify"] = time.monotonic() - t
+    assert "properties proved" in p.stdout, p.stdout  # exit 0 already says every property was proved
+    print("wheel test seconds:", {k: round(v, 1) for k, v in seconds.items()})
