@@ -27,6 +27,8 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int) -> Verd
     from semcheck.checker.properties import BY_ID
     from semcheck.checker.z3.counters import lower
 
+    if not BY_ID[prop].folds:
+        return None
     if not lower(fold.program, mode).ok:
         # RUN-7 is argued for static lowerings (RUN-3 holds for them); the program decides the rest
         return None

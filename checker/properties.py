@@ -35,6 +35,7 @@ class Property:
     summary: str  # one line, for `--help`-like listings and the SARIF rule description
     check_ref: str  # "module:function", (program, mode, *, timeout_ms) -> Verdict
     hint: str  # the usual fix for a violation, when the witness brings none
+    folds: bool = True  # whether a proof on a fold is a proof on the program (RUN-7)
 
     def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
         """Decide this property; a violation's witness is replayed on the model first."""
@@ -92,6 +93,15 @@ REGISTRY: tuple[Property, ...] = (
         "Each DMA wait waits for exactly the bytes its semaphore's DMAs deliver.",
         "semcheck.checker.z3.balance:dma_bytes",
         "wait on each copy's own descriptor, for its own size",
+    ),
+    Property(
+        "race-free", "PROP-7",
+        "The semaphores order every pair of accesses to overlapping data of which one writes.",
+        "semcheck.checker.races:race_free",
+        "wait for a copy (its descriptor's .wait()) before touching its destination, and for its send "
+        "side before overwriting its source",
+        # RUN-7 lifts the fold's runs with every class in step; a race may need a class out of step
+        folds=False,
     ),
 )
 

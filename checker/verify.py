@@ -185,57 +185,63 @@ def _watch_parent(parent_pid: int) -> None:
 def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
     """mode -> (verdicts, seconds) for every requested mode of one program.
 
-    A program whose devices repeat is first checked on its fold (RUN-7): a
-    mode all of whose properties are proved there is done. The other modes
-    are checked on the program itself; on a large program the hardware mode
-    then goes to a second process (`semcheck.checker.mode_worker`) while
-    this one checks the others; if that process cannot start or fails, its
-    modes are checked here.
+    A program whose devices repeat is first checked on its fold (RUN-7):
+    what is proved there is proved; the rest of each mode (a property not
+    proved on the fold, or one whose fold proofs do not carry over, such as
+    race-free) is checked on the program itself. On a large program the
+    hardware mode then goes to a second process
+    (`semcheck.checker.mode_worker`) while this one checks the others; if
+    that process cannot start or fails, its modes are checked here.
     """
     from semcheck.checker.folding import program_fold, proved_on_fold
     from semcheck.checker.mode_worker import ModeWorker, split_modes
 
     timeout_ms = int(req.timeout * 1000)
-    done: dict[str, tuple[list[Verdict], float]] = {}
+    on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in req.modes}
+    spent: dict[str, float] = {m: 0.0 for m in req.modes}
     t = time.monotonic()  # finding the fold counts towards the first mode's time
     fold = program_fold(program) if req.fold else None
     if fold is not None:
-        # a mode the fold does not prove entirely is decided on the program (witnesses name its devices)
+        # what the fold does not prove is decided on the program (witnesses name its devices)
         for mode in req.modes:
-            verdicts = []
             for p in req.properties:
                 budget = _budget(timeout_ms, deadline)
                 v = proved_on_fold(fold, p, mode, timeout_ms=budget) if budget is not None else None
-                if v is None:
-                    break
-                verdicts.append(v)
-            else:
-                done[mode] = (verdicts, time.monotonic() - t)
+                if v is not None:
+                    on_fold[mode][p] = v
+            spent[mode] = time.monotonic() - t
             t = time.monotonic()
-    rest = tuple(m for m in req.modes if m not in done)
+    missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+    rest = tuple(m for m in req.modes if missing[m])
+    wanted = tuple(p for p in req.properties if any(p in missing[m] for m in rest))
     here, there = split_modes(program.num_ops, rest)
     t0 = time.monotonic()
     worker = None
     if there:
         try:
-            worker = ModeWorker(program, there, req.properties, timeout_ms=timeout_ms, deadline=deadline)
+            worker = ModeWorker(program, there, wanted, timeout_ms=timeout_ms, deadline=deadline)
         except OSError as e:
             print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
             here, there = rest, ()
 
     def locally(mode: str) -> tuple[list[Verdict], float]:
         t = time.monotonic()
-        return check_program(program, mode, req.properties, timeout_ms=timeout_ms, deadline=deadline,
+        return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
                              fold=False), time.monotonic() - t
 
-    done.update({mode: locally(mode) for mode in here})
+    full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
     if worker is not None:
         try:
             # the worker ran alongside since t0
-            done.update({mode: (v, time.monotonic() - t0) for mode, v in worker.result().items()})
+            full.update({mode: (v, time.monotonic() - t0) for mode, v in worker.result().items()})
         except RuntimeError as e:
             print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
-            done.update({mode: locally(mode) for mode in there})
+            full.update({mode: locally(mode) for mode in there})
+    done: dict[str, tuple[list[Verdict], float]] = {}
+    for mode in req.modes:
+        checked, seconds = full.get(mode, ([], 0.0))
+        by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        done[mode] = ([by_prop[p] for p in req.properties], spent[mode] + seconds)
     return done
 
 
