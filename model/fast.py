@@ -1,27 +1,24 @@
 """The fast maximal run (RUN-3): one run decides deadlock for persistent programs.
 
-Counts are consumed only by their own core, so an enabled step stays enabled
-whatever other cores do, and every maximal run of a program without
-schedule-dependent lookups ends with the same cores blocked at the same
-operations (spec RUN-3 gives the argument). This engine therefore runs each
-core as far as it can, parks it on the count or barrier it waits for, and
-wakes it when that changes: time linear in the number of operations.
-
-It applies the same rules as `semcheck.model.step` on mutable working copies
-(the step relation copies its state on every step, which is quadratic on big
-programs); property tests hold the two against each other.
+It runs each core as far as it can, parks it on the count or barrier it waits
+for and wakes it when that changes: time linear in the program (the spec's
+RUN-3 says why one run suffices). It is a driver over the step relation's
+rule functions (`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
+`step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
+`step.is_global`, `step.target_core`); it keeps counts, task queues and DMA
+phases in mutable working copies, because the step relation copies its
+state on every step. `tests/test_persistence.py` replays its schedules on the
+step relation and compares whole states.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from semcheck.model import semaphore as sem
-from semcheck.model.errors import IdCollision, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
+from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
-from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
+from semcheck.model.ids import FIRST_BUFFER_ID, scalar_int16
 from semcheck.model.ops import (
-    BARRIER,
     AllocBuffer,
     AllocSem,
     Barrier,
@@ -38,9 +35,9 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.run import classify
-from semcheck.model.semaphore import SemTables
-from semcheck.model.state import Allocation, Dma, ExitWarning, Failure, Outcome, State
-from semcheck.model.step import _UNPROPAGATED, target_core
+from semcheck.model.semaphore import SemTables, count, lookup_in
+from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
+from semcheck.model.step import barrier_sem, exit_warning, is_global, named, sem_allocation, target_core
 
 
 def _with_phase(d: Dma, phase: int) -> Dma:
@@ -96,6 +93,7 @@ def fast_run(
     schedule: list = []
     waiting: dict = {}  # (key, core) -> core parked on it
     looked: dict = {}  # core -> the semaphore its unfinished wait looked up
+    resolved: dict = {}  # (core, label, index) -> what the reference resolves to while the tables stay as they are
     barrier_waiters: dict = {}  # (name, k) -> cores parked
     ready = deque(range(n))
     queued = [True] * n
@@ -114,36 +112,28 @@ def fast_run(
     def do_fail(core: int, violation: Violation) -> None:
         pc = pcs[core]
         op = program.cores[core][pc]
-        failure.append(Failure(violation, core, pc, op.loc))
+        f = Failure(violation, core, pc, op.loc)
+        failure.append(f)
         if record:
             schedule.append(steps[core])  # the failing step
-        if isinstance(op, _UNPROPAGATED) and topo.cores_per_device == 1:
+        if not is_global(program, f):
             dead_devices.add(topo.device_of(core))
         raise _Halt
 
     def resolve(core: int, ref: SemRef):
-        if ref.label == BARRIER:
-            if program.collective_id is None:
-                do_fail(core, NoCollectiveId())
-            if hw:
-                return ("barrier",)
-            sid = program.collective_id
-        else:
-            alloc = allocs.get((core, ref.label))
-            if alloc is None:
-                raise ModelBug(f"core {core} uses semaphore allocation {ref.label!r} before allocating it")
-            if not 0 <= ref.index < alloc.count:
-                do_fail(core, SemIndexOutOfBounds(ref.label, ref.index, alloc.count))
-            if hw:
-                return ("site", alloc.site, ref.index)
-            sid = alloc.ids[ref.index]
-        if sid in fixed:
-            if sid in internal and lookup_errors:
-                do_fail(core, IdCollision(sid))
-            return ("fixed", sid)
-        if sid in internal:
-            return ("internal", sid)
-        do_fail(core, sem.UnknownSemaphore(sid))
+        # SEM-3/HW-1 through the step relation's own functions. A result stays
+        # valid while the tables and the core's allocations do not change, so
+        # it is remembered until the next allocation or fixed-id insertion.
+        ck = (core, ref.label, ref.index)
+        key = resolved.get(ck)
+        if key is None:
+            key = named(program, mode, allocs.get((core, ref.label)), core, ref)
+            if type(key) is int:
+                key = lookup_in(fixed, internal, key, collisions=lookup_errors)
+            if type(key) is not tuple:
+                do_fail(core, key)
+            resolved[ck] = key
+        return key
 
     def dma_read(d: Dma) -> None:
         if phase[d.ident] == 0:
@@ -168,7 +158,7 @@ def fast_run(
         ops = program.cores[core]
         stop = min(len(ops), freeze.get(core, len(ops)))
         # failures and dead devices change only when a core fails, which ends its run_core
-        if (failure and _global(failure[-1])) or topo.device_of(core) in dead_devices:
+        if (failure and is_global(program, failure[-1])) or topo.device_of(core) in dead_devices:
             return
         while pcs[core] < stop:
             op = ops[pcs[core]]
@@ -248,33 +238,25 @@ def fast_run(
                     barrier_waiters.setdefault((op.name, k), []).append(core)
                     return
             elif t is AllocSem:
-                cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-                if hw:
-                    for c in cores:
-                        allocs[(c, op.label)] = Allocation(op.site, op.count, None)
-                else:
-                    bases = {}
-                    for c in cores:
-                        base = next_id.get(c, FIRST_SEMAPHORE_ID)
-                        next_id[c] = base + op.count
-                        internal.update(range(base, base + op.count))
-                        bases[c] = base
-                    ids = arange_int16(bases[core], op.count)
-                    if isinstance(ids, Violation):
-                        do_fail(core, ids)
-                    for c in cores:
-                        allocs[(c, op.label)] = Allocation(op.site, op.count, bases[c], ids)
+                ranges, held = sem_allocation(program, mode, core, op, next_id)
+                for c, r in ranges.items():  # semaphore.take, on the working copies
+                    next_id[c] = r.stop
+                    internal.update(r)
+                resolved.clear()
+                if isinstance(held, Violation):
+                    do_fail(core, held)
+                for c, a in held.items():
+                    allocs[(c, op.label)] = a
             elif t is GetBarrierSem:
-                if program.collective_id is None:
-                    do_fail(core, NoCollectiveId())
-                if not hw:
-                    fixed.add(program.collective_id)
-                    handed = scalar_int16(program.collective_id)
-                    if isinstance(handed, Violation):
-                        do_fail(core, handed)
+                enters, err = barrier_sem(program, mode)
+                if enters is not None and enters not in fixed:  # semaphore.guarantee_fixed
+                    fixed.add(enters)
+                    resolved.clear()
+                if err is not None:
+                    do_fail(core, err)
             elif t is Read:
                 key = resolve(core, op.sem)
-                reads.append((core, pcs[core], counts.get((key, core), 0)))
+                reads.append((core, pcs[core], count(counts, key, core)))
             elif t is AllocBuffer:
                 cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
                 for c in cores:
@@ -286,21 +268,14 @@ def fast_run(
                     if isinstance(handed, Violation):
                         do_fail(core, handed)
             elif t is ExitCheck:
-                cores = set(topo.cores_of_device(op.device))
-                nz = tuple(
-                    sorted(((k, c, v) for (k, c), v in counts.items() if c in cores and v != 0), key=repr)
-                )
-                if nz:
-                    warnings.append(ExitWarning(op.device, nz))
+                w = exit_warning(program, counts, op.device)
+                if w is not None:
+                    warnings.append(w)
             elif t is not FreeBuffer and t is not Access:
                 raise ModelBug(f"unknown op {op!r}")
             if record:
                 schedule.append(steps[core])
             pcs[core] += 1
-
-    def _global(f: Failure) -> bool:
-        op = program.cores[f.core][f.pc]
-        return not (isinstance(op, _UNPROPAGATED) and topo.cores_per_device == 1)
 
     while ready:
         core = ready.popleft()
@@ -308,7 +283,7 @@ def fast_run(
         try:
             run_core(core)
         except _Halt:
-            if _global(failure[-1]):
+            if is_global(program, failure[-1]):
                 break
 
     state = State(

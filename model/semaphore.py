@@ -15,7 +15,7 @@ Each semaphore keeps one count per global core.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 
 from semcheck.model.errors import IdCollision, UnknownSemaphore
 from semcheck.model.fmap import FMap
@@ -38,22 +38,41 @@ class SemTables:
         return self.next_id.get(core, FIRST_SEMAPHORE_ID)
 
 
+def handout(next_id: Mapping[int, int], cores: Iterable[int], n: int) -> dict[int, range]:
+    """SEM-1 allocate, the decision: the ids each core in `cores` takes, the next `n` of its own counter.
+
+    `next_id` maps a core to its next id (absent: FIRST_SEMAPHORE_ID). The
+    caller advances each core's counter to the end of its range and adds the
+    range to the internal table (`take`; the fast run does so on its working
+    copies).
+    """
+    out: dict[int, range] = {}
+    for core in cores:
+        base = next_id.get(core, FIRST_SEMAPHORE_ID)
+        out[core] = range(base, base + n)
+    return out
+
+
+def take(tables: SemTables, ranges: Mapping[int, range]) -> SemTables:
+    """SEM-1 allocate, the effect: each core's counter moves past its range, whose ids enter the internal table.
+
+    The internal table is shared by all cores (an id already there keeps its
+    semaphore); ids are never freed.
+    """
+    if not ranges:
+        return tables
+    internal = tables.internal.union(*ranges.values())
+    next_id = tables.next_id.update({core: r.stop for core, r in ranges.items()})
+    return dataclasses.replace(tables, internal=internal, next_id=next_id)
+
+
 def allocate(tables: SemTables, cores: Iterable[int], n: int) -> tuple[SemTables, dict[int, int]]:
     """SEM-1 allocate: each core in `cores` takes the next `n` ids of its own counter.
 
-    The ids enter the one internal table shared by all cores (an id already
-    there keeps its semaphore). Ids are never freed. Returns the new tables and
-    each core's base id.
+    Returns the new tables and each core's base id.
     """
-    bases: dict[int, int] = {}
-    internal = set(tables.internal)
-    next_id = tables.next_id
-    for core in cores:
-        base = tables.next_for(core)
-        bases[core] = base
-        next_id = next_id.set(core, base + n)
-        internal.update(range(base, base + n))
-    return dataclasses.replace(tables, internal=frozenset(internal), next_id=next_id), bases
+    ranges = handout(tables.next_id, cores, n)
+    return take(tables, ranges), {core: r.start for core, r in ranges.items()}
 
 
 def guarantee_fixed(tables: SemTables, sem_id: int) -> SemTables:
@@ -63,19 +82,31 @@ def guarantee_fixed(tables: SemTables, sem_id: int) -> SemTables:
     return dataclasses.replace(tables, fixed=tables.fixed | {sem_id})
 
 
-def lookup(tables: SemTables, sem_id: int) -> SemKey | IdCollision | UnknownSemaphore:
-    """SEM-3 lookup: the fixed table first; an id in both tables is an error.
+def lookup_in(
+    fixed: Container[int], internal: Container[int], sem_id: int, *, collisions: bool = True
+) -> SemKey | IdCollision | UnknownSemaphore:
+    """SEM-3 lookup over the two tables (any containers of ids): the fixed table first.
+
+    An id in both tables is ERR-1, an id in neither ERR-2. With
+    `collisions=False` an id in both resolves to its fixed-id semaphore: the
+    error-free system the collision analysis reasons about.
+    """
+    if sem_id in fixed:
+        if collisions and sem_id in internal:
+            return IdCollision(sem_id)
+        return ("fixed", sem_id)
+    if sem_id in internal:
+        return ("internal", sem_id)
+    return UnknownSemaphore(sem_id)
+
+
+def lookup(tables: SemTables, sem_id: int, *, collisions: bool = True) -> SemKey | IdCollision | UnknownSemaphore:
+    """SEM-3 lookup in the manager's tables.
 
     Every semaphore operation looks its id up (signal, wait, read, DMA start,
     DMA wait, task enqueue).
     """
-    if sem_id in tables.fixed:
-        if sem_id in tables.internal:
-            return IdCollision(sem_id)
-        return ("fixed", sem_id)
-    if sem_id in tables.internal:
-        return ("internal", sem_id)
-    return UnknownSemaphore(sem_id)
+    return lookup_in(tables.fixed, tables.internal, sem_id, collisions=collisions)
 
 
 def signal(counts: Counts, key: SemKey, core: int, inc: int) -> Counts:

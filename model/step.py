@@ -9,6 +9,7 @@ the step is not enabled.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
@@ -47,27 +48,41 @@ def is_hardware(mode: DmaMode) -> bool:
 # --- resolving references (SEM-3, HW-1, SIG-1) ---------------------------------
 
 
-def resolve(program: Program, mode: DmaMode, state: State, core: int, ref: SemRef) -> SemKey | Violation:
-    """The semaphore that `ref` denotes when `core` uses it.
+def named(program: Program, mode: DmaMode, alloc: Allocation | None, core: int, ref: SemRef) -> SemKey | int | Violation:
+    """What `ref` names on `core` before any lookup, given the core's allocation of its label.
 
-    Interpreter semantics (SEM-3): the id the core holds for `ref`, looked up
-    in the tables *now*. Hardware semantics (HW-1): the allocation site and
-    index, the same physical semaphore on every core.
+    Interpreter semantics (SEM-1, SEM-2): the id the core holds, to be looked
+    up (SEM-3). Hardware semantics (HW-1): the physical semaphore itself, the
+    allocation site and index (or the barrier semaphore), the same on every
+    core. A barrier reference without a collective id is ERR-6, an index
+    outside the allocation ERR-5.
     """
     if ref.label == BARRIER:
         if program.collective_id is None:
             return NoCollectiveId()
-        if is_hardware(mode):
-            return ("barrier",)
-        return sem.lookup(state.tables, program.collective_id)
-    alloc = state.allocs.get((core, ref.label))
+        return ("barrier",) if is_hardware(mode) else program.collective_id
     if alloc is None:
         raise ModelBug(f"core {core} uses semaphore allocation {ref.label!r} before allocating it")
     if not 0 <= ref.index < alloc.count:
         return SemIndexOutOfBounds(ref.label, ref.index, alloc.count)
     if is_hardware(mode):
         return ("site", alloc.site, ref.index)
-    return sem.lookup(state.tables, alloc.ids[ref.index])
+    return alloc.ids[ref.index]
+
+
+def resolve(
+    program: Program, mode: DmaMode, state: State, core: int, ref: SemRef, *, collisions: bool = True
+) -> SemKey | Violation:
+    """SEM-3 / HW-1: the semaphore that `ref` denotes when `core` uses it now.
+
+    Interpreter semantics: the id the core holds for `ref` (`named`), looked
+    up in the tables *now* (SEM-3). Hardware semantics: the physical
+    semaphore `named` gives.
+    """
+    key = named(program, mode, state.allocs.get((core, ref.label)), core, ref)
+    if type(key) is int:
+        return sem.lookup(state.tables, key, collisions=collisions)
+    return key
 
 
 def target_core(
@@ -107,7 +122,10 @@ def fail(state: State, program: Program, core: int, violation: Violation) -> Sta
 
 
 def is_global(program: Program, f: Failure) -> bool:
-    """ERR-7: a failure stops every core, except an unpropagated one on a single-core device."""
+    """ERR-7: a failure stops every core, except an unpropagated one on a single-core device.
+
+    A failure that is not global ends only its own device (`halted`).
+    """
     op = program.cores[f.core][f.pc]
     return not (isinstance(op, _UNPROPAGATED) and program.topology.cores_per_device == 1)
 
@@ -134,34 +152,70 @@ def _advance(state: State, core: int, **changes) -> State:
     return dataclasses.replace(state, pcs=tuple(pcs), **changes)
 
 
+def allocation_cores(program: Program, core: int, scope: str) -> tuple[int, ...]:
+    """SEM-1 / BUF-8 scope: a device's scratch allocation covers all its cores, a `run_scoped` one the executing core."""
+    topo = program.topology
+    return topo.cores_of_device(topo.device_of(core)) if scope == "device" else (core,)
+
+
+def sem_allocation(
+    program: Program, mode: DmaMode, core: int, op: AllocSem, next_id: Mapping[int, int]
+) -> tuple[dict[int, range], dict[int, Allocation] | Violation]:
+    """SEM-1 + IDS-1 (interpreter) / HW-1 (hardware): what `core`'s `AllocSem` hands out.
+
+    Returns the ids each core in scope takes (`semaphore.handout`; none on
+    hardware, where a reference names its site) and what each of them then
+    holds for the label: the kernel receives the executing core's ids as
+    int16 (IDS-1), or the allocation fails with ERR-3 after the ids were taken.
+    """
+    cores = allocation_cores(program, core, op.scope)
+    if is_hardware(mode):
+        return {}, {c: Allocation(op.site, op.count, None) for c in cores}
+    ranges = sem.handout(next_id, cores, op.count)
+    ids = arange_int16(ranges[core].start, op.count)
+    if isinstance(ids, Violation):
+        return ranges, ids
+    return ranges, {c: Allocation(op.site, op.count, ranges[c].start, ids) for c in cores}
+
+
+def barrier_sem(program: Program, mode: DmaMode) -> tuple[int | None, Violation | None]:
+    """SEM-2 + IDS-2: what `get_barrier_semaphore` does: the id entering the fixed-id table, and its failure.
+
+    No collective id: ERR-6 and nothing enters. Hardware: nothing enters (HW-1).
+    Otherwise the collective id enters, then is handed out as int16, which
+    may fail (ERR-3) with the id already in the table.
+    """
+    cid = program.collective_id
+    if cid is None:
+        return None, NoCollectiveId()
+    if is_hardware(mode):
+        return None, None
+    handed = scalar_int16(cid)
+    return cid, handed if isinstance(handed, Violation) else None
+
+
+def exit_warning(program: Program, counts: Mapping, device: int) -> ExitWarning | None:
+    """EXIT-1: the warning `device`'s exit check gives over `counts` (SEM-8), or None when all are zero."""
+    nonzero = sem.nonzero(counts, program.topology.cores_of_device(device))
+    return ExitWarning(device, nonzero) if nonzero else None
+
+
 def rule_alloc_sem(program: Program, mode: DmaMode, state: State, core: int, op: AllocSem) -> State:
     """SEM-1 (interpreter) / HW-1 (hardware): allocate semaphores for the core or its device."""
-    topo = program.topology
-    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-    if is_hardware(mode):
-        allocs = state.allocs.update({(c, op.label): Allocation(op.site, op.count, None) for c in cores})
-        return _advance(state, core, allocs=allocs)
-    tables, bases = sem.allocate(state.tables, cores, op.count)
-    ids = arange_int16(bases[core], op.count)
-    state = dataclasses.replace(state, tables=tables)
-    if isinstance(ids, Violation):
-        return fail(state, program, core, ids)
-    allocs = state.allocs.update(
-        {(c, op.label): Allocation(op.site, op.count, bases[c], ids) for c in cores}
-    )
-    return _advance(state, core, allocs=allocs)
+    ranges, held = sem_allocation(program, mode, core, op, state.tables.next_id)
+    state = dataclasses.replace(state, tables=sem.take(state.tables, ranges))
+    if isinstance(held, Violation):
+        return fail(state, program, core, held)
+    return _advance(state, core, allocs=state.allocs.update({(c, op.label): a for c, a in held.items()}))
 
 
 def rule_get_barrier_sem(program: Program, mode: DmaMode, state: State, core: int, op: GetBarrierSem) -> State:
     """SEM-2: the barrier semaphore enters the fixed-id table under `collective_id`."""
-    if program.collective_id is None:
-        return fail(state, program, core, NoCollectiveId())
-    if is_hardware(mode):
-        return _advance(state, core)
-    state = dataclasses.replace(state, tables=sem.guarantee_fixed(state.tables, program.collective_id))
-    handed = scalar_int16(program.collective_id)
-    if isinstance(handed, Violation):
-        return fail(state, program, core, handed)
+    enters, failure = barrier_sem(program, mode)
+    if enters is not None:
+        state = dataclasses.replace(state, tables=sem.guarantee_fixed(state.tables, enters))
+    if failure is not None:
+        return fail(state, program, core, failure)
     return _advance(state, core)
 
 
@@ -277,9 +331,8 @@ def rule_free_buffer(program: Program, mode: DmaMode, state: State, core: int, o
 
 def rule_exit_check(program: Program, mode: DmaMode, state: State, core: int, op: ExitCheck) -> State:
     """EXIT-1: note every non-zero count on the device's cores at this moment."""
-    nonzero = sem.nonzero(state.counts, program.topology.cores_of_device(op.device))
-    warnings = state.warnings + ((ExitWarning(op.device, nonzero),) if nonzero else ())
-    return _advance(state, core, warnings=warnings)
+    warning = exit_warning(program, state.counts, op.device)
+    return _advance(state, core, warnings=state.warnings + ((warning,) if warning else ()))
 
 
 def rule_access(program: Program, mode: DmaMode, state: State, core: int, op: Access) -> State:
