@@ -1,13 +1,12 @@
-"""Buffers of the shared-memory manager (rules BUF-1 .. BUF-12; spec: specs/buffers.md).
+"""Buffers of the shared-memory manager (rules BUF-1 .. BUF-7; spec: specs/buffers.md).
 
 Pure functions over an immutable `BufferStore`. A buffer is named by a *key*
-`(memory_space, buffer_id, device, local_core)`. The manager-level rules
-(BUF-1 .. BUF-7) describe what the manager's own methods do: hand out ids,
-allocate unless the key exists, count references, read, write and swap with
-its bounds rules. The interpreter-level rules (BUF-8 .. BUF-12) describe how
-the interpreter uses those methods: which keys and reference counts a kernel
-allocation creates, how HBM buffers are shared by a device's cores, and which
-errors a kernel access raises.
+`(memory_space, buffer_id, device, local_core)`. These rules describe what
+the manager's own methods do: hand out ids, allocate unless the key exists,
+count references, read, write and swap with its bounds rules. How the
+interpreter uses them for a kernel's buffers (BUF-8 .. BUF-12, including the
+id and key each core's buffer gets) is `semcheck.model.kernel_buffer`; the
+errors are in `semcheck.model.errors`.
 
 Contents are numpy arrays held read-only inside frozen dataclasses; every
 update builds a new array, so old states stay valid and states compare by
@@ -20,174 +19,34 @@ be None), as the interpreter produces them; see BUF-4.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from semcheck.model.errors import Int16Overflow, ModelBug, Violation
+from semcheck.model.errors import (
+    LogicalShapeTooBig,
+    ModelBug,
+    Raised,
+    RangeOutOfBounds,
+    UnknownBuffer,
+    Violation,
+    zip_mismatch,
+)
 from semcheck.model.fmap import FMap
-from semcheck.model.ids import FIRST_BUFFER_ID, scalar_int16
+from semcheck.model.ids import FIRST_BUFFER_ID
 
 BufferKey = tuple  # (memory_space: str, buffer_id: int, device: int, local_core: int)
 Thread = tuple  # (device, local_core)
 Range = tuple  # of int | slice
 
 SHARED_SPACES = ("any", "hbm")
-"""BUF-8: memory spaces whose buffers one device's cores share."""
+"""BUF-8: memory spaces whose buffers one device's cores share (see `kernel_buffer`)."""
 
 GC_THRESHOLD = 100_000_000
 """BUF-3: freed bytes after which the manager resets its counter (and collects garbage)."""
 
-
-# --- errors ----------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class UnknownBuffer(Violation):
-    """BUF-3/4/5/6: an access or deallocation of a key that holds no buffer (KeyError)."""
-
-    key: BufferKey
-
-    @property
-    def message(self) -> str:
-        return repr(self.key)
-
-    @property
-    def python_type(self) -> str:
-        return "KeyError"
-
-
-@dataclasses.dataclass(frozen=True)
-class LogicalShapeTooBig(Violation):
-    """BUF-2: a new buffer whose logical shape exceeds its content in some dimension."""
-
-    logical_shape: tuple
-    content_shape: tuple
-
-    @property
-    def message(self) -> str:
-        return (
-            f"Logical shape {self.logical_shape} cannot be bigger than content"
-            f" shape {self.content_shape}."
-        )
-
-    @property
-    def python_type(self) -> str:
-        return "ValueError"
-
-
-@dataclasses.dataclass(frozen=True)
-class RangeOutOfBounds(Violation):
-    """BUF-6: an unmasked swap whose write half is partly outside the padded shape (IndexError)."""
-
-    rnge: Range
-    shape: tuple
-
-    @property
-    def message(self) -> str:
-        return f"Range {self.rnge!r} is (at least partially) out of bounds for allocation shape {self.shape}."
-
-    @property
-    def python_type(self) -> str:
-        return "IndexError"
-
-
-@dataclasses.dataclass(frozen=True)
-class Raised(Violation):
-    """A Python error the manager lets escape unchanged (zip length checks, numpy, assertions)."""
-
-    kind: str
-    text: str
-
-    @property
-    def message(self) -> str:
-        return self.text
-
-    @property
-    def python_type(self) -> str:
-        return self.kind
-
-
-def _zip_mismatch(first_len: int, second_len: int) -> Raised:
-    """The error `zip(a, b, strict=True)` raises for lengths `first_len` != `second_len`."""
-    side = "shorter" if second_len < first_len else "longer"
-    return Raised("ValueError", f"zip() argument 2 is {side} than argument 1")
-
-
 DTYPE_MISMATCH = Raised("AssertionError", "")
-
-
-def _loc(device: int, core: int, memory_space: str, buffer_id: int) -> str:
-    return f"({device} {core} {memory_space} {buffer_id})"
-
-
-@dataclasses.dataclass(frozen=True)
-class OutOfBoundsRead(Violation):
-    """BUF-10: a kernel read that is not wholly inside the buffer (out_of_bounds_reads="raise")."""
-
-    device: int
-    core: int
-    memory_space: str
-    buffer_id: int
-    rnge: Range
-    shape: tuple
-
-    @property
-    def message(self) -> str:
-        where = _loc(self.device, self.core, self.memory_space, self.buffer_id)
-        return f"Out-of-bounds read of {where}: reading [{self.rnge!r}] but buffer has shape {self.shape}."
-
-    @property
-    def python_type(self) -> str:
-        return "IndexError"
-
-
-@dataclasses.dataclass(frozen=True)
-class OutOfBoundsWrite(Violation):
-    """BUF-11: a kernel store that is partly outside the buffer."""
-
-    device: int
-    core: int
-    memory_space: str
-    buffer_id: int
-    rnge: Range
-    shape: tuple
-
-    @property
-    def message(self) -> str:
-        where = _loc(self.device, self.core, self.memory_space, self.buffer_id)
-        return f"Out-of-bounds write of {where}: writing [{self.rnge!r}] but buffer has shape {self.shape} ."
-
-    @property
-    def python_type(self) -> str:
-        return "ValueError"
-
-
-@dataclasses.dataclass(frozen=True)
-class OutOfBoundsSwap(Violation):
-    """BUF-12: a kernel swap (masked or not) that the manager refused."""
-
-    device: int
-    core: int
-    memory_space: str
-    buffer_id: int
-    rnge: Range
-    shape: tuple
-    masked: bool
-
-    @property
-    def message(self) -> str:
-        where = _loc(self.device, self.core, self.memory_space, self.buffer_id)
-        if self.masked:
-            return (
-                f"Out-of-bounds masked swap of {where}: swapping [{self.rnge!r}]"
-                f" but buffer has shape {self.shape} . "
-            )
-        return f"Out-of-bounds swap of {where}: swapping [{self.rnge!r}] but buffer has shape {self.shape} ."
-
-    @property
-    def python_type(self) -> str:
-        return "ValueError"
+"""BUF-5.1: the manager's dtype assertion."""
 
 
 # --- values ------------------------------------------------------------------------
@@ -283,14 +142,26 @@ class Access:
 # --- BUF-1: ids ---------------------------------------------------------------------
 
 
-def next_buffer_id(store: BufferStore, thread: Thread) -> tuple[BufferStore, int]:
-    """BUF-1: the next id of `thread`'s own counter (from 100, +1 per call, never reused).
+def handout(next_id: Mapping[Thread, int], threads: Iterable[Thread]) -> dict[Thread, int]:
+    """BUF-1, the decision: the id each thread gets next, its own counter's (from 100).
 
     Each (device, local core) pair counts on its own, so two cores of a device
     get the same ids only if they allocate in lockstep.
     """
-    i = store.next_for(thread)
-    return dataclasses.replace(store, next_id=store.next_id.set(thread, i + 1)), i
+    return {t: next_id.get(t, FIRST_BUFFER_ID) for t in threads}
+
+
+def take(store: BufferStore, ids: Mapping[Thread, int]) -> BufferStore:
+    """BUF-1, the effect: each thread's counter moves past the id it got; ids are never reused."""
+    if not ids:
+        return store
+    return dataclasses.replace(store, next_id=store.next_id.update({t: i + 1 for t, i in ids.items()}))
+
+
+def next_buffer_id(store: BufferStore, thread: Thread) -> tuple[BufferStore, int]:
+    """BUF-1 `get_next_buffer_id`: the next id of `thread`'s own counter (from 100, +1 per call)."""
+    ids = handout(store.next_id, (thread,))
+    return take(store, ids), ids[thread]
 
 
 def _put(store: BufferStore, key: BufferKey, buf: Buffer) -> BufferStore:
@@ -332,7 +203,7 @@ def make_buffer(value: np.ndarray, ref_count: int, logical_shape: Sequence[int] 
         if ldim > dim:
             return LogicalShapeTooBig(logical, tuple(content.shape))
     if len(logical) != content.ndim:
-        return _zip_mismatch(content.ndim, len(logical))
+        return zip_mismatch(content.ndim, len(logical))
     return Buffer(frozen_array(content), ref_count, logical)
 
 
@@ -422,7 +293,7 @@ def clip(rnge: Range, shape: tuple[int, ...]) -> Range | None | Raised:
                 return None
             out.append(r)
     if len(rnge) != len(shape):
-        return _zip_mismatch(len(rnge), len(shape))
+        return zip_mismatch(len(rnge), len(shape))
     return tuple(out)
 
 
@@ -485,7 +356,7 @@ def out_of_bounds(rnge: Range, shape: tuple[int, ...]) -> bool | Raised:
             if r >= dim:
                 return True
     if len(rnge) != len(shape):
-        return _zip_mismatch(len(shape), len(rnge))
+        return zip_mismatch(len(shape), len(rnge))
     return False
 
 
@@ -617,193 +488,3 @@ def swap(
     if isinstance(new, Violation):
         return new
     return _put(store, key, new), Access(result, True, buf.logical_shape, buf.dtype)
-
-
-# --- BUF-8 .. BUF-12: how the interpreter uses the manager ------------------------------
-
-
-def uninitialized_value(dtype: np.dtype, uninitialized_memory: str):
-    """BUF-8a: the fill of fresh memory: NaN / the integer maximum / True, or 0 under "zero"."""
-    dtype = np.dtype(dtype)
-    if uninitialized_memory == "nan":
-        if dtype.kind == "f":
-            return np.nan
-        if dtype.kind in "iu":
-            return np.iinfo(dtype).max
-        if dtype.kind == "b":
-            return True
-    if uninitialized_memory == "zero":
-        return 0
-    raise ModelBug(f"no uninitialized value for {uninitialized_memory} and {dtype}")
-
-
-def padding_applies(memory_space: str, buffer_bounds: str) -> bool:
-    """BUF-8b: the interpreter pads a new buffer only under buffer_bounds="padded", never in SMEM."""
-    return buffer_bounds == "padded" and memory_space != "smem"
-
-
-def padded(value: np.ndarray, padded_shape: tuple[int, ...], uninitialized_memory: str) -> np.ndarray:
-    """BUF-8c: `value` in the leading corner of a `padded_shape` array of uninitialized memory."""
-    value = np.asarray(value)
-    out = np.full(padded_shape, uninitialized_value(value.dtype, uninitialized_memory), value.dtype)
-    out[tuple(slice(0, d) for d in value.shape)] = value
-    return out
-
-
-def buffer_core(memory_space: str, local_core: int) -> int:
-    """BUF-9: the core slot of a buffer key: 0 for shared (HBM/ANY) buffers, else the core."""
-    return 0 if memory_space in SHARED_SPACES else local_core
-
-
-def buffer_key(memory_space: str, buffer_id: int, device: int, local_core: int) -> BufferKey:
-    """BUF-9: the key a kernel access or deallocation by (device, local_core) uses."""
-    return (memory_space, buffer_id, device, buffer_core(memory_space, local_core))
-
-
-def allocate_for_kernel(
-    store: BufferStore,
-    device: int,
-    local_core: int | None,
-    memory_space: str,
-    value: np.ndarray,
-    cores_per_device: int,
-    padded_shape: tuple[int, ...] | None = None,
-    uninitialized_memory: str = "nan",
-) -> tuple[BufferStore, int | Int16Overflow | Raised]:
-    """BUF-8: a kernel allocation; returns the new store and the id handed to the kernel.
-
-    `local_core` None allocates for every core of the device (pallas_call
-    operands and scratch), else for that core alone (`run_scoped`). Every core
-    in scope draws the next id of its own counter (BUF-1). For HBM/ANY, the
-    buffer is keyed under core 0 with reference count `cores_per_device`, so
-    the device's cores share it and the first allocation of a key wins
-    (BUF-2); for other spaces each core gets its own buffer with reference
-    count 1. HBM/ANY allocations are not copied per core: when the cores'
-    counters disagree, the call creates one buffer per distinct key and all
-    of them share one content array, so a write through one key shows
-    through the others (`BufferStore.shared`). With `padded_shape`, the content is padded with uninitialized
-    memory (BUF-8c) and the logical shape is the value's.
-
-    The handed id is the id of `local_core` (core 0 when None) converted to
-    int16 (IDS-2). If the cores' counters disagree, the interpreter's
-    consistency assertion fails (AssertionError) after all allocations.
-    """
-    value = np.array(value, copy=True)
-    logical = tuple(value.shape)
-    content = value if padded_shape is None else padded(value, padded_shape, uninitialized_memory)
-    cores: Iterable[int] = range(cores_per_device) if local_core is None else (local_core,)
-    ids: dict[int, int] = {}
-    created: set = set()
-    for c in cores:
-        store, i = next_buffer_id(store, (device, c))
-        if memory_space in SHARED_SPACES:
-            key, refs = (memory_space, i, device, 0), cores_per_device
-        else:
-            key, refs = (memory_space, i, device, c), 1
-        if key not in store.mem:
-            created.add(key)
-        new = allocate(store, key, refs, content, logical)
-        if isinstance(new, Violation):  # pragma: no cover - a padded shape never undercuts the value
-            raise ModelBug(f"interpreter allocation failed: {new.message}")
-        store = new
-        ids[c] = i
-    if memory_space in SHARED_SPACES and len(created) > 1:
-        group = frozenset(created)
-        store = dataclasses.replace(store, shared=store.shared.update({k: group for k in group}))
-    mine = ids[0 if local_core is None else local_core]
-    if any(i != mine for i in ids.values()):
-        return store, Raised("AssertionError", "")
-    return store, scalar_int16(mine)
-
-
-def deallocate_for_kernel(
-    store: BufferStore, device: int, local_core: int, memory_space: str, buffer_id: int
-) -> BufferStore | Violation:
-    """BUF-9: a kernel deallocation (end of `run_scoped`): BUF-3 on the BUF-9 key."""
-    return deallocate(store, buffer_key(memory_space, buffer_id, device, local_core))
-
-
-def full_read_shape(rnge: Range, logical_shape: tuple[int, ...]) -> tuple[int, ...] | Raised:
-    """BUF-10a: the shape a kernel read expects: logical extents for missing dimensions,
-    nothing for an index, (stop - start) // step for a slice. A range longer than
-    the logical rank fails an assertion."""
-    if len(rnge) > len(logical_shape):
-        return Raised("AssertionError", "")
-    out: list[int] = []
-    for i, dim in enumerate(logical_shape):
-        if i >= len(rnge):
-            out.append(dim)
-            continue
-        r = rnge[i]
-        if isinstance(r, slice):
-            if r.step is None:
-                raise ModelBug("kernel ranges always carry a step")
-            out.append((r.stop - r.start) // r.step)
-    return tuple(out)
-
-
-def kernel_get(
-    store: BufferStore,
-    device: int,
-    local_core: int,
-    memory_space: str,
-    buffer_id: int,
-    rnge: Range,
-    out_of_bounds_reads: str = "raise",
-    uninitialized_memory: str = "nan",
-) -> np.ndarray | Violation:
-    """BUF-10: a kernel read. Whatever is not fully there is an error, or uninitialized.
-
-    The manager's read (BUF-4, padded bounds) must return exactly the
-    expected shape (BUF-10a, from the logical shape). Otherwise, under
-    out_of_bounds_reads="raise" it is an OutOfBoundsRead; under
-    "uninitialized" the missing part reads as uninitialized memory.
-    So a read of the padding beyond the logical shape is *not* an error.
-    """
-    got = get(store, buffer_key(memory_space, buffer_id, device, local_core), rnge)
-    if isinstance(got, Violation):
-        return got
-    want = full_read_shape(rnge, got.shape)
-    if isinstance(want, Raised):
-        return want
-    if got.value is not None and got.value.shape == want:
-        return got.value
-    if out_of_bounds_reads == "raise":
-        return OutOfBoundsRead(device, local_core, memory_space, buffer_id, tuple(rnge), got.shape)
-    out = np.full(want, uninitialized_value(got.dtype, uninitialized_memory), got.dtype)
-    if got.value is not None:
-        out[tuple(slice(0, n) for n in got.value.shape)] = got.value
-    return out
-
-
-def kernel_store(
-    store: BufferStore, device: int, local_core: int, memory_space: str, buffer_id: int, rnge: Range, value: np.ndarray
-) -> BufferStore | Violation:
-    """BUF-11: a kernel store: BUF-5, and a refused write is an OutOfBoundsWrite."""
-    out = store_(store, buffer_key(memory_space, buffer_id, device, local_core), rnge, value)
-    if isinstance(out, Violation):
-        return out
-    new, acc = out
-    if not acc.in_bounds:
-        return OutOfBoundsWrite(device, local_core, memory_space, buffer_id, tuple(rnge), acc.shape)
-    return new
-
-
-def kernel_swap(
-    store: BufferStore,
-    device: int,
-    local_core: int,
-    memory_space: str,
-    buffer_id: int,
-    rnge: Range,
-    value: np.ndarray,
-    mask: np.ndarray | None = None,
-) -> tuple[BufferStore, np.ndarray] | Violation:
-    """BUF-12: a kernel swap: BUF-6/BUF-7, and a refused swap is an OutOfBoundsSwap."""
-    out = swap(store, buffer_key(memory_space, buffer_id, device, local_core), rnge, value, mask)
-    if isinstance(out, Violation):
-        return out
-    new, acc = out
-    if acc.value is None:
-        return OutOfBoundsSwap(device, local_core, memory_space, buffer_id, tuple(rnge), acc.shape, mask is not None)
-    return new, acc.value

@@ -3,6 +3,7 @@
 * `Violation`s are what a kernel did wrong. They are values: the model returns
   them inside outcomes, and each has a stable message (the spec lists them;
   where the interpreter raises, the message is the interpreter's own).
+  The buffer rules' errors (BUF-*, specs/buffers.md) are here too.
 * `ModelBug` is what cannot happen in a correct model or a well-formed
   program: it is raised, loudly, never reported as a verdict.
 """
@@ -134,3 +135,155 @@ class NoCollectiveId(Violation):
     @property
     def python_type(self) -> str:
         return "TypeError"
+
+
+# --- the manager's buffer errors (specs/buffers.md) ---------------------------------------
+
+
+
+@dataclasses.dataclass(frozen=True)
+class UnknownBuffer(Violation):
+    """BUF-3/4/5/6: an access or deallocation of a key that holds no buffer (KeyError)."""
+
+    key: tuple  # BufferKey
+
+    @property
+    def message(self) -> str:
+        return repr(self.key)
+
+    @property
+    def python_type(self) -> str:
+        return "KeyError"
+
+
+@dataclasses.dataclass(frozen=True)
+class LogicalShapeTooBig(Violation):
+    """BUF-2: a new buffer whose logical shape exceeds its content in some dimension."""
+
+    logical_shape: tuple
+    content_shape: tuple
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Logical shape {self.logical_shape} cannot be bigger than content"
+            f" shape {self.content_shape}."
+        )
+
+    @property
+    def python_type(self) -> str:
+        return "ValueError"
+
+
+@dataclasses.dataclass(frozen=True)
+class RangeOutOfBounds(Violation):
+    """BUF-6: an unmasked swap whose write half is partly outside the padded shape (IndexError)."""
+
+    rnge: tuple  # a Range
+    shape: tuple
+
+    @property
+    def message(self) -> str:
+        return f"Range {self.rnge!r} is (at least partially) out of bounds for allocation shape {self.shape}."
+
+    @property
+    def python_type(self) -> str:
+        return "IndexError"
+
+
+@dataclasses.dataclass(frozen=True)
+class Raised(Violation):
+    """A Python error the manager lets escape unchanged (zip length checks, numpy, assertions)."""
+
+    kind: str
+    text: str
+
+    @property
+    def message(self) -> str:
+        return self.text
+
+    @property
+    def python_type(self) -> str:
+        return self.kind
+
+
+def zip_mismatch(first_len: int, second_len: int) -> Raised:
+    """The error `zip(a, b, strict=True)` raises for lengths `first_len` != `second_len`."""
+    side = "shorter" if second_len < first_len else "longer"
+    return Raised("ValueError", f"zip() argument 2 is {side} than argument 1")
+
+
+DTYPE_MISMATCH = Raised("AssertionError", "")
+
+
+def _loc(device: int, core: int, memory_space: str, buffer_id: int) -> str:
+    return f"({device} {core} {memory_space} {buffer_id})"
+
+
+@dataclasses.dataclass(frozen=True)
+class OutOfBoundsRead(Violation):
+    """BUF-10: a kernel read that is not wholly inside the buffer (out_of_bounds_reads="raise")."""
+
+    device: int
+    core: int
+    memory_space: str
+    buffer_id: int
+    rnge: tuple  # a Range
+    shape: tuple
+
+    @property
+    def message(self) -> str:
+        where = _loc(self.device, self.core, self.memory_space, self.buffer_id)
+        return f"Out-of-bounds read of {where}: reading [{self.rnge!r}] but buffer has shape {self.shape}."
+
+    @property
+    def python_type(self) -> str:
+        return "IndexError"
+
+
+@dataclasses.dataclass(frozen=True)
+class OutOfBoundsWrite(Violation):
+    """BUF-11: a kernel store that is partly outside the buffer."""
+
+    device: int
+    core: int
+    memory_space: str
+    buffer_id: int
+    rnge: tuple  # a Range
+    shape: tuple
+
+    @property
+    def message(self) -> str:
+        where = _loc(self.device, self.core, self.memory_space, self.buffer_id)
+        return f"Out-of-bounds write of {where}: writing [{self.rnge!r}] but buffer has shape {self.shape} ."
+
+    @property
+    def python_type(self) -> str:
+        return "ValueError"
+
+
+@dataclasses.dataclass(frozen=True)
+class OutOfBoundsSwap(Violation):
+    """BUF-12: a kernel swap (masked or not) that the manager refused."""
+
+    device: int
+    core: int
+    memory_space: str
+    buffer_id: int
+    rnge: tuple  # a Range
+    shape: tuple
+    masked: bool
+
+    @property
+    def message(self) -> str:
+        where = _loc(self.device, self.core, self.memory_space, self.buffer_id)
+        if self.masked:
+            return (
+                f"Out-of-bounds masked swap of {where}: swapping [{self.rnge!r}]"
+                f" but buffer has shape {self.shape} . "
+            )
+        return f"Out-of-bounds swap of {where}: swapping [{self.rnge!r}] but buffer has shape {self.shape} ."
+
+    @property
+    def python_type(self) -> str:
+        return "ValueError"

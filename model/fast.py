@@ -17,7 +17,7 @@ from collections import deque
 
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
-from semcheck.model.ids import FIRST_BUFFER_ID, scalar_int16
+from semcheck.model.buffer import BufferStore
 from semcheck.model.ops import (
     AllocBuffer,
     AllocSem,
@@ -37,7 +37,15 @@ from semcheck.model.ops import (
 from semcheck.model.run import classify
 from semcheck.model.semaphore import SemTables, count, lookup_in
 from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
-from semcheck.model.step import barrier_sem, exit_warning, is_global, named, sem_allocation, target_core
+from semcheck.model.step import (
+    barrier_sem,
+    buffer_allocation,
+    exit_warning,
+    is_global,
+    named,
+    sem_allocation,
+    target_core,
+)
 
 
 def _with_phase(d: Dma, phase: int) -> Dma:
@@ -78,9 +86,9 @@ def fast_run(
     internal: set[int] = set()
     fixed: set[int] = set()
     next_id: dict[int, int] = {}
-    next_buf: dict[int, int] = {}
+    next_buf: dict[tuple[int, int], int] = {}  # (device, local core) -> next buffer id (BUF-1)
     allocs: dict = {}
-    buffers: dict = {}
+    buffer_keys: dict = {}
     queues: dict = {}
     dmas: list[Dma] = []  # as started (phase 0); phases live in `phase` until the end
     phase: list[int] = []
@@ -258,15 +266,13 @@ def fast_run(
                 key = resolve(core, op.sem)
                 reads.append((core, pcs[core], count(counts, key, core)))
             elif t is AllocBuffer:
-                cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-                for c in cores:
-                    i = next_buf.get(c, FIRST_BUFFER_ID)
-                    next_buf[c] = i + 1
-                    buffers[(c, op.label)] = i
-                if not hw:
-                    handed = scalar_int16(buffers[(core, op.label)])
-                    if isinstance(handed, Violation):
-                        do_fail(core, handed)
+                ids, bound, err = buffer_allocation(program, mode, core, op, next_buf)
+                for thread, i in ids.items():  # buffer.take, on the working copies
+                    next_buf[thread] = i + 1
+                for c, key in bound.items():
+                    buffer_keys[(c, op.label)] = key
+                if err is not None:
+                    do_fail(core, err)
             elif t is ExitCheck:
                 w = exit_warning(program, counts, op.device)
                 if w is not None:
@@ -291,8 +297,8 @@ def fast_run(
         tables=SemTables(frozenset(internal), frozenset(fixed), FMap(next_id)),
         counts=FMap({k: v for k, v in counts.items() if v}),
         allocs=FMap(allocs),
-        buffers=FMap(buffers),
-        next_buffer=FMap(next_buf),
+        buffers=BufferStore(next_id=FMap(next_buf)),
+        buffer_keys=FMap(buffer_keys),
         dmas=tuple(d if p == 0 else _with_phase(d, p) for d, p in zip(dmas, phase)),
         queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
         looked_up=FMap(looked),

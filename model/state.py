@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from semcheck.model.buffer import BufferStore
 from semcheck.model.errors import Violation
 from semcheck.model.fmap import FMap
 from semcheck.model.ops import DmaMode, Loc, Op, Program
@@ -71,8 +72,8 @@ class State:
     tables: SemTables = SemTables()
     counts: FMap = FMap()  # (key, core) -> count
     allocs: FMap = FMap()  # (core, label) -> Allocation
-    buffers: FMap = FMap()  # (core, label) -> buffer id
-    next_buffer: FMap = FMap()  # core -> next buffer id
+    buffers: BufferStore = BufferStore()  # the manager's buffer part: BUF-1 counters (kernel runs keep no contents)
+    buffer_keys: FMap = FMap()  # (core, label) -> BufferKey: the buffer an AllocBuffer label denotes there (BUF-8)
     dmas: tuple[Dma, ...] = ()
     queues: FMap = FMap()  # (key, core) -> tuple of tasks (on_wait)
     looked_up: FMap = FMap()  # core -> the semaphore its current, unfinished wait looked up

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
-from semcheck.model.ids import FIRST_BUFFER_ID, arange_int16, scalar_int16
+from semcheck.model.buffer import BufferKey, Thread, take
+from semcheck.model.ids import arange_int16, scalar_int16
+from semcheck.model.kernel_buffer import handed_id, kernel_keys
 from semcheck.model.ops import (
     BARRIER,
     AllocBuffer,
@@ -307,20 +309,40 @@ def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: B
     return _advance(state, core, passed=state.passed.set((core, op.name), k))
 
 
+def buffer_allocation(
+    program: Program, mode: DmaMode, core: int, op: AllocBuffer, next_id: Mapping[Thread, int]
+) -> tuple[dict[Thread, int], dict[int, BufferKey], Violation | None]:
+    """BUF-1 + BUF-8 at kernel level: what `core`'s `AllocBuffer` hands out.
+
+    Returns the id each (device, local core) in scope draws (`buffer.take`
+    applies them), the buffer key the label then denotes on each global core
+    of the scope (HBM/ANY: one key per device while the counters agree), and,
+    under the interpreter semantics, the failure of handing the id to the
+    kernel (ERR-3, or the assertion when the cores' ids differ). A real TPU
+    has no ids to hand (HW-1), but the counters still show which allocation
+    is which.
+    """
+    topo = program.topology
+    device = topo.device_of(core)
+    local = None if op.scope == "device" else topo.local_core_of(core)
+    ids, keys = kernel_keys(next_id, device, local, op.memory_space, topo.cores_per_device)
+    bound = {topo.global_core(device, c): key for c, key in keys.items()}
+    if is_hardware(mode):
+        return ids, bound, None
+    handed = handed_id(keys, local)
+    return ids, bound, handed if isinstance(handed, Violation) else None
+
+
 def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, op: AllocBuffer) -> State:
     """BUF-1, BUF-8: each core of the scope takes the next buffer id of its own counter (from 100)."""
-    topo = program.topology
-    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-    ids = {c: state.next_buffer.get(c, FIRST_BUFFER_ID) for c in cores}
+    ids, bound, failure = buffer_allocation(program, mode, core, op, state.buffers.next_id)
     state = dataclasses.replace(
         state,
-        next_buffer=state.next_buffer.update({c: i + 1 for c, i in ids.items()}),
-        buffers=state.buffers.update({(c, op.label): i for c, i in ids.items()}),
+        buffers=take(state.buffers, ids),
+        buffer_keys=state.buffer_keys.update({(c, op.label): key for c, key in bound.items()}),
     )
-    if not is_hardware(mode):
-        handed = scalar_int16(ids[core])
-        if isinstance(handed, Violation):
-            return fail(state, program, core, handed)
+    if failure is not None:
+        return fail(state, program, core, failure)
     return _advance(state, core)
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of the buffer rules (semcheck.model.buffer, spec specs/buffers.md).
+"""Unit tests of the buffer rules (semcheck.model.buffer and .kernel_buffer, spec specs/buffers.md).
 
 These test the model alone (numpy only); the differential suite holds it
 against jax's manager.
@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from semcheck.model import buffer as b
+from semcheck.model import errors as err
+from semcheck.model import kernel_buffer as kb
 from semcheck.model.errors import Int16Overflow
 
 K = ("vmem", 100, 0, 0)
@@ -52,7 +54,7 @@ def test_allocation_of_an_existing_key_keeps_the_old_buffer_silently():
 @pytest.mark.rule("BUF-2")
 def test_logical_shape_larger_than_content_is_a_value_error_with_the_managers_message():
     out = b.allocate(b.BufferStore(), K, 1, grid(2, 4), (3, 4))
-    assert isinstance(out, b.LogicalShapeTooBig)
+    assert isinstance(out, err.LogicalShapeTooBig)
     assert out.python_type == "ValueError"
     assert out.message == "Logical shape (3, 4) cannot be bigger than content shape (2, 4)."
 
@@ -68,7 +70,7 @@ def test_logical_shape_of_another_rank_is_reported_as_a_zip_length_error():
 @pytest.mark.rule("BUF-2")
 def test_a_too_big_dimension_is_reported_before_a_rank_mismatch():
     out = b.allocate(b.BufferStore(), K, 1, grid(2, 4), (5,))
-    assert isinstance(out, b.LogicalShapeTooBig)
+    assert isinstance(out, err.LogicalShapeTooBig)
 
 
 def test_allocation_copies_the_value_so_later_changes_to_the_caller_array_do_not_show():
@@ -148,7 +150,7 @@ def test_a_range_longer_than_the_rank_is_a_zip_error_unless_an_earlier_dimension
 
 @pytest.mark.rule("BUF-4")
 def test_reading_an_unknown_key_is_a_key_error():
-    assert isinstance(b.get(b.BufferStore(), K, ()), b.UnknownBuffer)
+    assert isinstance(b.get(b.BufferStore(), K, ()), err.UnknownBuffer)
 
 
 # --- BUF-5 stores --------------------------------------------------------------------------
@@ -228,7 +230,7 @@ def test_an_unmasked_swap_running_past_the_end_is_refused():
 def test_an_unmasked_swap_whose_value_fits_the_clipped_read_raises_index_error():
     s = store_with(np.arange(4, dtype=np.int32))
     out = b.swap(s, K, (slice(2, 6, 1),), np.zeros(2, np.int32))
-    assert isinstance(out, b.RangeOutOfBounds)
+    assert isinstance(out, err.RangeOutOfBounds)
     assert out.message == "Range (slice(2, 6, 1),) is (at least partially) out of bounds for allocation shape (4,)."
 
 
@@ -290,7 +292,7 @@ def test_a_masked_swap_writes_only_inside_the_logical_shape():
 
 @pytest.mark.rule("BUF-8")
 def test_a_device_wide_vmem_allocation_gives_every_core_its_own_buffer():
-    s, handed = b.allocate_for_kernel(b.BufferStore(), 0, None, "vmem", np.zeros(2, np.int32), 2)
+    s, handed = kb.allocate_for_kernel(b.BufferStore(), 0, None, "vmem", np.zeros(2, np.int32), 2)
     assert handed == 100
     assert set(s.mem) == {("vmem", 100, 0, 0), ("vmem", 100, 0, 1)}
     assert all(buf.ref_count == 1 for buf in s.mem.values())
@@ -298,7 +300,7 @@ def test_a_device_wide_vmem_allocation_gives_every_core_its_own_buffer():
 
 @pytest.mark.rule("BUF-8")
 def test_an_hbm_allocation_is_one_buffer_under_core_0_counted_once_per_core():
-    s, handed = b.allocate_for_kernel(b.BufferStore(), 1, None, "hbm", np.zeros(2, np.int32), 3)
+    s, handed = kb.allocate_for_kernel(b.BufferStore(), 1, None, "hbm", np.zeros(2, np.int32), 3)
     assert handed == 100
     assert list(s.mem) == [("hbm", 100, 1, 0)]
     assert s.mem[("hbm", 100, 1, 0)].ref_count == 3
@@ -306,25 +308,25 @@ def test_an_hbm_allocation_is_one_buffer_under_core_0_counted_once_per_core():
 
 @pytest.mark.rule("BUF-9", "BUF-3")
 def test_an_hbm_buffer_needs_a_deallocation_from_every_core():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, None, "any", np.zeros(2, np.int32), 2)
-    s = b.deallocate_for_kernel(s, 0, 1, "any", 100)
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, None, "any", np.zeros(2, np.int32), 2)
+    s = kb.deallocate_for_kernel(s, 0, 1, "any", 100)
     assert ("any", 100, 0, 0) in s.mem
-    s = b.deallocate_for_kernel(s, 0, 0, "any", 100)
+    s = kb.deallocate_for_kernel(s, 0, 0, "any", 100)
     assert len(s.mem) == 0
 
 
 @pytest.mark.rule("BUF-8", "BUF-1")
 def test_cores_out_of_step_make_a_device_wide_allocation_fail_an_assertion():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 1, "vmem", np.zeros(1, np.int32), 2)  # core 1 only
-    s, handed = b.allocate_for_kernel(s, 0, None, "vmem", np.zeros(1, np.int32), 2)
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, 1, "vmem", np.zeros(1, np.int32), 2)  # core 1 only
+    s, handed = kb.allocate_for_kernel(s, 0, None, "vmem", np.zeros(1, np.int32), 2)
     assert handed.python_type == "AssertionError"
     assert ("vmem", 100, 0, 0) in s.mem and ("vmem", 101, 0, 1) in s.mem  # allocated anyway
 
 
 @pytest.mark.rule("BUF-8", "BUF-2")
 def test_out_of_step_hbm_allocations_share_one_content_array():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 1, "vmem", np.zeros(1, np.int32), 2)
-    s, _ = b.allocate_for_kernel(s, 0, None, "hbm", np.zeros(2, np.int32), 2)
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, 1, "vmem", np.zeros(1, np.int32), 2)
+    s, _ = kb.allocate_for_kernel(s, 0, None, "hbm", np.zeros(2, np.int32), 2)
     a, c = ("hbm", 100, 0, 0), ("hbm", 101, 0, 0)
     s, _ = b.store_(s, a, (0,), np.array(5, np.int32))
     assert s.mem[c].content[0] == 5
@@ -332,29 +334,29 @@ def test_out_of_step_hbm_allocations_share_one_content_array():
 
 @pytest.mark.rule("BUF-8a", "BUF-8b", "BUF-8c")
 def test_kernel_allocations_are_padded_with_uninitialized_memory():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(3, np.float32), 1, (8,), "nan")
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(3, np.float32), 1, (8,), "nan")
     buf = s.mem[("vmem", 100, 0, 0)]
     assert buf.logical_shape == (3,) and buf.shape == (8,)
     assert np.isnan(buf.content[3:]).all()
-    assert b.uninitialized_value(np.int32, "nan") == 2**31 - 1
-    assert b.uninitialized_value(np.float32, "zero") == 0
-    assert not b.padding_applies("smem", "padded") and b.padding_applies("vmem", "padded")
+    assert kb.uninitialized_value(np.int32, "nan") == 2**31 - 1
+    assert kb.uninitialized_value(np.float32, "zero") == 0
+    assert not kb.padding_applies("smem", "padded") and kb.padding_applies("vmem", "padded")
 
 
 @pytest.mark.rule("BUF-8", "IDS-2")
 def test_a_handed_buffer_id_past_int16_is_an_overflow_error():
     s = b.BufferStore(next_id=b.BufferStore().next_id.set((0, 0), 2**15))
-    _, handed = b.allocate_for_kernel(s, 0, 0, "vmem", np.zeros(1, np.int32), 1)
+    _, handed = kb.allocate_for_kernel(s, 0, 0, "vmem", np.zeros(1, np.int32), 1)
     assert isinstance(handed, Int16Overflow)
 
 
 @pytest.mark.rule("BUF-10")
 def test_a_kernel_read_of_the_padding_is_not_out_of_bounds():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(3, np.float32), 1, (8,))
-    got = b.kernel_get(s, 0, 0, "vmem", 100, (slice(0, 8, 1),))
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(3, np.float32), 1, (8,))
+    got = kb.kernel_get(s, 0, 0, "vmem", 100, (slice(0, 8, 1),))
     assert got.shape == (8,)
-    beyond = b.kernel_get(s, 0, 0, "vmem", 100, (slice(4, 12, 1),))
-    assert isinstance(beyond, b.OutOfBoundsRead)
+    beyond = kb.kernel_get(s, 0, 0, "vmem", 100, (slice(4, 12, 1),))
+    assert isinstance(beyond, err.OutOfBoundsRead)
     assert beyond.message == (
         "Out-of-bounds read of (0 0 vmem 100): reading [(slice(4, 12, 1),)] but buffer has shape (3,)."
     )
@@ -362,26 +364,26 @@ def test_a_kernel_read_of_the_padding_is_not_out_of_bounds():
 
 @pytest.mark.rule("BUF-10", "BUF-10a")
 def test_a_kernel_read_past_the_end_reads_uninitialized_when_allowed():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(2, np.int32), 1)
-    got = b.kernel_get(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), "uninitialized", "zero")
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(2, np.int32), 1)
+    got = kb.kernel_get(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), "uninitialized", "zero")
     np.testing.assert_array_equal(got, [1, 0, 0])
 
 
 @pytest.mark.rule("BUF-11", "BUF-12")
 def test_kernel_store_and_swap_errors_carry_the_interpreters_messages():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(2, np.int32), 1)
-    w = b.kernel_store(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), np.zeros(3, np.int32))
+    s, _ = kb.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones(2, np.int32), 1)
+    w = kb.kernel_store(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), np.zeros(3, np.int32))
     assert w.message == "Out-of-bounds write of (0 0 vmem 100): writing [(slice(1, 4, 1),)] but buffer has shape (2,) ."
-    sw = b.kernel_swap(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), np.zeros(3, np.int32))
+    sw = kb.kernel_swap(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), np.zeros(3, np.int32))
     assert sw.message.startswith("Out-of-bounds swap of (0 0 vmem 100)")
-    msw = b.kernel_swap(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), np.zeros(3, np.int32), np.ones(3, bool))
+    msw = kb.kernel_swap(s, 0, 0, "vmem", 100, (slice(1, 4, 1),), np.zeros(3, np.int32), np.ones(3, bool))
     assert msw.message.endswith("but buffer has shape (2,) . ")
 
 
 @pytest.mark.rule("BUF-9")
 def test_hbm_accesses_from_any_core_use_the_core_0_key():
-    assert b.buffer_key("hbm", 100, 1, 3) == ("hbm", 100, 1, 0)
-    assert b.buffer_key("vmem", 100, 1, 3) == ("vmem", 100, 1, 3)
+    assert kb.buffer_key("hbm", 100, 1, 3) == ("hbm", 100, 1, 0)
+    assert kb.buffer_key("vmem", 100, 1, 3) == ("vmem", 100, 1, 3)
 
 
 # --- values ----------------------------------------------------------------------------------

@@ -216,3 +216,38 @@ def test_failure_in_signal_stops_everyone():
     out = fast_run(p, "eager")
     assert out.failure.violation == IdCollision(2000)
     assert all(b.reason == "halted by failure" for b in out.blocked)
+
+
+@pytest.mark.rule("BUF-1", "BUF-8", "BUF-9")
+def test_each_cores_buffer_label_denotes_its_manager_key():
+    """A device's HBM buffer is one key for its cores; a VMEM buffer one key per core; ids count per core."""
+    from semcheck.model import AllocBuffer
+
+    topo = Topology(2, 2)
+    p = launch(
+        topo,
+        [[], [AllocBuffer("tmp", 8, "vmem")], [], []],
+        scratch=[Scratch("acc", kind="buffer", nbytes=8, memory_space="vmem")],
+        hbm_buffers=1,
+    )
+    for mode in ("eager", "hardware"):
+        for state in (fast_run(p, mode).state, run(p, mode).state):
+            keys = state.buffer_keys
+            assert keys[(0, "hbm0")] == keys[(1, "hbm0")] == ("hbm", 100, 0, 0)
+            assert keys[(2, "hbm0")] == ("hbm", 100, 1, 0)
+            assert keys[(0, "acc")] == ("vmem", 101, 0, 0) and keys[(1, "acc")] == ("vmem", 101, 0, 1)
+            assert keys[(1, "tmp")] == ("vmem", 102, 0, 1)
+            assert state.buffers.next_id[(0, 1)] == 103 and state.buffers.next_id[(0, 0)] == 102
+
+
+@pytest.mark.rule("BUF-8")
+def test_a_device_allocation_after_one_core_ran_ahead_fails_the_interpreters_assertion():
+    from semcheck.model import AllocBuffer
+
+    p = Program(Topology(1, 2), ((Barrier("b", frozenset({0, 1})), AllocBuffer("x", scope="device")),
+                                 (AllocBuffer("t"), Barrier("b", frozenset({0, 1})))))
+    out = fast_run(p, "eager")
+    assert out.kind == "error" and out.failure.violation.python_type == "AssertionError"
+    assert out.state.buffer_keys[(0, "x")] == ("vmem", 100, 0, 0)
+    assert out.state.buffer_keys[(1, "x")] == ("vmem", 101, 0, 1)
+    assert fast_run(p, "hardware").kind == "completed"

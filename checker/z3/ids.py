@@ -456,7 +456,7 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
         for (c, label), alloc in state.allocs.items():
             if alloc.ids and any(x != alloc.ids[0] + k for k, x in enumerate(alloc.ids)):
                 return f"allocation {label!r} of core {c}: ids wrap past 32767 ({alloc.ids[0]}.. -> {min(alloc.ids)})"
-        for (c, label), i in state.buffers.items():
+        for (c, label), (_, i, _, _) in state.buffer_keys.items():
             if i > INT16_MAX:
                 return f"buffer {label!r} of core {c} gets id {i}"
         f = state.failure

@@ -350,7 +350,7 @@ class ModelImpl:
     def op_kernel_allocate_buffer(
         self, device: int, core: int | None, memory_space: str, value: dict, padded_shape: list | None = None
     ) -> dict:
-        from semcheck.model import buffer as b
+        from semcheck.model import kernel_buffer as b
         from semcheck.model.errors import Violation
 
         self.buffers, handed = b.allocate_for_kernel(
@@ -368,7 +368,7 @@ class ModelImpl:
         return ok(handed)
 
     def op_kernel_deallocate_buffer(self, device: int, core: int, memory_space: str, id: int) -> dict:
-        from semcheck.model import buffer as b
+        from semcheck.model import kernel_buffer as b
         from semcheck.model.errors import Violation
 
         out = b.deallocate_for_kernel(self.buffers, device, core, memory_space, id)
@@ -378,7 +378,7 @@ class ModelImpl:
         return ok()
 
     def op_kernel_get(self, device: int, core: int, memory_space: str, id: int, indexer: list) -> dict:
-        from semcheck.model import buffer as b
+        from semcheck.model import kernel_buffer as b
         from semcheck.model.errors import Violation
 
         out = b.kernel_get(
@@ -396,7 +396,7 @@ class ModelImpl:
         return ok(enc_array(out))
 
     def op_kernel_store(self, device: int, core: int, memory_space: str, id: int, indexer: list, value: dict) -> dict:
-        from semcheck.model import buffer as b
+        from semcheck.model import kernel_buffer as b
         from semcheck.model.errors import Violation
 
         out = b.kernel_store(self.buffers, device, core, memory_space, id, dec_indexer(indexer), dec_array(value))
@@ -408,7 +408,7 @@ class ModelImpl:
     def op_kernel_swap(
         self, device: int, core: int, memory_space: str, id: int, indexer: list, value: dict, mask: dict | None
     ) -> dict:
-        from semcheck.model import buffer as b
+        from semcheck.model import kernel_buffer as b
         from semcheck.model.errors import Violation
 
         out = b.kernel_swap(

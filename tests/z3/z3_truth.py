@@ -76,7 +76,7 @@ def int16_bad(ex) -> bool:
             return True
         if any(a.ids and any(x != a.ids[0] + k for k, x in enumerate(a.ids)) for a in st.allocs.values()):
             return True
-        if any(i > INT16_MAX for i in st.buffers.values()):
+        if any(key[1] > INT16_MAX for key in st.buffer_keys.values()):
             return True
     return False
 
