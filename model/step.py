@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from semcheck.model import dma as dma_rules
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
 from semcheck.model.buffer import BufferKey, Thread, take
@@ -249,13 +250,13 @@ def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait
         if counts is not None:
             return _advance(state, core, counts=counts)
         return dataclasses.replace(state, looked_up=state.looked_up.set(core, key))
-    counts = sem.try_wait(state.counts, key, core, op.value)
-    if counts is not None:
-        return _advance(state, core, counts=counts, looked_up=state.looked_up.set(core, None, drop=None))
-    queues, task = sem.pop_task(state.queues, key, core)
-    if task is None:
+    out = dma_rules.wait_once(state, key, core, op.value)
+    if out is None:
         return None
-    return run_task(dataclasses.replace(state, queues=queues), task)
+    state, done = out
+    if done:
+        return _advance(state, core, looked_up=state.looked_up.set(core, None, drop=None))
+    return state
 
 
 def rule_read(program: Program, mode: DmaMode, state: State, core: int, op: Read) -> State:
@@ -280,19 +281,8 @@ def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op:
     dst = target_core(program, mode, core, op.device, op.core, dma=True)
     if isinstance(dst, Violation):
         return fail(state, program, core, dst)
-    dma = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
-    state = _advance(state, core, dmas=state.dmas + (dma,))
-    if mode == "eager":  # DMA-2: both halves at once, inside the start
-        return dma_write(dma_read(state, dma.ident), dma.ident)
-    if mode == "on_wait":  # DMA-3: queue tasks on the semaphores that will wait
-        queues = state.queues
-        if src_key is None:
-            queues = sem.enqueue_task(queues, dst_key, dst, (dma.ident, "read_write"))
-        else:
-            queues = sem.enqueue_task(queues, src_key, core, (dma.ident, "read"))
-            queues = sem.enqueue_task(queues, dst_key, dst, (dma.ident, "read_write"))
-        return dataclasses.replace(state, queues=queues)
-    return state  # DMA-5: hardware, the halves are separate actors
+    started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
+    return dma_rules.start(_advance(state, core), started, mode)
 
 
 def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: Barrier) -> State | None:
@@ -380,46 +370,6 @@ _RULES = {
 }
 
 
-# --- DMA halves (DMA-2 .. DMA-5) ---------------------------------------------------
-
-
-def _set_dma(state: State, dma: Dma) -> State:
-    dmas = list(state.dmas)
-    dmas[dma.ident] = dma
-    return dataclasses.replace(state, dmas=tuple(dmas))
-
-
-def dma_read(state: State, ident: int) -> State:
-    """DMA-2 read half: signal the send semaphore on the source core with the byte count."""
-    dma = state.dmas[ident]
-    if dma.phase != 0:
-        return state  # already read through another task
-    counts = state.counts
-    if dma.src_key is not None:
-        counts = sem.signal(counts, dma.src_key, dma.src_core, dma.nbytes)
-    return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=1))
-
-
-def dma_write(state: State, ident: int) -> State:
-    """DMA-2 write half: signal the receive semaphore on the destination core."""
-    dma = state.dmas[ident]
-    if dma.phase == 0:
-        raise ModelBug(f"DMA {ident} written before read")
-    if dma.phase == 2:
-        return state
-    counts = sem.signal(state.counts, dma.dst_key, dma.dst_core, dma.nbytes)
-    return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=2))
-
-
-def run_task(state: State, task: tuple) -> State:
-    """DMA-4: a waiter runs a popped task: the read half, or read-then-write."""
-    ident, kind = task
-    state = dma_read(state, ident)
-    if kind == "read_write":
-        state = dma_write(state, ident)
-    return state
-
-
 # --- the step relation -------------------------------------------------------------
 
 
@@ -440,11 +390,11 @@ def enabled(program: Program, mode: DmaMode, state: State) -> list[Actor]:
         if core_step(program, mode, state, core) is not None:
             out.append(("core", core))
     if is_hardware(mode) and not (state.failure and failure_is_global(program, state)):
-        for dma in state.dmas:
-            if dma.phase == 0:
-                out.append(("dma_read", dma.ident))
-            elif dma.phase == 1:
-                out.append(("dma_write", dma.ident))
+        for d in state.dmas:
+            if d.phase == 0:
+                out.append(("dma_read", d.ident))
+            elif d.phase == 1:
+                out.append(("dma_write", d.ident))
     return out
 
 
@@ -458,9 +408,9 @@ def step(program: Program, mode: DmaMode, state: State, actor: Actor) -> State:
         return nxt
     if not is_hardware(mode):
         raise ModelBug(f"DMA actors exist only under the hardware semantics, not {mode}")
-    dma = state.dmas[ident]
-    if kind == "dma_read" and dma.phase == 0:
-        return dma_read(state, ident)
-    if kind == "dma_write" and dma.phase == 1:
-        return dma_write(state, ident)
+    d = state.dmas[ident]
+    if kind == "dma_read" and d.phase == 0:
+        return dma_rules.dma_read(state, ident)
+    if kind == "dma_write" and d.phase == 1:
+        return dma_rules.dma_write(state, ident)
     raise ModelBug(f"{actor} is not enabled")

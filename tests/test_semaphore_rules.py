@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from semcheck.model import manager as mgr
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import IdCollision, UnknownSemaphore
 from semcheck.model.fmap import FMap
@@ -93,3 +94,20 @@ def test_tasks_are_popped_last_in_first_out():
 def test_nonzero_lists_only_the_devices_cores():
     c = sem.signal(sem.signal(FMap(), ("fixed", 0), 0, 1), ("fixed", 0), 3, 2)
     assert sem.nonzero(c, [2, 3]) == ((("fixed", 0), 3, 2),)
+
+
+@pytest.mark.rule("RACE-1")
+def test_with_race_detection_a_wait_on_a_never_signalled_count_fails():
+    racy, quiet = mgr.Config(detect_races=True), mgr.Config()
+    m, base = mgr.allocate_semaphores(mgr.Manager(), 0, 2)
+    key, other = ("internal", base), ("internal", base + 1)
+    m2, failure = mgr.wait(racy, m, key, 0, 0)
+    assert failure is not None and failure.python_type == "AssertionError" and failure.message == ""
+    assert mgr.wait(quiet, m, key, 0, 0) == (m, None)
+    m = mgr.signal(m, key, 0, 0)  # a signal of 0 still leaves a clock
+    assert mgr.wait(racy, m, key, 0, 0)[1] is None
+    assert mgr.wait(racy, m, key, 1, 0)[1] is not None  # the clock is per core
+    # a DMA half that ran leaves one too (eager: at its start)
+    m, _ = mgr.dma_start(mgr.Config(detect_races=True, dma_execution_mode="eager"), m, 0, 1, 4, None, base + 1)
+    assert mgr.holds_clock(m, other, 1) and not mgr.holds_clock(m, other, 0)
+    assert mgr.wait(racy, m, other, 1, 4)[1] is None

@@ -8,8 +8,8 @@ at the level of the shared-memory manager's API, the result or error each
 must give, and the state the manager must end in. This file holds the two
 implementations behind one interface, `make_impl(name, config)`:
 
-* "model": the reference model (`semcheck.model`: semaphore tables, counts
-  and task queues, DMA halves, and `semcheck.model.buffer`);
+* "model": the reference model's manager (`semcheck.model.manager`, whose
+  rules are those of specs/semantics.md and specs/buffers.md, RACE-1 included);
 * "jax": jax's own `SharedMemory` from Pallas TPU interpret mode, driven the
   way the interpreter drives it.
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import math
 import sys
@@ -31,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from semcheck.model import manager
+from semcheck.model.errors import Violation
 
 FORMAT = "semcheck-manager-conformance/1"
 HERE = Path(__file__).resolve().parent
@@ -117,60 +119,16 @@ def _handle(table: str, sem_id: int) -> list:
 
 
 class ModelImpl:
-    """The manager as the reference model describes it (rules SEM-*, DMA-2/3/4, BUF-*).
-
-    One rule is added here because the kernel-level model has no notion of
-    race detection: RACE-1, with detect_races on, a wait that succeeds on a
-    count no signal ever reached fails an assertion after consuming.
-    """
+    """The reference model's manager (`semcheck.model.manager`): decode, call the rule, encode."""
 
     def __init__(self, config: dict) -> None:
-        from semcheck.model.buffer import BufferStore
-        from semcheck.model.state import State
-
         self.cfg = {**DEFAULT_CONFIG, **config}
-        self.num_cores = self.cfg["num_devices"] * self.cfg["cores_per_device"]
-        self.state = State(pcs=())
-        self.buffers = BufferStore()
-        self.signalled: set = set()  # (key, core) pairs that were ever signalled (RACE-1)
+        self.config = manager.Config(**self.cfg)
+        self.state = manager.Manager()
 
-    # semaphore side ---------------------------------------------------------------
-
-    def _violation(self, v) -> dict:
-        return error(v.python_type, v.message)
-
-    def _lookup(self, sem_id: int):
-        from semcheck.model import semaphore as sem
-
-        return sem.lookup(self.state.tables, sem_id)
-
-    def _key(self, handle: list) -> tuple:
-        table, sem_id = handle
-        return (table, int(sem_id))
-
-    def _signal(self, key: tuple, core: int, inc: int) -> None:
-        from semcheck.model import semaphore as sem
-
-        self.state = self._replace(counts=sem.signal(self.state.counts, key, core, inc))
-        self.signalled.add((key, core))
-
-    def _replace(self, **kw):
-        import dataclasses
-
-        return dataclasses.replace(self.state, **kw)
-
-    def _run_task(self, task: tuple) -> None:
-        # the package re-exports a function named `step`, so fetch the module itself
-        step_rules = importlib.import_module("semcheck.model.step")
-
-        ident, kind = task
-        before = self.state.dmas[ident]
-        self.state = step_rules.run_task(self.state, task)
-        after = self.state.dmas[ident]
-        if before.phase == 0 and after.phase >= 1 and after.src_key is not None:
-            self.signalled.add((after.src_key, after.src_core))
-        if before.phase < 2 and after.phase == 2:
-            self.signalled.add((after.dst_key, after.dst_core))
+    @property
+    def buffers(self):
+        return self.state.buffers
 
     def apply(self, op: str, args: dict) -> dict:
         fn = getattr(self, "op_" + op, None)
@@ -178,262 +136,119 @@ class ModelImpl:
             raise ValueError(f"unknown operation {op!r}")
         return fn(**args)
 
-    def op_allocate_semaphores(self, key: int, n: int) -> dict:
-        from semcheck.model import semaphore as sem
+    def _update(self, out, encode=lambda result: None) -> dict:
+        """A rule's outcome: a Violation as an error; else keep the new state and encode the result."""
+        if isinstance(out, Violation):
+            return _violation(out)
+        if isinstance(out, tuple):
+            self.state, result = out
+            return ok(encode(result))
+        self.state = out
+        return ok()
 
-        tables, bases = sem.allocate(self.state.tables, (key,), n)
-        self.state = self._replace(tables=tables)
-        return ok(bases[key])
+    # semaphores ---------------------------------------------------------------------------
+
+    def op_allocate_semaphores(self, key: int, n: int) -> dict:
+        return self._update(manager.allocate_semaphores(self.state, key, n), int)
 
     def op_guarantee_semaphore_with_fixed_id(self, id: int) -> dict:
-        from semcheck.model import semaphore as sem
-
-        self.state = self._replace(tables=sem.guarantee_fixed(self.state.tables, id))
-        return ok()
+        return self._update(manager.guarantee_fixed_id(self.state, id))
 
     def op_get_semaphores_and_increment_clock(self, ids: list, core: int) -> dict:
-        from semcheck.model.errors import Violation
-
-        out = []
-        for sem_id in ids:
-            if sem_id is None:
-                out.append(None)
-                continue
-            key = self._lookup(sem_id)
-            if isinstance(key, Violation):
-                return self._violation(key)
-            out.append(_handle(*key))
-        return ok(out)
+        keys = manager.lookup(self.state, ids)
+        if isinstance(keys, Violation):
+            return _violation(keys)
+        return ok([None if k is None else _handle(*k) for k in keys])
 
     def op_signal(self, sem: list, core: int, inc: int, src_core: int = 0) -> dict:
-        self._signal(self._key(sem), core, inc)
-        return ok()
+        return self._update(manager.signal(self.state, _key(sem), core, inc))
 
     def op_read(self, sem: list, core: int) -> dict:
-        from semcheck.model import semaphore as s
-
-        return ok(s.count(self.state.counts, self._key(sem), core))
+        return ok(manager.read(self.state, _key(sem), core))
 
     def op_wait(self, sem: list, core: int, value: int) -> dict:
-        from semcheck.model import semaphore as s
-
-        key = self._key(sem)
-        while True:
-            counts = s.try_wait(self.state.counts, key, core, value)
-            if counts is not None:
-                self.state = self._replace(counts=counts)
-                if self.cfg["detect_races"] and (key, core) not in self.signalled:
-                    return error("AssertionError", "")  # RACE-1
-                return ok()
-            queues, task = s.pop_task(self.state.queues, key, core)
-            if task is None:
-                return {"error": BLOCKED}
-            self.state = self._replace(queues=queues)
-            self._run_task(task)
+        out = manager.wait(self.config, self.state, _key(sem), core, value)
+        if out is None:
+            return {"error": BLOCKED}
+        self.state, failure = out
+        return ok() if failure is None else _violation(failure)
 
     def op_dma_start(self, src_core: int, dst_core: int, nbytes: int, src_sem_id: int | None, dst_sem_id: int) -> dict:
-        from semcheck.model import semaphore as s
-        from semcheck.model.errors import Violation
-        from semcheck.model.ops import NO_LOC
-        from semcheck.model.state import Dma
-
-        keys = []
-        for sem_id in (src_sem_id, dst_sem_id):
-            if sem_id is None:
-                keys.append(None)
-                continue
-            key = self._lookup(sem_id)
-            if isinstance(key, Violation):
-                return self._violation(key)
-            keys.append(key)
-        src_key, dst_key = keys
-        ident = len(self.state.dmas)
-        dma = Dma(ident, src_core, dst_core, nbytes, src_key, dst_key, NO_LOC)
-        self.state = self._replace(dmas=self.state.dmas + (dma,))
-        if self.cfg["dma_execution_mode"] == "eager":
-            self._run_task((ident, "read_write"))
-            return ok(ident)
-        queues = self.state.queues
-        if src_key is not None:
-            queues = s.enqueue_task(queues, src_key, src_core, (ident, "read"))
-        queues = s.enqueue_task(queues, dst_key, dst_core, (ident, "read_write"))
-        self.state = self._replace(queues=queues)
-        return ok(ident)
+        return self._update(manager.dma_start(self.config, self.state, src_core, dst_core, nbytes, src_sem_id, dst_sem_id), int)
 
     def op_enqueue_task(self, sem: list, core: int, dma: int, half: str) -> dict:
-        from semcheck.model import semaphore as s
-
-        self.state = self._replace(queues=s.enqueue_task(self.state.queues, self._key(sem), core, (dma, half)))
-        return ok()
+        return self._update(manager.enqueue_task(self.state, _key(sem), core, (dma, half)))
 
     def op_append_semaphore_task(self, id: int, core: int, dma: int, half: str) -> dict:
-        from semcheck.model import semaphore as s
-        from semcheck.model.errors import Violation
-
-        key = self._lookup(id)
-        if isinstance(key, Violation):
-            return self._violation(key)
-        self.state = self._replace(queues=s.enqueue_task(self.state.queues, key, core, (dma, half)))
-        return ok()
+        return self._update(manager.append_semaphore_task(self.state, id, core, (dma, half)))
 
     def op_get_sempahores_with_nonzero_count(self, device: int) -> dict:
-        from semcheck.model import semaphore as s
+        found = manager.nonzero(self.config, self.state, device)
+        return ok(sorted([key[0], key[1], core, value] for key, core, value in found))
 
-        cpd = self.cfg["cores_per_device"]
-        cores = range(device * cpd, (device + 1) * cpd)
-        return ok(sorted([key[0], key[1], core, value] for key, core, value in s.nonzero(self.state.counts, cores)))
-
-    # buffer side -------------------------------------------------------------------
-
-    def _buffer_outcome(self, out, encode) -> dict:
-        from semcheck.model.errors import Violation
-
-        if isinstance(out, Violation):
-            return self._violation(out)
-        return encode(out)
+    # buffers ------------------------------------------------------------------------------
 
     def op_get_next_buffer_id(self, device: int, core: int) -> dict:
-        from semcheck.model import buffer as b
-
-        self.buffers, i = b.next_buffer_id(self.buffers, (device, core))
-        return ok(i)
+        return self._update(manager.next_buffer_id(self.state, device, core), int)
 
     def op_allocate_buffer(self, key: list, ref_count: int, value: dict, logical_shape: list | None = None) -> dict:
-        from semcheck.model import buffer as b
-        from semcheck.model.errors import Violation
-
         shape = None if logical_shape is None else tuple(logical_shape)
-        out = b.allocate(self.buffers, tuple(key), ref_count, dec_array(value), shape)
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers = out
-        return ok()
+        return self._update(manager.allocate_buffer(self.state, tuple(key), ref_count, dec_array(value), shape))
 
     def op_deallocate_buffer(self, key: list) -> dict:
-        from semcheck.model import buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.deallocate(self.buffers, tuple(key))
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers = out
-        return ok()
+        return self._update(manager.deallocate_buffer(self.state, tuple(key)))
 
     def op_get_buffer_content(self, key: list, range: list, thread: list) -> dict:
-        from semcheck.model import buffer as b
-
-        out = b.get(self.buffers, tuple(key), dec_range(range))
-        return self._buffer_outcome(
-            out, lambda acc: ok({"value": enc_array(acc.value), "shape": list(acc.shape), "dtype": acc.dtype.name})
-        )
+        out = manager.get_buffer_content(self.state, tuple(key), dec_range(range))
+        return _violation(out) if isinstance(out, Violation) else ok(_access(out, "value"))
 
     def op_store_buffer_content(self, key: list, range: list, value: dict, thread: list) -> dict:
-        from semcheck.model import buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.store_(self.buffers, tuple(key), dec_range(range), dec_array(value))
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers, acc = out
-        return ok({"in_bounds": acc.in_bounds, "shape": list(acc.shape), "dtype": acc.dtype.name})
+        out = manager.store_buffer_content(self.state, tuple(key), dec_range(range), dec_array(value))
+        return self._update(out, lambda acc: _access(acc, "in_bounds"))
 
     def op_swap_buffer_content(self, key: list, range: list, value: dict, mask: dict | None, thread: list) -> dict:
-        from semcheck.model import buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.swap(self.buffers, tuple(key), dec_range(range), dec_array(value), dec_array(mask))
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers, acc = out
-        return ok({"value": enc_array(acc.value), "shape": list(acc.shape), "dtype": acc.dtype.name})
+        out = manager.swap_buffer_content(self.state, tuple(key), dec_range(range), dec_array(value), dec_array(mask))
+        return self._update(out, lambda acc: _access(acc, "value"))
 
     def op_kernel_allocate_buffer(
         self, device: int, core: int | None, memory_space: str, value: dict, padded_shape: list | None = None
     ) -> dict:
-        from semcheck.model import kernel_buffer as b
-        from semcheck.model.errors import Violation
-
-        self.buffers, handed = b.allocate_for_kernel(
-            self.buffers,
-            device,
-            core,
-            memory_space,
-            dec_array(value),
-            self.cfg["cores_per_device"],
-            None if padded_shape is None else tuple(padded_shape),
-            self.cfg["uninitialized_memory"],
+        padded = None if padded_shape is None else tuple(padded_shape)
+        self.state, handed = manager.kernel_allocate_buffer(
+            self.config, self.state, device, core, memory_space, dec_array(value), padded
         )
-        if isinstance(handed, Violation):
-            return self._violation(handed)
-        return ok(handed)
+        return _violation(handed) if isinstance(handed, Violation) else ok(handed)
 
     def op_kernel_deallocate_buffer(self, device: int, core: int, memory_space: str, id: int) -> dict:
-        from semcheck.model import kernel_buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.deallocate_for_kernel(self.buffers, device, core, memory_space, id)
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers = out
-        return ok()
+        return self._update(manager.kernel_deallocate_buffer(self.state, device, core, memory_space, id))
 
     def op_kernel_get(self, device: int, core: int, memory_space: str, id: int, indexer: list) -> dict:
-        from semcheck.model import kernel_buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.kernel_get(
-            self.buffers,
-            device,
-            core,
-            memory_space,
-            id,
-            dec_indexer(indexer),
-            self.cfg["out_of_bounds_reads"],
-            self.cfg["uninitialized_memory"],
-        )
-        if isinstance(out, Violation):
-            return self._violation(out)
-        return ok(enc_array(out))
+        out = manager.kernel_get(self.config, self.state, device, core, memory_space, id, dec_indexer(indexer))
+        return _violation(out) if isinstance(out, Violation) else ok(enc_array(out))
 
     def op_kernel_store(self, device: int, core: int, memory_space: str, id: int, indexer: list, value: dict) -> dict:
-        from semcheck.model import kernel_buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.kernel_store(self.buffers, device, core, memory_space, id, dec_indexer(indexer), dec_array(value))
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers = out
-        return ok()
+        out = manager.kernel_store(self.state, device, core, memory_space, id, dec_indexer(indexer), dec_array(value))
+        return self._update(out)
 
     def op_kernel_swap(
         self, device: int, core: int, memory_space: str, id: int, indexer: list, value: dict, mask: dict | None
     ) -> dict:
-        from semcheck.model import kernel_buffer as b
-        from semcheck.model.errors import Violation
-
-        out = b.kernel_swap(
-            self.buffers, device, core, memory_space, id, dec_indexer(indexer), dec_array(value), dec_array(mask)
+        out = manager.kernel_swap(
+            self.state, device, core, memory_space, id, dec_indexer(indexer), dec_array(value), dec_array(mask)
         )
-        if isinstance(out, Violation):
-            return self._violation(out)
-        self.buffers, old = out
-        return ok(enc_array(old))
+        return self._update(out, enc_array)
 
-    # state -----------------------------------------------------------------------------
+    # state --------------------------------------------------------------------------------
 
     def can_wait(self, sem: list, core: int, value: int) -> bool:
         """Whether `wait` returns (possibly after running queued tasks) instead of blocking."""
-        saved = (self.state, set(self.signalled))
-        try:
-            return self.op_wait(sem, core, value).get("error") != BLOCKED
-        finally:
-            self.state, self.signalled = saved
+        return manager.wait(self.config, self.state, _key(sem), core, value) is not None
 
     def snapshot(self) -> dict:
         st = self.state
         sems = [("internal", i) for i in st.tables.internal] + [("fixed", i) for i in st.tables.fixed]
         counts = sorted(
-            [t, i, [int(st.counts.get(((t, i), c), 0)) for c in range(self.num_cores)]] for t, i in sems
+            [t, i, [int(st.counts.get(((t, i), c), 0)) for c in range(self.config.num_cores)]] for t, i in sems
         )
         tasks = sorted(
             [key[0], key[1], core, [[d, h] for d, h in q]] for (key, core), q in st.queues.items() if q
@@ -444,12 +259,27 @@ class ModelImpl:
             "tasks": tasks,
             "dma_phases": [d.phase for d in st.dmas],
             "buffers": sorted(
-                ([list(k), b.ref_count, list(b.logical_shape), enc_array(b.content)] for k, b in self.buffers.mem.items()),
+                ([list(k), b.ref_count, list(b.logical_shape), enc_array(b.content)] for k, b in st.buffers.mem.items()),
                 key=lambda e: repr(e[0]),
             ),
-            "next_buffer_id": sorted([list(k), v] for k, v in self.buffers.next_id.items()),
-            "deallocated_bytes": self.buffers.deallocated_bytes,
+            "next_buffer_id": sorted([list(k), v] for k, v in st.buffers.next_id.items()),
+            "deallocated_bytes": st.buffers.deallocated_bytes,
         }
+
+
+def _violation(v) -> dict:
+    return error(v.python_type, v.message)
+
+
+def _key(handle: list) -> tuple:
+    table, sem_id = handle
+    return (table, int(sem_id))
+
+
+def _access(acc, field: str) -> dict:
+    """A manager access result: the data read (`value`) or whether a store was accepted (`in_bounds`)."""
+    first = {"value": enc_array(acc.value)} if field == "value" else {"in_bounds": acc.in_bounds}
+    return {**first, "shape": list(acc.shape), "dtype": acc.dtype.name}
 
 
 # --- jax ---------------------------------------------------------------------------------
