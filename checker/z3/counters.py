@@ -47,9 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from semcheck.model.errors import (
-    IdCollision,
     NoCollectiveId,
-    SemIndexOutOfBounds,
     UnknownSemaphore,
     Violation,
 )
@@ -77,7 +75,8 @@ from semcheck.model.ops import (
 )
 from semcheck.model.run import classify
 from semcheck.model.state import Outcome
-from semcheck.model.step import enabled, is_hardware, step, target_core
+from semcheck.model.semaphore import lookup_in
+from semcheck.model.step import enabled, is_hardware, named, step, target_core
 
 Key = tuple
 Counter = tuple  # (Key, core)
@@ -490,45 +489,40 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         return key
 
     def _resolve(c: int, i: int, ref: SemRef) -> Key:
-        if ref.label == BARRIER:
-            if cid is None:
-                raise _Fail(NoCollectiveId())
-            if hw:
-                return ("barrier",)
-            sid = cid
-        else:
+        # SEM-3 / HW-1 statically: the model's own `named` (a SemAlloc has the
+        # fields it reads) and `lookup_in`, fed with which tables hold the id at
+        # op i in every run, as happens-before decides it.
+        alloc = None
+        if ref.label != BARRIER:
             alloc = sem_allocs.get((c, ref.label))
             if alloc is None or not hb.before(alloc.issuer, alloc.pos, c, i):
                 raise _Unsupported(
                     f"core {c} op {i} uses semaphore allocation {ref.label!r}"
                     + (" that it never allocates" if alloc is None else " not ordered after its allocation")
                 )
-            if not 0 <= ref.index < alloc.count:
-                raise _Fail(SemIndexOutOfBounds(ref.label, ref.index, alloc.count))
-            if hw:
-                return ("site", alloc.site, ref.index)
-            if isinstance(alloc.ids, Violation) or alloc.ids is None:
+            if not hw and 0 <= ref.index < alloc.count and (alloc.ids is None or isinstance(alloc.ids, Violation)):
                 raise _Fail(alloc.ids if isinstance(alloc.ids, Violation) else UnknownSemaphore(-1))
-            sid = alloc.ids[ref.index]
-            if sid != cid:
-                issuer_base = sem_events[(alloc.issuer, alloc.pos)].bases[alloc.issuer]
-                if sid != issuer_base + ref.index:  # wrapped (IDS-1): in no table
-                    raise _Fail(UnknownSemaphore(sid))
-                return ("internal", sid)
-        fixed = table_status(first_get, c, i)
-        internal = table_status(first_insert, c, i)
-        if fixed == "always" and internal == "never":
-            return ("fixed", sid)
-        if fixed == "never" and internal == "always":
-            return ("internal", sid)
-        if fixed == "always" and internal == "always":
-            raise _Fail(IdCollision(sid))
-        if fixed == "never" and internal == "never":
-            raise _Fail(UnknownSemaphore(sid))
-        raise _Unsupported(
-            f"core {c} op {i} looks up the collective id {sid}: whether the fixed-id table "
-            f"({fixed}) and the internal table ({internal}) hold it depends on the schedule"
-        )
+        sid = named(program, mode, alloc, c, ref)
+        if isinstance(sid, Violation):
+            raise _Fail(sid)
+        if type(sid) is not int:
+            return sid  # hardware: the physical semaphore
+        if sid != cid:  # only the collective id ever enters the fixed table
+            issuer_base = sem_events[(alloc.issuer, alloc.pos)].bases[alloc.issuer]
+            in_fixed, in_internal = False, sid == issuer_base + ref.index  # a wrapped id (IDS-1) is in no table
+        else:
+            fixed = table_status(first_get, c, i)
+            internal = table_status(first_insert, c, i)
+            if "maybe" in (fixed, internal):
+                raise _Unsupported(
+                    f"core {c} op {i} looks up the collective id {sid}: whether the fixed-id table "
+                    f"({fixed}) and the internal table ({internal}) hold it depends on the schedule"
+                )
+            in_fixed, in_internal = fixed == "always", internal == "always"
+        key = lookup_in((sid,) if in_fixed else (), (sid,) if in_internal else (), sid)
+        if isinstance(key, Violation):
+            raise _Fail(key)
+        return key
 
     targets: dict[tuple, int] = {}
 
