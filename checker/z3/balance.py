@@ -12,7 +12,8 @@ exit-balance
       so `W <= arrived <= T = W`), and no DMA is pending at the end (a pending
       write half would leave its counter below W).
     * some T > W  ->  **violated**, with the model's fast run as witness
-      (replayed): its final counts, pending DMAs and printed warnings.
+      (replayed on the step relation up to `REPLAY_LIMIT` steps): its final
+      counts, pending DMAs and printed warnings.
     * the program can deadlock or fail -> **unknown** (counts at exit are not
       defined for the devices that never exit).
 
@@ -20,16 +21,17 @@ exit-balance
     warning `Semaphore N has non-zero count for D (global core G) at kernel
     exit: C` (EXIT-1): "never", "may" or "must" (or "unknown"); with "may",
     `not_must` says whether a run without the warning is proved to exist.
-    "may" is witnessed by a run in which the device's exit check sees a
-    non-zero count: the other cores
-    run as far as they can while the checking core is frozen just before its
-    check (in eager and hardware mode this maximises every count, so "never"
-    is exact when that run sees only zeros). "must" is proved by the
-    timestamped encoding: no reachable configuration has the checking core
-    at its check with all of the device's counts zero. Under `on_wait` the
-    timestamped encoding admits more runs than the interpreter (DMA halves
-    may run early), so "must" stays sound but a "may" without a witness is
-    reported as "unknown".
+    All from fast runs and one linear pass (spec PROP-5 argues each answer):
+    "may" is witnessed by the run that freezes the checking cores just
+    before their checks and runs the rest as far as they can; "never" and
+    "must" compare an upper bound (that run's positions) and a lower bound
+    (`must_have_passed`: what every run must have done to reach the check)
+    on what can have arrived and been waited for; `not_must` is witnessed by
+    a restricted run (cores capped at the lower bound, DMA halves in flight)
+    that reaches the check with every count zero, or, for small programs,
+    decided by an exhaustive search over what can be held back past the
+    check. The per-event timestamp encoding (`timestamped.py`) is only the
+    bench's baseline now.
 
 dma-bytes
     For every counter (s, c) that a DMA half signals or a DMA-kind wait
@@ -46,12 +48,14 @@ dma-bytes
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter as Multiset
-from collections import defaultdict
+from collections import defaultdict, deque
 
-import z3
-
+from semcheck.checker.replay import REPLAY_LIMIT
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.counters import (
     EncodingBug,
@@ -63,9 +67,11 @@ from semcheck.checker.z3.counters import (
     truncate,
 )
 from semcheck.checker.z3.memo import MEMO
-from semcheck.checker.z3.timestamped import Timestamped
-from semcheck.model.ops import DmaMode, ExitCheck, Program
+from semcheck.checker.z3.symmetry import find_rotation
+from semcheck.model.fast import fast_run
+from semcheck.model.ops import Barrier, DmaMode, ExitCheck, Program
 from semcheck.model.run import run
+from semcheck.model.semaphore import nonzero as nonzero_counts
 from semcheck.model.step import is_hardware
 
 WARNING = "Semaphore {} has non-zero count for {} (global core {}) at kernel exit: {}"
@@ -109,12 +115,10 @@ def _precondition(prop: str, program: Program, mode: DmaMode, low: Lowered, stat
     return None, sp
 
 
-def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, warnings: bool = True,
-                 must_max_ops: int = 5_000) -> Verdict:
+def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, warnings: bool = True) -> Verdict:
     """PROP-5 (see the module docstring).
 
-    `warnings=False` skips the per-device warning analysis; the "must" query
-    (timestamped, cubic for rings) is only attempted up to `must_max_ops` operations.
+    `warnings=False` skips the per-device warning analysis (a few fast runs, linear in the program).
     """
     prop = "exit-balance"
     t0 = time.perf_counter()
@@ -133,9 +137,10 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         return Verdict(prop, "proved", reason=f"all {len(tot)} counters receive exactly what they wait for", stats=stats)
 
     real = maximal_run(program, mode)
-    replay = run(program, mode, real.schedule)
-    if replay.state.pcs != real.state.pcs or replay.state.counts != real.state.counts:
-        raise EncodingBug("the exit-balance witness does not replay")
+    if len(real.schedule) <= REPLAY_LIMIT:  # the step relation copies its state per step: quadratic beyond
+        replay = run(program, mode, real.schedule)
+        if replay.state.pcs != real.state.pcs or replay.state.counts != real.state.counts:
+            raise EncodingBug("the exit-balance witness does not replay")
     final = {k: real.state.counts.get(k, 0) for k in excess}
     pending = [d for d in real.pending_dmas]
     counters = [
@@ -143,7 +148,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]
-    device_warn = _warnings(program, mode, low, excess, timeout_ms, must_max_ops) if warnings else {}
+    device_warn = _warnings(program, mode, low, excess) if warnings else {}
     lines = [f"{c['semaphore']} on core {c['core']}: receives {c['contributed']}, waits for {c['waited']}"
              for c in counters]
     msg = "unbalanced at exit: " + "; ".join(lines[:4]) + (f" (+{len(lines) - 4} more)" if len(lines) > 4 else "")
@@ -178,70 +183,406 @@ def _exit_checks(program: Program) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, timeout_ms: int, must_max_ops: int) -> dict:
-    """Per device with unbalanced counters: 'never' | 'may' | 'must' | 'unknown' (+ an example line)."""
-    topo = program.topology
-    out = {}
-    query = enc = None
-    for d, (c0, x) in sorted(_exit_checks(program).items()):
-        cores = set(topo.cores_of_device(d))
-        mine = {k: e for k, e in excess.items() if k[1] in cores}
-        if not mine:
-            out[str(d)] = {"behaviour": "never"}
+def _prefix(items: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """(positions, running totals) of (position, amount) pairs sorted by position."""
+    pos, acc, t = [], [], 0
+    for p, a in items:
+        t += a
+        pos.append(p)
+        acc.append(t)
+    return pos, acc
+
+
+def _upto(table: tuple[list[int], list[int]] | None, q: int) -> int:
+    """The total of the entries at positions < q."""
+    if table is None:
+        return 0
+    j = bisect_left(table[0], q)
+    return table[1][j - 1] if j else 0
+
+
+class _Feeds:
+    """Per counter: its total, its feeds per contributing core in program order, and its waits.
+
+    `own[k][h]`: every contribution core h makes to k (signals, and DMA halves at their start's
+    position); `sig[k][h]`: those that happen with their operation (signals; every half under
+    eager). `streams[(k, h)]`: the DMAs core h starts into k (their write halves), for the
+    knock-on bound: a write half that must have happened forces its read half.
+    """
+
+    def __init__(self, low: Lowered) -> None:
+        eager = low.mode == "eager"
+        self.total: dict = defaultdict(int)
+        own: dict = defaultdict(lambda: defaultdict(list))
+        sig: dict = defaultdict(lambda: defaultdict(list))
+        for x in low.contributions:
+            self.total[x.counter] += x.amount
+            own[x.counter][x.owner].append((x.pos, x.amount))
+            if eager or x.kind == "signal":
+                sig[x.counter][x.owner].append((x.pos, x.amount))
+        self.own = {k: {h: _prefix(sorted(v)) for h, v in d.items()} for k, d in own.items()}
+        self.sig = {k: {h: _prefix(sorted(v)) for h, v in d.items()} for k, d in sig.items()}
+        self.waits = {k: _prefix(sorted((w.pos, w.value) for w in ws)) for k, ws in low.waits_by_counter.items()}
+        self.reads_from: dict = defaultdict(set)  # src counter -> {(dst counter, issuer)}
+        streams: dict = defaultdict(list)
+        if not eager:
+            for d in low.dmas:
+                streams[(d.dst_counter, d.core)].append(d)
+                if d.src_counter is not None:
+                    self.reads_from[d.src_counter].add((d.dst_counter, d.core))
+        self.streams = dict(streams)
+
+    def need(self, k, q: int) -> int:
+        """What k's core has waited for on k once it has passed its operations before q."""
+        return _upto(self.waits.get(k), q)
+
+    def arrived_at_most(self, k, pcs) -> int:
+        """Everything that can have arrived at k while each core h is at or before pcs[h]."""
+        return sum(_upto(t, pcs[h]) for h, t in self.own.get(k, {}).items())
+
+    def arrived_at_least(self, k, m) -> int:
+        """A lower bound on what has arrived at k once each core h has passed its operations before m[h]:
+        what happens with its operation, plus read halves forced by the write halves k's core's
+        partners must have received (a write half follows its read half)."""
+        a = sum(_upto(t, int(m[h])) for h, t in self.sig.get(k, {}).items())
+        for k2, h in self.reads_from.get(k, ()):
+            dmas = self.streams[(k2, h)]
+            feed = self.own[k2][h][1][-1]
+            # k2 must hold need(k2); the most everyone else can give is total - feed, and h's
+            # contributions other than these write halves count too
+            r = self.need(k2, int(m[k2[1]])) - (self.total[k2] - feed) - (feed - sum(x.nbytes for x in dmas))
+            if r <= 0:
+                continue
+            j, got = 0, 0
+            for b in sorted((x.nbytes for x in dmas), reverse=True):  # the fewest write halves that can give r
+                if got >= r:
+                    break
+                got += b
+                j += 1
+            mine = [x.nbytes for x in dmas if x.src_counter == k]
+            forced = j - (len(dmas) - len(mine))
+            if forced > 0:
+                a += forced * min(mine)
+        return max(a, self.need(k, int(m[k[1]])))
+
+
+_VC_CELLS = 40_000_000  # lower-bound vectors kept (cells); beyond, "must" is left undecided
+
+
+def must_have_passed(low: Lowered, targets: dict, feeds: _Feeds | None = None) -> dict | None:
+    """For each target (core c, position x): m, a vector with m[h] <= h's position in every reachable
+    state in which c is at x, m[c] = x; None when not computed (too large, or the program cannot
+    complete, which the callers' preconditions exclude).
+
+    One pass over the program in an order that respects the bounds (each wait after the
+    contributions it cannot do without, each barrier after its partners reach it), keeping per
+    core the vector of positions every run must have passed (vector clocks of the "must happen
+    before" relation): a wait of cumulative need N on k needs, from each contributing core h,
+    the shortest program-order prefix of h's contributions that gives N - (what all others can
+    give); a barrier needs every participant at it. Linear in operations times cores (numpy).
+    """
+    import numpy as np
+
+    feeds = feeds if feeds is not None else _Feeds(low)
+    n = low.program.topology.num_cores
+    lengths = low.lengths
+    deps_at: list[dict] = [dict() for _ in range(n)]
+    seen: dict = defaultdict(int)
+    for (g, i), w in sorted(low.waits.items()):
+        k = w.counter
+        seen[k] += w.value
+        need, total = seen[k], feeds.total.get(k, 0)
+        if need > total:
+            deps_at[g][i] = [(g, i + 1)]  # never passes (it waits for itself): g stops here
             continue
-        # may: freeze the checking core just before its check, run the rest as far as possible
-        frozen = s_prime_run(low, extra_stops={c0: x})
-        counts = {k: frozen.state.counts.get(k, 0) for k in mine}
-        nonzero = {k: v for k, v in counts.items() if v}
+        ds = []
+        for h, (pos, acc) in feeds.own.get(k, {}).items():
+            r = need - (total - acc[-1])
+            if r > 0:
+                ds.append((h, pos[bisect_left(acc, r)] + 1))
+        if ds:
+            deps_at[g][i] = ds
+    for (g, i), b in low.barriers.items():
+        ds = []
+        for p in b.participants:
+            if p != g:
+                q = low.barrier_pos.get((p, b.name, b.k))
+                if q is None:  # a partner that never gets there: g stops here
+                    ds = [(g, i + 1)]
+                    break
+                ds.append((p, q))
+        if ds:
+            deps_at[g].setdefault(i, []).extend(ds)
+    stops = [sorted(d) for d in deps_at]
+    if sum(map(len, stops)) * n > _VC_CELLS:
+        return None
+    done = [0] * n
+    cur = [np.zeros(n, dtype=np.int64) for _ in range(n)]
+    pts_pos: list[list[int]] = [[] for _ in range(n)]
+    pts_vec: list[list] = [[] for _ in range(n)]
+    nxt = [0] * n
+    parked: list[list] = [[] for _ in range(n)]
+    ready = deque(range(n))
+    pending: dict = {}  # core -> the furthest target position on it not reached yet
+    for c0, x in targets.values():
+        pending[c0] = max(x, pending.get(c0, 0))
+
+    def advance(g: int, to: int) -> None:
+        done[g] = to
+        heap = parked[g]
+        while heap and heap[0][0] <= to:
+            ready.append(heapq.heappop(heap)[1])
+        if pending.get(g, to + 1) <= to:
+            del pending[g]
+
+    while ready and pending:  # a vector, once computed, is final: stop when every target has its own
+        g = ready.popleft()
+        while True:
+            if nxt[g] == len(stops[g]):
+                if done[g] < lengths[g]:
+                    advance(g, lengths[g])
+                break
+            i = stops[g][nxt[g]]
+            if done[g] < i:
+                advance(g, i)
+            ds = deps_at[g][i]
+            late = next(((h, q) for h, q in ds if done[h] < q), None)
+            if late is not None:
+                heapq.heappush(parked[late[0]], (late[1], g))
+                break
+            new = cur[g].copy()
+            for h, q in ds:
+                j = bisect_right(pts_pos[h], q) - 1
+                if j >= 0:
+                    np.maximum(new, pts_vec[h][j], out=new)
+                if new[h] < q:
+                    new[h] = q
+            cur[g] = new
+            pts_pos[g].append(i + 1)
+            pts_vec[g].append(new)
+            nxt[g] += 1
+            advance(g, i + 1)
+    out = {}
+    for d, (c0, x) in targets.items():
+        if done[c0] < x:
+            return None  # the bounds are not consistent with a completing run: decide nothing from them
+        j = bisect_right(pts_pos[c0], x) - 1
+        m = pts_vec[c0][j].copy() if j >= 0 else np.zeros(n, dtype=np.int64)
+        m[c0] = x
+        out[d] = m
+    return out
+
+
+def _frozen_at_checks(program: Program, mode: DmaMode, checks: dict):
+    """One run with every checking core frozen just before its check and the rest run as far as they can,
+    when that is what each device's own frozen run reaches too (the next operation after each check is a
+    barrier of all checking cores, or none: passing a check then changes nothing any other core sees);
+    else None."""
+    cores = {c for c, _ in checks.values()}
+    for c, x in checks.values():
+        ops = program.cores[c]
+        if x + 1 < len(ops) and not (isinstance(ops[x + 1], Barrier) and cores <= set(ops[x + 1].participants)):
+            return None
+    return fast_run(program, mode, freeze={c: x for c, x in checks.values()}, record=False)
+
+
+def _orbit_rep(low: Lowered, checks: dict):
+    """device -> the device whose answers it shares, under a rotation of the lowering that maps each
+    device's check to its image's (RUN-6); the identity without one."""
+    topo = low.program.topology
+    ident = {d: d for d in checks}
+    rot = find_rotation(low)
+    if rot is None:
+        return ident
+    for d, (c0, x) in checks.items():
+        img = rot.image(c0)
+        if checks.get(topo.device_of(img)) != (img, x):
+            return ident
+    return {d: topo.device_of(rot.rep(c0)) for d, (c0, x) in checks.items()}
+
+
+_SEARCH_EVENTS = 16  # delay candidates the exhaustive witness search accepts
+_SEARCH_RUNS = 256  # restricted runs it may spend per device
+
+
+def _zero_at_check(program, mode, out, c0: int, x: int, cores) -> bool:
+    st = out.state
+    return out.failure is None and st.pcs[c0] == x and not nonzero_counts(st.counts, cores)
+
+
+def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: _Feeds, d: int, c0: int, x: int,
+               m, exact: dict | None) -> bool | None:
+    """True: a real run reaches device d's check with every count of d zero (no warning).
+    False: proved that no run does (only by the exhaustive search). None: not decided.
+
+    1. Every core capped at its lower bound m (the least it must have done), c0 at its check;
+       under hardware, then also the DMA halves that still over-fill a counter suppressed
+       (halves in flight at the check), the latest first.
+    2. Eager and hardware, with the device's waits at the check known exactly (`exact`: counter
+       -> what has been waited for at the check): a run reaching the check with every count zero
+       exists iff some set D of contributions to the device's counters, of at least each counter's
+       surplus e(k) = total - waited, can all be held back past the check, i.e. the restricted run
+       (signals and eager halves: their core capped at them; hardware halves: suppressed) still
+       brings c0 to its check (DR-2: restricted runs are persistent, so one run decides). Holding
+       back more only makes that harder, so it suffices to try the covering sets of contributions
+       that can each be held back alone, smallest first: an exhausted search proves "must".
+    """
+    topo = program.topology
+    cores = topo.cores_of_device(d)
+    hw = mode == "hardware"
+    if m is not None:
+        freeze = {g: int(q) for g, q in enumerate(m)}
+        freeze[c0] = x
+        out = fast_run(program, mode, freeze=freeze, record=False)
+        if _zero_at_check(program, mode, out, c0, x, cores):
+            return True
+        if hw and out.state.pcs[c0] == x and out.failure is None:
+            sup = set()
+            for (key, g, v) in nonzero_counts(out.state.counts, cores):
+                left = v
+                halves = [y for y in low.by_counter.get((key, g), ()) if y.kind != "signal" and y.pos < out.state.pcs[y.owner]]
+                for y in sorted(halves, key=lambda y: (y.pos, y.owner), reverse=True):
+                    if 0 < y.amount <= left:
+                        sup.add((y.owner, y.pos, "read" if y.kind == "dma_read" else "write"))
+                        left -= y.amount
+            if sup and _zero_at_check(program, mode, fast_run(program, mode, freeze=freeze, suppress=frozenset(sup),
+                                                              record=False), c0, x, cores):
+                return True
+    if mode == "on_wait" or exact is None:
+        return None
+    surplus = {k: feeds.total.get(k, 0) - w for k, w in exact.items() if feeds.total.get(k, 0) > w}
+    if not surplus:
+        return None
+    eager = mode == "eager"
+    events = []
+    for k in surplus:
+        for y in low.by_counter.get(k, ()):
+            if eager or y.kind == "signal":
+                if m is None or y.pos >= m[y.owner]:
+                    events.append(("cap", y.owner, y.pos))
+            else:
+                events.append(("sup", y.owner, y.pos, "read" if y.kind == "dma_read" else "write"))
+    events = list(dict.fromkeys(events))
+    if len(events) > _SEARCH_EVENTS:
+        return None
+    runs = 0
+
+    def restricted(ds) -> tuple[dict, frozenset]:
+        freeze = {c0: x}
+        sup = set()
+        for e in ds:
+            if e[0] == "cap":
+                freeze[e[1]] = min(e[2], freeze.get(e[1], e[2]))
+            else:
+                sup.add(e[1:])
+        return freeze, frozenset(sup)
+
+    def covers(freeze, sup) -> bool:
+        for k, e in surplus.items():
+            held = 0
+            for y in low.by_counter.get(k, ()):
+                if y.pos >= freeze.get(y.owner, y.pos + 1) or (y.kind != "signal" and not eager and (
+                        (y.owner, y.pos, "read") in sup or (y.kind == "dma_write" and (y.owner, y.pos, "write") in sup))):
+                    held += y.amount
+            if held < e:
+                return False
+        return True
+
+    def reaches(ds) -> bool:
+        nonlocal runs
+        runs += 1
+        freeze, sup = restricted(ds)
+        out = fast_run(program, mode, freeze=freeze, suppress=sup, record=False)
+        return out.failure is None and out.state.pcs[c0] == x
+
+    alone = [e for e in events if reaches((e,))]
+    failed: list[frozenset] = []
+    for size in range(1, len(alone) + 1):
+        for ds in itertools.combinations(alone, size):
+            s = frozenset(ds)
+            if any(f <= s for f in failed):
+                continue
+            freeze, sup = restricted(ds)
+            if not covers(freeze, sup):
+                continue
+            if runs >= _SEARCH_RUNS:
+                return None
+            runs += 1
+            out = fast_run(program, mode, freeze=freeze, suppress=sup, record=False)
+            if _zero_at_check(program, mode, out, c0, x, cores):
+                return True
+            if out.failure is None and out.state.pcs[c0] != x:
+                failed.append(s)
+    return False
+
+
+def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> dict:
+    """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/semantics.md.
+
+    may: a run (all checking cores frozen before their checks, the rest as far as they can go)
+    in which the check sees a non-zero count. never: even counting everything that can have
+    arrived by then, less the least that must have been waited for, every count is zero. must: a
+    lower bound on what must have arrived exceeds what can have been waited for. not_must: a
+    run reaching the check with every count zero (restricted fast runs, `_quiet_run`).
+    """
+    topo = program.topology
+    checks = _exit_checks(program)
+    if not checks:
+        return {}
+    feeds = _Feeds(low)
+    counters: dict = defaultdict(list)
+    for k in set(feeds.total) | set(feeds.waits):
+        counters[topo.device_of(k[1])].append(k)
+    frozen = _frozen_at_checks(program, mode, checks)
+    bounds = must_have_passed(low, checks, feeds)
+    rep = _orbit_rep(low, checks)
+    quiet: dict = {}
+    out = {}
+    for d, (c0, x) in sorted(checks.items()):
+        cores = set(topo.cores_of_device(d))
+        mine = sorted(counters.get(d, ()), key=repr)
+        f = frozen if frozen is not None else fast_run(program, mode, freeze={c0: x}, record=False)
+        if f.failure is not None or f.state.pcs[c0] != x:
+            out[str(d)] = {"behaviour": "unknown", "note": "the frozen run does not reach the check"}
+            continue
+        pcs = f.state.pcs
+        m = bounds.get(d) if bounds is not None else None
+        lo = m if m is not None else [x if g == c0 else 0 for g in range(topo.num_cores)]
+        hi = list(pcs)
+        # waits done at the check: at least those before lo, at most those before hi (c0: exactly before x)
+        w_lo = {k: feeds.need(k, int(lo[k[1]])) for k in mine}
+        w_hi = {k: feeds.need(k, x if k[1] == c0 else hi[k[1]]) for k in mine}
+        exact = w_lo if w_lo == w_hi else None
+        nonzero = {k: v for k in mine if (v := f.state.counts.get(k, 0))}
+        may = bool(nonzero)
+        never = all(feeds.arrived_at_most(k, hi) <= w_lo[k] for k in mine)
+        must = m is not None and any(feeds.arrived_at_least(k, m) > w_hi[k] for k in mine)
+        if never and (may or must):
+            raise EncodingBug(f"device {d}'s exit check: never warns, yet {'may' if may else 'must'}")
         entry: dict = {}
         if nonzero:
             k, v = sorted(nonzero.items(), key=repr)[0]
             entry["example"] = WARNING.format(k[0][1] if len(k[0]) > 1 else k[0][0], d, k[1], v)
             entry["may_print"] = [WARNING.format(kk[0][1] if len(kk[0]) > 1 else kk[0][0], d, kk[1], vv)
                                   for kk, vv in sorted(nonzero.items(), key=repr)]
-            may = True
-        else:
-            may = False if mode != "on_wait" else None
-        # must: no reachable configuration at the check with all of them zero (timestamped encoding)
-        must = None
-        if may is not False and program.num_ops > must_max_ops:
-            entry["note"] = f"must not decided: {program.num_ops} operations exceed the timestamped query's limit"
-        elif may is not False:
-            try:
-                if query is None:  # one encoding of the runs for every device's question
-                    enc = Timestamped(low, terminal=False)
-                    query = z3.SolverFor("QF_LIA")
-                    query.set("timeout", int(timeout_ms))
-                    query.add(enc.formula)
-                s = query
-                now = enc.t[c0][x]
-                s.push()
-                try:
-                    s.add(enc.q[c0] > x)
-                    for k in mine:
-                        s.add(enc.arrived_before(k, now) - enc.waited_before(k, now) == 0)
-                    res = s.check()
-                    gave_up = s.reason_unknown() if res == z3.unknown else ""
-                finally:
-                    s.pop()
-                if res == z3.unsat:
-                    must = True
-                elif res == z3.sat:
-                    # eager/hardware: a real run with all zeros; on_wait: the encoding admits extra runs
-                    must = False if mode != "on_wait" else None
-                else:
-                    entry["note"] = f"must undecided: z3 gave up ({gave_up})"
-            except IndexError:  # the check is beyond a failing op (cannot happen after the precondition)
-                must = None
         if must:
             entry["behaviour"] = "must"
-        elif may:
-            entry["behaviour"] = "may"
-            entry["not_must"] = must is False  # some run prints nothing (decided, outside on_wait)
-        elif may is False:
+        elif never:
             entry["behaviour"] = "never"
         else:
-            entry["behaviour"] = "unknown"
+            r = rep.get(d, d)
+            if r not in quiet:
+                quiet[r] = _quiet_run(program, mode, low, feeds, d, c0, x, m, exact)
+            q = quiet[r]
+            if q is False:
+                entry["behaviour"] = "must"
+            elif may:
+                entry["behaviour"] = "may"
+                entry["not_must"] = q is True  # some run prints nothing
+                if q is None:
+                    entry["note"] = "must not decided: no quiet run found and the search was not exhaustive"
+            else:
+                entry["behaviour"] = "unknown"
         out[str(d)] = entry
     return out
 
@@ -321,4 +662,4 @@ def _violated(prop: str, msg: str, locs, stats: dict, details: dict) -> Verdict:
                    stats=stats)
 
 
-__all__ = ["dma_bytes", "exit_balance", "totals", "truncate"]
+__all__ = ["dma_bytes", "exit_balance", "must_have_passed", "totals", "truncate"]

@@ -22,6 +22,10 @@ among equal timestamps), which is a real schedule to the same positions. The
 wait constraints sum over every contribution to the counter, so the formula
 has (waits x contributions) terms: cubic in the device count for a ring.
 Same preconditions and verdict rules as `deadlock.py`.
+
+Only the bench's baseline (and its tests) use it: no property is decided with
+it (exit-balance's warnings once asked it "can A arrive before B?", which took
+minutes at 8 devices; they now use restricted fast runs, spec PROP-5).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class Timestamped:
     """Reachability constraints over timestamps, plus the terminal stuck condition."""
 
     def __init__(self, low: Lowered, *, terminal: bool = True) -> None:
-        """`terminal=False`: only the reachability constraints (any reachable configuration)."""
+        """`terminal=False`: only the reachability constraints (any reachable configuration), for experiments."""
         self.low = low
         prog = low.program
         n = prog.topology.num_cores
