@@ -36,6 +36,7 @@ from collections.abc import Callable
 import z3
 
 from semcheck.checker.verdict import Verdict, Witness
+from semcheck.checker.z3.balance import must_have_passed
 from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
@@ -46,6 +47,7 @@ from semcheck.checker.z3.counters import (
     truncate,
 )
 from semcheck.model.errors import IdCollision, Int16Overflow
+from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, INT16_MAX, INT16_MIN
 from semcheck.model.ops import (
     BARRIER,
@@ -243,6 +245,19 @@ def _replay_until(program: Program, mode: DmaMode, schedule, done: Callable[[Sta
     return state, tuple(taken)
 
 
+def _prefix_to(program: Program, mode: DmaMode, low: Lowered, core: int, pos: int) -> tuple | None:
+    """A short schedule that brings `core` to `pos`: the other cores run only as far as every run that
+    gets there must have run them (`balance.must_have_passed`), so the witness replays the few steps
+    the violation needs, not the whole program. None if that restricted run does not get there."""
+    bounds = must_have_passed(low, {0: (core, pos)})
+    if bounds is None:
+        return None
+    out = fast_run(program, mode, freeze={g: int(q) for g, q in enumerate(bounds[0])})
+    if out.failure is not None or out.state.pcs[core] != pos:
+        return None
+    return tuple(out.schedule)
+
+
 def _stats(low: Lowered, **more) -> dict:
     return dict(low.size(), **more)
 
@@ -427,35 +442,53 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
     Z3 asks whether any allocation event can hand out an id above 32767
     (semaphores from 2000, buffers from 100, in any admissible allocation
     order) or the collective id is outside int16 while get_barrier_semaphore
-    runs. Unsat -> proved. Otherwise the offending operation is looked up in
+    runs (plain arithmetic on the lowering's bases when every core's
+    allocation order is fixed). Unsat -> proved. Otherwise the offending operation is looked up in
     S': OverflowError operations are failing operations (reached iff S'
     stops there), silently wrapping allocations are executed iff S' passes
-    them.
+    them. The witness is a short prefix: the failing core, and the others only
+    as far as every run reaching it must have run them.
     """
     prop = "id-int16"
     if mode == "hardware":
         return Verdict(prop, "proved", reason="no ids on hardware (HW-1)")
     t0 = time.perf_counter()
     low = lower(program, mode)
-    sem, buf = IdModel(low, "semaphore"), IdModel(low, "buffer")
-    s = z3.SolverFor("QF_LIA")
-    s.set("timeout", int(timeout_ms))
-    s.add(*sem.constraints, *buf.constraints)
-    bad = [c for _, c in sem.handed_out_too_big()] + [c for _, c in buf.handed_out_too_big()]
     cid = program.collective_id
     cid_bad = cid is not None and low.gets and not INT16_MIN <= cid <= INT16_MAX
-    s.add(z3.Or(bad + [z3.BoolVal(bool(cid_bad))]))
-    res = s.check()
+    if not low.racy_counters:
+        # every core's allocation order is fixed, so IdModel's bases are numbers (the lowering's):
+        # the query is arithmetic, and building it in Z3 costs seconds on large programs
+        too_big = cid_bad or any(
+            ev.issuer in ev.bases and ev.bases[ev.issuer] + (ev.op.count if isinstance(ev.op, AllocSem) else 1) - 1
+            > INT16_MAX for ev in (*low.sem_events, *low.buffer_events))
+        res = z3.sat if too_big else z3.unsat
+    else:
+        sem, buf = IdModel(low, "semaphore"), IdModel(low, "buffer")
+        s = z3.SolverFor("QF_LIA")
+        s.set("timeout", int(timeout_ms))
+        s.add(*sem.constraints, *buf.constraints)
+        bad = [c for _, c in sem.handed_out_too_big()] + [c for _, c in buf.handed_out_too_big()]
+        s.add(z3.Or(bad + [z3.BoolVal(bool(cid_bad))]))
+        res = s.check()
+        if res == z3.unknown:
+            stats = _stats(low, z3=str(res), solve_s=round(time.perf_counter() - t0, 4))
+            return Verdict(prop, "unknown", reason=f"z3 gave up: {s.reason_unknown()}", stats=stats)
     stats = _stats(low, z3=str(res), solve_s=round(time.perf_counter() - t0, 4))
-    if res == z3.unknown:
-        return Verdict(prop, "unknown", reason=f"z3 gave up: {s.reason_unknown()}", stats=stats)
     if res == z3.unsat:
         return Verdict(prop, "proved", reason="every id handed out fits int16", stats=stats)
 
+    fine: dict = {}  # (core, label) -> an allocation already seen to fit (states share unchanged ones)
+
     def offending(state: State) -> str | None:
         for (c, label), alloc in state.allocs.items():
-            if alloc.ids and any(x != alloc.ids[0] + k for k, x in enumerate(alloc.ids)):
-                return f"allocation {label!r} of core {c}: ids wrap past 32767 ({alloc.ids[0]}.. -> {min(alloc.ids)})"
+            if fine.get((c, label)) is alloc:
+                continue
+            ids = alloc.ids
+            # IDS-1: ids are arange(base, base + n) in int16, so they wrap iff the last one does
+            if ids and ids[-1] - ids[0] != len(ids) - 1:
+                return f"allocation {label!r} of core {c}: ids wrap past 32767 ({ids[0]}.. -> {min(ids)})"
+            fine[(c, label)] = alloc
         for (c, label), (_, i, _, _) in state.buffer_keys.items():
             if i > INT16_MAX:
                 return f"buffer {label!r} of core {c} gets id {i}"
@@ -469,9 +502,17 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
         schedule = tuple(sp.schedule)
         overflow = [(c, pos) for c, pos, v in failure_reached(low, sp.state.pcs) if isinstance(v, Int16Overflow)]
         if overflow:
-            schedule += (("core", overflow[0][0]),)
+            c, pos = overflow[0]
+            schedule = (_prefix_to(program, mode, low, c, pos) or schedule) + (("core", c),)
         elif offending(sp.state) is None:
             return Verdict(prop, "proved", reason="the allocations that would leave int16 never execute", stats=stats)
+        else:
+            wraps = [(a.issuer, a.pos) for a in low.sem_allocs.values()
+                     if a.ids and not isinstance(a.ids, Int16Overflow) and a.ids[-1] - a.ids[0] != len(a.ids) - 1
+                     and a.pos < sp.state.pcs[a.issuer]]
+            if wraps:
+                c, pos = min(wraps)
+                schedule = _prefix_to(program, mode, low, c, pos + 1) or schedule
     else:
         out = maximal_run(program, mode)
         if offending(out.state) is None:
