@@ -31,10 +31,21 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
     """Scratch allocations (interpreter order), kernel argument values, HBM buffer count."""
     aliased_outputs = {o for _, o in call.input_output_aliases}
     hbm_buffers = call.num_inputs + sum(1 for i in range(call.num_outputs) if i not in aliased_outputs)
+    hbm = _hbm_labels(call)
     scratch: list[Scratch] = []
     args: list[Any] = []
-    used: set[str] = {BARRIER}
+    used: set[str] = {BARRIER, *(f"hbm{k}" for k in range(hbm_buffers))}
+    inputs = outputs = 0
     for i, op in enumerate(call.operands):
+        if op.role == "input":
+            inputs += 1
+        elif op.role == "output":
+            outputs += 1
+        if op.role in ("input", "output") and op.memory_space == "hbm" and op.kind != "semaphore":
+            # The kernel sees the HBM buffer the launch allocated for the operand
+            # (`hbm{k}`, LAUNCH-1): its accesses and DMAs name that buffer.
+            args.append(BufRef(hbm[("input", inputs - 1) if op.role == "input" else ("output", outputs - 1)]))
+            continue
         label = op.name if op.name and op.name not in used else f"{op.role}{i}"
         while label in used:
             label += "_"
@@ -42,14 +53,28 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
         if op.kind == "semaphore":
             scratch.append(Scratch(label, op.count, kind="semaphore", loc=call.loc))
             args.append(SemArray(label, tuple(op.block_shape if op.block_shape is not None else op.shape)))
-        elif op.role in ("input", "output") and op.memory_space == "hbm":
-            args.append(BufRef(label))  # the HBM buffer allocated for the call
         else:
             scratch.append(
                 Scratch(label, kind="buffer", nbytes=op.nbytes, memory_space=op.memory_space, loc=call.loc)
             )
             args.append(BufRef(label))
     return scratch, args, hbm_buffers
+
+
+def _hbm_labels(call: KernelCall) -> dict[tuple[str, int], str]:
+    """The launch's HBM buffer of each input and output: inputs in order, then the
+    outputs that alias no input (an aliased output shares its input's buffer)."""
+    nidx = sum(1 for op in call.operands if op.role == "index")
+    alias = {int(o): int(i) - nidx for i, o in call.input_output_aliases}
+    labels = {("input", j): f"hbm{j}" for j in range(call.num_inputs)}
+    k = call.num_inputs
+    for o in range(call.num_outputs):
+        if o in alias and 0 <= alias[o] < call.num_inputs:
+            labels[("output", o)] = labels[("input", alias[o])]
+        else:
+            labels[("output", o)] = f"hbm{k}"
+            k += 1
+    return labels
 
 
 def parallel_dims(call: KernelCall) -> tuple[bool, ...]:
