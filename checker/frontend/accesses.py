@@ -1,13 +1,21 @@
 """Kernel ref accesses: loads from and stores to refs inside the kernel body.
 
+Each load or store of a buffer ref becomes an `Access` op (ACC-1) on every
+active device: the buffer's label (that of the `AllocBuffer` the launch or a
+`run_scoped` made for the ref), the region of it the view touches (see
+`regions`: exact boxes, widened with a reason where an index, a mask or a
+transform cannot be pinned down) and whether it writes. Masked-off devices
+and an all-false mask emit nothing. A `swap` (`ref[...] = x`, `pl.store`) and
+an `addupdate` (`ref[...] += x`) are writes; everything else reads.
+
 Their values are opaque (`Unknown`): the front end never tracks buffer
-contents. A load or store of a semaphore ref is refused. The IR's `Access`
-ops, when the front end emits them, are built here, next to the DMA rules
-of `sync_rules` that they are checked against.
+contents. A load or store of a semaphore ref is refused.
 """
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import is_
 from typing import Any
 
 from jax._src.pallas import primitives as pallas_prims
@@ -16,8 +24,12 @@ from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
 from semcheck.checker.frontend.trace import KernelCall
-from semcheck.checker.frontend.values import SemArray, Unknown
+from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
+from semcheck.model.ops import Access
+
+_MISSING = object()
 
 
 class AccessRules(Evaluator):
@@ -26,19 +38,127 @@ class AccessRules(Evaluator):
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
         self.rules.update({
-            state_prims.get_p: self._ref_read,
-            state_prims.swap_p: self._ref_read,
-            state_prims.addupdate_p: self._ref_read,
-            pallas_prims.load_p: self._ref_read,
-            pallas_prims.swap_p: self._ref_read,
+            state_prims.get_p: self._ref_access,
+            state_prims.swap_p: self._ref_access,
+            state_prims.addupdate_p: self._ref_access,
+            pallas_prims.load_p: self._ref_access,
+            pallas_prims.swap_p: self._ref_access,
         })
+        self._access_kinds = {
+            state_prims.get_p: "get",
+            state_prims.swap_p: "swap",
+            state_prims.addupdate_p: "addupdate",
+            pallas_prims.load_p: "load",
+            pallas_prims.swap_p: "masked_swap",
+        }
 
-    def _ref_read(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+    def _ref_access(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         ref = invals[0] if invals else None
+        chain: tuple[Any, ...] = ()
         if isinstance(ref, state_types.TransformedRef):
-            ref = ref.ref
+            ref, chain = flatten_ref(ref)
         if isinstance(ref, SemArray):
             raise Unsupported(eqn.primitive.name, "loads and stores of a semaphore ref", self.loc(eqn))
-        why = "a value loaded from a ref"
         loc = self.loc(eqn)
-        return [Unknown(why, loc) for _ in eqn.outvars]
+        outs = [Unknown("a value loaded from a ref", loc) for _ in eqn.outvars]
+        if type(ref) is not BufRef:
+            return outs  # not a buffer the launch or a run_scoped allocated
+        lanes = self.active(mask)
+        if not lanes:
+            return outs
+        static = self._access_static(eqn)
+        write, shape, dtype, leaf_at, unflatten = static
+        leaves = [invals[i] for i in leaf_at]
+        cache = self.op_cache(eqn, "access", ref.name)
+        keys = lane_keys(leaves, self.L) if not chain else None
+        bodies = self.bodies
+        if keys is not None and len(keys) == 1:
+            op = cache.get(keys[0], _MISSING)
+            if op is _MISSING:
+                (region,) = self._access_regions(invals, static, chain)[:1]
+                op = cache[keys[0]] = None if region is None else Access(ref.name, region, write, loc)
+            if op is not None:
+                targets = bodies if mask is None else [bodies[d] for d in lanes]
+                any(map(list.append, targets, repeat(op)))  # append returns None: runs to the end
+            return outs
+        if keys is None:
+            regions = self._access_regions(invals, static, chain)
+            keys = [("region", id(r)) for r in regions]  # interned: one id per distinct region
+            for k, r in zip(keys, regions):
+                if k not in cache:
+                    cache[k] = None if r is None else Access(ref.name, r, write, loc)
+        if len(keys) == 1:
+            keys = keys * self.L
+        try:
+            ops = list(map(cache.__getitem__, keys))
+        except KeyError:  # a new index value: compute the regions of every lane once
+            regions = self._access_regions(invals, static, chain)
+            for k, r in zip(keys, regions if len(regions) > 1 else regions * len(keys)):
+                if k not in cache:
+                    cache[k] = None if r is None else Access(ref.name, r, write, loc)
+            ops = list(map(cache.__getitem__, keys))
+        if mask is not None:
+            ops = [ops[d] for d in lanes]
+            bodies = [bodies[d] for d in lanes]
+        if any(map(is_, repeat(None), ops)):  # lanes whose access touches nothing (an all-false mask, ...)
+            pairs = [(b, op) for b, op in zip(bodies, ops) if op is not None]
+            bodies, ops = [b for b, _ in pairs], [op for _, op in pairs]
+        any(map(list.append, bodies, ops))
+        return outs
+
+    def _access_static(self, eqn: Any) -> tuple[bool, tuple[int, ...], Any, tuple[int, ...], Any]:
+        """Per equation: (writes?, the ref's shape and dtype, where the index leaves are, unflatten)."""
+        key = ("access", id(eqn))
+        hit = self._static_cache.get(key)  # type: ignore[arg-type]
+        if hit is None:
+            kind = self._access_kinds[eqn.primitive]
+            aval = eqn.invars[0].aval
+            shape = tuple(int(s) for s in getattr(aval, "shape", ()))
+            dtype = getattr(aval, "dtype", None)
+            n = len(eqn.invars)
+            if kind == "get":
+                leaf_at, write = tuple(range(1, n)), False
+                tree = eqn.params["tree"]
+                unflatten = lambda inv: (tree.unflatten(inv[1:]), None)  # noqa: E731
+            elif kind in ("swap", "addupdate"):
+                leaf_at, write = tuple(range(2, n)), True
+                tree = eqn.params["tree"]
+                unflatten = lambda inv: (tree.unflatten(inv[2:]), None)  # noqa: E731
+            else:
+                args_tree = eqn.params["args_tree"]
+                parts = args_tree.unflatten(list(range(n)))
+                # (ref, transforms, mask, other) for a load, (ref, transforms, val, mask) for a swap
+                if kind == "load":
+                    write = False
+                    data = {parts[3]} if parts[3] is not None else set()
+                    pick = lambda t: (t[1], t[2])  # noqa: E731
+                else:
+                    write = True
+                    data = {parts[2]} if parts[2] is not None else set()
+                    pick = lambda t: (t[1], t[3])  # noqa: E731
+                leaf_at = tuple(i for i in range(1, n) if i not in data)
+
+                def unflatten(inv: list[Any], args_tree: Any = args_tree, pick: Any = pick) -> Any:
+                    return pick(args_tree.unflatten(inv))
+
+            hit = (write, shape, dtype, leaf_at, unflatten)
+            self._static_cache[key] = hit  # type: ignore[index]
+        return hit
+
+    def _access_regions(self, invals: list[Any], static: Any, chain: tuple[Any, ...]) -> tuple[Any, ...]:
+        _, shape, dtype, _, unflatten = static
+        transforms, mask = unflatten(invals)
+        if chain:
+            # `invals[0]` was itself a view: its shape is not the buffer's.
+            shape = _base_shape(invals[0], shape)
+        return ref_regions(shape, (*chain, *transforms), dtype=dtype, mask=mask)
+
+
+def _base_shape(view: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The buffer's shape under a view value: an indexer records it; else the view's own shape
+    (a region of another rank, which `Region.overlaps` treats as overlapping everything)."""
+    for t in getattr(view, "transforms", ())[:1]:
+        base = getattr(t, "shape", None)
+        if base is not None and hasattr(t, "indices"):
+            return tuple(int(s) for s in base)
+    return shape

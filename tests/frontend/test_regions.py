@@ -535,3 +535,79 @@ def test_lane_keys_identify_regions_per_lane():
     assert lane_keys([np.array([[1, 2]])], 2) is None  # an array index: no cheap key
     assert lane_keys([Opaque("data")], 2) is None
     assert lane_keys([], 3) == [()]
+
+
+# --- the lowering emits them ---------------------------------------------------------------------
+
+_LOWER = r"""
+import json, sys
+from semcheck.checker import frontend
+from semcheck.model.ops import Access, AllocBuffer, DmaStart
+out = []
+for k in frontend.load(sys.argv[1], devices=int(sys.argv[2]), dma_mode="hardware"):
+    for ops in k.program.cores:
+        bufs = [op.label for op in ops if isinstance(op, AllocBuffer)]
+        core = []
+        for op in ops:
+            if isinstance(op, Access):
+                core.append(["W" if op.write else "R", op.buf, op.region.box, op.region.exact, op.loc.line])
+            elif isinstance(op, DmaStart):
+                core.append(["DMA", op.src_buf, op.src_region and op.src_region.box, op.dst_buf,
+                             op.dst_region and op.dst_region.box, op.device])
+        out.append({"buffers": bufs, "ops": core})
+print("@@REGIONS@@" + json.dumps(out))
+"""
+
+
+def _lower(spec: str, devices: int) -> list[dict[str, Any]]:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run([sys.executable, "-c", _LOWER, str(repo / spec), str(devices)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@REGIONS@@")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(lines[0][len("@@REGIONS@@"):])
+
+
+def _t(x: Any) -> Any:
+    return tuple(_t(y) for y in x) if isinstance(x, list) else x
+
+
+def test_lowering_emits_accesses_and_dma_regions_of_the_ring_allreduce():
+    cores = _lower("examples/ring_allreduce.py", 4)
+    rows = lambda c: ((8 * c, 8 * c + 8), (0, 128))  # noqa: E731
+    for me, core in enumerate(cores):
+        # the kernel's refs name buffers the launch allocates
+        assert {"x_ref", "acc_ref", "landing"} <= set(core["buffers"])
+        ops = [_t(op) for op in core["ops"]]
+        # step 0: acc_ref[...] = x_ref[...], whole buffers
+        assert ops[0] == ("R", "x_ref", ((0, 32), (0, 128)), True, ops[0][4])
+        assert ops[1][:4] == ("W", "acc_ref", ((0, 32), (0, 128)), True)
+        dmas = [op for op in ops if op[0] == "DMA"]
+        assert len(dmas) == 2 * (4 - 1)
+        for s, op in enumerate(dmas[:3]):  # reduce-scatter: my chunk (me - s) into the right's landing
+            assert op == ("DMA", "acc_ref", rows((me - s) % 4), "landing", ((0, 8), (0, 128)), (me + 1) % 4)
+        for t, op in enumerate(dmas[3:]):  # all-gather: chunk (me + 1 - t) into the same chunk
+            c = (me + 1 - t) % 4
+            assert op == ("DMA", "acc_ref", rows(c), "acc_ref", rows(c), (me + 1) % 4)
+        adds = [op for op in ops if op[0] in "RW" and op[1] in ("acc_ref", "landing")][1:]
+        assert len(adds) == 3 * 3  # acc[chunk] += landing[...]: read acc, read landing, write acc
+        for s in range(3):
+            c = rows((me - s - 1) % 4)
+            assert [op[:4] for op in adds[3 * s: 3 * s + 3]] == [
+                ("R", "acc_ref", c, True), ("R", "landing", ((0, 8), (0, 128)), True), ("W", "acc_ref", c, True)]
+
+
+def test_hbm_operands_name_the_launch_buffers():
+    cores = _lower("examples/ring_allgather.py", 2)
+    for core in cores:
+        assert core["buffers"][:2] == ["hbm0", "hbm1"]
+        dmas = [op for op in core["ops"] if op[0] == "DMA"]
+        assert dmas and all(op[1] in ("hbm0", "hbm1") and op[3] in ("hbm0", "hbm1") for op in dmas)
