@@ -44,6 +44,7 @@ Where each part lives:
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 
 from semcheck.checker.frontend.errors import Unsupported
@@ -104,21 +105,30 @@ def lower_kernel(
     schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)
     bodies: list[list[Op]] = [[] for _ in range(num_devices * n_cores)]
-    for core in range(n_cores):
-        lw.start_core(core)
-        for point in schedule[core]:
-            lw.run_grid_point(point, kernel_args)
-        for d in range(num_devices):
-            bodies[d * n_cores + core] = lw.bodies[d]
-    program = launch(
-        Topology(num_devices, n_cores),
-        bodies,
-        collective_id=call.collective_id,
-        scratch=scratch,
-        hbm_buffers=hbm_buffers,
-        name=name or call.name,
-        loc=call.loc,
-    )
+    # The lowering allocates up to one op per device and step (a DMA carries its
+    # regions), none of them cyclic: the cycle collector's passes over the growing
+    # program would cost as much again, so it rests until the program is built.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for core in range(n_cores):
+            lw.start_core(core)
+            for point in schedule[core]:
+                lw.run_grid_point(point, kernel_args)
+            for d in range(num_devices):
+                bodies[d * n_cores + core] = lw.bodies[d]
+        program = launch(
+            Topology(num_devices, n_cores),
+            bodies,
+            collective_id=call.collective_id,
+            scratch=scratch,
+            hbm_buffers=hbm_buffers,
+            name=name or call.name,
+            loc=call.loc,
+        )
+    finally:
+        if collecting:
+            gc.enable()
     if stats is not None:
         stats.seconds += time.perf_counter() - t0
         stats.num_ops += program.num_ops

@@ -7,13 +7,14 @@
 * the operands they share: which semaphore a (transformed) ref denotes
   (`sem_indices`) and which device a device id names (`logical_device`).
 
-Kernel loads and stores of buffers are the sibling module `accesses`; DMA
-source and destination regions, when they join the IR, belong in
-`_dma_start` here.
+Kernel loads and stores of buffers are the sibling module `accesses`; a
+DMA's source and destination buffers and regions (ACC-3) come from the same
+transformed refs as its byte count, through `regions`, in `_dma_start`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
 from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import (
@@ -290,23 +292,85 @@ class SyncRules(Evaluator):
         if src_sem is not None:
             slabel, sidx = self.sem_indices(src_sem, (), eqn, "the DMA's source semaphore")
         devs, dict_core = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
-        bodies = self.bodies
-        cache = self.op_cache(eqn, dlabel, slabel)
-        for d in self.active(mask):
-            key = (didx[d], sidx[d] if sidx else None, devs[d] if devs else None,
-                   dict_core[d] if dict_core else None)
-            op = cache.get(key)
-            if op is None:
-                op = cache[key] = DmaStart(
-                    self.semref(dlabel, key[0]),
-                    nbytes,
-                    self.semref(slabel, key[1]) if slabel is not None else None,
-                    key[2],
-                    key[3],
-                    loc,
-                )
-            bodies[d].append(op)
+        sbuf, sview, dbuf, dview = self._dma_views(eqn, invals, src, dst)
+        skeys, dkeys = sview.keys(self.L), dview.keys(self.L)
+        # Regions by index values, per equation: computed for all lanes on a miss only.
+        sregions, dregions = self.op_cache(eqn, "src regions"), self.op_cache(eqn, "dst regions")
+        cache = self.op_cache(eqn, dlabel, slabel, sbuf, dbuf)
+        templates = self.op_cache(eqn, dlabel, slabel, sbuf, dbuf, "fields")
+        none = [None] * self.L
+        if len(skeys) == 1:
+            skeys = skeys * self.L
+        if len(dkeys) == 1:
+            dkeys = dkeys * self.L
+        # The per-lane work runs in C (zip, map) where it can: a ring at 256
+        # devices passes here once per device and step.
+        keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys))
+        if mask is None:
+            targets = self.bodies
+        else:
+            lanes = self.active(mask)
+            keys = [keys[d] for d in lanes]
+            targets = [self.bodies[d] for d in lanes]
+        ops = list(map(cache.get, keys))
+        missing = [i for i, op in enumerate(ops) if op is None]
+        if missing:
+            sget, dget = sregions.get, dregions.get
+            for i in missing:
+                key = keys[i]
+                op = cache.get(key)  # an earlier lane of this step may have built it
+                if op is None:
+                    # One op per device and index values, from a template shared by
+                    # the ops with the same semaphores and target.
+                    fields = templates.get(key[:4])
+                    if fields is None:
+                        fields = templates[key[:4]] = dict(zip(_DMA_FIELDS, (
+                            self.semref(dlabel, key[0]),
+                            nbytes,
+                            self.semref(slabel, key[1]) if slabel is not None else None,
+                            key[2],
+                            key[3],
+                            loc,
+                            sbuf,
+                            None,
+                            dbuf,
+                            None,
+                        )))
+                    sr = sget(key[4], _NO_VIEW)
+                    if sr is _NO_VIEW:
+                        sr = sview.region(key[4], sregions)
+                    dr = dget(key[5], _NO_VIEW)
+                    if dr is _NO_VIEW:
+                        dr = dview.region(key[5], dregions)
+                    op = cache[key] = _new_dma_start(fields, sr, dr)
+                ops[i] = op
+        any(map(list.append, targets, ops))  # append each lane's op (append returns None)
         return []
+
+    def _dma_views(self, eqn: Any, invals: list[Any], src: Any, dst: Any) -> tuple[Any, ...]:
+        """The DMA's source and destination buffers (labels, or None) and their per-lane views (ACC-3)."""
+        static = self._static_cache.get(("dma views", id(eqn)))  # type: ignore[arg-type]
+        if static is None:
+            # Where each ref's index values sit among the operands, and the buffers' shapes.
+            tree = eqn.params["tree"]
+            counts = [c.num_leaves for c in tree.children()[:2]]
+            avals = tree.unflatten([v.aval for v in eqn.invars])
+            static = []
+            start = 0
+            for n, aval in zip(counts, avals[:2]):
+                base, _ = flatten_ref(aval)
+                shape = tuple(int(x) for x in getattr(base, "shape", ()))
+                static.append((tuple(range(start + 1, start + n)), shape, getattr(base, "dtype", None)))
+                start += n
+            self._static_cache[("dma views", id(eqn))] = static  # type: ignore[index]
+        out: list[Any] = []
+        for ref, (leaf_at, shape, dtype) in zip((src, dst), static):
+            base, chain = flatten_ref(ref)
+            if type(base) is BufRef:
+                out += [base.name, _View(shape, dtype, chain, [invals[i] for i in leaf_at])]
+            else:
+                out += [None, _NO_VIEW]
+        return tuple(out)
 
     def _dma_wait(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         # For `wait_send`/`wait_read` the descriptor's src/dst are already swapped in
@@ -366,6 +430,75 @@ class SyncRules(Evaluator):
             for d in lanes:
                 bodies[d].append(op)
         return outs
+
+
+_DMA_FIELDS = tuple(f.name for f in dataclasses.fields(DmaStart))
+
+
+def _new_dma_start(fields: dict[str, Any], src_region: Any, dst_region: Any) -> DmaStart:
+    """`DmaStart(**fields)` with the two regions, without the frozen dataclass's
+    per-field `object.__setattr__` (several times faster); the same object in
+    every respect (fields, ==, hash, repr)."""
+    op = object.__new__(DmaStart)
+    d = op.__dict__
+    d.update(fields)
+    d["src_region"] = src_region
+    d["dst_region"] = dst_region
+    return op
+
+
+if hasattr(DmaStart, "__post_init__") or hasattr(DmaStart, "__slots__"):
+    # the IR grew validation or slots: construct it the ordinary way
+    def _new_dma_start(fields: dict[str, Any], src_region: Any, dst_region: Any) -> DmaStart:  # type: ignore[no-redef]
+        return DmaStart(**{**fields, "src_region": src_region, "dst_region": dst_region})
+
+
+class _View:
+    """A DMA end's view of its buffer: per-lane keys, and its regions computed once, on demand."""
+
+    __slots__ = ("shape", "dtype", "chain", "leaves", "_keys", "_regions")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, chain: tuple[Any, ...], leaves: list[Any]) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.chain = chain
+        self.leaves = leaves
+        self._keys: list[Any] = []
+        self._regions: tuple[Any, ...] | None = None
+
+    def keys(self, lanes: int) -> list[Any]:
+        """Per lane (or one for all), a key of the region: equal keys, equal regions."""
+        keys = lane_keys(self.leaves, lanes)
+        if keys is None:  # no cheap key: the regions themselves (interned) are the key
+            keys = [("region", id(r)) for r in self.regions()]
+        self._keys = keys
+        return keys
+
+    def regions(self) -> tuple[Any, ...]:
+        if self._regions is None:
+            self._regions = ref_regions(self.shape, self.chain, dtype=self.dtype)
+        return self._regions
+
+    def region(self, key: Any, known: dict[Any, Any]) -> Any:
+        """The region under `key`, from `known` (the equation's) or computed with every lane's."""
+        region = known.get(key, _NO_VIEW)
+        if region is _NO_VIEW:
+            regions = self.regions()
+            for k, r in zip(self._keys, regions if len(regions) > 1 else regions * len(self._keys)):
+                known.setdefault(k, r)
+            region = known[key]
+        return region
+
+
+class _NoView:
+    def keys(self, lanes: int) -> list[Any]:
+        return [None]
+
+    def region(self, key: Any, known: dict[Any, Any]) -> Any:
+        return None
+
+
+_NO_VIEW = _NoView()
 
 
 def _nbytes(aval: Any) -> int:
