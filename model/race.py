@@ -196,15 +196,30 @@ def _ordered(
     there is one.
     """
     groups, rest = _kernel_against_dma_groups(pairs)
+
+    def reach(h: AccessEvent) -> Outcome:
+        """Where every core gets with `h` suppressed (eager: with its issuer capped at the start)."""
+        return runs({h.core: h.pc} if mode == "eager" else None, () if mode == "eager" else (_half(h),))
+
     for (half, core), members in groups.items():
         h = members[0][0]
-        reach = runs({h.core: h.pc} if mode == "eager" else None, () if mode == "eager" else (half,))
-        if _halted(reach):
+        reach_h = reach(h)
+        if _halted(reach_h):
             yield members[0]
             continue
-        limit = reach.state.pcs[core]
+        limit = reach_h.state.pcs[core]
         for exact in (True, False):
             within = [(x, k) for x, k in members if k.pc <= limit and (x.region.exact and k.region.exact) == exact]
             if within:
                 yield max(within, key=lambda p: p[1].pc)
-    yield from rest
+    for a, b in rest:
+        if a.is_dma and b.is_dma and (mode != "eager" or a.core != b.core):
+            # DR-3 for two halves: each issuer's progress to its start cannot need its own half, so
+            # the pair races iff each issuer gets past (eager: to) its start with the other's half
+            # suppressed (eager: with the other issuer capped): two runs shared by every pair
+            ra, rb = reach(a), reach(b)
+            if not (_halted(ra) or _halted(rb)):
+                past = (lambda pcs, e: pcs[e.core] >= e.pc) if mode == "eager" else (lambda pcs, e: pcs[e.core] > e.pc)
+                if not (past(rb.state.pcs, a) and past(ra.state.pcs, b)):
+                    continue
+        yield a, b

@@ -19,10 +19,12 @@ from __future__ import annotations
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import (
     BARRIER,
+    Access,
     DmaStart,
     GetBarrierSem,
     Loc,
     Program,
+    Region,
     SemRef,
     Signal,
     Topology,
@@ -30,6 +32,7 @@ from semcheck.model.ops import (
 )
 
 KERNEL = "ring_allreduce.py"
+WHOLE = Region(((0, 1024),))
 
 
 def ring_allreduce(n: int, *, bug: str | None = None, chunk_bytes: int = 4096) -> Program:
@@ -45,12 +48,14 @@ def ring_allreduce(n: int, *, bug: str | None = None, chunk_bytes: int = 4096) -
             if not (bug == "deadlock" and d == 0 and last):
                 ops.append(Signal(SemRef(BARRIER), 1, device=left, loc=Loc(KERNEL, 61)))
             ops.append(Wait(SemRef(BARRIER), 1, loc=Loc(KERNEL, 62)))
-            ops.append(DmaStart(SemRef("recv"), chunk_bytes, src_sem=SemRef("send"), device=right, loc=Loc(KERNEL, 75)))
+            ops.append(DmaStart(SemRef("recv"), chunk_bytes, src_sem=SemRef("send"), device=right, loc=Loc(KERNEL, 75),
+                                src_buf="hbm0", src_region=WHOLE, dst_buf="landing", dst_region=WHOLE))
             ops.append(Wait(SemRef("send"), chunk_bytes, kind="dma", loc=Loc(KERNEL, 76)))
             want = chunk_bytes // 2 if (bug == "bytes" and d == 0 and last) else chunk_bytes
             ops.append(Wait(SemRef("recv"), want, kind="dma", loc=Loc(KERNEL, 77)))
             if bug == "bytes" and d == 0 and last:
                 ops.append(Wait(SemRef("recv"), chunk_bytes - want, kind="dma", loc=Loc(KERNEL, 77)))
+            ops.append(Access("landing", WHOLE, loc=Loc(KERNEL, 78)))  # the received chunk is read
         if bug == "unbalanced" and d == 0:
             ops.append(Signal(SemRef(BARRIER), 1, device=right, loc=Loc(KERNEL, 80)))
         bodies.append(ops)
