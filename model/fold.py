@@ -112,9 +112,13 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
                     and shifted_device(x.device) == y.device)
         if t is DmaStart:
             return (x.dst_sem == y.dst_sem and x.nbytes == y.nbytes and x.src_sem == y.src_sem
-                    and x.core == y.core and shifted_device(x.device) == y.device)
+                    and x.core == y.core and shifted_device(x.device) == y.device
+                    and (x.src_buf, x.src_region, x.dst_buf, x.dst_region)
+                    == (y.src_buf, y.src_region, y.dst_buf, y.dst_region))
         if t is ExitCheck:
             return shifted_device(x.device) == y.device
+        if t is not Barrier:
+            return x == y
         # Barrier: names map one to one (the k-th meeting of a barrier is counted per name),
         # participants rotate with the devices
         if names.setdefault(x.name, y.name) != y.name or preimage.setdefault(y.name, x.name) != x.name:
