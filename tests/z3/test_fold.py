@@ -215,11 +215,22 @@ def test_a_deadlock_freedom_proof_on_the_fold_agrees_with_exploring_every_interl
 
 
 def test_check_program_names_the_fold_in_what_it_proves():
+    from semcheck.checker.properties import BY_ID, IDS
+
     p = ring_allreduce(16)
+    folding = tuple(q for q in IDS if BY_ID[q].folds)
     for mode in DMA_MODES:
-        for v in check_program(p, mode):
+        for v in check_program(p, mode, folding):
             assert v.verdict == "proved" and v.stats["fold"]["devices"] == 4, v
             assert v.reason.startswith("proved on a fold onto 4 of the 16 devices")
+
+
+def test_race_freedom_is_never_proved_on_a_fold():
+    # RUN-7 lifts the fold's runs with each class in step; a race may need a class out of step
+    p = ring_allreduce(8)
+    for mode in DMA_MODES:
+        (v,) = check_program(p, mode, ("race-free",))
+        assert v.verdict == "proved" and "fold" not in v.stats, v
 
 
 def test_a_violation_on_the_fold_is_witnessed_on_the_whole_program():
@@ -263,3 +274,37 @@ def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
 
     search()
     assert wrong, "a fold of a program whose devices do not repeat went unnoticed"
+
+
+def test_a_fold_can_be_race_free_while_the_program_races():
+    # Each device copies into its right neighbour's slot, reads its own after the copy lands,
+    # passes a token right, relays K tokens, then copies into the same slot again with no
+    # handshake. The second copy waits for the read K devices back: on the 2-device fold that is
+    # the receiver itself (ordered), on 8 devices it is another device (a race).
+    from semcheck.checker.verify import check_program
+    from semcheck.model.ops import Access, DmaStart, Region
+    from semcheck.model.race import find_races
+
+    n, k = 8, 3
+    whole = Region(((0, 8),))
+
+    def copy(d: int) -> DmaStart:
+        return DmaStart(SemRef("r"), 1, device=(d + 1) % n, src_buf="src", src_region=whole,
+                        dst_buf="slot", dst_region=whole)
+
+    bodies = []
+    for d in range(n):
+        ops = [copy(d), Wait(SemRef("r"), 1, kind="dma"), Access("slot", whole)]
+        for _ in range(k):
+            ops += [Signal(SemRef("s"), 1, device=(d + 1) % n), Wait(SemRef("s"), 1)]
+        ops += [copy(d), Wait(SemRef("r"), 1, kind="dma")]
+        bodies.append(ops)
+    scratch = [Scratch("r", 1), Scratch("s", 1), Scratch("slot", kind="buffer", nbytes=8),
+               Scratch("src", kind="buffer", nbytes=8)]
+    p = launch(Topology(n), bodies, scratch=scratch, collective_id=0)
+    f = find_fold(p)
+    assert f is not None and f.devices < n
+    assert find_races(f.program, "hardware").races == ()
+    assert find_races(p, "hardware").races
+    (v,) = check_program(p, "hardware", ("race-free",))
+    assert v.verdict == "violated"
