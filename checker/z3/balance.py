@@ -221,6 +221,7 @@ class _Feeds:
             if eager or x.kind == "signal":
                 sig[x.counter][x.owner].append((x.pos, x.amount))
         self.own = {k: {h: _prefix(sorted(v)) for h, v in d.items()} for k, d in own.items()}
+        self.half_sizes = {(k, h): [a for _, a in v] for k, d in own.items() for h, v in d.items()}
         self.sig = {k: {h: _prefix(sorted(v)) for h, v in d.items()} for k, d in sig.items()}
         self.waits = {k: _prefix(sorted((w.pos, w.value) for w in ws)) for k, ws in low.waits_by_counter.items()}
         self.reads_from: dict = defaultdict(set)  # src counter -> {(dst counter, issuer)}
@@ -241,10 +242,31 @@ class _Feeds:
         return sum(_upto(t, pcs[h]) for h, t in self.own.get(k, {}).items())
 
     def arrived_at_least(self, k, m) -> int:
-        """A lower bound on what has arrived at k once each core h has passed its operations before m[h]:
-        what happens with its operation, plus read halves forced by the write halves k's core's
-        partners must have received (a write half follows its read half)."""
-        a = sum(_upto(t, int(m[h])) for h, t in self.sig.get(k, {}).items())
+        """A lower bound on what has arrived at k once each core h has passed its operations before m[h].
+
+        Per contributing core h (disjoint parts): what h's operations before m[h] add with the
+        operation itself; at least what the waits on k before m need from h (need - what all
+        others can give), rounded up to what h's DMA halves can give (they come whole); and, for
+        k's own core, the read halves forced by the write halves its DMAs' targets must have
+        received (a write half follows its read half).
+        """
+        need = self.need(k, int(m[k[1]]))
+        total = self.total.get(k, 0)
+        sig = self.sig.get(k, {})
+        lb = 0
+        for h, (pos, acc) in self.own.get(k, {}).items():
+            s = _upto(sig.get(h), int(m[h]))
+            if h == k[1]:
+                s += self._forced_reads(k, m)
+            r = need - (total - acc[-1])
+            if r > 0 and h not in sig:  # only DMA halves: some of them, whole
+                sizes = self.half_sizes[(k, h)]
+                r = -(-r // sizes[0]) * sizes[0] if len(set(sizes)) == 1 else max(r, min(sizes))
+            lb += max(s, r)
+        return max(lb, need)
+
+    def _forced_reads(self, k, m) -> int:
+        a = 0
         for k2, h in self.reads_from.get(k, ()):
             dmas = self.streams[(k2, h)]
             feed = self.own[k2][h][1][-1]
@@ -263,7 +285,7 @@ class _Feeds:
             forced = j - (len(dmas) - len(mine))
             if forced > 0:
                 a += forced * min(mine)
-        return max(a, self.need(k, int(m[k[1]])))
+        return a
 
 
 _VC_CELLS = 40_000_000  # lower-bound vectors kept (cells); beyond, "must" is left undecided
