@@ -62,6 +62,15 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def rotation_period(program: Program) -> int:
+    """The smallest `k` such that rotating the devices by `k` maps the program onto itself (RUN-6, RUN-7).
+
+    The device count when no smaller rotation does.
+    """
+    n = program.topology.num_devices
+    return next((k for k in divisors(n)[:-1] if _rotation(program, k) is not None), n)
+
+
 def find_fold(program: Program, *, min_devices: int = 2) -> Fold | None:
     """RUN-7: the smallest faithful fold of `program`, or None when it has none smaller than itself."""
     topo = program.topology

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
+from semcheck.model.fold import rotation_period
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
 from semcheck.model.state import Outcome, State
@@ -72,13 +73,10 @@ def _half(e: AccessEvent) -> tuple[int, int, str]:
     return (e.core, e.pc, e.half)
 
 
-def _pending_dma(pcs: tuple[int, ...], e: AccessEvent, mode: DmaMode) -> bool:
-    """Whether DMA half `e` is pending at positions `pcs` of its restricted run (DR-1).
-
-    Under `eager` the halves run inside the start: pending means the issuer is
-    at its start. Otherwise the half is suppressed, so pending means started.
-    """
-    return pcs[e.core] == e.pc if mode == "eager" else pcs[e.core] > e.pc
+def _pending_dma(pcs: tuple[int, ...], e: AccessEvent) -> bool:
+    """Whether DMA half `e` is pending at positions `pcs` of its restricted run: started, and
+    (being suppressed) not yet happened (DR-1)."""
+    return pcs[e.core] > e.pc
 
 
 def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[int, int], list[tuple[int, int, str]]] | None:
@@ -86,7 +84,7 @@ def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[in
     caps: dict[int, int] = {}
     suppress: list[tuple[int, int, str]] = []
     for e in (a, b):
-        if not e.is_dma or mode == "eager":
+        if not e.is_dma:
             if caps.get(e.core, e.pc) != e.pc:
                 return None  # one core at two positions at once: program order orders them
             caps[e.core] = e.pc
@@ -97,7 +95,7 @@ def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[in
 
 def _both_pending(pcs: tuple[int, ...], a: AccessEvent, b: AccessEvent, mode: DmaMode) -> bool:
     def pending(e: AccessEvent) -> bool:
-        return _pending_dma(pcs, e, mode) if e.is_dma else pcs[e.core] == e.pc
+        return _pending_dma(pcs, e) if e.is_dma else pcs[e.core] == e.pc
 
     return pending(a) and pending(b)
 
@@ -156,7 +154,7 @@ def find_races(program: Program, mode: DmaMode, *, first: bool = True, deadline:
     (the report then says it is incomplete).
     """
     events, unrecorded = accesses(program, mode)
-    pairs = conflicting_pairs(events)
+    pairs = _orbit_representatives(program, conflicting_pairs(events))
     runs = _Runs(program, mode)
     found: list[Race] = []
 
@@ -183,14 +181,39 @@ def find_races(program: Program, mode: DmaMode, *, first: bool = True, deadline:
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete)
 
 
+def _orbit_representatives(
+    program: Program, pairs: list[tuple[AccessEvent, AccessEvent]]
+) -> list[tuple[AccessEvent, AccessEvent]]:
+    """DR-5: under a rotation of the devices by `k` that maps the program onto itself, a pair races
+    iff its image does; keep one pair per orbit (the one whose first access lies on devices 0..k-1)."""
+    k = rotation_period(program)
+    topo = program.topology
+    if k == topo.num_devices:
+        return pairs
+
+    def key(e: AccessEvent) -> tuple:
+        return (e.pc, e.half or "", topo.local_core_of(e.core), topo.device_of(e.core) % k)
+
+    out = []
+    for a, b in pairs:
+        ka, kb = key(a), key(b)
+        if ka == kb:
+            keep = topo.device_of(a.core) < k or topo.device_of(b.core) < k
+        else:
+            keep = topo.device_of((a if ka < kb else b).core) < k
+        if keep:
+            out.append((a, b))
+    return out
+
+
 def _ordered(
     program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs
 ) -> Iterator[tuple[AccessEvent, AccessEvent]]:
     """The pairs worth a run, cheapest first (DR-3).
 
     For a DMA half `h` and an accessing core `c`, whether `c`'s access at `j`
-    races `h` is monotone in `j` up to how far `c` gets with `h` suppressed
-    (under `eager`: with `h`'s issuer capped at its start): only the last
+    races `h` is monotone in `j` up to how far `c` gets with `h` suppressed:
+    only the last
     access of `c` within that reach needs a run, and it races if any does.
     Exact pairs are tried before widened ones, so an exact race is found when
     there is one.
@@ -198,8 +221,8 @@ def _ordered(
     groups, rest = _kernel_against_dma_groups(pairs)
 
     def reach(h: AccessEvent) -> Outcome:
-        """Where every core gets with `h` suppressed (eager: with its issuer capped at the start)."""
-        return runs({h.core: h.pc} if mode == "eager" else None, () if mode == "eager" else (_half(h),))
+        """Where every core gets with `h` suppressed."""
+        return runs(None, (_half(h),))
 
     for (half, core), members in groups.items():
         h = members[0][0]
@@ -213,13 +236,12 @@ def _ordered(
             if within:
                 yield max(within, key=lambda p: p[1].pc)
     for a, b in rest:
-        if a.is_dma and b.is_dma and (mode != "eager" or a.core != b.core):
+        if a.is_dma and b.is_dma:
             # DR-3 for two halves: each issuer's progress to its start cannot need its own half, so
-            # the pair races iff each issuer gets past (eager: to) its start with the other's half
-            # suppressed (eager: with the other issuer capped): two runs shared by every pair
+            # the pair races iff each issuer gets past its start with the other's half suppressed:
+            # two runs shared by every pair
             ra, rb = reach(a), reach(b)
             if not (_halted(ra) or _halted(rb)):
-                past = (lambda pcs, e: pcs[e.core] >= e.pc) if mode == "eager" else (lambda pcs, e: pcs[e.core] > e.pc)
-                if not (past(rb.state.pcs, a) and past(ra.state.pcs, b)):
+                if not (_pending_dma(rb.state.pcs, a) and _pending_dma(ra.state.pcs, b)):
                     continue
         yield a, b
