@@ -611,3 +611,28 @@ def test_hbm_operands_name_the_launch_buffers():
         assert core["buffers"][:2] == ["hbm0", "hbm1"]
         dmas = [op for op in core["ops"] if op[0] == "DMA"]
         assert dmas and all(op[1] in ("hbm0", "hbm1") and op[3] in ("hbm0", "hbm1") for op in dmas)
+
+
+def test_emit_pipeline_copies_and_scoped_buffers_carry_regions():
+    (core, *_) = _lower("examples/emit_pipeline.py", 2)
+    ops = [_t(op) for op in core["ops"]]
+    assert ops[0][:3] == ("R", "scale_ref", ((0, 1),))  # the SMEM scalar read is an access too
+    dmas = [op for op in ops if op[0] == "DMA"]
+    assert dmas and all(op[2] is not None and op[4] is not None for op in dmas)
+    allocated = set(core["buffers"])
+    for op in dmas:
+        assert op[1] in allocated and op[3] in allocated
+    # the pipeline's fetches walk row blocks of this grid step's column panel of the HBM inputs
+    fetched = [op[2] for op in dmas if op[1] == "hbm1"]
+    assert fetched[:2] == [((0, 8), (0, 128)), ((8, 16), (0, 128))]
+    # ... into the two slots of a scoped double buffer, which the body then reads
+    slots = {op[4] for op in dmas if op[1] == "hbm1"}
+    assert slots == {((0, 1), (0, 8), (0, 128)), ((1, 2), (0, 8), (0, 128))}
+    body_reads = {op[2] for op in ops if op[0] == "R" and op[1].startswith("buf@")}
+    assert body_reads <= slots | {((0, 1), (0, 8), (0, 128)), ((1, 2), (0, 8), (0, 128))}
+
+    (core, *_) = _lower("examples/scoped_semaphores.py", 2)
+    scoped = [b for b in core["buffers"] if b.startswith("buf@")]
+    copies = [_t(op) for op in core["ops"] if op[0] == "DMA"]
+    assert [op[3] for op in copies] == scoped  # a fresh run_scoped buffer per step, by its label
+    assert [op[2] for op in copies] == [((8 * s, 8 * s + 8), (0, 128)) for s in range(len(copies))]
