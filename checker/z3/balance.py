@@ -99,11 +99,17 @@ def _totals(low: Lowered) -> dict:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def shared_s_prime_run(low: Lowered):
+    """`s_prime_run(low)`, once per program and mode: S' runs a truncated copy of the program, a new
+    object each time, so the per-program memo of `maximal_run` misses it (a fast run per check)."""
+    return MEMO.get(low.program, ("s_prime_run", low.mode), lambda: s_prime_run(low))
+
+
 def _precondition(prop: str, program: Program, mode: DmaMode, low: Lowered, stats: dict):
     if not low.ok:
         return Verdict(prop, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
                        stats=stats), None
-    sp = s_prime_run(low)
+    sp = shared_s_prime_run(low)
     fails = failure_reached(low, sp.state.pcs)
     if fails:
         c, pos, v = fails[0]
@@ -684,4 +690,4 @@ def _violated(prop: str, msg: str, locs, stats: dict, details: dict) -> Verdict:
                    stats=stats)
 
 
-__all__ = ["dma_bytes", "exit_balance", "must_have_passed", "totals", "truncate"]
+__all__ = ["dma_bytes", "exit_balance", "must_have_passed", "shared_s_prime_run", "totals", "truncate"]

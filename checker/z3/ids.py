@@ -36,14 +36,13 @@ from collections.abc import Callable
 import z3
 
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.balance import must_have_passed
+from semcheck.checker.z3.balance import must_have_passed, shared_s_prime_run
 from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
     maximal_run,
     failure_reached,
     lower,
-    s_prime_run,
     truncate,
 )
 from semcheck.model.errors import IdCollision, Int16Overflow
@@ -302,7 +301,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) ->
                 or _covers(low, key, cid)]
     both = lambda st: cid in st.tables.fixed and cid in st.tables.internal  # noqa: E731
     if low.ok:
-        sp = s_prime_run(low)
+        sp = shared_s_prime_run(low)
         fails = failure_reached(low, sp.state.pcs)
         schedule = list(sp.schedule)
         st = sp.state
@@ -498,7 +497,7 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
         return None
 
     if low.ok:
-        sp = s_prime_run(low)
+        sp = shared_s_prime_run(low)
         schedule = tuple(sp.schedule)
         overflow = [(c, pos) for c, pos, v in failure_reached(low, sp.state.pcs) if isinstance(v, Int16Overflow)]
         if overflow:
@@ -567,7 +566,7 @@ def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -
     t0 = time.perf_counter()
     low = lower(program, mode)
     if low.ok:
-        run_out = s_prime_run(low)
+        run_out = shared_s_prime_run(low)
     else:
         run_out = maximal_run(program, mode, lookup_errors=False)
     st = run_out.state
