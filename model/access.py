@@ -143,3 +143,24 @@ def conflicting_pairs(events: list[AccessEvent]) -> list[tuple[AccessEvent, Acce
                 if conflicts(a, b):
                     pairs.append((a, b))
     return pairs
+
+
+def skeleton(program: Program) -> Program:
+    """The program without its data: no `Access` ops, no DMA regions (ACC-1).
+
+    Every property but race-free reads only this synchronisation skeleton, and
+    where devices work on device-dependent regions (a ring's chunk `d - s`) only
+    the skeleton repeats round the devices (RUN-7).
+    """
+    memo: dict[int, object] = {}
+
+    def strip(op):
+        new = memo.get(id(op))
+        if new is None:
+            new = memo[id(op)] = dataclasses.replace(
+                op, src_buf=None, src_region=None, dst_buf=None, dst_region=None
+            ) if type(op) is DmaStart and op.dst_buf is not None else op
+        return new
+
+    cores = tuple(tuple(strip(op) for op in ops if type(op) is not Access) for ops in program.cores)
+    return dataclasses.replace(program, cores=cores)

@@ -50,6 +50,8 @@ class RaceReport:
     pairs: int  # conflicting pairs examined
     runs: int  # restricted runs made
     complete: bool = True  # False when the deadline passed before every pair was decided
+    estimate: int = 0  # operations the restricted runs would execute (DR-3: two runs per DMA half)
+    over_budget: bool = False  # the estimate exceeded `max_work`: nothing was decided
 
 
 class _Runs:
@@ -145,7 +147,16 @@ def _kernel_against_dma_groups(
     return groups, rest
 
 
-def find_races(program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None) -> RaceReport:
+MAX_WORK = 40_000_000
+"""Operations the restricted runs of one question set may execute before semcheck gives up at once
+(about half a minute): two runs per DMA half over the whole program (DR-3) grows as the cube of a
+ring's device count."""
+
+
+def find_races(
+    program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None,
+    max_work: int | None = None,
+) -> RaceReport:
     """DR-1 .. DR-4: the races of `program` under `mode`.
 
     With `first`, stop at the first exact, confirmed race (a violation needs
@@ -154,7 +165,12 @@ def find_races(program: Program, mode: DmaMode, *, first: bool = True, deadline:
     (the report then says it is incomplete).
     """
     events, unrecorded = accesses(program, mode)
-    pairs = _orbit_representatives(program, conflicting_pairs(events))
+    k = rotation_period(program)
+    halves = sum(e.is_dma for e in events) * k // program.topology.num_devices
+    estimate = 2 * halves * program.num_ops
+    if estimate > (MAX_WORK if max_work is None else max_work):
+        return RaceReport((), tuple(unrecorded), 0, 0, False, estimate, True)
+    pairs = _orbit_representatives(program, conflicting_pairs(events), k)
     runs = _Runs(program, mode)
     found: list[Race] = []
 
@@ -178,15 +194,14 @@ def find_races(program: Program, mode: DmaMode, *, first: bool = True, deadline:
         if _both_pending(outcome.state.pcs, a, b, mode) and consider(a, b, outcome):
             break
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
-    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete)
+    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate)
 
 
 def _orbit_representatives(
-    program: Program, pairs: list[tuple[AccessEvent, AccessEvent]]
+    program: Program, pairs: list[tuple[AccessEvent, AccessEvent]], k: int
 ) -> list[tuple[AccessEvent, AccessEvent]]:
     """DR-5: under a rotation of the devices by `k` that maps the program onto itself, a pair races
     iff its image does; keep one pair per orbit (the one whose first access lies on devices 0..k-1)."""
-    k = rotation_period(program)
     topo = program.topology
     if k == topo.num_devices:
         return pairs

@@ -171,6 +171,8 @@ def test_ground_truth_agrees_with_intended_verdict(key):
         assert c["output_matches_reference"] is True
     elif kind in ("deadlock", "id_disagreement"):
         assert c["outcome"] == "hang"
+    elif kind == "race":  # semaphores balance: it completes, though the numbers may be wrong
+        assert c["outcome"] == "completed" and not c["leaks_observed"]
     elif kind == "exit_leak":
         assert c["outcome"] == "completed" and c["leaks_observed"]
         declared = GT["examples"][c["path"]]["expected_leaks"]

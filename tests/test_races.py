@@ -260,3 +260,21 @@ def _unguarded_ring(n: int) -> Program:
         for d in range(n)
     ]
     return launch(Topology(n), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("PROP-7")
+def test_races_past_the_work_budget_are_unknown_at_once_never_proved():
+    from semcheck.checker.races import race_free
+
+    program = double_buffered(4, wrong_slot=False)
+    report = find_races(program, "hardware", max_work=1)
+    assert report.over_budget and not report.complete and report.races == ()
+    import semcheck.model.race as race_module
+
+    saved = race_module.MAX_WORK
+    race_module.MAX_WORK = 1
+    try:
+        v = race_free(program, "hardware")
+    finally:
+        race_module.MAX_WORK = saved
+    assert v.verdict == "unknown" and "fewer devices" in v.reason

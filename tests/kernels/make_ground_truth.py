@@ -64,6 +64,14 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/fixed_id_collision_scoped.py": {
         "kind": "id_collision", "colliding_id": 2002},
     "examples/buggy/int16_overflow.py": {"kind": "int16_overflow"},
+    # data races: the semaphores balance, so the kernel completes; the numbers may be wrong
+    # (on_wait runs a copy late), which is race_ground_truth.json's business
+    "examples/buggy/race_local_copy_read_before_wait.py": {"kind": "race"},
+    "examples/buggy/race_read_before_wait_recv.py": {"kind": "race"},
+    "examples/buggy/race_send_buffer_reuse.py": {"kind": "race"},
+    "examples/buggy/race_two_cores_one_hbm_region.py": {"kind": "race", "cores_per_device": 2},
+    "examples/buggy/race_two_senders_one_slot.py": {"kind": "race"},
+    "examples/buggy/race_wrong_slot_wait.py": {"kind": "race"},
 }
 
 # Extra configurations with non-default build kwargs:
