@@ -8,13 +8,14 @@ but something not proved (unknown, timeout); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import os
 import sys
 
 from semcheck.checker.properties import REGISTRY
 
 EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+FORMATS = ["text", "json", "sarif", "markdown", "html"]
 
 
 class UsageError(Exception):
@@ -38,28 +39,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="store_true", help="print the version and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    v = sub.add_parser("verify", help="verify the targets of a kernel file",
-                       description="Verify the targets of a kernel file at one or more device counts. "
+    v = sub.add_parser("verify", help="verify the kernels of files and directories",
+                       description="Verify the targets of kernel files at one or more device counts. "
+                       "A directory is searched for files that define @semcheck.target functions or a "
+                       "module-level build. Defaults come from [tool.semcheck] in the nearest pyproject.toml; "
+                       "flags override them. "
                        f"Properties: {', '.join(f'{p.id} ({p.rule})' for p in REGISTRY)}.")
-    v.add_argument("file", help="kernel.py or kernel.py::target")
+    v.add_argument("paths", nargs="*", metavar="PATH",
+                   help="kernel.py, kernel.py::target or a directory (default: [tool.semcheck] paths)")
     v.add_argument("--devices", default=None,
                    help="device counts: 4, 2,4,8 or 2..64 (powers of two in the range); "
-                   "default: the target's own, else 2,4,8")
+                   "default: the target's own, else [tool.semcheck] devices, else 2,4,8")
     v.add_argument("--cores", type=int, default=None, help="cores per device (default: the kernel's)")
-    v.add_argument("--dma-mode", default="all", choices=["hardware", "eager", "on_wait", "all"],
+    v.add_argument("--dma-mode", default=None, choices=["hardware", "eager", "on_wait", "all"],
                    help="semantics of DMAs: hardware (a real TPU), eager / on_wait (jax's interpret "
                    "mode), or all three (default)")
-    v.add_argument("--format", default="text", choices=["text", "json", "sarif"],
-                   help="text for people (default), json (specs/report-schema.json) or sarif (2.1.0)")
+    v.add_argument("--format", default="text", choices=FORMATS,
+                   help="text for people (default), json (specs/report-schema.json), sarif (2.1.0), "
+                   "markdown (GitHub-flavoured, with Mermaid diagrams) or html (one self-contained page)")
     v.add_argument("--output", "-o", default=None, metavar="FILE",
                    help="write the report to FILE instead of stdout (written only when verification ran)")
     v.add_argument("--entry", default=None, metavar="NAME", help="name of a build-like function to verify")
-    v.add_argument("--timeout", type=float, default=300.0, metavar="S",
+    v.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds per device count for importing, tracing and checking the kernel "
                    "(semcheck's own start-up not counted); what is not decided in time is unknown "
                    "(default 300)")
-    v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                   help="device counts verified in parallel, each in its own process (default 1)")
+    v.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="device counts and files verified in parallel, each in its own process (default 1)")
+    v.add_argument("--exclude", action="append", default=None, metavar="PATTERN",
+                   help="skip files and directories matching this glob when searching directories "
+                   "(repeatable; adds to [tool.semcheck] exclude)")
+    v.add_argument("--only-kernels", action="store_true",
+                   help="filter files given explicitly like discovered ones: skip those that define no "
+                   "kernel or match an exclude pattern (for pre-commit, which passes every changed file)")
+    v.add_argument("--no-config", action="store_true", help="ignore [tool.semcheck] in pyproject.toml")
+    v.add_argument("--no-cache", action="store_true",
+                   help="verify everything afresh: neither read nor write the result cache (.semcheck_cache/)")
     v.add_argument("--no-fold", action="store_true",
                    help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -76,50 +91,197 @@ def _err_console():
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def cmd_verify(args) -> int:
-    from semcheck import __version__
-    from semcheck.checker import report
+# --- project configuration ---------------------------------------------------------
+
+CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs")
+
+
+@dataclasses.dataclass
+class Settings:
+    """What `semcheck verify` runs with: flags over `[tool.semcheck]` over built-in defaults."""
+
+    paths: list[str]
+    devices: list[int] | None  # None: each target's own
+    default_devices: tuple[int, ...]  # for targets that declare none
+    modes: tuple[str, ...]
+    cores: int | None
+    timeout: float
+    entry: str | None
+    jobs: int
+    exclude: list  # verify.Exclude
+    config: str | None  # the pyproject.toml read, if any
+
+
+def find_config(start: str) -> tuple[str, dict] | None:
+    """The nearest pyproject.toml at or above `start` with a [tool.semcheck] table, and that table."""
+    import tomllib
+
+    d = os.path.abspath(start)
+    while True:
+        f = os.path.join(d, "pyproject.toml")
+        if os.path.isfile(f):
+            try:
+                with open(f, "rb") as fh:
+                    data = tomllib.load(fh)
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise UsageError(f"{f}: cannot read it: {e}") from None
+            table = data.get("tool", {}).get("semcheck")
+            if table is not None:
+                if not isinstance(table, dict):
+                    raise UsageError(f"{f}: [tool.semcheck] must be a table")
+                return f, table
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def _config_values(file: str, table: dict) -> dict:
+    """[tool.semcheck] checked and normalised (keys with - or _); a bad entry is a usage error naming it."""
+    from semcheck.checker.verify import DMA_MODES, InputError, check_devices, check_timeout, parse_devices
+
+    base = os.path.dirname(file)
+    out: dict = {}
+    for raw, value in table.items():
+        key = raw.replace("_", "-")
+        where = f"{os.path.relpath(file)}: [tool.semcheck] {raw}"
+        if key not in CONFIG_KEYS:
+            raise UsageError(f"{where}: unknown setting (known: {', '.join(CONFIG_KEYS)})")
+        try:
+            if key == "devices":
+                if isinstance(value, str):
+                    out[key] = parse_devices(value)
+                elif isinstance(value, (int, list)) and not isinstance(value, bool):
+                    out[key] = check_devices(value)
+                else:
+                    raise UsageError(f"{where}: expected a count, a list of counts or a string like '2..64'")
+            elif key == "dma-mode":
+                modes = [value] if isinstance(value, str) else value
+                if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
+                    raise UsageError(f"{where}: expected a mode or a list of modes")
+                if "all" in modes:
+                    out[key] = tuple(DMA_MODES)
+                else:
+                    bad = [m for m in modes if m not in DMA_MODES]
+                    if bad:
+                        raise UsageError(f"{where}: {bad[0]!r} is not one of {', '.join(DMA_MODES)} or all")
+                    out[key] = tuple(m for m in DMA_MODES if m in modes)
+            elif key in ("cores", "jobs"):
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise UsageError(f"{where}: expected an integer")
+                out[key] = value
+            elif key == "timeout":
+                if isinstance(value, bool):
+                    raise UsageError(f"{where}: expected a number of seconds")
+                out[key] = check_timeout(value)
+            elif key == "entry":
+                if not isinstance(value, str) or not value:
+                    raise UsageError(f"{where}: expected a function name")
+                out[key] = value
+            else:  # paths, exclude: relative to the pyproject.toml's directory
+                items = [value] if isinstance(value, str) else value
+                if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+                    raise UsageError(f"{where}: expected a list of paths or patterns")
+                if key == "paths":
+                    out[key] = [os.path.relpath(os.path.join(base, x)) for x in items]
+                else:
+                    out[key] = list(items)
+        except InputError as e:
+            raise UsageError(f"{where}: {e.message}") from None
+    return out
+
+
+def settings(args) -> Settings:
+    """Flags override [tool.semcheck] (nearest pyproject.toml above the working directory), which
+    overrides the built-in defaults; `--exclude` patterns add to the configured ones."""
     from semcheck.checker.verify import (
+        DEFAULT_DEVICES,
+        Exclude,
         InputError,
-        Request,
         check_timeout,
         modes_for,
         parse_devices,
-        plan,
-        precheck_file,
-        relpaths,
     )
 
-    err = _err_console()
-    path, _, target = args.file.partition("::")
-    target = target or None
+    found = None if args.no_config else find_config(os.getcwd())
+    cfg = _config_values(*found) if found else {}
+    base = os.path.dirname(found[0]) if found else os.getcwd()
     try:
-        if args.jobs < 1:
-            raise UsageError("--jobs must be at least 1")
-        if args.cores is not None and not 1 <= args.cores <= 8:
-            raise UsageError("--cores must be between 1 and 8")
-        try:
-            check_timeout(args.timeout)
-            devices = parse_devices(args.devices) if args.devices is not None else None
-            modes = modes_for(args.dma_mode)
-        except InputError as e:
-            raise UsageError(e.message) from None
+        devices = parse_devices(args.devices) if args.devices is not None else None
+        modes = modes_for(args.dma_mode) if args.dma_mode is not None else cfg.get("dma-mode", modes_for("all"))
+        timeout = check_timeout(args.timeout) if args.timeout is not None else cfg.get("timeout", 300.0)
+    except InputError as e:
+        raise UsageError(e.message) from None
+    jobs = args.jobs if args.jobs is not None else cfg.get("jobs", 1)
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    cores = args.cores if args.cores is not None else cfg.get("cores")
+    if cores is not None and not 1 <= cores <= 8:
+        raise UsageError("--cores must be between 1 and 8")
+    exclude = [Exclude(x, base) for x in cfg.get("exclude", ())]
+    exclude += [Exclude(x, os.getcwd()) for x in args.exclude or ()]
+    paths = list(args.paths) or cfg.get("paths")
+    if not paths:
+        raise UsageError("the following arguments are required: PATH (a kernel file or directory; "
+                         "or set paths in [tool.semcheck])")
+    return Settings(
+        paths=paths,
+        devices=devices,
+        default_devices=tuple(cfg.get("devices", DEFAULT_DEVICES)),
+        modes=tuple(modes),
+        cores=cores,
+        timeout=timeout,
+        entry=args.entry if args.entry is not None else cfg.get("entry"),
+        jobs=jobs,
+        exclude=exclude,
+        config=found[0] if found else None,
+    )
+
+
+# --- verify ------------------------------------------------------------------------
+
+
+def cmd_verify(args) -> int:
+    from semcheck.checker import report
+    from semcheck.checker.verify import FileRun, InputError, Request, discover, plan, precheck_file
+
+    err = _err_console()
+    try:
+        st = settings(args)
         if args.output:
             out_dir = os.path.dirname(os.path.abspath(args.output))
             if not os.path.isdir(out_dir):
                 raise UsageError(f"--output {args.output}: no such directory {out_dir}")
             if os.path.isdir(args.output):
                 raise UsageError(f"--output {args.output} is a directory")
-        precheck_file(path)
-        # With --entry NAME only that function is verified: its own @semcheck.target
-        # devices (if any) apply, not those of the file's other targets.
-        reqs = [
-            Request(os.path.abspath(path), target if args.entry else sel, args.entry, n, args.cores, modes,
-                    args.timeout, fold=not args.no_fold)
-            for sel, counts in plan(path, target or args.entry, devices)
-            for n in counts
-        ]
-        outcome = _run(reqs, args, err)
+        selectors: dict[str, str | None] = {}
+        given: list[str] = []
+        for arg in st.paths:
+            path, sep, target = arg.partition("::")
+            if sep and os.path.isdir(path):
+                raise UsageError(f"{arg}: a ::target selects a target of a file, not of a directory")
+            given.append(path)
+            if sep and target:
+                selectors[os.path.realpath(path)] = target
+        files, _skipped = discover(given, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
+        runs: list[FileRun] = []
+        for path in files:
+            target = selectors.get(os.path.realpath(path))
+            try:
+                precheck_file(path)
+                # With --entry NAME only that function is verified: its own @semcheck.target
+                # devices (if any) apply, not those of the file's other targets.
+                reqs = [
+                    Request(os.path.abspath(path), target if st.entry else sel, st.entry, n, st.cores,
+                            st.modes, st.timeout, fold=not args.no_fold)
+                    for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices)
+                    for n in counts
+                ]
+                runs.append(FileRun(path, reqs))
+            except InputError as e:
+                runs.append(FileRun(path, [], error=e))
+        cache = None if args.no_cache else _cache(st)
+        _run(runs, st, args, err, cache)
     except UsageError as e:
         err.print(f"semcheck: usage error: {e}", markup=False)
         return EXIT_INPUT
@@ -129,65 +291,96 @@ def cmd_verify(args) -> int:
         err.print(f"semcheck: {e.one_line()}", markup=False)
         return EXIT_INPUT
 
-    results = outcome.results
-    for note in dict.fromkeys(outcome.notes):
+    from semcheck.checker.verify import relpaths
+
+    for run in runs:
+        if run.error is not None:
+            if args.debug and run.error.debug_text:
+                err.print(run.error.debug_text.rstrip(), markup=False)
+            err.print(f"semcheck: {run.error.one_line()}", markup=False)
+    if not runs:
+        err.print(f"semcheck: no kernel files: nothing in {', '.join(given)} defines @semcheck.target "
+                  f"or a module-level {st.entry or 'build'}", markup=False)
+        return EXIT_PROVED if args.only_kernels else EXIT_UNKNOWN
+    if all(run.error is not None for run in runs):
+        return EXIT_INPUT
+
+    notes = [n for run in runs if run.findings is not None for n in run.findings.notes]
+    for note in dict.fromkeys(notes):
         where = f" ({note.loc.file}:{note.loc.line})" if note.loc is not None and note.loc.line else ""
         if where and where[2:-1] in note.message:
             where = ""
         err.print(relpaths(f"semcheck: {note.code}: {note.message}{where}"), markup=False)
 
-    if args.format == "json":
-        text = report.dump_json(report.to_json(path, results))
-    elif args.format == "sarif":
-        text = json.dumps(report.to_sarif(path, results, __version__), indent=2)
-    else:
-        text = None
-    if text is not None:
+    files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached)
+             for run in runs]
+    results = [r for f in files for r in f.results]
+    label = " ".join(p for p in st.paths) if len(st.paths) > 1 or os.path.isdir(given[0]) else given[0]
+    if args.format == "text":
+        from rich.console import Console
+
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+                report.render_files(Console(file=f, highlight=False, no_color=True, soft_wrap=True), files)
         else:
-            sys.stdout.write(text + "\n")
-    elif args.output:
-        from rich.console import Console
-
-        with open(args.output, "w", encoding="utf-8") as f:
-            report.render_text(Console(file=f, highlight=False, no_color=True, soft_wrap=True), path, results)
+            report.render_files(Console(highlight=False), files)
     else:
-        from rich.console import Console
+        from semcheck import __version__
 
-        report.render_text(Console(highlight=False), path, results)
-    code = exit_code(results)
-    if not results:
+        write(args, report.render(args.format, label, files, __version__))
+    code = exit_code(results, errors=sum(f.error is not None for f in files))
+    if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code
 
 
-def exit_code(results) -> int:
+def write(args, text: str) -> None:
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _cache(st: Settings):
+    return None
+
+
+def exit_code(results, errors: int = 0) -> int:
+    """1 if anything is violated; else 2 if a kernel file could not be verified; else 3 if
+    anything is unknown (or nothing was verified); else 0."""
     from semcheck.checker import report
 
     s = report.summary(results)
     if s["violated"]:
         return EXIT_VIOLATED
+    if errors:
+        return EXIT_INPUT
     if s["unknown"] or not results:
         return EXIT_UNKNOWN
     return EXIT_PROVED
 
 
-def _run(reqs, args, err):
-    """Run the sweep, with a progress bar on a terminal when there is more than one device count."""
-    from semcheck.checker.verify import run_sweep
+def _run(runs, st: Settings, args, err, cache) -> None:
+    """Run every file's sweep, with a progress bar on a terminal when there is more than one request."""
+    from semcheck.checker.verify import run_files
 
-    if not (err.is_terminal and len(reqs) > 1):
-        return run_sweep(reqs, jobs=args.jobs, debug=args.debug)
+    total = sum(len(r.requests) for r in runs)
+    if not (err.is_terminal and total > 1):
+        run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache)
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    name = os.path.basename(reqs[0].path)
+    if len(runs) == 1:
+        what = (f"{os.path.basename(runs[0].path)} at "
+                f"{', '.join(str(r.devices) for r in runs[0].requests)} devices")
+    else:
+        what = f"{len(runs)} kernel files"
     with Progress(TextColumn("[bold]verifying[/] {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as prog:
-        task = prog.add_task(f"{name} at {', '.join(str(r.devices) for r in reqs)} devices", total=len(reqs))
-        return run_sweep(reqs, jobs=args.jobs, debug=args.debug,
-                         on_done=lambda _r: prog.advance(task))
+        task = prog.add_task(what, total=total)
+        run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache, on_done=lambda _r: prog.advance(task))
 
 
 def cmd_spec(args) -> int:

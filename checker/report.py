@@ -13,7 +13,7 @@ from semcheck.checker.properties import BY_ID, IDS, REGISTRY
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.verify import Result
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -45,19 +45,45 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
 
 
 def to_json(path: str, results: Sequence[Result]) -> dict[str, Any]:
+    """The JSON report of one kernel file."""
+    return to_json_files(path, [FileReport(path, list(results))])
+
+
+@dataclasses.dataclass
+class FileReport:
+    """What one kernel file of a run came to: its results, or the input error that stopped it."""
+
+    path: str  # as given on the command line, or as discovered under a directory
+    results: list[Result]
+    error: Any = None  # verify.InputError
+    cached: int = 0  # device counts answered from the result cache
+
+
+def _error_json(f: FileReport) -> dict[str, Any]:
+    e = f.error
+    return {"file": f.path, "code": e.code, "message": _rel(e.one_line().split(": ", 1)[1]),
+            "location": _loc(e.loc) if e.loc is not None and e.loc.line else None}
+
+
+def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
+    """The JSON report of a run over one or several kernel files (`label`: the paths as given)."""
     rows = []
-    for r in results:
-        for v in r.verdicts:
-            row = {"target": r.target, "devices": r.devices, "dma_mode": r.dma_mode}
-            row.update(verdict_json(v))
-            rows.append(row)
+    for f in files:
+        for r in f.results:
+            for v in r.verdicts:
+                row = {"file": f.path, "target": r.target, "devices": r.devices, "dma_mode": r.dma_mode}
+                row.update(verdict_json(v))
+                rows.append(row)
+    results = [r for f in files for r in f.results]
     return {
         "schema": "semcheck-report",
         "version": SCHEMA_VERSION,
-        "file": path,
+        "file": label,
+        "files": [f.path for f in files if f.error is None],
         "summary": summary(results),
         "results": rows,
-        "differences": [difference_json(d) for d in differences(results)],
+        "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
+        "errors": [_error_json(f) for f in files if f.error is not None],
     }
 
 
@@ -70,12 +96,18 @@ def summary(results: Sequence[Result]) -> dict[str, int]:
 
 
 def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, Any]:
+    """SARIF 2.1.0 of one kernel file (see `to_sarif_files`)."""
+    return to_sarif_files([FileReport(path, list(results))], version)
+
+
+def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
     """SARIF 2.1.0: one result per violated (level error) or unknown (level warning) verdict.
 
-    Proved verdicts produce no result. URIs are relative to the working
-    directory (run semcheck from the repository root for code-scanning
-    uploads). Each result's property bag says where it holds: target,
-    device count and DMA mode.
+    Proved verdicts produce no result; a file that could not be verified at
+    all is one result of level error (rule `input-error`). URIs are relative
+    to the working directory (run semcheck from the repository root for
+    code-scanning uploads). Each result's property bag says where it holds:
+    target, device count and DMA mode.
     """
     rules = [
         {
@@ -88,6 +120,45 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
         }
         for p in REGISTRY
     ]
+    sarif_results = []
+    for f in files:
+        if f.error is not None:
+            e = f.error
+            loc = e.loc if e.loc is not None and e.loc.line else None
+            sarif_results.append({
+                "ruleId": "input-error",
+                "level": "error",
+                "message": {"text": _rel(f"semcheck could not verify {f.path}: {e.one_line()}")},
+                "locations": [{"physicalLocation": {
+                    "artifactLocation": {"uri": _uri(loc.file if loc else f.path)},
+                    **({"region": {"startLine": loc.line}} if loc else {})}}],
+                "properties": {"code": e.code},
+            })
+            continue
+        sarif_results.extend(_sarif_results(f.path, f.results))
+    if any(f.error is not None for f in files):
+        rules.append({"id": "input-error", "name": "InputError",
+                      "shortDescription": {"text": "semcheck could not verify the kernel file at all."},
+                      "defaultConfiguration": {"level": "error"}})
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "semcheck",
+                        "version": version,
+                        "rules": rules,
+                    }
+                },
+                "results": sarif_results,
+            }
+        ],
+    }
+
+
+def _sarif_results(path: str, results: Sequence[Result]) -> list[dict[str, Any]]:
     sarif_results = []
     differ = {(d.target, d.devices, d.property): d for d in differences(results)}
     for r in results:
@@ -136,22 +207,7 @@ def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, An
                 "verdict": v.verdict,
             }
             sarif_results.append(res)
-    return {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "semcheck",
-                        "version": version,
-                        "rules": rules,
-                    }
-                },
-                "results": sarif_results,
-            }
-        ],
-    }
+    return sarif_results
 
 
 def _uri(file: str) -> str:
@@ -229,9 +285,12 @@ def _config_summary(verdicts: Sequence[Verdict]) -> str:
     n = sum(v.verdict == "proved" for v in verdicts)
     if not parts:
         text = f"all {n} properties proved" if n != 1 else "proved"
-        folds = {(v.stats.get("fold") or {}).get("devices") for v in verdicts}
-        if len(folds) == 1 and None not in folds:
-            text += f" on a fold onto {folds.pop()} devices (RUN-7)"
+        folds = [(v.stats.get("fold") or {}).get("devices") for v in verdicts]
+        on_fold = {f for f in folds if f is not None}
+        if len(on_fold) == 1:
+            k = sum(f is not None for f in folds)
+            text += (f" on a fold onto {on_fold.pop()} devices (RUN-7)" if k == len(folds)
+                     else f", {k} on a fold onto {on_fold.pop()} devices (RUN-7)")
         return text
     if n:
         parts.append(f"{n} proved")
@@ -270,6 +329,40 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
 
     def say(text: str, style: str = "") -> None:
         console.print(Text(_rel(text), style=style), soft_wrap=True, highlight=False)
+
+    _render_file(console, say, marks, rule_chars, path, results)
+    _render_summary(console, marks, plain, results)
+
+
+def render_files(console, files: Sequence[FileReport]) -> None:
+    """The text report of a run over several kernel files: each file's section, then one summary.
+
+    One file without an error reads exactly as `render_text`. A file that
+    could not be verified gets one line saying why.
+    """
+    from rich.text import Text
+
+    plain = not console.is_terminal
+    marks = PLAIN_MARK if plain else MARK
+    rule_chars = "-" if plain else "─"
+
+    def say(text: str, style: str = "") -> None:
+        console.print(Text(_rel(text), style=style), soft_wrap=True, highlight=False)
+
+    for i, f in enumerate(files):
+        if i:
+            console.print()
+        if f.error is not None:
+            line = Text(f"{marks['violated']} ", style=STYLE["violated"])
+            line.append(_rel(f"{f.path}: not verified: {f.error.one_line()}"))
+            console.print(line, soft_wrap=True, highlight=False)
+            continue
+        _render_file(console, say, marks, rule_chars, f.path, f.results)
+    _render_summary(console, marks, plain, [r for f in files for r in f.results], files)
+
+
+def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[Result]) -> None:
+    from rich.text import Text
 
     if results:
         say(_header(path, results), "bold")
@@ -348,12 +441,22 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
         say("interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU "
             "(specs/divergences.md)", "dim")
 
+
+def _render_summary(console, marks, plain: bool, results: Sequence[Result],
+                    files: Sequence[FileReport] | None = None) -> None:
+    from rich.text import Text
+
     s = summary(results)
-    worst = "violated" if s["violated"] else "unknown" if s["unknown"] or not results else "proved"
+    errors = sum(f.error is not None for f in files or ())
+    worst = "violated" if s["violated"] or errors else "unknown" if s["unknown"] or not results else "proved"
     console.print()
     line = Text(f"{marks[worst]} ", style=STYLE[worst])
-    line.append(f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown",
-                style="bold" if not plain else "")
+    text = f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    if files is not None and len(files) > 1:
+        text += f" in {len(files) - errors} kernel files"
+    if errors:
+        text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
+    line.append(text, style="bold" if not plain else "")
     console.print(line, soft_wrap=True, highlight=False)
 
 
@@ -376,6 +479,15 @@ def _witness(console, say, w) -> None:
     for loc in dict.fromkeys(w.locs):
         if loc is not None and loc.line:
             say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
+
+
+def render(fmt: str, label: str, files: Sequence[FileReport], version: str) -> str:
+    """A machine- or browser-readable report (`fmt` json, sarif, markdown or html), ending in a newline."""
+    if fmt == "json":
+        return dump_json(to_json_files(label, files)) + "\n"
+    if fmt == "sarif":
+        return json.dumps(to_sarif_files(files, version), indent=2) + "\n"
+    raise ValueError(f"unknown report format {fmt!r}")
 
 
 def dump_json(obj: dict[str, Any]) -> str:

@@ -320,6 +320,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
 # --- the parent -------------------------------------------------------------------
 
 _live: set[Any] = set()
+_live_by_path: dict[str, set[Any]] = {}
 _live_lock = threading.Lock()
 
 
@@ -327,6 +328,14 @@ def kill_all() -> None:
     """Kill every child still running (Ctrl-C, or a sibling's input error)."""
     with _live_lock:
         procs = list(_live)
+    for p in procs:
+        _kill(p)
+
+
+def kill_path(path: str) -> None:
+    """Kill the children verifying one kernel file (an input error there stops that file only)."""
+    with _live_lock:
+        procs = list(_live_by_path.get(path, ()))
     for p in procs:
         _kill(p)
 
@@ -367,6 +376,7 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     with _live_lock:
         proc.start()
         _live.add(proc)
+        _live_by_path.setdefault(req.path, set()).add(proc)
     child.close()
     names: list[str] | None = None
     results: list[Result] = []
@@ -421,6 +431,7 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
             _kill(proc)
         with _live_lock:
             _live.discard(proc)
+            _live_by_path.get(req.path, set()).discard(proc)
         proc.join(5)
         parent.close()
     if notes and notes[-1].code == "timeout":
@@ -469,43 +480,216 @@ def run_sweep(
     jobs: int = 1,
     debug: bool = False,
     on_done: Callable[[Request], None] | None = None,
+    cache: Any = None,
 ) -> Findings:
-    """Verify several device counts, `jobs` at a time; results in request order.
+    """Verify several device counts of one kernel file, `jobs` at a time; results in request order.
 
     The first input error (in request order, so the same one whatever
     `jobs` is) stops the sweep: the other children are killed.
     """
-    outcomes: list[Findings | None] = [None] * len(requests)
+    (run,) = run_files([FileRun("", list(requests))], jobs=jobs, debug=debug, on_done=on_done, cache=cache)
+    if run.error is not None:
+        raise run.error
+    assert run.findings is not None
+    return run.findings
 
-    def one(i: int) -> Findings:
-        out = verify(requests[i], debug=debug)
-        outcomes[i] = out
+
+@dataclasses.dataclass
+class FileRun:
+    """One kernel file of a run over many: its requests (device counts, targets) and what came of them."""
+
+    path: str  # as reports show it: as given on the command line, or as discovered under a directory
+    requests: list[Request]
+    findings: Findings | None = None
+    error: InputError | None = None
+    cached: int = 0  # requests answered from the result cache
+
+
+def run_files(
+    files: Sequence[FileRun],
+    *,
+    jobs: int = 1,
+    debug: bool = False,
+    on_done: Callable[[Request], None] | None = None,
+    cache: Any = None,
+) -> Sequence[FileRun]:
+    """Verify every request of every file, `jobs` child processes at a time over all of them.
+
+    Per file, as for one file: results in request order, and the first input
+    error (in request order, whatever `jobs` is) stops that file -- its other
+    children are killed and its results dropped (`FileRun.error` says why);
+    the other files go on. `cache` (`semcheck.checker.cache.ResultCache`)
+    answers requests verified before with the same inputs, and keeps new
+    answers that contain no timeout.
+    """
+    stopped: set[int] = set()
+
+    def one(i: int, req: Request) -> tuple[Findings, bool]:
+        if i in stopped:
+            return Findings([]), False
+        hit = cache.get(req) if cache is not None else None
+        if hit is None:
+            out = verify(req, debug=debug)
+            if cache is not None:
+                cache.put(req, out)
+        else:
+            out = hit
         if on_done is not None:
-            on_done(requests[i])
-        return out
+            on_done(req)
+        return out, hit is not None
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        futures = [pool.submit(one, i) for i in range(len(requests))]
-        for f in futures:
-            try:
-                f.result()
-            except InputError:
-                for g in futures:
-                    g.cancel()
-                kill_all()
-                raise
+        futures = [[pool.submit(one, i, req) for req in f.requests] for i, f in enumerate(files)]
+        for i, (f, fs) in enumerate(zip(files, futures, strict=True)):
+            found = Findings([])
+            for fut in fs:
+                try:
+                    out, hit = fut.result()
+                except InputError as e:
+                    stopped.add(i)
+                    for g in fs:
+                        g.cancel()
+                    for path in {r.path for r in f.requests}:
+                        kill_path(path)
+                    f.error = e
+                    break
+                f.cached += hit
+                found.results.extend(out.results)
+                found.notes.extend(out.notes)
+            if f.error is None:
+                f.findings = found
     except BaseException:
         kill_all()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    out = Findings([])
-    for o in outcomes:
-        assert o is not None
-        out.results.extend(o.results)
-        out.notes.extend(o.notes)
-    return out
+    return files
+
+
+# --- many files: discovery ------------------------------------------------------------
+
+DEFAULT_EXCLUDE = (".*", "__pycache__", "node_modules", "site-packages", "build", "dist", "venv")
+"""Directory names never searched for kernels (hidden ones, virtual environments, build output),
+as ruff and mypy skip them; a path given explicitly is searched even so."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Exclude:
+    """A glob (`examples/buggy`, `*_test.py`, `**/experimental/*`) relative to the directory `base`.
+
+    It matches a path under `base` when it matches the path relative to
+    `base`, any of its leading directories, or its last component.
+    """
+
+    pattern: str
+    base: str
+
+    def matches(self, path: str) -> bool:
+        import fnmatch
+
+        pat = self.pattern.replace(os.sep, "/").rstrip("/")
+        if pat.startswith("./"):
+            pat = pat[2:]
+        rel = os.path.relpath(os.path.abspath(path), os.path.abspath(self.base)).replace(os.sep, "/")
+        if rel.startswith("../"):
+            return fnmatch.fnmatch(os.path.basename(path), pat) if "/" not in pat else False
+        parts = rel.split("/")
+        prefixes = ["/".join(parts[: k + 1]) for k in range(len(parts))]
+        return any(fnmatch.fnmatch(p, pat) for p in prefixes) or fnmatch.fnmatch(parts[-1], pat)
+
+
+def defines_kernel(path: str, entry: str | None = None) -> bool:
+    """Whether a Python file names something to verify, read from its source (never imported).
+
+    A module-level `@semcheck.target` function, a module-level `build`
+    (defined, assigned or imported), or with `entry` a module-level name
+    `entry`.
+    """
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        # a kernel file that does not parse is reported (syntax-error), a non-Python file is not
+        return path.endswith(".py") and os.path.isfile(path) and _mentions_build(path, entry)
+    wanted = entry or "build"
+    for node in tree.body:
+        names: list[str] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if entry is None and _declared_devices_of(node) is not None:
+                return True
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        elif isinstance(node, ast.ImportFrom):
+            names = [a.asname or a.name for a in node.names]
+        if wanted in names:
+            return True
+    return False
+
+
+def _mentions_build(path: str, entry: str | None) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return f"def {entry or 'build'}(" in text or (entry is None and "semcheck.target" in text)
+
+
+def discover(
+    paths: Sequence[str],
+    *,
+    exclude: Sequence[Exclude] = (),
+    entry: str | None = None,
+    only_kernels: bool = False,
+) -> tuple[list[str], list[str]]:
+    """The kernel files under `paths` (files and directories), and the Python files skipped.
+
+    A directory is searched recursively, in sorted order, for `.py` files
+    that define a kernel (`defines_kernel`), leaving out `DEFAULT_EXCLUDE`
+    directories and whatever an `exclude` pattern matches. A file given
+    explicitly is verified as it is (an error if it names no kernel) unless
+    `only_kernels` (pre-commit hands over every changed file): then it is
+    filtered like a discovered one. Missing paths raise `InputError`.
+    Duplicates are dropped; paths are returned as given (joined under their
+    directory).
+    """
+    import fnmatch
+
+    files: list[str] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
+
+    def add(p: str, explicit: bool) -> None:
+        key = os.path.realpath(p)
+        if key in seen:
+            return
+        seen.add(key)
+        if (not explicit or only_kernels) and (
+                any(e.matches(p) for e in exclude) or not p.endswith(".py") or not defines_kernel(p, entry)):
+            skipped.append(p)
+            return
+        files.append(p)
+
+    for given in paths:
+        if not os.path.exists(given):
+            raise InputError("file-missing", f"no such kernel file: {given}")
+        if os.path.isfile(given):
+            add(given, explicit=True)
+            continue
+        if any(e.matches(given) for e in exclude):
+            continue
+        for root, dirs, names in os.walk(given):
+            dirs[:] = sorted(d for d in dirs
+                             if not any(fnmatch.fnmatch(d, pat) for pat in DEFAULT_EXCLUDE)
+                             and not any(e.matches(os.path.join(root, d)) for e in exclude))
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    add(os.path.normpath(os.path.join(root, name)), explicit=False)
+    return files, skipped
 
 
 def modes_for(arg: str) -> tuple[str, ...]:
@@ -575,25 +759,28 @@ def precheck_file(path: str) -> None:
         raise InputError("syntax-error", f"kernel file {path} is not Python source: {e}") from None
 
 
-def plan(path: str, target: str | None, devices: Sequence[int] | None) -> list[tuple[str | None, list[int]]]:
+def plan(path: str, target: str | None, devices: Sequence[int] | None,
+         default: Sequence[int] = DEFAULT_DEVICES) -> list[tuple[str | None, list[int]]]:
     """Which (target selector, device counts) to verify.
 
     Explicit `devices` apply to everything selected. Otherwise each
     `@semcheck.target(devices=...)` brings its own counts, read from the
     source without importing it (jax must not start in this process);
-    targets whose counts differ are verified separately.
+    targets whose counts differ are verified separately. `default` (the
+    project's `[tool.semcheck] devices`, else 2, 4, 8) is for targets that
+    declare none.
     """
     if devices is not None:
         return [(target, list(devices))]
-    declared = _declared_devices(path)
+    declared = _declared_devices(path, default)
     if target is not None:
-        return [(target, declared.get(target, list(DEFAULT_DEVICES)))]
+        return [(target, declared.get(target, list(default)))]
     if not declared or len({tuple(v) for v in declared.values()}) == 1:
-        return [(None, next(iter(declared.values())) if declared else list(DEFAULT_DEVICES))]
+        return [(None, next(iter(declared.values())) if declared else list(default))]
     return [(name, counts) for name, counts in declared.items()]
 
 
-def _declared_devices(path: str) -> dict[str, list[int]]:
+def _declared_devices(path: str, default: Sequence[int] = DEFAULT_DEVICES) -> dict[str, list[int]]:
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read())
@@ -601,26 +788,35 @@ def _declared_devices(path: str) -> dict[str, list[int]]:
         return {}
     out: dict[str, list[int]] = {}
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for dec in node.decorator_list:
-            call = dec if isinstance(dec, ast.Call) else None
-            func = call.func if call is not None else dec
-            if (getattr(func, "attr", None) or getattr(func, "id", None)) != "target":
-                continue
-            counts = list(DEFAULT_DEVICES)
-            for kw in call.keywords if call is not None else ():
-                if kw.arg == "devices":
-                    try:
-                        counts = sorted({int(x) for x in ast.literal_eval(kw.value)})
-                    except (ValueError, TypeError, SyntaxError):
-                        pass
-            out[node.name] = counts
+        if isinstance(node, ast.FunctionDef):
+            counts = _declared_devices_of(node, default)
+            if counts is not None:
+                out[node.name] = counts
     return out
+
+
+def _declared_devices_of(node: ast.FunctionDef | ast.AsyncFunctionDef,
+                         default: Sequence[int] = DEFAULT_DEVICES) -> list[int] | None:
+    """The device counts a `@semcheck.target` decorator on `node` declares (`default` if none); None if undecorated."""
+    for dec in node.decorator_list:
+        call = dec if isinstance(dec, ast.Call) else None
+        func = call.func if call is not None else dec
+        if (getattr(func, "attr", None) or getattr(func, "id", None)) != "target":
+            continue
+        counts = list(default)
+        for kw in call.keywords if call is not None else ():
+            if kw.arg == "devices":
+                try:
+                    counts = sorted({int(x) for x in ast.literal_eval(kw.value)})
+                except (ValueError, TypeError, SyntaxError):
+                    pass
+        return counts
+    return None
 
 
 __all__ = [
     "Request", "Result", "Note", "Findings", "InputError", "verify", "run_sweep", "check_program",
     "modes_for", "parse_devices", "check_devices", "check_timeout", "precheck_file", "plan",
-    "kill_all", "relpaths", "Witness", "MAX_DEVICES", "DEFAULT_DEVICES",
+    "kill_all", "kill_path", "relpaths", "Witness", "MAX_DEVICES", "DEFAULT_DEVICES",
+    "FileRun", "run_files", "discover", "defines_kernel", "Exclude", "DEFAULT_EXCLUDE",
 ]
