@@ -344,7 +344,10 @@ def write(args, text: str) -> None:
 
 
 def _cache(st: Settings):
-    return None
+    """The result cache (`semcheck._cache`): beside the configuring pyproject.toml, else in the working directory."""
+    from semcheck._cache import ResultCache, default_directory
+
+    return ResultCache(default_directory(st.config))
 
 
 def exit_code(results, errors: int = 0) -> int:

@@ -1,5 +1,6 @@
-"""semcheck writes nothing but the report it was asked for: no __pycache__ beside the kernel,
-nothing in the working directory, HOME or TMPDIR, and no report at all when it fails."""
+"""semcheck writes nothing but the report it was asked for and its result cache: no __pycache__
+beside the kernel, nothing else in the working directory, HOME or TMPDIR, and no report at all when
+it fails (with --no-cache not even the cache: tests/cli/test_cache.py)."""
 
 from __future__ import annotations
 
@@ -34,4 +35,7 @@ def test_writes_only_the_requested_output(tmp_path):
     assert ok.stdout == "" and ok.stderr == ""
     assert json.loads((work / "report.json").read_text())["summary"]["violated"] == 0
     assert broken.returncode == 2 and "kernel-raised" in broken.stderr
-    assert snapshot(tmp_path) == sorted([*before, "work/report.json"])
+    # besides the report, only the result cache (.semcheck_cache/, as mypy's and ruff's caches)
+    after = [p for p in snapshot(tmp_path) if not p.startswith("work/.semcheck_cache")]
+    assert after == sorted([*before, "work/report.json"])
+    assert any(p.endswith(".pickle") for p in snapshot(work / ".semcheck_cache"))
