@@ -37,7 +37,7 @@ EXPECTED = {
     "race_two_senders_one_slot.py": {"race-free": H},
     "race_wrong_slot_wait.py": {"race-free": ("on_wait", "hardware")},
     "missing_signal_deadlock.py": {"deadlock-free": H},
-    "two_core_missing_core_index.py": {"deadlock-free": I},
+    "two_core_missing_core_index.py": {"deadlock-free": I, "race-free": H},  # jax reports the race too
     "two_core_signal_hangs_on_tpu.py": {"deadlock-free": ("hardware",)},
     "wait_too_large_deadlock.py": {"deadlock-free": H},
     "wrong_neighbour_deadlock.py": {"deadlock-free": H},
