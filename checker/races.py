@@ -131,7 +131,8 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
     why, fix, extra = _explain(program, race)
     msg = f"{_say(program, a)} and {_say(program, b)} can happen in either order ({mode}): {why}"
     blocked = tuple(
-        (e.core, e.pc, "copy in flight" if e.is_dma and mode != "eager" else f"about to do: {e.describe()}")
+        (e.core, e.pc, f"{e.describe()} still in flight (started at line {program.cores[e.core][e.pc].loc.line})"
+         if e.is_dma else f"next: {e.describe()} (line {e.loc.line})")
         for e in (a, b)
     )
     return Witness(

@@ -191,10 +191,40 @@ def find_races(
         outcome = runs(*r)
         if _halted(outcome):
             continue  # a failure stops the run: that property reports it, not this one
-        if _both_pending(outcome.state.pcs, a, b, mode) and consider(a, b, outcome):
-            break
+        if _both_pending(outcome.state.pcs, a, b, mode):
+            if a.is_dma != b.is_dma and a.region.exact and b.region.exact:
+                a, b, outcome = _earliest(program, mode, pairs, runs, a, b, outcome)
+            if consider(a, b, outcome):
+                break
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate)
+
+
+def _earliest(
+    program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs,
+    a: AccessEvent, b: AccessEvent, outcome: Outcome,
+) -> tuple[AccessEvent, AccessEvent, Outcome]:
+    """The first access of the core that races the same DMA half (DR-3: racing is monotone in the
+    position, so a binary search over the core's exact candidates finds it); it makes the clearest
+    witness."""
+    h, k = (a, b) if a.is_dma else (b, a)
+    cands = sorted(
+        {(y.pc, y): (x, y) for x, y in ((p if p[0].is_dma else (p[1], p[0])) for p in pairs)
+         if x == h and y.core == k.core and y.pc <= k.pc and x.region.exact and y.region.exact}.values(),
+        key=lambda p: p[1].pc,
+    )
+    best = (h, k, outcome)
+    lo, hi = 0, len(cands) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        x, y = cands[mid]
+        r = _restriction(x, y, mode)
+        out = runs(*r) if r is not None else None
+        if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y, mode):
+            best, hi = (x, y, out), mid - 1
+        else:
+            lo = mid + 1
+    return best
 
 
 def _orbit_representatives(
