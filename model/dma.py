@@ -14,7 +14,7 @@ from typing import TypeVar
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import ModelBug
 from semcheck.model.ops import DmaMode
-from semcheck.model.semaphore import SemKey
+from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
 
 S = TypeVar("S")  # a state with counts, queues and dmas
@@ -57,6 +57,16 @@ def run_task(state: S, task: tuple) -> S:
     return state
 
 
+def tasks(dma: Dma) -> tuple[tuple[SemKey, int, Task], ...]:
+    """DMA-3: the tasks an on_wait start queues, as (semaphore, core, task): a read task on
+    (send semaphore, source core) if there is one, then a read-then-write task on
+    (receive semaphore, destination core)."""
+    read_write = (dma.dst_key, dma.dst_core, (dma.ident, "read_write"))
+    if dma.src_key is None:
+        return (read_write,)
+    return ((dma.src_key, dma.src_core, (dma.ident, "read")), read_write)
+
+
 def start(state: S, dma: Dma, mode: DmaMode) -> S:
     """DMA-2 / DMA-3 / DMA-5: start `dma` (its semaphores already looked up, DMA-1) per mode.
 
@@ -70,9 +80,8 @@ def start(state: S, dma: Dma, mode: DmaMode) -> S:
         return run_task(state, (dma.ident, "read_write"))
     if mode == "on_wait":
         queues = state.queues
-        if dma.src_key is not None:
-            queues = sem.enqueue_task(queues, dma.src_key, dma.src_core, (dma.ident, "read"))
-        queues = sem.enqueue_task(queues, dma.dst_key, dma.dst_core, (dma.ident, "read_write"))
+        for key, core, task in tasks(dma):
+            queues = sem.enqueue_task(queues, key, core, task)
         return dataclasses.replace(state, queues=queues)
     return state
 

@@ -5,7 +5,7 @@ for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
 rule functions (`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
-`step.is_global`, `step.target_core`); it keeps counts, task queues and DMA
+`step.is_global`, `step.target_core`, `dma.tasks`); it keeps counts, task queues and DMA
 phases in mutable working copies, because the step relation copies its
 state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
 from semcheck.model.buffer import BufferStore
@@ -217,14 +218,13 @@ def fast_run(
                     no_read = (core, pcs[core], "read") in suppress
                     no_write = no_read or (core, pcs[core], "write") in suppress
                 if mode == "on_wait":
-                    if src_key is not None and not no_read:
-                        queues.setdefault((src_key, core), []).append((d.ident, "read"))
-                    if not no_write:
-                        queues.setdefault((dst_key, dst), []).append((d.ident, "read_write"))
-                    # a core parked on one of these counts can now run the task
-                    for k in ((src_key, core), (dst_key, dst)):
-                        if k in waiting:
-                            wake(waiting.pop(k))
+                    for key, c, task in dma_tasks(d):
+                        if no_write if task[1] == "read_write" else no_read:
+                            continue
+                        counter = (key, c)
+                        queues.setdefault(counter, []).append(task)
+                        if counter in waiting:  # a core parked on this count can now run the task
+                            wake(waiting.pop(counter))
                 else:
                     if record:
                         schedule.append(steps[core])
