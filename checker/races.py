@@ -14,7 +14,8 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
 from semcheck.model.access import AccessEvent
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
-from semcheck.model.race import Race, find_races
+from semcheck.model import race as race_model
+from semcheck.model.race import Race, find_races, work_estimate
 
 PROP = "race-free"
 
@@ -22,8 +23,15 @@ PROP = "race-free"
 def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
     """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line."""
     t0 = time.perf_counter()
-    low = lower(program, mode)
     stats: dict = {}
+    estimate = work_estimate(program)
+    if estimate > race_model.MAX_WORK:
+        n = program.topology.num_devices
+        return Verdict(PROP, "unknown", reason=f"deciding races at {n} devices needs restricted runs of about "
+                       f"{estimate:,} operations in all (two runs over the whole program per copy: the "
+                       "cost grows as the cube of a ring's size), more than semcheck spends; check race-free at "
+                       "fewer devices (it is decided exactly there)", stats=stats)
+    low = lower(program, mode)
     if not low.ok:
         return Verdict(PROP, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]))
     fails = failure_reached(low, s_prime_run(low).state.pcs)
@@ -34,12 +42,6 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
                        "which accesses can meet depends on the schedule")
     report = find_races(program, mode, deadline=time.perf_counter() + timeout_ms / 1000)
     stats.update(pairs=report.pairs, runs=report.runs, solve_s=round(time.perf_counter() - t0, 4))
-    if report.over_budget:
-        n = program.topology.num_devices
-        return Verdict(PROP, "unknown", reason=f"deciding races at {n} devices needs restricted runs of about "
-                       f"{report.estimate:,} operations in all (two runs over the whole program per copy: the "
-                       "cost grows as the cube of a ring's size), more than semcheck spends; check race-free at "
-                       "fewer devices (it is decided exactly there)", stats=stats)
     real = [r for r in report.races if r.exact and r.confirmed]
     if real:
         return Verdict(PROP, "violated", witness=_witness(program, mode, real[0]), stats=stats)

@@ -153,6 +153,14 @@ MAX_WORK = 40_000_000
 ring's device count."""
 
 
+def work_estimate(program: Program) -> int:
+    """Operations the restricted runs would execute at most: two runs per DMA half over the whole
+    program (DR-3), one orbit of halves under a rotation (DR-5)."""
+    k = rotation_period(program)
+    dmas = sum(type(op) is DmaStart and op.dst_buf is not None for ops in program.cores for op in ops)
+    return 2 * 2 * dmas * k // program.topology.num_devices * program.num_ops
+
+
 def find_races(
     program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None,
     max_work: int | None = None,
@@ -164,13 +172,11 @@ def find_races(
     `deadline` is a `time.perf_counter()` value past which the search stops
     (the report then says it is incomplete).
     """
-    events, unrecorded = accesses(program, mode)
-    k = rotation_period(program)
-    halves = sum(e.is_dma for e in events) * k // program.topology.num_devices
-    estimate = 2 * halves * program.num_ops
+    estimate = work_estimate(program)
     if estimate > (MAX_WORK if max_work is None else max_work):
-        return RaceReport((), tuple(unrecorded), 0, 0, False, estimate, True)
-    pairs = _orbit_representatives(program, conflicting_pairs(events), k)
+        return RaceReport((), (), 0, 0, False, estimate, True)
+    events, unrecorded = accesses(program, mode)
+    pairs = _orbit_representatives(program, conflicting_pairs(events), rotation_period(program))
     runs = _Runs(program, mode)
     found: list[Race] = []
 
