@@ -215,7 +215,7 @@ def markdown(data: dict) -> str:
     out += [
         "",
         "The baselines decide deadlock freedom only, in one DMA mode, and are handed the lowered program "
-        "(their times exclude tracing and lowering); semcheck verify decides all six properties in all three "
+        "(their times exclude tracing and lowering); semcheck verify decides every property in all three "
         "modes and includes process start, the jax import and tracing. The ratio columns are semcheck verify's "
         "time over the contender's: below 1, semcheck is faster; `< x` means the contender was stopped at a cap "
         "without an answer, so the true ratio is smaller still. `—`: not run, because a smaller size exceeded a "
