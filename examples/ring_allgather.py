@@ -26,7 +26,7 @@ queued on the same receive semaphore, and under `on_wait` (tasks run last in
 first out) its wait ran the newer copy, so it forwarded a block that had not
 arrived (wrong output at 8 devices in some runs). Semaphore counts and
 deadlock freedom were fine either way: which copy a DMA wait consumes is not
-one of the properties semcheck decides.
+one of the six properties semcheck decides.
 """
 
 from __future__ import annotations
