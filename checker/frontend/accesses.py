@@ -24,7 +24,7 @@ from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
-from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
+from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import Access
@@ -54,9 +54,16 @@ class AccessRules(Evaluator):
 
     def _ref_access(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         ref = invals[0] if invals else None
+        if refuse_multi_ref(ref):
+            raise Unsupported(eqn.primitive.name, "a load or store through pl.select_ref (a SelectTransform) "
+                              "names no single buffer; jax's TPU interpreter does not run it", self.loc(eqn))
         chain: tuple[Any, ...] = ()
         if isinstance(ref, state_types.TransformedRef):
             ref, chain = flatten_ref(ref)
+        t = foreign_transform(chain)
+        if t is not None:
+            raise Unsupported(eqn.primitive.name, f"a load or store through a {type(t).__name__}, a ref transform "
+                              "semcheck does not know (it may name other memory)", self.loc(eqn))
         if isinstance(ref, SemArray):
             raise Unsupported(eqn.primitive.name, "loads and stores of a semaphore ref", self.loc(eqn))
         loc = self.loc(eqn)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from jax._src import core as jax_core
 
-from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.trace import KernelCall, _jaxpr_types, eqn_loc
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
@@ -96,14 +96,31 @@ class Evaluator:
             rule = rules.get(prim)
             if rule is None:
                 rule = named.get(prim.name)
-            if rule is not None:
-                outs = rule(eqn, invals, mask)
-            else:
-                outs = self._numeric(eqn, invals)
+            try:
+                if rule is not None:
+                    outs = rule(eqn, invals, mask)
+                else:
+                    outs = self._numeric(eqn, invals)
+            except FrontendError:
+                raise
+            except Exception as e:  # never an internal error over a kernel's construct
+                raise self.cannot_lower(eqn, e) from e
             for v, o in zip(eqn.outvars, outs):
                 if type(v) is not drop:
                     env[v] = o
         return [self._lit(v) if type(v) is literal else env[v] for v in jaxpr.outvars]
+
+    def cannot_lower(self, eqn: Any, e: BaseException) -> Unsupported:
+        """`Unsupported` for an equation a rule failed on: the construct is unknown, with its line.
+
+        A rule that meets something it was not written for (a ref transform of
+        a newer jax, an operand of an unexpected type) must not end the run
+        in an internal error: semcheck says it cannot lower the line.
+        """
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        what = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+        return Unsupported(eqn.primitive.name, f"semcheck's front end cannot lower this equation ({what})",
+                           self.loc(eqn))
 
     def _numeric(self, eqn: Any, invals: list[Any]) -> list[Any]:
         """The rule of every primitive without one (`numeric.NumericRules`)."""

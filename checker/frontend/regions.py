@@ -40,7 +40,7 @@ import numpy as np
 
 from semcheck.model.ops import Region
 
-__all__ = ["RegionCache", "flatten_ref", "full_region", "lane_keys", "ref_regions"]
+__all__ = ["RegionCache", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
 
 
 class RegionCache:
@@ -79,6 +79,34 @@ def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[An
         chain = (*ref.transforms, *chain)
         ref = ref.ref
     return ref, chain
+
+
+def refuse_multi_ref(ref: Any) -> bool:
+    """Whether `ref` is a view over several refs (`pl.select_ref`: a `MultiRefTransform` such as
+    `SelectTransform`), which names no single buffer: the rules refuse it (`Unsupported`)."""
+    J = _jax()
+    while isinstance(ref, J.TransformedRef):
+        if isinstance(ref.ref, (tuple, list)) or any(isinstance(t, J.MultiRef) for t in ref.transforms):
+            return True
+        ref = ref.ref
+    return isinstance(ref, (tuple, list))
+
+
+def foreign_transform(chain: Sequence[Any]) -> Any:
+    """The first transform of `chain` whose meaning this module does not know, or None.
+
+    Known: indexers, transposes, reshapes, bitcasts, and the identities
+    (memory-space casts, access assumptions). Anything else (a transform of
+    another back end, such as a GPU peer-memory ref, or of a newer jax) may
+    name other memory than the ref's buffer, so widening its region would not
+    be sound: the rules refuse it (`Unsupported`).
+    """
+    J = _jax()
+    known = (J.NDIndexer, J.Transpose, J.Reshape, J.Bitcast, *J.identity)
+    for t in chain:
+        if t is not None and not isinstance(t, known):
+            return t
+    return None
 
 
 def lane_keys(values: Sequence[Any], lanes: int) -> list[Any] | None:
@@ -137,6 +165,7 @@ class _JaxTypes:
         self.Transpose = st.TransposeTransform
         self.Reshape = st.ReshapeTransform
         self.Bitcast = st.BitcastTransform
+        self.MultiRef = st.MultiRefTransform
         identity: list[type] = [st.MemorySpaceCastTransform]
         try:
             from jax._src.pallas.mosaic.core import AccessAssumptionTransform

@@ -29,7 +29,7 @@ from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
-from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
+from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
 from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import (
@@ -44,6 +44,9 @@ from semcheck.model.ops import (
     Signal,
     Wait,
 )
+
+# Ref transforms that change nothing about which semaphore or elements a view names.
+IDENTITY_TRANSFORMS: tuple[type, ...] = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
 
 # The primitives whose presence in a sub-jaxpr matters to the program.
 SYNC_PRIMS = frozenset({
@@ -77,8 +80,38 @@ class SyncRules(Evaluator):
 
     # --- semaphore operands ------------------------------------------------------
 
+    def refuse_selected(self, ref: Any, eqn: Any, what: str) -> None:
+        """`Unsupported` for a ref chosen with `pl.select_ref` (a `SelectTransform`).
+
+        Mosaic lowers a DMA through a selected ref, but jax's TPU interpreter
+        does not run one (its DMA callbacks convert the transforms to integers
+        and fail on the tuple of refs; its `dma_wait` cannot type the view), so
+        the interpreter modes have no semantics to follow: unknown, with the line.
+        """
+        if refuse_multi_ref(ref):
+            raise Unsupported(
+                eqn.primitive.name,
+                f"{what} is chosen with pl.select_ref (a SelectTransform): jax's TPU interpreter "
+                "cannot run a DMA through a selected ref, so semcheck does not lower it "
+                "(choose between two copies with pl.when or lax.cond instead)",
+                self.loc(eqn),
+            )
+        if isinstance(ref, state_types.TransformedRef):
+            _, chain = flatten_ref(ref)
+            self.refuse_foreign(chain, eqn, what)
+
+    def refuse_foreign(self, chain: Sequence[Any], eqn: Any, what: str) -> None:
+        """`Unsupported` for a ref transform semcheck does not know (`regions.foreign_transform`)."""
+        t = foreign_transform(chain)
+        if t is not None:
+            raise Unsupported(eqn.primitive.name, f"{what} is viewed through a {type(t).__name__}, a ref "
+                              "transform semcheck does not know (it may name other memory)", self.loc(eqn))
+
     def sem_indices(self, ref: Any, transforms: Sequence[Any], eqn: Any, what: str) -> tuple[str, list[int]]:
         """The allocation label and per-lane flat index of a scalar semaphore view."""
+        self.refuse_selected(ref, eqn, what)
+        if any(isinstance(t, state_types.MultiRefTransform) for t in transforms if t is not None):
+            self.refuse_selected(state_types.TransformedRef((), tuple(transforms)), eqn, what)
         if isinstance(ref, state_types.TransformedRef):
             transforms = (*ref.transforms, *transforms)
             ref = ref.ref
@@ -91,8 +124,9 @@ class SyncRules(Evaluator):
         # view dim -> (base dim, start, stride, size); fixed base coordinates
         view: list[tuple[int, Any, int, int]] = [(d, 0, 1, s) for d, s in enumerate(shape)]
         fixed: list[Any] = [0] * len(shape)
+        self.refuse_foreign(transforms, eqn, what)
         for t in transforms:
-            if t is None:
+            if t is None or isinstance(t, IDENTITY_TRANSFORMS):
                 continue
             if not isinstance(t, NDIndexer):
                 raise Unsupported(eqn.primitive.name, f"{what}: a {type(t).__name__} of a semaphore ref",
@@ -272,12 +306,17 @@ class SyncRules(Evaluator):
         hit = self._static_cache.get(key)  # type: ignore[arg-type]
         if hit is None:
             src = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])[0]
-            if isinstance(src, state.TransformedRef):
-                aval = state.transform_type(src.transforms, src.ref)
-            else:
-                aval = src
-            shape = tuple(int(s) for s in aval.shape)
-            hit = math.prod(shape) * np.dtype(aval.dtype).itemsize
+            self.refuse_selected(src, eqn, "the DMA's source")
+            try:
+                if isinstance(src, state.TransformedRef):
+                    aval = state.transform_type(src.transforms, src.ref)
+                else:
+                    aval = src
+                shape = tuple(int(s) for s in aval.shape)
+                hit = math.prod(shape) * np.dtype(aval.dtype).itemsize
+            except Exception as e:  # a view jax itself cannot type
+                raise Unsupported(eqn.primitive.name, f"the byte count of the DMA's source view cannot be "
+                                  f"computed ({type(e).__name__}: {e})", self.loc(eqn)) from e
             self._static_cache[key] = hit  # type: ignore[index]
         return hit
 
@@ -286,6 +325,8 @@ class SyncRules(Evaluator):
         # between: where the op's source and destination regions come from.
         src, dst, dst_sem, src_sem, device_id = eqn.params["tree"].unflatten(invals)
         loc = self.loc(eqn)
+        for ref, what in ((src, "the DMA's source"), (dst, "the DMA's destination")):
+            self.refuse_selected(ref, eqn, what)
         nbytes = self._dma_nbytes(eqn)
         dlabel, didx = self.sem_indices(dst_sem, (), eqn, "the DMA's destination semaphore")
         slabel, sidx = (None, None)
@@ -378,6 +419,7 @@ class SyncRules(Evaluator):
         # count comes from the ref in the src slot, whichever way round.
         _src, _dst, sem, _src_sem, _dev = eqn.params["tree"].unflatten(invals)
         loc = self.loc(eqn)
+        self.refuse_selected(_src, eqn, "the awaited DMA's source")
         nbytes = self._dma_nbytes(eqn)
         label, idx = self.sem_indices(sem, (), eqn, "the awaited DMA semaphore")
         bodies = self.bodies

@@ -264,6 +264,7 @@ UNSUPPORTED = {
     "barrier_without_collective_id": ("get_barrier_semaphore", "collective_id", "b = pltpu.get_barrier_semaphore()"),
     "index_out_of_bounds": ("semaphore_signal", "out of bounds", "pl.semaphore_signal(sems.at[me + 1], 1)"),
     "non_decrementing_wait": ("semaphore_wait", "non-decrementing", "decrement=False"),
+    "select_ref_dma": ("dma_start", "pl.select_ref", "pltpu.async_copy(src, o_ref, sem).wait()"),
 }
 
 

@@ -144,3 +144,15 @@ def non_decrementing_wait(num_devices):
 @semcheck.target
 def no_pallas_call(num_devices):
     return jax.jit(lambda x: x + 1), (jax.ShapeDtypeStruct((4,), jnp.float32),)
+
+
+def _select_ref_dma(x_ref, o_ref, scratch, sem):
+    me = jax.lax.axis_index(AXIS)
+    src = pl.select_ref(me % 2, x_ref, scratch)  # jax's interpreter cannot run a DMA through this
+    pltpu.async_copy(src, o_ref, sem).wait()
+
+
+@semcheck.target
+def select_ref_dma(num_devices):
+    return _wrap(_select_ref_dma, num_devices, in_space=pl.ANY,
+                 scratch=[pltpu.VMEM((ROWS, LANES), jnp.float32), pltpu.SemaphoreType.DMA])
