@@ -466,6 +466,17 @@ def _difference_line(d) -> str:
 
 
 def _witness(console, say, w) -> None:
+    explanation = w.details.get("explanation")
+    if explanation:
+        # a deadlock, explained per group of blocked cores (one per rotation class) and as a cycle;
+        # the per-device timelines, which say the same thing N times, stay in the JSON
+        say("deadlock: " + explanation[0] if not explanation[0].startswith("cycle") else explanation[0])
+        for line in explanation[1:]:
+            say(line)
+        for loc in dict.fromkeys(w.locs):
+            if loc is not None and loc.line:
+                say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
+        return
     say(w.message)
     timeline = w.details.get("timeline")
     if timeline:

@@ -36,6 +36,7 @@ EXPECTED = {
     "race_two_cores_one_hbm_region.py": {"race-free": H},
     "race_two_senders_one_slot.py": {"race-free": H},
     "race_wrong_slot_wait.py": {"race-free": ("on_wait", "hardware")},
+    "recv_before_send_deadlock.py": {"deadlock-free": H},
     "missing_signal_deadlock.py": {"deadlock-free": H},
     "two_core_missing_core_index.py": {"deadlock-free": I, "race-free": H},  # jax reports the race too
     "two_core_signal_hangs_on_tpu.py": {"deadlock-free": ("hardware",)},
