@@ -13,14 +13,30 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, SemArray, Unknown
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, SemArray, Unknown
+from semcheck.model.ops import Access, Region
 
 
 class NumericRules(Evaluator):
     """The fallback rule: evaluate a primitive with the `NUMERIC` table, or give `Unknown`."""
+
+    def _unknown_accesses(self, eqn: Any, invals: list[Any]) -> None:
+        """ACC-2: a buffer ref handed to a higher-order primitive semcheck does not know may be read
+        or written anywhere inside it: a write of the whole buffer, widened, so that race-free is
+        unknown there rather than proved on accesses the lowering never saw."""
+        loc = self.loc(eqn)
+        why = f"passed to {eqn.primitive.name} at {loc}, whose body semcheck does not lower"
+        for x in invals:
+            while isinstance(x, state_types.TransformedRef):
+                x = x.ref
+            if type(x) is BufRef:
+                op = Access(x.name, Region((), exact=False, why=why), True, loc)
+                for d in self.active(None):
+                    self.bodies[d].append(op)
 
     def _numeric(self, eqn: Any, invals: list[Any]) -> list[Any]:
         prim = eqn.primitive
@@ -34,6 +50,7 @@ class NumericRules(Evaluator):
                 if any(self._has_sem_ops(s) for s in sub_jaxprs(eqn.params, self._jaxpr_types)):
                     raise Unsupported(prim.name, "semaphore or DMA operations inside a higher-order "
                                       "primitive semcheck does not know", self.loc(eqn))
+                self._unknown_accesses(eqn, invals)
             return [Unknown(f"the result of {prim.name}", self.loc(eqn)) for _ in eqn.outvars]
         for x in invals:
             if type(x) is not np.ndarray:
