@@ -35,15 +35,17 @@ exit-balance
 
 dma-bytes
     For every counter (s, c) that a DMA half signals or a DMA-kind wait
-    waits on, let D be the byte counts of the DMA halves signalling it, in
-    the order their DMAs start, and V the values of c's DMA-kind waits on
-    it, in program order. The property: D = V in every run, and the counter
-    sees nothing else (no plain signal, no semaphore-kind wait). When all of
-    the counter's DMAs start on one core, D's order is that core's program
-    order and the check is exact. When they start on several cores the order
-    depends on the schedule; we report violated if no order can match (the
-    multisets differ), proved if every order matches (all sizes equal), and
-    unknown otherwise.
+    waits on: nothing else uses it (no plain signal, no semaphore-kind
+    wait); the bytes its DMA halves deliver add up to what c's DMA waits
+    take (nothing left at exit, the last wait can be met); and for each DMA
+    wait, with N the bytes the waits up to it take, the copies that can
+    start before it completes (a fast run with c frozen at the wait, RUN-3)
+    deliver at least N (else it can never be met) and some of them deliver
+    exactly N (else it always takes part of a copy). A bulk wait (one wait
+    for several copies) and copies of different sizes from several cores
+    pass; which copy a wait stands for is the race property's question.
+    When every copy of the counter has one size s the frozen runs are not
+    needed: N must be a multiple of s.
 """
 
 from __future__ import annotations
@@ -621,11 +623,14 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
 def dma_bytes(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
     """PROP-6 (see the module docstring).
 
-    Decided on the lowering alone (no run), so the interpreter's two DMA modes, which share
-    their lowering, share the verdict.
+    Decided on the lowering and, for a counter whose copies differ in size, one frozen run per
+    DMA wait (which copies can have started before it completes); the frozen runs follow `mode`.
     """
-    family = "hardware" if is_hardware(mode) else "interpreter"
-    return MEMO.get(program, ("dma-bytes", family), lambda: _dma_bytes(program, mode))
+    return MEMO.get(program, ("dma-bytes", mode), lambda: _dma_bytes(program, mode))
+
+
+# Sub-multisets of the copies that may have arrived, per wait, beyond which the verdict is unknown.
+DMA_BYTES_BUDGET = 20_000
 
 
 def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
@@ -644,13 +649,25 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
             counters.add(w.counter)
     undecided = []
     checked = 0
+    runs = 0
+    frozen: dict = {}  # (core, pos) -> positions of the run frozen there
+
+    def positions(core: int, pos: int):
+        nonlocal runs
+        hit = frozen.get((core, pos))
+        if hit is None:
+            runs += 1
+            out = fast_run(program, mode, freeze={core: pos}, record=False)
+            hit = frozen[(core, pos)] = None if out.failure is not None else out.state.pcs
+        return hit
+
     for k in sorted(counters, key=repr):
         xs = low.by_counter.get(k, [])
         ws = low.waits_by_counter.get(k, [])
         dma_x = sorted((x for x in xs if x.kind != "signal"), key=lambda x: (x.owner, x.pos))
         sig_x = [x for x in xs if x.kind == "signal"]
         sem_w = [w for w in ws if w.kind != "dma"]
-        dma_w = [w for w in ws if w.kind == "dma"]
+        dma_w = sorted((w for w in ws if w.kind == "dma"), key=lambda w: w.pos)
         checked += 1
         where = f"{_key_str(k[0])} on core {k[1]}"
         if sig_x or sem_w:
@@ -660,28 +677,80 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
             return _violated(prop, f"{where} is used by DMAs and by {what} ({loc})", [loc], stats,
                              {"semaphore": _key_str(k[0]), "core": k[1], "problem": "mixed"})
         sizes, values = [x.amount for x in dma_x], [w.value for w in dma_w]
-        if Multiset(sizes) != Multiset(values):
+        details = {"semaphore": _key_str(k[0]), "core": k[1], "delivered": sizes, "waited": values}
+        if sum(sizes) != sum(values):
             locs = [w.loc for w in dma_w[:1]] + [program.cores[x.owner][x.pos].loc for x in dma_x[:1]]
-            return _violated(prop, f"{where}: DMAs deliver {sizes} bytes, DMA waits expect {values}", locs, stats,
-                             {"semaphore": _key_str(k[0]), "core": k[1], "delivered": sizes, "waited": values,
-                              "problem": "bytes"})
-        owners = {x.owner for x in dma_x}
-        if len(owners) <= 1:
-            for n, (x, w) in enumerate(zip(dma_x, dma_w)):
-                if x.amount != w.value:
-                    locs = [w.loc, program.cores[x.owner][x.pos].loc]
-                    return _violated(
-                        prop, f"{where}: DMA wait #{n + 1} ({w.loc}) waits for {w.value} bytes but DMA #{n + 1} "
-                        f"({locs[1]}) delivers {x.amount}", locs, stats,
-                        {"semaphore": _key_str(k[0]), "core": k[1], "delivered": sizes, "waited": values,
-                         "problem": "order"})
-        elif len(set(sizes)) > 1:
-            undecided.append(where)
+            what = ("bytes are left at exit" if sum(sizes) > sum(values)
+                    else "the last DMA wait can never be met")
+            return _violated(prop, f"{where}: DMAs deliver {sizes} bytes ({sum(sizes)} in all), DMA waits expect "
+                             f"{values} ({sum(values)} in all): {what}", locs, stats, {**details, "problem": "bytes"})
+        need = 0
+        for n, w in enumerate(dma_w):
+            need += w.value
+            if len(set(sizes)) == 1:
+                # one size s: the waits up to here take whole copies iff s divides what they take
+                if need % sizes[0] == 0:
+                    continue
+                may = sizes
+            else:
+                pcs = positions(w.core, w.pos)
+                if pcs is None:
+                    undecided.append(f"{where} (a run frozen at wait #{n + 1} fails)")
+                    break
+                if pcs[w.core] < w.pos:
+                    continue  # the core never reaches this wait: a deadlock, PROP-4's to report
+                may = [x.amount for x in dma_x if pcs[x.owner] > x.pos]
+            answer = _whole_copies(may, need)
+            if answer == "ok":
+                continue
+            locs = [w.loc] + [program.cores[x.owner][x.pos].loc for x in dma_x[:1]]
+            if answer == "short":
+                return _violated(
+                    prop, f"{where}: DMA wait #{n + 1} ({w.loc}) can never be met: the waits up to it need {need} "
+                    f"bytes, the copies that can start before it completes deliver {sum(may)}", locs, stats,
+                    {**details, "problem": "never-met", "wait": n + 1, "may_have_arrived": sorted(may)})
+            if answer == "never":
+                return _violated(
+                    prop, f"{where}: DMA wait #{n + 1} ({w.loc}) completes when the waits up to it have taken {need} "
+                    f"bytes, which no set of the copies that can have arrived ({sorted(may)}) delivers: in every "
+                    "run it takes part of a copy", locs, stats,
+                    {**details, "problem": "partial", "wait": n + 1, "may_have_arrived": sorted(may)})
+            undecided.append(f"{where} (wait #{n + 1} at {w.loc}: too many copies to decide)")
+            break
     stats["counters"] = checked
+    stats["frozen_runs"] = runs
     if undecided:
-        return Verdict(prop, "unknown", reason="DMAs of different sizes from several cores signal "
-                       + ", ".join(undecided[:3]) + ": which wait gets which DMA depends on the schedule", stats=stats)
-    return Verdict(prop, "proved", reason=f"{checked} DMA semaphores: every DMA wait matches one DMA", stats=stats)
+        return Verdict(prop, "unknown", reason="undecided: " + ", ".join(undecided[:3]), stats=stats)
+    return Verdict(prop, "proved", reason=f"{checked} DMA semaphores: every DMA wait can be met on whole copies "
+                   "and every byte delivered is waited for", stats=stats)
+
+
+def _whole_copies(may: list[int], need: int) -> str:
+    """Whether some copies among `may` (sizes) sum to exactly `need`: "ok", "short" (all of them
+    give less), "never" (no combination does) or "budget" (too large to decide)."""
+    if sum(may) < need:
+        return "short"
+    g = 0
+    for s in may:
+        g = _gcd(g, s)
+    if g == 0 or need % g:
+        return "never" if need else "ok"
+    target = need // g
+    if target > DMA_BYTES_BUDGET * 500:
+        return "budget"
+    mask = (1 << (target + 1)) - 1
+    reach = 1
+    for s in may:
+        reach = (reach | (reach << (s // g))) & mask
+        if reach >> target & 1:
+            return "ok"
+    return "ok" if reach >> target & 1 else "never"
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
 
 
 def _violated(prop: str, msg: str, locs, stats: dict, details: dict) -> Verdict:

@@ -94,7 +94,7 @@ def test_deadlocking_program_is_unknown():
 def test_ring_dma_bytes(mode):
     assert dma_bytes(ring_allreduce(4), mode).verdict == "proved"
     v = dma_bytes(ring_allreduce(4, bug="bytes"), mode)  # device 0 waits 2048 + 2048 for a 4096-byte copy
-    assert v.verdict == "violated" and v.witness.details["problem"] == "bytes"
+    assert v.verdict == "violated" and v.witness.details["problem"] == "partial"  # the first wait takes half a copy
     assert v.witness.details["delivered"] == [4096] * 6 and sorted(v.witness.details["waited"]) == [2048, 2048] + [4096] * 5
 
 
@@ -106,13 +106,73 @@ def _local(sizes, waits, *, signal=False):
     return launch(Topology(1), [ops], scratch=[Scratch("r")])
 
 
+@pytest.mark.parametrize("mode", DMA_MODES)
 @pytest.mark.rule("PROP-6", "PROP-5")
-def test_dma_waits_in_the_wrong_order():
-    v = dma_bytes(_local([8, 16], [16, 8]), "eager")
-    assert v.verdict == "violated" and v.witness.details["problem"] == "order"
-    assert dma_bytes(_local([8, 16], [8, 16]), "eager").verdict == "proved"
-    # balanced all the same: this is what exit-balance cannot see
-    assert exit_balance(_local([8, 16], [16, 8]), "eager").verdict == "proved"
+def test_dma_waits_in_another_order_still_take_whole_copies(mode):
+    # Each wait completes on whole copies whichever arrives first; which copy's data a wait
+    # stands for is the race property's business (PROP-7), not the byte count's.
+    assert dma_bytes(_local([8, 16], [16, 8]), mode).verdict == "proved"
+    assert dma_bytes(_local([8, 16], [8, 16]), mode).verdict == "proved"
+    assert exit_balance(_local([8, 16], [16, 8]), mode).verdict == "proved"
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-6")
+def test_a_bulk_wait_covers_several_copies(mode):
+    # paged_attention's idiom: page copies signal one semaphore, one wait spans them all
+    assert dma_bytes(_local([4096] * 3, [12288]), mode).verdict == "proved"
+    assert dma_bytes(_local([4096] * 4, [12288, 4096]), mode).verdict == "proved"
+    assert dma_bytes(_local([4096, 8192, 4096], [12288, 4096]), mode).verdict == "proved"
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-6")
+def test_a_wait_that_splits_a_copy_is_violated(mode):
+    v = dma_bytes(_local([4096], [2048, 2048]), mode)
+    assert v.verdict == "violated" and v.witness.details["problem"] == "partial"
+    v = dma_bytes(_local([8, 8, 16], [12, 20]), mode)
+    assert v.verdict == "violated" and v.witness.details["problem"] == "partial"
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-6")
+def test_bytes_left_at_exit_and_a_wait_that_is_never_met_are_violated(mode):
+    v = dma_bytes(_local([4096, 4096], [4096]), mode)
+    assert v.verdict == "violated" and "left at exit" in v.witness.message
+    v = dma_bytes(_local([4096], [4096, 4096]), mode)
+    assert v.verdict == "violated" and "never be met" in v.witness.message
+
+
+def _all_gather_like(n: int, *, bug: bool = False):
+    """Device d: a local copy of S bytes, then n-1 copies of S/2 from device d+1, one semaphore.
+
+    As jax's shipped all_gather: the neighbour starts only after a barrier handshake that
+    follows the local copy's wait, so the first wait always gets the local copy.
+    `bug`: the handshake comes before the local copy's wait.
+    """
+    S = 4096
+    bodies = []
+    for d in range(n):
+        right, left = (d + 1) % n, (d - 1) % n
+        local = [DmaStart(SemRef("r"), S), Wait(SemRef("r"), S, kind="dma")]
+        hand = [Signal(SemRef(BARRIER), 1, device=left), Signal(SemRef(BARRIER), 1, device=right),
+                Wait(SemRef(BARRIER), 2)]
+        ops = [GetBarrierSem()] + ((hand + local) if bug else (local + hand))
+        for _ in range(n - 1):
+            ops += [DmaStart(SemRef("r"), S // 2, device=left), Wait(SemRef("r"), S // 2, kind="dma")]
+        bodies.append(ops)
+    return launch(Topology(n), bodies, collective_id=0, scratch=[Scratch("r")])
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.rule("PROP-6")
+def test_copies_of_different_sizes_from_several_cores_ordered_by_a_handshake(mode, n):
+    v = dma_bytes(_all_gather_like(n), mode)
+    assert v.verdict == "proved", v.reason
+    # without the ordering the first wait can also complete on two halves from the neighbour:
+    # bytes still match (which copy it stands for is the race property's question)
+    assert dma_bytes(_all_gather_like(n, bug=True), mode).verdict == "proved"
 
 
 @pytest.mark.rule("PROP-6")
@@ -121,12 +181,29 @@ def test_plain_signal_on_a_dma_semaphore():
     assert v.verdict == "violated" and v.witness.details["problem"] == "mixed"
 
 
+@pytest.mark.parametrize("mode", DMA_MODES)
 @pytest.mark.rule("PROP-6")
-def test_dmas_of_different_sizes_from_two_cores_are_undecided():
+def test_dmas_of_different_sizes_from_two_cores(mode):
     bodies = [
         [DmaStart(SemRef("r"), 8, device=1)],
         [DmaStart(SemRef("r"), 16), Wait(SemRef("r"), 8, kind="dma"), Wait(SemRef("r"), 16, kind="dma")],
     ]
     p = launch(Topology(2), bodies, scratch=[Scratch("r")])
-    v = dma_bytes(p, "hardware")
-    assert v.verdict == "unknown" and "depends on the schedule" in v.reason
+    assert dma_bytes(p, mode).verdict == "proved"
+    # a wait of 12 is met by no set of the copies {8, 16}, whichever arrives
+    bodies[1][1:] = [Wait(SemRef("r"), 12, kind="dma"), Wait(SemRef("r"), 12, kind="dma")]
+    v = dma_bytes(launch(Topology(2), bodies, scratch=[Scratch("r")]), mode)
+    assert v.verdict == "violated" and v.witness.details["problem"] == "partial"
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("PROP-6")
+def test_a_wait_needing_a_copy_started_after_it_is_never_met(mode):
+    # core 1 waits for 24 bytes first, but core 0 sends its 16 only after core 1's signal that
+    # follows that wait: only core 1's own 8 can arrive before it
+    bodies = [
+        [Wait(SemRef("s"), 1), DmaStart(SemRef("r"), 16, device=1)],
+        [DmaStart(SemRef("r"), 8), Wait(SemRef("r"), 24, kind="dma"), Signal(SemRef("s"), 1, device=0)],
+    ]
+    v = dma_bytes(launch(Topology(2), bodies, scratch=[Scratch("r"), Scratch("s")]), mode)
+    assert v.verdict == "violated" and v.witness.details["problem"] == "never-met"
