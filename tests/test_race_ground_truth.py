@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.jax
+pytestmark = [pytest.mark.jax, pytest.mark.rule("DR-1", "PROP-7")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
