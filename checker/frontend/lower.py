@@ -101,6 +101,19 @@ def lower_kernel(
     if call.grid_mapping is not None and getattr(call.grid_mapping, "local_grid_env", None) is not None:
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
+    sem_outputs = [o for o in call.operands if o.role == "output" and o.kind == "semaphore"]
+    if sem_outputs:
+        # D21: the interpreter fills outputs with NaNs and fails on the semaphore dtype
+        # ("nan + semaphore") before the kernel runs. The program is shared by every DMA mode,
+        # so the interpreter's failure cannot be told apart from the hardware's success here:
+        # unknown, never a proof the interpreter modes would contradict.
+        raise Unsupported(
+            "pallas_call",
+            f"output {sem_outputs[0].name!r} is a semaphore array: jax's TPU interpreter fails on "
+            "semaphore outputs (NotImplementedError: nan + semaphore) before the kernel runs, so "
+            "interpret mode cannot run this call (specs/divergences.md D21)",
+            call.loc,
+        )
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)

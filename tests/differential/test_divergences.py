@@ -294,3 +294,50 @@ def test_d19_the_exit_query_reports_fixed_and_internal_semaphores_by_bare_id(int
     sm.fixed_id_sem[sid].signal(2, 0, None)
     found = sm.get_sempahores_with_nonzero_count(0)
     assert sorted((s.id, int(s.count_by_core[c])) for s, c in found) == [(sid, 1), (sid, 2)]
+
+
+# --- DMAs and semaphore types --------------------------------------------------------------------
+
+
+@pytest.mark.rule("DMA-1")
+def test_d20_a_dma_signalling_a_regular_semaphore_adds_its_byte_count(capfd):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, sem):
+        pltpu.make_async_copy(x_ref, o_ref, sem).start()
+        pl.semaphore_wait(sem, 1)  # what a TPU v6+ kernel waits for: one completed copy
+
+    f = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+        interpret=pltpu.InterpretParams(),
+    )
+    out = f(jnp.ones((8, 128), jnp.float32))
+    assert float(out[0, 0]) == 1.0
+    assert "non-zero count for 0 (global core 0) at kernel exit: 4095" in capfd.readouterr().out
+
+
+def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, sem_out):
+        o_ref[...] = x_ref[...]
+
+    f = pl.pallas_call(
+        kernel,
+        out_shape=(jax.ShapeDtypeStruct((8, 128), jnp.float32), pltpu.SemaphoreType.REGULAR((2,))),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=(pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.SEMAPHORE)),
+        interpret=pltpu.InterpretParams(),
+    )
+    with pytest.raises(NotImplementedError, match="semaphore"):
+        f(jnp.ones((8, 128), jnp.float32))

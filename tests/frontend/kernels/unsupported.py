@@ -156,3 +156,20 @@ def _select_ref_dma(x_ref, o_ref, scratch, sem):
 def select_ref_dma(num_devices):
     return _wrap(_select_ref_dma, num_devices, in_space=pl.ANY,
                  scratch=[pltpu.VMEM((ROWS, LANES), jnp.float32), pltpu.SemaphoreType.DMA])
+
+
+def _semaphore_output(x_ref, o_ref, sem_out):
+    o_ref[...] = x_ref[...]
+
+
+@semcheck.target
+def semaphore_output(num_devices):
+    mesh = mesh_1d(num_devices, AXIS)
+    call = pl.pallas_call(
+        _semaphore_output,  # jax's interpreter fails on the semaphore output (divergence D21)
+        out_shape=(jax.ShapeDtypeStruct((ROWS, LANES), jnp.float32), pltpu.SemaphoreType.REGULAR((2,))),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=(pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.SEMAPHORE)),
+        interpret=interpret(),
+    )
+    return jax.jit(lambda x: call(x)[0]), (jax.ShapeDtypeStruct((ROWS, LANES), jnp.float32),)
