@@ -718,7 +718,7 @@ def deadlock_witness(program: Program, mode: DmaMode, out: Outcome, low: Lowered
         blocked=tuple(blocked),
         locs=tuple(dict.fromkeys([*(b.op.loc for b in out.blocked), *why.locs])),
         details={"blocked": details, "terminal_pcs": list(out.state.pcs),
-                 "lengths": [len(c) for c in program.cores], "explanation": why.lines,
+                 "lengths": [len(c) for c in program.cores], "explanation": why.lines, "waits": why.waits,
                  **({"cycle": why.cycle} if why.cycle else {})},
     )
 
@@ -730,6 +730,7 @@ class Explanation(NamedTuple):
     lines: list[str]  # for people: the cycle sentence, then per group of blocked cores what they wait for
     locs: list  # kernel lines of the operations that never run
     cycle: list[int]  # global cores of a wait-for cycle, in dependency order (empty: none)
+    waits: list[dict]  # per blocked core, for diagrams: where it waits and what adds to its counter
 
 
 def _line(loc) -> str:
@@ -772,6 +773,15 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         return f"the send side of the copy of {x.amount} bytes started at {_line(op.loc)}{_code(op.loc)}"
 
     never_locs = []
+    waits: list[dict] = []
+
+    def name(g: int) -> str:
+        return f"device {topo.device_of(g)}" + (f" core {topo.local_core_of(g)}" if per > 1 else "")
+
+    def brief(x) -> str:
+        return f"signal +{x.amount}" if x.kind == "signal" else \
+            f"copy {x.amount} B" if x.kind == "dma_write" else f"send side of a copy {x.amount} B"
+
     deps: dict[int, list[int]] = {}
     shapes: dict[int, tuple] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
@@ -780,16 +790,19 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         loc = b.op.loc
         w = low.waits.get((c, b.pc)) if low is not None and isinstance(b.op, Wait) else None
         if w is None:  # a barrier, or no lowering: the model's own words
-            name = getattr(b.op, "name", None)
-            if isinstance(name, str) and name.startswith("join"):
+            bname = getattr(b.op, "name", None)
+            if isinstance(bname, str) and bname.startswith("join"):
                 head = f"block at the end of the kernel ({_line(loc)}), waiting for the other cores of this device"
-            elif isinstance(name, str):
-                head = f"block at barrier {name!r} ({_line(loc)}), waiting for the other cores that take part in it"
+            elif isinstance(bname, str):
+                head = f"block at barrier {bname!r} ({_line(loc)}), waiting for the other cores that take part in it"
             else:
                 head = f"block at {_line(loc)}{_code(loc)}: {b.reason}"
             texts[c] = (head, [])
             shapes[c] = (head,)
             deps[c] = []
+            waits.append({"core": c, "name": name(c), "line": loc.line,
+                          "what": head.split(", waiting")[0].removeprefix("block at ").split(" (line")[0],
+                          "needs": []})
             if low is not None and (c, b.pc) in low.barriers:
                 bar = low.barriers[(c, b.pc)]
                 deps[c] = [p for p in sorted(bar.participants)
@@ -802,10 +815,18 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         shape: list = [head]
         missing = 0
         mine: list[int] = []
+        entry = {"core": c, "name": name(c), "line": loc.line,
+                 "what": f"{kind.removeprefix('a ')} for {w.value} on {b.op.sem}, count {have}", "needs": []}
+        waits.append(entry)
         for x in low.by_counter.get(w.counter, ()):
-            if pcs[x.owner] > x.pos:
-                continue  # started: in a terminal state every started DMA half has run
             op = program.cores[x.owner][x.pos]
+            if pcs[x.owner] > x.pos:  # started: in a terminal state every started DMA half has run
+                if x.owner != c and sum(nd["runs"] for nd in entry["needs"]) < 2:
+                    entry["needs"].append({"core": x.owner, "name": name(x.owner), "line": op.loc.line,
+                                           "what": brief(x), "runs": True})
+                continue
+            entry["needs"].append({"core": x.owner, "name": name(x.owner), "line": op.loc.line,
+                                   "what": brief(x), "runs": False})
             missing += x.amount
             if x.owner == c:
                 why = f"it comes after this wait ({_line(b.op.loc)}) on the same core"
@@ -852,7 +873,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         who = _cores(cores, topo)
         lines.append(f"{who} {'each ' if len(cores) > 1 else ''}{head if len(cores) > 1 else head.replace('block', 'blocks', 1)}")
         lines += [f"  {s}" for s in subs]
-    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle)
+    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits)
 
 
 def _astray(low: Lowered, w, c: int, rel, what, topo) -> str:
