@@ -60,12 +60,26 @@ KERNELS = {
     "allreduce": "examples/ring_allreduce.py",
     "allgather": "examples/ring_allgather.py",
     "permute": "examples/ring_permute.py",
+    # buggy: the time to the first violation, with its witness
+    "deadlock": "examples/buggy/cyclic_wait_deadlock.py",
+    "leak": "examples/buggy/exit_leak_unwaited_send.py",
+    # devices that do not repeat as a 1-D rotation, and a quadratic program
+    "tree": "bench/kernels/tree_reduce.py",
+    "torus2d": "bench/kernels/torus_halo_2d.py",
+    "alltoall": "bench/kernels/all_to_all.py",
 }
 KERNEL_TITLES = {
     "allreduce": "ring all-reduce",
     "allgather": "ring all-gather",
     "permute": "barrier + permute",
+    "deadlock": "cyclic-wait deadlock",
+    "leak": "exit leak (unwaited send)",
+    "tree": "tree reduction",
+    "torus2d": "2-D torus halo",
+    "alltoall": "all-to-all",
 }
+# Interpret mode hangs on these (it never reports a deadlock): its run is stopped at --hang-cap.
+HANGS = frozenset({"deadlock"})
 CONTENDERS = ("semcheck", "phases", "interpret", "explorer", "z3ts", "spin")
 TITLES = {
     "semcheck": "semcheck verify (end to end)",
@@ -155,6 +169,11 @@ def worker_phases(a: dict) -> dict:
                 (v,) = check_program(program, m, (prop,), timeout_ms=timeout_ms)
                 per[prop] = per.get(prop, 0.0) + time.perf_counter() - t
                 out["checks"][f"{m}:{prop}"] = v.verdict
+                if v.verdict == "violated" and "first_violation" not in out:
+                    # from process start: import, trace + lower, the fast run and the checks before it
+                    out["first_violation"] = f"{m}:{prop}"
+                    out["first_violation_s"] = round(time.perf_counter() - t_start - out.get("pickle_s", 0), 4)
+                    out["first_violation_witness"] = v.witness is not None
                 ph["all_checks"] = sum(per.values())
                 out["per_property_s"] = {k: round(x, 4) for k, x in per.items()}
                 _emit(dict(out, status="partial"))
@@ -214,7 +233,8 @@ def worker_explorer(a: dict) -> dict:
     except ExplorationLimit as e:
         return {"status": "memory", "error": str(e), "compute_s": time.perf_counter() - t}
     return {"compute_s": time.perf_counter() - t, "states": ex.states,
-            "verdict": "deadlock" if "deadlock" in ex.kinds() else "deadlock-free"}
+            "verdict": "deadlock" if "deadlock" in ex.kinds() else "deadlock-free",
+            "outcomes": sorted(set(ex.kinds()))}
 
 
 def worker_z3ts(a: dict) -> dict:
@@ -258,7 +278,61 @@ def worker_spin(a: dict) -> dict:
     return out
 
 
+# The regression guard's fixed programs: (name, kernel, devices). A repeating ring, a program whose
+# devices do not repeat, and a deadlock (the query answers with a witness); 64 devices keeps the
+# whole guard at a few seconds (the two small programs at 256 devices: a few thousand operations).
+GUARD_PROGRAMS = (("allreduce-64", "allreduce", 64), ("tree-256", "tree", 256), ("deadlock-256", "deadlock", 256))
+GUARD_MIN_S = 0.3  # each measurement repeats until it has run this long (at least once, at most 5 times)
+
+
+def _best_rate(ops: int, fn) -> tuple[float, object]:
+    """ops per second of `fn`'s fastest repetition (the least disturbed by other work on the machine)."""
+    best, spent, reps, out = float("inf"), 0.0, 0, None
+    while reps < 5 and (reps == 0 or spent < GUARD_MIN_S):
+        t = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t
+        best, spent, reps = min(best, dt), spent + dt, reps + 1
+    return round(ops / best), out
+
+
+def worker_quick(a: dict) -> dict:
+    """The regression guard: ops per second of the model's fast run (RUN-3) and of the deadlock
+    query (`deadlock_free`, lowering + stuck-vector query + witness), every mode, on fixed programs."""
+    t_start = time.perf_counter()
+    from semcheck.checker.frontend import provision_devices
+
+    provision_devices(max(n for _, _, n in GUARD_PROGRAMS))
+    import jax
+
+    jax.devices()  # initialise with the most devices any program needs (the smaller ones use a subset)
+
+    gc.disable()  # as `semcheck verify`'s checking process does
+    from semcheck.checker.frontend import load
+    from semcheck.checker.z3.deadlock import deadlock_free
+    from semcheck.checker.z3.memo import MEMO
+    from semcheck.model.fast import fast_run
+
+    programs = {}
+    for name, kernel, n in GUARD_PROGRAMS:
+        program = load(str(ROOT / KERNELS[kernel]), devices=n)[0].program
+        fast, dead, verdicts = {}, {}, {}
+        for m in MODES:
+            fast[m], _ = _best_rate(program.num_ops, lambda: fast_run(program, m))
+
+            def query():
+                MEMO.clear()  # no lowering or query answered from the previous repetition
+                return deadlock_free(program, m, timeout_ms=60_000)
+
+            dead[m], v = _best_rate(program.num_ops, query)
+            verdicts[m] = v.verdict
+        programs[name] = {"kernel": KERNELS[kernel], "devices": n, "ops": program.num_ops,
+                          "fast_run_ops_per_s": fast, "deadlock_ops_per_s": dead, "deadlock_verdicts": verdicts}
+    return {"programs": programs, "seconds": round(time.perf_counter() - t_start, 2)}
+
+
 WORKERS = {
+    "quick": worker_quick,
     "phases": worker_phases,
     "interpret": worker_interpret,
     "explorer": worker_explorer,
@@ -376,8 +450,10 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
     if contender == "semcheck":
         cli = str(Path(sys.executable).parent / "semcheck")
         cmd = [cli, "verify", KERNELS[kernel], "--devices", str(n), "--dma-mode", "all", "--format", "json",
-               "--timeout", str(cap)]
+               "--timeout", str(cap), "--no-cache", "--no-config"]  # every run verifies afresh
     else:
+        if contender == "interpret" and kernel in HANGS:
+            cap = min(cap, args.hang_cap)  # it hangs: how long it ran without an answer is all there is to say
         if contender in ("explorer", "z3ts", "spin") and not os.path.exists(prog):
             rec.update(status="error", error="the lowered program is missing (the phases run failed)")
             return rec
@@ -410,7 +486,18 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
             rec["exit_code"] = r["returncode"]
             return rec
         rec["exit_code"] = r["returncode"]
-        if r["returncode"] in (0, 1):
+        results = report.get("results") or []
+        rec["violated"] = sorted(f"{x['dma_mode']}:{x['property']}" for x in results if x.get("verdict") == "violated")
+        rec["violated_with_witness"] = sum(1 for x in results if x.get("verdict") == "violated" and x.get("witness"))
+        unknown = [x for x in results if x.get("verdict") == "unknown"]
+        rec["unknown"] = sorted(f"{x['dma_mode']}:{x['property']}" for x in unknown)
+        # race-free (decided on the whole program, never on a fold) gives up at once past its work
+        # budget (model/race.py work_estimate): the other properties are still answers
+        budget = [x for x in unknown if x.get("property") == "race-free" and "more than semcheck spends"
+                  in (x.get("reason") or "")]
+        if budget:
+            rec["race_free_over_budget"] = True
+        if r["returncode"] in (0, 1) or (r["returncode"] == 3 and unknown and len(budget) == len(unknown)):
             rec["status"] = "ok"  # proved, or a violation found: an answer either way
         elif r["returncode"] == 3:  # something unknown: out of time, or unsupported
             rec["status"] = "timeout" if "timeout" in (r["stderr"] + r["stdout"]).lower() else "unknown"
@@ -601,9 +688,17 @@ def parse_args(argv):
     ap.add_argument("--kernels", default=",".join(KERNELS), help=f"comma list of {', '.join(KERNELS)}")
     ap.add_argument("--sizes", default=None, help="device counts, e.g. 2,4,8 (default 2..256, powers of two)")
     ap.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (2,4) and small caps: a smoke run")
-    ap.add_argument("--time-cap", type=float, default=None, help="seconds per run (default 120; --quick 30)")
-    ap.add_argument("--mem-cap-gib", type=float, default=None, help="GiB per run (default 8; --quick 2)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the regression guard (a few seconds): ops per second of the fast run and the deadlock "
+                         "query on fixed programs, appended to --out's history.jsonl; no sweep")
+    ap.add_argument("--smoke", action="store_true", help="a sweep at tiny sizes (2,4) with small caps")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep --out's records of the kernels not run this time (each kernel's rows stay "
+                         "from one run; results.md names the run of each)")
+    ap.add_argument("--time-cap", type=float, default=None, help="seconds per run (default 120; --smoke 30)")
+    ap.add_argument("--hang-cap", type=float, default=20.0,
+                    help="seconds an interpret-mode run of a kernel that hangs (a deadlock) gets (default 20)")
+    ap.add_argument("--mem-cap-gib", type=float, default=None, help="GiB per run (default 8; --smoke 2)")
     ap.add_argument("--no-extrapolate", dest="extrapolate", action="store_false",
                     help="run every size until a run actually exceeds a cap")
     ap.add_argument("--jobs", type=int, default=2,
@@ -625,13 +720,13 @@ def parse_args(argv):
     if args.sizes:
         args.sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip()})
     else:
-        args.sizes = list(QUICK_SIZES if args.quick else FULL_SIZES)
+        args.sizes = list(QUICK_SIZES if args.smoke else FULL_SIZES)
     if args.time_cap is None:
-        args.time_cap = 30.0 if args.quick else 120.0
+        args.time_cap = 30.0 if args.smoke else 120.0
     if args.budget_min is None:
         args.budget_min = 21.0
     if args.mem_cap_gib is None:
-        args.mem_cap_gib = 2.0 if args.quick else 8.0
+        args.mem_cap_gib = 2.0 if args.smoke else 8.0
     return args
 
 
@@ -656,10 +751,103 @@ def _public_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def _geomean(xs) -> float | None:
+    import math
+
+    xs = [x for x in xs if x]
+    return round(math.exp(sum(math.log(x) for x in xs) / len(xs))) if xs else None
+
+
+def _git(*cmd: str) -> str | None:
+    try:
+        p = subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=ROOT, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def quick_guard(args) -> int:
+    """`--quick`: measure the guard's throughputs in a fresh process, append one line to history.jsonl."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = {"contender": "quick", "cap": 120}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
+    r = run_capped(cmd, cap_s=120, mem_cap=int(4 * 2**30), env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    res = _last_result(r["stdout"])
+    if r["killed"] or not res or res.get("status") == "error":
+        why = (res or {}).get("error") or r["killed"] or r["stderr"][-600:]
+        print(f"the regression guard failed: {_scrub(why)}", file=sys.stderr)
+        return 1
+    progs = res["programs"]
+    line = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "commit": _git("rev-parse", "--short=12", "HEAD"),
+        # tracked files changed since that commit: the numbers are of a working tree, not of the commit
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "seconds": res["seconds"],
+        "fast_run_ops_per_s": _geomean(v for p in progs.values() for v in p["fast_run_ops_per_s"].values()),
+        "deadlock_ops_per_s": _geomean(v for p in progs.values() for v in p["deadlock_ops_per_s"].values()),
+        "programs": progs,
+    }
+    hist = out / "history.jsonl"
+    previous = []
+    if hist.exists():
+        for text in hist.read_text().splitlines():
+            try:
+                previous.append(json.loads(text))
+            except ValueError:
+                continue
+    with hist.open("a") as f:
+        f.write(json.dumps(line, sort_keys=True) + "\n")
+    print(f"regression guard ({res['seconds']:.1f} s): fast run {line['fast_run_ops_per_s']:,} ops/s, "
+          f"deadlock query {line['deadlock_ops_per_s']:,} ops/s (geometric means over "
+          f"{len(progs)} programs x {len(MODES)} modes)")
+    for name, p in progs.items():
+        print(f"  {name:13s} {p['ops']:7,} ops  fast run " + ", ".join(f"{m} {v:,}" for m, v in
+              p["fast_run_ops_per_s"].items()) + "  | deadlock " + ", ".join(
+              f"{m} {v:,} ({p['deadlock_verdicts'][m]})" for m, v in p["deadlock_ops_per_s"].items()))
+    same = [p for p in previous if set(p.get("programs") or ()) == set(progs)]  # the same fixed programs
+    recent = [p for p in same[-5:] if p.get("fast_run_ops_per_s") and p.get("deadlock_ops_per_s")]
+    if recent:
+        import statistics
+
+        for key, what in (("fast_run_ops_per_s", "fast run"), ("deadlock_ops_per_s", "deadlock query")):
+            base = statistics.median(p[key] for p in recent)
+            print(f"  {what}: {line[key] / base:.2f} x the median of the last {len(recent)} line(s)")
+    print(f"appended to {hist}")
+    return 0
+
+
+def merge(old: dict, new: dict) -> dict:
+    """`new` plus `old`'s records of the kernels `new` did not run; each kernel keeps the run it came from."""
+    kept = [k for k in old["settings"]["kernels"] if k not in new["settings"]["kernels"]]
+    old_run = {k: old[k] for k in ("started", "total_s", "command")}
+    runs = {k: (old.get("runs") or {}).get(k, old_run) for k in kept}
+    runs.update(new["runs"])
+    order = list(KERNELS)
+    kernels = sorted(set(kept) | set(new["settings"]["kernels"]), key=lambda k: order.index(k) if k in order else 99)
+    out = dict(new)
+    out["settings"] = dict(new["settings"], kernels=kernels,
+                           sizes=sorted(set(new["settings"]["sizes"]) | set(old["settings"]["sizes"])),
+                           kernel_files={k: KERNELS.get(k, old["settings"].get("kernel_files", {}).get(k))
+                                         for k in kernels})
+    out["runs"] = {k: runs[k] for k in kernels}
+    recs = [r for r in old["records"] if r["kernel"] in kept] + new["records"]
+    recs.sort(key=lambda r: kernels.index(r["kernel"]))
+    out["records"] = recs
+    out["total_s"] = round(sum(r["total_s"] for r in {json.dumps(v, sort_keys=True): v
+                                                      for v in out["runs"].values()}.values()), 1)
+    return out
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.worker:
         return worker_main(args.worker)
+    if args.quick:
+        return quick_guard(args)
     import report
 
     if args.report_only:
@@ -686,8 +874,12 @@ def main(argv=None) -> int:
         "environment": environment(),
         "records": records,
     }
-    data["fits"] = report.fit_exponents(records)
     out = Path(args.out)
+    run = {k: data[k] for k in ("started", "total_s", "command")}
+    data["runs"] = {k: run for k in args.kernels}  # kernel -> the run its rows come from
+    if args.merge and (out / "results.json").exists():
+        data = merge(json.loads((out / "results.json").read_text()), data)
+    data["fits"] = report.fit_exponents(data["records"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
     (out / "results.md").write_text(report.markdown(data))
