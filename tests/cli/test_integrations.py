@@ -1,0 +1,95 @@
+"""Integrations: the pre-commit hook, the pytest plugin under pytest-xdist, the CI recipe."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ._support import BUGGY, CLEAN, EXAMPLES, REPO, semcheck
+from .test_testing import run_pytest
+
+
+def hook() -> dict[str, str]:
+    """The one hook of .pre-commit-hooks.yaml (flat `key: value` lines; YAML's own parser when installed)."""
+    text = (REPO / ".pre-commit-hooks.yaml").read_text()
+    try:
+        import yaml
+    except ImportError:
+        items: list[dict[str, str]] = []
+        for line in text.splitlines():
+            if line.startswith("- "):
+                items.append({})
+                line = "  " + line[2:]
+            if line.startswith("  ") and ":" in line and items:
+                key, _, value = line.strip().partition(":")
+                items[-1][key] = value.strip()
+        return items[0]
+    (item,) = yaml.safe_load(text)
+    return {k: str(v) for k, v in item.items()}
+
+
+def test_the_pre_commit_hook_verifies_changed_kernels_and_skips_other_files(tmp_path):
+    h = hook()
+    assert h["id"] == "semcheck" and h["language"] == "python"
+    assert "python" in h["types"] and h.get("pass_filenames", "true").lower() != "false"
+    entry = shlex.split(h["entry"])
+    assert entry[:2] == ["semcheck", "verify"] and "--only-kernels" in entry
+    shutil.copy(CLEAN, tmp_path / "ring.py")
+    shutil.copy(BUGGY / "exit_leak_extra_signal.py", tmp_path / "leak.py")
+    (tmp_path / "helper.py").write_text("def helper(x):\n    return x\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.semcheck]\ndevices = [2]\ndma-mode = "eager"\n')
+    # what pre-commit runs: the entry, then the changed files
+    only_helpers = semcheck(*entry[1:], "helper.py", cwd=tmp_path)
+    assert only_helpers.returncode == 0, only_helpers.stderr
+    clean = semcheck(*entry[1:], "helper.py", "ring.py", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+    assert "ring.py: target build; 2 devices; DMA mode eager" in clean.stdout
+    buggy = semcheck(*entry[1:], "helper.py", "ring.py", "leak.py", cwd=tmp_path)
+    assert buggy.returncode == 1 and "exit-balance violated" in buggy.stdout
+
+
+@pytest.mark.jax
+def test_pytest_plugin_under_xdist(tmp_path):
+    pytest.importorskip("xdist")
+    (tmp_path / "test_kernels.py").write_text(textwrap.dedent(f"""
+        import sys
+
+        import semcheck
+
+        sys.path.insert(0, {str(EXAMPLES)!r})
+
+        semcheck_targets = [{os.path.relpath(BUGGY / 'exit_leak_extra_signal.py', tmp_path)!r}]
+
+
+        @semcheck.target(devices=[2, 4])
+        def permute(num_devices):
+            from ring_permute import build
+            return build(num_devices)
+
+
+        def test_ordinary():
+            assert True
+    """))
+    run = run_pytest(tmp_path, "--semcheck", "--semcheck-dma-mode", "eager", "--semcheck-devices", "2,4",
+                     "-n", "2", "-p", "xdist")
+    out = run.stdout
+    assert "2 workers" in out or "created: 2/2 workers" in out, out + run.stderr
+    # permute at 2 and 4, the leak at 2 and 4, and the ordinary test
+    assert re.search(r"2 failed, 3 passed", out), out + run.stderr
+    assert "exit-balance violated" in out
+    assert run.returncode == 1
+
+
+def test_the_ci_recipe_uploads_sarif_and_writes_the_step_summary():
+    text = (REPO / "specs" / "report.md").read_text()
+    recipe = text[text.index("GitHub Actions, with"):]
+    assert "github/codeql-action/upload-sarif" in recipe
+    assert "--format markdown" in recipe and "$GITHUB_STEP_SUMMARY" in recipe
+    assert "--format sarif" in recipe
+    assert Path(REPO / ".pre-commit-hooks.yaml").is_file()
