@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
-KERNEL_TITLES = {"allreduce": "ring all-reduce", "allgather": "ring all-gather", "permute": "barrier + permute"}
+KERNEL_TITLES = {"allreduce": "ring all-reduce", "allgather": "ring all-gather", "permute": "barrier + permute",
+                 "deadlock": "cyclic-wait deadlock", "leak": "exit leak (unwaited send)", "tree": "tree reduction",
+                 "torus2d": "2-D torus halo", "alltoall": "all-to-all"}
+# the bug each buggy kernel has, and the baselines' verdicts that report it (they decide deadlock freedom only)
+BUGGY = {"deadlock": ("deadlock-free", {"deadlock", "violated"}), "leak": ("exit-balance", set())}
 RING_KERNELS = ("allreduce", "allgather")
 BASELINES = ("interpret", "explorer", "z3ts", "spin")
 SHORT = {
@@ -138,6 +143,9 @@ def _time_cell(r: dict | None, settings: dict, t: float | None = None) -> str:
     if st == "ok":
         t = r.get("time_s") if t is None else t
         return _secs(t) if t is not None else "?"
+    if st == "timeout" and r.get("contender") == "interpret" and r.get("kernel") in BUGGY \
+            and r.get("wall_s", settings["time_cap_s"]) < settings["time_cap_s"]:
+        return f"hangs (> {r['wall_s']:.0f} s)"  # stopped at the hang cap: interpret mode never answers
     if st == "timeout":
         return f"> {settings['time_cap_s']:g} s"
     if st == "memory":
@@ -178,6 +186,23 @@ def _table(header, rows) -> list[str]:
     return out
 
 
+def _provenance(data: dict) -> str:
+    runs = data.get("runs") or {}
+    distinct: dict[str, list[str]] = {}
+    for k, run in runs.items():
+        distinct.setdefault(json.dumps(run, sort_keys=True), []).append(k)
+    if len(distinct) <= 1:
+        return (f"Produced by `make bench` (`.venv/bin/python bench/run.py`), command `{data['command'].strip()}`, "
+                f"started {data['started']}, {data['total_s']:.0f} s in all.")
+    parts = []
+    for text, kernels in distinct.items():
+        run = json.loads(text)
+        parts.append(f"the rows of {', '.join(KERNEL_TITLES.get(k, k) for k in kernels)} by `{run['command'].strip()}`, "
+                     f"started {run['started']}, {run['total_s']:.0f} s")
+    return ("Produced by `.venv/bin/python bench/run.py` in several runs (`--merge`), every row of a kernel in one run "
+            "(so every ratio compares two measurements of one run): " + "; ".join(parts) + ".")
+
+
 def markdown(data: dict) -> str:
     recs = data["records"]
     ix = _index(recs)
@@ -190,8 +215,7 @@ def markdown(data: dict) -> str:
     out = [
         "# semcheck benchmark",
         "",
-        f"Produced by `make bench` (`.venv/bin/python bench/run.py`), command `{data['command'].strip()}`, "
-        f"started {data['started']}, {data['total_s']:.0f} s in all.",
+        _provenance(data),
         "",
         f"Machine: {env.get('cpus')} CPUs, {env.get('memory_gib')} GiB, {env.get('machine')}; Python "
         f"{env.get('python')}, jax {env.get('jax')}, z3 {env.get('z3')}, {env.get('spin') or 'SPIN not installed'}, "
@@ -238,8 +262,9 @@ def markdown(data: dict) -> str:
                 sem_t = ph.get("time_s")  # the same work in one process, when the CLI gave no answer
                 fallback_used.append((k, n))
             ct = check_time(ph)
+            sem_cell = _time_cell(sem, s) + (" ‡" if sem and sem.get("race_free_over_budget") else "")
             row = [KERNEL_TITLES.get(k, k), str(n), str(ops.get((k, n), "")),
-                   _time_cell(sem, s), _secs(ct) if ct is not None else _time_cell(ph, s)]
+                   sem_cell, _secs(ct) if ct is not None else _time_cell(ph, s)]
             for c in present:
                 r = ix.get((k, n, c))
                 row += [_time_cell(r, s), _ratio_cell(sem_t, r)]
@@ -248,10 +273,61 @@ def markdown(data: dict) -> str:
         if (k, n) in fallback_used:
             row[6::2] = [c + " †" if c else c for c in row[6::2]]
     out += _table(header, rows)
+    if any(r.get("race_free_over_budget") for r in recs):
+        out += ["", "‡ race-free answered `unknown` at once: it is decided on the whole program, never on a fold "
+                "(a race may need devices of one class out of step), and past a work budget (`work_estimate` in "
+                "`model/race.py`: two restricted runs over the whole program per copy) semcheck gives up "
+                "rather than run for minutes. The time is that of the other six properties, all decided, in all "
+                "three modes; `semcheck verify` exits 3 there, never 0."]
     if fallback_used:
         out += ["", "† semcheck verify gave no answer here; the ratio uses the `phases` process instead "
                 "(process start, jax import, trace + lower and every check that was importable, "
                 "in one process)."]
+
+    buggy = [k for k in kernels if k in BUGGY]
+    if buggy:
+        out += ["", "## Buggy kernels: time to the first violation", "",
+                "`semcheck verify` is the whole run (every property in all three modes, each violation with its "
+                "witness); `first violation` is the `phases` process's time from its start (jax import, trace + "
+                "lower, fast run, then the checks in order: eager, on_wait, hardware) to the first violated "
+                "property, with its witness. Interpret mode runs the kernel once (eager DMAs): a deadlock hangs it "
+                "(stopped at the hang cap, no answer), a leak completes and prints a warning per device. The "
+                "baselines decide deadlock freedom only (hardware mode), so they cannot see an exit leak: "
+                "their answer there is `deadlock-free`.", ""]
+        header = ["kernel", "devices", SHORT["semcheck"], "violated (modes; witnesses)", "first violation",
+                  SHORT["interpret"], "ratio"] + [SHORT[c] for c in present if c != "interpret"]
+        rows = []
+        for k in buggy:
+            for n in sizes:
+                sem = ix.get((k, n, "semcheck"))
+                ph = ix.get((k, n, "phases"))
+                if sem is None and ph is None:
+                    continue
+                found = ""
+                if sem and sem.get("violated") is not None:
+                    props: dict[str, int] = {}
+                    for x in sem["violated"]:
+                        props[x.split(":", 1)[1]] = props.get(x.split(":", 1)[1], 0) + 1
+                    found = ", ".join(f"{p} ({c})" for p, c in props.items()) or "none"
+                    found += f"; {sem.get('violated_with_witness', 0)}"
+                first = ""
+                if ph and ph.get("first_violation_s") is not None:
+                    first = (f"{_secs(ph['first_violation_s'])} ({ph['first_violation'].replace(':', ' ')}"
+                             + (", witness" if ph.get("first_violation_witness") else "") + ")")
+                sem_t = sem.get("time_s") if sem and sem.get("status") == "ok" else None
+                r = ix.get((k, n, "interpret"))
+                row = [KERNEL_TITLES.get(k, k), str(n), _time_cell(sem, s), found, first,
+                       _time_cell(r, s), _ratio_cell(sem_t, r)]
+                for c in present:
+                    if c == "interpret":
+                        continue
+                    r = ix.get((k, n, c))
+                    cell = _time_cell(r, s)
+                    if r and r.get("status") == "ok" and r.get("verdict"):
+                        cell += f": {r['verdict']}"
+                    row.append(cell)
+                rows.append(row)
+        out += _table(header, rows)
 
     out += ["", "## semcheck's phases", "",
             "One process per row (`phases`): the jax import, tracing + lowering, the model's fast run "
@@ -325,7 +401,7 @@ def markdown(data: dict) -> str:
             problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
                             f"{r['contender']}: {r['status']}: {(r.get('error') or '').strip()[:300]}")
         elif r.get("status") == "ok" and r.get("verdict") not in (None, "deadlock-free", "proved") \
-                and r["contender"] != "semcheck":
+                and r["contender"] != "semcheck" and r.get("verdict") not in BUGGY.get(r["kernel"], ("", ()))[1]:
             problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
                             f"{r['contender']}: verdict {r.get('verdict')}")
     if problems:
@@ -350,7 +426,12 @@ def plot(data: dict, path: Path) -> Path | None:
     who_list = ["semcheck", "check"] + [c for c in BASELINES if c in s["contenders"]]
     styles = {"semcheck": ("C0", "o", "-"), "check": ("C0", "s", "--"), "interpret": ("C1", "^", "-"),
               "explorer": ("C2", "v", "-"), "z3ts": ("C3", "D", "-"), "spin": ("C4", "P", "-")}
-    fig, axes = plt.subplots(1, len(kernels), figsize=(5.2 * len(kernels), 4.6), sharey=True, squeeze=False)
+    ncols = min(4, len(kernels))
+    nrows = -(-len(kernels) // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 4.2 * nrows + 0.6), sharey=True, squeeze=False)
+    axes = [[ax for row in grid for ax in row]]
+    for ax in axes[0][len(kernels):]:
+        ax.set_visible(False)
     for ax, k in zip(axes[0], kernels):
         for who in who_list:
             color, marker, ls = styles[who]
@@ -371,7 +452,8 @@ def plot(data: dict, path: Path) -> Path | None:
         ax.set_title(KERNEL_TITLES.get(k, k))
         ax.set_xlabel("devices")
         ax.grid(True, which="major", alpha=0.3)
-    axes[0][0].set_ylabel("wall time (s)")
+    for row in grid:
+        row[0].set_ylabel("wall time (s)")
     handles, labels = [], []
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -380,7 +462,7 @@ def plot(data: dict, path: Path) -> Path | None:
                 labels.append(lab)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     fig.suptitle(f"Time to an answer (x: stopped at the {cap:g} s / {s['mem_cap_gib']:g} GiB cap)")
-    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.07 / nrows, 1, 1 - 0.05 / nrows))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -1,8 +1,10 @@
-"""The benchmark script runs end to end at tiny sizes and writes its three results files.
+"""The benchmark script runs end to end at tiny sizes and writes its three results files, and its
+regression guard (`--quick`) appends one well-formed line to the history.
 
 No timing assertions: only that every contender produces a record, the
-baselines agree that the clean kernel is deadlock-free, and the tables,
-JSON and plot come out. SPIN is included only where it is installed.
+baselines agree that the clean kernel is deadlock-free, the tables, JSON
+and plot come out, and the guard's line has its fields and verdicts.
+SPIN is included only where it is installed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.jax
 def test_bench_quick(tmp_path):
     contenders = "semcheck,phases,interpret,explorer,z3ts" + (",spin" if spin_available() else "")
     p = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--kernels", "permute",
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--smoke", "--kernels", "permute",
          "--sizes", "2", "--contenders", contenders, "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
     )
@@ -46,3 +48,28 @@ def test_bench_quick(tmp_path):
         assert "no plot: matplotlib missing" in p.stdout
     # nothing from this machine leaks into the results
     assert str(tmp_path) not in md and ROOT not in (tmp_path / "results.json").read_text()
+
+
+def test_quick_guard_appends_one_history_line(tmp_path):
+    earlier = {"date": "2000-01-01T00:00:00", "commit": None, "fast_run_ops_per_s": 1, "deadlock_ops_per_s": 1}
+    (tmp_path / "history.jsonl").write_text(json.dumps(earlier) + "\n")
+    p = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[0]) == earlier  # appended, the history kept as it was
+    line = json.loads(lines[1])
+    assert set(line) >= {"date", "commit", "dirty", "cpus", "python", "seconds", "fast_run_ops_per_s",
+                         "deadlock_ops_per_s", "programs"}
+    assert isinstance(line["dirty"], bool)
+    assert line["fast_run_ops_per_s"] > 0 and line["deadlock_ops_per_s"] > 0
+    for name, prog in line["programs"].items():
+        assert prog["ops"] > 0
+        for key in ("fast_run_ops_per_s", "deadlock_ops_per_s", "deadlock_verdicts"):
+            assert set(prog[key]) == {"eager", "on_wait", "hardware"}, (name, key)
+        expected = "violated" if "deadlock" in prog["kernel"] else "proved"
+        assert set(prog["deadlock_verdicts"].values()) == {expected}, (name, prog["deadlock_verdicts"])
+    assert not (tmp_path / "results.json").exists()  # the guard runs no sweep
+    assert ROOT not in lines[1]
