@@ -12,8 +12,8 @@ from semcheck.checker.frontend.control_flow import ControlFlowRules
 from semcheck.checker.frontend.grid import GridRules
 from semcheck.checker.frontend.numeric import NumericRules
 from semcheck.checker.frontend.pipeline import PipelineRules
-from semcheck.checker.frontend.sync_rules import SyncRules
+from semcheck.checker.frontend.dma_rules import DmaRules
 
 
-class Lowerer(SyncRules, AccessRules, GridRules, ControlFlowRules, PipelineRules, NumericRules):
+class Lowerer(DmaRules, AccessRules, GridRules, ControlFlowRules, PipelineRules, NumericRules):
     """Evaluates one kernel for all devices, one core and grid point at a time (`lower.lower_kernel`)."""

@@ -2,25 +2,21 @@
 
 * the barrier semaphore (`GetBarrierSem`, SEM-2), signals (SEM-4, SIG-1),
   waits (SEM-5), reads (SEM-6);
-* DMA start and wait (DMA-1; the byte count is the source ref's size);
+* DMA start and wait: the sibling module `dma_rules` (a mixin over this one);
 * `run_scoped` allocations of semaphores and buffers (SEM-1, scope `core`);
 * the operands they share: which semaphore a (transformed) ref denotes
   (`sem_indices`) and which device a device id names (`logical_device`).
 
-Kernel loads and stores of buffers are the sibling module `accesses`; a
-DMA's source and destination buffers and regions (ACC-3) come from the same
-transformed refs as its byte count, through `regions`, in `_dma_start`.
+Kernel loads and stores of buffers are the sibling module `accesses`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from jax._src import state
 from jax._src.pallas import primitives as pallas_prims
 from jax._src.pallas.mosaic import core as mosaic_core
 from jax._src.pallas.mosaic import primitives as tpu_prims
@@ -29,14 +25,13 @@ from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
-from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
+from semcheck.checker.frontend.regions import flatten_ref, foreign_transform, refuse_multi_ref
 from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import (
     BARRIER,
     AllocBuffer,
     AllocSem,
-    DmaStart,
     FreeBuffer,
     GetBarrierSem,
     Op,
@@ -72,8 +67,6 @@ class SyncRules(Evaluator):
             pallas_prims.semaphore_signal_p: self._semaphore_signal,
             pallas_prims.semaphore_wait_p: self._semaphore_wait,
             pallas_prims.semaphore_read_p: self._semaphore_read,
-            tpu_prims.dma_start_p: self._dma_start,
-            tpu_prims.dma_wait_p: self._dma_wait,
             pallas_prims.run_scoped_p: self._run_scoped,
         })
         self.sem_prims.update(SYNC_PRIMS)
@@ -300,139 +293,6 @@ class SyncRules(Evaluator):
             bodies[d].append(Read(self.semref(label, idx[d]), loc))
         return [Unknown("pl.semaphore_read (a count that depends on timing)", loc)]
 
-    def _dma_nbytes(self, eqn: Any) -> int:
-        """Bytes moved by a DMA: the size of its (transformed) source ref, a static property."""
-        key = ("nbytes", id(eqn))
-        hit = self._static_cache.get(key)  # type: ignore[arg-type]
-        if hit is None:
-            src = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])[0]
-            self.refuse_selected(src, eqn, "the DMA's source")
-            try:
-                if isinstance(src, state.TransformedRef):
-                    aval = state.transform_type(src.transforms, src.ref)
-                else:
-                    aval = src
-                shape = tuple(int(s) for s in aval.shape)
-                hit = math.prod(shape) * np.dtype(aval.dtype).itemsize
-            except Exception as e:  # a view jax itself cannot type
-                raise Unsupported(eqn.primitive.name, f"the byte count of the DMA's source view cannot be "
-                                  f"computed ({type(e).__name__}: {e})", self.loc(eqn)) from e
-            self._static_cache[key] = hit  # type: ignore[index]
-        return hit
-
-    def _dma_start(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
-        # `src` and `dst` are the refs (with their transforms) that the DMA moves
-        # between: where the op's source and destination regions come from.
-        src, dst, dst_sem, src_sem, device_id = eqn.params["tree"].unflatten(invals)
-        loc = self.loc(eqn)
-        for ref, what in ((src, "the DMA's source"), (dst, "the DMA's destination")):
-            self.refuse_selected(ref, eqn, what)
-        nbytes = self._dma_nbytes(eqn)
-        dlabel, didx = self.sem_indices(dst_sem, (), eqn, "the DMA's destination semaphore")
-        slabel, sidx = (None, None)
-        if src_sem is not None:
-            slabel, sidx = self.sem_indices(src_sem, (), eqn, "the DMA's source semaphore")
-        devs, dict_core = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
-        sbuf, sview, dbuf, dview = self._dma_views(eqn, invals, src, dst)
-        skeys, dkeys = sview.keys(self.L), dview.keys(self.L)
-        # Regions by index values, per equation: computed for all lanes on a miss only.
-        sregions, dregions = self.op_cache(eqn, "src regions"), self.op_cache(eqn, "dst regions")
-        cache = self.op_cache(eqn, dlabel, slabel, sbuf, dbuf)
-        templates = self.op_cache(eqn, dlabel, slabel, sbuf, dbuf, "fields")
-        none = [None] * self.L
-        if len(skeys) == 1:
-            skeys = skeys * self.L
-        if len(dkeys) == 1:
-            dkeys = dkeys * self.L
-        # The per-lane work runs in C (zip, map) where it can: a ring at 256
-        # devices passes here once per device and step.
-        keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys))
-        if mask is None:
-            targets = self.bodies
-        else:
-            lanes = self.active(mask)
-            keys = [keys[d] for d in lanes]
-            targets = [self.bodies[d] for d in lanes]
-        ops = list(map(cache.get, keys))
-        missing = [i for i, op in enumerate(ops) if op is None]
-        if missing:
-            sget, dget = sregions.get, dregions.get
-            for i in missing:
-                key = keys[i]
-                op = cache.get(key)  # an earlier lane of this step may have built it
-                if op is None:
-                    # One op per device and index values, from a template shared by
-                    # the ops with the same semaphores and target.
-                    fields = templates.get(key[:4])
-                    if fields is None:
-                        fields = templates[key[:4]] = dict(zip(_DMA_FIELDS, (
-                            self.semref(dlabel, key[0]),
-                            nbytes,
-                            self.semref(slabel, key[1]) if slabel is not None else None,
-                            key[2],
-                            key[3],
-                            loc,
-                            sbuf,
-                            None,
-                            dbuf,
-                            None,
-                        )))
-                    sr = sget(key[4], _NO_VIEW)
-                    if sr is _NO_VIEW:
-                        sr = sview.region(key[4], sregions)
-                    dr = dget(key[5], _NO_VIEW)
-                    if dr is _NO_VIEW:
-                        dr = dview.region(key[5], dregions)
-                    op = cache[key] = _new_dma_start(fields, sr, dr)
-                ops[i] = op
-        any(map(list.append, targets, ops))  # append each lane's op (append returns None)
-        return []
-
-    def _dma_views(self, eqn: Any, invals: list[Any], src: Any, dst: Any) -> tuple[Any, ...]:
-        """The DMA's source and destination buffers (labels, or None) and their per-lane views (ACC-3)."""
-        static = self._static_cache.get(("dma views", id(eqn)))  # type: ignore[arg-type]
-        if static is None:
-            # Where each ref's index values sit among the operands, and the buffers' shapes.
-            tree = eqn.params["tree"]
-            counts = [c.num_leaves for c in tree.children()[:2]]
-            avals = tree.unflatten([v.aval for v in eqn.invars])
-            static = []
-            start = 0
-            for n, aval in zip(counts, avals[:2]):
-                base, _ = flatten_ref(aval)
-                shape = tuple(int(x) for x in getattr(base, "shape", ()))
-                static.append((tuple(range(start + 1, start + n)), shape, getattr(base, "dtype", None)))
-                start += n
-            self._static_cache[("dma views", id(eqn))] = static  # type: ignore[index]
-        out: list[Any] = []
-        for ref, (leaf_at, shape, dtype) in zip((src, dst), static):
-            base, chain = flatten_ref(ref)
-            if type(base) is BufRef:
-                out += [base.name, _View(shape, dtype, chain, [invals[i] for i in leaf_at])]
-            else:
-                out += [None, _NO_VIEW]
-        return tuple(out)
-
-    def _dma_wait(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
-        # For `wait_send`/`wait_read` the descriptor's src/dst are already swapped in
-        # the operands: the awaited semaphore sits in the dst_sem slot and the byte
-        # count comes from the ref in the src slot, whichever way round.
-        _src, _dst, sem, _src_sem, _dev = eqn.params["tree"].unflatten(invals)
-        loc = self.loc(eqn)
-        self.refuse_selected(_src, eqn, "the awaited DMA's source")
-        nbytes = self._dma_nbytes(eqn)
-        label, idx = self.sem_indices(sem, (), eqn, "the awaited DMA semaphore")
-        bodies = self.bodies
-        cache = self.op_cache(eqn, label)
-        for d in self.active(mask):
-            op = cache.get(idx[d])
-            if op is None:
-                op = cache[idx[d]] = Wait(self.semref(label, idx[d]), nbytes, "dma", loc)
-            bodies[d].append(op)
-        return []
-
-    # --- rules: run_scoped allocations ------------------------------------------------
-
     def _run_scoped(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         loc = self.loc(eqn)
         if eqn.params.get("collective_axes"):
@@ -472,75 +332,6 @@ class SyncRules(Evaluator):
             for d in lanes:
                 bodies[d].append(op)
         return outs
-
-
-_DMA_FIELDS = tuple(f.name for f in dataclasses.fields(DmaStart))
-
-
-def _new_dma_start(fields: dict[str, Any], src_region: Any, dst_region: Any) -> DmaStart:
-    """`DmaStart(**fields)` with the two regions, without the frozen dataclass's
-    per-field `object.__setattr__` (several times faster); the same object in
-    every respect (fields, ==, hash, repr)."""
-    op = object.__new__(DmaStart)
-    d = op.__dict__
-    d.update(fields)
-    d["src_region"] = src_region
-    d["dst_region"] = dst_region
-    return op
-
-
-if hasattr(DmaStart, "__post_init__") or hasattr(DmaStart, "__slots__"):
-    # the IR grew validation or slots: construct it the ordinary way
-    def _new_dma_start(fields: dict[str, Any], src_region: Any, dst_region: Any) -> DmaStart:  # type: ignore[no-redef]
-        return DmaStart(**{**fields, "src_region": src_region, "dst_region": dst_region})
-
-
-class _View:
-    """A DMA end's view of its buffer: per-lane keys, and its regions computed once, on demand."""
-
-    __slots__ = ("shape", "dtype", "chain", "leaves", "_keys", "_regions")
-
-    def __init__(self, shape: tuple[int, ...], dtype: Any, chain: tuple[Any, ...], leaves: list[Any]) -> None:
-        self.shape = shape
-        self.dtype = dtype
-        self.chain = chain
-        self.leaves = leaves
-        self._keys: list[Any] = []
-        self._regions: tuple[Any, ...] | None = None
-
-    def keys(self, lanes: int) -> list[Any]:
-        """Per lane (or one for all), a key of the region: equal keys, equal regions."""
-        keys = lane_keys(self.leaves, lanes)
-        if keys is None:  # no cheap key: the regions themselves (interned) are the key
-            keys = [("region", id(r)) for r in self.regions()]
-        self._keys = keys
-        return keys
-
-    def regions(self) -> tuple[Any, ...]:
-        if self._regions is None:
-            self._regions = ref_regions(self.shape, self.chain, dtype=self.dtype)
-        return self._regions
-
-    def region(self, key: Any, known: dict[Any, Any]) -> Any:
-        """The region under `key`, from `known` (the equation's) or computed with every lane's."""
-        region = known.get(key, _NO_VIEW)
-        if region is _NO_VIEW:
-            regions = self.regions()
-            for k, r in zip(self._keys, regions if len(regions) > 1 else regions * len(self._keys)):
-                known.setdefault(k, r)
-            region = known[key]
-        return region
-
-
-class _NoView:
-    def keys(self, lanes: int) -> list[Any]:
-        return [None]
-
-    def region(self, key: Any, known: dict[Any, Any]) -> Any:
-        return None
-
-
-_NO_VIEW = _NoView()
 
 
 def _nbytes(aval: Any) -> int:
