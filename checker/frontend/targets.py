@@ -14,6 +14,10 @@ count, returns `(fn, example_args)`; `fn` is then traced (never run).
 The file is imported as a fresh module each time (a unique module name, not
 cached in `sys.modules`), with its directory on `sys.path` while it runs so
 that it can import its neighbours.
+
+Imports of jax and of the front end's jax-bound modules sit inside the functions that
+need them: the CLI sets `JAX_PLATFORMS` and the fake device count before jax is first
+imported (`targets.provision_devices`), and jax reads them only then.
 """
 
 from __future__ import annotations
@@ -68,8 +72,8 @@ class Target:
         other reason): the caller then builds for real, which reports the
         kernel's own errors as usual.
         """
-        import jax
-        from jax.core import Tracer
+        import jax  # lazy: see the module docstring
+        from jax.core import Tracer  # lazy: see the module docstring
 
         box: dict[str, Any] = {}
 
@@ -231,7 +235,7 @@ def load_targets(path: str, *, entry: str | None = None, target: str | None = No
 
 def _device_put_shardings(jaxpr: Any) -> dict[int, Any]:
     """id(var) -> the concrete sharding a top-level `device_put` gave it."""
-    from jax.sharding import Sharding
+    from jax.sharding import Sharding  # lazy: see the module docstring
 
     out: dict[int, Any] = {}
     for eqn in jaxpr.eqns:
@@ -276,7 +280,7 @@ def jax_initialised() -> bool:
     if "jax" not in sys.modules:
         return False
     try:
-        from jax._src import xla_bridge
+        from jax._src import xla_bridge  # lazy: see the module docstring
 
         return bool(xla_bridge.backends_are_initialized())
     except Exception:  # pragma: no cover - very old or very new jax
@@ -296,7 +300,7 @@ def provision_devices(n: int) -> None:
     if n < 1:
         raise ValueError(f"device count must be positive, got {n}")
     if jax_initialised():
-        import jax
+        import jax  # lazy: see the module docstring
 
         have = jax.device_count()
         if have < n:

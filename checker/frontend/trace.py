@@ -7,6 +7,10 @@ Each `pallas_call`, and each `core_map` over a `TensorCoreMesh` (which
 appears as an `mpmd_map` equation), becomes a `KernelCall`: everything the
 interpreter reads when it launches the kernel, in the front end's own small
 dataclasses.
+
+Imports of jax and of the front end's jax-bound modules sit inside the functions that
+need them: the CLI sets `JAX_PLATFORMS` and the fake device count before jax is first
+imported (`targets.provision_devices`), and jax reads them only then.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
+from semcheck.checker.frontend.targets import _user_loc
 from semcheck.model.ops import NO_LOC, Loc
 
 
@@ -118,12 +123,11 @@ class KernelCall:
 
 def make_jaxpr(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -> Any:
     """`jax.make_jaxpr(fn)(*args)`, with kernel failures reported as `KernelRaised`."""
-    import jax
+    import jax  # lazy: see the module docstring
 
     try:
         return jax.make_jaxpr(fn)(*args)
     except Exception as e:
-        from semcheck.checker.frontend.targets import _user_loc
 
         raise KernelRaised(
             f"kernel raised while tracing: {type(e).__name__}: {_first_line(e)}",
@@ -177,7 +181,7 @@ def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[Kernel
 
 
 def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
-    from jax._src import core as jax_core
+    from jax._src import core as jax_core  # lazy: see the module docstring
 
     jaxpr_types = _jaxpr_types(jax_core)
     for value in params.values():
@@ -200,7 +204,7 @@ def _jaxpr_types(jax_core: Any) -> tuple[type, ...]:
 
 
 def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
-    from jax._src.pallas.mosaic import core as mosaic_core
+    from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
 
     params = eqn.params
     loc = eqn_loc(eqn, _definition_loc(params["jaxpr"]))
@@ -281,8 +285,8 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
 
 def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
     """A `core_map` (an `mpmd_map` of one mesh), as the interpreter's fallback sees it."""
-    from jax._src import core as jax_core
-    from jax._src.pallas.mosaic import core as mosaic_core
+    from jax._src import core as jax_core  # lazy: see the module docstring
+    from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
 
     params = eqn.params
     meshes = params["meshes"]
@@ -389,8 +393,8 @@ def _is_semaphore_dtype(dtype: Any) -> bool:
     if dtype is None:
         return False
     try:
-        from jax._src.pallas import core as pallas_core
-        import jax.numpy as jnp
+        from jax._src.pallas import core as pallas_core  # lazy: see the module docstring
+        import jax.numpy as jnp  # lazy: see the module docstring
 
         return any(
             jnp.issubdtype(dtype, t)
@@ -401,7 +405,7 @@ def _is_semaphore_dtype(dtype: Any) -> bool:
 
 
 def _tpu_interpret_params(interpret: Any, loc: Loc) -> Any:
-    from jax._src.pallas.mosaic.interpret.params import InterpretParams
+    from jax._src.pallas.mosaic.interpret.params import InterpretParams  # lazy: see the module docstring
 
     if isinstance(interpret, InterpretParams):
         return interpret
@@ -416,7 +420,7 @@ def _tpu_interpret_params(interpret: Any, loc: Loc) -> Any:
 
 
 def _cores(interpret: Any, mesh: Any, loc: Loc) -> tuple[int, str | None]:
-    from jax._src.pallas.mosaic import core as mosaic_core
+    from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
 
     if isinstance(mesh, mosaic_core.TensorCoreMesh):
         return int(mesh.num_cores), str(mesh.axis_name)
@@ -486,7 +490,7 @@ def eqn_loc(eqn: Any, default: Loc = NO_LOC) -> Loc:
 
 
 def frame_loc(source_info: Any, default: Loc = NO_LOC) -> Loc:
-    from jax._src import source_info_util
+    from jax._src import source_info_util  # lazy: see the module docstring
 
     tb = getattr(source_info, "traceback", None)
     if tb is None:
