@@ -42,6 +42,7 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/wait_too_large_deadlock.py": {"kind": "deadlock"},
     "examples/buggy/wrong_neighbour_deadlock.py": {"kind": "deadlock"},
     "examples/buggy/cyclic_wait_deadlock.py": {"kind": "deadlock"},
+    "examples/buggy/recv_before_send_deadlock.py": {"kind": "deadlock"},
     "examples/buggy/dma_byte_mismatch_wait_larger.py": {"kind": "deadlock"},
     "examples/buggy/two_core_missing_core_index.py": {
         "kind": "deadlock", "cores_per_device": 2},
