@@ -294,7 +294,7 @@ def markdown(data: dict) -> str:
                 "(stopped at the hang cap, no answer), a leak completes and prints a warning per device. The "
                 "baselines decide deadlock freedom only (hardware mode), so they cannot see an exit leak: "
                 "their answer there is `deadlock-free`.", ""]
-        header = ["kernel", "devices", SHORT["semcheck"], "violated (modes; witnesses)", "first violation",
+        header = ["kernel", "devices", SHORT["semcheck"], "violated (x modes)", "first violation",
                   SHORT["interpret"], "ratio"] + [SHORT[c] for c in present if c != "interpret"]
         rows = []
         for k in buggy:
@@ -308,8 +308,8 @@ def markdown(data: dict) -> str:
                     props: dict[str, int] = {}
                     for x in sem["violated"]:
                         props[x.split(":", 1)[1]] = props.get(x.split(":", 1)[1], 0) + 1
-                    found = ", ".join(f"{p} ({c})" for p, c in props.items()) or "none"
-                    found += f"; {sem.get('violated_with_witness', 0)}"
+                    found = ", ".join(f"{p} ×{c}" for p, c in props.items()) or "none"
+                    found += f"; {sem.get('violated_with_witness', 0)} with a witness"
                 first = ""
                 if ph and ph.get("first_violation_s") is not None:
                     first = (f"{_secs(ph['first_violation_s'])} ({ph['first_violation'].replace(':', ' ')}"
@@ -440,10 +440,11 @@ def plot(data: dict, path: Path) -> Path | None:
                 ax.plot([n for n, _ in pts], [t for _, t in pts], color=color, marker=marker, linestyle=ls,
                         label=SHORT[who], markersize=5)
             if who in BASELINES:
-                failed = [r["devices"] for r in recs if r["kernel"] == k and r["contender"] == who
-                          and r.get("status") in ("timeout", "memory")]
-                if failed:
-                    ax.scatter(failed, [cap] * len(failed), color=color, marker="x", s=60, zorder=5)
+                failed = [(r["devices"], min(cap, r.get("wall_s") or cap)) for r in recs if r["kernel"] == k
+                          and r["contender"] == who and r.get("status") in ("timeout", "memory")]
+                if failed:  # where it was stopped (a hang cap is below the time cap)
+                    ax.scatter([n for n, _ in failed], [t for _, t in failed], color=color, marker="x", s=60,
+                               zorder=5)
         ax.axhline(cap, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_xticks(s["sizes"], [str(n) for n in s["sizes"]])
