@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcheck.model import buffer as b
+from semcheck.model import buffer, kernel_buffer as b
 
 
 def _allocated(value, padded_shape=None, space="vmem"):
-    s, handed = b.allocate_for_kernel(b.BufferStore(), 0, 0, space, np.asarray(value), 1, padded_shape, "zero")
+    s, handed = b.allocate_for_kernel(buffer.BufferStore(), 0, 0, space, np.asarray(value), 1, padded_shape, "zero")
     assert handed == 100
     return s
 
@@ -40,7 +40,7 @@ def test_padding_applies_only_when_padded_and_never_to_smem(space, bounds, padde
 
 @pytest.mark.rule("BUF-8c")
 def test_the_value_sits_in_the_leading_corner_of_the_padded_content():
-    s, _ = b.allocate_for_kernel(b.BufferStore(), 0, 0, "vmem", np.ones((2, 3), np.int32), 1, (4, 8), "nan")
+    s, _ = b.allocate_for_kernel(buffer.BufferStore(), 0, 0, "vmem", np.ones((2, 3), np.int32), 1, (4, 8), "nan")
     buf = s.mem[("vmem", 100, 0, 0)]
     assert buf.shape == (4, 8) and buf.logical_shape == (2, 3)
     assert (buf.content[:2, :3] == 1).all()
