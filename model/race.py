@@ -154,10 +154,10 @@ def _kernel_against_dma_groups(
 REPLAY_LIMIT = 20_000
 """Longest on_wait witness schedule replayed on the step relation to confirm a race (DR-2)."""
 
-MAX_WORK = 40_000_000
-"""Operations the restricted runs of one question set may execute before semcheck gives up at once
-(about half a minute): two runs per DMA half over the whole program (DR-3) grows as the cube of a
-ring's device count."""
+MAX_WORK = 10_000_000
+"""Operations the restricted runs of one program may execute (estimated) before semcheck gives up at
+once (about 20 s on the bench machine): two runs per DMA half over the whole program (DR-3) grows
+as the cube of a ring's device count (bench: the 32-device ring all-gather, ~25M, took 50 s)."""
 
 
 def work_estimate(program: Program) -> int:
