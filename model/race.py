@@ -95,7 +95,7 @@ def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[in
     return caps, suppress
 
 
-def _both_pending(pcs: tuple[int, ...], a: AccessEvent, b: AccessEvent, mode: DmaMode) -> bool:
+def _both_pending(pcs: tuple[int, ...], a: AccessEvent, b: AccessEvent) -> bool:
     def pending(e: AccessEvent) -> bool:
         return _pending_dma(pcs, e) if e.is_dma else pcs[e.core] == e.pc
 
@@ -204,7 +204,7 @@ def find_races(
         outcome = runs(*r)
         if _halted(outcome):
             continue  # a failure stops the run: that property reports it, not this one
-        if _both_pending(outcome.state.pcs, a, b, mode):
+        if _both_pending(outcome.state.pcs, a, b):
             if a.is_dma != b.is_dma and a.region.exact and b.region.exact:
                 a, b, outcome = _earliest(program, mode, pairs, runs, a, b, outcome)
             if consider(a, b, outcome):
@@ -233,7 +233,7 @@ def _earliest(
         x, y = cands[mid]
         r = _restriction(x, y, mode)
         out = runs(*r) if r is not None else None
-        if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y, mode):
+        if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y):
             best, hi = (x, y, out), mid - 1
         else:
             lo = mid + 1
