@@ -69,7 +69,9 @@ class AccessRules(Evaluator):
         loc = self.loc(eqn)
         outs = [Unknown("a value loaded from a ref", loc) for _ in eqn.outvars]
         if type(ref) is not BufRef:
-            return outs  # not a buffer the launch or a run_scoped allocated
+            # race-free must not be proved over accesses the lowering cannot place (ACC-1)
+            raise Unsupported(eqn.primitive.name, "a load or store of a ref semcheck cannot trace back to the "
+                              "buffer the launch or a run_scoped allocated", loc)
         lanes = self.active(mask)
         if not lanes:
             return outs
