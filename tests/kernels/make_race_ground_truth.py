@@ -3,8 +3,8 @@
     python tests/kernels/make_race_ground_truth.py                  # everything
     python tests/kernels/make_race_ground_truth.py --only buggy/race_ --devices 2
 
-Every example file (examples/*.py and examples/buggy/*.py, default build
-kwargs) runs in Pallas TPU interpret mode with
+Every example file (every .py under examples/, jax_ops/ included; default
+build kwargs) runs in Pallas TPU interpret mode with
 ``InterpretParams(dma_execution_mode=MODE, detect_races=True, on_race="warn")``
 at each device count and in each interpreter DMA mode, `--repeats` times
 (threads interleave differently from run to run, and DMAs get random
@@ -73,7 +73,7 @@ SLOW = {"examples/buggy/int16_overflow.py": 4.0}
 
 def example_files(root: Path = REPO_ROOT) -> list[str]:
     """Every example kernel, relative to the repository root, sorted."""
-    files = list((root / "examples").glob("*.py")) + list((root / "examples" / "buggy").glob("*.py"))
+    files = (root / "examples").rglob("*.py")  # examples/jax_ops/ too
     return sorted(str(p.relative_to(root)) for p in files if p.name != "__init__.py")
 
 
@@ -84,10 +84,12 @@ def file_sha256(path: str, root: Path = REPO_ROOT) -> str:
 
 def example_kind(path: str) -> str:
     """What the example is meant to be, as far as races go."""
-    if path.startswith("examples/buggy/race_"):
-        return "race"
-    if path.startswith("examples/buggy/"):
-        return "buggy"  # another bug; whether it also races is what we record
+    parts = Path(path).parts
+    if "buggy" in parts[:-1]:
+        # another bug; whether it also races is what we record
+        return "race" if parts[-1].startswith("race_") else "buggy"
+    if "jax_ops" in parts[:-1]:
+        return "shipped"  # jax's own kernel as it ships: what the detector says is the record
     return "clean"
 
 
@@ -123,11 +125,15 @@ def short_where(where: str, root: Path = REPO_ROOT) -> str:
     if not m:
         return where
     file = m.group("file")
-    try:
-        file = str(Path(file).resolve().relative_to(root))
-    except ValueError:
-        parts = Path(file).parts
-        file = str(Path(*parts[parts.index("jax"):])) if "jax" in parts else Path(file).name
+    parts = Path(file).parts
+    installed = parts[parts.index("site-packages"):] if "site-packages" in parts else ()
+    if "jax" in installed:  # jax's own ops (examples/jax_ops/), wherever jax is installed
+        file = str(Path(*installed[installed.index("jax"):]))
+    else:
+        try:
+            file = str(Path(file).resolve().relative_to(root))
+        except ValueError:
+            file = str(Path(*parts[parts.index("jax"):])) if "jax" in parts else Path(file).name
     return f"{file}:{m.group('line')}{m.group('rest') or ''}"
 
 
@@ -495,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
             "buffer, and one trimmed message (detector's second access first). "
             "outcomes: completed | hang (no exit within timeout) | error, per run; a "
             "configuration with a run that does not complete gets hang_repeats runs. "
-            "examples: each file's kind (race | clean | buggy: another bug) and the "
+            "examples: each file's kind (race | clean | buggy: another bug | shipped: "
+            "jax's own op, recorded as it is) and the "
             "sha256 of the content the runs were made from."
         ),
         "notes": NOTES,
