@@ -48,6 +48,7 @@ import tempfile
 import time
 from collections import defaultdict
 
+from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
 from semcheck.model.ops import (
     BARRIER,
@@ -233,7 +234,8 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
     waits: dict[int, list[int]] = defaultdict(list)  # every value waited for on each counter
     barrier_ix: dict[tuple[str, int], int] = {}
     barrier_size: dict[int, int] = {}
-    dma_list: list[tuple[int | None, int, int, int, str]] = []  # (src counter, dst counter, nbytes, core, text)
+    # (src counter, dst counter, what the read and the write half add (DMA-6), core, text)
+    dma_list: list[tuple[int | None, int, int, int, int, str]] = []
 
     def cix(key: tuple, core: int) -> int:
         if (key, core) not in counter_ix:
@@ -264,11 +266,12 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
                 dst_key = res.key(core, pc, op, op.dst_sem)
                 dst_core = res.target(core, pc, op, op.device, op.core, dma=True)
                 dst = cix(dst_key, dst_core)
-                for i in (src, dst):
-                    if i is not None:
-                        incs[i].append(op.nbytes)
+                src_inc, dst_inc = dma_amounts(op, mode)
+                if src is not None:
+                    incs[src].append(src_inc)
+                incs[dst].append(dst_inc)
                 text = f"dma {op.nbytes} B, send {op.src_sem} on core {core}, recv {op.dst_sem} on core {dst_core}"
-                dma_list.append((src, dst, op.nbytes, core, text))
+                dma_list.append((src, dst, src_inc, dst_inc, core, text))
                 acts.append(("dma", len(dma_list) - 1, 0, text, op))
             elif t is Barrier:
                 seen[op.name] += 1
@@ -336,12 +339,12 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
             elif kind == "wait":
                 w(f"  atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; {note}")
             elif kind == "dma":
-                src, dst, nbytes, _, _ = dma_list[a]
+                src, dst, src_inc, dst_inc, _, _ = dma_list[a]
                 if hw:
                     w(f"  dmaphase[{a}] = 1; {note}")
                 else:
-                    parts = ([f"semcnt[{src}] = semcnt[{src}] + {s(src, nbytes)}"] if src is not None else [])
-                    parts.append(f"semcnt[{dst}] = semcnt[{dst}] + {s(dst, nbytes)}")
+                    parts = ([f"semcnt[{src}] = semcnt[{src}] + {s(src, src_inc)}"] if src is not None else [])
+                    parts.append(f"semcnt[{dst}] = semcnt[{dst}] + {s(dst, dst_inc)}")
                     w(f"  d_step {{ {'; '.join(parts)} }}; {note}")
             elif kind == "barrier":
                 w(f"  atomic {{ arrived[{a}] = arrived[{a}] + 1; arrived[{a}] == {b} }}; {note}")
@@ -358,11 +361,11 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
         w("active proctype dma_engine() {")
         w("end:")
         w("  do")
-        for k, (src, dst, nbytes, core, text) in enumerate(dma_list):
+        for k, (src, dst, src_inc, dst_inc, core, text) in enumerate(dma_list):
             w(f"  {_comment(f'dmaphase[{k}] from core {core}: {text}')}")
-            read = f"semcnt[{src}] = semcnt[{src}] + {s(src, nbytes)}; " if src is not None else ""
+            read = f"semcnt[{src}] = semcnt[{src}] + {s(src, src_inc)}; " if src is not None else ""
             w(f"  :: d_step {{ dmaphase[{k}] == 1 -> {read}dmaphase[{k}] = 2 }}")
-            w(f"  :: d_step {{ dmaphase[{k}] == 2 -> semcnt[{dst}] = semcnt[{dst}] + {s(dst, nbytes)}; dmaphase[{k}] = 3 }}")
+            w(f"  :: d_step {{ dmaphase[{k}] == 2 -> semcnt[{dst}] = semcnt[{dst}] + {s(dst, dst_inc)}; dmaphase[{k}] = 3 }}")
         w("  od")
         w("}")
     elif hw:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import ModelBug
-from semcheck.model.ops import DmaMode
+from semcheck.model.ops import DmaMode, DmaStart, SemType
 from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
 
@@ -26,25 +26,45 @@ def _set_dma(state: S, dma: Dma) -> S:
     return dataclasses.replace(state, dmas=tuple(dmas))
 
 
+def half_amount(nbytes: int, sem_type: SemType, mode: DmaMode) -> int:
+    """DMA-6: what one half of an `nbytes` copy adds to a semaphore of type `sem_type`.
+
+    The interpreter adds the byte count whatever the type (D20). On hardware
+    a DMA semaphore counts bytes and any other (REGULAR, barrier) counts the
+    completed copy: 1.
+    """
+    return nbytes if counts_bytes(sem_type, mode) else 1
+
+
+def counts_bytes(sem_type: SemType, mode: DmaMode) -> bool:
+    """DMA-6: whether a DMA half adds its byte count to a semaphore of this type under `mode`."""
+    return mode != "hardware" or sem_type == "dma"
+
+
+def amounts(op: DmaStart, mode: DmaMode) -> tuple[int, int]:
+    """DMA-6: what the read half adds to the send semaphore and the write half to the receive one."""
+    return half_amount(op.nbytes, op.src_sem_type, mode), half_amount(op.nbytes, op.dst_sem_type, mode)
+
+
 def dma_read(state: S, ident: int) -> S:
-    """DMA-2 read half: signal the send semaphore on the source core with the byte count."""
+    """DMA-2 read half: signal the send semaphore on the source core with its amount (DMA-6)."""
     dma = state.dmas[ident]
     if dma.phase != 0:
         return state  # already read through another task
     counts = state.counts
     if dma.src_key is not None:
-        counts = sem.signal(counts, dma.src_key, dma.src_core, dma.nbytes)
+        counts = sem.signal(counts, dma.src_key, dma.src_core, dma.src_amount)
     return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=1))
 
 
 def dma_write(state: S, ident: int) -> S:
-    """DMA-2 write half: signal the receive semaphore on the destination core."""
+    """DMA-2 write half: signal the receive semaphore on the destination core with its amount (DMA-6)."""
     dma = state.dmas[ident]
     if dma.phase == 0:
         raise ModelBug(f"DMA {ident} written before read")
     if dma.phase == 2:
         return state
-    counts = sem.signal(state.counts, dma.dst_key, dma.dst_core, dma.nbytes)
+    counts = sem.signal(state.counts, dma.dst_key, dma.dst_core, dma.dst_amount)
     return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=2))
 
 

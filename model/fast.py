@@ -5,7 +5,7 @@ for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
 rule functions (`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
-`step.is_global`, `step.target_core`, `dma.tasks`); it keeps counts, task queues and DMA
+`step.is_global`, `step.target_core`, `dma.tasks`, `dma.amounts`); it keeps counts, task queues and DMA
 phases in mutable working copies, because the step relation copies its
 state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
@@ -51,7 +52,7 @@ from semcheck.model.step import (
 
 def _with_phase(d: Dma, phase: int) -> Dma:
     # dataclasses.replace costs a third of a DMA's handling on large programs
-    return Dma(d.ident, d.src_core, d.dst_core, d.nbytes, d.src_key, d.dst_key, d.loc, phase)
+    return Dma(d.ident, d.src_core, d.dst_core, d.nbytes, d.src_key, d.dst_key, d.loc, d.src_amount, d.dst_amount, phase)
 
 
 class _Halt(Exception):
@@ -147,12 +148,12 @@ def fast_run(
     def dma_read(d: Dma) -> None:
         if phase[d.ident] == 0:
             if d.src_key is not None:
-                signal(d.src_key, d.src_core, d.nbytes)
+                signal(d.src_key, d.src_core, d.src_amount)
             phase[d.ident] = 1
 
     def dma_write(d: Dma) -> None:
         if phase[d.ident] == 1:
-            signal(d.dst_key, d.dst_core, d.nbytes)
+            signal(d.dst_key, d.dst_core, d.dst_amount)
             phase[d.ident] = 2
 
     def barrier_reached(p: int, name: str) -> int:
@@ -210,7 +211,7 @@ def fast_run(
                 dst = target_core(program, mode, core, op.device, op.core, dma=True)
                 if isinstance(dst, Violation):
                     do_fail(core, dst)
-                d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
+                d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_amounts(op, mode))
                 dmas.append(d)
                 phase.append(0)
                 no_read = no_write = False

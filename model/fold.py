@@ -122,8 +122,8 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
         if t is DmaStart:
             return (x.dst_sem == y.dst_sem and x.nbytes == y.nbytes and x.src_sem == y.src_sem
                     and x.core == y.core and shifted_device(x.device) == y.device
-                    and (x.src_buf, x.src_region, x.dst_buf, x.dst_region)
-                    == (y.src_buf, y.src_region, y.dst_buf, y.dst_region))
+                    and (x.src_buf, x.src_region, x.dst_buf, x.dst_region, x.src_sem_type, x.dst_sem_type)
+                    == (y.src_buf, y.src_region, y.dst_buf, y.dst_region, y.src_sem_type, y.dst_sem_type))
         if t is ExitCheck:
             return shifted_device(x.device) == y.device
         if t is not Barrier:

@@ -143,7 +143,7 @@ def dma_start(
         return keys
     src_key, dst_key = keys
     ident = len(m.dmas)
-    d = Dma(ident, src_core, dst_core, nbytes, src_key, dst_key, NO_LOC)
+    d = Dma(ident, src_core, dst_core, nbytes, src_key, dst_key, NO_LOC, nbytes, nbytes)  # the manager knows no types (D20)
     return dma_rules.start(m, d, cfg.dma_execution_mode), ident
 
 

@@ -20,6 +20,8 @@ from typing import Literal, Union
 DmaMode = Literal["eager", "on_wait", "hardware"]
 DMA_MODES: tuple[DmaMode, ...] = ("eager", "on_wait", "hardware")
 INTERPRETER_MODES: tuple[DmaMode, ...] = ("eager", "on_wait")
+SemType = Literal["dma", "regular", "barrier"]
+"""A semaphore allocation's `pltpu.SemaphoreType` (the barrier semaphore is "barrier")."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +177,9 @@ class DmaStart:
     `device`/`core` name the destination (None: the source device / the same
     local core index as the source). `src_sem` is the send semaphore of a
     remote copy (or the read semaphore of a local copy), `dst_sem` the
-    receive semaphore.
+    receive semaphore. `src_sem_type`/`dst_sem_type` are the types of their
+    allocations: what a half adds to a non-DMA semaphore differs on hardware
+    (DMA-6); "dma" keeps a hand-built program meaning what the interpreter does.
     """
 
     dst_sem: SemRef
@@ -190,6 +194,8 @@ class DmaStart:
     src_region: Region | None = None
     dst_buf: str | None = None
     dst_region: Region | None = None
+    src_sem_type: SemType = "dma"
+    dst_sem_type: SemType = "dma"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,11 @@ class Allocation:
 
 @dataclasses.dataclass(frozen=True)
 class Dma:
-    """A started DMA (DMA-1). `phase`: 0 started, 1 read half done, 2 complete."""
+    """A started DMA (DMA-1). `phase`: 0 started, 1 read half done, 2 complete.
+
+    `src_amount`/`dst_amount`: what its read and write halves add to their
+    semaphores (DMA-6: the byte count, or 1 for a non-DMA semaphore on hardware).
+    """
 
     ident: int
     src_core: int
@@ -37,6 +41,8 @@ class Dma:
     src_key: SemKey | None
     dst_key: SemKey
     loc: Loc
+    src_amount: int
+    dst_amount: int
     phase: int = 0
 
 

@@ -269,7 +269,7 @@ def rule_read(program: Program, mode: DmaMode, state: State, core: int, op: Read
 
 
 def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op: DmaStart) -> State:
-    """DMA-1: look up both semaphores (send first), then start the DMA per mode (DMA-2/3/5)."""
+    """DMA-1: look up both semaphores (send first), then start the DMA per mode (DMA-2/3/5), its halves adding DMA-6's amounts."""
     src_key = None
     if op.src_sem is not None:
         src_key = resolve(program, mode, state, core, op.src_sem)
@@ -281,7 +281,7 @@ def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op:
     dst = target_core(program, mode, core, op.device, op.core, dma=True)
     if isinstance(dst, Violation):
         return fail(state, program, core, dst)
-    started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc)
+    started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_rules.amounts(op, mode))
     return dma_rules.start(_advance(state, core), started, mode)
 
 

@@ -157,6 +157,23 @@ def test_hardware_dma_halves_are_separate_steps():
     assert ("dma_write", 0) not in enabled(p, "hardware", st)
 
 
+@pytest.mark.rule("DMA-6")
+def test_a_dma_adds_one_to_a_regular_semaphore_on_hardware_and_bytes_in_the_interpreter():
+    copy = DmaStart(R, 4096, src_sem=S, device=1, src_sem_type="regular", dst_sem_type="regular")
+    counting = prog([[copy, Wait(S, 1)], [Wait(R, 1)]])  # a TPU v6+ kernel: one per copy
+    hw = fast_run(counting, "hardware")
+    assert hw.kind == "completed" and not hw.state.counts  # every count back to zero
+    replayed = run(counting, "hardware", hw.schedule, finish=False)  # the step relation agrees
+    assert replayed == hw.state
+    for mode in ("eager", "on_wait"):  # the interpreter adds the bytes (D20): 4095 left on each
+        out = fast_run(counting, mode)
+        assert out.kind == "completed"
+        assert sorted(out.state.counts.values()) == [4095, 4095]
+    # a DMA semaphore counts bytes in every mode, and a receive half of its own type
+    mixed = prog([[DmaStart(R, 64, src_sem=S, device=1, dst_sem_type="regular"), Wait(S, 64)], [Wait(R, 1)]])
+    assert not fast_run(mixed, "hardware").state.counts
+
+
 @pytest.mark.rule("BAR-1", "RUN-2")
 def test_barrier_waits_for_every_participant():
     everyone = frozenset({0, 1})

@@ -108,6 +108,9 @@ class DmaRules(SyncRules):
                             dbuf,
                             None,
                         )))
+                        # DMA-6: what a half adds depends on its semaphore's type
+                        fields["src_sem_type"] = self.sem_type(src_sem) if src_sem is not None else "dma"
+                        fields["dst_sem_type"] = self.sem_type(dst_sem)
                     sr = sget(key[4], _NO_VIEW)
                     if sr is _NO_VIEW:
                         sr = sview.region(key[4], sregions)

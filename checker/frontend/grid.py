@@ -52,7 +52,8 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
         used.add(label)
         if op.kind == "semaphore":
             scratch.append(Scratch(label, op.count, kind="semaphore", loc=call.loc))
-            args.append(SemArray(label, tuple(op.block_shape if op.block_shape is not None else op.shape)))
+            args.append(SemArray(label, tuple(op.block_shape if op.block_shape is not None else op.shape),
+                                 op.sem_type or "dma"))
         else:
             scratch.append(
                 Scratch(label, kind="buffer", nbytes=op.nbytes, memory_space=op.memory_space, loc=call.loc)

@@ -26,7 +26,7 @@ from jax._src.state.indexing import NDIndexer, Slice
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.regions import flatten_ref, foreign_transform, refuse_multi_ref
-from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name
+from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name, semaphore_type
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import (
     BARRIER,
@@ -36,6 +36,7 @@ from semcheck.model.ops import (
     GetBarrierSem,
     Op,
     Read,
+    SemType,
     Signal,
     Wait,
 )
@@ -153,6 +154,12 @@ class SyncRules(Evaluator):
             return ref.label, [flat] * self.L
         return ref.label, self.lane_ints(np.asarray(flat), eqn, what)
 
+    @staticmethod
+    def sem_type(ref: Any) -> SemType:
+        """The type of the allocation a semaphore ref (or view) denotes (DMA-6); after `sem_indices` accepted it."""
+        base = ref.ref if isinstance(ref, state_types.TransformedRef) else ref
+        return base.sem_type if isinstance(base, SemArray) else "dma"
+
     def _index_value(self, x: Any, eqn: Any, what: str) -> np.ndarray:
         if isinstance(x, (int, np.integer)):
             return np.array([int(x)], dtype=np.int64)
@@ -237,7 +244,7 @@ class SyncRules(Evaluator):
         bodies = self.bodies
         for d in self.active(mask):
             bodies[d].append(op)
-        return [SemArray(BARRIER, ())]
+        return [SemArray(BARRIER, (), "barrier")]
 
     def _semaphore_signal(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         sem, transforms, inc, device_id, core_index = eqn.params["args_tree"].unflatten(invals)
@@ -314,7 +321,7 @@ class SyncRules(Evaluator):
                 count = math.prod(int(s) for s in aval.shape)
                 label = f"{site}#{k}/{self.label_counter}"
                 op: Op = AllocSem(label, count, f"{site}#{k}", "core", loc)
-                allocs.append(SemArray(label, tuple(int(s) for s in aval.shape)))
+                allocs.append(SemArray(label, tuple(int(s) for s in aval.shape), semaphore_type(aval.dtype)))
             else:
                 ms_name = memory_space_name(ms)
                 if ms_name == "hbm" and not allow_hbm:

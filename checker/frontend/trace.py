@@ -25,7 +25,7 @@ import numpy as np
 
 from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
 from semcheck.checker.frontend.targets import _user_loc
-from semcheck.model.ops import NO_LOC, Loc
+from semcheck.model.ops import NO_LOC, Loc, SemType
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,7 @@ class Operand:
     shape: tuple[int, ...]
     dtype: str
     block_shape: tuple[int, ...] | None = None  # inputs/outputs: the block's ref shape
+    sem_type: SemType | None = None  # semaphore operands: the allocation's type (DMA-6)
 
     @property
     def count(self) -> int:
@@ -386,7 +387,30 @@ def _operand(role: str, name: str, aval: Any, ms: str, *, array_shape: tuple[int
         shape=array_shape if array_shape is not None else shape,
         dtype=str(dtype),
         block_shape=block_shape,
+        sem_type=semaphore_type(dtype) if is_sem else None,
     )
+
+
+def semaphore_type(dtype: Any) -> SemType:
+    """The `pltpu.SemaphoreType` of a semaphore dtype, as the IR names it (DMA-6).
+
+    A dtype that is none of the three (an interpreter's int16 view) counts
+    bytes like a DMA semaphore, as the interpreter does.
+    """
+    try:
+        from jax._src.pallas import core as pallas_core  # lazy: see the module docstring
+        from jax._src.pallas.mosaic import core as tpu_core  # lazy: see the module docstring
+        import jax.numpy as jnp  # lazy: see the module docstring
+
+        if jnp.issubdtype(dtype, tpu_core.dma_semaphore):
+            return "dma"
+        if jnp.issubdtype(dtype, pallas_core.barrier_semaphore):
+            return "barrier"
+        if jnp.issubdtype(dtype, pallas_core.semaphore):
+            return "regular"
+    except Exception:
+        pass
+    return "dma"
 
 
 def _is_semaphore_dtype(dtype: Any) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from semcheck.model.ops import NO_LOC, Loc
+from semcheck.model.ops import NO_LOC, Loc, SemType
 
 # Integer arrays with more elements than this per device are not evaluated
 # (they are vector data, not scalar control values).
@@ -31,10 +31,11 @@ class Unknown:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SemArray:
-    """A semaphore ref: the allocation `label` with array shape `shape`."""
+    """A semaphore ref: the allocation `label` with array shape `shape`, of type `sem_type` (DMA-6)."""
 
     label: str
     shape: tuple[int, ...]
+    sem_type: SemType = "dma"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

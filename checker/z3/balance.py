@@ -34,7 +34,8 @@ exit-balance
     bench's baseline now.
 
 dma-bytes
-    For every counter (s, c) that a DMA half signals or a DMA-kind wait
+    For every counter (s, c) that a DMA half signals in bytes (DMA-6: not a
+    non-DMA semaphore on hardware, where a copy counts 1) or a DMA-kind wait
     waits on: nothing else uses it (no plain signal, no semaphore-kind
     wait); the bytes its DMA halves deliver add up to what c's DMA waits
     take (nothing left at exit, the last wait can be met); and for each DMA
@@ -70,6 +71,7 @@ from semcheck.checker.z3.counters import (
 )
 from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.symmetry import find_rotation
+from semcheck.model.dma import counts_bytes
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import Barrier, DmaMode, ExitCheck, Program
 from semcheck.model.run import run
@@ -280,16 +282,16 @@ class _Feeds:
             feed = self.own[k2][h][1][-1]
             # k2 must hold need(k2); the most everyone else can give is total - feed, and h's
             # contributions other than these write halves count too
-            r = self.need(k2, int(m[k2[1]])) - (self.total[k2] - feed) - (feed - sum(x.nbytes for x in dmas))
+            r = self.need(k2, int(m[k2[1]])) - (self.total[k2] - feed) - (feed - sum(x.dst_amount for x in dmas))
             if r <= 0:
                 continue
             j, got = 0, 0
-            for b in sorted((x.nbytes for x in dmas), reverse=True):  # the fewest write halves that can give r
+            for b in sorted((x.dst_amount for x in dmas), reverse=True):  # the fewest write halves that can give r
                 if got >= r:
                     break
                 got += b
                 j += 1
-            mine = [x.nbytes for x in dmas if x.src_counter == k]
+            mine = [x.src_amount for x in dmas if x.src_counter == k]
             forced = j - (len(dmas) - len(mine))
             if forced > 0:
                 a += forced * min(mine)
@@ -640,9 +642,16 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
     if not low.ok:
         return Verdict(prop, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
                        stats=stats)
+    def in_bytes(x) -> bool:
+        # a DMA half counted in bytes (DMA-6); one counted as 1 is a plain count, like a signal
+        if x.kind == "signal":
+            return False
+        op = program.cores[x.owner][x.pos]
+        return counts_bytes(op.src_sem_type if x.kind == "dma_read" else op.dst_sem_type, mode)
+
     counters = set()
     for x in low.contributions:
-        if x.kind != "signal":
+        if in_bytes(x):
             counters.add(x.counter)
     for w in low.waits.values():
         if w.kind == "dma":
@@ -664,8 +673,8 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
     for k in sorted(counters, key=repr):
         xs = low.by_counter.get(k, [])
         ws = low.waits_by_counter.get(k, [])
-        dma_x = sorted((x for x in xs if x.kind != "signal"), key=lambda x: (x.owner, x.pos))
-        sig_x = [x for x in xs if x.kind == "signal"]
+        dma_x = sorted((x for x in xs if in_bytes(x)), key=lambda x: (x.owner, x.pos))
+        sig_x = [x for x in xs if not in_bytes(x)]
         sem_w = [w for w in ws if w.kind != "dma"]
         dma_w = sorted((w for w in ws if w.kind == "dma"), key=lambda w: w.pos)
         checked += 1
@@ -673,7 +682,8 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
         if sig_x or sem_w:
             other = sig_x[0] if sig_x else sem_w[0]
             loc = program.cores[other.owner][other.pos].loc if sig_x else other.loc
-            what = "a plain signal" if sig_x else "a semaphore wait"
+            what = ("a semaphore wait" if not sig_x else "a plain signal" if sig_x[0].kind == "signal"
+                    else "a copy counted as 1 (a non-DMA semaphore on hardware, DMA-6)")
             return _violated(prop, f"{where} is used by DMAs and by {what} ({loc})", [loc], stats,
                              {"semaphore": _key_str(k[0]), "core": k[1], "problem": "mixed"})
         sizes, values = [x.amount for x in dma_x], [w.value for w in dma_w]

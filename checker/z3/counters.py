@@ -52,6 +52,7 @@ from semcheck.model.errors import (
     Violation,
 )
 from semcheck.checker.z3.memo import MEMO
+from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
 from semcheck.model.ops import (
@@ -130,6 +131,8 @@ class DmaOp:
     src_counter: Counter | None
     dst_counter: Counter
     loc: Loc
+    src_amount: int  # what each half adds to its counter (DMA-6)
+    dst_amount: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -619,10 +622,11 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
         lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
         ident = len(dmas)
         src_counter = (src_key, c) if src_key is not None else None
-        dmas.append(DmaOp(ident, c, i, dst, op.nbytes, src_counter, (dst_key, dst), op.loc))
+        src_amount, dst_amount = dma_amounts(op, mode)  # the model's DMA-6
+        dmas.append(DmaOp(ident, c, i, dst, op.nbytes, src_counter, (dst_key, dst), op.loc, src_amount, dst_amount))
         if src_counter is not None:
-            contributions.append(Contribution(c, i, op.nbytes, src_counter, "dma_read", ident))
-        contributions.append(Contribution(c, i, op.nbytes, (dst_key, dst), "dma_write", ident))
+            contributions.append(Contribution(c, i, src_amount, src_counter, "dma_read", ident))
+        contributions.append(Contribution(c, i, dst_amount, (dst_key, dst), "dma_write", ident))
     elif t is GetBarrierSem:
         if program.collective_id is None:
             raise _Fail(NoCollectiveId())

@@ -299,7 +299,7 @@ def test_d19_the_exit_query_reports_fixed_and_internal_semaphores_by_bare_id(int
 # --- DMAs and semaphore types --------------------------------------------------------------------
 
 
-@pytest.mark.rule("DMA-1")
+@pytest.mark.rule("DMA-1", "DMA-6")
 def test_d20_a_dma_signalling_a_regular_semaphore_adds_its_byte_count(capfd):
     import jax
     import jax.numpy as jnp
@@ -321,6 +321,21 @@ def test_d20_a_dma_signalling_a_regular_semaphore_adds_its_byte_count(capfd):
     out = f(jnp.ones((8, 128), jnp.float32))
     assert float(out[0, 0]) == 1.0
     assert "non-zero count for 0 (global core 0) at kernel exit: 4095" in capfd.readouterr().out
+
+    # semcheck's side (DMA-6): its front end keeps the REGULAR type, its interpreter modes add the
+    # bytes as jax just did, and its hardware mode adds 1: the same kernel balances there
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.model import DmaStart, fast_run
+
+    (call,) = trace_kernels(f, (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
+    program = lower_kernel(call)
+    (copy,) = [op for op in program.cores[0] if isinstance(op, DmaStart)]
+    assert (copy.dst_sem_type, copy.nbytes) == ("regular", 4096)
+    for mode in ("eager", "on_wait"):
+        assert [w.nonzero[0][2] for w in fast_run(program, mode).state.warnings] == [4095]
+    hw = fast_run(program, "hardware")
+    assert hw.kind == "completed" and not hw.state.counts and not hw.state.warnings
 
 
 def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from semcheck.checker.z3 import dma_bytes, exit_balance
+from semcheck.checker.z3 import deadlock_free, dma_bytes, exit_balance
 from ring_programs import ring_allreduce
 from semcheck.model import (
     BARRIER,
@@ -179,6 +179,33 @@ def test_copies_of_different_sizes_from_several_cores_ordered_by_a_handshake(mod
 def test_plain_signal_on_a_dma_semaphore():
     v = dma_bytes(_local([8], [8], signal=True), "eager")
     assert v.verdict == "violated" and v.witness.details["problem"] == "mixed"
+
+
+def _regular_ring(n: int, *, wait: int):
+    """A ring permute whose copy signals REGULAR send/recv semaphores, each awaited with a semaphore wait."""
+    s, r = SemRef("send"), SemRef("recv")
+    bodies = [[DmaStart(r, 4096, src_sem=s, device=(d + 1) % n, src_sem_type="regular", dst_sem_type="regular"),
+               Wait(s, wait), Wait(r, wait)] for d in range(n)]
+    return launch(Topology(n), bodies, scratch=[Scratch("send"), Scratch("recv")])
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@pytest.mark.rule("DMA-6", "PROP-5", "PROP-6")
+def test_copies_on_regular_semaphores_balance_on_hardware_only(mode):
+    # a TPU v6+ kernel waits for one completed copy; the interpreter adds the bytes (D20)
+    counting = _regular_ring(3, wait=1)
+    balance, dmab = exit_balance(counting, mode), dma_bytes(counting, mode)
+    if mode == "hardware":
+        assert balance.verdict == "proved", balance.reason
+        assert dmab.verdict == "proved", dmab.reason  # a copy counted as 1 is a plain count
+    else:
+        assert balance.verdict == "violated"
+        assert {(c["contributed"], c["waited"]) for c in balance.witness.details["counters"]} == {(4096, 1)}
+        assert dmab.verdict == "violated" and dmab.witness.details["problem"] == "mixed"
+    # a kernel written for the interpreter's byte counts hangs a TPU and balances in interpret mode
+    bytewise = _regular_ring(3, wait=4096)
+    assert exit_balance(bytewise, mode).verdict == ("unknown" if mode == "hardware" else "proved")
+    assert deadlock_free(bytewise, mode).verdict == ("violated" if mode == "hardware" else "proved")
 
 
 @pytest.mark.parametrize("mode", DMA_MODES)
