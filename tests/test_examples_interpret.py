@@ -81,6 +81,7 @@ QUICK = [
     ("examples/buggy/cyclic_wait_deadlock.py", 2, "on_wait", {}),
     ("examples/buggy/two_core_missing_core_index.py", 2, "eager", {}),
     ("examples/buggy/two_core_signal_hangs_on_tpu.py", 2, "on_wait", {}),
+    ("examples/buggy/regular_semaphore_dma_leaks_in_interpreter.py", 2, "on_wait", {}),
 ]
 
 

@@ -63,6 +63,10 @@ EXAMPLES: dict[str, dict] = {
                            {"semaphore": 2000, "count": 4096}]},
     "examples/buggy/dma_byte_mismatch_wait_smaller.py": {
         "kind": "exit_leak", "expected_leaks": [{"semaphore": 2001, "count": 2048}]},
+    # a TPU v6+ kernel (a copy counts 1 on a REGULAR semaphore): the interpreter adds the bytes (D20)
+    "examples/buggy/regular_semaphore_dma_leaks_in_interpreter.py": {
+        "kind": "exit_leak",
+        "expected_leaks": [{"semaphore": 2000, "count": 4095}, {"semaphore": 2001, "count": 4095}]},
     "examples/buggy/fixed_id_collision.py": {
         "kind": "id_collision", "colliding_id": 2000},
     "examples/buggy/fixed_id_collision_scoped.py": {
