@@ -13,7 +13,9 @@ way round. The report says so, with the interpreter divergences
   semaphore, the last queued first; on a TPU every DMA completes by itself);
 * D5-D7: semaphore ids (the interpreter numbers semaphores from 2000, as
   int16, never frees them, and keeps the collective id in a table of its own;
-  a TPU allocates by site and has none of those failures).
+  a TPU allocates by site and has none of those failures);
+* D20: a DMA signalling a non-DMA (REGULAR or barrier) semaphore (the
+  interpreter adds the copy's bytes, a TPU adds 1: DMA-6).
 
 What the program exercises is found statically in the verify child
 (`exposures`, sent with each result); the report pairs it with the verdicts.
@@ -34,6 +36,8 @@ CAUSES = {
              "in eager mode it runs when started; on a TPU every DMA completes on its own",
     "D5-D7": "only the interpreter numbers semaphores (from 2000, as int16, never freed, with the collective "
              "id in a table of its own); a TPU allocates them by site",
+    "D20": "a copy signalling a REGULAR (or barrier) semaphore adds its byte count to it in interpret mode "
+           "and 1 on a TPU",
 }
 ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
 MAX_LOCS = 3
@@ -72,6 +76,7 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
     topo = program.topology
     d1: list[Loc] = []
     dma: list[Loc] = []
+    typed: list[Loc] = []  # DMAs signalling a non-DMA semaphore (D20)
     ids = False
     for c, ops in enumerate(program.cores):
         local = topo.local_core_of(c)
@@ -81,6 +86,8 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
                 d1.append(op.loc)
             elif t is DmaStart:
                 dma.append(op.loc)
+                if op.dst_sem_type != "dma" or (op.src_sem is not None and op.src_sem_type != "dma"):
+                    typed.append(op.loc)
             elif t is AllocSem or t is GetBarrierSem:
                 ids = True
     out = []
@@ -90,6 +97,8 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
         out.append(Exposure("D3-D4", _first_lines(dma)))
     if ids:
         out.append(Exposure("D5-D7"))
+    if typed:
+        out.append(Exposure("D20", _first_lines(typed)))
     return tuple(out)
 
 
@@ -105,7 +114,8 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     are left out. Causes: the exercised divergences that can explain the difference -- D5-D7 for
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
-    when eager and on_wait disagree (they differ only in when DMAs run).
+    when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
+    interpreter and the hardware disagree on.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -132,6 +142,8 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
+            if "D20" in exposed and against_hw:
+                causes.append(exposed["D20"])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))
     return out
 

@@ -86,3 +86,19 @@ def test_dmas_exercise_d3_d4():
                              for d in range(2)], scratch=[Scratch("s", 1)])
     (dma,) = [e for e in exposures(p) if e.code == "D3-D4"]
     assert dma.locs == (line,)
+
+
+def test_a_dma_on_a_regular_semaphore_exercises_d20_and_explains_an_interpreter_hardware_difference():
+    line = Loc("k.py", 9, "copy.start()")
+    bodies = [[DmaStart(SemRef("s"), 8, device=1 - d, dst_sem_type="regular", loc=line), Wait(SemRef("s"), 1)]
+              for d in range(2)]
+    (d20,) = [e for e in exposures(launch(Topology(2), bodies, scratch=[Scratch("s", 1)])) if e.code == "D20"]
+    assert d20.locs == (line,)
+    plain = [[DmaStart(SemRef("s"), 8, device=1 - d), Wait(SemRef("s"), 8, kind="dma")] for d in range(2)]
+    assert "D20" not in {e.code for e in exposures(launch(Topology(2), plain, scratch=[Scratch("s", 1)]))}
+    exposed = (Exposure("D3-D4"), d20)
+    rs = [_result("eager", {"exit-balance": "violated"}, exposed),
+          _result("on_wait", {"exit-balance": "violated"}, exposed),
+          _result("hardware", {}, exposed)]
+    (d,) = differences(rs)
+    assert [e.code for e in d.causes] == ["D20"]
