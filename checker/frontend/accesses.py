@@ -8,8 +8,12 @@ transform cannot be pinned down) and whether it writes. Masked-off devices
 and an all-false mask emit nothing. A `swap` (`ref[...] = x`, `pl.store`) and
 an `addupdate` (`ref[...] += x`) are writes; everything else reads.
 
-Their values are opaque (`Unknown`): the front end never tracks buffer
-contents. A load or store of a semaphore ref is refused.
+Their values are opaque (`Unknown`), except for the small integer refs whose
+contents `scalar_memory` tracks (scalar-prefetch tables, SMEM state, a loop
+bound): there a load of known elements gives their values and a store
+updates them, beside the `Access` op. A `run_scoped` buffer is tracked from
+its first access if it qualifies. A load or store of a semaphore ref is
+refused.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from jax._src.state import types as state_types
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
-from semcheck.checker.frontend.trace import KernelCall
+from semcheck.checker.frontend.scalar_memory import trackable
+from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import Access
 
@@ -77,6 +82,9 @@ class AccessRules(Evaluator):
             return outs
         static = self._access_static(eqn)
         write, shape, dtype, leaf_at, unflatten = static
+        memory = self.memory
+        if ref.name not in memory.ignored and (ref.name in memory or self._track_scoped(eqn, ref.name, chain)):
+            outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
         leaves = [invals[i] for i in leaf_at]
         cache = self.op_cache(eqn, "access", ref.name)
         keys = lane_keys(leaves, self.L) if not chain else None
@@ -113,6 +121,48 @@ class AccessRules(Evaluator):
             pairs = [(b, op) for b, op in zip(bodies, ops) if op is not None]
             bodies, ops = [b for b, _ in pairs], [op for _, op in pairs]
         any(map(list.append, bodies, ops))
+        return outs
+
+    def _track_scoped(self, eqn: Any, label: str, chain: tuple[Any, ...]) -> bool:
+        """Track a `run_scoped` buffer met for the first time, if small and integer (`scalar_memory`)."""
+        aval = eqn.invars[0].aval
+        shape = tuple(int(s) for s in getattr(aval, "shape", ()))
+        ms = memory_space_name(getattr(aval, "memory_space", None))
+        if chain or not trackable(shape, getattr(aval, "dtype", None), ms):
+            self.memory.ignored.add(label)
+            return False
+        why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", self.loc(eqn))
+        if self.memory.define(label, shape, aval.dtype, None, why):
+            return True
+        self.memory.ignored.add(label)
+        return False
+
+    def _scalar_access(self, eqn: Any, invals: list[Any], label: str, chain: tuple[Any, ...],
+                       lanes: list[int], loc: Any) -> list[Any]:
+        """The values a load or store of a tracked ref reads, and its update of the contents."""
+        memory = self.memory
+        kind = self._access_kinds[eqn.primitive]
+        _, _, _, _, unflatten = self._access_static(eqn)
+        transforms, pmask = unflatten(invals)
+        view = (*chain, *transforms)
+        outs: list[Any] = []
+        if eqn.outvars:
+            # a load, or the old contents a swap returns
+            out_shape = tuple(int(s) for s in getattr(eqn.outvars[0].aval, "shape", ()))
+            if pmask is not None:
+                outs = [Unknown("a masked load from a ref", loc)]
+            else:
+                outs = [memory.load(label, view, lanes, out_shape, loc)]
+        if kind in ("get", "load"):
+            return outs
+        if kind == "masked_swap":
+            value = eqn.params["args_tree"].unflatten(invals)[2]
+        else:
+            value = invals[1]
+        if pmask is not None:
+            memory.clobber(label, lanes, Unknown("a masked store to a ref", loc))
+        else:
+            memory.store(label, view, value, lanes, loc, add=kind == "addupdate")
         return outs
 
     def _access_static(self, eqn: Any) -> tuple[bool, tuple[int, ...], Any, tuple[int, ...], Any]:

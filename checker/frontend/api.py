@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
 from semcheck.checker.frontend.lower import LoweringStats, lower_kernel
 from semcheck.checker.frontend.targets import Target, load_targets, provision_devices
-from semcheck.checker.frontend.trace import KernelCall, MeshInfo, trace_kernels
+from semcheck.checker.frontend.trace import KernelCall, MeshInfo
 from semcheck.model.ops import DMA_MODES, Loc, Program
+
+if TYPE_CHECKING:
+    from semcheck.checker.frontend.concrete_inputs import KernelInputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,22 +85,44 @@ def lower_target(
     dma_mode: str | None = None,
     build_kwargs: dict[str, Any] | None = None,
 ) -> list[LoweredKernel]:
-    """Build, trace and lower one target."""
-    built = t.build_shapes(devices, **(build_kwargs or {}))
-    calls = None
+    """Build, trace and lower one target.
+
+    The builder first runs staged (`Target.build_shapes`: argument shapes
+    only). If a kernel then needs the values of its scalar inputs (a loop
+    bound or branch read from a scalar-prefetch table: `NeedsConcreteInputs`),
+    the builder runs for real and the kernels are lowered again with the
+    values the concrete arguments give (`concrete_inputs`).
+    """
+    # lazy: these import jax, which must load after the caller provisions devices
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+    from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+
+    kwargs = build_kwargs or {}
+    built = t.build_shapes(devices, **kwargs)
+    traced = None
     if built is not None:
         try:
-            calls = trace_kernels(*built, path=t.path)
+            traced = trace_with_inputs(*built, path=t.path)
         except FrontendError:
-            calls = None  # e.g. fn closes over a value the staged build left abstract
-    if calls is None:
-        fn, args = t.build(devices, **(build_kwargs or {}))
-        calls = trace_kernels(fn, args, path=t.path)
+            traced = None  # e.g. fn closes over a value the staged build left abstract
+    if traced is not None:
+        try:
+            return _lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)
+        except NeedsConcreteInputs:
+            if not any(i.abstract for i in traced[1]):
+                raise
+    fn, args = t.build(devices, **kwargs)
+    return _lower_all(t, devices, trace_with_inputs(fn, args, path=t.path), cores=cores, dma_mode=dma_mode)
+
+
+def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[KernelInputs]], *,
+               cores: int | None, dma_mode: str | None) -> list[LoweredKernel]:
+    calls, inputs = traced
     n_cores = cores if cores is not None else t.cores
     out = []
-    for call in calls:
+    for call, values in zip(calls, inputs):
         stats = LoweringStats()
-        program = lower_kernel(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats)
+        program = lower_kernel(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
         mode = dma_mode if dma_mode is not None else call.dma_mode
         out.append(
             LoweredKernel(

@@ -23,8 +23,9 @@ import numpy as np
 from jax._src import core as jax_core
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
+from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs, ScalarMemory
 from semcheck.checker.frontend.trace import KernelCall, _jaxpr_types, eqn_loc
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
 
 # A rule: (equation, input values, lane mask or None for all lanes) -> output values.
@@ -74,6 +75,8 @@ class Evaluator:
         self.named_rules: dict[str, Rule] = {}
         # Primitives that make a sub-jaxpr matter to the program (semaphore and DMA ops).
         self.sem_prims: set[Any] = set()
+        # The contents of the small integer refs the kernel keeps control data in (per core).
+        self.memory = ScalarMemory(num_devices)
 
     # --- the evaluator ------------------------------------------------------------
 
@@ -100,6 +103,8 @@ class Evaluator:
                 if rule is not None:
                     outs = rule(eqn, invals, mask)
                 else:
+                    if self.memory:
+                        self._escape(eqn, invals, mask)
                     outs = self._numeric(eqn, invals)
             except FrontendError:
                 raise
@@ -121,6 +126,18 @@ class Evaluator:
         what = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
         return Unsupported(eqn.primitive.name, f"semcheck's front end cannot lower this equation ({what})",
                            self.loc(eqn))
+
+    def _escape(self, eqn: Any, invals: list[Any], mask: np.ndarray | None) -> None:
+        """A tracked ref handed to a primitive without a rule may be written there: its contents
+        become unknown on the devices that run it (`scalar_memory`)."""
+        why = None
+        for x in invals:
+            while hasattr(x, "transforms") and hasattr(x, "ref"):  # a TransformedRef
+                x = x.ref
+            if type(x) is BufRef and x.name in self.memory:
+                why = why or Unknown(f"a ref passed to {eqn.primitive.name}, which semcheck does not follow",
+                                     self.loc(eqn))
+                self.memory.clobber(x.name, self.active(mask), why)
 
     def _numeric(self, eqn: Any, invals: list[Any]) -> list[Any]:
         """The rule of every primitive without one (`numeric.NumericRules`)."""
@@ -219,6 +236,9 @@ class Evaluator:
             return value
         if isinstance(value, Unknown):
             src = f" (it comes from {value.why}" + (f" at {value.loc}" if value.loc.line else "") + ")"
+            if isinstance(value, AbstractInput):
+                raise NeedsConcreteInputs(eqn.primitive.name, f"{what} depends on a value semcheck cannot "
+                                          f"compute{src}; {CONCRETE_HINT}", self.loc(eqn))
             raise Unsupported(eqn.primitive.name, f"{what} depends on a value semcheck cannot compute{src}",
                               self.loc(eqn))
         if isinstance(value, (int, np.integer, bool, np.bool_)):

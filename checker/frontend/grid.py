@@ -6,7 +6,13 @@
   split of the grid between cores and the random shuffle of `parallel`
   dimensions, as `interpret_pallas_call` of jax's TPU interpret mode does;
 * `GridRules`: driving the evaluator over those points, and the rules that
-  read the launch coordinates (`program_id`, `num_programs`, `axis_index`).
+  read the launch coordinates (`program_id`, `num_programs`, `axis_index`);
+  at each core's start, the contents of the refs the kernel keeps scalar
+  state in (`scalar_memory`): scalar-prefetch and whole SMEM/VMEM inputs from
+  the launch's concrete values (`concrete_inputs`), scratch unknown. They
+  persist across the core's grid points, as the interpreter's buffers do (it
+  allocates them once per core and copies a whole input in at the core's
+  first step only).
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src.pallas import primitives as pallas_prims
 
+from semcheck.checker.frontend.concrete_inputs import KernelInputs, is_scalar_operand
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.scalar_memory import AbstractInput, trackable
 from semcheck.checker.frontend.trace import KernelCall
-from semcheck.checker.frontend.values import BufRef, SemArray
+from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.launch import Scratch
 from semcheck.model.ops import BARRIER
 
@@ -149,6 +157,9 @@ class GridRules(Evaluator):
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
         self.grid_point: tuple[int, ...] = ()
+        # (label, shape, dtype, initial lane array or None, why it is unknown) per tracked operand;
+        # the why has no line: a load reports its own
+        self._launch_state: list[tuple[str, tuple[int, ...], str, Any, Unknown]] = []
         self.rules.update({
             pallas_prims.program_id_p: self._program_id,
             pallas_prims.num_programs_p: self._num_programs,
@@ -157,9 +168,41 @@ class GridRules(Evaluator):
 
     # --- driving ---------------------------------------------------------------
 
+    def set_launch_values(self, kernel_args: list[Any], inputs: KernelInputs | None) -> None:
+        """Which operands' contents are tracked from the launch on, and with what (module docstring)."""
+        state = []
+        values = inputs.values if inputs is not None else ()
+        for i, (op, arg) in enumerate(zip(self.call.operands, kernel_args)):
+            if type(arg) is not BufRef or op.kind != "buffer":
+                continue
+            shape = tuple(op.block_shape if op.block_shape is not None else op.shape)
+            if not trackable(shape, op.dtype, op.memory_space):
+                self.memory.ignored.add(arg.name)
+                continue
+            what = {"index": "scalar-prefetch operand", "input": "input"}.get(op.role, op.role)
+            if op.role in ("index", "input"):
+                init = values[i] if i < len(values) else None
+                if not is_scalar_operand(op):
+                    why = Unknown(f"the contents of {what} {op.name!r} (a block of it changes with the grid step)")
+                    init = None
+                elif inputs is None or inputs.abstract:
+                    why = AbstractInput(f"the contents of {what} {op.name!r}, which the example arguments do "
+                                        "not carry, read")
+                else:
+                    why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why}), read")
+            else:
+                init = None
+                why = Unknown(f"the initial contents of {what} {op.name!r} (uninitialised memory), read")
+            state.append((arg.name, shape, op.dtype, init, why))
+        self._launch_state = state
+
     def start_core(self, core: int) -> None:
         self.core = core
         self.bodies = [[] for _ in range(self.L)]
+        # Each core has its own SMEM and VMEM, initialised at its first grid step.
+        self.memory.reset()
+        for label, shape, dtype, init, why in self._launch_state:
+            self.memory.define(label, shape, dtype, init, why)
 
     def run_grid_point(self, point: tuple[int, ...], kernel_args: list[Any]) -> None:
         call = self.call

@@ -12,13 +12,17 @@ What the evaluation tracks:
 
 * integer (and small float) scalar arithmetic, so that semaphore indices,
   device ids, signal increments, wait values and trip counts are known;
+* the contents of small integer refs (SMEM scalar state, scalar-prefetch
+  tables, with the example arguments' values when they carry some:
+  `scalar_memory`, `concrete_inputs`), so that control flow on page tables,
+  lengths and counts is followed;
 * semaphore references: scratch semaphores (`SemArray(label, shape)`), the
   barrier semaphore, `run_scoped` semaphores; indexing gives `SemRef`s;
 * control flow, unrolled: cond/switch, scan/fori_loop, while_loop;
 * the semaphore and DMA primitives, which emit IR ops.
 
-Anything else is opaque (`Unknown`): vector compute, values loaded from refs,
-semaphore reads. Opaque values are harmless until they decide control flow
+Anything else is opaque (`Unknown`): vector compute, values loaded from
+untracked refs, semaphore reads. Opaque values are harmless until they decide control flow
 or a semaphore operand; then the front end raises `Unsupported` rather than
 guess.
 
@@ -47,10 +51,16 @@ import dataclasses
 import gc
 import time
 
+from typing import TYPE_CHECKING
+
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
+from semcheck.model.errors import SemaphoreOutput
 from semcheck.model.launch import launch
 from semcheck.model.ops import Op, Program, Topology
+
+if TYPE_CHECKING:
+    from semcheck.checker.frontend.concrete_inputs import KernelInputs
 
 
 @dataclasses.dataclass
@@ -71,11 +81,14 @@ def lower_kernel(
     cores: int | None = None,
     name: str | None = None,
     stats: LoweringStats | None = None,
+    inputs: KernelInputs | None = None,
 ) -> Program:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
     `cores` overrides the interpreter's `num_cores_or_threads` (ignored for a
     `core_map`, whose mesh fixes the core count, as in the interpreter).
+    `inputs` are the concrete values of the kernel's scalar operands
+    (`concrete_inputs`), None when the example arguments carried none.
     """
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
@@ -101,22 +114,11 @@ def lower_kernel(
     if call.grid_mapping is not None and getattr(call.grid_mapping, "local_grid_env", None) is not None:
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
-    sem_outputs = [o for o in call.operands if o.role == "output" and o.kind == "semaphore"]
-    if sem_outputs:
-        # D21: the interpreter fills outputs with NaNs and fails on the semaphore dtype
-        # ("nan + semaphore") before the kernel runs. The program is shared by every DMA mode,
-        # so the interpreter's failure cannot be told apart from the hardware's success here:
-        # unknown, never a proof the interpreter modes would contradict.
-        raise Unsupported(
-            "pallas_call",
-            f"output {sem_outputs[0].name!r} is a semaphore array: jax's TPU interpreter fails on "
-            "semaphore outputs (NotImplementedError: nan + semaphore) before the kernel runs, so "
-            "interpret mode cannot run this call (specs/divergences.md D21)",
-            call.loc,
-        )
+    failure = _launch_failure(call)
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)
+    lw.set_launch_values(kernel_args, inputs)
     bodies: list[list[Op]] = [[] for _ in range(num_devices * n_cores)]
     # The lowering allocates up to one op per device and step (a DMA carries its
     # regions), none of them cyclic: the cycle collector's passes over the growing
@@ -138,6 +140,7 @@ def lower_kernel(
             hbm_buffers=hbm_buffers,
             name=name or call.name,
             loc=call.loc,
+            launch_failure=failure,
         )
     finally:
         if collecting:
@@ -149,6 +152,25 @@ def lower_kernel(
         stats.grid_points += sum(len(s) for s in schedule)
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
     return program
+
+
+def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
+    """LAUNCH-2 / D21: the interpreter builds every output's initial value before the kernel runs and
+    fails on a semaphore dtype (ERR-8); a TPU launches the call. The program is lowered as the hardware
+    runs it, semaphore outputs allocated like semaphore inputs, and carries the failure for the
+    interpreter's modes."""
+    aliased = {int(o) for _, o in call.input_output_aliases}
+    outputs = [o for o in call.operands if o.role == "output"]
+    sem_outputs = [(j, o) for j, o in enumerate(outputs) if o.kind == "semaphore"]
+    if not sem_outputs:
+        return None
+    if any(j in aliased for j, _ in sem_outputs):
+        # the interpreter reuses the aliased input instead: a case it was never seen to run
+        j, o = next((j, o) for j, o in sem_outputs if j in aliased)
+        raise Unsupported("pallas_call", f"output {o.name!r} is a semaphore array aliased to an input: what "
+                          "jax's TPU interpreter does with it is not known (specs/divergences.md D21)", call.loc)
+    uninit = getattr(call.interpret_params, "uninitialized_memory", None) or "nan"
+    return SemaphoreOutput(sem_outputs[0][1].name, str(uninit))
 
 
 __all__ = ["LoweringStats", "lower_kernel"]

@@ -2,7 +2,8 @@
 
 Each rule module is a mixin over `evaluator.Evaluator` whose `__init__`
 registers its rules (cooperatively, through `super().__init__`). A new kind of
-rule is a new mixin here; no rule module knows about the others.
+rule is a new mixin here; no rule module knows about the others, except
+`ScalarStateRules`, first in the bases: it wraps rules the others registered.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from semcheck.checker.frontend.grid import GridRules
 from semcheck.checker.frontend.numeric import NumericRules
 from semcheck.checker.frontend.pipeline import PipelineRules
 from semcheck.checker.frontend.dma_rules import DmaRules
+from semcheck.checker.frontend.scalar_state import ScalarStateRules
 
 
-class Lowerer(DmaRules, AccessRules, GridRules, ControlFlowRules, PipelineRules, NumericRules):
+class Lowerer(ScalarStateRules, DmaRules, AccessRules, GridRules, ControlFlowRules, PipelineRules, NumericRules):
     """Evaluates one kernel for all devices, one core and grid point at a time (`lower.lower_kernel`)."""

@@ -299,9 +299,9 @@ def run_one(spec: str, devices: int, rec: Recorder, timeout: float | None = None
     import jax
     import numpy as np
 
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.targets import load_targets
-    from semcheck.checker.frontend.trace import trace_kernels
 
     result: dict[str, Any] = {"spec": spec, "devices": devices}
     targets = load_targets(spec)
@@ -310,10 +310,10 @@ def run_one(spec: str, devices: int, rec: Recorder, timeout: float | None = None
         return result
     t = targets[0]
     fn, args = t.build(devices)
-    calls = trace_kernels(fn, args, path=t.path)
+    calls, inputs = trace_with_inputs(fn, args, path=t.path)  # concrete scalar operands, if args carry them
     lowered = {"cores": {}, "barrier_sems": {}}
     for k, call in enumerate(calls):
-        prog = lower_kernel(call, cores=t.cores)
+        prog = lower_kernel(call, cores=t.cores, inputs=inputs[k])
         res = resolve_program(prog)
         if k == 0:
             lowered = res

@@ -1,0 +1,369 @@
+"""The concrete values a kernel's scalar operands take, from concrete example arguments.
+
+`trace.trace_kernels` only traces: the kernel's operands are abstract. When a
+target's example arguments are real arrays, `kernel_inputs` evaluates the
+traced program far enough to know the operands a kernel keeps control data in
+(`is_scalar_operand`: scalar-prefetch tables and small integer SMEM/VMEM
+inputs seen whole), as they arrive at each device:
+
+* only the equations those operands depend on run (a backward slice), each by
+  binding its primitive on concrete values; the float compute around a kernel
+  is never evaluated;
+* `jit`/`closed_call` bodies are entered; a `shard_map` body runs once per
+  device of its manual axes on that device's shard (`axis_index` is the
+  device's coordinate; collectives and anything naming a manual axis give no
+  value);
+* a `pallas_call` records its operands and does not run: its outputs have no
+  value, nor has anything computed from them, or inside a `cond`/loop around a
+  kernel.
+
+A value that cannot be computed is `None`, never a guess: the kernel then sees
+the operand as unknown (`scalar_memory.AbstractInput` when the example
+arguments were shapes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from semcheck.checker.frontend.scalar_memory import trackable
+from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, make_jaxpr
+
+_KERNEL_PRIMS = ("pallas_call", "mpmd_map")
+# Calls whose one body's binders are the equation's operands, in order.
+_ENTERED = ("pjit", "jit", "closed_call", "core_call", "shard_map")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInputs:
+    """Per kernel operand (`KernelCall.operands` order): its lane array (lanes, *shape), or None."""
+
+    values: tuple[np.ndarray | None, ...]
+    # Why an operand has no value: the example arguments were shapes (`abstract`), or else.
+    abstract: bool
+    why: str = ""
+
+
+def is_scalar_operand(op: Operand) -> bool:
+    """An operand whose contents the front end tracks from the launch on (see `scalar_memory`).
+
+    Scalar-prefetch operands, and inputs in SMEM or VMEM that the kernel sees
+    whole (block shape = array shape: the interpreter copies them in at a
+    core's first grid step and never again).
+    """
+    if op.kind != "buffer" or not trackable(op.shape, op.dtype, op.memory_space):
+        return False
+    if op.role == "index":
+        return True
+    return op.role == "input" and op.block_shape is not None and tuple(op.block_shape) == tuple(op.shape)
+
+
+def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -> tuple[
+        list[KernelCall], list[KernelInputs]]:
+    """`trace.trace_kernels(fn, args)` and, per kernel, the concrete values of its scalar operands."""
+    from semcheck.checker.frontend.errors import NotTpuPallasCall
+
+    closed = make_jaxpr(fn, args, path=path)
+    calls = find_kernels(closed.jaxpr)
+    if not calls:
+        raise NotTpuPallasCall("no TPU pallas_call or core_map found in the traced function", path=path or None)
+    return calls, kernel_inputs(closed, calls, args)
+
+
+def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any]) -> list[KernelInputs]:
+    """Per kernel of `closed` (the traced `fn(*args)`), its scalar operands' values (module docstring)."""
+    import jax  # lazy: see trace's docstring
+
+    leaves = [_concrete(x) for x in jax.tree.leaves(tuple(args))]
+    abstract = any(x is None for x in leaves)
+    empty = [KernelInputs((None,) * len(c.operands), abstract, _ABSTRACT if abstract else "") for c in calls]
+    if not any(any(is_scalar_operand(op) for op in c.operands) for c in calls):
+        return empty
+    if all(x is None for x in leaves):
+        return empty  # nothing to compute from: skip the evaluation
+    interp = _Interpreter(calls)
+    consts = [_concrete(c) for c in closed.consts]
+    try:
+        interp.run(closed.jaxpr, [*consts, *leaves], None, 0)
+    except Exception:  # noqa: BLE001 - a failed evaluation only means: no values
+        return empty
+    out = []
+    for k, call in enumerate(calls):
+        per_device = interp.records.get(k)
+        if per_device is None:
+            out.append(dataclasses.replace(empty[k], why=empty[k].why or _NOT_REACHED))
+            continue
+        values = []
+        for i, op in enumerate(call.operands):
+            if not is_scalar_operand(op):
+                values.append(None)
+                continue
+            values.append(_stack([per_device[d][i] if i < len(per_device[d]) else None
+                                  for d in sorted(per_device)], call.mesh.num_devices, op))
+        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED))
+    return out
+
+
+_ABSTRACT = "the example arguments are shapes (jax.ShapeDtypeStruct), not values"
+_NOT_REACHED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
+_NOT_COMPUTED = "semcheck could not compute the operand from the example arguments"
+
+
+def _concrete(x: Any) -> np.ndarray | None:
+    """`x` as a numpy array, or None if it is abstract (a ShapeDtypeStruct, a tracer)."""
+    import jax  # lazy: see trace's docstring
+
+    if isinstance(x, (jax.ShapeDtypeStruct, jax.core.Tracer)):
+        return None
+    try:
+        arr = np.asarray(x)
+    except Exception:  # noqa: BLE001 - a key array, a non-addressable array, ...
+        return None
+    return None if arr.dtype == object else arr
+
+
+def _stack(per_device: list[Any], lanes: int, op: Operand) -> np.ndarray | None:
+    """Per-device values -> one lane array (leading axis 1 when every device agrees)."""
+    if len(per_device) != lanes or any(v is None for v in per_device):
+        return None
+    arrs = [np.asarray(v) for v in per_device]
+    if any(a.shape != tuple(op.shape) for a in arrs):
+        return None
+    out = np.stack(arrs)
+    if out.shape[0] > 1 and bool((out == out[:1]).all()):
+        out = out[:1]
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Device:
+    """One device of a shard_map's manual axes: its lane and coordinates."""
+
+    lane: int
+    coords: dict[str, int]
+
+
+class _Interpreter:
+    """Binds the equations the kernels' scalar operands depend on (module docstring)."""
+
+    def __init__(self, calls: Sequence[KernelCall]) -> None:
+        from jax._src import core as jax_core  # lazy: see trace's docstring
+
+        self.calls = calls
+        self.records: dict[int, dict[int, list[Any]]] = {}
+        self._literal = jax_core.Literal
+        self._kernel_counts: dict[int, int] = {}
+        self._needed: dict[tuple[int, tuple[bool, ...]], tuple[set[Any], tuple[bool, ...]]] = {}
+
+    # --- the walk --------------------------------------------------------------------
+
+    def run(self, jaxpr: Any, args: Sequence[Any], dev: _Device | None, index: int) -> tuple[list[Any], int]:
+        """Evaluate `jaxpr` (binders: constvars then invars); returns its outputs and the next kernel index."""
+        binders = [*jaxpr.constvars, *jaxpr.invars]
+        needed, _ = self._need(jaxpr, (False,) * len(jaxpr.outvars))
+        env: dict[Any, Any] = dict(zip(binders, args))
+
+        def read(v: Any) -> Any:
+            if type(v) is self._literal:
+                return _concrete(v.val)
+            return env.get(v)
+
+        for eqn in jaxpr.eqns:
+            name = eqn.primitive.name
+            outs: list[Any] | None = None
+            if name in _KERNEL_PRIMS:
+                if name == "pallas_call":
+                    self.records.setdefault(index, {})[dev.lane if dev else 0] = [read(v) for v in eqn.invars]
+                index += 1
+            elif self._kernels_in(eqn):
+                if name in _ENTERED and len(list(_subs(eqn))) == 1:
+                    outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
+                else:
+                    index += self._kernels_in(eqn)
+            elif any(v in needed for v in eqn.outvars):
+                outs = self._bind(eqn, [read(v) for v in eqn.invars], dev)
+            if outs is not None:
+                for v, o in zip(eqn.outvars, outs):
+                    env[v] = o
+        return [read(v) for v in jaxpr.outvars], index
+
+    def _enter(self, eqn: Any, invals: list[Any], dev: _Device | None, index: int) -> tuple[list[Any] | None, int]:
+        (sub,) = _subs(eqn)
+        if eqn.primitive.name != "shard_map":
+            inner = getattr(sub, "jaxpr", sub)
+            consts = [_concrete(c) for c in getattr(sub, "consts", ())]
+            return self.run(inner, [*consts, *invals], dev, index)
+        start = index
+        mesh = eqn.params["mesh"]
+        manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
+        if dev is not None:  # a shard_map inside a shard_map: the kernel's lanes are not followed
+            return None, start + self._kernels_in(eqn)
+        names = [a for a in mesh.axis_names if a in manual]
+        sizes = dict(mesh.shape)
+        lanes = math.prod(sizes[a] for a in names)
+        specs = eqn.params["in_specs"]
+        end = start + self._kernels_in(eqn)
+        for lane in range(lanes):
+            coords = {}
+            rest = lane
+            for a in reversed(names):
+                coords[a] = rest % sizes[a]
+                rest //= sizes[a]
+            d = _Device(lane, coords)
+            shards = [_shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)]
+            _, end = self.run(sub, shards, d, start)
+        return None, end
+
+    def _bind(self, eqn: Any, invals: list[Any], dev: _Device | None) -> list[Any] | None:
+        if any(x is None for x in invals):
+            return None
+        name = eqn.primitive.name
+        if dev is not None:
+            if name == "axis_index":
+                axis = eqn.params["axis_name"]
+                if axis in dev.coords:
+                    return [np.asarray(dev.coords[axis], dtype=np.int32)]
+                return None
+            if name == "pvary":
+                return list(invals)
+            if _names_axis(eqn.params, dev.coords):
+                return None  # a collective: its value depends on the other devices
+        try:
+            got = eqn.primitive.get_bind_params(eqn.params)
+            # older jax returns (subfuns, params), newer the params alone
+            subfuns, params = got if isinstance(got, tuple) else ((), got)
+            out = eqn.primitive.bind(*subfuns, *invals, **params)
+        except Exception:  # noqa: BLE001 - no value, never a guess
+            return None
+        outs = list(out) if eqn.primitive.multiple_results else [out]
+        return [_concrete(o) for o in outs]
+
+    # --- static facts -------------------------------------------------------------------
+
+    def _kernels_in(self, eqn: Any) -> int:
+        """How many kernel launches `find_kernels` counts inside `eqn`'s sub-jaxprs."""
+        key = id(eqn)
+        hit = self._kernel_counts.get(key)
+        if hit is None:
+            hit = sum(sum(1 for _ in _walk_kernel_eqns(getattr(s, "jaxpr", s))) for s in _subs(eqn))
+            self._kernel_counts[key] = hit
+        return hit
+
+    def _need(self, jaxpr: Any, out_needed: tuple[bool, ...]) -> tuple[set[Any], tuple[bool, ...]]:
+        """The variables of `jaxpr` the kernels' scalar operands (and the needed outputs) depend on."""
+        key = (id(jaxpr), out_needed)
+        hit = self._needed.get(key)
+        if hit is not None:
+            return hit
+        lit = self._literal
+        need: set[Any] = {v for v, n in zip(jaxpr.outvars, out_needed) if n and type(v) is not lit}
+        for eqn in reversed(jaxpr.eqns):
+            name = eqn.primitive.name
+            if name == "pallas_call":
+                ops = _pallas_operands(eqn)
+                for i, v in enumerate(eqn.invars):
+                    if i < len(ops) and is_scalar_operand(ops[i]) and type(v) is not lit:
+                        need.add(v)
+            elif name == "mpmd_map":
+                continue
+            elif self._kernels_in(eqn) and name in _ENTERED and len(list(_subs(eqn))) == 1:
+                (sub,) = _subs(eqn)
+                inner = getattr(sub, "jaxpr", sub)
+                _, sub_in = self._need(inner, tuple(v in need for v in eqn.outvars))
+                for v, n in zip(eqn.invars, sub_in[len(inner.constvars):]):
+                    if n and type(v) is not lit:
+                        need.add(v)
+            elif any(v in need for v in eqn.outvars):
+                need.update(v for v in eqn.invars if type(v) is not lit)
+        binders = [*jaxpr.constvars, *jaxpr.invars]
+        hit = (need, tuple(v in need for v in binders))
+        self._needed[key] = hit
+        return hit
+
+
+def _walk_kernel_eqns(jaxpr: Any) -> Any:
+    """The kernel launches in `jaxpr`, in the order `trace.find_kernels` numbers them."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _KERNEL_PRIMS:
+            yield eqn
+            continue
+        for s in _subs(eqn):
+            yield from _walk_kernel_eqns(getattr(s, "jaxpr", s))
+
+
+def _subs(eqn: Any) -> list[Any]:
+    """The jaxprs among `eqn`'s parameters, as `trace` walks them."""
+    from jax._src import core as jax_core  # lazy: see trace's docstring
+
+    from semcheck.checker.frontend.trace import _jaxpr_types
+
+    types_ = _jaxpr_types(jax_core)
+    out = []
+    for value in eqn.params.values():
+        for v in (value if isinstance(value, (tuple, list)) else (value,)):
+            if isinstance(v, types_):
+                out.append(v)
+    return out
+
+
+def _pallas_operands(eqn: Any) -> list[Operand]:
+    """A pallas_call's index and input operands as `trace` describes them (no dynamic grid bounds)."""
+    from semcheck.checker.frontend.trace import _operand, memory_space_name
+
+    gm = eqn.params["grid_mapping"]
+    if gm.num_dynamic_grid_bounds:
+        return []
+    kernel = eqn.params["jaxpr"]
+    out = []
+    for i, var in enumerate(kernel.invars[: gm.num_index_operands + gm.num_inputs]):
+        if i < gm.num_index_operands:
+            out.append(_operand("index", "", var.aval, "smem"))
+        else:
+            bm = gm.block_mappings[i - gm.num_index_operands]
+            out.append(_operand("input", "", var.aval, memory_space_name(bm.transformed_block_aval.memory_space),
+                                array_shape=tuple(bm.array_aval.shape),
+                                block_shape=tuple(getattr(var.aval, "shape", ()))))
+    return out
+
+
+def _names_axis(params: dict[str, Any], axes: dict[str, int]) -> bool:
+    """Whether an equation's parameters name one of `axes` (a collective over them)."""
+    for key in ("axis_name", "axes", "axis_names"):
+        v = params.get(key)
+        vals = v if isinstance(v, (tuple, list, set, frozenset)) else (v,)
+        if any(isinstance(a, str) and a in axes for a in vals):
+            return True
+    return False
+
+
+def _shard(x: Any, spec: Any, dev: _Device, sizes: dict[str, int], manual: set[str]) -> Any:
+    """Device `dev`'s block of the global value `x` under the shard_map in_spec `spec`."""
+    if x is None:
+        return None
+    arr = np.asarray(x)
+    if spec is None:
+        return arr
+    key = []
+    for d, entry in enumerate(tuple(spec)):
+        names = () if entry is None else (entry if isinstance(entry, tuple) else (entry,))
+        names = tuple(n for n in names if n in manual)
+        if not names:
+            key.append(slice(None))
+            continue
+        count = math.prod(sizes[n] for n in names)
+        pos = 0
+        for n in names:
+            pos = pos * sizes[n] + dev.coords[n]
+        if d >= arr.ndim or arr.shape[d] % count:
+            return None
+        block = arr.shape[d] // count
+        key.append(slice(pos * block, (pos + 1) * block))
+    return arr[tuple(key)]
+
+
+__all__ = ["KernelInputs", "is_scalar_operand", "kernel_inputs", "trace_with_inputs"]

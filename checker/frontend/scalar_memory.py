@@ -1,0 +1,322 @@
+"""The contents of a kernel's small integer refs, per device: the scalar state control flow reads.
+
+Kernels keep control data in SMEM: scalar-prefetch tables (page tables,
+lengths, per-peer counts), a buffer index carried across grid steps, a loop
+bound. `ScalarMemory` holds, per device ("lane") and element, the value of
+each *tracked* ref and whether it is known, so that a load of a known element
+is a known lane array and the `while`/`cond` it decides can be unrolled.
+
+Soundness first (a wrong concrete value would be a wrong program):
+
+* only refs of an integer or boolean dtype with at most `MAX_EVAL_ELEMENTS`
+  elements are tracked (`trackable`); vector and float data stays abstract;
+* a store of a known value at known, in-bounds indices updates exactly the
+  elements it names; a store of an opaque value makes them unknown; a store
+  whose indices (or view) cannot be pinned down makes the whole ref unknown;
+* a load is known only if every element it reads is known on every lane that
+  executes it; otherwise it is `Unknown`, carrying why the first unknown
+  element is unknown (`AbstractInput` when the example arguments were shapes);
+* anything else that may write a ref (a DMA into it, a primitive semcheck does
+  not know) calls `clobber`.
+
+This module knows nothing about jaxprs or rules (only jax's indexer types): `accesses` and `scalar_state`
+call it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from jax._src.pallas.mosaic import core as mosaic_core
+from jax._src.state import types as state_types
+from jax._src.state.indexing import NDIndexer, Slice
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
+from semcheck.model.ops import Loc
+
+# What a kernel is told when a value it branches on comes from arguments given as shapes.
+CONCRETE_HINT = ("hint: give the target concrete example arguments (arrays, not jax.ShapeDtypeStruct) "
+                 "so that semcheck can follow the kernel's data-dependent control flow")
+
+
+class AbstractInput(Unknown):
+    """A value read from a launch operand whose contents the example arguments did not carry.
+
+    A subclass of `Unknown`, so every rule treats it as opaque; the evaluator
+    turns it into `NeedsConcreteInputs` where control flow or an operand needs it.
+    """
+
+    __slots__ = ()
+
+
+class NeedsConcreteInputs(Unsupported):
+    """`Unsupported` because a needed value comes from inputs given as shapes (see `CONCRETE_HINT`).
+
+    `api.lower_target` answers it by building the target for real and lowering again.
+    """
+
+
+def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> bool:
+    """Whether a ref's contents are tracked: small, integer or boolean, not HBM or semaphores."""
+    if memory_space in ("hbm", "semaphore_mem", "any"):
+        return False
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:
+        return False
+    return kind in "iub" and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
+
+
+class _Contents:
+    """One tracked ref: values and causes, both (lanes, elements) flat; cause 0 means known."""
+
+    __slots__ = ("shape", "dtype", "values", "cause")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, lanes: int) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        size = math.prod(shape)
+        self.values = np.zeros((lanes, size), dtype=dtype)
+        self.cause = np.zeros((lanes, size), dtype=np.int32)
+
+
+class ScalarMemory:
+    """Per-lane contents of the tracked refs of one core (see the module docstring)."""
+
+    def __init__(self, lanes: int) -> None:
+        self.L = lanes
+        self._refs: dict[str, _Contents] = {}
+        self._causes: list[Unknown] = []
+        self._cause_ids: dict[tuple[Any, ...], int] = {}
+        self._scopes: list[list[str]] = []
+        # Labels known not to be tracked (launch operands of other kinds, large or float buffers).
+        self.ignored: set[str] = set()
+        # (shape, dtype) of refs a remote DMA may write: never tracked (another device's
+        # copy can land at any point of this device's program).
+        self.remote_signatures: set[tuple[tuple[int, ...], str]] = set()
+
+    # --- which refs ----------------------------------------------------------------
+
+    def __contains__(self, label: str) -> bool:
+        return label in self._refs
+
+    def __bool__(self) -> bool:
+        return bool(self._refs)
+
+    def reset(self) -> None:
+        """Forget every ref (a new core: its SMEM and VMEM are its own)."""
+        self._refs.clear()
+        self._scopes.clear()
+
+    def define(self, label: str, shape: Sequence[int], dtype: Any, init: np.ndarray | None,
+               missing: Unknown) -> bool:
+        """Track `label` (if `trackable` says so) with lane array `init`, or every element `missing`.
+
+        Returns whether the ref is tracked.
+        """
+        shape = tuple(int(s) for s in shape)
+        dt = np.dtype(dtype)
+        if (shape, str(dt)) in self.remote_signatures:
+            return False
+        c = _Contents(shape, dt, self.L)
+        if init is not None and type(init) is np.ndarray and init.shape[1:] == shape and init.shape[0] in (1, self.L):
+            c.values[:] = np.broadcast_to(init.astype(dt), (self.L, *shape)).reshape(self.L, -1)
+        else:
+            c.cause[:] = self._cause_id(missing)
+        self._refs[label] = c
+        if self._scopes:
+            self._scopes[-1].append(label)
+        return True
+
+    def push_scope(self) -> None:
+        """Refs defined from here to `pop_scope` die with the scope (a `run_scoped` body)."""
+        self._scopes.append([])
+
+    def pop_scope(self) -> None:
+        for label in self._scopes.pop():
+            self._refs.pop(label, None)
+
+    # --- accesses ----------------------------------------------------------------
+
+    def load(self, label: str, transforms: Sequence[Any], lanes: Sequence[int], out_shape: tuple[int, ...],
+             loc: Loc) -> Any:
+        """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown`."""
+        c = self._refs[label]
+        pos = self._positions(c, transforms, lanes)
+        if isinstance(pos, Unknown):
+            return type(pos)(f"a load from a ref whose {pos.why}", loc)
+        if pos.shape[1:] != out_shape:
+            return Unknown("a load whose view semcheck cannot shape", loc)
+        rows = np.asarray(lanes, dtype=np.int64)
+        flat = pos.reshape(pos.shape[0], -1)
+        idx = flat if flat.shape[0] == 1 else flat[rows]
+        causes = c.cause[rows[:, None], idx]
+        bad = np.flatnonzero(causes.reshape(-1))
+        if bad.size:
+            why = self._causes[int(causes.reshape(-1)[bad[0]]) - 1]
+            return type(why)(why.why, why.loc if why.loc.line else loc)
+        if flat.shape[0] == 1:
+            out = c.values[:, flat[0]].reshape((self.L, *out_shape))
+        else:
+            out = np.take_along_axis(c.values, flat, axis=1).reshape((self.L, *out_shape))
+        if self.L > 1 and len(rows) < self.L:
+            # lanes that do not run the load: any value will do (the evaluator ignores them),
+            # a copy of the first running lane's lets uniform results stay uniform
+            keep = np.zeros(self.L, dtype=bool)
+            keep[rows] = True
+            out = np.where(keep.reshape((self.L,) + (1,) * len(out_shape)), out, out[rows[0]][None])
+        if out.shape[0] > 1 and bool((out == out[:1]).all()):
+            out = out[:1]
+        return out.copy()
+
+    def store(self, label: str, transforms: Sequence[Any], value: Any, lanes: Sequence[int], loc: Loc,
+              *, add: bool = False) -> None:
+        """Write `value` (a lane array or `Unknown`) through `transforms` on `lanes` (`add`: `+=`)."""
+        c = self._refs[label]
+        rows = np.asarray(lanes, dtype=np.int64)
+        pos = self._positions(c, transforms, lanes)
+        if isinstance(pos, Unknown):
+            self._mark(c, rows, None, type(pos)(f"a store to a ref whose {pos.why}", loc))
+            return
+        flat = pos.reshape(pos.shape[0], -1)
+        idx = np.broadcast_to(flat, (self.L, flat.shape[1]))[rows]
+        if type(value) is not np.ndarray:
+            why = value if isinstance(value, Unknown) else Unknown("a stored value that is not a number", loc)
+            self._mark(c, rows, idx, why)
+            return
+        view = pos.shape[1:]
+        try:
+            v = np.broadcast_to(value, (value.shape[0], *view)) if value.ndim - 1 <= len(view) else None
+        except ValueError:
+            v = None
+        if v is None or v.shape[0] not in (1, self.L):
+            self._mark(c, rows, idx, Unknown("a store whose value semcheck cannot shape", loc))
+            return
+        v = np.broadcast_to(v, (self.L, *view)).reshape(self.L, -1)[rows]
+        if add:
+            old_causes = c.cause[rows[:, None], idx]
+            v = (c.values[rows[:, None], idx] + v).astype(c.dtype)
+            c.values[rows[:, None], idx] = v
+            # an element unknown before stays unknown after `+=`
+            c.cause[rows[:, None], idx] = old_causes
+            return
+        c.values[rows[:, None], idx] = v.astype(c.dtype)
+        c.cause[rows[:, None], idx] = 0
+
+    def clobber(self, label: str, lanes: Sequence[int], why: Unknown) -> None:
+        """Every element of `label` unknown on `lanes` (something wrote it semcheck does not follow)."""
+        c = self._refs.get(label)
+        if c is not None:
+            self._mark(c, np.asarray(lanes, dtype=np.int64), None, why)
+
+    # --- helpers --------------------------------------------------------------------
+
+    def _cause_id(self, why: Unknown) -> int:
+        key = (type(why), why.why, why.loc)
+        k = self._cause_ids.get(key)
+        if k is None:
+            self._causes.append(why)
+            k = self._cause_ids[key] = len(self._causes)
+        return k
+
+    def _mark(self, c: _Contents, rows: np.ndarray, idx: np.ndarray | None, why: Unknown) -> None:
+        k = self._cause_id(why)
+        if idx is None:
+            c.cause[rows] = k
+        else:
+            c.cause[rows[:, None], idx] = k
+
+    def _positions(self, c: _Contents, transforms: Sequence[Any], lanes: Sequence[int]) -> Any:
+        """Flat element positions a view selects: (1 or L, *view shape), or `Unknown` saying why not."""
+        indexers = []
+        for t in transforms:
+            if t is None or isinstance(t, _IDENTITY):
+                continue
+            if not isinstance(t, NDIndexer):
+                return Unknown(f"view goes through a {type(t).__name__}")
+            indexers.append(t)
+        base = np.arange(math.prod(c.shape), dtype=np.int64).reshape(c.shape)
+        raw = [x for t in indexers for x in _index_leaves(t)]
+        leaves = [_leaf_lanes(x) for x in raw]
+        for x, lane_x in zip(raw, leaves):
+            if lane_x is None:
+                if isinstance(x, AbstractInput):
+                    return AbstractInput(f"index comes from {x.why}", x.loc)
+                return Unknown("index semcheck cannot compute")
+        wide = any(x.shape[0] > 1 for x in leaves)  # type: ignore[union-attr]
+        running = [int(x) for x in lanes] if wide else [0]
+        if not running:
+            return Unknown("view is not accessed on any device")
+        found: dict[int, np.ndarray] = {}
+        for lane in running:
+            pos = base
+            for t in indexers:
+                pos = _apply(pos, t, lane)
+                if isinstance(pos, Unknown):
+                    return pos
+            found[lane] = pos
+        if not wide:
+            return found[0][None]
+        first = found[running[0]]
+        if any(p.shape != first.shape for p in found.values()):
+            return Unknown("view's shape differs between devices")
+        # lanes that do not run the access have arbitrary indices: they get a running lane's view
+        out = [found.get(d, first) for d in range(self.L)]
+        return np.stack(out)
+
+
+def _leaf_lanes(x: Any) -> np.ndarray | None:
+    if isinstance(x, (int, np.integer)):
+        return np.array([int(x)])
+    if type(x) is np.ndarray and x.dtype.kind in "iub":
+        return x
+    return None
+
+
+def _index_leaves(t: Any) -> list[Any]:
+    out = []
+    for idx in t.indices:
+        if isinstance(idx, Slice):
+            out.append(idx.start)
+            out.append(idx.size)
+        else:
+            out.append(idx)
+    return out
+
+
+def _at(x: Any, lane: int) -> Any:
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    return x[lane if x.shape[0] > 1 else 0]
+
+
+def _apply(pos: np.ndarray, t: Any, lane: int) -> Any:
+    """`pos[t]` for one lane, with jax's indexer semantics; `Unknown` if not a plain in-bounds view."""
+    if len(t.indices) != pos.ndim:
+        return Unknown("indexer's rank differs from the view's")
+    key: list[Any] = []
+    for idx, dim in zip(t.indices, pos.shape):
+        if isinstance(idx, Slice):
+            start, size, stride = int(_at(idx.start, lane)), int(_at(idx.size, lane)), int(idx.stride)
+            if size < 0 or stride < 1 or start < 0 or (size and start + (size - 1) * stride >= dim):
+                return Unknown("index is out of bounds")
+            key.append(slice(start, start + size * stride, stride))
+        else:
+            i = _at(idx, lane)
+            if np.ndim(i) != 0:
+                return Unknown("index is an array (a gather)")
+            i = int(i)
+            if not 0 <= i < dim:
+                return Unknown("index is out of bounds")
+            key.append(i)
+    return pos[tuple(key)]
+
+
+# Transforms that change nothing about which elements a view names.
+_IDENTITY = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
+
+__all__ = ["AbstractInput", "CONCRETE_HINT", "NeedsConcreteInputs", "ScalarMemory", "trackable"]
