@@ -15,7 +15,8 @@ way round. The report says so, with the interpreter divergences
   int16, never frees them, and keeps the collective id in a table of its own;
   a TPU allocates by site and has none of those failures);
 * D20: a DMA signalling a non-DMA (REGULAR or barrier) semaphore (the
-  interpreter adds the copy's bytes, a TPU adds 1: DMA-6).
+  interpreter adds the copy's bytes, a TPU adds 1: DMA-6);
+* D21: a semaphore output (the interpreter fails at launch, a TPU runs it: LAUNCH-2).
 
 What the program exercises is found statically in the verify child
 (`exposures`, sent with each result); the report pairs it with the verdicts.
@@ -38,6 +39,7 @@ CAUSES = {
              "id in a table of its own); a TPU allocates them by site",
     "D20": "a copy signalling a REGULAR (or barrier) semaphore adds its byte count to it in interpret mode "
            "and 1 on a TPU",
+    "D21": "the interpreter fails at launch on a semaphore output of the pallas_call; a TPU runs it",
 }
 ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
 MAX_LOCS = 3
@@ -99,6 +101,8 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
         out.append(Exposure("D5-D7"))
     if typed:
         out.append(Exposure("D20", _first_lines(typed)))
+    if program.launch_failure is not None:
+        out.append(Exposure("D21"))
     return tuple(out)
 
 
@@ -115,7 +119,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
     when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
-    interpreter and the hardware disagree on.
+    interpreter and the hardware disagree on, and D21 likewise.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -142,8 +146,9 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            if "D20" in exposed and against_hw:
-                causes.append(exposed["D20"])
+            for code in ("D20", "D21"):
+                if code in exposed and against_hw:
+                    causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))
     return out
 

@@ -38,8 +38,13 @@ class Property:
     folds: bool = True  # whether a proof on a fold is a proof on the program (RUN-7)
 
     def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
-        """Decide this property; a violation's witness is replayed on the model first."""
-        return _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms)
+        """Decide this property; a violation's witness is replayed on the model first.
+
+        A launch the interpreter refuses decides it without the check (LAUNCH-2).
+        """
+        from semcheck.checker.launch import launch_verdict  # lazy, as the checks: verdict imports this module
+
+        return launch_verdict(self.id, program, mode) or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms)
 
 
 _LOADED: dict[str, Check] = {}

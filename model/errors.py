@@ -137,6 +137,27 @@ class NoCollectiveId(Violation):
         return "TypeError"
 
 
+@dataclasses.dataclass(frozen=True)
+class SemaphoreOutput(Violation):
+    """ERR-8: the interpreter cannot make the uninitialised value of a semaphore output (LAUNCH-2).
+
+    `uninitialized_memory` is the `InterpretParams` setting, which picks the error.
+    """
+
+    output: str
+    uninitialized_memory: str = "nan"
+
+    @property
+    def message(self) -> str:
+        if self.uninitialized_memory == "zero":
+            return "type object 'AbstractSemaphoreTyRules' has no attribute 'full'"
+        return f"{self.uninitialized_memory} + semaphore"
+
+    @property
+    def python_type(self) -> str:
+        return "AttributeError" if self.uninitialized_memory == "zero" else "NotImplementedError"
+
+
 # --- the manager's buffer errors (specs/buffers.md) ---------------------------------------
 
 

@@ -233,4 +233,5 @@ def _folded(program: Program, m: int) -> Program:
         return new
 
     cores = tuple(tuple(fold_op(op) for op in program.cores[c]) for c in range(inside))
-    return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name)
+    return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name,
+                   launch_failure=program.launch_failure)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from semcheck.model.errors import Violation
 from semcheck.model.ops import (
     NO_LOC,
     AllocBuffer,
     AllocSem,
     Barrier,
+    DmaMode,
     ExitCheck,
     Loc,
     Op,
@@ -48,12 +50,14 @@ def launch(
     hbm_buffers: int = 0,
     name: str = "program",
     loc: Loc = NO_LOC,
+    launch_failure: Violation | None = None,
 ) -> Program:
     """Build the `Program` the interpreter executes for these kernel bodies (LAUNCH-1).
 
     `bodies[g]` is everything global core `g` does inside the kernel, across
     all its grid points, in order. `hbm_buffers` is the number of HBM
     input/output buffers each device allocates before its scratch operands.
+    `launch_failure`: what the interpreter raises before running anything (LAUNCH-2).
     """
     if len(bodies) != topology.num_cores:
         raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
@@ -87,4 +91,13 @@ def launch(
             if topology.num_devices > 1:
                 ops.append(Barrier("cleanup", first_cores, loc))
         cores.append(tuple(ops))
-    return Program(topology, tuple(cores), collective_id=collective_id, name=name)
+    return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure)
+
+
+def launch_failure(program: Program, mode: DmaMode) -> Violation | None:
+    """LAUNCH-2: what a launch raises under `mode` before any core runs, or None.
+
+    Only the interpreter fails this way (it builds every output's initial
+    value first); a TPU launches the program.
+    """
+    return None if mode == "hardware" else program.launch_failure

@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal, Union
 
+from semcheck.model.errors import Violation
+
 DmaMode = Literal["eager", "on_wait", "hardware"]
 DMA_MODES: tuple[DmaMode, ...] = ("eager", "on_wait", "hardware")
 INTERPRETER_MODES: tuple[DmaMode, ...] = ("eager", "on_wait")
@@ -277,13 +279,15 @@ class Program:
     """A whole kernel launch: one op tuple per global core.
 
     `collective_id` is the id of the fixed-id barrier semaphore (None when the
-    kernel has no `collective_id`).
+    kernel has no `collective_id`). `launch_failure` is what the interpreter
+    raises before any core runs (LAUNCH-2), None when it launches.
     """
 
     topology: Topology
     cores: tuple[tuple[Op, ...], ...]
     collective_id: int | None = None
     name: str = "program"
+    launch_failure: Violation | None = None
 
     def __post_init__(self) -> None:
         """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""

@@ -102,3 +102,11 @@ def test_a_dma_on_a_regular_semaphore_exercises_d20_and_explains_an_interpreter_
           _result("hardware", {}, exposed)]
     (d,) = differences(rs)
     assert [e.code for e in d.causes] == ["D20"]
+
+
+def test_a_launch_the_interpreter_refuses_exercises_d21():
+    from semcheck.model.errors import SemaphoreOutput
+
+    p = launch(Topology(2), [[], []], launch_failure=SemaphoreOutput("sem_out"))
+    assert [e.code for e in exposures(p)] == ["D21"]
+    assert "D21" not in {e.code for e in exposures(launch(Topology(2), [[], []]))}

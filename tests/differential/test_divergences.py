@@ -338,6 +338,7 @@ def test_d20_a_dma_signalling_a_regular_semaphore_adds_its_byte_count(capfd):
     assert hw.kind == "completed" and not hw.state.counts and not hw.state.warnings
 
 
+@pytest.mark.rule("LAUNCH-2", "ERR-8")
 def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():
     import jax
     import jax.numpy as jnp
@@ -354,5 +355,21 @@ def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():
         out_specs=(pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.SEMAPHORE)),
         interpret=pltpu.InterpretParams(),
     )
-    with pytest.raises(NotImplementedError, match="semaphore"):
+    with pytest.raises(NotImplementedError, match="semaphore") as raised:
         f(jnp.ones((8, 128), jnp.float32))
+
+    # semcheck's side (LAUNCH-2): the call is lowered for the hardware, which decides it as usual, and
+    # carries the interpreter's failure, which the interpreter modes report as it was just raised
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    (call,) = trace_kernels(f, (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
+    program = lower_kernel(call)
+    failure = program.launch_failure
+    assert (failure.python_type, failure.message) == ("NotImplementedError", str(raised.value))
+    for mode in ("eager", "on_wait"):
+        v = BY_ID["deadlock-free"].check(program, mode)
+        assert v.verdict == "violated" and str(raised.value) in v.witness.message
+        assert BY_ID["exit-balance"].check(program, mode).verdict == "unknown"
+    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)

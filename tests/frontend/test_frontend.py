@@ -265,7 +265,7 @@ UNSUPPORTED = {
     "index_out_of_bounds": ("semaphore_signal", "out of bounds", "pl.semaphore_signal(sems.at[me + 1], 1)"),
     "non_decrementing_wait": ("semaphore_wait", "non-decrementing", "decrement=False"),
     "select_ref_dma": ("dma_start", "pl.select_ref", "pltpu.async_copy(src, o_ref, sem).wait()"),
-    "semaphore_output": ("pallas_call", "semaphore outputs", "return jax.jit(lambda x: call(x)[0])"),
+    # semaphore_output is lowered now, with the interpreter's launch failure (LAUNCH-2): test_d21
 }
 
 
