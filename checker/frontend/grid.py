@@ -9,10 +9,10 @@
   read the launch coordinates (`program_id`, `num_programs`, `axis_index`);
   at each core's start, the contents of the refs the kernel keeps scalar
   state in (`scalar_memory`): scalar-prefetch and whole SMEM/VMEM inputs from
-  the launch's concrete values (`concrete_inputs`), scratch unknown. They
-  persist across the core's grid points, as the interpreter's buffers do (it
-  allocates them once per core and copies a whole input in at the core's
-  first step only).
+  the launch's concrete values (`concrete_inputs`), scratch unknown; outputs
+  and blocked inputs are not tracked. They persist across the core's grid
+  points, as the interpreter's buffers do (it allocates them once per core and
+  copies a whole input in at the core's first step only).
 """
 
 from __future__ import annotations
@@ -169,30 +169,32 @@ class GridRules(Evaluator):
     # --- driving ---------------------------------------------------------------
 
     def set_launch_values(self, kernel_args: list[Any], inputs: KernelInputs | None) -> None:
-        """Which operands' contents are tracked from the launch on, and with what (module docstring)."""
+        """Which operands' contents are tracked from the launch on, and with what (module docstring).
+
+        Scalar-prefetch operands and whole inputs start with the launch's values
+        (unknown without them); scratch starts unknown (uninitialised). Outputs
+        and blocked inputs are not tracked: on a TPU the buffer a block lives in
+        may change from one grid step to the next (double buffering).
+        """
         state = []
         values = inputs.values if inputs is not None else ()
         for i, (op, arg) in enumerate(zip(self.call.operands, kernel_args)):
             if type(arg) is not BufRef or op.kind != "buffer":
                 continue
             shape = tuple(op.block_shape if op.block_shape is not None else op.shape)
-            if not trackable(shape, op.dtype, op.memory_space):
+            scratch = op.role == "scratch"
+            if not (is_scalar_operand(op) or (scratch and trackable(shape, op.dtype, op.memory_space))):
                 self.memory.ignored.add(arg.name)
                 continue
-            what = {"index": "scalar-prefetch operand", "input": "input"}.get(op.role, op.role)
-            if op.role in ("index", "input"):
-                init = values[i] if i < len(values) else None
-                if not is_scalar_operand(op):
-                    why = Unknown(f"the contents of {what} {op.name!r} (a block of it changes with the grid step)")
-                    init = None
-                elif inputs is None or inputs.abstract:
-                    why = AbstractInput(f"the contents of {what} {op.name!r}, which the example arguments do "
-                                        "not carry, read")
-                else:
-                    why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why}), read")
+            what = "scalar-prefetch operand" if op.role == "index" else op.role
+            init = None if scratch else (values[i] if i < len(values) else None)
+            if scratch:
+                why = Unknown(f"the initial contents of scratch {op.name!r} (uninitialised memory), read")
+            elif inputs is None or inputs.abstract:
+                why = AbstractInput(f"the contents of {what} {op.name!r}, which the example arguments do "
+                                    "not carry, read")
             else:
-                init = None
-                why = Unknown(f"the initial contents of {what} {op.name!r} (uninitialised memory), read")
+                why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why}), read")
             state.append((arg.name, shape, op.dtype, init, why))
         self._launch_state = state
 

@@ -12,7 +12,9 @@ scratch carried across grid steps. With concrete example arguments:
 With `jax.ShapeDtypeStruct` arguments the kernel is unknown at the branch or
 loop, with the hint to pass concrete inputs; refs a DMA writes (locally or
 from another device) are never followed. `ScalarMemory` itself is checked
-without a kernel.
+without a kernel. jax's shipped paged attention, on concrete lengths and a
+page table, lowers to what the interpreter does and is verified; its
+megacore mode run on one interpreter core (which hangs) deadlocks.
 """
 
 from __future__ import annotations
@@ -221,3 +223,36 @@ def test_memory_refuses_large_float_and_remotely_written_refs() -> None:
     m.remote_signatures.add(((1,), "int32"))
     assert not m.define("flag", (1,), np.int32, None, Unknown("x"))
     assert "flag" not in m
+
+
+# --- jax's shipped paged attention on concrete inputs -------------------------------------
+
+PAGED = "paged_attention_concrete.py"
+PAGED_TARGETS = ["inline", "grid_over_blocks", "megacore_batch"]
+
+
+def test_paged_attention_lowers_to_what_the_interpreter_does() -> None:
+    from test_frontend import _record
+
+    for r in _record(1, [f"{PAGED}::{t}" for t in PAGED_TARGETS]):
+        assert r["status"] == "match", r.get("difference") or r.get("error") or r
+        assert r["outcome"] == "completed" and r["lowered_events"] == r["recorded_events"] > 0
+
+
+@pytest.mark.parametrize("target", PAGED_TARGETS)
+def test_paged_attention_is_verified(target: str) -> None:
+    from semcheck.testing import assert_verified
+
+    assert_verified(str(HERE / "kernels" / f"{PAGED}::{target}"), devices=(1,))
+
+
+def test_paged_attention_megacore_on_one_core_deadlocks() -> None:
+    """Interpret mode hangs on it (checked by hand: a 60 s run never returns); semcheck says why."""
+    from semcheck.testing import verify_target
+
+    data, text, code = verify_target(str(HERE / "kernels" / f"{PAGED}::megacore_batch_on_one_core"), (1,),
+                                     "hardware", None)
+    assert code == 1, text
+    verdicts = {r["property"]: r for r in data["results"]}
+    assert verdicts["deadlock-free"]["verdict"] == "violated", text
+    assert "a DMA wait" in verdicts["deadlock-free"]["witness"]["message"]  # a block's wait_and_get_loaded
