@@ -37,6 +37,9 @@ Where each part lives:
 * `grid`: launch operands, the grid schedule, `program_id`/`axis_index`;
 * `sync_rules`: semaphores, DMAs, `run_scoped` allocations (the IR ops);
 * `accesses`: kernel loads and stores of refs;
+* `scalar_memory`, `scalar_state`, `concrete_inputs`: the contents of small
+  integer refs (ACC-4), what may change them, and the example arguments'
+  values of the scalar operands;
 * `control_flow`: cond, while, scan, calls;
 * `pipeline`: `emit_pipeline`;
 * `numeric`: the arithmetic primitives;

@@ -1,4 +1,4 @@
-"""The contents of a kernel's small integer refs, per device: the scalar state control flow reads.
+"""The contents of a kernel's small integer refs, per device: the scalar state control flow reads (ACC-4).
 
 Kernels keep control data in SMEM: scalar-prefetch tables (page tables,
 lengths, per-peer counts), a buffer index carried across grid steps, a loop

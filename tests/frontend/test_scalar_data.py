@@ -59,6 +59,7 @@ def recorded() -> dict[tuple[str, int], dict[str, Any]]:
     return {(r["spec"], n): r for n in (2, 4) for r in _record(n, _specs(CONCRETE))}
 
 
+@pytest.mark.rule("ACC-4")
 @pytest.mark.parametrize("devices", [2, 4])
 @pytest.mark.parametrize("name", CONCRETE)
 def test_data_driven_program_matches_interpreter(recorded, name: str, devices: int) -> None:
@@ -118,6 +119,7 @@ def test_slot_carried_in_smem_scratch_across_grid_steps(probed) -> None:
     assert started == [s % 2 for s in range(steps)]
 
 
+@pytest.mark.rule("ACC-4")
 @pytest.mark.parametrize("name,primitive", [("prefetch_when_abstract", "cond"),
                                             ("smem_length_loop_abstract", "while")])
 def test_shapes_only_arguments_are_unknown_with_the_hint(probed, name: str, primitive: str) -> None:
@@ -128,6 +130,7 @@ def test_shapes_only_arguments_are_unknown_with_the_hint(probed, name: str, prim
     assert err["loc"][0] == KERNEL
 
 
+@pytest.mark.rule("ACC-4")
 @pytest.mark.parametrize("name,why", [("dma_into_smem", "a ref a DMA writes"),
                                       ("remote_flag", "a value loaded from a ref")])
 def test_refs_written_by_copies_are_not_followed(probed, name: str, why: str) -> None:
@@ -192,6 +195,7 @@ def test_memory_store_updates_only_running_lanes(memory) -> None:
     assert memory.load("t", (_ix(0),), [0, 1, 2], (), NO_LOC).tolist() == [6, 10, 6]
 
 
+@pytest.mark.rule("ACC-4")
 def test_memory_unknown_stores_and_indices_are_never_guessed(memory) -> None:
     from semcheck.checker.frontend.scalar_memory import AbstractInput
     from semcheck.checker.frontend.values import Unknown
