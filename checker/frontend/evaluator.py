@@ -92,6 +92,7 @@ class Evaluator:
         drop = self._drop_var
         rules = self.rules
         named = self.named_rules
+        tracked = self.memory.refs  # a dict: truthy while any ref's contents are tracked
         for eqn in jaxpr.eqns:
             self.eqn_count += 1
             invals = [self._lit(v) if type(v) is literal else env[v] for v in eqn.invars]
@@ -103,7 +104,7 @@ class Evaluator:
                 if rule is not None:
                     outs = rule(eqn, invals, mask)
                 else:
-                    if self.memory:
+                    if tracked:
                         self._escape(eqn, invals, mask)
                     outs = self._numeric(eqn, invals)
             except FrontendError:

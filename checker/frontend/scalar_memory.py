@@ -61,14 +61,21 @@ class NeedsConcreteInputs(Unsupported):
 
 
 def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> bool:
-    """Whether a ref's contents are tracked: small, integer or boolean, not HBM or semaphores."""
-    if memory_space in ("hbm", "semaphore_mem", "any"):
+    """Whether a ref's contents are tracked: small, integer or boolean, in a core's own SMEM or VMEM.
+
+    Not HBM, nor memory the cores of a device share (another core may write it at any time).
+    """
+    if memory_space not in _CORE_MEMORY:
         return False
     try:
         kind = np.dtype(dtype).kind
     except TypeError:
         return False
     return kind in "iub" and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
+
+
+# Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
+_CORE_MEMORY = frozenset({"smem", "vmem"})
 
 
 class _Contents:
@@ -89,7 +96,7 @@ class ScalarMemory:
 
     def __init__(self, lanes: int) -> None:
         self.L = lanes
-        self._refs: dict[str, _Contents] = {}
+        self.refs: dict[str, _Contents] = {}  # by buffer label (truthy when anything is tracked)
         self._causes: list[Unknown] = []
         self._cause_ids: dict[tuple[Any, ...], int] = {}
         self._scopes: list[list[str]] = []
@@ -102,14 +109,14 @@ class ScalarMemory:
     # --- which refs ----------------------------------------------------------------
 
     def __contains__(self, label: str) -> bool:
-        return label in self._refs
+        return label in self.refs
 
     def __bool__(self) -> bool:
-        return bool(self._refs)
+        return bool(self.refs)
 
     def reset(self) -> None:
         """Forget every ref (a new core: its SMEM and VMEM are its own)."""
-        self._refs.clear()
+        self.refs.clear()
         self._scopes.clear()
 
     def define(self, label: str, shape: Sequence[int], dtype: Any, init: np.ndarray | None,
@@ -127,7 +134,7 @@ class ScalarMemory:
             c.values[:] = np.broadcast_to(init.astype(dt), (self.L, *shape)).reshape(self.L, -1)
         else:
             c.cause[:] = self._cause_id(missing)
-        self._refs[label] = c
+        self.refs[label] = c
         if self._scopes:
             self._scopes[-1].append(label)
         return True
@@ -138,14 +145,14 @@ class ScalarMemory:
 
     def pop_scope(self) -> None:
         for label in self._scopes.pop():
-            self._refs.pop(label, None)
+            self.refs.pop(label, None)
 
     # --- accesses ----------------------------------------------------------------
 
     def load(self, label: str, transforms: Sequence[Any], lanes: Sequence[int], out_shape: tuple[int, ...],
              loc: Loc) -> Any:
         """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown`."""
-        c = self._refs[label]
+        c = self.refs[label]
         pos = self._positions(c, transforms, lanes)
         if isinstance(pos, Unknown):
             return type(pos)(f"a load from a ref whose {pos.why}", loc)
@@ -176,7 +183,7 @@ class ScalarMemory:
     def store(self, label: str, transforms: Sequence[Any], value: Any, lanes: Sequence[int], loc: Loc,
               *, add: bool = False) -> None:
         """Write `value` (a lane array or `Unknown`) through `transforms` on `lanes` (`add`: `+=`)."""
-        c = self._refs[label]
+        c = self.refs[label]
         rows = np.asarray(lanes, dtype=np.int64)
         pos = self._positions(c, transforms, lanes)
         if isinstance(pos, Unknown):
@@ -209,7 +216,7 @@ class ScalarMemory:
 
     def clobber(self, label: str, lanes: Sequence[int], why: Unknown) -> None:
         """Every element of `label` unknown on `lanes` (something wrote it semcheck does not follow)."""
-        c = self._refs.get(label)
+        c = self.refs.get(label)
         if c is not None:
             self._mark(c, np.asarray(lanes, dtype=np.int64), None, why)
 
