@@ -14,6 +14,7 @@ step relation and compares whole states.
 from __future__ import annotations
 
 from collections import deque
+from typing import Protocol
 
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.dma import tasks as dma_tasks
@@ -55,6 +56,20 @@ def _with_phase(d: Dma, phase: int) -> Dma:
     return Dma(d.ident, d.src_core, d.dst_core, d.nbytes, d.src_key, d.dst_key, d.loc, d.src_amount, d.dst_amount, phase)
 
 
+class RunObserver(Protocol):
+    """What a fast run tells an observer, in the run's order (DR-6).
+
+    A signal's `source` is `(core, pc)` for a `Signal` op and `(dma ident, half)` for a DMA half.
+    """
+
+    def signal(self, counter: tuple, inc: int, source: tuple) -> None: ...
+    def wait(self, core: int, pc: int, counter: tuple, value: int) -> None: ...
+    def start(self, core: int, pc: int, ident: int) -> None: ...
+    def arrive(self, core: int, pc: int, name: str, k: int) -> None: ...
+    def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None: ...
+    def access(self, core: int, pc: int) -> None: ...
+
+
 class _Halt(Exception):
     """Internal control flow: the current core failed."""
 
@@ -67,6 +82,7 @@ def fast_run(
     lookup_errors: bool = True,
     record: bool = True,
     suppress: frozenset[tuple[int, int, str]] = frozenset(),
+    observer: RunObserver | None = None,
 ) -> Outcome:
     """RUN-3: one maximal run, in time linear in the program.
 
@@ -77,7 +93,9 @@ def fast_run(
     outcome carries the schedule, which `semcheck.model.run.run` replays.
     `suppress` holds `(core, pc, half)` of DMA halves that never happen (a
     suppressed read half suppresses its write too): the restricted systems
-    of the race property (DR-2).
+    of the race property (DR-2). An `observer` is told of every event that
+    orders others (signals, passed waits and barriers, DMA starts, accesses):
+    the happens-before pass of the race property (DR-6) rides on this run.
     """
     topo = program.topology
     hw = mode == "hardware"
@@ -113,8 +131,10 @@ def fast_run(
             queued[core] = True
             ready.append(core)
 
-    def signal(key, core: int, inc: int) -> None:
+    def signal(key, core: int, inc: int, source) -> None:
         counter = (key, core)
+        if observer is not None:
+            observer.signal(counter, inc, source)
         counts[counter] = counts.get(counter, 0) + inc
         if counter in waiting:
             wake(waiting.pop(counter))
@@ -148,12 +168,12 @@ def fast_run(
     def dma_read(d: Dma) -> None:
         if phase[d.ident] == 0:
             if d.src_key is not None:
-                signal(d.src_key, d.src_core, d.src_amount)
+                signal(d.src_key, d.src_core, d.src_amount, (d.ident, "read"))
             phase[d.ident] = 1
 
     def dma_write(d: Dma) -> None:
         if phase[d.ident] == 1:
-            signal(d.dst_key, d.dst_core, d.dst_amount)
+            signal(d.dst_key, d.dst_core, d.dst_amount, (d.ident, "write"))
             phase[d.ident] = 2
 
     def barrier_reached(p: int, name: str) -> int:
@@ -187,6 +207,8 @@ def fast_run(
                     if have >= op.value:
                         counts[counter] = have - op.value
                         looked.pop(core, None)
+                        if observer is not None:
+                            observer.wait(core, pcs[core], counter, op.value)
                         break
                     q = queues.get(counter)
                     if q:
@@ -204,7 +226,7 @@ def fast_run(
                 target = target_core(program, mode, core, op.device, op.core, dma=False)
                 if isinstance(target, Violation):
                     do_fail(core, target)
-                signal(key, target, op.inc)
+                signal(key, target, op.inc, (core, pcs[core]))
             elif t is DmaStart:
                 src_key = resolve(core, op.src_sem) if op.src_sem is not None else None
                 dst_key = resolve(core, op.dst_sem)
@@ -214,6 +236,8 @@ def fast_run(
                 d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_amounts(op, mode))
                 dmas.append(d)
                 phase.append(0)
+                if observer is not None:
+                    observer.start(core, pcs[core], d.ident)
                 no_read = no_write = False
                 if suppress:
                     no_read = (core, pcs[core], "read") in suppress
@@ -239,8 +263,12 @@ def fast_run(
                     continue
             elif t is Barrier:
                 k = passed.get((core, op.name), 0) + 1
+                if observer is not None:
+                    observer.arrive(core, pcs[core], op.name, k)
                 if all(barrier_reached(p, op.name) >= k for p in op.participants):
                     passed[(core, op.name)] = k
+                    if observer is not None:
+                        observer.barrier(core, pcs[core], op.name, k, op.participants)
                     for p in barrier_waiters.pop((op.name, k), ()):
                         wake(p)
                 else:
@@ -278,7 +306,10 @@ def fast_run(
                 w = exit_warning(program, counts, op.device)
                 if w is not None:
                     warnings.append(w)
-            elif t is not FreeBuffer and t is not Access:
+            elif t is Access:
+                if observer is not None:
+                    observer.access(core, pcs[core])
+            elif t is not FreeBuffer:
                 raise ModelBug(f"unknown op {op!r}")
             if record:
                 schedule.append(steps[core])
