@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per device count for importing, tracing and checking the kernel "
                    "(semcheck's own start-up not counted); what is not decided in time is unknown "
                    "(default 300)")
+    v.add_argument("--examples", type=int, default=None, metavar="N",
+                   help="inputs to generate for targets declared with @semcheck.target(inputs=STRATEGY): "
+                   "each is verified, the first violation is shrunk to a minimal input (default 20)")
     v.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="device counts and files verified in parallel, each in its own process (default 1)")
     v.add_argument("--exclude", action="append", default=None, metavar="PATTERN",
@@ -93,7 +96,7 @@ def _err_console():
 
 # --- project configuration ---------------------------------------------------------
 
-CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs")
+CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples")
 
 
 @dataclasses.dataclass
@@ -108,6 +111,7 @@ class Settings:
     timeout: float
     entry: str | None
     jobs: int
+    examples: int  # generated inputs per target with inputs=
     exclude: list  # verify.Exclude
     config: str | None  # the pyproject.toml read, if any
 
@@ -170,6 +174,8 @@ def _config_values(file: str, table: dict) -> dict:
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise UsageError(f"{where}: expected an integer")
                 out[key] = value
+            elif key == "examples":
+                out[key] = _examples(value, where)
             elif key == "timeout":
                 if isinstance(value, bool):
                     raise UsageError(f"{where}: expected a number of seconds")
@@ -189,6 +195,15 @@ def _config_values(file: str, table: dict) -> dict:
         except InputError as e:
             raise UsageError(f"{where}: {e.message}") from None
     return out
+
+
+def _examples(value, where: str) -> int:
+    from semcheck.checker.generated_inputs import BadExamples, check_examples
+
+    try:
+        return check_examples(value)
+    except BadExamples as e:
+        raise UsageError(f"{where} {e}") from None
 
 
 def settings(args) -> Settings:
@@ -212,6 +227,10 @@ def settings(args) -> Settings:
         timeout = check_timeout(args.timeout) if args.timeout is not None else cfg.get("timeout", 300.0)
     except InputError as e:
         raise UsageError(e.message) from None
+    from semcheck.checker.generated_inputs import DEFAULT_EXAMPLES
+
+    examples = (_examples(args.examples, "--examples") if args.examples is not None
+                else cfg.get("examples", DEFAULT_EXAMPLES))
     jobs = args.jobs if args.jobs is not None else cfg.get("jobs", 1)
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -233,6 +252,7 @@ def settings(args) -> Settings:
         timeout=timeout,
         entry=args.entry if args.entry is not None else cfg.get("entry"),
         jobs=jobs,
+        examples=examples,
         exclude=exclude,
         config=found[0] if found else None,
     )
@@ -273,7 +293,7 @@ def cmd_verify(args) -> int:
                 # devices (if any) apply, not those of the file's other targets.
                 reqs = [
                     Request(os.path.abspath(path), target if st.entry else sel, st.entry, n, st.cores,
-                            st.modes, st.timeout, fold=not args.no_fold)
+                            st.modes, st.timeout, fold=not args.no_fold, examples=st.examples)
                     for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices)
                     for n in counts
                 ]

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from semcheck.checker.differences import CAUSES, difference_json, differences
+from semcheck.checker.generated_inputs import coverage, input_line, row_suffix
 from semcheck.checker.properties import BY_ID, IDS, REGISTRY
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.verify import Result
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -40,8 +41,19 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "locations": [_loc(loc) for loc in w.locs],
             "details": w.details,
         }
+    if v.input is not None:
+        out["input"] = input_json(v.input)
     if v.stats:
         out["stats"] = v.stats
+    return out
+
+
+def input_json(gi) -> dict[str, Any]:
+    """A verdict's generated input (`verdict.GeneratedInput`) in the JSON report."""
+    out: dict[str, Any] = {"value": gi.value, "text": gi.text, "index": gi.index}
+    if gi.shrunk_from is not None:
+        out["shrunk_from"] = gi.shrunk_from
+        out["shrink_steps"] = gi.shrink_steps
     return out
 
 
@@ -74,6 +86,8 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
             for v in r.verdicts:
                 row = {"file": f.path, "target": r.target, "devices": r.devices, "dma_mode": r.dma_mode}
                 row.update(verdict_json(v))
+                if r.examples is not None:
+                    row["generated_inputs"] = r.examples
                 rows.append(row)
     results = [r for f in files for r in f.results]
     return {
@@ -169,6 +183,8 @@ def _sarif_results(path: str, results: Sequence[Result]) -> list[dict[str, Any]]
             w = v.witness
             locs = [loc for loc in (w.locs if w else ()) if loc and loc.line > 0]
             text = (w.message if w else v.reason) + f" [{r.target}, {r.devices} devices, {r.dma_mode}]"
+            if v.input is not None and v.verdict == "violated":
+                text += f" On {input_line(v)}."
             d = differ.get((r.target, r.devices, v.property))
             if d is not None and v.verdict == "violated":
                 text += f" Modes differ: {_difference_line(d)}."
@@ -207,6 +223,8 @@ def _sarif_results(path: str, results: Sequence[Result]) -> list[dict[str, Any]]
                 "dmaMode": r.dma_mode,
                 "verdict": v.verdict,
             }
+            if v.input is not None:
+                res["properties"]["input"] = input_json(v.input)
             sarif_results.append(res)
     return sarif_results
 
@@ -298,6 +316,11 @@ def _config_summary(verdicts: Sequence[Verdict]) -> str:
     return "; ".join(parts)
 
 
+def _row_summary(r: Result) -> str:
+    """A row's summary: its verdicts, and for a target with generated inputs how many were verified."""
+    return _config_summary(r.verdicts) + row_suffix(r.examples)
+
+
 def _where(configs: Sequence[tuple[int, str]]) -> str:
     by_devices: dict[int, list[str]] = {}
     for n, mode in configs:
@@ -369,11 +392,11 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         say(_header(path, results), "bold")
     width = max((len(r.target) for r in results), default=0)
     mark_width = max(len(m) for m in marks.values())
-    for target, n, mode, verdicts in _configs(results):
-        worst = _worst(verdicts)
+    for r in results:
+        worst = _worst(r.verdicts)
         line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
-        line.append(f"{target:<{width}}  devices={n:<4} {mode:<8}  ")
-        line.append(_config_summary(verdicts), style=STYLE[worst] if worst != "proved" else "")
+        line.append(f"{r.target:<{width}}  devices={r.devices:<4} {r.dma_mode:<8}  ")
+        line.append(_row_summary(r), style=STYLE[worst] if worst != "proved" else "")
         console.print(line, soft_wrap=True, highlight=False)
 
     # Each problem once. A violation: per (target, property). Unknowns: per
@@ -404,6 +427,8 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         console.rule(title, characters=rule_chars, align="left")
         if kind == "violated" and v.witness is not None:
             _witness(console, say, v.witness)
+            if v.input is not None:
+                say(input_line(v) or "", "bold")
         else:
             same = [e[2] for e in entries if (e[0], e[1]) == (n, mode)]
             reasons = list(dict.fromkeys(u.reason for u in same))
@@ -421,6 +446,12 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
             line = Text("hint: ", style="bold")
             line.append(_rel(hint))
             console.print(line, soft_wrap=True, highlight=False)
+
+    lines = coverage(results)
+    if lines:
+        console.print()
+        for text in lines:
+            say(f"generated inputs: {text}")
 
     # Where the interpreter and the hardware disagree, per target x device count, with what can explain it.
     by_config: dict[tuple[str, int], list] = {}
@@ -655,7 +686,10 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
         for r in f.results:
             worst_r = _worst(r.verdicts)
             out.append(f"| {_MD_MARK[worst_r]} | `{_md_cell(f.path)}` | {_md_cell(r.target)} | {r.devices} | "
-                       f"{r.dma_mode} | {_md_cell(_config_summary(r.verdicts))} |")
+                       f"{r.dma_mode} | {_md_cell(_row_summary(r))} |")
+    covered = [text for f in files for text in coverage(f.results)]
+    if covered:
+        out += [""] + [f"- generated inputs: {_md_cell(text)}" for text in covered]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
@@ -670,6 +704,8 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
                 locs = [loc for loc in dict.fromkeys(v.witness.locs) if loc is not None and loc.line]
                 if locs:
                     out += [""] + [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+                if v.input is not None:
+                    out += ["", f"**{_md_cell(input_line(v) or '')}**"]
             else:
                 out.append(_md_cell(_rel(v.reason)))
                 if len(props) >= 3:
@@ -699,7 +735,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
         for r in f.results:
             body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
                         f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
-                        f"<td>{e(_config_summary(r.verdicts))}</td></tr>")
+                        f"<td>{e(_row_summary(r))}</td></tr>")
     body.append("</table>")
     diagrams = 0
     for f in files:
@@ -710,6 +746,8 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
                 body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
+                if v.input is not None:
+                    body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
                 diagram = mermaid_diagram(v)
                 if diagram:
                     diagrams += 1

@@ -31,6 +31,25 @@ class Witness:
 
 
 @dataclasses.dataclass(frozen=True)
+class GeneratedInput:
+    """The generated input a verdict of a target with `inputs=` is about (`checker/generated_inputs.py`).
+
+    `value` is the input in JSON form (None when it has none), `text` how
+    reports show it; `index` its position among the generated inputs (1-based;
+    0 for an input found by shrinking, then `shrunk_from` is the generated
+    input it was shrunk from, in `shrink_steps` tries); `examples` how many
+    inputs were verified in full.
+    """
+
+    value: Any
+    text: str
+    index: int
+    examples: int
+    shrunk_from: str | None = None
+    shrink_steps: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     """`proved`, `violated` (with a witness) or `unknown` (with the reason)."""
 
@@ -39,6 +58,7 @@ class Verdict:
     reason: str = ""
     witness: Witness | None = None
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    input: GeneratedInput | None = None  # a target with generated inputs: the input this verdict is about
 
     def __post_init__(self) -> None:
         if self.property not in IDS:

@@ -58,6 +58,7 @@ class Request:
     timeout: float
     properties: tuple[str, ...] = IDS
     fold: bool = True  # decide repeating programs on their fold first (RUN-7)
+    examples: int = 20  # inputs generated for a target with `inputs=` (checker/generated_inputs.py)
 
 
 @dataclasses.dataclass
@@ -70,6 +71,7 @@ class Result:
     verdicts: list[Verdict]
     program: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    examples: int | None = None  # a target with generated inputs: how many were verified in full
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,6 +247,57 @@ def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list
     return done
 
 
+def _generated_results(t, req: Request, deadline: float) -> list[Result]:
+    """A target with `inputs=`: up to `req.examples` generated inputs, the first violation shrunk
+    (`checker/generated_inputs.py`); raises `GeneratedInputRaised` when the kernel raises on one."""
+    from semcheck.checker.frontend import lower_target
+    from semcheck.checker.frontend.errors import Unsupported
+    from semcheck.checker.generated_inputs import aggregate, explore
+
+    def lowered(value, text: str):
+        return lower_target(t.with_input(value, text), req.devices, cores=req.cores)
+
+    def verify_input(value, text: str) -> list[Result]:
+        t0 = time.monotonic()
+        try:
+            kernels = lowered(value, text)
+        except Unsupported as e:
+            return _unknown_results(req, [t.name], f"unsupported {str(e).removeprefix('unsupported ')}")
+        t_lower = time.monotonic() - t0
+        out = []
+        for k in kernels:
+            name = t.name if len(kernels) == 1 else f"{t.name}#{k.index}"
+            done = _check_modes(k.program, req, deadline)
+            for mode in req.modes:
+                verdicts, seconds = done[mode]
+                out.append(Result(
+                    target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
+                    program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,
+                             "collective_id": k.program.collective_id,
+                             "exposures": _exposures(k.program, req.fold)},
+                    seconds={"trace_and_lower": round(t_lower, 4), "check": round(seconds, 4)},
+                ))
+        return out
+
+    def check_key(value, text: str, key) -> Verdict | None:
+        name, mode, prop = key
+        try:
+            kernels = lowered(value, text)
+        except Unsupported:
+            return None
+        for k in kernels:
+            if (t.name if len(kernels) == 1 else f"{t.name}#{k.index}") == name:
+                (v,) = check_program(k.program, mode, (prop,), timeout_ms=int(req.timeout * 1000),
+                                     deadline=deadline, fold=req.fold)
+                return v
+        return None
+
+    found = explore(t.inputs, req.examples, verify_input, check_key, deadline)
+    if found.raised is not None:
+        raise found.raised
+    return aggregate(found, req.modes, req.properties)
+
+
 def _child(req: Request, conn, parent_pid: int) -> None:
     """Runs in a fresh process: provision devices, import, trace, lower, check."""
     # The kernel's own prints must not end up in a JSON/SARIF report on stdout,
@@ -278,6 +331,10 @@ def _child(req: Request, conn, parent_pid: int) -> None:
         targets = load_targets(req.path, entry=req.entry, target=req.target)
         conn.send(("targets", [t.name for t in targets]))
         for t in targets:
+            if t.inputs is not None:  # inputs drawn from a hypothesis strategy
+                for r in _generated_results(t, req, deadline):
+                    conn.send(("result", r))
+                continue
             t0 = time.monotonic()
             try:
                 kernels = lower_target(t, req.devices, cores=req.cores)

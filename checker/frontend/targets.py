@@ -3,7 +3,9 @@
 A kernel file names what to verify in one of three ways, tried in order:
 
 1. functions decorated with `@semcheck.target` (they carry the attribute
-   `__semcheck_target__ = {"devices", "cores", "name"}`);
+   `__semcheck_target__ = {"devices", "cores", "name"}`, and `"inputs"`, a
+   hypothesis strategy, when the target's inputs are generated: see
+   `Target.with_input`);
 2. otherwise a module-level `build(num_devices, **kwargs)`;
 3. or, explicitly, `entry="NAME"` (the CLI's `--entry NAME`) naming any
    module-level callable with the `build` signature.
@@ -59,6 +61,21 @@ class Target:
     cores: int | None = None
     kind: str = "target"  # "target" | "build" | "entry"
     path: str = ""
+    inputs: Any = None  # a hypothesis strategy: the builder takes (num_devices, value)
+    input_text: str | None = None  # set by `with_input`: the value the builder is bound to
+
+    def with_input(self, value: Any, text: str) -> Target:
+        """This target built from one generated input: the builder called as `(num_devices, value)`.
+
+        `text` (how reports show the value) goes into the build error's message.
+        """
+        builder = self.builder
+
+        def bound(num_devices: int, **kwargs: Any) -> Any:
+            return builder(num_devices, value, **_accepted_kwargs(builder, kwargs))
+
+        bound.__name__ = getattr(builder, "__name__", self.name)
+        return dataclasses.replace(self, builder=bound, inputs=None, input_text=text)
 
     def build_shapes(self, num_devices: int, **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
         """Run the builder with its jax computations staged out, keeping only argument shapes.
@@ -103,9 +120,10 @@ class Target:
         try:
             result = self.builder(num_devices, **_accepted_kwargs(self.builder, kwargs))
         except Exception as e:  # the kernel's own failure, reported as such
+            on = f" on input {self.input_text}" if self.input_text is not None else ""
             raise KernelRaised(
                 f"kernel raised while building target {self.name!r} for {num_devices} "
-                f"devices: {type(e).__name__}: {e}",
+                f"devices{on}: {type(e).__name__}: {e}",
                 stage="build",
                 cause=e,
                 path=self.path,
@@ -331,6 +349,8 @@ def _marker_options(fn: Any) -> dict[str, Any]:
         opts["devices"] = tuple(int(d) for d in marker["devices"])
     if marker.get("cores") is not None:
         opts["cores"] = int(marker["cores"])
+    if marker.get("inputs") is not None:
+        opts["inputs"] = marker["inputs"]
     return opts
 
 
