@@ -12,7 +12,8 @@ too, behind `slow`), and
 * nothing ends in `internal-error` (or any other failure to verify);
 * the kernels with no manual synchronisation (no semaphore, no DMA of their
   own: the BlockSpec pipeline does all the copying) have no `unknown` and no
-  violation (KNOWN_GAPS: strict xfails, with the construct and line);
+  violation: megablox's grid bound computed from the group sizes (ACC-5) and
+  splash's mask table computed inside its `custom_vjp` (ACC-4) included;
 * the seeded bugs of examples/jax_ops/buggy/ get exactly their violations,
   and paged_attention's megacore mode on a one-core device deadlocks (the
   interpreter hangs on it; with two cores it completes).
@@ -279,23 +280,8 @@ NO_MANUAL_SYNC = {"example_double", "matmul", "flash_attention", "flash_attentio
                   "random_philox"}
 
 # Known gaps: builder -> why some property is not proved yet (strict xfail: fixing it shows up).
-_DYNAMIC_GRID = (
-    "megablox's grid has a data-dependent axis: num_active_tiles, computed from group_sizes by "
-    "make_group_metadata outside the kernel (megablox/gmm.py:384 and :633), is the grid's {axis} "
-    "bound at megablox/gmm.py:{line}; the front end rejects a grid bound that is not a Python int "
-    "('unsupported pallas_call ...: the grid has dynamic bounds', checker/frontend/trace.py), so "
-    "every property is unknown")
-KNOWN_GAPS: dict[str, str] = {
-    "megablox_gmm": _DYNAMIC_GRID.format(axis="second", line=537),
-    "megablox_tgmm": _DYNAMIC_GRID.format(axis="third", line=776),
-    "splash_attention": (
-        "the kernel's compute is under pl.when(should_run) whose condition comes from the "
-        "scalar-prefetch mask table block_mask_ref (splash_attention_kernel.py:588, cond at :832); "
-        "the table is a constant of the traced program, but the kernel is launched inside splash's "
-        "jax.custom_vjp, which the concrete evaluation of kernel operands does not enter "
-        "(checker/frontend/concrete_inputs.py: only jit/closed_call/core_call/shard_map bodies), "
-        "so the cond is 'unsupported' and every property unknown"),
-}
+# Closed: megablox's run-time grid bound (ACC-5) and splash's custom_vjp-wrapped mask table (ACC-4).
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _shipped_modules() -> list[str]:

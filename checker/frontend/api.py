@@ -6,6 +6,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
+from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
 from semcheck.checker.frontend.lower import LoweringStats, lower_kernel
 from semcheck.checker.frontend.targets import Target, load_targets, provision_devices
@@ -121,6 +122,7 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
     n_cores = cores if cores is not None else t.cores
     out = []
     for call, values in zip(calls, inputs):
+        call = resolve_grid(call, values)
         stats = LoweringStats()
         program = lower_kernel(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
         mode = dma_mode if dma_mode is not None else call.dma_mode

@@ -9,11 +9,13 @@ inputs seen whole), as they arrive at each device:
 * only the equations those operands depend on run (a backward slice), each by
   binding its primitive on concrete values; the float compute around a kernel
   is never evaluated;
-* `jit`/`closed_call` bodies are entered; a `shard_map` body runs once per
+* call bodies are entered (`jit`, `closed_call`, `checkpoint`, and the
+  primal function of a `custom_vjp`/`custom_jvp`); a `shard_map` body runs once per
   device of its manual axes on that device's shard (`axis_index` is the
   device's coordinate; collectives and anything naming a manual axis give no
   value);
-* a `pallas_call` records its operands and does not run: its outputs have no
+* a `pallas_call` records its operands (and its dynamic grid bounds, as
+  `GridMapping` passes them: before the operands) and does not run: its outputs have no
   value, nor has anything computed from them, or inside a `cond`/loop around a
   kernel.
 
@@ -35,8 +37,14 @@ from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, make_jaxpr
 
 _KERNEL_PRIMS = ("pallas_call", "mpmd_map")
-# Calls whose one body's binders are the equation's operands, in order.
-_ENTERED = ("pjit", "jit", "closed_call", "core_call", "shard_map")
+# Calls whose one body's binders are the equation's operands, in order, and whose outputs are that
+# body's outputs when it runs forwards: jit, plain calls, rematerialisation (`jax.checkpoint` binds
+# `remat2`; older releases named it `checkpoint`), and custom derivatives, whose primal body is the
+# function itself (`custom_vjp_call`/`custom_jvp_call`: `call_jaxpr`; the rules, thunks rather than
+# jaxprs, only run under differentiation, which the traced program has already done).
+_CALLS = ("pjit", "jit", "closed_call", "core_call", "remat2", "checkpoint", "custom_vjp_call",
+          "custom_jvp_call", "custom_vjp_call_jaxpr")
+_ENTERED = (*_CALLS, "shard_map")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +55,8 @@ class KernelInputs:
     # Why an operand has no value: the example arguments were shapes (`abstract`), or else.
     abstract: bool
     why: str = ""
+    # Per dynamic grid bound (`KernelCall.dynamic_grid_dims` order): its lane array (lanes,), or None.
+    grid_bounds: tuple[np.ndarray | None, ...] = ()
 
 
 def is_scalar_operand(op: Operand) -> bool:
@@ -81,8 +91,9 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
 
     leaves = [_concrete(x) for x in jax.tree.leaves(tuple(args))]
     abstract = any(x is None for x in leaves)
-    empty = [KernelInputs((None,) * len(c.operands), abstract, _ABSTRACT if abstract else "") for c in calls]
-    if not any(any(is_scalar_operand(op) for op in c.operands) for c in calls):
+    empty = [KernelInputs((None,) * len(c.operands), abstract, _ABSTRACT if abstract else "",
+                          (None,) * len(c.dynamic_grid_dims)) for c in calls]
+    if not any(c.dynamic_grid_dims or any(is_scalar_operand(op) for op in c.operands) for c in calls):
         return empty
     if all(x is None for x in leaves):
         return empty  # nothing to compute from: skip the evaluation
@@ -98,14 +109,17 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
         if per_device is None:
             out.append(dataclasses.replace(empty[k], why=empty[k].why or _NOT_REACHED))
             continue
+        lanes = call.mesh.num_devices
+        nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
+        bounds = tuple(_stack_bound([per_device[d][b] for d in sorted(per_device)], lanes) for b in range(nb))
         values = []
         for i, op in enumerate(call.operands):
             if not is_scalar_operand(op):
                 values.append(None)
                 continue
-            values.append(_stack([per_device[d][i] if i < len(per_device[d]) else None
-                                  for d in sorted(per_device)], call.mesh.num_devices, op))
-        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED))
+            values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
+                                  for d in sorted(per_device)], lanes, op))
+        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED, bounds))
     return out
 
 
@@ -135,6 +149,19 @@ def _stack(per_device: list[Any], lanes: int, op: Operand) -> np.ndarray | None:
     if any(a.shape != tuple(op.shape) for a in arrs):
         return None
     out = np.stack(arrs)
+    if out.shape[0] > 1 and bool((out == out[:1]).all()):
+        out = out[:1]
+    return out
+
+
+def _stack_bound(per_device: list[Any], lanes: int) -> np.ndarray | None:
+    """Per-device values of a dynamic grid bound (one integer each) -> a lane array, or None."""
+    if len(per_device) != lanes or any(v is None for v in per_device):
+        return None
+    arrs = [np.asarray(v) for v in per_device]
+    if any(a.size != 1 or a.dtype.kind not in "iu" for a in arrs):
+        return None
+    out = np.array([int(a.reshape(())) for a in arrs], dtype=np.int64)
     if out.shape[0] > 1 and bool((out == out[:1]).all()):
         out = out[:1]
     return out
@@ -265,9 +292,12 @@ class _Interpreter:
         for eqn in reversed(jaxpr.eqns):
             name = eqn.primitive.name
             if name == "pallas_call":
+                nb = eqn.params["grid_mapping"].num_dynamic_grid_bounds
                 ops = _pallas_operands(eqn)
                 for i, v in enumerate(eqn.invars):
-                    if i < len(ops) and is_scalar_operand(ops[i]) and type(v) is not lit:
+                    if type(v) is lit:
+                        continue
+                    if i < nb or (i - nb < len(ops) and is_scalar_operand(ops[i - nb])):
                         need.add(v)
             elif name == "mpmd_map":
                 continue
@@ -312,12 +342,11 @@ def _subs(eqn: Any) -> list[Any]:
 
 
 def _pallas_operands(eqn: Any) -> list[Operand]:
-    """A pallas_call's index and input operands as `trace` describes them (no dynamic grid bounds)."""
+    """A pallas_call's index and input operands as `trace` describes them (they follow the equation's
+    dynamic grid bounds)."""
     from semcheck.checker.frontend.trace import _operand, memory_space_name
 
     gm = eqn.params["grid_mapping"]
-    if gm.num_dynamic_grid_bounds:
-        return []
     kernel = eqn.params["jaxpr"]
     out = []
     for i, var in enumerate(kernel.invars[: gm.num_index_operands + gm.num_inputs]):

@@ -35,6 +35,8 @@ Where each part lives:
 * `values`: the abstract values (`Unknown`, `SemArray`, `BufRef`);
 * `evaluator`: the SPMD evaluator core (lanes, masks, locations, dispatch);
 * `grid`: launch operands, the grid schedule, `program_id`/`axis_index`;
+* `dynamic_grid`: grid bounds computed at run time, from the example
+  arguments' values (ACC-5);
 * `sync_rules`: semaphores, DMAs, `run_scoped` allocations (the IR ops);
 * `accesses`: kernel loads and stores of refs;
 * `scalar_memory`, `scalar_state`, `concrete_inputs`: the contents of small
@@ -96,10 +98,12 @@ def lower_kernel(
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).
+    from semcheck.checker.frontend.dynamic_grid import resolve_grid
     from semcheck.checker.frontend.grid import grid_schedule, launch_operands
     from semcheck.checker.frontend.lowerer import Lowerer
 
     t0 = time.perf_counter()
+    call = resolve_grid(call, inputs)  # ACC-5: run-time grid bounds from the example arguments
     num_devices = call.mesh.num_devices
     if call.mesh.physical_devices > num_devices and num_devices >= 1 and call.mesh.axis_names:
         raise Unsupported(

@@ -82,7 +82,8 @@ class KernelCall:
     index: int  # position among the kernels of the traced function
     loc: Loc
     jaxpr: Any  # the kernel body (a jax core.Jaxpr)
-    grid: tuple[int, ...]
+    # None at a dynamic bound (`dynamic_grid_dims`) until `dynamic_grid.resolve_grid` gives its value
+    grid: tuple[int | None, ...]
     grid_names: tuple[Any, ...] | None
     vmapped_dims: tuple[int, ...]
     num_index_operands: int
@@ -99,6 +100,8 @@ class KernelCall:
     compiler_params: Any
     block_mappings: tuple[Any, ...] = ()
     grid_mapping: Any = None
+    # Grid dimensions whose bound is a run-time value (passed before the operands at the launch).
+    dynamic_grid_dims: tuple[int, ...] = ()
 
     @property
     def dma_mode(self) -> str | None:
@@ -218,9 +221,8 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
         )
     interpret = _tpu_interpret_params(params.get("interpret"), loc)
     gm = params["grid_mapping"]
-    if gm.num_dynamic_grid_bounds:
-        raise Unsupported("pallas_call", "the grid has dynamic bounds", loc)
-    grid = tuple(int(g) for g in gm.grid)
+    dynamic = tuple(d for d, g in enumerate(gm.grid) if not isinstance(g, (int, np.integer)))
+    grid = tuple(None if d in dynamic else int(g) for d, g in enumerate(gm.grid))
     jaxpr = params["jaxpr"]
     if getattr(jaxpr, "constvars", None):
         raise Unsupported("pallas_call", "the kernel jaxpr has constants", loc)
@@ -281,6 +283,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
         compiler_params=compiler_params,
         block_mappings=tuple(gm.block_mappings),
         grid_mapping=gm,
+        dynamic_grid_dims=dynamic,
     )
 
 
