@@ -1,4 +1,4 @@
-"""Targets whose inputs a hypothesis strategy generates (`@semcheck.target(inputs=...)`, issue 17).
+"""Targets whose inputs a hypothesis strategy generates (`@semcheck.target(inputs=...)`, spec RUN-8).
 
 A target declared with `inputs=STRATEGY` is built from values the strategy
 draws: `fn(num_devices, value)`. For one device count, `explore`:
