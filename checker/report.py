@@ -184,7 +184,8 @@ def _sarif_results(path: str, results: Sequence[Result]) -> list[dict[str, Any]]
             locs = [loc for loc in (w.locs if w else ()) if loc and loc.line > 0]
             text = (w.message if w else v.reason) + f" [{r.target}, {r.devices} devices, {r.dma_mode}]"
             if v.input is not None and v.verdict == "violated":
-                text += f" On {input_line(v)}."
+                line = input_line(v) or ""
+                text += f" {line[:1].upper()}{line[1:]}."
             d = differ.get((r.target, r.devices, v.property))
             if d is not None and v.verdict == "violated":
                 text += f" Modes differ: {_difference_line(d)}."

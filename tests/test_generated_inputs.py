@@ -14,6 +14,7 @@ kernel raises is an input error naming the (shrunk) input; `--examples` and
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from semcheck.checker.generated_inputs import aggregate, coverage, explore
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.verify import Result
-from cli._support import semcheck
+from cli._support import SCHEMA, semcheck
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "tests/generated_inputs/paged_lengths.py"
@@ -166,6 +167,8 @@ def test_boundary_bug_is_found_and_shrunk_to_one_block(buggy):
         assert "witness" in r and r["generated_inputs"] >= 1
     proved = [r for r in rows if r["verdict"] == "proved"]
     assert proved and all(r["reason"] == f"proved for {r['generated_inputs']} generated inputs" for r in proved)
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(buggy.json())
 
 
 @pytest.mark.jax

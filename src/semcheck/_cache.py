@@ -37,7 +37,7 @@ FORMAT = "1"  # bump when the pickled classes change shape
 
 @functools.cache
 def _environment_digest() -> str:
-    """Python, jax, jaxlib, numpy, z3 and semcheck versions, and semcheck's own source."""
+    """Python, jax, jaxlib, numpy, z3, hypothesis and semcheck versions, and semcheck's own source."""
     from importlib import metadata
 
     import semcheck
@@ -46,7 +46,7 @@ def _environment_digest() -> str:
 
     h = hashlib.sha256()
     h.update(f"format {FORMAT}; python {sys.version}".encode())
-    for dist in ("jax", "jaxlib", "numpy", "z3-solver", "semcheck"):
+    for dist in ("jax", "jaxlib", "numpy", "z3-solver", "hypothesis", "semcheck"):  # hypothesis draws generated inputs
         try:
             v = metadata.version(dist)
         except metadata.PackageNotFoundError:
