@@ -140,8 +140,9 @@ def explore(
 
     `verify_input(value, text)` returns the input's `verify.Result`s (every
     kernel x mode) or raises `FrontendError` (the kernel raised on it);
-    `check_key(value, text, key)` returns the key's verdict on a candidate
-    input (None when it does not apply: the kernel is not there, say).
+    `check_key(value, text, key)` builds and lowers a candidate input (raising
+    as `verify_input` does) and returns the key's verdict on it (None when it
+    does not apply: the kernel is not there, say).
     `deadline` is a `time.monotonic()` value: past it, nothing more is
     verified and shrinking stops at the smallest input found so far.
     """
@@ -195,7 +196,7 @@ def explore(
         assert out.key is not None
         if out.key[0] == "!raise":
             try:
-                verify_input_raises(value, text)
+                check_key(value, text, out.key)  # builds and lowers; no kernel has the name "!raise"
             except FrontendError as e:
                 same = (e.code, type(getattr(e, "cause", None) or e).__name__) == out.key[1:]
                 if same:
@@ -210,9 +211,6 @@ def explore(
             verdict_of[text] = v
             return True
         return False
-
-    def verify_input_raises(value: Any, text: str) -> None:
-        verify_input(value, text)
 
     config = settings(
         max_examples=examples,
