@@ -17,6 +17,8 @@ way round. The report says so, with the interpreter divergences
 * D20: a DMA signalling a non-DMA (REGULAR or barrier) semaphore (the
   interpreter adds the copy's bytes, a TPU adds 1: DMA-6);
 * D21: a semaphore output (the interpreter fails at launch, a TPU runs it: LAUNCH-2).
+* D22: a load or store through a reshape/bitcast/transpose view (the interpreter raises there, a TPU
+  runs it: ACC-6).
 
 What the program exercises is found statically in the verify child
 (`exposures`, sent with each result); the report pairs it with the verdicts.
@@ -28,7 +30,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.model.ops import INTERPRETER_MODES, AllocSem, DmaStart, GetBarrierSem, Loc, Program, Signal
+from semcheck.model.errors import InterpreterView
+from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Program, Signal
 
 CAUSES = {
     "D1": "in interpret mode a signal without core_index goes to core 0 of the target device; "
@@ -40,6 +43,8 @@ CAUSES = {
     "D20": "a copy signalling a REGULAR (or barrier) semaphore adds its byte count to it in interpret mode "
            "and 1 on a TPU",
     "D21": "the interpreter fails at launch on a semaphore output of the pallas_call; a TPU runs it",
+    "D22": "the interpreter raises at a load or store through a reshape, bitcast, transpose or memory-space "
+           "view of a ref (it indexes only through indexers); a TPU runs it",
 }
 ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
 MAX_LOCS = 3
@@ -101,7 +106,11 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
         out.append(Exposure("D5-D7"))
     if typed:
         out.append(Exposure("D20", _first_lines(typed)))
-    if program.launch_failure is not None:
+    if isinstance(program.launch_failure, InterpreterView):
+        loc = next((op.loc for ops in program.cores for op in ops
+                    if type(op) is Access and str(op.loc) == program.launch_failure.where), None)
+        out.append(Exposure("D22", (loc,) if loc is not None and loc.line > 0 else ()))
+    elif program.launch_failure is not None:
         out.append(Exposure("D21"))
     return tuple(out)
 
@@ -119,7 +128,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
     when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
-    interpreter and the hardware disagree on, and D21 likewise.
+    interpreter and the hardware disagree on, and D21 and D22 likewise.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -146,7 +155,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D20", "D21"):
+            for code in ("D20", "D21", "D22"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

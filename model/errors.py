@@ -158,6 +158,30 @@ class SemaphoreOutput(Violation):
         return "AttributeError" if self.uninitialized_memory == "zero" else "NotImplementedError"
 
 
+@dataclasses.dataclass(frozen=True)
+class InterpreterView(Violation):
+    """ERR-9: a kernel load or store through a ref view jax's TPU interpreter cannot index (ACC-6, D22).
+
+    The interpreter turns a load's or store's transforms into an index range by reading each
+    one's `indices`: a reshape, bitcast, transpose or memory-space view has none, and the
+    callback raises when a core reaches the access. `transform` is the view's class name, `where`
+    the first such access's line (`file:line`), `accesses` how many kernel lines do it.
+    """
+
+    transform: str
+    access: str  # "load" | "store"
+    where: str = ""
+    accesses: int = 1
+
+    @property
+    def message(self) -> str:
+        return f"'{self.transform}' object has no attribute 'indices'"
+
+    @property
+    def python_type(self) -> str:
+        return "AttributeError"
+
+
 # --- the manager's buffer errors (specs/buffers.md) ---------------------------------------
 
 

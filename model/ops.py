@@ -280,7 +280,9 @@ class Program:
 
     `collective_id` is the id of the fixed-id barrier semaphore (None when the
     kernel has no `collective_id`). `launch_failure` is what the interpreter
-    raises before any core runs (LAUNCH-2), None when it launches.
+    raises before any core runs (LAUNCH-2), or at a load or store every run
+    reaches unless it stops earlier (ACC-6, `errors.InterpreterView`): no
+    interpreter run completes; None when it launches and runs.
     """
 
     topology: Topology

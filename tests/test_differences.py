@@ -110,3 +110,13 @@ def test_a_launch_the_interpreter_refuses_exercises_d21():
     p = launch(Topology(2), [[], []], launch_failure=SemaphoreOutput("sem_out"))
     assert [e.code for e in exposures(p)] == ["D21"]
     assert "D21" not in {e.code for e in exposures(launch(Topology(2), [[], []]))}
+
+
+def test_an_access_the_interpreter_cannot_index_exercises_d22_at_its_line():
+    from semcheck.model.errors import InterpreterView
+    from semcheck.model.ops import Access, Region
+
+    loc = Loc("k.py", 7)
+    access = Access("buf", Region(((0, 8),)), False, loc)
+    p = launch(Topology(1), [[access]], launch_failure=InterpreterView("ReshapeTransform", "load", "k.py:7"))
+    assert [(e.code, e.locs) for e in exposures(p)] == [("D22", (loc,))]

@@ -14,6 +14,9 @@ too, behind `slow`), and
   own: the BlockSpec pipeline does all the copying) have no `unknown` and no
   violation: megablox's grid bound computed from the group sizes (ACC-5) and
   splash's mask table computed inside its `custom_vjp` (ACC-4) included;
+* ragged_paged_attention, which jax's interpreter cannot run (a load through
+  a reshape view raises), is predicted to fail in eager and on_wait at that
+  load and proved on hardware (ACC-6, D22);
 * the seeded bugs of examples/jax_ops/buggy/ get exactly their violations,
   and paged_attention's megacore mode on a one-core device deadlocks (the
   interpreter hangs on it; with two cores it completes).
@@ -27,6 +30,7 @@ blocks per grid axis); nothing is run, semcheck only traces.
 
 from __future__ import annotations
 
+import json
 import pkgutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -379,6 +383,25 @@ def test_megacore_paged_attention_on_one_core_deadlocks(reports):
     got = {r["dma_mode"]: r["verdict"] for r in reports["paged_attention_megacore_one_core"]["results"]
            if r["property"] == "deadlock-free"}
     assert got == {"eager": "violated", "on_wait": "violated", "hardware": "violated"}, got
+
+
+@pytest.mark.rule("ACC-6")
+def test_ragged_paged_attention_fails_only_in_the_interpreter(reports):
+    """Interpret mode raises `AttributeError: 'ReshapeTransform' object has no attribute 'indices'` at the
+    strided load of the KV block (a reshape view of the copied buffer, kernel.py's strided_load_kv: checked
+    by running the builder in interpret mode); a TPU runs it. semcheck: deadlock-free violated at that load
+    in eager and on_wait, the rest unknown there; every property proved on hardware (D22)."""
+    results = reports["ragged_paged_attention"]["results"]
+    hw = {r["property"]: r["verdict"] for r in results if r["dma_mode"] == "hardware"}
+    assert set(hw.values()) == {"proved"}, hw
+    for mode in ("eager", "on_wait"):
+        got = {r["property"]: r for r in results if r["dma_mode"] == mode}
+        dl = got.pop("deadlock-free")
+        assert dl["verdict"] == "violated", dl
+        text = json.dumps(dl)
+        assert "'ReshapeTransform' object has no attribute 'indices'" in text and "D22" in text
+        assert "ragged_paged_attention/kernel.py" in text
+        assert {r["verdict"] for r in got.values()} == {"unknown"}, got
 
 
 @pytest.mark.slow

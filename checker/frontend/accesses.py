@@ -6,7 +6,9 @@ active device: the buffer's label (that of the `AllocBuffer` the launch or a
 `regions`: exact boxes, widened with a reason where an index, a mask or a
 transform cannot be pinned down) and whether it writes. Masked-off devices
 and an all-false mask emit nothing. A `swap` (`ref[...] = x`, `pl.store`) and
-an `addupdate` (`ref[...] += x`) are writes; everything else reads.
+an `addupdate` (`ref[...] += x`) are writes; everything else reads. A load
+or store through a reshape, bitcast, transpose or memory-space view is noted
+(`interpreter_views`, ACC-6): jax's interpreter raises there.
 
 Their values are opaque (`Unknown`), except for the small integer refs whose
 contents `scalar_memory` tracks (scalar-prefetch tables, SMEM state, a loop
@@ -28,6 +30,7 @@ from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.interpreter_views import InterpreterViews, blind_transform
 from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
@@ -56,6 +59,8 @@ class AccessRules(Evaluator):
             pallas_prims.load_p: "load",
             pallas_prims.swap_p: "masked_swap",
         }
+        # ACC-6: lines whose loads or stores the interpreter cannot index (it raises there)
+        self.interpreter_views = InterpreterViews()
 
     def _ref_access(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         ref = invals[0] if invals else None
@@ -82,6 +87,11 @@ class AccessRules(Evaluator):
             return outs
         static = self._access_static(eqn)
         write, shape, dtype, leaf_at, unflatten = static
+        blind = blind_transform(chain) if chain else None
+        if blind is None:
+            blind = self._blind_in_equation(eqn, invals, static)
+        if blind is not None:
+            self.interpreter_views.note(loc, blind, write)
         memory = self.memory
         if ref.name not in memory.ignored and (ref.name in memory or self._track_scoped(eqn, ref.name, chain)):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
@@ -122,6 +132,17 @@ class AccessRules(Evaluator):
             bodies, ops = [b for b, _ in pairs], [op for _, op in pairs]
         any(map(list.append, bodies, ops))
         return outs
+
+    def _blind_in_equation(self, eqn: Any, invals: list[Any], static: Any) -> Any:
+        """The equation's own transform the interpreter cannot index (ACC-6), or None; their
+        classes are static, so the answer is computed once per equation."""
+        key = ("interpreter_view", id(eqn))
+        hit = self._static_cache.get(key, _MISSING)  # type: ignore[arg-type]
+        if hit is _MISSING:
+            transforms, _ = static[4](invals)
+            hit = blind_transform(tuple(transforms or ()))
+            self._static_cache[key] = hit  # type: ignore[index]
+        return hit
 
     def _track_scoped(self, eqn: Any, label: str, chain: tuple[Any, ...]) -> bool:
         """Track a `run_scoped` buffer met for the first time, if small and integer (`scalar_memory`)."""

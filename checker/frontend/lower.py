@@ -139,6 +139,9 @@ def lower_kernel(
                 lw.run_grid_point(point, kernel_args)
             for d in range(num_devices):
                 bodies[d * n_cores + core] = lw.bodies[d]
+        # LAUNCH-2 fails before any core runs; else ACC-6: every run stops at or before an access
+        # through a view the interpreter cannot index
+        failure = failure or lw.interpreter_views.failure()
         program = launch(
             Topology(num_devices, n_cores),
             bodies,

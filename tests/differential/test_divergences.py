@@ -373,3 +373,59 @@ def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():
         assert v.verdict == "violated" and str(raised.value) in v.witness.message
         assert BY_ID["exit-balance"].check(program, mode).verdict == "unknown"
     assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+
+
+def _view_kernels():
+    import jax.numpy as jnp
+
+    def load_reshape(x_ref, o_ref):
+        o_ref[0:4] = x_ref.reshape(2, 4, 128)[0]
+
+    def store_reshape(x_ref, o_ref):
+        o_ref.reshape(2, 4, 128)[...] = x_ref[...].reshape(2, 4, 128)
+
+    def load_bitcast(x_ref, o_ref):
+        o_ref[...] = x_ref.bitcast(jnp.int32)[...].astype(jnp.float32)
+
+    return {"load_reshape": (load_reshape, "ReshapeTransform", "load"),
+            "store_reshape": (store_reshape, "ReshapeTransform", "store"),
+            "load_bitcast": (load_bitcast, "BitcastTransform", "load")}
+
+
+@pytest.mark.rule("ACC-6", "ERR-9")
+@pytest.mark.parametrize("name", ["load_reshape", "store_reshape", "load_bitcast"])
+def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    kernel, transform, access = _view_kernels()[name]
+    f = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+        interpret=pltpu.InterpretParams(),
+    )
+    message = f"'{transform}' object has no attribute 'indices'"
+    with pytest.raises(Exception, match=message) as raised:
+        jax.block_until_ready(f(jnp.ones((8, 128), jnp.float32)))
+    assert "AttributeError" in str(raised.value)
+
+    # semcheck's side (ACC-6): the access is lowered as a TPU runs it (hardware proves every property)
+    # and the program carries the interpreter's error, which eager and on_wait report at its line
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    (call,) = trace_kernels(f, (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
+    program = lower_kernel(call)
+    failure = program.launch_failure
+    assert (failure.python_type, failure.message, failure.access) == ("AttributeError", message, access)
+    for mode in ("eager", "on_wait"):
+        v = BY_ID["deadlock-free"].check(program, mode)
+        assert v.verdict == "violated" and message in v.witness.message
+        assert v.witness.locs and v.witness.locs[0].line > 0
+        assert BY_ID["exit-balance"].check(program, mode).verdict == "unknown"
+    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
