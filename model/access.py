@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Literal
 
 from semcheck.model.buffer import SHARED_SPACES
@@ -85,21 +86,29 @@ def buffer_of(program: Program, spaces: dict[tuple[int, str], str], core: int, l
     return (d, None if shared else topo.local_core_of(core), label)
 
 
-def accesses(program: Program, mode: DmaMode) -> tuple[list[AccessEvent], list[Unrecorded]]:
+def accesses(
+    program: Program, mode: DmaMode, *, near: int | None = None
+) -> tuple[list[AccessEvent], list[Unrecorded]]:
     """ACC-1 .. ACC-3: every access of the program, and the DMAs whose accesses are unknown.
 
     A DMA whose target is out of range fails at its start (ERR-4) and
-    accesses nothing.
+    accesses nothing. With `near=k`, only accesses of the buffers of devices
+    `0 .. k-1` (under a rotation by `k`, every pair has an image there, DR-5);
+    every unrecorded DMA is still listed.
     """
     spaces = buffer_spaces(program)
+    topo = program.topology
     events: list[AccessEvent] = []
     unrecorded: list[Unrecorded] = []
+    buffers: dict[tuple[int, str], BufferInstance] = {}
     for g, ops in enumerate(program.cores):
+        mine = near is None or topo.device_of(g) < near
         for pc, op in enumerate(ops):
             t = type(op)
             if t is Access:
-                buf = buffer_of(program, spaces, g, op.buf)
-                events.append(AccessEvent(g, pc, None, buf, op.region, op.write, g, op.loc))
+                if mine:
+                    buf = buffers.get((g, op.buf)) or buffers.setdefault((g, op.buf), buffer_of(program, spaces, g, op.buf))
+                    events.append(AccessEvent(g, pc, None, buf, op.region, op.write, g, op.loc))
             elif t is DmaStart:
                 dst = target_core(program, mode, g, op.device, op.core, dma=True)
                 if not isinstance(dst, int):
@@ -107,10 +116,12 @@ def accesses(program: Program, mode: DmaMode) -> tuple[list[AccessEvent], list[U
                 if op.src_buf is None or op.dst_buf is None or op.src_region is None or op.dst_region is None:
                     unrecorded.append(Unrecorded(g, pc, op.loc))
                     continue
-                src = buffer_of(program, spaces, g, op.src_buf)
-                events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc))
-                dbuf = buffer_of(program, spaces, dst, op.dst_buf)
-                events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc))
+                if mine:
+                    src = buffers.get((g, op.src_buf)) or buffers.setdefault((g, op.src_buf), buffer_of(program, spaces, g, op.src_buf))
+                    events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc))
+                if near is None or topo.device_of(dst) < near:
+                    dbuf = buffers.get((dst, op.dst_buf)) or buffers.setdefault((dst, op.dst_buf), buffer_of(program, spaces, dst, op.dst_buf))
+                    events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc))
     return events, unrecorded
 
 
@@ -129,8 +140,16 @@ def conflicts(a: AccessEvent, b: AccessEvent) -> bool:
     return a.region.overlaps(b.region)
 
 
-def conflicting_pairs(events: list[AccessEvent]) -> list[tuple[AccessEvent, AccessEvent]]:
-    """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared)."""
+def conflicting_pairs(
+    events: list[AccessEvent], involves: Callable[[AccessEvent], bool] | None = None
+) -> list[tuple[AccessEvent, AccessEvent]]:
+    """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared).
+
+    With `involves`, only pairs with at least one member it accepts. Within a
+    buffer, accesses are swept in order of their first dimension's start, so
+    only accesses whose first dimensions overlap are compared (`conflicts`
+    decides each); scalar and other-rank views are compared with everything.
+    """
     by_buffer: dict[BufferInstance, list[AccessEvent]] = defaultdict(list)
     for e in events:
         by_buffer[e.buffer].append(e)
@@ -138,10 +157,28 @@ def conflicting_pairs(events: list[AccessEvent]) -> list[tuple[AccessEvent, Acce
     for group in by_buffer.values():
         if not any(e.write for e in group):
             continue
-        for i, a in enumerate(group):
-            for b in group[i + 1 :]:
-                if conflicts(a, b):
-                    pairs.append((a, b))
+        if involves is not None and not any(map(involves, group)):
+            continue
+        ranks = [len(e.region.box) for e in group]
+        rank = max(set(ranks), key=ranks.count)
+        swept = sorted((e for e, r in zip(group, ranks) if r == rank and r), key=lambda e: e.region.box[0][0])
+        wild = [e for e, r in zip(group, ranks) if r != rank or not r]
+        found = []
+        active: list[AccessEvent] = []
+        for e in swept:
+            lo = e.region.box[0][0]
+            active = [x for x in active if x.region.box[0][1] > lo]
+            found.extend((x, e) for x in active if conflicts(x, e))
+            active.append(e)
+        for i, w in enumerate(wild):  # against every other access of the buffer, each pair once
+            found.extend((w, e) for e in swept if conflicts(w, e))
+            found.extend((w, e) for e in wild[i + 1:] if conflicts(w, e))
+        if involves is not None:
+            found = [(a, b) for a, b in found if involves(a) or involves(b)]
+        order = {id(e): i for i, e in enumerate(group)}
+        found = [(a, b) if order[id(a)] < order[id(b)] else (b, a) for a, b in found]
+        found.sort(key=lambda p: (order[id(p[0])], order[id(p[1])]))
+        pairs.extend(found)
     return pairs
 
 

@@ -22,6 +22,7 @@ from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import rotation_period
+from semcheck.model.happens_before import Ordering, order
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
 from semcheck.model.state import Outcome, State
@@ -172,18 +173,35 @@ def find_races(
     program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None,
     max_work: int | None = None,
 ) -> RaceReport:
-    """DR-1 .. DR-4: the races of `program` under `mode`.
+    """DR-1 .. DR-7: the races of `program` under `mode`.
 
     With `first`, stop at the first exact, confirmed race (a violation needs
     one witness); otherwise return every race found (one per group).
     `deadline` is a `time.perf_counter()` value past which the search stops
     (the report then says it is incomplete).
+
+    The happens-before pass (DR-6, under `eager`'s reading for `on_wait`,
+    DR-7) orders most pairs in one run; only the pairs it leaves unordered
+    get restricted runs (DR-2), as many as `max_work` operations pay for.
+    Without its certificate every pair is decided by restricted runs, and a
+    program whose runs would exceed the budget is given up at once.
     """
-    estimate = work_estimate(program)
-    if estimate > (MAX_WORK if max_work is None else max_work):
-        return RaceReport((), (), 0, 0, False, estimate, True)
-    events, unrecorded = accesses(program, mode)
-    pairs = _orbit_representatives(program, conflicting_pairs(events), rotation_period(program))
+    budget = MAX_WORK if max_work is None else max_work
+    k = rotation_period(program)
+    near = k if k < program.topology.num_devices else None
+    events, unrecorded = accesses(program, mode, near=near)
+    ordering = order(program, mode, events) if events else Ordering(True, "", ())
+    estimate = 0
+    if ordering.certified:
+        pairs = ordering.candidates
+        if not pairs:
+            return RaceReport((), tuple(unrecorded), 0, 0, True, 0)
+    else:
+        estimate = work_estimate(program)
+        if estimate > budget:
+            return RaceReport((), (), 0, 0, False, estimate, True)
+        events, unrecorded = accesses(program, mode)
+        pairs = _orbit_representatives(program, conflicting_pairs(events), k)
     runs = _Runs(program, mode)
     found: list[Race] = []
 
@@ -198,6 +216,11 @@ def find_races(
         if deadline is not None and time.perf_counter() > deadline:
             complete = False
             break
+        if len(runs.memo) * program.num_ops > budget and ordering.certified:
+            # DR-6 left more pairs unordered than the budget's restricted runs can decide
+            estimate = len(runs.memo) * program.num_ops
+            complete = False
+            break
         r = _restriction(a, b, mode)
         if r is None:
             continue
@@ -210,7 +233,8 @@ def find_races(
             if consider(a, b, outcome):
                 break
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
-    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate)
+    over = not complete and estimate > 0 and ordering.certified
+    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over)
 
 
 def _earliest(

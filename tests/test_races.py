@@ -184,6 +184,89 @@ def brute_force_race(program: Program, mode: DmaMode, limit: int = 20_000) -> bo
     return False
 
 
+def detector_race(program: Program, limit: int = 20_000) -> bool | None:
+    """Every eager schedule, each with the interpreter's race detector (DR-1, DR-7): a clock per core and
+    per copy; a copy runs inside its start with a clock of its own, a signal joins the signaller's clock
+    into the semaphore's and a wait that passes joins the semaphore's clock into the core's. Is some
+    conflicting access ever unordered with an earlier one? None past `limit` schedules' steps."""
+    from semcheck.model.access import buffer_of, buffer_spaces, conflicts, AccessEvent
+    from semcheck.model.step import target_core
+
+    spaces = buffer_spaces(program)
+    budget = [limit]
+
+    def join(a: dict, b: dict) -> dict:
+        return {k: max(a.get(k, 0), b.get(k, 0)) for k in a.keys() | b.keys()}
+
+    def before(a: dict, b: dict) -> bool:
+        return all(v <= b.get(k, 0) for k, v in a.items())
+
+    def explore(state: State, clocks: dict, sems: dict, history: tuple) -> bool | None:
+        if state.failure is not None:
+            return False
+        for actor in enabled(program, "eager", state):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return None
+            core = actor[1]
+            pc = state.pcs[core]
+            op = program.cores[core][pc]
+            t = step(program, "eager", state, actor)
+            cl, sm, hist = dict(clocks), dict(sems), history
+            mine = dict(cl.get(core, {}))
+            new_accesses = []
+            moved = t.pcs[core] != pc
+            if moved and isinstance(op, Access):
+                mine[("core", core)] = mine.get(("core", core), 0) + 1
+                buf = buffer_of(program, spaces, core, op.buf)
+                new_accesses.append((AccessEvent(core, pc, None, buf, op.region, op.write, core, op.loc), dict(mine)))
+            elif moved and isinstance(op, (Signal, DmaStart)):
+                mine[("core", core)] = mine.get(("core", core), 0) + 1
+                up = {k: t.counts.get(k, 0) - state.counts.get(k, 0) for k in set(t.counts) | set(state.counts)}
+                if isinstance(op, Signal):
+                    for k, v in up.items():
+                        if v > 0:
+                            sm[k] = join(sm.get(k, {}), mine)
+                else:
+                    # as the interpreter's DMA: its clock ticks before and after each half, and each
+                    # semaphore gets the clock right after its half (send after the read, receive
+                    # after the write)
+                    dma = ("dma", len(state.dmas))
+                    clock = dict(mine)
+                    dst = target_core(program, "eager", core, op.device, op.core, dma=True)
+                    src_key = (t.dmas[-1].src_key, t.dmas[-1].src_core) if op.src_sem is not None else None
+                    dst_key = (t.dmas[-1].dst_key, t.dmas[-1].dst_core)
+                    clock[dma] = 1
+                    if op.src_buf is not None:
+                        src_b = buffer_of(program, spaces, core, op.src_buf)
+                        new_accesses.append((AccessEvent(core, pc, "read", src_b, op.src_region, False, core, op.loc), dict(clock)))
+                    clock[dma] = 2
+                    if src_key is not None:
+                        sm[src_key] = join(sm.get(src_key, {}), clock)
+                    clock[dma] = 3
+                    if op.src_buf is not None:
+                        dst_b = buffer_of(program, spaces, dst, op.dst_buf)
+                        new_accesses.append((AccessEvent(core, pc, "write", dst_b, op.dst_region, True, dst, op.loc), dict(clock)))
+                    clock[dma] = 4
+                    sm[dst_key] = join(sm.get(dst_key, {}), clock)
+            elif moved and isinstance(op, Wait):
+                down = [k for k in set(state.counts) | set(t.counts) if t.counts.get(k, 0) < state.counts.get(k, 0)]
+                for k in down:
+                    mine = join(mine, sm.get(k, {}))
+            cl[core] = mine
+            for e, c in new_accesses:
+                for f, d in hist:
+                    if conflicts(f, e) and not before(d, c):
+                        return True
+                hist = hist + ((e, c),)
+            r = explore(t, cl, sm, hist)
+            if r is not False:
+                return r
+        return False
+
+    return explore(State.initial(program), {}, {}, ())
+
+
 @st.composite
 def programs_with_accesses(draw) -> Program:
     devices = draw(st.integers(1, 2))
@@ -211,17 +294,13 @@ def programs_with_accesses(draw) -> Program:
     return launch(topo, bodies, scratch=SCRATCH, collective_id=0)
 
 
-@pytest.mark.rule("DR-2", "DR-3", "PROP-7")
+@pytest.mark.rule("DR-2", "DR-3", "DR-6", "PROP-7")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs_with_accesses(), st.sampled_from(DMA_MODES))
 def test_restricted_runs_decide_races_as_the_explorer_does(program, mode):
     if fast_run(program, mode, record=False).state.failure is not None:
         return  # a failing program is the other properties' business (the race property is unknown)
-    # DR-1 under eager is the hardware reading (each copy a thread of its own); with one core per
-    # device and scratch semaphores the two semantics resolve every reference alike
-    if mode == "eager" and program.topology.cores_per_device > 1:
-        return
-    truth = brute_force_race(program, "hardware" if mode == "eager" else mode)
+    truth = detector_race(program) if mode == "eager" else brute_force_race(program, mode)
     if truth is None:
         return
     report = find_races(program, mode)
@@ -262,11 +341,32 @@ def _unguarded_ring(n: int) -> Program:
     return launch(Topology(n), bodies, scratch=SCRATCH)
 
 
+def _two_senders_then_read() -> Program:
+    """Devices 1 and 2 each copy into their own half of device 0's buffer, signalling one semaphore;
+    device 0 waits for both copies, then reads the whole buffer: race-free. Device 1 starts only after
+    a relay through devices 3 and 4, so in the greedy run its copy arrives after device 0's first wait
+    passed, and which copy that wait takes depends on the schedule: no certificate (DR-6)."""
+    def copy(half: Region) -> DmaStart:
+        return DmaStart(SemRef("sems", 0), 32, device=0, src_buf="src", src_region=box((0, 4)), dst_buf="buf",
+                        dst_region=half)
+
+    bodies = [
+        [Wait(SemRef("sems", 0), 32, kind="dma"), Wait(SemRef("sems", 0), 32, kind="dma"), Access("buf", box((0, 8)))],
+        [Wait(SemRef("sems", 1), 1), copy(box((0, 4)))],
+        [copy(box((4, 8)))],
+        [Signal(SemRef("sems", 1), 1, device=4)],
+        [Wait(SemRef("sems", 1), 1), Signal(SemRef("sems", 1), 1, device=1)],
+    ]
+    return launch(Topology(5), bodies, scratch=SCRATCH)
+
+
 @pytest.mark.rule("PROP-7")
 def test_races_past_the_work_budget_are_unknown_at_once_never_proved():
     from semcheck.checker.races import race_free
+    from semcheck.model.happens_before import order
 
-    program = double_buffered(4, wrong_slot=False)
+    program = _two_senders_then_read()
+    assert not order(program, "hardware", accesses(program, "hardware")[0]).certified
     report = find_races(program, "hardware", max_work=1)
     assert report.over_budget and not report.complete and report.races == ()
     import semcheck.model.race as race_module
@@ -278,3 +378,35 @@ def test_races_past_the_work_budget_are_unknown_at_once_never_proved():
     finally:
         race_module.MAX_WORK = saved
     assert v.verdict == "unknown" and "fewer devices" in v.reason
+
+
+@pytest.mark.rule("DR-6")
+def test_a_certified_happens_before_pass_proves_without_restricted_runs():
+    program = double_buffered(4, wrong_slot=False)
+    report = find_races(program, "hardware", max_work=1)
+    assert report.complete and report.races == () and report.runs == 0
+    assert find_races(_two_senders_then_read(), "hardware").races == ()  # decided by restricted runs
+
+
+
+
+def _one_sender_two_copies() -> Program:
+    """Device 0 copies twice into device 1, both copies signalling one semaphore (as jax's shipped
+    all_gather does); device 1 waits for one copy's bytes and reads the first copy's slot."""
+    def copy(slot: int) -> DmaStart:
+        return DmaStart(SemRef("sems", 0), 32, device=1, src_buf="src", src_region=box((0, 8)), dst_buf="buf",
+                        dst_region=box((8 * slot, 8 * slot + 8)))
+
+    bodies = [[copy(0), copy(1)], [Wait(SemRef("sems", 0), 32, kind="dma"), Access("buf", box((0, 8)))]]
+    return launch(Topology(2), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-1", "DR-7")
+def test_eager_orders_a_copy_before_every_wait_after_its_start_as_the_detector_does():
+    # under eager the first copy signals inside its start, before the second starts: the wait cannot
+    # pass before it, and takes its clock; on a TPU the second copy may land first (a real race)
+    program = _one_sender_two_copies()
+    assert detector_race(program) is False
+    assert find_races(program, "eager").races == ()
+    assert find_races(program, "hardware").races
+    assert brute_force_race(program, "hardware") is True

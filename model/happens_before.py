@@ -1,0 +1,341 @@
+"""Happens-before over every schedule, from one run (spec DR-6, DR-7).
+
+One greedy run (RUN-3) with an observer computes vector clocks: a core's
+clock counts, per core, the operations known to have happened before its
+current position. Program order, a DMA's start before its halves, a read
+half before its write half and a barrier's participants before its pass are
+orderings every schedule has. A wait is ordered after a signal it *must*
+consume: one without which the signals that could have arrived cannot make up
+the count (DR-6 says why this is sound, and which check of the run's arrival
+order makes it so: `certified`). The relation may miss orderings; it never
+invents one.
+
+Accesses are checked as the run reaches them (a kernel access when its core
+runs it, a DMA half at its start): accesses of one buffer with one region in a
+chain, each against the last write and the reads since (the order being
+transitive, a race in the chain shows as one of these pairs), and accesses
+with different overlapping regions pair by pair. A conflicting pair the
+relation does not order is a *candidate*, which the restricted runs of DR-2
+then decide; when there is none the program is race-free without a single
+restricted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Literal
+
+import numpy as np
+
+from semcheck.model.access import AccessEvent, conflicts
+from semcheck.model.fast import fast_run
+from semcheck.model.ops import Barrier, DmaMode, Program
+
+Pair = tuple[AccessEvent, AccessEvent]
+Pos = tuple[int, int]  # (core, pc) of an operation
+Arrival = Literal["start", "completion"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ordering:
+    """What the happens-before pass found (DR-6)."""
+
+    certified: bool  # the relation is sound: every pair it orders is ordered in every schedule
+    why: str  # when not certified: what broke the certificate
+    candidates: tuple[Pair, ...]  # conflicting pairs the relation does not order (earlier access first)
+
+
+class _Signal:
+    """One arrival on a counter: its amount, the clock of what happened before it, and its source.
+
+    `pos` is the operation whose happening implies the arrival: the `Signal`
+    op, or (DR-7, `eager`) the DMA's start; None for a DMA half that arrives
+    when it completes (`hardware`, and the async reading of `on_wait`).
+    """
+
+    __slots__ = ("inc", "clock", "pos", "dma", "half")
+
+    def __init__(self, inc: int, clock: np.ndarray, pos: Pos | None, dma: Pos | None, half: str | None) -> None:
+        self.inc, self.clock, self.pos, self.dma, self.half = inc, clock, pos, dma, half
+
+
+class _Counter:
+    __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced")
+
+    def __init__(self, core: int) -> None:
+        self.core = core
+        self.arrived = 0  # total amount that has arrived in the run
+        self.consumed = 0  # total the passed waits took
+        self.last_wait: int | None = None  # pc of the last passed wait on this counter
+        self.pending: list[_Signal] = []  # arrivals not yet known to have preceded a wait of the counter
+        # per passed wait that was ordered after some arrival it must consume: (pc, [[arrival, slack]]),
+        # slack being how much more could arrive without that arrival before the wait still falls short
+        self.forced: list[tuple[int, list[list]]] = []
+
+
+class _Chain:
+    """Accesses of one buffer region so far: the last write and the reads since it."""
+
+    __slots__ = ("write", "reads")
+
+    def __init__(self) -> None:
+        self.write: AccessEvent | None = None
+        self.reads: list[AccessEvent] = []
+
+
+class _Observer:
+    """Vector clocks over one fast run (DR-6) and the checks of each access as the run reaches it."""
+
+    def __init__(self, program: Program, events: Iterable[AccessEvent], arrival: Arrival) -> None:
+        self.program = program
+        self.arrival = arrival
+        n = program.topology.num_cores
+        self.clock = np.zeros((n, n), dtype=np.int32)  # row c: what core c knows (its own entry is stale)
+        self.counters: dict[tuple, _Counter] = {}
+        self.dma_pos: dict[int, Pos] = {}  # DMA ident -> its start
+        self.dma_clock: dict[int, np.ndarray] = {}
+        self.done: dict[tuple[Pos, str], list[Pos]] = {}  # (start, half) -> waits known to follow the half
+        self.arrivals: dict[tuple[int, str, int], np.ndarray] = {}
+        self.broken = ""
+        self.candidates: list[Pair] = []
+        self.at: dict[Pos, list[AccessEvent]] = defaultdict(list)
+        self.chain_of: dict[int, _Chain] = {}
+        self.partners: dict[int, list[AccessEvent]] = defaultdict(list)
+        self.seen: set[int] = set()
+        self._index(list(events))
+
+    def _index(self, events: list[AccessEvent]) -> None:
+        """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
+        by_buffer: dict = defaultdict(lambda: defaultdict(list))
+        for e in events:
+            by_buffer[e.buffer][(e.region.box, e.region.exact)].append(e)
+        for regions in by_buffer.values():
+            if not any(e.write for group in regions.values() for e in group):
+                continue
+            keys = list(regions)
+            for key in keys:
+                chain = _Chain()
+                for e in regions[key]:
+                    self.at[(e.core, e.pc)].append(e)
+                    self.chain_of[id(e)] = chain
+            # different regions: only those whose first dimensions overlap are compared (a sweep)
+            ranks = {k: len(k[0]) for k in keys}
+            rank = max(set(ranks.values()), key=list(ranks.values()).count)
+            swept = sorted((k for k in keys if ranks[k] == rank and rank), key=lambda k: k[0][0][0])
+            wild = [k for k in keys if ranks[k] != rank or not rank]
+            near: list[tuple] = []
+            active: list[tuple] = []
+            for k in swept:
+                lo = k[0][0][0]
+                active = [x for x in active if x[0][0][1] > lo]
+                near.extend((x, k) for x in active)
+                active.append(k)
+            for i, w in enumerate(wild):
+                near.extend((w, k) for k in swept)
+                near.extend((w, k) for k in wild[i + 1:])
+            for k1, k2 in near:
+                r1, r2 = regions[k1][0].region, regions[k2][0].region
+                if not r1.overlaps(r2):
+                    continue
+                for a in regions[k1]:
+                    for b in regions[k2]:
+                        if conflicts(a, b):
+                            self.partners[id(a)].append(b)
+                            self.partners[id(b)].append(a)
+
+    # --- clocks ---------------------------------------------------------------
+
+    def _snapshot(self, core: int, executed: int) -> np.ndarray:
+        row = self.clock[core].copy()
+        row[core] = executed
+        return row
+
+    def _knows(self, core: int, pc: int, what: Pos) -> bool:
+        """Whether `core`, about to run `pc`, knows that operation `what` has happened."""
+        c, q = what
+        return q < pc if c == core else bool(self.clock[core, c] > q)
+
+    def _knows_done(self, core: int, pc: int, start: Pos, half: str) -> bool:
+        return any(self._knows(core, pc, w) for w in self.done.get((start, half), ()))
+
+    def _after(self, later: _Signal, earlier: _Signal) -> bool:
+        """Whether the relation orders `later`'s arrival after `earlier`'s."""
+        if earlier.pos is not None:
+            return bool(later.clock[earlier.pos[0]] > earlier.pos[1])
+        if later.dma == earlier.dma and earlier.half == "read" and later.half == "write":
+            return True
+        return any(later.clock[c] > q for c, q in self.done.get((earlier.dma, earlier.half), ()))
+
+    def _known(self, core: int, pc: int, s: _Signal) -> bool:
+        if s.pos is not None:
+            return self._knows(core, pc, s.pos)
+        return self._knows_done(core, pc, s.dma, s.half)
+
+    # --- the observer protocol (model/fast.py) -------------------------------
+
+    def signal(self, counter: tuple, inc: int, source: tuple) -> None:
+        ctr = self.counters.get(counter)
+        if ctr is None:
+            ctr = self.counters[counter] = _Counter(counter[1])
+        if type(source[1]) is str:  # a DMA half
+            ident, half = source
+            start = self.dma_pos[ident]
+            s = _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
+        else:
+            core, pc = source
+            s = _Signal(inc, self._snapshot(core, pc + 1), (core, pc), None, None)
+        if ctr.last_wait is not None and not s.clock[ctr.core] > ctr.last_wait:
+            self._late(ctr, counter, s)
+        ctr.arrived += inc
+        ctr.pending.append(s)
+
+    def _late(self, ctr: _Counter, counter: tuple, t: _Signal) -> None:
+        """DR-6: arrival `t` came after waits of the counter it is not ordered after; in another
+        schedule it may come before them, so each arrival such a wait was ordered after must still be
+        one it cannot pass without (unless `t` itself needs that arrival first)."""
+        for pc, entries in reversed(ctr.forced):
+            if t.clock[ctr.core] > pc:
+                break  # t follows this wait, and so every earlier one
+            for entry in entries:
+                if not self._after(t, entry[0]):
+                    entry[1] -= t.inc
+                    if entry[1] <= 0 and not self.broken:
+                        self.broken = (f"an arrival on core {ctr.core}'s semaphore {counter[0]!r} is not ordered "
+                                       f"after the wait at position {pc}, and could satisfy it in its stead")
+
+    def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
+        ctr = self.counters.get(counter)
+        if ctr is None:  # a wait for nothing (value 0)
+            ctr = self.counters[counter] = _Counter(core)
+        need = ctr.consumed + value
+        ctr.consumed = need
+        ctr.last_wait = pc
+        pending = ctr.pending
+        if not pending:
+            return
+        known, cands = [], []
+        for s in pending:
+            (known if self._known(core, pc, s) else cands).append(s)
+        forced, entries = [], []
+        for s in cands:
+            # how far the arrivals that could come without s fall short of the wait (DR-6)
+            short = need - (ctr.arrived - s.inc)
+            if short <= 0:
+                short += sum(t.inc for t in cands if t is not s and self._after(t, s))
+            if short > 0:
+                forced.append(s)
+                entries.append([s, short])
+        if entries:
+            ctr.forced.append((pc, entries))
+        row = self.clock[core]
+        for s in forced:  # a known arrival's past is already in the core's clock
+            np.maximum(row, s.clock, out=row)
+        for s in (*known, *forced):
+            if s.dma is not None:
+                # the wait follows the half in every schedule (DR-6); under `eager` it takes the copy's
+                # clock too, as the interpreter's detector does (DR-7)
+                done = self.done.setdefault((s.dma, s.half), [])
+                done.append((core, pc))
+                if s.half == "write":
+                    self.done.setdefault((s.dma, "read"), []).append((core, pc))
+        ctr.pending = [s for s in cands if not any(s is f for f in forced)] if forced else cands
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        self.dma_pos[ident] = (core, pc)
+        self.dma_clock[ident] = self._snapshot(core, pc + 1)
+        self._reach(core, pc)
+
+    def arrive(self, core: int, pc: int, name: str, k: int) -> None:
+        key = (core, name, k)
+        if key not in self.arrivals:
+            self.arrivals[key] = self._snapshot(core, pc)
+
+    def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
+        row = self.clock[core]
+        for p in participants:
+            snap = self.arrivals.get((p, name, k))
+            if snap is None:  # p stands at the barrier and has not run since it got there
+                snap = self._snapshot(p, self._barrier_position(p, name, k))
+            np.maximum(row, snap, out=row)
+
+    def _barrier_position(self, core: int, name: str, k: int) -> int:
+        seen = 0
+        for pc, op in enumerate(self.program.cores[core]):
+            if type(op) is Barrier and op.name == name:
+                seen += 1
+                if seen == k:
+                    return pc
+        return 0
+
+    def access(self, core: int, pc: int) -> None:
+        self._reach(core, pc)
+
+    # --- accesses ----------------------------------------------------------------
+
+    def _ordered(self, core: int, pc: int, y: AccessEvent) -> bool:
+        """Whether access `y` (reached earlier in the run) is ordered before what `core` does at `pc`."""
+        if y.half is None:
+            return self._knows(core, pc, (y.core, y.pc))
+        if (y.core, y.pc) == (core, pc):
+            return True  # the two halves of one DMA (ACC-2)
+        return self._knows_done(core, pc, (y.core, y.pc), y.half)
+
+    def _flag(self, y: AccessEvent, x: AccessEvent) -> None:
+        self.candidates.append((y, x))
+
+    def _reach(self, core: int, pc: int) -> None:
+        for x in self.at.get((core, pc), ()):
+            chain = self.chain_of[id(x)]
+            w = chain.write
+            if w is not None and not self._ordered(core, pc, w):
+                self._flag(w, x)
+            if x.write:
+                for r in chain.reads:
+                    if not self._ordered(core, pc, r):
+                        self._flag(r, x)
+                chain.write, chain.reads = x, []
+            else:
+                # a read the new one follows adds nothing: what follows the new one follows it
+                chain.reads = [r for r in chain.reads if not self._ordered(core, pc, r)]
+                chain.reads.append(x)
+            for y in self.partners.get(id(x), ()):
+                if id(y) in self.seen and not self._ordered(core, pc, y):
+                    self._flag(y, x)
+            self.seen.add(id(x))
+
+
+def reading(mode: DmaMode) -> tuple[DmaMode, Arrival]:
+    """DR-7: the run and the arrival reading each mode's happens-before pass uses.
+
+    `hardware`: its own run; a half arrives when it completes. `eager`: its
+    own run; a half arrives at the copy's start, as the interpreter signals
+    there. `on_wait`: every on_wait run is a run of the interpreter's naming
+    with each half an actor of its own, so it is decided on `eager`'s run with
+    halves arriving when they complete.
+    """
+    if mode == "hardware":
+        return "hardware", "completion"
+    if mode == "eager":
+        return "eager", "start"
+    return "eager", "completion"
+
+
+def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ordering:
+    """DR-6: the conflicting pairs of `events` the happens-before relation under `mode` leaves unordered.
+
+    The relation is certified only when the run meets no failure, no id is in
+    both tables (so every lookup names one semaphore in every schedule), and
+    every arrival on a counter follows the wait that came before it in the run.
+    """
+    run_mode, arrival = reading(mode)
+    obs = _Observer(program, events, arrival)
+    outcome = fast_run(program, run_mode, record=False, observer=obs)
+    state = outcome.state
+    why = obs.broken
+    if state.failures:
+        why = why or "the run fails"
+    elif state.tables.internal & state.tables.fixed:
+        why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
+    return Ordering(not why, why, tuple(obs.candidates))
