@@ -53,6 +53,8 @@ class RaceReport:
     complete: bool = True  # False when the deadline passed before every pair was decided
     estimate: int = 0  # operations the restricted runs would execute (DR-3: two runs per DMA half)
     over_budget: bool = False  # the estimate exceeded `max_work`: nothing was decided
+    accesses: int = 0  # accesses the happens-before pass checked (DR-6); 0 when it had no certificate
+    uncertified: str = ""  # why the happens-before pass could not decide (then every pair got restricted runs)
 
 
 class _Runs:
@@ -195,11 +197,11 @@ def find_races(
     if ordering.certified:
         pairs = ordering.candidates
         if not pairs:
-            return RaceReport((), tuple(unrecorded), 0, 0, True, 0)
+            return RaceReport((), tuple(unrecorded), 0, 0, True, 0, accesses=len(events))
     else:
         estimate = work_estimate(program)
         if estimate > budget:
-            return RaceReport((), (), 0, 0, False, estimate, True)
+            return RaceReport((), (), 0, 0, False, estimate, True, uncertified=ordering.why)
         events, unrecorded = accesses(program, mode)
         pairs = _orbit_representatives(program, conflicting_pairs(events), k)
     runs = _Runs(program, mode)
@@ -234,7 +236,8 @@ def find_races(
                 break
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
     over = not complete and estimate > 0 and ordering.certified
-    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over)
+    return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over,
+                      len(events) if ordering.certified else 0, ordering.why)
 
 
 def _earliest(
