@@ -51,11 +51,6 @@ from semcheck.model.step import (
 )
 
 
-def _with_phase(d: Dma, phase: int) -> Dma:
-    # dataclasses.replace costs a third of a DMA's handling on large programs
-    return Dma(d.ident, d.src_core, d.dst_core, d.nbytes, d.src_key, d.dst_key, d.loc, d.src_amount, d.dst_amount, phase)
-
-
 class RunObserver(Protocol):
     """What a fast run tells an observer, in the run's order (DR-6).
 
@@ -98,11 +93,16 @@ def fast_run(
     the happens-before pass of the race property (DR-6) rides on this run.
     """
     topo = program.topology
+    cores = program.cores
     hw = mode == "hardware"
+    on_wait = mode == "on_wait"
     n = topo.num_cores
     freeze = freeze or {}
+    device = [topo.device_of(c) for c in range(n)]
+    stops = [min(len(ops), freeze.get(c, len(ops))) for c, ops in enumerate(cores)]
     pcs = [0] * n
     counts: dict = {}
+    counts_get = counts.get
     internal: set[int] = set()
     fixed: set[int] = set()
     next_id: dict[int, int] = {}
@@ -110,7 +110,9 @@ def fast_run(
     allocs: dict = {}
     buffer_keys: dict = {}
     queues: dict = {}
-    dmas: list[Dma] = []  # as started (phase 0); phases live in `phase` until the end
+    # A started DMA is kept as the fields of its `Dma` (its phase apart) until the end: building the
+    # frozen dataclass twice per copy (started, then finished) was a fifth of a large eager run.
+    rows: list[tuple] = []
     phase: list[int] = []
     steps = [("core", c) for c in range(n)]  # schedule entries, shared rather than rebuilt per op
     passed: dict = {}
@@ -119,9 +121,21 @@ def fast_run(
     failure: list[Failure] = []
     dead_devices: set[int] = set()
     schedule: list = []
+    schedule_append = schedule.append
     waiting: dict = {}  # (key, core) -> core parked on it
-    looked: dict = {}  # core -> the semaphore its unfinished wait looked up
-    resolved: dict = {}  # (core, label, index) -> what the reference resolves to while the tables stay as they are
+    looked: list = [None] * n  # core -> the semaphore its unfinished wait looked up
+    # Per core, what a reference resolves to while the tables and allocations stay as they are:
+    # by (label, index), and for waits and signals also by the reference object's identity (their
+    # ops recur, and the program holds every reference, so an id is not reused during the run).
+    resolved: list[dict[tuple, tuple]] = [{} for _ in range(n)]
+    resolved_id: list[dict[int, tuple]] = [{} for _ in range(n)]
+    filled: list[int] = []  # the cores whose tables above have entries
+    # Per core, where a signal or DMA lands (SIG-1 depends on the core, the op's device and core
+    # and whether it is a DMA), and what a copy's halves add (DMA-6: its size, types and the mode).
+    targets: list[dict[tuple, int]] = [{} for _ in range(n)]
+    dma_targets: list[dict[tuple, int]] = [{} for _ in range(n)]
+    amounts: dict[tuple, tuple[int, int]] = {}
+    barrier_enters, barrier_err = barrier_sem(program, mode)  # SEM-2: the same at every get_barrier_semaphore
     barrier_waiters: dict = {}  # (name, k) -> cores parked
     ready = deque(range(n))
     queued = [True] * n
@@ -135,115 +149,160 @@ def fast_run(
         counter = (key, core)
         if observer is not None:
             observer.signal(counter, inc, source)
-        counts[counter] = counts.get(counter, 0) + inc
+        counts[counter] = counts_get(counter, 0) + inc
         if counter in waiting:
             wake(waiting.pop(counter))
 
-    def do_fail(core: int, violation: Violation) -> None:
-        pc = pcs[core]
-        op = program.cores[core][pc]
+    def do_fail(core: int, pc: int, violation: Violation) -> None:
+        pcs[core] = pc
+        op = cores[core][pc]
         f = Failure(violation, core, pc, op.loc)
         failure.append(f)
         if record:
-            schedule.append(steps[core])  # the failing step
+            schedule_append(steps[core])  # the failing step
         if not is_global(program, f):
-            dead_devices.add(topo.device_of(core))
+            dead_devices.add(device[core])
         raise _Halt
 
-    def resolve(core: int, ref: SemRef):
+    def forget_resolved() -> None:
+        for c in filled:
+            resolved[c].clear()
+            resolved_id[c].clear()
+        filled.clear()
+
+    def resolve(core: int, pc: int, ref: SemRef):
         # SEM-3/HW-1 through the step relation's own functions. A result stays
         # valid while the tables and the core's allocations do not change, so
         # it is remembered until the next allocation or fixed-id insertion.
-        ck = (core, ref.label, ref.index)
-        key = resolved.get(ck)
+        mine = resolved[core]
+        value = (ref.label, ref.index)
+        key = mine.get(value)
         if key is None:
             key = named(program, mode, allocs.get((core, ref.label)), core, ref)
             if type(key) is int:
                 key = lookup_in(fixed, internal, key, collisions=lookup_errors)
             if type(key) is not tuple:
-                do_fail(core, key)
-            resolved[ck] = key
+                do_fail(core, pc, key)
+            if not mine:
+                filled.append(core)
+            mine[value] = key
         return key
 
-    def dma_read(d: Dma) -> None:
-        if phase[d.ident] == 0:
-            if d.src_key is not None:
-                signal(d.src_key, d.src_core, d.src_amount, (d.ident, "read"))
-            phase[d.ident] = 1
+    def resolve_id(core: int, pc: int, ref: SemRef):
+        key = resolve(core, pc, ref)
+        resolved_id[core][id(ref)] = key
+        return key
 
-    def dma_write(d: Dma) -> None:
-        if phase[d.ident] == 1:
-            signal(d.dst_key, d.dst_core, d.dst_amount, (d.ident, "write"))
-            phase[d.ident] = 2
+    def target(core: int, pc: int, op, dma: bool) -> int:
+        mine = dma_targets[core] if dma else targets[core]
+        where = (op.device, op.core)
+        t = mine.get(where)
+        if t is None:
+            t = target_core(program, mode, core, op.device, op.core, dma=dma)
+            if isinstance(t, Violation):
+                do_fail(core, pc, t)
+            mine[where] = t
+        return t
+
+    def dma_read(ident: int) -> None:
+        if phase[ident] == 0:
+            row = rows[ident]
+            if row[4] is not None:
+                signal(row[4], row[1], row[7], (ident, "read"))
+            phase[ident] = 1
+
+    def dma_write(ident: int) -> None:
+        if phase[ident] == 1:
+            row = rows[ident]
+            signal(row[5], row[2], row[8], (ident, "write"))
+            phase[ident] = 2
 
     def barrier_reached(p: int, name: str) -> int:
         r = passed.get((p, name), 0)
-        ops = program.cores[p]
+        ops = cores[p]
         pc = pcs[p]
         if pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc:
             r += 1
         return r
 
     def run_core(core: int) -> None:
-        ops = program.cores[core]
-        stop = min(len(ops), freeze.get(core, len(ops)))
         # failures and dead devices change only when a core fails, which ends its run_core
-        if (failure and is_global(program, failure[-1])) or topo.device_of(core) in dead_devices:
+        if (failure and is_global(program, failure[-1])) or (dead_devices and device[core] in dead_devices):
             return
-        while pcs[core] < stop:
-            op = ops[pcs[core]]
+        ops = cores[core]
+        stop = stops[core]
+        step_c = steps[core]
+        mine = resolved_id[core]
+        mine_targets = targets[core]
+        pc = pcs[core]  # kept in a local; pcs[core] is brought up to date wherever it is read
+        while pc < stop:
+            op = ops[pc]
             t = type(op)
             if t is Wait:
-                key = looked.get(core)
+                value = op.value
+                key = looked[core]
                 if key is None:
-                    key = resolve(core, op.sem)
-                    if counts.get((key, core), 0) < op.value:  # the lookup is a step of its own (SEM-5)
+                    key = mine.get(id(op.sem)) or resolve_id(core, pc, op.sem)
+                    counter = (key, core)
+                    have = counts_get(counter, 0)
+                    if have < value:  # the lookup is a step of its own (SEM-5)
                         looked[core] = key
                         if record:
-                            schedule.append(steps[core])
-                counter = (key, core)
-                while True:
-                    have = counts.get(counter, 0)
-                    if have >= op.value:
-                        counts[counter] = have - op.value
-                        looked.pop(core, None)
-                        if observer is not None:
-                            observer.wait(core, pcs[core], counter, op.value)
-                        break
-                    q = queues.get(counter)
-                    if q:
-                        ident, kind = q.pop()
-                        if record:
-                            schedule.append(steps[core])
-                        dma_read(dmas[ident])
-                        if kind == "read_write":
-                            dma_write(dmas[ident])
-                        continue
-                    waiting[counter] = core
-                    return
+                            schedule_append(step_c)
+                else:
+                    counter = (key, core)
+                    have = counts_get(counter, 0)
+                while have < value:
+                    q = queues.get(counter) if on_wait else None
+                    if not q:
+                        waiting[counter] = core
+                        pcs[core] = pc
+                        return
+                    ident, kind = q.pop()
+                    if record:
+                        schedule_append(step_c)
+                    dma_read(ident)
+                    if kind == "read_write":
+                        dma_write(ident)
+                    have = counts_get(counter, 0)
+                counts[counter] = have - value
+                looked[core] = None
+                if observer is not None:
+                    observer.wait(core, pc, counter, value)
+            elif t is Access:
+                if observer is not None:
+                    observer.access(core, pc)
             elif t is Signal:
-                key = resolve(core, op.sem)
-                target = target_core(program, mode, core, op.device, op.core, dma=False)
-                if isinstance(target, Violation):
-                    do_fail(core, target)
-                signal(key, target, op.inc, (core, pcs[core]))
+                key = mine.get(id(op.sem)) or resolve_id(core, pc, op.sem)
+                dst = mine_targets.get((op.device, op.core))
+                if dst is None:
+                    dst = target(core, pc, op, False)
+                counter = (key, dst)
+                if observer is not None:
+                    observer.signal(counter, op.inc, (core, pc))
+                counts[counter] = counts_get(counter, 0) + op.inc
+                if counter in waiting:
+                    wake(waiting.pop(counter))
             elif t is DmaStart:
-                src_key = resolve(core, op.src_sem) if op.src_sem is not None else None
-                dst_key = resolve(core, op.dst_sem)
-                dst = target_core(program, mode, core, op.device, op.core, dma=True)
-                if isinstance(dst, Violation):
-                    do_fail(core, dst)
-                d = Dma(len(dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_amounts(op, mode))
-                dmas.append(d)
+                src_key = resolve(core, pc, op.src_sem) if op.src_sem is not None else None
+                dst_key = resolve(core, pc, op.dst_sem)
+                dst = target(core, pc, op, True)
+                size = (op.nbytes, op.src_sem_type, op.dst_sem_type)
+                amount = amounts.get(size)
+                if amount is None:
+                    amount = amounts[size] = dma_amounts(op, mode)
+                ident = len(rows)
+                row = (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1])
+                rows.append(row)
                 phase.append(0)
                 if observer is not None:
-                    observer.start(core, pcs[core], d.ident)
+                    observer.start(core, pc, ident)
                 no_read = no_write = False
                 if suppress:
-                    no_read = (core, pcs[core], "read") in suppress
-                    no_write = no_read or (core, pcs[core], "write") in suppress
-                if mode == "on_wait":
-                    for key, c, task in dma_tasks(d):
+                    no_read = (core, pc, "read") in suppress
+                    no_write = no_read or (core, pc, "write") in suppress
+                if on_wait:
+                    for key, c, task in dma_tasks(Dma(*row)):
                         if no_write if task[1] == "read_write" else no_read:
                             continue
                         counter = (key, c)
@@ -252,23 +311,31 @@ def fast_run(
                             wake(waiting.pop(counter))
                 else:
                     if record:
-                        schedule.append(steps[core])
+                        schedule_append(step_c)
                         if hw:
-                            schedule.extend([("dma_read", d.ident), ("dma_write", d.ident)][: 2 - no_read - no_write])
-                    pcs[core] += 1
+                            schedule.extend([("dma_read", ident), ("dma_write", ident)][: 2 - no_read - no_write])
+                    pc += 1
+                    pcs[core] = pc  # a half's signal may wake a core whose barrier check reads it
                     if not no_read:
-                        dma_read(d)
+                        dma_read(ident)
                     if not no_write:
-                        dma_write(d)
+                        dma_write(ident)
                     continue
+            elif t is GetBarrierSem:
+                if barrier_enters is not None and barrier_enters not in fixed:  # semaphore.guarantee_fixed
+                    fixed.add(barrier_enters)
+                    forget_resolved()
+                if barrier_err is not None:
+                    do_fail(core, pc, barrier_err)
             elif t is Barrier:
+                pcs[core] = pc  # barrier_reached reads this core's position too
                 k = passed.get((core, op.name), 0) + 1
                 if observer is not None:
-                    observer.arrive(core, pcs[core], op.name, k)
+                    observer.arrive(core, pc, op.name, k)
                 if all(barrier_reached(p, op.name) >= k for p in op.participants):
                     passed[(core, op.name)] = k
                     if observer is not None:
-                        observer.barrier(core, pcs[core], op.name, k, op.participants)
+                        observer.barrier(core, pc, op.name, k, op.participants)
                     for p in barrier_waiters.pop((op.name, k), ()):
                         wake(p)
                 else:
@@ -279,21 +346,14 @@ def fast_run(
                 for c, r in ranges.items():  # semaphore.take, on the working copies
                     next_id[c] = r.stop
                     internal.update(r)
-                resolved.clear()
+                forget_resolved()
                 if isinstance(held, Violation):
-                    do_fail(core, held)
+                    do_fail(core, pc, held)
                 for c, a in held.items():
                     allocs[(c, op.label)] = a
-            elif t is GetBarrierSem:
-                enters, err = barrier_sem(program, mode)
-                if enters is not None and enters not in fixed:  # semaphore.guarantee_fixed
-                    fixed.add(enters)
-                    resolved.clear()
-                if err is not None:
-                    do_fail(core, err)
             elif t is Read:
-                key = resolve(core, op.sem)
-                reads.append((core, pcs[core], count(counts, key, core)))
+                key = resolve(core, pc, op.sem)
+                reads.append((core, pc, count(counts, key, core)))
             elif t is AllocBuffer:
                 ids, bound, err = buffer_allocation(program, mode, core, op, next_buf)
                 for thread, i in ids.items():  # buffer.take, on the working copies
@@ -301,19 +361,17 @@ def fast_run(
                 for c, key in bound.items():
                     buffer_keys[(c, op.label)] = key
                 if err is not None:
-                    do_fail(core, err)
+                    do_fail(core, pc, err)
             elif t is ExitCheck:
                 w = exit_warning(program, counts, op.device)
                 if w is not None:
                     warnings.append(w)
-            elif t is Access:
-                if observer is not None:
-                    observer.access(core, pcs[core])
             elif t is not FreeBuffer:
                 raise ModelBug(f"unknown op {op!r}")
             if record:
-                schedule.append(steps[core])
-            pcs[core] += 1
+                schedule_append(step_c)
+            pc += 1
+        pcs[core] = pc
 
     while ready:
         core = ready.popleft()
@@ -331,9 +389,9 @@ def fast_run(
         allocs=FMap(allocs),
         buffers=BufferStore(next_id=FMap(next_buf)),
         buffer_keys=FMap(buffer_keys),
-        dmas=tuple(d if p == 0 else _with_phase(d, p) for d, p in zip(dmas, phase)),
+        dmas=tuple(Dma(*row, p) for row, p in zip(rows, phase)),
         queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
-        looked_up=FMap(looked),
+        looked_up=FMap({c: k for c, k in enumerate(looked) if k is not None}),
         passed=FMap(passed),
         reads=tuple(reads),
         warnings=tuple(warnings),
