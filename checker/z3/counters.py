@@ -121,8 +121,7 @@ class BarrierOp:
     loc: Loc
 
 
-@dataclasses.dataclass(frozen=True)
-class DmaOp:
+class DmaOp(NamedTuple):
     ident: int  # static index, in (core, pos) order
     core: int
     pos: int
@@ -543,17 +542,78 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
     waits: dict = {}
     dmas: list[DmaOp] = []
     lookups: dict = {}
+    # The common operations are lowered inline, as `_lower_op` does them (a call per operation was
+    # a third of a large lowering); the rest go through `_lower_op`.
+    get_fail: Violation | None = None  # what every get_barrier_semaphore raises (GetBarrierSem below)
+    if cid is None:
+        get_fail = NoCollectiveId()
+    elif not hw:
+        handed = scalar_int16(cid)
+        get_fail = handed if isinstance(handed, Violation) else None
+    amounts: dict[tuple, tuple[int, int]] = {}  # DMA-6 depends on the size, the two types and the mode
+    add_contribution = contributions.append
     for c, ops in enumerate(program.cores):
-        for i, op in enumerate(ops[:hb.reach(c)]):  # what lies beyond never executes in any run
-            try:
-                _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
-                          contributions, waits, dmas, lookups)
-            except _Fail as f:
-                caps[c] = (i, f.violation)
-                break
-            except _Unsupported as u:
-                unsupported.append(str(u))
-                break
+        # per core: a reference's key once `resolve` has found it stable, by the reference's
+        # identity (the program holds every reference; equal ones under two ids resolve twice)
+        stable_by_id: dict[int, Key] = {}
+
+        def key_of(i: int, ref: SemRef, c: int = c, stable_by_id: dict = stable_by_id) -> Key:
+            key = stable_by_id.get(id(ref))
+            if key is None:
+                key = resolve(c, i, ref)
+                if (c, ref.label, ref.index) in stable:
+                    stable_by_id[id(ref)] = key
+            return key
+
+        i = 0
+        try:
+            for i, op in enumerate(ops[:hb.reach(c)]):  # what lies beyond never executes in any run
+                t = type(op)
+                if t is Wait:
+                    key = key_of(i, op.sem)
+                    if op.value < 0:
+                        raise _Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
+                    lookups[(c, i)] = (key,)
+                    waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
+                elif t is Access or t is Barrier or t is ExitCheck or t is FreeBuffer:
+                    pass
+                elif t is Signal:
+                    key = key_of(i, op.sem)
+                    tgt = target(c, op.device, op.core, dma=False)
+                    if op.inc < 0:
+                        raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
+                    lookups[(c, i)] = (key,)
+                    add_contribution(Contribution(c, i, op.inc, (key, tgt), "signal"))
+                elif t is DmaStart:
+                    src_key = key_of(i, op.src_sem) if op.src_sem is not None else None
+                    dst_key = key_of(i, op.dst_sem)
+                    dst = target(c, op.device, op.core, dma=True)
+                    if op.nbytes < 0:
+                        raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
+                    lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
+                    ident = len(dmas)
+                    src_counter = (src_key, c) if src_key is not None else None
+                    size = (op.nbytes, op.src_sem_type, op.dst_sem_type)
+                    amount = amounts.get(size)
+                    if amount is None:
+                        amount = amounts[size] = dma_amounts(op, mode)  # the model's DMA-6
+                    src_amount, dst_amount = amount
+                    dst_counter = (dst_key, dst)
+                    dmas.append(DmaOp(ident, c, i, dst, op.nbytes, src_counter, dst_counter, op.loc, src_amount,
+                                      dst_amount))
+                    if src_counter is not None:
+                        add_contribution(Contribution(c, i, src_amount, src_counter, "dma_read", ident))
+                    add_contribution(Contribution(c, i, dst_amount, dst_counter, "dma_write", ident))
+                elif t is GetBarrierSem:
+                    if get_fail is not None:
+                        raise _Fail(get_fail)
+                else:
+                    _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
+                              contributions, waits, dmas, lookups)
+        except _Fail as f:
+            caps[c] = (i, f.violation)
+        except _Unsupported as u:
+            unsupported.append(str(u))
     by_counter: dict = defaultdict(list)
     for x in contributions:
         by_counter[x.counter].append(x)
