@@ -51,6 +51,7 @@ dma-bytes
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import time
@@ -66,6 +67,7 @@ from semcheck.checker.z3.counters import (
     maximal_run,
     failure_reached,
     lower,
+    s_prime_end,
     s_prime_run,
     truncate,
 )
@@ -105,7 +107,8 @@ def _totals(low: Lowered) -> dict:
 
 def shared_s_prime_run(low: Lowered):
     """`s_prime_run(low)`, once per program and mode: S' runs a truncated copy of the program, a new
-    object each time, so the per-program memo of `maximal_run` misses it (a fast run per check)."""
+    object each time, so the per-program memo of `maximal_run` misses it (a fast run per check).
+    (`s_prime_end` shares it between the interpreter's two modes, where only its end is needed.)"""
     return MEMO.get(low.program, ("s_prime_run", low.mode), lambda: s_prime_run(low))
 
 
@@ -113,8 +116,8 @@ def _precondition(prop: str, program: Program, mode: DmaMode, low: Lowered, stat
     if not low.ok:
         return Verdict(prop, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
                        stats=stats), None
-    sp = shared_s_prime_run(low)
-    fails = failure_reached(low, sp.state.pcs)
+    sp = s_prime_end(low)  # its positions and kind alone: shared by eager and on_wait
+    fails = failure_reached(low, sp.pcs)
     if fails:
         c, pos, v = fails[0]
         return Verdict(prop, "unknown", reason=f"the program can fail ({v.message} at core {c} op {pos})",
@@ -628,20 +631,34 @@ def dma_bytes(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
     Decided on the lowering and, for a counter whose copies differ in size, one frozen run per
     DMA wait (which copies can have started before it completes); the frozen runs follow `mode`.
     """
-    return MEMO.get(program, ("dma-bytes", mode), lambda: _dma_bytes(program, mode))
+    return MEMO.get(program, ("dma-bytes", mode), lambda: _dma_bytes_once(program, mode))
+
+
+def _dma_bytes_once(program: Program, mode: DmaMode) -> Verdict:
+    # eager and on_wait share the lowering and add the same amounts (DMA-6); only the frozen runs
+    # follow the mode. A verdict reached without one is both modes': it is decided once for both.
+    shared = None if is_hardware(mode) else MEMO.table(program)
+    hit = shared.get(("dma-bytes", "interpreter")) if shared is not None else None
+    if hit is not None:
+        return dataclasses.replace(hit)
+    verdict, runs = _dma_bytes(program, mode)
+    if shared is not None and runs == 0:
+        shared[("dma-bytes", "interpreter")] = verdict
+    return verdict
 
 
 # Sub-multisets of the copies that may have arrived, per wait, beyond which the verdict is unknown.
 DMA_BYTES_BUDGET = 20_000
 
 
-def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
+def _dma_bytes(program: Program, mode: DmaMode) -> tuple[Verdict, int]:
+    """The verdict, and how many frozen runs (which follow `mode`) it took."""
     prop = "dma-bytes"
     low = lower(program, mode)
     stats: dict = dict(low.size())
     if not low.ok:
         return Verdict(prop, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
-                       stats=stats)
+                       stats=stats), 0
     def in_bytes(x) -> bool:
         # a DMA half counted in bytes (DMA-6); one counted as 1 is a plain count, like a signal
         if x.kind == "signal":
@@ -686,7 +703,7 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
             what = ("a semaphore wait" if not sig_x else "a plain signal" if sig_x[0].kind == "signal"
                     else "a copy counted as 1 (a non-DMA semaphore on hardware, DMA-6)")
             return _violated(prop, f"{where} is used by DMAs and by {what} ({loc})", [loc], stats,
-                             {"semaphore": _key_str(k[0]), "core": k[1], "problem": "mixed"})
+                             {"semaphore": _key_str(k[0]), "core": k[1], "problem": "mixed"}), runs
         sizes, values = [x.amount for x in dma_x], [w.value for w in dma_w]
         details = {"semaphore": _key_str(k[0]), "core": k[1], "delivered": sizes, "waited": values}
         if sum(sizes) != sum(values):
@@ -694,7 +711,8 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
             what = ("bytes are left at exit" if sum(sizes) > sum(values)
                     else "the last DMA wait can never be met")
             return _violated(prop, f"{where}: DMAs deliver {sizes} bytes ({sum(sizes)} in all), DMA waits expect "
-                             f"{values} ({sum(values)} in all): {what}", locs, stats, {**details, "problem": "bytes"})
+                             f"{values} ({sum(values)} in all): {what}", locs, stats,
+                             {**details, "problem": "bytes"}), runs
         one_size = len(set(sizes)) == 1  # once per counter: per wait it was quadratic in the copies
         if one_size and all(t % sizes[0] == 0 for t in itertools.accumulate(values)):
             continue  # the loop below would pass every wait: they all take whole copies
@@ -722,21 +740,21 @@ def _dma_bytes(program: Program, mode: DmaMode) -> Verdict:
                 return _violated(
                     prop, f"{where}: DMA wait #{n + 1} ({w.loc}) can never be met: the waits up to it need {need} "
                     f"bytes, the copies that can start before it completes deliver {sum(may)}", locs, stats,
-                    {**details, "problem": "never-met", "wait": n + 1, "may_have_arrived": sorted(may)})
+                    {**details, "problem": "never-met", "wait": n + 1, "may_have_arrived": sorted(may)}), runs
             if answer == "never":
                 return _violated(
                     prop, f"{where}: DMA wait #{n + 1} ({w.loc}) completes when the waits up to it have taken {need} "
                     f"bytes, which no set of the copies that can have arrived ({sorted(may)}) delivers: in every "
                     "run it takes part of a copy", locs, stats,
-                    {**details, "problem": "partial", "wait": n + 1, "may_have_arrived": sorted(may)})
+                    {**details, "problem": "partial", "wait": n + 1, "may_have_arrived": sorted(may)}), runs
             undecided.append(f"{where} (wait #{n + 1} at {w.loc}: too many copies to decide)")
             break
     stats["counters"] = checked
     stats["frozen_runs"] = runs
     if undecided:
-        return Verdict(prop, "unknown", reason="undecided: " + ", ".join(undecided[:3]), stats=stats)
+        return Verdict(prop, "unknown", reason="undecided: " + ", ".join(undecided[:3]), stats=stats), runs
     return Verdict(prop, "proved", reason=f"{checked} DMA semaphores: every DMA wait can be met on whole copies "
-                   "and every byte delivered is waited for", stats=stats)
+                   "and every byte delivered is waited for", stats=stats), runs
 
 
 def _whole_copies(may: list[int], need: int) -> str:

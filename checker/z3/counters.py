@@ -735,6 +735,34 @@ def s_prime_run(low: Lowered, *, extra_stops: dict[int, int] | None = None, look
     return out
 
 
+class SPrimeEnd(NamedTuple):
+    """Where S' ends: its kind, positions and allocations (not its counts, queues or schedule)."""
+
+    kind: str
+    pcs: tuple[int, ...]
+    allocs: Any  # FMap (core, label) -> Allocation
+
+
+def s_prime_end(low: Lowered) -> SPrimeEnd:
+    """Where S' ends, from one fast run per semantics: eager and on_wait share it.
+
+    Why they may: S' does not fail (`s_prime_run` checks), so by RUN-3 every maximal run of it ends
+    at its least stuck vector, and that vector's definition counts every contribution before the
+    positions whatever the DMA mode; the two interpreter modes share the lowering and add the same
+    amounts (DMA-6), so they end at the same positions. At the same positions the same allocations
+    have run, and a static lowering (`low.ok`) hands every core the same ids in every run. What
+    differs (counts, queues, pending DMAs, the schedule) is not here: a witness needs its mode's
+    own run (`s_prime_run`).
+    """
+    family = low.mode if is_hardware(low.mode) or not low.ok else "interpreter"
+
+    def end() -> SPrimeEnd:
+        sp = MEMO.get(low.program, ("s_prime_run", low.mode), lambda: s_prime_run(low))
+        return SPrimeEnd(sp.kind, sp.state.pcs, sp.state.allocs)
+
+    return MEMO.get(low.program, ("s_prime_end", family), end)
+
+
 def maximal_run(program: Program, mode: DmaMode, *, lookup_errors: bool = True) -> Outcome:
     """The fast run (RUN-3) continued to a terminal state (`complete`), once per program and mode."""
     return MEMO.get(program, ("maximal_run", mode, lookup_errors),
