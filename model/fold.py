@@ -36,7 +36,7 @@ import dataclasses
 import itertools
 import operator
 
-from semcheck.model.ops import Barrier, DmaStart, ExitCheck, Op, Program, Signal, Topology
+from semcheck.model.ops import Access, Barrier, DmaStart, ExitCheck, Op, Program, Region, Signal, Topology
 
 _NAMED_DEVICE = (Signal, DmaStart, ExitCheck, Barrier)
 """Operations that name devices or cores; everything else must repeat unchanged."""
@@ -71,6 +71,77 @@ def rotation_period(program: Program) -> int:
     return next((k for k in divisors(n)[:-1] if _rotation(program, k) is not None), n)
 
 
+Shifts = dict[str, tuple[int, int]]  # buffer label -> (rows the rotation moves its regions by, modulus)
+
+
+def race_period(program: Program) -> tuple[int, Shifts]:
+    """DR-5: the smallest `k` such that rotating the devices by `k`, and each buffer's first dimension
+    cyclically by a fixed amount per label, maps the program onto itself, and those amounts.
+
+    A ring whose device `d` works on chunk `d - s` at step `s` repeats only so: its device `d + 1`
+    runs the same operations on the next chunk. The cyclic shift (modulo the largest extent any
+    region of the label reaches) is a bijection of the elements regions name, so it keeps which
+    regions overlap; a region it would wrap round is not a box, and then the rotation fails.
+    """
+    n = program.topology.num_devices
+    for k in divisors(n)[:-1]:
+        shifts = _region_shifts(program, k)
+        if shifts is not None and _rotation(program, k, shifts) is not None:
+            return k, shifts
+    return n, {}
+
+
+def _labelled_regions(op: Op) -> list[tuple[str, Region]]:
+    t = type(op)
+    if t is Access:
+        return [(op.buf, op.region)]
+    if t is DmaStart and op.dst_buf is not None:
+        return [(op.src_buf, op.src_region), (op.dst_buf, op.dst_region)]
+    return []
+
+
+def _region_shifts(program: Program, period: int) -> Shifts | None:
+    """The per-label shifts that would map device 0's regions onto device `period`'s, read off the first
+    region of each label that differs (`_rotation` then checks every operation)."""
+    extent: dict[str, int] = {}
+    unique = {id(op): op for ops in program.cores for op in ops if type(op) is Access or type(op) is DmaStart}
+    for op in unique.values():  # the front end shares operation objects: each distinct one once
+        for label, r in _labelled_regions(op):
+            if r is not None and r.box:
+                extent[label] = max(extent.get(label, 0), r.box[0][1])
+    per = program.topology.cores_per_device
+    shifts: Shifts = {label: (0, m) for label, m in extent.items()}
+    seen: set[str] = set()
+    for lane in range(per):
+        a, b = program.cores[lane], program.cores[period * per + lane]
+        if len(a) != len(b):
+            return None
+        for x, y in zip(a, b):
+            if x is y:
+                continue
+            for (label, r), (_, q) in zip(_labelled_regions(x), _labelled_regions(y)):
+                if label in seen or r is None or q is None or not r.box or not q.box or r == q:
+                    continue
+                seen.add(label)
+                m = extent[label]
+                shifts[label] = ((q.box[0][0] - r.box[0][0]) % m, m)
+    return shifts
+
+
+def _shifted(r: Region | None, by: tuple[int, int] | None, image: Region | None) -> bool:
+    """Whether `image` is `r` with its first dimension shifted cyclically by `by` (DR-5)."""
+    if r is None or image is None or by is None or not r.box or by[0] == 0:
+        return r == image
+    if r.exact != image.exact or r.why != image.why or r.box[1:] != image.box[1:]:
+        return False
+    d, m = by
+    lo, hi = r.box[0]
+    if lo == 0 and hi >= m:
+        return image.box[0] == r.box[0]  # the whole extent maps onto itself
+    lo2 = (lo + d) % m
+    return lo2 + (hi - lo) <= m and image.box[0] == (lo2, lo2 + hi - lo)  # a wrapped image is not a box
+
+
 def find_fold(program: Program, *, min_devices: int = 2) -> Fold | None:
     """RUN-7: the smallest faithful fold of `program`, or None when it has none smaller than itself."""
     topo = program.topology
@@ -98,9 +169,10 @@ def find_fold(program: Program, *, min_devices: int = 2) -> Fold | None:
     return None
 
 
-def _rotation(program: Program, period: int) -> dict[str, str] | None:
+def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> dict[str, str] | None:
     """The barrier-name map under which rotating the devices by `period` maps the program onto
-    itself, or None. Operations naming no device must be equal; the others equal up to the shift."""
+    itself, or None. Operations naming no device must be equal; the others equal up to the shift.
+    With `shifts`, each buffer's regions move by its label's shift too (DR-5)."""
     topo = program.topology
     n, per = topo.num_devices, topo.cores_per_device
     shift_cores = period * per
@@ -120,10 +192,18 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
             return (x.sem == y.sem and x.inc == y.inc and x.core == y.core
                     and shifted_device(x.device) == y.device)
         if t is DmaStart:
+            if shifts:
+                regions = (_shifted(x.src_region, shifts.get(x.src_buf), y.src_region)
+                           and _shifted(x.dst_region, shifts.get(x.dst_buf), y.dst_region))
+            else:
+                regions = x.src_region == y.src_region and x.dst_region == y.dst_region
             return (x.dst_sem == y.dst_sem and x.nbytes == y.nbytes and x.src_sem == y.src_sem
-                    and x.core == y.core and shifted_device(x.device) == y.device
-                    and (x.src_buf, x.src_region, x.dst_buf, x.dst_region, x.src_sem_type, x.dst_sem_type)
-                    == (y.src_buf, y.src_region, y.dst_buf, y.dst_region, y.src_sem_type, y.dst_sem_type))
+                    and x.core == y.core and shifted_device(x.device) == y.device and regions
+                    and (x.src_buf, x.dst_buf, x.src_sem_type, x.dst_sem_type)
+                    == (y.src_buf, y.dst_buf, y.src_sem_type, y.dst_sem_type))
+        if t is Access:
+            return (x.buf == y.buf and x.write == y.write
+                    and _shifted(x.region, shifts.get(x.buf) if shifts else None, y.region))
         if t is ExitCheck:
             return shifted_device(x.device) == y.device
         if t is not Barrier:
@@ -142,6 +222,7 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
     # core of a lane, inductively from the first core checked. The front end shares operation
     # objects, so a core's pairs (op, its image) are few: each distinct pair is checked once, and
     # the other positions are compared by identity first, at C speed.
+    named = _NAMED_DEVICE + (Access,) if shifts else _NAMED_DEVICE  # ops compared with `same`
     marked: dict[int, tuple[operator.itemgetter | None, set[int]]] = {}
     checked: set[tuple[int, int]] = set()
     for c in range(num):
@@ -150,7 +231,7 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
             return None
         lane = c % per
         if lane not in marked:
-            special = [i for i, op in enumerate(a) if type(op) in _NAMED_DEVICE]
+            special = [i for i, op in enumerate(a) if type(op) in named]
             marked[lane] = (operator.itemgetter(*special) if special else None, set(special))
         pick, special_set = marked[lane]
         if pick is not None:
@@ -167,7 +248,7 @@ def _rotation(program: Program, period: int) -> dict[str, str] | None:
         differ.difference_update(special_set)
         for i in differ:
             x, y = a[i], b[i]
-            if type(x) in _NAMED_DEVICE or x != y:
+            if type(x) in named or x != y:
                 return None
     # a name the rotation keeps must have rotation-invariant participants (checked above: the
     # map sends it to itself only if its participants rotate onto themselves)

@@ -215,32 +215,47 @@ class _Observer:
         pending = ctr.pending
         if not pending:
             return
-        known, cands = [], []
-        for s in pending:
-            (known if self._known(core, pc, s) else cands).append(s)
-        forced, entries = [], []
-        for s in cands:
-            # how far the arrivals that could come without s fall short of the wait (DR-6)
-            short = need - (ctr.arrived - s.inc)
-            if short <= 0:
-                short += sum(t.inc for t in cands if t is not s and self._after(t, s))
-            if short > 0:
-                forced.append(s)
-                entries.append([s, short])
-        if entries:
-            ctr.forced.append((pc, entries))
+        if len(pending) == 1:  # the common case: one arrival, known already or needed now
+            s = pending[0]
+            if self._known(core, pc, s):
+                known, forced, ctr.pending = pending, (), []
+            elif ctr.arrived - s.inc < need:
+                known, forced, ctr.pending = (), pending, []
+                ctr.forced.append((pc, [[s, need - ctr.arrived + s.inc]]))
+            else:
+                return
+        else:
+            known, cands = [], []
+            for s in pending:
+                (known if self._known(core, pc, s) else cands).append(s)
+            forced, entries = [], []
+            for s in cands:
+                # how far the arrivals that could come without s fall short of the wait (DR-6)
+                short = need - (ctr.arrived - s.inc)
+                if short <= 0:
+                    short += sum(t.inc for t in cands if t is not s and self._after(t, s))
+                if short > 0:
+                    forced.append(s)
+                    entries.append([s, short])
+            if entries:
+                ctr.forced.append((pc, entries))
+            ctr.pending = [s for s in cands if all(s is not f for f in forced)] if forced else cands
         row = self.clock[core]
         for s in forced:  # a known arrival's past is already in the core's clock
             np.maximum(row, s.clock, out=row)
-        for s in (*known, *forced):
-            if s.dma is not None:
-                # the wait follows the half in every schedule (DR-6); under `eager` it takes the copy's
-                # clock too, as the interpreter's detector does (DR-7)
-                done = self.done.setdefault((s.dma, s.half), [])
-                done.append((core, pc))
-                if s.half == "write":
-                    self.done.setdefault((s.dma, "read"), []).append((core, pc))
-        ctr.pending = [s for s in cands if not any(s is f for f in forced)] if forced else cands
+        done = self.done
+        for group in (known, forced):
+            for s in group:
+                if s.dma is not None:
+                    # the wait follows the half in every schedule (DR-6); under `eager` it takes the
+                    # copy's clock too, as the interpreter's detector does (DR-7)
+                    key = (s.dma, s.half)
+                    if key in done:
+                        done[key].append((core, pc))
+                    else:
+                        done[key] = [(core, pc)]
+                    if s.half == "write":
+                        done.setdefault((s.dma, "read"), []).append((core, pc))
 
     def start(self, core: int, pc: int, ident: int) -> None:
         self.dma_pos[ident] = (core, pc)

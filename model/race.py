@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import rotation_period
+from semcheck.model.fold import race_period
 from semcheck.model.happens_before import Ordering, order
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
@@ -166,38 +166,55 @@ as the cube of a ring's device count (bench: the 32-device ring all-gather, ~25M
 def work_estimate(program: Program) -> int:
     """Operations the restricted runs would execute at most: two runs per DMA half over the whole
     program (DR-3), one orbit of halves under a rotation (DR-5)."""
-    k = rotation_period(program)
+    k, _ = race_period(program)
     dmas = sum(type(op) is DmaStart and op.dst_buf is not None for ops in program.cores for op in ops)
     return 2 * 2 * dmas * k // program.topology.num_devices * program.num_ops
 
 
+@dataclasses.dataclass(frozen=True)
+class Ordered:
+    """The happens-before pass of a program under a mode (DR-6), before any restricted run."""
+
+    period: int  # DR-5: the rotation the accesses were chosen by
+    events: tuple[AccessEvent, ...]  # the accesses checked (the buffers of devices 0 .. period-1)
+    unrecorded: tuple[Unrecorded, ...]
+    ordering: Ordering
+
+
+def ordered(program: Program, mode: DmaMode) -> Ordered:
+    """DR-5, DR-6: the accesses one orbit needs, and what one happens-before run says of them."""
+    k, _ = race_period(program)
+    events, unrecorded = accesses(program, mode, near=k if k < program.topology.num_devices else None)
+    ordering = order(program, mode, events) if events else Ordering(True, "", ())
+    return Ordered(k, tuple(events), tuple(unrecorded), ordering)
+
+
 def find_races(
     program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None,
-    max_work: int | None = None,
+    max_work: int | None = None, pre: Ordered | None = None,
 ) -> RaceReport:
     """DR-1 .. DR-7: the races of `program` under `mode`.
 
     With `first`, stop at the first exact, confirmed race (a violation needs
     one witness); otherwise return every race found (one per group).
     `deadline` is a `time.perf_counter()` value past which the search stops
-    (the report then says it is incomplete).
+    (the report then says it is incomplete). `pre` is `ordered(program, mode)`
+    when the caller has it.
 
-    The happens-before pass (DR-6, under `eager`'s reading for `on_wait`,
-    DR-7) orders most pairs in one run; only the pairs it leaves unordered
-    get restricted runs (DR-2), as many as `max_work` operations pay for.
-    Without its certificate every pair is decided by restricted runs, and a
-    program whose runs would exceed the budget is given up at once.
+    The happens-before pass (DR-6, DR-7) orders most pairs in one run; only
+    the pairs it leaves unordered get restricted runs (DR-2), as many as
+    `max_work` operations pay for. Without its certificate every pair is
+    decided by restricted runs, and a program whose runs would exceed the
+    budget is given up at once.
     """
     budget = MAX_WORK if max_work is None else max_work
-    k = rotation_period(program)
-    near = k if k < program.topology.num_devices else None
-    events, unrecorded = accesses(program, mode, near=near)
-    ordering = order(program, mode, events) if events else Ordering(True, "", ())
+    pre = pre or ordered(program, mode)
+    k, ordering, unrecorded = pre.period, pre.ordering, list(pre.unrecorded)
     estimate = 0
     if ordering.certified:
         pairs = ordering.candidates
         if not pairs:
-            return RaceReport((), tuple(unrecorded), 0, 0, True, 0, accesses=len(events))
+            return RaceReport((), tuple(unrecorded), 0, 0, True, 0, accesses=len(pre.events))
     else:
         estimate = work_estimate(program)
         if estimate > budget:
@@ -237,7 +254,7 @@ def find_races(
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
     over = not complete and estimate > 0 and ordering.certified
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over,
-                      len(events) if ordering.certified else 0, ordering.why)
+                      len(pre.events) if ordering.certified else 0, ordering.why)
 
 
 def _earliest(

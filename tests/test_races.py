@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 
 import pytest
@@ -323,11 +324,52 @@ def test_one_pair_per_orbit_decides_as_every_pair(monkeypatch):
     for bug in (None, "unguarded"):
         program = ring_allreduce(6) if bug is None else _unguarded_ring(6)
         reduced = {m: bool(find_races(program, m).races) for m in DMA_MODES}
-        monkeypatch.setattr(race_module, "rotation_period", lambda p: p.topology.num_devices)
+        monkeypatch.setattr(race_module, "race_period", lambda p: (p.topology.num_devices, {}))
         full = {m: bool(find_races(program, m).races) for m in DMA_MODES}
         monkeypatch.undo()
         assert reduced == full
         assert any(full.values()) == (bug is not None)
+
+
+def _chunk_ring(n: int, *, guarded: bool) -> Program:
+    """Device d sends its chunk d into the same chunk of its right neighbour, then reads the chunk its
+    left neighbour sends (d - 1): the regions move one chunk per device, so the program repeats only
+    with its buffer's rows shifted (DR-5). Unguarded, the read comes before the receive wait."""
+    def chunk(i: int) -> Region:
+        return box((8 * (i % n), 8 * (i % n) + 8))
+
+    bodies = []
+    for d in range(n):
+        send = DmaStart(SemRef("sems", 0), 32, src_sem=SemRef("sems", 1), device=(d + 1) % n, src_buf="src",
+                        src_region=chunk(d), dst_buf="src", dst_region=chunk(d))
+        read = Access("src", chunk(d - 1))
+        waits = [Wait(SemRef("sems", 1), 32, kind="dma"), Wait(SemRef("sems", 0), 32, kind="dma")]
+        bodies.append([send, *waits, read] if guarded else [send, read, *waits])
+    return launch(Topology(n), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-5")
+def test_a_ring_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch):
+    import sys
+
+    from semcheck.model.fold import race_period
+
+    race_module = sys.modules["semcheck.model.race"]
+    for guarded in (True, False):
+        program = _chunk_ring(8, guarded=guarded)
+        k, shifts = race_period(program)
+        assert k == 1 and shifts["src"] == (8, 64)
+        reduced = {m: bool(find_races(program, m).races) for m in DMA_MODES}
+        monkeypatch.setattr(race_module, "race_period", lambda p: (p.topology.num_devices, {}))
+        full = {m: bool(find_races(program, m).races) for m in DMA_MODES}
+        monkeypatch.undo()
+        assert reduced == full == {m: not guarded for m in DMA_MODES}
+    # a region the shift would wrap round is no box: no symmetry
+    broken = _chunk_ring(8, guarded=True)
+    cores = list(broken.cores)
+    cores[3] = tuple(dataclasses.replace(op, region=box((60, 68))) if isinstance(op, Access) else op
+                     for op in cores[3])
+    assert race_period(dataclasses.replace(broken, cores=tuple(cores)))[0] == 8
 
 
 def _unguarded_ring(n: int) -> Program:
