@@ -58,6 +58,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import Counter as Multiset
 from collections import defaultdict, deque
+from operator import itemgetter
 
 from semcheck.checker.replay import REPLAY_LIMIT
 from semcheck.checker.verdict import Verdict, Witness
@@ -647,6 +648,10 @@ def _dma_bytes_once(program: Program, mode: DmaMode) -> Verdict:
     return verdict
 
 
+# sort keys read in C from the NamedTuple records: a contribution's (owner, pos), a wait's pos
+_OWNER_POS = itemgetter(0, 1)
+_POS = itemgetter(1)
+
 # Sub-multisets of the copies that may have arrived, per wait, beyond which the verdict is unknown.
 DMA_BYTES_BUDGET = 20_000
 
@@ -691,10 +696,10 @@ def _dma_bytes(program: Program, mode: DmaMode) -> tuple[Verdict, int]:
 
     for k in sorted(counters, key=repr):
         ws = low.waits_by_counter.get(k, [])
-        dma_x = sorted(byte_x.get(k, ()), key=lambda x: (x.owner, x.pos))
+        dma_x = sorted(byte_x.get(k, ()), key=_OWNER_POS)
         sig_x = plain_x.get(k, [])
         sem_w = [w for w in ws if w.kind != "dma"]
-        dma_w = sorted((w for w in ws if w.kind == "dma"), key=lambda w: w.pos)
+        dma_w = sorted((w for w in ws if w.kind == "dma"), key=_POS)
         checked += 1
         where = f"{_key_str(k[0])} on core {k[1]}"
         if sig_x or sem_w:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -552,6 +553,8 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         get_fail = handed if isinstance(handed, Violation) else None
     amounts: dict[tuple, tuple[int, int]] = {}  # DMA-6 depends on the size, the two types and the mode
     add_contribution = contributions.append
+    # the records built straight from their fields: a NamedTuple's own __new__ is a Python call
+    record = tuple.__new__
     for c, ops in enumerate(program.cores):
         # per core: a reference's key once `resolve` has found it stable, by the reference's
         # identity (the program holds every reference; equal ones under two ids resolve twice)
@@ -570,20 +573,22 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
             for i, op in enumerate(ops[:hb.reach(c)]):  # what lies beyond never executes in any run
                 t = type(op)
                 if t is Wait:
-                    key = key_of(i, op.sem)
-                    if op.value < 0:
-                        raise _Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
-                    lookups[(c, i)] = (key,)
-                    waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
+                    key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
+                    value = op.value
+                    if value < 0:
+                        raise _Unsupported(f"core {c} op {i} waits for a negative amount {value}")
+                    ci = (c, i)
+                    lookups[ci] = (key,)
+                    waits[ci] = record(WaitOp, (c, i, (key, c), value, op.kind, op.loc))
                 elif t is Access or t is Barrier or t is ExitCheck or t is FreeBuffer:
                     pass
                 elif t is Signal:
-                    key = key_of(i, op.sem)
+                    key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
                     tgt = target(c, op.device, op.core, dma=False)
                     if op.inc < 0:
                         raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
                     lookups[(c, i)] = (key,)
-                    add_contribution(Contribution(c, i, op.inc, (key, tgt), "signal"))
+                    add_contribution(record(Contribution, (c, i, op.inc, (key, tgt), "signal", None)))
                 elif t is DmaStart:
                     src_key = key_of(i, op.src_sem) if op.src_sem is not None else None
                     dst_key = key_of(i, op.dst_sem)
@@ -599,11 +604,11 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                         amount = amounts[size] = dma_amounts(op, mode)  # the model's DMA-6
                     src_amount, dst_amount = amount
                     dst_counter = (dst_key, dst)
-                    dmas.append(DmaOp(ident, c, i, dst, op.nbytes, src_counter, dst_counter, op.loc, src_amount,
-                                      dst_amount))
+                    dmas.append(record(DmaOp, (ident, c, i, dst, op.nbytes, src_counter, dst_counter, op.loc,
+                                               src_amount, dst_amount)))
                     if src_counter is not None:
-                        add_contribution(Contribution(c, i, src_amount, src_counter, "dma_read", ident))
-                    add_contribution(Contribution(c, i, dst_amount, dst_counter, "dma_write", ident))
+                        add_contribution(record(Contribution, (c, i, src_amount, src_counter, "dma_read", ident)))
+                    add_contribution(record(Contribution, (c, i, dst_amount, dst_counter, "dma_write", ident)))
                 elif t is GetBarrierSem:
                     if get_fail is not None:
                         raise _Fail(get_fail)
@@ -620,8 +625,9 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
     waits_by_counter: dict = defaultdict(list)
     for w in waits.values():
         waits_by_counter[w.counter].append(w)
+    by_pos = itemgetter(1)  # WaitOp.pos, read in C
     for ws in waits_by_counter.values():
-        ws.sort(key=lambda w: w.pos)
+        ws.sort(key=by_pos)
     return Lowered(
         program=program,
         mode=mode,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter as Tally
+from operator import itemgetter
 
 from semcheck.checker.z3.counters import Lowered
 
@@ -74,6 +75,13 @@ def find_rotation(low: Lowered) -> Rotation | None:
     return None
 
 
+# What the comparisons read, fetched field by field in C (the records are NamedTuples): a
+# wait's (pos, value, kind) and a feed's (pos, amount, kind) and owner.
+_WAIT = itemgetter(1, 3, 4)
+_FEED = itemgetter(1, 2, 4)
+_OWNER = itemgetter(0)
+
+
 def _automorphism(low: Lowered, rot: Rotation) -> bool:
     n, shift = rot.num_cores, rot.shift
     image = rot.image
@@ -82,9 +90,8 @@ def _automorphism(low: Lowered, rot: Rotation) -> bool:
         vs = waits.get((key, image(t)))
         if vs is None or len(vs) != len(ws):
             return False
-        for w, v in zip(ws, vs):
-            if w.pos != v.pos or w.value != v.value or w.kind != v.kind:
-                return False
+        if list(map(_WAIT, ws)) != list(map(_WAIT, vs)):
+            return False
     feeds = low.by_counter
     for (key, t), xs in feeds.items():
         ys = feeds.get((key, image(t)))
@@ -94,11 +101,11 @@ def _automorphism(low: Lowered, rot: Rotation) -> bool:
         # >= n - shift to the front, so the image in that order is xs rotated at `split`
         # (whatever the order, the comparison below is with a permutation of xs: a match is a proof)
         split = next((j for j, x in enumerate(xs) if x.owner >= n - shift), len(xs))
-        m = len(xs)
-        for j, y in enumerate(ys):
-            x = xs[(split + j) % m]
-            if y.owner != image(x.owner) or y.pos != x.pos or y.amount != x.amount or y.kind != x.kind:
-                return False
+        turned = xs[split:] + xs[:split]
+        if list(map(_FEED, turned)) != list(map(_FEED, ys)):
+            return False
+        if [(o + shift) % n for o in map(_OWNER, turned)] != list(map(_OWNER, ys)):
+            return False
     # barrier names may differ between devices (a device's fork/join of its cores): the rotation
     # must map each name to one name whose participants are the rotated participants
     names: dict[str, str] = {}
