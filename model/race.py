@@ -224,9 +224,23 @@ def find_races(
     runs = _Runs(program, mode)
     found: list[Race] = []
 
+    every: dict[tuple[int, int, str | None], AccessEvent] = {}
+
     def consider(a: AccessEvent, b: AccessEvent, outcome: Outcome) -> bool:
         exact = a.region.exact and b.region.exact
         confirmed = mode != "on_wait" or _confirm(program, mode, outcome, a, b)
+        if not confirmed and k < program.topology.num_devices:
+            # DR-5 keeps one pair per orbit, but the greedy schedule is not symmetric: under on_wait
+            # another member of the orbit may replay where this one did not (DR-4)
+            if not every:
+                every.update(((e.core, e.pc, e.half), e) for e in accesses(program, mode)[0])
+            for x, y in _images(program, k, a, b, every):
+                r = _restriction(x, y, mode)
+                out = runs(*r) if r is not None else None
+                if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y) \
+                        and _confirm(program, mode, out, x, y):
+                    a, b, outcome, confirmed = x, y, out, True
+                    break
         found.append(Race(a, b, outcome, exact, confirmed))
         return first and exact and confirmed
 
@@ -282,6 +296,19 @@ def _earliest(
         else:
             lo = mid + 1
     return best
+
+
+def _images(
+    program: Program, k: int, a: AccessEvent, b: AccessEvent, every: dict[tuple[int, int, str | None], AccessEvent]
+) -> Iterator[tuple[AccessEvent, AccessEvent]]:
+    """DR-5: the other pairs of the orbit of (a, b) under rotations by multiples of `k` devices."""
+    topo = program.topology
+    step = k * topo.cores_per_device
+    for j in range(1, topo.num_devices // k):
+        x = every.get(((a.core + j * step) % topo.num_cores, a.pc, a.half))
+        y = every.get(((b.core + j * step) % topo.num_cores, b.pc, b.half))
+        if x is not None and y is not None:
+            yield x, y
 
 
 def _orbit_representatives(
