@@ -233,7 +233,9 @@ def fast_run(
         stop = stops[core]
         step_c = steps[core]
         mine = resolved_id[core]
+        mine_values = resolved[core]
         mine_targets = targets[core]
+        mine_dma_targets = dma_targets[core]
         pc = pcs[core]  # kept in a local; pcs[core] is brought up to date wherever it is read
         while pc < stop:
             op = ops[pc]
@@ -284,9 +286,14 @@ def fast_run(
                 if counter in waiting:
                     wake(waiting.pop(counter))
             elif t is DmaStart:
-                src_key = resolve(core, pc, op.src_sem) if op.src_sem is not None else None
-                dst_key = resolve(core, pc, op.dst_sem)
-                dst = target(core, pc, op, True)
+                # a copy's references are objects of its own: they are looked up by value
+                ref = op.src_sem
+                src_key = None if ref is None else mine_values.get((ref.label, ref.index)) or resolve(core, pc, ref)
+                ref = op.dst_sem
+                dst_key = mine_values.get((ref.label, ref.index)) or resolve(core, pc, ref)
+                dst = mine_dma_targets.get((op.device, op.core))
+                if dst is None:
+                    dst = target(core, pc, op, True)
                 size = (op.nbytes, op.src_sem_type, op.dst_sem_type)
                 amount = amounts.get(size)
                 if amount is None:
@@ -315,11 +322,13 @@ def fast_run(
                         if hw:
                             schedule.extend([("dma_read", ident), ("dma_write", ident)][: 2 - no_read - no_write])
                     pc += 1
-                    pcs[core] = pc  # a half's signal may wake a core whose barrier check reads it
-                    if not no_read:
-                        dma_read(ident)
-                    if not no_write:
-                        dma_write(ident)
+                    if not no_read:  # the read half, then the write half (dma_read, dma_write)
+                        if src_key is not None:
+                            signal(src_key, core, amount[0], (ident, "read"))
+                        phase[ident] = 1
+                        if not no_write:
+                            signal(dst_key, dst, amount[1], (ident, "write"))
+                            phase[ident] = 2
                     continue
             elif t is GetBarrierSem:
                 if barrier_enters is not None and barrier_enters not in fixed:  # semaphore.guarantee_fixed
