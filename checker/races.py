@@ -14,7 +14,8 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
 from semcheck.model.access import AccessEvent
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
-from semcheck.model.race import Race, find_races, ordered
+from semcheck.checker.z3.memo import MEMO
+from semcheck.model.race import Ordered, Race, find_races, ordered_modes
 
 PROP = "race-free"
 
@@ -23,7 +24,7 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
     """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line."""
     t0 = time.perf_counter()
     stats: dict = {}
-    pre = ordered(program, mode)
+    pre = _ordered(program, mode)
     if not pre.ordering.certified:
         # a certified pass met no failure and no id in both tables, so no schedule fails (DR-6)
         low = lower(program, mode)
@@ -74,6 +75,24 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
                        stats=stats)
     return Verdict(PROP, "proved", reason=f"{report.pairs} conflicting pairs, each ordered by the semaphores",
                    stats=stats)
+
+
+def share_modes(program: Program, modes: tuple[str, ...]) -> None:
+    """Say which modes this process will check `program` in: the interpreter's two share one run of the
+    happens-before pass (DR-7) when both are to be checked."""
+    MEMO.table(program)["race-modes"] = tuple(modes)
+
+
+def _ordered(program: Program, mode: DmaMode) -> Ordered:
+    """The happens-before pass (DR-6) for `mode`, computed with the other interpreter mode when that one
+    is to be checked too (`share_modes`)."""
+    table = MEMO.table(program)
+    if ("race-order", mode) not in table:
+        planned = table.get("race-modes", ())
+        modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
+        for m, o in ordered_modes(program, modes).items():
+            table[("race-order", m)] = o
+    return table[("race-order", mode)]
 
 
 def _who(program: Program, core: int) -> str:

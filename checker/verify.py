@@ -231,6 +231,9 @@ def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list
         return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
                              fold=False), time.monotonic() - t
 
+    from semcheck.checker.races import share_modes
+
+    share_modes(program, here)  # the interpreter's modes checked here share race-free's run (DR-7)
     full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
     if worker is not None:
         try:

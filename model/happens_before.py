@@ -344,13 +344,55 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
     both tables (so every lookup names one semaphore in every schedule), and
     every arrival on a counter follows the wait that came before it in the run.
     """
-    run_mode, arrival = reading(mode)
-    obs = _Observer(program, events, arrival)
-    outcome = fast_run(program, run_mode, record=False, observer=obs)
-    state = outcome.state
-    why = obs.broken
-    if state.failures:
-        why = why or "the run fails"
-    elif state.tables.internal & state.tables.fixed:
-        why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
-    return Ordering(not why, why, tuple(obs.candidates))
+    return order_modes(program, {mode: events})[mode]
+
+
+def order_modes(program: Program, events: dict[DmaMode, Iterable[AccessEvent]]) -> dict[DmaMode, Ordering]:
+    """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run)."""
+    out: dict[DmaMode, Ordering] = {}
+    by_run: dict[DmaMode, dict[DmaMode, _Observer]] = defaultdict(dict)
+    for mode, evs in events.items():
+        run_mode, arrival = reading(mode)
+        by_run[run_mode][mode] = _Observer(program, evs, arrival)
+    for run_mode, observers in by_run.items():
+        obs = next(iter(observers.values())) if len(observers) == 1 else _Fanout(list(observers.values()))
+        state = fast_run(program, run_mode, record=False, observer=obs).state
+        for mode, o in observers.items():
+            why = o.broken
+            if state.failures:
+                why = why or "the run fails"
+            elif state.tables.internal & state.tables.fixed:
+                why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
+            out[mode] = Ordering(not why, why, tuple(o.candidates))
+    return out
+
+
+class _Fanout:
+    """Tells several observers of one run (model/fast.py's observer protocol)."""
+
+    def __init__(self, observers: list[_Observer]) -> None:
+        self.observers = observers
+
+    def signal(self, counter: tuple, inc: int, source: tuple) -> None:
+        for o in self.observers:
+            o.signal(counter, inc, source)
+
+    def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
+        for o in self.observers:
+            o.wait(core, pc, counter, value)
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        for o in self.observers:
+            o.start(core, pc, ident)
+
+    def arrive(self, core: int, pc: int, name: str, k: int) -> None:
+        for o in self.observers:
+            o.arrive(core, pc, name, k)
+
+    def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
+        for o in self.observers:
+            o.barrier(core, pc, name, k, participants)
+
+    def access(self, core: int, pc: int) -> None:
+        for o in self.observers:
+            o.access(core, pc)

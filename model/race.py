@@ -22,7 +22,7 @@ from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import race_period
-from semcheck.model.happens_before import Ordering, order
+from semcheck.model.happens_before import Ordering, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
 from semcheck.model.state import Outcome, State
@@ -183,10 +183,17 @@ class Ordered:
 
 def ordered(program: Program, mode: DmaMode) -> Ordered:
     """DR-5, DR-6: the accesses one orbit needs, and what one happens-before run says of them."""
+    return ordered_modes(program, (mode,))[mode]
+
+
+def ordered_modes(program: Program, modes: Iterable[DmaMode]) -> dict[DmaMode, Ordered]:
+    """`ordered` for several modes; the interpreter's modes share one run (DR-7)."""
     k, _ = race_period(program)
-    events, unrecorded = accesses(program, mode, near=k if k < program.topology.num_devices else None)
-    ordering = order(program, mode, events) if events else Ordering(True, "", ())
-    return Ordered(k, tuple(events), tuple(unrecorded), ordering)
+    near = k if k < program.topology.num_devices else None
+    found = {m: accesses(program, m, near=near) for m in modes}
+    orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs})
+    return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))
+            for m, (evs, un) in found.items()}
 
 
 def find_races(
