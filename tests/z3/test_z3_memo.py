@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+from hypothesis import given
+from z3_strategies import examples, programs
+
 from semcheck.checker.verify import check_program
 from ring_programs import ring_allreduce
-from semcheck.checker.z3.counters import lower
+from semcheck.checker.z3.counters import EncodingBug, lower, s_prime_end, s_prime_run
 from semcheck.checker.z3.memo import MEMO
 
 
@@ -33,3 +37,25 @@ def test_a_collected_program_leaves_no_memo_table() -> None:
     del p
     gc.collect()
     assert len(MEMO) == 0
+
+
+@examples(300)
+@given(program=programs())
+@pytest.mark.rule("RUN-3")
+def test_eager_and_on_wait_runs_of_s_prime_end_alike(program) -> None:
+    """What `s_prime_end` shares between the interpreter's modes: S''s kind, positions and allocations."""
+    low = lower(program, "eager")
+    if not low.ok:
+        return
+    ends = []
+    for mode in ("eager", "on_wait"):
+        try:
+            sp = s_prime_run(lower(program, mode))
+        except EncodingBug:
+            return  # a failing S' run: the lowering's own guard, no sharing is attempted
+        ends.append((sp.kind, sp.state.pcs, sp.state.allocs))
+    assert ends[0] == ends[1]
+    MEMO.clear()
+    first = s_prime_end(lower(program, "on_wait"))
+    assert s_prime_end(lower(program, "eager")) is first
+    assert tuple(first) == ends[1]
