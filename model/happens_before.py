@@ -62,7 +62,7 @@ class _Signal:
 
 
 class _Counter:
-    __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced")
+    __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced", "chained", "cores", "pcs", "max_inc")
 
     def __init__(self, core: int) -> None:
         self.core = core
@@ -73,6 +73,18 @@ class _Counter:
         # per passed wait that was ordered after some arrival it must consume: (pc, [[arrival, slack]]),
         # slack being how much more could arrive without that arrival before the wait still falls short
         self.forced: list[tuple[int, list[list]]] = []
+        self.chained = False  # some pending arrival may be ordered after another (else none is)
+        self.cores: list[int] = []  # the operations of the pending arrivals that have one (`_Signal.pos`)
+        self.pcs: list[int] = []
+        self.max_inc = 0  # the largest pending amount
+
+    def reset(self, pending: list[_Signal]) -> None:
+        self.pending = pending
+        self.cores = [s.pos[0] for s in pending if s.pos is not None]
+        self.pcs = [s.pos[1] for s in pending if s.pos is not None]
+        self.max_inc = max((s.inc for s in pending), default=0)
+        if not pending:
+            self.chained = False
 
 
 class _Chain:
@@ -88,9 +100,14 @@ class _Chain:
 class _Observer:
     """Vector clocks over one fast run (DR-6) and the checks of each access as the run reaches it."""
 
-    def __init__(self, program: Program, events: Iterable[AccessEvent], arrival: Arrival) -> None:
+    def __init__(self, program: Program, events: Iterable[AccessEvent], arrival: Arrival,
+                 totals: dict[tuple, int] | None = None) -> None:
         self.program = program
         self.arrival = arrival
+        # counters decided against everything that ever arrives on them rather than the run's order
+        # (DR-6: their arrivals came in an order no certificate covers); their totals, from an earlier run
+        self.totals = totals or {}
+        self.broken_counters: set[tuple] = set()
         n = program.topology.num_cores
         self.clock = np.zeros((n, n), dtype=np.int32)  # row c: what core c knows (its own entry is stale)
         self.counters: dict[tuple, _Counter] = {}
@@ -104,7 +121,8 @@ class _Observer:
         self.chain_of: dict[int, _Chain] = {}
         self.partners: dict[int, list[AccessEvent]] = defaultdict(list)
         self.seen: set[int] = set()
-        self._index(list(events))
+        self.events = list(events)
+        self._index(self.events)
 
     def _index(self, events: list[AccessEvent]) -> None:
         """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
@@ -186,10 +204,21 @@ class _Observer:
         else:
             core, pc = source
             s = _Signal(inc, self._snapshot(core, pc + 1), (core, pc), None, None)
-        if ctr.last_wait is not None and not s.clock[ctr.core] > ctr.last_wait:
+        if ctr.last_wait is not None and counter not in self.totals and not s.clock[ctr.core] > ctr.last_wait:
             self._late(ctr, counter, s)
         ctr.arrived += inc
-        ctr.pending.append(s)
+        pending = ctr.pending
+        if pending and not ctr.chained:
+            if ctr.cores and bool(np.any(s.clock[ctr.cores] > ctr.pcs)):
+                ctr.chained = True
+            elif len(ctr.cores) < len(pending) and any(self._after(s, t) for t in pending if t.pos is None):
+                ctr.chained = True
+        pending.append(s)
+        if s.pos is not None:
+            ctr.cores.append(s.pos[0])
+            ctr.pcs.append(s.pos[1])
+        if inc > ctr.max_inc:
+            ctr.max_inc = inc
 
     def _late(self, ctr: _Counter, counter: tuple, t: _Signal) -> None:
         """DR-6: arrival `t` came after waits of the counter it is not ordered after; in another
@@ -201,9 +230,12 @@ class _Observer:
             for entry in entries:
                 if not self._after(t, entry[0]):
                     entry[1] -= t.inc
-                    if entry[1] <= 0 and not self.broken:
-                        self.broken = (f"an arrival on core {ctr.core}'s semaphore {counter[0]!r} is not ordered "
-                                       f"after the wait at position {pc}, and could satisfy it in its stead")
+                    if entry[1] <= 0:
+                        self.broken_counters.add(counter)
+                        if not self.broken:
+                            self.broken = (f"an arrival on core {ctr.core}'s semaphore {counter[0]!r} is not "
+                                           f"ordered after the wait at position {pc}, and could satisfy it in its "
+                                           "stead")
 
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
         ctr = self.counters.get(counter)
@@ -215,13 +247,18 @@ class _Observer:
         pending = ctr.pending
         if not pending:
             return
+        arrived = self.totals.get(counter, ctr.arrived)
+        if not ctr.chained and arrived - need >= ctr.max_inc:
+            return  # no arrival is needed yet (none follows another, and the surplus covers any one)
         if len(pending) == 1:  # the common case: one arrival, known already or needed now
             s = pending[0]
             if self._known(core, pc, s):
-                known, forced, ctr.pending = pending, (), []
-            elif ctr.arrived - s.inc < need:
-                known, forced, ctr.pending = (), pending, []
-                ctr.forced.append((pc, [[s, need - ctr.arrived + s.inc]]))
+                known, forced = pending, ()
+                ctr.reset([])
+            elif arrived - s.inc < need:
+                known, forced = (), pending
+                ctr.reset([])
+                ctr.forced.append((pc, [[s, need - arrived + s.inc]]))
             else:
                 return
         else:
@@ -231,15 +268,16 @@ class _Observer:
             forced, entries = [], []
             for s in cands:
                 # how far the arrivals that could come without s fall short of the wait (DR-6)
-                short = need - (ctr.arrived - s.inc)
-                if short <= 0:
+                short = need - (arrived - s.inc)
+                if short <= 0 and ctr.chained:
                     short += sum(t.inc for t in cands if t is not s and self._after(t, s))
                 if short > 0:
                     forced.append(s)
                     entries.append([s, short])
             if entries:
                 ctr.forced.append((pc, entries))
-            ctr.pending = [s for s in cands if all(s is not f for f in forced)] if forced else cands
+            if known or forced:
+                ctr.reset([s for s in cands if all(s is not f for f in forced)] if forced else cands)
         row = self.clock[core]
         for s in forced:  # a known arrival's past is already in the core's clock
             np.maximum(row, s.clock, out=row)
@@ -355,8 +393,17 @@ def order_modes(program: Program, events: dict[DmaMode, Iterable[AccessEvent]]) 
         run_mode, arrival = reading(mode)
         by_run[run_mode][mode] = _Observer(program, evs, arrival)
     for run_mode, observers in by_run.items():
-        obs = next(iter(observers.values())) if len(observers) == 1 else _Fanout(list(observers.values()))
-        state = fast_run(program, run_mode, record=False, observer=obs).state
+        totals: dict[tuple, int] = {}
+        for attempt in range(MAX_PASSES):
+            if attempt:
+                # DR-6: decide the counters whose certificate failed against all they ever receive
+                totals.update({c: o.counters[c].arrived for o in observers.values() for c in broken if c in o.counters})
+                observers = {mode: _Observer(program, o.events, o.arrival, dict(totals)) for mode, o in observers.items()}
+            obs = next(iter(observers.values())) if len(observers) == 1 else _Fanout(list(observers.values()))
+            state = fast_run(program, run_mode, record=False, observer=obs).state
+            broken = set().union(*(o.broken_counters for o in observers.values()))
+            if not broken or state.failures:
+                break
         for mode, o in observers.items():
             why = o.broken
             if state.failures:
@@ -365,6 +412,11 @@ def order_modes(program: Program, events: dict[DmaMode, Iterable[AccessEvent]]) 
                 why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
             out[mode] = Ordering(not why, why, tuple(o.candidates))
     return out
+
+
+MAX_PASSES = 3
+"""Runs of the happens-before pass per run mode: the first reads every counter in the run's order, the
+next ones read the counters whose certificate failed against everything they receive (DR-6)."""
 
 
 class _Fanout:

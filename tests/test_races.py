@@ -403,23 +403,32 @@ def _two_senders_then_read() -> Program:
 
 
 @pytest.mark.rule("PROP-7")
-def test_races_past_the_work_budget_are_unknown_at_once_never_proved():
+def test_races_past_the_work_budget_are_unknown_at_once_never_proved(monkeypatch):
+    import semcheck.model.happens_before as hb
+    import semcheck.model.race as race_module
     from semcheck.checker.races import race_free
     from semcheck.model.happens_before import order
 
+    monkeypatch.setattr(hb, "MAX_PASSES", 1)  # no second pass: the first one's certificate fails
     program = _two_senders_then_read()
     assert not order(program, "hardware", accesses(program, "hardware")[0]).certified
     report = find_races(program, "hardware", max_work=1)
     assert report.over_budget and not report.complete and report.races == ()
-    import semcheck.model.race as race_module
-
-    saved = race_module.MAX_WORK
-    race_module.MAX_WORK = 1
-    try:
-        v = race_free(program, "hardware")
-    finally:
-        race_module.MAX_WORK = saved
+    monkeypatch.setattr(race_module, "MAX_WORK", 1)
+    v = race_free(program, "hardware")
     assert v.verdict == "unknown" and "fewer devices" in v.reason
+
+
+@pytest.mark.rule("DR-6")
+def test_a_counter_whose_arrivals_overtake_its_waits_is_decided_against_all_it_receives():
+    # device 1's copy arrives after device 0's first wait passed in the run, so the first pass has no
+    # certificate; the second decides that semaphore against both copies: neither is needed by the
+    # first wait, both by the second, and the read after it is ordered
+    from semcheck.model.happens_before import order
+
+    program = _two_senders_then_read()
+    o = order(program, "hardware", accesses(program, "hardware")[0])
+    assert o.certified and o.candidates == ()
 
 
 @pytest.mark.rule("DR-6")
