@@ -132,6 +132,14 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
     signals = f"the copy signals {sem} on {_who(program, dma.where if dma.half == 'write' else dma.core)} when its " \
               f"{'data has landed' if dma.half == 'write' else 'source has been read'}"
     if other.is_dma:
+        if other.core == dma.core:  # one core starts both: it can wait for the first itself
+            other_op = program.cores[other.core][other.pc]
+            return (
+                f"{signals}; {_who(program, dma.core)} starts the other copy without waiting for it",
+                f"wait for the first copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send'}, "
+                f"on {sem}) before starting the copy at {other_op.loc}",
+                [],
+            )
         return (
             f"{signals}; nothing makes the second copy wait for that",
             "add a handshake: the receiver signals the sender when the slot is free, and the sender waits for it "
@@ -163,8 +171,9 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
     why, fix, extra = _explain(program, race)
     msg = f"{_say(program, a)} and {_say(program, b)} can happen in either order ({mode}): {why}"
     blocked = tuple(
-        (e.core, e.pc, f"{e.describe()} still in flight (started at line {program.cores[e.core][e.pc].loc.line})"
-         if e.is_dma else f"next: {e.describe()} (line {e.loc.line})")
+        (e.core, e.pc, f"{_who(program, e.core)}: {e.describe()} still in flight (the copy started at "
+                       f"{program.cores[e.core][e.pc].loc})"
+         if e.is_dma else f"{_who(program, e.core)}: next, {e.describe()} at {e.loc}")
         for e in (a, b)
     )
     return Witness(

@@ -518,8 +518,8 @@ def _witness(console, say, w) -> None:
             say(f"  device {dev['device']}:")
             for ev in dev["events"]:
                 say(f"    {ev}", "dim" if ">>" not in ev else "")
-    for c, pc, what in w.blocked:
-        say(f"  blocked: core {c} op {pc}: {what}")
+    for _, _, what in w.blocked:  # core and position indices stay in the JSON
+        say(f"  stopped: {what}")
     for loc in dict.fromkeys(w.locs):
         if loc is not None and loc.line:
             say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
