@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Literal
 
 from semcheck.model.buffer import SHARED_SPACES
@@ -141,12 +140,11 @@ def conflicts(a: AccessEvent, b: AccessEvent) -> bool:
 
 
 def conflicting_pairs(
-    events: list[AccessEvent], involves: Callable[[AccessEvent], bool] | None = None
+    events: list[AccessEvent],
 ) -> list[tuple[AccessEvent, AccessEvent]]:
     """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared).
 
-    With `involves`, only pairs with at least one member it accepts. Within a
-    buffer, accesses are swept in order of their first dimension's start, so
+    Within a buffer, accesses are swept in order of their first dimension's start, so
     only accesses whose first dimensions overlap are compared (`conflicts`
     decides each); scalar and other-rank views are compared with everything.
     """
@@ -156,8 +154,6 @@ def conflicting_pairs(
     pairs = []
     for group in by_buffer.values():
         if not any(e.write for e in group):
-            continue
-        if involves is not None and not any(map(involves, group)):
             continue
         ranks = [len(e.region.box) for e in group]
         rank = max(set(ranks), key=ranks.count)
@@ -173,8 +169,6 @@ def conflicting_pairs(
         for i, w in enumerate(wild):  # against every other access of the buffer, each pair once
             found.extend((w, e) for e in swept if conflicts(w, e))
             found.extend((w, e) for e in wild[i + 1:] if conflicts(w, e))
-        if involves is not None:
-            found = [(a, b) for a, b in found if involves(a) or involves(b)]
         order = {id(e): i for i, e in enumerate(group)}
         found = [(a, b) if order[id(a)] < order[id(b)] else (b, a) for a, b in found]
         found.sort(key=lambda p: (order[id(p[0])], order[id(p[1])]))

@@ -461,3 +461,19 @@ def test_eager_orders_a_copy_before_every_wait_after_its_start_as_the_detector_d
     assert find_races(program, "eager").races == ()
     assert find_races(program, "hardware").races
     assert brute_force_race(program, "hardware") is True
+
+
+@pytest.mark.rule("ACC-2")
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3), st.integers(0, 12), st.integers(0, 6),
+                          st.booleans(), st.sampled_from([1, 1, 1, 0, 2])), max_size=14))
+def test_the_sweep_finds_every_conflicting_pair_a_comparison_of_all_pairs_finds(specs):
+    from semcheck.model.access import AccessEvent, conflicts
+
+    events = []
+    for i, (buf, core, lo, width, write, rank) in enumerate(specs):
+        dims = [(lo, lo + width)] + [(0, 4)] * (rank - 1) if rank else []
+        events.append(AccessEvent(core, i, None, (0, None, buf), Region(tuple(dims)), write, core, Loc("k.py", i)))
+    naive = [(a, b) for i, a in enumerate(events) for b in events[i + 1:] if conflicts(a, b)]
+    assert sorted(conflicting_pairs(events), key=lambda p: (p[0].pc, p[1].pc)) == \
+        sorted(naive, key=lambda p: (p[0].pc, p[1].pc))

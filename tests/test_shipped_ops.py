@@ -408,7 +408,9 @@ def test_ragged_paged_attention_fails_only_in_the_interpreter(reports):
 @pytest.mark.parametrize("selector", ["", "::mesh_2d_x", "::mesh_2d_y"])
 def test_all_gather_at_every_size(selector):
     """Everything but race-free proved at 2, 4, 8 devices; race-free violated exactly where a
-    sender can have two copies in flight to one neighbour (4+ devices on the gathered axis)."""
+    sender can have two copies in flight to one neighbour (4+ devices on the gathered axis), on
+    hardware and under on_wait; under eager the copies signal inside their starts, in order, so
+    jax's detector orders each before the wait that follows it (DR-1, DR-7) and race-free holds."""
     from semcheck.testing import verify_target
 
     report, _, _ = verify_target(str(ALL_GATHER) + selector, devices=(2, 4, 8), dma_mode="all",
@@ -416,5 +418,5 @@ def test_all_gather_at_every_size(selector):
     axis = {"": {2: 2, 4: 4, 8: 8}, "::mesh_2d_x": {2: 2, 4: 2, 8: 4},
             "::mesh_2d_y": {2: 2, 4: 2, 8: 4}}[selector]
     for r in report["results"]:
-        racy = r["property"] == "race-free" and axis[r["devices"]] >= 4
+        racy = r["property"] == "race-free" and axis[r["devices"]] >= 4 and r["dma_mode"] != "eager"
         assert r["verdict"] == ("violated" if racy else "proved"), r
