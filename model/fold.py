@@ -142,14 +142,21 @@ def _shifted(r: Region | None, by: tuple[int, int] | None, image: Region | None)
     return lo2 + (hi - lo) <= m and image.box[0] == (lo2, lo2 + hi - lo)  # a wrapped image is not a box
 
 
-def find_fold(program: Program, *, min_devices: int = 2) -> Fold | None:
-    """RUN-7: the smallest faithful fold of `program`, or None when it has none smaller than itself."""
+def find_fold(program: Program, *, min_devices: int = 2, shifted: bool = False) -> Fold | None:
+    """RUN-7: the smallest faithful fold of `program`, or None when it has none smaller than itself.
+
+    With `shifted`, the rotation may also move each buffer label's regions (DR-5): the fold then
+    keeps every access, and its run is a run of the whole program (DR-8), not only of its skeleton.
+    """
     topo = program.topology
     n = topo.num_devices
     if n < 2 * min_devices:
         return None
     for period in divisors(n)[:-1]:
-        names = _rotation(program, period)
+        shifts = _region_shifts(program, period) if shifted else None
+        if shifted and shifts is None:
+            continue
+        names = _rotation(program, period, shifts)
         if names is None:
             continue
         # a rotation by `period` implies one by each of its multiples: only this period's multiples

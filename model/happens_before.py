@@ -31,7 +31,9 @@ import numpy as np
 
 from semcheck.model.access import AccessEvent, conflicts
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import Barrier, DmaMode, Program
+from semcheck.model.fold import Fold
+from semcheck.model.ops import Barrier, DmaMode, DmaStart, Program
+from semcheck.model.step import target_core
 
 Pair = tuple[AccessEvent, AccessEvent]
 Pos = tuple[int, int]  # (core, pc) of an operation
@@ -176,7 +178,14 @@ class _Observer:
         return q < pc if c == core else bool(self.clock[core, c] > q)
 
     def _knows_done(self, core: int, pc: int, start: Pos, half: str) -> bool:
-        return any(self._knows(core, pc, w) for w in self.done.get((start, half), ()))
+        return any(self._knows(core, pc, w) for w in self._done(start, half))
+
+    def _done(self, start: Pos, half: str) -> list[Pos]:
+        """The waits known to follow the half of the copy started at `start`."""
+        return self.done.get((start, half), [])
+
+    def _record_done(self, start: Pos, half: str, waiter: Pos) -> None:
+        self.done.setdefault((start, half), []).append(waiter)
 
     def _after(self, later: _Signal, earlier: _Signal) -> bool:
         """Whether the relation orders `later`'s arrival after `earlier`'s."""
@@ -184,7 +193,7 @@ class _Observer:
             return bool(later.clock[earlier.pos[0]] > earlier.pos[1])
         if later.dma == earlier.dma and earlier.half == "read" and later.half == "write":
             return True
-        return any(later.clock[c] > q for c, q in self.done.get((earlier.dma, earlier.half), ()))
+        return any(later.clock[c] > q for c, q in self._done(earlier.dma, earlier.half))
 
     def _known(self, core: int, pc: int, s: _Signal) -> bool:
         if s.pos is not None:
@@ -197,13 +206,7 @@ class _Observer:
         ctr = self.counters.get(counter)
         if ctr is None:
             ctr = self.counters[counter] = _Counter(counter[1])
-        if type(source[1]) is str:  # a DMA half
-            ident, half = source
-            start = self.dma_pos[ident]
-            s = _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
-        else:
-            core, pc = source
-            s = _Signal(inc, self._snapshot(core, pc + 1), (core, pc), None, None)
+        s = self._arrival(counter, inc, source)
         if (ctr.last_wait is not None and counter not in self.totals and counter not in self.broken_counters
                 and not s.clock[ctr.core] > ctr.last_wait):
             self._late(ctr, counter, s)
@@ -236,6 +239,14 @@ class _Observer:
                             self.broken = (f"an arrival on core {ctr.core}'s semaphore {counter[0]!r} is not "
                                            f"ordered after the wait at position {pc}, and could satisfy it in its "
                                            "stead")
+
+    def _arrival(self, counter: tuple, inc: int, source: tuple) -> _Signal:
+        if type(source[1]) is str:  # a DMA half
+            ident, half = source
+            start = self.dma_pos[ident]
+            return _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
+        core, pc = source
+        return _Signal(inc, self._snapshot(core, pc + 1), (core, pc), None, None)
 
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
         ctr = self.counters.get(counter)
@@ -282,19 +293,14 @@ class _Observer:
         row = self.clock[core]
         for s in forced:  # a known arrival's past is already in the core's clock
             np.maximum(row, s.clock, out=row)
-        done = self.done
         for group in (known, forced):
             for s in group:
                 if s.dma is not None:
                     # the wait follows the half in every schedule (DR-6); under `eager` it takes the
                     # copy's clock too, as the interpreter's detector does (DR-7)
-                    key = (s.dma, s.half)
-                    if key in done:
-                        done[key].append((core, pc))
-                    else:
-                        done[key] = [(core, pc)]
+                    self._record_done(s.dma, s.half, (core, pc))
                     if s.half == "write":
-                        done.setdefault((s.dma, "read"), []).append((core, pc))
+                        self._record_done(s.dma, "read", (core, pc))
 
     def start(self, core: int, pc: int, ident: int) -> None:
         self.dma_pos[ident] = (core, pc)
@@ -328,36 +334,130 @@ class _Observer:
 
     # --- accesses ----------------------------------------------------------------
 
-    def _ordered(self, core: int, pc: int, y: AccessEvent) -> bool:
-        """Whether access `y` (reached earlier in the run) is ordered before what `core` does at `pc`."""
-        if y.half is None:
-            return self._knows(core, pc, (y.core, y.pc))
+    def _ordered(self, core: int, pc: int, y: AccessEvent, row: np.ndarray | None = None) -> bool:
+        """Whether access `y` (reached earlier in the run) is ordered before what `core` does at `pc`
+        (`row`: the core's clock, when it is not one this observer keeps)."""
         if (y.core, y.pc) == (core, pc):
             return True  # the two halves of one DMA (ACC-2)
-        return self._knows_done(core, pc, (y.core, y.pc), y.half)
+        if row is None:
+            if y.half is None:
+                return self._knows(core, pc, (y.core, y.pc))
+            return self._knows_done(core, pc, (y.core, y.pc), y.half)
+        whats = [(y.core, y.pc)] if y.half is None else self._done((y.core, y.pc), y.half)
+        return any((q < pc) if c == core else bool(row[c] > q) for c, q in whats)
 
     def _flag(self, y: AccessEvent, x: AccessEvent) -> None:
         self.candidates.append((y, x))
 
-    def _reach(self, core: int, pc: int) -> None:
-        for x in self.at.get((core, pc), ()):
+    def _reach(self, core: int, pc: int, row: np.ndarray | None = None,
+               events: Iterable[AccessEvent] | None = None) -> None:
+        for x in (self.at.get((core, pc), ()) if events is None else events):
             chain = self.chain_of[id(x)]
             w = chain.write
-            if w is not None and not self._ordered(core, pc, w):
+            if w is not None and not self._ordered(core, pc, w, row):
                 self._flag(w, x)
             if x.write:
                 for r in chain.reads:
-                    if not self._ordered(core, pc, r):
+                    if not self._ordered(core, pc, r, row):
                         self._flag(r, x)
                 chain.write, chain.reads = x, []
             else:
                 # a read the new one follows adds nothing: what follows the new one follows it
-                chain.reads = [r for r in chain.reads if not self._ordered(core, pc, r)]
+                chain.reads = [r for r in chain.reads if not self._ordered(core, pc, r, row)]
                 chain.reads.append(x)
             for y in self.partners.get(id(x), ()):
-                if id(y) in self.seen and not self._ordered(core, pc, y):
+                if id(y) in self.seen and not self._ordered(core, pc, y, row):
                     self._flag(y, x)
             self.seen.add(id(x))
+
+
+class _SymmetricObserver(_Observer):
+    """DR-8: the happens-before pass over the run of a fold of the whole program.
+
+    The fold's run is a run of the program in which each class of devices moves in step (RUN-7), so
+    every event's clock is its class representative's, rotated: the observer keeps the clocks of the
+    representatives (the fold's cores) with a component per core of the program, gives an arrival
+    from another class member the rotated clock of the fold core that sent it, and reads what it
+    knows of copies whose semaphores live on other members by rotating them to the member that is a
+    representative.
+    """
+
+    def __init__(self, program: Program, fold: Fold, events: Iterable[AccessEvent], arrival: Arrival,
+                 run_mode: DmaMode, totals: dict[tuple, int] | None = None) -> None:
+        super().__init__(program, events, arrival, totals)
+        self.fold = fold
+        self.run_mode = run_mode
+        topo = program.topology
+        self.n = topo.num_cores
+        self.reps = fold.devices * topo.cores_per_device
+        self.clock = np.zeros((self.reps, self.n), dtype=np.int32)
+        self.targets: dict[Pos, int] = {}
+        self.class_at: dict[Pos, list[AccessEvent]] = defaultdict(list)
+        for e in self.events:  # a copy's halves are reached at its start, by every member of its class
+            if e.half is not None and e.core >= self.reps:
+                self.class_at[(e.core % self.reps, e.pc)].append(e)
+
+    def _target(self, core: int, pc: int) -> int:
+        """The core of the program that the signal or copy at (core, pc) of the program lands on."""
+        t = self.targets.get((core, pc))
+        if t is None:
+            op = self.program.cores[core][pc]
+            t = target_core(self.program, self.run_mode, core, op.device, op.core, dma=type(op) is DmaStart)
+            self.targets[(core, pc)] = t = t if isinstance(t, int) else -1
+        return t
+
+    def _roll(self, row: np.ndarray, shift: int) -> np.ndarray:
+        return np.roll(row, shift) if shift % self.n else row
+
+    def _frame(self, start: Pos, half: str) -> int:
+        """How many cores the copy must move back for its half's semaphore to be a representative's."""
+        where = start[0] if half == "read" else self._target(*start)
+        return where - where % self.reps
+
+    def _done(self, start: Pos, half: str) -> list[Pos]:
+        sh = self._frame(start, half)
+        if not sh:
+            return self.done.get((start, half), [])
+        got = self.done.get((((start[0] - sh) % self.n, start[1]), half), ())
+        return [((c + sh) % self.n, q) for c, q in got]
+
+    def _record_done(self, start: Pos, half: str, waiter: Pos) -> None:
+        sh = self._frame(start, half)
+        key = (((start[0] - sh) % self.n, start[1]), half)
+        self.done.setdefault(key, []).append(((waiter[0] - sh) % self.n, waiter[1]))
+
+    def _arrival(self, counter: tuple, inc: int, source: tuple) -> _Signal:
+        rep = counter[1]
+        if type(source[1]) is str:
+            ident, half = source
+            c, q = self.dma_pos[ident]
+            shift = (rep - (c if half == "read" else self._target(c, q))) % self.n
+            start = ((c + shift) % self.n, q)
+            return _Signal(inc, self._roll(self.dma_clock[ident], shift), start if self.arrival == "start" else None,
+                           start, half)
+        c, q = source
+        shift = (rep - self._target(c, q)) % self.n
+        return _Signal(inc, self._roll(self._snapshot(c, q + 1), shift), ((c + shift) % self.n, q), None, None)
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        super().start(core, pc, ident)
+        members = self.class_at.get((core, pc))
+        if members:
+            row = self.clock[core]
+            for e in members:  # the same copy started by another member of the class, rotated
+                shifted = self._roll(row, e.core - core)
+                self._reach(e.core, pc, shifted, (e,))
+
+    def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
+        row = self.clock[core]
+        op = self.program.cores[core][pc]
+        assert isinstance(op, Barrier)
+        for p in op.participants:  # the program's participants, each its representative rotated
+            rep = p % self.reps
+            snap = self.arrivals.get((rep, name, k))
+            if snap is None:
+                snap = self._snapshot(rep, self._barrier_position(rep, name, k))
+            np.maximum(row, self._roll(snap, p - rep), out=row)
 
 
 def reading(mode: DmaMode) -> tuple[DmaMode, Arrival]:
@@ -386,22 +486,35 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
     return order_modes(program, {mode: events})[mode]
 
 
-def order_modes(program: Program, events: dict[DmaMode, Iterable[AccessEvent]]) -> dict[DmaMode, Ordering]:
-    """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run)."""
+def order_modes(
+    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Fold | None = None
+) -> dict[DmaMode, Ordering]:
+    """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run).
+
+    With `fold` (a fold of the whole program, accesses included: `find_fold(shifted=True)`), the run
+    is the fold's and the events must lie on its representatives' buffers (DR-8).
+    """
     out: dict[DmaMode, Ordering] = {}
     by_run: dict[DmaMode, dict[DmaMode, _Observer]] = defaultdict(dict)
-    for mode, evs in events.items():
+
+    def observer(mode: DmaMode, evs: Iterable[AccessEvent], totals: dict[tuple, int] | None = None) -> _Observer:
         run_mode, arrival = reading(mode)
-        by_run[run_mode][mode] = _Observer(program, evs, arrival)
+        if fold is None:
+            return _Observer(program, evs, arrival, totals)
+        return _SymmetricObserver(program, fold, evs, arrival, run_mode, totals)
+
+    for mode, evs in events.items():
+        by_run[reading(mode)[0]][mode] = observer(mode, evs)
+    runs = fold.program if fold is not None else program
     for run_mode, observers in by_run.items():
         totals: dict[tuple, int] = {}
         for attempt in range(MAX_PASSES):
             if attempt:
                 # DR-6: decide the counters whose certificate failed against all they ever receive
                 totals.update({c: o.counters[c].arrived for o in observers.values() for c in broken if c in o.counters})
-                observers = {mode: _Observer(program, o.events, o.arrival, dict(totals)) for mode, o in observers.items()}
+                observers = {mode: observer(mode, o.events, dict(totals)) for mode, o in observers.items()}
             obs = next(iter(observers.values())) if len(observers) == 1 else _Fanout(list(observers.values()))
-            state = fast_run(program, run_mode, record=False, observer=obs).state
+            state = fast_run(runs, run_mode, record=False, observer=obs).state
             broken = set().union(*(o.broken_counters for o in observers.values()))
             if not broken or state.failures:
                 break

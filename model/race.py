@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import race_period
+from semcheck.model.fold import find_fold, race_period
 from semcheck.model.happens_before import Ordering, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
@@ -188,10 +188,11 @@ def ordered(program: Program, mode: DmaMode) -> Ordered:
 
 def ordered_modes(program: Program, modes: Iterable[DmaMode]) -> dict[DmaMode, Ordered]:
     """`ordered` for several modes; the interpreter's modes share one run (DR-7)."""
-    k, _ = race_period(program)
+    fold = find_fold(program, shifted=True)  # DR-8: its run is a run of the program, accesses included
+    k = fold.period if fold is not None else race_period(program)[0]
     near = k if k < program.topology.num_devices else None
     found = {m: accesses(program, m, near=near) for m in modes}
-    orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs})
+    orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, fold)
     return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))
             for m, (evs, un) in found.items()}
 

@@ -477,3 +477,55 @@ def test_the_sweep_finds_every_conflicting_pair_a_comparison_of_all_pairs_finds(
     naive = [(a, b) for i, a in enumerate(events) for b in events[i + 1:] if conflicts(a, b)]
     assert sorted(conflicting_pairs(events), key=lambda p: (p[0].pc, p[1].pc)) == \
         sorted(naive, key=lambda p: (p[0].pc, p[1].pc))
+
+
+@st.composite
+def symmetric_rings(draw) -> Program:
+    """Every device runs one template, its targets and chunks moved one device and one chunk along."""
+    n = draw(st.sampled_from([4, 6, 8]))
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["dma", "wait", "signal", "access", "access"]))
+        steps.append((kind, draw(st.integers(0, 2)), draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1)),
+                      draw(st.booleans()), draw(st.integers(0, 1))))
+
+    def chunk(i: int) -> Region:
+        return box((8 * (i % n), 8 * (i % n) + 8))
+
+    bodies = []
+    for d in range(n):
+        ops = []
+        for kind, off, a, b, flag, sem in steps:
+            if kind == "dma":
+                ops.append(DmaStart(SemRef("sems", sem), 8, src_sem=SemRef("sems", 1 - sem) if flag else None,
+                                    device=(d + off) % n, src_buf="src", src_region=chunk(d + a),
+                                    dst_buf="src", dst_region=chunk(d + b)))
+            elif kind == "wait":
+                ops.append(Wait(SemRef("sems", sem), 8 if flag else 1, kind="dma" if flag else "semaphore"))
+            elif kind == "signal":
+                ops.append(Signal(SemRef("sems", sem), 1, device=(d + off) % n))
+            else:
+                ops.append(Access("src", chunk(d + a), flag))
+        bodies.append(ops)
+    return launch(Topology(n), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-8")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(symmetric_rings())
+def test_the_fold_run_orders_accesses_as_the_whole_run_does(program):
+    from semcheck.model.fold import find_fold, race_period
+    from semcheck.model.happens_before import order_modes
+
+    fold = find_fold(program, shifted=True)
+    if fold is None:
+        return
+    k, _ = race_period(program)
+    for mode in DMA_MODES:
+        events = accesses(program, mode, near=k)[0]
+        full = order_modes(program, {mode: events})[mode]
+        sym = order_modes(program, {mode: events}, fold)[mode]
+        key = sorted(((a.core, a.pc, a.half), (b.core, b.pc, b.half)) for a, b in full.candidates)
+        if full.certified:
+            assert sym.certified and key == sorted(((a.core, a.pc, a.half), (b.core, b.pc, b.half))
+                                                   for a, b in sym.candidates), mode
