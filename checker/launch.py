@@ -19,7 +19,7 @@ from __future__ import annotations
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.model.errors import InterpreterView
 from semcheck.model.launch import launch_failure
-from semcheck.model.ops import Access, DmaMode, Loc, Program
+from semcheck.model.ops import Access, DmaMode, DmaStart, Loc, Program
 
 HINT = ("jax's TPU interpreter cannot run a pallas_call with semaphore outputs: check it under --dma-mode "
         "hardware, or allocate the semaphores as scratch to test it in interpret mode")
@@ -36,7 +36,7 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
     if failure is None:
         return None
     if isinstance(failure, InterpreterView):
-        return _view_verdict(prop, program, failure)
+        return _view_verdict(prop, program, failure, mode)
     raised = (f"interpret mode raises {failure.python_type}: {failure.message} at launch, before any kernel "
               f"code runs (output {failure.output!r} is a semaphore array, specs/divergences.md D21)")
     if prop != "deadlock-free":
@@ -49,14 +49,19 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
                                                       details=details, hint=HINT))
 
 
-def _view_verdict(prop: str, program: Program, failure: InterpreterView) -> Verdict:
+def _view_verdict(prop: str, program: Program, failure: InterpreterView, mode: DmaMode) -> Verdict:
     """ACC-6 / ERR-9: every core that reaches the access raises, and the lowered program puts it on
     some core's path, so no interpreter run completes: it stops there, or earlier (a hang or
-    another failure). deadlock-free is violated; what the rest of the run would do is not decided."""
+    another failure). deadlock-free is violated; what the rest of the run would do is not decided.
+    A copy raises when it runs: under eager at its start, as an access; under on_wait only if a
+    waiter runs its task, so there every property is unknown."""
     others = f" (and {failure.accesses - 1} other line(s))" if failure.accesses > 1 else ""
     raised = (f"interpret mode raises {failure.python_type}: {failure.message} at the {failure.access} at "
-              f"{failure.where or 'an access'}{others}: jax's TPU interpreter indexes loads and stores only "
-              f"through indexers, not a {failure.transform} view (specs/divergences.md D22)")
+              f"{failure.where or 'an access'}{others}: jax's TPU interpreter indexes loads, stores and "
+              f"copies only through indexers, not a {failure.transform} view (specs/divergences.md D22)")
+    if failure.copies_only and mode == "on_wait":
+        return Verdict(prop, "unknown", reason=f"{raised}, when the copy runs: under on_wait only if "
+                       "something waits on it, which semcheck does not decide")
     if prop != "deadlock-free":
         return Verdict(prop, "unknown", reason=f"{raised}; every run stops there or earlier in this mode")
     loc = _access_loc(program, failure.where)
@@ -70,6 +75,6 @@ def _view_verdict(prop: str, program: Program, failure: InterpreterView) -> Verd
 def _access_loc(program: Program, where: str) -> Loc | None:
     for ops in program.cores:
         for op in ops:
-            if type(op) is Access and op.loc.line and str(op.loc) == where:
+            if (type(op) is Access or type(op) is DmaStart) and op.loc.line and str(op.loc) == where:
                 return op.loc
     return None

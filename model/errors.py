@@ -160,7 +160,7 @@ class SemaphoreOutput(Violation):
 
 @dataclasses.dataclass(frozen=True)
 class InterpreterView(Violation):
-    """ERR-9: a kernel load or store through a ref view jax's TPU interpreter cannot index (ACC-6, D22).
+    """ERR-9: a kernel load, store or copy through a ref view jax's TPU interpreter cannot index (ACC-6, D22).
 
     The interpreter turns a load's or store's transforms into an index range by reading each
     one's `indices`: a reshape, bitcast, transpose or memory-space view has none, and the
@@ -169,9 +169,15 @@ class InterpreterView(Violation):
     """
 
     transform: str
-    access: str  # "load" | "store"
+    access: str  # "load" | "store" | "copy" (a DMA's source or destination view)
     where: str = ""
     accesses: int = 1
+
+    @property
+    def copies_only(self) -> bool:
+        """Only copies go through such views: under on_wait a copy runs (and raises) only when a
+        waiter runs its task, which may never happen."""
+        return self.access == "copy"
 
     @property
     def message(self) -> str:

@@ -17,6 +17,7 @@ from jax._src import state
 from jax._src.pallas.mosaic import primitives as tpu_prims
 
 from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.interpreter_views import blind_transform
 from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
@@ -139,8 +140,12 @@ class DmaRules(SyncRules):
                 start += n
             self._static_cache[("dma views", id(eqn))] = static  # type: ignore[index]
         out: list[Any] = []
+        views = getattr(self, "interpreter_views", None)
         for ref, (leaf_at, shape, dtype) in zip((src, dst), static):
             base, chain = flatten_ref(ref)
+            blind = blind_transform(chain) if chain and views is not None else None
+            if blind is not None:  # the interpreter's copy raises on it (ACC-6)
+                views.note(self.loc(eqn), blind, False, copy=True)
             if type(base) is BufRef:
                 out += [base.name, _View(shape, dtype, chain, [invals[i] for i in leaf_at])]
             else:

@@ -44,15 +44,17 @@ class InterpreterViews:
     def __init__(self) -> None:
         self._seen: dict[Loc, tuple[str, str]] = {}
 
-    def note(self, loc: Loc, transform: Any, write: bool) -> None:
-        if loc not in self._seen:
-            self._seen[loc] = (type(transform).__name__, "store" if write else "load")
+    def note(self, loc: Loc, transform: Any, write: bool, *, copy: bool = False) -> None:
+        if loc not in self._seen or self._seen[loc][1] == "copy":
+            self._seen[loc] = (type(transform).__name__, "copy" if copy else "store" if write else "load")
 
     def failure(self) -> InterpreterView | None:
-        """The failure every interpreter run meets (ERR-9), named by the first such line lowered."""
+        """The failure interpreter runs meet (ERR-9), named by the first such load or store lowered
+        (every run that reaches it raises), else the first such copy."""
         if not self._seen:
             return None
-        loc, (name, access) = next(iter(self._seen.items()))
+        loc, (name, access) = next((item for item in self._seen.items() if item[1][1] != "copy"),
+                                   next(iter(self._seen.items())))
         where = f"{loc.file}:{loc.line}" if loc.line else ""
         return InterpreterView(name, access, where, len(self._seen))
 

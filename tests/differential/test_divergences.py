@@ -429,3 +429,48 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
         assert v.witness.locs and v.witness.locs[0].line > 0
         assert BY_ID["exit-balance"].check(program, mode).verdict == "unknown"
     assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+
+
+@pytest.mark.rule("ACC-6", "ERR-9")
+@pytest.mark.parametrize("waited", [True, False])
+def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
+    """A copy through a reshape view raises in the interpreter when the copy runs: under eager at its
+    start; under on_wait only when a wait runs it. semcheck: eager deadlock-free violated at the copy's
+    line, on_wait unknown, hardware decided as a TPU runs it."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, buf, sem):
+        copy = pltpu.make_async_copy(x_ref.reshape(2, 4, 128), buf, sem)
+        copy.start()
+        if waited:
+            copy.wait()
+        o_ref[...] = x_ref[...]
+
+    def call(mode: str):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)], out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+            scratch_shapes=[pltpu.VMEM((2, 4, 128), jnp.float32), pltpu.SemaphoreType.DMA],
+            interpret=pltpu.InterpretParams(dma_execution_mode=mode))
+
+    message = "'ReshapeTransform' object has no attribute 'indices'"
+    for mode in ("eager", "on_wait") if waited else ("eager",):
+        with pytest.raises(Exception, match=message):
+            jax.block_until_ready(call(mode)(jnp.ones((8, 128), jnp.float32)))
+    if not waited:  # under on_wait nothing runs the copy: the kernel completes
+        jax.block_until_ready(call("on_wait")(jnp.ones((8, 128), jnp.float32)))
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    (traced,) = trace_kernels(call("eager"), (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
+    program = lower_kernel(traced)
+    assert program.launch_failure.access == "copy"
+    v = BY_ID["deadlock-free"].check(program, "eager")
+    assert v.verdict == "violated" and message in v.witness.message
+    assert {BY_ID[p].check(program, "on_wait").verdict for p in BY_ID} == {"unknown"}
+    assert BY_ID["deadlock-free"].check(program, "hardware").verdict == "proved"
