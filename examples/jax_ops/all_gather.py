@@ -35,9 +35,10 @@ the neighbour's wait then takes the later copy's bytes and forwards a half that
 has not arrived. Interpret mode shows it under `on_wait` (a waiter runs the
 newest queued copy first): at 4 and 8 devices the output is wrong in every run
 and the detector reports the race; under `eager` copies land in issue order,
-the output is right and the detector reports nothing, while semcheck's
-`eager` reading (a copy pending from its start until its signal, as on
-hardware, spec DR-1) reports the race there too.
+the output is right and the detector reports nothing, and semcheck proves
+race-free there too: under `eager` a copy signals inside its start, so the
+detector (and semcheck's `eager` reading, spec DR-1, DR-7) orders it before
+every later wait on its semaphore.
 """
 
 from __future__ import annotations
