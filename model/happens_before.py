@@ -507,25 +507,34 @@ def order_modes(
         by_run[reading(mode)[0]][mode] = observer(mode, evs)
     runs = fold.program if fold is not None else program
     for run_mode, observers in by_run.items():
-        totals: dict[tuple, int] = {}
+        # each mode keeps its own pessimistic counters: one mode's failed certificate must not
+        # cost another mode precision (DR-6)
+        totals: dict[DmaMode, dict[tuple, int]] = {mode: {} for mode in observers}
+        pending = dict(observers)
         for attempt in range(MAX_PASSES):
-            if attempt:
-                # DR-6: decide the counters whose certificate failed against all they ever receive
-                totals.update({c: o.counters[c].arrived for o in observers.values() for c in broken if c in o.counters})
-                observers = {mode: observer(mode, o.events, dict(totals)) for mode, o in observers.items()}
-            obs = next(iter(observers.values())) if len(observers) == 1 else _Fanout(list(observers.values()))
+            obs = next(iter(pending.values())) if len(pending) == 1 else _Fanout(list(pending.values()))
             state = fast_run(runs, run_mode, record=False, observer=obs).state
-            broken = set().union(*(o.broken_counters for o in observers.values()))
-            if not broken or state.failures:
+            redo: dict[DmaMode, _Observer] = {}
+            for mode, o in pending.items():
+                if o.broken_counters and not state.failures and attempt + 1 < MAX_PASSES:
+                    # DR-6: decide the counters whose certificate failed against all they ever receive
+                    totals[mode].update({c: o.counters[c].arrived for c in o.broken_counters if c in o.counters})
+                    redo[mode] = observer(mode, o.events, dict(totals[mode]))
+                else:
+                    out[mode] = _verdict(o, state)
+            if not redo:
                 break
-        for mode, o in observers.items():
-            why = o.broken
-            if state.failures:
-                why = why or "the run fails"
-            elif state.tables.internal & state.tables.fixed:
-                why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
-            out[mode] = Ordering(not why, why, tuple(o.candidates))
+            pending = redo
     return out
+
+
+def _verdict(o: _Observer, state) -> Ordering:
+    why = o.broken
+    if state.failures:
+        why = why or "the run fails"
+    elif state.tables.internal & state.tables.fixed:
+        why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
+    return Ordering(not why, why, tuple(o.candidates))
 
 
 MAX_PASSES = 3

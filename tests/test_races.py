@@ -529,3 +529,18 @@ def test_the_fold_run_orders_accesses_as_the_whole_run_does(program):
         if full.certified:
             assert sym.certified and key == sorted(((a.core, a.pc, a.half), (b.core, b.pc, b.half))
                                                    for a, b in sym.candidates), mode
+
+
+@pytest.mark.rule("DR-7")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(programs_with_accesses(), symmetric_rings()))
+def test_the_interpreter_modes_sharing_a_run_decide_as_each_alone(program):
+    from semcheck.model.race import ordered_modes
+
+    def key(o):
+        return (o.ordering.certified, sorted(((a.core, a.pc, a.half), (b.core, b.pc, b.half))
+                                             for a, b in o.ordering.candidates))
+
+    together = ordered_modes(program, ("eager", "on_wait"))
+    for mode in ("eager", "on_wait"):
+        assert key(together[mode]) == key(ordered_modes(program, (mode,))[mode]), mode

@@ -404,6 +404,17 @@ def test_ragged_paged_attention_fails_only_in_the_interpreter(reports):
         assert {r["verdict"] for r in got.values()} == {"unknown"}, got
 
 
+@pytest.mark.rule("DR-7")
+def test_all_gather_at_four_devices_races_on_hardware_and_on_wait_not_eager():
+    """Checked together, the interpreter's modes share one run of the happens-before pass; each keeps
+    its own precision (on_wait's failed certificate once made eager report this false race)."""
+    from semcheck.testing import verify_target
+
+    report, _, _ = verify_target(str(ALL_GATHER), devices=(4,), dma_mode="all", timeout=300)
+    race = {r["dma_mode"]: r["verdict"] for r in report["results"] if r["property"] == "race-free"}
+    assert race == {"eager": "proved", "on_wait": "violated", "hardware": "violated"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("selector", ["", "::mesh_2d_x", "::mesh_2d_y"])
 def test_all_gather_at_every_size(selector):
