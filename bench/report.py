@@ -274,9 +274,9 @@ def markdown(data: dict) -> str:
             row[6::2] = [c + " †" if c else c for c in row[6::2]]
     out += _table(header, rows)
     if any(r.get("race_free_over_budget") for r in recs):
-        out += ["", "‡ race-free answered `unknown` at once: it is decided on the whole program, never on a fold "
-                "(a race may need devices of one class out of step), and past a work budget (`work_estimate` in "
-                "`model/race.py`: two restricted runs over the whole program per copy) semcheck gives up "
+        out += ["", "‡ race-free answered `unknown` at once: its happens-before run could not certify its "
+                "order (spec DR-6), and restricted runs for every pair would pass a work budget (`work_estimate` "
+                "in `model/race.py`: two restricted runs over the whole program per copy), so semcheck gives up "
                 "rather than run for minutes. The time is that of the other six properties, all decided, in all "
                 "three modes; `semcheck verify` exits 3 there, never 0."]
     if fallback_used:

@@ -491,8 +491,8 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
         rec["violated_with_witness"] = sum(1 for x in results if x.get("verdict") == "violated" and x.get("witness"))
         unknown = [x for x in results if x.get("verdict") == "unknown"]
         rec["unknown"] = sorted(f"{x['dma_mode']}:{x['property']}" for x in unknown)
-        # race-free (decided on the whole program, never on a fold) gives up at once past its work
-        # budget (model/race.py work_estimate): the other properties are still answers
+        # race-free gives up at once when its happens-before run has no certificate and restricted runs
+        # would pass their work budget (model/race.py work_estimate): the other properties are still answers
         budget = [x for x in unknown if x.get("property") == "race-free" and "more than semcheck spends"
                   in (x.get("reason") or "")]
         if budget:

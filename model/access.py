@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
 
 from semcheck.model.buffer import SHARED_SPACES
 from semcheck.model.ops import Access, AllocBuffer, DmaMode, DmaStart, Loc, Program, Region
 from semcheck.model.step import target_core
 
+T = TypeVar("T")
 BufferInstance = tuple  # (device, local core or None when the device's cores share it, label)
 Half = Literal["read", "write"]
 
@@ -139,15 +141,34 @@ def conflicts(a: AccessEvent, b: AccessEvent) -> bool:
     return a.region.overlaps(b.region)
 
 
+def box_sweep(items: Sequence[T], box: Callable[[T], tuple[tuple[int, int], ...]]) -> list[tuple[T, T]]:
+    """Every pair of `items` whose boxes may overlap, each once: a superset of the overlapping pairs
+    (ACC-2). Items are swept in order of their first dimension's start, so only items whose first
+    dimensions overlap are paired; scalar and other-rank boxes pair with everything."""
+    ranks = [len(box(x)) for x in items]
+    if not ranks:
+        return []
+    rank = max(set(ranks), key=ranks.count)
+    swept = sorted((x for x, r in zip(items, ranks) if r == rank and r), key=lambda x: box(x)[0][0])
+    wild = [x for x, r in zip(items, ranks) if r != rank or not r]
+    out: list[tuple[T, T]] = []
+    active: list = []
+    for x in swept:
+        lo = box(x)[0][0]
+        active = [y for y in active if box(y)[0][1] > lo]
+        out.extend((y, x) for y in active)
+        active.append(x)
+    for i, w in enumerate(wild):
+        out.extend((w, x) for x in swept)
+        out.extend((w, x) for x in wild[i + 1:])
+    return out
+
+
 def conflicting_pairs(
     events: list[AccessEvent],
 ) -> list[tuple[AccessEvent, AccessEvent]]:
-    """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared).
-
-    Within a buffer, accesses are swept in order of their first dimension's start, so
-    only accesses whose first dimensions overlap are compared (`conflicts`
-    decides each); scalar and other-rank views are compared with everything.
-    """
+    """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared,
+    and within a buffer only those `box_sweep` pairs)."""
     by_buffer: dict[BufferInstance, list[AccessEvent]] = defaultdict(list)
     for e in events:
         by_buffer[e.buffer].append(e)
@@ -155,20 +176,7 @@ def conflicting_pairs(
     for group in by_buffer.values():
         if not any(e.write for e in group):
             continue
-        ranks = [len(e.region.box) for e in group]
-        rank = max(set(ranks), key=ranks.count)
-        swept = sorted((e for e, r in zip(group, ranks) if r == rank and r), key=lambda e: e.region.box[0][0])
-        wild = [e for e, r in zip(group, ranks) if r != rank or not r]
-        found = []
-        active: list[AccessEvent] = []
-        for e in swept:
-            lo = e.region.box[0][0]
-            active = [x for x in active if x.region.box[0][1] > lo]
-            found.extend((x, e) for x in active if conflicts(x, e))
-            active.append(e)
-        for i, w in enumerate(wild):  # against every other access of the buffer, each pair once
-            found.extend((w, e) for e in swept if conflicts(w, e))
-            found.extend((w, e) for e in wild[i + 1:] if conflicts(w, e))
+        found = [(a, b) for a, b in box_sweep(group, lambda e: e.region.box) if conflicts(a, b)]
         order = {id(e): i for i, e in enumerate(group)}
         found = [(a, b) if order[id(a)] < order[id(b)] else (b, a) for a, b in found]
         found.sort(key=lambda p: (order[id(p[0])], order[id(p[1])]))

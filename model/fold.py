@@ -83,12 +83,8 @@ def race_period(program: Program) -> tuple[int, Shifts]:
     region of the label reaches) is a bijection of the elements regions name, so it keeps which
     regions overlap; a region it would wrap round is not a box, and then the rotation fails.
     """
-    n = program.topology.num_devices
-    for k in divisors(n)[:-1]:
-        shifts = _region_shifts(program, k)
-        if shifts is not None and _rotation(program, k, shifts) is not None:
-            return k, shifts
-    return n, {}
+    first = _first_rotation(program, True)
+    return (program.topology.num_devices, {}) if first is None else (first[0], first[1] or {})
 
 
 def _labelled_regions(op: Op) -> list[tuple[str, Region]]:
@@ -148,31 +144,50 @@ def find_fold(program: Program, *, min_devices: int = 2, shifted: bool = False) 
     With `shifted`, the rotation may also move each buffer label's regions (DR-5): the fold then
     keeps every access, and its run is a run of the whole program (DR-8), not only of its skeleton.
     """
-    topo = program.topology
-    n = topo.num_devices
-    if n < 2 * min_devices:
+    if program.topology.num_devices < 2 * min_devices:
         return None
-    for period in divisors(n)[:-1]:
+    first = _first_rotation(program, shifted)
+    return None if first is None else _fold_at(program, first[0], first[2], min_devices)
+
+
+def race_symmetry(program: Program, *, min_devices: int = 2) -> tuple[int, Fold | None]:
+    """DR-5 and DR-8 from one rotation check: `race_period`'s period, and `find_fold(shifted=True)`."""
+    n = program.topology.num_devices
+    first = _first_rotation(program, True)
+    if first is None:
+        return n, None
+    fold = _fold_at(program, first[0], first[2], min_devices) if n >= 2 * min_devices else None
+    return first[0], fold
+
+
+def _first_rotation(program: Program, shifted: bool) -> tuple[int, Shifts | None, dict[str, str]] | None:
+    """The smallest period whose rotation maps `program` onto itself (with `shifted`, moving each
+    buffer's regions as `_region_shifts` reads them off), its shifts and its barrier-name map."""
+    for period in divisors(program.topology.num_devices)[:-1]:
         shifts = _region_shifts(program, period) if shifted else None
         if shifted and shifts is None:
             continue
         names = _rotation(program, period, shifts)
-        if names is None:
-            continue
-        # a rotation by `period` implies one by each of its multiples: only this period's multiples
-        # can fold, and the first that is faithful is the smallest fold
-        offsets = _offsets(program, period)
-        if offsets is None:
-            return None
-        for m in divisors(n)[:-1]:
-            if m % period or m < min_devices:
-                continue
-            if len({o % m for o in offsets}) != len(offsets):
-                continue
-            if not _barriers_fold(program, names, m):
-                continue
-            return Fold(_folded(program, m), m, n, period)
+        if names is not None:
+            return period, shifts, names
+    return None
+
+
+def _fold_at(program: Program, period: int, names: dict[str, str], min_devices: int) -> Fold | None:
+    """The smallest faithful fold under the rotation by `period`: a rotation by `period` implies one
+    by each of its multiples, so only its multiples can fold, and the first faithful one is it."""
+    n = program.topology.num_devices
+    offsets = _offsets(program, period)
+    if offsets is None:
         return None
+    for m in divisors(n)[:-1]:
+        if m % period or m < min_devices:
+            continue
+        if len({o % m for o in offsets}) != len(offsets):
+            continue
+        if not _barriers_fold(program, names, m):
+            continue
+        return Fold(_folded(program, m), m, n, period)
     return None
 
 

@@ -29,7 +29,8 @@ from typing import Literal
 
 import numpy as np
 
-from semcheck.model.access import AccessEvent, conflicts
+from semcheck.model.access import AccessEvent, box_sweep, conflicts
+from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold
 from semcheck.model.ops import Barrier, DmaMode, DmaStart, Program
@@ -140,22 +141,8 @@ class _Observer:
                 for e in regions[key]:
                     self.at[(e.core, e.pc)].append(e)
                     self.chain_of[id(e)] = chain
-            # different regions: only those whose first dimensions overlap are compared (a sweep)
-            ranks = {k: len(k[0]) for k in keys}
-            rank = max(set(ranks.values()), key=list(ranks.values()).count)
-            swept = sorted((k for k in keys if ranks[k] == rank and rank), key=lambda k: k[0][0][0])
-            wild = [k for k in keys if ranks[k] != rank or not rank]
-            near: list[tuple] = []
-            active: list[tuple] = []
-            for k in swept:
-                lo = k[0][0][0]
-                active = [x for x in active if x[0][0][1] > lo]
-                near.extend((x, k) for x in active)
-                active.append(k)
-            for i, w in enumerate(wild):
-                near.extend((w, k) for k in swept)
-                near.extend((w, k) for k in wild[i + 1:])
-            for k1, k2 in near:
+            # different regions: only those whose first dimensions overlap are compared
+            for k1, k2 in box_sweep(keys, lambda k: k[0]):
                 r1, r2 = regions[k1][0].region, regions[k2][0].region
                 if not r1.overlaps(r2):
                     continue
@@ -327,7 +314,7 @@ class _Observer:
                 seen += 1
                 if seen == k:
                     return pc
-        return 0
+        raise ModelBug(f"core {core} passed barrier {name!r} #{k} it does not have")
 
     def access(self, core: int, pc: int) -> None:
         self._reach(core, pc)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import find_fold, race_period
+from semcheck.model.fold import race_period, race_symmetry
 from semcheck.model.happens_before import Ordering, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
@@ -163,10 +163,10 @@ once (about 20 s on the bench machine): two runs per DMA half over the whole pro
 as the cube of a ring's device count (bench: the 32-device ring all-gather, ~25M, took 50 s)."""
 
 
-def work_estimate(program: Program) -> int:
+def work_estimate(program: Program, period: int | None = None) -> int:
     """Operations the restricted runs would execute at most: two runs per DMA half over the whole
-    program (DR-3), one orbit of halves under a rotation (DR-5)."""
-    k, _ = race_period(program)
+    program (DR-3), one orbit of halves under a rotation by `period` (DR-5; found when not given)."""
+    k = race_period(program)[0] if period is None else period
     dmas = sum(type(op) is DmaStart and op.dst_buf is not None for ops in program.cores for op in ops)
     return 2 * 2 * dmas * k // program.topology.num_devices * program.num_ops
 
@@ -188,8 +188,7 @@ def ordered(program: Program, mode: DmaMode) -> Ordered:
 
 def ordered_modes(program: Program, modes: Iterable[DmaMode]) -> dict[DmaMode, Ordered]:
     """`ordered` for several modes; the interpreter's modes share one run (DR-7)."""
-    fold = find_fold(program, shifted=True)  # DR-8: its run is a run of the program, accesses included
-    k = fold.period if fold is not None else race_period(program)[0]
+    k, fold = race_symmetry(program)  # DR-5; DR-8: a fold's run is a run of the program, accesses included
     near = k if k < program.topology.num_devices else None
     found = {m: accesses(program, m, near=near) for m in modes}
     orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, fold)
@@ -224,7 +223,7 @@ def find_races(
         if not pairs:
             return RaceReport((), tuple(unrecorded), 0, 0, True, 0, accesses=len(pre.events))
     else:
-        estimate = work_estimate(program)
+        estimate = work_estimate(program, k)
         if estimate > budget:
             return RaceReport((), (), 0, 0, False, estimate, True, uncertified=ordering.why)
         events, unrecorded = accesses(program, mode)
