@@ -14,8 +14,13 @@ import dataclasses
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.z3.memo import MEMO
 from semcheck.model.access import skeleton
-from semcheck.model.fold import Fold, find_fold
+from semcheck.model.fold import Fold, find_fold, race_symmetry
 from semcheck.model.ops import Program
+
+
+def program_symmetry(program: Program) -> tuple[int, Fold | None]:
+    """`race_symmetry` (DR-5, DR-8) of the program with its accesses, computed once per program."""
+    return MEMO.get(program, ("symmetry",), lambda: race_symmetry(program))
 
 
 def program_fold(program: Program) -> Fold | None:
@@ -24,7 +29,24 @@ def program_fold(program: Program) -> Fold | None:
     The properties that fold (all but race-free) read only the skeleton, and a
     ring's accesses name device-dependent chunks that would keep it from repeating.
     """
-    return MEMO.get(program, ("fold",), lambda: find_fold(skeleton(program)))
+    return MEMO.get(program, ("fold",), lambda: _skeleton_fold(program))
+
+
+def _skeleton_fold(program: Program) -> Fold | None:
+    """`find_fold(skeleton(program))`, read off the program's own symmetry when that is the same thing.
+
+    A program that rotates onto itself by one device, moving its regions (DR-5), has a skeleton that
+    rotates by one device too: stripping accesses and regions keeps every other field's equality, and
+    one is the smallest period there is. Whether a fold at that period is faithful reads only the
+    skeleton's fields, so the skeleton's fold is the program's fold stripped. The race check needs the
+    program's symmetry anyway, so the skeleton is then never built at full size.
+    """
+    period, fold = program_symmetry(program)
+    if period != 1:
+        return find_fold(skeleton(program))
+    if fold is None:
+        return None
+    return dataclasses.replace(fold, program=skeleton(fold.program))
 
 
 def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int) -> Verdict | None:

@@ -8,7 +8,7 @@ deadlock query, so they stay together). The worker is a plain subprocess
 multiprocessing children); request and answer are pickles over its stdin and
 stdout.
 
-    python -m semcheck.checker.mode_worker   # reads (program, modes, properties, timeout_ms, deadline)
+    python -m semcheck.checker.mode_worker   # reads (program, modes, properties, timeout_ms, deadline, known)
 """
 
 from __future__ import annotations
@@ -25,19 +25,27 @@ from typing import IO, Any
 # process costs more (start-up, imports, pickling) than it saves.
 MIN_OPS = 20_000
 
+SHARED = (("symmetry",),)
+"""Memo entries (`semcheck.checker.z3.memo`) handed to the worker: small, and independent of the mode."""
+
 
 class ModeWorker:
     """One started worker, checking the given modes of one program."""
 
     def __init__(self, program: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
                  timeout_ms: int, deadline: float | None) -> None:
+        from semcheck.checker.z3.memo import MEMO
+
         self.modes = modes
+        # what this process computed of the program already and the worker's checks read too (the
+        # program's symmetry, DR-5/DR-8): sent along rather than recomputed there
+        known = {k: v for k, v in MEMO.table(program).items() if k in SHARED}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "semcheck.checker.mode_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         assert self.proc.stdin is not None
-        request = pickle.dumps((program, modes, tuple(properties), timeout_ms, deadline),
+        request = pickle.dumps((program, modes, tuple(properties), timeout_ms, deadline, known),
                                protocol=pickle.HIGHEST_PROTOCOL)
         # Written from a thread: the pipe takes the request only as fast as the worker, still
         # importing, reads it, and this process has its own modes to check meanwhile.
@@ -77,7 +85,10 @@ def main() -> int:
     from semcheck.checker.verify import check_program
 
     gc.disable()  # as in the verify child: short-lived, allocation-heavy
-    program, modes, properties, timeout_ms, deadline = pickle.load(sys.stdin.buffer)
+    from semcheck.checker.z3.memo import MEMO
+
+    program, modes, properties, timeout_ms, deadline, known = pickle.load(sys.stdin.buffer)
+    MEMO.table(program).update(known)
     try:
         # the verify child has tried the fold already: these modes are decided on the program itself
         out = ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline, fold=False)

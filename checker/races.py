@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from semcheck.checker.folding import program_symmetry
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
 from semcheck.model.access import AccessEvent
@@ -90,7 +91,7 @@ def _ordered(program: Program, mode: DmaMode) -> Ordered:
     if ("race-order", mode) not in table:
         planned = table.get("race-modes", ())
         modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
-        for m, o in ordered_modes(program, modes).items():
+        for m, o in ordered_modes(program, modes, symmetry=program_symmetry(program)).items():
             table[("race-order", m)] = o
     return table[("race-order", mode)]
 

@@ -191,6 +191,17 @@ def _fold_at(program: Program, period: int, names: dict[str, str], min_devices: 
     return None
 
 
+_MOVED = {Signal: ("device",), DmaStart: ("device", "src_region", "dst_region"), ExitCheck: ("device",),
+          Access: ("region",)}
+"""The fields a rotation moves (DR-5, RUN-7); every other field of these operations must be equal."""
+
+
+def _kept(t: type, moves_regions: bool) -> operator.attrgetter:
+    """The fields of `t` a rotation keeps, read in C (new fields of an operation are kept by default)."""
+    moved = _MOVED[t] if moves_regions else ("device",)
+    return operator.attrgetter(*(f.name for f in dataclasses.fields(t) if f.name not in moved))
+
+
 def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> dict[str, str] | None:
     """The barrier-name map under which rotating the devices by `period` maps the program onto
     itself, or None. Operations naming no device must be equal; the others equal up to the shift.
@@ -202,35 +213,32 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
     names: dict[str, str] = {}
     preimage: dict[str, str] = {}
     parties: dict[str, frozenset[int]] = {}
+    moves_regions = bool(shifts)
+    kept = {t: _kept(t, moves_regions) for t in (Signal, DmaStart, ExitCheck, Access)}
+    get_device = operator.attrgetter("device")
 
-    def shifted_device(d: int | None) -> int | None:
-        return None if d is None else (d + period) % n
+    def devices_shift(xs: tuple, ys: tuple) -> bool:
+        return [None if d is None else (d + period) % n for d in map(get_device, xs)] == list(map(get_device, ys))
 
-    def same(x: Op, y: Op) -> bool:
-        t = type(x)
-        if t is not type(y) or not (x.loc is y.loc or x.loc == y.loc):
+    # The front end shares Region objects (a ring at 256 devices names a few hundred), so whether one
+    # region shifts onto another is decided once per pair of objects, not once per operation.
+    moved: dict[tuple[str | None, int, int], bool] = {}
+
+    def pairs_shift(labels: list, rs: list, images: list) -> bool:
+        keys = set(zip(labels, map(id, rs), map(id, images)))
+        new = keys.difference(moved)
+        if new:
+            objects = dict(zip(map(id, rs), rs))
+            objects.update(zip(map(id, images), images))
+            for label, i, j in new:
+                by = shifts.get(label) if shifts and label is not None else None
+                moved[(label, i, j)] = _shifted(objects[i], by, objects[j])
+        return all(map(moved.__getitem__, keys))
+
+    def barrier_same(x: Op, y: Op) -> bool:
+        if type(y) is not Barrier or not (x.loc is y.loc or x.loc == y.loc):
             return False
-        if t is Signal:
-            return (x.sem == y.sem and x.inc == y.inc and x.core == y.core
-                    and shifted_device(x.device) == y.device)
-        if t is DmaStart:
-            if shifts:
-                regions = (_shifted(x.src_region, shifts.get(x.src_buf), y.src_region)
-                           and _shifted(x.dst_region, shifts.get(x.dst_buf), y.dst_region))
-            else:
-                regions = x.src_region == y.src_region and x.dst_region == y.dst_region
-            return (x.dst_sem == y.dst_sem and x.nbytes == y.nbytes and x.src_sem == y.src_sem
-                    and x.core == y.core and shifted_device(x.device) == y.device and regions
-                    and (x.src_buf, x.dst_buf, x.src_sem_type, x.dst_sem_type)
-                    == (y.src_buf, y.dst_buf, y.src_sem_type, y.dst_sem_type))
-        if t is Access:
-            return (x.buf == y.buf and x.write == y.write
-                    and _shifted(x.region, shifts.get(x.buf) if shifts else None, y.region))
-        if t is ExitCheck:
-            return shifted_device(x.device) == y.device
-        if t is not Barrier:
-            return x == y
-        # Barrier: names map one to one (the k-th meeting of a barrier is counted per name),
+        # names map one to one (the k-th meeting of a barrier is counted per name),
         # participants rotate with the devices
         if names.setdefault(x.name, y.name) != y.name or preimage.setdefault(y.name, x.name) != x.name:
             return False
@@ -239,33 +247,51 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
             want = parties[x.name] = frozenset((p + shift_cores) % num for p in x.participants)
         return y.participants == want
 
+    def group_same(t: type, xs: tuple, ys: tuple) -> bool:
+        """Whether every `ys[i]` is the image of `xs[i]`, all of type `t`, compared column by column."""
+        if set(map(type, xs)) != {t} or set(map(type, ys)) != {t}:
+            return False
+        if t is Barrier:
+            return all(map(barrier_same, xs, ys))
+        g = kept[t]
+        if list(map(g, xs)) != list(map(g, ys)):
+            return False
+        if t is not Access and not devices_shift(xs, ys):
+            return False
+        if not moves_regions:
+            return True
+        if t is Access:
+            return pairs_shift([x.buf for x in xs], [x.region for x in xs], [y.region for y in ys])
+        if t is DmaStart:
+            return (pairs_shift([x.src_buf for x in xs], [x.src_region for x in xs], [y.src_region for y in ys])
+                    and pairs_shift([x.dst_buf for x in xs], [x.dst_region for x in xs], [y.dst_region for y in ys]))
+        return True
+
     # Every core is checked against its predecessor `period` devices back, device 0 against the
-    # last ones (the rotation wraps round). Positions naming devices are then the same in every
-    # core of a lane, inductively from the first core checked. The front end shares operation
-    # objects, so a core's pairs (op, its image) are few: each distinct pair is checked once, and
-    # the other positions are compared by identity first, at C speed.
-    named = _NAMED_DEVICE + (Access,) if shifts else _NAMED_DEVICE  # ops compared with `same`
-    marked: dict[int, tuple[operator.itemgetter | None, set[int]]] = {}
-    checked: set[tuple[int, int]] = set()
+    # last ones (the rotation wraps round). The positions of a lane holding operations that name
+    # devices (or regions, with shifts) are read off its first core pair and compared per type,
+    # column by column; every other position must hold the same operation, compared by identity
+    # first, at C speed (the front end shares operation objects).
+    named = _NAMED_DEVICE + (Access,) if shifts else _NAMED_DEVICE
+    marked: dict[int, tuple[list[tuple[type, operator.itemgetter]], set[int]]] = {}
     for c in range(num):
         a, b = program.cores[c - shift_cores], program.cores[c]  # c - shift_cores < 0 wraps round
         if len(a) != len(b):
             return None
         lane = c % per
         if lane not in marked:
-            special = [i for i, op in enumerate(a) if type(op) in named]
-            marked[lane] = (operator.itemgetter(*special) if special else None, set(special))
-        pick, special_set = marked[lane]
-        if pick is not None:
+            at: dict[type, list[int]] = {}
+            for i, op in enumerate(a):
+                if type(op) in named:
+                    at.setdefault(type(op), []).append(i)
+            # an itemgetter of one position returns the operation itself: ask for it twice to get a tuple
+            marked[lane] = ([(t, operator.itemgetter(*pos, *pos[:1] if len(pos) == 1 else ())) for t, pos in at.items()],
+                            {i for pos in at.values() for i in pos})
+        groups, special_set = marked[lane]
+        for t, pick in groups:
             xs, ys = pick(a), pick(b)
-            if len(special_set) == 1:
-                xs, ys = (xs,), (ys,)
-            pairs = dict(zip(zip(map(id, xs), map(id, ys)), zip(xs, ys)))
-            for key, (x, y) in pairs.items():
-                if key not in checked:
-                    if not same(x, y):
-                        return None
-                    checked.add(key)
+            if not group_same(t, xs, ys):
+                return None
         differ = set(itertools.compress(range(len(a)), map(operator.is_not, a, b)))
         differ.difference_update(special_set)
         for i in differ:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import race_period, race_symmetry
+from semcheck.model.fold import Fold, race_period, race_symmetry
 from semcheck.model.happens_before import Ordering, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import run
@@ -186,9 +186,13 @@ def ordered(program: Program, mode: DmaMode) -> Ordered:
     return ordered_modes(program, (mode,))[mode]
 
 
-def ordered_modes(program: Program, modes: Iterable[DmaMode]) -> dict[DmaMode, Ordered]:
-    """`ordered` for several modes; the interpreter's modes share one run (DR-7)."""
-    k, fold = race_symmetry(program)  # DR-5; DR-8: a fold's run is a run of the program, accesses included
+def ordered_modes(
+    program: Program, modes: Iterable[DmaMode], *, symmetry: tuple[int, Fold | None] | None = None
+) -> dict[DmaMode, Ordered]:
+    """`ordered` for several modes; the interpreter's modes share one run (DR-7). `symmetry` is
+    `race_symmetry(program)` when the caller has it already."""
+    # DR-5; DR-8: a fold's run is a run of the program, accesses included
+    k, fold = race_symmetry(program) if symmetry is None else symmetry
     near = k if k < program.topology.num_devices else None
     found = {m: accesses(program, m, near=near) for m in modes}
     orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, fold)

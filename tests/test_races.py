@@ -531,6 +531,19 @@ def test_the_fold_run_orders_accesses_as_the_whole_run_does(program):
                                                    for a, b in sym.candidates), mode
 
 
+@pytest.mark.rule("RUN-7")
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(programs_with_accesses(), symmetric_rings()))
+def test_the_skeleton_fold_read_off_the_program_symmetry_is_the_skeleton_own_fold(program):
+    """checker/folding.py takes the skeleton's fold from the race check's symmetry when that rotates by
+    one device; it must be exactly the fold a search on the skeleton finds."""
+    from semcheck.checker.folding import _skeleton_fold
+    from semcheck.model.access import skeleton
+    from semcheck.model.fold import find_fold
+
+    assert _skeleton_fold(program) == find_fold(skeleton(program))
+
+
 @pytest.mark.rule("DR-7")
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(programs_with_accesses(), symmetric_rings()))
