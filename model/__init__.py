@@ -30,6 +30,7 @@ from semcheck.model.errors import (
     CoreIndexOutOfBounds,
     IdCollision,
     Int16Overflow,
+    InterpreterView,
     ModelBug,
     NoCollectiveId,
     SemIndexOutOfBounds,

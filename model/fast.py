@@ -5,9 +5,9 @@ for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
 rule functions (`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
-`step.is_global`, `step.target_core`, `dma.tasks`, `dma.amounts`); it keeps counts, task queues and DMA
-phases in mutable working copies, because the step relation copies its
-state on every step. `tests/test_persistence.py` replays its schedules on the
+`step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
+`dma.amounts`); it keeps counts, task queues and DMA phases in mutable
+working copies, because the step relation copies its state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
 """
 
@@ -48,6 +48,7 @@ from semcheck.model.step import (
     named,
     sem_allocation,
     target_core,
+    view_failure,
 )
 
 
@@ -272,6 +273,10 @@ def fast_run(
                 if observer is not None:
                     observer.wait(core, pc, counter, value)
             elif t is Access:
+                if op.view_error is not None:
+                    err = view_failure(op, mode)
+                    if err is not None:  # ERR-9: the access does not happen
+                        do_fail(core, pc, err)
                 if observer is not None:
                     observer.access(core, pc)
             elif t is Signal:
@@ -294,6 +299,10 @@ def fast_run(
                 dst = mine_dma_targets.get((op.device, op.core))
                 if dst is None:
                     dst = target(core, pc, op, True)
+                if op.view_error is not None:
+                    err = view_failure(op, mode)
+                    if err is not None:  # ERR-9: an eager copy raises in its start
+                        do_fail(core, pc, err)
                 size = (op.nbytes, op.src_sem_type, op.dst_sem_type)
                 amount = amounts.get(size)
                 if amount is None:

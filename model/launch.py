@@ -98,8 +98,6 @@ def launch_failure(program: Program, mode: DmaMode) -> Violation | None:
     """LAUNCH-2: what a launch raises under `mode` before any core runs, or None.
 
     Only the interpreter fails this way (it builds every output's initial
-    value first); a TPU launches the program. The same holds for a failure
-    every interpreter run meets in the kernel (ACC-6: an access through a view
-    the interpreter cannot index, `errors.InterpreterView`).
+    value first); a TPU launches the program.
     """
     return None if mode == "hardware" else program.launch_failure

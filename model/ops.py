@@ -198,6 +198,9 @@ class DmaStart:
     dst_region: Region | None = None
     src_sem_type: SemType = "dma"
     dst_sem_type: SemType = "dma"
+    # ERR-9 (ACC-6): what jax's interpreter raises when this copy runs, its source or destination
+    # being a view it cannot index (`errors.InterpreterView`); None when it can. A TPU runs it (D22).
+    view_error: Violation | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,6 +250,9 @@ class Access:
     region: Region
     write: bool = False
     loc: Loc = NO_LOC
+    # ERR-9 (ACC-6): what jax's interpreter raises when a core reaches this access, made through a
+    # view it cannot index (`errors.InterpreterView`); None when it can. A TPU runs it (D22).
+    view_error: Violation | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,9 +286,8 @@ class Program:
 
     `collective_id` is the id of the fixed-id barrier semaphore (None when the
     kernel has no `collective_id`). `launch_failure` is what the interpreter
-    raises before any core runs (LAUNCH-2), or at a load or store every run
-    reaches unless it stops earlier (ACC-6, `errors.InterpreterView`): no
-    interpreter run completes; None when it launches and runs.
+    raises before any core runs (LAUNCH-2); None when it launches. (A failure
+    inside the kernel is an operation's: `Access.view_error`, ERR-9.)
     """
 
     topology: Topology

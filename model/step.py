@@ -146,6 +146,20 @@ def halted(program: Program, state: State, core: int) -> bool:
     return any(is_global(program, f) or topo.device_of(f.core) == topo.device_of(core) for f in state.failures)
 
 
+def view_failure(op: Access | DmaStart, mode: DmaMode) -> Violation | None:
+    """ERR-9 (ACC-6, D22): what running `op` raises under `mode` because of a view the interpreter cannot index.
+
+    A load or store raises when a core reaches it, an `eager` copy inside its start (after its
+    semaphores are looked up); a TPU lowers the view (None). An `on_wait` copy raises only when a
+    waiter runs its task, which this rule does not model: None here, and the checker does not decide
+    such a program under `on_wait` (`checker.launch`).
+    """
+    err = op.view_error
+    if err is None or mode == "hardware" or (mode == "on_wait" and type(op) is DmaStart):
+        return None
+    return err
+
+
 # --- one rule per operation --------------------------------------------------------
 
 
@@ -281,6 +295,9 @@ def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op:
     dst = target_core(program, mode, core, op.device, op.core, dma=True)
     if isinstance(dst, Violation):
         return fail(state, program, core, dst)
+    err = view_failure(op, mode)
+    if err is not None:  # ERR-9: the eager copy raises as it runs, and the failure ends the run (ERR-7)
+        return fail(state, program, core, err)
     started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_rules.amounts(op, mode))
     return dma_rules.start(_advance(state, core), started, mode)
 
@@ -350,8 +367,12 @@ def rule_exit_check(program: Program, mode: DmaMode, state: State, core: int, op
 def rule_access(program: Program, mode: DmaMode, state: State, core: int, op: Access) -> State:
     """ACC-1: a kernel load or store; it never blocks and changes no semaphore, only the pc moves.
 
-    Its data effect is judged by the race property (PROP-7), not by the run.
+    Its data effect is judged by the race property (PROP-7), not by the run. Through a view the
+    interpreter cannot index it raises instead (ACC-6, ERR-9), and the failure ends the run (ERR-7).
     """
+    err = view_failure(op, mode)
+    if err is not None:
+        return fail(state, program, core, err)
     return _advance(state, core)
 
 

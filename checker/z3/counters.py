@@ -25,7 +25,8 @@ statically. This module computes that, and says when it cannot:
   (ERR-1, ERR-2); any *maybe* makes the lowering refuse.
 
 * **Static failures.** Everything else that can fail (ERR-2 for wrapped ids,
-  ERR-3, ERR-4, ERR-5, ERR-6) depends only on the operation, so each core has
+  ERR-3, ERR-4, ERR-5, ERR-6, and ERR-9: an access or eager copy through a
+  view the interpreter cannot index) depends only on the operation, so each core has
   a first failing position `cap[c]` (or none). The lowered system S' treats
   that operation as blocking forever. S' is persistent; a real run fails iff
   S' ends with some core *at* its failing operation (a real run is an S' run
@@ -78,7 +79,7 @@ from semcheck.model.ops import (
 from semcheck.model.run import classify
 from semcheck.model.state import Outcome
 from semcheck.model.semaphore import lookup_in
-from semcheck.model.step import enabled, is_hardware, named, step, target_core
+from semcheck.model.step import enabled, is_hardware, named, step, target_core, view_failure
 
 Key = tuple
 Counter = tuple  # (Key, core)
@@ -580,7 +581,10 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                     ci = (c, i)
                     lookups[ci] = (key,)
                     waits[ci] = record(WaitOp, (c, i, (key, c), value, op.kind, op.loc))
-                elif t is Access or t is Barrier or t is ExitCheck or t is FreeBuffer:
+                elif t is Access:
+                    if op.view_error is not None:
+                        _view(op, mode)
+                elif t is Barrier or t is ExitCheck or t is FreeBuffer:
                     pass
                 elif t is Signal:
                     key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
@@ -593,6 +597,8 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                     src_key = key_of(i, op.src_sem) if op.src_sem is not None else None
                     dst_key = key_of(i, op.dst_sem)
                     dst = target(c, op.device, op.core, dma=True)
+                    if op.view_error is not None:
+                        _view(op, mode)
                     if op.nbytes < 0:
                         raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
                     lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
@@ -683,6 +689,8 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
         src_key = resolve(c, i, op.src_sem) if op.src_sem is not None else None
         dst_key = resolve(c, i, op.dst_sem)
         dst = target(c, op.device, op.core, dma=True)
+        if op.view_error is not None:
+            _view(op, mode)
         if op.nbytes < 0:
             raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
         lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
@@ -712,8 +720,25 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
                 raise _Fail(handed)
     elif t is Read:
         lookups[(c, i)] = (resolve(c, i, op.sem),)
-    elif t not in (Barrier, FreeBuffer, Access, ExitCheck):
+    elif t is Access:
+        if op.view_error is not None:
+            _view(op, mode)
+    elif t not in (Barrier, FreeBuffer, ExitCheck):
         raise _Unsupported(f"core {c} op {i}: unknown operation {type(op).__name__}")
+
+
+def _view(op: Access | DmaStart, mode: DmaMode) -> None:
+    """ERR-9: the access (or eager copy) raises, a static failure like ERR-4's (`step.view_failure`).
+
+    An `on_wait` copy through such a view raises only when a waiter runs its task, which depends
+    on the schedule: the lowering refuses it."""
+    err = view_failure(op, mode)
+    if err is not None:
+        raise _Fail(err)
+    if mode == "on_wait" and type(op) is DmaStart:
+        raise _Unsupported(f"the copy at {op.loc} goes through a view jax's interpreter cannot index "
+                           f"({op.view_error.message}): under on_wait it raises when a waiter runs its task, "
+                           "which depends on the schedule")
 
 
 # --- runs of S' and of truncated programs ---------------------------------------------
