@@ -30,7 +30,6 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.model.errors import InterpreterView
 from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Program, Signal
 
 CAUSES = {
@@ -106,11 +105,13 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
         out.append(Exposure("D5-D7"))
     if typed:
         out.append(Exposure("D20", _first_lines(typed)))
-    if isinstance(program.launch_failure, InterpreterView):
-        loc = next((op.loc for ops in program.cores for op in ops
-                    if type(op) is Access and str(op.loc) == program.launch_failure.where), None)
-        out.append(Exposure("D22", (loc,) if loc is not None and loc.line > 0 else ()))
-    elif program.launch_failure is not None:
+    # ERR-9: the first load or store the interpreter cannot index, else the first such copy
+    views = [op for ops in program.cores for op in ops
+             if (type(op) is Access or type(op) is DmaStart) and op.view_error is not None]
+    if views:
+        first = min(views, key=lambda op: type(op) is not Access)
+        out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))
+    if program.launch_failure is not None:
         out.append(Exposure("D21"))
     return tuple(out)
 

@@ -40,11 +40,16 @@ class Property:
     def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
         """Decide this property; a violation's witness is replayed on the model first.
 
-        A launch the interpreter refuses decides it without the check (LAUNCH-2).
+        A launch the interpreter refuses decides it without the check (LAUNCH-2); so do runs that
+        all raise ERR-9 (`failing_runs`).
         """
-        from semcheck.checker.launch import launch_verdict  # lazy, as the checks: verdict imports this module
+        # lazy, as the checks: verdict imports this module
+        from semcheck.checker.failing_runs import failing_run_verdict
+        from semcheck.checker.launch import launch_verdict
 
-        return launch_verdict(self.id, program, mode) or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms)
+        return (launch_verdict(self.id, program, mode)
+                or failing_run_verdict(self.id, program, mode, timeout_ms=timeout_ms)
+                or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms))
 
 
 _LOADED: dict[str, Check] = {}

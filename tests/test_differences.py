@@ -117,6 +117,6 @@ def test_an_access_the_interpreter_cannot_index_exercises_d22_at_its_line():
     from semcheck.model.ops import Access, Region
 
     loc = Loc("k.py", 7)
-    access = Access("buf", Region(((0, 8),)), False, loc)
-    p = launch(Topology(1), [[access]], launch_failure=InterpreterView("ReshapeTransform", "load", "k.py:7"))
+    access = Access("buf", Region(((0, 8),)), False, loc, InterpreterView("ReshapeTransform", "load", "k.py:7"))
+    p = launch(Topology(1), [[Access("buf", Region(((0, 8),)), False, Loc("k.py", 5)), access]])
     assert [(e.code, e.locs) for e in exposures(p)] == [("D22", (loc,))]

@@ -7,8 +7,8 @@ active device: the buffer's label (that of the `AllocBuffer` the launch or a
 transform cannot be pinned down) and whether it writes. Masked-off devices
 and an all-false mask emit nothing. A `swap` (`ref[...] = x`, `pl.store`) and
 an `addupdate` (`ref[...] += x`) are writes; everything else reads. A load
-or store through a reshape, bitcast, transpose or memory-space view is noted
-(`interpreter_views`, ACC-6): jax's interpreter raises there.
+or store through a reshape, bitcast, transpose or memory-space view carries
+the error jax's interpreter raises there (`Access.view_error`, ERR-9, ACC-6).
 
 Their values are opaque (`Unknown`), except for the small integer refs whose
 contents `scalar_memory` tracks (scalar-prefetch tables, SMEM state, a loop
@@ -30,7 +30,7 @@ from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
-from semcheck.checker.frontend.interpreter_views import InterpreterViews, blind_transform
+from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
 from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
@@ -59,8 +59,6 @@ class AccessRules(Evaluator):
             pallas_prims.load_p: "load",
             pallas_prims.swap_p: "masked_swap",
         }
-        # ACC-6: lines whose loads or stores the interpreter cannot index (it raises there)
-        self.interpreter_views = InterpreterViews()
 
     def _ref_access(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         ref = invals[0] if invals else None
@@ -90,8 +88,8 @@ class AccessRules(Evaluator):
         blind = blind_transform(chain) if chain else None
         if blind is None:
             blind = self._blind_in_equation(eqn, invals, static)
-        if blind is not None:
-            self.interpreter_views.note(loc, blind, write)
+        # ACC-6: the interpreter raises at this access (ERR-9); the op carries it for the model
+        err = None if blind is None else view_error(loc, blind, "store" if write else "load")
         memory = self.memory
         if ref.name not in memory.ignored and (ref.name in memory or self._track_scoped(eqn, ref.name, chain)):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
@@ -103,7 +101,7 @@ class AccessRules(Evaluator):
             op = cache.get(keys[0], _MISSING)
             if op is _MISSING:
                 (region,) = self._access_regions(invals, static, chain)[:1]
-                op = cache[keys[0]] = None if region is None else Access(ref.name, region, write, loc)
+                op = cache[keys[0]] = None if region is None else Access(ref.name, region, write, loc, err)
             if op is not None:
                 targets = bodies if mask is None else [bodies[d] for d in lanes]
                 any(map(list.append, targets, repeat(op)))  # append returns None: runs to the end
@@ -113,7 +111,7 @@ class AccessRules(Evaluator):
             keys = [("region", id(r)) for r in regions]  # interned: one id per distinct region
             for k, r in zip(keys, regions):
                 if k not in cache:
-                    cache[k] = None if r is None else Access(ref.name, r, write, loc)
+                    cache[k] = None if r is None else Access(ref.name, r, write, loc, err)
         if len(keys) == 1:
             keys = keys * self.L
         try:
@@ -122,7 +120,7 @@ class AccessRules(Evaluator):
             regions = self._access_regions(invals, static, chain)
             for k, r in zip(keys, regions if len(regions) > 1 else regions * len(keys)):
                 if k not in cache:
-                    cache[k] = None if r is None else Access(ref.name, r, write, loc)
+                    cache[k] = None if r is None else Access(ref.name, r, write, loc, err)
             ops = list(map(cache.__getitem__, keys))
         if mask is not None:
             ops = [ops[d] for d in lanes]

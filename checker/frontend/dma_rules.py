@@ -17,7 +17,7 @@ from jax._src import state
 from jax._src.pallas.mosaic import primitives as tpu_prims
 
 from semcheck.checker.frontend.errors import Unsupported
-from semcheck.checker.frontend.interpreter_views import blind_transform
+from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
 from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
@@ -65,7 +65,7 @@ class DmaRules(SyncRules):
         if src_sem is not None:
             slabel, sidx = self.sem_indices(src_sem, (), eqn, "the DMA's source semaphore")
         devs, dict_core = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
-        sbuf, sview, dbuf, dview = self._dma_views(eqn, invals, src, dst)
+        sbuf, sview, dbuf, dview, err = self._dma_views(eqn, invals, src, dst)
         skeys, dkeys = sview.keys(self.L), dview.keys(self.L)
         # Regions by index values, per equation: computed for all lanes on a miss only.
         sregions, dregions = self.op_cache(eqn, "src regions"), self.op_cache(eqn, "dst regions")
@@ -112,6 +112,7 @@ class DmaRules(SyncRules):
                         # DMA-6: what a half adds depends on its semaphore's type
                         fields["src_sem_type"] = self.sem_type(src_sem) if src_sem is not None else "dma"
                         fields["dst_sem_type"] = self.sem_type(dst_sem)
+                        fields["view_error"] = err  # ERR-9: the interpreter raises when the copy runs
                     sr = sget(key[4], _NO_VIEW)
                     if sr is _NO_VIEW:
                         sr = sview.region(key[4], sregions)
@@ -124,7 +125,8 @@ class DmaRules(SyncRules):
         return []
 
     def _dma_views(self, eqn: Any, invals: list[Any], src: Any, dst: Any) -> tuple[Any, ...]:
-        """The DMA's source and destination buffers (labels, or None) and their per-lane views (ACC-3)."""
+        """The DMA's source and destination buffers (labels, or None) and their per-lane views (ACC-3),
+        and what the interpreter raises when the copy runs (ERR-9, ACC-6), or None."""
         static = self._static_cache.get(("dma views", id(eqn)))  # type: ignore[arg-type]
         if static is None:
             # Where each ref's index values sit among the operands, and the buffers' shapes.
@@ -140,17 +142,17 @@ class DmaRules(SyncRules):
                 start += n
             self._static_cache[("dma views", id(eqn))] = static  # type: ignore[index]
         out: list[Any] = []
-        views = getattr(self, "interpreter_views", None)
+        err = None
         for ref, (leaf_at, shape, dtype) in zip((src, dst), static):
             base, chain = flatten_ref(ref)
-            blind = blind_transform(chain) if chain and views is not None else None
+            blind = blind_transform(chain) if chain and err is None else None
             if blind is not None:  # the interpreter's copy raises on it (ACC-6)
-                views.note(self.loc(eqn), blind, False, copy=True)
+                err = view_error(self.loc(eqn), blind, "copy")
             if type(base) is BufRef:
                 out += [base.name, _View(shape, dtype, chain, [invals[i] for i in leaf_at])]
             else:
                 out += [None, _NO_VIEW]
-        return tuple(out)
+        return (*out, err)
 
     def _dma_wait(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         # For `wait_send`/`wait_read` the descriptor's src/dst are already swapped in

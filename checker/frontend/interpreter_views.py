@@ -10,8 +10,8 @@ reaches the access. Mosaic lowers these views on a TPU, where the access
 reads or writes the elements the view names (`regions`).
 
 `blind_transform` finds such a transform in a load's or store's view;
-`InterpreterViews` collects the kernel lines that do one, and gives the
-program's interpreter failure (`model.errors.InterpreterView`).
+`view_error` is the failure (`model.errors.InterpreterView`) the lowered
+operation carries: the model raises it where a core runs the operation.
 A transform with data leaves is not predicted here (which error comes first
 depends on the leaves); it keeps the treatment `regions` gives it.
 """
@@ -38,25 +38,10 @@ def blind_transform(transforms: Sequence[Any]) -> Any | None:
     return None
 
 
-class InterpreterViews:
-    """The kernel lines whose loads or stores go through a view the interpreter cannot index."""
-
-    def __init__(self) -> None:
-        self._seen: dict[Loc, tuple[str, str]] = {}
-
-    def note(self, loc: Loc, transform: Any, write: bool, *, copy: bool = False) -> None:
-        if loc not in self._seen or self._seen[loc][1] == "copy":
-            self._seen[loc] = (type(transform).__name__, "copy" if copy else "store" if write else "load")
-
-    def failure(self) -> InterpreterView | None:
-        """The failure interpreter runs meet (ERR-9), named by the first such load or store lowered
-        (every run that reaches it raises), else the first such copy."""
-        if not self._seen:
-            return None
-        loc, (name, access) = next((item for item in self._seen.items() if item[1][1] != "copy"),
-                                   next(iter(self._seen.items())))
-        where = f"{loc.file}:{loc.line}" if loc.line else ""
-        return InterpreterView(name, access, where, len(self._seen))
+def view_error(loc: Loc, transform: Any, access: str) -> InterpreterView:
+    """ERR-9: what the interpreter raises at the `access` ("load", "store" or "copy") at `loc` made
+    through `transform`; the lowered op carries it (`Access.view_error`, `DmaStart.view_error`)."""
+    return InterpreterView(type(transform).__name__, access, f"{loc.file}:{loc.line}" if loc.line else "")
 
 
-__all__ = ["InterpreterViews", "blind_transform"]
+__all__ = ["blind_transform", "view_error"]

@@ -139,9 +139,8 @@ def lower_kernel(
                 lw.run_grid_point(point, kernel_args)
             for d in range(num_devices):
                 bodies[d * n_cores + core] = lw.bodies[d]
-        # LAUNCH-2 fails before any core runs; else ACC-6: every run stops at or before an access
-        # through a view the interpreter cannot index
-        failure = failure or lw.interpreter_views.failure()
+        # LAUNCH-2 fails before any core runs (an access through a view the interpreter cannot index
+        # is the access's own failure, ERR-9: `Access.view_error`)
         program = launch(
             Topology(num_devices, n_cores),
             bodies,

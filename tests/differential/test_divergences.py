@@ -413,21 +413,27 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
         jax.block_until_ready(f(jnp.ones((8, 128), jnp.float32)))
     assert "AttributeError" in str(raised.value)
 
-    # semcheck's side (ACC-6): the access is lowered as a TPU runs it (hardware proves every property)
-    # and the program carries the interpreter's error, which eager and on_wait report at its line
+    # semcheck's side (ACC-6, ERR-9): the access is lowered as a TPU runs it (hardware proves every
+    # property) and carries the interpreter's error, which the model raises where a core reaches it:
+    # eager and on_wait report deadlock-free at its line and decide every other property
+    from semcheck.checker.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties import BY_ID
 
     (call,) = trace_kernels(f, (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
     program = lower_kernel(call)
-    failure = program.launch_failure
+    assert program.launch_failure is None
+    (op,) = view_ops(program)
+    failure = op.view_error
     assert (failure.python_type, failure.message, failure.access) == ("AttributeError", message, access)
     for mode in ("eager", "on_wait"):
         v = BY_ID["deadlock-free"].check(program, mode)
         assert v.verdict == "violated" and message in v.witness.message
-        assert v.witness.locs and v.witness.locs[0].line > 0
-        assert BY_ID["exit-balance"].check(program, mode).verdict == "unknown"
+        assert v.witness.locs == (op.loc,) and op.loc.line > 0
+        # no run reaches the exit (the interpreter prints no exit warning); the rest hold up to the failure
+        assert {p: BY_ID[p].check(program, mode).verdict for p in BY_ID if p != "deadlock-free"} == {
+            p: "proved" for p in BY_ID if p != "deadlock-free"}
     assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
 
 
@@ -435,8 +441,9 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
 @pytest.mark.parametrize("waited", [True, False])
 def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     """A copy through a reshape view raises in the interpreter when the copy runs: under eager at its
-    start; under on_wait only when a wait runs it. semcheck: eager deadlock-free violated at the copy's
-    line, on_wait unknown, hardware decided as a TPU runs it."""
+    start (ERR-9 in the model's DmaStart rule: every property decided); under on_wait only when a wait
+    runs it, which the model does not raise: every property unknown there; hardware decided as a TPU
+    runs it."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
@@ -463,14 +470,17 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     if not waited:  # under on_wait nothing runs the copy: the kernel completes
         jax.block_until_ready(call("on_wait")(jnp.ones((8, 128), jnp.float32)))
 
+    from semcheck.checker.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties import BY_ID
 
     (traced,) = trace_kernels(call("eager"), (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
     program = lower_kernel(traced)
-    assert program.launch_failure.access == "copy"
+    (op,) = view_ops(program)
+    assert op.view_error.access == "copy"
     v = BY_ID["deadlock-free"].check(program, "eager")
-    assert v.verdict == "violated" and message in v.witness.message
+    assert v.verdict == "violated" and message in v.witness.message and v.witness.locs == (op.loc,)
+    assert BY_ID["exit-balance"].check(program, "eager").verdict == "proved"  # no run reaches the exit
     assert {BY_ID[p].check(program, "on_wait").verdict for p in BY_ID} == {"unknown"}
     assert BY_ID["deadlock-free"].check(program, "hardware").verdict == "proved"
