@@ -240,9 +240,7 @@ def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list
     from semcheck.checker.races import share_modes
 
     share_modes(program, here)  # the interpreter's modes checked here share race-free's run (DR-7)
-    print('T worker started', time.time()-float(os.environ.get('T0','0')), file=sys.stderr)
     full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
-    print('T main done', time.time()-float(os.environ.get('T0','0')), file=sys.stderr)
     if worker is not None:
         try:
             # the worker ran alongside since t0
@@ -336,7 +334,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
         # them is a third of the time at 256 devices, and peak memory is the
         # same without it (measured: 2.0 GB either way), so it stays off.
         gc.disable()
-        conn.send(("ready",)); print('T ready', time.time()-float(os.environ.get('T0','0')), file=sys.stderr)
+        conn.send(("ready",))
         start = time.monotonic()
         deadline = start + req.timeout
         targets = load_targets(req.path, entry=req.entry, target=req.target)
@@ -352,11 +350,11 @@ def _child(req: Request, conn, parent_pid: int) -> None:
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))
                 continue
-            t_lower = time.monotonic() - t0; print('T lowered', time.time()-float(os.environ.get('T0','0')), file=sys.stderr)
+            t_lower = time.monotonic() - t0
             for k in kernels:
                 name = t.name if len(kernels) == 1 else f"{t.name}#{k.index}"
                 done = _check_modes(k.program, req, deadline)
-                print('T checked', time.time()-float(os.environ.get('T0','0')), file=sys.stderr); exposed = _exposures(k.program, req.fold); print('T exposed', time.time()-float(os.environ.get('T0','0')), file=sys.stderr)
+                exposed = _exposures(k.program, req.fold)
                 for mode in req.modes:
                     verdicts, seconds = done[mode]
                     conn.send(("result", Result(
