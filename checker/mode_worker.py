@@ -3,10 +3,17 @@
 Machines have two cores and the checks are single-threaded Python, so on a
 large kernel `semcheck verify` hands the hardware mode to this worker and
 checks the interpreter's modes itself (those two share their lowering and
-deadlock query, so they stay together). The worker is a plain subprocess
-(the verify child is a daemonic multiprocessing process, which may not start
-multiprocessing children); request and answer are pickles over its stdin and
-stdout.
+deadlock query, so they stay together).
+
+On Linux the worker is a fork of this process: it starts with the program
+and everything computed of it so far (the memo: its symmetry, its fold), with
+nothing to import, pickle or unpickle, which at 256 devices saved a second of
+the worker's path and half a second of this one's. It runs only semcheck's own
+model and Z3 code, never jax, whose threads a fork does not carry. Elsewhere
+(and if fork fails) it is a plain subprocess (the verify child is a daemonic
+multiprocessing process, which may not start multiprocessing children), fed
+the program as a pickle over its stdin. Either way the answer is a pickle of
+the verdicts, read from a pipe.
 
     python -m semcheck.checker.mode_worker   # reads (program, modes, properties, timeout_ms, deadline, known)
 """
@@ -16,9 +23,11 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
+import warnings
 from typing import IO, Any
 
 # Below this many operations the checks take well under a second and a second
@@ -26,17 +35,50 @@ from typing import IO, Any
 MIN_OPS = 20_000
 
 SHARED = (("symmetry",),)
-"""Memo entries (`semcheck.checker.z3.memo`) handed to the worker: small, and independent of the mode."""
+"""Memo entries (`semcheck.checker.z3.memo`) a subprocess worker is handed: small, independent of the mode."""
 
 
 class ModeWorker:
     """One started worker, checking the given modes of one program."""
 
     def __init__(self, program: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
-                 timeout_ms: int, deadline: float | None) -> None:
+                 timeout_ms: int, deadline: float | None, fork: bool | None = None) -> None:
+        self.modes = modes
+        self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None
+        request = (program, modes, tuple(properties), timeout_ms, deadline)
+        if fork if fork is not None else sys.platform.startswith("linux"):
+            try:
+                self._fork(request)
+                return
+            except OSError:
+                pass  # no fork: a subprocess
+        self._spawn(program, request)
+
+    def _fork(self, request: tuple) -> None:
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            # Python warns that a fork of a threaded process may deadlock in the child: jax's threads
+            # hold locks of jax's own, and the child never calls into jax (see the module docstring)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the worker: never returns into the caller's code
+            code = 1
+            try:
+                os.close(read)
+                answer = pickle.dumps(_check(*request), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(write, "wb") as out:
+                    out.write(answer)
+                code = 0
+            finally:
+                os._exit(code)  # no interpreter teardown: freeing the program object by object takes seconds
+        os.close(write)
+        self.pid = pid
+        self._answer = os.fdopen(read, "rb")
+
+    def _spawn(self, program: Any, request: tuple) -> None:
         from semcheck.checker.z3.memo import MEMO
 
-        self.modes = modes
         # what this process computed of the program already and the worker's checks read too (the
         # program's symmetry, DR-5/DR-8): sent along rather than recomputed there
         known = {k: v for k, v in MEMO.table(program).items() if k in SHARED}
@@ -44,26 +86,56 @@ class ModeWorker:
             [sys.executable, "-m", "semcheck.checker.mode_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
-        assert self.proc.stdin is not None
-        request = pickle.dumps((program, modes, tuple(properties), timeout_ms, deadline, known),
-                               protocol=pickle.HIGHEST_PROTOCOL)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        data = pickle.dumps((*request, known), protocol=pickle.HIGHEST_PROTOCOL)
         # Written from a thread: the pipe takes the request only as fast as the worker, still
         # importing, reads it, and this process has its own modes to check meanwhile.
-        self._feeder = threading.Thread(target=_feed, args=(self.proc.stdin, request), daemon=True)
+        self._feeder: threading.Thread | None = threading.Thread(
+            target=_feed, args=(self.proc.stdin, data), daemon=True)
         self._feeder.start()
+        self._answer = self.proc.stdout
+
+    def kill(self) -> None:
+        """Stop the worker (its answer is then missing: `result` raises)."""
+        if self.proc is not None:
+            self.proc.kill()
+        elif self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def result(self) -> dict[str, list]:
         """mode -> verdicts; raises RuntimeError if the worker failed."""
-        assert self.proc.stdout is not None
-        data = self.proc.stdout.read()
-        code = self.proc.wait()
-        self._feeder.join()
+        data = self._answer.read()
+        self._answer.close()
+        if self.proc is not None:
+            code = self.proc.wait()
+            if self._feeder is not None:
+                self._feeder.join()
+        else:
+            assert self.pid is not None
+            _, status = os.waitpid(self.pid, 0)
+            code = os.waitstatus_to_exitcode(status)
         if code != 0 or not data:
             raise RuntimeError(f"the mode worker exited with code {code}")
-        status, payload = pickle.loads(data)
-        if status != "ok":
+        status_, payload = pickle.loads(data)
+        if status_ != "ok":
             raise RuntimeError(f"the mode worker failed: {payload}")
         return payload
+
+
+def _check(program: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
+           deadline: float | None) -> tuple[str, Any]:
+    """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash."""
+    from semcheck.checker.verify import check_program
+
+    try:
+        # the verify child has tried the fold already: these modes are decided on the program itself
+        return ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline, fold=False)
+                       for m in modes})
+    except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
+        return ("error", f"{type(e).__name__}: {e}")
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
@@ -82,19 +154,12 @@ def split_modes(num_ops: int, modes: tuple[str, ...]) -> tuple[tuple[str, ...], 
 
 
 def main() -> int:
-    from semcheck.checker.verify import check_program
-
-    gc.disable()  # as in the verify child: short-lived, allocation-heavy
     from semcheck.checker.z3.memo import MEMO
 
+    gc.disable()  # as in the verify child: short-lived, allocation-heavy
     program, modes, properties, timeout_ms, deadline, known = pickle.load(sys.stdin.buffer)
     MEMO.table(program).update(known)
-    try:
-        # the verify child has tried the fold already: these modes are decided on the program itself
-        out = ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline, fold=False)
-                      for m in modes})
-    except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
-        out = ("error", f"{type(e).__name__}: {e}")
+    out = _check(program, modes, properties, timeout_ms, deadline)
     sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from semcheck.checker.mode_worker import MIN_OPS, ModeWorker, split_modes
 from semcheck.checker.properties import BY_ID
 from semcheck.checker.properties import IDS as PROPERTIES
@@ -9,9 +13,12 @@ from semcheck.checker.verify import check_program
 from ring_programs import ring_allreduce
 
 
-def test_worker_verdicts_equal_in_process_verdicts_clean_and_buggy() -> None:
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "subprocess"])
+def test_worker_verdicts_equal_in_process_verdicts_clean_and_buggy(fork: bool) -> None:
+    if fork and not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
     for program in (ring_allreduce(4), ring_allreduce(4, bug="deadlock")):
-        worker = ModeWorker(program, ("hardware", "eager"), PROPERTIES, timeout_ms=60_000, deadline=None)
+        worker = ModeWorker(program, ("hardware", "eager"), PROPERTIES, timeout_ms=60_000, deadline=None, fork=fork)
         got = worker.result()
         for mode in ("hardware", "eager"):
             want = check_program(program, mode, PROPERTIES, timeout_ms=60_000)
@@ -53,8 +60,7 @@ def test_a_worker_that_fails_has_its_modes_checked_here(monkeypatch, capsys) -> 
     from semcheck.checker.verify import _check_modes
 
     def failing(self):
-        self.proc.kill()
-        self.proc.wait()
+        self.kill()
         raise RuntimeError("the mode worker exited with code -9")
 
     monkeypatch.setattr(ModeWorker, "result", failing)
@@ -62,6 +68,17 @@ def test_a_worker_that_fails_has_its_modes_checked_here(monkeypatch, capsys) -> 
     assert set(done) == {"eager", "hardware"}
     assert [v.verdict for v in done["hardware"][0]] == ["proved"] * len(PLUMBING)
     assert "checking hardware in this process" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "subprocess"])
+def test_a_killed_worker_has_no_answer(fork: bool) -> None:
+    if fork and not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    # every property at 44 devices takes far longer than the kill that follows the start
+    worker = ModeWorker(_large_program(), ("hardware",), PROPERTIES, timeout_ms=600_000, deadline=None, fork=fork)
+    worker.kill()
+    with pytest.raises(RuntimeError, match="exited with code -9"):
+        worker.result()
 
 
 def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) -> None:
