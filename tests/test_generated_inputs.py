@@ -9,7 +9,10 @@ a paged copy whose lengths come through scalar prefetch and whose seeded bug
 found from the strategy and shrunk to `[16]`, the same on every run; the
 clean kernel is proved "for N generated inputs"; a strategy on which the
 kernel raises is an input error naming the (shrunk) input; `--examples` and
-`[tool.semcheck] examples` out of range are usage errors.
+`[tool.semcheck] examples` out of range are usage errors. And on
+`tests/generated_inputs/ragged_all_to_all.py`, the ragged all-to-all of
+examples/jax_ops/ on generated send-count tables: its seeded bug (the table
+read transposed) hides on symmetric tables and is shrunk to `[0, 1]`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from hypothesis import strategies as st
 from semcheck.checker.generated_inputs import aggregate, coverage, explore
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.verify import Result
-from cli._support import SCHEMA, semcheck
+from cli._support import SCHEMA, semcheck, semcheck_many
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "tests/generated_inputs/paged_lengths.py"
@@ -187,6 +190,34 @@ def test_clean_kernel_says_exactly_what_was_covered():
     assert run.returncode == 0, run.stderr
     assert "generated inputs: paged_lengths: proved for 6 generated inputs at 2, 4 devices" in run.stdout
     assert run.stdout.count("all 7 properties proved for 6 generated inputs") == 2
+
+
+RAGGED = "tests/generated_inputs/ragged_all_to_all.py"
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-8")
+def test_ragged_all_to_all_bug_that_symmetric_tables_hide_is_found_and_shrunk():
+    """examples/jax_ops/ragged_all_to_all.py on generated send-count tables: the clean kernel is proved
+    for every table tried; the seeded bug (the receiver reads the table transposed) is proved on a
+    fixed symmetric table, and found from the strategy and shrunk to [0, 1] (the table [[0, 1], [0, 1]]
+    at 2 devices), at 2 and 4 devices in every DMA mode."""
+    clean, buggy, fixed = semcheck_many([
+        (("verify", f"{RAGGED}::{name}", "--devices", "2,4", "--examples", "8", "--format", "json",
+          "--no-cache"), {"cwd": ROOT, "timeout": 300})
+        for name in ("ragged_all_to_all", "ragged_all_to_all_transposed_counts",
+                     "fixed_symmetric_transposed_counts")])
+    assert clean.returncode == 0 and fixed.returncode == 0, clean.stderr + fixed.stderr
+    rows = clean.json()["results"]
+    assert len(rows) == 2 * 3 * 7
+    assert all(r["verdict"] == "proved" and r["reason"] == "proved for 8 generated inputs" for r in rows)
+    assert {r["verdict"] for r in fixed.json()["results"]} == {"proved"}
+    assert buggy.returncode == 1, buggy.stderr
+    rows = buggy.json()["results"]
+    for prop in ("deadlock-free", "dma-bytes"):
+        got = {(r["devices"], r["dma_mode"]) for r in rows if r["property"] == prop and r["verdict"] == "violated"}
+        assert got == {(n, m) for n in (2, 4) for m in ("eager", "on_wait", "hardware")}, prop
+    assert all(r["input"]["value"] == [0, 1] for r in rows if r["verdict"] != "proved")
 
 
 RAISES = """\
