@@ -66,11 +66,13 @@ class Unrecorded:
     loc: Loc
 
 
-def buffer_spaces(program: Program) -> dict[tuple[int, str], str]:
-    """The memory space of every buffer label, per device (from its `AllocBuffer` ops)."""
+def buffer_spaces(program: Program, near: int | None = None) -> dict[tuple[int, str], str]:
+    """The memory space of every buffer label, per device (from its `AllocBuffer` ops); with `near=k`,
+    of devices `0 .. k-1` only."""
     topo = program.topology
     spaces: dict[tuple[int, str], str] = {}
-    for g, ops in enumerate(program.cores):
+    cores = program.cores if near is None else program.cores[: near * topo.cores_per_device]
+    for g, ops in enumerate(cores):
         d = topo.device_of(g)
         for op in ops:
             if type(op) is AllocBuffer:
@@ -97,7 +99,7 @@ def accesses(
     `0 .. k-1` (under a rotation by `k`, every pair has an image there, DR-5);
     every unrecorded DMA is still listed.
     """
-    spaces = buffer_spaces(program)
+    spaces = buffer_spaces(program, near)
     topo = program.topology
     events: list[AccessEvent] = []
     unrecorded: list[Unrecorded] = []
@@ -106,6 +108,12 @@ def accesses(
         mine = near is None or topo.device_of(g) < near
         for pc, op in enumerate(ops):
             t = type(op)
+            if not mine and (t is not DmaStart or (
+                    op.dst_region is not None and op.src_region is not None and op.src_buf is not None
+                    and op.dst_buf is not None and (op.device is None or not 0 <= op.device < near))):
+                # a recorded copy of another device lands on its own device, on one `near` leaves out, or
+                # on none (ERR-4): nothing of it is listed (the cheap test for most of a large program)
+                continue
             if t is Access:
                 if mine:
                     buf = buffers.get((g, op.buf)) or buffers.setdefault((g, op.buf), buffer_of(program, spaces, g, op.buf))

@@ -531,6 +531,16 @@ def test_the_fold_run_orders_accesses_as_the_whole_run_does(program):
                                                    for a, b in sym.candidates), mode
 
 
+@pytest.mark.rule("ACC-1")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(programs_with_accesses(), symmetric_rings()))
+def test_a_program_makes_the_same_accesses_in_every_mode(program):
+    """`ordered_modes` lists the accesses once for all modes: a copy lands where SIG-1 says in every mode."""
+    want = accesses(program, "hardware")
+    for mode in ("eager", "on_wait"):
+        assert accesses(program, mode) == want, mode
+
+
 @pytest.mark.rule("RUN-7")
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(programs_with_accesses(), symmetric_rings()))
