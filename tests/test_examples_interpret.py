@@ -82,12 +82,17 @@ QUICK = [
     ("examples/buggy/two_core_missing_core_index.py", 2, "eager", {}),
     ("examples/buggy/two_core_signal_hangs_on_tpu.py", 2, "on_wait", {}),
     ("examples/buggy/regular_semaphore_dma_leaks_in_interpreter.py", 2, "on_wait", {}),
+    ("examples/jax_ops/ragged_all_to_all.py", 4, "on_wait", {}),
+    ("examples/jax_ops/buggy/deadlock_ragged_all_to_all_transposed_counts.py", 4, "eager", {}),
+    # jax's shipped ops, through tests/test_shipped_ops.py's builders
+    ("tests/test_shipped_ops.py::paged_attention_megacore_kv_head", 2, "on_wait", {}),
+    ("tests/test_shipped_ops.py::ragged_paged_attention", 2, "eager", {}),
 ]
 
 
 def _id(cfg):
     path, n, mode, kw = cfg
-    name = path.removeprefix("examples/").removesuffix(".py")
+    name = path.removeprefix("examples/").removesuffix(".py").replace("tests/test_shipped_ops.py::", "")
     extra = "-" + ",".join(f"{k}={v}" for k, v in kw.items()) if kw else ""
     return f"{name}-{n}dev-{mode}{extra}"
 
@@ -161,7 +166,8 @@ def test_ground_truth_has_each_outcome_kind():
 
 
 @pytest.mark.parametrize(
-    "key", sorted(CASES), ids=lambda k: k.replace("examples/", "").replace("|", "-")
+    "key", sorted(CASES),
+    ids=lambda k: k.replace("examples/", "").replace("tests/test_shipped_ops.py::", "").replace("|", "-")
 )
 def test_ground_truth_agrees_with_intended_verdict(key):
     """What the interpreter did must be consistent with what the example is meant to be."""
@@ -189,6 +195,9 @@ def test_ground_truth_agrees_with_intended_verdict(key):
             (c["outcome"] == "error" and c["error_type"] in ("OverflowError", "KeyError"))
             or (c["outcome"] == "completed" and c["output_matches_reference"])
         )
+    elif kind == "interpreter_error":  # a TPU runs it; the interpreter raises (D22)
+        declared = GT["shipped_ops"][c["path"]]["error_type"]
+        assert c["outcome"] == "error" and c["error_type"] == declared
     else:  # pragma: no cover - new kinds must be handled here
         pytest.fail(f"unknown kind {kind!r}")
 

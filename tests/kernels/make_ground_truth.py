@@ -2,6 +2,10 @@
 
     python tests/kernels/make_ground_truth.py                 # full matrix
     python tests/kernels/make_ground_truth.py --only buggy/int16 --devices 2
+    python tests/kernels/make_ground_truth.py --only test_shipped_ops.py --devices 2
+
+jax's shipped ops are recorded through tests/test_shipped_ops.py's builders
+(SHIPPED below, path "file::builder"), at the device counts their targets declare.
 
 Each configuration (example file, device count, DMA execution mode, extra
 build kwargs) runs in a fresh subprocess through run_interpret.run_kernel.
@@ -85,6 +89,31 @@ EXAMPLES: dict[str, dict] = {
     # and the output is wrong there); eager completes with the right numbers
     "examples/jax_ops/all_gather.py": {"kind": "race"},
     "examples/jax_ops/buggy/race_all_gather_own_slot_unwaited.py": {"kind": "race"},
+    # per-peer chunk counts from a scalar-prefetch table; the bug waits counts[me, s] instead of
+    # counts[s, me], which the default table (not symmetric) exposes at every device count
+    "examples/jax_ops/ragged_all_to_all.py": {"kind": "clean"},
+    "examples/jax_ops/buggy/deadlock_ragged_all_to_all_transposed_counts.py": {"kind": "deadlock"},
+}
+
+# jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds
+# them: `file::builder`, each builder called as `builder(devices, dma_mode=...)`, at the device counts
+# its @semcheck.target declares. Kept apart from EXAMPLES (which lists the files under examples/).
+SHIPPED_OPS = "tests/test_shipped_ops.py"
+SHIPPED: dict[str, dict] = {
+    f"{SHIPPED_OPS}::paged_attention": {"kind": "clean", "devices": [2]},
+    f"{SHIPPED_OPS}::paged_attention_seq_grid": {"kind": "clean", "devices": [2]},
+    # megacore with two TensorCores per device: each core takes half of the first grid axis
+    f"{SHIPPED_OPS}::paged_attention_megacore_kv_head": {
+        "kind": "clean", "devices": [2], "cores_per_device": 2},
+    f"{SHIPPED_OPS}::paged_attention_megacore_batch": {
+        "kind": "clean", "devices": [2], "cores_per_device": 2},
+    # megacore on a one-core device: the second half's first copy is never started; a short
+    # timeout, since a hang is the expected outcome
+    f"{SHIPPED_OPS}::paged_attention_megacore_one_core": {
+        "kind": "deadlock", "devices": [2], "hang_timeout": 10.0},
+    # runs on a TPU; the interpreter cannot load through a reshape view of a copied buffer (D22)
+    f"{SHIPPED_OPS}::ragged_paged_attention": {
+        "kind": "interpreter_error", "devices": [2], "error_type": "AttributeError"},
 }
 
 # Extra configurations with non-default build kwargs:
@@ -110,7 +139,13 @@ def expected_kind(path: str, kwargs: dict) -> str:
     for p, kw, _, kind in VARIANTS:
         if p == path and kw == kwargs:
             return kind
-    return EXAMPLES[path]["kind"]
+    return (EXAMPLES.get(path) or SHIPPED[path])["kind"]
+
+
+def _hang_timeout(path: str, timeout: float) -> float:
+    """The hang timeout of one configuration: a shipped op's own, else `timeout` scaled by SLOW."""
+    own = SHIPPED.get(path, {}).get("hang_timeout")
+    return own if own is not None else timeout * SLOW.get(path, 1.0)
 
 
 # Interpreter behaviour observed while building this ground truth (jax 0.12.0.1).
@@ -139,6 +174,11 @@ NOTES = [
     "A run_scoped allocation under device-dependent control flow shifts every "
     "later scoped id on that device; a remote signal then targets the sender's id "
     "on the receiver, which hangs here (cross_device_id_disagreement).",
+    "Shipped ops (shipped_ops, tests/test_shipped_ops.py builders): paged_attention with "
+    "megacore_mode on a one-core device hangs (the second half of the parallel axis finds "
+    "init_flag already 0 and never starts its first copy); ragged_paged_attention raises "
+    "AttributeError(\"'ReshapeTransform' object has no attribute 'indices'\") at its strided "
+    "load of the KV block, a reshape view of the copied buffer, in both DMA modes.",
 ]
 
 # Examples that take longer than the rest get a longer hang timeout.
@@ -163,13 +203,19 @@ def _configs(args) -> list[tuple[str, int, str, dict]]:
                 continue
             for mode in args.modes:
                 configs.append((path, n, mode, kwargs))
+    for path, spec in SHIPPED.items():
+        for n in spec["devices"]:
+            if n not in args.devices:
+                continue
+            for mode in args.modes:
+                configs.append((path, n, mode, {}))
     if args.only:
         configs = [c for c in configs if any(o in c[0] for o in args.only)]
     return configs
 
 
 def _run_case(path, n, mode, kwargs, timeout, leak_repeats):
-    t = timeout * SLOW.get(path, 1.0)
+    t = _hang_timeout(path, timeout)
     reports = [ri.run_kernel(ri.REPO_ROOT / path, n, mode, t, kwargs=kwargs)]
     racy = expected_kind(path, kwargs) == "race"  # its output can depend on the schedule
     if reports[0]["outcome"] == "completed" and (reports[0]["nonzero_count_warnings"] or racy):
@@ -202,7 +248,7 @@ def _summarise(path, n, mode, kwargs, reports, timeout) -> dict:
         "output_varies_between_runs": len(outputs) > 1,
         "runs": len(reports),
         "seconds": max(r["seconds"] for r in reports),
-        "hang_timeout": round(timeout * SLOW.get(path, 1.0), 1),
+        "hang_timeout": round(_hang_timeout(path, timeout), 1),
     }
     if first["outcome"] == "error":
         case["outer_error_type"] = first.get("outer_error_type")
@@ -272,7 +318,8 @@ def main(argv=None) -> int:
             "interpreter's 'Semaphore N has non-zero count ... at kernel exit' "
             "lines; leaks_observed lists the distinct (semaphore, count) pairs "
             "in them. expected_kind is the intended verdict for the configuration "
-            "(examples[path].kind for default kwargs)."
+            "(examples[path].kind for default kwargs; shipped_ops[path].kind for jax's "
+            "shipped ops, whose path is 'file::builder')."
         ),
         "notes": NOTES,
         "environment": {
@@ -281,6 +328,7 @@ def main(argv=None) -> int:
             "python": platform.python_version(),
         },
         "examples": EXAMPLES,
+        "shipped_ops": SHIPPED,
         "cases": cases,
     }
     out.write_text(json.dumps(doc, indent=1) + "\n")

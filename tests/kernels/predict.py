@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import LOOKUP_OPS, Program
+from semcheck.model.ops import LOOKUP_OPS, ExitCheck, Program
 from semcheck.model.state import Outcome
 
 
@@ -66,6 +66,18 @@ def leaks_by_totals(program: Program, mode: str, outcome: Outcome) -> tuple[tupl
     return tuple(sorted(out))
 
 
+def leaks_of_exited_devices(program: Program, outcome: Outcome) -> tuple[tuple[int, int, int], ...]:
+    """In a hang, a device that got past its exit check (it waits at the clean-up barrier) has printed
+    its non-zero counts (EXIT-1): judged by its counts in the terminal state, i.e. what has arrived by
+    the time nothing can move (under on_wait a copy no waiter runs never arrives)."""
+    exited = {op.device for core, ops in enumerate(program.cores)
+              for op in ops[: outcome.state.pcs[core]] if isinstance(op, ExitCheck)}
+    topo = program.topology
+    out = [(key[1], core, v) for (key, core), v in outcome.state.counts.items()
+           if v and key[0] in ("internal", "fixed") and topo.device_of(core) in exited]
+    return tuple(sorted(out))
+
+
 def predict(program: Program, mode: str) -> Prediction:
     """Predict interpret mode (`eager` or `on_wait`) on `program`."""
     if mode not in ("eager", "on_wait"):
@@ -78,5 +90,8 @@ def predict(program: Program, mode: str) -> Prediction:
     if racy:
         # some schedule raises, ours did not: report the error as possible
         return Prediction(out.kind if out.kind != "deadlock" else "hang", None, None, tuple(racy), (), out)
-    leaks = leaks_by_totals(program, mode, out) if out.kind == "completed" else ()
+    if out.kind == "completed":
+        leaks = leaks_by_totals(program, mode, out)
+    else:
+        leaks = leaks_of_exited_devices(program, out)
     return Prediction("hang" if out.kind == "deadlock" else "completed", None, None, (), leaks, out)

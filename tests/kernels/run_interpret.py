@@ -21,7 +21,8 @@ Every run happens in a fresh subprocess, because
   way to stop it is to kill the whole process group.
 
 The child loads the example file by path, calls ``build(devices,
-dma_mode=...)``, runs ``fn(*args)`` and ``jax.block_until_ready`` on the
+dma_mode=...)`` (or, for a path ``file.py::name``, the file's builder ``name``
+called the same way, e.g. a ``@semcheck.target`` that takes ``dma_mode``), runs ``fn(*args)`` and ``jax.block_until_ready`` on the
 result, and reports back through a marker line on its stdout.  Lines the
 interpreter prints for semaphores that are left with a non-zero count at
 kernel exit are collected from the child's stdout, even when the run hangs or
@@ -214,6 +215,14 @@ def _load_module(path: str):
     return mod
 
 
+def split_selector(path: str) -> tuple[str, str | None]:
+    """`"file.py::name"` -> `("file.py", "name")`; a plain path selects `build`."""
+    if "::" in str(path):
+        file, _, name = str(path).rpartition("::")
+        return file, (name or None)
+    return str(path), None
+
+
 def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) -> int:
     # Must happen before jax is imported anywhere in this process.
     flags = os.environ.get("XLA_FLAGS", "")
@@ -229,21 +238,27 @@ def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) 
         import jax
         import numpy as np
 
-        mod = _load_module(path)
+        file, name = split_selector(path)
+        mod = _load_module(file)
         result["phase"] = "build"
-        fn, args = mod.build(devices, dma_mode=dma_mode, **kwargs)
+        builder = getattr(mod, name or "build")
+        fn, args = builder(devices, dma_mode=dma_mode, **kwargs)
         result["phase"] = "run"
         t_run = time.monotonic()
         out = jax.block_until_ready(fn(*args))
         result["run_seconds"] = round(time.monotonic() - t_run, 3)
         result["phase"] = "check"
-        ref_fn = getattr(mod, "reference", None)
+        # a builder's own `reference` attribute, else the file's `reference` (for `build`)
+        ref_fn = getattr(builder, "reference", None) or (
+            None if name else getattr(mod, "reference", None))
+        # a builder may loosen it (a reordered softmax is not bit-exact)
+        tol = getattr(builder, "reference_tolerance", 1e-5)
         if ref_fn is not None:
             expected = ref_fn(*[np.asarray(a) for a in args], num_devices=devices)
             outs = out if isinstance(out, (tuple, list)) else (out,)
             exps = expected if isinstance(expected, (tuple, list)) else (expected,)
             ok = len(outs) == len(exps) and all(
-                np.allclose(np.asarray(o), np.asarray(e), rtol=1e-5, atol=1e-5)
+                np.allclose(np.asarray(o), np.asarray(e), rtol=tol, atol=tol)
                 for o, e in zip(outs, exps)
             )
             result["output_matches_reference"] = bool(ok)
@@ -301,7 +316,8 @@ def run_kernel(
     """
     if dma_mode not in DMA_MODES:
         raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {dma_mode!r}")
-    path = str(Path(path).resolve())
+    file, name = split_selector(str(path))
+    path = str(Path(file).resolve()) + (f"::{name}" if name else "")
     cmd = [
         python or sys.executable,
         str(Path(__file__).resolve()),
