@@ -217,9 +217,6 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
     kept = {t: _kept(t, moves_regions) for t in (Signal, DmaStart, ExitCheck, Access)}
     get_device = operator.attrgetter("device")
 
-    def devices_shift(xs: tuple, ys: tuple) -> bool:
-        return [None if d is None else (d + period) % n for d in map(get_device, xs)] == list(map(get_device, ys))
-
     # The front end shares Region objects (a ring at 256 devices names a few hundred), so whether one
     # region shifts onto another is decided once per pair of objects, not once per operation.
     moved: dict[tuple[str | None, int, int], bool] = {}
@@ -247,25 +244,31 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
             want = parties[x.name] = frozenset((p + shift_cores) % num for p in x.participants)
         return y.participants == want
 
-    def group_same(t: type, xs: tuple, ys: tuple) -> bool:
-        """Whether every `ys[i]` is the image of `xs[i]`, all of type `t`, compared column by column."""
-        if set(map(type, xs)) != {t} or set(map(type, ys)) != {t}:
+    get = operator.attrgetter
+    labels_and_regions = {Access: ((get("buf"), get("region")),),
+                          DmaStart: ((get("src_buf"), get("src_region")), (get("dst_buf"), get("dst_region")))}
+
+    def columns(t: type, ops: tuple) -> tuple:
+        """What `same_columns` compares of one core's operations of type `t`, read in C."""
+        types = set(map(type, ops))
+        if t is Barrier or types != {t}:  # another type here: `same_columns` reads nothing else
+            return types, ops
+        devices = list(map(get_device, ops)) if t is not Access else None
+        regions = [(list(map(lg, ops)), list(map(rg, ops))) for lg, rg in labels_and_regions.get(t, ())] \
+            if moves_regions else []
+        return types, list(map(kept[t], ops)), devices, regions
+
+    def same_columns(t: type, x: tuple, y: tuple) -> bool:
+        """Whether every operation of `y` is the image of the one at its position in `x`, all of type `t`."""
+        if x[0] != {t} or y[0] != {t}:
             return False
         if t is Barrier:
-            return all(map(barrier_same, xs, ys))
-        g = kept[t]
-        if list(map(g, xs)) != list(map(g, ys)):
+            return all(map(barrier_same, x[1], y[1]))
+        if x[1] != y[1]:  # every field the rotation keeps
             return False
-        if t is not Access and not devices_shift(xs, ys):
+        if x[2] is not None and [None if d is None else (d + period) % n for d in x[2]] != y[2]:
             return False
-        if not moves_regions:
-            return True
-        if t is Access:
-            return pairs_shift([x.buf for x in xs], [x.region for x in xs], [y.region for y in ys])
-        if t is DmaStart:
-            return (pairs_shift([x.src_buf for x in xs], [x.src_region for x in xs], [y.src_region for y in ys])
-                    and pairs_shift([x.dst_buf for x in xs], [x.dst_region for x in xs], [y.dst_region for y in ys]))
-        return True
+        return all(pairs_shift(labels, rs, images) for (labels, rs), (_, images) in zip(x[3], y[3]))
 
     # Every core is checked against its predecessor `period` devices back, device 0 against the
     # last ones (the rotation wraps round). The positions of a lane holding operations that name
@@ -274,6 +277,7 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
     # first, at C speed (the front end shares operation objects).
     named = _NAMED_DEVICE + (Access,) if shifts else _NAMED_DEVICE
     marked: dict[int, tuple[list[tuple[type, operator.itemgetter]], set[int]]] = {}
+    pending: dict[int, dict[type, tuple]] = {}
     for c in range(num):
         a, b = program.cores[c - shift_cores], program.cores[c]  # c - shift_cores < 0 wraps round
         if len(a) != len(b):
@@ -288,10 +292,16 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
             marked[lane] = ([(t, operator.itemgetter(*pos, *pos[:1] if len(pos) == 1 else ())) for t, pos in at.items()],
                             {i for pos in at.values() for i in pos})
         groups, special_set = marked[lane]
+        # core c's columns are core c + shift_cores's predecessor columns: read once, used twice
+        cols_a = pending.pop(c - shift_cores, None) if c >= shift_cores else None
+        cols_b = {}
         for t, pick in groups:
-            xs, ys = pick(a), pick(b)
-            if not group_same(t, xs, ys):
+            x = cols_a[t] if cols_a is not None else columns(t, pick(a))
+            y = cols_b[t] = columns(t, pick(b))
+            if not same_columns(t, x, y):
                 return None
+        if c + shift_cores < num:
+            pending[c] = cols_b
         differ = set(itertools.compress(range(len(a)), map(operator.is_not, a, b)))
         differ.difference_update(special_set)
         for i in differ:
