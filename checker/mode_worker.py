@@ -58,9 +58,10 @@ class ModeWorker:
     def _fork(self, request: tuple) -> None:
         read, write = os.pipe()
         with warnings.catch_warnings():
-            # Python warns that a fork of a threaded process may deadlock in the child: jax's threads
-            # hold locks of jax's own, and the child never calls into jax (see the module docstring)
+            # Python and jax warn that a fork of a threaded process may deadlock in the child: jax's
+            # threads hold locks of jax's own, and the child never calls into jax (module docstring)
             warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
             pid = os.fork()
         if pid == 0:  # the worker: never returns into the caller's code
             code = 1

@@ -124,3 +124,20 @@ def test_a_property_whose_fold_proofs_do_not_carry_is_decided_on_the_program() -
     assert all(v.verdict == "proved" for v in verdicts.values())
     assert "fold" not in verdicts["race-free"].stats  # RUN-7 does not carry race-freedom proofs
     assert verdicts["deadlock-free"].stats["fold"]["devices"] == 4
+
+
+def test_forking_the_worker_warns_nothing_with_jax_loaded() -> None:
+    """The verify child has jax (and its threads) loaded; the fork's warnings would reach the user's terminal."""
+    import warnings
+
+    import jax
+
+    jax.devices()  # jax warns at a fork once its backend (and its threads) are up
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        worker = ModeWorker(ring_allreduce(2), ("hardware",), PLUMBING, timeout_ms=60_000, deadline=None, fork=True)
+        got = worker.result()
+    assert [str(w.message) for w in caught] == []
+    assert [v.verdict for v in got["hardware"]] == ["proved"] * len(PLUMBING)
