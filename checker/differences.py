@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Program, Signal
+from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Op, Program, Signal
 
 CAUSES = {
     "D1": "in interpret mode a signal without core_index goes to core 0 of the target device; "
@@ -77,8 +77,11 @@ class Difference:
         return f"{self.property}: " + "; ".join(parts)
 
 
-def exposures(program: Program) -> tuple[Exposure, ...]:
-    """The divergences of `CAUSES` that `program` exercises (static: whether a run reaches them is not asked)."""
+def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Exposure, ...]:
+    """The divergences of `CAUSES` that `program` exercises (static: whether a run reaches them is not asked).
+
+    `views`: the operations through a view the interpreter cannot index (ERR-9), when the caller has
+    them (a fold without accesses has none of its program's)."""
     topo = program.topology
     d1: list[Loc] = []
     dma: list[Loc] = []
@@ -106,8 +109,9 @@ def exposures(program: Program) -> tuple[Exposure, ...]:
     if typed:
         out.append(Exposure("D20", _first_lines(typed)))
     # ERR-9: the first load or store the interpreter cannot index, else the first such copy
-    views = [op for ops in program.cores for op in ops
-             if (type(op) is Access or type(op) is DmaStart) and op.view_error is not None]
+    if views is None:
+        views = [op for ops in program.cores for op in ops
+                 if (type(op) is Access or type(op) is DmaStart) and op.view_error is not None]
     if views:
         first = min(views, key=lambda op: type(op) is not Access)
         out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))

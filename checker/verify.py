@@ -170,12 +170,16 @@ def _exposures(program, fold: bool) -> tuple:
     """The interpreter divergences the program exercises (for the report's "modes differ" notes).
 
     A fold has the same operations as the program on fewer devices, so it is read instead when
-    there is one."""
+    there is one: the skeleton's fold, or (with --no-fold) the fold of the program's symmetry when
+    the race check found one (the notes are static; no verdict rests on them). The skeleton drops
+    accesses, so the views the interpreter cannot index (ERR-9) are read off the program."""
     from semcheck.checker.differences import exposures
+    from semcheck.checker.failing_runs import view_ops
     from semcheck.checker.folding import program_fold
+    from semcheck.checker.z3.memo import MEMO
 
-    folded = program_fold(program) if fold else None
-    return exposures(folded.program if folded is not None else program)
+    folded = program_fold(program) if fold else MEMO.table(program).get(("symmetry",), (0, None))[1]
+    return exposures(folded.program if folded is not None else program, views=view_ops(program))
 
 
 def _watch_parent(parent_pid: int) -> None:

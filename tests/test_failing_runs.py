@@ -86,3 +86,16 @@ def test_bytes_never_waited_for_before_the_failure_are_not_left_at_an_exit():
     short = launch(Topology(1), [[copy, Wait(SemRef("d"), 64, kind="dma"), LOAD]], scratch=[Scratch("d")])
     # a wait that can never be met keeps its core from the failing load: not every run fails, the usual check
     assert BY_ID["dma-bytes"].check(short, "eager").verdict == "violated"
+
+
+@pytest.mark.rule("ERR-9")
+@pytest.mark.parametrize("fold", [True, False], ids=["folded", "no-fold"])
+def test_the_modes_differ_note_names_the_view_of_a_program_that_folds(fold):
+    # the skeleton's fold has no accesses: the note is read off the program's views
+    from semcheck.checker.folding import program_fold
+    from semcheck.checker.verify import _exposures
+
+    p = _ring(8)
+    assert program_fold(p) is not None
+    d22 = [e for e in _exposures(p, fold) if e.code == "D22"]
+    assert [e.locs for e in d22] == [(LOAD.loc,)]
