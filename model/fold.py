@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
+from collections.abc import Iterable
 
 from semcheck.model.ops import Access, Barrier, DmaStart, ExitCheck, Op, Program, Region, Signal, Topology
 
@@ -96,22 +97,25 @@ def _labelled_regions(op: Op) -> list[tuple[str, Region]]:
     return []
 
 
-def _region_shifts(program: Program, period: int) -> Shifts | None:
+def _infer_shifts(program: Program, period: int, regions: dict[int, Region | None],
+                  named: Iterable[tuple[str | None, int, int]]) -> Shifts:
     """The per-label shifts that would map device 0's regions onto device `period`'s, read off the first
-    region of each label that differs (`_rotation` then checks every operation)."""
+    region of each label that differs; the modulus of a label is the largest extent its regions reach.
+
+    `regions` holds every region object the rotation check met (by id) and `named` the (label, region,
+    image) triples it met: once the rest of the rotation holds, every access and every copy of the
+    program is among them (they sit where their chain's first core has them). `_rotation` then checks
+    every triple against these shifts."""
     extent: dict[str, int] = {}
-    unique = {id(op): op for ops in program.cores for op in ops if type(op) is Access or type(op) is DmaStart}
-    for op in unique.values():  # the front end shares operation objects: each distinct one once
-        for label, r in _labelled_regions(op):
-            if r is not None and r.box:
+    for label, i, j in named:
+        for r in (regions[i], regions[j]):
+            if label is not None and r is not None and r.box:
                 extent[label] = max(extent.get(label, 0), r.box[0][1])
     per = program.topology.cores_per_device
     shifts: Shifts = {label: (0, m) for label, m in extent.items()}
     seen: set[str] = set()
     for lane in range(per):
         a, b = program.cores[lane], program.cores[period * per + lane]
-        if len(a) != len(b):
-            return None
         for x, y in zip(a, b):
             if x is y:
                 continue
@@ -162,13 +166,11 @@ def race_symmetry(program: Program, *, min_devices: int = 2) -> tuple[int, Fold 
 
 def _first_rotation(program: Program, shifted: bool) -> tuple[int, Shifts | None, dict[str, str]] | None:
     """The smallest period whose rotation maps `program` onto itself (with `shifted`, moving each
-    buffer's regions as `_region_shifts` reads them off), its shifts and its barrier-name map."""
+    buffer's regions as `_infer_shifts` reads them off), its shifts and its barrier-name map."""
     for period in divisors(program.topology.num_devices)[:-1]:
-        shifts = _region_shifts(program, period) if shifted else None
-        if shifted and shifts is None:
-            continue
-        names = _rotation(program, period, shifts)
-        if names is not None:
+        found = _rotation_shifting(program, period, infer=shifted)
+        if found is not None:
+            names, shifts = found
             return period, shifts, names
     return None
 
@@ -206,6 +208,14 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
     """The barrier-name map under which rotating the devices by `period` maps the program onto
     itself, or None. Operations naming no device must be equal; the others equal up to the shift.
     With `shifts`, each buffer's regions move by its label's shift too (DR-5)."""
+    found = _rotation_shifting(program, period, shifts)
+    return None if found is None else found[0]
+
+
+def _rotation_shifting(program: Program, period: int, shifts: Shifts | None = None, *,
+                       infer: bool = False) -> tuple[dict[str, str], Shifts | None] | None:
+    """`_rotation`, and the shifts it checked; with `infer`, the shifts are read off the program
+    (`_infer_shifts`) once everything but the regions has been checked, then the regions are."""
     topo = program.topology
     n, per = topo.num_devices, topo.cores_per_device
     shift_cores = period * per
@@ -213,23 +223,28 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
     names: dict[str, str] = {}
     preimage: dict[str, str] = {}
     parties: dict[str, frozenset[int]] = {}
-    moves_regions = bool(shifts)
+    moves_regions = infer or bool(shifts)
     kept = {t: _kept(t, moves_regions) for t in (Signal, DmaStart, ExitCheck, Access)}
     get_device = operator.attrgetter("device")
 
     # The front end shares Region objects (a ring at 256 devices names a few hundred), so whether one
     # region shifts onto another is decided once per pair of objects, not once per operation.
     moved: dict[tuple[str | None, int, int], bool] = {}
+    met: set[tuple[str | None, int, int]] = set()  # with `infer`: the (label, region, image) triples, by id
+    objects: dict[int, Region | None] = {}
 
     def pairs_shift(labels: list, rs: list, images: list) -> bool:
         keys = set(zip(labels, map(id, rs), map(id, images)))
-        new = keys.difference(moved)
+        new = keys.difference(met if infer else moved)
         if new:
-            objects = dict(zip(map(id, rs), rs))
+            objects.update(zip(map(id, rs), rs))
             objects.update(zip(map(id, images), images))
-            for label, i, j in new:
-                by = shifts.get(label) if shifts and label is not None else None
-                moved[(label, i, j)] = _shifted(objects[i], by, objects[j])
+        if infer:  # decided once the shifts are known, after every other check
+            met.update(new)
+            return True
+        for label, i, j in new:
+            by = shifts.get(label) if shifts and label is not None else None
+            moved[(label, i, j)] = _shifted(objects[i], by, objects[j])
         return all(map(moved.__getitem__, keys))
 
     def barrier_same(x: Op, y: Op) -> bool:
@@ -271,27 +286,29 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
         return all(pairs_shift(labels, rs, images) for (labels, rs), (_, images) in zip(x[3], y[3]))
 
     # Every core is checked against its predecessor `period` devices back, device 0 against the
-    # last ones (the rotation wraps round). The positions of a lane holding operations that name
-    # devices (or regions, with shifts) are read off its first core pair and compared per type,
-    # column by column; every other position must hold the same operation, compared by identity
-    # first, at C speed (the front end shares operation objects).
-    named = _NAMED_DEVICE + (Access,) if shifts else _NAMED_DEVICE
+    # last ones (the rotation wraps round). The cores `c, c + shift_cores, ...` form a chain whose
+    # cores must all be alike; the positions of a chain holding operations that name devices (or
+    # regions, with shifts) are read off its first core pair and compared per type, column by
+    # column; every other position must hold the same operation, compared by identity first, at C
+    # speed (the front end shares operation objects). Chains may differ from one another (even
+    # and odd devices under a rotation by two), so positions are kept per chain, not per lane.
+    named = _NAMED_DEVICE + (Access,) if moves_regions else _NAMED_DEVICE
     marked: dict[int, tuple[list[tuple[type, operator.itemgetter]], set[int]]] = {}
     pending: dict[int, dict[type, tuple]] = {}
     for c in range(num):
         a, b = program.cores[c - shift_cores], program.cores[c]  # c - shift_cores < 0 wraps round
         if len(a) != len(b):
             return None
-        lane = c % per
-        if lane not in marked:
+        chain = c % shift_cores
+        if chain not in marked:
             at: dict[type, list[int]] = {}
             for i, op in enumerate(a):
                 if type(op) in named:
                     at.setdefault(type(op), []).append(i)
             # an itemgetter of one position returns the operation itself: ask for it twice to get a tuple
-            marked[lane] = ([(t, operator.itemgetter(*pos, *pos[:1] if len(pos) == 1 else ())) for t, pos in at.items()],
+            marked[chain] = ([(t, operator.itemgetter(*pos, *pos[:1] if len(pos) == 1 else ())) for t, pos in at.items()],
                             {i for pos in at.values() for i in pos})
-        groups, special_set = marked[lane]
+        groups, special_set = marked[chain]
         # core c's columns are core c + shift_cores's predecessor columns: read once, used twice
         cols_a = pending.pop(c - shift_cores, None) if c >= shift_cores else None
         cols_b = {}
@@ -308,9 +325,14 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
             x, y = a[i], b[i]
             if type(x) in named or x != y:
                 return None
+    if infer:
+        shifts = _infer_shifts(program, period, objects, met)
+        if not all(_shifted(objects[i], shifts.get(label) if label is not None else None, objects[j])
+                   for label, i, j in met):
+            return None
     # a name the rotation keeps must have rotation-invariant participants (checked above: the
     # map sends it to itself only if its participants rotate onto themselves)
-    return names
+    return names, shifts
 
 
 def _offsets(program: Program, period: int) -> set[int] | None:

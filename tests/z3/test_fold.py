@@ -249,10 +249,10 @@ def test_a_violation_on_the_fold_is_witnessed_on_the_whole_program():
 def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
     """The cross-check has teeth: with the rotation check switched off, some perturbed program is
     proved on its fold although the program itself is not."""
-    def every_barrier_kept(program, period, shifts=None):  # the mutant: no operation is compared
-        return {op.name: op.name for ops in program.cores for op in ops if isinstance(op, Barrier)}
+    def every_barrier_kept(program, period, shifts=None, *, infer=False):  # the mutant: no operation is compared
+        return {op.name: op.name for ops in program.cores for op in ops if isinstance(op, Barrier)}, shifts
 
-    monkeypatch.setattr(fold_module, "_rotation", every_barrier_kept)
+    monkeypatch.setattr(fold_module, "_rotation_shifting", every_barrier_kept)
     wrong = []
 
     @settings(max_examples=1000, phases=[Phase.generate], deadline=None, database=None, derandomize=True,
@@ -308,3 +308,16 @@ def test_a_fold_can_be_race_free_while_the_program_races():
     assert find_races(p, "hardware").races
     (v,) = check_program(p, "hardware", ("race-free",))
     assert v.verdict == "violated"
+
+
+@pytest.mark.rule("RUN-7")
+def test_even_and_odd_devices_may_differ_under_a_rotation_by_two():
+    """Positions are kept per chain of cores the rotation links (devices 0, 2, ... and 1, 3, ...), not per
+    lane: the odd devices' shorter programs once made the check index past their end."""
+    n = 4
+    even = lambda d: [Signal(SemRef("s"), 1, device=(d + 1) % n), Signal(SemRef("s"), 1, device=(d + 1) % n)]
+    odd = lambda d: [Wait(SemRef("s"), 2)]
+    p = launch(Topology(n), [even(d) if d % 2 == 0 else odd(d) for d in range(n)], scratch=[Scratch("s")])
+    assert len(p.cores[0]) != len(p.cores[1])
+    assert fold_module.rotation_period(p) == 2
+    assert fold_module._rotation(p, 1) is None
