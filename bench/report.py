@@ -15,6 +15,7 @@ RING_KERNELS = ("allreduce", "allgather")
 BASELINES = ("interpret", "explorer", "z3ts", "spin")
 SHORT = {
     "semcheck": "semcheck verify",
+    "semcheck_nofold": "semcheck verify --no-fold",
     "check": "semcheck check",
     "interpret": "interpret",
     "explorer": "explorer",
@@ -23,6 +24,9 @@ SHORT = {
 }
 LONG = {
     "semcheck": "semcheck verify, end to end (all properties, all 3 DMA modes)",
+    "semcheck_nofold": "the same command with `--no-fold`: every device checked, none decided on the fold "
+                       "(spec RUN-7), the cost for a kernel whose devices do not repeat; run for the kernels "
+                       "whose devices repeat, and its verdicts must be the folded run's",
     "check": "semcheck in-process: trace + lower + all checks, all modes",
     "interpret": "jax interpret mode, one run (eager DMAs)",
     "explorer": "exhaustive explorer without reduction (hardware mode)",
@@ -95,8 +99,10 @@ def fit_exponents(records) -> dict:
     """
     out = {}
     for kernel in sorted({r["kernel"] for r in records}):
-        for who in ("semcheck", "check"):
+        for who in ("semcheck", "semcheck_nofold", "check"):
             pts = series(records, kernel, who)
+            if who == "semcheck_nofold" and not pts:
+                continue  # not run for this kernel
             large = [p for p in pts if p[0] >= 16]
             by_ops = series(records, kernel, who, by_ops=True)
             big = [p for p in by_ops if p[1] >= 1.0]  # past the fixed start-up cost
@@ -203,6 +209,25 @@ def _provenance(data: dict) -> str:
             "(so every ratio compares two measurements of one run): " + "; ".join(parts) + ".")
 
 
+def _disagreements(recs) -> list[str]:
+    """Runs whose verdicts with and without the fold differ, or a no-fold run that still used a fold:
+    each a bug in the fold (spec RUN-7: its proofs carry over, so the verdicts must be the same)."""
+    lines = []
+    for r in recs:
+        where = f"{KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices"
+        if r.get("contender") == "semcheck_nofold" and r.get("verdicts_agree") is False:
+            lines.append(f"* {where}: `semcheck verify` and `semcheck verify --no-fold` differ on "
+                         + ", ".join(f"`{k}`" for k in r.get("verdicts_differ", [])))
+        if r.get("contender") == "semcheck_nofold" and r.get("folded_results"):
+            lines.append(f"* {where}: `semcheck verify --no-fold` decided {r['folded_results']} result(s) on a fold")
+        if r.get("contender") == "phases" and r.get("unfolded_verdicts_agree") is False:
+            lines.append(f"* {where}: the `phases` process's checks differ with and without the fold")
+    if not lines:
+        return []
+    return ["", "**VERDICTS DIFFER WITH AND WITHOUT THE FOLD** (they must not: a proof on the fold carries over to "
+            "every device, spec RUN-7, and a violation is never decided on it):", ""] + lines
+
+
 def markdown(data: dict) -> str:
     recs = data["records"]
     ix = _index(recs)
@@ -212,6 +237,7 @@ def markdown(data: dict) -> str:
     kernels = s["kernels"]
     sizes = s["sizes"]
     present = [c for c in BASELINES if c in s["contenders"]]
+    nofold = "semcheck_nofold" in s["contenders"]
     out = [
         "# semcheck benchmark",
         "",
@@ -234,7 +260,7 @@ def markdown(data: dict) -> str:
         "Contenders:",
         "",
     ]
-    for k in ("semcheck", "check") + tuple(present):
+    for k in ("semcheck",) + (("semcheck_nofold",) if nofold else ()) + ("check",) + tuple(present):
         out.append(f"* **{SHORT[k]}**: {LONG[k]}")
     out += [
         "",
@@ -243,12 +269,17 @@ def markdown(data: dict) -> str:
         "modes and includes process start, the jax import and tracing. The ratio columns are semcheck verify's "
         "time over the contender's: below 1, semcheck is faster; `< x` means the contender was stopped at a cap "
         "without an answer, so the true ratio is smaller still. `—`: not run, because a smaller size exceeded a "
-        "cap (or its growth predicted it would); `·`: not run, because the sweep's time budget ran out.",
+        "cap (or its growth predicted it would); `·`: not run, because the sweep's time budget ran out."
+        + (" `semcheck verify --no-fold` is the same end-to-end run checking every device: it is run for the "
+           "kernels whose devices repeat (blank for the others, whose `semcheck verify` time already checks every "
+           "device), and a `≠` after its time would mean its verdicts differ from the folded run's (listed below "
+           "the table)." if nofold else ""),
         "",
         "## Time",
         "",
     ]
-    header = ["kernel", "devices", "ops", SHORT["semcheck"], SHORT["check"]]
+    header = ["kernel", "devices", "ops", SHORT["semcheck"]] + ([SHORT["semcheck_nofold"]] if nofold else []) \
+        + [SHORT["check"]]
     for c in present:
         header += [SHORT[c], "ratio"]
     rows = []
@@ -263,16 +294,22 @@ def markdown(data: dict) -> str:
                 fallback_used.append((k, n))
             ct = check_time(ph)
             sem_cell = _time_cell(sem, s) + (" ‡" if sem and sem.get("race_free_over_budget") else "")
-            row = [KERNEL_TITLES.get(k, k), str(n), str(ops.get((k, n), "")),
-                   sem_cell, _secs(ct) if ct is not None else _time_cell(ph, s)]
+            row = [KERNEL_TITLES.get(k, k), str(n), str(ops.get((k, n), "")), sem_cell]
+            if nofold:
+                nf = ix.get((k, n, "semcheck_nofold"))
+                row.append(_time_cell(nf, s) + (" ‡" if nf and nf.get("race_free_over_budget") else "")
+                           + (" ≠" if nf and nf.get("verdicts_agree") is False else ""))
+            row.append(_secs(ct) if ct is not None else _time_cell(ph, s))
             for c in present:
                 r = ix.get((k, n, c))
                 row += [_time_cell(r, s), _ratio_cell(sem_t, r)]
             rows.append(row)
     for row, (k, n) in zip(rows, [(k, n) for k in kernels for n in sizes]):
         if (k, n) in fallback_used:
-            row[6::2] = [c + " †" if c else c for c in row[6::2]]
+            first_ratio = 6 + int(nofold)
+            row[first_ratio::2] = [c + " †" if c else c for c in row[first_ratio::2]]
     out += _table(header, rows)
+    out += _disagreements(recs)
     if any(r.get("race_free_over_budget") for r in recs):
         out += ["", "‡ race-free answered `unknown` at once: its happens-before run could not certify its "
                 "order (spec DR-6), and restricted runs for every pair would pass a work budget (`work_estimate` "
@@ -371,12 +408,12 @@ def markdown(data: dict) -> str:
         out += ["", "n/a: not importable when this ran (" + "; ".join(notes) + ")."]
 
     out += ["", "## Peak memory", ""]
-    header = ["kernel", "devices", SHORT["semcheck"]] + [SHORT[c] for c in present]
+    mem_cols = ["semcheck"] + (["semcheck_nofold"] if nofold else []) + present
+    header = ["kernel", "devices"] + [SHORT[c] for c in mem_cols]
     rows = []
     for k in kernels:
         for n in sizes:
-            rows.append([KERNEL_TITLES.get(k, k), str(n), _mem_cell(ix.get((k, n, "semcheck")), s)]
-                        + [_mem_cell(ix.get((k, n, c)), s) for c in present])
+            rows.append([KERNEL_TITLES.get(k, k), str(n)] + [_mem_cell(ix.get((k, n, c)), s) for c in mem_cols])
     out += _table(header, rows)
 
     detail = []
@@ -401,7 +438,8 @@ def markdown(data: dict) -> str:
             problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
                             f"{r['contender']}: {r['status']}: {(r.get('error') or '').strip()[:300]}")
         elif r.get("status") == "ok" and r.get("verdict") not in (None, "deadlock-free", "proved") \
-                and r["contender"] != "semcheck" and r.get("verdict") not in BUGGY.get(r["kernel"], ("", ()))[1]:
+                and r["contender"] not in ("semcheck", "semcheck_nofold") \
+                and r.get("verdict") not in BUGGY.get(r["kernel"], ("", ()))[1]:
             problems.append(f"* {KERNEL_TITLES.get(r['kernel'], r['kernel'])}, {r['devices']} devices, "
                             f"{r['contender']}: verdict {r.get('verdict')}")
     if problems:
@@ -423,8 +461,10 @@ def plot(data: dict, path: Path) -> Path | None:
     s = data["settings"]
     kernels = s["kernels"]
     cap = s["time_cap_s"]
-    who_list = ["semcheck", "check"] + [c for c in BASELINES if c in s["contenders"]]
-    styles = {"semcheck": ("C0", "o", "-"), "check": ("C0", "s", "--"), "interpret": ("C1", "^", "-"),
+    who_list = ["semcheck"] + (["semcheck_nofold"] if "semcheck_nofold" in s["contenders"] else []) \
+        + ["check"] + [c for c in BASELINES if c in s["contenders"]]
+    styles = {"semcheck": ("C0", "o", "-"), "semcheck_nofold": ("C9", "o", ":"), "check": ("C0", "s", "--"),
+              "interpret": ("C1", "^", "-"),
               "explorer": ("C2", "v", "-"), "z3ts": ("C3", "D", "-"), "spin": ("C4", "P", "-")}
     ncols = min(4, len(kernels))
     nrows = -(-len(kernels) // ncols)

@@ -10,6 +10,10 @@ it waited for):
 
 * `semcheck`  -- `semcheck verify FILE --devices N --dma-mode all --format json`,
   end to end: process start, jax import, tracing, every property, every mode;
+* `semcheck_nofold` -- the same command with `--no-fold`: every device checked
+  (spec RUN-7), what a kernel whose devices do not repeat costs; run for the
+  kernels whose devices repeat (`NOFOLD_KERNELS`), its verdicts compared with
+  the folded run's;
 * `phases`    -- the same work inside one process, timed by phase: jax import,
   trace + lower, the model's fast run (all modes), Z3 deadlock-freedom (all
   modes), all property checks (all modes); it also saves the lowered program
@@ -80,9 +84,14 @@ KERNEL_TITLES = {
 }
 # Interpret mode hangs on these (it never reports a deadlock): its run is stopped at --hang-cap.
 HANGS = frozenset({"deadlock"})
-CONTENDERS = ("semcheck", "phases", "interpret", "explorer", "z3ts", "spin")
+# `semcheck_nofold` runs only where the fold applies: the kernels whose devices repeat as a 1-D rotation.
+# The tree, the 2-D torus and the all-to-all gain nothing from the fold (their `semcheck` time is already
+# that of every device checked), and the buggy kernels' violations are decided on every device anyway.
+NOFOLD_KERNELS = ("allreduce", "allgather", "permute")
+CONTENDERS = ("semcheck", "semcheck_nofold", "phases", "interpret", "explorer", "z3ts", "spin")
 TITLES = {
     "semcheck": "semcheck verify (end to end)",
+    "semcheck_nofold": "semcheck verify --no-fold (end to end, every device)",
     "phases": "semcheck, in one process",
     "interpret": "jax interpret mode (one run)",
     "explorer": "exhaustive explorer, no reduction",
@@ -447,10 +456,12 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
     cap = args.time_cap
     mem_cap = int(args.mem_cap_gib * 2**30)
     prog = os.path.join(workdir, f"{kernel}-{n}.pkl")  # saved by the phases run of this size
-    if contender == "semcheck":
+    if contender in ("semcheck", "semcheck_nofold"):
         cli = str(Path(sys.executable).parent / "semcheck")
         cmd = [cli, "verify", KERNELS[kernel], "--devices", str(n), "--dma-mode", "all", "--format", "json",
                "--timeout", str(cap), "--no-cache", "--no-config"]  # every run verifies afresh
+        if contender == "semcheck_nofold":
+            cmd.append("--no-fold")  # every device checked (spec RUN-7)
     else:
         if contender == "interpret" and kernel in HANGS:
             cap = min(cap, args.hang_cap)  # it hangs: how long it ran without an answer is all there is to say
@@ -477,7 +488,7 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
             if "phases" in rec:
                 rec["phases"] = {k: round(v, 4) for k, v in rec["phases"].items()}
         return rec
-    if contender == "semcheck":
+    if contender in ("semcheck", "semcheck_nofold"):
         try:
             report = json.loads(r["stdout"])
         except ValueError:
@@ -487,6 +498,11 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
             return rec
         rec["exit_code"] = r["returncode"]
         results = report.get("results") or []
+        # every verdict, to compare the folded run with the no-fold one
+        rec["verdicts"] = {(f"{x['target']}/" if x.get("target") else "") + f"{x.get('dma_mode')}:{x.get('property')}":
+                           x.get("verdict") for x in results}
+        # results decided on a fold (their stats name it): none may be with --no-fold
+        rec["folded_results"] = sum(1 for x in results if isinstance(x.get("stats"), dict) and x["stats"].get("fold"))
         rec["violated"] = sorted(f"{x['dma_mode']}:{x['property']}" for x in results if x.get("verdict") == "violated")
         rec["violated_with_witness"] = sum(1 for x in results if x.get("verdict") == "violated" and x.get("witness"))
         unknown = [x for x in results if x.get("verdict") == "unknown"]
@@ -566,6 +582,18 @@ def _predict_exceeds(history: list[dict], n_next: int, cap: float) -> float | No
     return predicted if predicted > cap else None
 
 
+def _compare_verdicts(rec: dict, folded: dict | None) -> None:
+    """Mark a no-fold run with whether its verdicts are the folded run's (they must be: RUN-7)."""
+    if folded is None or rec.get("status") != "ok" or folded.get("status") != "ok":
+        return  # nothing to compare (one of them gave no answer)
+    a, b = folded.get("verdicts") or {}, rec.get("verdicts") or {}
+    rec["verdicts_differ"] = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    rec["verdicts_agree"] = not rec["verdicts_differ"]
+    if not rec["verdicts_agree"]:
+        print(f"VERDICTS DIFFER with and without the fold: {rec['kernel']} at {rec['devices']} devices: "
+              + ", ".join(f"{k} {a.get(k)} folded, {b.get(k)} not" for k in rec["verdicts_differ"]), flush=True)
+
+
 def sweep(args) -> list[dict]:
     """Two passes, sizes ascending within each: semcheck and interpret mode, then the baselines.
 
@@ -574,7 +602,8 @@ def sweep(args) -> list[dict]:
     as a chain of sizes, `--jobs` runs at a time (the baselines are
     single-threaded), smallest next size first; the time budget
     (`--budget-min`) only cuts this pass, so semcheck's own measurements are
-    always complete.
+    always complete; the budget's clock leaves out the no-fold runs, so adding
+    them cost the baselines nothing.
     """
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -585,7 +614,9 @@ def sweep(args) -> list[dict]:
     stopped: dict[tuple[str, str], str] = {}  # (kernel, contender) -> why it runs no larger sizes
     lowering_locks: dict[tuple[str, int], threading.Lock] = {}
     t_begin = time.perf_counter()
-    first = [c for c in ("phases", "semcheck", "interpret") if c in args.contenders]
+    # the no-fold runs came after the budget was set: their time does not count against the baselines'
+    unbudgeted = [0.0]
+    first = [c for c in ("phases", "semcheck", "semcheck_nofold", "interpret") if c in args.contenders]
     baselines = [c for c in args.contenders if c in ("explorer", "z3ts", "spin")]
 
     def program_path(kernel: str, n: int) -> str:
@@ -594,8 +625,13 @@ def sweep(args) -> list[dict]:
     def run_one(c: str, kernel: str, n: int, **extra) -> dict:
         t = time.perf_counter() - t_begin
         rec = measure(c, kernel, n, args, workdir, **extra)
+        if c == "semcheck_nofold":
+            unbudgeted[0] += time.perf_counter() - t_begin - t
+            with lock:
+                _compare_verdicts(rec, next((r for r in records if r["kernel"] == kernel and r["devices"] == n
+                                             and r["contender"] == "semcheck"), None))
         shown = rec.get("time_s", rec.get("wall_s")) or 0
-        print(f"[{t:7.1f}s] {kernel:9s} {n:4d} {c:9s} {rec['status']:8s} {shown:8.2f} s "
+        print(f"[{t:7.1f}s] {kernel:9s} {n:4d} {c:15s} {rec['status']:8s} {shown:8.2f} s "
               f"{rec.get('peak_rss_mb', 0) or 0:8.0f} MB  {(rec.get('error') or '')[:90]}", flush=True)
         if rec["status"] in ("timeout", "memory") and not extra.get("lower_only"):
             with lock:
@@ -609,9 +645,9 @@ def sweep(args) -> list[dict]:
             hist = [r for r in records if r["kernel"] == kernel and r["contender"] == c]
         # semcheck's own time is not monotone in the size: race-free is decided up to a work budget and
         # answers unknown at once past it, so a slow middle size says nothing about the next one
-        extrapolate = args.extrapolate and c not in ("semcheck", "phases")
+        extrapolate = args.extrapolate and c not in ("semcheck", "semcheck_nofold", "phases")
         predicted = _predict_exceeds(hist, n, args.time_cap) if extrapolate else None
-        if budgeted and args.budget_min and time.perf_counter() - t_begin > args.budget_min * 60:
+        if budgeted and args.budget_min and time.perf_counter() - t_begin - unbudgeted[0] > args.budget_min * 60:
             rec.update(status="skipped", error="the sweep's overall time budget was used up")
         elif (kernel, c) in stopped:
             rec.update(status="skipped", error=stopped[(kernel, c)])
@@ -641,6 +677,8 @@ def sweep(args) -> list[dict]:
         for n in args.sizes:
             for kernel in args.kernels:
                 for c in first:
+                    if c == "semcheck_nofold" and kernel not in NOFOLD_KERNELS:
+                        continue  # no fold to turn off: its `semcheck` run already checks every device
                     save = program_path(kernel, n) if (c == "phases" and baselines) else None
                     attempt(c, kernel, n, budgeted=False, save_program=save)
         # Each (kernel, baseline) is a chain of sizes, run in order; the free worker takes the
@@ -707,7 +745,8 @@ def parse_args(argv):
     ap.add_argument("--jobs", type=int, default=2,
                     help="baseline chains run in parallel (default 2; semcheck and interpret always run alone)")
     ap.add_argument("--budget-min", type=float, default=None,
-                    help="after this many minutes, run only semcheck's own measurements (default 21; 0: no limit)")
+                    help="after this many minutes (the --no-fold runs not counted), run only semcheck's own "
+                         "measurements (default 21; 0: no limit)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     ap.add_argument("--report-only", action="store_true",
                     help="only rewrite results.md and the plot from --out's results.json")
