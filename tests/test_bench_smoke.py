@@ -2,8 +2,10 @@
 regression guard (`--quick`) appends one well-formed line to the history.
 
 No timing assertions: only that every contender produces a record, the
-baselines agree that the clean kernel is deadlock-free, the tables, JSON
-and plot come out, and the guard's line has its fields and verdicts.
+baselines agree that the clean kernel is deadlock-free, `semcheck verify
+--no-fold` gives the folded run's verdicts, the tables, JSON and plot come
+out (a verdict that differs with and without the fold is reported loudly),
+and the guard's line has its fields and verdicts.
 SPIN is included only where it is installed.
 """
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.jax
 
 
 def test_bench_quick(tmp_path):
-    contenders = "semcheck,phases,interpret,explorer,z3ts" + (",spin" if spin_available() else "")
+    contenders = "semcheck,semcheck_nofold,phases,interpret,explorer,z3ts" + (",spin" if spin_available() else "")
     p = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--smoke", "--kernels", "permute",
          "--sizes", "2", "--contenders", contenders, "--out", str(tmp_path)],
@@ -42,6 +44,10 @@ def test_bench_quick(tmp_path):
     assert got["phases"]["fast_run"] == {"eager": "completed", "on_wait": "completed", "hardware": "completed"}
     md = (tmp_path / "results.md").read_text()
     assert "| barrier + permute | 2 |" in md and "ratio" in md
+    nofold = got["semcheck_nofold"]
+    assert nofold["status"] == "ok" and nofold["verdicts_agree"] is True, nofold
+    assert nofold["verdicts"] == got["semcheck"]["verdicts"] and nofold["folded_results"] == 0
+    assert "| semcheck verify | semcheck verify --no-fold |" in md and "DIFFER" not in md
     if (tmp_path / "time_vs_devices.png").exists():
         assert (tmp_path / "time_vs_devices.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     else:
@@ -73,3 +79,25 @@ def test_quick_guard_appends_one_history_line(tmp_path):
         assert set(prog["deadlock_verdicts"].values()) == {expected}, (name, prog["deadlock_verdicts"])
     assert not (tmp_path / "results.json").exists()  # the guard runs no sweep
     assert ROOT not in lines[1]
+
+
+def test_report_flags_verdicts_that_differ_without_the_fold():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_report", os.path.join(ROOT, "bench", "report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+
+    def rec(contender, **kw):
+        return dict({"kernel": "allreduce", "devices": 8, "contender": contender, "status": "ok", "time_s": 1.0,
+                     "wall_s": 1.0, "peak_rss_mb": 200.0}, **kw)
+
+    data = {"started": "", "total_s": 1.0, "command": "bench/run.py", "fits": {},
+            "settings": {"kernels": ["allreduce"], "sizes": [8], "contenders": ["semcheck", "semcheck_nofold"],
+                         "time_cap_s": 120, "mem_cap_gib": 8, "jobs": 1, "budget_min": 0},
+            "environment": {},
+            "records": [rec("semcheck"), rec("semcheck_nofold", time_s=2.5, verdicts_agree=False,
+                                             verdicts_differ=["hardware:deadlock-free"], folded_results=0)]}
+    md = report.markdown(data)
+    assert "| ring all-reduce | 8 |  | 1.00 s | 2.50 s ≠ |" in md
+    assert "VERDICTS DIFFER" in md and "`hardware:deadlock-free`" in md
