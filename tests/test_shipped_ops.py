@@ -388,15 +388,13 @@ def test_all_gather_races_only_from_four_devices(reports):
 BUGGY_VERDICTS = {
     "race_all_gather_own_slot_unwaited.py": {"race-free": ("eager", "hardware", "on_wait")},
     # the receiver waits counts[me, s] chunks, not counts[s, me]: one device waits for a chunk that
-    # never comes, its peer is left with bytes no wait takes
+    # never comes, its peer exits with bytes no wait takes (the interpreter warns at its exit under eager)
     "deadlock_ragged_all_to_all_transposed_counts.py": {"deadlock-free": ("eager", "hardware", "on_wait"),
-                                                        "dma-bytes": ("eager", "hardware", "on_wait")},
+                                                        "dma-bytes": ("eager", "hardware", "on_wait"),
+                                                        "exit-balance": ("eager", "hardware", "on_wait")},
 }
-# What a seeded bug leaves undecided (every other property is decided): exactly these unknowns. A
-# deadlock leaves exit-balance open (semcheck: the blocked devices never reach their exit check).
-BUGGY_UNKNOWNS = {
-    "deadlock_ragged_all_to_all_transposed_counts.py": {"exit-balance": ("eager", "hardware", "on_wait")},
-}
+# What a seeded bug leaves undecided (every other property is decided): exactly these unknowns.
+BUGGY_UNKNOWNS: dict[str, dict[str, tuple[str, ...]]] = {}
 
 
 def test_every_jax_ops_bug_is_listed():

@@ -14,8 +14,14 @@ exit-balance
     * some T > W  ->  **violated**, with the model's fast run as witness
       (replayed on the step relation up to `REPLAY_LIMIT` steps): its final
       counts, pending DMAs and printed warnings.
-    * the program can deadlock or fail -> **unknown** (counts at exit are not
-      defined for the devices that never exit).
+    * the program hangs (S' ends in a deadlock, PROP-4): every run stops at
+      the least stuck vector (RUN-3), so the devices past their exit check
+      there are exactly the devices that exit in any run; the others never
+      exit and have nothing to check. T and W are then what the operations
+      before the stuck positions contribute and wait for, on the counters of
+      the exiting devices: their waits have all run, so the same argument
+      decides them; no exiting device -> **proved** (no run reaches an exit).
+    * the program can fail -> **unknown**.
 
     The witness details also give, per device, the interpreter's expected
     warning `Semaphore N has non-zero count for D (global core G) at kernel
@@ -123,10 +129,28 @@ def _precondition(prop: str, program: Program, mode: DmaMode, low: Lowered, stat
         c, pos, v = fails[0]
         return Verdict(prop, "unknown", reason=f"the program can fail ({v.message} at core {c} op {pos})",
                        stats=stats), None
-    if sp.kind != "completed":
-        return Verdict(prop, "unknown", reason="the program deadlocks (see deadlock-free): the blocked devices never "
-                       "reach their exit check", stats=stats), None
+    if sp.kind not in ("completed", "deadlock"):
+        raise EncodingBug(f"S' ends in {sp.kind} although no failure is reached")
     return None, sp
+
+
+def _hung(program: Program, low: Lowered, pcs: tuple[int, ...]) -> tuple[dict[int, tuple[int, int]], dict]:
+    """PROP-5 for a program that hangs: the devices past their exit check at the stuck positions `pcs`
+    (those that exit, in every run) and, for their counters, (T, W): what the operations before `pcs`
+    contribute and wait for (see the module docstring)."""
+    topo = program.topology
+    exiting = {d: (c, i) for d, (c, i) in _exit_checks(program).items() if pcs[c] > i}
+    cores = {c for d in exiting for c in topo.cores_of_device(d)}
+    out: dict = defaultdict(lambda: [0, 0])
+    for k, xs in low.by_counter.items():
+        if k[1] in cores:
+            out[k][0] = sum(x.amount for x in xs if x.pos < pcs[x.owner])
+    for k, ws in low.waits_by_counter.items():
+        if k[1] in cores:
+            if any(w.pos >= pcs[w.core] for w in ws):
+                raise EncodingBug(f"a core past its device's exit check has a wait on {k} it never passed")
+            out[k][1] = sum(w.value for w in ws)
+    return exiting, {k: tuple(v) for k, v in out.items()}
 
 
 def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, warnings: bool = True) -> Verdict:
@@ -141,13 +165,28 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     bad, sp = _precondition(prop, program, mode, low, stats)
     if bad is not None:
         return bad
-    tot = totals(low)
+    exiting = None
+    if sp.kind == "completed":
+        tot = totals(low)
+    else:
+        exiting, tot = _hung(program, low, sp.pcs)
+        if not exiting:
+            return Verdict(prop, "proved", reason="no run reaches a kernel exit: every run hangs before every device's "
+                           "exit check (see deadlock-free), so no count is checked at an exit and the interpreter "
+                           "prints no exit warning", stats=stats)
     excess = {k: t - w for k, (t, w) in tot.items() if t != w}
     if any(e < 0 for e in excess.values()):
-        raise EncodingBug(f"a completed program waits for more than it receives: {excess}")
+        raise EncodingBug(f"a {sp.kind} program waits for more than it receives: {excess}")
     stats["counters"] = len(tot)
     stats["solve_s"] = round(time.perf_counter() - t0, 4)
     if not excess:
+        if exiting is not None:
+            return Verdict(prop, "proved", reason=f"the program hangs (see deadlock-free); {_devices(exiting)} "
+                           f"{'reaches its' if len(exiting) == 1 else 'reach their'} exit check in every run and "
+                           f"{'receives' if len(exiting) == 1 else 'receive'} exactly what "
+                           f"{'it waits' if len(exiting) == 1 else 'they wait'} for on all {len(tot)} of "
+                           f"{'its' if len(exiting) == 1 else 'their'} counters; the other devices never exit",
+                           stats=stats)
         return Verdict(prop, "proved", reason=f"all {len(tot)} counters receive exactly what they wait for", stats=stats)
 
     real = maximal_run(program, mode)
@@ -157,15 +196,22 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
             raise EncodingBug("the exit-balance witness does not replay")
     final = {k: real.state.counts.get(k, 0) for k in excess}
     pending = [d for d in real.pending_dmas]
+    if exiting is not None:  # copies among the devices that hang are theirs, not an exit's
+        mine = {c for d in exiting for c in program.topology.cores_of_device(d)}
+        pending = [d for d in pending if d.src_core in mine or d.dst_core in mine]
     counters = [
         {"semaphore": _key_str(k[0]), "core": k[1], "contributed": tot[k][0], "waited": tot[k][1], "excess": e,
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]
     device_warn = _warnings(program, mode, low, excess) if warnings else {}
+    if exiting is not None:  # the devices that hang never check: only the exiting ones have warnings to predict
+        device_warn = {d: w for d, w in device_warn.items() if int(d) in exiting}
     lines = [f"{c['semaphore']} on core {c['core']}: receives {c['contributed']}, waits for {c['waited']}"
              for c in counters]
     msg = "unbalanced at exit: " + "; ".join(lines[:4]) + (f" (+{len(lines) - 4} more)" if len(lines) > 4 else "")
+    if exiting is not None:
+        msg = f"the program hangs (see deadlock-free), and devices that exit are {msg}"
     if pending:
         msg += f"; {len(pending)} DMA(s) never complete in the witness run"
     locs = []
@@ -186,6 +232,11 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
                                                       details=details,
                                                       hint="every signal and DMA needs a matching wait before exit"),
                    stats=stats)
+
+
+def _devices(exiting: dict[int, tuple[int, int]]) -> str:
+    ds = sorted(exiting)
+    return ("device " if len(ds) == 1 else "devices ") + ", ".join(map(str, ds[:8])) + (" ..." if len(ds) > 8 else "")
 
 
 def _exit_checks(program: Program) -> dict[int, tuple[int, int]]:

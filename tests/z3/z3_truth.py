@@ -128,5 +128,22 @@ def warned(outcome, device: int) -> bool:
     return any(w.device == device and w.nonzero for w in outcome.state.warnings)
 
 
-def unbalanced_at_end(outcome) -> bool:
-    return bool(dict(outcome.state.counts)) or bool(outcome.pending_dmas)
+def unbalanced_at_end(outcome, cores: set[int] | None = None) -> bool:
+    """A non-zero count or a pending copy at the end; with `cores` (those of the devices that exit while
+    others hang), a non-zero count of theirs or a pending copy into them or whose read half signals them."""
+    if cores is None:
+        return bool(dict(outcome.state.counts)) or bool(outcome.pending_dmas)
+    return any(v and k[1] in cores for k, v in dict(outcome.state.counts).items()) or \
+        any(d.dst_core in cores or (d.phase == 0 and d.src_key is not None and d.src_core in cores)
+            for d in outcome.pending_dmas)
+
+
+def exited_cores(program: Program, outcome) -> set[int]:
+    """The cores of the devices past their exit check at the end of `outcome`."""
+    topo = program.topology
+    out: set[int] = set()
+    for c, ops in enumerate(program.cores):
+        for i, op in enumerate(ops):
+            if isinstance(op, ExitCheck) and outcome.state.pcs[c] > i:
+                out.update(topo.cores_of_device(op.device))
+    return out
