@@ -93,6 +93,16 @@ EXAMPLES: dict[str, dict] = {
     # counts[s, me], which the default table (not symmetric) exposes at every device count
     "examples/jax_ops/ragged_all_to_all.py": {"kind": "clean"},
     "examples/jax_ops/buggy/deadlock_ragged_all_to_all_transposed_counts.py": {"kind": "deadlock"},
+    # jax's shipped paged attention and ragged paged attention, unchanged, with a bug seeded by
+    # wrapping their own copy-descriptor class while the op is traced (one device's op: the other
+    # devices are idle). A block's start that skips its last page: the block's wait never returns.
+    "examples/jax_ops/buggy/deadlock_paged_attention_last_page_not_started.py": {"kind": "deadlock"},
+    # ragged paged attention cannot run in the interpreter (D22), but the hang comes first
+    "examples/jax_ops/buggy/deadlock_ragged_paged_attention_last_page_not_started.py": {
+        "kind": "deadlock"},
+    # K's wait on V's semaphore and V's on K's: the counts balance, K's block is read before (on_wait)
+    # or unordered after (eager, detector) its copies
+    "examples/jax_ops/buggy/race_paged_attention_kv_waits_crossed.py": {"kind": "race"},
 }
 
 # jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds
