@@ -16,7 +16,7 @@ from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
 from semcheck.model.access import AccessEvent
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
 from semcheck.checker.z3.memo import MEMO
-from semcheck.model.race import Ordered, Race, find_races, ordered_modes
+from semcheck.model.race import REPLAY_LIMIT, Ordered, Race, find_races, ordered_modes
 
 PROP = "race-free"
 
@@ -63,6 +63,11 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
             why = "; ".join(e.region.why for e in (r.first, r.second) if not e.region.exact) or "a widened region"
             return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} may "
                            f"overlap: {why}; semcheck cannot tell whether they touch the same elements", stats=stats)
+        if len(r.outcome.schedule) > REPLAY_LIMIT:
+            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
+                           f"on_wait a race is believed only once its run replays on the model, and this one has "
+                           f"{len(r.outcome.schedule):,} steps, more than semcheck replays ({REPLAY_LIMIT:,}); "
+                           "check race-free at fewer devices", stats=stats)
         return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
                        "on_wait, whether the copy runs first depends on the order of its semaphore's task queue; "
                        "the restricted run that separates them does not replay", stats=stats)

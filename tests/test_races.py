@@ -567,3 +567,22 @@ def test_the_interpreter_modes_sharing_a_run_decide_as_each_alone(program):
     together = ordered_modes(program, ("eager", "on_wait"))
     for mode in ("eager", "on_wait"):
         assert key(together[mode]) == key(ordered_modes(program, (mode,))[mode]), mode
+
+
+@pytest.mark.rule("DR-4")
+def test_an_on_wait_race_too_long_to_replay_is_unknown_and_says_so(monkeypatch):
+    """A witness past REPLAY_LIMIT steps is not replayed (the step relation copies its state per step),
+    so the race is not believed: unknown, naming the limit, and the orbit's images (as long) not tried."""
+    import semcheck.checker.races as checker_races
+    import semcheck.model.race as race_module
+    from semcheck.checker.verify import check_program
+    from semcheck.checker.z3.memo import MEMO
+
+    program = double_buffered(3, wrong_slot=True)
+    (v,) = check_program(program, "on_wait", ("race-free",), fold=False)
+    assert v.verdict == "violated"  # replayed within the limit
+    MEMO.clear()
+    monkeypatch.setattr(race_module, "REPLAY_LIMIT", 3)
+    monkeypatch.setattr(checker_races, "REPLAY_LIMIT", 3)
+    (v,) = check_program(program, "on_wait", ("race-free",), fold=False)
+    assert v.verdict == "unknown" and "more than semcheck replays (3)" in v.reason
