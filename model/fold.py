@@ -104,7 +104,7 @@ def _infer_shifts(program: Program, period: int, regions: dict[int, Region | Non
 
     `regions` holds every region object the rotation check met (by id) and `named` the (label, region,
     image) triples it met: once the rest of the rotation holds, every access and every copy of the
-    program is among them (they sit where their chain's first core has them). `_rotation` then checks
+    program is among them (they sit where their chain's first core has them). `_rotation_shifting` then checks
     every triple against these shifts."""
     extent: dict[str, int] = {}
     for label, i, j in named:
