@@ -42,8 +42,8 @@ wrong.
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
-from operator import itemgetter
+from collections import defaultdict, deque
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -771,27 +771,113 @@ class SPrimeEnd(NamedTuple):
 
     kind: str
     pcs: tuple[int, ...]
-    allocs: Any  # FMap (core, label) -> Allocation
+    allocs: Any  # (core, label) -> what the core holds: an Allocation, or the lowering's SemAlloc
 
 
 def s_prime_end(low: Lowered) -> SPrimeEnd:
-    """Where S' ends, from one fast run per semantics: eager and on_wait share it.
+    """Where S' ends, once per semantics: eager and on_wait share it.
 
-    Why they may: S' does not fail (`s_prime_run` checks), so by RUN-3 every maximal run of it ends
-    at its least stuck vector, and that vector's definition counts every contribution before the
-    positions whatever the DMA mode; the two interpreter modes share the lowering and add the same
-    amounts (DMA-6), so they end at the same positions. At the same positions the same allocations
-    have run, and a static lowering (`low.ok`) hands every core the same ids in every run. What
-    differs (counts, queues, pending DMAs, the schedule) is not here: a witness needs its mode's
-    own run (`s_prime_run`).
+    By RUN-3 every maximal run of S' ends at its least stuck vector, and that vector's definition
+    counts every contribution before the positions whatever the DMA mode: the two interpreter modes
+    share the lowering and add the same amounts (DMA-6), so they end at the same positions. A static
+    lowering (`low.ok`) has every counter, so the vector is computed on it (`least_stuck_vector`);
+    at those positions the same allocations have run, with the same ids in every run. What differs
+    between the modes (counts, queues, pending DMAs, the schedule) is not here: a witness needs its
+    mode's own run (`s_prime_run`).
     """
     family = low.mode if is_hardware(low.mode) or not low.ok else "interpreter"
 
     def end() -> SPrimeEnd:
+        if low.ok:
+            kind, pcs = least_stuck_vector(low)
+            held = {(c, label): a for (c, label), a in low.sem_allocs.items() if pcs[a.issuer] > a.pos}
+            return SPrimeEnd(kind, pcs, held)
         sp = MEMO.get(low.program, ("s_prime_run", low.mode), lambda: s_prime_run(low))
         return SPrimeEnd(sp.kind, sp.state.pcs, sp.state.allocs)
 
     return MEMO.get(low.program, ("s_prime_end", family), end)
+
+
+def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
+    """RUN-3 on the lowered system S': its least stuck vector and whether it is S''s completion.
+
+    The fast run's schedule (each core as far as it can go, parked on the counter or barrier it
+    waits for) over the lowering's counters instead of the program's operations: a wait passes
+    when its counter holds its value, a contribution (a signal, each half of a copy at its start)
+    adds to its counter, and a core's k-th barrier named `b` opens when every participant has
+    reached its own k-th barrier named `b` (BAR-1). A core stops at its failing position (S'
+    blocks there) or where the barrier-only simulation stops (a barrier that never opens). Returns
+    `("completed", pcs)` when every core ends at its last position or failing one, else
+    `("deadlock", pcs)`. Requires `low.ok` (every counter is static).
+    """
+    if not low.ok:
+        raise EncodingBug("least_stuck_vector needs a static lowering")
+    n = len(low.lengths)
+    events: list[list] = [[] for _ in range(n)]
+    for x in low.contributions:
+        events[x.owner].append(x)
+    for w in low.waits.values():
+        events[w.core].append(w)
+    stops = [low.cap(c) if c in low.caps else low.hb.reach(c) for c in range(n)]
+    for b in low.barriers.values():
+        if b.pos < stops[b.core]:
+            events[b.core].append(b)
+    by_pos = attrgetter("pos")
+    for evs in events:
+        # contributions, then waits, then barriers, each in program order: sorted on positions
+        # (stable, so a copy's read half stays before its write half)
+        evs.sort(key=by_pos)
+    counts: dict = {}
+    counts_get = counts.get
+    waiting: dict = {}  # counter -> the core parked on it (only the counter's own core waits on it)
+    reached: dict[tuple[int, str], int] = {}  # (core, barrier name) -> barriers of that name reached
+    parked: dict[tuple[str, int], list[int]] = {}  # (name, k) -> cores at that barrier
+    at = [0] * n  # index into events
+    ready = deque(range(n))
+    queued = [True] * n
+
+    def wake(core: int) -> None:
+        if not queued[core]:
+            queued[core] = True
+            ready.append(core)
+
+    def run_core(core: int) -> None:
+        evs = events[core]
+        j, end = at[core], len(evs)
+        while j < end:
+            e = evs[j]
+            t = type(e)
+            if t is WaitOp:
+                counter, value = e[2], e[3]
+                have = counts_get(counter, 0)
+                if have < value:
+                    waiting[counter] = core
+                    at[core] = j
+                    return
+                counts[counter] = have - value
+            elif t is Contribution:
+                counter = e[3]
+                counts[counter] = counts_get(counter, 0) + e[2]
+                if counter in waiting:
+                    wake(waiting.pop(counter))
+            else:
+                reached[(core, e.name)] = e.k
+                if any(reached.get((p, e.name), 0) < e.k for p in e.participants):
+                    parked.setdefault((e.name, e.k), []).append(core)
+                    at[core] = j
+                    return
+                for p in parked.pop((e.name, e.k), ()):
+                    wake(p)
+            j += 1
+        at[core] = j
+
+    while ready:
+        core = ready.popleft()
+        queued[core] = False
+        run_core(core)
+    pcs = tuple(stops[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))
+    done = all(pcs[c] == low.cap(c) for c in range(n))
+    return ("completed" if done else "deadlock"), pcs
 
 
 def maximal_run(program: Program, mode: DmaMode, *, lookup_errors: bool = True) -> Outcome:
