@@ -65,6 +65,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter as Multiset
 from collections import defaultdict, deque
 from operator import itemgetter
+from typing import get_args
 
 from semcheck.checker.replay import REPLAY_LIMIT
 from semcheck.checker.verdict import Verdict, Witness
@@ -82,7 +83,7 @@ from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.symmetry import find_rotation
 from semcheck.model.dma import counts_bytes
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import Barrier, DmaMode, ExitCheck, Program
+from semcheck.model.ops import Barrier, DmaMode, ExitCheck, Program, SemType
 from semcheck.model.run import run
 from semcheck.model.semaphore import nonzero as nonzero_counts
 from semcheck.model.step import is_hardware
@@ -718,22 +719,34 @@ def _dma_bytes(program: Program, mode: DmaMode, exits: bool = True) -> tuple[Ver
     if not low.ok:
         return Verdict(prop, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
                        stats=stats), 0
-    def in_bytes(x) -> bool:
-        # a DMA half counted in bytes (DMA-6); one counted as 1 is a plain count, like a signal
-        if x.kind == "signal":
-            return False
-        op = program.cores[x.owner][x.pos]
-        return counts_bytes(op.src_sem_type if x.kind == "dma_read" else op.dst_sem_type, mode)
+    # Whether a copy's half counts bytes (DMA-6) depends on its semaphore's type and the mode; one
+    # counted as 1 is a plain count, like a signal. Decided once per pair of types, and only for the
+    # copies on counters that have halves of both kinds' types (none under the interpreter).
+    by_types: dict[tuple, tuple[bool, bool]] = {}
 
-    # each contribution classified once (in contribution order, as the messages below expect)
-    byte_x: dict = defaultdict(list)
-    plain_x: dict = defaultdict(list)
-    for x in low.contributions:
-        (byte_x if in_bytes(x) else plain_x)[x.counter].append(x)
+    def counted_in_bytes(x) -> bool:
+        op = program.cores[x.owner][x.pos]
+        types = (op.src_sem_type, op.dst_sem_type)
+        h = by_types.get(types)
+        if h is None:
+            h = by_types[types] = (counts_bytes(types[0], mode), counts_bytes(types[1], mode))
+        return h[x.kind == "dma_write"]
+
+    every_half_in_bytes = all(counts_bytes(t, mode) for t in get_args(SemType))
+    # each counter's contributions split once (in contribution order, as the messages below expect)
+    byte_x: dict = {}
+    plain_x: dict = {}
+    for k, xs in low.by_counter.items():
+        if every_half_in_bytes:
+            copies = [x for x in xs if x.kind != "signal"]
+        else:
+            copies = [x for x in xs if x.kind != "signal" and counted_in_bytes(x)]
+        if copies:
+            byte_x[k] = copies
+        if len(copies) != len(xs):
+            plain_x[k] = [x for x in xs if x.kind == "signal" or not counted_in_bytes(x)] if copies else xs
     counters = set(byte_x)
-    for w in low.waits.values():
-        if w.kind == "dma":
-            counters.add(w.counter)
+    counters.update(k for k, ws in low.waits_by_counter.items() if any(w.kind == "dma" for w in ws))
     undecided = []
     checked = 0
     runs = 0

@@ -173,7 +173,6 @@ class Lowered:
     barriers: dict[tuple[int, int], BarrierOp]
     barrier_pos: dict[tuple[int, str, int], int]
     dmas: list[DmaOp]
-    lookups: dict[tuple[int, int], tuple[Key, ...]]  # keys each lookup op resolves to
     sem_allocs: dict[tuple[int, str], SemAlloc]
     sem_events: list[AllocEvent]
     buffer_events: list[AllocEvent]
@@ -543,7 +542,6 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
     contributions: list[Contribution] = []
     waits: dict = {}
     dmas: list[DmaOp] = []
-    lookups: dict = {}
     # The common operations are lowered inline, as `_lower_op` does them (a call per operation was
     # a third of a large lowering); the rest go through `_lower_op`.
     get_fail: Violation | None = None  # what every get_barrier_semaphore raises (GetBarrierSem below)
@@ -560,6 +558,11 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         # per core: a reference's key once `resolve` has found it stable, by the reference's
         # identity (the program holds every reference; equal ones under two ids resolve twice)
         stable_by_id: dict[int, Key] = {}
+        # a copy's references are objects of their own: its stable keys are kept by value
+        stable_by_value: dict[tuple[str, int], Key] = {}
+        # where this core's signals and copies land, by the (device, core) they name (SIG-1)
+        signal_targets: dict[tuple, int] = {}
+        copy_targets: dict[tuple, int] = {}
 
         def key_of(i: int, ref: SemRef, c: int = c, stable_by_id: dict = stable_by_id) -> Key:
             key = stable_by_id.get(id(ref))
@@ -567,6 +570,12 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                 key = resolve(c, i, ref)
                 if (c, ref.label, ref.index) in stable:
                     stable_by_id[id(ref)] = key
+            return key
+
+        def copy_key_of(i: int, ref: SemRef, c: int = c, stable_by_value: dict = stable_by_value) -> Key:
+            key = resolve(c, i, ref)
+            if (c, ref.label, ref.index) in stable:
+                stable_by_value[(ref.label, ref.index)] = key
             return key
 
         i = 0
@@ -578,9 +587,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                     value = op.value
                     if value < 0:
                         raise _Unsupported(f"core {c} op {i} waits for a negative amount {value}")
-                    ci = (c, i)
-                    lookups[ci] = (key,)
-                    waits[ci] = record(WaitOp, (c, i, (key, c), value, op.kind, op.loc))
+                    waits[(c, i)] = record(WaitOp, (c, i, (key, c), value, op.kind, op.loc))
                 elif t is Access:
                     if op.view_error is not None:
                         _view(op, mode)
@@ -588,20 +595,27 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                     pass
                 elif t is Signal:
                     key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
-                    tgt = target(c, op.device, op.core, dma=False)
+                    where = (op.device, op.core)
+                    tgt = signal_targets.get(where)
+                    if tgt is None:
+                        tgt = signal_targets[where] = target(c, op.device, op.core, dma=False)
                     if op.inc < 0:
                         raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
-                    lookups[(c, i)] = (key,)
                     add_contribution(record(Contribution, (c, i, op.inc, (key, tgt), "signal", None)))
                 elif t is DmaStart:
-                    src_key = key_of(i, op.src_sem) if op.src_sem is not None else None
-                    dst_key = key_of(i, op.dst_sem)
-                    dst = target(c, op.device, op.core, dma=True)
+                    ref = op.src_sem
+                    src_key = None if ref is None else (stable_by_value.get((ref.label, ref.index))
+                                                        or copy_key_of(i, ref))
+                    ref = op.dst_sem
+                    dst_key = stable_by_value.get((ref.label, ref.index)) or copy_key_of(i, ref)
+                    where = (op.device, op.core)
+                    dst = copy_targets.get(where)
+                    if dst is None:
+                        dst = copy_targets[where] = target(c, op.device, op.core, dma=True)
                     if op.view_error is not None:
                         _view(op, mode)
                     if op.nbytes < 0:
                         raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
-                    lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
                     ident = len(dmas)
                     src_counter = (src_key, c) if src_key is not None else None
                     size = (op.nbytes, op.src_sem_type, op.dst_sem_type)
@@ -620,7 +634,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                         raise _Fail(get_fail)
                 else:
                     _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
-                              contributions, waits, dmas, lookups)
+                              contributions, waits, dmas)
         except _Fail as f:
             caps[c] = (i, f.violation)
         except _Unsupported as u:
@@ -646,7 +660,6 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         barriers=barriers,
         barrier_pos=barrier_pos,
         dmas=dmas,
-        lookups=lookups,
         sem_allocs=sem_allocs,
         sem_events=list(sem_events.values()),
         buffer_events=list(buffer_events.values()),
@@ -669,21 +682,19 @@ class _Unsupported(Exception):
 
 
 def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_events, buffer_ids,
-              contributions, waits, dmas, lookups) -> None:
+              contributions, waits, dmas) -> None:
     hw = mode == "hardware"
     t = type(op)  # the op classes are final: dispatch on identity, the common ops first
     if t is Wait:
         key = resolve(c, i, op.sem)
         if op.value < 0:
             raise _Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
-        lookups[(c, i)] = (key,)
         waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
     elif t is Signal:
         key = resolve(c, i, op.sem)
         tgt = target(c, op.device, op.core, dma=False)
         if op.inc < 0:
             raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
-        lookups[(c, i)] = (key,)
         contributions.append(Contribution(c, i, op.inc, (key, tgt), "signal"))
     elif t is DmaStart:
         src_key = resolve(c, i, op.src_sem) if op.src_sem is not None else None
@@ -693,7 +704,6 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
             _view(op, mode)
         if op.nbytes < 0:
             raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
-        lookups[(c, i)] = (dst_key,) if src_key is None else (src_key, dst_key)
         ident = len(dmas)
         src_counter = (src_key, c) if src_key is not None else None
         src_amount, dst_amount = dma_amounts(op, mode)  # the model's DMA-6
@@ -719,7 +729,7 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
             if isinstance(handed, Violation):
                 raise _Fail(handed)
     elif t is Read:
-        lookups[(c, i)] = (resolve(c, i, op.sem),)
+        resolve(c, i, op.sem)  # a read names a semaphore: its lookup may fail (SEM-3)
     elif t is Access:
         if op.view_error is not None:
             _view(op, mode)
