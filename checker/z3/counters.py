@@ -42,6 +42,7 @@ wrong.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
 from collections import defaultdict, deque
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -558,6 +559,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         # per core: a reference's key once `resolve` has found it stable, by the reference's
         # identity (the program holds every reference; equal ones under two ids resolve twice)
         stable_by_id: dict[int, Key] = {}
+        wait_tails: dict[int, tuple] = {}
         # a copy's references are objects of their own: its stable keys are kept by value
         stable_by_value: dict[tuple[str, int], Key] = {}
         # where this core's signals and copies land, by the (device, core) they name (SIG-1)
@@ -583,11 +585,18 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
             for i, op in enumerate(ops[:hb.reach(c)]):  # what lies beyond never executes in any run
                 t = type(op)
                 if t is Wait:
-                    key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
-                    value = op.value
-                    if value < 0:
-                        raise _Unsupported(f"core {c} op {i} waits for a negative amount {value}")
-                    waits[(c, i)] = record(WaitOp, (c, i, (key, c), value, op.kind, op.loc))
+                    # the front end shares a wait among the steps and devices that do the same one:
+                    # its record's fields after the position, once its key is stable, are kept by identity
+                    tail = wait_tails.get(id(op))
+                    if tail is None:
+                        key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
+                        value = op.value
+                        if value < 0:
+                            raise _Unsupported(f"core {c} op {i} waits for a negative amount {value}")
+                        tail = ((key, c), value, op.kind, op.loc)
+                        if id(op.sem) in stable_by_id:
+                            wait_tails[id(op)] = tail
+                    waits[(c, i)] = record(WaitOp, (c, i, *tail))
                 elif t is Access:
                     if op.view_error is not None:
                         _view(op, mode)
@@ -823,20 +832,23 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
     if not low.ok:
         raise EncodingBug("least_stuck_vector needs a static lowering")
     n = len(low.lengths)
-    events: list[list] = [[] for _ in range(n)]
-    for x in low.contributions:
-        events[x.owner].append(x)
-    for w in low.waits.values():
-        events[w.core].append(w)
     stops = [low.cap(c) if c in low.caps else low.hb.reach(c) for c in range(n)]
+    # Each core's events in program order: the lowering lists contributions and waits core by core,
+    # so a core's are a slice of each (found by bisection), merged with its barriers on positions
+    # (a stable sort: a copy's read half stays before its write half).
+    xs, ws = low.contributions, list(low.waits.values())
+    x_owner, w_core = list(map(itemgetter(0), xs)), list(map(itemgetter(0), ws))
+    barriers_of: list[list] = [[] for _ in range(n)]
     for b in low.barriers.values():
         if b.pos < stops[b.core]:
-            events[b.core].append(b)
+            barriers_of[b.core].append(b)
     by_pos = attrgetter("pos")
-    for evs in events:
-        # contributions, then waits, then barriers, each in program order: sorted on positions
-        # (stable, so a copy's read half stays before its write half)
+    events: list[list] = []
+    for c in range(n):
+        evs = xs[bisect_left(x_owner, c):bisect_right(x_owner, c)] + ws[bisect_left(w_core, c):bisect_right(w_core, c)]
+        evs += barriers_of[c]
         evs.sort(key=by_pos)
+        events.append(evs)
     counts: dict = {}
     counts_get = counts.get
     waiting: dict = {}  # counter -> the core parked on it (only the counter's own core waits on it)
@@ -845,13 +857,10 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
     at = [0] * n  # index into events
     ready = deque(range(n))
     queued = [True] * n
-
-    def wake(core: int) -> None:
-        if not queued[core]:
-            queued[core] = True
-            ready.append(core)
-
-    def run_core(core: int) -> None:
+    # (the loop is inlined: a ring parks and wakes each core once per step)
+    while ready:
+        core = ready.popleft()
+        queued[core] = False
         evs = events[core]
         j, end = at[core], len(evs)
         while j < end:
@@ -862,29 +871,27 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
                 have = counts_get(counter, 0)
                 if have < value:
                     waiting[counter] = core
-                    at[core] = j
-                    return
+                    break
                 counts[counter] = have - value
             elif t is Contribution:
                 counter = e[3]
                 counts[counter] = counts_get(counter, 0) + e[2]
                 if counter in waiting:
-                    wake(waiting.pop(counter))
+                    p = waiting.pop(counter)
+                    if not queued[p]:
+                        queued[p] = True
+                        ready.append(p)
             else:
                 reached[(core, e.name)] = e.k
                 if any(reached.get((p, e.name), 0) < e.k for p in e.participants):
                     parked.setdefault((e.name, e.k), []).append(core)
-                    at[core] = j
-                    return
+                    break
                 for p in parked.pop((e.name, e.k), ()):
-                    wake(p)
+                    if not queued[p]:
+                        queued[p] = True
+                        ready.append(p)
             j += 1
         at[core] = j
-
-    while ready:
-        core = ready.popleft()
-        queued[core] = False
-        run_core(core)
     pcs = tuple(stops[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))
     done = all(pcs[c] == low.cap(c) for c in range(n))
     return ("completed" if done else "deadlock"), pcs
