@@ -64,11 +64,16 @@ class _Signal:
         self.inc, self.clock, self.pos, self.dma, self.half = inc, clock, pos, dma, half
 
 
-class _Counter:
-    __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced", "chained", "cores", "pcs", "max_inc")
+_NEVER = np.iinfo(np.int64).max  # above every clock entry
 
-    def __init__(self, core: int) -> None:
+
+class _Counter:
+    __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced", "chained", "first", "with_pos",
+                 "max_inc", "num_cores")
+
+    def __init__(self, core: int, num_cores: int) -> None:
         self.core = core
+        self.num_cores = num_cores
         self.arrived = 0  # total amount that has arrived in the run
         self.consumed = 0  # total the passed waits took
         self.last_wait: int | None = None  # pc of the last passed wait on this counter
@@ -77,15 +82,33 @@ class _Counter:
         # slack being how much more could arrive without that arrival before the wait still falls short
         self.forced: list[tuple[int, list[list]]] = []
         self.chained = False  # some pending arrival may be ordered after another (else none is)
-        self.cores: list[int] = []  # the operations of the pending arrivals that have one (`_Signal.pos`)
-        self.pcs: list[int] = []
+        # of the pending arrivals that have an operation (`_Signal.pos`): how many, and per core the
+        # earliest position (an arrival knows of some of them iff its clock passes one of these)
+        self.with_pos = 0
+        self.first: np.ndarray | None = None
         self.max_inc = 0  # the largest pending amount
 
+    def add(self, s: _Signal) -> None:
+        """Count `s` among the pending arrivals."""
+        self.pending.append(s)
+        if s.pos is not None:
+            if self.first is None:
+                self.first = np.full(self.num_cores, _NEVER, dtype=np.int64)
+            c, q = s.pos
+            if q < self.first[c]:
+                self.first[c] = q
+            self.with_pos += 1
+        if s.inc > self.max_inc:
+            self.max_inc = s.inc
+
     def reset(self, pending: list[_Signal]) -> None:
-        self.pending = pending
-        self.cores = [s.pos[0] for s in pending if s.pos is not None]
-        self.pcs = [s.pos[1] for s in pending if s.pos is not None]
-        self.max_inc = max((s.inc for s in pending), default=0)
+        self.pending = []
+        self.with_pos = 0
+        self.max_inc = 0
+        if self.first is not None:
+            self.first.fill(_NEVER)
+        for s in pending:
+            self.add(s)
         if not pending:
             self.chained = False
 
@@ -192,23 +215,17 @@ class _Observer:
     def signal(self, counter: tuple, inc: int, source: tuple) -> None:
         ctr = self.counters.get(counter)
         if ctr is None:
-            ctr = self.counters[counter] = _Counter(counter[1])
+            ctr = self.counters[counter] = _Counter(counter[1], self.clock.shape[1])
         s = self._arrival(counter, inc, source)
         if (ctr.last_wait is not None and counter not in self.totals and counter not in self.broken_counters
                 and not s.clock[ctr.core] > ctr.last_wait):
             self._late(ctr, counter, s)
         ctr.arrived += inc
-        pending = ctr.pending
-        if ctr.cores and not ctr.chained and bool(np.any(s.clock[ctr.cores] > ctr.pcs)):
+        if ctr.with_pos and not ctr.chained and bool((s.clock > ctr.first).any()):
             # (a pending copy half known to follow another is not looked for: treating the two as
             # unordered only orders fewer waits, DR-6)
             ctr.chained = True
-        pending.append(s)
-        if s.pos is not None:
-            ctr.cores.append(s.pos[0])
-            ctr.pcs.append(s.pos[1])
-        if inc > ctr.max_inc:
-            ctr.max_inc = inc
+        ctr.add(s)
 
     def _late(self, ctr: _Counter, counter: tuple, t: _Signal) -> None:
         """DR-6: arrival `t` came after waits of the counter it is not ordered after; in another
@@ -238,7 +255,7 @@ class _Observer:
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
         ctr = self.counters.get(counter)
         if ctr is None:  # a wait for nothing (value 0)
-            ctr = self.counters[counter] = _Counter(core)
+            ctr = self.counters[counter] = _Counter(core, self.clock.shape[1])
         need = ctr.consumed + value
         ctr.consumed = need
         ctr.last_wait = pc
