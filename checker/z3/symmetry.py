@@ -63,8 +63,8 @@ def find_rotation(low: Lowered) -> Rotation | None:
     if devices < 2:
         return None
     # cheap necessary conditions first, per core: length, failing position, numbers of waits and barriers
-    waits_per = Tally(c for c, _ in low.waits)
-    barriers_per = Tally(c for c, _ in low.barriers)
+    waits_per = Tally(map(_CORE, low.waits))  # (core, pos) keys, read in C
+    barriers_per = Tally(map(_CORE, low.barriers))
     shape = [(low.lengths[c], low.cap(c), waits_per[c], barriers_per[c]) for c in range(n)]
     for s in range(1, devices):
         if devices % s:
@@ -80,31 +80,30 @@ def find_rotation(low: Lowered) -> Rotation | None:
 _WAIT = itemgetter(1, 3, 4)
 _FEED = itemgetter(1, 2, 4)
 _OWNER = itemgetter(0)
+_CORE = itemgetter(0)
 
 
 def _automorphism(low: Lowered, rot: Rotation) -> bool:
     n, shift = rot.num_cores, rot.shift
     image = rot.image
-    waits = low.waits_by_counter
+    # each counter's compared fields read once, as the source of one comparison and the image of another
+    waits = {k: list(map(_WAIT, ws)) for k, ws in low.waits_by_counter.items()}
     for (key, t), ws in waits.items():
-        vs = waits.get((key, image(t)))
-        if vs is None or len(vs) != len(ws):
+        if ws != waits.get((key, image(t))):
             return False
-        if list(map(_WAIT, ws)) != list(map(_WAIT, vs)):
+    feeds = {k: (list(map(_FEED, xs)), list(map(_OWNER, xs))) for k, xs in low.by_counter.items()}
+    for (key, t), (xs, owners) in feeds.items():
+        other = feeds.get((key, image(t)))
+        if other is None or len(other[0]) != len(xs):
             return False
-    feeds = low.by_counter
-    for (key, t), xs in feeds.items():
-        ys = feeds.get((key, image(t)))
-        if ys is None or len(ys) != len(xs):
-            return False
+        ys, their_owners = other
         # xs is in (owner, position) order; shifting owners by `shift` wraps the owners
         # >= n - shift to the front, so the image in that order is xs rotated at `split`
         # (whatever the order, the comparison below is with a permutation of xs: a match is a proof)
-        split = next((j for j, x in enumerate(xs) if x.owner >= n - shift), len(xs))
-        turned = xs[split:] + xs[:split]
-        if list(map(_FEED, turned)) != list(map(_FEED, ys)):
+        split = next((j for j, o in enumerate(owners) if o >= n - shift), len(xs))
+        if xs[split:] + xs[:split] != ys:
             return False
-        if [(o + shift) % n for o in map(_OWNER, turned)] != list(map(_OWNER, ys)):
+        if [(o + shift) % n for o in owners[split:] + owners[:split]] != their_owners:
             return False
     # barrier names may differ between devices (a device's fork/join of its cores): the rotation
     # must map each name to one name whose participants are the rotated participants
