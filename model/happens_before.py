@@ -64,7 +64,7 @@ class _Signal:
         self.inc, self.clock, self.pos, self.dma, self.half = inc, clock, pos, dma, half
 
 
-_NEVER = np.iinfo(np.int64).max  # above every clock entry
+_NEVER = np.iinfo(np.int32).max  # above every clock entry (clocks are int32: compared without a cast)
 
 
 class _Counter:
@@ -93,10 +93,11 @@ class _Counter:
         self.pending.append(s)
         if s.pos is not None:
             if self.first is None:
-                self.first = np.full(self.num_cores, _NEVER, dtype=np.int64)
+                self.first = np.full(self.num_cores, _NEVER, dtype=np.int32)
             c, q = s.pos
-            if q < self.first[c]:
-                self.first[c] = q
+            first = self.first
+            if q < first[c]:
+                first[c] = q
             self.with_pos += 1
         if s.inc > self.max_inc:
             self.max_inc = s.inc
