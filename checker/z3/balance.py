@@ -604,6 +604,27 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: _Feeds, d: 
     return False
 
 
+def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
+    """Under on_wait, the checking cores' counters that are zero at their check in every run (PROP-5).
+
+    Such a counter receives only the write halves of copies, all of one size s, and its core's
+    waits before the check each take a multiple of s. A write half lands only when the counter's
+    own waiter runs the copy's task, and a waiter runs tasks only while its count is short; so the
+    count, zero at the start, climbs by s to exactly what each wait takes, which leaves it zero:
+    between its waits, and at the check, where the checking core has passed all of them.
+    """
+    at = {c0: x for c0, x in checks.values()}
+    out = set()
+    for k, xs in low.by_counter.items():
+        x = at.get(k[1])
+        if x is None or any(c.kind != "dma_write" for c in xs) or len({c.amount for c in xs}) != 1:
+            continue
+        size = xs[0].amount
+        if size > 0 and all(w.value % size == 0 for w in low.waits_by_counter.get(k, ()) if w.pos < x):
+            out.add(k)
+    return frozenset(out)
+
+
 def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> dict:
     """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/semantics.md.
 
@@ -623,6 +644,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
         counters[topo.device_of(k[1])].append(k)
     frozen = _frozen_at_checks(program, mode, checks)
     bounds = must_have_passed(low, checks, feeds)
+    drained = _drained_at_checks(low, checks) if mode == "on_wait" else frozenset()
     rep = _orbit_rep(low, checks)
     quiet: dict = {}
     out = {}
@@ -643,7 +665,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
         exact = w_lo if w_lo == w_hi else None
         nonzero = {k: v for k in mine if (v := f.state.counts.get(k, 0))}
         may = bool(nonzero)
-        never = all(feeds.arrived_at_most(k, hi) <= w_lo[k] for k in mine)
+        never = all(feeds.arrived_at_most(k, hi) <= w_lo[k] or k in drained for k in mine)
         must = m is not None and any(feeds.arrived_at_least(k, m) > w_hi[k] for k in mine)
         if never and (may or must):
             raise EncodingBug(f"device {d}'s exit check: never warns, yet {'may' if may else 'must'}")

@@ -126,3 +126,27 @@ def test_the_int16_witness_is_the_failing_cores_prefix():
     failing = v.witness.schedule[-1][1]
     assert per_core[failing] == len(p.cores[failing]) - 3 - 1 + 1  # up to and including the failing allocation
     assert all(k <= 1 for c, k in per_core.items() if c != failing)  # the others: at most the start barrier
+
+
+def _two_local_copies_one_wait(waits: int) -> object:
+    """One device: two 4 KiB local copies into one semaphore, `waits` waits of 4 KiB on it."""
+    ops = [DmaStart(SemRef("recv"), 4096, loc=Loc("k.py", 1)), DmaStart(SemRef("recv"), 4096, loc=Loc("k.py", 2))]
+    ops += [Wait(SemRef("recv"), 4096, kind="dma", loc=Loc("k.py", 3 + i)) for i in range(waits)]
+    return launch(Topology(1), [ops], scratch=[Scratch("recv")])
+
+
+@pytest.mark.rule("PROP-5", "EXIT-1", "DMA-3")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_a_copy_no_waiter_runs_under_on_wait_is_never_warned_of(mode):
+    # under on_wait the one wait runs one copy's task and is met: the other copy stays queued, the
+    # count is zero at the check in every run, and the interpreter prints nothing (PROP-5 still
+    # reports the pending copy); eager lands both copies at their starts, hardware may land the
+    # second before the check
+    p = _two_local_copies_one_wait(1)
+    v = exit_balance(p, mode)
+    assert v.verdict == "violated"
+    outs = explore(p, mode).outcomes
+    some, every = any(_warned(o, 0) for o in outs), all(_warned(o, 0) for o in outs)
+    want = "must" if every else "may" if some else "never"
+    assert want == {"on_wait": "never", "eager": "must", "hardware": "may"}[mode]
+    assert v.witness.details["warnings"]["0"]["behaviour"] == want
