@@ -617,7 +617,7 @@ def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
     out = set()
     for k, xs in low.by_counter.items():
         x = at.get(k[1])
-        if x is None or any(c.kind != "dma_write" for c in xs) or len({c.amount for c in xs}) != 1:
+        if x is None or any(y.kind != "dma_write" for y in xs) or len({y.amount for y in xs}) != 1:
             continue
         size = xs[0].amount
         if size > 0 and all(w.value % size == 0 for w in low.waits_by_counter.get(k, ()) if w.pos < x):
@@ -742,8 +742,8 @@ def _dma_bytes(program: Program, mode: DmaMode, exits: bool = True) -> tuple[Ver
         return Verdict(prop, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
                        stats=stats), 0
     # Whether a copy's half counts bytes (DMA-6) depends on its semaphore's type and the mode; one
-    # counted as 1 is a plain count, like a signal. Decided once per pair of types, and only for the
-    # copies on counters that have halves of both kinds' types (none under the interpreter).
+    # counted as 1 is a plain count, like a signal. Asked only when some type counts 1 (hardware),
+    # and decided once per pair of types.
     by_types: dict[tuple, tuple[bool, bool]] = {}
 
     def counted_in_bytes(x) -> bool:
@@ -766,7 +766,7 @@ def _dma_bytes(program: Program, mode: DmaMode, exits: bool = True) -> tuple[Ver
         if copies:
             byte_x[k] = copies
         if len(copies) != len(xs):
-            plain_x[k] = [x for x in xs if x.kind == "signal" or not counted_in_bytes(x)] if copies else xs
+            plain_x[k] = [x for x in xs if x.kind == "signal" or not (every_half_in_bytes or counted_in_bytes(x))]
     counters = set(byte_x)
     counters.update(k for k, ws in low.waits_by_counter.items() if any(w.kind == "dma" for w in ws))
     undecided = []
