@@ -15,7 +15,7 @@ from semcheck.checker.properties import BY_ID, IDS, REGISTRY
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.verify import Result
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -88,6 +88,8 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
                 row.update(verdict_json(v))
                 if r.examples is not None:
                     row["generated_inputs"] = r.examples
+                if r.cached:
+                    row["cached"] = True
                 rows.append(row)
     results = [r for f in files for r in f.results]
     return {
@@ -398,6 +400,8 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
         line.append(f"{r.target:<{width}}  devices={r.devices:<4} {r.dma_mode:<8}  ")
         line.append(_row_summary(r), style=STYLE[worst] if worst != "proved" else "")
+        if r.cached:
+            line.append("  (cached)", style="dim")
         console.print(line, soft_wrap=True, highlight=False)
 
     # Each problem once. A violation: per (target, property). Unknowns: per
@@ -490,6 +494,11 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
     if errors:
         text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
     line.append(text, style="bold" if not plain else "")
+    cached = sum(r.cached for r in results)
+    if cached:  # above the summary, which stays the last line
+        console.print(Text(f"{cached} of {len(results)} configurations answered from the result cache: "
+                           "nothing they read has changed since they were verified (--no-cache verifies afresh)",
+                           style="dim"), soft_wrap=True, highlight=False)
     console.print(line, soft_wrap=True, highlight=False)
 
 

@@ -9,6 +9,7 @@ semcheck with it). The child sends plain data back over a pipe, as it goes:
     ("targets", [name, ...])        the kernel file is imported
     ("result", Result)              one target x DMA mode, all properties
     ("unsupported", name, msg, loc) a target the front end cannot lower
+    ("deps", Dependencies)          what the import and `build` read (for the result cache)
     ("done",)
     ("input" | "crash", ..., traceback)   and nothing after it
 
@@ -72,6 +73,7 @@ class Result:
     program: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     examples: int | None = None  # a target with generated inputs: how many were verified in full
+    cached: bool = False  # answered from the result cache (`semcheck._cache`), not verified in this run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +95,9 @@ class Findings:
 
     results: list[Result]
     notes: list[Note] = dataclasses.field(default_factory=list)
+    # what importing the kernel file and running `build` read (`semcheck._dependencies`); None
+    # when the child did not finish, so the result cache does not keep the answer
+    dependencies: Any = None
 
 
 class InputError(Exception):
@@ -260,15 +265,17 @@ def _check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list
     return done
 
 
-def _generated_results(t, req: Request, deadline: float) -> list[Result]:
+def _generated_results(t, req: Request, deadline: float, recorder) -> list[Result]:
     """A target with `inputs=`: up to `req.examples` generated inputs, the first violation shrunk
     (`checker/generated_inputs.py`); raises `GeneratedInputRaised` when the kernel raises on one."""
     from semcheck.checker.frontend import lower_target
     from semcheck.checker.frontend.errors import Unsupported
+    from semcheck._dependencies import observe
     from semcheck.checker.generated_inputs import aggregate, explore
 
     def lowered(value, text: str):
-        return lower_target(t.with_input(value, text), req.devices, cores=req.cores)
+        with observe(recorder):
+            return lower_target(t.with_input(value, text), req.devices, cores=req.cores)
 
     def verify_input(value, text: str) -> list[Result]:
         t0 = time.monotonic()
@@ -322,6 +329,9 @@ def _child(req: Request, conn, parent_pid: int) -> None:
     except OSError:
         pass
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    from semcheck._dependencies import install, observe
+
+    recorder = install()  # before semcheck sets any variable: the kernel's environment is the parent's
     try:
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import Unsupported
@@ -341,16 +351,18 @@ def _child(req: Request, conn, parent_pid: int) -> None:
         conn.send(("ready",))
         start = time.monotonic()
         deadline = start + req.timeout
-        targets = load_targets(req.path, entry=req.entry, target=req.target)
+        with observe(recorder):
+            targets = load_targets(req.path, entry=req.entry, target=req.target)
         conn.send(("targets", [t.name for t in targets]))
         for t in targets:
             if t.inputs is not None:  # inputs drawn from a hypothesis strategy
-                for r in _generated_results(t, req, deadline):
+                for r in _generated_results(t, req, deadline, recorder):
                     conn.send(("result", r))
                 continue
             t0 = time.monotonic()
             try:
-                kernels = lower_target(t, req.devices, cores=req.cores)
+                with observe(recorder):
+                    kernels = lower_target(t, req.devices, cores=req.cores)
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))
                 continue
@@ -370,6 +382,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
                                  "collective_id": k.program.collective_id, "exposures": exposed},
                         seconds={"trace_and_lower": round(t_lower, 4), "check": round(seconds, 4)},
                     )))
+        conn.send(("deps", recorder.dependencies()))
         conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
         from semcheck.checker.frontend.errors import FrontendError
@@ -451,6 +464,7 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     names: list[str] | None = None
     results: list[Result] = []
     notes: list[Note] = []
+    deps = None
     try:
         deadline = time.monotonic() + STARTUP_LIMIT
         started = False
@@ -487,6 +501,8 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                 text = text.removeprefix("unsupported ")
                 notes.append(Note("unsupported", text, req.devices, loc))
                 results.extend(_unknown_results(req, [name], f"unsupported {text}"))
+            elif kind == "deps":
+                deps = msg[1]
             elif kind == "done":
                 break
             elif kind == "input":
@@ -512,7 +528,8 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
             missing = tuple(m for m in req.modes if (name, m) not in answered)
             if missing:
                 results.extend(_unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
-    return Findings(results, notes)
+        deps = None
+    return Findings(results, notes, deps)
 
 
 def _guess_targets(req: Request) -> list[str]:

@@ -1,27 +1,34 @@
 """The result cache: a re-run on unchanged kernel files answers from `.semcheck_cache/`.
 
-As mypy's and ruff's caches: one entry per verification request (one kernel
-file x target x device count), keyed by everything the answer depends on:
+One entry per verification request (one kernel file x target x device
+count), found in two steps, as build systems with dynamic dependencies do:
 
-* the kernel file's bytes, and those of the modules it imports from its own
-  directory (followed transitively; a package there counts with all its files);
-* the versions of Python, jax, jaxlib, numpy and z3, semcheck's version and a
-  digest of semcheck's own source (an edited checker is a different checker);
-* the request's options: target, entry, device count, cores, DMA modes,
-  properties, fold, timeout.
+1. the request's key: the kernel file's path and bytes, the request's
+   options (target, entry, device count, cores, DMA modes, properties,
+   fold, timeout, examples) and the environment: Python's version, every
+   installed distribution and its version, a digest of semcheck's own
+   source (an edited checker is a different checker), the `JAX_*`, `XLA_*`,
+   `TPU_*` and `LIBTPU*` variables, which set jax's configuration, and the
+   `PYTHON*` variables, `sys.path` and the working directory, which decide
+   where imports and relative paths resolve;
+2. under that key, answers kept with the dependencies the verifying process
+   observed while it imported the file and ran `build`
+   (`semcheck._dependencies`: every module, file, directory listing, path
+   and environment variable read). An answer is returned only if every one
+   of them still reads as it did.
 
-Any change is a different key, so nothing is ever invalidated in place; stale
-entries are simply not read again. Answers with a timeout are not kept (a
-rerun may do better); input errors are never cached. Entries are pickles
-written atomically (the cache is trusted like the source tree it sits in).
-`--no-cache` neither reads nor writes. The cache directory is the directory
-of the `pyproject.toml` that configures semcheck, else the working
-directory; `SEMCHECK_CACHE_DIR` overrides it.
+Anything not observed is not cached: a run that timed out (a rerun may do
+better), that started another program or opened a connection, or that ended
+in an input error. Entries are pickles written atomically (the cache is
+trusted like the source tree it sits in). An answer from the cache is marked
+as such in every report (`Result.cached`). `--no-cache` neither reads nor
+writes. The cache directory is the directory of the `pyproject.toml` that
+configures semcheck, else the working directory; `SEMCHECK_CACHE_DIR`
+overrides it.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import hashlib
@@ -29,29 +36,31 @@ import os
 import pickle
 import sys
 import tempfile
+from time import time_ns
 from typing import Any
 
+from semcheck._dependencies import Dependencies, file_digest
+
 CACHE_DIR_NAME = ".semcheck_cache"
-FORMAT = "1"  # bump when the pickled classes change shape
+FORMAT = "2"  # bump when the pickled classes change shape
+KEPT = 8  # answers kept per request (one per state of its dependencies); the oldest go first
+# Variables read before any kernel code runs: jax's and XLA's configuration, and Python's own
+# (PYTHONPATH and the like decide which files an import finds).
+CONFIG_PREFIXES = ("JAX_", "XLA_", "TPU_", "LIBTPU", "PYTHON")
 
 
 @functools.cache
-def _environment_digest() -> str:
-    """Python, jax, jaxlib, numpy, z3, hypothesis and semcheck versions, and semcheck's own source."""
+def _installed_digest() -> str:
+    """Python's version, every installed distribution with its version, and semcheck's own source."""
     from importlib import metadata
 
     import semcheck
     import semcheck.checker
     import semcheck.model
 
-    h = hashlib.sha256()
-    h.update(f"format {FORMAT}; python {sys.version}".encode())
-    for dist in ("jax", "jaxlib", "numpy", "z3-solver", "hypothesis", "semcheck"):  # hypothesis draws generated inputs
-        try:
-            v = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            v = "-"
-        h.update(f"; {dist} {v}".encode())
+    h = hashlib.sha256(f"format {FORMAT}; python {sys.version}".encode())
+    dists = sorted({(d.metadata["Name"] or "", d.version) for d in metadata.distributions()})
+    h.update(repr(dists).encode())
     for pkg in (semcheck, semcheck.checker, semcheck.model):
         root = os.path.dirname(os.path.abspath(pkg.__file__))
         for dirpath, dirnames, names in os.walk(root):
@@ -60,60 +69,25 @@ def _environment_digest() -> str:
                 if name.endswith(".py"):
                     p = os.path.join(dirpath, name)
                     h.update(os.path.relpath(p, root).encode())
-                    with open(p, "rb") as f:
-                        h.update(hashlib.sha256(f.read()).digest())
+                    h.update(file_digest(p).encode())
     return h.hexdigest()
 
 
-def local_imports(path: str) -> list[str]:
-    """The kernel file and the files it imports from its own directory, transitively, sorted."""
-    base = os.path.dirname(os.path.abspath(path))
-    seen: set[str] = set()
-    todo = [os.path.abspath(path)]
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            with open(p, "rb") as f:
-                tree = ast.parse(f.read())
-        except (OSError, SyntaxError, ValueError):
-            continue
-        names: list[str] = []
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.module:
-                    names.append(node.module)
-                if node.level:  # from . import x
-                    names += [a.name for a in node.names]
-        for name in names:
-            top = name.split(".")[0]
-            module = os.path.join(base, top + ".py")
-            package = os.path.join(base, top)
-            if os.path.isfile(module):
-                todo.append(module)
-            elif os.path.isfile(os.path.join(package, "__init__.py")):
-                for dirpath, dirnames, files in os.walk(package):
-                    dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-                    todo += [os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".py")]
-    return sorted(seen)
+def _environment_digest() -> str:
+    """`_installed_digest`, the variables that configure jax, XLA and Python, and where imports and
+    relative paths resolve: the verifying process inherits this process's `sys.path` and
+    working directory."""
+    config = sorted((k, v) for k, v in os.environ.items() if k.startswith(CONFIG_PREFIXES))
+    where = (os.getcwd(), tuple(sys.path))
+    return hashlib.sha256(f"{_installed_digest()}; {config!r}; {where!r}".encode()).hexdigest()
 
 
 def request_key(req: Any) -> str:
-    """The cache key of one `verify.Request`."""
+    """Step 1's key of one `verify.Request`: what is known before the kernel runs."""
     h = hashlib.sha256(_environment_digest().encode())
-    options = dataclasses.asdict(req)
-    h.update(repr(sorted(options.items())).encode())
-    for p in local_imports(req.path):
-        h.update(p.encode())
-        try:
-            with open(p, "rb") as f:
-                h.update(hashlib.sha256(f.read()).digest())
-        except OSError:
-            h.update(b"unreadable")
+    h.update(repr(sorted(dataclasses.asdict(req).items())).encode())
+    path = os.path.abspath(req.path)
+    h.update(f"{path}; {file_digest(path)}".encode())
     return h.hexdigest()
 
 
@@ -129,38 +103,58 @@ def _timed_out(findings: Any) -> bool:
 
 
 class ResultCache:
-    """`get(request)` -> the `Findings` of an earlier identical request, or None; `put(request, findings)`."""
+    """`get(request)` -> the `Findings` of an earlier identical request whose dependencies all read
+    as they did then, or None; `put(request, findings)` keeps findings that carry their dependencies."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.hits = 0
         self.misses = 0
 
-    def _file(self, req: Any) -> str:
+    def _folder(self, req: Any) -> str:
         key = request_key(req)
-        return os.path.join(self.directory, key[:2], key + ".pickle")
+        return os.path.join(self.directory, key[:2], key)
 
     def get(self, req: Any) -> Any:
+        folder = self._folder(req)
         try:
-            with open(self._file(req), "rb") as f:
-                out = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
-            self.misses += 1
-            return None
-        self.hits += 1
-        return out
+            names = sorted(os.listdir(folder), reverse=True)
+        except OSError:
+            names = []
+        for name in names:
+            if not name.endswith(".pickle"):
+                continue
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    deps, findings = pickle.load(f)
+            except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError,
+                    ValueError):
+                continue
+            if isinstance(deps, Dependencies) and deps.uncacheable is None and deps.changed() is None:
+                self.hits += 1
+                for r in findings.results:
+                    r.cached = True
+                return findings
+        self.misses += 1
+        return None
 
     def put(self, req: Any, findings: Any) -> None:
-        if _timed_out(findings):
+        deps = getattr(findings, "dependencies", None)
+        if not isinstance(deps, Dependencies) or deps.uncacheable is not None or _timed_out(findings):
             return
-        target = self._file(req)
+        folder = self._folder(req)
         try:
             self._prepare()
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".tmp")
+            os.makedirs(folder, exist_ok=True)
+            old = sorted(n for n in os.listdir(folder) if n.endswith(".pickle"))
+            # names sort by time, so `get` tries the newest answer first
+            name = f"{time_ns()}-{hashlib.sha256(repr(deps).encode()).hexdigest()[:16]}.pickle"
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(findings, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, target)
+                pickle.dump((deps, findings), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, os.path.join(folder, name))
+            for stale in old[: max(0, len(old) + 1 - KEPT)]:
+                os.remove(os.path.join(folder, stale))
         except OSError:  # a read-only tree: no cache, same answers
             pass
 

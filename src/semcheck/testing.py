@@ -88,9 +88,13 @@ def verify_target(
     cores: int | None = None,
     entry: str | None = None,
     jobs: int = 1,
+    cache: bool = True,
 ) -> tuple[dict[str, Any], str, int]:
     """Verify and return (JSON report, text report, exit code as the CLI would give it).
 
+    `cache`: answer from `semcheck verify`'s result cache (`.semcheck_cache/` beside the
+    `pyproject.toml` that configures semcheck, else in the working directory) and keep new
+    answers there; a cached answer is one whose observed dependencies are all unchanged.
     Raises `VerificationError` when the kernel file cannot be verified at all,
     and `ValueError` / `TypeError` for bad arguments.
     """
@@ -123,7 +127,7 @@ def verify_target(
     try:
         precheck_file(path)
         reqs = [Request(path, target, entry, n, cores, modes, float(timeout), props) for n in counts]
-        outcome = run_sweep(reqs, jobs=jobs)
+        outcome = run_sweep(reqs, jobs=jobs, cache=_result_cache() if cache else None)
     except InputError as e:
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
     data = report.to_json(path, outcome.results)
@@ -137,6 +141,15 @@ def verify_target(
     return data, buf.getvalue(), exit_code(outcome.results)
 
 
+def _result_cache() -> Any:
+    """The CLI's result cache, found as the CLI finds it (`semcheck._cache.default_directory`)."""
+    from semcheck._cache import ResultCache, default_directory
+    from semcheck.checker.cli import find_config
+
+    found = find_config(os.getcwd())
+    return ResultCache(default_directory(found[0] if found else None))
+
+
 def assert_verified(
     path_or_target: Any,
     devices: int | Iterable[int] = DEFAULT_DEVICES,
@@ -147,6 +160,7 @@ def assert_verified(
     cores: int | None = None,
     entry: str | None = None,
     jobs: int = 1,
+    cache: bool = True,
 ) -> dict[str, Any]:
     """Assert that every property of a kernel is proved; return the JSON report.
 
@@ -156,10 +170,10 @@ def assert_verified(
     eager, on_wait or all, `properties` a subset of the property ids (all by
     default). Raises `VerificationError` (an `AssertionError`) carrying the
     text report when anything is violated or unknown, or when the kernel
-    cannot be verified at all.
+    cannot be verified at all. `cache` as in `verify_target`.
     """
     data, text, code = verify_target(path_or_target, devices, dma_mode, properties,
-                                     timeout=timeout, cores=cores, entry=entry, jobs=jobs)
+                                     timeout=timeout, cores=cores, entry=entry, jobs=jobs, cache=cache)
     if code != 0:
         s = data["summary"]
         head = (f"semcheck did not prove {data['file']}: {s['violated']} violated, "
@@ -188,6 +202,8 @@ if pytest is not None:
                         help="DMA semantics to verify under (default all)")
         group.addoption("--semcheck-timeout", type=float, default=300.0, metavar="S",
                         help="seconds per device count (default 300)")
+        group.addoption("--semcheck-no-cache", action="store_true", default=False,
+                        help="verify afresh: neither read nor write semcheck's result cache")
 
     def pytest_configure(config: Any) -> None:
         config.addinivalue_line("markers", "semcheck: a kernel verified by semcheck (collected by --semcheck)")
@@ -204,7 +220,7 @@ if pytest is not None:
         def runtest(self) -> None:
             opt = self.config.getoption
             assert_verified(self.spec, devices=(self.devices,), dma_mode=opt("semcheck_dma_mode"),
-                            timeout=opt("semcheck_timeout"))
+                            timeout=opt("semcheck_timeout"), cache=not opt("semcheck_no_cache"))
 
         def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
             if isinstance(excinfo.value, VerificationError):

@@ -115,4 +115,11 @@ def test_pytest_plugin_collects_targets_and_lists(tmp_path):
                       "-m", "semcheck", "--strict-markers", "-k", "permute")
     assert only.returncode == 0, only.stdout + only.stderr
     assert "1 passed, 2 deselected" in only.stdout
-    assert list(tmp_path.iterdir()) == [tmp_path / "test_kernels.py"]
+    # nothing written but semcheck's result cache, which `semcheck verify` shares
+    assert sorted(tmp_path.iterdir()) == [tmp_path / ".semcheck_cache", tmp_path / "test_kernels.py"]
+    again = run_pytest(tmp_path, "--semcheck", "--semcheck-devices", "2", "--semcheck-dma-mode", "eager", "-v")
+    assert again.returncode == 1 and "1 failed, 2 passed" in again.stdout
+    assert "(cached)" in again.stdout  # the failure's report says where its answer came from
+    fresh = run_pytest(tmp_path, "--semcheck", "--semcheck-devices", "2", "--semcheck-dma-mode", "eager",
+                       "--semcheck-no-cache", "-v")
+    assert fresh.returncode == 1 and "(cached)" not in fresh.stdout
