@@ -26,6 +26,7 @@ jax's configuration is determined by those versions, the kernel's own code
 (recorded here) and the `JAX_*` / `XLA_*` variables (in the key), so it
 needs no entry of its own. A run that starts another program or opens a
 network connection cannot be observed and is never cached (`uncacheable`).
+Not seen: files that native code opens itself, without Python's `open`.
 """
 
 from __future__ import annotations
