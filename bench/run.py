@@ -165,7 +165,7 @@ def worker_phases(a: dict) -> dict:
         import semcheck.checker.folding
         import semcheck.checker.properties  # noqa: F401
         from semcheck.checker.properties import IDS as PROPERTIES
-        from semcheck.checker.verify import check_program
+        from semcheck import check_program
     except Exception as e:  # noqa: BLE001 - another part may still be in progress
         out["checks_unavailable"] = f"{type(e).__name__}: {e}"
     else:

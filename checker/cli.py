@@ -142,7 +142,8 @@ def find_config(start: str) -> tuple[str, dict] | None:
 
 def _config_values(file: str, table: dict) -> dict:
     """[tool.semcheck] checked and normalised (keys with - or _); a bad entry is a usage error naming it."""
-    from semcheck.checker.verify import DMA_MODES, InputError, check_devices, check_timeout, parse_devices
+    from semcheck.checker.request import InputError, check_devices, check_timeout, parse_devices
+    from semcheck.model.ops import DMA_MODES
 
     base = os.path.dirname(file)
     out: dict = {}
@@ -209,14 +210,8 @@ def _examples(value, where: str) -> int:
 def settings(args) -> Settings:
     """Flags override [tool.semcheck] (nearest pyproject.toml above the working directory), which
     overrides the built-in defaults; `--exclude` patterns add to the configured ones."""
-    from semcheck.checker.verify import (
-        DEFAULT_DEVICES,
-        Exclude,
-        InputError,
-        check_timeout,
-        modes_for,
-        parse_devices,
-    )
+    from semcheck.checker.planning import Exclude
+    from semcheck.checker.request import DEFAULT_DEVICES, InputError, check_timeout, modes_for, parse_devices
 
     found = None if args.no_config else find_config(os.getcwd())
     cfg = _config_values(*found) if found else {}
@@ -263,7 +258,9 @@ def settings(args) -> Settings:
 
 def cmd_verify(args) -> int:
     from semcheck.checker import report
-    from semcheck.checker.verify import FileRun, InputError, Request, discover, plan, precheck_file
+    from semcheck.checker.planning import discover, plan, precheck_file
+    from semcheck.checker.request import InputError, Request
+    from semcheck.checker.runs import FileRun
 
     err = _err_console()
     try:
@@ -311,7 +308,7 @@ def cmd_verify(args) -> int:
         err.print(f"semcheck: {e.one_line()}", markup=False)
         return EXIT_INPUT
 
-    from semcheck.checker.verify import relpaths
+    from semcheck.checker.request import relpaths
 
     for run in runs:
         if run.error is not None:
@@ -387,7 +384,7 @@ def exit_code(results, errors: int = 0) -> int:
 
 def _run(runs, st: Settings, args, err, cache) -> None:
     """Run every file's sweep, with a progress bar on a terminal when there is more than one request."""
-    from semcheck.checker.verify import run_files
+    from semcheck.checker.runs import run_files
 
     total = sum(len(r.requests) for r in runs)
     if not (err.is_terminal and total > 1):
@@ -442,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return cmd_verify(args)
         except KeyboardInterrupt:
-            from semcheck.checker.verify import kill_all
+            from semcheck.checker.child import kill_all
 
             kill_all()
             print("semcheck: interrupted", file=sys.stderr)

@@ -128,7 +128,7 @@ def _first_lines(locs: Sequence[Loc]) -> tuple[Loc, ...]:
 def differences(results: Sequence[Any]) -> list[Difference]:
     """Every property whose proved/violated verdict depends on the mode, per target x device count.
 
-    `results` are `semcheck.checker.verify.Result`s; unknown verdicts say nothing either way and
+    `results` are `semcheck.checker.request.Result`s; unknown verdicts say nothing either way and
     are left out. Causes: the exercised divergences that can explain the difference -- D5-D7 for
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4

@@ -27,7 +27,7 @@ exactly the inputs verified (`Result.examples`), never more. A --timeout
 that runs out before `examples` inputs were tried turns what was proved into
 unknown (the reason says how many inputs held).
 
-Nothing here imports jax: the caller (`verify._child`) passes the functions
+Nothing here imports jax: the caller (`checking.generated_results`) passes the functions
 that lower and check one input.
 """
 
@@ -98,7 +98,7 @@ def _plain(x: Any) -> Any:
 
 @dataclasses.dataclass
 class Tried:
-    """One input verified in full: its results (verify.Result per kernel x mode)."""
+    """One input verified in full: its results (request.Result per kernel x mode)."""
 
     value: Any  # JSON form (or None)
     text: str
@@ -138,7 +138,7 @@ def explore(
 ) -> Exploration:
     """Verify up to `examples` drawn inputs; shrink the first failing one (see the module docstring).
 
-    `verify_input(value, text)` returns the input's `verify.Result`s (every
+    `verify_input(value, text)` returns the input's `request.Result`s (every
     kernel x mode) or raises `FrontendError` (the kernel raised on it);
     `check_key(value, text, key)` builds and lowers a candidate input (raising
     as `verify_input` does) and returns the key's verdict on it (None when it
@@ -250,8 +250,8 @@ def explore(
 
 
 def aggregate(ex: Exploration, modes: Sequence[str], properties: Sequence[str]) -> list[Any]:
-    """One `verify.Result` per kernel x mode, merged over every input tried (see the module docstring)."""
-    from semcheck.checker.verify import Result
+    """One `request.Result` per kernel x mode, merged over every input tried (see the module docstring)."""
+    from semcheck.checker.request import Result
 
     tried = list(ex.tried) + ([ex.shrunk] if ex.shrunk is not None else [])
     shrunk_text = ex.shrunk.text if ex.shrunk is not None else (

@@ -129,7 +129,7 @@ class ModeWorker:
 def _check(program: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
            deadline: float | None) -> tuple[str, Any]:
     """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash."""
-    from semcheck.checker.verify import check_program
+    from semcheck.checker.checking import check_program
 
     try:
         # the verify child has tried the fold already: these modes are decided on the program itself

@@ -13,7 +13,7 @@ from semcheck.checker.differences import CAUSES, difference_json, differences
 from semcheck.checker.generated_inputs import coverage, input_line, row_suffix
 from semcheck.checker.properties import BY_ID, IDS, REGISTRY
 from semcheck.checker.verdict import Verdict
-from semcheck.checker.verify import Result
+from semcheck.checker.request import Result
 
 SCHEMA_VERSION = "1.4"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
@@ -68,7 +68,7 @@ class FileReport:
 
     path: str  # as given on the command line, or as discovered under a directory
     results: list[Result]
-    error: Any = None  # verify.InputError
+    error: Any = None  # request.InputError
     cached: int = 0  # device counts answered from the result cache
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from semcheck.checker.differences import Exposure, differences, exposures
 from semcheck.checker.properties import IDS as PROPERTIES
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.verify import Result
+from semcheck.checker.request import Result
 from semcheck.model import DmaStart, Loc, Scratch, SemRef, Signal, Topology, Wait, launch
 
 LINE = Loc("k.py", 7, "pl.semaphore_signal(s, 1)")

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from semcheck.checker.generated_inputs import aggregate, coverage, explore
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.verify import Result
+from semcheck.checker.request import Result
 from cli._support import SCHEMA, semcheck, semcheck_many
 
 ROOT = Path(__file__).resolve().parent.parent

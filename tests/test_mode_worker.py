@@ -9,7 +9,7 @@ import pytest
 from semcheck.checker.mode_worker import MIN_OPS, ModeWorker, split_modes
 from semcheck.checker.properties import BY_ID
 from semcheck.checker.properties import IDS as PROPERTIES
-from semcheck.checker.verify import check_program
+from semcheck import check_program
 from ring_programs import ring_allreduce
 
 
@@ -48,7 +48,7 @@ PLUMBING = tuple(p for p in PROPERTIES if BY_ID[p].folds)
 
 
 def _request(modes: tuple[str, ...], fold: bool = False, properties: tuple[str, ...] = PLUMBING):
-    from semcheck.checker.verify import Request
+    from semcheck.checker.request import Request
 
     return Request(path="kernel.py", target=None, entry=None, devices=44, cores=None, modes=modes, timeout=600,
                    fold=fold, properties=properties)
@@ -57,14 +57,14 @@ def _request(modes: tuple[str, ...], fold: bool = False, properties: tuple[str, 
 def test_a_worker_that_fails_has_its_modes_checked_here(monkeypatch, capsys) -> None:
     import time
 
-    from semcheck.checker.verify import _check_modes
+    from semcheck.checker.checking import check_modes
 
     def failing(self):
         self.kill()
         raise RuntimeError("the mode worker exited with code -9")
 
     monkeypatch.setattr(ModeWorker, "result", failing)
-    done = _check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
+    done = check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
     assert set(done) == {"eager", "hardware"}
     assert [v.verdict for v in done["hardware"][0]] == ["proved"] * len(PLUMBING)
     assert "checking hardware in this process" in capsys.readouterr().err
@@ -84,13 +84,13 @@ def test_a_killed_worker_has_no_answer(fork: bool) -> None:
 def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) -> None:
     import time
 
-    from semcheck.checker.verify import _check_modes
+    from semcheck.checker.checking import check_modes
 
     def cannot_start(self, *args, **kwargs):
         raise OSError("no processes left")
 
     monkeypatch.setattr(ModeWorker, "__init__", cannot_start)
-    done = _check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
+    done = check_modes(_large_program(), _request(("eager", "hardware")), time.monotonic() + 600)
     assert [v.verdict for v in done["hardware"][0]] == ["proved"] * len(PLUMBING)
     assert "checking all modes in this process" in capsys.readouterr().err
 
@@ -98,14 +98,14 @@ def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) 
 def test_a_large_program_proved_on_its_fold_starts_no_worker(monkeypatch) -> None:
     import time
 
-    from semcheck.checker.verify import _check_modes
+    from semcheck.checker.checking import check_modes
 
     def no_worker(self, *args, **kwargs):
         raise AssertionError("a worker was started")
 
     # a 44-device ring folds onto 4 devices (RUN-7): every property whose fold proofs carry over is done there
     monkeypatch.setattr(ModeWorker, "__init__", no_worker)
-    done = _check_modes(_large_program(), _request(("eager", "on_wait", "hardware"), fold=True),
+    done = check_modes(_large_program(), _request(("eager", "on_wait", "hardware"), fold=True),
                         time.monotonic() + 600)
     for mode in ("eager", "on_wait", "hardware"):
         assert [v.verdict for v in done[mode][0]] == ["proved"] * len(PLUMBING)
@@ -115,9 +115,9 @@ def test_a_large_program_proved_on_its_fold_starts_no_worker(monkeypatch) -> Non
 def test_a_property_whose_fold_proofs_do_not_carry_is_decided_on_the_program() -> None:
     import time
 
-    from semcheck.checker.verify import _check_modes
+    from semcheck.checker.checking import check_modes
 
-    done = _check_modes(ring_allreduce(8), _request(("hardware",), fold=True, properties=PROPERTIES),
+    done = check_modes(ring_allreduce(8), _request(("hardware",), fold=True, properties=PROPERTIES),
                         time.monotonic() + 600)
     verdicts = {v.property: v for v in done["hardware"][0]}
     assert [v.property for v in done["hardware"][0]] == list(PROPERTIES)

@@ -575,7 +575,7 @@ def test_an_on_wait_race_too_long_to_replay_is_unknown_and_says_so(monkeypatch):
     so the race is not believed: unknown, naming the limit, and the orbit's images (as long) not tried."""
     import semcheck.checker.races as checker_races
     import semcheck.model.race as race_module
-    from semcheck.checker.verify import check_program
+    from semcheck import check_program
     from semcheck.checker.z3.memo import MEMO
 
     program = double_buffered(3, wrong_slot=True)

@@ -83,7 +83,7 @@ def _environment_digest() -> str:
 
 
 def request_key(req: Any) -> str:
-    """Step 1's key of one `verify.Request`: what is known before the kernel runs."""
+    """Step 1's key of one `request.Request`: what is known before the kernel runs."""
     h = hashlib.sha256(_environment_digest().encode())
     h.update(repr(sorted(dataclasses.asdict(req).items())).encode())
     path = os.path.abspath(req.path)

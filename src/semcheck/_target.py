@@ -6,12 +6,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 TARGET_ATTR = "__semcheck_target__"
+DEFAULT_DEVICES = (2, 4, 8)
+"""Device counts verified when neither the command line, the project nor the target names any."""
 
 
 def target(
     fn: Callable[..., Any] | None = None,
     *,
-    devices: Sequence[int] = (2, 4, 8),
+    devices: Sequence[int] = DEFAULT_DEVICES,
     cores: int | None = None,
     name: str | None = None,
     inputs: Any = None,

@@ -30,16 +30,15 @@ test process's jax is never touched.
 
 from __future__ import annotations
 
-import inspect
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from semcheck._target import DEFAULT_DEVICES as CLI_DEFAULT_DEVICES
 from semcheck._target import TARGET_ATTR
 
 DEFAULT_DEVICES = (2, 4)
-_CLI_DEFAULT_DEVICES = (2, 4, 8)  # what `semcheck verify` uses for a target that declares none
 
 
 class VerificationError(AssertionError):
@@ -54,28 +53,6 @@ class VerificationError(AssertionError):
         super().__init__(message)
         self.report = report
         self.code = code
-
-
-def _resolve(path_or_target: Any) -> tuple[str, str | None]:
-    """(absolute kernel file, target selector or None)."""
-    if isinstance(path_or_target, (str, os.PathLike)):
-        text = os.fspath(path_or_target)
-        file, sep, name = text.partition("::")
-        return os.path.abspath(file), (name or None) if sep else None
-    if callable(path_or_target):
-        fn = inspect.unwrap(path_or_target)
-        qualname = getattr(fn, "__qualname__", "")
-        name = getattr(fn, "__name__", "")
-        if not name or qualname != name:
-            raise TypeError(
-                f"assert_verified needs a module-level function (its file is imported afresh in another "
-                f"process), not {qualname or fn!r}"
-            )
-        file = inspect.getsourcefile(fn)
-        if file is None:
-            raise TypeError(f"cannot find the source file of {name}")
-        return os.path.abspath(file), name
-    raise TypeError(f"expected a kernel file path, 'file.py::target' or a target function, not {path_or_target!r}")
 
 
 def verify_target(
@@ -98,36 +75,16 @@ def verify_target(
     Raises `VerificationError` when the kernel file cannot be verified at all,
     and `ValueError` / `TypeError` for bad arguments.
     """
+    from semcheck._api import check, resolve
     from semcheck.checker import report
     from semcheck.checker.cli import exit_code
-    from semcheck.checker.properties import IDS as PROPERTIES
-    from semcheck.checker.verify import (
-        InputError,
-        Request,
-        check_devices,
-        check_timeout,
-        modes_for,
-        precheck_file,
-        run_sweep,
-    )
+    from semcheck.checker.request import InputError
 
-    path, target = _resolve(path_or_target)
-    try:
-        counts = check_devices(list(devices) if not isinstance(devices, int) else devices)
-        modes = modes_for(dma_mode)
-        check_timeout(timeout)
-    except InputError as e:
-        raise ValueError(e.message) from None
-    props = tuple(PROPERTIES) if properties is None else tuple(properties)
-    unknown_props = [p for p in props if p not in PROPERTIES]
-    if unknown_props or not props:
-        raise ValueError(f"properties must be a non-empty subset of {', '.join(PROPERTIES)}; "
-                         f"got {', '.join(unknown_props) or 'none'}")
+    path, target = resolve(path_or_target)
     label = path + (f"::{target}" if target else "")
     try:
-        precheck_file(path)
-        reqs = [Request(path, target, entry, n, cores, modes, float(timeout), props) for n in counts]
-        outcome = run_sweep(reqs, jobs=jobs, cache=_result_cache() if cache else None)
+        outcome = check(path_or_target, devices, dma_mode, properties, timeout=timeout, cores=cores,
+                        entry=entry, jobs=jobs, cache=cache)
     except InputError as e:
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
     data = report.to_json(path, outcome.results)
@@ -139,15 +96,6 @@ def verify_target(
         console.print(f"semcheck: {note.code}: {note.message}", markup=False)
     report.render_text(console, path, outcome.results)
     return data, buf.getvalue(), exit_code(outcome.results)
-
-
-def _result_cache() -> Any:
-    """The CLI's result cache, found as the CLI finds it (`semcheck._cache.default_directory`)."""
-    from semcheck._cache import ResultCache, default_directory
-    from semcheck.checker.cli import find_config
-
-    found = find_config(os.getcwd())
-    return ResultCache(default_directory(found[0] if found else None))
 
 
 def assert_verified(
@@ -231,7 +179,7 @@ if pytest is not None:
             return self.path, None, f"semcheck {self.spec} at {self.devices} devices"
 
     def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
-        from semcheck.checker.verify import InputError, parse_devices
+        from semcheck.checker.request import InputError, parse_devices
 
         text = config.getoption("semcheck_devices")
         if text:
@@ -239,7 +187,7 @@ if pytest is not None:
                 return parse_devices(text)
             except InputError as e:
                 raise pytest.UsageError(f"--semcheck-devices: {e.message}") from None
-        return sorted(set(declared)) if declared else list(_CLI_DEFAULT_DEVICES)
+        return sorted(set(declared)) if declared else list(CLI_DEFAULT_DEVICES)
 
     def _items_for_function(collector: Any, name: str, fn: Callable[..., Any]) -> list[Any]:
         marker = getattr(fn, TARGET_ATTR)
@@ -251,7 +199,7 @@ if pytest is not None:
         ]
 
     def _items_for_list(collector: Any, entries: Any) -> list[Any]:
-        from semcheck.checker.verify import plan
+        from semcheck.checker.planning import plan
 
         if isinstance(entries, (str, os.PathLike)) or not isinstance(entries, Iterable):
             raise pytest.UsageError(f"{collector.path}: semcheck_targets must be a list of kernel paths")

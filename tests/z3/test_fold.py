@@ -8,7 +8,7 @@ import pytest
 import z3_truth as truth
 from hypothesis import HealthCheck, Phase, event, given, settings
 from semcheck.checker.properties import BY_ID, IDS as PROPERTIES
-from semcheck.checker.verify import check_program
+from semcheck import check_program
 from ring_programs import ring_allreduce
 from semcheck.checker.z3.memo import MEMO
 from semcheck.model import (
@@ -281,7 +281,7 @@ def test_a_fold_can_be_race_free_while_the_program_races():
     # passes a token right, relays K tokens, then copies into the same slot again with no
     # handshake. The second copy waits for the read K devices back: on the 2-device fold that is
     # the receiver itself (ordered), on 8 devices it is another device (a race).
-    from semcheck.checker.verify import check_program
+    from semcheck import check_program
     from semcheck.model.ops import Access, DmaStart, Region
     from semcheck.model.race import find_races
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from z3_strategies import examples, programs
 
-from semcheck.checker.verify import check_program
+from semcheck import check_program
 from ring_programs import ring_allreduce
 from semcheck.checker.z3.counters import EncodingBug, lower, s_prime_end, s_prime_run
 from semcheck.checker.z3.memo import MEMO

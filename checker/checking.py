@@ -1,0 +1,209 @@
+"""Checking lowered programs: every requested property of a program under each DMA mode.
+
+One path for every caller: the verifying child process (`checker/child.py`), the mode worker,
+generated inputs and the tests all go through `check_program` / `check_modes`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+
+from semcheck.checker.properties import BY_ID, IDS
+from semcheck.checker.request import Request, Result, unknown_results
+from semcheck.checker.verdict import Verdict
+
+
+def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_000,
+                  deadline: float | None = None, fold: bool = True) -> list[Verdict]:
+    """All requested properties of one lowered program under one DMA mode.
+
+    With `fold`, a program whose devices repeat is first decided on its fold
+    (spec RUN-7): what is proved there is proved; everything else is decided
+    on the program itself. With a `deadline` (a `time.monotonic()` value)
+    each property gets the time left, and those reached after it are
+    unknown without being tried.
+    """
+    from semcheck.checker.folding import program_fold, proved_on_fold
+
+    from semcheck.checker.failing_runs import fold_unsafe
+
+    folded = program_fold(program) if fold and not fold_unsafe(program, mode) else None
+    out = []
+    for p in properties:
+        budget = _budget(timeout_ms, deadline)
+        v = None
+        if budget is not None and folded is not None:
+            v = proved_on_fold(folded, p, mode, timeout_ms=budget)
+            if v is None:
+                budget = _budget(timeout_ms, deadline)
+        if v is None:
+            if budget is None:
+                v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
+            else:
+                v = BY_ID[p].check(program, mode, timeout_ms=budget)
+        out.append(v)
+    return out
+
+
+def _budget(timeout_ms: int, deadline: float | None) -> int | None:
+    """Milliseconds a check may take: the timeout, or what is left before the deadline (None: nothing)."""
+    if deadline is None:
+        return timeout_ms
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    return max(1, min(timeout_ms, int(left * 1000)))
+
+
+def exposures_of(program, fold: bool) -> tuple:
+    """The interpreter divergences the program exercises (for the report's "modes differ" notes).
+
+    A fold has the same operations as the program on fewer devices, so it is read instead when
+    there is one: the skeleton's fold, or (with --no-fold) the fold of the program's symmetry when
+    the race check found one (the notes are static; no verdict rests on them). The skeleton drops
+    accesses, so the views the interpreter cannot index (ERR-9) are read off the program."""
+    from semcheck.checker.differences import exposures
+    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.folding import program_fold
+    from semcheck.checker.z3.memo import MEMO
+
+    folded = program_fold(program) if fold else MEMO.table(program).get(("symmetry",), (0, None))[1]
+    return exposures(folded.program if folded is not None else program, views=view_ops(program))
+
+
+
+def check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
+    """mode -> (verdicts, seconds) for every requested mode of one program.
+
+    A program whose devices repeat is first checked on its fold (RUN-7):
+    what is proved there is proved; the rest of each mode (a property not
+    proved on the fold, or one whose fold proofs do not carry over, such as
+    race-free) is checked on the program itself. On a large program the
+    hardware mode then goes to a second process
+    (`semcheck.checker.mode_worker`) while this one checks the others; if
+    that process cannot start or fails, its modes are checked here.
+    """
+    from semcheck.checker.folding import program_fold, proved_on_fold
+    from semcheck.checker.mode_worker import ModeWorker, split_modes
+
+    timeout_ms = int(req.timeout * 1000)
+    on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in req.modes}
+    spent: dict[str, float] = {m: 0.0 for m in req.modes}
+    t = time.monotonic()  # finding the fold counts towards the first mode's time
+    fold = program_fold(program) if req.fold else None
+    if fold is not None:
+        from semcheck.checker.failing_runs import fold_unsafe
+
+        # what the fold does not prove is decided on the program (witnesses name its devices)
+        for mode in req.modes:
+            if fold_unsafe(program, mode):  # the fold's skeleton lacks the accesses that raise (ERR-9)
+                continue
+            for p in req.properties:
+                budget = _budget(timeout_ms, deadline)
+                v = proved_on_fold(fold, p, mode, timeout_ms=budget) if budget is not None else None
+                if v is not None:
+                    on_fold[mode][p] = v
+            spent[mode] = time.monotonic() - t
+            t = time.monotonic()
+    missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+    rest = tuple(m for m in req.modes if missing[m])
+    wanted = tuple(p for p in req.properties if any(p in missing[m] for m in rest))
+    here, there = split_modes(program.num_ops, rest)
+    t0 = time.monotonic()
+    worker = None
+    if there:
+        try:
+            worker = ModeWorker(program, there, wanted, timeout_ms=timeout_ms, deadline=deadline)
+        except OSError as e:
+            print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
+            here, there = rest, ()
+
+    def locally(mode: str) -> tuple[list[Verdict], float]:
+        t = time.monotonic()
+        return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
+                             fold=False), time.monotonic() - t
+
+    from semcheck.checker.races import share_modes
+
+    share_modes(program, here)  # the interpreter's modes checked here share race-free's run (DR-7)
+    full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
+    if worker is not None:
+        try:
+            # the worker ran alongside since t0
+            full.update({mode: (v, time.monotonic() - t0) for mode, v in worker.result().items()})
+        except RuntimeError as e:
+            print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
+            full.update({mode: locally(mode) for mode in there})
+    done: dict[str, tuple[list[Verdict], float]] = {}
+    for mode in req.modes:
+        checked, seconds = full.get(mode, ([], 0.0))
+        by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        done[mode] = ([by_prop[p] for p in req.properties], spent[mode] + seconds)
+    return done
+
+
+
+def kernel_label(name: str, kernels, k) -> str:
+    """How reports name kernel `k` of a target: the target's name, NAME#i when it launches several."""
+    return name if len(kernels) == 1 else f"{name}#{k.index}"
+
+
+def kernel_results(name: str, kernels, req: Request, deadline: float,
+                   seconds_lowering: float) -> Iterator[Result]:
+    """The `Result` of every (kernel, mode) of one target's lowered kernels, each kernel's as soon
+    as it is checked (the child sends them on at once: a timeout later loses none of them)."""
+    for k in kernels:
+        label = kernel_label(name, kernels, k)
+        done = check_modes(k.program, req, deadline)
+        exposed = exposures_of(k.program, req.fold)
+        for mode in req.modes:
+            verdicts, seconds = done[mode]
+            yield Result(
+                target=label, devices=req.devices, dma_mode=mode, verdicts=verdicts,
+                program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,
+                         "collective_id": k.program.collective_id, "exposures": exposed},
+                seconds={"trace_and_lower": round(seconds_lowering, 4), "check": round(seconds, 4)},
+            )
+
+
+def generated_results(t, req: Request, deadline: float, recorder) -> list[Result]:
+    """A target with `inputs=`: up to `req.examples` generated inputs, the first violation shrunk
+    (`checker/generated_inputs.py`); raises `GeneratedInputRaised` when the kernel raises on one."""
+    from semcheck._dependencies import observe
+    from semcheck.checker.frontend import lower_target
+    from semcheck.checker.frontend.errors import Unsupported
+    from semcheck.checker.generated_inputs import aggregate, explore
+
+    def lowered(value, text: str):
+        with observe(recorder):
+            return lower_target(t.with_input(value, text), req.devices, cores=req.cores)
+
+    def verify_input(value, text: str) -> list[Result]:
+        t0 = time.monotonic()
+        try:
+            kernels = lowered(value, text)
+        except Unsupported as e:
+            return unknown_results(req, [t.name], f"unsupported {str(e).removeprefix('unsupported ')}")
+        return list(kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0))
+
+    def check_key(value, text: str, key) -> Verdict | None:
+        name, mode, prop = key
+        try:
+            kernels = lowered(value, text)
+        except Unsupported:
+            return None
+        for k in kernels:
+            if kernel_label(t.name, kernels, k) == name:
+                (v,) = check_program(k.program, mode, (prop,), timeout_ms=int(req.timeout * 1000),
+                                     deadline=deadline, fold=req.fold)
+                return v
+        return None
+
+    found = explore(t.inputs, req.examples, verify_input, check_key, deadline)
+    if found.raised is not None:
+        raise found.raised
+    return aggregate(found, req.modes, req.properties)
+
+

@@ -1,0 +1,249 @@
+"""The verifying child process: one kernel file at one device count, with a time limit.
+
+Importing and tracing run the user's code, so each device count is handled
+in a fresh child process (jax must be provisioned with enough host devices
+before it initialises, and a kernel that hangs or crashes must not take
+semcheck with it). The child sends plain data back over a pipe, as it goes:
+
+    ("ready",)                      jax, z3 and semcheck are imported
+    ("targets", [name, ...])        the kernel file is imported
+    ("result", Result)              one target x DMA mode, all properties
+    ("unsupported", name, msg, loc) a target the front end cannot lower
+    ("deps", Dependencies)          what the import and `build` read (for the result cache)
+    ("done",)
+    ("input" | "crash", ..., traceback)   and nothing after it
+
+`--timeout` counts from "ready": semcheck's own start-up (importing jax) is
+not the user's time. When it runs out the child is killed and every
+(target, mode) it had not answered for becomes `unknown` -- never proved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from semcheck.checker.planning import guess_targets
+from semcheck.checker.request import Findings, InputError, Note, Request, Result, unknown_results
+
+STARTUP_LIMIT = 300.0
+"""Seconds a child may take to import jax, z3 and semcheck (not counted in --timeout)."""
+GRACE = 2.0
+"""At most this many seconds past --timeout (a tenth of it, at least half a second) the child
+gets to send the verdicts z3 gave up on before it is killed."""
+
+def _watch_parent(parent_pid: int) -> None:
+    """A child whose parent died (killed -9, say) must not linger."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def _child(req: Request, conn, parent_pid: int) -> None:
+    """Runs in a fresh process: provision devices, import, trace, lower, check."""
+    # The kernel's own prints must not end up in a JSON/SARIF report on stdout,
+    # and importing its neighbours must not leave __pycache__ in the user's tree.
+    os.dup2(2, 1)
+    sys.dont_write_bytecode = True
+    try:
+        os.setpgrp()  # so that the parent can kill whatever the kernel spawned too
+    except OSError:
+        pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    from semcheck._dependencies import install, observe
+
+    recorder = install()  # before semcheck sets any variable: the kernel's environment is the parent's
+    try:
+        from semcheck.checker.checking import generated_results, kernel_results
+        from semcheck.checker.frontend import lower_target, provision_devices
+        from semcheck.checker.frontend.errors import Unsupported
+        from semcheck.checker.frontend.targets import load_targets
+
+        provision_devices(req.devices)
+        import jax  # noqa: F401 - start-up, not the user's time
+        import z3  # noqa: F401
+
+        import semcheck.checker.properties  # noqa: F401
+
+        # This process lives for one device count. Checking allocates millions
+        # of small, mostly acyclic objects; the cyclic collector re-scanning
+        # them is a third of the time at 256 devices, and peak memory is the
+        # same without it (measured: 2.0 GB either way), so it stays off.
+        gc.disable()
+        conn.send(("ready",))
+        start = time.monotonic()
+        deadline = start + req.timeout
+        with observe(recorder):
+            targets = load_targets(req.path, entry=req.entry, target=req.target)
+        conn.send(("targets", [t.name for t in targets]))
+        for t in targets:
+            if t.inputs is not None:  # inputs drawn from a hypothesis strategy
+                for r in generated_results(t, req, deadline, recorder):
+                    conn.send(("result", r))
+                continue
+            t0 = time.monotonic()
+            try:
+                with observe(recorder):
+                    kernels = lower_target(t, req.devices, cores=req.cores)
+            except Unsupported as e:
+                conn.send(("unsupported", t.name, str(e), e.loc))
+                continue
+            for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0):
+                conn.send(("result", r))
+        conn.send(("deps", recorder.dependencies()))
+        conn.send(("done",))
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
+        from semcheck.checker.frontend.errors import FrontendError
+
+        tb = traceback.format_exc()
+        if isinstance(e, FrontendError):
+            conn.send(("input", (e.code, str(e), e.loc), tb))
+        elif isinstance(e, SystemExit):
+            conn.send(("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb))
+        elif isinstance(e, KeyboardInterrupt):
+            conn.send(("input", ("interrupted", "interrupted", None), tb))
+        else:
+            conn.send(("crash", (type(e).__name__, str(e)), tb))
+    finally:
+        conn.close()
+
+
+# --- the parent -------------------------------------------------------------------
+
+_live: set[Any] = set()
+_live_by_path: dict[str, set[Any]] = {}
+_live_lock = threading.Lock()
+
+
+def kill_all() -> None:
+    """Kill every child still running (Ctrl-C, or a sibling's input error)."""
+    with _live_lock:
+        procs = list(_live)
+    for p in procs:
+        _kill(p)
+
+
+def kill_path(path: str) -> None:
+    """Kill the children verifying one kernel file (an input error there stops that file only)."""
+    with _live_lock:
+        procs = list(_live_by_path.get(path, ()))
+    for p in procs:
+        _kill(p)
+
+
+def _kill(proc) -> None:
+    if proc.pid is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        try:
+            proc.kill()
+        except (OSError, ValueError):
+            pass
+
+
+def _exit_description(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def verify(req: Request, *, debug: bool = False) -> Findings:
+    """Verify one kernel file at one device count, in a child process with a time limit.
+
+    Raises `InputError` when the kernel file cannot be verified at all
+    (it raised, has no targets, crashed the interpreter, ...). A timeout is
+    not an error: what had not been answered is `unknown`.
+    """
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(req, child, os.getpid()), daemon=True)
+    with _live_lock:
+        proc.start()
+        _live.add(proc)
+        _live_by_path.setdefault(req.path, set()).add(proc)
+    child.close()
+    names: list[str] | None = None
+    results: list[Result] = []
+    notes: list[Note] = []
+    deps = None
+    try:
+        deadline = time.monotonic() + STARTUP_LIMIT
+        started = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not parent.poll(left):
+                if not started:
+                    notes.append(Note("timeout", f"semcheck's checker process did not start within "
+                                                 f"{STARTUP_LIMIT:g}s (is the machine overloaded?)", req.devices))
+                else:
+                    notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: "
+                                                 f"importing, tracing and checking took longer than --timeout "
+                                                 f"{req.timeout:g}s; the process was stopped", req.devices))
+                break
+            try:
+                msg = parent.recv()
+            except EOFError:
+                proc.join(5)
+                raise InputError(
+                    "crashed",
+                    f"the process verifying {req.path} at {req.devices} devices died "
+                    f"({_exit_description(proc.exitcode)}) before answering",
+                ) from None
+            kind = msg[0]
+            if kind == "ready":
+                started = True
+                deadline = time.monotonic() + req.timeout + min(GRACE, max(0.5, req.timeout / 10))
+            elif kind == "targets":
+                names = list(msg[1])
+            elif kind == "result":
+                results.append(msg[1])
+            elif kind == "unsupported":
+                _, name, text, loc = msg
+                text = text.removeprefix("unsupported ")
+                notes.append(Note("unsupported", text, req.devices, loc))
+                results.extend(unknown_results(req, [name], f"unsupported {text}"))
+            elif kind == "deps":
+                deps = msg[1]
+            elif kind == "done":
+                break
+            elif kind == "input":
+                code, text, loc = msg[1]
+                raise InputError(code, text, loc, debug_text=msg[2], file=req.path)
+            else:  # "crash": a semcheck bug, or the kernel broke semcheck's own machinery
+                name, text = msg[1]
+                raise InputError("internal-error", f"{name}: {text} (rerun with --debug for the traceback)",
+                                 debug_text=msg[2], file=req.path)
+    finally:
+        if proc.is_alive():
+            _kill(proc)
+        with _live_lock:
+            _live.discard(proc)
+            _live_by_path.get(req.path, set()).discard(proc)
+        proc.join(5)
+        parent.close()
+    if notes and notes[-1].code == "timeout":
+        answered = {(r.target.split("#")[0], r.dma_mode) for r in results}
+        pending = names if names is not None else guess_targets(req)
+        reason = f"timeout: not decided within --timeout {req.timeout:g}s"
+        for name in pending:
+            missing = tuple(m for m in req.modes if (name, m) not in answered)
+            if missing:
+                results.extend(unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
+        deps = None
+    return Findings(results, notes, deps)

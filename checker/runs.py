@@ -1,0 +1,105 @@
+"""Runs over many requests: device counts of one kernel file, or many files, `jobs` processes at a
+time, answered from the result cache where it can (`semcheck._cache`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from semcheck.checker.child import kill_all, kill_path, verify
+from semcheck.checker.request import Findings, InputError, Request
+
+
+def run_sweep(
+    requests: Sequence[Request],
+    *,
+    jobs: int = 1,
+    debug: bool = False,
+    on_done: Callable[[Request], None] | None = None,
+    cache: Any = None,
+) -> Findings:
+    """Verify several device counts of one kernel file, `jobs` at a time; results in request order.
+
+    The first input error (in request order, so the same one whatever
+    `jobs` is) stops the sweep: the other children are killed.
+    """
+    (run,) = run_files([FileRun("", list(requests))], jobs=jobs, debug=debug, on_done=on_done, cache=cache)
+    if run.error is not None:
+        raise run.error
+    assert run.findings is not None
+    return run.findings
+
+
+@dataclasses.dataclass
+class FileRun:
+    """One kernel file of a run over many: its requests (device counts, targets) and what came of them."""
+
+    path: str  # as reports show it: as given on the command line, or as discovered under a directory
+    requests: list[Request]
+    findings: Findings | None = None
+    error: InputError | None = None
+    cached: int = 0  # requests answered from the result cache
+
+
+def run_files(
+    files: Sequence[FileRun],
+    *,
+    jobs: int = 1,
+    debug: bool = False,
+    on_done: Callable[[Request], None] | None = None,
+    cache: Any = None,
+) -> Sequence[FileRun]:
+    """Verify every request of every file, `jobs` child processes at a time over all of them.
+
+    Per file, as for one file: results in request order, and the first input
+    error (in request order, whatever `jobs` is) stops that file -- its other
+    children are killed and its results dropped (`FileRun.error` says why);
+    the other files go on. `cache` (`semcheck._cache.ResultCache`)
+    answers requests verified before with the same inputs, and keeps new
+    answers that contain no timeout.
+    """
+    stopped: set[int] = set()
+
+    def one(i: int, req: Request) -> tuple[Findings, bool]:
+        if i in stopped:
+            return Findings([]), False
+        hit = cache.get(req) if cache is not None else None
+        if hit is None:
+            out = verify(req, debug=debug)
+            if cache is not None:
+                cache.put(req, out)
+        else:
+            out = hit
+        if on_done is not None:
+            on_done(req)
+        return out, hit is not None
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        futures = [[pool.submit(one, i, req) for req in f.requests] for i, f in enumerate(files)]
+        for i, (f, fs) in enumerate(zip(files, futures, strict=True)):
+            found = Findings([])
+            for fut in fs:
+                try:
+                    out, hit = fut.result()
+                except InputError as e:
+                    stopped.add(i)
+                    for g in fs:
+                        g.cancel()
+                    for path in {r.path for r in f.requests}:
+                        kill_path(path)
+                    f.error = e
+                    break
+                f.cached += hit
+                found.results.extend(out.results)
+                found.notes.extend(out.notes)
+            if f.error is None:
+                f.findings = found
+    except BaseException:
+        kill_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return files
