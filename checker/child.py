@@ -33,6 +33,7 @@ from typing import Any
 
 from semcheck.checker.planning import guess_targets
 from semcheck.checker.request import Findings, InputError, Note, Request, Result, unknown_results
+from semcheck.checker.verdict import unknown_kind
 
 STARTUP_LIMIT = 300.0
 """Seconds a child may take to import jax, z3 and semcheck (not counted in --timeout)."""
@@ -246,4 +247,11 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
             if missing:
                 results.extend(unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
         deps = None
+    else:
+        late = sum(v.verdict == "unknown" and unknown_kind(v.reason or "") == "timeout"
+                   for r in results for v in r.verdicts)
+        if late:  # the child answered, but ran out of time inside some checks
+            notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: {late} "
+                                         f"{'property' if late == 1 else 'properties'} not decided within "
+                                         f"--timeout {req.timeout:g}s", req.devices))
     return Findings(results, notes, deps)

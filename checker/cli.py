@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("paths", nargs="*", metavar="PATH",
                    help="kernel.py, kernel.py::target or a directory (default: [tool.semcheck] paths)")
     v.add_argument("--devices", default=None,
-                   help="device counts: 4, 2,4,8 or 2..64 (powers of two in the range); "
+                   help="device counts: 4, 2,4,8 or 2..64 (both ends and the powers of two between "
+                   "them: 2..5 is 2,4,5); "
                    "default: the target's own, else [tool.semcheck] devices, else 2,4,8")
     v.add_argument("--cores", type=int, default=None, help="cores per device (default: the kernel's)")
     v.add_argument("--dma-mode", default=None, choices=["hardware", "eager", "on_wait", "all"],

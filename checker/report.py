@@ -12,7 +12,7 @@ from typing import Any
 from semcheck.checker.differences import CAUSES, difference_json, differences
 from semcheck.checker.generated_inputs import coverage, input_line, row_suffix
 from semcheck.checker.properties import BY_ID, IDS, REGISTRY
-from semcheck.checker.verdict import Verdict
+from semcheck.checker.verdict import Verdict, unknown_kind
 from semcheck.checker.request import Result
 
 SCHEMA_VERSION = "1.4"
@@ -261,22 +261,6 @@ UNKNOWN_HINTS = {
     "unsupported": "the front end cannot lower this construct faithfully, so nothing is claimed",
     "other": "semcheck could not decide this property: the reason says why",
 }
-
-
-def unknown_kind(reason: str) -> str:
-    """A coarse class of an unknown verdict's reason, for grouping and hints."""
-    r = reason.lower()
-    if r.startswith("timeout") or "z3 gave up: timeout" in r or "canceled" in r:
-        return "timeout"
-    if r.startswith("unsupported"):
-        return "unsupported"
-    if "program can fail" in r:
-        return "fails"
-    if "deadlocks" in r:
-        return "deadlocks"
-    if "outside the encoding" in r or "not static" in r:
-        return "encoding"
-    return "other"
 
 
 def hint_for(v: Verdict) -> str:

@@ -106,13 +106,16 @@ def modes_for(arg: str) -> tuple[str, ...]:
 
 
 def parse_devices(text: str) -> list[int]:
-    """`2,4,8`, `2..64` (the powers of two in the range, and its ends) or one count."""
+    """`2,4,8`, `2..64` (both ends and the powers of two between them) or one count."""
     text = text.strip()
     try:
         if ".." in text:
             lo, hi = (int(x) for x in text.split("..", 1))
             if lo < 1 or hi < lo:
                 raise InputError("usage", f"--devices {text}: a range lo..hi needs 1 <= lo <= hi")
+            if hi > MAX_DEVICES:
+                raise InputError("usage", f"--devices {text}: the range ends past {MAX_DEVICES}, the "
+                                          f"largest device count semcheck verifies")
             counts = {lo, hi} | {1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi}
         else:
             counts = {int(x) for x in text.split(",") if x.strip()}

@@ -67,3 +67,19 @@ class Verdict:
             raise ValueError("a violation needs a witness")
         if self.verdict == "unknown" and not self.reason:
             raise ValueError("an unknown verdict needs a reason")
+
+
+def unknown_kind(reason: str) -> str:
+    """A coarse class of an unknown verdict's reason, for grouping and hints."""
+    r = reason.lower()
+    if r.startswith(("timeout", "timed out")) or "z3 gave up: timeout" in r or "canceled" in r:
+        return "timeout"
+    if r.startswith("unsupported"):
+        return "unsupported"
+    if "program can fail" in r:
+        return "fails"
+    if "deadlocks" in r:
+        return "deadlocks"
+    if "outside the encoding" in r or "not static" in r:
+        return "encoding"
+    return "other"

@@ -173,8 +173,11 @@ def import_kernel_file(path: str) -> types.ModuleType:
         exec(code, module.__dict__)
     except Exception as e:
         sys.modules.pop(mod_name, None)
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name == "hypothesis":
+            hint = " (generated inputs need hypothesis: pip install 'semcheck[inputs]')"
         raise KernelRaised(
-            f"kernel file raised during import: {type(e).__name__}: {e}",
+            f"kernel file raised during import: {type(e).__name__}: {e}{hint}",
             stage="import",
             cause=e,
             path=path,

@@ -37,7 +37,7 @@ def resolve(path_or_target: Any) -> tuple[str, str | None]:
 def check(
     path_or_target: Any,
     devices: int | Iterable[int] = DEFAULT_DEVICES,
-    dma_mode: str = "all",
+    dma_mode: str | Sequence[str] = "all",
     properties: Sequence[str] | None = None,
     *,
     timeout: float = 300.0,
@@ -48,7 +48,8 @@ def check(
     fold: bool = True,
 ) -> Any:
     """Verify a kernel file (a path, `file.py::target`, or a module-level target function) at each
-    device count under `dma_mode` (hardware, eager, on_wait or all), as `semcheck verify` does.
+    device count under `dma_mode` (hardware, eager, on_wait, all, or a list of them), as
+    `semcheck verify` does.
 
     Returns the `Findings` (`.results`: one `Result` per target x device count x mode, each with
     its `Verdict`s; `.notes`: timeouts and unsupported constructs). `cache`: answer from, and
@@ -64,7 +65,8 @@ def check(
     path, target = resolve(path_or_target)
     try:
         counts = check_devices(list(devices) if not isinstance(devices, int) else devices)
-        modes = modes_for(dma_mode)
+        modes = modes_for(dma_mode) if isinstance(dma_mode, str) else tuple(
+            m for mode in dma_mode for m in modes_for(mode))
         check_timeout(timeout)
     except InputError as e:
         raise ValueError(e.message) from None

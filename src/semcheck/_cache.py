@@ -92,14 +92,12 @@ def request_key(req: Any) -> str:
 
 
 def _timed_out(findings: Any) -> bool:
-    if any(n.code == "timeout" for n in findings.notes):
-        return True
-    for r in findings.results:
-        for v in r.verdicts:
-            reason = (v.reason or "").lower()
-            if v.verdict == "unknown" and any(w in reason for w in ("timeout", "timed out", "canceled")):
-                return True
-    return False
+    """A timeout anywhere in the answer: a rerun may decide more, so it is not kept."""
+    from semcheck.checker.verdict import unknown_kind
+
+    return any(n.code == "timeout" for n in findings.notes) or any(
+        v.verdict == "unknown" and unknown_kind(v.reason or "") == "timeout"
+        for r in findings.results for v in r.verdicts)
 
 
 class ResultCache:

@@ -13,7 +13,7 @@ DEFAULT_DEVICES = (2, 4, 8)
 def target(
     fn: Callable[..., Any] | None = None,
     *,
-    devices: Sequence[int] = DEFAULT_DEVICES,
+    devices: Sequence[int] | None = None,
     cores: int | None = None,
     name: str | None = None,
     inputs: Any = None,
@@ -22,6 +22,7 @@ def target(
 
     Usable bare (`@semcheck.target`) or with options
     (`@semcheck.target(devices=[2, 4])`). The function is returned unchanged.
+    Without `devices`, the project's `[tool.semcheck] devices` apply, else `DEFAULT_DEVICES`.
 
     `inputs`, a hypothesis strategy, makes the target's inputs generated:
     the function then takes `(num_devices, value)`, one value the strategy
@@ -40,7 +41,8 @@ def target(
                             f"{type(inputs).__name__}")
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        marker: dict[str, Any] = {"devices": tuple(int(d) for d in devices), "cores": cores,
+        marker: dict[str, Any] = {"devices": None if devices is None else tuple(int(d) for d in devices),
+                                  "cores": cores,
                                   "name": name or f.__name__}
         if inputs is not None:
             marker["inputs"] = inputs

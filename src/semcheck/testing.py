@@ -58,7 +58,7 @@ class VerificationError(AssertionError):
 def verify_target(
     path_or_target: Any,
     devices: int | Iterable[int] = DEFAULT_DEVICES,
-    dma_mode: str = "all",
+    dma_mode: str | Sequence[str] = "all",
     properties: Sequence[str] | None = None,
     *,
     timeout: float = 300.0,
@@ -101,7 +101,7 @@ def verify_target(
 def assert_verified(
     path_or_target: Any,
     devices: int | Iterable[int] = DEFAULT_DEVICES,
-    dma_mode: str = "all",
+    dma_mode: str | Sequence[str] = "all",
     properties: Sequence[str] | None = None,
     *,
     timeout: float = 300.0,
@@ -146,10 +146,10 @@ if pytest is not None:
                         help="collect @semcheck.target functions and semcheck_targets lists as tests")
         group.addoption("--semcheck-devices", default=None, metavar="COUNTS",
                         help="device counts, e.g. 2,4 or 2..16 (default: each target's own, else 2,4,8)")
-        group.addoption("--semcheck-dma-mode", default="all", choices=["hardware", "eager", "on_wait", "all"],
-                        help="DMA semantics to verify under (default all)")
-        group.addoption("--semcheck-timeout", type=float, default=300.0, metavar="S",
-                        help="seconds per device count (default 300)")
+        group.addoption("--semcheck-dma-mode", default=None, choices=["hardware", "eager", "on_wait", "all"],
+                        help="DMA semantics to verify under (default: [tool.semcheck] dma-mode, else all)")
+        group.addoption("--semcheck-timeout", type=float, default=None, metavar="S",
+                        help="seconds per device count (default: [tool.semcheck] timeout, else 300)")
         group.addoption("--semcheck-no-cache", action="store_true", default=False,
                         help="verify afresh: neither read nor write semcheck's result cache")
 
@@ -167,8 +167,12 @@ if pytest is not None:
 
         def runtest(self) -> None:
             opt = self.config.getoption
-            assert_verified(self.spec, devices=(self.devices,), dma_mode=opt("semcheck_dma_mode"),
-                            timeout=opt("semcheck_timeout"), cache=not opt("semcheck_no_cache"))
+            project = _project(self.config)
+            modes = opt("semcheck_dma_mode") or project.get("dma-mode", "all")
+            assert_verified(self.spec, devices=(self.devices,),
+                            dma_mode=modes,
+                            timeout=opt("semcheck_timeout") or project.get("timeout", 300.0),
+                            cores=project.get("cores"), cache=not opt("semcheck_no_cache"))
 
         def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
             if isinstance(excinfo.value, VerificationError):
@@ -177,6 +181,21 @@ if pytest is not None:
 
         def reportinfo(self) -> tuple[Any, int | None, str]:
             return self.path, None, f"semcheck {self.spec} at {self.devices} devices"
+
+    def _project(config: Any) -> dict[str, Any]:
+        """[tool.semcheck] of the nearest pyproject.toml above pytest's root directory, read once,
+        as `semcheck verify` reads it (`checker.cli`)."""
+        cached = getattr(config, "_semcheck_project", None)
+        if cached is None:
+            from semcheck.checker.cli import UsageError, _config_values, find_config
+
+            found = find_config(str(config.rootpath))
+            try:
+                cached = _config_values(*found) if found else {}
+            except UsageError as e:
+                raise pytest.UsageError(str(e)) from None
+            config._semcheck_project = cached
+        return cached
 
     def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
         from semcheck.checker.request import InputError, parse_devices
@@ -187,7 +206,9 @@ if pytest is not None:
                 return parse_devices(text)
             except InputError as e:
                 raise pytest.UsageError(f"--semcheck-devices: {e.message}") from None
-        return sorted(set(declared)) if declared else list(CLI_DEFAULT_DEVICES)
+        if declared:
+            return sorted(set(declared))
+        return list(_project(config).get("devices", CLI_DEFAULT_DEVICES))
 
     def _items_for_function(collector: Any, name: str, fn: Callable[..., Any]) -> list[Any]:
         marker = getattr(fn, TARGET_ATTR)

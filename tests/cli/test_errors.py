@@ -137,6 +137,7 @@ USAGE_CASES = {
     "devices-huge": (("--devices", "100000"), ("--devices 100000", "between 1 and 1024")),
     "devices-negative-in-list": (("--devices", "2,-4"), ("--devices -4",)),
     "devices-reversed-range": (("--devices", "64..2"), ("1 <= lo <= hi",)),
+    "devices-range-too-far": (("--devices", "1..100000"), ("--devices 1..100000", "ends past 1024")),
     "devices-not-a-number": (("--devices", "four"), ("expected a count",)),
     "devices-empty": (("--devices", ""), ("at least one device count",)),
     "dma-mode": (("--dma-mode", "sometimes"), ("--dma-mode", "invalid choice: 'sometimes'")),
@@ -174,3 +175,11 @@ def test_no_command_prints_help_and_exits_2():
 def test_version():
     run = semcheck("--version")
     assert run.returncode == 0 and run.stdout.startswith("semcheck ")
+
+
+def test_a_device_range_is_its_ends_and_the_powers_of_two_between_as_the_help_says():
+    from semcheck.checker.request import parse_devices
+
+    assert parse_devices("2..5") == [2, 4, 5]
+    assert parse_devices("3..16") == [3, 4, 8, 16]
+    assert parse_devices("8") == [8]

@@ -123,3 +123,35 @@ def test_pytest_plugin_collects_targets_and_lists(tmp_path):
     fresh = run_pytest(tmp_path, "--semcheck", "--semcheck-devices", "2", "--semcheck-dma-mode", "eager",
                        "--semcheck-no-cache", "-v")
     assert fresh.returncode == 1 and "(cached)" not in fresh.stdout
+
+
+def test_pytest_plugin_reads_the_project_configuration(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.semcheck]\ndevices = [2]\ndma-mode = "eager"\n')
+    (tmp_path / "test_kernels.py").write_text(textwrap.dedent(f"""
+        import sys
+
+        import semcheck
+
+        sys.path.insert(0, {str(EXAMPLES)!r})
+
+
+        @semcheck.target
+        def permute(num_devices):
+            from ring_permute import build
+            return build(num_devices)
+
+
+        @semcheck.target(devices=[4])
+        def declared(num_devices):
+            from ring_permute import build
+            return build(num_devices)
+    """))
+    run = run_pytest(tmp_path, "--semcheck", "--collect-only", "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    # the project's devices for the bare target, its own for the other (as `semcheck verify`)
+    assert "test_kernels.py::permute[devices=2]" in run.stdout
+    assert "permute[devices=4]" not in run.stdout and "permute[devices=8]" not in run.stdout
+    assert "test_kernels.py::declared[devices=4]" in run.stdout
+    ran = run_pytest(tmp_path, "--semcheck", "-k", "permute", "-v")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "1 passed" in ran.stdout
