@@ -316,11 +316,23 @@ def cmd_verify(args) -> int:
             if args.debug and run.error.debug_text:
                 err.print(run.error.debug_text.rstrip(), markup=False)
             err.print(f"semcheck: {run.error.one_line()}", markup=False)
+    label = " ".join(p for p in st.paths) if len(st.paths) > 1 or os.path.isdir(given[0]) else given[0]
     if not runs:
-        err.print(f"semcheck: no kernel files: nothing in {', '.join(given)} defines @semcheck.target "
-                  f"or a module-level {st.entry or 'build'}", markup=False)
-        return EXIT_PROVED if args.only_kernels else EXIT_UNKNOWN
+        if args.only_kernels:  # pre-commit handed over changed files, none of them a kernel
+            err.print(f"semcheck: no kernel files: nothing in {', '.join(given)} defines @semcheck.target "
+                      f"or a module-level {st.entry or 'build'}", markup=False)
+            return EXIT_PROVED
+        # as a file that defines no target: bad input, with the same output
+        e = InputError("no-kernels", f"nothing in {', '.join(given)} defines @semcheck.target "
+                                     f"or a module-level {st.entry or 'build'}")
+        runs = [FileRun(label, [], error=e)]
+        err.print(f"semcheck: {e.one_line()}", markup=False)
     if all(run.error is not None for run in runs):
+        if args.format != "text":  # machine-readable output says what went wrong too, as for many files
+            from semcheck import __version__
+
+            write(args, report.render(args.format, label, [report.FileReport(r.path, [], r.error) for r in runs],
+                                      __version__))
         return EXIT_INPUT
 
     notes = [n for run in runs if run.findings is not None for n in run.findings.notes]
@@ -333,7 +345,6 @@ def cmd_verify(args) -> int:
     files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached)
              for run in runs]
     results = [r for f in files for r in f.results]
-    label = " ".join(p for p in st.paths) if len(st.paths) > 1 or os.path.isdir(given[0]) else given[0]
     if args.format == "text":
         from rich.console import Console
 

@@ -123,7 +123,24 @@ def test_missing_file(tmp_path):
 def test_a_directory_without_kernels_verifies_nothing(tmp_path):
     (tmp_path / "helper.py").write_text("def helper(x):\n    return x\n")
     run = semcheck("verify", ".", cwd=tmp_path)
-    assert_one_line_error(run, "no kernel files", ("@semcheck.target", "build"), exit_code=3)
+    assert_one_line_error(run, "no-kernels", ("@semcheck.target", "build"))
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif"])
+def test_an_input_error_of_one_file_is_in_the_machine_readable_report_as_for_many(tmp_path, fmt):
+    (tmp_path / "empty.py").write_text("")
+    (tmp_path / "dir").mkdir()
+    one = semcheck("verify", "empty.py", "--format", fmt, cwd=tmp_path)
+    none = semcheck("verify", "dir", "--format", fmt, cwd=tmp_path)
+    for run, code in ((one, "no-targets"), (none, "no-kernels")):
+        assert run.returncode == 2, run.stderr
+        assert len(run.stderr_lines) == 1 and run.stderr_lines[0].startswith(f"semcheck: {code}: ")
+        data = run.json()
+        if fmt == "json":
+            assert [e["code"] for e in data["errors"]] == [code] and data["results"] == []
+        else:
+            (result,) = data["runs"][0]["results"]
+            assert result["ruleId"] == "input-error" and result["level"] == "error"
 
 
 def test_syntax_error_is_found_without_starting_jax(kernels):
