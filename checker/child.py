@@ -9,6 +9,7 @@ semcheck with it). The child sends plain data back over a pipe, as it goes:
     ("targets", [name, ...])        the kernel file is imported
     ("result", Result)              one target x DMA mode, all properties
     ("unsupported", name, msg, loc) a target the front end cannot lower
+    ("target-error", name, (code, msg, loc), traceback)  a target whose build raised
     ("deps", Dependencies)          what the import and `build` read (for the result cache)
     ("done",)
     ("input" | "crash", ..., traceback)   and nothing after it
@@ -66,7 +67,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
     try:
         from semcheck.checker.checking import generated_results, kernel_results
         from semcheck.checker.frontend import lower_target, provision_devices
-        from semcheck.checker.frontend.errors import Unsupported
+        from semcheck.checker.frontend.errors import FrontendError, Unsupported
         from semcheck.checker.frontend.targets import load_targets
 
         provision_devices(req.devices)
@@ -87,16 +88,19 @@ def _child(req: Request, conn, parent_pid: int) -> None:
             targets = load_targets(req.path, entry=req.entry, target=req.target)
         conn.send(("targets", [t.name for t in targets]))
         for t in targets:
-            if t.inputs is not None:  # inputs drawn from a hypothesis strategy
-                for r in generated_results(t, req, deadline, recorder):
-                    conn.send(("result", r))
-                continue
-            t0 = time.monotonic()
             try:
+                if t.inputs is not None:  # inputs drawn from a hypothesis strategy
+                    for r in generated_results(t, req, deadline, recorder):
+                        conn.send(("result", r))
+                    continue
+                t0 = time.monotonic()
                 with observe(recorder):
                     kernels = lower_target(t, req.devices, cores=req.cores)
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))
+                continue
+            except FrontendError as e:  # this target's build raised: the file's other targets go on
+                conn.send(("target-error", t.name, (e.code, str(e), e.loc), traceback.format_exc()))
                 continue
             for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0):
                 conn.send(("result", r))
@@ -183,6 +187,7 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     results: list[Result] = []
     notes: list[Note] = []
     deps = None
+    target_errors: list[tuple[str, InputError]] = []
     try:
         deadline = time.monotonic() + STARTUP_LIMIT
         started = False
@@ -219,6 +224,9 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                 text = text.removeprefix("unsupported ")
                 notes.append(Note("unsupported", text, req.devices, loc))
                 results.extend(unknown_results(req, [name], f"unsupported {text}"))
+            elif kind == "target-error":
+                _, name, (code, text, loc), tb = msg
+                target_errors.append((name, InputError(code, text, loc, debug_text=tb, file=req.path)))
             elif kind == "deps":
                 deps = msg[1]
             elif kind == "done":
@@ -254,4 +262,6 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
             notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: {late} "
                                          f"{'property' if late == 1 else 'properties'} not decided within "
                                          f"--timeout {req.timeout:g}s", req.devices))
-    return Findings(results, notes, deps)
+    if target_errors and names is not None and {n for n, _ in target_errors} >= set(names):
+        raise target_errors[0][1]  # no target could be built: the file is bad input, as before
+    return Findings(results, notes, deps, target_errors)

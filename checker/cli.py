@@ -342,7 +342,13 @@ def cmd_verify(args) -> int:
             where = ""
         err.print(relpaths(f"semcheck: {note.code}: {note.message}{where}"), markup=False)
 
-    files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached)
+    for run in runs:
+        for name, e in run.findings.errors if run.findings is not None else ():
+            if args.debug and e.debug_text:
+                err.print(e.debug_text.rstrip(), markup=False)
+            err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
+    files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
+                               run.findings.errors if run.findings else [])
              for run in runs]
     results = [r for f in files for r in f.results]
     if args.format == "text":
@@ -357,7 +363,7 @@ def cmd_verify(args) -> int:
         from semcheck import __version__
 
         write(args, report.render(args.format, label, files, __version__))
-    code = exit_code(results, errors=sum(f.error is not None for f in files))
+    code = exit_code(results, errors=sum((f.error is not None) + len(f.target_errors) for f in files))
     if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code

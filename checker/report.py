@@ -70,12 +70,16 @@ class FileReport:
     results: list[Result]
     error: Any = None  # request.InputError
     cached: int = 0  # device counts answered from the result cache
+    target_errors: list = dataclasses.field(default_factory=list)  # (target, InputError): builds that raised
 
 
-def _error_json(f: FileReport) -> dict[str, Any]:
-    e = f.error
-    return {"file": f.path, "code": e.code, "message": _rel(e.one_line().split(": ", 1)[1]),
-            "location": _loc(e.loc) if e.loc is not None and e.loc.line else None}
+def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict[str, Any]:
+    e = f.error if e is None else e
+    out = {"file": f.path, "code": e.code, "message": _rel(e.one_line().split(": ", 1)[1]),
+           "location": _loc(e.loc) if e.loc is not None and e.loc.line else None}
+    if target is not None:
+        out["target"] = target
+    return out
 
 
 def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
@@ -100,7 +104,8 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
         "summary": summary(results),
         "results": rows,
         "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
-        "errors": [_error_json(f) for f in files if f.error is not None],
+        "errors": [_error_json(f) for f in files if f.error is not None]
+                  + [_error_json(f, e, name) for f in files for name, e in f.target_errors],
     }
 
 
@@ -139,21 +144,22 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
     ]
     sarif_results = []
     for f in files:
-        if f.error is not None:
-            e = f.error
+        failed = [(f.path, f.error)] if f.error is not None else [
+            (f"{f.path}::{name}", e) for name, e in f.target_errors]
+        for what, e in failed:
             loc = e.loc if e.loc is not None and e.loc.line else None
             sarif_results.append({
                 "ruleId": "input-error",
                 "level": "error",
-                "message": {"text": _rel(f"semcheck could not verify {f.path}: {e.one_line()}")},
+                "message": {"text": _rel(f"semcheck could not verify {what}: {e.one_line()}")},
                 "locations": [{"physicalLocation": {
                     "artifactLocation": {"uri": _uri(loc.file if loc else f.path)},
                     **({"region": {"startLine": loc.line}} if loc else {})}}],
                 "properties": {"code": e.code},
             })
-            continue
-        sarif_results.extend(_sarif_results(f.path, f.results))
-    if any(f.error is not None for f in files):
+        if f.error is None:
+            sarif_results.extend(_sarif_results(f.path, f.results))
+    if any(f.error is not None or f.target_errors for f in files):
         rules.append({"id": "input-error", "name": "InputError",
                       "shortDescription": {"text": "semcheck could not verify the kernel file at all."},
                       "defaultConfiguration": {"level": "error"}})

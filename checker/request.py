@@ -68,6 +68,8 @@ class Findings:
     # what importing the kernel file and running `build` read (`semcheck._dependencies`); None
     # when the child did not finish, so the result cache does not keep the answer
     dependencies: Any = None
+    # (target, error) of each target whose build raised while the file's other targets were verified
+    errors: list[tuple[str, InputError]] = dataclasses.field(default_factory=list)
 
 
 class InputError(Exception):

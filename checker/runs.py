@@ -95,6 +95,8 @@ def run_files(
                 f.cached += hit
                 found.results.extend(out.results)
                 found.notes.extend(out.notes)
+                found.errors.extend(e for e in out.errors
+                                    if (e[0], e[1].message) not in {(t, x.message) for t, x in found.errors})
             if f.error is None:
                 f.findings = found
     except BaseException:

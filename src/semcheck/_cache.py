@@ -138,7 +138,8 @@ class ResultCache:
 
     def put(self, req: Any, findings: Any) -> None:
         deps = getattr(findings, "dependencies", None)
-        if not isinstance(deps, Dependencies) or deps.uncacheable is not None or _timed_out(findings):
+        if (not isinstance(deps, Dependencies) or deps.uncacheable is not None or _timed_out(findings)
+                or findings.errors):  # a target that raised is an input error: never kept
             return
         folder = self._folder(req)
         try:

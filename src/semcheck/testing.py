@@ -87,15 +87,17 @@ def verify_target(
                         entry=entry, jobs=jobs, cache=cache)
     except InputError as e:
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
-    data = report.to_json(path, outcome.results)
+    data = report.to_json_files(path, [report.FileReport(path, outcome.results, target_errors=outcome.errors)])
     buf = io.StringIO()
     from rich.console import Console
 
     console = Console(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True)
     for note in outcome.notes:
         console.print(f"semcheck: {note.code}: {note.message}", markup=False)
+    for name, e in outcome.errors:
+        console.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
     report.render_text(console, path, outcome.results)
-    return data, buf.getvalue(), exit_code(outcome.results)
+    return data, buf.getvalue(), exit_code(outcome.results, errors=len(outcome.errors))
 
 
 def assert_verified(

@@ -6,6 +6,8 @@ made once, two at a time, by a module fixture; the tests then look at them.
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from ._support import CLEAN, Run, semcheck, semcheck_many, unsupported_kernel, write_kernels
@@ -200,3 +202,30 @@ def test_a_device_range_is_its_ends_and_the_powers_of_two_between_as_the_help_sa
     assert parse_devices("2..5") == [2, 4, 5]
     assert parse_devices("3..16") == [3, 4, 8, 16]
     assert parse_devices("8") == [8]
+
+
+def test_a_target_that_raises_does_not_hide_the_files_other_targets(tmp_path):
+    (tmp_path / "two.py").write_text(textwrap.dedent(f"""
+        import sys
+        import semcheck
+        sys.path.insert(0, {str(CLEAN.parent)!r})
+
+
+        @semcheck.target(devices=[2])
+        def good(num_devices):
+            from ring_permute import build
+            return build(num_devices)
+
+
+        @semcheck.target(devices=[2])
+        def broken(num_devices):
+            raise RuntimeError("no mesh for you")
+    """))
+    run = semcheck("verify", "two.py", "--dma-mode", "eager", "--format", "json", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr_lines == [line for line in run.stderr_lines if "(target broken)" in line] != []
+    data = run.json()
+    assert {row["target"] for row in data["results"]} == {"good"}
+    assert all(row["verdict"] == "proved" for row in data["results"])
+    ((error),) = data["errors"]
+    assert error["target"] == "broken" and error["code"] == "kernel-raised" and "no mesh" in error["message"]
