@@ -264,4 +264,4 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                                          f"--timeout {req.timeout:g}s", req.devices))
     if target_errors and names is not None and {n for n, _ in target_errors} >= set(names):
         raise target_errors[0][1]  # no target could be built: the file is bad input, as before
-    return Findings(results, notes, deps, target_errors)
+    return Findings(results, notes, deps, target_errors, imported=names is not None)

@@ -70,6 +70,7 @@ class Findings:
     dependencies: Any = None
     # (target, error) of each target whose build raised while the file's other targets were verified
     errors: list[tuple[str, InputError]] = dataclasses.field(default_factory=list)
+    imported: bool = True  # False: the child was stopped before the kernel file's import finished
 
 
 class InputError(Exception):

@@ -4,12 +4,14 @@ time, answered from the result cache where it can (`semcheck._cache`)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from semcheck.checker.child import kill_all, kill_path, verify
-from semcheck.checker.request import Findings, InputError, Request
+from semcheck.checker.planning import guess_targets
+from semcheck.checker.request import Findings, InputError, Note, Request, unknown_results
 
 
 def run_sweep(
@@ -61,15 +63,25 @@ def run_files(
     answers that contain no timeout.
     """
     stopped: set[int] = set()
+    hung: dict[int, Request] = {}  # a file whose import outlived --timeout at this request
 
     def one(i: int, req: Request) -> tuple[Findings, bool]:
         if i in stopped:
             return Findings([]), False
+        if i in hung:  # importing is the same at every device count: it would hang again
+            first = hung[i]
+            reason = (f"timeout: importing the kernel file did not finish within --timeout "
+                      f"{first.timeout:g}s at {first.devices} devices; not tried again")
+            return Findings(unknown_results(req, guess_targets(req), reason),
+                            [Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: not tried, "
+                                             f"its import hung at {first.devices} devices", req.devices)]), False
         hit = cache.get(req) if cache is not None else None
         if hit is None:
             out = verify(req, debug=debug)
             if cache is not None:
                 cache.put(req, out)
+            if not out.imported:
+                hung.setdefault(i, req)
         else:
             out = hit
         if on_done is not None:

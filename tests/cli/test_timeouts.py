@@ -75,3 +75,15 @@ def test_every_device_count_with_a_timeout_says_so_on_stderr():
     for n in timed_out:  # the child was stopped, or it answered with checks it ran out of time in
         assert any(line.startswith("semcheck: timeout: ring_allreduce.py at " + f"{n} devices")
                    for line in run.stderr_lines), run.stderr
+
+
+def test_an_import_that_hangs_is_waited_for_once_not_once_per_device_count(kernels, tmp_path):
+    path = kernels["hangs_at_import.py"]
+    run = semcheck("verify", path, "--devices", "2,4,8", "--timeout", "2", "--format", "json", cwd=path.parent,
+                   extra_env={"PID_FILE": str(tmp_path / "pid")}, timeout=200)
+    assert run.returncode == 3, run.stderr
+    rows = run.json()["results"]
+    assert {row["devices"] for row in rows} == {2, 4, 8} and all(row["verdict"] == "unknown" for row in rows)
+    assert {row["reason"] for row in rows if row["devices"] > 2} == {
+        "timeout: importing the kernel file did not finish within --timeout 2s at 2 devices; not tried again"}
+    assert len([line for line in run.stderr_lines if line.startswith("semcheck: timeout: ")]) == 3
