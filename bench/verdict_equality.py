@@ -99,13 +99,10 @@ def examples(out_path: str, devices: str = "2,4") -> None:
                     out.write(json.dumps({"file": path, "fold": fold, "exit": p.returncode,
                                           "stderr": p.stderr[-500:]}) + "\n")
                     continue
-                for r in report.get("results", []):
-                    rows = [{k: v.get(k) for k in ("property", "verdict", "reason")}
-                            | {"witness": (v.get("witness") or {}).get("schedule")}
-                            for v in r.get("verdicts", [])]
-                    out.write(json.dumps({"file": path, "fold": fold, "target": r.get("target"),
-                                          "devices": r.get("devices"), "mode": r.get("dma_mode"),
-                                          "verdicts": rows}) + "\n")
+                for r in report.get("results", []):  # one per (target, devices, mode, property)
+                    row = {k: r.get(k) for k in ("target", "devices", "dma_mode", "property", "verdict", "reason")}
+                    row["witness"] = (r.get("witness") or {}).get("schedule")
+                    out.write(json.dumps({"file": path, "fold": fold, "verdicts": [row]}) + "\n")
                 out.write(json.dumps({"file": path, "fold": fold, "exit": p.returncode}) + "\n")
     print(f"{len(files)} example files -> {out_path}")
 
