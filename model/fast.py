@@ -3,7 +3,8 @@
 It runs each core as far as it can, parks it on the count or barrier it waits
 for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
-rule functions (`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
+rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens`,
+`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
 `step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
 `dma.amounts`); it keeps counts, task queues and DMA phases in mutable
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Protocol
 
+from semcheck.model.barrier import opens, reached
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
@@ -38,7 +40,7 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.run import classify
-from semcheck.model.semaphore import SemTables, count, lookup_in
+from semcheck.model.semaphore import SemTables, count, lookup_in, next_task, shortfall
 from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
 from semcheck.model.step import (
     barrier_sem,
@@ -219,12 +221,10 @@ def fast_run(
             phase[ident] = 2
 
     def barrier_reached(p: int, name: str) -> int:
-        r = passed.get((p, name), 0)
         ops = cores[p]
         pc = pcs[p]
-        if pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc:
-            r += 1
-        return r
+        at_it = pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc
+        return reached(passed.get((p, name), 0), at_it)
 
     def run_core(core: int) -> None:
         # failures and dead devices change only when a core fails, which ends its run_core
@@ -247,28 +247,29 @@ def fast_run(
                 if key is None:
                     key = mine.get(id(op.sem)) or resolve_id(core, pc, op.sem)
                     counter = (key, core)
-                    have = counts_get(counter, 0)
-                    if have < value:  # the lookup is a step of its own (SEM-5)
+                    short = shortfall(counts_get(counter, 0), value)
+                    if short > 0:  # the lookup is a step of its own (SEM-5)
                         looked[core] = key
                         if record:
                             schedule_append(step_c)
                 else:
                     counter = (key, core)
-                    have = counts_get(counter, 0)
-                while have < value:
+                    short = shortfall(counts_get(counter, 0), value)
+                while short > 0:
                     q = queues.get(counter) if on_wait else None
-                    if not q:
+                    i = None if q is None else next_task(q)
+                    if i is None:
                         waiting[counter] = core
                         pcs[core] = pc
                         return
-                    ident, kind = q.pop()
+                    ident, kind = q.pop(i)
                     if record:
                         schedule_append(step_c)
                     dma_read(ident)
                     if kind == "read_write":
                         dma_write(ident)
-                    have = counts_get(counter, 0)
-                counts[counter] = have - value
+                    short = shortfall(counts_get(counter, 0), value)
+                counts[counter] = -short
                 looked[core] = None
                 if observer is not None:
                     observer.wait(core, pc, counter, value)
@@ -350,7 +351,7 @@ def fast_run(
                 k = passed.get((core, op.name), 0) + 1
                 if observer is not None:
                     observer.arrive(core, pc, op.name, k)
-                if all(barrier_reached(p, op.name) >= k for p in op.participants):
+                if opens(k, [barrier_reached(p, op.name) for p in op.participants]):
                     passed[(core, op.name)] = k
                     if observer is not None:
                         observer.barrier(core, pc, op.name, k, op.participants)

@@ -55,6 +55,7 @@ from semcheck.model.errors import (
     Violation,
 )
 from semcheck.checker.z3.memo import MEMO
+from semcheck.model.barrier import awaited, opens, opens_at
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
@@ -79,7 +80,7 @@ from semcheck.model.ops import (
 )
 from semcheck.model.run import classify
 from semcheck.model.state import Outcome
-from semcheck.model.semaphore import lookup_in
+from semcheck.model.semaphore import lookup_in, shortfall
 from semcheck.model.step import enabled, is_hardware, named, step, target_core, view_failure
 
 Key = tuple
@@ -267,17 +268,11 @@ class HappensBefore:
                         frontier[core] = i
                         changed = True
                     b = self.barriers[(core, i)]
-                    ready = True
-                    for p in b.participants:
-                        pp = self.barrier_pos.get((p, b.name, b.k))
-                        if pp is None or frontier[p] < pp:
-                            ready = False
-                            break
-                    if not ready:
+                    where = awaited(b.participants, lambda p, b=b: self.barrier_pos.get((p, b.name, b.k)))
+                    if not opens_at(b.k, where, frontier):
                         break
                     joined = vc_at(core, i)
-                    for p in b.participants:
-                        pp = self.barrier_pos[(p, b.name, b.k)]
+                    for p, pp in where.items():
                         np.maximum(joined, vc_at(p, pp), out=joined)
                     segs[core].append((i, joined))
                     nxt[core] += 1
@@ -867,12 +862,12 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
             e = evs[j]
             t = type(e)
             if t is WaitOp:
-                counter, value = e[2], e[3]
-                have = counts_get(counter, 0)
-                if have < value:
+                counter = e[2]
+                short = shortfall(counts_get(counter, 0), e[3])
+                if short > 0:
                     waiting[counter] = core
                     break
-                counts[counter] = have - value
+                counts[counter] = -short
             elif t is Contribution:
                 counter = e[3]
                 counts[counter] = counts_get(counter, 0) + e[2]
@@ -882,8 +877,8 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
                         queued[p] = True
                         ready.append(p)
             else:
-                reached[(core, e.name)] = e.k
-                if any(reached.get((p, e.name), 0) < e.k for p in e.participants):
+                reached[(core, e.name)] = e.k  # at its k-th barrier of the name, it has reached k
+                if not opens(e.k, [reached.get((p, e.name), 0) for p in e.participants]):
                     parked.setdefault((e.name, e.k), []).append(core)
                     break
                 for p in parked.pop((e.name, e.k), ()):

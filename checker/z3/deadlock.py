@@ -70,9 +70,11 @@ from semcheck.checker.z3.counters import (
 )
 from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.symmetry import Rotation, find_rotation
+from semcheck.model.barrier import awaited
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
+from semcheck.model.semaphore import shortfall
 from semcheck.model.state import Outcome
 
 PROPERTY = "deadlock-free"
@@ -159,7 +161,7 @@ class Conditions:
             while k < len(own_pos) and own_pos[k] < i:
                 k += 1
             own = own_acc[k - 1] if k else 0
-            need = w.value - own + waited  # blocked iff what the other cores contributed < need
+            need = shortfall(own - waited, w.value)  # blocked iff what the other cores contributed < need
             if count_waits:
                 waited += w.value
             if need <= 0:
@@ -182,14 +184,12 @@ class Conditions:
         if "barrier" in self.drop:
             return BlockCondition(c, i, "never")
         b = self.low.barriers[(c, i)]
-        terms = []
-        for p in sorted(b.participants):
-            pos = self.low.barrier_pos.get((p, b.name, b.k))
-            if pos is None:
-                return BlockCondition(c, i, "always")
-            if p != c:
-                terms.append((p, pos))
-        return BlockCondition(c, i, "barrier", terms=tuple(terms)) if terms else BlockCondition(c, i, "never")
+        # BAR-1 over positions: blocked while some other participant is short of its own k-th
+        where = awaited(sorted(b.participants), lambda p: self.low.barrier_pos.get((p, b.name, b.k)))
+        if where is None:
+            return BlockCondition(c, i, "always")
+        terms = tuple((p, pos) for p, pos in where.items() if p != c)
+        return BlockCondition(c, i, "barrier", terms=terms) if terms else BlockCondition(c, i, "never")
 
 
 # --- integer encodings: plain (the note's sums) and compact ---------------------------------
