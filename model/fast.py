@@ -14,7 +14,6 @@ step relation and compares whole states.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Protocol
 
 from semcheck.model.barrier import opens, reached
@@ -40,6 +39,7 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.run import classify
+from semcheck.model.schedule import ParkAndWake
 from semcheck.model.semaphore import SemTables, count, lookup_in, next_task, shortfall
 from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
 from semcheck.model.step import (
@@ -125,7 +125,9 @@ def fast_run(
     dead_devices: set[int] = set()
     schedule: list = []
     schedule_append = schedule.append
-    waiting: dict = {}  # (key, core) -> core parked on it
+    sched = ParkAndWake(n)  # RUN-3's schedule
+    waiting = sched.on_counter  # (key, core) -> core parked on it, tested inline on every signal
+    changed = sched.changed
     looked: list = [None] * n  # core -> the semaphore its unfinished wait looked up
     # Per core, what a reference resolves to while the tables and allocations stay as they are:
     # by (label, index), and for waits and signals also by the reference object's identity (their
@@ -139,22 +141,13 @@ def fast_run(
     dma_targets: list[dict[tuple, int]] = [{} for _ in range(n)]
     amounts: dict[tuple, tuple[int, int]] = {}
     barrier_enters, barrier_err = barrier_sem(program, mode)  # SEM-2: the same at every get_barrier_semaphore
-    barrier_waiters: dict = {}  # (name, k) -> cores parked
-    ready = deque(range(n))
-    queued = [True] * n
-
-    def wake(core: int) -> None:
-        if not queued[core]:
-            queued[core] = True
-            ready.append(core)
-
     def signal(key, core: int, inc: int, source) -> None:
         counter = (key, core)
         if observer is not None:
             observer.signal(counter, inc, source)
         counts[counter] = counts_get(counter, 0) + inc
         if counter in waiting:
-            wake(waiting.pop(counter))
+            changed(counter)
 
     def do_fail(core: int, pc: int, violation: Violation) -> None:
         pcs[core] = pc
@@ -259,7 +252,7 @@ def fast_run(
                     q = queues.get(counter) if on_wait else None
                     i = None if q is None else next_task(q)
                     if i is None:
-                        waiting[counter] = core
+                        sched.park_on(counter, core)
                         pcs[core] = pc
                         return
                     ident, kind = q.pop(i)
@@ -290,7 +283,7 @@ def fast_run(
                     observer.signal(counter, op.inc, (core, pc))
                 counts[counter] = counts_get(counter, 0) + op.inc
                 if counter in waiting:
-                    wake(waiting.pop(counter))
+                    changed(counter)
             elif t is DmaStart:
                 # a copy's references are objects of its own: they are looked up by value
                 ref = op.src_sem
@@ -325,7 +318,7 @@ def fast_run(
                         counter = (key, c)
                         queues.setdefault(counter, []).append(task)
                         if counter in waiting:  # a core parked on this count can now run the task
-                            wake(waiting.pop(counter))
+                            changed(counter)
                 else:
                     if record:
                         schedule_append(step_c)
@@ -355,10 +348,9 @@ def fast_run(
                     passed[(core, op.name)] = k
                     if observer is not None:
                         observer.barrier(core, pc, op.name, k, op.participants)
-                    for p in barrier_waiters.pop((op.name, k), ()):
-                        wake(p)
+                    sched.opened(op.name, k)
                 else:
-                    barrier_waiters.setdefault((op.name, k), []).append(core)
+                    sched.park_at(op.name, k, core)
                     return
             elif t is AllocSem:
                 ranges, held = sem_allocation(program, mode, core, op, next_id)
@@ -392,9 +384,7 @@ def fast_run(
             pc += 1
         pcs[core] = pc
 
-    while ready:
-        core = ready.popleft()
-        queued[core] = False
+    while (core := sched.next()) is not None:
         try:
             run_core(core)
         except _Halt:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
-from collections import defaultdict, deque
+from collections import defaultdict
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -79,6 +79,7 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.run import classify
+from semcheck.model.schedule import ParkAndWake
 from semcheck.model.state import Outcome
 from semcheck.model.semaphore import lookup_in, shortfall
 from semcheck.model.step import enabled, is_hardware, named, step, target_core, view_failure
@@ -846,16 +847,11 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
         events.append(evs)
     counts: dict = {}
     counts_get = counts.get
-    waiting: dict = {}  # counter -> the core parked on it (only the counter's own core waits on it)
+    sched = ParkAndWake(n)  # the fast run's schedule (RUN-3)
+    waiting = sched.on_counter  # tested inline on every contribution
     reached: dict[tuple[int, str], int] = {}  # (core, barrier name) -> barriers of that name reached
-    parked: dict[tuple[str, int], list[int]] = {}  # (name, k) -> cores at that barrier
     at = [0] * n  # index into events
-    ready = deque(range(n))
-    queued = [True] * n
-    # (the loop is inlined: a ring parks and wakes each core once per step)
-    while ready:
-        core = ready.popleft()
-        queued[core] = False
+    while (core := sched.next()) is not None:
         evs = events[core]
         j, end = at[core], len(evs)
         while j < end:
@@ -865,26 +861,20 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
                 counter = e[2]
                 short = shortfall(counts_get(counter, 0), e[3])
                 if short > 0:
-                    waiting[counter] = core
+                    sched.park_on(counter, core)
                     break
                 counts[counter] = -short
             elif t is Contribution:
                 counter = e[3]
                 counts[counter] = counts_get(counter, 0) + e[2]
                 if counter in waiting:
-                    p = waiting.pop(counter)
-                    if not queued[p]:
-                        queued[p] = True
-                        ready.append(p)
+                    sched.changed(counter)
             else:
                 reached[(core, e.name)] = e.k  # at its k-th barrier of the name, it has reached k
                 if not opens(e.k, [reached.get((p, e.name), 0) for p in e.participants]):
-                    parked.setdefault((e.name, e.k), []).append(core)
+                    sched.park_at(e.name, e.k, core)
                     break
-                for p in parked.pop((e.name, e.k), ()):
-                    if not queued[p]:
-                        queued[p] = True
-                        ready.append(p)
+                sched.opened(e.name, e.k)
             j += 1
         at[core] = j
     pcs = tuple(stops[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))
