@@ -22,6 +22,7 @@ from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
 from semcheck.model.buffer import BufferStore
+from semcheck.model.buffer import advanced as buffer_advanced
 from semcheck.model.ops import (
     AllocBuffer,
     AllocSem,
@@ -41,6 +42,7 @@ from semcheck.model.ops import (
 from semcheck.model.run import classify
 from semcheck.model.schedule import ParkAndWake
 from semcheck.model.semaphore import SemTables, count, lookup_in, next_task, shortfall
+from semcheck.model.semaphore import advanced as sem_advanced
 from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
 from semcheck.model.step import (
     barrier_sem,
@@ -354,9 +356,8 @@ def fast_run(
                     return
             elif t is AllocSem:
                 ranges, held = sem_allocation(program, mode, core, op, next_id)
-                for c, r in ranges.items():  # semaphore.take, on the working copies
-                    next_id[c] = r.stop
-                    internal.update(r)
+                next_id.update(sem_advanced(ranges))  # semaphore.take, on the working copies
+                internal.update(*ranges.values())
                 forget_resolved()
                 if isinstance(held, Violation):
                     do_fail(core, pc, held)
@@ -367,8 +368,7 @@ def fast_run(
                 reads.append((core, pc, count(counts, key, core)))
             elif t is AllocBuffer:
                 ids, bound, err = buffer_allocation(program, mode, core, op, next_buf)
-                for thread, i in ids.items():  # buffer.take, on the working copies
-                    next_buf[thread] = i + 1
+                next_buf.update(buffer_advanced(ids))  # buffer.take, on the working copies
                 for c, key in bound.items():
                     buffer_keys[(c, op.label)] = key
                 if err is not None:

@@ -44,13 +44,18 @@ def handout(next_id: Mapping[int, int], cores: Iterable[int], n: int) -> dict[in
     `next_id` maps a core to its next id (absent: FIRST_SEMAPHORE_ID). The
     caller advances each core's counter to the end of its range and adds the
     range to the internal table (`take`; the fast run does so on its working
-    copies).
+    copies, through `advanced`).
     """
     out: dict[int, range] = {}
     for core in cores:
         base = next_id.get(core, FIRST_SEMAPHORE_ID)
         out[core] = range(base, base + n)
     return out
+
+
+def advanced(ranges: Mapping[int, range]) -> dict[int, int]:
+    """SEM-1 allocate, the counters: each core's next id once it took its range (`handout`): past its end."""
+    return {core: r.stop for core, r in ranges.items()}
 
 
 def take(tables: SemTables, ranges: Mapping[int, range]) -> SemTables:
@@ -62,7 +67,7 @@ def take(tables: SemTables, ranges: Mapping[int, range]) -> SemTables:
     if not ranges:
         return tables
     internal = tables.internal.union(*ranges.values())
-    next_id = tables.next_id.update({core: r.stop for core, r in ranges.items()})
+    next_id = tables.next_id.update(advanced(ranges))
     return dataclasses.replace(tables, internal=internal, next_id=next_id)
 
 

@@ -56,9 +56,11 @@ from semcheck.model.errors import (
 )
 from semcheck.checker.z3.memo import MEMO
 from semcheck.model.barrier import awaited, opens, opens_at
+from semcheck.model.buffer import advanced as buffer_advanced
+from semcheck.model.buffer import handout as buffer_handout
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.fast import fast_run
-from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
+from semcheck.model.ids import arange_int16, scalar_int16
 from semcheck.model.ops import (
     BARRIER,
     AllocBuffer,
@@ -81,6 +83,8 @@ from semcheck.model.ops import (
 from semcheck.model.run import classify
 from semcheck.model.schedule import ParkAndWake
 from semcheck.model.state import Outcome
+from semcheck.model.semaphore import advanced as sem_advanced
+from semcheck.model.semaphore import handout as sem_handout
 from semcheck.model.semaphore import lookup_in, shortfall
 from semcheck.model.step import enabled, is_hardware, named, step, target_core, view_failure
 
@@ -413,19 +417,22 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
     racy_counters: set[int] = set()
     sem_events: dict[tuple[int, int], AllocEvent] = {}
     buffer_events: dict[tuple[int, int], AllocEvent] = {}
-    for by_core, events_out, first, what in (
-        (sem_by_core, sem_events, FIRST_SEMAPHORE_ID, "semaphore"),
-        (buf_by_core, buffer_events, FIRST_BUFFER_ID, "buffer"),
-    ):
+    for by_core, events_out, what in ((sem_by_core, sem_events, "semaphore"), (buf_by_core, buffer_events, "buffer")):
         for core, evs in by_core.items():
             ordered = order(evs, core, what)
             if ordered is None:
                 continue
-            nxt = first
+            nxt: dict[int, int] = {}  # this core's counter, as the model's SEM-1 / BUF-1 hand ids out
             for a, i, op in ordered:
                 ev = events_out.setdefault((a, i), AllocEvent(a, i, op, {}))
-                ev.bases[core] = nxt
-                nxt += op.count if isinstance(op, AllocSem) else 1
+                if what == "semaphore":
+                    ranges = sem_handout(nxt, (core,), op.count)
+                    ev.bases[core] = ranges[core].start
+                    nxt.update(sem_advanced(ranges))
+                else:
+                    ids = buffer_handout(nxt, (core,))
+                    ev.bases[core] = ids[core]
+                    nxt.update(buffer_advanced(ids))
 
     sem_allocs: dict[tuple[int, str], SemAlloc] = {}
     for (a, i), ev in sem_events.items():
@@ -434,7 +441,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         if hw:
             ids = None
         else:
-            ids = arange_int16(ev.bases.get(a, FIRST_SEMAPHORE_ID), op.count) if a in ev.bases else None
+            ids = arange_int16(ev.bases[a], op.count) if a in ev.bases else None
         for t in scope:
             if (t, op.label) in sem_allocs:
                 unsupported.append(f"allocation label {op.label!r} is allocated twice for core {t}")
