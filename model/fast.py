@@ -7,17 +7,18 @@ rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens`,
 `step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
 `step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
-`dma.amounts`); it keeps counts, task queues and DMA phases in mutable
+`dma.amounts`, `dma.run_half_task`); it keeps counts, task queues and DMA phases in mutable
 working copies, because the step relation copies its state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from semcheck.model.barrier import opens, reached
 from semcheck.model.dma import amounts as dma_amounts
+from semcheck.model.dma import run_half_task
 from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
@@ -74,6 +75,54 @@ class _Halt(Exception):
     """Internal control flow: the current core failed."""
 
 
+class _Row(NamedTuple):
+    """A started DMA's fields as `Dma` names them, but its phase (kept apart, in `_Copies.phases`).
+
+    Built once per copy, straight from its fields; the frozen `Dma` only when the run ends.
+    """
+
+    ident: int
+    src_core: int
+    dst_core: int
+    nbytes: int
+    src_key: tuple | None
+    dst_key: tuple
+    loc: object
+    src_amount: int
+    dst_amount: int
+
+
+new_row = tuple.__new__
+
+
+class _Copies:
+    """The fast run's working copies of its DMAs, as the half rules read and change them (`dma.Halves`).
+
+    A half's signal goes through the run's own `signal` (its observer, the counts, waking a waiter).
+    """
+
+    __slots__ = ("rows", "phases", "signal")
+
+    def __init__(self, signal) -> None:
+        self.rows: list[_Row] = []
+        self.phases: list[int] = []
+        self.signal = signal
+
+    def phase(self, ident: int) -> int:
+        return self.phases[ident]
+
+    def fields(self, ident: int) -> _Row:
+        return self.rows[ident]
+
+    def signalled(self, key: tuple, core: int, amount: int, source: tuple) -> _Copies:
+        self.signal(key, core, amount, source)
+        return self
+
+    def moved(self, ident: int, phase: int) -> _Copies:
+        self.phases[ident] = phase
+        return self
+
+
 def fast_run(
     program: Program,
     mode: DmaMode,
@@ -115,10 +164,6 @@ def fast_run(
     allocs: dict = {}
     buffer_keys: dict = {}
     queues: dict = {}
-    # A started DMA is kept as the fields of its `Dma` (its phase apart) until the end: building the
-    # frozen dataclass twice per copy (started, then finished) was a fifth of a large eager run.
-    rows: list[tuple] = []
-    phase: list[int] = []
     steps = [("core", c) for c in range(n)]  # schedule entries, shared rather than rebuilt per op
     passed: dict = {}
     reads: list = []
@@ -143,6 +188,7 @@ def fast_run(
     dma_targets: list[dict[tuple, int]] = [{} for _ in range(n)]
     amounts: dict[tuple, tuple[int, int]] = {}
     barrier_enters, barrier_err = barrier_sem(program, mode)  # SEM-2: the same at every get_barrier_semaphore
+
     def signal(key, core: int, inc: int, source) -> None:
         counter = (key, core)
         if observer is not None:
@@ -150,6 +196,9 @@ def fast_run(
         counts[counter] = counts_get(counter, 0) + inc
         if counter in waiting:
             changed(counter)
+
+    copies = _Copies(signal)  # the started DMAs, as the half rules see them
+    rows, phase = copies.rows, copies.phases
 
     def do_fail(core: int, pc: int, violation: Violation) -> None:
         pcs[core] = pc
@@ -202,19 +251,6 @@ def fast_run(
             mine[where] = t
         return t
 
-    def dma_read(ident: int) -> None:
-        if phase[ident] == 0:
-            row = rows[ident]
-            if row[4] is not None:
-                signal(row[4], row[1], row[7], (ident, "read"))
-            phase[ident] = 1
-
-    def dma_write(ident: int) -> None:
-        if phase[ident] == 1:
-            row = rows[ident]
-            signal(row[5], row[2], row[8], (ident, "write"))
-            phase[ident] = 2
-
     def barrier_reached(p: int, name: str) -> int:
         ops = cores[p]
         pc = pcs[p]
@@ -257,12 +293,10 @@ def fast_run(
                         sched.park_on(counter, core)
                         pcs[core] = pc
                         return
-                    ident, kind = q.pop(i)
+                    task = q.pop(i)
                     if record:
                         schedule_append(step_c)
-                    dma_read(ident)
-                    if kind == "read_write":
-                        dma_write(ident)
+                    run_half_task(copies, task)
                     short = shortfall(counts_get(counter, 0), value)
                 counts[counter] = -short
                 looked[core] = None
@@ -304,7 +338,7 @@ def fast_run(
                 if amount is None:
                     amount = amounts[size] = dma_amounts(op, mode)
                 ident = len(rows)
-                row = (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1])
+                row = new_row(_Row, (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1]))
                 rows.append(row)
                 phase.append(0)
                 if observer is not None:
@@ -314,7 +348,7 @@ def fast_run(
                     no_read = (core, pc, "read") in suppress
                     no_write = no_read or (core, pc, "write") in suppress
                 if on_wait:
-                    for key, c, task in dma_tasks(Dma(*row)):
+                    for key, c, task in dma_tasks(row):
                         if no_write if task[1] == "read_write" else no_read:
                             continue
                         counter = (key, c)
@@ -327,13 +361,8 @@ def fast_run(
                         if hw:
                             schedule.extend([("dma_read", ident), ("dma_write", ident)][: 2 - no_read - no_write])
                     pc += 1
-                    if not no_read:  # the read half, then the write half (dma_read, dma_write)
-                        if src_key is not None:
-                            signal(src_key, core, amount[0], (ident, "read"))
-                        phase[ident] = 1
-                        if not no_write:
-                            signal(dst_key, dst, amount[1], (ident, "write"))
-                            phase[ident] = 2
+                    if not no_read:  # DMA-2: the halves run now, as the task an eager start runs
+                        run_half_task(copies, (ident, "read" if no_write else "read_write"))
                     continue
             elif t is GetBarrierSem:
                 if barrier_enters is not None and barrier_enters not in fixed:  # semaphore.guarantee_fixed
