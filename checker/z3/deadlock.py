@@ -227,7 +227,7 @@ class Encoding:
     def _render(self, b: BlockCondition):
         if self.style == "plain" and (b.core, b.pos) in self.low.waits:
             w = self.low.waits[(b.core, b.pos)]
-            return self._plain_count(w.counter) < w.value
+            return shortfall(self._plain_count(w.counter), w.value) > 0  # SEM-5 over the note's sums
         if b.kind == "always":
             return z3.BoolVal(True)
         if b.kind == "never":
@@ -851,12 +851,12 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         waited_before = sum(v.value for v in low.waits_by_counter.get(w.counter, ()) if v.pos < b.pc)
         delivered_before = have + waited_before
         possible = have + missing
-        if possible < w.value:
+        if shortfall(possible, w.value) > 0:
             short = f"even if every operation that adds to it ran, the count would reach {possible} of {w.value}: " \
-                    f"short by {w.value - possible}"
+                    f"short by {shortfall(possible, w.value)}"
             if not subs:
                 short = f"nothing left to run adds to {b.op.sem} here: the count stays {have} of {w.value}, " \
-                        f"short by {w.value - have}"
+                        f"short by {shortfall(have, w.value)}"
             astray = _astray(low, w, c, rel, what, topo)
             subs.append(short + (f"; {astray}" if astray else ""))
             shape.append(subs[-1])

@@ -45,6 +45,7 @@ from semcheck.checker.z3.counters import (
     s_prime_run,
 )
 from semcheck.model.ops import DmaMode, Program
+from semcheck.model.semaphore import shortfall
 
 
 class Timestamped:
@@ -80,7 +81,7 @@ class Timestamped:
         for (c, i), w in low.waits.items():
             waited = sum(m.value for m in low.waits_by_counter[w.counter] if m.pos < i)
             have = self.arrived_before(w.counter, self.t[c][i])
-            parts.append(z3.Implies(self.q[c] > i, have - waited >= w.value))
+            parts.append(z3.Implies(self.q[c] > i, shortfall(have - waited, w.value) <= 0))  # SEM-5
         for (c, i), b in low.barriers.items():
             if i >= low.cap(c):
                 continue
