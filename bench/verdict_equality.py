@@ -102,7 +102,8 @@ def examples(out_path: str, devices: str = "2,4") -> None:
                 for r in report.get("results", []):  # one per (target, devices, mode, property)
                     row = {k: r.get(k) for k in ("target", "devices", "dma_mode", "property", "verdict", "reason")}
                     row["witness"] = (r.get("witness") or {}).get("schedule")
-                    out.write(json.dumps({"file": path, "fold": fold, "verdicts": [row]}) + "\n")
+                    line = json.dumps({"file": path, "fold": fold, "verdicts": [row]})
+                    out.write(line.replace(str(ROOT) + os.sep, "") + "\n")  # the same in any checkout
                 out.write(json.dumps({"file": path, "fold": fold, "exit": p.returncode}) + "\n")
     print(f"{len(files)} example files -> {out_path}")
 
