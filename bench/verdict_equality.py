@@ -89,7 +89,7 @@ def examples(out_path: str, devices: str = "2,4") -> None:
     with open(out_path, "w") as out:
         for path in files:
             for fold in (True, False):
-                cmd = [str(exe), "verify", path, "--devices", devices, "--format", "json"]
+                cmd = [str(exe), "verify", path, "--devices", devices, "--format", "json", "--no-cache"]
                 if not fold:
                     cmd.append("--no-fold")
                 p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
