@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from ring_programs import ring_allreduce  # noqa: E402
 
 from semcheck.checker.z3.deadlock import deadlock_free  # noqa: E402
-from semcheck.checker.z3.timestamped import deadlock_free_timestamped  # noqa: E402
+from timestamped import deadlock_free_timestamped  # noqa: E402 - bench/, this script's directory
 
 LIMITS = {"order": 10**9, "compact": 128, "plain": 64, "timestamped": 16}
 

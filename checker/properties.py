@@ -88,7 +88,7 @@ REGISTRY: tuple[Property, ...] = (
     Property(
         "deadlock-free", "PROP-4",
         "No reachable state where an unfinished core can never move.",
-        "semcheck.checker.z3.deadlock:deadlock_free",
+        "semcheck.checker.deadlock:deadlock_free",
         "each blocked wait needs signals some schedule always delivers: check the wait's "
         "count and the device_id / core_index of the signals and DMAs meant for it",
     ),

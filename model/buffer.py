@@ -151,11 +151,16 @@ def handout(next_id: Mapping[Thread, int], threads: Iterable[Thread]) -> dict[Th
     return {t: next_id.get(t, FIRST_BUFFER_ID) for t in threads}
 
 
+def advanced(ids: Mapping[Thread, int]) -> dict[Thread, int]:
+    """BUF-1, the counters: each thread's next id once it got the one `handout` gave: the one after."""
+    return {t: i + 1 for t, i in ids.items()}
+
+
 def take(store: BufferStore, ids: Mapping[Thread, int]) -> BufferStore:
     """BUF-1, the effect: each thread's counter moves past the id it got; ids are never reused."""
     if not ids:
         return store
-    return dataclasses.replace(store, next_id=store.next_id.update({t: i + 1 for t, i in ids.items()}))
+    return dataclasses.replace(store, next_id=store.next_id.update(advanced(ids)))
 
 
 def next_buffer_id(store: BufferStore, thread: Thread) -> tuple[BufferStore, int]:

@@ -1,15 +1,15 @@
 """DMA halves and waits that run queued tasks (rules DMA-2 .. DMA-5, SEM-5, SEM-7).
 
-Each function works on any frozen state with the fields `counts`, `queues`
-and `dmas`: the kernel-level `State` (through `semcheck.model.step`) and the
-manager's own state (`semcheck.model.manager`), so both levels run DMAs by
-the same rules.
+The halves (DMA-2, DMA-4) are written once, over a small store interface (`Halves`): a view of
+any frozen state with the fields `counts`, `queues` and `dmas` (the kernel-level `State`, through
+`semcheck.model.step`, and the manager's own state, `semcheck.model.manager`), and the fast run's
+working copies (`semcheck.model.fast`). So every level runs DMAs by the same rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import ModelBug
@@ -46,35 +46,98 @@ def amounts(op: DmaStart, mode: DmaMode) -> tuple[int, int]:
     return half_amount(op.nbytes, op.src_sem_type, mode), half_amount(op.nbytes, op.dst_sem_type, mode)
 
 
+class Halves(Protocol):
+    """What the half rules read and change. A frozen state's view returns a new view from each change;
+    a working copy changes itself and returns itself."""
+
+    def phase(self, ident: int) -> int:
+        """DMA `ident`'s phase: 0 started, 1 read half done, 2 complete."""
+        ...
+
+    def fields(self, ident: int) -> Any:
+        """DMA `ident`'s fields as `Dma` names them (src_key, src_core, src_amount, dst_key, ...)."""
+        ...
+
+    def signalled(self, key: SemKey, core: int, amount: int, source: tuple) -> Self:
+        """SEM-4 by a half; `source` is `(ident, "read" | "write")` (what a run's observer is told)."""
+        ...
+
+    def moved(self, ident: int, phase: int) -> Self:
+        """DMA `ident` now in `phase`."""
+        ...
+
+
+def read_half(store: Halves, ident: int) -> Halves:
+    """DMA-2 read half: signal the send semaphore (if any) on the source core with its amount (DMA-6).
+
+    At most once: a half already read (through another task) does nothing.
+    """
+    if store.phase(ident) != 0:
+        return store
+    d = store.fields(ident)
+    if d.src_key is not None:
+        store = store.signalled(d.src_key, d.src_core, d.src_amount, (ident, "read"))
+    return store.moved(ident, 1)
+
+
+def write_half(store: Halves, ident: int) -> Halves:
+    """DMA-2 write half: signal the receive semaphore on the destination core with its amount (DMA-6).
+
+    After the read half, at most once.
+    """
+    phase = store.phase(ident)
+    if phase == 0:
+        raise ModelBug(f"DMA {ident} written before read")
+    if phase == 2:
+        return store
+    d = store.fields(ident)
+    return store.signalled(d.dst_key, d.dst_core, d.dst_amount, (ident, "write")).moved(ident, 2)
+
+
+def run_half_task(store: Halves, task: tuple) -> Halves:
+    """DMA-4: a waiter runs a popped task: the read half, or read-then-write (each half at most once).
+
+    An eager start runs its DMA's halves as this task (DMA-2).
+    """
+    ident, kind = task
+    store = read_half(store, ident)
+    if kind == "read_write":
+        store = write_half(store, ident)
+    return store
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    """The `Halves` view of a frozen state with fields `counts` and `dmas`."""
+
+    state: Any
+
+    def phase(self, ident: int) -> int:
+        return self.state.dmas[ident].phase
+
+    def fields(self, ident: int) -> Dma:
+        return self.state.dmas[ident]
+
+    def signalled(self, key: SemKey, core: int, amount: int, source: tuple) -> _Frozen:
+        return _Frozen(dataclasses.replace(self.state, counts=sem.signal(self.state.counts, key, core, amount)))
+
+    def moved(self, ident: int, phase: int) -> _Frozen:
+        return _Frozen(_set_dma(self.state, dataclasses.replace(self.state.dmas[ident], phase=phase)))
+
+
 def dma_read(state: S, ident: int) -> S:
-    """DMA-2 read half: signal the send semaphore on the source core with its amount (DMA-6)."""
-    dma = state.dmas[ident]
-    if dma.phase != 0:
-        return state  # already read through another task
-    counts = state.counts
-    if dma.src_key is not None:
-        counts = sem.signal(counts, dma.src_key, dma.src_core, dma.src_amount)
-    return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=1))
+    """DMA-2 read half on a frozen state (`read_half`)."""
+    return read_half(_Frozen(state), ident).state
 
 
 def dma_write(state: S, ident: int) -> S:
-    """DMA-2 write half: signal the receive semaphore on the destination core with its amount (DMA-6)."""
-    dma = state.dmas[ident]
-    if dma.phase == 0:
-        raise ModelBug(f"DMA {ident} written before read")
-    if dma.phase == 2:
-        return state
-    counts = sem.signal(state.counts, dma.dst_key, dma.dst_core, dma.dst_amount)
-    return _set_dma(dataclasses.replace(state, counts=counts), dataclasses.replace(dma, phase=2))
+    """DMA-2 write half on a frozen state (`write_half`)."""
+    return write_half(_Frozen(state), ident).state
 
 
 def run_task(state: S, task: tuple) -> S:
-    """DMA-4: a waiter runs a popped task: the read half, or read-then-write (each half at most once)."""
-    ident, kind = task
-    state = dma_read(state, ident)
-    if kind == "read_write":
-        state = dma_write(state, ident)
-    return state
+    """DMA-4 on a frozen state (`run_half_task`)."""
+    return run_half_task(_Frozen(state), task).state
 
 
 def tasks(dma: Dma) -> tuple[tuple[SemKey, int, Task], ...]:

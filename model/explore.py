@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from semcheck.model import semaphore as sem
 from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, GetBarrierSem, Program, Signal, Wait
 from semcheck.model.run import classify
 from semcheck.model.state import Actor, Outcome, State
@@ -67,10 +68,9 @@ def _static_internal_ids(program: Program) -> frozenset[int]:
         for op in ops:
             if isinstance(op, AllocSem):
                 cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-                for c in cores:
-                    base = nxt.get(c, 2000)
-                    nxt[c] = base + op.count
-                    ids.update(range(base, base + op.count))
+                ranges = sem.handout(nxt, cores, op.count)
+                nxt.update(sem.advanced(ranges))
+                ids.update(*ranges.values())
     return frozenset(ids)
 
 

@@ -3,24 +3,27 @@
 It runs each core as far as it can, parks it on the count or barrier it waits
 for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
-rule functions (`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
+rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens`,
+`step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
 `step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
-`dma.amounts`); it keeps counts, task queues and DMA phases in mutable
+`dma.amounts`, `dma.run_half_task`); it keeps counts, task queues and DMA phases in mutable
 working copies, because the step relation copies its state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+from semcheck.model.barrier import opens, reached
 from semcheck.model.dma import amounts as dma_amounts
+from semcheck.model.dma import run_half_task
 from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
 from semcheck.model.buffer import BufferStore
+from semcheck.model.buffer import advanced as buffer_advanced
 from semcheck.model.ops import (
     AllocBuffer,
     AllocSem,
@@ -38,7 +41,9 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.run import classify
-from semcheck.model.semaphore import SemTables, count, lookup_in
+from semcheck.model.schedule import ParkAndWake
+from semcheck.model.semaphore import SemTables, count, lookup_in, next_task, shortfall
+from semcheck.model.semaphore import advanced as sem_advanced
 from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
 from semcheck.model.step import (
     barrier_sem,
@@ -68,6 +73,54 @@ class RunObserver(Protocol):
 
 class _Halt(Exception):
     """Internal control flow: the current core failed."""
+
+
+class _Row(NamedTuple):
+    """A started DMA's fields as `Dma` names them, but its phase (kept apart, in `_Copies.phases`).
+
+    Built once per copy, straight from its fields; the frozen `Dma` only when the run ends.
+    """
+
+    ident: int
+    src_core: int
+    dst_core: int
+    nbytes: int
+    src_key: tuple | None
+    dst_key: tuple
+    loc: object
+    src_amount: int
+    dst_amount: int
+
+
+new_row = tuple.__new__
+
+
+class _Copies:
+    """The fast run's working copies of its DMAs, as the half rules read and change them (`dma.Halves`).
+
+    A half's signal goes through the run's own `signal` (its observer, the counts, waking a waiter).
+    """
+
+    __slots__ = ("rows", "phases", "signal")
+
+    def __init__(self, signal) -> None:
+        self.rows: list[_Row] = []
+        self.phases: list[int] = []
+        self.signal = signal
+
+    def phase(self, ident: int) -> int:
+        return self.phases[ident]
+
+    def fields(self, ident: int) -> _Row:
+        return self.rows[ident]
+
+    def signalled(self, key: tuple, core: int, amount: int, source: tuple) -> _Copies:
+        self.signal(key, core, amount, source)
+        return self
+
+    def moved(self, ident: int, phase: int) -> _Copies:
+        self.phases[ident] = phase
+        return self
 
 
 def fast_run(
@@ -111,10 +164,6 @@ def fast_run(
     allocs: dict = {}
     buffer_keys: dict = {}
     queues: dict = {}
-    # A started DMA is kept as the fields of its `Dma` (its phase apart) until the end: building the
-    # frozen dataclass twice per copy (started, then finished) was a fifth of a large eager run.
-    rows: list[tuple] = []
-    phase: list[int] = []
     steps = [("core", c) for c in range(n)]  # schedule entries, shared rather than rebuilt per op
     passed: dict = {}
     reads: list = []
@@ -123,7 +172,9 @@ def fast_run(
     dead_devices: set[int] = set()
     schedule: list = []
     schedule_append = schedule.append
-    waiting: dict = {}  # (key, core) -> core parked on it
+    sched = ParkAndWake(n)  # RUN-3's schedule
+    waiting = sched.on_counter  # (key, core) -> core parked on it, tested inline on every signal
+    changed = sched.changed
     looked: list = [None] * n  # core -> the semaphore its unfinished wait looked up
     # Per core, what a reference resolves to while the tables and allocations stay as they are:
     # by (label, index), and for waits and signals also by the reference object's identity (their
@@ -137,14 +188,6 @@ def fast_run(
     dma_targets: list[dict[tuple, int]] = [{} for _ in range(n)]
     amounts: dict[tuple, tuple[int, int]] = {}
     barrier_enters, barrier_err = barrier_sem(program, mode)  # SEM-2: the same at every get_barrier_semaphore
-    barrier_waiters: dict = {}  # (name, k) -> cores parked
-    ready = deque(range(n))
-    queued = [True] * n
-
-    def wake(core: int) -> None:
-        if not queued[core]:
-            queued[core] = True
-            ready.append(core)
 
     def signal(key, core: int, inc: int, source) -> None:
         counter = (key, core)
@@ -152,7 +195,10 @@ def fast_run(
             observer.signal(counter, inc, source)
         counts[counter] = counts_get(counter, 0) + inc
         if counter in waiting:
-            wake(waiting.pop(counter))
+            changed(counter)
+
+    copies = _Copies(signal)  # the started DMAs, as the half rules see them
+    rows, phase = copies.rows, copies.phases
 
     def do_fail(core: int, pc: int, violation: Violation) -> None:
         pcs[core] = pc
@@ -205,26 +251,11 @@ def fast_run(
             mine[where] = t
         return t
 
-    def dma_read(ident: int) -> None:
-        if phase[ident] == 0:
-            row = rows[ident]
-            if row[4] is not None:
-                signal(row[4], row[1], row[7], (ident, "read"))
-            phase[ident] = 1
-
-    def dma_write(ident: int) -> None:
-        if phase[ident] == 1:
-            row = rows[ident]
-            signal(row[5], row[2], row[8], (ident, "write"))
-            phase[ident] = 2
-
     def barrier_reached(p: int, name: str) -> int:
-        r = passed.get((p, name), 0)
         ops = cores[p]
         pc = pcs[p]
-        if pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc:
-            r += 1
-        return r
+        at_it = pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc
+        return reached(passed.get((p, name), 0), at_it)
 
     def run_core(core: int) -> None:
         # failures and dead devices change only when a core fails, which ends its run_core
@@ -247,28 +278,27 @@ def fast_run(
                 if key is None:
                     key = mine.get(id(op.sem)) or resolve_id(core, pc, op.sem)
                     counter = (key, core)
-                    have = counts_get(counter, 0)
-                    if have < value:  # the lookup is a step of its own (SEM-5)
+                    short = shortfall(counts_get(counter, 0), value)
+                    if short > 0:  # the lookup is a step of its own (SEM-5)
                         looked[core] = key
                         if record:
                             schedule_append(step_c)
                 else:
                     counter = (key, core)
-                    have = counts_get(counter, 0)
-                while have < value:
+                    short = shortfall(counts_get(counter, 0), value)
+                while short > 0:
                     q = queues.get(counter) if on_wait else None
-                    if not q:
-                        waiting[counter] = core
+                    i = None if q is None else next_task(q)
+                    if i is None:
+                        sched.park_on(counter, core)
                         pcs[core] = pc
                         return
-                    ident, kind = q.pop()
+                    task = q.pop(i)
                     if record:
                         schedule_append(step_c)
-                    dma_read(ident)
-                    if kind == "read_write":
-                        dma_write(ident)
-                    have = counts_get(counter, 0)
-                counts[counter] = have - value
+                    run_half_task(copies, task)
+                    short = shortfall(counts_get(counter, 0), value)
+                counts[counter] = -short
                 looked[core] = None
                 if observer is not None:
                     observer.wait(core, pc, counter, value)
@@ -289,7 +319,7 @@ def fast_run(
                     observer.signal(counter, op.inc, (core, pc))
                 counts[counter] = counts_get(counter, 0) + op.inc
                 if counter in waiting:
-                    wake(waiting.pop(counter))
+                    changed(counter)
             elif t is DmaStart:
                 # a copy's references are objects of its own: they are looked up by value
                 ref = op.src_sem
@@ -308,7 +338,7 @@ def fast_run(
                 if amount is None:
                     amount = amounts[size] = dma_amounts(op, mode)
                 ident = len(rows)
-                row = (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1])
+                row = new_row(_Row, (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1]))
                 rows.append(row)
                 phase.append(0)
                 if observer is not None:
@@ -318,26 +348,21 @@ def fast_run(
                     no_read = (core, pc, "read") in suppress
                     no_write = no_read or (core, pc, "write") in suppress
                 if on_wait:
-                    for key, c, task in dma_tasks(Dma(*row)):
+                    for key, c, task in dma_tasks(row):
                         if no_write if task[1] == "read_write" else no_read:
                             continue
                         counter = (key, c)
                         queues.setdefault(counter, []).append(task)
                         if counter in waiting:  # a core parked on this count can now run the task
-                            wake(waiting.pop(counter))
+                            changed(counter)
                 else:
                     if record:
                         schedule_append(step_c)
                         if hw:
                             schedule.extend([("dma_read", ident), ("dma_write", ident)][: 2 - no_read - no_write])
                     pc += 1
-                    if not no_read:  # the read half, then the write half (dma_read, dma_write)
-                        if src_key is not None:
-                            signal(src_key, core, amount[0], (ident, "read"))
-                        phase[ident] = 1
-                        if not no_write:
-                            signal(dst_key, dst, amount[1], (ident, "write"))
-                            phase[ident] = 2
+                    if not no_read:  # DMA-2: the halves run now, as the task an eager start runs
+                        run_half_task(copies, (ident, "read" if no_write else "read_write"))
                     continue
             elif t is GetBarrierSem:
                 if barrier_enters is not None and barrier_enters not in fixed:  # semaphore.guarantee_fixed
@@ -350,20 +375,18 @@ def fast_run(
                 k = passed.get((core, op.name), 0) + 1
                 if observer is not None:
                     observer.arrive(core, pc, op.name, k)
-                if all(barrier_reached(p, op.name) >= k for p in op.participants):
+                if opens(k, [barrier_reached(p, op.name) for p in op.participants]):
                     passed[(core, op.name)] = k
                     if observer is not None:
                         observer.barrier(core, pc, op.name, k, op.participants)
-                    for p in barrier_waiters.pop((op.name, k), ()):
-                        wake(p)
+                    sched.opened(op.name, k)
                 else:
-                    barrier_waiters.setdefault((op.name, k), []).append(core)
+                    sched.park_at(op.name, k, core)
                     return
             elif t is AllocSem:
                 ranges, held = sem_allocation(program, mode, core, op, next_id)
-                for c, r in ranges.items():  # semaphore.take, on the working copies
-                    next_id[c] = r.stop
-                    internal.update(r)
+                next_id.update(sem_advanced(ranges))  # semaphore.take, on the working copies
+                internal.update(*ranges.values())
                 forget_resolved()
                 if isinstance(held, Violation):
                     do_fail(core, pc, held)
@@ -374,8 +397,7 @@ def fast_run(
                 reads.append((core, pc, count(counts, key, core)))
             elif t is AllocBuffer:
                 ids, bound, err = buffer_allocation(program, mode, core, op, next_buf)
-                for thread, i in ids.items():  # buffer.take, on the working copies
-                    next_buf[thread] = i + 1
+                next_buf.update(buffer_advanced(ids))  # buffer.take, on the working copies
                 for c, key in bound.items():
                     buffer_keys[(c, op.label)] = key
                 if err is not None:
@@ -391,9 +413,7 @@ def fast_run(
             pc += 1
         pcs[core] = pc
 
-    while ready:
-        core = ready.popleft()
-        queued[core] = False
+    while (core := sched.next()) is not None:
         try:
             run_core(core)
         except _Halt:

@@ -15,7 +15,7 @@ Each semaphore keeps one count per global core.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from semcheck.model.errors import IdCollision, UnknownSemaphore
 from semcheck.model.fmap import FMap
@@ -44,13 +44,18 @@ def handout(next_id: Mapping[int, int], cores: Iterable[int], n: int) -> dict[in
     `next_id` maps a core to its next id (absent: FIRST_SEMAPHORE_ID). The
     caller advances each core's counter to the end of its range and adds the
     range to the internal table (`take`; the fast run does so on its working
-    copies).
+    copies, through `advanced`).
     """
     out: dict[int, range] = {}
     for core in cores:
         base = next_id.get(core, FIRST_SEMAPHORE_ID)
         out[core] = range(base, base + n)
     return out
+
+
+def advanced(ranges: Mapping[int, range]) -> dict[int, int]:
+    """SEM-1 allocate, the counters: each core's next id once it took its range (`handout`): past its end."""
+    return {core: r.stop for core, r in ranges.items()}
 
 
 def take(tables: SemTables, ranges: Mapping[int, range]) -> SemTables:
@@ -62,7 +67,7 @@ def take(tables: SemTables, ranges: Mapping[int, range]) -> SemTables:
     if not ranges:
         return tables
     internal = tables.internal.union(*ranges.values())
-    next_id = tables.next_id.update({core: r.stop for core, r in ranges.items()})
+    next_id = tables.next_id.update(advanced(ranges))
     return dataclasses.replace(tables, internal=internal, next_id=next_id)
 
 
@@ -119,15 +124,25 @@ def count(counts: Counts, key: SemKey, core: int) -> int:
     return counts.get((key, core), 0)
 
 
+def shortfall(have: int, value: int) -> int:
+    """SEM-5 wait, the rule itself: what a count of `have` lacks for a wait for `value`.
+
+    The wait blocks while this is positive; once it is not, the wait passes and the count becomes
+    `-shortfall` (the value is consumed). Every engine decides a wait by this function, on a frozen
+    state, on a working copy, or on the sums of the static system.
+    """
+    return value - have
+
+
 def try_wait(counts: Counts, key: SemKey, core: int, value: int) -> Counts | None:
     """SEM-5 wait: when `core`'s own count reaches `value`, subtract it; else None (blocked).
 
     Only `core` itself ever waits on (and so decrements) its own count.
     """
-    have = counts.get((key, core), 0)
-    if have < value:
+    short = shortfall(counts.get((key, core), 0), value)
+    if short > 0:
         return None
-    return counts.set((key, core), have - value, drop=0)
+    return counts.set((key, core), -short, drop=0)
 
 
 def enqueue_task(queues: FMap, key: SemKey, core: int, task: Task) -> FMap:
@@ -135,12 +150,22 @@ def enqueue_task(queues: FMap, key: SemKey, core: int, task: Task) -> FMap:
     return queues.set((key, core), queues.get((key, core), ()) + (task,))
 
 
+def next_task(queue: Sequence[Task]) -> int | None:
+    """SEM-7 pop, the rule itself: which queued task a waiter whose count is short runs.
+
+    The *last* one (LIFO); None when the queue is empty. The caller removes it from its queue (a
+    frozen tuple here, a working list in the fast run).
+    """
+    return len(queue) - 1 if queue else None
+
+
 def pop_task(queues: FMap, key: SemKey, core: int) -> tuple[FMap, Task | None]:
-    """SEM-7 pop: a waiter whose count is short takes the *last* queued task (LIFO)."""
+    """SEM-7 pop: a waiter whose count is short takes the task `next_task` picks."""
     q = queues.get((key, core), ())
-    if not q:
+    i = next_task(q)
+    if i is None:
         return queues, None
-    return queues.set((key, core), q[:-1], drop=()), q[-1]
+    return queues.set((key, core), q[:i] + q[i + 1:], drop=()), q[i]
 
 
 def nonzero(counts: Counts, cores: Iterable[int]) -> tuple[tuple[SemKey, int, int], ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from semcheck.model import barrier as barrier_rules
 from semcheck.model import dma as dma_rules
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
@@ -305,14 +306,15 @@ def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op:
 def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: Barrier) -> State | None:
     """BAR-1: the k-th barrier `name` opens once every participant has reached its k-th."""
     k = state.passed.get((core, op.name), 0) + 1
-    for p in op.participants:
-        reached = state.passed.get((p, op.name), 0)
+
+    def reached_by(p: int) -> int:
         pc = state.pcs[p]
         prog = program.cores[p]
-        if pc < len(prog) and isinstance(prog[pc], Barrier) and prog[pc].name == op.name:
-            reached += 1
-        if reached < k:
-            return None
+        at_it = pc < len(prog) and isinstance(prog[pc], Barrier) and prog[pc].name == op.name
+        return barrier_rules.reached(state.passed.get((p, op.name), 0), at_it)
+
+    if not barrier_rules.opens(k, map(reached_by, op.participants)):
+        return None
     return _advance(state, core, passed=state.passed.set((core, op.name), k))
 
 

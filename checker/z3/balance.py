@@ -4,7 +4,7 @@ exit-balance
     For every counter (semaphore, core): T = everything the program
     contributes to it (signals, and both halves of every DMA) and W =
     everything the core waits for on it. In a program that completes (no
-    deadlock, no failure: decided as in `deadlock.py`), every op runs, so
+    deadlock, no failure: decided as in `checker/deadlock.py`), every op runs, so
     the final count is `executed - W` with `W <= executed <= T`.
 
     * T == W for every counter  ->  **proved**: every count is zero at the end
@@ -36,7 +36,7 @@ exit-balance
     a restricted run (cores capped at the lower bound, DMA halves in flight)
     that reaches the check with every count zero, or, for small programs,
     decided by an exhaustive search over what can be held back past the
-    check. The per-event timestamp encoding (`timestamped.py`) is only the
+    check. The per-event timestamp encoding (bench/timestamped.py) is only the
     bench's baseline now.
 
 dma-bytes

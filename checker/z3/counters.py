@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
-from collections import defaultdict, deque
+from collections import defaultdict
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -55,9 +55,12 @@ from semcheck.model.errors import (
     Violation,
 )
 from semcheck.checker.z3.memo import MEMO
+from semcheck.model.barrier import awaited, opens, opens_at
+from semcheck.model.buffer import advanced as buffer_advanced
+from semcheck.model.buffer import handout as buffer_handout
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.fast import fast_run
-from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, arange_int16, scalar_int16
+from semcheck.model.ids import arange_int16, scalar_int16
 from semcheck.model.ops import (
     BARRIER,
     AllocBuffer,
@@ -78,8 +81,11 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.run import classify
+from semcheck.model.schedule import ParkAndWake
 from semcheck.model.state import Outcome
-from semcheck.model.semaphore import lookup_in
+from semcheck.model.semaphore import advanced as sem_advanced
+from semcheck.model.semaphore import handout as sem_handout
+from semcheck.model.semaphore import lookup_in, shortfall
 from semcheck.model.step import enabled, is_hardware, named, step, target_core, view_failure
 
 Key = tuple
@@ -267,17 +273,11 @@ class HappensBefore:
                         frontier[core] = i
                         changed = True
                     b = self.barriers[(core, i)]
-                    ready = True
-                    for p in b.participants:
-                        pp = self.barrier_pos.get((p, b.name, b.k))
-                        if pp is None or frontier[p] < pp:
-                            ready = False
-                            break
-                    if not ready:
+                    where = awaited(b.participants, lambda p, b=b: self.barrier_pos.get((p, b.name, b.k)))
+                    if not opens_at(b.k, where, frontier):
                         break
                     joined = vc_at(core, i)
-                    for p in b.participants:
-                        pp = self.barrier_pos[(p, b.name, b.k)]
+                    for p, pp in where.items():
                         np.maximum(joined, vc_at(p, pp), out=joined)
                     segs[core].append((i, joined))
                     nxt[core] += 1
@@ -417,19 +417,22 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
     racy_counters: set[int] = set()
     sem_events: dict[tuple[int, int], AllocEvent] = {}
     buffer_events: dict[tuple[int, int], AllocEvent] = {}
-    for by_core, events_out, first, what in (
-        (sem_by_core, sem_events, FIRST_SEMAPHORE_ID, "semaphore"),
-        (buf_by_core, buffer_events, FIRST_BUFFER_ID, "buffer"),
-    ):
+    for by_core, events_out, what in ((sem_by_core, sem_events, "semaphore"), (buf_by_core, buffer_events, "buffer")):
         for core, evs in by_core.items():
             ordered = order(evs, core, what)
             if ordered is None:
                 continue
-            nxt = first
+            nxt: dict[int, int] = {}  # this core's counter, as the model's SEM-1 / BUF-1 hand ids out
             for a, i, op in ordered:
                 ev = events_out.setdefault((a, i), AllocEvent(a, i, op, {}))
-                ev.bases[core] = nxt
-                nxt += op.count if isinstance(op, AllocSem) else 1
+                if what == "semaphore":
+                    ranges = sem_handout(nxt, (core,), op.count)
+                    ev.bases[core] = ranges[core].start
+                    nxt.update(sem_advanced(ranges))
+                else:
+                    ids = buffer_handout(nxt, (core,))
+                    ev.bases[core] = ids[core]
+                    nxt.update(buffer_advanced(ids))
 
     sem_allocs: dict[tuple[int, str], SemAlloc] = {}
     for (a, i), ev in sem_events.items():
@@ -438,7 +441,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         if hw:
             ids = None
         else:
-            ids = arange_int16(ev.bases.get(a, FIRST_SEMAPHORE_ID), op.count) if a in ev.bases else None
+            ids = arange_int16(ev.bases[a], op.count) if a in ev.bases else None
         for t in scope:
             if (t, op.label) in sem_allocs:
                 unsupported.append(f"allocation label {op.label!r} is allocated twice for core {t}")
@@ -851,45 +854,34 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
         events.append(evs)
     counts: dict = {}
     counts_get = counts.get
-    waiting: dict = {}  # counter -> the core parked on it (only the counter's own core waits on it)
+    sched = ParkAndWake(n)  # the fast run's schedule (RUN-3)
+    waiting = sched.on_counter  # tested inline on every contribution
     reached: dict[tuple[int, str], int] = {}  # (core, barrier name) -> barriers of that name reached
-    parked: dict[tuple[str, int], list[int]] = {}  # (name, k) -> cores at that barrier
     at = [0] * n  # index into events
-    ready = deque(range(n))
-    queued = [True] * n
-    # (the loop is inlined: a ring parks and wakes each core once per step)
-    while ready:
-        core = ready.popleft()
-        queued[core] = False
+    while (core := sched.next()) is not None:
         evs = events[core]
         j, end = at[core], len(evs)
         while j < end:
             e = evs[j]
             t = type(e)
             if t is WaitOp:
-                counter, value = e[2], e[3]
-                have = counts_get(counter, 0)
-                if have < value:
-                    waiting[counter] = core
+                counter = e[2]
+                short = shortfall(counts_get(counter, 0), e[3])
+                if short > 0:
+                    sched.park_on(counter, core)
                     break
-                counts[counter] = have - value
+                counts[counter] = -short
             elif t is Contribution:
                 counter = e[3]
                 counts[counter] = counts_get(counter, 0) + e[2]
                 if counter in waiting:
-                    p = waiting.pop(counter)
-                    if not queued[p]:
-                        queued[p] = True
-                        ready.append(p)
+                    sched.changed(counter)
             else:
-                reached[(core, e.name)] = e.k
-                if any(reached.get((p, e.name), 0) < e.k for p in e.participants):
-                    parked.setdefault((e.name, e.k), []).append(core)
+                reached[(core, e.name)] = e.k  # at its k-th barrier of the name, it has reached k
+                if not opens(e.k, [reached.get((p, e.name), 0) for p in e.participants]):
+                    sched.park_at(e.name, e.k, core)
                     break
-                for p in parked.pop((e.name, e.k), ()):
-                    if not queued[p]:
-                        queued[p] = True
-                        ready.append(p)
+                sched.opened(e.name, e.k)
             j += 1
         at[core] = j
     pcs = tuple(stops[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))

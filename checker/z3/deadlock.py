@@ -1,7 +1,8 @@
-"""`deadlock-free` (PROP-4) as one Z3 query: is there a stuck vector other than the end?
+"""The certificate of `deadlock-free` (PROP-4): one Z3 query, is there a stuck vector other than the end?
 
-Encoding (the least-stuck-vector argument, spec RUN-3). Integer variables
-`q[c]`, the number of operations core c has executed. For a vector q,
+The verdict is the least stuck vector's (`semcheck.checker.deadlock`, RUN-3); this query asks the
+same question another way and so certifies it. Encoding (the least-stuck-vector argument, spec
+RUN-3). Integer variables `q[c]`, the number of operations core c has executed. For a vector q,
 
     cnt_q(s, t) = sum over contributions j to counter (s, t) of If(pos_j < q[owner_j], amount_j, 0)
                 - sum over t's waits m on (s, t) of If(pos_m < q[t], value_m, 0)
@@ -16,11 +17,12 @@ participant has not reached within q (the k-th barrier named n of p is at a
 position <= q[p]), or at the operation where it would fail (S', see
 `counters`). The query is `stuck(q) and q != L`:
 
-* unsat: no terminal state has an unfinished core -> **proved**;
+* unsat: no terminal state has an unfinished core: S' must end completed;
 * sat: some stuck q != L exists; the terminal state p* of every maximal run
-  is the least stuck vector (p* <= q), so p* != L is a real deadlock. We take
-  p* from the model's fast run, check it is a deadlock and p* <= q, replay its
-  schedule on the step relation, and report it -> **violated**.
+  is the least stuck vector (p* <= q), so S' must end in a deadlock at p* <= q.
+
+Anything else is `EncodingBug`; a solver that gives up (a timeout) certifies nothing and leaves
+the verdict as it is.
 
 Three renderings of the same query (the same answer; the integer ones have
 the same models up to how q is written):
@@ -42,10 +44,8 @@ When a rotation of the device index maps the lowering onto itself
 the rotation leaves invariant: the least stuck vector is one of them, so the
 answer is the same, with one device's variables instead of every core's.
 
-Soundness conditions, checked before encoding (otherwise **unknown**): the
-lowering must be static (`counters.Lowered.unsupported` empty), and no
-failure may be reachable (S' must not stop at a failing operation), because a
-failure can end some runs before a deadlock that other runs reach.
+The soundness conditions (a static lowering, no reachable failure) are the verdict's
+(`semcheck.checker.deadlock`): the certificate is asked only where they hold.
 """
 
 from __future__ import annotations
@@ -57,25 +57,13 @@ from collections import defaultdict
 from typing import NamedTuple
 
 import z3
-from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.counters import (
-    EncodingBug,
-    Lowered,
-    describe_op,
-    failure_reached,
-    lower,
-    maximal_run,
-    s_prime_end,
-    s_prime_run,
-)
+from semcheck.checker.verdict import Verdict
+from semcheck.checker.z3.counters import EncodingBug, Lowered, SPrimeEnd
 from semcheck.checker.z3.memo import MEMO
 from semcheck.checker.z3.symmetry import Rotation, find_rotation
-from semcheck.model.explore import ExplorationLimit, explore
-from semcheck.model.ops import DmaMode, Program, Wait
-from semcheck.model.run import run
-from semcheck.model.state import Outcome
-
-PROPERTY = "deadlock-free"
+from semcheck.model.barrier import awaited
+from semcheck.model.ops import DmaMode, Program
+from semcheck.model.semaphore import shortfall
 
 
 # --- what blocks a core at one position -------------------------------------------------
@@ -159,7 +147,7 @@ class Conditions:
             while k < len(own_pos) and own_pos[k] < i:
                 k += 1
             own = own_acc[k - 1] if k else 0
-            need = w.value - own + waited  # blocked iff what the other cores contributed < need
+            need = shortfall(own - waited, w.value)  # blocked iff what the other cores contributed < need
             if count_waits:
                 waited += w.value
             if need <= 0:
@@ -182,14 +170,12 @@ class Conditions:
         if "barrier" in self.drop:
             return BlockCondition(c, i, "never")
         b = self.low.barriers[(c, i)]
-        terms = []
-        for p in sorted(b.participants):
-            pos = self.low.barrier_pos.get((p, b.name, b.k))
-            if pos is None:
-                return BlockCondition(c, i, "always")
-            if p != c:
-                terms.append((p, pos))
-        return BlockCondition(c, i, "barrier", terms=tuple(terms)) if terms else BlockCondition(c, i, "never")
+        # BAR-1 over positions: blocked while some other participant is short of its own k-th
+        where = awaited(sorted(b.participants), lambda p: self.low.barrier_pos.get((p, b.name, b.k)))
+        if where is None:
+            return BlockCondition(c, i, "always")
+        terms = tuple((p, pos) for p, pos in where.items() if p != c)
+        return BlockCondition(c, i, "barrier", terms=terms) if terms else BlockCondition(c, i, "never")
 
 
 # --- integer encodings: plain (the note's sums) and compact ---------------------------------
@@ -227,7 +213,7 @@ class Encoding:
     def _render(self, b: BlockCondition):
         if self.style == "plain" and (b.core, b.pos) in self.low.waits:
             w = self.low.waits[(b.core, b.pos)]
-            return self._plain_count(w.counter) < w.value
+            return shortfall(self._plain_count(w.counter), w.value) > 0  # SEM-5 over the note's sums
         if b.kind == "always":
             return z3.BoolVal(True)
         if b.kind == "never":
@@ -585,79 +571,56 @@ def deadlock_free(
     symmetry: bool = True,
     _drop: frozenset[str] = frozenset(),
 ) -> Verdict:
-    """Decide `deadlock-free` for `program` under `mode` (see the module docstring).
+    """`deadlock-free` as `semcheck.checker.deadlock` decides it, certified by the Z3 query (`certify`).
 
-    `fallback_states > 0` lets the exhaustive explorer decide programs the
-    encoding must refuse (unsupported lowering, reachable failures), within
-    that many states. `replay=False` skips replaying the witness on the step
-    relation (which copies the state per step: minutes for 10^5+ steps), for
-    callers that replay it themselves. `symmetry=False` keeps the order encoding
-    from restricting the query to rotation-invariant vectors (RUN-6). `_drop`
-    mutates the encoding (tests only).
+    `encoding` is the query's rendering, `timeout_ms` its budget; `symmetry=False` keeps the order
+    encoding from restricting the query to rotation-invariant vectors (RUN-6). `_drop` mutates the
+    encoding (tests only). The other arguments are the verdict's.
     """
-    stats: dict = {"mode": mode}
-    t0 = time.perf_counter()
-    low = lower(program, mode)
-    stats["lower_s"] = round(time.perf_counter() - t0, 4)
-    stats.update(low.size())
-    if not low.ok:
-        return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
-                         fallback_states, stats)
-    t1 = time.perf_counter()
-    end = s_prime_end(low)  # S''s end, shared by eager and on_wait; a witness below runs this mode's own
-    stats["s_prime_s"] = round(time.perf_counter() - t1, 4)
-    fails = failure_reached(low, end.pcs)
-    if fails:
-        c, pos, v = fails[0]
-        return _fallback(
-            program, mode,
-            f"the program can fail ({v.message} at core {c} op {pos}, {program.cores[c][pos].loc}); "
-            "with failures, whether a run deadlocks depends on the schedule",
-            fallback_states, stats,
-        )
+    # (imported here: the verdict's module imports the static system, whose package imports this one)
+    from semcheck.checker import deadlock as verdict
 
-    # The query reads only the lowering, which eager and on_wait share: solve it once for both.
+    def certificate(low: Lowered, end: SPrimeEnd) -> dict:
+        return certify(program, low, end, encoding=encoding, timeout_ms=timeout_ms, symmetry=symmetry, drop=_drop)
+
+    return verdict.deadlock_free(program, mode, fallback_states=fallback_states, replay=replay,
+                                 certificate=certificate)
+
+
+def certify(program: Program, low: Lowered, end: SPrimeEnd, *, encoding: str = "order", timeout_ms: int = 30_000,
+            symmetry: bool = True, drop: frozenset[str] = frozenset()) -> dict:
+    """Check S''s end (`counters.s_prime_end`) against the stuck-vector query; its statistics.
+
+    unsat must come with a completed end, sat with a deadlock at or below the stuck vector found;
+    otherwise `EncodingBug`. When z3 gives up the statistics say so (`certificate`) and nothing is
+    checked. The query reads only the lowering, which eager and on_wait share: it is solved once
+    for both.
+    """
     shared = MEMO.table(program)
-    qkey = ("stuck-query", "hardware" if mode == "hardware" else "interpreter", encoding, symmetry, _drop)
+    qkey = ("stuck-query", "hardware" if low.mode == "hardware" else "interpreter", encoding, symmetry, drop)
     query = shared.get(qkey)
     if query is None:
-        query = _solve_stuck_query(low, encoding, _drop, timeout_ms, symmetry)
+        query = _solve_stuck_query(low, encoding, drop, timeout_ms, symmetry)
         if query["z3"] != "unknown":
             shared[qkey] = query
     else:
         query = dict(query, shared_with_other_mode=True)
-    stats.update({k: v for k, v in query.items() if k not in ("vector", "reason")})
+    stats = {k: v for k, v in query.items() if k not in ("vector", "reason")}
     res = query["z3"]
     if res == "unknown":
-        return Verdict(PROPERTY, "unknown", reason=f"z3 gave up: {query['reason']}", stats=stats)
-
-    if res == "unsat" and not low.caps:
-        # without failing ops S' is the program itself, and its end is the fast run's
-        if end.kind != "completed":
-            raise EncodingBug(f"z3 proved deadlock freedom but the fast run ends in {end.kind} at {end.pcs}")
-        return Verdict(PROPERTY, "proved", stats=stats)
-    sp = s_prime_run(low)
-    # without failing ops S' is the program itself
-    real = sp if not low.caps else maximal_run(program, mode)
-    if real.state.pcs != sp.state.pcs:
-        raise EncodingBug(f"S' and the real fast run end at different positions: {sp.state.pcs} vs {real.state.pcs}")
+        stats["certificate"] = f"z3 gave up: {query['reason']}"
+        return stats
     if res == "unsat":
-        if real.kind != "completed":
-            raise EncodingBug(f"z3 proved deadlock freedom but the fast run ends in {real.kind}: {real.blocked}")
-        return Verdict(PROPERTY, "proved", stats=stats)
-
+        if end.kind != "completed":
+            raise EncodingBug(f"z3 proved deadlock freedom but S' ends in {end.kind} at {end.pcs}")
+        return stats
     q = query["vector"]
-    if real.kind != "deadlock":
-        raise EncodingBug(f"z3 found a stuck vector {q} but the fast run ends in {real.kind}")
-    pstar = real.state.pcs
-    if any(a > b for a, b in zip(pstar, q)):
-        raise EncodingBug(f"the fast run's terminal {pstar} is not below the stuck vector {q}")
+    if end.kind != "deadlock":
+        raise EncodingBug(f"z3 found a stuck vector {q} but S' ends in {end.kind}")
+    if any(a > b for a, b in zip(end.pcs, q)):
+        raise EncodingBug(f"S''s end {end.pcs} is not below the stuck vector {q}")
     stats["stuck_vector"] = q
-    t4 = time.perf_counter()
-    witness = deadlock_witness(program, mode, real, low, replay=replay)
-    stats["witness_s"] = round(time.perf_counter() - t4, 4)
-    stats["replayed"] = replay
-    return Verdict(PROPERTY, "violated", witness=witness, stats=stats)
+    return stats
 
 
 def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeout_ms: int,
@@ -685,306 +648,3 @@ def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeou
     elif res == z3.sat:
         out["vector"] = enc.vector(solver.model())
     return out
-
-
-def deadlock_witness(program: Program, mode: DmaMode, out: Outcome, low: Lowered | None = None, *,
-                     replay: bool = True) -> Witness:
-    """Replay `out.schedule` on the step relation and explain the blocked cores.
-
-    The explanation (`details["explanation"]`, the report's text) says, for
-    each blocked wait, which operations add to its counter and why each has
-    not run (its core is itself blocked at some line, it comes after this
-    wait, ...), or by how much the count falls short even if all of them ran;
-    when the blocked cores wait for each other in a cycle it says so in one
-    sentence; and cores whose explanation is the same up to a rotation of the
-    devices are described once ("devices 0-3, each ... its left neighbour").
-    """
-    if replay:
-        again = run(program, mode, out.schedule)
-        if again.kind != "deadlock" or again.state.pcs != out.state.pcs:
-            raise EncodingBug(f"the witness schedule replays to {again.kind} at {again.state.pcs}, not {out.state.pcs}")
-    if low is None:
-        try:
-            low = lower(program, mode)
-        except Exception:  # noqa: BLE001 - the explanation is a courtesy; the witness stands without it
-            low = None
-        if low is not None and not low.ok:
-            low = None
-    blocked, details = [], []
-    for b in out.blocked:
-        entry = {"core": b.core, "pc": b.pc, "op": describe_op(b.op), "loc": str(b.op.loc)}
-        if isinstance(b.op, Wait) and low is not None and (b.core, b.pc) in low.waits:
-            w = low.waits[(b.core, b.pc)]
-            entry.update(semaphore=str(b.op.sem), count=out.state.counts.get(w.counter, 0), needs=w.value)
-        blocked.append((b.core, b.pc, b.reason))
-        details.append(entry)
-    why = explain_deadlock(program, out, low)
-    return Witness(
-        message="deadlock: " + "; ".join(line.strip() for line in why.lines),
-        schedule=tuple(out.schedule),
-        blocked=tuple(blocked),
-        locs=tuple(dict.fromkeys([*(b.op.loc for b in out.blocked), *why.locs])),
-        details={"blocked": details, "terminal_pcs": list(out.state.pcs),
-                 "lengths": [len(c) for c in program.cores], "explanation": why.lines, "waits": why.waits,
-                 **({"cycle": why.cycle} if why.cycle else {})},
-    )
-
-
-# --- explaining a deadlock ------------------------------------------------------------------
-
-
-class Explanation(NamedTuple):
-    lines: list[str]  # for people: the cycle sentence, then per group of blocked cores what they wait for
-    locs: list  # kernel lines of the operations that never run
-    cycle: list[int]  # global cores of a wait-for cycle, in dependency order (empty: none)
-    waits: list[dict]  # per blocked core, for diagrams: where it waits and what adds to its counter
-
-
-def _line(loc) -> str:
-    return f"line {loc.line}" if loc is not None and loc.line else "(launch)"
-
-
-def _code(loc) -> str:
-    text = (loc.text or "").split("#", 1)[0].strip() if loc is not None else ""
-    return f" `{text}`" if text else ""
-
-
-def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Explanation:
-    """Why each blocked core stays blocked, in words; see `deadlock_witness`."""
-    topo = program.topology
-    n, per = topo.num_devices, topo.cores_per_device
-    pcs = out.state.pcs
-    at = {b.core: b for b in out.blocked}
-
-    def rel(owner: int, c: int) -> str:
-        """Where core `owner` is, seen from core `c` (the same words for every rotation of the devices)."""
-        off = (topo.device_of(owner) - topo.device_of(c)) % n
-        core = f" core {topo.local_core_of(owner)}" if per > 1 else ""
-        if off == 0:
-            return "this device" + core if owner != c else "this core"
-        if n == 2:
-            return "the other device" + core
-        if off == n - 1:
-            return "its left neighbour" + core
-        if off == 1:
-            return "its right neighbour" + core
-        k = off if off <= n // 2 else off - n
-        return f"the device {abs(k)} to its {'right' if k > 0 else 'left'}" + core
-
-    def what(x) -> str:
-        op = program.cores[x.owner][x.pos]
-        if x.kind == "signal":
-            return f"the signal +{x.amount} at {_line(op.loc)}{_code(op.loc)}"
-        if x.kind == "dma_write":
-            return f"the copy of {x.amount} bytes started at {_line(op.loc)}{_code(op.loc)}"
-        return f"the send side of the copy of {x.amount} bytes started at {_line(op.loc)}{_code(op.loc)}"
-
-    never_locs = []
-    waits: list[dict] = []
-
-    def name(g: int) -> str:
-        return f"device {topo.device_of(g)}" + (f" core {topo.local_core_of(g)}" if per > 1 else "")
-
-    def brief(x) -> str:
-        return f"signal +{x.amount}" if x.kind == "signal" else \
-            f"copy {x.amount} B" if x.kind == "dma_write" else f"send side of a copy {x.amount} B"
-
-    deps: dict[int, list[int]] = {}
-    shapes: dict[int, tuple] = {}
-    texts: dict[int, tuple[str, list[str]]] = {}
-    for b in out.blocked:
-        c = b.core
-        loc = b.op.loc
-        w = low.waits.get((c, b.pc)) if low is not None and isinstance(b.op, Wait) else None
-        if w is None:  # a barrier, or no lowering: the model's own words
-            bname = getattr(b.op, "name", None)
-            if isinstance(bname, str) and bname.startswith("join"):
-                head = f"block at the end of the kernel ({_line(loc)}), waiting for the other cores of this device"
-            elif isinstance(bname, str):
-                head = f"block at barrier {bname!r} ({_line(loc)}), waiting for the other cores that take part in it"
-            else:
-                head = f"block at {_line(loc)}{_code(loc)}: {b.reason}"
-            texts[c] = (head, [])
-            shapes[c] = (head,)
-            deps[c] = []
-            waits.append({"core": c, "name": name(c), "line": loc.line,
-                          "what": head.split(", waiting")[0].removeprefix("block at ").split(" (line")[0],
-                          "needs": []})
-            if low is not None and (c, b.pc) in low.barriers:
-                bar = low.barriers[(c, b.pc)]
-                deps[c] = [p for p in sorted(bar.participants)
-                           if p in at and low.barrier_pos.get((p, bar.name, bar.k), -1) > pcs[p]]
-            continue
-        have = out.state.counts.get(w.counter, 0)
-        kind = "a DMA wait" if w.kind == "dma" else "a wait"
-        head = f"block at {_line(loc)}{_code(loc)}, {kind} for {w.value} on {b.op.sem} (count {have})"
-        subs: list[str] = []
-        shape: list = [head]
-        missing = 0
-        mine: list[int] = []
-        entry = {"core": c, "name": name(c), "line": loc.line,
-                 "what": f"{kind.removeprefix('a ')} for {w.value} on {b.op.sem}, count {have}", "needs": []}
-        waits.append(entry)
-        for x in low.by_counter.get(w.counter, ()):
-            op = program.cores[x.owner][x.pos]
-            if pcs[x.owner] > x.pos:  # started: in a terminal state every started DMA half has run
-                if x.owner != c and sum(nd["runs"] for nd in entry["needs"]) < 2:
-                    entry["needs"].append({"core": x.owner, "name": name(x.owner), "line": op.loc.line,
-                                           "what": brief(x), "runs": True})
-                continue
-            entry["needs"].append({"core": x.owner, "name": name(x.owner), "line": op.loc.line,
-                                   "what": brief(x), "runs": False})
-            missing += x.amount
-            if x.owner == c:
-                why = f"it comes after this wait ({_line(b.op.loc)}) on the same core"
-            elif x.owner in at:
-                why = f"that {'device' if per == 1 else 'core'} is itself blocked at {_line(at[x.owner].op.loc)}"
-                mine.append(x.owner)
-            else:
-                why = f"that core stops at {_line(program.cores[x.owner][pcs[x.owner]].loc) if pcs[x.owner] < len(program.cores[x.owner]) else 'its end'}"
-            who = "this core" if x.owner == c else rel(x.owner, c)
-            line = f"needs {what(x)} on {who}, which never runs: {why}"
-            if line not in subs:
-                subs.append(line)
-                never_locs.append(op.loc)
-            shape.append(line)
-        waited_before = sum(v.value for v in low.waits_by_counter.get(w.counter, ()) if v.pos < b.pc)
-        delivered_before = have + waited_before
-        possible = have + missing
-        if possible < w.value:
-            short = f"even if every operation that adds to it ran, the count would reach {possible} of {w.value}: " \
-                    f"short by {w.value - possible}"
-            if not subs:
-                short = f"nothing left to run adds to {b.op.sem} here: the count stays {have} of {w.value}, " \
-                        f"short by {w.value - have}"
-            astray = _astray(low, w, c, rel, what, topo)
-            subs.append(short + (f"; {astray}" if astray else ""))
-            shape.append(subs[-1])
-        del delivered_before
-        if len(subs) > 3:
-            subs = subs[:3] + [f"and {len(subs) - 3} more"]
-        texts[c] = (head, subs)
-        shapes[c] = tuple(shape)
-        deps[c] = list(dict.fromkeys(mine))
-
-    # cores whose story is the same up to rotating the devices: described once
-    groups: dict[tuple, list[int]] = {}
-    for c in sorted(texts):
-        groups.setdefault((topo.local_core_of(c), shapes[c]), []).append(c)
-    cycle = _cycle(deps)
-    lines: list[str] = []
-    if cycle:
-        lines.append(_cycle_sentence(cycle, topo, rel, at))
-    for (_, _), cores in groups.items():
-        head, subs = texts[cores[0]]
-        who = _cores(cores, topo)
-        lines.append(f"{who} {'each ' if len(cores) > 1 else ''}{head if len(cores) > 1 else head.replace('block', 'blocks', 1)}")
-        lines += [f"  {s}" for s in subs]
-    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits)
-
-
-def _astray(low: Lowered, w, c: int, rel, what, topo) -> str:
-    """An operation on the same semaphore that adds to a counter nobody drains (a wrong device_id /
-    core_index, say), chosen the same way from every core's point of view (nearest first)."""
-    key = w.counter[0]
-    n = topo.num_devices
-    best = None
-    for counter, xs in low.by_counter.items():
-        if counter[0] != key or counter[1] == c:
-            continue
-        surplus = sum(x.amount for x in xs) - sum(v.value for v in low.waits_by_counter.get(counter, ()))
-        if surplus <= 0:
-            continue
-        for x in xs:
-            if x.kind == "dma_read":
-                continue
-            rank = ((topo.device_of(x.owner) - topo.device_of(c)) % n, topo.local_core_of(x.owner),
-                    (topo.device_of(counter[1]) - topo.device_of(c)) % n, topo.local_core_of(counter[1]), x.pos)
-            if best is None or rank < best[0]:
-                best = (rank, x, counter[1])
-    if best is None:
-        return ""
-    _, x, to = best
-    return f"{what(x)} on {rel(x.owner, c)} goes to {rel(to, c)}, where nothing waits for it"
-
-
-def _cycle(deps: dict[int, list[int]]) -> list[int]:
-    """A cycle of the wait-for graph (core -> cores it needs), as a list of cores, or []."""
-    color: dict[int, int] = {}
-    for start in deps:
-        if start in color:
-            continue
-        path: list[int] = []
-        stack = [(start, iter(deps.get(start, ())))]
-        color[start] = 1
-        path.append(start)
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                path.pop()
-                color[node] = 2
-                continue
-            if color.get(nxt) == 1:
-                return path[path.index(nxt):]
-            if nxt not in color and nxt in deps:
-                color[nxt] = 1
-                path.append(nxt)
-                stack.append((nxt, iter(deps.get(nxt, ()))))
-    return []
-
-
-def _cycle_sentence(cycle: list[int], topo, rel, at) -> str:
-    """One sentence for a wait-for cycle; uniform cycles (every step the same rotation) in words that do
-    not grow with the number of devices."""
-    steps = {rel(cycle[(i + 1) % len(cycle)], c) for i, c in enumerate(cycle)}
-    lines = {at[c].op.loc.line for c in cycle}
-    where = f"at line {next(iter(lines))}" if len(lines) == 1 else "at their waits"
-    if len(steps) == 1:
-        step = steps.pop()
-        if len(cycle) == topo.num_cores:
-            unit = "devices" if topo.cores_per_device == 1 else "cores"
-            who = f"both {unit}" if len(cycle) == 2 else f"all {len(cycle)} {unit}"
-        else:
-            who = f"{_cores(sorted(cycle), topo)} ({len(cycle)} of them)"
-        return (f"cycle: {who} wait for each other {where}: each waits for {step}, which is itself waiting, "
-                f"so none of them moves")
-    names = [_cores([c], topo) for c in cycle]
-    shown = " -> ".join(names[:6] + (["..."] if len(names) > 6 else []) + [names[0]])
-    return f"cycle: {shown}: each waits {where} for the next, which is itself waiting, so none of them moves"
-
-
-def _cores(cores: list[int], topo) -> str:
-    """`device 3`, `devices 0-3`, `devices 0, 2, 5` (with `core k` when devices have several cores)."""
-    per = topo.cores_per_device
-    if per == 1 or len({topo.local_core_of(c) for c in cores}) == 1:
-        suffix = f" core {topo.local_core_of(cores[0])}" if per > 1 else ""
-        devs = sorted({topo.device_of(c) for c in cores})
-        if len(devs) == 1:
-            return f"device {devs[0]}{suffix}"
-        runs: list[str] = []
-        i = 0
-        while i < len(devs):
-            j = i
-            while j + 1 < len(devs) and devs[j + 1] == devs[j] + 1:
-                j += 1
-            runs.append(f"{devs[i]}-{devs[j]}" if j > i + 1 else ", ".join(map(str, devs[i:j + 1])))
-            i = j + 1
-        return f"devices {', '.join(runs)}{suffix}"
-    return ", ".join(f"device {topo.device_of(c)} core {topo.local_core_of(c)}" for c in cores)
-
-
-def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: dict) -> Verdict:
-    if states <= 0:
-        return Verdict(PROPERTY, "unknown", reason=reason, stats=stats)
-    try:
-        ex = explore(program, mode, max_states=states)
-    except ExplorationLimit:
-        return Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states", stats=stats)
-    stats = dict(stats, decided_by="explorer", states=ex.states)
-    dead = [o for o in ex.outcomes if o.kind == "deadlock"]
-    if not dead:
-        return Verdict(PROPERTY, "proved", reason=f"decided by exhaustive exploration ({reason})", stats=stats)
-    return Verdict(PROPERTY, "violated", reason=f"decided by exhaustive exploration ({reason})",
-                   witness=deadlock_witness(program, mode, dead[0]), stats=stats)

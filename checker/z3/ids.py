@@ -114,10 +114,10 @@ class IdModel:
         s.add(*self.constraints)
         return s
 
-    def contains(self, value: int) -> list[tuple[tuple[int, int, int], z3.BoolRef]]:
-        """One condition per (core, event): the range the event gives the core holds `value`."""
+    def contains(self, sem_id: int) -> list[tuple[tuple[int, int, int], z3.BoolRef]]:
+        """One condition per (core, event): the range the event gives the core holds `sem_id`."""
         return [
-            (key, z3.And(b <= value, value < b + self.n[key[1:]]))
+            (key, z3.And(b <= sem_id, sem_id < b + self.n[key[1:]]))
             for key, b in self.base.items()
         ]
 

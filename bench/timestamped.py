@@ -1,7 +1,7 @@
 """`deadlock-free` as a naive bounded encoding with one timestamp per event (the SMT baseline).
 
 This is the encoding one writes first, and the one the stuck-vector query
-(`deadlock.py`) is measured against. It guesses a schedule: every operation
+(`semcheck.checker.z3.deadlock`) is measured against; bench/encodings.py runs both. It guesses a schedule: every operation
 (c, i) gets an integer timestamp `t[c][i]`, and is executed iff `i < q[c]`.
 
 * program order: `t[c][i] < t[c][i+1]`;
@@ -21,7 +21,7 @@ A model orders the executed events by timestamp (waits and barriers first
 among equal timestamps), which is a real schedule to the same positions. The
 wait constraints sum over every contribution to the counter, so the formula
 has (waits x contributions) terms: cubic in the device count for a ring.
-Same preconditions and verdict rules as `deadlock.py`.
+Same preconditions and verdict rules as `semcheck.checker.deadlock`.
 
 Only the bench's baseline (and its tests) use it: no property is decided with
 it (exit-balance's warnings once asked it "can A arrive before B?", which took
@@ -35,7 +35,9 @@ import time
 import z3
 
 from semcheck.checker.verdict import Verdict
-from semcheck.checker.z3.deadlock import PROPERTY, Encoding, deadlock_witness
+from semcheck.checker.deadlock import PROPERTY
+from semcheck.checker.deadlock_explanation import deadlock_witness
+from semcheck.checker.z3.deadlock import Encoding
 from semcheck.checker.z3.counters import (
     EncodingBug,
     Lowered,
@@ -45,6 +47,7 @@ from semcheck.checker.z3.counters import (
     s_prime_run,
 )
 from semcheck.model.ops import DmaMode, Program
+from semcheck.model.semaphore import shortfall
 
 
 class Timestamped:
@@ -80,7 +83,7 @@ class Timestamped:
         for (c, i), w in low.waits.items():
             waited = sum(m.value for m in low.waits_by_counter[w.counter] if m.pos < i)
             have = self.arrived_before(w.counter, self.t[c][i])
-            parts.append(z3.Implies(self.q[c] > i, have - waited >= w.value))
+            parts.append(z3.Implies(self.q[c] > i, shortfall(have - waited, w.value) <= 0))  # SEM-5
         for (c, i), b in low.barriers.items():
             if i >= low.cap(c):
                 continue

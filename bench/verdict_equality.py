@@ -1,0 +1,124 @@
+"""Verdict equality: every property's verdict, reason and witness over a fixed corpus, for A/B checks.
+
+A refactor must leave every verdict unchanged. This script records, for a corpus of programs,
+each property's verdict under every DMA mode, with and without the fold (RUN-7), so that two
+checkouts can be compared line by line:
+
+    python bench/verdict_equality.py generate corpus.pickle   # once, in either checkout
+    python bench/verdict_equality.py run corpus.pickle out.jsonl
+    python bench/verdict_equality.py examples out-examples.jsonl
+    python bench/verdict_equality.py diff a.jsonl b.jsonl
+
+The corpus is the Z3 tests' generated programs (`programs()` and `symmetric_programs()` of
+tests/z3/z3_strategies.py, drawn derandomized, pickled so both checkouts read the same
+programs); `examples` runs `semcheck verify --format json` over every example at 2 and 4
+devices, with and without `--no-fold`. A program without a fold is checked once: with the fold
+asked for, `check_program` then does exactly what it does without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path.cwd()  # run from the checkout's root
+MODES = ("eager", "on_wait", "hardware")
+
+
+def generate(path: str, plain: int = 600, symmetric: int = 300, foldable: int = 150) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "z3"))
+    from hypothesis import HealthCheck, given, settings
+    from z3_strategies import programs, symmetric_programs
+
+    corpus: list = []
+
+    def draw(strategy, n: int, unpack: bool) -> None:
+        @settings(max_examples=n, derandomize=True, database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(x) -> None:
+            corpus.append(x[0] if unpack else x)
+
+        collect()
+
+    draw(programs(), plain, False)
+    draw(symmetric_programs(), symmetric, True)
+    draw(symmetric_programs(max_cores=16, foldable=True), foldable, True)
+    with open(path, "wb") as f:
+        pickle.dump(corpus, f)
+    print(f"{len(corpus)} programs -> {path}")
+
+
+def _verdict_row(v) -> dict:
+    w = v.witness
+    return {"property": v.property, "verdict": v.verdict, "reason": v.reason,
+            "witness": None if w is None else [w.message, list(w.schedule), [list(b) for b in w.blocked]]}
+
+
+def run(corpus_path: str, out_path: str) -> None:
+    from semcheck.checker.folding import program_fold
+    from semcheck.checker.properties import IDS
+    from semcheck.checker.verify import check_program
+    from semcheck.checker.z3.memo import MEMO
+
+    with open(corpus_path, "rb") as f:
+        corpus = pickle.load(f)
+    t0 = time.monotonic()
+    with open(out_path, "w") as out:
+        for i, program in enumerate(corpus):
+            MEMO.clear()
+            folds = (False, True) if program_fold(program) is not None else (False,)
+            for fold in folds:
+                for mode in MODES:
+                    try:
+                        rows = [_verdict_row(v) for v in check_program(program, mode, IDS, fold=fold)]
+                    except Exception as e:  # noqa: BLE001 - an internal error is a result to compare too
+                        rows = [{"crash": f"{type(e).__name__}: {e}"}]
+                    out.write(json.dumps({"program": i, "mode": mode, "fold": fold, "verdicts": rows}) + "\n")
+    print(f"{len(corpus)} programs in {time.monotonic() - t0:.0f} s -> {out_path}")
+
+
+def examples(out_path: str, devices: str = "2,4") -> None:
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.py"))
+    exe = Path(sys.executable).parent / "semcheck"
+    with open(out_path, "w") as out:
+        for path in files:
+            for fold in (True, False):
+                cmd = [str(exe), "verify", path, "--devices", devices, "--format", "json", "--no-cache"]
+                if not fold:
+                    cmd.append("--no-fold")
+                p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
+                try:
+                    report = json.loads(p.stdout)
+                except json.JSONDecodeError:
+                    out.write(json.dumps({"file": path, "fold": fold, "exit": p.returncode,
+                                          "stderr": p.stderr[-500:]}) + "\n")
+                    continue
+                for r in report.get("results", []):  # one per (target, devices, mode, property)
+                    row = {k: r.get(k) for k in ("target", "devices", "dma_mode", "property", "verdict", "reason")}
+                    row["witness"] = (r.get("witness") or {}).get("schedule")
+                    line = json.dumps({"file": path, "fold": fold, "verdicts": [row]})
+                    out.write(line.replace(str(ROOT) + os.sep, "") + "\n")  # the same in any checkout
+                out.write(json.dumps({"file": path, "fold": fold, "exit": p.returncode}) + "\n")
+    print(f"{len(files)} example files -> {out_path}")
+
+
+def diff(a_path: str, b_path: str) -> int:
+    a = Path(a_path).read_text().splitlines()
+    b = Path(b_path).read_text().splitlines()
+    bad = [(i, x, y) for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    verdicts = sum(len(json.loads(x).get("verdicts", [])) for x in a)
+    print(f"{len(a)} vs {len(b)} lines, {verdicts} verdicts; {len(bad)} lines differ")
+    for i, x, y in bad[:20]:
+        print(f"line {i}:\n  A {x[:600]}\n  B {y[:600]}")
+    return int(bool(bad) or len(a) != len(b))
+
+
+if __name__ == "__main__":
+    cmd, *args = sys.argv[1:]
+    sys.exit({"generate": generate, "run": run, "examples": examples, "diff": diff}[cmd](*args) or 0)
