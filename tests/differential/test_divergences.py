@@ -183,6 +183,7 @@ def test_d11_signal_targets_are_not_checked(interp):
         ipc.semaphore_signal.__wrapped__(TOP, 0, 0, sid, 1, 2, 0)  # unwrapped: no clean-up barrier wait
 
 
+@pytest.mark.rule("LAUNCH-3", "ERR-10")
 def test_d12_semaphore_read_cannot_be_interpreted():
     import jax
     import jax.numpy as jnp
@@ -191,18 +192,77 @@ def test_d12_semaphore_read_cannot_be_interpreted():
 
     def kernel(o_ref, sem):
         pl.semaphore_signal(sem, 1)
-        o_ref[0] = pl.semaphore_read(sem)
+        @pl.when(pl.program_id(0) == 5)  # a branch no step takes is compiled too
+        def _():
+            o_ref[0] = pl.semaphore_read(sem)
         pl.semaphore_wait(sem, 1)
 
     f = pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
+        grid=(2,),
         out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
         scratch_shapes=[pltpu.SemaphoreType.REGULAR],
         interpret=pltpu.InterpretParams(),
     )
-    with pytest.raises(NotImplementedError, match="semaphore_read"):
+    with pytest.raises(NotImplementedError, match="semaphore_read") as raised:
         f()
+
+    # semcheck's side (LAUNCH-3): the program models the hardware read and carries the compile's failure,
+    # which the interpreter modes report as it was just raised, at the read's line
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    (call,) = trace_kernels(f, ())
+    program = lower_kernel(call)
+    failure = program.launch_failure
+    assert (failure.python_type, failure.message) == ("NotImplementedError", str(raised.value))
+    line = kernel.__code__.co_firstlineno + 4
+    for mode in ("eager", "on_wait"):
+        v = BY_ID["deadlock-free"].check(program, mode)
+        assert v.verdict == "violated" and str(raised.value) in v.witness.message
+        assert [loc.line for loc in v.witness.locs] == [line]
+        assert BY_ID["race-free"].check(program, mode).verdict == "unknown"
+    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+
+
+@pytest.mark.rule("LAUNCH-3")
+def test_d12_only_a_read_pallas_drops_is_not_compiled():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+
+    def unused(o_ref, sem):
+        pl.semaphore_signal(sem, 1)
+        n = pl.semaphore_read(sem) + 1  # noqa: F841 (pallas drops it when it traces the kernel)
+        o_ref[0] = 1
+        pl.semaphore_wait(sem, 1)
+
+    def delayed(o_ref, sem):
+        pl.semaphore_signal(sem, 1)
+        pl.delay(pl.semaphore_read(sem))  # the interpreter gives delay nothing, yet compiles the read
+        o_ref[0] = 1
+        pl.semaphore_wait(sem, 1)
+
+    def call(kernel):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
+                              out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+                              scratch_shapes=[pltpu.SemaphoreType.REGULAR], interpret=pltpu.InterpretParams())
+
+    f = call(unused)
+    assert int(f()[0]) == 1
+    (kc,) = trace_kernels(f, ())
+    assert "semaphore_read" not in str(kc.jaxpr) and lower_kernel(kc).launch_failure is None
+    f = call(delayed)
+    with pytest.raises(NotImplementedError, match="semaphore_read") as raised:
+        f()
+    (kc,) = trace_kernels(f, ())
+    assert lower_kernel(kc).launch_failure.message == str(raised.value)
 
 
 def test_d13_with_race_detection_a_wait_for_nothing_on_an_unsignalled_semaphore_fails(interp):
