@@ -544,3 +544,30 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     assert BY_ID["exit-balance"].check(program, "eager").verdict == "proved"  # no run reaches the exit
     assert {BY_ID[p].check(program, "on_wait").verdict for p in BY_ID} == {"unknown"}
     assert BY_ID["deadlock-free"].check(program, "hardware").verdict == "proved"
+
+
+@pytest.mark.rule("DR-9")
+def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter():
+    import importlib.util
+    from pathlib import Path
+
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "buggy" / "partial_arrival_read.py"
+    spec = importlib.util.spec_from_file_location("d23_partial_arrival_read", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for mode in ("eager", "on_wait"):  # the detector raises on a race (on_race="raise")
+        params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True)
+        fn, args = module.build(1, interpret=params)
+        out = jax.block_until_ready(fn(*args))
+        np.testing.assert_allclose(np.asarray(out), np.asarray(module.reference(*args, num_devices=1)))
+    (call,) = trace_kernels(*module.build(1))
+    program = lower_kernel(call)
+    race = {m: BY_ID["race-free"].check(program, m).verdict for m in ("eager", "on_wait", "hardware")}
+    assert race == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
