@@ -32,7 +32,7 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
     needs a copy to have landed in part has no schedule of the whole-copy model, and its witness says so."""
     if mode != "hardware":
         return _race_free(program, mode, timeout_ms=timeout_ms)
-    parts = MEMO.get(program, ("partial arrivals",), lambda: split(program))
+    parts = MEMO.get(program, ("partial arrivals",), lambda: _split(program))
     if parts.mixed:
         op = parts.mixed[0]
         return Verdict(PROP, "unknown", reason=f"the copy at {op.loc} signals a DMA semaphore on one side and a "
@@ -47,15 +47,26 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
     return whole if whole.verdict == "violated" else _in_parts(program, parts, mode, v)
 
 
+def _split(program: Program) -> Split:
+    """DR-9's split program, with its symmetry (DR-5, DR-8) read off the program's: splitting is done copy by
+    copy, so a rotation that maps the program onto itself maps each copy's forerunner onto the image's, and
+    the split of the program's fold is the fold of its split."""
+    parts = split(program)
+    if parts.program is not program and not parts.mixed:
+        k, fold = program_symmetry(program)
+        folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
+        MEMO.table(parts.program)[("symmetry",)] = (k, folded)
+    return parts
+
+
 def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verdict:
     """DR-9: a race of the split program only, told on the program: the copy may have landed in part. Its
     schedule replays on the split program (checked here), not on the whole-copy model, so it is not kept."""
     w = v.witness
     assert w is not None
-    back = [list(o) + [len(ops)] for o, ops in zip(parts.origin, program.cores)]
-    blocked = tuple((c, back[c][pc], what) for c, pc, what in w.blocked)
+    blocked = tuple((c, parts.origin(c, pc), what) for c, pc, what in w.blocked)
     if len(w.schedule) <= REPLAY_LIMIT:
-        pcs = [back[c][pc] for c, pc in enumerate(run(parts.program, mode, w.schedule, finish=False).pcs)]
+        pcs = [parts.origin(c, pc) for c, pc in enumerate(run(parts.program, mode, w.schedule, finish=False).pcs)]
     else:
         pcs = [len(ops) for ops in program.cores]
         for c, pc, _ in blocked:

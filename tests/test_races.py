@@ -630,6 +630,25 @@ def test_waiting_for_the_whole_copy_before_the_read_is_race_free_in_every_mode()
     assert {m: x.verdict for m, x in _race_verdicts(_partial(64)).items()} == dict.fromkeys(DMA_MODES, "proved")
 
 
+@pytest.mark.rule("DR-9", "DR-5", "DR-8")
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(symmetric_rings())
+def test_the_split_program_has_the_symmetry_read_off_the_program(program):
+    from semcheck.checker import races
+    from semcheck.checker.folding import program_symmetry
+    from semcheck.model.fold import race_symmetry
+
+    parts = races._split(program)
+    if parts.program is program:
+        return
+    derived = program_symmetry(parts.program)  # seeded by races._split from the program's own
+    direct = race_symmetry(parts.program)
+    assert derived[0] == direct[0]
+    assert (derived[1] is None) == (direct[1] is None)
+    if direct[1] is not None:
+        assert derived[1] == direct[1]
+
+
 @pytest.mark.rule("DR-9")
 def test_a_copy_mixing_semaphore_types_leaves_hardware_races_unknown():
     copy = DmaStart(SemRef("sems", 0), 64, src_sem=SemRef("sems", 1), src_buf="src", src_region=box((0, 16)),
