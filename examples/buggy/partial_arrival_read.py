@@ -7,18 +7,18 @@ waits on `sem` with the descriptor of the first 8 rows, computes
 bytes.  The two waits take exactly the copy's bytes: counts balance and
 nothing blocks.
 
-Bug: data race on a TPU (line 48).  A TPU's DMA engine moves a copy in
+Bug: data race on a TPU (line 49).  A TPU's DMA engine moves a copy in
 pieces and adds each piece's bytes to `sem` as it lands, so the wait on line
-47 can pass when any 8 rows' worth of bytes have landed: the read of all 16
-rows on line 48 may see rows the copy has not written yet.  In interpret
+48 can pass when any 8 rows' worth of bytes have landed: the read of all 16
+rows on line 49 may see rows the copy has not written yet.  In interpret
 mode the copy lands whole (under `eager` inside its start, under `on_wait`
 inside the first wait, which runs it), so the kernel computes the right
 numbers there and jax's race detector sees nothing.
 
 Expected semcheck report: race-free violated under hardware only -- the
-read of `staged` (line 48) and the write of `staged` by the copy started on
-line 46, whose 8192 bytes the wait on line 47 does not all need (DR-9);
-dma-bytes violated in every mode (the wait on line 47 takes part of a copy).
+read of `staged` (line 49) and the write of `staged` by the copy started on
+line 47, whose 8192 bytes the wait on line 48 does not all need (DR-9);
+dma-bytes violated in every mode (the wait on line 48 takes part of a copy).
 The other properties hold.  The fix (examples/whole_copy_wait.py) waits with
 the copy's own descriptor before the read.
 """
