@@ -39,6 +39,8 @@ USES: dict[str, tuple[str, ...]] = {
              "run_scoped"),
     "semaphore_read": ("semaphore_read",),
     "pipeline": ("emit_pipeline", "pipeline_body"),
+    # no rule of their own: the front end's fallback takes them as opaque values
+    "opaque": ("roll", "bitcast", "dot_general", "exp2", "erf", "cumsum", "sort"),
 }
 
 
@@ -214,6 +216,26 @@ def sync() -> tuple[Any, tuple[Any, ...]]:
     return call, (x,)
 
 
+def opaque() -> tuple[Any, tuple[Any, ...]]:
+    """Vector compute kernels use, which the front end has no rule for (its fallback's opaque values)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        v = x_ref[...]
+        r = pltpu.roll(v, 1, 1) + pltpu.bitcast(v, jnp.int32).astype(jnp.float32)
+        r = r + jnp.dot(v, v.T)[:, :1] + jnp.exp2(v) + jax.lax.erf(v)
+        o_ref[...] = r + jnp.cumsum(v, axis=1) + jnp.sort(v, axis=1)
+
+    x = jnp.ones((8, 128), jnp.float32)
+    call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM), interpret=_params())
+    return call, (x,)
+
+
 def semaphore_read() -> tuple[Any, tuple[Any, ...]]:
     import jax
     import jax.numpy as jnp
@@ -268,7 +290,7 @@ def context(name: str) -> Any:
 
 KERNELS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "numeric": numeric, "access": access, "addupdate": addupdate, "control": control, "mesh": mesh,
-    "sync": sync, "semaphore_read": semaphore_read, "pipeline": pipeline,
+    "sync": sync, "semaphore_read": semaphore_read, "pipeline": pipeline, "opaque": opaque,
 }
 assert set(KERNELS) == set(USES)
 
