@@ -76,8 +76,8 @@ def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verd
     msg = (f"{w.message}; on a TPU a copy lands in parts and its semaphore counts the bytes as they land, so "
            f"the waits before the access can pass before all {copy.nbytes} bytes of the copy at {copy.loc} have "
            "landed (they take fewer, or take another copy's bytes on the same semaphore: DR-9)")
-    hint = (f"wait for all {copy.nbytes} bytes of this copy (its own descriptor's .wait()) before the access, with "
-            "no other copy in flight on the same semaphore; " + w.hint)
+    hint = (f"wait for all {copy.nbytes} bytes of the copy started at {copy.loc} (its own descriptor's .wait(), "
+            "wait_recv or wait_send) before the access, with no other copy on that semaphore in flight meanwhile")
     details = {**w.details, "timeline": timeline(program, pcs, devices), "rule": "DR-9"}
     return dataclasses.replace(v, witness=dataclasses.replace(w, message=msg, schedule=(), blocked=blocked,
                                                               details=details, hint=hint))
