@@ -24,6 +24,9 @@ HINT = ("jax's TPU interpreter cannot run a pallas_call with semaphore outputs: 
         "hardware, or allocate the semaphores as scratch to test it in interpret mode")
 CPU_HINT = ("jax's TPU interpreter compiles the kernel for the CPU and has no rule for this primitive: check "
             "the kernel under --dma-mode hardware, or keep the primitive out of the kernel you interpret")
+REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
+            "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
+            "it as a TPU runs it")
 
 
 def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
@@ -33,10 +36,12 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
         if failure.stage == "compile":
             when = (f"while compiling the kernel for the CPU, before any kernel code runs (the {failure.primitive} "
                     f"primitive{where} has no CPU rule, specs/divergences.md D12)")
+            hint = CPU_HINT
         else:
             when = (f"while translating the kernel for the CPU, before any kernel code runs (it binds the "
                     f"{failure.primitive} primitive{where} on a ref's id, specs/divergences.md D12)")
-        return when, CPU_HINT, {"primitive": failure.primitive, "rule": "LAUNCH-3"}
+            hint = REF_HINT
+        return when, hint, {"primitive": failure.primitive, "rule": "LAUNCH-3"}
     return (f"at launch, before any kernel code runs (output {failure.output!r} is a semaphore array, "
             "specs/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
 
