@@ -228,6 +228,31 @@ def test_d12_semaphore_read_cannot_be_interpreted():
 
 
 @pytest.mark.rule("LAUNCH-3")
+@pytest.mark.parametrize("target,never_run", [("jitted", [0, 1]), ("separate_read_first", [0, 1]),
+                                              ("separate_read_last", [1])])
+def test_d12_a_kernel_compiled_with_or_called_after_one_that_cannot_be_compiled_never_runs(target, never_run):
+    import jax
+
+    from semcheck.checker.frontend.api import load
+
+    from . import compile_units
+
+    fn, args = getattr(compile_units, target)(1)
+    compile_units.RAN.clear()
+    with pytest.raises(NotImplementedError, match="semaphore_read"):
+        jax.block_until_ready(fn(*args))
+    ran = [0] if compile_units.RAN else []  # only separate_read_last's first kernel records its output
+    if ran:
+        np.testing.assert_allclose(compile_units.RAN[0], np.asarray(args[0]) + 1.0)
+    assert sorted(set(range(2)) - set(ran)) == never_run
+
+    kernels = load(compile_units.__file__, entry=target, devices=1)
+    failing = [k.index for k in kernels if k.program.launch_failure is not None]
+    assert failing == never_run
+    assert all("semaphore_read" in k.program.launch_failure.message for k in kernels if k.index in failing)
+
+
+@pytest.mark.rule("LAUNCH-3")
 def test_d12_only_a_read_pallas_drops_is_not_compiled():
     import jax
     import jax.numpy as jnp
