@@ -16,6 +16,8 @@ way round. The report says so, with the interpreter divergences
   a TPU allocates by site and has none of those failures);
 * D20: a DMA signalling a non-DMA (REGULAR or barrier) semaphore (the
   interpreter adds the copy's bytes, a TPU adds 1: DMA-6);
+* D12: a primitive the interpreter cannot compile for the CPU, `pl.semaphore_read` (it fails before
+  the kernel runs, a TPU runs it: LAUNCH-3);
 * D21: a semaphore output (the interpreter fails at launch, a TPU runs it: LAUNCH-2).
 * D22: a load or store through a reshape/bitcast/transpose view (the interpreter raises there, a TPU
   runs it: ACC-6).
@@ -30,6 +32,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from semcheck.model.errors import Untranslatable
 from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Op, Program, Signal
 
 CAUSES = {
@@ -41,6 +44,8 @@ CAUSES = {
              "id in a table of its own); a TPU allocates them by site",
     "D20": "a copy signalling a REGULAR (or barrier) semaphore adds its byte count to it in interpret mode "
            "and 1 on a TPU",
+    "D12": "the interpreter fails before the kernel runs on a primitive it cannot compile for the CPU "
+           "(pl.semaphore_read); a TPU runs it",
     "D21": "the interpreter fails at launch on a semaphore output of the pallas_call; a TPU runs it",
     "D22": "the interpreter raises at a load or store through a reshape, bitcast, transpose or memory-space "
            "view of a ref (it indexes only through indexers); a TPU runs it",
@@ -116,7 +121,7 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
         first = min(views, key=lambda op: type(op) is not Access)
         out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))
     if program.launch_failure is not None:
-        out.append(Exposure("D21"))
+        out.append(Exposure("D12") if isinstance(program.launch_failure, Untranslatable) else Exposure("D21"))
     return tuple(out)
 
 
@@ -160,7 +165,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D20", "D21", "D22"):
+            for code in ("D12", "D20", "D21", "D22"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

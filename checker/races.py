@@ -8,21 +8,85 @@ waits the accessing core does before its access, and the usual fix.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from semcheck.checker.folding import program_symmetry
+from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
 from semcheck.model.access import AccessEvent
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
 from semcheck.checker.z3.memo import MEMO
+from semcheck.model.partial_arrivals import Split, split
 from semcheck.model.race import REPLAY_LIMIT, Ordered, Race, find_races, ordered_modes
+from semcheck.model.run import run
 
 PROP = "race-free"
 
 
 def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
-    """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line."""
+    """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line.
+
+    Under `hardware` the pass runs on the program whose copies may land in parts (DR-9); a race that
+    needs a copy to have landed in part has no schedule of the whole-copy model, and its witness says so."""
+    if mode != "hardware":
+        return _race_free(program, mode, timeout_ms=timeout_ms)
+    parts = MEMO.get(program, ("partial arrivals",), lambda: _split(program))
+    if parts.mixed:
+        whole = _race_free(program, mode, timeout_ms=timeout_ms)
+        if whole.verdict == "violated":
+            return whole  # a race with whole copies is one with copies in parts
+        op = parts.mixed[0]
+        return Verdict(PROP, "unknown", reason=f"the copy at {op.loc} signals a DMA semaphore on one side and a "
+                       "REGULAR one on the other: on a TPU it may land in parts, which one side counts and the other "
+                       "does not, and semcheck does not model that (DR-9)")
+    if parts.program is program:
+        return _race_free(program, mode, timeout_ms=timeout_ms)
+    v = _race_free(parts.program, mode, timeout_ms=timeout_ms)
+    if v.verdict != "violated":
+        return v
+    whole = _race_free(program, mode, timeout_ms=timeout_ms)
+    return whole if whole.verdict == "violated" else _in_parts(program, parts, mode, v)
+
+
+def _split(program: Program) -> Split:
+    """DR-9's split program, with its symmetry (DR-5, DR-8) read off the program's: splitting is done copy by
+    copy, so a rotation that maps the program onto itself maps each copy's forerunner onto the image's, and
+    the split of the program's fold is the fold of its split."""
+    parts = split(program)
+    if parts.program is not program and not parts.mixed:
+        k, fold = program_symmetry(program)
+        folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
+        MEMO.table(parts.program)[("symmetry",)] = (k, folded)
+    return parts
+
+
+def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verdict:
+    """DR-9: a race of the split program only, told on the program: the copy may have landed in part. Its
+    schedule replays on the split program (checked here), not on the whole-copy model, so it is not kept."""
+    w = v.witness
+    assert w is not None
+    blocked = tuple((c, parts.origin(c, pc), what) for c, pc, what in w.blocked)
+    if len(w.schedule) <= REPLAY_LIMIT:
+        pcs = [parts.origin(c, pc) for c, pc in enumerate(run(parts.program, mode, w.schedule, finish=False).pcs)]
+    else:
+        pcs = [len(ops) for ops in program.cores]
+        for c, pc, _ in blocked:
+            pcs[c] = pc
+    copy = next(program.cores[c][pc] for c, pc, _ in blocked if type(program.cores[c][pc]) is DmaStart)
+    devices = sorted({program.topology.device_of(c) for c, _, _ in blocked}) or None
+    msg = (f"{w.message}; on a TPU a copy lands in parts and its semaphore counts the bytes as they land, so "
+           f"the waits before the access can pass before all {copy.nbytes} bytes of the copy at {copy.loc} have "
+           "landed (they take fewer, or take another copy's bytes on the same semaphore: DR-9)")
+    hint = (f"wait for all {copy.nbytes} bytes of the copy started at {copy.loc} (its own descriptor's .wait(), "
+            "wait_recv or wait_send) before the access, with no other copy on that semaphore in flight meanwhile")
+    details = {**w.details, "timeline": timeline(program, pcs, devices), "rule": "DR-9"}
+    return dataclasses.replace(v, witness=dataclasses.replace(w, message=msg, schedule=(), blocked=blocked,
+                                                              details=details, hint=hint))
+
+
+def _race_free(program: Program, mode: DmaMode, *, timeout_ms: int) -> Verdict:
     t0 = time.perf_counter()
     stats: dict = {}
     pre = _ordered(program, mode)

@@ -125,10 +125,10 @@ def accesses(
                 if op.src_buf is None or op.dst_buf is None or op.src_region is None or op.dst_region is None:
                     unrecorded.append(Unrecorded(g, pc, op.loc))
                     continue
-                if mine:
+                if mine and not op.src_region.empty:  # an empty region touches nothing (DR-9's forerunners)
                     src = buffers.get((g, op.src_buf)) or buffers.setdefault((g, op.src_buf), buffer_of(program, spaces, g, op.src_buf))
                     events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc))
-                if near is None or topo.device_of(dst) < near:
+                if (near is None or topo.device_of(dst) < near) and not op.dst_region.empty:
                     dbuf = buffers.get((dst, op.dst_buf)) or buffers.setdefault((dst, op.dst_buf), buffer_of(program, spaces, dst, op.dst_buf))
                     events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc))
     return events, unrecorded

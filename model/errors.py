@@ -188,6 +188,39 @@ class InterpreterView(Violation):
         return "AttributeError"
 
 
+@dataclasses.dataclass(frozen=True)
+class Untranslatable(Violation):
+    """ERR-10: jax's interpreter cannot turn a kernel equation into its CPU program (LAUNCH-3, D12).
+
+    The interpreter traces the kernel into a CPU program and compiles it before any device starts:
+    a primitive it binds as it is fails there in every run, either when bound on the integer id the
+    interpreter holds for a ref (`addupdate`: a `ValueError` while tracing) or when the CPU compiler
+    has no rule for it (`pl.semaphore_read`: a `NotImplementedError`). `primitive` is its name,
+    `file`, `line` and `text` its kernel line (line 0: unknown), `stage` which of the two raises
+    it; `error_type` and `error` are what is raised.
+    """
+
+    primitive: str
+    error_type: str
+    error: str
+    stage: str = "compile"  # "trace" (the interpreter's trace of the kernel) | "compile" (the CPU compile)
+    file: str = ""
+    line: int = 0
+    text: str = ""
+
+    @property
+    def message(self) -> str:
+        return self.error
+
+    @property
+    def python_type(self) -> str:
+        return self.error_type
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else ""
+
+
 # --- the manager's buffer errors (specs/buffers.md) ---------------------------------------
 
 

@@ -586,3 +586,74 @@ def test_an_on_wait_race_too_long_to_replay_is_unknown_and_says_so(monkeypatch):
     monkeypatch.setattr(checker_races, "REPLAY_LIMIT", 3)
     (v,) = check_program(program, "on_wait", ("race-free",), fold=False)
     assert v.verdict == "unknown" and "more than semcheck replays (3)" in v.reason
+
+
+# --- DR-9: copies that land in parts ---------------------------------------------------------
+
+
+def _partial(first_wait: int) -> Program:
+    """One 64-byte copy of 16 rows, a wait for `first_wait` bytes, a read of the 16 rows, a wait for the rest."""
+    copy = DmaStart(SemRef("sems", 0), 64, src_buf="src", src_region=box((0, 16)), dst_buf="buf",
+                    dst_region=box((0, 16)), loc=Loc("k.py", 10))
+    body = [copy, Wait(SemRef("sems", 0), first_wait, kind="dma", loc=Loc("k.py", 11)),
+            Access("buf", box((0, 16)), False, Loc("k.py", 12))]
+    if first_wait < 64:
+        body.append(Wait(SemRef("sems", 0), 64 - first_wait, kind="dma", loc=Loc("k.py", 13)))
+    return single_core(body)
+
+
+def _race_verdicts(program: Program) -> dict[str, object]:
+    from semcheck.checker.properties import BY_ID
+
+    return {m: BY_ID["race-free"].check(program, m) for m in DMA_MODES}
+
+
+@pytest.mark.rule("DR-9", "PROP-7")
+def test_a_read_after_waiting_for_part_of_a_copy_races_only_on_hardware():
+    program = _partial(32)
+    v = _race_verdicts(program)
+    assert {m: x.verdict for m, x in v.items()} == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
+    w = v["hardware"].witness
+    assert w.details["rule"] == "DR-9" and "all 64 bytes" in w.message and w.schedule == ()
+    assert [loc.line for loc in w.locs[:2]] == [10, 12]
+    # the whole-copy model has no such race: the split program's is the only one
+    assert not any(r.exact and r.confirmed for r in find_races(program, "hardware").races)
+    # the positions are the program's (the forerunner is not one of its operations)
+    at = next(pc for pc, op in enumerate(program.cores[0]) if type(op) is DmaStart)
+    assert {(c, pc) for c, pc, _ in w.blocked} == {(0, at), (0, at + 2)}
+    stopped = w.details["timeline"]
+    assert stopped and "k.py:12" in str(stopped)
+
+
+@pytest.mark.rule("DR-9", "PROP-7")
+def test_waiting_for_the_whole_copy_before_the_read_is_race_free_in_every_mode():
+    assert {m: x.verdict for m, x in _race_verdicts(_partial(64)).items()} == dict.fromkeys(DMA_MODES, "proved")
+
+
+@pytest.mark.rule("DR-9", "DR-5", "DR-8")
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(symmetric_rings())
+def test_the_split_program_has_the_symmetry_read_off_the_program(program):
+    from semcheck.checker import races
+    from semcheck.checker.folding import program_symmetry
+    from semcheck.model.fold import race_symmetry
+
+    parts = races._split(program)
+    if parts.program is program:
+        return
+    derived = program_symmetry(parts.program)  # seeded by races._split from the program's own
+    direct = race_symmetry(parts.program)
+    assert derived[0] == direct[0]
+    assert (derived[1] is None) == (direct[1] is None)
+    if direct[1] is not None:
+        assert derived[1] == direct[1]
+
+
+@pytest.mark.rule("DR-9")
+def test_a_copy_mixing_semaphore_types_leaves_hardware_races_unknown():
+    copy = DmaStart(SemRef("sems", 0), 64, src_sem=SemRef("sems", 1), src_buf="src", src_region=box((0, 16)),
+                    dst_buf="buf", dst_region=box((0, 16)), src_sem_type="regular", loc=Loc("k.py", 10))
+    program = single_core([copy, Wait(SemRef("sems", 0), 64, kind="dma"), Wait(SemRef("sems", 1), 1),
+                           Access("buf", box((0, 16)), False, Loc("k.py", 12))])
+    v = _race_verdicts(program)["hardware"]
+    assert v.verdict == "unknown" and "REGULAR" in v.reason and "k.py:10" in v.reason

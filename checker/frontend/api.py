@@ -121,10 +121,13 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
     calls, inputs = traced
     n_cores = cores if cores is not None else t.cores
     out = []
+    failed: tuple[int, Any] | None = None  # (unit, failure): LAUNCH-2/3 stop their compile unit and all after it
     for call, values in zip(calls, inputs):
         call = resolve_grid(call, values)
         stats = LoweringStats()
         program = lower_kernel(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
+        if failed is None and program.launch_failure is not None:
+            failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode
         out.append(
             LoweredKernel(
@@ -144,7 +147,15 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
                 stats=stats,
             )
         )
-    return out
+    return out if failed is None else [_never_runs(k, *failed) for k in out]
+
+
+def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:
+    """LAUNCH-3: a kernel compiled with one the interpreter refuses (in the same top-level call), or called
+    after it, never runs in interpret mode: it carries that failure unless it has its own."""
+    if k.program.launch_failure is not None or k.call is None or k.call.unit < unit:
+        return k
+    return dataclasses.replace(k, program=dataclasses.replace(k.program, launch_failure=failure))
 
 
 __all__ = ["LoweredKernel", "load", "lower_target", "FrontendError", "BadTargetReturn"]

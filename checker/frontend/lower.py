@@ -100,6 +100,7 @@ def lower_kernel(
     # (jax reads JAX_PLATFORMS when it is imported).
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
     from semcheck.checker.frontend.grid import grid_schedule, launch_operands
+    from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
     t0 = time.perf_counter()
@@ -121,7 +122,7 @@ def lower_kernel(
     if call.grid_mapping is not None and getattr(call.grid_mapping, "local_grid_env", None) is not None:
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
-    failure = _launch_failure(call)
+    failure = _launch_failure(call) or translation_failure(call)  # LAUNCH-2 fails first, when tracing
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)
@@ -139,7 +140,7 @@ def lower_kernel(
                 lw.run_grid_point(point, kernel_args)
             for d in range(num_devices):
                 bodies[d * n_cores + core] = lw.bodies[d]
-        # LAUNCH-2 fails before any core runs (an access through a view the interpreter cannot index
+        # LAUNCH-2, LAUNCH-3 fail before any core runs (an access through a view the interpreter cannot index
         # is the access's own failure, ERR-9: `Access.view_error`)
         program = launch(
             Topology(num_devices, n_cores),

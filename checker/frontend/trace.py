@@ -102,6 +102,9 @@ class KernelCall:
     grid_mapping: Any = None
     # Grid dimensions whose bound is a run-time value (passed before the operands at the launch).
     dynamic_grid_dims: tuple[int, ...] = ()
+    # What jax compiles with it: the position of the traced function's top-level equation it is in (a jitted
+    # function is one equation; otherwise each top-level call is compiled and run on its own, in order).
+    unit: int = 0
 
     @property
     def dma_mode(self) -> str | None:
@@ -160,14 +163,16 @@ def find_kernels(jaxpr: Any) -> list[KernelCall]:
     return found
 
 
-def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[KernelCall]) -> None:
-    for eqn in jaxpr.eqns:
+def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[KernelCall],
+          unit: int | None = None) -> None:
+    for k, eqn in enumerate(jaxpr.eqns):
+        u = k if unit is None else unit
         name = eqn.primitive.name
         if name == "pallas_call":
-            found.append(_from_pallas_call(eqn, axes, physical, len(found)))
+            found.append(dataclasses.replace(_from_pallas_call(eqn, axes, physical, len(found)), unit=u))
             continue
         if name == "mpmd_map":
-            found.append(_from_mpmd_map(eqn, axes, physical, len(found)))
+            found.append(dataclasses.replace(_from_mpmd_map(eqn, axes, physical, len(found)), unit=u))
             continue
         sub_axes, sub_physical = axes, physical
         if name == "shard_map":
@@ -181,7 +186,7 @@ def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[Kernel
                     sub_axes[k] = int(v)
             sub_physical = max(physical, int(math.prod(mesh.shape.values())))
         for sub in _sub_jaxprs(eqn.params):
-            _walk(sub, axes=sub_axes, physical=sub_physical, found=found)
+            _walk(sub, axes=sub_axes, physical=sub_physical, found=found, unit=u)
 
 
 def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:

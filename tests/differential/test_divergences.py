@@ -183,6 +183,7 @@ def test_d11_signal_targets_are_not_checked(interp):
         ipc.semaphore_signal.__wrapped__(TOP, 0, 0, sid, 1, 2, 0)  # unwrapped: no clean-up barrier wait
 
 
+@pytest.mark.rule("LAUNCH-3", "ERR-10")
 def test_d12_semaphore_read_cannot_be_interpreted():
     import jax
     import jax.numpy as jnp
@@ -191,18 +192,102 @@ def test_d12_semaphore_read_cannot_be_interpreted():
 
     def kernel(o_ref, sem):
         pl.semaphore_signal(sem, 1)
-        o_ref[0] = pl.semaphore_read(sem)
+        @pl.when(pl.program_id(0) == 5)  # a branch no step takes is compiled too
+        def _():
+            o_ref[0] = pl.semaphore_read(sem)
         pl.semaphore_wait(sem, 1)
 
     f = pl.pallas_call(
         kernel,
         out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
+        grid=(2,),
         out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
         scratch_shapes=[pltpu.SemaphoreType.REGULAR],
         interpret=pltpu.InterpretParams(),
     )
-    with pytest.raises(NotImplementedError, match="semaphore_read"):
+    with pytest.raises(NotImplementedError, match="semaphore_read") as raised:
         f()
+
+    # semcheck's side (LAUNCH-3): the program models the hardware read and carries the compile's failure,
+    # which the interpreter modes report as it was just raised, at the read's line
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    (call,) = trace_kernels(f, ())
+    program = lower_kernel(call)
+    failure = program.launch_failure
+    assert (failure.python_type, failure.message) == ("NotImplementedError", str(raised.value))
+    line = kernel.__code__.co_firstlineno + 4
+    for mode in ("eager", "on_wait"):
+        v = BY_ID["deadlock-free"].check(program, mode)
+        assert v.verdict == "violated" and str(raised.value) in v.witness.message
+        assert [loc.line for loc in v.witness.locs] == [line]
+        assert BY_ID["race-free"].check(program, mode).verdict == "unknown"
+    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+
+
+@pytest.mark.rule("LAUNCH-3")
+@pytest.mark.parametrize("target,never_run", [("jitted", [0, 1]), ("separate_read_first", [0, 1]),
+                                              ("separate_read_last", [1])])
+def test_d12_a_kernel_compiled_with_or_called_after_one_that_cannot_be_compiled_never_runs(target, never_run):
+    import jax
+
+    from semcheck.checker.frontend.api import load
+
+    from . import compile_units
+
+    fn, args = getattr(compile_units, target)(1)
+    compile_units.RAN.clear()
+    with pytest.raises(NotImplementedError, match="semaphore_read"):
+        jax.block_until_ready(fn(*args))
+    ran = [0] if compile_units.RAN else []  # only separate_read_last's first kernel records its output
+    if ran:
+        np.testing.assert_allclose(compile_units.RAN[0], np.asarray(args[0]) + 1.0)
+    assert sorted(set(range(2)) - set(ran)) == never_run
+
+    kernels = load(compile_units.__file__, entry=target, devices=1)
+    failing = [k.index for k in kernels if k.program.launch_failure is not None]
+    assert failing == never_run
+    assert all("semaphore_read" in k.program.launch_failure.message for k in kernels if k.index in failing)
+
+
+@pytest.mark.rule("LAUNCH-3")
+def test_d12_only_a_read_pallas_drops_is_not_compiled():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+
+    def unused(o_ref, sem):
+        pl.semaphore_signal(sem, 1)
+        n = pl.semaphore_read(sem) + 1  # noqa: F841 (pallas drops it when it traces the kernel)
+        o_ref[0] = 1
+        pl.semaphore_wait(sem, 1)
+
+    def delayed(o_ref, sem):
+        pl.semaphore_signal(sem, 1)
+        pl.delay(pl.semaphore_read(sem))  # the interpreter gives delay nothing, yet compiles the read
+        o_ref[0] = 1
+        pl.semaphore_wait(sem, 1)
+
+    def call(kernel):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
+                              out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+                              scratch_shapes=[pltpu.SemaphoreType.REGULAR], interpret=pltpu.InterpretParams())
+
+    f = call(unused)
+    assert int(f()[0]) == 1
+    (kc,) = trace_kernels(f, ())
+    assert "semaphore_read" not in str(kc.jaxpr) and lower_kernel(kc).launch_failure is None
+    f = call(delayed)
+    with pytest.raises(NotImplementedError, match="semaphore_read") as raised:
+        f()
+    (kc,) = trace_kernels(f, ())
+    assert lower_kernel(kc).launch_failure.message == str(raised.value)
 
 
 def test_d13_with_race_detection_a_wait_for_nothing_on_an_unsignalled_semaphore_fails(interp):
@@ -484,3 +569,30 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     assert BY_ID["exit-balance"].check(program, "eager").verdict == "proved"  # no run reaches the exit
     assert {BY_ID[p].check(program, "on_wait").verdict for p in BY_ID} == {"unknown"}
     assert BY_ID["deadlock-free"].check(program, "hardware").verdict == "proved"
+
+
+@pytest.mark.rule("DR-9")
+def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter():
+    import importlib.util
+    from pathlib import Path
+
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "buggy" / "partial_arrival_read.py"
+    spec = importlib.util.spec_from_file_location("d23_partial_arrival_read", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for mode in ("eager", "on_wait"):  # the detector raises on a race (on_race="raise")
+        params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True)
+        fn, args = module.build(1, interpret=params)
+        out = jax.block_until_ready(fn(*args))
+        np.testing.assert_allclose(np.asarray(out), np.asarray(module.reference(*args, num_devices=1)))
+    (call,) = trace_kernels(*module.build(1))
+    program = lower_kernel(call)
+    race = {m: BY_ID["race-free"].check(program, m).verdict for m in ("eager", "on_wait", "hardware")}
+    assert race == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}

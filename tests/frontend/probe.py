@@ -36,6 +36,7 @@ def describe(kernel: Any) -> dict[str, Any]:
         "ops_per_core": [len(c) for c in prog.cores],
         "kinds": dict(kinds),
         "warnings": list(kernel.warnings),
+        "launch_failure": None if prog.launch_failure is None else prog.launch_failure.message,
         "lower_seconds": kernel.stats.seconds,
         "loc": [os.path.basename(kernel.loc.file), kernel.loc.line],
         "cores": [[_op(op) for op in core] for core in prog.cores] if prog.num_ops <= 4000 else None,

@@ -239,10 +239,11 @@ def test_two_kernels_in_one_function(probed) -> None:
     assert all(k["mesh"] == {"x": 2, "y": 2} for k in r["kernels"])
 
 
-def test_semaphore_read_is_lowered_with_a_warning(probed) -> None:
+@pytest.mark.rule("LAUNCH-3")
+def test_semaphore_read_is_lowered_with_the_interpreters_failure(probed) -> None:
     k = _kernel(probed, "unsupported.py::semaphore_read_unused")
-    assert k["kinds"].get("Read") == 4
-    assert any("semaphore_read" in w for w in k["warnings"])
+    assert k["kinds"].get("Read") == 4  # the hardware read (SEM-6)
+    assert k["launch_failure"] == "MLIR translation rule for primitive 'semaphore_read' not found for platform cpu"
 
 
 # --- refusals -------------------------------------------------------------------

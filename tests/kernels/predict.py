@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from semcheck.model.fast import fast_run
+from semcheck.model.launch import launch_failure
 from semcheck.model.ops import LOOKUP_OPS, ExitCheck, Program
 from semcheck.model.state import Outcome
 
@@ -83,6 +84,10 @@ def predict(program: Program, mode: str) -> Prediction:
     if mode not in ("eager", "on_wait"):
         raise ValueError("interpret-mode predictions are for the eager and on_wait modes")
     out = fast_run(program, mode)
+    failed = launch_failure(program, mode)
+    if failed is not None:  # LAUNCH-2, LAUNCH-3: the interpreter raises before any core runs
+        return Prediction("error", failed.python_type, failed.message, ((failed.python_type, failed.message),),
+                          (), out)
     racy = _racy_errors(program, mode)
     if out.kind == "error":
         v = out.failure.violation

@@ -84,7 +84,7 @@ def _read_only(x_ref, o_ref, sem):
 
 @semcheck.target
 def semaphore_read_unused(num_devices):
-    """Supported: the read's value only reaches data (a warning says the interpreter cannot run it)."""
+    """Supported: the read's value only reaches data (the interpreter cannot compile it: LAUNCH-3)."""
     return _wrap(_read_only, num_devices, scratch=[pltpu.SemaphoreType.REGULAR])
 
 
