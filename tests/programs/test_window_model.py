@@ -1,0 +1,65 @@
+"""The abstract window model (window_model.py) against the claims of specs/programs.md."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import window_model as wm  # noqa: E402
+
+SHIFT_SINGLE = wm.SINGLE_BARRIER + wm.SHIFT_RIGHT
+SHIFT_DOUBLE = wm.DOUBLE_BARRIER + wm.SHIFT_RIGHT
+BIDI_SINGLE = wm.SINGLE_BARRIER + wm.BIDIRECTIONAL
+BIDI_DOUBLE = wm.DOUBLE_BARRIER + wm.BIDIRECTIONAL
+
+
+@pytest.mark.parametrize("devices", [2, 3, 4])
+def test_single_barrier_shift_is_safe_below_five_devices(devices):
+    """PRG-16: below five devices a neighbour cannot finish a call without the victim's partner."""
+    res = wm.search(devices, 2, SHIFT_SINGLE)
+    assert res.violation is None and res.max_neighbour_lag <= 1
+
+
+@pytest.mark.parametrize("devices", [5, 6])
+def test_single_barrier_shift_lets_a_copy_land_outside_the_call(devices):
+    """PRG-16: from five devices the left neighbour's next-call signal releases the barrier early."""
+    res = wm.search(devices, 2, SHIFT_SINGLE)
+    assert res.violation is not None
+    what, sender, target, invocation, positions = res.violation
+    assert what == "copy" and target == (sender + 1) % devices and invocation == 0
+    # the target has not entered invocation 0; the sender's left neighbour is already in invocation 1
+    assert positions[target] == (0, -1)
+    assert positions[(sender - 1) % devices][0] == 1
+
+
+def test_double_barrier_shift_is_safe_at_five_devices():
+    """PRG-16: the second, kernel-local barrier removes the early release (and its own signals land inside)."""
+    assert wm.search(5, 2, SHIFT_DOUBLE).violation is None
+
+
+@pytest.mark.parametrize("ops", [BIDI_SINGLE, BIDI_DOUBLE], ids=["single", "double"])
+@pytest.mark.parametrize("devices", [2, 3])
+def test_bidirectional_exchange_is_safe_with_either_barrier(ops, devices):
+    """PRG-16: data from both neighbours in every call keeps neighbours within one call (the
+    tutorial's reduce-scatter called twice with double_barrier=False is not a hazard)."""
+    res = wm.search(devices, 3, ops)
+    assert res.violation is None and res.max_neighbour_lag <= 1
+
+
+def test_three_calls_find_no_more_than_two_for_the_shift():
+    """PRG-7: where two invocations are safe and neighbours stay within one invocation, a third
+    adds no violation (the window argument, checked on the model)."""
+    for devices in (2, 3, 4):
+        two, three = wm.search(devices, 2, SHIFT_SINGLE), wm.search(devices, 3, SHIFT_SINGLE)
+        assert two.violation is None and three.violation is None
+        assert three.max_neighbour_lag <= 1
+
+
+def test_the_search_sees_a_violation_it_is_given():
+    """The model is not vacuous: a copy started before any barrier lands outside the call."""
+    res = wm.search(2, 1, (("start", +1), ("wsend", 1), ("wrecv", 1), ("exit",)))
+    assert res.violation is not None and res.violation[0] == "copy"
