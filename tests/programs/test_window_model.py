@@ -63,3 +63,20 @@ def test_the_search_sees_a_violation_it_is_given():
     """The model is not vacuous: a copy started before any barrier lands outside the call."""
     res = wm.search(2, 1, (("start", +1), ("wsend", 1), ("wrecv", 1), ("exit",)))
     assert res.violation is not None and res.violation[0] == "copy"
+
+
+@pytest.mark.parametrize("order", ["ring_then_pair", "pair_then_ring"])
+def test_one_collective_id_for_two_patterns_mixes_their_signals(order):
+    """PRG-17: a pairwise kernel's signal satisfies the ring kernel's wait (or the other way round),
+    and a copy lands in a device outside the call; distinct ids keep the counts apart."""
+    ring, pair = (wm.ring_kernel, wm.pair_kernel)
+    first, second = (ring, pair) if order == "ring_then_pair" else (pair, ring)
+    shared = wm.search_program(4, (first(0), second(0)))
+    assert shared.violation is not None and shared.violation[0] == "copy"
+    assert shared.violation[4][shared.violation[2]] == (0, -1)  # the target had not entered call 0
+    assert wm.search_program(4, (first(0), second(1))).violation is None
+
+
+def test_two_patterns_coincide_on_two_devices():
+    """PRG-17: on two devices the left, right and pairwise partner are the same device."""
+    assert wm.search_program(2, (wm.ring_kernel(0), wm.pair_kernel(0))).violation is None

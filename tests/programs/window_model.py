@@ -49,11 +49,42 @@ BIDIRECTIONAL: tuple[Op, ...] = (("start", -1), ("start", +1), ("wsend", 2), ("w
                                  ("exit",))
 
 
+def ring_kernel(barrier: int) -> tuple[Op, ...]:
+    """Signal the left neighbour, wait for the right one, copy to the right (a ring pattern)."""
+    return (("sig", -1, barrier), ("bwait", 1, barrier)) + SHIFT_RIGHT
+
+
+def pair_kernel(barrier: int) -> tuple[Op, ...]:
+    """Signal the partner d ^ 1, wait for it, copy to it (a pairwise pattern)."""
+    return (("sig", ("xor", 1), barrier), ("bwait", 1, barrier), ("start", ("xor", 1)),
+            ("wsend", 1), ("wrecv", 1), ("exit",))
+
+
 def search(n: int, k: int, ops: tuple[Op, ...], *, stop_at_violation: bool = True) -> Result:
     """Every interleaving of `n` devices running `ops` `k` times (depth-first, states hashed)."""
+    return search_program(n, (ops,) * k, stop_at_violation=stop_at_violation)
+
+
+def _target(d: int, where, n: int) -> int:
+    """A ring offset, or ("xor", m): the partner d ^ m (a pairwise pattern)."""
+    if isinstance(where, tuple):
+        return d ^ where[1]
+    return (d + where) % n
+
+
+def search_program(n: int, program: tuple[tuple[Op, ...], ...], *,
+                   stop_at_violation: bool = True) -> Result:
+    """Every interleaving of `n` devices running the invocations of `program` in order.
+
+    ``("sig", o, b)`` / ``("bwait", n, b)`` name barrier semaphore ``b`` (a collective id; 0 when
+    omitted): two kernels with different ids use different barrier semaphores.
+    """
+    k = len(program)
+    barriers = 1 + max((op[2] for ops in program for op in ops
+                        if op[0] in ("sig", "bwait") and len(op) > 2), default=0)
     # state: positions ((invocation, pc), pc -1 = outside before entering), barrier counts,
     # second-barrier counts, receive counts, send counts, in-flight halves (kind, src, dst, inv)
-    start = (tuple((0, -1) for _ in range(n)), (0,) * n, (0,) * n, (0,) * n, (0,) * n, ())
+    start = (tuple((0, -1) for _ in range(n)), (0,) * (n * barriers), (0,) * n, (0,) * n, (0,) * n, ())
     seen = {start}
     stack = [start]
     lag = 0
@@ -75,17 +106,18 @@ def search(n: int, k: int, ops: tuple[Op, ...], *, stop_at_violation: bool = Tru
                 p[d] = (inv, 0)
                 successors.append((tuple(p), bar, bar2, rcv, snd, flight))
                 continue
-            op = ops[pc]
+            op = program[inv][pc]
             p[d] = (inv + 1, -1) if op[0] == "exit" else (inv, pc + 1)
             b, b2, r, s, f = list(bar), list(bar2), list(rcv), list(snd), flight
             if op[0] == "sig":
-                b[(d + op[1]) % n] += 1
+                b[(op[2] if len(op) > 2 else 0) * n + _target(d, op[1], n)] += 1
             elif op[0] == "bwait":
-                if b[d] < op[1]:
+                slot = (op[2] if len(op) > 2 else 0) * n + d
+                if b[slot] < op[1]:
                     continue
-                b[d] -= op[1]
+                b[slot] -= op[1]
             elif op[0] == "sig2":
-                t = (d + op[1]) % n
+                t = _target(d, op[1], n)
                 if not inside(t, inv) and first_violation is None:
                     first_violation = ("signal", d, t, inv, pos)
                 b2[t] += 1
@@ -94,7 +126,7 @@ def search(n: int, k: int, ops: tuple[Op, ...], *, stop_at_violation: bool = Tru
                     continue
                 b2[d] -= op[1]
             elif op[0] == "start":
-                f = tuple(sorted(flight + (("read", d, (d + op[1]) % n, inv),)))
+                f = tuple(sorted(flight + (("read", d, _target(d, op[1], n), inv),)))
             elif op[0] == "wsend":
                 if s[d] < op[1]:
                     continue
