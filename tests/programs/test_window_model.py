@@ -80,3 +80,23 @@ def test_one_collective_id_for_two_patterns_mixes_their_signals(order):
 def test_two_patterns_coincide_on_two_devices():
     """PRG-17: on two devices the left, right and pairwise partner are the same device."""
     assert wm.search_program(2, (wm.ring_kernel(0), wm.pair_kernel(0))).violation is None
+
+
+def _multi_remote_copy(right_id, left_id):
+    """jax's test_multi_remote_copy: start right, start left, two send-dones, two receive-dones."""
+    return (wm.remote_start(+1, 3, right_id), wm.remote_start(-1, 3, left_id),
+            wm.done_kernel(2, 0), wm.done_kernel(0, 2))
+
+
+@pytest.mark.parametrize("devices", [3, 4])
+def test_remote_copies_in_two_directions_on_one_id_land_before_the_target_starts(devices):
+    """PRG-17: the left-going start's signal releases the right-going start's wait; the copy lands
+    in a carried destination that is not live yet on its target (PRG-15)."""
+    res = wm.search_program(devices, _multi_remote_copy(0, 0))
+    assert res.violation is not None and res.violation[0] == "copy"
+    assert res.violation[4][res.violation[2]] == (0, -1)
+
+
+def test_remote_copies_in_two_directions_with_two_ids_or_two_devices_are_confined():
+    assert wm.search_program(3, _multi_remote_copy(0, 1)).violation is None
+    assert wm.search_program(2, _multi_remote_copy(0, 0)).violation is None

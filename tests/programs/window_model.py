@@ -49,6 +49,20 @@ BIDIRECTIONAL: tuple[Op, ...] = (("start", -1), ("start", +1), ("wsend", 2), ("w
                                  ("exit",))
 
 
+def remote_start(direction: int, done_call: int, barrier: int = 0) -> tuple[Op, ...]:
+    """The async test's remote copy start kernel: signal the device it receives from, wait for
+    the one it sends to, start a copy into that device's destination (a carried result, live
+    until its receive-done call `done_call`), exit without waiting."""
+    return (("sig", -direction, barrier), ("bwait", 1, barrier),
+            ("start", direction, done_call), ("exit",))
+
+
+def done_kernel(sends: int, receives: int) -> tuple[Op, ...]:
+    """Send-done / receive-done kernels: wait on the carried semaphores."""
+    return ((("wsend", sends),) if sends else ()) + ((("wrecv", receives),) if receives else ()) \
+        + (("exit",),)
+
+
 def ring_kernel(barrier: int) -> tuple[Op, ...]:
     """Signal the left neighbour, wait for the right one, copy to the right (a ring pattern)."""
     return (("sig", -1, barrier), ("bwait", 1, barrier)) + SHIFT_RIGHT
@@ -96,6 +110,11 @@ def search_program(n: int, program: tuple[tuple[Op, ...], ...], *,
         def inside(t, inv):
             return pos[t][0] == inv and pos[t][1] >= 0
 
+        def live(t, span):
+            first, last = span
+            entered = pos[t][0] > first or (pos[t][0] == first and pos[t][1] >= 0)
+            return entered and pos[t][0] <= last
+
         successors = []
         for d in range(n):
             inv, pc = pos[d]
@@ -126,7 +145,10 @@ def search_program(n: int, program: tuple[tuple[Op, ...], ...], *,
                     continue
                 b2[d] -= op[1]
             elif op[0] == "start":
-                f = tuple(sorted(flight + (("read", d, _target(d, op[1], n), inv),)))
+                # a third element: the destination is carried, live on the target from its entry
+                # into this call to its exit from call op[2] (PRG-6, PRG-15)
+                until = op[2] if len(op) > 2 else inv
+                f = tuple(sorted(flight + (("read", d, _target(d, op[1], n), (inv, until)),)))
             elif op[0] == "wsend":
                 if s[d] < op[1]:
                     continue
@@ -143,8 +165,8 @@ def search_program(n: int, program: tuple[tuple[Op, ...], ...], *,
                 s[src] += 1
                 rest = tuple(sorted(rest + (("write", src, dst, inv),)))
             else:
-                if not inside(dst, inv) and first_violation is None:
-                    first_violation = ("copy", src, dst, inv, pos)
+                if not live(dst, inv) and first_violation is None:
+                    first_violation = ("copy", src, dst, inv[0], pos)
                 r[dst] += 1
             successors.append((pos, bar, bar2, tuple(r), tuple(s), rest))
         if first_violation is not None and stop_at_violation:
