@@ -38,12 +38,12 @@ def interpret_params(dma_mode, interpret):
 
 
 def slice_start(x, index, params):
-    def kernel(src_ref, src_alias_ref, dst_ref, sem):
+    def slice_start_kernel(src_ref, src_alias_ref, dst_ref, sem):
         del src_alias_ref
         pltpu.make_async_copy(src_ref.at[index], dst_ref, sem).start()
 
     x, dst, sem = pl.pallas_call(
-        kernel,
+        slice_start_kernel,
         out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype),
                    jax.ShapeDtypeStruct(x.shape[1:], x.dtype), pltpu.SemaphoreType.DMA(())),
         in_specs=[_ANY],
@@ -57,12 +57,12 @@ def slice_start(x, index, params):
 def slice_done(x, future, index, params):
     dst, sem = future
 
-    def kernel(src_ref, dst_ref, sem_ref, dst_alias_ref):
+    def slice_done_kernel(src_ref, dst_ref, sem_ref, dst_alias_ref):
         del dst_alias_ref
         pltpu.make_async_copy(src_ref.at[index], dst_ref, sem_ref).wait()
 
     return pl.pallas_call(
-        kernel,
+        slice_done_kernel,
         out_shape=jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
         in_specs=[_ANY, _ANY, _SEM],
         out_specs=_ANY,

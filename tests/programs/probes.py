@@ -240,7 +240,7 @@ def probe_manager_per_call(devices: int, dma_mode: str) -> dict[str, Any]:
 
     log: list[tuple[str, int, int]] = []
     lock = threading.Lock()
-    managers: list[int] = []
+    managers: list[Any] = []  # kept alive, so that no two managers can share an id()
     calls_seen: dict[int, int] = {}
 
     init_original = ipc._initialize_shared_memory
@@ -248,7 +248,7 @@ def probe_manager_per_call(devices: int, dma_mode: str) -> dict[str, Any]:
     sm_init = memory.SharedMemory.__init__
 
     def counting_init(self, *a, **kw):
-        managers.append(id(self))
+        managers.append(self)
         sm_init(self, *a, **kw)
 
     def enter(token, device_id, *a, **kw):
@@ -277,7 +277,7 @@ def probe_manager_per_call(devices: int, dma_mode: str) -> dict[str, Any]:
         < min(i for i, (e, _, k) in enumerate(log) if e == "enter" and k == c + 1)
         for c in (1, 2))
     return {"run": out, "calls": 3, "managers_created": len(managers),
-            "distinct_managers": len(set(managers)),
+            "distinct_managers": len({id(m) for m in managers}),
             "manager_left_after_run": ipc._shared_memory is not None,
             "all_reach_clean_up_before_next_call": ordered, "log": log}
 
