@@ -23,6 +23,9 @@ Probes:
   (PRG-12).
 * barrier_without_collective_id: get_barrier_semaphore in a kernel without collective_id, then a
   correct call (PRG-13).
+* race_detector_per_call: with jax's race detector on (eager), a call whose write-back DMA is never
+  waited (a race the detector reports) followed by a race-free call in the same program: how many
+  race messages were logged, and what the detector's `races_found` flag says afterwards (PRG-14).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 
 MARKER = "@@SEMCHECK_PROGRAM_PROBE@@ "
 PROBES = ("collective_ids", "manager_per_call", "failure_then_next", "semaphore_output_program",
-          "barrier_without_collective_id")
+          "barrier_without_collective_id", "race_detector_per_call")
 # The probes that run kernels in the interpreter (the others only lower or trace).
 INTERPRETING = ("manager_per_call", "failure_then_next", "barrier_without_collective_id")
 # The interpreter's error for a collective id that is also an internal semaphore id (ERR-1).
@@ -365,6 +368,51 @@ def probe_barrier_without_collective_id(devices: int, dma_mode: str) -> dict[str
         row["device_call_starts"] = sum(starts.values()) - before
         rows.append(row)
     return {"sequence": rows}
+
+
+def probe_race_detector_per_call(devices: int, dma_mode: str) -> dict[str, Any]:
+    import logging
+
+    jax, jnp, pl, pltpu, NamedSharding, P, mesh = _setup(devices)
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record):
+            if "RACE DETECTED" in record.getMessage():
+                messages.append(record.getMessage())
+
+    logging.getLogger().addHandler(_Collect(level=logging.WARNING))
+    params = pltpu.InterpretParams(dma_execution_mode="eager", detect_races=True, on_race="warn",
+                                   vector_clock_size=256)
+    del dma_mode  # eager: the unwaited copy runs (under on_wait it never does)
+    shape = jax.ShapeDtypeStruct((8, 128), jnp.float32)
+
+    def unwaited_kernel(x_ref, o_hbm, acc, sem):
+        acc[...] = x_ref[...]
+        pltpu.make_async_copy(acc, o_hbm, sem).start()  # never waited
+
+    def add_one_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+
+    racy = pl.pallas_call(
+        unwaited_kernel, out_shape=shape, in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA],
+        interpret=params)
+    clean = pl.pallas_call(add_one_kernel, out_shape=shape, interpret=params)
+    x = jax.device_put(jnp.zeros((8 * devices, 128), jnp.float32), NamedSharding(mesh, P("x")))
+
+    def run(f):
+        fn = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                   check_vma=False))
+        before = len(messages)
+        out = _outcome(fn, x)
+        return {"run": out, "race_messages": len(messages) - before,
+                "races_found_flag_after": bool(ipc.races is not None and ipc.races.races_found)}
+
+    return {"racy_call_alone": run(racy), "racy_then_clean_call": run(lambda v: clean(racy(v)))}
 
 
 def _child(name: str, devices: int, dma_mode: str) -> None:

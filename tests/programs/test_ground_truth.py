@@ -214,6 +214,16 @@ def test_probe_barrier_without_collective_id(devices, mode):
     assert ok["outcome"] == "completed"
 
 
+def test_probe_race_detector_per_call():
+    """PRG-14: the detector's flag covers the last call only; the messages cover every call."""
+    r = _probe("race_detector_per_call")
+    alone, then_clean = r["racy_call_alone"], r["racy_then_clean_call"]
+    assert alone["race_messages"] == then_clean["race_messages"] == 2
+    assert alone["races_found_flag_after"] is True
+    assert then_clean["races_found_flag_after"] is False
+    assert then_clean["run"]["outcome"] == "completed"
+
+
 # --- live runs --------------------------------------------------------------------------------
 
 
