@@ -75,6 +75,18 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_done_wrong_future.py": {
         "hardware": ["deadlock-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_slice_done_without_start.py": {
+        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_slice_start_without_done.py": {
+        "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_slice_done_wrong_future.py": {
+        "hardware": ["deadlock-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_dynamic_slice_done_without_start.py": {
+        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_dynamic_slice_start_without_done.py": {
+        "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_dynamic_slice_done_wrong_future.py": {
+        "hardware": ["race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_recv_done_without_start.py": {
         "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_start_without_send_done.py": {
