@@ -190,19 +190,30 @@ def _interpret_calls(devices: int, dma_mode: str):
     def add_one_kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1
 
-    def no_id_barrier_kernel(x_ref, o_ref):
+    def no_id_barrier_kernel(x_ref, o_ref, sem):
+        del sem  # a scratch semaphore: its id is allocated before the kernel fails
         b = pltpu.get_barrier_semaphore()
         right = jax.lax.rem(jax.lax.axis_index("x") + 1, devices)
         pl.semaphore_signal(b, 1, device_id=(right,))
         pl.semaphore_wait(b, 1)
         o_ref[...] = x_ref[...]
 
+    def local_semaphore_kernel(x_ref, o_ref, sem):
+        pl.semaphore_signal(sem, 1)
+        pl.semaphore_wait(sem, 1)
+        o_ref[...] = x_ref[...] + 1
+
     calls = {
         "colliding": pl.pallas_call(
             colliding_kernel, out_shape=shape, scratch_shapes=[pltpu.SemaphoreType.REGULAR],
             compiler_params=pltpu.CompilerParams(collective_id=2000), interpret=params),
         "add_one": pl.pallas_call(add_one_kernel, out_shape=shape, interpret=params),
-        "no_id_barrier": pl.pallas_call(no_id_barrier_kernel, out_shape=shape, interpret=params),
+        "no_id_barrier": pl.pallas_call(no_id_barrier_kernel, out_shape=shape,
+                                        scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+                                        interpret=params),
+        "local_semaphore": pl.pallas_call(local_semaphore_kernel, out_shape=shape,
+                                          scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+                                          interpret=params),
     }
 
     def program(*names):
@@ -215,6 +226,22 @@ def _interpret_calls(devices: int, dma_mode: str):
 
     x = jax.device_put(jnp.zeros((8 * devices, 128), jnp.float32), NamedSharding(mesh, P("x")))
     return jax, program, x
+
+
+def _record_semaphore_ids():
+    """The ids the interpreter hands out for scratch semaphores, in allocation order."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+    ids: list[int] = []
+    original = ipc._allocate_semaphores
+
+    def recording(*args, **kw):
+        token, sem_ids = original(*args, **kw)
+        ids.extend(int(i) for i in sem_ids.ravel())
+        return token, sem_ids
+
+    ipc._allocate_semaphores = recording  # looked up when a pallas_call is traced
+    return ids
 
 
 def _count_starts():
@@ -288,6 +315,7 @@ def probe_manager_per_call(devices: int, dma_mode: str) -> dict[str, Any]:
 def probe_failure_then_next(devices: int, dma_mode: str) -> dict[str, Any]:
     jax, program, x = _interpret_calls(devices, dma_mode)
     starts, ipc = _count_starts()
+    ids = _record_semaphore_ids()
     plain = jax.jit(lambda v: v * 2)
     sequences = {
         "fail_then_two_correct": [("colliding", program("colliding")),
@@ -301,15 +329,19 @@ def probe_failure_then_next(devices: int, dma_mode: str) -> dict[str, Any]:
         "correct_fail_correct": [("add_one", program("add_one")),
                                  ("colliding", program("colliding")),
                                  ("add_one", program("add_one"))],
+        "fail_then_semaphore_calls": [("colliding", program("colliding")),
+                                      ("local_semaphore", program("local_semaphore")),
+                                      ("local_semaphore", program("local_semaphore"))],
     }
     result: dict[str, Any] = {}
     for name, steps in sequences.items():
         rows = []
         for label, fn in steps:
-            before = sum(starts.values())
+            before, before_ids = sum(starts.values()), len(ids)
             row = {"call": label, **_outcome(fn, x)}
             row["device_call_starts"] = sum(starts.values()) - before
             row["manager_left"] = ipc._shared_memory is not None
+            row["semaphore_ids"] = sorted(set(ids[before_ids:]))
             rows.append(row)
         result[name] = rows
     return result
@@ -360,12 +392,15 @@ def probe_semaphore_output_program(devices: int, dma_mode: str) -> dict[str, Any
 
 def probe_barrier_without_collective_id(devices: int, dma_mode: str) -> dict[str, Any]:
     jax, program, x = _interpret_calls(devices, dma_mode)
-    starts, _ = _count_starts()
+    starts, ipc = _count_starts()
+    ids = _record_semaphore_ids()
     rows = []
-    for label in ("no_id_barrier", "add_one", "add_one"):
-        before = sum(starts.values())
+    for label in ("no_id_barrier", "add_one", "local_semaphore", "local_semaphore"):
+        before, before_ids = sum(starts.values()), len(ids)
         row = {"call": label, **_outcome(program(label), x)}
         row["device_call_starts"] = sum(starts.values()) - before
+        row["manager_left"] = ipc._shared_memory is not None
+        row["semaphore_ids"] = sorted(set(ids[before_ids:]))
         rows.append(row)
     return {"sequence": rows}
 

@@ -193,6 +193,11 @@ def test_probe_failure_then_next(devices, mode):
     first, fail, again = r["correct_fail_correct"]
     assert first["outcome"] == "completed" and fail["outcome"] == "error"
     assert again["outcome"] == "error" and again["raised_at_token_input"]
+    # the collision fails inside wrapped callbacks: the manager is dropped, ids restart at 2000
+    fail, again, ok = r["fail_then_semaphore_calls"]
+    assert fail["semaphore_ids"] == [2000] and fail["manager_left"] is False
+    assert again["raised_at_token_input"] and again["semaphore_ids"] == []
+    assert ok["outcome"] == "completed" and ok["semaphore_ids"] == [2000]
 
 
 def test_probe_semaphore_output_program():
@@ -206,12 +211,17 @@ def test_probe_semaphore_output_program():
 @pytest.mark.parametrize("devices", mgt.DEVICES)
 @pytest.mark.parametrize("mode", mgt.DMA_MODES)
 def test_probe_barrier_without_collective_id(devices, mode):
-    """PRG-13: a TypeError from int(None) at run time, then PRG-11."""
-    first, again, ok = _probe("barrier_without_collective_id", devices, mode)["sequence"]
+    """PRG-13: a TypeError from int(None) at run time, then PRG-11 (a left manager, reused once)."""
+    first, again, reuse, fresh = _probe("barrier_without_collective_id", devices, mode)["sequence"]
     assert first["outcome"] == "error" and "NoneType" in first["innermost"]
     assert first["innermost"].startswith("TypeError: int() argument")
+    # get_barrier_semaphore is not wrapped by fail_on_exception: the manager is left ...
+    assert first["manager_left"] is True and first["semaphore_ids"] == [2000]
     assert again["raised_at_token_input"] and again["device_call_starts"] == 0
-    assert ok["outcome"] == "completed"
+    # ... the next call that runs reuses it (ids go on from 2001) and drops it at its end
+    assert reuse["outcome"] == "completed" and reuse["semaphore_ids"] == [2001]
+    assert reuse["manager_left"] is False
+    assert fresh["outcome"] == "completed" and fresh["semaphore_ids"] == [2000]
 
 
 def test_probe_race_detector_per_call():
