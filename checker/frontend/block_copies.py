@@ -91,6 +91,7 @@ class BlockCopies:
         self.rules, self.core, self.steps = rules, core, steps
         self.args = kernel_args
         self.k = 0
+        self.parallel = tuple(d == "parallel" for d in (call.dimension_semantics or ()))
         nidx = call.num_index_operands
         from semcheck.checker.frontend.grid import _hbm_labels  # noqa: PLC0415 (a cycle otherwise)
 
@@ -163,8 +164,9 @@ class BlockCopies:
         what = (f"the grid's copy-in of {o.role} {o.name!r} (its BlockSpec's block {blk}) before grid step {step}"
                 if kind == "in" else
                 f"the grid's write-back of {o.role} {o.name!r} (its BlockSpec's block {blk}) after grid step {step}")
+        parallel = tuple(c for c, p in zip(step, self.parallel) if p) if self.rules.cores > 1 else ()
         return GridCopyLoc(call.loc.file, call.loc.line, call.loc.text, what=what, operand=o.name, kind=kind,
-                           step=self.k, hbm=hbm)
+                           step=self.k, hbm=hbm, parallel=parallel)
 
     def _emit(self, per_lane: list[list[Access]]) -> None:
         bodies = self.rules.bodies

@@ -33,6 +33,7 @@ class GridCopyLoc(Loc):
     kind: str = "in"
     step: int = 0
     hbm: bool = False
+    parallel: tuple[int, ...] = ()  # the step's coordinates along the grid's parallel dimensions
 
 
 def grid_copy_of(op: object) -> GridCopyLoc | None:
@@ -103,6 +104,10 @@ def hardware_overlap(program: Program) -> str | None:
                     continue
                 if g2 != g:
                     return f"{loc.what} and {loc2.what} (on another core) touch the same elements of {buf}"
+                if topo.cores_per_device > 1 and loc.parallel != loc2.parallel:
+                    return (f"{loc.what} and {loc2.what} touch the same elements of {buf}, and a TPU splits the "
+                            "grid's parallel dimensions between its cores its own way: it may run the two steps on "
+                            "different cores")
                 # a later write-back, or a later copy-in of what this one wrote, inside its window: a write-back
                 # of step i + 2 starts after the wait; a copy-in of step j starts in step j - 1
                 if loc.kind == "out" and q2 > q and loc2.step - (loc2.kind == "in") < loc.step + 2:

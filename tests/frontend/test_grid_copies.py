@@ -214,3 +214,24 @@ def test_hardware_keeps_a_proof_only_outside_the_pipeline_windows():
     # its fetch of block i is started before the write-back of block i and still in flight at it: that
     # is a race at the interpreter's positions already, which the window contains
     assert hardware_overlap(buggy) is None and race_free(buggy, "hardware").verdict == "violated"
+
+
+@pytest.mark.rule("GRID-4")
+def test_hardware_does_not_trust_the_interpreters_split_of_parallel_steps():
+    """Two steps at different parallel coordinates write back one block from one core of a megacore
+    device: the interpreter's shuffle put them together, a TPU may not; at one coordinate, fine."""
+    from semcheck.checker.frontend.grid_copies import GridCopyLoc, hardware_overlap
+    from semcheck.model.launch import launch
+    from semcheck.model.ops import Access, Region, Topology
+
+    rows = Region(((8, 16), (0, 128)))
+
+    def program(second: tuple[int, ...]):
+        first = GridCopyLoc("k.py", 3, what="write-back after step (0,)", kind="out", step=0, hbm=True, parallel=(0,))
+        later = GridCopyLoc("k.py", 3, what="write-back after step (2,)", kind="out", step=2, hbm=True,
+                            parallel=second)
+        return launch(Topology(1, 2), [[Access("hbm0", rows, True, first), Access("hbm0", rows, True, later)], []],
+                      hbm_buffers=1)
+
+    assert "different cores" in hardware_overlap(program((1,)))
+    assert hardware_overlap(program((0,))) is None
