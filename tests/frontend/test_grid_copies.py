@@ -235,3 +235,39 @@ def test_hardware_does_not_trust_the_interpreters_split_of_parallel_steps():
 
     assert "different cores" in hardware_overlap(program((1,)))
     assert hardware_overlap(program((0,))) is None
+
+
+@pytest.mark.rule("GRID-1", "ACC-4")
+def test_a_block_index_from_data_the_arguments_do_not_carry_is_never_guessed():
+    """An index map reading a scalar-prefetch table given as a shape: semcheck asks for concrete
+    arguments, at the kernel's line; with the table's values it places each step's block."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+    from semcheck.checker.frontend.trace import trace_kernels
+
+    def kernel(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    f = pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, idx: (idx[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, idx: (i, 0))),
+        interpret=pltpu.InterpretParams())
+    shapes = (jax.ShapeDtypeStruct((2,), jnp.int32), jax.ShapeDtypeStruct((16, 128), jnp.float32))
+    (call,) = trace_kernels(f, shapes)
+    with pytest.raises(NeedsConcreteInputs, match="block index of input") as raised:
+        lower_kernel(call)
+    assert raised.value.loc is not None and raised.value.loc.line > 0
+    args = (jnp.array([1, 0], jnp.int32), jnp.arange(16 * 128, dtype=jnp.float32).reshape(16, 128))
+    (call,), (values,) = trace_with_inputs(f, args)
+    lowered = _lowered_copies(lower_kernel(call, inputs=values))
+    assert lowered == _interpreted_copies(f, args, 1)
+    assert lowered[0][0] == ("in", ((8, 16), (0, 128)))  # step 0 reads block idx[0] = 1
