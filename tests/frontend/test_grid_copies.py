@@ -172,6 +172,10 @@ def test_a_revisited_output_block_fails_every_interpreter_run():
     assert {v.verdict for v in vs["hardware"].values()} == {"proved"}  # a TPU does not check (D23)
     fixed = _program(*_example("examples/consecutive_output_blocks.py").build(1))
     assert not view_ops(fixed)
+    # the report's "modes differ" section names D23 (not the view failures' D22) with the kernel's line
+    from semcheck.checker.differences import exposures
+
+    assert [(e.code, e.locs) for e in exposures(program)] == [("D23", (check.loc,))]
 
 
 def _hand_program(after_step: int | None, write_back_step: int = 0):
