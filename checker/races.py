@@ -133,10 +133,15 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
     a, b = race.first, race.second
     dma, other = (a, b) if a.is_dma else (b, a)
     if not dma.is_dma:
+        if getattr(a.loc, "what", "") and getattr(b.loc, "what", ""):  # two grid copies (GRID-2)
+            fix = ("give each grid step its own output block (the BlockSpec's index map), or mark the grid "
+                   "dimension that shares it 'arbitrary' so that one core runs those steps")
+        else:
+            fix = ("order the two cores' accesses with a semaphore (signal after the first, wait before the "
+                   "second) or give each core its own region")
         return (
             f"{_who(program, a.core)} and {_who(program, b.core)} both reach their accesses with nothing between them",
-            "order the two cores' accesses with a semaphore (signal after the first, wait before the second) or "
-            "give each core its own region",
+            fix,
             [],
         )
     op = program.cores[dma.core][dma.pc]
@@ -172,7 +177,11 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
         said = f"before its {verb}, {_who(program, other.core)} waits on {last.sem} at {last.loc}"
         if same_alloc and not on_sem:
             said += f", not on {sem}: another copy signalling {same_alloc[-1].sem} can satisfy that wait"
-    if dma.half == "write":
+    grid = getattr(other.loc, "what", "")  # the grid's own copy between steps (GRID-2)
+    if grid:
+        fix = (f"wait for this copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send / .wait()'}, "
+               f"on {sem}) inside the grid step, before {grid}, or copy a block the grid does not touch then")
+    elif dma.half == "write":
         fix = f"wait for this copy (its descriptor's .wait() / wait_recv, on {sem}) before the {verb} at {other.loc}"
     else:
         fix = f"wait for this copy's send side (wait_send / .wait(), on {sem}) before overwriting its source at {other.loc}"

@@ -136,17 +136,20 @@ def _verdicts(program, modes=("eager", "on_wait", "hardware")):
 
 @pytest.mark.rule("GRID-2", "GRID-1")
 def test_a_race_with_the_grid_names_its_blockspec_and_step():
-    for bug, fix, blockspec, step in [
+    for bug, fix, blockspec, step, hint in [
         ("examples/buggy/race_megacore_grid_same_output_block.py", "examples/megacore_grid.py",
-         "the grid's write-back of output 'o_ref' (its BlockSpec's block (1, 0)) after grid step", "(1,)"),
+         "the grid's write-back of output 'o_ref' (its BlockSpec's block (1, 0)) after grid step", "(1,)",
+         "give each grid step its own output block"),
         ("examples/buggy/race_grid_writeback_prefetch_off_by_one.py", "examples/inplace_prefetch_grid.py",
-         "the grid's write-back of output 'o_ref' (its BlockSpec's block (0, 0)) after grid step", "(0,)"),
+         "the grid's write-back of output 'o_ref' (its BlockSpec's block (0, 0)) after grid step", "(0,)",
+         "inside the grid step, before the grid's write-back of output 'o_ref'"),
     ]:
         for mode, vs in _verdicts(_program(*_example(bug).build(1))).items():
             bad = {p for p, v in vs.items() if v.verdict != "proved"}
             assert bad == {"race-free"} and vs["race-free"].verdict == "violated", (bug, mode, bad)
             message = vs["race-free"].witness.message
             assert blockspec in message and step in message, message
+            assert hint in vs["race-free"].witness.hint
         for mode, vs in _verdicts(_program(*_example(fix).build(1))).items():
             assert {p: v.verdict for p, v in vs.items()} == {p: "proved" for p in vs}, (fix, mode)
 
