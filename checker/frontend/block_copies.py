@@ -30,6 +30,7 @@ failure (as ERR-9's accesses do), so the model fails the run there under
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -92,6 +93,9 @@ class BlockCopies:
         self.args = kernel_args
         self.k = 0
         self.parallel = tuple(d == "parallel" for d in (call.dimension_semantics or ()))
+        subgrid = math.prod(g for g, p in zip(call.grid, self.parallel) if p)
+        self.split_forced = rules.cores == 1 or subgrid <= rules.cores  # each core runs one parallel point at most
+        self.shared = ""  # GRID-4: set by `parallel_sharing` for the whole call
         nidx = call.num_index_operands
         from semcheck.checker.frontend.grid import _hbm_labels  # noqa: PLC0415 (a cycle otherwise)
 
@@ -156,6 +160,30 @@ class BlockCopies:
             raise Unsupported("pallas_call", f"{what} is not a scalar", loc)
         return [int(x) for x in flat.tolist()]
 
+    def parallel_sharing(self, points: list[tuple[int, ...]]) -> str:
+        """GRID-4: two grid points at different coordinates of the parallel dimensions whose blocks of
+        one HBM array conflict (an output's, or an output's and its aliased input's), said as a reason;
+        "" when there are none or every split of the parallel points between the cores is the same."""
+        if self.split_forced:
+            return ""
+        entries: dict[tuple[int, str], dict[tuple[Any, ...], tuple[int, ...]]] = {}
+        for o in self.ops:
+            for pt in points:
+                coords = tuple(c for c, p in zip(pt, self.parallel) if p)
+                for d, st in enumerate(self.starts(o, pt)):
+                    key = (o.region(st).box, coords, o.output is not None)
+                    entries.setdefault((d, o.hbm), {}).setdefault(key, pt)
+        for seen in entries.values():
+            items = list(seen.items())
+            for i, ((box1, c1, w1), p1) in enumerate(items):
+                for (box2, c2, w2), p2 in items[i + 1:]:
+                    if c1 != c2 and (w1 or w2) and all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(box1, box2)):
+                        return (f"grid steps {p1} and {p2}, at different coordinates of the parallel dimensions, "
+                                "copy overlapping blocks of one array, and a TPU splits the parallel dimensions "
+                                "between its cores its own way (not by the interpreter's shuffle): it may run them "
+                                "on different cores")
+        return ""
+
     # --- emission ---------------------------------------------------------------------
 
     def _loc(self, o: _Operand, kind: str, hbm: bool, step: tuple[int, ...], block: tuple[int, ...]) -> GridCopyLoc:
@@ -166,7 +194,8 @@ class BlockCopies:
                 f"the grid's write-back of {o.role} {o.name!r} (its BlockSpec's block {blk}) after grid step {step}")
         parallel = tuple(c for c, p in zip(step, self.parallel) if p) if self.rules.cores > 1 else ()
         return GridCopyLoc(call.loc.file, call.loc.line, call.loc.text, what=what, operand=o.name, kind=kind,
-                           step=self.k, hbm=hbm, parallel=parallel)
+                           step=self.k, hbm=hbm, parallel=parallel, split_forced=self.split_forced,
+                           shared=self.shared)
 
     def _emit(self, per_lane: list[list[Access]]) -> None:
         bodies = self.rules.bodies

@@ -180,6 +180,7 @@ class GridRules(Evaluator):
         self._kernel_args: list[Any] = []
         self._steps = core_steps(call, cores) if call.kind == "pallas_call" and call.block_mappings else None
         self._copies: BlockCopies | None = None
+        self._shared: str | None = None
         self.rules.update({
             pallas_prims.program_id_p: self._program_id,
             pallas_prims.num_programs_p: self._num_programs,
@@ -228,6 +229,10 @@ class GridRules(Evaluator):
             self.memory.define(label, shape, dtype, init, why)
         steps = self._steps
         self._copies = BlockCopies(self, core, steps[core], self._kernel_args) if steps is not None else None
+        if self._copies is not None:
+            if self._shared is None:  # GRID-4: once per call, over every core's grid points
+                self._shared = self._copies.parallel_sharing([p for mine in steps for _, p, _ in mine])
+            self._copies.shared = self._shared
 
     def run_grid_point(self, point: tuple[int, ...], kernel_args: list[Any]) -> None:
         call = self.call

@@ -34,6 +34,8 @@ class GridCopyLoc(Loc):
     step: int = 0
     hbm: bool = False
     parallel: tuple[int, ...] = ()  # the step's coordinates along the grid's parallel dimensions
+    split_forced: bool = True  # every split of the parallel steps between the cores gives each at most one
+    shared: str = ""  # two steps at different parallel coordinates that touch one block (GRID-4), if any
 
 
 def grid_copy_of(op: object) -> GridCopyLoc | None:
@@ -60,6 +62,9 @@ def hardware_overlap(program: Program) -> str | None:
                 copies.setdefault(op.buf, []).append((g, q, op, loc))
     if not copies:
         return None
+    for mine in copies.values():
+        if mine[0][3].shared:  # the call's parallel steps share a block: a TPU may split them across cores
+            return mine[0][3].shared
     # every other access of those buffers: (core, position, region, writes, is a copy half, loc)
     others: dict[str, list[tuple[int, int, Region, bool, bool, Loc]]] = {}
     for g, ops in enumerate(program.cores):
@@ -128,4 +133,18 @@ def hardware_overlap(program: Program) -> str | None:
     return None
 
 
-__all__ = ["GridCopyLoc", "grid_copy_of", "hardware_overlap"]
+def split_dependent(program: Program, first: object, second: object) -> str | None:
+    """GRID-4: why a race between two grid copies found on the interpreter's split of the parallel
+    steps between cores may not happen on a TPU, which splits them its own way; None when it does."""
+    topo = program.topology
+    a, b = (program.cores[e.core][e.pc] for e in (first, second))
+    la, lb = grid_copy_of(a), grid_copy_of(b)
+    if la is None or lb is None or first.core == second.core or topo.device_of(first.core) != topo.device_of(second.core):
+        return None
+    if la.split_forced or la.parallel == lb.parallel:
+        return None
+    return (f"{la.what} and {lb.what} race where jax's interpreter runs the two steps on different cores; a TPU "
+            "splits the grid's parallel dimensions between its cores its own way and may run both on one")
+
+
+__all__ = ["GridCopyLoc", "grid_copy_of", "hardware_overlap", "split_dependent"]

@@ -278,3 +278,44 @@ def test_a_block_index_from_data_the_arguments_do_not_carry_is_never_guessed():
     lowered = _lowered_copies(lower_kernel(call, inputs=values))
     assert lowered == _interpreted_copies(f, args, 1)
     assert lowered[0][0] == ("in", ((8, 16), (0, 128)))  # step 0 reads block idx[0] = 1
+
+
+@pytest.mark.rule("GRID-4", "GRID-2")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_tpu_may_split_parallel_steps_that_share_a_block_otherwise(seed):
+    """Four parallel steps on two cores, steps 0, 1 writing block 0 and 2, 3 block 1. The interpreter's
+    shuffle (seed 0) gives steps 0 and 1 to different cores: a race there, and jax's detector sees it;
+    seed 1 keeps each block on one core: no race there. A TPU splits the steps its own way: unknown."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.races import race_free
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    f = pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i // 2, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i // 2, 0)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        interpret=pltpu.InterpretParams(num_cores_or_threads=2, random_seed=seed))
+    x = jnp.ones((16, 128), jnp.float32)
+    program = _program(f, (x,))
+    want = "violated" if seed == 0 else "proved"
+    detecting = pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i // 2, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i // 2, 0)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        interpret=pltpu.InterpretParams(num_cores_or_threads=2, random_seed=seed, detect_races=True, on_race="raise"))
+    if seed == 0:  # jax's detector: both cores write rows 0:8 of the output
+        with pytest.raises(Exception, match=r"write of \('hbm'"):
+            jax.block_until_ready(detecting(x))
+    else:
+        jax.block_until_ready(detecting(x))
+    assert {race_free(program, m).verdict for m in ("eager", "on_wait")} == {want}
+    v = race_free(program, "hardware")
+    assert v.verdict == "unknown" and "its own way" in v.reason
