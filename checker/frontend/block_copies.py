@@ -211,12 +211,15 @@ class BlockCopies:
                 continue
             cur = self.starts(o, point)
             prev = self._prev.get(o.j)
+            made: dict[tuple[int, ...], list[Access]] = {}  # devices at one block share its ops
             for d in range(self.rules.L):
                 if prev is None or prev[d] != cur[d]:
-                    loc_h = self._loc(o, "in", True, point, cur[d])
-                    loc_v = self._loc(o, "in", False, point, cur[d])
-                    per_lane[d] += [Access(o.hbm, o.region(cur[d]), False, loc_h),
-                                    Access(o.vmem, o.local, True, loc_v)]
+                    ops = made.get(cur[d])
+                    if ops is None:
+                        ops = made[cur[d]] = [
+                            Access(o.hbm, o.region(cur[d]), False, self._loc(o, "in", True, point, cur[d])),
+                            Access(o.vmem, o.local, True, self._loc(o, "in", False, point, cur[d]))]
+                    per_lane[d] += ops
             self._prev[o.j] = cur
         self._emit(per_lane)
 
@@ -232,10 +235,15 @@ class BlockCopies:
                 continue
             cur = self.starts(o, point)
             following = self.starts(o, nxt)
+            made: dict[tuple[int, ...], list[Access]] = {}
             for d in range(L):
                 if last or following[d] != cur[d]:
-                    per_lane[d] += [Access(o.vmem, o.local, False, self._loc(o, "out", False, point, cur[d])),
-                                    Access(o.hbm, o.region(cur[d]), True, self._loc(o, "out", True, point, cur[d]))]
+                    ops = made.get(cur[d])
+                    if ops is None:
+                        ops = made[cur[d]] = [
+                            Access(o.vmem, o.local, False, self._loc(o, "out", False, point, cur[d])),
+                            Access(o.hbm, o.region(cur[d]), True, self._loc(o, "out", True, point, cur[d]))]
+                    per_lane[d] += ops
             if not o.aliased:
                 checks.append((o, cur))
         for o, cur in checks:
