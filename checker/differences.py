@@ -21,6 +21,8 @@ way round. The report says so, with the interpreter divergences
 * D21: a semaphore output (the interpreter fails at launch, a TPU runs it: LAUNCH-2).
 * D22: a load or store through a reshape/bitcast/transpose view (the interpreter raises there, a TPU
   runs it: ACC-6).
+* D24: a grid step that comes back to an output block the grid had left (the interpreter raises
+  after it, a TPU writes the block back again: GRID-3).
 
 What the program exercises is found statically in the verify child
 (`exposures`, sent with each result); the report pairs it with the verdicts.
@@ -32,7 +34,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.model.errors import Untranslatable
+from semcheck.model.errors import RevisitedBlock, Untranslatable
 from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Op, Program, Signal
 
 CAUSES = {
@@ -49,6 +51,8 @@ CAUSES = {
     "D21": "the interpreter fails at launch on a semaphore output of the pallas_call; a TPU runs it",
     "D22": "the interpreter raises at a load or store through a reshape, bitcast, transpose or memory-space "
            "view of a ref (it indexes only through indexers); a TPU runs it",
+    "D24": "the interpreter raises after a grid step that comes back to an output block the grid had left; "
+           "a TPU writes the block back again",
 }
 ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
 MAX_LOCS = 3
@@ -117,9 +121,13 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
     if views is None:
         views = [op for ops in program.cores for op in ops
                  if (type(op) is Access or type(op) is DmaStart) and op.view_error is not None]
+    revisits = [op for op in views if isinstance(op.view_error, RevisitedBlock)]
+    views = [op for op in views if not isinstance(op.view_error, RevisitedBlock)]
     if views:
         first = min(views, key=lambda op: type(op) is not Access)
         out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))
+    if revisits:
+        out.append(Exposure("D24", (revisits[0].loc,) if revisits[0].loc.line > 0 else ()))
     if program.launch_failure is not None:
         out.append(Exposure("D12") if isinstance(program.launch_failure, Untranslatable) else Exposure("D21"))
     return tuple(out)
@@ -138,7 +146,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
     when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
-    interpreter and the hardware disagree on, and D21 and D22 likewise.
+    interpreter and the hardware disagree on, and D12, D21, D22 and D24 likewise.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -165,7 +173,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D12", "D20", "D21", "D22"):
+            for code in ("D12", "D20", "D21", "D22", "D24"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

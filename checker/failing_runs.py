@@ -1,9 +1,11 @@
-"""Verdicts when every interpreter run raises ERR-9 (spec ACC-6, ERR-7, ERR-9; divergence D22).
+"""Verdicts when every interpreter run raises ERR-9 or ERR-11 (spec ACC-6, GRID-3, ERR-7; D22, D24).
 
 A load or store through a reshape, bitcast, transpose or memory-space view,
 or an `eager` copy through one, raises in jax's interpreter when a core runs
-it (`model.step.view_failure`), and the failure ends the run (ERR-7). Such an
-operation is a static failure of the lowering (`counters`: the core's cap),
+it (`model.step.view_failure`), and so does the interpreter's check after a
+grid step that comes back to an output block the grid had left (ERR-11,
+lowered as an access of no element carrying the failure); the failure ends
+the run (ERR-7). Such an operation is a static failure of the lowering (`counters`: the core's cap),
 so S' (the program with failing operations blocking) says whether every run
 fails: a real run is an S' run up to its first failure, S' is persistent, so
 when S' ends with a core at its failing access every maximal run fails there
@@ -34,10 +36,17 @@ from semcheck.checker.replay import REPLAY_LIMIT
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.z3.counters import EncodingBug, Lowered, failure_reached, lower, maximal_run, s_prime_run, truncate
 from semcheck.checker.z3.memo import MEMO
-from semcheck.model.errors import InterpreterView
+from semcheck.model.errors import InterpreterView, RevisitedBlock
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
+
+REVISIT_HINT = ("order the grid so that the steps using one output block are consecutive (the index map of "
+                "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
+                "checks the kernel as a TPU runs it")
+
+# The failures an operation raises whatever the schedule (a static failure of the lowering, like ERR-4's).
+STATIC_FAILURES = (InterpreterView, RevisitedBlock)
 
 HINT = ("jax's TPU interpreter indexes loads, stores and copies only through indexers (ref.at[...], slices): "
         "read or write the whole ref and reshape or bitcast the value instead to test it in interpret mode; "
@@ -83,10 +92,10 @@ def every_run_fails(program: Program, mode: DmaMode) -> Ending | None:
             return None
         sp = MEMO.get(program, ("s_prime_run", mode), lambda: s_prime_run(low))
         fails = failure_reached(low, sp.state.pcs)
-        if not fails or not all(isinstance(v, InterpreterView) for _, _, v in fails):
+        if not fails or not all(isinstance(v, STATIC_FAILURES) for _, _, v in fails):
             return None  # no failure, or one of ERR-1..ERR-6: their own treatment
         real = maximal_run(program, mode)
-        if real.kind != "error" or not isinstance(real.failure.violation, InterpreterView):
+        if real.kind != "error" or not isinstance(real.failure.violation, STATIC_FAILURES):
             raise EncodingBug(f"S' ends at a failing access but the fast run ends in {real.kind}")
         stops = {c: pos for c, (pos, _) in low.caps.items()}
         return Ending(low, sp, truncate(program, stops), real)
@@ -95,7 +104,7 @@ def every_run_fails(program: Program, mode: DmaMode) -> Ending | None:
 
 
 def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict | None:
-    """ERR-9 under an interpreter mode: the verdict on `prop`, or None when the usual check decides it."""
+    """ERR-9 / ERR-11 under an interpreter mode: the verdict on `prop`, or None when the usual check decides it."""
     if mode == "hardware":
         return None
     views = view_ops(program)
@@ -111,7 +120,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         return None
     failure = end.real.failure
     raised = _raised(failure.violation)
-    where = f"at the {failure.violation.access} at {failure.loc}"
+    where = _where(failure.violation, failure.loc)
     if prop == "deadlock-free":
         return Verdict(prop, "violated", witness=_witness(program, mode, end, f"{raised} {where}"))
     if prop == "exit-balance":
@@ -137,8 +146,14 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
     return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix)
 
 
-def _raised(err: InterpreterView) -> str:
+def _raised(err: InterpreterView | RevisitedBlock) -> str:
     return f"{err.python_type}: {err.message}"
+
+
+def _where(err: InterpreterView | RevisitedBlock, loc: object) -> str:
+    if isinstance(err, RevisitedBlock):
+        return f"after the grid step that comes back to a block of output {err.operand!r} (the pallas_call at {loc})"
+    return f"at the {err.access} at {loc}"
 
 
 def _witness(program: Program, mode: DmaMode, end: Ending, text: str) -> Witness:
@@ -151,16 +166,23 @@ def _witness(program: Program, mode: DmaMode, end: Ending, text: str) -> Witness
             raise EncodingBug(f"the failing run replays to {again.kind} ({again.failure}), not {failure}")
     others = sorted({str(op.loc) for op in view_ops(program) if op.loc.line and op.loc != failure.loc})
     err = failure.violation
-    details = {"error_type": err.python_type, "error_message": err.message, "transform": err.transform,
-               "access": err.access, "rule": "ERR-9", "core": failure.core, "pc": failure.pc,
-               "other_lines": others[:8]}
+    details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
+               "pc": failure.pc, "other_lines": others[:8]}
+    if isinstance(err, RevisitedBlock):
+        details.update(rule="ERR-11", output=err.operand, block=err.block, iteration=err.iteration)
+        why = ("jax's TPU interpreter refuses a grid step whose output block the grid visited before and has "
+               "left since (specs/divergences.md D24)")
+        hint = REVISIT_HINT
+    else:
+        details.update(rule="ERR-9", transform=err.transform, access=err.access)
+        why = (f"jax's TPU interpreter indexes loads, stores and copies only through indexers, not a "
+               f"{err.transform} view (specs/divergences.md D22)")
+        hint = HINT
     return Witness(
-        message=(f"interpret mode raises {text}: jax's TPU interpreter indexes loads, stores and copies only "
-                 f"through indexers, not a {err.transform} view (specs/divergences.md D22); the failure ends "
-                 "the run (ERR-7), so no run completes"),
+        message=f"interpret mode raises {text}: {why}; the failure ends the run (ERR-7), so no run completes",
         schedule=tuple(real.schedule),
         blocked=tuple((b.core, b.pc, b.reason) for b in real.blocked),
         locs=(failure.loc,) if failure.loc.line else (),
         details=details,
-        hint=HINT,
+        hint=hint,
     )

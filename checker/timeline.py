@@ -47,7 +47,8 @@ def describe(op: Op) -> str:
     if isinstance(op, FreeBuffer):
         return f"free buffer {op.label!r}"
     if isinstance(op, Access):
-        return f"{'store' if op.write else 'load'} {op.buf}{op.region}"
+        what = getattr(op.loc, "what", "")  # a grid copy (GRID-1)
+        return f"{'store' if op.write else 'load'} {op.buf}{op.region}" + (f" ({what})" if what else "")
     if isinstance(op, ExitCheck):
         return "exit check"
     return type(op).__name__

@@ -33,6 +33,7 @@ from semcheck.model.errors import (
     InterpreterView,
     ModelBug,
     NoCollectiveId,
+    RevisitedBlock,
     SemIndexOutOfBounds,
     UnknownSemaphore,
     Violation,

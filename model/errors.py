@@ -219,6 +219,31 @@ class Untranslatable(Violation):
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.line else ""
+class RevisitedBlock(Violation):
+    """ERR-11: a grid step's output block was visited before, and the grid has left it since (GRID-3, D24).
+
+    jax's interpreter remembers, per (device, core), the block of every non-aliased VMEM output of
+    each grid step it ran (`_check_for_revisiting`); after a step whose block differs from the
+    previous step's and equals an earlier one it raises, which ends the run. `block` and the
+    iterations are printed as the interpreter prints them (Python tuples of slices and loop indices).
+    """
+
+    output_index: int
+    block: str  # e.g. "(slice(0, 8, 1), slice(0, 128, 1))"
+    iteration: str  # the loop index tuple, e.g. "(2,)"
+    first: str
+    last: str
+    operand: str = ""  # the kernel argument's name, for the report
+    where: str = ""  # the pallas_call's `file:line`
+
+    @property
+    def message(self) -> str:
+        return (f"Revisited block {self.block} of output {self.output_index} in iteration {self.iteration}. "
+                f"The block was previously visited in iterations {self.first} through {self.last} .")
+
+    @property
+    def python_type(self) -> str:
+        return "RuntimeError"
 
 
 # --- the manager's buffer errors (specs/buffers.md) ---------------------------------------

@@ -30,9 +30,13 @@ EXPECTED = {
     "fixed_id_collision.py": {"id-disjoint": I},
     "fixed_id_collision_scoped.py": {"id-disjoint": I},
     "int16_overflow.py": {"id-int16": I},
+    # the grid's write-back of block i races the hand-written prefetch still reading it (GRID-1, GRID-2)
+    "race_grid_writeback_prefetch_off_by_one.py": {"race-free": H},
     "race_local_copy_read_before_wait.py": {"race-free": H},
     # the copy may land in parts on a TPU (DR-9); the interpreter copies whole
     "partial_arrival_read.py": {"race-free": ("hardware",), "dma-bytes": H},
+    # both cores of a megacore split write back one output block (GRID-2)
+    "race_megacore_grid_same_output_block.py": {"race-free": H},
     "race_read_before_wait_recv.py": {"race-free": H},
     "race_send_buffer_reuse.py": {"race-free": H},
     "race_two_cores_one_hbm_region.py": {"race-free": H},
@@ -41,6 +45,8 @@ EXPECTED = {
     "recv_before_send_deadlock.py": {"deadlock-free": H},
     # interpret mode cannot compile semaphore_read: no core ever starts (LAUNCH-3, D12)
     "semaphore_read_in_interpret_mode.py": {"deadlock-free": I},
+    # every interpret-mode run raises after the step back at block 0 (GRID-3, D24); a TPU runs it
+    "revisited_output_block.py": {"deadlock-free": I},
     # a copy counts 1 on a REGULAR semaphore on a TPU v6+, its bytes in interpret mode (D20, DMA-6)
     "regular_semaphore_dma_leaks_in_interpreter.py": {"exit-balance": I, "dma-bytes": I},
     "missing_signal_deadlock.py": {"deadlock-free": H},

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src.pallas import primitives as pallas_prims
 
+from semcheck.checker.frontend.block_copies import BlockCopies
 from semcheck.checker.frontend.concrete_inputs import KernelInputs, is_scalar_operand
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
@@ -125,6 +126,16 @@ def _grid_coordinates(call: KernelCall, par: tuple[bool, ...]) -> list[np.ndarra
 
 def grid_schedule(call: KernelCall, cores: int) -> list[list[tuple[int, ...]]]:
     """The grid points each local core runs, in order (as `_execute_grid_for_core`)."""
+    return [[point for _, point, _ in steps] for steps in core_steps(call, cores)]
+
+
+def core_steps(call: KernelCall, cores: int) -> list[list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]]:
+    """Per local core, its grid steps in order: (loop index, grid point, the next iteration's grid point).
+
+    The loop index is the iteration counter split over the grid (what the interpreter's messages
+    print); the point is what `program_id` returns (a `parallel` dimension shuffled); the next
+    iteration wraps round to the first, as `get_next_indices` does.
+    """
     grid = call.grid
     par = parallel_dims(call)
     num_iterations = math.prod(grid) if grid else 1
@@ -134,20 +145,25 @@ def grid_schedule(call: KernelCall, cores: int) -> list[list[tuple[int, ...]]]:
     subgrid = math.prod(g if p else 1 for g, p in zip(grid, par))
     points_per_core = (subgrid + cores - 1) // cores
     per_core = points_per_core * (num_iterations // subgrid)
-    out: list[list[tuple[int, ...]]] = []
+
+    def split(it: int) -> tuple[int, ...]:
+        idx = []
+        rest = it
+        for size in reversed(grid):
+            idx.append(rest % size)
+            rest //= size
+        return tuple(reversed(idx))
+
+    def point(idx: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(int(coords[d][i]) if coords[d] is not None else int(i) for d, i in enumerate(idx))
+
+    out = []
     for c in range(cores):
-        pts = []
+        steps = []
         for it in range(c * per_core, min((c + 1) * per_core, num_iterations)):
-            idx = []
-            rest = it
-            for size in reversed(grid):
-                idx.append(rest % size)
-                rest //= size
-            idx.reverse()
-            pts.append(
-                tuple(int(coords[d][i]) if coords[d] is not None else int(i) for d, i in enumerate(idx))
-            )
-        out.append(pts)
+            idx = split(it)
+            steps.append((idx, point(idx), point(split((it + 1) % num_iterations))))
+        out.append(steps)
     return out
 
 
@@ -160,6 +176,11 @@ class GridRules(Evaluator):
         # (label, shape, dtype, initial lane array or None, why it is unknown) per tracked operand;
         # the why has no line: a load reports its own
         self._launch_state: list[tuple[str, tuple[int, ...], str, Any, Unknown]] = []
+        # GRID-1: the pipeline's block copies of the current core (a pallas_call with BlockSpecs)
+        self._kernel_args: list[Any] = []
+        self._steps = core_steps(call, cores) if call.kind == "pallas_call" and call.block_mappings else None
+        self._copies: BlockCopies | None = None
+        self._shared: str | None = None
         self.rules.update({
             pallas_prims.program_id_p: self._program_id,
             pallas_prims.num_programs_p: self._num_programs,
@@ -177,6 +198,7 @@ class GridRules(Evaluator):
         may change from one grid step to the next (double buffering).
         """
         state = []
+        self._kernel_args = kernel_args
         values = inputs.values if inputs is not None else ()
         for i, (op, arg) in enumerate(zip(self.call.operands, kernel_args)):
             if type(arg) is not BufRef or op.kind != "buffer":
@@ -205,6 +227,12 @@ class GridRules(Evaluator):
         self.memory.reset()
         for label, shape, dtype, init, why in self._launch_state:
             self.memory.define(label, shape, dtype, init, why)
+        steps = self._steps
+        self._copies = BlockCopies(self, core, steps[core], self._kernel_args) if steps is not None else None
+        if self._copies is not None:
+            if self._shared is None:  # GRID-4: once per call, over every core's grid points
+                self._shared = self._copies.parallel_sharing([p for mine in steps for _, p, _ in mine])
+            self._copies.shared = self._shared
 
     def run_grid_point(self, point: tuple[int, ...], kernel_args: list[Any]) -> None:
         call = self.call
@@ -215,8 +243,13 @@ class GridRules(Evaluator):
         )
         self.grid_env.append(env)
         self.grid_point = point
+        copies = self._copies
         try:
+            if copies is not None:
+                copies.before()
             self.eval_jaxpr(call.jaxpr, kernel_args, None)
+            if copies is not None:
+                copies.after()
         finally:
             self.grid_env.pop()
 

@@ -579,6 +579,17 @@ def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
+@pytest.mark.rule("GRID-3", "ERR-11")
+def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
+    """Output blocks 0, 1, 0 over a one-core grid: jax's interpreter raises after step 2 in both DMA
+    modes (`_check_for_revisiting`); semcheck predicts the same error in both and lowers the kernel as
+    a TPU runs it under hardware. Blocks 0, 1 (no return) run."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties import BY_ID
@@ -596,3 +607,33 @@ def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter
     program = lower_kernel(call)
     race = {m: BY_ID["race-free"].check(program, m).verdict for m in ("eager", "on_wait", "hardware")}
     assert race == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def call(mode: str, steps: int):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), grid=(steps,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i % 2, 0)),
+            interpret=pltpu.InterpretParams(dma_execution_mode=mode))
+
+    x = jnp.ones((8, 128), jnp.float32)
+    message = ("Revisited block (slice(0, 8, 1), slice(0, 128, 1)) of output 0 in iteration (2,). "
+               "The block was previously visited in iterations (0,) through (0,) .")
+    for mode in ("eager", "on_wait"):
+        with pytest.raises(Exception) as raised:
+            jax.block_until_ready(call(mode, 3)(x))
+        assert "RuntimeError" in str(raised.value) and message in str(raised.value)
+        jax.block_until_ready(call(mode, 2)(x))  # no block visited again: it runs
+
+    (kernel_call,) = trace_kernels(call("eager", 3), (x,))
+    program = lower_kernel(kernel_call)
+    (op,) = view_ops(program)
+    assert (op.view_error.python_type, op.view_error.message) == ("RuntimeError", message)
+    for mode in ("eager", "on_wait"):
+        v = BY_ID["deadlock-free"].check(program, mode)
+        assert v.verdict == "violated" and message in v.witness.message
+        assert BY_ID["exit-balance"].check(program, mode).verdict == "proved"  # no run reaches the exit
+    assert {BY_ID[p].check(program, "hardware").verdict for p in BY_ID} == {"proved"}
+    (kernel_call,) = trace_kernels(call("eager", 2), (x,))
+    assert not view_ops(lower_kernel(kernel_call))

@@ -546,6 +546,7 @@ def test_lane_keys_identify_regions_per_lane():
 _LOWER = r"""
 import json, sys
 from semcheck.checker import frontend
+from semcheck.checker.frontend.grid_copies import grid_copy_of
 from semcheck.model.ops import Access, AllocBuffer, DmaStart
 out = []
 for k in frontend.load(sys.argv[1], devices=int(sys.argv[2]), dma_mode="hardware"):
@@ -553,7 +554,10 @@ for k in frontend.load(sys.argv[1], devices=int(sys.argv[2]), dma_mode="hardware
         bufs = [op.label for op in ops if isinstance(op, AllocBuffer)]
         core = []
         for op in ops:
-            if isinstance(op, Access):
+            grid = grid_copy_of(op)
+            if grid is not None:  # GRID-1: the pipeline's copy-in ("GI") or write-back ("GO")
+                core.append(["G" + grid.kind[0].upper(), op.buf, op.region.box, op.write, grid.step])
+            elif isinstance(op, Access):
                 core.append(["W" if op.write else "R", op.buf, op.region.box, op.region.exact, op.loc.line])
             elif isinstance(op, DmaStart):
                 core.append(["DMA", op.src_buf, op.src_region and op.src_region.box, op.dst_buf,
@@ -591,6 +595,10 @@ def test_lowering_emits_accesses_and_dma_regions_of_the_ring_allreduce():
         # the kernel's refs name buffers the launch allocates
         assert {"x_ref", "acc_ref", "landing"} <= set(core["buffers"])
         ops = [_t(op) for op in core["ops"]]
+        # the grid's copy-in of the whole x block before its one step, and the write-back of o after it (GRID-1)
+        assert ops[:2] == [("GI", "hbm0", ((0, 32), (0, 128)), False, 0), ("GI", "x_ref", ((0, 32), (0, 128)), True, 0)]
+        assert [op[0] for op in ops[-2:]] == ["GO", "GO"] and ops[-1][1:4] == ("hbm1", ((0, 32), (0, 128)), True)
+        ops = [op for op in ops if not op[0].startswith("G")]
         # step 0: acc_ref[...] = x_ref[...], whole buffers
         assert ops[0] == ("R", "x_ref", ((0, 32), (0, 128)), True, ops[0][4])
         assert ops[1][:4] == ("W", "acc_ref", ((0, 32), (0, 128)), True)
@@ -620,6 +628,8 @@ def test_hbm_operands_name_the_launch_buffers():
 def test_emit_pipeline_copies_and_scoped_buffers_carry_regions():
     (core, *_) = _lower("examples/emit_pipeline.py", 2)
     ops = [_t(op) for op in core["ops"]]
+    assert ops[:2] == [("GI", "hbm0", ((0, 1),), False, 0), ("GI", "scale_ref", ((0, 1),), True, 0)]  # SMEM too
+    ops = [op for op in ops if not op[0].startswith("G")]
     assert ops[0][:3] == ("R", "scale_ref", ((0, 1),))  # the SMEM scalar read is an access too
     dmas = [op for op in ops if op[0] == "DMA"]
     assert dmas and all(op[2] is not None and op[4] is not None for op in dmas)

@@ -110,6 +110,16 @@ EXAMPLES: dict[str, dict] = {
     # K's wait on V's semaphore and V's on K's: the counts balance, K's block is read before (on_wait)
     # or unordered after (eager, detector) its copies
     "examples/jax_ops/buggy/race_paged_attention_kv_waits_crossed.py": {"kind": "race"},
+    # the grid's own block copies (BlockSpecs): an in-place update whose hand-written prefetch reads the
+    # block the grid writes back, a megacore grid whose cores write back one output block, and the fixes
+    "examples/buggy/race_grid_writeback_prefetch_off_by_one.py": {"kind": "race"},
+    "examples/inplace_prefetch_grid.py": {"kind": "clean"},
+    "examples/buggy/race_megacore_grid_same_output_block.py": {"kind": "race", "cores_per_device": 2},
+    "examples/megacore_grid.py": {"kind": "clean", "cores_per_device": 2},
+    # an output block visited again after the grid left it: every interpret-mode run raises
+    # (`_check_for_revisiting`); a TPU writes the block back twice
+    "examples/buggy/revisited_output_block.py": {"kind": "interpreter_error", "error_type": "RuntimeError"},
+    "examples/consecutive_output_blocks.py": {"kind": "clean"},
 }
 
 # jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds
