@@ -1,0 +1,279 @@
+"""One `Program` for a program of kernel calls, as a TPU runs it (spec programs.md, PRG-104..F7).
+
+Each invocation of `ProgramIR` is lowered alone (`lower.lower_kernel`, the rules every single
+kernel uses), and the per-core operations are then put one after the other in call order
+(PRG-104). Per invocation:
+
+* labels are renamed `kernel#call.label`, so the scratch semaphores and buffers of one call are
+  its own (PRG-105); a semaphore or HBM buffer that is an input linked to an earlier call's
+  output keeps the producer's label and is not allocated again (PRG-105: one semaphore, one
+  buffer, across the calls it passes through);
+* the interpreter's clean-up barrier goes (devices are not synchronised at call boundaries on a
+  TPU, PRG-104), its start barrier stays only for a call that communicates (PRG-104); a device's
+  fork and join barriers get the call's index;
+* the exit checks go: one check per device at the program's end (PRG-106).
+
+Nothing here decides a property: the composed program goes to the checks every kernel goes to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.program_ir import Invocation, ProgramIR
+from semcheck.model.ops import (
+    BARRIER,
+    Access,
+    AllocBuffer,
+    AllocSem,
+    Barrier,
+    DmaStart,
+    ExitCheck,
+    FreeBuffer,
+    GetBarrierSem,
+    Op,
+    Program,
+    Read,
+    SemRef,
+    Signal,
+    Wait,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComposedProgram:
+    """The hardware program of a `ProgramIR` and what the interpreter's modes make of it.
+
+    `interpreter_exact` is False when the interpreter's verdicts cannot be read off `program`
+    (its launch failure is not the first call's: the calls before it run first), with `why`.
+    """
+
+    program: Program
+    ir: ProgramIR
+    interpreter_exact: bool = True
+    why: str = ""
+    race_gaps: tuple[str, ...] = ()  # PRG-108: why race-free cannot be proved over the modelled accesses alone
+    calls: tuple[tuple[int, ...], ...] = ()  # per core, the call index of each of its operations
+
+
+def compose(ir: ProgramIR, lowered: list[Program], *, name: str) -> ComposedProgram:
+    """The program of `ir` from each invocation's own lowering (`lowered[k]` for invocation `k`)."""
+    if ir.unknown is not None:
+        reason, loc = ir.unknown
+        raise Unsupported("program", reason, loc)
+    invs = ir.invocations
+    loose = ir.unordered()
+    if loose is not None:
+        before = invs[loose.index - 1]
+        raise Unsupported("program", f"{loose.describe()} does not depend on {before.describe()}: XLA may run "
+                          "the two in either order, and only the traced order is composed", loose.loc)
+    topos = {p.topology for p in lowered}
+    if len(topos) != 1:
+        raise Unsupported("program", "its kernel calls run on different numbers of devices or cores", invs[0].loc)
+    (topo,) = topos
+    cid = _collective_id(invs, lowered)
+    renames: list[dict[str, str]] = []
+    dropped: list[set[str]] = []
+    for k, inv in enumerate(invs):
+        r, d = _renames(inv, ir, renames)
+        renames.append(r)
+        dropped.append(d)
+    cores: list[list[Op]] = [[] for _ in range(topo.num_cores)]
+    calls: list[list[int]] = [[] for _ in range(topo.num_cores)]  # the call of each composed op
+    for k, (inv, prog) in enumerate(zip(invs, lowered)):
+        communicates = _communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
+        for g, ops in enumerate(prog.cores):
+            mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops if _kept(op, dropped[k], communicates)]
+            cores[g].extend(mine)
+            calls[g].extend([k] * len(mine))
+    last = invs[-1].loc
+    for d in range(topo.num_devices):
+        cores[topo.global_core(d, 0)].append(ExitCheck(d, last))
+    failure, exact, why = _interpreter(invs, lowered)
+    program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
+                      launch_failure=failure)
+    return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls),
+                           tuple(tuple(ks) for ks in calls))
+
+
+def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
+               calls: list[list[int]]) -> tuple[str, ...]:
+    """PRG-108: a copy whose buffer the program uses outside kernel calls (an XLA op, the result) at a point
+    where the calls' waits on its semaphores need not have happened yet. The composed program models
+    the calls' own accesses and copies, not those uses, so race-free is not proved then."""
+    last_wait: dict[str, int] = {}
+    for ops, ks in zip(cores, calls):
+        for op, k in zip(ops, ks):
+            if type(op) is Wait:
+                last_wait[op.sem.label] = max(k, last_wait.get(op.sem.label, -1))
+    escaped: dict[str, list[tuple[int, str]]] = {}
+    for v, how in ir.escapes:
+        inv = ir.invocations[v.call]
+        local = operand_labels(inv).get(("output", v.output))
+        if local is not None:
+            escaped.setdefault(_name(local, _prefix(inv), renames[v.call]), []).append((v.call, how))
+    gaps: list[str] = []
+    for ops, ks in zip(cores, calls):
+        for op, k in zip(ops, ks):
+            if type(op) is not DmaStart:
+                continue
+            waited = max((last_wait.get(s.label, -1) for s in (op.dst_sem, op.src_sem) if s is not None),
+                         default=-1)
+            for buf in {op.src_buf, op.dst_buf} - {None}:
+                for c, how in escaped.get(buf, ()):
+                    if waited < k or c < waited:
+                        inv = ir.invocations[k]
+                        text = (f"the copy at {op.loc} started by {inv.describe()} may still be in flight when the "
+                                f"program uses its buffer outside kernel calls ({how}); such uses are not "
+                                "modelled yet")
+                        if text not in gaps:
+                            gaps.append(text)
+    return tuple(gaps)
+
+
+def _prefix(inv: Invocation) -> str:
+    return f"{inv.name}#{inv.index}."
+
+
+def operand_labels(inv: Invocation) -> dict[tuple[str, int], str]:
+    """(role, position among the role's operands) -> the label the call's lowering gives it (LAUNCH-1)."""
+    from semcheck.checker.frontend.grid import _hbm_labels, launch_operands
+
+    _, args, _ = launch_operands(inv.call)
+    hbm = _hbm_labels(inv.call)
+    out: dict[tuple[str, int], str] = {}
+    seen = {"input": 0, "output": 0}
+    for op, arg in zip(inv.call.operands, args):
+        if op.role not in seen:
+            continue
+        j = seen[op.role]
+        seen[op.role] += 1
+        label = getattr(arg, "label", None)
+        if op.kind != "semaphore" and op.memory_space == "hbm":
+            label = hbm[(op.role, j)]
+        if label is not None:
+            out[(op.role, j)] = label
+    return out
+
+
+def _renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> tuple[dict[str, str], set[str]]:
+    """Local label -> program label for one call, and the labels a linked input brings (not allocated again)."""
+    labels = operand_labels(inv)
+    renames: dict[str, str] = {}
+    dropped: set[str] = set()
+    for j, link in ir.links_into(inv.index).items():
+        mine = labels.get(("input", j))
+        producer = ir.invocations[link.producer]
+        theirs = operand_labels(producer).get(("output", link.output))
+        if mine is None or theirs is None:
+            continue
+        in_op = [o for o in inv.call.operands if o.role == "input"][j]
+        out_op = [o for o in producer.call.operands if o.role == "output"][link.output]
+        if link.kind == "buffer" and not (in_op.memory_space == out_op.memory_space == "hbm"):
+            continue  # a block copied in and out by the grid: the call's own buffer (implicit copies)
+        renames[mine] = earlier[link.producer].get(theirs, _prefix(producer) + theirs)
+        dropped.add(mine)
+    return renames, dropped
+
+
+def _name(label: str, k_prefix: str, renames: dict[str, str]) -> str:
+    if label == BARRIER:
+        return label
+    return renames.get(label, k_prefix + label)
+
+
+def _ref(ref: SemRef | None, p: str, renames: dict[str, str]) -> SemRef | None:
+    return None if ref is None else SemRef(_name(ref.label, p, renames), ref.index)
+
+
+def _kept(op: Op, dropped: set[str], communicates: bool) -> bool:
+    t = type(op)
+    if t is ExitCheck:
+        return False
+    if t is Barrier:
+        return op.name != "cleanup" and (op.name != "start" or communicates)
+    if t in (AllocSem, AllocBuffer):
+        return op.label not in dropped
+    return True
+
+
+def _rewrite(op: Op, k: int, p: str, renames: dict[str, str]) -> Op:
+    """`op` of call `k` (label prefix `p`) with the program's labels and barrier names."""
+    t = type(op)
+    return _REWRITE[t](op, k, p, renames) if t in _REWRITE else op
+
+
+def _rw_alloc_sem(op: AllocSem, k: int, p: str, r: dict[str, str]) -> AllocSem:
+    return dataclasses.replace(op, label=_name(op.label, p, r), site=p + op.site)
+
+
+def _rw_alloc_buffer(op: AllocBuffer, k: int, p: str, r: dict[str, str]) -> AllocBuffer:
+    return dataclasses.replace(op, label=_name(op.label, p, r))
+
+
+def _rw_free(op: FreeBuffer, k: int, p: str, r: dict[str, str]) -> FreeBuffer:
+    return dataclasses.replace(op, label=_name(op.label, p, r))
+
+
+def _rw_sem_op(op: Any, k: int, p: str, r: dict[str, str]) -> Any:
+    return dataclasses.replace(op, sem=_ref(op.sem, p, r))
+
+
+def _rw_dma(op: DmaStart, k: int, p: str, r: dict[str, str]) -> DmaStart:
+    return dataclasses.replace(
+        op, dst_sem=_ref(op.dst_sem, p, r), src_sem=_ref(op.src_sem, p, r),
+        src_buf=None if op.src_buf is None else _name(op.src_buf, p, r),
+        dst_buf=None if op.dst_buf is None else _name(op.dst_buf, p, r))
+
+
+def _rw_access(op: Access, k: int, p: str, r: dict[str, str]) -> Access:
+    return dataclasses.replace(op, buf=_name(op.buf, p, r))
+
+
+def _rw_barrier(op: Barrier, k: int, p: str, r: dict[str, str]) -> Barrier:
+    return dataclasses.replace(op, name=f"{op.name}#{k}")
+
+
+_REWRITE = {AllocSem: _rw_alloc_sem, AllocBuffer: _rw_alloc_buffer, FreeBuffer: _rw_free, Signal: _rw_sem_op,
+            Wait: _rw_sem_op, Read: _rw_sem_op, DmaStart: _rw_dma, Access: _rw_access, Barrier: _rw_barrier}
+
+
+def _communicates(program: Program) -> bool:
+    """PRG-104: whether a call sends to another device (a remote signal or copy), as Mosaic's
+    `has_communication` asks of the kernel's remote operations (with `skip_device_barrier` the
+    caller keeps no start barrier either)."""
+    return any(type(op) in (Signal, DmaStart) and op.device is not None for ops in program.cores for op in ops)
+
+
+def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program]) -> int | None:
+    """The collective id of the calls that use the barrier semaphore (one id for the whole program)."""
+    used = {inv.call.collective_id for inv, prog in zip(invs, lowered)
+            if any(type(op) is GetBarrierSem for ops in prog.cores for op in ops)}
+    if len(used) > 1:
+        ids = ", ".join(str(i) for i in sorted(used, key=str))
+        raise Unsupported("program", f"its kernel calls use barrier semaphores of different collective ids ({ids}): "
+                          "calls on distinct barrier semaphores are not composed yet", invs[0].loc)
+    if used:
+        return next(iter(used))
+    ids = [inv.call.collective_id for inv in invs if inv.call.collective_id is not None]
+    return ids[0] if ids else None
+
+
+def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program]):
+    """PRG-107: under the interpreter a call with a semaphore output fails at launch (LAUNCH-2, D21) and
+    the jitted program raises there. When it is the first call nothing runs: the composed program
+    carries that failure. When earlier calls run first, the interpreter's verdicts are not derived."""
+    first = next((k for k, p in enumerate(lowered) if p.launch_failure is not None), None)
+    if first is None:
+        return None, True, ""
+    if first == 0:
+        return lowered[0].launch_failure, True, ""
+    inv = invs[first]
+    return lowered[first].launch_failure, False, (
+        f"under interpret mode {inv.describe()} fails at launch (a semaphore output, specs/divergences.md D21) "
+        "after the calls before it ran: what those calls do first is not derived for programs yet")
+
+
+__all__ = ["ComposedProgram", "compose", "operand_labels"]
