@@ -140,7 +140,7 @@ def program_ir(jaxpr: Any) -> ProgramIR:
         outs = w.walk(jaxpr, env, axes={}, physical=1)
         for v in outs:
             if isinstance(v, Produced):
-                w.escape(v, "as the program's result")
+                w.result(v)
     except _Stop as stop:
         return ProgramIR(tuple(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes))
     return ProgramIR(tuple(w.invocations), tuple(w.links), None, tuple(w.escapes))
@@ -221,12 +221,24 @@ class _Walker:
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc) -> None:
-        inv = self.invocations[v.call]
-        outs = [o for o in inv.call.operands if o.role == "output"]
-        if v.output < len(outs) and outs[v.output].kind == "semaphore":
-            raise _Stop(f"semaphore output {outs[v.output].name!r} of {inv.describe()} is used by {what}, not "
-                        "by a kernel call: the front end cannot follow it", loc)
+        sem = self._semaphore(v)
+        if sem is not None:
+            raise _Stop(f"semaphore output {sem!r} of {self.invocations[v.call].describe()} is used by {what}, "
+                        "not by a kernel call: the front end cannot follow it", loc)
         self.escape(v, f"in {what} at {loc}")
+
+    def result(self, v: Produced) -> None:
+        """A produced value the program returns: a semaphore may be waited on by whatever runs next."""
+        sem = self._semaphore(v)
+        if sem is not None:
+            inv = self.invocations[v.call]
+            raise _Stop(f"the program returns semaphore output {sem!r} of {inv.describe()}: what waits on it "
+                        "after the program is not part of it", inv.loc)
+        self.escape(v, "as the program's result")
+
+    def _semaphore(self, v: Produced) -> str | None:
+        outs = [o for o in self.invocations[v.call].call.operands if o.role == "output"]
+        return outs[v.output].name if v.output < len(outs) and outs[v.output].kind == "semaphore" else None
 
     # --- structure --------------------------------------------------------------------
 

@@ -119,10 +119,12 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
         for op, k in zip(ops, ks):
             if type(op) is not DmaStart:
                 continue
-            waited = max((last_wait.get(s.label, -1) for s in (op.dst_sem, op.src_sem) if s is not None),
-                         default=-1)
-            for buf in {op.src_buf, op.dst_buf} - {None}:
-                for c, how in escaped.get(buf, ()):
+            # the source is done with once the send semaphore (a local copy: its one semaphore) is waited,
+            # the destination once the receive semaphore is
+            src_sem = op.src_sem if op.src_sem is not None else op.dst_sem
+            for buf, sem in ((op.src_buf, src_sem), (op.dst_buf, op.dst_sem)):
+                waited = last_wait.get(sem.label, -1)
+                for c, how in escaped.get(buf, ()) if buf is not None else ():
                     if waited < k or c < waited:
                         inv = ir.invocations[k]
                         text = (f"the copy at {op.loc} started by {inv.describe()} may still be in flight when the "

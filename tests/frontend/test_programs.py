@@ -24,12 +24,20 @@ REPO = HERE.parent.parent
 SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
 INTERNAL = re.compile(r"\('(site|internal|fixed|barrier|scoped)'|\(\('|internal \d+ on core|Contribution\(|WaitOp\(")
 
-CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "device_barrier.py"]
-MISUSES = {  # file -> the properties violated under hardware, and the kernel lines the report must give
-    "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done")),
-    "async_start_without_done.py": ({"exit-balance", "dma-bytes"}, ("local_start",)),
-    "async_done_wrong_future.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done")),
+CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "async_permute_loop.py",
+           "device_barrier.py"]
+MISUSES = {  # file -> the properties violated under hardware, the kernels whose lines the report must
+    # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
+    "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
+                                    "copy_start#0.sem[0]", "proved"),
+    "async_start_without_done.py": ({"exit-balance", "dma-bytes"}, ("local_start",), "copy_start#0.sem[0]",
+                                    "unknown"),
+    "async_done_wrong_future.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
+                                   "copy_start#1.sem[0]", "unknown"),
+    "async_remote_without_recv_done.py": ({"exit-balance", "dma-bytes"}, ("remote_start",),
+                                          "remote_start#0.recv_sem[0]", "proved"),
 }
+LINES = {"local_start": ".start()", "local_done": ".wait()", "remote_start": ".start()"}
 
 
 def _line_of(function: str, text: str) -> int:
@@ -51,7 +59,7 @@ def _probe(specs: list[str], devices: int = 2) -> dict[str, dict]:
 def probed() -> dict[str, dict]:
     names = [*CORRECT, "async_remote_no_handshake.py",
              *(f"unfollowed.py::{t}" for t in ("done_under_cond", "calls_in_a_while_loop", "semaphore_through_xla",
-                                               "independent_calls"))]
+                                               "independent_calls", "returns_its_semaphore"))]
     return _probe([str(PROGRAMS / n) for n in names])
 
 
@@ -118,6 +126,8 @@ def test_what_the_walk_cannot_follow_is_unknown_with_the_line(probed):
     expect = {"done_under_cond": ("inside a cond branch", line("jax.lax.cond(")),
               "calls_in_a_while_loop": ("inside a while", line("jax.lax.while_loop(")),
               "semaphore_through_xla": ("used by optimization_barrier", line("optimization_barrier(sem)"))}
+    returned = probed["unfollowed.py::returns_its_semaphore"]
+    assert "the program returns semaphore output 'sem' of copy_start (call 0" in returned["unknown"][0]
     for target, (reason, at) in expect.items():
         r = probed[f"unfollowed.py::{target}"]
         assert reason in r["unknown"][0] and r["unknown"][1] == ["unfollowed.py", at], r["unknown"]
@@ -164,15 +174,15 @@ def test_correct_programs_are_proved_on_hardware(verified, name):
 @pytest.mark.parametrize("name", sorted(MISUSES))
 def test_each_misuse_is_violated_with_both_kernels_lines(verified, name):
     text, js = verified[name]
-    bad, functions = MISUSES[name]
+    bad, functions, semaphore, race = MISUSES[name]
     assert text.returncode == 1, text.stdout + text.stderr
     verdicts = _verdicts(js)
     assert {p for p, v in verdicts.items() if v == "violated"} == bad, verdicts
-    assert verdicts["race-free"] in (("unknown",) if name != "async_done_without_start.py" else ("proved",))
-    lines = {"local_start": _line_of("local_start", ".start()"), "local_done": _line_of("local_done", ".wait()")}
+    # PRG-108: a copy never waited whose destination the program returns may race with that use
+    assert verdicts["race-free"] == race, verdicts
     for f in functions:
-        assert f"_futures.py:{lines[f]}" in text.stdout, (f, text.stdout)
-    assert "copy_start#0" in text.stdout  # the semaphore is named by the call that returned it
+        assert f"_futures.py:{_line_of(f, LINES[f])}" in text.stdout, (f, text.stdout)
+    assert semaphore in text.stdout  # the semaphore is named by the call that returned it
     assert not INTERNAL.search(text.stdout + js.stdout), INTERNAL.search(text.stdout + js.stdout)
 
 

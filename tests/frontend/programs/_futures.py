@@ -138,9 +138,9 @@ def recv_done(x, future, *, interpret=None):
     )(x, out, recv_sem)
 
 
-def sharded(fn, num_devices: int):
+def sharded(fn, num_devices: int, out_specs=P(AXIS)):
     """`fn` under a jit of a shard_map over a 1-d mesh, and an input of ROWS x LANES per device."""
     mesh = jax.make_mesh((num_devices,), (AXIS,), axis_types=(jax.sharding.AxisType.Explicit,))
     spec = P(AXIS)
     x = jax.ShapeDtypeStruct((num_devices * ROWS, LANES), jnp.float32, sharding=jax.NamedSharding(mesh, spec))
-    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)), (x,)
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=out_specs, check_vma=False)), (x,)

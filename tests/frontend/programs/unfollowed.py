@@ -6,7 +6,9 @@ import jax
 import jax.numpy as jnp
 
 import semcheck
-from _futures import local_done, local_start, sharded
+from jax.sharding import PartitionSpec as P
+
+from _futures import AXIS, local_done, local_start, sharded
 
 
 @semcheck.target(devices=[2])
@@ -49,3 +51,12 @@ def independent_calls(num_devices: int):
         return local_done(x1, fut1) + local_done(x2, fut2)
 
     return sharded(f, num_devices)
+
+
+@semcheck.target(devices=[2])
+def returns_its_semaphore(num_devices: int):
+    def f(x):
+        x, (out, sem) = local_start(x)
+        return out, sem  # whatever runs after the program may wait on it
+
+    return sharded(f, num_devices, out_specs=(P(AXIS), P()))
