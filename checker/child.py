@@ -107,7 +107,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
             if composed is not None:  # calls that hand semaphores on: one program (programs.md)
                 from semcheck.checker.program_results import program_results
 
-                for r in program_results(composed, t.name, req, deadline, time.monotonic() - t0):
+                for r in program_results(composed, t.name, req, deadline, time.monotonic() - t0):  # per order
                     conn.send(("result", r))
                 continue
             for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0):

@@ -43,7 +43,8 @@ def entry_gaps(composed) -> tuple[str, ...]:
             if not isinstance(tg, int):
                 continue  # a target outside the topology is the program's own failure (ERR-4)
             k_own = owner.get(sem.label, k)
-            entry = next((j for j, kk in enumerate(calls[tg]) if kk >= k_own), len(calls[tg]))
+            own_at = composed.position(k_own)
+            entry = next((j for j, kk in enumerate(calls[tg]) if composed.position(kk) >= own_at), len(calls[tg]))
             if (tg, entry) not in runs:
                 out = fast_run(program, "hardware", freeze={tg: entry}, record=False)
                 runs[(tg, entry)] = out.state.pcs if out.kind in ("completed", "deadlock") else None

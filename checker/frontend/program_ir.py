@@ -41,10 +41,14 @@ class Produced:
 
 @dataclasses.dataclass(frozen=True)
 class Outside:
-    """A value no kernel call produced: a program input, a literal or an XLA op's result."""
+    """A value no kernel call produced: a program input, a literal or an XLA op's result.
+
+    `deps` are the calls whose outputs it was computed from (an XLA op runs after them).
+    """
 
     what: str
     loc: Loc = NO_LOC
+    deps: frozenset[int] = frozenset()
 
 
 Value = Produced | Outside
@@ -55,8 +59,9 @@ class Invocation:
     """One run of a kernel in the program (PRG-101)."""
 
     call: KernelCall  # what the kernel is (shared by the invocations of one pallas_call)
-    index: int  # the call index: position in the program's order of kernel runs
+    index: int  # the call index: position in the traced order of kernel runs
     inputs: tuple[Value, ...]  # per input operand (role "input"), in order
+    after: frozenset[int] = frozenset()  # the calls whose outputs its operands are computed from
 
     @property
     def name(self) -> str:
@@ -105,19 +110,29 @@ class ProgramIR:
         """Input position -> the link feeding it, for one call."""
         return {link.input: link for link in self.links if link.consumer == consumer}
 
-    def unordered(self) -> Invocation | None:
-        """PRG-101: the first call that does not depend, through links, on the call before it (XLA may then
-        run the two in either order), or None when the links fix the order of every call."""
-        before: list[set[int]] = []
-        for inv in self.invocations:
-            mine: set[int] = set()
-            for link in self.links:
-                if link.consumer == inv.index:
-                    mine |= {link.producer} | before[link.producer]
-            before.append(mine)
-            if inv.index > 0 and inv.index - 1 not in mine:
-                return inv
-        return None
+    def orders(self, limit: int) -> list[tuple[int, ...]] | None:
+        """PRG-101: every order of the calls their data dependences allow (XLA keeps only those), the
+        traced order first; None when there are more than `limit`."""
+        n = len(self.invocations)
+        after = [inv.after for inv in self.invocations]
+        found: list[tuple[int, ...]] = []
+
+        def extend(order: list[int], placed: set[int]) -> bool:
+            if len(order) == n:
+                found.append(tuple(order))
+                return len(found) <= limit
+            for k in range(n):
+                if k not in placed and after[k] <= placed:
+                    order.append(k)
+                    placed.add(k)
+                    ok = extend(order, placed)
+                    order.pop()
+                    placed.discard(k)
+                    if not ok:
+                        return False
+            return True
+
+        return found if extend([], set()) else None
 
     @property
     def carries_semaphores(self) -> bool:
@@ -188,7 +203,7 @@ class _Walker:
                 for v in ins:
                     if isinstance(v, Produced):
                         self._xla_use(v, name, loc)
-                outs = [Outside(f"the result of {name}", loc) for _ in eqn.outvars]
+                outs = [Outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -217,7 +232,7 @@ class _Walker:
         for v in ins[:skip]:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc)
-        self.invocations.append(Invocation(call, k, inputs))
+        self.invocations.append(Invocation(call, k, inputs, _deps(ins)))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc) -> None:
@@ -266,15 +281,17 @@ class _Walker:
         for v in xs:
             if isinstance(v, Produced):
                 self._xla_use(v, "a loop's sliced input", loc)
-        slices = [Outside("a slice of a loop's input", loc) for _ in xs]
+        slices = [Outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
         ys: list[Value] = []
+        every_y: list[Value] = []  # the stacked results are computed from every iteration's
         for _ in range(length):  # a reversed scan runs the same body: only the slices' order differs
             outs = self.walk(body, dict(zip(body.invars, [*consts, *carry, *slices])), axes=axes, physical=physical)
             carry, ys = (list(g) for g in p["ft_out"].update(outs).unpack())
-        for v in ys:
-            if isinstance(v, Produced):
-                self._xla_use(v, "a loop's stacked result", loc)
-        stacked = [Outside("a loop's stacked result", loc) for _ in ys]
+            every_y.extend(ys)
+            for v in ys:
+                if isinstance(v, Produced):
+                    self._xla_use(v, "a loop's stacked result", loc)
+        stacked = [Outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
         if len(carry) != ncarry:
             raise _Stop("a loop whose carried values the walk cannot match", loc)
         return [*carry, *stacked]
@@ -287,6 +304,17 @@ class _Walker:
 
 
 # --- jaxpr helpers ---------------------------------------------------------------------
+
+
+def _deps(values: list[Value]) -> frozenset[int]:
+    """The calls `values` are computed from."""
+    out: set[int] = set()
+    for v in values:
+        if isinstance(v, Produced):
+            out.add(v.call)
+        else:
+            out |= v.deps
+    return frozenset(out)
 
 
 def _subs(eqn: Any) -> list[Any]:

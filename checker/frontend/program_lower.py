@@ -56,19 +56,41 @@ class ComposedProgram:
     why: str = ""
     race_gaps: tuple[str, ...] = ()  # PRG-108: why race-free cannot be proved over the modelled accesses alone
     calls: tuple[tuple[int, ...], ...] = ()  # per core, the call index of each of its operations
+    order: tuple[int, ...] = ()  # the calls in the order this program runs them (PRG-101)
+
+    def position(self, call: int) -> int:
+        """Where call `call` runs in `order`."""
+        return self.order.index(call)
+
+    def describe_order(self) -> str:
+        return ", ".join(f"{self.ir.invocations[k].name} (call {k})" for k in self.order)
 
 
-def compose(ir: ProgramIR, lowered: list[Program], *, name: str) -> ComposedProgram:
-    """The program of `ir` from each invocation's own lowering (`lowered[k]` for invocation `k`)."""
+MAX_ORDERS = 8
+"""The most orders of one program's calls that are composed and checked (PRG-101)."""
+
+
+def compose_orders(ir: ProgramIR, lowered: list[Program], *, name: str) -> list[ComposedProgram]:
+    """One composed program per order of the calls XLA may choose (PRG-101), the traced order first."""
+    if ir.unknown is not None:
+        reason, loc = ir.unknown
+        raise Unsupported("program", reason, loc)
+    orders = ir.orders(MAX_ORDERS)
+    if orders is None:
+        raise Unsupported("program", f"its calls' data dependences leave more than {MAX_ORDERS} orders XLA may run "
+                          "them in: not explored", ir.invocations[0].loc)
+    return [compose(ir, lowered, name=name, order=order) for order in orders]
+
+
+def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
+            order: tuple[int, ...] | None = None) -> ComposedProgram:
+    """The program of `ir` from each invocation's own lowering (`lowered[k]` for invocation `k`), its
+    calls run in `order` (default: the traced order)."""
     if ir.unknown is not None:
         reason, loc = ir.unknown
         raise Unsupported("program", reason, loc)
     invs = ir.invocations
-    loose = ir.unordered()
-    if loose is not None:
-        before = invs[loose.index - 1]
-        raise Unsupported("program", f"{loose.describe()} does not depend on {before.describe()}: XLA may run "
-                          "the two in either order, and only the traced order is composed", loose.loc)
+    order = tuple(range(len(invs))) if order is None else tuple(order)
     topos = {p.topology for p in lowered}
     if len(topos) != 1:
         raise Unsupported("program", "its kernel calls run on different numbers of devices or cores", invs[0].loc)
@@ -82,32 +104,34 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str) -> ComposedProg
         dropped.append(d)
     cores: list[list[Op]] = [[] for _ in range(topo.num_cores)]
     calls: list[list[int]] = [[] for _ in range(topo.num_cores)]  # the call of each composed op
-    for k, (inv, prog) in enumerate(zip(invs, lowered)):
+    for k in order:
+        inv, prog = invs[k], lowered[k]
         communicates = _communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
         for g, ops in enumerate(prog.cores):
             mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops if _kept(op, dropped[k], communicates)]
             cores[g].extend(mine)
             calls[g].extend([k] * len(mine))
-    last = invs[-1].loc
+    last = invs[order[-1]].loc
     for d in range(topo.num_devices):
         cores[topo.global_core(d, 0)].append(ExitCheck(d, last))
-    failure, exact, why = _interpreter(invs, lowered)
+    failure, exact, why = _interpreter(invs, lowered, order)
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
                       launch_failure=failure)
-    return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls),
-                           tuple(tuple(ks) for ks in calls))
+    return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
+                           tuple(tuple(ks) for ks in calls), order)
 
 
 def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
-               calls: list[list[int]]) -> tuple[str, ...]:
+               calls: list[list[int]], order: tuple[int, ...]) -> tuple[str, ...]:
     """PRG-108: a copy whose buffer the program uses outside kernel calls (an XLA op, the result) at a point
     where the calls' waits on its semaphores need not have happened yet. The composed program models
     the calls' own accesses and copies, not those uses, so race-free is not proved then."""
-    last_wait: dict[str, int] = {}
+    pos = {k: i for i, k in enumerate(order)}
+    last_wait: dict[str, int] = {}  # semaphore -> the position of the last call waiting on it
     for ops, ks in zip(cores, calls):
         for op, k in zip(ops, ks):
             if type(op) is Wait:
-                last_wait[op.sem.label] = max(k, last_wait.get(op.sem.label, -1))
+                last_wait[op.sem.label] = max(pos[k], last_wait.get(op.sem.label, -1))
     escaped: dict[str, list[tuple[int, str]]] = {}
     for v, how in ir.escapes:
         inv = ir.invocations[v.call]
@@ -125,7 +149,7 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
             for buf, sem in ((op.src_buf, src_sem), (op.dst_buf, op.dst_sem)):
                 waited = last_wait.get(sem.label, -1)
                 for c, how in escaped.get(buf, ()) if buf is not None else ():
-                    if waited < k or c < waited:
+                    if waited < pos[k] or pos[c] < waited:
                         inv = ir.invocations[k]
                         text = (f"the copy at {op.loc} started by {inv.describe()} may still be in flight when the "
                                 f"program uses its buffer outside kernel calls ({how}); such uses are not "
@@ -263,19 +287,19 @@ def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program]) -> int 
     return ids[0] if ids else None
 
 
-def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program]):
+def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tuple[int, ...]):
     """PRG-107: under the interpreter a call with a semaphore output fails at launch (LAUNCH-2, D21) and
     the jitted program raises there. When it is the first call nothing runs: the composed program
     carries that failure. When earlier calls run first, the interpreter's verdicts are not derived."""
-    first = next((k for k, p in enumerate(lowered) if p.launch_failure is not None), None)
+    first = next((k for k in order if lowered[k].launch_failure is not None), None)
     if first is None:
         return None, True, ""
-    if first == 0:
-        return lowered[0].launch_failure, True, ""
+    if first == order[0]:
+        return lowered[first].launch_failure, True, ""
     inv = invs[first]
     return lowered[first].launch_failure, False, (
         f"under interpret mode {inv.describe()} fails at launch (a semaphore output, specs/divergences.md D21) "
         "after the calls before it ran: what those calls do first is not derived for programs yet")
 
 
-__all__ = ["ComposedProgram", "compose", "operand_labels"]
+__all__ = ["ComposedProgram", "MAX_ORDERS", "compose", "compose_orders", "operand_labels"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
-from semcheck.checker.frontend.program_lower import ComposedProgram, compose
+from semcheck.checker.frontend.program_lower import ComposedProgram, compose_orders
 
 if TYPE_CHECKING:
     from semcheck.checker.frontend.api import LoweredKernel
@@ -27,8 +27,9 @@ def takes_or_returns_semaphores(kernels: list[LoweredKernel]) -> bool:
 
 
 def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,
-                  build_kwargs: dict[str, Any] | None = None) -> ComposedProgram | None:
-    """The target's composed program, or None when its calls share no semaphore (module docstring)."""
+                  build_kwargs: dict[str, Any] | None = None) -> list[ComposedProgram] | None:
+    """The target's composed program, one per order of its calls XLA may choose (the traced order
+    first), or None when its calls share no semaphore (module docstring)."""
     if not takes_or_returns_semaphores(kernels):
         return None
     from semcheck.checker.frontend.lower import lower_kernel
@@ -53,7 +54,7 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
                 raise Unsupported("program", f"{inv.describe()} needs the values of its scalar inputs, which "
                                   "programs of kernel calls do not follow yet", inv.loc) from e
         lowered.append(by_call[key])
-    return compose(ir, lowered, name=t.name)
+    return compose_orders(ir, lowered, name=t.name)
 
 
 def _trace(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> Any:

@@ -38,13 +38,15 @@ def describe(spec: str, devices: int) -> dict:
         "unknown": None if ir.unknown is None else [ir.unknown[0], _loc(ir.unknown[1])],
     }
     try:
-        composed = lower_program(t, devices, lower_target(t, devices))
+        orders = lower_program(t, devices, lower_target(t, devices))
     except FrontendError as e:
         out["composed"] = {"error": str(e), "loc": None if e.loc is None else _loc(e.loc)}
         return out
-    if composed is None:
+    if orders is None:
         out["composed"] = None
         return out
+    out["orders"] = [list(c.order) for c in orders]
+    composed = orders[0]
     cores = composed.program.cores
     out["composed"] = {
         "sems": [[op.label for op in ops if type(op) is AllocSem] for ops in cores],

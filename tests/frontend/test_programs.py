@@ -25,7 +25,7 @@ SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
 INTERNAL = re.compile(r"\('(site|internal|fixed|barrier|scoped)'|\(\('|internal \d+ on core|Contribution\(|WaitOp\(")
 
 CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "async_permute_loop.py",
-           "device_barrier.py"]
+           "async_two_copies.py", "device_barrier.py"]
 MISUSES = {  # file -> the properties violated under hardware, the kernels whose lines the report must
     # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
     "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
@@ -59,7 +59,7 @@ def _probe(specs: list[str], devices: int = 2) -> dict[str, dict]:
 def probed() -> dict[str, dict]:
     names = [*CORRECT, "async_remote_no_handshake.py",
              *(f"unfollowed.py::{t}" for t in ("done_under_cond", "calls_in_a_while_loop", "semaphore_through_xla",
-                                               "independent_calls", "returns_its_semaphore"))]
+                                               "returns_its_semaphore"))]
     return _probe([str(PROGRAMS / n) for n in names])
 
 
@@ -105,6 +105,33 @@ def test_a_fori_loop_is_one_call_per_iteration(probed):
                                                                                                   [3, 0, 4, 0]]
 
 
+@pytest.mark.rule("PRG-101")
+def test_every_order_of_the_calls_xla_may_choose_is_composed(probed):
+    # start 1, start 2 (on start 1's x), done 1 (start 1's future), done 2 (start 2's): done 1 may run
+    # before or after start 2, and the two dones in either order
+    assert probed["async_two_copies.py"]["orders"] == [[0, 1, 2, 3], [0, 1, 3, 2], [0, 2, 1, 3]]
+    assert probed["async_local_copy.py"]["orders"] == [[0, 1]]
+    assert len(probed["async_copy_loop.py"]["orders"]) == 1  # the loop's carry chains every call
+
+
+@pytest.mark.rule("PRG-101")
+def test_an_order_xla_may_choose_that_is_not_proved_makes_the_property_unknown():
+    from types import SimpleNamespace
+
+    from semcheck.checker.program_results import _merge
+    from semcheck.checker.verdict import Verdict, Witness
+
+    orders = [SimpleNamespace(describe_order=lambda: "a (call 0), b (call 1)"),
+              SimpleNamespace(describe_order=lambda: "b (call 1), a (call 0)")]
+    proved = Verdict("deadlock-free", "proved")
+    stuck = Verdict("deadlock-free", "violated", witness=Witness(message="deadlock: device 0 blocks"))
+    assert _merge([proved, proved], orders) is proved
+    assert _merge([stuck, proved], orders) is stuck  # the traced order is one XLA may run
+    merged = _merge([proved, stuck], orders)
+    assert merged.verdict == "unknown"
+    assert "as b (call 1), a (call 0), and then it is violated: deadlock: device 0 blocks" in merged.reason
+
+
 @pytest.mark.rule("PRG-102")
 def test_an_output_semaphore_links_to_the_later_call_that_waits(probed):
     local = probed["async_local_copy.py"]["links"]
@@ -132,8 +159,6 @@ def test_what_the_walk_cannot_follow_is_unknown_with_the_line(probed):
         r = probed[f"unfollowed.py::{target}"]
         assert reason in r["unknown"][0] and r["unknown"][1] == ["unfollowed.py", at], r["unknown"]
         assert r["composed"]["loc"] == ["unfollowed.py", at] and reason in r["composed"]["error"]
-    loose = probed["unfollowed.py::independent_calls"]
-    assert loose["unknown"] is None and "does not depend on copy_start (call 0" in loose["composed"]["error"]
 
 
 # --- the composed program --------------------------------------------------------------------
