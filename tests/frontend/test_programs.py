@@ -234,7 +234,8 @@ from semcheck.checker.frontend import provision_devices
 provision_devices(2)
 import jax, jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
-import async_local_copy as m
+import importlib
+m = importlib.import_module({module!r})
 fn, (x,) = m.build(2, interpret=pltpu.InterpretParams(dma_execution_mode={mode!r}))
 x = jax.device_put(jnp.ones(x.shape, x.dtype), x.sharding)
 try:
@@ -246,15 +247,16 @@ except Exception as e:
 
 
 @pytest.mark.rule("PRG-107", "LAUNCH-2")
-@pytest.mark.parametrize("mode", ["eager", "on_wait"])
-def test_interpret_mode_fails_at_the_first_call_as_predicted(mode):
-    real = subprocess.run([sys.executable, "-c", _RUN.format(dir=str(PROGRAMS), mode=mode)], capture_output=True,
-                          text=True, cwd=REPO, timeout=600)
+@pytest.mark.parametrize("name,mode", [("async_local_copy", "eager"), ("async_local_copy", "on_wait"),
+                                       ("async_remote_copy", "eager")])
+def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
+    real = subprocess.run([sys.executable, "-c", _RUN.format(dir=str(PROGRAMS), module=name, mode=mode)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (line,) = [s for s in real.stdout.splitlines() if s.startswith("@@")]
     assert line.startswith("@@RAISED@@ "), real.stdout + real.stderr[-2000:]
     raised = line.removeprefix("@@RAISED@@ ")
     assert raised == "NotImplementedError: nan + dma_sem"
-    predicted = _verdicts(_verify("async_local_copy.py", mode=mode, fmt="json"))
+    predicted = _verdicts(_verify(f"{name}.py", mode=mode, fmt="json"))
     assert predicted.pop("deadlock-free") == "violated" and set(predicted.values()) == {"unknown"}
-    run = _verify("async_local_copy.py", mode=mode)
+    run = _verify(f"{name}.py", mode=mode)
     assert raised.replace(": ", " ", 1).split(" ", 1)[1] in run.stdout and "NotImplementedError" in run.stdout
