@@ -25,7 +25,7 @@ SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
 INTERNAL = re.compile(r"\('(site|internal|fixed|barrier|scoped)'|\(\('|internal \d+ on core|Contribution\(|WaitOp\(")
 
 CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "async_permute_loop.py",
-           "async_two_copies.py", "device_barrier.py"]
+           "async_two_copies.py", "async_bidi_loop.py", "device_barrier.py"]
 MISUSES = {  # file -> the properties violated under hardware, the kernels whose lines the report must
     # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
     "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),

@@ -144,3 +144,79 @@ def sharded(fn, num_devices: int, out_specs=P(AXIS)):
     spec = P(AXIS)
     x = jax.ShapeDtypeStruct((num_devices * ROWS, LANES), jnp.float32, sharding=jax.NamedSharding(mesh, spec))
     return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=out_specs, check_vma=False)), (x,)
+
+
+def bidi_start(x, *, interpret=None):
+    """Send the first half of x to the right neighbour and the second half to the left one, after a
+    handshake with both; return (x, (out, (left_send, left_recv), (right_send, right_recv)))."""
+    half = x.shape[0] // 2
+
+    def start_kernel(x_ref, x_alias, o_ref, left_sems, right_sems):
+        del x_alias
+        n = jax.lax.axis_size(AXIS)
+        me = jax.lax.axis_index(AXIS)
+        left = jax.lax.rem(me + n - 1, n)
+        right = jax.lax.rem(me + 1, n)
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, device_id=(left,))
+        pl.semaphore_signal(barrier, device_id=(right,))
+        pl.semaphore_wait(barrier, 2)
+        pltpu.make_async_remote_copy(x_ref.at[pl.ds(0, half)], o_ref.at[pl.ds(0, half)], right_sems[0],
+                                     right_sems[1], device_id=(right,)).start()
+        pltpu.make_async_remote_copy(x_ref.at[pl.ds(half, half)], o_ref.at[pl.ds(half, half)], left_sems[0],
+                                     left_sems[1], device_id=(left,)).start()
+
+    pair = (pltpu.SemaphoreType.DMA(()),) * 2
+    x, out, left_sems, right_sems = pl.pallas_call(
+        start_kernel,
+        out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype), pl.ANY(x.shape, x.dtype), pair, pair),
+        in_specs=[ANY],
+        out_specs=(ANY, ANY, (SEM, SEM), (SEM, SEM)),
+        input_output_aliases={0: 0},
+        compiler_params=pltpu.CompilerParams(collective_id=0),
+        interpret=interpret,
+        name="bidi_start",
+    )(x)
+    return x, (out, left_sems, right_sems)
+
+
+def bidi_send_done(x, future, *, interpret=None):
+    """Wait until both copies have read their halves of x."""
+    _, (left_send, _), (right_send, _) = future
+    half = x.shape[0] // 2
+
+    def send_done_kernel(x_ref, left_send, right_send, x_alias):
+        del x_alias
+        pltpu.make_async_copy(x_ref.at[pl.ds(half, half)], x_ref.at[pl.ds(half, half)], left_send).wait()
+        pltpu.make_async_copy(x_ref.at[pl.ds(0, half)], x_ref.at[pl.ds(0, half)], right_send).wait()
+
+    return pl.pallas_call(
+        send_done_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[ANY, SEM, SEM],
+        out_specs=ANY,
+        input_output_aliases={0: 0},
+        interpret=interpret,
+        name="bidi_send_done",
+    )(x, left_send, right_send)
+
+
+def bidi_recv_done(x, future, *, interpret=None):
+    """Wait until both neighbours' halves have landed; return them."""
+    out, (_, left_recv), (_, right_recv) = future
+    half = x.shape[0] // 2
+
+    def recv_done_kernel(o_ref, x_ref, left_recv, right_recv, o_alias):
+        del o_alias
+        pltpu.make_async_copy(x_ref.at[pl.ds(half, half)], o_ref.at[pl.ds(half, half)], left_recv).wait()
+        pltpu.make_async_copy(x_ref.at[pl.ds(0, half)], o_ref.at[pl.ds(0, half)], right_recv).wait()
+
+    return pl.pallas_call(
+        recv_done_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[ANY, ANY, SEM, SEM],
+        out_specs=ANY,
+        input_output_aliases={0: 0},
+        interpret=interpret,
+        name="bidi_recv_done",
+    )(out, x, left_recv, right_recv)
