@@ -25,7 +25,7 @@ SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
 INTERNAL = re.compile(r"\('(site|internal|fixed|barrier|scoped)'|\(\('|internal \d+ on core|Contribution\(|WaitOp\(")
 
 CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "async_permute_loop.py",
-           "async_two_copies.py", "async_bidi_loop.py", "device_barrier.py"]
+           "async_two_copies.py", "async_bidi_loop.py", "async_staggered_loop.py", "device_barrier.py"]
 MISUSES = {  # file -> the properties violated under hardware, the kernels whose lines the report must
     # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
     "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
@@ -112,6 +112,15 @@ def test_every_order_of_the_calls_xla_may_choose_is_composed(probed):
     assert probed["async_two_copies.py"]["orders"] == [[0, 1, 2, 3], [0, 1, 3, 2], [0, 2, 1, 3]]
     assert probed["async_local_copy.py"]["orders"] == [[0, 1]]
     assert len(probed["async_copy_loop.py"]["orders"]) == 1  # the loop's carry chains every call
+
+
+@pytest.mark.rule("PRG-101", "PRG-102")
+def test_a_future_carried_across_loop_iterations_links_one_iteration_to_the_next(probed):
+    staggered = probed["async_staggered_loop.py"]
+    # a start before the loop, a done then a start per iteration (3, unrolled by 2), a done after it
+    assert [c["name"] for c in staggered["calls"]] == ["copy_start", "copy_done"] * 4
+    sems = [link[:4] for link in staggered["links"] if link[4] == "semaphore"]
+    assert sems == [[k, 2, k + 1, 2] for k in range(0, 8, 2)]
 
 
 @pytest.mark.rule("PRG-101")
