@@ -123,21 +123,31 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
 
 def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
                calls: list[list[int]], order: tuple[int, ...]) -> tuple[str, ...]:
-    """PRG-108: a copy whose buffer the program uses outside kernel calls (an XLA op, the result) at a point
-    where the calls' waits on its semaphores need not have happened yet. The composed program models
-    the calls' own accesses and copies, not those uses, so race-free is not proved then."""
+    """PRG-108: a copy whose buffer is used where the composed program does not model the use (an XLA
+    op or the program's result, after the producing call; a later call's block copy-in, at that call's
+    entry) at a point the calls' waits on the copy's semaphores need not have reached."""
     pos = {k: i for i, k in enumerate(order)}
     last_wait: dict[str, int] = {}  # semaphore -> the position of the last call waiting on it
     for ops, ks in zip(cores, calls):
         for op, k in zip(ops, ks):
             if type(op) is Wait:
                 last_wait[op.sem.label] = max(pos[k], last_wait.get(op.sem.label, -1))
-    escaped: dict[str, list[tuple[int, str]]] = {}
-    for v, how in ir.escapes:
-        inv = ir.invocations[v.call]
-        local = operand_labels(inv).get(("output", v.output))
+    # buffer -> (position of the use, whether a wait in that same call comes too late, how)
+    used: dict[str, list[tuple[int, bool, str]]] = {}
+
+    def use(call: int, output: int, at: int, at_entry: bool, how: str) -> None:
+        inv = ir.invocations[call]
+        local = operand_labels(inv).get(("output", output))
         if local is not None:
-            escaped.setdefault(_name(local, _prefix(inv), renames[v.call]), []).append((v.call, how))
+            used.setdefault(_name(local, _prefix(inv), renames[call]), []).append((at, at_entry, how))
+
+    for v, how in ir.escapes:
+        use(v.call, v.output, pos[v.call], False, how)
+    for link in ir.links:
+        consumer = ir.invocations[link.consumer]
+        in_op = [o for o in consumer.call.operands if o.role == "input"][link.input]
+        if link.kind == "buffer" and in_op.memory_space != "hbm":
+            use(link.producer, link.output, pos[link.consumer], True, f"copied in as a block by {consumer.describe()}")
     gaps: list[str] = []
     for ops, ks in zip(cores, calls):
         for op, k in zip(ops, ks):
@@ -148,12 +158,10 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
             src_sem = op.src_sem if op.src_sem is not None else op.dst_sem
             for buf, sem in ((op.src_buf, src_sem), (op.dst_buf, op.dst_sem)):
                 waited = last_wait.get(sem.label, -1)
-                for c, how in escaped.get(buf, ()) if buf is not None else ():
-                    if waited < pos[k] or pos[c] < waited:
-                        inv = ir.invocations[k]
-                        text = (f"the copy at {op.loc} started by {inv.describe()} may still be in flight when the "
-                                f"program uses its buffer outside kernel calls ({how}); such uses are not "
-                                "modelled yet")
+                for at, at_entry, how in used.get(buf, ()) if buf is not None else ():
+                    if waited < pos[k] or at < waited or (at_entry and at == waited):
+                        text = (f"the copy at {op.loc} started by {ir.invocations[k].describe()} may still be in "
+                                f"flight when its buffer is used outside what the program models ({how})")
                         if text not in gaps:
                             gaps.append(text)
     return tuple(gaps)

@@ -70,7 +70,7 @@ def _verify(name: str, mode: str = "hardware", fmt: str = "text") -> subprocess.
 
 @pytest.fixture(scope="module")
 def verified() -> dict[str, tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]]:
-    names = [*CORRECT, *MISUSES, "async_remote_no_handshake.py"]
+    names = [*CORRECT, *MISUSES, "async_remote_no_handshake.py", "async_done_copies_in_too_early.py"]
     with ThreadPoolExecutor(2) as pool:
         text = dict(zip(names, pool.map(_verify, names)))
         js = dict(zip(names, pool.map(lambda n: _verify(n, fmt="json"), names)))
@@ -170,6 +170,16 @@ def test_what_the_walk_cannot_follow_is_unknown_with_the_line(probed):
         assert r["composed"]["loc"] == ["unfollowed.py", at] and reason in r["composed"]["error"]
 
 
+@pytest.mark.rule("PRG-103")
+def test_programs_with_generated_inputs_are_unknown_not_checked_call_by_call():
+    run = subprocess.run([*SEMCHECK, "verify", f"{PROGRAMS / 'unfollowed.py'}::with_generated_inputs", "--dma-mode",
+                          "hardware", "--format", "json", "--examples", "2"], capture_output=True, text=True, cwd=REPO,
+                         timeout=600)
+    results = json.loads(run.stdout)["results"]
+    assert results and {r["verdict"] for r in results} == {"unknown"}, results
+    assert all("take or return semaphores" in r["reason"] for r in results)
+
+
 # --- the composed program --------------------------------------------------------------------
 
 
@@ -218,6 +228,17 @@ def test_each_misuse_is_violated_with_both_kernels_lines(verified, name):
         assert f"_futures.py:{_line_of(f, LINES[f])}" in text.stdout, (f, text.stdout)
     assert semaphore in text.stdout  # the semaphore is named by the call that returned it
     assert not INTERNAL.search(text.stdout + js.stdout), INTERNAL.search(text.stdout + js.stdout)
+
+
+@pytest.mark.rule("PRG-108")
+def test_a_copy_in_flight_when_a_later_call_copies_its_buffer_in_leaves_race_free_unknown(verified):
+    text, js = verified["async_done_copies_in_too_early.py"]
+    verdicts = _verdicts(js)
+    assert verdicts.pop("race-free") == "unknown" and set(verdicts.values()) == {"proved"}
+    start = _line_of("local_start", ".start()")
+    assert f"the copy at tests/frontend/programs/_futures.py:{start}" in text.stdout.replace("\n", " ")
+    assert "copied in as a block by copy_done (call 1" in text.stdout
+    assert text.returncode == 3
 
 
 @pytest.mark.rule("PRG-109")

@@ -46,9 +46,14 @@ def local_start(x, *, interpret=None, rows=None):
     return x, (out, sem)
 
 
-def local_done(x, future, *, interpret=None, rows=None):
-    """Wait for the copy `future` stands for (of `rows` rows, when given); return its destination."""
+def local_done(x, future, *, interpret=None, rows=None, block=False):
+    """Wait for the copy `future` stands for (of `rows` rows, when given); return its destination.
+
+    With `block`, the destination comes in (and goes out) as a VMEM block the call copies in at its
+    entry, before the kernel's wait.
+    """
     out, sem = future
+    dst = pl.BlockSpec(out.shape, lambda: (0,) * len(out.shape)) if block else ANY
 
     def done_kernel(x_ref, o_ref, sem, o_alias):
         del o_alias
@@ -57,8 +62,8 @@ def local_done(x, future, *, interpret=None, rows=None):
     return pl.pallas_call(
         done_kernel,
         out_shape=jax.ShapeDtypeStruct(out.shape, out.dtype),
-        in_specs=[ANY, ANY, SEM],
-        out_specs=ANY,
+        in_specs=[ANY, dst, SEM],
+        out_specs=dst,
         input_output_aliases={1: 0},
         interpret=interpret,
         name="copy_done",

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
-
-import semcheck
+from hypothesis import strategies as st
 from jax.sharding import PartitionSpec as P
 
+import semcheck
 from _futures import AXIS, local_done, local_start, sharded
 
 
@@ -50,3 +49,14 @@ def returns_its_semaphore(num_devices: int):
         return out, sem  # whatever runs after the program may wait on it
 
     return sharded(f, num_devices, out_specs=(P(AXIS), P()))
+
+
+@semcheck.target(devices=[2], inputs=st.integers(1, 3))
+def with_generated_inputs(num_devices: int, copies: int):
+    def f(x):
+        for _ in range(copies):
+            x, fut = local_start(x)
+            x = local_done(x, fut)
+        return x
+
+    return sharded(f, num_devices)
