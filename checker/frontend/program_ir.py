@@ -43,12 +43,14 @@ class Produced:
 class Outside:
     """A value no kernel call produced: a program input, a literal or an XLA op's result.
 
-    `deps` are the calls whose outputs it was computed from (an XLA op runs after them).
+    `deps` are the calls whose outputs it was computed from (an XLA op runs after them); `ident`
+    tells values apart (0: a literal).
     """
 
     what: str
     loc: Loc = NO_LOC
     deps: frozenset[int] = frozenset()
+    ident: int = 0
 
 
 Value = Produced | Outside
@@ -150,7 +152,7 @@ class _Stop(Exception):
 def program_ir(jaxpr: Any) -> ProgramIR:
     """The program of `jaxpr` (a traced target's `Jaxpr`): see the module docstring."""
     w = _Walker()
-    env = {v: Outside("a program input") for v in jaxpr.invars}
+    env = {v: w.outside("a program input") for v in jaxpr.invars}
     try:
         outs = w.walk(jaxpr, env, axes={}, physical=1)
         for v in outs:
@@ -168,6 +170,13 @@ class _Walker:
         self.escapes: list[tuple[Produced, str]] = []
         self._calls: dict[int, KernelCall] = {}  # id(eqn) -> its KernelCall (one per pallas_call)
         self._has_kernel: dict[int, bool] = {}
+        self._launched: dict[tuple, int] = {}  # (kernel, line, operands) -> the call that launched it
+        self._values = 0
+
+    def outside(self, what: str, loc: Loc = NO_LOC, deps: frozenset[int] = frozenset()) -> Outside:
+        """A new value no call produced."""
+        self._values += 1
+        return Outside(what, loc, deps, self._values)
 
     def escape(self, v: Produced, how: str) -> None:
         if (v, how) not in self.escapes:
@@ -179,7 +188,7 @@ class _Walker:
         def read(x: Any) -> Value:
             if isinstance(x, jax_core.Literal):
                 return Outside("a literal")
-            return env.get(x, Outside("a value the walk did not see"))
+            return env.get(x) or self.outside("a value the walk did not see")
 
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
@@ -203,7 +212,7 @@ class _Walker:
                 for v in ins:
                     if isinstance(v, Produced):
                         self._xla_use(v, name, loc)
-                outs = [Outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
+                outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -232,6 +241,12 @@ class _Walker:
         for v in ins[:skip]:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc)
+        same = (call.name, call.loc, tuple(ins))
+        if same in self._launched and not _side_effecting(call):
+            earlier = self.invocations[self._launched[same]]
+            raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
+                        "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
+        self._launched.setdefault(same, k)
         self.invocations.append(Invocation(call, k, inputs, _deps(ins)))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
@@ -281,7 +296,7 @@ class _Walker:
         for v in xs:
             if isinstance(v, Produced):
                 self._xla_use(v, "a loop's sliced input", loc)
-        slices = [Outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
+        slices = [self.outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
         ys: list[Value] = []
         every_y: list[Value] = []  # the stacked results are computed from every iteration's
         for _ in range(length):  # a reversed scan runs the same body: only the slices' order differs
@@ -291,7 +306,7 @@ class _Walker:
             for v in ys:
                 if isinstance(v, Produced):
                     self._xla_use(v, "a loop's stacked result", loc)
-        stacked = [Outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
+        stacked = [self.outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
         if len(carry) != ncarry:
             raise _Stop("a loop whose carried values the walk cannot match", loc)
         return [*carry, *stacked]
@@ -304,6 +319,15 @@ class _Walker:
 
 
 # --- jaxpr helpers ---------------------------------------------------------------------
+
+
+def _side_effecting(call: KernelCall) -> bool:
+    """Whether XLA must keep every launch of the call (`CompilerParams.has_side_effects`: "set to True to
+    prevent kernel being CSEd by XLA"): True or a side-effect type other than pure."""
+    effects = getattr(call.compiler_params, "has_side_effects", False)
+    if isinstance(effects, bool):
+        return effects
+    return str(getattr(effects, "name", effects)).upper() != "PURE"
 
 
 def _deps(values: list[Value]) -> frozenset[int]:

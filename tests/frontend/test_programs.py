@@ -59,7 +59,7 @@ def _probe(specs: list[str], devices: int = 2) -> dict[str, dict]:
 def probed() -> dict[str, dict]:
     names = [*CORRECT, "async_remote_no_handshake.py",
              *(f"unfollowed.py::{t}" for t in ("done_under_cond", "calls_in_a_while_loop", "semaphore_through_xla",
-                                               "returns_its_semaphore"))]
+                                               "returns_its_semaphore", "calls_xla_may_merge"))]
     return _probe([str(PROGRAMS / n) for n in names])
 
 
@@ -164,6 +164,8 @@ def test_what_the_walk_cannot_follow_is_unknown_with_the_line(probed):
               "semaphore_through_xla": ("used by optimization_barrier", line("optimization_barrier(sem)"))}
     returned = probed["unfollowed.py::returns_its_semaphore"]
     assert "the program returns semaphore output 'sem' of copy_start (call 0" in returned["unknown"][0]
+    merged = probed["unfollowed.py::calls_xla_may_merge"]["unknown"][0]
+    assert "copy_start (call 1) is copy_start (call 0" in merged and "XLA may merge the two calls" in merged
     for target, (reason, at) in expect.items():
         r = probed[f"unfollowed.py::{target}"]
         assert reason in r["unknown"][0] and r["unknown"][1] == ["unfollowed.py", at], r["unknown"]

@@ -43,6 +43,16 @@ def semaphore_through_xla(num_devices: int):
 
 
 @semcheck.target(devices=[2])
+def calls_xla_may_merge(num_devices: int):
+    def f(x):
+        x1, fut1 = local_start(x)
+        x2, fut2 = local_start(x)  # the same kernel on the same operand, without has_side_effects
+        return local_done(x1, fut1) + local_done(x2, fut2)
+
+    return sharded(f, num_devices)
+
+
+@semcheck.target(devices=[2])
 def returns_its_semaphore(num_devices: int):
     def f(x):
         x, (out, sem) = local_start(x)
