@@ -5,7 +5,7 @@ The composed program (`frontend.program_lower`) gives each call its own semaphor
 semaphore the call that first returns it. That is what a TPU does only if no device signals or
 copies into another device's semaphore before that device has entered the owning call: before, the
 semaphore memory belongs to whatever the device is running then. So for every remote `Signal` and
-remote `DmaStart` (the barrier semaphore aside: one per collective id for the whole program, PRG-105),
+remote `DmaStart` (the barrier semaphores aside: they outlive the calls, PRG-105),
 the target's core is frozen just before its first operation of the owning call and every other core
 runs as far as it can (`model.fast.fast_run`, RUN-3): every run in which the target has not entered
 the call is a prefix of a run of that frozen program, so the sender gets past the operation there
@@ -37,7 +37,7 @@ def entry_gaps(composed) -> tuple[str, ...]:
             if type(op) not in (Signal, DmaStart) or op.device is None:
                 continue
             sem = op.sem if type(op) is Signal else op.dst_sem
-            if sem.label == BARRIER:
+            if sem.label == BARRIER or sem.label in composed.barrier_labels:
                 continue
             tg = target_core(program, "hardware", g, op.device, op.core, dma=type(op) is DmaStart)
             if not isinstance(tg, int):

@@ -57,6 +57,7 @@ class ComposedProgram:
     race_gaps: tuple[str, ...] = ()  # PRG-108: why race-free cannot be proved over the modelled accesses alone
     calls: tuple[tuple[int, ...], ...] = ()  # per core, the call index of each of its operations
     order: tuple[int, ...] = ()  # the calls in the order this program runs them (PRG-101)
+    barrier_labels: frozenset[str] = frozenset()  # the barrier semaphores, which outlive the calls (PRG-105)
 
     def position(self, call: int) -> int:
         """Where call `call` runs in `order`."""
@@ -95,20 +96,28 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     if len(topos) != 1:
         raise Unsupported("program", "its kernel calls run on different numbers of devices or cores", invs[0].loc)
     (topo,) = topos
-    cid = _collective_id(invs, lowered)
+    barriers = _barrier_labels(invs, lowered)
+    cid = _collective_id(invs, lowered, barriers)
     renames: list[dict[str, str]] = []
     dropped: list[set[str]] = []
     for k, inv in enumerate(invs):
         r, d = _renames(inv, ir, renames)
+        if k in barriers:
+            r[BARRIER] = barriers[k]
         renames.append(r)
         dropped.append(d)
     cores: list[list[Op]] = [[] for _ in range(topo.num_cores)]
     calls: list[list[int]] = [[] for _ in range(topo.num_cores)]  # the call of each composed op
+    for label in dict.fromkeys(barriers.values()):  # the barrier semaphores outlive every call
+        for d in range(topo.num_devices):
+            cores[topo.global_core(d, 0)].append(AllocSem(label, 1, site=label, scope="device", loc=invs[0].loc))
+            calls[topo.global_core(d, 0)].append(order[0])
     for k in order:
         inv, prog = invs[k], lowered[k]
         communicates = _communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
         for g, ops in enumerate(prog.cores):
-            mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops if _kept(op, dropped[k], communicates)]
+            mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops
+                    if _kept(op, dropped[k], communicates, k in barriers)]
             cores[g].extend(mine)
             calls[g].extend([k] * len(mine))
     last = invs[order[-1]].loc
@@ -118,7 +127,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
                       launch_failure=failure)
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
-                           tuple(tuple(ks) for ks in calls), order)
+                           tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()))
 
 
 def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
@@ -214,7 +223,7 @@ def _renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> t
 
 def _name(label: str, k_prefix: str, renames: dict[str, str]) -> str:
     if label == BARRIER:
-        return label
+        return renames.get(label, label)
     return renames.get(label, k_prefix + label)
 
 
@@ -222,9 +231,9 @@ def _ref(ref: SemRef | None, p: str, renames: dict[str, str]) -> SemRef | None:
     return None if ref is None else SemRef(_name(ref.label, p, renames), ref.index)
 
 
-def _kept(op: Op, dropped: set[str], communicates: bool) -> bool:
+def _kept(op: Op, dropped: set[str], communicates: bool, own_barrier: bool) -> bool:
     t = type(op)
-    if t is ExitCheck:
+    if t is ExitCheck or (t is GetBarrierSem and own_barrier):
         return False
     if t is Barrier:
         return op.name != "cleanup" and (op.name != "start" or communicates)
@@ -281,16 +290,39 @@ def _communicates(program: Program) -> bool:
     return any(type(op) in (Signal, DmaStart) and op.device is not None for ops in program.cores for op in ops)
 
 
-def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program]) -> int | None:
-    """The collective id of the calls that use the barrier semaphore (one id for the whole program)."""
-    used = {inv.call.collective_id for inv, prog in zip(invs, lowered)
-            if any(type(op) is GetBarrierSem for ops in prog.cores for op in ops)}
-    if len(used) > 1:
-        ids = ", ".join(str(i) for i in sorted(used, key=str))
-        raise Unsupported("program", f"its kernel calls use barrier semaphores of different collective ids ({ids}): "
-                          "calls on distinct barrier semaphores are not composed yet", invs[0].loc)
-    if used:
-        return next(iter(used))
+_SHARED_ID = ("CompilerParams: \"using the same collective_id does not guarantee that the same barrier semaphore "
+              "will be allocated between kernels\"")
+
+
+def _barrier_labels(invs: tuple[Invocation, ...], lowered: list[Program]) -> dict[int, str]:
+    """PRG-105: call -> the label of its barrier semaphore in the program, for the calls that use one and
+    have a collective id (one semaphore per collective id, which one kernel's calls share; a call without
+    a collective id keeps the barrier reference, which fails as a single kernel's does, ERR-6)."""
+    by_id: dict[int, Invocation] = {}
+    out: dict[int, str] = {}
+    for inv, prog in zip(invs, lowered):
+        uses = any(type(op) is GetBarrierSem for ops in prog.cores for op in ops)
+        if not uses or inv.call.collective_id is None:
+            continue
+        first = by_id.setdefault(inv.call.collective_id, inv)
+        if first.call is not inv.call and _kernel_text(first) != _kernel_text(inv):
+            raise Unsupported("program", f"{first.describe()} and {inv.describe()} are different kernels on collective "
+                              f"id {inv.call.collective_id}: whether they share a barrier semaphore is not promised "
+                              f"({_SHARED_ID}), and the two cases are not explored yet", inv.loc)
+        out[inv.index] = f"barrier_semaphore(collective_id={inv.call.collective_id})"
+    return out
+
+
+def _kernel_text(inv: Invocation) -> tuple[str, object, str]:
+    """What tells two kernels apart: name, line and the kernel's jaxpr as text."""
+    return inv.name, inv.loc, str(inv.call.jaxpr)
+
+
+def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program], barriers: dict[int, str]) -> int | None:
+    """The program's collective id: None while a call without one uses the barrier semaphore (ERR-6)."""
+    for inv, prog in zip(invs, lowered):
+        if inv.index not in barriers and any(type(op) is GetBarrierSem for ops in prog.cores for op in ops):
+            return None
     ids = [inv.call.collective_id for inv in invs if inv.call.collective_id is not None]
     return ids[0] if ids else None
 

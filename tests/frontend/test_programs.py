@@ -25,7 +25,8 @@ SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
 INTERNAL = re.compile(r"\('(site|internal|fixed|barrier|scoped)'|\(\('|internal \d+ on core|Contribution\(|WaitOp\(")
 
 CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "async_permute_loop.py",
-           "async_two_copies.py", "async_bidi_loop.py", "async_staggered_loop.py", "device_barrier.py"]
+           "async_two_copies.py", "async_bidi_loop.py", "async_staggered_loop.py", "device_barrier.py",
+           "async_two_directions.py::build"]
 MISUSES = {  # file -> the properties violated under hardware, the kernels whose lines the report must
     # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
     "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
@@ -57,7 +58,7 @@ def _probe(specs: list[str], devices: int = 2) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def probed() -> dict[str, dict]:
-    names = [*CORRECT, "async_remote_no_handshake.py",
+    names = [*CORRECT, "async_remote_no_handshake.py", "async_two_directions.py::same_id",
              *(f"unfollowed.py::{t}" for t in ("done_under_cond", "calls_in_a_while_loop", "semaphore_through_xla",
                                                "returns_its_semaphore", "calls_xla_may_merge"))]
     return _probe([str(PROGRAMS / n) for n in names])
@@ -188,9 +189,17 @@ def test_programs_with_generated_inputs_are_unknown_not_checked_call_by_call():
 @pytest.mark.rule("PRG-105")
 def test_a_linked_semaphore_is_the_producers_in_every_later_call(probed):
     assert probed["async_local_copy.py"]["composed"]["sems"] == [["copy_start#0.sem"]] * 2
-    assert probed["async_remote_copy.py"]["composed"]["sems"] == [["remote_start#0.send_sem",
+    assert probed["async_remote_copy.py"]["composed"]["sems"] == [["barrier_semaphore(collective_id=0)",
+                                                                   "remote_start#0.send_sem",
                                                                    "remote_start#0.recv_sem"]] * 2
     assert probed["async_copy_loop.py"]["composed"]["sems"][0] == [f"copy_start#{k}.sem" for k in (0, 2, 4)]
+    # one barrier semaphore per collective id, made before the first call: it outlives the calls
+    two = probed["async_two_directions.py::build"]["composed"]["sems"][0]
+    assert two[:2] == ["barrier_semaphore(collective_id=0)", "barrier_semaphore(collective_id=1)"]
+    assert probed["async_permute_loop.py"]["composed"]["sems"][0][0] == "barrier_semaphore(collective_id=0)"
+    assert probed["async_permute_loop.py"]["composed"]["sems"][0].count("barrier_semaphore(collective_id=0)") == 1
+    shared = probed["async_two_directions.py::same_id"]["composed"]["error"]
+    assert "are different kernels on collective id 0" in shared and "does not guarantee" in shared
     # a linked HBM buffer is not allocated again by the call it flows into
     buffers = probed["async_local_copy.py"]["composed"]["buffers"][0]
     assert not any(b.startswith("copy_done#1.hbm") and b != "copy_done#1.hbm2" for b in buffers), buffers

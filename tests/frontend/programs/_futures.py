@@ -70,25 +70,28 @@ def local_done(x, future, *, interpret=None, rows=None, block=False):
     )(x, out, sem)
 
 
-def remote_start(x, *, interpret=None, handshake=True, device_barrier=False):
+def remote_start(x, *, interpret=None, handshake=True, device_barrier=False, collective_id=0, left=False):
     """Start a copy of x to the right neighbour after a barrier handshake; return (x, (out, send, recv)).
 
     Without `handshake` the call has no collective id, and jax's device barrier orders the copy
     after the neighbour's entry, unless it is skipped (`device_barrier=False`: then the copy
-    starts at once, whether or not the neighbour has entered the call).
+    starts at once, whether or not the neighbour has entered the call). With `left` the copy goes to
+    the left neighbour instead (and the handshake to the right one).
     """
 
     def start_kernel(x_ref, x_alias, o_ref, send_sem, recv_sem):
         del x_alias
         n = jax.lax.axis_size(AXIS)
         me = jax.lax.axis_index(AXIS)
-        left = jax.lax.rem(me + n - 1, n)
-        right = jax.lax.rem(me + 1, n)
+        src = jax.lax.rem(me + n - 1, n)
+        dst = jax.lax.rem(me + 1, n)
+        if left:
+            src, dst = dst, src
         if handshake:
             barrier = pltpu.get_barrier_semaphore()
-            pl.semaphore_signal(barrier, device_id=(left,))
+            pl.semaphore_signal(barrier, device_id=(src,))
             pl.semaphore_wait(barrier, 1)
-        pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(right,)).start()
+        pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(dst,)).start()
 
     x, out, send_sem, recv_sem = pl.pallas_call(
         start_kernel,
@@ -97,7 +100,7 @@ def remote_start(x, *, interpret=None, handshake=True, device_barrier=False):
         in_specs=[ANY],
         out_specs=(ANY, ANY, SEM, SEM),
         input_output_aliases={0: 0},
-        compiler_params=pltpu.CompilerParams(collective_id=0, has_side_effects=True) if handshake else
+        compiler_params=pltpu.CompilerParams(collective_id=collective_id, has_side_effects=True) if handshake else
         pltpu.CompilerParams(has_side_effects=True, skip_device_barrier=not device_barrier),
         interpret=interpret,
         name="remote_start",
