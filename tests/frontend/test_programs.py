@@ -301,3 +301,10 @@ def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
     assert predicted.pop("deadlock-free") == "violated" and set(predicted.values()) == {"unknown"}
     run = _verify(f"{name}.py", mode=mode)
     assert raised.replace(": ", " ", 1).split(" ", 1)[1] in run.stdout and "NotImplementedError" in run.stdout
+
+
+def test_semcheck_spec_prints_the_program_rules():
+    from semcheck.checker.spec import rule_text
+
+    for n in range(101, 110):
+        assert rule_text(f"PRG-{n}").startswith(f"**PRG-{n} "), n
