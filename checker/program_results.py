@@ -1,9 +1,9 @@
 """The results of a target checked as one program of kernel calls (spec programs.md).
 
 The verifying child process (`child`) calls `program_results` when the front end composed the
-target's calls (`frontend.programs.lower_program`): one composed program per order of the calls XLA may choose
-(PRG-101), each checked in every requested mode like a single kernel, with what the composition
-cannot decide made unknown with its reason (PRG-107, PRG-108, PRG-109). The orders' verdicts are
+target's calls (`frontend.programs.lower_program`): one composed program per order of the calls
+XLA may choose (PRG-101), each checked in every requested mode like a single kernel, with what the
+composition cannot decide made unknown with its reason (PRG-107, PRG-108, PRG-109). The orders' verdicts are
 then merged: a property is proved when every order proves it, violated when the traced order
 (an order XLA may choose) violates it, and unknown otherwise, saying which order differs.
 """
