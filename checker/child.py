@@ -68,6 +68,7 @@ def _child(req: Request, conn, parent_pid: int) -> None:
         from semcheck.checker.checking import generated_results, kernel_results
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import FrontendError, Unsupported
+        from semcheck.checker.frontend.programs import lower_program
         from semcheck.checker.frontend.targets import load_targets
 
         provision_devices(req.devices)
@@ -96,11 +97,18 @@ def _child(req: Request, conn, parent_pid: int) -> None:
                 t0 = time.monotonic()
                 with observe(recorder):
                     kernels = lower_target(t, req.devices, cores=req.cores)
+                    composed = lower_program(t, req.devices, kernels, cores=req.cores)  # programs.md: None alone
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))
                 continue
             except FrontendError as e:  # this target's build raised: the file's other targets go on
                 conn.send(("target-error", t.name, (e.code, str(e), e.loc), traceback.format_exc()))
+                continue
+            if composed is not None:  # calls that hand semaphores on: one program (programs.md)
+                from semcheck.checker.program_results import program_results
+
+                for r in program_results(composed, t.name, req, deadline, time.monotonic() - t0):  # per order
+                    conn.send(("result", r))
                 continue
             for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0):
                 conn.send(("result", r))

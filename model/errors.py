@@ -141,17 +141,20 @@ class NoCollectiveId(Violation):
 class SemaphoreOutput(Violation):
     """ERR-8: the interpreter cannot make the uninitialised value of a semaphore output (LAUNCH-2).
 
-    `uninitialized_memory` is the `InterpretParams` setting, which picks the error.
+    `uninitialized_memory` is the `InterpretParams` setting, which picks the error; `dtype` is the
+    output's semaphore dtype as jax prints it (`semaphore`, `dma_sem`, `barrier_semaphore`), which
+    the "nan" error names.
     """
 
     output: str
     uninitialized_memory: str = "nan"
+    dtype: str = "semaphore"
 
     @property
     def message(self) -> str:
         if self.uninitialized_memory == "zero":
             return "type object 'AbstractSemaphoreTyRules' has no attribute 'full'"
-        return f"{self.uninitialized_memory} + semaphore"
+        return f"{self.uninitialized_memory} + {self.dtype}"
 
     @property
     def python_type(self) -> str:

@@ -180,7 +180,7 @@ def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
         raise Unsupported("pallas_call", f"output {o.name!r} is a semaphore array aliased to an input: what "
                           "jax's TPU interpreter does with it is not known (specs/divergences.md D21)", call.loc)
     uninit = getattr(call.interpret_params, "uninitialized_memory", None) or "nan"
-    return SemaphoreOutput(sem_outputs[0][1].name, str(uninit))
+    return SemaphoreOutput(sem_outputs[0][1].name, str(uninit), sem_outputs[0][1].dtype)
 
 
 __all__ = ["LoweringStats", "lower_kernel"]

@@ -92,7 +92,16 @@ WARNING = "Semaphore {} has non-zero count for {} (global core {}) at kernel exi
 
 
 def _key_str(key) -> str:
-    return f"{key[0]} {key[1]}" if key[0] in ("internal", "fixed") else repr(key)
+    """A semaphore key in a report's words: the interpreter's id, or (HW-1) the allocation and index."""
+    if key[0] == "internal":
+        return f"semaphore {key[1]}"
+    if key[0] == "fixed":
+        return f"barrier semaphore {key[1]}"
+    if key[0] == "site":
+        return f"{key[1]}[{key[2]}]"
+    if key[0] == "barrier":
+        return "the barrier semaphore"
+    return " ".join(str(part) for part in key)
 
 
 def totals(low: Lowered) -> dict:

@@ -1,0 +1,81 @@
+"""The results of a target checked as one program of kernel calls (spec programs.md).
+
+The verifying child process (`child`) calls `program_results` when the front end composed the
+target's calls (`frontend.programs.lower_program`): one composed program per order of the calls
+XLA may choose (PRG-101), each checked in every requested mode like a single kernel, with what the
+composition cannot decide made unknown with its reason (PRG-107, PRG-108, PRG-109). The orders' verdicts are
+then merged: a property is proved when every order proves it, violated when the traced order
+(an order XLA may choose) violates it, and unknown otherwise, saying which order differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from semcheck.checker.verdict import Verdict
+from semcheck.model.ops import INTERPRETER_MODES
+
+
+def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_lower: float) -> list[Any]:
+    """Per requested mode, a `request.Result` for the composed program (`orders[0]`: the traced order)."""
+    from semcheck.checker.checking import exposures_of
+    from semcheck.checker.request import Result
+
+    checked = [_check(c, req, deadline) for c in orders]
+    traced = orders[0]
+    program = traced.program
+    exposed = exposures_of(program, req.fold)
+    out = []
+    for mode in req.modes:
+        verdicts = [_merge([c[mode][0][i] for c in checked], orders) for i in range(len(req.properties))]
+        out.append(Result(
+            target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
+            program={"ops": program.num_ops, "cores": program.topology.num_cores,
+                     "collective_id": program.collective_id, "exposures": exposed,
+                     "calls": [inv.describe() for inv in traced.ir.invocations], "orders": len(orders)},
+            seconds={"trace_and_lower": round(t_lower, 4), "check": round(sum(c[mode][1] for c in checked), 4)},
+        ))
+    return out
+
+
+def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
+    """mode -> (verdicts, seconds) of one composed program."""
+    from semcheck.checker.checking import check_modes
+    from semcheck.checker.program_entry import entry_gaps
+
+    untrusted = entry_gaps(composed) if "hardware" in req.modes else ()
+    modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES)
+                  and not (untrusted and m == "hardware"))
+    done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
+    out = {}
+    for mode in req.modes:
+        if mode in done:
+            verdicts, seconds = done[mode]
+            out[mode] = ([_gap(v, composed.race_gaps) for v in verdicts], seconds)
+        else:
+            why = "; ".join(untrusted[:2]) if mode == "hardware" else composed.why
+            out[mode] = ([Verdict(p, "unknown", reason=why) for p in req.properties], 0.0)
+    return out
+
+
+def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
+    """PRG-108: race-free is not proved over a program whose copies may be in flight at an unmodelled use."""
+    if v.property != "race-free" or v.verdict != "proved" or not gaps:
+        return v
+    return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]), stats=v.stats)
+
+
+def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:
+    """One property's verdict over the orders XLA may run the calls in (the traced order first)."""
+    first = verdicts[0]
+    if first.verdict != "proved" or all(v.verdict == "proved" for v in verdicts):
+        return first
+    i, other = next((i, v) for i, v in enumerate(verdicts) if v.verdict != "proved")
+    said = other.reason or (other.witness.message if other.witness is not None else "")
+    return Verdict(first.property, "unknown", stats=first.stats, reason=(
+        f"proved when the calls run in the traced order; no data dependence stops XLA from running them as "
+        f"{orders[i].describe_order()}, and then it is {other.verdict}: {said}"))
+
+
+__all__ = ["program_results"]
