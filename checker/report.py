@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from semcheck.checker.generated_inputs import row_suffix
 from semcheck.checker.properties import BY_ID
 from semcheck.checker.verdict import Verdict, unknown_kind
 from semcheck.checker.request import Result
+from semcheck.checker.report_findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
 
 SCHEMA_VERSION = "1.4"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
@@ -117,24 +117,6 @@ def summary(results: Sequence[Result]) -> dict[str, int]:
     return s
 
 
-def _uri(file: str) -> str:
-    """A relative (to the working directory) or absolute URI reference for a kernel file."""
-    from urllib.parse import quote
-
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        rel = file
-    path = rel if not rel.startswith("..") else os.path.abspath(file)
-    return quote(path.replace(os.sep, "/"), safe="/:@-._~")
-
-
-def _rel(text: str) -> str:
-    """Kernel paths relative to the working directory, as the user typed them."""
-    return text.replace(os.getcwd() + os.sep, "")
-
-
-
 # --- shared by the formats ----------------------------------------------------------
 
 UNKNOWN_HINTS = {
@@ -192,13 +174,6 @@ def _config_summary(verdicts: Sequence[Verdict]) -> str:
 def _row_summary(r: Result) -> str:
     """A row's summary: its verdicts, and for a target with generated inputs how many were verified."""
     return _config_summary(r.verdicts) + row_suffix(r.examples)
-
-
-def _where(configs: Sequence[tuple[int, str]]) -> str:
-    by_devices: dict[int, list[str]] = {}
-    for n, mode in configs:
-        by_devices.setdefault(n, []).append(mode)
-    return ", ".join(f"{n} devices ({', '.join(modes)})" for n, modes in by_devices.items())
 
 
 def _header(path: str, results: Sequence[Result]) -> str:
