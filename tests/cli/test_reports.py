@@ -144,16 +144,50 @@ def test_sarif_reports_match_the_sarif_schema(example_runs):
                 assert uri.startswith("examples/") and not re.search(r"[\s\\]", uri), uri
 
 
-def test_sarif_and_json_agree(example_runs):
+def test_sarif_has_one_result_per_finding_covering_every_json_row(example_runs):
     for (name, fmt), run in example_runs.items():
         if fmt != "sarif" or (name, "json") not in example_runs:
             continue
         report = example_runs[(name, "json")].json()
         results = run.json()["runs"][0]["results"]
-        expected = [(r["property"], r["devices"], r["dma_mode"], "error" if r["verdict"] == "violated" else "warning")
-                    for r in report["results"] if r["verdict"] != "proved"]
-        got = [(r["ruleId"], r["properties"]["devices"], r["properties"]["dmaMode"], r["level"]) for r in results]
-        assert got == expected, name
+        # every violated or unknown row of the JSON report is a configuration of exactly one result
+        covered = [(p, c["devices"], c["dmaMode"]) for r in results for p in r["properties"]["properties"]
+                   for c in r["properties"]["configurations"]]
+        rows = [(r["property"], r["devices"], r["dma_mode"]) for r in report["results"] if r["verdict"] != "proved"]
+        assert sorted(covered) == sorted(rows), name
+        # a violation is a result per property and bug line, an unknown one per cause, never per configuration
+        keys = [(r["ruleId"], r["properties"].get("cause"), r["locations"][0]["physicalLocation"].get("region"))
+                for r in results]
+        assert len(keys) == len({repr(k) for k in keys}), name
+        for r in results:
+            assert r["level"] == ("error" if r["properties"]["verdict"] == "violated" else "warning")
+            assert r["ruleId"] in ("unknown", *r["properties"]["properties"])
+            assert r["partialFingerprints"]["semcheck/v1"]
+
+
+def test_sarif_locates_a_finding_at_the_bug_line(example_runs):
+    (result,) = example_runs[("buggy/two_core_signal_hangs_on_tpu.py", "sarif")].json()["runs"][0]["results"]
+    assert result["ruleId"] == "deadlock-free"
+    assert result["properties"]["configurations"] == [{"devices": 2, "dmaMode": "hardware"}]
+    loc = result["locations"][0]["physicalLocation"]
+    # the signal without core_index, not where the cores end up blocked (lines 61 and 93)
+    assert loc["artifactLocation"]["uri"] == "examples/buggy/two_core_signal_hangs_on_tpu.py"
+    assert loc["region"] == {"startLine": 57, "startColumn": 9}
+    assert {r["physicalLocation"]["region"]["startLine"] for r in result["relatedLocations"]} == {61, 93}
+
+
+def test_sarif_fingerprints_name_the_bug_not_the_sweep():
+    path = BUGGY / "fixed_id_collision.py"
+    small, large = semcheck_many([
+        (("verify", path, "--devices", "2", "--dma-mode", "eager", "--format", "sarif"), {"cwd": EXAMPLES.parent}),
+        (("verify", path, "--devices", "2,4", "--format", "sarif", "--no-cache"), {"cwd": EXAMPLES.parent}),
+    ])
+    prints = [{(r["ruleId"], r["partialFingerprints"]["semcheck/v1"]) for r in run.json()["runs"][0]["results"]}
+              for run in (small, large)]
+    assert prints[0] == prints[1] and {rule for rule, _ in prints[0]} == {"id-disjoint", "unknown"}
+    (violation,) = [r for r in large.json()["runs"][0]["results"] if r["ruleId"] == "id-disjoint"]
+    assert violation["properties"]["devices"] == [2, 4]
+    assert violation["properties"]["dmaModes"] == ["eager", "on_wait"]
 
 
 def test_parallel_sweep_equals_sequential_sweep():

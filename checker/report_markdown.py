@@ -1,0 +1,244 @@
+"""Markdown and HTML reports (`--format markdown`, `--format html`), with Mermaid sequence diagrams of the
+witnesses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import os
+import re
+
+from semcheck.checker.generated_inputs import coverage, input_line
+from semcheck.checker.properties import IDS
+from semcheck.checker.report import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
+from semcheck.checker.request import Result
+from semcheck.checker.verdict import Verdict, unknown_kind
+
+
+MERMAID_CDN = "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.min.js"
+"""Where the HTML report loads Mermaid from, unless SEMCHECK_MERMAID_JS names a local mermaid.min.js
+to inline (then the file works offline)."""
+MAX_DIAGRAM_WAITS = 4  # blocked cores drawn per deadlock; the rest are the same up to rotation, or listed
+_MERMAID_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,()+\-=\[\]/'*!?]")
+
+
+def _mtext(text: str) -> str:
+    """Text safe inside a Mermaid message or note: no ; # : < > { } or quotes, which its grammar reads."""
+    text = re.sub(r"(\d):(\d)", r"\1..\2", text.replace("->", "to"))
+    return re.sub(r"\s+", " ", _MERMAID_UNSAFE.sub(" ", text)).strip() or "-"
+
+
+def mermaid_diagram(v: Verdict) -> str | None:
+    """A Mermaid `sequenceDiagram` of a violation's witness (None when there is nothing to draw).
+
+    Deadlocks: one participant per core involved; an operation that added to a blocked counter is a
+    solid arrow, one that never runs a dotted arrow ending in a cross, each blocked wait a note.
+    Races: the two accesses as notes on their devices, and the copy between them. Other witnesses:
+    where each involved device stops, from the timeline.
+    """
+    w = v.witness
+    if w is None:
+        return None
+    if w.details.get("waits"):
+        return _deadlock_diagram(w.details["waits"])
+    if w.details.get("accesses"):
+        return _race_diagram(w.details["accesses"], w)
+    timeline = w.details.get("timeline") or []
+    if not timeline:
+        return None
+    out = ["sequenceDiagram"]
+    devices = [d["device"] for d in timeline][:MAX_DIAGRAM_WAITS]
+    out += [f"    participant D{d} as device {d}" for d in devices]
+    for d in timeline[:MAX_DIAGRAM_WAITS]:
+        stop = next((e for e in reversed(d["events"]) if ">>" in e), d["events"][-1] if d["events"] else "")
+        loc, _, what = stop.partition("  ")
+        out.append(f"    Note over D{d['device']}: stops at {_mtext(loc.rsplit(':', 1)[-1] and 'line ' + loc.rsplit(':', 1)[-1])} "
+                   f"{_mtext(what.replace('>>', ''))}")
+    return "\n".join(out)
+
+
+def _deadlock_diagram(waits: list[dict]) -> str:
+    drawn = waits[:MAX_DIAGRAM_WAITS]
+    cores: dict[int, str] = {}
+    for wt in drawn:
+        cores.setdefault(wt["core"], wt["name"])
+        for nd in wt["needs"]:
+            cores.setdefault(nd["core"], nd["name"])
+    out = ["sequenceDiagram"]
+    out += [f"    participant C{c} as {_mtext(name)}" for c, name in sorted(cores.items())]
+    for wt in drawn:
+        arrows: dict[tuple, int] = {}
+        for nd in sorted(wt["needs"], key=lambda nd: not nd["runs"]):  # what ran, then what never runs
+            key = (nd["core"], nd["what"], nd["line"], nd["runs"])
+            arrows[key] = arrows.get(key, 0) + 1
+        for (core, what, line, runs), times in arrows.items():
+            again = f", {times} times" if times > 1 else ""
+            if runs:
+                out.append(f"    C{core}->>C{wt['core']}: {_mtext(what)}, line {line}{again}")
+            else:
+                out.append(f"    C{core}--xC{wt['core']}: {_mtext(what)}, line {line}{again} (never runs)")
+        out.append(f"    Note over C{wt['core']}: BLOCKED at line {wt['line']}, {_mtext(wt['what'])}")
+    if len(waits) > len(drawn):
+        first, last = min(cores), max(cores)
+        span = f"C{first},C{last}" if first != last else f"C{first}"
+        out.append(f"    Note over {span}: {len(waits) - len(drawn)} more blocked cores, "
+                   f"the same up to rotation or as the text says")
+    return "\n".join(out)
+
+
+def _race_diagram(accesses: list[dict], w) -> str:
+    devices = sorted({a["device"] for a in accesses})
+    out = ["sequenceDiagram"]
+    out += [f"    participant D{d} as device {d}" for d in devices]
+    for a in accesses:
+        line = str(a.get("line", "")).rsplit(":", 1)[-1]
+        kind = "writes" if a.get("write") else "reads"
+        out.append(f"    Note over D{a['device']}: {_mtext(a['what'])} ({kind}), line {_mtext(line)}")
+    a, b = accesses[0], accesses[-1]
+    copy = next((x for x in accesses if "cop" in x["what"]), None)
+    if copy is not None:
+        other = b if copy is a else a
+        out.append(f"    D{copy['device']}-)D{other['device']}: the copy, in flight while the other access runs")
+    out.append(f"    Note over D{devices[0]},D{devices[-1]}: RACE, either order is possible" if len(devices) > 1
+               else f"    Note over D{devices[0]}: RACE, either order is possible")
+    return "\n".join(out)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+_MD_MARK = {"proved": "✅", "violated": "❌", "unknown": "❓"}
+
+
+def _problems(results: Sequence[Result]):
+    """Each violated property once per target (first at the smallest device count), and the unknowns
+    grouped by cause: [(kind, target, verdict at first, [(devices, mode) elsewhere], n, mode)]."""
+    groups: dict[tuple, list] = {}
+    for r in results:
+        for v in r.verdicts:
+            if v.verdict == "proved":
+                continue
+            key = (r.target, v.verdict, v.property if v.verdict == "violated" else unknown_kind(v.reason))
+            groups.setdefault(key, []).append((r.devices, r.dma_mode, v))
+    order = {p: i for i, p in enumerate(IDS)}
+    out = []
+    for key in sorted(groups, key=lambda k: (k[1] != "violated", min(order[v.property] for _, _, v in groups[k]))):
+        entries = sorted(groups[key], key=lambda e: e[0])
+        n, mode, v = entries[0]
+        props = list(dict.fromkeys(e[2].property for e in entries))
+        others = list(dict.fromkeys((d, m) for d, m, _ in entries if (d, m) != (n, mode)))
+        out.append((key[1], key[0], v, others, n, mode, props))
+    return out
+
+
+def to_markdown(label: str, files: Sequence[FileReport]) -> str:
+    """GitHub-flavoured markdown: a summary table, then per problem its explanation, a Mermaid
+    sequence diagram of the witness and the hint (fit for $GITHUB_STEP_SUMMARY and PR comments)."""
+    results = [r for f in files for r in f.results]
+    s = summary(results)
+    errors = [f for f in files if f.error is not None]
+    worst = "violated" if s["violated"] or errors else "unknown" if s["unknown"] or not results else "proved"
+    out = [f"## semcheck {_MD_MARK[worst]} {_md_cell(_rel(label))}", "",
+           f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
+           + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
+           + (f"; {len(errors)} not verified" if errors else ""), "",
+           "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
+    for f in files:
+        if f.error is not None:
+            out.append(f"| ❌ | `{_md_cell(f.path)}` | | | | not verified: {_md_cell(_rel(f.error.one_line()))} |")
+        for r in f.results:
+            worst_r = _worst(r.verdicts)
+            out.append(f"| {_MD_MARK[worst_r]} | `{_md_cell(f.path)}` | {_md_cell(r.target)} | {r.devices} | "
+                       f"{r.dma_mode} | {_md_cell(_row_summary(r))} |")
+    covered = [text for f in files for text in coverage(f.results)]
+    if covered:
+        out += [""] + [f"- generated inputs: {_md_cell(text)}" for text in covered]
+    for f in files:
+        for kind, target, v, others, n, mode, props in _problems(f.results):
+            shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
+            out += ["", f"### {_MD_MARK[kind]} {shown} {kind}: `{_md_cell(f.path)}` {_md_cell(target)}, "
+                        f"{n} devices, {mode}", ""]
+            if kind == "violated" and v.witness is not None:
+                text = v.witness.details.get("explanation") or [v.witness.message]
+                out += ["```text", *(_rel(t) for t in text), "```"]
+                diagram = mermaid_diagram(v)
+                if diagram:
+                    out += ["", "```mermaid", diagram, "```"]
+                locs = [loc for loc in dict.fromkeys(v.witness.locs) if loc is not None and loc.line]
+                if locs:
+                    out += [""] + [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+                if v.input is not None:
+                    out += ["", f"**{_md_cell(input_line(v) or '')}**"]
+            else:
+                out.append(_md_cell(_rel(v.reason)))
+                if len(props) >= 3:
+                    out += ["", f"properties: {', '.join(props)}"]
+            if others:
+                out += ["", f"also {kind} at: {_where(others)}"]
+            hint = hint_for(v)
+            if hint:
+                out += ["", f"**hint:** {_md_cell(_rel(hint))}"]
+    return "\n".join(out) + "\n"
+
+
+def to_html(label: str, files: Sequence[FileReport]) -> str:
+    """One self-contained HTML page: the markdown report's content, with the diagrams drawn by Mermaid."""
+    import html
+
+    e = html.escape
+    results = [r for f in files for r in f.results]
+    s = summary(results)
+    body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
+            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown</b></p>",
+            "<table><tr><th></th><th>file</th><th>target</th><th>devices</th><th>DMA mode</th><th>result</th></tr>"]
+    for f in files:
+        if f.error is not None:
+            body.append(f"<tr><td>❌</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
+                        f"<td>not verified: {e(_rel(f.error.one_line()))}</td></tr>")
+        for r in f.results:
+            body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
+                        f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
+                        f"<td>{e(_row_summary(r))}</td></tr>")
+    body.append("</table>")
+    diagrams = 0
+    for f in files:
+        for kind, target, v, others, n, mode, props in _problems(f.results):
+            shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
+            body.append(f"<h2>{_MD_MARK[kind]} {e(shown)} {kind}: <code>{e(f.path)}</code> {e(target)}, "
+                        f"{n} devices, {mode}</h2>")
+            if kind == "violated" and v.witness is not None:
+                text = v.witness.details.get("explanation") or [v.witness.message]
+                body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
+                if v.input is not None:
+                    body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
+                diagram = mermaid_diagram(v)
+                if diagram:
+                    diagrams += 1
+                    body.append(f"<pre class=mermaid>\n{e(diagram)}\n</pre>")
+            else:
+                body.append(f"<p>{e(_rel(v.reason))}</p>")
+            if others:
+                body.append(f"<p>also {kind} at: {e(_where(others))}</p>")
+            hint = hint_for(v)
+            if hint:
+                body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
+    local = os.environ.get("SEMCHECK_MERMAID_JS")
+    if local:
+        with open(local, encoding="utf-8") as fh:
+            script = "<script>\n" + fh.read().replace("</script", "<\\/script") + "\n</script>"
+        note = "Mermaid is inlined in this file."
+    else:
+        script = f'<script src="{MERMAID_CDN}"></script>'
+        note = (f"The diagrams are drawn by Mermaid, loaded from {MERMAID_CDN}; offline, set "
+                "SEMCHECK_MERMAID_JS to a local mermaid.min.js when writing the report to inline it.")
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
+             "pre.text{background:#f6f8fa;padding:.8em;white-space:pre-wrap}")
+    return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+            f"<title>semcheck: {e(_rel(label))}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body)
+            + (f"\n<p><small>{e(note)}</small></p>\n{script}\n"
+               "<script>mermaid.initialize({startOnLoad: true, securityLevel: 'strict'});</script>\n"
+               if diagrams else "\n")
+            + "</body></html>\n")
