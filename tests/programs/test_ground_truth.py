@@ -159,7 +159,8 @@ def test_probe_collective_ids():
     for mode in ("no", "yes", "override"):
         assert r[f"{mode}/two_kernels_one_tag"]["collective_ids"] == [0, 0]
     assert r["no/remote_copy_without_barrier"]["has_communication"] == ["true"]
-    assert "not using a custom barrier" in r["no/remote_copy_without_barrier_with_id_0"]["error"]
+    for mode in ("no", "yes", "override"):
+        assert "not using a custom barrier" in r[f"{mode}/remote_copy_without_barrier_with_id_0"]["error"]
     assert r["no/plain_kernel"]["has_communication"] == []
 
 
