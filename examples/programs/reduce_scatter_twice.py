@@ -9,8 +9,8 @@ synchronises with both neighbours through the tutorial's `local_barrier` on the 
 the input, so the second call depends on the first.
 
 `double_barrier` (default True) is the tutorial's option: after the barrier-semaphore handshake,
-a second handshake on a `run_scoped` REGULAR semaphore, "which prevents a potential race when
-reusing the same collective_id across kernel invocations".
+a second handshake on a `run_scoped` REGULAR semaphore, meant to guard against a neighbour that
+re-enters the kernel on the same collective id in the next invocation.
 
 What is right, both ways: with `double_barrier=True` the barrier cannot be released early and the
 second handshake's signals land inside the neighbours' call (specs/programs.md PRG-16); with

@@ -97,6 +97,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "hardware": ["invocation-confined"], "from_devices": 3, "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/collective_permute_loop_recv_done_skipped.py": {
         "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/collective_permute_loop_recv_done_without_start.py": {
+        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/collective_permute_loop_recv_done_wrong_future.py": {
+        "hardware": ["race-free", "deadlock-free", "exit-balance"], "from_devices": 3,
+        "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/bidi_permute_loop_start_without_send_done.py": {
+        "hardware": ["exit-balance"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/bidi_permute_loop_recv_one_future_twice.py": {
         "hardware": ["deadlock-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/repeated_shift_single_barrier.py": {

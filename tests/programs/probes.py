@@ -127,11 +127,12 @@ def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
     def plain_call():
         return pl.pallas_call(plain_kernel, out_shape=shape)
 
-    def remote_call():
+    def remote_call(cid=None):
         return pl.pallas_call(
             remote_kernel, out_shape=shape, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
             out_specs=pl.BlockSpec(memory_space=pl.ANY),
-            scratch_shapes=[pltpu.SemaphoreType.DMA] * 2)
+            scratch_shapes=[pltpu.SemaphoreType.DMA] * 2,
+            compiler_params=pltpu.CompilerParams(collective_id=cid))
 
     def chain(*calls):
         def f(x):
@@ -149,6 +150,7 @@ def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
                                                         barrier_call(1, skip=True)),
         "plain_kernel": chain(plain_call()),
         "remote_copy_without_barrier": chain(remote_call()),
+        "remote_copy_without_barrier_with_id_0": chain(remote_call(cid=0)),
         "25_distinct_kernels": chain(*[barrier_call(k) for k in range(1, 26)]),
         "26_distinct_kernels": chain(*[barrier_call(k) for k in range(1, 27)]),
     }

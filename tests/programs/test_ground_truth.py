@@ -159,6 +159,8 @@ def test_probe_collective_ids():
     for mode in ("no", "yes", "override"):
         assert r[f"{mode}/two_kernels_one_tag"]["collective_ids"] == [0, 0]
     assert r["no/remote_copy_without_barrier"]["has_communication"] == ["true"]
+    for mode in ("no", "yes", "override"):
+        assert "not using a custom barrier" in r[f"{mode}/remote_copy_without_barrier_with_id_0"]["error"]
     assert r["no/plain_kernel"]["has_communication"] == []
 
 
@@ -299,3 +301,16 @@ def test_live_probe_agrees_with_record(name):
         return x
 
     assert stable(live["result"]) == stable(recorded["result"])
+
+
+def test_the_spec_lists_every_example():
+    """specs/programs.md section 5 states the same intended verdicts as the recorder's EXAMPLES."""
+    import re
+
+    text = (REPO / "specs" / "programs.md").read_text()
+    table = {}
+    for m in re.finditer(r"^\| `(examples/programs/[^`]+)` \| ([^|]*) \| ([^|]*) \|$", text, re.M):
+        props = re.findall(r"`([\w-]+)`", m.group(2))
+        table[m.group(1)] = (props, m.group(3).strip())
+    expected = {p: (s["hardware"], str(s.get("from_devices", ""))) for p, s in mgt.EXAMPLES.items()}
+    assert table == expected

@@ -4,8 +4,8 @@ Pattern: examples/programs/distinct_collective_ids_two_patterns.py (a ring kerne
 wait 1, copy right; then a pairwise kernel: signal `d ^ 1`, wait 1, copy to it) with both kernels on
 collective_id 0.
 
-BUG: "only kernels that share the same communication pattern should use the same collective_id"
-(jax's distributed-TPU tutorial). On one barrier semaphore a pairwise signal can be counted by a ring
+BUG: jax's distributed-TPU tutorial allows kernels to share a collective id only when they
+synchronise with the same partners; these two do not. On one barrier semaphore a pairwise signal can be counted by a ring
 wait: with 4 devices, device 2 leaves the ring call and, in the pairwise call, signals its partner
 3; device 3's ring wait takes it for device 0's signal, and device 3's ring copy lands in device 0's
 landing buffer before device 0 has entered the ring call (invocation-confined violated,
