@@ -73,8 +73,9 @@ SLOW = {"examples/buggy/int16_overflow.py": 4.0}
 
 def example_files(root: Path = REPO_ROOT) -> list[str]:
     """Every example kernel, relative to the repository root, sorted."""
-    files = (root / "examples").rglob("*.py")  # examples/jax_ops/ too
-    return sorted(str(p.relative_to(root)) for p in files if p.name != "__init__.py")
+    files = (root / "examples").rglob("*.py")  # examples/jax_ops/ too; programs: tests/programs/
+    return sorted(str(p.relative_to(root)) for p in files
+                  if p.name != "__init__.py" and "programs" not in p.relative_to(root / "examples").parts)
 
 
 def file_sha256(path: str, root: Path = REPO_ROOT) -> str:
