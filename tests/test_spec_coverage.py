@@ -232,8 +232,23 @@ MARK_PROBLEMS = [p for _, problems in _READ.values() for p in problems]
 STALE_NAMES: dict[str, str] = {}
 
 
-def _rules_of(spec: str) -> list:
-    return [pytest.param(spec, r, id=r) for r in RULES[spec]]
+def _status(spec: str, rule: str) -> str:
+    """A rule's `Status:` line ('' for none): a `target` rule is specified (and checked against jax
+    where it says so) but not implemented by semcheck yet (programs.md, sections 1-4)."""
+    m = re.search(r"^Status: (.*)$", rule_paragraph(SPECS[spec], rule), flags=re.M)
+    return m.group(1) if m else ""
+
+
+def _rules_of(spec: str, check: str) -> list:
+    out = []
+    for r in RULES[spec]:
+        status = _status(spec, r)
+        marks = ()
+        # strict: the day a target rule is cited (or tested), the test fails until its status goes
+        if status.startswith("target") and (check == "code" or "No test checks it yet" in status):
+            marks = pytest.mark.xfail(strict=True, reason=f"{r} is a target rule: {status}")
+        out.append(pytest.param(spec, r, id=r, marks=marks))
+    return out
 
 
 def _with_tests_lines():
@@ -255,12 +270,12 @@ def test_the_specs_have_rules():
     assert len(ALL_RULES) == len(set(ALL_RULES)), "a rule id is defined in both specs"
 
 
-@pytest.mark.parametrize("spec, rule", [p for s in SPEC_FILES for p in _rules_of(s)])
+@pytest.mark.parametrize("spec, rule", [p for s in SPEC_FILES for p in _rules_of(s, "code")])
 def test_every_rule_is_cited_by_code(spec, rule):
     assert not uncited_by_code([rule], CODE), f"{spec}: no module under model/ or checker/ cites {rule}"
 
 
-@pytest.mark.parametrize("spec, rule", [p for s in SPEC_FILES for p in _rules_of(s)])
+@pytest.mark.parametrize("spec, rule", [p for s in SPEC_FILES for p in _rules_of(s, "test")])
 def test_every_rule_is_checked_by_a_marked_test(spec, rule):
     assert not without_tests([rule], MARKS), f"{spec}: no test is marked @pytest.mark.rule({rule!r})"
 

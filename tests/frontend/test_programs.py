@@ -85,7 +85,7 @@ def _verdicts(run: subprocess.CompletedProcess) -> dict[str, str]:
 # --- the program IR --------------------------------------------------------------------------
 
 
-@pytest.mark.rule("PRG-101")
+@pytest.mark.rule("PRG-101", "PRG-2")
 def test_calls_are_kept_in_program_order_with_their_lines(probed):
     start, done = _line_of("local_start", "pl.pallas_call("), _line_of("local_done", "pl.pallas_call(")
     assert probed["async_local_copy.py"]["calls"] == [
@@ -186,7 +186,7 @@ def test_programs_with_generated_inputs_are_unknown_not_checked_call_by_call():
 # --- the composed program --------------------------------------------------------------------
 
 
-@pytest.mark.rule("PRG-105")
+@pytest.mark.rule("PRG-105", "PRG-6")
 def test_a_linked_semaphore_is_the_producers_in_every_later_call(probed):
     assert probed["async_local_copy.py"]["composed"]["sems"] == [["copy_start#0.sem"]] * 2
     assert probed["async_remote_copy.py"]["composed"]["sems"] == [["barrier_semaphore(collective_id=0)",
@@ -205,7 +205,7 @@ def test_a_linked_semaphore_is_the_producers_in_every_later_call(probed):
     assert not any(b.startswith("copy_done#1.hbm") and b != "copy_done#1.hbm2" for b in buffers), buffers
 
 
-@pytest.mark.rule("PRG-104")
+@pytest.mark.rule("PRG-104", "PRG-1", "PRG-4")
 def test_devices_meet_only_at_a_communicating_calls_device_barrier(probed):
     for name in ("async_local_copy.py", "async_remote_copy.py", "async_remote_no_handshake.py"):
         assert probed[name]["composed"]["barriers"] == [[], []], name  # no clean-up barrier, no start barrier
@@ -217,7 +217,7 @@ def test_devices_meet_only_at_a_communicating_calls_device_barrier(probed):
 # --- verdicts --------------------------------------------------------------------------------
 
 
-@pytest.mark.rule("PRG-106")
+@pytest.mark.rule("PRG-106", "PRG-8")
 @pytest.mark.parametrize("name", CORRECT)
 def test_correct_programs_are_proved_on_hardware(verified, name):
     text, js = verified[name]

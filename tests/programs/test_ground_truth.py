@@ -79,6 +79,7 @@ def test_program_file_shape(path):
 
 @pytest.mark.parametrize("path", [p for p, s in mgt.EXAMPLES.items()
                                   if s["interpreter"] == mgt.SEMAPHORE_RESULT])
+@pytest.mark.rule("PRG-12")
 def test_programs_with_semaphore_results_fail_to_lower(path):
     """PRG-12: correct start/done programs and their misuses alike, before any call starts."""
     cases = _cases(path)
@@ -113,6 +114,7 @@ def test_hazard_examples_were_run_where_the_hardware_verdict_changes():
             assert any(c["devices"] >= spec["from_devices"] for c in _cases(path)), path
 
 
+@pytest.mark.rule("PRG-9")
 def test_unwaited_writeback_in_the_interpreter():
     """PRG-9: eager runs the copy in .start(): exit warning and a reported race against the call's
     read of its result; on_wait never runs it: wrong numbers, no race."""
@@ -129,6 +131,7 @@ def test_unwaited_writeback_in_the_interpreter():
                 assert c["race_messages"] == 0
 
 
+@pytest.mark.rule("PRG-11")
 def test_failing_call_then_second_call_record():
     """PRG-11: the second computation re-raises the first's error; the third runs."""
     cases = _cases("examples/programs/buggy/failing_call_then_second_call.py")
@@ -144,6 +147,7 @@ def test_failing_call_then_second_call_record():
 # --- the probes behind the spec ---------------------------------------------------------------
 
 
+@pytest.mark.rule("PRG-5")
 def test_probe_collective_ids():
     """PRG-5 as recorded: auto ids from 0, the same id for a repeated kernel, the limit of 25."""
     r = _probe("collective_ids")
@@ -164,6 +168,7 @@ def test_probe_collective_ids():
     assert r["no/plain_kernel"]["has_communication"] == []
 
 
+@pytest.mark.rule("PRG-10")
 @pytest.mark.parametrize("devices", mgt.DEVICES)
 @pytest.mark.parametrize("mode", mgt.DMA_MODES)
 def test_probe_manager_per_call(devices, mode):
@@ -175,6 +180,7 @@ def test_probe_manager_per_call(devices, mode):
     assert r["manager_left_after_run"] is False and r["all_reach_clean_up_before_next_call"] is True
 
 
+@pytest.mark.rule("PRG-11")
 @pytest.mark.parametrize("devices", mgt.DEVICES)
 @pytest.mark.parametrize("mode", mgt.DMA_MODES)
 def test_probe_failure_then_next(devices, mode):
@@ -202,6 +208,7 @@ def test_probe_failure_then_next(devices, mode):
     assert ok["outcome"] == "completed" and ok["semaphore_ids"] == [2000]
 
 
+@pytest.mark.rule("PRG-12")
 def test_probe_semaphore_output_program():
     """PRG-12: tracing succeeds, lowering raises, no call starts."""
     r = _probe("semaphore_output_program")
@@ -210,6 +217,7 @@ def test_probe_semaphore_output_program():
     assert r["device_call_starts"] == 0 and r["run"]["error_type"] == "NotImplementedError"
 
 
+@pytest.mark.rule("PRG-13")
 @pytest.mark.parametrize("devices", mgt.DEVICES)
 @pytest.mark.parametrize("mode", mgt.DMA_MODES)
 def test_probe_barrier_without_collective_id(devices, mode):
@@ -226,6 +234,7 @@ def test_probe_barrier_without_collective_id(devices, mode):
     assert fresh["outcome"] == "completed" and fresh["semaphore_ids"] == [2000]
 
 
+@pytest.mark.rule("PRG-14")
 def test_probe_race_detector_per_call():
     """PRG-14: the detector's flag covers the last call only; the messages cover every call."""
     r = _probe("race_detector_per_call")
@@ -260,6 +269,7 @@ def _live(path, devices, mode, kwargs=None, races=False):
     return key, _differences(report, CASES[key])
 
 
+@pytest.mark.rule("PRG-11")
 def test_live_failing_call_then_second_call():
     """The interpreter behaviour semcheck must predict for a failed call (PRG-11), run now."""
     key, problems = _live("examples/programs/buggy/failing_call_then_second_call.py", 2, "eager")

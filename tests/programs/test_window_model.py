@@ -17,6 +17,7 @@ BIDI_SINGLE = wm.SINGLE_BARRIER + wm.BIDIRECTIONAL
 BIDI_DOUBLE = wm.DOUBLE_BARRIER + wm.BIDIRECTIONAL
 
 
+@pytest.mark.rule("PRG-15", "PRG-16")
 @pytest.mark.parametrize("devices", [2, 3, 4])
 def test_single_barrier_shift_is_safe_below_five_devices(devices):
     """PRG-16: below five devices a neighbour cannot finish a call without the victim's partner."""
@@ -24,6 +25,7 @@ def test_single_barrier_shift_is_safe_below_five_devices(devices):
     assert res.violation is None and res.max_neighbour_lag <= 1
 
 
+@pytest.mark.rule("PRG-1", "PRG-3", "PRG-15", "PRG-16")  # the hazard exists because of PRG-1 and PRG-3
 @pytest.mark.parametrize("devices", [5, 6])
 def test_single_barrier_shift_lets_a_copy_land_outside_the_call(devices):
     """PRG-16: from five devices the left neighbour's next-call signal releases the barrier early."""
@@ -36,11 +38,13 @@ def test_single_barrier_shift_lets_a_copy_land_outside_the_call(devices):
     assert positions[(sender - 1) % devices][0] == 1
 
 
+@pytest.mark.rule("PRG-16")
 def test_double_barrier_shift_is_safe_at_five_devices():
     """PRG-16: the second, kernel-local barrier removes the early release (and its own signals land inside)."""
     assert wm.search(5, 2, SHIFT_DOUBLE).violation is None
 
 
+@pytest.mark.rule("PRG-16")
 @pytest.mark.parametrize("ops", [BIDI_SINGLE, BIDI_DOUBLE], ids=["single", "double"])
 @pytest.mark.parametrize("devices", [2, 3])
 def test_bidirectional_exchange_is_safe_with_either_barrier(ops, devices):
@@ -50,6 +54,7 @@ def test_bidirectional_exchange_is_safe_with_either_barrier(ops, devices):
     assert res.violation is None and res.max_neighbour_lag <= 1
 
 
+@pytest.mark.rule("PRG-7")
 def test_three_calls_find_no_more_than_two_for_the_shift():
     """PRG-7: where two invocations are safe and neighbours stay within one invocation, a third
     adds no violation (the window argument, checked on the model)."""
@@ -65,6 +70,7 @@ def test_the_search_sees_a_violation_it_is_given():
     assert res.violation is not None and res.violation[0] == "copy"
 
 
+@pytest.mark.rule("PRG-17")
 @pytest.mark.parametrize("order", ["ring_then_pair", "pair_then_ring"])
 def test_one_collective_id_for_two_patterns_mixes_their_signals(order):
     """PRG-17: a pairwise kernel's signal satisfies the ring kernel's wait (or the other way round),
@@ -77,6 +83,7 @@ def test_one_collective_id_for_two_patterns_mixes_their_signals(order):
     assert wm.search_program(4, (first(0), second(1))).violation is None
 
 
+@pytest.mark.rule("PRG-17")
 def test_two_patterns_coincide_on_two_devices():
     """PRG-17: on two devices the left, right and pairwise partner are the same device."""
     assert wm.search_program(2, (wm.ring_kernel(0), wm.pair_kernel(0))).violation is None
@@ -88,6 +95,7 @@ def _multi_remote_copy(right_id, left_id):
             wm.done_kernel(2, 0), wm.done_kernel(0, 2))
 
 
+@pytest.mark.rule("PRG-17")
 @pytest.mark.parametrize("devices", [3, 4])
 def test_remote_copies_in_two_directions_on_one_id_land_before_the_target_starts(devices):
     """PRG-17: the left-going start's signal releases the right-going start's wait; the copy lands
@@ -97,6 +105,7 @@ def test_remote_copies_in_two_directions_on_one_id_land_before_the_target_starts
     assert res.violation[4][res.violation[2]] == (0, -1)
 
 
+@pytest.mark.rule("PRG-17")
 def test_remote_copies_in_two_directions_with_two_ids_or_two_devices_are_confined():
     assert wm.search_program(3, _multi_remote_copy(0, 1)).violation is None
     assert wm.search_program(2, _multi_remote_copy(0, 0)).violation is None
