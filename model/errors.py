@@ -222,6 +222,9 @@ class Untranslatable(Violation):
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.line else ""
+
+
+@dataclasses.dataclass(frozen=True)
 class RevisitedBlock(Violation):
     """ERR-11: a grid step's output block was visited before, and the grid has left it since (GRID-3, D24).
 

@@ -579,17 +579,6 @@ def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
-@pytest.mark.rule("GRID-3", "ERR-11")
-def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
-    """Output blocks 0, 1, 0 over a one-core grid: jax's interpreter raises after step 2 in both DMA
-    modes (`_check_for_revisiting`); semcheck predicts the same error in both and lowers the kernel as
-    a TPU runs it under hardware. Blocks 0, 1 (no return) run."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    from semcheck.checker.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties import BY_ID
@@ -607,6 +596,23 @@ def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
     program = lower_kernel(call)
     race = {m: BY_ID["race-free"].check(program, m).verdict for m in ("eager", "on_wait", "hardware")}
     assert race == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
+
+
+@pytest.mark.rule("GRID-3", "ERR-11")
+def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
+    """Output blocks 0, 1, 0 over a one-core grid: jax's interpreter raises after step 2 in both DMA
+    modes (`_check_for_revisiting`); semcheck predicts the same error in both and lowers the kernel as
+    a TPU runs it under hardware. Blocks 0, 1 (no return) run."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties import BY_ID
+
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1.0
 
