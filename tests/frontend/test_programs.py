@@ -59,6 +59,7 @@ def _probe(specs: list[str], devices: int = 2) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def probed() -> dict[str, dict]:
     names = [*CORRECT, "async_remote_no_handshake.py", "async_two_directions.py::same_id",
+             "no_semaphores_handed_on.py",
              *(f"unfollowed.py::{t}" for t in ("done_under_cond", "calls_in_a_while_loop", "semaphore_through_xla",
                                                "returns_its_semaphore", "calls_xla_may_merge"))]
     return _probe([str(PROGRAMS / n) for n in names])
@@ -181,6 +182,14 @@ def test_programs_with_generated_inputs_are_unknown_not_checked_call_by_call():
     results = json.loads(run.stdout)["results"]
     assert results and {r["verdict"] for r in results} == {"unknown"}, results
     assert all("take or return semaphores" in r["reason"] for r in results)
+
+
+def test_calls_that_hand_no_semaphore_on_are_still_checked_one_by_one(probed):
+    alone = probed["no_semaphores_handed_on.py"]
+    assert [c["name"] for c in alone["calls"]] == ["first", "second"] and alone["links"] == [[0, 0, 1, 0, "buffer"]]
+    assert alone["composed"] is None
+    run = _verify("no_semaphores_handed_on.py")
+    assert run.returncode == 0 and "build#0" in run.stdout and "build#1" in run.stdout, run.stdout
 
 
 # --- the composed program --------------------------------------------------------------------
