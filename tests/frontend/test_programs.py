@@ -298,7 +298,7 @@ except Exception as e:
 
 @pytest.mark.rule("PRG-107", "LAUNCH-2")
 @pytest.mark.parametrize("name,mode", [("async_local_copy", "eager"), ("async_local_copy", "on_wait"),
-                                       ("async_remote_copy", "eager")])
+                                       ("async_remote_copy", "eager"), ("copy_then_future", "eager")])
 def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
     real = subprocess.run([sys.executable, "-c", _RUN.format(dir=str(PROGRAMS), module=name, mode=mode)],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
@@ -310,6 +310,8 @@ def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
     assert predicted.pop("deadlock-free") == "violated" and set(predicted.values()) == {"unknown"}
     run = _verify(f"{name}.py", mode=mode)
     assert raised.replace(": ", " ", 1).split(" ", 1)[1] in run.stdout and "NotImplementedError" in run.stdout
+    if name == "copy_then_future":  # the plain copy before it runs (proved alone); nothing after it does
+        assert f"interpret mode raises {raised} at the launch of copy_start (call 1" in run.stdout
 
 
 def test_semcheck_spec_prints_the_program_rules():
@@ -324,3 +326,17 @@ def test_export_refuses_a_program_of_calls_rather_than_render_each_call_alone():
                        text=True, cwd=REPO, timeout=600)
     assert p.returncode == 2 and "take or return semaphores, so they are one program" in p.stderr, p.stderr
     assert "proctype" not in p.stdout
+
+
+@pytest.mark.rule("PRG-107")
+def test_under_interpret_mode_the_calls_before_the_failing_launch_are_checked_alone():
+    source = (PROGRAMS / "no_semaphores_handed_on.py").read_text().splitlines()
+    leak = next(i for i, s in enumerate(source) if "if leak:" in s) + 2
+    js = _verdicts(_verify("leak_then_future.py", mode="eager", fmt="json"))
+    assert {p for p, v in js.items() if v == "violated"} == {"exit-balance", "dma-bytes", "race-free",
+                                                              "deadlock-free"}, js
+    text = _verify("leak_then_future.py", mode="eager").stdout
+    assert f"no_semaphores_handed_on.py:{leak}" in text  # the leak is the first call's
+    clean = _verdicts(_verify("copy_then_future.py", mode="eager", fmt="json"))
+    assert clean.pop("deadlock-free") == "violated" and set(clean.values()) == {"unknown"}
+
