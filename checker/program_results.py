@@ -80,11 +80,19 @@ def _interpreted(composed: Any, modes: tuple[str, ...], req: Any, deadline: floa
             if bad is not None:
                 verdicts.append(bad)
             elif prop == "deadlock-free" and all(v.verdict == "proved" for v in before):
-                verdicts.append(failing)
+                verdicts.append(_stops(failing, composed.why))
             else:
                 verdicts.append(Verdict(prop, "unknown", reason=composed.why))
         out[mode] = (verdicts, sum(r[mode][1] for r in runs))
     return out
+
+
+def _stops(v: Verdict, why: str) -> Verdict:
+    """The failing launch's verdict, its message saying that the calls before it ran."""
+    if v.witness is None:
+        return v
+    return dataclasses.replace(v, witness=dataclasses.replace(
+        v.witness, message=f"{why}; the jitted program raises there and never completes"))
 
 
 def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
