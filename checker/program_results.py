@@ -48,6 +48,8 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
     modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES)
                   and not (untrusted and m == "hardware"))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
+    done.update(_interpreted(composed, tuple(m for m in req.modes if m in INTERPRETER_MODES and m not in modes),
+                             req, deadline))
     out = {}
     for mode in req.modes:
         if mode in done:
@@ -57,6 +59,40 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             why = "; ".join(untrusted[:2]) if mode == "hardware" else composed.why
             out[mode] = ([Verdict(p, "unknown", reason=why) for p in req.properties], 0.0)
     return out
+
+
+def _interpreted(composed: Any, modes: tuple[str, ...], req: Any, deadline: float) -> dict:
+    """PRG-107: the interpreter runs the calls before the one whose launch fails, each as a single kernel,
+    then raises at that launch. A property an earlier call violates is violated; deadlock-free, when every
+    earlier call is proved deadlock-free, is the failing launch's (LAUNCH-2); the rest is unknown."""
+    from semcheck.checker.checking import check_modes
+
+    if not modes or not composed.interpreted:
+        return {}
+    sub = dataclasses.replace(req, modes=modes)
+    runs = [check_modes(p, sub, deadline) for p in composed.interpreted]
+    out = {}
+    for mode in modes:
+        verdicts = []
+        for i, prop in enumerate(req.properties):
+            *before, failing = [r[mode][0][i] for r in runs]
+            bad = next((v for v in before if v.verdict == "violated"), None)
+            if bad is not None:
+                verdicts.append(bad)
+            elif prop == "deadlock-free" and all(v.verdict == "proved" for v in before):
+                verdicts.append(_stops(failing, composed.why))
+            else:
+                verdicts.append(Verdict(prop, "unknown", reason=composed.why))
+        out[mode] = (verdicts, sum(r[mode][1] for r in runs))
+    return out
+
+
+def _stops(v: Verdict, why: str) -> Verdict:
+    """The failing launch's verdict, its message saying that the calls before it ran."""
+    if v.witness is None:
+        return v
+    return dataclasses.replace(v, witness=dataclasses.replace(
+        v.witness, message=f"{why}; the jitted program raises there and never completes"))
 
 
 def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:

@@ -47,7 +47,9 @@ class ComposedProgram:
     """The hardware program of a `ProgramIR` and what the interpreter's modes make of it.
 
     `interpreter_exact` is False when the interpreter's verdicts cannot be read off `program`
-    (its launch failure is not the first call's: the calls before it run first), with `why`.
+    (its launch failure is not the first call's: the calls before it run first), with `why`; then
+    `interpreted` holds, in order, the lowerings of the calls the interpreter runs and, last, of the
+    call whose launch fails (PRG-107).
     """
 
     program: Program
@@ -58,6 +60,7 @@ class ComposedProgram:
     calls: tuple[tuple[int, ...], ...] = ()  # per core, the call index of each of its operations
     order: tuple[int, ...] = ()  # the calls in the order this program runs them (PRG-101)
     barrier_labels: frozenset[str] = frozenset()  # the barrier semaphores, which outlive the calls (PRG-105)
+    interpreted: tuple[Program, ...] = ()
 
     def position(self, call: int) -> int:
         """Where call `call` runs in `order`."""
@@ -126,8 +129,9 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     failure, exact, why = _interpreter(invs, lowered, order)
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
                       launch_failure=failure)
+    ran = () if exact else tuple(lowered[k] for k in order[:order.index(_first_failing(lowered, order)) + 1])
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
-                           tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()))
+                           tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran)
 
 
 def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
@@ -330,16 +334,23 @@ def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program], barrier
 def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tuple[int, ...]):
     """PRG-107: under the interpreter a call with a semaphore output fails at launch (LAUNCH-2, D21) and
     the jitted program raises there. When it is the first call nothing runs: the composed program
-    carries that failure. When earlier calls run first, the interpreter's verdicts are not derived."""
-    first = next((k for k in order if lowered[k].launch_failure is not None), None)
+    carries that failure. When earlier calls run first, they take and return no semaphore (a semaphore
+    input comes from an output, which would fail first), and the interpreter runs each as a single
+    kernel (a fresh manager, all devices meeting at its start and end, LAUNCH-1)."""
+    first = _first_failing(lowered, order)
     if first is None:
         return None, True, ""
     if first == order[0]:
         return lowered[first].launch_failure, True, ""
     inv = invs[first]
     return lowered[first].launch_failure, False, (
-        f"under interpret mode {inv.describe()} fails at launch (a semaphore output, specs/divergences.md D21) "
-        "after the calls before it ran: what those calls do first is not derived for programs yet")
+        f"interpret mode raises {lowered[first].launch_failure.python_type}: {lowered[first].launch_failure.message} "
+        f"at the launch of {inv.describe()} (a "
+        "semaphore output, specs/divergences.md D21), after the calls before it: nothing after it runs")
+
+
+def _first_failing(lowered: list[Program], order: tuple[int, ...]) -> int | None:
+    return next((k for k in order if lowered[k].launch_failure is not None), None)
 
 
 __all__ = ["ComposedProgram", "MAX_ORDERS", "compose", "compose_orders", "operand_labels"]

@@ -59,6 +59,7 @@ def _probe(specs: list[str], devices: int = 2) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def probed() -> dict[str, dict]:
     names = [*CORRECT, "async_remote_no_handshake.py", "async_two_directions.py::same_id",
+             "no_semaphores_handed_on.py",
              *(f"unfollowed.py::{t}" for t in ("done_under_cond", "calls_in_a_while_loop", "semaphore_through_xla",
                                                "returns_its_semaphore", "calls_xla_may_merge"))]
     return _probe([str(PROGRAMS / n) for n in names])
@@ -183,6 +184,14 @@ def test_programs_with_generated_inputs_are_unknown_not_checked_call_by_call():
     assert all("take or return semaphores" in r["reason"] for r in results)
 
 
+def test_calls_that_hand_no_semaphore_on_are_still_checked_one_by_one(probed):
+    alone = probed["no_semaphores_handed_on.py"]
+    assert [c["name"] for c in alone["calls"]] == ["first", "second"] and alone["links"] == [[0, 0, 1, 0, "buffer"]]
+    assert alone["composed"] is None
+    run = _verify("no_semaphores_handed_on.py")
+    assert run.returncode == 0 and "build#0" in run.stdout and "build#1" in run.stdout, run.stdout
+
+
 # --- the composed program --------------------------------------------------------------------
 
 
@@ -289,7 +298,7 @@ except Exception as e:
 
 @pytest.mark.rule("PRG-107", "LAUNCH-2")
 @pytest.mark.parametrize("name,mode", [("async_local_copy", "eager"), ("async_local_copy", "on_wait"),
-                                       ("async_remote_copy", "eager")])
+                                       ("async_remote_copy", "eager"), ("copy_then_future", "eager")])
 def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
     real = subprocess.run([sys.executable, "-c", _RUN.format(dir=str(PROGRAMS), module=name, mode=mode)],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
@@ -301,6 +310,8 @@ def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
     assert predicted.pop("deadlock-free") == "violated" and set(predicted.values()) == {"unknown"}
     run = _verify(f"{name}.py", mode=mode)
     assert raised.replace(": ", " ", 1).split(" ", 1)[1] in run.stdout and "NotImplementedError" in run.stdout
+    if name == "copy_then_future":  # the plain copy before it runs (proved alone); nothing after it does
+        assert f"interpret mode raises {raised} at the launch of copy_start (call 1" in run.stdout
 
 
 def test_semcheck_spec_prints_the_program_rules():
@@ -315,3 +326,17 @@ def test_export_refuses_a_program_of_calls_rather_than_render_each_call_alone():
                        text=True, cwd=REPO, timeout=600)
     assert p.returncode == 2 and "take or return semaphores, so they are one program" in p.stderr, p.stderr
     assert "proctype" not in p.stdout
+
+
+@pytest.mark.rule("PRG-107")
+def test_under_interpret_mode_the_calls_before_the_failing_launch_are_checked_alone():
+    source = (PROGRAMS / "no_semaphores_handed_on.py").read_text().splitlines()
+    leak = next(i for i, s in enumerate(source) if "if leak:" in s) + 2
+    js = _verdicts(_verify("leak_then_future.py", mode="eager", fmt="json"))
+    assert {p for p, v in js.items() if v == "violated"} == {"exit-balance", "dma-bytes", "race-free",
+                                                              "deadlock-free"}, js
+    text = _verify("leak_then_future.py", mode="eager").stdout
+    assert f"no_semaphores_handed_on.py:{leak}" in text  # the leak is the first call's
+    clean = _verdicts(_verify("copy_then_future.py", mode="eager", fmt="json"))
+    assert clean.pop("deadlock-free") == "violated" and set(clean.values()) == {"unknown"}
+
