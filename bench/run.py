@@ -23,7 +23,7 @@ it waited for):
 * `explorer`  -- `semcheck.model.explore(program, "hardware", reduce=False)`:
   every interleaving, states hashed, no reduction (the naive model checker);
 * `z3ts`      -- the naive SMT baseline: one Z3 timestamp per event
-  (`semcheck.checker.z3.timestamped`), hardware mode;
+  (bench/timestamped.py), hardware mode;
 * `spin`      -- SPIN on the Promela rendering (`semcheck.checker.promela`),
   hardware mode, safety search with SPIN's default partial-order reduction.
 
@@ -248,7 +248,7 @@ def worker_explorer(a: dict) -> dict:
 
 def worker_z3ts(a: dict) -> dict:
     try:
-        from semcheck.checker.z3.timestamped import deadlock_free_timestamped
+        from timestamped import deadlock_free_timestamped  # bench/timestamped.py
     except Exception as e:  # noqa: BLE001
         return {"status": "unavailable", "error": f"{type(e).__name__}: {e}"}
     program = _load_program(a["program"])

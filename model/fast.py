@@ -98,25 +98,19 @@ new_row = tuple.__new__
 class _Copies:
     """The fast run's working copies of its DMAs, as the half rules read and change them (`dma.Halves`).
 
-    A half's signal goes through the run's own `signal` (its observer, the counts, waking a waiter).
+    `phase` and `fields` are the lists' own item getters, and `signalled` is the run's own `signal`
+    (its observer, the counts, waking a waiter), which returns this object: an eager copy's halves
+    cost the calls of the rules and the signals, nothing more.
     """
 
-    __slots__ = ("rows", "phases", "signal")
+    __slots__ = ("rows", "phases", "phase", "fields", "signalled")
 
-    def __init__(self, signal) -> None:
+    def __init__(self) -> None:
         self.rows: list[_Row] = []
         self.phases: list[int] = []
-        self.signal = signal
-
-    def phase(self, ident: int) -> int:
-        return self.phases[ident]
-
-    def fields(self, ident: int) -> _Row:
-        return self.rows[ident]
-
-    def signalled(self, key: tuple, core: int, amount: int, source: tuple) -> _Copies:
-        self.signal(key, core, amount, source)
-        return self
+        self.phase = self.phases.__getitem__
+        self.fields = self.rows.__getitem__
+        self.signalled = None  # set by the run: its `signal`
 
     def moved(self, ident: int, phase: int) -> _Copies:
         self.phases[ident] = phase
@@ -189,16 +183,19 @@ def fast_run(
     amounts: dict[tuple, tuple[int, int]] = {}
     barrier_enters, barrier_err = barrier_sem(program, mode)  # SEM-2: the same at every get_barrier_semaphore
 
-    def signal(key, core: int, inc: int, source) -> None:
+    copies = _Copies()  # the started DMAs, as the half rules see them
+    rows, phase = copies.rows, copies.phases
+
+    def signal(key, core: int, inc: int, source) -> _Copies:
         counter = (key, core)
         if observer is not None:
             observer.signal(counter, inc, source)
         counts[counter] = counts_get(counter, 0) + inc
         if counter in waiting:
             changed(counter)
+        return copies
 
-    copies = _Copies(signal)  # the started DMAs, as the half rules see them
-    rows, phase = copies.rows, copies.phases
+    copies.signalled = signal
 
     def do_fail(core: int, pc: int, violation: Violation) -> None:
         pcs[core] = pc

@@ -50,8 +50,9 @@ class ParkAndWake:
     def changed(self, counter: Hashable) -> None:
         """`counter` changed (a signal, or a task queued on it): wake the core parked on it, if any."""
         core = self.on_counter.pop(counter, None)
-        if core is not None:
-            self.wake(core)
+        if core is not None and not self.queued[core]:  # `wake`, inline: a ring wakes a core per step
+            self.queued[core] = True
+            self.ready.append(core)
 
     def park_at(self, name: str, k: int, core: int) -> None:
         """`core` waits at its `k`-th barrier named `name`."""

@@ -57,6 +57,7 @@ from collections import defaultdict
 from typing import NamedTuple
 
 import z3
+from semcheck.checker import deadlock as decision
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.z3.counters import EncodingBug, Lowered, SPrimeEnd
 from semcheck.checker.z3.memo import MEMO
@@ -577,13 +578,10 @@ def deadlock_free(
     encoding from restricting the query to rotation-invariant vectors (RUN-6). `_drop` mutates the
     encoding (tests only). The other arguments are the verdict's.
     """
-    # (imported here: the verdict's module imports the static system, whose package imports this one)
-    from semcheck.checker import deadlock as verdict
-
     def certificate(low: Lowered, end: SPrimeEnd) -> dict:
         return certify(program, low, end, encoding=encoding, timeout_ms=timeout_ms, symmetry=symmetry, drop=_drop)
 
-    return verdict.deadlock_free(program, mode, fallback_states=fallback_states, replay=replay,
+    return decision.deadlock_free(program, mode, fallback_states=fallback_states, replay=replay,
                                  certificate=certificate)
 
 

@@ -76,3 +76,11 @@ def test_reading_the_registry_loads_no_check():
             "print(sorted(m for m in sys.modules if m == 'z3' or m.startswith('semcheck.checker.z3')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_deciding_deadlock_freedom_loads_no_solver():
+    """deadlock-free is decided by the least stuck vector (PROP-4); Z3 is only its certificate."""
+    code = ("import sys; import semcheck.checker.deadlock, semcheck.checker.z3.counters; "
+            "print('z3' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
