@@ -15,7 +15,7 @@ import sys
 from semcheck.checker.properties import REGISTRY
 
 EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-FORMATS = ["text", "json", "sarif", "markdown", "html"]
+FORMATS = ["text", "concise", "github", "json", "sarif", "markdown", "html"]
 
 
 class UsageError(Exception):
@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="semantics of DMAs: hardware (a real TPU), eager / on_wait (jax's interpret "
                    "mode), or all three (default)")
     v.add_argument("--format", default="text", choices=FORMATS,
-                   help="text for people (default), json (specs/report-schema.json), sarif (2.1.0), "
+                   help="text for people (default), concise (path:line:col: property: message per finding), "
+                   "github (GitHub Actions annotations), json (specs/report-schema.json), sarif (2.1.0), "
                    "markdown (GitHub-flavoured, with Mermaid diagrams) or html (one self-contained page)")
     v.add_argument("--output", "-o", default=None, metavar="FILE",
                    help="write the report to FILE instead of stdout (written only when verification ran)")

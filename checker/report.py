@@ -191,11 +191,19 @@ def _difference_line(d) -> str:
 
 
 def render(fmt: str, label: str, files: Sequence[FileReport], version: str) -> str:
-    """A machine- or browser-readable report (`fmt` json, sarif, markdown or html), ending in a newline."""
+    """A report in a format other than text (json, sarif, concise, github, markdown, html), ending in a newline."""
     if fmt == "json":
         return dump_json(to_json_files(label, files)) + "\n"
     if fmt == "sarif":
         return json.dumps(to_sarif_files(files, version), indent=2) + "\n"
+    if fmt == "concise":
+        from semcheck.checker.report_lines import to_concise
+
+        return to_concise(files)
+    if fmt == "github":
+        from semcheck.checker.report_lines import to_github
+
+        return to_github(files)
     if fmt == "markdown":
         return to_markdown(label, files)
     if fmt == "html":

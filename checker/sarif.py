@@ -75,7 +75,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
 
 def sarif_result(x: Finding) -> dict[str, Any]:
     v = x.verdict
-    text = x.message() + f" [{x.target}: {where(x.configs)}]"
+    text = (x.message() if x.kind == "violated" else f"{x.title()}: {x.message()}") + f" [{x.target}: {where(x.configs)}]"
     if v.input is not None and x.kind == "violated":
         line = input_line(v) or ""
         text += f" {line[:1].upper()}{line[1:]}."
