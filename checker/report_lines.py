@@ -29,6 +29,13 @@ def _errors(f: FileReport):
         yield (display_path(loc.file) if loc else display_path(f.path)), (loc.line if loc else 1), rel(f"{what}: {e.one_line()}")
 
 
+def _suppressed(f: FileReport):
+    """(path, line, col, property, message) of each property the file does not check on purpose."""
+    for x in f.suppressed:
+        path, line, col = (display_path(x.loc.file), x.loc.line, column(x.loc)) if x.loc else (display_path(f.path), 1, 1)
+        yield path, line, col, x.property, rel(f"suppressed (not checked): {x.reason}")
+
+
 def _summary_line(files: Sequence[FileReport]) -> str:
     s = summary([r for f in files for r in f.results])
     return f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
@@ -43,6 +50,8 @@ def to_concise(files: Sequence[FileReport]) -> str:
         for x in findings(f.path, f.results) if f.error is None else ():
             path, line, col = _place(x)
             rule, message = _text(x)
+            out.append(f"{path}:{line}:{col}: {rule}: {message}")
+        for path, line, col, rule, message in _suppressed(f):
             out.append(f"{path}:{line}:{col}: {rule}: {message}")
     out.append(_summary_line(files))
     return "\n".join(out) + "\n"
@@ -69,6 +78,9 @@ def to_github(files: Sequence[FileReport]) -> str:
             rule, message = _text(x)
             level = "error" if x.kind == "violated" else "warning"
             out.append(f"::{level} title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
+                       f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+        for path, line, col, rule, message in _suppressed(f):
+            out.append(f"::notice title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
                        f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
     out.append(_summary_line(files))
     return "\n".join(out) + "\n"

@@ -179,6 +179,10 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
             hint = hint_for(v)
             if hint:
                 out += ["", f"**hint:** {_md_cell(_rel(hint))}"]
+    sups = [(f, x) for f in files for x in f.suppressed]
+    if sups:
+        out += ["", "### ➖ suppressed (not checked)", ""]
+        out += [f"- `{_md_cell(f.path)}` {_md_cell(_rel(x.describe()))}" for f, x in sups]
     return "\n".join(out) + "\n"
 
 
@@ -223,6 +227,11 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             hint = hint_for(v)
             if hint:
                 body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
+    sups = [(f, x) for f in files for x in f.suppressed]
+    if sups:
+        body.append("<h2>➖ suppressed (not checked)</h2><ul>")
+        body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
+        body.append("</ul>")
     local = os.environ.get("SEMCHECK_MERMAID_JS")
     if local:
         with open(local, encoding="utf-8") as fh:
