@@ -15,7 +15,7 @@ import sys
 from semcheck.checker.properties import REGISTRY
 
 EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-FORMATS = ["text", "json", "sarif", "markdown", "html"]
+FORMATS = ["text", "concise", "github", "json", "sarif", "markdown", "html"]
 
 
 class UsageError(Exception):
@@ -56,8 +56,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="semantics of DMAs: hardware (a real TPU), eager / on_wait (jax's interpret "
                    "mode), or all three (default)")
     v.add_argument("--format", default="text", choices=FORMATS,
-                   help="text for people (default), json (specs/report-schema.json), sarif (2.1.0), "
+                   help="text for people (default), concise (path:line:col: property: message per finding), "
+                   "github (GitHub Actions annotations), json (specs/report-schema.json), sarif (2.1.0), "
                    "markdown (GitHub-flavoured, with Mermaid diagrams) or html (one self-contained page)")
+    v.add_argument("--color", default="auto", choices=["auto", "always", "never"],
+                   help="colour and Unicode marks in the text report: auto (on a terminal, default), always, "
+                   "never; NO_COLOR and FORCE_COLOR are honoured under auto")
+    loud = v.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true",
+                      help="text: the findings and the summary line only (no table of configurations); "
+                      "no progress on stderr")
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="text: every property of every configuration, with why it holds; stderr: a line "
+                      "per verified device count, on a terminal too")
+    v.add_argument("--select", action="append", default=None, metavar="PROPERTY[,...]",
+                   help="check only these properties (repeatable); the others are reported as suppressed")
+    v.add_argument("--ignore", action="append", default=None, metavar="PROPERTY[,...]",
+                   help="do not check these properties (repeatable); they are reported as suppressed. In a "
+                   "kernel file, `# semcheck: ignore[PROPERTY,...] REASON` does so for that file")
     v.add_argument("--output", "-o", default=None, metavar="FILE",
                    help="write the report to FILE instead of stdout (written only when verification ran)")
     v.add_argument("--entry", default=None, metavar="NAME", help="name of a build-like function to verify")
@@ -89,10 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _err_console():
+def _err_console(color: str = "auto"):
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, **_color_options(color))
+
+
+def _color_options(color: str, file: bool = False) -> dict:
+    """rich Console options for --color: `always` as FORCE_COLOR, `never` as NO_COLOR; `auto` leaves
+    rich to decide (a terminal, NO_COLOR, FORCE_COLOR). A report written to --output has no colour
+    unless asked for."""
+    if color == "always":  # the flag wins over NO_COLOR
+        return {"force_terminal": True, "no_color": False}
+    if color == "never" or file:
+        return {"no_color": True, **({"force_terminal": False} if file else {})}
+    return {}
 
 
 # --- project configuration ---------------------------------------------------------
@@ -263,7 +290,7 @@ def cmd_verify(args) -> int:
     from semcheck.checker.request import InputError, Request
     from semcheck.checker.runs import FileRun
 
-    err = _err_console()
+    err = _err_console(getattr(args, "color", "auto"))
     try:
         st = settings(args)
         if args.output:
@@ -281,17 +308,34 @@ def cmd_verify(args) -> int:
             given.append(path)
             if sep and target:
                 selectors[os.path.realpath(path)] = target
+        from semcheck.checker import report_suppress
+        from semcheck.checker.properties import IDS
+
+        try:
+            select = report_suppress.parse_properties(args.select, "--select")
+            ignore = report_suppress.parse_properties(args.ignore, "--ignore")
+        except InputError as e:
+            raise UsageError(e.message) from None
+        flags = report_suppress.from_flags(select, ignore)
+        if len(flags) == len(IDS):
+            raise UsageError("--select / --ignore leave no property to check")
         files, _skipped = discover(given, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
         runs: list[FileRun] = []
+        suppressed: dict[str, list] = {}  # per file: the properties not checked, and why
         for path in files:
             target = selectors.get(os.path.realpath(path))
             try:
                 precheck_file(path)
+                sups = suppressed[path] = report_suppress.combine(flags, report_suppress.from_file(path))
+                checked = tuple(p for p in IDS if p not in {x.property for x in sups})
+                if not checked:
+                    raise InputError("bad-suppression", "every property is suppressed: nothing to check", file=path)
                 # With --entry NAME only that function is verified: its own @semcheck.target
                 # devices (if any) apply, not those of the file's other targets.
                 reqs = [
                     Request(os.path.abspath(path), target if st.entry else sel, st.entry, n, st.cores,
-                            st.modes, st.timeout, fold=not args.no_fold, examples=st.examples)
+                            st.modes, st.timeout, properties=checked, fold=not args.no_fold,
+                            examples=st.examples)
                     for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices)
                     for n in counts
                 ]
@@ -348,17 +392,20 @@ def cmd_verify(args) -> int:
                 err.print(e.debug_text.rstrip(), markup=False)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
     files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
-                               run.findings.errors if run.findings else [])
+                               run.findings.errors if run.findings else [],
+                               suppressed.get(run.path, []) if run.error is None else [])
              for run in runs]
     results = [r for f in files for r in f.results]
     if args.format == "text":
         from rich.console import Console
 
+        detail = "quiet" if args.quiet else "verbose" if args.verbose else "normal"
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
-                report.render_files(Console(file=f, highlight=False, no_color=True, soft_wrap=True), files)
+                console = Console(file=f, highlight=False, soft_wrap=True, **_color_options(args.color, file=True))
+                report.render_files(console, files, detail=detail)
         else:
-            report.render_files(Console(highlight=False), files)
+            report.render_files(Console(highlight=False, **_color_options(args.color)), files, detail=detail)
     else:
         from semcheck import __version__
 
@@ -401,12 +448,28 @@ def exit_code(results, errors: int = 0) -> int:
 
 
 def _run(runs, st: Settings, args, err, cache) -> None:
-    """Run every file's sweep, with a progress bar on a terminal when there is more than one request."""
+    """Run every file's sweep, showing progress when there is more than one request: a bar on a
+    terminal; off one (a CI log), one line per verified device count, so the log shows the sweep
+    advancing. -q shows neither; -v the lines on a terminal too."""
+    import threading
+
     from semcheck.checker.runs import run_files
 
     total = sum(len(r.requests) for r in runs)
-    if not (err.is_terminal and total > 1):
+    if args.quiet or total < 2:
         run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache)
+        return
+    # a real terminal, not one forced by --color always or FORCE_COLOR: a bar would flood a CI log
+    if not _isatty(sys.stderr) or args.verbose:
+        lock, done = threading.Lock(), [0]
+
+        def line(req) -> None:
+            with lock:  # run_files calls back from its worker threads
+                done[0] += 1
+                err.print(f"semcheck: [{done[0]}/{total}] {os.path.relpath(req.path)}: {req.devices} devices "
+                          "verified", markup=False)
+
+        run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache, on_done=line)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -419,6 +482,13 @@ def _run(runs, st: Settings, args, err, cache) -> None:
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as prog:
         task = prog.add_task(what, total=total)
         run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache, on_done=lambda _r: prog.advance(task))
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def cmd_spec(args) -> int:

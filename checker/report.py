@@ -15,7 +15,7 @@ from semcheck.checker.verdict import Verdict, unknown_kind
 from semcheck.checker.request import Result
 from semcheck.checker.report_findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -71,6 +71,7 @@ class FileReport:
     error: Any = None  # request.InputError
     cached: int = 0  # device counts answered from the result cache
     target_errors: list = dataclasses.field(default_factory=list)  # (target, InputError): builds that raised
+    suppressed: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression: not checked
 
 
 def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict[str, Any]:
@@ -104,9 +105,17 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
         "summary": summary(results),
         "results": rows,
         "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
+        "suppressed": [suppression_json(f.path, x) for f in files for x in f.suppressed],
         "errors": [_error_json(f) for f in files if f.error is not None]
                   + [_error_json(f, e, name) for f in files for name, e in f.target_errors],
     }
+
+
+def suppression_json(path: str, x: Any) -> dict[str, Any]:
+    out = {"file": path, "property": x.property, "reason": _rel(x.reason), "source": x.source}
+    if x.loc is not None:
+        out["location"] = _loc(x.loc)
+    return out
 
 
 def summary(results: Sequence[Result]) -> dict[str, int]:
@@ -191,11 +200,19 @@ def _difference_line(d) -> str:
 
 
 def render(fmt: str, label: str, files: Sequence[FileReport], version: str) -> str:
-    """A machine- or browser-readable report (`fmt` json, sarif, markdown or html), ending in a newline."""
+    """A report in a format other than text (json, sarif, concise, github, markdown, html), ending in a newline."""
     if fmt == "json":
         return dump_json(to_json_files(label, files)) + "\n"
     if fmt == "sarif":
         return json.dumps(to_sarif_files(files, version), indent=2) + "\n"
+    if fmt == "concise":
+        from semcheck.checker.report_lines import to_concise
+
+        return to_concise(files)
+    if fmt == "github":
+        from semcheck.checker.report_lines import to_github
+
+        return to_github(files)
     if fmt == "markdown":
         return to_markdown(label, files)
     if fmt == "html":
@@ -236,10 +253,10 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
     f(console, path, results)
 
 
-def render_files(console, files: Sequence[FileReport]) -> None:
+def render_files(console, files: Sequence[FileReport], detail: str = "normal") -> None:
     from semcheck.checker.report_text import render_files as f
 
-    f(console, files)
+    f(console, files, detail)
 
 
 def to_markdown(label: str, files: Sequence[FileReport]) -> str:

@@ -52,15 +52,14 @@ class Finding:
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     def message(self) -> str:
-        """What goes wrong, in one line (the witness's message or the unknown's reason)."""
+        """What goes wrong, in one line: the witness's message, or the unknown's reason."""
         w = self.verdict.witness
-        if self.kind == "violated" and w is not None:
-            text = w.message
-        elif len(self.properties) > 1:
-            text = f"{', '.join(self.properties)} unknown: {self.verdict.reason}"
-        else:
-            text = f"unknown: {self.verdict.reason}"
+        text = w.message if self.kind == "violated" and w is not None else self.verdict.reason
         return rel(re.sub(r"\s*\n\s*", " ", text).strip())
+
+    def title(self) -> str:
+        """`deadlock-free violated` or `deadlock-free, exit-balance unknown`."""
+        return f"{', '.join(self.properties)} {self.kind}"
 
 
 def findings(path: str, results: Sequence[Result]) -> list[Finding]:
@@ -132,6 +131,15 @@ def column(loc: Loc) -> int:
     """The 1-based column where the statement on `loc`'s line starts (1 when unknown)."""
     text = _line_text(loc.file, loc.line)
     return len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+
+
+def display_path(file: str) -> str:
+    """A kernel file as a person types it: relative to the working directory when under it."""
+    try:
+        r = os.path.relpath(file)
+    except ValueError:
+        return file
+    return r if not r.startswith("..") else os.path.abspath(file)
 
 
 def uri(file: str) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import os
 import re
 
+from semcheck.checker.differences import CAUSES, differences
 from semcheck.checker.generated_inputs import coverage, input_line
 from semcheck.checker.properties import IDS
 from semcheck.checker.report import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
@@ -132,9 +133,24 @@ def _problems(results: Sequence[Result]):
     return out
 
 
+def modes_differ(results: Sequence[Result]):
+    """Per target, once: [(target, ["deadlock-free: violated on hardware; proved under eager, on_wait
+    (2, 4 devices)"], [(code, explanation, locs)])] -- the text report's "modes differ", across device counts."""
+    by_target: dict[str, dict[str, list[int]]] = {}
+    causes: dict[str, dict] = {}
+    for d in differences(results):
+        by_target.setdefault(d.target, {}).setdefault(d.describe(), []).append(d.devices)
+        for e in d.causes:
+            causes.setdefault(d.target, {}).setdefault(e.code, e)
+    return [(target, [f"{line} ({', '.join(map(str, sorted(set(ns))))} devices)" for line, ns in lines.items()],
+             [(code, CAUSES[code], e.locs) for code, e in causes.get(target, {}).items()])
+            for target, lines in by_target.items()]
+
+
 def to_markdown(label: str, files: Sequence[FileReport]) -> str:
-    """GitHub-flavoured markdown: a summary table, then per problem its explanation, a Mermaid
-    sequence diagram of the witness and the hint (fit for $GITHUB_STEP_SUMMARY and PR comments)."""
+    """GitHub-flavoured markdown: the summary, then per problem its explanation, a Mermaid sequence
+    diagram of the witness and the hint, where the DMA modes differ and why, what was suppressed, and
+    last the table of configurations (fit for $GITHUB_STEP_SUMMARY and PR comments)."""
     results = [r for f in files for r in f.results]
     s = summary(results)
     errors = [f for f in files if f.error is not None]
@@ -142,18 +158,7 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     out = [f"## semcheck {_MD_MARK[worst]} {_md_cell(_rel(label))}", "",
            f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
            + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
-           + (f"; {len(errors)} not verified" if errors else ""), "",
-           "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
-    for f in files:
-        if f.error is not None:
-            out.append(f"| ❌ | `{_md_cell(f.path)}` | | | | not verified: {_md_cell(_rel(f.error.one_line()))} |")
-        for r in f.results:
-            worst_r = _worst(r.verdicts)
-            out.append(f"| {_MD_MARK[worst_r]} | `{_md_cell(f.path)}` | {_md_cell(r.target)} | {r.devices} | "
-                       f"{r.dma_mode} | {_md_cell(_row_summary(r))} |")
-    covered = [text for f in files for text in coverage(f.results)]
-    if covered:
-        out += [""] + [f"- generated inputs: {_md_cell(text)}" for text in covered]
+           + (f"; {len(errors)} not verified" if errors else "")]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
@@ -179,6 +184,32 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
             hint = hint_for(v)
             if hint:
                 out += ["", f"**hint:** {_md_cell(_rel(hint))}"]
+    for f in files:
+        for target, lines, causes in modes_differ(f.results):
+            out += ["", f"### ❓ modes differ: `{_md_cell(f.path)}` {_md_cell(target)}", ""]
+            out += [f"- {_md_cell(line)}" for line in lines]
+            for code, text, locs in causes:
+                out += ["", f"can explain it, **{code}**: {_md_cell(text)}"]
+                out += [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+            if not causes:
+                out += ["", "no known interpreter divergence explains it: see specs/divergences.md"]
+            out += ["", "interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU"]
+    sups = [(f, x) for f in files for x in f.suppressed]
+    if sups:
+        out += ["", "### ➖ suppressed (not checked)", ""]
+        out += [f"- `{_md_cell(f.path)}` {_md_cell(_rel(x.describe()))}" for f, x in sups]
+    # the findings first: a reader of a step summary or a PR comment wants the diagnosis, then the detail
+    out += ["", "### configurations", "", "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
+    for f in files:
+        if f.error is not None:
+            out.append(f"| ❌ | `{_md_cell(f.path)}` | | | | not verified: {_md_cell(_rel(f.error.one_line()))} |")
+        for r in f.results:
+            worst_r = _worst(r.verdicts)
+            out.append(f"| {_MD_MARK[worst_r]} | `{_md_cell(f.path)}` | {_md_cell(r.target)} | {r.devices} | "
+                       f"{r.dma_mode} | {_md_cell(_row_summary(r))} |")
+    covered = [text for f in files for text in coverage(f.results)]
+    if covered:
+        out += [""] + [f"- generated inputs: {_md_cell(text)}" for text in covered]
     return "\n".join(out) + "\n"
 
 
@@ -190,17 +221,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     results = [r for f in files for r in f.results]
     s = summary(results)
     body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
-            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown</b></p>",
-            "<table><tr><th></th><th>file</th><th>target</th><th>devices</th><th>DMA mode</th><th>result</th></tr>"]
-    for f in files:
-        if f.error is not None:
-            body.append(f"<tr><td>❌</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
-                        f"<td>not verified: {e(_rel(f.error.one_line()))}</td></tr>")
-        for r in f.results:
-            body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
-                        f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
-                        f"<td>{e(_row_summary(r))}</td></tr>")
-    body.append("</table>")
+            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown</b></p>"]
     diagrams = 0
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
@@ -223,6 +244,35 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             hint = hint_for(v)
             if hint:
                 body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
+    for f in files:
+        for target, lines, causes in modes_differ(f.results):
+            body.append(f"<h2>❓ modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
+            body += [f"<li>{e(line)}</li>" for line in lines]
+            body.append("</ul>")
+            for code, text, locs in causes:
+                body.append(f"<p>can explain it, <b>{e(code)}</b>: {e(text)}</p>")
+                body += [f"<p><code>{e(_rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
+                         for loc in locs]
+            if not causes:
+                body.append("<p>no known interpreter divergence explains it: see specs/divergences.md</p>")
+    sups = [(f, x) for f in files for x in f.suppressed]
+    if sups:
+        body.append("<h2>➖ suppressed (not checked)</h2><ul>")
+        body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
+        body.append("</ul>")
+    # the findings first, the table of configurations after them (as the markdown report)
+    body.append("<h2>configurations</h2>")
+    body.append("<table><tr><th></th><th>file</th><th>target</th><th>devices</th><th>DMA mode</th>"
+                "<th>result</th></tr>")
+    for f in files:
+        if f.error is not None:
+            body.append(f"<tr><td>❌</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
+                        f"<td>not verified: {e(_rel(f.error.one_line()))}</td></tr>")
+        for r in f.results:
+            body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
+                        f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
+                        f"<td>{e(_row_summary(r))}</td></tr>")
+    body.append("</table>")
     local = os.environ.get("SEMCHECK_MERMAID_JS")
     if local:
         with open(local, encoding="utf-8") as fh:

@@ -34,11 +34,13 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
     _render_summary(console, marks, plain, results)
 
 
-def render_files(console, files: Sequence[FileReport]) -> None:
+def render_files(console, files: Sequence[FileReport], detail: str = "normal") -> None:
     """The text report of a run over several kernel files: each file's section, then one summary.
 
     One file without an error reads exactly as `render_text`. A file that
-    could not be verified gets one line saying why.
+    could not be verified gets one line saying why. `detail`: "quiet" leaves out
+    the header and the line per configuration, "verbose" adds each property's
+    verdict and reason under its configuration's line.
     """
     from rich.text import Text
 
@@ -57,18 +59,24 @@ def render_files(console, files: Sequence[FileReport]) -> None:
             line.append(_rel(f"{f.path}: not verified: {f.error.one_line()}"))
             console.print(line, soft_wrap=True, highlight=False)
             continue
-        _render_file(console, say, marks, rule_chars, f.path, f.results)
+        _render_file(console, say, marks, rule_chars, f.path, f.results, detail)
+        if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
+            console.print()
+            for x in f.suppressed:
+                say(f"{'--' if plain else '–'} {x.property} suppressed (not checked): "
+                    f"{x.describe().split(': ', 1)[1]}", "dim")
     _render_summary(console, marks, plain, [r for f in files for r in f.results], files)
 
 
-def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[Result]) -> None:
+def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[Result],
+                 detail: str = "normal") -> None:
     from rich.text import Text
 
-    if results:
+    if results and detail != "quiet":
         say(_header(path, results), "bold")
     width = max((len(r.target) for r in results), default=0)
     mark_width = max(len(m) for m in marks.values())
-    for r in results:
+    for r in results if detail != "quiet" else ():
         worst = _worst(r.verdicts)
         line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
         line.append(f"{r.target:<{width}}  devices={r.devices:<4} {r.dma_mode:<8}  ")
@@ -76,6 +84,11 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         if r.cached:
             line.append("  (cached)", style="dim")
         console.print(line, soft_wrap=True, highlight=False)
+        if detail == "verbose":
+            for v in r.verdicts:  # a violation's witness is in its section below
+                why = v.reason if v.verdict != "violated" or v.witness is None else v.witness.message.split("\n")[0]
+                say(f"    {marks[v.verdict]:<{mark_width}} {v.property}" + (f": {why}" if why else ""),
+                    "dim" if v.verdict == "proved" else STYLE[v.verdict])
 
     # Each problem once. A violation: per (target, property). Unknowns: per
     # (target, kind of reason), listing the properties -- a timeout or a

@@ -9,6 +9,7 @@ from semcheck.checker.generated_inputs import input_line
 from semcheck.checker.properties import IDS, REGISTRY
 from semcheck.checker.report import FileReport, _difference_line, hint_for, input_json
 from semcheck.checker.report_findings import Finding, column, findings, rel, uri, where
+from semcheck.checker.report_suppress import Suppression
 from semcheck.checker.request import Result
 
 RULE_IDS = [*IDS, "unknown", "input-error"]
@@ -65,6 +66,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
             })
         if f.error is None:
             sarif_results.extend(sarif_result(x) for x in findings(f.path, f.results))
+            sarif_results.extend(suppressed_result(f.path, x) for x in f.suppressed)
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -75,7 +77,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
 
 def sarif_result(x: Finding) -> dict[str, Any]:
     v = x.verdict
-    text = x.message() + f" [{x.target}: {where(x.configs)}]"
+    text = (x.message() if x.kind == "violated" else f"{x.title()}: {x.message()}") + f" [{x.target}: {where(x.configs)}]"
     if v.input is not None and x.kind == "violated":
         line = input_line(v) or ""
         text += f" {line[:1].upper()}{line[1:]}."
@@ -113,3 +115,24 @@ def sarif_result(x: Finding) -> dict[str, Any]:
     if v.input is not None:
         res["properties"]["input"] = input_json(v.input)
     return res
+
+
+def suppressed_result(path: str, x: Suppression) -> dict[str, Any]:
+    """A property not checked on purpose: a result carrying SARIF's own `suppressions`, with the reason."""
+    import hashlib
+
+    location: dict[str, Any] = {"artifactLocation": {"uri": uri(x.loc.file if x.loc else path)}}
+    if x.loc is not None:
+        location["region"] = {"startLine": x.loc.line, "startColumn": column(x.loc)}
+    key = f"suppressed/{x.property}|{uri(path)}"
+    return {
+        "ruleId": x.property,
+        "ruleIndex": RULE_IDS.index(x.property),
+        "level": "note",
+        "message": {"text": rel(f"{x.property} was not checked (suppressed): {x.reason}")},
+        "locations": [{"physicalLocation": location}],
+        "suppressions": [{"kind": "inSource" if x.source == "comment" else "external",
+                          "justification": rel(x.reason)}],
+        "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
+        "properties": {"verdict": "suppressed", "source": x.source},
+    }

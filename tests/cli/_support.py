@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,9 @@ _SCRIPT = Path(sys.executable).with_name("semcheck")
 SEMCHECK = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "semcheck.checker.cli"]
 
 
+PROGRESS = re.compile(r"semcheck: \[\d+/\d+\] .*: \d+ devices verified$")
+
+
 @dataclasses.dataclass
 class Run:
     args: tuple[str, ...]
@@ -34,7 +38,13 @@ class Run:
 
     @property
     def stderr_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.strip()]
+        """The diagnostics on stderr: its lines but the progress lines of a sweep (`progress`)."""
+        return [line for line in self.stderr.splitlines() if line.strip() and not PROGRESS.match(line)]
+
+    @property
+    def progress(self) -> list[str]:
+        """`semcheck: [k/n] FILE: N devices verified`, one per device count of a sweep off a terminal."""
+        return [line for line in self.stderr.splitlines() if PROGRESS.match(line)]
 
     def json(self):
         return json.loads(self.stdout)

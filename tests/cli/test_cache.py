@@ -30,7 +30,7 @@ def test_a_second_run_answers_from_the_cache_and_a_change_invalidates_it(tmp_pat
     assert len(entries(tmp_path)) == 2  # one per device count
     assert (tmp_path / ".semcheck_cache" / ".gitignore").read_text().strip().endswith("*")
     second = semcheck(*ARGS, cwd=tmp_path)
-    assert second.returncode == 0 and second.stderr == ""
+    assert second.returncode == 0 and second.stderr_lines == []
     assert not any("cached" in row for row in first.json()["results"])
     assert all(row.pop("cached") is True for row in second.json()["results"])
     answer = second.json()

@@ -150,3 +150,31 @@ def test_the_html_renders_in_a_headless_browser(reports, tmp_path):
                     "--window-size=1400,3000", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120)
     assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+@pytest.mark.jax
+def test_markdown_and_html_lead_with_the_findings_and_say_where_the_modes_differ(tmp_path):
+    """The TPU-only hang: its diagnosis, then where interpret mode and a TPU differ (once per target,
+    over both device counts) with the line that explains it, and only then the table."""
+    args = ("verify", "examples/buggy/two_core_signal_hangs_on_tpu.py", "--devices", "2,4")
+    md = semcheck(*args, "--format", "markdown", cwd=EXAMPLES.parent)
+    page = tmp_path / "report.html"
+    html_run = semcheck(*args, "--format", "html", "--output", page, cwd=EXAMPLES.parent)
+    assert md.returncode == html_run.returncode == 1, (md.stderr, html_run.stderr)
+    text = md.stdout
+    finding = text.index("### ❌ deadlock-free violated: `examples/buggy/two_core_signal_hangs_on_tpu.py` build, "
+                         "2 devices, hardware")
+    differ = text.index("### ❓ modes differ: `examples/buggy/two_core_signal_hangs_on_tpu.py` build")
+    table = text.index("| | file | target | devices | DMA mode | result |")
+    assert finding < differ < table
+    assert text.count("modes differ") == 1
+    section = text[differ:table]
+    assert "- deadlock-free: violated on hardware; proved under eager, on_wait (2, 4 devices)" in section
+    assert "can explain it, **D1**: in interpret mode a signal without core_index goes to core 0" in section
+    assert "`examples/buggy/two_core_signal_hangs_on_tpu.py:57`: `pl.semaphore_signal(ready, 1)" in section
+    page_text = html.unescape(page.read_text())
+    h_finding = page_text.index("deadlock-free violated: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code>")
+    h_differ = page_text.index("modes differ: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build")
+    h_table = page_text.index("<table>")
+    assert h_finding < h_differ < h_table
+    assert "<code>examples/buggy/two_core_signal_hangs_on_tpu.py:57</code>" in page_text[h_differ:h_table]

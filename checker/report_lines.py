@@ -1,0 +1,86 @@
+"""One line per finding (`report_findings`): `--format concise` for editors and people, `--format github`
+for GitHub Actions annotations (workflow commands, as ruff's `--output-format github`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from semcheck.checker.report import FileReport, summary
+from semcheck.checker.report_findings import Finding, column, display_path, findings, rel, where
+
+
+def _place(x: Finding) -> tuple[str, int, int]:
+    if x.loc is None:
+        return display_path(x.file), 1, 1  # the file as a whole, as ruff places file-level diagnostics
+    return display_path(x.loc.file), x.loc.line, column(x.loc)
+
+
+def _text(x: Finding) -> tuple[str, str]:
+    """(rule, message): `deadlock-free`, `violated (build: 2 devices (hardware)): deadlock: ...`."""
+    props = "" if x.kind == "violated" else f"{', '.join(x.properties)} "
+    return x.rule, f"{props}{x.kind} ({x.target}: {where(x.configs)}): {x.message()}"
+
+
+def _errors(f: FileReport):
+    """(file, line, message) of a file or target that could not be verified."""
+    failed = [(f.path, f.error)] if f.error is not None else [(f"{f.path}::{n}", e) for n, e in f.target_errors]
+    for what, e in failed:
+        loc = e.loc if e.loc is not None and e.loc.line else None
+        yield (display_path(loc.file) if loc else display_path(f.path)), (loc.line if loc else 1), rel(f"{what}: {e.one_line()}")
+
+
+def _suppressed(f: FileReport):
+    """(path, line, col, property, message) of each property the file does not check on purpose."""
+    for x in f.suppressed:
+        path, line, col = (display_path(x.loc.file), x.loc.line, column(x.loc)) if x.loc else (display_path(f.path), 1, 1)
+        yield path, line, col, x.property, rel(f"suppressed (not checked): {x.reason}")
+
+
+def _summary_line(files: Sequence[FileReport]) -> str:
+    s = summary([r for f in files for r in f.results])
+    return f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+
+
+def to_concise(files: Sequence[FileReport]) -> str:
+    """`path:line:col: property: message`, one line per finding, then the summary line."""
+    out = []
+    for f in files:
+        for path, line, message in _errors(f):
+            out.append(f"{path}:{line}:1: input-error: {message}")
+        for x in findings(f.path, f.results) if f.error is None else ():
+            path, line, col = _place(x)
+            rule, message = _text(x)
+            out.append(f"{path}:{line}:{col}: {rule}: {message}")
+        for path, line, col, rule, message in _suppressed(f):
+            out.append(f"{path}:{line}:{col}: {rule}: {message}")
+    out.append(_summary_line(files))
+    return "\n".join(out) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    # what GitHub's workflow-command parser unescapes (@actions/core's escapeData / escapeProperty)
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def to_github(files: Sequence[FileReport]) -> str:
+    """`::error title=...,file=...,line=...,col=...::message` per violation (`::warning` per unknown)."""
+    out = []
+    for f in files:
+        for path, line, message in _errors(f):
+            out.append(f"::error title={_escape_property('semcheck (input-error)')},file={_escape_property(path)},"
+                       f"line={line}::{_escape_data(f'{path}:{line}:1: input-error: {message}')}")
+        for x in findings(f.path, f.results) if f.error is None else ():
+            path, line, col = _place(x)
+            rule, message = _text(x)
+            level = "error" if x.kind == "violated" else "warning"
+            out.append(f"::{level} title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
+                       f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+        for path, line, col, rule, message in _suppressed(f):
+            out.append(f"::notice title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
+                       f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+    out.append(_summary_line(files))
+    return "\n".join(out) + "\n"
