@@ -16,9 +16,10 @@ def _place(x: Finding) -> tuple[str, int, int]:
 
 
 def _text(x: Finding) -> tuple[str, str]:
-    """(rule, message): `deadlock-free`, `violated (build: 2 devices (hardware)): deadlock: ...`."""
-    props = "" if x.kind == "violated" else f"{', '.join(x.properties)} "
-    return x.rule, f"{props}{x.kind} ({x.target}: {where(x.configs)}): {x.message()}"
+    """(rule, message): (`deadlock-free`, `violated (build: 2 devices (hardware)): deadlock: ...`), or for an
+    unknown (`unknown`, `deadlock-free, exit-balance (build: 2 devices (eager)): the program can fail ...`)."""
+    what = "violated" if x.kind == "violated" else ", ".join(x.properties)
+    return x.rule, f"{what} ({x.target}: {where(x.configs)}): {x.message()}"
 
 
 def _errors(f: FileReport):
