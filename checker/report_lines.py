@@ -39,7 +39,9 @@ def _suppressed(f: FileReport):
 
 def _summary_line(files: Sequence[FileReport]) -> str:
     s = summary([r for f in files for r in f.results])
-    return f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    sups = sorted({x.property for f in files for x in f.suppressed})
+    return (f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+            + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
 
 
 def to_concise(files: Sequence[FileReport]) -> str:
