@@ -16,9 +16,10 @@ def _place(x: Finding) -> tuple[str, int, int]:
 
 
 def _text(x: Finding) -> tuple[str, str]:
-    """(rule, message): `deadlock-free`, `violated (build: 2 devices (hardware)): deadlock: ...`."""
-    props = "" if x.kind == "violated" else f"{', '.join(x.properties)} "
-    return x.rule, f"{props}{x.kind} ({x.target}: {where(x.configs)}): {x.message()}"
+    """(rule, message): (`deadlock-free`, `violated (build: 2 devices (hardware)): deadlock: ...`), or for an
+    unknown (`unknown`, `deadlock-free, exit-balance (build: 2 devices (eager)): the program can fail ...`)."""
+    what = "violated" if x.kind == "violated" else ", ".join(x.properties)
+    return x.rule, f"{what} ({x.target}: {where(x.configs)}): {x.message()}"
 
 
 def _errors(f: FileReport):
@@ -38,7 +39,9 @@ def _suppressed(f: FileReport):
 
 def _summary_line(files: Sequence[FileReport]) -> str:
     s = summary([r for f in files for r in f.results])
-    return f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    sups = sorted({x.property for f in files for x in f.suppressed})
+    return (f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+            + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
 
 
 def to_concise(files: Sequence[FileReport]) -> str:

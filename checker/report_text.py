@@ -179,6 +179,9 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
         text += f" in {len(files) - errors} kernel files"
     if errors:
         text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
+    sups = sorted({x.property for f in files or () for x in f.suppressed})
+    if sups:  # not checked, so not among the counts: said again where a reader looks last
+        text += f"; not checked (suppressed): {', '.join(sups)}"
     line.append(text, style="bold" if not plain else "")
     cached = sum(r.cached for r in results)
     if cached:  # above the summary, which stays the last line

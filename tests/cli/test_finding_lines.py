@@ -39,7 +39,8 @@ def test_concise_and_github_lines_are_the_sarif_findings():
     assert (hang["line"], hang["col"], hang["rule"]) == ("57", "9", "deadlock-free")
     assert hang["message"].startswith("violated (build: 2 devices (hardware)): deadlock: ")
     unknown = [m for m in parsed if m["rule"] == "unknown"]
-    assert unknown and all(" unknown (build: " in m["message"] for m in unknown)
+    assert unknown and all(m["message"].startswith("deadlock-free, exit-balance, race-free (build: 2 devices (eager, "
+                                                   "on_wait)): the program can fail") for m in unknown)
 
     *annotations, summary = github.stdout.splitlines()
     assert summary == last

@@ -37,6 +37,8 @@ def test_a_suppressed_property_is_reported_as_suppressed_in_every_format(leak):
     assert f"-- exit-balance suppressed (not checked): {REASON} (# semcheck: ignore at leak.py:{line})" \
         in runs["text"].stdout
     assert "all 6 properties proved" in runs["text"].stdout  # six were checked, not seven
+    assert runs["text"].stdout.splitlines()[-1] == "ok 6 proved, 0 violated, 0 unknown; not checked (suppressed): exit-balance"
+    assert runs["concise"].stdout.splitlines()[-1] == "6 proved, 0 violated, 0 unknown; not checked (suppressed): exit-balance"
     assert f"leak.py:{line}:5: exit-balance: suppressed (not checked): {REASON}" in runs["concise"].stdout.splitlines()
     assert any(x.startswith(f"::notice title=semcheck (exit-balance),file=leak.py,line={line},")
                for x in runs["github"].stdout.splitlines())
