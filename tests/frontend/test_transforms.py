@@ -170,6 +170,7 @@ def _probing_lowerer(kernel_call, prim_name: str, slot: str, probe: Any) -> Lowe
 def _lower(kernel_call, lw: Lowerer) -> None:
     launch_operands, grid_schedule = lw._probe_ops  # type: ignore[attr-defined]
     _, kernel_args, _ = launch_operands(kernel_call)
+    lw.set_launch_values(kernel_args, None)  # as lower_kernel drives it (the grid's copies read the args)
     lw.start_core(0)
     for point in grid_schedule(kernel_call, 1)[0]:
         lw.run_grid_point(point, kernel_args)
