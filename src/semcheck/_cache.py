@@ -137,7 +137,7 @@ class ResultCache:
         return None
 
     def put(self, req: Any, findings: Any) -> None:
-        deps = getattr(findings, "dependencies", None)
+        deps = findings.dependencies
         if (not isinstance(deps, Dependencies) or deps.uncacheable is not None or _timed_out(findings)
                 or findings.errors):  # a target that raised is an input error: never kept
             return

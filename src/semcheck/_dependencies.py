@@ -121,15 +121,18 @@ class Dependencies:
 
 
 def _excluded_roots() -> tuple[str, ...]:
-    import semcheck
+    """Python's installation, site-packages and semcheck's own packages (the key covers them)."""
+    import importlib
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              *site.getsitepackages(), site.getusersitepackages(), "/proc", "/sys", "/dev"}
     for name in ("semcheck", "semcheck.model", "semcheck.checker", "semcheck.specs"):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # semcheck.specs holds documents only and may not import
+            continue
+        if getattr(module, "__file__", None):
             roots.add(os.path.dirname(os.path.abspath(module.__file__)))
-    del semcheck
     return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
 
 
