@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 from semcheck.checker.planning import guess_targets
 from semcheck.checker.request import Findings, InputError, Note, Request, Result, unknown_results
 from semcheck.checker.verdict import unknown_kind
+from semcheck.checker.warm_start import context
 
 STARTUP_LIMIT = 300.0
 """Seconds a child may take to import jax, z3 and semcheck (not counted in --timeout)."""
@@ -42,25 +42,43 @@ GRACE = 2.0
 """At most this many seconds past --timeout (a tenth of it, at least half a second) the child
 gets to send the verdicts z3 gave up on before it is killed."""
 
-def _watch_parent(parent_pid: int) -> None:
-    """A child whose parent died (killed -9, say) must not linger."""
+def _watch_parent(semcheck_pid: int) -> None:
+    """A child whose semcheck process died (killed -9, say) must not linger.
+
+    A cold child's parent is semcheck's process; a warm one's is the warm-start server
+    (`checker/warm_start.py`), which lives on while any child of it does, so the child watches
+    semcheck's process itself."""
+    parent = os.getppid()
     while True:
         time.sleep(1.0)
-        if os.getppid() != parent_pid:
+        if os.getppid() != parent or not _running(semcheck_pid):
             os._exit(3)
 
 
-def _child(req: Request, conn, parent_pid: int) -> None:
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: the parent check above is all there is
+        return True
+
+
+def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = None) -> None:
     """Runs in a fresh process: provision devices, import, trace, lower, check."""
     # The kernel's own prints must not end up in a JSON/SARIF report on stdout,
     # and importing its neighbours must not leave __pycache__ in the user's tree.
+    if env is not None:  # started warm: the parent's environment of the moment (checker/warm_start.py)
+        os.environ.clear()
+        os.environ.update(env)
     os.dup2(2, 1)
     sys.dont_write_bytecode = True
     try:
         os.setpgrp()  # so that the parent can kill whatever the kernel spawned too
     except OSError:
         pass
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(semcheck_pid,), daemon=True).start()
     from semcheck._dependencies import install, observe
 
     recorder = install()  # before semcheck sets any variable: the kernel's environment is the parent's
@@ -183,9 +201,9 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     (it raised, has no targets, crashed the interpreter, ...). A timeout is
     not an error: what had not been answered is `unknown`.
     """
-    ctx = mp.get_context("spawn")
+    ctx, env = context()
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(req, child, os.getpid()), daemon=True)
+    proc = ctx.Process(target=_child, args=(req, child, os.getpid(), env), daemon=True)
     with _live_lock:
         proc.start()
         _live.add(proc)

@@ -19,7 +19,8 @@ that it can import its neighbours.
 
 Imports of jax and of the front end's jax-bound modules sit inside the functions that
 need them: the CLI sets `JAX_PLATFORMS` and the fake device count before jax is first
-imported (`targets.provision_devices`), and jax reads them only then.
+imported (`targets.provision_devices`), and jax reads them only then; a child started warm
+(`checker/warm_start.py`) has jax imported but no backend yet, and gets the platform as a setting.
 """
 
 from __future__ import annotations
@@ -336,8 +337,13 @@ def provision_devices(n: int) -> None:
         if not f.startswith("--xla_force_host_platform_device_count")
     ]
     flags.append(f"--xla_force_host_platform_device_count={n}")
-    os.environ["XLA_FLAGS"] = " ".join(flags)
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ["XLA_FLAGS"] = " ".join(flags)  # read when the backends start, not at import
+    if "JAX_PLATFORMS" not in os.environ:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        if "jax" in sys.modules:  # imported already (a warm child): jax read its configuration then
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")
 
 
 # --- helpers ------------------------------------------------------------------
