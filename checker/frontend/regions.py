@@ -47,6 +47,8 @@ from semcheck.checker.frontend.region_transforms import (
     _indexer_preimage,
     _reshape_preimage,
     _bitcast_preimage,
+    lane_chain,
+    size_lanes,
 )
 from semcheck.model.ops import Region
 
@@ -184,6 +186,15 @@ def ref_regions(
     base_shape = tuple(int(s) for s in shape)
     if cache is None:
         cache = _DEFAULT_CACHE
+    chain = tuple(t for t in transforms if t is not None)
+    lanes = size_lanes(chain)
+    if lanes > 1:  # slice sizes that differ per lane (ACC-7): each lane's view is static, walk each
+        out: list[Region | None] = []
+        for lane in range(lanes):
+            m = mask[lane : lane + 1] if type(mask) is np.ndarray and mask.ndim and mask.shape[0] > 1 else mask
+            rs = ref_regions(base_shape, lane_chain(chain, lane), dtype=dtype, mask=m, cache=cache)
+            out.append(rs[0] if len(rs) == 1 else rs[lane])
+        return _compress(out)
     try:
         box = _walk(base_shape, tuple(t for t in transforms if t is not None), dtype, mask)
         if len(box.lo) != len(base_shape) or len(box.hi) != len(base_shape):
