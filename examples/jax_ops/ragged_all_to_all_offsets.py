@@ -54,9 +54,10 @@ def _interpret_params(dma_mode, interpret):
 
 
 def default_sizes(num_devices: int) -> np.ndarray:
-    """sizes[d, g] = (d + 3 g) mod (CAP + 1): empty, full and partial groups."""
+    """sizes[d, g] = (d^2 + 3 g) mod (CAP + 1): empty, full and partial groups, and devices that
+    receive different totals."""
     d, g = np.indices((num_devices, num_devices * GPD))
-    return ((d + 3 * g) % (CAP + 1)).astype(np.int32)
+    return ((d * d + 3 * g) % (CAP + 1)).astype(np.int32)
 
 
 def offsets(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,11 +111,12 @@ def _kernel(x_ref, in_off_ref, size_ref, out_off_ref, sent_ref, recv_ref, _alias
 
 
 def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, sizes=None, kernel=None,
-          row_of_receive_total=None):
+          row_of_receive_total=None, spare_rows=0):
     """The all-to-all on every device of a 1-D mesh, on table `sizes` (N x G, entries 0..CAP).
 
-    `kernel` and `row_of_receive_total` are for the seeded variants in buggy/: another kernel body,
-    and which device's receive total device d is handed (default: its own).
+    `kernel`, `row_of_receive_total` and `spare_rows` are for the seeded variants in buggy/:
+    another kernel body, which device's receive total device d is handed (default: its own), and
+    rows past the end of input and output (so that a copy one row too long stays in bounds).
     """
     n = num_devices
     groups = n * GPD
@@ -124,7 +126,7 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, sizes=No
         raise ValueError(f"sizes must lie in 0..{CAP}, got {table.tolist()}")
     in_off, out_off = offsets(table)
     totals = receive_totals(table)
-    rows_in, rows_out = groups * CAP, n * GPD * CAP
+    rows_in, rows_out = groups * CAP + spare_rows, n * GPD * CAP + spare_rows
     smem = pl.BlockSpec(memory_space=pltpu.SMEM)
     call = pl.pallas_call(
         functools.partial(kernel or _kernel, n=n),
