@@ -52,7 +52,7 @@ from semcheck.checker.frontend.region_transforms import (
 )
 from semcheck.model.ops import Region
 
-__all__ = ["RegionCache", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
+__all__ = ["RegionCache", "empty_region", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
 
 
 class RegionCache:
@@ -81,6 +81,12 @@ def full_region(shape: Sequence[int], cache: RegionCache | None = None, why: str
     """The whole buffer of `shape` (exact unless `why` says it was widened)."""
     box = tuple((0, int(s)) for s in shape)
     return (_DEFAULT_CACHE if cache is None else cache).get(box, not why, why)
+
+
+def empty_region(rank: int, cache: RegionCache | None = None) -> Region:
+    """An exact region of no elements of a rank-`rank` buffer: what a copy of 0 bytes touches (a size-0
+    slice, ACC-7), recorded so that the copy is known to touch nothing (rather than unknown)."""
+    return (_DEFAULT_CACHE if cache is None else cache).get(((0, 0),) * rank)
 
 
 def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[Any, ...]]:
