@@ -10,9 +10,10 @@ semaphore for that many blocks at once, through a dummy descriptor
 DMA wait whose size is data; the view is taller than `x_ref` when two blocks
 arrive, which a wait never checks).
 
-The default table (`pairs=None`, `default_pairs`) is a chain 0 -> 1 -> ... -> N-1:
-each device receives at most one block, so nothing races (jax's test asserts
-no race on [[0, 1], [1, 2], [2, 3]]). buggy/race_recv_count_two_writers.py
+The default table (`pairs=None`, `default_pairs`) is a ring 0 -> 1 -> ... -> N-1 -> 0:
+each device receives exactly one block, so nothing races and every output is
+written (jax's test asserts no race on the chain [[0, 1], [1, 2], [2, 3]],
+which leaves device 0's output unwritten). buggy/race_recv_count_two_writers.py
 is the test's second table: two sources write one destination's block.
 """
 
@@ -37,9 +38,9 @@ def _interpret_params(dma_mode, interpret):
 
 
 def default_pairs(num_devices: int) -> np.ndarray:
-    """(i, i + 1) for i < N - 1: a chain, every device receiving at most once."""
-    i = np.arange(num_devices - 1)
-    return np.stack([i, i + 1], axis=1).astype(np.int32)
+    """(i, i + 1 mod N) for every i: a ring, every device receiving once."""
+    i = np.arange(num_devices)
+    return np.stack([i, (i + 1) % num_devices], axis=1).astype(np.int32)
 
 
 def _kernel(pairs_ref, x_ref, o_ref, send_sem, recv_sem):
@@ -84,3 +85,12 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, pairs=No
     x = jax.random.uniform(jax.random.key(0), (8 * n, 128))
     x = jax.device_put(x, NamedSharding(mesh, P(AXIS, None)))
     return fn, (table, x)
+
+
+def reference(pairs, x, *, num_devices: int):
+    """Device d ends with the block of the last pair's source that names d (numpy)."""
+    blocks = np.asarray(x).reshape(num_devices, 8, 128)
+    out = np.full_like(blocks, np.nan)
+    for src, dst in np.asarray(pairs).reshape(-1, 2):
+        out[dst] = blocks[src]
+    return out.reshape(num_devices * 8, 128)

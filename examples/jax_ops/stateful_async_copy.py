@@ -35,7 +35,7 @@ def _interpret_params(dma_mode, interpret):
     return interpret
 
 
-def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, wait_recv: bool = True):
+def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, wait_send: bool = True):
     n = num_devices
     mesh = jax.make_mesh((n,), (AXIS,))
     params = _interpret_params(dma_mode, interpret)
@@ -54,9 +54,9 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, wait_rec
                 pl.semaphore_wait(barrier, 1)
                 copy = pltpu.make_async_remote_copy(x_ref, y_ref, send_sem, recv_sem, device_id={AXIS: right})
                 copy.start()
-                copy.wait_send()
-                if wait_recv:
-                    copy.wait_recv()
+                if wait_send:
+                    copy.wait_send()
+                copy.wait_recv()
 
             pl.pallas_call(kernel, out_shape=(), scratch_shapes=[pltpu.SemaphoreType.DMA] * 2,
                            compiler_params=pltpu.CompilerParams(collective_id=0), interpret=params)()

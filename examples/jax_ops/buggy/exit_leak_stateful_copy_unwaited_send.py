@@ -1,12 +1,13 @@
-"""examples/jax_ops/stateful_async_copy.py without the wait for the arriving copy (BUG).
+"""examples/jax_ops/stateful_async_copy.py without the wait for its own send (BUG).
 
 The kernel closes over `run_state`'s refs (see ../stateful_async_copy.py) and
-copies its `x_ref` into the right neighbour's `y_ref`. BUG: it waits for its
-send only (`wait_recv=False`), so the copy arriving from the left neighbour
-is never waited for: its receive semaphore holds the copy's 4096 bytes when
+copies its `x_ref` into the right neighbour's `y_ref`. BUG: it waits for the
+copy arriving from its left neighbour but not for its own send
+(`wait_send=False`), so the send semaphore holds the copy's 4096 bytes when
 the device leaves the kernel (exit-balance and dma-bytes violated; the
-interpreter prints the count when the copy landed before the exit check).
-Fix: `copy.wait_recv()`.
+interpreter prints the count at the exit check, in both DMA modes: under
+on_wait the receiver's wait runs the copy, both halves).
+Fix: `copy.wait_send()`.
 """
 
 from __future__ import annotations
@@ -21,4 +22,4 @@ _spec.loader.exec_module(clean)
 
 
 def build(num_devices: int, *, dma_mode: str = "eager", interpret=None):
-    return clean.build(num_devices, dma_mode=dma_mode, interpret=interpret, wait_recv=False)  # BUG
+    return clean.build(num_devices, dma_mode=dma_mode, interpret=interpret, wait_send=False)  # BUG
