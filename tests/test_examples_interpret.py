@@ -84,6 +84,9 @@ QUICK = [
     ("examples/buggy/regular_semaphore_dma_leaks_in_interpreter.py", 2, "on_wait", {}),
     ("examples/jax_ops/ragged_all_to_all.py", 4, "on_wait", {}),
     ("examples/jax_ops/buggy/deadlock_ragged_all_to_all_transposed_counts.py", 4, "eager", {}),
+    # DMA sizes from data (ACC-7) and a kernel closing over refs (LAUNCH-4)
+    ("examples/jax_ops/ragged_all_to_all_offsets.py", 2, "on_wait", {}),
+    ("examples/jax_ops/stateful_async_copy.py", 2, "eager", {}),
     # the grid's block copies (GRID-1 .. GRID-3): the races complete, the revisited block raises
     ("examples/buggy/race_grid_writeback_prefetch_off_by_one.py", 2, "eager", {}),
     ("examples/buggy/race_megacore_grid_same_output_block.py", 2, "on_wait", {}),

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.scalar_memory import trackable
-from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, make_jaxpr
+from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, launch_operands, make_jaxpr
+from semcheck.model.ops import NO_LOC
 
 _KERNEL_PRIMS = ("pallas_call", "mpmd_map")
 # Calls whose one body's binders are the equation's operands, in order, and whose outputs are that
@@ -205,7 +206,9 @@ class _Interpreter:
             outs: list[Any] | None = None
             if name in _KERNEL_PRIMS:
                 if name == "pallas_call":
-                    self.records.setdefault(index, {})[dev.lane if dev else 0] = [read(v) for v in eqn.invars]
+                    # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands)
+                    self.records.setdefault(index, {})[dev.lane if dev else 0] = launch_operands(
+                        eqn, [read(v) for v in eqn.invars])
                 index += 1
             elif self._kernels_in(eqn):
                 if name in _ENTERED and len(list(_subs(eqn))) == 1:
@@ -294,7 +297,7 @@ class _Interpreter:
             if name == "pallas_call":
                 nb = eqn.params["grid_mapping"].num_dynamic_grid_bounds
                 ops = _pallas_operands(eqn)
-                for i, v in enumerate(eqn.invars):
+                for i, v in enumerate(launch_operands(eqn, eqn.invars)):
                     if type(v) is lit:
                         continue
                     if i < nb or (i - nb < len(ops) and is_scalar_operand(ops[i - nb])):
@@ -344,8 +347,10 @@ def _subs(eqn: Any) -> list[Any]:
 def _pallas_operands(eqn: Any) -> list[Operand]:
     """A pallas_call's index and input operands as `trace` describes them (they follow the equation's
     dynamic grid bounds)."""
-    from semcheck.checker.frontend.trace import _operand, memory_space_name
+    from semcheck.checker.frontend.trace import _operand, discharged, eqn_loc, memory_space_name
 
+    if getattr(eqn.params["jaxpr"], "constvars", None):  # the call jax runs (LAUNCH-4)
+        eqn = discharged(eqn, eqn_loc(eqn, NO_LOC))
     gm = eqn.params["grid_mapping"]
     kernel = eqn.params["jaxpr"]
     out = []

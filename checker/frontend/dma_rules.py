@@ -9,6 +9,7 @@ mixin extends.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -18,7 +19,8 @@ from jax._src.pallas.mosaic import primitives as tpu_prims
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
-from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions
+from semcheck.checker.frontend.region_transforms import dynamic_sizes, lane_chain, size_lanes, view_shape
+from semcheck.checker.frontend.regions import empty_region, flatten_ref, lane_keys, ref_regions
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef
@@ -32,25 +34,51 @@ class DmaRules(SyncRules):
         super().__init__(call, num_devices, cores)
         self.rules.update({tpu_prims.dma_start_p: self._dma_start, tpu_prims.dma_wait_p: self._dma_wait})
 
-    def _dma_nbytes(self, eqn: Any) -> int:
-        """Bytes moved by a DMA: the size of its (transformed) source ref, a static property."""
+    def _dma_nbytes(self, eqn: Any, src: Any, mask: Any) -> list[int] | int:
+        """Bytes moved by a DMA: the size of its (transformed) source ref `src` (evaluated).
+
+        Static for most views; a view whose slice size is data (`pl.ds(start, n)` with `n` read
+        from scalar memory) has its size per lane, from the evaluated size (ACC-7): a list of L.
+        """
         key = ("nbytes", id(eqn))
         hit = self._static_cache.get(key)  # type: ignore[arg-type]
         if hit is None:
-            src = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])[0]
-            self.refuse_selected(src, eqn, "the DMA's source")
+            aval_src = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])[0]
+            self.refuse_selected(aval_src, eqn, "the DMA's source")
             try:
-                if isinstance(src, state.TransformedRef):
-                    aval = state.transform_type(src.transforms, src.ref)
+                if isinstance(aval_src, state.TransformedRef):
+                    aval = state.transform_type(aval_src.transforms, aval_src.ref)
                 else:
-                    aval = src
-                shape = tuple(int(s) for s in aval.shape)
-                hit = math.prod(shape) * np.dtype(aval.dtype).itemsize
+                    aval = aval_src
+                if isinstance(aval_src, state.TransformedRef) and any(
+                        getattr(t, "is_dynamic_size", False) for t in aval_src.transforms):
+                    base, _ = flatten_ref(aval_src)
+                    hit = ("dynamic", tuple(int(x) for x in base.shape), base.dtype)
+                else:
+                    shape = tuple(int(s) for s in aval.shape)
+                    hit = math.prod(shape) * np.dtype(aval.dtype).itemsize
             except Exception as e:  # a view jax itself cannot type
                 raise Unsupported(eqn.primitive.name, f"the byte count of the DMA's source view cannot be "
                                   f"computed ({type(e).__name__}: {e})", self.loc(eqn)) from e
             self._static_cache[key] = hit  # type: ignore[index]
-        return hit
+        if type(hit) is int:
+            return hit
+        return self._dynamic_nbytes(eqn, src, hit[1], hit[2], mask)
+
+    def _dynamic_nbytes(self, eqn: Any, src: Any, shape: tuple[int, ...], dtype: Any, mask: Any) -> list[int]:
+        """ACC-7: per lane, the bytes of a source view whose slice sizes are evaluated values."""
+        _, chain = flatten_ref(src)
+        for size in dynamic_sizes(chain):  # an opaque size: unknown, with the hint for shapes (ERR-14)
+            self.known(size, eqn, "the size of the DMA's source view")
+        lanes = size_lanes(chain)
+        out = [-1] * lanes  # lanes that do not run the DMA: never read
+        for lane in (self.active(mask) if lanes > 1 else [0]):
+            got = view_shape(shape, dtype, lane_chain(chain, lane))
+            if got is None or any(d < 0 for d in got[0]):
+                raise Unsupported(eqn.primitive.name, "the DMA's source view has a slice size semcheck cannot "
+                                  "compute (negative or not an integer)", self.loc(eqn))
+            out[lane] = math.prod(got[0]) * np.dtype(got[1]).itemsize
+        return out * self.L if lanes == 1 else out
 
     def _dma_start(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         # `src` and `dst` are the refs (with their transforms) that the DMA moves
@@ -59,7 +87,7 @@ class DmaRules(SyncRules):
         loc = self.loc(eqn)
         for ref, what in ((src, "the DMA's source"), (dst, "the DMA's destination")):
             self.refuse_selected(ref, eqn, what)
-        nbytes = self._dma_nbytes(eqn)
+        nbytes = self._dma_nbytes(eqn, src, mask)
         dlabel, didx = self.sem_indices(dst_sem, (), eqn, "the DMA's destination semaphore")
         slabel, sidx = (None, None)
         if src_sem is not None:
@@ -78,7 +106,9 @@ class DmaRules(SyncRules):
             dkeys = dkeys * self.L
         # The per-lane work runs in C (zip, map) where it can: a ring at 256
         # devices passes here once per device and step.
-        keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys))
+        # A byte count that is data (ACC-7) is part of the key; a static one is the same on every lane.
+        sizes = itertools.repeat(nbytes) if type(nbytes) is int else nbytes
+        keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys, sizes))
         if mask is None:
             targets = self.bodies
         else:
@@ -95,11 +125,12 @@ class DmaRules(SyncRules):
                 if op is None:
                     # One op per device and index values, from a template shared by
                     # the ops with the same semaphores and target.
-                    fields = templates.get(key[:4])
+                    tkey = (*key[:4], key[6])
+                    fields = templates.get(tkey)
                     if fields is None:
-                        fields = templates[key[:4]] = dict(zip(_DMA_FIELDS, (
+                        fields = templates[tkey] = dict(zip(_DMA_FIELDS, (
                             self.semref(dlabel, key[0]),
-                            nbytes,
+                            key[6],
                             self.semref(slabel, key[1]) if slabel is not None else None,
                             key[2],
                             key[3],
@@ -161,14 +192,15 @@ class DmaRules(SyncRules):
         _src, _dst, sem, _src_sem, _dev = eqn.params["tree"].unflatten(invals)
         loc = self.loc(eqn)
         self.refuse_selected(_src, eqn, "the awaited DMA's source")
-        nbytes = self._dma_nbytes(eqn)
+        nbytes = self._dma_nbytes(eqn, _src, mask)
         label, idx = self.sem_indices(sem, (), eqn, "the awaited DMA semaphore")
         bodies = self.bodies
         cache = self.op_cache(eqn, label)
         for d in self.active(mask):
-            op = cache.get(idx[d])
+            n = nbytes if type(nbytes) is int else nbytes[d]  # ACC-7: the lane's own byte count
+            op = cache.get((idx[d], n))
             if op is None:
-                op = cache[idx[d]] = Wait(self.semref(label, idx[d]), nbytes, "dma", loc)
+                op = cache[(idx[d], n)] = Wait(self.semref(label, idx[d]), n, "dma", loc)
             bodies[d].append(op)
         return []
 
@@ -219,7 +251,9 @@ class _View:
 
     def regions(self) -> tuple[Any, ...]:
         if self._regions is None:
-            self._regions = ref_regions(self.shape, self.chain, dtype=self.dtype)
+            regions = ref_regions(self.shape, self.chain, dtype=self.dtype)
+            # a view of no elements (a size-0 slice, ACC-7): the copy touches nothing, known
+            self._regions = tuple(empty_region(len(self.shape)) if r is None else r for r in regions)
         return self._regions
 
     def region(self, key: Any, known: dict[Any, Any]) -> Any:

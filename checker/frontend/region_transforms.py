@@ -450,3 +450,69 @@ def _bitcast_preimage(box: _Box, in_shape: tuple[int, ...], in_dtype: Any, out_d
     partial = nonempty & ((lo % k != 0) | (hi % k != 0))
     box.lo[d], box.hi[d] = new_lo, new_hi
     box.widen(f"dim {d}: a bitcast to a narrower type touches part of an element", partial)
+
+
+# --- views whose slice sizes are data (ACC-7) ------------------------------------------
+
+
+def size_lanes(chain: Sequence[Any]) -> int:
+    """How many lanes the slice sizes of `chain` differ over: 1 when every size is static or the
+    same on every lane, the lane count when some size is a per-lane array (ACC-7)."""
+    J = _jax()
+    lanes = 1
+    for t in chain:
+        if isinstance(t, J.NDIndexer):
+            for idx in t.indices:
+                if isinstance(idx, J.Slice) and type(idx.size) is np.ndarray and idx.size.ndim:
+                    lanes = max(lanes, int(idx.size.shape[0]))
+    return lanes
+
+
+def dynamic_sizes(chain: Sequence[Any]) -> list[Any]:
+    """The slice sizes of `chain` that are not Python integers (evaluator values), in order."""
+    J = _jax()
+    out = []
+    for t in chain:
+        if isinstance(t, J.NDIndexer):
+            for idx in t.indices:
+                if isinstance(idx, J.Slice) and not isinstance(idx.size, (int, np.integer)):
+                    out.append(idx.size)
+    return out
+
+
+def lane_chain(chain: Sequence[Any], lane: int) -> tuple[Any, ...]:
+    """`chain` as lane `lane` sees it: every per-lane index value cut to that lane, and every slice
+    size that is now one integer made a Python integer (so shapes and regions are static)."""
+    J = _jax()
+    out: list[Any] = []
+    for t in chain:
+        if not isinstance(t, J.NDIndexer):
+            out.append(t)
+            continue
+        int_rank = len(t.int_indexer_shape)
+        indices = []
+        for idx in t.indices:
+            if isinstance(idx, J.Slice):
+                size = _one_lane(idx.size, lane)
+                static = _static_int(size)
+                indices.append(J.Slice(_one_lane(idx.start, lane), size if static is None else static, idx.stride))
+            elif type(idx) is np.ndarray and idx.ndim == int_rank + 1:
+                indices.append(_one_lane(idx, lane))
+            else:
+                indices.append(idx)
+        out.append(J.NDIndexer(tuple(indices), t.shape, t.int_indexer_shape))
+    return tuple(out)
+
+
+def _one_lane(v: Any, lane: int) -> Any:
+    if type(v) is np.ndarray and v.ndim and v.shape[0] > 1:
+        return v[lane : lane + 1]
+    return v
+
+
+def view_shape(base_shape: tuple[int, ...], dtype: Any, chain: Sequence[Any]) -> tuple[tuple[int, ...], Any] | None:
+    """The shape and dtype of the view `chain` of a buffer, when every slice size is one integer."""
+    shapes, dtypes = _forward_shapes(base_shape, dtype, chain)
+    if shapes[-1] is None:
+        return None
+    return shapes[-1], dtypes[-1]

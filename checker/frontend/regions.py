@@ -47,10 +47,12 @@ from semcheck.checker.frontend.region_transforms import (
     _indexer_preimage,
     _reshape_preimage,
     _bitcast_preimage,
+    lane_chain,
+    size_lanes,
 )
 from semcheck.model.ops import Region
 
-__all__ = ["RegionCache", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
+__all__ = ["RegionCache", "empty_region", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
 
 
 class RegionCache:
@@ -79,6 +81,12 @@ def full_region(shape: Sequence[int], cache: RegionCache | None = None, why: str
     """The whole buffer of `shape` (exact unless `why` says it was widened)."""
     box = tuple((0, int(s)) for s in shape)
     return (_DEFAULT_CACHE if cache is None else cache).get(box, not why, why)
+
+
+def empty_region(rank: int, cache: RegionCache | None = None) -> Region:
+    """An exact region of no elements of a rank-`rank` buffer: what a copy of 0 bytes touches (a size-0
+    slice, ACC-7), recorded so that the copy is known to touch nothing (rather than unknown)."""
+    return (_DEFAULT_CACHE if cache is None else cache).get(((0, 0),) * rank)
 
 
 def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[Any, ...]]:
@@ -184,6 +192,15 @@ def ref_regions(
     base_shape = tuple(int(s) for s in shape)
     if cache is None:
         cache = _DEFAULT_CACHE
+    chain = tuple(t for t in transforms if t is not None)
+    lanes = size_lanes(chain)
+    if lanes > 1:  # slice sizes that differ per lane (ACC-7): each lane's view is static, walk each
+        out: list[Region | None] = []
+        for lane in range(lanes):
+            m = mask[lane : lane + 1] if type(mask) is np.ndarray and mask.ndim and mask.shape[0] > 1 else mask
+            rs = ref_regions(base_shape, lane_chain(chain, lane), dtype=dtype, mask=m, cache=cache)
+            out.append(rs[0] if len(rs) == 1 else rs[lane])
+        return _compress(out)
     try:
         box = _walk(base_shape, tuple(t for t in transforms if t is not None), dtype, mask)
         if len(box.lo) != len(base_shape) or len(box.hi) != len(base_shape):

@@ -40,7 +40,7 @@ from semcheck.model.ops import Loc
 
 # What a kernel is told when a value it branches on comes from arguments given as shapes.
 CONCRETE_HINT = ("hint: give the target concrete example arguments (arrays, not jax.ShapeDtypeStruct) "
-                 "so that semcheck can follow the kernel's data-dependent control flow")
+                 "so that semcheck can follow the kernel's data-dependent control flow and DMA sizes")
 
 
 class AbstractInput(Unknown):

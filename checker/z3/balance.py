@@ -819,8 +819,10 @@ def _dma_bytes(program: Program, mode: DmaMode, exits: bool = True) -> tuple[Ver
         one_size = len(set(sizes)) == 1  # once per counter: per wait it was quadratic in the copies
         if not sizes:
             continue  # no copy and no wait reached (exits=False): nothing to judge
-        if one_size and all(t % sizes[0] == 0 for t in itertools.accumulate(values)):
-            continue  # the loop below would pass every wait: they all take whole copies
+        if one_size and (sizes[0] == 0 or all(t % sizes[0] == 0 for t in itertools.accumulate(values))):
+            # the loop below would pass every wait: they all take whole copies (copies of 0 bytes, a
+            # size that is data, ACC-7: the sums above agree, so every wait is of 0 bytes too)
+            continue
         need = 0
         for n, w in enumerate(dma_w):
             need += w.value

@@ -120,6 +120,38 @@ EXAMPLES: dict[str, dict] = {
     # (`_check_for_revisiting`); a TPU writes the block back twice
     "examples/buggy/revisited_output_block.py": {"kind": "interpreter_error", "error_type": "RuntimeError"},
     "examples/consecutive_output_blocks.py": {"kind": "clean"},
+    # DMAs whose sizes are data (ACC-7), ported from jax: its ragged all-to-all (offsets and sizes
+    # from SMEM, dummy descriptors for the byte totals), the race-detection test kernel (a wait for
+    # a data-dependent receive count) and test_dynamic_dma_on_2nd_minor; with their seeded bugs
+    "examples/jax_ops/ragged_all_to_all_offsets.py": {"kind": "clean"},
+    # devices that wait for less than they receive leave first: under eager with the bytes the
+    # others' copies bring (all of them if every copy landed before the exit check); under on_wait
+    # their waits take whole copies (the default table's copies to one device are of one size)
+    "examples/jax_ops/buggy/deadlock_ragged_offsets_receive_count_wrong_row.py": {
+        "kind": "deadlock", "expected_leaks": [{"semaphore": 2001, "count": 2048},
+                                               {"semaphore": 2001, "count": 4096},
+                                               {"semaphore": 2001, "count": 8192}]},
+    # every copy one row too long: bytes left on both semaphores of every device (which the exit
+    # check prints first is racy, EXIT-1), and two sources write one row (race_ground_truth.json)
+    "examples/jax_ops/buggy/race_ragged_offsets_size_off_by_one.py": {
+        "kind": "exit_leak", "also": ["race"], "expected_leaks": [
+        {"semaphore": 2000, "count": 512}, {"semaphore": 2000, "count": 1024},
+        {"semaphore": 2000, "count": 1536}, {"semaphore": 2000, "count": 2048},
+        {"semaphore": 2000, "count": 2560}, {"semaphore": 2000, "count": 3072},
+        {"semaphore": 2000, "count": 3584}, {"semaphore": 2000, "count": 4608},
+        {"semaphore": 2000, "count": 6144}, {"semaphore": 2001, "count": 512},
+        {"semaphore": 2001, "count": 1024}, {"semaphore": 2001, "count": 2048},
+        {"semaphore": 2001, "count": 3072}, {"semaphore": 2001, "count": 4096},
+        {"semaphore": 2001, "count": 6144}, {"semaphore": 2001, "count": 8192}]},
+    "examples/jax_ops/recv_count_race_detection.py": {"kind": "clean"},
+    "examples/jax_ops/buggy/race_recv_count_two_writers.py": {"kind": "race"},
+    "examples/jax_ops/dynamic_dma_2nd_minor.py": {"kind": "clean"},
+    "examples/jax_ops/buggy/dma_bytes_dynamic_dma_wait_one_row_short.py": {
+        "kind": "exit_leak", "expected_leaks": [{"semaphore": 2000, "count": 512}]},
+    # a kernel closing over run_state's refs (LAUNCH-4), and one that never waits for its arrival
+    "examples/jax_ops/stateful_async_copy.py": {"kind": "clean"},
+    "examples/jax_ops/buggy/exit_leak_stateful_copy_unwaited_send.py": {
+        "kind": "exit_leak", "expected_leaks": [{"semaphore": 2000, "count": 4096}]},
 }
 
 # jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds
