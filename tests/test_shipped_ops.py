@@ -43,6 +43,7 @@ from pathlib import Path
 import pytest
 
 import semcheck
+from semcheck.checker.properties import IDS
 
 pytestmark = pytest.mark.jax
 
@@ -468,7 +469,7 @@ def test_verdicts_agree_with_interpret_mode(reports, name):
         mode = case["dma_mode"]
         got = {r["property"]: r for r in reports[name]["results"]
                if r["dma_mode"] == mode and r["devices"] == case["devices"]}
-        assert len(got) == 7, (mode, sorted(got))
+        assert len(got) == len(IDS), (mode, sorted(got))
         verdicts = {p: r["verdict"] for p, r in got.items()}
         if case["outcome"] == "completed":
             assert not case["nonzero_count_warnings"] and case["output_matches_reference"] is True, case
