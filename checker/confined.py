@@ -171,8 +171,8 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
         elif run.state.pcs[la.core] > la.pc:
             unsure.append(f"the {what} at {op.loc} may reach device {target_dev} before it enters {la.owner} "
                           "(a run can fail first)")
-        late = (fast_run(program, "hardware", suppress=frozenset({(la.core, la.pc, "write")}))
-                if type(op) is DmaStart else fast_run(program, "hardware", freeze={la.core: la.pc}))
+        late = (_held_copy(program, la) if type(op) is DmaStart
+                else fast_run(program, "hardware", freeze={la.core: la.pc}))
         if late.state.pcs[la.core] < la.pc:
             continue  # the sender never reaches the operation while it is held: no landing at all
         if late.state.pcs[la.target] >= la.exit:
@@ -188,35 +188,49 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
         "or carried object (barrier semaphores aside, PRG-105)"))
 
 
+class _Starts:
+    """A fast run's observer that keeps the ident of every copy it starts (a witness names a write half by it)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[tuple[int, int], int] = {}
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        self.starts[(core, pc)] = ident
+
+    def signal(self, *a: Any) -> None: ...
+    def wait(self, *a: Any) -> None: ...
+    def arrive(self, *a: Any) -> None: ...
+    def barrier(self, *a: Any) -> None: ...
+    def access(self, *a: Any) -> None: ...
+
+
+class _Held:
+    """A run with one copy's write half held back, and the idents of the copies it started."""
+
+    def __init__(self, out: Any, starts: dict[tuple[int, int], int]) -> None:
+        self.kind, self.state, self.schedule, self.starts = out.kind, out.state, out.schedule, starts
+
+
+def _held_copy(program: Program, la: Landing) -> _Held:
+    """PRG-112 for a copy: its write half never happens, everything else runs as far as it can."""
+    seen = _Starts()
+    out = fast_run(program, "hardware", suppress=frozenset({(la.core, la.pc, "write")}), observer=seen)
+    return _Held(out, seen.starts)
+
+
 def _violation(program: Program, la: Landing, run: Any, what: str, when: str, where: Any, calls: Any,
                reading: str) -> Verdict:
     """The witness: the run's schedule up to the landing (early), or the run then the landing (late)."""
     topo = program.topology
     op = program.cores[la.core][la.pc]
+    # early: the frozen run itself is the witness (the sender's operation and, under hardware, a copy's
+    # halves are in it, and the target never moved past its entry); late: the held run, then the landing
     sched = list(run.schedule)
     if when == "early":
-        # the sender's operation is its (pc+1)-th step; under hardware a copy's halves follow it
-        n = 0
-        for j, a in enumerate(sched):
-            if a == ("core", la.core):
-                n += 1
-                if n == la.pc + 1:
-                    cut = j + 1
-                    while cut < len(sched) and sched[cut][0] in ("dma_read", "dma_write") and \
-                            type(op) is DmaStart and cut <= j + 2:
-                        cut += 1
-                    sched = sched[:cut]
-                    break
         target_pc = la.entry
     else:
         if type(op) is DmaStart:
-            n, ident = 0, None
-            for j, a in enumerate(sched):
-                if a == ("core", la.core):
-                    n += 1
-                    if n == la.pc + 1 and j + 1 < len(sched) and sched[j + 1][0] == "dma_read":
-                        ident = sched[j + 1][1]
-                        break
+            ident = run.starts.get((la.core, la.pc)) if hasattr(run, "starts") else None
             if ident is None:
                 return Verdict(PROPERTY, "unknown", reason=f"the copy at {op.loc} may land after its target left "
                                f"{la.last}; its witness could not be built")
