@@ -131,7 +131,7 @@ def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:
     first = verdicts[0]
     traced = getattr(orders[0], "order", None)
     for v, c in zip(verdicts, orders):
-        if v.verdict == "violated" and (v is first or getattr(c, "order", None) == traced):
+        if v.verdict == "violated" and (v is first or (traced is not None and getattr(c, "order", None) == traced)):
             reading = getattr(c, "reading", "")
             if reading and v.witness is not None and "reading:" not in v.witness.message:
                 v = dataclasses.replace(v, witness=dataclasses.replace(

@@ -151,3 +151,21 @@ def test_semcheck_agrees_with_the_window_model():
                                       wm.done_kernel(0, 2))).violation is not None for n in (2, 3)}
     for n in (2, 3):
         assert (one[n]["invocation-confined"]["verdict"] == "violated") == model[n], (n, one[n])
+
+
+@pytest.mark.slow
+@pytest.mark.rule("PRG-115", "PRG-16")
+def test_the_tutorials_reduce_scatter_called_twice_is_confined_with_either_barrier(tmp_path):
+    """PRG-16: each device finishes a call only after data both neighbours send after their barrier."""
+    single = tmp_path / "rs_single.py"
+    single.write_text(
+        "import importlib.util\n"
+        f"_spec = importlib.util.spec_from_file_location('rs_twice', {str(EXAMPLES / 'reduce_scatter_twice.py')!r})\n"
+        "_mod = importlib.util.module_from_spec(_spec)\n_spec.loader.exec_module(_mod)\n\n\n"
+        "def build(num_devices, *, dma_mode='eager', interpret=None):\n"
+        "    return _mod.build(num_devices, dma_mode=dma_mode, interpret=interpret, double_barrier=False)\n")
+    for path in (EXAMPLES / "reduce_scatter_twice.py", single):
+        got = _verify(path, "2,3,4")
+        assert all(r["verdict"] == "proved" for by in got.values() for r in by.values()), path
+    for ops in (wm.SINGLE_BARRIER + wm.BIDIRECTIONAL, wm.DOUBLE_BARRIER + wm.BIDIRECTIONAL):
+        assert wm.search(3, 2, ops).violation is None
