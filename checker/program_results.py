@@ -32,7 +32,8 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
         exposed = (*exposed, Exposure("D25", tuple(dict.fromkeys(inv.loc for inv in traced.ir.invocations))[:3]))
     out = []
     for mode in req.modes:
-        verdicts = [_merge([c[mode][0][i] for c in checked], orders) for i in range(len(req.properties))]
+        verdicts = [_unexplored(_merge([c[mode][0][i] for c in checked], orders), traced)
+                    for i in range(len(req.properties))]
         out.append(Result(
             target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
             program={"ops": program.num_ops, "cores": program.topology.num_cores,
@@ -122,6 +123,14 @@ def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
     if v.property != "race-free" or v.verdict != "proved" or not gaps:
         return v
     return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]), stats=v.stats)
+
+
+def _unexplored(v: Verdict, traced: Any) -> Verdict:
+    """PRG-117: with only the traced order checked, a violation stands and nothing else is decided."""
+    if not getattr(traced, "unexplored", "") or v.verdict == "violated":
+        return v
+    said = f" (in the traced order: {v.verdict}{': ' + v.reason if v.reason else ''})"
+    return Verdict(v.property, "unknown", reason=traced.unexplored + said, stats=v.stats)
 
 
 def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:

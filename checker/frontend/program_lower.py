@@ -62,6 +62,7 @@ class ComposedProgram:
     barrier_labels: frozenset[str] = frozenset()  # the barrier semaphores, which outlive the calls (PRG-105)
     interpreted: tuple[Program, ...] = ()
     reading: str = ""  # PRG-116: which reading of a collective id shared by different kernels ("" when none)
+    unexplored: str = ""  # PRG-117: why the other orders XLA may choose were not composed ("" when they were)
 
     def position(self, call: int) -> int:
         """Where call `call` runs in `order`."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
-from semcheck.checker.frontend.program_lower import ComposedProgram, compose_orders
+from semcheck.checker.frontend.program_lower import MAX_ORDERS, ComposedProgram, compose_orders
 
 if TYPE_CHECKING:
     from semcheck.checker.frontend.api import LoweredKernel
@@ -62,9 +62,18 @@ def compose_readings(ir: Any, lowered: list[Any], *, name: str) -> list[Composed
     barrier semaphore for all of them; one each), the first reading's traced order first."""
     from semcheck.checker.frontend.program_lower import READINGS, shares_id_between_kernels
 
-    if not shares_id_between_kernels(ir, lowered):
-        return compose_orders(ir, lowered, name=name)
-    return [c for reading in READINGS for c in compose_orders(ir, lowered, name=name, reading=reading)]
+    readings = READINGS if shares_id_between_kernels(ir, lowered) else (None,)
+    if ir.unknown is None and ir.invocations and ir.orders(MAX_ORDERS) is None:
+        # PRG-117: too many orders to compose each; the traced order is one XLA may run, so what it
+        # violates is violated, and the rest is unknown
+        import dataclasses
+
+        from semcheck.checker.frontend.program_lower import compose
+
+        why = (f"its calls' data dependences leave more than {MAX_ORDERS} orders XLA may run them in; only the "
+               "traced order was checked (programs.md PRG-117)")
+        return [dataclasses.replace(compose(ir, lowered, name=name, reading=r), unexplored=why) for r in readings]
+    return [c for r in readings for c in compose_orders(ir, lowered, name=name, reading=r)]
 
 
 def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,

@@ -169,3 +169,19 @@ def test_the_tutorials_reduce_scatter_called_twice_is_confined_with_either_barri
         assert all(r["verdict"] == "proved" for by in got.values() for r in by.values()), path
     for ops in (wm.SINGLE_BARRIER + wm.BIDIRECTIONAL, wm.DOUBLE_BARRIER + wm.BIDIRECTIONAL):
         assert wm.search(3, 2, ops).violation is None
+
+
+@pytest.mark.rule("PRG-117")
+def test_beyond_eight_orders_the_traced_orders_violations_stand():
+    from types import SimpleNamespace
+
+    from semcheck.checker.program_results import _unexplored
+    from semcheck.checker.verdict import Verdict, Witness
+
+    traced = SimpleNamespace(unexplored="more than 8 orders; only the traced order was checked")
+    bad = Verdict("deadlock-free", "violated", witness=Witness(message="deadlock"))
+    assert _unexplored(bad, traced) is bad
+    proved = _unexplored(Verdict("race-free", "proved"), traced)
+    assert proved.verdict == "unknown" and "only the traced order" in proved.reason and "proved" in proved.reason
+    every = SimpleNamespace(unexplored="")
+    assert _unexplored(Verdict("race-free", "proved"), every).verdict == "proved"
