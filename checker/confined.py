@@ -46,6 +46,7 @@ class Landing:
     owner: str  # how the window is named: "remote_start (call 0, f.py:12)" or "the kernel"
     last: str  # the last call of the window (the same as owner for a kernel-local object)
     carried: bool = False
+    owner_loc: Any = None  # the pallas_call line of the window's first call (None: a single kernel)
 
 
 def _describe_where(pc: int, calls: tuple[int, ...] | None, name: Any) -> str:
@@ -135,7 +136,8 @@ def composed_landings(composed: Any) -> list[Landing]:
             entry = next((j for j, c in enumerate(mine) if pos(c) >= first), len(mine))
             exit_at = next((j for j, c in enumerate(mine) if pos(c) > last), len(mine))
             first_call, last_call = invs[composed.order[first]], invs[composed.order[last]]
-            out.append(Landing(g, i, core0, entry, exit_at, first_call.describe(), last_call.describe(), carried))
+            out.append(Landing(g, i, core0, entry, exit_at, first_call.describe(), last_call.describe(), carried,
+                               first_call.loc))
     return out
 
 
@@ -143,12 +145,7 @@ def composed_verdict(composed: Any) -> Verdict:
     """PROP-8 under hardware on a composed program of calls (PRG-111, PRG-112)."""
     invs = composed.ir.invocations
     return decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
-                  calls=_padded(composed), reading=getattr(composed, "reading", ""))
-
-
-def _padded(composed: Any) -> tuple[tuple[int, ...], ...]:
-    """Per core, the call of each operation (the program's exit checks count as after the last call)."""
-    return tuple(ks for ks in composed.calls)
+                  calls=composed.calls, reading=composed.reading)
 
 
 def decide(program: Program, landings: list[Landing], *, where: Any = None, calls: Any = None,
@@ -249,9 +246,9 @@ def _violation(program: Program, la: Landing, run: Any, what: str, when: str, wh
     timing = (f"before device {target_dev} enters {la.owner}" if when == "early"
               else f"after device {target_dev} left {la.last}")
     msg = (f"the {what} at {op.loc} in {sender} on device {sender_dev} can land in a {obj} of device "
-           f"{target_dev} {timing}: device {target_dev} is {place} then"
+           f"{target_dev} {timing}" + (f": device {target_dev} is {place} then" if calls is not None else "")
            + (f" (reading: {reading})" if reading else ""))
-    locs = tuple(x for x in (op.loc,) if x is not None)
+    locs = tuple(x for x in (op.loc, la.owner_loc) if x is not None)
     details = {"sender": sender, "sender_device": sender_dev, "target_device": target_dev, "target_at": place,
                "when": when, "object": obj, "owner": la.owner}
     if reading:

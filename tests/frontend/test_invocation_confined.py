@@ -80,7 +80,7 @@ def test_a_target_that_can_leave_before_a_signal_lands_is_violated():
 
     v = invocation_confined(_kernel(late), "hardware")
     assert v.verdict == "violated" and v.witness.details["when"] == "late"
-    assert v.witness.details["target_device"] == 1 and "after it left the kernel" in v.witness.message
+    assert v.witness.details["target_device"] == 1 and "after device 1 left the kernel" in v.witness.message
     assert invocation_confined(_kernel(waited), "hardware").verdict == "proved"
 
 
