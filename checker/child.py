@@ -86,7 +86,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         from semcheck.checker.checking import generated_results, kernel_results
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import FrontendError, Unsupported
-        from semcheck.checker.frontend.programs import lower_program
+        from semcheck.checker.frontend.programs import communicating_program, lower_program
         from semcheck.checker.frontend.targets import load_targets
 
         provision_devices(req.devices)
@@ -116,6 +116,12 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 with observe(recorder):
                     kernels = lower_target(t, req.devices, cores=req.cores)
                     composed = lower_program(t, req.devices, kernels, cores=req.cores)  # programs.md: None alone
+                    unconfined, alone = "", req
+                    if composed is None:  # communicating calls in a row: one program too (programs.md PRG-115)
+                        composed, unconfined = communicating_program(t, req.devices, kernels, cores=req.cores)
+                        if composed is not None:  # the interpreter runs each call alone (PRG-115)
+                            alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
+                            req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))
                 continue
@@ -125,11 +131,14 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
             if composed is not None:  # calls that hand semaphores on: one program (programs.md)
                 from semcheck.checker.program_results import program_results
 
-                for r in program_results(composed, t.name, req, deadline, time.monotonic() - t0):  # per order
-                    conn.send(("result", r))
-                continue
-            for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0):
-                conn.send(("result", r))
+                on = req if alone is req else req_program
+                if on.modes:
+                    for r in program_results(composed, t.name, on, deadline, time.monotonic() - t0):  # per order
+                        conn.send(("result", r))
+                if alone is req or not alone.modes:
+                    continue
+            for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
+                conn.send(("result", _unconfined(r, unconfined)))
         conn.send(("deps", recorder.dependencies()))
         conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
@@ -146,6 +155,17 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
             conn.send(("crash", (type(e).__name__, str(e)), tb))
     finally:
         conn.close()
+
+
+def _unconfined(r, why: str):
+    """PRG-115: calls checked alone because their program could not be composed: invocation-confined is
+    about the program, so it is unknown under hardware, with why."""
+    if not why or r.dma_mode != "hardware":
+        return r
+    from semcheck.checker.verdict import Verdict
+
+    return dataclasses.replace(r, verdicts=[
+        Verdict(v.property, "unknown", reason=why) if v.property == "invocation-confined" else v for v in r.verdicts])
 
 
 # --- the parent -------------------------------------------------------------------

@@ -23,6 +23,8 @@ way round. The report says so, with the interpreter divergences
   runs it: ACC-6).
 * D24: a grid step that comes back to an output block the grid had left (the interpreter raises
   after it, a TPU writes the block back again: GRID-3).
+* D25: a program of several calls (the interpreter synchronises all devices at each call's start and
+  end, a TPU does not: programs.md PRG-110; invocation-confined cannot be violated there).
 
 What the program exercises is found statically in the verify child
 (`exposures`, sent with each result); the report pairs it with the verdicts.
@@ -53,6 +55,9 @@ CAUSES = {
            "view of a ref (it indexes only through indexers); a TPU runs it",
     "D24": "the interpreter raises after a grid step that comes back to an output block the grid had left; "
            "a TPU writes the block back again",
+    "D25": "the interpreter runs every call of a program on a fresh manager and keeps all devices in a call until "
+           "every device reached its end; on a TPU a device enters and leaves a call on its own, so a remote "
+           "signal or copy can land outside the call and barrier counts carry from call to call",
 }
 ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
 MAX_LOCS = 3
@@ -173,7 +178,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D12", "D20", "D21", "D22", "D24"):
+            for code in ("D12", "D20", "D21", "D22", "D24", "D25"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

@@ -26,9 +26,14 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
     traced = orders[0]
     program = traced.program
     exposed = exposures_of(program, req.fold)
+    if len(traced.ir.invocations) > 1:  # D25: the interpreter synchronises the calls, a TPU does not
+        from semcheck.checker.differences import Exposure
+
+        exposed = (*exposed, Exposure("D25", tuple(dict.fromkeys(inv.loc for inv in traced.ir.invocations))[:3]))
     out = []
     for mode in req.modes:
-        verdicts = [_merge([c[mode][0][i] for c in checked], orders) for i in range(len(req.properties))]
+        verdicts = [_unexplored(_merge([c[mode][0][i] for c in checked], orders), traced)
+                    for i in range(len(req.properties))]
         out.append(Result(
             target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
             program={"ops": program.num_ops, "cores": program.topology.num_cores,
@@ -42,9 +47,9 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
 def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
     """mode -> (verdicts, seconds) of one composed program."""
     from semcheck.checker.checking import check_modes
-    from semcheck.checker.program_entry import entry_gaps
 
-    untrusted = entry_gaps(composed) if "hardware" in req.modes else ()
+    confined = _confined(composed) if "hardware" in req.modes else None
+    untrusted = confined is not None and confined.verdict != "proved"
     modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES)
                   and not (untrusted and m == "hardware"))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
@@ -55,10 +60,28 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
         if mode in done:
             verdicts, seconds = done[mode]
             out[mode] = ([_gap(v, composed.race_gaps) for v in verdicts], seconds)
+        elif mode == "hardware":
+            out[mode] = ([Verdict(p, "unknown", reason=_unconfined(confined)) for p in req.properties], 0.0)
         else:
-            why = "; ".join(untrusted[:2]) if mode == "hardware" else composed.why
-            out[mode] = ([Verdict(p, "unknown", reason=why) for p in req.properties], 0.0)
+            out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
+        if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
+            out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
     return out
+
+
+def _confined(composed: Any) -> Verdict:
+    """PRG-111 / PRG-112: invocation-confined under hardware, its witness replayed on the model."""
+    from semcheck.checker.confined import composed_verdict
+    from semcheck.checker.replay import with_replay
+
+    return with_replay(lambda program, mode, timeout_ms=0: composed_verdict(composed))(composed.program, "hardware")
+
+
+def _unconfined(confined: Verdict) -> str:
+    """PRG-114: why the other properties are unknown where a landing may fall outside its call."""
+    said = confined.witness.message if confined.witness is not None else confined.reason
+    return (f"invocation-confined is {confined.verdict}: {said}; the model gives each call its own semaphores and "
+            "buffers, which does not describe a landing outside the call (programs.md PRG-114)")
 
 
 def _interpreted(composed: Any, modes: tuple[str, ...], req: Any, deadline: float) -> dict:
@@ -102,16 +125,36 @@ def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
     return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]), stats=v.stats)
 
 
+def _unexplored(v: Verdict, traced: Any) -> Verdict:
+    """PRG-117: with only the traced order checked, a violation stands and nothing else is decided."""
+    if not getattr(traced, "unexplored", "") or v.verdict == "violated":
+        return v
+    said = f" (in the traced order: {v.verdict}{': ' + v.reason if v.reason else ''})"
+    return Verdict(v.property, "unknown", reason=traced.unexplored + said, stats=v.stats)
+
+
 def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:
-    """One property's verdict over the orders XLA may run the calls in (the traced order first)."""
+    """One property's verdict over the orders XLA may run the calls in (the traced order first), in each
+    reading of a collective id shared by different kernels (PRG-116): violated when the traced order violates
+    it in some reading, proved when every order proves it in every reading."""
     first = verdicts[0]
+    traced = getattr(orders[0], "order", None)
+    for v, c in zip(verdicts, orders):
+        if v.verdict == "violated" and (v is first or (traced is not None and getattr(c, "order", None) == traced)):
+            reading = getattr(c, "reading", "")
+            if reading and v.witness is not None and "reading:" not in v.witness.message:
+                v = dataclasses.replace(v, witness=dataclasses.replace(
+                    v.witness, message=f"{v.witness.message} (reading: {reading})"))
+            return v
     if first.verdict != "proved" or all(v.verdict == "proved" for v in verdicts):
         return first
     i, other = next((i, v) for i, v in enumerate(verdicts) if v.verdict != "proved")
     said = other.reason or (other.witness.message if other.witness is not None else "")
+    reading = getattr(orders[i], "reading", "")
     return Verdict(first.property, "unknown", stats=first.stats, reason=(
         f"proved when the calls run in the traced order; no data dependence stops XLA from running them as "
-        f"{orders[i].describe_order()}, and then it is {other.verdict}: {said}"))
+        f"{orders[i].describe_order()}" + (f" (reading: {reading})" if reading else "")
+        + f", and then it is {other.verdict}: {said}"))
 
 
 __all__ = ["program_results"]

@@ -113,6 +113,15 @@ REGISTRY: tuple[Property, ...] = (
         # RUN-7 lifts the fold's runs with every class in step; a race may need a class out of step
         folds=False,
     ),
+    Property(
+        "invocation-confined", "PROP-8",
+        "Every remote signal and copy lands while its target device is inside the call that owns the object.",
+        "semcheck.checker.confined:invocation_confined",
+        "let the target signal that it has entered the call (a barrier handshake) before copying into it, and "
+        "keep it in the call until every copy into it has landed",
+        # a landing is an intermediate state of one device against another, as a race is
+        folds=False,
+    ),
 )
 
 IDS: tuple[str, ...] = tuple(p.id for p in REGISTRY)

@@ -53,7 +53,8 @@ EXPECTED = {
     "two_core_missing_core_index.py": {"deadlock-free": I, "race-free": H},  # jax reports the race too
     "two_core_signal_hangs_on_tpu.py": {"deadlock-free": ("hardware",)},
     "wait_too_large_deadlock.py": {"deadlock-free": H},
-    "wrong_neighbour_deadlock.py": {"deadlock-free": H},
+    # device 0 signals itself, passes its barrier and copies into device 1, which may not have entered (PRG-113)
+    "wrong_neighbour_deadlock.py": {"deadlock-free": H, "invocation-confined": ("hardware",)},
 }
 
 

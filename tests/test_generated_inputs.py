@@ -189,7 +189,7 @@ def test_clean_kernel_says_exactly_what_was_covered():
     run = _cli(f"{KERNEL}::paged_lengths", "--devices", "2,4", "--examples", "6", "--dma-mode", "hardware")
     assert run.returncode == 0, run.stderr
     assert "generated inputs: paged_lengths: proved for 6 generated inputs at 2, 4 devices" in run.stdout
-    assert run.stdout.count("all 7 properties proved for 6 generated inputs") == 2
+    assert run.stdout.count("all 8 properties proved for 6 generated inputs") == 2
 
 
 RAGGED = "tests/generated_inputs/ragged_all_to_all.py"

@@ -61,6 +61,8 @@ class ComposedProgram:
     order: tuple[int, ...] = ()  # the calls in the order this program runs them (PRG-101)
     barrier_labels: frozenset[str] = frozenset()  # the barrier semaphores, which outlive the calls (PRG-105)
     interpreted: tuple[Program, ...] = ()
+    reading: str = ""  # PRG-116: which reading of a collective id shared by different kernels ("" when none)
+    unexplored: str = ""  # PRG-117: why the other orders XLA may choose were not composed ("" when they were)
 
     def position(self, call: int) -> int:
         """Where call `call` runs in `order`."""
@@ -74,8 +76,10 @@ MAX_ORDERS = 8
 """The most orders of one program's calls that are composed and checked (PRG-101)."""
 
 
-def compose_orders(ir: ProgramIR, lowered: list[Program], *, name: str) -> list[ComposedProgram]:
-    """One composed program per order of the calls XLA may choose (PRG-101), the traced order first."""
+def compose_orders(ir: ProgramIR, lowered: list[Program], *, name: str,
+                   reading: str | None = None) -> list[ComposedProgram]:
+    """One composed program per order of the calls XLA may choose (PRG-101), the traced order first;
+    `reading` as `_barrier_labels` takes it (PRG-116)."""
     if ir.unknown is not None:
         reason, loc = ir.unknown
         raise Unsupported("program", reason, loc)
@@ -83,11 +87,11 @@ def compose_orders(ir: ProgramIR, lowered: list[Program], *, name: str) -> list[
     if orders is None:
         raise Unsupported("program", f"its calls' data dependences leave more than {MAX_ORDERS} orders XLA may run "
                           "them in: not explored", ir.invocations[0].loc)
-    return [compose(ir, lowered, name=name, order=order) for order in orders]
+    return [compose(ir, lowered, name=name, order=order, reading=reading) for order in orders]
 
 
 def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
-            order: tuple[int, ...] | None = None) -> ComposedProgram:
+            order: tuple[int, ...] | None = None, reading: str | None = None) -> ComposedProgram:
     """The program of `ir` from each invocation's own lowering (`lowered[k]` for invocation `k`), its
     calls run in `order` (default: the traced order)."""
     if ir.unknown is not None:
@@ -99,7 +103,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     if len(topos) != 1:
         raise Unsupported("program", "its kernel calls run on different numbers of devices or cores", invs[0].loc)
     (topo,) = topos
-    barriers = _barrier_labels(invs, lowered)
+    barriers = _barrier_labels(invs, lowered, reading)
     cid = _collective_id(invs, lowered, barriers)
     renames: list[dict[str, str]] = []
     dropped: list[set[str]] = []
@@ -131,7 +135,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
                       launch_failure=failure)
     ran = () if exact else tuple(lowered[k] for k in order[:order.index(_first_failing(lowered, order)) + 1])
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
-                           tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran)
+                           tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran, reading or "")
 
 
 def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
@@ -298,18 +302,37 @@ _SHARED_ID = ("CompilerParams: \"using the same collective_id does not guarantee
               "will be allocated between kernels\"")
 
 
-def _barrier_labels(invs: tuple[Invocation, ...], lowered: list[Program]) -> dict[int, str]:
+READINGS = ("one barrier semaphore for every kernel of the collective id",
+            "one barrier semaphore per kernel of the collective id")
+"""PRG-116: the two readings of a collective id that different kernels use."""
+
+
+def shares_id_between_kernels(ir: ProgramIR, lowered: list[Program]) -> bool:
+    """PRG-116: whether different kernels use the barrier semaphore of one collective id."""
+    try:
+        _barrier_labels(ir.invocations, lowered)
+    except Unsupported:
+        return True
+    return False
+
+
+def _barrier_labels(invs: tuple[Invocation, ...], lowered: list[Program], reading: str | None = None) -> dict[int, str]:
     """PRG-105: call -> the label of its barrier semaphore in the program, for the calls that use one and
     have a collective id (one semaphore per collective id, which one kernel's calls share; a call without
     a collective id keeps the barrier reference, which fails as a single kernel's does, ERR-6)."""
     by_id: dict[int, Invocation] = {}
     out: dict[int, str] = {}
+    kernels: dict[tuple, int] = {}  # PRG-116, per-kernel reading: kernel -> its number on its id
     for inv, prog in zip(invs, lowered):
         uses = any(type(op) is GetBarrierSem for ops in prog.cores for op in ops)
         if not uses or inv.call.collective_id is None:
             continue
         first = by_id.setdefault(inv.call.collective_id, inv)
-        if first.call is not inv.call and _kernel_text(first) != _kernel_text(inv):
+        if reading == READINGS[1]:  # PRG-116: each kernel its own semaphore
+            n = kernels.setdefault((inv.call.collective_id, _kernel_text(inv)), len(kernels))
+            out[inv.index] = f"barrier_semaphore(collective_id={inv.call.collective_id}, kernel {n} {inv.name})"
+            continue
+        if reading is None and first.call is not inv.call and _kernel_text(first) != _kernel_text(inv):
             raise Unsupported("program", f"{first.describe()} and {inv.describe()} are different kernels on collective "
                               f"id {inv.call.collective_id}: whether they share a barrier semaphore is not promised "
                               f"({_SHARED_ID}), and the two cases are not explored yet", inv.loc)
@@ -353,4 +376,5 @@ def _first_failing(lowered: list[Program], order: tuple[int, ...]) -> int | None
     return next((k for k in order if lowered[k].launch_failure is not None), None)
 
 
-__all__ = ["ComposedProgram", "MAX_ORDERS", "compose", "compose_orders", "operand_labels"]
+__all__ = ["ComposedProgram", "MAX_ORDERS", "READINGS", "compose", "compose_orders", "operand_labels",
+           "shares_id_between_kernels"]

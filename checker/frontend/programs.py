@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
-from semcheck.checker.frontend.program_lower import ComposedProgram, compose_orders
+from semcheck.checker.frontend.program_lower import MAX_ORDERS, ComposedProgram, compose_orders
 
 if TYPE_CHECKING:
     from semcheck.checker.frontend.api import LoweredKernel
@@ -54,7 +54,64 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
                 raise Unsupported("program", f"{inv.describe()} needs the values of its scalar inputs, which "
                                   "programs of kernel calls do not follow yet", inv.loc) from e
         lowered.append(by_call[key])
-    return compose_orders(ir, lowered, name=t.name)
+    return compose_readings(ir, lowered, name=t.name)
+
+
+def compose_readings(ir: Any, lowered: list[Any], *, name: str) -> list[ComposedProgram]:
+    """PRG-116: the composed orders, in both readings when different kernels share a collective id (one
+    barrier semaphore for all of them; one each), the first reading's traced order first."""
+    from semcheck.checker.frontend.program_lower import READINGS, shares_id_between_kernels
+
+    readings = READINGS if shares_id_between_kernels(ir, lowered) else (None,)
+    if ir.unknown is None and ir.invocations and ir.orders(MAX_ORDERS) is None:
+        # PRG-117: too many orders to compose each; the traced order is one XLA may run, so what it
+        # violates is violated, and the rest is unknown
+        import dataclasses
+
+        from semcheck.checker.frontend.program_lower import compose
+
+        why = (f"its calls' data dependences leave more than {MAX_ORDERS} orders XLA may run them in; only the "
+               "traced order was checked (programs.md PRG-117)")
+        return [dataclasses.replace(compose(ir, lowered, name=name, reading=r), unexplored=why) for r in readings]
+    return [c for r in readings for c in compose_orders(ir, lowered, name=name, reading=r)]
+
+
+def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,
+                          build_kwargs: dict[str, Any] | None = None) -> tuple[list[ComposedProgram] | None, str]:
+    """PRG-115: a target whose calls take and return no semaphore but communicate (a remote signal or copy)
+    and run more than one kernel invocation is composed too, so that invocation-confined (PROP-8) and the
+    barrier counts a collective id carries from call to call (PRG-105) are checked over the program.
+    Returns (the composed orders or None, why invocation-confined cannot be decided when the program cannot
+    be composed: then the calls are checked alone and that property is unknown)."""
+    from semcheck.checker.frontend.program_lower import _communicates
+
+    if not any(_communicates(k.program) for k in kernels):
+        return None, ""
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.program_ir import program_ir
+    from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+    from semcheck.checker.frontend.trace import make_jaxpr
+
+    try:
+        ir = program_ir(_trace(t, devices, build_kwargs or {}, make_jaxpr))
+    except FrontendError as e:
+        return None, f"the program of its calls could not be followed ({e})"
+    if ir.unknown is None and len(ir.invocations) < 2:
+        return None, ""
+    if ir.unknown is not None:
+        reason, loc = ir.unknown
+        return None, f"the program of its calls is not followed ({reason}, {loc})"
+    n_cores = cores if cores is not None else t.cores
+    by_call: dict[int, Any] = {}
+    lowered = []
+    try:
+        for inv in ir.invocations:
+            if id(inv.call) not in by_call:
+                by_call[id(inv.call)] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
+            lowered.append(by_call[id(inv.call)])
+        return compose_readings(ir, lowered, name=t.name), ""
+    except (NeedsConcreteInputs, FrontendError) as e:
+        return None, f"the program of its calls could not be composed ({e})"
 
 
 def _trace(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> Any:
@@ -68,4 +125,4 @@ def _trace(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> 
     return make_jaxpr(fn, args, path=t.path).jaxpr
 
 
-__all__ = ["lower_program", "takes_or_returns_semaphores"]
+__all__ = ["communicating_program", "lower_program", "takes_or_returns_semaphores"]

@@ -54,7 +54,7 @@ def test_color_flag_and_environment():
     assert ANSI_COLOUR.search(forced.stdout), "FORCE_COLOR colours a pipe"
     assert "\x1b[" not in plain.stdout and plain.stdout.startswith("examples/ring_permute.py: ")
     code, text = run_on_terminal(*args, "--color", "never", cwd=EXAMPLES.parent)
-    assert code == 0 and "all 7 properties proved" in text
+    assert code == 0 and "all 8 properties proved" in text
     assert not ANSI_COLOUR.search(text), "--color never on a terminal"
     code, text = run_on_terminal(*args, cwd=EXAMPLES.parent)
     assert code == 0 and ANSI_COLOUR.search(text), "auto on a terminal"

@@ -36,16 +36,16 @@ def test_a_suppressed_property_is_reported_as_suppressed_in_every_format(leak):
         assert "exit-balance" in run.stdout and REASON in run.stdout, fmt
     assert f"-- exit-balance suppressed (not checked): {REASON} (# semcheck: ignore at leak.py:{line})" \
         in runs["text"].stdout
-    assert "all 6 properties proved" in runs["text"].stdout  # six were checked, not seven
-    assert runs["text"].stdout.splitlines()[-1] == "ok 6 proved, 0 violated, 0 unknown; not checked (suppressed): exit-balance"
-    assert runs["concise"].stdout.splitlines()[-1] == "6 proved, 0 violated, 0 unknown; not checked (suppressed): exit-balance"
+    assert "all 7 properties proved" in runs["text"].stdout  # seven were checked, not eight
+    assert runs["text"].stdout.splitlines()[-1] == "ok 7 proved, 0 violated, 0 unknown; not checked (suppressed): exit-balance"
+    assert runs["concise"].stdout.splitlines()[-1] == "7 proved, 0 violated, 0 unknown; not checked (suppressed): exit-balance"
     assert f"leak.py:{line}:5: exit-balance: suppressed (not checked): {REASON}" in runs["concise"].stdout.splitlines()
     assert any(x.startswith(f"::notice title=semcheck (exit-balance),file=leak.py,line={line},")
                for x in runs["github"].stdout.splitlines())
     report = runs["json"].json()
     assert_valid(report_validator(), report, "json")
     assert "exit-balance" not in {r["property"] for r in report["results"]}
-    assert report["summary"] == {"proved": 6, "violated": 0, "unknown": 0}
+    assert report["summary"] == {"proved": 7, "violated": 0, "unknown": 0}
     (s,) = report["suppressed"]
     assert (s["property"], s["reason"], s["source"], s["location"]["line"]) == ("exit-balance", REASON, "comment", line)
     log = runs["sarif"].json()
@@ -68,9 +68,9 @@ def test_select_and_ignore_check_fewer_properties_and_say_so(leak):
     assert [r["property"] for r in a["results"]] == ["deadlock-free", "race-free"]
     assert [(s["property"], s["source"]) for s in a["suppressed"]] == [
         ("id-disjoint", "--select"), ("id-int16", "--select"), ("id-agreement", "--select"),
-        ("exit-balance", "--select"), ("dma-bytes", "--select")]
+        ("exit-balance", "--select"), ("dma-bytes", "--select"), ("invocation-confined", "--select")]
     assert {r["property"] for r in b["results"]} == {"id-disjoint", "id-int16", "id-agreement", "deadlock-free",
-                                                     "race-free"}
+                                                     "race-free", "invocation-confined"}
     assert [(s["property"], s["source"]) for s in b["suppressed"]] == [("exit-balance", "--ignore"),
                                                                         ("dma-bytes", "--ignore")]
     unsuppressed = semcheck("verify", plain, *ARGS, "--select", "exit-balance", "--format", "concise")
@@ -97,4 +97,5 @@ def test_select_of_an_unknown_property_is_a_usage_error():
     run = semcheck("verify", BUGGY / "exit_leak_extra_signal.py", "--select", "deadlock")
     assert run.returncode == 2
     assert run.stderr_lines == ["semcheck: usage error: --select deadlock: not a property (properties: id-disjoint, "
-                                "id-int16, id-agreement, deadlock-free, exit-balance, dma-bytes, race-free)"]
+                                "id-int16, id-agreement, deadlock-free, exit-balance, dma-bytes, race-free, "
+                                "invocation-confined)"]

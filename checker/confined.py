@@ -1,0 +1,287 @@
+"""PROP-8 `invocation-confined`: a remote signal or copy lands while its target is inside the call that owns
+the object (spec programs.md PRG-15, PRG-110 .. PRG-113).
+
+Under `hardware` a device is inside an invocation from its first operation of the call to its last
+(PRG-104: nothing synchronises devices at call boundaries). For every remote `Signal` and remote `DmaStart`
+into an object that is not a barrier semaphore (PRG-105), two questions, each one maximal run (RUN-3):
+
+* **early** (PRG-111): freeze the target device's core 0 just before its first operation of the call that
+  owns the object, and run every other core as far as it can. Every run in which the target has not
+  entered is a prefix of a run of that frozen program, so the sender gets past the operation there iff
+  some schedule lands it before the target entered;
+* **late** (PRG-112): freeze the sender just before the signal (for a copy: suppress the copy's write
+  half, which a TPU may deliver at any time after the start, DMA-5) and run the rest as far as it can.
+  If the target's core 0 gets past the last operation of the last call the object lives in, some
+  schedule lands it after the target left.
+
+The early release of a barrier by a neighbour's next call (PRG-16) and a collective id shared by kernels
+with different partners (PRG-17, decided in both readings, PRG-116) show as landings before the target
+entered. A single `pallas_call` is one invocation (PRG-113). Under `eager` / `on_wait` the interpreter's calls are
+globally synchronised and its manager is per call (PRG-110): a run that does not fail lands nothing
+outside a call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from semcheck.checker.verdict import Verdict, Witness
+from semcheck.model.fast import fast_run
+from semcheck.model.ops import BARRIER, AllocBuffer, AllocSem, DmaStart, ExitCheck, Program, Signal
+from semcheck.model.step import target_core
+
+PROPERTY = "invocation-confined"
+
+
+@dataclasses.dataclass(frozen=True)
+class Landing:
+    """One remote signal or copy and the window of its target in which it may land."""
+
+    core: int  # the sender's global core
+    pc: int  # the operation's position on it
+    target: int  # the target device's core 0 (it enters and leaves the calls for the device)
+    entry: int  # the target core 0's position where the object's first call starts
+    exit: int  # ... and where its last call is over (no operation of the window is left)
+    owner: str  # how the window is named: "remote_start (call 0, f.py:12)" or "the kernel"
+    last: str  # the last call of the window (the same as owner for a kernel-local object)
+    carried: bool = False
+    owner_loc: Any = None  # the pallas_call line of the window's first call (None: a single kernel)
+
+
+def _describe_where(pc: int, calls: tuple[int, ...] | None, name: Any) -> str:
+    """Where a device's core 0 at `pc` is, in words: inside / between / before / after calls."""
+    if calls is None:
+        return "before it entered the kernel" if pc <= 0 else "after it left the kernel"
+    before = calls[pc - 1] if pc > 0 and pc - 1 < len(calls) else None
+    after = calls[pc] if pc < len(calls) else None
+    if before is not None and before == after:
+        return f"inside {name(before)}"
+    if before is None:
+        return f"before its first call ({name(after)})" if after is not None else "before its first call"
+    if after is None:
+        return f"after its last call ({name(before)})"
+    return f"between {name(before)} and {name(after)}"
+
+
+def single_landings(program: Program, mode: str = "hardware") -> list[Landing]:
+    """PRG-113: the remote signals and copies of one kernel call, each with the whole kernel as its window."""
+    topo = program.topology
+    out = []
+    for g, ops in enumerate(program.cores):
+        for i, op in enumerate(ops):
+            if type(op) not in (Signal, DmaStart) or op.device is None:
+                continue
+            sem = op.sem if type(op) is Signal else op.dst_sem
+            if sem.label == BARRIER:
+                continue
+            tg = target_core(program, mode, g, op.device, op.core, dma=type(op) is DmaStart)
+            if not isinstance(tg, int):
+                continue  # ERR-4, the program's own failure
+            core0 = topo.global_core(topo.device_of(tg), 0)
+            mine = program.cores[core0]
+            # the device enters with its first operation (its allocations) and has left at its exit check
+            exit_at = next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
+            out.append(Landing(g, i, core0, 0, exit_at, "the kernel", "the kernel"))
+    return out
+
+
+def composed_landings(composed: Any) -> list[Landing]:
+    """PRG-111 / PRG-112: the remote signals and copies of a composed program, each with the window of its
+    object on its target: the owning call for a kernel-local object, from the first to the last call that has
+    it as an operand for a carried one (PRG-15)."""
+    from semcheck.checker.frontend.program_lower import _name, _prefix, _renames, operand_labels
+
+    program, calls, ir = composed.program, composed.calls, composed.ir
+    topo = program.topology
+    invs = ir.invocations
+    renames: list[dict[str, str]] = []
+    operands: dict[str, set[int]] = {}  # program label -> the calls that have it as an operand
+    for inv in invs:
+        r, _ = _renames(inv, ir, renames)
+        renames.append(r)
+        for local in operand_labels(inv).values():
+            operands.setdefault(_name(local, _prefix(inv), r), set()).add(inv.index)
+    owner: dict[str, int] = {}
+    for ops, ks in zip(program.cores, calls):
+        for op, k in zip(ops, ks):
+            if type(op) in (AllocSem, AllocBuffer):
+                owner.setdefault(op.label, k)
+    pos = composed.position
+
+    def window(label: str, k: int) -> tuple[int, int, bool]:
+        if label in operands:
+            at = [pos(c) for c in operands[label]]
+            return min(at), max(at), True
+        own = pos(owner.get(label, k))
+        return own, own, False
+
+    out = []
+    for g, (ops, ks) in enumerate(zip(program.cores, calls)):
+        for i, (op, k) in enumerate(zip(ops, ks)):
+            if type(op) not in (Signal, DmaStart) or op.device is None:
+                continue
+            sem = op.sem if type(op) is Signal else op.dst_sem
+            if sem.label == BARRIER or sem.label in composed.barrier_labels:
+                continue
+            tg = target_core(program, "hardware", g, op.device, op.core, dma=type(op) is DmaStart)
+            if not isinstance(tg, int):
+                continue  # ERR-4, the program's own failure
+            labels = [sem.label] + ([op.dst_buf] if type(op) is DmaStart and op.dst_buf is not None else [])
+            spans = [window(lb, k) for lb in labels]
+            first, last = max(s[0] for s in spans), min(s[1] for s in spans)
+            carried = any(s[2] for s in spans)
+            core0 = topo.global_core(topo.device_of(tg), 0)
+            mine = calls[core0]
+            entry = next((j for j, c in enumerate(mine) if pos(c) >= first), len(mine))
+            exit_at = next((j for j, c in enumerate(mine) if pos(c) > last), len(mine))
+            first_call, last_call = invs[composed.order[first]], invs[composed.order[last]]
+            out.append(Landing(g, i, core0, entry, exit_at, first_call.describe(), last_call.describe(), carried,
+                               first_call.loc))
+    return out
+
+
+def composed_verdict(composed: Any) -> Verdict:
+    """PROP-8 under hardware on a composed program of calls (PRG-111, PRG-112)."""
+    invs = composed.ir.invocations
+    return decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
+                  calls=composed.calls, reading=composed.reading)
+
+
+def decide(program: Program, landings: list[Landing], *, where: Any = None, calls: Any = None,
+           reading: str = "") -> Verdict:
+    """PRG-111 / PRG-112 for each landing: violated with a replayable witness, proved, or unknown."""
+    topo = program.topology
+    early_runs: dict[tuple[int, int], Any] = {}
+    unsure: list[str] = []
+    for la in landings:
+        op = program.cores[la.core][la.pc]
+        what = "signal" if type(op) is Signal else "copy"
+        sender_dev, target_dev = topo.device_of(la.core), topo.device_of(la.target)
+        key = (la.target, la.entry)
+        if key not in early_runs:
+            early_runs[key] = fast_run(program, "hardware", freeze={la.target: la.entry})
+        run = early_runs[key]
+        if run.kind in ("completed", "deadlock"):
+            if run.state.pcs[la.core] > la.pc:
+                return _violation(program, la, run, what, "early", where, calls, reading)
+        elif run.state.pcs[la.core] > la.pc:
+            unsure.append(f"the {what} at {op.loc} may reach device {target_dev} before it enters {la.owner} "
+                          "(a run can fail first)")
+        late = (_held_copy(program, la) if type(op) is DmaStart
+                else fast_run(program, "hardware", freeze={la.core: la.pc}))
+        if late.state.pcs[la.core] < la.pc:
+            continue  # the sender never reaches the operation while it is held: no landing at all
+        if late.state.pcs[la.target] >= la.exit:
+            if late.kind in ("completed", "deadlock"):
+                return _violation(program, la, late, what, "late", where, calls, reading)
+            unsure.append(f"the {what} at {op.loc} on device {sender_dev} may reach device {target_dev} after it "
+                          f"left {la.last} (a run can fail first)")
+    if unsure:
+        return Verdict(PROPERTY, "unknown", reason="; ".join(unsure[:2]))
+    return Verdict(PROPERTY, "proved", reason=(
+        f"every remote signal and copy ({len(landings)}) lands while its target is inside the call that owns "
+        "the object (programs.md PRG-111, PRG-112)" if landings else "no remote signal or copy into a kernel-local "
+        "or carried object (barrier semaphores aside, PRG-105)"))
+
+
+class _Starts:
+    """A fast run's observer that keeps the ident of every copy it starts (a witness names a write half by it)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[tuple[int, int], int] = {}
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        self.starts[(core, pc)] = ident
+
+    def signal(self, *a: Any) -> None: ...
+    def wait(self, *a: Any) -> None: ...
+    def arrive(self, *a: Any) -> None: ...
+    def barrier(self, *a: Any) -> None: ...
+    def access(self, *a: Any) -> None: ...
+
+
+class _Held:
+    """A run with one copy's write half held back, and the idents of the copies it started."""
+
+    def __init__(self, out: Any, starts: dict[tuple[int, int], int]) -> None:
+        self.kind, self.state, self.schedule, self.starts = out.kind, out.state, out.schedule, starts
+
+
+def _held_copy(program: Program, la: Landing) -> _Held:
+    """PRG-112 for a copy: its write half never happens, everything else runs as far as it can."""
+    seen = _Starts()
+    out = fast_run(program, "hardware", suppress=frozenset({(la.core, la.pc, "write")}), observer=seen)
+    return _Held(out, seen.starts)
+
+
+def _violation(program: Program, la: Landing, run: Any, what: str, when: str, where: Any, calls: Any,
+               reading: str) -> Verdict:
+    """The witness: the run's schedule up to the landing (early), or the run then the landing (late)."""
+    topo = program.topology
+    op = program.cores[la.core][la.pc]
+    # early: the frozen run itself is the witness (the sender's operation and, under hardware, a copy's
+    # halves are in it, and the target never moved past its entry); late: the held run, then the landing
+    sched = list(run.schedule)
+    if when == "early":
+        target_pc = la.entry
+    else:
+        if type(op) is DmaStart:
+            ident = run.starts.get((la.core, la.pc)) if hasattr(run, "starts") else None
+            if ident is None:
+                return Verdict(PROPERTY, "unknown", reason=f"the copy at {op.loc} may land after its target left "
+                               f"{la.last}; its witness could not be built")
+            sched.append(("dma_write", ident))
+        else:
+            sched.append(("core", la.core))
+        target_pc = run.state.pcs[la.target]
+    describe = where or (lambda k: str(k))
+    place = _describe_where(target_pc, calls[la.target] if calls is not None else None, describe)
+    sender_dev, target_dev = topo.device_of(la.core), topo.device_of(la.target)
+    if calls is not None:
+        sender = describe(calls[la.core][la.pc])
+    else:
+        sender = "the kernel"
+    obj = "carried object" if la.carried else "kernel-local object"
+    timing = (f"before device {target_dev} enters {la.owner}" if when == "early"
+              else f"after device {target_dev} left {la.last}")
+    msg = (f"the {what} at {op.loc} in {sender} on device {sender_dev} can land in a {obj} of device "
+           f"{target_dev} {timing}" + (f": device {target_dev} is {place} then" if calls is not None else "")
+           + (f" (reading: {reading})" if reading else ""))
+    locs = tuple(x for x in (op.loc, la.owner_loc) if x is not None)
+    details = {"sender": sender, "sender_device": sender_dev, "target_device": target_dev, "target_at": place,
+               "when": when, "object": obj, "owner": la.owner}
+    if reading:
+        details["reading"] = reading
+    return Verdict(PROPERTY, "violated", witness=Witness(
+        message=msg, schedule=tuple(sched), locs=locs, details=details,
+        hint="make the target signal that it has entered the call (a barrier handshake) before the copy, and do "
+             "not leave the call before every copy into it has landed (a second barrier, or waiting for it)"))
+
+
+def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
+    """PROP-8 on a single kernel call (PRG-113); a program of calls is decided by `program_results`."""
+    del timeout_ms
+    if mode != "hardware":
+        return interpreter_verdict(program, mode)
+    return decide(program, single_landings(program))
+
+
+def interpreter_verdict(program: Program, mode: str) -> Verdict:
+    """PRG-110: under the interpreter a run that does not fail lands nothing outside a call."""
+    from semcheck.checker.z3.counters import failure_reached, lower, s_prime_end
+
+    low = lower(program, mode)
+    if low.ok:
+        fails = failure_reached(low, s_prime_end(low).pcs)
+        if fails:
+            c, pos, v = fails[0]
+            return Verdict(PROPERTY, "unknown", reason=(
+                f"the program can fail ({v.message} at {program.cores[c][pos].loc}); the property is decided for runs "
+                "that do not fail (programs.md PRG-110)"))
+    return Verdict(PROPERTY, "proved", reason=(
+        "the interpreter starts every call on a fresh manager and keeps every device in a call until all devices "
+        "reached its end (programs.md PRG-110): nothing lands outside a call"))
+
+
+__all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "interpreter_verdict", "invocation_confined", "single_landings"]
