@@ -83,8 +83,8 @@ def on_a_tpu(tag: Any) -> str:
     collective_id of its own (PRG-5), in words for a report."""
     mode, _ = config()
     if tag is None and mode == "no":
-        return (f"jax refuses to lower it for a TPU: ValueError: {NEEDS_ID}; give it CompilerParams(collective_id=...), "
-                "a barrier-semaphore tag, or jax_pallas_auto_assign_collective_ids='yes'")
+        return (f"jax refuses to lower it for a TPU: ValueError: {NEEDS_ID}; give it "
+                "CompilerParams(collective_id=...), a barrier-semaphore tag, or jax_pallas_auto_assign_collective_ids='yes'")
     how = f"its barrier-semaphore tag {tag!r}" if tag is not None else f"jax_pallas_auto_assign_collective_ids={mode!r}"
     return (f"jax gives it a collective id of its choosing when it lowers for a TPU ({how}, specs/programs.md "
             "PRG-123), which semcheck does not check yet")

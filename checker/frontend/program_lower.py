@@ -151,8 +151,8 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
 
 def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
                   order: tuple[int, ...]) -> dict[tuple[str, int], list[Access]]:
-    """PRG-121 (PRG-9's accesses across calls): each use of a call's result outside kernel calls as an access of the result's buffer on
-    every device's core 0, keyed by where it goes: ("after", k) right after the last call it needs (the
+    """PRG-121 (PRG-9's accesses across calls): each use of a call's result outside kernel calls as an
+    access of the result's buffer on every device's core 0, keyed by where it goes: ("after", k) right after the last call it needs (the
     earliest point XLA may run it), ("entry", k) before call k (a scalar operand it reads), ("end", -1)
     after the last call (the program's result). A use is a write when XLA may reuse the buffer in place
     for the operation's result: no later use of the buffer, and the program does not return it."""
@@ -317,7 +317,8 @@ def _renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> t
         if link.kind == "buffer":
             # PRG-121: the array in HBM is the producer's, whether the kernel sees it whole (pl.ANY) or the
             # grid copies its blocks in (GRID-1: those copies read it at the call's entry)
-            mine, theirs = _hbm_labels(inv.call).get(("input", j)), _hbm_labels(producer.call).get(("output", link.output))
+            mine = _hbm_labels(inv.call).get(("input", j))
+            theirs = _hbm_labels(producer.call).get(("output", link.output))
         else:
             mine, theirs = labels.get(("input", j)), operand_labels(producer).get(("output", link.output))
         if mine is None or theirs is None:

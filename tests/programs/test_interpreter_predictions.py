@@ -111,7 +111,8 @@ def test_the_next_computation_with_a_call_never_starts_and_the_one_after_runs():
     marks = [o.program.launch_failure for o in out]
     assert marks[0] is None and marks[4] is None
     assert all(isinstance(m, EarlierFailure) for m in marks[1:4])
-    assert marks[1].python_type == "IndexError" and "out of bounds" in marks[1].message and "a at here" in marks[1].after
+    assert marks[1].python_type == "IndexError" and "out of bounds" in marks[1].message
+    assert "a at here" in marks[1].after
     # a failure only some runs may reach predicts nothing
     assert [o.program.launch_failure for o in after_failures([_kernel(_maybe_failing(), 0, "a"),
                                                               _kernel(_clean(), 1, "b")])] == [None, None]
