@@ -36,7 +36,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.model.errors import RevisitedBlock, Untranslatable
+from semcheck.model.errors import EarlierFailure, RevisitedBlock, Untranslatable
 from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Op, Program, Signal
 
 CAUSES = {
@@ -58,6 +58,8 @@ CAUSES = {
     "D25": "the interpreter runs every call of a program on a fresh manager and keeps all devices in a call until "
            "every device reached its end; on a TPU a device enters and leaves a call on its own, so a remote "
            "signal or copy can land outside the call and barrier counts carry from call to call",
+    "D28": "the interpreter re-raises an earlier call's failure at the dispatch of the next computation and "
+           "runs none of its calls (jax's ordered-effect token); a TPU runs them",
 }
 ID_PROPERTIES = ("id-disjoint", "id-int16", "id-agreement")
 MAX_LOCS = 3
@@ -133,7 +135,9 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
         out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))
     if revisits:
         out.append(Exposure("D24", (revisits[0].loc,) if revisits[0].loc.line > 0 else ()))
-    if program.launch_failure is not None:
+    if isinstance(program.launch_failure, EarlierFailure):
+        out.append(Exposure("D28"))  # PRG-11: the call never starts after an earlier call's failure
+    elif program.launch_failure is not None:
         out.append(Exposure("D12") if isinstance(program.launch_failure, Untranslatable) else Exposure("D21"))
     return tuple(out)
 
@@ -178,7 +182,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D12", "D20", "D21", "D22", "D24", "D25"):
+            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

@@ -16,7 +16,7 @@ Under `hardware` a TPU launches the program and the checks run as usual.
 from __future__ import annotations
 
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.model.errors import Untranslatable, Violation
+from semcheck.model.errors import EarlierFailure, Untranslatable, Violation
 from semcheck.model.launch import launch_failure
 from semcheck.model.ops import DmaMode, Loc, Program
 
@@ -24,6 +24,8 @@ HINT = ("jax's TPU interpreter cannot run a pallas_call with semaphore outputs: 
         "hardware, or allocate the semaphores as scratch to test it in interpret mode")
 CPU_HINT = ("jax's TPU interpreter compiles the kernel for the CPU and has no rule for this primitive: check "
             "the kernel under --dma-mode hardware, or keep the primitive out of the kernel you interpret")
+EARLIER_HINT = ("fix the earlier call's failure: in interpret mode the computation after a failed one re-raises "
+                "its error at dispatch and runs nothing (the one after that runs again)")
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
@@ -31,6 +33,11 @@ REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: 
 
 def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
     """(when the interpreter raises and why, the hint, the rule's details) for a launch failure."""
+    if isinstance(failure, EarlierFailure):  # PRG-11: an earlier call's error, re-raised at this dispatch
+        return (f"at the dispatch of this call's computation, before any core starts: the error of {failure.after}, "
+                "which fails in every run, rides on jax's ordered-effect token into the next computation "
+                "(specs/programs.md PRG-11, specs/divergences.md D28)", EARLIER_HINT,
+                {"after": failure.after, "rule": "PRG-11"})
     if isinstance(failure, Untranslatable):
         where = f" at {failure.where}" if failure.where else ""
         if failure.stage == "compile":

@@ -12,6 +12,7 @@ import dataclasses
 import time
 
 from semcheck.checker.folding import program_symmetry
+from semcheck.checker.frontend.call_boundary import BoundaryLoc
 from semcheck.checker.frontend.grid_copies import hardware_overlap, split_dependent
 from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
@@ -248,7 +249,10 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
         if same_alloc and not on_sem:
             said += f", not on {sem}: another copy signalling {same_alloc[-1].sem} can satisfy that wait"
     grid = getattr(other.loc, "what", "")  # the grid's own copy between steps (GRID-2)
-    if grid:
+    if isinstance(other.loc, BoundaryLoc):  # a use of a result after its call (PRG-120, PRG-121)
+        fix = (f"wait for this copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send / .wait()'}, on "
+               f"{sem}) before the kernel returns, or in a later call before {grid}")
+    elif grid:
         fix = (f"wait for this copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send / .wait()'}, "
                f"on {sem}) inside the grid step, before {grid}, or copy a block the grid does not touch then")
     elif dma.half == "write":

@@ -162,6 +162,28 @@ class SemaphoreOutput(Violation):
 
 
 @dataclasses.dataclass(frozen=True)
+class EarlierFailure(Violation):
+    """PRG-11 (programs.md): an interpreted call that never starts because an earlier call failed.
+
+    The failed computation's ordered-effect token holds the error, so the next computation with an
+    interpreted call raises it at its dispatch (and the calls after the failing one in its own
+    computation never start). `error_type` and `error` are the earlier failure's, `after` names the call.
+    """
+
+    error_type: str
+    error: str
+    after: str
+
+    @property
+    def message(self) -> str:
+        return self.error
+
+    @property
+    def python_type(self) -> str:
+        return self.error_type
+
+
+@dataclasses.dataclass(frozen=True)
 class InterpreterView(Violation):
     """ERR-9: a kernel load, store or copy through a ref view jax's TPU interpreter cannot index (ACC-6, D22).
 

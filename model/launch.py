@@ -4,7 +4,7 @@ The interpreter runs each device in its own thread: the device first
 allocates its HBM buffers, scratch buffers and scratch semaphores (for all of
 its cores at once), passes a device barrier when the kernel has no
 `collective_id`, runs its cores (in threads when there are several, joined at
-the end), checks its semaphore counts, and waits on a clean-up barrier. In the
+the end), reads the call's results, checks its semaphore counts, and waits on a clean-up barrier. In the
 IR the device thread is the program of the device's local core 0; the fork
 and join of the other cores are device-local barriers.
 """
@@ -51,6 +51,7 @@ def launch(
     name: str = "program",
     loc: Loc = NO_LOC,
     launch_failure: Violation | None = None,
+    exit_accesses: Sequence[Op] = (),
 ) -> Program:
     """Build the `Program` the interpreter executes for these kernel bodies (LAUNCH-1).
 
@@ -58,6 +59,8 @@ def launch(
     all its grid points, in order. `hbm_buffers` is the number of HBM
     input/output buffers each device allocates before its scratch operands.
     `launch_failure`: what the interpreter raises before running anything (LAUNCH-2).
+    `exit_accesses`: what each device's core 0 does after its cores finish and before the exit
+    check (the read of the call's results, LAUNCH-1), the same ops on every device.
     """
     if len(bodies) != topology.num_cores:
         raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
@@ -87,6 +90,7 @@ def launch(
         if topology.cores_per_device > 1:
             ops.append(Barrier(f"join{d}", device_cores[d], loc))
         if c == 0:
+            ops += exit_accesses
             ops.append(ExitCheck(d, loc))
             if topology.num_devices > 1:
                 ops.append(Barrier("cleanup", first_cores, loc))

@@ -147,7 +147,11 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
                 stats=stats,
             )
         )
-    return out if failed is None else [_never_runs(k, *failed) for k in out]
+    if failed is not None:
+        out = [_never_runs(k, *failed) for k in out]
+    from semcheck.checker.program_interpreter import after_failures
+
+    return after_failures(out)  # PRG-11: what the calls after a failing one do in the interpreter
 
 
 def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
+from semcheck.checker.frontend.call_boundary import is_boundary
 from semcheck.model.ops import Access, DmaStart, Loc, Program, Region
 
 
@@ -71,6 +72,8 @@ def hardware_overlap(program: Program) -> str | None:
         for p, op in enumerate(ops):
             t = type(op)
             if t is Access and op.buf in copies and grid_copy_of(op) is None:
+                if is_boundary(op):
+                    continue  # a use outside the call (PRG-120): the pipeline's copies are done by then
                 others.setdefault(op.buf, []).append((g, p, op.region, op.write, False, op.loc))
             elif t is DmaStart:
                 if op.src_buf in copies and op.src_region is not None:

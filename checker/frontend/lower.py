@@ -98,8 +98,9 @@ def lower_kernel(
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).
+    from semcheck.checker.frontend.call_boundary import exit_reads
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
-    from semcheck.checker.frontend.grid import grid_schedule, launch_operands
+    from semcheck.checker.frontend.grid import _hbm_labels, grid_schedule, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
@@ -151,6 +152,7 @@ def lower_kernel(
             name=name or call.name,
             loc=call.loc,
             launch_failure=failure,
+            exit_accesses=exit_reads(call, _hbm_labels(call)),  # PRG-120: the results are read after the call
         )
     finally:
         if collecting:

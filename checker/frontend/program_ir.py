@@ -90,19 +90,38 @@ class Link:
 
 
 @dataclasses.dataclass(frozen=True)
+class Use:
+    """A use of a call's result outside kernel calls (PRG-121): an XLA operation, a scalar operand of a
+    later call, or the program's return of it.
+
+    `after` are the calls whose outputs the use needs (the operation runs after their exits);
+    `entry` is the call whose entry reads it (a scalar operand), None otherwise; `kind` is "xla" or
+    "result".
+    """
+
+    value: Produced
+    what: str
+    loc: Loc
+    after: frozenset[int]
+    kind: str = "xla"
+    entry: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ProgramIR:
     """The kernel calls of a traced target, in order, and their links.
 
     `unknown` is (reason, line) when the walk could not follow the program (PRG-103); the
     invocations found before that point are kept for the report.
     `escapes` are the produced values used outside kernel calls, each with how (an XLA op and its
-    line, or the program's result).
+    line, or the program's result); `uses` are the same uses with where they happen (PRG-121).
     """
 
     invocations: tuple[Invocation, ...]
     links: tuple[Link, ...]
     unknown: tuple[str, Loc] | None = None
     escapes: tuple[tuple[Produced, str], ...] = ()
+    uses: tuple[Use, ...] = ()
 
     @property
     def semaphore_links(self) -> tuple[Link, ...]:
@@ -159,8 +178,9 @@ def program_ir(jaxpr: Any) -> ProgramIR:
             if isinstance(v, Produced):
                 w.result(v)
     except _Stop as stop:
-        return ProgramIR(tuple(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes))
-    return ProgramIR(tuple(w.invocations), tuple(w.links), None, tuple(w.escapes))
+        return ProgramIR(tuple(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
+                         tuple(w.uses))
+    return ProgramIR(tuple(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses))
 
 
 class _Walker:
@@ -168,6 +188,7 @@ class _Walker:
         self.invocations: list[Invocation] = []
         self.links: list[Link] = []
         self.escapes: list[tuple[Produced, str]] = []
+        self.uses: list[Use] = []
         self._calls: dict[int, KernelCall] = {}  # id(eqn) -> its KernelCall (one per pallas_call)
         self._has_kernel: dict[int, bool] = {}
         self._launched: dict[tuple, int] = {}  # (kernel, line, operands) -> the call that launched it
@@ -211,7 +232,7 @@ class _Walker:
                 loc = eqn_loc(eqn)
                 for v in ins:
                     if isinstance(v, Produced):
-                        self._xla_use(v, name, loc)
+                        self._xla_use(v, name, loc, _deps(ins))
                 outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
@@ -240,7 +261,7 @@ class _Walker:
                             "earlier kernel call: the front end cannot tell which semaphore it is", call.loc)
         for v in ins[:skip]:
             if isinstance(v, Produced):
-                self._xla_use(v, f"a scalar operand of {call.name}", call.loc)
+                self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
         same = (call.name, call.loc, tuple(ins))
         if same in self._launched and not _side_effecting(call):
             earlier = self.invocations[self._launched[same]]
@@ -250,12 +271,13 @@ class _Walker:
         self.invocations.append(Invocation(call, k, inputs, _deps(ins)))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
-    def _xla_use(self, v: Produced, what: str, loc: Loc) -> None:
+    def _xla_use(self, v: Produced, what: str, loc: Loc, after: frozenset[int], entry: int | None = None) -> None:
         sem = self._semaphore(v)
         if sem is not None:
             raise _Stop(f"semaphore output {sem!r} of {self.invocations[v.call].describe()} is used by {what}, "
                         "not by a kernel call: the front end cannot follow it", loc)
         self.escape(v, f"in {what} at {loc}")
+        self.uses.append(Use(v, what, loc, after | {v.call}, "xla", entry))
 
     def result(self, v: Produced) -> None:
         """A produced value the program returns: a semaphore may be waited on by whatever runs next."""
@@ -265,6 +287,8 @@ class _Walker:
             raise _Stop(f"the program returns semaphore output {sem!r} of {inv.describe()}: what waits on it "
                         "after the program is not part of it", inv.loc)
         self.escape(v, "as the program's result")
+        inv = self.invocations[v.call]
+        self.uses.append(Use(v, "the program's result", inv.loc, frozenset({v.call}), "result"))
 
     def _semaphore(self, v: Produced) -> str | None:
         outs = [o for o in self.invocations[v.call].call.operands if o.role == "output"]
@@ -295,7 +319,7 @@ class _Walker:
         ncarry = len(carry)
         for v in xs:
             if isinstance(v, Produced):
-                self._xla_use(v, "a loop's sliced input", loc)
+                self._xla_use(v, "a loop's sliced input", loc, _deps(xs))
         slices = [self.outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
         ys: list[Value] = []
         every_y: list[Value] = []  # the stacked results are computed from every iteration's
@@ -305,7 +329,7 @@ class _Walker:
             every_y.extend(ys)
             for v in ys:
                 if isinstance(v, Produced):
-                    self._xla_use(v, "a loop's stacked result", loc)
+                    self._xla_use(v, "a loop's stacked result", loc, frozenset())
         stacked = [self.outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
         if len(carry) != ncarry:
             raise _Stop("a loop whose carried values the walk cannot match", loc)
@@ -377,4 +401,4 @@ def _shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict
     return sub_axes, max(physical, int(math.prod(mesh.shape.values())))
 
 
-__all__ = ["Invocation", "Link", "Outside", "Produced", "ProgramIR", "program_ir", "MAX_UNROLL"]
+__all__ = ["Invocation", "Link", "Outside", "Produced", "ProgramIR", "Use", "program_ir", "MAX_UNROLL"]

@@ -1,4 +1,4 @@
-"""One `Program` for a program of kernel calls, as a TPU runs it (spec programs.md, PRG-104..F7).
+"""One `Program` for a program of kernel calls, as a TPU runs it (spec programs.md, PRG-104 .. PRG-109, PRG-121).
 
 Each invocation of `ProgramIR` is lowered alone (`lower.lower_kernel`, the rules every single
 kernel uses), and the per-core operations are then put one after the other in call order
@@ -11,7 +11,10 @@ kernel uses), and the per-core operations are then put one after the other in ca
 * the interpreter's clean-up barrier goes (devices are not synchronised at call boundaries on a
   TPU, PRG-104), its start barrier stays only for a call that communicates (PRG-104); a device's
   fork and join barriers get the call's index;
-* the exit checks go: one check per device at the program's end (PRG-106).
+* the exit checks go: one check per device at the program's end (PRG-106);
+* a linked buffer input is the producer's HBM array, blocked or not, and the interpreter's read of
+  the results at the end of each call goes; the uses of results outside the calls (XLA operations,
+  scalar operands, the program's result) become accesses on each device's core 0 (PRG-121).
 
 Nothing here decides a property: the composed program goes to the checks every kernel goes to.
 """
@@ -21,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from semcheck.checker.frontend.call_boundary import is_boundary
 from semcheck.checker.frontend.errors import Unsupported
-from semcheck.checker.frontend.program_ir import Invocation, ProgramIR
+from semcheck.checker.frontend.program_ir import Invocation, Outside, ProgramIR
 from semcheck.model.ops import (
     BARRIER,
     Access,
@@ -119,14 +123,25 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
         for d in range(topo.num_devices):
             cores[topo.global_core(d, 0)].append(AllocSem(label, 1, site=label, scope="device", loc=invs[0].loc))
             calls[topo.global_core(d, 0)].append(order[0])
+    uses = _use_accesses(ir, renames, order)
+
+    def on_every_device(accesses: list[Access], k: int) -> None:
+        for d in range(topo.num_devices):
+            g = topo.global_core(d, 0)
+            cores[g].extend(accesses)
+            calls[g].extend([k] * len(accesses))
+
     for k in order:
         inv, prog = invs[k], lowered[k]
+        on_every_device(uses.get(("entry", k), []), k)
         communicates = _communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
         for g, ops in enumerate(prog.cores):
             mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops
                     if _kept(op, dropped[k], communicates, k in barriers)]
             cores[g].extend(mine)
             calls[g].extend([k] * len(mine))
+        on_every_device(uses.get(("after", k), []), k)
+    on_every_device(uses.get(("end", -1), []), order[-1])
     last = invs[order[-1]].loc
     for d in range(topo.num_devices):
         cores[topo.global_core(d, 0)].append(ExitCheck(d, last))
@@ -138,49 +153,134 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
                            tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran, reading or "")
 
 
+def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
+                  order: tuple[int, ...]) -> dict[tuple[str, int], list[Access]]:
+    """PRG-121 (PRG-9's accesses across calls): each use of a call's result outside kernel calls as an
+    access of the result's buffer on every device's core 0, keyed by where it goes: ("after", k) right after the last call it needs (the
+    earliest point XLA may run it), ("entry", k) before call k (a scalar operand it reads), ("end", -1)
+    after the last call (the program's result). A use is a write when XLA may reuse the buffer in place
+    for the operation's result: no later use of the buffer, and the program does not return it."""
+    from semcheck.checker.frontend.call_boundary import BoundaryLoc, full_region
+    from semcheck.checker.frontend.grid import _hbm_labels
+
+    pos = {k: i for i, k in enumerate(order)}
+    placed: list[tuple[tuple[str, int], int, str, Any]] = []  # (key, position, label, use)
+    for use in ir.uses:
+        v = use.value
+        inv = ir.invocations[v.call]
+        label = _hbm_labels(inv.call).get(("output", v.output))
+        if label is None:
+            continue
+        label = _name(label, _prefix(inv), renames[v.call])
+        if use.kind == "result":
+            key, at = ("end", -1), len(order)
+        elif use.entry is not None:
+            key, at = ("entry", use.entry), pos[use.entry] - 0.5
+        else:
+            k = max(use.after, key=lambda c: pos[c])
+            key, at = ("after", k), pos[k] + 0.5
+        placed.append((key, at, label, use))
+    # where each buffer is used last: by a call that takes it, or by a placed use
+    last: dict[str, float] = {}
+    for link in ir.links:
+        if link.kind != "buffer":
+            continue
+        producer = ir.invocations[link.producer]
+        label = _hbm_labels(producer.call).get(("output", link.output))
+        if label is not None:
+            label = _name(label, _prefix(producer), renames[link.producer])
+            last[label] = max(last.get(label, -1), pos[link.consumer])
+    for _, at, label, _ in placed:
+        last[label] = max(last.get(label, -1), at)
+    out: dict[tuple[str, int], list[Access]] = {}
+    seen: set[tuple] = set()
+    for i, (key, at, label, use) in enumerate(placed):
+        v = use.value
+        inv = ir.invocations[v.call]
+        name = [o for o in inv.call.operands if o.role == "output"][v.output].name
+        later = any(a > at or (a == at and j > i) for j, (_, a, b, _) in enumerate(placed) if b == label) or \
+            last.get(label, -1) > at
+        write = use.kind == "xla" and use.entry is None and not later
+        of = f"result {name!r} of {inv.describe()}"
+        if use.kind == "result":
+            what = f"the program's return of {of}"
+        elif use.entry is not None:
+            what = f"{use.what}, {of}"
+        else:
+            what = f"the XLA operation {use.what!r} on {of}" + (
+                ", its last use, whose memory XLA may give to the operation's result" if write else "")
+        if (key, label, what) in seen:
+            continue
+        seen.add((key, label, what))
+        loc = BoundaryLoc(use.loc.file, use.loc.line, use.loc.text, what=what, kind=use.kind)
+        shape = [o for o in inv.call.operands if o.role == "output"][v.output].shape
+        out.setdefault(key, []).append(Access(label, full_region(shape), write, loc))
+    return out
+
+
 def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op]],
                calls: list[list[int]], order: tuple[int, ...]) -> tuple[str, ...]:
-    """PRG-108: a copy whose buffer is used where the composed program does not model the use (an XLA
-    op or the program's result, after the producing call; a later call's block copy-in, at that call's
-    entry) at a point the calls' waits on the copy's semaphores need not have reached."""
+    """PRG-108: a copy that may still be in flight after the last use of its buffer in the program. The
+    program models every use of a call's results (the calls' own accesses and copies, their grid copies,
+    the XLA operations and the program's result, PRG-121); what it does not model is what XLA does with
+    a buffer after its last use (it may give the memory to another value), so a copy whose buffer's last
+    use comes before the last wait on the copy's semaphore for that buffer (the send semaphore for the
+    source, the receive semaphore for the destination), or that no call waits on while the program
+    does not return the buffer, may race with whatever XLA puts there."""
     pos = {k: i for i, k in enumerate(order)}
     last_wait: dict[str, int] = {}  # semaphore -> the position of the last call waiting on it
+    alive: dict[str, float] = {}  # buffer -> the position of the last call (or use) that touches it
     for ops, ks in zip(cores, calls):
         for op, k in zip(ops, ks):
-            if type(op) is Wait:
+            t = type(op)
+            if t is Wait:
                 last_wait[op.sem.label] = max(pos[k], last_wait.get(op.sem.label, -1))
-    # buffer -> (position of the use, whether a wait in that same call comes too late, how)
-    used: dict[str, list[tuple[int, bool, str]]] = {}
+            for buf in ((op.buf,) if t is Access else (op.src_buf, op.dst_buf) if t is DmaStart else ()):
+                if buf is not None:
+                    at = float("inf") if is_boundary(op) and op.loc.kind == "result" else pos[k]
+                    alive[buf] = max(alive.get(buf, -1), at)
+    from semcheck.checker.frontend.grid import _hbm_labels
 
-    def use(call: int, output: int, at: int, at_entry: bool, how: str) -> None:
-        inv = ir.invocations[call]
-        local = operand_labels(inv).get(("output", output))
-        if local is not None:
-            used.setdefault(_name(local, _prefix(inv), renames[call]), []).append((at, at_entry, how))
-
-    for v, how in ir.escapes:
-        use(v.call, v.output, pos[v.call], False, how)
-    for link in ir.links:
-        consumer = ir.invocations[link.consumer]
-        in_op = [o for o in consumer.call.operands if o.role == "input"][link.input]
-        if link.kind == "buffer" and in_op.memory_space != "hbm":
-            use(link.producer, link.output, pos[link.consumer], True, f"copied in as a block by {consumer.describe()}")
+    for k in order:  # a call keeps every operand and result alive until its exit, touched or not
+        inv = ir.invocations[k]
+        hbm = _hbm_labels(inv.call)
+        for (role, j), label in hbm.items():
+            buf = _name(label, _prefix(inv), renames[k])
+            alive[buf] = max(alive.get(buf, -1), pos[k])
+            if role == "input" and j < len(inv.inputs) and isinstance(inv.inputs[j], Outside) \
+                    and inv.inputs[j].what == "a program input":
+                alive[buf] = float("inf")  # the caller's array: XLA does not reuse it inside the program
     gaps: list[str] = []
+    for k in order:  # a kernel that writes an operand it does not alias to a result changes an XLA value
+        inv = ir.invocations[k]
+        hbm = _hbm_labels(inv.call)
+        outs = {label for (role, _), label in hbm.items() if role == "output"}
+        unaliased = {_name(label, _prefix(inv), renames[k]) for (role, _), label in hbm.items()
+                     if role == "input" and label not in outs}
+        for ops, ks in zip(cores, calls):
+            for op, kk in zip(ops, ks):
+                if kk == k and ((type(op) is Access and op.write and op.buf in unaliased)
+                                or (type(op) is DmaStart and op.dst_buf in unaliased)):
+                    text = (f"{inv.describe()} writes an operand it does not alias to a result, at {op.loc}: XLA "
+                            "takes operands as unchanged, and where it then puts the operand's other uses is not "
+                            "modelled")
+                    if text not in gaps:
+                        gaps.append(text)
     for ops, ks in zip(cores, calls):
         for op, k in zip(ops, ks):
             if type(op) is not DmaStart:
                 continue
-            # the source is done with once the send semaphore (a local copy: its one semaphore) is waited,
-            # the destination once the receive semaphore is
             src_sem = op.src_sem if op.src_sem is not None else op.dst_sem
             for buf, sem in ((op.src_buf, src_sem), (op.dst_buf, op.dst_sem)):
-                waited = last_wait.get(sem.label, -1)
-                for at, at_entry, how in used.get(buf, ()) if buf is not None else ():
-                    if waited < pos[k] or at < waited or (at_entry and at == waited):
-                        text = (f"the copy at {op.loc} started by {ir.invocations[k].describe()} may still be in "
-                                f"flight when its buffer is used outside what the program models ({how})")
-                        if text not in gaps:
-                            gaps.append(text)
+                if buf is None:
+                    continue
+                waited, until = last_wait.get(sem.label, -1), alive.get(buf, pos[k])
+                if (waited < pos[k] and until != float("inf")) or waited > until:
+                    text = (f"the copy at {op.loc} started by {ir.invocations[k].describe()} may still be in flight "
+                            "after the last use of its buffer in the program, where XLA may give the buffer's "
+                            "memory to another value (semcheck does not model XLA's buffer assignment)")
+                    if text not in gaps:
+                        gaps.append(text)
     return tuple(gaps)
 
 
@@ -211,19 +311,22 @@ def operand_labels(inv: Invocation) -> dict[tuple[str, int], str]:
 
 def _renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> tuple[dict[str, str], set[str]]:
     """Local label -> program label for one call, and the labels a linked input brings (not allocated again)."""
+    from semcheck.checker.frontend.grid import _hbm_labels
+
     labels = operand_labels(inv)
     renames: dict[str, str] = {}
     dropped: set[str] = set()
     for j, link in ir.links_into(inv.index).items():
-        mine = labels.get(("input", j))
         producer = ir.invocations[link.producer]
-        theirs = operand_labels(producer).get(("output", link.output))
+        if link.kind == "buffer":
+            # PRG-121: the array in HBM is the producer's, whether the kernel sees it whole (pl.ANY) or the
+            # grid copies its blocks in (GRID-1: those copies read it at the call's entry)
+            mine = _hbm_labels(inv.call).get(("input", j))
+            theirs = _hbm_labels(producer.call).get(("output", link.output))
+        else:
+            mine, theirs = labels.get(("input", j)), operand_labels(producer).get(("output", link.output))
         if mine is None or theirs is None:
             continue
-        in_op = [o for o in inv.call.operands if o.role == "input"][j]
-        out_op = [o for o in producer.call.operands if o.role == "output"][link.output]
-        if link.kind == "buffer" and not (in_op.memory_space == out_op.memory_space == "hbm"):
-            continue  # a block copied in and out by the grid: the call's own buffer (implicit copies)
         renames[mine] = earlier[link.producer].get(theirs, _prefix(producer) + theirs)
         dropped.add(mine)
     return renames, dropped
@@ -243,6 +346,8 @@ def _kept(op: Op, dropped: set[str], communicates: bool, own_barrier: bool) -> b
     t = type(op)
     if t is ExitCheck or (t is GetBarrierSem and own_barrier):
         return False
+    if t is Access and getattr(op.loc, "kind", "") == "exit" and is_boundary(op):
+        return False  # the interpreter's own read of the results: on a TPU the uses are the program's (PRG-121)
     if t is Barrier:
         return op.name != "cleanup" and (op.name != "start" or communicates)
     if t in (AllocSem, AllocBuffer):

@@ -23,7 +23,7 @@ from jax._src.pallas.mosaic import primitives as tpu_prims
 from jax._src.state import types as state_types
 from jax._src.state.indexing import NDIndexer, Slice
 
-from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.errors import KernelRaised, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.regions import flatten_ref, foreign_transform, refuse_multi_ref
 from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name, semaphore_type
@@ -234,10 +234,15 @@ class SyncRules(Evaluator):
 
     def _get_barrier_semaphore(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         if self.collective_id is None:
+            from semcheck.checker.frontend.collective_ids import lowering_error, on_a_tpu
+
+            refused = lowering_error(eqn.params.get("tag"))
+            if refused is not None:  # PRG-123: not a program jax compiles for a TPU, nor one its interpreter runs
+                raise KernelRaised(refused, stage="lower", loc=self.loc(eqn))
             raise Unsupported(
                 "get_barrier_semaphore",
                 "the kernel uses the barrier semaphore but its compiler params set no collective_id "
-                "(the interpreter fails on this)",
+                f"(the interpreter fails on this; {on_a_tpu(eqn.params.get('tag'))})",
                 self.loc(eqn),
             )
         op = GetBarrierSem(self.loc(eqn))

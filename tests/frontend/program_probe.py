@@ -23,6 +23,7 @@ def _loc(loc) -> list:
 
 def describe(spec: str, devices: int) -> dict:
     from semcheck.checker.frontend import lower_target
+    from semcheck.checker.frontend.call_boundary import is_boundary
     from semcheck.checker.frontend.errors import FrontendError
     from semcheck.checker.frontend.program_ir import program_ir
     from semcheck.checker.frontend.programs import _trace, lower_program
@@ -55,6 +56,9 @@ def describe(spec: str, devices: int) -> dict:
         "collective_id": composed.program.collective_id,
         "calls": [list(ks) for ks in composed.calls],
         "race_gaps": list(composed.race_gaps),
+        # PRG-121: the uses of results outside the calls, per core: (call, buffer, write, what, file, line)
+        "boundary": [[[k, op.buf, op.write, op.loc.what, os.path.basename(op.loc.file), op.loc.line]
+                      for op, k in zip(ops, ks) if is_boundary(op)] for ops, ks in zip(cores, composed.calls)],
     }
     return out
 

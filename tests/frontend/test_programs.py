@@ -31,8 +31,8 @@ MISUSES = {  # file -> the properties violated under hardware, the kernels whose
     # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
     "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
                                     "copy_start#0.sem[0]", "proved"),
-    "async_start_without_done.py": ({"exit-balance", "dma-bytes"}, ("local_start",), "copy_start#0.sem[0]",
-                                    "unknown"),
+    "async_start_without_done.py": ({"exit-balance", "dma-bytes", "race-free"}, ("local_start",),
+                                    "copy_start#0.sem[0]", "violated"),
     "async_done_wrong_future.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
                                    "copy_start#1.sem[0]", "unknown"),
     # the copy lands in a destination no later call has: after its target left (PRG-112), the rest unknown
@@ -244,7 +244,8 @@ def test_each_misuse_is_violated_with_both_kernels_lines(verified, name):
     assert text.returncode == 1, text.stdout + text.stderr
     verdicts = _verdicts(js)
     assert {p for p, v in verdicts.items() if v == "violated"} == bad, verdicts
-    # PRG-108: a copy never waited whose destination the program returns may race with that use
+    # PRG-121: a copy never waited races with the program's return of its destination; PRG-108: a copy
+    # into a buffer the program drops before the copy is waited (or never waits) is unknown
     assert verdicts["race-free"] == race, verdicts
     for f in functions:
         assert f"_futures.py:{_line_of(f, LINES[f])}" in text.stdout, (f, text.stdout)
@@ -252,15 +253,16 @@ def test_each_misuse_is_violated_with_both_kernels_lines(verified, name):
     assert not INTERNAL.search(text.stdout + js.stdout), INTERNAL.search(text.stdout + js.stdout)
 
 
-@pytest.mark.rule("PRG-108")
-def test_a_copy_in_flight_when_a_later_call_copies_its_buffer_in_leaves_race_free_unknown(verified):
+@pytest.mark.rule("PRG-121", "PRG-9")
+def test_a_copy_in_flight_when_a_later_call_copies_its_buffer_in_races_with_the_copy_in(verified):
     text, js = verified["async_done_copies_in_too_early.py"]
     verdicts = _verdicts(js)
-    assert verdicts.pop("race-free") == "unknown" and set(verdicts.values()) == {"proved"}
-    start = _line_of("local_start", ".start()")
-    assert f"the copy at tests/frontend/programs/_futures.py:{start}" in text.stdout.replace("\n", " ")
-    assert "copied in as a block by copy_done (call 1" in text.stdout
-    assert text.returncode == 3
+    assert verdicts.pop("race-free") == "violated" and set(verdicts.values()) == {"proved"}
+    start, done = _line_of("local_start", ".start()"), _line_of("local_done", "pl.pallas_call(")
+    flat = text.stdout.replace("\n", " ")
+    assert f"copy started by device 0 at tests/frontend/programs/_futures.py:{start}" in flat, flat
+    assert f"the grid's copy-in of input 'o_ref'" in flat and f"_futures.py:{done}" in flat
+    assert text.returncode == 1
 
 
 @pytest.mark.rule("PRG-109")

@@ -96,9 +96,9 @@ def _innermost_line(tb: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
+def collective_id_programs(devices: int) -> dict[str, Any]:
+    """The programs probe `collective_ids` lowers, by name (each a function of one array)."""
     jax, jnp, pl, pltpu, NamedSharding, P, mesh = _setup(devices)
-    del dma_mode
     import functools
 
     def barrier_kernel(x_ref, o_ref, *, k, tag):
@@ -141,7 +141,7 @@ def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
             return x
         return f
 
-    programs = {
+    return {
         # in program order: A, A, B (A and B differ only in the count they signal)
         "A_A_B_no_ids": chain(barrier_call(1), barrier_call(1), barrier_call(2)),
         "auto_then_manual_0": chain(barrier_call(1), barrier_call(3, cid=0)),
@@ -154,6 +154,12 @@ def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
         "25_distinct_kernels": chain(*[barrier_call(k) for k in range(1, 26)]),
         "26_distinct_kernels": chain(*[barrier_call(k) for k in range(1, 27)]),
     }
+
+
+def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
+    jax, jnp, pl, pltpu, NamedSharding, P, mesh = _setup(devices)
+    del dma_mode
+    programs = collective_id_programs(devices)
     x = jax.ShapeDtypeStruct((8 * devices, 128), jnp.float32, sharding=NamedSharding(mesh, P("x")))
     result: dict[str, Any] = {}
     for mode in ("no", "yes", "override"):

@@ -70,13 +70,14 @@ def local_done(x, future, *, interpret=None, rows=None, block=False):
     )(x, out, sem)
 
 
-def remote_start(x, *, interpret=None, handshake=True, device_barrier=False, collective_id=0, left=False):
+def remote_start(x, *, interpret=None, handshake=True, device_barrier=False, collective_id=0, left=False, tag=None):
     """Start a copy of x to the right neighbour after a barrier handshake; return (x, (out, send, recv)).
 
     Without `handshake` the call has no collective id, and jax's device barrier orders the copy
     after the neighbour's entry, unless it is skipped (`device_barrier=False`: then the copy
     starts at once, whether or not the neighbour has entered the call). With `left` the copy goes to
-    the left neighbour instead (and the handshake to the right one).
+    the left neighbour instead (and the handshake to the right one). With `tag` the handshake's barrier
+    semaphore carries that tag (`get_barrier_semaphore(tag)`: jax picks the collective id).
     """
 
     def start_kernel(x_ref, x_alias, o_ref, send_sem, recv_sem):
@@ -88,7 +89,7 @@ def remote_start(x, *, interpret=None, handshake=True, device_barrier=False, col
         if left:
             src, dst = dst, src
         if handshake:
-            barrier = pltpu.get_barrier_semaphore()
+            barrier = pltpu.get_barrier_semaphore() if tag is None else pltpu.get_barrier_semaphore(tag)
             pl.semaphore_signal(barrier, device_id=(src,))
             pl.semaphore_wait(barrier, 1)
         pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(dst,)).start()

@@ -1,0 +1,94 @@
+"""semcheck's collective ids (PRG-123) against what jax lowered for a TPU in probe `collective_ids`
+(tests/programs/ground_truth.json): the same programs, traced by semcheck's front end, under each
+value of `jax_pallas_auto_assign_collective_ids`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+GROUND_TRUTH = json.loads((HERE / "ground_truth.json").read_text())
+MARKER = "@@IDS@@ "
+
+_RUN = """
+import json, sys
+sys.path.insert(0, {here!r})
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+import probes
+from semcheck.checker.frontend.collective_ids import assign
+from semcheck.checker.frontend.trace import find_kernels
+mesh = jax.make_mesh((2,), ("x",))
+x = jax.ShapeDtypeStruct((16, 128), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+out = {{}}
+for name, f in probes.collective_id_programs(2).items():
+    fn = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False))
+    calls = find_kernels(fn.trace(x).jaxpr.jaxpr)
+    for mode in ("no", "yes", "override"):
+        got = assign(calls, mode, 25)
+        errors = [got[id(c)].error for c in calls if got[id(c)].error]
+        out[mode + "/" + name] = ({{"error": errors[0]}} if errors else
+                                  {{"collective_ids": [got[id(c)].collective_id for c in calls
+                                                       if got[id(c)].collective_id is not None]}})
+print({marker!r} + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def predicted() -> dict:
+    run = subprocess.run([sys.executable, "-c", _RUN.format(here=str(HERE), marker=MARKER)], capture_output=True,
+                         text=True, cwd=REPO, timeout=600)
+    (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
+    assert line is not None, run.stderr[-3000:]
+    return json.loads(line.removeprefix(MARKER))
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-5", "PRG-123")
+def test_collective_ids_are_assigned_as_jax_lowers_them(predicted):
+    (record,) = [p["result"] for p in GROUND_TRUTH["probes"] if p["probe"] == "collective_ids" and p["devices"] == 2]
+    assert set(predicted) == set(record)
+    for key, jax_did in record.items():
+        ours = predicted[key]
+        if "error" in jax_did:
+            assert "error" in ours and jax_did["error"].startswith(ours["error"][:60]), (key, ours, jax_did)
+        else:
+            assert ours == {"collective_ids": jax_did["collective_ids"]}, (key, ours, jax_did)
+
+
+def _verify(target: str) -> tuple[int, dict]:
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+                          f"tests/frontend/programs/async_remote_auto_ids.py::{target}", "--devices", "2",
+                          "--dma-mode", "all", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    return run.returncode, json.loads(run.stdout)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-123")
+def test_a_barrier_kernel_jax_cannot_lower_is_an_input_error_with_its_line():
+    code, report = _verify("no_id")
+    assert code == 2 and not report["results"], report
+    (error,) = report["errors"]
+    assert error["code"] == "kernel-raised"
+    assert "ValueError: collective_id has to be specified when using a custom barrier" in error["message"]
+    source = (REPO / "tests" / "frontend" / "programs" / "_futures.py").read_text().splitlines()
+    line = next(i for i, s in enumerate(source, 1) if "barrier = pltpu.get_barrier_semaphore()" in s)
+    assert error["location"]["line"] == line
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-123")
+def test_a_kernel_whose_id_jax_picks_is_unknown_saying_so():
+    code, report = _verify("tagged")
+    assert code == 3 and {r["verdict"] for r in report["results"]} == {"unknown"}
+    assert all("barrier-semaphore tag 'ring'" in r["reason"] and "when it lowers for a TPU" in r["reason"]
+               for r in report["results"])

@@ -1,0 +1,123 @@
+"""semcheck's predictions of what jax's interpreter does with the calls after a failing call (PRG-11),
+held against tests/programs/ground_truth.json as tests/kernels/ does for single kernels.
+
+The recorded run is examples/programs/buggy/failing_call_then_second_call.py: three jitted computations,
+each error caught; semcheck checks them as the target's calls build#0, build#1, build#2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = "examples/programs/buggy/failing_call_then_second_call.py"
+GROUND_TRUTH = json.loads((REPO / "tests" / "programs" / "ground_truth.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", EXAMPLE, "--devices", "2,4",
+                          "--dma-mode", "all", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+    return json.loads(run.stdout)
+
+
+def _predicted(report: dict, target: str, devices: int, mode: str) -> dict[str, dict]:
+    return {r["property"]: r for r in report["results"]
+            if r["target"] == target and r["devices"] == devices and r["dma_mode"] == mode}
+
+
+def _text(row: dict) -> str:
+    return (row.get("witness") or {}).get("message", "") or row.get("reason", "")
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-11", "PRG-122")
+def test_the_calls_after_a_failing_call_are_predicted_as_recorded(report):
+    cases = [c for c in GROUND_TRUTH["cases"] if c["path"] == EXAMPLE]
+    assert {(c["devices"], c["dma_mode"]) for c in cases} == {(n, m) for n in (2, 4) for m in ("eager", "on_wait")}
+    for c in cases:
+        for k, step in enumerate(c["steps"]):
+            got = _predicted(report, f"build#{k}", c["devices"], c["dma_mode"])
+            violated = {p for p, r in got.items() if r["verdict"] == "violated"}
+            if step["outcome"] == "completed":
+                assert not violated and got["deadlock-free"]["verdict"] == "proved", (c["key"], k, got)
+            elif k == 0:  # the call that fails itself, in every run
+                assert "id-disjoint" in violated and step["message"].split(": ", 1)[1] in _text(got["id-disjoint"])
+            else:  # it never starts: the first call's error, raised at its dispatch
+                assert violated == {"deadlock-free"}, (c["key"], k, got)
+                assert step["message"] in _text(got["deadlock-free"]), (step, _text(got["deadlock-free"]))
+                assert "dispatch" in _text(got["deadlock-free"])
+                assert {r["verdict"] for p, r in got.items() if p != "deadlock-free"} == {"unknown"}
+    # a TPU runs all three: the interpreter's behaviour is a divergence (D28)
+    for k in range(3):
+        hw = _predicted(report, f"build#{k}", 2, "hardware")
+        assert hw["deadlock-free"]["verdict"] == "proved"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kernel:  # what `after_failures` reads of a lowered kernel
+    program: object
+    call: object
+    name: str
+    loc: str = "here"
+
+
+def _kernel(program, unit: int, name: str) -> _Kernel:
+    return _Kernel(program, SimpleNamespace(unit=unit), name)
+
+
+def _failing():
+    from semcheck.model.launch import Scratch, launch
+    from semcheck.model.ops import SemRef, Signal, Topology
+
+    return launch(Topology(1), [[Signal(SemRef("s", 3))]], scratch=[Scratch("s", 1)])  # ERR-5 in every run
+
+
+def _clean():
+    from semcheck.model.launch import Scratch, launch
+    from semcheck.model.ops import SemRef, Signal, Topology, Wait
+
+    return launch(Topology(1), [[Signal(SemRef("s")), Wait(SemRef("s"))]], scratch=[Scratch("s", 1)])
+
+
+def _maybe_failing():
+    """Fails only after a wait: not a failure every run is known to reach from one run alone."""
+    from semcheck.model.launch import Scratch, launch
+    from semcheck.model.ops import SemRef, Signal, Topology, Wait
+
+    return launch(Topology(1), [[Signal(SemRef("s")), Wait(SemRef("s")), Signal(SemRef("s", 3))]],
+                  scratch=[Scratch("s", 1)])
+
+
+@pytest.mark.rule("PRG-11", "PRG-122")
+def test_the_next_computation_with_a_call_never_starts_and_the_one_after_runs():
+    from semcheck.checker.program_interpreter import after_failures
+    from semcheck.model.errors import EarlierFailure
+
+    # units are the top-level computations: 0 fails; the rest of 0 and the next one with a call (2:
+    # a computation without kernel calls in between, 1, has none here) never start; 5 runs
+    ks = [_kernel(_failing(), 0, "a"), _kernel(_clean(), 0, "b"), _kernel(_clean(), 2, "c"),
+          _kernel(_clean(), 2, "d"), _kernel(_clean(), 5, "e")]
+    out = after_failures(ks)
+    marks = [o.program.launch_failure for o in out]
+    assert marks[0] is None and marks[4] is None
+    assert all(isinstance(m, EarlierFailure) for m in marks[1:4])
+    assert marks[1].python_type == "IndexError" and "out of bounds" in marks[1].message
+    assert "a at here" in marks[1].after
+    # a failure only some runs may reach predicts nothing
+    assert [o.program.launch_failure for o in after_failures([_kernel(_maybe_failing(), 0, "a"),
+                                                              _kernel(_clean(), 1, "b")])] == [None, None]
+    # two failures in a row: the one after the re-raising computation starts the story again
+    chain = after_failures([_kernel(_failing(), 0, "a"), _kernel(_clean(), 1, "b"), _kernel(_failing(), 2, "c"),
+                            _kernel(_clean(), 3, "d"), _kernel(_clean(), 4, "e")])
+    assert [type(o.program.launch_failure).__name__ for o in chain] == [
+        "NoneType", "EarlierFailure", "NoneType", "EarlierFailure", "NoneType"]
