@@ -180,10 +180,10 @@ def _generated(name: str, devices: str, examples: int):
 @pytest.mark.slow  # five generated-input runs with shrinking: about 40 s on two cores
 @pytest.mark.rule("ACC-7", "RUN-8")
 def test_generated_sizes_prove_the_clean_kernels_and_shrink_the_seeded_bugs():
-    clean, copy, wrong_row, short, off_by_one = semcheck_many([
+    clean, copy, wrong_row, short, off_by_one, pairs = semcheck_many([
         _generated("ragged_offsets", "2,4", 4), _generated("dynamic_dma", "2,4", 4),
         _generated("ragged_offsets_wrong_row", "2,4", 8), _generated("dynamic_dma_short_wait", "2,4", 4),
-        _generated("ragged_offsets_off_by_one", "2", 4)])
+        _generated("ragged_offsets_off_by_one", "2", 4), _generated("recv_count_pairs", "2", 10)])
     for run in (clean, copy):
         rows = run.json()["results"]
         assert run.returncode == 0 and len(rows) == 2 * 3 * 7, run.stderr
@@ -209,6 +209,11 @@ def test_generated_sizes_prove_the_clean_kernels_and_shrink_the_seeded_bugs():
     races = [r for r in rows if r["property"] == "race-free"]
     assert {r["verdict"] for r in races} == {"violated"} and len(races) == 3
     assert all("witness" in r for r in races)
+
+    # jax's race-detection kernel: two copies into one device's block, shrunk to device 0's two to itself
+    races = [r for r in pairs.json()["results"] if r["property"] == "race-free"]
+    assert {r["verdict"] for r in races} == {"violated"}
+    assert all(r["input"]["value"] == [[0, 0], [0, 0]] for r in races)
 
 
 def _totals_differ(values: list[int], n: int) -> bool:

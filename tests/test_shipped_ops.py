@@ -409,6 +409,21 @@ BUGGY_VERDICTS = {
     # returns, on a TPU and in the interpreter (which hangs there, before the load it cannot run, D22)
     "deadlock_ragged_paged_attention_last_page_not_started.py": {
         "deadlock-free": ("eager", "hardware", "on_wait"), "dma-bytes": ("eager", "hardware", "on_wait")},
+    # ports of jax kernels whose DMA sizes are data (ACC-7), their seeded bugs: the receive total of the
+    # neighbour (one device waits for more than arrives, the other leaves bytes), copies one row too long
+    # (two sources write one row, bytes left), the racing table of jax's race-detection test, a wait one
+    # row short; and a kernel closing over run_state's refs (LAUNCH-4) that never waits for its send
+    "deadlock_ragged_offsets_receive_count_wrong_row.py": {"deadlock-free": ("eager", "hardware", "on_wait"),
+                                                           "dma-bytes": ("eager", "hardware", "on_wait"),
+                                                           "exit-balance": ("eager", "hardware", "on_wait")},
+    "race_ragged_offsets_size_off_by_one.py": {"dma-bytes": ("eager", "hardware", "on_wait"),
+                                               "exit-balance": ("eager", "hardware", "on_wait"),
+                                               "race-free": ("eager", "hardware", "on_wait")},
+    "race_recv_count_two_writers.py": {"race-free": ("eager", "hardware", "on_wait")},
+    "dma_bytes_dynamic_dma_wait_one_row_short.py": {"dma-bytes": ("eager", "hardware", "on_wait"),
+                                                    "exit-balance": ("eager", "hardware", "on_wait")},
+    "exit_leak_stateful_copy_unwaited_send.py": {"dma-bytes": ("eager", "hardware", "on_wait"),
+                                                 "exit-balance": ("eager", "hardware", "on_wait")},
 }
 # What a seeded bug leaves undecided (every other property is decided): exactly these unknowns.
 BUGGY_UNKNOWNS: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -22,7 +22,7 @@ exists before the kernel starts.
 
 The default table (`sizes=None`) is `default_sizes`; `build(sizes=...)`
 takes any N x G table of entries 0..CAP. semcheck follows the table's values
-on each device (ACC-4, ACC-7); tests/generated_inputs/ragged_all_to_all_offsets.py
+on each device (ACC-4, ACC-7); tests/generated_inputs/data_sizes.py
 draws tables with hypothesis. Seeded bugs: buggy/deadlock_ragged_offsets_receive_count_wrong_row.py
 (the receive total of another device) and buggy/race_ragged_offsets_size_off_by_one.py
 (one row too many per copy).

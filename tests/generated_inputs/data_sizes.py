@@ -9,6 +9,8 @@
   the off-by-one shows on any table with a non-empty group (its target is
   checked at 2 devices: at 4, a uniform table meets a witness that does
   not replay in model/race.py, see tests/test_data_sizes.py).
+* `recv_count_pairs`: jax's race-detection kernel on drawn (source, destination)
+  pairs.
 * `dynamic_dma` / `dynamic_dma_short_wait`: examples/jax_ops/dynamic_dma_2nd_minor.py
   and its variant, on drawn (start row, size) pairs, one per device (cycled).
   The short wait is violated on every input (sizes 1..8): hypothesis shrinks
@@ -86,3 +88,17 @@ def dynamic_dma_short_wait(num_devices: int, pairs: list[tuple[int, int]]):
     index, size = _copies(pairs, num_devices)
     bug = _example("buggy/dma_bytes_dynamic_dma_wait_one_row_short.py")
     return bug.build(num_devices, index=index, size=size)
+
+
+PAIRS = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=6)
+"""(source, destination) pairs for jax's race-detection kernel, taken mod N."""
+
+
+@semcheck.target(devices=(2, 4), inputs=PAIRS)
+def recv_count_pairs(num_devices: int, pairs: list[tuple[int, int]]):
+    """examples/jax_ops/recv_count_race_detection.py on drawn tables: two pairs into one device race
+    (the race jax's test seeds). hypothesis shrinks to [[0, 0], [0, 0]]: device 0 copies into its
+    own output twice, waiting each copy's send only, so nothing orders the two writes (jax's
+    detector reports it in both modes)."""
+    table = np.array([[s % num_devices, d % num_devices] for s, d in pairs], np.int32)
+    return _example("recv_count_race_detection.py").build(num_devices, pairs=table)
