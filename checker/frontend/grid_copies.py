@@ -37,6 +37,7 @@ class GridCopyLoc(Loc):
     parallel: tuple[int, ...] = ()  # the step's coordinates along the grid's parallel dimensions
     split_forced: bool = True  # every split of the parallel steps between the cores gives each at most one
     shared: str = ""  # two steps at different parallel coordinates that touch one block (GRID-4), if any
+    call: int = 0  # the call of a composed program the copy belongs to (PRG-124: pipelines end with their call)
 
 
 def grid_copy_of(op: object) -> GridCopyLoc | None:
@@ -88,28 +89,28 @@ def hardware_overlap(program: Program) -> str | None:
     def same_device(a: int, b: int) -> bool:
         return a < 0 or b < 0 or topo.device_of(a) == topo.device_of(b)
 
-    def after_window_of_out(g: int, step: int, p: int) -> bool:
+    def after_window_of_out(g: int, step: int, call: int, p: int) -> bool:
         # a write-back of step i is waited at the end of step i + 1: an op of step >= i + 2 is after it
         pos, locs = marks[g]
         k = bisect.bisect_left(pos, p) - 1
-        return k >= 0 and locs[k].step >= step + 2
+        return k >= 0 and (locs[k].call != call or locs[k].step >= step + 2)  # a later call's: after the exit
 
-    def before_window_of_in(g: int, step: int, p: int) -> bool:
+    def before_window_of_in(g: int, step: int, call: int, p: int) -> bool:
         # a copy-in of step j is started before the body of step j - 1: an op before that body is before it
         pos, locs = marks[g]
         k = bisect.bisect_right(pos, p)
         if k >= len(locs):
             return False
         r = locs[k]
-        return r.step <= step - 2 or (r.step == step - 1 and r.kind == "in")
+        return r.call != call or r.step <= step - 2 or (r.step == step - 1 and r.kind == "in")  # an earlier call
 
     for buf, mine in copies.items():
         for g, q, op, loc in mine:
             for g2, q2, op2, loc2 in mine:
                 if (g2, q2) == (g, q) or not (op.write or op2.write) or not same_device(g, g2):
                     continue
-                if not op.region.overlaps(op2.region):
-                    continue
+                if not op.region.overlaps(op2.region) or loc2.call != loc.call:
+                    continue  # PRG-124: a call's pipeline is done before the next call's starts
                 if g2 != g:
                     return f"{loc.what} and {loc2.what} (on another core) touch the same elements of {buf}"
                 if topo.cores_per_device > 1 and loc.parallel != loc2.parallel:
@@ -127,10 +128,10 @@ def hardware_overlap(program: Program) -> str | None:
                 if g2 != g:
                     return f"{what} at {oloc} and {loc.what} touch the same elements of {buf} from different cores"
                 if loc.kind == "out":
-                    if p > q and not after_window_of_out(g, loc.step, p):
+                    if p > q and not after_window_of_out(g, loc.step, loc.call, p):
                         return (f"{what} at {oloc} comes after {loc.what}, which a TPU may still be writing "
                                 "during the next grid step")
-                elif p < q and (is_copy or not before_window_of_in(g, loc.step, p)):
+                elif p < q and (is_copy or not before_window_of_in(g, loc.step, loc.call, p)):
                     return (f"{what} at {oloc} comes before {loc.what}, which a TPU starts while the previous "
                             "grid step runs")
     return None

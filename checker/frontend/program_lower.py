@@ -26,6 +26,7 @@ from typing import Any
 
 from semcheck.checker.frontend.call_boundary import is_boundary
 from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.grid_copies import GridCopyLoc
 from semcheck.checker.frontend.program_ir import Invocation, Outside, ProgramIR
 from semcheck.model.ops import (
     BARRIER,
@@ -385,6 +386,8 @@ def _rw_dma(op: DmaStart, k: int, p: str, r: dict[str, str]) -> DmaStart:
 
 
 def _rw_access(op: Access, k: int, p: str, r: dict[str, str]) -> Access:
+    if isinstance(op.loc, GridCopyLoc):  # PRG-124: which call's pipeline the copy is
+        return dataclasses.replace(op, buf=_name(op.buf, p, r), loc=dataclasses.replace(op.loc, call=k))
     return dataclasses.replace(op, buf=_name(op.buf, p, r))
 
 

@@ -106,7 +106,7 @@ def _verify(path: Path, devices: str) -> dict[int, dict[str, dict]]:
 SHIFT_SINGLE = wm.SINGLE_BARRIER + wm.SHIFT_RIGHT
 
 
-@pytest.mark.rule("PRG-111", "PRG-114", "PRG-115", "PRG-16")
+@pytest.mark.rule("PRG-111", "PRG-114", "PRG-115", "PRG-16", "PRG-124")
 def test_a_single_barrier_lets_a_copy_land_before_the_target_entered_from_five_devices():
     got = _verify(EXAMPLES / "buggy" / "repeated_shift_single_barrier.py", "4,5")
     for n in (4, 5):

@@ -203,5 +203,8 @@ def test_a_start_without_done_races_with_the_xla_read(reports):
 def test_a_copy_into_a_buffer_the_program_drops_is_unknown(reports):
     (row,) = _rows(reports["dropped"], "race-free")
     assert row["verdict"] == "unknown", row
-    assert "after the last use of its buffer in the program" in row["reason"]
+    # the copy is remote and lands after its destination's last use: invocation-confined is violated
+    # there, and PRG-114's reason (which cites it) takes precedence over PRG-108's gap
+    assert ("after the last use of its buffer in the program" in row["reason"]
+            or "invocation-confined is violated" in row["reason"]), row["reason"]
     assert "_futures.py:" in row["reason"]
