@@ -135,19 +135,8 @@ def _verdict(reports: dict[str, dict], key) -> tuple[str, dict | None]:
     return sorted(verdicts)[0], rows[0]
 
 
-# Races jax's detector reports between a copy still in flight when its destination's device leaves
-# the kernel and the call's own read of its results at the end of the call (specs/programs.md PRG-9):
-# semcheck does not model that read for a single call yet and proves race-free there, which these
-# cases show wrongly where the recorded runs met the race. Known misses, strict: they fail once the
-# read is modelled.
-END_OF_CALL_READ = {
-    ("examples/jax_ops/buggy/deadlock_ragged_offsets_receive_count_wrong_row.py", n, "eager") for n in (2, 4)}
-
-
 def _params(keys):
-    miss = pytest.mark.xfail(strict=True, reason="the end-of-call read of the results is not modelled (PRG-9)")
-    return [pytest.param(k, id=_case_id(k), marks=[miss] if k in END_OF_CALL_READ and CASES[k]["race_reported"] else [])
-            for k in keys]
+    return [pytest.param(k, id=_case_id(k)) for k in keys]
 
 
 @pytest.mark.parametrize("key", _params(RACY))
