@@ -257,6 +257,8 @@ def find_races(
                         and _confirm(program, mode, out, x, y):
                     a, b, outcome, confirmed = x, y, out, True
                     break
+        if mode == "eager" and (a.is_dma or b.is_dma):
+            outcome = _unsuppressed(program, mode, outcome)
         found.append(Race(a, b, outcome, exact, confirmed))
         return first and exact and confirmed
 
@@ -285,6 +287,21 @@ def find_races(
     over = not complete and estimate > 0 and ordering.certified
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over,
                       len(pre.events) if ordering.certified else 0, ordering.why)
+
+
+def _unsuppressed(program: Program, mode: DmaMode, outcome: Outcome) -> Outcome:
+    """DR-4 under `eager`: the same positions reached by the step relation's own halves.
+
+    An eager start runs both halves of its copy in the start (DMA-2), so a run that holds a half back
+    (DR-2) is not a run of the step relation: where the held half's signal is missing, a wait takes
+    a lookup step of its own (SEM-5) that the step relation does not take. The witness is the
+    maximal run of the program with every core stopped at the restricted run's position instead:
+    landings only add to counts, so it reaches every one of those positions (RUN-3)."""
+    caps = dict(enumerate(outcome.state.pcs))
+    full = fast_run(program, mode, freeze=caps)
+    if full.state.pcs != outcome.state.pcs or full.state.failure is not None:
+        raise ModelBug("the eager run without held halves does not reach the restricted run's positions")
+    return full
 
 
 def _earliest(

@@ -231,9 +231,7 @@ def _totals_differ(values: list[int], n: int) -> bool:
 
 
 @pytest.mark.jax
-@pytest.mark.xfail(strict=True, reason="model/race.py: the race-free witness of this 4-device program does "
-                   "not replay (core 0 is not enabled); it reproduces with every size static, so it is not "
-                   "the data-sized lowering")
+@pytest.mark.rule("DR-4")
 def test_off_by_one_on_a_uniform_table_at_four_devices_has_a_replayable_witness(tmp_path):
     target = tmp_path / "uniform.py"
     target.write_text(

@@ -422,6 +422,7 @@ BUGGY_VERDICTS = {
                                                            "race-free": ("eager", "hardware", "on_wait")},
     "race_ragged_offsets_size_off_by_one.py": {"dma-bytes": ("eager", "hardware", "on_wait"),
                                                "exit-balance": ("eager", "hardware", "on_wait"),
+                                               "invocation-confined": ("hardware",),
                                                "race-free": ("eager", "hardware", "on_wait")},
     "race_recv_count_two_writers.py": {"race-free": ("eager", "hardware", "on_wait")},
     # (on a TPU the rest of the copy may still land when the result is read: DR-9, PRG-120)
