@@ -70,49 +70,49 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/distinct_collective_ids_two_patterns.py": {"hardware": [],
                                                                   "interpreter": "completes"},
     "examples/programs/buggy/async_copy_done_without_start.py": {
-        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_start_without_done.py": {
-        "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["exit-balance", "dma-bytes", "race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_done_wrong_future.py": {
-        "hardware": ["deadlock-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_slice_done_without_start.py": {
-        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_slice_start_without_done.py": {
-        "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["exit-balance", "dma-bytes", "race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_slice_done_wrong_future.py": {
-        "hardware": ["deadlock-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_dynamic_slice_done_without_start.py": {
-        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_dynamic_slice_start_without_done.py": {
-        "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["exit-balance", "dma-bytes", "race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_dynamic_slice_done_wrong_future.py": {
         "hardware": ["race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_recv_done_without_start.py": {
-        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_start_without_send_done.py": {
-        "hardware": ["exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["exit-balance", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_recv_done_wrong_future.py": {
-        "hardware": ["race-free"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["invocation-confined"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_one_id_two_directions.py": {
         "hardware": ["invocation-confined"], "from_devices": 3, "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/collective_permute_loop_recv_done_skipped.py": {
-        "hardware": ["race-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["invocation-confined"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/collective_permute_loop_recv_done_without_start.py": {
-        "hardware": ["deadlock-free"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/collective_permute_loop_recv_done_wrong_future.py": {
-        "hardware": ["race-free", "deadlock-free", "exit-balance"], "from_devices": 3,
+        "hardware": ["invocation-confined"], "from_devices": 3,
         "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/bidi_permute_loop_start_without_send_done.py": {
-        "hardware": ["exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["exit-balance", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/bidi_permute_loop_recv_one_future_twice.py": {
-        "hardware": ["deadlock-free", "exit-balance"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["invocation-confined"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/repeated_shift_single_barrier.py": {
         "hardware": ["invocation-confined"], "from_devices": 5, "interpreter": "completes",
         "devices": [2, 4, 5]},
     "examples/programs/buggy/shared_collective_id_two_patterns.py": {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
     "examples/programs/buggy/unwaited_writeback.py": {
-        "hardware": ["race-free", "exit-balance"],
+        "hardware": ["exit-balance", "dma-bytes", "race-free"],
         "interpreter": "eager: right numbers, exit warning, race reported; "
                        "on_wait: the copy never runs (wrong numbers), no race"},
     "examples/programs/buggy/failing_call_then_second_call.py": {
