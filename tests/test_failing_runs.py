@@ -92,10 +92,10 @@ def test_bytes_never_waited_for_before_the_failure_are_not_left_at_an_exit():
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "no-fold"])
 def test_the_modes_differ_note_names_the_view_of_a_program_that_folds(fold):
     # the skeleton's fold has no accesses: the note is read off the program's views
-    from semcheck.checker.folding import program_fold
+    from semcheck.checker.analysis import Analysis
     from semcheck.checker.checking import exposures_of
 
     p = _ring(8)
-    assert program_fold(p) is not None
+    assert Analysis(p).fold is not None
     d22 = [e for e in exposures_of(p, fold) if e.code == "D22"]
     assert [e.locs for e in d22] == [(LOAD.loc,)]
