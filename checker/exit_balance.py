@@ -81,6 +81,8 @@ def _precondition(prop: str, facts: ModeAnalysis, stats: dict):
                        stats=stats), None
     sp = facts.end  # its positions and kind alone: shared by eager and on_wait
     fails = failure_reached(low, sp.pcs)
+    if fails and facts.mode != "hardware" and facts.every_run_fails is not None:
+        return None, sp  # every run fails (RUN-9, RUN-11): S''s end stands for the stuck positions (ERR-17)
     if fails:
         c, pos, v = fails[0]
         return Verdict(prop, "unknown", reason=f"the program can fail ({v.message} at core {c} op {pos})",
@@ -125,12 +127,14 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     if bad is not None:
         return bad
     exiting = None
-    if sp.kind == "completed":
+    failing = bool(low.caps) and bool(failure_reached(low, sp.pcs))  # ERR-17
+    if sp.kind == "completed" and not failing:
         tot = facts.totals
     else:
         exiting, tot = _hung(program, low, sp.pcs)
         if not exiting:
-            return Verdict(prop, "proved", reason="no run reaches a kernel exit: every run hangs before every device's "
+            ends = "fails" if failing else "hangs"
+            return Verdict(prop, "proved", reason=f"no run reaches a kernel exit: every run {ends} before every device's "
                            "exit check (see deadlock-free), so no count is checked at an exit and the interpreter "
                            "prints no exit warning", stats=stats)
     excess = {k: t - w for k, (t, w) in tot.items() if t != w}
@@ -139,6 +143,12 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     stats["counters"] = len(tot)
     stats["solve_s"] = round(time.perf_counter() - t0, 4)
     if not excess:
+        if failing:
+            return Verdict(prop, "proved", reason=f"every run fails (see deadlock-free; RUN-9): in the runs that "
+                           f"get there, {_devices(exiting)} {'passes its' if len(exiting) == 1 else 'pass their'} "
+                           f"exit check having received exactly what {'it waits' if len(exiting) == 1 else 'they wait'}"
+                           f" for on all {len(tot)} of {'its' if len(exiting) == 1 else 'their'} counters; no other "
+                           "device exits (ERR-17)", stats=stats)
         if exiting is not None:
             return Verdict(prop, "proved", reason=f"the program hangs (see deadlock-free); {_devices(exiting)} "
                            f"{'reaches its' if len(exiting) == 1 else 'reach their'} exit check in every run and "
@@ -148,10 +158,12 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
                            stats=stats)
         return Verdict(prop, "proved", reason=f"all {len(tot)} counters receive exactly what they wait for", stats=stats)
 
-    real = facts.maximal_run()
+    # a program whose runs fail: the run to S''s end, before the failing step (ERR-17)
+    real = facts.s_prime_run if failing else facts.maximal_run()
     if len(real.schedule) <= REPLAY_LIMIT:  # the step relation copies its state per step: quadratic beyond
-        replay = run(program, mode, real.schedule)
-        if replay.state.pcs != real.state.pcs or replay.state.counts != real.state.counts:
+        replay = run(program, mode, real.schedule, finish=not failing)
+        reached = replay if failing else replay.state
+        if reached.pcs != real.state.pcs or reached.counts != real.state.counts:
             raise EncodingBug("the exit-balance witness does not replay")
     final = {k: real.state.counts.get(k, 0) for k in excess}
     pending = [d for d in real.pending_dmas]
@@ -169,7 +181,9 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     lines = [f"{c['semaphore']} on core {c['core']}: receives {c['contributed']}, waits for {c['waited']}"
              for c in counters]
     msg = "unbalanced at exit: " + "; ".join(lines[:4]) + (f" (+{len(lines) - 4} more)" if len(lines) > 4 else "")
-    if exiting is not None:
+    if failing:
+        msg = f"every run fails (see deadlock-free), and in the run to just before the failure devices that exit are {msg}"
+    elif exiting is not None:
         msg = f"the program hangs (see deadlock-free), and devices that exit are {msg}"
     if pending:
         msg += f"; {len(pending)} DMA(s) never complete in the witness run"

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from semcheck.checker.analysis import Analysis, ModeAnalysis, analysis_of
 from semcheck.model.run import REPLAY_LIMIT
+from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
@@ -91,8 +92,6 @@ def every_run_fails(facts: ModeAnalysis) -> Ending | None:
     if not fails:
         return None
     views_only = all(isinstance(v, STATIC_FAILURES) for _, _, v in fails)
-    if not views_only:
-        return None  # one of ERR-1 .. ERR-6: their own treatment
     program = facts.program
     if not views_only and not all(is_global(program, _At(c, pos)) for c, pos, _ in fails):
         return None  # a failure that ends only its device (ERR-19): the others run on, undecided here
@@ -119,13 +118,13 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
     views = facts.whole.view_ops
-    if not views:
-        return None
-    if mode == "on_wait":
+    if views and mode == "on_wait":
         copy = next((op for op in views if type(op) is DmaStart), None)
         if copy is not None:
             return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)}, when the copy at {copy.loc} runs: "
                            "under on_wait only if a waiter runs its task, which semcheck does not decide")
+    if not views and (prop not in ON_S_PRIME or (prop == "race-free" and facts.race_order.ordering.certified)):
+        return None  # a certified happens-before pass met no failure (DR-6): no lowering needed to say so
     end = facts.every_run_fails
     if end is None or (not end.views_only and prop not in ON_S_PRIME):
         return None
@@ -197,6 +196,8 @@ def _witness(facts: ModeAnalysis, end: Ending, text: str) -> Witness:
         details.update(rule="ERR-16")
         why = "every run reaches this operation or another failing one first (RUN-9)"
         hint = _failure_hint(err)
+    devices = sorted({program.topology.device_of(c) for c in (failure.core, *(b.core for b in real.blocked))})
+    details["timeline"] = timeline(program, list(real.state.pcs), devices)
     return Witness(
         message=f"interpret mode raises {text}: {why}; the failure ends the run (ERR-7), so no run completes",
         schedule=tuple(real.schedule),

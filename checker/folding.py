@@ -13,6 +13,7 @@ import dataclasses
 
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.analysis import Analysis
+from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import skeleton
 from semcheck.model.fold import Fold, find_fold
 
@@ -49,6 +50,9 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
     if not facts.lowering.ok:
         # RUN-7 is argued for static lowerings (RUN-3 holds for them); the program decides the rest
         return None
+    if facts.lowering.caps and failure_reached(facts.lowering, facts.end.pcs):
+        return None  # nor for runs that fail (RUN-11): the program decides them on its own S'
+
     v = BY_ID[prop].check(fold.program, mode, timeout_ms=timeout_ms, facts=facts)
     if v.verdict != "proved":
         return None
