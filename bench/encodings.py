@@ -17,6 +17,7 @@ from ring_programs import ring_allreduce  # noqa: E402
 
 from semcheck.checker.z3.deadlock import deadlock_free  # noqa: E402
 from timestamped import deadlock_free_timestamped  # noqa: E402 - bench/, this script's directory
+import integer_encodings  # noqa: E402, F401 - registers the plain and compact renderings
 
 LIMITS = {"order": 10**9, "compact": 128, "plain": 64, "timestamped": 16}
 

@@ -188,10 +188,7 @@ def worker_phases(a: dict) -> dict:
                 _emit(dict(out, status="partial"))
         ph["z3_deadlock"] = per["deadlock-free"]
         # the same without folding (RUN-7): what a program whose devices do not repeat costs
-        from semcheck.checker.z3.memo import MEMO
-
-        MEMO.clear()
-        t = time.perf_counter()
+        t = time.perf_counter()  # check_program makes a fresh analysis: nothing is shared with the above
         unfolded = {}
         for m in MODES:
             for v in check_program(program, m, PROPERTIES, timeout_ms=timeout_ms, fold=False):
@@ -319,7 +316,6 @@ def worker_quick(a: dict) -> dict:
     gc.disable()  # as `semcheck verify`'s checking process does
     from semcheck.checker.frontend import load
     from semcheck.checker.z3.deadlock import deadlock_free
-    from semcheck.checker.z3.memo import MEMO
     from semcheck.model.fast import fast_run
 
     programs = {}
@@ -330,7 +326,7 @@ def worker_quick(a: dict) -> dict:
             fast[m], _ = _best_rate(program.num_ops, lambda: fast_run(program, m))
 
             def query():
-                MEMO.clear()  # no lowering or query answered from the previous repetition
+                # a fresh analysis per call: no lowering or query answered from the previous repetition
                 return deadlock_free(program, m, timeout_ms=60_000)
 
             dead[m], v = _best_rate(program.num_ops, query)

@@ -37,15 +37,10 @@ import z3
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.deadlock import PROPERTY
 from semcheck.checker.deadlock_explanation import deadlock_witness
-from semcheck.checker.z3.deadlock import Encoding
-from semcheck.checker.z3.counters import (
-    EncodingBug,
-    Lowered,
-    maximal_run,
-    failure_reached,
-    lower,
-    s_prime_run,
-)
+from integer_encodings import Encoding  # bench/, this module's directory
+from semcheck.checker.static.system import EncodingBug, Lowered
+from semcheck.checker.static.least_stuck import maximal_run, failure_reached, s_prime_run
+from semcheck.checker.static.lowering import lower
 from semcheck.model.ops import DmaMode, Program
 from semcheck.model.semaphore import shortfall
 

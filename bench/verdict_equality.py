@@ -61,18 +61,16 @@ def _verdict_row(v) -> dict:
 
 
 def run(corpus_path: str, out_path: str) -> None:
-    from semcheck.checker.folding import program_fold
+    from semcheck.checker.analysis import Analysis
     from semcheck.checker.properties import IDS
-    from semcheck.checker.verify import check_program
-    from semcheck.checker.z3.memo import MEMO
+    from semcheck.checker.checking import check_program
 
     with open(corpus_path, "rb") as f:
         corpus = pickle.load(f)
     t0 = time.monotonic()
     with open(out_path, "w") as out:
         for i, program in enumerate(corpus):
-            MEMO.clear()
-            folds = (False, True) if program_fold(program) is not None else (False,)
+            folds = (False, True) if Analysis(program).fold is not None else (False,)
             for fold in folds:
                 for mode in MODES:
                     try:

@@ -10,39 +10,47 @@ import sys
 import time
 from collections.abc import Iterator
 
+from semcheck.checker.analysis import Analysis
 from semcheck.checker.properties import BY_ID, IDS
 from semcheck.checker.request import Request, Result, unknown_results
 from semcheck.checker.verdict import Verdict
+from semcheck.model.ops import Program
 
 
 def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_000,
-                  deadline: float | None = None, fold: bool = True) -> list[Verdict]:
+                  deadline: float | None = None, fold: bool = True, analysis: Analysis | None = None
+                  ) -> list[Verdict]:
     """All requested properties of one lowered program under one DMA mode.
 
     With `fold`, a program whose devices repeat is first decided on its fold
     (spec RUN-7): what is proved there is proved; everything else is decided
     on the program itself. With a `deadline` (a `time.monotonic()` value)
     each property gets the time left, and those reached after it are
-    unknown without being tried.
+    unknown without being tried. `analysis`: the program's, when the caller
+    checks it in other modes too (they share it); one is made otherwise.
     """
-    from semcheck.checker.folding import program_fold, proved_on_fold
-
     from semcheck.checker.failing_runs import fold_unsafe
+    from semcheck.checker.folding import proved_on_fold
 
-    folded = program_fold(program) if fold and not fold_unsafe(program, mode) else None
+    if analysis is None:
+        analysis = Analysis(program)
+    elif analysis.program is not program:
+        raise ValueError("the analysis handed to check_program is of another program")
+    facts = analysis.mode(mode)
+    folded = analysis.fold if fold and not fold_unsafe(analysis, mode) else None
     out = []
     for p in properties:
         budget = _budget(timeout_ms, deadline)
         v = None
         if budget is not None and folded is not None:
-            v = proved_on_fold(folded, p, mode, timeout_ms=budget)
+            v = proved_on_fold(folded, p, mode, timeout_ms=budget, analysis=analysis.fold_analysis)
             if v is None:
                 budget = _budget(timeout_ms, deadline)
         if v is None:
             if budget is None:
                 v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
             else:
-                v = BY_ID[p].check(program, mode, timeout_ms=budget)
+                v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
         out.append(v)
     return out
 
@@ -57,24 +65,21 @@ def _budget(timeout_ms: int, deadline: float | None) -> int | None:
     return max(1, min(timeout_ms, int(left * 1000)))
 
 
-def exposures_of(program, fold: bool) -> tuple:
+def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
     """The interpreter divergences the program exercises (for the report's "modes differ" notes).
 
-    A fold has the same operations as the program on fewer devices, so it is read instead when
-    there is one: the skeleton's fold, or (with --no-fold) the fold of the program's symmetry when
-    the race check found one (the notes are static; no verdict rests on them). The skeleton drops
-    accesses, so the views the interpreter cannot index (ERR-9) are read off the program."""
+    A fold has the same operations as the program on fewer devices, so the skeleton's fold is read
+    instead when there is one (with --no-fold, the program). The skeleton drops accesses, so the
+    views the interpreter cannot index (ERR-9) are read off the program."""
     from semcheck.checker.differences import exposures
-    from semcheck.checker.failing_runs import view_ops
-    from semcheck.checker.folding import program_fold
-    from semcheck.checker.z3.memo import MEMO
 
-    folded = program_fold(program) if fold else MEMO.table(program).get(("symmetry",), (0, None))[1]
-    return exposures(folded.program if folded is not None else program, views=view_ops(program))
+    analysis = target if isinstance(target, Analysis) else Analysis(target)
+    folded = analysis.fold if fold else None
+    return exposures(folded.program if folded is not None else analysis.program, views=analysis.view_ops)
 
 
 
-def check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
+def check_modes(target: Program | Analysis, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
     """mode -> (verdicts, seconds) for every requested mode of one program.
 
     A program whose devices repeat is first checked on its fold (RUN-7):
@@ -83,26 +88,31 @@ def check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[
     race-free) is checked on the program itself. On a large program the
     hardware mode then goes to a second process
     (`semcheck.checker.mode_worker`) while this one checks the others; if
-    that process cannot start or fails, its modes are checked here.
+    that process cannot start or fails, its modes are checked here. Every
+    check reads the program's analysis (`target`, or one made of it); the
+    worker starts with what it holds so far.
     """
-    from semcheck.checker.folding import program_fold, proved_on_fold
+    analysis = target if isinstance(target, Analysis) else Analysis(target)
+    program = analysis.program
+    from semcheck.checker.folding import proved_on_fold
     from semcheck.checker.mode_worker import ModeWorker, split_modes
 
     timeout_ms = int(req.timeout * 1000)
     on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in req.modes}
     spent: dict[str, float] = {m: 0.0 for m in req.modes}
     t = time.monotonic()  # finding the fold counts towards the first mode's time
-    fold = program_fold(program) if req.fold else None
+    fold = analysis.fold if req.fold else None
     if fold is not None:
         from semcheck.checker.failing_runs import fold_unsafe
 
         # what the fold does not prove is decided on the program (witnesses name its devices)
         for mode in req.modes:
-            if fold_unsafe(program, mode):  # the fold's skeleton lacks the accesses that raise (ERR-9)
+            if fold_unsafe(analysis, mode):  # the fold's skeleton lacks the accesses that raise (ERR-9)
                 continue
             for p in req.properties:
                 budget = _budget(timeout_ms, deadline)
-                v = proved_on_fold(fold, p, mode, timeout_ms=budget) if budget is not None else None
+                v = proved_on_fold(fold, p, mode, timeout_ms=budget,
+                                   analysis=analysis.fold_analysis) if budget is not None else None
                 if v is not None:
                     on_fold[mode][p] = v
             spent[mode] = time.monotonic() - t
@@ -115,7 +125,7 @@ def check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[
     worker = None
     if there:
         try:
-            worker = ModeWorker(program, there, wanted, timeout_ms=timeout_ms, deadline=deadline)
+            worker = ModeWorker(analysis, there, wanted, timeout_ms=timeout_ms, deadline=deadline)
         except OSError as e:
             print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
             here, there = rest, ()
@@ -123,11 +133,9 @@ def check_modes(program, req: Request, deadline: float) -> dict[str, tuple[list[
     def locally(mode: str) -> tuple[list[Verdict], float]:
         t = time.monotonic()
         return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
-                             fold=False), time.monotonic() - t
+                             fold=False, analysis=analysis), time.monotonic() - t
 
-    from semcheck.checker.races import share_modes
-
-    share_modes(program, here)  # the interpreter's modes checked here share race-free's run (DR-7)
+    analysis.modes = here  # the interpreter's modes checked here share race-free's run (DR-7)
     full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
     if worker is not None:
         try:
@@ -156,8 +164,9 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
     as it is checked (the child sends them on at once: a timeout later loses none of them)."""
     for k in kernels:
         label = kernel_label(name, kernels, k)
-        done = check_modes(k.program, req, deadline)
-        exposed = exposures_of(k.program, req.fold)
+        analysis = Analysis(k.program)
+        done = check_modes(analysis, req, deadline)
+        exposed = exposures_of(analysis, req.fold)
         for mode in req.modes:
             verdicts, seconds = done[mode]
             yield Result(

@@ -1,7 +1,7 @@
 """`deadlock-free` (PROP-4), decided by the least stuck vector of the static system (RUN-3).
 
 By RUN-3 every maximal run of S' ends at its least stuck vector, so where S' ends
-(`counters.s_prime_end`) is the verdict: every core at its end is **proved**; anything else is a
+(`static.least_stuck.s_prime_end`) is the verdict: every core at its end is **proved**; anything else is a
 deadlock, **violated**, witnessed by the fast run's schedule to it, replayed on the step relation
 and explained (`semcheck.checker.deadlock_explanation`).
 
@@ -10,7 +10,7 @@ The Z3 stuck-vector query asks the same question another way. It is an optional 
 disagrees; a solver that gives up certifies nothing and leaves the verdict as it is.
 
 Soundness conditions, checked first (otherwise **unknown**, or decided by the exhaustive explorer
-within `fallback_states`): the lowering must be static (`counters.Lowered.unsupported` empty), and
+within `fallback_states`): the lowering must be static (`Lowered.unsupported` empty), and
 no failure may be reachable (S' must not stop at a failing operation), because a failure can end
 some runs before a deadlock that other runs reach.
 """
@@ -21,17 +21,10 @@ import time
 from collections.abc import Callable
 
 from semcheck.checker.deadlock_explanation import deadlock_witness
+from semcheck.checker.analysis import ModeAnalysis, analysis_of
 from semcheck.checker.verdict import Verdict
-from semcheck.checker.z3.counters import (
-    EncodingBug,
-    Lowered,
-    SPrimeEnd,
-    failure_reached,
-    lower,
-    maximal_run,
-    s_prime_end,
-    s_prime_run,
-)
+from semcheck.checker.static.system import EncodingBug, Lowered
+from semcheck.checker.static.least_stuck import SPrimeEnd, failure_reached
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import DmaMode, Program
 
@@ -49,27 +42,29 @@ def deadlock_free(
     fallback_states: int = 0,
     replay: bool = True,
     certificate: Certificate | None = None,
+    facts: ModeAnalysis | None = None,
 ) -> Verdict:
     """Decide `deadlock-free` for `program` under `mode` (see the module docstring).
 
     `fallback_states > 0` lets the exhaustive explorer decide programs outside the static system
     (unsupported lowering, reachable failures), within that many states. `replay=False` skips
-    replaying the witness on the step relation (which copies the state per step: minutes for 10^5+
+    replaying the witness on the step relation (which copies the state per step: quadratic in the
     steps), for callers that replay it themselves. `certificate` checks S''s end another way before
     the verdict is given (`semcheck.checker.z3.deadlock.deadlock_free` passes the Z3 query).
     `timeout_ms` is taken as every check takes it; nothing here gives up (a certificate has its own
-    budget).
+    budget). `facts`: the program's analysis under `mode` (one is made when it is missing).
     """
+    facts = analysis_of(program, mode, facts)
     stats: dict = {"mode": mode}
     t0 = time.perf_counter()
-    low = lower(program, mode)
+    low = facts.lowering
     stats["lower_s"] = round(time.perf_counter() - t0, 4)
     stats.update(low.size())
     if not low.ok:
         return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
                          fallback_states, stats)
     t1 = time.perf_counter()
-    end = s_prime_end(low)  # S''s end, shared by eager and on_wait; a witness below runs this mode's own
+    end = facts.end  # shared by eager and on_wait; a witness below runs this mode's own
     stats["s_prime_s"] = round(time.perf_counter() - t1, 4)
     fails = failure_reached(low, end.pcs)
     if fails:
@@ -86,9 +81,9 @@ def deadlock_free(
     if end.kind == "completed" and not low.caps:
         # without failing ops S' is the program itself, and its end is the fast run's
         return Verdict(PROPERTY, "proved", stats=stats)
-    sp = s_prime_run(low)
+    sp = facts.s_prime_run
     # without failing ops S' is the program itself
-    real = sp if not low.caps else maximal_run(program, mode)
+    real = sp if not low.caps else facts.maximal_run()
     if real.state.pcs != sp.state.pcs:
         raise EncodingBug(f"S' and the real fast run end at different positions: {sp.state.pcs} vs {real.state.pcs}")
     if real.kind != end.kind:

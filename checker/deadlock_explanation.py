@@ -2,7 +2,7 @@
 
 The verdict is the least stuck vector's (`semcheck.checker.deadlock`); this module replays the
 fast run's schedule that reaches it on the step relation and says, per blocked core, what it
-waits for and why that never comes. It reads the static system (`counters.Lowered`) and the
+waits for and why that never comes. It reads the static system (`static.system.Lowered`) and the
 model; it needs no solver.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from semcheck.checker.verdict import Witness
-from semcheck.checker.z3.counters import EncodingBug, Lowered, describe_op, lower
+from semcheck.checker.static.system import EncodingBug, Lowered
+from semcheck.checker.static.least_stuck import describe_op
+from semcheck.checker.static.lowering import lower
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
 from semcheck.model.semaphore import shortfall

@@ -5,10 +5,10 @@ large kernel `semcheck verify` hands the hardware mode to this worker and
 checks the interpreter's modes itself (those two share their lowering and
 deadlock query, so they stay together).
 
-On Linux the worker is a fork of this process: it starts with the program
-and everything computed of it so far (the memo: its symmetry, its fold), with
-nothing to import, pickle or unpickle, which at 256 devices saved a second of
-the worker's path and half a second of this one's. It runs only semcheck's own
+On Linux the worker is a fork of this process: it starts with the program's
+analysis as computed so far (`checker.analysis`: its symmetry, its fold), with
+nothing to import, pickle or unpickle (bench/README.md has what that saves).
+It runs only semcheck's own
 model and Z3 code, never jax, whose threads a fork does not carry. Elsewhere
 (and if fork fails) it is a plain subprocess (the verify child is a daemonic
 multiprocessing process, which may not start multiprocessing children), fed
@@ -34,26 +34,31 @@ from typing import IO, Any
 # process costs more (start-up, imports, pickling) than it saves.
 MIN_OPS = 20_000
 
-SHARED = (("symmetry",),)
-"""Memo entries (`semcheck.checker.z3.memo`) a subprocess worker is handed: small, independent of the mode."""
+SHARED = ("symmetry",)
+"""Facts of the program's analysis a subprocess worker is handed when known: small, independent of the mode."""
 
 
 class ModeWorker:
     """One started worker, checking the given modes of one program."""
 
-    def __init__(self, program: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
+    def __init__(self, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
                  timeout_ms: int, deadline: float | None, fork: bool | None = None) -> None:
+        """`analysis`: the program's (`checker.analysis.Analysis`), or the program itself."""
+        from semcheck.checker.analysis import Analysis
+
+        if not isinstance(analysis, Analysis):
+            analysis = Analysis(analysis)
         self.modes = modes
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
-        request = (program, modes, tuple(properties), timeout_ms, deadline)
+        request = (analysis, modes, tuple(properties), timeout_ms, deadline)
         if fork if fork is not None else sys.platform.startswith("linux"):
             try:
                 self._fork(request)
                 return
             except OSError:
                 pass  # no fork: a subprocess
-        self._spawn(program, request)
+        self._spawn(analysis, request)
 
     def _fork(self, request: tuple) -> None:
         read, write = os.pipe()
@@ -72,17 +77,16 @@ class ModeWorker:
                     out.write(answer)
                 code = 0
             finally:
-                os._exit(code)  # no interpreter teardown: freeing the program object by object takes seconds
+                os._exit(code)  # no interpreter teardown: freeing a large program object by object is slow
         os.close(write)
         self.pid = pid
         self._answer = os.fdopen(read, "rb")
 
-    def _spawn(self, program: Any, request: tuple) -> None:
-        from semcheck.checker.z3.memo import MEMO
-
+    def _spawn(self, analysis: Any, request: tuple) -> None:
         # what this process computed of the program already and the worker's checks read too (the
         # program's symmetry, DR-5/DR-8): sent along rather than recomputed there
-        known = {k: v for k, v in MEMO.table(program).items() if k in SHARED}
+        known = {k: analysis.__dict__[k] for k in SHARED if k in analysis.__dict__}
+        request = (analysis.program, *request[1:])
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "semcheck.checker.mode_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -126,15 +130,16 @@ class ModeWorker:
         return payload
 
 
-def _check(program: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
+def _check(analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
            deadline: float | None) -> tuple[str, Any]:
     """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash."""
     from semcheck.checker.checking import check_program
 
     try:
+        analysis.modes = modes
         # the verify child has tried the fold already: these modes are decided on the program itself
-        return ("ok", {m: check_program(program, m, properties, timeout_ms=timeout_ms, deadline=deadline, fold=False)
-                       for m in modes})
+        return ("ok", {m: check_program(analysis.program, m, properties, timeout_ms=timeout_ms, deadline=deadline,
+                                        fold=False, analysis=analysis) for m in modes})
     except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
         return ("error", f"{type(e).__name__}: {e}")
 
@@ -155,12 +160,12 @@ def split_modes(num_ops: int, modes: tuple[str, ...]) -> tuple[tuple[str, ...], 
 
 
 def main() -> int:
-    from semcheck.checker.z3.memo import MEMO
+    from semcheck.checker.analysis import Analysis
 
     gc.disable()  # as in the verify child: short-lived, allocation-heavy
     program, modes, properties, timeout_ms, deadline, known = pickle.load(sys.stdin.buffer)
-    MEMO.table(program).update(known)
-    out = _check(program, modes, properties, timeout_ms, deadline)
+    analysis = Analysis(program, symmetry=known.get("symmetry"))
+    out = _check(analysis, modes, properties, timeout_ms, deadline)
     sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0
@@ -169,5 +174,5 @@ def main() -> int:
 if __name__ == "__main__":
     code = main()
     # The verify child reads the answer up to end of file, which comes when this process exits;
-    # freeing a large program's objects one by one at interpreter exit took a second at 256 devices.
+    # freeing a large program's objects one by one at interpreter exit is slow (bench/README.md).
     os._exit(code)

@@ -20,10 +20,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from semcheck.checker.analysis import ModeAnalysis
     from semcheck.checker.verdict import Verdict
     from semcheck.model.ops import Program
 
-Check = Callable[..., "Verdict"]  # (program, mode, *, timeout_ms) -> Verdict
+Check = Callable[..., "Verdict"]  # (program, mode, *, timeout_ms, facts) -> Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,23 +34,27 @@ class Property:
     id: str
     rule: str
     summary: str  # one line, for `--help`-like listings and the SARIF rule description
-    check_ref: str  # "module:function", (program, mode, *, timeout_ms) -> Verdict
+    check_ref: str  # "module:function", (program, mode, *, timeout_ms, facts) -> Verdict
     hint: str  # the usual fix for a violation, when the witness brings none
     folds: bool = True  # whether a proof on a fold is a proof on the program (RUN-7)
 
-    def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
+    def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000, facts: ModeAnalysis | None = None
+              ) -> Verdict:
         """Decide this property; a violation's witness is replayed on the model first.
 
         A launch the interpreter refuses decides it without the check (LAUNCH-2); so do runs that
-        all raise ERR-9 (`failing_runs`).
+        all raise ERR-9 (`failing_runs`). `facts`: the program's analysis under `mode`
+        (`checker.analysis`), shared with the other checks of the program; one is made without it.
         """
         # lazy, as the checks: verdict imports this module
+        from semcheck.checker.analysis import analysis_of
         from semcheck.checker.failing_runs import failing_run_verdict
         from semcheck.checker.launch import launch_verdict
 
+        facts = analysis_of(program, mode, facts)
         return (launch_verdict(self.id, program, mode)
-                or failing_run_verdict(self.id, program, mode, timeout_ms=timeout_ms)
-                or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms))
+                or failing_run_verdict(self.id, program, mode, timeout_ms=timeout_ms, facts=facts)
+                or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms, facts=facts))
 
 
 _LOADED: dict[str, Check] = {}
@@ -82,7 +87,7 @@ REGISTRY: tuple[Property, ...] = (
     Property(
         "id-agreement", "PROP-3",
         "A semaphore used remotely names the same allocation on the target core.",
-        "semcheck.checker.z3.ids:id_agreement",
+        "semcheck.checker.id_agreement:id_agreement",
         "allocate scoped semaphores in the same order on every device and core",
     ),
     Property(
@@ -95,13 +100,13 @@ REGISTRY: tuple[Property, ...] = (
     Property(
         "exit-balance", "PROP-5",
         "Every semaphore count is zero and no DMA is pending when the kernel exits.",
-        "semcheck.checker.z3.balance:exit_balance",
+        "semcheck.checker.exit_balance:exit_balance",
         "every signal and DMA needs a matching wait before the kernel exits",
     ),
     Property(
         "dma-bytes", "PROP-6",
         "Each DMA wait waits for exactly the bytes its semaphore's DMAs deliver.",
-        "semcheck.checker.z3.balance:dma_bytes",
+        "semcheck.checker.dma_bytes:dma_bytes",
         "wait on each copy's own descriptor, for its own size",
     ),
     Property(

@@ -11,32 +11,34 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from semcheck.checker.folding import program_symmetry
+from semcheck.checker.analysis import Analysis, ModeAnalysis, analysis_of
 from semcheck.checker.frontend.call_boundary import BoundaryLoc
 from semcheck.checker.frontend.grid_copies import hardware_overlap, split_dependent
 from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.counters import failure_reached, lower, s_prime_run
-from semcheck.checker.z3.memo import MEMO
+from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
 from semcheck.model.partial_arrivals import Split, split
-from semcheck.model.race import REPLAY_LIMIT, Ordered, Race, find_races, ordered_modes
-from semcheck.model.run import run
+from semcheck.model.race import Ordered, Race, find_races, ordered_modes
+from semcheck.model.run import REPLAY_LIMIT, run
 
 PROP = "race-free"
 
 
-def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
+              facts: ModeAnalysis | None = None) -> Verdict:
     """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line.
 
     Under `hardware` the pass runs on the program whose copies may land in parts (DR-9); a race that
-    needs a copy to have landed in part has no schedule of the whole-copy model, and its witness says so."""
+    needs a copy to have landed in part has no schedule of the whole-copy model, and its witness says so.
+    `facts`: the program's analysis under `mode` (one is made when it is missing)."""
+    facts = analysis_of(program, mode, facts)
     if mode != "hardware":
-        return _race_free(program, mode, timeout_ms=timeout_ms)
-    parts = MEMO.get(program, ("partial arrivals",), lambda: _split(program))
+        return _race_free(facts, timeout_ms=timeout_ms)
+    parts, split_facts = facts.whole.partial_arrivals
     if parts.mixed:
-        whole = _race_free(program, mode, timeout_ms=timeout_ms)
+        whole = _race_free(facts, timeout_ms=timeout_ms)
         if whole.verdict == "violated":
             return whole  # a race with whole copies is one with copies in parts
         op = parts.mixed[0]
@@ -44,24 +46,27 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> V
                        "REGULAR one on the other: on a TPU it may land in parts, which one side counts and the other "
                        "does not, and semcheck does not model that (DR-9)")
     if parts.program is program:
-        return _race_free(program, mode, timeout_ms=timeout_ms)
-    v = _race_free(parts.program, mode, timeout_ms=timeout_ms)
+        return _race_free(facts, timeout_ms=timeout_ms)
+    v = _race_free(split_facts.mode(mode), timeout_ms=timeout_ms)
     if v.verdict != "violated":
         return v
-    whole = _race_free(program, mode, timeout_ms=timeout_ms)
+    whole = _race_free(facts, timeout_ms=timeout_ms)
     return whole if whole.verdict == "violated" else _in_parts(program, parts, mode, v)
 
 
-def _split(program: Program) -> Split:
-    """DR-9's split program, with its symmetry (DR-5, DR-8) read off the program's: splitting is done copy by
-    copy, so a rotation that maps the program onto itself maps each copy's forerunner onto the image's, and
-    the split of the program's fold is the fold of its split."""
+def split_program(analysis: Analysis) -> tuple[Split, Analysis]:
+    """DR-9's split program and its analysis, with its symmetry (DR-5, DR-8) read off the program's:
+    splitting is done copy by copy, so a rotation that maps the program onto itself maps each copy's
+    forerunner onto the image's, and the split of the program's fold is the fold of its split."""
+    program = analysis.program
     parts = split(program)
-    if parts.program is not program and not parts.mixed:
-        k, fold = program_symmetry(program)
-        folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
-        MEMO.table(parts.program)[("symmetry",)] = (k, folded)
-    return parts
+    if parts.program is program:
+        return parts, analysis
+    if parts.mixed:
+        return parts, Analysis(parts.program)
+    k, fold = analysis.symmetry
+    folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
+    return parts, Analysis(parts.program, symmetry=(k, folded))
 
 
 def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verdict:
@@ -88,16 +93,17 @@ def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verd
                                                               details=details, hint=hint))
 
 
-def _race_free(program: Program, mode: DmaMode, *, timeout_ms: int) -> Verdict:
+def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
+    program, mode = facts.program, facts.mode
     t0 = time.perf_counter()
     stats: dict = {}
-    pre = _ordered(program, mode)
+    pre = facts.race_order
     if not pre.ordering.certified:
         # a certified pass met no failure and no id in both tables, so no schedule fails (DR-6)
-        low = lower(program, mode)
+        low = facts.lowering
         if not low.ok:
             return Verdict(PROP, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]))
-        fails = failure_reached(low, s_prime_run(low).state.pcs)
+        fails = failure_reached(low, facts.s_prime_run.state.pcs)
         if fails:
             c, pos, v = fails[0]
             loc = program.cores[c][pos].loc
@@ -160,22 +166,17 @@ def _race_free(program: Program, mode: DmaMode, *, timeout_ms: int) -> Verdict:
                    stats=stats)
 
 
-def share_modes(program: Program, modes: tuple[str, ...]) -> None:
-    """Say which modes this process will check `program` in: the interpreter's two share one run of the
-    happens-before pass (DR-7) when both are to be checked."""
-    MEMO.table(program)["race-modes"] = tuple(modes)
-
-
-def _ordered(program: Program, mode: DmaMode) -> Ordered:
-    """The happens-before pass (DR-6) for `mode`, computed with the other interpreter mode when that one
-    is to be checked too (`share_modes`)."""
-    table = MEMO.table(program)
-    if ("race-order", mode) not in table:
-        planned = table.get("race-modes", ())
-        modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
-        for m, o in ordered_modes(program, modes, symmetry=program_symmetry(program)).items():
-            table[("race-order", m)] = o
-    return table[("race-order", mode)]
+def ordered(facts: ModeAnalysis) -> Ordered:
+    """The happens-before pass (DR-6) for the analysis' mode, computed with the other interpreter mode
+    when the program is to be checked in that one too (`Analysis.modes`, DR-7)."""
+    planned = facts.whole.modes
+    mode = facts.mode
+    modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
+    if len(modes) == 1:
+        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry)[mode]
+    both = facts.whole.shared(("race-order", "interpreter"),
+                              lambda: ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry))
+    return both[mode]
 
 
 def _who(program: Program, core: int) -> str:

@@ -7,30 +7,39 @@ A witness schedule that does not replay is a semcheck bug and raises
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 
 from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict
 from semcheck.model.errors import ModelBug
 from semcheck.model.ops import Program
-from semcheck.model.run import run
+from semcheck.model.run import REPLAY_LIMIT, run
+from semcheck.model.state import State
+from semcheck.model.step import step
+from semcheck.model.ops import DmaMode
 
 Check = Callable[..., Verdict]
 
-# The step relation copies its state on every step, so replaying is quadratic;
-# past this many steps the decision procedure's own replay (deadlock_free and
-# the id checks replay their witnesses) is the guard.
-REPLAY_LIMIT = 20_000
 
 
 def with_replay(check: Check) -> Check:
-    """`check`, with each violation's schedule replayed and a timeline added to its witness."""
+    """`check`, with each violation's schedule replayed and a timeline added to its witness.
 
-    def checked(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
-        v = check(program, mode, timeout_ms=timeout_ms)
+    The program's analysis (`facts`) is handed on to a check that takes it; a check that does not
+    computes what it needs itself."""
+    takes_facts = "facts" in inspect.signature(check).parameters
+
+    def checked(program: Program, mode: str, *, timeout_ms: int = 30_000, facts=None) -> Verdict:
+        if takes_facts:
+            v = check(program, mode, timeout_ms=timeout_ms, facts=facts)
+        else:
+            v = check(program, mode, timeout_ms=timeout_ms)
         if v.verdict != "violated" or v.witness is None or not v.witness.schedule:
             return v
-        if len(v.witness.schedule) <= REPLAY_LIMIT:
+        if v.stats.get("replayed") and "terminal_pcs" in v.witness.details:
+            pcs = v.witness.details["terminal_pcs"]  # deadlock-free replayed its witness to these (PROP-4)
+        elif len(v.witness.schedule) <= REPLAY_LIMIT:
             try:
                 pcs = run(program, mode, v.witness.schedule, finish=False).pcs
             except ModelBug as e:
@@ -47,3 +56,19 @@ def with_replay(check: Check) -> Check:
 
     checked.__name__ = check.__name__
     return checked
+
+
+def replay_until(program: Program, mode: DmaMode, schedule, done: Callable[[State], bool]) -> tuple[State, tuple]:
+    """Apply `schedule` on the step relation until `done(state)` or a failure: the state and the steps taken.
+
+    A witness cut at the step where its violation shows (the id checks' witnesses)."""
+    state = State.initial(program)
+    taken = []
+    if done(state):
+        return state, ()
+    for actor in schedule:
+        state = step(program, mode, state, tuple(actor))
+        taken.append(tuple(actor))
+        if done(state) or state.failure is not None:
+            break
+    return state, tuple(taken)

@@ -113,9 +113,6 @@ class BufferStore:
     deallocated_bytes: int = 0
     shared: FMap = FMap()  # FMap[BufferKey, frozenset[BufferKey]]: keys over one content array (BUF-8)
 
-    def next_for(self, thread: Thread) -> int:
-        return self.next_id.get(thread, FIRST_BUFFER_ID)
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Access:

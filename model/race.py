@@ -24,7 +24,7 @@ from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, race_period, race_symmetry
 from semcheck.model.happens_before import Ordering, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
-from semcheck.model.run import run
+from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
 
 Caps = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
@@ -154,15 +154,11 @@ def _kernel_against_dma_groups(
     return groups, rest
 
 
-REPLAY_LIMIT = 100_000
-"""Longest on_wait witness schedule replayed on the step relation to confirm a race (DR-2): the replay
-copies its state per step, about 3 s at 83,000 steps (a 128-device all-gather); 20,000 left the
-64-device one (21,000 steps) unconfirmed."""
 
 MAX_WORK = 10_000_000
 """Operations the restricted runs of one program may execute (estimated) before semcheck gives up at
-once (about 20 s on the bench machine): two runs per DMA half over the whole program (DR-3) grows
-as the cube of a ring's device count (bench: the 32-device ring all-gather, ~25M, took 50 s)."""
+once: two runs per DMA half over the whole program (DR-3) grows as the cube of a ring's device
+count (the cost per operation is in bench/README.md)."""
 
 
 def work_estimate(program: Program, period: int | None = None) -> int:

@@ -9,6 +9,12 @@ from semcheck.model.ops import Barrier, DmaMode, Program, Wait
 from semcheck.model.state import Actor, Blocked, Outcome, State
 from semcheck.model.step import enabled, halted, step
 
+REPLAY_LIMIT = 100_000
+"""Longest witness schedule replayed on the step relation, by every check (one limit). The step relation
+copies its state per step, so a replay is quadratic in its length: past this many steps a witness is
+not replayed (the checker's timeline is then read off the witness's blocked positions, and an on_wait
+race that needs its replay to be believed stays unconfirmed, DR-2). The cost is in bench/README.md."""
+
 
 def blocked_cores(
     program: Program, mode: DmaMode, state: State, frozen: frozenset[int] = frozenset()

@@ -3,7 +3,7 @@
 Each core runs as far as it can; a core that cannot go on parks on the counter it waits for, or on
 the barrier it waits at, and is woken when that counter changes or that barrier opens. The fast run
 (`semcheck.model.fast`) drives the program's operations with it and the least stuck vector
-(`semcheck.checker.z3.counters`) the static system's events: one scheduler, so the two runs visit
+(`semcheck.checker.static.least_stuck`) the static system's events: one scheduler, so the two runs visit
 cores in the same order.
 
 This is a run's working state (mutable, owned by one run), not a model value.

@@ -34,9 +34,6 @@ class SemTables:
     fixed: frozenset[int] = frozenset()
     next_id: FMap = FMap()  # FMap[core, int]; absent means FIRST_SEMAPHORE_ID
 
-    def next_for(self, core: int) -> int:
-        return self.next_id.get(core, FIRST_SEMAPHORE_ID)
-
 
 def handout(next_id: Mapping[int, int], cores: Iterable[int], n: int) -> dict[int, range]:
     """SEM-1 allocate, the decision: the ids each core in `cores` takes, the next `n` of its own counter.

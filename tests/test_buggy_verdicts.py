@@ -29,9 +29,10 @@ EXPECTED = {
     "exit_leak_extra_signal.py": {"exit-balance": H},
     "exit_leak_two_semaphores.py": {"exit-balance": H, "dma-bytes": H},
     "exit_leak_unwaited_send.py": {"exit-balance": H, "dma-bytes": H},
-    "fixed_id_collision.py": {"id-disjoint": I},
+    # every interpreter run raises (RUN-11): deadlock-free follows (ERR-16)
+    "fixed_id_collision.py": {"id-disjoint": I, "deadlock-free": I},
     "fixed_id_collision_scoped.py": {"id-disjoint": I},
-    "int16_overflow.py": {"id-int16": I},
+    "int16_overflow.py": {"id-int16": I, "deadlock-free": I},
     # the grid's write-back of block i races the hand-written prefetch still reading it (GRID-1, GRID-2)
     "race_grid_writeback_prefetch_off_by_one.py": {"race-free": H},
     "race_local_copy_read_before_wait.py": {"race-free": H},

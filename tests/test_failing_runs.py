@@ -1,15 +1,20 @@
-"""ERR-9 in the checker: when every interpreter run raises at an access through a view the interpreter
-cannot index, every property is decided (checker/failing_runs.py, spec ACC-6, ERR-9)."""
+"""Programs whose interpreter runs all fail (checker/failing_runs.py): ERR-9 views (ACC-6), and any
+static failure that ends the whole run (RUN-9 .. RUN-11)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
 from semcheck.checker.properties import BY_ID
 from semcheck import check_program
 from semcheck.model import (
+    BARRIER,
     Access,
     DmaStart,
+    GetBarrierSem,
     InterpreterView,
     Loc,
     Region,
@@ -58,7 +63,7 @@ def test_a_fold_does_not_prove_what_the_failing_access_breaks():
     assert {v.property: v.verdict for v in check_program(p, "hardware", fold=True)}["deadlock-free"] == "proved"
 
 
-@pytest.mark.rule("ERR-9", "PROP-7")
+@pytest.mark.rule("ERR-9", "PROP-7", "ERR-18")
 def test_a_race_before_the_failure_is_still_reported():
     # device 0 writes x while its copy into x is in flight, then raises: the race happens first
     loc = Loc("k.py", 3)
@@ -92,10 +97,88 @@ def test_bytes_never_waited_for_before_the_failure_are_not_left_at_an_exit():
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "no-fold"])
 def test_the_modes_differ_note_names_the_view_of_a_program_that_folds(fold):
     # the skeleton's fold has no accesses: the note is read off the program's views
-    from semcheck.checker.folding import program_fold
+    from semcheck.checker.analysis import Analysis
     from semcheck.checker.checking import exposures_of
 
     p = _ring(8)
-    assert program_fold(p) is not None
+    assert Analysis(p).fold is not None
     d22 = [e for e in exposures_of(p, fold) if e.code == "D22"]
     assert [e.locs for e in d22] == [(LOAD.loc,)]
+
+
+# --- RUN-9 .. RUN-11: any static failure that ends the whole run -----------------------------
+
+GROUND_TRUTH = Path(__file__).resolve().parent / "kernels" / "ground_truth.json"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _interpret_errors(devices: int) -> list[dict]:
+    """The recorded interpret-mode runs of the examples (default arguments) that raised."""
+    cases = json.loads(GROUND_TRUTH.read_text())["cases"]
+    return [c for c in cases if c["devices"] == devices and not c.get("kwargs") and c["outcome"] == "error"
+            and c["path"].startswith("examples/buggy/")]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-9", "RUN-11", "ERR-16", "ERR-17", "ERR-18")
+def test_a_reachable_static_failure_fails_every_run_as_interpret_mode_does():
+    """Every example semcheck decides by RUN-11 raised in interpret mode, with the message semcheck names,
+    and printed no exit warning where semcheck says no run reaches an exit."""
+    from semcheck.checker.frontend import load
+
+    decided = 0
+    for case in _interpret_errors(2):
+        program = load(str(ROOT / case["path"]), devices=2)[0].program
+        got = {v.property: v for v in check_program(program, case["dma_mode"], fold=False)}
+        dl = got["deadlock-free"]
+        if dl.verdict != "violated" or dl.witness.details.get("rule") != "ERR-16":
+            continue
+        decided += 1
+        assert dl.witness.details["error_type"] == case["error_type"], case["path"]
+        assert case["error_message"] in dl.witness.details["error_message"], case["path"]
+        replayed = run(program, case["dma_mode"], dl.witness.schedule)
+        assert replayed.kind == "error" and replayed.failure.violation.message in dl.witness.message
+        eb = got["exit-balance"]
+        if eb.verdict == "proved" and "no run reaches a kernel exit" in eb.reason:
+            assert not case["nonzero_count_warnings"], case["path"]
+        assert got["race-free"].verdict != "unknown" and "up to its failure" in (
+            got["race-free"].reason or got["race-free"].witness.message)
+    assert decided >= 2  # fixed_id_collision and int16_overflow, in both interpreter modes
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-11")
+def test_the_demo_kernel_has_no_unknown():
+    from semcheck.checker.frontend import load
+
+    # the README's first demo (`make demo`): 2 devices (one process provisions one device count)
+    program = load(str(ROOT / "examples/buggy/fixed_id_collision.py"), devices=2)[0].program
+    for mode in ("eager", "on_wait", "hardware"):
+        unknown = [v.property for v in check_program(program, mode) if v.verdict == "unknown"]
+        assert not unknown, (mode, unknown)
+
+
+@pytest.mark.rule("RUN-10", "RUN-11", "ERR-19")
+def test_a_failure_that_ends_one_device_leaves_the_properties_unknown():
+    # the barrier semaphore's lookup on a single-core device ends only that device (ERR-7): device 1
+    # runs on, and what it does after the failure is not decided by RUN-11
+    p = launch(Topology(2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
+               collective_id=40000, scratch=[Scratch("s")])
+    for mode in ("eager", "on_wait"):
+        v = BY_ID["deadlock-free"].check(p, mode)
+        assert v.verdict == "unknown" and "can fail" in v.reason
+    # the same failure on a device of two cores propagates to every core: every run fails
+    two = launch(Topology(1, 2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
+                 collective_id=40000, scratch=[Scratch("s")])
+    v = BY_ID["deadlock-free"].check(two, "eager")
+    assert v.verdict == "violated" and v.witness.details["rule"] == "ERR-16"
+
+
+@pytest.mark.rule("RUN-11")
+def test_a_fold_proves_nothing_of_runs_that_fail():
+    # eight identical devices collide on the collective id: the fold would say no run reaches an exit
+    bodies = [[GetBarrierSem(), Signal(SemRef(BARRIER), device=(d + 1) % 8), Wait(SemRef(BARRIER))] for d in range(8)]
+    p = launch(Topology(8), bodies, collective_id=2000, scratch=[Scratch("s")])
+    got = {v.property: v for v in check_program(p, "eager", fold=True)}
+    assert got["deadlock-free"].verdict == "violated"
+    assert "fold" not in (got["exit-balance"].reason or "")

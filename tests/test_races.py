@@ -547,11 +547,12 @@ def test_a_program_makes_the_same_accesses_in_every_mode(program):
 def test_the_skeleton_fold_read_off_the_program_symmetry_is_the_skeleton_own_fold(program):
     """checker/folding.py takes the skeleton's fold from the race check's symmetry when that rotates by
     one device; it must be exactly the fold a search on the skeleton finds."""
-    from semcheck.checker.folding import _skeleton_fold
+    from semcheck.checker.analysis import Analysis
+    from semcheck.checker.folding import skeleton_fold
     from semcheck.model.access import skeleton
     from semcheck.model.fold import find_fold
 
-    assert _skeleton_fold(program) == find_fold(skeleton(program))
+    assert skeleton_fold(Analysis(program)) == find_fold(skeleton(program))
 
 
 @pytest.mark.rule("DR-7")
@@ -576,12 +577,10 @@ def test_an_on_wait_race_too_long_to_replay_is_unknown_and_says_so(monkeypatch):
     import semcheck.checker.races as checker_races
     import semcheck.model.race as race_module
     from semcheck import check_program
-    from semcheck.checker.z3.memo import MEMO
 
     program = double_buffered(3, wrong_slot=True)
     (v,) = check_program(program, "on_wait", ("race-free",), fold=False)
     assert v.verdict == "violated"  # replayed within the limit
-    MEMO.clear()
     monkeypatch.setattr(race_module, "REPLAY_LIMIT", 3)
     monkeypatch.setattr(checker_races, "REPLAY_LIMIT", 3)
     (v,) = check_program(program, "on_wait", ("race-free",), fold=False)
@@ -635,13 +634,13 @@ def test_waiting_for_the_whole_copy_before_the_read_is_race_free_in_every_mode()
 @given(symmetric_rings())
 def test_the_split_program_has_the_symmetry_read_off_the_program(program):
     from semcheck.checker import races
-    from semcheck.checker.folding import program_symmetry
+    from semcheck.checker.analysis import Analysis
     from semcheck.model.fold import race_symmetry
 
-    parts = races._split(program)
+    parts, analysis = races.split_program(Analysis(program))
     if parts.program is program:
         return
-    derived = program_symmetry(parts.program)  # seeded by races._split from the program's own
+    derived = analysis.symmetry  # read off the program's own by races.split_program
     direct = race_symmetry(parts.program)
     assert derived[0] == direct[0]
     assert (derived[1] is None) == (direct[1] is None)

@@ -32,11 +32,12 @@ HOMES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 # rule -> the modules that decide it, each of which must call one of its home functions
 ENGINES: dict[str, tuple[str, ...]] = {
-    "SEM-5": ("model/semaphore.py", "model/fast.py", "checker/z3/counters.py", "checker/z3/deadlock.py"),
+    "SEM-5": ("model/semaphore.py", "model/fast.py", "checker/static/least_stuck.py", "checker/z3/deadlock.py"),
     "SEM-7": ("model/semaphore.py", "model/fast.py"),
-    "BAR-1": ("model/step.py", "model/fast.py", "checker/z3/counters.py", "checker/z3/deadlock.py"),
-    "SEM-1": ("model/semaphore.py", "model/step.py", "model/fast.py", "model/explore.py", "checker/z3/counters.py"),
-    "BUF-1": ("model/buffer.py", "model/kernel_buffer.py", "model/fast.py", "checker/z3/counters.py"),
+    "BAR-1": ("model/step.py", "model/fast.py", "checker/static/system.py", "checker/static/least_stuck.py",
+              "checker/z3/deadlock.py"),
+    "SEM-1": ("model/semaphore.py", "model/step.py", "model/fast.py", "model/explore.py", "checker/static/lowering.py"),
+    "BUF-1": ("model/buffer.py", "model/kernel_buffer.py", "model/fast.py", "checker/static/lowering.py"),
     "DMA-2": ("model/dma.py", "model/fast.py"),
 }
 

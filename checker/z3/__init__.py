@@ -3,25 +3,20 @@
 * `deadlock`    -- the certificate of `deadlock-free` (decided in `semcheck.checker.deadlock`):
   the least-stuck-vector query (linear size). Its baseline, a naive bounded encoding with one
   timestamp per event, is a measurement, in bench/timestamped.py.
-* `ids`         -- `id-disjoint`, `id-int16`, `id-agreement`, and symbolic id bounds.
-* `balance`     -- `exit-balance`, `dma-bytes`.
+* `ids`         -- `id-disjoint`, `id-int16`, and symbolic id bounds.
 
-Every check takes a `Program` and a DMA mode and returns a
-`semcheck.checker.verdict.Verdict`; the property registry
-(`semcheck.checker.properties`) says which check decides which property.
+Only modules that use the solver live here: the static system they read is
+`semcheck.checker.static`, and the checks that need no solver (`exit-balance`,
+`dma-bytes`, `id-agreement`, `race-free`) are modules of `semcheck.checker`.
 """
 
 from __future__ import annotations
 
 import importlib
 
-# The checks are loaded on first use: the static system (`counters`), the symmetry and the memo
-# need no solver, and a module that imports one of them must not load Z3 through this package.
+# The checks are loaded on first use: importing this package loads no solver.
 _HOMES = {
-    "dma_bytes": "balance",
-    "exit_balance": "balance",
     "deadlock_free": "deadlock",
-    "id_agreement": "ids",
     "id_disjoint": "ids",
     "id_int16": "ids",
     "int16_bound": "ids",
@@ -38,9 +33,6 @@ def __getattr__(name: str):
 __all__ = [
     "collision_bound",
     "deadlock_free",
-    "dma_bytes",
-    "exit_balance",
-    "id_agreement",
     "id_disjoint",
     "id_int16",
     "int16_bound",

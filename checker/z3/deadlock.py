@@ -15,7 +15,7 @@ halves run at the start). `stuck(q)` holds when every core c has
 `q[c] = L[c]`, or sits at a wait with `cnt_q < value`, or at a barrier some
 participant has not reached within q (the k-th barrier named n of p is at a
 position <= q[p]), or at the operation where it would fail (S', see
-`counters`). The query is `stuck(q) and q != L`:
+`checker.static.lowering`). The query is `stuck(q) and q != L`:
 
 * unsat: no terminal state has an unfinished core: S' must end completed;
 * sat: some stuck q != L exists; the terminal state p* of every maximal run
@@ -24,20 +24,13 @@ position <= q[p]), or at the operation where it would fail (S', see
 Anything else is `EncodingBug`; a solver that gives up (a timeout) certifies nothing and leaves
 the verdict as it is.
 
-Three renderings of the same query (the same answer; the integer ones have
-the same models up to how q is written):
-
-* `plain`: literally the sums above over integer q[c];
-* `compact`: integer q[c], but what is constant once `q[c] = i` is fixed (the
-  waiter's own contributions and own earlier waits) is folded, and a counter
-  fed by one other core o becomes the single comparison `q[o] <= p`;
-* `order` (default): q[c] in order encoding, `x[c][k] <=> q[c] >= P_c[k]`
-  over c's blocking positions, where "at P_c[k] implies blocked" becomes the
-  Horn clause `x[c][k] and (others far enough) -> x[c][k+1]`
-  (`OrderEncoding`; counters fed by several cores count through a merging
-  network). The integer encodings make Z3 case-split around cycles of waits
-  (a 64-device ring takes ~50 s, plain times out); the Horn form is refuted
-  by unit propagation (~0.1 s at 64 devices, ~1.5 s at 256).
+The query is rendered in order encoding (`OrderEncoding`): q[c] as
+`x[c][k] <=> q[c] >= P_c[k]` over c's blocking positions, where "at P_c[k]
+implies blocked" becomes the Horn clause `x[c][k] and (others far enough) ->
+x[c][k+1]` (counters fed by several cores count through a merging network),
+which unit propagation refutes. The integer renderings of the same query
+(`plain`, `compact`) are the bench's (bench/integer_encodings.py; their cost
+against this one is in bench/README.md).
 
 When a rotation of the device index maps the lowering onto itself
 (`symmetry.find_rotation`, RUN-6), the order encoding asks only for vectors
@@ -58,10 +51,11 @@ from typing import NamedTuple
 
 import z3
 from semcheck.checker import deadlock as decision
+from semcheck.checker.analysis import ModeAnalysis, analysis_of, family
 from semcheck.checker.verdict import Verdict
-from semcheck.checker.z3.counters import EncodingBug, Lowered, SPrimeEnd
-from semcheck.checker.z3.memo import MEMO
-from semcheck.checker.z3.symmetry import Rotation, find_rotation
+from semcheck.checker.static.system import EncodingBug, Lowered
+from semcheck.checker.static.least_stuck import SPrimeEnd
+from semcheck.checker.static.symmetry import Rotation, find_rotation
 from semcheck.model.barrier import awaited
 from semcheck.model.ops import DmaMode, Program
 from semcheck.model.semaphore import shortfall
@@ -177,86 +171,6 @@ class Conditions:
             return BlockCondition(c, i, "always")
         terms = tuple((p, pos) for p, pos in where.items() if p != c)
         return BlockCondition(c, i, "barrier", terms=terms) if terms else BlockCondition(c, i, "never")
-
-
-# --- integer encodings: plain (the note's sums) and compact ---------------------------------
-
-
-class Encoding:
-    """The stuck-vector formula over integer positions q[c] (styles "plain" and "compact")."""
-
-    def __init__(self, low: Lowered, *, style: str = "compact", drop: frozenset[str] = frozenset()) -> None:
-        """`drop` removes constraint families (mutation testing only): "dma", "signal", "barrier", "own_waits"."""
-        if style not in ("compact", "plain"):
-            raise ValueError(f"unknown encoding style {style!r}")
-        self.low = low
-        self.style = style
-        self.drop = drop
-        self.cond = Conditions(low, drop)
-        n = low.program.topology.num_cores
-        self.q = [z3.Int(f"q{c}") for c in range(n)]
-        self.ite_terms = 0
-        self.thresholds = 0
-        self.disjuncts = 0
-        self._sum_cache: dict = {}
-        self.formula = self._build()
-
-    def _plain_count(self, counter):
-        key = ("plain", counter)
-        if key not in self._sum_cache:
-            terms = [z3.If(self.q[x.owner] > x.pos, x.amount, 0) for x in self.cond.contributions(counter)]
-            if "own_waits" not in self.drop:
-                terms += [z3.If(self.q[w.core] > w.pos, -w.value, 0) for w in self.low.waits_by_counter.get(counter, ())]
-            self.ite_terms += len(terms)
-            self._sum_cache[key] = z3.Sum(terms) if terms else z3.IntVal(0)
-        return self._sum_cache[key]
-
-    def _render(self, b: BlockCondition):
-        if self.style == "plain" and (b.core, b.pos) in self.low.waits:
-            w = self.low.waits[(b.core, b.pos)]
-            return shortfall(self._plain_count(w.counter), w.value) > 0  # SEM-5 over the note's sums
-        if b.kind == "always":
-            return z3.BoolVal(True)
-        if b.kind == "never":
-            return z3.BoolVal(False)
-        if b.kind == "below":
-            self.thresholds += 1
-            return self.q[b.owner] <= b.pos_of
-        if b.kind == "barrier":
-            return z3.Or([self.q[p] < pos for p, pos in b.terms])
-        self.ite_terms += len(b.terms)
-        return z3.Sum([z3.If(self.q[o] > p, a, 0) for o, p, a in b.terms]) < b.need
-
-    def stuck_core(self, c: int):
-        cap = self.low.cap(c)
-        q = self.q[c]
-        alts = [q == cap]  # finished (cap = L) or blocked at the failing op
-        for b in self.cond.at[c]:
-            cond = self._render(b)
-            if z3.is_false(cond):
-                continue
-            alts.append(z3.And(q == b.pos, cond))
-        self.disjuncts += len(alts)
-        return z3.Or(alts)
-
-    def _build(self):
-        low = self.low
-        n = low.program.topology.num_cores
-        parts = []
-        for c in range(n):
-            parts += [self.q[c] >= 0, self.q[c] <= low.cap(c), self.stuck_core(c)]
-        parts.append(z3.Or([self.q[c] < low.lengths[c] for c in range(n)]))
-        return z3.And(parts)
-
-    def add_to(self, solver) -> None:
-        solver.add(self.formula)
-
-    def vector(self, model) -> list[int]:
-        return [model.eval(v, model_completion=True).as_long() for v in self.q]
-
-    def stats(self) -> dict:
-        return {"encoding": self.style, "vars": len(self.q), "ite_terms": self.ite_terms,
-                "threshold_atoms": self.thresholds, "disjuncts": self.disjuncts}
 
 
 # --- the order encoding: the same query as Horn clauses ----------------------------------------
@@ -554,11 +468,18 @@ def _two_feeders(need: int, *feeds: list[tuple[int, int]]) -> list[list[int]] | 
     return out
 
 
+# style -> (lowering, drop) -> encoding: the order encoding; the bench adds its integer renderings
+# (bench/integer_encodings.py) to measure them against it
+ENCODINGS: dict = {}
+
+
 def make_encoding(low: Lowered, style: str, drop: frozenset[str] = frozenset(), *, symmetry: bool = True):
     """The stuck-vector query in `style`; the order encoding uses a device rotation when there is one."""
     if style == "order":
         return OrderEncoding(low, drop=drop, rotation=find_rotation(low) if symmetry else None)
-    return Encoding(low, style=style, drop=drop)
+    if style not in ENCODINGS:
+        raise ValueError(f"unknown encoding {style!r}: the integer renderings are bench/integer_encodings.py's")
+    return ENCODINGS[style](low, drop)
 
 
 def deadlock_free(
@@ -571,6 +492,7 @@ def deadlock_free(
     replay: bool = True,
     symmetry: bool = True,
     _drop: frozenset[str] = frozenset(),
+    facts: ModeAnalysis | None = None,
 ) -> Verdict:
     """`deadlock-free` as `semcheck.checker.deadlock` decides it, certified by the Z3 query (`certify`).
 
@@ -578,29 +500,31 @@ def deadlock_free(
     encoding from restricting the query to rotation-invariant vectors (RUN-6). `_drop` mutates the
     encoding (tests only). The other arguments are the verdict's.
     """
+    facts = analysis_of(program, mode, facts)
+
     def certificate(low: Lowered, end: SPrimeEnd) -> dict:
-        return certify(program, low, end, encoding=encoding, timeout_ms=timeout_ms, symmetry=symmetry, drop=_drop)
+        return certify(program, low, end, encoding=encoding, timeout_ms=timeout_ms, symmetry=symmetry, drop=_drop,
+                       facts=facts)
 
     return decision.deadlock_free(program, mode, fallback_states=fallback_states, replay=replay,
-                                 certificate=certificate)
+                                  certificate=certificate, facts=facts)
 
 
 def certify(program: Program, low: Lowered, end: SPrimeEnd, *, encoding: str = "order", timeout_ms: int = 30_000,
-            symmetry: bool = True, drop: frozenset[str] = frozenset()) -> dict:
-    """Check S''s end (`counters.s_prime_end`) against the stuck-vector query; its statistics.
+            symmetry: bool = True, drop: frozenset[str] = frozenset(), facts: ModeAnalysis | None = None) -> dict:
+    """Check S''s end (`static.least_stuck.s_prime_end`) against the stuck-vector query; its statistics.
 
     unsat must come with a completed end, sat with a deadlock at or below the stuck vector found;
     otherwise `EncodingBug`. When z3 gives up the statistics say so (`certificate`) and nothing is
-    checked. The query reads only the lowering, which eager and on_wait share: it is solved once
-    for both.
+    checked. The query reads only the lowering, which eager and on_wait share: with the program's
+    analysis (`facts`) it is solved once for both.
     """
-    shared = MEMO.table(program)
-    qkey = ("stuck-query", "hardware" if low.mode == "hardware" else "interpreter", encoding, symmetry, drop)
-    query = shared.get(qkey)
+    qkey = ("stuck-query", family(low.mode), encoding, symmetry, drop)
+    query = facts.whole.known(qkey) if facts is not None else None
     if query is None:
         query = _solve_stuck_query(low, encoding, drop, timeout_ms, symmetry)
-        if query["z3"] != "unknown":
-            shared[qkey] = query
+        if query["z3"] != "unknown" and facts is not None:
+            facts.whole.keep(qkey, query)
     else:
         query = dict(query, shared_with_other_mode=True)
     stats = {k: v for k, v in query.items() if k not in ("vector", "reason")}
@@ -632,7 +556,7 @@ def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeou
         solver = z3.SolverFor("QF_LIA")
     elif enc.format == "dimacs":
         solver = z3.SolverFor("QF_FD")
-    else:  # pseudo-Boolean sums: the SMT core's PB theory (QF_FD's bit-blasting takes ~50x longer)
+    else:  # pseudo-Boolean sums: the SMT core's PB theory (bench/README.md: QF_FD bit-blasts them)
         solver = z3.Solver()
     solver.set("timeout", int(timeout_ms))
     enc.add_to(solver)

@@ -15,7 +15,7 @@ trip count in a range, or a proof that none fails.
 the bad situation is possible at all (some allocation range contains the
 collective id; some handed-out id exceeds int16; ...). Unsat -> **proved**.
 Otherwise whether it happens in a run is decided on the lowered system S'
-(`counters`): when the lowering is static, S' is persistent, its one maximal
+(`checker.static`): when the lowering is static, S' is persistent, its one maximal
 run executes every operation any run can execute, and every failing
 operation it stops at can be the first failure of some real run -- so the
 answer is exact (violated with a replayed witness, or proved because the
@@ -31,22 +31,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 
 import z3
 
+from semcheck.checker.analysis import ModeAnalysis, analysis_of
+from semcheck.checker.replay import replay_until
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.z3.balance import must_have_passed, shared_s_prime_run
-from semcheck.checker.z3.memo import MEMO
-from semcheck.checker.z3.counters import (
-    EncodingBug,
-    Lowered,
-    maximal_run,
-    failure_reached,
-    lower,
-    s_prime_end,
-    truncate,
-)
+from semcheck.checker.static.must_pass import must_have_passed
+from semcheck.checker.static.system import EncodingBug, Lowered
+from semcheck.checker.static.least_stuck import maximal_run, failure_reached, truncate
 from semcheck.model.errors import IdCollision, Int16Overflow
 from semcheck.model.fast import fast_run
 from semcheck.model.ids import FIRST_BUFFER_ID, FIRST_SEMAPHORE_ID, INT16_MAX, INT16_MIN
@@ -63,7 +56,6 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.state import Outcome, State
-from semcheck.model.step import step, target_core
 
 COLLISION_MESSAGE = "Semaphore {} occurs as both fixed-id and internal."
 
@@ -232,23 +224,9 @@ def collision_bound(
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _replay_until(program: Program, mode: DmaMode, schedule, done: Callable[[State], bool]) -> tuple[State, tuple]:
-    """Apply `schedule` on the step relation until `done(state)` or a failure; return state and steps taken."""
-    state = State.initial(program)
-    taken = []
-    if done(state):
-        return state, ()
-    for actor in schedule:
-        state = step(program, mode, state, tuple(actor))
-        taken.append(tuple(actor))
-        if done(state) or state.failure is not None:
-            break
-    return state, tuple(taken)
-
-
 def _prefix_to(program: Program, mode: DmaMode, low: Lowered, core: int, pos: int) -> tuple | None:
     """A short schedule that brings `core` to `pos`: the other cores run only as far as every run that
-    gets there must have run them (`balance.must_have_passed`), so the witness replays the few steps
+    gets there must have run them (`static.must_pass.must_have_passed`), so the witness replays the few steps
     the violation needs, not the whole program. None if that restricted run does not get there."""
     bounds = must_have_passed(low, {0: (core, pos)})
     if bounds is None:
@@ -266,7 +244,8 @@ def _stats(low: Lowered, **more) -> dict:
 # --- id-disjoint -------------------------------------------------------------------------
 
 
-def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
+                facts: ModeAnalysis | None = None) -> Verdict:
     """PROP-1: the collective id never sits in both id tables; and does ERR-1 fire?
 
     Verdict: proved when no allocation range can hold the collective id (Z3
@@ -283,8 +262,9 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) ->
         return Verdict(prop, "proved", reason="no ids on hardware: semaphores are allocation sites (HW-1)")
     if cid is None:
         return Verdict(prop, "proved", reason="no collective_id: the fixed-id table stays empty")
+    facts = analysis_of(program, mode, facts)
     t0 = time.perf_counter()
-    low = lower(program, mode)
+    low = facts.lowering
     if not low.gets:
         return Verdict(prop, "proved", reason="get_barrier_semaphore never runs: the fixed-id table stays empty",
                        stats=_stats(low))
@@ -303,7 +283,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) ->
                 or _covers(low, key, cid)]
     both = lambda st: cid in st.tables.fixed and cid in st.tables.internal  # noqa: E731
     if low.ok:
-        sp = shared_s_prime_run(low)
+        sp = facts.s_prime_run
         fails = failure_reached(low, sp.state.pcs)
         schedule = list(sp.schedule)
         st = sp.state
@@ -324,14 +304,14 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) ->
                 "get_barrier_semaphore"), stats=stats)
         fires = _fires_static(low, sp, cid)
     else:
-        out = maximal_run(program, mode, lookup_errors=False)
+        out = facts.maximal_run(lookup_errors=False)
         if not both(out.state):
             return Verdict(prop, "unknown", reason=(
                 f"an allocation range may hold the collective id {cid}, and the lowering is not static ("
                 + "; ".join(low.unsupported[:2]) + ")"), stats=stats)
         schedule = list(out.schedule)
         fires = None
-    state, taken = _replay_until(program, mode, schedule, both)
+    state, taken = replay_until(program, mode, schedule, both)
     if not both(state):
         raise EncodingBug(f"id-disjoint witness does not replay to a state with {cid} in both tables")
     if fires is None:
@@ -414,7 +394,7 @@ def _fires_static(low: Lowered, sp: Outcome, cid: int):
         return "no", None
     c, pos = coll[0]
     schedule = tuple(sp.schedule) + (("core", c),)
-    state, taken = _replay_until(low.program, low.mode, schedule, lambda st: False)
+    state, taken = replay_until(low.program, low.mode, schedule, lambda st: False)
     if not (state.failure and isinstance(state.failure.violation, IdCollision)):
         raise EncodingBug("a reached collision does not replay to ERR-1")
     return ("must" if len(coll) == len(fails) else "may"), (taken, c, pos)
@@ -428,7 +408,7 @@ def _fires_by_freezing(program: Program, mode: DmaMode, low: Lowered, cid: int):
         st = out.state
         if st.pcs[c] == i and cid in st.tables.fixed and cid in st.tables.internal:
             schedule = tuple(out.schedule) + (("core", c),)
-            state, taken = _replay_until(program, mode, schedule, lambda s: False)
+            state, taken = replay_until(program, mode, schedule, lambda s: False)
             if state.failure and isinstance(state.failure.violation, IdCollision):
                 return "may", (taken, state.failure.core, state.failure.pc)
     return "unknown", None
@@ -437,7 +417,8 @@ def _fires_by_freezing(program: Program, mode: DmaMode, low: Lowered, cid: int):
 # --- id-int16 ------------------------------------------------------------------------------
 
 
-def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
+def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
+             facts: ModeAnalysis | None = None) -> Verdict:
     """PROP-2: every semaphore id, buffer id and the collective id handed out fits int16, unwrapped.
 
     Z3 asks whether any allocation event can hand out an id above 32767
@@ -453,13 +434,14 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
     prop = "id-int16"
     if mode == "hardware":
         return Verdict(prop, "proved", reason="no ids on hardware (HW-1)")
+    facts = analysis_of(program, mode, facts)
     t0 = time.perf_counter()
-    low = lower(program, mode)
+    low = facts.lowering
     cid = program.collective_id
     cid_bad = cid is not None and low.gets and not INT16_MIN <= cid <= INT16_MAX
     if not low.racy_counters:
         # every core's allocation order is fixed, so IdModel's bases are numbers (the lowering's):
-        # the query is arithmetic, and building it in Z3 costs seconds on large programs
+        # the query is arithmetic, and building it in Z3 is the cost on large programs (bench/README.md)
         too_big = cid_bad or any(
             ev.issuer in ev.bases and ev.bases[ev.issuer] + (ev.op.count if isinstance(ev.op, AllocSem) else 1) - 1
             > INT16_MAX for ev in (*low.sem_events, *low.buffer_events))
@@ -499,7 +481,7 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
         return None
 
     if low.ok:
-        sp = shared_s_prime_run(low)
+        sp = facts.s_prime_run
         schedule = tuple(sp.schedule)
         overflow = [(c, pos) for c, pos, v in failure_reached(low, sp.state.pcs) if isinstance(v, Int16Overflow)]
         if overflow:
@@ -515,12 +497,12 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
                 c, pos = min(wraps)
                 schedule = _prefix_to(program, mode, low, c, pos + 1) or schedule
     else:
-        out = maximal_run(program, mode)
+        out = facts.maximal_run()
         if offending(out.state) is None:
             return Verdict(prop, "unknown", reason="some allocation order could leave int16 and the lowering is not "
                            "static (" + "; ".join(low.unsupported[:2]) + ")", stats=stats)
         schedule = tuple(out.schedule)
-    state, taken = _replay_until(program, mode, schedule, lambda st: offending(st) is not None)
+    state, taken = replay_until(program, mode, schedule, lambda st: offending(st) is not None)
     what = offending(state)
     if what is None:
         raise EncodingBug("id-int16 witness does not replay to an out-of-range id")
@@ -530,99 +512,3 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Ve
                    stats=stats)
 
 
-# --- id-agreement ---------------------------------------------------------------------------
-
-
-def _agreement(program: Program, mode: DmaMode, held: dict, c: int, ref, op, dma: bool, hw: bool):
-    """"skip" (not a remote use of an allocated semaphore), "agree", or (target, description, theirs, id)."""
-    dst = target_core(program, mode, c, op.device, op.core, dma=dma)
-    if ref.label == BARRIER or not isinstance(dst, int) or dst == c:
-        return "skip"
-    mine = held.get(c, {}).get(ref.label)
-    if mine is None or not 0 <= ref.index < mine.count:
-        return "skip"  # a failing lookup, reported elsewhere
-    theirs = [a for a in held.get(dst, {}).values() if a.site == mine.site and ref.index < a.count]
-    if hw:
-        if theirs:
-            return "agree"
-        return dst, f"site {mine.site!r} index {ref.index}", theirs, None
-    sid = mine.ids[ref.index]
-    if any(a.ids and a.ids[ref.index] == sid for a in theirs):
-        return "agree"
-    return dst, f"id {sid} (site {mine.site!r} index {ref.index})", theirs, sid
-
-
-def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000) -> Verdict:
-    """PROP-3: a remote signal/DMA names, on the target core, the allocation it names on the sender.
-
-    For each executed Signal (target core != sender) and DmaStart (receive
-    semaphore, destination core != source) with a non-barrier semaphore
-    `label[i]`: interpreter semantics -- the id N the sender holds must be
-    element i of some allocation of the same site that the target core holds;
-    hardware -- the target core must hold an allocation of that site with at
-    least i+1 semaphores. Decided on the allocations of S' (exact when the
-    lowering is static) or of a real run (a violation there is real;
-    otherwise unknown).
-    """
-    prop = "id-agreement"
-    t0 = time.perf_counter()
-    low = lower(program, mode)
-    # With a static lowering the answer reads only S''s end, which eager and on_wait share
-    # (`s_prime_end`), and targets, which differ only on hardware (SIG-1): a proof is both modes'.
-    family = ("id-agreement", "interpreter") if low.ok and mode != "hardware" else None
-    shared = MEMO.table(program) if family is not None else {}
-    if family in shared:
-        return dataclasses.replace(shared[family])
-    if low.ok:
-        end = s_prime_end(low)
-        allocs, pcs = end.allocs, end.pcs
-    else:
-        run_out = maximal_run(program, mode, lookup_errors=False)
-        allocs, pcs = run_out.state.allocs, run_out.state.pcs
-    held: dict[int, dict] = {}
-    for (c, label), alloc in allocs.items():
-        held.setdefault(c, {})[label] = alloc
-    hw = mode == "hardware"
-    checked = 0
-    for c, ops in enumerate(program.cores):
-        # the answer depends on the op only through these, and allocations are S''s final ones:
-        # decide each (semaphore, target) a core uses once
-        decided: dict[tuple, object] = {}
-        for i, op in enumerate(ops[: pcs[c]]):
-            t = type(op)
-            if t is Signal:
-                ref, dma = op.sem, False
-            elif t is DmaStart:
-                ref, dma = op.dst_sem, True
-            else:
-                continue
-            use = (ref.label, ref.index, op.device, op.core, dma)
-            answer = decided.get(use)
-            if answer is None:
-                answer = decided[use] = _agreement(program, mode, held, c, ref, op, dma, hw)
-            if answer == "skip":
-                continue
-            checked += 1
-            if answer == "agree":
-                continue
-            dst, mine_desc, theirs, sid = answer
-            their_desc = (", ".join(f"{a.ids[ref.index] if a.ids else '-'}" for a in theirs) or "none")
-            msg = (f"core {c} {'signals' if isinstance(op, Signal) else 'DMAs into'} {ref} = {mine_desc} on core {dst}, "
-                   f"but core {dst} holds no such semaphore (its ids for that site and index: {their_desc})")
-            if low.ok:
-                run_out = shared_s_prime_run(low)  # this mode's own run: its schedule replays under `mode`
-            state, taken = _replay_until(program, mode, run_out.schedule, lambda s, c=c, i=i: s.pcs[c] > i)
-            return Verdict(prop, "violated", witness=Witness(
-                message=msg, schedule=taken, locs=(op.loc,),
-                details={"sender": c, "pc": i, "target": dst, "semaphore": str(ref), "sender_id": None if hw else sid,
-                         "target_ids": [list(a.ids) if a.ids else [] for a in theirs]},
-                hint="allocate run_scoped semaphores in the same order on every device"),
-                stats=_stats(low, checked=checked, solve_s=round(time.perf_counter() - t0, 4)))
-    stats = _stats(low, checked=checked, solve_s=round(time.perf_counter() - t0, 4))
-    if not low.ok:
-        return Verdict(prop, "unknown", reason="no disagreement in one run, but the lowering is not static ("
-                       + "; ".join(low.unsupported[:2]) + ")", stats=stats)
-    verdict = Verdict(prop, "proved", reason=f"{checked} remote semaphore uses agree", stats=stats)
-    if family is not None:
-        shared[family] = verdict
-    return verdict

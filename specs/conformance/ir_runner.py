@@ -103,7 +103,8 @@ def _fast(program: ir.Program, mode: str) -> str:
 
 
 def _least_stuck_vector(program: ir.Program, mode: str) -> str:
-    from semcheck.checker.z3.counters import failure_reached, least_stuck_vector, lower
+    from semcheck.checker.static.least_stuck import failure_reached, least_stuck_vector
+    from semcheck.checker.static.lowering import lower
 
     low = lower(program, mode)
     if not low.ok:

@@ -38,9 +38,10 @@ def test_concise_and_github_lines_are_the_sarif_findings():
     (hang,) = [m for m in parsed if m["path"].endswith("two_core_signal_hangs_on_tpu.py")]
     assert (hang["line"], hang["col"], hang["rule"]) == ("57", "9", "deadlock-free")
     assert hang["message"].startswith("violated (build: 2 devices (hardware)): deadlock: ")
+    # an unknown's line names the properties it leaves undecided once (the collision decides every
+    # property since every run fails, RUN-11: there may be none)
     unknown = [m for m in parsed if m["rule"] == "unknown"]
-    assert unknown and all(m["message"].startswith("deadlock-free, exit-balance, race-free (build: 2 devices (eager, "
-                                                   "on_wait)): the program can fail") for m in unknown)
+    assert all(re.match(r"[a-z0-9-]+(, [a-z0-9-]+)* \(build: 2 devices \(", m["message"]) for m in unknown)
 
     *annotations, summary = github.stdout.splitlines()
     assert summary == last

@@ -106,8 +106,10 @@ def test_where_interpret_mode_and_hardware_differ_the_report_says_why(example_ru
     assert d["verdicts"] == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
     assert [(c["divergence"], [loc["line"] for loc in c["locations"]]) for c in d["causes"]] == [("D1", [57])]
     # ids exist only in the interpreter
-    (d,) = example_runs[("buggy/fixed_id_collision.py", "json")].json()["differences"]
-    assert d["property"] == "id-disjoint" and [c["divergence"] for c in d["causes"]] == ["D5-D7"]
+    # (and deadlock-free with them: every interpreter run raises the collision, RUN-11)
+    differs = {d["property"]: d for d in example_runs[("buggy/fixed_id_collision.py", "json")].json()["differences"]}
+    assert set(differs) == {"id-disjoint", "deadlock-free"}
+    assert all([c["divergence"] for c in d["causes"]] == ["D5-D7"] for d in differs.values())
     # a clean kernel behaves the same everywhere
     assert example_runs[("ring_allreduce.py", "json")].json()["differences"] == []
     sarif = example_runs[("buggy/two_core_missing_core_index.py", "sarif")].json()
@@ -184,7 +186,7 @@ def test_sarif_fingerprints_name_the_bug_not_the_sweep():
     ])
     prints = [{(r["ruleId"], r["partialFingerprints"]["semcheck/v1"]) for r in run.json()["runs"][0]["results"]}
               for run in (small, large)]
-    assert prints[0] == prints[1] and {rule for rule, _ in prints[0]} == {"id-disjoint", "unknown"}
+    assert prints[0] == prints[1] and {rule for rule, _ in prints[0]} == {"id-disjoint", "deadlock-free"}
     (violation,) = [r for r in large.json()["runs"][0]["results"] if r["ruleId"] == "id-disjoint"]
     assert violation["properties"]["devices"] == [2, 4]
     assert violation["properties"]["dmaModes"] == ["eager", "on_wait"]
@@ -228,11 +230,11 @@ def test_plain_text_when_not_a_terminal(example_runs, tmp_path):
     lines = run.stdout.splitlines()
     assert lines[0] == "examples/buggy/fixed_id_collision.py: target build; 2 devices; DMA mode eager"
     # "(cached)" when an earlier run verified the same request
-    assert [w for w in lines[1].split() if w != "(cached)"] == ["FAIL", "build", "devices=2", "eager", "id-disjoint", "violated;",
-                                "deadlock-free,", "exit-balance,", "race-free", "unknown;", "3", "proved"]
+    assert [w for w in lines[1].split() if w != "(cached)"] == ["FAIL", "build", "devices=2", "eager", "id-disjoint,",
+                                "deadlock-free", "violated;", "5", "proved"]
     assert "hint: choose a collective_id below 2000" in run.stdout
     assert "at examples/buggy/fixed_id_collision.py:47:" in run.stdout
-    assert lines[-1] == "FAIL 3 proved, 1 violated, 3 unknown"
+    assert lines[-1] == "FAIL 5 proved, 2 violated, 0 unknown"
     # Long lines are never cut short off a terminal (a CI log must hold the whole message).
     assert "is raised in every run" in run.stdout
     assert str(EXAMPLES.parent) not in run.stdout

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from semcheck.checker.properties import BY_ID, IDS as PROPERTIES
 from semcheck import check_program
 from ring_programs import ring_allreduce
-from semcheck.checker.z3.memo import MEMO
 from semcheck.model import (
     DMA_MODES,
     Barrier,
@@ -262,7 +261,6 @@ def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
         p, perturbed = drawn
         if wrong or not perturbed:
             return
-        MEMO.clear()
         f = find_fold(p)
         if f is None:
             return

@@ -7,7 +7,8 @@ from hypothesis import event, given
 
 from z3_strategies import examples, programs, symmetric_programs
 
-from semcheck.checker.z3.counters import least_stuck_vector, lower, s_prime_end, s_prime_run
+from semcheck.checker.static.least_stuck import least_stuck_vector, s_prime_end, s_prime_run
+from semcheck.checker.static.lowering import lower
 from semcheck.model import DMA_MODES
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from semcheck.checker.z3 import deadlock_free, dma_bytes, exit_balance
+from semcheck.checker.z3 import deadlock_free
+from semcheck.checker.dma_bytes import dma_bytes
+from semcheck.checker.exit_balance import exit_balance
 from ring_programs import ring_allreduce
 from semcheck.model import (
     BARRIER,

@@ -1,4 +1,4 @@
-"""deadlock-free: rings, the three renderings and the timestamped baseline, unknown paths, mutations."""
+"""deadlock-free: rings, the order encoding against the bench's renderings and the timestamped baseline, unknown paths, mutations."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from z3_strategies import examples, programs
 from semcheck.checker.z3 import deadlock_free
 from ring_programs import ring_allreduce
 from semcheck.checker.z3.deadlock import _two_feeders, make_encoding, unary_sum_network
-from semcheck.checker.z3.counters import EncodingBug, failure_reached, lower, s_prime_run
+from semcheck.checker.static.system import EncodingBug
+from semcheck.checker.static.least_stuck import failure_reached, s_prime_run
+from semcheck.checker.static.lowering import lower
 from semcheck.model import (
     BARRIER,
     DMA_MODES,
@@ -37,6 +39,7 @@ from semcheck.model.explore import ExplorationLimit
 # the timestamped encoding is the bench's baseline (bench/timestamped.py), not product code
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 from timestamped import deadlock_free_timestamped  # noqa: E402
+import integer_encodings  # noqa: E402, F401 - the plain and compact renderings, the bench's
 
 
 pytestmark = pytest.mark.rule("PROP-4")

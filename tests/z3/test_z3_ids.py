@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from z3_strategies import examples
 
-from semcheck.checker.z3 import collision_bound, id_agreement, id_disjoint, id_int16, int16_bound
+from semcheck.checker.z3 import collision_bound, id_disjoint, id_int16, int16_bound
+from semcheck.checker.id_agreement import id_agreement
 from ring_programs import ring_allreduce
 from semcheck.model import (
     BARRIER,

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from semcheck.checker.z3 import deadlock_free, dma_bytes, exit_balance, id_agreement, id_disjoint
+from semcheck.checker.z3 import deadlock_free, id_disjoint
+from semcheck.checker.dma_bytes import dma_bytes
+from semcheck.checker.exit_balance import exit_balance
+from semcheck.checker.id_agreement import id_agreement
 from ring_programs import ring_allreduce
 
 

@@ -1,6 +1,6 @@
-"""Counters for the Z3 encodings: which counter every operation touches (a static program).
+"""The lowering: which counter every operation of a program touches, statically (the system S').
 
-The Z3 encodings reason about a `Program` without running it, so they need,
+The checks reason about a `Program` without running it, so they need,
 for every operation, the semaphore it denotes and the core it lands on --
 statically. This module computes that, and says when it cannot:
 
@@ -41,25 +41,19 @@ wrong.
 
 from __future__ import annotations
 
-import dataclasses
-from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from operator import attrgetter, itemgetter
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
-import numpy as np
 
 from semcheck.model.errors import (
     NoCollectiveId,
     UnknownSemaphore,
     Violation,
 )
-from semcheck.checker.z3.memo import MEMO
-from semcheck.model.barrier import awaited, opens, opens_at
 from semcheck.model.buffer import advanced as buffer_advanced
 from semcheck.model.buffer import handout as buffer_handout
 from semcheck.model.dma import amounts as dma_amounts
-from semcheck.model.fast import fast_run
 from semcheck.model.ids import arange_int16, scalar_int16
 from semcheck.model.ops import (
     BARRIER,
@@ -72,7 +66,6 @@ from semcheck.model.ops import (
     FreeBuffer,
     Access,
     GetBarrierSem,
-    Loc,
     Op,
     Program,
     Read,
@@ -80,236 +73,25 @@ from semcheck.model.ops import (
     Signal,
     Wait,
 )
-from semcheck.model.run import classify
-from semcheck.model.schedule import ParkAndWake
-from semcheck.model.state import Outcome
 from semcheck.model.semaphore import advanced as sem_advanced
 from semcheck.model.semaphore import handout as sem_handout
-from semcheck.model.semaphore import lookup_in, shortfall
-from semcheck.model.step import enabled, is_hardware, named, step, target_core, view_failure
+from semcheck.model.semaphore import lookup_in
+from semcheck.model.step import named, target_core, view_failure
 
 Key = tuple
 Counter = tuple  # (Key, core)
 
-
-class EncodingBug(AssertionError):
-    """The lowering or an encoding disagrees with the reference model: a bug in semcheck."""
-
-
-class Contribution(NamedTuple):
-    """`amount` added to `counter` by the op at (`owner`, `pos`) once it has started.
-
-    (NamedTuples for the per-operation records: a frozen dataclass's
-    construction is a tenth of a large lowering.)
-    """
-
-    owner: int
-    pos: int
-    amount: int
-    counter: Counter
-    kind: str  # "signal" | "dma_read" | "dma_write"
-    dma: int | None = None  # index into Lowered.dmas
-
-
-class WaitOp(NamedTuple):
-    core: int
-    pos: int
-    counter: Counter
-    value: int
-    kind: str
-    loc: Loc
-
-
-@dataclasses.dataclass(frozen=True)
-class BarrierOp:
-    core: int
-    pos: int
-    name: str
-    k: int  # this is the core's k-th barrier named `name` (from 1)
-    participants: frozenset[int]
-    loc: Loc
-
-
-class DmaOp(NamedTuple):
-    ident: int  # static index, in (core, pos) order
-    core: int
-    pos: int
-    dst_core: int
-    nbytes: int
-    src_counter: Counter | None
-    dst_counter: Counter
-    loc: Loc
-    src_amount: int  # what each half adds to its counter (DMA-6)
-    dst_amount: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SemAlloc:
-    """What core `core` holds for allocation `label` (SEM-1 / HW-1)."""
-
-    label: str
-    site: str
-    count: int
-    issuer: int  # the core that executes the AllocSem
-    pos: int  # its position there
-    base: int | None  # this core's base id (interpreter), None on hardware
-    ids: tuple[int, ...] | Violation | None  # the ids the kernel holds (the issuer's arange)
-    op: AllocSem
-
-
-@dataclasses.dataclass(frozen=True)
-class AllocEvent:
-    """One executed AllocSem / AllocBuffer and the per-core bases it hands out."""
-
-    issuer: int
-    pos: int
-    op: Any
-    bases: dict  # core -> base id (its own counter)
-
-
-@dataclasses.dataclass
-class Lowered:
-    program: Program
-    mode: DmaMode
-    lengths: tuple[int, ...]
-    caps: dict[int, tuple[int, Violation]]  # core -> (first failing position, violation)
-    contributions: list[Contribution]
-    by_counter: dict[Counter, list[Contribution]]
-    waits: dict[tuple[int, int], WaitOp]
-    waits_by_counter: dict[Counter, list[WaitOp]]
-    barriers: dict[tuple[int, int], BarrierOp]
-    barrier_pos: dict[tuple[int, str, int], int]
-    dmas: list[DmaOp]
-    sem_allocs: dict[tuple[int, str], SemAlloc]
-    sem_events: list[AllocEvent]
-    buffer_events: list[AllocEvent]
-    buffer_ids: dict[tuple[int, str], int]
-    gets: list[tuple[int, int]]  # GetBarrierSem positions
-    unsupported: list[str]
-    hb: HappensBefore
-    # per core: every (issuer, pos, op) that advances its semaphore / buffer counter (any order)
-    sem_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
-    buf_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
-    racy_counters: set[tuple[str, int]] = dataclasses.field(default_factory=set)  # ("semaphore"|"buffer", core)
-
-    @property
-    def ok(self) -> bool:
-        return not self.unsupported
-
-    def cap(self, core: int) -> int:
-        """Positions >= cap are never executed in S' (the core blocks at a failing op)."""
-        c = self.caps.get(core)
-        return self.lengths[core] if c is None else c[0]
-
-    def internal_ranges(self) -> list[tuple[int, int, AllocEvent, int]]:
-        """(lo, hi, event, core): every id range entering the internal table (hi exclusive)."""
-        out = []
-        for ev in self.sem_events:
-            for c, base in ev.bases.items():
-                out.append((base, base + ev.op.count, ev, c))
-        return out
-
-    def size(self) -> dict[str, int]:
-        return {
-            "ops": sum(self.lengths),
-            "contributions": len(self.contributions),
-            "waits": len(self.waits),
-            "barriers": len(self.barriers),
-            "counters": len(set(self.by_counter) | set(self.waits_by_counter)),
-        }
-
-
-# --- happens-before from program order and barriers ----------------------------------
-
-
-class HappensBefore:
-    """Vector clocks over program order and barrier synchronisation, computed lazily.
-
-    A barrier-only simulation: every core runs freely except at barriers,
-    which open when every participant has reached its matching barrier
-    (BAR-1). Operations the simulation never passes are never executed in
-    any real run (real runs are more constrained), so `reached` is an
-    over-approximation of the executed operations and `before` a sound
-    under-approximation of happens-before.
-    """
-
-    def __init__(self, program: Program, barrier_pos: dict, barriers: dict) -> None:
-        self.program = program
-        self.barrier_pos = barrier_pos
-        self.barriers = barriers
-        self._segs: list[list[tuple[int, np.ndarray]]] | None = None
-        self._frontier: list[int] | None = None
-
-    def _compute(self) -> None:
-        prog = self.program
-        n = prog.topology.num_cores
-        segs: list[list[tuple[int, np.ndarray]]] = [[(-1, np.zeros(n, dtype=np.int64))] for _ in range(n)]
-        frontier = [0] * n
-        bpos_by_core = [sorted(p for (c, p) in self.barriers if c == core) for core in range(n)]
-        nxt = [0] * n  # index into bpos_by_core
-
-        def vc_at(core: int, pos: int) -> np.ndarray:
-            # clock of the moment before (core, pos) executes
-            for bpos, vc in reversed(segs[core]):
-                if bpos < pos:
-                    v = vc.copy()
-                    v[core] = max(v[core], pos)
-                    return v
-            raise AssertionError("unreachable")
-
-        self._vc_at = vc_at
-        changed = True
-        while changed:
-            changed = False
-            for core in range(n):
-                while True:
-                    if nxt[core] >= len(bpos_by_core[core]):
-                        if frontier[core] != len(prog.cores[core]):
-                            frontier[core] = len(prog.cores[core])
-                            changed = True
-                        break
-                    i = bpos_by_core[core][nxt[core]]
-                    if frontier[core] != i:
-                        frontier[core] = i
-                        changed = True
-                    b = self.barriers[(core, i)]
-                    where = awaited(b.participants, lambda p, b=b: self.barrier_pos.get((p, b.name, b.k)))
-                    if not opens_at(b.k, where, frontier):
-                        break
-                    joined = vc_at(core, i)
-                    for p, pp in where.items():
-                        np.maximum(joined, vc_at(p, pp), out=joined)
-                    segs[core].append((i, joined))
-                    nxt[core] += 1
-                    frontier[core] = i + 1
-                    changed = True
-        self._segs, self._frontier = segs, frontier
-
-    def reach(self, core: int) -> int:
-        """The first position of `core` that never executes (its length if all may)."""
-        if self._frontier is None:
-            if not self.barriers:
-                return len(self.program.cores[core])
-            self._compute()
-        return self._frontier[core]
-
-    def reached(self, core: int, pos: int) -> bool:
-        """Whether (core, pos) may execute (False: never, in any run)."""
-        if self._frontier is None:
-            if not self.barriers:
-                return pos < len(self.program.cores[core])
-            self._compute()
-        return pos < self._frontier[core]
-
-    def before(self, a: int, i: int, b: int, j: int) -> bool:
-        """Whether (a, i) happens before (b, j) in every run that executes (b, j)."""
-        if a == b:
-            return i < j
-        if not self.barriers:
-            return False
-        if self._segs is None:
-            self._compute()
-        return int(self._vc_at(b, j)[a]) > i
+from semcheck.checker.static.system import (
+    AllocEvent,
+    BarrierOp,
+    Contribution,
+    DmaOp,
+    HappensBefore,
+    Key,
+    Lowered,
+    SemAlloc,
+    WaitOp,
+)
 
 
 # --- the lowering ------------------------------------------------------------------
@@ -323,16 +105,10 @@ class _Fail(Exception):
 def lower(program: Program, mode: DmaMode) -> Lowered:
     """Compute the static counters, waits, barriers, DMAs and failures of `program` under `mode`.
 
-    Computed once per program and mode (`memo.MEMO`): every check starts from it.
-    The interpreter's two DMA modes share one lowering: what it records
-    (counters, targets, failures) depends on the semaphore semantics, not on
-    when DMAs complete.
+    Every check starts from it: `analysis.ModeAnalysis.lowering` computes it once per program
+    (and once for the interpreter's two modes, which it does not tell apart).
     """
-    if is_hardware(mode):
-        return MEMO.get(program, ("lower", mode), lambda: _lower(program, mode))
-    shared = MEMO.get(program, ("lower", "interpreter"), lambda: _lower(program, mode))
-    return shared if shared.mode == mode else MEMO.get(
-        program, ("lower", mode), lambda: dataclasses.replace(shared, mode=mode))
+    return _lower(program, mode)
 
 
 def _lower(program: Program, mode: DmaMode) -> Lowered:
@@ -763,173 +539,14 @@ def _view(op: Access | DmaStart, mode: DmaMode) -> None:
                            "which depends on the schedule")
 
 
-# --- runs of S' and of truncated programs ---------------------------------------------
 
 
-def truncate(program: Program, stops: dict[int, int]) -> Program:
-    """The program whose core g stops before its op stops[g] (a frozen core, RUN-3)."""
-    if not any(pos < len(program.cores[g]) for g, pos in stops.items()):
-        return program  # nothing to cut: keep the program's identity (and its memo)
-    cores = tuple(ops[: stops[g]] if g in stops else ops for g, ops in enumerate(program.cores))
-    return dataclasses.replace(program, cores=cores)
+def totals(low: Lowered) -> dict:
+    """counter -> (contributed T, waited W): a function of the lowering alone."""
+    out: dict = defaultdict(lambda: [0, 0])
+    for x in low.contributions:
+        out[x.counter][0] += x.amount
+    for w in low.waits.values():
+        out[w.counter][1] += w.value
+    return {k: tuple(v) for k, v in out.items()}
 
-
-def s_prime_run(low: Lowered, *, extra_stops: dict[int, int] | None = None, lookup_errors: bool = True) -> Outcome:
-    """The terminal outcome of S' (failing ops block), via the fast run on the truncated program.
-
-    Raises EncodingBug if the truncated run fails: the lowering missed a failure.
-    """
-    stops = {c: pos for c, (pos, _) in low.caps.items()}
-    for c, pos in (extra_stops or {}).items():
-        stops[c] = min(pos, stops.get(c, pos))
-    out = maximal_run(truncate(low.program, stops), low.mode, lookup_errors=lookup_errors)
-    if out.failure is not None and lookup_errors:
-        raise EncodingBug(f"S' run failed although the lowering found no failure there: {out.failure}")
-    return out
-
-
-class SPrimeEnd(NamedTuple):
-    """Where S' ends: its kind, positions and allocations (not its counts, queues or schedule)."""
-
-    kind: str
-    pcs: tuple[int, ...]
-    allocs: Any  # (core, label) -> what the core holds: an Allocation, or the lowering's SemAlloc
-
-
-def s_prime_end(low: Lowered) -> SPrimeEnd:
-    """Where S' ends, once per semantics: eager and on_wait share it.
-
-    By RUN-3 every maximal run of S' ends at its least stuck vector, and that vector's definition
-    counts every contribution before the positions whatever the DMA mode: the two interpreter modes
-    share the lowering and add the same amounts (DMA-6), so they end at the same positions. A static
-    lowering (`low.ok`) has every counter, so the vector is computed on it (`least_stuck_vector`);
-    at those positions the same allocations have run, with the same ids in every run. What differs
-    between the modes (counts, queues, pending DMAs, the schedule) is not here: a witness needs its
-    mode's own run (`s_prime_run`).
-    """
-    family = low.mode if is_hardware(low.mode) or not low.ok else "interpreter"
-
-    def end() -> SPrimeEnd:
-        if low.ok:
-            kind, pcs = least_stuck_vector(low)
-            held = {(c, label): a for (c, label), a in low.sem_allocs.items() if pcs[a.issuer] > a.pos}
-            return SPrimeEnd(kind, pcs, held)
-        sp = MEMO.get(low.program, ("s_prime_run", low.mode), lambda: s_prime_run(low))
-        return SPrimeEnd(sp.kind, sp.state.pcs, sp.state.allocs)
-
-    return MEMO.get(low.program, ("s_prime_end", family), end)
-
-
-def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
-    """RUN-3 on the lowered system S': its least stuck vector and whether it is S''s completion.
-
-    The fast run's schedule (each core as far as it can go, parked on the counter or barrier it
-    waits for) over the lowering's counters instead of the program's operations: a wait passes
-    when its counter holds its value, a contribution (a signal, each half of a copy at its start)
-    adds to its counter, and a core's k-th barrier named `b` opens when every participant has
-    reached its own k-th barrier named `b` (BAR-1). A core stops at its failing position (S'
-    blocks there) or where the barrier-only simulation stops (a barrier that never opens). Returns
-    `("completed", pcs)` when every core ends at its last position or failing one, else
-    `("deadlock", pcs)`. Requires `low.ok` (every counter is static).
-    """
-    if not low.ok:
-        raise EncodingBug("least_stuck_vector needs a static lowering")
-    n = len(low.lengths)
-    stops = [low.cap(c) if c in low.caps else low.hb.reach(c) for c in range(n)]
-    # Each core's events in program order: the lowering lists contributions and waits core by core,
-    # so a core's are a slice of each (found by bisection), merged with its barriers on positions
-    # (a stable sort: a copy's read half stays before its write half).
-    xs, ws = low.contributions, list(low.waits.values())
-    x_owner, w_core = list(map(itemgetter(0), xs)), list(map(itemgetter(0), ws))
-    barriers_of: list[list] = [[] for _ in range(n)]
-    for b in low.barriers.values():
-        if b.pos < stops[b.core]:
-            barriers_of[b.core].append(b)
-    by_pos = attrgetter("pos")
-    events: list[list] = []
-    for c in range(n):
-        evs = xs[bisect_left(x_owner, c):bisect_right(x_owner, c)] + ws[bisect_left(w_core, c):bisect_right(w_core, c)]
-        evs += barriers_of[c]
-        evs.sort(key=by_pos)
-        events.append(evs)
-    counts: dict = {}
-    counts_get = counts.get
-    sched = ParkAndWake(n)  # the fast run's schedule (RUN-3)
-    waiting = sched.on_counter  # tested inline on every contribution
-    reached: dict[tuple[int, str], int] = {}  # (core, barrier name) -> barriers of that name reached
-    at = [0] * n  # index into events
-    while (core := sched.next()) is not None:
-        evs = events[core]
-        j, end = at[core], len(evs)
-        while j < end:
-            e = evs[j]
-            t = type(e)
-            if t is WaitOp:
-                counter = e[2]
-                short = shortfall(counts_get(counter, 0), e[3])
-                if short > 0:
-                    sched.park_on(counter, core)
-                    break
-                counts[counter] = -short
-            elif t is Contribution:
-                counter = e[3]
-                counts[counter] = counts_get(counter, 0) + e[2]
-                if counter in waiting:
-                    sched.changed(counter)
-            else:
-                reached[(core, e.name)] = e.k  # at its k-th barrier of the name, it has reached k
-                if not opens(e.k, [reached.get((p, e.name), 0) for p in e.participants]):
-                    sched.park_at(e.name, e.k, core)
-                    break
-                sched.opened(e.name, e.k)
-            j += 1
-        at[core] = j
-    pcs = tuple(stops[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))
-    done = all(pcs[c] == low.cap(c) for c in range(n))
-    return ("completed" if done else "deadlock"), pcs
-
-
-def maximal_run(program: Program, mode: DmaMode, *, lookup_errors: bool = True) -> Outcome:
-    """The fast run (RUN-3) continued to a terminal state (`complete`), once per program and mode."""
-    return MEMO.get(program, ("maximal_run", mode, lookup_errors),
-                    lambda: complete(program, mode, fast_run(program, mode, lookup_errors=lookup_errors)))
-
-
-def complete(program: Program, mode: DmaMode, out: Outcome) -> Outcome:
-    """Continue a fast-run outcome with the step relation until no step is enabled.
-
-    A guard: the step relation is the reference, and the verdicts rely on the
-    fast run ending in a terminal state. It once did not (barriers whose
-    participant sets differed, now refused by IR-1); checking costs one
-    `enabled` call when it does.
-    """
-    if out.failure is not None:
-        return out
-    state, schedule = out.state, list(out.schedule)
-    extra = 0
-    while True:
-        actors = enabled(program, mode, state)
-        if not actors:
-            break
-        state = step(program, mode, state, actors[0])
-        schedule.append(actors[0])
-        extra += 1
-    return out if extra == 0 else classify(program, mode, state, tuple(schedule))
-
-
-def failure_reached(low: Lowered, pcs: tuple[int, ...]) -> list[tuple[int, int, Violation]]:
-    """The cores of an S' terminal state that sit at their failing op: (core, pos, violation)."""
-    return [(c, pos, v) for c, (pos, v) in sorted(low.caps.items()) if pcs[c] == pos]
-
-
-def describe_op(op: Op) -> str:
-    name = type(op).__name__
-    if isinstance(op, Wait):
-        return f"wait({op.sem}, {op.value})" + (" [dma]" if op.kind == "dma" else "")
-    if isinstance(op, Signal):
-        return f"signal({op.sem}, {op.inc}, device={op.device}, core={op.core})"
-    if isinstance(op, DmaStart):
-        return f"dma_start({op.nbytes} bytes, send={op.src_sem}, recv={op.dst_sem}, device={op.device}, core={op.core})"
-    if isinstance(op, Barrier):
-        return f"barrier {op.name!r}"
-    return name

@@ -23,7 +23,7 @@ import math
 from collections import Counter as Tally
 from operator import itemgetter
 
-from semcheck.checker.z3.counters import Lowered
+from semcheck.checker.static.system import Lowered
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,236 @@
+"""The static system S': what every operation of a program contributes to, waits on, or fails at.
+
+A counter is `(key, core)`: one semaphore's count on one core. Keys are those of
+`semcheck.model.semaphore`: `("internal", id)` and `("fixed", id)` under the interpreter's
+semantics, `("site", site, i)` and `("barrier",)` on hardware (HW-1). `Lowered` is the system
+`lowering.lower` computes (spec RUN-3); `ProgramOrder` is happens-before from program order and
+barriers alone, a sound under-approximation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from semcheck.model.errors import Violation
+from semcheck.model.barrier import awaited, opens_at
+from semcheck.model.ops import AllocSem, DmaMode, Loc, Program
+
+Key = tuple
+Counter = tuple  # (Key, core)
+
+
+
+class EncodingBug(AssertionError):
+    """The lowering or an encoding disagrees with the reference model: a bug in semcheck."""
+
+
+class Contribution(NamedTuple):
+    """`amount` added to `counter` by the op at (`owner`, `pos`) once it has started.
+
+    (NamedTuples for the per-operation records: a frozen dataclass's
+    construction is a tenth of a large lowering.)
+    """
+
+    owner: int
+    pos: int
+    amount: int
+    counter: Counter
+    kind: str  # "signal" | "dma_read" | "dma_write"
+    dma: int | None = None  # index into Lowered.dmas
+
+
+class WaitOp(NamedTuple):
+    core: int
+    pos: int
+    counter: Counter
+    value: int
+    kind: str
+    loc: Loc
+
+
+@dataclasses.dataclass(frozen=True)
+class BarrierOp:
+    core: int
+    pos: int
+    name: str
+    k: int  # this is the core's k-th barrier named `name` (from 1)
+    participants: frozenset[int]
+    loc: Loc
+
+
+class DmaOp(NamedTuple):
+    ident: int  # static index, in (core, pos) order
+    core: int
+    pos: int
+    dst_core: int
+    nbytes: int
+    src_counter: Counter | None
+    dst_counter: Counter
+    loc: Loc
+    src_amount: int  # what each half adds to its counter (DMA-6)
+    dst_amount: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SemAlloc:
+    """What core `core` holds for allocation `label` (SEM-1 / HW-1)."""
+
+    label: str
+    site: str
+    count: int
+    issuer: int  # the core that executes the AllocSem
+    pos: int  # its position there
+    base: int | None  # this core's base id (interpreter), None on hardware
+    ids: tuple[int, ...] | Violation | None  # the ids the kernel holds (the issuer's arange)
+    op: AllocSem
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocEvent:
+    """One executed AllocSem / AllocBuffer and the per-core bases it hands out."""
+
+    issuer: int
+    pos: int
+    op: Any
+    bases: dict  # core -> base id (its own counter)
+
+
+@dataclasses.dataclass
+class Lowered:
+    program: Program
+    mode: DmaMode
+    lengths: tuple[int, ...]
+    caps: dict[int, tuple[int, Violation]]  # core -> (first failing position, violation)
+    contributions: list[Contribution]
+    by_counter: dict[Counter, list[Contribution]]
+    waits: dict[tuple[int, int], WaitOp]
+    waits_by_counter: dict[Counter, list[WaitOp]]
+    barriers: dict[tuple[int, int], BarrierOp]
+    barrier_pos: dict[tuple[int, str, int], int]
+    dmas: list[DmaOp]
+    sem_allocs: dict[tuple[int, str], SemAlloc]
+    sem_events: list[AllocEvent]
+    buffer_events: list[AllocEvent]
+    buffer_ids: dict[tuple[int, str], int]
+    gets: list[tuple[int, int]]  # GetBarrierSem positions
+    unsupported: list[str]
+    hb: HappensBefore
+    # per core: every (issuer, pos, op) that advances its semaphore / buffer counter (any order)
+    sem_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
+    buf_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
+    racy_counters: set[tuple[str, int]] = dataclasses.field(default_factory=set)  # ("semaphore"|"buffer", core)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unsupported
+
+    def cap(self, core: int) -> int:
+        """Positions >= cap are never executed in S' (the core blocks at a failing op)."""
+        c = self.caps.get(core)
+        return self.lengths[core] if c is None else c[0]
+
+    def size(self) -> dict[str, int]:
+        return {
+            "ops": sum(self.lengths),
+            "contributions": len(self.contributions),
+            "waits": len(self.waits),
+            "barriers": len(self.barriers),
+            "counters": len(set(self.by_counter) | set(self.waits_by_counter)),
+        }
+
+
+# --- happens-before from program order and barriers ----------------------------------
+
+
+class HappensBefore:
+    """Vector clocks over program order and barrier synchronisation, computed lazily.
+
+    A barrier-only simulation: every core runs freely except at barriers,
+    which open when every participant has reached its matching barrier
+    (BAR-1). Operations the simulation never passes are never executed in
+    any real run (real runs are more constrained), so `reached` is an
+    over-approximation of the executed operations and `before` a sound
+    under-approximation of happens-before.
+    """
+
+    def __init__(self, program: Program, barrier_pos: dict, barriers: dict) -> None:
+        self.program = program
+        self.barrier_pos = barrier_pos
+        self.barriers = barriers
+        self._segs: list[list[tuple[int, np.ndarray]]] | None = None
+        self._frontier: list[int] | None = None
+
+    def _compute(self) -> None:
+        prog = self.program
+        n = prog.topology.num_cores
+        segs: list[list[tuple[int, np.ndarray]]] = [[(-1, np.zeros(n, dtype=np.int64))] for _ in range(n)]
+        frontier = [0] * n
+        bpos_by_core = [sorted(p for (c, p) in self.barriers if c == core) for core in range(n)]
+        nxt = [0] * n  # index into bpos_by_core
+
+        def vc_at(core: int, pos: int) -> np.ndarray:
+            # clock of the moment before (core, pos) executes
+            for bpos, vc in reversed(segs[core]):
+                if bpos < pos:
+                    v = vc.copy()
+                    v[core] = max(v[core], pos)
+                    return v
+            raise AssertionError("unreachable")
+
+        self._vc_at = vc_at
+        changed = True
+        while changed:
+            changed = False
+            for core in range(n):
+                while True:
+                    if nxt[core] >= len(bpos_by_core[core]):
+                        if frontier[core] != len(prog.cores[core]):
+                            frontier[core] = len(prog.cores[core])
+                            changed = True
+                        break
+                    i = bpos_by_core[core][nxt[core]]
+                    if frontier[core] != i:
+                        frontier[core] = i
+                        changed = True
+                    b = self.barriers[(core, i)]
+                    where = awaited(b.participants, lambda p, b=b: self.barrier_pos.get((p, b.name, b.k)))
+                    if not opens_at(b.k, where, frontier):
+                        break
+                    joined = vc_at(core, i)
+                    for p, pp in where.items():
+                        np.maximum(joined, vc_at(p, pp), out=joined)
+                    segs[core].append((i, joined))
+                    nxt[core] += 1
+                    frontier[core] = i + 1
+                    changed = True
+        self._segs, self._frontier = segs, frontier
+
+    def reach(self, core: int) -> int:
+        """The first position of `core` that never executes (its length if all may)."""
+        if self._frontier is None:
+            if not self.barriers:
+                return len(self.program.cores[core])
+            self._compute()
+        return self._frontier[core]
+
+    def reached(self, core: int, pos: int) -> bool:
+        """Whether (core, pos) may execute (False: never, in any run)."""
+        if self._frontier is None:
+            if not self.barriers:
+                return pos < len(self.program.cores[core])
+            self._compute()
+        return pos < self._frontier[core]
+
+    def before(self, a: int, i: int, b: int, j: int) -> bool:
+        """Whether (a, i) happens before (b, j) in every run that executes (b, j)."""
+        if a == b:
+            return i < j
+        if not self.barriers:
+            return False
+        if self._segs is None:
+            self._compute()
+        return int(self._vc_at(b, j)[a]) > i
+
