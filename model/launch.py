@@ -51,6 +51,7 @@ def launch(
     name: str = "program",
     loc: Loc = NO_LOC,
     launch_failure: Violation | None = None,
+    names: Sequence[tuple[str, str]] = (),
 ) -> Program:
     """Build the `Program` the interpreter executes for these kernel bodies (LAUNCH-1).
 
@@ -58,6 +59,7 @@ def launch(
     all its grid points, in order. `hbm_buffers` is the number of HBM
     input/output buffers each device allocates before its scratch operands.
     `launch_failure`: what the interpreter raises before running anything (LAUNCH-2).
+    `names`: how reports name labels (`Program.names`).
     """
     if len(bodies) != topology.num_cores:
         raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
@@ -91,7 +93,8 @@ def launch(
             if topology.num_devices > 1:
                 ops.append(Barrier("cleanup", first_cores, loc))
         cores.append(tuple(ops))
-    return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure)
+    return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure,
+                   names=tuple(names))
 
 
 def launch_failure(program: Program, mode: DmaMode) -> Violation | None:

@@ -99,7 +99,7 @@ def lower_kernel(
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
-    from semcheck.checker.frontend.grid import grid_schedule, launch_operands
+    from semcheck.checker.frontend.grid import grid_schedule, hbm_names, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
@@ -151,6 +151,7 @@ def lower_kernel(
             name=name or call.name,
             loc=call.loc,
             launch_failure=failure,
+            names=hbm_names(call),
         )
     finally:
         if collecting:
