@@ -29,7 +29,7 @@ from semcheck.model.ops import (
 # (`scoped@file.py:70#0`): the lowering needs them unique, a reader needs the line of the run_scoped.
 _SCOPED = re.compile(r"'?\b(scoped|buf)@([\w.-]+\.py):(\d+)(?:\.\d+)?#(\d+)(?:/\d+)?'?")
 _SITE = re.compile(r"\bsite (" + _SCOPED.pattern + r") index (\d+)")
-_CORE_OP = re.compile(r"\bcore (\d+) op (\d+)\b")
+_CORE_OP = re.compile(r"\bcore (\d+) op (\d+)\b(, \S+\.py:\d+)?")  # with the op's line when it follows
 _CORE = re.compile(r"\b(device \d+ )?core (\d+)\b")
 
 
@@ -96,6 +96,8 @@ def humanize(text: str, program: Program | None = None, names: dict[str, str] | 
         if c >= n or i >= len(program.cores[c]):
             return m.group(0)
         op = program.cores[c][i]
+        if m.group(3):  # the line is said already
+            return f"{who(program, c)}{m.group(3)}"
         return f"{who(program, c)} at {_short(op)}" if op.loc.line else f"{who(program, c)} (launch)"
 
     text = _CORE_OP.sub(core_op, text)
