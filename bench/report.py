@@ -165,6 +165,14 @@ def _time_cell(r: dict | None, settings: dict, t: float | None = None) -> str:
     return "error"
 
 
+PHASES = ("import", "trace_lower", "fast_run", "all_checks", "all_checks_unfolded")  # disjoint, in order
+
+
+def _ratio_header(c: str) -> str:
+    """A ratio column says which way it reads: semcheck verify's time over the contender's."""
+    return f"semcheck / {SHORT[c]} (< 1: semcheck faster)"
+
+
 def _ratio_cell(sem: float | None, r: dict | None) -> str:
     if sem is None or r is None:
         return ""
@@ -281,7 +289,7 @@ def markdown(data: dict) -> str:
     header = ["kernel", "devices", "ops", SHORT["semcheck"]] + ([SHORT["semcheck_nofold"]] if nofold else []) \
         + [SHORT["check"]]
     for c in present:
-        header += [SHORT[c], "ratio"]
+        header += [SHORT[c], _ratio_header(c)]
     rows = []
     fallback_used: list = []
     for k in kernels:
@@ -332,7 +340,7 @@ def markdown(data: dict) -> str:
                 "baselines decide deadlock freedom only (hardware mode), so they cannot see an exit leak: "
                 "their answer there is `deadlock-free`.", ""]
         header = ["kernel", "devices", SHORT["semcheck"], "violated (x modes)", "first violation",
-                  SHORT["interpret"], "ratio"] + [SHORT[c] for c in present if c != "interpret"]
+                  SHORT["interpret"], _ratio_header("interpret")] + [SHORT[c] for c in present if c != "interpret"]
         rows = []
         for k in buggy:
             for n in sizes:
@@ -373,31 +381,37 @@ def markdown(data: dict) -> str:
             "the deadlock-freedom share of that (or, where the checks were not importable, "
             "`deadlock_free` alone in 3 modes). `all checks, no fold` checks every device again, as "
             "`semcheck verify --no-fold` does: the cost for a program whose devices do not repeat. "
-            "`total` is the process's time without the program's hand-over to the baselines.", ""]
+            "`total` is the process's time without the program's hand-over to the baselines: the columns "
+            "before it add up to it (`other`: what is between the phases). `all checks, no fold` is part of "
+            "this process's total but not of `semcheck verify`, which folds: it can exceed the end-to-end "
+            "time of the Time table. `Z3 deadlock` is part of `all checks`, shown after the total.", ""]
     cols = [("import", "jax import"), ("trace_lower", "trace + lower"), ("fast_run", "fast run"),
-            ("z3_deadlock", "Z3 deadlock"), ("all_checks", "all checks"),
-            ("all_checks_unfolded", "all checks, no fold"), ("total_in_process", "total")]
+            ("all_checks", "all checks"), ("all_checks_unfolded", "all checks, no fold"),
+            ("other", "other"), ("total_in_process", "total"), ("z3_deadlock", "of which Z3 deadlock")]
     rows = []
     for k in kernels:
         for n in sizes:
             ph = ix.get((k, n, "phases"))
             if ph is None:
                 continue
-            p = ph.get("phases", {})
+            p = dict(ph.get("phases", {}))
+            if "total_in_process" in p:  # the phases add up to the total (PHASES: the additive ones)
+                p["other"] = max(0.0, p["total_in_process"] - sum(p.get(c, 0.0) for c in PHASES))
             if ph.get("status") != "ok":
+                z3 = _secs(p["z3_deadlock"]) if "z3_deadlock" in p else ""
                 if not p:
-                    rows.append([KERNEL_TITLES.get(k, k), str(n)] + [""] * (len(cols) - 1)
-                                + [_time_cell(ph, s), _mem_cell(ph, s)])
+                    rows.append([KERNEL_TITLES.get(k, k), str(n)] + [""] * (len(cols) - 2)
+                                + [_time_cell(ph, s), z3, _mem_cell(ph, s)])
                     continue
-                # stopped at a cap: the phases it finished, then where it was stopped
-                cells = [_secs(p[c]) if c in p else "" for c, _ in cols[:-1]]
-                for i, (c, _) in enumerate(cols[:-1]):
+                # stopped at a cap: the phases it finished, then where it was stopped (cols[:-2]: up to `other`)
+                cells = [_secs(p[c]) if c in p else "" for c, _ in cols[:-2]]
+                for i, (c, _) in enumerate(cols[:-2]):
                     if c not in p:
                         cells[i] = _time_cell(ph, s) + " (stopped)"
                         break
                 else:
                     cells[-1] = (cells[-1] + " (stopped)") if cells[-1] else _time_cell(ph, s)
-                rows.append([KERNEL_TITLES.get(k, k), str(n)] + cells + [_time_cell(ph, s), _mem_cell(ph, s)])
+                rows.append([KERNEL_TITLES.get(k, k), str(n)] + cells + [_time_cell(ph, s), z3, _mem_cell(ph, s)])
                 continue
             rows.append([KERNEL_TITLES.get(k, k), str(n)]
                         + [_secs(p[c]) if c in p else "n/a" for c, _ in cols] + [_mem_cell(ph, s)])

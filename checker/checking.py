@@ -144,11 +144,14 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         except RuntimeError as e:
             print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
             full.update({mode: locally(mode) for mode in there})
+    from semcheck.checker.timeline import naming
+
     done: dict[str, tuple[list[Verdict], float]] = {}
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
-        done[mode] = ([by_prop[p] for p in req.properties], spent[mode] + seconds)
+        # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
+        done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
     return done
 
 

@@ -124,7 +124,8 @@ def _color_options(color: str, file: bool = False) -> dict:
 
 # --- project configuration ---------------------------------------------------------
 
-CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples")
+CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples",
+               "select", "ignore", "pythonpath")
 
 
 @dataclasses.dataclass
@@ -142,6 +143,9 @@ class Settings:
     examples: int  # generated inputs per target with inputs=
     exclude: list  # verify.Exclude
     config: str | None  # the pyproject.toml read, if any
+    select: list[str] | None = None  # [tool.semcheck] select / ignore, as --select / --ignore values
+    ignore: list[str] | None = None
+    pythonpath: list[str] = dataclasses.field(default_factory=list)  # absolute directories, imports first
 
 
 def find_config(start: str) -> tuple[str, dict] | None:
@@ -213,11 +217,23 @@ def _config_values(file: str, table: dict) -> dict:
                 if not isinstance(value, str) or not value:
                     raise UsageError(f"{where}: expected a function name")
                 out[key] = value
-            else:  # paths, exclude: relative to the pyproject.toml's directory
+            else:  # paths, exclude, pythonpath: relative to the pyproject.toml's directory; select, ignore
                 items = [value] if isinstance(value, str) else value
                 if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
-                    raise UsageError(f"{where}: expected a list of paths or patterns")
-                if key == "paths":
+                    raise UsageError(f"{where}: expected a list of "
+                                     + ("properties" if key in ("select", "ignore") else "paths or patterns"))
+                if key in ("select", "ignore"):
+                    from semcheck.checker.report_suppress import parse_properties
+
+                    parse_properties(items, raw)  # an unknown property is a usage error naming it
+                    out[key] = list(items)
+                elif key == "pythonpath":  # as pytest's pythonpath: directories put first on the import path
+                    dirs = [os.path.abspath(os.path.join(base, x)) for x in items]
+                    missing = [d for d in dirs if not os.path.isdir(d)]
+                    if missing:
+                        raise UsageError(f"{where}: no such directory {os.path.relpath(missing[0])}")
+                    out[key] = dirs
+                elif key == "paths":
                     out[key] = [os.path.relpath(os.path.join(base, x)) for x in items]
                 else:
                     out[key] = list(items)
@@ -278,6 +294,9 @@ def settings(args) -> Settings:
         examples=examples,
         exclude=exclude,
         config=found[0] if found else None,
+        select=args.select if args.select is not None else cfg.get("select"),
+        ignore=args.ignore if args.ignore is not None else cfg.get("ignore"),
+        pythonpath=cfg.get("pythonpath", []),
     )
 
 
@@ -312,13 +331,20 @@ def cmd_verify(args) -> int:
         from semcheck.checker.properties import IDS
 
         try:
-            select = report_suppress.parse_properties(args.select, "--select")
-            ignore = report_suppress.parse_properties(args.ignore, "--ignore")
+            select = report_suppress.parse_properties(st.select, "--select")
+            ignore = report_suppress.parse_properties(st.ignore, "--ignore")
         except InputError as e:
             raise UsageError(e.message) from None
-        flags = report_suppress.from_flags(select, ignore)
+        flags = report_suppress.from_flags(
+            select, ignore, **({"select_from": "[tool.semcheck] select"} if args.select is None else {}),
+            **({"ignore_from": f"[tool.semcheck] ignore in {os.path.relpath(st.config)}"}
+               if args.ignore is None and st.config else {}))
         if len(flags) == len(IDS):
             raise UsageError("--select / --ignore leave no property to check")
+        if st.pythonpath:  # the kernel files' imports (in the checking processes too) find these first
+            old = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = os.pathsep.join(st.pythonpath + ([old] if old else []))
+            sys.path[:0] = [d for d in st.pythonpath if d not in sys.path]
         files, _skipped = discover(given, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
         runs: list[FileRun] = []
         suppressed: dict[str, list] = {}  # per file: the properties not checked, and why

@@ -3,6 +3,7 @@ for GitHub Actions annotations (workflow commands, as ruff's `--output-format gi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from semcheck.checker.report import FileReport, summary
@@ -19,7 +20,12 @@ def _text(x: Finding) -> tuple[str, str]:
     """(rule, message): (`deadlock-free`, `violated (build: 2 devices (hardware)): deadlock: ...`), or for an
     unknown (`unknown`, `deadlock-free, exit-balance (build: 2 devices (eager)): the program can fail ...`)."""
     what = "violated" if x.kind == "violated" else ", ".join(x.properties)
-    return x.rule, f"{what} ({x.target}: {where(x.configs)}): {x.message()}"
+    # a target whose kernel lives in another file (a program importing it): the line is the kernel's,
+    # the target is named with its own file, so the clean kernel's file does not look wrong alone
+    target = x.target
+    if x.loc is not None and os.path.realpath(x.loc.file) != os.path.realpath(x.file):
+        target = f"{display_path(x.file)}::{x.target}"
+    return x.rule, f"{what} ({target}: {where(x.configs)}): {x.message()}"
 
 
 def _errors(f: FileReport):

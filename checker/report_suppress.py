@@ -51,13 +51,15 @@ def parse_properties(values: Sequence[str] | None, flag: str) -> list[str]:
     return out
 
 
-def from_flags(select: Sequence[str], ignore: Sequence[str]) -> list[Suppression]:
+def from_flags(select: Sequence[str], ignore: Sequence[str], *, select_from: str = "--select",
+               ignore_from: str = "--ignore on the command line") -> list[Suppression]:
+    """The properties --select / --ignore (or [tool.semcheck] select / ignore: `*_from` says which) leave out."""
     out = []
     for p in IDS:
         if select and p not in select:
-            out.append(Suppression(p, f"not in --select {','.join(select)}", "--select"))
+            out.append(Suppression(p, f"not in {select_from} {','.join(select)}", "--select"))
         elif p in ignore:
-            out.append(Suppression(p, "--ignore on the command line", "--ignore"))
+            out.append(Suppression(p, ignore_from, "--ignore"))
     return out
 
 

@@ -1,7 +1,10 @@
-"""Per-device timelines of a witness schedule, for reports."""
+"""Per-device timelines of a witness schedule, for reports, and how reports name what the lowering
+labelled: `naming` puts every verdict's text in the words of the kernel's source (issue 26.4)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Sequence
 
 from semcheck.model.ops import (
@@ -22,8 +25,101 @@ from semcheck.model.ops import (
 )
 
 
+# A run_scoped allocation's label (`scoped@file.py:70#0/3`, `buf@file.py:60#0/1`) and its site
+# (`scoped@file.py:70#0`): the lowering needs them unique, a reader needs the line of the run_scoped.
+_SCOPED = re.compile(r"'?\b(scoped|buf)@([\w.-]+\.py):(\d+)(?:\.\d+)?#(\d+)(?:/\d+)?'?")
+_SITE = re.compile(r"\bsite (" + _SCOPED.pattern + r") index (\d+)")
+_CORE_OP = re.compile(r"\bcore (\d+) op (\d+)\b(, \S+\.py:\d+)?")  # with the op's line when it follows
+_CORE = re.compile(r"\b(device \d+ )?core (\d+)\b")
+
+
+def _scoped(m: re.Match) -> str:
+    kind, file, line, k = m.group(1), m.group(2), m.group(3), int(m.group(4))
+    what = "semaphore" if kind == "scoped" else "buffer"
+    nth = f" {k + 1}" if k else ""
+    return f"run_scoped {what}{nth} ({file}:{line})"
+
+
+# A program of kernel calls renames each call's labels `kernel#i.label` (programs.md): a reader knows
+# the parameter, the kernel and which call of it.
+_CALL = re.compile(r"\b(\w+)#(\d+)\.(" + _SCOPED.pattern.replace("'?", "") + r"|[A-Za-z_]\w*)(\[[^\]]*\])?")
+
+
+def _call(m: re.Match) -> str:
+    kernel, i, label, index = m.group(1), int(m.group(2)), m.group(3), m.group(8) or ""
+    return f"{_SCOPED.sub(_scoped, label)}{index} of {kernel} (call {i})"  # the call index, as Invocation.describe
+
+
+_HBM = re.compile(r"\b(?:\w+#\d+\.)?hbm\d+\b")  # a launch's HBM buffer, in a program of calls with its call
+
+
+def label_name(label: str, names: dict[str, str] | None = None) -> str:
+    """How reports name a semaphore or buffer label (`names`: the program's `Program.names`)."""
+    text = str(label)
+    if names:
+        text = _HBM.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+    return _SCOPED.sub(_scoped, _CALL.sub(_call, text))
+
+
+def _plain(x, names: dict[str, str]):
+    """`x` (witness details: JSON data) with every label in it named as reports name it."""
+    if isinstance(x, str):
+        return humanize(x, names=names)
+    if isinstance(x, dict):
+        return {k: _plain(v, names) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_plain(v, names) for v in x)
+    return x
+
+
+def who(program: Program, core: int) -> str:
+    """A global core as the user knows it: `device 3`, or `device 3 core 1` in a multi-core kernel."""
+    topo = program.topology
+    d = f"device {topo.device_of(core)}"
+    return d if topo.cores_per_device == 1 else f"{d} core {topo.local_core_of(core)}"
+
+
+def humanize(text: str, program: Program | None = None, names: dict[str, str] | None = None) -> str:
+    """`text` (a verdict's message, hint or reason) in the kernel's words: run_scoped labels by their
+    line, `core C op N` by the device (and core) and the op's line, a bare global `core N` as the
+    device (and core) it is. A `device D core C` is already in those words and left alone."""
+    if not text:
+        return text
+    text = _SITE.sub(lambda m: f"allocated at {m.group(3)}:{m.group(4)}, index {m.group(6)}", text)
+    text = label_name(text, dict(program.names) if program is not None else names)
+    if program is None:
+        return text
+    n = program.topology.num_cores
+
+    def core_op(m: re.Match) -> str:
+        c, i = int(m.group(1)), int(m.group(2))
+        if c >= n or i >= len(program.cores[c]):
+            return m.group(0)
+        op = program.cores[c][i]
+        if m.group(3):  # the line is said already
+            return f"{who(program, c)}{m.group(3)}"
+        return f"{who(program, c)} at {_short(op)}" if op.loc.line else f"{who(program, c)} (launch)"
+
+    text = _CORE_OP.sub(core_op, text)
+    return _CORE.sub(lambda m: m.group(0) if m.group(1) or int(m.group(2)) >= n
+                     else who(program, int(m.group(2))), text)
+
+
+def naming(v, program: Program):
+    """Verdict `v` with its message, hint and reason humanized for `program`."""
+    w = v.witness
+    if w is not None:
+        # the details' and blocked cores' texts name local cores (a timeline's `core 1:`): labels only
+        names = dict(program.names)
+        w = dataclasses.replace(w, message=humanize(w.message, program), hint=humanize(w.hint, program),
+                                details=_plain(w.details, names),
+                                blocked=tuple((c, pc, humanize(what, names=names)) for c, pc, what in w.blocked))
+    return dataclasses.replace(v, reason=humanize(v.reason, program), witness=w)
+
+
 def describe(op: Op) -> str:
-    """A short human description of one operation."""
+    """A short human description of one operation, in the program's labels (`naming` puts them in the
+    kernel's words, with the program's `names`, once the verdict is made)."""
     if isinstance(op, Signal):
         where = "" if op.device is None else f" -> device {op.device}"
         where += "" if op.core is None else f" core {op.core}"

@@ -52,6 +52,7 @@ def launch(
     loc: Loc = NO_LOC,
     launch_failure: Violation | None = None,
     exit_accesses: Sequence[Op] = (),
+    names: Sequence[tuple[str, str]] = (),
 ) -> Program:
     """Build the `Program` the interpreter executes for these kernel bodies (LAUNCH-1).
 
@@ -61,6 +62,7 @@ def launch(
     `launch_failure`: what the interpreter raises before running anything (LAUNCH-2).
     `exit_accesses`: what each device's core 0 does after its cores finish and before the exit
     check (the read of the call's results, LAUNCH-1), the same ops on every device.
+    `names`: how reports name labels (`Program.names`).
     """
     if len(bodies) != topology.num_cores:
         raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
@@ -95,7 +97,8 @@ def launch(
             if topology.num_devices > 1:
                 ops.append(Barrier("cleanup", first_cores, loc))
         cores.append(tuple(ops))
-    return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure)
+    return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure,
+                   names=tuple(names))
 
 
 def launch_failure(program: Program, mode: DmaMode) -> Violation | None:

@@ -287,7 +287,9 @@ class Program:
     `collective_id` is the id of the fixed-id barrier semaphore (None when the
     kernel has no `collective_id`). `launch_failure` is what the interpreter
     raises before any core runs (LAUNCH-2); None when it launches. (A failure
-    inside the kernel is an operation's: `Access.view_error`, ERR-9.)
+    inside the kernel is an operation's: `Access.view_error`, ERR-9.) `names`:
+    (label, name) pairs, how reports name a label the lowering made up (the
+    launch's `hbm{k}` buffers by the kernel's parameter); no part of the semantics.
     """
 
     topology: Topology
@@ -295,6 +297,7 @@ class Program:
     collective_id: int | None = None
     name: str = "program"
     launch_failure: Violation | None = None
+    names: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""

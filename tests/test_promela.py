@@ -31,7 +31,8 @@ from semcheck.model import (
 )
 from strategies import programs
 
-pytestmark = pytest.mark.skipif(not spin_available(), reason="spin or a C compiler is not installed")
+pytestmark = pytest.mark.skipif(not spin_available(), reason="spin or a C compiler is not installed "
+                                "(`make test` installs SPIN as root with apt and a network; else `apt-get install spin`)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEND, RECV = SemRef("send"), SemRef("recv")

@@ -189,9 +189,12 @@ class BlockCopies:
     def _loc(self, o: _Operand, kind: str, hbm: bool, step: tuple[int, ...], block: tuple[int, ...]) -> GridCopyLoc:
         call = self.rules.call
         blk = tuple(s // size if k == "blocked" else s for s, (k, size) in zip(block, o.dims))
-        what = (f"the grid's copy-in of {o.role} {o.name!r} (its BlockSpec's block {blk}) before grid step {step}"
+        # a kernel without a grid runs its body once: there is no grid step to name
+        when = ((f"before grid step {step}" if step else "before the kernel body") if kind == "in" else
+                (f"after grid step {step}" if step else "after the kernel body"))
+        what = (f"the grid's copy-in of {o.role} {o.name!r} (its BlockSpec's block {blk}) {when}"
                 if kind == "in" else
-                f"the grid's write-back of {o.role} {o.name!r} (its BlockSpec's block {blk}) after grid step {step}")
+                f"the grid's write-back of {o.role} {o.name!r} (its BlockSpec's block {blk}) {when}")
         parallel = tuple(c for c, p in zip(step, self.parallel) if p) if self.rules.cores > 1 else ()
         return GridCopyLoc(call.loc.file, call.loc.line, call.loc.text, what=what, operand=o.name, kind=kind,
                            step=self.k, hbm=hbm, parallel=parallel, split_forced=self.split_forced,

@@ -71,6 +71,24 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
     return scratch, args, hbm_buffers
 
 
+def hbm_names(call: KernelCall) -> tuple[tuple[str, str], ...]:
+    """How reports name the launch's HBM buffers (`Program.names`): a pl.ANY / HBM operand by the kernel's
+    parameter, which is that buffer; a blocked operand's array as `NAME (HBM)` (NAME is its VMEM block)."""
+    hbm = _hbm_labels(call)
+    seen: dict[str, str] = {}
+    n = {"input": 0, "output": 0}
+    for op in call.operands:
+        if op.role not in n:
+            continue
+        j = n[op.role]
+        n[op.role] += 1
+        label = hbm.get((op.role, j))
+        if label is not None and op.name and label not in seen:  # an aliased output: its input's name
+            seen[label] = (f"{op.name} (its HBM buffer)" if op.kind == "semaphore" else
+                           op.name if op.memory_space == "hbm" else f"{op.name} (HBM)")
+    return tuple(seen.items())
+
+
 def _hbm_labels(call: KernelCall) -> dict[tuple[str, int], str]:
     """The launch's HBM buffer of each input and output: inputs in order, then the
     outputs that alias no input (an aliased output shares its input's buffer)."""

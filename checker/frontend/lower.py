@@ -100,7 +100,7 @@ def lower_kernel(
     # (jax reads JAX_PLATFORMS when it is imported).
     from semcheck.checker.frontend.call_boundary import exit_reads
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
-    from semcheck.checker.frontend.grid import _hbm_labels, grid_schedule, launch_operands
+    from semcheck.checker.frontend.grid import _hbm_labels, grid_schedule, hbm_names, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
@@ -153,6 +153,7 @@ def lower_kernel(
             loc=call.loc,
             launch_failure=failure,
             exit_accesses=exit_reads(call, _hbm_labels(call)),  # PRG-120: the results are read after the call
+            names=hbm_names(call),
         )
     finally:
         if collecting:

@@ -147,8 +147,11 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     for d in range(topo.num_devices):
         cores[topo.global_core(d, 0)].append(ExitCheck(d, last))
     failure, exact, why = _interpreter(invs, lowered, order)
+    # how reports name each call's HBM buffers (Program.names): the call's own, under its prefix
+    names = {_prefix(invs[k]) + label: _prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
+             if _name(label, _prefix(invs[k]), renames[k]) == _prefix(invs[k]) + label}
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
-                      launch_failure=failure)
+                      launch_failure=failure, names=tuple(names.items()))
     ran = () if exact else tuple(lowered[k] for k in order[:order.index(_first_failing(lowered, order)) + 1])
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
                            tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran, reading or "")

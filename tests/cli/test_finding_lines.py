@@ -65,3 +65,21 @@ def test_github_annotations_escape_what_the_workflow_command_parser_reads(tmp_pa
     head, _, message = note.partition("::")[2].partition("::")
     assert head == "error title=semcheck (exit-balance),file=k%2Cernel.py,line=2,col=1"
     assert message.endswith("100%25 wrong: second line") and "\n" not in message
+
+
+def test_a_finding_in_a_kernel_of_another_file_names_the_target_file(tmp_path, monkeypatch):
+    """A program target whose kernel lives in another file: the line is the kernel's, and the message
+    names the target's own file, so the (clean) kernel's file does not look wrong on its own."""
+    from semcheck.checker.report_lines import to_concise
+
+    monkeypatch.chdir(tmp_path)
+    kernel, program = tmp_path / "kernels.py", tmp_path / "program.py"
+    kernel.write_text("x = 1\n" * 3)
+    program.write_text("y = 2\n" * 3)
+    witness = Witness("deadlock", locs=(Loc(str(kernel), 2, "x = 1"),))
+    there = Result("build", 2, "hardware", [Verdict("deadlock-free", "violated", witness=witness)])
+    here = Result("build", 2, "hardware", [Verdict("exit-balance", "violated", witness=Witness(
+        "leak", locs=(Loc(str(program), 3, "y = 2"),)))])
+    lines = to_concise([FileReport(str(program), [there, here])]).splitlines()
+    assert lines[0] == "kernels.py:2:1: deadlock-free: violated (program.py::build: 2 devices (hardware)): deadlock"
+    assert lines[1] == "program.py:3:1: exit-balance: violated (build: 2 devices (hardware)): leak"

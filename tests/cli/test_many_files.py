@@ -107,6 +107,8 @@ def test_tool_semcheck_settings_are_read_and_flags_override_them(tmp_path, monke
     ("timeout = -1", ("timeout", "positive")),
     ("colour = true", ("colour", "unknown setting")),
     ("exclude = 3", ("exclude", "list")),
+    ("select = ['deadlock-free', 'nope']", ("select", "nope", "not a property")),
+    ("pythonpath = ['no_such_dir']", ("pythonpath", "no such directory", "no_such_dir")),
 ])
 def test_a_bad_setting_is_a_usage_error_naming_it(tmp_path, bad, words):
     make_project(tmp_path, bad + "\n")
@@ -119,6 +121,26 @@ def test_a_bad_setting_is_a_usage_error_naming_it(tmp_path, bad, words):
 
 
 # --- end to end -------------------------------------------------------------------
+
+
+def test_pythonpath_and_ignore_in_the_configuration(tmp_path):
+    """`pythonpath` (as pytest's) lets a kernel file import from the project's own directories without
+    PYTHONPATH; `ignore` suppresses a property as --ignore does, and the report says where it was set."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "k").mkdir()
+    shutil.copy(CLEAN, tmp_path / "lib" / "ringlib.py")
+    (tmp_path / "k" / "kern.py").write_text("from ringlib import build  # noqa: F401\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.semcheck]\npythonpath = ["lib"]\nignore = ["race-free"]\n')
+    without = semcheck("verify", "k/kern.py", "--devices", "2", "--dma-mode", "eager", "--no-config", "--no-cache",
+                       cwd=tmp_path)
+    assert without.returncode == 2 and "ringlib" in without.stderr, without.stderr
+    run = semcheck("verify", "k/kern.py", "--devices", "2", "--dma-mode", "eager", "--format", "json", "--no-cache",
+                   cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    report = run.json()
+    assert "race-free" not in {r["property"] for r in report["results"]}
+    (sup,) = report["suppressed"]
+    assert sup["property"] == "race-free" and "[tool.semcheck] ignore" in sup["reason"]
 
 
 @pytest.fixture(scope="module")

@@ -28,16 +28,17 @@ CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", 
            "async_two_copies.py", "async_bidi_loop.py", "async_staggered_loop.py", "device_barrier.py",
            "async_two_directions.py::build"]
 MISUSES = {  # file -> the properties violated under hardware, the kernels whose lines the report must
-    # give (their copy's start, their wait), the semaphore as the report names it, race-free's verdict
+    # give (their copy's start, their wait), the semaphore as the report names it (its parameter, the
+    # kernel and which call of it), race-free's verdict
     "async_done_without_start.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
-                                    "copy_start#0.sem[0]", "proved"),
+                                    "sem[0] of copy_start (call 0)", "proved"),
     "async_start_without_done.py": ({"exit-balance", "dma-bytes", "race-free"}, ("local_start",),
-                                    "copy_start#0.sem[0]", "violated"),
+                                    "sem[0] of copy_start (call 0)", "violated"),
     "async_done_wrong_future.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
-                                   "copy_start#1.sem[0]", "unknown"),
+                                   "sem[0] of copy_start (call 1)", "unknown"),
     # the copy lands in a destination no later call has: after its target left (PRG-112), the rest unknown
     "async_remote_without_recv_done.py": ({"invocation-confined"}, ("remote_start",),
-                                          "remote_start#0.recv_sem[0]", "unknown"),
+                                          "recv_sem[0] of remote_start (call 0)", "unknown"),
 }
 LINES = {"local_start": ".start()", "local_done": ".wait()", "remote_start": ".start()"}
 
