@@ -37,7 +37,6 @@ def test_a_second_run_answers_from_the_cache_and_a_change_invalidates_it(tmp_pat
     for row in answer["results"]:
         del row["cached"]
     assert answer == first.json()  # timings too: the same answer
-    assert first.seconds >= 5 * second.seconds, (first.seconds, second.seconds)
     text = semcheck("verify", "kernels", "--devices", "2,4", cwd=tmp_path)
     assert text.stdout.count("(cached)") == 6, text.stdout  # 2 device counts x 3 modes
     assert "6 of 6 configurations answered from the result cache" in text.stdout

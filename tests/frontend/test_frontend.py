@@ -262,7 +262,7 @@ UNSUPPORTED = {
     "data_dependent_index": ("semaphore_signal", "loaded from a ref", "pl.semaphore_signal(sems.at[k], 1)"),
     "semaphore_read_decides": ("cond", "semaphore_read", "@pl.when(v > 0)"),
     "data_dependent_loop": ("while", "loaded from a ref", "jax.lax.while_loop(cond, body, 0.0)"),
-    "barrier_without_collective_id": ("get_barrier_semaphore", "collective_id", "b = pltpu.get_barrier_semaphore()"),
+    # a barrier without a collective_id is jax's lowering error now, an input error (PRG-123)
     "index_out_of_bounds": ("semaphore_signal", "out of bounds", "pl.semaphore_signal(sems.at[me + 1], 1)"),
     "non_decrementing_wait": ("semaphore_wait", "non-decrementing", "decrement=False"),
     "select_ref_dma": ("dma_start", "pl.select_ref", "pltpu.async_copy(src, o_ref, sem).wait()"),

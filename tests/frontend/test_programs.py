@@ -37,8 +37,7 @@ MISUSES = {  # file -> the properties violated under hardware, the kernels whose
     "async_done_wrong_future.py": ({"deadlock-free", "dma-bytes"}, ("local_start", "local_done"),
                                    "sem[0] of copy_start (call 1)", "unknown"),
     # the copy lands in a destination no later call has: after its target left (PRG-112), the rest unknown
-    "async_remote_without_recv_done.py": ({"invocation-confined"}, ("remote_start",),
-                                          "recv_sem[0] of remote_start (call 0)", "unknown"),
+    "async_remote_without_recv_done.py": ({"invocation-confined"}, ("remote_start",), None, "unknown"),
 }
 LINES = {"local_start": ".start()", "local_done": ".wait()", "remote_start": ".start()"}
 
@@ -250,7 +249,8 @@ def test_each_misuse_is_violated_with_both_kernels_lines(verified, name):
     assert verdicts["race-free"] == race, verdicts
     for f in functions:
         assert f"_futures.py:{_line_of(f, LINES[f])}" in text.stdout, (f, text.stdout)
-    assert semaphore in text.stdout  # the semaphore is named by the call that returned it
+    if semaphore is not None:  # (a landing outside its call names the copy and the target instead)
+        assert semaphore in text.stdout  # the semaphore is named by the call that returned it
     assert not INTERNAL.search(text.stdout + js.stdout), INTERNAL.search(text.stdout + js.stdout)
 
 

@@ -597,6 +597,9 @@ def test_lowering_emits_accesses_and_dma_regions_of_the_ring_allreduce():
         ops = [_t(op) for op in core["ops"]]
         # the grid's copy-in of the whole x block before its one step, and the write-back of o after it (GRID-1)
         assert ops[:2] == [("GI", "hbm0", ((0, 32), (0, 128)), False, 0), ("GI", "x_ref", ((0, 32), (0, 128)), True, 0)]
+        # after the cores, each device's read of its result (PRG-120)
+        assert ops[-1][:3] == ("R", "hbm1", ((0, 32), (0, 128)))
+        ops = ops[:-1]
         assert [op[0] for op in ops[-2:]] == ["GO", "GO"] and ops[-1][1:4] == ("hbm1", ((0, 32), (0, 128)), True)
         ops = [op for op in ops if not op[0].startswith("G")]
         # step 0: acc_ref[...] = x_ref[...], whole buffers
