@@ -201,7 +201,7 @@ def _witness(facts: ModeAnalysis, end: Ending, text: str) -> Witness:
     return Witness(
         message=f"interpret mode raises {text}: {why}; the failure ends the run (ERR-7), so no run completes",
         schedule=tuple(real.schedule),
-        blocked=tuple((b.core, b.pc, b.reason) for b in real.blocked),
+        blocked=tuple((b.core, b.pc, f"{_core_words(program, b.core)}: {b.reason}") for b in real.blocked),
         locs=(failure.loc,) if failure.loc.line else (),
         details=details,
         hint=hint,
@@ -217,3 +217,10 @@ def _failure_hint(err: Violation) -> str:
     if isinstance(err, Int16Overflow):
         return BY_ID["id-int16"].hint
     return f"fix the operation that raises ({err.python_type}) first: then this property can be decided on the runs"
+
+
+def _core_words(program: Program, core: int) -> str:
+    """A core as the user knows it: its device, and which of the device's cores when it has several."""
+    topo = program.topology
+    d = topo.device_of(core)
+    return f"device {d}" if topo.cores_per_device == 1 else f"device {d} core {topo.local_core_of(core)}"
