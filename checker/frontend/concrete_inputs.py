@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.scalar_memory import trackable
-from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, launch_operands, make_jaxpr
+from semcheck.checker.frontend.closed_refs import discharged, discharged_order
+from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, make_jaxpr
 from semcheck.model.ops import NO_LOC
 
 _KERNEL_PRIMS = ("pallas_call", "mpmd_map")
@@ -207,7 +208,7 @@ class _Interpreter:
             if name in _KERNEL_PRIMS:
                 if name == "pallas_call":
                     # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands)
-                    self.records.setdefault(index, {})[dev.lane if dev else 0] = launch_operands(
+                    self.records.setdefault(index, {})[dev.lane if dev else 0] = discharged_order(
                         eqn, [read(v) for v in eqn.invars])
                 index += 1
             elif self._kernels_in(eqn):
@@ -297,7 +298,7 @@ class _Interpreter:
             if name == "pallas_call":
                 nb = eqn.params["grid_mapping"].num_dynamic_grid_bounds
                 ops = _pallas_operands(eqn)
-                for i, v in enumerate(launch_operands(eqn, eqn.invars)):
+                for i, v in enumerate(discharged_order(eqn, eqn.invars)):
                     if type(v) is lit:
                         continue
                     if i < nb or (i - nb < len(ops) and is_scalar_operand(ops[i - nb])):
@@ -347,7 +348,7 @@ def _subs(eqn: Any) -> list[Any]:
 def _pallas_operands(eqn: Any) -> list[Operand]:
     """A pallas_call's index and input operands as `trace` describes them (they follow the equation's
     dynamic grid bounds)."""
-    from semcheck.checker.frontend.trace import _operand, discharged, eqn_loc, memory_space_name
+    from semcheck.checker.frontend.trace import _operand, eqn_loc, memory_space_name
 
     if getattr(eqn.params["jaxpr"], "constvars", None):  # the call jax runs (LAUNCH-4)
         eqn = discharged(eqn, eqn_loc(eqn, NO_LOC))

@@ -224,6 +224,8 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
             "compiler params",
             loc=loc,
         )
+    from semcheck.checker.frontend.closed_refs import closed_names, discharged
+
     names_of = params["jaxpr"]
     if getattr(names_of, "constvars", None):  # a kernel closing over refs: the call jax runs (LAUNCH-4)
         params = discharged(eqn, loc, axes).params
@@ -232,7 +234,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
     dynamic = tuple(d for d, g in enumerate(gm.grid) if not isinstance(g, (int, np.integer)))
     grid = tuple(None if d in dynamic else int(g) for d, g in enumerate(gm.grid))
     jaxpr = params["jaxpr"]
-    arg_names = _arg_names(jaxpr) if jaxpr is names_of else _closed_names(names_of, eqn.params["grid_mapping"])
+    arg_names = _arg_names(jaxpr) if jaxpr is names_of else closed_names(names_of, eqn.params["grid_mapping"])
     operands: list[Operand] = []
     invars = list(jaxpr.invars)
     nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
@@ -291,71 +293,6 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
         grid_mapping=gm,
         dynamic_grid_dims=dynamic,
     )
-
-
-_DISCHARGED: dict[int, tuple[Any, Any]] = {}
-
-
-def discharged(eqn: Any, loc: Loc, axes: dict[str, int] | None = None) -> Any:
-    """LAUNCH-4: the pallas_call equation jax runs for `eqn`, a kernel closing over refs.
-
-    Refs a kernel closes over (in `run_state`, a stateful pallas_call) are constants of its jaxpr.
-    jax cannot lower such a call: it runs the call its state discharge rule makes of it
-    (`_pallas_call_state_discharge_rule` of `pallas/pallas_call.py`, applied when `run_state` is
-    discharged), where each closed-over ref is an input in memory space ANY, after the index
-    operands, aliased to an extra output in front of the others. This applies that rule; the new
-    equation's operands are `launch_operands(eqn, eqn.invars)`. `axes` are the mesh axes the call
-    sees (the rule traces the kernel again, and its `axis_index`es need them).
-    """
-    hit = _DISCHARGED.get(id(eqn))
-    if hit is not None and hit[0] is eqn:
-        return hit[1]
-    import jax  # lazy: see the module docstring
-    from jax._src.pallas import pallas_call as pallas_call_mod
-    from jax._src.state import discharge as state_discharge
-
-    jaxpr = eqn.params["jaxpr"]
-    try:
-        rule = state_discharge._discharge_rules[pallas_call_mod.pallas_call_p]
-        in_avals = [v.aval for v in eqn.invars]
-        ctx = state_discharge.DischargeContext(in_avals, [v.aval for v in eqn.outvars], [True] * len(in_avals), False)
-        values = [getattr(a, "inner_aval", a) for a in in_avals]
-
-        def run(*args: Any) -> Any:
-            return rule(ctx, *args, **eqn.params)[0]
-
-        closed = jax.make_jaxpr(run, axis_env=list((axes or {}).items()))(
-            *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in values])
-        (new,) = [e for e in closed.jaxpr.eqns if e.primitive is pallas_call_mod.pallas_call_p]
-    except Exception as e:  # a kernel constant jax's rule does not take (only refs are allowed)
-        raise Unsupported("pallas_call", f"the kernel closes over {len(jaxpr.constvars)} value(s) semcheck "
-                          f"cannot pass as operands ({type(e).__name__}: {e})", loc) from e
-    _DISCHARGED[id(eqn)] = (eqn, new)
-    return new
-
-
-def launch_operands(eqn: Any, xs: Sequence[Any]) -> list[Any]:
-    """`xs` (one per operand of pallas_call `eqn`) in the order of the call jax runs (LAUNCH-4): the
-    refs a kernel closes over come first in `eqn`, after its dynamic grid bounds and index operands
-    in the discharged call."""
-    k = len(getattr(eqn.params["jaxpr"], "constvars", ()))
-    if not k:
-        return list(xs)
-    gm = eqn.params["grid_mapping"]
-    head = gm.num_dynamic_grid_bounds + gm.num_index_operands
-    return [*xs[k : k + head], *xs[:k], *xs[k + head :]]
-
-
-def _closed_names(jaxpr: Any, gm: Any) -> list[str]:
-    """Operand names of the discharged call (LAUNCH-4) from the kernel's own (`jaxpr`, grid mapping
-    `gm`): the closed-over refs are inputs after the index operands and outputs before the others."""
-    names = _arg_names(jaxpr)
-    if not names:
-        return []
-    k = len(jaxpr.constvars)
-    nidx, nin = gm.num_index_operands, gm.num_inputs
-    refs = [f"closed_ref{i}" for i in range(k)]
-    return [*names[:nidx], *refs, *names[nidx:nidx + nin], *(f"{r}_out" for r in refs), *names[nidx + nin:]]
 
 
 def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
