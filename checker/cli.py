@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
     sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
+    sub.add_parser("every-n", help="prove deadlock-free and exit-balance for every device count N >= 2 "
+                   "(specs/parametric.md)", add_help=False)
     s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3 or deadlock-free",
                        description="Print a rule of the specification; without RULE, list the properties.")
     s.add_argument("rule", nargs="?", help="a rule id (SEM-3, BUF-4a, PROP-4) or a property id (deadlock-free)")
@@ -539,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         from semcheck.checker.promela import export_main
 
         return export_main(argv[1:])
+    if argv[:1] == ["every-n"]:
+        from semcheck.checker.parametric import every_n_main
+
+        return every_n_main(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -237,6 +237,8 @@ class _Sym:
         self.grid = g
         self.cut = z3.IntVal(cut)
         self.prove = True  # False: signatures only (the proofs are made once, on one traced N)
+        self.kernel: dict[int, Any] = {}  # id -> term: the kernel's int32 operations (PAR-4; kept alive so
+        # that Z3 does not hand their ids to other terms)
         self.checks: list[str] = []
 
     def lit(self, f: Affine):
@@ -251,7 +253,7 @@ class _Sym:
         if not self.prove:
             return True, None
         hyp = z3.BoolVal(True) if hyp is None else hyp
-        claim = z3.And(claim, *_in_int32(z3, z3.And(claim, path, hyp)))
+        claim = z3.And(claim, *_in_int32(z3, z3.And(claim, path, hyp), self.kernel))
         s = z3.Solver()
         s.set("timeout", 10_000)
         s.add(self.domain, path, hyp, z3.Not(claim))
@@ -266,9 +268,15 @@ class _Sym:
 
 
 INT32_MAX = 2 ** 31 - 1
-N_MAX = 2 ** 20
-"""PAR-4 proves for every N from 2 to N_MAX = 1,048,576 devices (a pod has 8,960): the int32 bounds of
-each operation on the way are then part of what is proved, not assumed."""
+N_MAX = 2 ** 30
+"""PAR-4 proves for every N from 2 to N_MAX = 2^30 devices (a pod has 8,960; N - 1 + N still fits int32):
+that no int32 operation on the way wraps is part of what is proved, not assumed."""
+_SCALARS = ("int32[]", "bool[]")
+
+
+def _kind(aval) -> str:
+    """A scalar's type as `int32[]` / `bool[]`, weakly typed or not (a literal's `~int32[]`)."""
+    return str(aval).lstrip("~")
 
 
 def _tdiv(z3, x, y):
@@ -277,15 +285,16 @@ def _tdiv(z3, x, y):
     return z3.If(z3.Or(x >= 0, x - y * q == 0), q, z3.If(y > 0, q + 1, q - 1))
 
 
-def _in_int32(z3, term) -> list:
-    """Every arithmetic subterm of `term` lies in int32 (PAR-4: then Z3's integers are jax's int32)."""
+def _in_int32(z3, term, kernel: dict) -> list:
+    """Every subterm of `term` that is one of the kernel's int32 operations (`kernel`: their ids) lies in
+    int32 (PAR-4: then Z3's integers compute what jax's int32 do); semcheck's own terms are exact."""
     seen, out, todo = set(), [], [term]
     while todo:
         t = todo.pop()
         if t.get_id() in seen:
             continue
         seen.add(t.get_id())
-        if z3.is_arith(t) and z3.is_app(t) and t.num_args() > 0:
+        if kernel.get(t.get_id()) is not None and z3.is_arith(t):
             out.append(z3.And(t >= -INT32_MAX - 1, t <= INT32_MAX))
         todo.extend(t.children())
     return out
@@ -310,9 +319,10 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
             k = lit_count[0]
             lit_count[0] += 1
             f = sym.numbers.get(where + ("lit", k))
-            if f is None:
-                return z3.BoolVal(bool(v.val)) if str(v.aval).startswith("bool") else None
-            return (f.b != 0) if str(v.aval).startswith("bool") else sym.lit(f)
+            kind = _kind(v.aval)
+            if f is None or kind not in _SCALARS:
+                return None  # only int32 and bool scalars are modelled (PAR-4)
+            return z3.BoolVal(f.b != 0) if kind == "bool[]" and f.a == 0 else (None if kind == "bool[]" else sym.lit(f))
         return env.get(v)
 
     for i, eqn in enumerate(jaxpr.eqns):
@@ -332,18 +342,22 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
                        "and": lambda: None, "or": lambda: None}[name]()
                 if name in ("rem", "div"):
                     sym.checks.append((y != 0, path, f"a divisor at {line} may be 0"))
+                if out is not None and name in ("add", "sub", "mul", "div"):
+                    sym.kernel[out.get_id()] = out
         elif name in ("eq", "ne", "lt", "le", "gt", "ge") and None not in args and not any(map(z3.is_bool, args)):
             x, y = args
             out = {"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y}[name]
-        elif name == "not" and args[0] is not None:
-            out = z3.Not(args[0]) if z3.is_bool(args[0]) else ~args[0]
+        elif name == "not" and args[0] is not None and z3.is_bool(args[0]):
+            out = z3.Not(args[0])
         elif name == "neg" and args[0] is not None and not z3.is_bool(args[0]):
             out = -args[0]
-        elif name in ("multiple_of", "convert_element_type") and args and args[0] is not None:
+            sym.kernel[out.get_id()] = out
+        elif name in ("multiple_of", "convert_element_type") and args and args[0] is not None \
+                and _kind(eqn.invars[0].aval) in _SCALARS:
             x = args[0]
             aval = eqn.outvars[0].aval
-            to_bool = str(aval) == "bool[]"
-            if str(aval) in ("int32[]", "bool[]"):
+            to_bool = _kind(aval) == "bool[]"
+            if _kind(aval) in _SCALARS:
                 out = (x if z3.is_bool(x) else x != 0) if to_bool else (z3.If(x, z3.IntVal(1), z3.IntVal(0)) if z3.is_bool(x) else x)
         elif name == "axis_index":
             out = sym.me
@@ -366,7 +380,7 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
             signature.append((path, ("get_barrier_semaphore",)))
         elif name in _SYNC:
             signature.append((path, _sync_op(sym, eqn, args, path, sources, line)))
-        if out is not None and len(eqn.outvars) == 1:
+        if out is not None and len(eqn.outvars) == 1 and _kind(eqn.outvars[0].aval) in _SCALARS:
             env[eqn.outvars[0]] = out
 
 
@@ -527,6 +541,8 @@ def _sync_op(sym, eqn, args, path, sources, line) -> tuple:
         dtype = getattr(aval_ref, "dtype", None)
         if shape is None or dtype is None:
             raise NotTemplate(f"a copy whose size semcheck cannot read ({line})")
+        if len(shape) + 1 > MIN_TRACED:  # PAR-4: a size is a polynomial of degree <= rank in N
+            raise NotTemplate(f"a copy of rank {len(shape)}: too few traced N to pin its size ({line})")
         return ("bytes", tuple(int(d) for d in shape), str(dtype))
 
     if name == "semaphore_signal":
@@ -599,24 +615,30 @@ class Claim:
     proved_at: tuple[int, ...]  # the traced N at which the ordinary check proved it
     traced: tuple[int, ...]
     reason: str
+    violated_at: tuple[int, ...] = ()  # the traced N at which the ordinary check found a violation
 
     def line(self) -> str:
         if self.every_n:
-            return f"{self.prop} [{self.mode}]: proved for every N \u2265 2 (PAR-6)"
+            return (f"{self.prop} [{self.mode}]: proved for every N \u2265 2 (PAR-6: the kernel traced at "
+                    f"N = {self.traced[0]}..{self.traced[-1]} is one template in N; N \u2264 2^30)")
         if self.proved_at == self.traced:
             return (f"{self.prop} [{self.mode}]: proved for N = {self.traced[0]}..{self.traced[-1]} only: "
                     f"{self.reason}")
         missing = [n for n in self.traced if n not in self.proved_at]
-        return f"{self.prop} [{self.mode}]: not proved at N = {', '.join(map(str, missing[:6]))}"
+        head = "violated" if self.violated_at else "not proved"
+        shown = self.violated_at or tuple(missing)
+        return f"{self.prop} [{self.mode}]: {head} at N = {', '.join(map(str, shown[:6]))}" + \
+            (", ..." if len(shown) > 6 else "")
 
     def as_json(self) -> dict:
         return {"property": self.prop, "mode": self.mode, "every_n": self.every_n,
-                "proved_at": list(self.proved_at), "traced": list(self.traced), "reason": self.reason,
-                "rule": "PAR-6"}
+                "proved_at": list(self.proved_at), "violated_at": list(self.violated_at),
+                "traced": list(self.traced), "reason": self.reason, "rule": "PAR-6"}
 
 
 def every_n(path: str, *, target: str | None = None, ns: tuple[int, ...] = DEFAULT_RANGE,
-            modes: tuple[str, ...] = ("eager", "on_wait", "hardware"), timeout_ms: int = 30_000) -> list[Claim]:
+            modes: tuple[str, ...] = ("eager", "on_wait", "hardware"), timeout_ms: int = 30_000,
+            build_kwargs: dict | None = None) -> list[Claim]:
     """PAR-1 .. PAR-6 for one kernel file: per property and mode, whether it is proved for every N >= 2."""
     from semcheck.checker.frontend.api import load
     from semcheck.checker.frontend.targets import provision_devices
@@ -630,7 +652,7 @@ def every_n(path: str, *, target: str | None = None, ns: tuple[int, ...] = DEFAU
     jax.devices()  # fix the host device count at the cutoff, for every N below it
     kernels = {}
     for n in ns:
-        ks = load(path, target=target, devices=n)
+        ks = load(path, target=target, devices=n, build_kwargs=build_kwargs)
         if len(ks) != 1:
             raise NotTemplate(f"{len(ks)} kernel launches (the argument is for one)")
         kernels[n] = ks[0]
@@ -648,6 +670,12 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
         calls = {n: k.call for n, k in kernels.items()}
         if any(c is None or len(c.grid) > 1 or None in c.grid for c in calls.values()):
             raise NotTemplate("the kernel's grid is not one axis of a size known at trace time")
+        for c in calls.values():
+            for bm in c.block_mappings:
+                outs = getattr(getattr(bm, "index_map_jaxpr", None), "jaxpr", None)
+                if outs is None or any(type(v).__name__ != "Literal" for v in outs.outvars):
+                    # a moving block can be revisited (GRID-3) at some N only: outside the argument
+                    raise NotTemplate("a BlockSpec whose block index is not a constant")
         grid, _ = template_guard({n: c.jaxpr for n, c in calls.items()},
                                  {n: c.grid[0] if c.grid else 1 for n, c in calls.items()})
         guard = ""
@@ -656,6 +684,7 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
     out = []
     for mode in modes:
         proved: dict[str, list[int]] = {p: [] for p in PROPS}
+        violated: dict[str, list[int]] = {p: [] for p in PROPS}
         erased: dict[int, ErasedRun] = {}
         uniform = ""
         for n in ns:
@@ -664,6 +693,8 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
             for v in check_program(program, mode, PROPS, timeout_ms=timeout_ms, analysis=analysis):
                 if v.verdict == "proved":
                     proved[v.property].append(n)
+                elif v.verdict == "violated":
+                    violated[v.property].append(n)
             if uniform:
                 continue
             low = analysis.mode(mode).lowering
@@ -684,7 +715,7 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
             every = not reason and tuple(proved[p]) == ns
             if not every and not reason:
                 reason = "the ordinary check does not prove it at every traced N"
-            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason))
+            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p])))
     return out
 
 
@@ -713,3 +744,47 @@ def _pumping(ns: tuple[int, ...], grid: Affine, erased: dict[int, ErasedRun]) ->
         if f.a < 0:
             return "a grid step waits for more than it receives on some semaphore: large N would hang (PAR-6)"
     return ""
+
+
+def every_n_main(argv: list[str]) -> int:
+    """`semcheck every-n FILE`: the PAR-6 claims of one kernel file; exit 0 when every property is
+    proved for every N >= 2 in every mode asked for, 1 when a traced N violates one, 3 otherwise,
+    2 for bad input."""
+    import argparse
+    import json
+    import sys
+
+    from semcheck.checker.cli import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
+
+    ap = argparse.ArgumentParser(prog="semcheck every-n", description=(
+        "Prove deadlock-free and exit-balance for every device count N >= 2 (specs/parametric.md): the "
+        "kernel is traced and checked at N = 2 .. UPTO, and its jaxpr shown to be one template in N."))
+    ap.add_argument("path", metavar="PATH", help="kernel.py or kernel.py::target")
+    ap.add_argument("--upto", type=int, default=DEFAULT_RANGE[-1], metavar="K",
+                    help=f"trace and check every N from 2 to K (default {DEFAULT_RANGE[-1]}; at least "
+                    f"{MIN_TRACED + 1})")
+    ap.add_argument("--dma-mode", default="all", choices=["hardware", "eager", "on_wait", "all"])
+    ap.add_argument("--format", default="text", choices=["text", "json"])
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_INPUT if e.code else EXIT_PROVED
+    if args.upto < MIN_TRACED + 1:
+        print(f"semcheck every-n: --upto must be at least {MIN_TRACED + 1}", file=sys.stderr)
+        return EXIT_INPUT
+    modes = ("eager", "on_wait", "hardware") if args.dma_mode == "all" else (args.dma_mode,)
+    from semcheck.checker.frontend.errors import FrontendError
+
+    try:
+        out = every_n(args.path, ns=tuple(range(2, args.upto + 1)), modes=modes)
+    except (FrontendError, OSError, NotTemplate) as e:
+        print(f"semcheck every-n: {args.path}: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    if args.format == "json":
+        print(json.dumps({"path": args.path, "claims": [c.as_json() for c in out]}, indent=2))
+    else:
+        for c in out:
+            print(c.line())
+    if any(c.violated_at for c in out):
+        return EXIT_VIOLATED
+    return EXIT_PROVED if all(c.every_n for c in out) else EXIT_UNKNOWN

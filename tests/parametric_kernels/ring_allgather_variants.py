@@ -1,0 +1,84 @@
+"""Ring all-gather (examples/ring_allgather.py) and mutants that break only at some device counts.
+
+`build(num_devices, variant=...)`:
+
+* "clean": the example's kernel.
+* "wraps_past": BUG: the right neighbour is `((me + 1) mod N) mod WRAP` (WRAP = 2048 by default), the
+  neighbour of a table sized for 2048 devices. Up to N = WRAP it is the ring; past it device WRAP - 1
+  sends to device 0 instead of WRAP, and device WRAP receives nothing (it hangs in its first receive).
+* "odd_n": BUG: the right neighbour is `(me + 1) mod (N - N mod 2)`, a ring drawn for even N. For odd
+  N device N - 1 sends to device 1, which then receives twice and device 0 not at all.
+* "extra_signal_at": BUG: at grid step AT (3000 by default) every device signals its left neighbour's
+  barrier semaphore once more. Below N = AT + 2 the grid never reaches that step; from there on every
+  device exits with the barrier semaphore at 1 (exit-balance).
+
+Each mutant is proved at N = 2 .. 12 where it is a correct ring (the first and third at every traced
+N): the parametric check (specs/parametric.md) must still not say "proved for every N >= 2".
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+AXIS = "x"
+
+
+def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, variant, wrap, at):
+    n = num_devices
+    step = pl.program_id(0)
+    me = jax.lax.axis_index(AXIS)
+    right = jax.lax.rem(me + 1, n)
+    if variant == "wraps_past":
+        right = jax.lax.rem(right, wrap)  # BUG past N = wrap
+    elif variant == "odd_n":
+        right = jax.lax.rem(me + 1, n - n % 2)  # BUG at odd N
+    left = jax.lax.rem(me + n - 1, n)
+
+    @pl.when(step == 0)
+    def _():
+        own = pltpu.make_async_copy(x_ref, o_ref.at[pl.ds(me * rows, rows)], local_sem)
+        own.start()
+        own.wait()
+
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=(left,))
+    pl.semaphore_wait(barrier, 1)
+
+    if variant == "extra_signal_at":
+        @pl.when(step == at)
+        def _():
+            pl.semaphore_signal(barrier, 1, device_id=(left,))  # BUG from N = at + 2 on
+
+    slot = jax.lax.rem(me - step + n, n)
+    block = o_ref.at[pl.ds(slot * rows, rows)]
+    copy = pltpu.make_async_remote_copy(src_ref=block, dst_ref=block, send_sem=send_sem,
+                                        recv_sem=recv_sem, device_id=(right,))
+    copy.start()
+    copy.wait_send()
+    copy.wait_recv()
+
+
+def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, rows: int = 8, lanes: int = 128,
+          variant: str = "clean", wrap: int = 2048, at: int = 3000):
+    mesh = jax.make_mesh((num_devices,), (AXIS,))
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    call = pl.pallas_call(
+        functools.partial(_kernel, num_devices=num_devices, rows=rows, variant=variant, wrap=wrap, at=at),
+        out_shape=jax.ShapeDtypeStruct((num_devices * rows, lanes), jnp.float32),
+        grid=(max(num_devices - 1, 1),),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.SemaphoreType.DMA] * 3,
+        compiler_params=pltpu.CompilerParams(collective_id=0, dimension_semantics=("arbitrary",)),
+        interpret=params,
+    )
+    fn = jax.jit(jax.shard_map(call, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS), check_vma=False))
+    x = jnp.arange(num_devices * rows * lanes, dtype=jnp.float32).reshape(num_devices * rows, lanes)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(AXIS))),)
