@@ -14,7 +14,7 @@ from pathlib import Path
 
 from semcheck.checker.properties import BY_ID
 
-SPEC_FILES = ("semantics.md", "buffers.md", "programs.md")
+SPEC_FILES = ("semantics.md", "buffers.md", "programs.md", "parametric.md")
 
 
 def spec_file(name: str) -> Traversable | None:

@@ -1,0 +1,279 @@
+"""Parametric proofs (specs/parametric.md): what is proved for every N >= 2, and the mutants that must not be.
+
+The ring kernels are traced at N = 2 .. 8 here (the command's default is 2 .. 12): enough for the
+argument (PAR-3 needs six), and a few seconds per kernel. The mutants of
+tests/parametric_kernels/ring_allgather_variants.py are rings at every traced N and break only
+past N = 2048, at odd N, or from grid step 3000 on.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = "tests/parametric_kernels/ring_allgather_variants.py"
+TRACED = tuple(range(2, 9))
+MODES = ("eager", "hardware")  # on_wait shares eager's lowering (DMA-6); the command checks all three
+
+pytestmark = pytest.mark.jax
+
+
+@pytest.fixture(scope="module")
+def worker():
+    """One fresh process for the module's jax work: jax fixes its device count when it first starts, and
+    another test of this process may have started it with fewer than the traced N need."""
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+class _Claim:
+    """A claim as the worker hands it back (plain data)."""
+
+    def __init__(self, d: dict):
+        self.__dict__.update(d)
+
+
+def _claims(path, build_kwargs):
+    from semcheck.checker.parametric import every_n
+
+    out = []
+    for c in every_n(str(ROOT / path), ns=TRACED, modes=MODES, build_kwargs=build_kwargs):
+        out.append({"prop": c.prop, "mode": c.mode, "every_n": c.every_n, "proved_at": c.proved_at,
+                    "violated_at": c.violated_at, "reason": c.reason, "text": c.line(), "json": c.as_json()})
+    return out
+
+
+def _every_n(worker, path, build_kwargs=None):
+    return [_Claim(d) for d in worker.submit(_claims, path, build_kwargs).result()]
+
+
+def _guard(path, build_kwargs):
+    """The template guard alone (no checks) on the kernel traced at every N: its refusal, or None."""
+    from semcheck.checker.frontend.api import load
+    from semcheck.checker.frontend.targets import provision_devices
+    from semcheck.checker.parametric import NotTemplate, template_guard
+
+    provision_devices(TRACED[-1])
+    import jax
+
+    jax.devices()
+    calls = {n: load(str(ROOT / path), devices=n, build_kwargs=build_kwargs)[0].call for n in TRACED}
+    try:
+        template_guard({n: c.jaxpr for n, c in calls.items()}, {n: c.grid[0] for n, c in calls.items()})
+    except NotTemplate as e:
+        return str(e)
+    return None
+
+
+def _cli(argv):
+    import contextlib
+    import io
+
+    from semcheck.checker.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(argv)
+    return code, buf.getvalue()
+
+
+@pytest.mark.rule("PAR-1", "PAR-6")
+@pytest.mark.parametrize("path", ["examples/ring_allreduce.py", "examples/ring_allgather.py",
+                                  "examples/bidirectional_reduce_scatter.py", "examples/ring_permute.py"])
+def test_the_ring_kernels_are_proved_for_every_n(worker, path):
+    claims = _every_n(worker, path)
+    assert {(c.prop, c.mode) for c in claims} == {(p, m) for p in ("deadlock-free", "exit-balance") for m in MODES}
+    for c in claims:
+        assert c.every_n, c.line()
+        assert c.proved_at == TRACED
+        assert "proved for every N \u2265 2" in c.text
+        assert c.json["every_n"] is True
+
+
+@pytest.mark.rule("PAR-4")
+def test_a_neighbour_that_wraps_past_2048_is_not_proved_for_every_n(worker):
+    claims = _every_n(worker, VARIANTS, {"variant": "wraps_past"})
+    for c in claims:
+        assert c.proved_at == TRACED  # a ring at every traced N: only the symbolic check can see it
+        assert not c.every_n
+        n = int(re.search(r"at N = (\d+)", c.reason).group(1))
+        assert n > 2048, c.reason
+        assert "proved for N = 2..8 only" in c.text
+
+
+@pytest.mark.rule("PAR-1", "PAR-3")
+def test_a_wrap_around_bug_at_odd_n_is_violated_there(worker):
+    claims = {(c.prop, c.mode): c for c in _every_n(worker, VARIANTS, {"variant": "odd_n"})}
+    for mode in MODES:
+        c = claims[("deadlock-free", mode)]
+        assert not c.every_n
+        assert set(c.violated_at) == {3, 5, 7}
+        assert "violated at N = 3" in c.text
+    assert not any(c.every_n for c in claims.values())
+
+
+@pytest.mark.rule("PAR-5")
+def test_a_signal_at_grid_step_3000_is_not_proved_for_every_n(worker):
+    claims = _every_n(worker, VARIANTS, {"variant": "extra_signal_at"})
+    for c in claims:
+        assert c.proved_at == TRACED  # the grid never reaches step 3000 below N = 3002
+        assert not c.every_n
+        assert "grid step" in c.reason
+
+
+@pytest.mark.rule("PAR-1", "PAR-6")
+def test_the_clean_variant_file_is_proved_as_the_example_is(worker):
+    assert all(c.every_n for c in _every_n(worker, VARIANTS, {"variant": "clean"}))
+
+
+@pytest.mark.rule("PAR-4")
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=TRACED[-1] + 1, max_value=2 ** 29))
+def test_a_neighbour_table_of_any_size_is_caught_past_it(worker, wrap):
+    why = worker.submit(_guard, VARIANTS, {"variant": "wraps_past", "wrap": wrap}).result()
+    found = re.search(r"at N = (\d+), my_id = (\d+)", why or "")
+    n, me = int(found.group(1)), int(found.group(2))
+    assert n > wrap and ((me + 1) % n) % wrap != (me + 1) % n  # a real counterexample
+
+
+@pytest.mark.rule("PAR-5")
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=1, max_value=2 ** 20))
+def test_a_signal_at_any_later_grid_step_is_caught(worker, at):
+    why = worker.submit(_guard, VARIANTS, {"variant": "extra_signal_at", "at": at}).result()
+    assert why is not None and "grid step" in why
+
+
+@pytest.mark.rule("PAR-4")
+@given(st.integers(-2 ** 31, 2 ** 31 - 1), st.integers(-2 ** 31, 2 ** 31 - 1).filter(bool))
+def test_the_symbolic_division_is_int32_division(x, y):
+    import z3
+
+    from semcheck.checker.parametric import _tdiv
+
+    q = z3.simplify(_tdiv(z3, z3.IntVal(x), z3.IntVal(y))).as_long()
+    want = abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1)  # C's truncation, as lax.div
+    assert q == want
+    r = x - y * q  # lax.rem: the sign of the dividend, smaller than the divisor
+    assert abs(r) < abs(y) and (r == 0 or (r > 0) == (x > 0))
+
+
+@pytest.mark.rule("PAR-3")
+@given(st.integers(-50, 50), st.integers(-50, 50), st.lists(st.integers(2, 40), min_size=2, max_size=8, unique=True),
+       st.integers(0, 7), st.integers(-3, 3))
+def test_fit_finds_exactly_the_affine_sequences(a, b, ns, where, bump):
+    from semcheck.checker.parametric import Affine, fit
+
+    ns = sorted(ns)
+    points = [(n, a * n + b) for n in ns]
+    assert fit(points) == Affine(a, b)
+    if len(ns) >= 3 and bump:
+        k = where % len(ns)
+        bent = [(n, v + (bump if i == k else 0)) for i, (n, v) in enumerate(points)]
+        assert fit(bent) is None
+
+
+# --- PAR-2: the erased run of a uniform ring ------------------------------------------------------
+
+_SEMS = ("s0", "s1")
+
+
+@st.composite
+def uniform_rings(draw):
+    """A program every device of which runs the same operations, its targets by offset (a ring)."""
+    from semcheck.model.ops import BARRIER, DmaStart, GetBarrierSem, SemRef, Signal, Wait
+
+    n = draw(st.integers(2, 6))
+    body = []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["signal", "wait", "dma", "dma_wait"]))
+        off = draw(st.integers(-2, 2))
+        sem = draw(st.sampled_from(_SEMS + (BARRIER,)))
+        if kind == "signal":
+            body.append(("signal", sem, draw(st.integers(1, 2)), off))
+        elif kind == "wait":
+            body.append(("wait", sem, draw(st.integers(1, 3))))
+        elif kind == "dma":
+            body.append(("dma", off))
+        else:
+            body.append(("dma_wait", draw(st.sampled_from(_SEMS))))
+    bodies = []
+    for d in range(n):
+        ops = [GetBarrierSem()]
+        for item in body:
+            if item[0] == "signal":
+                ops.append(Signal(SemRef(item[1]), item[2], device=(d + item[3]) % n))
+            elif item[0] == "wait":
+                ops.append(Wait(SemRef(item[1]), item[2]))
+            elif item[0] == "dma":
+                ops.append(DmaStart(SemRef("s1"), 64, src_sem=SemRef("s0"), device=(d + item[1]) % n))
+            else:
+                ops.append(Wait(SemRef(item[1]), 64, kind="dma"))
+        bodies.append(ops)
+    return n, bodies
+
+
+@pytest.mark.rule("PAR-2")
+@settings(max_examples=150, deadline=None)
+@given(uniform_rings(), st.sampled_from(["eager", "hardware"]))
+def test_the_erased_run_ends_where_the_ring_ends(ring, mode):
+    from semcheck.checker.parametric import erased_run
+    from semcheck.checker.static.least_stuck import least_stuck_vector
+    from semcheck.checker.static.lowering import lower
+    from semcheck.model.launch import Scratch, launch
+    from semcheck.model.ops import Topology
+
+    n, bodies = ring
+    program = launch(Topology(n), bodies, collective_id=0, scratch=[Scratch("s0"), Scratch("s1")])
+    low = lower(program, mode)
+    assume(not low.caps)  # PAR-2 is about runs that do not fail
+    er = erased_run(low)
+    kind, pcs = least_stuck_vector(low)
+    assert er.completed == (kind == "completed")
+    assert len(set(pcs)) == 1 and er.stop == pcs[0]  # every device stops where core 0's erased run does
+    # the totals of every device's counters are core 0's erased totals
+    for core in range(n):
+        got: dict = {}
+        for (key, c), xs in low.by_counter.items():
+            if c == core:
+                got[key] = got.get(key, 0) + sum(x.amount for x in xs)
+        for (key, c), ws in low.waits_by_counter.items():
+            if c == core:
+                got[key] = got.get(key, 0) - sum(w.value for w in ws)
+        assert {k: v for k, v in got.items() if v} == {k: v for k, v in er.totals.items() if v}
+
+
+@pytest.mark.rule("PAR-2")
+def test_a_ring_that_is_not_uniform_is_refused():
+    from semcheck.checker.parametric import NotUniform, erased_run
+    from semcheck.checker.static.lowering import lower
+    from semcheck.model.launch import Scratch, launch
+    from semcheck.model.ops import SemRef, Signal, Topology, Wait
+
+    n = 4
+    bodies = [[Signal(SemRef("s0"), 1, device=max(d - 1, 0)), Wait(SemRef("s0"), 1)] for d in range(n)]
+    low = lower(launch(Topology(n), bodies, scratch=[Scratch("s0")]), "eager")
+    with pytest.raises(NotUniform, match="rotating"):
+        erased_run(low)
+
+
+@pytest.mark.rule("PAR-1")
+def test_the_command_reports_and_exits_by_the_claims(worker):
+    def run(*argv):
+        return worker.submit(_cli, ["every-n", *argv]).result()
+
+    code, out = run(str(ROOT / "examples/ring_permute.py"), "--upto", "8", "--dma-mode", "eager")
+    assert code == 0 and out.count("proved for every N \u2265 2") == 2
+    code, out = run(str(ROOT / "examples/buggy/wrong_neighbour_deadlock.py"), "--upto", "7", "--dma-mode", "eager",
+                    "--format", "json")
+    assert code == 1 and '"violated_at"' in out
+    assert run(str(ROOT / "no_such_kernel.py"))[0] == 2
+    assert run(str(ROOT / "examples/ring_permute.py"), "--upto", "4")[0] == 2
