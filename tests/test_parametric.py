@@ -85,7 +85,7 @@ def _cli(argv):
     return code, buf.getvalue()
 
 
-@pytest.mark.rule("PAR-1", "PAR-6")
+@pytest.mark.rule("PAR-1", "PAR-6", "PAR-7")
 @pytest.mark.parametrize("path", ["examples/ring_allreduce.py", "examples/ring_allgather.py",
                                   "examples/bidirectional_reduce_scatter.py", "examples/ring_permute.py"])
 def test_the_ring_kernels_are_proved_for_every_n(worker, path):
@@ -96,6 +96,15 @@ def test_the_ring_kernels_are_proved_for_every_n(worker, path):
         assert c.proved_at == TRACED
         assert "proved for every N \u2265 2" in c.text
         assert c.json["every_n"] is True
+
+
+@pytest.mark.rule("PAR-7")
+@pytest.mark.parametrize("path,why", [("examples/double_buffered_pipeline.py", "semaphore"),
+                                      ("examples/emit_pipeline.py", "loop")])
+def test_kernels_outside_the_argument_keep_their_per_n_verdicts(worker, path, why):
+    for c in _every_n(worker, path):
+        assert not c.every_n and why in c.reason
+        assert c.proved_at == TRACED  # the ordinary verdicts, unchanged
 
 
 @pytest.mark.rule("PAR-4")
