@@ -30,8 +30,8 @@ from fractions import Fraction
 from typing import Any
 
 PROPS = ("deadlock-free", "exit-balance")
-DEFAULT_RANGE = tuple(range(2, 13))
-"""N = 2 .. 12: every N below the cutoff is traced and checked (PAR-1)."""
+DEFAULT_RANGE = tuple(range(2, 17))
+"""N = 2 .. 16: every N up to the cutoff is traced and checked (PAR-1)."""
 MIN_TRACED = 6
 """Fewer traced N cannot fit the template's numbers with a check to spare (PAR-3)."""
 

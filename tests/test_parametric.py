@@ -162,6 +162,14 @@ def test_a_signal_at_any_later_grid_step_is_caught(worker, at):
 
 
 @pytest.mark.rule("PAR-4")
+def test_the_guard_knows_every_primitive_the_front_end_synchronises_with():
+    from semcheck.checker.frontend.sync_rules import SYNC_PRIMS
+    from semcheck.checker.parametric import _SYNC
+
+    assert {p.name for p in SYNC_PRIMS} <= _SYNC
+
+
+@pytest.mark.rule("PAR-4")
 @given(st.integers(-2 ** 31, 2 ** 31 - 1), st.integers(-2 ** 31, 2 ** 31 - 1).filter(bool))
 def test_the_symbolic_division_is_int32_division(x, y):
     import z3
