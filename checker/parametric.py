@@ -32,6 +32,8 @@ from typing import Any
 PROPS = ("deadlock-free", "exit-balance")
 DEFAULT_RANGE = tuple(range(2, 17))
 """N = 2 .. 16: every N up to the cutoff is traced and checked (PAR-1)."""
+DEFAULT_PROBES = (31, 64)
+"""Two N past the cutoff, traced and checked too: one odd, one a power of two (PAR-1)."""
 MIN_TRACED = 6
 """Fewer traced N cannot fit the template's numbers with a check to spare (PAR-3)."""
 
@@ -623,9 +625,9 @@ class Claim:
     def line(self) -> str:
         if self.every_n:
             return (f"{self.prop} [{self.mode}]: proved for every N \u2265 2 (PAR-6: the kernel traced at "
-                    f"N = {self.traced[0]}..{self.traced[-1]} is one template in N; N \u2264 2^30)")
+                    f"N = {traced_words(self.traced)} is one template in N; N \u2264 2^30)")
         if self.proved_at == self.traced:
-            return (f"{self.prop} [{self.mode}]: proved for N = {self.traced[0]}..{self.traced[-1]} only: "
+            return (f"{self.prop} [{self.mode}]: proved for N = {traced_words(self.traced)} only: "
                     f"{self.reason}")
         missing = [n for n in self.traced if n not in self.proved_at]
         head = "violated" if self.violated_at else "not proved"
@@ -640,21 +642,26 @@ class Claim:
 
 
 def every_n(path: str, *, target: str | None = None, ns: tuple[int, ...] = DEFAULT_RANGE,
+            probes: tuple[int, ...] = DEFAULT_PROBES,
             modes: tuple[str, ...] = ("eager", "on_wait", "hardware"), timeout_ms: int = 30_000,
             build_kwargs: dict | None = None) -> list[Claim]:
-    """PAR-1 .. PAR-6 for one kernel file: per property and mode, whether it is proved for every N >= 2."""
+    """PAR-1 .. PAR-6 for one kernel file: per property and mode, whether it is proved for every N >= 2.
+
+    `ns`: every N from 2 to the cutoff K; `probes`: a few N beyond it, traced and checked as well (more
+    points for PAR-3's template and PAR-6's totals, the ordinary check at a larger N)."""
     from semcheck.checker.frontend.api import load
     from semcheck.checker.frontend.targets import provision_devices
 
     ns = tuple(sorted(ns))
     if ns != tuple(range(2, ns[-1] + 1)):
         raise ValueError("the traced device counts must be every N from 2 to the cutoff")
-    provision_devices(ns[-1])
+    traced = ns + tuple(sorted(n for n in set(probes) if n > ns[-1]))
+    provision_devices(traced[-1])
     import jax
 
-    jax.devices()  # fix the host device count at the cutoff, for every N below it
+    jax.devices()  # fix the host device count at the largest N, for every N below it
     kernels = {}
-    for n in ns:
+    for n in traced:
         ks = load(path, target=target, devices=n, build_kwargs=build_kwargs)
         if len(ks) != 1:
             raise NotTemplate(f"{len(ks)} kernel launches (the argument is for one)")
@@ -724,9 +731,20 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
     return out
 
 
+def cutoff(ns: tuple[int, ...]) -> int:
+    """K: the largest N such that every N from 2 to K is traced."""
+    return next((n - 1 for n in range(2, ns[-1] + 2) if n not in ns), ns[-1])
+
+
+def traced_words(ns: tuple[int, ...]) -> str:
+    """The traced N in words: `2..16, 31, 64`."""
+    k = cutoff(ns)
+    return ", ".join([f"{ns[0]}..{k}"] + [str(n) for n in ns if n > k])
+
+
 def _pumping(ns: tuple[int, ...], grid: Affine, erased: dict[int, ErasedRun]) -> str:
     """PAR-6's conditions on the erased runs; '' when they hold, else why not."""
-    k = ns[-1]
+    k = cutoff(ns)
     if not erased[k].completed:
         return f"the erased run does not complete at N = {k}"
     inner = [n for n in ns if n >= low_cut(ns, grid)]
@@ -768,6 +786,9 @@ def every_n_main(argv: list[str]) -> int:
     ap.add_argument("--upto", type=int, default=DEFAULT_RANGE[-1], metavar="K",
                     help=f"trace and check every N from 2 to K (default {DEFAULT_RANGE[-1]}; at least "
                     f"{MIN_TRACED + 1})")
+    ap.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N,N",
+                    help="device counts past K to trace and check as well (default "
+                    f"{','.join(map(str, DEFAULT_PROBES))}; 'none' for none)")
     ap.add_argument("--dma-mode", default="all", choices=["hardware", "eager", "on_wait", "all"])
     ap.add_argument("--format", default="text", choices=["text", "json"])
     try:
@@ -778,10 +799,18 @@ def every_n_main(argv: list[str]) -> int:
         print(f"semcheck every-n: --upto must be at least {MIN_TRACED + 1}", file=sys.stderr)
         return EXIT_INPUT
     modes = ("eager", "on_wait", "hardware") if args.dma_mode == "all" else (args.dma_mode,)
+    try:
+        probes = () if args.probes == "none" else tuple(int(x) for x in args.probes.split(",") if x.strip())
+    except ValueError:
+        print(f"semcheck every-n: --probes wants device counts such as 31,64, got {args.probes!r}", file=sys.stderr)
+        return EXIT_INPUT
+    if any(n < 2 or n > 1024 for n in probes):
+        print("semcheck every-n: a probe must be between 2 and 1024 devices", file=sys.stderr)
+        return EXIT_INPUT
     from semcheck.checker.frontend.errors import FrontendError
 
     try:
-        out = every_n(args.path, ns=tuple(range(2, args.upto + 1)), modes=modes)
+        out = every_n(args.path, ns=tuple(range(2, args.upto + 1)), probes=probes, modes=modes)
     except (FrontendError, OSError, NotTemplate) as e:
         print(f"semcheck every-n: {args.path}: {e}", file=sys.stderr)
         return EXIT_INPUT

@@ -30,8 +30,19 @@ def worker():
     import concurrent.futures
     import multiprocessing
 
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_boot) as pool:
         yield pool
+
+
+def _boot():
+    """The worker's jax, with enough host devices for every N the tests trace (the probe at 31 too)."""
+    from semcheck.checker.frontend.targets import provision_devices
+
+    provision_devices(32)
+    import jax
+
+    jax.devices()
 
 
 class _Claim:
@@ -41,18 +52,18 @@ class _Claim:
         self.__dict__.update(d)
 
 
-def _claims(path, build_kwargs):
+def _claims(path, build_kwargs, probes=()):
     from semcheck.checker.parametric import every_n
 
     out = []
-    for c in every_n(str(ROOT / path), ns=TRACED, modes=MODES, build_kwargs=build_kwargs):
+    for c in every_n(str(ROOT / path), ns=TRACED, probes=probes, modes=MODES, build_kwargs=build_kwargs):
         out.append({"prop": c.prop, "mode": c.mode, "every_n": c.every_n, "proved_at": c.proved_at,
                     "violated_at": c.violated_at, "reason": c.reason, "text": c.line(), "json": c.as_json()})
     return out
 
 
-def _every_n(worker, path, build_kwargs=None):
-    return [_Claim(d) for d in worker.submit(_claims, path, build_kwargs).result()]
+def _every_n(worker, path, build_kwargs=None, probes=()):
+    return [_Claim(d) for d in worker.submit(_claims, path, build_kwargs, probes).result()]
 
 
 def _guard(path, build_kwargs):
@@ -136,6 +147,16 @@ def test_a_signal_at_grid_step_3000_is_not_proved_for_every_n(worker):
         assert c.proved_at == TRACED  # the grid never reaches step 3000 below N = 3002
         assert not c.every_n
         assert "grid step" in c.reason
+
+
+@pytest.mark.rule("PAR-1", "PAR-3")
+def test_a_python_branch_on_n_is_seen_only_by_a_probe_past_it(worker):
+    # PAR-1's scope: below the branch every trace is the ring, and the claim would stand; the probe at
+    # N = 31 traces the other jaxpr, which is no longer one template with the rest
+    assert all(c.every_n for c in _every_n(worker, VARIANTS, {"variant": "python_past", "past": 20}))
+    claims = _every_n(worker, VARIANTS, {"variant": "python_past", "past": 20}, probes=(31,))
+    assert not any(c.every_n for c in claims)
+    assert all("31" in c.text for c in claims)
 
 
 @pytest.mark.rule("PAR-1", "PAR-6")
@@ -287,10 +308,14 @@ def test_the_command_reports_and_exits_by_the_claims(worker):
     def run(*argv):
         return worker.submit(_cli, ["every-n", *argv]).result()
 
-    code, out = run(str(ROOT / "examples/ring_permute.py"), "--upto", "8", "--dma-mode", "eager")
-    assert code == 0 and out.count("proved for every N \u2265 2") == 2
-    code, out = run(str(ROOT / "examples/buggy/wrong_neighbour_deadlock.py"), "--upto", "7", "--dma-mode", "eager",
-                    "--format", "json")
+    code, out = run(str(ROOT / "examples/ring_permute.py"), "--upto", "8", "--probes", "31", "--dma-mode", "eager")
+    assert code == 0 and out.count("proved for every N \u2265 2") == 2 and "N = 2..8, 31 " in out
+    code, out = run(str(ROOT / "examples/buggy/wrong_neighbour_deadlock.py"), "--upto", "7", "--probes", "none",
+                    "--dma-mode", "eager", "--format", "json")
     assert code == 1 and '"violated_at"' in out
+    code, out = run(str(ROOT / "tests/parametric_kernels/ring_allgather_variants.py"), "--upto", "8", "--probes",
+                    "none")
+    assert code == 0  # the clean variant
     assert run(str(ROOT / "no_such_kernel.py"))[0] == 2
     assert run(str(ROOT / "examples/ring_permute.py"), "--upto", "4")[0] == 2
+    assert run(str(ROOT / "examples/ring_permute.py"), "--probes", "x")[0] == 2

@@ -8,6 +8,8 @@
   sends to device 0 instead of WRAP, and device WRAP receives nothing (it hangs in its first receive).
 * "odd_n": BUG: the right neighbour is `(me + 1) mod (N - N mod 2)`, a ring drawn for even N. For odd
   N device N - 1 sends to device 1, which then receives twice and device 0 not at all.
+* "python_past": BUG: in Python, `if N > PAST` (20 by default) the right neighbour is (me + 2) mod N.
+  The jaxpr differs past PAST; no trace below it shows that: only a probe past PAST does.
 * "extra_signal_at": BUG: at grid step AT (3000 by default) every device signals its left neighbour's
   barrier semaphore once more. Below N = AT + 2 the grid never reaches that step; from there on every
   device exits with the barrier semaphore at 1 (exit-balance).
@@ -30,7 +32,7 @@ from jax.sharding import PartitionSpec as P
 AXIS = "x"
 
 
-def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, variant, wrap, at):
+def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, variant, wrap, at, past):
     n = num_devices
     step = pl.program_id(0)
     me = jax.lax.axis_index(AXIS)
@@ -39,6 +41,8 @@ def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, v
         right = jax.lax.rem(right, wrap)  # BUG past N = wrap
     elif variant == "odd_n":
         right = jax.lax.rem(me + 1, n - n % 2)  # BUG at odd N
+    elif variant == "python_past" and n > past:
+        right = jax.lax.rem(me + 2, n)  # BUG past N = past, decided in Python
     left = jax.lax.rem(me + n - 1, n)
 
     @pl.when(step == 0)
@@ -66,11 +70,12 @@ def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, v
 
 
 def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, rows: int = 8, lanes: int = 128,
-          variant: str = "clean", wrap: int = 2048, at: int = 3000):
+          variant: str = "clean", wrap: int = 2048, at: int = 3000, past: int = 20):
     mesh = jax.make_mesh((num_devices,), (AXIS,))
     params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
     call = pl.pallas_call(
-        functools.partial(_kernel, num_devices=num_devices, rows=rows, variant=variant, wrap=wrap, at=at),
+        functools.partial(_kernel, num_devices=num_devices, rows=rows, variant=variant, wrap=wrap, at=at,
+                          past=past),
         out_shape=jax.ShapeDtypeStruct((num_devices * rows, lanes), jnp.float32),
         grid=(max(num_devices - 1, 1),),
         in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
