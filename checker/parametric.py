@@ -242,6 +242,7 @@ class _Sym:
         self.kernel: dict[int, Any] = {}  # id -> term: the kernel's int32 operations (PAR-4; kept alive so
         # that Z3 does not hand their ids to other terms)
         self.checks: list[str] = []
+        self.axis: str | None = None  # the mesh's one axis: my_id is its axis_index (PAR-4)
 
     def lit(self, f: Affine):
         return self.z3.IntVal(f.a) * self.N + self.z3.IntVal(f.b)
@@ -362,6 +363,8 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
             if _kind(aval) in _SCALARS:
                 out = (x if z3.is_bool(x) else x != 0) if to_bool else (z3.If(x, z3.IntVal(1), z3.IntVal(0)) if z3.is_bool(x) else x)
         elif name == "axis_index":
+            if sym.axis is not None and str(eqn.params.get("axis_name")) != str(sym.axis):
+                raise NotTemplate(f"the index of another mesh axis than the kernel's ring ({line})")
             out = sym.me
         elif name == "program_id":
             if eqn.params.get("axis") != 0:
@@ -576,7 +579,7 @@ def low_cut(ns: tuple[int, ...], grid: Affine) -> int:
     return next((n for n in ns if grid(n) >= 3), ns[-1] + 1)
 
 
-def template_guard(jaxprs: dict[int, Any], grids: dict[int, int]) -> tuple[Affine, list]:
+def template_guard(jaxprs: dict[int, Any], grids: dict[int, int], axis: str | None = None) -> tuple[Affine, list]:
     """PAR-3 .. PAR-5 over the jaxprs traced at each N: the grid's extent as a function of N and the
     kernel's erased synchronisation signature; raises NotTemplate with the reason otherwise."""
     ns = sorted(jaxprs)
@@ -590,6 +593,7 @@ def template_guard(jaxprs: dict[int, Any], grids: dict[int, int]) -> tuple[Affin
     sigs = {}
     for n in reversed(ns):
         sym = _Sym(numbers, grid, cut=cut)
+        sym.axis = axis
         sym.prove = n == ns[-1]  # the proofs are about N, not about the traced jaxpr: made once
         sources = {v: ("arg", i) for i, v in enumerate(jaxprs[n].invars)}
         sig: list = []
@@ -680,14 +684,19 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
         calls = {n: k.call for n, k in kernels.items()}
         if any(c is None or len(c.grid) > 1 or None in c.grid for c in calls.values()):
             raise NotTemplate("the kernel's grid is not one axis of a size known at trace time")
-        for c in calls.values():
+        for n, c in calls.items():
+            if len(c.mesh.axis_sizes) != 1 or c.mesh.axis_sizes[0] != n or c.mesh.physical_devices != n:
+                raise NotTemplate(f"the mesh at N = {n} is not one axis of the N devices")
+            if c.cores_per_device != 1:
+                raise NotTemplate("a device has several cores")
             for bm in c.block_mappings:
                 outs = getattr(getattr(bm, "index_map_jaxpr", None), "jaxpr", None)
                 if outs is None or any(type(v).__name__ != "Literal" for v in outs.outvars):
                     # a moving block can be revisited (GRID-3) at some N only: outside the argument
                     raise NotTemplate("a BlockSpec whose block index is not a constant")
         grid, _ = template_guard({n: c.jaxpr for n, c in calls.items()},
-                                 {n: c.grid[0] if c.grid else 1 for n, c in calls.items()})
+                                 {n: c.grid[0] if c.grid else 1 for n, c in calls.items()},
+                                 axis=calls[ns[-1]].mesh.axis_names[0])
         guard = ""
     except NotTemplate as e:
         grid, guard = None, f"not one template for every N (PAR-3 .. PAR-5): {e}"
