@@ -263,6 +263,7 @@ def markdown(data: dict) -> str:
         + (f"; the single-threaded baselines run {s['jobs']} at a time (one chain of sizes per kernel and "
            "baseline)" if s.get("jobs", 1) > 1 else "")
         + (f"; after {s['budget_min']:g} minutes, baseline runs still to go are skipped" if s.get("budget_min") else "")
+        + (f"; semcheck verify ran with `--ignore {s['ignore']}` (those properties not checked)" if s.get("ignore") else "")
         + ".",
         "",
         "Contenders:",

@@ -458,6 +458,8 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
                "--timeout", str(cap), "--no-cache", "--no-config"]  # every run verifies afresh
         if contender == "semcheck_nofold":
             cmd.append("--no-fold")  # every device checked (spec RUN-7)
+        if args.ignore:  # a property left out, to see what the others cost (recorded in the settings)
+            cmd += ["--ignore", args.ignore]
     else:
         if contender == "interpret" and kernel in HANGS:
             cap = min(cap, args.hang_cap)  # it hangs: how long it ran without an answer is all there is to say
@@ -743,6 +745,8 @@ def parse_args(argv):
     ap.add_argument("--budget-min", type=float, default=None,
                     help="after this many minutes (the --no-fold runs not counted), run only semcheck's own "
                          "measurements (default 21; 0: no limit)")
+    ap.add_argument("--ignore", default="", metavar="PROPERTY[,...]",
+                    help="passed to semcheck verify: properties its runs do not check (default: none)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     ap.add_argument("--report-only", action="store_true",
                     help="only rewrite results.md and the plot from --out's results.json")
@@ -907,7 +911,7 @@ def main(argv=None) -> int:
         "settings": {"kernels": args.kernels, "sizes": args.sizes, "contenders": args.contenders,
                      "time_cap_s": args.time_cap, "mem_cap_gib": args.mem_cap_gib,
                      "extrapolate": args.extrapolate, "baseline_mode": BASELINE_MODE, "jobs": args.jobs,
-                     "budget_min": args.budget_min,
+                     "budget_min": args.budget_min, "ignore": args.ignore,
                      "kernel_files": {k: KERNELS[k] for k in args.kernels}},
         "environment": environment(),
         "records": records,
