@@ -930,6 +930,7 @@ def main(argv=None) -> int:
         return 0
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.perf_counter()
+    load_start = os.getloadavg()[1]  # what else ran: on a shared machine wall times scale with it
     records = sweep(args)
     data = {
         "started": started,
@@ -940,7 +941,7 @@ def main(argv=None) -> int:
                      "extrapolate": args.extrapolate, "baseline_mode": BASELINE_MODE, "jobs": args.jobs,
                      "budget_min": args.budget_min, "ignore": args.ignore,
                      "kernel_files": {k: KERNELS[k] for k in args.kernels}},
-        "environment": environment(),
+        "environment": dict(environment(), load_5min=[round(load_start, 2), round(os.getloadavg()[1], 2)]),
         "records": records,
     }
     out = Path(args.out)
