@@ -253,7 +253,9 @@ def markdown(data: dict) -> str:
         "",
         f"Machine: {env.get('cpus')} CPUs, {env.get('memory_gib')} GiB, {env.get('machine')}; Python "
         f"{env.get('python')}, jax {env.get('jax')}, z3 {env.get('z3')}, {env.get('spin') or 'SPIN not installed'}, "
-        f"{env.get('gcc') or 'no gcc'}.",
+        f"{env.get('gcc') or 'no gcc'}."
+        + (f" Load average (5 min) {env['load_5min'][0]:g} at the start and {env['load_5min'][1]:g} at the end"
+           f" on {env.get('cpus')} CPUs: wall times grow with it." if env.get("load_5min") else ""),
         "",
         f"Caps per run: {s['time_cap_s']:g} s and {s['mem_cap_gib']:g} GiB; once a run exceeds one, the contender "
         "runs no larger size of that kernel (`—`)"
@@ -263,6 +265,7 @@ def markdown(data: dict) -> str:
         + (f"; the single-threaded baselines run {s['jobs']} at a time (one chain of sizes per kernel and "
            "baseline)" if s.get("jobs", 1) > 1 else "")
         + (f"; after {s['budget_min']:g} minutes, baseline runs still to go are skipped" if s.get("budget_min") else "")
+        + (f"; semcheck verify ran with `--ignore {s['ignore']}` (those properties not checked)" if s.get("ignore") else "")
         + ".",
         "",
         "Contenders:",

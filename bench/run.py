@@ -376,12 +376,31 @@ def _children(pid: int) -> list[int]:
 
 
 def _tree(pid: int) -> list[int]:
+    """`pid` and every process of its session (`run_capped` starts each run in a session of its own): a
+    process whose parent exited is still in it. semcheck verify checks in a process forked by a
+    forkserver, which may outlive its parent; the children walk alone missed it (its memory, and
+    stopping it at a cap)."""
     seen, stack = [], [pid]
     while stack:
         p = stack.pop()
         seen.append(p)
         stack += _children(p)
-    return seen
+    return seen + [p for p in _session(pid) if p not in seen]
+
+
+def _session(sid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # state, ppid, pgrp, session, ...
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+            continue
+        if len(fields) > 3 and int(fields[3]) == sid:
+            out.append(int(name))
+    return out
 
 
 def _rss_bytes(pid: int) -> int:
@@ -398,15 +417,17 @@ def run_capped(cmd: list[str], *, cap_s: float, mem_cap: int, env: dict | None =
     with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
         proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL, env=env,
                                 cwd=ROOT, start_new_session=True)
-        killed, peak_tree, rusage, status_code = None, 0, None, None
+        killed, peak_tree, peak_one, rusage, status_code = None, 0, 0, None, None
         while True:
             pid, status_code, rusage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             elapsed = time.perf_counter() - t0
             tree = _tree(proc.pid)
-            rss = sum(_rss_bytes(p) for p in tree)
+            sizes = [_rss_bytes(p) for p in tree]
+            rss = sum(sizes)
             peak_tree = max(peak_tree, rss)
+            peak_one = max(peak_one, *sizes)  # sampled: a process the wait below does not reap counts too
             if killed is None and (elapsed > cap_s or rss > mem_cap):
                 killed = "timeout" if elapsed > cap_s else "memory"
                 for p in reversed(tree):  # every process here was started by this run
@@ -415,6 +436,11 @@ def run_capped(cmd: list[str], *, cap_s: float, mem_cap: int, env: dict | None =
                     except ProcessLookupError:
                         pass
             time.sleep(0.05 if elapsed < 2 else 0.2)
+        for p in _session(proc.pid):  # whatever outlived the run (a checking process whose parent was stopped)
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.returncode = os.waitstatus_to_exitcode(status_code)
         wall = time.perf_counter() - t0
         out_f.seek(0)
@@ -425,7 +451,8 @@ def run_capped(cmd: list[str], *, cap_s: float, mem_cap: int, env: dict | None =
         "wall_s": wall,
         "returncode": proc.returncode,
         "killed": killed,
-        "peak_rss_mb": rusage.ru_maxrss / 1024,  # KiB on Linux: the largest process of the tree
+        # KiB on Linux: the largest process of the tree the wait reaped, or of the samples
+        "peak_rss_mb": max(rusage.ru_maxrss / 1024, peak_one / 2**20),
         "peak_tree_rss_mb": peak_tree / 2**20,
         "stdout": stdout,
         "stderr": stderr,
@@ -458,6 +485,8 @@ def measure(contender: str, kernel: str, n: int, args, workdir: str, *, save_pro
                "--timeout", str(cap), "--no-cache", "--no-config"]  # every run verifies afresh
         if contender == "semcheck_nofold":
             cmd.append("--no-fold")  # every device checked (spec RUN-7)
+        if args.ignore:  # a property left out, to see what the others cost (recorded in the settings)
+            cmd += ["--ignore", args.ignore]
     else:
         if contender == "interpret" and kernel in HANGS:
             cap = min(cap, args.hang_cap)  # it hangs: how long it ran without an answer is all there is to say
@@ -743,6 +772,8 @@ def parse_args(argv):
     ap.add_argument("--budget-min", type=float, default=None,
                     help="after this many minutes (the --no-fold runs not counted), run only semcheck's own "
                          "measurements (default 21; 0: no limit)")
+    ap.add_argument("--ignore", default="", metavar="PROPERTY[,...]",
+                    help="passed to semcheck verify: properties its runs do not check (default: none)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="results directory")
     ap.add_argument("--report-only", action="store_true",
                     help="only rewrite results.md and the plot from --out's results.json")
@@ -899,6 +930,7 @@ def main(argv=None) -> int:
         return 0
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.perf_counter()
+    load_start = os.getloadavg()[1]  # what else ran: on a shared machine wall times scale with it
     records = sweep(args)
     data = {
         "started": started,
@@ -907,9 +939,9 @@ def main(argv=None) -> int:
         "settings": {"kernels": args.kernels, "sizes": args.sizes, "contenders": args.contenders,
                      "time_cap_s": args.time_cap, "mem_cap_gib": args.mem_cap_gib,
                      "extrapolate": args.extrapolate, "baseline_mode": BASELINE_MODE, "jobs": args.jobs,
-                     "budget_min": args.budget_min,
+                     "budget_min": args.budget_min, "ignore": args.ignore,
                      "kernel_files": {k: KERNELS[k] for k in args.kernels}},
-        "environment": environment(),
+        "environment": dict(environment(), load_5min=[round(load_start, 2), round(os.getloadavg()[1], 2)]),
         "records": records,
     }
     out = Path(args.out)
