@@ -124,3 +124,49 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
         if not any(r["property"] == "exit-balance" and r["verdict"] == "proved" for r in rows.values()):
             continue
         assert not run["nonzero_count_warnings"]  # a proof that no run reaches an exit: none warns
+
+
+@pytest.mark.jax
+@pytest.mark.rule("LAUNCH-6", "LAUNCH-4")
+def test_a_core_map_closing_over_a_value_is_unknown_where_the_interpreter_swaps_it_for_an_id():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.errors import Unsupported
+    from semcheck.checker.frontend.trace import trace_kernels
+
+    mesh = pltpu.TensorCoreMesh(axis_name="core", num_cores=1)
+
+    def program(x, scale, *, close_over_value):
+        def stateful(refs):
+            x_ref, o_ref = refs
+
+            @pl.core_map(mesh, interpret=pltpu.InterpretParams(dma_execution_mode="eager", detect_races=True))
+            def _():
+                def body(buf, sem):
+                    copy = pltpu.make_async_copy(x_ref, buf, sem)
+                    copy.start()
+                    copy.wait()
+                    if close_over_value:
+                        buf[...] = buf[...] * scale
+                    back = pltpu.make_async_copy(buf, o_ref, sem)
+                    back.start()
+                    back.wait()
+
+                pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA)
+
+        return pl.run_state(stateful)((x, jnp.zeros_like(x)))[1]
+
+    x = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128)
+    scale = jnp.float32(2.0)
+    refs_only = jax.jit(lambda x, s: program(x, s, close_over_value=False))
+    with_value = jax.jit(lambda x, s: program(x, s, close_over_value=True))
+    # interpret mode: closed-over refs run (LAUNCH-4); the value reaches the kernel as an int16 id
+    assert (jax.device_get(refs_only(x, scale)) == jax.device_get(x)).all()
+    with pytest.raises(TypeError, match="int16"):
+        with_value(x, scale)
+    assert len(trace_kernels(refs_only, (x, scale))) == 1
+    with pytest.raises(Unsupported, match="LAUNCH-6"):
+        trace_kernels(with_value, (x, scale))
