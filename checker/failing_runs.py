@@ -31,7 +31,7 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
 from semcheck.model.errors import IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation
-from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program
+from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
 from semcheck.model.step import is_global
@@ -135,6 +135,27 @@ def undecided_failure(facts: ModeAnalysis) -> str | None:
     return None
 
 
+# ERR-19: the probe that stands for a kernel exit (an operation that raises wherever a core reaches it)
+EXIT_PROBE = InterpreterView("exit probe", "load")
+
+
+def no_exit_reached(program: Program, mode: DmaMode, states: int) -> bool | None:
+    """ERR-19: whether no run reaches a kernel exit (every run fails or hangs first), by every schedule (RUN-4)
+    of the program with each exit check replaced by an operation that raises; None when the explorer
+    exceeds `states`. A run reaches an exit iff its prefix in the probe program reaches that probe, whose
+    failure RUN-5's reduction keeps as an outcome of its own."""
+    from semcheck.model.explore import ExplorationLimit, explore
+
+    probe = dataclasses.replace(program, cores=tuple(
+        tuple(Access("", Region(()), False, op.loc, EXIT_PROBE) if type(op) is ExitCheck else op for op in ops)
+        for ops in program.cores))
+    try:
+        ex = explore(probe, mode, max_states=states)
+    except ExplorationLimit:
+        return None
+    return not any(f.violation is EXIT_PROBE for o in ex.outcomes for f in o.state.failures)
+
+
 def cite_limit(v: Verdict, facts: ModeAnalysis) -> Verdict:
     """An unknown verdict that ERR-19's limits explain says which one, as RUN-12 asks of every unknown (a
     verdict that is not unknown is kept)."""
@@ -150,6 +171,14 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
     if mode == "hardware":
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
+    if prop == "exit-balance" and undecided_failure(facts) is not None:
+        from semcheck.checker.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
+
+        if no_exit_reached(program, mode, FALLBACK_STATES):
+            return Verdict(prop, "proved", reason="no run reaches a kernel exit: every schedule fails or hangs "
+                           f"before one, by exhaustive exploration ({undecided_failure(facts)}; ERR-19): no count "
+                           "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
+        return None
     views = facts.whole.view_ops
     if views and mode == "on_wait":
         copy = next((op for op in views if type(op) is DmaStart), None)

@@ -190,8 +190,17 @@ def test_a_failure_that_ends_one_device_is_decided_by_every_schedule():
         assert v.verdict == "violated" and "ERR-19" in v.reason
         replayed = run(p, mode, v.witness.schedule)
         assert replayed.kind == "error" and [b.core for b in replayed.blocked if b.reason != "halted by failure"] == [1]
-        undecided = [BY_ID[prop].check(p, mode) for prop in ("exit-balance", "race-free")]
-        assert all(u.verdict != "unknown" or "ends only its device" in u.reason for u in undecided)
+        race = BY_ID["race-free"].check(p, mode)
+        assert race.verdict != "unknown" or "ends only its device" in race.reason
+        # device 0 fails, device 1 waits forever: no schedule reaches an exit
+        balance = BY_ID["exit-balance"].check(p, mode)
+        assert balance.verdict == "proved" and "no run reaches a kernel exit" in balance.reason
+        # device 1 finishes and passes its exit check while device 0 fails: not proved that way
+        exits = launch(Topology(2), [[GetBarrierSem()], [Signal(SemRef("s"), device=None)]],
+                       collective_id=40000, scratch=[Scratch("s")])
+        balance = BY_ID["exit-balance"].check(exits, mode)
+        assert "no run reaches a kernel exit" not in balance.reason
+        assert balance.verdict != "unknown" or "ERR-19" in balance.reason
     # the same failure on a device of two cores propagates to every core: every run fails
     two = launch(Topology(1, 2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
                  collective_id=40000, scratch=[Scratch("s")])
