@@ -9,10 +9,13 @@ The Z3 stuck-vector query asks the same question another way. It is an optional 
 (`semcheck.checker.z3.deadlock`): it confirms the verdict, or raises `EncodingBug` when it
 disagrees; a solver that gives up certifies nothing and leaves the verdict as it is.
 
-Soundness conditions, checked first (otherwise **unknown**, or decided by the exhaustive explorer
-within `fallback_states`): the lowering must be static (`Lowered.unsupported` empty), and
-no failure may be reachable (S' must not stop at a failing operation), because a failure can end
-some runs before a deadlock that other runs reach.
+Soundness conditions, checked first (otherwise decided by the exhaustive explorer within
+`fallback_states`, ERR-19, or **unknown**): the lowering must be static (`Lowered.unsupported`
+empty), and no failure may be reachable (S' must not stop at a failing operation), because a failure
+can end some runs before a deadlock that other runs reach. A failure S' reaches is decided by
+`failing_runs` first when it ends the whole run under an interpreter mode (RUN-11); the explorer
+takes the failures that end only their device, not those of `hardware` (a TPU's failures are not
+the model's, ERR-19).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from semcheck.checker.deadlock_explanation import deadlock_witness
+from semcheck.checker.failing_runs import failure_witness
 from semcheck.checker.analysis import ModeAnalysis, analysis_of
 from semcheck.checker.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
@@ -29,6 +33,9 @@ from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import DmaMode, Program
 
 PROPERTY = "deadlock-free"
+
+# ERR-19: the states the explorer may visit to decide a program outside S' (about a second)
+FALLBACK_STATES = 20_000
 
 # (lowering, S''s end) -> statistics; raises EncodingBug when it disagrees with the end
 Certificate = Callable[[Lowered, SPrimeEnd], dict]
@@ -39,7 +46,7 @@ def deadlock_free(
     mode: DmaMode,
     *,
     timeout_ms: int = 30_000,
-    fallback_states: int = 0,
+    fallback_states: int = FALLBACK_STATES,
     replay: bool = True,
     certificate: Certificate | None = None,
     facts: ModeAnalysis | None = None,
@@ -73,7 +80,7 @@ def deadlock_free(
             program, mode,
             f"the program can fail ({v.message} at core {c} op {pos}, {program.cores[c][pos].loc}); "
             "with failures, whether a run deadlocks depends on the schedule",
-            fallback_states, stats,
+            fallback_states if mode != "hardware" else 0, stats,
         )
     if certificate is not None:
         stats.update(certificate(low, end))
@@ -98,15 +105,23 @@ def deadlock_free(
 
 
 def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: dict) -> Verdict:
+    """ERR-19: decide by every schedule (RUN-4) within `states` states. PROP-4 asks that no terminal state
+    has an unfinished core: a run that fails ends with some (ERR-7), so it is a violation as a deadlock is."""
     if states <= 0:
-        return Verdict(PROPERTY, "unknown", reason=reason, stats=stats)
+        return Verdict(PROPERTY, "unknown", reason=f"{reason} (ERR-19)", stats=stats)
     try:
         ex = explore(program, mode, max_states=states)
     except ExplorationLimit:
-        return Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states", stats=stats)
+        return Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states (ERR-19)",
+                       stats=stats)
     stats = dict(stats, decided_by="explorer", states=ex.states)
-    dead = [o for o in ex.outcomes if o.kind == "deadlock"]
-    if not dead:
-        return Verdict(PROPERTY, "proved", reason=f"decided by exhaustive exploration ({reason})", stats=stats)
-    return Verdict(PROPERTY, "violated", reason=f"decided by exhaustive exploration ({reason})",
-                   witness=deadlock_witness(program, mode, dead[0]), stats=stats)
+    how = f"decided by exhaustive exploration, {ex.states} states ({reason}; ERR-19)"
+    bad = [o for o in ex.outcomes if o.kind != "completed"]
+    if not bad:
+        return Verdict(PROPERTY, "proved", reason=how, stats=stats)
+    dead = [o for o in bad if o.kind == "deadlock"]
+    if dead:
+        return Verdict(PROPERTY, "violated", reason=how, witness=deadlock_witness(program, mode, dead[0]), stats=stats)
+    every = all(o.kind == "error" for o in ex.outcomes)
+    return Verdict(PROPERTY, "violated", reason=how, stats=stats,
+                   witness=failure_witness(program, mode, bad[0], explored=every))

@@ -31,7 +31,7 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
 from semcheck.model.errors import IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation
-from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program
+from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
 from semcheck.model.step import is_global
@@ -111,18 +111,80 @@ class _At(NamedTuple):
     pc: int
 
 
+# The lowering's words for a lookup of the collective id whose tables depend on the schedule (SEM-3): the
+# one refusal ERR-19 names as a limit (`static.lowering`, "core C op I looks up the collective id N: ...").
+SCHEDULE_LOOKUP = "looks up the collective id"
+
+
+def undecided_failure(facts: ModeAnalysis) -> str | None:
+    """ERR-19: which of its limits keeps the properties of a program whose runs can fail undecided, or None."""
+    low = facts.lowering
+    if not low.ok:
+        if low.unsupported and all(SCHEDULE_LOOKUP in u for u in low.unsupported):
+            return "a lookup of the collective id that depends on the schedule, so no S'"
+        return None
+    if not low.caps:
+        return None
+    fails = failure_reached(low, facts.end.pcs)
+    if not fails:
+        return None
+    if facts.mode == "hardware":
+        return "a failure under hardware is the model's, not a TPU's"
+    if not all(is_global(facts.program, _At(c, pos)) for c, pos, _ in fails):
+        return "a failure that ends only its device, after which the others run on"
+    return None
+
+
+# ERR-19: the probe that stands for a kernel exit (an operation that raises wherever a core reaches it)
+EXIT_PROBE = InterpreterView("exit probe", "load")
+
+
+def no_exit_reached(program: Program, mode: DmaMode, states: int) -> bool | None:
+    """ERR-19: whether no run reaches a kernel exit (every run fails or hangs first), by every schedule (RUN-4)
+    of the program with each exit check replaced by an operation that raises; None when the explorer
+    exceeds `states`. A run reaches an exit iff its prefix in the probe program reaches that probe, whose
+    failure RUN-5's reduction keeps as an outcome of its own."""
+    from semcheck.model.explore import ExplorationLimit, explore
+
+    probe = dataclasses.replace(program, cores=tuple(
+        tuple(Access("", Region(()), False, op.loc, EXIT_PROBE) if type(op) is ExitCheck else op for op in ops)
+        for ops in program.cores))
+    try:
+        ex = explore(probe, mode, max_states=states)
+    except ExplorationLimit:
+        return None
+    return not any(f.violation is EXIT_PROBE for o in ex.outcomes for f in o.state.failures)
+
+
+def cite_limit(v: Verdict, facts: ModeAnalysis) -> Verdict:
+    """An unknown verdict that ERR-19's limits explain says which one, as RUN-12 asks of every unknown (a
+    verdict that is not unknown is kept)."""
+    if v.verdict != "unknown" or "ERR-19" in v.reason:
+        return v
+    limit = undecided_failure(facts)
+    return v if limit is None else dataclasses.replace(v, reason=f"{v.reason} ({limit}: ERR-19)")
+
+
 def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
                         facts: ModeAnalysis | None = None) -> Verdict | None:
     """RUN-11 under an interpreter mode: the verdict on `prop`, or None when the usual check decides it."""
     if mode == "hardware":
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
+    if prop == "exit-balance" and mode != "hardware" and undecided_failure(facts) is not None:
+        from semcheck.checker.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
+
+        if no_exit_reached(program, mode, FALLBACK_STATES):
+            return Verdict(prop, "proved", reason="no run reaches a kernel exit: every schedule fails or hangs "
+                           f"before one, by exhaustive exploration ({undecided_failure(facts)}; ERR-19): no count "
+                           "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
+        return None
     views = facts.whole.view_ops
     if views and mode == "on_wait":
         copy = next((op for op in views if type(op) is DmaStart), None)
         if copy is not None:
             return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)}, when the copy at {copy.loc} runs: "
-                           "under on_wait only if a waiter runs its task, which semcheck does not decide")
+                           "under on_wait only if a waiter runs its task, which semcheck does not decide (ACC-6)")
     if not views and (prop not in ON_S_PRIME or (prop == "race-free" and facts.race_order.ordering.certified)):
         return None  # a certified happens-before pass met no failure (DR-6): no lowering needed to say so
     end = facts.every_run_fails
@@ -132,7 +194,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
     raised = _raised(failure.violation)
     where = _where(failure.violation, failure.loc)
     if prop == "deadlock-free":
-        return Verdict(prop, "violated", witness=_witness(facts, end, f"{raised} {where}"))
+        return Verdict(prop, "violated", witness=failure_witness(program, mode, end.real, facts.whole.view_ops))
     if prop == "exit-balance":
         exits = [(c, i) for c, ops in enumerate(program.cores) for i, op in enumerate(ops) if type(op) is ExitCheck]
         if any(end.s_prime.state.pcs[c] > i for c, i in exits):
@@ -169,17 +231,19 @@ def _where(err: Violation, loc: object) -> str:
     return f"at {loc}"
 
 
-def _witness(facts: ModeAnalysis, end: Ending, text: str) -> Witness:
-    """The fast run that fails, replayed on the step relation (up to `REPLAY_LIMIT` steps)."""
-    program, mode = facts.program, facts.mode
-    real = end.real
+def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tuple[Op, ...] = (), *,
+                    explored: bool | None = None) -> Witness:
+    """A run that fails, replayed on the step relation (up to `REPLAY_LIMIT` steps): the fast run when every
+    run fails by RUN-9 (iii) (`explored` None), else one the explorer found (`explored`: whether every run
+    it followed fails)."""
     failure = real.failure
     if len(real.schedule) <= REPLAY_LIMIT:
         again = run(program, mode, real.schedule)
         if again.kind != "error" or again.failure != failure:
             raise EncodingBug(f"the failing run replays to {again.kind} ({again.failure}), not {failure}")
-    others = sorted({str(op.loc) for op in facts.whole.view_ops if op.loc.line and op.loc != failure.loc})
+    others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc != failure.loc})
     err = failure.violation
+    text = f"{_raised(err)} {_where(err, failure.loc)}"
     details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
                "pc": failure.pc, "other_lines": others[:8]}
     if isinstance(err, RevisitedBlock):
@@ -193,13 +257,17 @@ def _witness(facts: ModeAnalysis, end: Ending, text: str) -> Witness:
                f"{err.transform} view (specs/divergences.md D22)")
         hint = HINT
     else:
-        details.update(rule="ERR-16")
-        why = "every run reaches this operation or another failing one first (RUN-9)"
+        details.update(rule="ERR-16" if explored is None else "ERR-19")
+        why = {None: "every run reaches this operation or another failing one first (RUN-9)",
+               True: "every schedule the explorer follows fails (RUN-4, ERR-19), this one here",
+               False: "a schedule the explorer found (RUN-4, ERR-19)"}[explored]
         hint = _failure_hint(err)
     devices = sorted({program.topology.device_of(c) for c in (failure.core, *(b.core for b in real.blocked))})
     details["timeline"] = timeline(program, list(real.state.pcs), devices)
+    ends = ("the failure ends the run (ERR-7), so no run completes" if explored is None else
+            "the failing device's cores never finish (ERR-7)" + (", and no run completes" if explored else ""))
     return Witness(
-        message=f"interpret mode raises {text}: {why}; the failure ends the run (ERR-7), so no run completes",
+        message=f"interpret mode raises {text}: {why}; {ends}",
         schedule=tuple(real.schedule),
         blocked=tuple((b.core, b.pc, f"{_core_words(program, b.core)}: {b.reason}") for b in real.blocked),
         locs=(failure.loc,) if failure.loc.line else (),

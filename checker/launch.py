@@ -7,7 +7,8 @@ primitive it has no rule for, `pl.semaphore_read` (LAUNCH-3). Under `eager`
 and `on_wait` the kernel is then decided without looking at its operations:
 `deadlock-free` is violated (no core ever starts, so none finishes: PROP-4
 asks that no terminal state has an unfinished core) and every other property
-is unknown (nothing runs, so there is nothing to balance, race or collide).
+is proved, saying that every run fails before any core starts (LAUNCH-5:
+each of them is about what a run does, and no run does anything).
 Under `hardware` a TPU launches the program and the checks run as usual.
 (A kernel access the interpreter cannot index fails inside the run: ERR-9,
 `checker.failing_runs`.)
@@ -29,6 +30,28 @@ EARLIER_HINT = ("fix the earlier call's failure: in interpret mode the computati
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
+
+
+NOTHING_ELSE = "nothing the property asks of a run happens"
+# LAUNCH-5: what a property asks of a run, which a run that fails before any core starts never does
+NOTHING_RUNS = {
+    "id-disjoint": "no semaphore is allocated and no barrier semaphore fetched, so no id is in both tables",
+    "id-int16": "no semaphore or buffer id is handed out",
+    "id-agreement": "no remote signal or copy names a semaphore",
+    "exit-balance": ("no run reaches a kernel exit: nothing is counted and no copy is pending at one, and the "
+                     "interpreter prints no exit warning"),
+    "dma-bytes": "no copy starts and no wait runs",
+    "race-free": "no access and no copy runs, so none races",
+    "invocation-confined": "no signal is sent and no copy lands",
+}
+
+
+def _locs(failure: Violation, program: Program) -> tuple[Loc, ...]:
+    """The line the launch failure is shown at: the untranslatable equation's, else the kernel's first operation's."""
+    if isinstance(failure, Untranslatable) and failure.line:
+        return (Loc(failure.file, failure.line, failure.text),)
+    first = next((ops[0] for ops in program.cores if ops), None)
+    return (first.loc,) if first is not None and first.loc.line else ()
 
 
 def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
@@ -60,14 +83,11 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
         return None
     when, hint, extra = _why(failure)
     raised = f"interpret mode raises {failure.python_type}: {failure.message} {when}"
+    locs = _locs(failure, program)
     if prop != "deadlock-free":
-        return Verdict(prop, "unknown", reason=f"{raised}; the kernel never runs in this mode")
-    locs: tuple[Loc, ...] = ()
-    if isinstance(failure, Untranslatable) and failure.line:
-        locs = (Loc(failure.file, failure.line, failure.text),)
-    if not locs:
-        first = next((ops[0] for ops in program.cores if ops), None)
-        locs = (first.loc,) if first is not None and first.loc.line else ()
+        at = f" (the kernel at {locs[0]})" if locs else ""
+        return Verdict(prop, "proved", reason=f"every run fails before any core starts{at}: {raised}; "
+                       f"{NOTHING_RUNS.get(prop, NOTHING_ELSE)} (LAUNCH-5)")
     details = {"error_type": failure.python_type, "error_message": failure.message, **extra}
     return Verdict(prop, "violated", witness=Witness(message=f"{raised}: no core ever starts", locs=locs,
                                                       details=details, hint=hint))

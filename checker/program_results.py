@@ -15,6 +15,7 @@ from typing import Any
 
 from semcheck.checker.verdict import Verdict
 from semcheck.model.ops import INTERPRETER_MODES
+from semcheck.model.launch import launch_failure
 
 
 def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_lower: float) -> list[Any]:
@@ -59,7 +60,9 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
     for mode in req.modes:
         if mode in done:
             verdicts, seconds = done[mode]
-            out[mode] = ([_gap(v, composed.race_gaps) for v in verdicts], seconds)
+            # a program that fails at launch runs no copy, so none is in flight at a use (LAUNCH-5)
+            gaps = () if launch_failure(composed.program, mode) is not None else composed.race_gaps
+            out[mode] = ([_gap(v, gaps) for v in verdicts], seconds)
         elif mode == "hardware":
             out[mode] = ([Verdict(p, "unknown", reason=_unconfined(confined)) for p in req.properties], 0.0)
         else:

@@ -48,13 +48,13 @@ class Property:
         """
         # lazy, as the checks: verdict imports this module
         from semcheck.checker.analysis import analysis_of
-        from semcheck.checker.failing_runs import failing_run_verdict
+        from semcheck.checker.failing_runs import cite_limit, failing_run_verdict
         from semcheck.checker.launch import launch_verdict
 
         facts = analysis_of(program, mode, facts)
-        return (launch_verdict(self.id, program, mode)
-                or failing_run_verdict(self.id, program, mode, timeout_ms=timeout_ms, facts=facts)
-                or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms, facts=facts))
+        return cite_limit(launch_verdict(self.id, program, mode)
+                          or failing_run_verdict(self.id, program, mode, timeout_ms=timeout_ms, facts=facts)
+                          or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms, facts=facts), facts)
 
 
 _LOADED: dict[str, Check] = {}

@@ -31,7 +31,8 @@ EXPECTED = {
     "exit_leak_unwaited_send.py": {"exit-balance": H, "dma-bytes": H},
     # every interpreter run raises (RUN-11): deadlock-free follows (ERR-16)
     "fixed_id_collision.py": {"id-disjoint": I, "deadlock-free": I},
-    "fixed_id_collision_scoped.py": {"id-disjoint": I},
+    # every schedule the explorer follows raises (ERR-19): deadlock-free follows
+    "fixed_id_collision_scoped.py": {"id-disjoint": I, "deadlock-free": I},
     "int16_overflow.py": {"id-int16": I, "deadlock-free": I},
     # the grid's write-back of block i races the hand-written prefetch still reading it (GRID-1, GRID-2)
     "race_grid_writeback_prefetch_off_by_one.py": {"race-free": H},

@@ -179,14 +179,28 @@ def _demo_has_no_unknown() -> None:
 
 
 @pytest.mark.rule("RUN-10", "RUN-11", "ERR-19")
-def test_a_failure_that_ends_one_device_leaves_the_properties_unknown():
+def test_a_failure_that_ends_one_device_is_decided_by_every_schedule():
     # the barrier semaphore's lookup on a single-core device ends only that device (ERR-7): device 1
-    # runs on, and what it does after the failure is not decided by RUN-11
+    # runs on, and what it does after the failure is not decided by RUN-11; the explorer decides
+    # deadlock-free (device 0 never finishes, device 1 waits forever) and the rest name the limit
     p = launch(Topology(2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
                collective_id=40000, scratch=[Scratch("s")])
     for mode in ("eager", "on_wait"):
         v = BY_ID["deadlock-free"].check(p, mode)
-        assert v.verdict == "unknown" and "can fail" in v.reason
+        assert v.verdict == "violated" and "ERR-19" in v.reason
+        replayed = run(p, mode, v.witness.schedule)
+        assert replayed.kind == "error" and [b.core for b in replayed.blocked if b.reason != "halted by failure"] == [1]
+        race = BY_ID["race-free"].check(p, mode)
+        assert race.verdict != "unknown" or "ends only its device" in race.reason
+        # device 0 fails, device 1 waits forever: no schedule reaches an exit
+        balance = BY_ID["exit-balance"].check(p, mode)
+        assert balance.verdict == "proved" and "no run reaches a kernel exit" in balance.reason
+        # device 1 finishes and passes its exit check while device 0 fails: not proved that way
+        exits = launch(Topology(2), [[GetBarrierSem()], [Signal(SemRef("s"), device=None)]],
+                       collective_id=40000, scratch=[Scratch("s")])
+        balance = BY_ID["exit-balance"].check(exits, mode)
+        assert "no run reaches a kernel exit" not in balance.reason
+        assert balance.verdict != "unknown" or "ERR-19" in balance.reason
     # the same failure on a device of two cores propagates to every core: every run fails
     two = launch(Topology(1, 2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
                  collective_id=40000, scratch=[Scratch("s")])

@@ -78,3 +78,24 @@ def closed_names(jaxpr: Any, gm: Any) -> list[str]:
     nidx, nin = gm.num_index_operands, gm.num_inputs
     refs = [f"closed_ref{i}" for i in range(k)]
     return [*names[:nidx], *refs, *names[nidx:nidx + nin], *(f"{r}_out" for r in refs), *names[nidx + nin:]]
+
+
+def refuse_closed_values(jaxpr: Any, loc: Loc) -> None:
+    """LAUNCH-6: a `core_map` kernel closing over a scalar value (jax makes it an operand of the call, as it
+    makes a closed-over ref one) is not lowered when the kernel uses it: jax's interpreter gives every
+    operand of the kernel the integer id of the buffer it allocates for it, so the kernel computes with
+    that id in the value's place, which semcheck does not model. Raises `Unsupported` at the first use."""
+    from jax._src.state.types import AbstractRef  # lazy: see the module docstring
+
+    from semcheck.checker.frontend.trace import eqn_loc
+
+    values = {v for v in jaxpr.invars if not isinstance(getattr(v, "aval", None), AbstractRef)}
+    if not values:
+        return
+    for eqn in jaxpr.eqns:
+        used = [v for v in eqn.invars if v in values]
+        if used:
+            raise Unsupported("core_map", f"the kernel closes over a {used[0].aval.str_short()} value, which jax's "
+                              "TPU interpreter replaces by the int16 id of the buffer it holds for it (LAUNCH-6): "
+                              "pass it as a ref (a closed-over or scalar-prefetch ref) instead",
+                              eqn_loc(eqn, loc))

@@ -308,8 +308,11 @@ def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) ->
         raise Unsupported("mpmd_map", "only a core_map over one mesh is supported", loc)
     (mesh,) = meshes
     (jaxpr,) = jaxprs
-    if getattr(jaxpr, "consts", None):
+    if getattr(jaxpr, "consts", None):  # jax makes a kernel's constants operands first (LAUNCH-4, LAUNCH-6)
         raise Unsupported("core_map", "the kernel jaxpr has constants", loc)
+    from semcheck.checker.frontend.closed_refs import refuse_closed_values
+
+    refuse_closed_values(jaxpr, loc)
     if not isinstance(mesh, mosaic_core.TensorCoreMesh):
         raise NotTpuPallasCall(
             f"core_map at {loc} runs on a {type(mesh).__name__}, not a TensorCoreMesh", loc=loc

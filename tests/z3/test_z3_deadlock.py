@@ -77,8 +77,11 @@ def test_colliding_collective_id_makes_deadlock_unknown_in_the_interpreter_only(
         v = deadlock_free(p, mode)
         assert v.verdict == "unknown"
         assert "Semaphore 2001 occurs as both fixed-id and internal." in v.reason
-        # the explorer fallback decides it: every run fails, none deadlocks
-        assert deadlock_free(p, mode, fallback_states=50_000).verdict == "proved"
+        # the explorer fallback decides it: every run fails, so every run ends with unfinished cores (PROP-4,
+        # ERR-19), as RUN-11 says of a failure S' reaches (ERR-16)
+        decided = deadlock_free(p, mode, fallback_states=50_000)
+        assert decided.verdict == "violated" and decided.witness.details["rule"] == "ERR-19"
+        assert run(p, mode, decided.witness.schedule).kind == "error"
     assert deadlock_free(p, "hardware").verdict == "proved"
 
 
