@@ -32,7 +32,9 @@ _SCOPED = re.compile(r"'?\b(?P<kind>scoped|buf)@(?P<file>[\w.-]+\.py):(?P<line>\
                      r"(?:/\d+)?'?(?P<index>\[[^\]]*\])?")
 _SITE = re.compile(r"\bsite (?P<label>" + _SCOPED.pattern.replace("?P<", "?P<s_") + r") index (?P<at>\d+)")
 _CORE_OP = re.compile(r"\bcore (\d+) op (\d+)\b(, \S+\.py:\d+)?")  # with the op's line when it follows
-_CORE = re.compile(r"\b(device \d+ )?core (\d+)\b")
+# a core the text already places on a device (`device 3 core 1`, `devices 0-3 core 1`, `this device core 1`,
+# `its left neighbour core 1`, `the device 2 to its right core 0`): a local core, left as it is
+_CORE = re.compile(r"\b((?:device(?: \d+)?|devices [\d, \-]*\d|neighbour|right|left) )?core (\d+)\b")
 
 
 def _scoped(m: re.Match, names: dict[str, str] | None = None, prefix: str = "") -> str:

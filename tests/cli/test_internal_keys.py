@@ -251,3 +251,20 @@ def test_run_scoped_labels_read_as_their_parameters(label, named):
     names = {"_k#0.scoped@k.py:70#0": "sem", "scoped@k.py:70#1": "s2", "buf@k.py:60#0": "vbuf"}
     assert humanize(label, names=names) == named
     assert leaks({"text": humanize(label, names=names)}) == {}
+
+
+def test_local_cores_are_not_renamed_as_global_ones(representative):
+    """A text that places a core on its device already (`this device core 1`, `devices 0, 1 core 0`) keeps
+    it: the naming pass must not make it `this device device 0 core 1`."""
+    twice = re.compile(r"\bdevices? (?:[\d, \-]*\d )?device \d+ core \d+")
+    found = [f"{fmt}: {line.strip()[:200]}" for fmt, text in rendered(*representative).items()
+             for line in text.splitlines() if twice.search(_CODE.sub("``", line))]
+    assert not found, "\n".join(found[:5])
+
+
+@pytest.mark.parametrize("text", ["this device core 1", "devices 0, 1 core 0", "devices 0-3 core 1",
+                                  "its left neighbour core 1", "the device 2 to its right core 0", "device 3 core 1"])
+def test_a_core_placed_on_its_device_is_left_alone(text):
+    from semcheck.checker.timeline import _CORE
+
+    assert _CORE.sub(lambda m: m.group(0) if m.group(1) else "RENAMED", text) == text
