@@ -134,7 +134,8 @@ def test_an_input_error_of_one_file_is_in_the_machine_readable_report_as_for_man
     (tmp_path / "dir").mkdir()
     one = semcheck("verify", "empty.py", "--format", fmt, cwd=tmp_path)
     none = semcheck("verify", "dir", "--format", fmt, cwd=tmp_path)
-    for run, code in ((one, "no-targets"), (none, "no-kernels")):
+    missing = semcheck("verify", "no_such_kernel.py", "--format", fmt, cwd=tmp_path)
+    for run, code in ((one, "no-targets"), (none, "no-kernels"), (missing, "file-missing")):
         assert run.returncode == 2, run.stderr
         assert len(run.stderr_lines) == 1 and run.stderr_lines[0].startswith(f"semcheck: {code}: ")
         data = run.json()
@@ -143,6 +144,17 @@ def test_an_input_error_of_one_file_is_in_the_machine_readable_report_as_for_man
         else:
             (result,) = data["runs"][0]["results"]
             assert result["ruleId"] == "input-error" and result["level"] == "error"
+
+
+def test_a_missing_file_beside_others_is_its_own_error(tmp_path):
+    """One path that does not exist does not stop the others: they are verified, it is listed under
+    `errors`, and the exit code is 2 (input error) as for any file that cannot be verified."""
+    run = semcheck("verify", CLEAN, "no_such_kernel.py", "--devices", "2", "--dma-mode", "eager",
+                   "--format", "json", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    data = run.json()
+    assert [(e["code"], e["file"]) for e in data["errors"]] == [("file-missing", "no_such_kernel.py")]
+    assert data["results"] and all(r["verdict"] == "proved" for r in data["results"])
 
 
 def test_syntax_error_is_found_without_starting_jax(kernels):
