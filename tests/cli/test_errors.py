@@ -7,6 +7,7 @@ made once, two at a time, by a module fixture; the tests then look at them.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,15 @@ def test_a_target_that_raises_does_not_hide_the_files_other_targets(tmp_path):
     assert all(row["verdict"] == "proved" for row in data["results"])
     ((error),) = data["errors"]
     assert error["target"] == "broken" and error["code"] == "kernel-raised" and "no mesh" in error["message"]
+
+
+def test_a_generated_input_target_without_hypothesis_says_how_to_install_it(tmp_path):
+    """Without hypothesis (here: a stand-in that fails to import as a missing one does), a target with
+    `inputs=` is the one-line input error that names the extra to install."""
+    fake = tmp_path / "no_hypothesis" / "hypothesis"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'hypothesis'\", name='hypothesis')\n")
+    kernel = Path(__file__).resolve().parents[1] / "generated_inputs" / "paged_lengths.py"
+    run = semcheck("verify", kernel, "--devices", "2", "--dma-mode", "eager", "--no-cache", cwd=tmp_path,
+                   extra_env={"PYTHONPATH": str(fake.parent)})
+    assert_one_line_error(run, "kernel-raised", ("ModuleNotFoundError", "pip install 'semcheck[inputs]'"))
