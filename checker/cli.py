@@ -347,7 +347,13 @@ def cmd_verify(args) -> int:
             old = os.environ.get("PYTHONPATH")
             os.environ["PYTHONPATH"] = os.pathsep.join(st.pythonpath + ([old] if old else []))
             sys.path[:0] = [d for d in st.pythonpath if d not in sys.path]
-        files, _skipped = discover(given, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
+        # a path that does not exist is that file's input error (precheck_file says so), reported as every
+        # other one is, in every format, beside the files that do exist
+        missing = [g for g in given if not os.path.exists(g)]
+        present = [g for g in given if os.path.exists(g)]
+        files, _skipped = (discover(present, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
+                           if present else ([], []))
+        files += missing
         runs: list[FileRun] = []
         suppressed: dict[str, list] = {}  # per file: the properties not checked, and why
         for path in files:

@@ -190,7 +190,11 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             if not subs:
                 short = f"nothing left to run adds to {b.op.sem} here: the count stays {have} of {w.value}, " \
                         f"short by {shortfall(have, w.value)}"
-            astray = _astray(low, w, c, rel, what, topo)
+            astray, stray = _astray(low, w, c, rel, what, topo)
+            if stray is not None:  # for the reports' diagrams: an arrow to where the operation goes
+                x, to = stray
+                entry["astray"] = {"core": x.owner, "name": name(x.owner), "to": to, "to_name": name(to),
+                                   "line": program.cores[x.owner][x.pos].loc.line, "what": brief(x)}
             subs.append(short + (f"; {astray}" if astray else ""))
             shape.append(subs[-1])
         del delivered_before
@@ -216,9 +220,10 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
     return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits)
 
 
-def _astray(low: Lowered, w, c: int, rel, what, topo) -> str:
+def _astray(low: Lowered, w, c: int, rel, what, topo) -> tuple[str, tuple | None]:
     """An operation on the same semaphore that adds to a counter nobody drains (a wrong device_id /
-    core_index, say), chosen the same way from every core's point of view (nearest first)."""
+    core_index, say), chosen the same way from every core's point of view (nearest first): its
+    sentence, and (the operation, the core it goes to), or ("", None)."""
     key = w.counter[0]
     n = topo.num_devices
     best = None
@@ -236,9 +241,9 @@ def _astray(low: Lowered, w, c: int, rel, what, topo) -> str:
             if best is None or rank < best[0]:
                 best = (rank, x, counter[1])
     if best is None:
-        return ""
+        return "", None
     _, x, to = best
-    return f"{what(x)} on {rel(x.owner, c)} goes to {rel(to, c)}, where nothing waits for it"
+    return f"{what(x)} on {rel(x.owner, c)} goes to {rel(to, c)}, where nothing waits for it", (x, to)
 
 
 def _cycle(deps: dict[int, list[int]]) -> list[int]:

@@ -50,6 +50,10 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
     from semcheck.checker.checking import check_modes
 
     confined = _confined(composed) if "hardware" in req.modes else None
+    if confined is not None:  # decided over the program, after check_modes' naming pass: named here (issue 26.4)
+        from semcheck.checker.timeline import naming
+
+        confined = naming(confined, composed.program)
     untrusted = confined is not None and confined.verdict != "proved"
     modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES)
                   and not (untrusted and m == "hardware"))

@@ -280,7 +280,8 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
         locs=(program.cores[a.core][a.pc].loc, program.cores[b.core][b.pc].loc, *extra),
         details={
             "accesses": [
-                {"what": e.describe(), "device": program.topology.device_of(e.core), "line": str(program.cores[e.core][e.pc].loc),
+                {"what": e.describe(), "device": program.topology.device_of(e.core), "by": _who(program, e.core),
+                 "line": str(program.cores[e.core][e.pc].loc),
                  "buffer": e.buffer[2], "region": [list(d) for d in e.region.box], "write": e.write}
                 for e in (a, b)
             ],

@@ -27,19 +27,33 @@ def _loc(loc) -> dict[str, Any] | None:
     return {"file": loc.file, "line": loc.line, "text": loc.text}
 
 
+def _rel_all(x: Any) -> Any:
+    """`x` (a witness's details: JSON data) with kernel paths in its texts relative to the working
+    directory, as the report's `file` fields are."""
+    if isinstance(x, str):
+        return _rel(x)
+    if isinstance(x, dict):
+        return {k: _rel_all(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rel_all(v) for v in x]
+    return x
+
+
 def verdict_json(v: Verdict) -> dict[str, Any]:
     out: dict[str, Any] = {"property": v.property, "verdict": v.verdict}
     if v.reason:
-        out["reason"] = v.reason
+        out["reason"] = _rel(v.reason)
     if v.witness is not None:
         w = v.witness
+        # the texts name kernel lines relative to the working directory; `locations` keep the
+        # absolute file the schema promises (a tool opens it from anywhere)
         out["witness"] = {
-            "message": w.message,
-            "hint": w.hint or BY_ID[v.property].hint,
+            "message": _rel(w.message),
+            "hint": _rel(w.hint or BY_ID[v.property].hint),
             "schedule": [list(a) for a in w.schedule],
-            "blocked": [{"core": c, "pc": pc, "what": what} for c, pc, what in w.blocked],
+            "blocked": [{"core": c, "pc": pc, "what": _rel(what)} for c, pc, what in w.blocked],
             "locations": [_loc(loc) for loc in w.locs],
-            "details": w.details,
+            "details": _rel_all(w.details),
         }
     if v.input is not None:
         out["input"] = input_json(v.input)

@@ -1,108 +1,24 @@
-"""Markdown and HTML reports (`--format markdown`, `--format html`), with Mermaid sequence diagrams of the
-witnesses."""
+"""Markdown and HTML reports (`--format markdown`, `--format html`), with sequence diagrams of the
+witnesses (`report_diagram`): Mermaid in markdown, inline SVG in HTML (`report_svg`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import os
-import re
-
 from semcheck.checker.differences import CAUSES, differences
 from semcheck.checker.generated_inputs import coverage, input_line
 from semcheck.checker.properties import IDS
+from semcheck.checker.report_diagram import diagram, to_mermaid
+from semcheck.checker.report_svg import to_svg
 from semcheck.checker.report import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
 from semcheck.checker.request import Result
 from semcheck.checker.verdict import Verdict, unknown_kind
 
 
-MERMAID_CDN = "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.min.js"
-"""Where the HTML report loads Mermaid from, unless SEMCHECK_MERMAID_JS names a local mermaid.min.js
-to inline (then the file works offline)."""
-MAX_DIAGRAM_WAITS = 4  # blocked cores drawn per deadlock; the rest are the same up to rotation, or listed
-_MERMAID_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,()+\-=\[\]/'*!?]")
-
-
-def _mtext(text: str) -> str:
-    """Text safe inside a Mermaid message or note: no ; # : < > { } or quotes, which its grammar reads."""
-    text = re.sub(r"(\d):(\d)", r"\1..\2", text.replace("->", "to"))
-    return re.sub(r"\s+", " ", _MERMAID_UNSAFE.sub(" ", text)).strip() or "-"
-
-
 def mermaid_diagram(v: Verdict) -> str | None:
-    """A Mermaid `sequenceDiagram` of a violation's witness (None when there is nothing to draw).
-
-    Deadlocks: one participant per core involved; an operation that added to a blocked counter is a
-    solid arrow, one that never runs a dotted arrow ending in a cross, each blocked wait a note.
-    Races: the two accesses as notes on their devices, and the copy between them. Other witnesses:
-    where each involved device stops, from the timeline.
-    """
-    w = v.witness
-    if w is None:
-        return None
-    if w.details.get("waits"):
-        return _deadlock_diagram(w.details["waits"])
-    if w.details.get("accesses"):
-        return _race_diagram(w.details["accesses"], w)
-    timeline = w.details.get("timeline") or []
-    if not timeline:
-        return None
-    out = ["sequenceDiagram"]
-    devices = [d["device"] for d in timeline][:MAX_DIAGRAM_WAITS]
-    out += [f"    participant D{d} as device {d}" for d in devices]
-    for d in timeline[:MAX_DIAGRAM_WAITS]:
-        stop = next((e for e in reversed(d["events"]) if ">>" in e), d["events"][-1] if d["events"] else "")
-        loc, _, what = stop.partition("  ")
-        out.append(f"    Note over D{d['device']}: stops at {_mtext(loc.rsplit(':', 1)[-1] and 'line ' + loc.rsplit(':', 1)[-1])} "
-                   f"{_mtext(what.replace('>>', ''))}")
-    return "\n".join(out)
-
-
-def _deadlock_diagram(waits: list[dict]) -> str:
-    drawn = waits[:MAX_DIAGRAM_WAITS]
-    cores: dict[int, str] = {}
-    for wt in drawn:
-        cores.setdefault(wt["core"], wt["name"])
-        for nd in wt["needs"]:
-            cores.setdefault(nd["core"], nd["name"])
-    out = ["sequenceDiagram"]
-    out += [f"    participant C{c} as {_mtext(name)}" for c, name in sorted(cores.items())]
-    for wt in drawn:
-        arrows: dict[tuple, int] = {}
-        for nd in sorted(wt["needs"], key=lambda nd: not nd["runs"]):  # what ran, then what never runs
-            key = (nd["core"], nd["what"], nd["line"], nd["runs"])
-            arrows[key] = arrows.get(key, 0) + 1
-        for (core, what, line, runs), times in arrows.items():
-            again = f", {times} times" if times > 1 else ""
-            if runs:
-                out.append(f"    C{core}->>C{wt['core']}: {_mtext(what)}, line {line}{again}")
-            else:
-                out.append(f"    C{core}--xC{wt['core']}: {_mtext(what)}, line {line}{again} (never runs)")
-        out.append(f"    Note over C{wt['core']}: BLOCKED at line {wt['line']}, {_mtext(wt['what'])}")
-    if len(waits) > len(drawn):
-        first, last = min(cores), max(cores)
-        span = f"C{first},C{last}" if first != last else f"C{first}"
-        out.append(f"    Note over {span}: {len(waits) - len(drawn)} more blocked cores, "
-                   f"the same up to rotation or as the text says")
-    return "\n".join(out)
-
-
-def _race_diagram(accesses: list[dict], w) -> str:
-    devices = sorted({a["device"] for a in accesses})
-    out = ["sequenceDiagram"]
-    out += [f"    participant D{d} as device {d}" for d in devices]
-    for a in accesses:
-        line = str(a.get("line", "")).rsplit(":", 1)[-1]
-        kind = "writes" if a.get("write") else "reads"
-        out.append(f"    Note over D{a['device']}: {_mtext(a['what'])} ({kind}), line {_mtext(line)}")
-    a, b = accesses[0], accesses[-1]
-    copy = next((x for x in accesses if "cop" in x["what"]), None)
-    if copy is not None:
-        other = b if copy is a else a
-        out.append(f"    D{copy['device']}-)D{other['device']}: the copy, in flight while the other access runs")
-    out.append(f"    Note over D{devices[0]},D{devices[-1]}: RACE, either order is possible" if len(devices) > 1
-               else f"    Note over D{devices[0]}: RACE, either order is possible")
-    return "\n".join(out)
+    """A Mermaid `sequenceDiagram` of a violation's witness (None when there is nothing to draw)."""
+    d = diagram(v)
+    return None if d is None else to_mermaid(d)
 
 
 def _md_cell(text: str) -> str:
@@ -167,9 +83,9 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
                 out += ["```text", *(_rel(t) for t in text), "```"]
-                diagram = mermaid_diagram(v)
-                if diagram:
-                    out += ["", "```mermaid", diagram, "```"]
+                drawn = mermaid_diagram(v)
+                if drawn:
+                    out += ["", "```mermaid", drawn, "```"]
                 locs = [loc for loc in dict.fromkeys(v.witness.locs) if loc is not None and loc.line]
                 if locs:
                     out += [""] + [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
@@ -214,7 +130,8 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
 
 
 def to_html(label: str, files: Sequence[FileReport]) -> str:
-    """One self-contained HTML page: the markdown report's content, with the diagrams drawn by Mermaid."""
+    """One self-contained HTML page: the markdown report's content, with the diagrams as inline SVG
+    (no script, nothing loaded from anywhere)."""
     import html
 
     e = html.escape
@@ -222,7 +139,6 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     s = summary(results)
     body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
             f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown</b></p>"]
-    diagrams = 0
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
@@ -233,10 +149,9 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                 body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
                 if v.input is not None:
                     body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
-                diagram = mermaid_diagram(v)
-                if diagram:
-                    diagrams += 1
-                    body.append(f"<pre class=mermaid>\n{e(diagram)}\n</pre>")
+                drawn = diagram(v)
+                if drawn is not None:
+                    body.append("<figure>" + to_svg(drawn, title=f"{shown} {kind}: {f.path} {target}") + "</figure>")
             else:
                 body.append(f"<p>{e(_rel(v.reason))}</p>")
             if others:
@@ -273,22 +188,10 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                         f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
                         f"<td>{e(_row_summary(r))}</td></tr>")
     body.append("</table>")
-    local = os.environ.get("SEMCHECK_MERMAID_JS")
-    if local:
-        with open(local, encoding="utf-8") as fh:
-            script = "<script>\n" + fh.read().replace("</script", "<\\/script") + "\n</script>"
-        note = "Mermaid is inlined in this file."
-    else:
-        script = f'<script src="{MERMAID_CDN}"></script>'
-        note = (f"The diagrams are drawn by Mermaid, loaded from {MERMAID_CDN}; offline, set "
-                "SEMCHECK_MERMAID_JS to a local mermaid.min.js when writing the report to inline it.")
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
-             "pre.text{background:#f6f8fa;padding:.8em;white-space:pre-wrap}")
+             "pre.text{background:#f6f8fa;padding:.8em;white-space:pre-wrap}"
+             "figure{margin:1em 0;overflow-x:auto}svg.diagram{display:block}")
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f"<title>semcheck: {e(_rel(label))}</title><style>{style}</style></head><body>\n"
-            + "\n".join(body)
-            + (f"\n<p><small>{e(note)}</small></p>\n{script}\n"
-               "<script>mermaid.initialize({startOnLoad: true, securityLevel: 'strict'});</script>\n"
-               if diagrams else "\n")
-            + "</body></html>\n")
+            + "\n".join(body) + "\n</body></html>\n")

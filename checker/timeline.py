@@ -26,28 +26,38 @@ from semcheck.model.ops import (
 
 
 # A run_scoped allocation's label (`scoped@file.py:70#0/3`, `buf@file.py:60#0/1`) and its site
-# (`scoped@file.py:70#0`): the lowering needs them unique, a reader needs the line of the run_scoped.
-_SCOPED = re.compile(r"'?\b(scoped|buf)@([\w.-]+\.py):(\d+)(?:\.\d+)?#(\d+)(?:/\d+)?'?")
-_SITE = re.compile(r"\bsite (" + _SCOPED.pattern + r") index (\d+)")
+# (`scoped@file.py:70#0`): the lowering needs them unique, a reader needs the body's parameter that
+# names it (`Program.names`, keyed by site) and the line of the run_scoped.
+_SCOPED = re.compile(r"'?\b(?P<kind>scoped|buf)@(?P<file>[\w.-]+\.py):(?P<line>\d+)(?P<dot>\.\d+)?#(?P<k>\d+)"
+                     r"(?:/\d+)?'?(?P<index>\[[^\]]*\])?")
+_SITE = re.compile(r"\bsite (?P<label>" + _SCOPED.pattern.replace("?P<", "?P<s_") + r") index (?P<at>\d+)")
 _CORE_OP = re.compile(r"\bcore (\d+) op (\d+)\b(, \S+\.py:\d+)?")  # with the op's line when it follows
-_CORE = re.compile(r"\b(device \d+ )?core (\d+)\b")
+# a core the text already places on a device (`device 3 core 1`, `devices 0-3 core 1`, `this device core 1`,
+# `its left neighbour core 1`, `the device 2 to its right core 0`): a local core, left as it is
+_CORE = re.compile(r"\b((?:device(?: \d+)?|devices [\d, \-]*\d|neighbour|right|left) )?core (\d+)\b")
 
 
-def _scoped(m: re.Match) -> str:
-    kind, file, line, k = m.group(1), m.group(2), m.group(3), int(m.group(4))
+def _scoped(m: re.Match, names: dict[str, str] | None = None, prefix: str = "") -> str:
+    kind, file, line, k = m["kind"], m["file"], m["line"], int(m["k"])
     what = "semaphore" if kind == "scoped" else "buffer"
+    name = (names or {}).get(f"{prefix}{kind}@{file}:{line}{m['dot'] or ''}#{k}")
+    if name:  # as the body's parameter, with where the run_scoped is
+        return f"{name}{m['index'] or ''} (run_scoped {what}, {file}:{line})"
     nth = f" {k + 1}" if k else ""
-    return f"run_scoped {what}{nth} ({file}:{line})"
+    return f"run_scoped {what}{nth} ({file}:{line}){m['index'] or ''}"
 
 
 # A program of kernel calls renames each call's labels `kernel#i.label` (programs.md): a reader knows
 # the parameter, the kernel and which call of it.
-_CALL = re.compile(r"\b(\w+)#(\d+)\.(" + _SCOPED.pattern.replace("'?", "") + r"|[A-Za-z_]\w*)(\[[^\]]*\])?")
+_CALL = re.compile(r"\b(?P<kernel>\w+)#(?P<i>\d+)\.(?P<label>" + _SCOPED.pattern.replace("'?", "").replace("?P<", "?P<c_")
+                   + r"|[A-Za-z_]\w*)(?P<cindex>\[[^\]]*\])?")
 
 
-def _call(m: re.Match) -> str:
-    kernel, i, label, index = m.group(1), int(m.group(2)), m.group(3), m.group(8) or ""
-    return f"{_SCOPED.sub(_scoped, label)}{index} of {kernel} (call {i})"  # the call index, as Invocation.describe
+def _call(m: re.Match, names: dict[str, str] | None = None) -> str:
+    kernel, i, label, index = m["kernel"], int(m["i"]), m["label"], m["cindex"] or ""
+    prefix = f"{kernel}#{i}."
+    label = _SCOPED.sub(lambda s: _scoped(s, names, prefix), label)
+    return f"{label}{index} of {kernel} (call {i})"  # the call index, as Invocation.describe
 
 
 _HBM = re.compile(r"\b(?:\w+#\d+\.)?hbm\d+\b")  # a launch's HBM buffer, in a program of calls with its call
@@ -58,7 +68,8 @@ def label_name(label: str, names: dict[str, str] | None = None) -> str:
     text = str(label)
     if names:
         text = _HBM.sub(lambda m: names.get(m.group(0), m.group(0)), text)
-    return _SCOPED.sub(_scoped, _CALL.sub(_call, text))
+    text = _CALL.sub(lambda m: _call(m, names), text)
+    return _SCOPED.sub(lambda m: _scoped(m, names), text)
 
 
 def _plain(x, names: dict[str, str]):
@@ -79,14 +90,23 @@ def who(program: Program, core: int) -> str:
     return d if topo.cores_per_device == 1 else f"{d} core {topo.local_core_of(core)}"
 
 
+def _site(m: re.Match, names: dict[str, str] | None) -> str:
+    """`site scoped@f.py:61#1 index 0`: an allocation site, by its parameter when the body named it."""
+    key = f"{m['s_kind']}@{m['s_file']}:{m['s_line']}{m['s_dot'] or ''}#{m['s_k']}"
+    name = (names or {}).get(key)
+    where = f"{m['s_file']}:{m['s_line']}"
+    return f"{name} (allocated at {where}), index {m['at']}" if name else f"allocated at {where}, index {m['at']}"
+
+
 def humanize(text: str, program: Program | None = None, names: dict[str, str] | None = None) -> str:
     """`text` (a verdict's message, hint or reason) in the kernel's words: run_scoped labels by their
     line, `core C op N` by the device (and core) and the op's line, a bare global `core N` as the
     device (and core) it is. A `device D core C` is already in those words and left alone."""
     if not text:
         return text
-    text = _SITE.sub(lambda m: f"allocated at {m.group(3)}:{m.group(4)}, index {m.group(6)}", text)
-    text = label_name(text, dict(program.names) if program is not None else names)
+    names = dict(program.names) if program is not None else names
+    text = _SITE.sub(lambda m: _site(m, names), text)
+    text = label_name(text, names)
     if program is None:
         return text
     n = program.topology.num_cores

@@ -153,7 +153,7 @@ def lower_kernel(
             loc=call.loc,
             launch_failure=failure,
             exit_accesses=exit_reads(call, _hbm_labels(call)),  # PRG-120: the results are read after the call
-            names=hbm_names(call),
+            names=hbm_names(call) + tuple(lw.scoped_names.items()),
         )
     finally:
         if collecting:

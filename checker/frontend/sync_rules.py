@@ -13,9 +13,11 @@ Kernel loads and stores of buffers are the sibling module `accesses`.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 from jax._src.pallas import primitives as pallas_prims
 from jax._src.pallas.mosaic import core as mosaic_core
@@ -63,6 +65,8 @@ class SyncRules(Evaluator):
         super().__init__(call, num_devices, cores)
         self.collective_id = call.collective_id
         self.label_counter = 0  # makes every run_scoped allocation label unique
+        # how reports name each run_scoped allocation site (`site#k`, `buf@...#k`): by the body's parameter
+        self.scoped_names: dict[str, str] = {}
         self.rules.update({
             tpu_prims.get_barrier_semaphore_p: self._get_barrier_semaphore,
             pallas_prims.semaphore_signal_p: self._semaphore_signal,
@@ -316,6 +320,7 @@ class SyncRules(Evaluator):
         buffers: list[str] = []
         params = self.call.interpret_params
         allow_hbm = bool(getattr(params, "allow_hbm_allocation_in_run_scoped", False))
+        params_of = _body_params(jaxpr)
         for k, v in enumerate(jaxpr.invars):
             aval = v.aval
             ms = getattr(aval, "memory_space", None)
@@ -323,6 +328,8 @@ class SyncRules(Evaluator):
             if ms is mosaic_core.MemorySpace.SEMAPHORE or _is_semaphore_dtype(getattr(aval, "dtype", None)):
                 count = math.prod(int(s) for s in aval.shape)
                 label = f"{site}#{k}/{self.label_counter}"
+                if k < len(params_of):
+                    self.scoped_names[f"{site}#{k}"] = params_of[k]
                 op: Op = AllocSem(label, count, f"{site}#{k}", "core", loc)
                 allocs.append(SemArray(label, tuple(int(s) for s in aval.shape), semaphore_type(aval.dtype)))
             else:
@@ -330,6 +337,8 @@ class SyncRules(Evaluator):
                 if ms_name == "hbm" and not allow_hbm:
                     raise Unsupported("run_scoped", "allocating HBM in run_scoped (the interpreter rejects it)", loc)
                 label = f"buf@{site[len('scoped@'):]}#{k}/{self.label_counter}"
+                if k < len(params_of):
+                    self.scoped_names[label.rsplit("/", 1)[0]] = params_of[k]
                 nbytes = _nbytes(aval)
                 op = AllocBuffer(label, nbytes, ms_name, "core", loc)
                 allocs.append(BufRef(label))
@@ -349,3 +358,19 @@ def _nbytes(aval: Any) -> int:
         return math.prod(int(s) for s in aval.shape) * np.dtype(aval.dtype).itemsize
     except TypeError:
         return 0
+
+
+_JAX_DIR = os.path.dirname(jax.__file__)
+
+
+def _body_params(jaxpr: Any) -> tuple[str, ...]:
+    """The parameter names of a run_scoped body, one per allocation, as the user wrote them (jax's
+    trace keeps them); () when jax's own code wrote the body (emit_pipeline's scratch, say) or the
+    names do not line up with the allocations."""
+    info = getattr(jaxpr, "debug_info", None)
+    names = tuple(getattr(info, "arg_names", None) or ())
+    src = str(getattr(info, "func_src_info", "") or "")
+    if len(names) != len(jaxpr.invars) or not all(names) or _JAX_DIR + os.sep in src \
+            or any(n.startswith("<") for n in names):
+        return ()
+    return names

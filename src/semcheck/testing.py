@@ -157,6 +157,8 @@ if pytest is not None:
 
     def pytest_configure(config: Any) -> None:
         config.addinivalue_line("markers", "semcheck: a kernel verified by semcheck (collected by --semcheck)")
+        if config.getoption("semcheck", default=False):
+            _project(config)  # a bad [tool.semcheck] is one usage error now, not a failure of every item
 
     class SemcheckItem(pytest.Item):
         """One kernel target at one device count."""
@@ -233,7 +235,8 @@ if pytest is not None:
             file, _, selector = text.partition("::")
             path = os.path.normpath(os.path.join(base, file))
             explicit = collector.config.getoption("semcheck_devices")
-            groups = plan(path, selector or None, None) if not explicit else [(selector or None, None)]
+            default = _project(collector.config).get("devices", CLI_DEFAULT_DEVICES)  # as `semcheck verify`
+            groups = plan(path, selector or None, None, default) if not explicit else [(selector or None, None)]
             for sel, declared in groups:
                 shown = file + (f":{sel}" if sel else "")
                 spec = path + (f"::{sel}" if sel else "")

@@ -7,6 +7,7 @@ made once, two at a time, by a module fixture; the tests then look at them.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -134,7 +135,8 @@ def test_an_input_error_of_one_file_is_in_the_machine_readable_report_as_for_man
     (tmp_path / "dir").mkdir()
     one = semcheck("verify", "empty.py", "--format", fmt, cwd=tmp_path)
     none = semcheck("verify", "dir", "--format", fmt, cwd=tmp_path)
-    for run, code in ((one, "no-targets"), (none, "no-kernels")):
+    missing = semcheck("verify", "no_such_kernel.py", "--format", fmt, cwd=tmp_path)
+    for run, code in ((one, "no-targets"), (none, "no-kernels"), (missing, "file-missing")):
         assert run.returncode == 2, run.stderr
         assert len(run.stderr_lines) == 1 and run.stderr_lines[0].startswith(f"semcheck: {code}: ")
         data = run.json()
@@ -143,6 +145,17 @@ def test_an_input_error_of_one_file_is_in_the_machine_readable_report_as_for_man
         else:
             (result,) = data["runs"][0]["results"]
             assert result["ruleId"] == "input-error" and result["level"] == "error"
+
+
+def test_a_missing_file_beside_others_is_its_own_error(tmp_path):
+    """One path that does not exist does not stop the others: they are verified, it is listed under
+    `errors`, and the exit code is 2 (input error) as for any file that cannot be verified."""
+    run = semcheck("verify", CLEAN, "no_such_kernel.py", "--devices", "2", "--dma-mode", "eager",
+                   "--format", "json", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    data = run.json()
+    assert [(e["code"], e["file"]) for e in data["errors"]] == [("file-missing", "no_such_kernel.py")]
+    assert data["results"] and all(r["verdict"] == "proved" for r in data["results"])
 
 
 def test_syntax_error_is_found_without_starting_jax(kernels):
@@ -229,3 +242,15 @@ def test_a_target_that_raises_does_not_hide_the_files_other_targets(tmp_path):
     assert all(row["verdict"] == "proved" for row in data["results"])
     ((error),) = data["errors"]
     assert error["target"] == "broken" and error["code"] == "kernel-raised" and "no mesh" in error["message"]
+
+
+def test_a_generated_input_target_without_hypothesis_says_how_to_install_it(tmp_path):
+    """Without hypothesis (here: a stand-in that fails to import as a missing one does), a target with
+    `inputs=` is the one-line input error that names the extra to install."""
+    fake = tmp_path / "no_hypothesis" / "hypothesis"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'hypothesis'\", name='hypothesis')\n")
+    kernel = Path(__file__).resolve().parents[1] / "generated_inputs" / "paged_lengths.py"
+    run = semcheck("verify", kernel, "--devices", "2", "--dma-mode", "eager", "--no-cache", cwd=tmp_path,
+                   extra_env={"PYTHONPATH": str(fake.parent)})
+    assert_one_line_error(run, "kernel-raised", ("ModuleNotFoundError", "pip install 'semcheck[inputs]'"))

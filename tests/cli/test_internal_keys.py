@@ -200,3 +200,71 @@ def test_every_example_every_format(directory, monkeypatch):
     assert not found, "\n".join(f"{k}: {line}" for k, v in found.items() for line in v)
     bad = core_of_one_core_kernels(files)
     assert not bad, "\n".join(bad[:5])
+
+
+def _run_scoped_params(path: Path) -> dict[int, list[str]]:
+    """The line of each `pl.run_scoped(body, ...)` of a kernel file -> `body`'s parameters, from its source."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    defs = {d.name: [a.arg for a in d.args.args] for d in ast.walk(tree) if isinstance(d, ast.FunctionDef)}
+    out = {}
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run_scoped"
+                and call.args and isinstance(call.args[0], ast.Name) and call.args[0].id in defs):
+            out[call.lineno] = defs[call.args[0].id]
+    return out
+
+
+def test_run_scoped_objects_are_named_by_the_body_parameters(representative):
+    """A run_scoped allocation reads as the parameter of the body that receives it, with the line of the
+    run_scoped (issue 26.4), in every format: never as `run_scoped semaphore 2 (...)`."""
+    label, files = representative
+    texts = rendered(label, files)
+    checked = 0
+    for f in files:
+        params = _run_scoped_params(REPO / f.path)
+        if not params:
+            continue
+        base = Path(f.path).name
+        for fmt, text in texts.items():
+            named = re.findall(rf"([\w.]+)(?:\[[^\]]*\])? \(run_scoped (?:semaphore|buffer), {re.escape(base)}:(\d+)\)", text)
+            for name, line in named:
+                assert name in params.get(int(line), ()), f"{fmt}: {name} at line {line}, not a parameter of its body"
+            assert not re.search(rf"run_scoped (?:semaphore|buffer)(?: \d+)? \({re.escape(base)}:", text), fmt
+            checked += len(named)
+    assert checked > 0  # the representative files show run_scoped objects
+
+
+@pytest.mark.parametrize("label, named", [
+    ("scoped@k.py:70#1/9[1]", "s2[1] (run_scoped semaphore, k.py:70)"),
+    ("'scoped@k.py:70#1/9'", "s2 (run_scoped semaphore, k.py:70)"),
+    ("buf@k.py:60#0/1[0:8, 0:128]", "vbuf[0:8, 0:128] (run_scoped buffer, k.py:60)"),
+    ("_k#0.scoped@k.py:70#0/3[0]", "sem[0] (run_scoped semaphore, k.py:70) of _k (call 0)"),
+    ("_k#1.scoped@k.py:70#0/3[0]", "run_scoped semaphore (k.py:70)[0] of _k (call 1)"),  # that call's body unnamed
+    ("site scoped@k.py:70#1 index 0", "s2 (allocated at k.py:70), index 0"),
+    ("scoped@k.py:70.2#0/4", "run_scoped semaphore (k.py:70)"),  # the second run_scoped on the line: no name
+])
+def test_run_scoped_labels_read_as_their_parameters(label, named):
+    from semcheck.checker.timeline import humanize
+
+    names = {"_k#0.scoped@k.py:70#0": "sem", "scoped@k.py:70#1": "s2", "buf@k.py:60#0": "vbuf"}
+    assert humanize(label, names=names) == named
+    assert leaks({"text": humanize(label, names=names)}) == {}
+
+
+def test_local_cores_are_not_renamed_as_global_ones(representative):
+    """A text that places a core on its device already (`this device core 1`, `devices 0, 1 core 0`) keeps
+    it: the naming pass must not make it `this device device 0 core 1`."""
+    twice = re.compile(r"\bdevices? (?:[\d, \-]*\d )?device \d+ core \d+")
+    found = [f"{fmt}: {line.strip()[:200]}" for fmt, text in rendered(*representative).items()
+             for line in text.splitlines() if twice.search(_CODE.sub("``", line))]
+    assert not found, "\n".join(found[:5])
+
+
+@pytest.mark.parametrize("text", ["this device core 1", "devices 0, 1 core 0", "devices 0-3 core 1",
+                                  "its left neighbour core 1", "the device 2 to its right core 0", "device 3 core 1"])
+def test_a_core_placed_on_its_device_is_left_alone(text):
+    from semcheck.checker.timeline import _CORE
+
+    assert _CORE.sub(lambda m: m.group(0) if m.group(1) else "RENAMED", text) == text

@@ -1,11 +1,12 @@
-"""`--format markdown` and `--format html`: a summary table and, per violation, a Mermaid
-sequence diagram of the witness; the diagrams pass a strict structural check of the
-sequenceDiagram subset semcheck emits, and round-trip through it unchanged."""
+"""`--format markdown` and `--format html`: a summary table and, per violation, a sequence diagram
+of the witness: Mermaid in markdown (the diagrams pass a strict structural check of the
+sequenceDiagram subset semcheck emits, and round-trip through it unchanged), inline SVG in HTML
+(drawn by headless Chromium with no script and no network, when it is installed)."""
 
 from __future__ import annotations
 
 import html
-import os
+import json
 import re
 import shutil
 import subprocess
@@ -16,9 +17,15 @@ import pytest
 from ._support import BUGGY, EXAMPLES, semcheck
 
 ID = r"[A-Za-z][A-Za-z0-9_]*"
-TEXT = r"[^;#:\n<>{}\"]+"  # what semcheck's messages and notes may hold
+TEXT = r"(?:[^;#:\n<>{}\"]|#\d+;)+"  # what semcheck's messages and notes may hold: those characters as entity codes
 PARTICIPANT = re.compile(rf"^participant ({ID}) as ({TEXT})$")
 MESSAGE = re.compile(rf"^({ID})(->>|-->>|->|-->|-x|--x|-\)|--\))({ID}): ({TEXT})$")
+ENTITY = re.compile(r"#(\d+);")
+
+
+def unentity(text: str) -> str:
+    """A Mermaid text as Mermaid draws it: `#58;` is `:`."""
+    return ENTITY.sub(lambda m: chr(int(m[1])), text)
 NOTE = re.compile(rf"^Note (over|left of|right of) ({ID})(?:,({ID}))?: ({TEXT})$")
 
 
@@ -75,9 +82,8 @@ def reports(tmp_path_factory):
     md = semcheck("verify", *KERNELS, "--devices", "4", "--dma-mode", "on_wait", "--format", "markdown",
                   "--jobs", "2", cwd=EXAMPLES.parent)
     page = out / "report.html"
-    env = {"SEMCHECK_MERMAID_JS": str(_mermaid_js())} if _mermaid_js() else {}
     html_run = semcheck("verify", *KERNELS, "--devices", "4", "--dma-mode", "on_wait", "--format", "html",
-                        "--output", page, "--jobs", "2", cwd=EXAMPLES.parent, extra_env=env)
+                        "--output", page, "--jobs", "2", cwd=EXAMPLES.parent)
     return md, html_run, page
 
 
@@ -106,50 +112,101 @@ def test_markdown_has_a_summary_table_and_a_diagram_per_violation(reports):
     assert not re.search(r"\('(site|internal|fixed)'", text)
 
 
+def svg_texts(svg: str) -> list[str]:
+    """The texts of an SVG diagram, each as one line (its wrapped lines joined)."""
+    return [" ".join(html.unescape(t) for t in re.findall(r"<tspan[^>]*>(.*?)</tspan>", text))
+            for text in re.findall(r"<text[^>]*>(.*?)</text>", svg)]
+
+
+def diagram_texts(block: str) -> list[str]:
+    """The texts of a Mermaid diagram as drawn: participants, then messages and notes in order."""
+    statements = parse_sequence_diagram(block)
+    return ([unentity(s[2]) for s in statements if s[0] == "participant"]
+            + [unentity(s[-1]) for s in statements if s[0] != "participant"])
+
+
 @pytest.mark.jax
-def test_html_is_one_page_with_the_same_diagrams(reports):
+def test_html_is_one_page_with_the_same_diagrams_as_svg(reports):
     md, run, page = reports
     assert run.returncode == 1, run.stderr
     doc = page.read_text()
     assert doc.startswith("<!DOCTYPE html>") and doc.rstrip().endswith("</html>")
-    diagrams = [html.unescape(d).strip("\n") for d in re.findall(r"<pre class=mermaid>\n(.*?)\n</pre>", doc, re.S)]
-    assert diagrams == mermaid_blocks(md.stdout)
-    assert "mermaid.initialize" in doc
-    if not _mermaid_js():
-        assert 'src="https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.min.js"' in doc
-
-
-def _mermaid_js() -> Path | None:
-    """A local copy of the published mermaid.min.js (SEMCHECK_MERMAID_JS, or an npm install of `mermaid`
-    named by SEMCHECK_TEST_NODE_MODULES), for rendering without the network."""
-    for p in (os.environ.get("SEMCHECK_MERMAID_JS"),
-              os.path.join(os.environ.get("SEMCHECK_TEST_NODE_MODULES", "/nonexistent"), "mermaid/dist/mermaid.min.js")):
-        if p and os.path.isfile(p):
-            return Path(p)
-    return None
+    assert "<script" not in doc and "http" not in doc.lower() and "mermaid" not in doc  # nothing to load or run
+    svgs = re.findall(r"<svg class=diagram.*?</svg>", doc, re.S)
+    blocks = mermaid_blocks(md.stdout)
+    assert len(svgs) == len(blocks) >= len(KERNELS)
+    for svg, block in zip(svgs, blocks):  # the same lanes, arrows and notes, in the same order
+        texts = svg_texts(svg)
+        lanes = [s for s in parse_sequence_diagram(block) if s[0] == "participant"]
+        assert texts == diagram_texts(block)
+        arrows = [s for s in parse_sequence_diagram(block) if s[0] == "message"]
+        assert svg.count("class='arrow ") == len(arrows)
+    race = next(svg for svg in svgs if "RACE" in svg)
+    assert "buf[0:1, 0:8, 0:128]" in " ".join(svg_texts(race))  # regions as the text report writes them
+    assert "buf[0:1, 0:8, 0:128]" in md.stdout
 
 
 def _browser() -> str | None:
     return next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 
-@pytest.mark.jax
-def test_the_html_renders_in_a_headless_browser(reports, tmp_path):
-    """The page, with Mermaid inlined, drawn by a real headless browser: every diagram becomes an SVG."""
+# Run in the page after it has loaded (a test-only copy of the report: the report itself has no script):
+# each diagram's size and its texts' boxes as laid out, what was fetched, and the text a reader sees.
+_MEASURE = """<script>
+const diagrams = [...document.querySelectorAll("svg.diagram")].map(svg => {
+  const r = svg.getBoundingClientRect();
+  return {w: r.width, h: r.height, vw: svg.viewBox.baseVal.width, vh: svg.viewBox.baseVal.height,
+          shapes: svg.querySelectorAll("line, path, rect").length,
+          texts: [...svg.querySelectorAll("text")].map(t => { const b = t.getBBox();
+                                                             return [b.x, b.y, b.width, b.height]; })};
+});
+const pre = document.createElement("pre");
+pre.id = "measured";
+pre.textContent = JSON.stringify({diagrams, fetched: performance.getEntriesByType("resource").map(e => e.name),
+                                  seen: document.body.innerText});
+document.body.appendChild(pre);
+</script>"""
+
+
+def render(page: Path, tmp_path: Path) -> dict:
+    """`page` laid out by headless Chromium, offline: what `_MEASURE` reports."""
     browser = _browser()
-    if browser is None or _mermaid_js() is None:
-        pytest.skip("needs chromium and a local mermaid.min.js (SEMCHECK_MERMAID_JS or SEMCHECK_TEST_NODE_MODULES)")
+    if browser is None:
+        pytest.skip("chromium is not installed: `make chromium` installs it (apt-get install chromium)")
+    probe = tmp_path / f"measured-{page.name}"
+    probe.write_text(page.read_text().replace("</body>", _MEASURE + "</body>"))
+    profile = tmp_path / "profile"
+    run = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--proxy-server=127.0.0.1:9",  # any request would fail, and show
+         "--window-size=1200,900", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=60)
+    m = re.search(r'<pre id="measured">(.*?)</pre>', run.stdout, re.S)
+    assert m, (run.returncode, run.stderr[-2000:])
+    return json.loads(html.unescape(m[1]))
+
+
+def assert_drawn(measured: dict, n: int) -> None:
+    assert len(measured["diagrams"]) == n > 0
+    for d in measured["diagrams"]:
+        assert d["w"] > 100 and d["h"] > 50 and d["shapes"] > 2, d
+        assert (d["w"], d["h"]) == (d["vw"], d["vh"])  # drawn at its own size
+        assert d["texts"]
+        for x, y, w, h in d["texts"]:  # every text has a size and lies inside its diagram
+            assert w > 0 and h > 0
+            assert x >= 0 and y >= 0 and x + w <= d["vw"] + 1 and y + h <= d["vh"] + 1, (x, y, w, h, d["vw"], d["vh"])
+    assert measured["fetched"] == []
+    seen = measured["seen"]
+    assert not re.search(r"sequenceDiagram|participant |->>|--x|Note over|```", seen)  # no diagram source
+
+
+@pytest.mark.jax
+def test_the_html_renders_offline_in_a_headless_browser(reports, tmp_path):
+    """Every diagram of the page, drawn by a real browser with no network and no script: each SVG has a
+    size, every text in it a box inside it, nothing was fetched and no diagram source shows."""
     _, run, page = reports
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
-    drawn = re.findall(r'<svg[^>]*aria-roledescription="sequence"', dom)
-    assert len(drawn) == page.read_text().count("<pre class=mermaid>"), dom[-3000:]
-    assert 'aria-roledescription="error"' not in dom  # Mermaid draws a parse error as an "error" diagram
-    shot = tmp_path / "report.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                    "--window-size=1400,3000", f"--screenshot={shot}", page.as_uri()],
-                   capture_output=True, timeout=120)
-    assert shot.is_file() and shot.stat().st_size > 10_000
+    assert_drawn(render(page, tmp_path), page.read_text().count("<svg class=diagram"))
 
 
 @pytest.mark.jax
@@ -178,3 +235,13 @@ def test_markdown_and_html_lead_with_the_findings_and_say_where_the_modes_differ
     h_table = page_text.index("<table>")
     assert h_finding < h_differ < h_table
     assert "<code>examples/buggy/two_core_signal_hangs_on_tpu.py:57</code>" in page_text[h_differ:h_table]
+    # the misrouted signal is an arrow: core 1's signal at line 57 goes back to core 1, not to core 0
+    block = next(b for b in mermaid_blocks(text) if "BLOCKED" in b)
+    astray = [s for s in parse_sequence_diagram(block) if s[0] == "message" and s[2] == "-->>"]
+    assert astray and all(s[1] == s[3] and "line 57" in s[4] and "core 0" in unentity(s[4]) for s in astray)
+    lanes = {s[1]: s[2] for s in parse_sequence_diagram(block) if s[0] == "participant"}
+    assert {lanes[s[1]] for s in astray} >= {"device 0 core 1"}
+    svg = re.search(r"<svg class=diagram.*?</svg>", page.read_text(), re.S)[0]
+    assert svg.count("class='arrow astray'") == len(astray)
+    assert "signal +1, line 57, goes to itself, not to device 0 core 0" in " ".join(svg_texts(svg))
+    assert_drawn(render(page, tmp_path), 1)

@@ -92,6 +92,30 @@ def test_json_reports_match_the_schema(example_runs):
             assert s[kind] == sum(r["verdict"] == kind for r in report["results"])
 
 
+def test_json_texts_name_kernel_files_relative_to_the_working_directory(example_runs):
+    """Reasons, messages, hints and details say `examples/buggy/x.py:57`; only the row's `file` (the path
+    as given, absolute here) and `locations[].file` (the absolute path the schema promises) are not."""
+    def texts(x, in_locations=False, row=False):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not (k == "file" and (in_locations or row)):
+                    yield from texts(v, in_locations or k == "locations")
+        elif isinstance(x, list):
+            for v in x:
+                yield from texts(v, in_locations)
+        elif isinstance(x, str):
+            yield x
+
+    runs = {k: r for k, r in example_runs.items() if k[1] == "json" and k[0].startswith("buggy/")}
+    assert runs
+    for (name, _), run in runs.items():
+        report = run.json()
+        said = [t for row in report["results"] for t in texts(row, row=True)]
+        leaked = [t for t in said if str(EXAMPLES.parent) + os.sep in t]
+        assert not leaked, (name, leaked[:3])
+        assert any(f"examples/{name}:" in t for t in said), name  # the lines are still said
+
+
 def test_where_interpret_mode_and_hardware_differ_the_report_says_why(example_runs):
     # the missing core_index deadlocks the interpreter (its signal goes to core 0) but not a TPU
     report = example_runs[("buggy/two_core_missing_core_index.py", "json")].json()

@@ -134,6 +134,8 @@ def test_pytest_plugin_reads_the_project_configuration(tmp_path):
 
         sys.path.insert(0, {str(EXAMPLES)!r})
 
+        semcheck_targets = [{os.path.relpath(EXAMPLES / 'ring_permute.py', tmp_path)!r}]  # a build file
+
 
         @semcheck.target
         def permute(num_devices):
@@ -152,6 +154,13 @@ def test_pytest_plugin_reads_the_project_configuration(tmp_path):
     assert "test_kernels.py::permute[devices=2]" in run.stdout
     assert "permute[devices=4]" not in run.stdout and "permute[devices=8]" not in run.stdout
     assert "test_kernels.py::declared[devices=4]" in run.stdout
-    ran = run_pytest(tmp_path, "--semcheck", "-k", "permute", "-v")
+    listed = [line for line in run.stdout.splitlines() if "ring_permute.py-devices=" in line]
+    assert [line.rsplit("=", 1)[1] for line in listed] == ["2]"]  # a listed file's build: the project's too
+    (tmp_path / "pyproject.toml").write_text('[tool.semcheck]\ndevices = [2]\ndma_modes = "eager"\n')
+    bad = run_pytest(tmp_path, "--semcheck", "--collect-only", "-q")
+    assert bad.returncode == 4, bad.stdout + bad.stderr  # pytest's usage error, once, before any item
+    assert "[tool.semcheck] dma_modes: unknown setting" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "pyproject.toml").write_text('[tool.semcheck]\ndevices = [2]\ndma-mode = "eager"\n')
+    ran = run_pytest(tmp_path, "--semcheck", "-k", "permute and not ring_permute", "-v")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "1 passed" in ran.stdout
