@@ -23,6 +23,7 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
     from semcheck.checker.request import Result
 
     checked = [_check(c, req, deadline) for c in orders]
+    branches = list(dict.fromkeys(getattr(c, "branch", "") for c in orders))  # PRG-126
     traced = orders[0]
     program = traced.program
     exposed = exposures_of(program, req.fold)
@@ -32,8 +33,14 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
         exposed = (*exposed, Exposure("D25", tuple(dict.fromkeys(inv.loc for inv in traced.ir.invocations))[:3]))
     out = []
     for mode in req.modes:
-        verdicts = [_unexplored(_merge([c[mode][0][i] for c in checked], orders), traced)
-                    for i in range(len(req.properties))]
+        verdicts = []
+        for i in range(len(req.properties)):
+            per_branch = []
+            for b in branches:
+                mine = [(c, o) for c, o in zip(checked, orders) if getattr(o, "branch", "") == b]
+                per_branch.append(_unexplored(_merge([c[mode][0][i] for c, _ in mine], [o for _, o in mine]),
+                                              mine[0][1]))
+            verdicts.append(_over_branches(per_branch, branches))
         out.append(Result(
             target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
             program={"ops": program.num_ops, "cores": program.topology.num_cores,
@@ -131,6 +138,24 @@ def _unexplored(v: Verdict, traced: Any) -> Verdict:
         return v
     said = f" (in the traced order: {v.verdict}{': ' + v.reason if v.reason else ''})"
     return Verdict(v.property, "unknown", reason=traced.unexplored + said, stats=v.stats)
+
+
+def _over_branches(verdicts: list[Verdict], branches: list[str]) -> Verdict:
+    """PRG-126: a property over the programs the undecided conds give: proved when proved in every one,
+    violated when some program violates it (the witness names its branches), unknown otherwise, naming
+    the program that is not proved."""
+    if len(verdicts) == 1:
+        return verdicts[0]
+    for v, b in zip(verdicts, branches):
+        if v.verdict == "violated":
+            if v.witness is not None:
+                return dataclasses.replace(v, witness=dataclasses.replace(
+                    v.witness, message=f"{v.witness.message} (when {b})"))
+            return v
+    if all(v.verdict == "proved" for v in verdicts):
+        return verdicts[0]
+    v, b = next((v, b) for v, b in zip(verdicts, branches) if v.verdict != "proved")
+    return dataclasses.replace(v, reason=f"when {b}: {v.reason}")
 
 
 def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:

@@ -24,6 +24,9 @@ from typing import Any
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.model.ops import NO_LOC, Loc
 
+_MAX_FOLD = 4096
+"""The largest operand (elements) the walk evaluates to know a value (PRG-126)."""
+
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
 
@@ -64,6 +67,11 @@ class Invocation:
     index: int  # the call index: position in the traced order of kernel runs
     inputs: tuple[Value, ...]  # per input operand (role "input"), in order
     after: frozenset[int] = frozenset()  # the calls whose outputs its operands are computed from
+    # PRG-125: the collective id jax lowers the call with for a TPU (PRG-123's assignment; the call's own
+    # under `no`), whether jax picked it, and jax's lowering error when it gives none
+    collective_id: int | None = None
+    id_picked: bool = False
+    id_error: str | None = None
 
     @property
     def name(self) -> str:
@@ -122,6 +130,13 @@ class ProgramIR:
     unknown: tuple[str, Loc] | None = None
     escapes: tuple[tuple[Produced, str], ...] = ()
     uses: tuple[Use, ...] = ()
+    # PRG-126: at each cond around a kernel call whose branch the walk could not tell, (the number of
+    # branches, the cond's line, the branch this program takes)
+    branches: tuple[tuple[int, Loc, int], ...] = ()
+
+    def describe_branches(self) -> str:
+        """Which branch of each undecided cond this program takes ("" when none)."""
+        return ", ".join(f"the cond at {loc} takes branch {b}" for _, loc, b in self.branches)
 
     @property
     def semaphore_links(self) -> tuple[Link, ...]:
@@ -168,23 +183,73 @@ class _Stop(Exception):
         self.reason, self.loc = reason, loc
 
 
-def program_ir(jaxpr: Any) -> ProgramIR:
-    """The program of `jaxpr` (a traced target's `Jaxpr`): see the module docstring."""
-    w = _Walker()
+MAX_BRANCH_PROGRAMS = 8
+"""The most programs the undecided conds around kernel calls may give; more are unknown (PRG-126)."""
+
+
+def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> ProgramIR:
+    """The program of `jaxpr` (a traced target's `Jaxpr`): see the module docstring. `args` are the
+    concrete values of its inputs when the target's build gave them; `choices` the branches the
+    undecided conds take, in the order the walk meets them (0 past the end, PRG-126)."""
+    w = _Walker(choices)
     env = {v: w.outside("a program input") for v in jaxpr.invars}
+    for k, v in enumerate(jaxpr.invars):  # outside shard_map a value is one for every device
+        w.know(env[v], None if args is None or len(args) != len(jaxpr.invars) else _concrete(args[k]))
+    for v in getattr(jaxpr, "constvars", ()):
+        env[v] = w.outside("a constant of the program")
+        w.know(env[v])
     try:
-        outs = w.walk(jaxpr, env, axes={}, physical=1)
+        outs = w.walk(jaxpr, env, axes={}, physical=1, top=True)
         for v in outs:
             if isinstance(v, Produced):
                 w.result(v)
     except _Stop as stop:
-        return ProgramIR(tuple(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
-                         tuple(w.uses))
-    return ProgramIR(tuple(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses))
+        return ProgramIR(_with_ids(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
+                         tuple(w.uses), tuple(w.points))
+    return ProgramIR(_with_ids(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
+                     tuple(w.points))
+
+
+def program_irs(jaxpr: Any, args: Any = None, limit: int = MAX_BRANCH_PROGRAMS) -> list[ProgramIR]:
+    """PRG-126: one program per combination of branches of the conds around kernel calls whose branch
+    the walk cannot tell (each the same on every device), the first branches first; one unknown program
+    when there are more than `limit`."""
+    out: list[ProgramIR] = []
+    pending: list[tuple[int, ...]] = [()]
+    while pending:
+        choices = pending.pop(0)
+        ir = program_ir(jaxpr, args, choices)
+        out.append(ir)
+        for j in range(len(choices), len(ir.branches)):  # the conds this walk met first took branch 0
+            taken = tuple(b for _, _, b in ir.branches[:j])
+            pending.extend(taken + (b,) for b in range(1, ir.branches[j][0]))
+        if len(out) + len(pending) > limit:
+            loc = ir.branches[-1][1] if ir.branches else NO_LOC
+            return [dataclasses.replace(out[0], unknown=(
+                f"the conds around its kernel calls give more than {limit} programs (one per combination of "
+                "branches): not explored", loc))]
+    return out
+
+
+def _with_ids(invocations: list[Invocation]) -> tuple[Invocation, ...]:
+    """PRG-125: each invocation with the collective id jax gives its call for a TPU (PRG-123), under the
+    auto-assignment mode jax is configured with while the target is traced."""
+    from semcheck.checker.frontend.collective_ids import assign, config
+
+    got = assign([inv.call for inv in invocations], *config())
+    return tuple(dataclasses.replace(inv, collective_id=got[id(inv.call)].collective_id,
+                                     id_picked=got[id(inv.call)].auto, id_error=got[id(inv.call)].error)
+                 for inv in invocations)
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, choices: tuple[int, ...] = ()) -> None:
+        self.choices = choices
+        self.points: list[tuple[int, Loc, int]] = []  # PRG-126: the undecided conds met, in order
+        self._uniform: set[int] = set()  # idents of values that are the same on every device
+        self._const: dict[int, Any] = {}  # ident -> its value, where the walk knows it
+        self._shard_of: dict[tuple, Outside] = {}
+        self._computation = 0  # PRG-127: the top-level computation the walk is in
         self.invocations: list[Invocation] = []
         self.links: list[Link] = []
         self.escapes: list[tuple[Produced, str]] = []
@@ -199,11 +264,56 @@ class _Walker:
         self._values += 1
         return Outside(what, loc, deps, self._values)
 
+    def know(self, v: Value, value: Any = None, uniform: bool = True) -> None:
+        """Record that `v` is the same on every device (PRG-126), and its value when known."""
+        if isinstance(v, Outside) and v.ident:
+            if uniform:
+                self._uniform.add(v.ident)
+            if value is not None:
+                self._const[v.ident] = value
+
+    def _literal(self, x: Any) -> Outside:
+        v = self.outside("a literal")
+        self.know(v, x.val)
+        return v
+
+    def _about(self, x: Any, v: Value) -> tuple[bool, Any]:
+        """(whether the value is the same on every device, its value or None)."""
+        from jax._src import core as jax_core
+
+        if isinstance(x, jax_core.Literal):
+            return True, x.val
+        if isinstance(v, Outside) and v.ident:
+            return v.ident in self._uniform, self._const.get(v.ident)
+        return False, None
+
+    def _fold(self, eqn: Any, about: list[tuple[bool, Any]], outs: list[Value]) -> None:
+        """PRG-126: an XLA op's results are the same on every device when its operands are (axis_index
+        aside), and known when its operands are (evaluated by jax, for small values)."""
+        import numpy as np
+
+        if eqn.primitive.name == "axis_index" or not all(u for u, _ in about):
+            return
+        value = None
+        if all(c is not None for _, c in about) and not _subs(eqn) and \
+                all(int(np.size(c)) <= _MAX_FOLD for _, c in about):
+            try:
+                import jax
+
+                with jax.ensure_compile_time_eval():
+                    got = eqn.primitive.bind(*[c for _, c in about], **eqn.params)
+                got = got if eqn.primitive.multiple_results else [got]
+                value = [np.asarray(g) for g in got]
+            except Exception:  # noqa: BLE001 - a value the walk cannot compute is only not known
+                value = None
+        for k, v in enumerate(outs):
+            self.know(v, None if value is None or k >= len(value) else value[k])
+
     def escape(self, v: Produced, how: str) -> None:
         if (v, how) not in self.escapes:
             self.escapes.append((v, how))
 
-    def walk(self, jaxpr: Any, env: dict, *, axes: dict[str, int], physical: int) -> list[Value]:
+    def walk(self, jaxpr: Any, env: dict, *, axes: dict[str, int], physical: int, top: bool = False) -> list[Value]:
         from jax._src import core as jax_core  # lazy: see the module docstring
 
         def read(x: Any) -> Value:
@@ -211,16 +321,22 @@ class _Walker:
                 return Outside("a literal")
             return env.get(x) or self.outside("a value the walk did not see")
 
-        for eqn in jaxpr.eqns:
+        for i, eqn in enumerate(jaxpr.eqns):
+            if top:  # PRG-127: each operation of the traced function is dispatched on its own
+                self._computation = i
             name = eqn.primitive.name
             ins = [read(x) for x in eqn.invars]
+            if name not in ("pallas_call", "mpmd_map") and _subs(eqn):  # PRG-126: a literal into a body is known there
+                ins = [self._literal(x) if isinstance(x, jax_core.Literal) else v for x, v in zip(eqn.invars, ins)]
             if name in ("pallas_call", "mpmd_map"):
                 outs = self._kernel(eqn, ins, axes, physical)
             elif name == "shard_map":
                 sub_axes, sub_physical = _shard_map_axes(eqn, axes, physical)
-                outs = self._call(eqn, ins, sub_axes, sub_physical)
+                outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
+            elif name == "cond" and self._contains_kernel(eqn):
+                outs = self._cond(eqn, ins, self._about(eqn.invars[0], ins[0]), axes, physical)
             elif self._contains_kernel(eqn):
                 if _single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or _is_call_shaped(eqn)):
                     outs = self._call(eqn, ins, axes, physical)
@@ -234,6 +350,7 @@ class _Walker:
                     if isinstance(v, Produced):
                         self._xla_use(v, name, loc, _deps(ins))
                 outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
+                self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -262,7 +379,7 @@ class _Walker:
         for v in ins[:skip]:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
-        same = (call.name, call.loc, tuple(ins))
+        same = (call.name, call.loc, tuple(ins), self._computation)  # PRG-127: XLA merges within one computation
         if same in self._launched and not _side_effecting(call):
             earlier = self.invocations[self._launched[same]]
             raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
@@ -307,6 +424,53 @@ class _Walker:
                         eqn_loc(eqn))
         return outs
 
+    def _shards(self, eqn: Any, ins: list[Value], axes: dict[str, int]) -> list[Value]:
+        """PRG-126: inside a shard_map an input split over a manual axis differs between devices (a new
+        value, neither uniform nor known); a replicated one is the caller's."""
+        out = []
+        for v, spec in zip(ins, eqn.params.get("in_specs", ())):
+            named = {a for part in spec if part is not None
+                     for a in (part if isinstance(part, tuple) else (part,))}
+            if isinstance(v, Outside) and named:  # one value per input and split, so PRG-103's CSE still sees it
+                key = (v, tuple(sorted(named)))
+                if key not in self._shard_of:
+                    self._shard_of[key] = self.outside(v.what, v.loc, v.deps)
+                v = self._shard_of[key]
+            out.append(v)
+        return out + list(ins[len(out):])
+
+    def _cond(self, eqn: Any, ins: list[Value], about: tuple[bool, Any], axes: dict[str, int],
+              physical: int) -> list[Value]:
+        """PRG-126: the branch the cond takes when the walk knows its index, one of each undecided cond's
+        branches (the same on every device) per program otherwise, unknown when devices may differ."""
+        import numpy as np
+
+        branches = eqn.params["branches"]
+        loc = eqn_loc(eqn)
+        uniform, value = about
+        if value is not None:
+            b = int(np.clip(int(np.asarray(value).reshape(-1)[0]), 0, len(branches) - 1))
+        elif uniform:
+            j = len(self.points)
+            b = self.choices[j] if j < len(self.choices) else 0
+            self.points.append((len(branches), loc, b))
+        else:
+            raise _Stop("a kernel call inside a cond whose branch may differ between devices (its predicate "
+                        "depends on the device or on a sharded value): per-device call sequences are not "
+                        "followed", loc)
+        sub = branches[b]
+        jaxpr = getattr(sub, "jaxpr", sub)
+        consts = [self.outside("a constant of a cond branch", loc) for _ in getattr(jaxpr, "constvars", ())]
+        env = dict(zip(jaxpr.constvars, consts)) if consts else {}
+        operands = ins[1:]
+        if len(jaxpr.invars) != len(operands):
+            raise _Stop("a kernel call inside a cond whose operands the walk cannot match", loc)
+        env.update(zip(jaxpr.invars, operands))
+        outs = self.walk(jaxpr, env, axes=axes, physical=physical)
+        if len(outs) != len(eqn.outvars):
+            raise _Stop("a kernel call inside a cond whose results the walk cannot match", loc)
+        return outs
+
     def _scan(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
         p = eqn.params
         length = int(p["length"])
@@ -343,6 +507,25 @@ class _Walker:
 
 
 # --- jaxpr helpers ---------------------------------------------------------------------
+
+
+def _concrete(x: Any) -> Any:
+    """`x` as a numpy value when it is a concrete one (not a shape, not a tracer) of at most `_MAX_FOLD`
+    elements, else None."""
+    import numpy as np
+
+    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+        value = np.asarray(x)
+    else:
+        import jax
+
+        if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+            return None
+        try:
+            value = np.asarray(x)
+        except Exception:  # noqa: BLE001 - a value numpy cannot read is not known
+            return None
+    return value if value.size <= _MAX_FOLD else None
 
 
 def _side_effecting(call: KernelCall) -> bool:
@@ -401,4 +584,5 @@ def _shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict
     return sub_axes, max(physical, int(math.prod(mesh.shape.values())))
 
 
-__all__ = ["Invocation", "Link", "Outside", "Produced", "ProgramIR", "Use", "program_ir", "MAX_UNROLL"]
+__all__ = ["Invocation", "Link", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
+           "program_ir", "program_irs"]
