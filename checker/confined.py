@@ -259,6 +259,55 @@ def _violation(program: Program, la: Landing, run: Any, what: str, when: str, wh
              "not leave the call before every copy into it has landed (a second barrier, or waiting for it)"))
 
 
+def faithful(composed: Any, schedule: Any) -> str | None:
+    """PRG-128: None when, in the run `schedule` of the composed program, every remote signal and copy into
+    a kernel-local or carried object lands while its target is inside the object's window; otherwise what
+    lands outside (or why the run could not be followed)."""
+    from semcheck.model.errors import ModelBug
+    from semcheck.model.state import State
+    from semcheck.model.step import step
+
+    program = composed.program
+    landings = {(la.core, la.pc): la for la in composed_landings(composed)}
+    if not landings:
+        return None
+
+    def outside(la: Landing, state: State, what: str) -> str | None:
+        at = state.pcs[la.target]
+        if la.entry < at < la.exit or la.target == la.core:
+            return None
+        op = program.cores[la.core][la.pc]
+        return f"the {what} at {op.loc} lands in device {program.topology.device_of(la.target)} outside {la.owner}"
+
+    state = State.initial(program)
+    in_flight: dict[int, Landing] = {}  # copy ident -> its landing, until its write half
+    try:
+        for actor in schedule:
+            kind, x = actor
+            la = None
+            if kind == "core":
+                la = landings.get((x, state.pcs[x]))
+                if la is not None and type(program.cores[x][state.pcs[x]]) is Signal:
+                    bad = outside(la, state, "signal")
+                    if bad:
+                        return bad
+            elif kind == "dma_write" and x in in_flight:
+                bad = outside(in_flight.pop(x), state, "copy")
+                if bad:
+                    return bad
+            nxt = step(program, "hardware", state, actor)
+            if la is not None and type(program.cores[x][state.pcs[x]]) is DmaStart and len(nxt.dmas) > len(state.dmas):
+                in_flight[len(state.dmas)] = la
+            state = nxt
+    except ModelBug:
+        return "its run could not be replayed"
+    for la in in_flight.values():  # not landed yet: it must not be able to land after the target left
+        bad = outside(la, state, "copy")
+        if bad:
+            return bad
+    return None
+
+
 def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
     """PROP-8 on a single kernel call (PRG-113); a program of calls is decided by `program_results`."""
     del timeout_ms
@@ -275,4 +324,5 @@ def interpreter_verdict(program: Program, mode: str) -> Verdict:
         "reached its end, a device that failed too (programs.md PRG-110): nothing lands outside a call"))
 
 
-__all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "interpreter_verdict", "invocation_confined", "single_landings"]
+__all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "faithful", "interpreter_verdict",
+           "invocation_confined", "single_landings"]

@@ -57,8 +57,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
 
     confined = _confined(composed) if "hardware" in req.modes else None
     untrusted = confined is not None and confined.verdict != "proved"
-    modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES)
-                  and not (untrusted and m == "hardware"))
+    modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
     done.update(_interpreted(composed, tuple(m for m in req.modes if m in INTERPRETER_MODES and m not in modes),
                              req, deadline))
@@ -66,9 +65,10 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
     for mode in req.modes:
         if mode in done:
             verdicts, seconds = done[mode]
-            out[mode] = ([_gap(v, composed.race_gaps) for v in verdicts], seconds)
-        elif mode == "hardware":
-            out[mode] = ([Verdict(p, "unknown", reason=_unconfined(confined)) for p in req.properties], 0.0)
+            verdicts = [_gap(v, composed.race_gaps) for v in verdicts]
+            if mode == "hardware" and untrusted:
+                verdicts = [_standing(v, composed, confined) for v in verdicts]
+            out[mode] = (verdicts, seconds)
         else:
             out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
@@ -82,6 +82,25 @@ def _confined(composed: Any) -> Verdict:
     from semcheck.checker.replay import with_replay
 
     return with_replay(lambda program, mode, timeout_ms=0: composed_verdict(composed))(composed.program, "hardware")
+
+
+_RUN_WITNESSED = frozenset({"deadlock-free", "race-free"})
+"""PRG-128: the properties whose witness is the violating run itself (a count or id found statically is not)."""
+
+
+def _standing(v: Verdict, composed: Any, confined: Verdict) -> Verdict:
+    """PRG-128: where invocation-confined is not proved, a violation whose run lands every remote signal and
+    copy inside its call stands; every other verdict is unknown, citing the confinement verdict (PRG-114)."""
+    from semcheck.checker.confined import PROPERTY, faithful
+
+    if v.property == PROPERTY:
+        return v
+    if v.verdict == "violated" and v.property in _RUN_WITNESSED and v.witness is not None and v.witness.schedule \
+            and faithful(composed, v.witness.schedule) is None:
+        return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=(
+            f"{v.witness.message} (this run lands every remote signal and copy inside its call, so it is a run "
+            "of a TPU although invocation-confined is not proved: programs.md PRG-128)")))
+    return Verdict(v.property, "unknown", reason=_unconfined(confined), stats=v.stats)
 
 
 def _unconfined(confined: Verdict) -> str:

@@ -203,6 +203,9 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
         for v in outs:
             if isinstance(v, Produced):
                 w.result(v)
+        if w.state_calls and len(w.invocations) > 1:  # PRG-129
+            raise _Stop("a kernel call inside a run_state, in a program of several calls: the refs it closes "
+                        "over are not followed as links between calls", w.state_calls[0][1])
     except _Stop as stop:
         return ProgramIR(_with_ids(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
                          tuple(w.uses), tuple(w.points))
@@ -249,6 +252,7 @@ class _Walker:
         self._uniform: set[int] = set()  # idents of values that are the same on every device
         self._const: dict[int, Any] = {}  # ident -> its value, where the walk knows it
         self._shard_of: dict[tuple, Outside] = {}
+        self.state_calls: list[tuple[frozenset[int], Loc]] = []  # PRG-129: calls inside a run_state, its line
         self._computation = 0  # PRG-127: the top-level computation the walk is in
         self.invocations: list[Invocation] = []
         self.links: list[Link] = []
@@ -335,6 +339,8 @@ class _Walker:
                 outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
+            elif name == "run_state" and self._contains_kernel(eqn):
+                outs = self._run_state(eqn, ins, axes, physical)
             elif name == "cond" and self._contains_kernel(eqn):
                 outs = self._cond(eqn, ins, self._about(eqn.invars[0], ins[0]), axes, physical)
             elif self._contains_kernel(eqn):
@@ -423,6 +429,20 @@ class _Walker:
             raise _Stop(f"a kernel call inside {eqn.primitive.name} whose results the walk cannot match",
                         eqn_loc(eqn))
         return outs
+
+    def _run_state(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
+        """PRG-129: the calls of a `run_state` body, whose kernels close over the body's refs (LAUNCH-4). The
+        refs' final values are computed from those calls; as links to other calls they are not followed, so
+        such a call is followed only as the program's one invocation (checked at the end of the walk)."""
+        sub = _single_sub(eqn)
+        loc = eqn_loc(eqn)
+        if sub is None or len(sub.invars) != len(ins):
+            raise _Stop("a kernel call inside a run_state whose refs the walk cannot match", loc)
+        first = len(self.invocations)
+        self.walk(sub, dict(zip(sub.invars, ins)), axes=axes, physical=physical)
+        made = frozenset(range(first, len(self.invocations)))
+        self.state_calls.append((made, loc))
+        return [self.outside("the final value of a run_state ref", loc, _deps(ins) | made) for _ in eqn.outvars]
 
     def _shards(self, eqn: Any, ins: list[Value], axes: dict[str, int]) -> list[Value]:
         """PRG-126: inside a shard_map an input split over a manual axis differs between devices (a new

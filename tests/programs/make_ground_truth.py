@@ -95,7 +95,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/buggy/async_remote_copy_start_without_send_done.py": {
         "hardware": ["exit-balance", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_recv_done_wrong_future.py": {
-        "hardware": ["invocation-confined"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["invocation-confined", "race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_one_id_two_directions.py": {
         "hardware": ["invocation-confined"], "from_devices": 3, "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/collective_permute_loop_recv_done_skipped.py": {

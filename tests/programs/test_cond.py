@@ -1,6 +1,6 @@
 """PRG-126: kernel calls under a `lax.cond` (tests/programs/cond_targets.py): the branch the walk can
 tell is followed, an undecided one (the same on every device) is checked branch by branch, one that may
-differ between devices is unknown with its line."""
+differ between devices is unknown with its line. PRG-129: a call inside `run_state`."""
 
 from __future__ import annotations
 
@@ -97,3 +97,16 @@ def test_a_cond_whose_branch_differs_between_devices_is_unknown_with_its_line(wa
 def test_a_cond_on_the_loop_counter_is_followed_per_iteration(walked):
     (ir,) = walked["loop_counter_cond"]
     assert ir["calls"] == ["_ring_kernel", "_pair_kernel", "_pair_kernel"] and not ir["branches"], ir
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-129")
+def test_a_single_call_inside_run_state_is_decided():
+    """jax's stateful async-copy pattern: one pallas_call inside run_state, closing over its refs. The walk
+    follows it, so invocation-confined is decided (PRG-113) instead of unknown."""
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", "examples/jax_ops/stateful_async_copy.py",
+                          "--devices", "2", "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    got = {r["property"]: r for r in json.loads(run.stdout)["results"]}
+    assert got["invocation-confined"]["verdict"] == "proved", got["invocation-confined"]
+    assert {r["verdict"] for r in got.values()} == {"proved"}
