@@ -151,7 +151,15 @@ def composed_verdict(composed: Any) -> Verdict:
 def decide(program: Program, landings: list[Landing], *, where: Any = None, calls: Any = None,
            reading: str = "") -> Verdict:
     """PRG-111 / PRG-112 for each landing: violated with a replayable witness, proved, or unknown."""
+    from semcheck.model.fold import rotation_period
+
     topo = program.topology
+    every = len(landings)
+    # PRG-131: where rotating the devices by `period` maps the program onto itself, the landings of a
+    # device's senders are the rotations of those of its image, and so are their two maximal runs (RUN-3)
+    period = rotation_period(program) if topo.num_devices > 2 and landings else topo.num_devices
+    if period < topo.num_devices:
+        landings = [la for la in landings if topo.device_of(la.core) < period]
     early_runs: dict[tuple[int, int], Any] = {}
     unsure: list[str] = []
     for la in landings:
@@ -179,10 +187,13 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
                           f"left {la.last} (a run can fail first)")
     if unsure:
         return Verdict(PROPERTY, "unknown", reason="; ".join(unsure[:2]))
+    sym = (("; those of device 0 checked, the program repeating every device (PRG-131)" if period == 1 else
+            f"; those of devices 0..{period - 1} checked, the program repeating every {period} devices (PRG-131)")
+           if period < topo.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
-        f"every remote signal and copy ({len(landings)}) lands while its target is inside the call that owns "
-        "the object (programs.md PRG-111, PRG-112)" if landings else "no remote signal or copy into a kernel-local "
-        "or carried object (barrier semaphores aside, PRG-105)"))
+        f"every remote signal and copy ({every}) lands while its target is inside the call that owns "
+        f"the object (programs.md PRG-111, PRG-112){sym}" if landings else "no remote signal or copy into a "
+        "kernel-local or carried object (barrier semaphores aside, PRG-105)"))
 
 
 class _Starts:
@@ -308,6 +319,50 @@ def faithful(composed: Any, schedule: Any) -> str | None:
     return None
 
 
+def lag_two(composed: Any) -> str | None:
+    """PRG-130 (PRG-7's condition): None when no device can enter iteration 3 of the window's loop while a
+    device it communicates with (a signal or copy either way, in any call of the loop) has not left
+    iteration 1, in any schedule; otherwise why not. For each such device its core 0 is frozen before its
+    last operation of iteration 1 and the rest runs as far as it can: by RUN-3 every run in which it has not
+    left is a prefix of that run."""
+    ((_, _, first, per),) = composed.ir.windows
+    program, calls = composed.program, composed.calls
+    topo = program.topology
+    body = set(range(first, first + 3 * per))
+    one, three = set(range(first, first + per)), set(range(first + 2 * per, first + 3 * per))
+    partners: dict[int, set[int]] = {}
+    for g, (ops, ks) in enumerate(zip(program.cores, calls)):
+        for op, k in zip(ops, ks):
+            if k not in body or type(op) not in (Signal, DmaStart) or op.device is None:
+                continue
+            tg = target_core(program, "hardware", g, op.device, op.core, dma=type(op) is DmaStart)
+            if not isinstance(tg, int):
+                return f"the target of the operation at {op.loc} cannot be resolved"
+            a, b = topo.device_of(g), topo.device_of(tg)
+            if a != b:
+                partners.setdefault(a, set()).add(b)
+                partners.setdefault(b, set()).add(a)
+
+    def core0(d: int) -> int:
+        return topo.global_core(d, 0)
+
+    for b in sorted(partners):
+        mine = calls[core0(b)]
+        last = max((j for j, k in enumerate(mine) if k in one), default=None)
+        if last is None:
+            continue
+        run = fast_run(program, "hardware", freeze={core0(b): last})
+        if run.kind not in ("completed", "deadlock"):
+            return f"a run can fail before device {b} leaves the loop's first iteration"
+        for a in sorted(partners[b]):
+            theirs = calls[core0(a)]
+            enter = min((j for j, k in enumerate(theirs) if k in three), default=None)
+            if enter is not None and run.state.pcs[core0(a)] > enter:
+                return (f"device {a} can enter the loop's third iteration while device {b}, which it communicates "
+                        "with, has not left the first: a device can run two iterations ahead of a partner")
+    return None
+
+
 def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
     """PROP-8 on a single kernel call (PRG-113); a program of calls is decided by `program_results`."""
     del timeout_ms
@@ -325,4 +380,4 @@ def interpreter_verdict(program: Program, mode: str) -> Verdict:
 
 
 __all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "faithful", "interpreter_verdict",
-           "invocation_confined", "single_landings"]
+           "invocation_confined", "lag_two", "single_landings"]

@@ -73,7 +73,46 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
+    if getattr(composed.ir, "windows", ()):
+        out = _windowed(composed, out)
     return out
+
+
+def _windowed(composed: Any, out: dict) -> dict:
+    """PRG-130: verdicts over a window of WINDOW iterations of a long loop hold for the whole loop only when
+    PRG-7's condition holds (no device two iterations ahead of a partner) and every call's scratch semaphores
+    are back to zero at its exit (exit-balance proved); then a proof stands, and nothing else is decided."""
+    from semcheck.checker.confined import lag_two
+    from semcheck.checker.frontend.program_ir import WINDOW
+
+    ((loc, trips, _, per),) = composed.ir.windows
+    where = (f"checked over {WINDOW} consecutive iterations of the loop of {trips} iterations at {loc} "
+             f"({per} call{'s' if per > 1 else ''} each, programs.md PRG-130)")
+    lag: str | None | bool = False  # not computed yet
+    done = {}
+    for mode, (verdicts, seconds) in out.items():
+        if mode in INTERPRETER_MODES and composed.interpreter_exact and composed.program.launch_failure is not None:
+            done[mode] = (verdicts, seconds)  # the first call fails at launch, whatever the trip count (PRG-107)
+            continue
+        exits = next((v for v in verdicts if v.property == "exit-balance"), None)
+        kept = []
+        for v in verdicts:
+            if v.verdict == "proved" and (exits is None or exits.verdict == "proved"):
+                if lag is False:
+                    lag = lag_two(composed)
+                if lag is None:
+                    kept.append(dataclasses.replace(v, reason=f"{where}, which PRG-7 extends to every iteration"
+                                                    + (f"; {v.reason}" if v.reason else "")))
+                    continue
+                why = f"{where}: proved there, but {lag}"
+            elif v.verdict == "proved":
+                why = f"{where}: proved there, but exit-balance is {exits.verdict} in the window"
+            else:
+                said = v.reason or (v.witness.message if v.witness is not None else "")
+                why = f"{where}: {v.verdict} there ({said}); beyond the window not decided"
+            kept.append(Verdict(v.property, "unknown", reason=why, stats=v.stats))
+        done[mode] = (kept, seconds)
+    return done
 
 
 def _confined(composed: Any) -> Verdict:

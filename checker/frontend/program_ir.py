@@ -24,6 +24,9 @@ from typing import Any
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.model.ops import NO_LOC, Loc
 
+WINDOW = 3
+"""PRG-7 / PRG-130: the consecutive iterations of a long loop the composed program checks."""
+
 _MAX_FOLD = 4096
 """The largest operand (elements) the walk evaluates to know a value (PRG-126)."""
 
@@ -133,6 +136,9 @@ class ProgramIR:
     # PRG-126: at each cond around a kernel call whose branch the walk could not tell, (the number of
     # branches, the cond's line, the branch this program takes)
     branches: tuple[tuple[int, Loc, int], ...] = ()
+    # PRG-130: each loop longer than MAX_UNROLL checked over WINDOW iterations: (its line, its trip count,
+    # the call index of its first iteration's first call, the calls per iteration)
+    windows: tuple[tuple[Loc, int, int, int], ...] = ()
 
     def describe_branches(self) -> str:
         """Which branch of each undecided cond this program takes ("" when none)."""
@@ -208,9 +214,9 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
                         "over are not followed as links between calls", w.state_calls[0][1])
     except _Stop as stop:
         return ProgramIR(_with_ids(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
-                         tuple(w.uses), tuple(w.points))
+                         tuple(w.uses), tuple(w.points), tuple(w.windows))
     return ProgramIR(_with_ids(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
-                     tuple(w.points))
+                     tuple(w.points), tuple(w.windows))
 
 
 def program_irs(jaxpr: Any, args: Any = None, limit: int = MAX_BRANCH_PROGRAMS) -> list[ProgramIR]:
@@ -253,6 +259,8 @@ class _Walker:
         self._const: dict[int, Any] = {}  # ident -> its value, where the walk knows it
         self._shard_of: dict[tuple, Outside] = {}
         self.state_calls: list[tuple[frozenset[int], Loc]] = []  # PRG-129: calls inside a run_state, its line
+        self.windows: list[tuple[Loc, int, int, int]] = []  # PRG-130
+        self._in_window = False
         self._computation = 0  # PRG-127: the top-level computation the walk is in
         self.invocations: list[Invocation] = []
         self.links: list[Link] = []
@@ -495,10 +503,17 @@ class _Walker:
         p = eqn.params
         length = int(p["length"])
         loc = eqn_loc(eqn)
-        if length > MAX_UNROLL:
-            raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
-                        f"{MAX_UNROLL}", loc)
         body = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
+        window = None
+        if length > MAX_UNROLL:
+            varying = _varying_calls(body)
+            if varying is not None or self.windows or self.points or self._in_window:
+                raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
+                            f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
+                            "whose every iteration runs the same calls, the program's only such loop"
+                            + (f" (its calls depend on {varying})" if varying else ""), loc)
+            window = (loc, length, len(self.invocations))
+            length = WINDOW
         consts, carry, xs = (list(g) for g in p["ft_in"].update(ins).unpack())
         ncarry = len(carry)
         for v in xs:
@@ -507,6 +522,7 @@ class _Walker:
         slices = [self.outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
         ys: list[Value] = []
         every_y: list[Value] = []  # the stacked results are computed from every iteration's
+        self._in_window = self._in_window or window is not None
         for _ in range(length):  # a reversed scan runs the same body: only the slices' order differs
             outs = self.walk(body, dict(zip(body.invars, [*consts, *carry, *slices])), axes=axes, physical=physical)
             carry, ys = (list(g) for g in p["ft_out"].update(outs).unpack())
@@ -517,6 +533,12 @@ class _Walker:
         stacked = [self.outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
         if len(carry) != ncarry:
             raise _Stop("a loop whose carried values the walk cannot match", loc)
+        if window is not None:
+            self._in_window = False
+            per = (len(self.invocations) - window[2]) // WINDOW
+            if per == 0 or (len(self.invocations) - window[2]) % WINDOW:
+                raise _Stop("a loop whose iterations do not run the same calls", loc)
+            self.windows.append((*window, per))
         return [*carry, *stacked]
 
     def _contains_kernel(self, eqn: Any) -> bool:
@@ -527,6 +549,22 @@ class _Walker:
 
 
 # --- jaxpr helpers ---------------------------------------------------------------------
+
+
+def _varying_calls(body: Any) -> str | None:
+    """PRG-130: what makes a loop body's kernel calls differ between iterations (a cond, a while loop around
+    a call, a run_state), or None when every iteration runs the same calls in the same order."""
+    for eqn in body.eqns:
+        name = eqn.primitive.name
+        if name in ("pallas_call", "mpmd_map") or not any(_jaxpr_has_kernel(s) for s in _subs(eqn)):
+            continue
+        if name in ("cond", "while", "run_state"):
+            return f"a {name} at {eqn_loc(eqn)}"
+        for sub in _subs(eqn):
+            inner = _varying_calls(sub)
+            if inner is not None:
+                return inner
+    return None
 
 
 def _concrete(x: Any) -> Any:
@@ -605,4 +643,4 @@ def _shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict
 
 
 __all__ = ["Invocation", "Link", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
-           "program_ir", "program_irs"]
+           "WINDOW", "program_ir", "program_irs"]

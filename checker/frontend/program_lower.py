@@ -16,7 +16,8 @@ kernel uses), and the per-core operations are then put one after the other in ca
   the results at the end of each call goes; the uses of results outside the calls (XLA operations,
   scalar operands, the program's result) become accesses on each device's core 0 (PRG-121).
 
-Nothing here decides a property: the composed program goes to the checks every kernel goes to.
+Nothing here decides a property: the composed program goes to the checks every kernel goes to, where the
+fold finds it repeating when every device runs the same calls (PRG-132).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def verdicts() -> dict[str, dict[int, dict[str, set[str]]]]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-15", "PRG-106", "PRG-114", "PRG-121", "PRG-127")
+@pytest.mark.rule("PRG-15", "PRG-106", "PRG-114", "PRG-121", "PRG-127", "PRG-131")
 @pytest.mark.parametrize("path", sorted(mgt.EXAMPLES))
 def test_hardware_verdicts_are_the_specs_table(verdicts, path):
     spec = mgt.EXAMPLES[path]
