@@ -18,17 +18,24 @@ Imports of jax sit in the functions (see `trace`'s docstring).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
+from semcheck.checker.frontend.program_jaxpr import (
+    MAX_FOLD,
+    concrete,
+    is_call_shaped,
+    jaxpr_has_kernel,
+    shard_map_axes,
+    side_effecting,
+    single_sub,
+    subs,
+    varying_calls,
+)
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.model.ops import NO_LOC, Loc
 
 WINDOW = 3
 """PRG-7 / PRG-130: the consecutive iterations of a long loop the composed program checks."""
-
-_MAX_FOLD = 4096
-"""The largest operand (elements) the walk evaluates to know a value (PRG-126)."""
 
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
@@ -200,7 +207,7 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
     w = _Walker(choices)
     env = {v: w.outside("a program input") for v in jaxpr.invars}
     for k, v in enumerate(jaxpr.invars):  # outside shard_map a value is one for every device
-        w.know(env[v], None if args is None or len(args) != len(jaxpr.invars) else _concrete(args[k]))
+        w.know(env[v], None if args is None or len(args) != len(jaxpr.invars) else concrete(args[k]))
     for v in getattr(jaxpr, "constvars", ()):
         env[v] = w.outside("a constant of the program")
         w.know(env[v])
@@ -307,8 +314,8 @@ class _Walker:
         if eqn.primitive.name == "axis_index" or not all(u for u, _ in about):
             return
         value = None
-        if all(c is not None for _, c in about) and not _subs(eqn) and \
-                all(int(np.size(c)) <= _MAX_FOLD for _, c in about):
+        if all(c is not None for _, c in about) and not subs(eqn) and \
+                all(int(np.size(c)) <= MAX_FOLD for _, c in about):
             try:
                 import jax
 
@@ -338,12 +345,12 @@ class _Walker:
                 self._computation = i
             name = eqn.primitive.name
             ins = [read(x) for x in eqn.invars]
-            if name not in ("pallas_call", "mpmd_map") and _subs(eqn):  # PRG-126: a literal into a body is known there
+            if name not in ("pallas_call", "mpmd_map") and subs(eqn):  # PRG-126: a literal into a body is known there
                 ins = [self._literal(x) if isinstance(x, jax_core.Literal) else v for x, v in zip(eqn.invars, ins)]
             if name in ("pallas_call", "mpmd_map"):
                 outs = self._kernel(eqn, ins, axes, physical)
             elif name == "shard_map":
-                sub_axes, sub_physical = _shard_map_axes(eqn, axes, physical)
+                sub_axes, sub_physical = shard_map_axes(eqn, axes, physical)
                 outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
@@ -352,7 +359,7 @@ class _Walker:
             elif name == "cond" and self._contains_kernel(eqn):
                 outs = self._cond(eqn, ins, self._about(eqn.invars[0], ins[0]), axes, physical)
             elif self._contains_kernel(eqn):
-                if _single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or _is_call_shaped(eqn)):
+                if single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or is_call_shaped(eqn)):
                     outs = self._call(eqn, ins, axes, physical)
                 else:
                     what = "a cond branch" if name == "cond" else f"a {name}"
@@ -394,7 +401,7 @@ class _Walker:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
         same = (call.name, call.loc, tuple(ins), self._computation)  # PRG-127: XLA merges within one computation
-        if same in self._launched and not _side_effecting(call):
+        if same in self._launched and not side_effecting(call):
             earlier = self.invocations[self._launched[same]]
             raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
@@ -428,7 +435,7 @@ class _Walker:
     # --- structure --------------------------------------------------------------------
 
     def _call(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
-        sub = _single_sub(eqn)
+        sub = single_sub(eqn)
         if sub is None or len(sub.invars) != len(ins):
             raise _Stop(f"a kernel call inside {eqn.primitive.name} whose operands the walk cannot match",
                         eqn_loc(eqn))
@@ -442,7 +449,7 @@ class _Walker:
         """PRG-129: the calls of a `run_state` body, whose kernels close over the body's refs (LAUNCH-4). The
         refs' final values are computed from those calls; as links to other calls they are not followed, so
         such a call is followed only as the program's one invocation (checked at the end of the walk)."""
-        sub = _single_sub(eqn)
+        sub = single_sub(eqn)
         loc = eqn_loc(eqn)
         if sub is None or len(sub.invars) != len(ins):
             raise _Stop("a kernel call inside a run_state whose refs the walk cannot match", loc)
@@ -506,7 +513,7 @@ class _Walker:
         body = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
         window = None
         if length > MAX_UNROLL:
-            varying = _varying_calls(body)
+            varying = varying_calls(body)
             if varying is not None or self.windows or self.points or self._in_window:
                 raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
                             f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
@@ -544,55 +551,11 @@ class _Walker:
     def _contains_kernel(self, eqn: Any) -> bool:
         key = id(eqn)
         if key not in self._has_kernel:
-            self._has_kernel[key] = any(_jaxpr_has_kernel(s) for s in _subs(eqn))
+            self._has_kernel[key] = any(jaxpr_has_kernel(s) for s in subs(eqn))
         return self._has_kernel[key]
 
 
 # --- jaxpr helpers ---------------------------------------------------------------------
-
-
-def _varying_calls(body: Any) -> str | None:
-    """PRG-130: what makes a loop body's kernel calls differ between iterations (a cond, a while loop around
-    a call, a run_state), or None when every iteration runs the same calls in the same order."""
-    for eqn in body.eqns:
-        name = eqn.primitive.name
-        if name in ("pallas_call", "mpmd_map") or not any(_jaxpr_has_kernel(s) for s in _subs(eqn)):
-            continue
-        if name in ("cond", "while", "run_state"):
-            return f"a {name} at {eqn_loc(eqn)}"
-        for sub in _subs(eqn):
-            inner = _varying_calls(sub)
-            if inner is not None:
-                return inner
-    return None
-
-
-def _concrete(x: Any) -> Any:
-    """`x` as a numpy value when it is a concrete one (not a shape, not a tracer) of at most `_MAX_FOLD`
-    elements, else None."""
-    import numpy as np
-
-    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
-        value = np.asarray(x)
-    else:
-        import jax
-
-        if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
-            return None
-        try:
-            value = np.asarray(x)
-        except Exception:  # noqa: BLE001 - a value numpy cannot read is not known
-            return None
-    return value if value.size <= _MAX_FOLD else None
-
-
-def _side_effecting(call: KernelCall) -> bool:
-    """Whether XLA must keep every launch of the call (`CompilerParams.has_side_effects`: "set to True to
-    prevent kernel being CSEd by XLA"): True or a side-effect type other than pure."""
-    effects = getattr(call.compiler_params, "has_side_effects", False)
-    if isinstance(effects, bool):
-        return effects
-    return str(getattr(effects, "name", effects)).upper() != "PURE"
 
 
 def _deps(values: list[Value]) -> frozenset[int]:
@@ -604,42 +567,6 @@ def _deps(values: list[Value]) -> frozenset[int]:
         else:
             out |= v.deps
     return frozenset(out)
-
-
-def _subs(eqn: Any) -> list[Any]:
-    from semcheck.checker.frontend.trace import _sub_jaxprs
-
-    return list(_sub_jaxprs(eqn.params))
-
-
-def _single_sub(eqn: Any) -> Any:
-    subs = _subs(eqn)
-    return subs[0] if len(subs) == 1 else None
-
-
-def _is_call_shaped(eqn: Any) -> bool:
-    sub = _single_sub(eqn)
-    return sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars) \
-        and eqn.primitive.name not in ("cond", "while", "scan")
-
-
-def _jaxpr_has_kernel(jaxpr: Any) -> bool:
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in ("pallas_call", "mpmd_map"):
-            return True
-        if any(_jaxpr_has_kernel(s) for s in _subs(eqn)):
-            return True
-    return False
-
-
-def _shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict[str, int], int]:
-    mesh = eqn.params["mesh"]
-    manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
-    sub_axes = dict(axes)
-    for k, v in mesh.shape.items():
-        if k in manual:
-            sub_axes[k] = int(v)
-    return sub_axes, max(physical, int(math.prod(mesh.shape.values())))
 
 
 __all__ = ["Invocation", "Link", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
