@@ -186,7 +186,7 @@ def generated_results(t, req: Request, deadline: float, recorder) -> list[Result
     from semcheck._dependencies import observe
     from semcheck.checker.frontend import lower_target
     from semcheck.checker.frontend.errors import Unsupported
-    from semcheck.checker.frontend.programs import takes_or_returns_semaphores
+    from semcheck.checker.frontend.programs import jax_picks_ids, takes_or_returns_semaphores
     from semcheck.checker.generated_inputs import aggregate, explore
 
     def lowered(value, text: str):
@@ -202,6 +202,9 @@ def generated_results(t, req: Request, deadline: float, recorder) -> list[Result
         if takes_or_returns_semaphores(kernels):  # programs.md: calls that hand semaphores on are one program
             return unknown_results(req, [t.name], "kernel calls that take or return semaphores, with generated "
                                    "inputs: such programs are not composed yet (specs/programs.md)")
+        if jax_picks_ids(kernels):  # PRG-125: the TPU's ids are the composed program's, not composed here
+            return unknown_results(req, [t.name], "a kernel whose collective id jax picks, with generated inputs: "
+                                   "such programs are not composed yet (specs/programs.md PRG-125)")
         return list(kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0))
 
     def check_key(value, text: str, key) -> Verdict | None:

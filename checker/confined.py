@@ -151,7 +151,15 @@ def composed_verdict(composed: Any) -> Verdict:
 def decide(program: Program, landings: list[Landing], *, where: Any = None, calls: Any = None,
            reading: str = "") -> Verdict:
     """PRG-111 / PRG-112 for each landing: violated with a replayable witness, proved, or unknown."""
+    from semcheck.model.fold import rotation_period
+
     topo = program.topology
+    every = len(landings)
+    # PRG-131: where rotating the devices by `period` maps the program onto itself, the landings of a
+    # device's senders are the rotations of those of its image, and so are their two maximal runs (RUN-3)
+    period = rotation_period(program) if topo.num_devices > 2 and landings else topo.num_devices
+    if period < topo.num_devices:
+        landings = [la for la in landings if topo.device_of(la.core) < period]
     early_runs: dict[tuple[int, int], Any] = {}
     unsure: list[str] = []
     for la in landings:
@@ -179,10 +187,13 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
                           f"left {la.last} (a run can fail first)")
     if unsure:
         return Verdict(PROPERTY, "unknown", reason="; ".join(unsure[:2]))
+    sym = (("; those of device 0 checked, the program repeating every device (PRG-131)" if period == 1 else
+            f"; those of devices 0..{period - 1} checked, the program repeating every {period} devices (PRG-131)")
+           if period < topo.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
-        f"every remote signal and copy ({len(landings)}) lands while its target is inside the call that owns "
-        "the object (programs.md PRG-111, PRG-112)" if landings else "no remote signal or copy into a kernel-local "
-        "or carried object (barrier semaphores aside, PRG-105)"))
+        f"every remote signal and copy ({every}) lands while its target is inside the call that owns "
+        f"the object (programs.md PRG-111, PRG-112){sym}" if landings else "no remote signal or copy into a "
+        "kernel-local or carried object (barrier semaphores aside, PRG-105)"))
 
 
 class _Starts:
@@ -259,6 +270,99 @@ def _violation(program: Program, la: Landing, run: Any, what: str, when: str, wh
              "not leave the call before every copy into it has landed (a second barrier, or waiting for it)"))
 
 
+def faithful(composed: Any, schedule: Any) -> str | None:
+    """PRG-128: None when, in the run `schedule` of the composed program, every remote signal and copy into
+    a kernel-local or carried object lands while its target is inside the object's window; otherwise what
+    lands outside (or why the run could not be followed)."""
+    from semcheck.model.errors import ModelBug
+    from semcheck.model.state import State
+    from semcheck.model.step import step
+
+    program = composed.program
+    landings = {(la.core, la.pc): la for la in composed_landings(composed)}
+    if not landings:
+        return None
+
+    def outside(la: Landing, state: State, what: str) -> str | None:
+        at = state.pcs[la.target]
+        if la.entry < at < la.exit or la.target == la.core:
+            return None
+        op = program.cores[la.core][la.pc]
+        return f"the {what} at {op.loc} lands in device {program.topology.device_of(la.target)} outside {la.owner}"
+
+    state = State.initial(program)
+    in_flight: dict[int, Landing] = {}  # copy ident -> its landing, until its write half
+    try:
+        for actor in schedule:
+            kind, x = actor
+            la = None
+            if kind == "core":
+                la = landings.get((x, state.pcs[x]))
+                if la is not None and type(program.cores[x][state.pcs[x]]) is Signal:
+                    bad = outside(la, state, "signal")
+                    if bad:
+                        return bad
+            elif kind == "dma_write" and x in in_flight:
+                bad = outside(in_flight.pop(x), state, "copy")
+                if bad:
+                    return bad
+            nxt = step(program, "hardware", state, actor)
+            if la is not None and type(program.cores[x][state.pcs[x]]) is DmaStart and len(nxt.dmas) > len(state.dmas):
+                in_flight[len(state.dmas)] = la
+            state = nxt
+    except ModelBug:
+        return "its run could not be replayed"
+    for la in in_flight.values():  # not landed yet: it must not be able to land after the target left
+        bad = outside(la, state, "copy")
+        if bad:
+            return bad
+    return None
+
+
+def lag_two(composed: Any) -> str | None:
+    """PRG-130 (PRG-7's condition): None when no device can enter iteration 3 of the window's loop while a
+    device it communicates with (a signal or copy either way, in any call of the loop) has not left
+    iteration 1, in any schedule; otherwise why not. For each such device its core 0 is frozen before its
+    last operation of iteration 1 and the rest runs as far as it can: by RUN-3 every run in which it has not
+    left is a prefix of that run."""
+    ((_, _, first, per),) = composed.ir.windows
+    program, calls = composed.program, composed.calls
+    topo = program.topology
+    body = set(range(first, first + 3 * per))
+    one, three = set(range(first, first + per)), set(range(first + 2 * per, first + 3 * per))
+    partners: dict[int, set[int]] = {}
+    for g, (ops, ks) in enumerate(zip(program.cores, calls)):
+        for op, k in zip(ops, ks):
+            if k not in body or type(op) not in (Signal, DmaStart) or op.device is None:
+                continue
+            tg = target_core(program, "hardware", g, op.device, op.core, dma=type(op) is DmaStart)
+            if not isinstance(tg, int):
+                return f"the target of the operation at {op.loc} cannot be resolved"
+            a, b = topo.device_of(g), topo.device_of(tg)
+            if a != b:
+                partners.setdefault(a, set()).add(b)
+                partners.setdefault(b, set()).add(a)
+
+    def core0(d: int) -> int:
+        return topo.global_core(d, 0)
+
+    for b in sorted(partners):
+        mine = calls[core0(b)]
+        last = max((j for j, k in enumerate(mine) if k in one), default=None)
+        if last is None:
+            continue
+        run = fast_run(program, "hardware", freeze={core0(b): last})
+        if run.kind not in ("completed", "deadlock"):
+            return f"a run can fail before device {b} leaves the loop's first iteration"
+        for a in sorted(partners[b]):
+            theirs = calls[core0(a)]
+            enter = min((j for j, k in enumerate(theirs) if k in three), default=None)
+            if enter is not None and run.state.pcs[core0(a)] > enter:
+                return (f"device {a} can enter the loop's third iteration while device {b}, which it communicates "
+                        "with, has not left the first: a device can run two iterations ahead of a partner")
+    return None
+
+
 def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
     """PROP-8 on a single kernel call (PRG-113); a program of calls is decided by `program_results`."""
     del timeout_ms
@@ -275,4 +379,5 @@ def interpreter_verdict(program: Program, mode: str) -> Verdict:
         "reached its end, a device that failed too (programs.md PRG-110): nothing lands outside a call"))
 
 
-__all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "interpreter_verdict", "invocation_confined", "single_landings"]
+__all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "faithful", "interpreter_verdict",
+           "invocation_confined", "lag_two", "single_landings"]

@@ -58,6 +58,8 @@ CAUSES = {
     "D25": "the interpreter runs every call of a program on a fresh manager and keeps all devices in a call until "
            "every device reached its end; on a TPU a device enters and leaves a call on its own, so a remote "
            "signal or copy can land outside the call and barrier counts carry from call to call",
+    "D30": "the interpreter uses no barrier-semaphore tags or auto-assigned collective ids and fails at "
+           "get_barrier_semaphore of a kernel without collective_id; on a TPU jax picks the kernel's id",
     "D28": "the interpreter re-raises an earlier call's failure at the dispatch of the next computation and "
            "runs none of its calls (jax's ordered-effect token); a TPU runs them",
 }
@@ -135,6 +137,10 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
         out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))
     if revisits:
         out.append(Exposure("D24", (revisits[0].loc,) if revisits[0].loc.line > 0 else ()))
+    if program.collective_id is None:  # PRG-125: only jax's TPU lowering picks an id (a tag, an auto mode)
+        picked = [op.loc for ops in program.cores for op in ops if type(op) is GetBarrierSem]
+        if picked:
+            out.append(Exposure("D30", _first_lines(picked)))
     if isinstance(program.launch_failure, EarlierFailure):
         out.append(Exposure("D28"))  # PRG-11: the call never starts after an earlier call's failure
     elif program.launch_failure is not None:
@@ -182,7 +188,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28"):
+            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

@@ -24,6 +24,7 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
     from semcheck.checker.request import Result
 
     checked = [_check(c, req, deadline) for c in orders]
+    branches = list(dict.fromkeys(getattr(c, "branch", "") for c in orders))  # PRG-126
     traced = orders[0]
     program = traced.program
     exposed = exposures_of(program, req.fold)
@@ -33,8 +34,14 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
         exposed = (*exposed, Exposure("D25", tuple(dict.fromkeys(inv.loc for inv in traced.ir.invocations))[:3]))
     out = []
     for mode in req.modes:
-        verdicts = [_unexplored(_merge([c[mode][0][i] for c in checked], orders), traced)
-                    for i in range(len(req.properties))]
+        verdicts = []
+        for i in range(len(req.properties)):
+            per_branch = []
+            for b in branches:
+                mine = [(c, o) for c, o in zip(checked, orders) if getattr(o, "branch", "") == b]
+                per_branch.append(_unexplored(_merge([c[mode][0][i] for c, _ in mine], [o for _, o in mine]),
+                                              mine[0][1]))
+            verdicts.append(_over_branches(per_branch, branches))
         out.append(Result(
             target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
             program={"ops": program.num_ops, "cores": program.topology.num_cores,
@@ -55,8 +62,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
 
         confined = naming(confined, composed.program)
     untrusted = confined is not None and confined.verdict != "proved"
-    modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES)
-                  and not (untrusted and m == "hardware"))
+    modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
     done.update(_interpreted(composed, tuple(m for m in req.modes if m in INTERPRETER_MODES and m not in modes),
                              req, deadline))
@@ -66,14 +72,54 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             verdicts, seconds = done[mode]
             # a program that fails at launch runs no copy, so none is in flight at a use (LAUNCH-5)
             gaps = () if launch_failure(composed.program, mode) is not None else composed.race_gaps
-            out[mode] = ([_gap(v, gaps) for v in verdicts], seconds)
-        elif mode == "hardware":
-            out[mode] = ([Verdict(p, "unknown", reason=_unconfined(confined)) for p in req.properties], 0.0)
+            verdicts = [_gap(v, gaps) for v in verdicts]
+            if mode == "hardware" and untrusted:
+                verdicts = [_standing(v, composed, confined) for v in verdicts]
+            out[mode] = (verdicts, seconds)
         else:
             out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
+    if getattr(composed.ir, "windows", ()):
+        out = _windowed(composed, out)
     return out
+
+
+def _windowed(composed: Any, out: dict) -> dict:
+    """PRG-130: verdicts over a window of WINDOW iterations of a long loop hold for the whole loop only when
+    PRG-7's condition holds (no device two iterations ahead of a partner) and every call's scratch semaphores
+    are back to zero at its exit (exit-balance proved); then a proof stands, and nothing else is decided."""
+    from semcheck.checker.confined import lag_two
+    from semcheck.checker.frontend.program_ir import WINDOW
+
+    ((loc, trips, _, per),) = composed.ir.windows
+    where = (f"checked over {WINDOW} consecutive iterations of the loop of {trips} iterations at {loc} "
+             f"({per} call{'s' if per > 1 else ''} each, programs.md PRG-130)")
+    lag: str | None | bool = False  # not computed yet
+    done = {}
+    for mode, (verdicts, seconds) in out.items():
+        if mode in INTERPRETER_MODES and composed.interpreter_exact and composed.program.launch_failure is not None:
+            done[mode] = (verdicts, seconds)  # the first call fails at launch, whatever the trip count (PRG-107)
+            continue
+        exits = next((v for v in verdicts if v.property == "exit-balance"), None)
+        kept = []
+        for v in verdicts:
+            if v.verdict == "proved" and (exits is None or exits.verdict == "proved"):
+                if lag is False:
+                    lag = lag_two(composed)
+                if lag is None:
+                    kept.append(dataclasses.replace(v, reason=f"{where}, which PRG-7 extends to every iteration"
+                                                    + (f"; {v.reason}" if v.reason else "")))
+                    continue
+                why = f"{where}: proved there, but {lag}"
+            elif v.verdict == "proved":
+                why = f"{where}: proved there, but exit-balance is {exits.verdict} in the window"
+            else:
+                said = v.reason or (v.witness.message if v.witness is not None else "")
+                why = f"{where}: {v.verdict} there ({said}); beyond the window not decided"
+            kept.append(Verdict(v.property, "unknown", reason=why, stats=v.stats))
+        done[mode] = (kept, seconds)
+    return done
 
 
 def _confined(composed: Any) -> Verdict:
@@ -82,6 +128,25 @@ def _confined(composed: Any) -> Verdict:
     from semcheck.checker.replay import with_replay
 
     return with_replay(lambda program, mode, timeout_ms=0: composed_verdict(composed))(composed.program, "hardware")
+
+
+_RUN_WITNESSED = frozenset({"deadlock-free", "race-free"})
+"""PRG-128: the properties whose witness is the violating run itself (a count or id found statically is not)."""
+
+
+def _standing(v: Verdict, composed: Any, confined: Verdict) -> Verdict:
+    """PRG-128: where invocation-confined is not proved, a violation whose run lands every remote signal and
+    copy inside its call stands; every other verdict is unknown, citing the confinement verdict (PRG-114)."""
+    from semcheck.checker.confined import PROPERTY, faithful
+
+    if v.property == PROPERTY:
+        return v
+    if v.verdict == "violated" and v.property in _RUN_WITNESSED and v.witness is not None and v.witness.schedule \
+            and faithful(composed, v.witness.schedule) is None:
+        return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=(
+            f"{v.witness.message} (this run lands every remote signal and copy inside its call, so it is a run "
+            "of a TPU although invocation-confined is not proved: programs.md PRG-128)")))
+    return Verdict(v.property, "unknown", reason=_unconfined(confined), stats=v.stats)
 
 
 def _unconfined(confined: Verdict) -> str:
@@ -138,6 +203,24 @@ def _unexplored(v: Verdict, traced: Any) -> Verdict:
         return v
     said = f" (in the traced order: {v.verdict}{': ' + v.reason if v.reason else ''})"
     return Verdict(v.property, "unknown", reason=traced.unexplored + said, stats=v.stats)
+
+
+def _over_branches(verdicts: list[Verdict], branches: list[str]) -> Verdict:
+    """PRG-126: a property over the programs the undecided conds give: proved when proved in every one,
+    violated when some program violates it (the witness names its branches), unknown otherwise, naming
+    the program that is not proved."""
+    if len(verdicts) == 1:
+        return verdicts[0]
+    for v, b in zip(verdicts, branches):
+        if v.verdict == "violated":
+            if v.witness is not None:
+                return dataclasses.replace(v, witness=dataclasses.replace(
+                    v.witness, message=f"{v.witness.message} (when {b})"))
+            return v
+    if all(v.verdict == "proved" for v in verdicts):
+        return verdicts[0]
+    v, b = next((v, b) for v, b in zip(verdicts, branches) if v.verdict != "proved")
+    return dataclasses.replace(v, reason=f"when {b}: {v.reason}")
 
 
 def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:

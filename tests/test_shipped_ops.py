@@ -433,11 +433,8 @@ BUGGY_VERDICTS = {
                                                  "exit-balance": ("eager", "hardware", "on_wait")},
 }
 # What a seeded bug leaves undecided (every other property is decided): exactly these unknowns.
-BUGGY_UNKNOWNS: dict[str, dict[str, tuple[str, ...]]] = {
-    # a kernel call inside run_state: the program walk does not follow it (PRG-103), so whether its
-    # remote copies land inside the call on a TPU is not decided (PRG-115)
-    "exit_leak_stateful_copy_unwaited_send.py": {"invocation-confined": ("hardware",)},
-}
+# (a kernel call inside run_state is followed by the program walk, PRG-129: none left)
+BUGGY_UNKNOWNS: dict[str, dict[str, tuple[str, ...]]] = {}
 
 
 def test_every_jax_ops_bug_is_listed():

@@ -78,18 +78,6 @@ def lowering_error(tag: Any) -> str | None:
     return None
 
 
-def on_a_tpu(tag: Any) -> str:
-    """What jax does, when it lowers for a TPU, with a kernel that uses the barrier semaphore and has no
-    collective_id of its own (PRG-5), in words for a report."""
-    mode, _ = config()
-    if tag is None and mode == "no":
-        return (f"jax refuses to lower it for a TPU: ValueError: {NEEDS_ID}; give it "
-                "CompilerParams(collective_id=...), a barrier-semaphore tag, or jax_pallas_auto_assign_collective_ids='yes'")
-    how = f"its barrier-semaphore tag {tag!r}" if tag is not None else f"jax_pallas_auto_assign_collective_ids={mode!r}"
-    return (f"jax gives it a collective id of its choosing when it lowers for a TPU ({how}, specs/programs.md "
-            "PRG-123), which semcheck does not check yet")
-
-
 def _module_key(call: KernelCall) -> tuple:
     params = call.compiler_params
     fields = {}
@@ -142,4 +130,4 @@ def assign(calls: Sequence[KernelCall], mode: str = "no", limit: int = 25) -> di
     return out
 
 
-__all__ = ["Assigned", "NEEDS_ID", "NO_BARRIER", "assign", "barrier_tag", "config", "lowering_error", "on_a_tpu"]
+__all__ = ["Assigned", "NEEDS_ID", "NO_BARRIER", "assign", "barrier_tag", "config", "lowering_error"]

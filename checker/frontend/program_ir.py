@@ -18,11 +18,24 @@ Imports of jax sit in the functions (see `trace`'s docstring).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
+from semcheck.checker.frontend.program_jaxpr import (
+    MAX_FOLD,
+    concrete,
+    is_call_shaped,
+    jaxpr_has_kernel,
+    shard_map_axes,
+    side_effecting,
+    single_sub,
+    subs,
+    varying_calls,
+)
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.model.ops import NO_LOC, Loc
+
+WINDOW = 3
+"""PRG-7 / PRG-130: the consecutive iterations of a long loop the composed program checks."""
 
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
@@ -64,6 +77,11 @@ class Invocation:
     index: int  # the call index: position in the traced order of kernel runs
     inputs: tuple[Value, ...]  # per input operand (role "input"), in order
     after: frozenset[int] = frozenset()  # the calls whose outputs its operands are computed from
+    # PRG-125: the collective id jax lowers the call with for a TPU (PRG-123's assignment; the call's own
+    # under `no`), whether jax picked it, and jax's lowering error when it gives none
+    collective_id: int | None = None
+    id_picked: bool = False
+    id_error: str | None = None
 
     @property
     def name(self) -> str:
@@ -122,6 +140,16 @@ class ProgramIR:
     unknown: tuple[str, Loc] | None = None
     escapes: tuple[tuple[Produced, str], ...] = ()
     uses: tuple[Use, ...] = ()
+    # PRG-126: at each cond around a kernel call whose branch the walk could not tell, (the number of
+    # branches, the cond's line, the branch this program takes)
+    branches: tuple[tuple[int, Loc, int], ...] = ()
+    # PRG-130: each loop longer than MAX_UNROLL checked over WINDOW iterations: (its line, its trip count,
+    # the call index of its first iteration's first call, the calls per iteration)
+    windows: tuple[tuple[Loc, int, int, int], ...] = ()
+
+    def describe_branches(self) -> str:
+        """Which branch of each undecided cond this program takes ("" when none)."""
+        return ", ".join(f"the cond at {loc} takes branch {b}" for _, loc, b in self.branches)
 
     @property
     def semaphore_links(self) -> tuple[Link, ...]:
@@ -168,23 +196,79 @@ class _Stop(Exception):
         self.reason, self.loc = reason, loc
 
 
-def program_ir(jaxpr: Any) -> ProgramIR:
-    """The program of `jaxpr` (a traced target's `Jaxpr`): see the module docstring."""
-    w = _Walker()
+MAX_BRANCH_PROGRAMS = 8
+"""The most programs the undecided conds around kernel calls may give; more are unknown (PRG-126)."""
+
+
+def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> ProgramIR:
+    """The program of `jaxpr` (a traced target's `Jaxpr`): see the module docstring. `args` are the
+    concrete values of its inputs when the target's build gave them; `choices` the branches the
+    undecided conds take, in the order the walk meets them (0 past the end, PRG-126)."""
+    w = _Walker(choices)
     env = {v: w.outside("a program input") for v in jaxpr.invars}
+    for k, v in enumerate(jaxpr.invars):  # outside shard_map a value is one for every device
+        w.know(env[v], None if args is None or len(args) != len(jaxpr.invars) else concrete(args[k]))
+    for v in getattr(jaxpr, "constvars", ()):
+        env[v] = w.outside("a constant of the program")
+        w.know(env[v])
     try:
-        outs = w.walk(jaxpr, env, axes={}, physical=1)
+        outs = w.walk(jaxpr, env, axes={}, physical=1, top=True)
         for v in outs:
             if isinstance(v, Produced):
                 w.result(v)
+        if w.state_calls and len(w.invocations) > 1:  # PRG-129
+            raise _Stop("a kernel call inside a run_state, in a program of several calls: the refs it closes "
+                        "over are not followed as links between calls", w.state_calls[0][1])
     except _Stop as stop:
-        return ProgramIR(tuple(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
-                         tuple(w.uses))
-    return ProgramIR(tuple(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses))
+        return ProgramIR(_with_ids(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
+                         tuple(w.uses), tuple(w.points), tuple(w.windows))
+    return ProgramIR(_with_ids(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
+                     tuple(w.points), tuple(w.windows))
+
+
+def program_irs(jaxpr: Any, args: Any = None, limit: int = MAX_BRANCH_PROGRAMS) -> list[ProgramIR]:
+    """PRG-126: one program per combination of branches of the conds around kernel calls whose branch
+    the walk cannot tell (each the same on every device), the first branches first; one unknown program
+    when there are more than `limit`."""
+    out: list[ProgramIR] = []
+    pending: list[tuple[int, ...]] = [()]
+    while pending:
+        choices = pending.pop(0)
+        ir = program_ir(jaxpr, args, choices)
+        out.append(ir)
+        for j in range(len(choices), len(ir.branches)):  # the conds this walk met first took branch 0
+            taken = tuple(b for _, _, b in ir.branches[:j])
+            pending.extend(taken + (b,) for b in range(1, ir.branches[j][0]))
+        if len(out) + len(pending) > limit:
+            loc = ir.branches[-1][1] if ir.branches else NO_LOC
+            return [dataclasses.replace(out[0], unknown=(
+                f"the conds around its kernel calls give more than {limit} programs (one per combination of "
+                "branches): not explored", loc))]
+    return out
+
+
+def _with_ids(invocations: list[Invocation]) -> tuple[Invocation, ...]:
+    """PRG-125: each invocation with the collective id jax gives its call for a TPU (PRG-123), under the
+    auto-assignment mode jax is configured with while the target is traced."""
+    from semcheck.checker.frontend.collective_ids import assign, config
+
+    got = assign([inv.call for inv in invocations], *config())
+    return tuple(dataclasses.replace(inv, collective_id=got[id(inv.call)].collective_id,
+                                     id_picked=got[id(inv.call)].auto, id_error=got[id(inv.call)].error)
+                 for inv in invocations)
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, choices: tuple[int, ...] = ()) -> None:
+        self.choices = choices
+        self.points: list[tuple[int, Loc, int]] = []  # PRG-126: the undecided conds met, in order
+        self._uniform: set[int] = set()  # idents of values that are the same on every device
+        self._const: dict[int, Any] = {}  # ident -> its value, where the walk knows it
+        self._shard_of: dict[tuple, Outside] = {}
+        self.state_calls: list[tuple[frozenset[int], Loc]] = []  # PRG-129: calls inside a run_state, its line
+        self.windows: list[tuple[Loc, int, int, int]] = []  # PRG-130
+        self._in_window = False
+        self._computation = 0  # PRG-127: the top-level computation the walk is in
         self.invocations: list[Invocation] = []
         self.links: list[Link] = []
         self.escapes: list[tuple[Produced, str]] = []
@@ -199,11 +283,56 @@ class _Walker:
         self._values += 1
         return Outside(what, loc, deps, self._values)
 
+    def know(self, v: Value, value: Any = None, uniform: bool = True) -> None:
+        """Record that `v` is the same on every device (PRG-126), and its value when known."""
+        if isinstance(v, Outside) and v.ident:
+            if uniform:
+                self._uniform.add(v.ident)
+            if value is not None:
+                self._const[v.ident] = value
+
+    def _literal(self, x: Any) -> Outside:
+        v = self.outside("a literal")
+        self.know(v, x.val)
+        return v
+
+    def _about(self, x: Any, v: Value) -> tuple[bool, Any]:
+        """(whether the value is the same on every device, its value or None)."""
+        from jax._src import core as jax_core
+
+        if isinstance(x, jax_core.Literal):
+            return True, x.val
+        if isinstance(v, Outside) and v.ident:
+            return v.ident in self._uniform, self._const.get(v.ident)
+        return False, None
+
+    def _fold(self, eqn: Any, about: list[tuple[bool, Any]], outs: list[Value]) -> None:
+        """PRG-126: an XLA op's results are the same on every device when its operands are (axis_index
+        aside), and known when its operands are (evaluated by jax, for small values)."""
+        import numpy as np
+
+        if eqn.primitive.name == "axis_index" or not all(u for u, _ in about):
+            return
+        value = None
+        if all(c is not None for _, c in about) and not subs(eqn) and \
+                all(int(np.size(c)) <= MAX_FOLD for _, c in about):
+            try:
+                import jax
+
+                with jax.ensure_compile_time_eval():
+                    got = eqn.primitive.bind(*[c for _, c in about], **eqn.params)
+                got = got if eqn.primitive.multiple_results else [got]
+                value = [np.asarray(g) for g in got]
+            except Exception:  # noqa: BLE001 - a value the walk cannot compute is only not known
+                value = None
+        for k, v in enumerate(outs):
+            self.know(v, None if value is None or k >= len(value) else value[k])
+
     def escape(self, v: Produced, how: str) -> None:
         if (v, how) not in self.escapes:
             self.escapes.append((v, how))
 
-    def walk(self, jaxpr: Any, env: dict, *, axes: dict[str, int], physical: int) -> list[Value]:
+    def walk(self, jaxpr: Any, env: dict, *, axes: dict[str, int], physical: int, top: bool = False) -> list[Value]:
         from jax._src import core as jax_core  # lazy: see the module docstring
 
         def read(x: Any) -> Value:
@@ -211,18 +340,26 @@ class _Walker:
                 return Outside("a literal")
             return env.get(x) or self.outside("a value the walk did not see")
 
-        for eqn in jaxpr.eqns:
+        for i, eqn in enumerate(jaxpr.eqns):
+            if top:  # PRG-127: each operation of the traced function is dispatched on its own
+                self._computation = i
             name = eqn.primitive.name
             ins = [read(x) for x in eqn.invars]
+            if name not in ("pallas_call", "mpmd_map") and subs(eqn):  # PRG-126: a literal into a body is known there
+                ins = [self._literal(x) if isinstance(x, jax_core.Literal) else v for x, v in zip(eqn.invars, ins)]
             if name in ("pallas_call", "mpmd_map"):
                 outs = self._kernel(eqn, ins, axes, physical)
             elif name == "shard_map":
-                sub_axes, sub_physical = _shard_map_axes(eqn, axes, physical)
-                outs = self._call(eqn, ins, sub_axes, sub_physical)
+                sub_axes, sub_physical = shard_map_axes(eqn, axes, physical)
+                outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
+            elif name == "run_state" and self._contains_kernel(eqn):
+                outs = self._run_state(eqn, ins, axes, physical)
+            elif name == "cond" and self._contains_kernel(eqn):
+                outs = self._cond(eqn, ins, self._about(eqn.invars[0], ins[0]), axes, physical)
             elif self._contains_kernel(eqn):
-                if _single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or _is_call_shaped(eqn)):
+                if single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or is_call_shaped(eqn)):
                     outs = self._call(eqn, ins, axes, physical)
                 else:
                     what = "a cond branch" if name == "cond" else f"a {name}"
@@ -234,6 +371,7 @@ class _Walker:
                     if isinstance(v, Produced):
                         self._xla_use(v, name, loc, _deps(ins))
                 outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
+                self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -262,8 +400,8 @@ class _Walker:
         for v in ins[:skip]:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
-        same = (call.name, call.loc, tuple(ins))
-        if same in self._launched and not _side_effecting(call):
+        same = (call.name, call.loc, tuple(ins), self._computation)  # PRG-127: XLA merges within one computation
+        if same in self._launched and not side_effecting(call):
             earlier = self.invocations[self._launched[same]]
             raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
@@ -297,7 +435,7 @@ class _Walker:
     # --- structure --------------------------------------------------------------------
 
     def _call(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
-        sub = _single_sub(eqn)
+        sub = single_sub(eqn)
         if sub is None or len(sub.invars) != len(ins):
             raise _Stop(f"a kernel call inside {eqn.primitive.name} whose operands the walk cannot match",
                         eqn_loc(eqn))
@@ -307,14 +445,82 @@ class _Walker:
                         eqn_loc(eqn))
         return outs
 
+    def _run_state(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
+        """PRG-129: the calls of a `run_state` body, whose kernels close over the body's refs (LAUNCH-4). The
+        refs' final values are computed from those calls; as links to other calls they are not followed, so
+        such a call is followed only as the program's one invocation (checked at the end of the walk)."""
+        sub = single_sub(eqn)
+        loc = eqn_loc(eqn)
+        if sub is None or len(sub.invars) != len(ins):
+            raise _Stop("a kernel call inside a run_state whose refs the walk cannot match", loc)
+        first = len(self.invocations)
+        self.walk(sub, dict(zip(sub.invars, ins)), axes=axes, physical=physical)
+        made = frozenset(range(first, len(self.invocations)))
+        self.state_calls.append((made, loc))
+        return [self.outside("the final value of a run_state ref", loc, _deps(ins) | made) for _ in eqn.outvars]
+
+    def _shards(self, eqn: Any, ins: list[Value], axes: dict[str, int]) -> list[Value]:
+        """PRG-126: inside a shard_map an input split over a manual axis differs between devices (a new
+        value, neither uniform nor known); a replicated one is the caller's."""
+        out = []
+        for v, spec in zip(ins, eqn.params.get("in_specs", ())):
+            named = {a for part in spec if part is not None
+                     for a in (part if isinstance(part, tuple) else (part,))}
+            if isinstance(v, Outside) and named:  # one value per input and split, so PRG-103's CSE still sees it
+                key = (v, tuple(sorted(named)))
+                if key not in self._shard_of:
+                    self._shard_of[key] = self.outside(v.what, v.loc, v.deps)
+                v = self._shard_of[key]
+            out.append(v)
+        return out + list(ins[len(out):])
+
+    def _cond(self, eqn: Any, ins: list[Value], about: tuple[bool, Any], axes: dict[str, int],
+              physical: int) -> list[Value]:
+        """PRG-126: the branch the cond takes when the walk knows its index, one of each undecided cond's
+        branches (the same on every device) per program otherwise, unknown when devices may differ."""
+        import numpy as np
+
+        branches = eqn.params["branches"]
+        loc = eqn_loc(eqn)
+        uniform, value = about
+        if value is not None:
+            b = int(np.clip(int(np.asarray(value).reshape(-1)[0]), 0, len(branches) - 1))
+        elif uniform:
+            j = len(self.points)
+            b = self.choices[j] if j < len(self.choices) else 0
+            self.points.append((len(branches), loc, b))
+        else:
+            raise _Stop("a kernel call inside a cond whose branch may differ between devices (its predicate "
+                        "depends on the device or on a sharded value): per-device call sequences are not "
+                        "followed", loc)
+        sub = branches[b]
+        jaxpr = getattr(sub, "jaxpr", sub)
+        consts = [self.outside("a constant of a cond branch", loc) for _ in getattr(jaxpr, "constvars", ())]
+        env = dict(zip(jaxpr.constvars, consts)) if consts else {}
+        operands = ins[1:]
+        if len(jaxpr.invars) != len(operands):
+            raise _Stop("a kernel call inside a cond whose operands the walk cannot match", loc)
+        env.update(zip(jaxpr.invars, operands))
+        outs = self.walk(jaxpr, env, axes=axes, physical=physical)
+        if len(outs) != len(eqn.outvars):
+            raise _Stop("a kernel call inside a cond whose results the walk cannot match", loc)
+        return outs
+
     def _scan(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
         p = eqn.params
         length = int(p["length"])
         loc = eqn_loc(eqn)
-        if length > MAX_UNROLL:
-            raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
-                        f"{MAX_UNROLL}", loc)
         body = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
+        window = None
+        if length > MAX_UNROLL:
+            varying = varying_calls(body)
+            if varying is not None or self.windows or self.points or self._in_window:
+                raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
+                            f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
+                            "whose every iteration runs the same calls, the program's only such loop"
+                            + (f" (its calls depend on {varying})" if varying else ""), loc)
+            window = (loc, length, len(self.invocations))
+            length = WINDOW
         consts, carry, xs = (list(g) for g in p["ft_in"].update(ins).unpack())
         ncarry = len(carry)
         for v in xs:
@@ -323,6 +529,7 @@ class _Walker:
         slices = [self.outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
         ys: list[Value] = []
         every_y: list[Value] = []  # the stacked results are computed from every iteration's
+        self._in_window = self._in_window or window is not None
         for _ in range(length):  # a reversed scan runs the same body: only the slices' order differs
             outs = self.walk(body, dict(zip(body.invars, [*consts, *carry, *slices])), axes=axes, physical=physical)
             carry, ys = (list(g) for g in p["ft_out"].update(outs).unpack())
@@ -333,25 +540,22 @@ class _Walker:
         stacked = [self.outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
         if len(carry) != ncarry:
             raise _Stop("a loop whose carried values the walk cannot match", loc)
+        if window is not None:
+            self._in_window = False
+            per = (len(self.invocations) - window[2]) // WINDOW
+            if per == 0 or (len(self.invocations) - window[2]) % WINDOW:
+                raise _Stop("a loop whose iterations do not run the same calls", loc)
+            self.windows.append((*window, per))
         return [*carry, *stacked]
 
     def _contains_kernel(self, eqn: Any) -> bool:
         key = id(eqn)
         if key not in self._has_kernel:
-            self._has_kernel[key] = any(_jaxpr_has_kernel(s) for s in _subs(eqn))
+            self._has_kernel[key] = any(jaxpr_has_kernel(s) for s in subs(eqn))
         return self._has_kernel[key]
 
 
 # --- jaxpr helpers ---------------------------------------------------------------------
-
-
-def _side_effecting(call: KernelCall) -> bool:
-    """Whether XLA must keep every launch of the call (`CompilerParams.has_side_effects`: "set to True to
-    prevent kernel being CSEd by XLA"): True or a side-effect type other than pure."""
-    effects = getattr(call.compiler_params, "has_side_effects", False)
-    if isinstance(effects, bool):
-        return effects
-    return str(getattr(effects, "name", effects)).upper() != "PURE"
 
 
 def _deps(values: list[Value]) -> frozenset[int]:
@@ -365,40 +569,5 @@ def _deps(values: list[Value]) -> frozenset[int]:
     return frozenset(out)
 
 
-def _subs(eqn: Any) -> list[Any]:
-    from semcheck.checker.frontend.trace import _sub_jaxprs
-
-    return list(_sub_jaxprs(eqn.params))
-
-
-def _single_sub(eqn: Any) -> Any:
-    subs = _subs(eqn)
-    return subs[0] if len(subs) == 1 else None
-
-
-def _is_call_shaped(eqn: Any) -> bool:
-    sub = _single_sub(eqn)
-    return sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars) \
-        and eqn.primitive.name not in ("cond", "while", "scan")
-
-
-def _jaxpr_has_kernel(jaxpr: Any) -> bool:
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in ("pallas_call", "mpmd_map"):
-            return True
-        if any(_jaxpr_has_kernel(s) for s in _subs(eqn)):
-            return True
-    return False
-
-
-def _shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict[str, int], int]:
-    mesh = eqn.params["mesh"]
-    manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
-    sub_axes = dict(axes)
-    for k, v in mesh.shape.items():
-        if k in manual:
-            sub_axes[k] = int(v)
-    return sub_axes, max(physical, int(math.prod(mesh.shape.values())))
-
-
-__all__ = ["Invocation", "Link", "Outside", "Produced", "ProgramIR", "Use", "program_ir", "MAX_UNROLL"]
+__all__ = ["Invocation", "Link", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
+           "WINDOW", "program_ir", "program_irs"]

@@ -16,7 +16,8 @@ kernel uses), and the per-core operations are then put one after the other in ca
   the results at the end of each call goes; the uses of results outside the calls (XLA operations,
   scalar operands, the program's result) become accesses on each device's core 0 (PRG-121).
 
-Nothing here decides a property: the composed program goes to the checks every kernel goes to.
+Nothing here decides a property: the composed program goes to the checks every kernel goes to, where the
+fold finds it repeating when every device runs the same calls (PRG-132).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class ComposedProgram:
     interpreted: tuple[Program, ...] = ()
     reading: str = ""  # PRG-116: which reading of a collective id shared by different kernels ("" when none)
     unexplored: str = ""  # PRG-117: why the other orders XLA may choose were not composed ("" when they were)
+    branch: str = ""  # PRG-126: the branches of the undecided conds this program takes ("" when none)
 
     def position(self, call: int) -> int:
         """Where call `call` runs in `order`."""
@@ -352,8 +354,8 @@ def _kept(op: Op, dropped: set[str], communicates: bool, own_barrier: bool) -> b
         return False
     if t is Access and getattr(op.loc, "kind", "") == "exit" and is_boundary(op):
         return False  # the interpreter's own read of the results: on a TPU the uses are the program's (PRG-121)
-    if t is Barrier:
-        return op.name != "cleanup" and (op.name != "start" or communicates)
+    if t is Barrier:  # a call with a barrier semaphore of its own gets no device barrier (PRG-104, PRG-125)
+        return op.name != "cleanup" and (op.name != "start" or (communicates and not own_barrier))
     if t in (AllocSem, AllocBuffer):
         return op.label not in dropped
     return True
@@ -436,18 +438,22 @@ def _barrier_labels(invs: tuple[Invocation, ...], lowered: list[Program], readin
     kernels: dict[tuple, int] = {}  # PRG-116, per-kernel reading: kernel -> its number on its id
     for inv, prog in zip(invs, lowered):
         uses = any(type(op) is GetBarrierSem for ops in prog.cores for op in ops)
-        if not uses or inv.call.collective_id is None:
+        if uses and inv.id_error is not None:
+            raise Unsupported("program", f"jax cannot lower {inv.describe()} for a TPU: ValueError: {inv.id_error} "
+                              "(specs/programs.md PRG-5)", inv.loc)
+        cid = inv.collective_id  # PRG-125: the id jax lowers the call with, its own or one jax picked
+        if not uses or cid is None:
             continue
-        first = by_id.setdefault(inv.call.collective_id, inv)
+        first = by_id.setdefault(cid, inv)
         if reading == READINGS[1]:  # PRG-116: each kernel its own semaphore
-            n = kernels.setdefault((inv.call.collective_id, _kernel_text(inv)), len(kernels))
-            out[inv.index] = f"barrier_semaphore(collective_id={inv.call.collective_id}, kernel {n} {inv.name})"
+            n = kernels.setdefault((cid, _kernel_text(inv)), len(kernels))
+            out[inv.index] = f"barrier_semaphore(collective_id={cid}, kernel {n} {inv.name})"
             continue
         if reading is None and first.call is not inv.call and _kernel_text(first) != _kernel_text(inv):
             raise Unsupported("program", f"{first.describe()} and {inv.describe()} are different kernels on collective "
-                              f"id {inv.call.collective_id}: whether they share a barrier semaphore is not promised "
+                              f"id {cid}: whether they share a barrier semaphore is not promised "
                               f"({_SHARED_ID}), and the two cases are not explored yet", inv.loc)
-        out[inv.index] = f"barrier_semaphore(collective_id={inv.call.collective_id})"
+        out[inv.index] = f"barrier_semaphore(collective_id={cid})"
     return out
 
 

@@ -26,6 +26,15 @@ def takes_or_returns_semaphores(kernels: list[LoweredKernel]) -> bool:
                for k in kernels if k.call is not None for o in k.call.operands)
 
 
+def jax_picks_ids(kernels: list[LoweredKernel]) -> bool:
+    """PRG-125: whether some call uses the barrier semaphore with a collective id jax picks when it lowers
+    for a TPU (a tag, or an auto-assignment mode): its own lowering has none, the TPU's is the program's."""
+    from semcheck.model.ops import GetBarrierSem
+
+    return any(k.call is not None and k.call.collective_id is None
+               and any(type(op) is GetBarrierSem for ops in k.program.cores for op in ops) for k in kernels)
+
+
 def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,
                   build_kwargs: dict[str, Any] | None = None) -> list[ComposedProgram] | None:
     """The target's composed program, one per order of its calls XLA may choose (the traced order
@@ -33,28 +42,60 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
     if not takes_or_returns_semaphores(kernels):
         return None
     from semcheck.checker.frontend.lower import lower_kernel
-    from semcheck.checker.frontend.program_ir import program_ir
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
     from semcheck.checker.frontend.trace import make_jaxpr
 
-    jaxpr = _trace(t, devices, build_kwargs or {}, make_jaxpr)
-    ir = program_ir(jaxpr)
-    if ir.unknown is not None:
-        reason, loc = ir.unknown
-        raise Unsupported("program", reason, loc)
     n_cores = cores if cores is not None else t.cores
-    by_call: dict[int, Any] = {}
-    lowered = []
-    for inv in ir.invocations:
-        key = id(inv.call)
-        if key not in by_call:
-            try:
-                by_call[key] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
-            except NeedsConcreteInputs as e:
-                raise Unsupported("program", f"{inv.describe()} needs the values of its scalar inputs, which "
-                                  "programs of kernel calls do not follow yet", inv.loc) from e
-        lowered.append(by_call[key])
-    return compose_readings(ir, lowered, name=t.name)
+    out: list[ComposedProgram] = []
+    for ir in _program_irs(t, devices, build_kwargs or {}, make_jaxpr):  # PRG-126: one per branch taken
+        if ir.unknown is not None:
+            reason, loc = ir.unknown
+            raise Unsupported("program", reason, loc)
+        by_call: dict[int, Any] = {}
+        lowered = []
+        for inv in ir.invocations:
+            key = id(inv.call)
+            if key not in by_call:
+                try:
+                    by_call[key] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
+                except NeedsConcreteInputs as e:
+                    raise Unsupported("program", f"{inv.describe()} needs the values of its scalar inputs, which "
+                                      "programs of kernel calls do not follow yet", inv.loc) from e
+            lowered.append(by_call[key])
+        out.extend(_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name))
+    return out
+
+
+def _in_branch(c: ComposedProgram, ir: Any) -> ComposedProgram:
+    import dataclasses
+
+    return dataclasses.replace(c, branch=ir.describe_branches()) if ir.branches else c
+
+
+def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> list[Any]:
+    """PRG-126: the target's programs, one per combination of the branches its conds around kernel calls
+    may take; the build's concrete inputs decide the conds they can."""
+    from semcheck.checker.frontend.program_ir import program_irs
+
+    jaxpr, args = _trace_with_args(t, devices, kwargs, make_jaxpr)
+    irs = program_irs(jaxpr, args)
+    if args is None and any(ir.branches for ir in irs):
+        try:
+            import jax
+
+            fn, concrete = t.build(devices, **kwargs)
+            irs = program_irs(make_jaxpr(fn, concrete, path=t.path).jaxpr, jax.tree.leaves(concrete))
+        except FrontendError:
+            pass
+    if any(ir.branches for ir in irs) and any(inv.id_picked for ir in irs for inv in ir.invocations):
+        # jax assigns ids over every branch it lowers, not only the taken one
+        loc = next(ir.branches[0][1] for ir in irs if ir.branches)
+        import dataclasses
+
+        return [dataclasses.replace(irs[0], unknown=(
+            "collective ids that jax picks, in a program with undecided conds around kernel calls, are not "
+            "followed (jax assigns them over every branch)", loc))]
+    return irs
 
 
 def compose_readings(ir: Any, lowered: list[Any], *, name: str) -> list[ComposedProgram]:
@@ -85,44 +126,67 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     be composed: then the calls are checked alone and that property is unknown)."""
     from semcheck.checker.frontend.program_lower import _communicates
 
-    if not any(_communicates(k.program) for k in kernels):
+    picked = jax_picks_ids(kernels)
+    if not picked and not any(_communicates(k.program) for k in kernels):
         return None, ""
     from semcheck.checker.frontend.lower import lower_kernel
-    from semcheck.checker.frontend.program_ir import program_ir
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
     from semcheck.checker.frontend.trace import make_jaxpr
 
+    def cannot(why: str, loc: Any = None) -> tuple[None, str]:
+        if picked:  # PRG-125: checked alone, such a call has no id on a TPU: no hardware verdict from it
+            raise Unsupported("program", f"{why}; a kernel of it has a collective id jax picks for a TPU, which "
+                              "only the composed program gives (specs/programs.md PRG-125)",
+                              loc if loc is not None else kernels[0].call.loc)
+        return None, why
+
     try:
-        ir = program_ir(_trace(t, devices, build_kwargs or {}, make_jaxpr))
+        irs = _program_irs(t, devices, build_kwargs or {}, make_jaxpr)
     except FrontendError as e:
-        return None, f"the program of its calls could not be followed ({e})"
-    if ir.unknown is None and len(ir.invocations) < 2:
+        return cannot(f"the program of its calls could not be followed ({e})")
+    if all(ir.unknown is None and len(ir.invocations) < 2 for ir in irs) and not picked:
         return None, ""
-    if ir.unknown is not None:
-        reason, loc = ir.unknown
-        return None, f"the program of its calls is not followed ({reason}, {loc})"
+    for ir in irs:
+        if ir.unknown is not None:
+            reason, loc = ir.unknown
+            if picked:
+                cannot(f"the program of its calls is not followed: {reason}", loc)
+            return None, f"the program of its calls is not followed ({reason}, {loc})"
     n_cores = cores if cores is not None else t.cores
-    by_call: dict[int, Any] = {}
-    lowered = []
+    out: list[ComposedProgram] = []
     try:
-        for inv in ir.invocations:
-            if id(inv.call) not in by_call:
-                by_call[id(inv.call)] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
-            lowered.append(by_call[id(inv.call)])
-        return compose_readings(ir, lowered, name=t.name), ""
+        for ir in irs:
+            by_call: dict[int, Any] = {}
+            lowered = []
+            for inv in ir.invocations:
+                if id(inv.call) not in by_call:
+                    by_call[id(inv.call)] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
+                lowered.append(by_call[id(inv.call)])
+            if ir.invocations:
+                out.extend(_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name))
     except (NeedsConcreteInputs, FrontendError) as e:
-        return None, f"the program of its calls could not be composed ({e})"
+        return cannot(f"the program of its calls could not be composed ({e})")
+    if not out:
+        return None, ""
+    return out, ""
 
 
 def _trace(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> Any:
+    return _trace_with_args(t, devices, kwargs, make_jaxpr)[0]
+
+
+def _trace_with_args(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[Any, Any]:
+    """The traced jaxpr and its inputs' concrete values (None when the build was staged, abstract)."""
     built = t.build_shapes(devices, **kwargs)
     if built is not None:
         try:
-            return make_jaxpr(*built, path=t.path).jaxpr
+            return make_jaxpr(*built, path=t.path).jaxpr, None
         except FrontendError:
             pass  # e.g. fn closes over a value the staged build left abstract
+    import jax
+
     fn, args = t.build(devices, **kwargs)
-    return make_jaxpr(fn, args, path=t.path).jaxpr
+    return make_jaxpr(fn, args, path=t.path).jaxpr, jax.tree.leaves(args)
 
 
-__all__ = ["communicating_program", "lower_program", "takes_or_returns_semaphores"]
+__all__ = ["communicating_program", "jax_picks_ids", "lower_program", "takes_or_returns_semaphores"]

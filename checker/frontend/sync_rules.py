@@ -238,17 +238,13 @@ class SyncRules(Evaluator):
 
     def _get_barrier_semaphore(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         if self.collective_id is None:
-            from semcheck.checker.frontend.collective_ids import lowering_error, on_a_tpu
+            from semcheck.checker.frontend.collective_ids import lowering_error
 
             refused = lowering_error(eqn.params.get("tag"))
             if refused is not None:  # PRG-123: not a program jax compiles for a TPU, nor one its interpreter runs
                 raise KernelRaised(refused, stage="lower", loc=self.loc(eqn))
-            raise Unsupported(
-                "get_barrier_semaphore",
-                "the kernel uses the barrier semaphore but its compiler params set no collective_id "
-                f"(the interpreter fails on this; {on_a_tpu(eqn.params.get('tag'))})",
-                self.loc(eqn),
-            )
+            # PRG-125: jax picks the id on a TPU; this call's own lowering keeps no id, which is what the
+            # interpreter runs (ERR-6: it fails here), and the program composition gives the TPU's id
         op = GetBarrierSem(self.loc(eqn))
         bodies = self.bodies
         for d in self.active(mask):

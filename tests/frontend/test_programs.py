@@ -155,14 +155,14 @@ def test_an_output_semaphore_links_to_the_later_call_that_waits(probed):
     assert [1, 0, 2, 0, "buffer"] in remote and [0, 1, 2, 1, "buffer"] in remote
 
 
-@pytest.mark.rule("PRG-103")
+@pytest.mark.rule("PRG-103", "PRG-127")
 def test_what_the_walk_cannot_follow_is_unknown_with_the_line(probed):
     source = (PROGRAMS / "unfollowed.py").read_text().splitlines()
 
     def line(text: str) -> int:
         return next(i for i, s in enumerate(source) if text in s) + 1
 
-    expect = {"done_under_cond": ("inside a cond branch", line("jax.lax.cond(")),
+    expect = {"done_under_cond": ("inside a cond whose branch may differ between devices", line("jax.lax.cond(")),
               "calls_in_a_while_loop": ("inside a while", line("jax.lax.while_loop(")),
               "semaphore_through_xla": ("used by optimization_barrier", line("optimization_barrier(sem)"))}
     returned = probed["unfollowed.py::returns_its_semaphore"]

@@ -56,6 +56,7 @@ VECTOR_CLOCK_SIZE = 256
 # interpreter is expected to show. `hardware` lists the properties that are violated (empty: every
 # property proved); `from_devices` when the violation needs that many devices.
 SEMAPHORE_RESULT = "lowering fails on the semaphore result (PRG-12)"
+NO_TAGS = "get_barrier_semaphore fails: the interpreter uses no tags, the collective_id is None (PRG-13)"
 EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/async_slice.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
@@ -69,6 +70,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                                            "interpreter": "completes"},
     "examples/programs/distinct_collective_ids_two_patterns.py": {"hardware": [],
                                                                   "interpreter": "completes"},
+    "examples/programs/two_patterns_two_tags.py": {"hardware": [], "interpreter": NO_TAGS},
+    "examples/programs/cond_two_patterns.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/buggy/async_copy_done_without_start.py": {
         "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_start_without_done.py": {
@@ -92,7 +95,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/buggy/async_remote_copy_start_without_send_done.py": {
         "hardware": ["exit-balance", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_recv_done_wrong_future.py": {
-        "hardware": ["invocation-confined"], "interpreter": SEMAPHORE_RESULT},
+        "hardware": ["invocation-confined", "race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_remote_copy_one_id_two_directions.py": {
         "hardware": ["invocation-confined"], "from_devices": 3, "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/collective_permute_loop_recv_done_skipped.py": {
@@ -111,6 +114,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "devices": [2, 4, 5]},
     "examples/programs/buggy/shared_collective_id_two_patterns.py": {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
+    "examples/programs/buggy/cond_two_patterns_one_id.py": {
+        "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
+    "examples/programs/buggy/two_patterns_one_tag.py": {
+        "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": NO_TAGS},
     "examples/programs/buggy/unwaited_writeback.py": {
         "hardware": ["exit-balance", "dma-bytes", "race-free"],
         "interpreter": "eager: right numbers, exit warning, race reported; "

@@ -86,9 +86,55 @@ def test_a_barrier_kernel_jax_cannot_lower_is_an_input_error_with_its_line():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-123")
-def test_a_kernel_whose_id_jax_picks_is_unknown_saying_so():
+@pytest.mark.rule("PRG-123", "PRG-125")
+def test_a_kernel_whose_id_jax_picks_is_checked_with_that_id():
+    """The tagged start kernel gets the id jax picks on a TPU (all proved, as with its own id); the
+    interpreter, which uses no tags, still fails at the launch of its semaphore result (PRG-12)."""
     code, report = _verify("tagged")
-    assert code == 3 and {r["verdict"] for r in report["results"]} == {"unknown"}
-    assert all("barrier-semaphore tag 'ring'" in r["reason"] and "when it lowers for a TPU" in r["reason"]
-               for r in report["results"])
+    by = {(r["dma_mode"], r["property"]): r for r in report["results"]}
+    assert {r["verdict"] for (mode, _), r in by.items() if mode == "hardware"} == {"proved"}, report
+    assert by[("eager", "deadlock-free")]["verdict"] == "violated" and code == 1
+    assert "nan + dma_sem" in by[("eager", "deadlock-free")]["witness"]["message"]
+
+
+def _verify_auto(target: str, devices: int = 4) -> dict:
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+                          f"tests/programs/auto_id_targets.py::{target}", "--devices", str(devices),
+                          "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    return {r["property"]: r for r in json.loads(run.stdout)["results"]}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-125")
+@pytest.mark.parametrize("target, confined", [
+    ("yes_two_kernels_without_ids", "proved"),  # two modules, two ids
+    ("override_one_manual_id", "proved"),  # the shared manual id is ignored: two ids again
+    ("no_mode_one_manual_id", "violated"),  # the shared id stands, and so does PRG-17's mix-up
+])
+def test_the_mode_s_ids_decide_whether_two_patterns_mix(target, confined):
+    got = _verify_auto(target)
+    assert got["invocation-confined"]["verdict"] == confined, got["invocation-confined"]
+    if confined == "proved":
+        assert {r["verdict"] for r in got.values()} == {"proved"}, got
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-125", "PRG-13")
+def test_the_interpreter_modes_predict_the_failure_jax_s_interpreter_recorded():
+    """Checked as the interpreter runs it (no id), the tagged ring kernel fails at its barrier
+    semaphore: semcheck names that failure and line; the record has jax's TypeError there."""
+    path = "examples/programs/two_patterns_two_tags.py"
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", path, "--devices", "2",
+                          "--dma-mode", "all", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    results = [r for r in json.loads(run.stdout)["results"] if r["dma_mode"] != "hardware"]
+    assert results and not any(r["verdict"] == "proved" and r["property"] == "deadlock-free" for r in results)
+    line = next(i for i, s in enumerate((REPO / path).read_text().splitlines(), 1)
+                if "get_barrier_semaphore(tag)" in s)
+    said = [r.get("reason") or (r.get("witness") or {}).get("message", "") for r in results
+            if r["property"] == "deadlock-free"]
+    assert said and all("no collective_id" in s and f"two_patterns_two_tags.py:{line}" in s for s in said), said
+    recorded = [c for c in GROUND_TRUTH["cases"] if c["path"] == path and c["devices"] == 2]
+    assert recorded and all(c["error_type"] == "TypeError" for c in recorded)

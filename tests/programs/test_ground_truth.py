@@ -131,6 +131,19 @@ def test_unwaited_writeback_in_the_interpreter():
                 assert c["race_messages"] == 0
 
 
+@pytest.mark.parametrize("path", [p for p, s in mgt.EXAMPLES.items() if s["interpreter"] == mgt.NO_TAGS])
+@pytest.mark.rule("PRG-13", "PRG-125")
+def test_tagged_programs_fail_in_the_interpreter(path):
+    """PRG-13, D30: the interpreter uses no tags, so a kernel whose id jax picks on a TPU fails at its
+    get_barrier_semaphore (the id it converts is None), on every run, with and without races."""
+    cases = _cases(path)
+    assert {(c["devices"], c["dma_mode"]) for c in cases} >= {(n, m) for n in mgt.DEVICES for m in mgt.DMA_MODES}
+    for c in cases:
+        assert (c["outcome"], c["error_type"]) == ("error", "TypeError"), c["key"]
+        assert c["error_message"].startswith("int() argument must be"), c["key"]
+        assert "NoneType" in c["error_message"], c["key"]
+
+
 @pytest.mark.rule("PRG-11")
 def test_failing_call_then_second_call_record():
     """PRG-11: the second computation re-raises the first's error; the third runs."""

@@ -24,7 +24,6 @@ UNKNOWN = {
     "examples/programs/buggy/async_copy_done_wrong_future.py": {n: {"race-free"} for n in (2, 3, 4, 5)},
     "examples/programs/buggy/async_slice_done_wrong_future.py": {n: {"race-free"} for n in (2, 3, 4, 5)},
     "examples/programs/buggy/bidi_permute_loop_start_without_send_done.py": {n: {"race-free"} for n in (3, 4, 5)},
-    "examples/programs/buggy/failing_call_then_second_call.py": {n: {"invocation-confined"} for n in (2, 3, 4, 5)},
 }
 
 
@@ -55,7 +54,7 @@ def verdicts() -> dict[str, dict[int, dict[str, set[str]]]]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-15", "PRG-106", "PRG-114", "PRG-121")
+@pytest.mark.rule("PRG-15", "PRG-106", "PRG-114", "PRG-121", "PRG-127", "PRG-131")
 @pytest.mark.parametrize("path", sorted(mgt.EXAMPLES))
 def test_hardware_verdicts_are_the_specs_table(verdicts, path):
     spec = mgt.EXAMPLES[path]

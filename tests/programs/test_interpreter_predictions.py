@@ -57,10 +57,10 @@ def test_the_calls_after_a_failing_call_are_predicted_as_recorded(report):
                 assert step["message"] in _text(got["deadlock-free"]), (step, _text(got["deadlock-free"]))
                 assert "dispatch" in _text(got["deadlock-free"])
                 assert {r["verdict"] for p, r in got.items() if p != "deadlock-free"} == {"proved"}  # LAUNCH-5
-    # a TPU runs all three: the interpreter's behaviour is a divergence (D28)
-    for k in range(3):
-        hw = _predicted(report, f"build#{k}", 2, "hardware")
-        assert hw["deadlock-free"]["verdict"] == "proved"
+    # a TPU runs all three, one program of calls (PRG-127: separate computations are not merged): the
+    # interpreter's behaviour is a divergence (D28)
+    hw = _predicted(report, "build", 2, "hardware")
+    assert hw and {r["verdict"] for r in hw.values()} == {"proved"}, hw
 
 
 @dataclasses.dataclass(frozen=True)

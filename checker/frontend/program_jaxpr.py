@@ -1,0 +1,98 @@
+"""Questions the program walk (`program_ir`) asks of jaxprs and values, apart from its state.
+
+Imports of jax sit in the functions (see `trace`'s docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from semcheck.checker.frontend.trace import KernelCall, eqn_loc
+
+MAX_FOLD = 4096
+"""The largest operand (elements) the walk evaluates to know a value (PRG-126)."""
+
+
+def varying_calls(body: Any) -> str | None:
+    """PRG-130: what makes a loop body's kernel calls differ between iterations (a cond, a while loop around
+    a call, a run_state), or None when every iteration runs the same calls in the same order."""
+    for eqn in body.eqns:
+        name = eqn.primitive.name
+        if name in ("pallas_call", "mpmd_map") or not any(jaxpr_has_kernel(s) for s in subs(eqn)):
+            continue
+        if name in ("cond", "while", "run_state"):
+            return f"a {name} at {eqn_loc(eqn)}"
+        for sub in subs(eqn):
+            inner = varying_calls(sub)
+            if inner is not None:
+                return inner
+    return None
+
+
+def concrete(x: Any) -> Any:
+    """`x` as a numpy value when it is a concrete one (not a shape, not a tracer) of at most `MAX_FOLD`
+    elements, else None."""
+    import numpy as np
+
+    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+        value = np.asarray(x)
+    else:
+        import jax
+
+        if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+            return None
+        try:
+            value = np.asarray(x)
+        except Exception:  # noqa: BLE001 - a value numpy cannot read is not known
+            return None
+    return value if value.size <= MAX_FOLD else None
+
+
+def side_effecting(call: KernelCall) -> bool:
+    """Whether XLA must keep every launch of the call (`CompilerParams.has_side_effects`: "set to True to
+    prevent kernel being CSEd by XLA"): True or a side-effect type other than pure."""
+    effects = getattr(call.compiler_params, "has_side_effects", False)
+    if isinstance(effects, bool):
+        return effects
+    return str(getattr(effects, "name", effects)).upper() != "PURE"
+
+
+def subs(eqn: Any) -> list[Any]:
+    from semcheck.checker.frontend.trace import _sub_jaxprs
+
+    return list(_sub_jaxprs(eqn.params))
+
+
+def single_sub(eqn: Any) -> Any:
+    found = subs(eqn)
+    return found[0] if len(found) == 1 else None
+
+
+def is_call_shaped(eqn: Any) -> bool:
+    sub = single_sub(eqn)
+    return sub is not None and len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars) \
+        and eqn.primitive.name not in ("cond", "while", "scan")
+
+
+def jaxpr_has_kernel(jaxpr: Any) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("pallas_call", "mpmd_map"):
+            return True
+        if any(jaxpr_has_kernel(s) for s in subs(eqn)):
+            return True
+    return False
+
+
+def shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict[str, int], int]:
+    mesh = eqn.params["mesh"]
+    manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
+    sub_axes = dict(axes)
+    for k, v in mesh.shape.items():
+        if k in manual:
+            sub_axes[k] = int(v)
+    return sub_axes, max(physical, int(math.prod(mesh.shape.values())))
+
+
+__all__ = ["MAX_FOLD", "concrete", "is_call_shaped", "jaxpr_has_kernel", "shard_map_axes", "side_effecting",
+           "single_sub", "subs", "varying_calls"]

@@ -1,0 +1,85 @@
+"""Programs with a `lax.cond` around kernel calls (PRG-126), built from the ring and pairwise kernels of
+examples/programs/distinct_collective_ids_two_patterns.py. Branch 1 (the cond's true branch) runs ring
+then pairwise on ids 0 and 1; branch 0 runs pairwise then ring, the ring on `late_ring_id`."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import semcheck
+
+_path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "distinct_collective_ids_two_patterns.py"
+_spec = importlib.util.spec_from_file_location("semcheck_cond_targets_patterns", _path)
+tp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tp)
+
+
+def _build(num_devices, interpret, predicate, flag, late_ring_id, flag_spec=P()):
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+
+    def ring_then_pair(x):
+        return tp.call(tp._pair_kernel, tp.call(tp._ring_kernel, x, 0, params), 1, params)
+
+    def pair_then_ring(x):
+        return tp.call(tp._ring_kernel, tp.call(tp._pair_kernel, x, 1, params), late_ring_id, params)
+
+    def program(x, f):
+        return jax.lax.cond(predicate(f), ring_then_pair, pair_then_ring, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(tp.AXIS), flag_spec), out_specs=P(tp.AXIS),
+                               check_vma=False))
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))), jax.device_put(flag, NamedSharding(mesh, flag_spec)))
+
+
+@semcheck.target(devices=[4])
+def taken_branch_correct(num_devices: int, *, interpret=None):
+    """The build's flag takes the true branch (correct); the false branch shares id 0 (wrong, never run)."""
+    return _build(num_devices, interpret, lambda f: f[0] != 0, jnp.asarray([1], jnp.int32), late_ring_id=1)
+
+
+@semcheck.target(devices=[4])
+def undecided_flag(num_devices: int, *, interpret=None):
+    """The predicate is computed from a replicated input too large for the walk to evaluate: both branches
+    are checked, and the false branch (branch 0) shares id 1 between the two patterns."""
+    big = jnp.ones((8, 1024), jnp.float32)
+    return _build(num_devices, interpret, lambda f: jnp.sum(f) > 0, big, late_ring_id=1)
+
+
+@semcheck.target(devices=[4])
+def undecided_flag_correct(num_devices: int, *, interpret=None):
+    """As `undecided_flag`, both branches correct."""
+    big = jnp.ones((8, 1024), jnp.float32)
+    return _build(num_devices, interpret, lambda f: jnp.sum(f) > 0, big, late_ring_id=0)
+
+
+@semcheck.target(devices=[4])
+def per_device_flag(num_devices: int, *, interpret=None):
+    """The predicate depends on the device (its shard of the flag): devices may run different calls."""
+    flag = jnp.arange(num_devices, dtype=jnp.int32) % 2
+    return _build(num_devices, interpret, lambda f: f[0] != 0, flag, late_ring_id=0, flag_spec=P(tp.AXIS))
+
+
+@semcheck.target(devices=[4])
+def loop_counter_cond(num_devices: int, *, interpret=None):
+    """A fori_loop of 3 whose body runs the ring kernel in iteration 0 and the pairwise kernel after."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+
+    def program(x):
+        def body(i, x):
+            return jax.lax.cond(i == 0, lambda x: tp.call(tp._ring_kernel, x, 0, params),
+                                lambda x: tp.call(tp._pair_kernel, x, 1, params), x)
+
+        return jax.lax.fori_loop(0, 3, body, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False))
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))),)

@@ -1,0 +1,112 @@
+"""PRG-126: kernel calls under a `lax.cond` (tests/programs/cond_targets.py): the branch the walk can
+tell is followed, an undecided one (the same on every device) is checked branch by branch, one that may
+differ between devices is unknown with its line. PRG-129: a call inside `run_state`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TARGETS = "tests/programs/cond_targets.py"
+MARKER = "@@COND@@ "
+
+_WALK = """
+import json, sys
+from semcheck.checker.frontend import provision_devices
+provision_devices(4)
+from semcheck.checker.frontend.programs import _program_irs
+from semcheck.checker.frontend.targets import load_targets
+from semcheck.checker.frontend.trace import make_jaxpr
+out = {{}}
+for name in {names!r}:
+    (t,) = load_targets({path!r} + "::" + name)
+    irs = _program_irs(t, 4, {{}}, make_jaxpr)
+    out[name] = [{{"calls": [i.name for i in ir.invocations], "branches": [[n, l.line, b] for n, l, b in ir.branches],
+                  "unknown": None if ir.unknown is None else [ir.unknown[0], ir.unknown[1].line]}} for ir in irs]
+print({marker!r} + json.dumps(out))
+"""
+
+
+def _line(text: str) -> int:
+    return next(i for i, s in enumerate((REPO / TARGETS).read_text().splitlines(), 1) if text in s)
+
+
+@pytest.fixture(scope="module")
+def walked() -> dict:
+    names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "loop_counter_cond"]
+    run = subprocess.run([sys.executable, "-c", _WALK.format(names=names, path=TARGETS, marker=MARKER)],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
+    assert line is not None, run.stderr[-3000:]
+    return json.loads(line.removeprefix(MARKER))
+
+
+def _verify(target: str) -> dict:
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", f"{TARGETS}::{target}",
+                          "--devices", "4", "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+    return {r["property"]: r for r in json.loads(run.stdout)["results"]}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+def test_the_branch_the_build_takes_is_followed(walked):
+    """The build's flag is known: one program, the true branch's (ring then pairwise); the false
+    branch's shared id is never run, so every property is proved."""
+    (ir,) = walked["taken_branch_correct"]
+    assert ir["calls"] == ["_ring_kernel", "_pair_kernel"] and not ir["branches"] and ir["unknown"] is None
+    got = _verify("taken_branch_correct")
+    assert {r["verdict"] for r in got.values()} == {"proved"}, got
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+def test_an_undecided_cond_checks_every_branch_and_names_the_violating_one(walked):
+    irs = walked["undecided_flag"]
+    cond = _line("jax.lax.cond(predicate(f)")
+    assert sorted((ir["branches"][0][2], tuple(ir["calls"])) for ir in irs) == [
+        (0, ("_pair_kernel", "_ring_kernel")), (1, ("_ring_kernel", "_pair_kernel"))]
+    assert all(ir["branches"][0][:2] == [2, cond] for ir in irs)
+    bad = _verify("undecided_flag")["invocation-confined"]
+    assert bad["verdict"] == "violated"
+    assert f"cond_targets.py:{cond} takes branch 0)" in bad["witness"]["message"]
+    good = _verify("undecided_flag_correct")
+    assert {r["verdict"] for r in good.values()} == {"proved"}, good
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+def test_a_cond_whose_branch_differs_between_devices_is_unknown_with_its_line(walked):
+    (ir,) = walked["per_device_flag"]
+    reason, line = ir["unknown"]
+    assert "may differ between devices" in reason and line == _line("jax.lax.cond(predicate(f)")
+    got = _verify("per_device_flag")
+    assert got["invocation-confined"]["verdict"] == "unknown"
+    assert "may differ between devices" in got["invocation-confined"]["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+def test_a_cond_on_the_loop_counter_is_followed_per_iteration(walked):
+    (ir,) = walked["loop_counter_cond"]
+    assert ir["calls"] == ["_ring_kernel", "_pair_kernel", "_pair_kernel"] and not ir["branches"], ir
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-129")
+def test_a_single_call_inside_run_state_is_decided():
+    """jax's stateful async-copy pattern: one pallas_call inside run_state, closing over its refs. The walk
+    follows it, so invocation-confined is decided (PRG-113) instead of unknown."""
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", "examples/jax_ops/stateful_async_copy.py",
+                          "--devices", "2", "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    got = {r["property"]: r for r in json.loads(run.stdout)["results"]}
+    assert got["invocation-confined"]["verdict"] == "proved", got["invocation-confined"]
+    assert {r["verdict"] for r in got.values()} == {"proved"}
