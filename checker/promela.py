@@ -160,7 +160,7 @@ class _Resolver:
             if self.racy_cid:
                 raise _refuse(core, pc, op, f"collective id {self.program.collective_id} is also an internal "
                                             "semaphore id; which semaphore it names depends on the schedule")
-            if not any(isinstance(o, GetBarrierSem) for o in self.program.cores[core][:pc]):
+            if not any(o.fetches_barrier for o in self.program.cores[core][:pc]):
                 raise _refuse(core, pc, op, "the barrier semaphore is used before get_barrier_semaphore")
             return ("fixed", self.program.collective_id)
         got = self.allocs.get((core, ref.label))

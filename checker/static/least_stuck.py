@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from semcheck.model.errors import Violation
 from semcheck.model.barrier import opens
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import Barrier, DmaMode, DmaStart, Op, Program, Signal, Wait
+from semcheck.model.ops import DmaMode, Program
 from semcheck.model.run import classify
 from semcheck.model.schedule import ParkAndWake
 from semcheck.model.state import Outcome
@@ -177,16 +177,3 @@ def complete(program: Program, mode: DmaMode, out: Outcome) -> Outcome:
 def failure_reached(low: Lowered, pcs: tuple[int, ...]) -> list[tuple[int, int, Violation]]:
     """The cores of an S' terminal state that sit at their failing op: (core, pos, violation)."""
     return [(c, pos, v) for c, (pos, v) in sorted(low.caps.items()) if pcs[c] == pos]
-
-
-def describe_op(op: Op) -> str:
-    name = type(op).__name__
-    if isinstance(op, Wait):
-        return f"wait({op.sem}, {op.value})" + (" [dma]" if op.kind == "dma" else "")
-    if isinstance(op, Signal):
-        return f"signal({op.sem}, {op.inc}, device={op.device}, core={op.core})"
-    if isinstance(op, DmaStart):
-        return f"dma_start({op.nbytes} bytes, send={op.src_sem}, recv={op.dst_sem}, device={op.device}, core={op.core})"
-    if isinstance(op, Barrier):
-        return f"barrier {op.name!r}"
-    return name

@@ -48,7 +48,6 @@ from semcheck.model.ops import (
     AllocSem,
     DmaMode,
     DmaStart,
-    GetBarrierSem,
     Loc,
     Program,
     Read,
@@ -292,7 +291,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
             # a failing G or AllocSem inserts before it raises (SEM-1, SEM-2): one more step
             for c, pos, v in fails:
                 op = program.cores[c][pos]
-                if isinstance(op, GetBarrierSem) and cid in st.tables.internal or (
+                if op.fetches_barrier and cid in st.tables.internal or (
                     isinstance(op, AllocSem) and cid in st.tables.fixed and any((c, pos) == ev for ev in covering)
                 ):
                     schedule.append(("core", c))
