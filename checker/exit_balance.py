@@ -1,42 +1,20 @@
-"""`exit-balance` (PROP-5).
+"""`exit-balance` (PROP-5; the spec argues each answer).
 
-    For every counter (semaphore, core): T = everything the program
-    contributes to it (signals, and both halves of every DMA) and W =
-    everything the core waits for on it. In a program that completes (no
-    deadlock, no failure: decided as in `checker/deadlock.py`), every op runs, so
-    the final count is `executed - W` with `W <= executed <= T`.
+For every counter (semaphore, core): T = everything the program contributes to it (signals, and
+both halves of every DMA) and W = everything the core waits for on it.
 
-    * T == W for every counter  ->  **proved**: every count is zero at the end
-      and at every exit check (at the check the device's cores have finished,
-      so `W <= arrived <= T = W`), and no DMA is pending at the end (a pending
-      write half would leave its counter below W).
-    * some T > W  ->  **violated**, with the model's fast run as witness
-      (replayed on the step relation up to `REPLAY_LIMIT` steps): its final
-      counts, pending DMAs and printed warnings.
-    * the program hangs (S' ends in a deadlock, PROP-4): every run stops at
-      the least stuck vector (RUN-3), so the devices past their exit check
-      there are exactly the devices that exit in any run; the others never
-      exit and have nothing to check. T and W are then what the operations
-      before the stuck positions contribute and wait for, on the counters of
-      the exiting devices: their waits have all run, so the same argument
-      decides them; no exiting device -> **proved** (no run reaches an exit).
-    * the program can fail -> **unknown**.
+* T == W for every counter -> **proved**; some T > W -> **violated**, with the model's fast run as
+  witness (replayed up to `REPLAY_LIMIT` steps): its final counts, pending DMAs and warnings.
+* the program hangs (S' ends in a deadlock, PROP-4): the same, on the counters of the devices past
+  their exit check at the least stuck vector (RUN-3); no exiting device -> **proved**.
+* the program can fail -> **unknown** (or RUN-11's decision, `failing_runs.py`).
 
-    The witness details also give, per device, the interpreter's expected
-    warning `Semaphore N has non-zero count for D (global core G) at kernel
-    exit: C` (EXIT-1): "never", "may" or "must" (or "unknown"); with "may",
-    `not_must` says whether a run without the warning is proved to exist.
-    All from fast runs and one linear pass (spec PROP-5 argues each answer):
-    "may" is witnessed by the run that freezes the checking cores just
-    before their checks and runs the rest as far as they can; "never" and
-    "must" compare an upper bound (that run's positions) and a lower bound
-    (`must_have_passed`: what every run must have done to reach the check)
-    on what can have arrived and been waited for; `not_must` is witnessed by
-    a restricted run (cores capped at the lower bound, DMA halves in flight)
-    that reaches the check with every count zero, or, for small programs,
-    decided by an exhaustive search over what can be held back past the
-    check. The per-event timestamp encoding (bench/timestamped.py) is only the
-    bench's baseline now.
+The witness details also give, per device, the interpreter's expected warning at kernel exit
+(EXIT-1): "never", "may" or "must" (or "unknown"); with "may", `not_must` says whether a run
+without the warning is proved to exist. "may" is witnessed by the run that holds the checking
+cores just before their checks; "never" and "must" compare that run's positions with
+`must_have_passed`; `not_must` by a restricted run (DR-2) or, for small programs, an exhaustive
+search over what can be held back past the check.
 """
 
 from __future__ import annotations
@@ -271,7 +249,7 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
        exists iff some set D of contributions to the device's counters, of at least each counter's
        surplus e(k) = total - waited, can all be held back past the check, i.e. the restricted run
        (signals and eager halves: their core capped at them; hardware halves: suppressed) still
-       brings c0 to its check (DR-2: restricted runs are persistent, so one run decides). Holding
+       brings c0 to its check (DR-2). Holding
        back more only makes that harder, so it suffices to try the covering sets of contributions
        that can each be held back alone, smallest first: an exhausted search proves "must".
     """

@@ -3,10 +3,8 @@
 A race is a reachable state in which two conflicting accesses (ACC-2) are
 both pending (DR-1). Each question "can these two be pending together?" is
 answered by one greedy run of a *restricted* system: the program with some DMA
-halves suppressed and some cores capped before a position (DR-2). The
-restricted system is persistent, so its maximal runs all end at one terminal
-state, and the question is read off that state. Monotonicity in the cap
-(DR-3) lets one run answer every access of a core against one DMA half.
+halves suppressed and some cores capped before a position (DR-2, why one run
+decides); one run answers every access of a core against one DMA half (DR-3).
 Under `on_wait` the restriction over-approximates; a race it finds is replayed
 on the step relation before it is believed (DR-4).
 """
@@ -304,9 +302,8 @@ def _earliest(
     program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs,
     a: AccessEvent, b: AccessEvent, outcome: Outcome,
 ) -> tuple[AccessEvent, AccessEvent, Outcome]:
-    """The first access of the core that races the same DMA half (DR-3: racing is monotone in the
-    position, so a binary search over the core's exact candidates finds it); it makes the clearest
-    witness."""
+    """The first access of the core that races the same DMA half, by binary search over the core's
+    exact candidates (DR-3); it makes the clearest witness."""
     h, k = (a, b) if a.is_dma else (b, a)
     cands = sorted(
         {(y.pc, y): (x, y) for x, y in ((p if p[0].is_dma else (p[1], p[0])) for p in pairs)
@@ -367,14 +364,9 @@ def _orbit_representatives(
 def _ordered(
     program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs
 ) -> Iterator[tuple[AccessEvent, AccessEvent]]:
-    """The pairs worth a run, cheapest first (DR-3).
-
-    For a DMA half `h` and an accessing core `c`, whether `c`'s access at `j`
-    races `h` is monotone in `j` up to how far `c` gets with `h` suppressed:
-    only the last
-    access of `c` within that reach needs a run, and it races if any does.
-    Exact pairs are tried before widened ones, so an exact race is found when
-    there is one.
+    """The pairs worth a run, cheapest first: per DMA half and core, only the last access within
+    the core's reach with the half suppressed (DR-3); exact pairs before widened ones, so an exact
+    race is found when there is one.
     """
     groups, rest = _kernel_against_dma_groups(pairs)
 

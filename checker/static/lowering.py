@@ -27,12 +27,8 @@ statically. This module computes that, and says when it cannot:
 * **Static failures.** Everything else that can fail (ERR-2 for wrapped ids,
   ERR-3, ERR-4, ERR-5, ERR-6, and ERR-9: an access or eager copy through a
   view the interpreter cannot index) depends only on the operation, so each core has
-  a first failing position `cap[c]` (or none). The lowered system S' treats
-  that operation as blocking forever. S' is persistent; a real run fails iff
-  S' ends with some core *at* its failing operation (a real run is an S' run
-  up to its first failure, and S' reaching a failing op lets the real run
-  take that failing step). `s_prime_run` computes S''s terminal state by
-  running the model's fast run on the program truncated at the caps.
+  a first failing position `cap[c]` (or none), where S' holds it; what S''s end
+  decides is RUN-9's.
 
 Happens-before is computed from program order and barriers only (a
 sound under-approximation): a "maybe" verdict may be conservative, never

@@ -550,8 +550,7 @@ def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeou
     """Build and solve the stuck-vector query: z3's answer, the stuck vector if sat, and statistics."""
     t2 = time.perf_counter()
     enc = make_encoding(low, encoding, drop, symmetry=symmetry)
-    # Clauses only: QF_FD goes straight to the SAT core (parsing a 500k-clause
-    # query takes a third of the default solver's time).
+    # Clauses only: QF_FD goes straight to the SAT core (bench/README.md, costs).
     if encoding != "order":
         solver = z3.SolverFor("QF_LIA")
     elif enc.format == "dimacs":

@@ -14,12 +14,9 @@ trip count in a range, or a proof that none fails.
 **Static possibility, then reachability.** Each check first asks Z3 whether
 the bad situation is possible at all (some allocation range contains the
 collective id; some handed-out id exceeds int16; ...). Unsat -> **proved**.
-Otherwise whether it happens in a run is decided on the lowered system S'
-(`checker.static`): when the lowering is static, S' is persistent, its one maximal
-run executes every operation any run can execute, and every failing
-operation it stops at can be the first failure of some real run -- so the
-answer is exact (violated with a replayed witness, or proved because the
-offending operation never executes). When the lowering is not static, a
+Otherwise whether it happens in a run is decided on S''s end (`checker.static`,
+RUN-9) when the lowering is static: exactly (violated with a replayed witness, or
+proved because the offending operation never executes). When the lowering is not static, a
 real run (the model's fast run, `lookup_errors=False` where collisions are
 concerned) can still witness a violation; otherwise **unknown**.
 
