@@ -23,9 +23,11 @@ import time
 class SpinResult:
     """What SPIN said about one rendering.
 
-    `verdict`: "deadlock" (an invalid end state was found), "deadlock-free"
-    (the search completed without errors), or "unknown" (out of memory, time,
-    or depth; `reason` says which).
+    `verdict`: "deadlock" (an invalid end state was found), "error" (an
+    assertion, a static failure, was reached: some run fails), "deadlock-free"
+    (the search completed without errors: every run completes), or "unknown"
+    (out of memory, time, or depth; `reason` says which). pan stops at its
+    first error, so a program with runs of both kinds gets either answer.
     """
 
     verdict: str
@@ -110,7 +112,9 @@ def _parse_pan(text: str, secs: dict[str, float]) -> SpinResult:
     r.depth = _num(r"depth reached (\d+)", text)
     r.memory_mb = _num(r"([\d.]+)\s+total actual memory usage", text, float)
     errors = _num(r"errors: (\d+)", text)
-    if "invalid end state" in text and errors:
+    if "assertion violated" in text and errors:
+        r.verdict = "error"  # a run reaches a static failure (the rendering's assert(false))
+    elif "invalid end state" in text and errors:
         r.verdict = "deadlock"
     elif "out of memory" in text or "MEMLIM" in text or "memory limit" in text.lower():
         r.reason = "pan ran out of memory (-DMEMLIM)"

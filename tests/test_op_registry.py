@@ -28,7 +28,7 @@ EXECUTORS: dict[tuple[str, str], str] = {
     ("checker/static/lowering.py", "_lower"): "the static system lowers each operation",
     ("checker/static/lowering.py", "_lower_op"): "the static system lowers each operation",
     ("model/explore.py", "_safe"): "RUN-5: whether an operation's step is independent is per operation",
-    ("checker/promela.py", "render"): "the SPIN model renders each operation",
+    ("checker/promela.py", "action"): "the SPIN model renders each operation",
     ("checker/frontend/program_lower.py", "_kept"): "which operations of a call a composed program keeps (specs/programs.md)",
 }
 
