@@ -3,7 +3,7 @@
 A race is a reachable state in which two conflicting accesses (ACC-2) are
 both pending (DR-1). Each question "can these two be pending together?" is
 answered by one greedy run of a *restricted* system: the program with some DMA
-halves suppressed and some cores capped before a position (DR-2, why one run
+halves suppressed and some cores held before a position (DR-2, why one run
 decides); one run answers every access of a core against one DMA half (DR-3).
 Under `on_wait` the restriction over-approximates; a race it finds is replayed
 on the step relation before it is believed (DR-4).
@@ -25,7 +25,7 @@ from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
 
-Caps = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
+Holds = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
 Suppressed = frozenset[tuple[int, int, str]]  # (core, pc, half) of DMA halves
 
 
@@ -61,13 +61,13 @@ class _Runs:
     def __init__(self, program: Program, mode: DmaMode) -> None:
         self.program = program
         self.mode = mode
-        self.memo: dict[tuple[Caps, Suppressed], Outcome] = {}
+        self.memo: dict[tuple[Holds, Suppressed], Outcome] = {}
 
-    def __call__(self, caps: dict[int, int] | None = None, suppress: Iterable[tuple[int, int, str]] = ()) -> Outcome:
-        key = (tuple(sorted((caps or {}).items())), frozenset(suppress))
+    def __call__(self, holds: dict[int, int] | None = None, suppress: Iterable[tuple[int, int, str]] = ()) -> Outcome:
+        key = (tuple(sorted((holds or {}).items())), frozenset(suppress))
         out = self.memo.get(key)
         if out is None:
-            out = self.memo[key] = fast_run(self.program, self.mode, freeze=dict(key[0]), suppress=key[1])
+            out = self.memo[key] = fast_run(self.program, self.mode, hold=dict(key[0]), suppress=key[1])
         return out
 
 
@@ -84,16 +84,16 @@ def _pending_dma(pcs: tuple[int, ...], e: AccessEvent) -> bool:
 
 def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[int, int], list[tuple[int, int, str]]] | None:
     """DR-2: the restricted system whose terminal state answers the pair; None when no run can race them."""
-    caps: dict[int, int] = {}
+    holds: dict[int, int] = {}
     suppress: list[tuple[int, int, str]] = []
     for e in (a, b):
         if not e.is_dma:
-            if caps.get(e.core, e.pc) != e.pc:
+            if holds.get(e.core, e.pc) != e.pc:
                 return None  # one core at two positions at once: program order orders them
-            caps[e.core] = e.pc
+            holds[e.core] = e.pc
         else:
             suppress.append(_half(e))
-    return caps, suppress
+    return holds, suppress
 
 
 def _both_pending(pcs: tuple[int, ...], a: AccessEvent, b: AccessEvent) -> bool:
@@ -291,8 +291,8 @@ def _unsuppressed(program: Program, mode: DmaMode, outcome: Outcome) -> Outcome:
     a lookup step of its own (SEM-5) that the step relation does not take. The witness is the
     maximal run of the program with every core stopped at the restricted run's position instead:
     landings only add to counts, so it reaches every one of those positions (RUN-3)."""
-    caps = dict(enumerate(outcome.state.pcs))
-    full = fast_run(program, mode, freeze=caps)
+    holds = dict(enumerate(outcome.state.pcs))
+    full = fast_run(program, mode, hold=holds)
     if full.state.pcs != outcome.state.pcs or full.state.failure is not None:
         raise ModelBug("the eager run without held halves does not reach the restricted run's positions")
     return full

@@ -227,7 +227,7 @@ def _prefix_to(program: Program, mode: DmaMode, low: Lowered, core: int, pos: in
     bounds = must_have_passed(low, {0: (core, pos)})
     if bounds is None:
         return None
-    out = fast_run(program, mode, freeze={g: int(q) for g, q in enumerate(bounds[0])})
+    out = fast_run(program, mode, hold={g: int(q) for g, q in enumerate(bounds[0])})
     if out.failure is not None or out.state.pcs[core] != pos:
         return None
     return tuple(out.schedule)
@@ -397,10 +397,10 @@ def _fires_static(low: Lowered, sp: Outcome, cid: int):
 
 
 def _fires_by_freezing(program: Program, mode: DmaMode, low: Lowered, cid: int):
-    """RUN-3 / note section 4: freeze each looking-up core before its lookup, run the others maximally."""
+    """RUN-3 / note section 4: hold each looking-up core before its lookup, run the others maximally."""
     for c, i in _cid_lookups(program, low, cid):
-        frozen = truncate(program, {c: i})
-        out = maximal_run(frozen, mode, lookup_errors=False)
+        held = truncate(program, {c: i})
+        out = maximal_run(held, mode, lookup_errors=False)
         st = out.state
         if st.pcs[c] == i and cid in st.tables.fixed and cid in st.tables.internal:
             schedule = tuple(out.schedule) + (("core", c),)
