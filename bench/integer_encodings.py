@@ -61,7 +61,7 @@ class Encoding:
         return z3.Sum([z3.If(self.q[o] > p, a, 0) for o, p, a in b.terms]) < b.need
 
     def stuck_core(self, c: int):
-        cap = self.low.cap(c)
+        cap = self.low.held_at(c)
         q = self.q[c]
         alts = [q == cap]  # finished (cap = L) or blocked at the failing op
         for b in self.cond.at[c]:
@@ -77,7 +77,7 @@ class Encoding:
         n = low.program.topology.num_cores
         parts = []
         for c in range(n):
-            parts += [self.q[c] >= 0, self.q[c] <= low.cap(c), self.stuck_core(c)]
+            parts += [self.q[c] >= 0, self.q[c] <= low.held_at(c), self.stuck_core(c)]
         parts.append(z3.Or([self.q[c] < low.lengths[c] for c in range(n)]))
         return z3.And(parts)
 

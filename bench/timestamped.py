@@ -55,7 +55,7 @@ class Timestamped:
         n = prog.topology.num_cores
         self.stuck = Encoding(low, style="plain")
         self.q = self.stuck.q
-        self.t = [[z3.Int(f"t{c}_{i}") for i in range(low.cap(c))] for c in range(n)]
+        self.t = [[z3.Int(f"t{c}_{i}") for i in range(low.held_at(c))] for c in range(n)]
         self.terms = 0
         eager = low.mode == "eager"
         self.half_time = {}
@@ -71,16 +71,16 @@ class Timestamped:
                 self.half_time[(d.ident, "dma_write")] = tw
                 parts += [start < tr, tr < tw]
         for c in range(n):
-            for i in range(low.cap(c) - 1):
+            for i in range(low.held_at(c) - 1):
                 parts.append(self.t[c][i] < self.t[c][i + 1])
         for c in range(n):
-            parts += [self.q[c] >= 0, self.q[c] <= low.cap(c)]
+            parts += [self.q[c] >= 0, self.q[c] <= low.held_at(c)]
         for (c, i), w in low.waits.items():
             waited = sum(m.value for m in low.waits_by_counter[w.counter] if m.pos < i)
             have = self.arrived_before(w.counter, self.t[c][i])
             parts.append(z3.Implies(self.q[c] > i, shortfall(have - waited, w.value) <= 0))  # SEM-5
         for (c, i), b in low.barriers.items():
-            if i >= low.cap(c):
+            if i >= low.held_at(c):
                 continue
             now = self.t[c][i]
             conds = []
@@ -88,7 +88,7 @@ class Timestamped:
                 if p == c:
                     continue
                 pos = low.barrier_pos.get((p, b.name, b.k))
-                if pos is None or pos > low.cap(p):
+                if pos is None or pos > low.held_at(p):
                     conds = [z3.BoolVal(False)]
                     break
                 conds.append(self.q[p] >= pos)

@@ -138,7 +138,7 @@ class ModeAnalysis:
         from semcheck.checker.static.system import EncodingBug
 
         low = self.lowering
-        if low.caps:
+        if low.failing:
             return s_prime_run(low)
         out = self.maximal_run()
         if out.failure is not None:

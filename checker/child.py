@@ -95,10 +95,8 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
 
         import semcheck.checker.properties  # noqa: F401
 
-        # This process lives for one device count. Checking allocates millions
-        # of small, mostly acyclic objects; the cyclic collector re-scanning
-        # them is a third of the time at 256 devices, and peak memory is the
-        # same without it (measured: 2.0 GB either way), so it stays off.
+        # This process lives for one device count; the cyclic collector stays off
+        # (bench/README.md, "Costs the code relies on").
         gc.disable()
         conn.send(("ready",))
         start = time.monotonic()

@@ -5,11 +5,11 @@ Under `hardware` a device is inside an invocation from its first operation of th
 (PRG-104: nothing synchronises devices at call boundaries). For every remote `Signal` and remote `DmaStart`
 into an object that is not a barrier semaphore (PRG-105), two questions, each one maximal run (RUN-3):
 
-* **early** (PRG-111): freeze the target device's core 0 just before its first operation of the call that
+* **early** (PRG-111): hold the target device's core 0 just before its first operation of the call that
   owns the object, and run every other core as far as it can. Every run in which the target has not
-  entered is a prefix of a run of that frozen program, so the sender gets past the operation there iff
+  entered is a prefix of a run of that held program, so the sender gets past the operation there iff
   some schedule lands it before the target entered;
-* **late** (PRG-112): freeze the sender just before the signal (for a copy: suppress the copy's write
+* **late** (PRG-112): hold the sender just before the signal (for a copy: suppress the copy's write
   half, which a TPU may deliver at any time after the start, DMA-5) and run the rest as far as it can.
   If the target's core 0 gets past the last operation of the last call the object lives in, some
   schedule lands it after the target left.
@@ -168,7 +168,7 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
         sender_dev, target_dev = topo.device_of(la.core), topo.device_of(la.target)
         key = (la.target, la.entry)
         if key not in early_runs:
-            early_runs[key] = fast_run(program, "hardware", freeze={la.target: la.entry})
+            early_runs[key] = fast_run(program, "hardware", hold={la.target: la.entry})
         run = early_runs[key]
         if run.kind in ("completed", "deadlock"):
             if run.state.pcs[la.core] > la.pc:
@@ -177,7 +177,7 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
             unsure.append(f"the {what} at {op.loc} may reach device {target_dev} before it enters {la.owner} "
                           "(a run can fail first)")
         late = (_held_copy(program, la) if type(op) is DmaStart
-                else fast_run(program, "hardware", freeze={la.core: la.pc}))
+                else fast_run(program, "hardware", hold={la.core: la.pc}))
         if late.state.pcs[la.core] < la.pc:
             continue  # the sender never reaches the operation while it is held: no landing at all
         if late.state.pcs[la.target] >= la.exit:
@@ -231,7 +231,7 @@ def _violation(program: Program, la: Landing, run: Any, what: str, when: str, wh
     """The witness: the run's schedule up to the landing (early), or the run then the landing (late)."""
     topo = program.topology
     op = program.cores[la.core][la.pc]
-    # early: the frozen run itself is the witness (the sender's operation and, under hardware, a copy's
+    # early: the held run itself is the witness (the sender's operation and, under hardware, a copy's
     # halves are in it, and the target never moved past its entry); late: the held run, then the landing
     sched = list(run.schedule)
     if when == "early":
@@ -322,7 +322,7 @@ def faithful(composed: Any, schedule: Any) -> str | None:
 def lag_two(composed: Any) -> str | None:
     """PRG-130 (PRG-7's condition): None when no device can enter iteration 3 of the window's loop while a
     device it communicates with (a signal or copy either way, in any call of the loop) has not left
-    iteration 1, in any schedule; otherwise why not. For each such device its core 0 is frozen before its
+    iteration 1, in any schedule; otherwise why not. For each such device its core 0 is held before its
     last operation of iteration 1 and the rest runs as far as it can: by RUN-3 every run in which it has not
     left is a prefix of that run."""
     ((_, _, first, per),) = composed.ir.windows
@@ -351,7 +351,7 @@ def lag_two(composed: Any) -> str | None:
         last = max((j for j, k in enumerate(mine) if k in one), default=None)
         if last is None:
             continue
-        run = fast_run(program, "hardware", freeze={core0(b): last})
+        run = fast_run(program, "hardware", hold={core0(b): last})
         if run.kind not in ("completed", "deadlock"):
             return f"a run can fail before device {b} leaves the loop's first iteration"
         for a in sorted(partners[b]):

@@ -85,12 +85,12 @@ def deadlock_free(
     if certificate is not None:
         stats.update(certificate(low, end))
 
-    if end.kind == "completed" and not low.caps:
+    if end.kind == "completed" and not low.failing:
         # without failing ops S' is the program itself, and its end is the fast run's
         return Verdict(PROPERTY, "proved", stats=stats)
     sp = facts.s_prime_run
     # without failing ops S' is the program itself
-    real = sp if not low.caps else facts.maximal_run()
+    real = sp if not low.failing else facts.maximal_run()
     if real.state.pcs != sp.state.pcs:
         raise EncodingBug(f"S' and the real fast run end at different positions: {sp.state.pcs} vs {real.state.pcs}")
     if real.kind != end.kind:

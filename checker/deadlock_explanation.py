@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 from semcheck.checker.verdict import Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
-from semcheck.checker.static.least_stuck import describe_op
 from semcheck.checker.static.lowering import lower
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
@@ -45,7 +44,7 @@ def deadlock_witness(program: Program, mode: DmaMode, out: Outcome, low: Lowered
             low = None
     blocked, details = [], []
     for b in out.blocked:
-        entry = {"core": b.core, "pc": b.pc, "op": describe_op(b.op), "loc": str(b.op.loc)}
+        entry = {"core": b.core, "pc": b.pc, "op": b.op.describe(), "loc": str(b.op.loc)}
         if isinstance(b.op, Wait) and low is not None and (b.core, b.pc) in low.waits:
             w = low.waits[(b.core, b.pc)]
             entry.update(semaphore=str(b.op.sem), count=out.state.counts.get(w.counter, 0), needs=w.value)

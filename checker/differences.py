@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from semcheck.model.errors import EarlierFailure, RevisitedBlock, Untranslatable
-from semcheck.model.ops import INTERPRETER_MODES, Access, AllocSem, DmaStart, GetBarrierSem, Loc, Op, Program, Signal
+from semcheck.model.ops import INTERPRETER_MODES, Access, DmaStart, Loc, Op, Program, Signal
 
 CAUSES = {
     "D1": "in interpret mode a signal without core_index goes to core 0 of the target device; "
@@ -115,7 +115,7 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
                 dma.append(op.loc)
                 if op.dst_sem_type != "dma" or (op.src_sem is not None and op.src_sem_type != "dma"):
                     typed.append(op.loc)
-            elif t is AllocSem or t is GetBarrierSem:
+            elif op.hands_out_ids:
                 ids = True
     out = []
     if d1:

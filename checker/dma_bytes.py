@@ -6,12 +6,12 @@ For every counter (s, c) that a DMA half signals in bytes (DMA-6: not a
     wait); the bytes its DMA halves deliver add up to what c's DMA waits
     take (nothing left at exit, the last wait can be met); and for each DMA
     wait, with N the bytes the waits up to it take, the copies that can
-    start before it completes (a fast run with c frozen at the wait, RUN-3)
+    start before it completes (a fast run with c held at the wait, RUN-3)
     deliver at least N (else it can never be met) and some of them deliver
     exactly N (else it always takes part of a copy). A bulk wait (one wait
     for several copies) and copies of different sizes from several cores
     pass; which copy a wait stands for is the race property's question.
-    When every copy of the counter has one size s the frozen runs are not
+    When every copy of the counter has one size s the held runs are not
     needed: N must be a multiple of s.
 """
 
@@ -35,8 +35,8 @@ def dma_bytes(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, exit
               facts: ModeAnalysis | None = None) -> Verdict:
     """PROP-6 (see the module docstring).
 
-    Decided on the lowering and, for a counter whose copies differ in size, one frozen run per
-    DMA wait (which copies can have started before it completes); the frozen runs follow `mode`.
+    Decided on the lowering and, for a counter whose copies differ in size, one held run per
+    DMA wait (which copies can have started before it completes); the held runs follow `mode`.
     `exits=False`: the program's runs never reach the kernel's exit (the prefix every run takes
     before an ERR-9 failure, `checker.failing_runs`), so bytes delivered and never waited for are
     not left at an exit: only the waits are judged. `facts`: the program's analysis under `mode`.
@@ -46,7 +46,7 @@ def dma_bytes(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, exit
 
 
 def _dma_bytes_once(facts: ModeAnalysis, exits: bool) -> Verdict:
-    # eager and on_wait share the lowering and add the same amounts (DMA-6); only the frozen runs
+    # eager and on_wait share the lowering and add the same amounts (DMA-6); only the held runs
     # follow the mode. A verdict reached without one is both modes': it is decided once for both.
     key = ("dma-bytes", facts.family, exits)
     hit = facts.whole.known(key) if facts.family == "interpreter" else None
@@ -67,7 +67,7 @@ DMA_BYTES_BUDGET = 20_000
 
 
 def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
-    """The verdict, and how many frozen runs (which follow the mode) it took."""
+    """The verdict, and how many held runs (which follow the mode) it took."""
     prop = "dma-bytes"
     program, mode = facts.program, facts.mode
     low = facts.lowering
@@ -106,15 +106,15 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
     undecided = []
     checked = 0
     runs = 0
-    frozen: dict = {}  # (core, pos) -> positions of the run frozen there
+    held: dict = {}  # (core, pos) -> positions of the run held there
 
     def positions(core: int, pos: int):
         nonlocal runs
-        hit = frozen.get((core, pos))
+        hit = held.get((core, pos))
         if hit is None:
             runs += 1
-            out = fast_run(program, mode, freeze={core: pos}, record=False)
-            hit = frozen[(core, pos)] = None if out.failure is not None else out.state.pcs
+            out = fast_run(program, mode, hold={core: pos}, record=False)
+            hit = held[(core, pos)] = None if out.failure is not None else out.state.pcs
         return hit
 
     for k in sorted(counters, key=repr):
@@ -159,7 +159,7 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
             else:
                 pcs = positions(w.core, w.pos)
                 if pcs is None:
-                    undecided.append(f"{where} (a run frozen at wait #{n + 1} fails)")
+                    undecided.append(f"{where} (a run held at wait #{n + 1} fails)")
                     break
                 if pcs[w.core] < w.pos:
                     continue  # the core never reaches this wait: a deadlock, PROP-4's to report

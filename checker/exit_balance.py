@@ -1,42 +1,20 @@
-"""`exit-balance` (PROP-5).
+"""`exit-balance` (PROP-5; the spec argues each answer).
 
-    For every counter (semaphore, core): T = everything the program
-    contributes to it (signals, and both halves of every DMA) and W =
-    everything the core waits for on it. In a program that completes (no
-    deadlock, no failure: decided as in `checker/deadlock.py`), every op runs, so
-    the final count is `executed - W` with `W <= executed <= T`.
+For every counter (semaphore, core): T = everything the program contributes to it (signals, and
+both halves of every DMA) and W = everything the core waits for on it.
 
-    * T == W for every counter  ->  **proved**: every count is zero at the end
-      and at every exit check (at the check the device's cores have finished,
-      so `W <= arrived <= T = W`), and no DMA is pending at the end (a pending
-      write half would leave its counter below W).
-    * some T > W  ->  **violated**, with the model's fast run as witness
-      (replayed on the step relation up to `REPLAY_LIMIT` steps): its final
-      counts, pending DMAs and printed warnings.
-    * the program hangs (S' ends in a deadlock, PROP-4): every run stops at
-      the least stuck vector (RUN-3), so the devices past their exit check
-      there are exactly the devices that exit in any run; the others never
-      exit and have nothing to check. T and W are then what the operations
-      before the stuck positions contribute and wait for, on the counters of
-      the exiting devices: their waits have all run, so the same argument
-      decides them; no exiting device -> **proved** (no run reaches an exit).
-    * the program can fail -> **unknown**.
+* T == W for every counter -> **proved**; some T > W -> **violated**, with the model's fast run as
+  witness (replayed up to `REPLAY_LIMIT` steps): its final counts, pending DMAs and warnings.
+* the program hangs (S' ends in a deadlock, PROP-4): the same, on the counters of the devices past
+  their exit check at the least stuck vector (RUN-3); no exiting device -> **proved**.
+* the program can fail -> **unknown** (or RUN-11's decision, `failing_runs.py`).
 
-    The witness details also give, per device, the interpreter's expected
-    warning `Semaphore N has non-zero count for D (global core G) at kernel
-    exit: C` (EXIT-1): "never", "may" or "must" (or "unknown"); with "may",
-    `not_must` says whether a run without the warning is proved to exist.
-    All from fast runs and one linear pass (spec PROP-5 argues each answer):
-    "may" is witnessed by the run that freezes the checking cores just
-    before their checks and runs the rest as far as they can; "never" and
-    "must" compare an upper bound (that run's positions) and a lower bound
-    (`must_have_passed`: what every run must have done to reach the check)
-    on what can have arrived and been waited for; `not_must` is witnessed by
-    a restricted run (cores capped at the lower bound, DMA halves in flight)
-    that reaches the check with every count zero, or, for small programs,
-    decided by an exhaustive search over what can be held back past the
-    check. The per-event timestamp encoding (bench/timestamped.py) is only the
-    bench's baseline now.
+The witness details also give, per device, the interpreter's expected warning at kernel exit
+(EXIT-1): "never", "may" or "must" (or "unknown"); with "may", `not_must` says whether a run
+without the warning is proved to exist. "may" is witnessed by the run that holds the checking
+cores just before their checks; "never" and "must" compare that run's positions with
+`must_have_passed`; `not_must` by a restricted run (DR-2) or, for small programs, an exhaustive
+search over what can be held back past the check.
 """
 
 from __future__ import annotations
@@ -127,7 +105,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     if bad is not None:
         return bad
     exiting = None
-    failing = bool(low.caps) and bool(failure_reached(low, sp.pcs))  # ERR-17
+    failing = bool(low.failing) and bool(failure_reached(low, sp.pcs))  # ERR-17
     if sp.kind == "completed" and not failing:
         tot = facts.totals
     else:
@@ -221,9 +199,9 @@ def _exit_checks(program: Program) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _frozen_at_checks(program: Program, mode: DmaMode, checks: dict):
-    """One run with every checking core frozen just before its check and the rest run as far as they can,
-    when that is what each device's own frozen run reaches too (the next operation after each check is a
+def _held_at_checks(program: Program, mode: DmaMode, checks: dict):
+    """One run with every checking core held just before its check and the rest run as far as they can,
+    when that is what each device's own held run reaches too (the next operation after each check is a
     barrier of all checking cores, or none: passing a check then changes nothing any other core sees);
     else None."""
     cores = {c for c, _ in checks.values()}
@@ -231,7 +209,7 @@ def _frozen_at_checks(program: Program, mode: DmaMode, checks: dict):
         ops = program.cores[c]
         if x + 1 < len(ops) and not (isinstance(ops[x + 1], Barrier) and cores <= set(ops[x + 1].participants)):
             return None
-    return fast_run(program, mode, freeze={c: x for c, x in checks.values()}, record=False)
+    return fast_run(program, mode, hold={c: x for c, x in checks.values()}, record=False)
 
 
 def _orbit_rep(low: Lowered, checks: dict):
@@ -263,15 +241,15 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
     """True: a real run reaches device d's check with every count of d zero (no warning).
     False: proved that no run does (only by the exhaustive search). None: not decided.
 
-    1. Every core capped at its lower bound m (the least it must have done), c0 at its check;
+    1. Every core held at its lower bound m (the least it must have done), c0 at its check;
        under hardware, then also the DMA halves that still over-fill a counter suppressed
        (halves in flight at the check), the latest first.
     2. Eager and hardware, with the device's waits at the check known exactly (`exact`: counter
        -> what has been waited for at the check): a run reaching the check with every count zero
        exists iff some set D of contributions to the device's counters, of at least each counter's
        surplus e(k) = total - waited, can all be held back past the check, i.e. the restricted run
-       (signals and eager halves: their core capped at them; hardware halves: suppressed) still
-       brings c0 to its check (DR-2: restricted runs are persistent, so one run decides). Holding
+       (signals and eager halves: their core held at them; hardware halves: suppressed) still
+       brings c0 to its check (DR-2). Holding
        back more only makes that harder, so it suffices to try the covering sets of contributions
        that can each be held back alone, smallest first: an exhausted search proves "must".
     """
@@ -279,9 +257,9 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
     cores = topo.cores_of_device(d)
     hw = mode == "hardware"
     if m is not None:
-        freeze = {g: int(q) for g, q in enumerate(m)}
-        freeze[c0] = x
-        out = fast_run(program, mode, freeze=freeze, record=False)
+        hold = {g: int(q) for g, q in enumerate(m)}
+        hold[c0] = x
+        out = fast_run(program, mode, hold=hold, record=False)
         if _zero_at_check(program, mode, out, c0, x, cores):
             return True
         if hw and out.state.pcs[c0] == x and out.failure is None:
@@ -293,7 +271,7 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
                     if 0 < y.amount <= left:
                         sup.add((y.owner, y.pos, "read" if y.kind == "dma_read" else "write"))
                         left -= y.amount
-            if sup and _zero_at_check(program, mode, fast_run(program, mode, freeze=freeze, suppress=frozenset(sup),
+            if sup and _zero_at_check(program, mode, fast_run(program, mode, hold=hold, suppress=frozenset(sup),
                                                               record=False), c0, x, cores):
                 return True
     if mode == "on_wait" or exact is None:
@@ -307,7 +285,7 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
         for y in low.by_counter.get(k, ()):
             if eager or y.kind == "signal":
                 if m is None or y.pos >= m[y.owner]:
-                    events.append(("cap", y.owner, y.pos))
+                    events.append(("hold", y.owner, y.pos))
             else:
                 events.append(("sup", y.owner, y.pos, "read" if y.kind == "dma_read" else "write"))
     events = list(dict.fromkeys(events))
@@ -316,20 +294,20 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
     runs = 0
 
     def restricted(ds) -> tuple[dict, frozenset]:
-        freeze = {c0: x}
+        hold = {c0: x}
         sup = set()
         for e in ds:
-            if e[0] == "cap":
-                freeze[e[1]] = min(e[2], freeze.get(e[1], e[2]))
+            if e[0] == "hold":
+                hold[e[1]] = min(e[2], hold.get(e[1], e[2]))
             else:
                 sup.add(e[1:])
-        return freeze, frozenset(sup)
+        return hold, frozenset(sup)
 
-    def covers(freeze, sup) -> bool:
+    def covers(hold, sup) -> bool:
         for k, e in surplus.items():
             held = 0
             for y in low.by_counter.get(k, ()):
-                if y.pos >= freeze.get(y.owner, y.pos + 1) or (y.kind != "signal" and not eager and (
+                if y.pos >= hold.get(y.owner, y.pos + 1) or (y.kind != "signal" and not eager and (
                         (y.owner, y.pos, "read") in sup or (y.kind == "dma_write" and (y.owner, y.pos, "write") in sup))):
                     held += y.amount
             if held < e:
@@ -339,8 +317,8 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
     def reaches(ds) -> bool:
         nonlocal runs
         runs += 1
-        freeze, sup = restricted(ds)
-        out = fast_run(program, mode, freeze=freeze, suppress=sup, record=False)
+        hold, sup = restricted(ds)
+        out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
         return out.failure is None and out.state.pcs[c0] == x
 
     alone = [e for e in events if reaches((e,))]
@@ -350,13 +328,13 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
             s = frozenset(ds)
             if any(f <= s for f in failed):
                 continue
-            freeze, sup = restricted(ds)
-            if not covers(freeze, sup):
+            hold, sup = restricted(ds)
+            if not covers(hold, sup):
                 continue
             if runs >= _SEARCH_RUNS:
                 return None
             runs += 1
-            out = fast_run(program, mode, freeze=freeze, suppress=sup, record=False)
+            out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
             if _zero_at_check(program, mode, out, c0, x, cores):
                 return True
             if out.failure is None and out.state.pcs[c0] != x:
@@ -388,7 +366,7 @@ def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
 def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> dict:
     """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/semantics.md.
 
-    may: a run (all checking cores frozen before their checks, the rest as far as they can go)
+    may: a run (all checking cores held before their checks, the rest as far as they can go)
     in which the check sees a non-zero count. never: even counting everything that can have
     arrived by then, less the least that must have been waited for, every count is zero. must: a
     lower bound on what must have arrived exceeds what can have been waited for. not_must: a
@@ -402,7 +380,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
     counters: dict = defaultdict(list)
     for k in set(feeds.total) | set(feeds.waits):
         counters[topo.device_of(k[1])].append(k)
-    frozen = _frozen_at_checks(program, mode, checks)
+    held = _held_at_checks(program, mode, checks)
     bounds = must_have_passed(low, checks, feeds)
     drained = _drained_at_checks(low, checks) if mode == "on_wait" else frozenset()
     rep = _orbit_rep(low, checks)
@@ -410,9 +388,9 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
     out = {}
     for d, (c0, x) in sorted(checks.items()):
         mine = sorted(counters.get(d, ()), key=repr)
-        f = frozen if frozen is not None else fast_run(program, mode, freeze={c0: x}, record=False)
+        f = held if held is not None else fast_run(program, mode, hold={c0: x}, record=False)
         if f.failure is not None or f.state.pcs[c0] != x:
-            out[str(d)] = {"behaviour": "unknown", "note": "the frozen run does not reach the check"}
+            out[str(d)] = {"behaviour": "unknown", "note": "the held run does not reach the check"}
             continue
         pcs = f.state.pcs
         m = bounds.get(d) if bounds is not None else None

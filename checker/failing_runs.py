@@ -86,7 +86,7 @@ def every_run_fails(facts: ModeAnalysis) -> Ending | None:
     """The ending shared by all runs when each one fails and the failure ends the whole run (RUN-9,
     RUN-10), else None (`ModeAnalysis.every_run_fails` keeps it)."""
     low = facts.lowering
-    if not low.ok or not low.caps:
+    if not low.ok or not low.failing:
         return None
     fails = failure_reached(low, facts.end.pcs)  # S''s end: its run only when a failure is reached
     if not fails:
@@ -99,8 +99,8 @@ def every_run_fails(facts: ModeAnalysis) -> Ending | None:
     if real.kind != "error" or (views_only and not isinstance(real.failure.violation, STATIC_FAILURES)):
         raise EncodingBug(f"S' ends at a failing operation but the fast run ends in {real.kind}")
     sp = facts.s_prime_run
-    stops = {c: pos for c, (pos, _) in low.caps.items()}
-    cut = truncate(facts.program, stops)
+    holds = {c: pos for c, (pos, _) in low.failing.items()}
+    cut = truncate(facts.program, holds)
     return Ending(low, sp, cut, real, Analysis(cut), views_only)
 
 
@@ -123,7 +123,7 @@ def undecided_failure(facts: ModeAnalysis) -> str | None:
         if low.unsupported and all(SCHEDULE_LOOKUP in u for u in low.unsupported):
             return "a lookup of the collective id that depends on the schedule, so no S'"
         return None
-    if not low.caps:
+    if not low.failing:
         return None
     fails = failure_reached(low, facts.end.pcs)
     if not fails:

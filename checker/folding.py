@@ -50,7 +50,7 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
     if not facts.lowering.ok:
         # RUN-7 is argued for static lowerings (RUN-3 holds for them); the program decides the rest
         return None
-    if facts.lowering.caps and failure_reached(facts.lowering, facts.end.pcs):
+    if facts.lowering.failing and failure_reached(facts.lowering, facts.end.pcs):
         return None  # nor for runs that fail (RUN-11): the program decides them on its own S'
 
     v = BY_ID[prop].check(fold.program, mode, timeout_ms=timeout_ms, facts=facts)

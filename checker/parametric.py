@@ -67,7 +67,7 @@ def erased_run(low) -> ErasedRun:
         raise NotUniform("one device")
     if not low.ok:
         raise NotUniform("the lowering is not static: " + "; ".join(low.unsupported[:2]))
-    if low.caps:
+    if low.failing:
         raise NotUniform("an operation fails")
     rot = find_rotation(low)
     if rot is None or rot.devices != 1:

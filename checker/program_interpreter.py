@@ -22,7 +22,7 @@ import dataclasses
 from typing import Any
 
 from semcheck.model.errors import EarlierFailure, Violation
-from semcheck.model.ops import Barrier, GetBarrierSem, Program, Wait
+from semcheck.model.ops import Barrier, Program, Wait
 
 _MODES = ("eager", "on_wait")
 
@@ -38,7 +38,7 @@ def certain_failure(program: Program) -> Violation | None:
         if f is None:
             return None
         ops = program.cores[f.core]
-        if type(ops[f.pc]) is GetBarrierSem or any(type(op) in (Wait, Barrier) for op in ops[:f.pc]):
+        if not ops[f.pc].propagates_failure or any(type(op) in (Wait, Barrier) for op in ops[:f.pc]):
             return None
         seen.append(f.violation)
     return seen[0] if all(v == seen[0] for v in seen) else None

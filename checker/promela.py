@@ -22,16 +22,23 @@ The rendering, for one DMA mode:
   `dma_engine` process performs each started DMA's read half and then its
   write half, as two separate steps in any order with everything else; its
   loop carries an `end` label, so an idle engine is a valid end state;
+  `on_wait` (DMA-3, DMA-4): a DMA start pushes its tasks on the task stacks of
+  its counters, and a wait whose count is short pops the last one and runs it
+  (each half at most once), until its count suffices or the stack is empty;
 * allocations, reads, buffer operations and the exit check do not change
-  what can block, so they are resolved statically and rendered as comments.
+  what can block, so they are resolved statically and rendered as comments;
+* a static failure (ERR-7: an out-of-bounds index, a bad target, a missing
+  collective id, an int16 overflow, a view the interpreter cannot index, a
+  lookup that finds the collective id in both tables) is `assert(false)` at
+  its operation: SPIN reports an assertion violation when some run reaches it.
 
 A core that finishes terminates; a core still blocked in a state with no
 successor is what SPIN's invalid-end-state check reports: a deadlock.
 
-Not rendered (`PromelaUnsupported`): `on_wait` (its LIFO task queues), and
-programs that can fail (out-of-bounds semaphore indices, bad targets, a
-missing or colliding collective id, int16 overflows), because a failure ends
-runs in a way a deadlock check does not describe.
+Not rendered (`PromelaUnsupported`): what depends on the schedule beyond the
+interleaving of these steps (a lookup of the collective id that another core's
+allocation may or may not have reached, an `on_wait` copy through a view the
+interpreter cannot index), and a failure that ends only its own device.
 """
 
 from __future__ import annotations
@@ -40,12 +47,7 @@ import argparse
 import dataclasses
 import math
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from collections import defaultdict
 
 from semcheck.model.dma import amounts as dma_amounts
@@ -68,9 +70,10 @@ from semcheck.model.ops import (
     Signal,
     Wait,
 )
-from semcheck.model.step import target_core
+from semcheck.model.step import target_core, view_failure
+from semcheck.checker.spin import SpinResult, run_spin, spin_available  # noqa: F401 - the module's API
 
-MODES: tuple[str, ...] = ("hardware", "eager")
+MODES: tuple[str, ...] = ("hardware", "eager", "on_wait")
 MAX_PROCESSES = 255  # SPIN numbers processes with one byte
 
 
@@ -100,6 +103,10 @@ def _refuse(core: int, pc: int, op: Op, why: str) -> PromelaUnsupported:
     return PromelaUnsupported(f"core {core} op {pc} ({type(op).__name__} at {op.loc}): {why}")
 
 
+class _Fails(Exception):
+    """The operation fails whatever the schedule (a static failure, ERR-7: it ends every run that reaches it)."""
+
+
 class _Resolver:
     """Each core's semaphore references, resolved without running the program.
 
@@ -119,48 +126,64 @@ class _Resolver:
         next_id: dict[int, int] = {}
         next_buf: dict[int, int] = {}
         internal: set[int] = set()
+        self.fail_at: dict[int, tuple[int, str]] = {}  # core -> its first static failure: (position, why)
         for core, ops in enumerate(program.cores):
             for pc, op in enumerate(ops):
-                if isinstance(op, AllocSem):
-                    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-                    bases = {}
-                    for c in cores:
-                        bases[c] = next_id.get(c, FIRST_SEMAPHORE_ID)
-                        next_id[c] = bases[c] + op.count
-                        internal.update(range(bases[c], bases[c] + op.count))
-                    ids: tuple[int, ...] = ()
-                    if not self.hw:
-                        got = arange_int16(bases[core], op.count)
-                        if not isinstance(got, tuple):
-                            raise _refuse(core, pc, op, f"semaphore ids overflow int16 ({got.message})")
-                        ids = got
-                    for c in cores:
-                        self.allocs[(c, op.label)] = (op.site, op.count, ids)
-                elif isinstance(op, AllocBuffer) and not self.hw:
-                    cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
-                    for c in cores:
-                        i = next_buf.get(c, FIRST_BUFFER_ID)
-                        next_buf[c] = i + 1
-                        if c == core and not isinstance(scalar_int16(i), int):
-                            raise _refuse(core, pc, op, f"buffer id {i} overflows int16")
-                elif isinstance(op, GetBarrierSem):
-                    if program.collective_id is None:
-                        raise _refuse(core, pc, op, "the kernel has no collective_id")
-                    if not self.hw and not isinstance(scalar_int16(program.collective_id), int):
-                        raise _refuse(core, pc, op, "the collective id overflows int16")
+                try:
+                    self._allocate(core, pc, op, next_id, next_buf, internal)
+                except _Fails as f:
+                    self.fail(core, pc, op, str(f))
+                    break  # the core's later operations never run
         cid = program.collective_id
         self.racy_cid = (not self.hw) and cid is not None and cid in internal
+
+    def fail(self, core: int, pc: int, op: Op, why: str) -> None:
+        """Record a static failure; one that ends only its own device (ERR-7) is not rendered."""
+        if not op.propagates_failure and self.program.topology.cores_per_device == 1:
+            raise _refuse(core, pc, op, f"{why}, which ends only its own device")
+        self.fail_at[core] = (pc, why)
+
+    def _allocate(self, core: int, pc: int, op: Op, next_id: dict, next_buf: dict, internal: set) -> None:
+        topo = self.program.topology
+        program = self.program
+        if isinstance(op, AllocSem):
+            cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+            bases = {}
+            for c in cores:
+                bases[c] = next_id.get(c, FIRST_SEMAPHORE_ID)
+                next_id[c] = bases[c] + op.count
+                internal.update(range(bases[c], bases[c] + op.count))
+            ids: tuple[int, ...] = ()
+            if not self.hw:
+                got = arange_int16(bases[core], op.count)
+                if not isinstance(got, tuple):
+                    raise _Fails(f"semaphore ids overflow int16 ({got.message})")
+                ids = got
+            for c in cores:
+                self.allocs[(c, op.label)] = (op.site, op.count, ids)
+        elif isinstance(op, AllocBuffer) and not self.hw:
+            cores = topo.cores_of_device(topo.device_of(core)) if op.scope == "device" else (core,)
+            for c in cores:
+                i = next_buf.get(c, FIRST_BUFFER_ID)
+                next_buf[c] = i + 1
+                if c == core and not isinstance(scalar_int16(i), int):
+                    raise _Fails(f"buffer id {i} overflows int16")
+        elif isinstance(op, GetBarrierSem):
+            if program.collective_id is None:
+                raise _Fails("the kernel has no collective_id")
+            if not self.hw and not isinstance(scalar_int16(program.collective_id), int):
+                raise _Fails("the collective id overflows int16")
 
     def key(self, core: int, pc: int, op: Op, ref: SemRef) -> tuple:
         if ref.label == BARRIER:
             if self.program.collective_id is None:
-                raise _refuse(core, pc, op, "the barrier semaphore needs a collective_id")
+                raise _Fails("the barrier semaphore needs a collective_id")
             if self.hw:
                 return ("barrier",)
+            fetched = any(o.fetches_barrier for o in self.program.cores[core][:pc])
             if self.racy_cid:
-                raise _refuse(core, pc, op, f"collective id {self.program.collective_id} is also an internal "
-                                            "semaphore id; which semaphore it names depends on the schedule")
-            if not any(isinstance(o, GetBarrierSem) for o in self.program.cores[core][:pc]):
+                self._collision(core, pc, op, fetched and self._holds_cid(core, pc))
+            if not fetched:
                 raise _refuse(core, pc, op, "the barrier semaphore is used before get_barrier_semaphore")
             return ("fixed", self.program.collective_id)
         got = self.allocs.get((core, ref.label))
@@ -168,18 +191,34 @@ class _Resolver:
             raise _refuse(core, pc, op, f"no allocation {ref.label!r} on this core")
         site, count, ids = got
         if not 0 <= ref.index < count:
-            raise _refuse(core, pc, op, f"index {ref.index} out of bounds for {ref.label!r} ({count} semaphores)")
+            raise _Fails(f"index {ref.index} out of bounds for {ref.label!r} ({count} semaphores)")
         if self.hw:
             return ("site", site, ref.index)
         sid = ids[ref.index]
         if self.program.collective_id is not None and sid == self.program.collective_id:
-            raise _refuse(core, pc, op, f"semaphore id {sid} is also the collective id")
+            self._collision(core, pc, op, any(o.fetches_barrier for o in self.program.cores[core][:pc]))
         return ("internal", sid)
+
+    def _collision(self, core: int, pc: int, op: Op, certain: bool) -> None:
+        """A lookup of the collective id while it is an internal id too: ERR-1 when the core itself has
+        put it in both tables before (tables only grow, SEM-1, SEM-2); else the schedule decides."""
+        if certain:
+            raise _Fails(f"collective id {self.program.collective_id} is in both id tables (ERR-1)")
+        raise _refuse(core, pc, op, f"collective id {self.program.collective_id} is also an internal "
+                                    "semaphore id; which semaphore it names depends on the schedule")
+
+    def _holds_cid(self, core: int, pc: int) -> bool:
+        """Whether `core` holds an allocation of the collective id before `pc` (its own, or its device's)."""
+        cid = self.program.collective_id
+        own = {op.label for op in self.program.cores[core][:pc] if isinstance(op, AllocSem)}
+        mine = {op.label for op in self.program.cores[core] if isinstance(op, AllocSem)}
+        return any(c == core and cid in ids and (label in own or label not in mine)
+                   for (c, label), (_, _, ids) in self.allocs.items())
 
     def target(self, core: int, pc: int, op: Op, device, local, *, dma: bool) -> int:
         t = target_core(self.program, self.mode, core, device, local, dma=dma)
         if not isinstance(t, int):
-            raise _refuse(core, pc, op, f"bad target: {t.message}")
+            raise _Fails(f"bad target: {t.message}")
         return t
 
 
@@ -214,12 +253,9 @@ def _int_type(lo: int, hi: int) -> tuple[str, int]:
 
 
 def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
-    """The Promela model of `program` under `mode` ("hardware" or "eager")."""
+    """The Promela model of `program` under `mode`."""
     if mode not in MODES:
-        raise PromelaUnsupported(
-            f"the Promela rendering covers the modes {', '.join(MODES)}, not {mode!r}"
-            + (" (its LIFO task queues are not rendered)" if mode == "on_wait" else "")
-        )
+        raise PromelaUnsupported(f"the Promela rendering covers the modes {', '.join(MODES)}, not {mode!r}")
     topo = program.topology
     n = topo.num_cores
     hw = mode == "hardware"
@@ -236,11 +272,63 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
     barrier_size: dict[int, int] = {}
     # (src counter, dst counter, what the read and the write half add (DMA-6), core, text)
     dma_list: list[tuple[int | None, int, int, int, int, str]] = []
+    queued: dict[int, list[int]] = defaultdict(list)  # on_wait: the tasks each counter's queue gets (DMA-3)
 
     def cix(key: tuple, core: int) -> int:
         if (key, core) not in counter_ix:
             counter_ix[(key, core)] = len(counter_ix)
         return counter_ix[(key, core)]
+
+    def action(core: int, pc: int, op: Op, acts: list, seen: dict) -> None:
+        """One operation as an abstract action (appended to `acts`); raises _Fails for a static failure."""
+        t = type(op)
+        if t is Signal:
+            key = res.key(core, pc, op, op.sem)
+            tgt = res.target(core, pc, op, op.device, op.core, dma=False)
+            i = cix(key, tgt)
+            incs[i].append(op.inc)
+            acts.append(("signal", i, op.inc, f"signal {op.sem} +{op.inc} -> core {tgt}", op))
+        elif t is Wait:
+            key = res.key(core, pc, op, op.sem)
+            i = cix(key, core)
+            waits[i].append(op.value)
+            acts.append(("wait", i, op.value, f"{op.kind} wait {op.sem} >= {op.value}", op))
+        elif t is DmaStart:
+            src = None
+            if op.src_sem is not None:
+                src = cix(res.key(core, pc, op, op.src_sem), core)
+            dst_key = res.key(core, pc, op, op.dst_sem)
+            dst_core = res.target(core, pc, op, op.device, op.core, dma=True)
+            dst = cix(dst_key, dst_core)
+            src_inc, dst_inc = dma_amounts(op, mode)
+            if src is not None:
+                incs[src].append(src_inc)
+            incs[dst].append(dst_inc)
+            text = f"dma {op.nbytes} B, send {op.src_sem} on core {core}, recv {op.dst_sem} on core {dst_core}"
+            dma_list.append((src, dst, src_inc, dst_inc, core, text))
+            if mode == "on_wait":  # a read task on the send counter, a read-then-write task on the receive one
+                if src is not None:
+                    queued[src].append(2 * (len(dma_list) - 1))
+                queued[dst].append(2 * (len(dma_list) - 1) + 1)
+            acts.append(("dma", len(dma_list) - 1, 0, text, op))
+        elif t is Barrier:
+            seen[op.name] += 1
+            bk = (op.name, seen[op.name])
+            if core not in op.participants:
+                raise _refuse(core, pc, op, "a core waits at a barrier it does not take part in")
+            if bk not in barrier_ix:
+                barrier_ix[bk] = len(barrier_ix)
+                barrier_size[barrier_ix[bk]] = len(op.participants)
+            elif barrier_size[barrier_ix[bk]] != len(op.participants):
+                raise _refuse(core, pc, op, f"barrier {op.name!r} #{bk[1]} has different participant sets")
+            acts.append(("barrier", barrier_ix[bk], len(op.participants), f"barrier {op.name!r} #{bk[1]}", op))
+        elif t is Read:
+            res.key(core, pc, op, op.sem)
+            acts.append(("note", 0, 0, f"read {op.sem} (no effect on blocking)", op))
+        elif t in (AllocSem, AllocBuffer, FreeBuffer, Access, GetBarrierSem, ExitCheck):
+            acts.append(("note", 0, 0, type(op).__name__, op))
+        else:  # pragma: no cover - a new op kind must be rendered deliberately
+            raise _refuse(core, pc, op, "operation not rendered")
 
     actions: list[list[tuple]] = []
     for core, ops in enumerate(program.cores):
@@ -248,49 +336,23 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
         acts: list[tuple] = []
         for pc, op in enumerate(ops):
             t = type(op)
-            if t is Signal:
-                key = res.key(core, pc, op, op.sem)
-                tgt = res.target(core, pc, op, op.device, op.core, dma=False)
-                i = cix(key, tgt)
-                incs[i].append(op.inc)
-                acts.append(("signal", i, op.inc, f"signal {op.sem} +{op.inc} -> core {tgt}", op))
-            elif t is Wait:
-                key = res.key(core, pc, op, op.sem)
-                i = cix(key, core)
-                waits[i].append(op.value)
-                acts.append(("wait", i, op.value, f"{op.kind} wait {op.sem} >= {op.value}", op))
-            elif t is DmaStart:
-                src = None
-                if op.src_sem is not None:
-                    src = cix(res.key(core, pc, op, op.src_sem), core)
-                dst_key = res.key(core, pc, op, op.dst_sem)
-                dst_core = res.target(core, pc, op, op.device, op.core, dma=True)
-                dst = cix(dst_key, dst_core)
-                src_inc, dst_inc = dma_amounts(op, mode)
-                if src is not None:
-                    incs[src].append(src_inc)
-                incs[dst].append(dst_inc)
-                text = f"dma {op.nbytes} B, send {op.src_sem} on core {core}, recv {op.dst_sem} on core {dst_core}"
-                dma_list.append((src, dst, src_inc, dst_inc, core, text))
-                acts.append(("dma", len(dma_list) - 1, 0, text, op))
-            elif t is Barrier:
-                seen[op.name] += 1
-                bk = (op.name, seen[op.name])
-                if core not in op.participants:
-                    raise _refuse(core, pc, op, "a core waits at a barrier it does not take part in")
-                if bk not in barrier_ix:
-                    barrier_ix[bk] = len(barrier_ix)
-                    barrier_size[barrier_ix[bk]] = len(op.participants)
-                elif barrier_size[barrier_ix[bk]] != len(op.participants):
-                    raise _refuse(core, pc, op, f"barrier {op.name!r} #{bk[1]} has different participant sets")
-                acts.append(("barrier", barrier_ix[bk], len(op.participants), f"barrier {op.name!r} #{bk[1]}", op))
-            elif t is Read:
-                res.key(core, pc, op, op.sem)
-                acts.append(("note", 0, 0, f"read {op.sem} (no effect on blocking)", op))
-            elif t in (AllocSem, AllocBuffer, FreeBuffer, Access, GetBarrierSem, ExitCheck):
-                acts.append(("note", 0, 0, type(op).__name__, op))
-            else:  # pragma: no cover - a new op kind must be rendered deliberately
-                raise _refuse(core, pc, op, "operation not rendered")
+            try:
+                if res.fail_at.get(core, (-1,))[0] == pc:
+                    raise _Fails(res.fail_at[core][1])
+                if (t is Access or t is DmaStart) and op.view_error is not None:
+                    if mode == "on_wait" and t is DmaStart:
+                        raise _refuse(core, pc, op, "an on_wait copy through a view the interpreter cannot index "
+                                                    "raises when a waiter runs it, which depends on the schedule")
+                    err = view_failure(op, mode)
+                    if err is not None:
+                        raise _Fails(err.message)
+                action(core, pc, op, acts, seen)
+            except _Fails as f:
+                res.fail(core, pc, op, str(f))
+                if any(getattr(o, "scope", None) == "device" for o in ops[pc + 1:]):
+                    raise _refuse(core, pc, op, "a device-scope allocation follows a failure") from None
+                acts.append(("fail", 0, 0, f"fails: {f}", op))
+                break
         actions.append(acts)
 
     # Scale each counter by the gcd of everything that touches it, and size its type.
@@ -323,10 +385,29 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
             w(_comment(f"arrived[{b}]: arrivals at barrier {name!r} #{k} ({barrier_size[b]} participants)"))
     if hw and dma_list:
         w(f"byte dmaphase[{len(dma_list)}];  " + _comment("0 not started, 1 started, 2 read half done, 3 complete"))
+    task_type, task_bytes = _int_type(0, 2 * len(dma_list) + 1)
+    if queued:
+        w(f"byte dmaphase[{len(dma_list)}];  " + _comment("0 queued, 1 read half done, 2 complete"))
+        for i, tasks in sorted(queued.items()):
+            w(f"{task_type} queue{i}[{len(tasks)}]; byte queued{i};  "
+              + _comment(f"semcnt[{i}]'s task stack (DMA-3): 2k reads DMA k, 2k+1 reads then writes it"))
     w("")
 
     def s(i: int, v: int) -> int:
         return v // scale[i]
+
+    def half(k: int, write: bool) -> str:
+        """DMA-2's half of DMA k, at most once (the on_wait phases above)."""
+        src, dst, src_inc, dst_inc, _, _ = dma_list[k]
+        counter, inc, phase = (dst, dst_inc, 1) if write else (src, src_inc, 0)
+        add = "" if counter is None else f"semcnt[{counter}] = semcnt[{counter}] + {s(counter, inc)}; "
+        return f"if :: dmaphase[{k}] == {phase} -> {add}dmaphase[{k}] = {phase + 1} :: else -> skip fi"
+
+    def pop(a: int, v: int) -> str:
+        """SEM-7 / DMA-4: a short wait on counter `a` runs the last task queued there."""
+        cases = " ".join(f":: queue{a}[queued{a}] == {t} -> {half(t // 2, False)}" + (f"; {half(t // 2, True)}" if t % 2 else "")
+                         for t in sorted(set(queued[a])))
+        return f"d_step {{ semcnt[{a}] < {s(a, v)} && queued{a} > 0 -> queued{a} = queued{a} - 1; if {cases} fi }}"
 
     for core, acts in enumerate(actions):
         w(f"active proctype core{core}() {{")
@@ -336,18 +417,27 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
             note = _comment(text + (f" @ {where}" if where else ""))
             if kind == "signal":
                 w(f"  semcnt[{a}] = semcnt[{a}] + {s(a, b)}; {note}")
+            elif kind == "wait" and a in queued:  # SEM-5 first, else a queued task, else blocked
+                w(f"  do :: atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; break")
+                w(f"     :: {pop(a, b)} od; skip; {note}")  # break lands on skip, never inside a d_step
             elif kind == "wait":
                 w(f"  atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; {note}")
             elif kind == "dma":
                 src, dst, src_inc, dst_inc, _, _ = dma_list[a]
                 if hw:
                     w(f"  dmaphase[{a}] = 1; {note}")
+                elif mode == "on_wait":
+                    pushes = [f"queue{c}[queued{c}] = {t}; queued{c} = queued{c} + 1"
+                              for c, t in (((src, 2 * a),) if src is not None else ()) + ((dst, 2 * a + 1),)]
+                    w(f"  d_step {{ {'; '.join(pushes)} }}; {note}")
                 else:
                     parts = ([f"semcnt[{src}] = semcnt[{src}] + {s(src, src_inc)}"] if src is not None else [])
                     parts.append(f"semcnt[{dst}] = semcnt[{dst}] + {s(dst, dst_inc)}")
                     w(f"  d_step {{ {'; '.join(parts)} }}; {note}")
             elif kind == "barrier":
                 w(f"  atomic {{ arrived[{a}] = arrived[{a}] + 1; arrived[{a}] == {b} }}; {note}")
+            elif kind == "fail":  # ERR-7: the failure ends the run; SPIN reports the assertion
+                w(f"  assert(false); {note}")
             else:
                 w(f"  {note}")
                 continue
@@ -374,7 +464,10 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
     # Every rendered op is one step, a barrier two (arrive, then leave), a hardware DMA two more.
     max_steps = sum(len(a) for a in actions) + sum(x[0] == "barrier" for a in actions for x in a)
     max_steps += 2 * len(dma_list) if hw else 0
-    vector = ncnt * cnt_bytes + len(barrier_ix) * bar_bytes + (len(dma_list) if hw else 0) + 8 * procs + 64
+    tasks = sum(map(len, queued.values()))  # on_wait: each popped task is one more step of a wait
+    max_steps += 2 * tasks + sum(x[0] == "wait" for a in actions for x in a)
+    vector = ncnt * cnt_bytes + len(barrier_ix) * bar_bytes + (len(dma_list) if hw or queued else 0) + 8 * procs + 64
+    vector += tasks * task_bytes + len(queued)
     return Rendering(
         text="\n".join(out) + "\n",
         mode=mode,
@@ -388,115 +481,6 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
     )
 
 
-# --- running SPIN ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class SpinResult:
-    """What SPIN said about one rendering.
-
-    `verdict`: "deadlock" (an invalid end state was found), "deadlock-free"
-    (the search completed without errors), or "unknown" (out of memory, time,
-    or depth; `reason` says which).
-    """
-
-    verdict: str
-    reason: str = ""
-    states_stored: int | None = None
-    transitions: int | None = None
-    depth: int | None = None
-    memory_mb: float | None = None
-    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
-    output: str = ""
-
-
-def spin_available() -> bool:
-    """Whether `spin` and a C compiler are on PATH."""
-    return shutil.which("spin") is not None and shutil.which(os.environ.get("CC", "gcc")) is not None
-
-
-def _run(cmd: list[str], cwd: str, timeout: float | None) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def _num(pattern: str, text: str, cast=int):
-    m = re.search(pattern, text)
-    return cast(m.group(1)) if m else None
-
-
-def run_spin(
-    rendering: Rendering,
-    *,
-    workdir: str | None = None,
-    timeout: float | None = None,
-    memlim_mb: int = 8192,
-    cflags: tuple[str, ...] = ("-O2",),
-    pan_flags: tuple[str, ...] = (),
-) -> SpinResult:
-    """Check `rendering` with SPIN in safety mode (default partial-order reduction).
-
-    `spin -a`, then `cc -O2 -DSAFETY -DMEMLIM=memlim_mb -DVECTORSZ=...`, then
-    `./pan -m<depth>` with a depth bound no run can exceed. `timeout` bounds
-    the three steps together (subprocess.TimeoutExpired propagates).
-    """
-    own = workdir is None
-    wd = tempfile.mkdtemp(prefix="semcheck-spin-") if own else workdir
-    deadline = None if timeout is None else time.monotonic() + timeout
-
-    def left() -> float | None:
-        return None if deadline is None else max(0.1, deadline - time.monotonic())
-
-    secs: dict[str, float] = {}
-    try:
-        with open(os.path.join(wd, "model.pml"), "w", encoding="utf-8") as f:
-            f.write(rendering.text)
-        t = time.perf_counter()
-        p = _run(["spin", "-a", "model.pml"], wd, left())
-        secs["spin_a"] = round(time.perf_counter() - t, 4)
-        if p.returncode != 0:
-            return SpinResult("unknown", f"spin -a failed: {(p.stdout + p.stderr).strip()[-500:]}", seconds=secs,
-                              output=p.stdout + p.stderr)
-        vectorsz = max(1024, 1 << math.ceil(math.log2(rendering.vector_bytes * 2)))
-        cc = os.environ.get("CC", "gcc")
-        t = time.perf_counter()
-        p = _run([cc, *cflags, "-DSAFETY", f"-DMEMLIM={int(memlim_mb)}", f"-DVECTORSZ={vectorsz}",
-                  "-o", "pan", "pan.c"], wd, left())
-        secs["compile"] = round(time.perf_counter() - t, 4)
-        if p.returncode != 0:
-            return SpinResult("unknown", f"compiling pan.c failed: {p.stderr.strip()[-500:]}", seconds=secs,
-                              output=p.stdout + p.stderr)
-        depth = 2 * rendering.max_steps + 1000
-        t = time.perf_counter()
-        p = _run(["./pan", f"-m{depth}", *pan_flags], wd, left())
-        secs["pan"] = round(time.perf_counter() - t, 4)
-        return _parse_pan(p.stdout + p.stderr, secs)
-    finally:
-        if own:
-            shutil.rmtree(wd, ignore_errors=True)
-
-
-def _parse_pan(text: str, secs: dict[str, float]) -> SpinResult:
-    r = SpinResult("unknown", seconds=secs, output=text)
-    r.states_stored = _num(r"(\d+) states, stored", text)
-    r.transitions = _num(r"(\d+) transitions \(= stored\+matched\)", text)
-    r.depth = _num(r"depth reached (\d+)", text)
-    r.memory_mb = _num(r"([\d.]+)\s+total actual memory usage", text, float)
-    errors = _num(r"errors: (\d+)", text)
-    if "invalid end state" in text and errors:
-        r.verdict = "deadlock"
-    elif "out of memory" in text or "MEMLIM" in text or "memory limit" in text.lower():
-        r.reason = "pan ran out of memory (-DMEMLIM)"
-    elif "max search depth too small" in text:
-        r.reason = "pan's search depth bound was too small"
-    elif errors:
-        r.reason = "pan reported an error other than an invalid end state"
-    elif errors == 0:
-        r.verdict = "deadlock-free"
-    else:
-        r.reason = "could not read pan's output"
-    return r
-
-
 # --- `semcheck export --promela` ---------------------------------------------------------------
 
 
@@ -507,7 +491,7 @@ def export_main(argv: list[str] | None = None) -> int:
     file per kernel launch; with several, `-o x.pml` becomes `x.0.pml`,
     `x.1.pml`, ...). `--spin` also runs SPIN on it and prints the verdict.
     Exit codes: 0 written (and, with --spin, deadlock-free), 1 SPIN found a
-    deadlock, 2 usage or input error, 3 SPIN could not decide.
+    deadlock or a failing run, 2 usage or input error, 3 SPIN could not decide.
     """
     ap = argparse.ArgumentParser(prog="semcheck export", description="Export a kernel's lowered program.")
     ap.add_argument("file", help="kernel.py or kernel.py::target")
@@ -572,7 +556,7 @@ def export_main(argv: list[str] | None = None) -> int:
             extra = f" ({sr.reason})" if sr.reason else ""
             print(f"spin: {k.target} #{k.index} at {args.devices} devices, {args.dma_mode}: {sr.verdict}{extra}"
                   f", {sr.states_stored} states", file=sys.stderr)
-            code = {"deadlock-free": 0, "deadlock": 1}.get(sr.verdict, 3)
+            code = {"deadlock-free": 0, "deadlock": 1, "error": 1}.get(sr.verdict, 3)
             status = 1 if 1 in (status, code) else max(status, code)
     return status
 

@@ -7,22 +7,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from semcheck.model.ops import (
-    BARRIER,
-    AllocBuffer,
-    AllocSem,
-    Barrier,
-    DmaStart,
-    ExitCheck,
-    FreeBuffer,
-    Access,
-    GetBarrierSem,
-    Op,
-    Program,
-    Read,
-    Signal,
-    Wait,
-)
+from semcheck.model.ops import Op, Program
 
 
 # A run_scoped allocation's label (`scoped@file.py:70#0/3`, `buf@file.py:60#0/1`) and its site
@@ -140,34 +125,7 @@ def naming(v, program: Program):
 def describe(op: Op) -> str:
     """A short human description of one operation, in the program's labels (`naming` puts them in the
     kernel's words, with the program's `names`, once the verdict is made)."""
-    if isinstance(op, Signal):
-        where = "" if op.device is None else f" -> device {op.device}"
-        where += "" if op.core is None else f" core {op.core}"
-        return f"signal {op.sem} +{op.inc}{where}"
-    if isinstance(op, Wait):
-        return f"{'dma wait' if op.kind == 'dma' else 'wait'} {op.sem} for {op.value}"
-    if isinstance(op, DmaStart):
-        where = "local" if op.device is None else f"-> device {op.device}"
-        send = f" send={op.src_sem}" if op.src_sem is not None else ""
-        return f"dma start {op.nbytes}B {where}{send} recv={op.dst_sem}"
-    if isinstance(op, AllocSem):
-        return f"allocate {op.count} semaphore(s) {op.label!r} ({op.scope})"
-    if isinstance(op, GetBarrierSem):
-        return f"get barrier semaphore ({BARRIER})"
-    if isinstance(op, Barrier):
-        return f"barrier {op.name!r}"
-    if isinstance(op, Read):
-        return f"read {op.sem}"
-    if isinstance(op, AllocBuffer):
-        return f"allocate buffer {op.label!r}"
-    if isinstance(op, FreeBuffer):
-        return f"free buffer {op.label!r}"
-    if isinstance(op, Access):
-        what = getattr(op.loc, "what", "")  # a grid copy (GRID-1)
-        return f"{'store' if op.write else 'load'} {op.buf}{op.region}" + (f" ({what})" if what else "")
-    if isinstance(op, ExitCheck):
-        return "exit check"
-    return type(op).__name__
+    return op.describe()
 
 
 def timeline(

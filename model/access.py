@@ -218,8 +218,8 @@ def skeleton(program: Program) -> Program:
 
 
 def _without_regions(op: DmaStart) -> DmaStart:
-    """`op` with no buffers or regions. Equal to `dataclasses.replace(op, src_buf=None, ...)`, which
-    cost half of `skeleton`'s time at 256 devices (it re-runs the frozen `__init__` field by field)."""
+    """`op` with no buffers or regions: `dataclasses.replace(op, src_buf=None, ...)` without its
+    `__init__` (bench/README.md, "Costs the code relies on")."""
     new = object.__new__(DmaStart)
     fields = new.__dict__
     fields.update(op.__dict__)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from semcheck.model import semaphore as sem
-from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, GetBarrierSem, Program, Signal, Wait
+from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, Program, Signal, Wait
 from semcheck.model.run import classify
 from semcheck.model.state import Actor, Outcome, State
 from semcheck.model.step import enabled, step, target_core
@@ -93,12 +93,10 @@ def _safe(
     lookups_stable = mode == "hardware" or not racy_cid
     if isinstance(op, Barrier):
         return True
-    if isinstance(op, (ExitCheck,)):
+    if isinstance(op, ExitCheck):
         return False
-    if isinstance(op, AllocSem):
-        return mode == "hardware" or not racy_cid
-    if isinstance(op, GetBarrierSem):
-        return mode == "hardware" or not racy_cid
+    if op.hands_out_ids:
+        return lookups_stable
     if isinstance(op, Signal):
         if not lookups_stable:
             return False
@@ -134,14 +132,14 @@ def _exit_checked(program: Program, state: State, core: int) -> bool:
 
 
 def _barrier_used_before_fetched(program: Program) -> bool:
-    """Whether some core looks the barrier semaphore up before its own GetBarrierSem.
+    """Whether some core looks the barrier semaphore up before its own get_barrier_semaphore.
 
     Such a lookup races with other cores' insertions of the collective id
     (an unknown id, or not, depending on the schedule).
     """
     for ops in program.cores:
         for op in ops:
-            if isinstance(op, GetBarrierSem):
+            if op.fetches_barrier:
                 break
             refs = [getattr(op, "sem", None), getattr(op, "dst_sem", None), getattr(op, "src_sem", None)]
             if any(r is not None and r.label == BARRIER for r in refs):

@@ -121,7 +121,7 @@ def fast_run(
     program: Program,
     mode: DmaMode,
     *,
-    freeze: dict[int, int] | None = None,
+    hold: dict[int, int] | None = None,
     lookup_errors: bool = True,
     record: bool = True,
     suppress: frozenset[tuple[int, int, str]] = frozenset(),
@@ -129,7 +129,7 @@ def fast_run(
 ) -> Outcome:
     """RUN-3: one maximal run, in time linear in the program.
 
-    `freeze[g] = i` stops core g before its op i (used to ask what the other
+    `hold[g] = i` holds core g before its op i (used to ask what the other
     cores can do meanwhile). With `lookup_errors=False`, an id in both tables
     resolves to its fixed-id semaphore instead of failing (the error-free
     system the collision analysis reasons about). With `record`, the returned
@@ -145,9 +145,9 @@ def fast_run(
     hw = mode == "hardware"
     on_wait = mode == "on_wait"
     n = topo.num_cores
-    freeze = freeze or {}
+    hold = hold or {}
     device = [topo.device_of(c) for c in range(n)]
-    stops = [min(len(ops), freeze.get(c, len(ops))) for c, ops in enumerate(cores)]
+    held_at = [min(len(ops), hold.get(c, len(ops))) for c, ops in enumerate(cores)]
     pcs = [0] * n
     counts: dict = {}
     counts_get = counts.get
@@ -251,7 +251,7 @@ def fast_run(
     def barrier_reached(p: int, name: str) -> int:
         ops = cores[p]
         pc = pcs[p]
-        at_it = pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and freeze.get(p, len(ops) + 1) > pc
+        at_it = pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and hold.get(p, len(ops) + 1) > pc
         return reached(passed.get((p, name), 0), at_it)
 
     def run_core(core: int) -> None:
@@ -259,7 +259,7 @@ def fast_run(
         if (failure and is_global(program, failure[-1])) or (dead_devices and device[core] in dead_devices):
             return
         ops = cores[core]
-        stop = stops[core]
+        stop = held_at[core]
         step_c = steps[core]
         mine = resolved_id[core]
         mine_values = resolved[core]
@@ -432,5 +432,5 @@ def fast_run(
         warnings=tuple(warnings),
         failures=tuple(failure),
     )
-    frozen = frozenset(c for c, i in freeze.items() if pcs[c] == i)
-    return classify(program, mode, state, tuple(schedule), frozen)
+    held = frozenset(c for c, i in hold.items() if pcs[c] == i)
+    return classify(program, mode, state, tuple(schedule), held)

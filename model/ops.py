@@ -15,7 +15,7 @@ semaphores by allocation site instead (rule HW-1).
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Union
+from typing import ClassVar, Literal, Union
 
 from semcheck.model.errors import Violation
 
@@ -109,10 +109,28 @@ class Topology:
 
 
 # --- operations --------------------------------------------------------------
+#
+# Each operation declares what the engines outside the step relation ask of it: its words
+# (`describe`), whether it hands out semaphore ids or fetches the barrier semaphore, and whether
+# its failure propagates. A driver reads these instead of testing for the class, so a new
+# operation states them here once.
+
+
+class _OpBase:
+    hands_out_ids: ClassVar[bool] = False
+    """It changes the semaphore id tables (SEM-1, SEM-2): it may move the collective id."""
+    fetches_barrier: ClassVar[bool] = False
+    """It is `get_barrier_semaphore` (SEM-2): a barrier reference before it races with other cores."""
+    propagates_failure: ClassVar[bool] = True
+    """Its interpreter callback carries the failure-propagation decorator (ERR-7)."""
+
+    def describe(self) -> str:
+        """A short description in the program's labels (reports put them in the kernel's words)."""
+        return type(self).__name__
 
 
 @dataclasses.dataclass(frozen=True)
-class AllocSem:
+class AllocSem(_OpBase):
     """Allocate `count` semaphores (SEM-1).
 
     `scope="device"` is the pallas_call's scratch allocation: the device
@@ -130,16 +148,28 @@ class AllocSem:
     scope: Literal["device", "core"] = "core"
     loc: Loc = NO_LOC
 
+    hands_out_ids: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        return f"allocate {self.count} semaphore(s) {self.label!r} ({self.scope})"
+
 
 @dataclasses.dataclass(frozen=True)
-class GetBarrierSem:
+class GetBarrierSem(_OpBase):
     """`pltpu.get_barrier_semaphore()`: ensure the fixed-id semaphore exists (SEM-2)."""
 
     loc: Loc = NO_LOC
 
+    hands_out_ids: ClassVar[bool] = True
+    fetches_barrier: ClassVar[bool] = True
+    propagates_failure: ClassVar[bool] = False  # the one unwrapped callback in jax 0.12
+
+    def describe(self) -> str:
+        return f"get barrier semaphore ({BARRIER})"
+
 
 @dataclasses.dataclass(frozen=True)
-class Signal:
+class Signal(_OpBase):
     """`pl.semaphore_signal(sem, inc, device_id=..., core_index=...)` (SEM-4).
 
     `device` is the logical target device (None: the signalling device);
@@ -153,9 +183,14 @@ class Signal:
     core: int | None = None
     loc: Loc = NO_LOC
 
+    def describe(self) -> str:
+        where = "" if self.device is None else f" -> device {self.device}"
+        where += "" if self.core is None else f" core {self.core}"
+        return f"signal {self.sem} +{self.inc}{where}"
+
 
 @dataclasses.dataclass(frozen=True)
-class Wait:
+class Wait(_OpBase):
     """`pl.semaphore_wait(sem, value)` or a DMA wait for `value` bytes (SEM-5)."""
 
     sem: SemRef
@@ -163,17 +198,23 @@ class Wait:
     kind: Literal["semaphore", "dma"] = "semaphore"
     loc: Loc = NO_LOC
 
+    def describe(self) -> str:
+        return f"{'dma wait' if self.kind == 'dma' else 'wait'} {self.sem} for {self.value}"
+
 
 @dataclasses.dataclass(frozen=True)
-class Read:
+class Read(_OpBase):
     """`pl.semaphore_read(sem)`: the executing core's own count (SEM-6)."""
 
     sem: SemRef
     loc: Loc = NO_LOC
 
+    def describe(self) -> str:
+        return f"read {self.sem}"
+
 
 @dataclasses.dataclass(frozen=True)
-class DmaStart:
+class DmaStart(_OpBase):
     """Start a DMA of `nbytes` from the executing core (DMA-1).
 
     `device`/`core` name the destination (None: the source device / the same
@@ -202,9 +243,14 @@ class DmaStart:
     # being a view it cannot index (`errors.InterpreterView`); None when it can. A TPU runs it (D22).
     view_error: Violation | None = None
 
+    def describe(self) -> str:
+        where = "local" if self.device is None else f"-> device {self.device}"
+        send = f" send={self.src_sem}" if self.src_sem is not None else ""
+        return f"dma start {self.nbytes}B {where}{send} recv={self.dst_sem}"
+
 
 @dataclasses.dataclass(frozen=True)
-class Barrier:
+class Barrier(_OpBase):
     """Rendezvous of `participants` (global core ids) (BAR-1).
 
     The interpreter's device barrier (`threading.Barrier(num_devices)`, waited
@@ -217,9 +263,12 @@ class Barrier:
     participants: frozenset[int]
     loc: Loc = NO_LOC
 
+    def describe(self) -> str:
+        return f"barrier {self.name!r}"
+
 
 @dataclasses.dataclass(frozen=True)
-class AllocBuffer:
+class AllocBuffer(_OpBase):
     """Allocate a buffer; records the id the interpreter hands out (BUF-1, BUF-8)."""
 
     label: str
@@ -228,17 +277,23 @@ class AllocBuffer:
     scope: Literal["device", "core"] = "core"
     loc: Loc = NO_LOC
 
+    def describe(self) -> str:
+        return f"allocate buffer {self.label!r}"
+
 
 @dataclasses.dataclass(frozen=True)
-class FreeBuffer:
+class FreeBuffer(_OpBase):
     """Deallocate the buffer `label` (BUF-9)."""
 
     label: str
     loc: Loc = NO_LOC
 
+    def describe(self) -> str:
+        return f"free buffer {self.label!r}"
+
 
 @dataclasses.dataclass(frozen=True)
-class Access:
+class Access(_OpBase):
     """A kernel load (`write=False`) or store of `region` of buffer `buf` (ACC-1).
 
     `buf` is the label of an `AllocBuffer` of the executing core (or of its
@@ -254,13 +309,20 @@ class Access:
     # view it cannot index (`errors.InterpreterView`); None when it can. A TPU runs it (D22).
     view_error: Violation | None = None
 
+    def describe(self) -> str:
+        what = getattr(self.loc, "what", "")  # a grid copy (GRID-1)
+        return f"{'store' if self.write else 'load'} {self.buf}{self.region}" + (f" ({what})" if what else "")
+
 
 @dataclasses.dataclass(frozen=True)
-class ExitCheck:
+class ExitCheck(_OpBase):
     """The interpreter's check at kernel exit of the device's counts (EXIT-1)."""
 
     device: int
     loc: Loc = NO_LOC
+
+    def describe(self) -> str:
+        return "exit check"
 
 
 Op = Union[

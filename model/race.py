@@ -3,10 +3,8 @@
 A race is a reachable state in which two conflicting accesses (ACC-2) are
 both pending (DR-1). Each question "can these two be pending together?" is
 answered by one greedy run of a *restricted* system: the program with some DMA
-halves suppressed and some cores capped before a position (DR-2). The
-restricted system is persistent, so its maximal runs all end at one terminal
-state, and the question is read off that state. Monotonicity in the cap
-(DR-3) lets one run answer every access of a core against one DMA half.
+halves suppressed and some cores held before a position (DR-2, why one run
+decides); one run answers every access of a core against one DMA half (DR-3).
 Under `on_wait` the restriction over-approximates; a race it finds is replayed
 on the step relation before it is believed (DR-4).
 """
@@ -27,7 +25,7 @@ from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
 
-Caps = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
+Holds = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
 Suppressed = frozenset[tuple[int, int, str]]  # (core, pc, half) of DMA halves
 
 
@@ -63,13 +61,13 @@ class _Runs:
     def __init__(self, program: Program, mode: DmaMode) -> None:
         self.program = program
         self.mode = mode
-        self.memo: dict[tuple[Caps, Suppressed], Outcome] = {}
+        self.memo: dict[tuple[Holds, Suppressed], Outcome] = {}
 
-    def __call__(self, caps: dict[int, int] | None = None, suppress: Iterable[tuple[int, int, str]] = ()) -> Outcome:
-        key = (tuple(sorted((caps or {}).items())), frozenset(suppress))
+    def __call__(self, holds: dict[int, int] | None = None, suppress: Iterable[tuple[int, int, str]] = ()) -> Outcome:
+        key = (tuple(sorted((holds or {}).items())), frozenset(suppress))
         out = self.memo.get(key)
         if out is None:
-            out = self.memo[key] = fast_run(self.program, self.mode, freeze=dict(key[0]), suppress=key[1])
+            out = self.memo[key] = fast_run(self.program, self.mode, hold=dict(key[0]), suppress=key[1])
         return out
 
 
@@ -86,16 +84,16 @@ def _pending_dma(pcs: tuple[int, ...], e: AccessEvent) -> bool:
 
 def _restriction(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> tuple[dict[int, int], list[tuple[int, int, str]]] | None:
     """DR-2: the restricted system whose terminal state answers the pair; None when no run can race them."""
-    caps: dict[int, int] = {}
+    holds: dict[int, int] = {}
     suppress: list[tuple[int, int, str]] = []
     for e in (a, b):
         if not e.is_dma:
-            if caps.get(e.core, e.pc) != e.pc:
+            if holds.get(e.core, e.pc) != e.pc:
                 return None  # one core at two positions at once: program order orders them
-            caps[e.core] = e.pc
+            holds[e.core] = e.pc
         else:
             suppress.append(_half(e))
-    return caps, suppress
+    return holds, suppress
 
 
 def _both_pending(pcs: tuple[int, ...], a: AccessEvent, b: AccessEvent) -> bool:
@@ -293,8 +291,8 @@ def _unsuppressed(program: Program, mode: DmaMode, outcome: Outcome) -> Outcome:
     a lookup step of its own (SEM-5) that the step relation does not take. The witness is the
     maximal run of the program with every core stopped at the restricted run's position instead:
     landings only add to counts, so it reaches every one of those positions (RUN-3)."""
-    caps = dict(enumerate(outcome.state.pcs))
-    full = fast_run(program, mode, freeze=caps)
+    holds = dict(enumerate(outcome.state.pcs))
+    full = fast_run(program, mode, hold=holds)
     if full.state.pcs != outcome.state.pcs or full.state.failure is not None:
         raise ModelBug("the eager run without held halves does not reach the restricted run's positions")
     return full
@@ -304,9 +302,8 @@ def _earliest(
     program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs,
     a: AccessEvent, b: AccessEvent, outcome: Outcome,
 ) -> tuple[AccessEvent, AccessEvent, Outcome]:
-    """The first access of the core that races the same DMA half (DR-3: racing is monotone in the
-    position, so a binary search over the core's exact candidates finds it); it makes the clearest
-    witness."""
+    """The first access of the core that races the same DMA half, by binary search over the core's
+    exact candidates (DR-3); it makes the clearest witness."""
     h, k = (a, b) if a.is_dma else (b, a)
     cands = sorted(
         {(y.pc, y): (x, y) for x, y in ((p if p[0].is_dma else (p[1], p[0])) for p in pairs)
@@ -367,14 +364,9 @@ def _orbit_representatives(
 def _ordered(
     program: Program, mode: DmaMode, pairs: list[tuple[AccessEvent, AccessEvent]], runs: _Runs
 ) -> Iterator[tuple[AccessEvent, AccessEvent]]:
-    """The pairs worth a run, cheapest first (DR-3).
-
-    For a DMA half `h` and an accessing core `c`, whether `c`'s access at `j`
-    races `h` is monotone in `j` up to how far `c` gets with `h` suppressed:
-    only the last
-    access of `c` within that reach needs a run, and it races if any does.
-    Exact pairs are tried before widened ones, so an exact race is found when
-    there is one.
+    """The pairs worth a run, cheapest first: per DMA half and core, only the last access within
+    the core's reach with the half suppressed (DR-3); exact pairs before widened ones, so an exact
+    race is found when there is one.
     """
     groups, rest = _kernel_against_dma_groups(pairs)
 

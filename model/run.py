@@ -17,11 +17,11 @@ race that needs its replay to be believed stays unconfirmed, DR-2). The cost is 
 
 
 def blocked_cores(
-    program: Program, mode: DmaMode, state: State, frozen: frozenset[int] = frozenset()
+    program: Program, mode: DmaMode, state: State, held: frozenset[int] = frozenset()
 ) -> tuple[Blocked, ...]:
     """The unfinished cores of a terminal state, each with the op it is stuck at.
 
-    `frozen` cores were stopped on purpose (`fast_run(freeze=...)`).
+    `held` cores were stopped on purpose (`fast_run(hold=...)`).
     """
     out = []
     for core, pc in enumerate(state.pcs):
@@ -29,8 +29,8 @@ def blocked_cores(
         if pc >= len(ops):
             continue
         op = ops[pc]
-        if core in frozen:
-            reason = "frozen"
+        if core in held:
+            reason = "held"
         elif halted(program, state, core):
             reason = "halted by failure"
         elif isinstance(op, Wait):
@@ -48,10 +48,10 @@ def classify(
     mode: DmaMode,
     state: State,
     schedule: tuple[Actor, ...] = (),
-    frozen: frozenset[int] = frozenset(),
+    held: frozenset[int] = frozenset(),
 ) -> Outcome:
     """RUN-2: name a terminal state: error (a failure), deadlock (an unfinished core), or completed."""
-    blocked = blocked_cores(program, mode, state, frozen)
+    blocked = blocked_cores(program, mode, state, held)
     if state.failure is not None:
         kind = "error"
     elif blocked:

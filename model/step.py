@@ -39,12 +39,6 @@ from semcheck.model.ops import (
 from semcheck.model.semaphore import SemKey
 from semcheck.model.state import Actor, Allocation, Dma, ExitWarning, Failure, State
 
-# Ops whose interpreter callback is not wrapped by the failure-propagation
-# decorator: their exception ends only the raising device (ERR-7). In jax 0.12
-# only get_barrier_semaphore is unwrapped (allocations are wrapped).
-_UNPROPAGATED = (GetBarrierSem,)
-
-
 def is_hardware(mode: DmaMode) -> bool:
     return mode == "hardware"
 
@@ -131,7 +125,7 @@ def is_global(program: Program, f: Failure) -> bool:
     A failure that is not global ends only its own device (`halted`).
     """
     op = program.cores[f.core][f.pc]
-    return not (isinstance(op, _UNPROPAGATED) and program.topology.cores_per_device == 1)
+    return op.propagates_failure or program.topology.cores_per_device != 1
 
 
 def failure_is_global(program: Program, state: State) -> bool:

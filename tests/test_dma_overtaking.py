@@ -44,7 +44,7 @@ def _overtaken_waits(program):
     for c, ops in enumerate(program.cores):
         for i, op in enumerate(ops):
             if isinstance(op, Wait) and op.kind == "dma" and op.sem == SemRef("recv"):
-                frozen = fast_run(program, "on_wait", freeze={c: i}, record=False)
+                frozen = fast_run(program, "on_wait", hold={c: i}, record=False)
                 for (key, core), tasks in frozen.state.queues.items():
                     copies = [t for t in tasks if t[1] == "read_write"]
                     if core == c and len(copies) >= 2:

@@ -212,7 +212,7 @@ _DMA_FIELDS = tuple(f.name for f in dataclasses.fields(DmaStart))
 
 def _new_dma_start(fields: dict[str, Any], src_region: Any, dst_region: Any) -> DmaStart:
     """`DmaStart(**fields)` with the two regions, without the frozen dataclass's
-    per-field `object.__setattr__` (several times faster); the same object in
+    per-field `object.__setattr__` (bench/README.md, costs); the same object in
     every respect (fields, ==, hash, repr)."""
     op = object.__new__(DmaStart)
     d = op.__dict__

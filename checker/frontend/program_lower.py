@@ -38,7 +38,6 @@ from semcheck.model.ops import (
     DmaStart,
     ExitCheck,
     FreeBuffer,
-    GetBarrierSem,
     Op,
     Program,
     Read,
@@ -350,7 +349,7 @@ def _ref(ref: SemRef | None, p: str, renames: dict[str, str]) -> SemRef | None:
 
 def _kept(op: Op, dropped: set[str], communicates: bool, own_barrier: bool) -> bool:
     t = type(op)
-    if t is ExitCheck or (t is GetBarrierSem and own_barrier):
+    if t is ExitCheck or (op.fetches_barrier and own_barrier):
         return False
     if t is Access and getattr(op.loc, "kind", "") == "exit" and is_boundary(op):
         return False  # the interpreter's own read of the results: on a TPU the uses are the program's (PRG-121)
@@ -437,7 +436,7 @@ def _barrier_labels(invs: tuple[Invocation, ...], lowered: list[Program], readin
     out: dict[int, str] = {}
     kernels: dict[tuple, int] = {}  # PRG-116, per-kernel reading: kernel -> its number on its id
     for inv, prog in zip(invs, lowered):
-        uses = any(type(op) is GetBarrierSem for ops in prog.cores for op in ops)
+        uses = any(op.fetches_barrier for ops in prog.cores for op in ops)
         if uses and inv.id_error is not None:
             raise Unsupported("program", f"jax cannot lower {inv.describe()} for a TPU: ValueError: {inv.id_error} "
                               "(specs/programs.md PRG-5)", inv.loc)
@@ -465,7 +464,7 @@ def _kernel_text(inv: Invocation) -> tuple[str, object, str]:
 def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program], barriers: dict[int, str]) -> int | None:
     """The program's collective id: None while a call without one uses the barrier semaphore (ERR-6)."""
     for inv, prog in zip(invs, lowered):
-        if inv.index not in barriers and any(type(op) is GetBarrierSem for ops in prog.cores for op in ops):
+        if inv.index not in barriers and any(op.fetches_barrier for ops in prog.cores for op in ops):
             return None
     ids = [inv.call.collective_id for inv in invs if inv.call.collective_id is not None]
     return ids[0] if ids else None

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from semcheck.model.errors import Violation
 from semcheck.model.barrier import opens
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import Barrier, DmaMode, DmaStart, Op, Program, Signal, Wait
+from semcheck.model.ops import DmaMode, Program
 from semcheck.model.run import classify
 from semcheck.model.schedule import ParkAndWake
 from semcheck.model.state import Outcome
@@ -32,11 +32,11 @@ from semcheck.checker.static.system import Contribution, EncodingBug, Lowered, W
 # --- runs of S' and of truncated programs ---------------------------------------------
 
 
-def truncate(program: Program, stops: dict[int, int]) -> Program:
-    """The program whose core g stops before its op stops[g] (a frozen core, RUN-3)."""
-    if not any(pos < len(program.cores[g]) for g, pos in stops.items()):
+def truncate(program: Program, holds: dict[int, int]) -> Program:
+    """The program whose core g is held before its op holds[g] (a held core, RUN-3)."""
+    if not any(pos < len(program.cores[g]) for g, pos in holds.items()):
         return program  # nothing to cut: keep the program's identity (and its analysis)
-    cores = tuple(ops[: stops[g]] if g in stops else ops for g, ops in enumerate(program.cores))
+    cores = tuple(ops[: holds[g]] if g in holds else ops for g, ops in enumerate(program.cores))
     return dataclasses.replace(program, cores=cores)
 
 
@@ -45,10 +45,10 @@ def s_prime_run(low: Lowered, *, extra_stops: dict[int, int] | None = None, look
 
     Raises EncodingBug if the truncated run fails: the lowering missed a failure.
     """
-    stops = {c: pos for c, (pos, _) in low.caps.items()}
+    holds = {c: pos for c, (pos, _) in low.failing.items()}
     for c, pos in (extra_stops or {}).items():
-        stops[c] = min(pos, stops.get(c, pos))
-    out = maximal_run(truncate(low.program, stops), low.mode, lookup_errors=lookup_errors)
+        holds[c] = min(pos, holds.get(c, pos))
+    out = maximal_run(truncate(low.program, holds), low.mode, lookup_errors=lookup_errors)
     if out.failure is not None and lookup_errors:
         raise EncodingBug(f"S' run failed although the lowering found no failure there: {out.failure}")
     return out
@@ -93,7 +93,7 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
     if not low.ok:
         raise EncodingBug("least_stuck_vector needs a static lowering")
     n = len(low.lengths)
-    stops = [low.cap(c) if c in low.caps else low.hb.reach(c) for c in range(n)]
+    holds = [low.held_at(c) if c in low.failing else low.hb.reach(c) for c in range(n)]
     # Each core's events in program order: the lowering lists contributions and waits core by core,
     # so a core's are a slice of each (found by bisection), merged with its barriers on positions
     # (a stable sort: a copy's read half stays before its write half).
@@ -101,7 +101,7 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
     x_owner, w_core = list(map(itemgetter(0), xs)), list(map(itemgetter(0), ws))
     barriers_of: list[list] = [[] for _ in range(n)]
     for b in low.barriers.values():
-        if b.pos < stops[b.core]:
+        if b.pos < holds[b.core]:
             barriers_of[b.core].append(b)
     by_pos = attrgetter("pos")
     events: list[list] = []
@@ -142,8 +142,8 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
                 sched.opened(e.name, e.k)
             j += 1
         at[core] = j
-    pcs = tuple(stops[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))
-    done = all(pcs[c] == low.cap(c) for c in range(n))
+    pcs = tuple(holds[c] if at[c] == len(events[c]) else events[c][at[c]].pos for c in range(n))
+    done = all(pcs[c] == low.held_at(c) for c in range(n))
     return ("completed" if done else "deadlock"), pcs
 
 
@@ -176,17 +176,4 @@ def complete(program: Program, mode: DmaMode, out: Outcome) -> Outcome:
 
 def failure_reached(low: Lowered, pcs: tuple[int, ...]) -> list[tuple[int, int, Violation]]:
     """The cores of an S' terminal state that sit at their failing op: (core, pos, violation)."""
-    return [(c, pos, v) for c, (pos, v) in sorted(low.caps.items()) if pcs[c] == pos]
-
-
-def describe_op(op: Op) -> str:
-    name = type(op).__name__
-    if isinstance(op, Wait):
-        return f"wait({op.sem}, {op.value})" + (" [dma]" if op.kind == "dma" else "")
-    if isinstance(op, Signal):
-        return f"signal({op.sem}, {op.inc}, device={op.device}, core={op.core})"
-    if isinstance(op, DmaStart):
-        return f"dma_start({op.nbytes} bytes, send={op.src_sem}, recv={op.dst_sem}, device={op.device}, core={op.core})"
-    if isinstance(op, Barrier):
-        return f"barrier {op.name!r}"
-    return name
+    return [(c, pos, v) for c, (pos, v) in sorted(low.failing.items()) if pcs[c] == pos]

@@ -27,12 +27,8 @@ statically. This module computes that, and says when it cannot:
 * **Static failures.** Everything else that can fail (ERR-2 for wrapped ids,
   ERR-3, ERR-4, ERR-5, ERR-6, and ERR-9: an access or eager copy through a
   view the interpreter cannot index) depends only on the operation, so each core has
-  a first failing position `cap[c]` (or none). The lowered system S' treats
-  that operation as blocking forever. S' is persistent; a real run fails iff
-  S' ends with some core *at* its failing operation (a real run is an S' run
-  up to its first failure, and S' reaching a failing op lets the real run
-  take that failing step). `s_prime_run` computes S''s terminal state by
-  running the model's fast run on the program truncated at the caps.
+  a first failing position `failing[c]` (or none), where S' holds it; what S''s end
+  decides is RUN-9's.
 
 Happens-before is computed from program order and barriers only (a
 sound under-approximation): a "maybe" verdict may be conservative, never
@@ -318,7 +314,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
             targets[(c, device, local, dma)] = t
         return t
 
-    caps: dict[int, tuple[int, Violation]] = {}
+    failing: dict[int, tuple[int, Violation]] = {}
     contributions: list[Contribution] = []
     waits: dict = {}
     dmas: list[DmaOp] = []
@@ -424,7 +420,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                     _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
                               contributions, waits, dmas)
         except _Fail as f:
-            caps[c] = (i, f.violation)
+            failing[c] = (i, f.violation)
         except _Unsupported as u:
             unsupported.append(str(u))
     by_counter: dict = defaultdict(list)
@@ -440,7 +436,7 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
         program=program,
         mode=mode,
         lengths=lengths,
-        caps=caps,
+        failing=failing,
         contributions=contributions,
         by_counter=dict(by_counter),
         waits=waits,

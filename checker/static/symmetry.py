@@ -65,7 +65,7 @@ def find_rotation(low: Lowered) -> Rotation | None:
     # cheap necessary conditions first, per core: length, failing position, numbers of waits and barriers
     waits_per = Tally(map(_CORE, low.waits))  # (core, pos) keys, read in C
     barriers_per = Tally(map(_CORE, low.barriers))
-    shape = [(low.lengths[c], low.cap(c), waits_per[c], barriers_per[c]) for c in range(n)]
+    shape = [(low.lengths[c], low.held_at(c), waits_per[c], barriers_per[c]) for c in range(n)]
     for s in range(1, devices):
         if devices % s:
             continue

@@ -103,7 +103,7 @@ class Lowered:
     program: Program
     mode: DmaMode
     lengths: tuple[int, ...]
-    caps: dict[int, tuple[int, Violation]]  # core -> (first failing position, violation)
+    failing: dict[int, tuple[int, Violation]]  # core -> (first failing position, violation)
     contributions: list[Contribution]
     by_counter: dict[Counter, list[Contribution]]
     waits: dict[tuple[int, int], WaitOp]
@@ -127,9 +127,9 @@ class Lowered:
     def ok(self) -> bool:
         return not self.unsupported
 
-    def cap(self, core: int) -> int:
+    def held_at(self, core: int) -> int:
         """Positions >= cap are never executed in S' (the core blocks at a failing op)."""
-        c = self.caps.get(core)
+        c = self.failing.get(core)
         return self.lengths[core] if c is None else c[0]
 
     def size(self) -> dict[str, int]:

@@ -104,7 +104,7 @@ class Conditions:
             if c in cores:
                 found[c].append(self.barrier(c, i))
         for c in cores:
-            cap = low.cap(c)
+            cap = low.held_at(c)
             # no stuck vector stops where a core cannot block: not a position of q[c]
             self.at[c] = sorted((b for b in found.get(c, ()) if b.pos < cap and b.kind != "never"),
                                 key=lambda b: b.pos)
@@ -219,7 +219,7 @@ class OrderEncoding:
         cores = rotation.reps if rotation is not None else range(n)
         self.cond = Conditions(low, drop, cores)
         rep = [rotation.rep(c) for c in range(n)] if rotation is not None else range(n)
-        own_P = {c: [b.pos for b in self.cond.at[c]] + [low.cap(c)] for c in cores}
+        own_P = {c: [b.pos for b in self.cond.at[c]] + [low.held_at(c)] for c in cores}
         # the core whose variables stand for x[c][.]: itself, or its orbit's representative
         self.P = [own_P[rep[c]] for c in range(n)]
         # variable of x[c][k] (k >= 1; x[c][0] is true) is base[c] + k
@@ -250,7 +250,7 @@ class OrderEncoding:
         # counting networks can be millions of clauses: hold them only until the text is built
         self._aux_clauses, self._feeds = [], {}
         goal = []
-        if all(low.cap(c) == low.lengths[c] for c in range(n)):  # otherwise q != L holds anyway
+        if all(low.held_at(c) == low.lengths[c] for c in range(n)):  # otherwise q != L holds anyway
             goal = [-self._var(c, len(self.P[c]) - 1) for c in cores if len(self.P[c]) > 1]
             if not goal:  # every core ends without a stoppable position: only q = L is stuck
                 self.num_vars += 1
@@ -550,8 +550,7 @@ def _solve_stuck_query(low: Lowered, encoding: str, drop: frozenset[str], timeou
     """Build and solve the stuck-vector query: z3's answer, the stuck vector if sat, and statistics."""
     t2 = time.perf_counter()
     enc = make_encoding(low, encoding, drop, symmetry=symmetry)
-    # Clauses only: QF_FD goes straight to the SAT core (parsing a 500k-clause
-    # query takes a third of the default solver's time).
+    # Clauses only: QF_FD goes straight to the SAT core (bench/README.md, costs).
     if encoding != "order":
         solver = z3.SolverFor("QF_LIA")
     elif enc.format == "dimacs":

@@ -14,12 +14,9 @@ trip count in a range, or a proof that none fails.
 **Static possibility, then reachability.** Each check first asks Z3 whether
 the bad situation is possible at all (some allocation range contains the
 collective id; some handed-out id exceeds int16; ...). Unsat -> **proved**.
-Otherwise whether it happens in a run is decided on the lowered system S'
-(`checker.static`): when the lowering is static, S' is persistent, its one maximal
-run executes every operation any run can execute, and every failing
-operation it stops at can be the first failure of some real run -- so the
-answer is exact (violated with a replayed witness, or proved because the
-offending operation never executes). When the lowering is not static, a
+Otherwise whether it happens in a run is decided on S''s end (`checker.static`,
+RUN-9) when the lowering is static: exactly (violated with a replayed witness, or
+proved because the offending operation never executes). When the lowering is not static, a
 real run (the model's fast run, `lookup_errors=False` where collisions are
 concerned) can still witness a violation; otherwise **unknown**.
 
@@ -48,7 +45,6 @@ from semcheck.model.ops import (
     AllocSem,
     DmaMode,
     DmaStart,
-    GetBarrierSem,
     Loc,
     Program,
     Read,
@@ -231,7 +227,7 @@ def _prefix_to(program: Program, mode: DmaMode, low: Lowered, core: int, pos: in
     bounds = must_have_passed(low, {0: (core, pos)})
     if bounds is None:
         return None
-    out = fast_run(program, mode, freeze={g: int(q) for g, q in enumerate(bounds[0])})
+    out = fast_run(program, mode, hold={g: int(q) for g, q in enumerate(bounds[0])})
     if out.failure is not None or out.state.pcs[core] != pos:
         return None
     return tuple(out.schedule)
@@ -292,7 +288,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
             # a failing G or AllocSem inserts before it raises (SEM-1, SEM-2): one more step
             for c, pos, v in fails:
                 op = program.cores[c][pos]
-                if isinstance(op, GetBarrierSem) and cid in st.tables.internal or (
+                if op.fetches_barrier and cid in st.tables.internal or (
                     isinstance(op, AllocSem) and cid in st.tables.fixed and any((c, pos) == ev for ev in covering)
                 ):
                     schedule.append(("core", c))
@@ -401,10 +397,10 @@ def _fires_static(low: Lowered, sp: Outcome, cid: int):
 
 
 def _fires_by_freezing(program: Program, mode: DmaMode, low: Lowered, cid: int):
-    """RUN-3 / note section 4: freeze each looking-up core before its lookup, run the others maximally."""
+    """RUN-3 / note section 4: hold each looking-up core before its lookup, run the others maximally."""
     for c, i in _cid_lookups(program, low, cid):
-        frozen = truncate(program, {c: i})
-        out = maximal_run(frozen, mode, lookup_errors=False)
+        held = truncate(program, {c: i})
+        out = maximal_run(held, mode, lookup_errors=False)
         st = out.state
         if st.pcs[c] == i and cid in st.tables.fixed and cid in st.tables.internal:
             schedule = tuple(out.schedule) + (("core", c),)

@@ -14,7 +14,8 @@ question its own way (`ENGINES`):
   stopped at its failing operation is an error;
 * `z3`: `deadlock-free` with its Z3 certificate (`checker/z3/deadlock.py`): proved is
   completed, violated a deadlock (a program that can fail is not its question: skipped);
-* `promela`: the SPIN model of the program (`checker/promela.py`), when `spin` is installed.
+* `promela`: the SPIN model of the program (`checker/promela.py`), when `spin` is installed: an
+  invalid end state is a deadlock, an assertion (a static failure reached) an error.
 
 An engine that cannot answer for a vector says why (`Skip`); the others must give exactly the
 expected outcome. The format is in README.md ("IR vectors").
@@ -134,7 +135,7 @@ def _promela(program: ir.Program, mode: str) -> str:
     result = run_spin(rendering)
     if result.verdict == "unknown":
         raise Skip(f"SPIN gave up: {result.reason}")
-    return "deadlock" if result.verdict == "deadlock" else "completed"
+    return {"deadlock": "deadlock", "error": "error"}.get(result.verdict, "completed")
 
 
 ENGINES: dict[str, Callable[[ir.Program, str], str]] = {

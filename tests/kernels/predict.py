@@ -30,7 +30,7 @@ class Prediction:
 
 
 def _racy_errors(program: Program, mode: str) -> list[tuple[str, str]]:
-    """Collisions a lookup can meet in *some* schedule (freeze the looker before it, run the rest)."""
+    """Collisions a lookup can meet in *some* schedule (hold the looker before it, run the rest)."""
     cid = program.collective_id
     if cid is None:
         return []
@@ -46,7 +46,7 @@ def _racy_errors(program: Program, mode: str) -> list[tuple[str, str]]:
                 last = pc
         if last is None:
             continue
-        frozen = fast_run(program, mode, freeze={core: last}, lookup_errors=False, record=False)
+        frozen = fast_run(program, mode, hold={core: last}, lookup_errors=False, record=False)
         t = frozen.state.tables
         if cid in t.fixed and cid in t.internal:
             msg = f"Semaphore {cid} occurs as both fixed-id and internal."

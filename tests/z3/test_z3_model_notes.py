@@ -41,5 +41,5 @@ def test_freezing_a_core_before_a_signal():
     p = launch(Topology(2), [[Signal(SemRef("a"), 1, device=1), Wait(SemRef("a"))], [Wait(SemRef("a"))]],
                scratch=[Scratch("a")])
     first_signal = next(i for i, op in enumerate(p.cores[0]) if isinstance(op, Signal))
-    out = fast_run(p, "eager", freeze={0: first_signal})
+    out = fast_run(p, "eager", hold={0: first_signal})
     assert out.state.pcs[0] == first_signal

@@ -36,7 +36,7 @@ def _assert_automorphism(low, rot: Rotation) -> None:
     cond = Conditions(low)
     n = low.program.topology.num_cores
     for c in range(n):
-        assert low.lengths[rot.image(c)] == low.lengths[c] and low.cap(rot.image(c)) == low.cap(c)
+        assert low.lengths[rot.image(c)] == low.lengths[c] and low.held_at(rot.image(c)) == low.held_at(c)
         mine = [_image(b, rot) for b in cond.at[c]]
         theirs = cond.at[rot.image(c)]
         canon = lambda bs: sorted((b.pos, b.kind, b.owner, b.pos_of, tuple(sorted(b.terms)), b.need) for b in bs)  # noqa: E731
