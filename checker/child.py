@@ -156,14 +156,14 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
 
 
 def _unconfined(r, why: str):
-    """PRG-115: calls checked alone because their program could not be composed: invocation-confined is
-    about the program, so it is unknown under hardware, with why."""
+    """PRG-115: calls checked alone because their program could not be composed: under hardware barrier
+    counts and landings cross the calls, so no verdict of a call alone is the program's: unknown, with why."""
     if not why or r.dma_mode != "hardware":
         return r
     from semcheck.checker.verdict import Verdict
 
-    return dataclasses.replace(r, verdicts=[
-        Verdict(v.property, "unknown", reason=why) if v.property == "invocation-confined" else v for v in r.verdicts])
+    why = f"{why}: its calls communicate, and on a TPU barrier counts and landings cross the calls (specs/programs.md PRG-115)"
+    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=why) for v in r.verdicts])
 
 
 # --- the parent -------------------------------------------------------------------

@@ -138,7 +138,7 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
     if revisits:
         out.append(Exposure("D24", (revisits[0].loc,) if revisits[0].loc.line > 0 else ()))
     if program.collective_id is None:  # PRG-125: only jax's TPU lowering picks an id (a tag, an auto mode)
-        picked = [op.loc for ops in program.cores for op in ops if type(op) is GetBarrierSem]
+        picked = [op.loc for ops in program.cores for op in ops if op.fetches_barrier]
         if picked:
             out.append(Exposure("D30", _first_lines(picked)))
     if isinstance(program.launch_failure, EarlierFailure):

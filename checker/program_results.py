@@ -194,7 +194,7 @@ def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
     """PRG-108: race-free is not proved over a program whose copies may be in flight at an unmodelled use."""
     if v.property != "race-free" or v.verdict != "proved" or not gaps:
         return v
-    return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]), stats=v.stats)
+    return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]) + " (specs/programs.md PRG-108)", stats=v.stats)
 
 
 def _unexplored(v: Verdict, traced: Any) -> Verdict:

@@ -34,10 +34,6 @@ REPRESENTATIVE = (
     "examples/ring_allreduce.py",
 )
 
-# Programs of several calls (programs.md) still have two limits whose reasons cite no rule; RUN-12
-# names them as open.
-OPEN_PROGRAM_LIMITS = ("the program of its calls is not followed",
-                       "may still be in flight after the last use of its buffer in the program")
 
 
 def _verify(paths, devices: str = "2") -> list[dict]:
@@ -59,8 +55,7 @@ def _limits() -> tuple[str, ...]:
 def _uncited(results: list[dict]) -> list[tuple]:
     cite = re.compile(r"\b(" + "|".join(map(re.escape, _limits())) + r")\b")
     return [(r["file"], r["devices"], r["dma_mode"], r["property"], r["reason"]) for r in results
-            if r["verdict"] == "unknown" and not cite.search(r["reason"])
-            and not any(s in r["reason"] for s in OPEN_PROGRAM_LIMITS)]
+            if r["verdict"] == "unknown" and not cite.search(r["reason"])]
 
 
 @pytest.mark.jax
