@@ -75,7 +75,7 @@ class _Frozen:
 
 
 class Totals:
-    """The static totals of one program under `hardware`; `None` answers mean "not by totals"."""
+    """The static totals of one program under `hardware`; a False answer means "not by totals", not "it can"."""
 
     def __init__(self, program: Program) -> None:
         self.program = program
@@ -129,7 +129,7 @@ class Totals:
                     if not isinstance(tg, int):
                         continue  # ERR-4: no half runs
                     read, write = amounts(op, MODE)
-                    if op.src_sem is not None:
+                    if op.src_sem is not None:  # a start that fails lands nothing: counting it only asks more
                         self._add(self._key(g, op.src_sem), g, g, i, read)
                     self._add(self._key(g, op.dst_sem), tg, g, i, write)
                 elif t is Wait:
