@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from semcheck.checker.confined_totals import Totals
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import BARRIER, AllocBuffer, AllocSem, DmaStart, ExitCheck, Program, Signal
@@ -68,6 +69,7 @@ def single_landings(program: Program, mode: str = "hardware") -> list[Landing]:
     """PRG-113: the remote signals and copies of one kernel call, each with the whole kernel as its window."""
     topo = program.topology
     out = []
+    exits: dict[int, int] = {}  # a target's core 0 -> where it has left (found once per device)
     for g, ops in enumerate(program.cores):
         for i, op in enumerate(ops):
             if type(op) not in (Signal, DmaStart) or op.device is None:
@@ -79,10 +81,11 @@ def single_landings(program: Program, mode: str = "hardware") -> list[Landing]:
             if not isinstance(tg, int):
                 continue  # ERR-4, the program's own failure
             core0 = topo.global_core(topo.device_of(tg), 0)
-            mine = program.cores[core0]
-            # the device enters with its first operation (its allocations) and has left at its exit check
-            exit_at = next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
-            out.append(Landing(g, i, core0, 0, exit_at, "the kernel", "the kernel"))
+            if core0 not in exits:
+                mine = program.cores[core0]
+                # the device enters with its first operation (its allocations) and has left at its exit check
+                exits[core0] = next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
+            out.append(Landing(g, i, core0, 0, exits[core0], "the kernel", "the kernel"))
     return out
 
 
@@ -161,21 +164,27 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
     if period < topo.num_devices:
         landings = [la for la in landings if topo.device_of(la.core) < period]
     early_runs: dict[tuple[int, int], Any] = {}
+    totals = Totals(program)
     unsure: list[str] = []
     for la in landings:
         op = program.cores[la.core][la.pc]
         what = "signal" if type(op) is Signal else "copy"
         sender_dev, target_dev = topo.device_of(la.core), topo.device_of(la.target)
         key = (la.target, la.entry)
-        if key not in early_runs:
+        early = totals.reached_after_entry(la)  # PRG-141: then it cannot land before the target entered
+        if not early and key not in early_runs:
             early_runs[key] = fast_run(program, "hardware", hold={la.target: la.entry})
-        run = early_runs[key]
-        if run.kind in ("completed", "deadlock"):
+        run = early_runs.get(key)
+        if early:
+            pass
+        elif run.kind in ("completed", "deadlock"):
             if run.state.pcs[la.core] > la.pc:
                 return _violation(program, la, run, what, "early", where, calls, reading)
         elif run.state.pcs[la.core] > la.pc:
             unsure.append(f"the {what} at {op.loc} may reach device {target_dev} before it enters {la.owner} "
                           "(a run can fail first)")
+        if totals.landed_before_exit(la):
+            continue  # PRG-140: the target's waits hold it until this has landed
         late = (_held_copy(program, la) if type(op) is DmaStart
                 else fast_run(program, "hardware", hold={la.core: la.pc}))
         if late.state.pcs[la.core] < la.pc:

@@ -1,0 +1,198 @@
+"""`invocation-confined` by totals, without a run (spec programs.md PRG-140 .. PRG-142).
+
+Under `hardware` the lowered program is a fixed list of operations per core with concrete amounts, so
+the whole program's contributions to each semaphore of each core can be added up once. Counts start at
+zero, rise only by contributions (a signal, a copy's half) and fall only by waits (SEM-5), so after a
+core has passed waits on a semaphore for `W`, contributions of at least `W` have landed on it:
+
+* **late** (PRG-140): when the target's core 0, before it leaves the object's window, waits on the
+  landing's semaphore for at least everything the program ever contributes to it there, every
+  contribution, the landing's among them, has landed before the target can leave;
+* **early** (PRG-141): when the sender, before the operation, waits on one of its semaphores for more
+  than everything that can land on it while the target has not entered (every contribution except
+  those the target's core 0 makes from its entry on), or passes a barrier (BAR-1) that the target's
+  core 0 reaches only from its entry on, the sender cannot get to the operation before the target entered.
+
+Each answers only "cannot happen"; where a premise fails (a core other than core 0 holds the semaphore,
+an amount that is not positive, a reference that fails) the caller's maximal runs decide (PRG-111, PRG-112).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Any
+
+from semcheck.model.barrier import awaited, opens_at
+from semcheck.model.dma import amounts
+from semcheck.model.errors import Violation
+from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaStart, Program, SemRef, Signal, Wait
+from semcheck.model.semaphore import shortfall
+from semcheck.model.state import Allocation
+from semcheck.model.step import named, target_core
+
+MODE = "hardware"
+
+
+@dataclasses.dataclass
+class _Counter:
+    """One semaphore of one core: what lands on it, by whom, and the waits of its core."""
+
+    total: int = 0
+    positive: bool = True  # every contribution adds more than zero and every wait takes zero or more
+    by_core: dict[int, Any] = dataclasses.field(default_factory=dict)  # issuer -> [(pc, amount)], then sums
+    waits_at: list[int] = dataclasses.field(default_factory=list)  # the waiting core's positions, ascending
+    waited: list[int] = dataclasses.field(default_factory=list)  # cumulative amounts waited up to each
+
+    def waited_before(self, pc: int) -> int:
+        """The amount the core waits for on this semaphore at positions before `pc`."""
+        i = bisect.bisect_left(self.waits_at, pc)
+        return self.waited[i - 1] if i else 0
+
+    def from_on(self, core: int, pc: int) -> int:
+        """What `core`'s operations at positions `pc` and later contribute."""
+        mine = self.by_core.get(core)
+        if not mine:
+            return 0
+        if type(mine) is list:  # first use: positions and the amounts from each on (issued in program order)
+            at = [p for p, _ in mine]
+            after = [0] * (len(mine) + 1)
+            for j in range(len(mine) - 1, -1, -1):
+                after[j] = after[j + 1] + mine[j][1]
+            mine = self.by_core[core] = (at, after)
+        at, after = mine
+        return after[bisect.bisect_left(at, pc)]
+
+
+class _Frozen:
+    """Positions with one core at `pc` and every other past its end (as far as any run can take it)."""
+
+    def __init__(self, core: int, pc: int) -> None:
+        self.core, self.pc = core, pc
+
+    def __getitem__(self, q: int) -> float:
+        return self.pc if q == self.core else float("inf")
+
+
+class Totals:
+    """The static totals of one program under `hardware`; a False answer means "not by totals", not "it can"."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.counters: dict[tuple[Any, int], _Counter] = {}
+        self.sound = True  # False: a label with two allocation sites, no answer at all
+        self.waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
+        self.barriers: dict[int, dict[str, list[int]]] = {}  # core -> barrier name -> its positions
+        allocs: dict[str, Allocation] = {}
+        for ops in program.cores:
+            for op in ops:
+                if type(op) is AllocSem:
+                    a = Allocation(op.site, op.count, None)
+                    if allocs.setdefault(op.label, a) != a:
+                        self.sound = False
+        self._allocs = allocs
+        if self.sound:
+            self._index()
+
+    def _key(self, core: int, ref: SemRef) -> Any:
+        """HW-1: the physical semaphore `ref` names on `core` (None when the reference fails or is unknown)."""
+        if ref.label not in self._allocs and ref.label != BARRIER:
+            return None
+        key = named(self.program, MODE, self._allocs.get(ref.label), core, ref)
+        return None if isinstance(key, Violation) else key
+
+    def _counter(self, key: Any, core: int) -> _Counter:
+        c = self.counters.get((key, core))
+        if c is None:
+            c = self.counters[(key, core)] = _Counter()
+        return c
+
+    def _add(self, key: Any, core: int, issuer: int, pc: int, amount: int) -> None:
+        if key is None:
+            return  # the operation fails (ERR-5) and lands nothing
+        c = self._counter(key, core)
+        c.total += amount
+        c.positive &= amount > 0
+        c.by_core.setdefault(issuer, []).append((pc, amount))
+
+    def _index(self) -> None:
+        program = self.program
+        for g, ops in enumerate(program.cores):
+            for i, op in enumerate(ops):
+                t = type(op)
+                if t is Signal:
+                    tg = target_core(program, MODE, g, op.device, op.core, dma=False)
+                    if isinstance(tg, int):
+                        self._add(self._key(g, op.sem), tg, g, i, op.inc)
+                elif t is DmaStart:
+                    tg = target_core(program, MODE, g, op.device, op.core, dma=True)
+                    if not isinstance(tg, int):
+                        continue  # ERR-4: no half runs
+                    read, write = amounts(op, MODE)
+                    if op.src_sem is not None:  # a start that fails lands nothing: counting it only asks more
+                        self._add(self._key(g, op.src_sem), g, g, i, read)
+                    self._add(self._key(g, op.dst_sem), tg, g, i, write)
+                elif t is Wait:
+                    key = self._key(g, op.sem)
+                    if key is None:
+                        continue  # the wait fails: its core stops there, which only keeps it in
+                    c = self._counter(key, g)
+                    c.positive &= op.value >= 0
+                    c.waits_at.append(i)
+                    c.waited.append((c.waited[-1] if c.waited else 0) + op.value)
+                    self.waits_of.setdefault(g, set()).add(key)
+                elif t is Barrier:
+                    self.barriers.setdefault(g, {}).setdefault(op.name, []).append(i)
+
+    def _kth(self, core: int, name: str, k: int) -> int | None:
+        mine = self.barriers.get(core, {}).get(name, [])
+        return mine[k - 1] if len(mine) >= k else None
+
+    def landed_before_exit(self, la: Any) -> bool:
+        """PRG-140: every schedule lands `la` before its target's core 0 gets past `la.exit`."""
+        if not self.sound:
+            return False
+        program = self.program
+        op = program.cores[la.core][la.pc]
+        if type(op) is Signal:
+            tg = target_core(program, MODE, la.core, op.device, op.core, dma=False)
+            key = self._key(la.core, op.sem)
+        else:
+            tg = target_core(program, MODE, la.core, op.device, op.core, dma=True)
+            key = self._key(la.core, op.dst_sem)
+        if tg != la.target or key is None:
+            return False  # the semaphore is on another core of the device, whose waits do not hold core 0
+        c = self.counters.get((key, tg))
+        # SEM-5: the last of the waits passes only once what they take has landed, which is everything there is
+        return c is not None and c.positive and c.total > 0 and c.waited_before(la.exit) >= c.total
+
+    def reached_after_entry(self, la: Any) -> bool:
+        """PRG-141: no schedule gets the sender past `la`'s operation while the target has not entered."""
+        if not self.sound:
+            return False
+        topo = self.program.topology
+        if topo.device_of(la.core) == topo.device_of(la.target):
+            return False
+        for key in self.waits_of.get(la.core, ()):
+            c = self.counters[(key, la.core)]
+            if not c.positive:
+                continue
+            # before the target's entry at most everything else can have landed (SEM-5: then the waits block)
+            can_land = c.total - c.from_on(la.target, la.entry)
+            if shortfall(can_land, c.waited_before(la.pc)) > 0:
+                return True
+        for name, positions in self.barriers.get(la.core, {}).items():
+            for k in range(bisect.bisect_left(positions, la.pc), 0, -1):  # the nearest first
+                parts = self.program.cores[la.core][positions[k - 1]].participants
+                if la.target not in parts:
+                    continue
+                where = awaited(parts, lambda q, k=k, name=name: self._kth(q, name, k))
+                # BAR-1: with the target's core 0 at its entry and every other core anywhere, it stays shut;
+                # when the nearest one opens, so does every earlier one of the name (the target reached those first)
+                if not opens_at(k, where, _Frozen(la.target, la.entry)):
+                    return True
+                break
+        return False
+
+
+__all__ = ["Totals"]

@@ -1,0 +1,207 @@
+"""`invocation-confined` by totals (specs/programs.md PRG-140 .. PRG-142).
+
+The totals answer "this cannot land outside the window" without a run; each claim is checked against
+the maximal run it replaces (PRG-111's frozen run, PRG-112's held run), which RUN-3 makes exact, on
+generated ring-like kernels that mix handshakes, remote signals and copies and waits that cover all,
+part or more of what arrives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from semcheck.checker import confined
+from semcheck.checker.confined import decide, invocation_confined, single_landings
+from semcheck.checker.confined_totals import Totals
+from semcheck.model.fast import fast_run
+from semcheck.model.launch import Scratch, launch
+from semcheck.model.ops import BARRIER, Barrier, DmaStart, GetBarrierSem, SemRef, Signal, Topology, Wait
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@st.composite
+def kernels(draw):
+    """Each device runs a few pieces towards a partner: a barrier handshake, a remote signal or copy,
+    waits on its own semaphores for amounts that may match what arrives, or not."""
+    n = draw(st.integers(2, 4))
+    cores = draw(st.sampled_from([1, 1, 1, 2])) if n <= 2 else 1
+    topo = Topology(n, cores)
+    shift = draw(st.integers(1, n - 1))
+    bodies = []
+    for g in range(topo.num_cores):
+        d = topo.device_of(g)
+        peer, back = (d + shift) % n, (d - shift) % n
+        ops = []
+        for piece in draw(st.lists(st.sampled_from(["shake", "signal", "copy", "wait_s", "wait_r", "wait_many"]),
+                                   max_size=5)):
+            if piece == "shake":
+                ops += [GetBarrierSem(), Signal(SemRef(BARRIER), 1, device=back), Wait(SemRef(BARRIER), 1)]
+            elif piece == "signal":
+                ops.append(Signal(SemRef("s"), draw(st.sampled_from([1, 1, 2, 0])), device=peer,
+                                  core=draw(st.none() | st.integers(0, cores - 1))))
+            elif piece == "copy":
+                ops.append(DmaStart(SemRef("r"), draw(st.sampled_from([4, 8])), src_sem=SemRef("t"), device=peer,
+                                    core=draw(st.none() | st.integers(0, cores - 1))))
+            elif piece == "wait_s":
+                ops.append(Wait(SemRef("s"), draw(st.integers(0, 2))))
+            elif piece == "wait_r":
+                ops.append(Wait(SemRef("r"), draw(st.sampled_from([4, 8])), "dma"))
+            else:
+                ops += [Wait(SemRef("r"), 4, "dma"), Wait(SemRef("t"), 4, "dma")]
+        bodies.append(ops)
+    return launch(topo, bodies, collective_id=draw(st.sampled_from([0, 0, None])),
+                  scratch=[Scratch("s"), Scratch("r"), Scratch("t")])
+
+
+@contextlib.contextmanager
+def without_totals():
+    """`decide` as it was before PRG-140 and PRG-141: every question a maximal run."""
+    class Never:
+        def __init__(self, program):
+            pass
+
+        def landed_before_exit(self, la):
+            return False
+
+        def reached_after_entry(self, la):
+            return False
+
+    with mock.patch.object(confined, "Totals", Never):
+        yield
+
+
+def _late_run(program, la):
+    op = program.cores[la.core][la.pc]
+    if type(op) is DmaStart:
+        return fast_run(program, "hardware", suppress=frozenset({(la.core, la.pc, "write")}))
+    return fast_run(program, "hardware", hold={la.core: la.pc})
+
+
+SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.mark.rule("PRG-140")
+@SETTINGS
+@given(kernels())
+def test_totals_rule_out_late_landings_only_where_the_held_run_does(program):
+    totals = Totals(program)
+    for la in single_landings(program):
+        if totals.landed_before_exit(la):
+            run = _late_run(program, la)  # RUN-3: every run without the landing is a prefix of this one
+            assert run.state.pcs[la.target] < la.exit
+
+
+@pytest.mark.rule("PRG-141")
+@SETTINGS
+@given(kernels())
+def test_totals_rule_out_early_landings_only_where_the_frozen_run_does(program):
+    totals = Totals(program)
+    for la in single_landings(program):
+        if totals.reached_after_entry(la):
+            run = fast_run(program, "hardware", hold={la.target: la.entry})
+            assert run.state.pcs[la.core] <= la.pc
+
+
+@pytest.mark.rule("PRG-142")
+@SETTINGS
+@given(kernels())
+def test_decide_gives_the_same_verdict_with_and_without_totals(program):
+    landings = single_landings(program)
+    fast = decide(program, landings)
+    with without_totals():
+        slow = decide(program, landings)
+    assert fast == slow
+
+
+def _ring(n, *, waits=1, extra=False):
+    """A ring: handshake with the left neighbour, a copy and a signal to the right one, then waits."""
+    def body(d):
+        right, left = (d + 1) % n, (d - 1) % n
+        ops = [GetBarrierSem(), Signal(SemRef(BARRIER), 1, device=left), Wait(SemRef(BARRIER), 1),
+               DmaStart(SemRef("r"), 8, src_sem=SemRef("t"), device=right), Signal(SemRef("s"), 1, device=right)]
+        if extra:
+            ops.append(Signal(SemRef("s"), 1, device=right))
+        ops += [Wait(SemRef("t"), 8, "dma"), Wait(SemRef("r"), 8, "dma")] + [Wait(SemRef("s"), 1)] * waits
+        return ops
+    return launch(Topology(n), [body(d) for d in range(n)], collective_id=0,
+                  scratch=[Scratch("s"), Scratch("r"), Scratch("t")])
+
+
+def _counting_runs():
+    calls = []
+    real = confined.fast_run
+
+    def counted(*a, **k):
+        calls.append(k.get("freeze") or k.get("suppress"))
+        return real(*a, **k)
+
+    return calls, mock.patch.object(confined, "fast_run", counted)
+
+
+@pytest.mark.rule("PRG-140", "PRG-141")
+def test_a_ring_all_reduce_is_decided_without_a_run():
+    calls, patch = _counting_runs()
+    with patch:
+        v = invocation_confined(_ring(8), "hardware")
+    assert v.verdict == "proved" and calls == []
+    # the example itself, lowered from jax, at 64 devices: its landings are ruled out by totals alone
+    script = ("import semcheck.checker.confined as c; from semcheck.checker.frontend.api import load; n = []; "
+              "r = c.fast_run; c.fast_run = lambda *a, **k: n.append(1) or r(*a, **k); "
+              "k = load('examples/ring_allreduce.py', devices=64, dma_mode='hardware')[0]; "
+              "v = c.invocation_confined(k.program, 'hardware'); print(v.verdict, len(n))")
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert out.stdout.split()[-2:] == ["proved", "0"], out.stderr[-2000:]
+
+
+@pytest.mark.rule("PRG-140")
+def test_where_a_premise_fails_the_run_decides():
+    # a signal the target never waits for: totals cannot rule it out, the held run shows it late
+    calls, patch = _counting_runs()
+    with patch:
+        v = invocation_confined(_ring(4, extra=True), "hardware")
+    assert v.verdict == "violated" and v.witness.details["when"] == "late" and calls
+    # waiting for more than arrives: the target never leaves, so nothing is late, by totals alone
+    calls, patch = _counting_runs()
+    with patch:
+        assert invocation_confined(_ring(4, waits=2), "hardware").verdict == "proved"
+    assert calls == []
+    # a semaphore on core 1 of a two-core device: core 0's window is not that core's; the runs decide
+    two = launch(Topology(2, 2), [
+        [GetBarrierSem(), Signal(SemRef(BARRIER), 1, device=1 - g // 2), Wait(SemRef(BARRIER), 1),
+         Signal(SemRef("s"), 1, device=1 - g // 2, core=1)] + ([Wait(SemRef("s"), 2)] if g % 2 else [])
+        for g in range(4)], collective_id=0, scratch=[Scratch("s")])
+    totals = Totals(two)
+    assert not any(totals.landed_before_exit(la) for la in single_landings(two))
+    fast = decide(two, single_landings(two))
+    with without_totals():
+        assert decide(two, single_landings(two)) == fast
+
+
+@pytest.mark.rule("PRG-141")
+def test_a_barrier_before_the_copy_rules_out_an_early_landing():
+    # no collective id: the start barrier (LAUNCH-1) keeps every sender out until every device entered;
+    # the copy's receive semaphore counts bytes and is waited in full, so neither side needs a run
+    def body(d, n=3):
+        return [DmaStart(SemRef("r"), 8, src_sem=SemRef("t"), device=(d + 1) % n), Wait(SemRef("t"), 8, "dma"),
+                Wait(SemRef("r"), 8, "dma")]
+
+    program = launch(Topology(3), [body(d) for d in range(3)], scratch=[Scratch("r"), Scratch("t")])
+    assert any(type(op) is Barrier for op in program.cores[0])
+    totals = Totals(program)
+    landings = single_landings(program)
+    assert landings and all(totals.reached_after_entry(la) for la in landings)
+    calls, patch = _counting_runs()
+    with patch:
+        assert decide(program, landings).verdict == "proved"
+    assert calls == []
