@@ -185,7 +185,7 @@ def test_a_signal_at_any_later_grid_step_is_caught(worker, at):
 @pytest.mark.rule("PAR-4")
 def test_the_guard_knows_every_primitive_the_front_end_synchronises_with():
     from semcheck.checker.frontend.sync_rules import SYNC_PRIMS
-    from semcheck.checker.parametric import _SYNC
+    from semcheck.checker.parametric_template import _SYNC
 
     assert {p.name for p in SYNC_PRIMS} <= _SYNC
 
@@ -195,7 +195,7 @@ def test_the_guard_knows_every_primitive_the_front_end_synchronises_with():
 def test_the_symbolic_division_is_int32_division(x, y):
     import z3
 
-    from semcheck.checker.parametric import _tdiv
+    from semcheck.checker.parametric_template import _tdiv
 
     q = z3.simplify(_tdiv(z3, z3.IntVal(x), z3.IntVal(y))).as_long()
     want = abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1)  # C's truncation, as lax.div
