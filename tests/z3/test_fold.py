@@ -191,8 +191,9 @@ def test_what_the_fold_proves_holds_for_the_whole_program(drawn):
             on_fold = BY_ID[prop].check(f.program, mode)
             whole = BY_ID[prop].check(p, mode)
             event(f"{prop}: fold {on_fold.verdict}, program {whole.verdict}")
-            if on_fold.verdict == "proved":
-                assert whole.verdict == "proved", (prop, mode, whole)
+            if on_fold.verdict == "proved":  # the whole program may only be past the explorer's budget (ERR-19)
+                assert whole.verdict == "proved" or (whole.verdict == "unknown" and "ERR-19" in whole.reason), (
+                    prop, mode, whole)
         got = check_program(p, mode)
         want = check_program(p, mode, fold=False)
         assert [v.verdict for v in got] == [v.verdict for v in want]
