@@ -32,7 +32,6 @@ REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: 
             "it as a TPU runs it")
 
 
-NOTHING_ELSE = "nothing the property asks of a run happens"
 # LAUNCH-5: what a property asks of a run, which a run that fails before any core starts never does
 NOTHING_RUNS = {
     "id-disjoint": "no semaphore is allocated and no barrier semaphore fetched, so no id is in both tables",
@@ -85,9 +84,11 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
     raised = f"interpret mode raises {failure.python_type}: {failure.message} {when}"
     locs = _locs(failure, program)
     if prop != "deadlock-free":
+        if prop not in NOTHING_RUNS:  # a property LAUNCH-5 does not argue is not proved by it
+            return Verdict(prop, "unknown", reason=f"{raised}; the kernel never runs in this mode")
         at = f" (the kernel at {locs[0]})" if locs else ""
         return Verdict(prop, "proved", reason=f"every run fails before any core starts{at}: {raised}; "
-                       f"{NOTHING_RUNS.get(prop, NOTHING_ELSE)} (LAUNCH-5)")
+                       f"{NOTHING_RUNS[prop]} (LAUNCH-5)")
     details = {"error_type": failure.python_type, "error_message": failure.message, **extra}
     return Verdict(prop, "violated", witness=Witness(message=f"{raised}: no core ever starts", locs=locs,
                                                       details=details, hint=hint))
