@@ -74,8 +74,16 @@ def _static_internal_ids(program: Program) -> frozenset[int]:
     return frozenset(ids)
 
 
+def _queued_from_elsewhere(program: Program, mode: DmaMode) -> frozenset[int]:
+    """The cores some other core's DMA start queues an `on_wait` task on (RUN-5)."""
+    return frozenset(
+        dst for core, ops in enumerate(program.cores) for op in ops if isinstance(op, DmaStart)
+        if (dst := target_core(program, mode, core, op.device, op.core, dma=True)) != core)
+
+
 def _safe(
-    program: Program, mode: DmaMode, state: State, actor: Actor, nxt: State, racy_cid: bool, tasks: bool
+    program: Program, mode: DmaMode, state: State, actor: Actor, nxt: State, racy_cid: bool, tasks: bool,
+    shared_queues: frozenset[int] = frozenset(),
 ) -> bool:
     """RUN-5: is this step independent of every step of every other actor?"""
     if len(nxt.failures) > len(state.failures):
@@ -116,7 +124,8 @@ def _safe(
             return False
         dst = target_core(program, mode, core, op.device, op.core, dma=True)
         if mode == "on_wait":
-            return dst == core
+            # a waiter pops the task queued last, so the order of two cores' starts into one queue is visible
+            return dst == core and core not in shared_queues
         if mode == "hardware":
             return True  # the halves are separate actors
         return topo.device_of(dst) == topo.device_of(core) or _exit_checked(program, state, dst)
@@ -152,6 +161,7 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
     cid = program.collective_id
     racy_cid = cid is not None and (cid in _static_internal_ids(program) or _barrier_used_before_fetched(program))
     tasks = mode == "on_wait" and any(isinstance(op, DmaStart) for ops in program.cores for op in ops)
+    shared_queues = _queued_from_elsewhere(program, mode) if tasks else frozenset()
     init = State.initial(program)
     parent: dict[State, tuple[State, Actor] | None] = {init: None}
     stack = [init]
@@ -166,7 +176,7 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
         succ = [(a, step(program, mode, state, a)) for a in actors]
         if reduce:
             for a, nxt in succ:
-                if _safe(program, mode, state, a, nxt, racy_cid, tasks):
+                if _safe(program, mode, state, a, nxt, racy_cid, tasks, shared_queues):
                     succ = [(a, nxt)]
                     break
         for a, nxt in succ:

@@ -107,3 +107,19 @@ def test_reduction_keeps_the_order_of_a_signal_and_an_on_wait_task():
     reduced = {visible(o) for o in explore(p, "on_wait").outcomes}
     assert reduced == {visible(o) for o in explore(p, "on_wait", reduce=False).outcomes}
     assert len(reduced) == 2  # with and without the exit warning
+
+
+@pytest.mark.rule("RUN-5")
+def test_reduction_keeps_the_order_of_two_cores_starts_into_one_on_wait_queue():
+    """Regression (RUN-5), shrunk from a differential run on jax's manager at 4 devices: a waiter pops
+    the task queued last, so whether core 1's copy into core 0 is queued before or after core 0's own
+    decides which one runs, and a local start is not independent of it."""
+    from semcheck.model import DmaStart, Scratch, SemRef, Signal, Topology, Wait, launch
+
+    s, t = SemRef("s"), SemRef("t")
+    p = launch(Topology(2), [[DmaStart(s, 2), Wait(t, 1), Wait(s, 1)],
+                             [DmaStart(s, 1, device=0), Signal(t, 1, device=0)]],
+               scratch=[Scratch("s"), Scratch("t")])
+    reduced = {visible(o) for o in explore(p, "on_wait").outcomes}
+    assert reduced == {visible(o) for o in explore(p, "on_wait", reduce=False).outcomes}
+    assert len(reduced) == 2  # the local copy run (1 left at the exit) or the remote one (none left)
