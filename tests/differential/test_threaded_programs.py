@@ -98,6 +98,20 @@ def test_a_signal_without_core_index_completes_in_the_interpreter_but_hangs_on_h
     assert agree(program, mode).kind == "completed"
 
 
+def test_two_cores_copies_into_one_on_wait_queue_leave_what_the_model_says():
+    """Shrunk from a generated 4-device program jax ran with 16 bytes left where the reduced explorer
+    (RUN-5) allowed none: the waiter runs the copy queued last, so either copy may be the one that runs."""
+    s, t = SemRef("s"), SemRef("t")
+    bodies = [(DmaStart(s, 2), Wait(t, 1), Wait(s, 1)), (DmaStart(s, 1, device=0), Signal(t, 1, device=0))]
+    program = launch(Topology(2, 1), bodies, scratch=[Scratch("s"), Scratch("t")], name="two queues into one")
+    assert len({_exits(o) for o in explore(program, "on_wait").outcomes}) == 2
+    agree(program, "on_wait")
+
+
+def _exits(outcome):
+    return tuple(sorted(w.nonzero for w in outcome.state.warnings))
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_run_scoped_in_a_loop_collides_with_the_collective_id_only_in_the_interpreter(mode):
     # every iteration gets fresh ids (2001, 2002, ...); the barrier semaphore is fixed id 2001
