@@ -81,21 +81,24 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
     if getattr(composed.ir, "windows", ()):
-        out = _windowed(composed, out)
+        out = _windowed(composed, out, req, deadline)
     return out
 
 
-def _windowed(composed: Any, out: dict) -> dict:
+def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
     """PRG-130: verdicts over a window of WINDOW iterations of a long loop hold for the whole loop only when
     PRG-7's condition holds (no device two iterations ahead of a partner) and every call's scratch semaphores
-    are back to zero at its exit (exit-balance proved); then a proof stands, and nothing else is decided."""
+    are back to zero at its exit (exit-balance proved); then a proof stands. A violation stands where a run of
+    the loop's first iterations shows it (PRG-143); nothing else is decided."""
     from semcheck.checker.confined import lag_two
     from semcheck.checker.frontend.program_ir import WINDOW
+    from semcheck.checker.program_windows import loop_violation
 
     ((loc, trips, _, per),) = composed.ir.windows
     where = (f"checked over {WINDOW} consecutive iterations of the loop of {trips} iterations at {loc} "
              f"({per} call{'s' if per > 1 else ''} each, programs.md PRG-130)")
     lag: str | None | bool = False  # not computed yet
+    memo: dict = {}  # PRG-143: the cut program and its verdicts, shared by the modes
     done = {}
     for mode, (verdicts, seconds) in out.items():
         if mode in INTERPRETER_MODES and composed.interpreter_exact and composed.program.launch_failure is not None:
@@ -115,6 +118,10 @@ def _windowed(composed: Any, out: dict) -> dict:
             elif v.verdict == "proved":
                 why = f"{where}: proved there, but exit-balance is {exits.verdict} in the window"
             else:
+                whole = loop_violation(composed, v, req, deadline, memo) if mode == "hardware" else None
+                if whole is not None:
+                    kept.append(whole)
+                    continue
                 said = v.reason or (v.witness.message if v.witness is not None else "")
                 why = f"{where}: {v.verdict} there ({said}); beyond the window not decided"
             kept.append(Verdict(v.property, "unknown", reason=why, stats=v.stats))
