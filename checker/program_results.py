@@ -90,13 +90,15 @@ def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
     PRG-7's condition holds (no device two iterations ahead of a partner) and every call's scratch semaphores
     are back to zero at its exit (exit-balance proved); then a proof stands. A violation stands where a run of
     the loop's first iterations shows it (PRG-143); nothing else is decided."""
-    from semcheck.checker.confined import lag_two
     from semcheck.checker.frontend.program_ir import WINDOW
-    from semcheck.checker.program_windows import loop_violation
+    from semcheck.checker.program_windows import lag_in_some_loop, loop_violation
 
-    ((loc, trips, _, per),) = composed.ir.windows
-    where = (f"checked over {WINDOW} consecutive iterations of the loop of {trips} iterations at {loc} "
-             f"({per} call{'s' if per > 1 else ''} each, programs.md PRG-130)")
+    loops = [f"{trips} iterations at {loc}, {per} call{'s' if per > 1 else ''} each"
+             for loc, trips, _, per in composed.ir.windows]
+    where = (f"checked over {WINDOW} consecutive iterations of the loop of {loops[0].replace(', ', ' (', 1)}, "
+             "programs.md PRG-130)" if len(loops) == 1 else
+             f"checked over {WINDOW} consecutive iterations of each of its loops ({'; '.join(loops)}; programs.md "
+             "PRG-130, PRG-144)")
     lag: str | None | bool = False  # not computed yet
     memo: dict = {}  # PRG-143: the cut program and its verdicts, shared by the modes
     done = {}
@@ -109,7 +111,7 @@ def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
         for v in verdicts:
             if v.verdict == "proved" and (exits is None or exits.verdict == "proved"):
                 if lag is False:
-                    lag = lag_two(composed)
+                    lag = lag_in_some_loop(composed)
                 if lag is None:
                     kept.append(dataclasses.replace(v, reason=f"{where}, which PRG-7 extends to every iteration"
                                                     + (f"; {v.reason}" if v.reason else "")))

@@ -54,6 +54,21 @@ def cut(composed: Any) -> Cut:
     return Cut(dataclasses.replace(program, cores=cores), calls, tuple(at), WINDOW - 1)
 
 
+def lag_in_some_loop(composed: Any) -> str | None:
+    """PRG-144: PRG-7's condition for each windowed loop of the program (`confined.lag_two` on that loop's
+    window, the other loops' windows in place around it): None when it holds for every loop, else why not."""
+    from semcheck.checker.confined import lag_two
+
+    windows = composed.ir.windows
+    for w in windows:
+        one = composed if len(windows) == 1 else dataclasses.replace(
+            composed, ir=dataclasses.replace(composed.ir, windows=(w,)))
+        why = lag_two(one)
+        if why is not None:
+            return why + (f" (in the loop at {w[0]})" if len(windows) > 1 else "")
+    return None
+
+
 def loop_violation(composed: Any, v: Verdict, req: Any, deadline: float, memo: dict) -> Verdict | None:
     """PRG-143: `v` (a violation in the window) as a violation of the whole loop, from a run of the cut
     program, or None when the cut program shows none that every trip count has."""
@@ -127,4 +142,4 @@ def _whole_loop_run(composed: Any, c: Cut, v: Verdict) -> str | None:
     return faithful(composed, v.witness.schedule)
 
 
-__all__ = ["Cut", "DECIDED", "cut", "loop_violation"]
+__all__ = ["Cut", "DECIDED", "cut", "lag_in_some_loop", "loop_violation"]

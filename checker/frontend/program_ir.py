@@ -514,11 +514,11 @@ class _Walker:
         window = None
         if length > MAX_UNROLL:
             varying = varying_calls(body)
-            if varying is not None or self.windows or self.points or self._in_window:
+            if varying is not None or self.points or self._in_window:  # PRG-144: loops one after another
                 raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
                             f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
-                            "whose every iteration runs the same calls, the program's only such loop"
-                            + (f" (its calls depend on {varying})" if varying else ""), loc)
+                            "whose every iteration runs the same calls, not inside another such loop nor after "
+                            "an undecided cond" + (f" (its calls depend on {varying})" if varying else ""), loc)
             window = (loc, length, len(self.invocations))
             length = WINDOW
         consts, carry, xs = (list(g) for g in p["ft_in"].update(ins).unpack())

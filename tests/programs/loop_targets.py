@@ -96,3 +96,47 @@ def single_barrier_8(num_devices: int, *, dma_mode: str = "eager", interpret=Non
 @semcheck.target(devices=[2])
 def done_twice_after_8(num_devices: int, *, dma_mode: str = "eager", interpret=None):
     return _copies(num_devices, _round, _done_twice, dma_mode=dma_mode, interpret=interpret, trips=8)
+
+
+def _two_loops(num_devices: int, double_barrier: bool, *, dma_mode: str = "eager", interpret=None):
+    """The shift kernel called 100 times by one fori_loop, then 100 times by another (PRG-144)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    params = _shift.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (_shift.AXIS,))
+
+    def shift(_, v):
+        return _shift.shift(v, double_barrier=double_barrier, params=params)
+
+    def program(x):
+        y = jax.lax.fori_loop(0, 100, shift, x)
+        return jax.lax.fori_loop(0, 100, shift, y * 2)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(_shift.AXIS), out_specs=P(_shift.AXIS),
+                               check_vma=False))
+    x = jax.numpy.ones((num_devices * _shift.ROWS, _shift.LANES), jax.numpy.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(_shift.AXIS))),)
+
+
+@semcheck.target(devices=[4])
+def two_loops_double_barrier(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    return _two_loops(num_devices, True, dma_mode=dma_mode, interpret=interpret)
+
+
+@semcheck.target(devices=[5])
+def two_loops_single_barrier(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    return _two_loops(num_devices, False, dma_mode=dma_mode, interpret=interpret)
+
+
+@semcheck.target(devices=[2])
+def copies_then_no_start_100(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """100 correct rounds, then a second loop of 100 rounds whose done waits for a copy never started: the
+    deadlock is in the second loop, after the first one's every iteration, which no cut shows (PRG-144)."""
+    import jax
+
+    def after(x, params):
+        return jax.lax.fori_loop(0, 100, lambda _, v: _round_no_start(v, params), x)
+
+    return _copies(num_devices, _round, after, dma_mode=dma_mode, interpret=interpret)

@@ -107,3 +107,30 @@ def test_the_cut_is_the_first_operations_of_every_longer_loop(window, unrolled):
     got = json.loads(line.removeprefix("@@CUT@@ "))
     assert got["windows"] == 1 and got["unrolled_windows"] == 0
     assert all(got["same"]) and any(got["at"]), got
+
+
+def _line(text: str) -> int:
+    path = REPO / "tests" / "programs" / "loop_targets.py"
+    return next(i for i, s in enumerate(path.read_text().splitlines(), 1) if text in s)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-144", "PRG-130")
+def test_each_long_loop_of_a_program_is_checked_over_its_window():
+    """Two loops of 100 calls one after the other: each is windowed, and the proofs name both (PRG-144)."""
+    got = _verify("two_loops_double_barrier", 4)
+    assert {r["verdict"] for r in got.values()} == {"proved"}, got
+    first, second = _line("y = jax.lax.fori_loop(0, 100, shift, x)"), _line("fori_loop(0, 100, shift, y * 2)")
+    reason = got["deadlock-free"]["reason"]
+    assert f"loop_targets.py:{first}" in reason and f"loop_targets.py:{second}" in reason and "PRG-144" in reason
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-144", "PRG-143")
+def test_with_two_loops_only_the_first_loops_violations_are_decided():
+    """A violation in the first loop's first iterations is one of the program (PRG-143); one in the second
+    loop needs the first loop to have run every iteration, which the window does not show: unknown."""
+    bad = _verify("two_loops_single_barrier", 5)["invocation-confined"]
+    assert bad["verdict"] == "violated" and "PRG-143" in bad["witness"]["message"], bad
+    later = _verify("copies_then_no_start_100", 2)["deadlock-free"]
+    assert later["verdict"] == "unknown" and "violated there" in later["reason"], later
