@@ -80,9 +80,35 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
+        if mode in INTERPRETER_MODES and _split(composed.ir) and not (
+                composed.interpreter_exact and composed.program.launch_failure is not None):
+            out[mode] = ([Verdict(v.property, "unknown", reason=_SPLIT) for v in out[mode][0]], out[mode][1])
     if getattr(composed.ir, "windows", ()):
         out = _windowed(composed, out, req, deadline)
     return out
+
+
+_SPLIT = ("a kernel call that only some devices run (a cond whose branch differs between devices): in the interpreter "
+          "every device that runs a call waits at its clean-up barrier for every device of the mesh "
+          "(`_clean_up_shared_memory`), so the calls of different devices meet there; not modelled (programs.md PRG-145)")
+
+
+def _split(ir: Any) -> bool:
+    """PRG-145: whether some call of the program runs on only some devices."""
+    return any(getattr(inv, "devices", None) is not None for inv in ir.invocations)
+
+
+def interpreter_alone(r: Any, composed: Any, why: str) -> Any:
+    """PRG-145: a result of calls checked alone under `eager`/`on_wait` (PRG-115), unknown where some call runs
+    on only some devices (or may: a cond the walk could not tell on each device), which a call checked alone
+    does not describe."""
+    from semcheck.checker.frontend.program_ir import PER_DEVICE
+
+    if r.dma_mode not in INTERPRETER_MODES:
+        return r
+    if not (PER_DEVICE in (why or "") or any(_split(c.ir) for c in composed or ())):
+        return r
+    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=_SPLIT) for v in r.verdicts])
 
 
 def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
@@ -256,4 +282,4 @@ def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:
         + f", and then it is {other.verdict}: {said}"))
 
 
-__all__ = ["program_results"]
+__all__ = ["interpreter_alone", "program_results"]

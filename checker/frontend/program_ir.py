@@ -25,7 +25,9 @@ from semcheck.checker.frontend.program_jaxpr import (
     concrete,
     is_call_shaped,
     jaxpr_has_kernel,
+    mesh_lanes,
     shard_map_axes,
+    shard_values,
     side_effecting,
     single_sub,
     subs,
@@ -36,6 +38,9 @@ from semcheck.model.ops import NO_LOC, Loc
 
 WINDOW = 3
 """PRG-7 / PRG-130: the consecutive iterations of a long loop the composed program checks."""
+
+PER_DEVICE = "may differ between devices"
+"""How the walk says a cond's branch is not known on each device (PRG-126, PRG-145)."""
 
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
@@ -82,6 +87,7 @@ class Invocation:
     collective_id: int | None = None
     id_picked: bool = False
     id_error: str | None = None
+    devices: frozenset[int] | None = None  # PRG-145: the devices that run it (None: every device)
 
     @property
     def name(self) -> str:
@@ -92,7 +98,11 @@ class Invocation:
         return self.call.loc
 
     def describe(self) -> str:
-        """How reports name the call: kernel name, call index and the pallas_call's line."""
+        """How reports name the call: kernel name, call index and the pallas_call's line (and the devices that
+        run it, where a cond gives devices different calls, PRG-145)."""
+        if self.devices is not None:
+            on = ", ".join(str(d) for d in sorted(self.devices))
+            return f"{self.name} (call {self.index}, {self.loc}, on device{'s' if len(self.devices) > 1 else ''} {on})"
         return f"{self.name} (call {self.index}, {self.loc})"
 
 
@@ -123,6 +133,7 @@ class Use:
     after: frozenset[int]
     kind: str = "xla"
     entry: int | None = None
+    devices: frozenset[int] | None = None  # PRG-145: the devices that make the use (None: every device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,6 +288,11 @@ class _Walker:
         self._has_kernel: dict[int, bool] = {}
         self._launched: dict[tuple, int] = {}  # (kernel, line, operands) -> the call that launched it
         self._values = 0
+        # PRG-145: inside a shard_map, each device's coordinates; the values known device by device; the devices
+        # that run the branch the walk is in (None: every device)
+        self._lanes: list[dict[str, int]] | None = None
+        self._per: dict[int, list[Any]] = {}
+        self._devices: frozenset[int] | None = None
 
     def outside(self, what: str, loc: Loc = NO_LOC, deps: frozenset[int] = frozenset()) -> Outside:
         """A new value no call produced."""
@@ -305,6 +321,47 @@ class _Walker:
         if isinstance(v, Outside) and v.ident:
             return v.ident in self._uniform, self._const.get(v.ident)
         return False, None
+
+    def _lane_values(self, x: Any, v: Value) -> list[Any] | None:
+        """PRG-145: the value of `x` on each device, where the walk knows it on every device."""
+        if self._lanes is None:
+            return None
+        uniform, value = self._about(x, v)
+        if uniform and value is not None:
+            return [value] * len(self._lanes)
+        return self._per.get(v.ident) if isinstance(v, Outside) and v.ident else None
+
+    def _fold_lanes(self, eqn: Any, ins: list[Value], outs: list[Value]) -> None:
+        """PRG-145: an XLA op's results device by device, where its operands are known on every device
+        (`axis_index` is the device's coordinate)."""
+        import numpy as np
+
+        if self._lanes is None or subs(eqn):
+            return
+        if eqn.primitive.name == "axis_index":
+            axis = eqn.params["axis_name"]
+            if axis in self._lanes[0] and len(outs) == 1 and isinstance(outs[0], Outside):
+                self._per[outs[0].ident] = [np.asarray(c[axis], dtype=np.int32) for c in self._lanes]
+            return
+        per = [self._lane_values(x, v) for x, v in zip(eqn.invars, ins)]
+        if not per or any(p is None for p in per) or all(self._about(x, v)[0] for x, v in zip(eqn.invars, ins)):
+            return
+        if any(int(np.size(p[0])) > MAX_FOLD for p in per):
+            return
+        lanes: list[list[Any]] = []
+        try:
+            import jax
+
+            for lane in range(len(self._lanes)):
+                with jax.ensure_compile_time_eval():
+                    got = eqn.primitive.bind(*[p[lane] for p in per], **eqn.params)
+                got = got if eqn.primitive.multiple_results else [got]
+                lanes.append([np.asarray(g) for g in got])
+        except Exception:  # noqa: BLE001 - a value the walk cannot compute is only not known
+            return
+        for k, v in enumerate(outs):
+            if isinstance(v, Outside) and v.ident and all(k < len(got) for got in lanes):
+                self._per[v.ident] = [got[k] for got in lanes]
 
     def _fold(self, eqn: Any, about: list[tuple[bool, Any]], outs: list[Value]) -> None:
         """PRG-126: an XLA op's results are the same on every device when its operands are (axis_index
@@ -351,13 +408,23 @@ class _Walker:
                 outs = self._kernel(eqn, ins, axes, physical)
             elif name == "shard_map":
                 sub_axes, sub_physical = shard_map_axes(eqn, axes, physical)
-                outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
+                outer = self._lanes
+                self._lanes = mesh_lanes(eqn, sub_physical) if outer is None else None
+                try:
+                    outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
+                finally:
+                    self._lanes = outer
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
             elif name == "run_state" and self._contains_kernel(eqn):
                 outs = self._run_state(eqn, ins, axes, physical)
             elif name == "cond" and self._contains_kernel(eqn):
-                outs = self._cond(eqn, ins, self._about(eqn.invars[0], ins[0]), axes, physical)
+                about = self._about(eqn.invars[0], ins[0])
+                lanes = None if about[0] else self._lane_values(eqn.invars[0], ins[0])
+                if lanes is not None:  # PRG-145: known on each device
+                    outs = self._cond_per_device(eqn, ins, lanes, axes, physical)
+                else:
+                    outs = self._cond(eqn, ins, about, axes, physical)
             elif self._contains_kernel(eqn):
                 if single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or is_call_shaped(eqn)):
                     outs = self._call(eqn, ins, axes, physical)
@@ -372,6 +439,7 @@ class _Walker:
                         self._xla_use(v, name, loc, _deps(ins))
                 outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
                 self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
+                self._fold_lanes(eqn, ins, outs)
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -400,13 +468,14 @@ class _Walker:
         for v in ins[:skip]:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
-        same = (call.name, call.loc, tuple(ins), self._computation)  # PRG-127: XLA merges within one computation
+        # PRG-127: XLA merges within one computation; PRG-145: devices in different branches run apart
+        same = (call.name, call.loc, tuple(ins), self._computation, self._devices)
         if same in self._launched and not side_effecting(call):
             earlier = self.invocations[self._launched[same]]
             raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
         self._launched.setdefault(same, k)
-        self.invocations.append(Invocation(call, k, inputs, _deps(ins)))
+        self.invocations.append(Invocation(call, k, inputs, _deps(ins), devices=self._devices))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc, after: frozenset[int], entry: int | None = None) -> None:
@@ -415,7 +484,7 @@ class _Walker:
             raise _Stop(f"semaphore output {sem!r} of {self.invocations[v.call].describe()} is used by {what}, "
                         "not by a kernel call: the front end cannot follow it", loc)
         self.escape(v, f"in {what} at {loc}")
-        self.uses.append(Use(v, what, loc, after | {v.call}, "xla", entry))
+        self.uses.append(Use(v, what, loc, after | {v.call}, "xla", entry, self._devices))
 
     def result(self, v: Produced) -> None:
         """A produced value the program returns: a semaphore may be waited on by whatever runs next."""
@@ -470,6 +539,11 @@ class _Walker:
                 key = (v, tuple(sorted(named)))
                 if key not in self._shard_of:
                     self._shard_of[key] = self.outside(v.what, v.loc, v.deps)
+                    known = self._const.get(v.ident) if v.ident in self._uniform else None
+                    if known is not None and self._lanes is not None:  # PRG-145: each device's block
+                        blocks = shard_values(eqn, known, spec, self._lanes)
+                        if blocks is not None:
+                            self._per[self._shard_of[key].ident] = blocks
                 v = self._shard_of[key]
             out.append(v)
         return out + list(ins[len(out):])
@@ -486,14 +560,58 @@ class _Walker:
         if value is not None:
             b = int(np.clip(int(np.asarray(value).reshape(-1)[0]), 0, len(branches) - 1))
         elif uniform:
+            if self._devices is not None:
+                raise _Stop("a kernel call inside a cond whose branch the walk cannot tell, inside a branch that only "
+                            "some devices take: not followed", loc)
             j = len(self.points)
             b = self.choices[j] if j < len(self.choices) else 0
             self.points.append((len(branches), loc, b))
         else:
-            raise _Stop("a kernel call inside a cond whose branch may differ between devices (its predicate "
-                        "depends on the device or on a sharded value): per-device call sequences are not "
-                        "followed", loc)
-        sub = branches[b]
+            raise _Stop(f"a kernel call inside a cond whose branch {PER_DEVICE} (its predicate depends on the "
+                        "device or on a sharded value, and the walk cannot compute it on each device: PRG-145)", loc)
+        return self._branch(eqn, branches[b], ins, loc, axes, physical)
+
+    def _cond_per_device(self, eqn: Any, ins: list[Value], lanes: list[Any], axes: dict[str, int],
+                         physical: int) -> list[Value]:
+        """PRG-145: a cond whose index the walk knows on each device: each branch is walked for the devices that
+        take it, whose calls only those devices run; a result that differs between the branches is a new value
+        (a kernel's result through it is not followed as a link)."""
+        import numpy as np
+
+        branches = eqn.params["branches"]
+        loc = eqn_loc(eqn)
+        mine = sorted(self._devices) if self._devices is not None else range(len(lanes))
+        taken: dict[int, set[int]] = {}
+        for d in mine:
+            b = int(np.clip(int(np.asarray(lanes[d]).reshape(-1)[0]), 0, len(branches) - 1))
+            taken.setdefault(b, set()).add(d)
+        outer = self._devices
+        results = []
+        try:
+            for b in sorted(taken):
+                # every device of the branch's set takes it: the whole set when it is every device the walk is in
+                self._devices = None if outer is None and len(taken) == 1 else frozenset(taken[b])
+                results.append(self._branch(eqn, branches[b], ins, loc, axes, physical))
+        finally:
+            self._devices = outer
+        if len(results) == 1:
+            return results[0]
+        outs: list[Value] = []
+        for k, vals in enumerate(zip(*results)):
+            if all(v == vals[0] for v in vals):
+                outs.append(vals[0])
+                continue
+            for v in vals:
+                if isinstance(v, Produced) and self._semaphore(v) is not None:
+                    raise _Stop(f"semaphore output {self._semaphore(v)!r} of {self.invocations[v.call].describe()} is "
+                                "a result of a cond whose branch differs between devices: the front end cannot tell "
+                                "which semaphore a later use is", loc)
+            outs.append(self.outside("the result of a cond whose branch differs between devices", loc, _deps(list(vals))))
+        return outs
+
+    def _branch(self, eqn: Any, sub: Any, ins: list[Value], loc: Loc, axes: dict[str, int],
+                physical: int) -> list[Value]:
+        """The walk of one branch of a cond on its operands."""
         jaxpr = getattr(sub, "jaxpr", sub)
         consts = [self.outside("a constant of a cond branch", loc) for _ in getattr(jaxpr, "constvars", ())]
         env = dict(zip(jaxpr.constvars, consts)) if consts else {}
@@ -514,7 +632,7 @@ class _Walker:
         window = None
         if length > MAX_UNROLL:
             varying = varying_calls(body)
-            if varying is not None or self.points or self._in_window:  # PRG-144: loops one after another
+            if varying is not None or self.points or self._in_window or self._devices is not None:  # PRG-144, PRG-145
                 raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
                             f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
                             "whose every iteration runs the same calls, not inside another such loop nor after "

@@ -75,11 +75,12 @@ def _in_branch(c: ComposedProgram, ir: Any) -> ComposedProgram:
 def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> list[Any]:
     """PRG-126: the target's programs, one per combination of the branches its conds around kernel calls
     may take; the build's concrete inputs decide the conds they can."""
-    from semcheck.checker.frontend.program_ir import program_irs
+    from semcheck.checker.frontend.program_ir import PER_DEVICE, program_irs
 
     jaxpr, args = _trace_with_args(t, devices, kwargs, make_jaxpr)
     irs = program_irs(jaxpr, args)
-    if args is None and any(ir.branches for ir in irs):
+    per_device = any(ir.unknown is not None and PER_DEVICE in ir.unknown[0] for ir in irs)  # PRG-145
+    if args is None and (per_device or any(ir.branches for ir in irs)):
         try:
             import jax
 

@@ -68,6 +68,13 @@ def per_device_flag(num_devices: int, *, interpret=None):
 
 
 @semcheck.target(devices=[4])
+def per_device_big_flag(num_devices: int, *, interpret=None):
+    """As `per_device_flag`, the flag too large for the walk to evaluate on each device (PRG-145): unknown."""
+    flag = jnp.ones((num_devices * 8, 1024), jnp.int32)
+    return _build(num_devices, interpret, lambda f: jnp.sum(f) > 0, flag, late_ring_id=0, flag_spec=P(tp.AXIS))
+
+
+@semcheck.target(devices=[4])
 def loop_counter_cond(num_devices: int, *, interpret=None):
     """A fori_loop of 3 whose body runs the ring kernel in iteration 0 and the pairwise kernel after."""
     params = tp.interpret_params("eager", interpret)
