@@ -231,9 +231,9 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
             raise _Stop("a kernel call inside a run_state, in a program of several calls: the refs it closes "
                         "over are not followed as links between calls", w.state_calls[0][1])
     except _Stop as stop:
-        return ProgramIR(_with_ids(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
-                         tuple(w.uses), tuple(w.points), tuple(w.windows))
-    return ProgramIR(_with_ids(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
+        return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), (stop.reason, stop.loc),
+                         tuple(w.escapes), tuple(w.uses), tuple(w.points), tuple(w.windows))
+    return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
                      tuple(w.points), tuple(w.windows))
 
 
@@ -258,14 +258,26 @@ def program_irs(jaxpr: Any, args: Any = None, limit: int = MAX_BRANCH_PROGRAMS) 
     return out
 
 
-def _with_ids(invocations: list[Invocation]) -> tuple[Invocation, ...]:
+def _with_ids(invocations: list[Invocation], jaxpr: Any = None) -> tuple[Invocation, ...]:
     """PRG-125: each invocation with the collective id jax gives its call for a TPU (PRG-123), under the
-    auto-assignment mode jax is configured with while the target is traced."""
-    from semcheck.checker.frontend.collective_ids import assign, config
+    auto-assignment mode jax is configured with while the target is traced. PRG-146: jax assigns ids over
+    every kernel it lowers, both branches of every cond included (branch 0 first), whichever a device takes:
+    the assignment runs over every kernel call of `jaxpr` in that order, and each invocation gets the id of
+    the first of those that is its call (the same line, module and own id)."""
+    from semcheck.checker.frontend.collective_ids import _module_key, assign, config
+    from semcheck.checker.frontend.trace import find_kernels
 
-    got = assign([inv.call for inv in invocations], *config())
-    return tuple(dataclasses.replace(inv, collective_id=got[id(inv.call)].collective_id,
-                                     id_picked=got[id(inv.call)].auto, id_error=got[id(inv.call)].error)
+    every = find_kernels(jaxpr) if jaxpr is not None else []
+    got = assign([*every, *(inv.call for inv in invocations)], *config())
+    same: dict[int, Any] = {}
+    for inv in invocations:
+        if id(inv.call) not in same:
+            mine = (inv.call.loc, inv.call.collective_id, _module_key(inv.call))
+            same[id(inv.call)] = next((e for e in every if (e.loc, e.collective_id, _module_key(e)) == mine),
+                                      inv.call)
+    return tuple(dataclasses.replace(inv, collective_id=got[id(same[id(inv.call)])].collective_id,
+                                     id_picked=got[id(same[id(inv.call)])].auto,
+                                     id_error=got[id(same[id(inv.call)])].error)
                  for inv in invocations)
 
 

@@ -88,15 +88,7 @@ def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: An
             irs = program_irs(make_jaxpr(fn, concrete, path=t.path).jaxpr, jax.tree.leaves(concrete))
         except FrontendError:
             pass
-    if any(ir.branches for ir in irs) and any(inv.id_picked for ir in irs for inv in ir.invocations):
-        # jax assigns ids over every branch it lowers, not only the taken one
-        loc = next(ir.branches[0][1] for ir in irs if ir.branches)
-        import dataclasses
-
-        return [dataclasses.replace(irs[0], unknown=(
-            "collective ids that jax picks, in a program with undecided conds around kernel calls, are not "
-            "followed (jax assigns them over every branch)", loc))]
-    return irs
+    return irs  # PRG-146: each program's ids are jax's over every branch, taken or not
 
 
 def compose_readings(ir: Any, lowered: list[Any], *, name: str) -> list[ComposedProgram]:

@@ -126,3 +126,15 @@ def test_a_single_call_inside_run_state_is_decided():
     got = {r["property"]: r for r in json.loads(run.stdout)["results"]}
     assert got["invocation-confined"]["verdict"] == "proved", got["invocation-confined"]
     assert {r["verdict"] for r in got.values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-146", "PRG-126")
+def test_an_undecided_cond_with_ids_jax_picks_is_decided_per_branch():
+    """Tags under an undecided cond: each branch program gets the ids jax lowers the whole program with; two
+    tags in both branches prove every property, a shared tag in branch 0 mixes the patterns there."""
+    good = _verify("undecided_tags")
+    assert {r["verdict"] for r in good.values()} == {"proved"}, good
+    bad = _verify("undecided_one_tag_in_branch_0")["invocation-confined"]
+    assert bad["verdict"] == "violated", bad
+    assert f"cond_targets.py:{_line('jax.lax.cond(jnp.sum(f) > 0')} takes branch 0)" in bad["witness"]["message"]
