@@ -12,8 +12,9 @@ for nothing from it, and it leaves no semaphore behind. semcheck gives device 0 
 every property is proved under `hardware`. examples/programs/buggy/per_device_cond_partner_skips.py is the
 hazard: a communicating kernel that the partner device skips.
 
-What the interpreter does: see tests/programs/ground_truth.json (recorded by
-tests/programs/make_ground_truth.py).
+What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
+after 40 s): every device that runs an interpreted call ends it at a clean-up barrier of every device
+(specs/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
 """
 
 from __future__ import annotations
