@@ -90,7 +90,8 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
 
 _SPLIT = ("a kernel call that only some devices run (a cond whose branch differs between devices): in the interpreter "
           "every device that runs a call waits at its clean-up barrier for every device of the mesh "
-          "(`_clean_up_shared_memory`), so the calls of different devices meet there; not modelled (programs.md PRG-145)")
+          "(`_clean_up_shared_memory`), so the calls of different devices meet there; not modelled "
+          "(programs.md PRG-145)")
 
 
 def _split(ir: Any) -> bool:

@@ -130,5 +130,5 @@ def shard_values(eqn: Any, x: Any, spec: Any, lanes: list[dict[str, int]]) -> li
     return None if any(g is None for g in got) else got
 
 
-__all__ = ["MAX_FOLD", "MAX_LANES", "mesh_lanes", "shard_values", "concrete", "is_call_shaped", "jaxpr_has_kernel", "shard_map_axes", "side_effecting",
-           "single_sub", "subs", "varying_calls"]
+__all__ = ["MAX_FOLD", "MAX_LANES", "concrete", "is_call_shaped", "jaxpr_has_kernel", "mesh_lanes", "shard_map_axes",
+           "shard_values", "side_effecting", "single_sub", "subs", "varying_calls"]
