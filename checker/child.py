@@ -135,8 +135,10 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                         conn.send(("result", r))
                 if alone is req or not alone.modes:
                     continue
+            from semcheck.checker.program_results import interpreter_alone
+
             for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
-                conn.send(("result", _unconfined(r, unconfined)))
+                conn.send(("result", interpreter_alone(_unconfined(r, unconfined), composed, unconfined)))  # PRG-145
         conn.send(("deps", recorder.dependencies()))
         conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data

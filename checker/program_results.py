@@ -80,22 +80,54 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
+        if mode in INTERPRETER_MODES and _split(composed.ir) and not (
+                composed.interpreter_exact and composed.program.launch_failure is not None):
+            out[mode] = ([Verdict(v.property, "unknown", reason=_SPLIT) for v in out[mode][0]], out[mode][1])
     if getattr(composed.ir, "windows", ()):
-        out = _windowed(composed, out)
+        out = _windowed(composed, out, req, deadline)
     return out
 
 
-def _windowed(composed: Any, out: dict) -> dict:
+_SPLIT = ("a kernel call that only some devices run (a cond whose branch differs between devices): in the interpreter "
+          "every device that runs a call waits at its clean-up barrier for every device of the mesh "
+          "(`_clean_up_shared_memory`), so the calls of different devices meet there; not modelled "
+          "(programs.md PRG-145)")
+
+
+def _split(ir: Any) -> bool:
+    """PRG-145: whether some call of the program runs on only some devices."""
+    return any(getattr(inv, "devices", None) is not None for inv in ir.invocations)
+
+
+def interpreter_alone(r: Any, composed: Any, why: str) -> Any:
+    """PRG-145: a result of calls checked alone under `eager`/`on_wait` (PRG-115), unknown where some call runs
+    on only some devices (or may: a cond the walk could not tell on each device), which a call checked alone
+    does not describe."""
+    from semcheck.checker.frontend.program_ir import PER_DEVICE
+
+    if r.dma_mode not in INTERPRETER_MODES:
+        return r
+    if not (PER_DEVICE in (why or "") or any(_split(c.ir) for c in composed or ())):
+        return r
+    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=_SPLIT) for v in r.verdicts])
+
+
+def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
     """PRG-130: verdicts over a window of WINDOW iterations of a long loop hold for the whole loop only when
     PRG-7's condition holds (no device two iterations ahead of a partner) and every call's scratch semaphores
-    are back to zero at its exit (exit-balance proved); then a proof stands, and nothing else is decided."""
-    from semcheck.checker.confined import lag_two
+    are back to zero at its exit (exit-balance proved); then a proof stands. A violation stands where a run of
+    the loop's first iterations shows it (PRG-143); nothing else is decided."""
     from semcheck.checker.frontend.program_ir import WINDOW
+    from semcheck.checker.program_windows import lag_in_some_loop, loop_violation
 
-    ((loc, trips, _, per),) = composed.ir.windows
-    where = (f"checked over {WINDOW} consecutive iterations of the loop of {trips} iterations at {loc} "
-             f"({per} call{'s' if per > 1 else ''} each, programs.md PRG-130)")
+    loops = [f"{trips} iterations at {loc}, {per} call{'s' if per > 1 else ''} each"
+             for loc, trips, _, per in composed.ir.windows]
+    where = (f"checked over {WINDOW} consecutive iterations of the loop of {loops[0].replace(', ', ' (', 1)}, "
+             "programs.md PRG-130)" if len(loops) == 1 else
+             f"checked over {WINDOW} consecutive iterations of each of its loops ({'; '.join(loops)}; programs.md "
+             "PRG-130, PRG-144)")
     lag: str | None | bool = False  # not computed yet
+    memo: dict = {}  # PRG-143: the cut program and its verdicts, shared by the modes
     done = {}
     for mode, (verdicts, seconds) in out.items():
         if mode in INTERPRETER_MODES and composed.interpreter_exact and composed.program.launch_failure is not None:
@@ -106,7 +138,7 @@ def _windowed(composed: Any, out: dict) -> dict:
         for v in verdicts:
             if v.verdict == "proved" and (exits is None or exits.verdict == "proved"):
                 if lag is False:
-                    lag = lag_two(composed)
+                    lag = lag_in_some_loop(composed)
                 if lag is None:
                     kept.append(dataclasses.replace(v, reason=f"{where}, which PRG-7 extends to every iteration"
                                                     + (f"; {v.reason}" if v.reason else "")))
@@ -115,6 +147,10 @@ def _windowed(composed: Any, out: dict) -> dict:
             elif v.verdict == "proved":
                 why = f"{where}: proved there, but exit-balance is {exits.verdict} in the window"
             else:
+                whole = loop_violation(composed, v, req, deadline, memo) if mode == "hardware" else None
+                if whole is not None:
+                    kept.append(whole)
+                    continue
                 said = v.reason or (v.witness.message if v.witness is not None else "")
                 why = f"{where}: {v.verdict} there ({said}); beyond the window not decided"
             kept.append(Verdict(v.property, "unknown", reason=why, stats=v.stats))
@@ -247,4 +283,4 @@ def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:
         + f", and then it is {other.verdict}: {said}"))
 
 
-__all__ = ["program_results"]
+__all__ = ["interpreter_alone", "program_results"]

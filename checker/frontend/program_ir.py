@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from semcheck.checker.frontend.program_devices import PerDevice
 from semcheck.checker.frontend.program_jaxpr import (
     MAX_FOLD,
     concrete,
     is_call_shaped,
     jaxpr_has_kernel,
+    mesh_lanes,
     shard_map_axes,
+    shard_values,
     side_effecting,
     single_sub,
     subs,
@@ -36,6 +39,9 @@ from semcheck.model.ops import NO_LOC, Loc
 
 WINDOW = 3
 """PRG-7 / PRG-130: the consecutive iterations of a long loop the composed program checks."""
+
+PER_DEVICE = "may differ between devices"
+"""How the walk says a cond's branch is not known on each device (PRG-126, PRG-145)."""
 
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
@@ -82,6 +88,7 @@ class Invocation:
     collective_id: int | None = None
     id_picked: bool = False
     id_error: str | None = None
+    devices: frozenset[int] | None = None  # PRG-145: the devices that run it (None: every device)
 
     @property
     def name(self) -> str:
@@ -92,7 +99,11 @@ class Invocation:
         return self.call.loc
 
     def describe(self) -> str:
-        """How reports name the call: kernel name, call index and the pallas_call's line."""
+        """How reports name the call: kernel name, call index and the pallas_call's line (and the devices that
+        run it, where a cond gives devices different calls, PRG-145)."""
+        if self.devices is not None:
+            on = ", ".join(str(d) for d in sorted(self.devices))
+            return f"{self.name} (call {self.index}, {self.loc}, on device{'s' if len(self.devices) > 1 else ''} {on})"
         return f"{self.name} (call {self.index}, {self.loc})"
 
 
@@ -123,6 +134,7 @@ class Use:
     after: frozenset[int]
     kind: str = "xla"
     entry: int | None = None
+    devices: frozenset[int] | None = None  # PRG-145: the devices that make the use (None: every device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,9 +232,9 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
             raise _Stop("a kernel call inside a run_state, in a program of several calls: the refs it closes "
                         "over are not followed as links between calls", w.state_calls[0][1])
     except _Stop as stop:
-        return ProgramIR(_with_ids(w.invocations), tuple(w.links), (stop.reason, stop.loc), tuple(w.escapes),
-                         tuple(w.uses), tuple(w.points), tuple(w.windows))
-    return ProgramIR(_with_ids(w.invocations), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
+        return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), (stop.reason, stop.loc),
+                         tuple(w.escapes), tuple(w.uses), tuple(w.points), tuple(w.windows))
+    return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
                      tuple(w.points), tuple(w.windows))
 
 
@@ -247,18 +259,30 @@ def program_irs(jaxpr: Any, args: Any = None, limit: int = MAX_BRANCH_PROGRAMS) 
     return out
 
 
-def _with_ids(invocations: list[Invocation]) -> tuple[Invocation, ...]:
+def _with_ids(invocations: list[Invocation], jaxpr: Any = None) -> tuple[Invocation, ...]:
     """PRG-125: each invocation with the collective id jax gives its call for a TPU (PRG-123), under the
-    auto-assignment mode jax is configured with while the target is traced."""
-    from semcheck.checker.frontend.collective_ids import assign, config
+    auto-assignment mode jax is configured with while the target is traced. PRG-146: jax assigns ids over
+    every kernel it lowers, both branches of every cond included (branch 0 first), whichever a device takes:
+    the assignment runs over every kernel call of `jaxpr` in that order, and each invocation gets the id of
+    the first of those that is its call (the same line, module and own id)."""
+    from semcheck.checker.frontend.collective_ids import _module_key, assign, config
+    from semcheck.checker.frontend.trace import find_kernels
 
-    got = assign([inv.call for inv in invocations], *config())
-    return tuple(dataclasses.replace(inv, collective_id=got[id(inv.call)].collective_id,
-                                     id_picked=got[id(inv.call)].auto, id_error=got[id(inv.call)].error)
+    every = find_kernels(jaxpr) if jaxpr is not None else []
+    got = assign([*every, *(inv.call for inv in invocations)], *config())
+    same: dict[int, Any] = {}
+    for inv in invocations:
+        if id(inv.call) not in same:
+            mine = (inv.call.loc, inv.call.collective_id, _module_key(inv.call))
+            same[id(inv.call)] = next((e for e in every if (e.loc, e.collective_id, _module_key(e)) == mine),
+                                      inv.call)
+    return tuple(dataclasses.replace(inv, collective_id=got[id(same[id(inv.call)])].collective_id,
+                                     id_picked=got[id(same[id(inv.call)])].auto,
+                                     id_error=got[id(same[id(inv.call)])].error)
                  for inv in invocations)
 
 
-class _Walker:
+class _Walker(PerDevice):
     def __init__(self, choices: tuple[int, ...] = ()) -> None:
         self.choices = choices
         self.points: list[tuple[int, Loc, int]] = []  # PRG-126: the undecided conds met, in order
@@ -277,6 +301,11 @@ class _Walker:
         self._has_kernel: dict[int, bool] = {}
         self._launched: dict[tuple, int] = {}  # (kernel, line, operands) -> the call that launched it
         self._values = 0
+        # PRG-145: inside a shard_map, each device's coordinates; the values known device by device; the devices
+        # that run the branch the walk is in (None: every device)
+        self._lanes: list[dict[str, int]] | None = None
+        self._per: dict[int, list[Any]] = {}
+        self._devices: frozenset[int] | None = None
 
     def outside(self, what: str, loc: Loc = NO_LOC, deps: frozenset[int] = frozenset()) -> Outside:
         """A new value no call produced."""
@@ -351,13 +380,23 @@ class _Walker:
                 outs = self._kernel(eqn, ins, axes, physical)
             elif name == "shard_map":
                 sub_axes, sub_physical = shard_map_axes(eqn, axes, physical)
-                outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
+                outer = self._lanes
+                self._lanes = mesh_lanes(eqn, sub_physical) if outer is None else None
+                try:
+                    outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
+                finally:
+                    self._lanes = outer
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
             elif name == "run_state" and self._contains_kernel(eqn):
                 outs = self._run_state(eqn, ins, axes, physical)
             elif name == "cond" and self._contains_kernel(eqn):
-                outs = self._cond(eqn, ins, self._about(eqn.invars[0], ins[0]), axes, physical)
+                about = self._about(eqn.invars[0], ins[0])
+                lanes = None if about[0] else self._lane_values(eqn.invars[0], ins[0])
+                if lanes is not None:  # PRG-145: known on each device
+                    outs = self._cond_per_device(eqn, ins, lanes, axes, physical)
+                else:
+                    outs = self._cond(eqn, ins, about, axes, physical)
             elif self._contains_kernel(eqn):
                 if single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or is_call_shaped(eqn)):
                     outs = self._call(eqn, ins, axes, physical)
@@ -372,6 +411,7 @@ class _Walker:
                         self._xla_use(v, name, loc, _deps(ins))
                 outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
                 self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
+                self._fold_lanes(eqn, ins, outs)
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -400,13 +440,14 @@ class _Walker:
         for v in ins[:skip]:
             if isinstance(v, Produced):
                 self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
-        same = (call.name, call.loc, tuple(ins), self._computation)  # PRG-127: XLA merges within one computation
+        # PRG-127: XLA merges within one computation; PRG-145: devices in different branches run apart
+        same = (call.name, call.loc, tuple(ins), self._computation, self._devices)
         if same in self._launched and not side_effecting(call):
             earlier = self.invocations[self._launched[same]]
             raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
         self._launched.setdefault(same, k)
-        self.invocations.append(Invocation(call, k, inputs, _deps(ins)))
+        self.invocations.append(Invocation(call, k, inputs, _deps(ins), devices=self._devices))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc, after: frozenset[int], entry: int | None = None) -> None:
@@ -415,7 +456,7 @@ class _Walker:
             raise _Stop(f"semaphore output {sem!r} of {self.invocations[v.call].describe()} is used by {what}, "
                         "not by a kernel call: the front end cannot follow it", loc)
         self.escape(v, f"in {what} at {loc}")
-        self.uses.append(Use(v, what, loc, after | {v.call}, "xla", entry))
+        self.uses.append(Use(v, what, loc, after | {v.call}, "xla", entry, self._devices))
 
     def result(self, v: Produced) -> None:
         """A produced value the program returns: a semaphore may be waited on by whatever runs next."""
@@ -470,6 +511,11 @@ class _Walker:
                 key = (v, tuple(sorted(named)))
                 if key not in self._shard_of:
                     self._shard_of[key] = self.outside(v.what, v.loc, v.deps)
+                    known = self._const.get(v.ident) if v.ident in self._uniform else None
+                    if known is not None and self._lanes is not None:  # PRG-145: each device's block
+                        blocks = shard_values(eqn, known, spec, self._lanes)
+                        if blocks is not None:
+                            self._per[self._shard_of[key].ident] = blocks
                 v = self._shard_of[key]
             out.append(v)
         return out + list(ins[len(out):])
@@ -486,14 +532,20 @@ class _Walker:
         if value is not None:
             b = int(np.clip(int(np.asarray(value).reshape(-1)[0]), 0, len(branches) - 1))
         elif uniform:
+            if self._devices is not None:
+                raise _Stop("a kernel call inside a cond whose branch the walk cannot tell, inside a branch that only "
+                            "some devices take: not followed", loc)
             j = len(self.points)
             b = self.choices[j] if j < len(self.choices) else 0
             self.points.append((len(branches), loc, b))
         else:
-            raise _Stop("a kernel call inside a cond whose branch may differ between devices (its predicate "
-                        "depends on the device or on a sharded value): per-device call sequences are not "
-                        "followed", loc)
-        sub = branches[b]
+            raise _Stop(f"a kernel call inside a cond whose branch {PER_DEVICE} (its predicate depends on the "
+                        "device or on a sharded value, and the walk cannot compute it on each device: PRG-145)", loc)
+        return self._branch(eqn, branches[b], ins, loc, axes, physical)
+
+    def _branch(self, eqn: Any, sub: Any, ins: list[Value], loc: Loc, axes: dict[str, int],
+                physical: int) -> list[Value]:
+        """The walk of one branch of a cond on its operands."""
         jaxpr = getattr(sub, "jaxpr", sub)
         consts = [self.outside("a constant of a cond branch", loc) for _ in getattr(jaxpr, "constvars", ())]
         env = dict(zip(jaxpr.constvars, consts)) if consts else {}
@@ -514,11 +566,11 @@ class _Walker:
         window = None
         if length > MAX_UNROLL:
             varying = varying_calls(body)
-            if varying is not None or self.windows or self.points or self._in_window:
+            if varying is not None or self.points or self._in_window or self._devices is not None:  # PRG-144, PRG-145
                 raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
                             f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
-                            "whose every iteration runs the same calls, the program's only such loop"
-                            + (f" (its calls depend on {varying})" if varying else ""), loc)
+                            "whose every iteration runs the same calls, not inside another such loop nor after "
+                            "an undecided cond" + (f" (its calls depend on {varying})" if varying else ""), loc)
             window = (loc, length, len(self.invocations))
             length = WINDOW
         consts, carry, xs = (list(g) for g in p["ft_in"].update(ins).unpack())

@@ -94,5 +94,41 @@ def shard_map_axes(eqn: Any, axes: dict[str, int], physical: int) -> tuple[dict[
     return sub_axes, max(physical, int(math.prod(mesh.shape.values())))
 
 
-__all__ = ["MAX_FOLD", "concrete", "is_call_shaped", "jaxpr_has_kernel", "shard_map_axes", "side_effecting",
-           "single_sub", "subs", "varying_calls"]
+MAX_LANES = 64
+"""The most devices the walk evaluates a per-device value on (PRG-145)."""
+
+
+def mesh_lanes(eqn: Any, physical: int) -> list[dict[str, int]] | None:
+    """PRG-145: each device's coordinates on the manual axes of a shard_map, device by device (the order the
+    kernels' lanes use, `concrete_inputs`: row-major over the mesh's axis names), or None when the manual axes
+    do not cover the devices or there are more than MAX_LANES."""
+    mesh = eqn.params["mesh"]
+    manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
+    names = [a for a in mesh.axis_names if a in manual]
+    sizes = dict(mesh.shape)
+    lanes = math.prod(sizes[a] for a in names)
+    if lanes != physical or lanes > MAX_LANES:
+        return None
+    out = []
+    for lane in range(lanes):
+        coords, rest = {}, lane
+        for a in reversed(names):
+            coords[a] = rest % sizes[a]
+            rest //= sizes[a]
+        out.append(coords)
+    return out
+
+
+def shard_values(eqn: Any, x: Any, spec: Any, lanes: list[dict[str, int]]) -> list[Any] | None:
+    """PRG-145: each device's block of the known global value `x` under a shard_map in_spec, as
+    `concrete_inputs` cuts it, or None."""
+    from semcheck.checker.frontend.concrete_inputs import _Device, _shard
+
+    mesh = eqn.params["mesh"]
+    manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
+    got = [_shard(x, spec, _Device(lane, coords), dict(mesh.shape), manual) for lane, coords in enumerate(lanes)]
+    return None if any(g is None for g in got) else got
+
+
+__all__ = ["MAX_FOLD", "MAX_LANES", "concrete", "is_call_shaped", "jaxpr_has_kernel", "mesh_lanes", "shard_map_axes",
+           "shard_values", "side_effecting", "single_sub", "subs", "varying_calls"]

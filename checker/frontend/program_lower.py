@@ -127,17 +127,25 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
             calls[topo.global_core(d, 0)].append(order[0])
     uses = _use_accesses(ir, renames, order)
 
-    def on_every_device(accesses: list[Access], k: int) -> None:
+    def on_every_device(accesses: list[tuple[Access, frozenset[int] | None]], k: int) -> None:
         for d in range(topo.num_devices):
             g = topo.global_core(d, 0)
-            cores[g].extend(accesses)
-            calls[g].extend([k] * len(accesses))
+            mine = [a for a, devices in accesses if devices is None or d in devices]  # PRG-145
+            cores[g].extend(mine)
+            calls[g].extend([k] * len(mine))
 
     for k in order:
         inv, prog = invs[k], lowered[k]
         on_every_device(uses.get(("entry", k), []), k)
         communicates = _communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
+        if inv.devices is not None and communicates and k not in barriers \
+                and len(inv.devices) < topo.num_devices:
+            raise Unsupported("program", f"{inv.describe()} communicates without a barrier semaphore of its own, so a "
+                              "TPU puts a device barrier at its start (PRG-104), and only some devices run it: which "
+                              "devices that barrier waits for is not documented (specs/programs.md PRG-145)", inv.loc)
         for g, ops in enumerate(prog.cores):
+            if inv.devices is not None and topo.device_of(g) not in inv.devices:
+                continue  # PRG-145: a device in another branch of a cond does not run the call
             mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops
                     if _kept(op, dropped[k], communicates, k in barriers)]
             cores[g].extend(mine)
@@ -159,7 +167,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
 
 
 def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
-                  order: tuple[int, ...]) -> dict[tuple[str, int], list[Access]]:
+                  order: tuple[int, ...]) -> dict[tuple[str, int], list[tuple[Access, frozenset[int] | None]]]:
     """PRG-121 (PRG-9's accesses across calls): each use of a call's result outside kernel calls as an
     access of the result's buffer on every device's core 0, keyed by where it goes: ("after", k) right after the last call it needs (the
     earliest point XLA may run it), ("entry", k) before call k (a scalar operand it reads), ("end", -1)
@@ -197,7 +205,7 @@ def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
             last[label] = max(last.get(label, -1), pos[link.consumer])
     for _, at, label, _ in placed:
         last[label] = max(last.get(label, -1), at)
-    out: dict[tuple[str, int], list[Access]] = {}
+    out: dict[tuple[str, int], list[tuple[Access, frozenset[int] | None]]] = {}
     seen: set[tuple] = set()
     for i, (key, at, label, use) in enumerate(placed):
         v = use.value
@@ -214,12 +222,13 @@ def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
         else:
             what = f"the XLA operation {use.what!r} on {of}" + (
                 ", its last use, whose memory XLA may give to the operation's result" if write else "")
-        if (key, label, what) in seen:
+        if (key, label, what, use.devices) in seen:
             continue
-        seen.add((key, label, what))
+        seen.add((key, label, what, use.devices))
         loc = BoundaryLoc(use.loc.file, use.loc.line, use.loc.text, what=what, kind=use.kind)
         shape = [o for o in inv.call.operands if o.role == "output"][v.output].shape
-        out.setdefault(key, []).append(Access(label, full_region(shape), write, loc))
+        # PRG-145: made by the devices that run the branch it is in
+        out.setdefault(key, []).append((Access(label, full_region(shape), write, loc), use.devices))
     return out
 
 

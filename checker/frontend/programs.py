@@ -75,11 +75,12 @@ def _in_branch(c: ComposedProgram, ir: Any) -> ComposedProgram:
 def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> list[Any]:
     """PRG-126: the target's programs, one per combination of the branches its conds around kernel calls
     may take; the build's concrete inputs decide the conds they can."""
-    from semcheck.checker.frontend.program_ir import program_irs
+    from semcheck.checker.frontend.program_ir import PER_DEVICE, program_irs
 
     jaxpr, args = _trace_with_args(t, devices, kwargs, make_jaxpr)
     irs = program_irs(jaxpr, args)
-    if args is None and any(ir.branches for ir in irs):
+    per_device = any(ir.unknown is not None and PER_DEVICE in ir.unknown[0] for ir in irs)  # PRG-145
+    if args is None and (per_device or any(ir.branches for ir in irs)):
         try:
             import jax
 
@@ -87,15 +88,7 @@ def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: An
             irs = program_irs(make_jaxpr(fn, concrete, path=t.path).jaxpr, jax.tree.leaves(concrete))
         except FrontendError:
             pass
-    if any(ir.branches for ir in irs) and any(inv.id_picked for ir in irs for inv in ir.invocations):
-        # jax assigns ids over every branch it lowers, not only the taken one
-        loc = next(ir.branches[0][1] for ir in irs if ir.branches)
-        import dataclasses
-
-        return [dataclasses.replace(irs[0], unknown=(
-            "collective ids that jax picks, in a program with undecided conds around kernel calls, are not "
-            "followed (jax assigns them over every branch)", loc))]
-    return irs
+    return irs  # PRG-146: each program's ids are jax's over every branch, taken or not
 
 
 def compose_readings(ir: Any, lowered: list[Any], *, name: str) -> list[ComposedProgram]:

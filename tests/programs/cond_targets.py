@@ -68,6 +68,13 @@ def per_device_flag(num_devices: int, *, interpret=None):
 
 
 @semcheck.target(devices=[4])
+def per_device_big_flag(num_devices: int, *, interpret=None):
+    """As `per_device_flag`, the flag too large for the walk to evaluate on each device (PRG-145): unknown."""
+    flag = jnp.ones((num_devices * 8, 1024), jnp.int32)
+    return _build(num_devices, interpret, lambda f: jnp.sum(f) > 0, flag, late_ring_id=0, flag_spec=P(tp.AXIS))
+
+
+@semcheck.target(devices=[4])
 def loop_counter_cond(num_devices: int, *, interpret=None):
     """A fori_loop of 3 whose body runs the ring kernel in iteration 0 and the pairwise kernel after."""
     params = tp.interpret_params("eager", interpret)
@@ -83,3 +90,43 @@ def loop_counter_cond(num_devices: int, *, interpret=None):
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False))
     x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
     return fn, (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))),)
+
+
+_tags_path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "two_patterns_two_tags.py"
+_tags_spec = importlib.util.spec_from_file_location("semcheck_cond_targets_tags", _tags_path)
+tt = importlib.util.module_from_spec(_tags_spec)
+_tags_spec.loader.exec_module(tt)
+
+
+def _tagged(num_devices, interpret, late_ring_tag):
+    """PRG-146: the ring and pairwise kernels with tags (jax picks their ids) under an undecided cond: branch 1
+    runs ring ("ring") then pairwise ("pair"); branch 0 runs pairwise ("pair") then ring (`late_ring_tag`)."""
+    params = tt.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tt.AXIS,))
+
+    def ring_then_pair(x):
+        return tt.call(tt._pair_kernel("pair"), tt.call(tt._ring_kernel("ring"), x, params), params)
+
+    def pair_then_ring(x):
+        return tt.call(tt._ring_kernel(late_ring_tag), tt.call(tt._pair_kernel("pair"), x, params), params)
+
+    def program(x, f):
+        return jax.lax.cond(jnp.sum(f) > 0, ring_then_pair, pair_then_ring, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(tt.AXIS), P()), out_specs=P(tt.AXIS),
+                               check_vma=False))
+    x = jnp.ones((num_devices * tt.ROWS, tt.LANES), jnp.float32)
+    big = jnp.ones((8, 1024), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(tt.AXIS))), jax.device_put(big, NamedSharding(mesh, P())))
+
+
+@semcheck.target(devices=[4])
+def undecided_tags(num_devices: int, *, interpret=None):
+    """Two tags in both branches: two ids, both branches correct."""
+    return _tagged(num_devices, interpret, late_ring_tag="ring")
+
+
+@semcheck.target(devices=[4])
+def undecided_one_tag_in_branch_0(num_devices: int, *, interpret=None):
+    """Branch 0's ring shares the pairwise kernel's tag, so one id for two patterns (PRG-17) there."""
+    return _tagged(num_devices, interpret, late_ring_tag="pair")

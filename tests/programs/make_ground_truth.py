@@ -56,6 +56,8 @@ VECTOR_CLOCK_SIZE = 256
 # interpreter is expected to show. `hardware` lists the properties that are violated (empty: every
 # property proved); `from_devices` when the violation needs that many devices.
 SEMAPHORE_RESULT = "lowering fails on the semaphore result (PRG-12)"
+PER_DEVICE_CALL = ("hangs: a call that only some devices run waits at its clean-up barrier for every device "
+                   "(PRG-145)")
 NO_TAGS = "get_barrier_semaphore fails: the interpreter uses no tags, the collective_id is None (PRG-13)"
 EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
@@ -72,6 +74,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                                                   "interpreter": "completes"},
     "examples/programs/two_patterns_two_tags.py": {"hardware": [], "interpreter": NO_TAGS},
     "examples/programs/cond_two_patterns.py": {"hardware": [], "interpreter": "completes"},
+    "examples/programs/per_device_cond.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
     "examples/programs/buggy/async_copy_done_without_start.py": {
         "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_start_without_done.py": {
@@ -114,6 +117,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "devices": [2, 4, 5]},
     "examples/programs/buggy/shared_collective_id_two_patterns.py": {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
+    "examples/programs/buggy/per_device_cond_partner_skips.py": {
+        "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "interpreter": PER_DEVICE_CALL},
     "examples/programs/buggy/cond_two_patterns_one_id.py": {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
     "examples/programs/buggy/two_patterns_one_tag.py": {

@@ -26,6 +26,8 @@ Probes:
 * race_detector_per_call: with jax's race detector on (eager), a call whose write-back DMA is never
   waited (a race the detector reports) followed by a race-free call in the same program: how many
   race messages were logged, and what the detector's `races_found` flag says afterwards (PRG-14).
+* collective_ids_cond: as collective_ids, for conds on a replicated flag around barrier kernels
+  without ids: which ids the kernels of both branches get, and in what order (PRG-146).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any
 
 MARKER = "@@SEMCHECK_PROGRAM_PROBE@@ "
 PROBES = ("collective_ids", "manager_per_call", "failure_then_next", "semaphore_output_program",
-          "barrier_without_collective_id", "race_detector_per_call")
+          "barrier_without_collective_id", "race_detector_per_call", "collective_ids_cond")
 # The probes that run kernels in the interpreter (the others only lower or trace).
 INTERPRETING = ("manager_per_call", "failure_then_next", "barrier_without_collective_id")
 # The interpreter's error for a collective id that is also an internal semaphore id (ERR-1).
@@ -177,6 +179,72 @@ def probe_collective_ids(devices: int, dma_mode: str) -> dict[str, Any]:
                 }
             except Exception as e:  # noqa: BLE001
                 result[f"{mode}/{name}"] = {"error_type": type(e).__name__,
+                                            "error": str(e).splitlines()[0][:160]}
+    return result
+
+
+def collective_id_cond_programs(devices: int) -> dict[str, tuple[Any, tuple[int, int, int, int]]]:
+    """The programs probe `collective_ids_cond` lowers (PRG-146), by name: each a function of (x, f) with a
+    `lax.cond` on the replicated f around barrier kernels, and its shape (calls before the cond, in branch 0,
+    in branch 1, after it)."""
+    jax, jnp, pl, pltpu, NamedSharding, P, mesh = _setup(devices)
+    import functools
+
+    def barrier_kernel(x_ref, o_ref, *, k):
+        b = pltpu.get_barrier_semaphore()
+        right = jax.lax.rem(jax.lax.axis_index("x") + 1, devices)
+        pl.semaphore_signal(b, k, device_id=(right,))
+        pl.semaphore_wait(b, k)
+        o_ref[...] = x_ref[...] + k  # k makes distinct kernels (distinct modules)
+
+    shape = jax.ShapeDtypeStruct((8, 128), jnp.float32)
+
+    def call(k, cid=None):
+        return pl.pallas_call(functools.partial(barrier_kernel, k=k), out_shape=shape,
+                              compiler_params=pltpu.CompilerParams(collective_id=cid))
+
+    def chain(*calls):
+        def f(x):
+            for c in calls:
+                x = c(x)
+            return x
+        return f
+
+    def program(before, false, true, after):
+        def f(x, flag):
+            x = chain(*before)(x)
+            x = jax.lax.cond(jnp.sum(flag) > 0, chain(*true), chain(*false), x)
+            return chain(*after)(x)
+        return f, (len(before), len(false), len(true), len(after))
+
+    return {
+        # lax.cond(p, true, false): branch 0 is the false branch
+        "false_B_true_A": program([], [call(2)], [call(1)], []),
+        "A_then_cond_B_C_then_D": program([call(1)], [call(2)], [call(3)], [call(4)]),
+        "same_kernel_in_both_branches": program([], [call(1)], [call(1)], [call(2)]),
+        "manual_0_in_false_branch": program([], [call(3, cid=0)], [call(1)], []),
+        "manual_0_in_true_branch": program([], [call(1)], [call(3, cid=0)], []),
+    }
+
+
+def probe_collective_ids_cond(devices: int, dma_mode: str) -> dict[str, Any]:
+    """PRG-146: the ids jax's TPU lowering gives the barrier kernels of both branches of a cond (lowered on
+    CPU, nothing runs), in the order of the custom calls in the lowered text."""
+    jax, jnp, pl, pltpu, NamedSharding, P, mesh = _setup(devices)
+    del dma_mode
+    x = jax.ShapeDtypeStruct((8 * devices, 128), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+    flag = jax.ShapeDtypeStruct((8, 1024), jnp.float32, sharding=NamedSharding(mesh, P()))
+    result: dict[str, Any] = {}
+    for mode in ("no", "yes", "override"):
+        jax.config.update("jax_pallas_auto_assign_collective_ids", mode)
+        for name, (f, shape) in collective_id_cond_programs(devices).items():
+            fn = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"), check_vma=False))
+            try:
+                text = fn.trace(x, flag).lower(lowering_platforms=("tpu",)).as_text()
+                result[f"{mode}/{name}"] = {"shape": list(shape), "collective_ids": [
+                    int(i) for i in re.findall(r"collective_id\\22: (\d+)", text)]}
+            except Exception as e:  # noqa: BLE001
+                result[f"{mode}/{name}"] = {"shape": list(shape), "error_type": type(e).__name__,
                                             "error": str(e).splitlines()[0][:160]}
     return result
 

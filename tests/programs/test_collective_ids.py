@@ -138,3 +138,50 @@ def test_the_interpreter_modes_predict_the_failure_jax_s_interpreter_recorded():
     assert said and all("no collective_id" in s and f"two_patterns_two_tags.py:{line}" in s for s in said), said
     recorded = [c for c in GROUND_TRUTH["cases"] if c["path"] == path and c["devices"] == 2]
     assert recorded and all(c["error_type"] == "TypeError" for c in recorded)
+
+
+_COND = """
+import json, sys
+sys.path.insert(0, {here!r})
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+import probes
+from semcheck.checker.frontend.program_ir import program_irs
+mesh = jax.make_mesh((2,), ("x",))
+x = jax.ShapeDtypeStruct((16, 128), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+flag = jax.ShapeDtypeStruct((8, 1024), jnp.float32, sharding=NamedSharding(mesh, P()))
+out = {{}}
+for mode in ("yes", "override"):
+    jax.config.update("jax_pallas_auto_assign_collective_ids", mode)
+    for name, (f, shape) in probes.collective_id_cond_programs(2).items():
+        fn = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"), check_vma=False))
+        irs = program_irs(fn.trace(x, flag).jaxpr.jaxpr)
+        out[mode + "/" + name] = {{str(ir.branches[0][2]): [[i.name, i.collective_id, i.id_picked] for i in ir.invocations]
+                                  for ir in irs}}
+print({marker!r} + json.dumps(out))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-146", "PRG-125")
+def test_each_branch_program_gets_the_ids_jax_lowers_over_both_branches():
+    """Probe `collective_ids_cond`: jax lowers both branches of a cond, branch 0 first, and assigns ids over
+    all of them (a manual id in the branch not taken is still reserved). Each program of an undecided cond
+    (PRG-126) carries, for its calls, the ids jax gave those calls in the whole program's lowering."""
+    (record,) = [p["result"] for p in GROUND_TRUTH["probes"] if p["probe"] == "collective_ids_cond"]
+    run = subprocess.run([sys.executable, "-c", _COND.format(here=str(HERE), marker=MARKER)], capture_output=True,
+                         text=True, cwd=REPO, timeout=600)
+    (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
+    assert line is not None, run.stderr[-3000:]
+    ours = json.loads(line.removeprefix(MARKER))
+    assert set(ours) == {k for k in record if not k.startswith("no/")}
+    for key, programs in ours.items():
+        before, false, true, after = record[key]["shape"]
+        ids = record[key]["collective_ids"]  # the custom calls in lowering order: before, branch 0, branch 1, after
+        segments = {"0": ids[before:before + false], "1": ids[before + false:before + false + true]}
+        assert set(programs) == {"0", "1"}, (key, programs)
+        for branch, calls in programs.items():
+            expect = ids[:before] + segments[branch] + ids[before + false + true:]
+            assert [cid for _, cid, _ in calls] == expect, (key, branch, calls, ids)

@@ -28,6 +28,7 @@ for name in {names!r}:
     (t,) = load_targets({path!r} + "::" + name)
     irs = _program_irs(t, 4, {{}}, make_jaxpr)
     out[name] = [{{"calls": [i.name for i in ir.invocations], "branches": [[n, l.line, b] for n, l, b in ir.branches],
+                  "devices": [None if i.devices is None else sorted(i.devices) for i in ir.invocations],
                   "unknown": None if ir.unknown is None else [ir.unknown[0], ir.unknown[1].line]}} for ir in irs]
 print({marker!r} + json.dumps(out))
 """
@@ -39,7 +40,7 @@ def _line(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def walked() -> dict:
-    names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "loop_counter_cond"]
+    names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "per_device_big_flag", "loop_counter_cond"]
     run = subprocess.run([sys.executable, "-c", _WALK.format(names=names, path=TARGETS, marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
@@ -82,14 +83,29 @@ def test_an_undecided_cond_checks_every_branch_and_names_the_violating_one(walke
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-126")
+@pytest.mark.rule("PRG-126", "PRG-145")
 def test_a_cond_whose_branch_differs_between_devices_is_unknown_with_its_line(walked):
-    (ir,) = walked["per_device_flag"]
+    """The predicate reads each device's block of a flag too large to evaluate: not known on each device."""
+    (ir,) = walked["per_device_big_flag"]
     reason, line = ir["unknown"]
     assert "may differ between devices" in reason and line == _line("jax.lax.cond(predicate(f)")
-    got = _verify("per_device_flag")
+    got = _verify("per_device_big_flag")
     assert got["invocation-confined"]["verdict"] == "unknown"
     assert "may differ between devices" in got["invocation-confined"]["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-145")
+def test_a_cond_known_on_each_device_gives_each_device_its_calls(walked):
+    """The build's flag is `d % 2` on device d: the even devices take the false branch (pairwise, then ring),
+    the odd ones the true branch (ring, then pairwise), each call run only by its branch's devices; the
+    patterns then wait on each other's barrier ids in a cycle, a deadlock a TPU has too."""
+    (ir,) = walked["per_device_flag"]
+    assert ir["unknown"] is None and not ir["branches"], ir
+    assert list(zip(ir["calls"], ir["devices"])) == [("_pair_kernel", [0, 2]), ("_ring_kernel", [0, 2]),
+                                                     ("_ring_kernel", [1, 3]), ("_pair_kernel", [1, 3])]
+    got = _verify("per_device_flag")
+    assert got["deadlock-free"]["verdict"] == "violated", got["deadlock-free"]
 
 
 @pytest.mark.jax
@@ -110,3 +126,15 @@ def test_a_single_call_inside_run_state_is_decided():
     got = {r["property"]: r for r in json.loads(run.stdout)["results"]}
     assert got["invocation-confined"]["verdict"] == "proved", got["invocation-confined"]
     assert {r["verdict"] for r in got.values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-146", "PRG-126")
+def test_an_undecided_cond_with_ids_jax_picks_is_decided_per_branch():
+    """Tags under an undecided cond: each branch program gets the ids jax lowers the whole program with; two
+    tags in both branches prove every property, a shared tag in branch 0 mixes the patterns there."""
+    good = _verify("undecided_tags")
+    assert {r["verdict"] for r in good.values()} == {"proved"}, good
+    bad = _verify("undecided_one_tag_in_branch_0")["invocation-confined"]
+    assert bad["verdict"] == "violated", bad
+    assert f"cond_targets.py:{_line('jax.lax.cond(jnp.sum(f) > 0')} takes branch 0)" in bad["witness"]["message"]

@@ -1,0 +1,107 @@
+"""PRG-145 for the program walk (`program_ir`): values known device by device inside a `shard_map`, and a
+`cond` whose branch differs between devices, each branch walked for the devices that take it.
+
+A mixin of `program_ir._Walker`: it reads the walker's state (`_lanes`, each device's coordinates; `_per`,
+the values known device by device; `_devices`, the devices of the branch being walked). Imports of jax and of
+`program_ir` sit in the functions (`program_ir` imports this module).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
+from semcheck.checker.frontend.trace import eqn_loc
+
+
+class PerDevice:
+    """The walker's per-device values and per-device conds (PRG-145)."""
+
+    def _lane_values(self, x: Any, v: Any) -> list[Any] | None:
+        """PRG-145: the value of `x` on each device, where the walk knows it on every device."""
+        from semcheck.checker.frontend.program_ir import Outside
+
+        if self._lanes is None:
+            return None
+        uniform, value = self._about(x, v)
+        if uniform and value is not None:
+            return [value] * len(self._lanes)
+        return self._per.get(v.ident) if isinstance(v, Outside) and v.ident else None
+
+    def _fold_lanes(self, eqn: Any, ins: list[Any], outs: list[Any]) -> None:
+        """PRG-145: an XLA op's results device by device, where its operands are known on every device
+        (`axis_index` is the device's coordinate)."""
+        import numpy as np
+
+        from semcheck.checker.frontend.program_ir import Outside
+
+        if self._lanes is None or subs(eqn):
+            return
+        if eqn.primitive.name == "axis_index":
+            axis = eqn.params["axis_name"]
+            if axis in self._lanes[0] and len(outs) == 1 and isinstance(outs[0], Outside):
+                self._per[outs[0].ident] = [np.asarray(c[axis], dtype=np.int32) for c in self._lanes]
+            return
+        per = [self._lane_values(x, v) for x, v in zip(eqn.invars, ins)]
+        if not per or any(p is None for p in per) or all(self._about(x, v)[0] for x, v in zip(eqn.invars, ins)):
+            return
+        if any(int(np.size(p[0])) > MAX_FOLD for p in per):
+            return
+        lanes: list[list[Any]] = []
+        try:
+            import jax
+
+            for lane in range(len(self._lanes)):
+                with jax.ensure_compile_time_eval():
+                    got = eqn.primitive.bind(*[p[lane] for p in per], **eqn.params)
+                got = got if eqn.primitive.multiple_results else [got]
+                lanes.append([np.asarray(g) for g in got])
+        except Exception:  # noqa: BLE001 - a value the walk cannot compute is only not known
+            return
+        for k, v in enumerate(outs):
+            if isinstance(v, Outside) and v.ident and all(k < len(got) for got in lanes):
+                self._per[v.ident] = [got[k] for got in lanes]
+
+    def _cond_per_device(self, eqn: Any, ins: list[Any], lanes: list[Any], axes: dict[str, int],
+                         physical: int) -> list[Any]:
+        """PRG-145: a cond whose index the walk knows on each device: each branch is walked for the devices that
+        take it, whose calls only those devices run; a result that differs between the branches is a new value
+        (a kernel's result through it is not followed as a link)."""
+        import numpy as np
+
+        from semcheck.checker.frontend.program_ir import Produced, _deps, _Stop
+
+        branches = eqn.params["branches"]
+        loc = eqn_loc(eqn)
+        mine = sorted(self._devices) if self._devices is not None else range(len(lanes))
+        taken: dict[int, set[int]] = {}
+        for d in mine:
+            b = int(np.clip(int(np.asarray(lanes[d]).reshape(-1)[0]), 0, len(branches) - 1))
+            taken.setdefault(b, set()).add(d)
+        outer = self._devices
+        results = []
+        try:
+            for b in sorted(taken):
+                # every device of the branch's set takes it: the whole set when it is every device the walk is in
+                self._devices = None if outer is None and len(taken) == 1 else frozenset(taken[b])
+                results.append(self._branch(eqn, branches[b], ins, loc, axes, physical))
+        finally:
+            self._devices = outer
+        if len(results) == 1:
+            return results[0]
+        outs: list[Any] = []
+        for vals in zip(*results):
+            if all(v == vals[0] for v in vals):
+                outs.append(vals[0])
+                continue
+            for v in vals:
+                if isinstance(v, Produced) and self._semaphore(v) is not None:
+                    raise _Stop(f"semaphore output {self._semaphore(v)!r} of {self.invocations[v.call].describe()} is "
+                                "a result of a cond whose branch differs between devices: the front end cannot tell "
+                                "which semaphore a later use is", loc)
+            outs.append(self.outside("the result of a cond whose branch differs between devices", loc,
+                                     _deps(list(vals))))
+        return outs
+
+
+__all__ = ["PerDevice"]
