@@ -173,6 +173,11 @@ def composed_landings(composed: Any) -> list[Landing]:
 
 def composed_verdict(composed: Any) -> Verdict:
     """PROP-8 under hardware on a composed program of calls (PRG-111, PRG-112)."""
+    from semcheck.checker.launch import launch_verdict
+
+    refused = launch_verdict(PROPERTY, composed.program, "hardware")  # LAUNCH-7: nothing of it runs on a TPU
+    if refused is not None:
+        return refused
     invs = composed.ir.invocations
     return decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
                   calls=composed.calls, reading=composed.reading)

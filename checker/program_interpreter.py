@@ -46,8 +46,12 @@ def certain_failure(program: Program) -> Violation | None:
 
 def after_failures(kernels: list[Any]) -> list[Any]:
     """PRG-11: `kernels` (in program order, each with its `call.unit`, the top-level computation it is
-    dispatched in) with the calls that never start after a failed call marked (module docstring)."""
-    out = list(kernels)
+    dispatched in) with the calls that never start after a failed call marked (module docstring); and,
+    for `hardware`, the calls jax's TPU lowering refuses (semantics.md LAUNCH-7, which the interpreter
+    runs: `collective_ids.mark_refused`)."""
+    from semcheck.checker.frontend.collective_ids import mark_refused
+
+    out = mark_refused(list(kernels))
     i = 0
     while i < len(out):
         k = out[i]

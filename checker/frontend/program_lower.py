@@ -151,8 +151,11 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     # how reports name each call's HBM buffers (Program.names): the call's own, under its prefix
     names = {_prefix(invs[k]) + label: _prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
              if _name(label, _prefix(invs[k]), renames[k]) == _prefix(invs[k]) + label}
+    from semcheck.checker.frontend.collective_ids import composed_refusal
+
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
-                      launch_failure=failure, names=tuple(names.items()))
+                      launch_failure=failure, names=tuple(names.items()),
+                      tpu_failure=composed_refusal(invs, lowered))  # LAUNCH-7
     ran = () if exact else tuple(lowered[k] for k in order[:order.index(_first_failing(lowered, order)) + 1])
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
                            tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran, reading or "")

@@ -122,6 +122,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "hardware": ["exit-balance", "dma-bytes", "race-free"],
         "interpreter": "eager: right numbers, exit warning, race reported; "
                        "on_wait: the copy never runs (wrong numbers), no race"},
+    "examples/programs/buggy/auto_ids_call_without_barrier.py": {
+        "hardware": ["deadlock-free"], "interpreter": "completes (jax's TPU lowering refuses it: LAUNCH-7)"},
     "examples/programs/buggy/failing_call_then_second_call.py": {
         "hardware": [], "interpreter": "first call fails, second re-raises its error, third runs "
                                        "(PRG-11)"},
