@@ -99,14 +99,14 @@ def mark_refused(kernels: list[Any]) -> list[Any]:
     failure (`Program.tpu_failure`; as LAUNCH-3 stops the interpreter's). The interpreter runs them."""
     from semcheck.model.errors import TpuLoweringFailure
 
-    calls = [k.call for k in kernels if k.call is not None]
+    calls = [k.call for k in kernels if isinstance(k.call, KernelCall)]  # a traced call (jax's lowering has one)
     refused = refusals(calls) if calls else {}
     if not refused:
         return kernels
     first = next(k for k in kernels if k.call is not None and id(k.call) in refused)
     out = []
     for k in kernels:
-        if k.call is None or k.call.unit < first.call.unit or k.program.tpu_failure is not None:
+        if not isinstance(k.call, KernelCall) or k.call.unit < first.call.unit or k.program.tpu_failure is not None:
             out.append(k)
             continue
         mine = id(k.call) in refused

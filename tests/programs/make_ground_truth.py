@@ -124,6 +124,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                        "on_wait: the copy never runs (wrong numbers), no race"},
     "examples/programs/buggy/auto_ids_call_without_barrier.py": {
         "hardware": ["deadlock-free"], "interpreter": "completes (jax's TPU lowering refuses it: LAUNCH-7)"},
+    "examples/programs/buggy/left_manager_id_collision.py": {
+        "hardware": [], "interpreter": "first call fails at get_barrier_semaphore and leaves its manager, second "
+                                       "re-raises, third collides on the left manager's ids, fourth re-raises, "
+                                       "fifth runs (PRG-11, PRG-154)"},
     "examples/programs/buggy/failing_call_then_second_call.py": {
         "hardware": [], "interpreter": "first call fails, second re-raises its error, third runs "
                                        "(PRG-11)"},
