@@ -413,7 +413,8 @@ def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000
 
 
 def interpreter_verdict(program: Program, mode: str) -> Verdict:
-    """PRG-110: under the interpreter nothing lands outside a call, in a run that fails too."""
+    """PRG-110 (on PRG-10's manager per call): under the interpreter nothing lands outside a call, in a run
+    that fails too."""
     del program, mode
     return Verdict(PROPERTY, "proved", reason=(
         "the interpreter starts every call on a fresh manager and keeps every device in a call until all devices "

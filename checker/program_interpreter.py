@@ -1,5 +1,10 @@
 """What jax's interpreter does with the calls after a call that fails (spec programs.md PRG-11, PRG-122).
 
+Under the interpreter every call runs on a manager of its own and ends in a barrier of all devices
+(PRG-10), so each call is lowered and checked as its own launch (LAUNCH-1), and its races are its own
+(PRG-14: jax's detector is per call too): this module changes that only where a failure reaches the
+calls after it.
+
 A target's calls are checked one by one when they hand no semaphore on, each as its own launch
 (every interpreted call has a fresh manager). But a call that fails in every run changes
 what the calls after it do, through jax's ordered-effect token, not through the interpreter's
