@@ -119,7 +119,7 @@ def _own_ids(program) -> list[int]:
     return sorted(set(out.state.tables.internal) - set(range(FIRST_SEMAPHORE_ID, FIRST_SEMAPHORE_ID + left)))
 
 
-@pytest.mark.rule("PRG-154")
+@pytest.mark.rule("PRG-154", "PRG-18")
 @pytest.mark.parametrize("devices", (2, 4))
 @pytest.mark.parametrize("mode", ("eager", "on_wait"))
 def test_ids_continue_on_a_left_manager_as_the_probe_recorded(devices, mode):
