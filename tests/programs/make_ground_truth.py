@@ -72,6 +72,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                                                   "interpreter": "completes"},
     "examples/programs/two_patterns_two_tags.py": {"hardware": [], "interpreter": NO_TAGS},
     "examples/programs/cond_two_patterns.py": {"hardware": [], "interpreter": "completes"},
+    "examples/programs/copy_then_async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_done_without_start.py": {
         "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_start_without_done.py": {
