@@ -103,3 +103,21 @@ def test_a_refused_program_is_a_launch_failure_on_hardware_and_runs_in_the_inter
             assert r["verdict"] == "proved", r
     causes = {c["divergence"] for d in report["differences"] for c in d["causes"]}
     assert "D31" in causes, report["differences"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("LAUNCH-7")
+def test_a_refused_call_in_a_composed_program_refuses_the_program():
+    """Two barrier kernels whose ids `yes` picks are composed (PRG-125); a third call without a barrier gets
+    an id as well and jax refuses it, so nothing of the program runs on a TPU."""
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+                          "tests/programs/refusal_targets.py::yes_with_a_plain_call", "--devices", "4",
+                          "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode == 1, run.stderr[-3000:]
+    by = {r["property"]: r for r in json.loads(run.stdout)["results"]}
+    dead = by.pop("deadlock-free")
+    assert dead["verdict"] == "violated" and "_add_one_kernel" in dead["witness"]["message"], dead
+    assert "not using a custom barrier" in dead["witness"]["message"]
+    assert {r["verdict"] for r in by.values()} == {"proved"}, by
+    assert all("every run fails before any core starts" in r["reason"] for r in by.values()), by
