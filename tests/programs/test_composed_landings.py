@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker import confined
 from semcheck.checker.confined import Landing, composed_landings
 from semcheck.checker.frontend import program_lower
 from semcheck.model.ops import BARRIER, AllocBuffer, AllocSem, DmaStart, Program, SemRef, Signal, Topology, Wait

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semcheck.checker.id_agreement import id_agreement
-from semcheck.model.ops import AllocSem, ExitCheck, Program, SemRef, Signal, Topology, Wait
+from semcheck.model.ops import AllocSem, Program, SemRef, Signal, Topology
 
 REPO = Path(__file__).resolve().parents[2]
 
