@@ -33,7 +33,7 @@ EARLIER_HINT = ("fix the earlier call's failure: in interpret mode the computati
 TPU_HINT = ("jax gives this call a collective id (an auto-assigned one under jax_pallas_auto_assign_collective_ids="
             "'yes' or 'override', or its own) and it uses no barrier semaphore: leave the auto-assignment mode at "
             "'no' for a program with such calls and give collective_id only to kernels that call "
-            "get_barrier_semaphore, or set CompilerParams(allow_collective_id_without_custom_barrier=True)")
+            "get_barrier_semaphore, or set `pltpu.CompilerParams(allow_collective_id_without_custom_barrier=True)`")
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
