@@ -25,8 +25,8 @@ its manager (PRG-11, PRG-154). It is predicted where every core of every device 
 barriers before it (`left_manager`): then every device fails there, the calls that never start are
 marked as above, and the first call of the computation after the next runs on the left manager, so
 its ids continue from the failed call's: its program begins, on each core, with the allocations that
-core made in the failed call (`reuse`), which the id handout (SEM-1) then counts, so an id collision
-(ERR-1) can appear or disappear there. Where a core does anything else before it, the failure is not
+core made in the failed call (`reuse`), which the id handout (SEM-1) then counts and whose ids stay in
+the internal table, so an id collision (ERR-1) can appear there. Where a core does anything else before it, the failure is not
 predicted and the calls after it are left as they are (checked as fresh launches).
 """
 

@@ -88,8 +88,8 @@ def refusals(calls: Sequence[KernelCall], mode: str | None = None, limit: int | 
     if mode is None or limit is None:
         mode, limit = config()
     got = assign(calls, mode, limit)
-    return {key: a.error for key, a in got.items()
-            if a.error is not None and not barrier_tag(next(c for c in calls if id(c) == key))[0]}
+    by_id = {id(c): c for c in calls}
+    return {key: a.error for key, a in got.items() if a.error is not None and not barrier_tag(by_id[key])[0]}
 
 
 def mark_refused(kernels: list[Any]) -> list[Any]:
