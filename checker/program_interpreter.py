@@ -63,10 +63,10 @@ NO_ID_TEXT = "int() argument must be a string, a bytes-like object or a real num
 _PREFIX_OPS = {AllocSem, AllocBuffer, FreeBuffer}  # what a left manager keeps of a core's prefix (ids)
 
 
-def left_manager(program: Program) -> tuple[Violation, tuple[tuple[Any, ...], ...]] | None:
-    """PRG-13 / PRG-154: (the failure, per core the allocations it made before it) when every interpreted
-    run of `program` ends with every device failing at its first `get_barrier_semaphore`, which leaves the
-    manager; None otherwise (module docstring)."""
+def _barrier_fetch_prefix(program: Program) -> tuple[Program, list[int]] | None:
+    """The program of every core's operations before its first `get_barrier_semaphore`, and where those
+    are, when no core waits, signals or copies before it and the prefixes run to their ends in both modes
+    (in every schedule: RUN-3); None otherwise."""
     from semcheck.model.fast import fast_run
 
     firsts = []
@@ -78,12 +78,33 @@ def left_manager(program: Program) -> tuple[Violation, tuple[tuple[Any, ...], ..
             return None  # it may wait, or state beyond ids may be left: not predicted
         firsts.append(j)
     prefix = Program(program.topology, tuple(ops[:j] for ops, j in zip(program.cores, firsts)),
-                     collective_id=program.collective_id, name=program.name)
-    seen = []
+                     collective_id=program.collective_id, name=program.name, names=program.names)
     for mode in _MODES:
         ran = fast_run(prefix, mode, record=False)
         if ran.failure is not None or list(ran.state.pcs) != firsts:
             return None  # a core does not reach its get_barrier_semaphore in some schedule
+    return prefix, firsts
+
+
+def stopped_at_barrier_fetch(program: Program) -> Program | None:
+    """PRG-155: the program every interpreted run of `program` is, up to its failure, when every core fails
+    at its first `get_barrier_semaphore` (`left_manager`'s case): the operations before it. None otherwise."""
+    found = _barrier_fetch_prefix(program)
+    return found[0] if found is not None and left_manager(program) is not None else None
+
+
+def left_manager(program: Program) -> tuple[Violation, tuple[tuple[Any, ...], ...]] | None:
+    """PRG-13 / PRG-154: (the failure, per core the allocations it made before it) when every interpreted
+    run of `program` ends with every device failing at its first `get_barrier_semaphore`, which leaves the
+    manager; None otherwise (module docstring)."""
+    from semcheck.model.fast import fast_run
+
+    found = _barrier_fetch_prefix(program)
+    if found is None:
+        return None
+    _, firsts = found
+    seen = []
+    for mode in _MODES:
         out = fast_run(program, mode, record=False)
         f = out.failure
         if f is None or not program.cores[f.core][f.pc].fetches_barrier or f.pc != firsts[f.core]:
@@ -152,4 +173,4 @@ def after_failures(kernels: list[Any]) -> list[Any]:
     return out
 
 
-__all__ = ["after_failures", "certain_failure", "left_manager", "reuse"]
+__all__ = ["after_failures", "certain_failure", "left_manager", "reuse", "stopped_at_barrier_fetch"]

@@ -172,3 +172,54 @@ def test_a_collision_appears_on_a_left_manager(failed, own, offset):
     assert (out[3].program.launch_failure is not None) == on_left
     # either way the manager is gone by then: the last call starts fresh, from 2000
     assert collides(out[4].program) == (cid < FIRST_SEMAPHORE_ID + own)
+
+
+TAGGED = ["examples/programs/two_patterns_two_tags.py", "examples/programs/buggy/two_patterns_one_tag.py",
+          EXAMPLE]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-155")
+@pytest.mark.parametrize("path", TAGGED)
+def test_a_call_failing_at_its_barrier_fetch_is_decided_race_free_as_recorded(path):
+    """The tagged call fails at get_barrier_semaphore on every device in the interpreter; what runs before
+    is decided (no "the program can fail" unknown), and jax's detector agrees: no race in any recorded run."""
+    recorded = [c for c in GROUND_TRUTH["cases"] if c["path"] == path and c["detect_races"]]
+    assert recorded and all(c["race_messages"] == 0 for c in recorded), recorded
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", path, "--devices", "2",
+                          "--dma-mode", "all", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    rows = [r for r in json.loads(run.stdout)["results"] if r["dma_mode"] != "hardware"]
+    assert rows and not [r for r in rows if r["verdict"] == "unknown"], [r for r in rows if r["verdict"] == "unknown"]
+    first = [r for r in rows if r["target"] == "build#0" and r["property"] == "race-free"]
+    assert first and all(r["verdict"] == "proved" and "PRG-155" in r["reason"] for r in first), first
+
+
+@pytest.mark.rule("PRG-155")
+def test_a_race_before_the_barrier_fetch_is_found():
+    """Two cores of a device write one buffer before they reach get_barrier_semaphore (which fails): the
+    writes race in every schedule of the prefix, so race-free is violated, with a witness that replays on
+    the call itself (the check replays it); without the writes of one core it is proved."""
+    from semcheck.checker.properties import REGISTRY
+    from semcheck.model.launch import launch
+    from semcheck.model.ops import Access, BARRIER, GetBarrierSem, Region, SemRef, Signal, Topology, Wait
+
+    race_free = next(p for p in REGISTRY if p.id == "race-free")
+    topo = Topology(2, 2)
+    region = Region(((0, 8),))
+
+    def program(both: bool):
+        bodies = []
+        for g in range(topo.num_cores):
+            d = topo.device_of(g)
+            ops = [Access("hbm0", region, True)] if both or topo.local_core_of(g) == 0 else []
+            ops += [GetBarrierSem(), Signal(SemRef(BARRIER), 1, device=(d + 1) % 2), Wait(SemRef(BARRIER), 1)]
+            bodies.append(ops)
+        return launch(topo, bodies, hbm_buffers=1)
+
+    for mode in ("eager", "on_wait"):
+        racy = race_free.check(program(True), mode)
+        assert racy.verdict == "violated", racy
+        calm = race_free.check(program(False), mode)
+        assert calm.verdict == "proved", calm
