@@ -92,12 +92,20 @@ def single_landings(program: Program, mode: str = "hardware") -> list[Landing]:
 def composed_landings(composed: Any) -> list[Landing]:
     """PRG-111 / PRG-112: the remote signals and copies of a composed program, each with the window of its
     object on its target: the owning call for a kernel-local object, from the first to the last call that has
-    it as an operand for a carried one (PRG-15)."""
+    it as an operand for a carried one (PRG-15).
+
+    Linear in the program's operations (PRG-153): each call's position is looked up once, each label's
+    window is found once, and a target's entry and exit positions are binary searches over the running
+    maximum of its core 0's call positions (the first operation whose call is at or past a position is the
+    first at which that running maximum is)."""
+    from bisect import bisect_left, bisect_right
+
     from semcheck.checker.frontend.program_lower import _name, _prefix, _renames, operand_labels
 
     program, calls, ir = composed.program, composed.calls, composed.ir
     topo = program.topology
     invs = ir.invocations
+    at_order = {k: j for j, k in reversed(list(enumerate(composed.order)))}  # order.index, once per call
     renames: list[dict[str, str]] = []
     operands: dict[str, set[int]] = {}  # program label -> the calls that have it as an operand
     for inv in invs:
@@ -110,14 +118,33 @@ def composed_landings(composed: Any) -> list[Landing]:
         for op, k in zip(ops, ks):
             if type(op) in (AllocSem, AllocBuffer):
                 owner.setdefault(op.label, k)
-    pos = composed.position
+
+    def pos(call: int) -> int:
+        if call not in at_order:
+            raise ValueError(f"{call!r} is not in list")  # as order.index says it
+        return at_order[call]
+
+    spans: dict[str, tuple[int, int, bool]] = {}  # carried labels: one window for every landing
 
     def window(label: str, k: int) -> tuple[int, int, bool]:
         if label in operands:
-            at = [pos(c) for c in operands[label]]
-            return min(at), max(at), True
+            if label not in spans:
+                at = [pos(c) for c in operands[label]]
+                spans[label] = (min(at), max(at), True)
+            return spans[label]
         own = pos(owner.get(label, k))
         return own, own, False
+
+    running: dict[int, list[int]] = {}  # a target's core 0 -> the running maximum of its call positions
+
+    def reach(core0: int) -> list[int]:
+        if core0 not in running:
+            top, out = -1, []
+            for c in calls[core0]:
+                top = max(top, pos(c))
+                out.append(top)
+            running[core0] = out
+        return running[core0]
 
     out = []
     for g, (ops, ks) in enumerate(zip(program.cores, calls)):
@@ -131,13 +158,13 @@ def composed_landings(composed: Any) -> list[Landing]:
             if not isinstance(tg, int):
                 continue  # ERR-4, the program's own failure
             labels = [sem.label] + ([op.dst_buf] if type(op) is DmaStart and op.dst_buf is not None else [])
-            spans = [window(lb, k) for lb in labels]
-            first, last = max(s[0] for s in spans), min(s[1] for s in spans)
-            carried = any(s[2] for s in spans)
+            windows = [window(lb, k) for lb in labels]
+            first, last = max(s[0] for s in windows), min(s[1] for s in windows)
+            carried = any(s[2] for s in windows)
             core0 = topo.global_core(topo.device_of(tg), 0)
-            mine = calls[core0]
-            entry = next((j for j, c in enumerate(mine) if pos(c) >= first), len(mine))
-            exit_at = next((j for j, c in enumerate(mine) if pos(c) > last), len(mine))
+            top = reach(core0)
+            entry = bisect_left(top, first)  # the first operation whose call is at or past `first`
+            exit_at = bisect_right(top, last)  # ... past `last`
             first_call, last_call = invs[composed.order[first]], invs[composed.order[last]]
             out.append(Landing(g, i, core0, entry, exit_at, first_call.describe(), last_call.describe(), carried,
                                first_call.loc))
@@ -146,6 +173,11 @@ def composed_landings(composed: Any) -> list[Landing]:
 
 def composed_verdict(composed: Any) -> Verdict:
     """PROP-8 under hardware on a composed program of calls (PRG-111, PRG-112)."""
+    from semcheck.checker.launch import launch_verdict
+
+    refused = launch_verdict(PROPERTY, composed.program, "hardware")  # LAUNCH-7: nothing of it runs on a TPU
+    if refused is not None:
+        return refused
     invs = composed.ir.invocations
     return decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
                   calls=composed.calls, reading=composed.reading)
@@ -381,7 +413,8 @@ def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000
 
 
 def interpreter_verdict(program: Program, mode: str) -> Verdict:
-    """PRG-110: under the interpreter nothing lands outside a call, in a run that fails too."""
+    """PRG-110 (on PRG-10's manager per call): under the interpreter nothing lands outside a call, in a run
+    that fails too."""
     del program, mode
     return Verdict(PROPERTY, "proved", reason=(
         "the interpreter starts every call on a fresh manager and keeps every device in a call until all devices "

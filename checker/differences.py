@@ -60,6 +60,9 @@ CAUSES = {
            "signal or copy can land outside the call and barrier counts carry from call to call",
     "D30": "the interpreter uses no barrier-semaphore tags or auto-assigned collective ids and fails at "
            "get_barrier_semaphore of a kernel without collective_id; on a TPU jax picks the kernel's id",
+    "D31": "jax's TPU lowering refuses a call with a collective id and no barrier semaphore (an auto-assigned "
+           "id under jax_pallas_auto_assign_collective_ids='yes' or 'override', or a manual one), so nothing of "
+           "its computation runs on a TPU; the interpreter ignores collective ids it does not use and runs it",
     "D28": "the interpreter re-raises an earlier call's failure at the dispatch of the next computation and "
            "runs none of its calls (jax's ordered-effect token); a TPU runs them",
 }
@@ -141,6 +144,8 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
         picked = [op.loc for ops in program.cores for op in ops if op.fetches_barrier]
         if picked:
             out.append(Exposure("D30", _first_lines(picked)))
+    if program.tpu_failure is not None:
+        out.append(Exposure("D31"))  # LAUNCH-7: jax's TPU lowering refuses the call; the interpreter runs it
     if isinstance(program.launch_failure, EarlierFailure):
         out.append(Exposure("D28"))  # PRG-11: the call never starts after an earlier call's failure
     elif program.launch_failure is not None:
@@ -188,7 +193,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30"):
+            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30", "D31"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

@@ -30,6 +30,8 @@ def _agreement(program: Program, mode: DmaMode, held: dict, c: int, ref, op, dma
         return "skip"  # a failing lookup, reported elsewhere
     theirs = [a for a in held.get(dst, {}).values() if a.site == mine.site and ref.index < a.count]
     if hw:
+        # a site is one allocation of one call (programs.md PRG-105 names it `kernel#call.label`), and a
+        # carried semaphore keeps its producer's: agreeing sites are the same link (PRG-18)
         if theirs:
             return "agree"
         return dst, f"site {mine.site!r} index {ref.index}", theirs, None

@@ -1,4 +1,5 @@
-"""Verdicts for a launch the interpreter refuses (spec LAUNCH-2, LAUNCH-3, ERR-8, ERR-10; D12, D21).
+"""Verdicts for a launch the interpreter refuses (spec LAUNCH-2, LAUNCH-3, ERR-8, ERR-10; D12, D21), and for a
+call jax's TPU lowering refuses (LAUNCH-7, D31).
 
 jax's interpreter fails some kernels before any kernel code runs, in every
 run: it builds every output's initial value first and fails on a semaphore
@@ -9,7 +10,9 @@ and `on_wait` the kernel is then decided without looking at its operations:
 asks that no terminal state has an unfinished core) and every other property
 is proved, saying that every run fails before any core starts (LAUNCH-5:
 each of them is about what a run does, and no run does anything).
-Under `hardware` a TPU launches the program and the checks run as usual.
+Under `hardware` a TPU launches the program and the checks run as usual, unless jax's TPU lowering
+refused the call's computation (LAUNCH-7: a collective id and no barrier semaphore): then the same
+treatment applies under `hardware` alone, with jax's ValueError, and the interpreter runs the call.
 (A kernel access the interpreter cannot index fails inside the run: ERR-9,
 `checker.failing_runs`.)
 """
@@ -17,7 +20,7 @@ Under `hardware` a TPU launches the program and the checks run as usual.
 from __future__ import annotations
 
 from semcheck.checker.verdict import Verdict, Witness
-from semcheck.model.errors import EarlierFailure, Untranslatable, Violation
+from semcheck.model.errors import EarlierFailure, TpuLoweringFailure, Untranslatable, Violation
 from semcheck.model.launch import launch_failure
 from semcheck.model.ops import DmaMode, Loc, Program
 
@@ -27,6 +30,10 @@ CPU_HINT = ("jax's TPU interpreter compiles the kernel for the CPU and has no ru
             "the kernel under --dma-mode hardware, or keep the primitive out of the kernel you interpret")
 EARLIER_HINT = ("fix the earlier call's failure: in interpret mode the computation after a failed one re-raises "
                 "its error at dispatch and runs nothing (the one after that runs again)")
+TPU_HINT = ("jax gives this call a collective id (an auto-assigned one under jax_pallas_auto_assign_collective_ids="
+            "'yes' or 'override', or its own) and it uses no barrier semaphore: leave the auto-assignment mode at "
+            "'no' for a program with such calls and give collective_id only to kernels that call "
+            "get_barrier_semaphore, or set `pltpu.CompilerParams(allow_collective_id_without_custom_barrier=True)`")
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
@@ -55,6 +62,11 @@ def _locs(failure: Violation, program: Program) -> tuple[Loc, ...]:
 
 def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
     """(when the interpreter raises and why, the hint, the rule's details) for a launch failure."""
+    if isinstance(failure, TpuLoweringFailure):  # LAUNCH-7: jax refuses to lower the computation for a TPU
+        where = (f"; the call refused is {failure.after}, in this call's computation or an earlier one"
+                 if failure.after else "")
+        return (f"while jax lowers the jitted computation for a TPU, before anything of it runs (specs/semantics.md "
+                f"LAUNCH-7, specs/divergences.md D31){where}", TPU_HINT, {"rule": "LAUNCH-7", "after": failure.after})
     if isinstance(failure, EarlierFailure):  # PRG-11: an earlier call's error, re-raised at this dispatch
         return (f"at the dispatch of this call's computation, before any core starts: the error of {failure.after}, "
                 "which fails in every run, rides on jax's ordered-effect token into the next computation "
@@ -76,12 +88,13 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
 
 
 def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None:
-    """LAUNCH-2, LAUNCH-3: the verdict on `prop` when the launch fails under `mode`, or None when it launches."""
+    """LAUNCH-2, LAUNCH-3, LAUNCH-7: the verdict on `prop` when the launch fails under `mode`, or None when it launches."""
     failure = launch_failure(program, mode)
     if failure is None:
         return None
     when, hint, extra = _why(failure)
-    raised = f"interpret mode raises {failure.python_type}: {failure.message} {when}"
+    who = "jax's TPU lowering" if isinstance(failure, TpuLoweringFailure) else "interpret mode"
+    raised = f"{who} raises {failure.python_type}: {failure.message} {when}"
     locs = _locs(failure, program)
     if prop != "deadlock-free":
         if prop not in NOTHING_RUNS:  # a property LAUNCH-5 does not argue is not proved by it

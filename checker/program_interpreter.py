@@ -1,5 +1,10 @@
 """What jax's interpreter does with the calls after a call that fails (spec programs.md PRG-11, PRG-122).
 
+Under the interpreter every call runs on a manager of its own and ends in a barrier of all devices
+(PRG-10), so each call is lowered and checked as its own launch (LAUNCH-1), and its races are its own
+(PRG-14: jax's detector is per call too): this module changes that only where a failure reaches the
+calls after it.
+
 A target's calls are checked one by one when they hand no semaphore on, each as its own launch
 (every interpreted call has a fresh manager). But a call that fails in every run changes
 what the calls after it do, through jax's ordered-effect token, not through the interpreter's
@@ -11,9 +16,18 @@ rest unknown, LAUNCH-2's treatment); the computation after that one runs as usua
 all (divergence D28).
 
 "Fails in every run" is decided from one greedy run (RUN-3): the run fails at an operation that its
-core reaches in every schedule, its core passing no wait and no barrier before it. A failure of
-`get_barrier_semaphore` is not predicted: the interpreter leaves its manager then, and the call
-after the next reuses it (PRG-11), which is not modelled: those calls are left as they are.
+core reaches in every schedule, its core passing no wait and no barrier before it.
+
+A failure of `get_barrier_semaphore` (PRG-13: a kernel without a collective id, e.g. one whose id
+only jax's TPU lowering picks, PRG-125) is not wrapped by `fail_on_exception`: the interpreter leaves
+its manager (PRG-11, PRG-154). It is predicted where every core of every device reaches its first
+`get_barrier_semaphore` in every schedule, having only allocated, accessed its own memory and passed
+barriers before it (`left_manager`): then every device fails there, the calls that never start are
+marked as above, and the first call of the computation after the next runs on the left manager, so
+its ids continue from the failed call's: its program begins, on each core, with the allocations that
+core made in the failed call (`reuse`), which the id handout (SEM-1) then counts and whose ids stay in
+the internal table, so an id collision (ERR-1) can appear there. Where a core does anything else before it, the failure is not
+predicted and the calls after it are left as they are (checked as fresh launches).
 """
 
 from __future__ import annotations
@@ -21,8 +35,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semcheck.model.errors import EarlierFailure, Violation
-from semcheck.model.ops import Barrier, Program, Wait
+from semcheck.model.errors import EarlierFailure, NoCollectiveId, Violation
+from semcheck.model.ops import AllocBuffer, AllocSem, Barrier, DmaStart, FreeBuffer, Program, Signal, Wait
 
 _MODES = ("eager", "on_wait")
 
@@ -44,25 +58,106 @@ def certain_failure(program: Program) -> Violation | None:
     return seen[0] if all(v == seen[0] for v in seen) else None
 
 
+# what jax's interpreter raises at get_barrier_semaphore without a collective id (PRG-13, recorded)
+NO_ID_TEXT = "int() argument must be a string, a bytes-like object or a real number, not 'NoneType'"
+_PREFIX_OPS = {AllocSem, AllocBuffer, FreeBuffer}  # what a left manager keeps of a core's prefix (ids)
+
+
+def _barrier_fetch_prefix(program: Program) -> tuple[Program, list[int]] | None:
+    """The program of every core's operations before its first `get_barrier_semaphore`, and where those
+    are, when no core waits, signals or copies before it and the prefixes run to their ends in both modes
+    (in every schedule: RUN-3); None otherwise."""
+    from semcheck.model.fast import fast_run
+
+    firsts = []
+    for ops in program.cores:
+        j = next((i for i, op in enumerate(ops) if op.fetches_barrier), None)
+        if j is None:
+            return None
+        if any(type(op) in (Wait, Signal, DmaStart) for op in ops[:j]):
+            return None  # it may wait, or state beyond ids may be left: not predicted
+        firsts.append(j)
+    prefix = Program(program.topology, tuple(ops[:j] for ops, j in zip(program.cores, firsts)),
+                     collective_id=program.collective_id, name=program.name, names=program.names)
+    for mode in _MODES:
+        ran = fast_run(prefix, mode, record=False)
+        if ran.failure is not None or list(ran.state.pcs) != firsts:
+            return None  # a core does not reach its get_barrier_semaphore in some schedule
+    return prefix, firsts
+
+
+def stopped_at_barrier_fetch(program: Program) -> Program | None:
+    """PRG-155: the program every interpreted run of `program` is, up to its failure, when every core fails
+    at its first `get_barrier_semaphore` (`left_manager`'s case): the operations before it. None otherwise."""
+    found = _barrier_fetch_prefix(program)
+    return found[0] if found is not None and left_manager(program) is not None else None
+
+
+def left_manager(program: Program) -> tuple[Violation, tuple[tuple[Any, ...], ...]] | None:
+    """PRG-13 / PRG-154: (the failure, per core the allocations it made before it) when every interpreted
+    run of `program` ends with every device failing at its first `get_barrier_semaphore`, which leaves the
+    manager; None otherwise (module docstring)."""
+    from semcheck.model.fast import fast_run
+
+    found = _barrier_fetch_prefix(program)
+    if found is None:
+        return None
+    _, firsts = found
+    seen = []
+    for mode in _MODES:
+        out = fast_run(program, mode, record=False)
+        f = out.failure
+        if f is None or not program.cores[f.core][f.pc].fetches_barrier or f.pc != firsts[f.core]:
+            return None
+        seen.append(f.violation)
+    if not all(v == seen[0] for v in seen):
+        return None
+    kept = tuple(tuple(op for op in ops[:j] if type(op) in _PREFIX_OPS) for ops, j in zip(program.cores, firsts))
+    return seen[0], kept
+
+
+def reuse(program: Program, kept: tuple[tuple[Any, ...], ...], failed: str) -> Program:
+    """PRG-154: `program` run on the manager a failed call left: each core first holds the allocations it
+    made there (renamed, so they are no label of this call's), which the id handout counts."""
+    def renamed(op: Any) -> Any:
+        return dataclasses.replace(op, label=f"left by {failed}: {op.label}")
+
+    cores = tuple(tuple(renamed(op) for op in left) + tuple(ops) for left, ops in zip(kept, program.cores))
+    return dataclasses.replace(program, cores=cores)
+
+
+def _earlier(failure: Violation, failed: str) -> EarlierFailure:
+    if isinstance(failure, NoCollectiveId):  # the interpreter's own words for it (PRG-13)
+        return EarlierFailure("TypeError", NO_ID_TEXT, failed)
+    return EarlierFailure(getattr(failure, "python_type", type(failure).__name__), failure.message, failed)
+
+
 def after_failures(kernels: list[Any]) -> list[Any]:
     """PRG-11: `kernels` (in program order, each with its `call.unit`, the top-level computation it is
-    dispatched in) with the calls that never start after a failed call marked (module docstring)."""
-    out = list(kernels)
+    dispatched in) with the calls that never start after a failed call marked (module docstring); and,
+    for `hardware`, the calls jax's TPU lowering refuses (semantics.md LAUNCH-7, which the interpreter
+    runs: `collective_ids.mark_refused`)."""
+    from semcheck.checker.frontend.collective_ids import mark_refused
+
+    out = mark_refused(list(kernels))
     i = 0
     while i < len(out):
         k = out[i]
         if k.call is None or k.program.launch_failure is not None or i == len(out) - 1:
             i += 1
             continue
-        failure = certain_failure(k.program)
+        failure, kept = certain_failure(k.program), None
         if failure is None:
-            i += 1
-            continue
+            left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
+            if left is None:
+                i += 1
+                continue
+            failure, kept = left
         unit = k.call.unit
         later = sorted({o.call.unit for o in out[i + 1:] if o.call is not None and o.call.unit > unit})
         stops = {unit, *later[:1]}
-        mark = EarlierFailure(getattr(failure, "python_type", type(failure).__name__), failure.message,
-                              f"{k.name} at {k.loc}")
+        failed = f"{k.name} at {k.loc}"
+        mark = _earlier(failure, failed)
         j = i + 1
         while j < len(out):
             o = out[j]
@@ -72,7 +167,10 @@ def after_failures(kernels: list[Any]) -> list[Any]:
         # the computation after the next runs as usual; a failure there starts the story again
         i = next((j for j in range(i + 1, len(out)) if out[j].call is not None and out[j].call.unit not in stops),
                  len(out))
+        if kept is not None and i < len(out) and out[i].program.launch_failure is None:
+            # PRG-154: the first call that runs next finds the left manager; its clean-up drops it
+            out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
     return out
 
 
-__all__ = ["after_failures", "certain_failure"]
+__all__ = ["after_failures", "certain_failure", "left_manager", "reuse", "stopped_at_barrier_fetch"]

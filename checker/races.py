@@ -107,6 +107,18 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         if fails:
             c, pos, v = fails[0]
             loc = program.cores[c][pos].loc
+            if mode != "hardware":  # programs.md PRG-155: every run is the prefix before the barrier fetch
+                from semcheck.checker.program_interpreter import stopped_at_barrier_fetch
+
+                stopped = stopped_at_barrier_fetch(program)
+                if stopped is not None:
+                    inner = _race_free(analysis_of(stopped, mode, None), timeout_ms=timeout_ms)
+                    if inner.verdict == "proved":
+                        return dataclasses.replace(inner, reason=(
+                            f"every run fails where each device reaches its get_barrier_semaphore ({v.message} at "
+                            f"{loc}, programs.md PRG-155); before that: {inner.reason}"))
+                    if inner.verdict == "violated":
+                        return inner
             return Verdict(PROP, "unknown", reason=f"the program can fail ({v.message} at {loc}); with failures, "
                            "which accesses can meet depends on the schedule")
     report = find_races(program, mode, deadline=time.perf_counter() + timeout_ms / 1000, pre=pre)

@@ -184,6 +184,24 @@ class EarlierFailure(Violation):
 
 
 @dataclasses.dataclass(frozen=True)
+class TpuLoweringFailure(Violation):
+    """LAUNCH-7 (semantics.md): jax's TPU lowering refuses the call's computation, so nothing of it runs on a
+    TPU. `error` is jax's ValueError text; `after` names the refused call when it is another call of the same
+    (or an earlier) computation, "" when it is this one."""
+
+    error: str
+    after: str = ""
+
+    @property
+    def message(self) -> str:
+        return self.error
+
+    @property
+    def python_type(self) -> str:
+        return "ValueError"
+
+
+@dataclasses.dataclass(frozen=True)
 class InterpreterView(Violation):
     """ERR-9: a kernel load, store or copy through a ref view jax's TPU interpreter cannot index (ACC-6, D22).
 

@@ -395,4 +395,4 @@ def _folded(program: Program, m: int) -> Program:
 
     cores = tuple(tuple(fold_op(op) for op in program.cores[c]) for c in range(inside))
     return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name,
-                   launch_failure=program.launch_failure)
+                   launch_failure=program.launch_failure, tpu_failure=program.tpu_failure)

@@ -104,7 +104,8 @@ def launch(
 def launch_failure(program: Program, mode: DmaMode) -> Violation | None:
     """LAUNCH-2: what a launch raises under `mode` before any core runs, or None.
 
-    Only the interpreter fails this way (it builds every output's initial
-    value first); a TPU launches the program.
+    The interpreter fails this way (it builds every output's initial value
+    first); a TPU launches the program unless jax's TPU lowering refused its
+    computation (LAUNCH-7, `Program.tpu_failure`).
     """
-    return None if mode == "hardware" else program.launch_failure
+    return program.tpu_failure if mode == "hardware" else program.launch_failure

@@ -360,6 +360,7 @@ class Program:
     name: str = "program"
     launch_failure: Violation | None = None
     names: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False)
+    tpu_failure: Violation | None = None  # LAUNCH-7: jax's TPU lowering refuses the call (hardware only)
 
     def __post_init__(self) -> None:
         """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""

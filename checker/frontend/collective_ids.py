@@ -10,7 +10,9 @@ lowering's `CollectiveIdMapping` (`jax/_src/interpreters/mlir.py`), under the th
   `skip_device_barrier`); a key's id is the smallest integer >= 0 not yet used, in lowering order,
   the same for the same key; one key more than the limit fails;
 * a kernel that uses the barrier semaphore and has no id fails to lower, and so does one with an id
-  and no barrier (unless `allow_collective_id_without_custom_barrier`).
+  and no barrier (unless `allow_collective_id_without_custom_barrier`): under `yes` that is every
+  kernel without an id that does not use the barrier semaphore, under `override` every such kernel
+  (semantics.md LAUNCH-7, `refusals`).
 
 jax keys a module by the hash of its Mosaic text, which semcheck does not build: two calls are one
 module here when their kernel jaxprs print alike and their grids, operands and compiler parameters
@@ -78,6 +80,54 @@ def lowering_error(tag: Any) -> str | None:
     return None
 
 
+def refusals(calls: Sequence[KernelCall], mode: str | None = None, limit: int | None = None) -> dict[int, str]:
+    """LAUNCH-7: id(call) -> jax's ValueError text, for the `calls` that use no barrier semaphore and that
+    jax's TPU lowering refuses (`_lowered_to_custom_call_config`: the call's collective id resolves to an
+    integer, its own or an auto-assigned one, and the Mosaic module has no custom barrier). The calls that
+    use the barrier semaphore are PRG-123's and PRG-125's business."""
+    if mode is None or limit is None:
+        mode, limit = config()
+    got = assign(calls, mode, limit)
+    by_id = {id(c): c for c in calls}
+    return {key: a.error for key, a in got.items() if a.error is not None and not barrier_tag(by_id[key])[0]}
+
+
+def mark_refused(kernels: list[Any]) -> list[Any]:
+    """LAUNCH-7 on a target's kernels checked call by call (each with its `call`, in lowering order): a
+    call jax's TPU lowering refuses fails its whole top-level computation, and the program stops there,
+    so it, every call of its computation and every later call carry the refusal as their TPU launch
+    failure (`Program.tpu_failure`; as LAUNCH-3 stops the interpreter's). The interpreter runs them."""
+    from semcheck.model.errors import TpuLoweringFailure
+
+    calls = [k.call for k in kernels if isinstance(k.call, KernelCall)]  # a traced call (jax's lowering has one)
+    refused = refusals(calls) if calls else {}
+    if not refused:
+        return kernels
+    first = next(k for k in kernels if k.call is not None and id(k.call) in refused)
+    out = []
+    for k in kernels:
+        if not isinstance(k.call, KernelCall) or k.call.unit < first.call.unit or k.program.tpu_failure is not None:
+            out.append(k)
+            continue
+        mine = id(k.call) in refused
+        failure = TpuLoweringFailure(refused[id(k.call)] if mine else refused[id(first.call)],
+                                     "" if mine else f"{first.name} at {first.loc}")
+        out.append(dataclasses.replace(k, program=dataclasses.replace(k.program, tpu_failure=failure)))
+    return out
+
+
+def composed_refusal(invocations: Sequence[Any], lowered: Sequence[Any]) -> Any:
+    """LAUNCH-7 on a composed program: the TPU launch failure of its first invocation that uses no barrier
+    semaphore and whose collective id jax resolves (`Invocation.id_error`, PRG-125), or None."""
+    from semcheck.model.errors import TpuLoweringFailure
+
+    for inv, prog in zip(invocations, lowered):
+        uses = any(op.fetches_barrier for ops in prog.cores for op in ops)
+        if not uses and getattr(inv, "id_error", None) is not None:
+            return TpuLoweringFailure(inv.id_error, f"{inv.describe()}")
+    return None
+
+
 def _module_key(call: KernelCall) -> tuple:
     params = call.compiler_params
     fields = {}
@@ -130,4 +180,5 @@ def assign(calls: Sequence[KernelCall], mode: str = "no", limit: int = 25) -> di
     return out
 
 
-__all__ = ["Assigned", "NEEDS_ID", "NO_BARRIER", "assign", "barrier_tag", "config", "lowering_error"]
+__all__ = ["Assigned", "NEEDS_ID", "NO_BARRIER", "assign", "barrier_tag", "composed_refusal", "config", "lowering_error",
+           "mark_refused", "refusals"]

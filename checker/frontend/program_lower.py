@@ -159,8 +159,11 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     # how reports name each call's HBM buffers (Program.names): the call's own, under its prefix
     names = {_prefix(invs[k]) + label: _prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
              if _name(label, _prefix(invs[k]), renames[k]) == _prefix(invs[k]) + label}
+    from semcheck.checker.frontend.collective_ids import composed_refusal
+
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
-                      launch_failure=failure, names=tuple(names.items()))
+                      launch_failure=failure, names=tuple(names.items()),
+                      tpu_failure=composed_refusal(invs, lowered))  # LAUNCH-7
     ran = () if exact else tuple(lowered[k] for k in order[:order.index(_first_failing(lowered, order)) + 1])
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
                            tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran, reading or "")
@@ -481,14 +484,17 @@ def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program], barrier
 
 def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tuple[int, ...]):
     """PRG-107: under the interpreter a call with a semaphore output fails at launch (LAUNCH-2, D21) and
-    the jitted program raises there. When it is the first call nothing runs: the composed program
-    carries that failure. When earlier calls run first, they take and return no semaphore (a semaphore
+    the jitted program raises there. When it is the first call, or every call before it is in the same
+    top-level computation (PRG-12: it fails while that computation is lowered), nothing runs: the
+    composed program carries that failure. When calls of earlier computations run first, they take and return no semaphore (a semaphore
     input comes from an output, which would fail first), and the interpreter runs each as a single
     kernel (a fresh manager, all devices meeting at its start and end, LAUNCH-1)."""
     first = _first_failing(lowered, order)
     if first is None:
         return None, True, ""
-    if first == order[0]:
+    before = order[:order.index(first)]
+    if all(invs[k].call.unit == invs[first].call.unit for k in before):
+        # PRG-12: the failure is raised while its computation is lowered, so none of its calls runs
         return lowered[first].launch_failure, True, ""
     inv = invs[first]
     return lowered[first].launch_failure, False, (

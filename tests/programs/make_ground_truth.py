@@ -75,6 +75,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/two_patterns_two_tags.py": {"hardware": [], "interpreter": NO_TAGS},
     "examples/programs/cond_two_patterns.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/per_device_cond.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
+    "examples/programs/copy_then_async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_done_without_start.py": {
         "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_start_without_done.py": {
@@ -127,6 +128,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "hardware": ["exit-balance", "dma-bytes", "race-free"],
         "interpreter": "eager: right numbers, exit warning, race reported; "
                        "on_wait: the copy never runs (wrong numbers), no race"},
+    "examples/programs/buggy/auto_ids_call_without_barrier.py": {
+        "hardware": ["deadlock-free"], "interpreter": "completes (jax's TPU lowering refuses it: LAUNCH-7)"},
+    "examples/programs/buggy/left_manager_id_collision.py": {
+        "hardware": [], "interpreter": "first call fails at get_barrier_semaphore and leaves its manager, second "
+                                       "re-raises, third collides on the left manager's ids, fourth re-raises, "
+                                       "fifth runs (PRG-11, PRG-154)"},
     "examples/programs/buggy/failing_call_then_second_call.py": {
         "hardware": [], "interpreter": "first call fails, second re-raises its error, third runs "
                                        "(PRG-11)"},

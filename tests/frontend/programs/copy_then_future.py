@@ -1,7 +1,7 @@
 """A plain copy kernel, then the start/done pair of async_local_copy.py on its result.
 
-Under interpret mode the plain call runs and the program then raises at the start call's launch
-(its semaphore output, D21); on a TPU all three calls run (PRG-107).
+Under interpret mode nothing runs: the start call's semaphore output makes the lowering of the whole
+jitted program raise (PRG-12, D21), the plain call's too; on a TPU all three calls run (PRG-107).
 """
 
 from __future__ import annotations

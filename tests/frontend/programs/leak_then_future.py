@@ -1,7 +1,8 @@
 """BUGGY: copy_then_future.py whose plain first call leaks a copy.
 
-Under interpret mode the first call runs, leaks (exit-balance), and the program then raises at the
-start call's launch (D21); on a TPU the leak is the same.
+Under interpret mode nothing runs: the start call's semaphore result makes the lowering of the whole
+jitted program raise (specs/programs.md PRG-12, D21), so the leak is never seen; on a TPU the first
+call leaks (exit-balance).
 """
 
 from __future__ import annotations
