@@ -218,7 +218,17 @@ class _Observer:
         ctr = self.counters.get(counter)
         if ctr is None:
             ctr = self.counters[counter] = _Counter(counter[1], self.clock.shape[1])
-        s = self._arrival(counter, inc, source)
+        if self.rotates:
+            s = self._arrival(counter, inc, source)
+        elif type(source[1]) is str:  # `_arrival`, inlined (one call per signal and half)
+            ident, half = source
+            start = self.dma_pos[ident]
+            s = _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
+        else:
+            core, pc = source
+            row = self.clock[core].copy()
+            row[core] = pc + 1
+            s = _Signal(inc, row, source, None, None)
         if (ctr.last_wait is not None and counter not in self.totals and counter not in self.broken_counters
                 and not s.clock[ctr.core] > ctr.last_wait):
             self._late(ctr, counter, s)
