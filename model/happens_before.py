@@ -22,7 +22,9 @@ restricted run.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Literal
@@ -102,6 +104,15 @@ class _Counter:
         if s.inc > self.max_inc:
             self.max_inc = s.inc
 
+    def copied(self) -> _Counter:
+        """A copy whose changes leave this one as it is (DR-38): an arrival is never changed once made,
+        a forced entry's slack is."""
+        c = copy.copy(self)
+        c.pending = list(self.pending)
+        c.forced = [(pc, [list(e) for e in entries]) for pc, entries in self.forced]
+        c.first = None if self.first is None else self.first.copy()
+        return c
+
     def reset(self, pending: list[_Signal]) -> None:
         self.pending = []
         self.with_pos = 0
@@ -122,6 +133,11 @@ class _Chain:
     def __init__(self) -> None:
         self.write: AccessEvent | None = None
         self.reads: list[AccessEvent] = []
+
+    def copied(self) -> _Chain:
+        c = _Chain()
+        c.write, c.reads = self.write, list(self.reads)
+        return c
 
 
 class _Observer:
@@ -176,6 +192,26 @@ class _Observer:
                         if conflicts(a, b):
                             self.partners[id(a)].append(b)
                             self.partners[id(b)].append(a)
+
+    def resumed(self, totals: dict[tuple, int]) -> _Observer:
+        """A copy of this observer as it stands, to go on with `totals` (DR-38): what the rest of the
+        run changes is copied, what it only reads (the program, the accesses, their index) is shared."""
+        o = copy.copy(self)
+        o.totals = totals
+        o.broken_counters = set(self.broken_counters)
+        o.clock = self.clock.copy()
+        o.counters = {k: c.copied() for k, c in self.counters.items()}
+        # a copy's clock and an arrival's snapshot are never changed once made: the arrays are shared
+        o.dma_pos, o.dma_clock, o.arrivals = dict(self.dma_pos), dict(self.dma_clock), dict(self.arrivals)
+        o.done = {k: list(v) for k, v in self.done.items()}
+        o.candidates = list(self.candidates)
+        chains: dict[int, _Chain] = {}
+        for c in self.chain_of.values():
+            if id(c) not in chains:
+                chains[id(c)] = c.copied()
+        o.chain_of = {k: chains[id(c)] for k, c in self.chain_of.items()}
+        o.seen = set(self.seen)
+        return o
 
     # --- clocks ---------------------------------------------------------------
 
@@ -552,15 +588,23 @@ def order_modes(
         # each mode keeps its own pessimistic counters: one mode's failed certificate must not
         # cost another mode precision (DR-6)
         totals: dict[DmaMode, dict[tuple, int]] = {mode: {} for mode in observers}
+        # DR-38: no later pass differs from the first before `split`, so each resumes from there
+        split = trace.first_late_wait()
+        resume: dict[DmaMode, _Observer] = {}
         pending = dict(observers)
         for attempt in range(MAX_PASSES):
             redo: dict[DmaMode, _Observer] = {}
             for mode, o in pending.items():
-                trace.tell(o)
+                if attempt or split is None:
+                    trace.tell(o, 0 if split is None else split)
+                else:
+                    trace.tell(o, 0, split)
+                    resume[mode] = o.resumed({})
+                    trace.tell(o, split)
                 if o.broken_counters and not state.failures and attempt + 1 < MAX_PASSES:
                     # DR-6: decide the counters whose certificate failed against all they ever receive
                     totals[mode].update({c: o.counters[c].arrived for c in o.broken_counters if c in o.counters})
-                    redo[mode] = observer(mode, o.events, dict(totals[mode]))
+                    redo[mode] = resume[mode].resumed(dict(totals[mode]))
                 else:
                     out[mode] = _verdict(o, state)
             if not redo:
@@ -611,10 +655,25 @@ class _Trace:
     def access(self, core: int, pc: int) -> None:
         self.calls.append((5, core, pc))
 
-    def tell(self, o: _Observer) -> None:
-        """Replay the run's calls, in order, to `o`."""
+    def first_late_wait(self) -> int | None:
+        """The index of the first call that is a counter's first wait, of the counters some arrival
+        reaches after their first wait (DR-38); None when no counter has such an arrival."""
+        first: dict[tuple, int] = {}
+        split = None
+        for i, c in enumerate(self.calls):
+            k = c[0]
+            if k == 1:
+                first.setdefault(c[3], i)
+            elif k == 0:
+                w = first.get(c[1])
+                if w is not None and (split is None or w < split):
+                    split = w
+        return split
+
+    def tell(self, o: _Observer, begin: int = 0, end: int | None = None) -> None:
+        """Replay the run's calls `begin` .. `end` (to the last), in order, to `o`."""
         signal, wait, start, arrive, barrier, access = o.signal, o.wait, o.start, o.arrive, o.barrier, o.access
-        for c in self.calls:
+        for c in itertools.islice(self.calls, begin, end):
             k = c[0]
             if k == 0:
                 signal(c[1], c[2], c[3])

@@ -1,9 +1,10 @@
-"""The happens-before pass (DR-6 .. DR-8) answers exactly as the pass it replaced (DR-37).
+"""The happens-before pass (DR-6 .. DR-8) answers exactly as the pass it replaced (DR-37, DR-38).
 
-`hb_reference.py` is the pass as it was before its runs were recorded once and told to each
-observer, kept unchanged as the reference: on generated programs (several senders on one counter,
-so that arrivals overtake waits and the later passes run; symmetric rings, so that the fold's run
-is used) both give the same certificate, the same reason and the same candidate pairs, in every mode.
+`hb_reference.py` is the pass as it was before its run was recorded once and told to each
+observer, its later passes resuming the first; it is kept unchanged as the reference. On generated
+programs (several senders on one counter, so that arrivals overtake waits and the later passes run;
+symmetric rings, so that the fold's run is used) both give the same certificate, the same reason and
+the same candidate pairs, in every mode.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _same(program: Program, events: dict, fold=None) -> None:
         assert _key(new[mode]) == _key(old[mode]), mode
 
 
-@pytest.mark.rule("DR-37", "DR-6")
+@pytest.mark.rule("DR-37", "DR-38", "DR-6")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(many_senders(), programs_with_accesses()))
 def test_the_recorded_run_orders_as_one_run_per_pass(program):
@@ -90,6 +91,7 @@ def test_the_recorded_fold_run_orders_as_one_run_per_pass(program):
         _same(program, {m: events for m in DMA_MODES}, fold)
 
 
+@pytest.mark.rule("DR-38")
 def test_some_generated_program_needs_a_later_pass(monkeypatch):
     """Two copies onto one counter, the second landing after the first wait passed: its certificate
     fails, and the answer comes from the later pass, where the recorded run is told a second time."""
