@@ -1,3 +1,5 @@
+# The happens-before pass (model/happens_before.py) as it was before DR-37 and DR-38, kept unchanged
+# as the reference that tests/test_happens_before_reference.py holds the current pass to.
 """Happens-before over every schedule, from one run (spec DR-6, DR-7).
 
 One greedy run (RUN-3) with an observer computes vector clocks: a core's
