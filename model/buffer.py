@@ -21,8 +21,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-import numpy as np
-
 from semcheck.model.errors import (
     LogicalShapeTooBig,
     ModelBug,
@@ -54,6 +52,7 @@ DTYPE_MISMATCH = Raised("AssertionError", "")
 
 def frozen_array(value: np.ndarray) -> np.ndarray:
     """A read-only copy of `value`."""
+    import numpy as np  # imported on first use: semcheck's command-line process never needs it
     out = np.array(value, copy=True)
     out.setflags(write=False)
     return out
@@ -61,6 +60,7 @@ def frozen_array(value: np.ndarray) -> np.ndarray:
 
 def same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     """Equal dtype, shape and elements (NaN equals NaN); None equals only None."""
+    import numpy as np
     if a is None or b is None:
         return a is None and b is None
     a, b = np.asarray(a), np.asarray(b)
@@ -199,6 +199,7 @@ def make_buffer(value: np.ndarray, ref_count: int, logical_shape: Sequence[int] 
     the content's is an error, and only after every common dimension passed is
     a rank difference reported (as the length check of a strict zip).
     """
+    import numpy as np
     content = np.asarray(value)
     logical = tuple(content.shape) if logical_shape is None else tuple(logical_shape)
     for dim, ldim in zip(content.shape, logical):
@@ -307,6 +308,7 @@ def read(buf: Buffer, rnge: Range) -> np.ndarray | None | Raised:
     IndexError from numpy itself (a negative index past the start) also
     reads as a miss.
     """
+    import numpy as np
     clipped = clip(normalize(rnge, buf.logical_shape), buf.shape)
     if clipped is None or isinstance(clipped, Raised):
         return clipped
@@ -370,6 +372,7 @@ def write_logical(buf: Buffer, rnge: Range, value: np.ndarray) -> Buffer | Raise
     part of `value` of the clipped target's shape is written there. numpy's
     errors for a value of the wrong rank or shape escape as they are.
     """
+    import numpy as np
     clipped = clip(rnge, buf.logical_shape)
     if clipped is None:
         return buf
@@ -405,6 +408,7 @@ def store_(store: BufferStore, key: BufferKey, rnge: Range, value: np.ndarray) -
     An IndexError while writing (e.g. a value of too low a rank) also reads
     as in_bounds False.
     """
+    import numpy as np
     buf = store.mem.get(key)
     if buf is None:
         return UnknownBuffer(key)
@@ -451,6 +455,7 @@ def swap(
     keeps its data and the result reports `value`. The write lands in the
     logical shape only (BUF-5b), without the padded bounds check.
     """
+    import numpy as np
     buf = store.mem.get(key)
     if buf is None:
         return UnknownBuffer(key)

@@ -22,7 +22,9 @@ restricted run.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Literal
@@ -102,6 +104,15 @@ class _Counter:
         if s.inc > self.max_inc:
             self.max_inc = s.inc
 
+    def copied(self) -> _Counter:
+        """A copy whose changes leave this one as it is (DR-38): an arrival is never changed once made,
+        a forced entry's slack is."""
+        c = copy.copy(self)
+        c.pending = list(self.pending)
+        c.forced = [(pc, [list(e) for e in entries]) for pc, entries in self.forced]
+        c.first = None if self.first is None else self.first.copy()
+        return c
+
     def reset(self, pending: list[_Signal]) -> None:
         self.pending = []
         self.with_pos = 0
@@ -122,6 +133,11 @@ class _Chain:
     def __init__(self) -> None:
         self.write: AccessEvent | None = None
         self.reads: list[AccessEvent] = []
+
+    def copied(self) -> _Chain:
+        c = _Chain()
+        c.write, c.reads = self.write, list(self.reads)
+        return c
 
 
 class _Observer:
@@ -150,6 +166,7 @@ class _Observer:
         self.seen: set[int] = set()
         self.events = list(events)
         self._index(self.events)
+        self.rotates = False  # whether `_done` and `_record_done` rotate (DR-8): else the hot paths inline them
 
     def _index(self, events: list[AccessEvent]) -> None:
         """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
@@ -175,6 +192,26 @@ class _Observer:
                         if conflicts(a, b):
                             self.partners[id(a)].append(b)
                             self.partners[id(b)].append(a)
+
+    def resumed(self, totals: dict[tuple, int]) -> _Observer:
+        """A copy of this observer as it stands, to go on with `totals` (DR-38): what the rest of the
+        run changes is copied, what it only reads (the program, the accesses, their index) is shared."""
+        o = copy.copy(self)
+        o.totals = totals
+        o.broken_counters = set(self.broken_counters)
+        o.clock = self.clock.copy()
+        o.counters = {k: c.copied() for k, c in self.counters.items()}
+        # a copy's clock and an arrival's snapshot are never changed once made: the arrays are shared
+        o.dma_pos, o.dma_clock, o.arrivals = dict(self.dma_pos), dict(self.dma_clock), dict(self.arrivals)
+        o.done = {k: list(v) for k, v in self.done.items()}
+        o.candidates = list(self.candidates)
+        chains: dict[int, _Chain] = {}
+        for c in self.chain_of.values():
+            if id(c) not in chains:
+                chains[id(c)] = c.copied()
+        o.chain_of = {k: chains[id(c)] for k, c in self.chain_of.items()}
+        o.seen = set(self.seen)
+        return o
 
     # --- clocks ---------------------------------------------------------------
 
@@ -217,7 +254,17 @@ class _Observer:
         ctr = self.counters.get(counter)
         if ctr is None:
             ctr = self.counters[counter] = _Counter(counter[1], self.clock.shape[1])
-        s = self._arrival(counter, inc, source)
+        if self.rotates:
+            s = self._arrival(counter, inc, source)
+        elif type(source[1]) is str:  # `_arrival`, inlined (one call per signal and half)
+            ident, half = source
+            start = self.dma_pos[ident]
+            s = _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
+        else:
+            core, pc = source
+            row = self.clock[core].copy()
+            row[core] = pc + 1
+            s = _Signal(inc, row, source, None, None)
         if (ctr.last_wait is not None and counter not in self.totals and counter not in self.broken_counters
                 and not s.clock[ctr.core] > ctr.last_wait):
             self._late(ctr, counter, s)
@@ -279,8 +326,21 @@ class _Observer:
                 return
         else:
             known, cands = [], []
-            for s in pending:
-                (known if self._known(core, pc, s) else cands).append(s)
+            row = self.clock[core]
+            done = self._done if self.rotates else None
+            done_get = self.done.get
+            for s in pending:  # `_known`, inlined: a wait may have hundreds pending
+                p = s.pos
+                if p is not None:
+                    c, q = p
+                    k = q < pc if c == core else row[c] > q
+                else:
+                    k = False
+                    for c, q in (done(s.dma, s.half) if done is not None else done_get((s.dma, s.half), ())):
+                        if (q < pc if c == core else row[c] > q):
+                            k = True
+                            break
+                (known if k else cands).append(s)
             forced, entries = [], []
             for s in cands:
                 # how far the arrivals that could come without s fall short of the wait (DR-6)
@@ -298,14 +358,22 @@ class _Observer:
         row = self.clock[core]
         for s in forced:  # a known arrival's past is already in the core's clock
             np.maximum(row, s.clock, out=row)
+        waiter = (core, pc)
+        record = self._record_done if self.rotates else None
+        setdefault = self.done.setdefault
         for group in (known, forced):
             for s in group:
                 if s.dma is not None:
                     # the wait follows the half in every schedule (DR-6); under `eager` it takes the
                     # copy's clock too, as the interpreter's detector does (DR-7)
-                    self._record_done(s.dma, s.half, (core, pc))
-                    if s.half == "write":
-                        self._record_done(s.dma, "read", (core, pc))
+                    if record is not None:
+                        record(s.dma, s.half, waiter)
+                        if s.half == "write":
+                            record(s.dma, "read", waiter)
+                    else:
+                        setdefault((s.dma, s.half), []).append(waiter)
+                        if s.half == "write":
+                            setdefault((s.dma, "read"), []).append(waiter)
 
     def start(self, core: int, pc: int, ident: int) -> None:
         self.dma_pos[ident] = (core, pc)
@@ -392,6 +460,7 @@ class _SymmetricObserver(_Observer):
         super().__init__(program, events, arrival, totals)
         self.fold = fold
         self.run_mode = run_mode
+        self.rotates = True
         topo = program.topology
         self.n = topo.num_cores
         self.reps = fold.devices * topo.cores_per_device
@@ -512,19 +581,30 @@ def order_modes(
         by_run[reading(mode)[0]][mode] = observer(mode, evs)
     runs = fold.program if fold is not None else program
     for run_mode, observers in by_run.items():
+        # one run per run mode, its events told to each observer of each pass (DR-37: a fast run does
+        # not depend on what observes it, so every pass of the old scheme saw these same calls)
+        trace = _Trace()
+        state = fast_run(runs, run_mode, record=False, observer=trace).state
         # each mode keeps its own pessimistic counters: one mode's failed certificate must not
         # cost another mode precision (DR-6)
         totals: dict[DmaMode, dict[tuple, int]] = {mode: {} for mode in observers}
+        # DR-38: no later pass differs from the first before `split`, so each resumes from there
+        split = trace.first_late_wait()
+        resume: dict[DmaMode, _Observer] = {}
         pending = dict(observers)
         for attempt in range(MAX_PASSES):
-            obs = next(iter(pending.values())) if len(pending) == 1 else _Fanout(list(pending.values()))
-            state = fast_run(runs, run_mode, record=False, observer=obs).state
             redo: dict[DmaMode, _Observer] = {}
             for mode, o in pending.items():
+                if attempt or split is None:
+                    trace.tell(o, 0 if split is None else split)
+                else:
+                    trace.tell(o, 0, split)
+                    resume[mode] = o.resumed({})
+                    trace.tell(o, split)
                 if o.broken_counters and not state.failures and attempt + 1 < MAX_PASSES:
                     # DR-6: decide the counters whose certificate failed against all they ever receive
                     totals[mode].update({c: o.counters[c].arrived for c in o.broken_counters if c in o.counters})
-                    redo[mode] = observer(mode, o.events, dict(totals[mode]))
+                    redo[mode] = resume[mode].resumed(dict(totals[mode]))
                 else:
                     out[mode] = _verdict(o, state)
             if not redo:
@@ -547,32 +627,63 @@ MAX_PASSES = 3
 next ones read the counters whose certificate failed against everything they receive (DR-6)."""
 
 
-class _Fanout:
-    """Tells several observers of one run (model/fast.py's observer protocol)."""
+class _Trace:
+    """The observer calls of one fast run, kept to be told to each observer afterwards (DR-37).
 
-    def __init__(self, observers: list[_Observer]) -> None:
-        self.observers = observers
+    One tuple per call, its first item naming the method; `tell` replays them in the run's order."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
 
     def signal(self, counter: tuple, inc: int, source: tuple) -> None:
-        for o in self.observers:
-            o.signal(counter, inc, source)
+        self.calls.append((0, counter, inc, source))
 
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
-        for o in self.observers:
-            o.wait(core, pc, counter, value)
+        self.calls.append((1, core, pc, counter, value))
 
     def start(self, core: int, pc: int, ident: int) -> None:
-        for o in self.observers:
-            o.start(core, pc, ident)
+        self.calls.append((2, core, pc, ident))
 
     def arrive(self, core: int, pc: int, name: str, k: int) -> None:
-        for o in self.observers:
-            o.arrive(core, pc, name, k)
+        self.calls.append((3, core, pc, name, k))
 
     def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
-        for o in self.observers:
-            o.barrier(core, pc, name, k, participants)
+        self.calls.append((4, core, pc, name, k, participants))
 
     def access(self, core: int, pc: int) -> None:
-        for o in self.observers:
-            o.access(core, pc)
+        self.calls.append((5, core, pc))
+
+    def first_late_wait(self) -> int | None:
+        """The index of the first call that is a counter's first wait, of the counters some arrival
+        reaches after their first wait (DR-38); None when no counter has such an arrival."""
+        first: dict[tuple, int] = {}
+        split = None
+        for i, c in enumerate(self.calls):
+            k = c[0]
+            if k == 1:
+                first.setdefault(c[3], i)
+            elif k == 0:
+                w = first.get(c[1])
+                if w is not None and (split is None or w < split):
+                    split = w
+        return split
+
+    def tell(self, o: _Observer, begin: int = 0, end: int | None = None) -> None:
+        """Replay the run's calls `begin` .. `end` (to the last), in order, to `o`."""
+        signal, wait, start, arrive, barrier, access = o.signal, o.wait, o.start, o.arrive, o.barrier, o.access
+        for c in itertools.islice(self.calls, begin, end):
+            k = c[0]
+            if k == 0:
+                signal(c[1], c[2], c[3])
+            elif k == 1:
+                wait(c[1], c[2], c[3], c[4])
+            elif k == 2:
+                start(c[1], c[2], c[3])
+            elif k == 5:
+                access(c[1], c[2])
+            elif k == 3:
+                arrive(c[1], c[2], c[3], c[4])
+            else:
+                barrier(c[1], c[2], c[3], c[4], c[5])

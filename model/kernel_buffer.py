@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-import numpy as np
-
 from semcheck.model.buffer import (
     SHARED_SPACES,
     BufferKey,
@@ -42,6 +40,7 @@ from semcheck.model.ids import scalar_int16
 
 def uninitialized_value(dtype: np.dtype, uninitialized_memory: str):
     """BUF-8a: the fill of fresh memory: NaN / the integer maximum / True, or 0 under "zero"."""
+    import numpy as np  # imported on first use: semcheck's command-line process never needs it
     dtype = np.dtype(dtype)
     if uninitialized_memory == "nan":
         if dtype.kind == "f":
@@ -62,6 +61,7 @@ def padding_applies(memory_space: str, buffer_bounds: str) -> bool:
 
 def padded(value: np.ndarray, padded_shape: tuple[int, ...], uninitialized_memory: str) -> np.ndarray:
     """BUF-8c: `value` in the leading corner of a `padded_shape` array of uninitialized memory."""
+    import numpy as np
     value = np.asarray(value)
     out = np.full(padded_shape, uninitialized_value(value.dtype, uninitialized_memory), value.dtype)
     out[tuple(slice(0, d) for d in value.shape)] = value
@@ -134,6 +134,7 @@ def allocate_for_kernel(
     None) as int16 (IDS-2), or the interpreter's consistency assertion when the
     cores' counters disagree (after all allocations).
     """
+    import numpy as np
     value = np.array(value, copy=True)
     logical = tuple(value.shape)
     content = value if padded_shape is None else padded(value, padded_shape, uninitialized_memory)
@@ -198,6 +199,7 @@ def kernel_get(
     "uninitialized" the missing part reads as uninitialized memory.
     So a read of the padding beyond the logical shape is *not* an error.
     """
+    import numpy as np
     got = get(store, buffer_key(memory_space, buffer_id, device, local_core), rnge)
     if isinstance(got, Violation):
         return got
