@@ -60,6 +60,8 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
             console.print(line, soft_wrap=True, highlight=False)
             continue
         _render_file(console, say, marks, rule_chars, f.path, f.results, detail)
+        if f.claims:  # --every-n (specs/parametric.md PAR-8)
+            _render_every_n(console, marks, rule_chars, f)
         if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
             console.print()
             for x in f.suppressed:
@@ -169,12 +171,17 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
                     files: Sequence[FileReport] | None = None) -> None:
     from rich.text import Text
 
+    from semcheck.checker import report_every_n
+
     s = summary(results)
     errors = sum(f.error is not None for f in files or ())
-    worst = "violated" if s["violated"] or errors else "unknown" if s["unknown"] or not results else "proved"
+    every = report_every_n.tally(files or ())  # --every-n (PAR-8): its claims count in the mark, as in the exit code
+    worst = ("violated" if s["violated"] or errors or every["violated"] else
+             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
     console.print()
     line = Text(f"{marks[worst]} ", style=STYLE[worst])
     text = f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    text += report_every_n.summary_words(files or ())
     if files is not None and len(files) > 1:
         text += f" in {len(files) - errors} kernel files"
     if errors:
@@ -217,3 +224,24 @@ def _witness(console, say, w) -> None:
         if loc is not None and loc.line:
             say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
 
+
+
+def _render_every_n(console, marks, rule_chars, f: FileReport) -> None:
+    """PAR-8: per target, what holds for every device count N >= 2 and what only per N."""
+    from rich.text import Text
+
+    from semcheck.checker import report_every_n
+
+    mark = dict(marks, **{"per-n": "--" if rule_chars == "-" else "–"})
+    mark_width = max(len(m) for m in mark.values())
+    by_target: dict[str, list] = {}
+    for x in report_every_n.lines(f):
+        by_target.setdefault(x.target, []).append(x)
+    for target, xs in by_target.items():
+        console.print()
+        console.rule(Text(f"every N: {target} (specs/parametric.md)", style="bold"), characters=rule_chars,
+                     align="left")
+        for x in xs:
+            line = Text(f"{mark[x.kind]:<{mark_width}} ", style=STYLE.get(x.kind, "dim"))
+            line.append(_rel(report_every_n.text(x)), style="dim" if x.kind == "per-n" else "")
+            console.print(line, soft_wrap=True, highlight=False)
