@@ -80,12 +80,17 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     s = summary(results)
     errors = [f for f in files if f.error is not None]
     every = report_every_n.tally(files)  # --every-n (PAR-8)
-    worst = ("violated" if s["violated"] or errors or every["violated"] else
+    failed = [(f, name, e) for f in files for name, e in f.target_errors]  # targets whose build raised
+    worst = ("violated" if s["violated"] or errors or failed or every["violated"] else
              "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
     out = [f"## semcheck {_MD_MARK[worst]} {_md_cell(_rel(label))}", "",
            f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
            + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
-           + (f"; {len(errors)} not verified" if errors else "") + report_every_n.summary_words(files)]
+           + (f"; {len(errors)} not verified" if errors else "")
+           + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
+           + report_every_n.summary_words(files)]
+    for f, name, e in failed:
+        out += ["", f"### ❌ not verified: `{_md_cell(f.path)}` {_md_cell(name)}", "", _md_cell(_rel(e.one_line()))]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
@@ -153,9 +158,13 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     e = html.escape
     results = [r for f in files for r in f.results]
     s = summary(results)
+    failed = [(f, name, x) for f in files for name, x in f.target_errors]  # targets whose build raised
     body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
             f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
-            f"{e(report_every_n.summary_words(files))}</b></p>"]
+            + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
+            + f"{e(report_every_n.summary_words(files))}</b></p>"]
+    for f, name, x in failed:
+        body.append(f"<h2>❌ not verified: <code>{e(f.path)}</code> {e(name)}</h2><p>{e(_rel(x.one_line()))}</p>")
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"

@@ -60,6 +60,10 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
             console.print(line, soft_wrap=True, highlight=False)
             continue
         _render_file(console, say, marks, rule_chars, f.path, f.results, detail)
+        for name, e in f.target_errors:  # a target whose build raised: the others' results stand, it has none
+            line = Text(f"{marks['violated']} ", style=STYLE["violated"])
+            line.append(_rel(f"{f.path}::{name}: not verified: {e.one_line()}"))
+            console.print(line, soft_wrap=True, highlight=False)
         if f.claims:  # --every-n (specs/parametric.md PAR-8)
             _render_every_n(console, marks, rule_chars, f)
         if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
@@ -175,8 +179,9 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
 
     s = summary(results)
     errors = sum(f.error is not None for f in files or ())
+    failed_targets = sum(len(f.target_errors) for f in files or ())
     every = report_every_n.tally(files or ())  # --every-n (PAR-8): its claims count in the mark, as in the exit code
-    worst = ("violated" if s["violated"] or errors or every["violated"] else
+    worst = ("violated" if s["violated"] or errors or failed_targets or every["violated"] else
              "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
     console.print()
     line = Text(f"{marks[worst]} ", style=STYLE[worst])
@@ -186,6 +191,8 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
         text += f" in {len(files) - errors} kernel files"
     if errors:
         text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
+    if failed_targets:
+        text += f"; {failed_targets} {'target' if failed_targets == 1 else 'targets'} not verified"
     sups = sorted({x.property for f in files or () for x in f.suppressed})
     if sups:  # not checked, so not among the counts: said again where a reader looks last
         text += f"; not checked (suppressed): {', '.join(sups)}"
