@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from semcheck.checker.differences import CAUSES, differences
 from semcheck.checker.generated_inputs import coverage, input_line
 from semcheck.checker.properties import IDS
 from semcheck.checker.report import (MARK, PLAIN_MARK, STYLE, FileReport, _configs, _header, _rel, _row_summary,
@@ -150,22 +149,22 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         for text in lines:
             say(f"generated inputs: {text}")
 
-    # Where the interpreter and the hardware disagree, per target x device count, with what can explain it.
-    by_config: dict[tuple[str, int], list] = {}
-    for d in differences(results):
-        by_config.setdefault((d.target, d.devices), []).append(d)
-    for (target, n), ds in by_config.items():
+    # Where the interpreter and the hardware disagree, once per target (the device counts named on each
+    # line), with what can explain it: the markdown report's own grouping (issue 26.4)
+    from semcheck.checker.report_markdown import modes_differ
+
+    for target, lines, causes in modes_differ(results):
         console.print()
         title = Text(f"{marks['unknown']} modes differ", style=STYLE["unknown"])
-        title.append(f": {target}, {n} devices")
+        title.append(f": {target}")
         console.rule(title, characters=rule_chars, align="left")
-        for d in ds:
-            say(d.describe())
-        for e in dict.fromkeys(e for d in ds for e in d.causes):
-            say(f"can explain it, {e.code}: {CAUSES[e.code]}")
-            for loc in e.locs:
+        for line in lines:
+            say(line)
+        for code, text, locs in causes:
+            say(f"can explain it, {code}: {text}")
+            for loc in locs:
                 say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
-        if not any(d.causes for d in ds):
+        if not causes:
             say("no known interpreter divergence explains it: see specs/divergences.md")
         say("interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU "
             "(specs/divergences.md)", "dim")
