@@ -43,7 +43,8 @@ def lines(f) -> list[Line]:
     argued = tuple(p for p in PROPS if p in checked)
     for tc in f.claims:
         if tc.reason:
-            out.append(Line(tc.target, "unknown", argued, f"not claimed for every N: {rel(tc.reason)}", "PAR-8"))
+            if argued:
+                out.append(Line(tc.target, "unknown", argued, f"not claimed for every N: {rel(tc.reason)}", "PAR-8"))
         else:
             for p in argued:
                 mine = [c for c in tc.claims if c.prop == p]
@@ -95,6 +96,8 @@ def to_json(f) -> list[dict[str, Any]]:
                                 "reason": rel(tc.reason), "rule": "PAR-8"})
             continue
         for c in tc.claims:
+            if c.prop not in checked:
+                continue
             row = {"file": f.path, "target": tc.target, "property": c.prop, "dma_mode": c.mode,
                    "every_n": c.every_n, "proved_at": list(c.proved_at), "violated_at": list(c.violated_at),
                    "traced": list(c.traced), "reason": rel(c.reason) if not c.every_n else "", "rule": "PAR-6",

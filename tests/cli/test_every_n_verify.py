@@ -214,3 +214,78 @@ def test_the_setting_turns_it_on_and_a_bad_value_is_a_usage_error(tmp_path, monk
         settings(build_parser().parse_args(["verify", "k.py"]))
     run = semcheck("verify", "k.py", cwd=tmp_path)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "every_n" in run.stderr
+
+
+def _claim_strategy():
+    from hypothesis import strategies as st
+
+    from semcheck.checker.parametric import Claim
+
+    traced = (2, 3, 4, 5, 6, 7, 8, 31)
+
+    @st.composite
+    def one(draw, prop, mode):
+        kind = draw(st.sampled_from(["every", "only", "violated", "missing"]))
+        if kind == "every":
+            return Claim(prop, mode, True, traced, traced, "")
+        if kind == "only":
+            return Claim(prop, mode, False, traced, traced, draw(st.sampled_from(["a BlockSpec moves", "why"])))
+        bad = tuple(draw(st.lists(st.sampled_from(traced), min_size=1, max_size=3, unique=True)))
+        ok = tuple(n for n in traced if n not in bad)
+        return Claim(prop, mode, False, ok, traced, "the ordinary check does not prove it at every traced N",
+                     bad if kind == "violated" else ())
+
+    @st.composite
+    def target(draw):
+        from semcheck.checker.parametric import TargetClaims
+
+        if draw(st.booleans()) and draw(st.booleans()):
+            return TargetClaims("t", reason="2 kernel launches at N = 2: the argument is for one (PAR-7)")
+        modes = draw(st.lists(st.sampled_from(["eager", "on_wait", "hardware"]), min_size=1, unique=True))
+        props = draw(st.lists(st.sampled_from(ARGUED), min_size=1, unique=True))
+        return TargetClaims("t", tuple(draw(one(p, m)) for p in props for m in modes))
+
+    return target()
+
+
+@pytest.mark.rule("PAR-8")
+def test_no_line_says_every_n_where_a_claim_does_not():
+    """Over generated claims: a line says "proved for every N" only for a property and modes every claim of
+    which is for every N, each such claim is said, and the properties PAR-6 does not argue never are."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from semcheck.checker import report_every_n
+    from semcheck.checker.properties import IDS
+    from semcheck.checker.report import FileReport
+    from semcheck.checker.report_suppress import Suppression
+
+    @settings(max_examples=60, deadline=None)
+    @given(_claim_strategy(), st.sets(st.sampled_from(IDS)))
+    def check(tc, off):
+        if len(off) == len(IDS):
+            return
+        sups = [Suppression(p, "not wanted", "--ignore") for p in sorted(off)]
+        f = FileReport("k.py", [], claims=[tc], suppressed=sups)
+        lines = report_every_n.lines(f)
+        said = set()
+        for x in lines:
+            words = report_every_n.text(x)
+            if x.kind == "per-n":
+                assert set(x.properties) == {p for p in IDS if p not in ARGUED and p not in off}
+                assert "proved for every N" not in words
+                continue
+            assert set(x.properties) <= set(ARGUED) - off
+            mine = [c for c in tc.claims if c.prop in x.properties and (not x.modes or c.mode in x.modes)]
+            if "proved for every N" in words:
+                assert x.kind == "proved" and mine and all(c.every_n for c in mine)
+                said |= {(c.prop, c.mode) for c in mine}
+            else:
+                assert not any(c.every_n for c in mine) or x.kind == "unknown" and tc.reason
+        assert said == {(c.prop, c.mode) for c in tc.claims if c.every_n and c.prop not in off}
+        rows = report_every_n.to_json(f)
+        assert {(r["property"], r["dma_mode"]) for r in rows if r["every_n"]} == said
+        t = report_every_n.tally([f])
+        assert t["proved"] == len(said) and sum(t.values()) == len(rows)
+
+    check()
