@@ -337,4 +337,5 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
 def _claims_timed_out(name: str, req: Request):
     from semcheck.checker.parametric import TargetClaims
 
-    return TargetClaims(name, reason=f"not decided within --timeout {req.timeout:g}s (PAR-8)", timed_out=True)
+    return TargetClaims(name, reason=f"not decided within --timeout {req.timeout:g}s (PAR-8)", timed_out=True,
+                        modes=req.modes)

@@ -260,6 +260,7 @@ class TargetClaims:
     claims: tuple[Claim, ...] = ()
     reason: str = ""  # non-empty: no claim at all (the target is outside the argument, or time ran out)
     timed_out: bool = False
+    modes: tuple[str, ...] = ()  # the DMA modes asked for (what a claim-less target is reported under)
 
 
 def target_claims(t, req, deadline: float) -> TargetClaims:
@@ -269,8 +270,12 @@ def target_claims(t, req, deadline: float) -> TargetClaims:
     try:
         return _target_claims(t, req, deadline)
     except Exception as e:  # noqa: BLE001 - a construct or a failure the argument does not know: no claim
-        return TargetClaims(t.name, reason=f"semcheck cannot follow the kernel for every N ({type(e).__name__}: "
-                                           f"{str(e)[:200]}) (PAR-8)")
+        return _none(t, req, f"semcheck cannot follow the kernel for every N ({type(e).__name__}: {str(e)[:200]}) "
+                             "(PAR-8)")
+
+
+def _none(t, req, reason: str, timed_out: bool = False) -> TargetClaims:
+    return TargetClaims(t.name, reason=reason, timed_out=timed_out, modes=req.modes)
 
 
 def _target_claims(t, req, deadline: float) -> TargetClaims:
@@ -281,26 +286,24 @@ def _target_claims(t, req, deadline: float) -> TargetClaims:
 
     props = tuple(p for p in PROPS if p in req.properties)
     if t.inputs is not None:
-        return TargetClaims(t.name, reason="a target with generated inputs is checked per input, not as one "
-                                           "family in N (PAR-8)")
+        return _none(t, req, "a target with generated inputs is checked per input, not as one family in N (PAR-8)")
     kernels = {}
     for n in traced_counts():
         try:
             ks = lower_target(t, n, cores=req.cores)
         except Unsupported as e:
-            return TargetClaims(t.name, reason=f"at N = {n} semcheck cannot lower the kernel: {e} (PAR-8)")
+            return _none(t, req, f"at N = {n} semcheck cannot lower the kernel: {e} (PAR-8)")
         except FrontendError as e:
-            return TargetClaims(t.name, reason=f"building the target at N = {n} failed: {e} (PAR-8)")
+            return _none(t, req, f"building the target at N = {n} failed: {e} (PAR-8)")
         if len(ks) != 1:
-            return TargetClaims(t.name, reason=f"{len(ks)} kernel launches at N = {n}: the argument is for one "
-                                               "(PAR-7)")
+            return _none(t, req, f"{len(ks)} kernel launches at N = {n}: the argument is for one (PAR-7)")
         kernels[n] = ks[0]
     left_ms = int((deadline - time.monotonic()) * 1000)
     if left_ms <= 0:
-        return TargetClaims(t.name, reason="not decided within --timeout (PAR-8)", timed_out=True)
+        return _none(t, req, "not decided within --timeout (PAR-8)", timed_out=True)
     out = claims(kernels, modes=req.modes, timeout_ms=max(1000, left_ms // max(1, len(req.modes) * len(kernels))),
                  props=props)
-    return TargetClaims(t.name, tuple(out), timed_out=any(c.timed_out for c in out))
+    return TargetClaims(t.name, tuple(out), timed_out=any(c.timed_out for c in out), modes=req.modes)
 
 
 def cutoff(ns: tuple[int, ...]) -> int:

@@ -88,7 +88,7 @@ def to_json(f) -> list[dict[str, Any]]:
     checked = _checked(f)
     for tc in f.claims:
         if tc.reason:
-            modes = list(dict.fromkeys(r.dma_mode for r in f.results)) or ["eager", "on_wait", "hardware"]
+            modes = list(tc.modes) or list(dict.fromkeys(r.dma_mode for r in f.results))
             for p in (p for p in PROPS if p in checked):
                 for m in modes:
                     out.append({"file": f.path, "target": tc.target, "property": p, "dma_mode": m,

@@ -75,7 +75,8 @@ def run_files(
                 from semcheck.checker.parametric import TargetClaims
 
                 skipped = Findings([], claims=[TargetClaims(t, reason=reason.removeprefix("timeout: ") + " (PAR-8)",
-                                                            timed_out=True) for t in guess_targets(req)])
+                                                            timed_out=True, modes=req.modes)
+                                               for t in guess_targets(req)])
             else:
                 # no note: the first device count's says it once for the file (checker/child.py)
                 skipped = Findings(unknown_results(req, guess_targets(req), reason))
