@@ -261,6 +261,7 @@ class TargetClaims:
     reason: str = ""  # non-empty: no claim at all (the target is outside the argument, or time ran out)
     timed_out: bool = False
     modes: tuple[str, ...] = ()  # the DMA modes asked for (what a claim-less target is reported under)
+    cached: bool = False  # answered from the result cache (an answer of this check, never of a device count)
 
 
 def target_claims(t, req, deadline: float) -> TargetClaims:

@@ -104,6 +104,8 @@ def to_json(f) -> list[dict[str, Any]]:
                    "text": c.words()}
             if c.every_n:
                 row["premise"] = PREMISE
+            if tc.cached:
+                row["cached"] = True
             out.append(row)
     return out
 

@@ -243,10 +243,11 @@ def _render_every_n(console, marks, rule_chars, f: FileReport) -> None:
     by_target: dict[str, list] = {}
     for x in report_every_n.lines(f):
         by_target.setdefault(x.target, []).append(x)
+    cached = {tc.target for tc in f.claims if tc.cached}
     for target, xs in by_target.items():
         console.print()
-        console.rule(Text(f"every N: {target} (specs/parametric.md)", style="bold"), characters=rule_chars,
-                     align="left")
+        console.rule(Text(f"every N: {target} (specs/parametric.md)" + (" (cached)" if target in cached else ""),
+                          style="bold"), characters=rule_chars, align="left")
         for x in xs:
             line = Text(f"{mark[x.kind]:<{mark_width}} ", style=STYLE.get(x.kind, "dim"))
             line.append(_rel(report_every_n.text(x)), style="dim" if x.kind == "per-n" else "")

@@ -93,6 +93,7 @@ def run_files(
                 hung.setdefault(i, req)
         else:
             out = hit
+            out.claims = [dataclasses.replace(c, cached=True) for c in out.claims]  # said so, as rows are
         if on_done is not None:
             on_done(req, out)
         return out, hit is not None
