@@ -104,6 +104,13 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         with observe(recorder):
             targets = load_targets(req.path, entry=req.entry, target=req.target)
         conn.send(("targets", [t.name for t in targets]))
+        if req.every_n:  # the parametric check in place of the per-N checks (specs/parametric.md PAR-8)
+            from semcheck.checker.parametric import target_claims
+
+            for t in targets:
+                with observe(recorder):
+                    conn.send(("claims", target_claims(t, req, deadline)))
+            targets = []
         for t in targets:
             try:
                 if t.inputs is not None:  # inputs drawn from a hypothesis strategy
@@ -234,6 +241,7 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     notes: list[Note] = []
     deps = None
     target_errors: list[tuple[str, InputError]] = []
+    claims: list = []  # parametric.TargetClaims, of an every_n request
     try:
         deadline = time.monotonic() + STARTUP_LIMIT
         started = False
@@ -243,8 +251,14 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                 if not started:
                     notes.append(Note("timeout", f"semcheck's checker process did not start within "
                                                  f"{STARTUP_LIMIT:g}s (is the machine overloaded?)", req.devices))
+                elif names is None:  # one line for the file: the other device counts are not tried (runs.py)
+                    notes.append(Note("timeout", f"{os.path.basename(req.path)}: importing the kernel file did not "
+                                                 f"finish within --timeout {req.timeout:g}s; the process was stopped, "
+                                                 "and nothing else of the file is tried (its import would hang "
+                                                 "again)", req.devices))
                 else:
-                    notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: "
+                    at = "for every N (PAR-8)" if req.every_n else f"at {req.devices} devices"
+                    notes.append(Note("timeout", f"{os.path.basename(req.path)} {at}: "
                                                  f"importing, tracing and checking took longer than --timeout "
                                                  f"{req.timeout:g}s; the process was stopped", req.devices))
                 break
@@ -265,6 +279,8 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                 names = list(msg[1])
             elif kind == "result":
                 results.append(msg[1])
+            elif kind == "claims":
+                claims.append(msg[1])
             elif kind == "unsupported":
                 _, name, text, loc = msg
                 text = text.removeprefix("unsupported ")
@@ -295,10 +311,14 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     if notes and notes[-1].code == "timeout":
         answered = {(r.target.split("#")[0], r.dma_mode) for r in results}
         pending = names if names is not None else guess_targets(req)
-        reason = f"timeout: not decided within --timeout {req.timeout:g}s"
+        reason = (f"timeout: not decided within --timeout {req.timeout:g}s" if names is not None else
+                  f"timeout: importing the kernel file did not finish within --timeout {req.timeout:g}s")
         for name in pending:
             missing = tuple(m for m in req.modes if (name, m) not in answered)
-            if missing:
+            if req.every_n:  # no per-N rows: the claim is missing, and says so (PAR-8)
+                if name not in {c.target for c in claims}:
+                    claims.append(_claims_timed_out(name, req))
+            elif missing:
                 results.extend(unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
         deps = None
     else:
@@ -308,6 +328,16 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
             notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: {late} "
                                          f"{'property' if late == 1 else 'properties'} not decided within "
                                          f"--timeout {req.timeout:g}s", req.devices))
+        if any(c.timed_out for c in claims):  # a rerun may decide more: the cache keeps no timeout
+            notes.append(Note("timeout", f"{os.path.basename(req.path)}: the check for every N was not decided "
+                                         f"within --timeout {req.timeout:g}s", req.devices))
     if target_errors and names is not None and {n for n, _ in target_errors} >= set(names):
         raise target_errors[0][1]  # no target could be built: the file is bad input, as before
-    return Findings(results, notes, deps, target_errors, imported=names is not None)
+    return Findings(results, notes, deps, target_errors, imported=names is not None, claims=claims)
+
+
+def _claims_timed_out(name: str, req: Request):
+    from semcheck.checker.parametric import TargetClaims
+
+    return TargetClaims(name, reason=f"not decided within --timeout {req.timeout:g}s (PAR-8)", timed_out=True,
+                        modes=req.modes)

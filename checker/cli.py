@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--no-config", action="store_true", help="ignore [tool.semcheck] in pyproject.toml")
     v.add_argument("--no-cache", action="store_true",
                    help="verify everything afresh: neither read nor write the result cache (.semcheck_cache/)")
+    v.add_argument("--every-n", action="store_true", default=None,
+                   help="also prove deadlock-free and exit-balance for every device count N >= 2 where the kernel "
+                   "is one family in N (specs/parametric.md PAR-8); the report says where the argument holds and why "
+                   "not elsewhere. Or [tool.semcheck] every-n = true")
     v.add_argument("--no-fold", action="store_true",
                    help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -127,7 +131,7 @@ def _color_options(color: str, file: bool = False) -> dict:
 # --- project configuration ---------------------------------------------------------
 
 CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples",
-               "select", "ignore", "pythonpath")
+               "select", "ignore", "pythonpath", "every-n")
 
 
 @dataclasses.dataclass
@@ -148,6 +152,7 @@ class Settings:
     select: list[str] | None = None  # [tool.semcheck] select / ignore, as --select / --ignore values
     ignore: list[str] | None = None
     pythonpath: list[str] = dataclasses.field(default_factory=list)  # absolute directories, imports first
+    every_n: bool = False  # also the parametric check (specs/parametric.md PAR-8)
 
 
 def find_config(start: str) -> tuple[str, dict] | None:
@@ -205,6 +210,10 @@ def _config_values(file: str, table: dict) -> dict:
                     if bad:
                         raise UsageError(f"{where}: {bad[0]!r} is not one of {', '.join(DMA_MODES)} or all")
                     out[key] = tuple(m for m in DMA_MODES if m in modes)
+            elif key == "every-n":
+                if not isinstance(value, bool):
+                    raise UsageError(f"{where}: expected true or false")
+                out[key] = value
             elif key in ("cores", "jobs"):
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise UsageError(f"{where}: expected an integer")
@@ -299,6 +308,7 @@ def settings(args) -> Settings:
         select=args.select if args.select is not None else cfg.get("select"),
         ignore=args.ignore if args.ignore is not None else cfg.get("ignore"),
         pythonpath=cfg.get("pythonpath", []),
+        every_n=args.every_n if getattr(args, "every_n", None) is not None else cfg.get("every-n", False),
     )
 
 
@@ -330,6 +340,7 @@ def cmd_verify(args) -> int:
             if sep and target:
                 selectors[os.path.realpath(path)] = target
         from semcheck.checker import report_suppress
+        from semcheck.checker.parametric import PROPS as EVERY_N_PROPS, traced_counts
         from semcheck.checker.properties import IDS
 
         try:
@@ -373,11 +384,17 @@ def cmd_verify(args) -> int:
                     for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices)
                     for n in counts
                 ]
+                if st.every_n and set(checked) & set(EVERY_N_PROPS):  # one more request: every N (PAR-8)
+                    reqs.append(Request(os.path.abspath(path), target, st.entry, max(traced_counts()), st.cores,
+                                        st.modes, st.timeout, properties=checked, fold=not args.no_fold,
+                                        examples=st.examples, every_n=True))
                 runs.append(FileRun(path, reqs))
             except InputError as e:
                 runs.append(FileRun(path, [], error=e))
         cache = None if args.no_cache else _cache(st)
-        _run(runs, st, args, err, cache)
+        from semcheck.checker.report_progress import run_with_progress
+
+        run_with_progress(runs, st, args, err, cache)
     except UsageError as e:
         err.print(f"semcheck: usage error: {e}", markup=False)
         return EXIT_INPUT
@@ -414,7 +431,7 @@ def cmd_verify(args) -> int:
         return EXIT_INPUT
 
     notes = [n for run in runs if run.findings is not None for n in run.findings.notes]
-    for note in dict.fromkeys(notes):
+    for note in {(n.code, n.message, n.loc): n for n in notes}.values():  # once, whatever device count said it
         where = f" ({note.loc.file}:{note.loc.line})" if note.loc is not None and note.loc.line else ""
         if where and where[2:-1] in note.message:
             where = ""
@@ -427,7 +444,8 @@ def cmd_verify(args) -> int:
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
     files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
                                run.findings.errors if run.findings else [],
-                               suppressed.get(run.path, []) if run.error is None else [])
+                               suppressed.get(run.path, []) if run.error is None else [],
+                               run.findings.claims if run.findings else [])
              for run in runs]
     results = [r for f in files for r in f.results]
     if args.format == "text":
@@ -444,7 +462,8 @@ def cmd_verify(args) -> int:
         from semcheck import __version__
 
         write(args, report.render(args.format, label, files, __version__))
-    code = exit_code(results, errors=sum((f.error is not None) + len(f.target_errors) for f in files))
+    code = exit_code(results, errors=sum((f.error is not None) + len(f.target_errors) for f in files),
+                     claims=[c for f in files for c in f.claims])
     if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code
@@ -466,63 +485,21 @@ def _cache(st: Settings):
     return ResultCache(default_directory(st.config))
 
 
-def exit_code(results, errors: int = 0) -> int:
+def exit_code(results, errors: int = 0, claims=()) -> int:
     """1 if anything is violated; else 2 if a kernel file could not be verified; else 3 if
-    anything is unknown (or nothing was verified); else 0."""
+    anything is unknown (or nothing was verified); else 0. With `--every-n` (`claims`,
+    parametric.TargetClaims), a traced N that violates a property counts as violated, and a
+    property not proved for every N as unknown (PAR-8)."""
     from semcheck.checker import report
 
     s = report.summary(results)
-    if s["violated"]:
+    if s["violated"] or any(c.violated_at for t in claims for c in t.claims):
         return EXIT_VIOLATED
     if errors:
         return EXIT_INPUT
-    if s["unknown"] or not results:
+    if s["unknown"] or not results or any(t.reason or not all(c.every_n for c in t.claims) for t in claims):
         return EXIT_UNKNOWN
     return EXIT_PROVED
-
-
-def _run(runs, st: Settings, args, err, cache) -> None:
-    """Run every file's sweep, showing progress when there is more than one request: a bar on a
-    terminal; off one (a CI log), one line per verified device count, so the log shows the sweep
-    advancing. -q shows neither; -v the lines on a terminal too."""
-    import threading
-
-    from semcheck.checker.runs import run_files
-
-    total = sum(len(r.requests) for r in runs)
-    if args.quiet or total < 2:
-        run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache)
-        return
-    # a real terminal, not one forced by --color always or FORCE_COLOR: a bar would flood a CI log
-    if not _isatty(sys.stderr) or args.verbose:
-        lock, done = threading.Lock(), [0]
-
-        def line(req) -> None:
-            with lock:  # run_files calls back from its worker threads
-                done[0] += 1
-                err.print(f"semcheck: [{done[0]}/{total}] {os.path.relpath(req.path)}: {req.devices} devices "
-                          "verified", markup=False)
-
-        run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache, on_done=line)
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    if len(runs) == 1:
-        what = (f"{os.path.basename(runs[0].path)} at "
-                f"{', '.join(str(r.devices) for r in runs[0].requests)} devices")
-    else:
-        what = f"{len(runs)} kernel files"
-    with Progress(TextColumn("[bold]verifying[/] {task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as prog:
-        task = prog.add_task(what, total=total)
-        run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache, on_done=lambda _r: prog.advance(task))
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def cmd_spec(args) -> int:

@@ -115,19 +115,22 @@ class Claim:
     traced: tuple[int, ...]
     reason: str
     violated_at: tuple[int, ...] = ()  # the traced N at which the ordinary check found a violation
+    timed_out: bool = False  # an ordinary check at some traced N ran out of time (a rerun may decide more)
 
     def line(self) -> str:
+        return f"{self.prop} [{self.mode}]: {self.words()}"
+
+    def words(self) -> str:
+        """The claim without its property and mode: what `verify --every-n` prints per property (PAR-8)."""
         if self.every_n:
-            return (f"{self.prop} [{self.mode}]: proved for every N \u2265 2 (PAR-6: the kernel traced at "
-                    f"N = {traced_words(self.traced)} is one template in N; N \u2264 2^30)")
+            return (f"proved for every N \u2265 2 (N \u2264 2^30; PAR-6: the kernel traced at "
+                    f"N = {traced_words(self.traced)} is one template in N; {PREMISE})")
         if self.proved_at == self.traced:
-            return (f"{self.prop} [{self.mode}]: proved for N = {traced_words(self.traced)} only: "
-                    f"{self.reason}")
+            return f"proved for N = {traced_words(self.traced)} only: {self.reason}"
         missing = [n for n in self.traced if n not in self.proved_at]
         head = "violated" if self.violated_at else "not proved"
         shown = self.violated_at or tuple(missing)
-        return f"{self.prop} [{self.mode}]: {head} at N = {', '.join(map(str, shown[:6]))}" + \
-            (", ..." if len(shown) > 6 else "")
+        return f"{head} at N = {', '.join(map(str, shown[:6]))}" + (", ..." if len(shown) > 6 else "")
 
     def as_json(self) -> dict:
         return {"property": self.prop, "mode": self.mode, "every_n": self.every_n,
@@ -163,11 +166,15 @@ def every_n(path: str, *, target: str | None = None, ns: tuple[int, ...] = DEFAU
     return claims(kernels, modes=modes, timeout_ms=timeout_ms)
 
 
-def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -> list[Claim]:
-    """PAR-6 on kernels lowered at every N of a range: the claims per property and mode."""
+def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
+           props: tuple[str, ...] = PROPS) -> list[Claim]:
+    """PAR-6 on kernels lowered at every N of a range: the claims per property (of `props`) and mode."""
     from semcheck.checker.analysis import Analysis
     from semcheck.checker.checking import check_program
     from semcheck.checker.static.least_stuck import least_stuck_vector
+    from semcheck.checker.verdict import unknown_kind
+
+    props = tuple(p for p in PROPS if p in props)
 
     ns = tuple(sorted(kernels))
     try:
@@ -194,18 +201,21 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
         grid, guard = None, f"not one template for every N: semcheck cannot read the kernel's jaxpr ({type(e).__name__})"
     out = []
     for mode in modes:
-        proved: dict[str, list[int]] = {p: [] for p in PROPS}
-        violated: dict[str, list[int]] = {p: [] for p in PROPS}
+        proved: dict[str, list[int]] = {p: [] for p in props}
+        violated: dict[str, list[int]] = {p: [] for p in props}
+        late: set[str] = set()
         erased: dict[int, ErasedRun] = {}
         uniform = ""
         for n in ns:
             program = kernels[n].program
             analysis = Analysis(program, modes=(mode,))
-            for v in check_program(program, mode, PROPS, timeout_ms=timeout_ms, analysis=analysis):
+            for v in check_program(program, mode, props, timeout_ms=timeout_ms, analysis=analysis):
                 if v.verdict == "proved":
                     proved[v.property].append(n)
                 elif v.verdict == "violated":
                     violated[v.property].append(n)
+                elif unknown_kind(v.reason or "") == "timeout":
+                    late.add(v.property)
             if uniform:
                 continue
             low = analysis.mode(mode).lowering
@@ -219,15 +229,82 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000) -
                 continue
             erased[n] = er
         why = guard or uniform or _pumping(ns, grid, erased)
-        for p in PROPS:
+        for p in props:
             reason = why
             if not reason and p == "exit-balance" and any(any(er.totals.values()) for er in erased.values()):
                 reason = "a count is not zero at exit at some traced N"
             every = not reason and tuple(proved[p]) == ns
             if not every and not reason:
                 reason = "the ordinary check does not prove it at every traced N"
-            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p])))
+            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late))
     return out
+
+
+# --- PAR-8: the claim in `semcheck verify --every-n` ----------------------------------------------
+
+PREMISE = "premise: the kernel's Python builds this template at every N, PAR-1"
+"""Said with every claim for every N: the one thing taken on trust (PAR-1's scope)."""
+NOT_ARGUED = "per N only (PAR-7: the argument for every N covers deadlock-free and exit-balance alone)"
+
+
+def traced_counts() -> tuple[int, ...]:
+    """The N `verify --every-n` traces: 2 .. K and the probes (PAR-1's defaults)."""
+    return DEFAULT_RANGE + tuple(n for n in DEFAULT_PROBES if n > DEFAULT_RANGE[-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetClaims:
+    """PAR-8: what the parametric check says of one target: its claims, or why it does not apply."""
+
+    target: str
+    claims: tuple[Claim, ...] = ()
+    reason: str = ""  # non-empty: no claim at all (the target is outside the argument, or time ran out)
+    timed_out: bool = False
+    modes: tuple[str, ...] = ()  # the DMA modes asked for (what a claim-less target is reported under)
+    cached: bool = False  # answered from the result cache (an answer of this check, never of a device count)
+
+
+def target_claims(t, req, deadline: float) -> TargetClaims:
+    """PAR-8 on one target of a kernel file (in the verifying child, jax provisioned for the largest
+    traced N): lower it at every traced N and make PAR-6's claims for the properties `req` checks.
+    Whatever goes wrong is this target's claim not made, with why: never the file's per-N verdicts lost."""
+    try:
+        return _target_claims(t, req, deadline)
+    except Exception as e:  # noqa: BLE001 - a construct or a failure the argument does not know: no claim
+        return _none(t, req, f"semcheck cannot follow the kernel for every N ({type(e).__name__}: {str(e)[:200]}) "
+                             "(PAR-8)")
+
+
+def _none(t, req, reason: str, timed_out: bool = False) -> TargetClaims:
+    return TargetClaims(t.name, reason=reason, timed_out=timed_out, modes=req.modes)
+
+
+def _target_claims(t, req, deadline: float) -> TargetClaims:
+    import time
+
+    from semcheck.checker.frontend import lower_target
+    from semcheck.checker.frontend.errors import FrontendError, Unsupported
+
+    props = tuple(p for p in PROPS if p in req.properties)
+    if t.inputs is not None:
+        return _none(t, req, "a target with generated inputs is checked per input, not as one family in N (PAR-8)")
+    kernels = {}
+    for n in traced_counts():
+        try:
+            ks = lower_target(t, n, cores=req.cores)
+        except Unsupported as e:
+            return _none(t, req, f"at N = {n} semcheck cannot lower the kernel: {e} (PAR-8)")
+        except FrontendError as e:
+            return _none(t, req, f"building the target at N = {n} failed: {e} (PAR-8)")
+        if len(ks) != 1:
+            return _none(t, req, f"{len(ks)} kernel launches at N = {n}: the argument is for one (PAR-7)")
+        kernels[n] = ks[0]
+    left_ms = int((deadline - time.monotonic()) * 1000)
+    if left_ms <= 0:
+        return _none(t, req, "not decided within --timeout (PAR-8)", timed_out=True)
+    out = claims(kernels, modes=req.modes, timeout_ms=max(1000, left_ms // max(1, len(req.modes) * len(kernels))),
+                 props=props)
+    return TargetClaims(t.name, tuple(out), timed_out=any(c.timed_out for c in out), modes=req.modes)
 
 
 def cutoff(ns: tuple[int, ...]) -> int:

@@ -15,7 +15,7 @@ from semcheck.checker.verdict import Verdict, unknown_kind
 from semcheck.checker.request import Result
 from semcheck.checker.report_findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -86,6 +86,7 @@ class FileReport:
     cached: int = 0  # device counts answered from the result cache
     target_errors: list = dataclasses.field(default_factory=list)  # (target, InputError): builds that raised
     suppressed: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression: not checked
+    claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims: `--every-n` (PAR-8)
 
 
 def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict[str, Any]:
@@ -120,9 +121,16 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
         "results": rows,
         "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
         "suppressed": [suppression_json(f.path, x) for f in files for x in f.suppressed],
+        **({"every_n": [row for f in files for row in every_n_json(f)]} if any(f.claims for f in files) else {}),
         "errors": [_error_json(f) for f in files if f.error is not None]
                   + [_error_json(f, e, name) for f in files for name, e in f.target_errors],
     }
+
+
+def every_n_json(f: FileReport) -> list[dict[str, Any]]:
+    from semcheck.checker.report_every_n import to_json
+
+    return to_json(f)
 
 
 def suppression_json(path: str, x: Any) -> dict[str, Any]:

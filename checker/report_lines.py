@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 
 from semcheck.checker.report import FileReport, summary
+from semcheck.checker.report_every_n import line_texts, summary_words
 from semcheck.checker.report_findings import Finding, column, display_path, findings, rel, where
 
 
@@ -47,7 +48,7 @@ def _summary_line(files: Sequence[FileReport]) -> str:
     s = summary([r for f in files for r in f.results])
     sups = sorted({x.property for f in files for x in f.suppressed})
     return (f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
-            + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
+            + summary_words(files) + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
 
 
 def to_concise(files: Sequence[FileReport]) -> str:
@@ -62,6 +63,8 @@ def to_concise(files: Sequence[FileReport]) -> str:
             out.append(f"{path}:{line}:{col}: {rule}: {message}")
         for path, line, col, rule, message in _suppressed(f):
             out.append(f"{path}:{line}:{col}: {rule}: {message}")
+        for path, rule, _kind, message in line_texts(f):  # --every-n (PAR-8)
+            out.append(f"{path}:1:1: {rule}: {message}")
     out.append(_summary_line(files))
     return "\n".join(out) + "\n"
 
@@ -91,5 +94,9 @@ def to_github(files: Sequence[FileReport]) -> str:
         for path, line, col, rule, message in _suppressed(f):
             out.append(f"::notice title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
                        f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+        for path, rule, kind, message in line_texts(f):  # --every-n (PAR-8): a traced N violated is an error
+            level = {"violated": "error", "unknown": "warning"}.get(kind, "notice")
+            out.append(f"::{level} title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
+                       f"line=1::{_escape_data(f'{path}:1:1: {rule}: {message}')}")
     out.append(_summary_line(files))
     return "\n".join(out) + "\n"

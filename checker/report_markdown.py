@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from semcheck.checker import report_every_n
 from semcheck.checker.differences import CAUSES, differences
 from semcheck.checker.generated_inputs import coverage, input_line
 from semcheck.checker.properties import IDS
@@ -26,6 +27,14 @@ def _md_cell(text: str) -> str:
 
 
 _MD_MARK = {"proved": "✅", "violated": "❌", "unknown": "❓"}
+_EVERY_N_MARK = dict(_MD_MARK, **{"per-n": "➖"})
+
+
+def _every_n_by_target(f: FileReport) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for x in report_every_n.lines(f):
+        out.setdefault(x.target, []).append(x)
+    return out
 
 
 def _problems(results: Sequence[Result]):
@@ -70,11 +79,18 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     results = [r for f in files for r in f.results]
     s = summary(results)
     errors = [f for f in files if f.error is not None]
-    worst = "violated" if s["violated"] or errors else "unknown" if s["unknown"] or not results else "proved"
+    every = report_every_n.tally(files)  # --every-n (PAR-8)
+    failed = [(f, name, e) for f in files for name, e in f.target_errors]  # targets whose build raised
+    worst = ("violated" if s["violated"] or errors or failed or every["violated"] else
+             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
     out = [f"## semcheck {_MD_MARK[worst]} {_md_cell(_rel(label))}", "",
            f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
            + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
-           + (f"; {len(errors)} not verified" if errors else "")]
+           + (f"; {len(errors)} not verified" if errors else "")
+           + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
+           + report_every_n.summary_words(files)]
+    for f, name, e in failed:
+        out += ["", f"### ❌ not verified: `{_md_cell(f.path)}` {_md_cell(name)}", "", _md_cell(_rel(e.one_line()))]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
@@ -110,6 +126,11 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
             if not causes:
                 out += ["", "no known interpreter divergence explains it: see specs/divergences.md"]
             out += ["", "interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU"]
+    for f in files:  # --every-n (specs/parametric.md PAR-8)
+        by_target = _every_n_by_target(f)
+        for target, xs in by_target.items():
+            out += ["", f"### every N: `{_md_cell(f.path)}` {_md_cell(target)}", ""]
+            out += [f"- {_EVERY_N_MARK[x.kind]} {_md_cell(_rel(report_every_n.text(x)))}" for x in xs]
     sups = [(f, x) for f in files for x in f.suppressed]
     if sups:
         out += ["", "### ➖ suppressed (not checked)", ""]
@@ -137,8 +158,13 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     e = html.escape
     results = [r for f in files for r in f.results]
     s = summary(results)
+    failed = [(f, name, x) for f in files for name, x in f.target_errors]  # targets whose build raised
     body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
-            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown</b></p>"]
+            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+            + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
+            + f"{e(report_every_n.summary_words(files))}</b></p>"]
+    for f, name, x in failed:
+        body.append(f"<h2>❌ not verified: <code>{e(f.path)}</code> {e(name)}</h2><p>{e(_rel(x.one_line()))}</p>")
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
@@ -170,6 +196,11 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                          for loc in locs]
             if not causes:
                 body.append("<p>no known interpreter divergence explains it: see specs/divergences.md</p>")
+    for f in files:  # --every-n (specs/parametric.md PAR-8)
+        for target, xs in _every_n_by_target(f).items():
+            body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
+            body += [f"<li>{_EVERY_N_MARK[x.kind]} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
+            body.append("</ul>")
     sups = [(f, x) for f in files for x in f.suppressed]
     if sups:
         body.append("<h2>➖ suppressed (not checked)</h2><ul>")

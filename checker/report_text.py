@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from semcheck.checker.differences import CAUSES, differences
 from semcheck.checker.generated_inputs import coverage, input_line
 from semcheck.checker.properties import IDS
 from semcheck.checker.report import (MARK, PLAIN_MARK, STYLE, FileReport, _configs, _header, _rel, _row_summary,
@@ -60,6 +59,12 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
             console.print(line, soft_wrap=True, highlight=False)
             continue
         _render_file(console, say, marks, rule_chars, f.path, f.results, detail)
+        for name, e in f.target_errors:  # a target whose build raised: the others' results stand, it has none
+            line = Text(f"{marks['violated']} ", style=STYLE["violated"])
+            line.append(_rel(f"{f.path}::{name}: not verified: {e.one_line()}"))
+            console.print(line, soft_wrap=True, highlight=False)
+        if f.claims:  # --every-n (specs/parametric.md PAR-8)
+            _render_every_n(console, marks, rule_chars, f)
         if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
             console.print()
             for x in f.suppressed:
@@ -144,22 +149,22 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         for text in lines:
             say(f"generated inputs: {text}")
 
-    # Where the interpreter and the hardware disagree, per target x device count, with what can explain it.
-    by_config: dict[tuple[str, int], list] = {}
-    for d in differences(results):
-        by_config.setdefault((d.target, d.devices), []).append(d)
-    for (target, n), ds in by_config.items():
+    # Where the interpreter and the hardware disagree, once per target (the device counts named on each
+    # line), with what can explain it: the markdown report's own grouping (issue 26.4)
+    from semcheck.checker.report_markdown import modes_differ
+
+    for target, lines, causes in modes_differ(results):
         console.print()
         title = Text(f"{marks['unknown']} modes differ", style=STYLE["unknown"])
-        title.append(f": {target}, {n} devices")
+        title.append(f": {target}")
         console.rule(title, characters=rule_chars, align="left")
-        for d in ds:
-            say(d.describe())
-        for e in dict.fromkeys(e for d in ds for e in d.causes):
-            say(f"can explain it, {e.code}: {CAUSES[e.code]}")
-            for loc in e.locs:
+        for line in lines:
+            say(line)
+        for code, text, locs in causes:
+            say(f"can explain it, {code}: {text}")
+            for loc in locs:
                 say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
-        if not any(d.causes for d in ds):
+        if not causes:
             say("no known interpreter divergence explains it: see specs/divergences.md")
         say("interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU "
             "(specs/divergences.md)", "dim")
@@ -169,16 +174,24 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
                     files: Sequence[FileReport] | None = None) -> None:
     from rich.text import Text
 
+    from semcheck.checker import report_every_n
+
     s = summary(results)
     errors = sum(f.error is not None for f in files or ())
-    worst = "violated" if s["violated"] or errors else "unknown" if s["unknown"] or not results else "proved"
+    failed_targets = sum(len(f.target_errors) for f in files or ())
+    every = report_every_n.tally(files or ())  # --every-n (PAR-8): its claims count in the mark, as in the exit code
+    worst = ("violated" if s["violated"] or errors or failed_targets or every["violated"] else
+             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
     console.print()
     line = Text(f"{marks[worst]} ", style=STYLE[worst])
     text = f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    text += report_every_n.summary_words(files or ())
     if files is not None and len(files) > 1:
         text += f" in {len(files) - errors} kernel files"
     if errors:
         text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
+    if failed_targets:
+        text += f"; {failed_targets} {'target' if failed_targets == 1 else 'targets'} not verified"
     sups = sorted({x.property for f in files or () for x in f.suppressed})
     if sups:  # not checked, so not among the counts: said again where a reader looks last
         text += f"; not checked (suppressed): {', '.join(sups)}"
@@ -217,3 +230,25 @@ def _witness(console, say, w) -> None:
         if loc is not None and loc.line:
             say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
 
+
+
+def _render_every_n(console, marks, rule_chars, f: FileReport) -> None:
+    """PAR-8: per target, what holds for every device count N >= 2 and what only per N."""
+    from rich.text import Text
+
+    from semcheck.checker import report_every_n
+
+    mark = dict(marks, **{"per-n": "--" if rule_chars == "-" else "–"})
+    mark_width = max(len(m) for m in mark.values())
+    by_target: dict[str, list] = {}
+    for x in report_every_n.lines(f):
+        by_target.setdefault(x.target, []).append(x)
+    cached = {tc.target for tc in f.claims if tc.cached}
+    for target, xs in by_target.items():
+        console.print()
+        console.rule(Text(f"every N: {target} (specs/parametric.md)" + (" (cached)" if target in cached else ""),
+                          style="bold"), characters=rule_chars, align="left")
+        for x in xs:
+            line = Text(f"{mark[x.kind]:<{mark_width}} ", style=STYLE.get(x.kind, "dim"))
+            line.append(_rel(report_every_n.text(x)), style="dim" if x.kind == "per-n" else "")
+            console.print(line, soft_wrap=True, highlight=False)

@@ -30,6 +30,9 @@ class Request:
     properties: tuple[str, ...] = IDS
     fold: bool = True  # decide repeating programs on their fold first (RUN-7)
     examples: int = 20  # inputs generated for a target with `inputs=` (checker/generated_inputs.py)
+    # the parametric check (specs/parametric.md PAR-8) instead of one device count: `devices` is the largest
+    # N it traces; a field of the request, so the result cache keys it (an answer without it is never one with it)
+    every_n: bool = False
 
 
 @dataclasses.dataclass
@@ -71,6 +74,7 @@ class Findings:
     # (target, error) of each target whose build raised while the file's other targets were verified
     errors: list[tuple[str, InputError]] = dataclasses.field(default_factory=list)
     imported: bool = True  # False: the child was stopped before the kernel file's import finished
+    claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims of an every_n request
 
 
 class InputError(Exception):

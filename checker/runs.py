@@ -4,14 +4,13 @@ time, answered from the result cache where it can (`semcheck._cache`)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from semcheck.checker.child import kill_all, kill_path, verify
 from semcheck.checker.planning import guess_targets
-from semcheck.checker.request import Findings, InputError, Note, Request, unknown_results
+from semcheck.checker.request import Findings, InputError, Request, unknown_results
 
 
 def run_sweep(
@@ -19,7 +18,7 @@ def run_sweep(
     *,
     jobs: int = 1,
     debug: bool = False,
-    on_done: Callable[[Request], None] | None = None,
+    on_done: Callable[[Request, Findings], None] | None = None,
     cache: Any = None,
 ) -> Findings:
     """Verify several device counts of one kernel file, `jobs` at a time; results in request order.
@@ -50,7 +49,7 @@ def run_files(
     *,
     jobs: int = 1,
     debug: bool = False,
-    on_done: Callable[[Request], None] | None = None,
+    on_done: Callable[[Request, Findings], None] | None = None,
     cache: Any = None,
 ) -> Sequence[FileRun]:
     """Verify every request of every file, `jobs` child processes at a time over all of them.
@@ -72,9 +71,19 @@ def run_files(
             first = hung[i]
             reason = (f"timeout: importing the kernel file did not finish within --timeout "
                       f"{first.timeout:g}s at {first.devices} devices; not tried again")
-            return Findings(unknown_results(req, guess_targets(req), reason),
-                            [Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: not tried, "
-                                             f"its import hung at {first.devices} devices", req.devices)]), False
+            if req.every_n:  # no per-N rows: the claim is missing, and says why (PAR-8)
+                from semcheck.checker.parametric import TargetClaims
+
+                skipped = Findings([], claims=[TargetClaims(t, reason=reason.removeprefix("timeout: ") + " (PAR-8)",
+                                                            timed_out=True, modes=req.modes)
+                                               for t in guess_targets(req)])
+            else:
+                # no note: the first device count's says it once for the file (checker/child.py)
+                skipped = Findings(unknown_results(req, guess_targets(req), reason))
+            skipped.imported = False
+            if on_done is not None:  # the sweep's progress counts it, as not tried
+                on_done(req, skipped)
+            return skipped, False
         hit = cache.get(req) if cache is not None else None
         if hit is None:
             out = verify(req, debug=debug)
@@ -84,8 +93,9 @@ def run_files(
                 hung.setdefault(i, req)
         else:
             out = hit
+            out.claims = [dataclasses.replace(c, cached=True) for c in out.claims]  # said so, as rows are
         if on_done is not None:
-            on_done(req)
+            on_done(req, out)
         return out, hit is not None
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
@@ -107,6 +117,7 @@ def run_files(
                 f.cached += hit
                 found.results.extend(out.results)
                 found.notes.extend(out.notes)
+                found.claims.extend(out.claims)
                 found.errors.extend(e for e in out.errors
                                     if (e[0], e[1].message) not in {(t, x.message) for t, x in found.errors})
             if f.error is None:

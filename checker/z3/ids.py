@@ -315,7 +315,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
     alloc_locs, g_locs = _insertion_sites(program, low, cid, state, covering)
     fire_word, fire_wit = fires
     msg = (f"collective id {cid} is both a fixed id (get_barrier_semaphore at {g_locs[0] if g_locs else '?'}) and "
-           f"an internal id (allocated at {alloc_locs[0] if alloc_locs else '?'}); "
+           f"{_holder(program, low, cid, state, covering)}; "
            f"the interpreter's '{COLLISION_MESSAGE.format(cid)}' {_fire_phrase(fire_word)}")
     details = {
         "collective_id": cid,
@@ -330,6 +330,24 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
     return Verdict(prop, "violated", witness=Witness(
         message=msg, schedule=taken, locs=tuple(alloc_locs[:1] + g_locs[:1]), details=details,
         hint="choose a collective_id below 2000 (internal ids start at 2000)"), stats=stats)
+
+
+def _holder(program: Program, low: Lowered, cid: int, state: State, covering) -> str:
+    """`the internal id of send_sem[0] (scratch semaphore, k.py:42)`: the semaphore the id was handed to, by
+    the kernel's own name (a run_scoped label is named by the body's parameter and its line in the
+    reports' naming pass, `timeline.humanize`)."""
+    ran = [(a, i) for a, i in covering if i < state.pcs[a]] or list(covering)
+    if not ran:
+        return "an internal id"
+    a, i = ran[0]
+    op = program.cores[a][i]
+    index = next((cid - ev.bases[c] for ev in low.sem_events if (ev.issuer, ev.pos) == (a, i)
+                  for c in ev.bases if ev.bases[c] is not None and ev.bases[c] <= cid < ev.bases[c] + ev.op.count),
+                 None)
+    ref = op.label if index is None else f"{op.label}[{index}]"
+    if getattr(op, "scope", "core") == "device":  # the pallas_call's scratch: its parameter name is the label
+        return f"the internal id of {ref} (scratch semaphore, {op.loc})"
+    return f"the internal id of {ref}"
 
 
 def _covers(low: Lowered, key, cid: int) -> bool:

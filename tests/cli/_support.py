@@ -25,7 +25,9 @@ _SCRIPT = Path(sys.executable).with_name("semcheck")
 SEMCHECK = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "semcheck.checker.cli"]
 
 
-PROGRESS = re.compile(r"semcheck: \[\d+/\d+\] .*: \d+ devices verified$")
+# one line per finished request of a sweep (checker/report_progress.py): a device count, or the check for every N
+PROGRESS = re.compile(r"semcheck: \[\d+/\d+\] \S.*?: (\d+ devices|every N \(the parametric check, PAR-8\))"
+                      r"( verified| checked|: not verified, |: not tried, |: checked, but ).*$")
 
 
 @dataclasses.dataclass
@@ -43,7 +45,7 @@ class Run:
 
     @property
     def progress(self) -> list[str]:
-        """`semcheck: [k/n] FILE: N devices verified`, one per device count of a sweep off a terminal."""
+        """`semcheck: [k/n] FILE: N devices verified` (or what came of it), one per request of a sweep off a terminal."""
         return [line for line in self.stderr.splitlines() if PROGRESS.match(line)]
 
     def json(self):

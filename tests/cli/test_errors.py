@@ -242,6 +242,12 @@ def test_a_target_that_raises_does_not_hide_the_files_other_targets(tmp_path):
     assert all(row["verdict"] == "proved" for row in data["results"])
     ((error),) = data["errors"]
     assert error["target"] == "broken" and error["code"] == "kernel-raised" and "no mesh" in error["message"]
+    # the reports for people say it too, and their summary does not read as all proved
+    text, md = (semcheck("verify", "two.py", "--dma-mode", "eager", *fmt, cwd=tmp_path) for fmt in ((), ("--format", "markdown")))
+    assert text.returncode == md.returncode == 2
+    assert "two.py::broken: not verified: kernel-raised" in text.stdout
+    assert text.stdout.rstrip().splitlines()[-1].startswith("FAIL ") and "1 target not verified" in text.stdout
+    assert md.stdout.startswith("## semcheck ❌") and "not verified: `two.py` broken" in md.stdout
 
 
 def test_a_generated_input_target_without_hypothesis_says_how_to_install_it(tmp_path):

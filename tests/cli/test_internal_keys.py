@@ -236,6 +236,18 @@ def test_run_scoped_objects_are_named_by_the_body_parameters(representative):
     assert checked > 0  # the representative files show run_scoped objects
 
 
+def test_id_disjoint_names_the_semaphore_that_holds_the_id(representative):
+    """The id-disjoint message names the semaphore the internal id was handed to as the kernel does (the
+    run_scoped body's parameter and the line), not only where it was allocated (issue 26, left over)."""
+    label, files = representative
+    for fmt, text in rendered(label, files).items():
+        if fmt == "sarif":
+            continue  # its message is a `text` field, which `rendered` leaves out (the kernel's source is there too)
+        assert "both a fixed id" in text, fmt
+        assert "the internal id of sem[0] (run_scoped semaphore, fixed_id_collision_scoped.py:61)" in text, fmt
+        assert "an internal id (allocated at" not in text, fmt
+
+
 @pytest.mark.parametrize("label, named", [
     ("scoped@k.py:70#1/9[1]", "s2[1] (run_scoped semaphore, k.py:70)"),
     ("'scoped@k.py:70#1/9'", "s2 (run_scoped semaphore, k.py:70)"),

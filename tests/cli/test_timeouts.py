@@ -86,4 +86,12 @@ def test_an_import_that_hangs_is_waited_for_once_not_once_per_device_count(kerne
     assert {row["devices"] for row in rows} == {2, 4, 8} and all(row["verdict"] == "unknown" for row in rows)
     assert {row["reason"] for row in rows if row["devices"] > 2} == {
         "timeout: importing the kernel file did not finish within --timeout 2s at 2 devices; not tried again"}
-    assert len([line for line in run.stderr_lines if line.startswith("semcheck: timeout: ")]) == 3
+    # one line says it for the file; the progress lines (off a terminal) say what came of each device count
+    assert [line for line in run.stderr_lines if line.startswith("semcheck: timeout: ")] == [
+        "semcheck: timeout: hangs_at_import.py: importing the kernel file did not finish within --timeout 2s; the "
+        "process was stopped, and nothing else of the file is tried (its import would hang again)"]
+    assert run.progress == [
+        "semcheck: [1/3] hangs_at_import.py: 2 devices: not verified, the kernel file's import did not finish within "
+        "--timeout 2s",
+        "semcheck: [2/3] hangs_at_import.py: 4 devices: not tried, the kernel file's import did not finish before",
+        "semcheck: [3/3] hangs_at_import.py: 8 devices: not tried, the kernel file's import did not finish before"]

@@ -1,0 +1,24 @@
+"""The mutants of ring_allgather_variants.py as verification targets, for `semcheck verify --every-n`
+(tests/cli/test_every_n_verify.py): each is a correct ring at N = 2 and 4, the device counts verified
+there, and wrong only at other N (odd N; past N = 2048)."""
+
+from __future__ import annotations
+
+from ring_allgather_variants import build as _build
+
+import semcheck
+
+
+@semcheck.target
+def clean(num_devices, **kwargs):
+    return _build(num_devices, **kwargs)
+
+
+@semcheck.target
+def odd_n(num_devices, **kwargs):
+    return _build(num_devices, variant="odd_n", **kwargs)
+
+
+@semcheck.target
+def wraps_past(num_devices, **kwargs):
+    return _build(num_devices, variant="wraps_past", **kwargs)
