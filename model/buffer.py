@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from semcheck.model.errors import (
     LogicalShapeTooBig,
@@ -32,6 +33,9 @@ from semcheck.model.errors import (
 )
 from semcheck.model.fmap import FMap
 from semcheck.model.ids import FIRST_BUFFER_ID
+
+if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
+    import numpy as np
 
 BufferKey = tuple  # (memory_space: str, buffer_id: int, device: int, local_core: int)
 Thread = tuple  # (device, local_core)

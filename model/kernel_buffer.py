@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from semcheck.model.buffer import (
     SHARED_SPACES,
@@ -36,6 +37,9 @@ from semcheck.model.errors import (
     Violation,
 )
 from semcheck.model.ids import scalar_int16
+
+if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
+    import numpy as np
 
 
 def uninitialized_value(dtype: np.dtype, uninitialized_memory: str):
