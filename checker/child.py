@@ -120,7 +120,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                         if composed is not None:  # the interpreter runs each call alone (PRG-115)
                             alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
                             req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
-                    if composed is None and not unconfined and any(m != "hardware" for m in req.modes):
+                    if composed is None and any(m != "hardware" for m in req.modes):
                         skipped = calls_some_devices_skip(t, req.devices, kernels)  # PRG-163
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))

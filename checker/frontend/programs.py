@@ -225,8 +225,21 @@ def _trace(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> 
     return _trace_with_args(t, devices, kwargs, make_jaxpr)[0]
 
 
+_last_trace: dict[tuple, tuple[Any, Any]] = {}
+"""The last target's trace: `communicating_program` and `calls_some_devices_skip` (PRG-163) both need it."""
+
+
 def _trace_with_args(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[Any, Any]:
     """The traced jaxpr and its inputs' concrete values (None when the build was staged, abstract)."""
+    key = (t.path, t.name, devices, repr(sorted(kwargs.items())), make_jaxpr)
+    if key not in _last_trace:
+        traced = _trace_uncached(t, devices, kwargs, make_jaxpr)
+        _last_trace.clear()
+        _last_trace[key] = traced
+    return _last_trace[key]
+
+
+def _trace_uncached(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[Any, Any]:
     built = t.build_shapes(devices, **kwargs)
     if built is not None:
         try:
