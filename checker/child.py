@@ -86,7 +86,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         from semcheck.checker.checking import generated_results, kernel_results
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import FrontendError, Unsupported
-        from semcheck.checker.frontend.programs import communicating_program, lower_program
+        from semcheck.checker.frontend.programs import calls_some_devices_skip, communicating_program, lower_program
         from semcheck.checker.frontend.targets import load_targets
 
         provision_devices(req.devices)
@@ -121,12 +121,14 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 with observe(recorder):
                     kernels = lower_target(t, req.devices, cores=req.cores)
                     composed = lower_program(t, req.devices, kernels, cores=req.cores)  # programs.md: None alone
-                    unconfined, alone = "", req
+                    unconfined, alone, skipped = "", req, None
                     if composed is None:  # communicating calls in a row: one program too (programs.md PRG-115)
                         composed, unconfined = communicating_program(t, req.devices, kernels, cores=req.cores)
                         if composed is not None:  # the interpreter runs each call alone (PRG-115)
                             alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
                             req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
+                    if composed is None and any(m != "hardware" for m in req.modes):
+                        skipped = calls_some_devices_skip(t, req.devices, kernels)  # PRG-163
             except Unsupported as e:
                 conn.send(("unsupported", t.name, str(e), e.loc))
                 continue
@@ -142,10 +144,11 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                         conn.send(("result", r))
                 if alone is req or not alone.modes:
                     continue
-            from semcheck.checker.program_results import interpreter_alone
+            from semcheck.checker.program_results import interpreter_alone, interpreter_skipped
 
             for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
-                conn.send(("result", interpreter_alone(_unconfined(r, unconfined), composed, unconfined)))  # PRG-145
+                r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined)  # PRG-145
+                conn.send(("result", interpreter_skipped(r, skipped)))  # PRG-163
         conn.send(("deps", recorder.dependencies()))
         conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data

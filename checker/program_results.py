@@ -112,6 +112,20 @@ def interpreter_alone(r: Any, composed: Any, why: str) -> Any:
     return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=_SPLIT) for v in r.verdicts])
 
 
+def interpreter_skipped(r: Any, skipped: tuple[str, Any] | None) -> Any:
+    """PRG-163: a result of calls checked alone under `eager`/`on_wait`, unknown where some device may skip a
+    call (`frontend.programs.calls_some_devices_skip`: why, and the line)."""
+    if skipped is None or r.dma_mode not in INTERPRETER_MODES:
+        return r
+    why, loc = skipped
+    where = f" ({loc})" if loc is not None and str(loc) not in why else ""
+    reason = (f"{why}{where}: in the interpreter every "
+              "device that runs a call waits at its clean-up barrier for every device of the mesh "
+              "(`_clean_up_shared_memory`), so a device that skips a call leaves the others waiting there or "
+              "mixes their calls; not modelled (programs.md PRG-145, PRG-163)")
+    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=reason) for v in r.verdicts])
+
+
 def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
     """PRG-130: verdicts over a window of WINDOW iterations of a long loop hold for the whole loop only when
     PRG-7's condition holds (no device two iterations ahead of a partner) and every call's scratch semaphores

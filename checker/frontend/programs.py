@@ -72,12 +72,14 @@ def _in_branch(c: ComposedProgram, ir: Any) -> ComposedProgram:
     return dataclasses.replace(c, branch=ir.describe_branches()) if ir.branches else c
 
 
-def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> list[Any]:
+def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any,
+                 traced: tuple[Any, Any] | None = None) -> list[Any]:
     """PRG-126: the target's programs, one per combination of the branches its conds around kernel calls
-    may take; the build's concrete inputs decide the conds they can."""
+    may take; the build's concrete inputs decide the conds they can. `traced`: the target's jaxpr and
+    inputs, when the caller has them already."""
     from semcheck.checker.frontend.program_ir import PER_DEVICE, program_irs
 
-    jaxpr, args = _trace_with_args(t, devices, kwargs, make_jaxpr)
+    jaxpr, args = traced if traced is not None else _trace_with_args(t, devices, kwargs, make_jaxpr)
     irs = program_irs(jaxpr, args)
     per_device = any(ir.unknown is not None and PER_DEVICE in ir.unknown[0] for ir in irs)  # PRG-145
     if args is None and (per_device or any(ir.branches for ir in irs)):
@@ -137,7 +139,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
         irs = _program_irs(t, devices, build_kwargs or {}, make_jaxpr)
     except FrontendError as e:
         return cannot(f"the program of its calls could not be followed ({e})")
-    if all(ir.unknown is None and len(ir.invocations) < 2 for ir in irs) and not picked:
+    if all(ir.unknown is None and len(ir.invocations) < 2 and not _only_some(ir) for ir in irs) and not picked:
         return None, ""
     for ir in irs:
         if ir.unknown is not None:
@@ -164,12 +166,80 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     return out, ""
 
 
+def calls_some_devices_skip(t: Target, devices: int, kernels: list[LoweredKernel], *,
+                            build_kwargs: dict[str, Any] | None = None) -> tuple[str, Any] | None:
+    """PRG-163: for a target whose calls are checked alone (they neither communicate nor take or return a
+    semaphore), why the interpreter's verdicts of the calls alone do not hold, with the line: some call runs
+    on only some devices of a mesh of several (or may: a cond or loop around it the walk cannot follow).
+    None when every device runs every call. Costs a trace only where a call runs on several devices, and a
+    walk only where a call sits under a `cond` or `while` (the scan of the traced jaxpr decides)."""
+    if not any(k.call is not None and max(k.mesh.num_devices, k.mesh.physical_devices) > 1 for k in kernels):
+        return None  # one device: no device can skip a call
+    from semcheck.checker.frontend.trace import make_jaxpr
+
+    kwargs = build_kwargs or {}
+    try:
+        traced = _trace_with_args(t, devices, kwargs, make_jaxpr)
+    except FrontendError as e:
+        return f"the program of its calls could not be traced to tell which devices run each call ({e})", None
+    if not _call_under_branch(traced[0]):
+        return None
+    try:
+        irs = _program_irs(t, devices, kwargs, make_jaxpr, traced)
+    except FrontendError as e:
+        return f"the program of its calls could not be followed to tell which devices run each call ({e})", None
+    for ir in irs:
+        if ir.unknown is not None:
+            reason, loc = ir.unknown
+            return f"the program of its calls is not followed ({reason}), so which devices run each call is not known", loc
+        if _only_some(ir):
+            split = next(inv for inv in ir.invocations if inv.devices is not None)
+            return f"{split.describe()} runs on only some devices", split.loc
+    return None
+
+
+def _call_under_branch(jaxpr: Any, under: bool = False) -> bool:
+    """PRG-163: whether a kernel call of `jaxpr` sits inside a `cond` (or `switch`) or a `while_loop`, the only
+    constructs whose branch or trip count may differ between devices."""
+    from semcheck.checker.frontend.trace import _sub_jaxprs
+
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in ("pallas_call", "mpmd_map"):
+            if under:
+                return True
+            continue
+        inner = under or name in ("cond", "while")
+        if any(_call_under_branch(sub, inner) for sub in _sub_jaxprs(eqn.params)):
+            return True
+    return False
+
+
+def _only_some(ir: Any) -> bool:
+    """PRG-145, PRG-163: whether some call of the program runs on only some devices (a lone such call is
+    composed too: checked alone, every device would run it)."""
+    return any(inv.devices is not None for inv in ir.invocations)
+
+
 def _trace(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> Any:
     return _trace_with_args(t, devices, kwargs, make_jaxpr)[0]
 
 
+_last_trace: dict[tuple, tuple[Any, Any]] = {}
+"""The last target's trace: `communicating_program` and `calls_some_devices_skip` (PRG-163) both need it."""
+
+
 def _trace_with_args(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[Any, Any]:
     """The traced jaxpr and its inputs' concrete values (None when the build was staged, abstract)."""
+    key = (t.path, t.name, devices, repr(sorted(kwargs.items())), make_jaxpr)
+    if key not in _last_trace:
+        traced = _trace_uncached(t, devices, kwargs, make_jaxpr)
+        _last_trace.clear()
+        _last_trace[key] = traced
+    return _last_trace[key]
+
+
+def _trace_uncached(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[Any, Any]:
     built = t.build_shapes(devices, **kwargs)
     if built is not None:
         try:
@@ -182,4 +252,4 @@ def _trace_with_args(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr
     return make_jaxpr(fn, args, path=t.path).jaxpr, jax.tree.leaves(args)
 
 
-__all__ = ["communicating_program", "jax_picks_ids", "lower_program", "takes_or_returns_semaphores"]
+__all__ = ["calls_some_devices_skip", "communicating_program", "jax_picks_ids", "lower_program", "takes_or_returns_semaphores"]

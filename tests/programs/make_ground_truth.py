@@ -120,6 +120,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
     "examples/programs/buggy/per_device_cond_partner_skips.py": {
         "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "interpreter": PER_DEVICE_CALL},
+    "examples/programs/buggy/per_device_local_call.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
     "examples/programs/buggy/cond_two_patterns_one_id.py": {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
     "examples/programs/buggy/two_patterns_one_tag.py": {
