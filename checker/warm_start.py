@@ -14,7 +14,8 @@ has changed (a test editing a variable, a library caller changing `JAX_*`), chil
 started cold (`spawn`) again. A warm child takes on its parent's environment of the moment
 before it runs anything, so the variables in `VARYING` are current too. The working directory
 and `sys.path` travel with every child either way (multiprocessing sends them).
-`SEMCHECK_COLD_START=1` always starts cold.
+`SEMCHECK_COLD_START=1` always starts cold, and so does a temporary directory whose path leaves no
+room for the server's socket name (a Unix socket path has at most 107 bytes on Linux).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -42,6 +44,12 @@ VARYING = frozenset({"PYTEST_CURRENT_TEST"})
 """Variables that change from one call to the next in one process (pytest names the running test)
 and that nothing imported when the server starts reads: a change of them alone keeps children warm."""
 
+SOCKET_PATH_MAX = 107
+"""The longest Unix socket path Linux takes (sun_path holds 108 bytes with the terminating NUL)."""
+SOCKET_NAME_ROOM = 40
+"""What multiprocessing adds to the temporary directory for the server's socket: a `pymp-` directory
+and a `listener-` file, 8 random characters each, with slashes (32 bytes), and a margin."""
+
 _lock = threading.Lock()
 _server: dict[str, Any] = {}  # the environment the forkserver started with, once it has
 
@@ -49,7 +57,8 @@ _server: dict[str, Any] = {}  # the environment the forkserver started with, onc
 def context() -> tuple[Any, dict[str, str] | None]:
     """The multiprocessing context to start the next child with, and for a warm child the
     environment to take on (its server's differs from this process's at most in `VARYING`)."""
-    if os.environ.get("SEMCHECK_COLD_START") or not sys.platform.startswith("linux"):
+    if (os.environ.get("SEMCHECK_COLD_START") or not sys.platform.startswith("linux")
+            or len(os.fsencode(tempfile.gettempdir())) + SOCKET_NAME_ROOM > SOCKET_PATH_MAX):
         return mp.get_context("spawn"), None
     env = dict(os.environ)
     key = ({k: v for k, v in env.items() if k not in VARYING}, sys.executable)

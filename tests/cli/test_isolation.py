@@ -39,3 +39,18 @@ def test_writes_only_the_requested_output(tmp_path):
     after = [p for p in snapshot(tmp_path) if not p.startswith("work/.semcheck_cache")]
     assert after == sorted([*before, "work/report.json"])
     assert any(p.endswith(".pickle") for p in snapshot(work / ".semcheck_cache"))
+
+
+def test_a_long_temporary_directory_still_verifies(tmp_path):
+    """The warm start's server listens on a Unix socket inside TMPDIR, whose path Linux limits to 107
+    bytes: under a longer TMPDIR (deep CI work directories, pytest-xdist's) children start cold, not fail."""
+    work, tmp = tmp_path / "work", tmp_path / ("t" * 100)
+    for d in (work, tmp):
+        d.mkdir()
+    shutil.copy(CLEAN, work / "kernel.py")
+    (ok,) = semcheck_many([
+        (("verify", "kernel.py", "--devices", "2", "--dma-mode", "eager", "--format", "json",
+          "--output", "report.json", "--no-cache"), {"cwd": work, "extra_env": {"TMPDIR": str(tmp)}}),
+    ])
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((work / "report.json").read_text())["summary"]["violated"] == 0
