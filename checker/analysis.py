@@ -44,9 +44,13 @@ class Analysis:
     """
 
     def __init__(self, program: Program, *, modes: tuple[str, ...] = (),
-                 symmetry: tuple[int, Fold | None] | None = None) -> None:
+                 symmetry: tuple[int, Fold | None] | None = None, split_of: tuple[Analysis, Split] | None = None
+                 ) -> None:
         self.program = program
         self.modes = tuple(modes)
+        # DR-9's split program: the analysis of the program it splits and the split (DR-32, DR-33 read the
+        # program's facts instead of the split's)
+        self.split_of = split_of
         self._modes: dict[str, ModeAnalysis] = {}
         self._shared: dict[tuple, Any] = {}
         if symmetry is not None:
@@ -104,6 +108,15 @@ class Analysis:
         from semcheck.checker.races import split_program
 
         return split_program(self)
+
+    @cached_property
+    def grid_overlap(self) -> str | None:
+        """GRID-4's `hardware_overlap` of the program; of the program it splits for DR-9's split (DR-33)."""
+        if self.split_of is not None:
+            return self.split_of[0].grid_overlap
+        from semcheck.checker.frontend.grid_copies import hardware_overlap
+
+        return hardware_overlap(self.program)
 
 
 class ModeAnalysis:
