@@ -116,7 +116,27 @@ class Analysis:
             return self.split_of[0].grid_overlap
         from semcheck.checker.frontend.grid_copies import hardware_overlap
 
-        return hardware_overlap(self.program)
+        return hardware_overlap(self._grid_representatives() or self.program)
+
+    def _grid_representatives(self) -> Program | None:
+        """DR-34: the program with only the cores of devices `0 .. k-1` (DR-5's period `k`), where GRID-4
+        reads the same off them as off the program; None where it may not (no symmetry, or a copy that
+        lands on another device's buffer that the grid copies)."""
+        import dataclasses
+
+        from semcheck.checker.frontend.grid_copies import grid_copy_of
+        from semcheck.model.ops import DmaStart
+
+        program = self.program
+        topo = program.topology
+        k = self.symmetry[0]
+        if k >= topo.num_devices:
+            return None
+        reps = program.cores[: k * topo.cores_per_device]
+        copied = {op.buf for ops in reps for op in ops if (loc := grid_copy_of(op)) is not None and loc.hbm}
+        if any(type(op) is DmaStart and op.device is not None and op.dst_buf in copied for ops in reps for op in ops):
+            return None
+        return dataclasses.replace(program, cores=tuple(reps) + ((),) * (topo.num_cores - len(reps)))
 
 
 class ModeAnalysis:

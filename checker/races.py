@@ -74,17 +74,23 @@ def split_program(analysis: Analysis) -> tuple[Split, Analysis]:
     return parts, Analysis(parts.program, symmetry=(k, folded), split_of=(analysis, parts))
 
 
-def _split_accesses(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]] | None:
-    """DR-32: how to list the split program's accesses from the program's, or None for a program that is
-    no split: a forerunner touches no element (its regions are empty, ACC-1) and a split copy keeps its
-    regions, so they are the program's accesses with each position moved past the forerunners before it
-    (only the cores with accesses near the representatives are split to find them)."""
+def _listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
+    """The program's accesses (near DR-5's representatives), listed once for every mode: a copy lands
+    where SIG-1 says whatever the mode (ACC-1)."""
+    return analysis.shared(("accesses", near), lambda: accesses(analysis.program, "hardware", near=near))
+
+
+def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:
+    """How to list the program's accesses (`_listed`); DR-32: for DR-9's split program, from the program's:
+    a forerunner touches no element (its regions are empty, ACC-1) and a split copy keeps its regions, so
+    they are the program's accesses with each position moved past the forerunners before it (only the
+    cores with accesses near the representatives are split to find them)."""
     if facts.whole.split_of is None:
-        return None
+        return lambda near: _listed(facts.whole, near)
     whole, parts = facts.whole.split_of
 
     def listed(near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
-        events, unrecorded = accesses(whole.program, facts.mode, near=near)
+        events, unrecorded = _listed(whole, near)
         fr = parts.forerunners
         return ([dataclasses.replace(e, pc=split_position(fr[e.core], e.pc)) for e in events],
                 [dataclasses.replace(u, pc=split_position(fr[u.core], u.pc)) for u in unrecorded])
@@ -196,10 +202,10 @@ def ordered(facts: ModeAnalysis) -> Ordered:
     mode = facts.mode
     modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
     if len(modes) == 1:
-        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry, listed=_split_accesses(facts))[mode]
+        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry, listed=_access_lister(facts))[mode]
     both = facts.whole.shared(("race-order", "interpreter"),
                               lambda: ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry,
-                                                    listed=_split_accesses(facts)))
+                                                    listed=_access_lister(facts)))
     return both[mode]
 
 
