@@ -76,8 +76,40 @@ def split_program(analysis: Analysis) -> tuple[Split, Analysis]:
 
 def _listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
     """The program's accesses (near DR-5's representatives), listed once for every mode: a copy lands
-    where SIG-1 says whatever the mode (ACC-1)."""
-    return analysis.shared(("accesses", near), lambda: accesses(analysis.program, "hardware", near=near))
+    where SIG-1 says whatever the mode (ACC-1); DR-35: read off the cores that can make them."""
+    def compute() -> tuple[list[AccessEvent], list[Unrecorded]]:
+        program = analysis.program
+        if near is not None and near == analysis.symmetry[0]:
+            program = _near_cores(program, near) or program
+        return accesses(program, "hardware", near=near)
+
+    return analysis.shared(("accesses", near), compute)
+
+
+def _near_cores(program: Program, k: int) -> Program | None:
+    """DR-35: the program with only the cores that can make an access of the buffers of devices `0 .. k-1`
+    under DR-5's rotation by `k` devices (those devices' cores, and the cores whose copies land there), the
+    others left empty; None where the rotation does not tell (a copy with unrecorded regions, which
+    `accesses` lists wherever it is, or a device out of range)."""
+    topo = program.topology
+    n, per = topo.num_devices, topo.cores_per_device
+    if k >= n:
+        return None
+    keep = set(range(k * per))
+    for c in range(k * per):
+        for op in program.cores[c]:
+            if type(op) is not DmaStart:
+                continue
+            if op.src_region is None or op.dst_region is None or op.src_buf is None or op.dst_buf is None:
+                return None
+            if op.device is None:
+                continue
+            if not 0 <= op.device < n:
+                return None
+            # device d + j*k copies to (t + j*k) mod n: into 0 .. k-1 for exactly one j (k divides n)
+            j = -(op.device // k) % (n // k)
+            keep.add((topo.device_of(c) + j * k) * per + topo.local_core_of(c))
+    return dataclasses.replace(program, cores=tuple(ops if c in keep else () for c, ops in enumerate(program.cores)))
 
 
 def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:

@@ -233,3 +233,13 @@ def test_every_example_is_decided_under_hardware_as_with_the_whole_split():
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         compared, differences = pool.submit(sweep, _examples(), (2, 4, 8)).result()
     assert compared > 50 and differences == []
+
+
+@pytest.mark.rule("DR-35", "DR-5")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(symmetric_rings(), programs_with_accesses(), grid_rings()))
+def test_the_accesses_near_the_representatives_are_read_off_the_cores_that_make_them(program):
+    analysis = Analysis(program)
+    k, _ = analysis.symmetry
+    near = k if k < program.topology.num_devices else None
+    assert races._listed(analysis, near) == accesses(program, "hardware", near=near)
