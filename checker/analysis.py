@@ -15,6 +15,7 @@ analysis, kept here too, so that every check of that program shares it as well.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,7 +101,15 @@ class Analysis:
         """The distinct operations through a view the interpreter cannot index (ERR-9), in program order."""
         from semcheck.checker.failing_runs import view_ops
 
-        return view_ops(self.program)
+        program = self.program
+        k = self.__dict__["symmetry"][0] if "symmetry" in self.__dict__ else program.topology.num_devices
+        if k < program.topology.num_devices:
+            # DR-36: the rotation keeps `view_error` (RUN-7 keeps every field but devices and regions), so
+            # a program without such an operation on its first k devices has none
+            reps = program.cores[: k * program.topology.cores_per_device]
+            if not view_ops(dataclasses.replace(program, cores=tuple(reps) + ((),) * (len(program.cores) - len(reps)))):
+                return ()
+        return view_ops(program)
 
     @cached_property
     def partial_arrivals(self) -> tuple[Split, Analysis]:
@@ -122,8 +131,6 @@ class Analysis:
         """DR-34: the program with only the cores of devices `0 .. k-1` (DR-5's period `k`), where GRID-4
         reads the same off them as off the program; None where it may not (no symmetry, or a copy that
         lands on another device's buffer that the grid copies)."""
-        import dataclasses
-
         from semcheck.checker.frontend.grid_copies import grid_copy_of
         from semcheck.model.ops import DmaStart
 

@@ -243,3 +243,27 @@ def test_the_accesses_near_the_representatives_are_read_off_the_cores_that_make_
     k, _ = analysis.symmetry
     near = k if k < program.topology.num_devices else None
     assert races._listed(analysis, near) == accesses(program, "hardware", near=near)
+
+
+@pytest.mark.rule("DR-36")
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(symmetric_rings(), st.integers(0, 7), st.one_of(st.none(), st.integers(0, 7)))
+def test_the_operations_through_a_blind_view_are_found_on_one_period(program, at, only):
+    """With the symmetry known, a program with no operation through a view the interpreter cannot index
+    on its first k devices has none (ERR-9): `Analysis.view_ops` is what a scan of every core gives."""
+    import dataclasses
+
+    from semcheck.checker.failing_runs import view_ops
+    from semcheck.model.errors import InterpreterView
+
+    view = InterpreterView("ReshapeTransform", "copy", "k.py:7")
+    cores = []
+    for d, ops in enumerate(program.cores):
+        ops = list(ops)
+        if at < len(ops) and type(ops[at]) in (Access, DmaStart) and (only is None or only % len(program.cores) == d):
+            ops[at] = dataclasses.replace(ops[at], view_error=view)
+        cores.append(tuple(ops))
+    program = dataclasses.replace(program, cores=tuple(cores))
+    analysis = Analysis(program)
+    analysis.symmetry  # as the checks have it before they ask (the fold reads it first)
+    assert analysis.view_ops == view_ops(program)
