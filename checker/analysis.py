@@ -15,6 +15,7 @@ analysis, kept here too, so that every check of that program shares it as well.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,9 +45,13 @@ class Analysis:
     """
 
     def __init__(self, program: Program, *, modes: tuple[str, ...] = (),
-                 symmetry: tuple[int, Fold | None] | None = None) -> None:
+                 symmetry: tuple[int, Fold | None] | None = None, split_of: tuple[Analysis, Split] | None = None
+                 ) -> None:
         self.program = program
         self.modes = tuple(modes)
+        # DR-9's split program: the analysis of the program it splits and the split (DR-32, DR-33 read the
+        # program's facts instead of the split's)
+        self.split_of = split_of
         self._modes: dict[str, ModeAnalysis] = {}
         self._shared: dict[tuple, Any] = {}
         if symmetry is not None:
@@ -96,7 +101,15 @@ class Analysis:
         """The distinct operations through a view the interpreter cannot index (ERR-9), in program order."""
         from semcheck.checker.failing_runs import view_ops
 
-        return view_ops(self.program)
+        program = self.program
+        k = self.__dict__["symmetry"][0] if "symmetry" in self.__dict__ else program.topology.num_devices
+        if k < program.topology.num_devices:
+            # DR-36: the rotation keeps `view_error` (RUN-7 keeps every field but devices and regions), so
+            # a program without such an operation on its first k devices has none
+            reps = program.cores[: k * program.topology.cores_per_device]
+            if not view_ops(dataclasses.replace(program, cores=tuple(reps) + ((),) * (len(program.cores) - len(reps)))):
+                return ()
+        return view_ops(program)
 
     @cached_property
     def partial_arrivals(self) -> tuple[Split, Analysis]:
@@ -104,6 +117,33 @@ class Analysis:
         from semcheck.checker.races import split_program
 
         return split_program(self)
+
+    @cached_property
+    def grid_overlap(self) -> str | None:
+        """GRID-4's `hardware_overlap` of the program; of the program it splits for DR-9's split (DR-33)."""
+        if self.split_of is not None:
+            return self.split_of[0].grid_overlap
+        from semcheck.checker.frontend.grid_copies import hardware_overlap
+
+        return hardware_overlap(self._grid_representatives() or self.program)
+
+    def _grid_representatives(self) -> Program | None:
+        """DR-34: the program with only the cores of devices `0 .. k-1` (DR-5's period `k`), where GRID-4
+        reads the same off them as off the program; None where it may not (no symmetry, or a copy that
+        lands on another device's buffer that the grid copies)."""
+        from semcheck.checker.frontend.grid_copies import grid_copy_of
+        from semcheck.model.ops import DmaStart
+
+        program = self.program
+        topo = program.topology
+        k = self.symmetry[0]
+        if k >= topo.num_devices:
+            return None
+        reps = program.cores[: k * topo.cores_per_device]
+        copied = {op.buf for ops in reps for op in ops if (loc := grid_copy_of(op)) is not None and loc.hbm}
+        if any(type(op) is DmaStart and op.device is not None and op.dst_buf in copied for ops in reps for op in ops):
+            return None
+        return dataclasses.replace(program, cores=tuple(reps) + ((),) * (topo.num_cores - len(reps)))
 
 
 class ModeAnalysis:

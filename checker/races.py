@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 from semcheck.checker.analysis import Analysis, ModeAnalysis, analysis_of
 from semcheck.checker.frontend.call_boundary import BoundaryLoc
-from semcheck.checker.frontend.grid_copies import hardware_overlap, split_dependent
+from semcheck.checker.frontend.grid_copies import split_dependent
 from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.static.least_stuck import failure_reached
-from semcheck.model.access import AccessEvent
+from semcheck.model.access import AccessEvent, Unrecorded, accesses
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
-from semcheck.model.partial_arrivals import Split, split
+from semcheck.model.partial_arrivals import Split, split, split_lazily, split_position
 from semcheck.model.race import Ordered, Race, find_races, ordered_modes
 from semcheck.model.run import REPLAY_LIMIT, run
 
@@ -57,16 +58,76 @@ def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
 def split_program(analysis: Analysis) -> tuple[Split, Analysis]:
     """DR-9's split program and its analysis, with its symmetry (DR-5, DR-8) read off the program's:
     splitting is done copy by copy, so a rotation that maps the program onto itself maps each copy's
-    forerunner onto the image's, and the split of the program's fold is the fold of its split."""
+    forerunner onto the image's, and the split of the program's fold is the fold of its split.
+
+    DR-31: the program is split lazily, core by core as the race pass reads them, with what is split
+    and what is mixed read off the devices of one period of the symmetry; DR-32: the split program's
+    accesses are the program's, moved past the forerunners."""
     program = analysis.program
-    parts = split(program)
+    k, fold = analysis.symmetry
+    parts = split_lazily(program, k)
     if parts.program is program:
         return parts, analysis
     if parts.mixed:
         return parts, Analysis(parts.program)
-    k, fold = analysis.symmetry
     folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
-    return parts, Analysis(parts.program, symmetry=(k, folded))
+    return parts, Analysis(parts.program, symmetry=(k, folded), split_of=(analysis, parts))
+
+
+def _listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
+    """The program's accesses (near DR-5's representatives), listed once for every mode: a copy lands
+    where SIG-1 says whatever the mode (ACC-1); DR-35: read off the cores that can make them."""
+    def compute() -> tuple[list[AccessEvent], list[Unrecorded]]:
+        program = analysis.program
+        if near is not None and near == analysis.symmetry[0]:
+            program = _near_cores(program, near) or program
+        return accesses(program, "hardware", near=near)
+
+    return analysis.shared(("accesses", near), compute)
+
+
+def _near_cores(program: Program, k: int) -> Program | None:
+    """DR-35: the program with only the cores that can make an access of the buffers of devices `0 .. k-1`
+    under DR-5's rotation by `k` devices (those devices' cores, and the cores whose copies land there), the
+    others left empty; None where the rotation does not tell (a copy with unrecorded regions, which
+    `accesses` lists wherever it is, or a device out of range)."""
+    topo = program.topology
+    n, per = topo.num_devices, topo.cores_per_device
+    if k >= n:
+        return None
+    keep = set(range(k * per))
+    for c in range(k * per):
+        for op in program.cores[c]:
+            if type(op) is not DmaStart:
+                continue
+            if op.src_region is None or op.dst_region is None or op.src_buf is None or op.dst_buf is None:
+                return None
+            if op.device is None:
+                continue
+            if not 0 <= op.device < n:
+                return None
+            # device d + j*k copies to (t + j*k) mod n: into 0 .. k-1 for exactly one j (k divides n)
+            j = -(op.device // k) % (n // k)
+            keep.add((topo.device_of(c) + j * k) * per + topo.local_core_of(c))
+    return dataclasses.replace(program, cores=tuple(ops if c in keep else () for c, ops in enumerate(program.cores)))
+
+
+def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:
+    """How to list the program's accesses (`_listed`); DR-32: for DR-9's split program, from the program's:
+    a forerunner touches no element (its regions are empty, ACC-1) and a split copy keeps its regions, so
+    they are the program's accesses with each position moved past the forerunners before it (only the
+    cores with accesses near the representatives are split to find them)."""
+    if facts.whole.split_of is None:
+        return lambda near: _listed(facts.whole, near)
+    whole, parts = facts.whole.split_of
+
+    def listed(near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
+        events, unrecorded = _listed(whole, near)
+        fr = parts.forerunners
+        return ([dataclasses.replace(e, pc=split_position(fr[e.core], e.pc)) for e in events],
+                [dataclasses.replace(u, pc=split_position(fr[u.core], u.pc)) for u in unrecorded])
+
+    return listed
 
 
 def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verdict:
@@ -165,7 +226,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         u = report.unrecorded[0]
         return Verdict(PROP, "unknown", reason=f"the copy at {u.loc}: semcheck could not tell which regions it reads "
                        f"and writes ({len(report.unrecorded)} such copies)", stats=stats)
-    overlap = hardware_overlap(program) if mode == "hardware" else None
+    overlap = facts.whole.grid_overlap if mode == "hardware" else None
     if overlap is not None:  # GRID-4: the pipeline's asynchronous copies may order it otherwise on a TPU
         return Verdict(PROP, "unknown", reason=f"ordered as jax's interpreter copies the grid's blocks (between the "
                        f"steps), but on a TPU {overlap}; semcheck does not model the pipeline's overlap of a step's "
@@ -185,9 +246,10 @@ def ordered(facts: ModeAnalysis) -> Ordered:
     mode = facts.mode
     modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
     if len(modes) == 1:
-        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry)[mode]
+        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry, listed=_access_lister(facts))[mode]
     both = facts.whole.shared(("race-order", "interpreter"),
-                              lambda: ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry))
+                              lambda: ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry,
+                                                    listed=_access_lister(facts)))
     return both[mode]
 
 

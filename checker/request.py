@@ -16,6 +16,9 @@ from semcheck.model.ops import DMA_MODES, Loc
 from semcheck._target import DEFAULT_DEVICES  # noqa: F401 - one definition, re-exported here
 
 MAX_DEVICES = 1024
+# RUN-13: what bounds the device count, said with every refusal of a larger one
+CAP_REASON = ("semcheck builds every device's program, and a ring's grows as the square of the device count: "
+              "about 16 million operations and 3 GB at 1024 devices; specs/semantics.md RUN-13")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +125,7 @@ def parse_devices(text: str) -> list[int]:
                 raise InputError("usage", f"--devices {text}: a range lo..hi needs 1 <= lo <= hi")
             if hi > MAX_DEVICES:
                 raise InputError("usage", f"--devices {text}: the range ends past {MAX_DEVICES}, the "
-                                          f"largest device count semcheck verifies")
+                                          f"largest device count semcheck verifies ({CAP_REASON})")
             counts = {lo, hi} | {1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi}
         else:
             counts = {int(x) for x in text.split(",") if x.strip()}
@@ -133,7 +136,8 @@ def parse_devices(text: str) -> list[int]:
         raise InputError("usage", "--devices needs at least one device count")
     for n in sorted(counts):
         if not 1 <= n <= MAX_DEVICES:
-            raise InputError("usage", f"--devices {n}: a device count must be between 1 and {MAX_DEVICES}")
+            raise InputError("usage", f"--devices {n}: a device count must be between 1 and {MAX_DEVICES}"
+                                      + (f" ({CAP_REASON})" if n > MAX_DEVICES else ""))
     return sorted(counts)
 
 
@@ -143,7 +147,8 @@ def check_devices(devices: int | Sequence[int]) -> list[int]:
         raise InputError("usage", "no device counts given")
     for n in counts:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_DEVICES:
-            raise InputError("usage", f"device count {n!r}: must be an integer between 1 and {MAX_DEVICES}")
+            raise InputError("usage", f"device count {n!r}: must be an integer between 1 and {MAX_DEVICES}"
+                                      + (f" ({CAP_REASON})" if isinstance(n, int) and n > MAX_DEVICES else ""))
     return sorted(set(counts))
 
 

@@ -23,6 +23,7 @@ import bisect
 import dataclasses
 import gc
 import itertools
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from semcheck.model.dma import counts_bytes
@@ -76,13 +77,17 @@ def split(program: Program) -> Split:
             gc.enable()
 
 
-def _split(program: Program) -> Split:
-    cores: list[tuple[Op, ...]] = []
-    where: list[tuple[int, ...]] = []
-    mixed: dict[int, DmaStart] = {}
-    pairs: dict[int, tuple[DmaStart, DmaStart]] = {}
-    empty: dict[Region, Region] = {}
-    for ops in program.cores:
+class _Splitter:
+    """Splits cores one at a time (DR-9), sharing each copy's pair and each empty region between cores."""
+
+    def __init__(self) -> None:
+        self.mixed: dict[int, DmaStart] = {}
+        self.pairs: dict[int, tuple[DmaStart, DmaStart]] = {}
+        self.empty: dict[Region, Region] = {}
+
+    def core(self, ops: tuple[Op, ...]) -> tuple[tuple[Op, ...], tuple[int, ...]]:
+        """The core's split operations and the split positions of its forerunners."""
+        pairs, empty = self.pairs, self.empty
         pieces: list[tuple[Op, ...]] = []
         inserted: list[int] = []
         prev = 0
@@ -91,10 +96,8 @@ def _split(program: Program) -> Split:
             pair = pairs.get(id(op))
             if pair is None:
                 if not splittable(op):
-                    if op.nbytes >= 2 and op.src_region is not None and op.dst_region is not None and (
-                            counts_bytes(op.dst_sem_type, "hardware")
-                            or (op.src_sem is not None and counts_bytes(op.src_sem_type, "hardware"))):
-                        mixed.setdefault(id(op), op)  # one side counts bytes, the other copies
+                    if _mixed(op):
+                        self.mixed.setdefault(id(op), op)  # one side counts bytes, the other copies
                     continue
                 src, dst = op.src_region, op.dst_region
                 src_empty = empty.get(src) or empty.setdefault(src, _empty(src))
@@ -105,14 +108,128 @@ def _split(program: Program) -> Split:
             inserted.append(pc + len(inserted))
             prev = pc + 1
         if not inserted:
-            cores.append(ops)
-        else:
-            pieces.append(ops[prev:])
-            cores.append(tuple(itertools.chain.from_iterable(pieces)))
-        where.append(tuple(inserted))
-    if not pairs:
-        return Split(program, tuple(() for _ in program.cores), tuple(mixed.values()))
-    return Split(dataclasses.replace(program, cores=tuple(cores)), tuple(where), tuple(mixed.values()))
+            return ops, ()
+        pieces.append(ops[prev:])
+        return tuple(itertools.chain.from_iterable(pieces)), tuple(inserted)
 
 
-__all__ = ["Split", "split", "splittable"]
+def _mixed(op: DmaStart) -> bool:
+    """A copy that could land in parts but has a semaphore that counts copies on one side (DR-9)."""
+    return (not splittable(op) and op.nbytes >= 2 and op.src_region is not None and op.dst_region is not None
+            and (counts_bytes(op.dst_sem_type, "hardware")
+                 or (op.src_sem is not None and counts_bytes(op.src_sem_type, "hardware"))))
+
+
+def _split(program: Program) -> Split:
+    splitter = _Splitter()
+    cores: list[tuple[Op, ...]] = []
+    where: list[tuple[int, ...]] = []
+    for ops in program.cores:
+        split_ops, inserted = splitter.core(ops)
+        cores.append(split_ops)
+        where.append(inserted)
+    mixed = tuple(splitter.mixed.values())
+    if not splitter.pairs:
+        return Split(program, tuple(() for _ in program.cores), mixed)
+    return Split(dataclasses.replace(program, cores=tuple(cores)), tuple(where), mixed)
+
+
+class _LazyCores(Sequence):
+    """The split program's cores, each split when it is first read (DR-31)."""
+
+    def __init__(self, cores: Sequence[tuple[Op, ...]], splitter: _Splitter) -> None:
+        self._cores = cores
+        self._splitter = splitter
+        self._done: dict[int, tuple[tuple[Op, ...], tuple[int, ...]]] = {}
+
+    def split_core(self, i: int) -> tuple[tuple[Op, ...], tuple[int, ...]]:
+        """Core `i`'s split operations and its forerunners' split positions."""
+        n = len(self._cores)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        got = self._done.get(i)
+        if got is None:
+            got = self._done[i] = self._splitter.core(self._cores[i])
+        return got
+
+    def __len__(self) -> int:
+        return len(self._cores)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return tuple(self.split_core(j)[0] for j in range(*i.indices(len(self))))
+        return self.split_core(i)[0]
+
+    def __iter__(self):
+        return (self.split_core(i)[0] for i in range(len(self._cores)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    @property
+    def cores_split(self) -> int:
+        """How many cores have been split so far (DR-31 leaves the others alone)."""
+        return len(self._done)
+
+
+class _Forerunners(Sequence):
+    """`Split.forerunners` of a lazily split program: each core's, read off its split."""
+
+    def __init__(self, cores: _LazyCores) -> None:
+        self._cores = cores
+
+    def __len__(self) -> int:
+        return len(self._cores)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return tuple(self._cores.split_core(j)[1] for j in range(*i.indices(len(self))))
+        return self._cores.split_core(i)[1]
+
+
+def split_lazily(program: Program, period: int) -> Split:
+    """DR-31: `split(program)` for a program that the rotation by `period` devices maps onto itself (DR-5,
+    checked by the caller): whether any copy is split, and which are mixed, are read off the cores of
+    devices `0 .. period-1`, and every core is split when it is first read.
+
+    The rotation keeps every field `splittable` and the mixed test read (the byte count, whether the
+    regions are there, the semaphores and their types: RUN-7's kept fields), so every device's copies
+    are split, or mixed, as their preimages on the first `period` devices are; the first mixed copy in
+    core order lies on core 0's device range either way."""
+    topo = program.topology
+    reps = program.cores[: period * topo.cores_per_device]
+    splitter = _Splitter()
+    any_split = False
+    for ops in reps:
+        for op in ops:
+            if type(op) is DmaStart:
+                if splittable(op):
+                    any_split = True
+                elif _mixed(op):
+                    splitter.mixed.setdefault(id(op), op)
+    mixed = tuple(splitter.mixed.values())
+    if not any_split:
+        return Split(program, tuple(() for _ in program.cores), mixed)
+    splitter.mixed = {}  # the cores' own splits need not list them again
+    cores = _LazyCores(program.cores, splitter)
+    parts = object.__new__(Program)  # the split keeps every barrier as it is: IR-1 holds (no re-check)
+    for f in dataclasses.fields(Program):
+        object.__setattr__(parts, f.name, getattr(program, f.name))
+    object.__setattr__(parts, "cores", cores)
+    return Split(parts, _Forerunners(cores), mixed)  # type: ignore[arg-type]
+
+
+def split_position(forerunners: Sequence[int], pc: int) -> int:
+    """The split position of the program's operation at `pc` of a core with these forerunners (the
+    inverse of `Split.origin` on the program's positions): `pc` moves past every forerunner inserted at
+    or before it (a split copy's forerunner comes just before the copy)."""
+    # the j-th forerunner stands before the program's operation at forerunners[j] - j
+    return pc + bisect.bisect_right([f - j for j, f in enumerate(forerunners)], pc)
+
+
+__all__ = ["Split", "split", "split_lazily", "split_position", "splittable"]

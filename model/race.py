@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
 from semcheck.model.errors import ModelBug
@@ -183,16 +183,21 @@ def ordered(program: Program, mode: DmaMode) -> Ordered:
 
 
 def ordered_modes(
-    program: Program, modes: Iterable[DmaMode], *, symmetry: tuple[int, Fold | None] | None = None
+    program: Program, modes: Iterable[DmaMode], *, symmetry: tuple[int, Fold | None] | None = None,
+    listed: Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]] | None = None,
 ) -> dict[DmaMode, Ordered]:
     """`ordered` for several modes; the interpreter's modes share one run (DR-7). `symmetry` is
-    `race_symmetry(program)` when the caller has it already."""
+    `race_symmetry(program)` when the caller has it already; `listed(near)` is `accesses(program, mode,
+    near=near)` when the caller can list them without reading the whole program (DR-32)."""
     # DR-5; DR-8: a fold's run is a run of the program, accesses included
     k, fold = race_symmetry(program) if symmetry is None else symmetry
     near = k if k < program.topology.num_devices else None
     modes = tuple(modes)
     # the accesses are the same in every mode: a copy lands where SIG-1 says whatever the mode
-    found = dict.fromkeys(modes, accesses(program, modes[0], near=near)) if modes else {}
+    if modes:
+        found = dict.fromkeys(modes, listed(near) if listed is not None else accesses(program, modes[0], near=near))
+    else:
+        found = {}
     orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, fold)
     return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))
             for m, (evs, un) in found.items()}

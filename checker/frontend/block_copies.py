@@ -111,6 +111,7 @@ class BlockCopies:
             label = hbm[("input", j) if out is None else ("output", out)]
             self.ops.append(_Operand(j, bm, op, arg.name, label, out, out in aliased, call.loc))
         self.history: dict[int, list[list[tuple[tuple[int, ...], tuple[int, ...]]]]] = {}  # output -> per lane
+        self._shared_history: set[int] = set()  # outputs whose lanes share one history list (all alike)
         self._starts: dict[tuple[int, tuple[int, ...]], list[tuple[int, ...]]] = {}
         self._prev: dict[int, list[tuple[int, ...]]] = {}
 
@@ -126,16 +127,21 @@ class BlockCopies:
         nidx = call.num_index_operands
         grid_args = [np.array([p], dtype=np.int32) for p in point]
         saved, outer = rules.bodies, rules.loc_override
-        rules.bodies = [[] for _ in range(rules.L)]  # the index map's own loads are not the kernel's
+        rules.bodies = [[]] * rules.L  # the index map's own loads are not the kernel's: one list takes them all
         rules.loc_override = call.loc
         try:
             outs = rules.eval_closed(o.bm.index_map_jaxpr, [*grid_args, *self.args[:nidx]], None)
         finally:
             rules.bodies, rules.loc_override = saved, outer
-        lanes = [self._lane_ints(v, o) for v in outs]
-        if len(lanes) != len(o.dims):
-            raise Unsupported("pallas_call", f"the index map of {o.role} {o.name!r} returns {len(lanes)} indices "
+        if len(outs) != len(o.dims):
+            raise Unsupported("pallas_call", f"the index map of {o.role} {o.name!r} returns {len(outs)} indices "
                               f"for a block of {len(o.dims)} dimensions", call.loc)
+        if all(_one_value(v) for v in outs):  # the same block on every device: one tuple, shared
+            idx = [self._lane_ints(v, o)[0] for v in outs]
+            hit = [tuple(i * size if kind == "blocked" else i for i, (kind, size) in zip(idx, o.dims))] * rules.L
+            self._starts[key] = hit
+            return hit
+        lanes = [self._lane_ints(v, o) for v in outs]
         hit = [tuple(idx[d] * size if kind == "blocked" else idx[d] for idx, (kind, size) in zip(lanes, o.dims))
                for d in range(rules.L)]
         self._starts[key] = hit
@@ -147,6 +153,8 @@ class BlockCopies:
         what = f"the block index of {o.role} {o.name!r} (its BlockSpec's index map)"
         if isinstance(v, (int, np.integer)):
             return [int(v)] * self.rules.L
+        if type(v) is np.ndarray and v.size == 1:
+            return [int(v.reshape(-1)[0])] * self.rules.L
         if type(v) is not np.ndarray:
             src = f" (it comes from {v.why})" if isinstance(v, Unknown) else ""
             if isinstance(v, AbstractInput):
@@ -214,6 +222,14 @@ class BlockCopies:
                 continue
             cur = self.starts(o, point)
             prev = self._prev.get(o.j)
+            self._prev[o.j] = cur
+            if _uniform(cur) and (prev is None or _uniform(prev)):  # every device alike: decided once
+                if prev is None or prev[0] != cur[0]:
+                    ops = [Access(o.hbm, o.region(cur[0]), False, self._loc(o, "in", True, point, cur[0])),
+                           Access(o.vmem, o.local, True, self._loc(o, "in", False, point, cur[0]))]
+                    for lane_ops in per_lane:
+                        lane_ops += ops
+                continue
             made: dict[tuple[int, ...], list[Access]] = {}  # devices at one block share its ops
             for d in range(self.rules.L):
                 if prev is None or prev[d] != cur[d]:
@@ -224,7 +240,8 @@ class BlockCopies:
                             Access(o.vmem, o.local, True, self._loc(o, "in", False, point, cur[d]))]
                     per_lane[d] += ops
             self._prev[o.j] = cur
-        self._emit(per_lane)
+        if any(per_lane):
+            self._emit(per_lane)
 
     def after(self) -> None:
         """The write-backs of the step just run, then the interpreter's revisiting check (GRID-3)."""
@@ -238,6 +255,15 @@ class BlockCopies:
                 continue
             cur = self.starts(o, point)
             following = self.starts(o, nxt)
+            if _uniform(cur) and _uniform(following):  # every device alike: decided once
+                if last or following[0] != cur[0]:
+                    ops = [Access(o.vmem, o.local, False, self._loc(o, "out", False, point, cur[0])),
+                           Access(o.hbm, o.region(cur[0]), True, self._loc(o, "out", True, point, cur[0]))]
+                    for lane_ops in per_lane:
+                        lane_ops += ops
+                if not o.aliased:
+                    checks.append((o, cur))
+                continue
             made: dict[tuple[int, ...], list[Access]] = {}
             for d in range(L):
                 if last or following[d] != cur[d]:
@@ -250,7 +276,22 @@ class BlockCopies:
             if not o.aliased:
                 checks.append((o, cur))
         for o, cur in checks:
-            hist = self.history.setdefault(o.output, [[] for _ in range(L)])
+            hist = self.history.get(o.output)
+            if hist is None:  # one history shared by every device while their blocks agree
+                hist = self.history[o.output] = [[]] * L
+                self._shared_history.add(o.output)
+            if o.output in self._shared_history:
+                if _uniform(cur):
+                    err = self._revisit(o, hist[0], loop_idx, cur[0])
+                    hist[0].append((loop_idx, cur[0]))
+                    if err is not None:
+                        loc = self._loc(o, "out", False, point, cur[0])
+                        empty = Region(tuple((0, 0) for _ in o.local.box))
+                        for d in range(L):  # each device's check its own operation, as below
+                            per_lane[d].append(Access(o.vmem, empty, False, loc, err))
+                    continue
+                hist = self.history[o.output] = [list(hist[0]) for _ in range(L)]
+                self._shared_history.discard(o.output)
             for d in range(L):
                 err = self._revisit(o, hist[d], loop_idx, cur[d])
                 hist[d].append((loop_idx, cur[d]))
@@ -258,7 +299,8 @@ class BlockCopies:
                     loc = self._loc(o, "out", False, point, cur[d])
                     empty = Region(tuple((0, 0) for _ in o.local.box))  # no element: a check, not an access
                     per_lane[d].append(Access(o.vmem, empty, False, loc, err))
-        self._emit(per_lane)
+        if any(per_lane):
+            self._emit(per_lane)
         self.k += 1
 
     def _revisit(self, o: _Operand, hist: list[tuple[tuple[int, ...], tuple[int, ...]]],
@@ -272,6 +314,16 @@ class BlockCopies:
         call = self.rules.call
         return RevisitedBlock(o.output, o.range_text(cur), _tuple_text(loop_idx), _tuple_text(past[0]),
                               _tuple_text(past[-1]), operand=o.name, where=f"{call.loc.file}:{call.loc.line}")
+
+
+def _one_value(v: Any) -> bool:
+    """Whether an index map's result is one number for every device."""
+    return isinstance(v, (int, np.integer)) or (type(v) is np.ndarray and v.size == 1)
+
+
+def _uniform(starts: list[tuple[int, ...]]) -> bool:
+    """Whether every device's block starts are one tuple (`starts` shares it then), compared in C."""
+    return starts.count(starts[0]) == len(starts)
 
 
 def _tuple_text(t: tuple[int, ...]) -> str:

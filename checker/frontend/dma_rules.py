@@ -18,6 +18,7 @@ from jax._src import state
 from jax._src.pallas.mosaic import primitives as tpu_prims
 
 from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.evaluator import append_to_each
 from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
 from semcheck.checker.frontend.region_transforms import dynamic_sizes, lane_chain, size_lanes, view_shape
 from semcheck.checker.frontend.regions import empty_region, flatten_ref, lane_keys, ref_regions
@@ -196,6 +197,12 @@ class DmaRules(SyncRules):
         label, idx = self.sem_indices(sem, (), eqn, "the awaited DMA semaphore")
         bodies = self.bodies
         cache = self.op_cache(eqn, label)
+        if type(nbytes) is int and idx.count(idx[0]) == len(idx):  # one wait for every device: appended in C
+            op = cache.get((idx[0], nbytes))
+            if op is None:
+                op = cache[(idx[0], nbytes)] = Wait(self.semref(label, idx[0]), nbytes, "dma", loc)
+            append_to_each(bodies if mask is None else [bodies[d] for d in self.active(mask)], op)
+            return []
         for d in self.active(mask):
             n = nbytes if type(nbytes) is int else nbytes[d]  # ACC-7: the lane's own byte count
             op = cache.get((idx[d], n))

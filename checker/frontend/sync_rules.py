@@ -26,7 +26,7 @@ from jax._src.state import types as state_types
 from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import KernelRaised, Unsupported
-from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.evaluator import Evaluator, append_to_each
 from semcheck.checker.frontend.regions import flatten_ref, foreign_transform, refuse_multi_ref
 from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name, semaphore_type
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
@@ -247,8 +247,7 @@ class SyncRules(Evaluator):
             # interpreter runs (ERR-6: it fails here), and the program composition gives the TPU's id
         op = GetBarrierSem(self.loc(eqn))
         bodies = self.bodies
-        for d in self.active(mask):
-            bodies[d].append(op)
+        append_to_each(bodies if mask is None else [bodies[d] for d in self.active(mask)], op)
         return [SemArray(BARRIER, (), "barrier")]
 
     def _semaphore_signal(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
@@ -284,6 +283,13 @@ class SyncRules(Evaluator):
         vals = self.lane_ints(self.known(value, eqn, "the wait value"), eqn, "the wait value")
         bodies = self.bodies
         cache = self.op_cache(eqn, label)
+        if idx.count(idx[0]) == len(idx) and vals.count(vals[0]) == len(vals):  # one wait for every device
+            key = (idx[0], vals[0])
+            op = cache.get(key)
+            if op is None:
+                op = cache[key] = Wait(self.semref(label, key[0]), key[1], "semaphore", loc)
+            append_to_each(bodies if mask is None else [bodies[d] for d in self.active(mask)], op)
+            return []
         for d in self.active(mask):
             key = (idx[d], vals[d])
             op = cache.get(key)
