@@ -35,8 +35,10 @@ chromium:
 	  || echo "make: Chromium is not installed (needs root, apt and a network): the HTML rendering test" \
 	     "skips; install it with 'apt-get install chromium'"
 
+# Two workers (pytest-xdist), one per core of a CI machine; a file's tests stay on one worker, so a
+# module's shared fixture (the examples it verifies) is computed once.
 test: $(STAMP) spin chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-long: $(STAMP) spin chromium
 	SEMCHECK_PROFILE=ci-long $(PY) -m pytest -q -m "slow or not slow"
