@@ -46,7 +46,7 @@ def deadlock_free(
     mode: DmaMode,
     *,
     timeout_ms: int = 30_000,
-    fallback_states: int = FALLBACK_STATES,
+    fallback_states: int | None = None,
     replay: bool = True,
     certificate: Certificate | None = None,
     facts: ModeAnalysis | None = None,
@@ -54,13 +54,15 @@ def deadlock_free(
     """Decide `deadlock-free` for `program` under `mode` (see the module docstring).
 
     `fallback_states > 0` lets the exhaustive explorer decide programs outside the static system
-    (unsupported lowering, reachable failures), within that many states. `replay=False` skips
+    (unsupported lowering, reachable failures), within that many states (None: `FALLBACK_STATES`). `replay=False` skips
     replaying the witness on the step relation (which copies the state per step: quadratic in the
     steps), for callers that replay it themselves. `certificate` checks S''s end another way before
     the verdict is given (`semcheck.checker.z3.deadlock.deadlock_free` passes the Z3 query).
     `timeout_ms` is taken as every check takes it; nothing here gives up (a certificate has its own
     budget). `facts`: the program's analysis under `mode` (one is made when it is missing).
     """
+    if fallback_states is None:
+        fallback_states = FALLBACK_STATES  # read when called: one budget for this module and failing_runs
     facts = analysis_of(program, mode, facts)
     stats: dict = {"mode": mode}
     t0 = time.perf_counter()
