@@ -301,7 +301,7 @@ def _target_claims(t, req, deadline: float) -> TargetClaims:
         kernels[n] = ks[0]
     left_ms = int((deadline - time.monotonic()) * 1000)
     if left_ms <= 0:
-        return _none(t, req, "not decided within --timeout (PAR-8)", timed_out=True)
+        return _none(t, req, f"not decided within --timeout {req.timeout:g}s (PAR-8)", timed_out=True)
     out = claims(kernels, modes=req.modes, timeout_ms=max(1000, left_ms // max(1, len(req.modes) * len(kernels))),
                  props=props)
     return TargetClaims(t.name, tuple(out), timed_out=any(c.timed_out for c in out), modes=req.modes)
