@@ -8,35 +8,22 @@ each error caught; semcheck checks them as the target's calls build#0, build#1, 
 from __future__ import annotations
 
 import dataclasses
-import json
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from example_reports import GROUND_TRUTH, predicted, verdict_text, verify_report  # noqa: E402
+
 EXAMPLE = "examples/programs/buggy/failing_call_then_second_call.py"
-GROUND_TRUTH = json.loads((REPO / "tests" / "programs" / "ground_truth.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", EXAMPLE, "--devices", "2,4",
-                          "--dma-mode", "all", "--format", "json", "--no-cache"],
-                         capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
-    return json.loads(run.stdout)
-
-
-def _predicted(report: dict, target: str, devices: int, mode: str) -> dict[str, dict]:
-    return {r["property"]: r for r in report["results"]
-            if r["target"] == target and r["devices"] == devices and r["dma_mode"] == mode}
-
-
-def _text(row: dict) -> str:
-    return (row.get("witness") or {}).get("message", "") or row.get("reason", "")
+    return verify_report(EXAMPLE, timeout=600)
 
 
 @pytest.mark.jax
@@ -46,20 +33,20 @@ def test_the_calls_after_a_failing_call_are_predicted_as_recorded(report):
     assert {(c["devices"], c["dma_mode"]) for c in cases} == {(n, m) for n in (2, 4) for m in ("eager", "on_wait")}
     for c in cases:
         for k, step in enumerate(c["steps"]):
-            got = _predicted(report, f"build#{k}", c["devices"], c["dma_mode"])
+            got = predicted(report, f"build#{k}", c["devices"], c["dma_mode"])
             violated = {p for p, r in got.items() if r["verdict"] == "violated"}
             if step["outcome"] == "completed":
                 assert not violated and got["deadlock-free"]["verdict"] == "proved", (c["key"], k, got)
             elif k == 0:  # the call that fails itself, in every run
-                assert "id-disjoint" in violated and step["message"].split(": ", 1)[1] in _text(got["id-disjoint"])
+                assert "id-disjoint" in violated and step["message"].split(": ", 1)[1] in verdict_text(got["id-disjoint"])
             else:  # it never starts: the first call's error, raised at its dispatch
                 assert violated == {"deadlock-free"}, (c["key"], k, got)
-                assert step["message"] in _text(got["deadlock-free"]), (step, _text(got["deadlock-free"]))
-                assert "dispatch" in _text(got["deadlock-free"])
+                assert step["message"] in verdict_text(got["deadlock-free"]), (step, verdict_text(got["deadlock-free"]))
+                assert "dispatch" in verdict_text(got["deadlock-free"])
                 assert {r["verdict"] for p, r in got.items() if p != "deadlock-free"} == {"proved"}  # LAUNCH-5
     # a TPU runs all three, one program of calls (PRG-127: separate computations are not merged): the
     # interpreter's behaviour is a divergence (D28)
-    hw = _predicted(report, "build", 2, "hardware")
+    hw = predicted(report, "build", 2, "hardware")
     assert hw and {r["verdict"] for r in hw.values()} == {"proved"}, hw
 
 

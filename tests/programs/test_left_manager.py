@@ -19,27 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from example_reports import GROUND_TRUTH, REPO, predicted, verdict_text, verify_report  # noqa: E402
+
 EXAMPLE = "examples/programs/buggy/left_manager_id_collision.py"
-GROUND_TRUTH = json.loads((REPO / "tests" / "programs" / "ground_truth.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", EXAMPLE, "--devices", "2,4",
-                          "--dma-mode", "all", "--format", "json", "--no-cache"],
-                         capture_output=True, text=True, cwd=REPO, timeout=900)
-    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
-    return json.loads(run.stdout)
-
-
-def _predicted(report: dict, target: str, devices: int, mode: str) -> dict[str, dict]:
-    return {r["property"]: r for r in report["results"]
-            if r["target"] == target and r["devices"] == devices and r["dma_mode"] == mode}
-
-
-def _text(row: dict) -> str:
-    return (row.get("witness") or {}).get("message", "") or row.get("reason", "")
+    return verify_report(EXAMPLE, timeout=900)
 
 
 @pytest.mark.jax
@@ -51,10 +40,10 @@ def test_the_calls_after_a_left_manager_are_predicted_as_recorded(report):
     for c in cases:
         assert c["outcome"] == "completed" and c["output_matches_reference"], c["key"]
         for k, step in enumerate(c["steps"]):
-            got = _predicted(report, f"build#{k}", c["devices"], c["dma_mode"])
+            got = predicted(report, f"build#{k}", c["devices"], c["dma_mode"])
             assert got, (c["key"], k)
             violated = {p for p, r in got.items() if r["verdict"] == "violated"}
-            deadlock = _text(got["deadlock-free"])
+            deadlock = verdict_text(got["deadlock-free"])
             if step["outcome"] == "completed":
                 assert not violated and got["deadlock-free"]["verdict"] == "proved", (c["key"], k, got)
                 continue
@@ -68,12 +57,12 @@ def test_the_calls_after_a_left_manager_are_predicted_as_recorded(report):
             elif error_type == "TypeError":  # the tagged call: no id in the interpreter (PRG-13, ERR-6)
                 assert "no collective_id" in deadlock and f"raises {error_type}" in deadlock, deadlock
             else:  # the collision on the left manager's ids (ERR-1)
-                assert "id-disjoint" in violated and message in _text(got["id-disjoint"]), got["id-disjoint"]
+                assert "id-disjoint" in violated and message in verdict_text(got["id-disjoint"]), got["id-disjoint"]
             previous_error = step["message"]
     # the run of every step is what the record says: fails, re-raises, collides, re-raises, runs
     assert [s["outcome"] for s in cases[0]["steps"]] == ["error"] * 4 + ["completed"]
     # a TPU runs all five (a tag gets jax's id, 2002 is only a number there)
-    hw = _predicted(report, "build", 2, "hardware")
+    hw = predicted(report, "build", 2, "hardware")
     assert hw and {r["verdict"] for r in hw.values()} == {"proved"}, hw
 
 
