@@ -1,15 +1,16 @@
-"""PRG-145 for the program walk (`program_ir`): values known device by device inside a `shard_map`, and a
+"""PRG-145 for the program walk (`program_walk`): values known device by device inside a `shard_map`, and a
 `cond` whose branch differs between devices, each branch walked for the devices that take it.
 
-A mixin of `program_ir._Walker`: it reads the walker's state (`_lanes`, each device's coordinates; `_per`,
-the values known device by device; `_devices`, the devices of the branch being walked). Imports of jax and of
-`program_ir` sit in the functions (`program_ir` imports this module).
+A mixin of `program_walk._Walker`: it reads the walker's state (`_lanes`, each device's coordinates; `_per`,
+the values known device by device; `_devices`, the devices of the branch being walked). Imports of jax sit in the
+functions.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from semcheck.checker.frontend.program_ir import Outside, Produced, _deps, _Stop
 from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
 from semcheck.checker.frontend.trace import eqn_loc
 
@@ -19,7 +20,6 @@ class PerDevice:
 
     def _lane_values(self, x: Any, v: Any) -> list[Any] | None:
         """PRG-145: the value of `x` on each device, where the walk knows it on every device."""
-        from semcheck.checker.frontend.program_ir import Outside
 
         if self._lanes is None:
             return None
@@ -33,7 +33,6 @@ class PerDevice:
         (`axis_index` is the device's coordinate)."""
         import numpy as np
 
-        from semcheck.checker.frontend.program_ir import Outside
 
         if self._lanes is None or subs(eqn):
             return
@@ -69,7 +68,6 @@ class PerDevice:
         (a kernel's result through it is not followed as a link)."""
         import numpy as np
 
-        from semcheck.checker.frontend.program_ir import Produced, _deps, _Stop
 
         branches = eqn.params["branches"]
         loc = eqn_loc(eqn)

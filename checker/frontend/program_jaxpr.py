@@ -1,4 +1,4 @@
-"""Questions the program walk (`program_ir`) asks of jaxprs and values, apart from its state.
+"""Questions the program walk (`program_walk`) asks of jaxprs and values, apart from its state.
 
 Imports of jax sit in the functions (see `trace`'s docstring).
 """

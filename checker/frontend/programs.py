@@ -77,7 +77,8 @@ def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: An
     """PRG-126: the target's programs, one per combination of the branches its conds around kernel calls
     may take; the build's concrete inputs decide the conds they can. `traced`: the target's jaxpr and
     inputs, when the caller has them already."""
-    from semcheck.checker.frontend.program_ir import PER_DEVICE, program_irs
+    from semcheck.checker.frontend.program_ir import PER_DEVICE
+    from semcheck.checker.frontend.program_walk import program_irs
 
     jaxpr, args = traced if traced is not None else _trace_with_args(t, devices, kwargs, make_jaxpr)
     irs = program_irs(jaxpr, args)

@@ -25,7 +25,7 @@ def describe(spec: str, devices: int) -> dict:
     from semcheck.checker.frontend import lower_target
     from semcheck.checker.frontend.call_boundary import is_boundary
     from semcheck.checker.frontend.errors import FrontendError
-    from semcheck.checker.frontend.program_ir import program_ir
+    from semcheck.checker.frontend.program_walk import program_ir
     from semcheck.checker.frontend.programs import _trace, lower_program
     from semcheck.checker.frontend.targets import load_targets
     from semcheck.checker.frontend.trace import make_jaxpr

@@ -153,7 +153,7 @@ provision_devices(2)
 import jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import probes
-from semcheck.checker.frontend.program_ir import program_irs
+from semcheck.checker.frontend.program_walk import program_irs
 mesh = jax.make_mesh((2,), ("x",))
 x = jax.ShapeDtypeStruct((16, 128), jnp.float32, sharding=NamedSharding(mesh, P("x")))
 flag = jax.ShapeDtypeStruct((8, 1024), jnp.float32, sharding=NamedSharding(mesh, P()))
