@@ -83,6 +83,7 @@ class _Ob:
     label: str | None = None
     size: int = 0
     extent: int = 0
+    side: Any = None  # PAR-4's no-wrap conditions of the kernel terms it reads (the same for every k)
 
 
 def _is_ref_aval(aval: Any) -> bool:
@@ -136,6 +137,8 @@ class _Walk:
             p = self.pids[a] = z3.Int(f"step{a}")
             self.domain += [p >= 0, p < int(g)]
         self.loops = 0
+        self.iterations: list[Any] = []
+        self.points: list[dict] = []  # counterexamples met so far: a later candidate k is tried on them first
         self.obs: list[_Ob] = []
         self.kernel: dict[int, Any] = {}  # ids of the kernel's int32 terms (kept alive), for `_in_int32`
         self.divisors: list[tuple[Any, Any]] = []  # (divisor, path): nonzero wherever it is computed
@@ -365,6 +368,7 @@ class _Walk:
         nxs = len(xs)
         self.loops += 1
         it = z3.Int(f"iteration{self.loops}")
+        self.iterations.append(it)
         inner = z3.And(path, it >= 0, it < length)
         # the carries' updates, read off one symbolic iteration (its obligations are discarded)
         probe = [z3.Int(f"carry{self.loops}_{k}") if isinstance(a, z3.ExprRef) and not z3.is_bool(a) else None
@@ -664,23 +668,48 @@ class _Prover:
             return z3.And(t >= 0, t < n, self.at2(t) == z3.If(t + k >= n, t + k - n, t + k))
         raise AssertionError(ob.kind)
 
-    def holds(self, claims: list[tuple[Any, Any]]) -> tuple[bool, Any]:
+    def free(self) -> list:
+        w = self.w
+        return [w.me, *w.pids.values(), w.core, *w.iterations]
+
+    def refuted(self, claim: Any) -> bool:
+        """Whether a counterexample met for an earlier k is one for this k too (a cheap first try: the
+        point is in the domain, so a claim false there is false)."""
+        z3, w = self.z3, self.w
+        for point in w.points:
+            me = point[w.me.get_id()]
+            pairs = [(v, z3.IntVal(point[v.get_id()])) for v in self.free()]
+            pairs.append((w.me2, z3.IntVal((me + self.k) % w.N)))
+            if z3.is_false(z3.simplify(z3.substitute(claim, *pairs))):
+                return True
+        return False
+
+    def side(self, ob: _Ob) -> list:
+        if ob.side is None:
+            z3 = self.z3
+            ob.side = _in_int32(z3, z3.And(ob.path, *([] if ob.term is None else [ob.term == ob.term])),
+                                self.w.kernel)
+        return ob.side
+
+    def holds(self, claims: list[tuple[_Ob, Any]], quick: bool = False) -> tuple[bool, Any]:
         """Whether every `path => claim` holds (with no int32 wrap on the way, PAR-4's reading); else a model."""
         z3 = self.z3
         if time.process_time() > self.deadline:
             raise NotCertified(f"the certificate ran out of time ({MAX_SECONDS:.0f} s of CPU)")
-        full = []
-        for path, c in claims:
-            side = _in_int32(z3, z3.And(c, path), self.w.kernel)
-            full.append(z3.Implies(path, z3.And(c, *side)))
+        full = [z3.Implies(ob.path, z3.And(c, *self.side(ob))) for ob, c in claims]
+        claim = z3.And(*full)
+        if quick and self.refuted(claim):
+            return False, None
         s = z3.Solver()
         s.set("timeout", _SOLVER_MS)
-        s.add(*self.base, z3.Not(z3.And(*full)) if full else z3.BoolVal(False))
+        s.add(*self.base, z3.Not(claim) if full else z3.BoolVal(False))
         r = s.check()
         if r == z3.unsat:
             return True, None
         if r == z3.sat:
-            return False, s.model()
+            m = s.model()
+            self.w.points.append({v.get_id(): m.eval(v, model_completion=True).as_long() for v in self.free()})
+            return False, m
         raise NotCertified("the solver gave up on the certificate")
 
     def where(self, m: Any) -> str:
@@ -695,13 +724,13 @@ class _Prover:
         w, z3 = self.w, self.z3
         plain = [ob for ob in w.obs if ob.kind != "row"]
         todo = [ob for ob in plain if ob.kind != "inv" or _mentions(z3, ob.term, w.me)]
-        todo_side = todo + [_Ob("true", y != 0, p, "", "a divisor") for y, p in w.divisors]
-        ok, _ = self.holds([(ob.path, self.claim(ob)) for ob in todo_side])
+        todo_side = todo + w.divisor_obs
+        ok, _ = self.holds([(ob, self.claim(ob)) for ob in todo_side], quick=not explain)
         if not ok:
             if not explain:
                 return "", {}
             for ob in todo_side:
-                ok, m = self.holds([(ob.path, self.claim(ob))])
+                ok, m = self.holds([(ob, self.claim(ob))])
                 if not ok:
                     return self.explain(ob, m), {}
             return "the obligations hold one by one but not together", {}
@@ -750,13 +779,13 @@ class _Prover:
                 moved = z3.If(lo + delta >= m, lo + delta - m, lo + delta)
                 c = z3.And(lo >= 0, lo + ob.size <= m, lo2 == moved)  # a region it would wrap: not a box
             claims.append((ob, c))
-        ok, _ = self.holds([(ob.path, c) for ob, c in claims])
+        ok, _ = self.holds(claims, quick=not explain)
         if ok:
             return None, (delta, m) if delta else None
         if not explain:
             return "", None
         for ob, c in claims:
-            ok, mod = self.holds([(ob.path, c)])
+            ok, mod = self.holds([(ob, c)])
             if not ok:
                 how = "does not move by one fixed number of rows" if delta else "is not the same"
                 if fixed and label is None:
@@ -806,6 +835,7 @@ def _certify(call: KernelCall, n: int) -> Certificate:
     w = _Walk(call, n)
     w.run(call.jaxpr, _kernel_args(call), w.z3.BoolVal(True))
     _block_obligations(w)
+    w.divisor_obs = [_Ob("true", y != 0, p, "", "a divisor") for y, p in w.divisors]
     first = None
     for k in _divisors(n)[:-1]:
         why, shifts = _Prover(w, k, deadline).check(explain=first is None)
