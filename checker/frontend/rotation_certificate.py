@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 import time
 from typing import Any
@@ -262,8 +263,8 @@ class _Walk:
                 if z3.is_bool(which):
                     out = z3.If(which, cases[1], cases[0]) if len(cases) == 2 else None
                 else:
-                    for i in range(len(cases) - 2, -1, -1):
-                        out = z3.If(which == i, cases[i], out)
+                    for i in range(len(cases) - 2, -1, -1):  # the index is clipped into range
+                        out = z3.If(which <= 0 if i == 0 else which == i, cases[i], out)
         elif name == "axis_index":
             out = self.axis_index(eqn)
         elif name == "program_id":
@@ -422,8 +423,8 @@ class _Walk:
     def leaf(self, x: Any, args: list) -> Any:
         if isinstance(x, _Leaf):
             return args[x.i]
-        if isinstance(x, (int,)) and not isinstance(x, bool):
-            return self.z3.IntVal(x)
+        if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+            return self.z3.IntVal(int(x))
         if x is None:
             return _STATIC
         return _STATIC if isinstance(x, (bool, str)) else None
@@ -610,6 +611,8 @@ def _block_obligations(w: _Walk) -> None:
 
     hbm = _hbm_labels(call)
     roles = [op for op in call.operands if op.role in ("input", "output")]
+    if len(roles) != len(call.block_mappings):
+        raise NotCertified(f"the kernel's BlockSpecs do not line up with its operands ({_call_line(call)})")
     counts = {"input": 0, "output": 0}
     for bm, op in zip(call.block_mappings, roles):
         j = counts[op.role]
