@@ -417,7 +417,7 @@ class _Walk:
             return
         if x is None:
             raise NotCertified(f"{what} at {self.line(eqn)} depends on a value semcheck cannot follow "
-                               "symbolically (a load from memory, scalar prefetch, a float or a loop carry)")
+                               f"symbolically {_UNFOLLOWED}")
         self.obs.append(_Ob("inv", x, path, self.line(eqn), what))
 
     def leaf(self, x: Any, args: list) -> Any:
@@ -512,7 +512,7 @@ class _Walk:
         vals = [args[p.i] if isinstance(p, _Leaf) else self.leaf(p, args) for p in parts]
         if any(v is None or v is _STATIC for v in vals):
             raise NotCertified(f"{what} at {self.line(eqn)} depends on a value semcheck cannot follow "
-                               "symbolically")
+                               f"symbolically {_UNFOLLOWED}")
         if "LOGICAL" in str(id_type):
             if len(vals) != 1:
                 raise NotCertified(f"{what} at {self.line(eqn)}: a logical id of {len(vals)} parts")
@@ -572,6 +572,7 @@ class _Walk:
         self.region(_Leaf(0), tuple(transforms or ()), args, path, eqn, "a load or store")
 
 
+_UNFOLLOWED = "(a value loaded from memory, a float, a semaphore read or a loop carry)"
 _STATIC = object()  # a static operand of a tree (None, a flag): the same on every device
 
 

@@ -53,11 +53,13 @@ def _start(devices: int) -> None:
 
 
 def _survey(paths: list[str], ns: tuple[int, ...], also: dict[str, tuple[int, ...]]) -> dict:
-    """(path, n, kernel index) -> `_judge`, for every path at every n (and at `also[path]`)."""
+    """(path, n, kernel index) -> `_judge`, for every path at every n (and at `also[path]`); and the
+    `memory` mutant at 4 devices, under ("memory", 4, 0)."""
     from semcheck.checker.frontend import load
 
-    _start(max(ns + tuple(n for extra in also.values() for n in extra)))
-    out = {}
+    _start(max(ns + tuple(n for extra in also.values() for n in extra) + (4,)))
+    (k,) = load(os.path.join(ROOT, MUTANTS), devices=4, build_kwargs={"mutation": "memory"})
+    out = {("memory", 4, 0): _judge(k.call, k.program, 4)}
     for path in paths:
         for n in sorted(set(ns) | set(also.get(path, ()))):
             try:
@@ -154,6 +156,15 @@ def test_a_kernel_that_does_not_repeat_is_refused_with_its_line(survey):
 def test_mutants_that_break_the_symmetry_at_one_device_or_step_are_never_certified():
     seen = _in_fresh_process(_mutants, 20)
     assert {m for m, *_ in seen} >= {"none", "target", "when", "chunk", "barrier", "step"}
+
+
+@pytest.mark.rule("RUN-18")
+def test_values_through_memory_and_scalar_prefetch_are_not_followed(survey):
+    memory = survey[("memory", 4, 0)]
+    assert not memory["certified"] and memory["period"] == 1, memory  # it repeats, but only memory says so
+    assert "load" in memory["reason"] and "rotation_mutants.py:" in memory["reason"], memory
+    got = survey[("examples/buggy/int16_overflow.py", 2, 0)]
+    assert not got["certified"] and "scalar-prefetch" in got["reason"], got
 
 
 @pytest.mark.slow

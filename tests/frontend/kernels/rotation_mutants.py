@@ -6,7 +6,9 @@ one grid step (the rotation certificate's tests, RUN-18): `mutation` names the b
 * `when`: device `at` alone also adds to the first chunk of its output;
 * `chunk`: at grid step `at` every device reads chunk `at` rather than its own shifted chunk;
 * `barrier`: only device 0 signals the credit handshake;
-* `step`: at grid step `at` every device sends to device 0.
+* `step`: at grid step `at` every device sends to device 0;
+* `memory`: not a break: the right neighbour's id is stored to SMEM and loaded back, which the
+  certificate does not follow (it refuses, though the program repeats).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 AXIS = "x"
-MUTATIONS = ("none", "target", "when", "chunk", "barrier", "step")
+MUTATIONS = ("none", "target", "when", "chunk", "barrier", "step", "memory")
 
 
-def _kernel(x_ref, o_ref, send_sem, recv_sem, *, n, rows, mutation, at):
+def _kernel(x_ref, o_ref, send_sem, recv_sem, ids, *, n, rows, mutation, at):
     step = pl.program_id(0)
     me = jax.lax.axis_index(AXIS)
     right = jax.lax.rem(me + 1, n)
@@ -33,6 +35,9 @@ def _kernel(x_ref, o_ref, send_sem, recv_sem, *, n, rows, mutation, at):
         right = jax.lax.select(me == at, me, right)
     if mutation == "step":
         right = jax.lax.select(step == at, jnp.int32(0), right)
+    if mutation == "memory":
+        ids[0] = right
+        right = ids[0]
 
     @pl.when(step == 0)
     def _():
@@ -75,7 +80,7 @@ def build(num_devices: int, *, mutation: str = "none", at: int = 0, rows: int = 
         grid=(max(n - 1, 1),),
         in_specs=[pl.BlockSpec(full, lambda s: (0, 0))],
         out_specs=pl.BlockSpec(full, lambda s: (0, 0)),
-        scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA],
+        scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA, pltpu.SMEM((1,), jnp.int32)],
         compiler_params=pltpu.CompilerParams(collective_id=0, dimension_semantics=("arbitrary",)),
         interpret=pltpu.InterpretParams(dma_execution_mode="eager"),
     )
