@@ -174,3 +174,30 @@ def test_every_example_at_every_device_count_up_to_16_and_64():
     assert not [k for k, v in got.items() if "error" in v or (v["certified"] and not v["confirmed"])]
     for path in SYMMETRIC:
         assert all(v["certified"] for k, v in got.items() if k[0] == path)
+
+
+def _cpu_seconds_at(n: int, paths: tuple[str, ...]) -> dict:
+    """CPU seconds `certify_rotation` takes on each kernel traced (not lowered) at n devices."""
+    import time
+
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+    from semcheck.checker.frontend.rotation_certificate import certify_rotation
+    from semcheck.checker.frontend.targets import load_targets
+
+    _start(n)
+    out = {}
+    for path in paths:
+        (target,) = load_targets(os.path.join(ROOT, path))
+        calls, _ = trace_with_inputs(*target.build_shapes(n), path=target.path)
+        t = time.process_time()
+        cert = certify_rotation(calls[0], n)
+        out[path] = (time.process_time() - t, cert.period)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.rule("RUN-18")
+def test_the_certificate_is_cheap_at_a_thousand_devices():
+    got = _in_fresh_process(_cpu_seconds_at, 1024, SYMMETRIC)
+    assert all(seconds < 2.0 for seconds, _ in got.values()), got  # no step or device is visited
+    assert got["bench/kernels/torus_halo_2d.py"][1] == 32 and got["examples/ring_allreduce.py"][1] == 1
