@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from semcheck.checker.frontend.rotation_obligations import NotCertified, _Ob
-from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args
+from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args, mentions
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.parametric_template import _in_int32
 
@@ -42,19 +42,6 @@ class Certificate:
 MAX_SECONDS = 20.0
 """RUN-18: past this much CPU time on one kernel the certificate gives up (the caller builds the program)."""
 _SOLVER_MS = 5_000
-
-
-def _mentions(z3: Any, t: Any, v: Any) -> bool:
-    seen, todo = set(), [t]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and x.eq(v):
-            return True
-        todo.extend(x.children())
-    return False
 
 
 class _Prover:
@@ -136,7 +123,7 @@ class _Prover:
         """None and the shifts, or why the program does not repeat every k devices."""
         w, z3 = self.w, self.z3
         plain = [ob for ob in w.obs if ob.kind != "row"]
-        todo = [ob for ob in plain if ob.kind != "inv" or _mentions(z3, ob.term, w.me)]
+        todo = [ob for ob in plain if ob.kind != "inv" or mentions(z3, ob.term, w.me)]
         todo_side = todo + w.divisor_obs
         ok, _ = self.holds([(ob, self.claim(ob)) for ob in todo_side], quick=not explain)
         if not ok:
@@ -163,7 +150,7 @@ class _Prover:
     def label_shift(self, label: str | None, obs: list[_Ob], explain: bool) -> tuple[str | None, Any]:
         z3, w = self.z3, self.w
         fixed = label is None or any(ob.term is None for ob in obs)
-        moving = [ob for ob in obs if ob.term is not None and _mentions(z3, ob.term, w.me)]
+        moving = [ob for ob in obs if ob.term is not None and mentions(z3, ob.term, w.me)]
         if not moving:
             return None, None
         m = max(ob.extent for ob in obs)

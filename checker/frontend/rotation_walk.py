@@ -33,6 +33,20 @@ def _subs(eqn: Any) -> list:
     return out
 
 
+def mentions(z3: Any, t: Any, v: Any) -> bool:
+    """Whether the Z3 term `t` reads the constant `v` (the device id, say)."""
+    seen, todo = set(), [t]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_const(x) and x.eq(v):
+            return True
+        todo.extend(x.children())
+    return False
+
+
 def _emits(jaxpr: Any, memo: dict) -> bool:
     """Whether a jaxpr holds an equation the front end turns into operations (RUN-18)."""
     jaxpr = _closed(jaxpr)
@@ -300,33 +314,61 @@ class Walk(Obligations):
         self.iterations.append(it)
         inner = z3.And(path, it >= 0, it < length)
         # the carries' updates, read off one symbolic iteration (its obligations are discarded)
-        probe = [z3.Int(f"carry{self.loops}_{k}") if isinstance(a, z3.ExprRef) and not z3.is_bool(a) else None
-                 for k, a in enumerate(init)]
-        saved = (self.obs, self.divisors)
-        self.obs, self.divisors = [], []
-        try:
-            ret = self.run(body, [*consts, *probe, *([None] * nxs)], inner)
-        finally:
-            self.obs, self.divisors = saved
-        outs, _ = (list(g) for g in p["ft_out"].update(ret).unpack())
-        carries = []
-        for k, (x, a) in enumerate(zip(probe, init)):
+        symbols = [self.carry_symbol(a, k) for k, a in enumerate(init)]
+        outs = self.probe(body, consts, symbols, nxs, inner, p)
+        carries: list[Any] = [None] * len(init)
+        steady: set[int] = set()
+        for k, (x, a) in enumerate(zip(symbols, init)):
             step = None
-            if x is not None and isinstance(outs[k], z3.ExprRef) and not z3.is_bool(outs[k]):
+            if x is not None and not z3.is_bool(x) and isinstance(outs[k], z3.ExprRef) and not z3.is_bool(outs[k]):
                 d = z3.simplify(outs[k] - x)
                 if z3.is_int_value(d):
                     step = d.as_long()
-            if step is None:
-                carries.append(None)
-            else:
+            if step is not None:
                 t = self.mark(a + z3.IntVal(step) * it) if step else a
                 if step:  # the counter's last value is init + step * (length - 1): within int32
                     last = a + step * (length - 1)
                     self.obs.append(_Ob("true", z3.And(last <= INT32_MAX, last >= -INT32_MAX - 1),
                                         path, self.line(eqn), "a loop counter"))
-                carries.append(t)
+                carries[k] = t
+            elif x is not None and not mentions(z3, a, self.me):
+                steady.add(k)
+        # RUN-18: a carry whose initial value and update name no device id is the same on every device at
+        # every iteration (by induction); it stands for any int32 value. The set shrinks to a fixpoint: an
+        # update that reads a carry left out, or the device id, leaves its carry out too.
+        while steady:
+            trial = [symbols[k] if k in steady else carries[k] for k in range(len(init))]
+            outs = self.probe(body, consts, trial, nxs, inner, p)
+            keep = {k for k in steady if isinstance(outs[k], z3.ExprRef) and not mentions(z3, outs[k], self.me)}
+            if keep == steady:
+                break
+            steady = keep
+        for k in steady:
+            carries[k] = symbols[k]
+            if not z3.is_bool(symbols[k]):
+                self.domain += [symbols[k] >= -INT32_MAX - 1, symbols[k] <= INT32_MAX]
         self.run(body, [*consts, *carries, *([None] * nxs)], inner)
         return [None] * len(eqn.outvars)
+
+    def carry_symbol(self, a: Any, k: int) -> Any:
+        z3 = self.z3
+        if not isinstance(a, z3.ExprRef):
+            return None
+        name = f"carry{self.loops}_{k}"
+        return z3.Bool(name) if z3.is_bool(a) else z3.Int(name)
+
+    def probe(self, body: Any, consts: list, carries: list, nxs: int, inner: Any, p: dict) -> list:
+        """The carries a scan's body returns for these carries (its obligations are discarded)."""
+        saved = (self.obs, self.divisors)
+        self.obs, self.divisors = [], []
+        try:
+            ret = self.run(body, [*consts, *carries, *([None] * nxs)], inner)
+        except NotCertified:
+            ret = [None] * len(_closed(body).outvars)
+        finally:
+            self.obs, self.divisors = saved
+        outs, _ = (list(g) for g in p["ft_out"].update(ret).unpack())
+        return outs
 
     def run_scoped(self, eqn: Any, args: list, path: Any) -> list:
         jaxpr = eqn.params["jaxpr"]

@@ -19,6 +19,10 @@ EXAMPLES = sorted(os.path.relpath(p, ROOT) for pattern in ("examples/*.py", "exa
                                                           "bench/kernels/*.py")
                   for p in glob.glob(os.path.join(ROOT, pattern)))
 MUTANTS = "tests/frontend/kernels/rotation_mutants.py"
+LOOP_CARRY = "tests/frontend/kernels/rotation_loop_carry.py"
+BUILDS = ((MUTANTS, 4, {"mutation": "memory"}), (LOOP_CARRY, 4, {"init": "zero"}), (LOOP_CARRY, 6, {"init": "zero"}),
+          (LOOP_CARRY, 4, {"init": "parity"}))
+"""Kernels built with arguments, judged by the survey under (path, n, the arguments' values)."""
 SYMMETRIC = ("examples/ring_allreduce.py", "examples/ring_allgather.py", "examples/ring_permute.py",
              "examples/bidirectional_reduce_scatter.py", "bench/kernels/all_to_all.py",
              "bench/kernels/torus_halo_2d.py")
@@ -53,13 +57,15 @@ def _start(devices: int) -> None:
 
 
 def _survey(paths: list[str], ns: tuple[int, ...], also: dict[str, tuple[int, ...]]) -> dict:
-    """(path, n, kernel index) -> `_judge`, for every path at every n (and at `also[path]`); and the
-    `memory` mutant at 4 devices, under ("memory", 4, 0)."""
+    """(path, n, kernel index) -> `_judge`, for every path at every n (and at `also[path]`); and each of
+    BUILDS under (path, n, its arguments' values)."""
     from semcheck.checker.frontend import load
 
-    _start(max(ns + tuple(n for extra in also.values() for n in extra) + (4,)))
-    (k,) = load(os.path.join(ROOT, MUTANTS), devices=4, build_kwargs={"mutation": "memory"})
-    out = {("memory", 4, 0): _judge(k.call, k.program, 4)}
+    _start(max(ns + tuple(n for extra in also.values() for n in extra) + tuple(n for _, n, _ in BUILDS)))
+    out = {}
+    for path, n, kwargs in BUILDS:
+        (k,) = load(os.path.join(ROOT, path), devices=n, build_kwargs=kwargs)
+        out[(path, n, tuple(kwargs.values()))] = _judge(k.call, k.program, n)
     for path in paths:
         for n in sorted(set(ns) | set(also.get(path, ()))):
             try:
@@ -160,11 +166,20 @@ def test_mutants_that_break_the_symmetry_at_one_device_or_step_are_never_certifi
 
 @pytest.mark.rule("RUN-18")
 def test_values_through_memory_and_scalar_prefetch_are_not_followed(survey):
-    memory = survey[("memory", 4, 0)]
+    memory = survey[(MUTANTS, 4, ("memory",))]
     assert not memory["certified"] and memory["period"] == 1, memory  # it repeats, but only memory says so
     assert "load" in memory["reason"] and "rotation_mutants.py:" in memory["reason"], memory
     got = survey[("examples/buggy/int16_overflow.py", 2, 0)]
     assert not got["certified"] and "scalar-prefetch" in got["reason"], got
+
+
+@pytest.mark.rule("RUN-18")
+def test_a_loop_carry_the_same_on_every_device_is_followed_and_one_that_names_the_device_is_not(survey):
+    for n in (4, 6):
+        got = survey[(LOOP_CARRY, n, ("zero",))]
+        assert got["certified"] and got["k"] == 1 and got["confirmed"], got
+    got = survey[(LOOP_CARRY, 4, ("parity",))]
+    assert got["period"] == 2 and not got["certified"] and "loop carry" in got["reason"], got
 
 
 @pytest.mark.slow
