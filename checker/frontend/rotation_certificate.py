@@ -73,10 +73,12 @@ class _Prover:
         return [w.me, *w.pids.values(), w.core, *w.iterations]
 
     def refuted(self, claim: Any) -> bool:
-        """Whether a counterexample met for an earlier k is one for this k too (a cheap first try: the
-        point is in the domain, so a claim false there is false)."""
+        """Whether a counterexample met for an earlier k, or device 0 or N - k at the first grid point, is one
+        for this k (a cheap first try: every such point is in the domain, so a claim false there is false)."""
         z3, w = self.z3, self.w
-        for point in w.points:
+        # device 0 and its preimage first (the device a kernel most often treats apart), at step 0
+        corners = [{**{v.get_id(): 0 for v in self.free()}, w.me.get_id(): me} for me in (0, w.N - self.k)]
+        for point in corners + w.points:
             me = point[w.me.get_id()]
             pairs = [(v, z3.IntVal(point[v.get_id()])) for v in self.free()]
             pairs.append((w.me2, z3.IntVal((me + self.k) % w.N)))
