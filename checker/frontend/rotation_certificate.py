@@ -13,7 +13,8 @@ and the grid fixed. Every value the front end turns into an operation becomes an
 The front end's operations for an equation are a function of the values it reads and of the branches
 taken (RUN-18 gives the argument), so when every obligation holds for every device and grid point,
 device `me2`'s core is device `me`'s rotated: RUN-7's repetition and DR-5's symmetry. A value the
-evaluation cannot follow (a load, a float, a loop carry) that reaches an obligation: `NotCertified`.
+evaluation cannot follow (a load, a float, a loop carry that names the device) that reaches an
+obligation: `NotCertified`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ class Certificate:
     shift (DR-39)."""
 
     period: int
-    shifts: dict[str, tuple[int, int]]  # label -> (rows per rotation by k, modulus), as fold.race_period's
+    # label -> (rows per rotation by k, modulus), as fold.race_period's; a label whose regions do not
+    # move is left out (`fold._rotation_shifting` then compares its regions as they are)
+    shifts: dict[str, tuple[int, int]]
 
 
 MAX_SECONDS = 20.0
