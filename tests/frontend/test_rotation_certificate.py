@@ -216,3 +216,17 @@ def test_the_certificate_is_cheap_at_a_thousand_devices():
     got = _in_fresh_process(_cpu_seconds_at, 1024, SYMMETRIC)
     assert all(seconds < 2.0 for seconds, _ in got.values()), got  # no step or device is visited
     assert got["bench/kernels/torus_halo_2d.py"][1] == 32 and got["examples/ring_allreduce.py"][1] == 1
+
+
+@pytest.mark.rule("RUN-18")
+def test_the_certificate_knows_every_primitive_the_front_end_emits_operations_for():
+    from jax._src.pallas import primitives as pallas_prims
+    from jax._src.state import primitives as state_prims
+
+    from semcheck.checker.frontend.rotation_obligations import _ACCESS, _MASKED, _SYNC
+    from semcheck.checker.frontend.sync_rules import SYNC_PRIMS
+
+    assert {p.name for p in SYNC_PRIMS} <= _SYNC | {"run_scoped"}  # run_scoped: its body is walked
+    accesses = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p, pallas_prims.load_p,
+                pallas_prims.swap_p)
+    assert {p.name for p in accesses} <= set(_ACCESS) | _MASKED
