@@ -26,7 +26,7 @@ from typing import Any
 from semcheck.checker.frontend.rotation_obligations import NotCertified, _Ob
 from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args, mentions
 from semcheck.checker.frontend.trace import KernelCall
-from semcheck.checker.parametric_template import _in_int32
+from semcheck.checker.int32_terms import within_int32
 
 __all__ = ["Certificate", "NotCertified", "certify_rotation"]
 
@@ -92,7 +92,7 @@ class _Prover:
     def side(self, ob: _Ob) -> list:
         if ob.side is None:
             z3 = self.z3
-            ob.side = _in_int32(z3, z3.And(ob.path, *([] if ob.term is None else [ob.term == ob.term])),
+            ob.side = within_int32(z3, z3.And(ob.path, *([] if ob.term is None else [ob.term == ob.term])),
                                 self.w.kernel)
         return ob.side
 

@@ -10,7 +10,9 @@ from typing import Any
 from semcheck.checker.frontend.rotation_obligations import (
     _ACCESS, _MASKED, _SYNC, NotCertified, Obligations, _Ob, _Ref)
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
-from semcheck.checker.parametric_template import INT32_MAX, _kind, _tdiv
+from semcheck.checker.int32_terms import INT32_MAX
+from semcheck.checker.int32_terms import scalar_kind as _kind
+from semcheck.checker.int32_terms import trunc_div as _tdiv
 
 _CALLS = {"jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
           "custom_vjp_call_jaxpr", "checkpoint", "remat2", "eval_jaxpr"}
@@ -83,7 +85,7 @@ class Walk(Obligations):
         self.iterations: list[Any] = []
         self.points: list[dict] = []  # counterexamples met so far: a later candidate k is tried on them first
         self.obs: list[_Ob] = []
-        self.kernel: dict[int, Any] = {}  # ids of the kernel's int32 terms (kept alive), for `_in_int32`
+        self.kernel: dict[int, Any] = {}  # ids of the kernel's int32 terms (kept alive), for `within_int32`
         self.divisors: list[tuple[Any, Any]] = []  # (divisor, path): nonzero wherever it is computed
         self.memo: dict = {}
         self.sizes = dict(zip(call.mesh.axis_names, call.mesh.axis_sizes))
