@@ -27,8 +27,10 @@ SYMMETRIC = ("examples/ring_allreduce.py", "examples/ring_allgather.py", "exampl
              "examples/bidirectional_reduce_scatter.py", "bench/kernels/all_to_all.py",
              "bench/kernels/torus_halo_2d.py")
 """Kernels whose program repeats (RUN-7) and which the certificate must certify at every N."""
-DEFAULT_NS = (2, 5)
-MORE_NS = {**{p: (3, 8) for p in SYMMETRIC}, "bench/kernels/tree_reduce.py": (8,), "examples/ring_allreduce.py": (8, 64)}
+DEFAULT_NS = (4,)
+MORE_NS = {**{p: (2, 3, 5, 8) for p in SYMMETRIC}, "bench/kernels/tree_reduce.py": (8,),
+           "examples/ring_allreduce.py": (2, 3, 5, 8, 64)}
+"""The default run: every example at 4 devices, the symmetric ones at a few more (the slow test: 2 .. 16, 64)."""
 SLOW_NS = (*range(2, 17), 64)
 
 
@@ -169,7 +171,7 @@ def test_values_through_memory_and_scalar_prefetch_are_not_followed(survey):
     memory = survey[(MUTANTS, 4, ("memory",))]
     assert not memory["certified"] and memory["period"] == 1, memory  # it repeats, but only memory says so
     assert "load" in memory["reason"] and "rotation_mutants.py:" in memory["reason"], memory
-    got = survey[("examples/buggy/int16_overflow.py", 2, 0)]
+    got = survey[("examples/buggy/int16_overflow.py", 4, 0)]
     assert not got["certified"] and "scalar-prefetch" in got["reason"], got
 
 
