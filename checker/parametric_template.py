@@ -9,6 +9,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from semcheck.checker.int32_terms import INT32_MAX, scalar_kind, trunc_div, within_int32
+
 MIN_TRACED = 6
 """Fewer traced N cannot fit the template's numbers with a check to spare (PAR-3)."""
 
@@ -178,37 +180,15 @@ class _Sym:
         return False, "the solver gave up"
 
 
-INT32_MAX = 2 ** 31 - 1
 N_MAX = 2 ** 30
 """PAR-4 proves for every N from 2 to N_MAX = 2^30 devices (a pod has 8,960; N - 1 + N still fits int32):
 that no int32 operation on the way wraps is part of what is proved, not assumed."""
 _SCALARS = ("int32[]", "bool[]")
 
 
-def _kind(aval) -> str:
-    """A scalar's type as `int32[]` / `bool[]`, weakly typed or not (a literal's `~int32[]`)."""
-    return str(aval).lstrip("~")
-
-
-def _tdiv(z3, x, y):
-    """jax's integer division (and so `rem`): truncation towards zero, as int32 division does."""
-    q = z3.If(y > 0, x / y, -(x / -y))  # Z3's `/` floors for a positive divisor
-    return z3.If(z3.Or(x >= 0, x - y * q == 0), q, z3.If(y > 0, q + 1, q - 1))
-
-
-def _in_int32(z3, term, kernel: dict) -> list:
-    """Every subterm of `term` that is one of the kernel's int32 operations (`kernel`: their ids) lies in
-    int32 (PAR-4: then Z3's integers compute what jax's int32 do); semcheck's own terms are exact."""
-    seen, out, todo = set(), [], [term]
-    while todo:
-        t = todo.pop()
-        if t.get_id() in seen:
-            continue
-        seen.add(t.get_id())
-        if kernel.get(t.get_id()) is not None and z3.is_arith(t):
-            out.append(z3.And(t >= -INT32_MAX - 1, t <= INT32_MAX))
-        todo.extend(t.children())
-    return out
+_kind = scalar_kind  # PAR-4's reading of jax's int32 in Z3 (shared with RUN-18)
+_tdiv = trunc_div
+_in_int32 = within_int32
 
 
 _SYNC = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "get_barrier_semaphore",
