@@ -4,7 +4,7 @@ The front end builds one op tuple per core of every device; memory, not the devi
 that. `estimate(call, cores)` reads the size off the traced kernel before anything is built: the
 grid steps of a device, times the operations one step can emit (the kernel body's semaphore, DMA
 and ref-access equations, loops with a static trip count unrolled, the larger branch of each cond),
-plus each core's allocations, times the cores. `check_materialisable` refuses a program whose
+plus each core's allocations, times the devices. `check_materialisable` refuses a program whose
 estimate passes `MAX_MATERIALISED_OPS`, with a message that says what bounds it and how big it
 would be. A path that does not materialise the program (a certified symmetric one) does not call
 it. This module imports jax only inside the functions that walk a jaxpr.
@@ -29,7 +29,8 @@ the ring all-reduce from about 1,200 devices on."""
 
 BYTES_PER_OP = 170
 
-_STATE_PRIMS = frozenset({"get", "swap", "addupdate", "load", "masked_load", "masked_swap"})
+# the ref accesses (jax state primitives and pallas masked loads and stores) and the semaphore and DMA primitives
+_STATE_PRIMS = frozenset({"get", "swap", "addupdate", "masked_load", "masked_swap"})
 _SYNC_PRIMS = frozenset({"semaphore_signal", "semaphore_wait", "semaphore_read", "dma_start", "dma_wait",
                          "get_barrier_semaphore"})
 
