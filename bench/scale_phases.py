@@ -1,18 +1,25 @@
 """CPU time by phase of one kernel at one device count, in one process (bench/README.md "Past 256 devices").
 
     python bench/scale_phases.py examples/ring_allreduce.py 1024
+    python bench/scale_phases.py bench/kernels/torus_halo_2d.py 4096 8960 --out bench/results/scale/phases.jsonl
 
 Every property but invocation-confined, all three modes, `check_program` per mode on one `Analysis`
 (as `semcheck verify` shares it), the cyclic collector off (as the verify child runs); prints one JSON
-line: operations, CPU seconds of trace + lower, of DR-5's symmetry, of each mode, the total with the
-jax import, and the peak resident memory.
+line per device count: operations, CPU seconds of the trace (the builder staged, with an abstract mesh
+past 256 devices: RUN-14), of the lowering, of DR-5's symmetry, of each mode, the total with the jax
+import, the peak resident memory, and whether jax's backend was started (False: no device was made).
+A program past RUN-13's size bound is not built: its line gives the estimate and the refusal instead.
+Several device counts run one process each (the peak is a process's), one after the other.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
+import os
 import resource
+import subprocess
 import sys
 import time
 
@@ -21,19 +28,39 @@ def main(path: str, devices: int) -> dict:
     t_start = time.process_time()
     from semcheck.checker.frontend import provision_devices
 
-    provision_devices(devices)
+    provision_devices(devices)  # read only if a backend starts: an abstract-mesh trace starts none (RUN-14)
     import jax  # noqa: F401 - timed: every run pays it
 
     gc.disable()
+    from jax._src import xla_bridge
+
     from semcheck.checker.analysis import Analysis
     from semcheck.checker.checking import check_program
-    from semcheck.checker.frontend import load
+    from semcheck.checker.frontend.api import _lower_all
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+    from semcheck.checker.frontend.size_bound import ProgramTooLarge, estimate
+    from semcheck.checker.frontend.targets import abstract_mesh_wanted, load_targets
     from semcheck.checker.properties import IDS
 
-    out: dict = {"kernel": path, "devices": devices}
+    out: dict = {"kernel": path, "devices": devices, "abstract_mesh": abstract_mesh_wanted(devices)}
+    out["import_s"] = round(time.process_time() - t_start, 2)
     t = time.process_time()
-    kernels = load(path, devices=devices)
-    out["trace_lower_s"] = round(time.process_time() - t, 2)
+    (target,) = load_targets(path)
+    built = target.build_shapes(devices)
+    if built is None:
+        built = target.build(devices)
+    traced = trace_with_inputs(*built, path=target.path)
+    out["trace_s"] = round(time.process_time() - t, 2)
+    out["mesh"] = list(traced[0][0].mesh.axis_sizes)
+    est = estimate(traced[0][0])
+    out["estimated_ops"] = est.ops
+    t = time.process_time()
+    try:
+        kernels = _lower_all(target, devices, traced, cores=None, dma_mode=None)
+    except ProgramTooLarge as e:
+        out["refused"] = str(e)
+        return _finish(out, t_start, xla_bridge)
+    out["lower_s"] = round(time.process_time() - t, 2)
     program = kernels[0].program
     out["ops"] = program.num_ops
     analysis = Analysis(program, modes=("eager", "on_wait", "hardware"))
@@ -47,11 +74,38 @@ def main(path: str, devices: int) -> dict:
         for v in check_program(program, mode, props, analysis=analysis):
             verdicts[f"{mode}:{v.property}"] = v.verdict
         out[f"{mode}_s"] = round(time.process_time() - t, 2)
+    out["verdicts"] = sorted(set(verdicts.values()))
+    return _finish(out, t_start, xla_bridge)
+
+
+def _finish(out: dict, t_start: float, xla_bridge) -> dict:
     out["total_s"] = round(time.process_time() - t_start, 2)
     out["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    out["verdicts"] = sorted(set(verdicts.values()))
+    out["backend_started"] = bool(xla_bridge.backends_are_initialized())
     return out
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]))))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path")
+    ap.add_argument("devices", type=int, nargs="+")
+    ap.add_argument("--out", help="append each JSON line to this file too")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one count, here
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(main(a.path, a.devices[0])), flush=True)
+        sys.exit(0)
+    for n in a.devices:
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        proc = subprocess.run([sys.executable, __file__, a.path, str(n), "--one"], env=env,
+                              capture_output=True, text=True)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            print(json.dumps({"kernel": a.path, "devices": n, "failed": proc.stderr.strip()[-500:]}), flush=True)
+            continue
+        row = json.loads(lines[-1])
+        row["load_1min"] = round(os.getloadavg()[0], 1)
+        print(json.dumps(row), flush=True)
+        if a.out:
+            with open(a.out, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")

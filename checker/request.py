@@ -15,10 +15,11 @@ from semcheck.model.ops import DMA_MODES, Loc
 
 from semcheck._target import DEFAULT_DEVICES  # noqa: F401 - one definition, re-exported here
 
-MAX_DEVICES = 1024
-# RUN-13: what bounds the device count, said with every refusal of a larger one
-CAP_REASON = ("semcheck builds every device's program, and a ring's grows as the square of the device count: "
-              "about 16 million operations and 3 GB at 1024 devices; specs/semantics.md RUN-13")
+MAX_DEVICES = 16384
+# RUN-13: what bounds the device count, said with every refusal of a larger one; below it the size of the
+# program a run would build bounds it (checker/frontend/size_bound.py)
+CAP_REASON = ("16384 is past the largest TPU pod, 8960 chips; below it what bounds a run is the size of the "
+              "program it builds, refused before it is built; specs/semantics.md RUN-13")
 
 
 @dataclasses.dataclass(frozen=True)

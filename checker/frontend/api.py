@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
 from semcheck.checker.frontend.lower import LoweringStats, lower_kernel
-from semcheck.checker.frontend.targets import Target, load_targets, provision_devices
+from semcheck.checker.frontend.size_bound import check_materialisable
+from semcheck.checker.frontend.targets import Target, load_targets, provision_for_tracing
 from semcheck.checker.frontend.trace import KernelCall, MeshInfo
 from semcheck.model.ops import DMA_MODES, Loc, Program
 
@@ -63,14 +64,15 @@ def load(
     `path` may carry a selector (`file.py::name`); `target` selects by name
     too; `entry` names a builder function when the file has no
     `@semcheck.target` and no `build`. `devices` is passed to the builder
-    (jax gets that many host devices if it is not initialised yet).
+    (jax gets that many host devices if it is not initialised yet; a target
+    traced with an abstract mesh, RUN-14, never makes them).
     `cores` overrides the interpreter's cores per device (a target's own
     `cores=` applies otherwise); `dma_mode` overrides the reported mode.
     `build_kwargs` are passed to builders that accept them.
     """
     if dma_mode is not None and dma_mode not in DMA_MODES:
         raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {dma_mode!r}")
-    provision_devices(devices)
+    provision_for_tracing(devices)
     targets = load_targets(path, entry=entry, target=target)
     out: list[LoweredKernel] = []
     for t in targets:
@@ -125,6 +127,7 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
     for call, values in zip(calls, inputs):
         call = resolve_grid(call, values)
         stats = LoweringStats()
+        check_materialisable(call, n_cores)  # RUN-13: refused before it is built when too large
         program = lower_kernel(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)

@@ -78,7 +78,8 @@ class Target:
         bound.__name__ = getattr(builder, "__name__", self.name)
         return dataclasses.replace(self, builder=bound, inputs=None, input_text=text)
 
-    def build_shapes(self, num_devices: int, **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+    def build_shapes(self, num_devices: int, *, abstract: bool | None = None,
+                     **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
         """Run the builder with its jax computations staged out, keeping only argument shapes.
 
         semcheck traces the kernel, so it needs the example arguments' shapes,
@@ -89,7 +90,24 @@ class Target:
         None when the builder needs concrete values (or fails there for any
         other reason): the caller then builds for real, which reports the
         kernel's own errors as usual.
+
+        RUN-14: with `abstract` (by default `abstract_mesh_wanted(num_devices)`)
+        the builder's `jax.make_mesh` gives an abstract mesh of the same shape,
+        names and axis types, so that no jax device is made; when that build
+        fails the builder is staged again with real devices.
         """
+        if abstract is None:
+            abstract = abstract_mesh_wanted(num_devices)
+        if abstract:
+            with abstract_make_mesh():
+                built = self._staged(num_devices, kwargs)
+            if built is not None:
+                return built
+            if not real_devices_available(num_devices):
+                return None  # the caller's real build says why (DeviceProvisioningError)
+        return self._staged(num_devices, kwargs)
+
+    def _staged(self, num_devices: int, kwargs: dict[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
         import jax  # lazy: see the module docstring
         from jax.core import Tracer  # lazy: see the module docstring
 
@@ -117,7 +135,8 @@ class Target:
         return box["fn"], tuple(jax.tree.unflatten(box["treedef"], leaves))
 
     def build(self, num_devices: int, **kwargs: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        """Call the builder and check the shape of what it returns."""
+        """Call the builder and check the shape of what it returns (with real devices: RUN-14)."""
+        need_real_devices(num_devices)
         try:
             result = self.builder(num_devices, **_accepted_kwargs(self.builder, kwargs))
         except Exception as e:  # the kernel's own failure, reported as such
@@ -346,6 +365,86 @@ def provision_devices(n: int) -> None:
             jax.config.update("jax_platforms", "cpu")
 
 
+def provision_for_tracing(n: int) -> None:
+    """Provision `n` host devices for a trace that may not need them (RUN-14).
+
+    Before jax's backends start this is `provision_devices(n)`: the count is only
+    read when a backend starts, which an abstract-mesh trace never does, so it costs
+    nothing unless a build needs real devices. Once jax runs with fewer devices, an
+    abstract mesh may still trace the target: the real build refuses then
+    (`need_real_devices`), not this.
+    """
+    if jax_initialised() and not real_devices_available(n):
+        return
+    provision_devices(n)
+
+
+ABSTRACT_MESH_FROM = 257
+"""RUN-14: from this device count on, a target is traced with an abstract mesh first. Below it jax's
+fake CPU devices cost at most 0.1 s and 90 MB (1,024: 0.3 s, 300 MB; 4,096: 3.6 s, 1.2 GB; 8,960:
+13.8 s, 2.9 GB, growing faster than the count), so the small counts keep the real devices every
+interpret-mode ground truth was recorded with."""
+
+
+def abstract_mesh_wanted(n: int) -> bool:
+    """RUN-14: trace at `n` devices with an abstract mesh first: past `ABSTRACT_MESH_FROM`, or when jax
+    already runs with fewer than `n` devices (only an abstract mesh can trace it then)."""
+    return n >= ABSTRACT_MESH_FROM or (jax_initialised() and not real_devices_available(n))
+
+
+def real_devices_available(n: int) -> bool:
+    """Whether a build with real devices can have `n` of them: jax has them, or has not started yet
+    (it starts with the count `provision_devices` set)."""
+    if not jax_initialised():
+        return True
+    import jax  # lazy: see the module docstring
+
+    return jax.device_count() >= n
+
+
+def need_real_devices(n: int) -> None:
+    """RUN-14: a build that needs real devices (the abstract mesh failed, or concrete inputs are read) gets
+    `n` of them or a `DeviceProvisioningError` that says so."""
+    if not real_devices_available(n):
+        import jax  # lazy: see the module docstring
+
+        raise DeviceProvisioningError(
+            f"the target needs {n} real jax devices (it could not be traced with an abstract mesh, or its "
+            f"scalar inputs are read), and jax is already initialised with {jax.device_count()}; "
+            "provision devices before jax initialises (one process per configuration)."
+        )
+
+
+class abstract_make_mesh:
+    """RUN-14: while active, `jax.make_mesh(shape, names, axis_types)` without `devices=` returns the
+    `AbstractMesh` of the mesh it would make: the same axis sizes, names and axis types (jax's default,
+    `Explicit`, when none are given), no devices. `devices=` and every other way of making a mesh
+    (`jax.sharding.Mesh`, `jax.devices()`) stay real: a builder that reads devices gets them."""
+
+    def __enter__(self) -> abstract_make_mesh:
+        import jax  # lazy: see the module docstring
+        from jax._src import sharding_impls
+
+        real = sharding_impls.make_mesh
+        self._saved = [(jax, "make_mesh", jax.make_mesh), (sharding_impls, "make_mesh", real)]
+
+        def make_mesh(axis_sizes: Any, axis_names: Any, axis_types: Any = None, *, devices: Any = None) -> Any:
+            if devices is not None:
+                return real(axis_sizes, axis_names, axis_types, devices=devices)
+            sizes = tuple(int(s) for s in axis_sizes)  # jax refuses what is not a sequence of ints
+            if isinstance(axis_names, str):
+                axis_names = (axis_names,)
+            return jax.sharding.AbstractMesh(sizes, tuple(axis_names), axis_types=axis_types)
+
+        for module, name, _ in self._saved:
+            setattr(module, name, make_mesh)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for module, name, value in self._saved:
+            setattr(module, name, value)
+
+
 # --- helpers ------------------------------------------------------------------
 
 
@@ -417,5 +516,8 @@ __all__: Sequence[str] = [
     "load_targets",
     "check_target_return",
     "provision_devices",
+    "provision_for_tracing",
+    "abstract_mesh_wanted",
+    "abstract_make_mesh",
     "jax_initialised",
 ]

@@ -176,6 +176,7 @@ def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[Kernel
             continue
         sub_axes, sub_physical = axes, physical
         if name == "shard_map":
+            # a Mesh or an AbstractMesh (RUN-14): only its axis sizes and manual axes are read
             mesh = eqn.params["mesh"]
             manual = set(eqn.params.get("newly_manual_axes", ())) | set(
                 getattr(mesh, "manual_axes", ()) or ()

@@ -1,20 +1,108 @@
-"""RUN-13: a device count past the cap is a usage error that says what bounds it."""
+"""RUN-13: what bounds the device count. A count past the cap is a usage error that says why; below it
+a program that would be too large to build is refused before it is built, with its estimated size."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from semcheck.checker.request import MAX_DEVICES, InputError, check_devices, parse_devices
+
+from ._support import SEMCHECK
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = REPO / "tests" / "frontend" / "abstract_probe.py"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env.pop("XLA_FLAGS", None)
+    return env
 
 
 @pytest.mark.rule("RUN-13")
 @pytest.mark.parametrize("ask", [lambda n: parse_devices(str(n)), lambda n: parse_devices(f"2..{n}"),
                                  lambda n: check_devices(n)])
 def test_a_device_count_past_the_cap_says_what_bounds_it(ask):
+    assert MAX_DEVICES >= 16384
     with pytest.raises(InputError) as e:
         ask(MAX_DEVICES + 1)
-    assert "square of the device count" in str(e.value) and "RUN-13" in str(e.value)
-    assert ask(MAX_DEVICES) is not None  # the cap itself is verified
+    assert "largest TPU pod" in str(e.value) and "RUN-13" in str(e.value)
+    assert ask(MAX_DEVICES) is not None  # the cap itself is accepted
+    assert ask(1024) is not None and ask(8960) is not None
     with pytest.raises(InputError) as e:
         parse_devices("0")
     assert "RUN-13" not in str(e.value)  # a count below 1 is bad for another reason
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-13")
+def test_a_program_past_the_size_bound_is_refused_before_it_is_built():
+    """The ring all-reduce at 8,960 devices would have about 2 billion operations: one line on stderr
+    that names the bound and the size, exit 2, and nothing built (a run that built it would take
+    hundreds of gigabytes)."""
+    proc = subprocess.run([*SEMCHECK, "verify", "examples/ring_allreduce.py", "--devices", "8960", "--no-cache",
+                           "--no-config"], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = lines
+    assert "8,960 devices" in line and "billion operations" in line and "RUN-13" in line
+    assert "grid steps" in line and "examples/ring_allreduce.py:" in line
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-13")
+def test_the_size_estimate_is_near_the_built_program():
+    """The bound is only as good as the estimate it reads: on every example, at 4 and 16 devices, the
+    estimate is within a factor of 4 of the operations the front end builds."""
+    files = sorted(str(p.relative_to(REPO)) for d in ("examples", "examples/buggy", "bench/kernels")
+                   for p in (REPO / d).glob("*.py"))
+    proc = subprocess.run([sys.executable, str(PROBE), "estimate", "16", "4,16", *files], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("ROW ")]
+    pairs = [(r["file"], r["devices"], est, built) for r in rows for est, built in r["kernels"]]
+    assert len({p[0] for p in pairs}) >= len(files) - 5  # a few examples raise on purpose
+    off = [p for p in pairs if not built_near(p[2], p[3])]
+    assert not off, off
+
+
+def built_near(estimate: int, built: int) -> bool:
+    return built / 4 <= estimate <= 4 * built
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-13")
+def test_every_example_at_1024_devices_may_still_be_built():
+    """The bound replaced a cap of 1,024 devices: every clean example and bench kernel that was verified at
+    1,024 devices still is (its estimate is within the bound), traced with an abstract mesh (RUN-14)."""
+    files = sorted(str(p.relative_to(REPO)) for d in ("examples", "bench/kernels") for p in (REPO / d).glob("*.py"))
+    code = f"""
+import json
+from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+from semcheck.checker.frontend.size_bound import MAX_MATERIALISED_OPS, estimate
+from semcheck.checker.frontend.targets import load_targets
+out = []
+for f in {files!r}:
+    for t in load_targets(f):
+        built = t.build_shapes(1024)
+        if built is None or t.inputs is not None:
+            continue
+        calls, _ = trace_with_inputs(*built, path=t.path)
+        out += [(f, estimate(c).ops) for c in calls]
+print(json.dumps([MAX_MATERIALISED_OPS, out]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bound, estimates = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len({f for f, _ in estimates}) >= len(files) - 2, estimates
+    assert all(ops <= bound for _, ops in estimates), [e for e in estimates if e[1] > bound]
+    assert any(f == "examples/ring_allreduce.py" for f, _ in estimates)

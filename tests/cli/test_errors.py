@@ -165,11 +165,11 @@ def test_syntax_error_is_found_without_starting_jax(kernels):
 
 
 USAGE_CASES = {
-    "devices-0": (("--devices", "0"), ("--devices 0", "between 1 and 1024")),
-    "devices-huge": (("--devices", "100000"), ("--devices 100000", "between 1 and 1024")),
+    "devices-0": (("--devices", "0"), ("--devices 0", "between 1 and 16384")),
+    "devices-huge": (("--devices", "100000"), ("--devices 100000", "between 1 and 16384")),
     "devices-negative-in-list": (("--devices", "2,-4"), ("--devices -4",)),
     "devices-reversed-range": (("--devices", "64..2"), ("1 <= lo <= hi",)),
-    "devices-range-too-far": (("--devices", "1..100000"), ("--devices 1..100000", "ends past 1024")),
+    "devices-range-too-far": (("--devices", "1..100000"), ("--devices 1..100000", "ends past 16384")),
     "devices-not-a-number": (("--devices", "four"), ("expected a count",)),
     "devices-empty": (("--devices", ""), ("at least one device count",)),
     "dma-mode": (("--dma-mode", "sometimes"), ("--dma-mode", "invalid choice: 'sometimes'")),

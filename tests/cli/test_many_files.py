@@ -102,7 +102,7 @@ def test_tool_semcheck_settings_are_read_and_flags_override_them(tmp_path, monke
 
 
 @pytest.mark.parametrize("bad, words", [
-    ("devices = 0", ("devices", "between 1 and 1024")),
+    ("devices = 0", ("devices", "between 1 and 16384")),
     ("dma-mode = 'sometimes'", ("dma-mode", "'sometimes'")),
     ("timeout = -1", ("timeout", "positive")),
     ("colour = true", ("colour", "unknown setting")),
