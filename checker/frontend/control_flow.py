@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from jax._src.pallas import primitives as pallas_prims
+from jax._src.pallas.mosaic import pipeline as mosaic_pipeline
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
@@ -19,6 +21,10 @@ from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
 
 # A `while` loop that runs longer than this is reported, not unrolled forever.
 MAX_WHILE_ITERATIONS = 1_000_000
+
+# The primitives that allocate (`run_scoped`, and `emit_pipeline`, whose expansion does): each evaluation
+# takes the next allocation label, for every lane at once.
+SCOPED = frozenset({pallas_prims.run_scoped_p, mosaic_pipeline.emit_pipeline_p})
 
 
 class ControlFlowRules(Evaluator):
@@ -48,6 +54,13 @@ class ControlFlowRules(Evaluator):
         ops = invals[1:]
         n = len(branches)
         idx = np.clip(index.reshape(index.shape[0]).astype(np.int64), 0, n - 1)
+        if self.subset and idx.shape[0] > 1:
+            # a branch only other devices take would change these devices' values (`merge`) and, with a
+            # run_scoped, the allocation labels after it (their counter runs over every lane)
+            if eqn.outvars:
+                self.refuse_split(eqn, "the branch condition decides values used after the branch")
+            if any(self.contains(b, SCOPED) for b in branches):
+                self.refuse_split(eqn, "the branch condition decides a run_scoped allocation")
         if idx.shape[0] == 1:
             return self.eval_sub(eqn, branches[int(idx[0])], ops, mask)
         if bool((idx == idx[0]).all()):
@@ -82,6 +95,8 @@ class ControlFlowRules(Evaluator):
                     break
                 vals = self.eval_sub(eqn, body_jaxpr, [*bconsts, *vals], base)
             else:
+                if self.subset and c.shape[0] > 1:  # other devices may run more iterations, changing the carried values (`merge`)
+                    self.refuse_split(eqn, "the loop condition")
                 running = np.broadcast_to(c.astype(bool), (self.L,))
                 if base is not None:
                     running = running & base

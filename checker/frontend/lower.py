@@ -56,7 +56,10 @@ import dataclasses
 import gc
 import time
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
@@ -76,8 +79,44 @@ class LoweringStats:
     num_ops: int = 0
     eqns_evaluated: int = 0
     grid_points: int = 0
+    grid_points_as_lanes: int = 0  # of those, evaluated several steps at once (`GridRules.run_core`)
     # Things the caller should know about the lowered program (not errors).
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartialLowering:
+    """Some devices' core programs of a kernel (`lower_kernel(devices=...)`), and what `launch` needs.
+
+    `bodies[i]` holds the kernel bodies of device `devices[i]`'s cores (local core order), in the
+    whole program's device numbering: remote targets are real device ids in 0..N-1. `launch()` of
+    every device's bodies with `launch_args` gives the lowered `Program`; `cores()` gives these
+    devices' launched cores (LAUNCH-1), equal to that program's.
+    """
+
+    topology: Topology
+    devices: tuple[int, ...]
+    bodies: tuple[tuple[tuple[Op, ...], ...], ...]
+    launch_args: dict[str, Any] = dataclasses.field(compare=False)
+
+    def cores(self) -> dict[int, tuple[Op, ...]]:
+        """Global core id -> its launched program, for the cores of `devices`."""
+        topo = self.topology
+        cpd = topo.cores_per_device
+        bodies: list[Sequence[Op]] = [()] * topo.num_cores
+        for d, mine in zip(self.devices, self.bodies):
+            for c, ops in enumerate(mine):
+                bodies[d * cpd + c] = ops
+        program = launch(topo, bodies, **self.launch_args)  # one O(N) wrap: the other cores are empty
+        return {g: program.cores[g] for d in self.devices for g in topo.cores_of_device(d)}
+
+    def program(self) -> Program:
+        """The whole `Program`, when `devices` are all of them."""
+        if sorted(self.devices) != list(range(self.topology.num_devices)):
+            raise ValueError("a program needs every device's bodies")
+        order = {d: i for i, d in enumerate(self.devices)}
+        bodies = [ops for d in range(self.topology.num_devices) for ops in self.bodies[order[d]]]
+        return launch(self.topology, bodies, **self.launch_args)
 
 
 def lower_kernel(
@@ -87,13 +126,18 @@ def lower_kernel(
     name: str | None = None,
     stats: LoweringStats | None = None,
     inputs: KernelInputs | None = None,
-) -> Program:
+    devices: Sequence[int] | None = None,
+) -> Any:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
     `cores` overrides the interpreter's `num_cores_or_threads` (ignored for a
     `core_map`, whose mesh fixes the core count, as in the interpreter).
     `inputs` are the concrete values of the kernel's scalar operands
     (`concrete_inputs`), None when the example arguments carried none.
+    `devices`: lower only these devices' cores and return a `PartialLowering`; it raises
+    `evaluator.SubsetRefused` (an `Unsupported`) when their programs depend on how the other
+    devices evaluate (then lower every device). An error the lowering of another device would meet is
+    not seen: the caller must know (e.g. from a rotation certificate) that the others run alike.
     """
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
@@ -127,8 +171,17 @@ def lower_kernel(
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)
+    chosen = None if devices is None else tuple(int(d) for d in devices)
+    if chosen is not None:
+        if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= d < num_devices for d in chosen):
+            raise ValueError(f"devices must be distinct device ids in 0..{num_devices - 1}, got {devices!r}")
+        lw.subset = True
+        # one device gets a second lane (a copy of it): a device-dependent value then has a lane axis of
+        # length 2, which is how the control-flow rules tell it from a device-independent one
+        lw.set_lanes(np.asarray(chosen * (2 if len(chosen) == 1 else 1), dtype=np.int64))
     lw.set_launch_values(kernel_args, inputs)
-    bodies: list[list[Op]] = [[] for _ in range(num_devices * n_cores)]
+    lanes = lw.L if chosen is None else len(chosen)
+    bodies: list[list[Op]] = [[] for _ in range(lanes * n_cores)]
     # The lowering allocates up to one op per device and step (a DMA carries its
     # regions), none of them cyclic: the cycle collector's passes over the growing
     # program would cost as much again, so it rests until the program is built.
@@ -136,16 +189,12 @@ def lower_kernel(
     gc.disable()
     try:
         for core in range(n_cores):
-            lw.start_core(core)
-            for point in schedule[core]:
-                lw.run_grid_point(point, kernel_args)
-            for d in range(num_devices):
-                bodies[d * n_cores + core] = lw.bodies[d]
+            per_lane = lw.run_core(core, schedule[core], kernel_args)
+            for d in range(lanes):
+                bodies[d * n_cores + core] = per_lane[d]
         # LAUNCH-2, LAUNCH-3 fail before any core runs (an access through a view the interpreter cannot index
         # is the access's own failure, ERR-9: `Access.view_error`)
-        program = launch(
-            Topology(num_devices, n_cores),
-            bodies,
+        launch_args: dict[str, Any] = dict(
             collective_id=call.collective_id,
             scratch=scratch,
             hbm_buffers=hbm_buffers,
@@ -155,14 +204,24 @@ def lower_kernel(
             exit_accesses=exit_reads(call, _hbm_labels(call)),  # PRG-120: the results are read after the call
             names=hbm_names(call) + tuple(lw.scoped_names.items()),
         )
+        if chosen is not None:
+            partial = PartialLowering(
+                Topology(num_devices, n_cores), chosen,
+                tuple(tuple(tuple(bodies[i * n_cores + c]) for c in range(n_cores)) for i in range(len(chosen))),
+                launch_args)
+        else:
+            program = launch(Topology(num_devices, n_cores), bodies, **launch_args)
     finally:
         if collecting:
             gc.enable()
+    if chosen is not None:
+        program = partial  # type: ignore[assignment]
     if stats is not None:
         stats.seconds += time.perf_counter() - t0
-        stats.num_ops += program.num_ops
+        stats.num_ops += sum(map(len, bodies)) if chosen is not None else program.num_ops
         stats.eqns_evaluated += lw.eqn_count
         stats.grid_points += sum(len(s) for s in schedule)
+        stats.grid_points_as_lanes += lw.points_as_lanes
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
     return program
 
@@ -186,4 +245,4 @@ def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
     return SemaphoreOutput(sem_outputs[0][1].name, str(uninit), sem_outputs[0][1].dtype)
 
 
-__all__ = ["LoweringStats", "lower_kernel"]
+__all__ = ["LoweringStats", "PartialLowering", "lower_kernel"]
