@@ -165,24 +165,19 @@ def core_steps(call: KernelCall, cores: int) -> list[list[tuple[tuple[int, ...],
     points_per_core = (subgrid + cores - 1) // cores
     per_core = points_per_core * (num_iterations // subgrid)
 
-    def split(it: int) -> tuple[int, ...]:
-        idx = []
-        rest = it
-        for size in reversed(grid):
-            idx.append(rest % size)
-            rest //= size
-        return tuple(reversed(idx))
-
-    def point(idx: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(int(coords[d][i]) if coords[d] is not None else int(i) for d, i in enumerate(idx))
-
     out = []
-    for c in range(cores):
-        steps = []
-        for it in range(c * per_core, min((c + 1) * per_core, num_iterations)):
-            idx = split(it)
-            steps.append((idx, point(idx), point(split((it + 1) % num_iterations))))
-        out.append(steps)
+    for c in range(cores):  # the iteration counter split row-major over the grid, for all steps at once
+        its = np.arange(c * per_core, min((c + 1) * per_core, num_iterations), dtype=np.int64)
+        if not grid:
+            out.append([((), (), ())] * len(its))
+            continue
+        idx = np.stack(np.unravel_index(its, grid), axis=1)
+        nxt = np.stack(np.unravel_index((its + 1) % num_iterations, grid), axis=1)
+        pts, npts = idx.copy(), nxt.copy()
+        for d, cd in enumerate(coords):
+            if cd is not None:
+                pts[:, d], npts[:, d] = cd[idx[:, d]], cd[nxt[:, d]]
+        out.append(list(zip(map(tuple, idx.tolist()), map(tuple, pts.tolist()), map(tuple, npts.tolist()))))
     return out
 
 
@@ -207,7 +202,9 @@ class GridRules(Evaluator):
         self._launch_state: list[tuple[str, tuple[int, ...], str, Any, Unknown]] = []
         # GRID-1: the pipeline's block copies of the current core (a pallas_call with BlockSpecs)
         self._kernel_args: list[Any] = []
-        self._steps = core_steps(call, cores) if call.kind == "pallas_call" and call.block_mappings else None
+        steps = core_steps(call, cores)
+        self.schedule = [[point for _, point, _ in mine] for mine in steps]  # `grid_schedule`'s
+        self._steps = steps if call.kind == "pallas_call" and call.block_mappings else None
         self._copies: BlockCopies | None = None
         self._shared: str | None = None
         self.rules.update({
@@ -330,6 +327,8 @@ class GridRules(Evaluator):
                 steps = self.bodies
                 self.set_lanes(devices)
                 self.bodies = bodies
+                if copies is not None:
+                    copies.precompute([*pts, *(nxt for _, _, nxt in copies.steps[c0 : c0 + S])])
                 for s in range(S):  # GRID-1: each step's copies around its body, in the step's order
                     if copies is not None:
                         copies.before()
