@@ -64,7 +64,7 @@ import numpy as np
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.model.errors import SemaphoreOutput
-from semcheck.model.launch import launch
+from semcheck.model.launch import launch, launch_core
 from semcheck.model.ops import Op, Program, Topology
 
 if TYPE_CHECKING:
@@ -102,13 +102,10 @@ class PartialLowering:
     def cores(self) -> dict[int, tuple[Op, ...]]:
         """Global core id -> its launched program, for the cores of `devices`."""
         topo = self.topology
-        cpd = topo.cores_per_device
-        bodies: list[Sequence[Op]] = [()] * topo.num_cores
-        for d, mine in zip(self.devices, self.bodies):
-            for c, ops in enumerate(mine):
-                bodies[d * cpd + c] = ops
-        program = launch(topo, bodies, **self.launch_args)  # one O(N) wrap: the other cores are empty
-        return {g: program.cores[g] for d in self.devices for g in topo.cores_of_device(d)}
+        first = frozenset(topo.global_core(d, 0) for d in range(topo.num_devices))
+        return {topo.global_core(d, c): launch_core(topo, topo.global_core(d, c), ops, first_cores=first,
+                                                    **self.launch_args)
+                for d, mine in zip(self.devices, self.bodies) for c, ops in enumerate(mine)}
 
     def program(self) -> Program:
         """The whole `Program`, when `devices` are all of them."""
@@ -144,7 +141,7 @@ def lower_kernel(
     # (jax reads JAX_PLATFORMS when it is imported).
     from semcheck.checker.frontend.call_boundary import exit_reads
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
-    from semcheck.checker.frontend.grid import _hbm_labels, grid_schedule, hbm_names, launch_operands
+    from semcheck.checker.frontend.grid import _hbm_labels, hbm_names, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
@@ -169,8 +166,8 @@ def lower_kernel(
 
     failure = _launch_failure(call) or translation_failure(call)  # LAUNCH-2 fails first, when tracing
     scratch, kernel_args, hbm_buffers = launch_operands(call)
-    schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)
+    schedule = lw.schedule  # grid_schedule(call, n_cores)
     chosen = None if devices is None else tuple(int(d) for d in devices)
     if chosen is not None:
         if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= d < num_devices for d in chosen):
