@@ -98,6 +98,22 @@ class Evaluator:
             self.axis_coords[name] = ((devices // inner) % self.axis_sizes[i]).astype(np.int32)
         self.memory.L = self.L
 
+    def repeat_lanes(self, n: int) -> Callable[[], None]:
+        """Lanes repeated `n` times (lane k * L + l is lane l again, for an iteration k evaluated as lanes):
+        what every lane sees besides its operands (its device, the grid coordinates) repeats with them.
+        Returns what restores the lanes."""
+        devices, env = self.lane_devices, self.grid_env[:]
+        L = self.L
+        self.set_lanes(np.tile(devices, n))
+        self.grid_env[:] = [tuple((np.tile(a, n) if type(a) is np.ndarray and a.shape[0] == L > 1 else a, size)
+                                  for a, size in dims) for dims in env]
+
+        def restore() -> None:
+            self.set_lanes(devices)
+            self.grid_env[:] = env
+
+        return restore
+
     # --- the evaluator ------------------------------------------------------------
 
     def eval_jaxpr(self, jaxpr: Any, args: Sequence[Any], mask: np.ndarray | None) -> list[Any]:

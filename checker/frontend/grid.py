@@ -359,6 +359,17 @@ class GridRules(Evaluator):
         finally:
             self.grid_env.pop()
 
+    def repeat_lanes(self, n: int) -> Any:
+        L, point = self.L, self.grid_point
+        restore = super().repeat_lanes(n)
+        self.grid_point = tuple(np.tile(a, n) if type(a) is np.ndarray and a.shape[0] == L > 1 else a for a in point)
+
+        def restore_point() -> None:
+            restore()
+            self.grid_point = point
+
+        return restore_point
+
     # --- rules: grid and axes -----------------------------------------------------------
 
     def _program_id(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:

@@ -80,6 +80,7 @@ class LoweringStats:
     eqns_evaluated: int = 0
     grid_points: int = 0
     grid_points_as_lanes: int = 0  # of those, evaluated several steps at once (`GridRules.run_core`)
+    iterations_as_lanes: int = 0  # loop iterations evaluated as lanes (`ControlFlowRules._scan_as_lanes`)
     # Things the caller should know about the lowered program (not errors).
     warnings: list[str] = dataclasses.field(default_factory=list)
 
@@ -219,6 +220,7 @@ def lower_kernel(
         stats.eqns_evaluated += lw.eqn_count
         stats.grid_points += sum(len(s) for s in schedule)
         stats.grid_points_as_lanes += lw.points_as_lanes
+        stats.iterations_as_lanes += lw.iterations_as_lanes
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
     return program
 
