@@ -3,7 +3,9 @@
 Every integer value is a lane array (see `values`): leading axis 1 when the
 value is the same on every device, D when it differs. A lane mask restricts
 the devices that execute a stretch of code (a branch taken by some devices
-only); ops are appended to the program of each active device.
+only); ops are appended to the program of each active device. A lane is a
+device (`set_lanes`: some devices only, with `subset`), or a device at one of
+several grid steps or loop iterations evaluated at once (`repeat_lanes`).
 
 `Evaluator` holds what every rule needs (lanes, masks, locations, caches, the
 rule tables) and dispatches each equation to a rule; the rule modules

@@ -26,6 +26,16 @@ untracked refs, semaphore reads. Opaque values are harmless until they decide co
 or a semaphore operand; then the front end raises `Unsupported` rather than
 guess.
 
+What a lane is, besides a device of the mesh:
+
+* `lower_kernel(devices=...)` evaluates only those devices (lane i is device `devices[i]`, its mesh
+  coordinates real, so remote targets are real device ids) and returns a `PartialLowering`. It is
+  exact or refused (`evaluator.SubsetRefused`): a value, branch or allocation label of these devices
+  that would depend on how the other devices' lanes evaluate makes it refuse;
+* a core's grid steps, and a `fori_loop`'s iterations, run as lanes of one evaluation (devices x
+  steps) when no step leaves anything for the next that the evaluation follows (`grid.run_core`,
+  `control_flow._scan_as_lanes`); otherwise one at a time, as the interpreter runs them.
+
 Grid order, the split of the grid between the cores of a device, the
 `parallel` dimension shuffle, allocation order and id-relevant details follow
 `interpret_pallas_call` of jax's TPU interpret mode.
