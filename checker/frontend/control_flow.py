@@ -53,9 +53,7 @@ class ControlFlowRules(Evaluator):
     def _cond(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         branches = eqn.params["branches"]
         index = self.known(invals[0], eqn, "the branch condition")
-        ops = invals[1:]
-        n = len(branches)
-        idx = np.clip(index.reshape(index.shape[0]).astype(np.int64), 0, n - 1)
+        idx = np.clip(index.reshape(index.shape[0]).astype(np.int64), 0, len(branches) - 1)
         if self.subset and idx.shape[0] > 1:
             # a branch only other devices take would change these devices' values (`merge`) and, with a
             # run_scoped, the allocation labels after it (their counter runs over every lane)
@@ -63,6 +61,15 @@ class ControlFlowRules(Evaluator):
                 self.refuse_split(eqn, "the branch condition decides values used after the branch")
             if any(self.contains(b, SCOPED) for b in branches):
                 self.refuse_split(eqn, "the branch condition decides a run_scoped allocation")
+            self.memory.divergent += 1  # what the branches store, other devices may not (`scalar_memory`)
+            try:
+                return self._branches(eqn, branches, idx, invals[1:], mask)
+            finally:
+                self.memory.divergent -= 1
+        return self._branches(eqn, branches, idx, invals[1:], mask)
+
+    def _branches(self, eqn: Any, branches: Any, idx: np.ndarray, ops: list[Any], mask: Any) -> list[Any]:
+        n = len(branches)
         if idx.shape[0] == 1:
             return self.eval_sub(eqn, branches[int(idx[0])], ops, mask)
         if bool((idx == idx[0]).all()):

@@ -100,6 +100,23 @@ class Evaluator:
             self.axis_coords[name] = ((devices // inner) % self.axis_sizes[i]).astype(np.int32)
         self.memory.L = self.L
 
+    def select_devices(self, devices: Sequence[int]) -> None:
+        """Lower only `devices` (`lower.lower_kernel`'s `devices`), exactly or not at all (`SubsetRefused`).
+
+        One device gets a second lane (a copy of it): a device-dependent value then has a lane axis
+        of length 2, which is how the rules tell it from a device-independent one (`refuse_split`).
+        """
+        self.subset = True
+        self.set_lanes(np.asarray(list(devices) * (2 if len(devices) == 1 else 1), dtype=np.int64))
+        self.memory.subset = True
+
+        def refuse(loc: Loc) -> None:
+            raise SubsetRefused("load", "a load from a ref whose contents may differ between the devices "
+                                "lowered and the others (written on some devices only): semcheck lowers "
+                                "this kernel for every device at once, not for some of them", loc)
+
+        self.memory.refuse = refuse
+
     def repeat_lanes(self, n: int) -> Callable[[], None]:
         """Lanes repeated `n` times (lane k * L + l is lane l again, for an iteration k evaluated as lanes):
         what every lane sees besides its operands (its device, the grid coordinates) repeats with them.

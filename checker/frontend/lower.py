@@ -69,8 +69,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.model.errors import SemaphoreOutput
@@ -183,10 +181,7 @@ def lower_kernel(
     if chosen is not None:
         if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= d < num_devices for d in chosen):
             raise ValueError(f"devices must be distinct device ids in 0..{num_devices - 1}, got {devices!r}")
-        lw.subset = True
-        # one device gets a second lane (a copy of it): a device-dependent value then has a lane axis of
-        # length 2, which is how the control-flow rules tell it from a device-independent one
-        lw.set_lanes(np.asarray(chosen * (2 if len(chosen) == 1 else 1), dtype=np.int64))
+        lw.select_devices(chosen)
     lw.set_launch_values(kernel_args, inputs)
     lanes = lw.L if chosen is None else len(chosen)
     bodies: list[list[Op]] = [[] for _ in range(lanes * n_cores)]

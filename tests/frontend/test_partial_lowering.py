@@ -24,6 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KERNELS = sorted(os.path.relpath(p, ROOT) for pattern in ("examples/*.py", "examples/buggy/*.py",
                                                           "bench/kernels/*.py")
                  for p in glob.glob(os.path.join(ROOT, pattern)))
+# the front end's own test kernels: device-dependent branches and loops, scalar data, grids, meshes
+TEST_KERNELS = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "tests/frontend/kernels/*.py"))
+                      if not p.endswith("_common.py"))
 MAX_DEVICES = 16
 
 
@@ -43,6 +46,7 @@ def _lowered(path: str, n: int, cache: dict) -> list:
     if key not in cache:
         from semcheck.checker.frontend import api, load
         from semcheck.checker.frontend.errors import DeviceProvisioningError, FrontendError
+        from semcheck.checker.frontend.targets import load_targets
 
         seen: list = []
         real = api.lower_kernel
@@ -54,10 +58,12 @@ def _lowered(path: str, n: int, cache: dict) -> list:
 
         api.lower_kernel = recording
         try:
-            load(os.path.join(ROOT, path), devices=n)
-        except FrontendError as e:  # a kernel the front end refuses at this count: nothing to compare
-            assert not isinstance(e, DeviceProvisioningError), e
-            seen = [("refused", type(e).__name__, None)]
+            for target in load_targets(os.path.join(ROOT, path)):  # one at a time: one may fail alone
+                try:
+                    load(os.path.join(ROOT, path), target=target.name, devices=n)
+                except FrontendError as e:  # a kernel the front end refuses at this count: nothing to compare
+                    assert not isinstance(e, DeviceProvisioningError), e
+                    seen.append(("refused", type(e).__name__, None))
         finally:
             api.lower_kernel = real
         cache[key] = seen
@@ -74,6 +80,8 @@ def _subset_differences(path: str, n: int, devices: list[int], cache: dict) -> t
     for call, kwargs, program in _lowered(path, n, cache):
         if program is None:
             continue
+        n_kernel = program.topology.num_devices  # a kernel may run on fewer devices than were asked for
+        devices = list(dict.fromkeys(d % n_kernel for d in devices))
         try:
             partial = lower_kernel(call, devices=devices, **kwargs)
         except SubsetRefused:
@@ -176,12 +184,14 @@ def _in_child(fn, *args):
 
 
 def test_a_subset_lowers_the_whole_programs_cores_of_every_example_kernel():
-    """Every example kernel at 3 and 6 devices: the last device, and two devices out of order or apart."""
+    """Every example kernel at 3 and 6 devices: the last device, and two devices out of order or apart;
+    the front end's test kernels (device-dependent branches and loops, scalar data) at 4 and 8."""
     cases = [(path, n, devices) for path in KERNELS for n, devices in ((3, [2, 1]), (6, [5]), (6, [1, 4]))]
+    cases += [(path, n, devices) for path in TEST_KERNELS for n, devices in ((4, [1]), (8, [2, 5, 6]))]
     diffs, compared, refused = _in_child(_check_subsets, cases)
     assert not diffs, diffs[:3]
     assert compared > 2 * len(KERNELS)
-    assert refused < compared // 4  # the subset lowering is not refusing its way out
+    assert refused < compared // 8  # the subset lowering is not refusing its way out
 
 
 def test_a_subset_lowers_the_whole_programs_cores_for_drawn_kernels_counts_and_subsets():
