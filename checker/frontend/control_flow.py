@@ -192,9 +192,9 @@ class ControlFlowRules(Evaluator):
             per_iteration = self.bodies
         except FrontendError:
             return None
-        finally:
+        finally:  # a lossy evaluation is dropped: the loop is unrolled, which finds its own merges
             restore()
-            self.bodies, self.lossy = bodies, self.lossy or lossy
+            self.bodies, self.lossy = bodies, lossy
         for i in range(length):
             any(map(list.extend, bodies, per_iteration[i * L : (i + 1) * L]))
         self.iterations_as_lanes += length

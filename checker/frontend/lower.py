@@ -133,7 +133,7 @@ def lower_kernel(
     stats: LoweringStats | None = None,
     inputs: KernelInputs | None = None,
     devices: Sequence[int] | None = None,
-) -> Any:
+) -> Program | PartialLowering:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
     `cores` overrides the interpreter's `num_cores_or_threads` (ignored for a

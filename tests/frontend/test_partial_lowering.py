@@ -206,16 +206,17 @@ def test_grid_steps_and_loop_iterations_run_as_lanes_lower_the_step_by_step_prog
                                           "bench/kernels/all_to_all.py"))
 
 
-def test_a_subset_must_name_distinct_devices_of_the_mesh():
-    diffs = _in_child(_bad_subsets)
-    assert diffs == ["ValueError"] * 3
+def test_a_subset_must_name_distinct_devices_of_the_mesh_and_all_of_them_make_the_program():
+    outcomes, whole = _in_child(_api_cases)
+    assert outcomes == ["ValueError"] * 3
+    assert whole
 
 
-def _bad_subsets() -> list[str]:
+def _api_cases() -> tuple[list[str], bool]:
     _start_jax()
     from semcheck.checker.frontend.lower import lower_kernel
 
-    call, kwargs, _ = _lowered("examples/ring_allreduce.py", 4, {})[0]
+    call, kwargs, program = _lowered("examples/ring_allreduce.py", 4, {})[0]
     out = []
     for devices in ([], [1, 1], [4]):
         try:
@@ -223,7 +224,7 @@ def _bad_subsets() -> list[str]:
             out.append("lowered")
         except Exception as e:
             out.append(type(e).__name__)
-    return out
+    return out, lower_kernel(call, devices=[3, 1, 0, 2], **kwargs).program() == program
 
 
 if __name__ == "__main__":  # pragma: no cover
