@@ -61,7 +61,10 @@ class ControlFlowRules(Evaluator):
                 self.refuse_split(eqn, "the branch condition decides values used after the branch")
             if any(self.contains(b, SCOPED) for b in branches):
                 self.refuse_split(eqn, "the branch condition decides a run_scoped allocation")
-            self.memory.divergent += 1  # what the branches store, other devices may not (`scalar_memory`)
+            # a branch other devices take (these may take none) may write a tracked ref there, and what
+            # the branches store here, other devices may not (`scalar_memory`)
+            self.memory.diverged.update(self.memory.refs)
+            self.memory.divergent += 1
             try:
                 return self._branches(eqn, branches, idx, invals[1:], mask)
             finally:

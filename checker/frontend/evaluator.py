@@ -325,8 +325,8 @@ class Evaluator:
             return new  # refs: identical on every lane
         m = mask.reshape((self.L,) + (1,) * (max(new.ndim, old.ndim) - 1))
         out = np.where(m, new, old).astype(new.dtype, copy=False)
-        if out.shape[0] > 1 and bool((out == out[:1]).all()):
-            out = out[:1]
+        if out.shape[0] > 1 and not self.subset and bool((out == out[:1]).all()):
+            out = out[:1]  # (not for a subset of devices: the others may differ, `select_devices`)
         return out
 
     # --- building ops ----------------------------------------------------------------

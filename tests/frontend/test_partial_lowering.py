@@ -17,6 +17,7 @@ import concurrent.futures
 import glob
 import multiprocessing
 import os
+from typing import Any
 
 import pytest
 
@@ -115,6 +116,10 @@ def _check_subsets(cases: list[tuple[str, int, list[int]]]) -> tuple[list[str], 
     return diffs, compared, refused
 
 
+def _check_both(examples: list[Any], tests: list[Any]) -> tuple[Any, Any]:
+    return _check_subsets(examples), _check_subsets(tests)
+
+
 def _check_random_subsets(seed: int, examples: int) -> list[str]:
     """Child process: hypothesis over kernels, device counts 2..16 and subsets (a fixed seed: the
     draws are the child's, so the parent's database cannot replay them)."""
@@ -186,12 +191,13 @@ def _in_child(fn, *args):
 def test_a_subset_lowers_the_whole_programs_cores_of_every_example_kernel():
     """Every example kernel at 3 and 6 devices: the last device, and two devices out of order or apart;
     the front end's test kernels (device-dependent branches and loops, scalar data) at 4 and 8."""
-    cases = [(path, n, devices) for path in KERNELS for n, devices in ((3, [2, 1]), (6, [5]), (6, [1, 4]))]
-    cases += [(path, n, devices) for path in TEST_KERNELS for n, devices in ((4, [1]), (8, [2, 5, 6]))]
-    diffs, compared, refused = _in_child(_check_subsets, cases)
-    assert not diffs, diffs[:3]
+    examples = [(path, n, devices) for path in KERNELS for n, devices in ((3, [2, 1]), (6, [5]), (6, [1, 4]))]
+    tests = [(path, n, devices) for path in TEST_KERNELS for n, devices in ((4, [1]), (8, [2, 5, 6]))]
+    (diffs, compared, refused), (test_diffs, _, _) = _in_child(_check_both, examples, tests)
+    assert not diffs and not test_diffs, (diffs + test_diffs)[:3]
     assert compared > 2 * len(KERNELS)
-    assert refused < compared // 8  # the subset lowering is not refusing its way out
+    # the examples are not refused their way out (the test kernels are device-dependent on purpose)
+    assert refused < compared // 20
 
 
 def test_a_subset_lowers_the_whole_programs_cores_for_drawn_kernels_counts_and_subsets():
@@ -204,6 +210,42 @@ def test_grid_steps_and_loop_iterations_run_as_lanes_lower_the_step_by_step_prog
     # the rings' steps and the all-to-all's loops do run as lanes (the comparison is not of two slow paths)
     assert all(as_lanes[k] > 0 for k in ("examples/ring_allreduce.py", "examples/ring_allgather.py",
                                           "bench/kernels/all_to_all.py"))
+
+
+def _refusals() -> dict[str, list[bool]]:
+    """Child process: per target of tests/frontend/kernels/subset.py, whether lowering device 1, and
+    devices [1, 2], is refused."""
+    _start_jax()
+    from semcheck.checker.frontend import api, load
+    from semcheck.checker.frontend.evaluator import SubsetRefused
+    from semcheck.checker.frontend.lower import lower_kernel
+
+    out = {}
+    for target in ("branch_value", "smem_on_one_device", "uniform_smem"):
+        seen: list = []
+        real = api.lower_kernel
+        api.lower_kernel = lambda call, **kw: seen.append((call, kw)) or real(call, **kw)
+        try:
+            load(os.path.join(ROOT, "tests/frontend/kernels/subset.py"), target=target, devices=4)
+        finally:
+            api.lower_kernel = real
+        (call, kwargs), = seen
+        refused = []
+        for devices in ([1], [1, 2]):
+            try:
+                lower_kernel(call, devices=devices, **kwargs)
+                refused.append(False)
+            except SubsetRefused:
+                refused.append(True)
+        out[target] = refused
+    return out
+
+
+def test_a_subset_is_refused_where_its_devices_depend_on_the_others():
+    """A device-dependent branch's value, or scalar memory written on some devices only, refuses the
+    subset (the whole lowering decides); memory every device writes alike does not."""
+    assert _in_child(_refusals) == {"branch_value": [True, True], "smem_on_one_device": [True, True],
+                                    "uniform_smem": [False, False]}
 
 
 def test_a_subset_must_name_distinct_devices_of_the_mesh_and_all_of_them_make_the_program():
