@@ -304,19 +304,24 @@ class GridRules(Evaluator):
         """`run_core`'s steps as lanes, in chunks of at most `STEP_LANES` lanes; False if lossy."""
         call, devices = self.call, self.lane_devices
         D = int(devices.shape[0])
+        # one device of a subset has a copy lane (`select_devices`); with two steps or more the steps
+        # give a device-dependent value its lane axis, so the copy is evaluated once and shared
+        alone = self.subset and D == 2 and devices[0] == devices[1]
         bodies = self.bodies
         copies = self._copies
-        chunk = max(1, STEP_LANES // D)
+        chunk = max(2, STEP_LANES // (1 if alone else D))
         dims = [dim for dim in range(len(call.grid)) if dim not in call.vmapped_dims]
         try:
             for c0 in range(0, len(points), chunk):
                 pts = points[c0 : c0 + chunk]
                 S = len(pts)
+                lanes = devices[:1] if alone and S > 1 else devices
+                E = int(lanes.shape[0])
                 coords = np.asarray(pts, dtype=np.int32).reshape(S, len(call.grid))
-                self.set_lanes(np.tile(devices, S))  # lane s * D + d: step s of device d
-                self.bodies = [[] for _ in range(S * D)]
-                self.grid_point = tuple(np.repeat(coords[:, dim], D) for dim in range(len(call.grid)))
-                self.grid_env.append(tuple((np.repeat(coords[:, dim], D), call.grid[dim]) for dim in dims))
+                self.set_lanes(np.tile(lanes, S))  # lane s * E + d: step s of device d
+                self.bodies = [[] for _ in range(S * E)]
+                self.grid_point = tuple(np.repeat(coords[:, dim], E) for dim in range(len(call.grid)))
+                self.grid_env.append(tuple((np.repeat(coords[:, dim], E), call.grid[dim]) for dim in dims))
                 self.lossy = False
                 try:
                     self.eval_jaxpr(call.jaxpr, kernel_args, None)
@@ -332,7 +337,7 @@ class GridRules(Evaluator):
                 for s in range(S):  # GRID-1: each step's copies around its body, in the step's order
                     if copies is not None:
                         copies.before()
-                    any(map(list.extend, bodies, steps[s * D : (s + 1) * D]))
+                    any(map(list.extend, bodies, steps[s * E : (s + 1) * E] * (D // E)))
                     if copies is not None:
                         copies.after()
         finally:
