@@ -66,39 +66,61 @@ def launch(
     """
     if len(bodies) != topology.num_cores:
         raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
-    device_cores = [frozenset(topology.cores_of_device(d)) for d in range(topology.num_devices)]
     first_cores = frozenset(topology.global_core(d, 0) for d in range(topology.num_devices))
-    cores: list[tuple[Op, ...]] = []
-    for g in range(topology.num_cores):
-        d, c = topology.device_of(g), topology.local_core_of(g)
-        ops: list[Op] = []
-        if c == 0:
-            ops += [
-                AllocBuffer(f"hbm{i}", memory_space="hbm", scope="device", loc=loc)
-                for i in range(hbm_buffers)
-            ]
-            for s in scratch:
-                if s.kind == "semaphore":
-                    ops.append(AllocSem(s.label, s.count, site=s.label, scope="device", loc=s.loc))
-                else:
-                    ops.append(
-                        AllocBuffer(s.label, s.nbytes, s.memory_space, scope="device", loc=s.loc)
-                    )
-            if collective_id is None and topology.num_devices > 1:
-                ops.append(Barrier("start", first_cores, loc))
-        if topology.cores_per_device > 1:
-            ops.append(Barrier(f"fork{d}", device_cores[d], loc))
-        ops += bodies[g]
-        if topology.cores_per_device > 1:
-            ops.append(Barrier(f"join{d}", device_cores[d], loc))
-        if c == 0:
-            ops += exit_accesses
-            ops.append(ExitCheck(d, loc))
-            if topology.num_devices > 1:
-                ops.append(Barrier("cleanup", first_cores, loc))
-        cores.append(tuple(ops))
+    cores = [launch_core(topology, g, bodies[g], collective_id=collective_id, scratch=scratch,
+                         hbm_buffers=hbm_buffers, loc=loc, exit_accesses=exit_accesses, first_cores=first_cores)
+             for g in range(topology.num_cores)]
     return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure,
                    names=tuple(names))
+
+
+def launch_core(
+    topology: Topology,
+    g: int,
+    body: Sequence[Op],
+    *,
+    collective_id: int | None = None,
+    scratch: Sequence[Scratch] = (),
+    hbm_buffers: int = 0,
+    loc: Loc = NO_LOC,
+    exit_accesses: Sequence[Op] = (),
+    first_cores: frozenset[int] | None = None,
+    **_: object,
+) -> tuple[Op, ...]:
+    """Global core `g` of `launch(topology, bodies, ...)` with `bodies[g] = body` (LAUNCH-1): what one
+    core runs does not depend on the others' bodies, so some cores can be launched alone.
+    `first_cores`: every device's core 0 (computed when None); the keywords `launch` takes and a core
+    does not need (`name`, `launch_failure`, `names`) are accepted and ignored."""
+    if first_cores is None:
+        first_cores = frozenset(topology.global_core(d, 0) for d in range(topology.num_devices))
+    d, c = topology.device_of(g), topology.local_core_of(g)
+    device_cores = frozenset(topology.cores_of_device(d))
+    ops: list[Op] = []
+    if c == 0:
+        ops += [
+            AllocBuffer(f"hbm{i}", memory_space="hbm", scope="device", loc=loc)
+            for i in range(hbm_buffers)
+        ]
+        for s in scratch:
+            if s.kind == "semaphore":
+                ops.append(AllocSem(s.label, s.count, site=s.label, scope="device", loc=s.loc))
+            else:
+                ops.append(
+                    AllocBuffer(s.label, s.nbytes, s.memory_space, scope="device", loc=s.loc)
+                )
+        if collective_id is None and topology.num_devices > 1:
+            ops.append(Barrier("start", first_cores, loc))
+    if topology.cores_per_device > 1:
+        ops.append(Barrier(f"fork{d}", device_cores, loc))
+    ops += body
+    if topology.cores_per_device > 1:
+        ops.append(Barrier(f"join{d}", device_cores, loc))
+    if c == 0:
+        ops += exit_accesses
+        ops.append(ExitCheck(d, loc))
+        if topology.num_devices > 1:
+            ops.append(Barrier("cleanup", first_cores, loc))
+    return tuple(ops)
 
 
 def launch_failure(program: Program, mode: DmaMode) -> Violation | None:

@@ -147,6 +147,48 @@ class BlockCopies:
         self._starts[key] = hit
         return hit
 
+    def precompute(self, points: list[tuple[int, ...]]) -> None:
+        """`starts` of every operand at every one of `points`, from one evaluation of each index map with
+        the points as lanes (`GridRules.run_core`); anything unusual is left to `starts`, point by point."""
+        rules, call = self.rules, self.rules.call
+        todo = [p for p in dict.fromkeys(points) if any((o.j, p) not in self._starts for o in self.ops)]
+        if len(todo) < 2 or not call.grid:
+            return
+        nidx = call.num_index_operands
+        devices = rules.lane_devices
+        D, S = int(devices.shape[0]), len(todo)
+        coords = np.asarray(todo, dtype=np.int32).reshape(S, len(call.grid))
+        saved, outer = rules.bodies, rules.loc_override
+        rules.set_lanes(np.tile(devices, S))  # lane s * D + d: device d at point s
+        rules.bodies = [[]] * rules.L
+        rules.loc_override = call.loc
+        rules.lossy = False
+        found: dict[tuple[int, tuple[int, ...]], list[tuple[int, ...]]] = {}
+        try:
+            grid_args = [np.repeat(coords[:, d], D) for d in range(coords.shape[1])]
+            for o in self.ops:
+                outs = rules.eval_closed(o.bm.index_map_jaxpr, [*grid_args, *self.args[:nidx]], None)
+                if rules.lossy or len(outs) != len(o.dims) or any(type(v) is not np.ndarray for v in outs):
+                    return
+                flat = [v.reshape(-1) for v in outs]
+                if not flat or any(f.size not in (1, S * D) for f in flat):
+                    return
+                cols = np.stack([np.broadcast_to(f * size if kind == "blocked" else f, (S * D,))
+                                 for f, (kind, size) in zip(flat, o.dims)], axis=1).reshape(S, D, len(o.dims))
+                for s, (p, rows) in enumerate(zip(todo, cols.tolist())):
+                    first = tuple(rows[0])
+                    if rows.count(rows[0]) == D:  # one block for every device: one tuple, shared
+                        found[(o.j, p)] = [first] * D
+                    else:
+                        found[(o.j, p)] = [tuple(r) for r in rows]
+        except Exception:  # noqa: BLE001 (an optimisation: `starts` meets and reports it point by point)
+            return
+        finally:
+            rules.set_lanes(devices)
+            rules.bodies, rules.loc_override = saved, outer
+        for key, hit in found.items():
+            self._starts.setdefault(key, hit)
+
     def _lane_ints(self, v: Any, o: _Operand) -> list[int]:
         """One block index per device; never guessed (ACC-4)."""
         loc = self.rules.call.loc

@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from jax._src import core as jax_core
+from jax._src.pallas import primitives as pallas_prims
+from jax._src.pallas.mosaic import pipeline as mosaic_pipeline
 
-from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
@@ -20,12 +23,17 @@ from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
 # A `while` loop that runs longer than this is reported, not unrolled forever.
 MAX_WHILE_ITERATIONS = 1_000_000
 
+# The primitives that allocate (`run_scoped`, and `emit_pipeline`, whose expansion does): each evaluation
+# takes the next allocation label, for every lane at once.
+SCOPED = frozenset({pallas_prims.run_scoped_p, mosaic_pipeline.emit_pipeline_p})
+
 
 class ControlFlowRules(Evaluator):
     """Rules by primitive name: the control-flow primitives' objects moved between jax releases."""
 
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
+        self.iterations_as_lanes = 0
         self.named_rules.update({
             "cond": self._cond,
             "while": self._while,
@@ -45,9 +53,26 @@ class ControlFlowRules(Evaluator):
     def _cond(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         branches = eqn.params["branches"]
         index = self.known(invals[0], eqn, "the branch condition")
-        ops = invals[1:]
+        idx = np.clip(index.reshape(index.shape[0]).astype(np.int64), 0, len(branches) - 1)
+        if self.subset and idx.shape[0] > 1:
+            # a branch only other devices take would change these devices' values (`merge`) and, with a
+            # run_scoped, the allocation labels after it (their counter runs over every lane)
+            if eqn.outvars:
+                self.refuse_split(eqn, "the branch condition decides values used after the branch")
+            if any(self.contains(b, SCOPED) for b in branches):
+                self.refuse_split(eqn, "the branch condition decides a run_scoped allocation")
+            # a branch other devices take (these may take none) may write a tracked ref there, and what
+            # the branches store here, other devices may not (`scalar_memory`)
+            self.memory.diverged.update(self.memory.refs)
+            self.memory.divergent += 1
+            try:
+                return self._branches(eqn, branches, idx, invals[1:], mask)
+            finally:
+                self.memory.divergent -= 1
+        return self._branches(eqn, branches, idx, invals[1:], mask)
+
+    def _branches(self, eqn: Any, branches: Any, idx: np.ndarray, ops: list[Any], mask: Any) -> list[Any]:
         n = len(branches)
-        idx = np.clip(index.reshape(index.shape[0]).astype(np.int64), 0, n - 1)
         if idx.shape[0] == 1:
             return self.eval_sub(eqn, branches[int(idx[0])], ops, mask)
         if bool((idx == idx[0]).all()):
@@ -82,6 +107,8 @@ class ControlFlowRules(Evaluator):
                     break
                 vals = self.eval_sub(eqn, body_jaxpr, [*bconsts, *vals], base)
             else:
+                if self.subset and c.shape[0] > 1:  # other devices may run more iterations, changing the carried values (`merge`)
+                    self.refuse_split(eqn, "the loop condition")
                 running = np.broadcast_to(c.astype(bool), (self.L,))
                 if base is not None:
                     running = running & base
@@ -102,6 +129,10 @@ class ControlFlowRules(Evaluator):
         length = int(p["length"])
         reverse = bool(p["reverse"])
         body = p["jaxpr"]
+        if length > 1 and not xs and len(eqn.outvars) == len(carry) and self.L * length <= ITERATION_LANES:
+            counted = self._scan_as_lanes(eqn, body, consts, carry, length, mask)
+            if counted is not None:
+                return counted
         ys_steps: list[list[Any]] = []
         for step in range(length):
             i = length - 1 - step if reverse else step
@@ -126,6 +157,53 @@ class ControlFlowRules(Evaluator):
             ys_out = [Unknown("stacked scan outputs") for _ in range(n_ys)]
         return [*carry, *ys_out]
 
+    def _scan_as_lanes(self, eqn: Any, body: Any, consts: list[Any], carry: list[Any], length: int,
+                       mask: Any) -> list[Any] | None:
+        """A `fori_loop`-like scan (no xs, no ys; every carry unchanged or a counter plus a constant) with its
+        iterations as lanes of one evaluation (lane k * L + l: iteration k of lane l), or None to unroll it.
+
+        Exact when the iterations share nothing else: no tracked scalar memory, no run_scoped labels
+        (`SCOPED`), no merge that loses what one lane alone knows (`Evaluator.lossy`), no error (an
+        error is met again unrolled, in the interpreter's order).
+        """
+        if self.memory or self.contains(body, SCOPED):
+            return None
+        steps = _counter_steps(body.jaxpr, len(consts), len(carry))
+        if steps is None:
+            return None
+        L = self.L
+        start = []
+        for c, step in zip(carry, steps):
+            if step:
+                if type(c) is not np.ndarray or c.ndim != 1 or c.dtype.kind not in "iu" or c.shape[0] not in (1, L):
+                    return None
+                start.append(np.broadcast_to(c, (L,)).astype(np.int64))
+            else:
+                start.append(None)
+        k = np.repeat(np.arange(length, dtype=np.int64), L)
+        bodies, lossy = self.bodies, self.lossy
+        restore = self.repeat_lanes(length)
+        try:
+            self.bodies = [[] for _ in range(L * length)]
+            self.lossy = False
+            tiled = [_tile(v, L, length) for v in consts]
+            counters = [_tile(c, L, length) if s0 is None else (np.tile(s0, length) + k * step).astype(c.dtype)
+                        for c, s0, step in zip(carry, start, steps)]
+            self.eval_sub(eqn, body, [*tiled, *counters], None if mask is None else np.tile(mask, length))
+            if self.lossy:
+                return None
+            per_iteration = self.bodies
+        except FrontendError:
+            return None
+        finally:  # a lossy evaluation is dropped: the loop is unrolled, which finds its own merges
+            restore()
+            self.bodies, self.lossy = bodies, lossy
+        for i in range(length):
+            any(map(list.extend, bodies, per_iteration[i * L : (i + 1) * L]))
+        self.iterations_as_lanes += length
+        return [c if s0 is None else (s0 + length * step).astype(c.dtype)[: c.shape[0]]
+                for c, s0, step in zip(carry, start, steps)]
+
     def _call(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         p = eqn.params
         sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
@@ -135,3 +213,36 @@ class ControlFlowRules(Evaluator):
             raise Unsupported(eqn.primitive.name, "semaphore or DMA operations inside a "
                               f"{eqn.primitive.name} (the interpreter does not run them there)", self.loc(eqn))
         return self.eval_sub(eqn, sub, invals, mask)
+
+
+# At most this many lanes (lanes x iterations) for a scan's iterations as lanes (`_scan_as_lanes`).
+ITERATION_LANES = 1 << 15
+
+
+def _tile(v: Any, lanes: int, n: int) -> Any:
+    """A value of `lanes` lanes repeated for `n` iterations (a one-lane value is every lane's already)."""
+    if type(v) is np.ndarray and v.shape[0] == lanes and lanes > 1:
+        return np.tile(v, (n,) + (1,) * (v.ndim - 1))
+    return v
+
+
+def _counter_steps(jaxpr: Any, nconsts: int, ncarry: int) -> list[int] | None:
+    """Per carry of a scan body: 0 when the body returns it unchanged, `s` when it returns it plus the
+    integer literal `s`; None when some carry is anything else."""
+    carries = jaxpr.invars[nconsts : nconsts + ncarry]
+    made = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+    steps = []
+    for c, out in zip(carries, jaxpr.outvars[:ncarry]):
+        if out is c:
+            steps.append(0)
+            continue
+        e = made.get(id(out))
+        if e is None or e.primitive.name != "add" or len(e.invars) != 2:
+            return None
+        a, b = e.invars
+        lit = b if a is c else a if b is c else None
+        val = lit.val if type(lit) is jax_core.Literal else None
+        if val is None or np.ndim(val) != 0 or np.asarray(val).dtype.kind not in "iu":
+            return None
+        steps.append(int(val))
+    return steps

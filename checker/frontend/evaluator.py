@@ -3,7 +3,9 @@
 Every integer value is a lane array (see `values`): leading axis 1 when the
 value is the same on every device, D when it differs. A lane mask restricts
 the devices that execute a stretch of code (a branch taken by some devices
-only); ops are appended to the program of each active device.
+only); ops are appended to the program of each active device. A lane is a
+device (`set_lanes`: some devices only, with `subset`), or a device at one of
+several grid steps or loop iterations evaluated at once (`repeat_lanes`).
 
 `Evaluator` holds what every rule needs (lanes, masks, locations, caches, the
 rule tables) and dispatches each equation to a rule; the rule modules
@@ -33,21 +35,30 @@ from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
 Rule = Callable[[Any, list[Any], Any], list[Any]]
 
 
+class SubsetRefused(Unsupported):
+    """The devices `lower_kernel(devices=...)` was asked for cannot be lowered without the others: what
+    they do would depend on how the other devices' lanes evaluate (a branch taken by other devices only,
+    a loop they run longer). Lowering every device decides it."""
+
+    code = "unsupported"
+
+
 class Evaluator:
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         self.call = call
-        self.L = num_devices
+        self.num_devices = num_devices
         self.cores = cores
-        self.all_lanes = list(range(num_devices))
-        # Each lane's mesh coordinates (row-major logical device ids), for
-        # `axis_index` and mesh-style device ids.
         self.axis_names = call.mesh.axis_names
         self.axis_sizes = call.mesh.axis_sizes
-        self.axis_coords: dict[str, np.ndarray] = {}
-        ids = np.arange(num_devices, dtype=np.int64)
-        for i, name in enumerate(self.axis_names):
-            inner = math.prod(self.axis_sizes[i + 1 :])
-            self.axis_coords[name] = ((ids // inner) % self.axis_sizes[i]).astype(np.int32)
+        # The device each lane evaluates (`set_lanes`): every device, lane d being device d, unless
+        # `lower_kernel` lowers only some (`subset`) or runs several grid steps as lanes at once.
+        self.lane_devices = np.arange(num_devices, dtype=np.int64)
+        self.subset = False
+        # Set by `merge` when lanes evaluated together lose what one lane alone would know (a
+        # branch's or iteration's result unknown on some lanes): the grid steps run as lanes fall back.
+        self.lossy = False
+        self.memory = ScalarMemory(num_devices)
+        self.set_lanes(self.lane_devices)
         self.core_axis_names = (call.core_axis_name,) if call.core_axis_name else ()
         self.core = 0
         # Per device: the ops of the current core, in program order.
@@ -76,8 +87,51 @@ class Evaluator:
         self.named_rules: dict[str, Rule] = {}
         # Primitives that make a sub-jaxpr matter to the program (semaphore and DMA ops).
         self.sem_prims: set[Any] = set()
-        # The contents of the small integer refs the kernel keeps control data in (per core).
-        self.memory = ScalarMemory(num_devices)
+
+    def set_lanes(self, devices: np.ndarray) -> None:
+        """Evaluate lane i as device `devices[i]`: its mesh coordinates (row-major logical device ids) are
+        what `axis_index` and mesh-style device ids see, so remote targets are real device ids."""
+        self.lane_devices = devices
+        self.L = int(devices.shape[0])
+        self.all_lanes = list(range(self.L))
+        self.axis_coords: dict[str, np.ndarray] = {}
+        for i, name in enumerate(self.axis_names):
+            inner = math.prod(self.axis_sizes[i + 1 :])
+            self.axis_coords[name] = ((devices // inner) % self.axis_sizes[i]).astype(np.int32)
+        self.memory.L = self.L
+
+    def select_devices(self, devices: Sequence[int]) -> None:
+        """Lower only `devices` (`lower.lower_kernel`'s `devices`), exactly or not at all (`SubsetRefused`).
+
+        One device gets a second lane (a copy of it): a device-dependent value then has a lane axis
+        of length 2, which is how the rules tell it from a device-independent one (`refuse_split`).
+        """
+        self.subset = True
+        self.set_lanes(np.asarray(list(devices) * (2 if len(devices) == 1 else 1), dtype=np.int64))
+        self.memory.subset = True
+
+        def refuse(loc: Loc) -> None:
+            raise SubsetRefused("load", "a load from a ref whose contents may differ between the devices "
+                                "lowered and the others (written on some devices only): semcheck lowers "
+                                "this kernel for every device at once, not for some of them", loc)
+
+        self.memory.refuse = refuse
+
+    def repeat_lanes(self, n: int) -> Callable[[], None]:
+        """Lanes repeated `n` times (lane k * L + l is lane l again, for an iteration k evaluated as lanes):
+        what every lane sees besides its operands (its device, the grid coordinates) repeats with them.
+        Returns what restores the lanes."""
+        devices, env = self.lane_devices, self.grid_env[:]
+        L = self.L
+        self.set_lanes(np.tile(devices, n))
+        self.grid_env[:] = [tuple((np.tile(a, n) if type(a) is np.ndarray and a.shape[0] == L > 1 else a, size)
+                                  for a, size in dims) for dims in env]
+
+        def restore() -> None:
+            self.set_lanes(devices)
+            self.grid_env[:] = env
+
+        return restore
 
     # --- the evaluator ------------------------------------------------------------
 
@@ -263,6 +317,7 @@ class Evaluator:
         if old is None or new is old:
             return new
         if type(new) is not np.ndarray or type(old) is not np.ndarray:
+            self.lossy = True
             if isinstance(new, Unknown):
                 return new
             if isinstance(old, Unknown):
@@ -270,8 +325,8 @@ class Evaluator:
             return new  # refs: identical on every lane
         m = mask.reshape((self.L,) + (1,) * (max(new.ndim, old.ndim) - 1))
         out = np.where(m, new, old).astype(new.dtype, copy=False)
-        if out.shape[0] > 1 and bool((out == out[:1]).all()):
-            out = out[:1]
+        if out.shape[0] > 1 and not self.subset and bool((out == out[:1]).all()):
+            out = out[:1]  # (not for a subset of devices: the others may differ, `select_devices`)
         return out
 
     # --- building ops ----------------------------------------------------------------
@@ -292,6 +347,26 @@ class Evaluator:
         return ref
 
     # --- sub-jaxprs --------------------------------------------------------------------
+
+    def refuse_split(self, eqn: Any, what: str) -> None:
+        """`SubsetRefused` when only some devices are lowered and `eqn` decides by a device-dependent
+        value (`lower.lower_kernel`'s `devices`; lanes of a per-device value have a lane axis of length
+        L > 1 even for one device: `lower_kernel` gives a one-device subset two lanes)."""
+        raise SubsetRefused(eqn.primitive.name, f"{what}, which may depend on the device: semcheck lowers "
+                            "this kernel for every device at once, not for some of them", self.loc(eqn))
+
+    def contains(self, jaxpr: Any, prims: frozenset[Any]) -> bool:
+        """Whether `jaxpr` (open or closed, or any jaxpr nested in it) uses a primitive of `prims`."""
+        key = ("contains", id(jaxpr), prims)
+        hit = self._static_cache.get(key)  # type: ignore[arg-type]
+        if hit is None:
+            inner = getattr(jaxpr, "jaxpr", jaxpr)
+            hit = any(e.primitive in prims or any(self.contains(sub, prims) for sub in
+                                                   sub_jaxprs(e.params, self._jaxpr_types))
+                      for e in inner.eqns)
+            self._static_cache[key] = (hit, jaxpr)  # type: ignore[index]  # keep `jaxpr` alive: ids are keys
+            return hit
+        return hit[0]
 
     def _has_sem_ops(self, jaxpr: Any) -> bool:
         """Whether `jaxpr` (or any jaxpr nested in it) uses a primitive of `sem_prims`."""

@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src.pallas import primitives as pallas_prims
+from jax._src.pallas.mosaic import pipeline as mosaic_pipeline
 
 from semcheck.checker.frontend.block_copies import BlockCopies
 from semcheck.checker.frontend.concrete_inputs import KernelInputs, is_scalar_operand
-from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.scalar_memory import AbstractInput, trackable
 from semcheck.checker.frontend.trace import KernelCall
@@ -164,25 +165,28 @@ def core_steps(call: KernelCall, cores: int) -> list[list[tuple[tuple[int, ...],
     points_per_core = (subgrid + cores - 1) // cores
     per_core = points_per_core * (num_iterations // subgrid)
 
-    def split(it: int) -> tuple[int, ...]:
-        idx = []
-        rest = it
-        for size in reversed(grid):
-            idx.append(rest % size)
-            rest //= size
-        return tuple(reversed(idx))
-
-    def point(idx: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(int(coords[d][i]) if coords[d] is not None else int(i) for d, i in enumerate(idx))
-
     out = []
-    for c in range(cores):
-        steps = []
-        for it in range(c * per_core, min((c + 1) * per_core, num_iterations)):
-            idx = split(it)
-            steps.append((idx, point(idx), point(split((it + 1) % num_iterations))))
-        out.append(steps)
+    for c in range(cores):  # the iteration counter split row-major over the grid, for all steps at once
+        its = np.arange(c * per_core, min((c + 1) * per_core, num_iterations), dtype=np.int64)
+        if not grid:
+            out.append([((), (), ())] * len(its))
+            continue
+        idx = np.stack(np.unravel_index(its, grid), axis=1)
+        nxt = np.stack(np.unravel_index((its + 1) % num_iterations, grid), axis=1)
+        pts, npts = idx.copy(), nxt.copy()
+        for d, cd in enumerate(coords):
+            if cd is not None:
+                pts[:, d], npts[:, d] = cd[idx[:, d]], cd[nxt[:, d]]
+        out.append(list(zip(map(tuple, idx.tolist()), map(tuple, pts.tolist()), map(tuple, npts.tolist()))))
     return out
+
+
+# What one grid step may leave for the next besides tracked scalar memory: run_scoped allocations (their
+# labels count evaluations; `emit_pipeline` allocates in its expansion).
+_STEP_STATE = frozenset({pallas_prims.run_scoped_p, mosaic_pipeline.emit_pipeline_p})
+
+# At most this many lanes (devices x grid steps) per evaluation of `GridRules.run_core`.
+STEP_LANES = 1 << 15
 
 
 class GridRules(Evaluator):
@@ -190,13 +194,17 @@ class GridRules(Evaluator):
 
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
-        self.grid_point: tuple[int, ...] = ()
+        self.grid_point: tuple[Any, ...] = ()  # per dimension an int, or a lane array (`run_core`)
+        self._inputs: KernelInputs | None = None
+        self.points_as_lanes = 0
         # (label, shape, dtype, initial lane array or None, why it is unknown) per tracked operand;
         # the why has no line: a load reports its own
         self._launch_state: list[tuple[str, tuple[int, ...], str, Any, Unknown]] = []
         # GRID-1: the pipeline's block copies of the current core (a pallas_call with BlockSpecs)
         self._kernel_args: list[Any] = []
-        self._steps = core_steps(call, cores) if call.kind == "pallas_call" and call.block_mappings else None
+        steps = core_steps(call, cores)
+        self.schedule = [[point for _, point, _ in mine] for mine in steps]  # `grid_schedule`'s
+        self._steps = steps if call.kind == "pallas_call" and call.block_mappings else None
         self._copies: BlockCopies | None = None
         self._shared: str | None = None
         self.rules.update({
@@ -217,6 +225,7 @@ class GridRules(Evaluator):
         """
         state = []
         self._kernel_args = kernel_args
+        self._inputs = inputs
         values = inputs.values if inputs is not None else ()
         for i, (op, arg) in enumerate(zip(self.call.operands, kernel_args)):
             if type(arg) is not BufRef or op.kind != "buffer":
@@ -228,6 +237,8 @@ class GridRules(Evaluator):
                 continue
             what = "scalar-prefetch operand" if op.role == "index" else op.role
             init = None if scratch else (values[i] if i < len(values) else None)
+            if type(init) is np.ndarray and init.shape[0] == self.num_devices > 1:
+                init = init[self.lane_devices]  # one row per device: the lanes' devices' rows
             if scratch:
                 why = Unknown(f"the initial contents of scratch {op.name!r} (uninitialised memory), read")
             elif inputs is None or inputs.abstract:
@@ -249,8 +260,90 @@ class GridRules(Evaluator):
         self._copies = BlockCopies(self, core, steps[core], self._kernel_args) if steps is not None else None
         if self._copies is not None:
             if self._shared is None:  # GRID-4: once per call, over every core's grid points
-                self._shared = self._copies.parallel_sharing([p for mine in steps for _, p, _ in mine])
+                self._shared = self._sharing(steps)
             self._copies.shared = self._shared
+
+    def _sharing(self, steps: list[Any]) -> str:
+        """GRID-4's reason over every device: when only some devices are lowered (`subset`), another
+        device's blocks may conflict, so the index maps are evaluated for all of them (only then)."""
+        assert self._copies is not None
+        if self.subset and not self._copies.split_forced:
+            from semcheck.checker.frontend.lowerer import Lowerer  # noqa: PLC0415 (a cycle otherwise)
+
+            every = Lowerer(self.call, self.num_devices, self.cores)
+            every.set_launch_values(self._kernel_args, self._inputs)
+            every.start_core(0)
+            return every._shared or ""
+        return self._copies.parallel_sharing([p for mine in steps for _, p, _ in mine])
+
+    def run_core(self, core: int, points: list[tuple[int, ...]], kernel_args: list[Any]) -> list[list[Any]]:
+        """Run core `core` over its grid points; its ops per lane's device (`self.bodies`).
+
+        Steps that share nothing run as lanes of one evaluation (lanes = devices x steps,
+        `program_id` a lane array): exact when no step reads what an earlier one left (no tracked
+        scalar memory, no run_scoped allocation, whose labels count evaluations) and lanes evaluated
+        together lose nothing one lane alone would know (`Evaluator.lossy`); otherwise, or when the
+        evaluation fails, the core runs again step by step, as the interpreter does.
+        """
+        self.start_core(core)
+        if len(points) > 1 and not self.memory and not self.contains(self.call.jaxpr, _STEP_STATE):
+            warnings = len(self.warnings)
+            try:
+                if self._run_as_lanes(points, kernel_args):
+                    self.points_as_lanes += len(points)
+                    return self.bodies
+            except FrontendError:
+                pass
+            del self.warnings[warnings:]
+            self.start_core(core)
+        for point in points:
+            self.run_grid_point(point, kernel_args)
+        return self.bodies
+
+    def _run_as_lanes(self, points: list[tuple[int, ...]], kernel_args: list[Any]) -> bool:
+        """`run_core`'s steps as lanes, in chunks of at most `STEP_LANES` lanes; False if lossy."""
+        call, devices = self.call, self.lane_devices
+        D = int(devices.shape[0])
+        # one device of a subset has a copy lane (`select_devices`); with two steps or more the steps
+        # give a device-dependent value its lane axis, so the copy is evaluated once and shared
+        alone = self.subset and D == 2 and devices[0] == devices[1]
+        bodies = self.bodies
+        copies = self._copies
+        chunk = max(2, STEP_LANES // (1 if alone else D))
+        dims = [dim for dim in range(len(call.grid)) if dim not in call.vmapped_dims]
+        try:
+            for c0 in range(0, len(points), chunk):
+                pts = points[c0 : c0 + chunk]
+                S = len(pts)
+                lanes = devices[:1] if alone and S > 1 else devices
+                E = int(lanes.shape[0])
+                coords = np.asarray(pts, dtype=np.int32).reshape(S, len(call.grid))
+                self.set_lanes(np.tile(lanes, S))  # lane s * E + d: step s of device d
+                self.bodies = [[] for _ in range(S * E)]
+                self.grid_point = tuple(np.repeat(coords[:, dim], E) for dim in range(len(call.grid)))
+                self.grid_env.append(tuple((np.repeat(coords[:, dim], E), call.grid[dim]) for dim in dims))
+                self.lossy = False
+                try:
+                    self.eval_jaxpr(call.jaxpr, kernel_args, None)
+                finally:
+                    self.grid_env.pop()
+                if self.lossy:
+                    return False
+                steps = self.bodies
+                self.set_lanes(devices)
+                self.bodies = bodies
+                if copies is not None:
+                    copies.precompute([*pts, *(nxt for _, _, nxt in copies.steps[c0 : c0 + S])])
+                for s in range(S):  # GRID-1: each step's copies around its body, in the step's order
+                    if copies is not None:
+                        copies.before()
+                    any(map(list.extend, bodies, steps[s * E : (s + 1) * E] * (D // E)))
+                    if copies is not None:
+                        copies.after()
+        finally:
+            self.set_lanes(devices)
+        self.bodies = bodies
+        return True
 
     def run_grid_point(self, point: tuple[int, ...], kernel_args: list[Any]) -> None:
         call = self.call
@@ -270,6 +363,17 @@ class GridRules(Evaluator):
                 copies.after()
         finally:
             self.grid_env.pop()
+
+    def repeat_lanes(self, n: int) -> Any:
+        L, point = self.L, self.grid_point
+        restore = super().repeat_lanes(n)
+        self.grid_point = tuple(np.tile(a, n) if type(a) is np.ndarray and a.shape[0] == L > 1 else a for a in point)
+
+        def restore_point() -> None:
+            restore()
+            self.grid_point = point
+
+        return restore_point
 
     # --- rules: grid and axes -----------------------------------------------------------
 
@@ -295,5 +399,6 @@ class GridRules(Evaluator):
             return [self.axis_coords[name]]
         names = self.call.grid_names or ()
         if name in names:
-            return [np.array([self.grid_point[names.index(name)]], dtype=np.int32)]
+            at = self.grid_point[names.index(name)]
+            return [at if type(at) is np.ndarray else np.array([at], dtype=np.int32)]  # a lane array: `run_core`
         raise Unsupported("axis_index", f"axis {name!r} is neither a mesh axis nor a grid axis", self.loc(eqn))

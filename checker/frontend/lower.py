@@ -26,6 +26,16 @@ untracked refs, semaphore reads. Opaque values are harmless until they decide co
 or a semaphore operand; then the front end raises `Unsupported` rather than
 guess.
 
+What a lane is, besides a device of the mesh:
+
+* `lower_kernel(devices=...)` evaluates only those devices (lane i is device `devices[i]`, its mesh
+  coordinates real, so remote targets are real device ids) and returns a `PartialLowering`. It is
+  exact or refused (`evaluator.SubsetRefused`): a value, branch or allocation label of these devices
+  that would depend on how the other devices' lanes evaluate makes it refuse;
+* a core's grid steps, and a `fori_loop`'s iterations, run as lanes of one evaluation (devices x
+  steps) when no step leaves anything for the next that the evaluation follows (`grid.run_core`,
+  `control_flow._scan_as_lanes`); otherwise one at a time, as the interpreter runs them.
+
 Grid order, the split of the grid between the cores of a device, the
 `parallel` dimension shuffle, allocation order and id-relevant details follow
 `interpret_pallas_call` of jax's TPU interpret mode.
@@ -56,12 +66,13 @@ import dataclasses
 import gc
 import time
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.model.errors import SemaphoreOutput
-from semcheck.model.launch import launch
+from semcheck.model.launch import launch, launch_core
 from semcheck.model.ops import Op, Program, Topology
 
 if TYPE_CHECKING:
@@ -76,8 +87,42 @@ class LoweringStats:
     num_ops: int = 0
     eqns_evaluated: int = 0
     grid_points: int = 0
+    grid_points_as_lanes: int = 0  # of those, evaluated several steps at once (`GridRules.run_core`)
+    iterations_as_lanes: int = 0  # loop iterations evaluated as lanes (`ControlFlowRules._scan_as_lanes`)
     # Things the caller should know about the lowered program (not errors).
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartialLowering:
+    """Some devices' core programs of a kernel (`lower_kernel(devices=...)`), and what `launch` needs.
+
+    `bodies[i]` holds the kernel bodies of device `devices[i]`'s cores (local core order), in the
+    whole program's device numbering: remote targets are real device ids in 0..N-1. `launch()` of
+    every device's bodies with `launch_args` gives the lowered `Program`; `cores()` gives these
+    devices' launched cores (LAUNCH-1), equal to that program's.
+    """
+
+    topology: Topology
+    devices: tuple[int, ...]
+    bodies: tuple[tuple[tuple[Op, ...], ...], ...]
+    launch_args: dict[str, Any] = dataclasses.field(compare=False)
+
+    def cores(self) -> dict[int, tuple[Op, ...]]:
+        """Global core id -> its launched program, for the cores of `devices`."""
+        topo = self.topology
+        first = frozenset(topo.global_core(d, 0) for d in range(topo.num_devices))
+        return {topo.global_core(d, c): launch_core(topo, topo.global_core(d, c), ops, first_cores=first,
+                                                    **self.launch_args)
+                for d, mine in zip(self.devices, self.bodies) for c, ops in enumerate(mine)}
+
+    def program(self) -> Program:
+        """The whole `Program`, when `devices` are all of them."""
+        if sorted(self.devices) != list(range(self.topology.num_devices)):
+            raise ValueError("a program needs every device's bodies")
+        order = {d: i for i, d in enumerate(self.devices)}
+        bodies = [ops for d in range(self.topology.num_devices) for ops in self.bodies[order[d]]]
+        return launch(self.topology, bodies, **self.launch_args)
 
 
 def lower_kernel(
@@ -87,20 +132,25 @@ def lower_kernel(
     name: str | None = None,
     stats: LoweringStats | None = None,
     inputs: KernelInputs | None = None,
-) -> Program:
+    devices: Sequence[int] | None = None,
+) -> Program | PartialLowering:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
     `cores` overrides the interpreter's `num_cores_or_threads` (ignored for a
     `core_map`, whose mesh fixes the core count, as in the interpreter).
     `inputs` are the concrete values of the kernel's scalar operands
     (`concrete_inputs`), None when the example arguments carried none.
+    `devices`: lower only these devices' cores and return a `PartialLowering`; it raises
+    `evaluator.SubsetRefused` (an `Unsupported`) when their programs depend on how the other
+    devices evaluate (then lower every device). An error the lowering of another device would meet is
+    not seen: the caller must know (e.g. from a rotation certificate) that the others run alike.
     """
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).
     from semcheck.checker.frontend.call_boundary import exit_reads
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
-    from semcheck.checker.frontend.grid import _hbm_labels, grid_schedule, hbm_names, launch_operands
+    from semcheck.checker.frontend.grid import _hbm_labels, hbm_names, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
@@ -125,10 +175,16 @@ def lower_kernel(
 
     failure = _launch_failure(call) or translation_failure(call)  # LAUNCH-2 fails first, when tracing
     scratch, kernel_args, hbm_buffers = launch_operands(call)
-    schedule = grid_schedule(call, n_cores)
     lw = Lowerer(call, num_devices, n_cores)
+    schedule = lw.schedule  # grid_schedule(call, n_cores)
+    chosen = None if devices is None else tuple(int(d) for d in devices)
+    if chosen is not None:
+        if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= d < num_devices for d in chosen):
+            raise ValueError(f"devices must be distinct device ids in 0..{num_devices - 1}, got {devices!r}")
+        lw.select_devices(chosen)
     lw.set_launch_values(kernel_args, inputs)
-    bodies: list[list[Op]] = [[] for _ in range(num_devices * n_cores)]
+    lanes = lw.L if chosen is None else len(chosen)
+    bodies: list[list[Op]] = [[] for _ in range(lanes * n_cores)]
     # The lowering allocates up to one op per device and step (a DMA carries its
     # regions), none of them cyclic: the cycle collector's passes over the growing
     # program would cost as much again, so it rests until the program is built.
@@ -136,16 +192,12 @@ def lower_kernel(
     gc.disable()
     try:
         for core in range(n_cores):
-            lw.start_core(core)
-            for point in schedule[core]:
-                lw.run_grid_point(point, kernel_args)
-            for d in range(num_devices):
-                bodies[d * n_cores + core] = lw.bodies[d]
+            per_lane = lw.run_core(core, schedule[core], kernel_args)
+            for d in range(lanes):
+                bodies[d * n_cores + core] = per_lane[d]
         # LAUNCH-2, LAUNCH-3 fail before any core runs (an access through a view the interpreter cannot index
         # is the access's own failure, ERR-9: `Access.view_error`)
-        program = launch(
-            Topology(num_devices, n_cores),
-            bodies,
+        launch_args: dict[str, Any] = dict(
             collective_id=call.collective_id,
             scratch=scratch,
             hbm_buffers=hbm_buffers,
@@ -155,14 +207,25 @@ def lower_kernel(
             exit_accesses=exit_reads(call, _hbm_labels(call)),  # PRG-120: the results are read after the call
             names=hbm_names(call) + tuple(lw.scoped_names.items()),
         )
+        if chosen is not None:
+            partial = PartialLowering(
+                Topology(num_devices, n_cores), chosen,
+                tuple(tuple(tuple(bodies[i * n_cores + c]) for c in range(n_cores)) for i in range(len(chosen))),
+                launch_args)
+        else:
+            program = launch(Topology(num_devices, n_cores), bodies, **launch_args)
     finally:
         if collecting:
             gc.enable()
+    if chosen is not None:
+        program = partial  # type: ignore[assignment]
     if stats is not None:
         stats.seconds += time.perf_counter() - t0
-        stats.num_ops += program.num_ops
+        stats.num_ops += sum(map(len, bodies)) if chosen is not None else program.num_ops
         stats.eqns_evaluated += lw.eqn_count
         stats.grid_points += sum(len(s) for s in schedule)
+        stats.grid_points_as_lanes += lw.points_as_lanes
+        stats.iterations_as_lanes += lw.iterations_as_lanes
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
     return program
 
@@ -186,4 +249,4 @@ def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
     return SemaphoreOutput(sem_outputs[0][1].name, str(uninit), sem_outputs[0][1].dtype)
 
 
-__all__ = ["LoweringStats", "lower_kernel"]
+__all__ = ["LoweringStats", "PartialLowering", "lower_kernel"]

@@ -302,18 +302,34 @@ def _finish(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple
         if (box.off is not None and bool(box.off[0])) or any(h <= l for l, h in b):
             return (None,)
         return (cache.get(b, *_lane_exact(box, 0)),)
+    # A lane's region is decided by its row of the bounds, the switch-off, the exactness and the reasons'
+    # masks: lanes with equal rows (many, when grid steps run as lanes) share one computation.
+    cols = [np.broadcast_to(x, (lanes,)) for x in arrays]
+    cols += [np.broadcast_to(m, (lanes,)) for m in (box.off, box.exact, *(m for m, _ in box.why))
+             if type(m) is np.ndarray]
+    rows = np.stack(cols, axis=1).astype(np.int64) if cols else np.zeros((lanes, 0), dtype=np.int64)
+    if lanes > _DEDUPE_LANES:
+        _, pick, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    else:
+        pick, inverse = np.arange(lanes), None
     if arrays:
-        lo = np.stack([np.broadcast_to(x, (lanes,)) for x in box.lo], axis=1).tolist()
-        hi = np.stack([np.broadcast_to(x, (lanes,)) for x in box.hi], axis=1).tolist()
+        lo = rows[pick, : len(box.lo)].tolist()
+        hi = rows[pick, len(box.lo) : len(arrays)].tolist()
     off = np.broadcast_to(box.off, (lanes,)) if box.off is not None else None
     out: list[Region | None] = []
-    for lane in range(lanes):
-        b = tuple(zip(lo[lane], hi[lane])) if arrays else ()
+    for k, lane in enumerate(pick.tolist()):
+        b = tuple(zip(lo[k], hi[k])) if arrays else ()
         if (off is not None and off[lane]) or any(h <= l for l, h in b):
             out.append(None)
         else:
             out.append(cache.get(b, *_lane_exact(box, lane)))
+    if inverse is not None:
+        out = [out[i] for i in inverse.reshape(-1).tolist()]
     return _compress(out)
+
+
+# Above this many lanes, `_finish` computes the region of each distinct lane once.
+_DEDUPE_LANES = 64
 
 
 def _lane_exact(box: _Box, lane: int) -> tuple[bool, str]:

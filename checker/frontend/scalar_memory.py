@@ -105,6 +105,14 @@ class ScalarMemory:
         # (shape, dtype) of refs a remote DMA may write: never tracked (another device's
         # copy can land at any point of this device's program).
         self.remote_signatures: set[tuple[tuple[int, ...], str]] = set()
+        # When only some devices are lowered (`Evaluator.select_devices`): the refs whose contents may
+        # differ, known here and unknown on another device, from the other devices' (a store or clobber
+        # on some devices only, or at a per-device position); a load from one is refused (`refuse`), as
+        # the whole lowering may find it unknown. `divergent` > 0: inside a branch only some devices take.
+        self.subset = False
+        self.divergent = 0
+        self.diverged: set[str] = set()
+        self.refuse: Any = None
 
     # --- which refs ----------------------------------------------------------------
 
@@ -153,6 +161,8 @@ class ScalarMemory:
              loc: Loc) -> Any:
         """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown`."""
         c = self.refs[label]
+        if self.subset and label in self.diverged:
+            self.refuse(loc)
         pos = self._positions(c, transforms, lanes)
         if isinstance(pos, Unknown):
             return type(pos)(f"a load from a ref whose {pos.why}", loc)
@@ -176,8 +186,8 @@ class ScalarMemory:
             keep = np.zeros(self.L, dtype=bool)
             keep[rows] = True
             out = np.where(keep.reshape((self.L,) + (1,) * len(out_shape)), out, out[rows[0]][None])
-        if out.shape[0] > 1 and bool((out == out[:1]).all()):
-            out = out[:1]
+        if out.shape[0] > 1 and not self.subset and bool((out == out[:1]).all()):
+            out = out[:1]  # (not for a subset of devices: other devices may read other values)
         return out.copy()
 
     def store(self, label: str, transforms: Sequence[Any], value: Any, lanes: Sequence[int], loc: Loc,
@@ -186,6 +196,9 @@ class ScalarMemory:
         c = self.refs[label]
         rows = np.asarray(lanes, dtype=np.int64)
         pos = self._positions(c, transforms, lanes)
+        if self.subset and (self.divergent or len(rows) < self.L or type(value) is not np.ndarray
+                            or isinstance(pos, Unknown) or pos.shape[0] > 1):
+            self.diverged.add(label)
         if isinstance(pos, Unknown):
             self._mark(c, rows, None, type(pos)(f"a store to a ref whose {pos.why}", loc))
             return
@@ -218,6 +231,8 @@ class ScalarMemory:
         """Every element of `label` unknown on `lanes` (something wrote it semcheck does not follow)."""
         c = self.refs.get(label)
         if c is not None:
+            if self.subset and (self.divergent or len(lanes) < self.L):
+                self.diverged.add(label)
             self._mark(c, np.asarray(lanes, dtype=np.int64), None, why)
 
     # --- helpers --------------------------------------------------------------------
