@@ -68,6 +68,15 @@ def _shift(r: Region | None, by: tuple[int, int] | None, times: int) -> Region |
     return Region(((lo2, lo2 + hi - lo),) + r.box[1:], r.exact, r.why)
 
 
+def _replaced(op: Op, **changes) -> Op:
+    """`dataclasses.replace(op, **changes)` without `__init__` (the fields are checked once, on the
+    representative; bench/README.md, "Costs the code relies on")."""
+    new = object.__new__(type(op))
+    new.__dict__.update(op.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 class _Cores:
     """The cores of a `Symmetric`, by index (negative ones wrap), each produced on demand.
 
@@ -159,18 +168,33 @@ class Symmetric:
                     op, name=_rotated_name(op.name, op.participants, by, topo.num_cores, topo.cores_per_device),
                     participants=frozenset((p + by) % topo.num_cores for p in op.participants))
         elif t is Access:
-            region = _shift(op.region, self.shifts.get(op.buf), j)
-            new = op if region is op.region else dataclasses.replace(op, region=region)
+            region = self._region(op.region, op.buf, j)
+            new = op if region is op.region else _replaced(op, region=region)
         else:
             changes: dict = {}
             if op.device is not None:
                 changes["device"] = (op.device + s) % topo.num_devices
             if t is DmaStart and op.dst_buf is not None:
-                changes["src_region"] = _shift(op.src_region, self.shifts.get(op.src_buf), j)
-                changes["dst_region"] = _shift(op.dst_region, self.shifts.get(op.dst_buf), j)
-            new = dataclasses.replace(op, **changes) if changes else op
+                changes["src_region"] = self._region(op.src_region, op.src_buf, j)
+                changes["dst_region"] = self._region(op.dst_region, op.dst_buf, j)
+            new = _replaced(op, **changes) if changes else op
         memo[id(op)] = (op, new)  # the original is kept so that its id is not reused
         return new
+
+    def _region(self, r: Region | None, label: str | None, j: int) -> Region | None:
+        """`_shift` of `r`, one object per (region, label, rotation): the front end shares regions, and so
+        do the rotated cores (the rotation checks compare regions by object first)."""
+        by = self.shifts.get(label) if label is not None else None
+        if r is None or by is None or by[0] == 0:
+            return r
+        memo = self._memo.setdefault(j, {})
+        key = (id(r), label)
+        got = memo.get(key)
+        if got is None:
+            new = _shift(r, by, j)
+            new = self._memo.setdefault(("region", new), new)  # equal regions of other rotations: one object
+            got = memo[key] = (r, new)
+        return got[1]
 
     def _invariant(self, op: Barrier) -> bool:
         """Whether the rotation by one period maps `op`'s participants onto themselves (decided once per name)."""
