@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from functools import cached_property
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -79,10 +80,36 @@ class Analysis:
 
     @cached_property
     def symmetry(self) -> tuple[int, Fold | None]:
-        """`race_symmetry` (DR-5, DR-8) of the program with its accesses."""
+        """`race_symmetry` (DR-5, DR-8) of the program with its accesses; of a `Symmetric`, read off one
+        period of its cores (RUN-20)."""
         from semcheck.model.fold import race_symmetry
 
-        return race_symmetry(self.program)
+        program = self.program
+        if self.symmetric:
+            return race_symmetry(program, within=program.period)
+        return race_symmetry(program)
+
+    @cached_property
+    def symmetric(self) -> bool:
+        """Whether the program is a `Symmetric` (RUN-20): its checks read it through `whole_program`."""
+        from semcheck.model.symmetric import Symmetric
+
+        return isinstance(self.program, Symmetric)
+
+    @cached_property
+    def whole_program(self) -> Analysis | str:
+        """RUN-21: the analysis of the materialised program of a `Symmetric` (with this one's symmetry, fold
+        are the materialised program's, RUN-20), or why it is not built; this analysis
+        itself for a `Program`."""
+        if not self.symmetric:
+            return self
+        why = self.program.materialise_refusal()
+        if why is not None:
+            return why
+        whole = Analysis(self.program.materialise(), modes=self.modes, symmetry=self.symmetry)
+        for fact in ("fold", "fold_analysis"):
+            whole.__dict__[fact] = getattr(self, fact)
+        return whole
 
     @cached_property
     def fold(self) -> Fold | None:
@@ -102,6 +129,13 @@ class Analysis:
         from semcheck.checker.failing_runs import view_ops
 
         program = self.program
+        if self.symmetric:
+            # DR-36 as below, on the representatives (RUN-20); where they have such operations, the list
+            # is the whole program's (RUN-21), or the representatives' when it is not built: only whether
+            # there are any is read then (`failing_runs.fold_unsafe`), every other reader has the whole
+            found = view_ops(SimpleNamespace(cores=program.representatives))
+            whole = self.whole_program if found else None
+            return whole.view_ops if isinstance(whole, Analysis) else found
         k = self.__dict__["symmetry"][0] if "symmetry" in self.__dict__ else program.topology.num_devices
         if k < program.topology.num_devices:
             # DR-36: the rotation keeps `view_error` (RUN-7 keeps every field but devices and regions), so

@@ -49,10 +49,21 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
         if v is None:
             if budget is None:
                 v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
+            elif analysis.symmetric:
+                v = _on_whole_program(analysis, p, mode, budget)
             else:
                 v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
         out.append(v)
     return out
+
+
+def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
+    """RUN-21: a property of a `Symmetric` its fold did not prove, decided on the materialised program
+    (with the symmetry and fold already found), or unknown when that program is not built."""
+    whole = analysis.whole_program
+    if isinstance(whole, str):
+        return Verdict(prop, "unknown", reason=whole)
+    return BY_ID[prop].check(whole.program, mode, timeout_ms=timeout_ms, facts=whole.mode(mode))
 
 
 def _budget(timeout_ms: int, deadline: float | None) -> int | None:
@@ -75,6 +86,11 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
 
     analysis = target if isinstance(target, Analysis) else Analysis(target)
     folded = analysis.fold if fold else None
+    if folded is None and analysis.symmetric:  # RUN-21: read off the whole program, when it is built
+        whole = analysis.whole_program
+        if isinstance(whole, str):
+            return ()
+        analysis = whole
     return exposures(folded.program if folded is not None else analysis.program, views=analysis.view_ops)
 
 
@@ -118,6 +134,15 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
             spent[mode] = time.monotonic() - t
             t = time.monotonic()
     missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+    if analysis.symmetric and any(missing.values()):
+        # RUN-21: what the fold did not prove is decided on the materialised program, when it is built
+        whole = analysis.whole_program
+        if isinstance(whole, str):
+            for m in req.modes:
+                on_fold[m].update({p: Verdict(p, "unknown", reason=whole) for p in missing[m]})
+            missing = {m: () for m in req.modes}
+        else:
+            analysis, program = whole, whole.program
     rest = tuple(m for m in req.modes if missing[m])
     wanted = tuple(p for p in req.properties if any(p in missing[m] for m in rest))
     here, there = split_modes(program.num_ops, rest)

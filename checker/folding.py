@@ -31,6 +31,8 @@ def skeleton_fold(analysis: Analysis) -> Fold | None:
     """
     period, fold = analysis.symmetry
     if period != 1:
+        if analysis.symmetric:  # RUN-20: its skeleton repeats with its period, read off one period
+            return find_fold(analysis.program.skeleton(), within=analysis.program.period)
         return find_fold(skeleton(analysis.program))
     if fold is None:
         return None

@@ -142,33 +142,45 @@ def _shifted(r: Region | None, by: tuple[int, int] | None, image: Region | None)
     return lo2 + (hi - lo) <= m and image.box[0] == (lo2, lo2 + hi - lo)  # a wrapped image is not a box
 
 
-def find_fold(program: Program, *, min_devices: int = 2, shifted: bool = False) -> Fold | None:
+def find_fold(program: Program, *, min_devices: int = 2, shifted: bool = False, within: int | None = None
+              ) -> Fold | None:
     """RUN-7: the smallest faithful fold of `program`, or None when it has none smaller than itself.
 
     With `shifted`, the rotation may also move each buffer label's regions (DR-5): the fold then
     keeps every access, and its run is a run of the whole program (DR-8), not only of its skeleton.
+    `within`: a period the program is known to repeat with (a `Symmetric`'s, RUN-20): only its
+    divisors are tried, each on the cores of one such period.
     """
     if program.topology.num_devices < 2 * min_devices:
         return None
-    first = _first_rotation(program, shifted)
+    first = _first_rotation(program, shifted, within)
     return None if first is None else _fold_at(program, first[0], first[2], min_devices)
 
 
-def race_symmetry(program: Program, *, min_devices: int = 2) -> tuple[int, Fold | None]:
-    """DR-5 and DR-8 from one rotation check: `race_period`'s period, and `find_fold(shifted=True)`."""
+def race_symmetry(program: Program, *, min_devices: int = 2, within: int | None = None) -> tuple[int, Fold | None]:
+    """DR-5 and DR-8 from one rotation check: `race_period`'s period, and `find_fold(shifted=True)`
+    (`within`: as `find_fold`'s)."""
     n = program.topology.num_devices
-    first = _first_rotation(program, True)
+    first = _first_rotation(program, True, within)
     if first is None:
         return n, None
     fold = _fold_at(program, first[0], first[2], min_devices) if n >= 2 * min_devices else None
     return first[0], fold
 
 
-def _first_rotation(program: Program, shifted: bool) -> tuple[int, Shifts | None, dict[str, str]] | None:
+def _first_rotation(program: Program, shifted: bool, within: int | None = None
+                    ) -> tuple[int, Shifts | None, dict[str, str]] | None:
     """The smallest period whose rotation maps `program` onto itself (with `shifted`, moving each
-    buffer's regions as `_infer_shifts` reads them off), its shifts and its barrier-name map."""
-    for period in divisors(program.topology.num_devices)[:-1]:
-        found = _rotation_shifting(program, period, infer=shifted)
+    buffer's regions as `_infer_shifts` reads them off), its shifts and its barrier-name map.
+
+    `within`: a period `k` the program repeats with. Its rotations form a group: the smallest period
+    divides `k`, and a rotation by a divisor `p` of `k` that maps the cores of devices `0 .. k-1` onto
+    their images maps every core so (rotations commute: RUN-20), so only those cores are compared."""
+    n = program.topology.num_devices
+    candidates = divisors(n)[:-1] if within is None else [p for p in divisors(within) if p < n]
+    upto = None if within is None else within * program.topology.cores_per_device
+    for period in candidates:
+        found = _rotation_shifting(program, period, infer=shifted, upto=upto)
         if found is not None:
             names, shifts = found
             return period, shifts, names
@@ -213,9 +225,10 @@ def _rotation(program: Program, period: int, shifts: Shifts | None = None) -> di
 
 
 def _rotation_shifting(program: Program, period: int, shifts: Shifts | None = None, *,
-                       infer: bool = False) -> tuple[dict[str, str], Shifts | None] | None:
+                       infer: bool = False, upto: int | None = None) -> tuple[dict[str, str], Shifts | None] | None:
     """`_rotation`, and the shifts it checked; with `infer`, the shifts are read off the program
-    (`_infer_shifts`) once everything but the regions has been checked, then the regions are."""
+    (`_infer_shifts`) once everything but the regions has been checked, then the regions are.
+    `upto`: compare only the cores below it with their predecessors (`_first_rotation`'s `within`)."""
     topo = program.topology
     n, per = topo.num_devices, topo.cores_per_device
     shift_cores = period * per
@@ -295,7 +308,7 @@ def _rotation_shifting(program: Program, period: int, shifts: Shifts | None = No
     named = _NAMED_DEVICE + (Access,) if moves_regions else _NAMED_DEVICE
     marked: dict[int, tuple[list[tuple[type, operator.itemgetter]], set[int]]] = {}
     pending: dict[int, dict[type, tuple]] = {}
-    for c in range(num):
+    for c in range(num if upto is None else upto):
         a, b = program.cores[c - shift_cores], program.cores[c]  # c - shift_cores < 0 wraps round
         if len(a) != len(b):
             return None

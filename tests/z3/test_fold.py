@@ -258,7 +258,7 @@ def test_a_violation_on_the_fold_is_witnessed_on_the_whole_program():
 def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
     """The cross-check has teeth: with the rotation check switched off, some perturbed program is
     proved on its fold although the program itself is not."""
-    def every_barrier_kept(program, period, shifts=None, *, infer=False):  # the mutant: no operation is compared
+    def every_barrier_kept(program, period, shifts=None, *, infer=False, upto=None):  # the mutant: no operation is compared
         return {op.name: op.name for ops in program.cores for op in ops if isinstance(op, Barrier)}, shifts
 
     monkeypatch.setattr(fold_module, "_rotation_shifting", every_barrier_kept)

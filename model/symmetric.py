@@ -1,0 +1,248 @@
+"""A program given by one period of its devices (spec RUN-20).
+
+A program that repeats every `k` devices (RUN-7), its buffers' chunks shifted per label (DR-5), is
+known once the cores of devices `0 .. k-1` are: device `d + j k` runs device `d`'s operations with
+every device it names moved by `j k` (modulo N), every barrier name and participant set rotated
+with it, and each label's regions shifted by `j` times that label's shift. `Symmetric` holds those
+cores and (N, k, shifts) and produces any other core on demand; the checks read the cores they
+need (the fold's, RUN-7; one period's, DR-31..36) and materialise the whole program only where a
+property needs it (RUN-21), up to `MAX_MATERIALISED_OPS`.
+
+Barrier names rotate as the launch names them (`model/launch.py`, LAUNCH-1): a barrier whose
+participants rotate onto themselves keeps its name (the device barriers `start`, `cleanup`); one of
+device `d`'s cores only ends in `d` (`fork{d}`, `join{d}`) and the image ends in the image device.
+A barrier named otherwise has no derivable image, and `Symmetric.of` refuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+
+from semcheck.model.ops import Access, Barrier, DmaStart, ExitCheck, Op, Program, Region, Signal, Topology, Violation
+
+MAX_MATERIALISED_OPS = 20_000_000
+"""RUN-21: the operations `Symmetric.materialise` builds at most, about 2 GB: a materialised operation
+costs about 110 bytes (the ring all-reduce at 512 devices: 3.9 million operations, 440 MB resident).
+The ring all-reduce has 15.7 million operations at 1,024 devices, 63 million at 2,048."""
+
+Shifts = Mapping[str, tuple[int, int]]
+
+
+class TooLarge(Exception):
+    """RUN-21: the whole program has more operations than `MAX_MATERIALISED_OPS`; str(e) says so."""
+
+
+def materialise_refusal(num_ops: int, num_devices: int) -> str | None:
+    """RUN-21: why a program of `num_ops` operations over `num_devices` devices is not built, or None."""
+    if num_ops <= MAX_MATERIALISED_OPS:
+        return None
+    return (f"the program's {num_ops:,} operations over {num_devices:,} devices exceed the "
+            f"{MAX_MATERIALISED_OPS:,} semcheck builds to decide a property its fold does not prove (RUN-21)")
+
+
+def _rotated_name(name: str, participants: frozenset[int], by_cores: int, num_cores: int, per: int) -> str:
+    """The name of barrier `name` under a rotation by `by_cores` cores (the module docstring's rule)."""
+    image = frozenset((p + by_cores) % num_cores for p in participants)
+    if image == participants:
+        return name
+    devices = {p // per for p in participants}
+    if len(devices) == 1:
+        (d,) = devices
+        tail = str(d)
+        if name.endswith(tail) and not name[: -len(tail)][-1:].isdigit():
+            return name[: -len(tail)] + str((d + by_cores // per) % (num_cores // per))
+    raise ValueError(f"barrier {name!r} has no name the rotation can derive (RUN-20)")
+
+
+def _shift(r: Region | None, by: tuple[int, int] | None, times: int) -> Region | None:
+    """`r` with its first dimension shifted cyclically `times` times by `by` (DR-5; fold._shifted's image)."""
+    if r is None or by is None or not r.box or by[0] == 0:
+        return r
+    d, m = by
+    lo, hi = r.box[0]
+    if lo == 0 and hi >= m:
+        return r  # the whole extent maps onto itself
+    lo2 = (lo + times * d) % m
+    if lo2 + (hi - lo) > m:
+        raise ValueError("a shifted region wraps round its label's extent (DR-5)")
+    return Region(((lo2, lo2 + hi - lo),) + r.box[1:], r.exact, r.why)
+
+
+def _replaced(op: Op, **changes) -> Op:
+    """`dataclasses.replace(op, **changes)` without `__init__` (the fields are checked once, on the
+    representative; bench/README.md, "Costs the code relies on")."""
+    new = object.__new__(type(op))
+    new.__dict__.update(op.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
+class _Cores:
+    """The cores of a `Symmetric`, by index (negative ones wrap), each produced on demand.
+
+    Iterating over every core would build the whole program core by core: it is refused, and
+    `Symmetric.materialise` is the one way to all of them."""
+
+    def __init__(self, sym: Symmetric) -> None:
+        self._sym = sym
+
+    def __len__(self) -> int:
+        return self._sym.topology.num_cores
+
+    def __getitem__(self, i):
+        n = len(self)
+        if isinstance(i, slice):
+            return tuple(self._sym.core(c) for c in range(*i.indices(n)))
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self._sym.core(i % n)
+
+    def __iter__(self) -> Iterator[tuple[Op, ...]]:
+        raise TypeError("iterating over every core of a Symmetric program builds it: use materialise() (RUN-21)")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Symmetric:
+    """RUN-20: the program of `topology` whose device `d + j period` runs device `d`'s operations rotated.
+
+    `representatives`: the cores of devices `0 .. period-1` (launch applied); `shifts`: label ->
+    (rows one rotation by `period` moves its regions by, modulus), as `fold.race_period` gives them.
+    Duck-types `Program` where the checks read one: `topology`, `num_ops`, `cores[c]` (by index)."""
+
+    topology: Topology
+    period: int
+    shifts: Mapping[str, tuple[int, int]]
+    representatives: tuple[tuple[Op, ...], ...]
+    collective_id: int | None = None
+    name: str = "program"
+    launch_failure: Violation | None = None
+    names: tuple[tuple[str, str], ...] = ()
+    tpu_failure: Violation | None = None
+
+    def __post_init__(self) -> None:
+        topo = self.topology
+        if self.period < 1 or topo.num_devices % self.period:
+            raise ValueError(f"period {self.period} does not divide the {topo.num_devices} devices")
+        if len(self.representatives) != self.period * topo.cores_per_device:
+            raise ValueError(f"{len(self.representatives)} representative cores for a period of {self.period} devices")
+        object.__setattr__(self, "shifts", dict(self.shifts))
+        object.__setattr__(self, "_memo", {})
+
+    @property
+    def cores(self) -> _Cores:
+        return _Cores(self)
+
+    @property
+    def num_ops(self) -> int:
+        """The whole program's operation count, without building it."""
+        return sum(map(len, self.representatives)) * (self.topology.num_devices // self.period)
+
+    def core(self, c: int) -> tuple[Op, ...]:
+        """Core `c` of the whole program: its representative rotated by the whole periods before it."""
+        topo = self.topology
+        span = self.period * topo.cores_per_device
+        j, r = divmod(c, span)
+        if not 0 <= c < topo.num_cores:
+            raise IndexError(c)
+        if j == 0:
+            return self.representatives[r]
+        return tuple(self._rotate(op, j) for op in self.representatives[r])
+
+    def _rotate(self, op: Op, j: int) -> Op:
+        """`op` as the device `j * period` further on runs it (RUN-7, DR-5); shared objects stay shared."""
+        t = type(op)
+        if t not in (Signal, DmaStart, ExitCheck, Barrier, Access):
+            return op
+        memo = self._memo.setdefault(j, {})
+        got = memo.get(id(op))
+        if got is not None:
+            return got[1]
+        topo = self.topology
+        s = j * self.period
+        if t is Barrier:
+            by = s * topo.cores_per_device
+            if self._invariant(op):  # a rotation by one period keeps it: so does every rotation by periods
+                new: Op = op
+            else:
+                new = dataclasses.replace(
+                    op, name=_rotated_name(op.name, op.participants, by, topo.num_cores, topo.cores_per_device),
+                    participants=frozenset((p + by) % topo.num_cores for p in op.participants))
+        elif t is Access:
+            region = self._region(op.region, op.buf, j)
+            new = op if region is op.region else _replaced(op, region=region)
+        else:
+            changes: dict = {}
+            if op.device is not None:
+                changes["device"] = (op.device + s) % topo.num_devices
+            if t is DmaStart and op.dst_buf is not None:
+                changes["src_region"] = self._region(op.src_region, op.src_buf, j)
+                changes["dst_region"] = self._region(op.dst_region, op.dst_buf, j)
+            new = _replaced(op, **changes) if changes else op
+        memo[id(op)] = (op, new)  # the original is kept so that its id is not reused
+        return new
+
+    def _region(self, r: Region | None, label: str | None, j: int) -> Region | None:
+        """`_shift` of `r`, one object per (region, label, rotation): the front end shares regions, and so
+        do the rotated cores (the rotation checks compare regions by object first)."""
+        by = self.shifts.get(label) if label is not None else None
+        if r is None or by is None or by[0] == 0:
+            return r
+        memo = self._memo.setdefault(j, {})
+        key = (id(r), label)
+        got = memo.get(key)
+        if got is None:
+            new = _shift(r, by, j)
+            new = self._memo.setdefault(("region", new), new)  # equal regions of other rotations: one object
+            got = memo[key] = (r, new)
+        return got[1]
+
+    def _invariant(self, op: Barrier) -> bool:
+        """Whether the rotation by one period maps `op`'s participants onto themselves (decided once per name)."""
+        key = ("invariant", op.name)
+        got = self._memo.get(key)
+        if got is None:
+            topo = self.topology
+            by = self.period * topo.cores_per_device
+            got = self._memo[key] = frozenset((p + by) % topo.num_cores for p in op.participants) == op.participants
+        return got
+
+    def skeleton(self) -> Symmetric:
+        """`access.skeleton` of the whole program, as a Symmetric: the skeleton names no regions, so the
+        skeleton of a rotated core is the rotated skeleton of its representative (RUN-20)."""
+        from semcheck.model.access import skeleton
+
+        topo = self.topology
+        reps = skeleton(Program(Topology(self.period, topo.cores_per_device), self.representatives)).cores
+        return dataclasses.replace(self, shifts={}, representatives=reps)
+
+    def materialise_refusal(self) -> str | None:
+        """Why `materialise` refuses (RUN-21), or None."""
+        return materialise_refusal(self.num_ops, self.topology.num_devices)
+
+    def materialise(self) -> Program:
+        """The whole program (RUN-20); raises `TooLarge` past `MAX_MATERIALISED_OPS` (RUN-21)."""
+        why = self.materialise_refusal()
+        if why is not None:
+            raise TooLarge(why)
+        cores = tuple(self.core(c) for c in range(self.topology.num_cores))
+        for j in range(1, self.topology.num_devices // self.period):
+            self._memo.pop(j, None)
+        return Program(self.topology, cores, collective_id=self.collective_id, name=self.name,
+                       launch_failure=self.launch_failure, names=self.names, tpu_failure=self.tpu_failure)
+
+    @staticmethod
+    def of(program: Program, period: int, shifts: Shifts) -> Symmetric:
+        """The Symmetric of a materialised `program` that repeats every `period` devices with `shifts`
+        (DR-5's `race_period`): its first period's cores. Raises ValueError when it does not repeat so."""
+        topo = program.topology
+        sym = Symmetric(topo, period, shifts, tuple(program.cores[: period * topo.cores_per_device]),
+                        collective_id=program.collective_id, name=program.name,
+                        launch_failure=program.launch_failure, names=program.names,
+                        tpu_failure=program.tpu_failure)
+        for c in range(topo.num_cores):
+            if sym.core(c) != program.cores[c]:
+                raise ValueError(f"the program does not repeat every {period} devices with these shifts (core {c})")
+        for j in range(1, topo.num_devices // period):
+            sym._memo.pop(j, None)
+        return sym
