@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
-from semcheck.checker.frontend.lower import LoweringStats, lower_kernel
-from semcheck.checker.frontend.size_bound import check_materialisable
+from semcheck.checker.frontend.lower import LoweringStats
+from semcheck.checker.frontend.symmetric_lowering import lower_call
 from semcheck.checker.frontend.targets import Target, load_targets, provision_for_tracing
 from semcheck.checker.frontend.trace import KernelCall, MeshInfo
 from semcheck.model.ops import DMA_MODES, Loc, Program
@@ -127,8 +127,8 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
     for call, values in zip(calls, inputs):
         call = resolve_grid(call, values)
         stats = LoweringStats()
-        check_materialisable(call, n_cores)  # RUN-13: refused before it is built when too large
-        program = lower_kernel(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
+        # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
+        program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode
