@@ -124,8 +124,12 @@ def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[Acc
     def listed(near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
         events, unrecorded = _listed(whole, near)
         fr = parts.forerunners
-        return ([dataclasses.replace(e, pc=split_position(fr[e.core], e.pc)) for e in events],
-                [dataclasses.replace(u, pc=split_position(fr[u.core], u.pc)) for u in unrecorded])
+        # DR-42: under DR-5's rotation every core's copies are split where its preimage's are (DR-31), so
+        # its forerunners stand where those of its core on the first period stand: no other core is split
+        per = near * whole.program.topology.cores_per_device if near == whole.symmetry[0] else None
+        at = (lambda c: fr[c]) if per is None else (lambda c: fr[c % per])
+        return ([dataclasses.replace(e, pc=split_position(at(e.core), e.pc)) for e in events],
+                [dataclasses.replace(u, pc=split_position(at(u.core), u.pc)) for u in unrecorded])
 
     return listed
 

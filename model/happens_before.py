@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from semcheck.model.access import AccessEvent
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, _folded, _offsets
-from semcheck.model.hb_observers import Arrival, Observer, Pair, SymmetricObserver
+from semcheck.model.hb_observers import AccessIndex, Arrival, Observer, Pair, SymmetricObserver
 from semcheck.model.ops import Barrier, DmaMode, Program
 
 
@@ -96,24 +96,27 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
 
 def order_modes(
     program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Fold | None = None, *,
-    proof_only: bool = False,
+    proof_only: bool = False, otherwise: Fold | None = None,
 ) -> dict[DmaMode, Ordering]:
     """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run).
 
     With `fold` (a fold of the whole program, accesses included: `find_fold(shifted=True)`, or the run
     of one class, `class_fold`), the run is the fold's and the events must lie on its representatives'
     buffers (DR-8, DR-41). With `proof_only`, a mode the fold's run does not prove race-free is
-    ordered again on the program's own run, when that is at most `WHOLE_RUN_OPS` operations (DR-41).
+    ordered again on the run of `otherwise` (DR-8's fold), or without one on the program's own run when
+    that is at most `WHOLE_RUN_OPS` operations (DR-41).
     """
-    events = {m: list(evs) for m, evs in events.items()}
+    events = {m: evs if isinstance(evs, list) else list(evs) for m, evs in events.items()}
     out: dict[DmaMode, Ordering] = {}
     by_run: dict[DmaMode, dict[DmaMode, Observer]] = defaultdict(dict)
+    # DR-42: the modes' observers of one list of accesses share its index (chains, partners)
+    indexes = {id(evs): AccessIndex(evs) for evs in events.values()}
 
-    def observer(mode: DmaMode, evs: Iterable[AccessEvent], totals: dict[tuple, int] | None = None) -> Observer:
+    def observer(mode: DmaMode, evs: list[AccessEvent], totals: dict[tuple, int] | None = None) -> Observer:
         run_mode, arrival = reading(mode)
         if fold is None:
-            return Observer(program, evs, arrival, totals)
-        return SymmetricObserver(program, fold, evs, arrival, run_mode, totals)
+            return Observer(program, indexes[id(evs)], arrival, totals)
+        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, totals)
 
     for mode, evs in events.items():
         by_run[reading(mode)[0]][mode] = observer(mode, evs)
@@ -149,13 +152,13 @@ def order_modes(
                 break
             pending = redo
     if fold is not None and proof_only:
-        # DR-41: the class's run is kept where it proves (certified, nothing unordered); elsewhere the
-        # whole program's run decides, as it would have without the class (a failure or an id in both
-        # tables is the program's as much as the class's: RUN-7's lifting)
+        # DR-41: the class's run is kept where it proves (certified, nothing unordered); elsewhere DR-8's
+        # fold or the whole program's run decides, as it would have without the class (a failure or an
+        # id in both tables is the program's as much as the class's: RUN-7's lifting)
         again = {m: events[m] for m, o in out.items()
                  if o.candidates or (not o.certified and o.why not in (_FAILS, _BOTH_TABLES))}
-        if again and program.num_ops <= WHOLE_RUN_OPS:
-            out.update(order_modes(program, again))
+        if again and (otherwise is not None or program.num_ops <= WHOLE_RUN_OPS):
+            out.update(order_modes(program, again, otherwise))
     return out
 
 

@@ -198,10 +198,12 @@ def ordered_modes(
         found = dict.fromkeys(modes, listed(near) if listed is not None else accesses(program, modes[0], near=near))
     else:
         found = {}
-    # DR-41: without DR-8's fold, the run of one period with every class in step, where it proves
-    one = class_fold(program, k) if fold is None and near is not None else None
+    # DR-41: the run of one period with every class in step, where it proves; else DR-8's fold or the whole run
+    one = class_fold(program, k) if near is not None else None
+    if one is not None and fold is not None and one.devices >= fold.devices:
+        one = None
     orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, one or fold,
-                            proof_only=one is not None)
+                            proof_only=one is not None, otherwise=fold)
     return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))
             for m, (evs, un) in found.items()}
 

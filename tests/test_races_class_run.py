@@ -68,7 +68,8 @@ def _proves(o: hb.Ordering) -> bool:
 @given(st.one_of(all_to_alls(), symmetric_rings()))
 def test_the_run_of_one_class_proves_where_the_whole_run_proves(program):
     """The class run alone (no fallback): wherever the whole run's pass proves race-freedom (certified,
-    nothing unordered) so does the class run's, and where the class run's proves, race-free is proved."""
+    nothing unordered) so does the class run's, and where the class run's proves, the whole run's pass
+    and its restricted runs find no race."""
     k, _ = race_period(program)
     fold = hb.class_fold(program, k)
     if fold is None:
@@ -81,10 +82,11 @@ def test_the_run_of_one_class_proves_where_the_whole_run_proves(program):
         one = hb.order_modes(program, {mode: events}, fold)[mode]
         if _proves(whole):
             assert _proves(one), mode
-        if _proves(one):
+        if _proves(one):  # (of this program: under hardware race-free asks DR-9's split of it too)
             with pytest.MonkeyPatch.context() as monkeypatch:
                 monkeypatch.setattr(race, "class_fold", lambda program, period: None)
-                assert races.race_free(program, mode).verdict == "proved", mode
+                report = race.find_races(program, mode)
+            assert not [r for r in report.races if r.exact and r.confirmed], mode
 
 
 def _verdict(v) -> tuple:
@@ -127,6 +129,78 @@ def test_a_barrier_across_the_classes_that_the_rotation_renames_has_no_class_run
     program = launch(Topology(n), bodies, scratch=SCRATCH)
     assert race_period(program)[0] == 2
     assert hb.class_fold(program, 2) is None
+
+
+class _Guarded(tuple):
+    """A program's cores that record which cores are read."""
+
+    def __new__(cls, cores, read: set[int]):
+        self = super().__new__(cls, cores)
+        self.read = read
+        return self
+
+    def __getitem__(self, i):
+        if isinstance(i, int):
+            self.read.add(i % len(self))
+        return super().__getitem__(i)
+
+    def __iter__(self):
+        self.read.update(range(len(self)))
+        return super().__iter__()
+
+
+def _ring(n: int) -> Program:
+    """Each device copies a chunk to its right neighbour and waits for its own copy to land, n - 1 times,
+    then reads what landed, with a signal to its left neighbour as a credit between steps."""
+    def chunk(i: int) -> Region:
+        return box((8 * (i % n), 8 * (i % n) + 8))
+
+    bodies = []
+    for d in range(n):
+        ops: list = []
+        for s in range(n - 1):
+            ops += [Signal(SemRef("sems", 0), 1, device=(d - 1) % n), Wait(SemRef("sems", 0), 1),
+                    DmaStart(SemRef("sems", 1), 8, src_sem=None, device=(d + 1) % n, src_buf="src",
+                             src_region=chunk(d - s), dst_buf="src", dst_region=chunk(d - s)),
+                    Wait(SemRef("sems", 1), 8, kind="dma"), Access("src", chunk(d - s - 1), False)]
+        bodies.append(ops)
+    return launch(Topology(n), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-42", "DR-41")
+@pytest.mark.parametrize("n", [8, 64])
+def test_a_ring_of_any_size_is_ordered_on_one_device_reading_only_its_neighbours(n):
+    """The pass on the ring's class run reads the cores of devices 0 and 1 (the class and the next
+    period, for DR-41's barrier check) and orders as the whole run does."""
+    import dataclasses
+
+    program = _ring(n)
+    k, fold = race_period(program)[0], None
+    events, unrecorded = accesses(program, "hardware", near=k)
+    whole = {m: hb.order_modes(program, {m: events})[m] for m in DMA_MODES}
+    read: set[int] = set()
+    guarded = dataclasses.replace(program)
+    object.__setattr__(guarded, "cores", _Guarded(program.cores, read))
+    got = race.ordered_modes(guarded, DMA_MODES, symmetry=(k, fold), listed=lambda near: (events, unrecorded))
+    assert read <= {0, 1}
+    for m in DMA_MODES:
+        assert _proves(whole[m]) and _proves(got[m].ordering), m
+
+
+@pytest.mark.rule("DR-42", "DR-32")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(all_to_alls(), symmetric_rings()))
+def test_the_split_programs_accesses_are_listed_from_one_period_of_forerunners(program):
+    """Under hardware the race pass lists the split program's accesses with each core's forerunners read
+    off its core on the first period: the accesses of the whole split program."""
+    from semcheck.checker.analysis import Analysis
+    from semcheck.model.partial_arrivals import split
+
+    facts = Analysis(program, modes=("hardware",))
+    k, _ = facts.symmetry
+    near = k if k < program.topology.num_devices else None
+    listed = races._access_lister(races.split_program(facts)[1].mode("hardware"))(near)
+    assert listed == accesses(split(program).program, "hardware", near=near)
 
 
 def _examples() -> list[str]:
