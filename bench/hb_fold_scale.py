@@ -114,19 +114,22 @@ def check(sizes: list[int]) -> None:
 def measure(n: int, templates, run: str) -> dict:
     from semcheck.model.access import accesses
     from semcheck.model.fold import Fold, _folded
-    from semcheck.model.happens_before import class_fold, order_modes
+    from semcheck.model import happens_before
 
     t = time.process_time()
     program = ring(templates, n, {0, 1, 2, 3, n - 1})
     fold = Fold(_folded(program, 4), 4, n, 1)  # DR-8's fold (RUN-7: four devices for a ring of 2^j)
-    one = class_fold(program, 1) if run == "class" else None  # DR-41's run of one device
+    one = happens_before.class_fold(program, 1) if run == "class" else None  # DR-41's run of one device
     events = accesses(program, "hardware", near=1)[0]
     out: dict = {"devices": n, "run": run, "fold_ops": (one or fold).program.num_ops, "events": len(events),
                  "build_s": round(time.process_time() - t, 2)}
     for modes in (("eager", "on_wait"), ("hardware",)):
         t = time.process_time()
-        got = order_modes(program, dict.fromkeys(modes, events), one or fold, proof_only=one is not None,
-                          otherwise=fold)
+        if one is None:  # (as a checkout before DR-41 is called too)
+            got = happens_before.order_modes(program, dict.fromkeys(modes, events), fold)
+        else:
+            got = happens_before.order_modes(program, dict.fromkeys(modes, events), one, proof_only=True,
+                                             otherwise=fold)
         out["+".join(modes) + "_s"] = round(time.process_time() - t, 2)
         for m in modes:
             out[m] = [got[m].certified, len(got[m].candidates)]

@@ -109,7 +109,8 @@ def _near_cores(program: Program, k: int) -> Program | None:
             # device d + j*k copies to (t + j*k) mod n: into 0 .. k-1 for exactly one j (k divides n)
             j = -(op.device // k) % (n // k)
             keep.add((topo.device_of(c) + j * k) * per + topo.local_core_of(c))
-    return dataclasses.replace(program, cores=tuple(ops if c in keep else () for c, ops in enumerate(program.cores)))
+    # (only the kept cores are read: DR-42)
+    return dataclasses.replace(program, cores=tuple(program.cores[c] if c in keep else () for c in range(topo.num_cores)))
 
 
 def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:
