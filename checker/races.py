@@ -109,7 +109,8 @@ def _near_cores(program: Program, k: int) -> Program | None:
             # device d + j*k copies to (t + j*k) mod n: into 0 .. k-1 for exactly one j (k divides n)
             j = -(op.device // k) % (n // k)
             keep.add((topo.device_of(c) + j * k) * per + topo.local_core_of(c))
-    return dataclasses.replace(program, cores=tuple(ops if c in keep else () for c, ops in enumerate(program.cores)))
+    # (only the kept cores are read: DR-42)
+    return dataclasses.replace(program, cores=tuple(program.cores[c] if c in keep else () for c in range(topo.num_cores)))
 
 
 def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:
@@ -124,8 +125,12 @@ def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[Acc
     def listed(near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
         events, unrecorded = _listed(whole, near)
         fr = parts.forerunners
-        return ([dataclasses.replace(e, pc=split_position(fr[e.core], e.pc)) for e in events],
-                [dataclasses.replace(u, pc=split_position(fr[u.core], u.pc)) for u in unrecorded])
+        # DR-42: under DR-5's rotation every core's copies are split where its preimage's are (DR-31), so
+        # its forerunners stand where those of its core on the first period stand: no other core is split
+        per = near * whole.program.topology.cores_per_device if near == whole.symmetry[0] else None
+        at = (lambda c: fr[c]) if per is None else (lambda c: fr[c % per])
+        return ([dataclasses.replace(e, pc=split_position(at(e.core), e.pc)) for e in events],
+                [dataclasses.replace(u, pc=split_position(at(u.core), u.pc)) for u in unrecorded])
 
     return listed
 

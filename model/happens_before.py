@@ -18,6 +18,9 @@ with different overlapping regions pair by pair. A conflicting pair the
 relation does not order is a *candidate*, which the restricted runs of DR-2
 then decide; when there is none the program is race-free without a single
 restricted run.
+
+A program that repeats under a rotation of its devices is run on one class of them (DR-8's fold, or
+DR-41's run of one period), each class member's events read through the rotation.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from collections.abc import Iterable
 
 from semcheck.model.access import AccessEvent
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import Fold
-from semcheck.model.hb_observers import Arrival, Observer, Pair, SymmetricObserver
-from semcheck.model.ops import DmaMode, Program
+from semcheck.model.fold import Fold, _folded, _offsets
+from semcheck.model.hb_observers import AccessIndex, Arrival, Observer, Pair, SymmetricObserver
+from semcheck.model.ops import Barrier, DmaMode, Program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +62,28 @@ def reading(mode: DmaMode) -> tuple[DmaMode, Arrival]:
     return "eager", "completion"
 
 
+def class_fold(program: Program, period: int) -> Fold | None:
+    """DR-41: the devices `0 .. period-1` of a program that repeats every `period` devices (DR-5), every
+    named device taken modulo `period`, as a fold whose run is a run of the program in which every class
+    `d, d + period, ...` moves in step; None when the period is the whole program, a named device or core
+    is out of range, or a barrier of those devices is neither kept by the rotation nor within them.
+
+    RUN-7's condition (b), distinct offsets, is not asked: it serves the properties a fold proves, not
+    the lifting of its run (DR-41 says why)."""
+    topo = program.topology
+    n, per = topo.num_devices, topo.cores_per_device
+    if period >= n or _offsets(program, period) is None:
+        return None
+    inside = period * per
+    for c in range(inside):
+        image = program.cores[c + inside]
+        for pc, op in enumerate(program.cores[c]):
+            # a barrier the rotation keeps has the same name on the next period's devices (RUN-7 (c))
+            if type(op) is Barrier and max(op.participants) >= inside and image[pc].name != op.name:
+                return None
+    return Fold(_folded(program, period), period, n, period)
+
+
 def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ordering:
     """DR-6: the conflicting pairs of `events` the happens-before relation under `mode` leaves unordered.
 
@@ -70,21 +95,28 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
 
 
 def order_modes(
-    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Fold | None = None
+    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Fold | None = None, *,
+    proof_only: bool = False, otherwise: Fold | None = None,
 ) -> dict[DmaMode, Ordering]:
     """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run).
 
-    With `fold` (a fold of the whole program, accesses included: `find_fold(shifted=True)`), the run
-    is the fold's and the events must lie on its representatives' buffers (DR-8).
+    With `fold` (a fold of the whole program, accesses included: `find_fold(shifted=True)`, or the run
+    of one class, `class_fold`), the run is the fold's and the events must lie on its representatives'
+    buffers (DR-8, DR-41). With `proof_only`, a mode the fold's run does not prove race-free is
+    ordered again on the run of `otherwise` (DR-8's fold), or without one on the program's own run when
+    that is at most `WHOLE_RUN_OPS` operations (DR-41).
     """
+    events = {m: evs if isinstance(evs, list) else list(evs) for m, evs in events.items()}
     out: dict[DmaMode, Ordering] = {}
     by_run: dict[DmaMode, dict[DmaMode, Observer]] = defaultdict(dict)
+    # DR-42: the modes' observers of one list of accesses share its index (chains, partners)
+    indexes = {id(evs): AccessIndex(evs) for evs in events.values()}
 
-    def observer(mode: DmaMode, evs: Iterable[AccessEvent], totals: dict[tuple, int] | None = None) -> Observer:
+    def observer(mode: DmaMode, evs: list[AccessEvent], totals: dict[tuple, int] | None = None) -> Observer:
         run_mode, arrival = reading(mode)
         if fold is None:
-            return Observer(program, evs, arrival, totals)
-        return SymmetricObserver(program, fold, evs, arrival, run_mode, totals)
+            return Observer(program, indexes[id(evs)], arrival, totals)
+        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, totals)
 
     for mode, evs in events.items():
         by_run[reading(mode)[0]][mode] = observer(mode, evs)
@@ -119,17 +151,33 @@ def order_modes(
             if not redo:
                 break
             pending = redo
+    if fold is not None and proof_only:
+        # DR-41: the class's run is kept where it proves (certified, nothing unordered); elsewhere DR-8's
+        # fold or the whole program's run decides, as it would have without the class (a failure or an
+        # id in both tables is the program's as much as the class's: RUN-7's lifting)
+        again = {m: events[m] for m, o in out.items()
+                 if o.candidates or (not o.certified and o.why not in (_FAILS, _BOTH_TABLES))}
+        if again and (otherwise is not None or program.num_ops <= WHOLE_RUN_OPS):
+            out.update(order_modes(program, again, otherwise))
     return out
+
+
+WHOLE_RUN_OPS = 20_000_000
+"""The largest program whose own run is tried when the run of one class or fold leaves a mode
+uncertified (DR-41): a run of that size takes seconds, not minutes."""
 
 
 def _verdict(o: Observer, state) -> Ordering:
     why = o.broken
     if state.failures:
-        why = why or "the run fails"
+        why = why or _FAILS
     elif state.tables.internal & state.tables.fixed:
-        why = why or "an id is in both tables, so a lookup may name different semaphores in different schedules"
+        why = why or _BOTH_TABLES
     return Ordering(not why, why, tuple(o.candidates))
 
+
+_FAILS = "the run fails"
+_BOTH_TABLES = "an id is in both tables, so a lookup may name different semaphores in different schedules"
 
 MAX_PASSES = 3
 """Runs of the happens-before pass per run mode: the first reads every counter in the run's order, the

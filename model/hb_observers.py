@@ -36,6 +36,11 @@ class _Signal:
         self.inc, self.clock, self.pos, self.dma, self.half = inc, clock, pos, dma, half
 
 
+def _bare(s: _Signal) -> _Signal:
+    """`s` without its clock, as a forced entry keeps it: `_late` asks only where it came from (DR-42)."""
+    return _Signal(s.inc, None, s.pos, s.dma, s.half)  # type: ignore[arg-type]
+
+
 _NEVER = np.iinfo(np.int32).max  # above every clock entry (clocks are int32: compared without a cast)
 
 
@@ -55,20 +60,19 @@ class _Counter:
         self.forced: list[tuple[int, list[list]]] = []
         self.chained = False  # some pending arrival may be ordered after another (else none is)
         # of the pending arrivals that have an operation (`_Signal.pos`): how many, and per core the
-        # earliest position (an arrival knows of some of them iff its clock passes one of these)
+        # earliest position (an arrival knows of some of them iff its clock passes one of these); kept
+        # per core that has one, so that a signal reads a few entries of its clock, not all (DR-42)
         self.with_pos = 0
-        self.first: np.ndarray | None = None
+        self.first: dict[int, int] = {}
         self.max_inc = 0  # the largest pending amount
 
     def add(self, s: _Signal) -> None:
         """Count `s` among the pending arrivals."""
         self.pending.append(s)
         if s.pos is not None:
-            if self.first is None:
-                self.first = np.full(self.num_cores, _NEVER, dtype=np.int32)
             c, q = s.pos
             first = self.first
-            if q < first[c]:
+            if q < first.get(c, _NEVER):
                 first[c] = q
             self.with_pos += 1
         if s.inc > self.max_inc:
@@ -80,15 +84,14 @@ class _Counter:
         c = copy.copy(self)
         c.pending = list(self.pending)
         c.forced = [(pc, [list(e) for e in entries]) for pc, entries in self.forced]
-        c.first = None if self.first is None else self.first.copy()
+        c.first = dict(self.first)
         return c
 
     def reset(self, pending: list[_Signal]) -> None:
         self.pending = []
         self.with_pos = 0
         self.max_inc = 0
-        if self.first is not None:
-            self.first.fill(_NEVER)
+        self.first = {}
         for s in pending:
             self.add(s)
         if not pending:
@@ -110,48 +113,34 @@ class _Chain:
         return c
 
 
-class Observer:
-    """Vector clocks over one fast run (DR-6) and the checks of each access as the run reaches it."""
+class AccessIndex:
+    """Where each access is reached, its chain and its partners: what the observers of one list of
+    accesses only read, built once for all of them (DR-42)."""
 
-    def __init__(self, program: Program, events: Iterable[AccessEvent], arrival: Arrival,
-                 totals: dict[tuple, int] | None = None) -> None:
-        self.program = program
-        self.arrival = arrival
-        # counters decided against everything that ever arrives on them rather than the run's order
-        # (DR-6: their arrivals came in an order no certificate covers); their totals, from an earlier run
-        self.totals = totals or {}
-        self.broken_counters: set[tuple] = set()
-        n = program.topology.num_cores
-        self.clock = np.zeros((n, n), dtype=np.int32)  # row c: what core c knows (its own entry is stale)
-        self.counters: dict[tuple, _Counter] = {}
-        self.dma_pos: dict[int, Pos] = {}  # DMA ident -> its start
-        self.dma_clock: dict[int, np.ndarray] = {}
-        self.done: dict[tuple[Pos, str], list[Pos]] = {}  # (start, half) -> waits known to follow the half
-        self.arrivals: dict[tuple[int, str, int], np.ndarray] = {}
-        self.broken = ""
-        self.candidates: list[Pair] = []
-        self.at: dict[Pos, list[AccessEvent]] = defaultdict(list)
-        self.chain_of: dict[int, _Chain] = {}
-        self.partners: dict[int, list[AccessEvent]] = defaultdict(list)
-        self.seen: set[int] = set()
+    def __init__(self, events: Iterable[AccessEvent]) -> None:
         self.events = list(events)
+        self.at: dict[Pos, list[AccessEvent]] = defaultdict(list)
+        self.chain: dict[int, int] = {}  # id of an access -> the number of its chain
+        self.chains = 0
+        self.partners: dict[int, list[AccessEvent]] = defaultdict(list)
         self._index(self.events)
-        self.rotates = False  # whether `_done` and `_record_done` rotate (DR-8): else the hot paths inline them
 
     def _index(self, events: list[AccessEvent]) -> None:
         """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
         by_buffer: dict = defaultdict(lambda: defaultdict(list))
         for e in events:
             by_buffer[e.buffer][(e.region.box, e.region.exact)].append(e)
+        at, chain_of = self.at, self.chain
         for regions in by_buffer.values():
             if not any(e.write for group in regions.values() for e in group):
                 continue
             keys = list(regions)
             for key in keys:
-                chain = _Chain()
+                chain = self.chains
+                self.chains += 1
                 for e in regions[key]:
-                    self.at[(e.core, e.pc)].append(e)
-                    self.chain_of[id(e)] = chain
+                    at[(e.core, e.pc)].append(e)
+                    chain_of[id(e)] = chain
             # different regions: only those whose first dimensions overlap are compared
             for k1, k2 in box_sweep(keys, lambda k: k[0]):
                 r1, r2 = regions[k1][0].region, regions[k2][0].region
@@ -162,6 +151,35 @@ class Observer:
                         if conflicts(a, b):
                             self.partners[id(a)].append(b)
                             self.partners[id(b)].append(a)
+
+
+class Observer:
+    """Vector clocks over one fast run (DR-6) and the checks of each access as the run reaches it."""
+
+    def __init__(self, program: Program, events: Iterable[AccessEvent] | AccessIndex, arrival: Arrival,
+                 totals: dict[tuple, int] | None = None, rows: int | None = None) -> None:
+        self.program = program
+        self.arrival = arrival
+        # counters decided against everything that ever arrives on them rather than the run's order
+        # (DR-6: their arrivals came in an order no certificate covers); their totals, from an earlier run
+        self.totals = totals or {}
+        self.broken_counters: set[tuple] = set()
+        n = program.topology.num_cores
+        # row c: what core c knows (its own entry is stale); `rows`: only the first cores' (DR-8)
+        self.clock = np.zeros((n if rows is None else rows, n), dtype=np.int32)
+        self.counters: dict[tuple, _Counter] = {}
+        self.dma_pos: dict[int, Pos] = {}  # DMA ident -> its start
+        self.dma_clock: dict[int, np.ndarray] = {}
+        self.done: dict[tuple[Pos, str], list[Pos]] = {}  # (start, half) -> waits known to follow the half
+        self.arrivals: dict[tuple[int, str, int], np.ndarray] = {}
+        self.broken = ""
+        self.candidates: list[Pair] = []
+        index = events if isinstance(events, AccessIndex) else AccessIndex(events)
+        self.events = index.events
+        self.at, self.chain_of, self.partners = index.at, index.chain, index.partners
+        self.chains = [_Chain() for _ in range(index.chains)]
+        self.seen: set[int] = set()
+        self.rotates = False  # whether `_done` and `_record_done` rotate (DR-8): else the hot paths inline them
 
     def resumed(self, totals: dict[tuple, int]) -> Observer:
         """A copy of this observer as it stands, to go on with `totals` (DR-38): what the rest of the
@@ -175,11 +193,7 @@ class Observer:
         o.dma_pos, o.dma_clock, o.arrivals = dict(self.dma_pos), dict(self.dma_clock), dict(self.arrivals)
         o.done = {k: list(v) for k, v in self.done.items()}
         o.candidates = list(self.candidates)
-        chains: dict[int, _Chain] = {}
-        for c in self.chain_of.values():
-            if id(c) not in chains:
-                chains[id(c)] = c.copied()
-        o.chain_of = {k: chains[id(c)] for k, c in self.chain_of.items()}
+        o.chains = [c.copied() for c in self.chains]
         o.seen = set(self.seen)
         return o
 
@@ -229,7 +243,9 @@ class Observer:
         elif type(source[1]) is str:  # `_arrival`, inlined (one call per signal and half)
             ident, half = source
             start = self.dma_pos[ident]
-            s = _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
+            # the write half is a copy's last arrival: its clock is not kept past it (DR-42)
+            clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
+            s = _Signal(inc, clock, start if self.arrival == "start" else None, start, half)
         else:
             core, pc = source
             row = self.clock[core].copy()
@@ -239,7 +255,7 @@ class Observer:
                 and not s.clock[ctr.core] > ctr.last_wait):
             self._late(ctr, counter, s)
         ctr.arrived += inc
-        if ctr.with_pos and not ctr.chained and bool((s.clock > ctr.first).any()):
+        if ctr.with_pos and not ctr.chained and any(s.clock[c] > q for c, q in ctr.first.items()):
             # (a pending copy half known to follow another is not looked for: treating the two as
             # unordered only orders fewer waits, DR-6)
             ctr.chained = True
@@ -266,7 +282,8 @@ class Observer:
         if type(source[1]) is str:  # a DMA half
             ident, half = source
             start = self.dma_pos[ident]
-            return _Signal(inc, self.dma_clock[ident], start if self.arrival == "start" else None, start, half)
+            clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
+            return _Signal(inc, clock, start if self.arrival == "start" else None, start, half)
         core, pc = source
         return _Signal(inc, self._snapshot(core, pc + 1), (core, pc), None, None)
 
@@ -291,7 +308,7 @@ class Observer:
             elif arrived - s.inc < need:
                 known, forced = (), pending
                 ctr.reset([])
-                ctr.forced.append((pc, [[s, need - arrived + s.inc]]))
+                ctr.forced.append((pc, [[_bare(s), need - arrived + s.inc]]))
             else:
                 return
         else:
@@ -319,7 +336,7 @@ class Observer:
                     short += sum(t.inc for t in cands if t is not s and self._after(t, s))
                 if short > 0:
                     forced.append(s)
-                    entries.append([s, short])
+                    entries.append([_bare(s), short])
             if entries:
                 ctr.forced.append((pc, entries))
             if known or forced:
@@ -395,7 +412,7 @@ class Observer:
     def _reach(self, core: int, pc: int, row: np.ndarray | None = None,
                events: Iterable[AccessEvent] | None = None) -> None:
         for x in (self.at.get((core, pc), ()) if events is None else events):
-            chain = self.chain_of[id(x)]
+            chain = self.chains[self.chain_of[id(x)]]
             w = chain.write
             if w is not None and not self._ordered(core, pc, w, row):
                 self._flag(w, x)
@@ -425,16 +442,15 @@ class SymmetricObserver(Observer):
     representative.
     """
 
-    def __init__(self, program: Program, fold: Fold, events: Iterable[AccessEvent], arrival: Arrival,
+    def __init__(self, program: Program, fold: Fold, events: Iterable[AccessEvent] | AccessIndex, arrival: Arrival,
                  run_mode: DmaMode, totals: dict[tuple, int] | None = None) -> None:
-        super().__init__(program, events, arrival, totals)
+        topo = program.topology
+        super().__init__(program, events, arrival, totals, rows=fold.devices * topo.cores_per_device)
         self.fold = fold
         self.run_mode = run_mode
         self.rotates = True
-        topo = program.topology
         self.n = topo.num_cores
         self.reps = fold.devices * topo.cores_per_device
-        self.clock = np.zeros((self.reps, self.n), dtype=np.int32)
         self.targets: dict[Pos, int] = {}
         self.class_at: dict[Pos, list[AccessEvent]] = defaultdict(list)
         for e in self.events:  # a copy's halves are reached at its start, by every member of its class
@@ -442,16 +458,27 @@ class SymmetricObserver(Observer):
                 self.class_at[(e.core % self.reps, e.pc)].append(e)
 
     def _target(self, core: int, pc: int) -> int:
-        """The core of the program that the signal or copy at (core, pc) of the program lands on."""
-        t = self.targets.get((core, pc))
+        """The core of the program that the signal or copy at (core, pc) of the program lands on.
+
+        DR-42: read off the fold core of its class and rotated (the rotation moves every named device
+        by the class's offset, and the fold's targets are in range, RUN-7 (a)): no other core is read."""
+        rep = core % self.reps
+        t = self.targets.get((rep, pc))
         if t is None:
-            op = self.program.cores[core][pc]
-            t = target_core(self.program, self.run_mode, core, op.device, op.core, dma=type(op) is DmaStart)
-            self.targets[(core, pc)] = t = t if isinstance(t, int) else -1
-        return t
+            op = self.program.cores[rep][pc]
+            t = target_core(self.program, self.run_mode, rep, op.device, op.core, dma=type(op) is DmaStart)
+            self.targets[(rep, pc)] = t = t if isinstance(t, int) else -1
+        return t if t < 0 or rep == core else (t + core - rep) % self.n
 
     def _roll(self, row: np.ndarray, shift: int) -> np.ndarray:
-        return np.roll(row, shift) if shift % self.n else row
+        """`np.roll(row, shift)` (a new array only when it moves), in two slice copies."""
+        shift %= self.n
+        if not shift:
+            return row
+        out = np.empty_like(row)
+        out[shift:] = row[:-shift]
+        out[:shift] = row[-shift:]
+        return out
 
     def _frame(self, start: Pos, half: str) -> int:
         """How many cores the copy must move back for its half's semaphore to be a representative's."""
@@ -477,11 +504,17 @@ class SymmetricObserver(Observer):
             c, q = self.dma_pos[ident]
             shift = (rep - (c if half == "read" else self._target(c, q))) % self.n
             start = ((c + shift) % self.n, q)
-            return _Signal(inc, self._roll(self.dma_clock[ident], shift), start if self.arrival == "start" else None,
-                           start, half)
+            clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
+            return _Signal(inc, self._roll(clock, shift), start if self.arrival == "start" else None, start, half)
         c, q = source
         shift = (rep - self._target(c, q)) % self.n
-        return _Signal(inc, self._roll(self._snapshot(c, q + 1), shift), ((c + shift) % self.n, q), None, None)
+        row = self.clock[c]
+        clock = self._roll(row, shift)
+        if clock is row:
+            clock = row.copy()
+        sender = (c + shift) % self.n
+        clock[sender] = q + 1  # the sender's own entry: the signal has happened (`_snapshot`)
+        return _Signal(inc, clock, (sender, q), None, None)
 
     def start(self, core: int, pc: int, ident: int) -> None:
         super().start(core, pc, ident)

@@ -20,7 +20,7 @@ from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, race_period, race_symmetry
-from semcheck.model.happens_before import Ordering, order_modes
+from semcheck.model.happens_before import Ordering, class_fold, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
@@ -198,7 +198,12 @@ def ordered_modes(
         found = dict.fromkeys(modes, listed(near) if listed is not None else accesses(program, modes[0], near=near))
     else:
         found = {}
-    orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, fold)
+    # DR-41: the run of one period with every class in step, where it proves; else DR-8's fold or the whole run
+    one = class_fold(program, k) if near is not None else None
+    if one is not None and fold is not None and one.devices >= fold.devices:
+        one = None
+    orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, one or fold,
+                            proof_only=one is not None, otherwise=fold)
     return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))
             for m, (evs, un) in found.items()}
 

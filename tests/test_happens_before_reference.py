@@ -65,7 +65,7 @@ def _same(program: Program, events: dict, fold=None) -> None:
         assert _key(new[mode]) == _key(old[mode]), mode
 
 
-@pytest.mark.rule("DR-37", "DR-38", "DR-6")
+@pytest.mark.rule("DR-37", "DR-38", "DR-6", "DR-42")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(many_senders(), programs_with_accesses()))
 def test_the_recorded_run_orders_as_one_run_per_pass(program):
@@ -77,7 +77,7 @@ def test_the_recorded_run_orders_as_one_run_per_pass(program):
         _same(program, {mode: events})
 
 
-@pytest.mark.rule("DR-37", "DR-8")
+@pytest.mark.rule("DR-37", "DR-8", "DR-42")
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(symmetric_rings())
 def test_the_recorded_fold_run_orders_as_one_run_per_pass(program):
