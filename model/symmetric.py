@@ -246,3 +246,10 @@ class Symmetric:
         for j in range(1, topo.num_devices // period):
             sym._memo.pop(j, None)
         return sym
+
+
+def class_cores(program: Program | Symmetric) -> tuple[tuple[Op, ...], ...]:
+    """RUN-20: cores of which every core of `program` is a rotation: a Symmetric's representatives, a
+    Program's every core. A question about which kinds of operation a program holds, asked of these, is
+    asked of the whole program (a rotation changes only devices, barrier names and regions)."""
+    return program.representatives if isinstance(program, Symmetric) else program.cores

@@ -419,7 +419,9 @@ def _communicates(program: Program) -> bool:
     """PRG-104: whether a call sends to another device (a remote signal or copy), as Mosaic's
     `has_communication` asks of the kernel's remote operations (with `skip_device_barrier` the
     caller keeps no start barrier either)."""
-    return any(type(op) in (Signal, DmaStart) and op.device is not None for ops in program.cores for op in ops)
+    from semcheck.model.symmetric import class_cores
+
+    return any(type(op) in (Signal, DmaStart) and op.device is not None for ops in class_cores(program) for op in ops)
 
 
 _SHARED_ID = ("CompilerParams: \"using the same collective_id does not guarantee that the same barrier semaphore "
