@@ -128,6 +128,12 @@ class Symmetric:
             raise ValueError(f"{len(self.representatives)} representative cores for a period of {self.period} devices")
         object.__setattr__(self, "shifts", dict(self.shifts))
         object.__setattr__(self, "_memo", {})
+        # a barrier whose image cannot be named is refused here, not when some check first rotates it
+        by, num = self.period * topo.cores_per_device, topo.num_cores
+        for ops in self.representatives:
+            for op in ops:
+                if type(op) is Barrier and not self._invariant(op):
+                    _rotated_name(op.name, op.participants, by, num, topo.cores_per_device)
 
     @property
     def cores(self) -> _Cores:

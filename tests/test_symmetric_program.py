@@ -7,6 +7,7 @@ a `Symmetric` by `Symmetric.of` at DR-5's period and shifts, and checked both wa
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import time
@@ -23,7 +24,7 @@ from semcheck.checker.request import Request
 from semcheck.model import DMA_MODES
 from semcheck.model import symmetric as symmetric_module
 from semcheck.model.fold import race_period
-from semcheck.model.ops import Access, Program, Region
+from semcheck.model.ops import Access, Barrier, Program, Region
 from semcheck.model.symmetric import Symmetric
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,6 +197,20 @@ def test_a_program_that_does_not_repeat_so_is_refused():
     cores[3] = cores[3][:i] + (type(op)(op.buf, moved, op.write, op.loc),) + cores[3][i + 1:]
     with pytest.raises(ValueError):
         Symmetric.of(Program(program.topology, tuple(cores), program.collective_id), k, shifts)
+
+
+@pytest.mark.rule("RUN-20")
+def test_a_barrier_whose_image_has_no_name_is_refused():
+    # a two-core device forks and joins its cores (LAUNCH-1): barriers of one device, named after it
+    _, program = next((n, p) for n, p in _programs(4) if n.startswith("examples/two_core_signal.py"))
+    k, shifts = race_period(program)
+    span = k * program.topology.cores_per_device
+    assert any(type(op) is Barrier and op.name == "fork0" for ops in program.cores[:span] for op in ops)
+    Symmetric(program.topology, k, shifts, program.cores[:span])
+    reps = tuple(tuple(dataclasses.replace(op, name="meet") if type(op) is Barrier and op.name == "fork0"
+                       else op for op in ops) for ops in program.cores[:span])
+    with pytest.raises(ValueError, match="no name the rotation can derive"):
+        Symmetric(program.topology, k, shifts, reps)
 
 
 @pytest.mark.rule("RUN-21")
