@@ -177,7 +177,9 @@ class Analysis:
         copied = {op.buf for ops in reps for op in ops if (loc := grid_copy_of(op)) is not None and loc.hbm}
         if any(type(op) is DmaStart and op.device is not None and op.dst_buf in copied for ops in reps for op in ops):
             return None
-        return dataclasses.replace(program, cores=tuple(reps) + ((),) * (topo.num_cores - len(reps)))
+        from semcheck.model.symmetric import with_cores
+
+        return with_cores(program, tuple(reps) + ((),) * (topo.num_cores - len(reps)))
 
 
 class ModeAnalysis:

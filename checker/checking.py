@@ -60,10 +60,32 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
 def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
     """RUN-21: a property of a `Symmetric` its fold did not prove, decided on the materialised program
     (with the symmetry and fold already found), or unknown when that program is not built."""
+    if prop in ON_ONE_PERIOD:
+        v = _on_one_period(analysis, prop, mode, timeout_ms)
+        if v is not None:
+            return v
     whole = analysis.whole_program
     if isinstance(whole, str):
         return Verdict(prop, "unknown", reason=whole)
     return BY_ID[prop].check(whole.program, mode, timeout_ms=timeout_ms, facts=whole.mode(mode))
+
+
+ON_ONE_PERIOD = frozenset({"race-free", "invocation-confined"})
+"""RUN-22: the properties no fold proves (RUN-7) that a Symmetric may still prove on one period: race-free on
+the run of one class (DR-41, DR-5's one pair per orbit); invocation-confined under the interpreter (PRG-110
+reads no operation)."""
+
+
+def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
+    """RUN-22: `prop` of a Symmetric decided by its own check on the Symmetric itself, kept only when proved;
+    None when that check needs every core (`WholeProgramNeeded`) or does not prove."""
+    from semcheck.model.symmetric import WholeProgramNeeded
+
+    try:
+        v = BY_ID[prop].check(analysis.program, mode, timeout_ms=timeout_ms, facts=analysis.mode(mode))
+    except WholeProgramNeeded:
+        return None
+    return v if v.verdict == "proved" else None
 
 
 def _budget(timeout_ms: int, deadline: float | None) -> int | None:
@@ -134,6 +156,14 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
             spent[mode] = time.monotonic() - t
             t = time.monotonic()
     missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+    if analysis.symmetric:
+        for m in req.modes:  # RUN-22: what one period proves of a Symmetric needs no built program
+            for p in missing[m]:
+                budget = _budget(timeout_ms, deadline)
+                v = _on_one_period(analysis, p, m, budget) if p in ON_ONE_PERIOD and budget is not None else None
+                if v is not None:
+                    on_fold[m][p] = v
+        missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
     if analysis.symmetric and any(missing.values()):
         # RUN-21: what the fold did not prove is decided on the materialised program, when it is built
         whole = analysis.whole_program

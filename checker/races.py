@@ -20,7 +20,7 @@ from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
-from semcheck.model.partial_arrivals import Split, split, split_lazily, split_position
+from semcheck.model.partial_arrivals import Split, split, split_lazily, split_positions
 from semcheck.model.race import Ordered, Race, find_races, ordered_modes
 from semcheck.model.run import REPLAY_LIMIT, run
 
@@ -110,7 +110,9 @@ def _near_cores(program: Program, k: int) -> Program | None:
             j = -(op.device // k) % (n // k)
             keep.add((topo.device_of(c) + j * k) * per + topo.local_core_of(c))
     # (only the kept cores are read: DR-42)
-    return dataclasses.replace(program, cores=tuple(program.cores[c] if c in keep else () for c in range(topo.num_cores)))
+    from semcheck.model.symmetric import with_cores
+
+    return with_cores(program, tuple(program.cores[c] if c in keep else () for c in range(topo.num_cores)))
 
 
 def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:
@@ -128,9 +130,16 @@ def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[Acc
         # DR-42: under DR-5's rotation every core's copies are split where its preimage's are (DR-31), so
         # its forerunners stand where those of its core on the first period stand: no other core is split
         per = near * whole.program.topology.cores_per_device if near == whole.symmetry[0] else None
-        at = (lambda c: fr[c]) if per is None else (lambda c: fr[c % per])
-        return ([dataclasses.replace(e, pc=split_position(at(e.core), e.pc)) for e in events],
-                [dataclasses.replace(u, pc=split_position(at(u.core), u.pc)) for u in unrecorded])
+        moves: dict[int, Callable[[int], int]] = {}
+
+        def moved(c: int, pc: int) -> int:
+            home = c if per is None else c % per
+            if home not in moves:
+                moves[home] = split_positions(fr[home])
+            return moves[home](pc)
+
+        return ([dataclasses.replace(e, pc=moved(e.core, e.pc)) for e in events],
+                [dataclasses.replace(u, pc=moved(u.core, u.pc)) for u in unrecorded])
 
     return listed
 

@@ -23,7 +23,7 @@ import bisect
 import dataclasses
 import gc
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from semcheck.model.dma import counts_bytes
@@ -228,8 +228,14 @@ def split_position(forerunners: Sequence[int], pc: int) -> int:
     """The split position of the program's operation at `pc` of a core with these forerunners (the
     inverse of `Split.origin` on the program's positions): `pc` moves past every forerunner inserted at
     or before it (a split copy's forerunner comes just before the copy)."""
+    return split_positions(forerunners)(pc)
+
+
+def split_positions(forerunners: Sequence[int]) -> Callable[[int], int]:
+    """`split_position` for one core, its forerunners read once (a core's accesses are many)."""
     # the j-th forerunner stands before the program's operation at forerunners[j] - j
-    return pc + bisect.bisect_right([f - j for j, f in enumerate(forerunners)], pc)
+    before = [f - j for j, f in enumerate(forerunners)]
+    return lambda pc: pc + bisect.bisect_right(before, pc)
 
 
-__all__ = ["Split", "split", "split_lazily", "split_position", "splittable"]
+__all__ = ["Split", "split", "split_lazily", "split_position", "split_positions", "splittable"]

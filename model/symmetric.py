@@ -78,6 +78,12 @@ def _replaced(op: Op, **changes) -> Op:
     return new
 
 
+class WholeProgramNeeded(TypeError):
+    """RUN-22: a check asked for every core of a Symmetric (it iterated over them); its caller decides the
+    property on the built program instead (RUN-21). Not a kernel's violation: a check without a path
+    through one period."""
+
+
 class _Cores:
     """The cores of a `Symmetric`, by index (negative ones wrap), each produced on demand.
 
@@ -99,7 +105,8 @@ class _Cores:
         return self._sym.core(i % n)
 
     def __iter__(self) -> Iterator[tuple[Op, ...]]:
-        raise TypeError("iterating over every core of a Symmetric program builds it: use materialise() (RUN-21)")
+        raise WholeProgramNeeded("iterating over every core of a Symmetric program builds it: use materialise() "
+                                 "(RUN-21)")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -259,3 +266,10 @@ def class_cores(program: Program | Symmetric) -> tuple[tuple[Op, ...], ...]:
     Program's every core. A question about which kinds of operation a program holds, asked of these, is
     asked of the whole program (a rotation changes only devices, barrier names and regions)."""
     return program.representatives if isinstance(program, Symmetric) else program.cores
+
+
+def with_cores(program: Program | Symmetric, cores: tuple[tuple[Op, ...], ...]) -> Program:
+    """The Program of `program`'s topology and launch facts with these cores (the checks that read a few
+    cores of a program, the others left empty: DR-34, DR-35), whether `program` is built or a Symmetric."""
+    return Program(program.topology, cores, collective_id=program.collective_id, name=program.name,
+                   launch_failure=program.launch_failure, names=program.names, tpu_failure=program.tpu_failure)

@@ -45,7 +45,8 @@ def _lowered(path: str, n: int, cache: dict) -> list:
     """[(call, lower_kernel's keyword arguments, program)] of every kernel `load` lowers for `path`."""
     key = (path, n)
     if key not in cache:
-        from semcheck.checker.frontend import api, load
+        from semcheck.checker.frontend import load
+        from semcheck.checker.frontend import lower as api  # `lower_call` (RUN-22) calls lower.lower_kernel
         from semcheck.checker.frontend.errors import DeviceProvisioningError, FrontendError
         from semcheck.checker.frontend.targets import load_targets
 
@@ -271,3 +272,40 @@ def _api_cases() -> tuple[list[str], bool]:
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__, "-q"])
+
+
+def _symmetric_differences(counts: list[int]) -> tuple[list[str], list[str]]:
+    """Child process: every example kernel at each device count lowered by one period (RUN-22: the rotation
+    certificate and the subset lowering, `lower_call` with no device-count threshold) and materialised,
+    against the whole lowering; the differences, and which kernels were lowered by one period."""
+    from semcheck.checker.frontend.symmetric_lowering import lower_call
+    from semcheck.model.symmetric import Symmetric
+
+    _start_jax()
+    cache: dict = {}
+    diffs, by_period = [], []
+    for path in KERNELS:
+        for n in counts:
+            for call, kwargs, program in _lowered(path, n, cache):
+                if program is None:
+                    continue
+                got = lower_call(call, symmetric_from=2, **kwargs)
+                if not isinstance(got, Symmetric):
+                    if got != program:
+                        diffs.append(f"{path} at {n} devices: the fallback lowering differs")
+                    continue
+                by_period.append(path)
+                if got.materialise() != program:
+                    diffs.append(f"{path} at {n} devices: one period (k = {got.period}) rotated is not the program")
+    return diffs, sorted(set(by_period))
+
+
+def test_a_program_lowered_by_one_period_is_the_program():
+    """RUN-22: where the certificate proves a period, the Symmetric of the subset lowering materialises to
+    exactly the whole lowering, for every example kernel at 4 and 8 devices; the rings are among them."""
+    diffs, by_period = _in_child(_symmetric_differences, [4, 8])
+    assert not diffs, diffs[:3]
+    for ring in ("examples/ring_allreduce.py", "examples/ring_allgather.py", "bench/kernels/all_to_all.py"):
+        assert ring in by_period
+    assert len(by_period) > len(KERNELS) // 2
+

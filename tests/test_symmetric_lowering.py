@@ -1,0 +1,55 @@
+"""RUN-22: past `SYMMETRIC_FROM` devices a certified kernel call is lowered by one period and decided
+without building every device, with the verdicts the whole program gets."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from semcheck.checker.analysis import Analysis
+from semcheck.checker.checking import check_program
+from semcheck.checker.properties import IDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 260  # past the threshold, a multiple of 4 (the ring's fold)
+
+
+def _calls(path: str, n: int) -> list:
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+    from semcheck.checker.frontend.targets import load_targets
+
+    t = load_targets(os.path.join(ROOT, path))[0]
+    calls, inputs = trace_with_inputs(*t.build_shapes(n), path=t.path)
+    return list(zip(calls, inputs))
+
+
+def _verdicts(program, skip: tuple = ()) -> dict:
+    analysis = Analysis(program, modes=("eager", "on_wait", "hardware"))
+    return {(m, v.property): v.verdict for m in ("eager", "on_wait", "hardware")
+            for v in check_program(program, m, tuple(p for p in IDS if (m, p) not in skip), analysis=analysis)}
+
+
+@pytest.mark.rule("RUN-22")
+def test_a_ring_past_the_threshold_is_decided_by_one_period(monkeypatch):
+    from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
+    from semcheck.model.symmetric import Symmetric
+
+    assert N >= SYMMETRIC_FROM
+    (call, values), = _calls("examples/ring_allreduce.py", N)
+    sym = lower_call(call, cores=None, name="ring", stats=None, inputs=values)
+    assert isinstance(sym, Symmetric) and sym.period == 1
+    whole = lower_call(call, cores=None, name="ring", stats=None, inputs=values, symmetric_from=N + 1)
+    assert not isinstance(whole, Symmetric)
+    assert sym.materialise() == whole
+    want = _verdicts(whole)
+
+    def refused(self):
+        raise AssertionError("the Symmetric was built")
+
+    # what the fold and one period prove needs no built program; the rest (invocation-confined under
+    # hardware, PRG-113's held runs) is decided on it, as RUN-21 says
+    monkeypatch.setattr(Symmetric, "materialise", refused)
+    held = (("hardware", "invocation-confined"),)
+    got = _verdicts(sym, skip=held)
+    assert got == {k: v for k, v in want.items() if k not in held}
