@@ -63,6 +63,7 @@ def main(path: str, devices: int) -> dict:
     out["lower_s"] = round(time.process_time() - t, 2)
     program = kernels[0].program
     out["ops"] = program.num_ops
+    out["period"] = getattr(program, "period", None)  # RUN-22: lowered by one period (a Symmetric), or None
     analysis = Analysis(program, modes=("eager", "on_wait", "hardware"))
     t = time.process_time()
     analysis.symmetry
