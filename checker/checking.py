@@ -60,10 +60,22 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
 def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
     """RUN-21: a property of a `Symmetric` its fold did not prove, decided on the materialised program
     (with the symmetry and fold already found), or unknown when that program is not built."""
+    v = _on_period(analysis, prop, mode)
+    if v is not None:
+        return v
     whole = analysis.whole_program
     if isinstance(whole, str):
         return Verdict(prop, "unknown", reason=whole)
     return BY_ID[prop].check(whole.program, mode, timeout_ms=timeout_ms, facts=whole.mode(mode))
+
+
+def _on_period(analysis: Analysis, prop: str, mode: str) -> Verdict | None:
+    """programs.md PRG-164: invocation-confined under hardware from one period's order, before RUN-21."""
+    if prop != "invocation-confined" or mode != "hardware":
+        return None
+    from semcheck.checker.confined_order import confined_on_period
+
+    return confined_on_period(analysis.program, mode)
 
 
 def _budget(timeout_ms: int, deadline: float | None) -> int | None:
@@ -134,6 +146,11 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
             spent[mode] = time.monotonic() - t
             t = time.monotonic()
     missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+    for m in req.modes:  # PRG-164: proved on one period's order before the whole program is built
+        if analysis.symmetric and "invocation-confined" in missing[m] \
+                and (v := _on_period(analysis, "invocation-confined", m)) is not None:
+            on_fold[m][v.property] = v
+            missing[m] = tuple(p for p in missing[m] if p != v.property)
     if analysis.symmetric and any(missing.values()):
         # RUN-21: what the fold did not prove is decided on the materialised program, when it is built
         whole = analysis.whole_program
