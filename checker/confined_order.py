@@ -124,8 +124,6 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
         return None
     topo = program.topology
     n, per = topo.num_cores, topo.cores_per_device
-    if isinstance(program, Program) and program.launch_failure is not None:
-        return None
     if getattr(program, "launch_failure", None) is not None or getattr(program, "tpu_failure", None) is not None:
         return None
     k = _period(program)
@@ -135,7 +133,7 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
     if fold is not None:
         obs: Observer = SymmetricObserver(program, fold, (), "completion", "hardware")
         runs, reps = fold.program, fold.devices * per
-        target = obs._target  # DR-8: a representative's target, rotated for a class member
+        target = obs.target_of  # DR-8: a representative's target, rotated for a class member
     else:
         obs = Observer(program, (), "completion")
         runs, reps = program, n
@@ -175,7 +173,7 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
         if not is_copy:
             ok = before_exit((sender, pc))  # a signal arrives where it happens (SIG-1)
         else:
-            ok = any(before_exit(w) for w in obs._done((sender, pc), "write"))  # some wait follows the write
+            ok = any(before_exit(w) for w in obs.waits_after((sender, pc), "write"))  # some wait follows the write
         if not ok:
             return None  # late side (PRG-112) not shown
     where = ("" if fold is None else
