@@ -70,8 +70,9 @@ def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int)
 
 
 def _on_period(analysis: Analysis, prop: str, mode: str) -> Verdict | None:
-    """programs.md PRG-164: invocation-confined under hardware from one period's order, before RUN-21."""
-    if prop != "invocation-confined" or mode != "hardware":
+    """programs.md PRG-164: invocation-confined under hardware from one period's order, where RUN-21
+    refuses the whole program (below that bound the held runs decide, with their own reasons)."""
+    if prop != "invocation-confined" or mode != "hardware" or analysis.program.materialise_refusal() is None:
         return None
     from semcheck.checker.confined_order import confined_on_period
 
