@@ -73,14 +73,23 @@ def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int)
 ON_ONE_PERIOD = frozenset({"race-free", "invocation-confined"})
 """RUN-22: the properties no fold proves (RUN-7) that a Symmetric may still prove on one period: race-free on
 the run of one class (DR-41, DR-5's one pair per orbit); invocation-confined under the interpreter (PRG-110
-reads no operation)."""
+reads no operation) and, past RUN-21's bound, under hardware from one period's order (programs.md PRG-164)."""
 
 
 def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
-    """RUN-22: `prop` of a Symmetric decided by its own check on the Symmetric itself, kept only when proved;
-    None when that check needs every core (`WholeProgramNeeded`) or does not prove."""
+    """RUN-22: `prop` of a Symmetric decided on the Symmetric itself, kept only when proved; None when its
+    check needs every core (`WholeProgramNeeded`) or does not prove."""
     from semcheck.model.symmetric import WholeProgramNeeded
 
+    if prop not in ON_ONE_PERIOD:
+        return None
+    if prop == "invocation-confined" and mode == "hardware":
+        # PRG-164 where the whole program is not built; below the bound the held runs decide (PRG-113)
+        if analysis.program.materialise_refusal() is None:
+            return None
+        from semcheck.checker.confined_order import confined_on_period
+
+        return confined_on_period(analysis.program, mode)
     try:
         v = BY_ID[prop].check(analysis.program, mode, timeout_ms=timeout_ms, facts=analysis.mode(mode))
     except WholeProgramNeeded:

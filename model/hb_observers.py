@@ -219,6 +219,10 @@ class Observer:
     def _record_done(self, start: Pos, half: str, waiter: Pos) -> None:
         self.done.setdefault((start, half), []).append(waiter)
 
+    def waits_after(self, start: Pos, half: str) -> list[Pos]:
+        """A query (programs.md PRG-164): the waits E-after the half of the copy started at `start`."""
+        return self._done(start, half)
+
     def _after(self, later: _Signal, earlier: _Signal) -> bool:
         """Whether the relation orders `later`'s arrival after `earlier`'s."""
         if earlier.pos is not None:
@@ -469,6 +473,10 @@ class SymmetricObserver(Observer):
             t = target_core(self.program, self.run_mode, rep, op.device, op.core, dma=type(op) is DmaStart)
             self.targets[(rep, pc)] = t = t if isinstance(t, int) else -1
         return t if t < 0 or rep == core else (t + core - rep) % self.n
+
+    def target_of(self, core: int, pc: int) -> int:
+        """A query (programs.md PRG-164): `_target`, the program's core the operation lands on (-1: none)."""
+        return self._target(core, pc)
 
     def _roll(self, row: np.ndarray, shift: int) -> np.ndarray:
         """`np.roll(row, shift)` (a new array only when it moves), in two slice copies."""

@@ -1,0 +1,177 @@
+"""`invocation-confined` of a single call under `hardware` from the happens-before order of one period
+(specs/programs.md PRG-164), held to PRG-113's held runs of the whole program.
+
+Whenever the period's order proves, the held runs must prove too (soundness); the rings must be proved
+on their period; kernels that can land outside the call must not be; and the ring all-reduce at 8,960
+devices is proved without building its whole program.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import programs
+from test_races import symmetric_rings
+from test_races_class_run import all_to_alls
+
+from semcheck.checker.checking import check_program
+from semcheck.checker.confined import invocation_confined
+from semcheck.checker.confined_order import confined_on_period
+from semcheck.model.fold import race_period
+from semcheck.model.launch import Scratch, launch
+from semcheck.model.ops import BARRIER, DmaStart, GetBarrierSem, Program, SemRef, Signal, Topology, Wait
+from semcheck.model.symmetric import Symmetric
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "z3"))
+
+from z3_strategies import symmetric_programs  # noqa: E402
+
+SINGLE_CALLS = sorted(
+    str(p.relative_to(ROOT)) for d in ("examples", "examples/buggy", "bench/kernels") for p in (ROOT / d).glob("*.py"))
+RINGS = ("examples/ring_allreduce.py", "examples/ring_allgather.py", "examples/ring_permute.py",
+         "examples/bidirectional_reduce_scatter.py")
+
+
+def _lower(paths: list[str], devices: int) -> dict[str, list]:
+    from semcheck.checker.frontend import load, provision_devices
+
+    if devices <= 64:  # a real mesh; the large counts trace on an abstract one
+        provision_devices(devices)
+    os.chdir(ROOT)
+    return {p: [k.program for k in load(p, devices=devices)] for p in paths}
+
+
+_CACHE: dict[int, dict[str, list]] = {}
+
+
+def _load(path: str, devices: int, also: tuple[str, ...] = ()) -> list:
+    """The programs of `path` at `devices`, lowered in a fresh process (jax's device count is fixed per
+    process), with `also` lowered in the same one."""
+    import concurrent.futures
+    import multiprocessing
+
+    got = _CACHE.setdefault(devices, {})
+    missing = [p for p in (path, *also) if p not in got]
+    if missing:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            got.update(pool.submit(_lower, missing, devices).result())
+    return got[path]
+
+
+def _whole(p):
+    return p.materialise() if isinstance(p, Symmetric) else p
+
+
+def _sound(program) -> str | None:
+    """The period's verdict ('proved' or None), failing the test when it proves what the held runs do not."""
+    v = confined_on_period(program, "hardware")
+    if v is None:
+        return None
+    assert v.verdict == "proved"
+    ref = invocation_confined(_whole(program), "hardware")
+    assert ref.verdict == "proved", (v.reason, ref)
+    return "proved"
+
+
+@pytest.mark.rule("PRG-164", "PRG-113")
+@pytest.mark.parametrize("devices", [2, 4, 8])
+def test_a_proof_on_the_period_is_a_proof_on_the_whole_program(devices):
+    """Every single-call example: a proof on the period is a proof of the held runs (and how often)."""
+    seen: Counter = Counter()
+    for path in SINGLE_CALLS:
+        for p in _load(path, devices, tuple(SINGLE_CALLS)):
+            seen[_sound(p)] += 1
+    assert seen["proved"] >= len(RINGS)  # the rings at least (the test below says which)
+
+
+def _symmetric(program: Program):
+    """The program as a Symmetric of its DR-5 period, when it repeats (as the front end gives it)."""
+    k, shifts = race_period(program)
+    if k >= program.topology.num_devices:
+        return program
+    try:
+        return Symmetric.of(program, k, shifts)
+    except ValueError:
+        return program
+
+
+TALLY: Counter = Counter()
+
+
+@pytest.mark.rule("PRG-164")
+@settings(max_examples=int(os.environ.get("SEMCHECK_CONFINED_EXAMPLES", "120")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.one_of(programs(max_devices=3, max_ops=4), symmetric_rings(), all_to_alls(),
+                 symmetric_programs(max_cores=6, max_ops=4).map(lambda pair: pair[0])), st.booleans())
+def test_generated_programs_proved_on_the_period_are_proved_by_the_held_runs(program, as_symmetric):
+    p = _symmetric(program) if as_symmetric else program
+    TALLY[_sound(p)] += 1
+
+
+@pytest.mark.rule("PRG-164")
+@pytest.mark.parametrize("path", RINGS)
+def test_the_rings_are_proved_on_their_period(path):
+    for devices in (2, 8):
+        (p,) = _load(path, devices, RINGS)
+        v = confined_on_period(p, "hardware")
+        assert v is not None and v.verdict == "proved", (path, devices)
+        assert "PRG-164" in v.reason and "('site'" not in v.reason
+        assert confined_on_period(p, "eager") is None  # the interpreter's modes are PRG-110's
+
+
+def _kernel(body, n: int, collective_id: int | None = 0):
+    return launch(Topology(n), [body(d, n) for d in range(n)], collective_id=collective_id,
+                  scratch=[Scratch("s"), Scratch("r")])
+
+
+def _early(d, n):  # copy to the right neighbour with no handshake first: it can land before it entered
+    return [DmaStart(SemRef("r"), 8, src_sem=SemRef("s"), device=(d + 1) % n), Wait(SemRef("s"), 8, "dma"),
+            Wait(SemRef("r"), 8, "dma")]
+
+
+def _shaken(d, n):  # the same after a barrier handshake with both neighbours
+    return [GetBarrierSem(), Signal(SemRef(BARRIER), 1, device=(d + 1) % n),
+            Signal(SemRef(BARRIER), 1, device=(d - 1) % n), Wait(SemRef(BARRIER), 2)] + _early(d, n)
+
+
+def _late(d, n):  # signal the right neighbour after the handshake, which nobody waits for: it may have left
+    return _shaken(d, n)[:4] + [Signal(SemRef("s"), 1, device=(d + 1) % n)]
+
+
+@pytest.mark.rule("PRG-164", "PRG-111", "PRG-112")
+def test_kernels_that_land_outside_the_call_are_not_proved():
+    for n in (2, 4, 8):
+        early, late, shaken = _kernel(_early, n), _kernel(_late, n), _kernel(_shaken, n)
+        assert invocation_confined(early, "hardware").verdict == "violated"
+        assert confined_on_period(early, "hardware") is None
+        assert confined_on_period(_symmetric(early), "hardware") is None
+        assert invocation_confined(late, "hardware").verdict == "violated"
+        assert confined_on_period(late, "hardware") is None
+        assert _sound(shaken) == "proved" and _sound(_symmetric(shaken)) == "proved"
+        # without a collective id the start barrier orders the copy after every device entered
+        assert _sound(_kernel(_early, n, collective_id=None)) == "proved"
+    for path in ("examples/buggy/wrong_neighbour_deadlock.py", "examples/buggy/exit_leak_extra_signal.py"):
+        (p,) = _load(path, 8)
+        assert invocation_confined(_whole(p), "hardware").verdict == "violated"
+        assert confined_on_period(p, "hardware") is None
+
+
+@pytest.mark.rule("PRG-164")
+def test_the_ring_all_reduce_at_8960_devices_is_proved_without_the_whole_program():
+    (p,) = _load("examples/ring_allreduce.py", 8960)
+    assert isinstance(p, Symmetric) and p.materialise_refusal() is not None
+    t = time.process_time()
+    v = confined_on_period(p, "hardware")
+    spent = time.process_time() - t
+    assert v is not None and v.verdict == "proved"
+    (checked,) = check_program(p, "hardware", ("invocation-confined",))  # as verify asks it (RUN-21 first refuses)
+    assert checked.verdict == "proved" and "PRG-164" in checked.reason
+    assert spent < 12.0, spent  # measured about 2.2 s of CPU on one core (PRG-164); building it is refused
