@@ -76,10 +76,13 @@ def class_fold(program: Program, period: int) -> Fold | None:
         return None
     inside = period * per
     for c in range(inside):
-        image = program.cores[c + inside]
-        for pc, op in enumerate(program.cores[c]):
+        image, ops = program.cores[c + inside], program.cores[c]
+        if len(image) != len(ops):  # not the repetition it was claimed to be: no class run
+            return None
+        for pc, op in enumerate(ops):
             # a barrier the rotation keeps has the same name on the next period's devices (RUN-7 (c))
-            if type(op) is Barrier and max(op.participants) >= inside and image[pc].name != op.name:
+            if type(op) is Barrier and max(op.participants) >= inside and (
+                    type(image[pc]) is not Barrier or image[pc].name != op.name):
                 return None
     return Fold(_folded(program, period), period, n, period)
 

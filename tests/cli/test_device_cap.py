@@ -41,20 +41,36 @@ def test_a_device_count_past_the_cap_says_what_bounds_it(ask):
     assert "RUN-13" not in str(e.value)  # a count below 1 is bad for another reason
 
 
+ASYMMETRIC = """
+import importlib.util
+
+_spec = importlib.util.spec_from_file_location("rotation_mutants", {mutants!r})
+_mutants = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_mutants)
+
+
+def build(num_devices):
+    return _mutants.build(num_devices, mutation="when", at=3)  # device 3 alone adds to a chunk: no period
+"""
+
+
 @pytest.mark.jax
 @pytest.mark.rule("RUN-13")
-def test_a_program_past_the_size_bound_is_refused_before_it_is_built():
-    """The ring all-reduce at 8,960 devices would have about 2 billion operations: one line on stderr
-    that names the bound and the size, exit 2, and nothing built (a run that built it would take
-    hundreds of gigabytes)."""
-    proc = subprocess.run([*SEMCHECK, "verify", "examples/ring_allreduce.py", "--devices", "8960", "--no-cache",
+def test_a_program_past_the_size_bound_is_refused_before_it_is_built(tmp_path):
+    """A ring all-gather whose device 3 alone does one thing more has no period (RUN-18 refuses it, RUN-22
+    cannot lower it by one period) and at 8,960 devices would have about half a billion operations: one
+    line on stderr that names the bound, the size and why one period did not do, exit 2, and nothing built."""
+    kernel = tmp_path / "asymmetric_ring.py"
+    kernel.write_text(ASYMMETRIC.format(mutants=str(REPO / "tests" / "frontend" / "kernels" / "rotation_mutants.py")))
+    proc = subprocess.run([*SEMCHECK, "verify", str(kernel), "--devices", "8960", "--no-cache",
                            "--no-config"], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     (line,) = lines
-    assert "8,960 devices" in line and "billion operations" in line and "RUN-13" in line
-    assert "grid steps" in line and "examples/ring_allreduce.py:" in line
+    assert "8,960 devices" in line and "million operations" in line and "RUN-13" in line
+    assert "grid steps" in line and "rotation_mutants.py:" in line
+    assert "one period" in line and "RUN-22" in line
 
 
 @pytest.mark.jax

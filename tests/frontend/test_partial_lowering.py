@@ -217,7 +217,8 @@ def _refusals() -> dict[str, list[bool]]:
     """Child process: per target of tests/frontend/kernels/subset.py, whether lowering device 1, and
     devices [1, 2], is refused."""
     _start_jax()
-    from semcheck.checker.frontend import api, load
+    from semcheck.checker.frontend import load
+    from semcheck.checker.frontend import lower as api  # `lower_call` (RUN-22) calls lower.lower_kernel
     from semcheck.checker.frontend.evaluator import SubsetRefused
     from semcheck.checker.frontend.lower import lower_kernel
 
@@ -300,6 +301,7 @@ def _symmetric_differences(counts: list[int]) -> tuple[list[str], list[str]]:
     return diffs, sorted(set(by_period))
 
 
+@pytest.mark.rule("RUN-22")
 def test_a_program_lowered_by_one_period_is_the_program():
     """RUN-22: where the certificate proves a period, the Symmetric of the subset lowering materialises to
     exactly the whole lowering, for every example kernel at 4 and 8 devices; the rings are among them."""
