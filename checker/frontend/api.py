@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
 from semcheck.checker.frontend.lower import LoweringStats
-from semcheck.checker.frontend.symmetric_lowering import lower_call
+from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
 from semcheck.checker.frontend.targets import Target, load_targets, provision_for_tracing
 from semcheck.checker.frontend.trace import KernelCall, MeshInfo
 from semcheck.model.ops import DMA_MODES, Loc, Program
@@ -128,7 +128,8 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
         call = resolve_grid(call, values)
         stats = LoweringStats()
         # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
-        program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values)
+        program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
+                             symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode

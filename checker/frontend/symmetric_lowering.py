@@ -19,17 +19,18 @@ is built, as the recorded ground truth of interpret mode was (RUN-14 traces on r
 
 
 def lower_call(call: KernelCall, *, cores: int | None, name: str, stats: Any, inputs: Any,
-               symmetric_from: int = SYMMETRIC_FROM) -> Any:
+               symmetric_from: int | None = SYMMETRIC_FROM) -> Any:
     """The program of `call`: a `Symmetric` of one period when certified and `N >= symmetric_from`, else the
-    materialised `Program` (refused past RUN-13's bound, with the reason one period did not do)."""
+    materialised `Program` (refused past RUN-13's bound, with the reason one period did not do).
+    `symmetric_from=None`: always materialised (a call of a target with several calls, RUN-22)."""
     from semcheck.checker.frontend.evaluator import SubsetRefused
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.rotation_certificate import NotCertified, certify_rotation
     from semcheck.checker.frontend.size_bound import ProgramTooLarge, check_materialisable
 
     n = call.mesh.num_devices
-    why = None
-    if n >= max(2, symmetric_from):
+    why = None if symmetric_from is not None else "it is one of several kernel calls of its target"
+    if symmetric_from is not None and n >= max(2, symmetric_from):
         try:
             cert = certify_rotation(call, n)
             if cert.period < n:
