@@ -145,15 +145,28 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     from semcheck.checker.mode_worker import ModeWorker, split_modes
 
     timeout_ms = int(req.timeout * 1000)
-    on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in req.modes}
-    spent: dict[str, float] = {m: 0.0 for m in req.modes}
     t = time.monotonic()  # finding the fold counts towards the first mode's time
     fold = analysis.fold if req.fold else None
+    modes, apart, first, t_apart = req.modes, None, analysis, time.monotonic()
+    if analysis.symmetric:
+        # RUN-15: a Symmetric's hardware mode, fold and all, in a second process from here on; it starts
+        # with the symmetry and fold found above, and its verdicts are check_program's, as in this one
+        modes, there = split_modes(program.num_ops, req.modes)
+        if there:
+            try:
+                apart = ModeWorker(analysis, there, req.properties, timeout_ms=timeout_ms, deadline=deadline,
+                                   fold=req.fold)
+            except OSError as e:
+                print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
+                modes = req.modes
+        analysis.modes = modes  # the interpreter's modes checked here share race-free's run (DR-7)
+    on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in modes}
+    spent: dict[str, float] = {m: 0.0 for m in modes}
     if fold is not None:
         from semcheck.checker.failing_runs import fold_unsafe
 
         # what the fold does not prove is decided on the program (witnesses name its devices)
-        for mode in req.modes:
+        for mode in modes:
             if fold_unsafe(analysis, mode):  # the fold's skeleton lacks the accesses that raise (ERR-9)
                 continue
             for p in req.properties:
@@ -164,25 +177,25 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
                     on_fold[mode][p] = v
             spent[mode] = time.monotonic() - t
             t = time.monotonic()
-    missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+    missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
     if analysis.symmetric:
-        for m in req.modes:  # RUN-22: what one period proves of a Symmetric needs no built program
+        for m in modes:  # RUN-22: what one period proves of a Symmetric needs no built program
             for p in missing[m]:
                 budget = _budget(timeout_ms, deadline)
                 v = _on_one_period(analysis, p, m, budget) if p in ON_ONE_PERIOD and budget is not None else None
                 if v is not None:
                     on_fold[m][p] = v
-        missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in req.modes}
+        missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
     if analysis.symmetric and any(missing.values()):
         # RUN-21: what the fold did not prove is decided on the materialised program, when it is built
         whole = analysis.whole_program
         if isinstance(whole, str):
-            for m in req.modes:
+            for m in modes:
                 on_fold[m].update({p: Verdict(p, "unknown", reason=whole) for p in missing[m]})
-            missing = {m: () for m in req.modes}
+            missing = {m: () for m in modes}
         else:
             analysis, program = whole, whole.program
-    rest = tuple(m for m in req.modes if missing[m])
+    rest = tuple(m for m in modes if missing[m])
     wanted = tuple(p for p in req.properties if any(p in missing[m] for m in rest))
     here, there = split_modes(program.num_ops, rest)
     t0 = time.monotonic()
@@ -208,6 +221,17 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         except RuntimeError as e:
             print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
             full.update({mode: locally(mode) for mode in there})
+    if apart is not None:
+        t1 = time.monotonic()
+        try:
+            for mode, v in apart.result().items():
+                full[mode], on_fold[mode], spent[mode] = (v, 0.0), {}, time.monotonic() - t_apart
+        except RuntimeError as e:
+            print(f"semcheck: {e}; checking {', '.join(apart.modes)} in this process", file=sys.stderr)
+            for mode in apart.modes:
+                full[mode] = (check_program(first.program, mode, req.properties, timeout_ms=timeout_ms,
+                                            deadline=deadline, fold=req.fold, analysis=first), time.monotonic() - t1)
+                on_fold[mode], spent[mode] = {}, 0.0
     from semcheck.checker.timeline import naming
 
     done: dict[str, tuple[list[Verdict], float]] = {}

@@ -15,7 +15,7 @@ multiprocessing process, which may not start multiprocessing children), fed
 the program as a pickle over its stdin. Either way the answer is a pickle of
 the verdicts, read from a pipe.
 
-    python -m semcheck.checker.mode_worker   # reads (program, modes, properties, timeout_ms, deadline, known)
+    python -m semcheck.checker.mode_worker   # reads (program, modes, properties, timeout_ms, deadline, fold, known)
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ class ModeWorker:
     """One started worker, checking the given modes of one program."""
 
     def __init__(self, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
-                 timeout_ms: int, deadline: float | None, fork: bool | None = None) -> None:
-        """`analysis`: the program's (`checker.analysis.Analysis`), or the program itself."""
+                 timeout_ms: int, deadline: float | None, fork: bool | None = None, fold: bool = False) -> None:
+        """`analysis`: the program's (`checker.analysis.Analysis`), or the program itself. `fold`: the
+        worker decides its modes as `check_program` does with the fold (a Symmetric's whole check, RUN-15);
+        without it, on the program itself (the verify child tried the fold already)."""
         from semcheck.checker.analysis import Analysis
 
         if not isinstance(analysis, Analysis):
@@ -51,7 +53,7 @@ class ModeWorker:
         self.modes = modes
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
-        request = (analysis, modes, tuple(properties), timeout_ms, deadline)
+        request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold)
         if fork if fork is not None else sys.platform.startswith("linux"):
             try:
                 self._fork(request)
@@ -131,15 +133,15 @@ class ModeWorker:
 
 
 def _check(analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
-           deadline: float | None) -> tuple[str, Any]:
+           deadline: float | None, fold: bool = False) -> tuple[str, Any]:
     """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash."""
     from semcheck.checker.checking import check_program
 
     try:
         analysis.modes = modes
-        # the verify child has tried the fold already: these modes are decided on the program itself
+        # without `fold` the verify child has tried the fold already: these modes are decided on the program
         return ("ok", {m: check_program(analysis.program, m, properties, timeout_ms=timeout_ms, deadline=deadline,
-                                        fold=False, analysis=analysis) for m in modes})
+                                        fold=fold, analysis=analysis) for m in modes})
     except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
         return ("error", f"{type(e).__name__}: {e}")
 
@@ -163,9 +165,9 @@ def main() -> int:
     from semcheck.checker.analysis import Analysis
 
     gc.disable()  # as in the verify child: short-lived, allocation-heavy
-    program, modes, properties, timeout_ms, deadline, known = pickle.load(sys.stdin.buffer)
+    program, modes, properties, timeout_ms, deadline, fold, known = pickle.load(sys.stdin.buffer)
     analysis = Analysis(program, symmetry=known.get("symmetry"))
-    out = _check(analysis, modes, properties, timeout_ms, deadline)
+    out = _check(analysis, modes, properties, timeout_ms, deadline, fold)
     sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0

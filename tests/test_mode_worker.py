@@ -141,3 +141,39 @@ def test_forking_the_worker_warns_nothing_with_jax_loaded() -> None:
         got = worker.result()
     assert [str(w.message) for w in caught] == []
     assert [v.verdict for v in got["hardware"]] == ["proved"] * len(PLUMBING)
+
+
+@pytest.mark.rule("RUN-15")
+def test_a_symmetric_has_its_hardware_mode_checked_apart_with_the_verdicts_of_one_process(monkeypatch) -> None:
+    import time
+
+    from semcheck.checker.analysis import Analysis
+    from semcheck.checker.checking import check_modes
+    from semcheck.checker.checking import check_program as check_one
+    from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
+    from semcheck.checker.request import Request
+    from test_symmetric_lowering import _calls
+
+    n = SYMMETRIC_FROM + 3
+    (call, values), = _calls("examples/ring_allreduce.py", n)
+    sym = lower_call(call, cores=None, name="ring", stats=None, inputs=values)
+    started = []
+    real = ModeWorker.__init__
+
+    def recording(self, analysis, modes, properties, **kwargs):
+        started.append((modes, kwargs.get("fold")))
+        real(self, analysis, modes, properties, **kwargs)
+
+    monkeypatch.setattr(ModeWorker, "__init__", recording)
+    # invocation-confined under hardware below RUN-21's bound runs PRG-113's held runs: minutes at this size
+    props = tuple(p for p in PROPERTIES if p != "invocation-confined")
+    modes = ("eager", "on_wait", "hardware")
+    req = Request(path="kernel.py", target=None, entry=None, devices=n, cores=None, modes=modes, timeout=600,
+                  fold=True, properties=props)
+    done = check_modes(sym, req, time.monotonic() + 600)
+    assert started == ([(("hardware",), True)] if (os.cpu_count() or 1) >= 2 else [])
+    one = Analysis(sym, modes=modes)
+    for mode in modes:
+        want = check_one(sym, mode, props, analysis=one)
+        assert [(v.property, v.verdict, v.reason) for v in done[mode][0]] == \
+               [(v.property, v.verdict, v.reason) for v in want]
