@@ -44,6 +44,7 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
         return None
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+    from semcheck.checker.frontend.size_bound import check_composable
     from semcheck.checker.frontend.trace import make_jaxpr
 
     n_cores = cores if cores is not None else t.cores
@@ -52,6 +53,7 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
         if ir.unknown is not None:
             reason, loc = ir.unknown
             raise Unsupported("program", reason, loc)
+        check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
         by_call: dict[int, Any] = {}
         lowered = []
         for inv in ir.invocations:
@@ -128,6 +130,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
         return None, ""
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+    from semcheck.checker.frontend.size_bound import check_composable
     from semcheck.checker.frontend.trace import make_jaxpr
 
     def cannot(why: str, loc: Any = None) -> tuple[None, str]:
@@ -153,6 +156,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     out: list[ComposedProgram] = []
     try:
         for ir in irs:
+            check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
             by_call: dict[int, Any] = {}
             lowered = []
             for inv in ir.invocations:

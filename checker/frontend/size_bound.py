@@ -85,6 +85,22 @@ def check_materialisable(call: KernelCall, cores: int | None = None, *, bound: i
     return est
 
 
+def check_composable(calls: list[KernelCall], cores: int | None = None) -> int:
+    """RUN-13: raise `ProgramTooLarge` when a program of kernel calls, every invocation's program built for
+    every device and composed, would pass the bound (each call alone may be under it); its estimate else."""
+    total = sum(estimate(call, cores).ops for call in calls)
+    if total > MAX_MATERIALISED_OPS:
+        names = sorted({call.name for call in calls})
+        raise ProgramTooLarge(
+            f"building the program of {len(calls)} kernel calls ({', '.join(repr(n) for n in names)}) at "
+            f"{calls[0].mesh.num_devices:,} devices would take about {_count(total)} operations (about "
+            f"{_size(total * BYTES_PER_OP)}); memory bounds the program semcheck builds to "
+            f"{_count(MAX_MATERIALISED_OPS)} operations (specs/semantics.md RUN-13): verify fewer devices",
+            loc=calls[0].loc,
+        )
+    return total
+
+
 def _moving_blocks(call: KernelCall) -> int:
     """Blocks that may be copied in or out at every grid step: those whose block index is not a constant
     (a core_map, without block mappings, copies nothing per step)."""

@@ -122,3 +122,43 @@ print(json.dumps([MAX_MATERIALISED_OPS, out]))
     assert len({f for f, _ in estimates}) >= len(files) - 2, estimates
     assert all(ops <= bound for _, ops in estimates), [e for e in estimates if e[1] > bound]
     assert any(f == "examples/ring_allreduce.py" for f, _ in estimates)
+
+
+COMPOSED = """
+import sys
+from semcheck.checker.frontend.targets import provision_devices
+provision_devices(8)
+from semcheck.checker.frontend import lower_target, size_bound
+from semcheck.checker.frontend.programs import communicating_program, lower_program
+from semcheck.checker.frontend.targets import load_targets
+bound = size_bound.MAX_MATERIALISED_OPS
+for path in sys.argv[1:]:
+    (t,) = load_targets(path)
+    size_bound.MAX_MATERIALISED_OPS = bound
+    kernels = lower_target(t, 8)
+    largest = max(size_bound.estimate(k.call).ops for k in kernels)
+    size_bound.MAX_MATERIALISED_OPS = largest + largest // 2  # every call alone fits, their program does not
+    try:
+        got = lower_program(t, 8, kernels)
+    except size_bound.ProgramTooLarge as e:
+        print("REFUSED", e.message)
+        continue
+    assert got is None, path
+    composed, why = communicating_program(t, 8, kernels)
+    print("ALONE" if composed is None else "COMPOSED", why)
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("RUN-13")
+def test_a_program_of_calls_past_the_size_bound_is_refused_before_it_is_built():
+    """Each call of a program may fit the bound while the program of their invocations does not: a program
+    that must be composed is refused (one message with the size and the bound); one whose calls can also be
+    checked alone is, with invocation-confined left undecided for that reason."""
+    files = ["examples/programs/async_copy.py", "examples/programs/reduce_scatter_twice.py"]
+    proc = subprocess.run([sys.executable, "-c", COMPOSED, *files], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    refused, alone = [line for line in proc.stdout.splitlines() if line.split(" ")[0] in ("REFUSED", "ALONE")]
+    assert refused.startswith("REFUSED building the program of 4 kernel calls") and "RUN-13" in refused
+    assert alone.startswith("ALONE the program of its calls could not be composed") and "RUN-13" in alone
