@@ -81,8 +81,9 @@ def _term(z3, f: Affine, n):
     return z3.IntVal(f.a) * n + z3.IntVal(f.b)
 
 
-def _first(z3, n, bad, timeout_ms: int = 10_000) -> int | None | str:
-    """The least N in [2, N_MAX] at which `bad` holds; None when none does; "unknown" when Z3 gives up."""
+def _first(z3, n, bad, timeout_ms: int = 5_000) -> tuple[int | None | str, bool]:
+    """An N in [2, N_MAX] at which `bad` holds (None: none does; "unknown": Z3 gave up), and whether it
+    is the least such N (bisection on the bound: a model is some N, not the first)."""
     def at_most(hi):
         s = z3.Solver()
         s.set("timeout", timeout_ms)
@@ -92,18 +93,23 @@ def _first(z3, n, bad, timeout_ms: int = 10_000) -> int | None | str:
 
     hit = at_most(N_MAX)
     if not isinstance(hit, int):
-        return hit
+        return hit, True
     lo = 2
-    while lo < hit:  # the least: bisect on the bound (a model is some N, not the first)
+    while lo < hit:
         mid = (lo + hit) // 2
         got = at_most(mid)
         if got == "unknown":
-            return hit
+            return hit, False
         if got is None:
             lo = mid + 1
         else:
             hit = got
-    return hit
+    return hit, True
+
+
+def _at(found: tuple) -> str:
+    n, least = found
+    return f"{'first ' if least else ''}at N = {n}"
 
 
 def id_reasons(al: Allocations, mode: str) -> dict[str, str]:
@@ -116,37 +122,38 @@ def id_reasons(al: Allocations, mode: str) -> dict[str, str]:
     n = z3.Int("N")
     size = [z3.Product(*[_term(z3, d, n) for d in dims]) if dims else z3.IntVal(1) for _, dims in al.sems]
     total = z3.Sum(*size) if size else z3.IntVal(0)
-    negative = [(name, _first(z3, n, s < 0)) for (name, _), s in zip(al.sems, size)]
-    for name, at in negative:
-        if at is not None:
-            why = (f"the semaphore array {name!r} would have a negative size at N = {at} (PAR-9)" if at != "unknown"
-                   else "the solver gave up on the semaphore arrays' sizes (PAR-9)")
-            return {p: why for p in ID_PROPS}
+    for name, dims in al.sems:
+        for d in dims:
+            at = _first(z3, n, _term(z3, d, n) < 0)
+            if at[0] is not None:
+                why = (f"the semaphore array {name!r} would have a negative size {_at(at)} (PAR-9)"
+                       if at[0] != "unknown" else "the solver gave up on the semaphore arrays' sizes (PAR-9)")
+                return {p: why for p in ID_PROPS}
     last = FIRST_SEMAPHORE_ID + total - 1
     over = _first(z3, n, z3.And(total >= 1, last > INT16_MAX))
     if al.buffers and FIRST_BUFFER_ID + al.buffers - 1 > INT16_MAX:
         internal = f"{al.buffers} buffers: their ids pass int16 at every N (PAR-9)"
-    elif over == "unknown":
+    elif over[0] == "unknown":
         internal = "the solver gave up on the largest semaphore id (PAR-9)"
-    elif over is not None:
+    elif over[0] is not None:
         internal = (f"the semaphore ids reach {FIRST_SEMAPHORE_ID} + ({_words(al)}) - 1, past int16 "
-                    f"({INT16_MAX}), first at N = {over} (PAR-9)")
+                    f"({INT16_MAX}), {_at(over)} (PAR-9)")
     else:
         internal = ""
     fixed = clash = ""
     if al.collective is not None:
         cid = _term(z3, al.collective, n)
         at = _first(z3, n, z3.Or(cid > INT16_MAX, cid < INT16_MIN))
-        if at is not None:
-            fixed = (f"the collective id ({al.collective}) does not fit int16 at N = {at} (PAR-9)" if at != "unknown"
+        if at[0] is not None:
+            fixed = (f"the collective id ({al.collective}) does not fit int16 {_at(at)} (PAR-9)" if at[0] != "unknown"
                      else "the solver gave up on the collective id (PAR-9)")
         # a collision among ids that all fit int16 (past int16 the ids are id-int16's to report)
         at = _first(z3, n, z3.And(cid >= FIRST_SEMAPHORE_ID, cid <= last, last <= INT16_MAX))
-        if at == "unknown":
+        if at[0] == "unknown":
             clash = "the solver gave up on the collective id against the internal ids (PAR-9)"
-        elif at is not None:
+        elif at[0] is not None:
             clash = (f"the collective id ({al.collective}) is one of the internal ids {FIRST_SEMAPHORE_ID} .. "
-                     f"{FIRST_SEMAPHORE_ID} + ({_words(al)}) - 1 at N = {at} (PAR-9)")
+                     f"{FIRST_SEMAPHORE_ID} + ({_words(al)}) - 1, {_at(at)} (PAR-9)")
     # id-agreement reads the internal ids only: the barrier semaphore is the fixed one on every core (SEM-2)
     return {"id-disjoint": clash or internal or fixed, "id-int16": internal or fixed, "id-agreement": internal}
 
