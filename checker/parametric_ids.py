@@ -126,7 +126,7 @@ def id_reasons(al: Allocations, mode: str) -> dict[str, str]:
         for d in dims:
             at = _first(z3, n, _term(z3, d, n) < 0)
             if at[0] is not None:
-                why = (f"the semaphore array {name!r} would have a negative size {_at(at)} (PAR-9)"
+                why = (f"the semaphore array {name!r} would have a negative size, {_at(at)} (PAR-9)"
                        if at[0] != "unknown" else "the solver gave up on the semaphore arrays' sizes (PAR-9)")
                 return {p: why for p in ID_PROPS}
     last = FIRST_SEMAPHORE_ID + total - 1
@@ -145,7 +145,7 @@ def id_reasons(al: Allocations, mode: str) -> dict[str, str]:
         cid = _term(z3, al.collective, n)
         at = _first(z3, n, z3.Or(cid > INT16_MAX, cid < INT16_MIN))
         if at[0] is not None:
-            fixed = (f"the collective id ({al.collective}) does not fit int16 {_at(at)} (PAR-9)" if at[0] != "unknown"
+            fixed = (f"the collective id ({al.collective}) does not fit int16, {_at(at)} (PAR-9)" if at[0] != "unknown"
                      else "the solver gave up on the collective id (PAR-9)")
         # a collision among ids that all fit int16 (past int16 the ids are id-int16's to report)
         at = _first(z3, n, z3.And(cid >= FIRST_SEMAPHORE_ID, cid <= last, last <= INT16_MAX))
@@ -170,8 +170,9 @@ def _words(al: Allocations) -> str:
 
 
 def bytes_summary(low) -> dict | str:
-    """PAR-10 on one uniform lowering: per semaphore a copy signals or a DMA waits on, (size, waits);
-    a string when the semaphore is used otherwise too, or copies of several sizes signal it."""
+    """PAR-10 (a), (b) on one uniform lowering: per DMA key (a semaphore a copy half signals or a DMA
+    waits on, in core 0's events) the one size of its copies; a string saying why not when a key is
+    also a plain semaphore, copies of several sizes signal it, or a DMA wait takes part of a copy."""
     halves: dict = {}
     plain: set = set()
     waits: dict = {}
@@ -190,6 +191,8 @@ def bytes_summary(low) -> dict | str:
         if len(sizes) != 1:
             return "copies of several sizes signal one semaphore" if sizes else "a DMA wait on a semaphore no copy signals"
         (s,) = sizes
+        if s <= 0:
+            return "a copy of no bytes"
         if any(v % s for v in waits.get(key, ())):
             return "a DMA wait takes bytes that are not a whole number of the copies on its semaphore"
         out[key] = s
@@ -205,6 +208,11 @@ def bytes_reason(summaries: dict[int, dict | str], erased: dict, pumping: str, i
             return f"at N = {n} {s} (PAR-10)"
         if any(erased[n].totals.get(key, 0) for key in s):
             return f"at N = {n} the copies deliver other bytes than the DMA waits take (PAR-10)"
-    if len({tuple(sorted(summaries[n].items(), key=str)) for n in inner}) > 1:
-        return "a copy's size changes with N (PAR-10)"
+    sizes: dict = {}
+    for s in summaries.values():
+        for key, size in s.items():
+            if sizes.setdefault(key, size) != size:
+                return "a copy's size changes with N (PAR-10)"
+    if len({frozenset(summaries[n]) for n in inner}) > 1:
+        return "the semaphores copies signal differ between device counts (PAR-10)"
     return ""

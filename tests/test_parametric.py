@@ -418,7 +418,7 @@ def test_a_collective_id_computed_from_n_is_caught_where_it_collides(worker):
         assert not claims[("id-disjoint", mode)].every_n
         assert "internal ids" in claims[("id-disjoint", mode)].reason
         assert "first at N = 1000 " in claims[("id-disjoint", mode)].reason
-        assert "does not fit int16 first at N = 31768" in claims[("id-int16", mode)].reason
+        assert "does not fit int16, first at N = 31768" in claims[("id-int16", mode)].reason
         assert claims[("id-agreement", mode)].every_n  # the barrier is the fixed id on every core (SEM-2)
     assert claims[("id-disjoint", "hardware")].every_n  # HW-1
     assert all(c.proved_at == TRACED for c in claims.values())
