@@ -458,7 +458,7 @@ def _first_bad(al, limit):
 
 
 @pytest.mark.rule("PAR-9")
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(allocation_templates())
 def test_the_id_polynomials_are_decided_exactly(al):
     from semcheck.checker.parametric_ids import id_reasons
