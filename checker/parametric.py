@@ -107,7 +107,7 @@ from semcheck.checker.parametric_template import (  # noqa: E402 - PAR-3..PAR-5
     MIN_TRACED, Affine, NotTemplate, fit, low_cut, template_guard,
 )
 from semcheck.checker.parametric_ids import (  # noqa: E402 - PAR-9, PAR-10
-    BYTES, ID_PROPS, allocations, bytes_reason, bytes_summary, id_reasons,
+    BYTES, ID_PROPS, bytes_reason, bytes_summary, id_reasons, id_template,
 )
 
 
@@ -203,16 +203,16 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
                                  {n: c.grid[0] if c.grid else 1 for n, c in calls.items()},
                                  axis=calls[ns[-1]].mesh.axis_names[0])
         guard = ""
-        try:
-            allocs = allocations(kernels)
-        except NotTemplate as e:
-            allocs = f"not one allocation template for every N (PAR-9): {e}"
-        except Exception as e:  # noqa: BLE001 - the id claims alone are withheld, never a crash
-            allocs = f"semcheck cannot read the kernel's allocations for every N ({type(e).__name__}) (PAR-9)"
     except NotTemplate as e:
         grid, guard = None, f"not one template for every N (PAR-3 .. PAR-5): {e}"
     except Exception as e:  # noqa: BLE001 - a construct the guard does not know: no claim, never a crash
         grid, guard = None, f"not one template for every N: semcheck cannot read the kernel's jaxpr ({type(e).__name__})"
+    try:  # PAR-9 has premises of its own: the allocations, wherever the kernel sends
+        allocs = id_template(kernels)
+    except NotTemplate as e:
+        allocs = f"not one allocation template for every N (PAR-9): {e}"
+    except Exception as e:  # noqa: BLE001 - the id claims alone are withheld, never a crash
+        allocs = f"semcheck cannot read the kernel's allocations for every N ({type(e).__name__}) (PAR-9)"
     out = []
     for mode in modes:
         proved: dict[str, list[int]] = {p: [] for p in props}
@@ -247,11 +247,11 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
         pumping = "" if guard or uniform else _pumping(ns, grid, erased)
         why = guard or uniform or pumping
         ids = {}
-        if not guard and any(p in props for p in ID_PROPS):
+        if any(p in props for p in ID_PROPS):
             ids = id_reasons(allocs, mode) if not isinstance(allocs, str) else dict.fromkeys(ID_PROPS, allocs)
         for p in props:
-            if p in ID_PROPS:  # PAR-9 needs the template (PAR-3 .. PAR-5), not a uniform ring's run
-                reason = guard or ids[p]
+            if p in ID_PROPS:  # PAR-9 needs PAR-3's structure and the launch's allocations, not a ring
+                reason = ids[p]
             elif p == BYTES:
                 reason = guard or uniform or bytes_reason(summaries, erased, pumping,
                                                           [n for n in ns if n >= low_cut(ns, grid)])

@@ -1,6 +1,6 @@
 """The id properties and dma-bytes for every N (specs/parametric.md PAR-9, PAR-10).
 
-Within PAR-4's scope a kernel allocates only what its launch allocates (LAUNCH-1): one buffer per
+Without `run_scoped` a kernel allocates only what its launch allocates (LAUNCH-1): one buffer per
 operand and scratch buffer, and one semaphore allocation per semaphore operand, whose count is the
 product of the operand's shape, on every device alike. The shape's dimensions are numbers of the
 template, affine in N (PAR-3), and so is the collective id, so the ids at every N are a few
@@ -27,6 +27,26 @@ class Allocations:
     sems: tuple[tuple[str, tuple[Affine, ...]], ...]  # per semaphore operand: its name and shape
     buffers: int  # buffer allocations (one id each), the same number at every N
     collective: Affine | None  # the collective id; None: the kernel has none
+
+
+def id_template(kernels: dict) -> Allocations:
+    """PAR-9's premises, which are PAR-3's structure and the launch's allocations (not PAR-4 .. PAR-5's
+    ring: where a kernel sends does not change what it allocates); raises NotTemplate when one fails."""
+    from semcheck.checker.parametric_template import MIN_TRACED, _has_run_scoped, align
+
+    ns = sorted(kernels)
+    if len(ns) < MIN_TRACED:
+        raise NotTemplate(f"fewer than {MIN_TRACED} device counts traced")
+    calls = {n: kernels[n].call for n in ns}
+    if any(c is None for c in calls.values()):
+        raise NotTemplate("a kernel call semcheck does not see whole")
+    if any(c.cores_per_device != 1 for c in calls.values()):
+        raise NotTemplate("a device has several cores")
+    align({n: c.jaxpr for n, c in calls.items()})
+    where = _has_run_scoped(calls[ns[-1]].jaxpr)
+    if where:
+        raise NotTemplate(f"run_scoped allocates in the kernel's body ({where})")
+    return allocations(kernels)
 
 
 def allocations(kernels: dict) -> Allocations:

@@ -23,6 +23,7 @@ MODES = ("eager", "hardware")  # on_wait shares eager's lowering (DMA-6); the co
 ARGUED = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes")
 RULES = {"deadlock-free": "PAR-6", "exit-balance": "PAR-6", "id-disjoint": "PAR-9", "id-int16": "PAR-9",
          "id-agreement": "PAR-9", "dma-bytes": "PAR-10"}
+ID_PROPS = ("id-disjoint", "id-int16", "id-agreement")
 INTERPRETER = ("eager",)  # of MODES, the ones with ids (HW-1: a TPU has none)
 
 pytestmark = pytest.mark.jax
@@ -115,13 +116,18 @@ def test_the_ring_kernels_are_proved_for_every_n(worker, path):
         assert c.json["rule"] == RULES[c.prop] and f"; {RULES[c.prop]}: " in c.text
 
 
-@pytest.mark.rule("PAR-7")
-@pytest.mark.parametrize("path,why", [("examples/double_buffered_pipeline.py", "semaphore"),
-                                      ("examples/emit_pipeline.py", "loop")])
-def test_kernels_outside_the_argument_keep_their_per_n_verdicts(worker, path, why):
+@pytest.mark.rule("PAR-7", "PAR-9")
+@pytest.mark.parametrize("path,why,ids", [("examples/double_buffered_pipeline.py", "semaphore", ""),
+                                          ("bench/kernels/all_to_all.py", "loop", ""),
+                                          ("examples/emit_pipeline.py", "loop", "run_scoped")])
+def test_kernels_outside_the_argument_keep_their_per_n_verdicts(worker, path, why, ids):
+    # PAR-9's premises are the launch's allocations, not a ring: without run_scoped the ids are proved
     for c in _every_n(worker, path):
-        assert not c.every_n and why in c.reason
         assert c.proved_at == TRACED  # the ordinary verdicts, unchanged
+        if c.prop in ID_PROPS:
+            assert c.every_n == (not ids) and ids in c.reason, c.line()
+        else:
+            assert not c.every_n and why in c.reason
 
 
 @pytest.mark.rule("PAR-4")
@@ -129,6 +135,9 @@ def test_a_neighbour_that_wraps_past_2048_is_not_proved_for_every_n(worker):
     claims = _every_n(worker, VARIANTS, {"variant": "wraps_past"})
     for c in claims:
         assert c.proved_at == TRACED  # a ring at every traced N: only the symbolic check can see it
+        if c.prop in ID_PROPS:  # where a kernel sends does not change what it allocates (PAR-9)
+            assert c.every_n, c.line()
+            continue
         assert not c.every_n
         n = int(re.search(r"at N = (\d+)", c.reason).group(1))
         assert n > 2048, c.reason
@@ -151,6 +160,9 @@ def test_a_signal_at_grid_step_3000_is_not_proved_for_every_n(worker):
     claims = _every_n(worker, VARIANTS, {"variant": "extra_signal_at"})
     for c in claims:
         assert c.proved_at == TRACED  # the grid never reaches step 3000 below N = 3002
+        if c.prop in ID_PROPS:  # a signal allocates nothing (PAR-9)
+            assert c.every_n, c.line()
+            continue
         assert not c.every_n
         assert "grid step" in c.reason
 
@@ -403,7 +415,7 @@ def test_semaphores_that_grow_with_n_are_caught_past_int16(worker):
     claims = {(c.prop, c.mode): c for c in _every_n(worker, VARIANTS, {"variant": "sems_grow"})}
     for (prop, mode), c in claims.items():
         assert c.proved_at == TRACED, c.line()
-        if prop in ("id-disjoint", "id-int16", "id-agreement") and mode in INTERPRETER:
+        if prop in ID_PROPS and mode in INTERPRETER:
             assert not c.every_n
             assert "first at N = 15383" in c.reason and "proved for N = 2..8 only" in c.text
         else:  # the other properties, and the ids on a TPU (HW-1), are unaffected
