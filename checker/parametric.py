@@ -1,8 +1,9 @@
-"""Parametric proofs (specs/parametric.md, PAR-1 .. PAR-7): deadlock-free and exit-balance for every N.
+"""Parametric proofs (specs/parametric.md, PAR-1 .. PAR-10): deadlock-free, exit-balance, the id properties
+and dma-bytes for every N.
 
 A ring kernel is a family in the device count N, but the front end traces it at one concrete N at a
-time. `every_n` traces it at every N of a range [2, K] and proves two of the properties for every
-N >= 2 when three things hold:
+time. `every_n` traces it at every N of a range [2, K] and proves deadlock-free and exit-balance for
+every N >= 2 when three things hold:
 
 * at each traced N the ordinary checks prove the property, and the lowered system is *uniform*
   (PAR-2): one core per device, a static lowering without failing operations, rotation by one
@@ -17,8 +18,8 @@ N >= 2 when three things hold:
 * the totals grow by a fixed amount per grid step that never lowers a count (PAR-6), so a run that
   completes at K completes at every larger N, and one that balances at two N balances at all.
 
-Anything short of that leaves the ordinary per-N verdicts and says which condition failed. Only
-`deadlock-free` and `exit-balance` are argued (PAR-7 says why not the others).
+Anything short of that leaves the ordinary per-N verdicts and says which condition failed. The id
+properties (PAR-9) and dma-bytes (PAR-10) are argued in `parametric_ids`; races are not (PAR-7 says why).
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter as Tally
 
-PROPS = ("deadlock-free", "exit-balance")
+PROPS = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes")
+"""The properties argued for every N: PAR-6 (deadlock-free, exit-balance), PAR-9 (ids), PAR-10 (dma-bytes)."""
+RULE = {"deadlock-free": "PAR-6", "exit-balance": "PAR-6", "id-disjoint": "PAR-9", "id-int16": "PAR-9",
+        "id-agreement": "PAR-9", "dma-bytes": "PAR-10"}
 DEFAULT_RANGE = tuple(range(2, 17))
 """N = 2 .. 16: every N up to the cutoff is traced and checked (PAR-1)."""
 DEFAULT_PROBES = (31, 64)
@@ -102,6 +106,9 @@ def erased_run(low) -> ErasedRun:
 from semcheck.checker.parametric_template import (  # noqa: E402 - PAR-3..PAR-5
     MIN_TRACED, Affine, NotTemplate, fit, low_cut, template_guard,
 )
+from semcheck.checker.parametric_ids import (  # noqa: E402 - PAR-9, PAR-10
+    BYTES, ID_PROPS, bytes_reason, bytes_summary, id_reasons, id_template,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +123,7 @@ class Claim:
     reason: str
     violated_at: tuple[int, ...] = ()  # the traced N at which the ordinary check found a violation
     timed_out: bool = False  # an ordinary check at some traced N ran out of time (a rerun may decide more)
+    rule: str = "PAR-6"  # the rule whose argument makes the claim (RULE)
 
     def line(self) -> str:
         return f"{self.prop} [{self.mode}]: {self.words()}"
@@ -123,7 +131,7 @@ class Claim:
     def words(self) -> str:
         """The claim without its property and mode: what `verify --every-n` prints per property (PAR-8)."""
         if self.every_n:
-            return (f"proved for every N \u2265 2 (N \u2264 2^30; PAR-6: the kernel traced at "
+            return (f"proved for every N \u2265 2 (N \u2264 2^30; {self.rule}: the kernel traced at "
                     f"N = {traced_words(self.traced)} is one template in N; {PREMISE})")
         if self.proved_at == self.traced:
             return f"proved for N = {traced_words(self.traced)} only: {self.reason}"
@@ -135,7 +143,7 @@ class Claim:
     def as_json(self) -> dict:
         return {"property": self.prop, "mode": self.mode, "every_n": self.every_n,
                 "proved_at": list(self.proved_at), "violated_at": list(self.violated_at),
-                "traced": list(self.traced), "reason": self.reason, "rule": "PAR-6"}
+                "traced": list(self.traced), "reason": self.reason, "rule": self.rule}
 
 
 def every_n(path: str, *, target: str | None = None, ns: tuple[int, ...] = DEFAULT_RANGE,
@@ -199,12 +207,19 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
         grid, guard = None, f"not one template for every N (PAR-3 .. PAR-5): {e}"
     except Exception as e:  # noqa: BLE001 - a construct the guard does not know: no claim, never a crash
         grid, guard = None, f"not one template for every N: semcheck cannot read the kernel's jaxpr ({type(e).__name__})"
+    try:  # PAR-9 has premises of its own: the allocations, wherever the kernel sends
+        allocs = id_template(kernels)
+    except NotTemplate as e:
+        allocs = f"not one allocation template for every N (PAR-9): {e}"
+    except Exception as e:  # noqa: BLE001 - the id claims alone are withheld, never a crash
+        allocs = f"semcheck cannot read the kernel's allocations for every N ({type(e).__name__}) (PAR-9)"
     out = []
     for mode in modes:
         proved: dict[str, list[int]] = {p: [] for p in props}
         violated: dict[str, list[int]] = {p: [] for p in props}
         late: set[str] = set()
         erased: dict[int, ErasedRun] = {}
+        summaries: dict = {}
         uniform = ""
         for n in ns:
             program = kernels[n].program
@@ -228,15 +243,26 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
                 uniform = f"at N = {n} the erased run disagrees with the least stuck vector (PAR-2)"
                 continue
             erased[n] = er
-        why = guard or uniform or _pumping(ns, grid, erased)
+            summaries[n] = bytes_summary(low)
+        pumping = "" if guard or uniform else _pumping(ns, grid, erased)
+        why = guard or uniform or pumping
+        ids = {}
+        if any(p in props for p in ID_PROPS):
+            ids = id_reasons(allocs, mode) if not isinstance(allocs, str) else dict.fromkeys(ID_PROPS, allocs)
         for p in props:
-            reason = why
+            if p in ID_PROPS:  # PAR-9 needs PAR-3's structure and the launch's allocations, not a ring
+                reason = ids[p]
+            elif p == BYTES:
+                reason = guard or uniform or bytes_reason(summaries, erased, pumping,
+                                                          [n for n in ns if n >= low_cut(ns, grid)])
+            else:
+                reason = why
             if not reason and p == "exit-balance" and any(any(er.totals.values()) for er in erased.values()):
                 reason = "a count is not zero at exit at some traced N"
             every = not reason and tuple(proved[p]) == ns
             if not every and not reason:
                 reason = "the ordinary check does not prove it at every traced N"
-            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late))
+            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late, RULE[p]))
     return out
 
 
@@ -244,7 +270,8 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
 
 PREMISE = "premise: the kernel's Python builds this template at every N, PAR-1"
 """Said with every claim for every N: the one thing taken on trust (PAR-1's scope)."""
-NOT_ARGUED = "per N only (PAR-7: the argument for every N covers deadlock-free and exit-balance alone)"
+NOT_ARGUED = ("per N only (PAR-7: the argument for every N covers deadlock-free, exit-balance, the id properties "
+              "and dma-bytes, not races)")
 
 
 def traced_counts() -> tuple[int, ...]:
@@ -356,7 +383,8 @@ def every_n_main(argv: list[str]) -> int:
     from semcheck.checker.cli import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
 
     ap = argparse.ArgumentParser(prog="semcheck every-n", description=(
-        "Prove deadlock-free and exit-balance for every device count N >= 2 (specs/parametric.md): the "
+        "Prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
+        "(specs/parametric.md): the "
         "kernel is traced and checked at N = 2 .. UPTO, and its jaxpr shown to be one template in N."))
     ap.add_argument("path", metavar="PATH", help="kernel.py or kernel.py::target")
     ap.add_argument("--upto", type=int, default=DEFAULT_RANGE[-1], metavar="K",

@@ -15,7 +15,7 @@ from semcheck.checker.verdict import Verdict, unknown_kind
 from semcheck.checker.request import Result
 from semcheck.checker.report_findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}

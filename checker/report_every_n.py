@@ -1,5 +1,5 @@
 """What `semcheck verify --every-n` adds to every report format (specs/parametric.md PAR-8): per target,
-one line per property that PAR-6 argues (proved for every N, or why not), one line for the properties it
+one line per property that PAR-6, PAR-9 or PAR-10 argues (proved for every N, or why not), one line for the properties it
 does not argue, or one line saying why the parametric check does not apply to the target at all."""
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ def lines(f) -> list[Line]:
                 if len(words) == 1:  # the same in every mode: one line
                     c = mine[0]
                     kind = "proved" if c.every_n else "violated" if c.violated_at else "unknown"
-                    out.append(Line(tc.target, kind, (p,), words[0], "PAR-6", tuple(x.mode for x in mine)))
+                    out.append(Line(tc.target, kind, (p,), words[0], c.rule, tuple(x.mode for x in mine)))
                     continue
                 for c in mine:
                     kind = "proved" if c.every_n else "violated" if c.violated_at else "unknown"
-                    out.append(Line(tc.target, kind, (p,), _words(f, tc.target, c), "PAR-6", (c.mode,)))
+                    out.append(Line(tc.target, kind, (p,), _words(f, tc.target, c), c.rule, (c.mode,)))
         rest = tuple(p for p in checked if p not in PROPS)
         out = _merged(out)
         if rest:
@@ -100,7 +100,7 @@ def to_json(f) -> list[dict[str, Any]]:
                 continue
             row = {"file": f.path, "target": tc.target, "property": c.prop, "dma_mode": c.mode,
                    "every_n": c.every_n, "proved_at": list(c.proved_at), "violated_at": list(c.violated_at),
-                   "traced": list(c.traced), "reason": rel(c.reason) if not c.every_n else "", "rule": "PAR-6",
+                   "traced": list(c.traced), "reason": rel(c.reason) if not c.every_n else "", "rule": c.rule,
                    "text": c.words()}
             if c.every_n:
                 row["premise"] = PREMISE

@@ -1,10 +1,12 @@
 """`semcheck verify --every-n` (specs/parametric.md PAR-8): the claim for every device count in every
-report format, exactly for the properties PAR-6 proves, never from a cached answer made without it.
+report format, exactly for the properties PAR-6, PAR-9 and PAR-10 prove, never from a cached answer made
+without it.
 
 The check traces each target at N = 2 .. 16, 31 and 64 (a few seconds per kernel and mode), so the
 runs are few: the ring all-reduce in one mode (the all-gather and the bidirectional reduce-scatter
 too under `-m slow`), the ring permute in every mode (its FileReports rendered in every format), a
-mutant that breaks only at odd N, and a kernel outside the argument.
+mutant that breaks only at odd N, one whose semaphore ids pass int16 past N = 15383, and a kernel outside
+the argument.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from ._support import EXAMPLES, REPO, SCHEMA, semcheck, semcheck_many
 pytestmark = pytest.mark.jax
 
 MUTANTS = REPO / "tests" / "parametric_kernels" / "ring_allgather_mutants.py"
-ARGUED = ("deadlock-free", "exit-balance")
-EVERY_N = "proved for every N \u2265 2 (N \u2264 2^30; PAR-6"
+ARGUED = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes")
+RULES = {"deadlock-free": "PAR-6", "exit-balance": "PAR-6", "id-disjoint": "PAR-9", "id-int16": "PAR-9",
+         "id-agreement": "PAR-9", "dma-bytes": "PAR-10"}
+EVERY_N = "proved for every N \u2265 2 (N \u2264 2^30; PAR-"
 RINGS = ("ring_allreduce.py", "ring_allgather.py", "bidirectional_reduce_scatter.py")
 
 
@@ -35,8 +39,10 @@ def runs():
                    "json", "--no-cache"), {"cwd": REPO}))
     calls.append((("verify", EXAMPLES / "double_buffered_pipeline.py", "--devices", "2", "--dma-mode", "eager",
                    "--every-n", "--no-cache"), {"cwd": REPO}))
+    calls.append((("verify", f"{MUTANTS}::sems_grow", "--devices", "2", "--dma-mode", "eager", "--every-n",
+                   "--no-cache"), {"cwd": REPO}))
     out = semcheck_many(calls)
-    return {"rings": out[:1], "odd_n": out[1], "outside": out[2]}
+    return {"rings": out[:1], "odd_n": out[1], "outside": out[2], "sems_grow": out[3]}
 
 
 def _validator():
@@ -61,10 +67,11 @@ def _proved_for_every_n(rings):
         report = run.json()
         assert not list(validator.iter_errors(report))
         claims = report["every_n"]
-        # exactly the properties PAR-6 argues, each proved for every N, with the premise said
+        # exactly the properties PAR-6, PAR-9 and PAR-10 argue, each proved for every N, with the premise said
         assert sorted(c["property"] for c in claims) == sorted(ARGUED)
         for c in claims:
-            assert c["every_n"] and c["text"].startswith(EVERY_N) and c["premise"] and c["rule"] == "PAR-6"
+            assert c["every_n"] and c["text"].startswith(EVERY_N) and c["premise"]
+            assert c["rule"] == RULES[c["property"]] and f"; {c['rule']}: " in c["text"]
             assert c["proved_at"] == c["traced"] and c["traced"][-1] == 64
         # the claims are not rows: the per-N rows and the summary are verify's own
         assert {r["devices"] for r in report["results"]} == {2}
@@ -124,7 +131,7 @@ def test_every_format_carries_the_claim_and_validates(monkeypatch):
     texts["html"] = html.unescape(texts["html"])
     for fmt, text in texts.items():
         lines = [x for x in text.splitlines() if "proved for every N \u2265 2" in x]
-        # one line per argued property, and none for a property PAR-6 does not argue
+        # one line per argued property, and none for a property not argued for every N
         assert len(lines) == len(ARGUED), (fmt, lines)
         for p in ARGUED:
             assert sum(p in x for x in lines) == 1, (fmt, p)
@@ -133,7 +140,7 @@ def test_every_format_carries_the_claim_and_validates(monkeypatch):
                 assert not any(f"{p} [" in x or f"{p}:" in x.split("proved for every")[0] for x in lines), fmt
         assert "premise: the kernel's Python builds this template at every N" in text, fmt
     assert "per N only (PAR-7" in texts["text"] and "per N only (PAR-7" in texts["markdown"]
-    assert "for every N: 6 proved, 0 violated at a traced N, 0 not proved" in texts["text"]
+    assert f"for every N: {3 * len(ARGUED)} proved, 0 violated at a traced N, 0 not proved" in texts["text"]
 
 
 @pytest.mark.rule("PAR-8", "PAR-4")
@@ -149,13 +156,28 @@ def test_a_mutant_that_breaks_only_at_odd_n_exits_1(runs):
     assert all(not c["every_n"] for c in report["every_n"])
 
 
-@pytest.mark.rule("PAR-8", "PAR-7")
+@pytest.mark.rule("PAR-8", "PAR-9")
+def test_ids_that_pass_int16_only_past_the_traced_n_are_said_and_exit_3(runs):
+    run = runs["sems_grow"]
+    assert run.returncode == 3, run.stderr
+    out = run.stdout
+    said = [x for x in out.splitlines() if "first at N = 15383" in x]
+    # one line for the three id properties (one reason), and the rest still proved for every N
+    assert len(said) == 1 and all(p in said[0] for p in ("id-disjoint", "id-int16", "id-agreement")), out
+    assert "proved for N = 2..16, 31, 64 only: the semaphore ids reach" in said[0]
+    assert out.count(EVERY_N) == 3  # deadlock-free, exit-balance, dma-bytes
+    assert "for every N: 3 proved, 0 violated at a traced N, 3 not proved" in out
+
+
+@pytest.mark.rule("PAR-8", "PAR-7", "PAR-9")
 def test_a_kernel_outside_the_argument_says_why_and_exits_3(runs):
     run = runs["outside"]
     assert run.returncode == 3, run.stderr
     out = run.stdout
     assert "proved for N = 2..16, 31, 64 only: not one template for every N" in out and "semaphore" in out
-    assert EVERY_N not in out
+    # only PAR-9's claims, whose premises are the launch's allocations (no run_scoped), not a ring
+    said = [x for x in out.splitlines() if EVERY_N in x]
+    assert len(said) == 3 and all("PAR-9" in x and x.split()[1].startswith("id-") for x in said), out
     assert "per N only (PAR-7" in out
 
 
@@ -219,7 +241,7 @@ def test_the_setting_turns_it_on_and_a_bad_value_is_a_usage_error(tmp_path, monk
 def _claim_strategy():
     from hypothesis import strategies as st
 
-    from semcheck.checker.parametric import Claim
+    from semcheck.checker.parametric import RULE, Claim
 
     traced = (2, 3, 4, 5, 6, 7, 8, 31)
 
@@ -227,13 +249,14 @@ def _claim_strategy():
     def one(draw, prop, mode):
         kind = draw(st.sampled_from(["every", "only", "violated", "missing"]))
         if kind == "every":
-            return Claim(prop, mode, True, traced, traced, "")
+            return Claim(prop, mode, True, traced, traced, "", rule=RULE[prop])
         if kind == "only":
-            return Claim(prop, mode, False, traced, traced, draw(st.sampled_from(["a BlockSpec moves", "why"])))
+            return Claim(prop, mode, False, traced, traced, draw(st.sampled_from(["a BlockSpec moves", "why"])),
+                         rule=RULE[prop])
         bad = tuple(draw(st.lists(st.sampled_from(traced), min_size=1, max_size=3, unique=True)))
         ok = tuple(n for n in traced if n not in bad)
         return Claim(prop, mode, False, ok, traced, "the ordinary check does not prove it at every traced N",
-                     bad if kind == "violated" else ())
+                     bad if kind == "violated" else (), rule=RULE[prop])
 
     @st.composite
     def target(draw):
@@ -251,7 +274,7 @@ def _claim_strategy():
 @pytest.mark.rule("PAR-8")
 def test_no_line_says_every_n_where_a_claim_does_not():
     """Over generated claims: a line says "proved for every N" only for a property and modes every claim of
-    which is for every N, each such claim is said, and the properties PAR-6 does not argue never are."""
+    which is for every N, each such claim is said, and the properties not argued for every N never are."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 

@@ -14,6 +14,16 @@
   barrier semaphore once more. Below N = AT + 2 the grid never reaches that step; from there on every
   device exits with the barrier semaphore at 1 (exit-balance).
 
+* "sems_grow": BUG: the launch also allocates an (unused) array of GROW·N semaphores (GROW = 2 by
+  default): the ids 2000 .. 2002 + GROW·N pass int16 from N = 15383 on (id-int16, PAR-9).
+* "cid_from_n": BUG: the collective id is N + CID (CID = 1000 by default): at N = 2000 - CID .. 2002 -
+  CID it is one of the internal ids 2000 .. 2002 (id-disjoint, PAR-9).
+* "extra_copy_at": BUG: at grid step AT (3000 by default) every device also copies half a block to its
+  right neighbour on the receive semaphore, which no one waits for: from N = AT + 2 on the copies
+  deliver more bytes than the waits take (dma-bytes, exit-balance).
+* "bytes_odd_n": BUG: at odd N the receive wait is described by a block one row shorter than the copy:
+  it takes fewer bytes than arrive (dma-bytes at odd N).
+
 Each mutant is proved at N = 2 .. 12 where it is a correct ring (the first and third at every traced
 N): the parametric check (specs/parametric.md) must still not say "proved for every N >= 2".
 """
@@ -32,7 +42,7 @@ from jax.sharding import PartitionSpec as P
 AXIS = "x"
 
 
-def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, variant, wrap, at, past):
+def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *unused, num_devices, rows, variant, wrap, at, past):
     n = num_devices
     step = pl.program_id(0)
     me = jax.lax.axis_index(AXIS)
@@ -66,11 +76,26 @@ def _kernel(x_ref, o_ref, local_sem, send_sem, recv_sem, *, num_devices, rows, v
                                         recv_sem=recv_sem, device_id=(right,))
     copy.start()
     copy.wait_send()
-    copy.wait_recv()
+    if variant == "bytes_odd_n":
+        short = o_ref.at[pl.ds(slot * rows, rows - n % 2)]  # BUG at odd N
+        pltpu.make_async_remote_copy(src_ref=short, dst_ref=short, send_sem=send_sem, recv_sem=recv_sem,
+                                     device_id=(right,)).wait_recv()
+    else:
+        copy.wait_recv()
+
+    if variant == "extra_copy_at":
+        @pl.when(step == at)
+        def _():
+            half = o_ref.at[pl.ds(slot * rows, rows // 2)]
+            extra = pltpu.make_async_remote_copy(src_ref=half, dst_ref=half, send_sem=local_sem,
+                                                 recv_sem=recv_sem, device_id=(right,))
+            extra.start()
+            extra.wait_send()  # BUG: the right neighbour never waits for it (from N = at + 2 on)
 
 
 def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, rows: int = 8, lanes: int = 128,
-          variant: str = "clean", wrap: int = 2048, at: int = 3000, past: int = 20):
+          variant: str = "clean", wrap: int = 2048, at: int = 3000, past: int = 20, grow: int = 2,
+          cid: int = 1000):
     mesh = jax.make_mesh((num_devices,), (AXIS,))
     params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
     call = pl.pallas_call(
@@ -80,8 +105,10 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, rows: in
         grid=(max(num_devices - 1, 1),),
         in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        scratch_shapes=[pltpu.SemaphoreType.DMA] * 3,
-        compiler_params=pltpu.CompilerParams(collective_id=0, dimension_semantics=("arbitrary",)),
+        scratch_shapes=[pltpu.SemaphoreType.DMA] * 3
+        + ([pltpu.SemaphoreType.REGULAR((grow * num_devices,))] if variant == "sems_grow" else []),
+        compiler_params=pltpu.CompilerParams(collective_id=num_devices + cid if variant == "cid_from_n" else 0,
+                                             dimension_semantics=("arbitrary",)),
         interpret=params,
     )
     fn = jax.jit(jax.shard_map(call, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS), check_vma=False))
