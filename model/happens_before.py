@@ -109,17 +109,23 @@ def order_modes(
     ordered again on the run of `otherwise` (DR-8's fold), or without one on the program's own run when
     that is at most `WHOLE_RUN_OPS` operations (DR-41).
     """
-    events = {m: evs if isinstance(evs, list) else list(evs) for m, evs in events.items()}
+    lists: dict[int, list[AccessEvent]] = {}  # one list per list given: the modes of one share its index
+    events = {m: evs if isinstance(evs, list) else lists.setdefault(id(evs), list(evs)) for m, evs in events.items()}
     out: dict[DmaMode, Ordering] = {}
     by_run: dict[DmaMode, dict[DmaMode, Observer]] = defaultdict(dict)
     # DR-42: the modes' observers of one list of accesses share its index (chains, partners)
-    indexes = {id(evs): AccessIndex(evs) for evs in events.values()}
+    indexes: dict[int, AccessIndex] = {}
+    for evs in events.values():
+        if id(evs) not in indexes:
+            indexes[id(evs)] = AccessIndex(evs)
 
-    def observer(mode: DmaMode, evs: list[AccessEvent], totals: dict[tuple, int] | None = None) -> Observer:
+    targets: dict[DmaMode, dict[int, int]] = defaultdict(dict)  # the observers of one run share its targets
+
+    def observer(mode: DmaMode, evs: list[AccessEvent]) -> Observer:
         run_mode, arrival = reading(mode)
         if fold is None:
-            return Observer(program, indexes[id(evs)], arrival, totals)
-        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, totals)
+            return Observer(program, indexes[id(evs)], arrival)
+        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, targets=targets[run_mode])
 
     for mode, evs in events.items():
         by_run[reading(mode)[0]][mode] = observer(mode, evs)
