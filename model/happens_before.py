@@ -35,6 +35,7 @@ from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, _folded, _offsets
 from semcheck.model.hb_observers import AccessIndex, Arrival, Observer, Pair, SymmetricObserver
 from semcheck.model.ops import Barrier, DmaMode, Program
+from semcheck.model.symmetric import Symmetric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,14 +76,26 @@ def class_fold(program: Program, period: int) -> Fold | None:
     if period >= n or _offsets(program, period) is None:
         return None
     inside = period * per
+    # a Symmetric's cores are its representatives rotated (RUN-20): the next period's has the same length
+    # and keeps a barrier's name exactly when the rotation maps its participants onto themselves
+    given = isinstance(program, Symmetric) and period % program.period == 0
     for c in range(inside):
-        image, ops = program.cores[c + inside], program.cores[c]
-        if len(image) != len(ops):  # not the repetition it was claimed to be: no class run
-            return None
+        ops = program.cores[c]
+        if given:
+            image = None
+        else:
+            image = program.cores[c + inside]
+            if len(image) != len(ops):  # not the repetition it was claimed to be: no class run
+                return None
         for pc, op in enumerate(ops):
             # a barrier the rotation keeps has the same name on the next period's devices (RUN-7 (c))
-            if type(op) is Barrier and max(op.participants) >= inside and (
-                    type(image[pc]) is not Barrier or image[pc].name != op.name):
+            if type(op) is not Barrier or max(op.participants) < inside:
+                continue
+            if image is None:
+                n_cores = topo.num_cores
+                if frozenset((p + inside) % n_cores for p in op.participants) != op.participants:
+                    return None
+            elif type(image[pc]) is not Barrier or image[pc].name != op.name:
                 return None
     return Fold(_folded(program, period), period, n, period)
 
