@@ -265,11 +265,6 @@ class Observer:
             return True
         return any(clock[c - sh] > q for c, q in self._done(earlier.dma, earlier.half))
 
-    def _known(self, core: int, pc: int, s: _Signal) -> bool:
-        if s.pos is not None:
-            return self._knows(core, pc, s.pos)
-        return self._knows_done(core, pc, s.dma, s.half)
-
     # --- the observer protocol (model/fast.py) -------------------------------
 
     def signal(self, counter: tuple, inc: int, source: tuple) -> None:
@@ -558,14 +553,10 @@ class SymmetricObserver(Observer):
         out[:shift] = row[-shift:]
         return out
 
-    def _frame(self, start: Pos, half: str) -> int:
-        """How many cores the copy must move back for its half's semaphore to be a representative's."""
-        where = start[0] if half == "read" else self._target(*start)
-        return where - where % self.reps
-
     def _done(self, start: Pos, half: str) -> list[Pos]:
         c, q = start
-        where = c if half == "read" else self._target(c, q)  # `_frame`, inlined
+        # the cores the copy moves back by for its half's semaphore to be a representative's
+        where = c if half == "read" else self._target(c, q)
         sh = where - where % self.reps
         if not sh:
             return self.done.get((start, half), [])
