@@ -35,6 +35,7 @@ from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, _folded, _offsets
 from semcheck.model.hb_observers import AccessIndex, Arrival, Observer, Pair, SymmetricObserver
 from semcheck.model.ops import Barrier, DmaMode, Program
+from semcheck.model.symmetric import Symmetric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,14 +76,26 @@ def class_fold(program: Program, period: int) -> Fold | None:
     if period >= n or _offsets(program, period) is None:
         return None
     inside = period * per
+    # a Symmetric's cores are its representatives rotated (RUN-20): the next period's has the same length
+    # and keeps a barrier's name exactly when the rotation maps its participants onto themselves
+    given = isinstance(program, Symmetric) and period % program.period == 0
     for c in range(inside):
-        image, ops = program.cores[c + inside], program.cores[c]
-        if len(image) != len(ops):  # not the repetition it was claimed to be: no class run
-            return None
+        ops = program.cores[c]
+        if given:
+            image = None
+        else:
+            image = program.cores[c + inside]
+            if len(image) != len(ops):  # not the repetition it was claimed to be: no class run
+                return None
         for pc, op in enumerate(ops):
             # a barrier the rotation keeps has the same name on the next period's devices (RUN-7 (c))
-            if type(op) is Barrier and max(op.participants) >= inside and (
-                    type(image[pc]) is not Barrier or image[pc].name != op.name):
+            if type(op) is not Barrier or max(op.participants) < inside:
+                continue
+            if image is None:
+                n_cores = topo.num_cores
+                if frozenset((p + inside) % n_cores for p in op.participants) != op.participants:
+                    return None
+            elif type(image[pc]) is not Barrier or image[pc].name != op.name:
                 return None
     return Fold(_folded(program, period), period, n, period)
 
@@ -109,17 +122,23 @@ def order_modes(
     ordered again on the run of `otherwise` (DR-8's fold), or without one on the program's own run when
     that is at most `WHOLE_RUN_OPS` operations (DR-41).
     """
-    events = {m: evs if isinstance(evs, list) else list(evs) for m, evs in events.items()}
+    lists: dict[int, list[AccessEvent]] = {}  # one list per list given: the modes of one share its index
+    events = {m: evs if isinstance(evs, list) else lists.setdefault(id(evs), list(evs)) for m, evs in events.items()}
     out: dict[DmaMode, Ordering] = {}
     by_run: dict[DmaMode, dict[DmaMode, Observer]] = defaultdict(dict)
     # DR-42: the modes' observers of one list of accesses share its index (chains, partners)
-    indexes = {id(evs): AccessIndex(evs) for evs in events.values()}
+    indexes: dict[int, AccessIndex] = {}
+    for evs in events.values():
+        if id(evs) not in indexes:
+            indexes[id(evs)] = AccessIndex(evs)
 
-    def observer(mode: DmaMode, evs: list[AccessEvent], totals: dict[tuple, int] | None = None) -> Observer:
+    targets: dict[DmaMode, dict[int, int]] = defaultdict(dict)  # the observers of one run share its targets
+
+    def observer(mode: DmaMode, evs: list[AccessEvent]) -> Observer:
         run_mode, arrival = reading(mode)
         if fold is None:
-            return Observer(program, indexes[id(evs)], arrival, totals)
-        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, totals)
+            return Observer(program, indexes[id(evs)], arrival)
+        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, targets=targets[run_mode])
 
     for mode, evs in events.items():
         by_run[reading(mode)[0]][mode] = observer(mode, evs)

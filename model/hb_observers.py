@@ -25,23 +25,49 @@ Arrival = Literal["start", "completion"]
 class _Signal:
     """One arrival on a counter: its amount, the clock of what happened before it, and its source.
 
-    `pos` is the operation whose happening implies the arrival: the `Signal`
+    The clock is read through a rotation (DR-43): its entry for core `x` is `clock[x - shift]` (numpy's
+    negative indices wrap), `clock` being the snapshot of row `src` of the observer's clocks that the
+    arrival's operation took. `pos` is the operation whose happening implies the arrival: the `Signal`
     op, or (DR-7, `eager`) the DMA's start; None for a DMA half that arrives
     when it completes (`hardware`, and the async reading of `on_wait`).
     """
 
-    __slots__ = ("inc", "clock", "pos", "dma", "half")
+    __slots__ = ("inc", "clock", "shift", "src", "pos", "dma", "half")
 
-    def __init__(self, inc: int, clock: np.ndarray, pos: Pos | None, dma: Pos | None, half: str | None) -> None:
-        self.inc, self.clock, self.pos, self.dma, self.half = inc, clock, pos, dma, half
+    def __init__(self, inc: int, clock: np.ndarray, shift: int, src: int, pos: Pos | None, dma: Pos | None,
+                 half: str | None) -> None:
+        self.inc, self.clock, self.shift, self.src = inc, clock, shift, src
+        self.pos, self.dma, self.half = pos, dma, half
 
 
 def _bare(s: _Signal) -> _Signal:
     """`s` without its clock, as a forced entry keeps it: `_late` asks only where it came from (DR-42)."""
-    return _Signal(s.inc, None, s.pos, s.dma, s.half)  # type: ignore[arg-type]
+    return _Signal(s.inc, None, 0, -1, s.pos, s.dma, s.half)  # type: ignore[arg-type]
+
+
+def _merge(row: np.ndarray, s: _Signal, core: int) -> None:
+    """`row` (core `core`'s clock) joined with `s`'s clock, rotated (DR-43): skipped when the clock is a
+    snapshot of this very row, which has only grown since, except in its own entry, which is stale and
+    never read; rotated in two slices rather than a rolled copy."""
+    shift, clock = s.shift, s.clock
+    if not shift:
+        if s.src != core:
+            np.maximum(row, clock, out=row)
+        return
+    head = row[shift:]
+    np.maximum(head, clock[:-shift], out=head)
+    tail = row[:shift]
+    np.maximum(tail, clock[-shift:], out=tail)
 
 
 _NEVER = np.iinfo(np.int32).max  # above every clock entry (clocks are int32: compared without a cast)
+
+
+def join_every_rotation(row: np.ndarray, snap: np.ndarray, step: int) -> None:
+    """`row` joined with `snap` rotated by every multiple of `step` (which divides its length) (DR-43): at each
+    core, the snapshot's largest entry among the cores of its residue modulo `step`, in one pass."""
+    times = len(row) // step
+    np.maximum(row, np.tile(snap.reshape(times, step).max(axis=0), times), out=row)
 
 
 class _Counter:
@@ -124,6 +150,12 @@ class AccessIndex:
         self.chains = 0
         self.partners: dict[int, list[AccessEvent]] = defaultdict(list)
         self._index(self.events)
+        # what `Observer._reach` reads of each access, looked up once: (access, its chain, its partners)
+        self.entries: dict[Pos, list[tuple[AccessEvent, int, list[AccessEvent]]]] = {
+            pos: [self.entry(x) for x in xs] for pos, xs in self.at.items()}
+
+    def entry(self, x: AccessEvent) -> tuple[AccessEvent, int, list[AccessEvent]]:
+        return (x, self.chain[id(x)], self.partners.get(id(x)) or [])
 
     def _index(self, events: list[AccessEvent]) -> None:
         """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
@@ -177,6 +209,7 @@ class Observer:
         index = events if isinstance(events, AccessIndex) else AccessIndex(events)
         self.events = index.events
         self.at, self.chain_of, self.partners = index.at, index.chain, index.partners
+        self.entries, self.entry = index.entries, index.entry
         self.chains = [_Chain() for _ in range(index.chains)]
         self.seen: set[int] = set()
         self.rotates = False  # whether `_done` and `_record_done` rotate (DR-8): else the hot paths inline them
@@ -225,16 +258,12 @@ class Observer:
 
     def _after(self, later: _Signal, earlier: _Signal) -> bool:
         """Whether the relation orders `later`'s arrival after `earlier`'s."""
+        clock, sh = later.clock, later.shift
         if earlier.pos is not None:
-            return bool(later.clock[earlier.pos[0]] > earlier.pos[1])
+            return bool(clock[earlier.pos[0] - sh] > earlier.pos[1])
         if later.dma == earlier.dma and earlier.half == "read" and later.half == "write":
             return True
-        return any(later.clock[c] > q for c, q in self._done(earlier.dma, earlier.half))
-
-    def _known(self, core: int, pc: int, s: _Signal) -> bool:
-        if s.pos is not None:
-            return self._knows(core, pc, s.pos)
-        return self._knows_done(core, pc, s.dma, s.half)
+        return any(clock[c - sh] > q for c, q in self._done(earlier.dma, earlier.half))
 
     # --- the observer protocol (model/fast.py) -------------------------------
 
@@ -249,17 +278,18 @@ class Observer:
             start = self.dma_pos[ident]
             # the write half is a copy's last arrival: its clock is not kept past it (DR-42)
             clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
-            s = _Signal(inc, clock, start if self.arrival == "start" else None, start, half)
+            s = _Signal(inc, clock, 0, start[0], start if self.arrival == "start" else None, start, half)
         else:
             core, pc = source
             row = self.clock[core].copy()
             row[core] = pc + 1
-            s = _Signal(inc, row, source, None, None)
+            s = _Signal(inc, row, 0, core, source, None, None)
+        clock, sh = s.clock, s.shift
         if (ctr.last_wait is not None and counter not in self.totals and counter not in self.broken_counters
-                and not s.clock[ctr.core] > ctr.last_wait):
+                and not clock[ctr.core - sh] > ctr.last_wait):
             self._late(ctr, counter, s)
         ctr.arrived += inc
-        if ctr.with_pos and not ctr.chained and any(s.clock[c] > q for c, q in ctr.first.items()):
+        if ctr.with_pos and not ctr.chained and any(clock[c - sh] > q for c, q in ctr.first.items()):
             # (a pending copy half known to follow another is not looked for: treating the two as
             # unordered only orders fewer waits, DR-6)
             ctr.chained = True
@@ -270,7 +300,7 @@ class Observer:
         schedule it may come before them, so each arrival such a wait was ordered after must still be
         one it cannot pass without (unless `t` itself needs that arrival first)."""
         for pc, entries in reversed(ctr.forced):
-            if t.clock[ctr.core] > pc:
+            if t.clock[ctr.core - t.shift] > pc:
                 break  # t follows this wait, and so every earlier one
             for entry in entries:
                 if not self._after(t, entry[0]):
@@ -287,9 +317,9 @@ class Observer:
             ident, half = source
             start = self.dma_pos[ident]
             clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
-            return _Signal(inc, clock, start if self.arrival == "start" else None, start, half)
+            return _Signal(inc, clock, 0, start[0], start if self.arrival == "start" else None, start, half)
         core, pc = source
-        return _Signal(inc, self._snapshot(core, pc + 1), (core, pc), None, None)
+        return _Signal(inc, self._snapshot(core, pc + 1), 0, core, (core, pc), None, None)
 
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
         ctr = self.counters.get(counter)
@@ -306,7 +336,13 @@ class Observer:
             return  # no arrival is needed yet (none follows another, and the surplus covers any one)
         if len(pending) == 1:  # the common case: one arrival, known already or needed now
             s = pending[0]
-            if self._known(core, pc, s):
+            p = s.pos
+            if p is not None:  # `_known`, inlined
+                c, q = p
+                k = q < pc if c == core else self.clock[core, c] > q
+            else:
+                k = self._knows_done(core, pc, s.dma, s.half)
+            if k:
                 known, forced = pending, ()
                 ctr.reset([])
             elif arrived - s.inc < need:
@@ -348,7 +384,7 @@ class Observer:
                 ctr.reset([s for s in cands if id(s) not in gone] if forced else cands)
         row = self.clock[core]
         for s in forced:  # a known arrival's past is already in the core's clock
-            np.maximum(row, s.clock, out=row)
+            _merge(row, s, core)
         waiter = (core, pc)
         record = self._record_done if self.rotates else None
         setdefault = self.done.setdefault
@@ -398,41 +434,65 @@ class Observer:
 
     # --- accesses ----------------------------------------------------------------
 
-    def _ordered(self, core: int, pc: int, y: AccessEvent, row: np.ndarray | None = None) -> bool:
+    def _ordered(self, core: int, pc: int, y: AccessEvent, row: np.ndarray | None = None, shift: int = 0) -> bool:
         """Whether access `y` (reached earlier in the run) is ordered before what `core` does at `pc`
-        (`row`: the core's clock, when it is not one this observer keeps)."""
-        if (y.core, y.pc) == (core, pc):
+        (`row`, read rotated by `shift` (DR-43): the core's clock, when it is not one this observer keeps)."""
+        yc, yq = y.core, y.pc
+        if yc == core and yq == pc:
             return True  # the two halves of one DMA (ACC-2)
         if row is None:
-            if y.half is None:
-                return self._knows(core, pc, (y.core, y.pc))
-            return self._knows_done(core, pc, (y.core, y.pc), y.half)
-        whats = [(y.core, y.pc)] if y.half is None else self._done((y.core, y.pc), y.half)
-        return any((q < pc) if c == core else bool(row[c] > q) for c, q in whats)
+            row = self.clock[core]
+        if y.half is None:
+            return yq < pc if yc == core else bool(row[yc - shift] > yq)
+        for c, q in self._done((yc, yq), y.half):
+            if (q < pc) if c == core else (row[c - shift] > q):
+                return True
+        return False
 
     def _flag(self, y: AccessEvent, x: AccessEvent) -> None:
         self.candidates.append((y, x))
 
     def _reach(self, core: int, pc: int, row: np.ndarray | None = None,
-               events: Iterable[AccessEvent] | None = None) -> None:
-        for x in (self.at.get((core, pc), ()) if events is None else events):
-            chain = self.chains[self.chain_of[id(x)]]
+               entries: Iterable[tuple[AccessEvent, int, list[AccessEvent]]] | None = None, shift: int = 0) -> None:
+        """Check the accesses `core` makes at `pc` (`entries`: `AccessIndex.entry` of each, when they are not
+        the index's at that position) against those reached before them (DR-6's chains and partners)."""
+        if entries is None:
+            entries = self.entries.get((core, pc))
+            if not entries:
+                return
+        ordered = self._ordered
+        if row is None:
+            row = self.clock[core]
+        for x, c, partners in entries:
+            chain = self.chains[c]
             w = chain.write
-            if w is not None and not self._ordered(core, pc, w, row):
-                self._flag(w, x)
+            if w is not None:
+                # `_ordered`, inlined for a kernel access (the two halves of one copy are ordered, ACC-2)
+                if w.half is None:
+                    k = w.pc <= pc if w.core == core else row[w.core - shift] > w.pc
+                else:
+                    k = ordered(core, pc, w, row, shift)
+                if not k:
+                    self._flag(w, x)
             if x.write:
                 for r in chain.reads:
-                    if not self._ordered(core, pc, r, row):
+                    if not ordered(core, pc, r, row, shift):
                         self._flag(r, x)
                 chain.write, chain.reads = x, []
             else:
                 # a read the new one follows adds nothing: what follows the new one follows it
-                chain.reads = [r for r in chain.reads if not self._ordered(core, pc, r, row)]
-                chain.reads.append(x)
-            for y in self.partners.get(id(x), ()):
-                if id(y) in self.seen and not self._ordered(core, pc, y, row):
-                    self._flag(y, x)
-            self.seen.add(id(x))
+                reads = chain.reads
+                if reads:
+                    chain.reads = [r for r in reads if not ordered(core, pc, r, row, shift)]
+                    chain.reads.append(x)
+                else:
+                    reads.append(x)
+            if partners:  # (partners are mutual: only an access with some is looked for in `seen`)
+                seen = self.seen
+                for y in partners:
+                    if id(y) in seen and not ordered(core, pc, y, row, shift):
+                        self._flag(y, x)
+                seen.add(id(x))
 
 
 class SymmetricObserver(Observer):
@@ -447,7 +507,8 @@ class SymmetricObserver(Observer):
     """
 
     def __init__(self, program: Program, fold: Fold, events: Iterable[AccessEvent] | AccessIndex, arrival: Arrival,
-                 run_mode: DmaMode, totals: dict[tuple, int] | None = None) -> None:
+                 run_mode: DmaMode, totals: dict[tuple, int] | None = None,
+                 targets: dict[int, int] | None = None) -> None:
         topo = program.topology
         super().__init__(program, events, arrival, totals, rows=fold.devices * topo.cores_per_device)
         self.fold = fold
@@ -455,23 +516,27 @@ class SymmetricObserver(Observer):
         self.rotates = True
         self.n = topo.num_cores
         self.reps = fold.devices * topo.cores_per_device
-        self.targets: dict[Pos, int] = {}
+        # `pc * reps + rep` -> the target of the fold core's operation: a function of the program and the
+        # run mode alone, so the observers of one run may share it (`targets`)
+        self.targets: dict[int, int] = {} if targets is None else targets
         self.class_at: dict[Pos, list[AccessEvent]] = defaultdict(list)
         for e in self.events:  # a copy's halves are reached at its start, by every member of its class
             if e.half is not None and e.core >= self.reps:
                 self.class_at[(e.core % self.reps, e.pc)].append(e)
+        self.class_entries = {pos: [self.entry(e) for e in es] for pos, es in self.class_at.items()}
 
     def _target(self, core: int, pc: int) -> int:
         """The core of the program that the signal or copy at (core, pc) of the program lands on.
 
         DR-42: read off the fold core of its class and rotated (the rotation moves every named device
         by the class's offset, and the fold's targets are in range, RUN-7 (a)): no other core is read."""
-        rep = core % self.reps
-        t = self.targets.get((rep, pc))
+        reps = self.reps
+        rep = core % reps
+        t = self.targets.get(pc * reps + rep)
         if t is None:
             op = self.program.cores[rep][pc]
             t = target_core(self.program, self.run_mode, rep, op.device, op.core, dma=type(op) is DmaStart)
-            self.targets[(rep, pc)] = t = t if isinstance(t, int) else -1
+            self.targets[pc * reps + rep] = t = t if isinstance(t, int) else -1
         return t if t < 0 or rep == core else (t + core - rep) % self.n
 
     def target_of(self, core: int, pc: int) -> int:
@@ -488,22 +553,26 @@ class SymmetricObserver(Observer):
         out[:shift] = row[-shift:]
         return out
 
-    def _frame(self, start: Pos, half: str) -> int:
-        """How many cores the copy must move back for its half's semaphore to be a representative's."""
-        where = start[0] if half == "read" else self._target(*start)
-        return where - where % self.reps
-
     def _done(self, start: Pos, half: str) -> list[Pos]:
-        sh = self._frame(start, half)
+        c, q = start
+        # the cores the copy moves back by for its half's semaphore to be a representative's
+        where = c if half == "read" else self._target(c, q)
+        sh = where - where % self.reps
         if not sh:
             return self.done.get((start, half), [])
-        got = self.done.get((((start[0] - sh) % self.n, start[1]), half), ())
-        return [((c + sh) % self.n, q) for c, q in got]
+        n = self.n
+        got = self.done.get((((c - sh) % n, q), half))
+        return [((w + sh) % n, p) for w, p in got] if got else []
 
     def _record_done(self, start: Pos, half: str, waiter: Pos) -> None:
-        sh = self._frame(start, half)
-        key = (((start[0] - sh) % self.n, start[1]), half)
-        self.done.setdefault(key, []).append(((waiter[0] - sh) % self.n, waiter[1]))
+        c, q = start
+        where = c if half == "read" else self._target(c, q)
+        sh = where - where % self.reps
+        if not sh:
+            self.done.setdefault((start, half), []).append(waiter)
+            return
+        n = self.n
+        self.done.setdefault((((c - sh) % n, q), half), []).append(((waiter[0] - sh) % n, waiter[1]))
 
     def _arrival(self, counter: tuple, inc: int, source: tuple) -> _Signal:
         rep = counter[1]
@@ -513,33 +582,35 @@ class SymmetricObserver(Observer):
             shift = (rep - (c if half == "read" else self._target(c, q))) % self.n
             start = ((c + shift) % self.n, q)
             clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
-            return _Signal(inc, self._roll(clock, shift), start if self.arrival == "start" else None, start, half)
+            return _Signal(inc, clock, shift, c, start if self.arrival == "start" else None, start, half)
         c, q = source
         shift = (rep - self._target(c, q)) % self.n
-        row = self.clock[c]
-        clock = self._roll(row, shift)
-        if clock is row:
-            clock = row.copy()
-        sender = (c + shift) % self.n
-        clock[sender] = q + 1  # the sender's own entry: the signal has happened (`_snapshot`)
-        return _Signal(inc, clock, (sender, q), None, None)
+        # the sender's own entry is set: the signal has happened; read rotated, it is the sender's (DR-43)
+        return _Signal(inc, self._snapshot(c, q + 1), shift, c, ((c + shift) % self.n, q), None, None)
 
     def start(self, core: int, pc: int, ident: int) -> None:
         super().start(core, pc, ident)
-        members = self.class_at.get((core, pc))
+        members = self.class_entries.get((core, pc))
         if members:
             row = self.clock[core]
-            for e in members:  # the same copy started by another member of the class, rotated
-                shifted = self._roll(row, e.core - core)
-                self._reach(e.core, pc, shifted, (e,))
+            for e in members:  # the same copy started by another member of the class, rotated (DR-43)
+                self._reach(e[0].core, pc, row, (e,), (e[0].core - core) % self.n)
 
     def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
         row = self.clock[core]
         op = self.program.cores[core][pc]
         assert isinstance(op, Barrier)
+        n, reps = self.n, self.reps
+        shifts: dict[int, list[int]] = defaultdict(list)
         for p in op.participants:  # the program's participants, each its representative rotated
-            rep = p % self.reps
+            rep = p % reps
+            shifts[rep].append(p - rep)
+        for rep, by in shifts.items():
             snap = self.arrivals.get((rep, name, k))
             if snap is None:
                 snap = self._snapshot(rep, self._barrier_position(rep, name, k))
-            np.maximum(row, self._roll(snap, p - rep), out=row)
+            if len(by) == n // reps:  # every member of the class takes part
+                join_every_rotation(row, snap, reps)
+            else:
+                for sh in by:
+                    np.maximum(row, self._roll(snap, sh), out=row)

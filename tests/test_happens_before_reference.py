@@ -9,17 +9,20 @@ the same candidate pairs, in every mode.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hb_reference as reference
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_races import SCRATCH, _two_senders_then_read, box, programs_with_accesses, symmetric_rings
+from test_races_class_run import all_to_alls
 
 from semcheck.model import happens_before as hb
 from semcheck.model.access import accesses
 from semcheck.model.fold import find_fold, race_period
 from semcheck.model.launch import launch
-from semcheck.model.ops import DMA_MODES, Access, DmaStart, Program, SemRef, Signal, Topology, Wait
+from semcheck.model.ops import DMA_MODES, Access, Barrier, DmaStart, Program, SemRef, Signal, Topology, Wait
 
 
 @st.composite
@@ -107,3 +110,84 @@ def test_some_generated_program_needs_a_later_pass(monkeypatch):
     monkeypatch.setattr(hb, "_verdict", spy)
     _same(program, {"hardware": events})
     assert seen == [True]
+
+
+@st.composite
+def rings_with_a_device_barrier(draw) -> Program:
+    """A symmetric ring or all-to-all with, on a drawn subset of its devices' positions, a barrier of
+    every device: each class of every period passes it whole, so DR-43's join per residue is taken."""
+    program = draw(st.one_of(symmetric_rings(), all_to_alls()))
+    n = program.topology.num_cores
+    at = draw(st.integers(0, min(len(ops) for ops in program.cores)))
+    everyone = frozenset(range(n))
+    return dataclasses.replace(program, cores=tuple(ops[:at] + (Barrier("all", everyone),) + ops[at:]
+                                                    for ops in program.cores))
+
+
+@pytest.mark.rule("DR-43")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(symmetric_rings(), rings_with_a_device_barrier()))
+def test_the_class_run_read_through_its_rotations_orders_as_the_reference_rolls_them(program):
+    """DR-43 on DR-41's run of one period: clocks read through their rotation, joins of a row's own
+    snapshot skipped and a barrier of every device joined per residue order as the reference pass, which
+    rolls every clock into a copy of its own."""
+    k, _ = race_period(program)
+    if k >= program.topology.num_devices:
+        return
+    one = hb.class_fold(program, k)
+    events = accesses(program, "hardware", near=k)[0]
+    if one is None or not events:
+        return
+    _same(program, {m: events for m in DMA_MODES}, one)
+    for mode in DMA_MODES:
+        _same(program, {mode: events}, one)
+
+
+@pytest.mark.rule("DR-43")
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.data())
+def test_a_barrier_of_every_member_joins_each_rotation_at_once(step, times, data):
+    """DR-43: the join per residue is the join of the snapshot rolled by every multiple of the step."""
+    import numpy as np
+
+    from semcheck.model.hb_observers import join_every_rotation
+
+    n = step * times
+    entries = st.lists(st.integers(0, 50), min_size=n, max_size=n)
+    row = np.array(data.draw(entries), dtype=np.int32)
+    snap = np.array(data.draw(entries), dtype=np.int32)
+    rolled = row.copy()
+    for j in range(times):
+        np.maximum(rolled, np.roll(snap, j * step), out=rolled)
+    join_every_rotation(row, snap, step)
+    assert row.tolist() == rolled.tolist()
+
+
+@pytest.mark.rule("DR-43")
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(symmetric_rings(), rings_with_a_device_barrier()))
+def test_the_class_runs_clocks_read_through_their_rotations_are_the_references_rolled_clocks(program):
+    """DR-43: told one run of DR-41's class, the observer ends with the clocks the reference computes by
+    rolling every clock, every entry but each row's own (stale, never read), and with the same waits known
+    to follow each half. (Few orderings of these programs hang on another core's clock, so the pass's
+    answers alone would not show a wrong rotation.)"""
+    import numpy as np
+
+    from semcheck.model.fast import fast_run
+    from semcheck.model.hb_observers import SymmetricObserver
+
+    k, _ = race_period(program)
+    one = hb.class_fold(program, k) if k < program.topology.num_devices else None
+    if one is None:
+        return
+    events = accesses(program, "hardware", near=k)[0]
+    for mode in DMA_MODES:
+        run_mode, arrival = hb.reading(mode)
+        new = SymmetricObserver(program, one, events, arrival, run_mode)
+        old = reference._SymmetricObserver(program, one, events, arrival, run_mode)
+        fast_run(one.program, run_mode, record=False, observer=reference._Fanout([new, old]))
+        rows = np.arange(new.clock.shape[0])
+        mine, theirs = new.clock.copy(), old.clock.copy()
+        mine[rows, rows] = theirs[rows, rows] = 0
+        assert mine.tolist() == theirs.tolist(), mode
+        assert {k: list(v) for k, v in new.done.items()} == {k: list(v) for k, v in old.done.items()}, mode
