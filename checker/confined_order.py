@@ -8,7 +8,9 @@ which holds in every schedule: the target's first operation E-before the sender'
 side), and the landing (a signal; a copy's write half) E-before the target's exit check (late side).
 The relation is computed on the run of one period (DR-41's class run) or DR-8's fold, whose events are
 the representatives'; the rotation maps every other operation and its target onto a representative's
-(RUN-20, RUN-7). Where anything is not shown, None: the caller decides as before.
+(RUN-20, RUN-7). A run that stops early is terminal, so what it never issues lands nowhere and a target
+that never reaches its exit check never leaves (PRG-166). Where anything is not shown, None: the caller
+decides as before.
 """
 
 from __future__ import annotations
