@@ -194,7 +194,7 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
         return Verdict(PROPERTY, "proved", stats=stats, reason=(
             f"no remote signal or copy is issued in any schedule: {run} stops before each of the "
             f"representatives' {len(landings)}, and what it does not run no schedule runs "
-            f"(specs/programs.md PRG-166)"))
+            f"(specs/programs.md PRG-164, PRG-166)"))
     skipped = (f", so no schedule issues {len(landings) - issued} of the representatives' {len(landings)}"
                if issued < len(landings) else "")
     return Verdict(PROPERTY, "proved", stats=stats, reason=(
