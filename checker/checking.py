@@ -73,7 +73,7 @@ def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int)
 ON_ONE_PERIOD = frozenset({"race-free", "invocation-confined"})
 """RUN-22: the properties no fold proves (RUN-7) that a Symmetric may still prove on one period: race-free on
 the run of one class (DR-41, DR-5's one pair per orbit); invocation-confined under the interpreter (PRG-110
-reads no operation) and, past RUN-21's bound, under hardware from one period's order (programs.md PRG-164)."""
+reads no operation) and under hardware from one period's order (programs.md PRG-164, PRG-165)."""
 
 
 def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
@@ -84,9 +84,7 @@ def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) ->
     if prop not in ON_ONE_PERIOD:
         return None
     if prop == "invocation-confined" and mode == "hardware":
-        # PRG-164 where the whole program is not built; below the bound the held runs decide (PRG-113)
-        if analysis.program.materialise_refusal() is None:
-            return None
+        # PRG-164 first for every Symmetric (PRG-165); where it shows nothing the held runs decide (PRG-113)
         from semcheck.checker.confined_order import confined_on_period
 
         return confined_on_period(analysis.program, mode)

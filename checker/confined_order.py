@@ -8,7 +8,9 @@ which holds in every schedule: the target's first operation E-before the sender'
 side), and the landing (a signal; a copy's write half) E-before the target's exit check (late side).
 The relation is computed on the run of one period (DR-41's class run) or DR-8's fold, whose events are
 the representatives'; the rotation maps every other operation and its target onto a representative's
-(RUN-20, RUN-7). Where anything is not shown, None: the caller decides as before.
+(RUN-20, RUN-7). A run that stops early is terminal, so what it never issues lands nowhere and a target
+that never reaches its exit check never leaves (PRG-166). Where anything is not shown, None: the caller
+decides as before.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from semcheck.model.symmetric import Symmetric
 PROPERTY = "invocation-confined"
 
 
-def _landings(program: Any, cores: int) -> list[tuple[int, int, bool]]:
-    """(core, pc, is a copy) of the remote signals and copies of cores `0 .. cores-1` whose semaphore is
-    not a barrier semaphore (PRG-105, PRG-113)."""
+def _landings(program: Any, cores: int) -> list[tuple[int, int, bool, int]]:
+    """(core, pc, is a copy, target core or -1) of the remote signals and copies of cores `0 .. cores-1`
+    whose semaphore is not a barrier semaphore (PRG-105, PRG-113); the target is SIG-1's under hardware,
+    read once per operation."""
     out = []
     for c in range(cores):
         for pc, op in enumerate(program.cores[c]):
@@ -38,7 +41,8 @@ def _landings(program: Any, cores: int) -> list[tuple[int, int, bool]]:
                 continue
             if (op.sem if t is Signal else op.dst_sem).label == BARRIER:
                 continue
-            out.append((c, pc, t is DmaStart))
+            got = target_core(program, "hardware", c, op.device, op.core, dma=t is DmaStart)
+            out.append((c, pc, t is DmaStart, got if isinstance(got, int) else -1))
     return out
 
 
@@ -47,63 +51,70 @@ def _exit_of(ops: tuple) -> int | None:
 
 
 class _Recorder:
-    """What PRG-164 reads off the observer while the run goes on: the sender's clock entry for its
-    target's core 0 at each landing's operation (early side), and each representative core 0's clock at
-    its exit check (late side: the clock only grows at waits and barriers, so it is the clock before the
-    first of those past the exit)."""
+    """What PRG-164 reads off the observer while the run goes on, taken at waits and barriers only: a
+    core's clock grows nowhere else (DR-6), so per (representative core, target core 0) the first
+    position from which the core's clock has that target's entry past 0 decides the early side of every
+    landing of the core (PRG-164), and each representative core 0's clock before its first wait or
+    barrier past its exit check is its clock at the exit check (late side). The other events go to the
+    observer without passing through here."""
 
-    def __init__(self, observer: Observer, program: Any, reps: int, target) -> None:
+    def __init__(self, observer: Observer, exits: dict[int, int | None], landings: list, per: int) -> None:
         self.o = observer
-        self.target = target  # (core, pc) -> the program's core the operation lands on, or -1
-        topo = program.topology
-        self.per = topo.cores_per_device
-        self.watch = {(c, pc) for c, pc, _ in _landings(program, reps)}
-        self.entered: dict[tuple[int, int], bool] = {}  # landing -> its target's core 0 is E-before it
-        self.exits = {c: _exit_of(program.cores[c]) for c in range(0, reps, self.per)}
+        self.signal, self.start, self.arrive, self.access = observer.signal, observer.start, observer.arrive, observer.access
+        self.exits = {c: e for c, e in exits.items() if e is not None}
         self.at_exit: dict[int, np.ndarray] = {}
+        # core -> the target cores 0 it does not know of yet (a core is never told of itself)
+        self.unknown: dict[int, set[int]] = {}
+        for c, _, _, t in landings:
+            if t >= 0 and t - t % per != c:
+                self.unknown.setdefault(c, set()).add(t - t % per)
+        self.known_from: dict[tuple[int, int], int] = {}  # (core, target core 0) -> first position knowing it
+        self.watched = set(self.unknown) | set(self.exits)
 
-    def _early(self, core: int, pc: int) -> None:
-        if (core, pc) not in self.watch or (core, pc) in self.entered:
-            return
-        t = self.target(core, pc)
-        if t < 0:
-            self.entered[(core, pc)] = False
-            return
-        t0 = t - t % self.per
-        # core 0 itself running the operation has entered; otherwise its first operation must be known
-        self.entered[(core, pc)] = t0 == core or bool(self.o.clock[core, t0] > 0)
-
-    def _joining(self, core: int, pc: int) -> None:
+    def _before(self, core: int, pc: int) -> None:
         e = self.exits.get(core)
         if e is not None and pc > e and core not in self.at_exit:
             self.at_exit[core] = self.o.clock[core].copy()
 
-    def signal(self, counter: tuple, inc: int, source: tuple) -> None:
-        if type(source[1]) is not str:
-            self._early(*source)
-        self.o.signal(counter, inc, source)
-
-    def start(self, core: int, pc: int, ident: int) -> None:
-        self._early(core, pc)
-        self.o.start(core, pc, ident)
+    def _after(self, core: int, pc: int) -> None:
+        wanted = self.unknown.get(core)
+        if wanted:
+            row = self.o.clock[core]
+            for t0 in [t0 for t0 in wanted if row[t0] > 0]:
+                wanted.discard(t0)
+                self.known_from[(core, t0)] = pc + 1  # what this wait or barrier joined holds past it
+        if not wanted and (core not in self.exits or core in self.at_exit):
+            self.watched.discard(core)
 
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
-        self._joining(core, pc)
+        if core not in self.watched:
+            self.o.wait(core, pc, counter, value)
+            return
+        self._before(core, pc)
         self.o.wait(core, pc, counter, value)
+        self._after(core, pc)
 
     def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
-        self._joining(core, pc)
+        if core not in self.watched:
+            self.o.barrier(core, pc, name, k, participants)
+            return
+        self._before(core, pc)
         self.o.barrier(core, pc, name, k, participants)
+        self._after(core, pc)
 
-    def arrive(self, core: int, pc: int, name: str, k: int) -> None:
-        self.o.arrive(core, pc, name, k)
-
-    def access(self, core: int, pc: int) -> None:
-        self.o.access(core, pc)
+    def entered(self, core: int, pc: int, target: int, per: int) -> bool:
+        """Early side: `target`'s core 0 ran its first operation E-before (core, pc), or is `core`."""
+        if target < 0:
+            return False
+        t0 = target - target % per
+        return t0 == core or self.known_from.get((core, t0), _NEVER) <= pc
 
     def clock_at_exit(self, core: int) -> np.ndarray:
         got = self.at_exit.get(core)
         return self.o.clock[core] if got is None else got
+
+
+_NEVER = 1 << 62
 
 
 def _period(program: Symmetric | Program) -> int:
@@ -133,53 +144,61 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
     if fold is not None:
         obs: Observer = SymmetricObserver(program, fold, (), "completion", "hardware")
         runs, reps = fold.program, fold.devices * per
-        target = obs.target_of  # DR-8: a representative's target, rotated for a class member
     else:
         obs = Observer(program, (), "completion")
         runs, reps = program, n
-        memo: dict = {}
-
-        def target(core: int, pc: int) -> int:
-            if (core, pc) not in memo:
-                op = program.cores[core][pc]
-                t = target_core(program, "hardware", core, op.device, op.core, dma=type(op) is DmaStart)
-                memo[(core, pc)] = t if isinstance(t, int) else -1
-            return memo[(core, pc)]
-    rec = _Recorder(obs, program, reps, target)
+    # the representatives' own operations, read once (a Symmetric's core is built on each read)
+    landings = _landings(program, reps)
+    exits = {c: _exit_of(runs.cores[c]) for c in range(0, reps, per)}
+    rec = _Recorder(obs, exits, landings, per)
     state = fast_run(runs, "hardware", record=False, observer=rec).state
     # DR-6's certificate: a failure-free run, no id in both tables, every arrival after the waits before it
     if obs.broken or obs.broken_counters or state.failures or (state.tables.internal & state.tables.fixed):
         return None
-    if any(state.pcs[c] < len(runs.cores[c]) for c in range(reps)):
-        return None  # the run of the period stops early: a deadlock is another property's, and E is partial
-    landings = _landings(program, reps)
-    for c, pc, is_copy in landings:
-        if not rec.entered.get((c, pc), False):
+    # PRG-166: a run that stops early is terminal (RUN-3), so what it does not run no schedule runs
+    ran = state.pcs
+    stuck = any(ran[c] < len(runs.cores[c]) for c in range(reps))
+    for c, pc, is_copy, t in landings:
+        if pc >= ran[c]:
+            continue  # never issued in any schedule
+        if not rec.entered(c, pc, t, per):
             return None  # early side (PRG-111) not shown
-        t = target(c, pc)
         t0 = t - t % per
         s = t0 - t0 % reps  # the rotation by whole periods that makes the target a representative
         r0 = t0 - s
-        e = rec.exits.get(r0)
+        e = exits.get(r0)
         if e is None:
             return None
-        row = rec.clock_at_exit(r0)
+        if ran[r0] <= e:
+            continue  # the target's core 0 runs its exit check in no schedule: nothing lands after it left
         sender = (c - s) % n  # the sender's image under that rotation: its operations are c's (RUN-20)
-
-        def before_exit(w: tuple[int, int]) -> bool:
-            wc, wq = w
-            return wq < e if wc == r0 else bool(row[wc] > wq)
-
-        if not is_copy:
-            ok = before_exit((sender, pc))  # a signal arrives where it happens (SIG-1)
-        else:
-            ok = any(before_exit(w) for w in obs.waits_after((sender, pc), "write"))  # some wait follows the write
+        if not is_copy:  # a signal arrives where it happens (SIG-1)
+            ok = pc < e if sender == r0 else bool(rec.clock_at_exit(r0)[sender] > pc)
+        else:  # some wait follows the write
+            row = rec.clock_at_exit(r0)
+            ok = any(wq < e if wc == r0 else bool(row[wc] > wq) for wc, wq in obs.waits_after((sender, pc), "write"))
         if not ok:
             return None  # late side (PRG-112) not shown
     where = ("" if fold is None else
              f" on the run of devices 0..{fold.devices - 1} (the program repeats every {k} devices)")
-    return Verdict(PROPERTY, "proved", reason=(
-        f"every remote signal and copy ({len(landings)} of the representatives) comes after its target "
-        f"entered the kernel and lands before it reaches its exit check in every schedule: the "
-        f"happens-before order{where} shows both (specs/programs.md PRG-164)"),
-        stats={"landings": len(landings), "period": k})
+    if not stuck or not landings:
+        return Verdict(PROPERTY, "proved", reason=(
+            f"every remote signal and copy ({len(landings)} of the representatives) comes after its target "
+            f"entered the kernel and lands before it reaches its exit check in every schedule: the "
+            f"happens-before order{where} shows both (specs/programs.md PRG-164)"),
+            stats={"landings": len(landings), "period": k})
+    issued = sum(pc < ran[c] for c, pc, _, _ in landings)
+    run = "the program's run" if fold is None else f"the run of one period ({k} device{'s' * (k != 1)})"
+    stats = {"landings": len(landings), "issued": issued, "period": k}
+    if not issued:
+        return Verdict(PROPERTY, "proved", stats=stats, reason=(
+            f"no remote signal or copy is issued in any schedule: {run} stops before each of the "
+            f"representatives' {len(landings)}, and what it does not run no schedule runs "
+            f"(specs/programs.md PRG-164, PRG-166)"))
+    skipped = (f", so no schedule issues {len(landings) - issued} of the representatives' {len(landings)}"
+               if issued < len(landings) else "")
+    return Verdict(PROPERTY, "proved", stats=stats, reason=(
+        f"every remote signal and copy that is ever issued comes after its target entered the kernel and "
+        f"lands before it reaches its exit check, or while it never reaches it: {run} stops early{skipped}, "
+        f"and its happens-before order shows both for the {issued} it issues (specs/programs.md PRG-164, "
+        f"PRG-166)"))

@@ -82,6 +82,16 @@ def _key(v) -> tuple:
     return v.property, v.verdict, v.reason, v.witness
 
 
+def _alike(x, y, mode: str) -> bool:
+    """Whether the Symmetric's verdict `y` says what the program's `x` does: word for word, except that
+    invocation-confined under hardware is proved on one period's order first (PRG-165), whose proof
+    cites PRG-164 where the program's held runs cite PRG-113; proved is proved either way."""
+    if _key(x) == _key(y):
+        return True
+    return (mode == "hardware" and y.property == x.property == "invocation-confined" and "PRG-164" in y.reason
+            and x.verdict == y.verdict == "proved")
+
+
 # --- the Symmetric is the program ----------------------------------------------------------------
 
 
@@ -116,11 +126,11 @@ def _same_verdicts(found) -> list:
         sym = _symmetric(program)
         for mode in DMA_MODES:
             a, b = check_program(program, mode), check_program(sym, mode)
-            bad += [(name, mode, _key(x), _key(y)) for x, y in zip(a, b, strict=True) if _key(x) != _key(y)]
+            bad += [(name, mode, _key(x), _key(y)) for x, y in zip(a, b, strict=True) if not _alike(x, y, mode)]
     return bad
 
 
-@pytest.mark.rule("RUN-20", "RUN-21")
+@pytest.mark.rule("RUN-20", "RUN-21", "PRG-165")
 @pytest.mark.parametrize("devices", FAST)
 def test_every_check_decides_it_as_the_program(devices):
     assert _same_verdicts(_programs(devices, LIGHT)) == []
@@ -152,7 +162,8 @@ def test_check_modes_reports_it_as_the_program():
     req = Request(name, None, None, devices=8, cores=None, modes=tuple(DMA_MODES), timeout=30.0)
     a = check_modes(program, req, deadline=time.monotonic() + 600)
     b = check_modes(_symmetric(program), req, deadline=time.monotonic() + 600)
-    assert {m: [_key(v) for v in a[m][0]] for m in a} == {m: [_key(v) for v in b[m][0]] for m in b}
+    assert a.keys() == b.keys()
+    assert all(_alike(x, y, m) for m in a for x, y in zip(a[m][0], b[m][0], strict=True)), (a, b)
 
 
 # --- past the bound ----------------------------------------------------------------------------------
@@ -243,8 +254,8 @@ def _decided_alike(drawn, mode) -> None:
     assert sym.materialise() == program
     a, b = Analysis(program), Analysis(sym)
     assert a.symmetry == b.symmetry and a.fold == b.fold
-    assert [_key(v) for v in check_program(program, mode, analysis=a)] == \
-        [_key(v) for v in check_program(sym, mode, analysis=b)]
+    for x, y in zip(check_program(program, mode, analysis=a), check_program(sym, mode, analysis=b), strict=True):
+        assert _alike(x, y, mode), (_key(x), _key(y))
 
 
 @pytest.mark.rule("RUN-20")
