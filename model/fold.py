@@ -466,24 +466,22 @@ def _folded(program: Program, m: int) -> Program:
     topo = program.topology
     per = topo.cores_per_device
     inside = m * per
-    memo: dict[int, Op] = {}
+    memo: dict[int, tuple[Op, Op]] = {}
+    get = memo.get
+    named = frozenset(_NAMED_DEVICE)
 
     def fold_op(op: Op) -> Op:
-        t = type(op)
-        if t not in _NAMED_DEVICE:
-            return op
-        got = memo.get(id(op))
-        if got is not None:
-            return got
-        if t is Barrier:
+        if type(op) is Barrier:
             new: Op = replaced(op, participants=frozenset(p for p in op.participants if p < inside))
         elif op.device is None:
             new = op
         else:
             new = replaced(op, device=op.device % m)
-        memo[id(op)] = new
+        memo[id(op)] = (op, new)  # the original is kept so that its id is not reused
         return new
 
-    cores = tuple(tuple(fold_op(op) for op in program.cores[c]) for c in range(inside))
+    # most operations name no device: only the others are looked up
+    cores = tuple(tuple([op if type(op) not in named else got[1] if (got := get(id(op))) is not None else fold_op(op)
+                         for op in program.cores[c]]) for c in range(inside))
     return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name,
                    launch_failure=program.launch_failure, tpu_failure=program.tpu_failure)

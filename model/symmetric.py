@@ -32,6 +32,9 @@ The ring all-reduce has 15.7 million operations at 1,024 devices, 63 million at 
 
 Shifts = Mapping[str, tuple[int, int]]
 
+_ROTATED = frozenset({Signal, DmaStart, ExitCheck, Barrier, Access})
+"""The operations a rotation can change (RUN-20); every other one is its own image."""
+
 
 class TooLarge(Exception):
     """RUN-21: the whole program has more operations than `MAX_MATERIALISED_OPS`; str(e) says so."""
@@ -192,8 +195,13 @@ class Symmetric:
             raise IndexError(c)
         if j == 0:
             return self.representatives[r]
-        rotate = self._rotate
-        return tuple([rotate(op, j) for op in self.representatives[r]])
+        memo = self._memo.get(j)
+        if memo is None:
+            memo = self._memo[j] = {}
+        rotate, get = self._rotate, memo.get
+        # most operations name no device and stay as they are: only the others are looked up
+        return tuple([op if type(op) not in _ROTATED else got[1] if (got := get(id(op))) is not None else rotate(op, j)
+                      for op in self.representatives[r]])
 
     def rotated(self, op: Op, j: int) -> Op:
         """`op`, an operation of a representative, as the device `j * period` further on runs it (RUN-20)."""
@@ -206,9 +214,11 @@ class Symmetric:
     def _rotate(self, op: Op, j: int) -> Op:
         """`op` as the device `j * period` further on runs it (RUN-7, DR-5); shared objects stay shared."""
         t = type(op)
-        if t not in (Signal, DmaStart, ExitCheck, Barrier, Access):
+        if t not in _ROTATED:
             return op
-        memo = self._memo.setdefault(j, {})
+        memo = self._memo.get(j)
+        if memo is None:
+            memo = self._memo[j] = {}
         got = memo.get(id(op))
         if got is not None:
             return got[1]
