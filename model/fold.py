@@ -471,9 +471,11 @@ def _folded(program: Program, m: int) -> Program:
     named = frozenset(_NAMED_DEVICE)
 
     def fold_op(op: Op) -> Op:
+        # an operation the fold leaves as it is stays the program's object (most name a device below m)
         if type(op) is Barrier:
-            new: Op = replaced(op, participants=frozenset(p for p in op.participants if p < inside))
-        elif op.device is None:
+            kept = frozenset(p for p in op.participants if p < inside)
+            new: Op = op if len(kept) == len(op.participants) else replaced(op, participants=kept)
+        elif op.device is None or op.device % m == op.device:
             new = op
         else:
             new = replaced(op, device=op.device % m)

@@ -252,7 +252,9 @@ class Symmetric:
         by = self.shifts.get(label) if label is not None else None
         if r is None or by is None or by[0] == 0:
             return r
-        memo = self._memo.setdefault(j, {})
+        memo = self._memo.get(j)
+        if memo is None:
+            memo = self._memo[j] = {}
         key = (id(r), label)
         got = memo.get(key)
         if got is None:
