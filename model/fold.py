@@ -191,6 +191,12 @@ def _first_rotation(program: Program, shifted: bool, within: int | None = None
     return None
 
 
+_REGIONS = {Access: ((operator.attrgetter("buf"), operator.attrgetter("region")),),
+            DmaStart: ((operator.attrgetter("src_buf"), operator.attrgetter("src_region")),
+                       (operator.attrgetter("dst_buf"), operator.attrgetter("dst_region")))}
+"""The (label, region) pairs of an operation that the rotation check compares with shifts (DR-5)."""
+
+
 def _certified(program: Program, shifted: bool) -> bool:
     """RUN-23: whether `program` is a `Symmetric` whose own rotation `_certified_rotation` may read off: its
     rotation moves no region that the check without `shifted` would compare as a kept field."""
@@ -218,7 +224,7 @@ def _certified_rotation(sym, *, infer: bool) -> tuple[dict[str, str], Shifts | N
     met: set[tuple[str | None, int, int]] = set()
     objects: dict[int, Region | None] = {}
     seen: set[tuple[str | None, int, bool]] = set()
-    kinds = (Signal, DmaStart, ExitCheck, Barrier, Access) if infer else (Signal, DmaStart, ExitCheck, Barrier)
+    kinds = _NAMED_DEVICE + (Access,) if infer else _NAMED_DEVICE  # what the comparison reads column by column
     for ops in sym.representatives:
         for t in set(map(type, ops)).intersection(kinds):
             for y in (op for op in ops if type(op) is t):
@@ -231,12 +237,11 @@ def _certified_rotation(sym, *, infer: bool) -> tuple[dict[str, str], Shifts | N
                     continue
                 if t is not Access and y.device is not None and not 0 <= y.device < n:
                     return None
-                if not infer or t is ExitCheck or t is Signal:
+                if not infer or t not in _REGIONS:
                     continue
                 moves = t is Access or y.dst_buf is not None  # what `Symmetric` shifts (RUN-20)
                 # the check reads both regions of a copy, with its labels, whatever it moves
-                for label, r in ([(y.buf, y.region)] if t is Access else
-                                 [(y.src_buf, y.src_region), (y.dst_buf, y.dst_region)]):
+                for label, r in ((lg(y), rg(y)) for lg, rg in _REGIONS[t]):
                     key = (label, id(r), moves)
                     if key in seen:
                         continue
@@ -338,9 +343,7 @@ def _rotation_shifting(program: Program, period: int, shifts: Shifts | None = No
             want = parties[x.name] = frozenset((p + shift_cores) % num for p in x.participants)
         return y.participants == want
 
-    get = operator.attrgetter
-    labels_and_regions = {Access: ((get("buf"), get("region")),),
-                          DmaStart: ((get("src_buf"), get("src_region")), (get("dst_buf"), get("dst_region")))}
+    labels_and_regions = _REGIONS
 
     def columns(t: type, ops: tuple) -> tuple:
         """What `same_columns` compares of one core's operations of type `t`, read in C."""

@@ -33,7 +33,7 @@ The ring all-reduce has 15.7 million operations at 1,024 devices, 63 million at 
 Shifts = Mapping[str, tuple[int, int]]
 
 _ROTATED = frozenset({Signal, DmaStart, ExitCheck, Barrier, Access})
-"""The operations a rotation can change (RUN-20); every other one is its own image."""
+"""The operations `_rotate` can change (RUN-20); every other one is its own image."""
 
 
 class TooLarge(Exception):
@@ -214,7 +214,7 @@ class Symmetric:
     def _rotate(self, op: Op, j: int) -> Op:
         """`op` as the device `j * period` further on runs it (RUN-7, DR-5); shared objects stay shared."""
         t = type(op)
-        if t not in _ROTATED:
+        if t not in (Signal, DmaStart, ExitCheck, Barrier, Access):
             return op
         memo = self._memo.get(j)
         if memo is None:
