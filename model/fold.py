@@ -38,6 +38,7 @@ import operator
 from collections.abc import Iterable
 
 from semcheck.model.ops import Access, Barrier, DmaStart, ExitCheck, Op, Program, Region, Signal, Topology
+from semcheck.model.symmetric import replaced
 
 _NAMED_DEVICE = (Signal, DmaStart, ExitCheck, Barrier)
 """Operations that name devices or cores; everything else must repeat unchanged."""
@@ -180,11 +181,81 @@ def _first_rotation(program: Program, shifted: bool, within: int | None = None
     candidates = divisors(n)[:-1] if within is None else [p for p in divisors(within) if p < n]
     upto = None if within is None else within * program.topology.cores_per_device
     for period in candidates:
-        found = _rotation_shifting(program, period, infer=shifted, upto=upto)
+        if period == within and _certified(program, shifted):
+            found = _certified_rotation(program, infer=shifted)
+        else:
+            found = _rotation_shifting(program, period, infer=shifted, upto=upto)
         if found is not None:
             names, shifts = found
             return period, shifts, names
     return None
+
+
+_REGIONS = {Access: ((operator.attrgetter("buf"), operator.attrgetter("region")),),
+            DmaStart: ((operator.attrgetter("src_buf"), operator.attrgetter("src_region")),
+                       (operator.attrgetter("dst_buf"), operator.attrgetter("dst_region")))}
+"""The (label, region) pairs of an operation that the rotation check compares with shifts (DR-5)."""
+
+
+def _certified(program: Program, shifted: bool) -> bool:
+    """RUN-23: whether `program` is a `Symmetric` whose own rotation `_certified_rotation` may read off: its
+    rotation moves no region that the check without `shifted` would compare as a kept field."""
+    from semcheck.model.symmetric import Symmetric
+
+    return isinstance(program, Symmetric) and (shifted or not any(d for d, _ in program.shifts.values()))
+
+
+def _certified_rotation(sym, *, infer: bool) -> tuple[dict[str, str], Shifts | None] | None:
+    """RUN-23: `_rotation_shifting(sym, sym.period, infer=infer, upto=...)` of a `Symmetric`, without
+    comparing its cores operation by operation.
+
+    That check compares each representative with its predecessor one period back, which is the
+    representative rotated by `N/k - 1` periods; the rotation changes only devices, regions and
+    barriers (RUN-20), so every kept field, type and length agrees by construction, and what the
+    check can still refuse is read off the representatives: a named device out of range (rotated
+    twice, it comes back reduced modulo N), a barrier participant out of range, two barrier names
+    that the rotation does not map one to one, and, with `infer`, DR-5's shifts as `_infer_shifts`
+    reads them off, checked on every distinct (label, region, image) triple."""
+    topo = sym.topology
+    n, num = topo.num_devices, topo.num_cores
+    back = n // sym.period - 1
+    names: dict[str, str] = {}
+    preimage: dict[str, str] = {}
+    met: set[tuple[str | None, int, int]] = set()
+    objects: dict[int, Region | None] = {}
+    seen: set[tuple[str | None, int, bool]] = set()
+    kinds = _NAMED_DEVICE + (Access,) if infer else _NAMED_DEVICE  # what the comparison reads column by column
+    for ops in sym.representatives:
+        for t in set(map(type, ops)).intersection(kinds):
+            for y in (op for op in ops if type(op) is t):
+                if t is Barrier:
+                    if min(y.participants, default=0) < 0 or max(y.participants, default=0) >= num:
+                        return None
+                    x = sym.rotated(y, back)
+                    if names.setdefault(x.name, y.name) != y.name or preimage.setdefault(y.name, x.name) != x.name:
+                        return None
+                    continue
+                if t is not Access and y.device is not None and not 0 <= y.device < n:
+                    return None
+                if not infer or t not in _REGIONS:
+                    continue
+                moves = t is Access or y.dst_buf is not None  # what `Symmetric` shifts (RUN-20)
+                # the check reads both regions of a copy, with its labels, whatever it moves
+                for label, r in ((lg(y), rg(y)) for lg, rg in _REGIONS[t]):
+                    key = (label, id(r), moves)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    image = sym.rotated_region(r, label, back) if moves else r
+                    objects[id(r)], objects[id(image)] = r, image
+                    met.add((label, id(image), id(r)))
+    if not infer:
+        return names, None
+    shifts = _infer_shifts(sym, sym.period, objects, met)
+    if not all(_shifted(objects[i], shifts.get(label) if label is not None else None, objects[j])
+               for label, i, j in met):
+        return None
+    return names, shifts
 
 
 def _fold_at(program: Program, period: int, names: dict[str, str], min_devices: int) -> Fold | None:
@@ -272,9 +343,7 @@ def _rotation_shifting(program: Program, period: int, shifts: Shifts | None = No
             want = parties[x.name] = frozenset((p + shift_cores) % num for p in x.participants)
         return y.participants == want
 
-    get = operator.attrgetter
-    labels_and_regions = {Access: ((get("buf"), get("region")),),
-                          DmaStart: ((get("src_buf"), get("src_region")), (get("dst_buf"), get("dst_region")))}
+    labels_and_regions = _REGIONS
 
     def columns(t: type, ops: tuple) -> tuple:
         """What `same_columns` compares of one core's operations of type `t`, read in C."""
@@ -376,6 +445,18 @@ def _barriers_fold(program: Program, names: dict[str, str], m: int) -> bool:
     """Every barrier of the first `m` devices is kept by the rotation or lies within them."""
     per = program.topology.cores_per_device
     inside = m * per
+    if _certified(program, True):
+        # RUN-23: the barriers of core c are those of its representative rotated by c's periods (RUN-20)
+        span = program.period * per
+        for r, ops in enumerate(program.representatives):
+            if Barrier not in set(map(type, ops)):
+                continue
+            bars = [op for op in ops if type(op) is Barrier]
+            for c in range(r, inside, span):
+                for op in (bars if c < span else [program.rotated(y, c // span) for y in bars]):
+                    if names.get(op.name) != op.name and max(op.participants) >= inside:
+                        return False
+        return True
     for c in range(inside):
         for op in program.cores[c]:
             if type(op) is Barrier and names.get(op.name) != op.name and max(op.participants) >= inside:
@@ -388,24 +469,24 @@ def _folded(program: Program, m: int) -> Program:
     topo = program.topology
     per = topo.cores_per_device
     inside = m * per
-    memo: dict[int, Op] = {}
+    memo: dict[int, tuple[Op, Op]] = {}
+    get = memo.get
+    named = frozenset(_NAMED_DEVICE)
 
     def fold_op(op: Op) -> Op:
-        t = type(op)
-        if t not in _NAMED_DEVICE:
-            return op
-        got = memo.get(id(op))
-        if got is not None:
-            return got
-        if t is Barrier:
-            new: Op = dataclasses.replace(op, participants=frozenset(p for p in op.participants if p < inside))
-        elif op.device is None:
+        # an operation the fold leaves as it is stays the program's object (most name a device below m)
+        if type(op) is Barrier:
+            kept = frozenset(p for p in op.participants if p < inside)
+            new: Op = op if len(kept) == len(op.participants) else replaced(op, participants=kept)
+        elif op.device is None or op.device % m == op.device:
             new = op
         else:
-            new = dataclasses.replace(op, device=op.device % m)
-        memo[id(op)] = new
+            new = replaced(op, device=op.device % m)
+        memo[id(op)] = (op, new)  # the original is kept so that its id is not reused
         return new
 
-    cores = tuple(tuple(fold_op(op) for op in program.cores[c]) for c in range(inside))
+    # most operations name no device: only the others are looked up
+    cores = tuple(tuple([op if type(op) not in named else got[1] if (got := get(id(op))) is not None else fold_op(op)
+                         for op in program.cores[c]]) for c in range(inside))
     return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name,
                    launch_failure=program.launch_failure, tpu_failure=program.tpu_failure)

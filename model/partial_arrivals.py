@@ -84,10 +84,18 @@ class _Splitter:
         self.mixed: dict[int, DmaStart] = {}
         self.pairs: dict[int, tuple[DmaStart, DmaStart]] = {}
         self.empty: dict[Region, Region] = {}
+        self.empty_of: dict[int, tuple[Region, Region]] = {}  # by object first: the front end shares regions
+
+    def _empty(self, r: Region) -> Region:
+        got = self.empty_of.get(id(r))
+        if got is None:
+            e = self.empty.get(r) or self.empty.setdefault(r, _empty(r))
+            got = self.empty_of[id(r)] = (r, e)  # the region is kept so that its id is not reused
+        return got[1]
 
     def core(self, ops: tuple[Op, ...]) -> tuple[tuple[Op, ...], tuple[int, ...]]:
         """The core's split operations and the split positions of its forerunners."""
-        pairs, empty = self.pairs, self.empty
+        pairs, empty = self.pairs, self._empty
         pieces: list[tuple[Op, ...]] = []
         inserted: list[int] = []
         prev = 0
@@ -99,10 +107,8 @@ class _Splitter:
                     if _mixed(op):
                         self.mixed.setdefault(id(op), op)  # one side counts bytes, the other copies
                     continue
-                src, dst = op.src_region, op.dst_region
-                src_empty = empty.get(src) or empty.setdefault(src, _empty(src))
-                dst_empty = empty.get(dst) or empty.setdefault(dst, _empty(dst))
-                pair = pairs[id(op)] = (_with(op, nbytes=op.nbytes - 1, src_region=src_empty, dst_region=dst_empty),
+                pair = pairs[id(op)] = (_with(op, nbytes=op.nbytes - 1, src_region=empty(op.src_region),
+                                              dst_region=empty(op.dst_region)),
                                         _with(op, nbytes=1))
             pieces += (ops[prev:pc], pair)
             inserted.append(pc + len(inserted))
@@ -131,7 +137,16 @@ def _split(program: Program) -> Split:
     mixed = tuple(splitter.mixed.values())
     if not splitter.pairs:
         return Split(program, tuple(() for _ in program.cores), mixed)
-    return Split(dataclasses.replace(program, cores=tuple(cores)), tuple(where), mixed)
+    return Split(_with_cores(program, tuple(cores)), tuple(where), mixed)
+
+
+def _with_cores(program: Program, cores) -> Program:
+    """`program` with these cores, IR-1 not checked again: the split keeps every barrier as it is."""
+    parts = object.__new__(Program)
+    for f in dataclasses.fields(Program):
+        object.__setattr__(parts, f.name, getattr(program, f.name))
+    object.__setattr__(parts, "cores", cores)
+    return parts
 
 
 class _LazyCores(Sequence):
@@ -217,11 +232,7 @@ def split_lazily(program: Program, period: int) -> Split:
         return Split(program, tuple(() for _ in program.cores), mixed)
     splitter.mixed = {}  # the cores' own splits need not list them again
     cores = _LazyCores(program.cores, splitter)
-    parts = object.__new__(Program)  # the split keeps every barrier as it is: IR-1 holds (no re-check)
-    for f in dataclasses.fields(Program):
-        object.__setattr__(parts, f.name, getattr(program, f.name))
-    object.__setattr__(parts, "cores", cores)
-    return Split(parts, _Forerunners(cores), mixed)  # type: ignore[arg-type]
+    return Split(_with_cores(program, cores), _Forerunners(cores), mixed)  # type: ignore[arg-type]
 
 
 def split_position(forerunners: Sequence[int], pc: int) -> int:

@@ -21,12 +21,19 @@ from collections.abc import Iterator, Mapping
 
 from semcheck.model.ops import Access, Barrier, DmaStart, ExitCheck, Op, Program, Region, Signal, Topology, Violation
 
+MAX_CACHED_OPS = 4_000_000
+"""RUN-23: the operations of rotated cores a `Symmetric` keeps, oldest dropped first (8 bytes each: the
+rotated operations themselves are kept per rotation anyway, so that rotations share them)."""
+
 MAX_MATERIALISED_OPS = 20_000_000
 """RUN-21: the operations `Symmetric.materialise` builds at most, about 2 GB: a materialised operation
 costs about 110 bytes (the ring all-reduce at 512 devices: 3.9 million operations, 440 MB resident).
 The ring all-reduce has 15.7 million operations at 1,024 devices, 63 million at 2,048."""
 
 Shifts = Mapping[str, tuple[int, int]]
+
+_ROTATED = frozenset({Signal, DmaStart, ExitCheck, Barrier, Access})
+"""The operations `_rotate` can change (RUN-20); every other one is its own image."""
 
 
 class TooLarge(Exception):
@@ -69,7 +76,7 @@ def _shift(r: Region | None, by: tuple[int, int] | None, times: int) -> Region |
     return Region(((lo2, lo2 + hi - lo),) + r.box[1:], r.exact, r.why)
 
 
-def _replaced(op: Op, **changes) -> Op:
+def replaced(op: Op, **changes) -> Op:
     """`dataclasses.replace(op, **changes)` without `__init__` (the fields are checked once, on the
     representative; bench/README.md, "Costs the code relies on")."""
     new = object.__new__(type(op))
@@ -82,6 +89,20 @@ class WholeProgramNeeded(TypeError):
     """RUN-22: a check asked for every core of a Symmetric (it iterated over them); its caller decides the
     property on the built program instead (RUN-21). Not a kernel's violation: a check without a path
     through one period."""
+
+
+class _Made:
+    """RUN-23: rotated cores by index, the oldest dropped once they hold more than `MAX_CACHED_OPS` operations."""
+
+    def __init__(self) -> None:
+        self.cores: dict[int, tuple[Op, ...]] = {}
+        self.ops = 0
+
+    def keep(self, c: int, ops: tuple[Op, ...]) -> None:
+        self.cores[c] = ops
+        self.ops += len(ops)
+        while self.ops > MAX_CACHED_OPS and len(self.cores) > 1:
+            self.ops -= len(self.cores.pop(next(iter(self.cores))))
 
 
 class _Cores:
@@ -135,6 +156,7 @@ class Symmetric:
             raise ValueError(f"{len(self.representatives)} representative cores for a period of {self.period} devices")
         object.__setattr__(self, "shifts", dict(self.shifts))
         object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_made", _Made())  # RUN-23: the rotated cores last asked for
         # a barrier whose image cannot be named is refused here, not when some check first rotates it
         by, num = self.period * topo.cores_per_device, topo.num_cores
         for ops in self.representatives:
@@ -152,7 +174,20 @@ class Symmetric:
         return sum(map(len, self.representatives)) * (self.topology.num_devices // self.period)
 
     def core(self, c: int) -> tuple[Op, ...]:
-        """Core `c` of the whole program: its representative rotated by the whole periods before it."""
+        """Core `c` of the whole program: its representative rotated by the whole periods before it.
+
+        RUN-23: the last cores asked for are kept (up to `MAX_CACHED_OPS` operations): the symmetry, the
+        folds and the race pass ask for the same few cores again and again."""
+        made = self._made
+        got = made.cores.get(c)
+        if got is None:
+            got = self._built(c)
+            if c >= self.period * self.topology.cores_per_device:
+                made.keep(c, got)
+        return got
+
+    def _built(self, c: int) -> tuple[Op, ...]:
+        """Core `c` rotated out of its representative, not kept (`materialise` builds every core once)."""
         topo = self.topology
         span = self.period * topo.cores_per_device
         j, r = divmod(c, span)
@@ -160,14 +195,30 @@ class Symmetric:
             raise IndexError(c)
         if j == 0:
             return self.representatives[r]
-        return tuple(self._rotate(op, j) for op in self.representatives[r])
+        memo = self._memo.get(j)
+        if memo is None:
+            memo = self._memo[j] = {}
+        rotate, get = self._rotate, memo.get
+        # most operations name no device and stay as they are: only the others are looked up
+        return tuple([op if type(op) not in _ROTATED else got[1] if (got := get(id(op))) is not None else rotate(op, j)
+                      for op in self.representatives[r]])
+
+    def rotated(self, op: Op, j: int) -> Op:
+        """`op`, an operation of a representative, as the device `j * period` further on runs it (RUN-20)."""
+        return self._rotate(op, j)
+
+    def rotated_region(self, r: Region | None, label: str | None, j: int) -> Region | None:
+        """Region `r` of buffer `label` of a representative's operation rotated by `j` periods (DR-5)."""
+        return self._region(r, label, j)
 
     def _rotate(self, op: Op, j: int) -> Op:
         """`op` as the device `j * period` further on runs it (RUN-7, DR-5); shared objects stay shared."""
         t = type(op)
         if t not in (Signal, DmaStart, ExitCheck, Barrier, Access):
             return op
-        memo = self._memo.setdefault(j, {})
+        memo = self._memo.get(j)
+        if memo is None:
+            memo = self._memo[j] = {}
         got = memo.get(id(op))
         if got is not None:
             return got[1]
@@ -183,7 +234,7 @@ class Symmetric:
                     participants=frozenset((p + by) % topo.num_cores for p in op.participants))
         elif t is Access:
             region = self._region(op.region, op.buf, j)
-            new = op if region is op.region else _replaced(op, region=region)
+            new = op if region is op.region else replaced(op, region=region)
         else:
             changes: dict = {}
             if op.device is not None:
@@ -191,7 +242,7 @@ class Symmetric:
             if t is DmaStart and op.dst_buf is not None:
                 changes["src_region"] = self._region(op.src_region, op.src_buf, j)
                 changes["dst_region"] = self._region(op.dst_region, op.dst_buf, j)
-            new = _replaced(op, **changes) if changes else op
+            new = replaced(op, **changes) if changes else op
         memo[id(op)] = (op, new)  # the original is kept so that its id is not reused
         return new
 
@@ -201,7 +252,9 @@ class Symmetric:
         by = self.shifts.get(label) if label is not None else None
         if r is None or by is None or by[0] == 0:
             return r
-        memo = self._memo.setdefault(j, {})
+        memo = self._memo.get(j)
+        if memo is None:
+            memo = self._memo[j] = {}
         key = (id(r), label)
         got = memo.get(key)
         if got is None:
@@ -238,7 +291,7 @@ class Symmetric:
         why = self.materialise_refusal()
         if why is not None:
             raise TooLarge(why)
-        cores = tuple(self.core(c) for c in range(self.topology.num_cores))
+        cores = tuple(self._built(c) for c in range(self.topology.num_cores))
         for j in range(1, self.topology.num_devices // self.period):
             self._memo.pop(j, None)
         return Program(self.topology, cores, collective_id=self.collective_id, name=self.name,
@@ -254,7 +307,7 @@ class Symmetric:
                         launch_failure=program.launch_failure, names=program.names,
                         tpu_failure=program.tpu_failure)
         for c in range(topo.num_cores):
-            if sym.core(c) != program.cores[c]:
+            if sym._built(c) != program.cores[c]:
                 raise ValueError(f"the program does not repeat every {period} devices with these shifts (core {c})")
         for j in range(1, topo.num_devices // period):
             sym._memo.pop(j, None)
