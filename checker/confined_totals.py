@@ -77,8 +77,10 @@ class _Frozen:
 class Totals:
     """The static totals of one program under `hardware`; a False answer means "not by totals", not "it can"."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, lowering: Any = None) -> None:
         self.program = program
+        # (core, pc) -> (target core, physical semaphore) of each signal and copy, from the lowering (PRG-147)
+        self._landings: dict[tuple[int, int], tuple[int, Any]] | None = None
         self.counters: dict[tuple[Any, int], _Counter] = {}
         self.sound = True  # False: a label with two allocation sites, no answer at all
         self.waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
@@ -92,7 +94,10 @@ class Totals:
                         self.sound = False
         self._allocs = allocs
         if self.sound:
-            self._index()
+            if complete(lowering):
+                self._index_lowered(lowering)
+            else:
+                self._index()
 
     def _key(self, core: int, ref: SemRef) -> Any:
         """HW-1: the physical semaphore `ref` names on `core` (None when the reference fails or is unknown)."""
@@ -144,6 +149,26 @@ class Totals:
                 elif t is Barrier:
                     self.barriers.setdefault(g, {}).setdefault(op.name, []).append(i)
 
+    def _index_lowered(self, low: Any) -> None:
+        """`_index` read off a complete hardware lowering (PRG-147): its contributions and waits are every
+        signal, copy half and wait of the program with the counter `_key` and `target_core` give them (one
+        site per label, as `sound` asks), in program order per core."""
+        landings = self._landings = {}
+        for x in low.contributions:
+            key, core = x.counter
+            self._add(key, core, x.owner, x.pos, x.amount)
+            if x.kind != "dma_read":
+                landings[(x.owner, x.pos)] = (core, key)
+        for w in low.waits.values():
+            key, g = w.counter
+            c = self._counter(key, g)
+            c.positive &= w.value >= 0
+            c.waits_at.append(w.pos)
+            c.waited.append((c.waited[-1] if c.waited else 0) + w.value)
+            self.waits_of.setdefault(g, set()).add(key)
+        for (g, i), b in low.barriers.items():
+            self.barriers.setdefault(g, {}).setdefault(b.name, []).append(i)
+
     def _kth(self, core: int, name: str, k: int) -> int | None:
         mine = self.barriers.get(core, {}).get(name, [])
         return mine[k - 1] if len(mine) >= k else None
@@ -154,7 +179,9 @@ class Totals:
             return False
         program = self.program
         op = program.cores[la.core][la.pc]
-        if type(op) is Signal:
+        if self._landings is not None:
+            tg, key = self._landings.get((la.core, la.pc), (None, None))
+        elif type(op) is Signal:
             tg = target_core(program, MODE, la.core, op.device, op.core, dma=False)
             key = self._key(la.core, op.sem)
         else:
@@ -195,4 +222,11 @@ class Totals:
         return False
 
 
-__all__ = ["Totals"]
+def complete(low: Any) -> bool:
+    """PRG-147: whether a lowering holds every operation of its program under `hardware`: it is static, no
+    core fails, and barriers let every core reach its end (`Lowered.hb.reach`)."""
+    return (low is not None and low.mode == MODE and low.ok and not low.failing
+            and all(low.hb.reach(c) == n for c, n in enumerate(low.lengths)))
+
+
+__all__ = ["Totals", "complete"]
