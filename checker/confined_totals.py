@@ -154,11 +154,20 @@ class Totals:
         signal, copy half and wait of the program with the counter `_key` and `target_core` give them (one
         site per label, as `sound` asks), in program order per core."""
         landings = self._landings = {}
-        for x in low.contributions:
-            key, core = x.counter
-            self._add(key, core, x.owner, x.pos, x.amount)
-            if x.kind != "dma_read":
-                landings[(x.owner, x.pos)] = (core, key)
+        counters = self.counters
+        for owner, pos, amount, counter, kind, _ in low.contributions:  # `_add`, written out: one per copy half
+            c = counters.get(counter)
+            if c is None:
+                c = counters[counter] = _Counter()
+            c.total += amount
+            c.positive &= amount > 0
+            mine = c.by_core.get(owner)
+            if mine is None:
+                c.by_core[owner] = [(pos, amount)]
+            else:
+                mine.append((pos, amount))
+            if kind != "dma_read":
+                landings[(owner, pos)] = (counter[1], counter[0])
         for w in low.waits.values():
             key, g = w.counter
             c = self._counter(key, g)
