@@ -81,6 +81,7 @@ class Totals:
         self.program = program
         # (core, pc) -> (target core, physical semaphore) of each signal and copy, from the lowering (PRG-147)
         self._landings: dict[tuple[int, int], tuple[int, Any]] | None = None
+        self._waited: dict[int, list[_Counter]] = {}  # core -> the counters of `waits_of`
         self.counters: dict[tuple[Any, int], _Counter] = {}
         self.sound = True  # False: a label with two allocation sites, no answer at all
         self.waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
@@ -153,28 +154,35 @@ class Totals:
         """`_index` read off a complete hardware lowering (PRG-147): its contributions and waits are every
         signal, copy half and wait of the program with the counter `_key` and `target_core` give them (one
         site per label, as `sound` asks), in program order per core."""
-        landings = self._landings = {}
+        # counter by counter (the lowering groups them, in program order): a counter's key is hashed once
         counters = self.counters
-        for owner, pos, amount, counter, kind, _ in low.contributions:  # `_add`, written out: one per copy half
+        for counter, xs in low.by_counter.items():
+            c = counters[counter] = _Counter()
+            by_core = c.by_core
+            total, positive = 0, True
+            for owner, pos, amount, _, _, _ in xs:
+                total += amount
+                positive &= amount > 0
+                mine = by_core.get(owner)
+                if mine is None:
+                    by_core[owner] = [(pos, amount)]
+                else:
+                    mine.append((pos, amount))
+            c.total, c.positive = total, positive
+        for counter, ws in low.waits_by_counter.items():
+            key, g = counter
             c = counters.get(counter)
             if c is None:
                 c = counters[counter] = _Counter()
-            c.total += amount
-            c.positive &= amount > 0
-            mine = c.by_core.get(owner)
-            if mine is None:
-                c.by_core[owner] = [(pos, amount)]
-            else:
-                mine.append((pos, amount))
-            if kind != "dma_read":
-                landings[(owner, pos)] = (counter[1], counter[0])
-        for w in low.waits.values():
-            key, g = w.counter
-            c = self._counter(key, g)
-            c.positive &= w.value >= 0
-            c.waits_at.append(w.pos)
-            c.waited.append((c.waited[-1] if c.waited else 0) + w.value)
+            acc = 0
+            for w in ws:  # by position
+                c.positive &= w.value >= 0
+                c.waits_at.append(w.pos)
+                acc += w.value
+                c.waited.append(acc)
             self.waits_of.setdefault(g, set()).add(key)
+        self._landings = {(x.owner, x.pos): (x.counter[1], x.counter[0]) for x in low.contributions
+                          if x.kind != "dma_read"}
         for (g, i), b in low.barriers.items():
             self.barriers.setdefault(g, {}).setdefault(b.name, []).append(i)
 
@@ -209,8 +217,10 @@ class Totals:
         topo = self.program.topology
         if topo.device_of(la.core) == topo.device_of(la.target):
             return False
-        for key in self.waits_of.get(la.core, ()):
-            c = self.counters[(key, la.core)]
+        waited = self._waited.get(la.core)
+        if waited is None:  # the counters the sender waits on, found once per sender
+            waited = self._waited[la.core] = [self.counters[(key, la.core)] for key in self.waits_of.get(la.core, ())]
+        for c in waited:
             if not c.positive:
                 continue
             # before the target's entry at most everything else can have landed (SEM-5: then the waits block)
