@@ -3,8 +3,8 @@
     python bench/scale_phases.py examples/ring_allreduce.py 1024
     python bench/scale_phases.py bench/kernels/torus_halo_2d.py 4096 8960 --out bench/results/scale/phases.jsonl
 
-Every property but invocation-confined, all three modes, `check_program` per mode on one `Analysis`
-(as `semcheck verify` shares it), the cyclic collector off (as the verify child runs); prints one JSON
+Every property but invocation-confined (`--confined`: every property), all three modes, `check_program`
+per mode on one `Analysis` (as `semcheck verify` shares it), the cyclic collector off (as the verify child runs); prints one JSON
 line per device count: operations, CPU seconds of the trace (the builder staged, with an abstract mesh
 past 256 devices: RUN-14), of the lowering, of DR-5's symmetry, of each mode, the total with the jax
 import, the peak resident memory, and whether jax's backend was started (False: no device was made).
@@ -24,7 +24,7 @@ import sys
 import time
 
 
-def main(path: str, devices: int) -> dict:
+def main(path: str, devices: int, confined: bool = False) -> dict:
     t_start = time.process_time()
     from semcheck.checker.frontend import provision_devices
 
@@ -68,7 +68,8 @@ def main(path: str, devices: int) -> dict:
     t = time.process_time()
     analysis.symmetry
     out["symmetry_s"] = round(time.process_time() - t, 2)
-    props = tuple(p for p in IDS if p != "invocation-confined")
+    props = IDS if confined else tuple(p for p in IDS if p != "invocation-confined")
+    out["properties"] = "every" if confined else "every but invocation-confined"
     verdicts = {}
     for mode in ("eager", "on_wait", "hardware"):
         t = time.process_time()
@@ -91,14 +92,15 @@ if __name__ == "__main__":
     ap.add_argument("path")
     ap.add_argument("devices", type=int, nargs="+")
     ap.add_argument("--out", help="append each JSON line to this file too")
+    ap.add_argument("--confined", action="store_true", help="invocation-confined too (every property)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one count, here
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(main(a.path, a.devices[0])), flush=True)
+        print(json.dumps(main(a.path, a.devices[0], a.confined)), flush=True)
         sys.exit(0)
     for n in a.devices:
         env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-        proc = subprocess.run([sys.executable, __file__, a.path, str(n), "--one"], env=env,
+        proc = subprocess.run([sys.executable, __file__, a.path, str(n), "--one"] + (["--confined"] if a.confined else []), env=env,
                               capture_output=True, text=True)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:

@@ -201,9 +201,15 @@ class ModeAnalysis:
 
         from semcheck.checker.static.lowering import lower
 
+        def lowered() -> Lowered:
+            # RUN-29: happens-before reads program order and barriers only, so every mode's lowering shares one
+            low = lower(self.program, self.mode, hb=self.whole.known(("happens_before",)))
+            self.whole.keep(("happens_before",), low.hb)
+            return low
+
         if self.family == "hardware":
-            return lower(self.program, self.mode)
-        shared = self.whole.shared(("lowering", "interpreter"), lambda: lower(self.program, self.mode))
+            return lowered()
+        shared = self.whole.shared(("lowering", "interpreter"), lowered)
         return shared if shared.mode == self.mode else dataclasses.replace(shared, mode=self.mode)
 
     @cached_property

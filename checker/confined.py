@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semcheck.checker.confined_totals import Totals
+from semcheck.checker.confined_totals import Totals, complete
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import BARRIER, AllocBuffer, AllocSem, DmaStart, ExitCheck, Program, Signal
@@ -65,28 +65,45 @@ def _describe_where(pc: int, calls: tuple[int, ...] | None, name: Any) -> str:
     return f"between {name(before)} and {name(after)}"
 
 
-def single_landings(program: Program, mode: str = "hardware") -> list[Landing]:
-    """PRG-113: the remote signals and copies of one kernel call, each with the whole kernel as its window."""
+def single_landings(program: Program, mode: str = "hardware", lowering: Any = None) -> list[Landing]:
+    """PRG-113: the remote signals and copies of one kernel call, each with the whole kernel as its window.
+
+    With a complete lowering of the mode (`confined_totals.complete`) the targets are its contributions'
+    (PRG-147), in the same order; otherwise each is resolved here (SIG-1)."""
     topo = program.topology
     out = []
     exits: dict[int, int] = {}  # a target's core 0 -> where it has left (found once per device)
+    for g, i, op, tg in _remote_ops(program, mode, lowering):
+        if op.device is None:
+            continue
+        sem = op.sem if type(op) is Signal else op.dst_sem
+        if sem.label == BARRIER:
+            continue
+        core0 = topo.global_core(topo.device_of(tg), 0)
+        if core0 not in exits:
+            mine = program.cores[core0]
+            # the device enters with its first operation (its allocations) and has left at its exit check
+            exits[core0] = next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
+        out.append(Landing(g, i, core0, 0, exits[core0], "the kernel", "the kernel"))
+    return out
+
+
+def _remote_ops(program: Program, mode: str, lowering: Any):
+    """(core, pc, op, target core) of every signal and copy whose target resolves, in program order (a signal
+    or copy within its device aside when it is resolved here: `single_landings` reads only remote ones)."""
+    if lowering is not None and lowering.mode == mode and complete(lowering):
+        cores = program.cores
+        for x in lowering.contributions:
+            if x.kind != "dma_read":
+                yield x.owner, x.pos, cores[x.owner][x.pos], x.counter[1]
+        return
     for g, ops in enumerate(program.cores):
         for i, op in enumerate(ops):
             if type(op) not in (Signal, DmaStart) or op.device is None:
                 continue
-            sem = op.sem if type(op) is Signal else op.dst_sem
-            if sem.label == BARRIER:
-                continue
             tg = target_core(program, mode, g, op.device, op.core, dma=type(op) is DmaStart)
-            if not isinstance(tg, int):
-                continue  # ERR-4, the program's own failure
-            core0 = topo.global_core(topo.device_of(tg), 0)
-            if core0 not in exits:
-                mine = program.cores[core0]
-                # the device enters with its first operation (its allocations) and has left at its exit check
-                exits[core0] = next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
-            out.append(Landing(g, i, core0, 0, exits[core0], "the kernel", "the kernel"))
-    return out
+            if isinstance(tg, int):  # else ERR-4, the program's own failure
+                yield g, i, op, tg
 
 
 def composed_landings(composed: Any) -> list[Landing]:
@@ -184,7 +201,7 @@ def composed_verdict(composed: Any) -> Verdict:
 
 
 def decide(program: Program, landings: list[Landing], *, where: Any = None, calls: Any = None,
-           reading: str = "") -> Verdict:
+           reading: str = "", lowering: Any = None) -> Verdict:
     """PRG-111 / PRG-112 for each landing: violated with a replayable witness, proved, or unknown."""
     from semcheck.model.fold import rotation_period
 
@@ -196,7 +213,7 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
     if period < topo.num_devices:
         landings = [la for la in landings if topo.device_of(la.core) < period]
     early_runs: dict[tuple[int, int], Any] = {}
-    totals = Totals(program)
+    totals = Totals(program, lowering)
     unsure: list[str] = []
     for la in landings:
         op = program.cores[la.core][la.pc]
@@ -404,12 +421,16 @@ def lag_two(composed: Any) -> str | None:
     return None
 
 
-def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000) -> Verdict:
-    """PROP-8 on a single kernel call (PRG-113); a program of calls is decided by `program_results`."""
+def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000, facts: Any = None) -> Verdict:
+    """PROP-8 on a single kernel call (PRG-113); a program of calls is decided by `program_results`.
+
+    `facts`: the program's analysis under `mode`, whose lowering (the other checks' too) holds the targets and
+    totals read here when it is complete (PRG-147)."""
     del timeout_ms
     if mode != "hardware":
         return interpreter_verdict(program, mode)
-    return decide(program, single_landings(program))
+    low = facts.lowering if facts is not None else None
+    return decide(program, single_landings(program, mode, low), lowering=low)
 
 
 def interpreter_verdict(program: Program, mode: str) -> Verdict:

@@ -77,8 +77,11 @@ class _Frozen:
 class Totals:
     """The static totals of one program under `hardware`; a False answer means "not by totals", not "it can"."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, lowering: Any = None) -> None:
         self.program = program
+        # (core, pc) -> (target core, physical semaphore) of each signal and copy, from the lowering (PRG-147)
+        self._landings: dict[tuple[int, int], tuple[int, Any]] | None = None
+        self._waited: dict[int, list[_Counter]] = {}  # core -> the counters of `waits_of`
         self.counters: dict[tuple[Any, int], _Counter] = {}
         self.sound = True  # False: a label with two allocation sites, no answer at all
         self.waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
@@ -92,7 +95,10 @@ class Totals:
                         self.sound = False
         self._allocs = allocs
         if self.sound:
-            self._index()
+            if complete(lowering):
+                self._index_lowered(lowering)
+            else:
+                self._index()
 
     def _key(self, core: int, ref: SemRef) -> Any:
         """HW-1: the physical semaphore `ref` names on `core` (None when the reference fails or is unknown)."""
@@ -144,6 +150,42 @@ class Totals:
                 elif t is Barrier:
                     self.barriers.setdefault(g, {}).setdefault(op.name, []).append(i)
 
+    def _index_lowered(self, low: Any) -> None:
+        """`_index` read off a complete hardware lowering (PRG-147): its contributions and waits are every
+        signal, copy half and wait of the program with the counter `_key` and `target_core` give them (one
+        site per label, as `sound` asks), in program order per core."""
+        # counter by counter (the lowering groups them, in program order): a counter's key is hashed once
+        counters = self.counters
+        for counter, xs in low.by_counter.items():
+            c = counters[counter] = _Counter()
+            by_core = c.by_core
+            total, positive = 0, True
+            for owner, pos, amount, _, _, _ in xs:
+                total += amount
+                positive &= amount > 0
+                mine = by_core.get(owner)
+                if mine is None:
+                    by_core[owner] = [(pos, amount)]
+                else:
+                    mine.append((pos, amount))
+            c.total, c.positive = total, positive
+        for counter, ws in low.waits_by_counter.items():
+            key, g = counter
+            c = counters.get(counter)
+            if c is None:
+                c = counters[counter] = _Counter()
+            acc = 0
+            for w in ws:  # by position
+                c.positive &= w.value >= 0
+                c.waits_at.append(w.pos)
+                acc += w.value
+                c.waited.append(acc)
+            self.waits_of.setdefault(g, set()).add(key)
+        self._landings = {(x.owner, x.pos): (x.counter[1], x.counter[0]) for x in low.contributions
+                          if x.kind != "dma_read"}
+        for (g, i), b in low.barriers.items():
+            self.barriers.setdefault(g, {}).setdefault(b.name, []).append(i)
+
     def _kth(self, core: int, name: str, k: int) -> int | None:
         mine = self.barriers.get(core, {}).get(name, [])
         return mine[k - 1] if len(mine) >= k else None
@@ -154,7 +196,9 @@ class Totals:
             return False
         program = self.program
         op = program.cores[la.core][la.pc]
-        if type(op) is Signal:
+        if self._landings is not None:
+            tg, key = self._landings.get((la.core, la.pc), (None, None))
+        elif type(op) is Signal:
             tg = target_core(program, MODE, la.core, op.device, op.core, dma=False)
             key = self._key(la.core, op.sem)
         else:
@@ -173,8 +217,10 @@ class Totals:
         topo = self.program.topology
         if topo.device_of(la.core) == topo.device_of(la.target):
             return False
-        for key in self.waits_of.get(la.core, ()):
-            c = self.counters[(key, la.core)]
+        waited = self._waited.get(la.core)
+        if waited is None:  # the counters the sender waits on, found once per sender
+            waited = self._waited[la.core] = [self.counters[(key, la.core)] for key in self.waits_of.get(la.core, ())]
+        for c in waited:
             if not c.positive:
                 continue
             # before the target's entry at most everything else can have landed (SEM-5: then the waits block)
@@ -195,4 +241,11 @@ class Totals:
         return False
 
 
-__all__ = ["Totals"]
+def complete(low: Any) -> bool:
+    """PRG-147: whether a lowering holds every operation of its program under `hardware`: it is static, no
+    core fails, and barriers let every core reach its end (`Lowered.hb.reach`)."""
+    return (low is not None and low.mode == MODE and low.ok and not low.failing
+            and all(low.hb.reach(c) == n for c, n in enumerate(low.lengths)))
+
+
+__all__ = ["Totals", "complete"]

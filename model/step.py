@@ -92,21 +92,26 @@ def target_core(
     local index; for a signal, core 0 in the interpreter (a quirk) and the
     issuing core's local index on hardware.
     """
+    # Topology's arithmetic written out (`device_of`, `local_core_of`, `global_core`): every remote
+    # operation of a pod-scale program asks this, so a method call each was most of its cost
     topo = program.topology
-    d = topo.device_of(core) if device is None else device
+    per = topo.cores_per_device
+    hw = is_hardware(mode)
+    d = core // per if device is None else device
     if local is None:
-        local = topo.local_core_of(core) if (dma or is_hardware(mode)) else 0
-    if not dma and not is_hardware(mode):
+        local = core % per if (dma or hw) else 0
+    if not dma and not hw:
         # The interpreter computes device * cores + core unchecked and indexes a
         # numpy array with it: a core index past the device lands on another
         # device, a negative index counts from the end, past the end raises.
-        g = d * topo.cores_per_device + local
-        if not -topo.num_cores <= g < topo.num_cores:
-            return CoreIndexOutOfBounds(g, topo.num_cores)
-        return g % topo.num_cores
-    if not (0 <= d < topo.num_devices and 0 <= local < topo.cores_per_device):
+        g = d * per + local
+        n = topo.num_devices * per
+        if not -n <= g < n:
+            return CoreIndexOutOfBounds(g, n)
+        return g % n
+    if not (0 <= d < topo.num_devices and 0 <= local < per):
         return BadTarget(d, local)
-    return topo.global_core(d, local)
+    return d * per + local
 
 
 # --- failure --------------------------------------------------------------------

@@ -98,16 +98,17 @@ class _Fail(Exception):
         self.violation = violation
 
 
-def lower(program: Program, mode: DmaMode) -> Lowered:
+def lower(program: Program, mode: DmaMode, *, hb: HappensBefore | None = None) -> Lowered:
     """Compute the static counters, waits, barriers, DMAs and failures of `program` under `mode`.
 
     Every check starts from it: `analysis.ModeAnalysis.lowering` computes it once per program
-    (and once for the interpreter's two modes, which it does not tell apart).
+    (and once for the interpreter's two modes, which it does not tell apart). `hb`: the program's
+    happens-before from another mode's lowering (RUN-29: it reads program order and barriers only).
     """
-    return _lower(program, mode)
+    return _lower(program, mode, hb)
 
 
-def _lower(program: Program, mode: DmaMode) -> Lowered:
+def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = None) -> Lowered:
     topo = program.topology
     n = topo.num_cores
     hw = mode == "hardware"
@@ -142,7 +143,10 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
                 unsupported.append(f"core {c} op {i}: barrier {op.name!r} names a core outside the topology")
             barriers[(c, i)] = BarrierOp(c, i, op.name, k, frozenset(op.participants), op.loc)
             barrier_pos[(c, op.name, k)] = i
-    hb = HappensBefore(program, barrier_pos, barriers)
+    if shared_hb is not None and shared_hb.program is program and shared_hb.barriers == barriers:
+        hb = shared_hb  # RUN-29: the same barriers, so the same clocks and reach
+    else:
+        hb = HappensBefore(program, barrier_pos, barriers)
 
     # allocation events: which ops advance which core's counters
     sem_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
@@ -303,15 +307,11 @@ def _lower(program: Program, mode: DmaMode) -> Lowered:
             raise _Fail(key)
         return key
 
-    targets: dict[tuple, int] = {}
-
     def target(c: int, device, local, *, dma: bool) -> int:
-        t = targets.get((c, device, local, dma))
-        if t is None:
-            t = target_core(program, mode, c, device, local, dma=dma)
-            if isinstance(t, Violation):
-                raise _Fail(t)
-            targets[(c, device, local, dma)] = t
+        # not cached here: the loop below keeps each core's targets by the (device, core) they name
+        t = target_core(program, mode, c, device, local, dma=dma)
+        if isinstance(t, Violation):
+            raise _Fail(t)
         return t
 
     failing: dict[int, tuple[int, Violation]] = {}

@@ -264,19 +264,27 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
     if not low.gets:
         return Verdict(prop, "proved", reason="get_barrier_semaphore never runs: the fixed-id table stays empty",
                        stats=_stats(low))
-    model = IdModel(low)
-    s = model.solver(timeout_ms)
-    conds = model.contains(cid)
-    s.add(z3.Or([c for _, c in conds]) if conds else z3.BoolVal(False))
-    res = s.check()
-    stats = _stats(low, z3=str(res), solve_s=round(time.perf_counter() - t0, 4), free_orders=model.free_orders)
+    events = {(ev.issuer, ev.pos): ev for ev in low.sem_events}
+    if not low.racy_counters:
+        free_orders = 0
+        covering = fixed_order_covering(low, cid, events)
+        res = z3.sat if covering else z3.unsat
+    else:
+        model = IdModel(low)
+        s = model.solver(timeout_ms)
+        conds = model.contains(cid)
+        s.add(z3.Or([c for _, c in conds]) if conds else z3.BoolVal(False))
+        res = s.check()
+        free_orders = model.free_orders
+        if res == z3.sat:
+            covering = [(key[1], key[2]) for key, c in conds
+                        if z3.is_true(s.model().eval(c, model_completion=True)) or _covers(events, key, cid)]
+    stats = _stats(low, z3=str(res), solve_s=round(time.perf_counter() - t0, 4), free_orders=free_orders)
     if res == z3.unknown:
         return Verdict(prop, "unknown", reason=f"z3 gave up: {s.reason_unknown()}", stats=stats)
     if res == z3.unsat:
         return Verdict(prop, "proved", reason=f"no allocation range holds the collective id {cid}", stats=stats)
 
-    covering = [(key[1], key[2]) for key, c in conds if z3.is_true(s.model().eval(c, model_completion=True))
-                or _covers(low, key, cid)]
     both = lambda st: cid in st.tables.fixed and cid in st.tables.internal  # noqa: E731
     if low.ok:
         sp = facts.s_prime_run
@@ -350,11 +358,25 @@ def _holder(program: Program, low: Lowered, cid: int, state: State, covering) ->
     return f"the internal id of {ref}"
 
 
-def _covers(low: Lowered, key, cid: int) -> bool:
+def fixed_order_covering(low: Lowered, cid: int, events: dict | None = None) -> list[tuple[int, int]]:
+    """RUN-28: with every core's allocation order fixed, IdModel's bases are numbers (the lowering's, SEM-1),
+    so PROP-1's query is arithmetic: the (issuer, position) of each (core, event) whose range holds `cid`, in
+    IdModel's order (per core, by base). Empty: no range holds it."""
+    if low.racy_counters:
+        raise ValueError("an unordered allocation has no fixed base: Z3 decides (IdModel)")
+    if events is None:
+        events = {(ev.issuer, ev.pos): ev for ev in low.sem_events}
+    return [(a, i) for core, evs in low.sem_counter_events.items()
+            for a, i, _ in sorted(evs, key=lambda e, core=core: events[(e[0], e[1])].bases[core])
+            if _covers(events, (core, a, i), cid)]
+
+
+def _covers(events: dict, key, cid: int) -> bool:
+    """Whether the range allocation event `key[1:]` gives core `key[0]` holds `cid` (`events`: by position)."""
     core, a, i = key
-    for ev in low.sem_events:
-        if (ev.issuer, ev.pos) == (a, i) and core in ev.bases:
-            return ev.bases[core] <= cid < ev.bases[core] + ev.op.count
+    ev = events.get((a, i))
+    if ev is not None and core in ev.bases:
+        return ev.bases[core] <= cid < ev.bases[core] + ev.op.count
     return False
 
 

@@ -67,7 +67,7 @@ def kernels(draw):
 def without_totals():
     """`decide` as it was before PRG-140 and PRG-141: every question a maximal run."""
     class Never:
-        def __init__(self, program):
+        def __init__(self, program, lowering=None):
             pass
 
         def landed_before_exit(self, la):
@@ -205,3 +205,26 @@ def test_a_barrier_before_the_copy_rules_out_an_early_landing():
     with patch:
         assert decide(program, landings).verdict == "proved"
     assert calls == []
+
+
+@pytest.mark.rule("PRG-147")
+@SETTINGS
+@given(kernels())
+def test_totals_and_landings_read_off_a_complete_lowering_are_the_programs(program):
+    from semcheck.checker.confined_totals import complete
+    from semcheck.checker.static.lowering import lower
+
+    low = lower(program, "hardware")
+    scanned, lowered = Totals(program), Totals(program, low)
+    landings = single_landings(program)
+    if not complete(low):
+        assert lowered._landings is None  # the scan decides: the lowering lacks operations
+        return
+    assert single_landings(program, "hardware", low) == landings
+    assert lowered.sound == scanned.sound and lowered.barriers == scanned.barriers
+    if scanned.sound:
+        assert lowered.counters == scanned.counters and lowered.waits_of == scanned.waits_of
+    for la in landings:
+        assert lowered.landed_before_exit(la) == scanned.landed_before_exit(la)
+        assert lowered.reached_after_entry(la) == scanned.reached_after_entry(la)
+    assert decide(program, landings, lowering=low) == decide(program, landings)

@@ -67,3 +67,23 @@ def test_eager_and_on_wait_runs_of_s_prime_end_alike(program) -> None:
 def held(allocs) -> dict:
     """What id-agreement reads of each allocation a core holds."""
     return {k: (a.site, a.count, tuple(a.ids or ())) for k, a in allocs.items()}
+
+
+@examples(100)
+@given(programs())
+@pytest.mark.rule("RUN-29")
+def test_a_lowering_on_another_modes_happens_before_is_its_own(program):
+    import dataclasses
+
+    def fields(low):
+        return {f.name: getattr(low, f.name) for f in dataclasses.fields(low) if f.name != "hb"}
+
+    for mode, other in (("hardware", "eager"), ("on_wait", "hardware"), ("eager", "on_wait")):
+        given_hb = lower(program, other).hb
+        shared, own = lower(program, mode, hb=given_hb), lower(program, mode)
+        assert shared.hb is given_hb
+        assert fields(shared) == fields(own)
+        assert [shared.hb.reach(c) for c in range(len(program.cores))] == [own.hb.reach(c) for c in range(len(program.cores))]
+    # the analysis hands the first lowering's to the next mode's
+    analysis = Analysis(program)
+    assert analysis.mode("eager").lowering.hb is analysis.mode("hardware").lowering.hb
