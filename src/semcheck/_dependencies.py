@@ -255,7 +255,15 @@ class Recorder:
 def install() -> Recorder:
     """Start observing this process (once: audit hooks cannot be removed); `observe` turns it on."""
     rec = Recorder()
-    sys.addaudithook(rec.audit)
+    # The hook stays for the process's life and Python audits every `id()` call: the checks after the
+    # build make millions of them, so the hook drops every event `audit` does not read before a call.
+    watched = frozenset({"open", "os.listdir", "os.scandir", *_UNOBSERVABLE})
+
+    def hook(event: str, args: tuple[Any, ...], watched: frozenset = watched, rec: Recorder = rec) -> None:
+        if event in watched and rec.active:
+            rec.audit(event, args)
+
+    sys.addaudithook(hook)
     real_stat, real_lstat = os.stat, os.lstat
 
     def recorded_stat(path: Any, *args: Any, **kwargs: Any) -> Any:

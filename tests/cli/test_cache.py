@@ -61,3 +61,36 @@ def test_no_cache_neither_reads_nor_writes(tmp_path):
     run = semcheck(*ARGS[:3], "2", "--dma-mode", "eager", "--no-cache", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert not (tmp_path / ".semcheck_cache").exists()
+
+
+HOOK = """
+import os, sys
+from semcheck import _dependencies as d
+seen = []
+real = d.Recorder.audit
+d.Recorder.audit = lambda self, event, args: (seen.append(event), real(self, event, args))[1]
+rec = d.install()
+with d.observe(rec):
+    for _ in range(1000):
+        id(rec)
+    with open(sys.argv[1]) as f:
+        f.read()
+print(sorted(set(seen)))
+print(any(p.endswith("kernel.txt") for p, _ in rec.dependencies().files))
+"""
+
+
+def test_the_recorder_reads_what_the_build_opens_and_no_other_event(tmp_path):
+    """The audit hook lives as long as the verifying process, whose checks call `id()` millions of times
+    (each an audit event): only the events the recorder reads reach it, and what is opened is recorded."""
+    import subprocess
+    import sys
+
+    kernel = tmp_path / "kernel.txt"
+    kernel.write_text("x")
+    proc = subprocess.run([sys.executable, "-c", HOOK, str(kernel)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    events, recorded = proc.stdout.split("\n")[:2]
+    assert "builtins.id" not in events and "'open'" in events
+    assert recorded == "True"
