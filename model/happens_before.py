@@ -33,7 +33,8 @@ from collections.abc import Iterable
 from semcheck.model.access import AccessEvent
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, _folded, _offsets
-from semcheck.model.hb_observers import AccessIndex, Arrival, Observer, Pair, SymmetricObserver
+from semcheck.model.access_index import AccessIndex
+from semcheck.model.hb_observers import Arrival, Observer, Pair, SymmetricObserver
 from semcheck.model.ops import Barrier, DmaMode, Program
 from semcheck.model.symmetric import Symmetric
 

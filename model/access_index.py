@@ -1,0 +1,72 @@
+"""The index of one list of accesses that the happens-before observers read (spec DR-42): the chains of
+accesses of one region and each access's partners, built once for every observer of the list."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from semcheck.model.access import AccessEvent, box_sweep, conflicts
+
+Pos = tuple[int, int]  # (core, pc) of an operation
+
+
+class _Chain:
+    """Accesses of one buffer region so far: the last write and the reads since it."""
+
+    __slots__ = ("write", "reads")
+
+    def __init__(self) -> None:
+        self.write: AccessEvent | None = None
+        self.reads: list[AccessEvent] = []
+
+    def copied(self) -> _Chain:
+        c = _Chain()
+        c.write, c.reads = self.write, list(self.reads)
+        return c
+
+
+class AccessIndex:
+    """Where each access is reached, its chain and its partners: what the observers of one list of
+    accesses only read, built once for all of them (DR-42)."""
+
+    def __init__(self, events: Iterable[AccessEvent]) -> None:
+        self.events = list(events)
+        self.at: dict[Pos, list[AccessEvent]] = defaultdict(list)
+        self.chain: dict[int, int] = {}  # id of an access -> the number of its chain
+        self.chains = 0
+        self.partners: dict[int, list[AccessEvent]] = defaultdict(list)
+        self._index(self.events)
+        # what `Observer._reach` reads of each access, looked up once: (access, its chain, its partners)
+        self.entries: dict[Pos, list[tuple[AccessEvent, int, list[AccessEvent]]]] = {
+            pos: [self.entry(x) for x in xs] for pos, xs in self.at.items()}
+
+    def entry(self, x: AccessEvent) -> tuple[AccessEvent, int, list[AccessEvent]]:
+        return (x, self.chain[id(x)], self.partners.get(id(x)) or [])
+
+    def _index(self, events: list[AccessEvent]) -> None:
+        """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
+        by_buffer: dict = defaultdict(lambda: defaultdict(list))
+        for e in events:
+            by_buffer[e.buffer][(e.region.box, e.region.exact)].append(e)
+        at, chain_of = self.at, self.chain
+        for regions in by_buffer.values():
+            if not any(e.write for group in regions.values() for e in group):
+                continue
+            keys = list(regions)
+            for key in keys:
+                chain = self.chains
+                self.chains += 1
+                for e in regions[key]:
+                    at[(e.core, e.pc)].append(e)
+                    chain_of[id(e)] = chain
+            # different regions: only those whose first dimensions overlap are compared
+            for k1, k2 in box_sweep(keys, lambda k: k[0]):
+                r1, r2 = regions[k1][0].region, regions[k2][0].region
+                if not r1.overlaps(r2):
+                    continue
+                for a in regions[k1]:
+                    for b in regions[k2]:
+                        if conflicts(a, b):
+                            self.partners[id(a)].append(b)
+                            self.partners[id(b)].append(a)
