@@ -88,7 +88,11 @@ def check_materialisable(call: KernelCall, cores: int | None = None, *, bound: i
 def check_composable(calls: list[KernelCall], cores: int | None = None) -> int:
     """RUN-13: raise `ProgramTooLarge` when a program of kernel calls, every invocation's program built for
     every device and composed, would pass the bound (each call alone may be under it); its estimate else."""
-    total = sum(estimate(call, cores).ops for call in calls)
+    per_call: dict[int, int] = {}  # a loop invokes one call many times: its jaxpr is walked once
+    for call in calls:
+        if id(call) not in per_call:
+            per_call[id(call)] = estimate(call, cores).ops
+    total = sum(per_call[id(call)] for call in calls)
     if total > MAX_MATERIALISED_OPS:
         names = sorted({call.name for call in calls})
         raise ProgramTooLarge(
