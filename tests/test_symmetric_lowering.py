@@ -53,3 +53,25 @@ def test_a_ring_past_the_threshold_is_decided_by_one_period(monkeypatch):
     held = (("hardware", "invocation-confined"),)
     got = _verdicts(sym, skip=held)
     assert got == {k: v for k, v in want.items() if k not in held}
+
+
+@pytest.mark.rule("RUN-21")
+def test_an_all_to_all_whose_checks_would_not_fit_in_memory_is_unknown_before_it_is_built(monkeypatch):
+    """The all-to-all has no fold, so every property needs its whole program; at 2,048 devices that is 16.8
+    million operations, whose checks keep about 19 GB: each property is unknown with the size and the bound,
+    and nothing is built (a bound of the operations alone let it grow until it was killed)."""
+    from semcheck.checker.frontend.symmetric_lowering import lower_call
+    from semcheck.model.symmetric import MAX_MATERIALISED_OPS, Symmetric
+
+    n = 2048
+    (call, values), = _calls("bench/kernels/all_to_all.py", n)
+    sym = lower_call(call, cores=None, name="a2a", stats=None, inputs=values)
+    assert isinstance(sym, Symmetric) and sym.num_ops > MAX_MATERIALISED_OPS
+
+    def refused(self):
+        raise AssertionError("the Symmetric was built")
+
+    monkeypatch.setattr(Symmetric, "materialise", refused)
+    for v in check_program(sym, "eager", ("id-int16", "deadlock-free")):
+        assert v.verdict == "unknown" and "RUN-21" in v.reason, v
+        assert f"{sym.num_ops:,} operations over {n:,} devices" in v.reason
