@@ -19,7 +19,7 @@ from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
-from semcheck.model.ops import DmaMode, DmaStart, Loc, Program, Wait
+from semcheck.model.ops import DmaMode, DmaStart, Loc, Op, Program, Wait
 from semcheck.model.partial_arrivals import Split, split, split_lazily, split_positions
 from semcheck.model.race import Ordered, Race, find_races, ordered_modes
 from semcheck.model.run import REPLAY_LIMIT, run
@@ -80,24 +80,30 @@ def _listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], li
     def compute() -> tuple[list[AccessEvent], list[Unrecorded]]:
         program = analysis.program
         if near is not None and near == analysis.symmetry[0]:
-            program = _near_cores(program, near) or program
+            found = _near_copies(program, near)
+            if found is not None:
+                return accesses(found[0], "hardware", near=near, copies_in=found[1])
         return accesses(program, "hardware", near=near)
 
     return analysis.shared(("accesses", near), compute)
 
 
-def _near_cores(program: Program, k: int) -> Program | None:
-    """DR-35: the program with only the cores that can make an access of the buffers of devices `0 .. k-1`
-    under DR-5's rotation by `k` devices (those devices' cores, and the cores whose copies land there), the
-    others left empty; None where the rotation does not tell (a copy with unrecorded regions, which
-    `accesses` lists wherever it is, or a device out of range)."""
+def _near_copies(program: Program, k: int) -> tuple[Program, dict[int, list[tuple[int, Op]]]] | None:
+    """DR-35: the program with only the cores of devices `0 .. k-1` (the others left empty), and for each
+    other core the copies it makes that land on those devices under DR-5's rotation by `k` devices, by
+    position; None where the rotation does not tell (a copy with unrecorded regions, which `accesses`
+    lists wherever it is, or a device out of range)."""
+    from semcheck.model.symmetric import Symmetric, with_cores
+
     topo = program.topology
     n, per = topo.num_devices, topo.cores_per_device
     if k >= n:
         return None
-    keep = set(range(k * per))
+    # a Symmetric of this period rotates one operation at a time (RUN-20); other cores are built already
+    sym = program if isinstance(program, Symmetric) and program.period == k else None
+    copies: dict[int, list[tuple[int, Op]]] = {}
     for c in range(k * per):
-        for op in program.cores[c]:
+        for pc, op in enumerate(program.cores[c]):
             if type(op) is not DmaStart:
                 continue
             if op.src_region is None or op.dst_region is None or op.src_buf is None or op.dst_buf is None:
@@ -108,11 +114,12 @@ def _near_cores(program: Program, k: int) -> Program | None:
                 return None
             # device d + j*k copies to (t + j*k) mod n: into 0 .. k-1 for exactly one j (k divides n)
             j = -(op.device // k) % (n // k)
-            keep.add((topo.device_of(c) + j * k) * per + topo.local_core_of(c))
-    # (only the kept cores are read: DR-42)
-    from semcheck.model.symmetric import with_cores
-
-    return with_cores(program, tuple(program.cores[c] if c in keep else () for c in range(topo.num_cores)))
+            if j:
+                g = (topo.device_of(c) + j * k) * per + topo.local_core_of(c)
+                copies.setdefault(g, []).append((pc, sym.rotated(op, j) if sym is not None else program.cores[g][pc]))
+    # (only these are read: DR-42)
+    inside = k * per
+    return with_cores(program, tuple(program.cores[c] if c < inside else () for c in range(topo.num_cores))), copies
 
 
 def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:

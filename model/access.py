@@ -13,12 +13,13 @@ next iteration, so iterations of one label are one buffer (ACC-1).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeVar
 
 from semcheck.model.buffer import SHARED_SPACES
-from semcheck.model.ops import Access, AllocBuffer, DmaMode, DmaStart, Loc, Program, Region
+from semcheck.model.ops import Access, AllocBuffer, DmaMode, DmaStart, Loc, Op, Program, Region
 from semcheck.model.step import target_core
 
 T = TypeVar("T")
@@ -90,23 +91,31 @@ def buffer_of(program: Program, spaces: dict[tuple[int, str], str], core: int, l
 
 
 def accesses(
-    program: Program, mode: DmaMode, *, near: int | None = None
+    program: Program, mode: DmaMode, *, near: int | None = None,
+    copies_in: Mapping[int, Sequence[tuple[int, Op]]] | None = None,
 ) -> tuple[list[AccessEvent], list[Unrecorded]]:
     """ACC-1 .. ACC-3: every access of the program, and the DMAs whose accesses are unknown.
 
     A DMA whose target is out of range fails at its start (ERR-4) and
     accesses nothing. With `near=k`, only accesses of the buffers of devices
     `0 .. k-1` (under a rotation by `k`, every pair has an image there, DR-5);
-    every unrecorded DMA is still listed.
+    every unrecorded DMA is still listed. `copies_in` (with `near`): for the cores of the other devices,
+    their (position, copy) pairs that land on devices `0 .. k-1`, read instead of those cores (DR-35).
     """
     spaces = buffer_spaces(program, near)
     topo = program.topology
     events: list[AccessEvent] = []
     unrecorded: list[Unrecorded] = []
     buffers: dict[tuple[int, str], BufferInstance] = {}
-    for g, ops in enumerate(program.cores):
+    if copies_in is None:
+        cores: Iterable = ((g, enumerate(ops)) for g, ops in enumerate(program.cores))
+    else:
+        inside = near * topo.cores_per_device
+        cores = itertools.chain(((g, enumerate(program.cores[g])) for g in range(inside)),
+                                sorted(item for item in copies_in.items() if item[0] >= inside))
+    for g, ops in cores:
         mine = near is None or topo.device_of(g) < near
-        for pc, op in enumerate(ops):
+        for pc, op in ops:
             t = type(op)
             if not mine and (t is not DmaStart or (
                     op.dst_region is not None and op.src_region is not None and op.src_buf is not None
