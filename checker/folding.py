@@ -32,11 +32,24 @@ def skeleton_fold(analysis: Analysis) -> Fold | None:
     period, fold = analysis.symmetry
     if period != 1:
         if analysis.symmetric:  # RUN-20: its skeleton repeats with its period, read off one period
-            return find_fold(analysis.program.skeleton(), within=analysis.program.period)
-        return find_fold(skeleton(analysis.program))
+            fold = find_fold(analysis.program.skeleton(), within=analysis.program.period)
+        else:
+            fold = find_fold(skeleton(analysis.program))
+        return fold if fold is not None else _class_skeleton(analysis.program, period)
     if fold is None:
-        return None
+        return _class_skeleton(analysis.program, period)
     return dataclasses.replace(fold, program=skeleton(fold.program))
+
+
+def _class_skeleton(program, period: int) -> Fold | None:
+    """RUN-31: without a faithful fold, the skeleton of DR-41's class fold onto the fewest devices, two at
+    least, that the program repeats every (RUN-7 (b) not asked), or None."""
+    from semcheck.model.happens_before import class_fold
+
+    n = program.topology.num_devices
+    m = next((m for m in range(period, n, period) if m >= 2 and n % m == 0), None)
+    fold = None if m is None else class_fold(program, m)
+    return None if fold is None else dataclasses.replace(fold, program=skeleton(fold.program), faithful=False)
 
 
 def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysis: Analysis | None = None
@@ -46,7 +59,7 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
     `analysis`: the fold program's (`Analysis.fold_analysis`), shared by every property and mode."""
     from semcheck.checker.properties import BY_ID
 
-    if not BY_ID[prop].folds:
+    if not BY_ID[prop].folds or (BY_ID[prop].reads_offsets and not fold.faithful):
         return None
     facts = (analysis if analysis is not None else Analysis(fold.program)).mode(mode)
     if not facts.lowering.ok:
@@ -60,5 +73,5 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
         return None
     reason = f"{fold.describe()}: {v.reason}" if v.reason else fold.describe()
     stats = dict(v.stats, fold={"devices": fold.devices, "of_devices": fold.of_devices, "period": fold.period,
-                                "ops": fold.program.num_ops})
+                                "ops": fold.program.num_ops, "faithful": fold.faithful})
     return dataclasses.replace(v, reason=reason, stats=stats)

@@ -190,12 +190,14 @@ def _config_summary(verdicts: Sequence[Verdict]) -> str:
     n = sum(v.verdict == "proved" for v in verdicts)
     if not parts:
         text = f"all {n} properties proved" if n != 1 else "proved"
-        folds = [(v.stats.get("fold") or {}).get("devices") for v in verdicts]
+        folds = [(f["devices"], f.get("faithful", True)) if (f := v.stats.get("fold")) else None for v in verdicts]
         on_fold = {f for f in folds if f is not None}
         if len(on_fold) == 1:
             k = sum(f is not None for f in folds)
-            text += (f" on a fold onto {on_fold.pop()} devices (RUN-7)" if k == len(folds)
-                     else f", {k} on a fold onto {on_fold.pop()} devices (RUN-7)")
+            devices, faithful = on_fold.pop()
+            where = (f"on a fold onto {devices} devices (RUN-7)" if faithful
+                     else f"on the run of one class of {devices} device{'s' if devices > 1 else ''} (RUN-31)")
+            text += f" {where}" if k == len(folds) else f", {k} {where}"
         return text
     if n:
         parts.append(f"{n} proved")

@@ -52,10 +52,14 @@ class Fold:
     devices: int
     of_devices: int
     period: int
+    faithful: bool = True  # RUN-7 (b) holds; False: DR-41's class fold, which proves less (RUN-31)
 
     def describe(self) -> str:
         """Where a proof on the fold was made, for verdict reasons."""
         every = "every device" if self.period == 1 else f"every {self.period} devices"
+        if not self.faithful:
+            return (f"proved on the run of {self.devices} of the {self.of_devices} devices, each class of devices "
+                    f"moving in step (the program repeats {every}; RUN-31)")
         return f"proved on a fold onto {self.devices} of the {self.of_devices} devices (the program repeats {every}; RUN-7)"
 
 

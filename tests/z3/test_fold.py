@@ -329,3 +329,61 @@ def test_even_and_odd_devices_may_differ_under_a_rotation_by_two():
     assert len(p.cores[0]) != len(p.cores[1])
     assert fold_module.rotation_period(p) == 2
     assert fold_module._rotation(p, 1) is None
+
+
+# --- the run of one class, where no fold is faithful (RUN-31) --------------------------------------
+
+
+def _class_fold_only(p: Program):
+    """DR-41's class fold of `p` when `p` repeats but has no faithful fold (RUN-7 (b) fails), else None."""
+    from semcheck.model.happens_before import class_fold
+
+    n = p.topology.num_devices
+    period = fold_module.rotation_period(p)
+    m = next((m for m in range(period, n, period) if m >= 2 and n % m == 0), None)
+    if m is None or find_fold(p) is not None:
+        return None
+    return class_fold(p, m)
+
+
+@pytest.mark.rule("RUN-31")
+@examples(100, 5000)
+@given(symmetric_programs(max_cores=12, max_ops=4, perturb=False, counts=(4, 6, 8)))
+def test_a_class_runs_maximal_run_is_the_programs_maximal_run(drawn):
+    p, _ = drawn
+    f = _class_fold_only(p)
+    if f is None:
+        return
+    for mode in DMA_MODES:
+        whole, folded = fast_run(p, mode, record=False), fast_run(f.program, mode, record=False)
+        event(f"{mode} {whole.kind} on {f.devices} of {p.topology.num_devices} devices")
+        assert whole.kind == folded.kind
+        if whole.kind != "error":
+            assert _lift(folded.state.pcs, p.topology.num_cores) == whole.state.pcs
+
+
+@pytest.mark.rule("RUN-31")
+@examples(60, 3000)
+@given(symmetric_programs(max_cores=12, max_ops=4, perturb=False, counts=(4, 6, 8)))
+def test_what_a_class_run_proves_holds_for_the_whole_program(drawn):
+    p, _ = drawn
+    f = _class_fold_only(p)
+    if f is None:
+        return
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(deadlock_module, "FALLBACK_STATES", deadlock_module.FALLBACK_STATES // 10)
+        for mode in DMA_MODES:
+            for prop in PROPERTIES:
+                if not BY_ID[prop].folds or BY_ID[prop].reads_offsets:
+                    continue
+                on_class = BY_ID[prop].check(f.program, mode)
+                if on_class.verdict != "proved":
+                    continue
+                whole = BY_ID[prop].check(p, mode)
+                event(f"{prop}: proved on the class run, program {whole.verdict}")
+                assert whole.verdict == "proved" or (whole.verdict == "unknown" and "ERR-19" in whole.reason), (
+                    prop, mode, whole)
+            got = check_program(p, mode)
+            want = check_program(p, mode, fold=False)
+            assert [v.verdict for v in got] == [v.verdict for v in want]
+            assert any("RUN-31" in v.reason for v in got) or not any(v.stats.get("fold") for v in got)

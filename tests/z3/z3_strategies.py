@@ -122,7 +122,7 @@ def programs(draw, max_cores: int = 4, max_ops: int = 5, collide: bool = True) -
 
 @st.composite
 def symmetric_programs(draw, max_cores: int = 4, max_ops: int = 4, perturb: bool = True,
-                       foldable: bool = False) -> tuple[Program, bool]:
+                       foldable: bool = False, counts: tuple[int, ...] = ()) -> tuple[Program, bool]:
     """A program whose devices run one template, targets relative to the device (a ring), and
     whether one device was then knocked out of step (an op dropped or a count changed).
 
@@ -130,11 +130,12 @@ def symmetric_programs(draw, max_cores: int = 4, max_ops: int = 4, perturb: bool
     barriers span all cores or one local core index on every device, so rotating the device index
     maps the program onto itself unless it was perturbed. With `foldable`, the device count has
     small divisors and the offsets are near neighbours (or half-way round), so that most
-    unperturbed programs have a fold (RUN-7).
+    unperturbed programs have a fold (RUN-7). `counts`: the device counts to draw from (any offsets), as
+    for DR-41's class runs, where offsets that coincide modulo the fold are the point.
     """
     per = draw(st.sampled_from([1, 1, 2]))
-    if foldable:
-        devices = draw(st.sampled_from([d for d in (4, 6, 8, 9, 12, 16) if d * per <= max_cores]))
+    if foldable or counts:
+        devices = draw(st.sampled_from([d for d in counts or (4, 6, 8, 9, 12, 16) if d * per <= max_cores]))
     else:
         devices = draw(st.integers(2, max_cores // per))
     topo = Topology(devices, per)
