@@ -70,9 +70,13 @@ def join_every_rotation(row: np.ndarray, snap: np.ndarray, step: int) -> None:
     np.maximum(row, np.tile(snap.reshape(times, step).max(axis=0), times), out=row)
 
 
+_MANY = 64
+"""Cores named in a counter's `first` past which it is kept as a row too (`_Counter.knows_of_pending`)."""
+
+
 class _Counter:
     __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced", "chained", "first", "with_pos",
-                 "max_inc", "num_cores")
+                 "max_inc", "num_cores", "first_row")
 
     def __init__(self, core: int, num_cores: int) -> None:
         self.core = core
@@ -90,6 +94,10 @@ class _Counter:
         # per core that has one, so that a signal reads a few entries of its clock, not all (DR-42)
         self.with_pos = 0
         self.first: dict[int, int] = {}
+        # `first` as a row over every core (no position: past any clock), once it names many cores: an
+        # all-to-all's counter hears from every core, and reading its entries one by one per arrival
+        # was quadratic in the cores
+        self.first_row: np.ndarray | None = None
         self.max_inc = 0  # the largest pending amount
 
     def add(self, s: _Signal) -> None:
@@ -100,9 +108,23 @@ class _Counter:
             first = self.first
             if q < first.get(c, _NEVER):
                 first[c] = q
+                if self.first_row is not None:
+                    self.first_row[c] = q
+                elif len(first) > _MANY:
+                    row = self.first_row = np.full(self.num_cores, _NEVER, dtype=np.int32)
+                    row[list(first)] = list(first.values())
             self.with_pos += 1
         if s.inc > self.max_inc:
             self.max_inc = s.inc
+
+    def knows_of_pending(self, clock: np.ndarray, sh: int) -> bool:
+        """Whether an arrival of clock `clock` (read `sh` cores back) passes the earliest position of some
+        core's pending arrival with an operation (DR-6's chain test)."""
+        row = self.first_row
+        if row is None:
+            return any(clock[c - sh] > q for c, q in self.first.items())
+        # clock[c - sh] for every core c, as the entries above read it
+        return bool((np.roll(clock, sh) > row).any())
 
     def copied(self) -> _Counter:
         """A copy whose changes leave this one as it is (DR-38): an arrival is never changed once made,
@@ -111,6 +133,7 @@ class _Counter:
         c.pending = list(self.pending)
         c.forced = [(pc, [list(e) for e in entries]) for pc, entries in self.forced]
         c.first = dict(self.first)
+        c.first_row = None if self.first_row is None else self.first_row.copy()
         return c
 
     def reset(self, pending: list[_Signal]) -> None:
@@ -118,6 +141,7 @@ class _Counter:
         self.with_pos = 0
         self.max_inc = 0
         self.first = {}
+        self.first_row = None
         for s in pending:
             self.add(s)
         if not pending:
@@ -228,7 +252,7 @@ class Observer:
                 and not clock[ctr.core - sh] > ctr.last_wait):
             self._late(ctr, counter, s)
         ctr.arrived += inc
-        if ctr.with_pos and not ctr.chained and any(clock[c - sh] > q for c, q in ctr.first.items()):
+        if ctr.with_pos and not ctr.chained and ctr.knows_of_pending(clock, sh):
             # (a pending copy half known to follow another is not looked for: treating the two as
             # unordered only orders fewer waits, DR-6)
             ctr.chained = True
