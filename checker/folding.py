@@ -59,7 +59,7 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
     `analysis`: the fold program's (`Analysis.fold_analysis`), shared by every property and mode."""
     from semcheck.checker.properties import BY_ID
 
-    if not BY_ID[prop].folds or (BY_ID[prop].reads_offsets and not fold.faithful):
+    if not BY_ID[prop].folds:
         return None
     facts = (analysis if analysis is not None else Analysis(fold.program)).mode(mode)
     if not facts.lowering.ok:

@@ -37,7 +37,6 @@ class Property:
     check_ref: str  # "module:function", (program, mode, *, timeout_ms, facts) -> Verdict
     hint: str  # the usual fix for a violation, when the witness brings none
     folds: bool = True  # whether a proof on a fold is a proof on the program (RUN-7)
-    reads_offsets: bool = False  # whether that proof reads RUN-7 (b), so a class fold does not give it (RUN-31)
 
     def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000, facts: ModeAnalysis | None = None
               ) -> Verdict:
@@ -90,7 +89,6 @@ REGISTRY: tuple[Property, ...] = (
         "A semaphore used remotely names the same allocation on the target core.",
         "semcheck.checker.id_agreement:id_agreement",
         "allocate scoped semaphores in the same order on every device and core",
-        reads_offsets=True,  # a remote use must stay remote on the fold
     ),
     Property(
         "deadlock-free", "PROP-4",
@@ -110,7 +108,6 @@ REGISTRY: tuple[Property, ...] = (
         "Each DMA wait waits for exactly the bytes its semaphore's DMAs deliver.",
         "semcheck.checker.dma_bytes:dma_bytes",
         "wait on each copy's own descriptor, for its own size",
-        reads_offsets=True,  # a counter's copies grouped by issuer: distinct issuers must stay distinct
     ),
     Property(
         "race-free", "PROP-7",
