@@ -115,8 +115,6 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
 
     analysis = target if isinstance(target, Analysis) else Analysis(target)
     folded = analysis.fold if fold else None
-    if folded is not None and not folded.faithful:  # a class fold makes remote uses local (RUN-31)
-        folded = None
     if folded is None and analysis.symmetric:  # RUN-21: read off the whole program, when it is built
         whole = analysis.whole_program
         if isinstance(whole, str):

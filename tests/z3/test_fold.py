@@ -354,6 +354,9 @@ def test_a_class_runs_maximal_run_is_the_programs_maximal_run(drawn):
     f = _class_fold_only(p)
     if f is None:
         return
+    from semcheck.checker.checking import exposures_of
+
+    assert exposures_of(p, True) == exposures_of(p, False)  # the "modes differ" notes, off the class run
     for mode in DMA_MODES:
         whole, folded = fast_run(p, mode, record=False), fast_run(f.program, mode, record=False)
         event(f"{mode} {whole.kind} on {f.devices} of {p.topology.num_devices} devices")
