@@ -49,7 +49,8 @@ def _class_skeleton(program, period: int) -> Fold | None:
     n = program.topology.num_devices
     m = next((m for m in range(period, n, period) if m >= 2 and n % m == 0), None)
     fold = None if m is None else class_fold(program, m)
-    return None if fold is None else dataclasses.replace(fold, program=skeleton(fold.program), faithful=False)
+    return None if fold is None else dataclasses.replace(fold, program=skeleton(fold.program), period=period,
+                                                         faithful=False)
 
 
 def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysis: Analysis | None = None
