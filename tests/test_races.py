@@ -546,13 +546,19 @@ def test_a_program_makes_the_same_accesses_in_every_mode(program):
 @given(st.one_of(programs_with_accesses(), symmetric_rings()))
 def test_the_skeleton_fold_read_off_the_program_symmetry_is_the_skeleton_own_fold(program):
     """checker/folding.py takes the skeleton's fold from the race check's symmetry when that rotates by
-    one device; it must be exactly the fold a search on the skeleton finds."""
+    one device; it must be exactly the fold a search on the skeleton finds, and where there is none, the
+    class run's (RUN-31)."""
     from semcheck.checker.analysis import Analysis
     from semcheck.checker.folding import skeleton_fold
     from semcheck.model.access import skeleton
     from semcheck.model.fold import find_fold
 
-    assert skeleton_fold(Analysis(program)) == find_fold(skeleton(program))
+    got = skeleton_fold(Analysis(program))
+    want = find_fold(skeleton(program))
+    if want is None and got is not None:
+        assert not got.faithful and got.devices >= 2 and got.program == skeleton(got.program)
+    else:
+        assert got == want
 
 
 @pytest.mark.rule("DR-7")
