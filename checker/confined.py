@@ -69,11 +69,12 @@ def _describe_where(pc: int, calls: tuple[int, ...] | None, name: Any) -> str:
 
 class LandingColumns:
     """PRG-113's landings read off a complete lowering (PRG-147), as columns (RUN-30): each with the counter its
-    operation lands on, a `Landing` built only for those `Totals.settled` leaves to be asked one by one."""
+    operation lands on (`counters[counter[j]]`), a `Landing` built only for those `Totals.settled` leaves to be
+    asked one by one."""
 
     def __init__(self, core: np.ndarray, pc: np.ndarray, target: np.ndarray, exit_at: np.ndarray,
-                 counters: list) -> None:
-        self.core, self.pc, self.target, self.exit = core, pc, target, exit_at
+                 counter: np.ndarray, counters: list) -> None:
+        self.core, self.pc, self.target, self.exit, self.counter = core, pc, target, exit_at, counter
         self.entry = np.zeros(len(core), dtype=np.int64)  # the device enters with its first operation
         self.counters = counters
 
@@ -85,8 +86,8 @@ class LandingColumns:
                        "the kernel", "the kernel")
 
     def select(self, keep: np.ndarray) -> LandingColumns:
-        return LandingColumns(self.core[keep], self.pc[keep], self.target[keep], self.exit[keep],
-                              [x for x, k in zip(self.counters, keep.tolist()) if k])
+        return LandingColumns(self.core[keep], self.pc[keep], self.target[keep], self.exit[keep], self.counter[keep],
+                              self.counters)
 
 
 def single_landings(program: Program, mode: str = "hardware", lowering: Any = None) -> list[Landing]:
@@ -128,25 +129,27 @@ def landing_columns(program: Program, lowering: Any) -> LandingColumns:
     copy's write half: every signal and copy, in program order, with the core it lands on)."""
     per = program.topology.cores_per_device
     cores = program.cores
-    core, pc, target, counters = [], [], [], []
+    core, pc, target, counter = [], [], [], []
+    ids: dict = {}  # counter -> its index in `counters`
     exits: dict[int, int] = {}
     for x in lowering.contributions:
         if x[4] == "dma_read":
             continue
-        g, i, _, counter = x[0], x[1], x[2], x[3]
+        g, i, c = x[0], x[1], x[3]
         op = cores[g][i]
         if op.device is None or (op.sem if type(op) is Signal else op.dst_sem).label == BARRIER:
             continue
-        core0 = counter[1] - counter[1] % per
+        core0 = c[1] - c[1] % per
         if core0 not in exits:
             exits[core0] = _exit_of(program, core0)
         core.append(g)
         pc.append(i)
         target.append(core0)
-        counters.append(counter)
+        counter.append(ids.setdefault(c, len(ids)))
     exit_at = [exits[t] for t in target]
     return LandingColumns(np.array(core, dtype=np.int64), np.array(pc, dtype=np.int64),
-                          np.array(target, dtype=np.int64), np.array(exit_at, dtype=np.int64), counters)
+                          np.array(target, dtype=np.int64), np.array(exit_at, dtype=np.int64),
+                          np.array(counter, dtype=np.int64), list(ids))
 
 
 def composed_landings(composed: Any) -> list[Landing]:
@@ -263,7 +266,7 @@ def decide(program: Program, landings: list[Landing] | LandingColumns, *, where:
     unsure: list[str] = []
     # RUN-30: a landing that totals rule out both ways does nothing below: only the others are asked
     settled = (totals.settled(landings.core, landings.pc, landings.target, landings.entry, landings.exit,
-                              landings.counters) if isinstance(landings, LandingColumns) else None)
+                              landings.counter, landings.counters) if isinstance(landings, LandingColumns) else None)
     for j in (range(len(landings)) if settled is None else np.flatnonzero(~settled).tolist()):
         la = landings[j]
         op = program.cores[la.core][la.pc]

@@ -90,16 +90,17 @@ class Totals:
         self._waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
         self._barriers: dict[int, dict[str, list[int]]] = {}  # core -> barrier name -> its positions
         allocs: dict[str, Allocation] = {}
-        for ops in program.cores:
-            for op in ops:
-                if type(op) is AllocSem:
-                    a = Allocation(op.site, op.count, None)
-                    if allocs.setdefault(op.label, a) != a:
-                        self.sound = False
+        lowered = complete(lowering)
+        # a complete lowering has run every allocation of the program (PRG-147)
+        for op in ((ev.op for ev in lowering.sem_events) if lowered else
+                   (op for ops in program.cores for op in ops if type(op) is AllocSem)):
+            a = Allocation(op.site, op.count, None)
+            if allocs.setdefault(op.label, a) != a:
+                self.sound = False
         self._allocs = allocs
         # a complete lowering is indexed when a landing is first asked about one by one (RUN-30: `settled`
         # reads the lowering itself, and may leave no landing to ask about)
-        self._lowered = lowering if self.sound and complete(lowering) else None
+        self._lowered = lowering if self.sound and lowered else None
         self._indexed = not self.sound
         if self.sound and self._lowered is None:
             self._index()
@@ -279,12 +280,12 @@ class Totals:
         return False
 
     def settled(self, core: np.ndarray, pc: np.ndarray, target: np.ndarray, entry: np.ndarray,
-                exit_at: np.ndarray, counters: list) -> np.ndarray | None:
-        """RUN-30: for landings given as columns (each with the counter its operation lands on, as the
-        lowering resolved it), whether PRG-140 rules out its late landing and PRG-141 by the sender's waits
-        its early one: `landed_before_exit(la) and waits_hold_back(la)` for every landing between two
-        devices, False for the others, computed per counter on whole columns. None without a complete
-        lowering (or unsound totals): then every landing is asked on its own."""
+                exit_at: np.ndarray, counter: np.ndarray, counters: list) -> np.ndarray | None:
+        """RUN-30: for landings given as columns (each with the counter its operation lands on as the
+        lowering resolved it, `counters[counter[j]]`), whether PRG-140 rules out its late landing and PRG-141
+        by the sender's waits its early one: `landed_before_exit(la) and waits_hold_back(la)` for every
+        landing between two devices, False for the others, computed per counter on whole columns. None
+        without a complete lowering (or unsound totals): then every landing is asked on its own."""
         low = self._lowered
         if low is None:
             return None
@@ -292,18 +293,18 @@ class Totals:
         span = max(low.lengths, default=0) + 1  # (issuer, pos) as one sortable number: issuer * span + pos
         facts: dict = {}
 
-        def fact(counter: Any) -> tuple:
+        def fact(c: Any) -> tuple:
             # `_Counter`'s numbers as arrays: total, positive, the waits' positions and the amounts waited up
             # to each (from 0), the contributions' (issuer, pos) numbers and the amounts up to each (from 0)
-            f = facts.get(counter)
+            f = facts.get(c)
             if f is None:
-                xs, ws = low.by_counter.get(counter, ()), low.waits_by_counter.get(counter, ())
+                xs, ws = low.by_counter.get(c, ()), low.waits_by_counter.get(c, ())
                 amount = np.fromiter(map(_AMOUNT, xs), np.int64, len(xs))
                 where = np.fromiter(map(_OWNER, xs), np.int64, len(xs)) * span
                 where += np.fromiter(map(_POS, xs), np.int64, len(xs))
                 order = np.argsort(where, kind="stable")
                 value = np.fromiter(map(_VALUE, ws), np.int64, len(ws))
-                f = facts[counter] = (
+                f = facts[c] = (
                     int(amount.sum()), bool((amount > 0).all() and (value >= 0).all()),
                     np.fromiter(map(_POS, ws), np.int64, len(ws)), np.concatenate(([0], np.cumsum(value))),
                     where[order], np.concatenate(([0], np.cumsum(amount[order]))))
@@ -312,11 +313,11 @@ class Totals:
         early = np.zeros(len(core), dtype=bool)
         late = np.zeros(len(core), dtype=bool)
         waited_on: dict[int, list] = {}  # core -> the counters it waits on
-        for counter in low.waits_by_counter:
-            waited_on.setdefault(counter[1], []).append(counter)
-        for g, idx in _groups(core.tolist()):
-            for counter in waited_on.get(g, ()):
-                total, positive, waits_at, waited, where, upto = fact(counter)
+        for c in low.waits_by_counter:
+            waited_on.setdefault(c[1], []).append(c)
+        for g, idx in _groups(core):
+            for c in waited_on.get(g, ()):
+                total, positive, waits_at, waited, where, upto = fact(c)
                 if not positive:
                     continue
                 before = waited[np.searchsorted(waits_at, pc[idx])]  # waited_before(pc)
@@ -324,24 +325,21 @@ class Totals:
                 from_on = upto[np.searchsorted(where, t + span)] - upto[np.searchsorted(where, t + entry[idx])]
                 early[idx] |= before - (total - from_on) > 0  # shortfall(can_land, waited) > 0
         early &= core // per != target // per
-        for counter, idx in _groups(counters):
-            total, positive, waits_at, waited, _, _ = fact(counter)
+        for j, idx in _groups(counter):
+            c = counters[j]
+            total, positive, waits_at, waited, _, _ = fact(c)
             if positive and total > 0:
                 # landed_before_exit: the landing's semaphore is on the target's core 0 and waited there in full
-                late[idx] = (target[idx] == counter[1]) & (waited[np.searchsorted(waits_at, exit_at[idx])] >= total)
+                late[idx] = (target[idx] == c[1]) & (waited[np.searchsorted(waits_at, exit_at[idx])] >= total)
         return early & late
 
 
-def _groups(keys: list) -> list[tuple[Any, np.ndarray]]:
-    """(key, the positions holding it) for each distinct key, in first-seen order."""
-    at: dict = {}
-    for j, k in enumerate(keys):
-        mine = at.get(k)
-        if mine is None:
-            at[k] = [j]
-        else:
-            mine.append(j)
-    return [(k, np.array(js, dtype=np.int64)) for k, js in at.items()]
+def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(key, the positions holding it) for each distinct key of an integer column."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.diff(ordered, prepend=ordered[:1] - 1)) if len(keys) else np.zeros(0, np.int64)
+    return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), starts[1:].tolist() + [len(keys)])]
 
 
 _OWNER, _POS, _AMOUNT = itemgetter(0), itemgetter(1), itemgetter(2)  # Contribution's; a WaitOp's pos is 1 too

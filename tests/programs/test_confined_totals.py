@@ -244,12 +244,13 @@ def test_settled_columns_are_the_totals_asked_landing_by_landing(program):
     low = lower(program, "hardware")
     totals = Totals(program, low)
     if not complete(low):
-        assert totals.settled(*[None] * 6) is None  # no lowering to read: every landing is asked on its own
+        assert totals.settled(*[None] * 7) is None  # no lowering to read: every landing is asked on its own
         return
     columns = landing_columns(program, low)
     landings = single_landings(program)  # the scan's, as PRG-147 has them
     assert [columns[j] for j in range(len(columns))] == landings
-    settled = totals.settled(columns.core, columns.pc, columns.target, columns.entry, columns.exit, columns.counters)
+    settled = totals.settled(columns.core, columns.pc, columns.target, columns.entry, columns.exit, columns.counter,
+                             columns.counters)
     topo = program.topology
     scanned = Totals(program)
     assert settled.tolist() == [topo.device_of(la.core) != topo.device_of(la.target)
