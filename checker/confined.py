@@ -68,7 +68,7 @@ def _describe_where(pc: int, calls: tuple[int, ...] | None, name: Any) -> str:
 
 
 class LandingColumns:
-    """PRG-113's landings read off a complete lowering (PRG-147), as columns (RUN-30): each with the counter its
+    """PRG-113's landings read off a complete lowering (PRG-147), as columns (RUN-32): each with the counter its
     operation lands on (`counters[counter[j]]`), a `Landing` built only for those `Totals.settled` leaves to be
     asked one by one."""
 
@@ -264,7 +264,7 @@ def decide(program: Program, landings: list[Landing] | LandingColumns, *, where:
     early_runs: dict[tuple[int, int], Any] = {}
     totals = Totals(program, lowering)
     unsure: list[str] = []
-    # RUN-30: a landing that totals rule out both ways does nothing below: only the others are asked
+    # RUN-32: a landing that totals rule out both ways does nothing below: only the others are asked
     settled = (totals.settled(landings.core, landings.pc, landings.target, landings.entry, landings.exit,
                               landings.counter, landings.counters) if isinstance(landings, LandingColumns) else None)
     for j in (range(len(landings)) if settled is None else np.flatnonzero(~settled).tolist()):

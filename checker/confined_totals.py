@@ -98,7 +98,7 @@ class Totals:
             if allocs.setdefault(op.label, a) != a:
                 self.sound = False
         self._allocs = allocs
-        # a complete lowering is indexed when a landing is first asked about one by one (RUN-30: `settled`
+        # a complete lowering is indexed when a landing is first asked about one by one (RUN-32: `settled`
         # reads the lowering itself, and may leave no landing to ask about)
         self._lowered = lowering if self.sound and lowered else None
         self._indexed = not self.sound
@@ -281,7 +281,7 @@ class Totals:
 
     def settled(self, core: np.ndarray, pc: np.ndarray, target: np.ndarray, entry: np.ndarray,
                 exit_at: np.ndarray, counter: np.ndarray, counters: list) -> np.ndarray | None:
-        """RUN-30: for landings given as columns (each with the counter its operation lands on as the
+        """RUN-32: for landings given as columns (each with the counter its operation lands on as the
         lowering resolved it, `counters[counter[j]]`), whether PRG-140 rules out its late landing and PRG-141
         by the sender's waits its early one: `landed_before_exit(la) and waits_hold_back(la)` for every
         landing between two devices, False for the others, computed per counter on whole columns. None

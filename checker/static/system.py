@@ -181,7 +181,7 @@ class HappensBefore:
             raise AssertionError("unreachable")
 
         self._vc_at = vc_at
-        # RUN-31: one barrier's clock once for all its participants: (name, k, participants) -> clock
+        # RUN-33: one barrier's clock once for all its participants: (name, k, participants) -> clock
         joins: dict[tuple, np.ndarray] = {}
         changed = True
         while changed:

@@ -233,7 +233,7 @@ def test_totals_and_landings_read_off_a_complete_lowering_are_the_programs(progr
     assert decide(program, landings, lowering=low) == decide(program, landings)
 
 
-@pytest.mark.rule("RUN-30")
+@pytest.mark.rule("RUN-32")
 @SETTINGS
 @given(kernels())
 def test_settled_columns_are_the_totals_asked_landing_by_landing(program):

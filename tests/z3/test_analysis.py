@@ -91,7 +91,7 @@ def test_a_lowering_on_another_modes_happens_before_is_its_own(program):
 
 
 def _clocks_joined_per_core(hb):
-    """`HappensBefore`'s clocks as they were before RUN-31: each core's barrier joins every participant's."""
+    """`HappensBefore`'s clocks as they were before RUN-33: each core's barrier joins every participant's."""
     import numpy as np
 
     from semcheck.model.barrier import awaited, opens_at
@@ -155,7 +155,7 @@ def _barrier_programs(draw):
 
 @examples(200)
 @given(_barrier_programs())
-@pytest.mark.rule("RUN-31")
+@pytest.mark.rule("RUN-33")
 def test_a_barriers_clock_joined_once_is_each_participants_own(program):
     hb = lower(program, "hardware").hb
     frontier, vc_at = _clocks_joined_per_core(hb)
