@@ -26,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from semcheck.checker.confined_totals import Totals, complete
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.model.fast import fast_run
@@ -65,45 +67,89 @@ def _describe_where(pc: int, calls: tuple[int, ...] | None, name: Any) -> str:
     return f"between {name(before)} and {name(after)}"
 
 
+class LandingColumns:
+    """PRG-113's landings read off a complete lowering (PRG-147), as columns (RUN-32): each with the counter its
+    operation lands on (`counters[counter[j]]`), a `Landing` built only for those `Totals.settled` leaves to be
+    asked one by one."""
+
+    def __init__(self, core: np.ndarray, pc: np.ndarray, target: np.ndarray, exit_at: np.ndarray,
+                 counter: np.ndarray, counters: list) -> None:
+        self.core, self.pc, self.target, self.exit, self.counter = core, pc, target, exit_at, counter
+        self.entry = np.zeros(len(core), dtype=np.int64)  # the device enters with its first operation
+        self.counters = counters
+
+    def __len__(self) -> int:
+        return len(self.core)
+
+    def __getitem__(self, j: int) -> Landing:
+        return Landing(int(self.core[j]), int(self.pc[j]), int(self.target[j]), 0, int(self.exit[j]),
+                       "the kernel", "the kernel")
+
+    def select(self, keep: np.ndarray) -> LandingColumns:
+        return LandingColumns(self.core[keep], self.pc[keep], self.target[keep], self.exit[keep], self.counter[keep],
+                              self.counters)
+
+
 def single_landings(program: Program, mode: str = "hardware", lowering: Any = None) -> list[Landing]:
     """PRG-113: the remote signals and copies of one kernel call, each with the whole kernel as its window.
 
     With a complete lowering of the mode (`confined_totals.complete`) the targets are its contributions'
-    (PRG-147), in the same order; otherwise each is resolved here (SIG-1)."""
+    (PRG-147), in the same order (`landing_columns`); otherwise each is resolved here (SIG-1)."""
+    if lowering is not None and lowering.mode == mode and complete(lowering):
+        columns = landing_columns(program, lowering)
+        return [columns[j] for j in range(len(columns))]
     topo = program.topology
     out = []
-    exits: dict[int, int] = {}  # a target's core 0 -> where it has left (found once per device)
-    for g, i, op, tg in _remote_ops(program, mode, lowering):
-        if op.device is None:
-            continue
-        sem = op.sem if type(op) is Signal else op.dst_sem
-        if sem.label == BARRIER:
-            continue
-        core0 = topo.global_core(topo.device_of(tg), 0)
-        if core0 not in exits:
-            mine = program.cores[core0]
-            # the device enters with its first operation (its allocations) and has left at its exit check
-            exits[core0] = next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
-        out.append(Landing(g, i, core0, 0, exits[core0], "the kernel", "the kernel"))
-    return out
-
-
-def _remote_ops(program: Program, mode: str, lowering: Any):
-    """(core, pc, op, target core) of every signal and copy whose target resolves, in program order (a signal
-    or copy within its device aside when it is resolved here: `single_landings` reads only remote ones)."""
-    if lowering is not None and lowering.mode == mode and complete(lowering):
-        cores = program.cores
-        for x in lowering.contributions:
-            if x.kind != "dma_read":
-                yield x.owner, x.pos, cores[x.owner][x.pos], x.counter[1]
-        return
+    exits: dict[int, int] = {}  # a target's core 0 -> where it has left
     for g, ops in enumerate(program.cores):
         for i, op in enumerate(ops):
             if type(op) not in (Signal, DmaStart) or op.device is None:
                 continue
+            sem = op.sem if type(op) is Signal else op.dst_sem
+            if sem.label == BARRIER:
+                continue
             tg = target_core(program, mode, g, op.device, op.core, dma=type(op) is DmaStart)
-            if isinstance(tg, int):  # else ERR-4, the program's own failure
-                yield g, i, op, tg
+            if not isinstance(tg, int):
+                continue  # ERR-4, the program's own failure
+            core0 = topo.global_core(topo.device_of(tg), 0)
+            if core0 not in exits:
+                exits[core0] = _exit_of(program, core0)
+            out.append(Landing(g, i, core0, 0, exits[core0], "the kernel", "the kernel"))
+    return out
+
+
+def _exit_of(program: Program, core0: int) -> int:
+    """The device enters with its first operation (its allocations) and has left at its exit check."""
+    mine = program.cores[core0]
+    return next((j for j, o in enumerate(mine) if type(o) is ExitCheck), len(mine))
+
+
+def landing_columns(program: Program, lowering: Any) -> LandingColumns:
+    """PRG-113 and PRG-147: the landings of a complete hardware lowering, from its contributions (a signal's, a
+    copy's write half: every signal and copy, in program order, with the core it lands on)."""
+    per = program.topology.cores_per_device
+    cores = program.cores
+    core, pc, target, counter = [], [], [], []
+    ids: dict = {}  # counter -> its index in `counters`
+    exits: dict[int, int] = {}
+    for x in lowering.contributions:
+        if x[4] == "dma_read":
+            continue
+        g, i, c = x[0], x[1], x[3]
+        op = cores[g][i]
+        if op.device is None or (op.sem if type(op) is Signal else op.dst_sem).label == BARRIER:
+            continue
+        core0 = c[1] - c[1] % per
+        if core0 not in exits:
+            exits[core0] = _exit_of(program, core0)
+        core.append(g)
+        pc.append(i)
+        target.append(core0)
+        counter.append(ids.setdefault(c, len(ids)))
+    exit_at = [exits[t] for t in target]
+    return LandingColumns(np.array(core, dtype=np.int64), np.array(pc, dtype=np.int64),
+                          np.array(target, dtype=np.int64), np.array(exit_at, dtype=np.int64),
+                          np.array(counter, dtype=np.int64), list(ids))
 
 
 def composed_landings(composed: Any) -> list[Landing]:
@@ -200,7 +246,7 @@ def composed_verdict(composed: Any) -> Verdict:
                   calls=composed.calls, reading=composed.reading)
 
 
-def decide(program: Program, landings: list[Landing], *, where: Any = None, calls: Any = None,
+def decide(program: Program, landings: list[Landing] | LandingColumns, *, where: Any = None, calls: Any = None,
            reading: str = "", lowering: Any = None) -> Verdict:
     """PRG-111 / PRG-112 for each landing: violated with a replayable witness, proved, or unknown."""
     from semcheck.model.fold import rotation_period
@@ -209,13 +255,20 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
     every = len(landings)
     # PRG-131: where rotating the devices by `period` maps the program onto itself, the landings of a
     # device's senders are the rotations of those of its image, and so are their two maximal runs (RUN-3)
-    period = rotation_period(program) if topo.num_devices > 2 and landings else topo.num_devices
+    period = rotation_period(program) if topo.num_devices > 2 and every else topo.num_devices
     if period < topo.num_devices:
-        landings = [la for la in landings if topo.device_of(la.core) < period]
+        if isinstance(landings, LandingColumns):
+            landings = landings.select(landings.core // topo.cores_per_device < period)
+        else:
+            landings = [la for la in landings if topo.device_of(la.core) < period]
     early_runs: dict[tuple[int, int], Any] = {}
     totals = Totals(program, lowering)
     unsure: list[str] = []
-    for la in landings:
+    # RUN-32: a landing that totals rule out both ways does nothing below: only the others are asked
+    settled = (totals.settled(landings.core, landings.pc, landings.target, landings.entry, landings.exit,
+                              landings.counter, landings.counters) if isinstance(landings, LandingColumns) else None)
+    for j in (range(len(landings)) if settled is None else np.flatnonzero(~settled).tolist()):
+        la = landings[j]
         op = program.cores[la.core][la.pc]
         what = "signal" if type(op) is Signal else "copy"
         sender_dev, target_dev = topo.device_of(la.core), topo.device_of(la.target)
@@ -250,7 +303,7 @@ def decide(program: Program, landings: list[Landing], *, where: Any = None, call
            if period < topo.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
         f"every remote signal and copy ({every}) lands while its target is inside the call that owns "
-        f"the object (programs.md PRG-111, PRG-112){sym}" if landings else "no remote signal or copy into a "
+        f"the object (programs.md PRG-111, PRG-112){sym}" if len(landings) else "no remote signal or copy into a "
         "kernel-local or carried object (barrier semaphores aside, PRG-105)"))
 
 
@@ -430,6 +483,8 @@ def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000
     if mode != "hardware":
         return interpreter_verdict(program, mode)
     low = facts.lowering if facts is not None else None
+    if low is not None and complete(low):
+        return decide(program, landing_columns(program, low), lowering=low)
     return decide(program, single_landings(program, mode, low), lowering=low)
 
 
@@ -442,5 +497,5 @@ def interpreter_verdict(program: Program, mode: str) -> Verdict:
         "reached its end, a device that failed too (programs.md PRG-110): nothing lands outside a call"))
 
 
-__all__ = ["Landing", "PROPERTY", "composed_landings", "composed_verdict", "decide", "faithful", "interpreter_verdict",
-           "invocation_confined", "lag_two", "single_landings"]
+__all__ = ["Landing", "LandingColumns", "PROPERTY", "composed_landings", "composed_verdict", "decide", "faithful", "interpreter_verdict",
+           "invocation_confined", "lag_two", "landing_columns", "single_landings"]

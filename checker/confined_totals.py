@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from semcheck.model.barrier import awaited, opens_at
 from semcheck.model.dma import amounts
@@ -80,25 +83,53 @@ class Totals:
     def __init__(self, program: Program, lowering: Any = None) -> None:
         self.program = program
         # (core, pc) -> (target core, physical semaphore) of each signal and copy, from the lowering (PRG-147)
-        self._landings: dict[tuple[int, int], tuple[int, Any]] | None = None
+        self._landings_: dict[tuple[int, int], tuple[int, Any]] | None = None
         self._waited: dict[int, list[_Counter]] = {}  # core -> the counters of `waits_of`
-        self.counters: dict[tuple[Any, int], _Counter] = {}
+        self._counters: dict[tuple[Any, int], _Counter] = {}
         self.sound = True  # False: a label with two allocation sites, no answer at all
-        self.waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
-        self.barriers: dict[int, dict[str, list[int]]] = {}  # core -> barrier name -> its positions
+        self._waits_of: dict[int, set] = {}  # core -> the semaphore keys it waits on
+        self._barriers: dict[int, dict[str, list[int]]] = {}  # core -> barrier name -> its positions
         allocs: dict[str, Allocation] = {}
-        for ops in program.cores:
-            for op in ops:
-                if type(op) is AllocSem:
-                    a = Allocation(op.site, op.count, None)
-                    if allocs.setdefault(op.label, a) != a:
-                        self.sound = False
+        lowered = complete(lowering)
+        # a complete lowering has run every allocation of the program (PRG-147)
+        for op in ((ev.op for ev in lowering.sem_events) if lowered else
+                   (op for ops in program.cores for op in ops if type(op) is AllocSem)):
+            a = Allocation(op.site, op.count, None)
+            if allocs.setdefault(op.label, a) != a:
+                self.sound = False
         self._allocs = allocs
-        if self.sound:
-            if complete(lowering):
-                self._index_lowered(lowering)
-            else:
-                self._index()
+        # a complete lowering is indexed when a landing is first asked about one by one (RUN-32: `settled`
+        # reads the lowering itself, and may leave no landing to ask about)
+        self._lowered = lowering if self.sound and lowered else None
+        self._indexed = not self.sound
+        if self.sound and self._lowered is None:
+            self._index()
+            self._indexed = True
+
+    def _ensure_index(self) -> None:
+        if not self._indexed:
+            self._indexed = True
+            self._index_lowered(self._lowered)
+
+    @property
+    def counters(self) -> dict[tuple[Any, int], _Counter]:
+        self._ensure_index()
+        return self._counters
+
+    @property
+    def waits_of(self) -> dict[int, set]:
+        self._ensure_index()
+        return self._waits_of
+
+    @property
+    def barriers(self) -> dict[int, dict[str, list[int]]]:
+        self._ensure_index()
+        return self._barriers
+
+    @property
+    def _landings(self) -> dict[tuple[int, int], tuple[int, Any]] | None:
+        self._ensure_index()
+        return self._landings_
 
     def _key(self, core: int, ref: SemRef) -> Any:
         """HW-1: the physical semaphore `ref` names on `core` (None when the reference fails or is unknown)."""
@@ -108,9 +139,9 @@ class Totals:
         return None if isinstance(key, Violation) else key
 
     def _counter(self, key: Any, core: int) -> _Counter:
-        c = self.counters.get((key, core))
+        c = self._counters.get((key, core))
         if c is None:
-            c = self.counters[(key, core)] = _Counter()
+            c = self._counters[(key, core)] = _Counter()
         return c
 
     def _add(self, key: Any, core: int, issuer: int, pc: int, amount: int) -> None:
@@ -146,16 +177,16 @@ class Totals:
                     c.positive &= op.value >= 0
                     c.waits_at.append(i)
                     c.waited.append((c.waited[-1] if c.waited else 0) + op.value)
-                    self.waits_of.setdefault(g, set()).add(key)
+                    self._waits_of.setdefault(g, set()).add(key)
                 elif t is Barrier:
-                    self.barriers.setdefault(g, {}).setdefault(op.name, []).append(i)
+                    self._barriers.setdefault(g, {}).setdefault(op.name, []).append(i)
 
     def _index_lowered(self, low: Any) -> None:
         """`_index` read off a complete hardware lowering (PRG-147): its contributions and waits are every
         signal, copy half and wait of the program with the counter `_key` and `target_core` give them (one
         site per label, as `sound` asks), in program order per core."""
         # counter by counter (the lowering groups them, in program order): a counter's key is hashed once
-        counters = self.counters
+        counters = self._counters
         for counter, xs in low.by_counter.items():
             c = counters[counter] = _Counter()
             by_core = c.by_core
@@ -180,11 +211,11 @@ class Totals:
                 c.waits_at.append(w.pos)
                 acc += w.value
                 c.waited.append(acc)
-            self.waits_of.setdefault(g, set()).add(key)
-        self._landings = {(x.owner, x.pos): (x.counter[1], x.counter[0]) for x in low.contributions
-                          if x.kind != "dma_read"}
+            self._waits_of.setdefault(g, set()).add(key)
+        self._landings_ = {(x.owner, x.pos): (x.counter[1], x.counter[0]) for x in low.contributions
+                           if x.kind != "dma_read"}
         for (g, i), b in low.barriers.items():
-            self.barriers.setdefault(g, {}).setdefault(b.name, []).append(i)
+            self._barriers.setdefault(g, {}).setdefault(b.name, []).append(i)
 
     def _kth(self, core: int, name: str, k: int) -> int | None:
         mine = self.barriers.get(core, {}).get(name, [])
@@ -217,6 +248,10 @@ class Totals:
         topo = self.program.topology
         if topo.device_of(la.core) == topo.device_of(la.target):
             return False
+        return self.waits_hold_back(la) or self._barrier_holds_back(la)
+
+    def waits_hold_back(self, la: Any) -> bool:
+        """PRG-141 by the sender's waits alone (sound, sender and target on two devices)."""
         waited = self._waited.get(la.core)
         if waited is None:  # the counters the sender waits on, found once per sender
             waited = self._waited[la.core] = [self.counters[(key, la.core)] for key in self.waits_of.get(la.core, ())]
@@ -227,6 +262,10 @@ class Totals:
             can_land = c.total - c.from_on(la.target, la.entry)
             if shortfall(can_land, c.waited_before(la.pc)) > 0:
                 return True
+        return False
+
+    def _barrier_holds_back(self, la: Any) -> bool:
+        """PRG-141 by a barrier the sender passes before the operation."""
         for name, positions in self.barriers.get(la.core, {}).items():
             for k in range(bisect.bisect_left(positions, la.pc), 0, -1):  # the nearest first
                 parts = self.program.cores[la.core][positions[k - 1]].participants
@@ -239,6 +278,72 @@ class Totals:
                     return True
                 break
         return False
+
+    def settled(self, core: np.ndarray, pc: np.ndarray, target: np.ndarray, entry: np.ndarray,
+                exit_at: np.ndarray, counter: np.ndarray, counters: list) -> np.ndarray | None:
+        """RUN-32: for landings given as columns (each with the counter its operation lands on as the
+        lowering resolved it, `counters[counter[j]]`), whether PRG-140 rules out its late landing and PRG-141
+        by the sender's waits its early one: `landed_before_exit(la) and waits_hold_back(la)` for every
+        landing between two devices, False for the others, computed per counter on whole columns. None
+        without a complete lowering (or unsound totals): then every landing is asked on its own."""
+        low = self._lowered
+        if low is None:
+            return None
+        per = self.program.topology.cores_per_device
+        span = max(low.lengths, default=0) + 1  # (issuer, pos) as one sortable number: issuer * span + pos
+        facts: dict = {}
+
+        def fact(c: Any) -> tuple:
+            # `_Counter`'s numbers as arrays: total, positive, the waits' positions and the amounts waited up
+            # to each (from 0), the contributions' (issuer, pos) numbers and the amounts up to each (from 0)
+            f = facts.get(c)
+            if f is None:
+                xs, ws = low.by_counter.get(c, ()), low.waits_by_counter.get(c, ())
+                amount = np.fromiter(map(_AMOUNT, xs), np.int64, len(xs))
+                where = np.fromiter(map(_OWNER, xs), np.int64, len(xs)) * span
+                where += np.fromiter(map(_POS, xs), np.int64, len(xs))
+                order = np.argsort(where, kind="stable")
+                value = np.fromiter(map(_VALUE, ws), np.int64, len(ws))
+                f = facts[c] = (
+                    int(amount.sum()), bool((amount > 0).all() and (value >= 0).all()),
+                    np.fromiter(map(_POS, ws), np.int64, len(ws)), np.concatenate(([0], np.cumsum(value))),
+                    where[order], np.concatenate(([0], np.cumsum(amount[order]))))
+            return f
+
+        early = np.zeros(len(core), dtype=bool)
+        late = np.zeros(len(core), dtype=bool)
+        waited_on: dict[int, list] = {}  # core -> the counters it waits on
+        for c in low.waits_by_counter:
+            waited_on.setdefault(c[1], []).append(c)
+        for g, idx in _groups(core):
+            for c in waited_on.get(g, ()):
+                total, positive, waits_at, waited, where, upto = fact(c)
+                if not positive:
+                    continue
+                before = waited[np.searchsorted(waits_at, pc[idx])]  # waited_before(pc)
+                t = target[idx] * span
+                from_on = upto[np.searchsorted(where, t + span)] - upto[np.searchsorted(where, t + entry[idx])]
+                early[idx] |= before - (total - from_on) > 0  # shortfall(can_land, waited) > 0
+        early &= core // per != target // per
+        for j, idx in _groups(counter):
+            c = counters[j]
+            total, positive, waits_at, waited, _, _ = fact(c)
+            if positive and total > 0:
+                # landed_before_exit: the landing's semaphore is on the target's core 0 and waited there in full
+                late[idx] = (target[idx] == c[1]) & (waited[np.searchsorted(waits_at, exit_at[idx])] >= total)
+        return early & late
+
+
+def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(key, the positions holding it) for each distinct key of an integer column."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.diff(ordered, prepend=ordered[:1] - 1)) if len(keys) else np.zeros(0, np.int64)
+    return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), starts[1:].tolist() + [len(keys)])]
+
+
+_OWNER, _POS, _AMOUNT = itemgetter(0), itemgetter(1), itemgetter(2)  # Contribution's; a WaitOp's pos is 1 too
+_VALUE = itemgetter(3)  # WaitOp.value
 
 
 def complete(low: Any) -> bool:

@@ -88,7 +88,7 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
             h = by_types[types] = (counts_bytes(types[0], mode), counts_bytes(types[1], mode))
         return h[x.kind == "dma_write"]
 
-    every_half_in_bytes = all(counts_bytes(t, mode) for t in get_args(SemType))
+    every_half_in_bytes = _every_half_in_bytes(program, low)
     # each counter's contributions split once (in contribution order, as the messages below expect)
     byte_x: dict = {}
     plain_x: dict = {}
@@ -187,6 +187,17 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
         return Verdict(prop, "unknown", reason="undecided: " + ", ".join(undecided[:3]), stats=stats), runs
     return Verdict(prop, "proved", reason=f"{checked} DMA semaphores: every DMA wait can be met on whole copies "
                    "and every byte delivered is waited for", stats=stats), runs
+
+
+def _every_half_in_bytes(program: Program, low) -> bool:
+    """DMA-6: whether both halves of every copy of the lowering count bytes under its mode (then no half
+    needs asking). Read off the semaphore types the program's copies use, once per copy."""
+    mode = low.mode
+    if all(counts_bytes(t, mode) for t in get_args(SemType)):
+        return True
+    cores = program.cores
+    types = {(op.src_sem_type, op.dst_sem_type) for op in (cores[d.core][d.pos] for d in low.dmas)}
+    return all(counts_bytes(a, mode) and counts_bytes(b, mode) for a, b in types)
 
 
 def _whole_copies(may: list[int], need: int) -> str:

@@ -181,6 +181,8 @@ class HappensBefore:
             raise AssertionError("unreachable")
 
         self._vc_at = vc_at
+        # RUN-33: one barrier's clock once for all its participants: (name, k, participants) -> clock
+        joins: dict[tuple, np.ndarray] = {}
         changed = True
         while changed:
             changed = False
@@ -199,10 +201,15 @@ class HappensBefore:
                     where = awaited(b.participants, lambda p, b=b: self.barrier_pos.get((p, b.name, b.k)))
                     if not opens_at(b.k, where, frontier):
                         break
-                    joined = vc_at(core, i)
-                    for p, pp in where.items():
-                        np.maximum(joined, vc_at(p, pp), out=joined)
-                    segs[core].append((i, joined))
+                    own = where.get(core) == i
+                    joined = joins.get((b.name, b.k, b.participants)) if own else None
+                    if joined is None:
+                        joined = vc_at(core, i)
+                        for p, pp in where.items():
+                            np.maximum(joined, vc_at(p, pp), out=joined)
+                        if own:
+                            joins[(b.name, b.k, b.participants)] = joined
+                    segs[core].append((i, joined))  # read only: vc_at copies
                     nxt[core] += 1
                     frontier[core] = i + 1
                     changed = True

@@ -76,6 +76,9 @@ def without_totals():
         def reached_after_entry(self, la):
             return False
 
+        def settled(self, *columns):
+            return None
+
     with mock.patch.object(confined, "Totals", Never):
         yield
 
@@ -228,3 +231,31 @@ def test_totals_and_landings_read_off_a_complete_lowering_are_the_programs(progr
         assert lowered.landed_before_exit(la) == scanned.landed_before_exit(la)
         assert lowered.reached_after_entry(la) == scanned.reached_after_entry(la)
     assert decide(program, landings, lowering=low) == decide(program, landings)
+
+
+@pytest.mark.rule("RUN-32")
+@SETTINGS
+@given(kernels())
+def test_settled_columns_are_the_totals_asked_landing_by_landing(program):
+    from semcheck.checker.confined import landing_columns
+    from semcheck.checker.confined_totals import complete
+    from semcheck.checker.static.lowering import lower
+
+    low = lower(program, "hardware")
+    totals = Totals(program, low)
+    if not complete(low):
+        assert totals.settled(*[None] * 7) is None  # no lowering to read: every landing is asked on its own
+        return
+    columns = landing_columns(program, low)
+    landings = single_landings(program)  # the scan's, as PRG-147 has them
+    assert [columns[j] for j in range(len(columns))] == landings
+    settled = totals.settled(columns.core, columns.pc, columns.target, columns.entry, columns.exit, columns.counter,
+                             columns.counters)
+    topo = program.topology
+    scanned = Totals(program)
+    assert settled.tolist() == [topo.device_of(la.core) != topo.device_of(la.target)
+                                and scanned.waits_hold_back(la) and scanned.landed_before_exit(la) for la in landings]
+    # and so the verdict, reason and witness of every landing asked on its own, with and without the totals
+    assert decide(program, columns, lowering=low) == decide(program, landings)
+    with without_totals():
+        assert decide(program, landings) == decide(program, columns, lowering=low)

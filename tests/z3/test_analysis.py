@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from z3_strategies import examples, programs
 
 from ring_programs import ring_allreduce
@@ -87,3 +88,82 @@ def test_a_lowering_on_another_modes_happens_before_is_its_own(program):
     # the analysis hands the first lowering's to the next mode's
     analysis = Analysis(program)
     assert analysis.mode("eager").lowering.hb is analysis.mode("hardware").lowering.hb
+
+
+def _clocks_joined_per_core(hb):
+    """`HappensBefore`'s clocks as they were before RUN-33: each core's barrier joins every participant's."""
+    import numpy as np
+
+    from semcheck.model.barrier import awaited, opens_at
+
+    prog = hb.program
+    n = prog.topology.num_cores
+    segs = [[(-1, np.zeros(n, dtype=np.int64))] for _ in range(n)]
+    frontier, nxt = [0] * n, [0] * n
+    bpos_by_core = [sorted(p for (c, p) in hb.barriers if c == core) for core in range(n)]
+
+    def vc_at(core, pos):
+        for bpos, vc in reversed(segs[core]):
+            if bpos < pos:
+                v = vc.copy()
+                v[core] = max(v[core], pos)
+                return v
+
+    changed = True
+    while changed:
+        changed = False
+        for core in range(n):
+            while True:
+                if nxt[core] >= len(bpos_by_core[core]):
+                    if frontier[core] != len(prog.cores[core]):
+                        frontier[core], changed = len(prog.cores[core]), True
+                    break
+                i = bpos_by_core[core][nxt[core]]
+                if frontier[core] != i:
+                    frontier[core], changed = i, True
+                b = hb.barriers[(core, i)]
+                where = awaited(b.participants, lambda p, b=b: hb.barrier_pos.get((p, b.name, b.k)))
+                if not opens_at(b.k, where, frontier):
+                    break
+                joined = vc_at(core, i)
+                for p, pp in where.items():
+                    np.maximum(joined, vc_at(p, pp), out=joined)
+                segs[core].append((i, joined))
+                nxt[core] += 1
+                frontier[core], changed = i + 1, True
+    return frontier, vc_at
+
+
+@st.composite
+def _barrier_programs(draw):
+    """Cores that meet at barriers of a few names, each name with its own participants, in any order and
+    count (so some never open), between operations that do not synchronise."""
+    from semcheck.model.ops import Barrier, ExitCheck, Program, Topology
+
+    n = draw(st.integers(1, 5))
+    names = {name: frozenset(draw(st.sets(st.integers(0, n - 1), min_size=1))) for name in "abc"}
+    cores = []
+    for g in range(n):
+        mine = [name for name, parts in names.items() if g in parts]
+        ops = []
+        for _ in range(draw(st.integers(0, 6))):
+            name = draw(st.sampled_from(mine + [None]))
+            ops.append(ExitCheck(device=g) if name is None else Barrier(name, names[name]))
+        cores.append(tuple(ops))
+    return Program(Topology(n), tuple(cores))
+
+
+@examples(200)
+@given(_barrier_programs())
+@pytest.mark.rule("RUN-33")
+def test_a_barriers_clock_joined_once_is_each_participants_own(program):
+    hb = lower(program, "hardware").hb
+    frontier, vc_at = _clocks_joined_per_core(hb)
+    n = len(program.cores)
+    assert [hb.reach(c) for c in range(n)] == frontier
+    for b in range(n):
+        for j in range(hb.reach(b) + 1):
+            if j < len(program.cores[b]) or j == 0:
+                assert [hb.before(a, i, b, j) for a in range(n) for i in range(len(program.cores[a]))] == [
+                    (i < j if a == b else int(vc_at(b, j)[a]) > i)
+                    for a in range(n) for i in range(len(program.cores[a]))]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import deadlock_free
 from semcheck.checker.dma_bytes import dma_bytes
@@ -22,6 +27,10 @@ from semcheck.model import (
     launch,
     run,
 )
+from semcheck.model.ops import SemType
+
+
+SEM_TYPES = get_args(SemType)
 
 
 def _warned(outcome, device):
@@ -258,3 +267,30 @@ def test_a_wait_needing_a_copy_started_after_it_is_never_met(mode):
     ]
     v = dma_bytes(launch(Topology(2), bodies, scratch=[Scratch("r"), Scratch("s")]), mode)
     assert v.verdict == "violated" and v.witness.details["problem"] == "never-met"
+
+
+@st.composite
+def _typed_copies(draw):
+    """A generated program whose copies signal semaphores of any type (DMA-6: on hardware a non-DMA one counts 1)."""
+    import dataclasses
+
+    program = draw(programs())
+    cores = tuple(tuple(dataclasses.replace(op, src_sem_type=draw(st.sampled_from(SEM_TYPES)),
+                                            dst_sem_type=draw(st.sampled_from(SEM_TYPES)))
+                        if type(op) is DmaStart and draw(st.booleans()) else op for op in ops)
+                  for ops in program.cores)
+    return dataclasses.replace(program, cores=cores)
+
+
+@examples(150)
+@given(_typed_copies())
+@pytest.mark.rule("DMA-6", "PROP-6")
+def test_copies_counted_in_bytes_by_their_types_are_those_asked_half_by_half(program):
+    from unittest import mock
+
+    from semcheck.checker import dma_bytes as module
+
+    for mode in DMA_MODES:
+        fast = dma_bytes(program, mode)
+        with mock.patch.object(module, "_every_half_in_bytes", lambda program, low: False):
+            assert dma_bytes(program, mode) == fast
