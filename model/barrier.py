@@ -2,7 +2,7 @@
 
 The rule is stated once, over how many barriers of the name each participant has reached
 (`opens`); the static engines, which know positions rather than counts, ask it through `awaited`
-and `opens_at`. The step relation, the fast run, the happens-before of the static system, its least
+and `opens_at`, and the fast run keeps the count of each barrier's arrivals (`Counted`). The step relation, the fast run, the happens-before of the static system, its least
 stuck vector and the deadlock encoding all decide barriers with these functions.
 """
 

@@ -3,7 +3,7 @@
 It runs each core as far as it can, parks it on the count or barrier it waits
 for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
-rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens`,
+rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens` and its count `barrier.Counted`,
 `step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
 `step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
