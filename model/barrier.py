@@ -2,7 +2,7 @@
 
 The rule is stated once, over how many barriers of the name each participant has reached
 (`opens`); the static engines, which know positions rather than counts, ask it through `awaited`
-and `opens_at`. The step relation, the fast run, the happens-before of the static system, its least
+and `opens_at`, and the fast run keeps the count of each barrier's arrivals (`Counted`). The step relation, the fast run, the happens-before of the static system, its least
 stuck vector and the deadlock encoding all decide barriers with these functions.
 """
 
@@ -47,3 +47,51 @@ def opens_at(k: int, where: Mapping[int, int] | None, positions: Sequence[int]) 
         return False
     # a participant at or past its k-th barrier has reached k of them; one before it, fewer
     return opens(k, (k if positions[p] >= pos else k - 1 for p, pos in where.items()))
+
+
+class Counted:
+    """BAR-1 counted, for a run that moves its cores forward: per name and `k`, how many participants
+    have reached their `k`-th barrier of the name, so that asking whether a barrier opens costs one
+    look-up rather than one per participant.
+
+    A participant's `reached` only grows, one barrier at a time, so it has reached its `k`-th once
+    it has been counted at `k` (`reach`); the barrier opens once all of them have (`opens`). The
+    count holds for a name while every barrier of it that a core reached had one participant set
+    (IR-1); otherwise `opens` answers None and the caller asks `opens` of every participant.
+    """
+
+    __slots__ = ("count", "level", "parties", "same", "mixed")
+
+    def __init__(self) -> None:
+        self.count: dict[tuple[str, int], int] = {}  # (name, k) -> participants that reached their k-th
+        self.level: dict[tuple[int, str], int] = {}  # (core, name) -> the last k it was counted at
+        self.parties: dict[str, frozenset[int]] = {}  # name -> its participant set
+        self.same: dict[tuple[str, int], frozenset[int]] = {}  # (name, id) -> a set found equal to the name's
+        self.mixed: set[str] = set()  # names reached with two participant sets: not counted
+
+    def reach(self, core: int, name: str, k: int, participants: frozenset[int]) -> None:
+        """`core` stands at its `k`-th barrier named `name` (counted once, however often it arrives)."""
+        key = (core, name)
+        if self.level.get(key, 0) >= k:
+            return
+        self.level[key] = k
+        if not self._one_set(name, participants):
+            self.mixed.add(name)
+        elif core in participants:
+            at = (name, k)
+            self.count[at] = self.count.get(at, 0) + 1
+
+    def opens(self, name: str, k: int, participants: frozenset[int]) -> bool | None:
+        """Whether the `k`-th barrier named `name` of `participants` opens; None: not counted."""
+        if name in self.mixed or not self._one_set(name, participants):
+            return None
+        return self.count.get((name, k), 0) == len(participants)
+
+    def _one_set(self, name: str, participants: frozenset[int]) -> bool:
+        known = self.parties.setdefault(name, participants)
+        if known is participants or self.same.get((name, id(participants))) is participants:
+            return True
+        if known == participants:  # compared once per set object: the sets of a name are often one object
+            self.same[(name, id(participants))] = participants
+            return True
+        return False

@@ -3,7 +3,7 @@
 It runs each core as far as it can, parks it on the count or barrier it waits
 for and wakes it when that changes: time linear in the program (the spec's
 RUN-3 says why one run suffices). It is a driver over the step relation's
-rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens`,
+rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens` and its count `barrier.Counted`,
 `step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
 `step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from semcheck.model.barrier import opens, reached
+from semcheck.model.barrier import Counted, opens, reached
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.dma import run_half_task
 from semcheck.model.dma import tasks as dma_tasks
@@ -182,6 +182,12 @@ def fast_run(
     dma_targets: list[dict[tuple, int]] = [{} for _ in range(n)]
     amounts: dict[tuple, tuple[int, int]] = {}
     barrier_enters, barrier_err = barrier_sem(program, mode)  # SEM-2: the same at every get_barrier_semaphore
+    # BAR-1 counted: a core is counted at a barrier once its position rests there unheld, which is
+    # where the Barrier case below puts it, or at the start, for a core whose first op is a barrier
+    at_barrier = Counted()
+    for c, ops in enumerate(cores):
+        if held_at[c] and type(ops[0]) is Barrier:
+            at_barrier.reach(c, ops[0].name, 1, ops[0].participants)
 
     copies = _Copies()  # the started DMAs, as the half rules see them
     rows, phase = copies.rows, copies.phases
@@ -372,7 +378,11 @@ def fast_run(
                 k = passed.get((core, op.name), 0) + 1
                 if observer is not None:
                     observer.arrive(core, pc, op.name, k)
-                if opens(k, [barrier_reached(p, op.name) for p in op.participants]):
+                at_barrier.reach(core, op.name, k, op.participants)
+                now = at_barrier.opens(op.name, k, op.participants)
+                if now is None:
+                    now = opens(k, [barrier_reached(p, op.name) for p in op.participants])
+                if now:
                     passed[(core, op.name)] = k
                     if observer is not None:
                         observer.barrier(core, pc, op.name, k, op.participants)

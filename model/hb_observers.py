@@ -167,6 +167,7 @@ class Observer:
         self.dma_clock: dict[int, np.ndarray] = {}
         self.done: dict[tuple[Pos, str], list[Pos]] = {}  # (start, half) -> waits known to follow the half
         self.arrivals: dict[tuple[int, str, int], np.ndarray] = {}
+        self.joined: dict[tuple[str, int], np.ndarray] = {}  # (name, k) -> its participants' arrivals, joined
         self.broken = ""
         self.candidates: list[Pair] = []
         index = events if isinstance(events, AccessIndex) else AccessIndex(events)
@@ -187,6 +188,7 @@ class Observer:
         o.counters = {k: c.copied() for k, c in self.counters.items()}
         # a copy's clock and an arrival's snapshot are never changed once made: the arrays are shared
         o.dma_pos, o.dma_clock, o.arrivals = dict(self.dma_pos), dict(self.dma_clock), dict(self.arrivals)
+        o.joined = dict(self.joined)
         o.done = {k: list(v) for k, v in self.done.items()}
         o.candidates = list(self.candidates)
         o.chains = [c.copied() for c in self.chains]
@@ -376,12 +378,24 @@ class Observer:
             self.arrivals[key] = self._snapshot(core, pc)
 
     def barrier(self, core: int, pc: int, name: str, k: int, participants: tuple[int, ...]) -> None:
+        # A participant's snapshot does not change once it stands at the barrier (its row changes only
+        # when it runs, and its arrival is kept), and a barrier passes only once all stand there: the
+        # join is the same for every core that passes it, and is made once.
+        joined = self.joined.get((name, k))
+        if joined is None:
+            for p in participants:
+                snap = self.arrivals.get((p, name, k))
+                if snap is None:  # p stands at the barrier and has not run since it got there
+                    snap = self._snapshot(p, self._barrier_position(p, name, k))
+                if joined is None:
+                    joined = snap.copy()
+                else:
+                    np.maximum(joined, snap, out=joined)
+            if joined is None:
+                return
+            self.joined[(name, k)] = joined
         row = self.clock[core]
-        for p in participants:
-            snap = self.arrivals.get((p, name, k))
-            if snap is None:  # p stands at the barrier and has not run since it got there
-                snap = self._snapshot(p, self._barrier_position(p, name, k))
-            np.maximum(row, snap, out=row)
+        np.maximum(row, joined, out=row)
 
     def _barrier_position(self, core: int, name: str, k: int) -> int:
         seen = 0

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import heapq
+from operator import itemgetter
 
 from semcheck.checker.frontend.call_boundary import is_boundary
 from semcheck.model.ops import Access, DmaStart, Loc, Program, Region
@@ -38,6 +40,9 @@ class GridCopyLoc(Loc):
     split_forced: bool = True  # every split of the parallel steps between the cores gives each at most one
     shared: str = ""  # two steps at different parallel coordinates that touch one block (GRID-4), if any
     call: int = 0  # the call of a composed program the copy belongs to (PRG-124: pipelines end with their call)
+
+
+_first = itemgetter(0)
 
 
 def grid_copy_of(op: object) -> GridCopyLoc | None:
@@ -86,8 +91,25 @@ def hardware_overlap(program: Program) -> str | None:
                 elif op.dst_buf in copies:
                     return f"the copy at {op.loc} writes {op.dst_buf} at places semcheck did not record"
 
-    def same_device(a: int, b: int) -> bool:
-        return a < 0 or b < 0 or topo.device_of(a) == topo.device_of(b)
+    # Only accesses of one device can meet (a remote copy's landing, core -1, meets every device's):
+    # each copy is compared with its device's, in the program's order, so the first reason found is
+    # the one comparing it with every access would find.
+    device_of = topo.device_of
+    copies_on: dict[str, dict[int, list[tuple[int, int, Access, GridCopyLoc]]]] = {}
+    for buf, mine in copies.items():
+        on_device = copies_on[buf] = {}
+        for e in mine:
+            on_device.setdefault(device_of(e[0]), []).append(e)
+    others_on: dict[str, dict[int, list]] = {}
+    landing: dict[str, list] = {}
+    for buf, theirs in others.items():
+        local = others_on[buf] = {}
+        for i, e in enumerate(theirs):
+            (local.setdefault(device_of(e[0]), []) if e[0] >= 0 else landing.setdefault(buf, [])).append((i, e))
+
+    def others_meeting(buf: str, g: int):
+        local, remote = others_on.get(buf, {}).get(device_of(g), ()), landing.get(buf, ())
+        return (e for _, e in (heapq.merge(local, remote, key=_first) if remote else local))
 
     def after_window_of_out(g: int, step: int, call: int, p: int) -> bool:
         # a write-back of step i is waited at the end of step i + 1: an op of step >= i + 2 is after it
@@ -106,8 +128,8 @@ def hardware_overlap(program: Program) -> str | None:
 
     for buf, mine in copies.items():
         for g, q, op, loc in mine:
-            for g2, q2, op2, loc2 in mine:
-                if (g2, q2) == (g, q) or not (op.write or op2.write) or not same_device(g, g2):
+            for g2, q2, op2, loc2 in copies_on[buf][device_of(g)]:
+                if (g2, q2) == (g, q) or not (op.write or op2.write):
                     continue
                 if not op.region.overlaps(op2.region) or loc2.call != loc.call:
                     continue  # PRG-124: a call's pipeline is done before the next call's starts
@@ -121,8 +143,8 @@ def hardware_overlap(program: Program) -> str | None:
                 # of step i + 2 starts after the wait; a copy-in of step j starts in step j - 1
                 if loc.kind == "out" and q2 > q and loc2.step - (loc2.kind == "in") < loc.step + 2:
                     return f"{loc2.what} touches the elements {loc.what} wrote, which a TPU may still be writing"
-            for g2, p, region, write, is_copy, oloc in others.get(buf, ()):
-                if not (op.write or write) or not same_device(g, g2) or not op.region.overlaps(region):
+            for g2, p, region, write, is_copy, oloc in others_meeting(buf, g):
+                if not (op.write or write) or not op.region.overlaps(region):
                     continue
                 what = "the copy started" if is_copy else "the access"
                 if g2 != g:
