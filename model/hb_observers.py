@@ -167,7 +167,8 @@ class Observer:
         self.dma_clock: dict[int, np.ndarray] = {}
         self.done: dict[tuple[Pos, str], list[Pos]] = {}  # (start, half) -> waits known to follow the half
         self.arrivals: dict[tuple[int, str, int], np.ndarray] = {}
-        self.joined: dict[tuple[str, int], np.ndarray] = {}  # (name, k) -> its participants' arrivals, joined
+        # (name, k, participants) -> their arrivals, joined (a name's barriers may differ in participants)
+        self.joined: dict[tuple[str, int, frozenset[int]], np.ndarray] = {}
         self.broken = ""
         self.candidates: list[Pair] = []
         index = events if isinstance(events, AccessIndex) else AccessIndex(events)
@@ -381,7 +382,8 @@ class Observer:
         # A participant's snapshot does not change once it stands at the barrier (its row changes only
         # when it runs, and its arrival is kept), and a barrier passes only once all stand there: the
         # join is the same for every core that passes it, and is made once.
-        joined = self.joined.get((name, k))
+        key = (name, k, participants)
+        joined = self.joined.get(key)
         if joined is None:
             for p in participants:
                 snap = self.arrivals.get((p, name, k))
@@ -393,7 +395,7 @@ class Observer:
                     np.maximum(joined, snap, out=joined)
             if joined is None:
                 return
-            self.joined[(name, k)] = joined
+            self.joined[key] = joined
         row = self.clock[core]
         np.maximum(row, joined, out=row)
 
