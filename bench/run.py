@@ -162,9 +162,9 @@ def worker_phases(a: dict) -> dict:
     timeout_ms = int(a["cap"] * 1000)
     try:
         # imported outside the timing; finding a program's fold (RUN-7) is timed, in its first check
-        import semcheck.checker.folding
-        import semcheck.checker.properties  # noqa: F401
-        from semcheck.checker.properties import IDS as PROPERTIES
+        import semcheck.checker.properties.folding
+        import semcheck.checker.properties.registry  # noqa: F401
+        from semcheck.checker.properties.registry import IDS as PROPERTIES
         from semcheck import check_program
     except Exception as e:  # noqa: BLE001 - another part may still be in progress
         out["checks_unavailable"] = f"{type(e).__name__}: {e}"

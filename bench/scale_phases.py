@@ -34,13 +34,13 @@ def main(path: str, devices: int, confined: bool = False) -> dict:
     gc.disable()
     from jax._src import xla_bridge
 
-    from semcheck.checker.analysis import Analysis
-    from semcheck.checker.checking import check_program
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.checking import check_program
     from semcheck.checker.frontend.api import _lower_all
     from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
     from semcheck.checker.frontend.size_bound import ProgramTooLarge, estimate
     from semcheck.checker.frontend.targets import abstract_mesh_wanted, load_targets
-    from semcheck.checker.properties import IDS
+    from semcheck.checker.properties.registry import IDS
 
     out: dict = {"kernel": path, "devices": devices, "abstract_mesh": abstract_mesh_wanted(devices)}
     out["import_s"] = round(time.process_time() - t_start, 2)

@@ -21,7 +21,7 @@ A model orders the executed events by timestamp (waits and barriers first
 among equal timestamps), which is a real schedule to the same positions. The
 wait constraints sum over every contribution to the counter, so the formula
 has (waits x contributions) terms: cubic in the device count for a ring.
-Same preconditions and verdict rules as `semcheck.checker.deadlock`.
+Same preconditions and verdict rules as `semcheck.checker.properties.deadlock`.
 
 Only the bench's baseline (and its tests) use it: no property is decided with
 it (exit-balance's warnings once asked it "can A arrive before B?", which took
@@ -34,9 +34,9 @@ import time
 
 import z3
 
-from semcheck.checker.verdict import Verdict
-from semcheck.checker.deadlock import PROPERTY
-from semcheck.checker.deadlock_explanation import deadlock_witness
+from semcheck.checker.properties.verdict import Verdict
+from semcheck.checker.properties.deadlock import PROPERTY
+from semcheck.checker.properties.deadlock_explanation import deadlock_witness
 from integer_encodings import Encoding  # bench/, this module's directory
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import maximal_run, failure_reached, s_prime_run

@@ -61,9 +61,9 @@ def _verdict_row(v) -> dict:
 
 
 def run(corpus_path: str, out_path: str) -> None:
-    from semcheck.checker.analysis import Analysis
-    from semcheck.checker.properties import IDS
-    from semcheck.checker.checking import check_program
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.registry import IDS
+    from semcheck.checker.properties.checking import check_program
 
     with open(corpus_path, "rb") as f:
         corpus = pickle.load(f)

@@ -152,7 +152,7 @@ def view_failure(op: Access | DmaStart, mode: DmaMode) -> Violation | None:
     A load or store raises when a core reaches it, an `eager` copy inside its start (after its
     semaphores are looked up); a TPU lowers the view (None). An `on_wait` copy raises only when a
     waiter runs its task, which this rule does not model: None here, and the checker does not decide
-    such a program under `on_wait` (`checker.launch`).
+    such a program under `on_wait` (`checker.properties.launch`).
     """
     err = op.view_error
     if err is None or mode == "hardware" or (mode == "on_wait" and type(op) is DmaStart):

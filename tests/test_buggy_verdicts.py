@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]
 I, H = ("eager", "on_wait"), ("eager", "on_wait", "hardware")
 
 EXPECTED = {

@@ -21,9 +21,9 @@ from strategies import programs
 from test_races import symmetric_rings
 from test_races_class_run import all_to_alls
 
-from semcheck.checker.checking import check_program
-from semcheck.checker.confined import invocation_confined
-from semcheck.checker.confined_order import confined_on_period
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.confined import invocation_confined
+from semcheck.checker.properties.confined_order import confined_on_period
 from semcheck.model.fold import race_period
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import BARRIER, DmaStart, GetBarrierSem, Program, SemRef, Signal, Topology, Wait
@@ -270,7 +270,7 @@ class _AtEvents:
 def test_the_early_side_read_at_waits_is_the_one_read_at_each_landing(program):
     """A core's clock grows only at its waits and barriers (DR-6), so the first position knowing a
     target decides every later landing of the core as reading the clock at the landing does."""
-    from semcheck.checker import confined_order as co
+    from semcheck.checker.properties import confined_order as co
     from semcheck.model.fast import fast_run
     from semcheck.model.hb_observers import Observer
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from cli._support import semcheck, semcheck_many  # noqa: E402
 
-from semcheck.checker.properties import IDS  # noqa: E402
+from semcheck.checker.properties.registry import IDS  # noqa: E402
 
 jax = pytest.importorskip("jax")
 from jax._src.state.indexing import NDIndexer, Slice  # noqa: E402

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from semcheck.checker.differences import Exposure, differences, exposures
-from semcheck.checker.properties import IDS as PROPERTIES
-from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.request import Result
+from semcheck.checker.properties.differences import Exposure, differences, exposures
+from semcheck.checker.properties.registry import IDS as PROPERTIES
+from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.run.request import Result
 from semcheck.model import DmaStart, Loc, Scratch, SemRef, Signal, Topology, Wait, launch
 
 LINE = Loc("k.py", 7, "pl.semaphore_signal(s, 1)")

@@ -1,4 +1,4 @@
-"""Programs whose interpreter runs all fail (checker/failing_runs.py): ERR-9 views (ACC-6), and any
+"""Programs whose interpreter runs all fail (checker/properties/failing_runs.py): ERR-9 views (ACC-6), and any
 static failure that ends the whole run (RUN-9 .. RUN-11)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from semcheck.checker.properties import BY_ID
+from semcheck.checker.properties.registry import BY_ID
 from semcheck import check_program
 from semcheck.model import (
     BARRIER,
@@ -97,8 +97,8 @@ def test_bytes_never_waited_for_before_the_failure_are_not_left_at_an_exit():
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "no-fold"])
 def test_the_modes_differ_note_names_the_view_of_a_program_that_folds(fold):
     # the skeleton's fold has no accesses: the note is read off the program's views
-    from semcheck.checker.analysis import Analysis
-    from semcheck.checker.checking import exposures_of
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.checking import exposures_of
 
     p = _ring(8)
     assert Analysis(p).fold is not None

@@ -1,6 +1,6 @@
 """Targets whose inputs a hypothesis strategy generates (`@semcheck.target(inputs=...)`, issue 17).
 
-The engine (`checker/generated_inputs.py`) on a fake kernel, without jax: it
+The engine (`checker/run/generated_inputs.py`) on a fake kernel, without jax: it
 stops at the first violation, shrinks on the same (kernel, mode, property)
 only, says exactly what was covered, names the input of an unknown, and a
 timeout never proves. Then the CLI on `tests/generated_inputs/paged_lengths.py`,
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from semcheck.checker.generated_inputs import aggregate, coverage, explore
-from semcheck.checker.properties import IDS
-from semcheck.checker.verdict import Verdict, Witness
-from semcheck.checker.request import Result
+from semcheck.checker.run.generated_inputs import aggregate, coverage, explore
+from semcheck.checker.properties.registry import IDS
+from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.run.request import Result
 from cli._support import SCHEMA, semcheck, semcheck_many
 
 ROOT = Path(__file__).resolve().parent.parent

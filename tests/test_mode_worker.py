@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from semcheck.checker.mode_worker import MIN_OPS, ModeWorker, split_modes
-from semcheck.checker.properties import BY_ID
-from semcheck.checker.properties import IDS as PROPERTIES
+from semcheck.checker.run.mode_worker import MIN_OPS, ModeWorker, split_modes
+from semcheck.checker.properties.registry import BY_ID
+from semcheck.checker.properties.registry import IDS as PROPERTIES
 from semcheck import check_program
 from ring_programs import ring_allreduce
 
@@ -48,7 +48,7 @@ PLUMBING = tuple(p for p in PROPERTIES if BY_ID[p].folds)
 
 
 def _request(modes: tuple[str, ...], fold: bool = False, properties: tuple[str, ...] = PLUMBING):
-    from semcheck.checker.request import Request
+    from semcheck.checker.run.request import Request
 
     return Request(path="kernel.py", target=None, entry=None, devices=44, cores=None, modes=modes, timeout=600,
                    fold=fold, properties=properties)
@@ -57,7 +57,7 @@ def _request(modes: tuple[str, ...], fold: bool = False, properties: tuple[str, 
 def test_a_worker_that_fails_has_its_modes_checked_here(monkeypatch, capsys) -> None:
     import time
 
-    from semcheck.checker.checking import check_modes
+    from semcheck.checker.properties.checking import check_modes
 
     def failing(self):
         self.kill()
@@ -84,7 +84,7 @@ def test_a_killed_worker_has_no_answer(fork: bool) -> None:
 def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) -> None:
     import time
 
-    from semcheck.checker.checking import check_modes
+    from semcheck.checker.properties.checking import check_modes
 
     def cannot_start(self, *args, **kwargs):
         raise OSError("no processes left")
@@ -98,7 +98,7 @@ def test_a_worker_that_cannot_start_leaves_every_mode_here(monkeypatch, capsys) 
 def test_a_large_program_proved_on_its_fold_starts_no_worker(monkeypatch) -> None:
     import time
 
-    from semcheck.checker.checking import check_modes
+    from semcheck.checker.properties.checking import check_modes
 
     def no_worker(self, *args, **kwargs):
         raise AssertionError("a worker was started")
@@ -115,7 +115,7 @@ def test_a_large_program_proved_on_its_fold_starts_no_worker(monkeypatch) -> Non
 def test_a_property_whose_fold_proofs_do_not_carry_is_decided_on_the_program() -> None:
     import time
 
-    from semcheck.checker.checking import check_modes
+    from semcheck.checker.properties.checking import check_modes
 
     done = check_modes(ring_allreduce(8), _request(("hardware",), fold=True, properties=PROPERTIES),
                         time.monotonic() + 600)
@@ -147,11 +147,11 @@ def test_forking_the_worker_warns_nothing_with_jax_loaded() -> None:
 def test_a_symmetric_has_its_hardware_mode_checked_apart_with_the_verdicts_of_one_process(monkeypatch) -> None:
     import time
 
-    from semcheck.checker.analysis import Analysis
-    from semcheck.checker.checking import check_modes
-    from semcheck.checker.checking import check_program as check_one
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.checking import check_modes
+    from semcheck.checker.properties.checking import check_program as check_one
     from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
-    from semcheck.checker.request import Request
+    from semcheck.checker.run.request import Request
     from test_symmetric_lowering import _calls
 
     n = SYMMETRIC_FROM + 3

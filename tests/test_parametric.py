@@ -59,7 +59,7 @@ class _Claim:
 
 
 def _claims(path, build_kwargs, probes=()):
-    from semcheck.checker.parametric import every_n
+    from semcheck.checker.parametric.every_n import every_n
 
     out = []
     for c in every_n(str(ROOT / path), ns=TRACED, probes=probes, modes=MODES, build_kwargs=build_kwargs):
@@ -76,7 +76,7 @@ def _guard(path, build_kwargs):
     """The template guard alone (no checks) on the kernel traced at every N: its refusal, or None."""
     from semcheck.checker.frontend.api import load
     from semcheck.checker.frontend.targets import provision_devices
-    from semcheck.checker.parametric import NotTemplate, template_guard
+    from semcheck.checker.parametric.every_n import NotTemplate, template_guard
 
     provision_devices(TRACED[-1])
     import jax
@@ -94,7 +94,7 @@ def _cli(argv):
     import contextlib
     import io
 
-    from semcheck.checker.cli import main
+    from semcheck.checker.run.cli import main
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -203,7 +203,7 @@ def test_a_signal_at_any_later_grid_step_is_caught(worker, at):
 @pytest.mark.rule("PAR-4")
 def test_the_guard_knows_every_primitive_the_front_end_synchronises_with():
     from semcheck.checker.frontend.sync_rules import SYNC_PRIMS
-    from semcheck.checker.parametric_template import _SYNC
+    from semcheck.checker.parametric.template import _SYNC
 
     assert {p.name for p in SYNC_PRIMS} <= _SYNC
 
@@ -213,7 +213,7 @@ def test_the_guard_knows_every_primitive_the_front_end_synchronises_with():
 def test_the_symbolic_division_is_int32_division(x, y):
     import z3
 
-    from semcheck.checker.parametric_template import _tdiv
+    from semcheck.checker.parametric.template import _tdiv
 
     q = z3.simplify(_tdiv(z3, z3.IntVal(x), z3.IntVal(y))).as_long()
     want = abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1)  # C's truncation, as lax.div
@@ -226,7 +226,7 @@ def test_the_symbolic_division_is_int32_division(x, y):
 @given(st.integers(-50, 50), st.integers(-50, 50), st.lists(st.integers(2, 40), min_size=2, max_size=8, unique=True),
        st.integers(0, 7), st.integers(-3, 3))
 def test_fit_finds_exactly_the_affine_sequences(a, b, ns, where, bump):
-    from semcheck.checker.parametric import Affine, fit
+    from semcheck.checker.parametric.every_n import Affine, fit
 
     ns = sorted(ns)
     points = [(n, a * n + b) for n in ns]
@@ -281,7 +281,7 @@ def uniform_rings(draw):
 @settings(max_examples=150, deadline=None)
 @given(uniform_rings(), st.sampled_from(["eager", "hardware"]))
 def test_the_erased_run_ends_where_the_ring_ends(ring, mode):
-    from semcheck.checker.parametric import erased_run
+    from semcheck.checker.parametric.every_n import erased_run
     from semcheck.checker.static.least_stuck import least_stuck_vector
     from semcheck.checker.static.lowering import lower
     from semcheck.model.launch import Scratch, launch
@@ -353,9 +353,9 @@ def copying_rings(draw):
 def test_what_par_10_reads_off_the_erased_run_is_what_dma_bytes_decides(ring, mode):
     # PAR-10's lemma at one N: a uniform ring that completes, one copy size per semaphore, every DMA wait
     # a multiple of it and zero erased totals is proved dma-bytes by the ordinary check
-    from semcheck.checker.checking import check_program
-    from semcheck.checker.parametric import NotUniform, erased_run
-    from semcheck.checker.parametric_ids import bytes_summary
+    from semcheck.checker.properties.checking import check_program
+    from semcheck.checker.parametric.every_n import NotUniform, erased_run
+    from semcheck.checker.parametric.ids import bytes_summary
     from semcheck.checker.static.lowering import lower
     from semcheck.model.launch import Scratch, launch
     from semcheck.model.ops import Topology
@@ -376,7 +376,7 @@ def test_what_par_10_reads_off_the_erased_run_is_what_dma_bytes_decides(ring, mo
 
 @pytest.mark.rule("PAR-2")
 def test_a_ring_that_is_not_uniform_is_refused():
-    from semcheck.checker.parametric import NotUniform, erased_run
+    from semcheck.checker.parametric.every_n import NotUniform, erased_run
     from semcheck.checker.static.lowering import lower
     from semcheck.model.launch import Scratch, launch
     from semcheck.model.ops import SemRef, Signal, Topology, Wait
@@ -438,8 +438,8 @@ def test_a_collective_id_computed_from_n_is_caught_where_it_collides(worker):
 
 @st.composite
 def allocation_templates(draw):
-    from semcheck.checker.parametric_ids import Allocations
-    from semcheck.checker.parametric_template import Affine
+    from semcheck.checker.parametric.ids import Allocations
+    from semcheck.checker.parametric.template import Affine
 
     sems = []
     for k in range(draw(st.integers(0, 3))):
@@ -473,7 +473,7 @@ def _first_bad(al, limit):
 @settings(max_examples=6, deadline=None)
 @given(allocation_templates())
 def test_the_id_polynomials_are_decided_exactly(al):
-    from semcheck.checker.parametric_ids import id_reasons
+    from semcheck.checker.parametric.ids import id_reasons
 
     limit = 3000
     reasons = id_reasons(al, "eager")

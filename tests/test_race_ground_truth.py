@@ -38,7 +38,7 @@ import pytest
 pytestmark = [pytest.mark.jax, pytest.mark.rule("DR-1", "PROP-7")]
 
 ROOT = Path(__file__).resolve().parent.parent
-SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]
 PROPERTY = "race-free"
 MODES = ("eager", "on_wait")
 SEMCHECK_TIMEOUT = 600

@@ -406,7 +406,7 @@ def _two_senders_then_read() -> Program:
 def test_races_past_the_work_budget_are_unknown_at_once_never_proved(monkeypatch):
     import semcheck.model.happens_before as hb
     import semcheck.model.race as race_module
-    from semcheck.checker.races import race_free
+    from semcheck.checker.properties.races import race_free
     from semcheck.model.happens_before import order
 
     monkeypatch.setattr(hb, "MAX_PASSES", 1)  # no second pass: the first one's certificate fails
@@ -545,11 +545,11 @@ def test_a_program_makes_the_same_accesses_in_every_mode(program):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(programs_with_accesses(), symmetric_rings()))
 def test_the_skeleton_fold_read_off_the_program_symmetry_is_the_skeleton_own_fold(program):
-    """checker/folding.py takes the skeleton's fold from the race check's symmetry when that rotates by
+    """checker/properties/folding.py takes the skeleton's fold from the race check's symmetry when that rotates by
     one device; it must be exactly the fold a search on the skeleton finds, and where there is none, the
     class run's (RUN-31)."""
-    from semcheck.checker.analysis import Analysis
-    from semcheck.checker.folding import skeleton_fold
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.folding import skeleton_fold
     from semcheck.model.access import skeleton
     from semcheck.model.fold import find_fold
 
@@ -580,7 +580,7 @@ def test_the_interpreter_modes_sharing_a_run_decide_as_each_alone(program):
 def test_an_on_wait_race_too_long_to_replay_is_unknown_and_says_so(monkeypatch):
     """A witness past REPLAY_LIMIT steps is not replayed (the step relation copies its state per step),
     so the race is not believed: unknown, naming the limit, and the orbit's images (as long) not tried."""
-    import semcheck.checker.races as checker_races
+    import semcheck.checker.properties.races as checker_races
     import semcheck.model.race as race_module
     from semcheck import check_program
 
@@ -608,7 +608,7 @@ def _partial(first_wait: int) -> Program:
 
 
 def _race_verdicts(program: Program) -> dict[str, object]:
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     return {m: BY_ID["race-free"].check(program, m) for m in DMA_MODES}
 
@@ -639,8 +639,8 @@ def test_waiting_for_the_whole_copy_before_the_read_is_race_free_in_every_mode()
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(symmetric_rings())
 def test_the_split_program_has_the_symmetry_read_off_the_program(program):
-    from semcheck.checker import races
-    from semcheck.checker.analysis import Analysis
+    from semcheck.checker.properties import races
+    from semcheck.checker.properties.analysis import Analysis
     from semcheck.model.fold import race_symmetry
 
     parts, analysis = races.split_program(Analysis(program))

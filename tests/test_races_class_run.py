@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_races import SCRATCH, box, symmetric_rings
 
-from semcheck.checker import races
+from semcheck.checker.properties import races
 from semcheck.model import happens_before as hb
 from semcheck.model import race
 from semcheck.model.access import accesses
@@ -193,7 +193,7 @@ def test_a_ring_of_any_size_is_ordered_on_one_device_reading_only_its_neighbours
 def test_the_split_programs_accesses_are_listed_from_one_period_of_forerunners(program):
     """Under hardware the race pass lists the split program's accesses with each core's forerunners read
     off its core on the first period: the accesses of the whole split program."""
-    from semcheck.checker.analysis import Analysis
+    from semcheck.checker.properties.analysis import Analysis
     from semcheck.model.partial_arrivals import split
 
     facts = Analysis(program, modes=("hardware",))

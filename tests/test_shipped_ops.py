@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 import semcheck
-from semcheck.checker.properties import IDS
+from semcheck.checker.properties.registry import IDS
 
 pytestmark = pytest.mark.jax
 

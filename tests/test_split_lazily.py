@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker import races
-from semcheck.checker.analysis import Analysis
+from semcheck.checker.properties import races
+from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.frontend.grid_copies import hardware_overlap
 from semcheck.model.access import accesses
 from semcheck.model.ops import Access, DmaStart, Loc, Region, SemRef, Topology, Wait
@@ -261,7 +261,7 @@ def test_the_operations_through_a_blind_view_are_found_on_one_period(program, at
     on its first k devices has none (ERR-9): `Analysis.view_ops` is what a scan of every core gives."""
     import dataclasses
 
-    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.properties.failing_runs import view_ops
     from semcheck.model.errors import InterpreterView
 
     view = InterpreterView("ReshapeTransform", "copy", "k.py:7")

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from semcheck.checker.analysis import Analysis
-from semcheck.checker.checking import check_program
-from semcheck.checker.properties import IDS
+from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.registry import IDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 260  # past the threshold, a multiple of 4 (the ring's fold)

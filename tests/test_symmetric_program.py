@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker.analysis import Analysis
-from semcheck.checker.checking import check_modes, check_program
-from semcheck.checker.failing_runs import fold_unsafe
-from semcheck.checker.properties import IDS
-from semcheck.checker.request import Request
+from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.checking import check_modes, check_program
+from semcheck.checker.properties.failing_runs import fold_unsafe
+from semcheck.checker.properties.registry import IDS
+from semcheck.checker.run.request import Request
 from semcheck.model import DMA_MODES
 from semcheck.model import symmetric as symmetric_module
 from semcheck.model.fold import race_period

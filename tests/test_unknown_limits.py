@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from semcheck.checker.spec import rule_text
+from semcheck.checker.report.spec import rule_text
 
 ROOT = Path(__file__).resolve().parent.parent
-SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]
 KERNEL_TRUTH = ROOT / "tests" / "kernels" / "ground_truth.json"
 PROGRAM_TRUTH = ROOT / "tests" / "programs" / "ground_truth.json"
 

@@ -153,7 +153,7 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
         )
     if failed is not None:
         out = [_never_runs(k, *failed) for k in out]
-    from semcheck.checker.program_interpreter import after_failures
+    from semcheck.checker.programs.interpreter import after_failures
 
     return after_failures(out)  # PRG-11: what the calls after a failing one do in the interpreter
 

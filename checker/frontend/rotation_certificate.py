@@ -26,7 +26,7 @@ from typing import Any
 from semcheck.checker.frontend.rotation_obligations import NotCertified, _Ob
 from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args, mentions
 from semcheck.checker.frontend.trace import KernelCall
-from semcheck.checker.int32_terms import within_int32
+from semcheck.checker.parametric.int32_terms import within_int32
 
 __all__ = ["Certificate", "NotCertified", "certify_rotation"]
 

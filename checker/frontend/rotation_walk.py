@@ -10,9 +10,9 @@ from typing import Any
 from semcheck.checker.frontend.rotation_obligations import (
     _ACCESS, _MASKED, _SYNC, NotCertified, Obligations, _Ob, _Ref)
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
-from semcheck.checker.int32_terms import INT32_MAX
-from semcheck.checker.int32_terms import scalar_kind as _kind
-from semcheck.checker.int32_terms import trunc_div as _tdiv
+from semcheck.checker.parametric.int32_terms import INT32_MAX
+from semcheck.checker.parametric.int32_terms import scalar_kind as _kind
+from semcheck.checker.parametric.int32_terms import trunc_div as _tdiv
 
 _CALLS = {"jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
           "custom_vjp_call_jaxpr", "checkpoint", "remat2", "eval_jaxpr"}

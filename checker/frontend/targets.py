@@ -20,7 +20,7 @@ that it can import its neighbours.
 Imports of jax and of the front end's jax-bound modules sit inside the functions that
 need them: the CLI sets `JAX_PLATFORMS` and the fake device count before jax is first
 imported (`targets.provision_devices`), and jax reads them only then; a child started warm
-(`checker/warm_start.py`) has jax imported but no backend yet, and gets the platform as a setting.
+(`checker/run/warm_start.py`) has jax imported but no backend yet, and gets the platform as a setting.
 """
 
 from __future__ import annotations

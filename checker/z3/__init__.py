@@ -1,6 +1,6 @@
 """Z3 encodings of semcheck's properties, one module per property family.
 
-* `deadlock`    -- the certificate of `deadlock-free` (decided in `semcheck.checker.deadlock`):
+* `deadlock`    -- the certificate of `deadlock-free` (decided in `semcheck.checker.properties.deadlock`):
   the least-stuck-vector query (linear size). Its baseline, a naive bounded encoding with one
   timestamp per event, is a measurement, in bench/timestamped.py.
 * `ids`         -- `id-disjoint`, `id-int16`, and symbolic id bounds.

@@ -1,6 +1,6 @@
 """The certificate of `deadlock-free` (PROP-4): one Z3 query, is there a stuck vector other than the end?
 
-The verdict is the least stuck vector's (`semcheck.checker.deadlock`, RUN-3); this query asks the
+The verdict is the least stuck vector's (`semcheck.checker.properties.deadlock`, RUN-3); this query asks the
 same question another way and so certifies it. Encoding (the least-stuck-vector argument, spec
 RUN-3). Integer variables `q[c]`, the number of operations core c has executed. For a vector q,
 
@@ -38,7 +38,7 @@ the rotation leaves invariant: the least stuck vector is one of them, so the
 answer is the same, with one device's variables instead of every core's.
 
 The soundness conditions (a static lowering, no reachable failure) are the verdict's
-(`semcheck.checker.deadlock`): the certificate is asked only where they hold.
+(`semcheck.checker.properties.deadlock`): the certificate is asked only where they hold.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ from collections import defaultdict
 from typing import NamedTuple
 
 import z3
-from semcheck.checker import deadlock as decision
-from semcheck.checker.analysis import ModeAnalysis, analysis_of, family
-from semcheck.checker.verdict import Verdict
+from semcheck.checker.properties import deadlock as decision
+from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of, family
+from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd
 from semcheck.checker.static.symmetry import Rotation, find_rotation
@@ -494,7 +494,7 @@ def deadlock_free(
     _drop: frozenset[str] = frozenset(),
     facts: ModeAnalysis | None = None,
 ) -> Verdict:
-    """`deadlock-free` as `semcheck.checker.deadlock` decides it, certified by the Z3 query (`certify`).
+    """`deadlock-free` as `semcheck.checker.properties.deadlock` decides it, certified by the Z3 query (`certify`).
 
     `encoding` is the query's rendering, `timeout_ms` its budget; `symmetry=False` keeps the order
     encoding from restricting the query to rotation-invariant vectors (RUN-6). `_drop` mutates the

@@ -31,9 +31,9 @@ import time
 
 import z3
 
-from semcheck.checker.analysis import ModeAnalysis, analysis_of
-from semcheck.checker.replay import replay_until
-from semcheck.checker.verdict import Verdict, Witness
+from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
+from semcheck.checker.properties.replay import replay_until
+from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.must_pass import must_have_passed
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import maximal_run, failure_reached, truncate

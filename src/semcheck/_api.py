@@ -56,11 +56,11 @@ def check(
     keep answers in, the result cache `semcheck verify` uses. Raises `semcheck.InputError` when
     the kernel file cannot be verified at all, `ValueError` / `TypeError` for bad arguments.
     """
-    from semcheck.checker.cli import find_config
-    from semcheck.checker.planning import precheck_file
-    from semcheck.checker.properties import IDS
-    from semcheck.checker.request import InputError, Request, check_devices, check_timeout, modes_for
-    from semcheck.checker.runs import run_sweep
+    from semcheck.checker.run.cli import find_config
+    from semcheck.checker.run.planning import precheck_file
+    from semcheck.checker.properties.registry import IDS
+    from semcheck.checker.run.request import InputError, Request, check_devices, check_timeout, modes_for
+    from semcheck.checker.run.runs import run_sweep
 
     path, target = resolve(path_or_target)
     try:
@@ -90,8 +90,8 @@ def check_program(program: Any, dma_mode: str, properties: Sequence[str] | None 
                   timeout_ms: int = 30_000, fold: bool = True) -> list[Any]:
     """Every requested property (all by default) of one program of the model's IR
     (`semcheck.model.ops.Program`) under one DMA mode: a `Verdict` each, in order."""
-    from semcheck.checker.checking import check_program as check
-    from semcheck.checker.properties import IDS
+    from semcheck.checker.properties.checking import check_program as check
+    from semcheck.checker.properties.registry import IDS
 
     return check(program, dma_mode, tuple(IDS) if properties is None else tuple(properties),
                  timeout_ms=timeout_ms, fold=fold)

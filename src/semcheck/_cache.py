@@ -93,7 +93,7 @@ def request_key(req: Any) -> str:
 
 def _timed_out(findings: Any) -> bool:
     """A timeout anywhere in the answer: a rerun may decide more, so it is not kept."""
-    from semcheck.checker.verdict import unknown_kind
+    from semcheck.checker.properties.verdict import unknown_kind
 
     return any(n.code == "timeout" for n in findings.notes) or any(
         v.verdict == "unknown" and unknown_kind(v.reason or "") == "timeout"

@@ -76,9 +76,9 @@ def verify_target(
     and `ValueError` / `TypeError` for bad arguments.
     """
     from semcheck._api import check, resolve
-    from semcheck.checker import report
-    from semcheck.checker.cli import exit_code
-    from semcheck.checker.request import InputError
+    from semcheck.checker.report import render as report
+    from semcheck.checker.run.cli import exit_code
+    from semcheck.checker.run.request import InputError
 
     path, target = resolve(path_or_target)
     label = path + (f"::{target}" if target else "")
@@ -188,10 +188,10 @@ if pytest is not None:
 
     def _project(config: Any) -> dict[str, Any]:
         """[tool.semcheck] of the nearest pyproject.toml above pytest's root directory, read once,
-        as `semcheck verify` reads it (`checker.cli`)."""
+        as `semcheck verify` reads it (`checker.run.cli`)."""
         cached = getattr(config, "_semcheck_project", None)
         if cached is None:
-            from semcheck.checker.cli import UsageError, _config_values, find_config
+            from semcheck.checker.run.cli import UsageError, _config_values, find_config
 
             found = find_config(str(config.rootpath))
             try:
@@ -202,7 +202,7 @@ if pytest is not None:
         return cached
 
     def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
-        from semcheck.checker.request import InputError, parse_devices
+        from semcheck.checker.run.request import InputError, parse_devices
 
         text = config.getoption("semcheck_devices")
         if text:
@@ -224,7 +224,7 @@ if pytest is not None:
         ]
 
     def _items_for_list(collector: Any, entries: Any) -> list[Any]:
-        from semcheck.checker.planning import plan
+        from semcheck.checker.run.planning import plan
 
         if isinstance(entries, (str, os.PathLike)) or not isinstance(entries, Iterable):
             raise pytest.UsageError(f"{collector.path}: semcheck_targets must be a list of kernel paths")

@@ -20,12 +20,12 @@ CLEAN = EXAMPLES / "ring_permute.py"
 BUGGY = EXAMPLES / "buggy"
 
 # The console script installed beside this interpreter, as a user runs it;
-# `python -m semcheck.checker.cli` (the same entry point) if there is none.
+# `python -m semcheck.checker.run.cli` (the same entry point) if there is none.
 _SCRIPT = Path(sys.executable).with_name("semcheck")
-SEMCHECK = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "semcheck.checker.run.cli"]
 
 
-# one line per finished request of a sweep (checker/report_progress.py): a device count, or the check for every N
+# one line per finished request of a sweep (checker/report/progress.py): a device count, or the check for every N
 PROGRESS = re.compile(r"semcheck: \[\d+/\d+\] \S.*?: (\d+ devices|every N \(the parametric check, PAR-8\))"
                       r"( verified| checked|: not verified, |: not tried, |: checked, but ).*$")
 

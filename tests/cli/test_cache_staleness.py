@@ -117,8 +117,8 @@ def _project(root: Path, env: dict[str, str]) -> None:
 
 
 def _verdict(root: Path, cache) -> tuple[str, bool]:
-    from semcheck.checker.request import Request
-    from semcheck.checker.runs import FileRun, run_files
+    from semcheck.checker.run.request import Request
+    from semcheck.checker.run.runs import FileRun, run_files
 
     req = Request(str(root / "kernels" / "kernel.py"), None, None, 2, None, ("eager",), 120.0,
                   properties=("exit-balance",))

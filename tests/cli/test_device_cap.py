@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from semcheck.checker.request import MAX_DEVICES, InputError, check_devices, parse_devices
+from semcheck.checker.run.request import MAX_DEVICES, InputError, check_devices, parse_devices
 
 from ._support import SEMCHECK
 

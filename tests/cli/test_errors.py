@@ -112,7 +112,7 @@ def test_unsupported_construct_is_unknown_not_an_error(child_runs):
     assert line.startswith(f"semcheck: unsupported: semaphore_wait at unsupported_wait.py:{lineno}: "), line
     assert "non-decrementing" in line
     report = run.json()
-    from semcheck.checker.properties import IDS
+    from semcheck.checker.properties.registry import IDS
 
     assert report["summary"] == {"proved": 0, "violated": 0, "unknown": len(IDS)}
     assert all(r["reason"].startswith("unsupported semaphore_wait") for r in report["results"])
@@ -210,7 +210,7 @@ def test_version():
 
 
 def test_a_device_range_is_its_ends_and_the_powers_of_two_between_as_the_help_says():
-    from semcheck.checker.request import parse_devices
+    from semcheck.checker.run.request import parse_devices
 
     assert parse_devices("2..5") == [2, 4, 5]
     assert parse_devices("3..16") == [3, 4, 8, 16]

@@ -80,7 +80,8 @@ def _proved_for_every_n(rings):
 
 def _in_process(monkeypatch, *argv):
     """The FileReports of one CLI run (its children do the work), to render every format from."""
-    from semcheck.checker import cli, report
+    from semcheck.checker.run import cli
+    from semcheck.checker.report import render as report
 
     seen = []
     real = report.render
@@ -99,8 +100,8 @@ def test_every_format_carries_the_claim_and_validates(monkeypatch):
 
     from rich.console import Console
 
-    from semcheck.checker import report
-    from semcheck.checker.properties import IDS
+    from semcheck.checker.report import render as report
+    from semcheck.checker.properties.registry import IDS
 
     code, (label, files) = _in_process(monkeypatch, EXAMPLES / "ring_permute.py", "--devices", "2", "--every-n")
     assert code == 0
@@ -188,8 +189,8 @@ def test_the_claim_never_comes_from_an_answer_computed_without_it(tmp_path):
     import dataclasses
 
     from semcheck._cache import ResultCache, request_key
-    from semcheck.checker.parametric import TargetClaims
-    from semcheck.checker.request import Findings, Request
+    from semcheck.checker.parametric.every_n import TargetClaims
+    from semcheck.checker.run.request import Findings, Request
 
     path = str(EXAMPLES / "ring_permute.py")
     plain = Request(path, None, None, 64, None, ("eager",), 300.0)
@@ -223,7 +224,7 @@ def test_a_timeout_leaves_the_claim_out_and_says_so():
 
 @pytest.mark.rule("PAR-8")
 def test_the_setting_turns_it_on_and_a_bad_value_is_a_usage_error(tmp_path, monkeypatch):
-    from semcheck.checker.cli import UsageError, build_parser, settings
+    from semcheck.checker.run.cli import UsageError, build_parser, settings
 
     (tmp_path / "k.py").write_text("def build(n):\n    pass\n")
     monkeypatch.chdir(tmp_path)
@@ -241,7 +242,7 @@ def test_the_setting_turns_it_on_and_a_bad_value_is_a_usage_error(tmp_path, monk
 def _claim_strategy():
     from hypothesis import strategies as st
 
-    from semcheck.checker.parametric import RULE, Claim
+    from semcheck.checker.parametric.every_n import RULE, Claim
 
     traced = (2, 3, 4, 5, 6, 7, 8, 31)
 
@@ -260,7 +261,7 @@ def _claim_strategy():
 
     @st.composite
     def target(draw):
-        from semcheck.checker.parametric import TargetClaims
+        from semcheck.checker.parametric.every_n import TargetClaims
 
         if draw(st.booleans()) and draw(st.booleans()):
             return TargetClaims("t", reason="2 kernel launches at N = 2: the argument is for one (PAR-7)")
@@ -278,10 +279,10 @@ def test_no_line_says_every_n_where_a_claim_does_not():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from semcheck.checker import report_every_n
-    from semcheck.checker.properties import IDS
-    from semcheck.checker.report import FileReport
-    from semcheck.checker.report_suppress import Suppression
+    from semcheck.checker.report import every_n as report_every_n
+    from semcheck.checker.properties.registry import IDS
+    from semcheck.checker.report.render import FileReport
+    from semcheck.checker.report.suppress import Suppression
 
     @settings(max_examples=60, deadline=None)
     @given(_claim_strategy(), st.sets(st.sampled_from(IDS)))

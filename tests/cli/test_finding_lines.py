@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from semcheck.checker.report import FileReport
-from semcheck.checker.report_lines import to_github
-from semcheck.checker.request import Result
-from semcheck.checker.verdict import Verdict, Witness
+from semcheck.checker.report.render import FileReport
+from semcheck.checker.report.lines import to_github
+from semcheck.checker.run.request import Result
+from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.ops import Loc
 
 from ._support import BUGGY, CLEAN, EXAMPLES, semcheck_many
@@ -70,7 +70,7 @@ def test_github_annotations_escape_what_the_workflow_command_parser_reads(tmp_pa
 def test_a_finding_in_a_kernel_of_another_file_names_the_target_file(tmp_path, monkeypatch):
     """A program target whose kernel lives in another file: the line is the kernel's, and the message
     names the target's own file, so the (clean) kernel's file does not look wrong on its own."""
-    from semcheck.checker.report_lines import to_concise
+    from semcheck.checker.report.lines import to_concise
 
     monkeypatch.chdir(tmp_path)
     kernel, program = tmp_path / "kernels.py", tmp_path / "program.py"

@@ -1,7 +1,7 @@
 """What `semcheck verify`'s own process imports before it starts a checking process.
 
 That process plans the run and reports it; jax, z3 and the model's numpy are imported by the
-checking processes (their server preloads them, `checker/warm_start.py`). Everything the command-line
+checking processes (their server preloads them, `checker/run/warm_start.py`). Everything the command-line
 process imports first delays the start of that server (bench/README.md, "The import floor")."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PARENT = ("semcheck.checker.cli", "semcheck.checker.planning", "semcheck.checker.runs",
-          "semcheck.checker.report", "semcheck.checker.child")
+PARENT = ("semcheck.checker.run.cli", "semcheck.checker.run.planning", "semcheck.checker.run.runs",
+          "semcheck.checker.report.render", "semcheck.checker.run.child")
 
 
 def test_the_command_line_process_imports_no_jax_z3_or_numpy():

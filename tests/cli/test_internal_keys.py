@@ -56,7 +56,8 @@ _SOURCE_KEYS = {"text", "file", "uri", "snippet", "partialFingerprints"}
 
 def _verified(paths, monkeypatch, *flags: str):
     """(label, FileReports) of one CLI run over `paths`, as `semcheck verify --format json` makes them."""
-    from semcheck.checker import cli, report
+    from semcheck.checker.run import cli
+    from semcheck.checker.report import render as report
 
     seen = []
     real = report.render
@@ -90,7 +91,7 @@ def rendered(label, files) -> dict[str, str]:
     """Every format's report of the same results (text at each detail level)."""
     from rich.console import Console
 
-    from semcheck.checker import report
+    from semcheck.checker.report import render as report
 
     out = {}
     for fmt in FORMATS:
@@ -135,7 +136,7 @@ def core_of_one_core_kernels(files) -> list[str]:
 
 
 def _check(label, files, name):
-    from semcheck.checker.properties import REGISTRY
+    from semcheck.checker.properties.registry import REGISTRY
 
     checked = {v.property for f in files for r in f.results for v in r.verdicts}
     assert checked == {p.id for p in REGISTRY}, "every property the registry lists is checked and reported"
@@ -258,7 +259,7 @@ def test_id_disjoint_names_the_semaphore_that_holds_the_id(representative):
     ("scoped@k.py:70.2#0/4", "run_scoped semaphore (k.py:70)"),  # the second run_scoped on the line: no name
 ])
 def test_run_scoped_labels_read_as_their_parameters(label, named):
-    from semcheck.checker.timeline import humanize
+    from semcheck.checker.properties.timeline import humanize
 
     names = {"_k#0.scoped@k.py:70#0": "sem", "scoped@k.py:70#1": "s2", "buf@k.py:60#0": "vbuf"}
     assert humanize(label, names=names) == named
@@ -277,6 +278,6 @@ def test_local_cores_are_not_renamed_as_global_ones(representative):
 @pytest.mark.parametrize("text", ["this device core 1", "devices 0, 1 core 0", "devices 0-3 core 1",
                                   "its left neighbour core 1", "the device 2 to its right core 0", "device 3 core 1"])
 def test_a_core_placed_on_its_device_is_left_alone(text):
-    from semcheck.checker.timeline import _CORE
+    from semcheck.checker.properties.timeline import _CORE
 
     assert _CORE.sub(lambda m: m.group(0) if m.group(1) else "RENAMED", text) == text

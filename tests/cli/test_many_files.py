@@ -44,7 +44,7 @@ def make_project(root: Path, config: str | None = None) -> Path:
 
 
 def test_discovery_finds_kernel_files_and_skips_the_rest(tmp_path, monkeypatch):
-    from semcheck.checker.planning import Exclude, defines_kernel, discover
+    from semcheck.checker.run.planning import Exclude, defines_kernel, discover
 
     root = make_project(tmp_path)
     (root / "kernels" / "targeted.py").write_text(TARGETED)
@@ -70,7 +70,7 @@ def test_discovery_finds_kernel_files_and_skips_the_rest(tmp_path, monkeypatch):
 
 
 def _settings(argv, cwd, monkeypatch):
-    from semcheck.checker.cli import build_parser, settings
+    from semcheck.checker.run.cli import build_parser, settings
 
     monkeypatch.chdir(cwd)
     return settings(build_parser().parse_args(["verify", *argv]))

@@ -1,4 +1,4 @@
-"""The property registry (checker/properties.py) is the one list of properties: the report
+"""The property registry (checker/properties/registry.py) is the one list of properties: the report
 schema, the spec, the SARIF rules and the checks all agree with it (PROP-1..PROP-6)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from semcheck.checker import report
-from semcheck.checker.properties import BY_ID, BY_RULE, IDS, REGISTRY
-from semcheck.checker.spec import rule_text
-from semcheck.checker.verdict import Verdict
+from semcheck.checker.report import render as report
+from semcheck.checker.properties.registry import BY_ID, BY_RULE, IDS, REGISTRY
+from semcheck.checker.report.spec import rule_text
+from semcheck.checker.properties.verdict import Verdict
 
 from ._support import REPO, SCHEMA
 
@@ -72,7 +72,7 @@ def test_a_verdict_about_an_unregistered_property_is_refused():
 
 def test_reading_the_registry_loads_no_check():
     """verdict.py reads the registry; the registry must not pull in Z3 or the checks (no import cycle)."""
-    code = ("import sys; import semcheck.checker.verdict, semcheck.checker.properties; "
+    code = ("import sys; import semcheck.checker.properties.verdict, semcheck.checker.properties.registry; "
             "print(sorted(m for m in sys.modules if m == 'z3' or m.startswith('semcheck.checker.z3')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -80,7 +80,7 @@ def test_reading_the_registry_loads_no_check():
 
 def test_deciding_deadlock_freedom_loads_no_solver():
     """deadlock-free is decided by the least stuck vector (PROP-4); Z3 is only its certificate."""
-    code = ("import sys; import semcheck.checker.deadlock, semcheck.checker.static.lowering, semcheck.checker.exit_balance; "
+    code = ("import sys; import semcheck.checker.properties.deadlock, semcheck.checker.static.lowering, semcheck.checker.properties.exit_balance; "
             "print('z3' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

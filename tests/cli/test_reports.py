@@ -237,7 +237,7 @@ def test_a_repeating_kernel_is_proved_on_its_fold_and_the_same_on_every_device()
         (("verify", path, "--devices", "8", "--format", "json"), {}),
         (("verify", path, "--devices", "8", "--format", "json", "--no-fold"), {}),
     ])
-    from semcheck.checker.properties import BY_ID, IDS
+    from semcheck.checker.properties.registry import BY_ID, IDS
 
     folding = [p for p in IDS if BY_ID[p].folds]  # race-free is decided on every device (RUN-7)
     assert f"all {len(IDS)} properties proved, {len(folding)} on a fold onto 4 devices (RUN-7)" in text.stdout

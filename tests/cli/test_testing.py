@@ -17,7 +17,7 @@ from ._support import BUGGY, CLEAN, EXAMPLES, env
 
 def test_assert_verified_passes_a_clean_kernel_and_returns_the_report():
     report = assert_verified(CLEAN, devices=2, dma_mode="eager")
-    from semcheck.checker.properties import IDS
+    from semcheck.checker.properties.registry import IDS
 
     assert report["summary"] == {"proved": len(IDS), "violated": 0, "unknown": 0}
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from semcheck.checker.properties import IDS
+from semcheck.checker.properties.registry import IDS
 
 from ._support import alive, semcheck, write_kernels
 

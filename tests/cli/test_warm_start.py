@@ -1,6 +1,6 @@
 """Children started warm (forked from a server that imported jax once) answer as cold ones do.
 
-`checker/warm_start.py`: a warm child must see the device count it asked for and the
+`checker/run/warm_start.py`: a warm child must see the device count it asked for and the
 environment its parent has, and must not outlive semcheck."""
 
 from __future__ import annotations

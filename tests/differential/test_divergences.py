@@ -212,7 +212,7 @@ def test_d12_semaphore_read_cannot_be_interpreted():
     # which the interpreter modes report as it was just raised, at the read's line
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     (call,) = trace_kernels(f, ())
     program = lower_kernel(call)
@@ -448,7 +448,7 @@ def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():
     # carries the interpreter's failure, which the interpreter modes report as it was just raised
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     (call,) = trace_kernels(f, (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
     program = lower_kernel(call)
@@ -503,10 +503,10 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
     # semcheck's side (ACC-6, ERR-9): the access is lowered as a TPU runs it (hardware proves every
     # property) and carries the interpreter's error, which the model raises where a core reaches it:
     # eager and on_wait report deadlock-free at its line and decide every other property
-    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.properties.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     (call,) = trace_kernels(f, (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
     program = lower_kernel(call)
@@ -557,10 +557,10 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     if not waited:  # under on_wait nothing runs the copy: the kernel completes
         jax.block_until_ready(call("on_wait")(jnp.ones((8, 128), jnp.float32)))
 
-    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.properties.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     (traced,) = trace_kernels(call("eager"), (jax.ShapeDtypeStruct((8, 128), jnp.float32),))
     program = lower_kernel(traced)
@@ -583,7 +583,7 @@ def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter
 
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     path = Path(__file__).resolve().parents[2] / "examples" / "buggy" / "partial_arrival_read.py"
     spec = importlib.util.spec_from_file_location("d23_partial_arrival_read", path)
@@ -610,10 +610,10 @@ def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.properties.failing_runs import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1.0

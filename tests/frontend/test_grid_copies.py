@@ -129,7 +129,7 @@ def test_grid_copies_are_where_the_interpreter_makes_them(name):
 
 
 def _verdicts(program, modes=("eager", "on_wait", "hardware")):
-    from semcheck.checker.properties import BY_ID
+    from semcheck.checker.properties.registry import BY_ID
 
     return {m: {p: BY_ID[p].check(program, m) for p in BY_ID} for m in modes}
 
@@ -156,7 +156,7 @@ def test_a_race_with_the_grid_names_its_blockspec_and_step():
 
 @pytest.mark.rule("GRID-3", "ERR-11")
 def test_a_revisited_output_block_fails_every_interpreter_run():
-    from semcheck.checker.failing_runs import view_ops
+    from semcheck.checker.properties.failing_runs import view_ops
     from semcheck.model.errors import RevisitedBlock
 
     recorded = json.loads((ROOT / "tests/kernels/ground_truth.json").read_text())["cases"]
@@ -176,7 +176,7 @@ def test_a_revisited_output_block_fails_every_interpreter_run():
     fixed = _program(*_example("examples/consecutive_output_blocks.py").build(1))
     assert not view_ops(fixed)
     # the report's "modes differ" section names D24 (not the view failures' D22) with the kernel's line
-    from semcheck.checker.differences import exposures
+    from semcheck.checker.properties.differences import exposures
 
     assert [(e.code, e.locs) for e in exposures(program)] == [("D24", (check.loc,))]
 
@@ -202,7 +202,7 @@ def _hand_program(after_step: int | None, write_back_step: int = 0):
 @pytest.mark.rule("GRID-4")
 def test_hardware_keeps_a_proof_only_outside_the_pipeline_windows():
     from semcheck.checker.frontend.grid_copies import hardware_overlap
-    from semcheck.checker.races import race_free
+    from semcheck.checker.properties.races import race_free
 
     # the read at line 9 may meet the write-back still in flight on a TPU (before step 2 starts)
     for after in (None, 1):
@@ -291,7 +291,7 @@ def test_a_tpu_may_split_parallel_steps_that_share_a_block_otherwise(seed):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from semcheck.checker.races import race_free
+    from semcheck.checker.properties.races import race_free
 
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...] + 1.0

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from semcheck.checker.confined import invocation_confined
-from semcheck.checker.properties import BY_ID, BY_RULE, IDS
+from semcheck.checker.properties.confined import invocation_confined
+from semcheck.checker.properties.registry import BY_ID, BY_RULE, IDS
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import BARRIER, DmaStart, GetBarrierSem, SemRef, Signal, Topology, Wait
 from semcheck.model.run import run
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "tests" / "programs"))
 
 import window_model as wm  # noqa: E402
 
-SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]
 EXAMPLES = REPO / "examples" / "programs"
 
 
@@ -175,8 +175,8 @@ def test_the_tutorials_reduce_scatter_called_twice_is_confined_with_either_barri
 def test_beyond_eight_orders_the_traced_orders_violations_stand():
     from types import SimpleNamespace
 
-    from semcheck.checker.program_results import _unexplored
-    from semcheck.checker.verdict import Verdict, Witness
+    from semcheck.checker.programs.results import _unexplored
+    from semcheck.checker.properties.verdict import Verdict, Witness
 
     traced = SimpleNamespace(unexplored="more than 8 orders; only the traced order was checked")
     bad = Verdict("deadlock-free", "violated", witness=Witness(message="deadlock"))

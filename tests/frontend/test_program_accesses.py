@@ -20,7 +20,7 @@ pytestmark = pytest.mark.jax
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]
 WRITEBACK = "examples/programs/buggy/unwaited_writeback.py"
 START_WITHOUT_DONE = "examples/programs/buggy/async_copy_start_without_done.py"
 GROUND_TRUTH = json.loads((REPO / "tests" / "programs" / "ground_truth.json").read_text())

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.jax
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
 REPO = HERE.parent.parent
-SEMCHECK = [sys.executable, "-m", "semcheck.checker.cli"]
+SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]
 INTERNAL = re.compile(r"\('(site|internal|fixed|barrier|scoped)'|\(\('|internal \d+ on core|Contribution\(|WaitOp\(")
 
 CORRECT = ["async_local_copy.py", "async_remote_copy.py", "async_copy_loop.py", "async_permute_loop.py",
@@ -130,8 +130,8 @@ def test_a_future_carried_across_loop_iterations_links_one_iteration_to_the_next
 def test_an_order_xla_may_choose_that_is_not_proved_makes_the_property_unknown():
     from types import SimpleNamespace
 
-    from semcheck.checker.program_results import _merge
-    from semcheck.checker.verdict import Verdict, Witness
+    from semcheck.checker.programs.results import _merge
+    from semcheck.checker.properties.verdict import Verdict, Witness
 
     orders = [SimpleNamespace(describe_order=lambda: "a (call 0), b (call 1)"),
               SimpleNamespace(describe_order=lambda: "b (call 1), a (call 0)")]
@@ -321,7 +321,7 @@ def test_interpret_mode_fails_at_the_first_call_as_predicted(name, mode):
 
 
 def test_semcheck_spec_prints_the_program_rules():
-    from semcheck.checker.spec import rule_text
+    from semcheck.checker.report.spec import rule_text
 
     for n in range(101, 110):
         assert rule_text(f"PRG-{n}").startswith(f"**PRG-{n} "), n

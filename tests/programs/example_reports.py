@@ -13,7 +13,7 @@ GROUND_TRUTH = json.loads((REPO / "tests" / "programs" / "ground_truth.json").re
 
 def verify_report(example: str, timeout: float) -> dict:
     """`semcheck verify EXAMPLE --devices 2,4 --dma-mode all --format json`, uncached."""
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", example, "--devices", "2,4",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", example, "--devices", "2,4",
                           "--dma-mode", "all", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=timeout)
     assert run.returncode in (0, 1, 3), run.stderr[-3000:]

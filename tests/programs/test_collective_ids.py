@@ -65,7 +65,7 @@ def test_collective_ids_are_assigned_as_jax_lowers_them(predicted):
 
 
 def _verify(target: str) -> tuple[int, dict]:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           f"tests/frontend/programs/async_remote_auto_ids.py::{target}", "--devices", "2",
                           "--dma-mode", "all", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
@@ -98,7 +98,7 @@ def test_a_kernel_whose_id_jax_picks_is_checked_with_that_id():
 
 
 def _verify_auto(target: str, devices: int = 4) -> dict:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           f"tests/programs/auto_id_targets.py::{target}", "--devices", str(devices),
                           "--dma-mode", "hardware", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
@@ -126,7 +126,7 @@ def test_the_interpreter_modes_predict_the_failure_jax_s_interpreter_recorded():
     """Checked as the interpreter runs it (no id), the tagged ring kernel fails at its barrier
     semaphore: semcheck names that failure and line; the record has jax's TypeError there."""
     path = "examples/programs/two_patterns_two_tags.py"
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", path, "--devices", "2",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", path, "--devices", "2",
                           "--dma-mode", "all", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     results = [r for r in json.loads(run.stdout)["results"] if r["dma_mode"] != "hardware"]

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker.confined import Landing, composed_landings
+from semcheck.checker.properties.confined import Landing, composed_landings
 from semcheck.checker.frontend import program_lower
 from semcheck.model.ops import BARRIER, AllocBuffer, AllocSem, DmaStart, Program, SemRef, Signal, Topology, Wait
 from semcheck.model.step import target_core
@@ -197,7 +197,7 @@ from semcheck.checker.frontend import lower_target
 from semcheck.checker.frontend.programs import lower_program
 from semcheck.checker.frontend.targets import load_targets
 from semcheck.checker.frontend.errors import FrontendError
-from semcheck.checker.confined import composed_landings
+from semcheck.checker.properties.confined import composed_landings
 from test_composed_landings import quadratic_landings
 n = 0
 for path in sys.argv[1:]:

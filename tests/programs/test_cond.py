@@ -49,7 +49,7 @@ def walked() -> dict:
 
 
 def _verify(target: str) -> dict:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", f"{TARGETS}::{target}",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", f"{TARGETS}::{target}",
                           "--devices", "4", "--dma-mode", "hardware", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     assert run.returncode in (0, 1, 3), run.stderr[-3000:]
@@ -120,7 +120,7 @@ def test_a_cond_on_the_loop_counter_is_followed_per_iteration(walked):
 def test_a_single_call_inside_run_state_is_decided():
     """jax's stateful async-copy pattern: one pallas_call inside run_state, closing over its refs. The walk
     follows it, so invocation-confined is decided (PRG-113) instead of unknown."""
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", "examples/jax_ops/stateful_async_copy.py",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", "examples/jax_ops/stateful_async_copy.py",
                           "--devices", "2", "--dma-mode", "hardware", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     got = {r["property"]: r for r in json.loads(run.stdout)["results"]}

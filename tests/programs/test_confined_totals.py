@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker import confined
-from semcheck.checker.confined import decide, invocation_confined, single_landings
-from semcheck.checker.confined_totals import Totals
+from semcheck.checker.properties import confined
+from semcheck.checker.properties.confined import decide, invocation_confined, single_landings
+from semcheck.checker.properties.confined_totals import Totals
 from semcheck.model.fast import fast_run
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import BARRIER, Barrier, DmaStart, GetBarrierSem, SemRef, Signal, Topology, Wait
@@ -158,7 +158,7 @@ def test_a_ring_all_reduce_is_decided_without_a_run():
         v = invocation_confined(_ring(8), "hardware")
     assert v.verdict == "proved" and calls == []
     # the example itself, lowered from jax, at 64 devices: its landings are ruled out by totals alone
-    script = ("import semcheck.checker.confined as c; from semcheck.checker.frontend.api import load; n = []; "
+    script = ("import semcheck.checker.properties.confined as c; from semcheck.checker.frontend.api import load; n = []; "
               "r = c.fast_run; c.fast_run = lambda *a, **k: n.append(1) or r(*a, **k); "
               "k = load('examples/ring_allreduce.py', devices=64, dma_mode='hardware')[0]; "
               "v = c.invocation_confined(k.program, 'hardware'); print(v.verdict, len(n))")
@@ -214,7 +214,7 @@ def test_a_barrier_before_the_copy_rules_out_an_early_landing():
 @SETTINGS
 @given(kernels())
 def test_totals_and_landings_read_off_a_complete_lowering_are_the_programs(program):
-    from semcheck.checker.confined_totals import complete
+    from semcheck.checker.properties.confined_totals import complete
     from semcheck.checker.static.lowering import lower
 
     low = lower(program, "hardware")
@@ -237,8 +237,8 @@ def test_totals_and_landings_read_off_a_complete_lowering_are_the_programs(progr
 @SETTINGS
 @given(kernels())
 def test_settled_columns_are_the_totals_asked_landing_by_landing(program):
-    from semcheck.checker.confined import landing_columns
-    from semcheck.checker.confined_totals import complete
+    from semcheck.checker.properties.confined import landing_columns
+    from semcheck.checker.properties.confined_totals import complete
     from semcheck.checker.static.lowering import lower
 
     low = lower(program, "hardware")

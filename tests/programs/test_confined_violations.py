@@ -18,7 +18,7 @@ _RUN = """
 import json
 from semcheck.checker.frontend import provision_devices
 provision_devices(4)
-from semcheck.checker.confined import composed_verdict, faithful
+from semcheck.checker.properties.confined import composed_verdict, faithful
 from semcheck.checker.frontend import lower_target
 from semcheck.checker.frontend.programs import communicating_program
 from semcheck.checker.frontend.targets import load_targets
@@ -34,7 +34,7 @@ print({marker!r} + json.dumps({{"confined": v.verdict, "its_own_run": faithful(c
 @pytest.mark.jax
 @pytest.mark.rule("PRG-128", "PRG-114")
 def test_a_deadlock_that_needs_no_early_landing_stands():
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           "tests/programs/confined_targets.py::mixed_then_stuck", "--devices", "4",
                           "--dma-mode", "hardware", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker.id_agreement import id_agreement
+from semcheck.checker.properties.id_agreement import id_agreement
 from semcheck.model.ops import AllocSem, Program, SemRef, Signal, Topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def test_a_link_the_target_does_not_hold_is_a_disagreement(devices, data):
 def test_the_remote_start_done_programs_agree_on_their_links():
     """The remote copies of the async start/done programs signal the receive semaphore their start call
     returned (a carried semaphore): id-agreement is proved under hardware, on those uses."""
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           "examples/programs/async_remote_copy.py", "--devices", "2", "--dma-mode", "hardware",
                           "--format", "json", "--no-cache"], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -75,7 +75,7 @@ def test_every_call_is_its_own_launch_ended_by_a_barrier_of_all_devices(devices)
 
 
 def _verify(target: str) -> dict[tuple, dict]:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", f"{TARGETS}::{target}",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", f"{TARGETS}::{target}",
                           "--devices", "2", "--dma-mode", "all", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     assert run.returncode in (0, 1), run.stderr[-3000:]

@@ -87,7 +87,7 @@ def _maybe_failing():
 
 @pytest.mark.rule("PRG-11", "PRG-122")
 def test_the_next_computation_with_a_call_never_starts_and_the_one_after_runs():
-    from semcheck.checker.program_interpreter import after_failures
+    from semcheck.checker.programs.interpreter import after_failures
     from semcheck.model.errors import EarlierFailure
 
     # units are the top-level computations: 0 fails; the rest of 0 and the next one with a call (2:

@@ -114,7 +114,7 @@ def _own_ids(program) -> list[int]:
 def test_ids_continue_on_a_left_manager_as_the_probe_recorded(devices, mode):
     """Probe `barrier_without_collective_id`: the failed call took 2000; the next computation never starts;
     the one after runs on the left manager (2001); the one after that on a fresh one (2000)."""
-    from semcheck.checker.program_interpreter import after_failures
+    from semcheck.checker.programs.interpreter import after_failures
 
     (record,) = [p["result"]["sequence"] for p in GROUND_TRUTH["probes"]
                  if p["probe"] == "barrier_without_collective_id" and p["devices"] == devices
@@ -139,7 +139,7 @@ def test_a_collision_appears_on_a_left_manager(failed, own, offset):
     """The call after the next collides (ERR-1) exactly when its collective id is in the left manager's
     internal table: the failed call's `failed` ids from 2000 and its own `own` after them, where a fresh
     manager would hold only 2000 .. 2000 + own - 1. So a collision can appear there, never disappear."""
-    from semcheck.checker.program_interpreter import after_failures
+    from semcheck.checker.programs.interpreter import after_failures
     from semcheck.model.fast import fast_run
     from semcheck.model.ids import FIRST_SEMAPHORE_ID
 
@@ -175,7 +175,7 @@ def test_a_call_failing_at_its_barrier_fetch_is_decided_race_free_as_recorded(pa
     is decided (no "the program can fail" unknown), and jax's detector agrees: no race in any recorded run."""
     recorded = [c for c in GROUND_TRUTH["cases"] if c["path"] == path and c["detect_races"]]
     assert recorded and all(c["race_messages"] == 0 for c in recorded), recorded
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", path, "--devices", "2",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", path, "--devices", "2",
                           "--dma-mode", "all", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     assert run.returncode in (0, 1), run.stderr[-3000:]
@@ -190,7 +190,7 @@ def test_a_race_before_the_barrier_fetch_is_found():
     """Two cores of a device write one buffer before they reach get_barrier_semaphore (which fails): the
     writes race in every schedule of the prefix, so race-free is violated, with a witness that replays on
     the call itself (the check replays it); without the writes of one core it is proved."""
-    from semcheck.checker.properties import REGISTRY
+    from semcheck.checker.properties.registry import REGISTRY
     from semcheck.model.launch import launch
     from semcheck.model.ops import Access, BARRIER, GetBarrierSem, Region, SemRef, Signal, Topology, Wait
 

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _verify(target: str, devices: int) -> dict:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           f"tests/programs/loop_targets.py::{target}", "--devices", str(devices),
                           "--dma-mode", "hardware", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
@@ -75,7 +75,7 @@ provision_devices({devices})
 from semcheck.checker.frontend.api import lower_target
 from semcheck.checker.frontend.programs import communicating_program, lower_program
 from semcheck.checker.frontend.targets import load_targets
-from semcheck.checker.program_windows import cut
+from semcheck.checker.programs.windows import cut
 
 def composed(name):
     (t,) = load_targets("tests/programs/loop_targets.py::" + name)

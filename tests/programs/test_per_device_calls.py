@@ -42,7 +42,7 @@ def _walk(devices: int) -> dict:
 
 
 def _verify(path: str, devices: str, mode: str) -> list[dict]:
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", path, "--devices", devices,
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", path, "--devices", devices,
                           "--dma-mode", mode, "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     assert run.returncode in (0, 1, 3), run.stderr[-3000:]

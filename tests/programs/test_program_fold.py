@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.rule("PRG-131", "PRG-132")
 @pytest.mark.parametrize("calls", [2, 4])
 def test_a_program_of_calls_is_folded_and_its_landings_checked_on_one_device(calls):
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           f"bench/kernels/program_calls.py::calls_{calls}", "--devices", "8", "--dma-mode", "hardware",
                           "--format", "json", "--no-cache"], capture_output=True, text=True, cwd=REPO, timeout=900)
     got = {r["property"]: r for r in json.loads(run.stdout)["results"]}

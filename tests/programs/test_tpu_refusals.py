@@ -78,7 +78,7 @@ def _cases(mode: str) -> list[dict]:
 @pytest.mark.jax
 @pytest.mark.rule("LAUNCH-7")
 def test_a_refused_program_is_a_launch_failure_on_hardware_and_runs_in_the_interpreter():
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify", EXAMPLE, "--devices", "2,4",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", EXAMPLE, "--devices", "2,4",
                           "--dma-mode", "all", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     assert run.returncode == 1, run.stderr[-3000:]
@@ -110,7 +110,7 @@ def test_a_refused_program_is_a_launch_failure_on_hardware_and_runs_in_the_inter
 def test_a_refused_call_in_a_composed_program_refuses_the_program():
     """Two barrier kernels whose ids `yes` picks are composed (PRG-125); a third call without a barrier gets
     an id as well and jax refuses it, so nothing of the program runs on a TPU."""
-    run = subprocess.run([sys.executable, "-m", "semcheck.checker.cli", "verify",
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
                           "tests/programs/refusal_targets.py::yes_with_a_plain_call", "--devices", "4",
                           "--dma-mode", "hardware", "--format", "json", "--no-cache"],
                          capture_output=True, text=True, cwd=REPO, timeout=900)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from z3_strategies import examples, programs
 
 from ring_programs import ring_allreduce
-from semcheck.checker.checking import check_program
-from semcheck.checker.analysis import Analysis, analysis_of
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.analysis import Analysis, analysis_of
 from semcheck.checker.static.least_stuck import s_prime_run
 from semcheck.checker.static.lowering import lower
 from semcheck.checker.static.system import EncodingBug

@@ -1,6 +1,6 @@
 """RUN-9 on generated programs: when semcheck says every run fails, every explored run fails.
 
-checker/failing_runs.py decides deadlock-free, exit-balance and race-free of a program whose S'
+checker/properties/failing_runs.py decides deadlock-free, exit-balance and race-free of a program whose S'
 ends at a failing position (RUN-11); the explorer (RUN-4) enumerates every interleaving.
 """
 
@@ -11,8 +11,8 @@ from hypothesis import given
 from z3_strategies import examples, programs
 
 import z3_truth as truth
-from semcheck.checker.analysis import Analysis
-from semcheck.checker.failing_runs import failing_run_verdict
+from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.failing_runs import failing_run_verdict
 from semcheck.model.run import run
 
 
@@ -41,7 +41,7 @@ def test_when_every_run_fails_by_semcheck_every_explored_run_fails(p):
 def test_exit_balance_of_runs_that_fail_agrees_with_every_explored_run(p):
     """ERR-17: proved means no explored run ends with a count left or a copy pending on a device that
     passed its exit check; violated means one does."""
-    from semcheck.checker.exit_balance import exit_balance
+    from semcheck.checker.properties.exit_balance import exit_balance
 
     for mode in ("eager", "on_wait"):
         facts = Analysis(p).mode(mode)

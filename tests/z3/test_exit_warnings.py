@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import id_int16
-from semcheck.checker.exit_balance import exit_balance
+from semcheck.checker.properties.exit_balance import exit_balance
 from semcheck.checker.static.must_pass import must_have_passed
 from semcheck.checker.static.lowering import lower
 from semcheck.model import (

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 import z3_truth as truth
 from hypothesis import HealthCheck, Phase, event, given, settings
-from semcheck.checker import deadlock as deadlock_module
-from semcheck.checker.properties import BY_ID, IDS as PROPERTIES
+from semcheck.checker.properties import deadlock as deadlock_module
+from semcheck.checker.properties.registry import BY_ID, IDS as PROPERTIES
 from semcheck import check_program
 from ring_programs import ring_allreduce
 from semcheck.model import (
@@ -224,7 +224,7 @@ def test_a_deadlock_freedom_proof_on_the_fold_agrees_with_exploring_every_interl
 
 
 def test_check_program_names_the_fold_in_what_it_proves():
-    from semcheck.checker.properties import BY_ID, IDS
+    from semcheck.checker.properties.registry import BY_ID, IDS
 
     p = ring_allreduce(16)
     folding = tuple(q for q in IDS if BY_ID[q].folds)
@@ -354,7 +354,7 @@ def test_a_class_runs_maximal_run_is_the_programs_maximal_run(drawn):
     f = _class_fold_only(p)
     if f is None:
         return
-    from semcheck.checker.checking import exposures_of
+    from semcheck.checker.properties.checking import exposures_of
 
     assert exposures_of(p, True) == exposures_of(p, False)  # the "modes differ" notes, off the class run
     for mode in DMA_MODES:

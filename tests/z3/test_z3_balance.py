@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import deadlock_free
-from semcheck.checker.dma_bytes import dma_bytes
-from semcheck.checker.exit_balance import exit_balance
+from semcheck.checker.properties.dma_bytes import dma_bytes
+from semcheck.checker.properties.exit_balance import exit_balance
 from ring_programs import ring_allreduce
 from semcheck.model import (
     BARRIER,
@@ -288,7 +288,7 @@ def _typed_copies(draw):
 def test_copies_counted_in_bytes_by_their_types_are_those_asked_half_by_half(program):
     from unittest import mock
 
-    from semcheck.checker import dma_bytes as module
+    from semcheck.checker.properties import dma_bytes as module
 
     for mode in DMA_MODES:
         fast = dma_bytes(program, mode)

@@ -14,9 +14,9 @@ import z3_truth as truth
 from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import deadlock_free, id_disjoint, id_int16
-from semcheck.checker.dma_bytes import dma_bytes
-from semcheck.checker.exit_balance import exit_balance
-from semcheck.checker.id_agreement import id_agreement
+from semcheck.checker.properties.dma_bytes import dma_bytes
+from semcheck.checker.properties.exit_balance import exit_balance
+from semcheck.checker.properties.id_agreement import id_agreement
 from semcheck.checker.static.lowering import totals
 from semcheck.checker.static.least_stuck import failure_reached, s_prime_run
 from semcheck.checker.static.lowering import lower

@@ -112,7 +112,7 @@ def test_every_encoding_proves_and_refutes_small_rings(enc):
 def test_a_certificate_that_gives_up_leaves_the_verdict_decided():
     # the plain rendering cannot finish a 32-device ring in a millisecond; the least stuck vector
     # decides anyway (RUN-3), and the statistics say the certificate is missing
-    from semcheck.checker.deadlock import deadlock_free as uncertified
+    from semcheck.checker.properties.deadlock import deadlock_free as uncertified
 
     for bug, verdict in ((None, "proved"), ("deadlock", "violated")):
         p = ring_allreduce(32, bug=bug)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from z3_strategies import examples, programs
 
 from semcheck.checker.z3 import collision_bound, id_disjoint, id_int16, int16_bound
-from semcheck.checker.id_agreement import id_agreement
+from semcheck.checker.properties.id_agreement import id_agreement
 from ring_programs import ring_allreduce
 from semcheck.model import (
     BARRIER,
@@ -205,7 +205,7 @@ def test_barrier_semaphore_is_the_same_everywhere():
 def test_id_agreement_reads_the_lowerings_uses_in_the_scans_order(program, mode):
     import dataclasses
 
-    from semcheck.checker.id_agreement import _remote_uses
+    from semcheck.checker.properties.id_agreement import _remote_uses
     from semcheck.checker.static.least_stuck import s_prime_end
     from semcheck.checker.static.lowering import lower
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from semcheck.checker.z3 import deadlock_free, id_disjoint
-from semcheck.checker.dma_bytes import dma_bytes
-from semcheck.checker.exit_balance import exit_balance
-from semcheck.checker.id_agreement import id_agreement
+from semcheck.checker.properties.dma_bytes import dma_bytes
+from semcheck.checker.properties.exit_balance import exit_balance
+from semcheck.checker.properties.id_agreement import id_agreement
 from ring_programs import ring_allreduce
 
 

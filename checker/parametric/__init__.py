@@ -1,0 +1,1 @@
+"""Proofs for every device count N (specs/parametric.md)."""

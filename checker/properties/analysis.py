@@ -1,0 +1,285 @@
+"""The analysis of one program: what its checks compute once and share, per DMA mode.
+
+Every check of a program starts from the same facts: the static system (its lowering), where S'
+ends (RUN-3), the maximal run, the counters' totals, the program's symmetry and fold. `Analysis`
+holds them for one program, each computed on first use; `Analysis.mode(m)` is the analysis of
+(program, m). Whoever checks a program (`checking.check_program`, `checking.check_modes`, the
+mode worker) makes one and hands it to every check; a check called without one makes its own.
+There is no module-level state: two analyses of one program share nothing.
+
+The interpreter's two DMA modes share what does not depend on when copies complete (the lowering,
+S''s end, the totals: DMA-6, RUN-3); those facts are kept once, on the program's analysis, for
+both. Facts of another program (a fold, S' cut at its failures, DR-9's split) have their own
+analysis, kept here too, so that every check of that program shares it as well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from functools import cached_property
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from semcheck.checker.static.lowering import Lowered
+    from semcheck.checker.static.least_stuck import SPrimeEnd
+    from semcheck.model.fold import Fold
+    from semcheck.model.ops import Op, Program
+    from semcheck.model.partial_arrivals import Split
+    from semcheck.model.state import Outcome
+
+T = TypeVar("T")
+
+
+def family(mode: str) -> str:
+    """The semantics a mode belongs to: the interpreter's (eager, on_wait) or the hardware's."""
+    return "hardware" if mode == "hardware" else "interpreter"
+
+
+class Analysis:
+    """The facts of one program shared by its checks in every mode (see the module docstring).
+
+    `modes`: the modes this process checks the program in (the race check computes the
+    interpreter's two together when both are to be checked, DR-7). `symmetry`: the program's
+    symmetry when it is known already (DR-9's split program reads its own off the program's).
+    """
+
+    def __init__(self, program: Program, *, modes: tuple[str, ...] = (),
+                 symmetry: tuple[int, Fold | None] | None = None, split_of: tuple[Analysis, Split] | None = None
+                 ) -> None:
+        self.program = program
+        self.modes = tuple(modes)
+        # DR-9's split program: the analysis of the program it splits and the split (DR-32, DR-33 read the
+        # program's facts instead of the split's)
+        self.split_of = split_of
+        self._modes: dict[str, ModeAnalysis] = {}
+        self._shared: dict[tuple, Any] = {}
+        if symmetry is not None:
+            self.__dict__["symmetry"] = symmetry
+
+    def mode(self, mode: str) -> ModeAnalysis:
+        """The analysis of (this program, `mode`)."""
+        m = self._modes.get(mode)
+        if m is None:
+            m = self._modes[mode] = ModeAnalysis(self, mode)
+        return m
+
+    def shared(self, key: tuple, compute: Callable[[], T]) -> T:
+        """A fact several modes share (`key` names it and its family), computed by the first to ask."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]
+
+    def known(self, key: tuple) -> Any:
+        """A shared fact if some mode computed it already, else None."""
+        return self._shared.get(key)
+
+    def keep(self, key: tuple, value: Any) -> None:
+        self._shared[key] = value
+
+    @cached_property
+    def symmetry(self) -> tuple[int, Fold | None]:
+        """`race_symmetry` (DR-5, DR-8) of the program with its accesses; of a `Symmetric`, read off one
+        period of its cores (RUN-20)."""
+        from semcheck.model.fold import race_symmetry
+
+        program = self.program
+        if self.symmetric:
+            return race_symmetry(program, within=program.period)
+        return race_symmetry(program)
+
+    @cached_property
+    def symmetric(self) -> bool:
+        """Whether the program is a `Symmetric` (RUN-20): its checks read it through `whole_program`."""
+        from semcheck.model.symmetric import Symmetric
+
+        return isinstance(self.program, Symmetric)
+
+    @cached_property
+    def whole_program(self) -> Analysis | str:
+        """RUN-21: the analysis of the materialised program of a `Symmetric` (with this one's symmetry, fold
+        are the materialised program's, RUN-20), or why it is not built; this analysis
+        itself for a `Program`."""
+        if not self.symmetric:
+            return self
+        why = self.program.materialise_refusal()
+        if why is not None:
+            return why
+        whole = Analysis(self.program.materialise(), modes=self.modes, symmetry=self.symmetry)
+        for fact in ("fold", "fold_analysis"):
+            whole.__dict__[fact] = getattr(self, fact)
+        return whole
+
+    @cached_property
+    def fold(self) -> Fold | None:
+        """The fold (RUN-7) of the program's synchronisation skeleton (`folding.skeleton_fold`)."""
+        from semcheck.checker.properties.folding import skeleton_fold
+
+        return skeleton_fold(self)
+
+    @cached_property
+    def fold_analysis(self) -> Analysis | None:
+        """The analysis of the fold's program, shared by the properties proved on it."""
+        return None if self.fold is None else Analysis(self.fold.program)
+
+    @cached_property
+    def view_ops(self) -> tuple[Op, ...]:
+        """The distinct operations through a view the interpreter cannot index (ERR-9), in program order."""
+        from semcheck.checker.properties.failing_runs import view_ops
+
+        program = self.program
+        if self.symmetric:
+            # DR-36 as below, on the representatives (RUN-20); where they have such operations, the list
+            # is the whole program's (RUN-21), or the representatives' when it is not built: only whether
+            # there are any is read then (`failing_runs.fold_unsafe`), every other reader has the whole
+            found = view_ops(SimpleNamespace(cores=program.representatives))
+            whole = self.whole_program if found else None
+            return whole.view_ops if isinstance(whole, Analysis) else found
+        k = self.__dict__["symmetry"][0] if "symmetry" in self.__dict__ else program.topology.num_devices
+        if k < program.topology.num_devices:
+            # DR-36: the rotation keeps `view_error` (RUN-7 keeps every field but devices and regions), so
+            # a program without such an operation on its first k devices has none
+            reps = program.cores[: k * program.topology.cores_per_device]
+            if not view_ops(dataclasses.replace(program, cores=tuple(reps) + ((),) * (len(program.cores) - len(reps)))):
+                return ()
+        return view_ops(program)
+
+    @cached_property
+    def partial_arrivals(self) -> tuple[Split, Analysis]:
+        """DR-9's split program and its analysis (`races.split_program`)."""
+        from semcheck.checker.properties.races import split_program
+
+        return split_program(self)
+
+    @cached_property
+    def grid_overlap(self) -> str | None:
+        """GRID-4's `hardware_overlap` of the program; of the program it splits for DR-9's split (DR-33)."""
+        if self.split_of is not None:
+            return self.split_of[0].grid_overlap
+        from semcheck.checker.frontend.grid_copies import hardware_overlap
+
+        return hardware_overlap(self._grid_representatives() or self.program)
+
+    def _grid_representatives(self) -> Program | None:
+        """DR-34: the program with only the cores of devices `0 .. k-1` (DR-5's period `k`), where GRID-4
+        reads the same off them as off the program; None where it may not (no symmetry, or a copy that
+        lands on another device's buffer that the grid copies)."""
+        from semcheck.checker.frontend.grid_copies import grid_copy_of
+        from semcheck.model.ops import DmaStart
+
+        program = self.program
+        topo = program.topology
+        k = self.symmetry[0]
+        if k >= topo.num_devices:
+            return None
+        reps = program.cores[: k * topo.cores_per_device]
+        copied = {op.buf for ops in reps for op in ops if (loc := grid_copy_of(op)) is not None and loc.hbm}
+        if any(type(op) is DmaStart and op.device is not None and op.dst_buf in copied for ops in reps for op in ops):
+            return None
+        from semcheck.model.symmetric import with_cores
+
+        return with_cores(program, tuple(reps) + ((),) * (topo.num_cores - len(reps)))
+
+
+class ModeAnalysis:
+    """The facts of one program under one DMA mode; `whole` holds those the modes share."""
+
+    def __init__(self, whole: Analysis, mode: str) -> None:
+        self.whole = whole
+        self.program = whole.program
+        self.mode = mode
+        self.family = family(mode)
+        self._runs: dict[bool, Outcome] = {}
+        self._dma_bytes: dict[bool, Any] = {}
+
+    @cached_property
+    def lowering(self) -> Lowered:
+        """The static system (`static.lowering.lower`); eager and on_wait share one: what it records
+        (counters, targets, failures) follows the semaphore rules, not when copies complete."""
+        import dataclasses
+
+        from semcheck.checker.static.lowering import lower
+
+        def lowered() -> Lowered:
+            # RUN-29: happens-before reads program order and barriers only, so every mode's lowering shares one
+            low = lower(self.program, self.mode, hb=self.whole.known(("happens_before",)))
+            self.whole.keep(("happens_before",), low.hb)
+            return low
+
+        if self.family == "hardware":
+            return lowered()
+        shared = self.whole.shared(("lowering", "interpreter"), lowered)
+        return shared if shared.mode == self.mode else dataclasses.replace(shared, mode=self.mode)
+
+    @cached_property
+    def s_prime_run(self) -> Outcome:
+        """This mode's own run of S' (`static.least_stuck.s_prime_run`): its schedule replays under the mode.
+        Without failing positions S' is the program itself, and its run the program's maximal run."""
+        from semcheck.checker.static.least_stuck import s_prime_run
+        from semcheck.checker.static.system import EncodingBug
+
+        low = self.lowering
+        if low.failing:
+            return s_prime_run(low)
+        out = self.maximal_run()
+        if out.failure is not None:
+            raise EncodingBug(f"S' run failed although the lowering found no failure there: {out.failure}")
+        return out
+
+    @cached_property
+    def end(self) -> SPrimeEnd:
+        """Where S' ends (`static.least_stuck.s_prime_end`); eager and on_wait share it when the lowering is static."""
+        from semcheck.checker.static.least_stuck import s_prime_end
+
+        low = self.lowering
+        if not low.ok:
+            return s_prime_end(low, run=self.s_prime_run)
+        if self.family == "hardware":
+            return s_prime_end(low)
+        return self.whole.shared(("end", "interpreter"), lambda: s_prime_end(low))
+
+    def maximal_run(self, *, lookup_errors: bool = True) -> Outcome:
+        """The program's fast run continued to a terminal state (`static.least_stuck.maximal_run`)."""
+        out = self._runs.get(lookup_errors)
+        if out is None:
+            from semcheck.checker.static.least_stuck import maximal_run
+
+            out = self._runs[lookup_errors] = maximal_run(self.program, self.mode, lookup_errors=lookup_errors)
+        return out
+
+    @cached_property
+    def totals(self) -> dict:
+        """counter -> (contributed, waited) (`static.lowering.totals`): a function of the lowering alone."""
+        from semcheck.checker.static.lowering import totals
+
+        return self.whole.shared(("totals", self.family), lambda: totals(self.lowering))
+
+    @cached_property
+    def every_run_fails(self):
+        """How every run ends when each one raises ERR-9 or ERR-11 (`failing_runs.every_run_fails`), else None."""
+        from semcheck.checker.properties.failing_runs import every_run_fails
+
+        return every_run_fails(self)
+
+    @cached_property
+    def race_order(self):
+        """The happens-before pass (DR-6) of this mode (`races.ordered`)."""
+        from semcheck.checker.properties.races import ordered
+
+        return ordered(self)
+
+    def dma_bytes(self, exits: bool, compute: Callable[[], T]) -> T:
+        """dma-bytes' verdict, computed once per `exits`."""
+        if exits not in self._dma_bytes:
+            self._dma_bytes[exits] = compute()
+        return self._dma_bytes[exits]
+
+
+def analysis_of(program: Program, mode: str, facts: ModeAnalysis | None) -> ModeAnalysis:
+    """`facts` when it is the analysis of (program, mode); a fresh one when the caller has none."""
+    if facts is None:
+        return Analysis(program).mode(mode)
+    if facts.program is not program or facts.mode != mode:
+        raise ValueError("the analysis handed to a check is of another program or mode")
+    return facts

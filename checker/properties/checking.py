@@ -1,0 +1,314 @@
+"""Checking lowered programs: every requested property of a program under each DMA mode.
+
+One path for every caller: the verifying child process (`checker/run/child.py`), the mode worker,
+generated inputs and the tests all go through `check_program` / `check_modes`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+
+from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.registry import BY_ID, IDS
+from semcheck.checker.run.request import Request, Result, unknown_results
+from semcheck.checker.properties.verdict import Verdict
+from semcheck.model.ops import Program
+
+
+def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_000,
+                  deadline: float | None = None, fold: bool = True, analysis: Analysis | None = None
+                  ) -> list[Verdict]:
+    """All requested properties of one lowered program under one DMA mode.
+
+    With `fold`, a program whose devices repeat is first decided on its fold
+    (spec RUN-7): what is proved there is proved; everything else is decided
+    on the program itself. With a `deadline` (a `time.monotonic()` value)
+    each property gets the time left, and those reached after it are
+    unknown without being tried. `analysis`: the program's, when the caller
+    checks it in other modes too (they share it); one is made otherwise.
+    """
+    from semcheck.checker.properties.failing_runs import fold_unsafe
+    from semcheck.checker.properties.folding import proved_on_fold
+
+    if analysis is None:
+        analysis = Analysis(program)
+    elif analysis.program is not program:
+        raise ValueError("the analysis handed to check_program is of another program")
+    facts = analysis.mode(mode)
+    folded = analysis.fold if fold and not fold_unsafe(analysis, mode) else None
+    out = []
+    for p in properties:
+        budget = _budget(timeout_ms, deadline)
+        v = None
+        if budget is not None and folded is not None:
+            v = proved_on_fold(folded, p, mode, timeout_ms=budget, analysis=analysis.fold_analysis)
+            if v is None:
+                budget = _budget(timeout_ms, deadline)
+        if v is None:
+            if budget is None:
+                v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
+            elif analysis.symmetric:
+                v = _on_whole_program(analysis, p, mode, budget)
+            else:
+                v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
+        out.append(v)
+    return out
+
+
+def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
+    """RUN-21: a property of a `Symmetric` its fold did not prove, decided on the materialised program
+    (with the symmetry and fold already found), or unknown when that program is not built."""
+    if prop in ON_ONE_PERIOD:
+        v = _on_one_period(analysis, prop, mode, timeout_ms)
+        if v is not None:
+            return v
+    whole = analysis.whole_program
+    if isinstance(whole, str):
+        return Verdict(prop, "unknown", reason=whole)
+    return BY_ID[prop].check(whole.program, mode, timeout_ms=timeout_ms, facts=whole.mode(mode))
+
+
+ON_ONE_PERIOD = frozenset({"race-free", "invocation-confined"})
+"""RUN-22: the properties no fold proves (RUN-7) that a Symmetric may still prove on one period: race-free on
+the run of one class (DR-41, DR-5's one pair per orbit); invocation-confined under the interpreter (PRG-110
+reads no operation) and under hardware from one period's order (programs.md PRG-164, PRG-165)."""
+
+
+def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
+    """RUN-22: `prop` of a Symmetric decided on the Symmetric itself, kept only when proved; None when its
+    check needs every core (`WholeProgramNeeded`) or does not prove."""
+    from semcheck.model.symmetric import WholeProgramNeeded
+
+    if prop not in ON_ONE_PERIOD:
+        return None
+    if prop == "invocation-confined" and mode == "hardware":
+        # PRG-164 first for every Symmetric (PRG-165); where it shows nothing the held runs decide (PRG-113)
+        from semcheck.checker.properties.confined_order import confined_on_period
+
+        return confined_on_period(analysis.program, mode)
+    try:
+        v = BY_ID[prop].check(analysis.program, mode, timeout_ms=timeout_ms, facts=analysis.mode(mode))
+    except WholeProgramNeeded:
+        return None
+    return v if v.verdict == "proved" else None
+
+
+def _budget(timeout_ms: int, deadline: float | None) -> int | None:
+    """Milliseconds a check may take: the timeout, or what is left before the deadline (None: nothing)."""
+    if deadline is None:
+        return timeout_ms
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    return max(1, min(timeout_ms, int(left * 1000)))
+
+
+def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
+    """The interpreter divergences the program exercises (for the report's "modes differ" notes).
+
+    A fold has the same operations as the program on fewer devices, so the skeleton's fold is read
+    instead when there is one (with --no-fold, the program). The skeleton drops accesses, so the
+    views the interpreter cannot index (ERR-9) are read off the program."""
+    from semcheck.checker.properties.differences import exposures
+
+    analysis = target if isinstance(target, Analysis) else Analysis(target)
+    folded = analysis.fold if fold else None
+    if folded is None and analysis.symmetric:  # RUN-21: read off the whole program, when it is built
+        whole = analysis.whole_program
+        if isinstance(whole, str):
+            return ()
+        analysis = whole
+    return exposures(folded.program if folded is not None else analysis.program, views=analysis.view_ops)
+
+
+
+def check_modes(target: Program | Analysis, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
+    """mode -> (verdicts, seconds) for every requested mode of one program.
+
+    A program whose devices repeat is first checked on its fold (RUN-7):
+    what is proved there is proved; the rest of each mode (a property not
+    proved on the fold, or one whose fold proofs do not carry over, such as
+    race-free) is checked on the program itself. On a large program the
+    hardware mode then goes to a second process
+    (`semcheck.checker.run.mode_worker`) while this one checks the others; if
+    that process cannot start or fails, its modes are checked here. Every
+    check reads the program's analysis (`target`, or one made of it); the
+    worker starts with what it holds so far.
+    """
+    analysis = target if isinstance(target, Analysis) else Analysis(target)
+    program = analysis.program
+    from semcheck.checker.properties.folding import proved_on_fold
+    from semcheck.checker.run.mode_worker import ModeWorker, split_modes
+
+    timeout_ms = int(req.timeout * 1000)
+    t = time.monotonic()  # finding the fold counts towards the first mode's time
+    fold = analysis.fold if req.fold else None
+    modes, apart, first, t_apart = req.modes, None, analysis, time.monotonic()
+    if analysis.symmetric:
+        # RUN-15: a Symmetric's hardware mode, fold and all, in a second process from here on; it starts
+        # with the symmetry and fold found above, and its verdicts are check_program's, as in this one
+        modes, there = split_modes(program.num_ops, req.modes)
+        if there:
+            try:
+                apart = ModeWorker(analysis, there, req.properties, timeout_ms=timeout_ms, deadline=deadline,
+                                   fold=req.fold)
+            except OSError as e:
+                print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
+                modes = req.modes
+        analysis.modes = modes  # the interpreter's modes checked here share race-free's run (DR-7)
+    on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in modes}
+    spent: dict[str, float] = {m: 0.0 for m in modes}
+    if fold is not None:
+        from semcheck.checker.properties.failing_runs import fold_unsafe
+
+        # what the fold does not prove is decided on the program (witnesses name its devices)
+        for mode in modes:
+            if fold_unsafe(analysis, mode):  # the fold's skeleton lacks the accesses that raise (ERR-9)
+                continue
+            for p in req.properties:
+                budget = _budget(timeout_ms, deadline)
+                v = proved_on_fold(fold, p, mode, timeout_ms=budget,
+                                   analysis=analysis.fold_analysis) if budget is not None else None
+                if v is not None:
+                    on_fold[mode][p] = v
+            spent[mode] = time.monotonic() - t
+            t = time.monotonic()
+    missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
+    if analysis.symmetric:
+        for m in modes:  # RUN-22: what one period proves of a Symmetric needs no built program
+            for p in missing[m]:
+                budget = _budget(timeout_ms, deadline)
+                v = _on_one_period(analysis, p, m, budget) if p in ON_ONE_PERIOD and budget is not None else None
+                if v is not None:
+                    on_fold[m][p] = v
+        missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
+    if analysis.symmetric and any(missing.values()):
+        # RUN-21: what the fold did not prove is decided on the materialised program, when it is built
+        whole = analysis.whole_program
+        if isinstance(whole, str):
+            for m in modes:
+                on_fold[m].update({p: Verdict(p, "unknown", reason=whole) for p in missing[m]})
+            missing = {m: () for m in modes}
+        else:
+            analysis, program = whole, whole.program
+    rest = tuple(m for m in modes if missing[m])
+    wanted = tuple(p for p in req.properties if any(p in missing[m] for m in rest))
+    here, there = split_modes(program.num_ops, rest)
+    t0 = time.monotonic()
+    worker = None
+    if there:
+        try:
+            worker = ModeWorker(analysis, there, wanted, timeout_ms=timeout_ms, deadline=deadline)
+        except OSError as e:
+            print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
+            here, there = rest, ()
+
+    def locally(mode: str) -> tuple[list[Verdict], float]:
+        t = time.monotonic()
+        return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
+                             fold=False, analysis=analysis), time.monotonic() - t
+
+    analysis.modes = here  # the interpreter's modes checked here share race-free's run (DR-7)
+    full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
+    if worker is not None:
+        try:
+            # the worker ran alongside since t0
+            full.update({mode: (v, time.monotonic() - t0) for mode, v in worker.result().items()})
+        except RuntimeError as e:
+            print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
+            full.update({mode: locally(mode) for mode in there})
+    if apart is not None:
+        t1 = time.monotonic()
+        try:
+            for mode, v in apart.result().items():
+                full[mode], on_fold[mode], spent[mode] = (v, 0.0), {}, time.monotonic() - t_apart
+        except RuntimeError as e:
+            print(f"semcheck: {e}; checking {', '.join(apart.modes)} in this process", file=sys.stderr)
+            for mode in apart.modes:
+                full[mode] = (check_program(first.program, mode, req.properties, timeout_ms=timeout_ms,
+                                            deadline=deadline, fold=req.fold, analysis=first), time.monotonic() - t1)
+                on_fold[mode], spent[mode] = {}, 0.0
+    from semcheck.checker.properties.timeline import naming
+
+    done: dict[str, tuple[list[Verdict], float]] = {}
+    for mode in req.modes:
+        checked, seconds = full.get(mode, ([], 0.0))
+        by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
+        done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
+    return done
+
+
+
+def kernel_label(name: str, kernels, k) -> str:
+    """How reports name kernel `k` of a target: the target's name, NAME#i when it launches several."""
+    return name if len(kernels) == 1 else f"{name}#{k.index}"
+
+
+def kernel_results(name: str, kernels, req: Request, deadline: float,
+                   seconds_lowering: float) -> Iterator[Result]:
+    """The `Result` of every (kernel, mode) of one target's lowered kernels, each kernel's as soon
+    as it is checked (the child sends them on at once: a timeout later loses none of them)."""
+    for k in kernels:
+        label = kernel_label(name, kernels, k)
+        analysis = Analysis(k.program)
+        done = check_modes(analysis, req, deadline)
+        exposed = exposures_of(analysis, req.fold)
+        for mode in req.modes:
+            verdicts, seconds = done[mode]
+            yield Result(
+                target=label, devices=req.devices, dma_mode=mode, verdicts=verdicts,
+                program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,
+                         "collective_id": k.program.collective_id, "exposures": exposed},
+                seconds={"trace_and_lower": round(seconds_lowering, 4), "check": round(seconds, 4)},
+            )
+
+
+def generated_results(t, req: Request, deadline: float, recorder) -> list[Result]:
+    """A target with `inputs=`: up to `req.examples` generated inputs, the first violation shrunk
+    (`checker/run/generated_inputs.py`); raises `GeneratedInputRaised` when the kernel raises on one."""
+    from semcheck._dependencies import observe
+    from semcheck.checker.frontend import lower_target
+    from semcheck.checker.frontend.errors import Unsupported
+    from semcheck.checker.frontend.programs import jax_picks_ids, takes_or_returns_semaphores
+    from semcheck.checker.run.generated_inputs import aggregate, explore
+
+    def lowered(value, text: str):
+        with observe(recorder):
+            return lower_target(t.with_input(value, text), req.devices, cores=req.cores)
+
+    def verify_input(value, text: str) -> list[Result]:
+        t0 = time.monotonic()
+        try:
+            kernels = lowered(value, text)
+        except Unsupported as e:
+            return unknown_results(req, [t.name], f"unsupported {str(e).removeprefix('unsupported ')}")
+        if takes_or_returns_semaphores(kernels):  # programs.md: calls that hand semaphores on are one program
+            return unknown_results(req, [t.name], "kernel calls that take or return semaphores, with generated "
+                                   "inputs: such programs are not composed yet (specs/programs.md)")
+        if jax_picks_ids(kernels):  # PRG-125: the TPU's ids are the composed program's, not composed here
+            return unknown_results(req, [t.name], "a kernel whose collective id jax picks, with generated inputs: "
+                                   "such programs are not composed yet (specs/programs.md PRG-125)")
+        return list(kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0))
+
+    def check_key(value, text: str, key) -> Verdict | None:
+        name, mode, prop = key
+        try:
+            kernels = lowered(value, text)
+        except Unsupported:
+            return None
+        for k in kernels:
+            if kernel_label(t.name, kernels, k) == name:
+                (v,) = check_program(k.program, mode, (prop,), timeout_ms=int(req.timeout * 1000),
+                                     deadline=deadline, fold=req.fold)
+                return v
+        return None
+
+    found = explore(t.inputs, req.examples, verify_input, check_key, deadline)
+    if found.raised is not None:
+        raise found.raised
+    return aggregate(found, req.modes, req.properties)
+
+

@@ -1,0 +1,294 @@
+"""Verdicts when every interpreter run fails (spec RUN-9 .. RUN-11, ERR-16 .. ERR-19; ACC-6, GRID-3).
+
+A static failure (RUN-9: an id collision the static system resolves, an int16 overflow, a bad
+target or index, a view the interpreter cannot index, ERR-9, a revisited output block, ERR-11)
+is a core's failing position; S' holds every core there. When S''s end has a core at its failing
+position, every maximal run fails (RUN-9 (iii)); when each such failure ends the whole run
+(RUN-10), nothing happens after it, and under that mode (RUN-11):
+
+* `deadlock-free` is violated (ERR-16), witnessed by the fast run, which fails;
+* `exit-balance` is proved when S' ends before every device's exit check (ERR-17), else decided as
+  for a program that hangs, with S''s end for the stuck positions (`exit_balance.exit_balance`);
+* `race-free` is decided on S' itself (ERR-18);
+* the other properties decide such programs themselves, except when every failure is ERR-9 or
+  ERR-11: then they are decided on S' too (ACC-6; `dma-bytes` judges the waits that run, not bytes
+  left at an exit no run reaches).
+
+An `on_wait` copy through a view the interpreter cannot index raises only when a waiter runs its
+task (which waiter, if any, depends on the schedule): the lowering refuses it, and every property
+is unknown in that mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysis_of
+from semcheck.model.run import REPLAY_LIMIT
+from semcheck.checker.properties.timeline import timeline
+from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.static.system import EncodingBug, Lowered
+from semcheck.checker.static.least_stuck import failure_reached, truncate
+from semcheck.model.errors import IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation
+from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
+from semcheck.model.run import run
+from semcheck.model.state import Outcome
+from semcheck.model.step import is_global
+
+REVISIT_HINT = ("order the grid so that the steps using one output block are consecutive (the index map of "
+                "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
+                "checks the kernel as a TPU runs it")
+
+# The failures of a view or a grid step (ERR-9, ERR-11): when they are the only ones, every property is
+# decided on S' (ACC-6); with any other static failure only the properties of RUN-11 are.
+STATIC_FAILURES = (InterpreterView, RevisitedBlock)
+
+# RUN-11: the properties decided here for any static failure that ends the whole run
+ON_S_PRIME = ("deadlock-free", "exit-balance", "race-free")
+
+HINT = ("jax's TPU interpreter indexes loads, stores and copies only through indexers (ref.at[...], slices): "
+        "read or write the whole ref and reshape or bitcast the value instead to test it in interpret mode; "
+        "--dma-mode hardware checks the kernel as a TPU runs it")
+
+
+def view_ops(program: Program) -> tuple[Op, ...]:
+    """The distinct operations that go through a view the interpreter cannot index (ERR-9), in program order
+    (`Analysis.view_ops` keeps them)."""
+    seen: dict[int, Op] = {}
+    for ops in program.cores:
+        for op in ops:
+            t = type(op)
+            if (t is Access or t is DmaStart) and op.view_error is not None:
+                seen.setdefault(id(op), op)
+    return tuple(seen.values())
+
+
+def fold_unsafe(analysis: Analysis, mode: str) -> bool:
+    """Whether a fold's proof must not stand for the program under `mode`: the fold reads the program's
+    skeleton, which drops accesses and with them the failures ERR-9 gives them in the interpreter."""
+    return mode != "hardware" and bool(analysis.view_ops)
+
+
+class Ending(NamedTuple):
+    """How every run of the mode ends: S' (its run, its program and that program's analysis), the
+    fast run that fails, and whether every failure is a view's or a grid step's (ERR-9, ERR-11)."""
+
+    low: Lowered
+    s_prime: Outcome
+    s_prime_program: Program
+    real: Outcome
+    s_prime_analysis: Analysis
+    views_only: bool
+
+
+def every_run_fails(facts: ModeAnalysis) -> Ending | None:
+    """The ending shared by all runs when each one fails and the failure ends the whole run (RUN-9,
+    RUN-10), else None (`ModeAnalysis.every_run_fails` keeps it)."""
+    low = facts.lowering
+    if not low.ok or not low.failing:
+        return None
+    fails = failure_reached(low, facts.end.pcs)  # S''s end: its run only when a failure is reached
+    if not fails:
+        return None
+    views_only = all(isinstance(v, STATIC_FAILURES) for _, _, v in fails)
+    program = facts.program
+    if not views_only and not all(is_global(program, _At(c, pos)) for c, pos, _ in fails):
+        return None  # a failure that ends only its device (ERR-19): the others run on, undecided here
+    real = facts.maximal_run()
+    if real.kind != "error" or (views_only and not isinstance(real.failure.violation, STATIC_FAILURES)):
+        raise EncodingBug(f"S' ends at a failing operation but the fast run ends in {real.kind}")
+    sp = facts.s_prime_run
+    holds = {c: pos for c, (pos, _) in low.failing.items()}
+    cut = truncate(facts.program, holds)
+    return Ending(low, sp, cut, real, Analysis(cut), views_only)
+
+
+class _At(NamedTuple):
+    """A failing position, as `model.step.is_global` reads a failure."""
+
+    core: int
+    pc: int
+
+
+# The lowering's words for a lookup of the collective id whose tables depend on the schedule (SEM-3): the
+# one refusal ERR-19 names as a limit (`static.lowering`, "core C op I looks up the collective id N: ...").
+SCHEDULE_LOOKUP = "looks up the collective id"
+
+
+def undecided_failure(facts: ModeAnalysis) -> str | None:
+    """ERR-19: which of its limits keeps the properties of a program whose runs can fail undecided, or None."""
+    low = facts.lowering
+    if not low.ok:
+        if low.unsupported and all(SCHEDULE_LOOKUP in u for u in low.unsupported):
+            return "a lookup of the collective id that depends on the schedule, so no S'"
+        return None
+    if not low.failing:
+        return None
+    fails = failure_reached(low, facts.end.pcs)
+    if not fails:
+        return None
+    if facts.mode == "hardware":
+        return "a failure under hardware is the model's, not a TPU's"
+    if not all(is_global(facts.program, _At(c, pos)) for c, pos, _ in fails):
+        return "a failure that ends only its device, after which the others run on"
+    return None
+
+
+# ERR-19: the probe that stands for a kernel exit (an operation that raises wherever a core reaches it)
+EXIT_PROBE = InterpreterView("exit probe", "load")
+
+
+def no_exit_reached(program: Program, mode: DmaMode, states: int) -> bool | None:
+    """ERR-19: whether no run reaches a kernel exit (every run fails or hangs first), by every schedule (RUN-4)
+    of the program with each exit check replaced by an operation that raises; None when the explorer
+    exceeds `states`. A run reaches an exit iff its prefix in the probe program reaches that probe, whose
+    failure RUN-5's reduction keeps as an outcome of its own."""
+    from semcheck.model.explore import ExplorationLimit, explore
+
+    probe = dataclasses.replace(program, cores=tuple(
+        tuple(Access("", Region(()), False, op.loc, EXIT_PROBE) if type(op) is ExitCheck else op for op in ops)
+        for ops in program.cores))
+    try:
+        ex = explore(probe, mode, max_states=states)
+    except ExplorationLimit:
+        return None
+    return not any(f.violation is EXIT_PROBE for o in ex.outcomes for f in o.state.failures)
+
+
+def cite_limit(v: Verdict, facts: ModeAnalysis) -> Verdict:
+    """An unknown verdict that ERR-19's limits explain says which one, as RUN-12 asks of every unknown (a
+    verdict that is not unknown is kept)."""
+    if v.verdict != "unknown" or "ERR-19" in v.reason:
+        return v
+    limit = undecided_failure(facts)
+    return v if limit is None else dataclasses.replace(v, reason=f"{v.reason} ({limit}: ERR-19)")
+
+
+def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
+                        facts: ModeAnalysis | None = None) -> Verdict | None:
+    """RUN-11 under an interpreter mode: the verdict on `prop`, or None when the usual check decides it."""
+    if mode == "hardware":
+        return None  # ERR-19: a TPU's failures are not the interpreter's
+    facts = analysis_of(program, mode, facts)
+    if prop == "exit-balance" and mode != "hardware" and undecided_failure(facts) is not None:
+        from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
+
+        if no_exit_reached(program, mode, FALLBACK_STATES):
+            return Verdict(prop, "proved", reason="no run reaches a kernel exit: every schedule fails or hangs "
+                           f"before one, by exhaustive exploration ({undecided_failure(facts)}; ERR-19): no count "
+                           "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
+        return None
+    views = facts.whole.view_ops
+    if views and mode == "on_wait":
+        copy = next((op for op in views if type(op) is DmaStart), None)
+        if copy is not None:
+            return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)}, when the copy at {copy.loc} runs: "
+                           "under on_wait only if a waiter runs its task, which semcheck does not decide (ACC-6)")
+    if not views and (prop not in ON_S_PRIME or (prop == "race-free" and facts.race_order.ordering.certified)):
+        return None  # a certified happens-before pass met no failure (DR-6): no lowering needed to say so
+    end = facts.every_run_fails
+    if end is None or (not end.views_only and prop not in ON_S_PRIME):
+        return None
+    failure = end.real.failure
+    raised = _raised(failure.violation)
+    where = _where(failure.violation, failure.loc)
+    if prop == "deadlock-free":
+        return Verdict(prop, "violated", witness=failure_witness(program, mode, end.real, facts.whole.view_ops))
+    if prop == "exit-balance":
+        exits = [(c, i) for c, ops in enumerate(program.cores) for i, op in enumerate(ops) if type(op) is ExitCheck]
+        if any(end.s_prime.state.pcs[c] > i for c, i in exits):
+            return None  # some device passes its exit check before the failure: exit_balance decides (ERR-17)
+        return Verdict(prop, "proved", reason=f"no run reaches a kernel exit: every run raises {raised} {where} "
+                       f"or at another failing operation first, which ends the run (ERR-7, RUN-9): no count is "
+                       "left and no copy is pending at an exit, and the interpreter prints no exit warning")
+    if prop == "dma-bytes":  # the waits that run are judged; no bytes are left at an exit that never comes
+        from semcheck.checker.properties.dma_bytes import dma_bytes
+
+        v = dma_bytes(end.s_prime_program, mode, timeout_ms=timeout_ms, exits=False,
+                      facts=end.s_prime_analysis.mode(mode))
+    else:
+        from semcheck.checker.properties.registry import BY_ID  # lazy: the registry imports this module's callers
+
+        v = BY_ID[prop].check(end.s_prime_program, mode, timeout_ms=timeout_ms, facts=end.s_prime_analysis.mode(mode))
+    prefix = (f"on every run up to its failure (every run raises {raised} {where} or at another failing "
+              "operation, which ends it, ERR-7, RUN-9)")
+    if v.verdict == "violated":
+        return dataclasses.replace(v, witness=dataclasses.replace(
+            v.witness, message=f"{v.witness.message} ({prefix})"))
+    return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix)
+
+
+def _raised(err: Violation) -> str:
+    return f"{err.python_type}: {err.message}"
+
+
+def _where(err: Violation, loc: object) -> str:
+    if isinstance(err, RevisitedBlock):
+        return f"after the grid step that comes back to a block of output {err.operand!r} (the pallas_call at {loc})"
+    if isinstance(err, InterpreterView):
+        return f"at the {err.access} at {loc}"
+    return f"at {loc}"
+
+
+def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tuple[Op, ...] = (), *,
+                    explored: bool | None = None) -> Witness:
+    """A run that fails, replayed on the step relation (up to `REPLAY_LIMIT` steps): the fast run when every
+    run fails by RUN-9 (iii) (`explored` None), else one the explorer found (`explored`: whether every run
+    it followed fails)."""
+    failure = real.failure
+    if len(real.schedule) <= REPLAY_LIMIT:
+        again = run(program, mode, real.schedule)
+        if again.kind != "error" or again.failure != failure:
+            raise EncodingBug(f"the failing run replays to {again.kind} ({again.failure}), not {failure}")
+    others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc != failure.loc})
+    err = failure.violation
+    text = f"{_raised(err)} {_where(err, failure.loc)}"
+    details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
+               "pc": failure.pc, "other_lines": others[:8]}
+    if isinstance(err, RevisitedBlock):
+        details.update(rule="ERR-11", output=err.operand, block=err.block, iteration=err.iteration)
+        why = ("jax's TPU interpreter refuses a grid step whose output block the grid visited before and has "
+               "left since (specs/divergences.md D24)")
+        hint = REVISIT_HINT
+    elif isinstance(err, InterpreterView):
+        details.update(rule="ERR-9", transform=err.transform, access=err.access)
+        why = (f"jax's TPU interpreter indexes loads, stores and copies only through indexers, not a "
+               f"{err.transform} view (specs/divergences.md D22)")
+        hint = HINT
+    else:
+        details.update(rule="ERR-16" if explored is None else "ERR-19")
+        why = {None: "every run reaches this operation or another failing one first (RUN-9)",
+               True: "every schedule the explorer follows fails (RUN-4, ERR-19), this one here",
+               False: "a schedule the explorer found (RUN-4, ERR-19)"}[explored]
+        hint = _failure_hint(err)
+    devices = sorted({program.topology.device_of(c) for c in (failure.core, *(b.core for b in real.blocked))})
+    details["timeline"] = timeline(program, list(real.state.pcs), devices)
+    ends = ("the failure ends the run (ERR-7), so no run completes" if explored is None else
+            "the failing device's cores never finish (ERR-7)" + (", and no run completes" if explored else ""))
+    return Witness(
+        message=f"interpret mode raises {text}: {why}; {ends}",
+        schedule=tuple(real.schedule),
+        blocked=tuple((b.core, b.pc, f"{_core_words(program, b.core)}: {b.reason}") for b in real.blocked),
+        locs=(failure.loc,) if failure.loc.line else (),
+        details=details,
+        hint=hint,
+    )
+
+
+def _failure_hint(err: Violation) -> str:
+    """The usual fix of a failure other than a view's or a grid step's: the property that names it."""
+    from semcheck.checker.properties.registry import BY_ID  # lazy: the registry imports this module's callers
+
+    if isinstance(err, IdCollision):
+        return BY_ID["id-disjoint"].hint
+    if isinstance(err, Int16Overflow):
+        return BY_ID["id-int16"].hint
+    return f"fix the operation that raises ({err.python_type}) first: then this property can be decided on the runs"
+
+
+def _core_words(program: Program, core: int) -> str:
+    """A core as the user knows it: its device, and which of the device's cores when it has several."""
+    topo = program.topology
+    d = topo.device_of(core)
+    return f"device {d}" if topo.cores_per_device == 1 else f"device {d} core {topo.local_core_of(core)}"

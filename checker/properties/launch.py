@@ -1,0 +1,107 @@
+"""Verdicts for a launch the interpreter refuses (spec LAUNCH-2, LAUNCH-3, ERR-8, ERR-10; D12, D21), and for a
+call jax's TPU lowering refuses (LAUNCH-7, D31).
+
+jax's interpreter fails some kernels before any kernel code runs, in every
+run: it builds every output's initial value first and fails on a semaphore
+output (LAUNCH-2), and it compiles the kernel for the CPU and fails on a
+primitive it has no rule for, `pl.semaphore_read` (LAUNCH-3). Under `eager`
+and `on_wait` the kernel is then decided without looking at its operations:
+`deadlock-free` is violated (no core ever starts, so none finishes: PROP-4
+asks that no terminal state has an unfinished core) and every other property
+is proved, saying that every run fails before any core starts (LAUNCH-5:
+each of them is about what a run does, and no run does anything).
+Under `hardware` a TPU launches the program and the checks run as usual, unless jax's TPU lowering
+refused the call's computation (LAUNCH-7: a collective id and no barrier semaphore): then the same
+treatment applies under `hardware` alone, with jax's ValueError, and the interpreter runs the call.
+(A kernel access the interpreter cannot index fails inside the run: ERR-9,
+`checker.properties.failing_runs`.)
+"""
+
+from __future__ import annotations
+
+from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.model.errors import EarlierFailure, TpuLoweringFailure, Untranslatable, Violation
+from semcheck.model.launch import launch_failure
+from semcheck.model.ops import DmaMode, Loc, Program
+
+HINT = ("jax's TPU interpreter cannot run a pallas_call with semaphore outputs: check it under --dma-mode "
+        "hardware, or allocate the semaphores as scratch to test it in interpret mode")
+CPU_HINT = ("jax's TPU interpreter compiles the kernel for the CPU and has no rule for this primitive: check "
+            "the kernel under --dma-mode hardware, or keep the primitive out of the kernel you interpret")
+EARLIER_HINT = ("fix the earlier call's failure: in interpret mode the computation after a failed one re-raises "
+                "its error at dispatch and runs nothing (the one after that runs again)")
+TPU_HINT = ("jax gives this call a collective id (an auto-assigned one under jax_pallas_auto_assign_collective_ids="
+            "'yes' or 'override', or its own) and it uses no barrier semaphore: leave the auto-assignment mode at "
+            "'no' for a program with such calls and give collective_id only to kernels that call "
+            "get_barrier_semaphore, or set `pltpu.CompilerParams(allow_collective_id_without_custom_barrier=True)`")
+REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
+            "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
+            "it as a TPU runs it")
+
+
+# LAUNCH-5: what a property asks of a run, which a run that fails before any core starts never does
+NOTHING_RUNS = {
+    "id-disjoint": "no semaphore is allocated and no barrier semaphore fetched, so no id is in both tables",
+    "id-int16": "no semaphore or buffer id is handed out",
+    "id-agreement": "no remote signal or copy names a semaphore",
+    "exit-balance": ("no run reaches a kernel exit: nothing is counted and no copy is pending at one, and the "
+                     "interpreter prints no exit warning"),
+    "dma-bytes": "no copy starts and no wait runs",
+    "race-free": "no access and no copy runs, so none races",
+    "invocation-confined": "no signal is sent and no copy lands",
+}
+
+
+def _locs(failure: Violation, program: Program) -> tuple[Loc, ...]:
+    """The line the launch failure is shown at: the untranslatable equation's, else the kernel's first operation's."""
+    if isinstance(failure, Untranslatable) and failure.line:
+        return (Loc(failure.file, failure.line, failure.text),)
+    first = next((ops[0] for ops in program.cores if ops), None)
+    return (first.loc,) if first is not None and first.loc.line else ()
+
+
+def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
+    """(when the interpreter raises and why, the hint, the rule's details) for a launch failure."""
+    if isinstance(failure, TpuLoweringFailure):  # LAUNCH-7: jax refuses to lower the computation for a TPU
+        where = (f"; the call refused is {failure.after}, in this call's computation or an earlier one"
+                 if failure.after else "")
+        return (f"while jax lowers the jitted computation for a TPU, before anything of it runs (specs/semantics.md "
+                f"LAUNCH-7, specs/divergences.md D31){where}", TPU_HINT, {"rule": "LAUNCH-7", "after": failure.after})
+    if isinstance(failure, EarlierFailure):  # PRG-11: an earlier call's error, re-raised at this dispatch
+        return (f"at the dispatch of this call's computation, before any core starts: the error of {failure.after}, "
+                "which fails in every run, rides on jax's ordered-effect token into the next computation "
+                "(specs/programs.md PRG-11, specs/divergences.md D28)", EARLIER_HINT,
+                {"after": failure.after, "rule": "PRG-11"})
+    if isinstance(failure, Untranslatable):
+        where = f" at {failure.where}" if failure.where else ""
+        if failure.stage == "compile":
+            when = (f"while compiling the kernel for the CPU, before any kernel code runs (the {failure.primitive} "
+                    f"primitive{where} has no CPU rule, specs/divergences.md D12)")
+            hint = CPU_HINT
+        else:
+            when = (f"while translating the kernel for the CPU, before any kernel code runs (it binds the "
+                    f"{failure.primitive} primitive{where} on a ref's id, specs/divergences.md D12)")
+            hint = REF_HINT
+        return when, hint, {"primitive": failure.primitive, "rule": "LAUNCH-3"}
+    return (f"at launch, before any kernel code runs (output {failure.output!r} is a semaphore array, "
+            "specs/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
+
+
+def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None:
+    """LAUNCH-2, LAUNCH-3, LAUNCH-7: the verdict on `prop` when the launch fails under `mode`, or None when it launches."""
+    failure = launch_failure(program, mode)
+    if failure is None:
+        return None
+    when, hint, extra = _why(failure)
+    who = "jax's TPU lowering" if isinstance(failure, TpuLoweringFailure) else "interpret mode"
+    raised = f"{who} raises {failure.python_type}: {failure.message} {when}"
+    locs = _locs(failure, program)
+    if prop != "deadlock-free":
+        if prop not in NOTHING_RUNS:  # a property LAUNCH-5 does not argue is not proved by it
+            return Verdict(prop, "unknown", reason=f"{raised}; the kernel never runs in this mode")
+        at = f" (the kernel at {locs[0]})" if locs else ""
+        return Verdict(prop, "proved", reason=f"every run fails before any core starts{at}: {raised}; "
+                       f"{NOTHING_RUNS[prop]} (LAUNCH-5)")
+    details = {"error_type": failure.python_type, "error_message": failure.message, **extra}
+    return Verdict(prop, "violated", witness=Witness(message=f"{raised}: no core ever starts", locs=locs,
+                                                      details=details, hint=hint))

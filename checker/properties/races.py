@@ -1,0 +1,385 @@
+"""`race-free` (PROP-7): the semaphores order every conflicting pair of accesses.
+
+The decision is the model's (`semcheck.model.race`, rules DR-1 .. DR-4); this
+module turns its findings into a verdict a kernel author can act on: the two
+accesses with their lines and regions, the semaphore the copy signals, the
+waits the accessing core does before its access, and the usual fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysis_of
+from semcheck.checker.frontend.call_boundary import BoundaryLoc
+from semcheck.checker.frontend.grid_copies import split_dependent
+from semcheck.checker.properties.timeline import timeline
+from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.static.least_stuck import failure_reached
+from semcheck.model.access import AccessEvent, Unrecorded, accesses
+from semcheck.model.ops import DmaMode, DmaStart, Loc, Op, Program, Wait
+from semcheck.model.partial_arrivals import Split, split, split_lazily, split_positions
+from semcheck.model.race import Ordered, Race, find_races, ordered_modes
+from semcheck.model.run import REPLAY_LIMIT, run
+
+PROP = "race-free"
+
+
+def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
+              facts: ModeAnalysis | None = None) -> Verdict:
+    """PROP-7: proved, violated with a replayable witness, or unknown with the reason and the line.
+
+    Under `hardware` the pass runs on the program whose copies may land in parts (DR-9); a race that
+    needs a copy to have landed in part has no schedule of the whole-copy model, and its witness says so.
+    `facts`: the program's analysis under `mode` (one is made when it is missing)."""
+    facts = analysis_of(program, mode, facts)
+    if mode != "hardware":
+        return _race_free(facts, timeout_ms=timeout_ms)
+    parts, split_facts = facts.whole.partial_arrivals
+    if parts.mixed:
+        whole = _race_free(facts, timeout_ms=timeout_ms)
+        if whole.verdict == "violated":
+            return whole  # a race with whole copies is one with copies in parts
+        op = parts.mixed[0]
+        return Verdict(PROP, "unknown", reason=f"the copy at {op.loc} signals a DMA semaphore on one side and a "
+                       "REGULAR one on the other: on a TPU it may land in parts, which one side counts and the other "
+                       "does not, and semcheck does not model that (DR-9)")
+    if parts.program is program:
+        return _race_free(facts, timeout_ms=timeout_ms)
+    v = _race_free(split_facts.mode(mode), timeout_ms=timeout_ms)
+    if v.verdict != "violated":
+        return v
+    whole = _race_free(facts, timeout_ms=timeout_ms)
+    return whole if whole.verdict == "violated" else _in_parts(program, parts, mode, v)
+
+
+def split_program(analysis: Analysis) -> tuple[Split, Analysis]:
+    """DR-9's split program and its analysis, with its symmetry (DR-5, DR-8) read off the program's:
+    splitting is done copy by copy, so a rotation that maps the program onto itself maps each copy's
+    forerunner onto the image's, and the split of the program's fold is the fold of its split.
+
+    DR-31: the program is split lazily, core by core as the race pass reads them, with what is split
+    and what is mixed read off the devices of one period of the symmetry; DR-32: the split program's
+    accesses are the program's, moved past the forerunners."""
+    program = analysis.program
+    k, fold = analysis.symmetry
+    parts = split_lazily(program, k)
+    if parts.program is program:
+        return parts, analysis
+    if parts.mixed:
+        return parts, Analysis(parts.program)
+    folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
+    return parts, Analysis(parts.program, symmetry=(k, folded), split_of=(analysis, parts))
+
+
+def _listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
+    """The program's accesses (near DR-5's representatives), listed once for every mode: a copy lands
+    where SIG-1 says whatever the mode (ACC-1); DR-35: read off the cores that can make them."""
+    def compute() -> tuple[list[AccessEvent], list[Unrecorded]]:
+        program = analysis.program
+        if near is not None and near == analysis.symmetry[0]:
+            found = _near_copies(program, near)
+            if found is not None:
+                return accesses(found[0], "hardware", near=near, copies_in=found[1])
+        return accesses(program, "hardware", near=near)
+
+    return analysis.shared(("accesses", near), compute)
+
+
+def _near_copies(program: Program, k: int) -> tuple[Program, dict[int, list[tuple[int, Op]]]] | None:
+    """DR-35: the program with only the cores of devices `0 .. k-1` (the others left empty), and for each
+    other core the copies it makes that land on those devices under DR-5's rotation by `k` devices, by
+    position; None where the rotation does not tell (a copy with unrecorded regions, which `accesses`
+    lists wherever it is, or a device out of range)."""
+    from semcheck.model.symmetric import Symmetric, with_cores
+
+    topo = program.topology
+    n, per = topo.num_devices, topo.cores_per_device
+    if k >= n:
+        return None
+    # a Symmetric of this period rotates one operation at a time (RUN-20); other cores are built already
+    sym = program if isinstance(program, Symmetric) and program.period == k else None
+    copies: dict[int, list[tuple[int, Op]]] = {}
+    for c in range(k * per):
+        for pc, op in enumerate(program.cores[c]):
+            if type(op) is not DmaStart:
+                continue
+            if op.src_region is None or op.dst_region is None or op.src_buf is None or op.dst_buf is None:
+                return None
+            if op.device is None:
+                continue
+            if not 0 <= op.device < n:
+                return None
+            # device d + j*k copies to (t + j*k) mod n: into 0 .. k-1 for exactly one j (k divides n)
+            j = -(op.device // k) % (n // k)
+            if j:
+                g = (topo.device_of(c) + j * k) * per + topo.local_core_of(c)
+                copies.setdefault(g, []).append((pc, sym.rotated(op, j) if sym is not None else program.cores[g][pc]))
+    # (only these are read: DR-42)
+    inside = k * per
+    return with_cores(program, tuple(program.cores[c] if c < inside else () for c in range(topo.num_cores))), copies
+
+
+def _access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]]:
+    """How to list the program's accesses (`_listed`); DR-32: for DR-9's split program, from the program's:
+    a forerunner touches no element (its regions are empty, ACC-1) and a split copy keeps its regions, so
+    they are the program's accesses with each position moved past the forerunners before it (only the
+    cores with accesses near the representatives are split to find them)."""
+    if facts.whole.split_of is None:
+        return lambda near: _listed(facts.whole, near)
+    whole, parts = facts.whole.split_of
+
+    def listed(near: int | None) -> tuple[list[AccessEvent], list[Unrecorded]]:
+        events, unrecorded = _listed(whole, near)
+        fr = parts.forerunners
+        # DR-42: under DR-5's rotation every core's copies are split where its preimage's are (DR-31), so
+        # its forerunners stand where those of its core on the first period stand: no other core is split
+        per = near * whole.program.topology.cores_per_device if near == whole.symmetry[0] else None
+        moves: dict[int, Callable[[int], int]] = {}
+
+        def moved(c: int, pc: int) -> int:
+            home = c if per is None else c % per
+            if home not in moves:
+                moves[home] = split_positions(fr[home])
+            return moves[home](pc)
+
+        return ([dataclasses.replace(e, pc=moved(e.core, e.pc)) for e in events],
+                [dataclasses.replace(u, pc=moved(u.core, u.pc)) for u in unrecorded])
+
+    return listed
+
+
+def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verdict:
+    """DR-9: a race of the split program only, told on the program: the copy may have landed in part. Its
+    schedule replays on the split program (checked here), not on the whole-copy model, so it is not kept."""
+    w = v.witness
+    assert w is not None
+    blocked = tuple((c, parts.origin(c, pc), what) for c, pc, what in w.blocked)
+    if len(w.schedule) <= REPLAY_LIMIT:
+        pcs = [parts.origin(c, pc) for c, pc in enumerate(run(parts.program, mode, w.schedule, finish=False).pcs)]
+    else:
+        pcs = [len(ops) for ops in program.cores]
+        for c, pc, _ in blocked:
+            pcs[c] = pc
+    copy = next(program.cores[c][pc] for c, pc, _ in blocked if type(program.cores[c][pc]) is DmaStart)
+    devices = sorted({program.topology.device_of(c) for c, _, _ in blocked}) or None
+    msg = (f"{w.message}; on a TPU a copy lands in parts and its semaphore counts the bytes as they land, so "
+           f"the waits before the access can pass before all {copy.nbytes} bytes of the copy at {copy.loc} have "
+           "landed (they take fewer, or take another copy's bytes on the same semaphore: DR-9)")
+    hint = (f"wait for all {copy.nbytes} bytes of the copy started at {copy.loc} (its own descriptor's .wait(), "
+            "wait_recv or wait_send) before the access, with no other copy on that semaphore in flight meanwhile")
+    details = {**w.details, "timeline": timeline(program, pcs, devices), "rule": "DR-9"}
+    return dataclasses.replace(v, witness=dataclasses.replace(w, message=msg, schedule=(), blocked=blocked,
+                                                              details=details, hint=hint))
+
+
+def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
+    program, mode = facts.program, facts.mode
+    t0 = time.perf_counter()
+    stats: dict = {}
+    pre = facts.race_order
+    if not pre.ordering.certified:
+        # a certified pass met no failure and no id in both tables, so no schedule fails (DR-6)
+        low = facts.lowering
+        if not low.ok:
+            return Verdict(PROP, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]))
+        fails = failure_reached(low, facts.s_prime_run.state.pcs)
+        if fails:
+            c, pos, v = fails[0]
+            loc = program.cores[c][pos].loc
+            if mode != "hardware":  # programs.md PRG-155: every run is the prefix before the barrier fetch
+                from semcheck.checker.programs.interpreter import stopped_at_barrier_fetch
+
+                stopped = stopped_at_barrier_fetch(program)
+                if stopped is not None:
+                    inner = _race_free(analysis_of(stopped, mode, None), timeout_ms=timeout_ms)
+                    if inner.verdict == "proved":
+                        return dataclasses.replace(inner, reason=(
+                            f"every run fails where each device reaches its get_barrier_semaphore ({v.message} at "
+                            f"{loc}, programs.md PRG-155); before that: {inner.reason}"))
+                    if inner.verdict == "violated":
+                        return inner
+            return Verdict(PROP, "unknown", reason=f"the program can fail ({v.message} at {loc}); with failures, "
+                           "which accesses can meet depends on the schedule")
+    report = find_races(program, mode, deadline=time.perf_counter() + timeout_ms / 1000, pre=pre)
+    stats.update(pairs=report.pairs, runs=report.runs, accesses=report.accesses,
+                 solve_s=round(time.perf_counter() - t0, 4))
+    real = [r for r in report.races if r.exact and r.confirmed]
+    if mode == "hardware" and real:  # GRID-4: a race may rest on the interpreter's split of parallel steps
+        split = [split_dependent(program, r.first, r.second) for r in real]
+        kept = [r for r, why in zip(real, split) if why is None]
+        if not kept:
+            return Verdict(PROP, "unknown", reason=f"{split[0]} (specs/semantics.md GRID-4)", stats=stats)
+        real = kept
+    if real:
+        return Verdict(PROP, "violated", witness=_witness(program, mode, real[0]), stats=stats)
+    if report.over_budget:
+        n = program.topology.num_devices
+        if report.runs == 0:
+            return Verdict(PROP, "unknown", reason=f"at {n} devices the happens-before pass cannot decide alone "
+                           f"({report.uncertified}), and restricted runs for every pair would execute about "
+                           f"{report.estimate:,} operations (two runs over the whole program per copy), more than "
+                           "semcheck spends; check race-free at fewer devices (it is decided exactly there)",
+                           stats=stats)
+        return Verdict(PROP, "unknown", reason=f"the happens-before pass left {report.pairs} pairs of accesses "
+                       f"unordered; deciding them took {report.runs} restricted runs over the whole program "
+                       f"at {n} devices before semcheck's budget ran out", stats=stats)
+    if not report.complete:
+        return Verdict(PROP, "unknown", reason=f"timed out after {report.runs} restricted runs "
+                       f"({report.pairs} conflicting pairs)", stats=stats)
+    if report.races:
+        r = report.races[0]
+        if not r.exact:
+            why = "; ".join(e.region.why for e in (r.first, r.second) if not e.region.exact) or "a widened region"
+            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} may "
+                           f"overlap: {why}; semcheck cannot tell whether they touch the same elements", stats=stats)
+        if len(r.outcome.schedule) > REPLAY_LIMIT:
+            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
+                           f"on_wait a race is believed only once its run replays on the model, and this one has "
+                           f"{len(r.outcome.schedule):,} steps, more than semcheck replays ({REPLAY_LIMIT:,}); "
+                           "check race-free at fewer devices", stats=stats)
+        return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
+                       "on_wait, whether the copy runs first depends on the order of its semaphore's task queue; "
+                       "the restricted run that separates them does not replay", stats=stats)
+    if report.unrecorded:
+        u = report.unrecorded[0]
+        return Verdict(PROP, "unknown", reason=f"the copy at {u.loc}: semcheck could not tell which regions it reads "
+                       f"and writes ({len(report.unrecorded)} such copies)", stats=stats)
+    overlap = facts.whole.grid_overlap if mode == "hardware" else None
+    if overlap is not None:  # GRID-4: the pipeline's asynchronous copies may order it otherwise on a TPU
+        return Verdict(PROP, "unknown", reason=f"ordered as jax's interpreter copies the grid's blocks (between the "
+                       f"steps), but on a TPU {overlap}; semcheck does not model the pipeline's overlap of a step's "
+                       "copies with the neighbouring steps (specs/semantics.md GRID-4)", stats=stats)
+    if report.accesses and not report.pairs:
+        return Verdict(PROP, "proved", reason=f"each of {report.accesses} accesses is ordered after every "
+                       "conflicting access before it, in every schedule (happens-before over one run, DR-6)",
+                       stats=stats)
+    return Verdict(PROP, "proved", reason=f"{report.pairs} conflicting pairs, each ordered by the semaphores",
+                   stats=stats)
+
+
+def ordered(facts: ModeAnalysis) -> Ordered:
+    """The happens-before pass (DR-6) for the analysis' mode, computed with the other interpreter mode
+    when the program is to be checked in that one too (`Analysis.modes`, DR-7)."""
+    planned = facts.whole.modes
+    mode = facts.mode
+    modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
+    if len(modes) == 1:
+        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry, listed=_access_lister(facts))[mode]
+    both = facts.whole.shared(("race-order", "interpreter"),
+                              lambda: ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry,
+                                                    listed=_access_lister(facts)))
+    return both[mode]
+
+
+def _who(program: Program, core: int) -> str:
+    topo = program.topology
+    d = f"device {topo.device_of(core)}"
+    return d if topo.cores_per_device == 1 else f"{d} core {topo.local_core_of(core)}"
+
+
+def _say(program: Program, e: AccessEvent) -> str:
+    op = program.cores[e.core][e.pc]
+    if e.is_dma:
+        assert isinstance(op, DmaStart)
+        to = "" if e.where == e.core else f" to {_who(program, e.where)}"
+        return f"{e.describe()} (copy started by {_who(program, e.core)}{to} at {op.loc})"
+    what = getattr(e.loc, "what", "")  # a grid copy (GRID-2) names its BlockSpec and grid step
+    return f"{e.describe()} by {_who(program, e.core)}{f' ({what})' if what else ''} at {e.loc}"
+
+
+def _waits_before(program: Program, core: int, start: int, end: int) -> list[tuple[int, Wait]]:
+    ops = program.cores[core]
+    return [(i, op) for i, op in enumerate(ops[start:end], start) if type(op) is Wait]
+
+
+def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
+    """What orders nothing here, and the usual fix (DR-4)."""
+    a, b = race.first, race.second
+    dma, other = (a, b) if a.is_dma else (b, a)
+    if not dma.is_dma:
+        if getattr(a.loc, "what", "") and getattr(b.loc, "what", ""):  # two grid copies (GRID-2)
+            fix = ("give each grid step its own output block (the BlockSpec's index map), or mark the grid "
+                   "dimension that shares it 'arbitrary' so that one core runs those steps")
+        else:
+            fix = ("order the two cores' accesses with a semaphore (signal after the first, wait before the "
+                   "second) or give each core its own region")
+        return (
+            f"{_who(program, a.core)} and {_who(program, b.core)} both reach their accesses with nothing between them",
+            fix,
+            [],
+        )
+    op = program.cores[dma.core][dma.pc]
+    assert isinstance(op, DmaStart)
+    sem = op.dst_sem if dma.half == "write" else (op.src_sem or op.dst_sem)
+    signals = f"the copy signals {sem} on {_who(program, dma.where if dma.half == 'write' else dma.core)} when its " \
+              f"{'data has landed' if dma.half == 'write' else 'source has been read'}"
+    if other.is_dma:
+        if other.core == dma.core:  # one core starts both: it can wait for the first itself
+            other_op = program.cores[other.core][other.pc]
+            return (
+                f"{signals}; {_who(program, dma.core)} starts the other copy without waiting for it",
+                f"wait for the first copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send'}, "
+                f"on {sem}) before starting the copy at {other_op.loc}",
+                [],
+            )
+        return (
+            f"{signals}; nothing makes the second copy wait for that",
+            "add a handshake: the receiver signals the sender when the slot is free, and the sender waits for it "
+            "before starting the next copy into it",
+            [],
+        )
+    lo = dma.pc + 1 if other.core == dma.core else 0
+    waits = _waits_before(program, other.core, lo, other.pc)
+    locs = [w.loc for _, w in waits[-2:]]
+    on_sem = [w for _, w in waits if w.sem == sem]
+    same_alloc = [w for _, w in waits if w.sem.label == sem.label and w.sem != sem]
+    verb = "load" if not other.write else "store"
+    if not waits:
+        said = f"{_who(program, other.core)} does not wait on anything between the copy's start and its {verb}"
+    else:
+        last = waits[-1][1]
+        said = f"before its {verb}, {_who(program, other.core)} waits on {last.sem} at {last.loc}"
+        if same_alloc and not on_sem:
+            said += f", not on {sem}: another copy signalling {same_alloc[-1].sem} can satisfy that wait"
+    grid = getattr(other.loc, "what", "")  # the grid's own copy between steps (GRID-2)
+    if isinstance(other.loc, BoundaryLoc):  # a use of a result after its call (PRG-120, PRG-121)
+        fix = (f"wait for this copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send / .wait()'}, on "
+               f"{sem}) before the kernel returns, or in a later call before {grid}")
+    elif grid:
+        fix = (f"wait for this copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send / .wait()'}, "
+               f"on {sem}) inside the grid step, before {grid}, or copy a block the grid does not touch then")
+    elif dma.half == "write":
+        fix = f"wait for this copy (its descriptor's .wait() / wait_recv, on {sem}) before the {verb} at {other.loc}"
+    else:
+        fix = f"wait for this copy's send side (wait_send / .wait(), on {sem}) before overwriting its source at {other.loc}"
+    return f"{signals}; {said}", fix, locs
+
+
+def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
+    a, b = race.first, race.second
+    why, fix, extra = _explain(program, race)
+    msg = f"{_say(program, a)} and {_say(program, b)} can happen in either order ({mode}): {why}"
+    blocked = tuple(
+        (e.core, e.pc, f"{_who(program, e.core)}: {e.describe()} still in flight (the copy started at "
+                       f"{program.cores[e.core][e.pc].loc})"
+         if e.is_dma else f"{_who(program, e.core)}: next, {e.describe()} at {e.loc}")
+        for e in (a, b)
+    )
+    return Witness(
+        message=msg,
+        schedule=race.outcome.schedule,
+        blocked=blocked,
+        locs=(program.cores[a.core][a.pc].loc, program.cores[b.core][b.pc].loc, *extra),
+        details={
+            "accesses": [
+                {"what": e.describe(), "device": program.topology.device_of(e.core), "by": _who(program, e.core),
+                 "line": str(program.cores[e.core][e.pc].loc),
+                 "buffer": e.buffer[2], "region": [list(d) for d in e.region.box], "write": e.write}
+                for e in (a, b)
+            ],
+        },
+        hint=fix,
+    )

@@ -1,0 +1,85 @@
+"""Verdicts: what semcheck concludes about one property of one kernel configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from semcheck.checker.properties.registry import IDS
+from semcheck.model.ops import Loc
+
+VerdictKind = Literal["proved", "violated", "unknown"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Witness:
+    """A counterexample that replays on the reference model.
+
+    `schedule` is a sequence of model actors (`("core", g)`, `("dma_read", k)`,
+    `("dma_write", k)`) from the initial state; `blocked` lists
+    `(core, pc, description)` of the cores stuck at the end; `locs` are the
+    kernel lines involved; `details` carries property-specific facts
+    (semaphore, counts, allocation sites, ...), JSON-serialisable.
+    """
+
+    message: str
+    schedule: tuple[tuple[str, int], ...] = ()
+    blocked: tuple[tuple[int, int, str], ...] = ()
+    locs: tuple[Loc, ...] = ()
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hint: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedInput:
+    """The generated input a verdict of a target with `inputs=` is about (`checker/run/generated_inputs.py`).
+
+    `value` is the input in JSON form (None when it has none), `text` how
+    reports show it; `index` its position among the generated inputs (1-based;
+    0 for an input found by shrinking, then `shrunk_from` is the generated
+    input it was shrunk from, in `shrink_steps` tries); `examples` how many
+    inputs were verified in full.
+    """
+
+    value: Any
+    text: str
+    index: int
+    examples: int
+    shrunk_from: str | None = None
+    shrink_steps: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """`proved`, `violated` (with a witness) or `unknown` (with the reason)."""
+
+    property: str
+    verdict: VerdictKind
+    reason: str = ""
+    witness: Witness | None = None
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    input: GeneratedInput | None = None  # a target with generated inputs: the input this verdict is about
+
+    def __post_init__(self) -> None:
+        if self.property not in IDS:
+            raise ValueError(f"unknown property {self.property!r}")
+        if self.verdict == "violated" and self.witness is None:
+            raise ValueError("a violation needs a witness")
+        if self.verdict == "unknown" and not self.reason:
+            raise ValueError("an unknown verdict needs a reason")
+
+
+def unknown_kind(reason: str) -> str:
+    """A coarse class of an unknown verdict's reason, for grouping and hints."""
+    r = reason.lower()
+    if r.startswith(("timeout", "timed out")) or "z3 gave up: timeout" in r or "canceled" in r:
+        return "timeout"
+    if r.startswith("unsupported"):
+        return "unsupported"
+    if "program can fail" in r:
+        return "fails"
+    if "deadlocks" in r:
+        return "deadlocks"
+    if "outside the encoding" in r or "not static" in r:
+        return "encoding"
+    return "other"

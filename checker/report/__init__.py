@@ -1,0 +1,1 @@
+"""Reports: JSON, text, concise, GitHub, SARIF, markdown and HTML, and `semcheck spec`."""

@@ -1,0 +1,167 @@
+"""Findings: what SARIF, GitHub annotations and the concise text report list, one entry per problem.
+
+A *finding* is a violated property of a target at one bug line, or one cause of unknown verdicts
+of a target (a timeout, a run that can fail, ...), with every configuration (device count x DMA
+mode) where it shows. Its location is the bug's line: for a violation that some DMA mode proves,
+the line of the interpreter divergence that explains it (a signal without core_index, say) when
+that divergence is tied to a line; else the witness's first kernel line. Its fingerprint is made
+of what identifies the bug (property or cause, target, file and line), never of timings or of
+which device counts were verified, so it is the same from run to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+
+from semcheck.checker.properties.differences import Difference, differences
+from semcheck.checker.properties.registry import IDS
+from semcheck.checker.run.request import Result
+from semcheck.checker.properties.verdict import Verdict, unknown_kind
+from semcheck.model.ops import Loc
+
+# Divergences that name the line that behaves differently (D3-D4 names the first DMAs, not a bug).
+LINE_CAUSES = ("D1", "D20", "D22")
+_FILE_LINE = re.compile(r"(\S+\.py):(\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    file: str  # the kernel file, as the report names it
+    target: str
+    kind: str  # "violated" | "unknown"
+    cause: str  # the property (violated) or the unknown kind ("timeout", "fails", ...)
+    properties: tuple[str, ...]  # the properties it is about
+    verdict: Verdict  # as found at the smallest device count
+    configs: tuple[tuple[int, str], ...]  # (devices, dma mode) where it shows, in report order
+    loc: Loc | None  # the bug's line; None: the kernel file as a whole
+    related: tuple[Loc, ...] = ()  # the witness's other kernel lines
+    difference: Difference | None = None  # when some DMA mode proves what this violates
+
+    @property
+    def rule(self) -> str:
+        return self.cause if self.kind == "violated" else "unknown"
+
+    def fingerprint(self) -> str:
+        where = f"{uri(self.loc.file)}:{self.loc.line}" if self.loc is not None else uri(self.file)
+        key = f"{self.kind}/{self.cause}|{self.target}|{where}"
+        return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+    def message(self) -> str:
+        """What goes wrong, in one line: the witness's message, or the unknown's reason."""
+        w = self.verdict.witness
+        text = w.message if self.kind == "violated" and w is not None else self.verdict.reason
+        return rel(re.sub(r"\s*\n\s*", " ", text).strip())
+
+    def title(self) -> str:
+        """`deadlock-free violated` or `deadlock-free, exit-balance unknown`."""
+        return f"{', '.join(self.properties)} {self.kind}"
+
+
+def findings(path: str, results: Sequence[Result]) -> list[Finding]:
+    """The findings of one kernel file's results: violations first, in property order."""
+    diff = {(d.target, d.devices, d.property): d for d in differences(results)}
+    groups: dict[tuple, list[tuple[int, str, Verdict]]] = {}
+    where: dict[tuple, tuple[Loc | None, Difference | None]] = {}
+    for r in results:
+        for v in r.verdicts:
+            if v.verdict == "violated":
+                d = diff.get((r.target, r.devices, v.property))
+                loc = _bug_line(v, d)
+                key = (r.target, "violated", v.property, (loc.file, loc.line) if loc else None)
+                where.setdefault(key, (loc, d))
+            elif v.verdict == "unknown":
+                key = (r.target, "unknown", unknown_kind(v.reason), None)
+                where.setdefault(key, (_reason_line(v.reason), None))
+            else:
+                continue
+            groups.setdefault(key, []).append((r.devices, r.dma_mode, v))
+    order = {p: i for i, p in enumerate(IDS)}
+    out = []
+    for key, entries in groups.items():
+        target, kind, cause, _ = key
+        first = min(entries, key=lambda e: e[0])  # the smallest device count, modes in report order
+        props = tuple(sorted(dict.fromkeys(e[2].property for e in entries), key=order.get))
+        configs = tuple(dict.fromkeys((n, m) for n, m, _ in entries))
+        loc, d = where[key]
+        w = first[2].witness
+        related = tuple(dict.fromkeys(x for x in (w.locs if w else ()) if x is not None and x.line > 0 and x != loc))
+        out.append(Finding(path, target, kind, cause, props, first[2], configs, loc, related, d))
+    out.sort(key=lambda f: (f.kind != "violated", order[f.properties[0]]))
+    return out
+
+
+def _bug_line(v: Verdict, d: Difference | None) -> Loc | None:
+    if d is not None:
+        for e in d.causes:
+            if e.code in LINE_CAUSES and e.locs:
+                return e.locs[0]
+    locs = [x for x in (v.witness.locs if v.witness else ()) if x is not None and x.line > 0]
+    return locs[0] if locs else None
+
+
+def _reason_line(reason: str) -> Loc | None:
+    """The first kernel line an unknown's reason names (an unsupported construct's, a failing run's)."""
+    for m in _FILE_LINE.finditer(reason):
+        file = m.group(1)
+        if os.path.isfile(file):
+            return Loc(os.path.abspath(file), int(m.group(2)), _line_text(os.path.abspath(file), int(m.group(2))))
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _lines(file: str) -> tuple[str, ...]:
+    try:
+        with open(file, encoding="utf-8") as f:
+            return tuple(f.read().splitlines())
+    except (OSError, UnicodeDecodeError):
+        return ()
+
+
+def _line_text(file: str, line: int) -> str:
+    lines = _lines(file)
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def column(loc: Loc) -> int:
+    """The 1-based column where the statement on `loc`'s line starts (1 when unknown)."""
+    text = _line_text(loc.file, loc.line)
+    return len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+
+
+def display_path(file: str) -> str:
+    """A kernel file as a person types it: relative to the working directory when under it."""
+    try:
+        r = os.path.relpath(file)
+    except ValueError:
+        return file
+    return r if not r.startswith("..") else os.path.abspath(file)
+
+
+def uri(file: str) -> str:
+    """A relative (to the working directory) or absolute URI reference for a kernel file."""
+    from urllib.parse import quote
+
+    try:
+        r = os.path.relpath(file)
+    except ValueError:
+        r = file
+    path = r if not r.startswith("..") else os.path.abspath(file)
+    return quote(path.replace(os.sep, "/"), safe="/:@-._~")
+
+
+def rel(text: str) -> str:
+    """Kernel paths relative to the working directory, as the user typed them."""
+    return text.replace(os.getcwd() + os.sep, "")
+
+
+def where(configs: Sequence[tuple[int, str]]) -> str:
+    """`2 devices (eager, on_wait), 4 devices (eager)`."""
+    by_devices: dict[int, list[str]] = {}
+    for n, mode in configs:
+        by_devices.setdefault(n, []).append(mode)
+    return ", ".join(f"{n} devices ({', '.join(modes)})" for n, modes in by_devices.items())

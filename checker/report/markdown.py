@@ -1,0 +1,228 @@
+"""Markdown and HTML reports (`--format markdown`, `--format html`), with sequence diagrams of the
+witnesses (`report_diagram`): Mermaid in markdown, inline SVG in HTML (`report_svg`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from semcheck.checker.report import every_n as report_every_n
+from semcheck.checker.properties.differences import CAUSES, differences
+from semcheck.checker.run.generated_inputs import coverage, input_line
+from semcheck.checker.properties.registry import IDS
+from semcheck.checker.report.diagram import diagram, to_mermaid
+from semcheck.checker.report.svg import to_svg
+from semcheck.checker.report.render import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
+from semcheck.checker.run.request import Result
+from semcheck.checker.properties.verdict import Verdict, unknown_kind
+
+
+def mermaid_diagram(v: Verdict) -> str | None:
+    """A Mermaid `sequenceDiagram` of a violation's witness (None when there is nothing to draw)."""
+    d = diagram(v)
+    return None if d is None else to_mermaid(d)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+_MD_MARK = {"proved": "✅", "violated": "❌", "unknown": "❓"}
+_EVERY_N_MARK = dict(_MD_MARK, **{"per-n": "➖"})
+
+
+def _every_n_by_target(f: FileReport) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for x in report_every_n.lines(f):
+        out.setdefault(x.target, []).append(x)
+    return out
+
+
+def _problems(results: Sequence[Result]):
+    """Each violated property once per target (first at the smallest device count), and the unknowns
+    grouped by cause: [(kind, target, verdict at first, [(devices, mode) elsewhere], n, mode)]."""
+    groups: dict[tuple, list] = {}
+    for r in results:
+        for v in r.verdicts:
+            if v.verdict == "proved":
+                continue
+            key = (r.target, v.verdict, v.property if v.verdict == "violated" else unknown_kind(v.reason))
+            groups.setdefault(key, []).append((r.devices, r.dma_mode, v))
+    order = {p: i for i, p in enumerate(IDS)}
+    out = []
+    for key in sorted(groups, key=lambda k: (k[1] != "violated", min(order[v.property] for _, _, v in groups[k]))):
+        entries = sorted(groups[key], key=lambda e: e[0])
+        n, mode, v = entries[0]
+        props = list(dict.fromkeys(e[2].property for e in entries))
+        others = list(dict.fromkeys((d, m) for d, m, _ in entries if (d, m) != (n, mode)))
+        out.append((key[1], key[0], v, others, n, mode, props))
+    return out
+
+
+def modes_differ(results: Sequence[Result]):
+    """Per target, once: [(target, ["deadlock-free: violated on hardware; proved under eager, on_wait
+    (2, 4 devices)"], [(code, explanation, locs)])] -- the text report's "modes differ", across device counts."""
+    by_target: dict[str, dict[str, list[int]]] = {}
+    causes: dict[str, dict] = {}
+    for d in differences(results):
+        by_target.setdefault(d.target, {}).setdefault(d.describe(), []).append(d.devices)
+        for e in d.causes:
+            causes.setdefault(d.target, {}).setdefault(e.code, e)
+    return [(target, [f"{line} ({', '.join(map(str, sorted(set(ns))))} devices)" for line, ns in lines.items()],
+             [(code, CAUSES[code], e.locs) for code, e in causes.get(target, {}).items()])
+            for target, lines in by_target.items()]
+
+
+def to_markdown(label: str, files: Sequence[FileReport]) -> str:
+    """GitHub-flavoured markdown: the summary, then per problem its explanation, a Mermaid sequence
+    diagram of the witness and the hint, where the DMA modes differ and why, what was suppressed, and
+    last the table of configurations (fit for $GITHUB_STEP_SUMMARY and PR comments)."""
+    results = [r for f in files for r in f.results]
+    s = summary(results)
+    errors = [f for f in files if f.error is not None]
+    every = report_every_n.tally(files)  # --every-n (PAR-8)
+    failed = [(f, name, e) for f in files for name, e in f.target_errors]  # targets whose build raised
+    worst = ("violated" if s["violated"] or errors or failed or every["violated"] else
+             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
+    out = [f"## semcheck {_MD_MARK[worst]} {_md_cell(_rel(label))}", "",
+           f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
+           + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
+           + (f"; {len(errors)} not verified" if errors else "")
+           + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
+           + report_every_n.summary_words(files)]
+    for f, name, e in failed:
+        out += ["", f"### ❌ not verified: `{_md_cell(f.path)}` {_md_cell(name)}", "", _md_cell(_rel(e.one_line()))]
+    for f in files:
+        for kind, target, v, others, n, mode, props in _problems(f.results):
+            shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
+            out += ["", f"### {_MD_MARK[kind]} {shown} {kind}: `{_md_cell(f.path)}` {_md_cell(target)}, "
+                        f"{n} devices, {mode}", ""]
+            if kind == "violated" and v.witness is not None:
+                text = v.witness.details.get("explanation") or [v.witness.message]
+                out += ["```text", *(_rel(t) for t in text), "```"]
+                drawn = mermaid_diagram(v)
+                if drawn:
+                    out += ["", "```mermaid", drawn, "```"]
+                locs = [loc for loc in dict.fromkeys(v.witness.locs) if loc is not None and loc.line]
+                if locs:
+                    out += [""] + [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+                if v.input is not None:
+                    out += ["", f"**{_md_cell(input_line(v) or '')}**"]
+            else:
+                out.append(_md_cell(_rel(v.reason)))
+                if len(props) >= 3:
+                    out += ["", f"properties: {', '.join(props)}"]
+            if others:
+                out += ["", f"also {kind} at: {_where(others)}"]
+            hint = hint_for(v)
+            if hint:
+                out += ["", f"**hint:** {_md_cell(_rel(hint))}"]
+    for f in files:
+        for target, lines, causes in modes_differ(f.results):
+            out += ["", f"### ❓ modes differ: `{_md_cell(f.path)}` {_md_cell(target)}", ""]
+            out += [f"- {_md_cell(line)}" for line in lines]
+            for code, text, locs in causes:
+                out += ["", f"can explain it, **{code}**: {_md_cell(text)}"]
+                out += [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+            if not causes:
+                out += ["", "no known interpreter divergence explains it: see specs/divergences.md"]
+            out += ["", "interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU"]
+    for f in files:  # --every-n (specs/parametric.md PAR-8)
+        by_target = _every_n_by_target(f)
+        for target, xs in by_target.items():
+            out += ["", f"### every N: `{_md_cell(f.path)}` {_md_cell(target)}", ""]
+            out += [f"- {_EVERY_N_MARK[x.kind]} {_md_cell(_rel(report_every_n.text(x)))}" for x in xs]
+    sups = [(f, x) for f in files for x in f.suppressed]
+    if sups:
+        out += ["", "### ➖ suppressed (not checked)", ""]
+        out += [f"- `{_md_cell(f.path)}` {_md_cell(_rel(x.describe()))}" for f, x in sups]
+    # the findings first: a reader of a step summary or a PR comment wants the diagnosis, then the detail
+    out += ["", "### configurations", "", "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
+    for f in files:
+        if f.error is not None:
+            out.append(f"| ❌ | `{_md_cell(f.path)}` | | | | not verified: {_md_cell(_rel(f.error.one_line()))} |")
+        for r in f.results:
+            worst_r = _worst(r.verdicts)
+            out.append(f"| {_MD_MARK[worst_r]} | `{_md_cell(f.path)}` | {_md_cell(r.target)} | {r.devices} | "
+                       f"{r.dma_mode} | {_md_cell(_row_summary(r))} |")
+    covered = [text for f in files for text in coverage(f.results)]
+    if covered:
+        out += [""] + [f"- generated inputs: {_md_cell(text)}" for text in covered]
+    return "\n".join(out) + "\n"
+
+
+def to_html(label: str, files: Sequence[FileReport]) -> str:
+    """One self-contained HTML page: the markdown report's content, with the diagrams as inline SVG
+    (no script, nothing loaded from anywhere)."""
+    import html
+
+    e = html.escape
+    results = [r for f in files for r in f.results]
+    s = summary(results)
+    failed = [(f, name, x) for f in files for name, x in f.target_errors]  # targets whose build raised
+    body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
+            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+            + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
+            + f"{e(report_every_n.summary_words(files))}</b></p>"]
+    for f, name, x in failed:
+        body.append(f"<h2>❌ not verified: <code>{e(f.path)}</code> {e(name)}</h2><p>{e(_rel(x.one_line()))}</p>")
+    for f in files:
+        for kind, target, v, others, n, mode, props in _problems(f.results):
+            shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
+            body.append(f"<h2>{_MD_MARK[kind]} {e(shown)} {kind}: <code>{e(f.path)}</code> {e(target)}, "
+                        f"{n} devices, {mode}</h2>")
+            if kind == "violated" and v.witness is not None:
+                text = v.witness.details.get("explanation") or [v.witness.message]
+                body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
+                if v.input is not None:
+                    body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
+                drawn = diagram(v)
+                if drawn is not None:
+                    body.append("<figure>" + to_svg(drawn, title=f"{shown} {kind}: {f.path} {target}") + "</figure>")
+            else:
+                body.append(f"<p>{e(_rel(v.reason))}</p>")
+            if others:
+                body.append(f"<p>also {kind} at: {e(_where(others))}</p>")
+            hint = hint_for(v)
+            if hint:
+                body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
+    for f in files:
+        for target, lines, causes in modes_differ(f.results):
+            body.append(f"<h2>❓ modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
+            body += [f"<li>{e(line)}</li>" for line in lines]
+            body.append("</ul>")
+            for code, text, locs in causes:
+                body.append(f"<p>can explain it, <b>{e(code)}</b>: {e(text)}</p>")
+                body += [f"<p><code>{e(_rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
+                         for loc in locs]
+            if not causes:
+                body.append("<p>no known interpreter divergence explains it: see specs/divergences.md</p>")
+    for f in files:  # --every-n (specs/parametric.md PAR-8)
+        for target, xs in _every_n_by_target(f).items():
+            body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
+            body += [f"<li>{_EVERY_N_MARK[x.kind]} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
+            body.append("</ul>")
+    sups = [(f, x) for f in files for x in f.suppressed]
+    if sups:
+        body.append("<h2>➖ suppressed (not checked)</h2><ul>")
+        body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
+        body.append("</ul>")
+    # the findings first, the table of configurations after them (as the markdown report)
+    body.append("<h2>configurations</h2>")
+    body.append("<table><tr><th></th><th>file</th><th>target</th><th>devices</th><th>DMA mode</th>"
+                "<th>result</th></tr>")
+    for f in files:
+        if f.error is not None:
+            body.append(f"<tr><td>❌</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
+                        f"<td>not verified: {e(_rel(f.error.one_line()))}</td></tr>")
+        for r in f.results:
+            body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
+                        f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
+                        f"<td>{e(_row_summary(r))}</td></tr>")
+    body.append("</table>")
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
+             "pre.text{background:#f6f8fa;padding:.8em;white-space:pre-wrap}"
+             "figure{margin:1em 0;overflow-x:auto}svg.diagram{display:block}")
+    return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+            f"<title>semcheck: {e(_rel(label))}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")

@@ -1,0 +1,295 @@
+"""Reports: the JSON report (schema in specs/report-schema.json), what every format shares, and the
+format switch. Text is `report_text`, SARIF `sarif`, markdown and HTML `report_markdown`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from semcheck.checker.properties.differences import CAUSES, difference_json, differences
+from semcheck.checker.run.generated_inputs import row_suffix
+from semcheck.checker.properties.registry import BY_ID
+from semcheck.checker.properties.verdict import Verdict, unknown_kind
+from semcheck.checker.run.request import Result
+from semcheck.checker.report.findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
+
+SCHEMA_VERSION = "1.7"
+MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
+PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
+STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
+
+
+def _loc(loc) -> dict[str, Any] | None:
+    if loc is None:
+        return None
+    return {"file": loc.file, "line": loc.line, "text": loc.text}
+
+
+def _rel_all(x: Any) -> Any:
+    """`x` (a witness's details: JSON data) with kernel paths in its texts relative to the working
+    directory, as the report's `file` fields are."""
+    if isinstance(x, str):
+        return _rel(x)
+    if isinstance(x, dict):
+        return {k: _rel_all(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rel_all(v) for v in x]
+    return x
+
+
+def verdict_json(v: Verdict) -> dict[str, Any]:
+    out: dict[str, Any] = {"property": v.property, "verdict": v.verdict}
+    if v.reason:
+        out["reason"] = _rel(v.reason)
+    if v.witness is not None:
+        w = v.witness
+        # the texts name kernel lines relative to the working directory; `locations` keep the
+        # absolute file the schema promises (a tool opens it from anywhere)
+        out["witness"] = {
+            "message": _rel(w.message),
+            "hint": _rel(w.hint or BY_ID[v.property].hint),
+            "schedule": [list(a) for a in w.schedule],
+            "blocked": [{"core": c, "pc": pc, "what": _rel(what)} for c, pc, what in w.blocked],
+            "locations": [_loc(loc) for loc in w.locs],
+            "details": _rel_all(w.details),
+        }
+    if v.input is not None:
+        out["input"] = input_json(v.input)
+    if v.stats:
+        out["stats"] = v.stats
+    return out
+
+
+def input_json(gi) -> dict[str, Any]:
+    """A verdict's generated input (`verdict.GeneratedInput`) in the JSON report."""
+    out: dict[str, Any] = {"value": gi.value, "text": gi.text, "index": gi.index}
+    if gi.shrunk_from is not None:
+        out["shrunk_from"] = gi.shrunk_from
+        out["shrink_steps"] = gi.shrink_steps
+    return out
+
+
+def to_json(path: str, results: Sequence[Result]) -> dict[str, Any]:
+    """The JSON report of one kernel file."""
+    return to_json_files(path, [FileReport(path, list(results))])
+
+
+@dataclasses.dataclass
+class FileReport:
+    """What one kernel file of a run came to: its results, or the input error that stopped it."""
+
+    path: str  # as given on the command line, or as discovered under a directory
+    results: list[Result]
+    error: Any = None  # request.InputError
+    cached: int = 0  # device counts answered from the result cache
+    target_errors: list = dataclasses.field(default_factory=list)  # (target, InputError): builds that raised
+    suppressed: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression: not checked
+    claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims: `--every-n` (PAR-8)
+
+
+def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict[str, Any]:
+    e = f.error if e is None else e
+    out = {"file": f.path, "code": e.code, "message": _rel(e.one_line().split(": ", 1)[1]),
+           "location": _loc(e.loc) if e.loc is not None and e.loc.line else None}
+    if target is not None:
+        out["target"] = target
+    return out
+
+
+def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
+    """The JSON report of a run over one or several kernel files (`label`: the paths as given)."""
+    rows = []
+    for f in files:
+        for r in f.results:
+            for v in r.verdicts:
+                row = {"file": f.path, "target": r.target, "devices": r.devices, "dma_mode": r.dma_mode}
+                row.update(verdict_json(v))
+                if r.examples is not None:
+                    row["generated_inputs"] = r.examples
+                if r.cached:
+                    row["cached"] = True
+                rows.append(row)
+    results = [r for f in files for r in f.results]
+    return {
+        "schema": "semcheck-report",
+        "version": SCHEMA_VERSION,
+        "file": label,
+        "files": [f.path for f in files if f.error is None],
+        "summary": summary(results),
+        "results": rows,
+        "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
+        "suppressed": [suppression_json(f.path, x) for f in files for x in f.suppressed],
+        **({"every_n": [row for f in files for row in every_n_json(f)]} if any(f.claims for f in files) else {}),
+        "errors": [_error_json(f) for f in files if f.error is not None]
+                  + [_error_json(f, e, name) for f in files for name, e in f.target_errors],
+    }
+
+
+def every_n_json(f: FileReport) -> list[dict[str, Any]]:
+    from semcheck.checker.report.every_n import to_json
+
+    return to_json(f)
+
+
+def suppression_json(path: str, x: Any) -> dict[str, Any]:
+    out = {"file": path, "property": x.property, "reason": _rel(x.reason), "source": x.source}
+    if x.loc is not None:
+        out["location"] = _loc(x.loc)
+    return out
+
+
+def summary(results: Sequence[Result]) -> dict[str, int]:
+    s = {"proved": 0, "violated": 0, "unknown": 0}
+    for r in results:
+        for v in r.verdicts:
+            s[v.verdict] += 1
+    return s
+
+
+# --- shared by the formats ----------------------------------------------------------
+
+UNKNOWN_HINTS = {
+    "timeout": "not decided in time: raise --timeout, or verify fewer device counts at once (--devices)",
+    "fails": "a run can fail inside the interpreter (see the violated properties): fix that first, "
+    "then this property can be decided",
+    "deadlocks": "the kernel deadlocks (see deadlock-free): fix that first",
+    "encoding": "semcheck cannot decide this for this kernel yet (the reason names the construct); "
+    "--dma-mode hardware may still decide it",
+    "unsupported": "the front end cannot lower this construct faithfully, so nothing is claimed",
+    "other": "semcheck could not decide this property: the reason says why",
+}
+
+
+def hint_for(v: Verdict) -> str:
+    if v.verdict == "violated":
+        return v.witness.hint if v.witness is not None and v.witness.hint else BY_ID[v.property].hint
+    if v.verdict == "unknown":
+        return UNKNOWN_HINTS[unknown_kind(v.reason)]
+    return ""
+
+
+def _configs(results: Sequence[Result]) -> list[tuple[str, int, str, list[Verdict]]]:
+    return [(r.target, r.devices, r.dma_mode, list(r.verdicts)) for r in results]
+
+
+def _worst(verdicts: Sequence[Verdict]) -> str:
+    kinds = {v.verdict for v in verdicts}
+    return "violated" if "violated" in kinds else "unknown" if "unknown" in kinds else "proved"
+
+
+def _config_summary(verdicts: Sequence[Verdict]) -> str:
+    parts = []
+    for kind in ("violated", "unknown"):
+        names = [v.property for v in verdicts if v.verdict == kind]
+        if names and len(names) == len(verdicts) > 1:
+            return f"all {len(names)} properties {kind}"
+        if names:
+            parts.append(f"{', '.join(names)} {kind}")
+    n = sum(v.verdict == "proved" for v in verdicts)
+    if not parts:
+        text = f"all {n} properties proved" if n != 1 else "proved"
+        folds = [(f["devices"], f.get("faithful", True)) if (f := v.stats.get("fold")) else None for v in verdicts]
+        on_fold = {f for f in folds if f is not None}
+        if len(on_fold) == 1:
+            k = sum(f is not None for f in folds)
+            devices, faithful = on_fold.pop()
+            where = (f"on a fold onto {devices} devices (RUN-7)" if faithful
+                     else f"on the run of one class of {devices} device{'s' if devices > 1 else ''} (RUN-31)")
+            text += f" {where}" if k == len(folds) else f", {k} {where}"
+        return text
+    if n:
+        parts.append(f"{n} proved")
+    return "; ".join(parts)
+
+
+def _row_summary(r: Result) -> str:
+    """A row's summary: its verdicts, and for a target with generated inputs how many were verified."""
+    return _config_summary(r.verdicts) + row_suffix(r.examples)
+
+
+def _header(path: str, results: Sequence[Result]) -> str:
+    targets = list(dict.fromkeys(r.target for r in results))
+    devices = sorted({r.devices for r in results})
+    modes = list(dict.fromkeys(r.dma_mode for r in results))
+    return (f"{path}: {'target' if len(targets) == 1 else 'targets'} {', '.join(targets)}; "
+            f"{', '.join(map(str, devices))} devices; DMA {'mode' if len(modes) == 1 else 'modes'} "
+            f"{', '.join(modes)}")
+
+
+def _difference_line(d) -> str:
+    causes = "; ".join(f"{e.code}: {CAUSES[e.code]}" for e in d.causes)
+    return d.describe() + (f" (can explain it, {causes})" if causes else "")
+
+
+def render(fmt: str, label: str, files: Sequence[FileReport], version: str) -> str:
+    """A report in a format other than text (json, sarif, concise, github, markdown, html), ending in a newline."""
+    if fmt == "json":
+        return dump_json(to_json_files(label, files)) + "\n"
+    if fmt == "sarif":
+        return json.dumps(to_sarif_files(files, version), indent=2) + "\n"
+    if fmt == "concise":
+        from semcheck.checker.report.lines import to_concise
+
+        return to_concise(files)
+    if fmt == "github":
+        from semcheck.checker.report.lines import to_github
+
+        return to_github(files)
+    if fmt == "markdown":
+        return to_markdown(label, files)
+    if fmt == "html":
+        return to_html(label, files)
+    raise ValueError(f"unknown report format {fmt!r}")
+
+
+def dump_json(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, indent=2, default=_default)
+
+
+def _default(o: Any) -> Any:
+    if dataclasses.is_dataclass(o):
+        return dataclasses.asdict(o)
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+# The formats live in their own modules; these names stay here, where callers have always found them.
+
+
+def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, Any]:
+    from semcheck.checker.report.sarif import to_sarif as f
+
+    return f(path, results, version)
+
+
+def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
+    from semcheck.checker.report.sarif import to_sarif_files as f
+
+    return f(files, version)
+
+
+def render_text(console, path: str, results: Sequence[Result]) -> None:
+    from semcheck.checker.report.text import render_text as f
+
+    f(console, path, results)
+
+
+def render_files(console, files: Sequence[FileReport], detail: str = "normal") -> None:
+    from semcheck.checker.report.text import render_files as f
+
+    f(console, files, detail)
+
+
+def to_markdown(label: str, files: Sequence[FileReport]) -> str:
+    from semcheck.checker.report.markdown import to_markdown as f
+
+    return f(label, files)
+
+
+def to_html(label: str, files: Sequence[FileReport]) -> str:
+    from semcheck.checker.report.markdown import to_html as f
+
+    return f(label, files)

@@ -1,0 +1,142 @@
+"""SARIF 2.1.0 (`--format sarif`), for code scanning: one result per finding (`report_findings`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from semcheck.checker.run.generated_inputs import input_line
+from semcheck.checker.properties.registry import IDS, REGISTRY
+from semcheck.checker.report.render import FileReport, _difference_line, hint_for, input_json
+from semcheck.checker.report.findings import Finding, column, findings, rel, uri, where
+from semcheck.checker.report.suppress import Suppression
+from semcheck.checker.run.request import Result
+
+RULE_IDS = [*IDS, "unknown", "input-error"]
+FINGERPRINT = "semcheck/v1"  # bump when what the fingerprint is made of changes
+
+
+def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, Any]:
+    """SARIF 2.1.0 of one kernel file (see `to_sarif_files`)."""
+    return to_sarif_files([FileReport(path, list(results))], version)
+
+
+def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
+    """SARIF 2.1.0: one result per finding, and one per file or target that could not be verified.
+
+    A violated property of a target is a result of level error, a cause of unknown verdicts
+    (rule `unknown`) one of level warning, wherever (device counts x DMA modes) they show: the
+    property bag lists those configurations. Proved verdicts produce no result. The primary
+    location is the bug's line; `partialFingerprints` stay the same from run to run. URIs are
+    relative to the working directory (run semcheck from the repository root for code scanning).
+    """
+    rules = [
+        {
+            "id": p.id,
+            "name": "".join(w.capitalize() for w in p.id.split("-")),
+            "shortDescription": {"text": p.summary},
+            "help": {"text": f"{p.summary} Typical fix: {p.hint}. Spec: `semcheck spec {p.rule}`."},
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"specRule": p.rule},
+        }
+        for p in REGISTRY
+    ]
+    rules.append({"id": "unknown", "name": "NotProved",
+                  "shortDescription": {"text": "semcheck could neither prove nor refute these properties "
+                                               "(the message says why): nothing is claimed."},
+                  "defaultConfiguration": {"level": "warning"}})
+    rules.append({"id": "input-error", "name": "InputError",
+                  "shortDescription": {"text": "semcheck could not verify the kernel file at all."},
+                  "defaultConfiguration": {"level": "error"}})
+    sarif_results = []
+    for f in files:
+        failed = [(f.path, f.error)] if f.error is not None else [
+            (f"{f.path}::{name}", e) for name, e in f.target_errors]
+        for what, e in failed:
+            loc = e.loc if e.loc is not None and e.loc.line else None
+            sarif_results.append({
+                "ruleId": "input-error",
+                "ruleIndex": RULE_IDS.index("input-error"),
+                "level": "error",
+                "message": {"text": rel(f"semcheck could not verify {what}: {e.one_line()}")},
+                "locations": [{"physicalLocation": {
+                    "artifactLocation": {"uri": uri(loc.file if loc else f.path)},
+                    **({"region": {"startLine": loc.line}} if loc else {})}}],
+                "properties": {"code": e.code},
+            })
+        if f.error is None:
+            sarif_results.extend(sarif_result(x) for x in findings(f.path, f.results))
+            sarif_results.extend(suppressed_result(f.path, x) for x in f.suppressed)
+            if f.claims:  # --every-n (specs/parametric.md PAR-8)
+                from semcheck.checker.report.every_n import sarif_results as every_n_results
+
+                sarif_results.extend(every_n_results(f, RULE_IDS, FINGERPRINT))
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "semcheck", "version": version, "rules": rules}},
+                  "results": sarif_results}],
+    }
+
+
+def sarif_result(x: Finding) -> dict[str, Any]:
+    v = x.verdict
+    text = (x.message() if x.kind == "violated" else f"{x.title()}: {x.message()}") + f" [{x.target}: {where(x.configs)}]"
+    if v.input is not None and x.kind == "violated":
+        line = input_line(v) or ""
+        text += f" {line[:1].upper()}{line[1:]}."
+    if x.difference is not None:
+        text += f" Modes differ: {_difference_line(x.difference)}."
+    hint = hint_for(v)
+    if hint:
+        text += f" Hint: {hint}."
+    location: dict[str, Any] = {"artifactLocation": {"uri": uri(x.loc.file if x.loc else x.file)}}
+    if x.loc is not None:
+        location["region"] = {"startLine": x.loc.line, "startColumn": column(x.loc)}
+    res: dict[str, Any] = {
+        "ruleId": x.rule,
+        "ruleIndex": RULE_IDS.index(x.rule),
+        "level": "error" if x.kind == "violated" else "warning",
+        "message": {"text": rel(text)},
+        "locations": [{"physicalLocation": location}],
+        "partialFingerprints": {FINGERPRINT: x.fingerprint()},
+    }
+    if x.related:
+        res["relatedLocations"] = [
+            {"id": i, "physicalLocation": {"artifactLocation": {"uri": uri(o.file)}, "region": {"startLine": o.line}}}
+            for i, o in enumerate(x.related)
+        ]
+    res["properties"] = {
+        "target": x.target,
+        "verdict": x.kind,
+        "properties": list(x.properties),
+        "configurations": [{"devices": n, "dmaMode": m} for n, m in x.configs],
+        "devices": sorted({n for n, _ in x.configs}),
+        "dmaModes": list(dict.fromkeys(m for _, m in x.configs)),
+    }
+    if x.kind == "unknown":
+        res["properties"]["cause"] = x.cause
+    if v.input is not None:
+        res["properties"]["input"] = input_json(v.input)
+    return res
+
+
+def suppressed_result(path: str, x: Suppression) -> dict[str, Any]:
+    """A property not checked on purpose: a result carrying SARIF's own `suppressions`, with the reason."""
+    import hashlib
+
+    location: dict[str, Any] = {"artifactLocation": {"uri": uri(x.loc.file if x.loc else path)}}
+    if x.loc is not None:
+        location["region"] = {"startLine": x.loc.line, "startColumn": column(x.loc)}
+    key = f"suppressed/{x.property}|{uri(path)}"
+    return {
+        "ruleId": x.property,
+        "ruleIndex": RULE_IDS.index(x.property),
+        "level": "note",
+        "message": {"text": rel(f"{x.property} was not checked (suppressed): {x.reason}")},
+        "locations": [{"physicalLocation": location}],
+        "suppressions": [{"kind": "inSource" if x.source == "comment" else "external",
+                          "justification": rel(x.reason)}],
+        "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
+        "properties": {"verdict": "suppressed", "source": x.source},
+    }

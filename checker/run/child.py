@@ -1,0 +1,346 @@
+"""The verifying child process: one kernel file at one device count, with a time limit.
+
+Importing and tracing run the user's code, so each device count is handled
+in a fresh child process (jax must be provisioned with enough host devices
+before it initialises, and a kernel that hangs or crashes must not take
+semcheck with it). The child sends plain data back over a pipe, as it goes:
+
+    ("ready",)                      jax, z3 and semcheck are imported
+    ("targets", [name, ...])        the kernel file is imported
+    ("result", Result)              one target x DMA mode, all properties
+    ("unsupported", name, msg, loc) a target the front end cannot lower
+    ("target-error", name, (code, msg, loc), traceback)  a target whose build raised
+    ("deps", Dependencies)          what the import and `build` read (for the result cache)
+    ("done",)
+    ("input" | "crash", ..., traceback)   and nothing after it
+
+`--timeout` counts from "ready": semcheck's own start-up (importing jax) is
+not the user's time. When it runs out the child is killed and every
+(target, mode) it had not answered for becomes `unknown` -- never proved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from semcheck.checker.run.planning import guess_targets
+from semcheck.checker.run.request import Findings, InputError, Note, Request, Result, unknown_results
+from semcheck.checker.properties.verdict import unknown_kind
+from semcheck.checker.run.warm_start import context
+
+STARTUP_LIMIT = 300.0
+"""Seconds a child may take to import jax, z3 and semcheck (not counted in --timeout)."""
+GRACE = 2.0
+"""At most this many seconds past --timeout (a tenth of it, at least half a second) the child
+gets to send the verdicts z3 gave up on before it is killed."""
+
+def _watch_parent(semcheck_pid: int) -> None:
+    """A child whose semcheck process died (killed -9, say) must not linger.
+
+    A cold child's parent is semcheck's process; a warm one's is the warm-start server
+    (`checker/run/warm_start.py`), which lives on while any child of it does, so the child watches
+    semcheck's process itself."""
+    parent = os.getppid()
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent or not _running(semcheck_pid):
+            os._exit(3)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: the parent check above is all there is
+        return True
+
+
+def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = None) -> None:
+    """Runs in a fresh process: provision devices, import, trace, lower, check."""
+    # The kernel's own prints must not end up in a JSON/SARIF report on stdout,
+    # and importing its neighbours must not leave __pycache__ in the user's tree.
+    if env is not None:  # started warm: the parent's environment of the moment (checker/run/warm_start.py)
+        os.environ.clear()
+        os.environ.update(env)
+    os.dup2(2, 1)
+    sys.dont_write_bytecode = True
+    try:
+        os.setpgrp()  # so that the parent can kill whatever the kernel spawned too
+    except OSError:
+        pass
+    threading.Thread(target=_watch_parent, args=(semcheck_pid,), daemon=True).start()
+    from semcheck._dependencies import install, observe
+
+    recorder = install()  # before semcheck sets any variable: the kernel's environment is the parent's
+    try:
+        from semcheck.checker.properties.checking import generated_results, kernel_results
+        from semcheck.checker.frontend import lower_target, provision_devices
+        from semcheck.checker.frontend.errors import FrontendError, Unsupported
+        from semcheck.checker.frontend.programs import calls_some_devices_skip, communicating_program, lower_program
+        from semcheck.checker.frontend.targets import load_targets
+
+        provision_devices(req.devices)
+        import jax  # noqa: F401 - start-up, not the user's time
+        import z3  # noqa: F401
+
+        import semcheck.checker.properties.registry  # noqa: F401
+
+        # This process lives for one device count; the cyclic collector stays off
+        # (bench/README.md, "Costs the code relies on").
+        gc.disable()
+        conn.send(("ready",))
+        start = time.monotonic()
+        deadline = start + req.timeout
+        with observe(recorder):
+            targets = load_targets(req.path, entry=req.entry, target=req.target)
+        conn.send(("targets", [t.name for t in targets]))
+        if req.every_n:  # the parametric check in place of the per-N checks (specs/parametric.md PAR-8)
+            from semcheck.checker.parametric.every_n import target_claims
+
+            for t in targets:
+                with observe(recorder):
+                    conn.send(("claims", target_claims(t, req, deadline)))
+            targets = []
+        for t in targets:
+            try:
+                if t.inputs is not None:  # inputs drawn from a hypothesis strategy
+                    for r in generated_results(t, req, deadline, recorder):
+                        conn.send(("result", r))
+                    continue
+                t0 = time.monotonic()
+                with observe(recorder):
+                    kernels = lower_target(t, req.devices, cores=req.cores)
+                    composed = lower_program(t, req.devices, kernels, cores=req.cores)  # programs.md: None alone
+                    unconfined, alone, skipped = "", req, None
+                    if composed is None:  # communicating calls in a row: one program too (programs.md PRG-115)
+                        composed, unconfined = communicating_program(t, req.devices, kernels, cores=req.cores)
+                        if composed is not None:  # the interpreter runs each call alone (PRG-115)
+                            alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
+                            req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
+                    if composed is None and any(m != "hardware" for m in req.modes):
+                        skipped = calls_some_devices_skip(t, req.devices, kernels)  # PRG-163
+            except Unsupported as e:
+                conn.send(("unsupported", t.name, str(e), e.loc))
+                continue
+            except FrontendError as e:  # this target's build raised: the file's other targets go on
+                conn.send(("target-error", t.name, (e.code, str(e), e.loc), traceback.format_exc()))
+                continue
+            if composed is not None:  # calls that hand semaphores on: one program (programs.md)
+                from semcheck.checker.programs.results import program_results
+
+                on = req if alone is req else req_program
+                if on.modes:
+                    for r in program_results(composed, t.name, on, deadline, time.monotonic() - t0):  # per order
+                        conn.send(("result", r))
+                if alone is req or not alone.modes:
+                    continue
+            from semcheck.checker.programs.results import interpreter_alone, interpreter_skipped
+
+            for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
+                r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined)  # PRG-145
+                conn.send(("result", interpreter_skipped(r, skipped)))  # PRG-163
+        conn.send(("deps", recorder.dependencies()))
+        conn.send(("done",))
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
+        from semcheck.checker.frontend.errors import FrontendError
+
+        tb = traceback.format_exc()
+        if isinstance(e, FrontendError):
+            conn.send(("input", (e.code, str(e), e.loc), tb))
+        elif isinstance(e, SystemExit):
+            conn.send(("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb))
+        elif isinstance(e, KeyboardInterrupt):
+            conn.send(("input", ("interrupted", "interrupted", None), tb))
+        else:
+            conn.send(("crash", (type(e).__name__, str(e)), tb))
+    finally:
+        conn.close()
+
+
+def _unconfined(r, why: str):
+    """PRG-115: calls checked alone because their program could not be composed: under hardware barrier
+    counts and landings cross the calls, so no verdict of a call alone is the program's: unknown, with why."""
+    if not why or r.dma_mode != "hardware":
+        return r
+    from semcheck.checker.properties.verdict import Verdict
+
+    why = f"{why}: its calls communicate, and on a TPU barrier counts and landings cross the calls (specs/programs.md PRG-115)"
+    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=why) for v in r.verdicts])
+
+
+# --- the parent -------------------------------------------------------------------
+
+_live: set[Any] = set()
+_live_by_path: dict[str, set[Any]] = {}
+_live_lock = threading.Lock()
+
+
+def kill_all() -> None:
+    """Kill every child still running (Ctrl-C, or a sibling's input error)."""
+    with _live_lock:
+        procs = list(_live)
+    for p in procs:
+        _kill(p)
+
+
+def kill_path(path: str) -> None:
+    """Kill the children verifying one kernel file (an input error there stops that file only)."""
+    with _live_lock:
+        procs = list(_live_by_path.get(path, ()))
+    for p in procs:
+        _kill(p)
+
+
+def _kill(proc) -> None:
+    if proc.pid is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        try:
+            proc.kill()
+        except (OSError, ValueError):
+            pass
+
+
+def _exit_description(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def verify(req: Request, *, debug: bool = False) -> Findings:
+    """Verify one kernel file at one device count, in a child process with a time limit.
+
+    Raises `InputError` when the kernel file cannot be verified at all
+    (it raised, has no targets, crashed the interpreter, ...). A timeout is
+    not an error: what had not been answered is `unknown`.
+    """
+    ctx, env = context()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(req, child, os.getpid(), env), daemon=True)
+    with _live_lock:
+        proc.start()
+        _live.add(proc)
+        _live_by_path.setdefault(req.path, set()).add(proc)
+    child.close()
+    names: list[str] | None = None
+    results: list[Result] = []
+    notes: list[Note] = []
+    deps = None
+    target_errors: list[tuple[str, InputError]] = []
+    claims: list = []  # parametric.TargetClaims, of an every_n request
+    try:
+        deadline = time.monotonic() + STARTUP_LIMIT
+        started = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not parent.poll(left):
+                if not started:
+                    notes.append(Note("timeout", f"semcheck's checker process did not start within "
+                                                 f"{STARTUP_LIMIT:g}s (is the machine overloaded?)", req.devices))
+                elif names is None:  # one line for the file: the other device counts are not tried (runs.py)
+                    notes.append(Note("timeout", f"{os.path.basename(req.path)}: importing the kernel file did not "
+                                                 f"finish within --timeout {req.timeout:g}s; the process was stopped, "
+                                                 "and nothing else of the file is tried (its import would hang "
+                                                 "again)", req.devices))
+                else:
+                    at = "for every N (PAR-8)" if req.every_n else f"at {req.devices} devices"
+                    notes.append(Note("timeout", f"{os.path.basename(req.path)} {at}: "
+                                                 f"importing, tracing and checking took longer than --timeout "
+                                                 f"{req.timeout:g}s; the process was stopped", req.devices))
+                break
+            try:
+                msg = parent.recv()
+            except EOFError:
+                proc.join(5)
+                raise InputError(
+                    "crashed",
+                    f"the process verifying {req.path} at {req.devices} devices died "
+                    f"({_exit_description(proc.exitcode)}) before answering",
+                ) from None
+            kind = msg[0]
+            if kind == "ready":
+                started = True
+                deadline = time.monotonic() + req.timeout + min(GRACE, max(0.5, req.timeout / 10))
+            elif kind == "targets":
+                names = list(msg[1])
+            elif kind == "result":
+                results.append(msg[1])
+            elif kind == "claims":
+                claims.append(msg[1])
+            elif kind == "unsupported":
+                _, name, text, loc = msg
+                text = text.removeprefix("unsupported ")
+                notes.append(Note("unsupported", text, req.devices, loc))
+                results.extend(unknown_results(req, [name], f"unsupported {text}"))
+            elif kind == "target-error":
+                _, name, (code, text, loc), tb = msg
+                target_errors.append((name, InputError(code, text, loc, debug_text=tb, file=req.path)))
+            elif kind == "deps":
+                deps = msg[1]
+            elif kind == "done":
+                break
+            elif kind == "input":
+                code, text, loc = msg[1]
+                raise InputError(code, text, loc, debug_text=msg[2], file=req.path)
+            else:  # "crash": a semcheck bug, or the kernel broke semcheck's own machinery
+                name, text = msg[1]
+                raise InputError("internal-error", f"{name}: {text} (rerun with --debug for the traceback)",
+                                 debug_text=msg[2], file=req.path)
+    finally:
+        if proc.is_alive():
+            _kill(proc)
+        with _live_lock:
+            _live.discard(proc)
+            _live_by_path.get(req.path, set()).discard(proc)
+        proc.join(5)
+        parent.close()
+    if notes and notes[-1].code == "timeout":
+        answered = {(r.target.split("#")[0], r.dma_mode) for r in results}
+        pending = names if names is not None else guess_targets(req)
+        reason = (f"timeout: not decided within --timeout {req.timeout:g}s" if names is not None else
+                  f"timeout: importing the kernel file did not finish within --timeout {req.timeout:g}s")
+        for name in pending:
+            missing = tuple(m for m in req.modes if (name, m) not in answered)
+            if req.every_n:  # no per-N rows: the claim is missing, and says so (PAR-8)
+                if name not in {c.target for c in claims}:
+                    claims.append(_claims_timed_out(name, req))
+            elif missing:
+                results.extend(unknown_results(dataclasses.replace(req, modes=missing), [name], reason))
+        deps = None
+    else:
+        late = sum(v.verdict == "unknown" and unknown_kind(v.reason or "") == "timeout"
+                   for r in results for v in r.verdicts)
+        if late:  # the child answered, but ran out of time inside some checks
+            notes.append(Note("timeout", f"{os.path.basename(req.path)} at {req.devices} devices: {late} "
+                                         f"{'property' if late == 1 else 'properties'} not decided within "
+                                         f"--timeout {req.timeout:g}s", req.devices))
+        if any(c.timed_out for c in claims):  # a rerun may decide more: the cache keeps no timeout
+            notes.append(Note("timeout", f"{os.path.basename(req.path)}: the check for every N was not decided "
+                                         f"within --timeout {req.timeout:g}s", req.devices))
+    if target_errors and names is not None and {n for n, _ in target_errors} >= set(names):
+        raise target_errors[0][1]  # no target could be built: the file is bad input, as before
+    return Findings(results, notes, deps, target_errors, imported=names is not None, claims=claims)
+
+
+def _claims_timed_out(name: str, req: Request):
+    from semcheck.checker.parametric.every_n import TargetClaims
+
+    return TargetClaims(name, reason=f"not decided within --timeout {req.timeout:g}s (PAR-8)", timed_out=True,
+                        modes=req.modes)

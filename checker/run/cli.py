@@ -1,0 +1,570 @@
+"""Command-line interface: `semcheck verify kernel.py[::target] ...`.
+
+Exit codes: 0 every property proved; 1 a property violated; 2 usage or input
+error (one line on stderr, a traceback only with --debug); 3 nothing violated
+but something not proved (unknown, timeout); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+from semcheck.checker.properties.registry import REGISTRY
+
+EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+FORMATS = ["text", "concise", "github", "json", "sarif", "markdown", "html"]
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit code 2), not the whole usage text."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"semcheck: usage error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(EXIT_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="semcheck",
+        description="Prove Pallas TPU kernels free of semaphore-id collisions, deadlocks and leaks.",
+        epilog="Exit codes: 0 all proved, 1 a property violated, 2 usage or input error, "
+        "3 something not proved (unknown or timeout).",
+    )
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    v = sub.add_parser("verify", help="verify the kernels of files and directories",
+                       description="Verify the targets of kernel files at one or more device counts. "
+                       "A directory is searched for files that define @semcheck.target functions or a "
+                       "module-level build. Defaults come from [tool.semcheck] in the nearest pyproject.toml; "
+                       "flags override them. "
+                       f"Properties: {', '.join(f'{p.id} ({p.rule})' for p in REGISTRY)}.")
+    v.add_argument("paths", nargs="*", metavar="PATH",
+                   help="kernel.py, kernel.py::target or a directory (default: [tool.semcheck] paths)")
+    v.add_argument("--devices", default=None,
+                   help="device counts: 4, 2,4,8 or 2..64 (both ends and the powers of two between "
+                   "them: 2..5 is 2,4,5); "
+                   "default: the target's own, else [tool.semcheck] devices, else 2,4,8")
+    v.add_argument("--cores", type=int, default=None, help="cores per device (default: the kernel's)")
+    v.add_argument("--dma-mode", default=None, choices=["hardware", "eager", "on_wait", "all"],
+                   help="semantics of DMAs: hardware (a real TPU), eager / on_wait (jax's interpret "
+                   "mode), or all three (default)")
+    v.add_argument("--format", default="text", choices=FORMATS,
+                   help="text for people (default), concise (path:line:col: property: message per finding), "
+                   "github (GitHub Actions annotations), json (specs/report-schema.json), sarif (2.1.0), "
+                   "markdown (GitHub-flavoured, with Mermaid diagrams) or html (one self-contained page)")
+    v.add_argument("--color", default="auto", choices=["auto", "always", "never"],
+                   help="colour and Unicode marks in the text report: auto (on a terminal, default), always, "
+                   "never; NO_COLOR and FORCE_COLOR are honoured under auto")
+    loud = v.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true",
+                      help="text: the findings and the summary line only (no table of configurations); "
+                      "no progress on stderr")
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="text: every property of every configuration, with why it holds; stderr: a line "
+                      "per verified device count, on a terminal too")
+    v.add_argument("--select", action="append", default=None, metavar="PROPERTY[,...]",
+                   help="check only these properties (repeatable); the others are reported as suppressed")
+    v.add_argument("--ignore", action="append", default=None, metavar="PROPERTY[,...]",
+                   help="do not check these properties (repeatable); they are reported as suppressed. In a "
+                   "kernel file, `# semcheck: ignore[PROPERTY,...] REASON` does so for that file")
+    v.add_argument("--output", "-o", default=None, metavar="FILE",
+                   help="write the report to FILE instead of stdout (written only when verification ran)")
+    v.add_argument("--entry", default=None, metavar="NAME", help="name of a build-like function to verify")
+    v.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds per device count for importing, tracing and checking the kernel "
+                   "(semcheck's own start-up not counted); what is not decided in time is unknown "
+                   "(default 300)")
+    v.add_argument("--examples", type=int, default=None, metavar="N",
+                   help="inputs to generate for targets declared with @semcheck.target(inputs=STRATEGY): "
+                   "each is verified, the first violation is shrunk to a minimal input (default 20)")
+    v.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="device counts and files verified in parallel, each in its own process (default 1)")
+    v.add_argument("--exclude", action="append", default=None, metavar="PATTERN",
+                   help="skip files and directories matching this glob when searching directories "
+                   "(repeatable; adds to [tool.semcheck] exclude)")
+    v.add_argument("--only-kernels", action="store_true",
+                   help="filter files given explicitly like discovered ones: skip those that define no "
+                   "kernel or match an exclude pattern (for pre-commit, which passes every changed file)")
+    v.add_argument("--no-config", action="store_true", help="ignore [tool.semcheck] in pyproject.toml")
+    v.add_argument("--no-cache", action="store_true",
+                   help="verify everything afresh: neither read nor write the result cache (.semcheck_cache/)")
+    v.add_argument("--every-n", action="store_true", default=None,
+                   help="also prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count "
+                   "N >= 2 where the kernel "
+                   "is one family in N (specs/parametric.md PAR-8); the report says where the argument holds and why "
+                   "not elsewhere. Or [tool.semcheck] every-n = true")
+    v.add_argument("--no-fold", action="store_true",
+                   help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
+    v.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
+    sub.add_parser("every-n", help="prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
+                   "(specs/parametric.md)", add_help=False)
+    s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3 or deadlock-free",
+                       description="Print a rule of the specification; without RULE, list the properties.")
+    s.add_argument("rule", nargs="?", help="a rule id (SEM-3, BUF-4a, PROP-4) or a property id (deadlock-free)")
+    return p
+
+
+def _err_console(color: str = "auto"):
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True, **_color_options(color))
+
+
+def _color_options(color: str, file: bool = False) -> dict:
+    """rich Console options for --color: `always` as FORCE_COLOR, `never` as NO_COLOR; `auto` leaves
+    rich to decide (a terminal, NO_COLOR, FORCE_COLOR). A report written to --output has no colour
+    unless asked for."""
+    if color == "always":  # the flag wins over NO_COLOR
+        return {"force_terminal": True, "no_color": False}
+    if color == "never" or file:
+        return {"no_color": True, **({"force_terminal": False} if file else {})}
+    return {}
+
+
+# --- project configuration ---------------------------------------------------------
+
+CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples",
+               "select", "ignore", "pythonpath", "every-n")
+
+
+@dataclasses.dataclass
+class Settings:
+    """What `semcheck verify` runs with: flags over `[tool.semcheck]` over built-in defaults."""
+
+    paths: list[str]
+    devices: list[int] | None  # None: each target's own
+    default_devices: tuple[int, ...]  # for targets that declare none
+    modes: tuple[str, ...]
+    cores: int | None
+    timeout: float
+    entry: str | None
+    jobs: int
+    examples: int  # generated inputs per target with inputs=
+    exclude: list  # verify.Exclude
+    config: str | None  # the pyproject.toml read, if any
+    select: list[str] | None = None  # [tool.semcheck] select / ignore, as --select / --ignore values
+    ignore: list[str] | None = None
+    pythonpath: list[str] = dataclasses.field(default_factory=list)  # absolute directories, imports first
+    every_n: bool = False  # also the parametric check (specs/parametric.md PAR-8)
+
+
+def find_config(start: str) -> tuple[str, dict] | None:
+    """The nearest pyproject.toml at or above `start` with a [tool.semcheck] table, and that table."""
+    import tomllib
+
+    d = os.path.abspath(start)
+    while True:
+        f = os.path.join(d, "pyproject.toml")
+        if os.path.isfile(f):
+            try:
+                with open(f, "rb") as fh:
+                    data = tomllib.load(fh)
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise UsageError(f"{f}: cannot read it: {e}") from None
+            table = data.get("tool", {}).get("semcheck")
+            if table is not None:
+                if not isinstance(table, dict):
+                    raise UsageError(f"{f}: [tool.semcheck] must be a table")
+                return f, table
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def _config_values(file: str, table: dict) -> dict:
+    """[tool.semcheck] checked and normalised (keys with - or _); a bad entry is a usage error naming it."""
+    from semcheck.checker.run.request import InputError, check_devices, check_timeout, parse_devices
+    from semcheck.model.ops import DMA_MODES
+
+    base = os.path.dirname(file)
+    out: dict = {}
+    for raw, value in table.items():
+        key = raw.replace("_", "-")
+        where = f"{os.path.relpath(file)}: [tool.semcheck] {raw}"
+        if key not in CONFIG_KEYS:
+            raise UsageError(f"{where}: unknown setting (known: {', '.join(CONFIG_KEYS)})")
+        try:
+            if key == "devices":
+                if isinstance(value, str):
+                    out[key] = parse_devices(value)
+                elif isinstance(value, (int, list)) and not isinstance(value, bool):
+                    out[key] = check_devices(value)
+                else:
+                    raise UsageError(f"{where}: expected a count, a list of counts or a string like '2..64'")
+            elif key == "dma-mode":
+                modes = [value] if isinstance(value, str) else value
+                if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
+                    raise UsageError(f"{where}: expected a mode or a list of modes")
+                if "all" in modes:
+                    out[key] = tuple(DMA_MODES)
+                else:
+                    bad = [m for m in modes if m not in DMA_MODES]
+                    if bad:
+                        raise UsageError(f"{where}: {bad[0]!r} is not one of {', '.join(DMA_MODES)} or all")
+                    out[key] = tuple(m for m in DMA_MODES if m in modes)
+            elif key == "every-n":
+                if not isinstance(value, bool):
+                    raise UsageError(f"{where}: expected true or false")
+                out[key] = value
+            elif key in ("cores", "jobs"):
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise UsageError(f"{where}: expected an integer")
+                out[key] = value
+            elif key == "examples":
+                out[key] = _examples(value, where)
+            elif key == "timeout":
+                if isinstance(value, bool):
+                    raise UsageError(f"{where}: expected a number of seconds")
+                out[key] = check_timeout(value)
+            elif key == "entry":
+                if not isinstance(value, str) or not value:
+                    raise UsageError(f"{where}: expected a function name")
+                out[key] = value
+            else:  # paths, exclude, pythonpath: relative to the pyproject.toml's directory; select, ignore
+                items = [value] if isinstance(value, str) else value
+                if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+                    raise UsageError(f"{where}: expected a list of "
+                                     + ("properties" if key in ("select", "ignore") else "paths or patterns"))
+                if key in ("select", "ignore"):
+                    from semcheck.checker.report.suppress import parse_properties
+
+                    parse_properties(items, raw)  # an unknown property is a usage error naming it
+                    out[key] = list(items)
+                elif key == "pythonpath":  # as pytest's pythonpath: directories put first on the import path
+                    dirs = [os.path.abspath(os.path.join(base, x)) for x in items]
+                    missing = [d for d in dirs if not os.path.isdir(d)]
+                    if missing:
+                        raise UsageError(f"{where}: no such directory {os.path.relpath(missing[0])}")
+                    out[key] = dirs
+                elif key == "paths":
+                    out[key] = [os.path.relpath(os.path.join(base, x)) for x in items]
+                else:
+                    out[key] = list(items)
+        except InputError as e:
+            raise UsageError(f"{where}: {e.message}") from None
+    return out
+
+
+def _examples(value, where: str) -> int:
+    from semcheck.checker.run.generated_inputs import BadExamples, check_examples
+
+    try:
+        return check_examples(value)
+    except BadExamples as e:
+        raise UsageError(f"{where} {e}") from None
+
+
+def settings(args) -> Settings:
+    """Flags override [tool.semcheck] (nearest pyproject.toml above the working directory), which
+    overrides the built-in defaults; `--exclude` patterns add to the configured ones."""
+    from semcheck.checker.run.planning import Exclude
+    from semcheck.checker.run.request import DEFAULT_DEVICES, InputError, check_timeout, modes_for, parse_devices
+
+    found = None if args.no_config else find_config(os.getcwd())
+    cfg = _config_values(*found) if found else {}
+    base = os.path.dirname(found[0]) if found else os.getcwd()
+    try:
+        devices = parse_devices(args.devices) if args.devices is not None else None
+        modes = modes_for(args.dma_mode) if args.dma_mode is not None else cfg.get("dma-mode", modes_for("all"))
+        timeout = check_timeout(args.timeout) if args.timeout is not None else cfg.get("timeout", 300.0)
+    except InputError as e:
+        raise UsageError(e.message) from None
+    from semcheck.checker.run.generated_inputs import DEFAULT_EXAMPLES
+
+    examples = (_examples(args.examples, "--examples") if args.examples is not None
+                else cfg.get("examples", DEFAULT_EXAMPLES))
+    jobs = args.jobs if args.jobs is not None else cfg.get("jobs", 1)
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    cores = args.cores if args.cores is not None else cfg.get("cores")
+    if cores is not None and not 1 <= cores <= 8:
+        raise UsageError("--cores must be between 1 and 8")
+    exclude = [Exclude(x, base) for x in cfg.get("exclude", ())]
+    exclude += [Exclude(x, os.getcwd()) for x in args.exclude or ()]
+    paths = list(args.paths) or cfg.get("paths")
+    if not paths:
+        raise UsageError("the following arguments are required: PATH (a kernel file or directory; "
+                         "or set paths in [tool.semcheck])")
+    return Settings(
+        paths=paths,
+        devices=devices,
+        default_devices=tuple(cfg.get("devices", DEFAULT_DEVICES)),
+        modes=tuple(modes),
+        cores=cores,
+        timeout=timeout,
+        entry=args.entry if args.entry is not None else cfg.get("entry"),
+        jobs=jobs,
+        examples=examples,
+        exclude=exclude,
+        config=found[0] if found else None,
+        select=args.select if args.select is not None else cfg.get("select"),
+        ignore=args.ignore if args.ignore is not None else cfg.get("ignore"),
+        pythonpath=cfg.get("pythonpath", []),
+        every_n=args.every_n if getattr(args, "every_n", None) is not None else cfg.get("every-n", False),
+    )
+
+
+# --- verify ------------------------------------------------------------------------
+
+
+def cmd_verify(args) -> int:
+    from semcheck.checker.report import render as report
+    from semcheck.checker.run.planning import discover, plan, precheck_file
+    from semcheck.checker.run.request import InputError, Request
+    from semcheck.checker.run.runs import FileRun
+
+    err = _err_console(getattr(args, "color", "auto"))
+    try:
+        st = settings(args)
+        if args.output:
+            out_dir = os.path.dirname(os.path.abspath(args.output))
+            if not os.path.isdir(out_dir):
+                raise UsageError(f"--output {args.output}: no such directory {out_dir}")
+            if os.path.isdir(args.output):
+                raise UsageError(f"--output {args.output} is a directory")
+        selectors: dict[str, str | None] = {}
+        given: list[str] = []
+        for arg in st.paths:
+            path, sep, target = arg.partition("::")
+            if sep and os.path.isdir(path):
+                raise UsageError(f"{arg}: a ::target selects a target of a file, not of a directory")
+            given.append(path)
+            if sep and target:
+                selectors[os.path.realpath(path)] = target
+        from semcheck.checker.report import suppress as report_suppress
+        from semcheck.checker.parametric.every_n import PROPS as EVERY_N_PROPS, traced_counts
+        from semcheck.checker.properties.registry import IDS
+
+        try:
+            select = report_suppress.parse_properties(st.select, "--select")
+            ignore = report_suppress.parse_properties(st.ignore, "--ignore")
+        except InputError as e:
+            raise UsageError(e.message) from None
+        flags = report_suppress.from_flags(
+            select, ignore, **({"select_from": "[tool.semcheck] select"} if args.select is None else {}),
+            **({"ignore_from": f"[tool.semcheck] ignore in {os.path.relpath(st.config)}"}
+               if args.ignore is None and st.config else {}))
+        if len(flags) == len(IDS):
+            raise UsageError("--select / --ignore leave no property to check")
+        if st.pythonpath:  # the kernel files' imports (in the checking processes too) find these first
+            old = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = os.pathsep.join(st.pythonpath + ([old] if old else []))
+            sys.path[:0] = [d for d in st.pythonpath if d not in sys.path]
+        # a path that does not exist is that file's input error (precheck_file says so), reported as every
+        # other one is, in every format, beside the files that do exist
+        missing = [g for g in given if not os.path.exists(g)]
+        present = [g for g in given if os.path.exists(g)]
+        files, _skipped = (discover(present, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
+                           if present else ([], []))
+        files += missing
+        runs: list[FileRun] = []
+        suppressed: dict[str, list] = {}  # per file: the properties not checked, and why
+        for path in files:
+            target = selectors.get(os.path.realpath(path))
+            try:
+                precheck_file(path)
+                sups = suppressed[path] = report_suppress.combine(flags, report_suppress.from_file(path))
+                checked = tuple(p for p in IDS if p not in {x.property for x in sups})
+                if not checked:
+                    raise InputError("bad-suppression", "every property is suppressed: nothing to check", file=path)
+                # With --entry NAME only that function is verified: its own @semcheck.target
+                # devices (if any) apply, not those of the file's other targets.
+                reqs = [
+                    Request(os.path.abspath(path), target if st.entry else sel, st.entry, n, st.cores,
+                            st.modes, st.timeout, properties=checked, fold=not args.no_fold,
+                            examples=st.examples)
+                    for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices)
+                    for n in counts
+                ]
+                if st.every_n and set(checked) & set(EVERY_N_PROPS):  # one more request: every N (PAR-8)
+                    reqs.append(Request(os.path.abspath(path), target, st.entry, max(traced_counts()), st.cores,
+                                        st.modes, st.timeout, properties=checked, fold=not args.no_fold,
+                                        examples=st.examples, every_n=True))
+                runs.append(FileRun(path, reqs))
+            except InputError as e:
+                runs.append(FileRun(path, [], error=e))
+        cache = None if args.no_cache else _cache(st)
+        from semcheck.checker.report.progress import run_with_progress
+
+        run_with_progress(runs, st, args, err, cache)
+    except UsageError as e:
+        err.print(f"semcheck: usage error: {e}", markup=False)
+        return EXIT_INPUT
+    except InputError as e:
+        if args.debug and e.debug_text:
+            err.print(e.debug_text.rstrip(), markup=False)
+        err.print(f"semcheck: {e.one_line()}", markup=False)
+        return EXIT_INPUT
+
+    from semcheck.checker.run.request import relpaths
+
+    for run in runs:
+        if run.error is not None:
+            if args.debug and run.error.debug_text:
+                err.print(run.error.debug_text.rstrip(), markup=False)
+            err.print(f"semcheck: {run.error.one_line()}", markup=False)
+    label = " ".join(p for p in st.paths) if len(st.paths) > 1 or os.path.isdir(given[0]) else given[0]
+    if not runs:
+        if args.only_kernels:  # pre-commit handed over changed files, none of them a kernel
+            err.print(f"semcheck: no kernel files: nothing in {', '.join(given)} defines @semcheck.target "
+                      f"or a module-level {st.entry or 'build'}", markup=False)
+            return EXIT_PROVED
+        # as a file that defines no target: bad input, with the same output
+        e = InputError("no-kernels", f"nothing in {', '.join(given)} defines @semcheck.target "
+                                     f"or a module-level {st.entry or 'build'}")
+        runs = [FileRun(label, [], error=e)]
+        err.print(f"semcheck: {e.one_line()}", markup=False)
+    if all(run.error is not None for run in runs):
+        if args.format != "text":  # machine-readable output says what went wrong too, as for many files
+            from semcheck import __version__
+
+            write(args, report.render(args.format, label, [report.FileReport(r.path, [], r.error) for r in runs],
+                                      __version__))
+        return EXIT_INPUT
+
+    notes = [n for run in runs if run.findings is not None for n in run.findings.notes]
+    for note in {(n.code, n.message, n.loc): n for n in notes}.values():  # once, whatever device count said it
+        where = f" ({note.loc.file}:{note.loc.line})" if note.loc is not None and note.loc.line else ""
+        if where and where[2:-1] in note.message:
+            where = ""
+        err.print(relpaths(f"semcheck: {note.code}: {note.message}{where}"), markup=False)
+
+    for run in runs:
+        for name, e in run.findings.errors if run.findings is not None else ():
+            if args.debug and e.debug_text:
+                err.print(e.debug_text.rstrip(), markup=False)
+            err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
+    files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
+                               run.findings.errors if run.findings else [],
+                               suppressed.get(run.path, []) if run.error is None else [],
+                               run.findings.claims if run.findings else [])
+             for run in runs]
+    results = [r for f in files for r in f.results]
+    if args.format == "text":
+        from rich.console import Console
+
+        detail = "quiet" if args.quiet else "verbose" if args.verbose else "normal"
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                console = Console(file=f, highlight=False, soft_wrap=True, **_color_options(args.color, file=True))
+                report.render_files(console, files, detail=detail)
+        else:
+            report.render_files(Console(highlight=False, **_color_options(args.color)), files, detail=detail)
+    else:
+        from semcheck import __version__
+
+        write(args, report.render(args.format, label, files, __version__))
+    code = exit_code(results, errors=sum((f.error is not None) + len(f.target_errors) for f in files),
+                     claims=[c for f in files for c in f.claims])
+    if not results and not any(f.error for f in files):
+        err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
+    return code
+
+
+def write(args, text: str) -> None:
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _cache(st: Settings):
+    """The result cache (`semcheck._cache`): beside the configuring pyproject.toml, else in the working directory."""
+    from semcheck._cache import ResultCache, default_directory
+
+    return ResultCache(default_directory(st.config))
+
+
+def exit_code(results, errors: int = 0, claims=()) -> int:
+    """1 if anything is violated; else 2 if a kernel file could not be verified; else 3 if
+    anything is unknown (or nothing was verified); else 0. With `--every-n` (`claims`,
+    parametric.TargetClaims), a traced N that violates a property counts as violated, and a
+    property not proved for every N as unknown (PAR-8)."""
+    from semcheck.checker.report import render as report
+
+    s = report.summary(results)
+    if s["violated"] or any(c.violated_at for t in claims for c in t.claims):
+        return EXIT_VIOLATED
+    if errors:
+        return EXIT_INPUT
+    if s["unknown"] or not results or any(t.reason or not all(c.every_n for c in t.claims) for t in claims):
+        return EXIT_UNKNOWN
+    return EXIT_PROVED
+
+
+def cmd_spec(args) -> int:
+    from semcheck.checker.report.spec import rule_text
+
+    if args.rule is None:
+        width = max(len(p.id) for p in REGISTRY)
+        for p in REGISTRY:
+            print(f"{p.rule:<7} {p.id:<{width}}  {p.summary}")
+        return EXIT_PROVED
+    text = rule_text(args.rule)
+    if text is None:
+        print(f"semcheck: no rule {args.rule!r} in the specification", file=sys.stderr)
+        return EXIT_INPUT
+    print(text)
+    return EXIT_PROVED
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["export"]:
+        from semcheck.checker.promela import export_main
+
+        return export_main(argv[1:])
+    if argv[:1] == ["every-n"]:
+        from semcheck.checker.parametric.every_n import every_n_main
+
+        return every_n_main(argv[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed as one line
+        return EXIT_INPUT if e.code else EXIT_PROVED
+    if args.version:
+        from semcheck import __version__
+
+        print(f"semcheck {__version__}")
+        return EXIT_PROVED
+    if args.command == "verify":
+        try:
+            return cmd_verify(args)
+        except KeyboardInterrupt:
+            from semcheck.checker.run.child import kill_all
+
+            kill_all()
+            print("semcheck: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # `semcheck verify ... | head`
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
+            except OSError:
+                pass
+            return EXIT_INPUT
+        except Exception as e:  # noqa: BLE001 - one line unless --debug
+            if args.debug:
+                raise
+            print(f"semcheck: internal-error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+                  file=sys.stderr)
+            return EXIT_INPUT
+    if args.command == "spec":
+        return cmd_spec(args)
+    parser.print_help(sys.stderr)
+    return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""How a verifying child process is started: warm (jax already imported) where that is safe.
+
+Every (kernel file, device count) is verified in a fresh process (`checker/run/child.py`): jax fixes
+the host device count when its backends start. Importing jax, z3 and semcheck is the same in
+each of those processes, though, and importing starts no backend. So the children are forked
+from one server process that imported them once (multiprocessing's forkserver with a preload
+list); each child then provisions its devices (`targets.provision_devices`: `XLA_FLAGS` is read
+when the backends start, the platform is set as a jax setting) before anything touches a device.
+
+jax and the kernel's imports read the environment when they are imported, so a warm child is
+right only if the server's environment is the one the child would have inherited: the server
+keeps the environment of the process at the moment it was started, and once that environment
+has changed (a test editing a variable, a library caller changing `JAX_*`), children are
+started cold (`spawn`) again. A warm child takes on its parent's environment of the moment
+before it runs anything, so the variables in `VARYING` are current too. The working directory
+and `sys.path` travel with every child either way (multiprocessing sends them).
+`SEMCHECK_COLD_START=1` always starts cold, and so does a temporary directory whose path leaves no
+room for the server's socket name (a Unix socket path has at most 107 bytes on Linux).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import threading
+from typing import Any
+
+PRELOAD = (
+    "jax",
+    "jax.experimental.pallas",
+    "jax.experimental.pallas.tpu",
+    "z3",
+    "semcheck.checker.properties.checking",
+    "semcheck.checker.frontend",
+    "semcheck.checker.frontend.programs",
+    "semcheck.checker.programs.results",
+    "semcheck.checker.properties.registry",
+)
+"""What every child imports before it reads the kernel file (an import that fails is skipped)."""
+
+VARYING = frozenset({"PYTEST_CURRENT_TEST"})
+"""Variables that change from one call to the next in one process (pytest names the running test)
+and that nothing imported when the server starts reads: a change of them alone keeps children warm."""
+
+SOCKET_PATH_MAX = 107
+"""The longest Unix socket path Linux takes (sun_path holds 108 bytes with the terminating NUL)."""
+SOCKET_NAME_ROOM = 40
+"""What multiprocessing adds to the temporary directory for the server's socket: a `pymp-` directory
+and a `listener-` file, 8 random characters each, with slashes (32 bytes), and a margin."""
+
+_lock = threading.Lock()
+_server: dict[str, Any] = {}  # the environment the forkserver started with, once it has
+
+
+def context() -> tuple[Any, dict[str, str] | None]:
+    """The multiprocessing context to start the next child with, and for a warm child the
+    environment to take on (its server's differs from this process's at most in `VARYING`)."""
+    if (os.environ.get("SEMCHECK_COLD_START") or not sys.platform.startswith("linux")
+            or len(os.fsencode(tempfile.gettempdir())) + SOCKET_NAME_ROOM > SOCKET_PATH_MAX):
+        return mp.get_context("spawn"), None
+    env = dict(os.environ)
+    key = ({k: v for k, v in env.items() if k not in VARYING}, sys.executable)
+    with _lock:
+        if not _server:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(list(PRELOAD))
+            _server["key"] = key
+            return ctx, env
+        if _server["key"] == key:
+            return mp.get_context("forkserver"), env
+    return mp.get_context("spawn"), None
