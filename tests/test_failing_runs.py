@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from semcheck.checker.properties.registry import BY_ID
+from semcheck.checker.properties.decide import decide
 from semcheck import check_program
 from semcheck.model import (
     BARRIER,
@@ -43,7 +44,7 @@ def _ring(n: int, *, before=(), after=()):
 @pytest.mark.parametrize("mode", ["eager", "on_wait"])
 def test_every_property_is_decided_when_every_run_raises(mode):
     p = _ring(3)
-    got = {prop: BY_ID[prop].check(p, mode) for prop in BY_ID}
+    got = {prop: decide(prop, p, mode) for prop in BY_ID}
     dl = got.pop("deadlock-free")
     assert dl.verdict == "violated" and dl.witness.locs == (LOAD.loc,)
     assert dl.witness.details["rule"] == "ERR-9" and VIEW.message in dl.witness.message
@@ -51,7 +52,7 @@ def test_every_property_is_decided_when_every_run_raises(mode):
     assert replayed.kind == "error" and replayed.failure.violation == VIEW
     assert {prop: v.verdict for prop, v in got.items()} == {prop: "proved" for prop in got}
     assert "no run reaches a kernel exit" in got["exit-balance"].reason
-    assert all(BY_ID[prop].check(p, "hardware").verdict == "proved" for prop in BY_ID)
+    assert all(decide(prop, p, "hardware").verdict == "proved" for prop in BY_ID)
 
 
 @pytest.mark.rule("ERR-9", "ACC-6")
@@ -74,10 +75,10 @@ def test_a_race_before_the_failure_is_still_reported():
 
     body = [AllocBuffer("x"), AllocBuffer("y"), copy, write, LOAD, Wait(SemRef("d"), 32, kind="dma")]
     p = launch(Topology(1), [body], scratch=[Scratch("d")])
-    v = BY_ID["race-free"].check(p, "hardware")
+    v = decide("race-free", p, "hardware")
     assert v.verdict == "violated"
-    assert BY_ID["deadlock-free"].check(p, "on_wait").verdict == "violated"
-    assert BY_ID["race-free"].check(p, "on_wait").verdict == "violated"
+    assert decide("deadlock-free", p, "on_wait").verdict == "violated"
+    assert decide("race-free", p, "on_wait").verdict == "violated"
 
 
 @pytest.mark.rule("ERR-9", "PROP-6")
@@ -86,11 +87,11 @@ def test_bytes_never_waited_for_before_the_failure_are_not_left_at_an_exit():
     copy = DmaStart(SemRef("d"), 32, loc=Loc("k.py", 3))
     p = launch(Topology(1), [[copy, LOAD, Wait(SemRef("d"), 32, kind="dma")]], scratch=[Scratch("d")])
     for mode in ("eager", "on_wait"):
-        assert BY_ID["dma-bytes"].check(p, mode).verdict == "proved"
-        assert BY_ID["exit-balance"].check(p, mode).verdict == "proved"
+        assert decide("dma-bytes", p, mode).verdict == "proved"
+        assert decide("exit-balance", p, mode).verdict == "proved"
     short = launch(Topology(1), [[copy, Wait(SemRef("d"), 64, kind="dma"), LOAD]], scratch=[Scratch("d")])
     # a wait that can never be met keeps its core from the failing load: not every run fails, the usual check
-    assert BY_ID["dma-bytes"].check(short, "eager").verdict == "violated"
+    assert decide("dma-bytes", short, "eager").verdict == "violated"
 
 
 @pytest.mark.rule("ERR-9")
@@ -186,25 +187,25 @@ def test_a_failure_that_ends_one_device_is_decided_by_every_schedule():
     p = launch(Topology(2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
                collective_id=40000, scratch=[Scratch("s")])
     for mode in ("eager", "on_wait"):
-        v = BY_ID["deadlock-free"].check(p, mode)
+        v = decide("deadlock-free", p, mode)
         assert v.verdict == "violated" and "ERR-19" in v.reason
         replayed = run(p, mode, v.witness.schedule)
         assert replayed.kind == "error" and [b.core for b in replayed.blocked if b.reason != "halted by failure"] == [1]
-        race = BY_ID["race-free"].check(p, mode)
+        race = decide("race-free", p, mode)
         assert race.verdict != "unknown" or "ends only its device" in race.reason
         # device 0 fails, device 1 waits forever: no schedule reaches an exit
-        balance = BY_ID["exit-balance"].check(p, mode)
+        balance = decide("exit-balance", p, mode)
         assert balance.verdict == "proved" and "no run reaches a kernel exit" in balance.reason
         # device 1 finishes and passes its exit check while device 0 fails: not proved that way
         exits = launch(Topology(2), [[GetBarrierSem()], [Signal(SemRef("s"), device=None)]],
                        collective_id=40000, scratch=[Scratch("s")])
-        balance = BY_ID["exit-balance"].check(exits, mode)
+        balance = decide("exit-balance", exits, mode)
         assert "no run reaches a kernel exit" not in balance.reason
         assert balance.verdict != "unknown" or "ERR-19" in balance.reason
     # the same failure on a device of two cores propagates to every core: every run fails
     two = launch(Topology(1, 2), [[GetBarrierSem()], [Wait(SemRef("s"), 1, loc=Loc("k.py", 3))]],
                  collective_id=40000, scratch=[Scratch("s")])
-    v = BY_ID["deadlock-free"].check(two, "eager")
+    v = decide("deadlock-free", two, "eager")
     assert v.verdict == "violated" and v.witness.details["rule"] == "ERR-16"
 
 

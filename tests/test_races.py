@@ -1,5 +1,6 @@
 """The race property's model: accesses, conflicts and restricted runs (ACC-1..3, DR-1..4)."""
 
+from semcheck.checker.properties.decide import decide
 from __future__ import annotations
 
 import dataclasses
@@ -610,7 +611,7 @@ def _partial(first_wait: int) -> Program:
 def _race_verdicts(program: Program) -> dict[str, object]:
     from semcheck.checker.properties.registry import BY_ID
 
-    return {m: BY_ID["race-free"].check(program, m) for m in DMA_MODES}
+    return {m: decide("race-free", program, m) for m in DMA_MODES}
 
 
 @pytest.mark.rule("DR-9", "PROP-7")

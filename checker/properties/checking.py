@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.reductions import REDUCTIONS, on_program, reduced
 from semcheck.checker.properties.registry import BY_ID, IDS
 from semcheck.checker.run.request import Request, Result, unknown_results
 from semcheck.checker.properties.verdict import Verdict
@@ -22,77 +23,29 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
                   ) -> list[Verdict]:
     """All requested properties of one lowered program under one DMA mode.
 
-    With `fold`, a program whose devices repeat is first decided on its fold
-    (spec RUN-7): what is proved there is proved; everything else is decided
-    on the program itself. With a `deadline` (a `time.monotonic()` value)
-    each property gets the time left, and those reached after it are
-    unknown without being tried. `analysis`: the program's, when the caller
-    checks it in other modes too (they share it); one is made otherwise.
+    Each property is tried on the reductions it accepts (`Property.reductions`: with `fold`, a
+    program whose devices repeat is first decided on its fold, spec RUN-7), keeping what they decide,
+    and the rest is decided on the program itself (`reductions.on_program`). With a `deadline` (a
+    `time.monotonic()` value) each property gets the time left, and those reached after it are
+    unknown without being tried. `analysis`: the program's, when the caller checks it in other modes
+    too (they share it); one is made otherwise.
     """
-    from semcheck.checker.properties.failing_runs import fold_unsafe
-    from semcheck.checker.properties.folding import proved_on_fold
-
     if analysis is None:
         analysis = Analysis(program)
     elif analysis.program is not program:
         raise ValueError("the analysis handed to check_program is of another program")
-    facts = analysis.mode(mode)
-    folded = analysis.fold if fold and not fold_unsafe(analysis, mode) else None
     out = []
     for p in properties:
-        budget = _budget(timeout_ms, deadline)
-        v = None
-        if budget is not None and folded is not None:
-            v = proved_on_fold(folded, p, mode, timeout_ms=budget, analysis=analysis.fold_analysis)
-            if v is None:
-                budget = _budget(timeout_ms, deadline)
+        v = reduced(analysis, BY_ID[p].reductions, p, mode, lambda: _budget(timeout_ms, deadline), fold=fold)
         if v is None:
-            if budget is None:
-                v = Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
-            elif analysis.symmetric:
-                v = _on_whole_program(analysis, p, mode, budget)
-            else:
-                v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
+            budget = _budget(timeout_ms, deadline)
+            v = (Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
+                 if budget is None else on_program(analysis, p, mode, budget))
         out.append(v)
     return out
 
 
-def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
-    """RUN-21: a property of a `Symmetric` its fold did not prove, decided on the materialised program
-    (with the symmetry and fold already found), or unknown when that program is not built."""
-    if prop in ON_ONE_PERIOD:
-        v = _on_one_period(analysis, prop, mode, timeout_ms)
-        if v is not None:
-            return v
-    whole = analysis.whole_program
-    if isinstance(whole, str):
-        return Verdict(prop, "unknown", reason=whole)
-    return BY_ID[prop].check(whole.program, mode, timeout_ms=timeout_ms, facts=whole.mode(mode))
-
-
-ON_ONE_PERIOD = frozenset({"race-free", "invocation-confined"})
-"""RUN-22: the properties no fold proves (RUN-7) that a Symmetric may still prove on one period: race-free on
-the run of one class (DR-41, DR-5's one pair per orbit); invocation-confined under the interpreter (PRG-110
-reads no operation) and under hardware from one period's order (programs.md PRG-164, PRG-165)."""
-
-
-def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
-    """RUN-22: `prop` of a Symmetric decided on the Symmetric itself, kept only when proved; None when its
-    check needs every core (`WholeProgramNeeded`) or does not prove."""
-    from semcheck.model.symmetric import WholeProgramNeeded
-
-    if prop not in ON_ONE_PERIOD:
-        return None
-    if prop == "invocation-confined" and mode == "hardware":
-        # PRG-164 first for every Symmetric (PRG-165); where it shows nothing the held runs decide (PRG-113)
-        from semcheck.checker.properties.confined_order import confined_on_period
-
-        return confined_on_period(analysis.program, mode)
-    try:
-        v = BY_ID[prop].check(analysis.program, mode, timeout_ms=timeout_ms, facts=analysis.mode(mode))
-    except WholeProgramNeeded:
-        return None
-    return v if v.verdict == "proved" else None
+_AFTER_FOLD = frozenset(REDUCTIONS) - {"fold"}
 
 
 def _budget(timeout_ms: int, deadline: float | None) -> int | None:
@@ -139,12 +92,11 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     """
     analysis = target if isinstance(target, Analysis) else Analysis(target)
     program = analysis.program
-    from semcheck.checker.properties.folding import proved_on_fold
     from semcheck.checker.run.mode_worker import ModeWorker, split_modes
 
     timeout_ms = int(req.timeout * 1000)
     t = time.monotonic()  # finding the fold counts towards the first mode's time
-    fold = analysis.fold if req.fold else None
+    fold = req.fold and analysis.fold is not None  # found here: it counts towards the first mode's time
     modes, apart, first, t_apart = req.modes, None, analysis, time.monotonic()
     if analysis.symmetric:
         # RUN-15: a Symmetric's hardware mode, fold and all, in a second process from here on; it starts
@@ -160,30 +112,23 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         analysis.modes = modes  # the interpreter's modes checked here share race-free's run (DR-7)
     on_fold: dict[str, dict[str, Verdict]] = {m: {} for m in modes}
     spent: dict[str, float] = {m: 0.0 for m in modes}
-    if fold is not None:
-        from semcheck.checker.properties.failing_runs import fold_unsafe
-
-        # what the fold does not prove is decided on the program (witnesses name its devices)
-        for mode in modes:
-            if fold_unsafe(analysis, mode):  # the fold's skeleton lacks the accesses that raise (ERR-9)
-                continue
+    for mode in modes:  # what a reduction does not decide is decided on the program (its devices' names)
+        if fold:
             for p in req.properties:
-                budget = _budget(timeout_ms, deadline)
-                v = proved_on_fold(fold, p, mode, timeout_ms=budget,
-                                   analysis=analysis.fold_analysis) if budget is not None else None
+                v = reduced(analysis, BY_ID[p].reductions, p, mode, lambda: _budget(timeout_ms, deadline),
+                            fold=True, only=frozenset({"fold"}))
                 if v is not None:
                     on_fold[mode][p] = v
             spent[mode] = time.monotonic() - t
             t = time.monotonic()
     missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
-    if analysis.symmetric:
-        for m in modes:  # RUN-22: what one period proves of a Symmetric needs no built program
-            for p in missing[m]:
-                budget = _budget(timeout_ms, deadline)
-                v = _on_one_period(analysis, p, m, budget) if p in ON_ONE_PERIOD and budget is not None else None
-                if v is not None:
-                    on_fold[m][p] = v
-        missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
+    for m in modes:  # RUN-22: what one period proves of a Symmetric needs no built program
+        for p in missing[m]:
+            v = reduced(analysis, BY_ID[p].reductions, p, m, lambda: _budget(timeout_ms, deadline),
+                        fold=req.fold, only=_AFTER_FOLD)
+            if v is not None:
+                on_fold[m][p] = v
+    missing = {m: tuple(p for p in req.properties if p not in on_fold[m]) for m in modes}
     if analysis.symmetric and any(missing.values()):
         # RUN-21: what the fold did not prove is decided on the materialised program, when it is built
         whole = analysis.whole_program

@@ -22,6 +22,7 @@ is unknown in that mode.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import NamedTuple
 
 from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysis_of
@@ -166,8 +167,9 @@ def cite_limit(v: Verdict, facts: ModeAnalysis) -> Verdict:
 
 
 def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
-                        facts: ModeAnalysis | None = None) -> Verdict | None:
-    """RUN-11 under an interpreter mode: the verdict on `prop`, or None when the usual check decides it."""
+                        facts: ModeAnalysis | None = None, recheck: Callable[..., Verdict]) -> Verdict | None:
+    """RUN-11 under an interpreter mode: the verdict on `prop`, or None when the usual check decides it.
+    `recheck` decides a property of S''s program (`decide.decide`, passed in: it calls this function)."""
     if mode == "hardware":
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
@@ -208,9 +210,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         v = dma_bytes(end.s_prime_program, mode, timeout_ms=timeout_ms, exits=False,
                       facts=end.s_prime_analysis.mode(mode))
     else:
-        from semcheck.checker.properties.registry import BY_ID  # lazy: the registry imports this module's callers
-
-        v = BY_ID[prop].check(end.s_prime_program, mode, timeout_ms=timeout_ms, facts=end.s_prime_analysis.mode(mode))
+        v = recheck(prop, end.s_prime_program, mode, timeout_ms=timeout_ms, facts=end.s_prime_analysis.mode(mode))
     prefix = (f"on every run up to its failure (every run raises {raised} {where} or at another failing "
               "operation, which ends it, ERR-7, RUN-9)")
     if v.verdict == "violated":

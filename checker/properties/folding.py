@@ -58,6 +58,7 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
     """The verdict of `prop` on the fold if it is proved there (and therefore on the program), else None.
 
     `analysis`: the fold program's (`Analysis.fold_analysis`), shared by every property and mode."""
+    from semcheck.checker.properties.decide import decide
     from semcheck.checker.properties.registry import BY_ID
 
     if not BY_ID[prop].folds:
@@ -69,7 +70,7 @@ def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysi
     if facts.lowering.failing and failure_reached(facts.lowering, facts.end.pcs):
         return None  # nor for runs that fail (RUN-11): the program decides them on its own S'
 
-    v = BY_ID[prop].check(fold.program, mode, timeout_ms=timeout_ms, facts=facts)
+    v = decide(prop, fold.program, mode, timeout_ms=timeout_ms, facts=facts)
     if v.verdict != "proved":
         return None
     reason = f"{fold.describe()}: {v.reason}" if v.reason else fold.describe()

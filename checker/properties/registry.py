@@ -6,25 +6,19 @@ needs. The CLI, the three report formats, `semcheck spec` and the report
 schema's test all read `REGISTRY`; adding a property is one entry here plus
 its check function.
 
-This module imports nothing from the checks: `verdict.Verdict` validates its
-property id against `IDS`, and the checks import `verdict`, so each check is
-named by "module:function" and imported on first use.
+This module imports nothing: `verdict.Verdict` validates its property id
+against `IDS`, and the checks import `verdict`, so each check is named by
+"module:function" and `decide` imports it on first use.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from semcheck.checker.properties.analysis import ModeAnalysis
-    from semcheck.checker.properties.verdict import Verdict
-    from semcheck.model.ops import Program
-
-Check = Callable[..., "Verdict"]  # (program, mode, *, timeout_ms, facts) -> Verdict
+ALL_MODES = frozenset({"eager", "on_wait", "hardware"})
+INTERPRETER = frozenset({"eager", "on_wait"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,39 +30,14 @@ class Property:
     summary: str  # one line, for `--help`-like listings and the SARIF rule description
     check_ref: str  # "module:function", (program, mode, *, timeout_ms, facts) -> Verdict
     hint: str  # the usual fix for a violation, when the witness brings none
-    folds: bool = True  # whether a proof on a fold is a proof on the program (RUN-7)
+    # the reductions (checker/properties/reductions.py) it accepts, in the order they are tried, each
+    # with the DMA modes it is tried in; the whole program decides what none of them does
+    reductions: tuple[tuple[str, frozenset[str]], ...] = (("fold", ALL_MODES),)
 
-    def check(self, program: Program, mode: str, *, timeout_ms: int = 30_000, facts: ModeAnalysis | None = None
-              ) -> Verdict:
-        """Decide this property; a violation's witness is replayed on the model first.
-
-        A launch the interpreter refuses decides it without the check (LAUNCH-2); so do runs that
-        all raise ERR-9 (`failing_runs`). `facts`: the program's analysis under `mode`
-        (`checker.properties.analysis`), shared with the other checks of the program; one is made without it.
-        """
-        # lazy, as the checks: verdict imports this module
-        from semcheck.checker.properties.analysis import analysis_of
-        from semcheck.checker.properties.failing_runs import cite_limit, failing_run_verdict
-        from semcheck.checker.properties.launch import launch_verdict
-
-        facts = analysis_of(program, mode, facts)
-        return cite_limit(launch_verdict(self.id, program, mode)
-                          or failing_run_verdict(self.id, program, mode, timeout_ms=timeout_ms, facts=facts)
-                          or _checked(self.check_ref)(program, mode, timeout_ms=timeout_ms, facts=facts), facts)
-
-
-_LOADED: dict[str, Check] = {}
-
-
-def _checked(ref: str) -> Check:
-    if ref not in _LOADED:
-        # Imported here, not at the top: the checks import verdict, which imports
-        # this registry (and the CLI lists properties without loading Z3).
-        from semcheck.checker.properties.replay import with_replay
-
-        module, _, name = ref.partition(":")
-        _LOADED[ref] = with_replay(getattr(importlib.import_module(module), name))
-    return _LOADED[ref]
+    @property
+    def folds(self) -> bool:
+        """Whether a proof on a fold is a proof on the program (RUN-7)."""
+        return any(name == "fold" for name, _ in self.reductions)
 
 
 REGISTRY: tuple[Property, ...] = (
@@ -115,8 +84,9 @@ REGISTRY: tuple[Property, ...] = (
         "semcheck.checker.properties.races:race_free",
         "wait for a copy (its descriptor's .wait()) before touching its destination, and for its send "
         "side before overwriting its source",
-        # RUN-7 lifts the fold's runs with every class in step; a race may need a class out of step
-        folds=False,
+        # RUN-7 lifts the fold's runs with every class in step; a race may need a class out of step, and
+        # the run of one class (DR-41) with one pair per orbit (DR-5) is argued for races (RUN-22)
+        reductions=(("one-period", ALL_MODES),),
     ),
     Property(
         "invocation-confined", "PROP-8",
@@ -124,8 +94,10 @@ REGISTRY: tuple[Property, ...] = (
         "semcheck.checker.properties.confined:invocation_confined",
         "let the target signal that it has entered the call (a barrier handshake) before copying into it, and "
         "keep it in the call until every copy into it has landed",
-        # a landing is an intermediate state of one device against another, as a race is
-        folds=False,
+        # a landing is an intermediate state of one device against another, as a race is: no fold; one
+        # period's order under hardware (PRG-164, PRG-165), the interpreter's reading of no operation
+        # (PRG-110) on one period
+        reductions=(("one-period-order", frozenset({"hardware"})), ("one-period", INTERPRETER)),
     ),
 )
 

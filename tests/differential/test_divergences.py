@@ -7,6 +7,7 @@ They call the interpreter's own callbacks (with a fresh SharedMemory made
 current) or the manager's methods directly; only D12 runs a real kernel.
 """
 
+from semcheck.checker.properties.decide import decide
 from __future__ import annotations
 
 import threading
@@ -220,12 +221,12 @@ def test_d12_semaphore_read_cannot_be_interpreted():
     assert (failure.python_type, failure.message) == ("NotImplementedError", str(raised.value))
     line = kernel.__code__.co_firstlineno + 4
     for mode in ("eager", "on_wait"):
-        v = BY_ID["deadlock-free"].check(program, mode)
+        v = decide("deadlock-free", program, mode)
         assert v.verdict == "violated" and str(raised.value) in v.witness.message
         assert [loc.line for loc in v.witness.locs] == [line]
-        race = BY_ID["race-free"].check(program, mode)  # nothing runs, so nothing races (LAUNCH-5)
+        race = decide("race-free", program, mode)  # nothing runs, so nothing races (LAUNCH-5)
         assert race.verdict == "proved" and "before any core starts" in race.reason
-    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+    assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
 @pytest.mark.rule("LAUNCH-3")
@@ -455,11 +456,11 @@ def test_d21_semaphore_outputs_of_a_pallas_call_cannot_be_interpreted():
     failure = program.launch_failure
     assert (failure.python_type, failure.message) == ("NotImplementedError", str(raised.value))
     for mode in ("eager", "on_wait"):
-        v = BY_ID["deadlock-free"].check(program, mode)
+        v = decide("deadlock-free", program, mode)
         assert v.verdict == "violated" and str(raised.value) in v.witness.message
-        balance = BY_ID["exit-balance"].check(program, mode)  # no run reaches an exit (LAUNCH-5)
+        balance = decide("exit-balance", program, mode)  # no run reaches an exit (LAUNCH-5)
         assert balance.verdict == "proved" and "before any core starts" in balance.reason
-    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+    assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
 def _view_kernels():
@@ -515,13 +516,13 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
     failure = op.view_error
     assert (failure.python_type, failure.message, failure.access) == ("AttributeError", message, access)
     for mode in ("eager", "on_wait"):
-        v = BY_ID["deadlock-free"].check(program, mode)
+        v = decide("deadlock-free", program, mode)
         assert v.verdict == "violated" and message in v.witness.message
         assert v.witness.locs == (op.loc,) and op.loc.line > 0
         # no run reaches the exit (the interpreter prints no exit warning); the rest hold up to the failure
-        assert {p: BY_ID[p].check(program, mode).verdict for p in BY_ID if p != "deadlock-free"} == {
+        assert {p: decide(p, program, mode).verdict for p in BY_ID if p != "deadlock-free"} == {
             p: "proved" for p in BY_ID if p != "deadlock-free"}
-    assert all(BY_ID[p].check(program, "hardware").verdict == "proved" for p in BY_ID)
+    assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
 @pytest.mark.rule("ACC-6", "ERR-9")
@@ -566,11 +567,11 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     program = lower_kernel(traced)
     (op,) = view_ops(program)
     assert op.view_error.access == "copy"
-    v = BY_ID["deadlock-free"].check(program, "eager")
+    v = decide("deadlock-free", program, "eager")
     assert v.verdict == "violated" and message in v.witness.message and v.witness.locs == (op.loc,)
-    assert BY_ID["exit-balance"].check(program, "eager").verdict == "proved"  # no run reaches the exit
-    assert {BY_ID[p].check(program, "on_wait").verdict for p in BY_ID} == {"unknown"}
-    assert BY_ID["deadlock-free"].check(program, "hardware").verdict == "proved"
+    assert decide("exit-balance", program, "eager").verdict == "proved"  # no run reaches the exit
+    assert {decide(p, program, "on_wait").verdict for p in BY_ID} == {"unknown"}
+    assert decide("deadlock-free", program, "hardware").verdict == "proved"
 
 
 @pytest.mark.rule("DR-9")
@@ -596,7 +597,7 @@ def test_d23_a_read_after_waiting_for_part_of_a_copy_is_clean_in_the_interpreter
         np.testing.assert_allclose(np.asarray(out), np.asarray(module.reference(*args, num_devices=1)))
     (call,) = trace_kernels(*module.build(1))
     program = lower_kernel(call)
-    race = {m: BY_ID["race-free"].check(program, m).verdict for m in ("eager", "on_wait", "hardware")}
+    race = {m: decide("race-free", program, m).verdict for m in ("eager", "on_wait", "hardware")}
     assert race == {"eager": "proved", "on_wait": "proved", "hardware": "violated"}
 
 
@@ -639,9 +640,9 @@ def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
     (op,) = view_ops(program)
     assert (op.view_error.python_type, op.view_error.message) == ("RuntimeError", message)
     for mode in ("eager", "on_wait"):
-        v = BY_ID["deadlock-free"].check(program, mode)
+        v = decide("deadlock-free", program, mode)
         assert v.verdict == "violated" and message in v.witness.message
-        assert BY_ID["exit-balance"].check(program, mode).verdict == "proved"  # no run reaches the exit
-    assert {BY_ID[p].check(program, "hardware").verdict for p in BY_ID} == {"proved"}
+        assert decide("exit-balance", program, mode).verdict == "proved"  # no run reaches the exit
+    assert {decide(p, program, "hardware").verdict for p in BY_ID} == {"proved"}
     (kernel_call,) = trace_kernels(call("eager", 2), (x,))
     assert not view_ops(lower_kernel(kernel_call))

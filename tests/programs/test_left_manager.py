@@ -190,11 +190,10 @@ def test_a_race_before_the_barrier_fetch_is_found():
     """Two cores of a device write one buffer before they reach get_barrier_semaphore (which fails): the
     writes race in every schedule of the prefix, so race-free is violated, with a witness that replays on
     the call itself (the check replays it); without the writes of one core it is proved."""
-    from semcheck.checker.properties.registry import REGISTRY
+    from semcheck.checker.properties.decide import decide
     from semcheck.model.launch import launch
     from semcheck.model.ops import Access, BARRIER, GetBarrierSem, Region, SemRef, Signal, Topology, Wait
 
-    race_free = next(p for p in REGISTRY if p.id == "race-free")
     topo = Topology(2, 2)
     region = Region(((0, 8),))
 
@@ -208,7 +207,7 @@ def test_a_race_before_the_barrier_fetch_is_found():
         return launch(topo, bodies, hbm_buffers=1)
 
     for mode in ("eager", "on_wait"):
-        racy = race_free.check(program(True), mode)
+        racy = decide("race-free", program(True), mode)
         assert racy.verdict == "violated", racy
-        calm = race_free.check(program(False), mode)
+        calm = decide("race-free", program(False), mode)
         assert calm.verdict == "proved", calm

@@ -9,6 +9,7 @@ import z3_truth as truth
 from hypothesis import HealthCheck, Phase, event, given, settings
 from semcheck.checker.properties import deadlock as deadlock_module
 from semcheck.checker.properties.registry import BY_ID, IDS as PROPERTIES
+from semcheck.checker.properties.decide import decide
 from semcheck import check_program
 from ring_programs import ring_allreduce
 from semcheck.model import (
@@ -197,8 +198,8 @@ def _fold_proofs_hold(drawn):
         return
     for mode in DMA_MODES:
         for prop in PROPERTIES:
-            on_fold = BY_ID[prop].check(f.program, mode)
-            whole = BY_ID[prop].check(p, mode)
+            on_fold = decide(prop, f.program, mode)
+            whole = decide(prop, p, mode)
             event(f"{prop}: fold {on_fold.verdict}, program {whole.verdict}")
             if on_fold.verdict == "proved":  # the whole program may only be past the explorer's budget (ERR-19)
                 assert whole.verdict == "proved" or (whole.verdict == "unknown" and "ERR-19" in whole.reason), (
@@ -276,7 +277,7 @@ def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
             return
         for mode in DMA_MODES:
             for prop in PROPERTIES:
-                if BY_ID[prop].check(f.program, mode).verdict == "proved" and BY_ID[prop].check(p, mode).verdict != "proved":
+                if decide(prop, f.program, mode).verdict == "proved" and decide(prop, p, mode).verdict != "proved":
                     wrong.append((p, mode, prop))
                     return
 
@@ -379,10 +380,10 @@ def test_what_a_class_run_proves_holds_for_the_whole_program(drawn):
             for prop in PROPERTIES:
                 if not BY_ID[prop].folds:
                     continue
-                on_class = BY_ID[prop].check(f.program, mode)
+                on_class = decide(prop, f.program, mode)
                 if on_class.verdict != "proved":
                     continue
-                whole = BY_ID[prop].check(p, mode)
+                whole = decide(prop, p, mode)
                 event(f"{prop}: proved on the class run, program {whole.verdict}")
                 assert whole.verdict == "proved" or (whole.verdict == "unknown" and "ERR-19" in whole.reason), (
                     prop, mode, whole)
