@@ -15,8 +15,8 @@ from ._support import BUGGY, CLEAN, EXAMPLES, REPO, semcheck
 from .test_testing import run_pytest
 
 
-def hook() -> dict[str, str]:
-    """The one hook of .pre-commit-hooks.yaml (flat `key: value` lines; YAML's own parser when installed)."""
+def hook(hook_id: str = "semcheck") -> dict[str, str]:
+    """Hook `hook_id` of .pre-commit-hooks.yaml (flat `key: value` lines; YAML's own parser when installed)."""
     text = (REPO / ".pre-commit-hooks.yaml").read_text()
     try:
         import yaml
@@ -28,9 +28,9 @@ def hook() -> dict[str, str]:
                 line = "  " + line[2:]
             if line.startswith("  ") and ":" in line and items:
                 key, _, value = line.strip().partition(":")
-                items[-1][key] = value.strip()
-        return items[0]
-    (item,) = yaml.safe_load(text)
+                items[-1][key] = value.split(" #")[0].strip()
+        return next(i for i in items if i["id"] == hook_id)
+    item = next(i for i in yaml.safe_load(text) if i["id"] == hook_id)
     return {k: str(v) for k, v in item.items()}
 
 
@@ -49,9 +49,35 @@ def test_the_pre_commit_hook_verifies_changed_kernels_and_skips_other_files(tmp_
     assert only_helpers.returncode == 0, only_helpers.stderr
     clean = semcheck(*entry[1:], "helper.py", "ring.py", cwd=tmp_path)
     assert clean.returncode == 0, clean.stderr
-    assert "ring.py: target build; 2 devices; DMA mode eager" in clean.stdout
+    assert clean.stdout.strip().splitlines()[-1].endswith("0 violated, 0 unknown"), clean.stdout
     buggy = semcheck(*entry[1:], "helper.py", "ring.py", "leak.py", cwd=tmp_path)
-    assert buggy.returncode == 1 and "exit-balance violated" in buggy.stdout
+    assert buggy.returncode == 1
+    # one line per finding, on the kernel's line: path:line:col: property: ...
+    assert re.search(r"^leak\.py:\d+:\d+: exit-balance: violated", buggy.stdout, re.M), buggy.stdout
+
+
+def test_the_paths_hook_reverifies_the_kernels_a_changed_helper_affects(tmp_path):
+    h = hook("semcheck-paths")
+    assert h.get("pass_filenames", "true").lower() == "false"
+    entry = shlex.split(h["entry"])
+    assert entry[:2] == ["semcheck", "verify"]
+    (tmp_path / "kernels").mkdir()
+    src = CLEAN.read_text()
+    # the kernel takes its neighbour from a helper module: changing the helper changes the verdict
+    assert "right = jax.lax.rem(me + 1, num_devices)" in src, "the clean ring's neighbour line moved"
+    (tmp_path / "kernels" / "ring.py").write_text(
+        src.replace("right = jax.lax.rem(me + 1, num_devices)",
+                    "from helper import step\n    right = jax.lax.rem(me + step(), num_devices)"))
+    (tmp_path / "kernels" / "helper.py").write_text("def step():\n    return 1\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.semcheck]\npaths = ["kernels"]\ndevices = [4]\n'
+                                             'dma-mode = "eager"\npythonpath = ["kernels"]\n')
+    first = semcheck(*entry[1:], cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = semcheck("verify", "--format", "text", cwd=tmp_path)  # the text report marks cached rows
+    assert again.returncode == 0 and "(cached)" in again.stdout, again.stdout
+    (tmp_path / "kernels" / "helper.py").write_text("def step():\n    return 2\n")  # a ring of stride 2
+    changed = semcheck("verify", "--format", "text", cwd=tmp_path)
+    assert "(cached)" not in changed.stdout, changed.stdout  # the kernel importing the helper is verified afresh
 
 
 @pytest.mark.jax
