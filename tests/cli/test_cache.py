@@ -14,7 +14,7 @@ ARGS = ("verify", "kernels", "--devices", "2,4", "--format", "json")
 
 
 def entries(root) -> set[str]:
-    return {p.name for p in (root / ".semcheck_cache").rglob("*.pickle")}
+    return {p.name for p in (root / ".semcheck_cache").rglob("*.json")}
 
 
 @pytest.mark.jax

@@ -196,4 +196,4 @@ def test_a_run_that_starts_a_program_is_not_kept(tmp_path):
     cache = ResultCache(str(tmp_path / ".semcheck_cache"))
     assert _verdict(tmp_path, cache) == ("proved", False)
     assert _verdict(tmp_path, cache) == ("proved", False)
-    assert not list((tmp_path / ".semcheck_cache").rglob("*.pickle"))
+    assert not list((tmp_path / ".semcheck_cache").rglob("*.json"))
