@@ -68,7 +68,8 @@ def value_in(x: Any) -> Any:
         if tag == "exposure":
             from semcheck.checker.differences import Exposure
 
-            return Exposure(_field(body, "code", str), tuple(loc_in(loc) for loc in _list(_field(body, "locs", list), "locs")))
+            locs = _list(_field(body, "locs", list), "locs")
+            return Exposure(_field(body, "code", str), tuple(loc_in(loc) for loc in locs))
         if tag == "d" and isinstance(body, list) and all(isinstance(p, list) and len(p) == 2 for p in body):
             out = {}
             for k, v in body:
@@ -272,7 +273,8 @@ def claims_out(t: Any) -> Any:
 def claims_in(d: Any) -> Any:
     from semcheck.checker.parametric import TargetClaims
 
-    return TargetClaims(_field(d, "target", str), tuple(_claim_in(c) for c in _list(_field(d, "claims", list), "claims")),
+    claims = _list(_field(d, "claims", list), "claims")
+    return TargetClaims(_field(d, "target", str), tuple(_claim_in(c) for c in claims),
                         _field(d, "reason", str), _field(d, "timed_out", bool),
                         _strs(_field(d, "modes", list), "modes"))
 

@@ -38,8 +38,9 @@ key holds the versions of every installed distribution and a digest of
 semcheck's source instead (`_cache._environment_digest`). jax's
 configuration is determined by those versions, the kernel's own code
 (recorded here) and the `JAX_*` / `XLA_*` variables (in the key), so it
-needs no entry of its own. A run that starts another program, forks, opens
-a network connection or leaves a thread running when its code returns
+needs no entry of its own. A run that starts another program (`subprocess`,
+`os.system` / `exec*` / `spawn*` / `posix_spawn`, `multiprocessing`), forks,
+opens a network connection or leaves a thread running when its code returns
 cannot be observed and is never cached (`uncacheable`). Not seen: files
 that native code opens itself, without Python's `open`; a file's access
 time (every read changes it); the sizes and times `os.scandir`'s entries
@@ -375,6 +376,12 @@ def install(covered: tuple[str, ...] = ()) -> Recorder:
     # No audit event tells of a stat, an access check or a readlink: these four are wrapped.
     for name in ("stat", "lstat", "access", "readlink"):
         setattr(os, name, _recorded(getattr(os, name), rec))
+    try:  # multiprocessing starts programs through this, which raises no audit event (subprocess's does)
+        import _posixsubprocess
+    except ImportError:
+        pass
+    else:
+        _posixsubprocess.fork_exec = _starts_a_program(_posixsubprocess.fork_exec, rec)
     os.environ = _RecordingEnviron(os.environ, rec)
     if hasattr(os, "environb"):
         os.environb = _RecordingEnviron(os.environb, rec)
@@ -387,6 +394,14 @@ def _recorded(real: Any, rec: Recorder) -> Any:
         return real(path, *args, **kwargs)
 
     recorded.__name__, recorded.__doc__ = real.__name__, real.__doc__
+    return recorded
+
+
+def _starts_a_program(real: Any, rec: Recorder) -> Any:
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        rec.audit("os.posix_spawn", ())
+        return real(*args, **kwargs)
+
     return recorded
 
 
