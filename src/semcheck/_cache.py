@@ -245,8 +245,10 @@ def _read(data: bytes, key: str, kernel: tuple[str, str]) -> tuple[Dependencies,
     try:
         deps = entry.dependencies_in(entry.field(body, "dependencies", dict))
         return deps, entry.findings_in(entry.field(body, "findings", dict), deps)
-    except RecursionError:
-        raise BadEntry("nested too deeply") from None
+    except BadEntry:
+        raise
+    except (RecursionError, TypeError, ValueError, KeyError, AttributeError) as e:  # whatever a bad entry
+        raise BadEntry(f"{type(e).__name__} while reading it") from None  # trips over is a miss, never a crash
 
 
 def default_directory(config_file: str | None) -> str:
