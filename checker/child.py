@@ -193,7 +193,9 @@ def _failure(e: BaseException, path: str, signalled: list[bool], tb: str) -> tup
     if isinstance(e, KeyboardInterrupt) and signalled[0]:
         return ("input", ("interrupted", "interrupted", None), tb)
     loc = _user_loc(e, path)
-    if loc is not None and not isinstance(e, Exception):  # KeyboardInterrupt or its own BaseException
+    # semcheck raises no KeyboardInterrupt of its own; another BaseException is the kernel's when it
+    # was raised through the kernel file's code
+    if isinstance(e, KeyboardInterrupt) or (loc is not None and not isinstance(e, Exception)):
         return ("input", ("kernel-raised", f"the kernel raised {type(e).__name__}: {e}".rstrip(": "), loc), tb)
     return ("crash", (type(e).__name__, str(e)), tb)
 

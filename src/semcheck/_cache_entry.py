@@ -32,17 +32,23 @@ class Unwritable(TypeError):
 # --- free-form values ----------------------------------------------------------------------------
 
 
+_PLAIN = frozenset({type(None), bool, str, int})
+
+
 def value_out(x: Any) -> Any:
-    if x is None or isinstance(x, (bool, str, int)):
+    # exact types: a subclass (an enum, a named tuple) would read back as its base, which may print
+    # otherwise; such an answer is not kept
+    t = type(x)
+    if t in _PLAIN:
         return x
-    if isinstance(x, float):
+    if t is float:
         # JSON has no infinities: a string, tagged
         return x if math.isfinite(x) else {"f": repr(x)}
-    if isinstance(x, tuple):
+    if t is tuple:
         return {"t": [value_out(v) for v in x]}
-    if isinstance(x, list):
+    if t is list:
         return {"l": [value_out(v) for v in x]}
-    if isinstance(x, dict):
+    if t is dict:
         return {"d": [[value_out(k), value_out(v)] for k, v in x.items()]}
     from semcheck.checker.differences import Exposure
 
@@ -54,9 +60,10 @@ def value_out(x: Any) -> Any:
 
 
 def value_in(x: Any) -> Any:
-    if x is None or isinstance(x, (bool, str, int, float)):
+    t = type(x)
+    if t in _PLAIN or t is float:
         return x
-    if isinstance(x, dict) and len(x) == 1:
+    if t is dict and len(x) == 1:
         ((tag, body),) = x.items()
         if tag == "f" and body in ("inf", "-inf", "nan"):
             return float(body)
