@@ -21,6 +21,7 @@ not the user's time. When it runs out the child is killed and every
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
@@ -81,7 +82,10 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
     threading.Thread(target=_watch_parent, args=(semcheck_pid,), daemon=True).start()
     from semcheck._dependencies import install, observe
 
-    recorder = install()  # before semcheck sets any variable: the kernel's environment is the parent's
+    # before semcheck sets any variable: the kernel's environment is the parent's; the kernel file's
+    # bytes are in the cache key, so semcheck's own look at it is no dependency
+    recorder = install(covered=(req.path,))
+    signalled = _note_sigint()
     try:
         from semcheck.checker.properties.checking import generated_results, kernel_results
         from semcheck.checker.frontend import lower_target, provision_devices
@@ -152,19 +156,48 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         conn.send(("deps", recorder.dependencies()))
         conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
-        from semcheck.checker.frontend.errors import FrontendError
-
-        tb = traceback.format_exc()
-        if isinstance(e, FrontendError):
-            conn.send(("input", (e.code, str(e), e.loc), tb))
-        elif isinstance(e, SystemExit):
-            conn.send(("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb))
-        elif isinstance(e, KeyboardInterrupt):
-            conn.send(("input", ("interrupted", "interrupted", None), tb))
-        else:
-            conn.send(("crash", (type(e).__name__, str(e)), tb))
+        try:
+            conn.send(_failure(e, req.path, signalled, traceback.format_exc()))
+        except OSError:  # the parent is gone (killed -9): nobody to tell, and nothing to say on stderr
+            os._exit(3)
     finally:
-        conn.close()
+        with contextlib.suppress(OSError):
+            conn.close()
+
+
+def _note_sigint() -> list[bool]:
+    """A SIGINT that reaches this process, told apart from a `KeyboardInterrupt` the kernel's code raises
+    itself (the child is in a process group of its own, so a ^C at the terminal reaches semcheck only,
+    which stops its children; a SIGINT here was sent to this process on purpose)."""
+    signalled = [False]
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        signalled[0] = True
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread: a test calling `_child` directly
+        signal.signal(signal.SIGINT, on_sigint)
+    return signalled
+
+
+def _failure(e: BaseException, path: str, signalled: list[bool], tb: str) -> tuple:
+    """The message that says why the child stopped: the kernel's own failure is an input error, with
+    the kernel line where it was raised; anything else is semcheck's (a crash)."""
+    from semcheck.checker.frontend.errors import FrontendError
+    from semcheck.checker.frontend.targets import _user_loc
+
+    if isinstance(e, FrontendError):
+        return ("input", (e.code, str(e), e.loc), tb)
+    if isinstance(e, SystemExit):
+        return ("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb)
+    if isinstance(e, KeyboardInterrupt) and signalled[0]:
+        return ("input", ("interrupted", "interrupted", None), tb)
+    loc = _user_loc(e, path)
+    # semcheck raises no KeyboardInterrupt of its own; another BaseException is the kernel's when it
+    # was raised through the kernel file's code
+    if isinstance(e, KeyboardInterrupt) or (loc is not None and not isinstance(e, Exception)):
+        return ("input", ("kernel-raised", f"the kernel raised {type(e).__name__}: {e}".rstrip(": "), loc), tb)
+    return ("crash", (type(e).__name__, str(e)), tb)
 
 
 def _unconfined(r, why: str):

@@ -319,7 +319,7 @@ def settings(args) -> Settings:
 def cmd_verify(args) -> int:
     from semcheck.checker.report import render as report
     from semcheck.checker.run.planning import discover, plan, precheck_file
-    from semcheck.checker.run.request import InputError, Request
+    from semcheck.checker.run.request import NOT_CACHED, InputError, Request
     from semcheck.checker.run.runs import FileRun
 
     err = _err_console(getattr(args, "color", "auto"))
@@ -431,7 +431,8 @@ def cmd_verify(args) -> int:
                                       __version__))
         return EXIT_INPUT
 
-    notes = [n for run in runs if run.findings is not None for n in run.findings.notes]
+    notes = [n for run in runs if run.findings is not None for n in run.findings.notes
+             if n.code != NOT_CACHED or args.verbose]
     for note in {(n.code, n.message, n.loc): n for n in notes}.values():  # once, whatever device count said it
         where = f" ({note.loc.file}:{note.loc.line})" if note.loc is not None and note.loc.line else ""
         if where and where[2:-1] in note.message:
@@ -519,6 +520,18 @@ def cmd_spec(args) -> int:
     return EXIT_PROVED
 
 
+def _verify_and_stop(args) -> int:
+    """`cmd_verify`, and the warm-start server stopped before the command returns (it would outlive it)."""
+    try:
+        return cmd_verify(args)
+    finally:
+        from semcheck.checker.run.child import kill_all
+        from semcheck.checker.run.warm_start import shutdown
+
+        kill_all()
+        shutdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["export"]:
@@ -541,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PROVED
     if args.command == "verify":
         try:
-            return cmd_verify(args)
+            return _verify_and_stop(args)
         except KeyboardInterrupt:
             from semcheck.checker.run.child import kill_all
 

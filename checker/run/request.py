@@ -53,6 +53,10 @@ class Result:
     cached: bool = False  # answered from the result cache (`semcheck._cache`), not verified in this run
 
 
+NOT_CACHED = "not-cached"
+"""The code of a note saying why an answer was not kept in the result cache (printed under -v only)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Note:
     """Why some verdicts are unknown without a property saying so: a timeout or an unsupported construct.
@@ -60,7 +64,7 @@ class Note:
     The CLI prints each as one line on stderr; the verdicts carry the reason too.
     """
 
-    code: str  # "timeout" | "unsupported"
+    code: str  # "timeout" | "unsupported" | NOT_CACHED
     message: str
     devices: int
     loc: Loc | None = None

@@ -4,13 +4,14 @@ time, answered from the result cache where it can (`semcheck._cache`)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from semcheck.checker.run.child import kill_all, kill_path, verify
 from semcheck.checker.run.planning import guess_targets
-from semcheck.checker.run.request import Findings, InputError, Request, unknown_results
+from semcheck.checker.run.request import NOT_CACHED, Findings, InputError, Note, Request, unknown_results
 
 
 def run_sweep(
@@ -87,8 +88,10 @@ def run_files(
         hit = cache.get(req) if cache is not None else None
         if hit is None:
             out = verify(req, debug=debug)
-            if cache is not None:
-                cache.put(req, out)
+            why = cache.put(req, out) if cache is not None else None
+            if why is not None:  # said under -v only (checker/run/cli.py): the answer itself is the same
+                out.notes.append(Note(NOT_CACHED, f"{os.path.basename(req.path)} at {req.devices} devices: "
+                                                  f"not kept in the result cache: {why}", req.devices))
             if not out.imported:
                 hung.setdefault(i, req)
         else:

@@ -20,8 +20,10 @@ room for the server's socket name (a Unix socket path has at most 107 bytes on L
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -71,3 +73,26 @@ def context() -> tuple[Any, dict[str, str] | None]:
         if _server["key"] == key:
             return mp.get_context("forkserver"), env
     return mp.get_context("spawn"), None
+
+
+def shutdown() -> None:
+    """Stop the server, and multiprocessing's resource tracker, before semcheck's command exits. Left
+    alone each notices that semcheck is gone and exits by itself, the server only after finalising
+    jax, about a second later: a harness that waits for the command's process group to empty would
+    see them. The server keeps nothing worth a clean exit (every child it started has answered or
+    been killed), so it is killed and reaped at once; the tracker is asked to stop (it then frees
+    what a killed child left behind) and reaped. Both are CPython's private handles: there are no
+    public ones."""
+    from multiprocessing import forkserver, resource_tracker
+
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            server._stop()  # closes its end of the pipe and reaps it
+        with _lock:
+            _server.clear()
+    with contextlib.suppress(OSError, AttributeError):
+        resource_tracker._resource_tracker._stop()

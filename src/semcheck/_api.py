@@ -52,7 +52,8 @@ def check(
     `semcheck verify` does.
 
     Returns the `Findings` (`.results`: one `Result` per target x device count x mode, each with
-    its `Verdict`s; `.notes`: timeouts and unsupported constructs). `cache`: answer from, and
+    its `Verdict`s; `.notes`: timeouts, unsupported constructs, and
+    why an answer was not kept in the cache). `cache`: answer from, and
     keep answers in, the result cache `semcheck verify` uses. Raises `semcheck.InputError` when
     the kernel file cannot be verified at all, `ValueError` / `TypeError` for bad arguments.
     """

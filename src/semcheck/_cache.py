@@ -18,9 +18,17 @@ count), found in two steps, as build systems with dynamic dependencies do:
    of them still reads as it did.
 
 Anything not observed is not cached: a run that timed out (a rerun may do
-better), that started another program or opened a connection, or that ended
-in an input error. Entries are pickles written atomically (the cache is
-trusted like the source tree it sits in). An answer from the cache is marked
+better), that started another program, forked, left a thread running or
+opened a connection, or that ended in an input error.
+
+An entry answers only for its own request: it is JSON (`semcheck._cache_entry`,
+no pickle: reading an entry runs no code), written atomically, and holds the
+request's key, the kernel file's path and digest and a digest of its own
+body; `get` checks all of them, and every field, before the entry is used.
+An entry copied into another request's folder, edited or cut short is a miss
+(and removed; the fresh answer replaces it). The body's digest catches an
+edit, not a forger who rewrites the digests too: that would need a secret
+kept outside the tree. An answer from the cache is marked
 as such in every report (`Result.cached`). `--no-cache` neither reads nor
 writes. The cache directory is the directory of the `pyproject.toml` that
 configures semcheck, else the working directory; `SEMCHECK_CACHE_DIR`
@@ -29,20 +37,25 @@ overrides it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
+import json
 import os
-import pickle
 import sys
 import tempfile
+import threading
 from time import time_ns
 from typing import Any
 
+from semcheck import _cache_entry as entry
+from semcheck._cache_entry import BadEntry, Unwritable
 from semcheck._dependencies import Dependencies, file_digest
 
 CACHE_DIR_NAME = ".semcheck_cache"
-FORMAT = "2"  # bump when the pickled classes change shape
+FORMAT = "3"  # bump when an entry changes shape (`semcheck._cache_entry`)
+SUFFIX = ".json"
 KEPT = 8  # answers kept per request (one per state of its dependencies); the oldest go first
 # Variables read before any kernel code runs: jax's and XLA's configuration, and Python's own
 # (PYTHONPATH and the like decide which files an import finds).
@@ -109,26 +122,29 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
 
-    def _folder(self, req: Any) -> str:
-        key = request_key(req)
+    def _folder(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], key)
 
     def get(self, req: Any) -> Any:
-        folder = self._folder(req)
+        key = request_key(req)
+        folder = self._folder(key)
         try:
-            names = sorted(os.listdir(folder), reverse=True)
+            names = sorted((n for n in os.listdir(folder) if n.endswith(SUFFIX)), reverse=True)
         except OSError:
             names = []
+        kernel = _kernel(req)
         for name in names:
-            if not name.endswith(".pickle"):
-                continue
+            path = os.path.join(folder, name)
             try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    deps, findings = pickle.load(f)
-            except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError,
-                    ValueError):
+                with open(path, "rb") as f:
+                    deps, findings = _read(f.read(), key, kernel)
+            except OSError:
                 continue
-            if isinstance(deps, Dependencies) and deps.uncacheable is None and deps.changed() is None:
+            except BadEntry:  # not an answer of this request: never used, and replaced by the fresh one
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                continue
+            if deps.uncacheable is None and deps.changed() is None:
                 self.hits += 1
                 for r in findings.results:
                     r.cached = True
@@ -136,37 +152,103 @@ class ResultCache:
         self.misses += 1
         return None
 
-    def put(self, req: Any, findings: Any) -> None:
+    def put(self, req: Any, findings: Any) -> str | None:
+        """Keep `findings` if they may be; else the reason they are not, where the run itself does not
+        say it (a timeout has a note of its own, an input error its line)."""
         deps = findings.dependencies
-        if (not isinstance(deps, Dependencies) or deps.uncacheable is not None or _timed_out(findings)
+        if (not isinstance(deps, Dependencies) or _timed_out(findings)
                 or findings.errors):  # a target that raised is an input error: never kept
-            return
-        folder = self._folder(req)
+            return None
+        if deps.uncacheable is not None:
+            return deps.uncacheable
+        key = request_key(req)
+        try:
+            text = _write(deps, findings, key, _kernel(req))
+        except Unwritable as e:  # a value the format has no place for: answered, not kept
+            return f"the answer holds {e}, which a cache entry cannot"
+        folder = self._folder(key)
         try:
             self._prepare()
             os.makedirs(folder, exist_ok=True)
-            old = sorted(n for n in os.listdir(folder) if n.endswith(".pickle"))
+            old = sorted(n for n in os.listdir(folder) if n.endswith((SUFFIX, ".pickle")))
             # names sort by time, so `get` tries the newest answer first
-            name = f"{time_ns()}-{hashlib.sha256(repr(deps).encode()).hexdigest()[:16]}.pickle"
+            name = f"{time_ns()}-{hashlib.sha256(repr(deps).encode()).hexdigest()[:16]}{SUFFIX}"
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump((deps, findings), f, protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
             os.replace(tmp, os.path.join(folder, name))
-            for stale in old[: max(0, len(old) + 1 - KEPT)]:
-                os.remove(os.path.join(folder, stale))
-        except OSError:  # a read-only tree: no cache, same answers
+            stale = [n for n in old if not n.endswith(SUFFIX)]  # an older format's entries
+            kept = [n for n in old if n.endswith(SUFFIX)]
+            for n in stale + kept[: max(0, len(kept) + 1 - KEPT)]:
+                os.remove(os.path.join(folder, n))
+        except OSError:  # a read-only tree or a full disk: no cache, same answers
             pass
+        return None
 
     def _prepare(self) -> None:
-        """Create the directory with a .gitignore and a CACHEDIR.TAG (as pytest and ruff do)."""
-        if os.path.isdir(self.directory):
-            return
+        """The directory with a .gitignore and a CACHEDIR.TAG (as pytest and ruff make), each written
+        again when missing: a directory made on a full disk, or by an older semcheck, gets them too."""
         os.makedirs(self.directory, exist_ok=True)
-        with open(os.path.join(self.directory, ".gitignore"), "w") as f:
-            f.write("# created by semcheck\n*\n")
-        with open(os.path.join(self.directory, "CACHEDIR.TAG"), "w") as f:
-            f.write("Signature: 8a477f597d28d172789f06886806bc55\n"
-                    "# This file is a cache directory tag created by semcheck.\n")
+        for name, text in _MARKERS.items():
+            path = os.path.join(self.directory, name)
+            if os.path.isfile(path):
+                continue
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            try:
+                with open(tmp, "w") as f:  # as any file the user makes (mkstemp's would be private)
+                    f.write(text)
+                os.replace(tmp, path)  # whole or not at all: a full disk leaves no empty marker behind
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                raise
+
+
+_MARKERS = {
+    ".gitignore": "# created by semcheck\n*\n",
+    "CACHEDIR.TAG": ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                     "# This file is a cache directory tag created by semcheck.\n"),
+}
+
+
+def _kernel(req: Any) -> tuple[str, str]:
+    path = os.path.abspath(req.path)
+    return path, file_digest(path)
+
+
+def _body_digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def _write(deps: Dependencies, findings: Any, key: str, kernel: tuple[str, str]) -> str:
+    body = {"format": FORMAT, "key": key, "kernel": list(kernel), "dependencies": entry.dependencies_out(deps),
+            "findings": entry.findings_out(findings)}
+    return json.dumps({"body": body, "digest": _body_digest(body)}, allow_nan=False)
+
+
+def _read(data: bytes, key: str, kernel: tuple[str, str]) -> tuple[Dependencies, Any]:
+    """An entry's dependencies and findings, if it is an entry of this request whose body reads back
+    exactly as written; else `BadEntry`."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise BadEntry("not JSON") from None
+    body = entry.field(doc, "body", dict)
+    if entry.field(doc, "digest", str) != _body_digest(body):
+        raise BadEntry("its digest does not match its body")
+    if entry.field(body, "format", str) != FORMAT:
+        raise BadEntry("another format")
+    if entry.field(body, "key", str) != key:
+        raise BadEntry("the entry of another request")
+    if entry.field(body, "kernel", list) != list(kernel):
+        raise BadEntry("the entry of another kernel file")
+    try:
+        deps = entry.dependencies_in(entry.field(body, "dependencies", dict))
+        return deps, entry.findings_in(entry.field(body, "findings", dict), deps)
+    except BadEntry:
+        raise
+    except (RecursionError, TypeError, ValueError, KeyError, AttributeError) as e:  # whatever a bad entry
+        raise BadEntry(f"{type(e).__name__} while reading it") from None  # trips over is a miss, never a crash
 
 
 def default_directory(config_file: str | None) -> str:

@@ -102,6 +102,13 @@ KERNELS: dict[str, str] = {
     "exits_at_import.py": "import os\n\nos._exit(7)\n",
     "segfaults_at_import.py": "import ctypes\n\nctypes.string_at(0)\n",
     "sys_exit_at_import.py": "import sys\n\nsys.exit(4)\n",
+    "raises_own_base_exception.py": (
+        "class Stop(BaseException):\n"
+        "    pass\n\n\n"
+        "def build(num_devices):\n"
+        "    raise Stop('the kernel stops itself')\n"
+    ),
+    "raises_keyboard_interrupt.py": "import math\n\nraise KeyboardInterrupt('raised by the kernel, not typed')\n",
     "prints_at_import.py": (
         "import os, sys\n"
         f"sys.path.insert(0, {str(EXAMPLES)!r})\n"

@@ -4,6 +4,8 @@ any change to the kernel, a module it imports, or the options verifies afresh.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 
 import pytest
@@ -14,7 +16,7 @@ ARGS = ("verify", "kernels", "--devices", "2,4", "--format", "json")
 
 
 def entries(root) -> set[str]:
-    return {p.name for p in (root / ".semcheck_cache").rglob("*.pickle")}
+    return {p.name for p in (root / ".semcheck_cache").rglob("*.json")}
 
 
 @pytest.mark.jax
@@ -94,3 +96,38 @@ def test_the_recorder_reads_what_the_build_opens_and_no_other_event(tmp_path):
     events, recorded = proc.stdout.split("\n")[:2]
     assert "builtins.id" not in events and "'open'" in events
     assert recorded == "True"
+
+
+@pytest.mark.jax
+def test_the_entry_of_a_proved_file_never_answers_for_a_buggy_one(tmp_path):
+    """Copying a proved file's entry over a buggy file's (as anyone who can write to .semcheck_cache/
+    could) makes no verdict: the buggy file is verified afresh and violated, exit 1."""
+    from ._support import BUGGY
+
+    shutil.copy(CLEAN, tmp_path / "clean.py")
+    shutil.copy(BUGGY / "exit_leak_extra_signal.py", tmp_path / "buggy.py")
+    args = ("--devices", "2", "--dma-mode", "eager", "--format", "json")
+    assert semcheck("verify", "clean.py", *args, cwd=tmp_path).returncode == 0
+    assert semcheck("verify", "buggy.py", *args, cwd=tmp_path).returncode == 1
+    by_kernel = {}
+    for p in (tmp_path / ".semcheck_cache").rglob("*.json"):
+        by_kernel[os.path.basename(json.loads(p.read_text())["body"]["kernel"][0])] = p
+    shutil.copy(by_kernel["clean.py"], by_kernel["buggy.py"])
+    again = semcheck("verify", "buggy.py", *args, cwd=tmp_path)
+    assert again.returncode == 1, again.stdout
+    assert not any(row.get("cached") for row in again.json()["results"])
+    assert any(row["verdict"] == "violated" for row in again.json()["results"])
+
+
+@pytest.mark.jax
+def test_verbose_says_why_an_answer_was_not_kept(tmp_path):
+    kernel = tmp_path / "ring.py"
+    shutil.copy(CLEAN, kernel)
+    kernel.write_text(kernel.read_text() + "\nimport subprocess  # noqa: E402\nsubprocess.run(['true'])\n")
+    quiet = semcheck("verify", "ring.py", "--devices", "2", "--dma-mode", "eager", cwd=tmp_path)
+    verbose = semcheck("verify", "ring.py", "--devices", "2", "--dma-mode", "eager", "-v", cwd=tmp_path)
+    assert quiet.returncode == verbose.returncode == 0, verbose.stderr
+    assert quiet.stderr_lines == []
+    assert verbose.stderr_lines == ["semcheck: not-cached: ring.py at 2 devices: not kept in the result cache: "
+                                    "it starts another program"], verbose.stderr
+    assert not list((tmp_path / ".semcheck_cache").rglob("*.json"))

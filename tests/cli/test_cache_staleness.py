@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -183,17 +182,167 @@ def monkeypatch_env():
         os.environ.update(saved)
 
 
-def test_a_run_that_starts_a_program_is_not_kept(tmp_path):
+UNOBSERVED = {
+    "program": "import subprocess\nsubprocess.run(['true'])\n",
+    "multiprocessing": ("import multiprocessing.util, sys\n"
+                        "exe = os.fsencode(sys.executable)\n"
+                        "os.waitpid(multiprocessing.util.spawnv_passfds(exe, [sys.executable, '-c', ''], ()), 0)\n"),
+    "fork": "pid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\n",
+    "thread": "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+}
+
+
+@pytest.mark.parametrize("what", sorted(UNOBSERVED))
+def test_a_run_that_starts_a_program_forks_or_leaves_a_thread_is_not_kept(tmp_path, what):
+    """What another program, a forked process or a thread still running after the kernel's code
+    returns reads is not observed: the answer is given, and not kept."""
     from semcheck._cache import ResultCache
 
     env: dict[str, str] = {}
     _project(tmp_path, env)
     kernel = tmp_path / "kernels" / "kernel.py"
-    kernel.write_text(kernel.read_text() + textwrap.dedent('''
-        import subprocess
-        subprocess.run(["true"])
-    '''))
+    kernel.write_text(kernel.read_text() + "\n" + UNOBSERVED[what])
     cache = ResultCache(str(tmp_path / ".semcheck_cache"))
     assert _verdict(tmp_path, cache) == ("proved", False)
     assert _verdict(tmp_path, cache) == ("proved", False)
-    assert not list((tmp_path / ".semcheck_cache").rglob("*.pickle"))
+    assert not list((tmp_path / ".semcheck_cache").rglob("*.json"))
+
+
+def test_a_thread_that_ends_before_the_kernels_code_returns_is_no_obstacle(tmp_path):
+    from semcheck._cache import ResultCache
+
+    env: dict[str, str] = {}
+    _project(tmp_path, env)
+    kernel = tmp_path / "kernels" / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\nimport threading\nt = threading.Thread(target=sum, args=([1],))\n"
+                      "t.start()\nt.join()\n")
+    cache = ResultCache(str(tmp_path / ".semcheck_cache"))
+    assert _verdict(tmp_path, cache) == ("proved", False)
+    assert _verdict(tmp_path, cache) == ("proved", True)
+
+
+# --- every route to a file or a variable ----------------------------------------------------------
+
+# How the kernel's `build` learns one bit: each reads `THING` (a file, or a link to one) or the variable
+# `ROUTE_BUG` by one API. A missing file reads as 1, so a change of existence is a change of the bit.
+ROUTES = {
+    "open": "int(open(THING).read().strip())",
+    "pathlib.read_text": "int(THING.read_text().strip())",
+    "pathlib.read_bytes": "int(THING.read_bytes().strip())",
+    "pathlib.open": "int(THING.open().read().strip())",
+    "os.path.getsize": "os.path.getsize(THING) - 1",
+    "os.stat": "os.stat(THING).st_size - 1",
+    "os.path.getmtime": "int(os.path.getmtime(THING) > 0) * (os.path.getsize(THING) - 1)",
+    "os.path.exists": "int(not os.path.exists(THING))",
+    "os.path.isfile": "int(not os.path.isfile(THING))",
+    "os.path.islink": "int(os.path.islink(THING))",
+    "os.path.lexists": "int(os.path.lexists(THING) and not os.path.exists(THING))",
+    "os.access": "int(not os.access(THING, os.R_OK))",
+    "os.readlink": "int(os.path.islink(THING) and os.readlink(THING).endswith('b'))",
+    "pathlib.exists": "int(not THING.exists())",
+    "pathlib.is_file": "int(not THING.is_file())",
+    "pathlib.resolve": "int(THING.resolve().name == 'b')",
+    "os.listdir": "int('a' not in os.listdir(HERE))",
+    "os.scandir": "int(any(e.name == 'thing' and e.is_symlink() for e in os.scandir(HERE)))",
+    "pathlib.iterdir": "int(HERE / 'b' in set(HERE.iterdir()))",
+    "pathlib.glob": "len(list(HERE.glob('b')))",
+    "os.environ.get": "int(os.environ.get('ROUTE_BUG') or 0)",
+    "os.environ[]": "int(os.environ['ROUTE_BUG'] or 0) if 'ROUTE_BUG' in os.environ else 0",
+    "os.getenv": "int(os.getenv('ROUTE_BUG') or 0)",
+    "os.environb": "int(os.environb.get(b'ROUTE_BUG') or 0)",
+    "os.getenvb": "int(os.getenvb(b'ROUTE_BUG') or 0)",
+}
+CHANGES = ("content", "existence", "link target", "variable")
+
+ROUTE_KERNEL = KERNEL.replace('''import neighbour
+import outside
+from kernels_pkg import helpers
+''', '').replace('''def bugs():
+    data = json.loads((HERE / "data.json").read_text())["bug"]
+    return [LOCAL, neighbour.BUG, helpers.BUG, outside.BUG, data,
+            int(os.environ.get("STALENESS_BUG") or "0"),
+            int((HERE / "flag").exists()),
+            len(glob.glob(str(HERE / "marks" / "*.bug")))]
+''', '''THING = HERE / "thing"
+
+
+def read():
+    try:
+        return {route}
+    except (OSError, ValueError):  # missing, or not a number
+        return 1
+
+
+def bugs():
+    return [max(0, read())]
+''')
+
+
+def _route_bit(route: str, here: Path) -> int:
+    """The bit `build` reads, read here the same way (what a fresh verification sees)."""
+    try:
+        return max(0, eval(ROUTES[route], {"os": os, "THING": here / "thing", "HERE": here}))  # noqa: S307
+    except (OSError, ValueError):
+        return 1
+
+
+def _change(here: Path, change: str, env) -> None:
+    thing = here / "thing"
+    target = Path(os.readlink(thing)).name if thing.is_symlink() else None
+    if change == "content":  # the file the path names now, rewritten to say the other thing
+        path = here / target if target else thing
+        old = path.read_text() if path.exists() else "0"
+        path.write_text("1\n" if old.strip() == "0" else "0")
+    elif change == "existence":
+        path = here / target if target else thing
+        if path.exists():
+            path.unlink()
+        else:
+            path.write_text("1\n")
+    elif change == "link target":  # a link to the other file, or a plain file made a link and back
+        if thing.is_symlink():
+            thing.unlink()
+            if target == "a":
+                os.symlink("b", thing)
+            else:
+                thing.write_text("0")
+        else:
+            thing.unlink(missing_ok=True)
+            os.symlink("a" if not (here / "b").exists() else "b", thing)
+    else:  # unset -> "1" -> "0" -> unset
+        following = {None: "1", "1": "0"}.get(env.get("ROUTE_BUG"))
+        if following is None:
+            env.pop("ROUTE_BUG", None)
+        else:
+            env["ROUTE_BUG"] = following
+
+
+@settings(max_examples=40 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 5, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(sorted(ROUTES)), st.booleans(), st.lists(st.sampled_from(CHANGES), min_size=1, max_size=3))
+def test_every_route_to_a_file_or_a_variable_is_followed(tmp_path_factory, monkeypatch_env, route, linked, changes):
+    """Whichever API `build` reads a file, a path or a variable through, and whatever changes (the
+    file's content, its existence, where its link points, the variable), the next answer is the one
+    a fresh verification gives: never a stale cached one."""
+    from semcheck._cache import ResultCache
+
+    root = tmp_path_factory.mktemp("route")
+    here = root / "kernels"
+    here.mkdir()
+    (here / "kernel.py").write_text(ROUTE_KERNEL.replace("{route}", ROUTES[route]).replace("{local}", "0"))
+    (here / "a").write_text("0")
+    (here / "b").write_text("1\n")
+    if linked:
+        os.symlink("a", here / "thing")
+    else:
+        (here / "thing").write_text("0")
+    monkeypatch_env.pop("ROUTE_BUG", None)
+    cache = ResultCache(str(root / ".semcheck_cache"))
+    want = "violated" if _route_bit(route, here) else "proved"
+    assert _verdict(root, cache) == (want, False)
+    assert _verdict(root, cache) == (want, True)  # nothing changed: answered from the cache
+    for change in changes:
+        _change(here, change, monkeypatch_env)
+        want = "violated" if _route_bit(route, here) else "proved"
+        got, _cached = _verdict(root, cache)
+        assert got == want, (route, linked, change, _cached)

@@ -28,6 +28,12 @@ CHILD_CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]]
     "os-exit": ("exits_at_import.py", (), "crashed", ("died", "exit code 7", "exits_at_import.py")),
     "segfault": ("segfaults_at_import.py", (), "crashed", ("died", "SIGSEGV", "segfaults_at_import.py")),
     "sys-exit": ("sys_exit_at_import.py", (), "kernel-exited", ("sys.exit(4)", "sys_exit_at_import.py")),
+    # the kernel's own BaseException is its error, not semcheck's (not internal-error)
+    "own-base-exception": ("raises_own_base_exception.py", (), "kernel-raised",
+                           ("Stop", "the kernel stops itself", "raises_own_base_exception.py:6")),
+    # raised by the kernel's code, not the user's ^C (which is exit 130, "interrupted")
+    "keyboard-interrupt": ("raises_keyboard_interrupt.py", (), "kernel-raised",
+                           ("KeyboardInterrupt", "raised by the kernel", "raises_keyboard_interrupt.py:3")),
 }
 
 

@@ -38,7 +38,7 @@ def test_writes_only_the_requested_output(tmp_path):
     # besides the report, only the result cache (.semcheck_cache/, as mypy's and ruff's caches)
     after = [p for p in snapshot(tmp_path) if not p.startswith("work/.semcheck_cache")]
     assert after == sorted([*before, "work/report.json"])
-    assert any(p.endswith(".pickle") for p in snapshot(work / ".semcheck_cache"))
+    assert any(p.endswith(".json") for p in snapshot(work / ".semcheck_cache"))
 
 
 def test_a_long_temporary_directory_still_verifies(tmp_path):
