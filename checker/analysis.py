@@ -263,6 +263,22 @@ class ModeAnalysis:
         return every_run_fails(self)
 
     @cached_property
+    def scopes(self):
+        """BUF-13's verdict on the program's copies of run_scoped buffers (`confined_scopes.scope_verdict`),
+        None when it has none."""
+        from semcheck.checker.confined_scopes import scope_verdict
+
+        return scope_verdict(self.program, self.mode)
+
+    @cached_property
+    def scope_failure(self) -> str | None:
+        """BUF-14: why a run of this interpreter mode may raise at a run_scoped buffer, which no engine
+        follows (so nothing else of the mode is proved); None when no run can."""
+        from semcheck.checker.confined_scopes import interpreter_failure
+
+        return interpreter_failure(self.scopes, self.mode)
+
+    @cached_property
     def race_order(self):
         """The happens-before pass (DR-6) of this mode (`races.ordered`)."""
         from semcheck.checker.races import ordered

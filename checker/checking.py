@@ -54,7 +54,17 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
             else:
                 v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
         out.append(v)
-    return out
+    return _past_scope_failure(out, facts)
+
+
+def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
+    """BUF-14: where a run of an interpreter mode may raise at a run_scoped buffer, no engine follows it, so
+    nothing that run decides is proved (invocation-confined, which says it, aside)."""
+    why = facts.scope_failure if facts.mode != "hardware" else None
+    if why is None:
+        return verdicts
+    return [v if v.verdict != "proved" or v.property == "invocation-confined" else
+            Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 
 def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
@@ -236,6 +246,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        if mode != "hardware":  # BUF-14 for what a fold or one period proved too
+            by_prop = {v.property: v for v in _past_scope_failure(list(by_prop.values()), analysis.mode(mode))}
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
         done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
     return done

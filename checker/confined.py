@@ -479,13 +479,19 @@ def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000
 
     `facts`: the program's analysis under `mode`, whose lowering (the other checks' too) holds the targets and
     totals read here when it is complete (PRG-147)."""
+    from semcheck.checker.confined_scopes import combine, scope_verdict
+
     del timeout_ms
     if mode != "hardware":
-        return interpreter_verdict(program, mode)
-    low = facts.lowering if facts is not None else None
-    if low is not None and complete(low):
-        return decide(program, landing_columns(program, low), lowering=low)
-    return decide(program, single_landings(program, mode, low), lowering=low)
+        kernel = interpreter_verdict(program, mode)
+    else:
+        low = facts.lowering if facts is not None else None
+        if low is not None and complete(low):
+            kernel = decide(program, landing_columns(program, low), lowering=low)
+        else:
+            kernel = decide(program, single_landings(program, mode, low), lowering=low)
+    # BUF-13: the same question at the grain of each run_scoped scope, in every mode
+    return combine(kernel, facts.scopes if facts is not None else scope_verdict(program, mode))
 
 
 def interpreter_verdict(program: Program, mode: str) -> Verdict:
