@@ -241,9 +241,12 @@ def composed_verdict(composed: Any) -> Verdict:
     refused = launch_verdict(PROPERTY, composed.program, "hardware")  # LAUNCH-7: nothing of it runs on a TPU
     if refused is not None:
         return refused
+    from semcheck.checker.confined_scopes import combine, scope_verdict
+
     invs = composed.ir.invocations
-    return decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
-                  calls=composed.calls, reading=composed.reading)
+    kernel = decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
+                    calls=composed.calls, reading=composed.reading)
+    return combine(kernel, scope_verdict(composed.program, "hardware"))  # BUF-13 in every call's scopes
 
 
 def decide(program: Program, landings: list[Landing] | LandingColumns, *, where: Any = None, calls: Any = None,

@@ -65,9 +65,9 @@ def _retiring_wait(program: Program, t: ScopeTouch) -> Any:
 
 
 def _name(program: Program, label: str) -> str:
-    """The kernel's name of a scoped buffer label (its parameter in the run_scoped body), else the label."""
+    """The kernel's name of a scoped buffer label (its parameter in the run_scoped body), else its site."""
     site = label.rsplit("/", 1)[0]
-    return dict(program.names).get(site, label)
+    return dict(program.names).get(site, site)
 
 
 def _message(program: Program, t: ScopeTouch, when: str, mode: str) -> tuple[str, dict[str, Any]]:
@@ -127,6 +127,15 @@ def _witness(program: Program, t: ScopeTouch, run_out: Any, when: str, mode: str
         stats["replayed"] = True
     return Verdict(PROPERTY, "violated", stats=stats, witness=Witness(
         message=msg, schedule=tuple(sched), locs=(op.loc, alloc.loc), details=details, hint=HINT))
+
+
+def has_scopes(program: Any) -> bool:
+    """Whether BUF-13 has anything to ask of the program: a run_scoped buffer a copy touches (of a
+    Symmetric, any run_scoped buffer of its representatives)."""
+    if not isinstance(program, Program):
+        reps = getattr(program, "representatives", ())
+        return any(type(op) is AllocBuffer and op.scope == "core" for ops in reps for op in ops)
+    return bool(scope_touches(program))
 
 
 def scope_verdict(program: Any, mode: str) -> Verdict | None:
@@ -227,4 +236,4 @@ def combine(kernel: Verdict, scopes: Verdict | None) -> Verdict:
     return Verdict(PROPERTY, "proved", reason=f"{kernel.reason}; {scopes.reason}")
 
 
-__all__ = ["combine", "scope_verdict"]
+__all__ = ["combine", "has_scopes", "interpreter_failure", "scope_verdict"]

@@ -81,7 +81,9 @@ def interpreter_raises(program: Program, touch: ScopeTouch, mode: str) -> bool:
     inside it (the start is in the scope's body); a write into another core's scope runs then and
     there. `on_wait` runs a half when a waiter pops its task (DMA-3, DMA-4): the read task waits on
     (send semaphore, issuer), the read-and-write task on (receive semaphore, target). The half stays in
-    the window when every wait that can pop one of its tasks is a wait of the owner core inside it."""
+    the window when every wait that can pop one of its tasks is a wait of the owner core inside it.
+    Asked of a half BUF-13 found may run outside the window (where it is confined, no mode runs it
+    outside: every wait that lets the owner leave needs its arrival)."""
     if mode == "hardware":
         return False
     if mode == "eager":
