@@ -94,7 +94,8 @@ def _message(program: Program, t: ScopeTouch, when: str, mode: str) -> tuple[str
         else:
             msg += (f"; under {mode} jax's interpreter runs the copy's {t.half} half inside the scope, so no run "
                     "fails there (BUF-14, D32), but on a TPU the scope's memory is reused (BUF-15)")
-    details = {"raises": mode != "hardware" and interpreter_raises(program, t, mode), "scope": buf, "scope_line": alloc.loc.line, "copy_line": op.loc.line, "half": t.half,
+    details = {"raises": mode != "hardware" and interpreter_raises(program, t, mode), "scope": buf, "label": t.label,
+               "owner": t.owner, "scope_line": alloc.loc.line, "copy_line": op.loc.line, "half": t.half,
                "when": when, "owner_device": topo.device_of(t.owner),
                "wait_line": wait.loc.line if wait is not None else None, "rule": "BUF-13"}
     return msg, details
