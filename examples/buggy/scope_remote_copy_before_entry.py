@@ -1,20 +1,21 @@
 """BUGGY: a ring shift into a `run_scoped` receive buffer its target may not have entered.
 
 Pattern: every device shakes hands with both ring neighbours on the barrier semaphore, so that all
-of them are inside the kernel, then opens a `pl.run_scoped` region with a VMEM receive buffer
-`recv_buf`, sends its block into its RIGHT neighbour's `recv_buf`, waits for its own send and for
-the block from its left neighbour, and writes the block out.
+of them are inside the kernel; the odd devices then have some set-up work; every device opens a
+`pl.run_scoped` region with a VMEM receive buffer `recv_buf`, sends its block into its RIGHT
+neighbour's `recv_buf`, waits for its own send and for the block from its left neighbour, and writes
+the block out.
 
-Bug (line 55): the handshake is made before the scope. A device that is quick gets past it and
+Bug (line 64): the handshake is made before the scope. A device that is quick gets past it and
 starts the copy into its right neighbour's `recv_buf` while that neighbour has not yet entered the
 scope (on a TPU the copy writes stack memory the neighbour has not allocated yet, and may still be
 using for something else). jax's interpret mode shows it under `eager`: the copy runs inside its
-start and raises `KeyError: ('vmem', ...)` when the neighbour's buffer does not exist yet (every run
-at 4 and 8 devices, the runs where a sender is first at 2). Under `on_wait` the copy lands when the
-neighbour waits for it, inside its scope, and the runs complete.
+start and raises `KeyError: ('vmem', ...)` when the neighbour's buffer does not exist yet (in every
+run: the odd devices' set-up keeps them out of the scope while their left neighbours send). Under
+`on_wait` the copy lands when the neighbour waits for it, inside its scope, and the runs complete.
 
-Expected semcheck report: invocation-confined violated in every mode -- the copy started at line 55
-can land before its target entered the scope of `recv_buf` (line 62). The fix,
+Expected semcheck report: invocation-confined violated in every mode -- the copy started at line 64
+can land before its target entered the scope of `recv_buf` (line 69). The fix,
 `examples/scope_remote_copy_handshake.py`, shakes hands inside the scope.
 """
 
@@ -47,6 +48,14 @@ def _kernel(x_ref, o_ref, send_sem, recv_sem, *, num_devices):
     pl.semaphore_signal(barrier, 1, device_id=(left,))
     pl.semaphore_signal(barrier, 1, device_id=(right,))
     pl.semaphore_wait(barrier, 2)
+
+    @pl.when(me % 2 == 1)
+    def _():  # the odd devices have set-up work before their scope (here: clearing the output row by row)
+        def clear(r, carry):
+            o_ref[pl.ds(r % o_ref.shape[0], 1), :] = jnp.zeros((1, o_ref.shape[1]), o_ref.dtype)
+            return carry
+
+        jax.lax.fori_loop(0, 16 * o_ref.shape[0], clear, 0)
 
     def body(recv_buf):
         copy = pltpu.make_async_remote_copy(
