@@ -266,9 +266,13 @@ class ModeAnalysis:
     def scopes(self):
         """BUF-13's verdict on the program's copies of run_scoped buffers (`confined_scopes.scope_verdict`),
         None when it has none."""
-        from semcheck.checker.confined_scopes import scope_verdict
+        from semcheck.checker.confined_scopes import scope_runs, scope_verdict
+        from semcheck.model.ops import Program
 
-        return scope_verdict(self.program, self.mode)
+        if not isinstance(self.program, Program):
+            return scope_verdict(self.program, self.mode)
+        # the held runs are hardware runs: every mode reads the same ones
+        return scope_verdict(self.program, self.mode, self.whole.shared(("scope_runs",), lambda: scope_runs(self.program)))
 
     @cached_property
     def scope_failure(self) -> str | None:

@@ -139,31 +139,47 @@ def has_scopes(program: Any) -> bool:
     return bool(scope_touches(program))
 
 
-def scope_verdict(program: Any, mode: str) -> Verdict | None:
-    """BUF-13 for every copy half on a `run_scoped` buffer (module docstring); None when there is none."""
-    if not isinstance(program, Program):  # a Symmetric (RUN-20): its scopes would need every core's run
-        reps = getattr(program, "representatives", ())
-        if any(type(op) is AllocBuffer and op.scope == "core" for ops in reps for op in ops):
-            return Verdict(PROPERTY, "unknown", reason=(
-                "the kernel allocates run_scoped buffers and is decided on one period of its devices, where "
-                "the scope check (BUF-13) is not made: check it at fewer devices"))
-        return None
+MAX_RUNS = 2048
+"""The held runs one program's scope check may make (two per touch at most); past it, unknown."""
+
+
+@dataclasses.dataclass
+class ScopeRuns:
+    """What the held runs of BUF-13 found, the same in every mode (they are hardware runs): the touches
+    asked, the violations (touch, "early" | "late", the run, its copies' idents) and the touches a
+    failing run left undecided (touch, why)."""
+
+    touches: int
+    found: list[tuple[ScopeTouch, str, Any, dict]]
+    unsure: list[tuple[ScopeTouch, str]]
+    period: int
+    too_many: str = ""
+
+
+def scope_runs(program: Program) -> ScopeRuns | None:
+    """BUF-13's held runs for every copy half on a run_scoped buffer (module docstring); None when there is
+    none. Where rotating the devices by a period maps the program onto itself, the touches of the first
+    period's issuers stand for all (PRG-131's argument: their held runs are rotations of each other)."""
+    from semcheck.model.fold import rotation_period
+
     touches = scope_touches(program)
     if not touches:
         return None
-    if mode != "hardware" and program.topology.cores_per_device > 1:
-        return Verdict(PROPERTY, "unknown", reason=(
-            f"{len(touches)} copy half(s) touch run_scoped buffers, and with several cores per device the "
-            f"interpreter's schedules are not the hardware runs the scope check reads (BUF-13)"))
+    topo = program.topology
+    period = rotation_period(program) if topo.num_devices > 2 else topo.num_devices
+    asked = [t for t in touches if topo.device_of(t.core) < period]
+    out = ScopeRuns(len(touches), [], [], period)
+    runs = len({(t.owner, t.enter) for t in asked if t.owner != t.core}) + sum(t.free is not None for t in asked)
+    if runs > MAX_RUNS:
+        out.too_many = (f"{runs} held runs would be needed for the {len(asked)} copy halves on run_scoped buffers "
+                        f"(at most {MAX_RUNS}, BUF-13)")
+        return out
     early_runs: dict[tuple[int, int], Any] = {}
-    unsure: list[tuple[str, bool]] = []  # (why, whether the interpreter can raise there)
-    found: list[Verdict] = []
-    for t in touches:
+    for t in asked:
         op = program.cores[t.core][t.pc]
-        raises = interpreter_raises(program, t, mode)
         if t.enter is None:
-            unsure.append((f"the copy at {op.loc} writes '{_name(program, t.label)}' on a core that never "
-                           "allocates it", True))
+            out.unsure.append((t, f"the copy at {op.loc} writes '{_name(program, t.label)}' on a core that never "
+                                  "allocates it"))
             continue
         if t.owner != t.core:
             key = (t.owner, t.enter)
@@ -172,36 +188,58 @@ def scope_verdict(program: Any, mode: str) -> Verdict | None:
             early = early_runs[key]
             if early.state.pcs[t.core] > t.pc:
                 if early.kind in ("completed", "deadlock"):
-                    found.append(_witness(program, t, early, "early", mode))
+                    out.found.append((t, "early", early, {}))
                 else:
-                    unsure.append((f"the copy at {op.loc} may land before its target enters the scope (a run can "
-                                   "fail first)", raises))
+                    out.unsure.append((t, f"the copy at {op.loc} may land before its target enters the scope (a "
+                                          "run can fail first)"))
         if t.free is not None:
             seen = _Starts()
             late = fast_run(program, "hardware", suppress=frozenset({(t.core, t.pc, t.half)}), observer=seen)
             # (a copy that never starts while its half is held back lands nowhere)
             if late.state.pcs[t.core] > t.pc and late.state.pcs[t.owner] > t.free:
                 if late.kind in ("completed", "deadlock"):
-                    found.append(_witness(program, t, late, "late", mode, seen.starts))
+                    out.found.append((t, "late", late, seen.starts))
                 else:
-                    unsure.append((f"the copy at {op.loc} may touch its run_scoped buffer after the scope ends "
-                                   "(a run can fail first)", raises))
-        # the first violation is the witness; in the interpreter's modes one the interpreter raises at first
-        # (BUF-14: that decides whether anything else of the mode stands)
-        if found and (mode == "hardware" or any(_raises(v) for v in found)):
-            break
-    if found:
-        v = next((v for v in found if _raises(v)), found[0])
-        maybe = [w for w, r in unsure if r]
-        if not _raises(v) and maybe:  # undecided elsewhere, where the interpreter may raise
+                    out.unsure.append((t, f"the copy at {op.loc} may touch its run_scoped buffer after the scope "
+                                          "ends (a run can fail first)"))
+    return out
+
+
+def scope_verdict(program: Any, mode: str, runs: ScopeRuns | None = None) -> Verdict | None:
+    """BUF-13 under `mode` from the held runs (`scope_runs`, made here when not given); None when no copy
+    touches a run_scoped buffer. In the interpreter's modes the witness is, where there is one, a touch the
+    interpreter can raise at (BUF-14: that decides whether anything else of the mode stands)."""
+    if not isinstance(program, Program):  # a Symmetric (RUN-20): its scopes would need every core's run
+        if has_scopes(program):
+            return Verdict(PROPERTY, "unknown", reason=(
+                "the kernel allocates run_scoped buffers and is decided on one period of its devices, where "
+                "the scope check (BUF-13) is not made: check it at fewer devices"))
+        return None
+    runs = runs if runs is not None else scope_runs(program)
+    if runs is None:
+        return None
+    if runs.too_many:
+        return Verdict(PROPERTY, "unknown", reason=runs.too_many)
+    if mode != "hardware" and program.topology.cores_per_device > 1:
+        return Verdict(PROPERTY, "unknown", reason=(
+            f"{runs.touches} copy half(s) touch run_scoped buffers, and with several cores per device the "
+            f"interpreter's schedules are not the hardware runs the scope check reads (BUF-13)"))
+    raising = [x for x in runs.found if interpreter_raises(program, x[0], mode)]
+    maybe = [why for t, why in runs.unsure if t.enter is None or interpreter_raises(program, t, mode)]
+    if runs.found:
+        t, when, run_out, starts = (raising or runs.found)[0]
+        v = _witness(program, t, run_out, when, mode, starts)
+        if not raising and maybe:  # undecided elsewhere, where the interpreter may raise
             v = dataclasses.replace(v, stats={**v.stats, "unsure_raises": maybe[0]})
         return v
-    if unsure:
-        return Verdict(PROPERTY, "unknown", reason="; ".join(w for w, _ in unsure[:2]),
-                       stats={"raises": any(r for _, r in unsure)})
+    if runs.unsure:
+        return Verdict(PROPERTY, "unknown", reason="; ".join(why for _, why in runs.unsure[:2]),
+                       stats={"raises": bool(maybe)})
+    sym = (f"; those of devices 0..{runs.period - 1} checked, the program repeating every {runs.period} devices "
+           "(PRG-131)" if runs.period < program.topology.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
-        f"every copy half on a run_scoped buffer ({len(touches)}) runs inside its scope on the buffer's core "
-        "(buffers.md BUF-13)"))
+        f"every copy half on a run_scoped buffer ({runs.touches}) runs inside its scope on the buffer's core "
+        f"(buffers.md BUF-13){sym}"))
 
 
 def _raises(v: Verdict) -> bool:

@@ -1,6 +1,6 @@
 """A block-streaming kernel whose copies stay inside their `run_scoped` scope (clean).
 
-The fix of `buggy/scope_writeback_outlives_buffer.py` and `buggy/race_scope_stack_slot_reuse.py`:
+The fix of `buggy/scope_writeback_outlives_buffer.py` and `buggy/scope_stack_slot_reused_by_next_fill.py`:
 each iteration of a `fori_loop` opens a `pl.run_scoped` region with a VMEM block buffer `buf` and a
 DMA semaphore `in_sem`, copies its input block into `buf`, doubles it and writes it back to HBM on
 `out_sem`, and waits for the write-back before the scope ends. Every copy that touches `buf` is

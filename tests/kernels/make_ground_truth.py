@@ -158,7 +158,7 @@ EXAMPLES: dict[str, dict] = {
     # neighbour's scope it has not entered) and completes in the other mode; on a TPU the slot is reused
     "examples/buggy/scope_writeback_outlives_buffer.py": {
         "kind": "scope_error", "error_type": "KeyError", "raises_in": ["on_wait"]},
-    "examples/buggy/race_scope_stack_slot_reuse.py": {
+    "examples/buggy/scope_stack_slot_reused_by_next_fill.py": {
         "kind": "scope_error", "error_type": "KeyError", "raises_in": ["on_wait"]},
     "examples/scope_writeback_waited_in_scope.py": {"kind": "clean"},
     "examples/buggy/scope_remote_copy_before_entry.py": {
