@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from semcheck.checker.confined import _Starts
 from semcheck.checker.timeline import timeline
 from semcheck.checker.verdict import Verdict, Witness
 from semcheck.model.errors import ModelBug
@@ -35,22 +36,6 @@ PROPERTY = "invocation-confined"
 HINT = ("wait for the copy inside the scope (before `run_scoped`'s body returns); for a copy into another "
         "device's scoped buffer, have the target signal that it has entered the scope before the copy starts, "
         "and wait for the copy there before the scope ends; or allocate the buffer as scratch")
-
-
-class _Starts:
-    """A fast run's observer that keeps the ident of every copy it starts (a witness names a half by it)."""
-
-    def __init__(self) -> None:
-        self.starts: dict[tuple[int, int], int] = {}
-
-    def start(self, core: int, pc: int, ident: int) -> None:
-        self.starts[(core, pc)] = ident
-
-    def signal(self, *a: Any) -> None: ...
-    def wait(self, *a: Any) -> None: ...
-    def arrive(self, *a: Any) -> None: ...
-    def barrier(self, *a: Any) -> None: ...
-    def access(self, *a: Any) -> None: ...
 
 
 def _retiring_wait(program: Program, t: ScopeTouch) -> Any:
