@@ -30,7 +30,7 @@ from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import AllocBuffer, Program, Wait
 from semcheck.model.run import REPLAY_LIMIT, run
-from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches
+from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, unrecorded_copies
 
 PROPERTY = "invocation-confined"
 HINT = ("wait for the copy inside the scope (before `run_scoped`'s body returns); for a copy into another "
@@ -121,7 +121,7 @@ def has_scopes(program: Any) -> bool:
     if not isinstance(program, Program):
         reps = getattr(program, "representatives", ())
         return any(type(op) is AllocBuffer and op.scope == "core" for ops in reps for op in ops)
-    return bool(scope_touches(program))
+    return bool(scope_touches(program) or unrecorded_copies(program))
 
 
 MAX_RUNS = 2048
@@ -148,9 +148,14 @@ def scope_runs(program: Program) -> ScopeRuns | None:
     from semcheck.model.fold import rotation_period
 
     touches = scope_touches(program)
-    if not touches:
+    blind = unrecorded_copies(program)
+    if not touches and not blind:
         return None
     topo = program.topology
+    if blind:
+        return ScopeRuns(len(touches), [], [], topo.num_devices, too_many=(
+            f"the copy at {blind[0].loc} has buffers the front end did not record (ACC-3), and the kernel has "
+            "run_scoped buffers it may touch outside their scope (BUF-13)"))
     period = rotation_period(program) if topo.num_devices > 2 else topo.num_devices
     asked = [t for t in touches if topo.device_of(t.core) < period]
     out = ScopeRuns(len(touches), [], [], period)

@@ -73,6 +73,15 @@ def scope_touches(program: Program) -> list[ScopeTouch]:
     return out
 
 
+def unrecorded_copies(program: Program) -> list[DmaStart]:
+    """BUF-13: where the program has `run_scoped` buffers, its copies whose buffers the front end did not
+    record (ACC-3): any of them may touch one, so the scope check cannot be made."""
+    cores = program.cores
+    if not any(type(op) is AllocBuffer and op.scope == "core" for ops in cores for op in ops):
+        return []
+    return [op for ops in cores for op in ops if type(op) is DmaStart and (op.src_buf is None or op.dst_buf is None)]
+
+
 def interpreter_raises(program: Program, touch: ScopeTouch, mode: str) -> bool:
     """BUF-14: whether jax's interpreter, under `mode`, can run this half outside the scope's window,
     where the buffer's key is gone from the manager and the half raises `KeyError(key)` (BUF-4).
@@ -112,4 +121,4 @@ def stack_slot(label: str) -> str:
     return label
 
 
-__all__ = ["ScopeTouch", "interpreter_raises", "scope_touches", "scope_windows", "stack_slot"]
+__all__ = ["ScopeTouch", "interpreter_raises", "scope_touches", "scope_windows", "stack_slot", "unrecorded_copies"]

@@ -193,3 +193,15 @@ def test_hardware_races_on_a_reused_stack_slot():
     assert race(racy, "hardware").verdict == "violated"
     assert race(racy, "eager").verdict == "proved"
     assert race(_streaming(False), "hardware").verdict == "proved"
+
+
+@pytest.mark.rule("BUF-13")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_a_copy_with_unrecorded_buffers_beside_scopes_is_unknown(mode):
+    """A copy whose buffers the front end could not name may be a scoped buffer's: never proved."""
+    p = _streaming(True)
+    blind = [op if type(op) is not DmaStart or op.src_buf != _buf(1) else DmaStart(OUT, 4096) for op in p.cores[0]]
+    q = Program(Topology(1), (tuple(blind),))
+    v = invocation_confined(q, mode)
+    assert v.verdict == "unknown" and "ACC-3" in v.reason
+    assert invocation_confined(p, mode).verdict == "proved"
