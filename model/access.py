@@ -7,7 +7,7 @@ allocation label; `buffer_of` turns a (core, label) into the buffer instance
 the label denotes there (BUF-8: HBM and ANY buffers are one per device, other
 spaces one per core). Buffers are keyed by allocation label, not by the
 interpreter's buffer id: a TPU reuses a `run_scoped` buffer's memory in the
-next iteration, so iterations of one label are one buffer (ACC-1).
+next iteration, so the executions of one allocation site are one buffer (ACC-1, BUF-15).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Literal, TypeVar
 
 from semcheck.model.buffer import SHARED_SPACES
 from semcheck.model.ops import Access, AllocBuffer, DmaMode, DmaStart, Loc, Op, Program, Region
+from semcheck.model.scope import stack_slot
 from semcheck.model.step import target_core
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ class AccessEvent:
     write: bool
     where: int
     loc: Loc
+    instance: str | None = None  # the run_scoped execution's own label, where `buffer` names its site (BUF-15)
 
     @property
     def is_dma(self) -> bool:
@@ -81,13 +83,23 @@ def buffer_spaces(program: Program, near: int | None = None) -> dict[tuple[int, 
     return spaces
 
 
+def in_mode(events: list[AccessEvent], mode: DmaMode) -> list[AccessEvent]:
+    """BUF-15 by mode: on a TPU the executions of a run_scoped site share one buffer (`buffer_of`); in the
+    interpreter each execution is a buffer of its own."""
+    if mode == "hardware" or not any(e.instance for e in events):
+        return events
+    return [e if not e.instance else dataclasses.replace(e, buffer=(*e.buffer[:2], e.instance)) for e in events]
+
+
 def buffer_of(program: Program, spaces: dict[tuple[int, str], str], core: int, label: str) -> BufferInstance:
     """ACC-1 with BUF-8: the buffer `label` denotes on `core`."""
     topo = program.topology
     d = topo.device_of(core)
     space = spaces.get((d, label), "vmem")
     shared = space in SHARED_SPACES or topo.cores_per_device == 1
-    return (d, None if shared else topo.local_core_of(core), label)
+    # BUF-15: every execution of a run_scoped site is one stack slot on a TPU; in the interpreter the
+    # executions are distinct buffers, but none outlives its scope unless BUF-13 is violated
+    return (d, None if shared else topo.local_core_of(core), stack_slot(label))
 
 
 def accesses(
@@ -126,7 +138,7 @@ def accesses(
             if t is Access:
                 if mine:
                     buf = buffers.get((g, op.buf)) or buffers.setdefault((g, op.buf), buffer_of(program, spaces, g, op.buf))
-                    events.append(AccessEvent(g, pc, None, buf, op.region, op.write, g, op.loc))
+                    events.append(AccessEvent(g, pc, None, buf, op.region, op.write, g, op.loc, _own(op.buf)))
             elif t is DmaStart:
                 dst = target_core(program, mode, g, op.device, op.core, dma=True)
                 if not isinstance(dst, int):
@@ -136,11 +148,16 @@ def accesses(
                     continue
                 if mine and not op.src_region.empty:  # an empty region touches nothing (DR-9's forerunners)
                     src = buffers.get((g, op.src_buf)) or buffers.setdefault((g, op.src_buf), buffer_of(program, spaces, g, op.src_buf))
-                    events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc))
+                    events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc, _own(op.src_buf)))
                 if (near is None or topo.device_of(dst) < near) and not op.dst_region.empty:
                     dbuf = buffers.get((dst, op.dst_buf)) or buffers.setdefault((dst, op.dst_buf), buffer_of(program, spaces, dst, op.dst_buf))
-                    events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc))
-    return events, unrecorded
+                    events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc, _own(op.dst_buf)))
+    return in_mode(events, mode), unrecorded
+
+
+def _own(label: str) -> str | None:
+    """The label of one execution of a run_scoped site, when the buffer is named by its site (BUF-15)."""
+    return label if stack_slot(label) != label else None
 
 
 def conflicts(a: AccessEvent, b: AccessEvent) -> bool:

@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
-from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs
+from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs, in_mode
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import Fold, race_period, race_symmetry
@@ -202,6 +202,7 @@ def ordered_modes(
     one = class_fold(program, k) if near is not None else None
     if one is not None and fold is not None and one.devices >= fold.devices:
         one = None
+    found = {m: (in_mode(evs, m), un) for m, (evs, un) in found.items()}  # BUF-15: a TPU's stack slots
     orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, one or fold,
                             proof_only=one is not None, otherwise=fold)
     return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))

@@ -57,6 +57,11 @@ EXPECTED = {
     "two_core_missing_core_index.py": {"deadlock-free": I, "race-free": H},  # jax reports the race too
     "two_core_signal_hangs_on_tpu.py": {"deadlock-free": ("hardware",)},
     "wait_too_large_deadlock.py": {"deadlock-free": H},
+    # a copy that outlives its run_scoped buffer, or lands in a scope not yet entered (BUF-13); on a TPU the
+    # next scope's input copy writes the slot the write-back still reads (BUF-15)
+    "scope_writeback_outlives_buffer.py": {"invocation-confined": H},
+    "scope_stack_slot_reused_by_next_fill.py": {"invocation-confined": H, "race-free": ("hardware",)},
+    "scope_remote_copy_before_entry.py": {"invocation-confined": H},
     # device 0 signals itself, passes its barrier and copies into device 1, which may not have entered (PRG-113)
     "wrong_neighbour_deadlock.py": {"deadlock-free": H, "invocation-confined": ("hardware",)},
 }

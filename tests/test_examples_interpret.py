@@ -92,6 +92,9 @@ QUICK = [
     ("examples/buggy/race_megacore_grid_same_output_block.py", 2, "on_wait", {}),
     ("examples/inplace_prefetch_grid.py", 2, "on_wait", {}),
     ("examples/buggy/revisited_output_block.py", 2, "eager", {}),
+    # run_scoped buffers (BUF-14, D32): a KeyError at the late wait under on_wait; the fix completes
+    ("examples/buggy/scope_writeback_outlives_buffer.py", 2, "on_wait", {}),
+    ("examples/scope_writeback_waited_in_scope.py", 2, "on_wait", {}),
     # jax's shipped ops, through tests/test_shipped_ops.py's builders
     ("tests/test_shipped_ops.py::paged_attention_megacore_kv_head", 2, "on_wait", {}),
     ("tests/test_shipped_ops.py::ragged_paged_attention", 2, "eager", {}),
@@ -206,6 +209,13 @@ def test_ground_truth_agrees_with_intended_verdict(key):
     elif kind == "interpreter_error":  # a TPU runs it; the interpreter raises (D12, D22, D24)
         declared = (GT["shipped_ops"].get(c["path"]) or GT["examples"][c["path"]])["error_type"]
         assert c["outcome"] == "error" and c["error_type"] == declared
+    elif kind == "scope_error":  # BUF-14: KeyError where the interpreter runs a half outside its scope
+        declared = GT["examples"][c["path"]]
+        if c["dma_mode"] in declared["raises_in"]:
+            assert c["outcome"] == "error" and c["error_type"] == declared["error_type"]
+            assert c["error_fragment"].startswith("('vmem', ")
+        else:  # the other mode runs the half inside the scope, with the right numbers (D32)
+            assert c["outcome"] == "completed" and c["output_matches_reference"] is True
     else:  # pragma: no cover - new kinds must be handled here
         pytest.fail(f"unknown kind {kind!r}")
 

@@ -104,9 +104,11 @@ def _check_cut(composed: Any, c: Cut, prop: str, req: Any, deadline: float) -> V
         # the window program's landings whose sender is kept: the cut keeps every position before it, so a
         # landing's window is where the window program has it (one past the cut is never reached)
         landings = [la for la in composed_landings(composed) if la.pc < c.at[la.core]]
-        got = with_replay(lambda program, mode, timeout_ms=0: decide(
+        from semcheck.checker.properties.confined_scopes import combine, scope_verdict
+
+        got = with_replay(lambda program, mode, timeout_ms=0: combine(decide(
             program, landings, where=lambda k: invs[k].describe(), calls=c.calls,
-            reading=composed.reading))(c.program, "hardware")
+            reading=composed.reading), scope_verdict(program, "hardware")))(c.program, "hardware")
         return naming(got, c.program)
     from semcheck.checker.properties.checking import check_modes
 

@@ -263,6 +263,26 @@ class ModeAnalysis:
         return every_run_fails(self)
 
     @cached_property
+    def scopes(self):
+        """BUF-13's verdict on the program's copies of run_scoped buffers (`confined_scopes.scope_verdict`),
+        None when it has none."""
+        from semcheck.checker.properties.confined_scopes import scope_runs, scope_verdict
+        from semcheck.model.ops import Program
+
+        if not isinstance(self.program, Program):
+            return scope_verdict(self.program, self.mode)
+        # the held runs are hardware runs: every mode reads the same ones
+        return scope_verdict(self.program, self.mode, self.whole.shared(("scope_runs",), lambda: scope_runs(self.program)))
+
+    @cached_property
+    def scope_failure(self) -> str | None:
+        """BUF-14: why a run of this interpreter mode may raise at a run_scoped buffer, which no engine
+        follows (so nothing else of the mode is proved); None when no run can."""
+        from semcheck.checker.properties.confined_scopes import interpreter_failure
+
+        return interpreter_failure(self.scopes, self.mode)
+
+    @cached_property
     def race_order(self):
         """The happens-before pass (DR-6) of this mode (`races.ordered`)."""
         from semcheck.checker.properties.races import ordered

@@ -42,7 +42,30 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
             v = (Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
                  if budget is None else on_program(analysis, p, mode, budget))
         out.append(v)
-    return out
+    return _past_scope_failure(out, _scope_facts(analysis, mode))
+
+
+def _scope_facts(analysis: Analysis, mode: str):
+    """The analysis BUF-13 reads under `mode`: of the whole program when a Symmetric has run_scoped buffers
+    (its scopes need every core's run) and that program is built (RUN-21); else the analysis itself."""
+    if analysis.symmetric:
+        from semcheck.checker.properties.confined_scopes import has_scopes
+
+        if has_scopes(analysis.program):
+            whole = analysis.whole_program
+            if not isinstance(whole, str):
+                return whole.mode(mode)
+    return analysis.mode(mode)
+
+
+def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
+    """BUF-14: where a run of an interpreter mode may raise at a run_scoped buffer, no engine follows it, so
+    nothing that run decides is proved (invocation-confined, which says it, aside)."""
+    why = facts.scope_failure if facts.mode != "hardware" else None
+    if why is None:
+        return verdicts
+    return [v if v.verdict != "proved" or v.property == "invocation-confined" else
+            Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 
 _AFTER_FOLD = frozenset(REDUCTIONS) - {"fold"}
@@ -181,6 +204,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        if mode != "hardware":  # BUF-14 for what a fold or one period proved too
+            by_prop = {v.property: v for v in _past_scope_failure(list(by_prop.values()), _scope_facts(analysis, mode))}
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
         done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
     return done

@@ -241,9 +241,12 @@ def composed_verdict(composed: Any) -> Verdict:
     refused = launch_verdict(PROPERTY, composed.program, "hardware")  # LAUNCH-7: nothing of it runs on a TPU
     if refused is not None:
         return refused
+    from semcheck.checker.properties.confined_scopes import combine, scope_verdict
+
     invs = composed.ir.invocations
-    return decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
-                  calls=composed.calls, reading=composed.reading)
+    kernel = decide(composed.program, composed_landings(composed), where=lambda k: invs[k].describe(),
+                    calls=composed.calls, reading=composed.reading)
+    return combine(kernel, scope_verdict(composed.program, "hardware"))  # BUF-13 in every call's scopes
 
 
 def decide(program: Program, landings: list[Landing] | LandingColumns, *, where: Any = None, calls: Any = None,
@@ -479,13 +482,19 @@ def invocation_confined(program: Program, mode: str, *, timeout_ms: int = 30_000
 
     `facts`: the program's analysis under `mode`, whose lowering (the other checks' too) holds the targets and
     totals read here when it is complete (PRG-147)."""
+    from semcheck.checker.properties.confined_scopes import combine, scope_verdict
+
     del timeout_ms
     if mode != "hardware":
-        return interpreter_verdict(program, mode)
-    low = facts.lowering if facts is not None else None
-    if low is not None and complete(low):
-        return decide(program, landing_columns(program, low), lowering=low)
-    return decide(program, single_landings(program, mode, low), lowering=low)
+        kernel = interpreter_verdict(program, mode)
+    else:
+        low = facts.lowering if facts is not None else None
+        if low is not None and complete(low):
+            kernel = decide(program, landing_columns(program, low), lowering=low)
+        else:
+            kernel = decide(program, single_landings(program, mode, low), lowering=low)
+    # BUF-13: the same question at the grain of each run_scoped scope, in every mode
+    return combine(kernel, facts.scopes if facts is not None else scope_verdict(program, mode))
 
 
 def interpreter_verdict(program: Program, mode: str) -> Verdict:

@@ -128,7 +128,8 @@ def _period(program: Symmetric | Program) -> int:
 def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | None:
     """PRG-164: `invocation-confined` proved for a single call under `hardware` when, on the run of one
     period, every remote signal and copy of the representatives is E-after its target's entry and lands
-    E-before its target's exit check; None when that is not shown (or the mode is not `hardware`)."""
+    E-before its target's exit check; None when that is not shown (or the mode is not `hardware`, or a copy
+    touches a run_scoped buffer, BUF-13)."""
     from semcheck.model.happens_before import class_fold
 
     if mode != "hardware":
@@ -136,6 +137,10 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
     topo = program.topology
     n, per = topo.num_cores, topo.cores_per_device
     if getattr(program, "launch_failure", None) is not None or getattr(program, "tpu_failure", None) is not None:
+        return None
+    from semcheck.checker.properties.confined_scopes import has_scopes
+
+    if has_scopes(program):  # BUF-13 asks of each run_scoped scope what this asks of the kernel: the held runs
         return None
     k = _period(program)
     fold = class_fold(program, k) if k < topo.num_devices else None

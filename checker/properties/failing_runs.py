@@ -67,8 +67,9 @@ def view_ops(program: Program) -> tuple[Op, ...]:
 
 def fold_unsafe(analysis: Analysis, mode: str) -> bool:
     """Whether a fold's proof must not stand for the program under `mode`: the fold reads the program's
-    skeleton, which drops accesses and with them the failures ERR-9 gives them in the interpreter."""
-    return mode != "hardware" and bool(analysis.view_ops)
+    skeleton, which drops accesses and with them the failures ERR-9 gives them in the interpreter, and
+    the copies' buffers, whose scopes decide BUF-14's."""
+    return mode != "hardware" and (bool(analysis.view_ops) or analysis.mode(mode).scope_failure is not None)
 
 
 class Ending(NamedTuple):

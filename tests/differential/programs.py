@@ -11,6 +11,8 @@ Programs are built from *events*, each a matched pair of operations:
   (kernels with a collective id);
 * a `run_scoped` semaphore allocation on one core with a signal to itself
   and its wait;
+* a `run_scoped` buffer copied out by its core, the copy waited inside the
+  scope or (now and then) after it (BUF-13, BUF-14);
 * a semaphore read;
 * a *lonely* signal or DMA that nobody waits for (it leaves counts behind for
   the exit check, and under on_wait a lonely DMA runs only if a waiter of the
@@ -35,8 +37,10 @@ from hypothesis import strategies as st
 
 from semcheck.model import (
     BARRIER,
+    AllocBuffer,
     AllocSem,
     DmaStart,
+    FreeBuffer,
     GetBarrierSem,
     Read,
     Scratch,
@@ -83,7 +87,7 @@ def programs(draw, *, defect_rate: int = 8, max_events: int = 6):
     def put(core, rnd, phase, op, sub=1):
         items[core].append((rnd, phase, sub, draw(st.integers(0, 99)), op))
 
-    kinds = ["sig", "sig", "dma", "dma", "read", "scoped", "lonely"]
+    kinds = ["sig", "sig", "dma", "dma", "read", "scoped", "scoped_copy", "lonely"]
     kinds += ["barrier"] if cid is not None and nd > 1 else []
     for _ in range(draw(st.integers(1, max_events), label="events")):
         kind = draw(st.sampled_from(kinds), label="event")
@@ -125,6 +129,19 @@ def programs(draw, *, defect_rate: int = 8, max_events: int = 6):
             put(a, rnd, 0, Signal(SemRef(label, count - 1), 2, core=local), sub=2)
             put(a, rnd, 1, Wait(SemRef(label, count - 1), 2))
             desc.append(f"r{rnd}: {a} run_scoped {count} semaphores")
+        elif kind == "scoped_copy":
+            # a run_scoped buffer copied out locally, the copy waited inside the scope or, now and then,
+            # after it (BUF-13, BUF-14: on_wait then runs it at a freed buffer)
+            label = f"buf@gen.py:{scoped}#0/{scoped}"
+            scoped += 1
+            j = draw(st.integers(0, 1))
+            nbytes = draw(st.sampled_from([4, 8, 16]))
+            late = draw(st.integers(0, 3)) == 0
+            put(a, rnd, 0, AllocBuffer(label, nbytes, "vmem", "core"), sub=0)
+            put(a, rnd, 0, DmaStart(SemRef("d", j), nbytes, None, core=topo.local_core_of(a), src_buf=label))
+            put(a, ROUNDS if late else rnd, 1, Wait(SemRef("d", j), nbytes, kind="dma"))
+            put(a, rnd, 1, FreeBuffer(label), sub=9)
+            desc.append(f"r{rnd}: {a} copies run_scoped {label} out on d[{j}]" + (", waited after" if late else ""))
         elif kind == "lonely":
             if draw(st.booleans()):
                 i = draw(st.integers(0, nsems - 1))

@@ -646,3 +646,48 @@ def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
     assert {decide(p, program, "hardware").verdict for p in BY_ID} == {"proved"}
     (kernel_call,) = trace_kernels(call("eager", 2), (x,))
     assert not view_ops(lower_kernel(kernel_call))
+
+
+# --- run_scoped buffers --------------------------------------------------------------------------
+
+
+@pytest.mark.rule("BUF-13", "BUF-14")
+@pytest.mark.parametrize("mode", ["eager", "on_wait"])
+def test_d32_a_copy_left_in_flight_past_its_scope_raises_only_where_it_runs_late(interp, mode):
+    """A write-back of a scoped buffer started in the scope and waited after it: on_wait runs the copy at
+    the wait, after the buffer was deleted, and raises KeyError with its key; eager ran it at the start.
+    The model's BUF-14 says the same of the same program, and BUF-13 reports it in both modes."""
+    from semcheck.checker.properties.confined import invocation_confined
+    from semcheck.model.ops import AllocBuffer, AllocSem, DmaStart, ExitCheck, FreeBuffer, Program, Region, SemRef
+    from semcheck.model.ops import Topology, Wait
+    from semcheck.model.scope import interpreter_raises, scope_touches
+
+    sm, ipc = interp(dma_execution_mode=mode)
+    sm.allocate_buffer(("hbm", 300, 0, 0), 1, np.zeros(2, np.int32))
+    (sid,) = sem_ids(ipc, 0, 0, 1)
+    _, bid = ipc._allocate_buffer(TOP, 0, 0, vmem(), np.array([3, 4], np.int32))  # the scope's entry
+    ipc.dma_start(TOP, 0, 0, vmem(), int(bid), (), hbm(), 300, (), sid, None, None, None)
+    ipc._deallocate_buffer(TOP, 0, 0, vmem(), int(bid))  # the scope's end
+    raised = None
+    try:
+        ipc.dma_wait(TOP, 0, 0, sid, 8)
+    except Exception as e:  # fail_on_exception re-raises the callback's error
+        raised = e
+    while raised is not None and not isinstance(raised, KeyError) and raised.__cause__ is not None:
+        raised = raised.__cause__
+    key = ("vmem", int(bid), 0, 0)
+    if mode == "on_wait":
+        assert isinstance(raised, KeyError) and raised.args == (key,)
+    else:
+        assert raised is None
+        np.testing.assert_array_equal(sm.mem[("hbm", 300, 0, 0)].content, [3, 4])
+
+    box = Region(((0, 2),))
+    ops = (AllocBuffer("hbm0", 0, "hbm", "device"), AllocSem("s", 1, "s", "device"),
+           AllocBuffer("buf@k.py:1#0/1", 8, "vmem", "core"),
+           DmaStart(SemRef("s"), 8, src_buf="buf@k.py:1#0/1", src_region=box, dst_buf="hbm0", dst_region=box),
+           FreeBuffer("buf@k.py:1#0/1"), Wait(SemRef("s"), 8, "dma"), ExitCheck(0))
+    program = Program(Topology(1), (ops,))
+    (touch,) = scope_touches(program)
+    assert interpreter_raises(program, touch, mode) is (mode == "on_wait")
+    assert invocation_confined(program, mode).verdict == "violated"

@@ -179,3 +179,41 @@ def test_the_fast_run_and_the_real_run_agree_on_an_exit_warning():
     obs = agree(program, "eager")
     assert obs.exits == observe(fast_run(program, "eager")).exits
     assert obs.exits == ((1, frozenset({(("internal", 2000), 1, 1)})),)
+
+
+# --- run_scoped buffers (BUF-13, BUF-14) ------------------------------------------------------------
+
+
+def _scoped_programs():
+    """The scope-lifetime shapes of tests/test_scope_lifetime.py, with buffers of the copies' size."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import test_scope_lifetime as shapes
+
+    return {"writeback waited late": shapes._streaming(False), "writeback waited inside": shapes._streaming(True),
+            "fill before the late wait": shapes._streaming(False, input_first=True),
+            "ring, handshake before the scope": shapes._ring(False),
+            "ring, handshake inside the scope": shapes._ring(True)}
+
+
+@pytest.mark.rule("BUF-14")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(_scoped_programs()))
+def test_copies_of_scoped_buffers_raise_on_jax_where_the_model_says(name, mode):
+    """jax's manager, driven as the interpreter drives it, raises KeyError at a scoped buffer exactly in
+    the programs where BUF-14 says a half can run outside its scope (and only then); where none can, the
+    run is the model's."""
+    from semcheck.checker.properties.confined_scopes import interpreter_failure, scope_verdict
+
+    program = _scoped_programs()[name]
+    may_raise = interpreter_failure(scope_verdict(program, mode), mode) is not None
+    runs = [run_on_jax(program, mode) for _ in range(3)]
+    raised = [r.observation.kind == "error" and r.observation.error[0] == "KeyError" for r in runs]
+    if not may_raise:
+        assert not any(raised)
+        agree(program, mode)
+    elif name.startswith("writeback") or name.startswith("fill"):  # one core: every run raises
+        assert all(raised), [r.observation for r in runs]
+        assert runs[0].observation.error[1].startswith("('vmem', ")

@@ -72,6 +72,11 @@ DMA_BUFFER_BASE = 20_000  # ids of the harness's DMA buffers, away from the kern
 QUIET = float(os.environ.get("SEMCHECK_HANG_SECONDS", "1.0"))  # blocked this long: a hang
 
 
+def _scoped(label: str | None) -> bool:
+    """A run_scoped buffer's label (BUF-15: `buf@<site>/<instance>`)."""
+    return label is not None and label.startswith("buf@")
+
+
 class HangAbort(Exception):
     """Set as the manager's failure by the harness to end a hung run."""
 
@@ -252,6 +257,10 @@ class _Run:
             self.read_fn(token, d, c, g, pc, self.sem_id(g, op.sem))
         elif t is DmaStart:
             src_id, dst_id = self.dma_buffers[(g, pc)]
+            # a copy of a run_scoped buffer uses the issuer's id of it, as the interpreter's start does (the
+            # destination by the issuer's id too, BUF-9): outside the scope jax meets no key (BUF-14)
+            src_id = self.buffer_ids.get((g, op.src_buf), src_id) if _scoped(op.src_buf) else src_id
+            dst_id = self.buffer_ids.get((g, op.dst_buf), dst_id) if _scoped(op.dst_buf) else dst_id
             src_sem = None if op.src_sem is None else self.sem_id(g, op.src_sem)
             ipc.dma_start(
                 token, d, c, self.vmem, src_id, (), self.vmem, dst_id, (),
@@ -480,6 +489,13 @@ def check_against_model(program: Program, mode: str, real: RealRun, cap: int = 3
     """
     got = real.observation
     lines = [f"jax: {got}", f"exceptions: {real.exceptions}", f"stuck: {real.stuck}"]
+    if got.kind == "error" and got.error[0] == "KeyError" and got.error[1].startswith("('vmem', "):
+        # BUF-14: the engines do not follow a run past a copy at a freed run_scoped buffer; the checker
+        # must have said that this mode's runs can raise there (and so proves nothing else of it)
+        from semcheck.checker.properties.confined_scopes import interpreter_failure, scope_verdict
+
+        why = interpreter_failure(scope_verdict(program, mode), mode)
+        return why is not None, "\n".join(lines + [f"BUF-14: {why}"])
     try:
         explored = {_verdict(observe(o)) for o in explore(program, mode).outcomes}
     except ExplorationLimit:

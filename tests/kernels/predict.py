@@ -79,6 +79,19 @@ def leaks_of_exited_devices(program: Program, outcome: Outcome) -> tuple[tuple[i
     return tuple(sorted(out))
 
 
+def _scope_error(program: Program, mode: str, out: Outcome) -> str | None:
+    """BUF-14: the KeyError of the scope check's violation, when the interpreter raises there; its key names
+    the owner's buffer as the run allocated it (the device that reports first varies between runs)."""
+    from semcheck.checker.properties.confined_scopes import scope_verdict
+
+    v = scope_verdict(program, mode)
+    if v is None or v.verdict != "violated" or not v.witness.details.get("raises"):
+        return None
+    d = v.witness.details
+    key = out.state.buffer_keys.get((d["owner"], d["label"]))
+    return None if key is None else str(tuple(key))
+
+
 def predict(program: Program, mode: str) -> Prediction:
     """Predict interpret mode (`eager` or `on_wait`) on `program`."""
     if mode not in ("eager", "on_wait"):
@@ -89,6 +102,9 @@ def predict(program: Program, mode: str) -> Prediction:
         return Prediction("error", failed.python_type, failed.message, ((failed.python_type, failed.message),),
                           (), out)
     racy = _racy_errors(program, mode)
+    scoped = _scope_error(program, mode, out) if out.kind != "error" else None
+    if scoped is not None:  # BUF-14: a copy's half meets a run_scoped buffer outside its scope
+        return Prediction("error", "KeyError", scoped, (("KeyError", scoped),), (), out)
     if out.kind == "error":
         v = out.failure.violation
         return Prediction("error", v.python_type, v.message, ((v.python_type, v.message),), (), out)

@@ -1,0 +1,124 @@
+"""The lifetime of `run_scoped` buffers (rules BUF-13 .. BUF-15; spec: specs/buffers.md).
+
+A `run_scoped` buffer exists on its core from the scope's `AllocBuffer` to its `FreeBuffer`. A copy
+that reads or writes one is confined to that window when it is started after the scope is entered
+and its half on the buffer is done before the scope ends (BUF-13); what jax's interpreter raises
+when a half runs outside it is BUF-14; on a TPU the scopes of one allocation site share one stack
+slot (BUF-15), so a copy that outlives its scope touches the memory of the next one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from semcheck.model.ops import AllocBuffer, DmaStart, FreeBuffer, Program, Wait
+from semcheck.model.step import target_core
+
+
+@dataclasses.dataclass(frozen=True)
+class ScopeTouch:
+    """BUF-13: one half of a copy on a `run_scoped` buffer, and the scope's window on its owner core.
+
+    `core`/`pc`: the copy's start; `half`: "read" (its source) or "write" (its destination); `owner`:
+    the global core whose scope holds the buffer; `enter`/`free`: the positions of the scope's
+    `AllocBuffer` and `FreeBuffer` there (`free` is None when the scope does not end in the kernel).
+    """
+
+    core: int
+    pc: int
+    half: str
+    label: str
+    owner: int
+    enter: int | None
+    free: int | None
+
+
+def scope_windows(ops: tuple) -> dict[str, tuple[int, int | None]]:
+    """BUF-13: the window of every `run_scoped` buffer of one core: label -> (its `AllocBuffer`'s
+    position, its `FreeBuffer`'s, or None). A `run_scoped` allocation is the core's alone (scope "core")."""
+    out: dict[str, tuple[int, int | None]] = {}
+    for pc, op in enumerate(ops):
+        t = type(op)
+        if t is AllocBuffer and op.scope == "core":
+            out[op.label] = (pc, None)
+        elif t is FreeBuffer and op.label in out:
+            out[op.label] = (out[op.label][0], pc)
+    return out
+
+
+def scope_touches(program: Program) -> list[ScopeTouch]:
+    """BUF-13: every copy half on a `run_scoped` buffer, with the window it must keep to.
+
+    The read half touches the source on the issuing core; the write half the destination on the
+    target core (DMA-1), named there by the issuer's label, as the interpreter keys it by the issuer's
+    buffer id (BUF-9). A destination label the target core never allocates has no window (`enter` None).
+    Copies whose target is out of range fail at their start (ERR-4) and touch nothing."""
+    windows = [scope_windows(ops) for ops in program.cores]
+    scoped = set().union(*windows) if windows else set()
+    out: list[ScopeTouch] = []
+    if not scoped:
+        return out
+    for g, ops in enumerate(program.cores):
+        for pc, op in enumerate(ops):
+            if type(op) is not DmaStart:
+                continue
+            if op.src_buf in scoped:
+                enter, free = windows[g].get(op.src_buf, (None, None))
+                out.append(ScopeTouch(g, pc, "read", op.src_buf, g, enter, free))
+            if op.dst_buf in scoped:
+                dst = target_core(program, "hardware", g, op.device, op.core, dma=True)
+                if isinstance(dst, int):
+                    enter, free = windows[dst].get(op.dst_buf, (None, None))
+                    out.append(ScopeTouch(g, pc, "write", op.dst_buf, dst, enter, free))
+    return out
+
+
+def unrecorded_copies(program: Program) -> list[DmaStart]:
+    """BUF-13: where the program has `run_scoped` buffers, its copies whose buffers the front end did not
+    record (ACC-3): any of them may touch one, so the scope check cannot be made."""
+    cores = program.cores
+    if not any(type(op) is AllocBuffer and op.scope == "core" for ops in cores for op in ops):
+        return []
+    return [op for ops in cores for op in ops if type(op) is DmaStart and (op.src_buf is None or op.dst_buf is None)]
+
+
+def interpreter_raises(program: Program, touch: ScopeTouch, mode: str) -> bool:
+    """BUF-14: whether jax's interpreter, under `mode`, can run this half outside the scope's window,
+    where the buffer's key is gone from the manager and the half raises `KeyError(key)` (BUF-4).
+
+    `eager` runs both halves inside the start, on the issuing core: a half on the issuer's own scope is
+    inside it (the start is in the scope's body); a write into another core's scope runs then and
+    there. `on_wait` runs a half when a waiter pops its task (DMA-3, DMA-4): the read task waits on
+    (send semaphore, issuer), the read-and-write task on (receive semaphore, target). The half stays in
+    the window when every wait that can pop one of its tasks is a wait of the owner core inside it.
+    Asked of a half BUF-13 found may run outside the window (where it is confined, no mode runs it
+    outside: every wait that lets the owner leave needs its arrival)."""
+    if mode == "hardware":
+        return False
+    if mode == "eager":
+        return touch.owner != touch.core
+    if touch.free is None or touch.enter is None:
+        return True
+    op = program.cores[touch.core][touch.pc]
+    queues = {(op.dst_sem, target_core(program, "hardware", touch.core, op.device, op.core, dma=True))}
+    if op.src_sem is not None and touch.half == "read":  # the read task touches only the source
+        queues.add((op.src_sem, touch.core))
+    for sem, core in queues:
+        for pc, later in enumerate(program.cores[core]):
+            if type(later) is Wait and later.sem == sem and not (core == touch.owner and touch.enter < pc < touch.free):
+                return True
+    return False
+
+
+def stack_slot(label: str) -> str:
+    """BUF-15: the memory a `run_scoped` buffer label denotes on a TPU: its allocation site.
+
+    Mosaic lowers `run_scoped` to a region whose buffers are stack allocations (`memref.alloca`): one
+    slot per allocation in the kernel's code, so every execution of the site (each iteration of a
+    loop around it) uses the same memory. A label is `buf@<site>/<instance>`; other labels are kept."""
+    if label.startswith("buf@") and "/" in label:
+        return label.rsplit("/", 1)[0]
+    return label
+
+
+__all__ = ["ScopeTouch", "interpreter_raises", "scope_touches", "scope_windows", "stack_slot", "unrecorded_copies"]

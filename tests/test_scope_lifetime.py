@@ -1,0 +1,207 @@
+"""The lifetime of `run_scoped` buffers (specs/buffers.md BUF-13 .. BUF-15, divergences D32).
+
+Hand-built programs of the shapes the examples have (a write-back left in flight past its scope, the
+same retired inside it, a ring copy into a neighbour's scoped buffer with and without a handshake
+inside the scope), checked in every mode; the interpreter's part is pinned against jax by the
+recorded runs of the examples (tests/kernels/ground_truth.json, tests/test_buggy_verdicts.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.confined import invocation_confined
+from semcheck.checker.properties.registry import BY_ID
+from semcheck.model.ops import (
+    BARRIER,
+    DMA_MODES,
+    AllocBuffer,
+    AllocSem,
+    DmaStart,
+    ExitCheck,
+    FreeBuffer,
+    GetBarrierSem,
+    Program,
+    Region,
+    SemRef,
+    Signal,
+    Topology,
+    Wait,
+)
+from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, scope_windows, stack_slot
+
+BOX = Region(((0, 8), (0, 128)))
+OUT, IN, TOKEN = SemRef("out"), SemRef("in"), SemRef(BARRIER)
+
+
+def _buf(k: int) -> str:
+    return f"buf@k.py:10#0/{k}"
+
+
+def _launch(barrier: bool = False) -> tuple:
+    return (AllocBuffer("hbm0", 0, "hbm", "device"), AllocBuffer("hbm1", 0, "hbm", "device"),
+            AllocSem("out", 1, "out", "device"),
+            AllocSem("in", 1, "in", "device")) + ((GetBarrierSem(),) if barrier else ())
+
+
+def _writeback(k: int, row: int) -> DmaStart:
+    return DmaStart(OUT, 4096, src_buf=_buf(k), src_region=BOX, dst_buf="hbm1",
+                    dst_region=Region(((row, row + 8), (0, 128))))
+
+
+def _fill(k: int) -> DmaStart:
+    return DmaStart(IN, 4096, src_buf="hbm0", src_region=BOX, dst_buf=_buf(k), dst_region=BOX)
+
+
+def _streaming(waited_in_scope: bool, input_first: bool = False, steps: int = 2) -> Program:
+    """Each step: a scope with `buf`, filled from HBM, written back on `out`; the write-back is waited
+    inside the scope, or in the next step (after the next fill started, with `input_first`) and after
+    the loop."""
+    ops: list = list(_launch())
+    for i in range(steps):
+        k = i + 1
+        ops.append(AllocBuffer(_buf(k), 4096, "vmem", "core"))
+        late = [Wait(OUT, 4096, "dma")] if i > 0 and not waited_in_scope else []
+        ops += ([_fill(k)] + late) if input_first else (late + [_fill(k)])
+        ops += [Wait(IN, 4096, "dma"), _writeback(k, 8 * i)]
+        if waited_in_scope:
+            ops.append(Wait(OUT, 4096, "dma"))
+        ops.append(FreeBuffer(_buf(k)))
+    if not waited_in_scope:
+        ops.append(Wait(OUT, 4096, "dma"))
+    ops.append(ExitCheck(0))
+    return Program(Topology(1), (tuple(ops),))
+
+
+def _ring(handshake_inside: bool) -> Program:
+    """Two devices, each sending its block into the other's scoped receive buffer; the handshake on the
+    barrier semaphore (each signals the other and waits) comes before the scope or inside it."""
+    cores = []
+    for d in range(2):
+        shake = (Signal(TOKEN, 1, device=1 - d), Wait(TOKEN, 1))
+        scope = [AllocBuffer(_buf(1), 4096, "vmem", "core")]
+        scope += list(shake) if handshake_inside else []
+        scope += [DmaStart(IN, 4096, src_sem=OUT, device=1 - d, src_buf="hbm0", src_region=BOX,
+                           dst_buf=_buf(1), dst_region=BOX),
+                  Wait(OUT, 4096, "dma"), Wait(IN, 4096, "dma"), FreeBuffer(_buf(1))]
+        body = ([] if handshake_inside else list(shake)) + scope
+        cores.append((*_launch(barrier=True), *body, ExitCheck(d)))
+    return Program(Topology(2), tuple(cores), collective_id=0)
+
+
+@pytest.mark.rule("BUF-13")
+@given(st.lists(st.booleans(), min_size=1, max_size=12))
+def test_scope_windows_pair_allocations_with_frees(opens):
+    """Nested and sibling scopes: each buffer's window runs from its allocation to its own free."""
+    ops, stack, want, n = [], [], {}, 0
+    for pc_open in opens:
+        if pc_open or not stack:
+            n += 1
+            stack.append((_buf(n), len(ops)))
+            ops.append(AllocBuffer(_buf(n), 8, "vmem", "core"))
+        else:
+            label, at = stack.pop()
+            want[label] = (at, len(ops))
+            ops.append(FreeBuffer(label))
+    for label, at in stack:
+        want[label] = (at, None)
+    ops.insert(0, AllocBuffer("hbm0", 0, "hbm", "device"))  # a launch buffer has no window
+    shifted = {k: (a + 1, None if b is None else b + 1) for k, (a, b) in want.items()}
+    assert scope_windows(tuple(ops)) == shifted
+
+
+@pytest.mark.rule("BUF-13", "BUF-14")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_deferred_writeback_outlives_its_scope(mode):
+    v = invocation_confined(_streaming(False), mode)
+    assert v.verdict == "violated"
+    d = v.witness.details
+    assert (d["half"], d["when"], d["scope"]) == ("read", "late", _buf(1).rsplit("/", 1)[0])
+    assert "in flight when the run_scoped scope" in v.witness.message
+    # D32: eager runs the copy inside its start; on_wait runs it at the later wait, after the free
+    assert d["raises"] is (mode == "on_wait")
+
+
+@pytest.mark.rule("BUF-13")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_copy_retired_inside_its_scope_is_confined(mode):
+    p = _streaming(True, steps=3)
+    assert invocation_confined(p, mode).verdict == "proved"
+    assert {v.property: v.verdict for v in check_program(p, mode)} == dict.fromkeys(BY_ID, "proved")
+
+
+@pytest.mark.rule("BUF-13", "BUF-14")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_remote_copy_before_the_target_entered(mode):
+    bad = invocation_confined(_ring(False), mode)
+    assert bad.verdict == "violated" and bad.witness.details["when"] == "early"
+    assert bad.witness.details["half"] == "write"
+    # eager writes at the start; on_wait when the target waits inside its scope (BUF-14)
+    assert bad.witness.details["raises"] is (mode == "eager")
+    assert invocation_confined(_ring(True), mode).verdict == "proved"
+
+
+@pytest.mark.rule("BUF-14")
+def test_interpreter_raises_where_a_half_can_run_outside():
+    late = _streaming(False)
+    never = Program(Topology(1), (tuple(op for op in late.cores[0] if type(op) is not Wait or op.sem != OUT),))
+    ring = _ring(False)
+    first = lambda p: next(t for t in scope_touches(p) if t.half == "read" and t.label == _buf(1))  # noqa: E731
+    assert interpreter_raises(late, first(late), "on_wait")
+    assert not interpreter_raises(late, first(late), "eager")
+    # a write-back nobody waits for: on_wait never runs it (D3), eager inside its start; a TPU still may
+    assert not interpreter_raises(never, first(never), "on_wait")
+    assert invocation_confined(never, "hardware").verdict == "violated"
+    write = next(t for t in scope_touches(ring) if t.half == "write")
+    assert write.owner != write.core
+    assert interpreter_raises(ring, write, "eager") and not interpreter_raises(ring, write, "on_wait")
+    for p in (late, never, ring):
+        assert not any(interpreter_raises(p, t, "hardware") for t in scope_touches(p))
+    assert isinstance(write, ScopeTouch)
+
+
+@pytest.mark.rule("BUF-14")
+def test_on_wait_deferred_writeback_proves_nothing_else():
+    """Every on_wait run raises KeyError at the late wait (the recorded run of the example): nothing else
+    of that mode is proved; eager's runs complete, and its other properties stand."""
+    p = _streaming(False)
+    on_wait = {v.property: v for v in check_program(p, "on_wait")}
+    assert on_wait.pop("invocation-confined").verdict == "violated"
+    assert all(v.verdict == "unknown" and "KeyError" in v.reason for v in on_wait.values())
+    eager = {v.property: v.verdict for v in check_program(p, "eager")}
+    assert eager.pop("invocation-confined") == "violated"
+    assert set(eager.values()) == {"proved"}
+
+
+@pytest.mark.rule("BUF-15")
+@given(st.from_regex(r"[a-z_]{1,8}\.py:[0-9]{1,3}(\.[0-9])?#[0-9]", fullmatch=True), st.integers(0, 999))
+def test_stack_slot_is_the_allocation_site(site, k):
+    assert stack_slot(f"buf@{site}/{k}") == f"buf@{site}"
+    assert stack_slot(f"buf@{site}/{k}") == stack_slot(f"buf@{site}/{k + 1}")
+    assert stack_slot("hbm0") == "hbm0"
+
+
+@pytest.mark.rule("BUF-15")
+def test_hardware_races_on_a_reused_stack_slot():
+    """The next scope's fill writes the slot the previous write-back may still read: a race on a TPU, none
+    in the interpreter (a fresh buffer per scope); waiting before the fill starts orders them."""
+    racy = _streaming(False, input_first=True)
+    race = BY_ID["race-free"].check
+    assert race(racy, "hardware").verdict == "violated"
+    assert race(racy, "eager").verdict == "proved"
+    assert race(_streaming(False), "hardware").verdict == "proved"
+
+
+@pytest.mark.rule("BUF-13")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_a_copy_with_unrecorded_buffers_beside_scopes_is_unknown(mode):
+    """A copy whose buffers the front end could not name may be a scoped buffer's: never proved."""
+    p = _streaming(True)
+    blind = [op if type(op) is not DmaStart or op.src_buf != _buf(1) else DmaStart(OUT, 4096) for op in p.cores[0]]
+    q = Program(Topology(1), (tuple(blind),))
+    v = invocation_confined(q, mode)
+    assert v.verdict == "unknown" and "ACC-3" in v.reason
+    assert invocation_confined(p, mode).verdict == "proved"
