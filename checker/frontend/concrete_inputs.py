@@ -35,6 +35,7 @@ import numpy as np
 
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
+from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, make_jaxpr
 from semcheck.model.ops import NO_LOC
 
@@ -188,6 +189,7 @@ class _Interpreter:
         self._literal = jax_core.Literal
         self._kernel_counts: dict[int, int] = {}
         self._needed: dict[tuple[int, tuple[bool, ...]], tuple[set[Any], tuple[bool, ...]]] = {}
+        self._rounds: Rounds | None = None  # the collectives of the shard_map body being evaluated
 
     # --- the walk --------------------------------------------------------------------
 
@@ -239,21 +241,34 @@ class _Interpreter:
         lanes = math.prod(sizes[a] for a in names)
         specs = eqn.params["in_specs"]
         end = start + self._kernels_in(eqn)
+        devices = []
         for lane in range(lanes):
             coords = {}
             rest = lane
             for a in reversed(names):
                 coords[a] = rest % sizes[a]
                 rest //= sizes[a]
-            d = _Device(lane, coords)
-            shards = [_shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)]
-            _, end = self.run(sub, shards, d, start)
+            devices.append(_Device(lane, coords))
+        shards = [[_shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)] for d in devices]
+        # ACC-8: passes until no collective gains a value; one pass when the body needs none
+        self._rounds = Rounds(mesh, names, lanes)
+        try:
+            for _ in range(MAX_PASSES):
+                for d in devices:
+                    self._rounds.start_device()
+                    _, end = self.run(sub, shards[d.lane], d, start)
+                if not self._rounds.resolve():
+                    break
+        finally:
+            self._rounds = None
         return None, end
 
     def _bind(self, eqn: Any, invals: list[Any], dev: _Device | None) -> list[Any] | None:
-        if any(x is None for x in invals):
-            return None
         name = eqn.primitive.name
+        if any(x is None for x in invals) or name in NOT_DETERMINISTIC:
+            if dev is not None and self._rounds is not None and _names_axis(eqn.params, dev.coords):
+                self._rounds.reach(eqn, invals, dev.lane)  # keeps every device's count of collectives
+            return None
         if dev is not None:
             if name == "axis_index":
                 axis = eqn.params["axis_name"]
@@ -263,7 +278,8 @@ class _Interpreter:
             if name == "pvary":
                 return list(invals)
             if _names_axis(eqn.params, dev.coords):
-                return None  # a collective: its value depends on the other devices
+                # a collective: its value depends on the other devices (ACC-8)
+                return None if self._rounds is None else self._rounds.reach(eqn, invals, dev.lane)
         try:
             got = eqn.primitive.get_bind_params(eqn.params)
             # older jax returns (subfuns, params), newer the params alone
