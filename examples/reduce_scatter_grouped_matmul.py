@@ -112,7 +112,9 @@ def group_sizes(num_devices: int, groups: int, rows: int) -> np.ndarray:
 
 
 def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, kernel=None,
-          rows: int = 8, k: int = 128, f: int = 128, groups: int = 4, sizes=None):
+          rows: int = 8, k: int = 128, f: int = 128, groups: int = 4, sizes=None, combine=jax.lax.pmax):
+    """`sizes` (N, G) overrides the group sizes; `combine(count, axis)` makes the per-device group counts
+    the round bound (`lax.pmax`; tests swap in other ways of computing it)."""
     n = num_devices
     if n < 2:
         raise ValueError("needs at least 2 devices")
@@ -143,7 +145,7 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None, kernel=N
         sz = sz[0]
         offsets = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(sz).astype(jnp.int32)])
         used = jnp.max(jnp.where(sz > 0, jnp.arange(groups, dtype=jnp.int32) + 1, 0))
-        bound = jax.lax.pmax(used, AXIS).reshape(1)  # every device runs as many rounds as the busiest
+        bound = combine(used, AXIS).reshape(1)  # every device runs as many rounds as the busiest
         return call(bound, offsets, x[0], w[0])
 
     fn = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=(P(AXIS), P(AXIS), P(AXIS)),
