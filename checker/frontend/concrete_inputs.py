@@ -12,8 +12,8 @@ inputs seen whole), as they arrive at each device:
 * call bodies are entered (`jit`, `closed_call`, `checkpoint`, and the
   primal function of a `custom_vjp`/`custom_jvp`); a `shard_map` body runs once per
   device of its manual axes on that device's shard (`axis_index` is the
-  device's coordinate; collectives and anything naming a manual axis give no
-  value);
+  device's coordinate), in passes when it needs a collective: jax runs each
+  collective once every device knows its input (`pre_kernel_collectives`, ACC-8);
 * a `pallas_call` records its operands (and its dynamic grid bounds, as
   `GridMapping` passes them: before the operands) and does not run: its outputs have no
   value, nor has anything computed from them, or inside a `cond`/loop around a
@@ -21,7 +21,8 @@ inputs seen whole), as they arrive at each device:
 
 A value that cannot be computed is `None`, never a guess: the kernel then sees
 the operand as unknown (`scalar_memory.AbstractInput` when the example
-arguments were shapes).
+arguments were shapes), with the reason its first missing input gives (a host
+callback, an earlier kernel's output: `KernelInputs.why_of`).
 """
 
 from __future__ import annotations
