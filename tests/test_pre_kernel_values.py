@@ -37,6 +37,7 @@ def runs():
         "own": ("verify", f"{BOUNDS}::grouped_rounds_own_count", "--devices", "2", "--examples", "5"),
         "callback": ("verify", f"{BOUNDS}::bound_through_callback", "--devices", "2", "--dma-mode", "hardware"),
         "kernel": ("verify", f"{BOUNDS}::bound_from_earlier_kernel", "--devices", "2", "--dma-mode", "hardware"),
+        "shapes": ("verify", f"{BOUNDS}::shapes_only", "--devices", "2", "--dma-mode", "hardware"),
     }
     got = semcheck_many([((*args, "--format", "json", "--no-cache", "--no-config"), {"cwd": ROOT, "timeout": 900})
                          for args in calls.values()])
@@ -78,8 +79,11 @@ def test_generated_group_counts_prove_the_kernel_and_find_the_bound_that_differs
 
 @pytest.mark.rule("ACC-8")
 def test_a_callback_or_an_earlier_kernel_s_output_is_unknown_with_why(runs):
+    """Not a value the evaluation computes from the arguments: unknown, and the reason names the source;
+    with the arguments given as shapes, ACC-4's hint."""
     for name, words in (("callback", ("'pure_callback' at", "grouped_matmul_bounds.py:")),
-                        ("kernel", ("the output of kernel call 0", "not followed"))):
+                        ("kernel", ("the output of kernel call 0", "not followed")),
+                        ("shapes", ("which the example arguments do not carry", "hint: give the target concrete"))):
         run = runs[name]
         assert run.returncode == 3, run.stderr[-2000:]
         rows = run.json()["results"]

@@ -17,6 +17,7 @@ them:
   the callback's line;
 * `bound_from_earlier_kernel`: the count passes through an earlier kernel's
   output: unknown (an earlier kernel's output is not followed), with why.
+* `shapes_only`: the arguments as shapes: unknown with ACC-4's hint.
 
 Used by tests/test_pre_kernel_values.py.
 """
@@ -98,3 +99,10 @@ def _through_kernel(count, axis):
 @semcheck.target(devices=(2,))
 def bound_from_earlier_kernel(num_devices: int):
     return _example().build(num_devices, combine=_through_kernel)
+
+
+@semcheck.target(devices=(2,))
+def shapes_only(num_devices: int):
+    """The example's arguments as shapes: nothing to compute the bound from (ACC-4's hint)."""
+    fn, args = _example().build(num_devices)
+    return fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding) for a in args)
