@@ -278,7 +278,7 @@ class _Interpreter:
             if r:
                 return r
         if dev is not None and _names_axis(eqn.params, dev.coords):
-            return f"the collective '{name}'{at}, which jax could not run on the target's mesh"
+            return f"the collective '{name}'{at}: a device's input to it has no value, or jax could not run it"
         return f"'{name}'{at}, which semcheck could not evaluate"
 
     def _enter(self, eqn: Any, invals: list[Any], dev: _Device | None, index: int) -> tuple[list[Any] | None, int]:
@@ -312,8 +312,10 @@ class _Interpreter:
         self._pass_reasons(eqn.invars, sub.invars)
         # ACC-8: passes until no collective gains a value; one pass when the body needs none
         self._rounds = Rounds(mesh, names, lanes)
+        before = dict(self._why)
         try:
             for _ in range(MAX_PASSES):
+                self._why = dict(before)  # a pass's reasons are its own: a later pass may compute the value
                 for d in devices:
                     self._rounds.start_device()
                     _, end = self.run(sub, shards[d.lane], d, start)
