@@ -12,8 +12,8 @@ inputs seen whole), as they arrive at each device:
 * call bodies are entered (`jit`, `closed_call`, `checkpoint`, and the
   primal function of a `custom_vjp`/`custom_jvp`); a `shard_map` body runs once per
   device of its manual axes on that device's shard (`axis_index` is the
-  device's coordinate; collectives and anything naming a manual axis give no
-  value);
+  device's coordinate), in passes when it needs a collective: jax runs each
+  collective once every device knows its input (`pre_kernel_collectives`, ACC-8);
 * a `pallas_call` records its operands (and its dynamic grid bounds, as
   `GridMapping` passes them: before the operands) and does not run: its outputs have no
   value, nor has anything computed from them, or inside a `cond`/loop around a
@@ -21,7 +21,8 @@ inputs seen whole), as they arrive at each device:
 
 A value that cannot be computed is `None`, never a guess: the kernel then sees
 the operand as unknown (`scalar_memory.AbstractInput` when the example
-arguments were shapes).
+arguments were shapes), with the reason its first missing input gives (a host
+callback, an earlier kernel's output: `KernelInputs.why_of`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import numpy as np
 
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
-from semcheck.checker.frontend.trace import KernelCall, Operand, find_kernels, make_jaxpr
+from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
+from semcheck.checker.frontend.trace import KernelCall, Operand, eqn_loc, find_kernels, make_jaxpr
 from semcheck.model.ops import NO_LOC
 
 _KERNEL_PRIMS = ("pallas_call", "mpmd_map")
@@ -59,6 +61,18 @@ class KernelInputs:
     why: str = ""
     # Per dynamic grid bound (`KernelCall.dynamic_grid_dims` order): its lane array (lanes,), or None.
     grid_bounds: tuple[np.ndarray | None, ...] = ()
+    # Why one value in particular has none (ACC-8: a host callback, an earlier kernel's output, ...):
+    # per operand, then per grid bound; None where `why` says it.
+    operand_why: tuple[str | None, ...] = ()
+    bound_why: tuple[str | None, ...] = ()
+
+    def why_of(self, i: int) -> str:
+        """Why operand `i` has no value."""
+        return (self.operand_why[i] if i < len(self.operand_why) else None) or self.why
+
+    def why_of_bound(self, k: int) -> str:
+        """Why dynamic grid bound `k` has no value."""
+        return (self.bound_why[k] if k < len(self.bound_why) else None) or self.why
 
 
 def is_scalar_operand(op: Operand) -> bool:
@@ -113,6 +127,7 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
             continue
         lanes = call.mesh.num_devices
         nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
+        whys = _first_reasons(interp.reasons.get(k, {}))
         bounds = tuple(_stack_bound([per_device[d][b] for d in sorted(per_device)], lanes) for b in range(nb))
         values = []
         for i, op in enumerate(call.operands):
@@ -121,13 +136,25 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
                 continue
             values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
                                   for d in sorted(per_device)], lanes, op))
-        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED, bounds))
+        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED, bounds,
+                                operand_why=tuple(whys[nb:]), bound_why=tuple(whys[:nb])))
     return out
 
 
 _ABSTRACT = "the example arguments are shapes (jax.ShapeDtypeStruct), not values"
 _NOT_REACHED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
 _NOT_COMPUTED = "semcheck could not compute the operand from the example arguments"
+
+
+def _first_reasons(per_device: dict[int, list[str | None]]) -> list[str | None]:
+    """Per launch operand, the reason the lowest device that has one gives."""
+    out: list[str | None] = []
+    for d in sorted(per_device):
+        for i, r in enumerate(per_device[d]):
+            if i == len(out):
+                out.append(None)
+            out[i] = out[i] or r
+    return out
 
 
 def _concrete(x: Any) -> np.ndarray | None:
@@ -185,9 +212,13 @@ class _Interpreter:
 
         self.calls = calls
         self.records: dict[int, dict[int, list[Any]]] = {}
+        # per kernel, per lane: why each launch operand has no value (None: it has one, or no reason known)
+        self.reasons: dict[int, dict[int, list[str | None]]] = {}
+        self._why: dict[Any, str] = {}  # variable -> why it has no value (ACC-8)
         self._literal = jax_core.Literal
         self._kernel_counts: dict[int, int] = {}
         self._needed: dict[tuple[int, tuple[bool, ...]], tuple[set[Any], tuple[bool, ...]]] = {}
+        self._rounds: Rounds | None = None  # the collectives of the shard_map body being evaluated
 
     # --- the walk --------------------------------------------------------------------
 
@@ -206,10 +237,15 @@ class _Interpreter:
             name = eqn.primitive.name
             outs: list[Any] | None = None
             if name in _KERNEL_PRIMS:
+                lane = dev.lane if dev else 0
                 if name == "pallas_call":
                     # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands)
-                    self.records.setdefault(index, {})[dev.lane if dev else 0] = discharged_order(
-                        eqn, [read(v) for v in eqn.invars])
+                    self.records.setdefault(index, {})[lane] = discharged_order(eqn, [read(v) for v in eqn.invars])
+                    self.reasons.setdefault(index, {})[lane] = discharged_order(
+                        eqn, [self._reason(v) for v in eqn.invars])
+                for v in eqn.outvars:
+                    self._why.setdefault(v, f"the output of kernel call {index}: semcheck runs no kernel, so a value "
+                                            "computed from an earlier kernel's output is not followed")
                 index += 1
             elif self._kernels_in(eqn):
                 if name in _ENTERED and len(list(_subs(eqn))) == 1:
@@ -218,17 +254,42 @@ class _Interpreter:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 outs = self._bind(eqn, [read(v) for v in eqn.invars], dev)
+                if outs is None or any(o is None for o in outs):
+                    cause = self._cause(eqn, dev)
+                    for v in eqn.outvars:
+                        self._why.setdefault(v, cause)
             if outs is not None:
                 for v, o in zip(eqn.outvars, outs):
                     env[v] = o
         return [read(v) for v in jaxpr.outvars], index
+
+    def _reason(self, v: Any) -> str | None:
+        return None if type(v) is self._literal else self._why.get(v)
+
+    def _cause(self, eqn: Any, dev: _Device | None) -> str:
+        """Why `eqn` gave no value: its own nature, else the first input without one."""
+        name = eqn.primitive.name
+        loc = eqn_loc(eqn, NO_LOC)
+        at = f" at {loc}" if loc.line else ""
+        if name in NOT_DETERMINISTIC:
+            return f"'{name}'{at}, which is not a function of the example arguments semcheck evaluates"
+        for v in eqn.invars:
+            r = self._reason(v)
+            if r:
+                return r
+        if dev is not None and _names_axis(eqn.params, dev.coords):
+            return f"the collective '{name}'{at}: a device's input to it has no value, or jax could not run it"
+        return f"'{name}'{at}, which semcheck could not evaluate"
 
     def _enter(self, eqn: Any, invals: list[Any], dev: _Device | None, index: int) -> tuple[list[Any] | None, int]:
         (sub,) = _subs(eqn)
         if eqn.primitive.name != "shard_map":
             inner = getattr(sub, "jaxpr", sub)
             consts = [_concrete(c) for c in getattr(sub, "consts", ())]
-            return self.run(inner, [*consts, *invals], dev, index)
+            self._pass_reasons(eqn.invars, inner.invars)
+            outs, index = self.run(inner, [*consts, *invals], dev, index)
+            self._pass_reasons(inner.outvars, eqn.outvars)
+            return outs, index
         start = index
         mesh = eqn.params["mesh"]
         manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
@@ -239,21 +300,43 @@ class _Interpreter:
         lanes = math.prod(sizes[a] for a in names)
         specs = eqn.params["in_specs"]
         end = start + self._kernels_in(eqn)
+        devices = []
         for lane in range(lanes):
             coords = {}
             rest = lane
             for a in reversed(names):
                 coords[a] = rest % sizes[a]
                 rest //= sizes[a]
-            d = _Device(lane, coords)
-            shards = [_shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)]
-            _, end = self.run(sub, shards, d, start)
+            devices.append(_Device(lane, coords))
+        shards = [[_shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)] for d in devices]
+        self._pass_reasons(eqn.invars, sub.invars)
+        # ACC-8: passes until no collective gains a value; one pass when the body needs none
+        self._rounds = Rounds(mesh, names, lanes)
+        before = dict(self._why)
+        try:
+            for _ in range(MAX_PASSES):
+                self._why = dict(before)  # a pass's reasons are its own: a later pass may compute the value
+                for d in devices:
+                    self._rounds.start_device()
+                    _, end = self.run(sub, shards[d.lane], d, start)
+                if not self._rounds.resolve():
+                    break
+        finally:
+            self._rounds = None
         return None, end
 
+    def _pass_reasons(self, outer: Sequence[Any], inner: Sequence[Any]) -> None:
+        for a, b in zip(outer, inner):
+            r = self._reason(a)
+            if r and type(b) is not self._literal:
+                self._why.setdefault(b, r)
+
     def _bind(self, eqn: Any, invals: list[Any], dev: _Device | None) -> list[Any] | None:
-        if any(x is None for x in invals):
-            return None
         name = eqn.primitive.name
+        if any(x is None for x in invals) or name in NOT_DETERMINISTIC:
+            if dev is not None and self._rounds is not None and _names_axis(eqn.params, dev.coords):
+                self._rounds.reach(eqn, invals, dev.lane)  # keeps every device's count of collectives
+            return None
         if dev is not None:
             if name == "axis_index":
                 axis = eqn.params["axis_name"]
@@ -263,7 +346,8 @@ class _Interpreter:
             if name == "pvary":
                 return list(invals)
             if _names_axis(eqn.params, dev.coords):
-                return None  # a collective: its value depends on the other devices
+                # a collective: its value depends on the other devices (ACC-8)
+                return None if self._rounds is None else self._rounds.reach(eqn, invals, dev.lane)
         try:
             got = eqn.primitive.get_bind_params(eqn.params)
             # older jax returns (subfuns, params), newer the params alone

@@ -44,7 +44,7 @@ def resolve_grid(call: KernelCall, inputs: KernelInputs | None) -> KernelCall:
             if inputs is None or inputs.abstract:
                 raise NeedsConcreteInputs("pallas_call", f"{what}, from arguments given as shapes; {CONCRETE_HINT}",
                                           call.loc)
-            raise Unsupported("pallas_call", f"{what} that semcheck could not compute ({inputs.why})", call.loc)
+            raise Unsupported("pallas_call", f"{what} that semcheck could not compute ({inputs.why_of_bound(k)})", call.loc)
         lanes = np.asarray(value).reshape(-1)
         if lanes.size != 1:
             raise Unsupported("pallas_call", f"the bound of {_axis(d)} differs between devices "

@@ -245,7 +245,7 @@ class GridRules(Evaluator):
                 why = AbstractInput(f"the contents of {what} {op.name!r}, which the example arguments do "
                                     "not carry, read")
             else:
-                why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why}), read")
+                why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why_of(i)}), read")
             state.append((arg.name, shape, op.dtype, init, why))
         self._launch_state = state
 

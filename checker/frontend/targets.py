@@ -26,6 +26,7 @@ imported (`targets.provision_devices`), and jax reads them only then; a child st
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import inspect
 import itertools
@@ -497,15 +498,43 @@ def _describe(x: Any) -> str:
 
 
 def _user_loc(e: BaseException, path: str) -> Loc | None:
-    """The innermost frame of `e`'s traceback that is in the kernel file."""
+    """The line of the user's code that raised: the innermost frame of `e`'s traceback in user code.
+
+    User code is the kernel file and any file it runs that is not part of Python, an installed
+    package (jax's tracing machinery) or semcheck: a kernel defined in a neighbour module is
+    reported at its own line, not at the target file's call into it. Without such a frame, the
+    innermost frame in the kernel file.
+    """
     if not path:
         return None
     path = os.path.abspath(path)
     found = None
     for frame in traceback.extract_tb(e.__traceback__):
-        if os.path.abspath(frame.filename) == path:
-            found = Loc(path, frame.lineno or 0, (frame.line or "").strip())
+        name = os.path.abspath(frame.filename)
+        if name == path or _is_user_file(name):
+            found = Loc(name, frame.lineno or 0, (frame.line or "").strip())
     return found
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """Directories whose files are not the user's: Python's library, installed packages, semcheck."""
+    import sysconfig
+
+    import semcheck
+
+    dirs = {os.path.abspath(d) + os.sep for pkg in (semcheck, semcheck.checker, semcheck.model) for d in pkg.__path__}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        where = sysconfig.get_paths().get(key)
+        if where:
+            dirs.add(os.path.abspath(where) + os.sep)
+    return tuple(sorted(dirs))
+
+
+def _is_user_file(name: str) -> bool:
+    if not name.endswith(".py") or not os.path.exists(name):
+        return False  # "<string>", frozen modules, generated code
+    return not name.startswith(_library_dirs()) and "site-packages" not in name.split(os.sep)
 
 
 __all__: Sequence[str] = [

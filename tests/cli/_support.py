@@ -93,6 +93,22 @@ KERNELS: dict[str, str] = {
         "    raise RuntimeError('no kernel for ' + str(num_devices) + ' devices')\n"
     ),
     "no_targets.py": "def helper(x):\n    return x + 1\n",
+    # a kernel body that raises while jax traces it (line 9), and a target that calls it from its neighbour
+    "kernel_helper.py": (
+        "import jax\nimport jax.numpy as jnp\nfrom jax.experimental import pallas as pl\n"
+        "from jax.experimental.pallas import tpu as pltpu\n\n\n"
+        "def _kernel(x_ref, o_ref):\n"
+        "    o_ref[...] = x_ref[...]\n"
+        "    raise ValueError('the kernel body refuses')\n\n\n"
+        "def make(num_devices):\n"
+        "    spec = jax.ShapeDtypeStruct((8, 128), jnp.float32)\n"
+        "    return jax.jit(pl.pallas_call(_kernel, out_shape=spec, interpret=pltpu.InterpretParams())), (spec,)\n"
+    ),
+    "raises_in_neighbour_kernel.py": (
+        "from kernel_helper import make\n\n\n"
+        "def build(num_devices):\n"
+        "    return make(num_devices)\n"
+    ),
     "wrong_return.py": "def build(num_devices):\n    return 'a string, not (fn, args)'\n",
     "not_tpu.py": (
         "import jax\nimport jax.numpy as jnp\n\n\n"

@@ -20,6 +20,10 @@ CHILD_CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]]
     "raises-in-build": ("raises_in_build.py", (), "kernel-raised",
                         ("building target 'build'", "RuntimeError", "no kernel for 2 devices",
                          "raises_in_build.py:2")),
+    # the kernel line that raised, in the neighbour module the target calls (not the target's call line)
+    "raises-in-neighbour-kernel": ("raises_in_neighbour_kernel.py", (), "kernel-raised",
+                                   ("while tracing", "ValueError", "the kernel body refuses",
+                                    "kernel_helper.py:9")),
     "no-targets": ("no_targets.py", (), "no-targets", ("no targets in", "no_targets.py", "@semcheck.target")),
     "wrong-return": ("wrong_return.py", (), "bad-target-return", ("must return (fn, example_args)", "str")),
     "not-tpu": ("not_tpu.py", (), "not-tpu-pallas-call", ("no TPU pallas_call", "not_tpu.py")),

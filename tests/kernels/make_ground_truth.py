@@ -151,6 +151,10 @@ EXAMPLES: dict[str, dict] = {
         "kind": "exit_leak", "expected_leaks": [{"semaphore": 2000, "count": 512}]},
     # a kernel closing over run_state's refs (LAUNCH-4), and one that never waits for its arrival
     "examples/jax_ops/stateful_async_copy.py": {"kind": "clean"},
+    # a group-loop bound computed before the kernel (lax.pmax of per-device group counts, ACC-8);
+    # the bug zero-fills the inbox after the start barrier, which peers' copies may already write
+    "examples/reduce_scatter_grouped_matmul.py": {"kind": "clean"},
+    "examples/buggy/race_grouped_matmul_zero_fill_after_barrier.py": {"kind": "race"},
     "examples/jax_ops/buggy/exit_leak_stateful_copy_unwaited_send.py": {
         "kind": "exit_leak", "expected_leaks": [{"semaphore": 2000, "count": 4096}]},
     # run_scoped buffers (BUF-13 .. BUF-15, D32): a copy that outlives its scope raises KeyError where the
