@@ -380,7 +380,7 @@ def every_n_main(argv: list[str]) -> int:
     import json
     import sys
 
-    from semcheck.checker.run.cli import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
+    from semcheck.checker.run.exit_codes import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
 
     ap = argparse.ArgumentParser(prog="semcheck every-n", description=(
         "Prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
