@@ -118,9 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _err_console(color: str = "auto"):
-    from rich.console import Console
+    from semcheck.checker.report.console import LineConsole
 
-    return Console(stderr=True, highlight=False, soft_wrap=True, **_color_options(color))
+    return LineConsole(stderr=True, highlight=False, soft_wrap=True, **_color_options(color))
 
 
 def _color_options(color: str, file: bool = False) -> dict:
@@ -155,7 +155,8 @@ def cmd_verify(args) -> int:
         selectors: dict[str, str | None] = {}
         given: list[str] = []
         for arg in st.paths:
-            path, sep, target = arg.partition("::")
+            # a file that exists is a path, whatever its name holds (a `::` too); else `file::target`
+            path, sep, target = (arg, "", "") if os.path.isfile(arg) else arg.partition("::")
             if sep and os.path.isdir(path):
                 raise UsageError(f"{arg}: a ::target selects a target of a file, not of a directory")
             given.append(path)
@@ -219,7 +220,7 @@ def cmd_verify(args) -> int:
         return EXIT_INPUT
     except InputError as e:
         if args.debug and e.debug_text:
-            err.print(e.debug_text.rstrip(), markup=False)
+            _say_lines(err, e.debug_text)
         err.print(f"semcheck: {e.one_line()}", markup=False)
         return EXIT_INPUT
 
@@ -228,7 +229,7 @@ def cmd_verify(args) -> int:
     for run in runs:
         if run.error is not None:
             if args.debug and run.error.debug_text:
-                err.print(run.error.debug_text.rstrip(), markup=False)
+                _say_lines(err, run.error.debug_text)
             err.print(f"semcheck: {run.error.one_line()}", markup=False)
     label = " ".join(p for p in st.paths) if len(st.paths) > 1 or os.path.isdir(given[0]) else given[0]
     if not runs:
@@ -259,7 +260,7 @@ def cmd_verify(args) -> int:
     for run in runs:
         for name, e in run.findings.errors if run.findings is not None else ():
             if args.debug and e.debug_text:
-                err.print(e.debug_text.rstrip(), markup=False)
+                _say_lines(err, e.debug_text)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
     files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
                                run.findings.errors if run.findings else [],
@@ -268,7 +269,7 @@ def cmd_verify(args) -> int:
              for run in runs]
     results = [r for f in files for r in f.results]
     if args.format == "text":
-        from rich.console import Console
+        from semcheck.checker.report.console import LineConsole as Console
 
         detail = "quiet" if args.quiet else "verbose" if args.verbose else "normal"
         if args.output:
@@ -286,6 +287,12 @@ def cmd_verify(args) -> int:
     if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code
+
+
+def _say_lines(err, text: str) -> None:
+    """A traceback (--debug), a line at a time: each is guarded as every line on stderr is."""
+    for x in text.rstrip().split("\n"):
+        err.print(x, markup=False)
 
 
 def write(args, text: str) -> None:
@@ -351,7 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - one line unless --debug
             if args.debug:
                 raise
-            print(f"semcheck: internal-error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+            from semcheck.checker.report.escape import line
+
+            print(line(f"semcheck: internal-error: {type(e).__name__}: {e} (rerun with --debug for the traceback)"),
                   file=sys.stderr)
             return EXIT_INPUT
     if args.command == "spec":

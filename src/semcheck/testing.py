@@ -92,9 +92,9 @@ def verify_target(
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
     data = report.to_json_files(path, [report.FileReport(path, outcome.results, target_errors=outcome.errors)])
     buf = io.StringIO()
-    from rich.console import Console
+    from semcheck.checker.report.console import LineConsole
 
-    console = Console(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True)
+    console = LineConsole(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True)
     for note in outcome.notes:
         console.print(f"semcheck: {note.code}: {note.message}", markup=False)
     for name, e in outcome.errors:
