@@ -2,7 +2,7 @@
 
 One loader (`load_settings`) for every way in: the CLI (`semcheck verify`), `semcheck.check`,
 `semcheck.testing.assert_verified` and the pytest plugin, so they read the same project table, check
-it the same way and fall back on the same defaults (specs/report.md RUN-35).
+it the same way and fall back on the same defaults (specs/report.md REP-2).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def find_config(start: str) -> tuple[str, dict] | None:
                     data = tomllib.load(fh)
             except (OSError, tomllib.TOMLDecodeError) as e:
                 raise UsageError(f"{f}: cannot read it: {e}") from None
-            except UnicodeDecodeError as e:  # TOML is UTF-8 (tomllib decodes before it parses)
+            except UnicodeDecodeError as e:  # TOML is UTF-8 (tomllib decodes before it parses; REP-3)
                 raise UsageError(f"{f}: cannot read it: not UTF-8 (byte {e.start}: {e.reason})") from None
             table = data.get("tool", {}).get("semcheck")
             if table is not None:
@@ -149,7 +149,7 @@ def _value(key: str, raw: str, value: Any, where: str, base: str) -> Any:
 
 
 def check_pattern(pattern: str, where: str) -> str:
-    """An exclude glob that fnmatch can use: `[` without its `]` would match nothing, silently."""
+    """An exclude glob that fnmatch can use: `[` without its `]` would match nothing, silently (REP-3)."""
     import fnmatch
     import re
 

@@ -221,16 +221,10 @@ if pytest is not None:
             from semcheck.checker.run.planning import discover
 
             st = _settings(config)
-            base = os.path.dirname(st.config) if st.config else str(config.rootpath)
-            given = [os.path.join(base, p) if not os.path.isabs(p) else p for p in _configured_paths(st)]
-            present = [p for p in given if os.path.exists(p)]
+            present = [p for p in st.paths if os.path.exists(p)]  # a missing one is `semcheck verify`'s error
             files, _ = discover(present, exclude=st.exclude, entry=st.entry) if present else ([], [])
             cached = config._semcheck_files = {os.path.realpath(f) for f in files}
         return cached
-
-    def _configured_paths(st: Any) -> list[str]:
-        # load_settings gives configured paths relative to the working directory; made absolute here
-        return [os.path.abspath(p) for p in st.paths]
 
     def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
         st = _settings(config)
