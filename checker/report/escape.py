@@ -34,19 +34,21 @@ def lines(text: str) -> str:
     return "\n".join(line(x) for x in text.split("\n"))
 
 
-# Markdown: the characters that can open or close markdown or HTML syntax anywhere become numeric
-# character references, which CommonMark renders as the characters and never parses as syntax (in a
-# table cell too: `&#124;` is not a cell boundary); those that are syntax only first on a line (a
-# heading, a list, a quote, a thematic break) are escaped there. A newline would end a row or a paragraph.
-_MD_SPECIAL = frozenset("\\`*_[]<>&|~")
+# Markdown: the characters that can open or close markdown or HTML syntax become numeric character
+# references, which CommonMark renders as the characters and never parses as syntax (in a table
+# cell too: `&#124;` is not a cell boundary). `_` only where it could be emphasis (not between two
+# letters or digits: `core_index` stays as it is), `]` only where a link's `(` follows; what is
+# syntax only first on a line (a heading, a list, a quote, a break) there. A newline would end a
+# row or a paragraph: `line` shows it as a control picture first.
+_MD_SPECIAL = re.compile(r"[\\`*<>&|~]|(?<![^\W_])_|_(?![^\W_])|\](?=\()")
 _MD_LEADING = frozenset("#-+=>!:")
 _MD_ORDERED = re.compile(r"^(\d+)([.)])")
 
 
 def markdown(text: str) -> str:
     """`text` as inline markdown (a paragraph, a heading, a table cell, inside `<code>`) showing
-    exactly its characters: no markup, no HTML, no line break, no cell boundary, no `::`."""
-    out = "".join(f"&#{ord(ch)};" if ch in _MD_SPECIAL else ch for ch in line(text)).replace("::", ":&#58;")
+    exactly its characters: no markup, no HTML, no link, no line break, no cell boundary, no `::`."""
+    out = _MD_SPECIAL.sub(lambda m: f"&#{ord(m.group(0))};", line(text)).replace("::", ":&#58;")
     if out[:1] in _MD_LEADING:
         out = f"&#{ord(out[0])};" + out[1:]
     return _MD_ORDERED.sub(lambda m: f"{m.group(1)}&#{ord(m.group(2))};", out, count=1)

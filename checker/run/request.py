@@ -132,7 +132,7 @@ def parse_devices(text: str) -> list[int]:
             items = text.split(",")
             if len(items) > 1 and not all(x.strip() for x in items):  # `2,,4`: a count left out (REP-3)
                 raise InputError("usage", f"--devices {text!r}: an empty entry between commas")
-            counts = {int(x) for x in items}
+            counts = {int(x) for x in items if x.strip()}
     except ValueError:
         raise InputError("usage", f"--devices {text!r}: expected a count, a list like 2,4,8 "
                                   "or a range like 2..64") from None
