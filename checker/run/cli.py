@@ -8,7 +8,6 @@ but something not proved (unknown, timeout); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 
