@@ -493,6 +493,8 @@ def export_main(argv: list[str] | None = None) -> int:
     Exit codes: 0 written (and, with --spin, deadlock-free), 1 SPIN found a
     deadlock or a failing run, 2 usage or input error, 3 SPIN could not decide.
     """
+    from semcheck.checker.report.escape import line  # kernel names and exception text (REP-1)
+
     ap = argparse.ArgumentParser(prog="semcheck export", description="Export a kernel's lowered program.")
     ap.add_argument("file", help="kernel.py or kernel.py::target")
     ap.add_argument("--promela", action="store_true", help="write Promela for SPIN (the only format so far)")
@@ -514,7 +516,7 @@ def export_main(argv: list[str] | None = None) -> int:
         return 2
     path, _, target = args.file.partition("::")
     if not os.path.isfile(path):
-        print(f"semcheck export: no such kernel file: {path}", file=sys.stderr)
+        print(line(f"semcheck export: no such kernel file: {path}"), file=sys.stderr)
         return 2
     from semcheck.checker.frontend import FrontendError, provision_devices
 
@@ -524,7 +526,7 @@ def export_main(argv: list[str] | None = None) -> int:
 
         kernels = load(path, target=target or None, entry=args.entry, devices=args.devices, cores=args.cores)
     except FrontendError as e:
-        print(f"semcheck export: {e}", file=sys.stderr)
+        print(line(f"semcheck export: {e}"), file=sys.stderr)
         return 2
     from semcheck.checker.frontend.programs import takes_or_returns_semaphores
 
@@ -540,7 +542,7 @@ def export_main(argv: list[str] | None = None) -> int:
         try:
             r = render(k.program, args.dma_mode)
         except PromelaUnsupported as e:
-            print(f"semcheck export: {k.target} #{k.index}: cannot render: {e}", file=sys.stderr)
+            print(line(f"semcheck export: {k.target} #{k.index}: cannot render: {e}"), file=sys.stderr)
             return 2
         if args.output:
             dest = args.output
@@ -554,8 +556,8 @@ def export_main(argv: list[str] | None = None) -> int:
         if args.spin:
             sr = run_spin(r)
             extra = f" ({sr.reason})" if sr.reason else ""
-            print(f"spin: {k.target} #{k.index} at {args.devices} devices, {args.dma_mode}: {sr.verdict}{extra}"
-                  f", {sr.states_stored} states", file=sys.stderr)
+            print(line(f"spin: {k.target} #{k.index} at {args.devices} devices, {args.dma_mode}: {sr.verdict}{extra}"
+                       f", {sr.states_stored} states"), file=sys.stderr)
             code = {"deadlock-free": 0, "deadlock": 1, "error": 1}.get(sr.verdict, 3)
             status = 1 if 1 in (status, code) else max(status, code)
     return status

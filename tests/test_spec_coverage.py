@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC_FILES = ("specs/semantics.md", "specs/buffers.md", "specs/programs.md", "specs/parametric.md")
+SPEC_FILES = ("specs/semantics.md", "specs/buffers.md", "specs/programs.md", "specs/parametric.md", "specs/report.md")
 CODE_DIRS = ("model", "checker")
 
 _BOLD = re.compile(r"^\*\*([A-Z]+-\d+)\b", re.M)

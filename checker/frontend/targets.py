@@ -267,9 +267,11 @@ def find_targets(
     return targets
 
 
-def load_targets(path: str, *, entry: str | None = None, target: str | None = None) -> list[Target]:
-    """Import `path` (which may carry a `::name` selector) and return its targets."""
-    file, selected = split_selector(path)
+def load_targets(path: str, *, entry: str | None = None, target: str | None = None,
+                 selector: bool = True) -> list[Target]:
+    """Import `path` and return its targets. With `selector`, `path` may carry a `::name` selector;
+    without, it is a file's path as it is (a name of its own may hold `::`)."""
+    file, selected = split_selector(path) if selector else (path, None)
     select = target if target is not None else selected
     module = import_kernel_file(file)
     return find_targets(module, entry=entry, select=select, path=os.path.abspath(file))

@@ -380,7 +380,8 @@ def every_n_main(argv: list[str]) -> int:
     import json
     import sys
 
-    from semcheck.checker.run.cli import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
+    from semcheck.checker.report.escape import line  # kernel names and exception text (REP-1)
+    from semcheck.checker.run.exit_codes import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
 
     ap = argparse.ArgumentParser(prog="semcheck every-n", description=(
         "Prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
@@ -416,17 +417,17 @@ def every_n_main(argv: list[str]) -> int:
     try:
         out = every_n(args.path, ns=tuple(range(2, args.upto + 1)), probes=probes, modes=modes)
     except (FrontendError, OSError, NotTemplate) as e:
-        print(f"semcheck every-n: {args.path}: {e}", file=sys.stderr)
+        print(line(f"semcheck every-n: {args.path}: {e}"), file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:  # noqa: BLE001 - one line, as `verify` does
-        print(f"semcheck every-n: internal-error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(line(f"semcheck every-n: internal-error: {type(e).__name__}: {e}"), file=sys.stderr)
         return EXIT_INPUT
     try:
         if args.format == "json":
             print(json.dumps({"path": args.path, "claims": [c.as_json() for c in out]}, indent=2))
         else:
             for c in out:
-                print(c.line())
+                print(line(c.line()))
     except BrokenPipeError:  # `semcheck every-n ... | head`
         import os
 

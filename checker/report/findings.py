@@ -151,7 +151,8 @@ def uri(file: str) -> str:
     except ValueError:
         r = file
     path = r if not r.startswith("..") else os.path.abspath(file)
-    return quote(path.replace(os.sep, "/"), safe="/:@-._~")
+    # `:` quoted too: in a relative reference, `a:b.py` would read as scheme `a`
+    return quote(path.replace(os.sep, "/"), safe="/@-._~")
 
 
 def rel(text: str) -> str:

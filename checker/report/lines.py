@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 
 from semcheck.checker.report.render import FileReport, summary
+from semcheck.checker.report.escape import gh_data, gh_property, line as one_line
 from semcheck.checker.report.every_n import line_texts, summary_words
 from semcheck.checker.report.findings import Finding, column, display_path, findings, rel, where
 
@@ -66,16 +67,7 @@ def to_concise(files: Sequence[FileReport]) -> str:
         for path, rule, _kind, message in line_texts(f):  # --every-n (PAR-8)
             out.append(f"{path}:1:1: {rule}: {message}")
     out.append(_summary_line(files))
-    return "\n".join(out) + "\n"
-
-
-def _escape_data(text: str) -> str:
-    # what GitHub's workflow-command parser unescapes (@actions/core's escapeData / escapeProperty)
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+    return "\n".join(one_line(x) for x in out) + "\n"  # a name's newline or `::` must not make a line
 
 
 def to_github(files: Sequence[FileReport]) -> str:
@@ -83,20 +75,20 @@ def to_github(files: Sequence[FileReport]) -> str:
     out = []
     for f in files:
         for path, line, message in _errors(f):
-            out.append(f"::error title={_escape_property('semcheck (input-error)')},file={_escape_property(path)},"
-                       f"line={line}::{_escape_data(f'{path}:{line}:1: input-error: {message}')}")
+            out.append(f"::error title={gh_property('semcheck (input-error)')},file={gh_property(path)},"
+                       f"line={line}::{gh_data(f'{path}:{line}:1: input-error: {message}')}")
         for x in findings(f.path, f.results) if f.error is None else ():
             path, line, col = _place(x)
             rule, message = _text(x)
             level = "error" if x.kind == "violated" else "warning"
-            out.append(f"::{level} title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
-                       f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+            out.append(f"::{level} title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"
+                       f"line={line},col={col}::{gh_data(f'{path}:{line}:{col}: {rule}: {message}')}")
         for path, line, col, rule, message in _suppressed(f):
-            out.append(f"::notice title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
-                       f"line={line},col={col}::{_escape_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+            out.append(f"::notice title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"
+                       f"line={line},col={col}::{gh_data(f'{path}:{line}:{col}: {rule}: {message}')}")
         for path, rule, kind, message in line_texts(f):  # --every-n (PAR-8): a traced N violated is an error
             level = {"violated": "error", "unknown": "warning"}.get(kind, "notice")
-            out.append(f"::{level} title={_escape_property(f'semcheck ({rule})')},file={_escape_property(path)},"
-                       f"line=1::{_escape_data(f'{path}:1:1: {rule}: {message}')}")
-    out.append(_summary_line(files))
+            out.append(f"::{level} title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"
+                       f"line=1::{gh_data(f'{path}:1:1: {rule}: {message}')}")
+    out.append(one_line(_summary_line(files)))
     return "\n".join(out) + "\n"

@@ -10,6 +10,7 @@ from semcheck.checker.properties.differences import CAUSES, differences
 from semcheck.checker.run.generated_inputs import coverage, input_line
 from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.diagram import diagram, to_mermaid
+from semcheck.checker.report.escape import fence, html_text, markdown, md_code
 from semcheck.checker.report.svg import to_svg
 from semcheck.checker.report.render import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
 from semcheck.checker.run.request import Result
@@ -22,8 +23,8 @@ def mermaid_diagram(v: Verdict) -> str | None:
     return None if d is None else to_mermaid(d)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _md_loc(loc) -> str:
+    return md_code(f"{_rel(loc.file)}:{loc.line}")
 
 
 _MD_MARK = {"proved": "✅", "violated": "❌", "unknown": "❓"}
@@ -83,79 +84,77 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     failed = [(f, name, e) for f in files for name, e in f.target_errors]  # targets whose build raised
     worst = ("violated" if s["violated"] or errors or failed or every["violated"] else
              "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
-    out = [f"## semcheck {_MD_MARK[worst]} {_md_cell(_rel(label))}", "",
+    out = [f"## semcheck {_MD_MARK[worst]} {markdown(_rel(label))}", "",
            f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
            + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
            + (f"; {len(errors)} not verified" if errors else "")
            + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
            + report_every_n.summary_words(files)]
     for f, name, e in failed:
-        out += ["", f"### ❌ not verified: `{_md_cell(f.path)}` {_md_cell(name)}", "", _md_cell(_rel(e.one_line()))]
+        out += ["", f"### ❌ not verified: {md_code(f.path)} {markdown(name)}", "", markdown(_rel(e.one_line()))]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
-            out += ["", f"### {_MD_MARK[kind]} {shown} {kind}: `{_md_cell(f.path)}` {_md_cell(target)}, "
+            out += ["", f"### {_MD_MARK[kind]} {shown} {kind}: {md_code(f.path)} {markdown(target)}, "
                         f"{n} devices, {mode}", ""]
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
-                out += ["```text", *(_rel(t) for t in text), "```"]
+                out += fence("text", [_rel(t) for t in text])
                 drawn = mermaid_diagram(v)
                 if drawn:
-                    out += ["", "```mermaid", drawn, "```"]
+                    out += ["", *fence("mermaid", drawn.split("\n"))]
                 locs = [loc for loc in dict.fromkeys(v.witness.locs) if loc is not None and loc.line]
                 if locs:
-                    out += [""] + [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+                    out += [""] + [f"- {_md_loc(loc)}: {md_code(loc.text.strip())}" for loc in locs]
                 if v.input is not None:
-                    out += ["", f"**{_md_cell(input_line(v) or '')}**"]
+                    out += ["", f"**{markdown(input_line(v) or '')}**"]
             else:
-                out.append(_md_cell(_rel(v.reason)))
+                out.append(markdown(_rel(v.reason)))
                 if len(props) >= 3:
                     out += ["", f"properties: {', '.join(props)}"]
             if others:
                 out += ["", f"also {kind} at: {_where(others)}"]
             hint = hint_for(v)
             if hint:
-                out += ["", f"**hint:** {_md_cell(_rel(hint))}"]
+                out += ["", f"**hint:** {markdown(_rel(hint))}"]
     for f in files:
         for target, lines, causes in modes_differ(f.results):
-            out += ["", f"### ❓ modes differ: `{_md_cell(f.path)}` {_md_cell(target)}", ""]
-            out += [f"- {_md_cell(line)}" for line in lines]
+            out += ["", f"### ❓ modes differ: {md_code(f.path)} {markdown(target)}", ""]
+            out += [f"- {markdown(line)}" for line in lines]
             for code, text, locs in causes:
-                out += ["", f"can explain it, **{code}**: {_md_cell(text)}"]
-                out += [f"- `{_rel(loc.file)}:{loc.line}`: `{_md_cell(loc.text.strip())}`" for loc in locs]
+                out += ["", f"can explain it, **{code}**: {markdown(text)}"]
+                out += [f"- {_md_loc(loc)}: {md_code(loc.text.strip())}" for loc in locs]
             if not causes:
                 out += ["", "no known interpreter divergence explains it: see specs/divergences.md"]
             out += ["", "interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU"]
     for f in files:  # --every-n (specs/parametric.md PAR-8)
         by_target = _every_n_by_target(f)
         for target, xs in by_target.items():
-            out += ["", f"### every N: `{_md_cell(f.path)}` {_md_cell(target)}", ""]
-            out += [f"- {_EVERY_N_MARK[x.kind]} {_md_cell(_rel(report_every_n.text(x)))}" for x in xs]
+            out += ["", f"### every N: {md_code(f.path)} {markdown(target)}", ""]
+            out += [f"- {_EVERY_N_MARK[x.kind]} {markdown(_rel(report_every_n.text(x)))}" for x in xs]
     sups = [(f, x) for f in files for x in f.suppressed]
     if sups:
         out += ["", "### ➖ suppressed (not checked)", ""]
-        out += [f"- `{_md_cell(f.path)}` {_md_cell(_rel(x.describe()))}" for f, x in sups]
+        out += [f"- {md_code(f.path)} {markdown(_rel(x.describe()))}" for f, x in sups]
     # the findings first: a reader of a step summary or a PR comment wants the diagnosis, then the detail
     out += ["", "### configurations", "", "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
     for f in files:
         if f.error is not None:
-            out.append(f"| ❌ | `{_md_cell(f.path)}` | | | | not verified: {_md_cell(_rel(f.error.one_line()))} |")
+            out.append(f"| ❌ | {md_code(f.path)} | | | | not verified: {markdown(_rel(f.error.one_line()))} |")
         for r in f.results:
             worst_r = _worst(r.verdicts)
-            out.append(f"| {_MD_MARK[worst_r]} | `{_md_cell(f.path)}` | {_md_cell(r.target)} | {r.devices} | "
-                       f"{r.dma_mode} | {_md_cell(_row_summary(r))} |")
+            out.append(f"| {_MD_MARK[worst_r]} | {md_code(f.path)} | {markdown(r.target)} | {r.devices} | "
+                       f"{r.dma_mode} | {markdown(_row_summary(r))} |")
     covered = [text for f in files for text in coverage(f.results)]
     if covered:
-        out += [""] + [f"- generated inputs: {_md_cell(text)}" for text in covered]
+        out += [""] + [f"- generated inputs: {markdown(text)}" for text in covered]
     return "\n".join(out) + "\n"
 
 
 def to_html(label: str, files: Sequence[FileReport]) -> str:
     """One self-contained HTML page: the markdown report's content, with the diagrams as inline SVG
     (no script, nothing loaded from anywhere)."""
-    import html
-
-    e = html.escape
+    e = html_text
     results = [r for f in files for r in f.results]
     s = summary(results)
     failed = [(f, name, x) for f in files for name, x in f.target_errors]  # targets whose build raised

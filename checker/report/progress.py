@@ -44,11 +44,14 @@ def run_with_progress(runs, st, args, err, cache) -> None:
 
         run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache, on_done=line)
         return
+    from rich.markup import escape
+
+    from semcheck.checker.report.escape import line
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if len(runs) == 1:
         counts = [str(r.devices) for r in runs[0].requests if not r.every_n]
-        what = f"{os.path.basename(runs[0].path)} at {', '.join(counts)} devices"
+        what = f"{escape(line(os.path.basename(runs[0].path)))} at {', '.join(counts)} devices"
         if len(counts) < len(runs[0].requests):
             what += " and for every N"
     else:

@@ -5,7 +5,7 @@ monospace font's average advance, so that nothing needs a browser to lay it out.
 
 from __future__ import annotations
 
-from html import escape
+from semcheck.checker.report.escape import html_text as escape  # one HTML escaping (REP-1)
 from textwrap import wrap
 
 from semcheck.checker.report.diagram import Diagram, Message, Note

@@ -106,7 +106,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         start = time.monotonic()
         deadline = start + req.timeout
         with observe(recorder):
-            targets = load_targets(req.path, entry=req.entry, target=req.target)
+            targets = load_targets(req.path, entry=req.entry, target=req.target, selector=False)
         conn.send(("targets", [t.name for t in targets]))
         if req.every_n:  # the parametric check in place of the per-N checks (specs/parametric.md PAR-8)
             from semcheck.checker.parametric.every_n import target_claims

@@ -8,18 +8,22 @@ but something not proved (unknown, timeout); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 
 from semcheck.checker.properties.registry import REGISTRY
+from semcheck.checker.run.config import Settings, result_cache, settings, use_pythonpath  # noqa: F401
+from semcheck.checker.run.exit_codes import (  # noqa: F401 - re-exported: callers found them here
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_PROVED,
+    EXIT_UNKNOWN,
+    EXIT_VIOLATED,
+    UsageError,
+    exit_code,
+)
 
-EXIT_PROVED, EXIT_VIOLATED, EXIT_INPUT, EXIT_UNKNOWN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 FORMATS = ["text", "concise", "github", "json", "sarif", "markdown", "html"]
-
-
-class UsageError(Exception):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,9 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _err_console(color: str = "auto"):
-    from rich.console import Console
+    from semcheck.checker.report.console import LineConsole
 
-    return Console(stderr=True, highlight=False, soft_wrap=True, **_color_options(color))
+    return LineConsole(stderr=True, highlight=False, soft_wrap=True, **_color_options(color))
 
 
 def _color_options(color: str, file: bool = False) -> dict:
@@ -127,190 +131,6 @@ def _color_options(color: str, file: bool = False) -> dict:
     if color == "never" or file:
         return {"no_color": True, **({"force_terminal": False} if file else {})}
     return {}
-
-
-# --- project configuration ---------------------------------------------------------
-
-CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples",
-               "select", "ignore", "pythonpath", "every-n")
-
-
-@dataclasses.dataclass
-class Settings:
-    """What `semcheck verify` runs with: flags over `[tool.semcheck]` over built-in defaults."""
-
-    paths: list[str]
-    devices: list[int] | None  # None: each target's own
-    default_devices: tuple[int, ...]  # for targets that declare none
-    modes: tuple[str, ...]
-    cores: int | None
-    timeout: float
-    entry: str | None
-    jobs: int
-    examples: int  # generated inputs per target with inputs=
-    exclude: list  # verify.Exclude
-    config: str | None  # the pyproject.toml read, if any
-    select: list[str] | None = None  # [tool.semcheck] select / ignore, as --select / --ignore values
-    ignore: list[str] | None = None
-    pythonpath: list[str] = dataclasses.field(default_factory=list)  # absolute directories, imports first
-    every_n: bool = False  # also the parametric check (specs/parametric.md PAR-8)
-
-
-def find_config(start: str) -> tuple[str, dict] | None:
-    """The nearest pyproject.toml at or above `start` with a [tool.semcheck] table, and that table."""
-    import tomllib
-
-    d = os.path.abspath(start)
-    while True:
-        f = os.path.join(d, "pyproject.toml")
-        if os.path.isfile(f):
-            try:
-                with open(f, "rb") as fh:
-                    data = tomllib.load(fh)
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                raise UsageError(f"{f}: cannot read it: {e}") from None
-            table = data.get("tool", {}).get("semcheck")
-            if table is not None:
-                if not isinstance(table, dict):
-                    raise UsageError(f"{f}: [tool.semcheck] must be a table")
-                return f, table
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
-
-
-def _config_values(file: str, table: dict) -> dict:
-    """[tool.semcheck] checked and normalised (keys with - or _); a bad entry is a usage error naming it."""
-    from semcheck.checker.run.request import InputError, check_devices, check_timeout, parse_devices
-    from semcheck.model.ops import DMA_MODES
-
-    base = os.path.dirname(file)
-    out: dict = {}
-    for raw, value in table.items():
-        key = raw.replace("_", "-")
-        where = f"{os.path.relpath(file)}: [tool.semcheck] {raw}"
-        if key not in CONFIG_KEYS:
-            raise UsageError(f"{where}: unknown setting (known: {', '.join(CONFIG_KEYS)})")
-        try:
-            if key == "devices":
-                if isinstance(value, str):
-                    out[key] = parse_devices(value)
-                elif isinstance(value, (int, list)) and not isinstance(value, bool):
-                    out[key] = check_devices(value)
-                else:
-                    raise UsageError(f"{where}: expected a count, a list of counts or a string like '2..64'")
-            elif key == "dma-mode":
-                modes = [value] if isinstance(value, str) else value
-                if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
-                    raise UsageError(f"{where}: expected a mode or a list of modes")
-                if "all" in modes:
-                    out[key] = tuple(DMA_MODES)
-                else:
-                    bad = [m for m in modes if m not in DMA_MODES]
-                    if bad:
-                        raise UsageError(f"{where}: {bad[0]!r} is not one of {', '.join(DMA_MODES)} or all")
-                    out[key] = tuple(m for m in DMA_MODES if m in modes)
-            elif key == "every-n":
-                if not isinstance(value, bool):
-                    raise UsageError(f"{where}: expected true or false")
-                out[key] = value
-            elif key in ("cores", "jobs"):
-                if not isinstance(value, int) or isinstance(value, bool):
-                    raise UsageError(f"{where}: expected an integer")
-                out[key] = value
-            elif key == "examples":
-                out[key] = _examples(value, where)
-            elif key == "timeout":
-                if isinstance(value, bool):
-                    raise UsageError(f"{where}: expected a number of seconds")
-                out[key] = check_timeout(value)
-            elif key == "entry":
-                if not isinstance(value, str) or not value:
-                    raise UsageError(f"{where}: expected a function name")
-                out[key] = value
-            else:  # paths, exclude, pythonpath: relative to the pyproject.toml's directory; select, ignore
-                items = [value] if isinstance(value, str) else value
-                if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
-                    raise UsageError(f"{where}: expected a list of "
-                                     + ("properties" if key in ("select", "ignore") else "paths or patterns"))
-                if key in ("select", "ignore"):
-                    from semcheck.checker.report.suppress import parse_properties
-
-                    parse_properties(items, raw)  # an unknown property is a usage error naming it
-                    out[key] = list(items)
-                elif key == "pythonpath":  # as pytest's pythonpath: directories put first on the import path
-                    dirs = [os.path.abspath(os.path.join(base, x)) for x in items]
-                    missing = [d for d in dirs if not os.path.isdir(d)]
-                    if missing:
-                        raise UsageError(f"{where}: no such directory {os.path.relpath(missing[0])}")
-                    out[key] = dirs
-                elif key == "paths":
-                    out[key] = [os.path.relpath(os.path.join(base, x)) for x in items]
-                else:
-                    out[key] = list(items)
-        except InputError as e:
-            raise UsageError(f"{where}: {e.message}") from None
-    return out
-
-
-def _examples(value, where: str) -> int:
-    from semcheck.checker.run.generated_inputs import BadExamples, check_examples
-
-    try:
-        return check_examples(value)
-    except BadExamples as e:
-        raise UsageError(f"{where} {e}") from None
-
-
-def settings(args) -> Settings:
-    """Flags override [tool.semcheck] (nearest pyproject.toml above the working directory), which
-    overrides the built-in defaults; `--exclude` patterns add to the configured ones."""
-    from semcheck.checker.run.planning import Exclude
-    from semcheck.checker.run.request import DEFAULT_DEVICES, InputError, check_timeout, modes_for, parse_devices
-
-    found = None if args.no_config else find_config(os.getcwd())
-    cfg = _config_values(*found) if found else {}
-    base = os.path.dirname(found[0]) if found else os.getcwd()
-    try:
-        devices = parse_devices(args.devices) if args.devices is not None else None
-        modes = modes_for(args.dma_mode) if args.dma_mode is not None else cfg.get("dma-mode", modes_for("all"))
-        timeout = check_timeout(args.timeout) if args.timeout is not None else cfg.get("timeout", 300.0)
-    except InputError as e:
-        raise UsageError(e.message) from None
-    from semcheck.checker.run.generated_inputs import DEFAULT_EXAMPLES
-
-    examples = (_examples(args.examples, "--examples") if args.examples is not None
-                else cfg.get("examples", DEFAULT_EXAMPLES))
-    jobs = args.jobs if args.jobs is not None else cfg.get("jobs", 1)
-    if jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    cores = args.cores if args.cores is not None else cfg.get("cores")
-    if cores is not None and not 1 <= cores <= 8:
-        raise UsageError("--cores must be between 1 and 8")
-    exclude = [Exclude(x, base) for x in cfg.get("exclude", ())]
-    exclude += [Exclude(x, os.getcwd()) for x in args.exclude or ()]
-    paths = list(args.paths) or cfg.get("paths")
-    if not paths:
-        raise UsageError("the following arguments are required: PATH (a kernel file or directory; "
-                         "or set paths in [tool.semcheck])")
-    return Settings(
-        paths=paths,
-        devices=devices,
-        default_devices=tuple(cfg.get("devices", DEFAULT_DEVICES)),
-        modes=tuple(modes),
-        cores=cores,
-        timeout=timeout,
-        entry=args.entry if args.entry is not None else cfg.get("entry"),
-        jobs=jobs,
-        examples=examples,
-        exclude=exclude,
-        config=found[0] if found else None,
-        select=args.select if args.select is not None else cfg.get("select"),
-        ignore=args.ignore if args.ignore is not None else cfg.get("ignore"),
-        pythonpath=cfg.get("pythonpath", []),
-        every_n=args.every_n if getattr(args, "every_n", None) is not None else cfg.get("every-n", False),
-    )
 
 
 # --- verify ------------------------------------------------------------------------
@@ -334,7 +154,8 @@ def cmd_verify(args) -> int:
         selectors: dict[str, str | None] = {}
         given: list[str] = []
         for arg in st.paths:
-            path, sep, target = arg.partition("::")
+            # a file that exists is a path, whatever its name holds (a `::` too); else `file::target`
+            path, sep, target = (arg, "", "") if os.path.isfile(arg) else arg.partition("::")
             if sep and os.path.isdir(path):
                 raise UsageError(f"{arg}: a ::target selects a target of a file, not of a directory")
             given.append(path)
@@ -355,10 +176,7 @@ def cmd_verify(args) -> int:
                if args.ignore is None and st.config else {}))
         if len(flags) == len(IDS):
             raise UsageError("--select / --ignore leave no property to check")
-        if st.pythonpath:  # the kernel files' imports (in the checking processes too) find these first
-            old = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = os.pathsep.join(st.pythonpath + ([old] if old else []))
-            sys.path[:0] = [d for d in st.pythonpath if d not in sys.path]
+        use_pythonpath(st.pythonpath)  # the kernel files' imports (in the checking processes too)
         # a path that does not exist is that file's input error (precheck_file says so), reported as every
         # other one is, in every format, beside the files that do exist
         missing = [g for g in given if not os.path.exists(g)]
@@ -392,7 +210,7 @@ def cmd_verify(args) -> int:
                 runs.append(FileRun(path, reqs))
             except InputError as e:
                 runs.append(FileRun(path, [], error=e))
-        cache = None if args.no_cache else _cache(st)
+        cache = None if args.no_cache else result_cache(st)
         from semcheck.checker.report.progress import run_with_progress
 
         run_with_progress(runs, st, args, err, cache)
@@ -401,7 +219,7 @@ def cmd_verify(args) -> int:
         return EXIT_INPUT
     except InputError as e:
         if args.debug and e.debug_text:
-            err.print(e.debug_text.rstrip(), markup=False)
+            _say_lines(err, e.debug_text)
         err.print(f"semcheck: {e.one_line()}", markup=False)
         return EXIT_INPUT
 
@@ -410,7 +228,7 @@ def cmd_verify(args) -> int:
     for run in runs:
         if run.error is not None:
             if args.debug and run.error.debug_text:
-                err.print(run.error.debug_text.rstrip(), markup=False)
+                _say_lines(err, run.error.debug_text)
             err.print(f"semcheck: {run.error.one_line()}", markup=False)
     label = " ".join(p for p in st.paths) if len(st.paths) > 1 or os.path.isdir(given[0]) else given[0]
     if not runs:
@@ -442,7 +260,7 @@ def cmd_verify(args) -> int:
     for run in runs:
         for name, e in run.findings.errors if run.findings is not None else ():
             if args.debug and e.debug_text:
-                err.print(e.debug_text.rstrip(), markup=False)
+                _say_lines(err, e.debug_text)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
     files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
                                run.findings.errors if run.findings else [],
@@ -451,7 +269,7 @@ def cmd_verify(args) -> int:
              for run in runs]
     results = [r for f in files for r in f.results]
     if args.format == "text":
-        from rich.console import Console
+        from semcheck.checker.report.console import LineConsole as Console
 
         detail = "quiet" if args.quiet else "verbose" if args.verbose else "normal"
         if args.output:
@@ -471,6 +289,12 @@ def cmd_verify(args) -> int:
     return code
 
 
+def _say_lines(err, text: str) -> None:
+    """A traceback (--debug), a line at a time: each is guarded as every line on stderr is."""
+    for x in text.rstrip().split("\n"):
+        err.print(x, markup=False)
+
+
 def write(args, text: str) -> None:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
@@ -478,30 +302,6 @@ def write(args, text: str) -> None:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-
-
-def _cache(st: Settings):
-    """The result cache (`semcheck._cache`): beside the configuring pyproject.toml, else in the working directory."""
-    from semcheck._cache import ResultCache, default_directory
-
-    return ResultCache(default_directory(st.config))
-
-
-def exit_code(results, errors: int = 0, claims=()) -> int:
-    """1 if anything is violated; else 2 if a kernel file could not be verified; else 3 if
-    anything is unknown (or nothing was verified); else 0. With `--every-n` (`claims`,
-    parametric.TargetClaims), a traced N that violates a property counts as violated, and a
-    property not proved for every N as unknown (PAR-8)."""
-    from semcheck.checker.report import render as report
-
-    s = report.summary(results)
-    if s["violated"] or any(c.violated_at for t in claims for c in t.claims):
-        return EXIT_VIOLATED
-    if errors:
-        return EXIT_INPUT
-    if s["unknown"] or not results or any(t.reason or not all(c.every_n for c in t.claims) for t in claims):
-        return EXIT_UNKNOWN
-    return EXIT_PROVED
 
 
 def cmd_spec(args) -> int:
@@ -570,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - one line unless --debug
             if args.debug:
                 raise
-            print(f"semcheck: internal-error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+            from semcheck.checker.report.escape import line
+
+            print(line(f"semcheck: internal-error: {type(e).__name__}: {e} (rerun with --debug for the traceback)"),
                   file=sys.stderr)
             return EXIT_INPUT
     if args.command == "spec":

@@ -133,7 +133,10 @@ def parse_devices(text: str) -> list[int]:
                                           f"largest device count semcheck verifies ({CAP_REASON})")
             counts = {lo, hi} | {1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi}
         else:
-            counts = {int(x) for x in text.split(",") if x.strip()}
+            items = text.split(",")
+            if len(items) > 1 and not all(x.strip() for x in items):  # `2,,4`: a count left out (REP-3)
+                raise InputError("usage", f"--devices {text!r}: an empty entry between commas")
+            counts = {int(x) for x in items if x.strip()}
     except ValueError:
         raise InputError("usage", f"--devices {text!r}: expected a count, a list like 2,4,8 "
                                   "or a range like 2..64") from None

@@ -16,7 +16,11 @@ becomes one test per device count, and a module-level list
 (paths relative to that test module) adds the targets of those files. The
 tests are named `ring[devices=2]` and `semcheck[kernels/ring.py-devices=2]`
 and carry the marker `semcheck` (`pytest --semcheck -m semcheck` runs only
-them). Without `--semcheck` the plugin adds nothing. Options:
+them). The kernel files under `[tool.semcheck] paths` that pytest visits
+are collected too, with no test module: `semcheck[ring.py-devices=2]`.
+Settings come from `[tool.semcheck]` (its `pythonpath` too) and the
+defaults, as for `semcheck verify`. Without `--semcheck` the plugin adds
+nothing. Options:
 
     --semcheck                 collect semcheck targets as tests
     --semcheck-devices 2,4     device counts (default, as `semcheck verify`:
@@ -35,10 +39,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from semcheck._target import DEFAULT_DEVICES as CLI_DEFAULT_DEVICES
 from semcheck._target import TARGET_ATTR
-
-DEFAULT_DEVICES = (2, 4)
 
 
 class VerificationError(AssertionError):
@@ -57,17 +58,19 @@ class VerificationError(AssertionError):
 
 def verify_target(
     path_or_target: Any,
-    devices: int | Iterable[int] = DEFAULT_DEVICES,
-    dma_mode: str | Sequence[str] = "all",
+    devices: int | Iterable[int] | None = None,
+    dma_mode: str | Sequence[str] | None = None,
     properties: Sequence[str] | None = None,
     *,
-    timeout: float = 300.0,
+    timeout: float | None = None,
     cores: int | None = None,
     entry: str | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     cache: bool = True,
 ) -> tuple[dict[str, Any], str, int]:
     """Verify and return (JSON report, text report, exit code as the CLI would give it).
+
+    Settings not given come from `[tool.semcheck]`, else the CLI's defaults, as for `semcheck.check`.
 
     `cache`: answer from `semcheck verify`'s result cache (`.semcheck_cache/` beside the
     `pyproject.toml` that configures semcheck, else in the working directory) and keep new
@@ -77,7 +80,7 @@ def verify_target(
     """
     from semcheck._api import check, resolve
     from semcheck.checker.report import render as report
-    from semcheck.checker.run.cli import exit_code
+    from semcheck.checker.run.exit_codes import exit_code
     from semcheck.checker.run.request import InputError
 
     path, target = resolve(path_or_target)
@@ -89,9 +92,9 @@ def verify_target(
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
     data = report.to_json_files(path, [report.FileReport(path, outcome.results, target_errors=outcome.errors)])
     buf = io.StringIO()
-    from rich.console import Console
+    from semcheck.checker.report.console import LineConsole
 
-    console = Console(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True)
+    console = LineConsole(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True)
     for note in outcome.notes:
         console.print(f"semcheck: {note.code}: {note.message}", markup=False)
     for name, e in outcome.errors:
@@ -102,23 +105,24 @@ def verify_target(
 
 def assert_verified(
     path_or_target: Any,
-    devices: int | Iterable[int] = DEFAULT_DEVICES,
-    dma_mode: str | Sequence[str] = "all",
+    devices: int | Iterable[int] | None = None,
+    dma_mode: str | Sequence[str] | None = None,
     properties: Sequence[str] | None = None,
     *,
-    timeout: float = 300.0,
+    timeout: float | None = None,
     cores: int | None = None,
     entry: str | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     cache: bool = True,
 ) -> dict[str, Any]:
     """Assert that every property of a kernel is proved; return the JSON report.
 
     `path_or_target` is a kernel file (`"kernels/ring.py"`), one target of it
     (`"kernels/ring.py::ring"`) or a module-level `@semcheck.target`
-    function. `devices` are the device counts, `dma_mode` one of hardware,
-    eager, on_wait or all, `properties` a subset of the property ids (all by
-    default). Raises `VerificationError` (an `AssertionError`) carrying the
+    function. `devices` are the device counts (default: each target's own,
+    else `[tool.semcheck] devices`, else 2, 4, 8, as `semcheck verify`),
+    `dma_mode` one of hardware, eager, on_wait or all (default: the project's,
+    else all), `properties` a subset of the property ids (all by default). Raises `VerificationError` (an `AssertionError`) carrying the
     text report when anything is violated or unknown, or when the kernel
     cannot be verified at all. `cache` as in `verify_target`.
     """
@@ -158,7 +162,7 @@ if pytest is not None:
     def pytest_configure(config: Any) -> None:
         config.addinivalue_line("markers", "semcheck: a kernel verified by semcheck (collected by --semcheck)")
         if config.getoption("semcheck", default=False):
-            _project(config)  # a bad [tool.semcheck] is one usage error now, not a failure of every item
+            _settings(config)  # a bad [tool.semcheck] is one usage error now, not a failure of every item
 
     class SemcheckItem(pytest.Item):
         """One kernel target at one device count."""
@@ -171,12 +175,9 @@ if pytest is not None:
 
         def runtest(self) -> None:
             opt = self.config.getoption
-            project = _project(self.config)
-            modes = opt("semcheck_dma_mode") or project.get("dma-mode", "all")
-            assert_verified(self.spec, devices=(self.devices,),
-                            dma_mode=modes,
-                            timeout=opt("semcheck_timeout") or project.get("timeout", 300.0),
-                            cores=project.get("cores"), cache=not opt("semcheck_no_cache"))
+            st = _settings(self.config)
+            assert_verified(self.spec, devices=(self.devices,), dma_mode=list(st.modes), timeout=st.timeout,
+                            cores=st.cores, entry=st.entry, cache=not opt("semcheck_no_cache"))
 
         def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
             if isinstance(excinfo.value, VerificationError):
@@ -186,33 +187,67 @@ if pytest is not None:
         def reportinfo(self) -> tuple[Any, int | None, str]:
             return self.path, None, f"semcheck {self.spec} at {self.devices} devices"
 
-    def _project(config: Any) -> dict[str, Any]:
-        """[tool.semcheck] of the nearest pyproject.toml above pytest's root directory, read once,
-        as `semcheck verify` reads it (`checker.run.cli`)."""
-        cached = getattr(config, "_semcheck_project", None)
-        if cached is None:
-            from semcheck.checker.run.cli import UsageError, _config_values, find_config
+    class SemcheckFile(pytest.File):
+        """A kernel file under `[tool.semcheck] paths`: its targets, each at its device counts."""
 
-            found = find_config(str(config.rootpath))
+        def collect(self) -> Any:
+            path = os.path.abspath(str(self.path))
+            return _items(self, path, os.path.basename(path), None)
+
+    def _settings(config: Any) -> Any:
+        """The run's settings (`checker.run.config.load_settings`, as `semcheck verify` loads them) from
+        the nearest pyproject.toml above pytest's root directory, with the --semcheck-* options over
+        them; read once. Its `pythonpath` is put on the import path here, for every item."""
+        cached = getattr(config, "_semcheck_settings", None)
+        if cached is None:
+            from semcheck.checker.run.config import load_settings, use_pythonpath
+            from semcheck.checker.run.exit_codes import UsageError
+
+            opt = config.getoption
             try:
-                cached = _config_values(*found) if found else {}
+                cached = load_settings(str(config.rootpath), devices=opt("semcheck_devices") or None,
+                                       dma_mode=opt("semcheck_dma_mode"), timeout=opt("semcheck_timeout"))
             except UsageError as e:
                 raise pytest.UsageError(str(e)) from None
-            config._semcheck_project = cached
+            use_pythonpath(cached.pythonpath)
+            config._semcheck_settings = cached
+        return cached
+
+    def _configured_files(config: Any) -> set[str]:
+        """The kernel files under `[tool.semcheck] paths` (real paths), discovered as `semcheck verify`
+        discovers them; each becomes a `SemcheckFile` when pytest visits it."""
+        cached = getattr(config, "_semcheck_files", None)
+        if cached is None:
+            from semcheck.checker.run.planning import discover
+
+            st = _settings(config)
+            present = [p for p in st.paths if os.path.exists(p)]  # a missing one is `semcheck verify`'s error
+            files, _ = discover(present, exclude=st.exclude, entry=st.entry) if present else ([], [])
+            cached = config._semcheck_files = {os.path.realpath(f) for f in files}
         return cached
 
     def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
-        from semcheck.checker.run.request import InputError, parse_devices
-
-        text = config.getoption("semcheck_devices")
-        if text:
-            try:
-                return parse_devices(text)
-            except InputError as e:
-                raise pytest.UsageError(f"--semcheck-devices: {e.message}") from None
+        st = _settings(config)
+        if st.devices is not None:
+            return list(st.devices)
         if declared:
             return sorted(set(declared))
-        return list(_project(config).get("devices", CLI_DEFAULT_DEVICES))
+        return list(st.default_devices)
+
+    def _items(collector: Any, path: str, shown_file: str, selector: str | None) -> list[Any]:
+        """The items of one kernel file: per target group (`planning.plan`) and device count."""
+        from semcheck.checker.run.planning import plan
+
+        st = _settings(collector.config)
+        groups = plan(path, selector, None, st.default_devices) if st.devices is None else [(selector, None)]
+        items = []
+        for sel, declared in groups:
+            shown = shown_file + (f":{sel}" if sel else "")
+            spec = path + (f"::{sel}" if sel else "")
+            for n in _counts(collector.config, declared):
+                items.append(SemcheckItem.from_parent(collector, name=f"semcheck[{shown}-devices={n}]",
+                                                      spec=spec, devices=n))
+        return items
 
     def _items_for_function(collector: Any, name: str, fn: Callable[..., Any]) -> list[Any]:
         marker = getattr(fn, TARGET_ATTR)
@@ -224,26 +259,21 @@ if pytest is not None:
         ]
 
     def _items_for_list(collector: Any, entries: Any) -> list[Any]:
-        from semcheck.checker.run.planning import plan
-
         if isinstance(entries, (str, os.PathLike)) or not isinstance(entries, Iterable):
             raise pytest.UsageError(f"{collector.path}: semcheck_targets must be a list of kernel paths")
         base = os.path.dirname(os.path.abspath(str(collector.path)))
         items = []
         for entry in entries:
-            text = os.fspath(entry)
-            file, _, selector = text.partition("::")
-            path = os.path.normpath(os.path.join(base, file))
-            explicit = collector.config.getoption("semcheck_devices")
-            default = _project(collector.config).get("devices", CLI_DEFAULT_DEVICES)  # as `semcheck verify`
-            groups = plan(path, selector or None, None, default) if not explicit else [(selector or None, None)]
-            for sel, declared in groups:
-                shown = file + (f":{sel}" if sel else "")
-                spec = path + (f"::{sel}" if sel else "")
-                for n in _counts(collector.config, declared):
-                    items.append(SemcheckItem.from_parent(collector, name=f"semcheck[{shown}-devices={n}]",
-                                                          spec=spec, devices=n))
+            file, _, selector = os.fspath(entry).partition("::")
+            items += _items(collector, os.path.normpath(os.path.join(base, file)), file, selector or None)
         return items
+
+    def pytest_collect_file(file_path: Any, parent: Any) -> Any:
+        if not parent.config.getoption("semcheck", default=False) or file_path.suffix != ".py":
+            return None
+        if os.path.realpath(str(file_path)) in _configured_files(parent.config):
+            return SemcheckFile.from_parent(parent, path=file_path)
+        return None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makeitem(collector: Any, name: str, obj: Any) -> Any:

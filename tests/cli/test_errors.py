@@ -257,7 +257,7 @@ def test_a_target_that_raises_does_not_hide_the_files_other_targets(tmp_path):
     assert text.returncode == md.returncode == 2
     assert "two.py::broken: not verified: kernel-raised" in text.stdout
     assert text.stdout.rstrip().splitlines()[-1].startswith("FAIL ") and "1 target not verified" in text.stdout
-    assert md.stdout.startswith("## semcheck ❌") and "not verified: `two.py` broken" in md.stdout
+    assert md.stdout.startswith("## semcheck ❌") and "not verified: <code>two.py</code> broken" in md.stdout
 
 
 def test_a_generated_input_target_without_hypothesis_says_how_to_install_it(tmp_path):

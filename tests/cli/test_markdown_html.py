@@ -98,7 +98,7 @@ def test_markdown_has_a_summary_table_and_a_diagram_per_violation(reports):
     assert columns == {8}, columns  # every row as wide as the header (pipes in cells escaped)
     assert len(table) == 2 + len(KERNELS)
     blocks = mermaid_blocks(text)
-    violations = text.count(" violated: `")
+    violations = text.count(" violated: <code>")
     assert len(blocks) == violations >= len(KERNELS)
     for block in blocks:
         assert emit_sequence_diagram(parse_sequence_diagram(block)) == block  # strict, and round-trips
@@ -219,16 +219,18 @@ def test_markdown_and_html_lead_with_the_findings_and_say_where_the_modes_differ
     html_run = semcheck(*args, "--format", "html", "--output", page, cwd=EXAMPLES.parent)
     assert md.returncode == html_run.returncode == 1, (md.stderr, html_run.stderr)
     text = md.stdout
-    finding = text.index("### ❌ deadlock-free violated: `examples/buggy/two_core_signal_hangs_on_tpu.py` build, "
+    finding = text.index("### ❌ deadlock-free violated: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build, "
                          "2 devices, hardware")
-    differ = text.index("### ❓ modes differ: `examples/buggy/two_core_signal_hangs_on_tpu.py` build")
+    differ = text.index("### ❓ modes differ: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build")
     table = text.index("| | file | target | devices | DMA mode | result |")
     assert finding < differ < table
     assert text.count("modes differ") == 1
     section = text[differ:table]
     assert "- deadlock-free: violated on hardware; proved under eager, on_wait (2, 4 devices)" in section
     assert "can explain it, **D1**: in interpret mode a signal without core_index goes to core 0" in section
-    assert "`examples/buggy/two_core_signal_hangs_on_tpu.py:57`: `pl.semaphore_signal(ready, 1)" in section
+    # kernel text is <code> (REP-1)
+    assert ("<code>examples/buggy/two_core_signal_hangs_on_tpu.py:57</code>: <code>pl.semaphore_signal(ready, 1)"
+            in section)
     page_text = html.unescape(page.read_text())
     h_finding = page_text.index("deadlock-free violated: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code>")
     h_differ = page_text.index("modes differ: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build")
