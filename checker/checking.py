@@ -236,6 +236,12 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        if first.program.followed is not None:  # ACC-8: only where the values it read are facts
+            from semcheck.checker.followed_values import settle
+
+            by_prop = settle(first.program, mode, by_prop, lambda: check_program(
+                first.program, mode, ("race-free",), timeout_ms=timeout_ms, deadline=deadline, fold=False,
+                analysis=first)[0])
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
         done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
     return done
