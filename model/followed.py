@@ -113,6 +113,7 @@ def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | Non
                 if last < 0:
                     why = "the write the lowering read from comes after this read in a run"
                 else:
-                    why = "in a run, this read comes after another write of the element than the one the lowering read from"
+                    why = ("in a run, this read comes after another write of the element than the one the lowering "
+                           "read from")
                 return Misread(r.loc, w.loc, why, True, stuck)
     return unreached

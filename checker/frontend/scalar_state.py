@@ -34,7 +34,7 @@ from jax._src.state import primitives as state_prims
 from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
-from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
+from semcheck.checker.frontend.evaluator import Evaluator, SubsetRefused, sub_jaxprs
 from semcheck.checker.frontend.regions import flatten_ref
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, Unknown
@@ -55,7 +55,8 @@ class ScalarStateRules(Evaluator):
         destinations = dma_destinations(call.jaxpr, self._jaxpr_types)
         # ACC-8 follows SMEM, where kernels keep the control data they exchange; a copy into VMEM (data,
         # which may be small integers) keeps ACC-4's treatment
-        self.fed_signatures = {sig for sig, space, _ in destinations if space == "smem"} if self.follow_copies else set()
+        self.fed_signatures = ({sig for sig, space, _ in destinations if space == "smem"}
+                               if self.follow_copies else set())
         self.memory.remote_signatures |= {sig for sig, space, remote in destinations
                                           if remote and sig not in self.fed_signatures}
         self.followed_reads: list[tuple[int, int, Any, tuple, tuple]] = []  # (lane, body pos, loc, elements, writers)
@@ -104,11 +105,9 @@ class ScalarStateRules(Evaluator):
             chain: tuple[Any, ...] = ()
             if isinstance(ref, state_types.TransformedRef):
                 ref, chain = flatten_ref(ref)
-            if type(ref) is not BufRef or not self._fed(ref.name):
+            if type(ref) is not BufRef or not self._fed(ref.name) or not self._following():
+                # not following: copies into the ref make it unknown (`dma_start`), as ACC-4 says
                 return rule(eqn, invals, mask)
-            if not self._following():
-                raise Unsupported(eqn.primitive.name, "a load or store of a ref copies write, where semcheck "
-                                  "cannot follow the copies (the lanes are not one per device)", self.loc(eqn))
             label, loc = ref.name, self.loc(eqn)
             memory = self.memory
             transforms, _ = self._access_static(eqn)[4](invals)
@@ -118,8 +117,8 @@ class ScalarStateRules(Evaluator):
             before: dict[int, Any] = {}
             for lane in lanes:
                 flat = memory.elements(label, view, lane)
-                before[lane] = flat if isinstance(flat, Unknown) else (
-                    flat, memory.writers(label, lane, flat), type(memory.read_flat(label, lane, flat, loc)) is np.ndarray)
+                known = not isinstance(flat, Unknown) and type(memory.read_flat(label, lane, flat, loc)) is np.ndarray
+                before[lane] = flat if isinstance(flat, Unknown) else (flat, memory.writers(label, lane, flat), known)
             write = eqn.primitive is not state_prims.get_p and eqn.primitive is not pallas_prims.load_p
             ids = None
             if write:
@@ -179,7 +178,8 @@ class ScalarStateRules(Evaluator):
                 memory.writer_now = np.full(self.L, wid, dtype=np.int64)
                 memory.clobber(label, [target], Unknown("a copy into a view semcheck cannot place", loc))
                 memory.writer_now = None
-                self.followed_writes[wid][3].update((target, label, i) for i in range(memory.refs[label].values.shape[1]))
+                size = memory.refs[label].values.shape[1]
+                self.followed_writes[wid][3].update((target, label, i) for i in range(size))
                 continue
             value: Any = Unknown("data a copy moves from a ref semcheck does not follow", loc)
             if src_known:
@@ -201,11 +201,12 @@ class ScalarStateRules(Evaluator):
                 base, _ = flatten_ref(dst)
                 if type(base) is BufRef and base.name in self.memory:
                     if self._fed(base.name):
-                        if not self._following():
+                        if self._following():
+                            return self._follow_copy(eqn, invals, mask, rule)
+                        if device_id is not None:  # another device's ref, which these lanes do not hold
                             raise (SubsetRefused if self.subset else Unsupported)(
-                                eqn.primitive.name, "a copy into a ref whose contents semcheck follows, where it "
-                                "cannot follow copies (the lanes are not one per device)", self.loc(eqn))
-                        return self._follow_copy(eqn, invals, mask, rule)
+                                eqn.primitive.name, "a remote copy into a ref whose contents semcheck follows, "
+                                "where it cannot follow copies (the lanes are not one per device)", self.loc(eqn))
                     if device_id is not None:
                         # `dma_destinations` keeps such refs untracked; never rely on a value
                         # another device's copy may overwrite at any time
@@ -228,9 +229,12 @@ class ScalarStateRules(Evaluator):
         return run_scoped
 
 
-def dma_destinations(jaxpr: Any, jaxpr_types: tuple[type, ...]) -> set[tuple[tuple[tuple[int, ...], str], str | None, bool]]:
+Destination = tuple[tuple[tuple[int, ...], str], str | None, bool]  # ((shape, dtype), memory space, remote?)
+
+
+def dma_destinations(jaxpr: Any, jaxpr_types: tuple[type, ...]) -> set[Destination]:
     """((shape, dtype), memory space, remote?) of the base ref of every DMA destination in `jaxpr`."""
-    out: set[tuple[tuple[tuple[int, ...], str], str | None, bool]] = set()
+    out: set[Destination] = set()
     for eqn in jaxpr.eqns:
         if eqn.primitive is tpu_prims.dma_start_p:
             avals = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])
