@@ -18,8 +18,8 @@ from semcheck.model.ops import Program
 
 
 def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_000,
-                  deadline: float | None = None, fold: bool = True, analysis: Analysis | None = None
-                  ) -> list[Verdict]:
+                  deadline: float | None = None, fold: bool = True, analysis: Analysis | None = None,
+                  settled: bool = True) -> list[Verdict]:
     """All requested properties of one lowered program under one DMA mode.
 
     With `fold`, a program whose devices repeat is first decided on its fold
@@ -28,6 +28,8 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
     each property gets the time left, and those reached after it are
     unknown without being tried. `analysis`: the program's, when the caller
     checks it in other modes too (they share it); one is made otherwise.
+    With `settled`, a verdict that rests on followed values that are not facts
+    is unknown (ACC-8); `check_modes` settles its own, fold verdicts included.
     """
     from semcheck.checker.failing_runs import fold_unsafe
     from semcheck.checker.folding import proved_on_fold
@@ -54,7 +56,19 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
             else:
                 v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
         out.append(v)
+    if settled and program.followed is not None:
+        out = list(_settle(program, mode, {v.property: v for v in out}, timeout_ms, deadline, analysis).values())
     return out
+
+
+def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, deadline: float | None,
+            analysis: Analysis) -> dict[str, Verdict]:
+    """ACC-8: `verdicts`, unknown where the values the lowering followed are not facts."""
+    from semcheck.checker.followed_values import settle
+
+    return settle(program, mode, verdicts, lambda: check_program(
+        program, mode, ("race-free",), timeout_ms=timeout_ms, deadline=deadline, fold=False, analysis=analysis,
+        settled=False)[0])
 
 
 def _on_whole_program(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict:
@@ -208,7 +222,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     def locally(mode: str) -> tuple[list[Verdict], float]:
         t = time.monotonic()
         return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
-                             fold=False, analysis=analysis), time.monotonic() - t
+                             fold=False, analysis=analysis, settled=False), time.monotonic() - t
 
     analysis.modes = here  # the interpreter's modes checked here share race-free's run (DR-7)
     full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
@@ -237,11 +251,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
         if first.program.followed is not None:  # ACC-8: only where the values it read are facts
-            from semcheck.checker.followed_values import settle
-
-            by_prop = settle(first.program, mode, by_prop, lambda: check_program(
-                first.program, mode, ("race-free",), timeout_ms=timeout_ms, deadline=deadline, fold=False,
-                analysis=first)[0])
+            by_prop = _settle(first.program, mode, by_prop, timeout_ms, deadline, first)
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
         done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
     return done
