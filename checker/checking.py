@@ -56,7 +56,7 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
             else:
                 v = BY_ID[p].check(program, mode, timeout_ms=budget, facts=facts)
         out.append(v)
-    if settled and program.followed is not None:
+    if settled and getattr(program, "followed", None) is not None:
         out = list(_settle(program, mode, {v.property: v for v in out}, timeout_ms, deadline, analysis).values())
     return out
 
@@ -250,7 +250,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
-        if first.program.followed is not None:  # ACC-8: only where the values it read are facts
+        if getattr(first.program, "followed", None) is not None:  # ACC-8: only where the values it read are facts
             by_prop = _settle(first.program, mode, by_prop, timeout_ms, deadline, first)
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
         done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)

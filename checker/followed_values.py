@@ -27,7 +27,7 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
     """`verdicts` (property -> verdict of one mode), each unknown where ACC-8's values are not facts.
 
     `race_free()` gives the mode's race-free verdict (called only when `verdicts` lacks it)."""
-    if program.followed is None:
+    if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-8 lowers every device)
         return verdicts
     race = verdicts.get(RACE) or race_free()
     reason, bad = _why_not(program, mode, race)
@@ -45,7 +45,7 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
 def not_facts(program: Program, mode: str) -> str | None:
     """Why the values the lowering of `program` followed are not facts under `mode`; None when they are
     (or it followed none)."""
-    if program.followed is None:
+    if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-8 lowers every device)
         return None
     from semcheck.checker.races import race_free
 
