@@ -11,7 +11,7 @@ once every rule is registered, it wraps two of them.
 Following copies (ACC-8). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
 target device's ref where it starts, and every load from a ref a copy may write
-(a ref of the shape and dtype of some copy's destination) records, per element,
+(an SMEM ref of the shape and dtype of some copy's SMEM destination) records, per element,
 which write it read from (`FollowedRead`); each store and copy of such a ref is
 a `FollowedWrite`. Those values are facts only when the program is race-free and
 one run agrees with them (`model.followed.misread`): `check_modes` asks, and
