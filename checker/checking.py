@@ -29,7 +29,7 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
     unknown without being tried. `analysis`: the program's, when the caller
     checks it in other modes too (they share it); one is made otherwise.
     With `settled`, a verdict that rests on followed values that are not facts
-    is unknown (ACC-8); `check_modes` settles its own, fold verdicts included.
+    is unknown (ACC-9); `check_modes` settles its own, fold verdicts included.
     """
     from semcheck.checker.failing_runs import fold_unsafe
     from semcheck.checker.folding import proved_on_fold
@@ -63,7 +63,7 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
 
 def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, deadline: float | None,
             analysis: Analysis) -> dict[str, Verdict]:
-    """ACC-8: `verdicts`, unknown where the values the lowering followed are not facts."""
+    """ACC-9: `verdicts`, unknown where the values the lowering followed are not facts."""
     from semcheck.checker.followed_values import settle
 
     return settle(program, mode, verdicts, lambda: check_program(
@@ -250,7 +250,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
-        if getattr(first.program, "followed", None) is not None:  # ACC-8: only where the values it read are facts
+        if getattr(first.program, "followed", None) is not None:  # ACC-9: only where the values it read are facts
             by_prop = _settle(first.program, mode, by_prop, timeout_ms, deadline, first)
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
         done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)

@@ -1,4 +1,4 @@
-"""ACC-8: the verdicts of a program whose lowering read values that copies move, kept only where the
+"""ACC-9: the verdicts of a program whose lowering read values that copies move, kept only where the
 values are facts.
 
 The lowering (`frontend/scalar_state.py`) follows a copy's data to its destination in one order of the
@@ -24,10 +24,10 @@ RACE = "race-free"
 
 def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free: Callable[[], Verdict]
            ) -> dict[str, Verdict]:
-    """`verdicts` (property -> verdict of one mode), each unknown where ACC-8's values are not facts.
+    """`verdicts` (property -> verdict of one mode), each unknown where ACC-9's values are not facts.
 
     `race_free()` gives the mode's race-free verdict (called only when `verdicts` lacks it)."""
-    if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-8 lowers every device)
+    if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-9 lowers every device)
         return verdicts
     race = verdicts.get(RACE) or race_free()
     reason, bad = _why_not(program, mode, race)
@@ -45,7 +45,7 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
 def not_facts(program: Program, mode: str) -> str | None:
     """Why the values the lowering of `program` followed are not facts under `mode`; None when they are
     (or it followed none)."""
-    if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-8 lowers every device)
+    if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-9 lowers every device)
         return None
     from semcheck.checker.races import race_free
 
@@ -60,8 +60,8 @@ def _why_not(program: Program, mode: str, race: Verdict) -> tuple[str | None, Mi
     if race.verdict == "proved":
         write = f" (the write at {bad.write})" if bad.reached else ""
         return (f"the value read at {bad.read} is not a fact: {bad.why}{write}; the program checked may not be "
-                "the kernel's (specs/semantics.md ACC-8)"), bad
+                "the kernel's (specs/semantics.md ACC-9)"), bad
     said = race.witness.message.splitlines()[0] if race.witness is not None else race.reason
     return (f"values the kernel reads from refs that copies write decide this program (first read at "
             f"{facts.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}), so they may "
-            "differ between schedules (specs/semantics.md ACC-8)"), bad
+            "differ between schedules (specs/semantics.md ACC-9)"), bad

@@ -24,7 +24,7 @@ kernel, two of them received from peers by copies. Per-peer semaphores make
 each wait order exactly one copy.
 
 Expected semcheck verdict: all properties proved in every mode at 2, 4 and 8
-devices (spec ACC-8). Interpret mode: the output matches `reference`.
+devices (spec ACC-9). Interpret mode: the output matches `reference`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Values the lowering computed from data a kernel moves, and when they are facts (spec ACC-8).
+"""Values the lowering computed from data a kernel moves, and when they are facts (spec ACC-9).
 
 The front end evaluates a kernel for all devices at once, in program order, and moves a copy's data
 to its destination where the copy starts (`checker/frontend/scalar_state.py`). A value read from a
@@ -40,7 +40,7 @@ class FollowedWrite:
 
 @dataclasses.dataclass(frozen=True)
 class ValueFacts:
-    """ACC-8: what the lowering of a kernel read from refs that copies write."""
+    """ACC-9: what the lowering of a kernel read from refs that copies write."""
 
     reads: tuple[FollowedRead, ...]
     writes: tuple[FollowedWrite, ...]
@@ -48,7 +48,7 @@ class ValueFacts:
 
 @dataclasses.dataclass(frozen=True)
 class Misread:
-    """A followed read whose value one run of the mode gives otherwise, or does not reach (ACC-8)."""
+    """A followed read whose value one run of the mode gives otherwise, or does not reach (ACC-9)."""
 
     read: Loc
     write: Loc  # the write the run reads from, or the one the lowering took (whichever is a write)
@@ -83,7 +83,7 @@ class _Order:
 
 
 def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | None:
-    """ACC-8 (b): the first followed read whose last write in the greedy run of `mode` is not the one the
+    """ACC-9 (b): the first followed read whose last write in the greedy run of `mode` is not the one the
     lowering read from (else the first the run does not reach, `reached` False); None when the run reaches
     every one and each agrees.
 

@@ -361,7 +361,7 @@ class Program:
     launch_failure: Violation | None = None
     names: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False)
     tpu_failure: Violation | None = None  # LAUNCH-7: jax's TPU lowering refuses the call (hardware only)
-    # ACC-8: what the lowering read from refs that copies write (`model.followed.ValueFacts`); None: nothing
+    # ACC-9: what the lowering read from refs that copies write (`model.followed.ValueFacts`); None: nothing
     followed: Any = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:

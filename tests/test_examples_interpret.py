@@ -188,7 +188,7 @@ def test_ground_truth_agrees_with_intended_verdict(key):
         assert c["outcome"] == "hang"
     elif kind == "race":  # semaphores balance: it completes, though the numbers may be wrong
         assert c["outcome"] == "completed"
-        # unless the race is on a count the waits are sized by (ACC-8): then only the declared leaks
+        # unless the race is on a count the waits are sized by (ACC-9): then only the declared leaks
         declared = GT["examples"][c["path"]].get("expected_leaks", [])
         assert all(p in declared for p in c["leaks_observed"])
     elif kind == "exit_leak":

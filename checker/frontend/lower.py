@@ -214,7 +214,7 @@ def lower_kernel(
                 launch_args)
         else:
             program = launch(Topology(num_devices, n_cores), bodies, **launch_args)
-            if lw.followed_reads:  # ACC-8: the values read from refs copies write, checked per mode
+            if lw.followed_reads:  # ACC-9: the values read from refs copies write, checked per mode
                 offsets = [_body_offset(program.cores[g], bodies[g]) for g in range(len(bodies))]
                 program = dataclasses.replace(program, followed=lw.value_facts(offsets))
     finally:

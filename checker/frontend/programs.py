@@ -70,11 +70,11 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
 
 
 def _unfollowed(program: Any, inv: Any) -> Any:
-    """A kernel's program, refused when its lowering followed values copies move (ACC-8): a composed
+    """A kernel's program, refused when its lowering followed values copies move (ACC-9): a composed
     program does not carry the check that makes them facts."""
     if getattr(program, "followed", None) is not None:
         raise Unsupported("program", f"{inv.describe()} reads values that copies move, which programs of kernel "
-                          "calls do not follow yet (ACC-8)", inv.loc)
+                          "calls do not follow yet (ACC-9)", inv.loc)
     return program
 
 

@@ -90,7 +90,7 @@ class _Contents:
         size = math.prod(shape)
         self.values = np.zeros((lanes, size), dtype=dtype)
         self.cause = np.zeros((lanes, size), dtype=np.int32)
-        # ACC-8: per element, the write the value came from (`ScalarMemory.writer_now`); -1: the launch's
+        # ACC-9: per element, the write the value came from (`ScalarMemory.writer_now`); -1: the launch's
         self.writer = np.full((lanes, size), -1, dtype=np.int64)
 
 
@@ -116,7 +116,7 @@ class ScalarMemory:
         self.divergent = 0
         self.diverged: set[str] = set()
         self.refuse: Any = None
-        # ACC-8: while a write runs, per lane the id of the write (`scalar_state.ValueFacts`); None: not kept
+        # ACC-9: while a write runs, per lane the id of the write (`scalar_state.ValueFacts`); None: not kept
         self.writer_now: np.ndarray | None = None
 
     # --- which refs ----------------------------------------------------------------
@@ -268,7 +268,7 @@ class ScalarMemory:
         else:
             c.writer[rows[:, None], idx] = self.writer_now[rows][:, None]
 
-    # --- ACC-8: values a copy moves -----------------------------------------------------
+    # --- ACC-9: values a copy moves -----------------------------------------------------
 
     def elements(self, label: str, transforms: Sequence[Any], lane: int) -> np.ndarray | Unknown:
         """The flat positions of `label` a view names on `lane` (its indices evaluated there)."""
@@ -294,7 +294,7 @@ class ScalarMemory:
 
     def write_flat(self, label: str, lane: int, flat: np.ndarray, value: np.ndarray | Unknown, writer: int) -> None:
         """Elements `flat` of `label` on `lane` take `value` (same length; `Unknown`: unknown), written by
-        `writer`: a copy's write half landing on its target lane (ACC-8)."""
+        `writer`: a copy's write half landing on its target lane (ACC-9)."""
         c = self.refs[label]
         if self.subset or self.divergent:
             self.diverged.add(label)

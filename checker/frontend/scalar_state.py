@@ -8,7 +8,7 @@ once every rule is registered, it wraps two of them.
   wait), unless the copy's data is followed (below);
 * `run_scoped`: buffers tracked inside the body are forgotten when it ends.
 
-Following copies (ACC-8). In a one-core kernel evaluated device by device, a
+Following copies (ACC-9). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
 target device's ref where it starts, and every load from a ref a copy may write
 (an SMEM ref of the shape and dtype of some copy's SMEM destination) records, per element,
@@ -50,10 +50,10 @@ class ScalarStateRules(Evaluator):
 
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
-        # ACC-8: one core per device, so a device's tracked refs live while every lane runs
+        # ACC-9: one core per device, so a device's tracked refs live while every lane runs
         self.follow_copies = cores == 1 and not call.core_axis_name
         destinations = dma_destinations(call.jaxpr, self._jaxpr_types)
-        # ACC-8 follows SMEM, where kernels keep the control data they exchange; a copy into VMEM (data,
+        # ACC-9 follows SMEM, where kernels keep the control data they exchange; a copy into VMEM (data,
         # which may be small integers) keeps ACC-4's treatment
         self.fed_signatures = ({sig for sig, space, _ in destinations if space == "smem"}
                                if self.follow_copies else set())
@@ -73,7 +73,7 @@ class ScalarStateRules(Evaluator):
                 if rule is not None:
                     self.rules[prim] = self._wrap_access(rule)
 
-    # --- ACC-8 ------------------------------------------------------------------------
+    # --- ACC-9 ------------------------------------------------------------------------
 
     def _following(self) -> bool:
         """Whether lanes are this evaluation's devices, one each (not a subset, nor steps as lanes)."""
@@ -150,7 +150,7 @@ class ScalarStateRules(Evaluator):
         return access
 
     def _follow_copy(self, eqn: Any, invals: list[Any], mask: Any, rule: Any) -> list[Any]:
-        """ACC-8: run `rule` (the copy's `DmaStart`s) and move the source's values to each target lane."""
+        """ACC-9: run `rule` (the copy's `DmaStart`s) and move the source's values to each target lane."""
         src, dst, _dsem, _ssem, device_id = eqn.params["tree"].unflatten(invals)
         loc = self.loc(eqn)
         memory = self.memory

@@ -7,7 +7,7 @@ experts send the rows back, a device waits on expert `e`'s semaphore for
 The two differ whenever the routing is not symmetric.
 
 Expected semcheck verdict: dma-bytes violated in every mode, with the
-combine's copy and the wait (spec ACC-8 makes both sizes facts).
+combine's copy and the wait (spec ACC-9 makes both sizes facts).
 """
 
 from __future__ import annotations

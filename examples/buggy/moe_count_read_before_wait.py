@@ -9,7 +9,7 @@ its peers send only after the dispatch, so the receive waits of step 3 read
 Expected semcheck verdict: race-free violated in every mode (the load of
 `peer_meta` at the dispatch's receive wait against the remote copy started at
 the exchange); every other property unknown, since the values they rest on are
-not facts (spec ACC-8).
+not facts (spec ACC-9).
 """
 
 from __future__ import annotations

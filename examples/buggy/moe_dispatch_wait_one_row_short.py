@@ -8,7 +8,7 @@ landing when the expert reads the buffer, and its bytes stay on the
 semaphore.
 
 Expected semcheck verdict: race-free, exit-balance and dma-bytes violated in
-every mode (spec ACC-8 makes the sizes facts).
+every mode (spec ACC-9 makes the sizes facts).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ACC-8: values a kernel computes and moves by copies decide its DMAs, waits and branches.
+"""ACC-9: values a kernel computes and moves by copies decide its DMAs, waits and branches.
 
 The expert-parallel MoE (examples/moe_dispatch_combine.py) counts its tokens per expert in SMEM,
 exchanges the counts by remote copies and sizes its dispatch and combine with them; its seeded bugs
@@ -51,7 +51,7 @@ def _two_devices() -> Program:
     return Program(Topology(2, 1), ((Access("flag", r, True, _STORE),), (Access("flag", r, False, _LOAD),)))
 
 
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-9")
 @pytest.mark.parametrize("mode", MODES)
 def test_a_misread_makes_the_mode_unknown(mode):
     program = _two_devices()
@@ -71,7 +71,7 @@ def test_a_misread_makes_the_mode_unknown(mode):
         got = settle(Program(program.topology, program.cores, followed=facts), mode,
                      {**proved, "race-free": racy}, lambda: racy)
         assert got["race-free"] is racy
-        assert all(v.verdict == "unknown" and "ACC-8" in v.reason for p, v in got.items() if p != "race-free")
+        assert all(v.verdict == "unknown" and "ACC-9" in v.reason for p, v in got.items() if p != "race-free")
     # with race-free proved, the run decides: the agreeing facts keep every verdict, the stale ones none
     fine = settle(Program(program.topology, program.cores, followed=agrees), mode, proved, lambda: racy)
     assert fine == proved
@@ -84,7 +84,7 @@ def test_a_misread_makes_the_mode_unknown(mode):
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-9")
 def test_the_moe_decides_every_property_from_computed_counts():
     run = semcheck(*_json((MOE, "--devices", "2,4,8", "--dma-mode", "all"))[0], cwd=ROOT, timeout=900)
     rows = _rows(run)
@@ -121,7 +121,7 @@ def _lines(row: dict) -> set[int]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-9")
 @pytest.mark.parametrize("name,read,write", [
     ("moe_count_read_before_wait.py", 103, 76),
     ("remote_flag", 229, 232),  # the left neighbour's copy and the device's own store of the flag come first
@@ -133,15 +133,15 @@ def test_a_count_read_before_its_copy_s_wait_is_a_race_and_nothing_else_is_prove
         if r["property"] == "race-free":
             assert {read, write} <= _lines(r), r["witness"]["message"]
         else:  # the sizes and predicates the racy count decides are not proved, nor anything else
-            assert r["verdict"] == "unknown" and "ACC-8" in r["reason"], r
+            assert r["verdict"] == "unknown" and "ACC-9" in r["reason"], r
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-9")
 def test_seeded_size_bugs_are_violated_with_both_lines(buggy):
     short = buggy["moe_dispatch_wait_one_row_short.py"]
     # the interpreter leaves a row's bytes per source on the semaphores (ground_truth.json); on a TPU
-    # the expert may also read the row still landing (DR-9), and then nothing else is a fact (ACC-8)
+    # the expert may also read the row still landing (DR-9), and then nothing else is a fact (ACC-9)
     assert _by(short, "violated") == {"dma-bytes": ("eager", "on_wait"), "exit-balance": ("eager", "on_wait"),
                                       "race-free": ("hardware",)}
     dma = next(r for r in short if r["property"] == "dma-bytes" and r["dma_mode"] == "eager")
@@ -151,7 +151,7 @@ def test_seeded_size_bugs_are_violated_with_both_lines(buggy):
 
     combine = buggy["moe_combine_waits_wrong_count.py"]
     # the interpreter hangs (ground_truth.json): the greedy run reaches the wait with every count it
-    # read a fact, so the deadlock stands (ACC-8); a TPU's partial arrivals race the write-back
+    # read a fact, so the deadlock stands (ACC-9); a TPU's partial arrivals race the write-back
     assert _by(combine, "violated") == {"deadlock-free": ("eager", "on_wait"), "race-free": ("hardware",)}
     dead = next(r for r in combine if r["property"] == "deadlock-free" and r["dma_mode"] == "eager")
     assert {123, 131} <= _lines(dead)  # the combine's copy and the wait for the wrong count
@@ -186,7 +186,7 @@ print(json.dumps({"verdicts": sorted({v.verdict for v in verdicts.values()}),
 
 @pytest.mark.jax
 @pytest.mark.slow  # each drawn routing: one lowering and check, one interpret-mode run (about 15 s)
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-9")
 @settings(max_examples=3, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 1), min_size=16, max_size=16))
 def test_routing_decides_the_moe_as_interpret_mode_runs_it(routing):
@@ -201,7 +201,7 @@ def test_routing_decides_the_moe_as_interpret_mode_runs_it(routing):
 
 @pytest.mark.jax
 @pytest.mark.slow  # generated inputs, 6 routings at 2 and 4 devices in three modes
-@pytest.mark.rule("ACC-8", "RUN-8")
+@pytest.mark.rule("ACC-9", "RUN-8")
 def test_generated_routings_prove_the_moe():
     run = semcheck(*_json(("tests/generated_inputs/moe_routing.py::moe_routing", "--devices", "2,4",
                            "--examples", "6"))[0], cwd=ROOT, timeout=900)

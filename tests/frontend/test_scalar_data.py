@@ -138,9 +138,9 @@ def test_data_a_copy_brings_from_an_untracked_ref_is_not_followed(probed) -> Non
     assert "concrete example arguments" not in err["message"]  # concrete inputs would not help
 
 
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-9")
 def test_a_flag_a_remote_copy_brings_is_followed(probed) -> None:
-    # the lowering follows it (ACC-8); tests/frontend/test_followed_values.py checks that the verdicts
+    # the lowering follows it (ACC-9); tests/frontend/test_followed_values.py checks that the verdicts
     # resting on it are unknown, since the read races with the copy
     r = probed[f"{KERNEL}::remote_flag"]
     assert "error" not in r, r.get("error")

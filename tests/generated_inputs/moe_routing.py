@@ -1,5 +1,5 @@
 """The expert-parallel MoE of examples/moe_dispatch_combine.py on routings a hypothesis strategy draws
-(ACC-8, RUN-8).
+(ACC-9, RUN-8).
 
 A drawn list of expert choices (integers, taken modulo the device count) is laid out over every
 device's tokens (repeated, so hypothesis shrinks a list, not a shape): the kernel counts them per

@@ -115,7 +115,7 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/race_grid_writeback_prefetch_off_by_one.py": {"kind": "race"},
     "examples/inplace_prefetch_grid.py": {"kind": "clean"},
     # an expert-parallel MoE whose DMA sizes, offsets and predicates are counts the kernel computes and
-    # exchanges by remote copies into SMEM (ACC-8), and its seeded bugs: a peer's count read before its
+    # exchanges by remote copies into SMEM (ACC-9), and its seeded bugs: a peer's count read before its
     # copy's wait (the values then depend on the schedule: on_wait runs the exchange late, reads stale
     # counts and leaves the dispatch's bytes on the semaphores), a dispatch wait one row short (a row's
     # bytes left at exit per source), a combine waiting the count it received instead of the one it sent

@@ -28,7 +28,7 @@ def main() -> int:
                 lowered[key] = load(case["path"], devices=n, build_kwargs=case.get("kwargs") or None)
             (kernel,) = lowered[key]
             why = not_facts(kernel.program, case["dma_mode"])
-            if why is not None:  # ACC-8: the lowered program may not be the kernel's: no prediction
+            if why is not None:  # ACC-9: the lowered program may not be the kernel's: no prediction
                 out.append({**case, "prediction": {"outcome": "unknown", "error_message": why}})
                 continue
             p = predict(kernel.program, case["dma_mode"])
