@@ -15,7 +15,7 @@ semaphores by allocation site instead (rule HW-1).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, Union
 
 from semcheck.model.errors import Violation
 
@@ -361,6 +361,8 @@ class Program:
     launch_failure: Violation | None = None
     names: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False)
     tpu_failure: Violation | None = None  # LAUNCH-7: jax's TPU lowering refuses the call (hardware only)
+    # ACC-9: what the lowering read from refs that copies write (`model.followed.ValueFacts`); None: nothing
+    followed: Any = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""

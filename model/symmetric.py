@@ -148,6 +148,7 @@ class Symmetric:
     launch_failure: Violation | None = None
     names: tuple[tuple[str, str], ...] = ()
     tpu_failure: Violation | None = None
+    followed: None = None  # ACC-9 follows values only where every device is lowered: never a Symmetric's
 
     def __post_init__(self) -> None:
         topo = self.topology

@@ -190,7 +190,10 @@ def test_ground_truth_agrees_with_intended_verdict(key):
     elif kind in ("deadlock", "id_disagreement"):
         assert c["outcome"] == "hang"
     elif kind == "race":  # semaphores balance: it completes, though the numbers may be wrong
-        assert c["outcome"] == "completed" and not c["leaks_observed"]
+        assert c["outcome"] == "completed"
+        # unless the race is on a count the waits are sized by (ACC-9): then only the declared leaks
+        declared = GT["examples"][c["path"]].get("expected_leaks", [])
+        assert all(p in declared for p in c["leaks_observed"])
     elif kind == "exit_leak":
         assert c["outcome"] == "completed" and c["leaks_observed"]
         declared = GT["examples"][c["path"]]["expected_leaks"]

@@ -50,6 +50,11 @@ def test_semcheck_predicts_interpret_mode_outcome_for_every_example(devices):
     problems = []
     for p in predicted:
         case = truth[(p["path"], p["dma_mode"], json.dumps(p["kwargs"], sort_keys=True))]
+        if p["prediction"]["outcome"] == "unknown":
+            # ACC-9: values the lowering followed are not facts (a race on them): no prediction is made;
+            # only seeded bugs may say so
+            assert p["path"].startswith("examples/buggy/"), p
+            continue
         diff = compare_to_ground_truth(
             {**p["prediction"], "output_matches_reference": case.get("output_matches_reference")},
             case,

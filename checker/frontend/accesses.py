@@ -151,7 +151,7 @@ class AccessRules(Evaluator):
             self.memory.ignored.add(label)
             return False
         why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", self.loc(eqn))
-        if self.memory.define(label, shape, aval.dtype, None, why):
+        if self.memory.define(label, shape, aval.dtype, None, why, ms):
             return True
         self.memory.ignored.add(label)
         return False

@@ -246,7 +246,7 @@ class GridRules(Evaluator):
                                     "not carry, read")
             else:
                 why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why_of(i)}), read")
-            state.append((arg.name, shape, op.dtype, init, why))
+            state.append((arg.name, shape, op.dtype, init, why, op.memory_space))
         self._launch_state = state
 
     def start_core(self, core: int) -> None:
@@ -254,8 +254,8 @@ class GridRules(Evaluator):
         self.bodies = [[] for _ in range(self.L)]
         # Each core has its own SMEM and VMEM, initialised at its first grid step.
         self.memory.reset()
-        for label, shape, dtype, init, why in self._launch_state:
-            self.memory.define(label, shape, dtype, init, why)
+        for label, shape, dtype, init, why, space in self._launch_state:
+            self.memory.define(label, shape, dtype, init, why, space)
         steps = self._steps
         self._copies = BlockCopies(self, core, steps[core], self._kernel_args) if steps is not None else None
         if self._copies is not None:

@@ -73,7 +73,7 @@ from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.model.errors import SemaphoreOutput
 from semcheck.model.launch import launch, launch_core
-from semcheck.model.ops import Op, Program, Topology
+from semcheck.model.ops import NO_LOC, Op, Program, Topology
 
 if TYPE_CHECKING:
     from semcheck.checker.frontend.concrete_inputs import KernelInputs
@@ -214,6 +214,9 @@ def lower_kernel(
                 launch_args)
         else:
             program = launch(Topology(num_devices, n_cores), bodies, **launch_args)
+            if lw.followed_reads:  # ACC-9: the values read from refs copies write, checked per mode
+                offsets = [_body_offset(program.cores[g], bodies[g]) for g in range(len(bodies))]
+                program = dataclasses.replace(program, followed=lw.value_facts(offsets))
     finally:
         if collecting:
             gc.enable()
@@ -228,6 +231,16 @@ def lower_kernel(
         stats.iterations_as_lanes += lw.iterations_as_lanes
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
     return program
+
+
+def _body_offset(core_ops: tuple[Op, ...], body: list[Op]) -> int:
+    """Where a kernel body starts in its launched core program (LAUNCH-1 puts it there whole)."""
+    if not body:
+        return 0
+    for i, op in enumerate(core_ops):
+        if op is body[0] and i + len(body) <= len(core_ops) and core_ops[i + len(body) - 1] is body[-1]:
+            return i
+    raise Unsupported("pallas_call", "semcheck cannot find the kernel's body in its launched program", NO_LOC)
 
 
 def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:

@@ -60,13 +60,22 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
             key = id(inv.call)
             if key not in by_call:
                 try:
-                    by_call[key] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
+                    by_call[key] = _unfollowed(lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}"), inv)
                 except NeedsConcreteInputs as e:
                     raise Unsupported("program", f"{inv.describe()} needs the values of its scalar inputs, which "
                                       "programs of kernel calls do not follow yet", inv.loc) from e
             lowered.append(by_call[key])
         out.extend(_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name))
     return out
+
+
+def _unfollowed(program: Any, inv: Any) -> Any:
+    """A kernel's program, refused when its lowering followed values copies move (ACC-9): a composed
+    program does not carry the check that makes them facts."""
+    if getattr(program, "followed", None) is not None:
+        raise Unsupported("program", f"{inv.describe()} reads values that copies move, which programs of kernel "
+                          "calls do not follow yet (ACC-9)", inv.loc)
+    return program
 
 
 def _in_branch(c: ComposedProgram, ir: Any) -> ComposedProgram:
@@ -161,7 +170,8 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
             lowered = []
             for inv in ir.invocations:
                 if id(inv.call) not in by_call:
-                    by_call[id(inv.call)] = lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}")
+                    by_call[id(inv.call)] = _unfollowed(
+                        lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}"), inv)
                 lowered.append(by_call[id(inv.call)])
             if ir.invocations:
                 out.extend(_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name))

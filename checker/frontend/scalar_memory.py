@@ -81,14 +81,17 @@ _CORE_MEMORY = frozenset({"smem", "vmem"})
 class _Contents:
     """One tracked ref: values and causes, both (lanes, elements) flat; cause 0 means known."""
 
-    __slots__ = ("shape", "dtype", "values", "cause")
+    __slots__ = ("shape", "dtype", "values", "cause", "writer", "space")
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, lanes: int) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, lanes: int, space: str | None = None) -> None:
         self.shape = shape
         self.dtype = dtype
+        self.space = space  # the memory space's name (`trace.memory_space_name`), when the caller knows it
         size = math.prod(shape)
         self.values = np.zeros((lanes, size), dtype=dtype)
         self.cause = np.zeros((lanes, size), dtype=np.int32)
+        # ACC-9: per element, the write the value came from (`ScalarMemory.writer_now`); -1: the launch's
+        self.writer = np.full((lanes, size), -1, dtype=np.int64)
 
 
 class ScalarMemory:
@@ -113,6 +116,8 @@ class ScalarMemory:
         self.divergent = 0
         self.diverged: set[str] = set()
         self.refuse: Any = None
+        # ACC-9: while a write runs, per lane the id of the write (`scalar_state.ValueFacts`); None: not kept
+        self.writer_now: np.ndarray | None = None
 
     # --- which refs ----------------------------------------------------------------
 
@@ -128,7 +133,7 @@ class ScalarMemory:
         self._scopes.clear()
 
     def define(self, label: str, shape: Sequence[int], dtype: Any, init: np.ndarray | None,
-               missing: Unknown) -> bool:
+               missing: Unknown, space: str | None = None) -> bool:
         """Track `label` (if `trackable` says so) with lane array `init`, or every element `missing`.
 
         Returns whether the ref is tracked.
@@ -137,7 +142,7 @@ class ScalarMemory:
         dt = np.dtype(dtype)
         if (shape, str(dt)) in self.remote_signatures:
             return False
-        c = _Contents(shape, dt, self.L)
+        c = _Contents(shape, dt, self.L, space)
         if init is not None and type(init) is np.ndarray and init.shape[1:] == shape and init.shape[0] in (1, self.L):
             c.values[:] = np.broadcast_to(init.astype(dt), (self.L, *shape)).reshape(self.L, -1)
         else:
@@ -223,9 +228,11 @@ class ScalarMemory:
             c.values[rows[:, None], idx] = v
             # an element unknown before stays unknown after `+=`
             c.cause[rows[:, None], idx] = old_causes
+            self._wrote(c, rows, idx)
             return
         c.values[rows[:, None], idx] = v.astype(c.dtype)
         c.cause[rows[:, None], idx] = 0
+        self._wrote(c, rows, idx)
 
     def clobber(self, label: str, lanes: Sequence[int], why: Unknown) -> None:
         """Every element of `label` unknown on `lanes` (something wrote it semcheck does not follow)."""
@@ -251,6 +258,52 @@ class ScalarMemory:
             c.cause[rows] = k
         else:
             c.cause[rows[:, None], idx] = k
+        self._wrote(c, rows, idx)
+
+    def _wrote(self, c: _Contents, rows: np.ndarray, idx: np.ndarray | None) -> None:
+        if self.writer_now is None:
+            return
+        if idx is None:
+            c.writer[rows] = self.writer_now[rows][:, None]
+        else:
+            c.writer[rows[:, None], idx] = self.writer_now[rows][:, None]
+
+    # --- ACC-9: values a copy moves -----------------------------------------------------
+
+    def elements(self, label: str, transforms: Sequence[Any], lane: int) -> np.ndarray | Unknown:
+        """The flat positions of `label` a view names on `lane` (its indices evaluated there)."""
+        c = self.refs[label]
+        pos = self._positions(c, transforms, [lane])
+        if isinstance(pos, Unknown):
+            return pos
+        return pos[lane if pos.shape[0] > 1 else 0].reshape(-1)
+
+    def writers(self, label: str, lane: int, flat: np.ndarray) -> np.ndarray:
+        """The write each element at `flat` of `label` on `lane` holds the value of (-1: the launch's)."""
+        return self.refs[label].writer[lane, flat].copy()
+
+    def read_flat(self, label: str, lane: int, flat: np.ndarray, loc: Loc) -> np.ndarray | Unknown:
+        """The values at `flat` of `label` on `lane`, or `Unknown` (why the first unknown one is)."""
+        c = self.refs[label]
+        causes = c.cause[lane, flat]
+        bad = np.flatnonzero(causes)
+        if bad.size:
+            why = self._causes[int(causes[bad[0]]) - 1]
+            return type(why)(why.why, why.loc if why.loc.line else loc)
+        return c.values[lane, flat].copy()
+
+    def write_flat(self, label: str, lane: int, flat: np.ndarray, value: np.ndarray | Unknown, writer: int) -> None:
+        """Elements `flat` of `label` on `lane` take `value` (same length; `Unknown`: unknown), written by
+        `writer`: a copy's write half landing on its target lane (ACC-9)."""
+        c = self.refs[label]
+        if self.subset or self.divergent:
+            self.diverged.add(label)
+        if isinstance(value, Unknown):
+            c.cause[lane, flat] = self._cause_id(value)
+        else:
+            c.values[lane, flat] = value.astype(c.dtype)
+            c.cause[lane, flat] = 0
+        c.writer[lane, flat] = writer
 
     def _positions(self, c: _Contents, transforms: Sequence[Any], lanes: Sequence[int]) -> Any:
         """Flat element positions a view selects: (1 or L, *view shape), or `Unknown` saying why not."""

@@ -5,12 +5,22 @@ once every rule is registered, it wraps two of them.
 
 * `dma_start`: a copy into a tracked ref makes the ref unknown on the devices
   that start it, from its start on (the copy lands at some point before its
-  wait; semcheck does not copy contents along, which is always sound);
+  wait), unless the copy's data is followed (below);
 * `run_scoped`: buffers tracked inside the body are forgotten when it ends.
 
-Before the kernel runs, it finds every DMA that names a device (a remote
-copy): another device's copy may land in this device's ref at any point of its
-program, so refs of the shape and dtype such a copy writes are never tracked.
+Following copies (ACC-9). In a one-core kernel evaluated device by device, a
+copy (local or remote) into a tracked ref moves its source's values to the
+target device's ref where it starts, and every load from a ref a copy may write
+(an SMEM ref of the shape and dtype of some copy's SMEM destination) records, per element,
+which write it read from (`FollowedRead`); each store and copy of such a ref is
+a `FollowedWrite`. Those values are facts only when the program is race-free and
+one run agrees with them (`model.followed.misread`): `check_modes` asks, and
+makes every verdict that rests on them unknown otherwise.
+
+Elsewhere (several cores per device, some devices lowered, grid steps as lanes)
+the copy is not followed: refs of the shape and dtype a remote copy writes are
+never tracked (another device's copy may land in them at any point), and a
+local copy makes its destination unknown.
 """
 
 from __future__ import annotations
@@ -20,12 +30,19 @@ from typing import Any
 import numpy as np
 from jax._src.pallas import primitives as pallas_prims
 from jax._src.pallas.mosaic import primitives as tpu_prims
+from jax._src.state import primitives as state_prims
+from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
-from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
+from semcheck.checker.frontend.evaluator import Evaluator, SubsetRefused, sub_jaxprs
 from semcheck.checker.frontend.regions import flatten_ref
-from semcheck.checker.frontend.trace import KernelCall
+from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, Unknown
+from semcheck.model.followed import FollowedRead, FollowedWrite, ValueFacts
+from semcheck.model.ops import Access, DmaStart
+
+_ACCESS_PRIMS = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p, pallas_prims.load_p,
+                 pallas_prims.swap_p)
 
 
 class ScalarStateRules(Evaluator):
@@ -33,13 +50,149 @@ class ScalarStateRules(Evaluator):
 
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
-        self.memory.remote_signatures |= remote_dma_destinations(call.jaxpr, self._jaxpr_types)
+        # ACC-9: one core per device, so a device's tracked refs live while every lane runs
+        self.follow_copies = cores == 1 and not call.core_axis_name
+        destinations = dma_destinations(call.jaxpr, self._jaxpr_types)
+        # ACC-9 follows SMEM, where kernels keep the control data they exchange; a copy into VMEM (data,
+        # which may be small integers) keeps ACC-4's treatment
+        self.fed_signatures = ({sig for sig, space, _ in destinations if space == "smem"}
+                               if self.follow_copies else set())
+        self.memory.remote_signatures |= {sig for sig, space, remote in destinations
+                                          if remote and sig not in self.fed_signatures}
+        self.followed_reads: list[tuple[int, int, Any, tuple, tuple]] = []  # (lane, body pos, loc, elements, writers)
+        self.followed_writes: list[tuple[int, int, Any, set]] = []  # (lane, body pos, loc, elements)
         dma_start = self.rules.get(tpu_prims.dma_start_p)
         if dma_start is not None:
             self.rules[tpu_prims.dma_start_p] = self._wrap_dma_start(dma_start)
         run_scoped = self.rules.get(pallas_prims.run_scoped_p)
         if run_scoped is not None:
             self.rules[pallas_prims.run_scoped_p] = self._wrap_run_scoped(run_scoped)
+        if self.follow_copies:
+            for prim in _ACCESS_PRIMS:
+                rule = self.rules.get(prim)
+                if rule is not None:
+                    self.rules[prim] = self._wrap_access(rule)
+
+    # --- ACC-9 ------------------------------------------------------------------------
+
+    def _following(self) -> bool:
+        """Whether lanes are this evaluation's devices, one each (not a subset, nor steps as lanes)."""
+        return (self.follow_copies and not self.subset and self.L == self.num_devices
+                and bool((self.lane_devices == np.arange(self.num_devices)).all()))
+
+    def _fed(self, label: str) -> bool:
+        c = self.memory.refs.get(label)
+        return c is not None and c.space == "smem" and (c.shape, str(c.dtype)) in self.fed_signatures
+
+    def value_facts(self, offsets: list[int]) -> ValueFacts | None:
+        """The followed reads and writes, at their positions in the launched program (`offsets[lane]`:
+        where the lane's kernel body starts); None when nothing was followed."""
+        if not self.followed_reads:
+            return None
+        writes = tuple(FollowedWrite((lane, offsets[lane] + pos), loc, frozenset(els))
+                       for lane, pos, loc, els in self.followed_writes)
+        reads = tuple(FollowedRead((lane, offsets[lane] + pos), loc, elements, writers)
+                      for lane, pos, loc, elements, writers in self.followed_reads)
+        return ValueFacts(reads, writes)
+
+    def _new_write(self, lane: int, pos: int, loc: Any) -> int:
+        self.followed_writes.append((lane, pos, loc, set()))
+        return len(self.followed_writes) - 1
+
+    def _wrap_access(self, rule: Any) -> Any:
+        def access(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+            ref = invals[0] if invals else None
+            chain: tuple[Any, ...] = ()
+            if isinstance(ref, state_types.TransformedRef):
+                ref, chain = flatten_ref(ref)
+            if type(ref) is not BufRef or not self._fed(ref.name) or not self._following():
+                # not following: copies into the ref make it unknown (`dma_start`), as ACC-4 says
+                return rule(eqn, invals, mask)
+            label, loc = ref.name, self.loc(eqn)
+            memory = self.memory
+            transforms, _ = self._access_static(eqn)[4](invals)
+            view = (*chain, *transforms)
+            lanes = self.active(mask)
+            at = {lane: len(self.bodies[lane]) for lane in lanes}
+            before: dict[int, Any] = {}
+            for lane in lanes:
+                flat = memory.elements(label, view, lane)
+                known = not isinstance(flat, Unknown) and type(memory.read_flat(label, lane, flat, loc)) is np.ndarray
+                before[lane] = flat if isinstance(flat, Unknown) else (flat, memory.writers(label, lane, flat), known)
+            write = eqn.primitive is not state_prims.get_p and eqn.primitive is not pallas_prims.load_p
+            ids = None
+            if write:
+                ids = np.full(self.L, -1, dtype=np.int64)
+                for lane in lanes:
+                    ids[lane] = self._new_write(lane, at[lane], loc)
+                memory.writer_now = ids
+            try:
+                outs = rule(eqn, invals, mask)
+            finally:
+                memory.writer_now = None
+            for lane in lanes:
+                ops = self.bodies[lane]
+                got = before[lane]
+                if len(ops) != at[lane] + 1 or type(ops[at[lane]]) is not Access or isinstance(got, Unknown):
+                    # the lowering cannot tie this access to the program's: its value is not a fact
+                    why = got if isinstance(got, Unknown) else Unknown(
+                        "a value semcheck cannot tie to the kernel's accesses", loc)
+                    memory.clobber(label, [lane], why)
+                    continue
+                flat, writers, known = got
+                elements = tuple((int(self.lane_devices[lane]), label, int(i)) for i in flat)
+                if known:  # an unknown value decides nothing (the lowering refuses it where it would)
+                    self.followed_reads.append((lane, at[lane], loc, elements, tuple(int(w) for w in writers)))
+                if ids is not None:
+                    self.followed_writes[int(ids[lane])][3].update(elements)
+            return outs
+
+        return access
+
+    def _follow_copy(self, eqn: Any, invals: list[Any], mask: Any, rule: Any) -> list[Any]:
+        """ACC-9: run `rule` (the copy's `DmaStart`s) and move the source's values to each target lane."""
+        src, dst, _dsem, _ssem, device_id = eqn.params["tree"].unflatten(invals)
+        loc = self.loc(eqn)
+        memory = self.memory
+        dbase, dchain = flatten_ref(dst)
+        sbase, schain = flatten_ref(src)
+        lanes = self.active(mask)
+        at = {lane: len(self.bodies[lane]) for lane in lanes}
+        if device_id is None:
+            targets = {lane: lane for lane in lanes}
+        else:
+            devs, _ = self.logical_device(device_id, eqn.params["device_id_type"], eqn)
+            targets = {lane: int(devs[lane]) for lane in lanes}
+        outs = rule(eqn, invals, mask)
+        label = dbase.name
+        src_known = type(sbase) is BufRef and sbase.name in memory
+        for lane in lanes:
+            ops = self.bodies[lane]
+            target = targets[lane]
+            if len(ops) != at[lane] + 1 or type(ops[at[lane]]) is not DmaStart or not 0 <= target < self.L:
+                memory.clobber(label, self.all_lanes, Unknown("a copy semcheck cannot tie to the kernel's DMAs", loc))
+                continue
+            wid = self._new_write(lane, at[lane], loc)
+            flat = memory.elements(label, dchain, lane)  # the destination view's indices are the issuer's
+            if isinstance(flat, Unknown):
+                memory.writer_now = np.full(self.L, wid, dtype=np.int64)
+                memory.clobber(label, [target], Unknown("a copy into a view semcheck cannot place", loc))
+                memory.writer_now = None
+                size = memory.refs[label].values.shape[1]
+                self.followed_writes[wid][3].update((target, label, i) for i in range(size))
+                continue
+            value: Any = Unknown("data a copy moves from a ref semcheck does not follow", loc)
+            if src_known:
+                sflat = memory.elements(sbase.name, schain, lane)
+                if not isinstance(sflat, Unknown) and sflat.shape == flat.shape:
+                    value = memory.read_flat(sbase.name, lane, sflat, loc)
+                    if type(value) is np.ndarray and self._fed(sbase.name):  # the read half reads followed data
+                        self.followed_reads.append((lane, at[lane], loc, tuple(
+                            (lane, sbase.name, int(i)) for i in sflat), tuple(
+                            int(w) for w in memory.writers(sbase.name, lane, sflat))))
+            memory.write_flat(label, target, flat, value, wid)
+            self.followed_writes[wid][3].update((target, label, int(i)) for i in flat)
+        return outs
 
     def _wrap_dma_start(self, rule: Any) -> Any:
         def dma_start(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
@@ -47,8 +200,15 @@ class ScalarStateRules(Evaluator):
                 _src, dst, _dsem, _ssem, device_id = eqn.params["tree"].unflatten(invals)
                 base, _ = flatten_ref(dst)
                 if type(base) is BufRef and base.name in self.memory:
+                    if self._fed(base.name):
+                        if self._following():
+                            return self._follow_copy(eqn, invals, mask, rule)
+                        if device_id is not None:  # another device's ref, which these lanes do not hold
+                            raise (SubsetRefused if self.subset else Unsupported)(
+                                eqn.primitive.name, "a remote copy into a ref whose contents semcheck follows, "
+                                "where it cannot follow copies (the lanes are not one per device)", self.loc(eqn))
                     if device_id is not None:
-                        # `remote_dma_destinations` keeps such refs untracked; never rely on a value
+                        # `dma_destinations` keeps such refs untracked; never rely on a value
                         # another device's copy may overwrite at any time
                         raise Unsupported(eqn.primitive.name, "a remote DMA writes a ref whose contents "
                                           "semcheck follows as control data", self.loc(eqn))
@@ -69,19 +229,22 @@ class ScalarStateRules(Evaluator):
         return run_scoped
 
 
-def remote_dma_destinations(jaxpr: Any, jaxpr_types: tuple[type, ...]) -> set[tuple[tuple[int, ...], str]]:
-    """(shape, dtype) of the base ref of every DMA destination in `jaxpr` that names a device."""
-    out: set[tuple[tuple[int, ...], str]] = set()
+Destination = tuple[tuple[tuple[int, ...], str], str | None, bool]  # ((shape, dtype), memory space, remote?)
+
+
+def dma_destinations(jaxpr: Any, jaxpr_types: tuple[type, ...]) -> set[Destination]:
+    """((shape, dtype), memory space, remote?) of the base ref of every DMA destination in `jaxpr`."""
+    out: set[Destination] = set()
     for eqn in jaxpr.eqns:
         if eqn.primitive is tpu_prims.dma_start_p:
             avals = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])
-            if avals[4] is not None:
-                base, _ = flatten_ref(avals[1])
-                shape = tuple(int(s) for s in getattr(base, "shape", ()))
-                try:
-                    out.add((shape, str(np.dtype(base.dtype))))
-                except (TypeError, AttributeError):
-                    pass
+            base, _ = flatten_ref(avals[1])
+            shape = tuple(int(s) for s in getattr(base, "shape", ()))
+            space = memory_space_name(getattr(base, "memory_space", None))
+            try:
+                out.add(((shape, str(np.dtype(base.dtype))), space, avals[4] is not None))
+            except (TypeError, AttributeError):
+                pass
         for sub in sub_jaxprs(eqn.params, jaxpr_types):
-            out |= remote_dma_destinations(getattr(sub, "jaxpr", sub), jaxpr_types)
+            out |= dma_destinations(getattr(sub, "jaxpr", sub), jaxpr_types)
     return out

@@ -325,6 +325,9 @@ def _target_claims(t, req, deadline: float) -> TargetClaims:
             return _none(t, req, f"building the target at N = {n} failed: {e} (PAR-8)")
         if len(ks) != 1:
             return _none(t, req, f"{len(ks)} kernel launches at N = {n}: the argument is for one (PAR-7)")
+        if getattr(ks[0].program, "followed", None) is not None:  # ACC-9: facts per N and mode, not a template
+            return _none(t, req, f"at N = {n} the kernel reads values its copies move (specs/semantics.md "
+                                 "ACC-9): they are facts per N, not one family in N (PAR-8)")
         kernels[n] = ks[0]
     left_ms = int((deadline - time.monotonic()) * 1000)
     if left_ms <= 0:

@@ -19,8 +19,8 @@ from semcheck.model.ops import Program
 
 
 def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_000,
-                  deadline: float | None = None, fold: bool = True, analysis: Analysis | None = None
-                  ) -> list[Verdict]:
+                  deadline: float | None = None, fold: bool = True, analysis: Analysis | None = None,
+                  settled: bool = True) -> list[Verdict]:
     """All requested properties of one lowered program under one DMA mode.
 
     Each property is tried on the reductions it accepts (`Property.reductions`: with `fold`, a
@@ -29,6 +29,8 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
     `time.monotonic()` value) each property gets the time left, and those reached after it are
     unknown without being tried. `analysis`: the program's, when the caller checks it in other modes
     too (they share it); one is made otherwise.
+    With `settled`, a verdict that rests on followed values that are not facts is unknown (ACC-9);
+    `check_modes` settles its own, fold verdicts included.
     """
     if analysis is None:
         analysis = Analysis(program)
@@ -42,6 +44,8 @@ def check_program(program, mode: str, properties=IDS, *, timeout_ms: int = 30_00
             v = (Verdict(p, "unknown", reason="timeout: --timeout ran out before this property was checked")
                  if budget is None else on_program(analysis, p, mode, budget))
         out.append(v)
+    if settled and getattr(program, "followed", None) is not None:
+        out = list(_settle(program, mode, {v.property: v for v in out}, timeout_ms, deadline, analysis).values())
     return _past_scope_failure(out, _scope_facts(analysis, mode))
 
 
@@ -56,6 +60,16 @@ def _scope_facts(analysis: Analysis, mode: str):
             if not isinstance(whole, str):
                 return whole.mode(mode)
     return analysis.mode(mode)
+
+
+def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, deadline: float | None,
+            analysis: Analysis) -> dict[str, Verdict]:
+    """ACC-9: `verdicts`, unknown where the values the lowering followed are not facts."""
+    from semcheck.checker.properties.followed_values import settle
+
+    return settle(program, mode, verdicts, lambda: check_program(
+        program, mode, ("race-free",), timeout_ms=timeout_ms, deadline=deadline, fold=False, analysis=analysis,
+        settled=False)[0])
 
 
 def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
@@ -176,7 +190,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     def locally(mode: str) -> tuple[list[Verdict], float]:
         t = time.monotonic()
         return check_program(program, mode, missing[mode], timeout_ms=timeout_ms, deadline=deadline,
-                             fold=False, analysis=analysis), time.monotonic() - t
+                             fold=False, analysis=analysis, settled=False), time.monotonic() - t
 
     analysis.modes = here  # the interpreter's modes checked here share race-free's run (DR-7)
     full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
@@ -204,6 +218,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
+        if getattr(first.program, "followed", None) is not None:  # ACC-9: only where the values it read are facts
+            by_prop = _settle(first.program, mode, by_prop, timeout_ms, deadline, first)
         if mode != "hardware":  # BUF-14 for what a fold or one period proved too
             by_prop = {v.property: v for v in _past_scope_failure(list(by_prop.values()), _scope_facts(analysis, mode))}
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)

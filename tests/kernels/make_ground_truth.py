@@ -115,6 +115,27 @@ EXAMPLES: dict[str, dict] = {
     # block the grid writes back, a megacore grid whose cores write back one output block, and the fixes
     "examples/buggy/race_grid_writeback_prefetch_off_by_one.py": {"kind": "race"},
     "examples/inplace_prefetch_grid.py": {"kind": "clean"},
+    # an expert-parallel MoE whose DMA sizes, offsets and predicates are counts the kernel computes and
+    # exchanges by remote copies into SMEM (ACC-9), and its seeded bugs: a peer's count read before its
+    # copy's wait (the values then depend on the schedule: on_wait runs the exchange late, reads stale
+    # counts and leaves the dispatch's bytes on the semaphores), a dispatch wait one row short (a row's
+    # bytes left at exit per source), a combine waiting the count it received instead of the one it sent
+    # (hangs). The leaks are the default routing's at 2, 4 and 8 devices, as recorded.
+    "examples/moe_dispatch_combine.py": {"kind": "clean"},
+    "examples/buggy/moe_count_read_before_wait.py": {"kind": "race", "expected_leaks": [
+        {"semaphore": 2006, "count": 512}, {"semaphore": 2007, "count": 512},
+        {"semaphore": 2012, "count": 512}, {"semaphore": 2013, "count": 512},
+        {"semaphore": 2026, "count": 512}, {"semaphore": 2027, "count": 512},
+        {"semaphore": 2031, "count": 512}]},
+    "examples/buggy/moe_dispatch_wait_one_row_short.py": {"kind": "exit_leak", "expected_leaks": [
+        {"semaphore": 2006, "count": 512}, {"semaphore": 2007, "count": 512},
+        {"semaphore": 2012, "count": 512}, {"semaphore": 2013, "count": 512},
+        {"semaphore": 2014, "count": 512}, {"semaphore": 2015, "count": 512},
+        {"semaphore": 2024, "count": 512}, {"semaphore": 2025, "count": 512},
+        {"semaphore": 2026, "count": 512}, {"semaphore": 2027, "count": 512},
+        {"semaphore": 2028, "count": 512}, {"semaphore": 2029, "count": 512},
+        {"semaphore": 2030, "count": 512}, {"semaphore": 2031, "count": 512}]},
+    "examples/buggy/moe_combine_waits_wrong_count.py": {"kind": "deadlock"},
     "examples/buggy/race_megacore_grid_same_output_block.py": {"kind": "race", "cores_per_device": 2},
     "examples/megacore_grid.py": {"kind": "clean", "cores_per_device": 2},
     # an output block visited again after the grid left it: every interpret-mode run raises
