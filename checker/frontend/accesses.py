@@ -98,7 +98,7 @@ class AccessRules(Evaluator):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
         leaves = [invals[i] for i in leaf_at]
         kind = _WINDOW_KINDS.get(self._access_kinds[eqn.primitive])
-        if err is None and kind is not None and predicted(self.call.interpret_params, kind):
+        if err is None and kind is not None and not self.call.tpu_only and predicted(self.call.interpret_params, kind):
             bad = self._access_window_errors(eqn, invals, static, chain, ref.name, leaves, lanes, loc, kind)
             if bad is not None:  # ERR-20 (ACC-8): some lane's window is refused; rare, so built lane by lane
                 regions = self._access_regions(invals, static, chain)

@@ -111,7 +111,9 @@ class DmaRules(SyncRules):
         # A byte count that is data (ACC-7) is part of the key; a static one is the same on every lane.
         sizes = itertools.repeat(nbytes) if type(nbytes) is int else nbytes
         # ERR-20 (ACC-8): per lane, a window the interpreter refuses when the copy runs (a view's ERR-9 first)
-        bounds = none if err is not None else self._copy_window_errors(eqn, sbuf, sview, dbuf, dview, skeys, dkeys)
+        # (a call the interpreter never runs, GRID-5's `tpu_only`, needs no prediction)
+        bounds = none if err is not None or self.call.tpu_only else \
+            self._copy_window_errors(eqn, sbuf, sview, dbuf, dview, skeys, dkeys)
         keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys, sizes, bounds))
         if mask is None:
             targets = self.bodies
