@@ -24,6 +24,8 @@ from itertools import repeat
 from operator import is_
 from typing import Any
 
+import numpy as np
+
 from jax._src.pallas import primitives as pallas_prims
 from jax._src.state import primitives as state_prims
 from jax._src.state import types as state_types
@@ -155,11 +157,13 @@ class AccessRules(Evaluator):
         transforms, mask = unflatten(invals)
         if mask is not None:
             return None
-        need_values(leaves, eqn.primitive.name, "the store" if write else "the load", loc)
+        need_values([*leaves, *_chain_leaves(chain)], eqn.primitive.name, "the store" if write else "the load", loc)
         if chain:
             shape = _base_shape(invals[0], shape)
         view = (*chain, *(t for t in (transforms or ()) if t is not None))
-        keys = lane_keys(leaves, self.L)
+        keys = lane_keys(leaves, self.L) if not chain else None  # a ref view's own values are not in `leaves`
+        if keys is None and any(v is not None and not isinstance(v, (int, np.integer, np.ndarray)) for v in leaves):
+            return None  # an opaque index: no lane's window is predicted (ACC-8)
         memo = self.op_cache(eqn, "window errors", label)
         out: list[Any] = [None] * self.L
         for d in lanes:
@@ -271,6 +275,15 @@ class AccessRules(Evaluator):
             # `invals[0]` was itself a view: its shape is not the buffer's.
             shape = _base_shape(invals[0], shape)
         return ref_regions(shape, (*chain, *transforms), dtype=dtype, mask=mask)
+
+
+def _chain_leaves(chain: tuple[Any, ...]) -> list[Any]:
+    """The index values a ref view carries (its own, not the access equation's)."""
+    if not chain:
+        return []
+    import jax  # lazy: the module's rules run only under jax anyway
+
+    return jax.tree_util.tree_leaves(chain)
 
 
 # ERR-20: what the interpreter does with an access's window, by primitive (a store is a swap; a masked swap

@@ -62,6 +62,10 @@ CASES = {
     "load_zero_at_end": ("load", "vmem", lambda x, b, s, m, k: b.__setitem__(
         (pl.ds(0, 1),), x[pl.ds(k + 3, 0), :].sum(axis=0, keepdims=True))),
     "load_overhang": ("load", "vmem", lambda x, b, s, m, k: b.__setitem__((pl.ds(0, 2),), x[pl.ds(k + 2, 2), :])),
+    "load_nested_zero_at_end": ("load", "vmem", lambda x, b, s, m, k: b.__setitem__(
+        (pl.ds(0, 1),), x.at[pl.ds(1, 2)][pl.ds(k + 2, 0), :].sum(axis=0, keepdims=True))),
+    "load_nested_view_start_at_end": ("load", "vmem", lambda x, b, s, m, k: b.__setitem__(
+        (pl.ds(0, 1),), x.at[pl.ds(k + 3, 0)][...].sum(axis=0, keepdims=True))),
     "store_zero_at_end": ("store", "vmem", lambda x, b, s, m, k: _store_rows(b, lambda r: r.at[pl.ds(k + 3, 0)])),
     "store_overhang": ("store", "vmem", lambda x, b, s, m, k: _store_rows(b, lambda r: r.at[pl.ds(k + 2, 2)])),
     "store_last_row": ("store", "vmem", lambda x, b, s, m, k: _store_rows(b, lambda r: r.at[pl.ds(k + 2, 1)])),
