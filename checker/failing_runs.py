@@ -42,7 +42,7 @@ REVISIT_HINT = ("order the grid so that the steps using one output block are con
                 "checks the kernel as a TPU runs it")
 
 # The failures of a view, a window or a grid step (ERR-9, ERR-20, ERR-11): when they are the only ones, every
-# property is decided on S' (ACC-6, ACC-8); with any other static failure only the properties of RUN-11 are.
+# property is decided on S' (ACC-6, ACC-10); with any other static failure only the properties of RUN-11 are.
 STATIC_FAILURES = (InterpreterView, RevisitedBlock, WindowOutOfBounds)
 
 # RUN-11: the properties decided here for any static failure that ends the whole run
@@ -189,7 +189,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         if copy is not None:
             return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)}, when the copy at {copy.loc} runs: "
                            "under on_wait only if a waiter runs its task, which semcheck does not decide (ACC-6, "
-                           "ACC-8)")
+                           "ACC-10)")
     if not views and (prop not in ON_S_PRIME or (prop == "race-free" and facts.race_order.ordering.certified)):
         return None  # a certified happens-before pass met no failure (DR-6): no lowering needed to say so
     end = facts.every_run_fails
@@ -260,7 +260,7 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
         details.update(rule="ERR-20", access=err.access, buffer=err.buffer, range=repr(err.rnge), shape=list(err.shape))
         why = ("jax's TPU interpreter refuses a window the buffer does not hold whole when it reads it, and one "
                "with an element past an end when it writes it; a zero-size window starting at a dimension's end "
-               "is refused as a read (specs/divergences.md D32)")
+               "is refused as a read (specs/divergences.md D33)")
         hint = WINDOW_HINT
     elif isinstance(err, InterpreterView):
         details.update(rule="ERR-9", transform=err.transform, access=err.access)

@@ -233,7 +233,7 @@ class InterpreterView(Violation):
 
 @dataclasses.dataclass(frozen=True)
 class WindowOutOfBounds(Violation):
-    """ERR-20: a kernel load, store or copy whose window jax's interpreter refuses (ACC-8, BUF-10 .. BUF-12).
+    """ERR-20: a kernel load, store or copy whose window jax's interpreter refuses (ACC-10, BUF-10 .. BUF-12).
 
     `kind` is what the interpreter does with the window: "read" (a load, a copy's source; BUF-10) is
     refused when the buffer does not hold the window whole, a zero-size window starting at a

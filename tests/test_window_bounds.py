@@ -1,4 +1,4 @@
-"""Windows jax's interpreter refuses (specs/semantics.md ACC-8, ERR-20; divergence D32).
+"""Windows jax's interpreter refuses (specs/semantics.md ACC-10, ERR-20; divergence D33).
 
 * the shape-only forms of BUF-10 and BUF-11 (`kernel_buffer.read_refused` / `write_refused`) agree
   with the manager's own read and store on real buffers, over windows drawn by hypothesis;
@@ -45,7 +45,7 @@ def _store(shape):
     return s
 
 
-@pytest.mark.rule("ACC-8", "BUF-10", "BUF-11", "BUF-12")
+@pytest.mark.rule("ACC-10", "BUF-10", "BUF-11", "BUF-12")
 @settings(max_examples=300, deadline=None)
 @given(_windows())
 def test_the_shape_rules_agree_with_the_managers_read_and_store(case):
@@ -61,7 +61,7 @@ def test_the_shape_rules_agree_with_the_managers_read_and_store(case):
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-8")
+@pytest.mark.rule("ACC-10")
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(1, 2)), min_size=1, max_size=3),
        st.booleans())
@@ -127,13 +127,13 @@ def _rows():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-8", "ERR-20")
+@pytest.mark.rule("ACC-10", "ERR-20")
 @pytest.mark.parametrize("row", list(_rows()))
 def test_semcheck_predicts_every_recorded_window(row):
     got = _predict(row["case"], row["dma_mode"])
     want = {k: row[k] for k in ("outcome", "error_type", "error_message") if k in row}
     if got["outcome"] == "unknown":
-        # ACC-8: an on_wait copy raises when a waiter runs its task, which semcheck does not decide
+        # ACC-10: an on_wait copy raises when a waiter runs its task, which semcheck does not decide
         assert row["dma_mode"] == "on_wait" and row["access"] == "copy" and row["outcome"] == "error", got
         assert want["error_message"].split(":")[-1].strip() in got["reason"]
         return

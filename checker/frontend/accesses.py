@@ -102,7 +102,7 @@ class AccessRules(Evaluator):
         kind = _WINDOW_KINDS.get(self._access_kinds[eqn.primitive])
         if err is None and kind is not None and not self.call.tpu_only and predicted(self.call.interpret_params, kind):
             bad = self._access_window_errors(eqn, invals, static, chain, ref.name, leaves, lanes, loc, kind)
-            if bad is not None:  # ERR-20 (ACC-8): some lane's window is refused; rare, so built lane by lane
+            if bad is not None:  # ERR-20 (ACC-10): some lane's window is refused; rare, so built lane by lane
                 regions = self._access_regions(invals, static, chain)
                 for d in lanes:
                     r = regions[d] if len(regions) > 1 else regions[0]
@@ -151,7 +151,7 @@ class AccessRules(Evaluator):
     def _access_window_errors(self, eqn: Any, invals: list[Any], static: Any, chain: tuple[Any, ...], label: str,
                               leaves: list[Any], lanes: list[int], loc: Any, kind: str) -> list[Any] | None:
         """ERR-20 per lane (length L): what the interpreter raises at this load or store because of its window
-        (ACC-8), or None when no active lane's window is refused. Lanes with equal index values share one
+        (ACC-10), or None when no active lane's window is refused. Lanes with equal index values share one
         answer; a masked access is not predicted."""
         write, shape, _, _, unflatten = static
         transforms, mask = unflatten(invals)
@@ -163,7 +163,7 @@ class AccessRules(Evaluator):
         view = (*chain, *(t for t in (transforms or ()) if t is not None))
         keys = lane_keys(leaves, self.L) if not chain else None  # a ref view's own values are not in `leaves`
         if keys is None and any(v is not None and not isinstance(v, (int, np.integer, np.ndarray)) for v in leaves):
-            return None  # an opaque index: no lane's window is predicted (ACC-8)
+            return None  # an opaque index: no lane's window is predicted (ACC-10)
         memo = self.op_cache(eqn, "window errors", label)
         out: list[Any] = [None] * self.L
         for d in lanes:

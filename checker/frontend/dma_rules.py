@@ -110,7 +110,7 @@ class DmaRules(SyncRules):
         # devices passes here once per device and step.
         # A byte count that is data (ACC-7) is part of the key; a static one is the same on every lane.
         sizes = itertools.repeat(nbytes) if type(nbytes) is int else nbytes
-        # ERR-20 (ACC-8): per lane, a window the interpreter refuses when the copy runs (a view's ERR-9 first)
+        # ERR-20 (ACC-10): per lane, a window the interpreter refuses when the copy runs (a view's ERR-9 first)
         # (a call the interpreter never runs, GRID-5's `tpu_only`, needs no prediction)
         bounds = none if err is not None or self.call.tpu_only else \
             self._copy_window_errors(eqn, sbuf, sview, dbuf, dview, skeys, dkeys)
@@ -197,7 +197,7 @@ class DmaRules(SyncRules):
     def _copy_window_errors(self, eqn: Any, sbuf: str | None, sview: Any, dbuf: str | None, dview: Any,
                        skeys: list[Any], dkeys: list[Any]) -> list[Any]:
         """ERR-20 per lane: the copy's read of its source window, else its write of its destination window,
-        that the interpreter refuses (ACC-8), or None. Lanes with equal index values share one answer."""
+        that the interpreter refuses (ACC-10), or None. Lanes with equal index values share one answer."""
         params, loc = self.call.interpret_params, self.loc(eqn)
         ends = [(buf, view, kind) for buf, view, kind in ((sbuf, sview, "read"), (dbuf, dview, "write"))
                 if buf is not None and view is not _NO_VIEW and predicted(params, kind)]

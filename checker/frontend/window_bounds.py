@@ -1,4 +1,4 @@
-"""Windows jax's TPU interpreter refuses (ACC-8, ERR-20; divergence D32).
+"""Windows jax's TPU interpreter refuses (ACC-10, ERR-20; divergence D33).
 
 The interpreter's load, store and copy callbacks turn a view's indexers into one range of the
 buffer (`to_range`: each `Slice(start, size, stride)` becomes `slice(start, start + size * stride,
@@ -82,18 +82,18 @@ def interpreter_range(chain: Sequence[Any]) -> Range | None:
 
 
 def need_values(leaves: Sequence[Any], primitive: str, what: str, loc: Loc) -> None:
-    """ACC-8 with ACC-4: a window whose index is read from arguments given as shapes (or not yet followed) is
+    """ACC-10 with ACC-4: a window whose index is read from arguments given as shapes (or not yet followed) is
     decided on the example's values: `NeedsConcreteInputs`, which `api.lower_target` answers by building the
     target for real (and which is unknown, with the hint, when the arguments are shapes)."""
     for v in leaves:
         if isinstance(v, AbstractInput):
             src = f"{v.why}" + (f" at {v.loc}" if getattr(v.loc, "line", 0) else "")
             raise NeedsConcreteInputs(primitive, f"whether jax's interpreter accepts the window of {what} depends "
-                                      f"on {src} (ACC-8); {CONCRETE_HINT}", loc)
+                                      f"on {src} (ACC-10); {CONCRETE_HINT}", loc)
 
 
 def predicted(params: Any, kind: str) -> bool:
-    """Whether the interpreter's settings are the ones ACC-8 predicts: reads raise (the default
+    """Whether the interpreter's settings are the ones ACC-10 predicts: reads raise (the default
     `out_of_bounds_reads="raise"`; a swap reads first) and buffers are not padded (the default
     `buffer_bounds="logical"`)."""
     if kind != "write" and getattr(params, "out_of_bounds_reads", "raise") != "raise":

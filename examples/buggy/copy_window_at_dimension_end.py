@@ -9,7 +9,7 @@ Bug: under eager, interpret mode raises in every run (line 53). Sequence 0 is fu
 ROWS`), so its window is `pl.ds(ROWS, 0)`: empty, but starting at the end of a dimension of `ROWS`
 rows, which jax's interpreter refuses as a read (`IndexError: Out-of-bounds read of ...: reading
 [(0, slice(3, 3, 1), slice(0, 128, 1))] but buffer has shape (2, 3, 128).`, specs/semantics.md
-ACC-8). The start is data, so nothing refuses it while the kernel is traced (a static `pl.ds(3, 0)`
+ACC-10). The start is data, so nothing refuses it while the kernel is traced (a static `pl.ds(3, 0)`
 is refused there). Under on_wait the copy runs only when a wait needs it, and a wait for 0 bytes
 needs none: the recorded runs complete (with jax's race detector on, that wait fails an assertion
 instead, RACE-1). A kernel whose empty copy shares its semaphore with a real one raises there too.
@@ -17,7 +17,7 @@ instead, RACE-1). A kernel whose empty copy shares its semaphore with a real one
 Expected semcheck verdict: deadlock-free violated under eager (every run raises at the copy, ERR-20;
 nothing else is violated); every property unknown under on_wait (the copy raises when a waiter runs
 its task, which semcheck does not decide); all proved under hardware (the empty copy moves nothing
-on a TPU, D32). The fix (examples/copy_window_inside_dimension.py) skips the copy when it is empty.
+on a TPU, D33). The fix (examples/copy_window_inside_dimension.py) skips the copy when it is empty.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.jax,
     pytest.mark.rule("SEM-1", "SEM-2", "SEM-3", "SEM-4", "SEM-5", "SEM-6", "SEM-7", "SEM-8", "DMA-2", "DMA-3",
                      "BUF-1", "BUF-2", "BUF-3", "BUF-4", "BUF-5", "BUF-6", "BUF-7", "BUF-8", "BUF-9", "BUF-10", "BUF-11", "BUF-12",
-                     "ACC-8"),
+                     "ACC-10"),
 ]
 
 runner = load_runner()
@@ -410,12 +410,12 @@ class ManagerMachine(RuleBasedStateMachine):
             self._window_rule(buf, idx, out, "read")
 
     def _window_rule(self, buf, idx, out: dict, kind: str) -> None:
-        """ACC-8: the shape-only rule the front end asks (`kernel_buffer.read_refused` / `write_refused`) says
+        """ACC-10: the shape-only rule the front end asks (`kernel_buffer.read_refused` / `write_refused`) says
         what jax's callback did with the window: refused exactly when it raised its out-of-bounds error."""
         from semcheck.model.kernel_buffer import read_refused, write_refused
 
         if tuple(buf.shape) != tuple(buf.logical_shape):
-            return  # a padded buffer: not what ACC-8 predicts
+            return  # a padded buffer: not what ACC-10 predicts
         rnge = runner.dec_indexer(idx)
         # a swap of a value of the view's shape is refused exactly when its read is (BUF-12)
         refused = (write_refused if kind == "write" else read_refused)(rnge, tuple(buf.logical_shape))

@@ -121,7 +121,7 @@ EXAMPLES: dict[str, dict] = {
     # (`_check_for_revisiting`); a TPU writes the block back twice
     "examples/buggy/revisited_output_block.py": {"kind": "interpreter_error", "error_type": "RuntimeError"},
     "examples/consecutive_output_blocks.py": {"kind": "clean"},
-    # a zero-size copy whose start is a dimension's end: every eager run raises at the copy (ACC-8); under
+    # a zero-size copy whose start is a dimension's end: every eager run raises at the copy (ACC-10); under
     # on_wait the wait for 0 bytes runs no task, so the copy never runs; the fix skips the empty copy.
     # Recorded at 2 devices: with more, which device's exception jax surfaces first is racy (another
     # device's BrokenBarrierError, its barrier broken by the failure, ERR-7, at 8)
