@@ -232,6 +232,38 @@ class InterpreterView(Violation):
 
 
 @dataclasses.dataclass(frozen=True)
+class WindowOutOfBounds(Violation):
+    """ERR-20: a kernel load, store or copy whose window jax's interpreter refuses (ACC-10, BUF-10 .. BUF-12).
+
+    `kind` is what the interpreter does with the window: "read" (a load, a copy's source; BUF-10) is
+    refused when the buffer does not hold the window whole, a zero-size window starting at a
+    dimension's end included (`IndexError`); "write" (a copy's destination; BUF-11) when an element
+    lies past an end (`ValueError`); "swap" (a kernel store, `ref[...] = x`, which jax binds as a swap;
+    BUF-12) as a read is (`ValueError`). `buffer` names the buffer as the report does (the interpreter
+    prints its device, core, memory space and id there), `rnge` is the interpreter's range (`to_range`
+    of the view), `access` the kernel's words ("load", "store", "copy"), `where` its line.
+    """
+
+    access: str  # "load" | "store" | "copy"
+    kind: str  # "read" | "write" | "swap"
+    buffer: str
+    rnge: tuple
+    shape: tuple
+    where: str = ""
+
+    @property
+    def message(self) -> str:
+        verb = {"read": "reading", "write": "writing", "swap": "swapping"}[self.kind]
+        end = "." if self.kind == "read" else " ."
+        return (f"Out-of-bounds {self.kind} of {self.buffer}: {verb} [{self.rnge!r}] but buffer has shape "
+                f"{self.shape}{end}")
+
+    @property
+    def python_type(self) -> str:
+        return "IndexError" if self.kind == "read" else "ValueError"
+
+
+@dataclasses.dataclass(frozen=True)
 class Untranslatable(Violation):
     """ERR-10: jax's interpreter cannot turn a kernel equation into its CPU program (LAUNCH-3, D12).
 

@@ -20,9 +20,12 @@ from semcheck.model.buffer import (
     Range,
     Thread,
     allocate,
+    clip,
     deallocate,
     get,
     handout,
+    normalize,
+    out_of_bounds,
     store_,
     swap,
     take,
@@ -183,6 +186,30 @@ def full_read_shape(rnge: Range, logical_shape: tuple[int, ...]) -> tuple[int, .
                 raise ModelBug("kernel ranges always carry a step")
             out.append((r.stop - r.start) // r.step)
     return tuple(out)
+
+
+def read_refused(rnge: Range, shape: tuple[int, ...]) -> bool | Raised:
+    """BUF-10 on shapes alone (content shape = logical shape: no padding, BUF-8b): whether a kernel read of
+    `rnge` does not return the expected shape, so that it raises under out_of_bounds_reads="raise".
+
+    The manager clips the normalized range (BUF-4b): a slice *starting* at or past a dimension's end,
+    even an empty one, misses the buffer; a stop past the end is cut short. The read is refused when it
+    misses or when what is left is smaller than BUF-10a's expected shape. Non-negative ranges only
+    (numpy counts negative ones from the end)."""
+    clipped = clip(normalize(rnge, shape), shape)
+    if clipped is None or isinstance(clipped, Raised):
+        return True if clipped is None else clipped
+    want = full_read_shape(rnge, shape)
+    if isinstance(want, Raised):
+        return want
+    got = tuple(len(range(r.start, r.stop, r.step or 1)) for r in clipped if isinstance(r, slice))
+    return got != want
+
+
+def write_refused(rnge: Range, shape: tuple[int, ...]) -> bool | Raised:
+    """BUF-11 on shapes alone (no padding): whether a kernel store of `rnge` is refused, an element it
+    selects lying past a dimension's end (BUF-5a; an empty slice selects none, wherever it starts)."""
+    return out_of_bounds(normalize(rnge, shape), shape)
 
 
 def kernel_get(

@@ -24,6 +24,8 @@ from itertools import repeat
 from operator import is_
 from typing import Any
 
+import numpy as np
+
 from jax._src.pallas import primitives as pallas_prims
 from jax._src.state import primitives as state_prims
 from jax._src.state import types as state_types
@@ -31,10 +33,13 @@ from jax._src.state import types as state_types
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
-from semcheck.checker.frontend.regions import flatten_ref, lane_keys, ref_regions, refuse_multi_ref, foreign_transform
+from semcheck.checker.frontend.region_transforms import lane_chain
+from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreign_transform, lane_keys, ref_regions,
+                                               refuse_multi_ref)
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
+from semcheck.checker.frontend.window_bounds import need_values, predicted, window_error
 from semcheck.model.ops import Access
 
 _MISSING = object()
@@ -94,6 +99,18 @@ class AccessRules(Evaluator):
         if ref.name not in memory.ignored and (ref.name in memory or self._track_scoped(eqn, ref.name, chain)):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
         leaves = [invals[i] for i in leaf_at]
+        kind = _WINDOW_KINDS.get(self._access_kinds[eqn.primitive])
+        if err is None and kind is not None and not self.call.tpu_only and predicted(self.call.interpret_params, kind):
+            bad = self._access_window_errors(eqn, invals, static, chain, ref.name, leaves, lanes, loc, kind)
+            if bad is not None:  # ERR-20 (ACC-10): some lane's window is refused; rare, so built lane by lane
+                regions = self._access_regions(invals, static, chain)
+                for d in lanes:
+                    r = regions[d] if len(regions) > 1 else regions[0]
+                    if bad[d] is not None and r is None:
+                        r = empty_region(len(shape) if not chain else len(_base_shape(invals[0], shape)))
+                    if r is not None:
+                        self.bodies[d].append(Access(ref.name, r, write, loc, bad[d]))
+                return outs
         cache = self.op_cache(eqn, "access", ref.name)
         keys = lane_keys(leaves, self.L) if not chain else None
         bodies = self.bodies
@@ -130,6 +147,34 @@ class AccessRules(Evaluator):
             bodies, ops = [b for b, _ in pairs], [op for _, op in pairs]
         any(map(list.append, bodies, ops))
         return outs
+
+    def _access_window_errors(self, eqn: Any, invals: list[Any], static: Any, chain: tuple[Any, ...], label: str,
+                              leaves: list[Any], lanes: list[int], loc: Any, kind: str) -> list[Any] | None:
+        """ERR-20 per lane (length L): what the interpreter raises at this load or store because of its window
+        (ACC-10), or None when no active lane's window is refused. Lanes with equal index values share one
+        answer; a masked access is not predicted."""
+        write, shape, _, _, unflatten = static
+        transforms, mask = unflatten(invals)
+        if mask is not None:
+            return None
+        need_values([*leaves, *_chain_leaves(chain)], eqn.primitive.name, "the store" if write else "the load", loc)
+        if chain:
+            shape = _base_shape(invals[0], shape)
+        view = (*chain, *(t for t in (transforms or ()) if t is not None))
+        keys = lane_keys(leaves, self.L) if not chain else None  # a ref view's own values are not in `leaves`
+        if keys is None and any(v is not None and not isinstance(v, (int, np.integer, np.ndarray)) for v in leaves):
+            return None  # an opaque index: no lane's window is predicted (ACC-10)
+        memo = self.op_cache(eqn, "window errors", label)
+        out: list[Any] = [None] * self.L
+        for d in lanes:
+            key = None if keys is None else keys[0] if len(keys) == 1 else keys[d]
+            hit = memo.get(key, _MISSING) if key is not None else _MISSING
+            if hit is _MISSING:
+                hit = window_error(label, shape, lane_chain(view, d), kind, "store" if write else "load", loc)
+                if key is not None:
+                    memo[key] = hit
+            out[d] = hit
+        return out if any(e is not None for e in out) else None
 
     def _blind_in_equation(self, eqn: Any, invals: list[Any], static: Any) -> Any:
         """The equation's own transform the interpreter cannot index (ACC-6), or None; their
@@ -230,6 +275,20 @@ class AccessRules(Evaluator):
             # `invals[0]` was itself a view: its shape is not the buffer's.
             shape = _base_shape(invals[0], shape)
         return ref_regions(shape, (*chain, *transforms), dtype=dtype, mask=mask)
+
+
+def _chain_leaves(chain: tuple[Any, ...]) -> list[Any]:
+    """The index values a ref view carries (its own, not the access equation's)."""
+    if not chain:
+        return []
+    import jax  # lazy: the module's rules run only under jax anyway
+
+    return jax.tree_util.tree_leaves(chain)
+
+
+# ERR-20: what the interpreter does with an access's window, by primitive (a store is a swap; a masked swap
+# and `addupdate` are not predicted: the mask decides the former, and jax refuses the latter first, ERR-10)
+_WINDOW_KINDS = {"get": "read", "load": "read", "swap": "swap"}
 
 
 def _base_shape(view: Any, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -105,8 +105,8 @@ class BlockCopies:
         for j, bm in enumerate(call.block_mappings):
             op = call.operands[nidx + j]
             arg = kernel_args[nidx + j]
-            if op.kind != "buffer" or op.memory_space == "hbm" or type(arg) is not BufRef:
-                continue  # a raw HBM ref: the kernel copies it itself
+            if op.kind != "buffer" or call.sees_array(op) or type(arg) is not BufRef:
+                continue  # a raw HBM ref (the kernel copies it itself) or an array in place (GRID-5)
             out = j - call.num_inputs if j >= call.num_inputs else None
             label = hbm[("input", j) if out is None else ("output", out)]
             self.ops.append(_Operand(j, bm, op, arg.name, label, out, out in aliased, call.loc))

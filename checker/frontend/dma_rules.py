@@ -25,6 +25,7 @@ from semcheck.checker.frontend.regions import empty_region, flatten_ref, lane_ke
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef
+from semcheck.checker.frontend.window_bounds import need_values, predicted, window_error
 from semcheck.model.ops import DmaStart, Wait
 
 
@@ -109,7 +110,11 @@ class DmaRules(SyncRules):
         # devices passes here once per device and step.
         # A byte count that is data (ACC-7) is part of the key; a static one is the same on every lane.
         sizes = itertools.repeat(nbytes) if type(nbytes) is int else nbytes
-        keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys, sizes))
+        # ERR-20 (ACC-10): per lane, a window the interpreter refuses when the copy runs (a view's ERR-9 first)
+        # (a call the interpreter never runs, GRID-5's `tpu_only`, needs no prediction)
+        bounds = none if err is not None or self.call.tpu_only else \
+            self._copy_window_errors(eqn, sbuf, sview, dbuf, dview, skeys, dkeys)
+        keys = list(zip(didx, sidx or none, devs or none, dict_core or none, skeys, dkeys, sizes, bounds))
         if mask is None:
             targets = self.bodies
         else:
@@ -151,7 +156,10 @@ class DmaRules(SyncRules):
                     dr = dget(key[5], _NO_VIEW)
                     if dr is _NO_VIEW:
                         dr = dview.region(key[5], dregions)
-                    op = cache[key] = _new_dma_start(fields, sr, dr)
+                    op = _new_dma_start(fields, sr, dr)
+                    if key[7] is not None:
+                        op = dataclasses.replace(op, view_error=key[7])
+                    cache[key] = op
                 ops[i] = op
         any(map(list.append, targets, ops))  # append each lane's op (append returns None)
         return []
@@ -185,6 +193,31 @@ class DmaRules(SyncRules):
             else:
                 out += [None, _NO_VIEW]
         return (*out, err)
+
+    def _copy_window_errors(self, eqn: Any, sbuf: str | None, sview: Any, dbuf: str | None, dview: Any,
+                       skeys: list[Any], dkeys: list[Any]) -> list[Any]:
+        """ERR-20 per lane: the copy's read of its source window, else its write of its destination window,
+        that the interpreter refuses (ACC-10), or None. Lanes with equal index values share one answer."""
+        params, loc = self.call.interpret_params, self.loc(eqn)
+        ends = [(buf, view, kind) for buf, view, kind in ((sbuf, sview, "read"), (dbuf, dview, "write"))
+                if buf is not None and view is not _NO_VIEW and predicted(params, kind)]
+        if not ends:
+            return [None] * self.L
+        for _, view, _ in ends:
+            need_values(view.leaves, eqn.primitive.name, "the copy", loc)
+        memo = self.op_cache(eqn, "window errors")
+        out = []
+        for lane, key in enumerate(zip(skeys, dkeys)):
+            cacheable = not any(type(k) is tuple and k[:1] == ("region",) for k in key)
+            hit = memo.get(key, _NO_VIEW) if cacheable else _NO_VIEW
+            if hit is _NO_VIEW:
+                hit = next((e for buf, view, kind in ends
+                            if (e := window_error(buf, view.shape, lane_chain(view.chain, lane), kind, "copy", loc))),
+                           None)
+                if cacheable:
+                    memo[key] = hit
+            out.append(hit)
+        return out
 
     def _dma_wait(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         # For `wait_send`/`wait_read` the descriptor's src/dst are already swapped in

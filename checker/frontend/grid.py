@@ -51,9 +51,14 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
             inputs += 1
         elif op.role == "output":
             outputs += 1
-        if op.role in ("input", "output") and op.memory_space == "hbm" and op.kind != "semaphore":
+        if op.role in ("input", "output") and call.sees_array(op):
+            if op.memory_space != "hbm" and (tuple(op.block_shape or ()) != tuple(op.shape) or call.cores_per_device > 1):
+                raise Unsupported("pallas_call", f"{op.role} {op.name!r} is an array typed with memory space "
+                                  f"{op.array_space} and a block of it, or on a device of several cores: where a TPU "
+                                  "keeps it then is not known to semcheck (GRID-5)", call.loc)
             # The kernel sees the HBM buffer the launch allocated for the operand
-            # (`hbm{k}`, LAUNCH-1): its accesses and DMAs name that buffer.
+            # (`hbm{k}`, LAUNCH-1; on a TPU the array typed with a memory space, GRID-5): its accesses and DMAs
+            # name that buffer.
             args.append(BufRef(hbm[("input", inputs - 1) if op.role == "input" else ("output", outputs - 1)]))
             continue
         label = op.name if op.name and op.name not in used else f"{op.role}{i}"
@@ -86,7 +91,7 @@ def hbm_names(call: KernelCall) -> tuple[tuple[str, str], ...]:
         label = hbm.get((op.role, j))
         if label is not None and op.name and label not in seen:  # an aliased output: its input's name
             seen[label] = (f"{op.name} (its HBM buffer)" if op.kind == "semaphore" else
-                           op.name if op.memory_space == "hbm" else f"{op.name} (HBM)")
+                           op.name if call.sees_array(op) else f"{op.name} (HBM)")
     return tuple(seen.items())
 
 

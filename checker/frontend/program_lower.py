@@ -319,7 +319,7 @@ def operand_labels(inv: Invocation) -> dict[tuple[str, int], str]:
         j = seen[op.role]
         seen[op.role] += 1
         label = getattr(arg, "label", None)
-        if op.kind != "semaphore" and op.memory_space == "hbm":
+        if inv.call.sees_array(op):
             label = hbm[(op.role, j)]
         if label is not None:
             out[(op.role, j)] = label

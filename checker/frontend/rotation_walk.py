@@ -436,7 +436,7 @@ def block_obligations(w: Walk) -> None:
                                    f"symbolically ({call_line(call)})")
             w.obs.append(_Ob("inv", x, w.z3.BoolVal(True), call_line(call), f"the block index of {op.name}"))
         block = tuple(getattr(b, "block_size", b) for b in bm.block_shape)
-        if tuple(int(s) if isinstance(s, int) else -1 for s in block) != tuple(op.shape) and op.memory_space != "hbm":
+        if tuple(int(s) if isinstance(s, int) else -1 for s in block) != tuple(op.shape) and not call.sees_array(op):
             label = hbm.get((op.role, j))
             w.obs.append(_Ob("row", None, w.z3.BoolVal(True), call_line(call), f"the block copies of {op.name}",
                              label, 0, 0))

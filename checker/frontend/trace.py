@@ -57,6 +57,9 @@ class Operand:
     dtype: str
     block_shape: tuple[int, ...] | None = None  # inputs/outputs: the block's ref shape
     sem_type: SemType | None = None  # semaphore operands: the allocation's type (DMA-6)
+    # inputs/outputs: the memory space the array itself is typed with (`out_shape=pltpu.VMEM(...)`, or an input
+    # aliased to such an output), "" for an array of the default (HBM) space (GRID-5)
+    array_space: str = ""
 
     @property
     def count(self) -> int:
@@ -115,6 +118,19 @@ class KernelCall:
     def random_seed(self) -> int | None:
         p = self.interpret_params
         return None if p is None else p.random_seed
+
+    @property
+    def tpu_only(self) -> bool:
+        """GRID-5: whether the interpreter never runs this call: it takes or returns a semaphore array, and a
+        semaphore array comes only from a call's output, on which the interpreter fails at launch (LAUNCH-2,
+        PRG-107), so nothing of that call's computation runs there."""
+        return any(o.kind == "semaphore" and o.role in ("input", "output") for o in self.operands)
+
+    def sees_array(self, op: Operand) -> bool:
+        """Whether the kernel's ref of input/output `op` is the launch's array itself, with no block buffer and
+        no grid copies: a raw `pl.ANY`/HBM operand (LAUNCH-1), or on a TPU an array typed with a memory space
+        (GRID-5: Mosaic places it there and hands it to the kernel as it is)."""
+        return op.kind != "semaphore" and (op.memory_space == "hbm" or (self.tpu_only and bool(op.array_space)))
 
     @property
     def scratch(self) -> tuple[Operand, ...]:
@@ -264,6 +280,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
                 _operand("scratch", nm or f"scratch{i - nidx - nin - nout}", aval,
                          memory_space_name(getattr(aval, "memory_space", None)))
             )
+    operands = _array_spaces(operands, gm, params.get("input_output_aliases", ()))
     mesh_obj = params.get("mesh")
     cores, core_axis = _cores(interpret, mesh_obj, loc)
     dims = _dimension_semantics(compiler_params, len(grid))
@@ -374,6 +391,30 @@ def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) ->
 
 
 # --- helpers --------------------------------------------------------------------
+
+
+def _array_spaces(operands: list[Operand], gm: Any, aliases: Any) -> list[Operand]:
+    """GRID-5: the memory space each input's and output's array is typed with. An output's is its
+    `out_shape`'s (`pltpu.VMEM(...)`, `pltpu.SMEM(...)`); an input aliased to such an output takes it, as
+    jax's TPU lowering resolves the custom call's operand spaces (`_resolve_memory_spaces` of
+    `pallas/mosaic/pallas_call_registration.py`)."""
+    from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
+
+    typed = {mosaic_core.MemorySpace.VMEM: "vmem", mosaic_core.MemorySpace.SMEM: "smem"}
+    nidx = gm.num_index_operands
+    spaces: dict[int, str] = {}
+    for j, bm in enumerate(gm.block_mappings):
+        ms = getattr(bm.array_aval, "memory_space", None)
+        if isinstance(ms, mosaic_core.MemorySpace) and ms in typed:
+            spaces[j] = typed[ms]
+    for i, o in aliases:
+        o = gm.num_inputs + int(o)
+        if o in spaces:
+            spaces.setdefault(int(i) - nidx, spaces[o])
+    if not spaces:
+        return operands
+    return [dataclasses.replace(op, array_space=spaces[k - nidx]) if k - nidx in spaces and op.kind == "buffer"
+            else op for k, op in enumerate(operands)]
 
 
 def memory_space_name(ms: Any) -> str:

@@ -23,6 +23,8 @@ way round. The report says so, with the interpreter divergences
   runs it: ACC-6).
 * D24: a grid step that comes back to an output block the grid had left (the interpreter raises
   after it, a TPU writes the block back again: GRID-3).
+* D33: a load, store or copy of a window the interpreter refuses (it raises there, ACC-10; a TPU is not
+  predicted to).
 * D25: a program of several calls (the interpreter synchronises all devices at each call's start and
   end, a TPU does not: programs.md PRG-110; invocation-confined cannot be violated there).
 
@@ -36,7 +38,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.model.errors import EarlierFailure, RevisitedBlock, Untranslatable
+from semcheck.model.errors import EarlierFailure, RevisitedBlock, Untranslatable, WindowOutOfBounds
 from semcheck.model.ops import INTERPRETER_MODES, Access, DmaStart, Loc, Op, Program, Signal
 
 CAUSES = {
@@ -55,6 +57,9 @@ CAUSES = {
            "view of a ref (it indexes only through indexers); a TPU runs it",
     "D24": "the interpreter raises after a grid step that comes back to an output block the grid had left; "
            "a TPU writes the block back again",
+    "D33": "the interpreter raises at a load, store or copy of a window the buffer does not hold (a read of "
+           "one it does not hold whole, a zero-size one starting at a dimension's end included; a write past an "
+           "end); a TPU's DMA engine and loads are not checked that way",
     "D25": "the interpreter runs every call of a program on a fresh manager and keeps all devices in a call until "
            "every device reached its end; on a TPU a device enters and leaves a call on its own, so a remote "
            "signal or copy can land outside the call and barrier counts carry from call to call",
@@ -134,12 +139,15 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
         views = [op for ops in program.cores for op in ops
                  if (type(op) is Access or type(op) is DmaStart) and op.view_error is not None]
     revisits = [op for op in views if isinstance(op.view_error, RevisitedBlock)]
-    views = [op for op in views if not isinstance(op.view_error, RevisitedBlock)]
+    windows = [op for op in views if isinstance(op.view_error, WindowOutOfBounds)]
+    views = [op for op in views if not isinstance(op.view_error, (RevisitedBlock, WindowOutOfBounds))]
     if views:
         first = min(views, key=lambda op: type(op) is not Access)
         out.append(Exposure("D22", (first.loc,) if first.loc.line > 0 else ()))
     if revisits:
         out.append(Exposure("D24", (revisits[0].loc,) if revisits[0].loc.line > 0 else ()))
+    if windows:
+        out.append(Exposure("D33", _first_lines([op.loc for op in windows])))
     if program.collective_id is None:  # PRG-125: only jax's TPU lowering picks an id (a tag, an auto mode)
         picked = [op.loc for ops in program.cores for op in ops if op.fetches_barrier]
         if picked:
@@ -166,7 +174,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
     when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
-    interpreter and the hardware disagree on, and D12, D21, D22 and D24 likewise.
+    interpreter and the hardware disagree on, and D12, D21, D22, D24 and D33 likewise.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -193,7 +201,7 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                 causes.append(exposed["D1"])
             if "D3-D4" in exposed and len(interp) > 1:  # the interpreter's two modes differ only in DMAs
                 causes.append(exposed["D3-D4"])
-            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30", "D31"):
+            for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30", "D31", "D33"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))

@@ -31,7 +31,8 @@ from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
-from semcheck.model.errors import IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation
+from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation,
+                                   WindowOutOfBounds)
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
@@ -41,12 +42,15 @@ REVISIT_HINT = ("order the grid so that the steps using one output block are con
                 "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
                 "checks the kernel as a TPU runs it")
 
-# The failures of a view or a grid step (ERR-9, ERR-11): when they are the only ones, every property is
-# decided on S' (ACC-6); with any other static failure only the properties of RUN-11 are.
-STATIC_FAILURES = (InterpreterView, RevisitedBlock)
+# The failures of a view, a window or a grid step (ERR-9, ERR-20, ERR-11): when they are the only ones, every
+# property is decided on S' (ACC-6, ACC-10); with any other static failure only the properties of RUN-11 are.
+STATIC_FAILURES = (InterpreterView, RevisitedBlock, WindowOutOfBounds)
 
 # RUN-11: the properties decided here for any static failure that ends the whole run
 ON_S_PRIME = ("deadlock-free", "exit-balance", "race-free")
+
+WINDOW_HINT = ("keep every window inside its buffer; skip a zero-size copy or access (pl.when on its size) "
+               "instead of starting it at a dimension's end; --dma-mode hardware checks the kernel as a TPU runs it")
 
 HINT = ("jax's TPU interpreter indexes loads, stores and copies only through indexers (ref.at[...], slices): "
         "read or write the whole ref and reshape or bitcast the value instead to test it in interpret mode; "
@@ -187,7 +191,8 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         copy = next((op for op in views if type(op) is DmaStart), None)
         if copy is not None:
             return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)}, when the copy at {copy.loc} runs: "
-                           "under on_wait only if a waiter runs its task, which semcheck does not decide (ACC-6)")
+                           "under on_wait only if a waiter runs its task, which semcheck does not decide (ACC-6, "
+                           "ACC-10)")
     if not views and (prop not in ON_S_PRIME or (prop == "race-free" and facts.race_order.ordering.certified)):
         return None  # a certified happens-before pass met no failure (DR-6): no lowering needed to say so
     end = facts.every_run_fails
@@ -227,7 +232,7 @@ def _raised(err: Violation) -> str:
 def _where(err: Violation, loc: object) -> str:
     if isinstance(err, RevisitedBlock):
         return f"after the grid step that comes back to a block of output {err.operand!r} (the pallas_call at {loc})"
-    if isinstance(err, InterpreterView):
+    if isinstance(err, (InterpreterView, WindowOutOfBounds)):
         return f"at the {err.access} at {loc}"
     return f"at {loc}"
 
@@ -252,6 +257,12 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
         why = ("jax's TPU interpreter refuses a grid step whose output block the grid visited before and has "
                "left since (specs/divergences.md D24)")
         hint = REVISIT_HINT
+    elif isinstance(err, WindowOutOfBounds):
+        details.update(rule="ERR-20", access=err.access, buffer=err.buffer, range=repr(err.rnge), shape=list(err.shape))
+        why = ("jax's TPU interpreter refuses a window the buffer does not hold whole when it reads it, and one "
+               "with an element past an end when it writes it; a zero-size window starting at a dimension's end "
+               "is refused as a read (specs/divergences.md D33)")
+        hint = WINDOW_HINT
     elif isinstance(err, InterpreterView):
         details.update(rule="ERR-9", transform=err.transform, access=err.access)
         why = (f"jax's TPU interpreter indexes loads, stores and copies only through indexers, not a "

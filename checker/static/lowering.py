@@ -522,7 +522,7 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
 
 
 def _view(op: Access | DmaStart, mode: DmaMode) -> None:
-    """ERR-9: the access (or eager copy) raises, a static failure like ERR-4's (`step.view_failure`).
+    """ERR-9, ERR-20: the access (or eager copy) raises, a static failure like ERR-4's (`step.view_failure`).
 
     An `on_wait` copy through such a view raises only when a waiter runs its task, which depends
     on the schedule: the lowering refuses it."""
@@ -530,7 +530,7 @@ def _view(op: Access | DmaStart, mode: DmaMode) -> None:
     if err is not None:
         raise _Fail(err)
     if mode == "on_wait" and type(op) is DmaStart:
-        raise _Unsupported(f"the copy at {op.loc} goes through a view jax's interpreter cannot index "
+        raise _Unsupported(f"the copy at {op.loc} raises in jax's interpreter when it runs "
                            f"({op.view_error.message}): under on_wait it raises when a waiter runs its task, "
                            "which depends on the schedule")
 

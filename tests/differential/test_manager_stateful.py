@@ -26,7 +26,8 @@ from ._support import load_runner, profile
 pytestmark = [
     pytest.mark.jax,
     pytest.mark.rule("SEM-1", "SEM-2", "SEM-3", "SEM-4", "SEM-5", "SEM-6", "SEM-7", "SEM-8", "DMA-2", "DMA-3",
-                     "BUF-1", "BUF-2", "BUF-3", "BUF-4", "BUF-5", "BUF-6", "BUF-7", "BUF-8", "BUF-9", "BUF-10", "BUF-11", "BUF-12"),
+                     "BUF-1", "BUF-2", "BUF-3", "BUF-4", "BUF-5", "BUF-6", "BUF-7", "BUF-8", "BUF-9", "BUF-10", "BUF-11", "BUF-12",
+                     "ACC-10"),
 ]
 
 runner = load_runner()
@@ -402,8 +403,24 @@ class ManagerMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.has_buffers() and not self.cfg["detect_races"])
     @rule(data=st.data())
     def kernel_get(self, data) -> None:
-        space, buffer_id, device, core, _, idx = self._kernel_target(data)
-        self.do("kernel_get", {"device": device, "core": core, "memory_space": space, "id": buffer_id, "indexer": idx})
+        space, buffer_id, device, core, buf, idx = self._kernel_target(data)
+        out = self.do("kernel_get", {"device": device, "core": core, "memory_space": space, "id": buffer_id,
+                                     "indexer": idx})
+        if self.cfg["out_of_bounds_reads"] == "raise":
+            self._window_rule(buf, idx, out, "read")
+
+    def _window_rule(self, buf, idx, out: dict, kind: str) -> None:
+        """ACC-10: the shape-only rule the front end asks (`kernel_buffer.read_refused` / `write_refused`) says
+        what jax's callback did with the window: refused exactly when it raised its out-of-bounds error."""
+        from semcheck.model.kernel_buffer import read_refused, write_refused
+
+        if tuple(buf.shape) != tuple(buf.logical_shape):
+            return  # a padded buffer: not what ACC-10 predicts
+        rnge = runner.dec_indexer(idx)
+        # a swap of a value of the view's shape is refused exactly when its read is (BUF-12)
+        refused = (write_refused if kind == "write" else read_refused)(rnge, tuple(buf.logical_shape))
+        raised = "error" in out and out["error"]["message"].startswith(f"Out-of-bounds {kind} of")
+        assert refused is raised, f"{kind} of {rnge} on {buf.logical_shape}: rule {refused}, jax {out}"
 
     @precondition(lambda self: self.has_buffers() and not self.cfg["detect_races"])
     @rule(data=st.data())
@@ -414,13 +431,15 @@ class ManagerMachine(RuleBasedStateMachine):
         args = {"device": device, "core": core, "memory_space": space, "id": buffer_id, "indexer": idx}
         kind = data.draw(st.sampled_from(["store", "swap", "masked swap"]), label="kind")
         if kind == "store":
-            self.do("kernel_store", {**args, "value": enc(value)})
+            self._window_rule(buf, idx, self.do("kernel_store", {**args, "value": enc(value)}), "write")
             return
         mask = None
         if kind == "masked swap":
             bits = data.draw(st.lists(st.booleans(), min_size=value.size, max_size=value.size), label="mask")
             mask = enc(np.array(bits, dtype=bool).reshape(value.shape))
-        self.do("kernel_swap", {**args, "value": enc(value), "mask": mask})
+        out = self.do("kernel_swap", {**args, "value": enc(value), "mask": mask})
+        if mask is None:
+            self._window_rule(buf, idx, out, "swap")
 
     @precondition(has_buffers)
     @rule(data=st.data())

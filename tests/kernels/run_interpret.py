@@ -100,6 +100,9 @@ def innermost_error(text: str) -> tuple[str | None, str | None]:
         return any(msg.startswith(p) for p in _WRAPPER_MESSAGE_PREFIXES)
 
     meaningful = [c for c in candidates if not is_wrapper(*c)]
+    # a device barrier another device's failure broke (ERR-7) is a consequence: the failure is the cause
+    caused = [c for c in meaningful if c[0] != "BrokenBarrierError"]
+    meaningful = caused or meaningful
     if meaningful:
         # Later lines are deeper in the chained traceback text.
         return meaningful[-1]

@@ -76,6 +76,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/cond_two_patterns.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/per_device_cond.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
     "examples/programs/copy_then_async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/async_copy_into_memory_spaces.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
+    "examples/programs/buggy/async_copy_into_vmem_read_before_done.py": {
+        "hardware": ["race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_done_without_start.py": {
         "hardware": ["deadlock-free", "dma-bytes"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_start_without_done.py": {

@@ -1,0 +1,119 @@
+"""Windows jax's TPU interpreter refuses (ACC-10, ERR-20; divergence D33).
+
+The interpreter's load, store and copy callbacks turn a view's indexers into one range of the
+buffer (`to_range`: each `Slice(start, size, stride)` becomes `slice(start, start + size * stride,
+stride)`, an integer index stays an index, and a later indexer is read in the coordinates of the
+earlier one's result) and hand it to the manager: a read that does not return BUF-10a's shape
+raises `IndexError`, a copy's write with an element past an end raises `ValueError`, and a kernel
+store, which jax binds as a swap, raises `ValueError` when its read would (BUF-10 .. BUF-12, whose
+shape-only forms are `model.kernel_buffer.read_refused` / `write_refused`). Nothing checks a start
+that is data while the kernel is traced, so a window such as `pl.ds(n, 0)` with `n` a dimension's
+size reaches the callback and is refused there on every run.
+
+`interpreter_range` is that range for one lane's view, or None when it is not predicted here (a
+transform that is not an indexer, an array index, a value not known at lowering time, a negative
+value, which numpy would count from the end); `window_error` is the failure the lowered operation
+carries (`Access.view_error`, `DmaStart.view_error`, as ERR-9's views do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from semcheck.checker.frontend.region_transforms import _jax, _scalar, _static_int
+from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs
+from semcheck.model.errors import WindowOutOfBounds
+from semcheck.model.kernel_buffer import read_refused, write_refused
+from semcheck.model.ops import Loc
+
+Range = tuple[Any, ...]
+
+
+def _one(x: Any) -> int | None:
+    v = _scalar(x)
+    if type(v) is str or v.shape != (1,) or int(v[0]) < 0:
+        return None
+    return int(v[0])
+
+
+def _compose(outer: Range, inner: Range) -> Range:
+    """A range read in the coordinates of `outer`'s result, as one range of the buffer: an index of
+    `outer` keeps its dimension out of the result; each slice of it takes the next entry of `inner`."""
+    out: list[Any] = []
+    j = 0
+    for r in outer:
+        if type(r) is int or j >= len(inner):
+            out.append(r)
+            continue
+        e = inner[j]
+        j += 1
+        if type(e) is int:
+            out.append(r.start + e * r.step)
+        else:
+            out.append(slice(r.start + e.start * r.step, r.start + e.stop * r.step, r.step * e.step))
+    out.extend(inner[j:])
+    return tuple(out)
+
+
+def interpreter_range(chain: Sequence[Any]) -> Range | None:
+    """The interpreter's range of one lane's view `chain`, or None where it is not predicted (module
+    docstring)."""
+    J = _jax()
+    rng: Range = ()
+    for t in chain:
+        if not isinstance(t, J.NDIndexer) or tuple(t.int_indexer_shape):
+            return None
+        entries: list[Any] = []
+        for idx in t.indices:
+            if isinstance(idx, J.Slice):
+                start, size = _one(idx.start), _static_int(idx.size)
+                stride = idx.stride if isinstance(idx.stride, int) else None
+                if start is None or size is None or size < 0 or stride is None or stride < 1:
+                    return None
+                entries.append(slice(start, start + size * stride, stride))
+            else:
+                v = _one(idx)
+                if v is None:
+                    return None
+                entries.append(v)
+        rng = _compose(rng, tuple(entries))
+    return rng
+
+
+def need_values(leaves: Sequence[Any], primitive: str, what: str, loc: Loc) -> None:
+    """ACC-10 with ACC-4: a window whose index is read from arguments given as shapes (or not yet followed) is
+    decided on the example's values: `NeedsConcreteInputs`, which `api.lower_target` answers by building the
+    target for real (and which is unknown, with the hint, when the arguments are shapes)."""
+    for v in leaves:
+        if isinstance(v, AbstractInput):
+            src = f"{v.why}" + (f" at {v.loc}" if getattr(v.loc, "line", 0) else "")
+            raise NeedsConcreteInputs(primitive, f"whether jax's interpreter accepts the window of {what} depends "
+                                      f"on {src} (ACC-10); {CONCRETE_HINT}", loc)
+
+
+def predicted(params: Any, kind: str) -> bool:
+    """Whether the interpreter's settings are the ones ACC-10 predicts: reads raise (the default
+    `out_of_bounds_reads="raise"`; a swap reads first) and buffers are not padded (the default
+    `buffer_bounds="logical"`)."""
+    if kind != "write" and getattr(params, "out_of_bounds_reads", "raise") != "raise":
+        return False
+    return getattr(params, "buffer_bounds", "logical") == "logical"
+
+
+def window_error(buffer: str, shape: tuple[int, ...], chain: Sequence[Any], kind: str, access: str,
+                 loc: Loc) -> WindowOutOfBounds | None:
+    """ERR-20: what the interpreter raises when it reads, writes or swaps (`kind`) the window `chain` of a
+    buffer of `shape`, or None (in bounds, or not predicted). A swap of a value of the view's shape is
+    refused exactly when the read is (BUF-12: the value must have the shape read, and a window read
+    whole is stored whole)."""
+    rng = interpreter_range(chain)
+    if rng is None or len(rng) > len(shape):
+        return None
+    refused = write_refused(rng, shape) if kind == "write" else read_refused(rng, shape)
+    if refused is not True:
+        return None  # in bounds, or an assertion of the manager's that is not predicted here
+    return WindowOutOfBounds(access, kind, buffer, rng, tuple(shape), f"{loc.file}:{loc.line}" if loc.line else "")
+
+
+__all__ = ["interpreter_range", "need_values", "predicted", "window_error"]
