@@ -155,8 +155,7 @@ def test_an_eager_copy_through_a_view_raises_in_its_start_after_its_lookups():
     bad = launch(Topology(1), [[DmaStart(SemRef("d", 3), 8, view_error=VIEW)]], scratch=[Scratch("d")])
     assert fast_run(bad, "eager").failure.violation == SemIndexOutOfBounds("d", 3, 1)
     assert fast_run(p, "hardware").kind == "completed"
-    # under on_wait the copy raises only in its task, which the model does not raise: the checker
-    # leaves such a program undecided in that mode (tests/differential/test_divergences.py, D22)
+    # under on_wait the copy raises only in the waiter that runs its task (ACC-8): nothing waits on 'd' here
     assert fast_run(p, "on_wait").kind == "completed"
 
 
