@@ -138,14 +138,14 @@ def test_a_view_through_a_reshape_is_exact_and_overlap_is_decided_exactly(data):
 
 @pytest.mark.rule("ACC-2")
 def test_copies_into_reshaped_rows_race_exactly_when_their_rows_meet():
-    """examples/buggy/race_reshaped_rows_overlap.py under hardware: the copies' rows are two boxes each;
+    """examples/buggy/tpu_race_reshaped_rows_overlap.py under hardware: the copies' rows are two boxes each;
     race-free is violated by the seeded eight-row overlap and proved for the disjoint halves (both were
     unknown while each region was its bounding box, which meet in either case)."""
     from pathlib import Path
 
     from semcheck.testing import verify_target
 
-    path = str(Path(__file__).resolve().parents[2] / "examples" / "buggy" / "race_reshaped_rows_overlap.py")
+    path = str(Path(__file__).resolve().parents[2] / "examples" / "buggy" / "tpu_race_reshaped_rows_overlap.py")
     got = {}
     for entry in ("build", "build_disjoint"):
         report, _, _ = verify_target(path, devices=(2,), dma_mode="hardware", entry=entry, cache=False)

@@ -121,7 +121,7 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/revisited_output_block.py": {"kind": "interpreter_error", "error_type": "RuntimeError"},
     # copies through reshape views: a TPU runs them, the interpreter raises when the copy runs (D22, ACC-8)
     "examples/buggy/ring_copy_into_reshaped_view.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
-    "examples/buggy/race_reshaped_rows_overlap.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
+    "examples/buggy/tpu_race_reshaped_rows_overlap.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
     "examples/consecutive_output_blocks.py": {"kind": "clean"},
     # DMAs whose sizes are data (ACC-7), ported from jax: its ragged all-to-all (offsets and sizes
     # from SMEM, dummy descriptors for the byte totals), the race-detection test kernel (a wait for
@@ -194,7 +194,7 @@ VARIANTS: list[tuple[str, dict, tuple[int, ...], str]] = [
     ("examples/jax_ops/all_gather.py", {"gather": "x"}, (2, 4, 8), "race"),
     ("examples/jax_ops/all_gather.py", {"gather": "y"}, (2, 4, 8), "race"),
     # the fixed halves (disjoint rows): race-free on a TPU; the interpreter still cannot copy through the view
-    ("examples/buggy/race_reshaped_rows_overlap.py", {"overlap": 0}, (2,), "interpreter_error"),
+    ("examples/buggy/tpu_race_reshaped_rows_overlap.py", {"overlap": 0}, (2,), "interpreter_error"),
 ]
 
 
