@@ -196,7 +196,7 @@ class ModeAnalysis:
     @cached_property
     def deferred_views(self) -> bool:
         """Whether a copy goes through a view the interpreter cannot index: it fails in its start under
-        eager (ERR-9) and in the waiter that runs it under on_wait (ACC-8), so the two modes' lowerings
+        eager (ERR-9) and in the waiter that runs it under on_wait (ACC-11), so the two modes' lowerings
         differ and none is shared."""
         from semcheck.model.ops import DmaStart
 
@@ -204,7 +204,7 @@ class ModeAnalysis:
 
     @cached_property
     def deferred_never_raise(self) -> bool | None:
-        """ACC-8: whether no run under on_wait runs a half of a copy whose view raises, by every schedule
+        """ACC-11: whether no run under on_wait runs a half of a copy whose view raises, by every schedule
         (`failing_runs.deferred_never_raise`); None when the explorer runs out of states."""
         from semcheck.checker.failing_runs import deferred_never_raise
 

@@ -15,7 +15,7 @@ position, every maximal run fails (RUN-9 (iii)); when each such failure ends the
   left at an exit no run reaches).
 
 An `on_wait` copy through a view the interpreter cannot index raises only when a waiter runs its
-task (ACC-8: which waiter, if any, depends on the schedule), so it has no S': the lowering refuses
+task (ACC-11: which waiter, if any, depends on the schedule), so it has no S': the lowering refuses
 it, and ERR-19 decides `deadlock-free` and `exit-balance` by every schedule; the other properties
 are unknown in that mode, citing that limit.
 """
@@ -113,13 +113,13 @@ class _At(NamedTuple):
 
 
 # The lowering's words for a lookup of the collective id whose tables depend on the schedule (SEM-3) and for
-# an on_wait copy whose view raises in the waiter that runs it (ACC-8): the refusals ERR-19 names as limits
+# an on_wait copy whose view raises in the waiter that runs it (ACC-11): the refusals ERR-19 names as limits
 # (`static.lowering`, "core C op I looks up the collective id N: ...", "... raises when a waiter runs its task").
 SCHEDULE_LOOKUP = "looks up the collective id"
 DEFERRED_VIEW = "raises when a waiter runs its task"
 _NO_S_PRIME = {SCHEDULE_LOOKUP: "a lookup of the collective id that depends on the schedule, so no S'",
                DEFERRED_VIEW: "an on_wait copy through a view the interpreter cannot index, which raises in the "
-                              "waiter that runs it, if any, which depends on the schedule (ACC-8), so no S'"}
+                              "waiter that runs it, if any, which depends on the schedule (ACC-11), so no S'"}
 
 
 def undecided_failure(facts: ModeAnalysis) -> str | None:
@@ -226,7 +226,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
 
 
 def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = None) -> bool | None:
-    """ACC-8: whether no run runs a half of an on_wait copy whose view the interpreter cannot index, by
+    """ACC-11: whether no run runs a half of an on_wait copy whose view the interpreter cannot index, by
     every schedule (RUN-4; a failing step is never reduced away, RUN-5); None past `states` explored states
     (None: `deadlock.FALLBACK_STATES`)."""
     from semcheck.checker.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
@@ -242,7 +242,7 @@ def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = N
 
 
 def indexable(program: Program) -> Program:
-    """`program` with its copies' views made indexable (ACC-8): under on_wait its runs are the program's
+    """`program` with its copies' views made indexable (ACC-11): under on_wait its runs are the program's
     own when no run runs a half of such a copy (`deferred_never_raise`)."""
     cores = tuple(tuple(dataclasses.replace(op, view_error=None) if type(op) is DmaStart and op.view_error is not None
                         else op for op in ops) for ops in program.cores)
@@ -250,7 +250,7 @@ def indexable(program: Program) -> Program:
 
 
 def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis, timeout_ms: int) -> Verdict:
-    """ACC-8 under on_wait: a property other than deadlock-free (the explorer's, ERR-19) of a program with a copy
+    """ACC-11 under on_wait: a property other than deadlock-free (the explorer's, ERR-19) of a program with a copy
     through a view the interpreter cannot index. When no run runs a half of such a copy the runs are those of
     the program with the views made indexable, which decides it; else no S' exists (which waiter raises, if
     any, depends on the schedule) and the property is unknown, citing ERR-19."""
@@ -261,7 +261,7 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
         clean = indexable(program)
         v = BY_ID[prop].check(clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
         why = (f"no run runs the copy at {copy.loc} through a view the interpreter cannot index, by every "
-               "schedule (ACC-8, RUN-4): the runs are those of the program with the view made indexable")
+               "schedule (ACC-11, RUN-4): the runs are those of the program with the view made indexable")
         if v.verdict == "violated":
             return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
         return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
@@ -269,7 +269,7 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
            "the schedules are more than the explorer's budget")
     return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)} in the waiter that runs the copy at "
                    f"{copy.loc} under on_wait ({how}): whether a run fails, and where, depends on the schedule "
-                   "(ACC-8), so there is no S' to decide this property on (ERR-19)")
+                   "(ACC-11), so there is no S' to decide this property on (ERR-19)")
 
 
 def _raised(err: Violation) -> str:
@@ -277,7 +277,7 @@ def _raised(err: Violation) -> str:
 
 
 def _deferred_copy(program: Program, failure) -> DmaStart | None:
-    """ACC-8: the on_wait copy whose task raised in the wait where `failure` happened, or None."""
+    """ACC-11: the on_wait copy whose task raised in the wait where `failure` happened, or None."""
     err = failure.violation
     if not isinstance(err, InterpreterView) or err.access != "copy" or type(program.cores[failure.core][failure.pc]) is DmaStart:
         return None
@@ -306,9 +306,9 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
     text = f"{_raised(err)} {_where(err, failure.loc)}"
     copy = _deferred_copy(program, failure)
     locs = (failure.loc,) if failure.loc.line else ()
-    if copy is not None:  # the wait ran the copy's task (ACC-8): both lines are the failure's
+    if copy is not None:  # the wait ran the copy's task (ACC-11): both lines are the failure's
         text = (f"{_raised(err)} at the copy at {copy.loc}, whose {err.side or 'source'} view it cannot index, "
-                f"run under on_wait by the wait at {failure.loc} (ACC-8)")
+                f"run under on_wait by the wait at {failure.loc} (ACC-11)")
         locs = tuple(dict.fromkeys(x for x in (copy.loc, failure.loc) if x.line))
     others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc not in (failure.loc, *locs)})
     details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
@@ -319,7 +319,7 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
                "left since (specs/divergences.md D24)")
         hint = REVISIT_HINT
     elif isinstance(err, InterpreterView):
-        details.update(rule="ERR-9" if copy is None else "ACC-8", transform=err.transform, access=err.access)
+        details.update(rule="ERR-9" if copy is None else "ACC-11", transform=err.transform, access=err.access)
         if copy is not None:
             details.update(side=err.side or "source", copy_line=str(copy.loc))
         why = (f"jax's TPU interpreter indexes loads, stores and copies only through indexers, not a "

@@ -1,4 +1,4 @@
-"""DMA halves and waits that run queued tasks (rules DMA-2 .. DMA-5, SEM-5, SEM-7, ACC-8).
+"""DMA halves and waits that run queued tasks (rules DMA-2 .. DMA-5, SEM-5, SEM-7, ACC-11).
 
 The halves (DMA-2, DMA-4) are written once, over a small store interface (`Halves`): a view of
 any frozen state with the fields `counts`, `queues` and `dmas` (the kernel-level `State`, through
@@ -171,7 +171,7 @@ def start(state: S, dma: Dma, mode: DmaMode) -> S:
 
 def deferred_failure(fails: tuple[Violation | None, Violation | None], phase: int, kind: str
                      ) -> tuple[Violation | None, bool]:
-    """ACC-8: what a waiter running task `kind` of an on_wait copy in `phase` raises, and whether the read
+    """ACC-11: what a waiter running task `kind` of an on_wait copy in `phase` raises, and whether the read
     half runs first; `fails` is what the copy's (read, write) half raises (a view the interpreter cannot
     index, ERR-9).
 
@@ -194,7 +194,7 @@ def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool, Vi
     The count suffices: it is consumed and the wait is done (True). Else the
     last queued task on (key, core) runs and the wait goes on (False); a task
     of a copy the interpreter cannot index raises in the waiter instead (the
-    violation, ACC-8). Else the wait is blocked (None).
+    violation, ACC-11). Else the wait is blocked (None).
     """
     counts = sem.try_wait(state.counts, key, core, value)
     if counts is not None:

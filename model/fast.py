@@ -192,7 +192,7 @@ def fast_run(
 
     copies = _Copies()  # the started DMAs, as the half rules see them
     rows, phase = copies.rows, copies.phases
-    deferred: dict[int, tuple] = {}  # ACC-8: on_wait copies whose views raise, by DMA ident
+    deferred: dict[int, tuple] = {}  # ACC-11: on_wait copies whose views raise, by DMA ident
 
     def signal(key, core: int, inc: int, source) -> _Copies:
         counter = (key, core)
@@ -299,7 +299,7 @@ def fast_run(
                         pcs[core] = pc
                         return
                     task = q.pop(i)
-                    if deferred and task[0] in deferred:  # ACC-8: the copy's view raises in this waiter
+                    if deferred and task[0] in deferred:  # ACC-11: the copy's view raises in this waiter
                         err, read_first = deferred_failure(deferred[task[0]], phase[task[0]], task[1])
                         if err is not None:
                             if read_first:

@@ -44,7 +44,7 @@ class Dma:
     src_amount: int
     dst_amount: int
     phase: int = 0
-    fails: tuple[Violation | None, Violation | None] = (None, None)  # ACC-8: what its (read, write) half raises
+    fails: tuple[Violation | None, Violation | None] = (None, None)  # ACC-11: what its (read, write) half raises
                                                                      # when an on_wait waiter runs it
 
 

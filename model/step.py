@@ -151,7 +151,7 @@ def view_failure(op: Access | DmaStart, mode: DmaMode) -> Violation | None:
 
     A load or store raises when a core reaches it, an `eager` copy inside its start (after its
     semaphores are looked up); a TPU lowers the view (None). An `on_wait` copy raises only when a
-    waiter runs its task: None here, and the task raises in that waiter (`deferred_view_failures`, ACC-8).
+    waiter runs its task: None here, and the task raises in that waiter (`deferred_view_failures`, ACC-11).
     """
     err = op.view_error
     if err is None or mode == "hardware" or (mode == "on_wait" and type(op) is DmaStart):
@@ -160,7 +160,7 @@ def view_failure(op: Access | DmaStart, mode: DmaMode) -> Violation | None:
 
 
 def deferred_view_failures(op: DmaStart, mode: DmaMode) -> tuple[Violation | None, Violation | None]:
-    """ACC-8: what an `on_wait` copy's (read, write) half raises when a waiter runs it, because of a view
+    """ACC-11: what an `on_wait` copy's (read, write) half raises when a waiter runs it, because of a view
     the interpreter cannot index: the source's fails the read half, else the destination's the write."""
     err = op.view_error
     if err is None or mode != "on_wait":
@@ -276,7 +276,7 @@ def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait
     if out is None:
         return None
     state, done, err = out
-    if err is not None:  # ACC-8: the task this waiter ran raised, which ends the run (ERR-7)
+    if err is not None:  # ACC-11: the task this waiter ran raised, which ends the run (ERR-7)
         return fail(state, program, core, err)
     if done:
         return _advance(state, core, looked_up=state.looked_up.set(core, None, drop=None))

@@ -155,11 +155,11 @@ def test_an_eager_copy_through_a_view_raises_in_its_start_after_its_lookups():
     bad = launch(Topology(1), [[DmaStart(SemRef("d", 3), 8, view_error=VIEW)]], scratch=[Scratch("d")])
     assert fast_run(bad, "eager").failure.violation == SemIndexOutOfBounds("d", 3, 1)
     assert fast_run(p, "hardware").kind == "completed"
-    # under on_wait the copy raises only in the waiter that runs its task (ACC-8): nothing waits on 'd' here
+    # under on_wait the copy raises only in the waiter that runs its task (ACC-11): nothing waits on 'd' here
     assert fast_run(p, "on_wait").kind == "completed"
 
 
-# --- ACC-8: an on_wait copy through such a view raises in the waiter that runs its task -----------------------
+# --- ACC-11: an on_wait copy through such a view raises in the waiter that runs its task -----------------------
 
 
 def _deferred(side: str, *, wait_send: bool, wait_recv: bool, decoy: bool = False):
@@ -176,10 +176,10 @@ def _deferred(side: str, *, wait_send: bool, wait_recv: bool, decoy: bool = Fals
     return launch(Topology(2), [zero, one], scratch=[Scratch("s"), Scratch("r")]), err
 
 
-@pytest.mark.rule("ACC-8", "DMA-4", "ERR-7")
+@pytest.mark.rule("ACC-11", "DMA-4", "ERR-7")
 @pytest.mark.parametrize("side", ["source", "destination"])
 def test_an_on_wait_copy_through_a_view_raises_in_the_waiter_that_runs_it(side):
-    """Recorded in interpret mode (ACC-8's experiments): the receipt's wait runs the copy's task and raises
+    """Recorded in interpret mode (ACC-11's experiments): the receipt's wait runs the copy's task and raises
     there, which ends every device's run; a copy whose destination alone is unindexable is read (and its send
     semaphore signalled) by the sender's wait without a failure."""
     from semcheck.model import run
@@ -197,7 +197,7 @@ def test_an_on_wait_copy_through_a_view_raises_in_the_waiter_that_runs_it(side):
     assert explore(p, "eager").kinds() == {"error"} and explore(p, "hardware").kinds() == {"completed"}
 
 
-@pytest.mark.rule("ACC-8", "DMA-3", "SEM-7")
+@pytest.mark.rule("ACC-11", "DMA-3", "SEM-7")
 def test_an_on_wait_copy_through_a_view_that_no_waiter_runs_raises_nothing():
     p, _ = _deferred("destination", wait_send=True, wait_recv=False)
     assert explore(p, "on_wait").kinds() == {"completed"}  # the read half runs; the write half never

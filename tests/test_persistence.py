@@ -127,7 +127,7 @@ def test_reduction_keeps_the_order_of_two_cores_starts_into_one_on_wait_queue():
 
 @st.composite
 def programs_with_blind_copies(draw):
-    """`programs()` with some copies through a view the interpreter cannot index, on either side (ACC-8)."""
+    """`programs()` with some copies through a view the interpreter cannot index, on either side (ACC-11)."""
     from semcheck.model import DmaStart, InterpreterView
 
     program = draw(programs())
@@ -145,7 +145,7 @@ def programs_with_blind_copies(draw):
 @pytest.mark.parametrize("mode", DMA_MODES)
 @settings(max_examples=EXAMPLES)
 @given(program=programs_with_blind_copies())
-@pytest.mark.rule("ACC-8", "RUN-3", "RUN-4")
+@pytest.mark.rule("ACC-11", "RUN-3", "RUN-4")
 def test_copies_through_blind_views_fail_alike_in_the_fast_run_and_every_schedule(program, mode):
     """The fast run raises where the step relation does (its schedule replays to its state) and ends in one of
     the explored outcomes, whichever waiter runs a failing task."""

@@ -122,7 +122,7 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-8", "ERR-19", "PROP-4")
+@pytest.mark.rule("ACC-11", "ERR-19", "PROP-4")
 def test_an_on_wait_copy_through_a_view_is_decided_where_its_waiter_raises():
     """Once unknown in every property under on_wait (ACC-6's limit, no longer on RUN-12's list): the receive's
     wait runs the copy into a reshape view and raises there, as interpret mode did on every recorded run."""

@@ -41,7 +41,7 @@ def blind_transform(transforms: Sequence[Any]) -> Any | None:
 def view_error(loc: Loc, transform: Any, access: str, side: str = "") -> InterpreterView:
     """ERR-9: what the interpreter raises at the `access` ("load", "store" or "copy") at `loc` made
     through `transform`; the lowered op carries it (`Access.view_error`, `DmaStart.view_error`). A copy's
-    `side` ("source" or "destination") says which half raises when an on_wait waiter runs it (ACC-8)."""
+    `side` ("source" or "destination") says which half raises when an on_wait waiter runs it (ACC-11)."""
     return InterpreterView(type(transform).__name__, access, f"{loc.file}:{loc.line}" if loc.line else "",
                            side=side)
 

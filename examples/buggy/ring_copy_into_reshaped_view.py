@@ -17,7 +17,7 @@ and reshape the value, or send a block of the output's shape.
 
 Expected semcheck report: deadlock-free violated under eager and on_wait with
 the interpreter's AttributeError, at the copy (and, under on_wait, the
-receive's wait that runs it: ERR-9, ACC-8); every property proved on
+receive's wait that runs it: ERR-9, ACC-11); every property proved on
 hardware.
 """
 

@@ -21,7 +21,7 @@ it runs (in its start under eager, in the wait that runs it under on_wait).
 
 Expected semcheck report: race-free violated under hardware (the writes of
 the copies started on lines 52 and 53); deadlock-free violated under eager
-and on_wait with the interpreter's AttributeError (ERR-9, ACC-8).
+and on_wait with the interpreter's AttributeError (ERR-9, ACC-11).
 """
 
 from __future__ import annotations

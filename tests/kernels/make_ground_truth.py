@@ -119,7 +119,7 @@ EXAMPLES: dict[str, dict] = {
     # an output block visited again after the grid left it: every interpret-mode run raises
     # (`_check_for_revisiting`); a TPU writes the block back twice
     "examples/buggy/revisited_output_block.py": {"kind": "interpreter_error", "error_type": "RuntimeError"},
-    # copies through reshape views: a TPU runs them, the interpreter raises when the copy runs (D22, ACC-8)
+    # copies through reshape views: a TPU runs them, the interpreter raises when the copy runs (D22, ACC-11)
     "examples/buggy/ring_copy_into_reshaped_view.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
     "examples/buggy/tpu_race_reshaped_rows_overlap.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
     "examples/consecutive_output_blocks.py": {"kind": "clean"},
