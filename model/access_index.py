@@ -48,7 +48,7 @@ class AccessIndex:
         """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
         by_buffer: dict = defaultdict(lambda: defaultdict(list))
         for e in events:
-            by_buffer[e.buffer][(e.region.box, e.region.exact)].append(e)
+            by_buffer[e.buffer][(e.region.box, e.region.exact, e.region.parts)].append(e)
         at, chain_of = self.at, self.chain
         for regions in by_buffer.values():
             if not any(e.write for group in regions.values() for e in group):

@@ -1,4 +1,4 @@
-"""DMA halves and waits that run queued tasks (rules DMA-2 .. DMA-5, SEM-5, SEM-7).
+"""DMA halves and waits that run queued tasks (rules DMA-2 .. DMA-5, SEM-5, SEM-7, ACC-11).
 
 The halves (DMA-2, DMA-4) are written once, over a small store interface (`Halves`): a view of
 any frozen state with the fields `counts`, `queues` and `dmas` (the kernel-level `State`, through
@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Protocol, Self, TypeVar
 
 from semcheck.model import semaphore as sem
-from semcheck.model.errors import ModelBug
+from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.ops import DmaMode, DmaStart, SemType
 from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
@@ -169,17 +169,42 @@ def start(state: S, dma: Dma, mode: DmaMode) -> S:
     return state
 
 
-def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool] | None:
+def deferred_failure(fails: tuple[Violation | None, Violation | None], phase: int, kind: str
+                     ) -> tuple[Violation | None, bool]:
+    """ACC-11: what a waiter running task `kind` of an on_wait copy in `phase` raises, and whether the read
+    half runs first; `fails` is what the copy's (read, write) half raises (a view the interpreter cannot
+    index, ERR-9).
+
+    The read half reads the source view: with a source the interpreter cannot index it raises before
+    it signals anything. The write half writes the destination view: with only the destination
+    unindexable, a read-then-write task reads (and signals the send semaphore) and then raises. A
+    half that already ran raises nothing again (DMA-4).
+    """
+    read_err, write_err = fails
+    if phase == 0 and read_err is not None:
+        return read_err, False
+    if kind == "read_write" and phase < 2 and write_err is not None:
+        return write_err, phase == 0
+    return None, False
+
+
+def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool, Violation | None] | None:
     """SEM-5 + SEM-7 / DMA-4: one step of `core`'s wait for `value` on `key` (already looked up).
 
     The count suffices: it is consumed and the wait is done (True). Else the
-    last queued task on (key, core) runs and the wait goes on (False). Else
-    the wait is blocked (None).
+    last queued task on (key, core) runs and the wait goes on (False); a task
+    of a copy the interpreter cannot index raises in the waiter instead (the
+    violation, ACC-11). Else the wait is blocked (None).
     """
     counts = sem.try_wait(state.counts, key, core, value)
     if counts is not None:
-        return dataclasses.replace(state, counts=counts), True
+        return dataclasses.replace(state, counts=counts), True, None
     queues, task = sem.pop_task(state.queues, key, core)
     if task is None:
         return None
-    return run_task(dataclasses.replace(state, queues=queues), task), False
+    state = dataclasses.replace(state, queues=queues)
+    d = state.dmas[task[0]]
+    err, read_first = deferred_failure(d.fails, d.phase, task[1])
+    if err is not None:
+        return (dma_read(state, task[0]) if read_first else state), False, err
+    return run_task(state, task), False, None

@@ -215,6 +215,7 @@ class InterpreterView(Violation):
     access: str  # "load" | "store" | "copy" (a DMA's source or destination view)
     where: str = ""
     accesses: int = 1
+    side: str = ""  # a copy's: "source" or "destination", the first of its views that raises (ACC-11)
 
     @property
     def copies_only(self) -> bool:

@@ -6,8 +6,8 @@ RUN-3 says why one run suffices). It is a driver over the step relation's
 rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens` and its count `barrier.Counted`,
 `step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
-`step.is_global`, `step.target_core`, `step.view_failure`, `dma.tasks`,
-`dma.amounts`, `dma.run_half_task`); it keeps counts, task queues and DMA phases in mutable
+`step.is_global`, `step.target_core`, `step.view_failure`, `step.deferred_view_failures`, `dma.tasks`,
+`dma.amounts`, `dma.run_half_task`, `dma.deferred_failure`); it keeps counts, task queues and DMA phases in mutable
 working copies, because the step relation copies its state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
 """
@@ -18,7 +18,7 @@ from typing import NamedTuple, Protocol
 
 from semcheck.model.barrier import Counted, opens, reached
 from semcheck.model.dma import amounts as dma_amounts
-from semcheck.model.dma import run_half_task
+from semcheck.model.dma import deferred_failure, run_half_task
 from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
@@ -52,6 +52,7 @@ from semcheck.model.step import (
     is_global,
     named,
     sem_allocation,
+    deferred_view_failures,
     target_core,
     view_failure,
 )
@@ -191,6 +192,7 @@ def fast_run(
 
     copies = _Copies()  # the started DMAs, as the half rules see them
     rows, phase = copies.rows, copies.phases
+    deferred: dict[int, tuple] = {}  # ACC-11: on_wait copies whose views raise, by DMA ident
 
     def signal(key, core: int, inc: int, source) -> _Copies:
         counter = (key, core)
@@ -297,6 +299,12 @@ def fast_run(
                         pcs[core] = pc
                         return
                     task = q.pop(i)
+                    if deferred and task[0] in deferred:  # ACC-11: the copy's view raises in this waiter
+                        err, read_first = deferred_failure(deferred[task[0]], phase[task[0]], task[1])
+                        if err is not None:
+                            if read_first:
+                                run_half_task(copies, (task[0], "read"))
+                            do_fail(core, pc, err)
                     if record:
                         schedule_append(step_c)
                     run_half_task(copies, task)
@@ -341,6 +349,8 @@ def fast_run(
                 if amount is None:
                     amount = amounts[size] = dma_amounts(op, mode)
                 ident = len(rows)
+                if on_wait and op.view_error is not None:
+                    deferred[ident] = deferred_view_failures(op, mode)
                 row = new_row(_Row, (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1]))
                 rows.append(row)
                 phase.append(0)
@@ -434,7 +444,7 @@ def fast_run(
         allocs=FMap(allocs),
         buffers=BufferStore(next_id=FMap(next_buf)),
         buffer_keys=FMap(buffer_keys),
-        dmas=tuple(Dma(*row, p) for row, p in zip(rows, phase)),
+        dmas=tuple(Dma(*row, p, deferred.get(row.ident, (None, None))) for row, p in zip(rows, phase)),
         queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
         looked_up=FMap({c: k for c, k in enumerate(looked) if k is not None}),
         passed=FMap(passed),

@@ -141,10 +141,12 @@ def _shifted(r: Region | None, by: tuple[int, int] | None, image: Region | None)
         return False
     d, m = by
     lo, hi = r.box[0]
-    if lo == 0 and hi >= m:
-        return image.box[0] == r.box[0]  # the whole extent maps onto itself
+    if lo == 0 and hi >= m:  # the whole extent maps onto itself (boxes inside it would move: no rotation)
+        return image.box[0] == r.box[0] and not r.parts and not image.parts
     lo2 = (lo + d) % m
-    return lo2 + (hi - lo) <= m and image.box[0] == (lo2, lo2 + hi - lo)  # a wrapped image is not a box
+    moved = tuple(((p[0][0] + lo2 - lo, p[0][1] + lo2 - lo),) + p[1:] for p in r.parts)
+    # a wrapped image is not a box
+    return lo2 + (hi - lo) <= m and image.box[0] == (lo2, lo2 + hi - lo) and image.parts == moved
 
 
 def find_fold(program: Program, *, min_devices: int = 2, shifted: bool = False, within: int | None = None

@@ -127,7 +127,7 @@ def wait(cfg: Config, m: Manager, key: SemKey, core: int, value: int) -> tuple[M
         out = dma_rules.wait_once(m, key, core, value)
         if out is None:
             return None
-        m, done = out
+        m, done, _ = out  # the manager's copies carry no views (ACC-11 is the kernel's)
         if done:
             if cfg.detect_races and not holds_clock(m, key, core):
                 return m, ASSERTION

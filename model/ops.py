@@ -63,17 +63,25 @@ class Region:
     `exact` is False when the front end widened the region to what the access
     may touch (a mask, a stride or an index it cannot pin down); `why` then
     says why, for the report. An empty `box` is a scalar buffer (rank 0).
+    `parts`, when not empty, are boxes inside `box` whose union is exactly the
+    region (a reshape of a part that is not one box, ACC-2); `box` is then
+    their bounding box.
     """
 
     box: tuple[tuple[int, int], ...]
     exact: bool = True
     why: str = ""
+    parts: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     def overlaps(self, other: Region) -> bool:
         """ACC-2: whether the two regions share an element (regions of one buffer)."""
         if len(self.box) != len(other.box):
             return True  # different views of one buffer: assume they may overlap
-        return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(self.box, other.box))
+        if not _boxes_meet(self.box, other.box):
+            return False
+        if not self.parts and not other.parts:
+            return True
+        return any(_boxes_meet(p, q) for p in self.parts or (self.box,) for q in other.parts or (other.box,))
 
     @property
     def empty(self) -> bool:
@@ -81,7 +89,13 @@ class Region:
 
     def __str__(self) -> str:
         inner = ", ".join(f"{lo}:{hi}" for lo, hi in self.box)
-        return f"[{inner}]" + ("" if self.exact else " (widened)")
+        parts = f" ({len(self.parts)} boxes)" if self.parts else ""
+        return f"[{inner}]" + parts + ("" if self.exact else " (widened)")
+
+
+def _boxes_meet(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    """Whether two boxes of one rank share an element."""
+    return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(a, b))
 
 
 @dataclasses.dataclass(frozen=True)

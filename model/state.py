@@ -44,6 +44,8 @@ class Dma:
     src_amount: int
     dst_amount: int
     phase: int = 0
+    fails: tuple[Violation | None, Violation | None] = (None, None)  # ACC-11: what its (read, write) half raises
+                                                                     # when an on_wait waiter runs it
 
 
 @dataclasses.dataclass(frozen=True)

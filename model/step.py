@@ -151,13 +151,23 @@ def view_failure(op: Access | DmaStart, mode: DmaMode) -> Violation | None:
 
     A load or store raises when a core reaches it, an `eager` copy inside its start (after its
     semaphores are looked up); a TPU lowers the view (None). An `on_wait` copy raises only when a
-    waiter runs its task, which this rule does not model: None here, and the checker does not decide
-    such a program under `on_wait` (`checker.properties.launch`).
+    waiter runs its task: None here, and the task raises in that waiter (`deferred_view_failures`, ACC-11).
     """
     err = op.view_error
     if err is None or mode == "hardware" or (mode == "on_wait" and type(op) is DmaStart):
         return None
     return err
+
+
+def deferred_view_failures(op: DmaStart, mode: DmaMode) -> tuple[Violation | None, Violation | None]:
+    """ACC-11: what an `on_wait` copy's (read, write) half raises when a waiter runs it, because of a view
+    the interpreter cannot index: the source's fails the read half, else the destination's the write."""
+    err = op.view_error
+    if err is None or mode != "on_wait":
+        return (None, None)
+    # a view the interpreter cannot index names its side (ERR-9); a refused window its kind (ERR-20)
+    side = getattr(err, "side", "") or ("destination" if getattr(err, "kind", "") == "write" else "source")
+    return (None, err) if side == "destination" else (err, None)
 
 
 # --- one rule per operation --------------------------------------------------------
@@ -267,7 +277,9 @@ def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait
     out = dma_rules.wait_once(state, key, core, op.value)
     if out is None:
         return None
-    state, done = out
+    state, done, err = out
+    if err is not None:  # ACC-11: the task this waiter ran raised, which ends the run (ERR-7)
+        return fail(state, program, core, err)
     if done:
         return _advance(state, core, looked_up=state.looked_up.set(core, None, drop=None))
     return state
@@ -298,7 +310,8 @@ def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op:
     err = view_failure(op, mode)
     if err is not None:  # ERR-9: the eager copy raises as it runs, and the failure ends the run (ERR-7)
         return fail(state, program, core, err)
-    started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_rules.amounts(op, mode))
+    started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_rules.amounts(op, mode),
+                  fails=deferred_view_failures(op, mode) if op.view_error is not None else (None, None))
     return dma_rules.start(_advance(state, core), started, mode)
 
 

@@ -70,11 +70,14 @@ def _shift(r: Region | None, by: tuple[int, int] | None, times: int) -> Region |
     d, m = by
     lo, hi = r.box[0]
     if lo == 0 and hi >= m:
+        if r.parts:  # fold._shifted admits no such rotation: its parts would move within the extent
+            raise ValueError("a region of several boxes over its label's whole extent does not shift (DR-5)")
         return r  # the whole extent maps onto itself
     lo2 = (lo + times * d) % m
     if lo2 + (hi - lo) > m:
         raise ValueError("a shifted region wraps round its label's extent (DR-5)")
-    return Region(((lo2, lo2 + hi - lo),) + r.box[1:], r.exact, r.why)
+    parts = tuple(((p[0][0] + lo2 - lo, p[0][1] + lo2 - lo),) + p[1:] for p in r.parts)
+    return Region(((lo2, lo2 + hi - lo),) + r.box[1:], r.exact, r.why, parts)
 
 
 def replaced(op: Op, **changes) -> Op:

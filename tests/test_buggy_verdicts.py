@@ -39,6 +39,11 @@ EXPECTED = {
     # the inbox zero-filled after the start barrier: a peer's round-0 copy may land first (ACC-8 computes the bound)
     "race_grouped_matmul_zero_fill_after_barrier.py": {"race-free": H},
     "race_local_copy_read_before_wait.py": {"race-free": H},
+    # two copies through a reshape view write rows 60..67 both (ACC-2: the exact rows, not bounding boxes);
+    # the interpreter cannot copy through the view: every run raises (ERR-9; under on_wait in a wait, ACC-11)
+    "tpu_race_reshaped_rows_overlap.py": {"race-free": ("hardware",), "deadlock-free": I},
+    # the receive's wait runs the copy into a reshape view under on_wait and raises (ACC-11); eager at the start
+    "ring_copy_into_reshaped_view.py": {"deadlock-free": I},
     # the copy may land in parts on a TPU (DR-9); the interpreter copies whole
     "partial_arrival_read.py": {"race-free": ("hardware",), "dma-bytes": H},
     # both cores of a megacore split write back one output block (GRID-2)

@@ -155,6 +155,61 @@ def test_an_eager_copy_through_a_view_raises_in_its_start_after_its_lookups():
     bad = launch(Topology(1), [[DmaStart(SemRef("d", 3), 8, view_error=VIEW)]], scratch=[Scratch("d")])
     assert fast_run(bad, "eager").failure.violation == SemIndexOutOfBounds("d", 3, 1)
     assert fast_run(p, "hardware").kind == "completed"
-    # under on_wait the copy raises only in its task, which the model does not raise: the checker
-    # leaves such a program undecided in that mode (tests/differential/test_divergences.py, D22)
+    # under on_wait the copy raises only in the waiter that runs its task (ACC-11): nothing waits on 'd' here
     assert fast_run(p, "on_wait").kind == "completed"
+
+
+# --- ACC-11: an on_wait copy through such a view raises in the waiter that runs its task -----------------------
+
+
+def _deferred(side: str, *, wait_send: bool, wait_recv: bool, decoy: bool = False):
+    """Device 0 copies 8 bytes to device 1 (send semaphore 's', receive semaphore 'r') through a view the
+    interpreter cannot index on `side`; device 0 may wait for the send, device 1 for the receipt. With
+    `decoy`, a good copy of 8 bytes into 'r' is started after it: the waiter pops that one first (LIFO)."""
+    from semcheck.model import Loc
+
+    err = InterpreterView("ReshapeTransform", "copy", "k.py:7", side=side)
+    copy = DmaStart(SemRef("r"), 8, src_sem=SemRef("s"), device=1, view_error=err, loc=Loc("k.py", 7))
+    zero = [DmaStart(SemRef("r"), 8, device=1, loc=Loc("k.py", 8))] if decoy else []
+    zero = [copy, *zero] + ([Wait(SemRef("s"), 8, "dma", Loc("k.py", 9))] if wait_send else [])
+    one = [Wait(SemRef("r"), 8, "dma", Loc("k.py", 10))] if wait_recv else []
+    return launch(Topology(2), [zero, one], scratch=[Scratch("s"), Scratch("r")]), err
+
+
+@pytest.mark.rule("ACC-11", "DMA-4", "ERR-7")
+@pytest.mark.parametrize("side", ["source", "destination"])
+def test_an_on_wait_copy_through_a_view_raises_in_the_waiter_that_runs_it(side):
+    """Recorded in interpret mode (ACC-11's experiments): the receipt's wait runs the copy's task and raises
+    there, which ends every device's run; a copy whose destination alone is unindexable is read (and its send
+    semaphore signalled) by the sender's wait without a failure."""
+    from semcheck.model import run
+
+    p, err = _deferred(side, wait_send=True, wait_recv=True)
+    out = fast_run(p, "on_wait")
+    again = run(p, "on_wait", out.schedule)
+    assert again.kind == out.kind and again.failure == out.failure
+    outcomes = explore(p, "on_wait").outcomes
+    failures = {(o.failure.violation, o.failure.core) for o in outcomes if o.kind == "error"}
+    if side == "source":  # whichever wait runs a task first raises: every run fails
+        assert {o.kind for o in outcomes} == {"error"} and failures == {(err, 0), (err, 1)}
+    else:  # the sender's wait only reads, which succeeds; the receipt's raises in the write
+        assert {o.kind for o in outcomes} == {"error"} and failures == {(err, 1)}
+    assert explore(p, "eager").kinds() == {"error"} and explore(p, "hardware").kinds() == {"completed"}
+
+
+@pytest.mark.rule("ACC-11", "DMA-3", "SEM-7")
+def test_an_on_wait_copy_through_a_view_that_no_waiter_runs_raises_nothing():
+    p, _ = _deferred("destination", wait_send=True, wait_recv=False)
+    assert explore(p, "on_wait").kinds() == {"completed"}  # the read half runs; the write half never
+    p, _ = _deferred("source", wait_send=False, wait_recv=False)
+    assert explore(p, "on_wait").kinds() == {"completed"}
+    # whether the receipt's wait pops the good copy (queued last) or the bad one depends on the schedule
+    p, _ = _deferred("source", wait_send=False, wait_recv=True, decoy=True)
+    assert explore(p, "on_wait").kinds() == {"completed", "error"}
+    # on one core the good copy, started last, is popped first (LIFO) and satisfies the wait
+    from semcheck.model import Loc
+
+    bad = DmaStart(SemRef("r"), 8, view_error=InterpreterView("ReshapeTransform", "copy", "k.py:7", side="source"))
+    p = launch(Topology(1), [[bad, DmaStart(SemRef("r"), 8), Wait(SemRef("r"), 8, "dma", Loc("k.py", 9))]],
+               scratch=[Scratch("r")])
+    assert explore(p, "on_wait").kinds() == {"completed"} and fast_run(p, "on_wait").kind == "completed"

@@ -123,3 +123,32 @@ def test_reduction_keeps_the_order_of_two_cores_starts_into_one_on_wait_queue():
     reduced = {visible(o) for o in explore(p, "on_wait").outcomes}
     assert reduced == {visible(o) for o in explore(p, "on_wait", reduce=False).outcomes}
     assert len(reduced) == 2  # the local copy run (1 left at the exit) or the remote one (none left)
+
+
+@st.composite
+def programs_with_blind_copies(draw):
+    """`programs()` with some copies through a view the interpreter cannot index, on either side (ACC-11)."""
+    from semcheck.model import DmaStart, InterpreterView
+
+    program = draw(programs())
+    cores = []
+    for ops in program.cores:
+        ops = list(ops)
+        for i, op in enumerate(ops):
+            if type(op) is DmaStart and draw(st.booleans()):
+                side = draw(st.sampled_from(["source", "destination"]))
+                ops[i] = dataclasses.replace(op, view_error=InterpreterView("ReshapeTransform", "copy", "k.py:1", side=side))
+        cores.append(tuple(ops))
+    return dataclasses.replace(program, cores=tuple(cores))
+
+
+@pytest.mark.parametrize("mode", DMA_MODES)
+@settings(max_examples=EXAMPLES)
+@given(program=programs_with_blind_copies())
+@pytest.mark.rule("ACC-11", "RUN-3", "RUN-4")
+def test_copies_through_blind_views_fail_alike_in_the_fast_run_and_every_schedule(program, mode):
+    """The fast run raises where the step relation does (its schedule replays to its state) and ends in one of
+    the explored outcomes, whichever waiter runs a failing task."""
+    fast = fast_run(program, mode)
+    assert run(program, mode, fast.schedule, finish=False) == fast.state
+    assert visible(fast) in {visible(o) for o in explore(program, mode).outcomes}

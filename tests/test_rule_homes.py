@@ -28,6 +28,7 @@ HOMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "SEM-1": ("model/semaphore.py", ("handout", "advanced")),
     "BUF-1": ("model/buffer.py", ("handout", "advanced")),
     "DMA-2": ("model/dma.py", ("read_half", "write_half", "run_half_task")),
+    "ACC-11": ("model/dma.py", ("deferred_failure",)),
 }
 
 # rule -> the modules that decide it, each of which must call one of its home functions
@@ -39,6 +40,7 @@ ENGINES: dict[str, tuple[str, ...]] = {
     "SEM-1": ("model/semaphore.py", "model/step.py", "model/fast.py", "model/explore.py", "checker/static/lowering.py"),
     "BUF-1": ("model/buffer.py", "model/kernel_buffer.py", "model/fast.py", "checker/static/lowering.py"),
     "DMA-2": ("model/dma.py", "model/fast.py"),
+    "ACC-11": ("model/dma.py", "model/fast.py"),
 }
 
 # the literals a copy of SEM-1 / BUF-1 would write: the counters' first ids (model/ids.py names them)

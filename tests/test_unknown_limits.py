@@ -122,6 +122,23 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
 
 
 @pytest.mark.jax
+@pytest.mark.rule("ACC-11", "ERR-19", "PROP-4")
+def test_an_on_wait_copy_through_a_view_is_decided_where_its_waiter_raises():
+    """Once unknown in every property under on_wait (ACC-6's limit, no longer on RUN-12's list): the receive's
+    wait runs the copy into a reshape view and raises there, as interpret mode did on every recorded run."""
+    path = "examples/buggy/ring_copy_into_reshaped_view.py"
+    rows = {r["property"]: r for r in _verify([path]) if r["dma_mode"] == "on_wait"}
+    dl = rows["deadlock-free"]
+    assert dl["verdict"] == "violated" and "exhaustive exploration" in dl["reason"]
+    assert [loc["line"] for loc in dl["witness"]["locations"]] == [53, 55]  # the copy, the receive's wait
+    (run,) = _recorded(KERNEL_TRUTH, path, 2, "on_wait")
+    assert run["outcome"] == "error" and f"{run['error_type']}: {run['error_message']}" in dl["witness"]["message"]
+    assert rows["exit-balance"]["verdict"] == "proved" and not run["nonzero_count_warnings"]
+    assert all("ERR-19" in r["reason"] for r in rows.values() if r["verdict"] == "unknown")
+    assert "ACC-6" not in _limits()
+
+
+@pytest.mark.jax
 @pytest.mark.rule("LAUNCH-6", "LAUNCH-4")
 def test_a_core_map_closing_over_a_value_is_unknown_where_the_interpreter_swaps_it_for_an_id():
     import jax

@@ -183,11 +183,11 @@ class DmaRules(SyncRules):
             self._static_cache[("dma views", id(eqn))] = static  # type: ignore[index]
         out: list[Any] = []
         err = None
-        for ref, (leaf_at, shape, dtype) in zip((src, dst), static):
+        for side, ref, (leaf_at, shape, dtype) in zip(("source", "destination"), (src, dst), static):
             base, chain = flatten_ref(ref)
             blind = blind_transform(chain) if chain and err is None else None
-            if blind is not None:  # the interpreter's copy raises on it (ACC-6)
-                err = view_error(self.loc(eqn), blind, "copy")
+            if blind is not None:  # the interpreter's copy raises on it (ACC-6); the source is read first
+                err = view_error(self.loc(eqn), blind, "copy", side)
             if type(base) is BufRef:
                 out += [base.name, _View(shape, dtype, chain, [invals[i] for i in leaf_at])]
             else:

@@ -38,10 +38,12 @@ def blind_transform(transforms: Sequence[Any]) -> Any | None:
     return None
 
 
-def view_error(loc: Loc, transform: Any, access: str) -> InterpreterView:
+def view_error(loc: Loc, transform: Any, access: str, side: str = "") -> InterpreterView:
     """ERR-9: what the interpreter raises at the `access` ("load", "store" or "copy") at `loc` made
-    through `transform`; the lowered op carries it (`Access.view_error`, `DmaStart.view_error`)."""
-    return InterpreterView(type(transform).__name__, access, f"{loc.file}:{loc.line}" if loc.line else "")
+    through `transform`; the lowered op carries it (`Access.view_error`, `DmaStart.view_error`). A copy's
+    `side` ("source" or "destination") says which half raises when an on_wait waiter runs it (ACC-11)."""
+    return InterpreterView(type(transform).__name__, access, f"{loc.file}:{loc.line}" if loc.line else "",
+                           side=side)
 
 
 __all__ = ["blind_transform", "view_error"]

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.region_parts import merge_boxes
 from semcheck.checker.frontend.region_transforms import (
     _I64,
     _jax,
@@ -63,11 +64,12 @@ class RegionCache:
     def __init__(self) -> None:
         self._regions: dict[tuple[Any, ...], Region] = {}
 
-    def get(self, box: tuple[tuple[int, int], ...], exact: bool = True, why: str = "") -> Region:
-        key = (box, exact, why)
+    def get(self, box: tuple[tuple[int, int], ...], exact: bool = True, why: str = "",
+            parts: tuple[tuple[tuple[int, int], ...], ...] = ()) -> Region:
+        key = (box, exact, why, parts)
         r = self._regions.get(key)
         if r is None:
-            r = self._regions[key] = Region(box, exact, why)
+            r = self._regions[key] = Region(box, exact, why, parts)
         return r
 
     def __len__(self) -> int:
@@ -226,6 +228,12 @@ def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, 
         box.widen(f"a {type(t).__name__} view (not understood: the whole of what it views)")
     elif mask is not None:
         _apply_mask(box, mask, shapes[n])  # type: ignore[arg-type]
+    return _descend(box, transforms, shapes, dtypes, top, multi)
+
+
+def _descend(box: _Box, transforms: tuple[Any, ...], shapes: list, dtypes: list, top: int, multi: bool) -> _Box:
+    """Map `box`, a box of the output of `transforms[top - 1]`, down to the buffer (the walk's loop)."""
+    J = _jax()
     k_index = sum(1 for t in transforms[:top] if isinstance(t, J.NDIndexer))
     for k in range(top - 1, -1, -1):
         t = transforms[k]
@@ -242,7 +250,8 @@ def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, 
                 lo[in_d], hi[in_d] = box.lo[out_d], box.hi[out_d]
             box.lo, box.hi = lo, hi  # type: ignore[assignment]
         elif isinstance(t, J.Reshape):
-            _reshape_preimage(box, in_shape, shapes[k + 1])  # type: ignore[arg-type]
+            _reshape_preimage(box, in_shape, shapes[k + 1],  # type: ignore[arg-type]
+                              lambda sub, k=k: _descend(sub, transforms, shapes, dtypes, k, multi))
         elif isinstance(t, J.Bitcast):
             _bitcast_preimage(box, in_shape, dtypes[k], t.dtype)
         elif isinstance(t, J.identity):
@@ -288,6 +297,8 @@ def _apply_mask(box: _Box, mask: Any, view_shape: tuple[int, ...]) -> None:
 
 
 def _finish(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
+    if box.parts is not None:
+        return _finish_parts(box, base_shape, cache)
     arrays = [*box.lo, *box.hi]
     lanes = max([1, *(x.shape[0] for x in arrays)])
     if type(box.exact) is np.ndarray:
@@ -326,6 +337,50 @@ def _finish(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple
     if inverse is not None:
         out = [out[i] for i in inverse.reshape(-1).tolist()]
     return _compress(out)
+
+
+def _finish_parts(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
+    """`_finish` for a walk through a reshape of a part that is not one box (ACC-2): a lane with parts is
+    their union (exact, with their bounding box), unless walking a part down widened it; every other lane
+    is the walk's own box."""
+    seen, found = box.parts  # type: ignore[misc]
+    subs = [x for xs in found.values() for x in xs]
+    arrays = [*box.lo, *box.hi, *(a for x in subs for a in (*x.lo, *x.hi))]
+    lanes = max([1, *(x.shape[0] for x in arrays)])
+    plain = _finish(_without_parts(box), base_shape, cache)
+    out: list[Region | None] = []
+    for lane in range(lanes):
+        mine = found.get(min(lane, seen - 1))
+        if mine is None or (box.off is not None and bool(box.off[min(lane, box.off.shape[0] - 1)])):
+            out.append(plain[min(lane, len(plain) - 1)])
+            continue
+        parts, why = [], []
+        for x in mine:
+            b = tuple((int(l[min(lane, l.shape[0] - 1)]), int(h[min(lane, h.shape[0] - 1)])) for l, h in zip(x.lo, x.hi))
+            ok, reason = _lane_exact(x, lane)
+            if not ok:
+                why.append(reason)
+            if all(h > l for l, h in b):
+                parts.append(b)
+        if why:  # a part widened below the reshape: the walk's bounding box, widened
+            region = plain[min(lane, len(plain) - 1)]
+            out.append(None if region is None else cache.get(region.box, False, "; ".join(dict.fromkeys(why))))
+            continue
+        parts = merge_boxes(parts)
+        if not parts:
+            out.append(None)
+        elif len(parts) == 1:
+            out.append(cache.get(parts[0]))
+        else:
+            bound = tuple((min(p[d][0] for p in parts), max(p[d][1] for p in parts)) for d in range(len(base_shape)))
+            out.append(cache.get(bound, True, "", tuple(parts)))
+    return _compress(out)
+
+
+def _without_parts(box: _Box) -> _Box:
+    plain = _Box(box.lo, box.hi)
+    plain.exact, plain.why, plain.off = box.exact, box.why, box.off
+    return plain
 
 
 # Above this many lanes, `_finish` computes the region of each distinct lane once.

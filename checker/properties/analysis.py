@@ -194,6 +194,23 @@ class ModeAnalysis:
         self._dma_bytes: dict[bool, Any] = {}
 
     @cached_property
+    def deferred_views(self) -> bool:
+        """Whether a copy goes through a view the interpreter cannot index: it fails in its start under
+        eager (ERR-9) and in the waiter that runs it under on_wait (ACC-11), so the two modes' lowerings
+        differ and none is shared."""
+        from semcheck.model.ops import DmaStart
+
+        return self.family != "hardware" and any(type(op) is DmaStart for op in self.whole.view_ops)
+
+    @cached_property
+    def deferred_never_raise(self) -> bool | None:
+        """ACC-11: whether no run under on_wait runs a half of a copy whose view raises, by every schedule
+        (`failing_runs.deferred_never_raise`); None when the explorer runs out of states."""
+        from semcheck.checker.properties.failing_runs import deferred_never_raise
+
+        return deferred_never_raise(self.program, self.mode)
+
+    @cached_property
     def lowering(self) -> Lowered:
         """The static system (`static.lowering.lower`); eager and on_wait share one: what it records
         (counters, targets, failures) follows the semaphore rules, not when copies complete."""
@@ -207,7 +224,7 @@ class ModeAnalysis:
             self.whole.keep(("happens_before",), low.hb)
             return low
 
-        if self.family == "hardware":
+        if self.family == "hardware" or self.deferred_views:
             return lowered()
         shared = self.whole.shared(("lowering", "interpreter"), lowered)
         return shared if shared.mode == self.mode else dataclasses.replace(shared, mode=self.mode)
@@ -253,7 +270,8 @@ class ModeAnalysis:
         """counter -> (contributed, waited) (`static.lowering.totals`): a function of the lowering alone."""
         from semcheck.checker.static.lowering import totals
 
-        return self.whole.shared(("totals", self.family), lambda: totals(self.lowering))
+        return self.whole.shared(("totals", self.mode if self.deferred_views else self.family),
+                                 lambda: totals(self.lowering))
 
     @cached_property
     def every_run_fails(self):

@@ -15,8 +15,9 @@ position, every maximal run fails (RUN-9 (iii)); when each such failure ends the
   left at an exit no run reaches).
 
 An `on_wait` copy through a view the interpreter cannot index raises only when a waiter runs its
-task (which waiter, if any, depends on the schedule): the lowering refuses it, and every property
-is unknown in that mode.
+task (ACC-11: which waiter, if any, depends on the schedule), so it has no S': the lowering refuses
+it, and ERR-19 decides `deadlock-free` and `exit-balance` by every schedule; the other properties
+are unknown in that mode, citing that limit.
 """
 
 from __future__ import annotations
@@ -117,17 +118,23 @@ class _At(NamedTuple):
     pc: int
 
 
-# The lowering's words for a lookup of the collective id whose tables depend on the schedule (SEM-3): the
-# one refusal ERR-19 names as a limit (`static.lowering`, "core C op I looks up the collective id N: ...").
+# The lowering's words for a lookup of the collective id whose tables depend on the schedule (SEM-3) and for
+# an on_wait copy whose view raises in the waiter that runs it (ACC-11): the refusals ERR-19 names as limits
+# (`static.lowering`, "core C op I looks up the collective id N: ...", "... raises when a waiter runs its task").
 SCHEDULE_LOOKUP = "looks up the collective id"
+DEFERRED_VIEW = "raises when a waiter runs its task"
+_NO_S_PRIME = {SCHEDULE_LOOKUP: "a lookup of the collective id that depends on the schedule, so no S'",
+               DEFERRED_VIEW: "an on_wait copy through a view the interpreter cannot index, which raises in the "
+                              "waiter that runs it, if any, which depends on the schedule (ACC-11), so no S'"}
 
 
 def undecided_failure(facts: ModeAnalysis) -> str | None:
     """ERR-19: which of its limits keeps the properties of a program whose runs can fail undecided, or None."""
     low = facts.lowering
     if not low.ok:
-        if low.unsupported and all(SCHEDULE_LOOKUP in u for u in low.unsupported):
-            return "a lookup of the collective id that depends on the schedule, so no S'"
+        kinds = {k for u in low.unsupported for k in _NO_S_PRIME if k in u}
+        if low.unsupported and all(any(k in u for k in _NO_S_PRIME) for u in low.unsupported):
+            return "; ".join(_NO_S_PRIME[k] for k in _NO_S_PRIME if k in kinds)
         return None
     if not low.failing:
         return None
@@ -185,14 +192,12 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
             return Verdict(prop, "proved", reason="no run reaches a kernel exit: every schedule fails or hangs "
                            f"before one, by exhaustive exploration ({undecided_failure(facts)}; ERR-19): no count "
                            "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
+        if mode == "on_wait" and facts.deferred_views:
+            return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
         return None
     views = facts.whole.view_ops
-    if views and mode == "on_wait":
-        copy = next((op for op in views if type(op) is DmaStart), None)
-        if copy is not None:
-            return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)}, when the copy at {copy.loc} runs: "
-                           "under on_wait only if a waiter runs its task, which semcheck does not decide (ACC-6, "
-                           "ACC-10)")
+    if views and mode == "on_wait" and prop != "deadlock-free" and facts.deferred_views:
+        return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
     if not views and (prop not in ON_S_PRIME or (prop == "race-free" and facts.race_order.ordering.certified)):
         return None  # a certified happens-before pass met no failure (DR-6): no lowering needed to say so
     end = facts.every_run_fails
@@ -225,8 +230,62 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
     return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix)
 
 
+def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = None) -> bool | None:
+    """ACC-11: whether no run runs a half of an on_wait copy whose view the interpreter cannot index, by
+    every schedule (RUN-4; a failing step is never reduced away, RUN-5); None past `states` explored states
+    (None: `deadlock.FALLBACK_STATES`)."""
+    from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
+    from semcheck.model.explore import ExplorationLimit, explore
+
+    errors = {op.view_error for op in view_ops(program) if type(op) is DmaStart}
+    try:
+        ex = explore(program, mode, max_states=FALLBACK_STATES if states is None else states)
+    except ExplorationLimit:
+        return None
+    return not any(f.violation in errors and type(program.cores[f.core][f.pc]) is not DmaStart
+                   for o in ex.outcomes for f in o.state.failures)
+
+
+def indexable(program: Program) -> Program:
+    """`program` with its copies' views made indexable (ACC-11): under on_wait its runs are the program's
+    own when no run runs a half of such a copy (`deferred_never_raise`)."""
+    cores = tuple(tuple(dataclasses.replace(op, view_error=None) if type(op) is DmaStart and op.view_error is not None
+                        else op for op in ops) for ops in program.cores)
+    return dataclasses.replace(program, cores=cores)
+
+
+def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis, timeout_ms: int,
+                      recheck: Callable[..., Verdict]) -> Verdict:
+    """ACC-11 under on_wait: a property other than deadlock-free (the explorer's, ERR-19) of a program with a copy
+    through a view the interpreter cannot index. When no run runs a half of such a copy the runs are those of
+    the program with the views made indexable, which decides it; else no S' exists (which waiter raises, if
+    any, depends on the schedule) and the property is unknown, citing ERR-19."""
+    copy = next(op for op in facts.whole.view_ops if type(op) is DmaStart)
+    if facts.deferred_never_raise:
+        clean = indexable(program)
+        v = recheck(prop, clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
+        why = (f"no run runs the copy at {copy.loc} through a view the interpreter cannot index, by every "
+               "schedule (ACC-11, RUN-4): the runs are those of the program with the view made indexable")
+        if v.verdict == "violated":
+            return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
+        return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
+    how = ("some run runs it" if facts.deferred_never_raise is False else
+           "the schedules are more than the explorer's budget")
+    return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)} in the waiter that runs the copy at "
+                   f"{copy.loc} under on_wait ({how}): whether a run fails, and where, depends on the schedule "
+                   "(ACC-11), so there is no S' to decide this property on (ERR-19)")
+
+
 def _raised(err: Violation) -> str:
     return f"{err.python_type}: {err.message}"
+
+
+def _deferred_copy(program: Program, failure) -> DmaStart | None:
+    """ACC-11: the on_wait copy whose task raised in the wait where `failure` happened, or None."""
+    err = failure.violation
+    if not isinstance(err, InterpreterView) or err.access != "copy" or type(program.cores[failure.core][failure.pc]) is DmaStart:
+        return None
+    return next((op for op in view_ops(program) if type(op) is DmaStart and op.view_error == err), None)
 
 
 def _where(err: Violation, loc: object) -> str:
@@ -247,9 +306,15 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
         again = run(program, mode, real.schedule)
         if again.kind != "error" or again.failure != failure:
             raise EncodingBug(f"the failing run replays to {again.kind} ({again.failure}), not {failure}")
-    others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc != failure.loc})
     err = failure.violation
     text = f"{_raised(err)} {_where(err, failure.loc)}"
+    copy = _deferred_copy(program, failure)
+    locs = (failure.loc,) if failure.loc.line else ()
+    if copy is not None:  # the wait ran the copy's task (ACC-11): both lines are the failure's
+        text = (f"{_raised(err)} at the copy at {copy.loc}, whose {err.side or 'source'} view it cannot index, "
+                f"run under on_wait by the wait at {failure.loc} (ACC-11)")
+        locs = tuple(dict.fromkeys(x for x in (copy.loc, failure.loc) if x.line))
+    others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc not in (failure.loc, *locs)})
     details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
                "pc": failure.pc, "other_lines": others[:8]}
     if isinstance(err, RevisitedBlock):
@@ -264,7 +329,9 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
                "is refused as a read (specs/divergences.md D33)")
         hint = WINDOW_HINT
     elif isinstance(err, InterpreterView):
-        details.update(rule="ERR-9", transform=err.transform, access=err.access)
+        details.update(rule="ERR-9" if copy is None else "ACC-11", transform=err.transform, access=err.access)
+        if copy is not None:
+            details.update(side=err.side or "source", copy_line=str(copy.loc))
         why = (f"jax's TPU interpreter indexes loads, stores and copies only through indexers, not a "
                f"{err.transform} view (specs/divergences.md D22)")
         hint = HINT
@@ -278,11 +345,14 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
     details["timeline"] = timeline(program, list(real.state.pcs), devices)
     ends = ("the failure ends the run (ERR-7), so no run completes" if explored is None else
             "the failing device's cores never finish (ERR-7)" + (", and no run completes" if explored else ""))
+    if copy is not None and explored is not None:  # a wait's failure ends every device's run (ERR-7)
+        ends = ("the failure ends the run (ERR-7)" + (", and every schedule the explorer follows fails this way"
+                                                       " or another" if explored else ""))
     return Witness(
         message=f"interpret mode raises {text}: {why}; {ends}",
         schedule=tuple(real.schedule),
         blocked=tuple((b.core, b.pc, f"{_core_words(program, b.core)}: {b.reason}") for b in real.blocked),
-        locs=(failure.loc,) if failure.loc.line else (),
+        locs=locs,
         details=details,
         hint=hint,
     )

@@ -525,7 +525,7 @@ def _view(op: Access | DmaStart, mode: DmaMode) -> None:
     """ERR-9, ERR-20: the access (or eager copy) raises, a static failure like ERR-4's (`step.view_failure`).
 
     An `on_wait` copy through such a view raises only when a waiter runs its task, which depends
-    on the schedule: the lowering refuses it."""
+    on the schedule (ACC-11): the lowering refuses it, in the words `failing_runs.DEFERRED_VIEW` reads."""
     err = view_failure(op, mode)
     if err is not None:
         raise _Fail(err)

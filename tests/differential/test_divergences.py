@@ -525,13 +525,14 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
     assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
-@pytest.mark.rule("ACC-6", "ERR-9")
+@pytest.mark.rule("ACC-6", "ERR-9", "ACC-11")
 @pytest.mark.parametrize("waited", [True, False])
 def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     """A copy through a reshape view raises in the interpreter when the copy runs: under eager at its
-    start (ERR-9 in the model's DmaStart rule: every property decided); under on_wait only when a wait
-    runs it, which the model does not raise: every property unknown there; hardware decided as a TPU
-    runs it."""
+    start (ERR-9 in the model's DmaStart rule: every property decided); under on_wait in the wait that
+    runs its task (ACC-11: deadlock-free violated at the copy's and the wait's lines, no exit reached),
+    and not at all when nothing waits for it (every property decided on the runs, which complete);
+    hardware decided as a TPU runs it."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
@@ -570,7 +571,16 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     v = decide("deadlock-free", program, "eager")
     assert v.verdict == "violated" and message in v.witness.message and v.witness.locs == (op.loc,)
     assert decide("exit-balance", program, "eager").verdict == "proved"  # no run reaches the exit
-    assert {decide(p, program, "on_wait").verdict for p in BY_ID} == {"unknown"}
+    on_wait = {p: decide(p, program, "on_wait") for p in BY_ID}
+    if waited:  # the wait runs the copy's task, which raises there (the interpreter's run above)
+        v = on_wait["deadlock-free"]
+        assert v.verdict == "violated" and message in v.witness.message
+        assert [loc.text for loc in v.witness.locs] == ["copy.start()", "copy.wait()"]
+        assert v.witness.details["rule"] == "ACC-11" and v.witness.details["side"] == "source"
+        assert on_wait["exit-balance"].verdict == "proved"
+    else:  # no run runs it: the interpreter completes, and every property is decided on the runs
+        assert on_wait["deadlock-free"].verdict == "proved"
+        assert "unknown" not in {v.verdict for v in on_wait.values()}
     assert decide("deadlock-free", program, "hardware").verdict == "proved"
 
 

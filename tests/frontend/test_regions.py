@@ -401,11 +401,23 @@ def test_a_reshape_of_a_contiguous_part_is_exact():
     assert b.region() == Region(((16, 24), (0, 128)))
 
 
-def test_a_reshape_of_a_scattered_part_is_its_bounding_box():
+@pytest.mark.rule("ACC-2")
+def test_a_reshape_of_a_scattered_part_is_exactly_its_boxes():
     x = state_types.ReshapeTransform((4, 8, 128))
     idx = NDIndexer((Slice(0, 4, 1), 2, Slice(0, 128, 1)), (4, 8, 128), ())
     (r,) = ref_regions((32, 128), (x, idx))  # rows 2, 10, 18, 26
-    assert r.box == ((2, 27), (0, 128)) and not r.exact and "reshape" in r.why
+    assert r.box == ((2, 27), (0, 128)) and r.exact
+    assert r.parts == tuple(((k, k + 1), (0, 128)) for k in (2, 10, 18, 26))
+    row_3 = Region(((3, 4), (0, 128)))
+    assert not r.overlaps(row_3) and not row_3.overlaps(r) and r.overlaps(Region(((10, 11), (5, 6))))
+
+
+@pytest.mark.rule("ACC-2")
+def test_a_reshape_of_a_part_of_too_many_boxes_is_its_bounding_box():
+    x = state_types.ReshapeTransform((600, 2))
+    idx = NDIndexer((Slice(0, 600, 1), 1), (600, 2), ())
+    (r,) = ref_regions((1200,), (x, idx))  # every other element: 600 boxes
+    assert r.box == ((1, 1200),) and not r.exact and "reshape" in r.why and "more than 256 boxes" in r.why
 
 
 def test_bitcasts_scale_the_second_minor_dimension():

@@ -141,6 +141,9 @@ EXAMPLES: dict[str, dict] = {
     # an output block visited again after the grid left it: every interpret-mode run raises
     # (`_check_for_revisiting`); a TPU writes the block back twice
     "examples/buggy/revisited_output_block.py": {"kind": "interpreter_error", "error_type": "RuntimeError"},
+    # copies through reshape views: a TPU runs them, the interpreter raises when the copy runs (D22, ACC-11)
+    "examples/buggy/ring_copy_into_reshaped_view.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
+    "examples/buggy/tpu_race_reshaped_rows_overlap.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
     "examples/consecutive_output_blocks.py": {"kind": "clean"},
     # a zero-size copy whose start is a dimension's end: every eager run raises at the copy (ACC-10); under
     # on_wait the wait for 0 bytes runs no task, so the copy never runs; the fix skips the empty copy.
@@ -234,6 +237,8 @@ VARIANTS: list[tuple[str, dict, tuple[int, ...], str]] = [
     # the shipped all_gather on a 2-D mesh, gathering along one axis (max(2, N // 2) devices)
     ("examples/jax_ops/all_gather.py", {"gather": "x"}, (2, 4, 8), "race"),
     ("examples/jax_ops/all_gather.py", {"gather": "y"}, (2, 4, 8), "race"),
+    # the fixed halves (disjoint rows): race-free on a TPU; the interpreter still cannot copy through the view
+    ("examples/buggy/tpu_race_reshaped_rows_overlap.py", {"overlap": 0}, (2,), "interpreter_error"),
 ]
 
 
