@@ -8,6 +8,7 @@ model; it needs no solver.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import NamedTuple
 
 from semcheck.checker.verdict import Witness
@@ -122,6 +123,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             f"copy {x.amount} B" if x.kind == "dma_write" else f"send side of a copy {x.amount} B"
 
     deps: dict[int, list[int]] = {}
+    strays = None  # `_strays`, made at the first blocked wait that needs it
     shapes: dict[int, tuple] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
     for b in out.blocked:
@@ -189,7 +191,9 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             if not subs:
                 short = f"nothing left to run adds to {b.op.sem} here: the count stays {have} of {w.value}, " \
                         f"short by {shortfall(have, w.value)}"
-            astray, stray = _astray(low, w, c, rel, what, topo)
+            if strays is None:
+                strays = _strays(low, topo)
+            astray, stray = _astray(strays, w, c, rel, what, topo)
             if stray is not None:  # for the reports' diagrams: an arrow to where the operation goes
                 x, to = stray
                 entry["astray"] = {"core": x.owner, "name": name(x.owner), "to": to, "to_name": name(to),
@@ -219,26 +223,47 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
     return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits)
 
 
-def _astray(low: Lowered, w, c: int, rel, what, topo) -> tuple[str, tuple | None]:
-    """An operation on the same semaphore that adds to a counter nobody drains (a wrong device_id /
-    core_index, say), chosen the same way from every core's point of view (nearest first): its
-    sentence, and (the operation, the core it goes to), or ("", None)."""
-    key = w.counter[0]
-    n = topo.num_devices
-    best = None
+def _strays(low: Lowered, topo) -> dict:
+    """Per semaphore key, the operations (DMA read halves aside) adding to a counter more than is
+    waited for on it, grouped by the device that issues them: {key: (sorted devices, {device: [(x, core
+    the counter is on)]})}. Computed once per explanation: each blocked core then looks at the devices
+    nearest it rather than at every counter (a scan per blocked core was quadratic at pod scale)."""
+    grouped: dict = {}
     for counter, xs in low.by_counter.items():
-        if counter[0] != key or counter[1] == c:
-            continue
         surplus = sum(x.amount for x in xs) - sum(v.value for v in low.waits_by_counter.get(counter, ()))
         if surplus <= 0:
             continue
+        by_device = grouped.setdefault(counter[0], {})
         for x in xs:
-            if x.kind == "dma_read":
+            if x.kind != "dma_read":
+                by_device.setdefault(topo.device_of(x.owner), []).append((x, counter[1]))
+    return {key: (sorted(by_device), by_device) for key, by_device in grouped.items()}
+
+
+def _astray(strays: dict, w, c: int, rel, what, topo) -> tuple[str, tuple | None]:
+    """An operation on the same semaphore that adds to a counter nobody drains (a wrong device_id /
+    core_index, say), chosen the same way from every core's point of view (nearest first): its
+    sentence, and (the operation, the core it goes to), or ("", None). `strays`: `_strays`."""
+    if w.counter[0] not in strays:
+        return "", None
+    devices, by_device = strays[w.counter[0]]
+    n = topo.num_devices
+    me = topo.device_of(c)
+    start = bisect_left(devices, me)
+    best = None
+    # the devices in order of their distance to the right of this one: the first rank component,
+    # so the nearest device with a candidate holds the best one
+    for i in range(len(devices)):
+        d = devices[(start + i) % len(devices)]
+        for x, to in by_device[d]:
+            if to == c:
                 continue
-            rank = ((topo.device_of(x.owner) - topo.device_of(c)) % n, topo.local_core_of(x.owner),
-                    (topo.device_of(counter[1]) - topo.device_of(c)) % n, topo.local_core_of(counter[1]), x.pos)
+            rank = ((d - me) % n, topo.local_core_of(x.owner), (topo.device_of(to) - me) % n,
+                    topo.local_core_of(to), x.pos)
             if best is None or rank < best[0]:
-                best = (rank, x, counter[1])
+                best = (rank, x, to)
+        if best is not None:
+            break
     if best is None:
         return "", None
     _, x, to = best
