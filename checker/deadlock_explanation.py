@@ -14,6 +14,7 @@ from typing import NamedTuple
 from semcheck.checker.verdict import Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.lowering import lower
+from semcheck.model.barrier import instance
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
 from semcheck.model.semaphore import shortfall
@@ -123,6 +124,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             f"copy {x.amount} B" if x.kind == "dma_write" else f"send side of a copy {x.amount} B"
 
     deps: dict[int, list[int]] = {}
+    barrier_nodes: dict[tuple, int] = {}  # a barrier instance's node in `deps` (negative)
     strays = None  # `_strays`, made at the first blocked wait that needs it
     shapes: dict[int, tuple] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
@@ -146,8 +148,17 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
                           "needs": []})
             if low is not None and (c, b.pc) in low.barriers:
                 bar = low.barriers[(c, b.pc)]
-                deps[c] = [p for p in sorted(bar.participants)
-                           if p in at and low.barrier_pos.get((p, bar.name, bar.k), -1) > pcs[p]]
+                # the participants that never get to their own barrier, once per barrier instance: the
+                # cores blocked at it depend on a node of its own standing for them (a negative id,
+                # dropped from the cycle), so N cores at one barrier of N make N edges, not N^2
+                key = instance(bar.name, bar.k, bar.participants)
+                node = barrier_nodes.get(key)
+                if node is None:
+                    node = barrier_nodes[key] = -1 - len(barrier_nodes)
+                    deps[c] = [node]
+                    deps[node] = [p for p in sorted(bar.participants)
+                                  if p in at and low.barrier_pos.get((p, bar.name, bar.k), -1) > pcs[p]]
+                deps[c] = [node]
             continue
         have = out.state.counts.get(w.counter, 0)
         kind = "a DMA wait" if w.kind == "dma" else "a wait"
@@ -211,7 +222,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
     groups: dict[tuple, list[int]] = {}
     for c in sorted(texts):
         groups.setdefault((topo.local_core_of(c), shapes[c]), []).append(c)
-    cycle = _cycle(deps)
+    cycle = [g for g in _cycle(deps) if g >= 0]  # a barrier's node stands between its cores
     lines: list[str] = []
     if cycle:
         lines.append(_cycle_sentence(cycle, topo, rel, at))
