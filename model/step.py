@@ -321,6 +321,13 @@ def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: B
         at_it = pc < len(prog) and isinstance(prog[pc], Barrier) and prog[pc].name == op.name
         return barrier_rules.reached(state.passed.get((p, op.name), 0), at_it)
 
+    if type(state) is TransientState:  # a replay: an instance once open stays open (RUN-35)
+        instance = barrier_rules.instance(op.name, k, op.participants)
+        if instance not in state.opened:
+            if not barrier_rules.opens(k, map(reached_by, op.participants)):
+                return None
+            state.opened.add(instance)
+        return _advance(state, core, passed=state.passed.set((core, op.name), k))
     if not barrier_rules.opens(k, map(reached_by, op.participants)):
         return None
     return _advance(state, core, passed=state.passed.set((core, op.name), k))

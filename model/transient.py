@@ -66,7 +66,14 @@ class TransientCounts(TransientMap):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TransientState(State):
-    """A `State` a replay changes in place: `pcs` a list, its maps transient (`thaw`)."""
+    """A `State` a replay changes in place: `pcs` a list, its maps transient (`thaw`).
+
+    `opened`: the barrier instances (`barrier.instance`) a core has passed in this replay. A
+    participant's count of barriers reached only grows along a run, so an instance once open stays
+    open (BAR-1): the rest of its participants pass it without asking every participant again.
+    """
+
+    opened: set = dataclasses.field(default_factory=set, compare=False)
 
 
 def changed(state: State, **changes: Any) -> State:
