@@ -11,6 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 
+def instance(name: str, k: int, participants: frozenset[int]) -> tuple[str, int, frozenset[int]]:
+    """BAR-1: the key of one barrier instance, the `k`-th barriers named `name` of `participants`.
+
+    Barriers of one name and `k` whose participant sets differ are other instances (RUN-33): a join or
+    a count kept for one must not serve the other. Every engine that keys a barrier instance uses this.
+    """
+    return (name, k, participants)
+
+
 def reached(passed: int, at_it: bool) -> int:
     """BAR-1: how many barriers of one name a core has reached: those it passed, and the one it is at."""
     return passed + 1 if at_it else passed

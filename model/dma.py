@@ -16,6 +16,7 @@ from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.ops import DmaMode, DmaStart, SemType
 from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
+from semcheck.model.transient import changed
 
 S = TypeVar("S")  # a state with counts, queues and dmas
 
@@ -23,7 +24,7 @@ S = TypeVar("S")  # a state with counts, queues and dmas
 def _set_dma(state: S, dma: Dma) -> S:
     dmas = list(state.dmas)
     dmas[dma.ident] = dma
-    return dataclasses.replace(state, dmas=tuple(dmas))
+    return changed(state, dmas=tuple(dmas))
 
 
 def half_amount(nbytes: int, sem_type: SemType, mode: DmaMode) -> int:
@@ -119,7 +120,7 @@ class _Frozen:
         return self.state.dmas[ident]
 
     def signalled(self, key: SemKey, core: int, amount: int, source: tuple) -> _Frozen:
-        return _Frozen(dataclasses.replace(self.state, counts=sem.signal(self.state.counts, key, core, amount)))
+        return _Frozen(changed(self.state, counts=sem.signal(self.state.counts, key, core, amount)))
 
     def moved(self, ident: int, phase: int) -> _Frozen:
         return _Frozen(_set_dma(self.state, dataclasses.replace(self.state.dmas[ident], phase=phase)))
@@ -158,14 +159,14 @@ def start(state: S, dma: Dma, mode: DmaMode) -> S:
     read-then-write task on (receive semaphore, destination core). hardware:
     the halves are actors of their own.
     """
-    state = dataclasses.replace(state, dmas=state.dmas + (dma,))
+    state = changed(state, dmas=state.dmas + (dma,))
     if mode == "eager":
         return run_task(state, (dma.ident, "read_write"))
     if mode == "on_wait":
         queues = state.queues
         for key, core, task in tasks(dma):
             queues = sem.enqueue_task(queues, key, core, task)
-        return dataclasses.replace(state, queues=queues)
+        return changed(state, queues=queues)
     return state
 
 
@@ -198,11 +199,11 @@ def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool, Vi
     """
     counts = sem.try_wait(state.counts, key, core, value)
     if counts is not None:
-        return dataclasses.replace(state, counts=counts), True, None
+        return changed(state, counts=counts), True, None
     queues, task = sem.pop_task(state.queues, key, core)
     if task is None:
         return None
-    state = dataclasses.replace(state, queues=queues)
+    state = changed(state, queues=queues)
     d = state.dmas[task[0]]
     err, read_first = deferred_failure(d.fails, d.phase, task[1])
     if err is not None:

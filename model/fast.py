@@ -190,6 +190,12 @@ def fast_run(
         if held_at[c] and type(ops[0]) is Barrier:
             at_barrier.reach(c, ops[0].name, 1, ops[0].participants)
 
+    # the counters of each core, as they first get a count: an exit check reads its device's (SEM-8)
+    by_core: dict[int, list] = {}
+
+    def by_core_add(counter) -> None:
+        by_core.setdefault(counter[1], []).append(counter)
+
     copies = _Copies()  # the started DMAs, as the half rules see them
     rows, phase = copies.rows, copies.phases
     deferred: dict[int, tuple] = {}  # ACC-11: on_wait copies whose views raise, by DMA ident
@@ -198,7 +204,11 @@ def fast_run(
         counter = (key, core)
         if observer is not None:
             observer.signal(counter, inc, source)
-        counts[counter] = counts_get(counter, 0) + inc
+        have = counts_get(counter)
+        if have is None:
+            by_core_add(counter)
+            have = 0
+        counts[counter] = have + inc
         if counter in waiting:
             changed(counter)
         return copies
@@ -309,6 +319,8 @@ def fast_run(
                         schedule_append(step_c)
                     run_half_task(copies, task)
                     short = shortfall(counts_get(counter, 0), value)
+                if counter not in counts:
+                    by_core_add(counter)
                 counts[counter] = -short
                 looked[core] = None
                 if observer is not None:
@@ -328,7 +340,11 @@ def fast_run(
                 counter = (key, dst)
                 if observer is not None:
                     observer.signal(counter, op.inc, (core, pc))
-                counts[counter] = counts_get(counter, 0) + op.inc
+                have = counts_get(counter)
+                if have is None:
+                    by_core_add(counter)
+                    have = 0
+                counts[counter] = have + op.inc
                 if counter in waiting:
                     changed(counter)
             elif t is DmaStart:
@@ -420,7 +436,7 @@ def fast_run(
                 if err is not None:
                     do_fail(core, pc, err)
             elif t is ExitCheck:
-                w = exit_warning(program, counts, op.device)
+                w = exit_warning(program, counts, op.device, by_core)
                 if w is not None:
                     warnings.append(w)
             elif t is not FreeBuffer:

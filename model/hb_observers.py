@@ -11,6 +11,7 @@ from typing import Literal
 
 import numpy as np
 
+from semcheck.model.barrier import instance
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, _Chain
 from semcheck.model.errors import ModelBug
@@ -382,7 +383,7 @@ class Observer:
         # A participant's snapshot does not change once it stands at the barrier (its row changes only
         # when it runs, and its arrival is kept), and a barrier passes only once all stand there: the
         # join is the same for every core that passes it, and is made once.
-        key = (name, k, participants)
+        key = instance(name, k, participants)
         joined = self.joined.get(key)
         if joined is None:
             for p in participants:

@@ -391,7 +391,10 @@ class Program:
                 continue
             for op in ops:
                 if type(op) is Barrier:
-                    if parties.setdefault(op.name, op.participants) != op.participants:
+                    known = parties.setdefault(op.name, op.participants)
+                    # a set compares element by element even with itself: the identity first, as a
+                    # launch's barriers share one set (N comparisons of N cores each, at N devices)
+                    if known is not op.participants and known != op.participants:
                         raise ValueError(f"barrier {op.name!r} has two different participant sets")
                     if core not in op.participants:
                         raise ValueError(f"core {core} waits at barrier {op.name!r} without taking part")

@@ -8,11 +8,12 @@ from semcheck.model.errors import ModelBug
 from semcheck.model.ops import Barrier, DmaMode, Program, Wait
 from semcheck.model.state import Actor, Blocked, Outcome, State
 from semcheck.model.step import enabled, halted, step
+from semcheck.model.transient import freeze, thaw
 
 REPLAY_LIMIT = 100_000
 """Longest witness schedule replayed on the step relation, by every check (one limit). The step relation
-copies its state per step, so a replay is quadratic in its length: past this many steps a witness is
-not replayed (the checker's timeline is then read off the witness's blocked positions, and an on_wait
+copied its state per step, so a replay was quadratic in its length (RUN-35 now replays in place): past
+this many steps a witness is not replayed (the checker's timeline is then read off the witness's blocked positions, and an on_wait
 race that needs its replay to be believed stays unconfirmed, DR-2). The cost is in bench/README.md."""
 
 
@@ -61,18 +62,27 @@ def classify(
     return Outcome(kind, state, mode, schedule, blocked)
 
 
-def run(program: Program, mode: DmaMode, schedule: Iterable[Actor] = (), *, finish: bool = True) -> Outcome | State:
+def run(program: Program, mode: DmaMode, schedule: Iterable[Actor] = (), *, finish: bool = True,
+        in_place: bool = True) -> Outcome | State:
     """RUN-1: apply `schedule` step by step from the initial state.
 
     With `finish`, continue with the lowest enabled actor until no step is
     enabled and return the classified `Outcome`; otherwise return the state
     the schedule reaches. A schedule step that is not enabled raises ModelBug.
+    `in_place` (RUN-35): the schedule's steps apply the step relation's rules to one transient state
+    rather than making a State per step (linear in the schedule's length, not quadratic); without it,
+    the step relation as it is, the reference the transient replay is held to.
     """
     state = State.initial(program)
+    if in_place:
+        state = thaw(state)
     taken: list[Actor] = []
-    for actor in schedule:
-        state = step(program, mode, state, tuple(actor))
-        taken.append(tuple(actor))
+    try:
+        for actor in schedule:
+            state = step(program, mode, state, tuple(actor))
+            taken.append(tuple(actor))
+    finally:
+        state = freeze(state)  # a step that raised leaves nothing transient behind
     if not finish:
         return state
     while True:

@@ -165,9 +165,17 @@ def pop_task(queues: FMap, key: SemKey, core: int) -> tuple[FMap, Task | None]:
     return queues.set((key, core), q[:i] + q[i + 1:], drop=()), q[i]
 
 
-def nonzero(counts: Counts, cores: Iterable[int]) -> tuple[tuple[SemKey, int, int], ...]:
-    """SEM-8 exit query: (key, core, count) for every non-zero count on `cores`, sorted."""
+def nonzero(
+    counts: Counts, cores: Iterable[int], by_core: Mapping[int, Iterable[tuple[SemKey, int]]] | None = None
+) -> tuple[tuple[SemKey, int, int], ...]:
+    """SEM-8 exit query: (key, core, count) for every non-zero count on `cores`, sorted.
+
+    `by_core`: the counters each core may have a count on, for a run that keeps them (every other
+    count is zero); only those of `cores` are read, instead of every count of the program.
+    """
     wanted = set(cores)
-    return tuple(
-        sorted(((k, c, v) for (k, c), v in counts.items() if c in wanted and v != 0), key=repr)
-    )
+    if by_core is None:
+        found = ((k, c, v) for (k, c), v in counts.items() if c in wanted and v != 0)
+    else:
+        found = ((k, c, v) for core in wanted for k, c in by_core.get(core, ()) if (v := counts.get((k, c), 0)) != 0)
+    return tuple(sorted(found, key=repr))

@@ -38,6 +38,7 @@ from semcheck.model.ops import (
 )
 from semcheck.model.semaphore import SemKey
 from semcheck.model.state import Actor, Allocation, Dma, ExitWarning, Failure, State
+from semcheck.model.transient import TransientState, changed
 
 def is_hardware(mode: DmaMode) -> bool:
     return mode == "hardware"
@@ -121,7 +122,7 @@ def fail(state: State, program: Program, core: int, violation: Violation) -> Sta
     """ERR-7: record a failure. Later steps see it (see `halted`)."""
     pc = state.pcs[core]
     op = program.cores[core][pc]
-    return dataclasses.replace(state, failures=state.failures + (Failure(violation, core, pc, op.loc),))
+    return changed(state, failures=state.failures + (Failure(violation, core, pc, op.loc),))
 
 
 def is_global(program: Program, f: Failure) -> bool:
@@ -174,9 +175,12 @@ def deferred_view_failures(op: DmaStart, mode: DmaMode) -> tuple[Violation | Non
 
 
 def _advance(state: State, core: int, **changes) -> State:
+    if type(state) is TransientState:  # a replay's (RUN-35): its positions are a list, moved in place
+        state.pcs[core] += 1
+        return changed(state, **changes)
     pcs = list(state.pcs)
     pcs[core] += 1
-    return dataclasses.replace(state, pcs=tuple(pcs), **changes)
+    return changed(state, pcs=tuple(pcs), **changes)
 
 
 def allocation_cores(program: Program, core: int, scope: str) -> tuple[int, ...]:
@@ -221,16 +225,21 @@ def barrier_sem(program: Program, mode: DmaMode) -> tuple[int | None, Violation 
     return cid, handed if isinstance(handed, Violation) else None
 
 
-def exit_warning(program: Program, counts: Mapping, device: int) -> ExitWarning | None:
-    """EXIT-1: the warning `device`'s exit check gives over `counts` (SEM-8), or None when all are zero."""
-    nonzero = sem.nonzero(counts, program.topology.cores_of_device(device))
+def exit_warning(program: Program, counts: Mapping, device: int, by_core: Mapping | None = None) -> ExitWarning | None:
+    """EXIT-1: the warning `device`'s exit check gives over `counts` (SEM-8), or None when all are zero.
+
+    `by_core`: the counters of each core, for a run that keeps them (`semaphore.nonzero`); a replay's
+    counts keep them themselves (RUN-35)."""
+    if by_core is None:
+        by_core = getattr(counts, "by_core", None)
+    nonzero = sem.nonzero(counts, program.topology.cores_of_device(device), by_core)
     return ExitWarning(device, nonzero) if nonzero else None
 
 
 def rule_alloc_sem(program: Program, mode: DmaMode, state: State, core: int, op: AllocSem) -> State:
     """SEM-1 (interpreter) / HW-1 (hardware): allocate semaphores for the core or its device."""
     ranges, held = sem_allocation(program, mode, core, op, state.tables.next_id)
-    state = dataclasses.replace(state, tables=sem.take(state.tables, ranges))
+    state = changed(state, tables=sem.take(state.tables, ranges))
     if isinstance(held, Violation):
         return fail(state, program, core, held)
     return _advance(state, core, allocs=state.allocs.update({(c, op.label): a for c, a in held.items()}))
@@ -240,7 +249,7 @@ def rule_get_barrier_sem(program: Program, mode: DmaMode, state: State, core: in
     """SEM-2: the barrier semaphore enters the fixed-id table under `collective_id`."""
     enters, failure = barrier_sem(program, mode)
     if enters is not None:
-        state = dataclasses.replace(state, tables=sem.guarantee_fixed(state.tables, enters))
+        state = changed(state, tables=sem.guarantee_fixed(state.tables, enters))
     if failure is not None:
         return fail(state, program, core, failure)
     return _advance(state, core)
@@ -273,7 +282,7 @@ def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait
         counts = sem.try_wait(state.counts, key, core, op.value)
         if counts is not None:
             return _advance(state, core, counts=counts)
-        return dataclasses.replace(state, looked_up=state.looked_up.set(core, key))
+        return changed(state, looked_up=state.looked_up.set(core, key))
     out = dma_rules.wait_once(state, key, core, op.value)
     if out is None:
         return None
@@ -325,6 +334,13 @@ def rule_barrier(program: Program, mode: DmaMode, state: State, core: int, op: B
         at_it = pc < len(prog) and isinstance(prog[pc], Barrier) and prog[pc].name == op.name
         return barrier_rules.reached(state.passed.get((p, op.name), 0), at_it)
 
+    if type(state) is TransientState:  # a replay: an instance once open stays open (RUN-35)
+        instance = barrier_rules.instance(op.name, k, op.participants)
+        if instance not in state.opened:
+            if not barrier_rules.opens(k, map(reached_by, op.participants)):
+                return None
+            state.opened.add(instance)
+        return _advance(state, core, passed=state.passed.set((core, op.name), k))
     if not barrier_rules.opens(k, map(reached_by, op.participants)):
         return None
     return _advance(state, core, passed=state.passed.set((core, op.name), k))
@@ -357,7 +373,7 @@ def buffer_allocation(
 def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, op: AllocBuffer) -> State:
     """BUF-1, BUF-8: each core of the scope takes the next buffer id of its own counter (from 100)."""
     ids, bound, failure = buffer_allocation(program, mode, core, op, state.buffers.next_id)
-    state = dataclasses.replace(
+    state = changed(
         state,
         buffers=take(state.buffers, ids),
         buffer_keys=state.buffer_keys.update({(c, op.label): key for c, key in bound.items()}),
@@ -420,6 +436,8 @@ def core_step(program: Program, mode: DmaMode, state: State, core: int) -> State
 
 def enabled(program: Program, mode: DmaMode, state: State) -> list[Actor]:
     """RUN-1: the actors that can take a step now."""
+    if type(state) is TransientState:  # trying a step changes a transient state (RUN-35)
+        raise ModelBug("enabled() asked of a replay's transient state")
     out: list[Actor] = []
     for core in range(program.topology.num_cores):
         if core_step(program, mode, state, core) is not None:

@@ -8,11 +8,13 @@ model; it needs no solver.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import NamedTuple
 
 from semcheck.checker.properties.verdict import Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.lowering import lower
+from semcheck.model.barrier import instance
 from semcheck.model.ops import DmaMode, Program, Wait
 from semcheck.model.run import run
 from semcheck.model.semaphore import shortfall
@@ -122,6 +124,8 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             f"copy {x.amount} B" if x.kind == "dma_write" else f"send side of a copy {x.amount} B"
 
     deps: dict[int, list[int]] = {}
+    barrier_nodes: dict[tuple, int] = {}  # a barrier instance's node in `deps` (negative)
+    strays = None  # `_strays`, made at the first blocked wait that needs it
     shapes: dict[int, tuple] = {}
     texts: dict[int, tuple[str, list[str]]] = {}
     for b in out.blocked:
@@ -144,8 +148,17 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
                           "needs": []})
             if low is not None and (c, b.pc) in low.barriers:
                 bar = low.barriers[(c, b.pc)]
-                deps[c] = [p for p in sorted(bar.participants)
-                           if p in at and low.barrier_pos.get((p, bar.name, bar.k), -1) > pcs[p]]
+                # the participants that never get to their own barrier, once per barrier instance: the
+                # cores blocked at it depend on a node of its own standing for them (a negative id,
+                # dropped from the cycle), so N cores at one barrier of N make N edges, not N^2
+                key = instance(bar.name, bar.k, bar.participants)
+                node = barrier_nodes.get(key)
+                if node is None:
+                    node = barrier_nodes[key] = -1 - len(barrier_nodes)
+                    deps[c] = [node]
+                    deps[node] = [p for p in sorted(bar.participants)
+                                  if p in at and low.barrier_pos.get((p, bar.name, bar.k), -1) > pcs[p]]
+                deps[c] = [node]
             continue
         have = out.state.counts.get(w.counter, 0)
         kind = "a DMA wait" if w.kind == "dma" else "a wait"
@@ -189,7 +202,9 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             if not subs:
                 short = f"nothing left to run adds to {b.op.sem} here: the count stays {have} of {w.value}, " \
                         f"short by {shortfall(have, w.value)}"
-            astray, stray = _astray(low, w, c, rel, what, topo)
+            if strays is None:
+                strays = _strays(low, topo)
+            astray, stray = _astray(strays, w, c, rel, what, topo)
             if stray is not None:  # for the reports' diagrams: an arrow to where the operation goes
                 x, to = stray
                 entry["astray"] = {"core": x.owner, "name": name(x.owner), "to": to, "to_name": name(to),
@@ -207,7 +222,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
     groups: dict[tuple, list[int]] = {}
     for c in sorted(texts):
         groups.setdefault((topo.local_core_of(c), shapes[c]), []).append(c)
-    cycle = _cycle(deps)
+    cycle = [g for g in _cycle(deps) if g >= 0]  # a barrier's node stands between its cores
     lines: list[str] = []
     if cycle:
         lines.append(_cycle_sentence(cycle, topo, rel, at))
@@ -219,26 +234,47 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
     return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits)
 
 
-def _astray(low: Lowered, w, c: int, rel, what, topo) -> tuple[str, tuple | None]:
-    """An operation on the same semaphore that adds to a counter nobody drains (a wrong device_id /
-    core_index, say), chosen the same way from every core's point of view (nearest first): its
-    sentence, and (the operation, the core it goes to), or ("", None)."""
-    key = w.counter[0]
-    n = topo.num_devices
-    best = None
+def _strays(low: Lowered, topo) -> dict:
+    """Per semaphore key, the operations (DMA read halves aside) adding to a counter more than is
+    waited for on it, grouped by the device that issues them: {key: (sorted devices, {device: [(x, core
+    the counter is on)]})}. Computed once per explanation: each blocked core then looks at the devices
+    nearest it rather than at every counter (a scan per blocked core was quadratic at pod scale)."""
+    grouped: dict = {}
     for counter, xs in low.by_counter.items():
-        if counter[0] != key or counter[1] == c:
-            continue
         surplus = sum(x.amount for x in xs) - sum(v.value for v in low.waits_by_counter.get(counter, ()))
         if surplus <= 0:
             continue
+        by_device = grouped.setdefault(counter[0], {})
         for x in xs:
-            if x.kind == "dma_read":
+            if x.kind != "dma_read":
+                by_device.setdefault(topo.device_of(x.owner), []).append((x, counter[1]))
+    return {key: (sorted(by_device), by_device) for key, by_device in grouped.items()}
+
+
+def _astray(strays: dict, w, c: int, rel, what, topo) -> tuple[str, tuple | None]:
+    """An operation on the same semaphore that adds to a counter nobody drains (a wrong device_id /
+    core_index, say), chosen the same way from every core's point of view (nearest first): its
+    sentence, and (the operation, the core it goes to), or ("", None). `strays`: `_strays`."""
+    if w.counter[0] not in strays:
+        return "", None
+    devices, by_device = strays[w.counter[0]]
+    n = topo.num_devices
+    me = topo.device_of(c)
+    start = bisect_left(devices, me)
+    best = None
+    # the devices in order of their distance to the right of this one: the first rank component,
+    # so the nearest device with a candidate holds the best one
+    for i in range(len(devices)):
+        d = devices[(start + i) % len(devices)]
+        for x, to in by_device[d]:
+            if to == c:
                 continue
-            rank = ((topo.device_of(x.owner) - topo.device_of(c)) % n, topo.local_core_of(x.owner),
-                    (topo.device_of(counter[1]) - topo.device_of(c)) % n, topo.local_core_of(counter[1]), x.pos)
+            rank = ((d - me) % n, topo.local_core_of(x.owner), (topo.device_of(to) - me) % n,
+                    topo.local_core_of(to), x.pos)
             if best is None or rank < best[0]:
-                best = (rank, x, counter[1])
+                best = (rank, x, to)
+        if best is not None:
+            break
     if best is None:
         return "", None
     _, x, to = best

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 
 from semcheck.model.errors import Violation
-from semcheck.model.barrier import opens
+from semcheck.model.barrier import Counted, opens
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 from semcheck.model.run import classify
@@ -115,6 +115,7 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
     sched = ParkAndWake(n)  # the fast run's schedule (RUN-3)
     waiting = sched.on_counter  # tested inline on every contribution
     reached: dict[tuple[int, str], int] = {}  # (core, barrier name) -> barriers of that name reached
+    counted = Counted()  # BAR-1 counted (RUN-34): a barrier's arrivals, not each participant per look
     at = [0] * n  # index into events
     while (core := sched.next()) is not None:
         evs = events[core]
@@ -136,7 +137,11 @@ def least_stuck_vector(low: Lowered) -> tuple[str, tuple[int, ...]]:
                     sched.changed(counter)
             else:
                 reached[(core, e.name)] = e.k  # at its k-th barrier of the name, it has reached k
-                if not opens(e.k, [reached.get((p, e.name), 0) for p in e.participants]):
+                counted.reach(core, e.name, e.k, e.participants)
+                now = counted.opens(e.name, e.k, e.participants)
+                if now is None:  # a name reached with two participant sets: each participant asked
+                    now = opens(e.k, [reached.get((p, e.name), 0) for p in e.participants])
+                if not now:
                     sched.park_at(e.name, e.k, core)
                     break
                 sched.opened(e.name, e.k)

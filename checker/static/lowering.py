@@ -133,14 +133,21 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
     # barriers and happens-before
     barriers: dict = {}
     barrier_pos: dict = {}
+    # the participant sets found inside the topology, by identity: every core's barriers of a launch
+    # share one set object, so the check costs a set once rather than once per core (O(N^2) at N cores)
+    inside: dict[int, frozenset[int]] = {}
     for c, ops in enumerate(program.cores):
         seen: dict[str, int] = defaultdict(int)
         for i in barrier_at[c]:
             op = ops[i]
             seen[op.name] += 1
             k = seen[op.name]
-            if any(not 0 <= p < n for p in op.participants):
+            if inside.get(id(op.participants)) is op.participants:
+                pass
+            elif any(not 0 <= p < n for p in op.participants):
                 unsupported.append(f"core {c} op {i}: barrier {op.name!r} names a core outside the topology")
+            else:
+                inside[id(op.participants)] = op.participants
             barriers[(c, i)] = BarrierOp(c, i, op.name, k, frozenset(op.participants), op.loc)
             barrier_pos[(c, op.name, k)] = i
     if shared_hb is not None and shared_hb.program is program and shared_hb.barriers == barriers:

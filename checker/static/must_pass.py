@@ -7,10 +7,12 @@ shortest prefix of a witness).
 from __future__ import annotations
 
 import heapq
+from typing import Any
 from bisect import bisect_left, bisect_right
 from collections import defaultdict, deque
 
 from semcheck.checker.static.system import Lowered
+from semcheck.model.barrier import instance
 
 def _prefix(items: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     """(positions, running totals) of (position, amount) pairs sorted by position."""
@@ -117,6 +119,19 @@ class Feeds:
         return a
 
 
+def _joined(new, ds, pts_pos, pts_vec):
+    """`new` joined with each (h, q)'s vector at q, and h's entry at least q."""
+    import numpy as np
+
+    for h, q in ds:
+        j = bisect_right(pts_pos[h], q) - 1
+        if j >= 0:
+            np.maximum(new, pts_vec[h][j], out=new)
+        if new[h] < q:
+            new[h] = q
+    return new
+
+
 _VC_CELLS = 40_000_000  # lower-bound vectors kept (cells); beyond, "must" is left undecided
 
 
@@ -153,17 +168,30 @@ def must_have_passed(low: Lowered, targets: dict, feeds: Feeds | None = None) ->
                 ds.append((h, pos[bisect_left(acc, r)] + 1))
         if ds:
             deps_at[g][i] = ds
+    # a barrier's partners once per instance (barrier.instance), shared by its participants: every
+    # participant at its own barrier, itself included (its own entry at the barrier is a true bound
+    # once it passes). Listing each core's partners was N^2 entries at a barrier of N cores
+    members: dict[tuple, list] = {}
+    barrier_key: dict[tuple[int, int], tuple] = {}
     for (g, i), b in low.barriers.items():
-        ds = []
-        for p in b.participants:
-            if p != g:
+        key = instance(b.name, b.k, b.participants)
+        ds = members.get(key)
+        if ds is None:
+            ds = []
+            for p in sorted(b.participants):
                 q = low.barrier_pos.get((p, b.name, b.k))
-                if q is None:  # a partner that never gets there: g stops here
-                    ds = [(g, i + 1)]
+                if q is None:  # a partner that never gets there: no participant passes
+                    ds = None
                     break
                 ds.append((p, q))
-        if ds:
-            deps_at[g].setdefault(i, []).extend(ds)
+            members[key] = ds
+        if ds is None:
+            deps_at[g][i] = [(g, i + 1)]  # g stops here
+        elif len(ds) > 1 or ds[0][0] != g:
+            deps_at[g][i] = ds
+            barrier_key[(g, i)] = key
+    joined: dict[tuple, Any] = {}  # instance -> its participants' vectors at it, joined (once)
+    cursor: dict[tuple, int] = {}  # instance -> how many of its members are known to be there
     stops = [sorted(d) for d in deps_at]
     if sum(map(len, stops)) * n > _VC_CELLS:
         return None
@@ -197,17 +225,26 @@ def must_have_passed(low: Lowered, targets: dict, feeds: Feeds | None = None) ->
             if done[g] < i:
                 advance(g, i)
             ds = deps_at[g][i]
-            late = next(((h, q) for h, q in ds if done[h] < q), None)
+            key = barrier_key.get((g, i))
+            if key is None:
+                late = next(((h, q) for h, q in ds if done[h] < q), None)
+            elif key in joined:
+                late = None
+            else:  # a member once there stays there: the scan goes on from where it stopped
+                at = cursor.get(key, 0)
+                while at < len(ds) and done[ds[at][0]] >= ds[at][1]:
+                    at += 1
+                cursor[key] = at
+                late = ds[at] if at < len(ds) else None
             if late is not None:
                 heapq.heappush(parked[late[0]], (late[1], g))
                 break
-            new = cur[g].copy()
-            for h, q in ds:
-                j = bisect_right(pts_pos[h], q) - 1
-                if j >= 0:
-                    np.maximum(new, pts_vec[h][j], out=new)
-                if new[h] < q:
-                    new[h] = q
+            if key is None:
+                new = _joined(cur[g].copy(), ds, pts_pos, pts_vec)
+            else:
+                if key not in joined:
+                    joined[key] = _joined(np.zeros(n, dtype=np.int64), ds, pts_pos, pts_vec)
+                new = np.maximum(cur[g], joined[key])
             cur[g] = new
             pts_pos[g].append(i + 1)
             pts_vec[g].append(new)

@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from semcheck.model.errors import Violation
-from semcheck.model.barrier import awaited, opens_at
+from semcheck.model.barrier import Counted, awaited, instance, opens_at
 from semcheck.model.ops import AllocSem, DmaMode, Loc, Program
+from semcheck.model.schedule import ParkAndWake
 
 Key = tuple
 Counter = tuple  # (Key, core)
@@ -166,54 +167,84 @@ class HappensBefore:
     def _compute(self) -> None:
         prog = self.program
         n = prog.topology.num_cores
-        segs: list[list[tuple[int, np.ndarray]]] = [[(-1, np.zeros(n, dtype=np.int64))] for _ in range(n)]
+        zero = np.zeros(n, dtype=np.int64)
+        # per core, (barrier position, clock after passing it): the clocks are joins, read only
+        segs: list[list[tuple[int, np.ndarray]]] = [[(-1, zero)] for _ in range(n)]
         frontier = [0] * n
-        bpos_by_core = [sorted(p for (c, p) in self.barriers if c == core) for core in range(n)]
+        bpos_by_core: list[list[int]] = [[] for _ in range(n)]
+        for core, pos in sorted(self.barriers):
+            bpos_by_core[core].append(pos)
         nxt = [0] * n  # index into bpos_by_core
+        arrived = [-1] * n  # the index into bpos_by_core each core last arrived at
+
+        def seg_before(core: int, pos: int) -> np.ndarray:
+            # the clock of `core` after its last barrier before `pos`, its own entry not yet raised
+            for bpos, vc in reversed(segs[core]):
+                if bpos < pos:
+                    return vc
+            raise AssertionError("unreachable")
 
         def vc_at(core: int, pos: int) -> np.ndarray:
             # clock of the moment before (core, pos) executes
-            for bpos, vc in reversed(segs[core]):
-                if bpos < pos:
-                    v = vc.copy()
-                    v[core] = max(v[core], pos)
-                    return v
-            raise AssertionError("unreachable")
+            v = seg_before(core, pos).copy()
+            v[core] = max(v[core], pos)
+            return v
+
+        def join(core: int, i: int, where: dict[int, int]) -> np.ndarray:
+            # the clocks before (core, i) and before each participant's own barrier, joined
+            joined = seg_before(core, i).copy()
+            for p, pp in where.items():
+                np.maximum(joined, seg_before(p, pp), out=joined)
+            joined[core] = max(joined[core], i)
+            for p, pp in where.items():
+                if joined[p] < pp:
+                    joined[p] = pp
+            return joined
 
         self._vc_at = vc_at
-        # RUN-33: one barrier's clock once for all its participants: (name, k, participants) -> clock
+        # RUN-33: one barrier's clock once for all its participants, keyed by its instance
         joins: dict[tuple, np.ndarray] = {}
-        changed = True
-        while changed:
-            changed = False
-            for core in range(n):
-                while True:
-                    if nxt[core] >= len(bpos_by_core[core]):
-                        if frontier[core] != len(prog.cores[core]):
-                            frontier[core] = len(prog.cores[core])
-                            changed = True
-                        break
-                    i = bpos_by_core[core][nxt[core]]
-                    if frontier[core] != i:
-                        frontier[core] = i
-                        changed = True
-                    b = self.barriers[(core, i)]
-                    where = awaited(b.participants, lambda p, b=b: self.barrier_pos.get((p, b.name, b.k)))
-                    if not opens_at(b.k, where, frontier):
-                        break
-                    own = where.get(core) == i
-                    joined = joins.get((b.name, b.k, b.participants)) if own else None
-                    if joined is None:
-                        joined = vc_at(core, i)
-                        for p, pp in where.items():
-                            np.maximum(joined, vc_at(p, pp), out=joined)
-                        if own:
-                            joins[(b.name, b.k, b.participants)] = joined
-                    segs[core].append((i, joined))  # read only: vc_at copies
-                    nxt[core] += 1
-                    frontier[core] = i + 1
-                    changed = True
+        # BAR-1 counted (RUN-34): each core runs to its next barrier and parks there until the
+        # barrier's count of arrivals is full, so a barrier costs its participants once, not once per
+        # participant per pass; a name reached with two participant sets is decided on positions
+        counted = Counted()
+        sched = ParkAndWake(n)
+        while (core := sched.next()) is not None:
+            mine = bpos_by_core[core]
+            while nxt[core] < len(mine):
+                i = mine[nxt[core]]
+                arrives = arrived[core] != nxt[core]  # first time here, not woken to look again
+                arrived[core] = nxt[core]
+                frontier[core] = i
+                b = self.barriers[(core, i)]
+                counted.reach(core, b.name, b.k, b.participants)
+                now = counted.opens(b.name, b.k, b.participants)
+                where = None
+                if now is None:
+                    where = self._awaited(b)
+                    now = opens_at(b.k, where, frontier)
+                    if not now and arrives:  # the answer of a core parked at this (name, k) may have changed
+                        sched.opened(b.name, b.k)
+                if not now:
+                    sched.park_at(b.name, b.k, core)
+                    break
+                sched.opened(b.name, b.k)
+                key = instance(b.name, b.k, b.participants)
+                own = core in b.participants
+                joined = joins.get(key) if own else None
+                if joined is None:
+                    joined = join(core, i, self._awaited(b) if where is None else where)
+                    if own:
+                        joins[key] = joined
+                segs[core].append((i, joined))
+                nxt[core] += 1
+                frontier[core] = i + 1
+            else:
+                frontier[core] = len(prog.cores[core])
         self._segs, self._frontier = segs, frontier
+
+    def _awaited(self, b: BarrierOp) -> dict[int, int] | None:
+        return awaited(b.participants, lambda p: self.barrier_pos.get((p, b.name, b.k)))
 
     def reach(self, core: int) -> int:
         """The first position of `core` that never executes (its length if all may)."""

@@ -1,0 +1,127 @@
+"""A replay's working state: the step relation's rules applied in place (RUN-35).
+
+The step relation (RUN-1) is pure: each rule returns a new `State`, copying the positions and every
+map it changes. A replay follows one schedule and keeps no earlier state, so at pod scale that copy
+per step made it quadratic in its length. A replay therefore runs the same rules on a *transient*
+state (`thaw`): its positions are a list and its maps `TransientMap`s, which the rules' own updates
+(`FMap.set`, `FMap.update`, `changed`) change in place and return; `freeze` gives the `State` it
+stands for. Nothing but a replay holds a transient state, and nothing keeps one past its next step.
+
+A transient state's counts are kept by core as well (`TransientCounts.by_core`), so that an exit
+check reads the counts of its device's cores rather than every count (SEM-8, `semaphore.nonzero`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from semcheck.model.buffer import BufferStore
+from semcheck.model.fmap import FMap
+from semcheck.model.semaphore import SemTables
+from semcheck.model.state import State
+
+
+class TransientMap(FMap):
+    """An `FMap` whose updates change it in place and return it (a replay's; never hashed)."""
+
+    __slots__ = ()
+
+    def set(self, key, value, *, drop: object = ...) -> TransientMap:
+        if drop is not ... and value == drop:
+            self._d.pop(key, None)
+        else:
+            self._d[key] = value
+        return self
+
+    def update(self, items) -> TransientMap:
+        self._d.update(items)
+        return self
+
+    def __hash__(self) -> int:
+        raise TypeError("a replay's transient map is not a value")
+
+
+class TransientCounts(TransientMap):
+    """A replay's counts, `(key, core) -> count`, with the counters each core ever had (`by_core`)."""
+
+    __slots__ = ("by_core",)
+
+    def __init__(self, items=None) -> None:
+        super().__init__(items)
+        self.by_core: dict[int, set] = {}
+        for counter in self._d:
+            self.by_core.setdefault(counter[1], set()).add(counter)
+
+    def set(self, key, value, *, drop: object = ...) -> TransientCounts:
+        if drop is ... or value != drop:
+            self.by_core.setdefault(key[1], set()).add(key)
+        return super().set(key, value, drop=drop)
+
+    def update(self, items) -> TransientCounts:
+        for key in items:
+            self.by_core.setdefault(key[1], set()).add(key)
+        return super().update(items)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TransientState(State):
+    """A `State` a replay changes in place: `pcs` a list, its maps transient (`thaw`).
+
+    `opened`: the barrier instances (`barrier.instance`) a core has passed in this replay. A
+    participant's count of barriers reached only grows along a run, so an instance once open stays
+    open (BAR-1): the rest of its participants pass it without asking every participant again.
+    """
+
+    opened: set = dataclasses.field(default_factory=set, compare=False)
+
+
+def changed(state: State, **changes: Any) -> State:
+    """`state` with `changes`: a new State (the step relation's rule), or a transient state changed in place."""
+    if type(state) is TransientState:
+        for name, value in changes.items():
+            object.__setattr__(state, name, value)
+        return state
+    return dataclasses.replace(state, **changes)
+
+
+def thaw(state: State) -> TransientState:
+    """A transient state standing for `state` (which is left as it is)."""
+    t, b = state.tables, state.buffers
+    return TransientState(
+        pcs=list(state.pcs),  # type: ignore[arg-type]
+        tables=SemTables(t.internal, t.fixed, TransientMap(t.next_id)),
+        counts=TransientCounts(state.counts),
+        allocs=TransientMap(state.allocs),
+        buffers=BufferStore(TransientMap(b.mem), TransientMap(b.next_id), b.deallocated_bytes, TransientMap(b.shared)),
+        buffer_keys=TransientMap(state.buffer_keys),
+        dmas=state.dmas,
+        queues=TransientMap(state.queues),
+        looked_up=TransientMap(state.looked_up),
+        passed=TransientMap(state.passed),
+        reads=state.reads,
+        warnings=state.warnings,
+        failures=state.failures,
+    )
+
+
+def freeze(state: State) -> State:
+    """The `State` a transient state stands for (a plain State is returned as it is)."""
+    if type(state) is not TransientState:
+        return state
+    t, b = state.tables, state.buffers
+    return State(
+        pcs=tuple(state.pcs),
+        tables=SemTables(t.internal, t.fixed, FMap(t.next_id)),
+        counts=FMap(state.counts),
+        allocs=FMap(state.allocs),
+        buffers=BufferStore(FMap(b.mem), FMap(b.next_id), b.deallocated_bytes, FMap(b.shared)),
+        buffer_keys=FMap(state.buffer_keys),
+        dmas=state.dmas,
+        queues=FMap(state.queues),
+        looked_up=FMap(state.looked_up),
+        passed=FMap(state.passed),
+        reads=state.reads,
+        warnings=state.warnings,
+        failures=state.failures,
+    )
