@@ -521,11 +521,12 @@ def _user_loc(e: BaseException, path: str) -> Loc | None:
 @functools.cache
 def _library_dirs() -> tuple[str, ...]:
     """Directories whose files are not the user's: Python's library, installed packages, semcheck."""
+    import importlib.util
     import sysconfig
 
-    import semcheck
-
-    dirs = {os.path.abspath(d) + os.sep for pkg in (semcheck, semcheck.checker, semcheck.model) for d in pkg.__path__}
+    # found, not imported: the public package imports the run layer, which imports this one
+    dirs = {os.path.abspath(d) + os.sep for name in ("semcheck", "semcheck.checker", "semcheck.model")
+            for d in (importlib.util.find_spec(name).submodule_search_locations or ())}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         where = sysconfig.get_paths().get(key)
         if where:

@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return export_main(argv[1:])
     if argv[:1] == ["every-n"]:
-        from semcheck.checker.parametric.every_n import every_n_main
+        from semcheck.checker.run.every_n_command import every_n_main
 
         return every_n_main(argv[1:])
     parser = build_parser()
