@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-long bench spin chromium clean
+.PHONY: demo test test-long test-differential wheel bench spin chromium clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(.ci/python312)" -m venv $(VENV)
@@ -42,6 +42,16 @@ test: $(STAMP) spin chromium
 
 test-long: $(STAMP) spin chromium
 	SEMCHECK_PROFILE=ci-long $(PY) -m pytest -q -m "slow or not slow"
+
+# The differential suite against jax's real threaded manager under the long profile (larger
+# generated programs; about 15 minutes on two workers): what a change of the semantics must pass.
+test-differential: $(STAMP)
+	SEMCHECK_PROFILE=ci-long $(PY) -m pytest -q -n 2 --dist loadfile -m "slow or not slow" tests/differential
+
+# A wheel to install semcheck from (dist/), for a team's CI or a machine without this checkout.
+wheel: $(STAMP)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
+	@ls dist/*.whl
 
 bench: $(STAMP) spin
 	$(PY) -m pip install --quiet -e '.[bench]'
