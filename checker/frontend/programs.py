@@ -52,21 +52,22 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
             return [c for ir in irs for c in _composed(t, ir, n_cores, followed, strict=True)]
         except NeedsConcreteInputs as e:
             if followed is not None:
-                raise _not_followed(e, followed) from e
+                raise _not_followed(e) from e
             # PRG-167: the values the build's concrete arguments give each call, as a single call gets them
             irs, followed = _followed_irs(t, devices, build_kwargs or {}, make_jaxpr)
 
 
 def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) -> list[ComposedProgram]:
-    """The composed orders of one program (PRG-126: one per branch taken); `strict`: a program the walk
-    could not follow is refused (PRG-102), not left to be checked call by call."""
+    """The composed orders of one program (PRG-126: one per branch taken). `strict` (calls that hand over
+    semaphores, PRG-102): a program the walk could not follow is refused; otherwise (PRG-115) the caller
+    has dealt with it, and a program without calls composes to nothing."""
     from semcheck.checker.frontend.size_bound import check_composable
 
     if ir.unknown is not None and strict:
         reason, loc = ir.unknown
         raise Unsupported("program", reason, loc)
     check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
-    if not ir.invocations:
+    if not ir.invocations and not strict:
         return []
     lowered = _lower_invocations(t, ir, n_cores, followed)
     return [_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name)]
@@ -107,7 +108,7 @@ def _followed_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: A
     return program_irs(closed.jaxpr, jax.tree.leaves(args)), inputs_by_launch(closed, args)
 
 
-def _not_followed(e: Exception, followed: Any) -> Unsupported:
+def _not_followed(e: Exception) -> Unsupported:
     """PRG-167: a call whose scalar inputs the build's arguments do not give (an earlier kernel's output, a
     value computed in a loop around the calls, shapes for arguments): unknown, with why and the call's line."""
     inv = getattr(e, "invocation", None)
@@ -215,7 +216,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
             break
         except NeedsConcreteInputs as e:
             if followed is not None:
-                return cannot(f"the program of its calls could not be composed ({_not_followed(e, followed)})")
+                return cannot(f"the program of its calls could not be composed ({_not_followed(e)})")
             try:  # PRG-167: the values the build's concrete arguments give each call
                 irs, followed = _followed_irs(t, devices, build_kwargs or {}, make_jaxpr)
             except FrontendError as e2:

@@ -65,3 +65,38 @@ def count_from_kernel(num_devices: int, *, dma_mode: str = "eager", interpret=No
     count = jnp.asarray(kv.layer_counts(num_devices))
     return fn, (jax.device_put(count, NamedSharding(mesh, P(kv.AXIS))),
                 jax.device_put(x, NamedSharding(mesh, P(kv.AXIS))))
+
+
+def _twice(num_devices: int, dma_mode: str, interpret, second):
+    """Two transfers through one jitted start and one jitted wait: jax traces each function once, so both
+    transfers run the same launch equations, the second on counts `second(first counts)`."""
+    params = kv.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+    start = jax.jit(lambda c, x: kv.kv_start(c, x, params))
+    wait = jax.jit(lambda c, x, f: kv.kv_wait(c, x, f, params))
+
+    def program(count, again, x):
+        x, future = start(count, x)
+        x = wait(count, x, future)
+        x, future = start(again, x)
+        return wait(again, x, future)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS),) * 3, out_specs=P(kv.AXIS),
+                               check_vma=False))
+    x = jnp.zeros((num_devices * kv.LAYERS, kv.ROWS, kv.LANES), jnp.float32)
+    counts = kv.layer_counts(num_devices)
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P(kv.AXIS)))  # noqa: E731
+    return fn, (put(jnp.asarray(counts)), put(jnp.asarray(second(counts))), put(x))
+
+
+@semcheck.target(devices=[2])
+def shared_launch_same_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """Both transfers on the same counts: every reach of a launch agrees, so its values are followed."""
+    return _twice(num_devices, dma_mode, interpret, lambda c: c.copy())
+
+
+@semcheck.target(devices=[2])
+def shared_launch_other_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The second transfer on other counts: one launch reached with two different values is not told apart
+    (unknown, never the first reach's values for both)."""
+    return _twice(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)

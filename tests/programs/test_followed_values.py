@@ -55,6 +55,19 @@ def test_an_earlier_kernels_output_stays_unknown():
     assert "the output of kernel call 0" in reason and "kv_transfer_layers.py:" in reason, reason
 
 
+@pytest.mark.jax
+@pytest.mark.rule("PRG-167")
+def test_a_launch_reached_with_different_values_stays_unknown():
+    """One jitted start and one jitted wait run two transfers: the same launch equations are reached twice.
+    On equal counts both reaches agree and the program is proved; on different counts the launch's values
+    are not told apart, so the program is unknown (the first reach's values would be a guess)."""
+    assert set(_verdicts(_verify("tests/programs/followed_targets.py::shared_launch_same_counts")).values()) == {
+        "proved"}
+    got = _verify("tests/programs/followed_targets.py::shared_launch_other_counts")
+    assert set(_verdicts(got).values()) == {"unknown"}, got
+    assert "more than once with different scalar inputs" in got["deadlock-free"]["reason"], got
+
+
 _TARGET = '''
 import importlib.util
 
