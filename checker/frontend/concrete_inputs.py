@@ -141,6 +141,37 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
     return out
 
 
+def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs]:
+    """PRG-167: `kernel_inputs` per launch equation (by `id`), for a program of calls that finds its calls by
+    equation. A launch `find_kernels` counts more than once (a jitted function called twice shares its jaxpr)
+    keeps its values only where every count gives the same; otherwise it has none, never a guess."""
+    eqns = list(_walk_kernel_eqns(closed.jaxpr))
+    got = kernel_inputs(closed, find_kernels(closed.jaxpr), args)
+    out: dict[int, KernelInputs] = {}
+    for eqn, inputs in zip(eqns, got):
+        seen = out.get(id(eqn))
+        if seen is not None and not _same_values(seen, inputs):
+            inputs = dataclasses.replace(inputs, values=(None,) * len(inputs.values),
+                                         grid_bounds=(None,) * len(inputs.grid_bounds), why=_SHARED, operand_why=(),
+                                         bound_why=())
+        out[id(eqn)] = inputs
+    return out
+
+
+def _same_values(a: KernelInputs, b: KernelInputs) -> bool:
+    def same(x: np.ndarray | None, y: np.ndarray | None) -> bool:
+        return (x is None and y is None) or (x is not None and y is not None and x.shape == y.shape
+                                             and bool(np.array_equal(x, y)))
+
+    return (len(a.values) == len(b.values) and len(a.grid_bounds) == len(b.grid_bounds)
+            and all(same(x, y) for x, y in zip(a.values, b.values))
+            and all(same(x, y) for x, y in zip(a.grid_bounds, b.grid_bounds)))
+
+
+_SHARED = ("the kernel's launch runs more than once with different scalar inputs (one jaxpr shared by "
+           "several calls), which a program of calls does not tell apart")
+
+
 _ABSTRACT = "the example arguments are shapes (jax.ShapeDtypeStruct), not values"
 _NOT_REACHED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
 _NOT_COMPUTED = "semcheck could not compute the operand from the example arguments"
@@ -485,4 +516,4 @@ def _shard(x: Any, spec: Any, dev: _Device, sizes: dict[str, int], manual: set[s
     return arr[tuple(key)]
 
 
-__all__ = ["KernelInputs", "is_scalar_operand", "kernel_inputs", "trace_with_inputs"]
+__all__ = ["KernelInputs", "inputs_by_launch", "is_scalar_operand", "kernel_inputs", "trace_with_inputs"]

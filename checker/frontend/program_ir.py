@@ -10,6 +10,7 @@ with the reason and the line (PRG-103).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.model.ops import NO_LOC, Loc
@@ -66,6 +67,8 @@ class Invocation:
     id_picked: bool = False
     id_error: str | None = None
     devices: frozenset[int] | None = None  # PRG-145: the devices that run it (None: every device)
+    # PRG-167: the launch equation, to find the concrete values `concrete_inputs` gives this call
+    eqn: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -282,7 +282,7 @@ class _Walker(PerDevice):
             raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
         self._launched.setdefault(same, k)
-        self.invocations.append(Invocation(call, k, inputs, _deps(ins), devices=self._devices))
+        self.invocations.append(Invocation(call, k, inputs, _deps(ins), devices=self._devices, eqn=eqn))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc, after: frozenset[int], entry: int | None = None) -> None:

@@ -42,31 +42,80 @@ def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, core
     first), or None when its calls share no semaphore (module docstring)."""
     if not takes_or_returns_semaphores(kernels):
         return None
-    from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
-    from semcheck.checker.frontend.size_bound import check_composable
     from semcheck.checker.frontend.trace import make_jaxpr
 
     n_cores = cores if cores is not None else t.cores
-    out: list[ComposedProgram] = []
-    for ir in _program_irs(t, devices, build_kwargs or {}, make_jaxpr):  # PRG-126: one per branch taken
-        if ir.unknown is not None:
-            reason, loc = ir.unknown
-            raise Unsupported("program", reason, loc)
-        check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
-        by_call: dict[int, Any] = {}
-        lowered = []
-        for inv in ir.invocations:
-            key = id(inv.call)
-            if key not in by_call:
-                try:
-                    by_call[key] = _unfollowed(lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}"), inv)
-                except NeedsConcreteInputs as e:
-                    raise Unsupported("program", f"{inv.describe()} needs the values of its scalar inputs, which "
-                                      "programs of kernel calls do not follow yet", inv.loc) from e
-            lowered.append(by_call[key])
-        out.extend(_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name))
-    return out
+    irs, followed = _program_irs(t, devices, build_kwargs or {}, make_jaxpr), None
+    while True:
+        try:
+            return [c for ir in irs for c in _composed(t, ir, n_cores, followed, strict=True)]
+        except NeedsConcreteInputs as e:
+            if followed is not None:
+                raise _not_followed(e) from e
+            # PRG-167: the values the build's concrete arguments give each call, as a single call gets them
+            irs, followed = _followed_irs(t, devices, build_kwargs or {}, make_jaxpr)
+
+
+def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) -> list[ComposedProgram]:
+    """The composed orders of one program (PRG-126: one per branch taken). `strict` (calls that hand over
+    semaphores, PRG-102): a program the walk could not follow is refused; otherwise (PRG-115) the caller
+    has dealt with it, and a program without calls composes to nothing."""
+    from semcheck.checker.frontend.size_bound import check_composable
+
+    if ir.unknown is not None and strict:
+        reason, loc = ir.unknown
+        raise Unsupported("program", reason, loc)
+    check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
+    if not ir.invocations and not strict:
+        return []
+    lowered = _lower_invocations(t, ir, n_cores, followed)
+    return [_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name)]
+
+
+def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[Any]:
+    """Each invocation's kernel program, lowered once per call and scalar inputs (PRG-167: `followed`, the
+    values per launch equation, or None when the calls were traced on shapes)."""
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+
+    by_call: dict[tuple[int, int], Any] = {}
+    lowered = []
+    for inv in ir.invocations:
+        inputs = followed.get(id(inv.eqn)) if followed is not None else None
+        key = (id(inv.call), id(inputs))
+        if key not in by_call:
+            try:
+                by_call[key] = _unfollowed(lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}",
+                                                        inputs=inputs), inv)
+            except NeedsConcreteInputs as e:
+                e.invocation = inv  # which call, for the reason (`_not_followed`)
+                raise
+        lowered.append(by_call[key])
+    return lowered
+
+
+def _followed_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[list[Any], Any]:
+    """PRG-167: the programs of the target traced on its concrete example arguments, and per launch equation
+    the values `concrete_inputs` gives its call (one path with a single call's)."""
+    import jax
+
+    from semcheck.checker.frontend.concrete_inputs import inputs_by_launch
+    from semcheck.checker.frontend.program_walk import program_irs
+
+    fn, args = t.build(devices, **kwargs)
+    closed = make_jaxpr(fn, args, path=t.path)
+    return program_irs(closed.jaxpr, jax.tree.leaves(args)), inputs_by_launch(closed, args)
+
+
+def _not_followed(e: Exception) -> Unsupported:
+    """PRG-167: a call whose scalar inputs the build's arguments do not give (an earlier kernel's output, a
+    value computed in a loop around the calls, shapes for arguments): unknown, with why and the call's line."""
+    inv = getattr(e, "invocation", None)
+    what = inv.describe() if inv is not None else "a kernel call"
+    loc = inv.loc if inv is not None else getattr(e, "loc", None)
+    return Unsupported("program", f"{what} needs the values of its scalar inputs, which the program does not "
+                       f"give it: {e}", loc)
 
 
 def _unfollowed(program: Any, inv: Any) -> Any:
@@ -137,9 +186,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     picked = jax_picks_ids(kernels)
     if not picked and not any(_communicates(k.program) for k in kernels):
         return None, ""
-    from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
-    from semcheck.checker.frontend.size_bound import check_composable
     from semcheck.checker.frontend.trace import make_jaxpr
 
     def cannot(why: str, loc: Any = None) -> tuple[None, str]:
@@ -162,21 +209,25 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
                 cannot(f"the program of its calls is not followed: {reason}", loc)
             return None, f"the program of its calls is not followed ({reason}, {loc})"
     n_cores = cores if cores is not None else t.cores
-    out: list[ComposedProgram] = []
-    try:
-        for ir in irs:
-            check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
-            by_call: dict[int, Any] = {}
-            lowered = []
-            for inv in ir.invocations:
-                if id(inv.call) not in by_call:
-                    by_call[id(inv.call)] = _unfollowed(
-                        lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}"), inv)
-                lowered.append(by_call[id(inv.call)])
-            if ir.invocations:
-                out.extend(_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name))
-    except (NeedsConcreteInputs, FrontendError) as e:
-        return cannot(f"the program of its calls could not be composed ({e})")
+    followed = None
+    while True:
+        try:
+            out = [c for ir in irs for c in _composed(t, ir, n_cores, followed, strict=False)]
+            break
+        except NeedsConcreteInputs as e:
+            if followed is not None:
+                return cannot(f"the program of its calls could not be composed ({_not_followed(e)})")
+            try:  # PRG-167: the values the build's concrete arguments give each call
+                irs, followed = _followed_irs(t, devices, build_kwargs or {}, make_jaxpr)
+            except FrontendError as e2:
+                return cannot(f"the program of its calls could not be composed ({e2})")
+            for ir in irs:
+                if ir.unknown is not None:
+                    if picked:
+                        cannot(f"the program of its calls is not followed: {ir.unknown[0]}", ir.unknown[1])
+                    return None, f"the program of its calls is not followed ({ir.unknown[0]}, {ir.unknown[1]})"
+        except FrontendError as e:
+            return cannot(f"the program of its calls could not be composed ({e})")
     if not out:
         return None, ""
     return out, ""

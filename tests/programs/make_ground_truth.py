@@ -77,6 +77,19 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/per_device_cond.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
     "examples/programs/copy_then_async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/async_copy_into_memory_spaces.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
+    # PRG-167: loop bounds from concrete arrays given to both calls
+    "examples/programs/kv_transfer_layers.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT,
+                                                "devices": [2, 4, 8]},
+    "examples/programs/ring_attention_two_calls.py": {"hardware": [], "interpreter": "completes",
+                                                      "devices": [2, 4, 8]},
+    "examples/programs/buggy/kv_transfer_layers_last_wait_missing.py": {
+        "hardware": ["exit-balance", "dma-bytes", "race-free"], "interpreter": SEMAPHORE_RESULT, "devices": [2, 4, 8]},
+    "examples/programs/buggy/kv_transfer_layers_wrong_bytes.py": {
+        "hardware": ["exit-balance", "dma-bytes", "race-free"], "interpreter": SEMAPHORE_RESULT, "devices": [2, 4, 8]},
+    "examples/programs/buggy/ring_attention_two_calls_last_recv_unwaited.py": {
+        "hardware": ["invocation-confined", "race-free"], "devices": [2, 4, 8],
+        "interpreter": "eager: second call warns at exit on the receive semaphore, race reported; "
+                       "on_wait: the last copy's write never runs, no warning, no race"},
     "examples/programs/buggy/async_copy_into_vmem_read_before_done.py": {
         "hardware": ["race-free"], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/buggy/async_copy_done_without_start.py": {

@@ -1,0 +1,102 @@
+"""Programs of kernel calls whose scalar inputs come from concrete arrays (specs/programs.md PRG-167).
+
+Built on examples/programs/kv_transfer_layers.py: a start call starts one copy per layer, a later call
+waits them, each reading a per-device layer count as a scalar-prefetch operand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import semcheck
+
+
+def _example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "kv_transfer_layers.py"
+    spec = importlib.util.spec_from_file_location("semcheck_programs_kv_transfer_layers", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+kv = _example()
+
+
+@semcheck.target(devices=[2])
+def wait_reads_other_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The wait call reads counts one higher on device 0 only: its last wait has no copy (a deadlock there)."""
+    counts = kv.layer_counts(num_devices)
+    wait = counts.copy()
+    wait[0] = min(wait[0] + 1, kv.LAYERS)
+    if wait[0] == counts[0]:
+        counts[0] -= 1
+    return kv.build_with(num_devices, kv.interpret_params(dma_mode, interpret), counts=counts, wait_counts=wait)
+
+
+def _copy_counts_kernel(count_ref, out_ref):
+    out_ref[0] = count_ref[0]
+
+
+@semcheck.target(devices=[2])
+def count_from_kernel(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The wait call's counts are the output of an earlier kernel call: semcheck runs no kernel, so the
+    wait call's loop bound is not known (unknown, not guessed)."""
+    params = kv.interpret_params(dma_mode, interpret)
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+
+    def program(count, x):
+        again = pl.pallas_call(_copy_counts_kernel, out_shape=jax.ShapeDtypeStruct(count.shape, count.dtype),
+                               in_specs=[smem], out_specs=smem, interpret=params)(count)
+        x, future = kv.kv_start(count, x, params)
+        return kv.kv_wait(again, x, future, params)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS), P(kv.AXIS)), out_specs=P(kv.AXIS),
+                               check_vma=False))
+    x = jnp.zeros((num_devices * kv.LAYERS, kv.ROWS, kv.LANES), jnp.float32)
+    count = jnp.asarray(kv.layer_counts(num_devices))
+    return fn, (jax.device_put(count, NamedSharding(mesh, P(kv.AXIS))),
+                jax.device_put(x, NamedSharding(mesh, P(kv.AXIS))))
+
+
+def _twice(num_devices: int, dma_mode: str, interpret, second):
+    """Two transfers through one jitted start and one jitted wait: jax traces each function once, so both
+    transfers run the same launch equations, the second on counts `second(first counts)`."""
+    params = kv.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+    start = jax.jit(lambda c, x: kv.kv_start(c, x, params))
+    wait = jax.jit(lambda c, x, f: kv.kv_wait(c, x, f, params))
+
+    def program(count, again, x):
+        x, future = start(count, x)
+        x = wait(count, x, future)
+        x, future = start(again, x)
+        return wait(again, x, future)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS),) * 3, out_specs=P(kv.AXIS),
+                               check_vma=False))
+    x = jnp.zeros((num_devices * kv.LAYERS, kv.ROWS, kv.LANES), jnp.float32)
+    counts = kv.layer_counts(num_devices)
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P(kv.AXIS)))  # noqa: E731
+    return fn, (put(jnp.asarray(counts)), put(jnp.asarray(second(counts))), put(x))
+
+
+@semcheck.target(devices=[2])
+def shared_launch_same_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """Both transfers on the same counts: every reach of a launch agrees, so its values are followed."""
+    return _twice(num_devices, dma_mode, interpret, lambda c: c.copy())
+
+
+@semcheck.target(devices=[2])
+def shared_launch_other_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The second transfer on other counts: one launch reached with two different values is not told apart
+    (unknown, never the first reach's values for both)."""
+    return _twice(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)

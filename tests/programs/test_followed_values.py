@@ -1,0 +1,102 @@
+"""PRG-167: the calls of a program read the values the example arrays give them (per device), so programs
+whose loop bounds come from concrete arrays are decided under `hardware`; a value an earlier kernel
+computes stays unknown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[2]
+KV = REPO / "examples" / "programs" / "kv_transfer_layers.py"
+LAYERS = 4  # kv_transfer_layers.LAYERS
+
+
+def _verify(target: str, devices: int = 2, cwd: Path = REPO) -> dict:
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", target, "--devices",
+                          str(devices), "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=cwd, timeout=900)
+    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+    return {r["property"]: r for r in json.loads(run.stdout)["results"]}
+
+
+def _verdicts(got: dict) -> dict[str, str]:
+    return {p: r["verdict"] for p, r in got.items()}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-167", "PRG-115")
+def test_calls_read_the_values_their_arrays_give():
+    """The per-device layer counts [3, 2] reach both calls: the correct transfer is proved, and with the last
+    wait missing the unwaited semaphore is each device's own last layer (sems[2] on 0, sems[1] on 1). The
+    two-call ring, whose step counts and row loops come from the lengths, is proved (was unknown)."""
+    assert set(_verdicts(_verify("examples/programs/kv_transfer_layers.py")).values()) == {"proved"}
+    assert set(_verdicts(_verify("examples/programs/ring_attention_two_calls.py")).values()) == {"proved"}
+    bad = _verify("examples/programs/buggy/kv_transfer_layers_last_wait_missing.py")
+    assert bad["exit-balance"]["verdict"] == "violated", bad["exit-balance"]
+    msg = bad["exit-balance"]["witness"]["message"]
+    assert "sems[2] of _start_kernel (call 0) on device 0" in msg and "sems[1] of _start_kernel (call 0) on device 1" in msg
+    assert "sems[2] of _start_kernel (call 0) on device 1" not in msg
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-167")
+def test_an_earlier_kernels_output_stays_unknown():
+    got = _verify("tests/programs/followed_targets.py::count_from_kernel")
+    assert set(_verdicts(got).values()) == {"unknown"}, got
+    reason = got["deadlock-free"]["reason"]
+    assert "the output of kernel call 0" in reason and "kv_transfer_layers.py:" in reason, reason
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-167")
+def test_a_launch_reached_with_different_values_stays_unknown():
+    """One jitted start and one jitted wait run two transfers: the same launch equations are reached twice.
+    On equal counts both reaches agree and the program is proved; on different counts the launch's values
+    are not told apart, so the program is unknown (the first reach's values would be a guess)."""
+    assert set(_verdicts(_verify("tests/programs/followed_targets.py::shared_launch_same_counts")).values()) == {
+        "proved"}
+    got = _verify("tests/programs/followed_targets.py::shared_launch_other_counts")
+    assert set(_verdicts(got).values()) == {"unknown"}, got
+    assert "more than once with different scalar inputs" in got["deadlock-free"]["reason"], got
+
+
+_TARGET = '''
+import importlib.util
+
+_spec = importlib.util.spec_from_file_location("semcheck_programs_kv_transfer_layers", {path!r})
+kv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kv)
+
+
+def build(num_devices, *, dma_mode="eager", interpret=None):
+    return kv.build_with(num_devices, kv.interpret_params(dma_mode, interpret), counts={counts!r},
+                         wait_counts={wait!r})
+'''
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-167")
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(1, LAYERS), st.integers(0, LAYERS)), min_size=2, max_size=2))
+def test_random_counts_decide_the_kv_transfer(pairs):
+    """The start call reads one per-device array, the wait call another: a device that waits more layers
+    than it started deadlocks, one that waits fewer leaves a copy unwaited, equal counts are proved."""
+    counts, wait = [c for c, _ in pairs], [w for _, w in pairs]
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "kv_counts.py").write_text(_TARGET.format(path=str(KV), counts=counts, wait=wait))
+        got = _verdicts(_verify(str(Path(d) / "kv_counts.py"), cwd=Path(d)))
+    assert "unknown" not in got.values(), got
+    if any(w > c for c, w in pairs):
+        assert got["deadlock-free"] == "violated", (pairs, got)
+    elif any(w < c for c, w in pairs):
+        assert got["deadlock-free"] == "proved" and got["exit-balance"] == "violated", (pairs, got)
+    else:
+        assert set(got.values()) == {"proved"}, (pairs, got)
