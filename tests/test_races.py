@@ -1,8 +1,8 @@
 """The race property's model: accesses, conflicts and restricted runs (ACC-1..3, DR-1..4)."""
 
-from semcheck.checker.properties.decide import decide
 from __future__ import annotations
 
+from semcheck.checker.properties.decide import decide
 import dataclasses
 from collections import deque
 

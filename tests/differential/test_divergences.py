@@ -7,9 +7,9 @@ They call the interpreter's own callbacks (with a fresh SharedMemory made
 current) or the manager's methods directly; only D12 runs a real kernel.
 """
 
-from semcheck.checker.properties.decide import decide
 from __future__ import annotations
 
+from semcheck.checker.properties.decide import decide
 import threading
 
 import numpy as np

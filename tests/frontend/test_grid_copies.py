@@ -5,9 +5,9 @@ recorded (by wrapping the interpreter's `get` and `store` callbacks while the ca
 compared, core by core and in order, with the HBM side of the grid copies semcheck lowers.
 """
 
-from semcheck.checker.properties.decide import decide
 from __future__ import annotations
 
+from semcheck.checker.properties.decide import decide
 import importlib.util
 import json
 import sys
