@@ -16,7 +16,7 @@ so every started copy is waited before its slot is read or refilled.  One
 query row per sequence; each device runs the same on its own shard.
 
 Expected semcheck verdict: every property holds in every mode.  The seeded
-bug, examples/buggy/race_ragged_paged_attention_last_page_not_waited.py,
+bug, examples/buggy/ragged_paged_attention_last_page_not_waited.py,
 skips the wait of each sequence's last page.
 """
 

@@ -210,7 +210,7 @@ EXAMPLES: dict[str, dict] = {
     # bug never waits a sequence's last page: eager leaves its bytes on the slot's semaphores (K: 2000, 2001;
     # V: 2002, 2003), on_wait never runs the copy (the numbers are wrong, nothing is printed)
     "examples/ragged_paged_attention.py": {"kind": "clean"},
-    "examples/buggy/race_ragged_paged_attention_last_page_not_waited.py": {"kind": "race", "expected_leaks": [
+    "examples/buggy/ragged_paged_attention_last_page_not_waited.py": {"kind": "race", "expected_leaks": [
         {"semaphore": 2000, "count": 12288}, {"semaphore": 2001, "count": 4096},
         {"semaphore": 2002, "count": 12288}, {"semaphore": 2003, "count": 4096}]},
 }

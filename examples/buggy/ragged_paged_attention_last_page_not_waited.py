@@ -6,14 +6,17 @@ data (ceil(seq_lens[s] / PAGE_SIZE), scalar prefetch).
 
 Bug: data race and leaked semaphore counts.  The wait of a page is guarded by
 p + 1 < n (WAIT_LAST = False), so the last page's K and V copies (started at
-line 58, or line 48 for a one-page sequence) are never waited: the page is
-read at line 65 while its copy may still be landing, and the next sequence's
+line 61, or line 51 for a one-page sequence) are never waited: the page is
+read at line 68 while its copy may still be landing, and the next sequence's
 first copies refill that slot while it may still be in flight.  Each
 sequence's last copies leave their bytes on the slot's semaphores at exit.
 
 Expected semcheck report: race-free violated, witness naming the copy and the
-read (lines 48/58 and 65); exit-balance and dma-bytes violated by the bytes
-left on the semaphores.
+read (lines 51/61 and 68); exit-balance and dma-bytes violated by the bytes
+left on the semaphores.  In interpret mode eager prints those counts and
+jax's race detector reports the read; under on_wait no waiter runs the last
+copies, so the page read is stale (wrong numbers), nothing is printed and the
+detector, which sees no copy write, reports nothing (a stale read, DR-1).
 """
 
 from __future__ import annotations
