@@ -56,10 +56,9 @@ def _racy_errors(program: Program, mode: str) -> list[tuple[str, str]]:
 
 
 def leaks_by_totals(program: Program, mode: str, outcome: Outcome) -> tuple[tuple[int, int, int], ...]:
-    """Counts left at exit if every contribution arrives (hardware-style totals, PROP-5)."""
-    if mode == "on_wait":
-        # totals: run the same program with every DMA completing (eager), the counts are the totals
-        outcome = fast_run(program, "eager", record=False)
+    """Counts left at exit: under eager every contribution arrives (totals, PROP-5); under on_wait only the
+    copies a waiter runs do, and the terminal state of the run holds what arrived (a copy no waiter runs
+    never signals, so it leaves no count)."""
     out = []
     for (key, core), v in outcome.state.counts.items():
         if v and key[0] in ("internal", "fixed"):
