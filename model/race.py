@@ -24,6 +24,7 @@ from semcheck.model.happens_before import Ordering, class_fold, order_modes
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
+from semcheck.model.step import step
 
 Holds = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
 Suppressed = frozenset[tuple[int, int, str]]  # (core, pc, half) of DMA halves
@@ -107,24 +108,22 @@ def _halted(outcome: Outcome) -> bool:
     return outcome.state.failure is not None
 
 
-def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, b: AccessEvent) -> bool:
-    """DR-4: replay the restricted run's schedule on the step relation and check both are still pending.
+def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, b: AccessEvent) -> Outcome | None:
+    """DR-4: replay the restricted run's schedule on the step relation; the first state of the replay
+    with both accesses pending is a race state the program reaches (DR-1), returned with its prefix.
 
     Under `on_wait` the restriction removes the copy's tasks from the queues,
-    so a waiter may pop a task the real system would not have reached; the
-    replay tells whether the state is reachable as it is. The step relation
-    copies its state on every step, so a schedule past `REPLAY_LIMIT` steps is
-    not replayed and the race stays unconfirmed.
+    so a waiter may pop a task the real system would not have reached: the
+    replay may stop being a run of the program (ModelBug) or run a suppressed
+    half at a later step. Every state before that is reachable as it is, so
+    the replay checks each one (DR-44). The step relation copies its state on
+    every step, so a schedule past `REPLAY_LIMIT` steps is not replayed and
+    the race stays unconfirmed.
     """
     if len(outcome.schedule) > REPLAY_LIMIT:
-        return False
-    try:
-        state = run(program, mode, outcome.schedule, finish=False)
-    except ModelBug:
-        return False
-    assert isinstance(state, State)
+        return None
 
-    def pending(e: AccessEvent) -> bool:
+    def pending(state: State, e: AccessEvent) -> bool:
         if not e.is_dma:
             return state.pcs[e.core] == e.pc
         if state.pcs[e.core] <= e.pc:
@@ -134,7 +133,16 @@ def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, 
         mine = [d for d in state.dmas if d.src_core == e.core]
         return k < len(mine) and mine[k].phase < (1 if e.half == "read" else 2)
 
-    return pending(a) and pending(b)
+    state = State.initial(program)
+    first: Outcome | None = None  # the first race state on the way (kept when the end does not replay)
+    for i, actor in enumerate(outcome.schedule):
+        if first is None and pending(state, a) and pending(state, b):
+            first = dataclasses.replace(outcome, state=state, schedule=outcome.schedule[:i], blocked=())
+        try:
+            state = step(program, mode, state, tuple(actor))
+        except ModelBug:
+            return first
+    return outcome if pending(state, a) and pending(state, b) else first
 
 
 def _kernel_against_dma_groups(
@@ -248,7 +256,11 @@ def find_races(
 
     def consider(a: AccessEvent, b: AccessEvent, outcome: Outcome) -> bool:
         exact = a.region.exact and b.region.exact
-        confirmed = mode != "on_wait" or _confirm(program, mode, outcome, a, b)
+        confirmed = True
+        if mode == "on_wait":
+            replayed = _confirm(program, mode, outcome, a, b)
+            confirmed = replayed is not None
+            outcome = replayed or outcome
         if not confirmed and k < program.topology.num_devices and len(outcome.schedule) <= REPLAY_LIMIT:
             # (a schedule too long to replay has images as long: they are not tried)
             # DR-5 keeps one pair per orbit, but the greedy schedule is not symmetric: under on_wait
@@ -258,10 +270,11 @@ def find_races(
             for x, y in _images(program, k, a, b, every):
                 r = _restriction(x, y, mode)
                 out = runs(*r) if r is not None else None
-                if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y) \
-                        and _confirm(program, mode, out, x, y):
-                    a, b, outcome, confirmed = x, y, out, True
-                    break
+                if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y):
+                    replayed = _confirm(program, mode, out, x, y)
+                    if replayed is not None:
+                        a, b, outcome, confirmed = x, y, replayed, True
+                        break
         if mode == "eager" and (a.is_dma or b.is_dma):
             outcome = _unsuppressed(program, mode, outcome)
         found.append(Race(a, b, outcome, exact, confirmed))

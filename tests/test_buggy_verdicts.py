@@ -81,6 +81,16 @@ EXPECTED = {
     "scope_remote_copy_before_entry.py": {"invocation-confined": H},
     # device 0 signals itself, passes its barrier and copies into device 1, which may not have entered (PRG-113)
     "wrong_neighbour_deadlock.py": {"deadlock-free": H, "invocation-confined": ("hardware",)},
+    # a decode loop's prefetch refills the slot whose write-back is waited only a block later
+    "race_decode_prefetch_overwrites_writeback_slot.py": {"race-free": H},
+    # two tokens' copies queued on one semaphore into one cache row: under on_wait the state right after
+    # both starts replays (DR-44), as jax's detector reports it
+    "race_kv_cache_update_page_table_row_dropped.py": {"race-free": H},
+    # every eager run raises at the copy one row past its page (ACC-10); on_wait is unknown (its waiter runs
+    # the copy, which semcheck does not model, ACC-10), a TPU writes the next page's row (D33)
+    "kv_cache_update_row_past_page.py": {"deadlock-free": ("eager",)},
+    # each sequence's last page read without its wait, its copies' bytes left on the semaphores (PROP-5)
+    "ragged_paged_attention_last_page_not_waited.py": {"exit-balance": H, "dma-bytes": H, "race-free": H},
 }
 
 

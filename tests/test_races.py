@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from semcheck.checker.properties.decide import decide
 from semcheck.model.access import accesses, buffer_of, buffer_spaces, conflicting_pairs
 from semcheck.model.fast import fast_run
 from semcheck.model.launch import Scratch, launch
@@ -27,6 +28,7 @@ from semcheck.model.ops import (
     Wait,
 )
 from semcheck.model.race import find_races
+from semcheck.model.run import run
 from semcheck.model.state import State
 from semcheck.model.step import enabled, step
 
@@ -141,12 +143,41 @@ def test_read_before_wait_recv_races_in_every_mode():
 
 @pytest.mark.rule("DR-4")
 def test_on_wait_races_replay_on_the_step_relation():
-    from semcheck.model.run import run
-
     program = double_buffered(3, wrong_slot=True)
     race = find_races(program, "on_wait").races[0]
     state = run(program, "on_wait", race.outcome.schedule, finish=False)
     assert state.pcs[race.second.core] == race.second.pc or state.pcs[race.first.core] == race.first.pc
+
+
+def _copies_then_waits(dsts: tuple[int, ...]) -> Program:
+    """One core starts a copy into row `d` of a 4-row buffer for each `d` of `dsts`, all on one
+    semaphore, then waits them all (a KV-cache update's page table mapping tokens to rows)."""
+    scratch = [Scratch("sems", 2), Scratch("buf", kind="buffer", nbytes=4 * 8 * 4),
+               Scratch("src", kind="buffer", nbytes=4 * 8 * 8, memory_space="hbm")]
+    ops: list = [DmaStart(SemRef("sems", 0), 32, src_buf="src", src_region=box((8 * n, 8 * n + 8)),
+                          dst_buf="buf", dst_region=box((8 * d, 8 * d + 8)), loc=Loc("k.py", 10 + n))
+                 for n, d in enumerate(dsts)]
+    ops += [Wait(SemRef("sems", 0), 32, kind="dma", loc=Loc("k.py", 20)) for _ in dsts]
+    return launch(Topology(1), [ops], scratch=scratch)
+
+
+@pytest.mark.rule("DR-44")
+def test_two_copies_queued_on_one_semaphore_race_under_on_wait():
+    # the restricted run's end does not replay (the last-in-first-out waiter would pop the suppressed
+    # copy, SEM-7), but the state right after the starts does: both writes pending (jax's detector agrees)
+    program = _copies_then_waits((0, 1, 0, 3))
+    race = find_races(program, "on_wait").races[0]
+    assert race.exact and race.confirmed
+    state = run(program, "on_wait", race.outcome.schedule, finish=False)
+    assert _pending(program, "on_wait", state, race.first) and _pending(program, "on_wait", state, race.second)
+
+
+@pytest.mark.rule("DR-44")
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=2, max_size=5).map(tuple))
+def test_copies_into_one_row_are_a_confirmed_race_in_every_mode(dsts):
+    collide = len(set(dsts)) < len(dsts)
+    assert modes_with_races(_copies_then_waits(dsts)) == (set(DMA_MODES) if collide else set())
 
 
 # --- the restricted runs agree with every interleaving (DR-2, DR-3) -------------------

@@ -199,6 +199,23 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/scope_remote_copy_before_entry.py": {
         "kind": "scope_error", "error_type": "KeyError", "raises_in": ["eager"]},
     "examples/scope_remote_copy_handshake.py": {"kind": "clean"},
+    # serving-style kernels with data-dependent windows and buffer reuse (issue 38): a decode loop
+    # whose prefetch refills the slot a write-back still reads; the fixed loop waits it first
+    "examples/decode_slot_reuse_waits_writeback.py": {"kind": "clean"},
+    "examples/buggy/race_decode_prefetch_overwrites_writeback_slot.py": {"kind": "race"},
+    # a KV-cache update at data-dependent slots (page table and lengths in scalar prefetch); its bugs: two
+    # tokens written to one row, and a row one past the page (the interpreter raises at the write, both modes)
+    "examples/kv_cache_update.py": {"kind": "clean"},
+    "examples/buggy/race_kv_cache_update_page_table_row_dropped.py": {"kind": "race"},
+    "examples/buggy/kv_cache_update_row_past_page.py": {"kind": "window_error", "error_type": "ValueError",
+                                                         "raises_in": ["eager", "on_wait"]},
+    # ragged paged attention (page table and lengths in scalar prefetch, a data-dependent page count); the
+    # bug never waits a sequence's last page: eager leaves its bytes on the slot's semaphores (K: 2000, 2001;
+    # V: 2002, 2003), on_wait never runs the copy (the numbers are wrong, nothing is printed)
+    "examples/ragged_paged_attention.py": {"kind": "clean"},
+    "examples/buggy/ragged_paged_attention_last_page_not_waited.py": {"kind": "race", "expected_leaks": [
+        {"semaphore": 2000, "count": 12288}, {"semaphore": 2001, "count": 4096},
+        {"semaphore": 2002, "count": 12288}, {"semaphore": 2003, "count": 4096}]},
 }
 
 # jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds

@@ -17,7 +17,9 @@ def main() -> int:
     provision_devices(n)
     from predict import predict  # tests/kernels/predict.py, beside this script (its directory is on sys.path)
 
+    from semcheck.checker.properties.failing_runs import view_ops
     from semcheck.checker.properties.followed_values import not_facts
+    from semcheck.model.ops import DmaStart
 
     out = []
     lowered: dict = {}
@@ -30,6 +32,11 @@ def main() -> int:
             why = not_facts(kernel.program, case["dma_mode"])
             if why is not None:  # ACC-9: the lowered program may not be the kernel's: no prediction
                 out.append({**case, "prediction": {"outcome": "unknown", "error_message": why}})
+                continue
+            copies = [op for op in view_ops(kernel.program) if type(op) is DmaStart and op.nbytes > 0]
+            if copies and case["dma_mode"] == "on_wait":  # ACC-10: it raises if a waiter runs it; not modelled
+                out.append({**case, "prediction": {"outcome": "unknown", "error_message": (
+                    f"the copy at {copies[0].loc} raises under on_wait when a waiter runs its task")}})
                 continue
             p = predict(kernel.program, case["dma_mode"])
             topo = kernel.program.topology
