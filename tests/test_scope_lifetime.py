@@ -8,6 +8,8 @@ recorded runs of the examples (tests/kernels/ground_truth.json, tests/test_buggy
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from semcheck.checker.properties.checking import check_program
 from semcheck.checker.properties.confined import invocation_confined
 from semcheck.checker.properties.registry import BY_ID
+from semcheck.checker.properties.decide import decide
 from semcheck.model.ops import (
     BARRIER,
     DMA_MODES,
@@ -189,7 +192,7 @@ def test_hardware_races_on_a_reused_stack_slot():
     """The next scope's fill writes the slot the previous write-back may still read: a race on a TPU, none
     in the interpreter (a fresh buffer per scope); waiting before the fill starts orders them."""
     racy = _streaming(False, input_first=True)
-    race = BY_ID["race-free"].check
+    race = functools.partial(decide, "race-free")
     assert race(racy, "hardware").verdict == "violated"
     assert race(racy, "eager").verdict == "proved"
     assert race(_streaming(False), "hardware").verdict == "proved"

@@ -296,8 +296,13 @@ class ModeAnalysis:
     def scope_failure(self) -> str | None:
         """BUF-14: why a run of this interpreter mode may raise at a run_scoped buffer, which no engine
         follows (so nothing else of the mode is proved); None when no run can."""
-        from semcheck.checker.properties.confined_scopes import interpreter_failure
+        from semcheck.checker.properties.confined_scopes import has_scopes, interpreter_failure
 
+        if self.whole.symmetric and has_scopes(self.program):
+            # a Symmetric's scopes need every core's run (BUF-13): the built program's answer, as checking's
+            built = self.whole.whole_program
+            if not isinstance(built, str):
+                return built.mode(self.mode).scope_failure
         return interpreter_failure(self.scopes, self.mode)
 
     @cached_property

@@ -197,8 +197,10 @@ def test_a_subset_lowers_the_whole_programs_cores_of_every_example_kernel():
     (diffs, compared, refused), (test_diffs, _, _) = _in_child(_check_both, examples, tests)
     assert not diffs and not test_diffs, (diffs + test_diffs)[:3]
     assert compared > 2 * len(KERNELS)
-    # the examples are not refused their way out (the test kernels are device-dependent on purpose)
-    assert refused < compared // 20
+    # the examples are not refused their way out (the test kernels are device-dependent on purpose); the
+    # examples whose control values are followed across devices (ACC-8's collectives before the kernel,
+    # ACC-9's copies into SMEM) need every device lowered and are refused a subset by design
+    assert refused < compared // 8
 
 
 def test_a_subset_lowers_the_whole_programs_cores_for_drawn_kernels_counts_and_subsets():

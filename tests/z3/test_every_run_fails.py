@@ -13,6 +13,7 @@ from z3_strategies import examples, programs
 import z3_truth as truth
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.failing_runs import failing_run_verdict
+from semcheck.checker.properties.decide import decide
 from semcheck.model.run import run
 
 
@@ -27,9 +28,9 @@ def test_when_every_run_fails_by_semcheck_every_explored_run_fails(p):
             continue
         ex = truth.explored(p, mode)
         assert {o.kind for o in ex.outcomes} == {"error"}, (mode, ex.kinds())
-        dl = failing_run_verdict("deadlock-free", p, mode, facts=facts)
+        dl = failing_run_verdict("deadlock-free", p, mode, facts=facts, recheck=decide)
         assert dl.verdict == "violated" and dl.witness.schedule
-        eb = failing_run_verdict("exit-balance", p, mode, facts=facts)
+        eb = failing_run_verdict("exit-balance", p, mode, facts=facts, recheck=decide)
         if eb is not None and eb.verdict == "proved":
             # no run reaches an exit check: no explored outcome warns at an exit
             assert not any(o.state.warnings for o in ex.outcomes), mode
@@ -47,7 +48,7 @@ def test_exit_balance_of_runs_that_fail_agrees_with_every_explored_run(p):
         facts = Analysis(p).mode(mode)
         if facts.every_run_fails is None:
             continue
-        v = failing_run_verdict("exit-balance", p, mode, facts=facts) or exit_balance(p, mode, facts=facts)
+        v = failing_run_verdict("exit-balance", p, mode, facts=facts, recheck=decide) or exit_balance(p, mode, facts=facts)
         assert v.verdict in ("proved", "violated"), v.reason
         ex = truth.explored(p, mode)
         exited = truth.exit_devices(p)
