@@ -463,7 +463,7 @@ def _subs(eqn: Any) -> list[Any]:
 def _pallas_operands(eqn: Any) -> list[Operand]:
     """A pallas_call's index and input operands as `trace` describes them (they follow the equation's
     dynamic grid bounds)."""
-    from semcheck.checker.frontend.trace import _operand, eqn_loc, memory_space_name
+    from semcheck.checker.frontend.trace import _operand, block_memory_space, eqn_loc
 
     if getattr(eqn.params["jaxpr"], "constvars", None):  # the call jax runs (LAUNCH-4)
         eqn = discharged(eqn, eqn_loc(eqn, NO_LOC))
@@ -475,7 +475,7 @@ def _pallas_operands(eqn: Any) -> list[Operand]:
             out.append(_operand("index", "", var.aval, "smem"))
         else:
             bm = gm.block_mappings[i - gm.num_index_operands]
-            out.append(_operand("input", "", var.aval, memory_space_name(bm.transformed_block_aval.memory_space),
+            out.append(_operand("input", "", var.aval, block_memory_space(bm),
                                 array_shape=tuple(bm.array_aval.shape),
                                 block_shape=tuple(getattr(var.aval, "shape", ()))))
     return out

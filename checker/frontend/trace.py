@@ -264,7 +264,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
             j = i - nidx
             bm = gm.block_mappings[j]
             role = "input" if j < nin else "output"
-            ms = memory_space_name(bm.transformed_block_aval.memory_space)
+            ms = block_memory_space(bm)
             operands.append(
                 _operand(
                     role,
@@ -415,6 +415,13 @@ def _array_spaces(operands: list[Operand], gm: Any, aliases: Any) -> list[Operan
         return operands
     return [dataclasses.replace(op, array_space=spaces[k - nidx]) if k - nidx in spaces and op.kind == "buffer"
             else op for k, op in enumerate(operands)]
+
+
+def block_memory_space(bm: Any) -> str:
+    """The memory space of a block mapping's kernel-side ref: jax 0.12.0 names that aval
+    `transformed_block_aval`, 0.12.1 `block_aval` (the older `block_aval` is the untransformed one)."""
+    aval = getattr(bm, "transformed_block_aval", None)
+    return memory_space_name((aval if aval is not None else bm.block_aval).memory_space)
 
 
 def memory_space_name(ms: Any) -> str:

@@ -23,7 +23,7 @@ CORE = "core"
 
 def build(num_devices: int, *, dma_mode: str = "eager", cores: int = 2):
     mesh = mesh_1d(num_devices, AXIS)
-    tc = pltpu.create_tensorcore_mesh(CORE, num_cores=cores)
+    tc = pltpu.TensorCoreMesh(axis_name=CORE, num_cores=cores)
 
     def f(x):
         @functools.partial(
