@@ -9,7 +9,7 @@ kernel waits on both send semaphores, the receive-done kernel on both receive se
 device to the right.
 
 What is right: every semaphore result is consumed by one done kernel of its iteration (specs/
-programs.md PRG-6); the single barrier is safe across iterations because a device finishes an
+PRG-6); the single barrier is safe across iterations because a device finishes an
 iteration only after data from both neighbours, sent after their barrier of that iteration (PRG-16).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12, D21)
