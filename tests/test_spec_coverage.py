@@ -33,6 +33,8 @@ CODE_DIRS = ("model", "checker")
 
 _BOLD = re.compile(r"^\*\*([A-Z]+-\d+)\b", re.M)
 _TABLE_ROW = re.compile(r"^\|\s*([A-Z]+-\d+)\s*\|", re.M)
+# a row `| DR-10 | retired: ... |` marks an id that is a gap in the numbering: not a rule
+_RETIRED = re.compile(r"^\|\s*([A-Z]+-\d+)\s*\|\s*retired\b", re.M)
 _SUB_RULE = re.compile(r"\b([A-Z]+-\d+)([a-z])\b")
 _PARAGRAPH_END = re.compile(r"^\*\*[A-Z]+-\d+\b|^#", re.M)
 
@@ -45,13 +47,31 @@ def spec_rules(text: str) -> list[str]:
     found: dict[str, int] = {}
     for m in _BOLD.finditer(text):
         found.setdefault(m.group(1), m.start())
+    retired = set(retired_ids(text))
     for m in _TABLE_ROW.finditer(text):
-        found.setdefault(m.group(1), m.start())
+        if m.group(1) not in retired:
+            found.setdefault(m.group(1), m.start())
     parents = set(found)
     for m in _SUB_RULE.finditer(text):
         if m.group(1) in parents:
             found.setdefault(m.group(0), m.start())
     return sorted(found, key=found.__getitem__)
+
+
+def retired_ids(text: str) -> list[str]:
+    """The ids `text` marks retired, in order."""
+    return _RETIRED.findall(text)
+
+
+def unmarked_gaps(rules: list[str], retired: list[str]) -> list[str]:
+    """The ids below a family's highest rule that are neither a rule nor marked retired."""
+    numbers: dict[str, set[int]] = {}
+    for r in rules:
+        m = re.fullmatch(r"([A-Z]+)-(\d+)", r)
+        if m:
+            numbers.setdefault(m.group(1), set()).add(int(m.group(2)))
+    taken = set(rules) | set(retired)
+    return [f"{k}-{i}" for k, ns in sorted(numbers.items()) for i in range(1, max(ns) + 1) if f"{k}-{i}" not in taken]
 
 
 def rule_paragraph(text: str, rule: str) -> str:
@@ -272,6 +292,12 @@ def test_the_specs_have_rules():
     assert len(ALL_RULES) == len(set(ALL_RULES)), "a rule id is defined in two spec files"
 
 
+def test_every_gap_in_the_numbering_is_marked_retired_and_no_rule_is():
+    retired = [i for t in SPECS.values() for i in retired_ids(t)]
+    assert unmarked_gaps(ALL_RULES, retired) == []
+    assert not set(retired) & set(ALL_RULES) and len(retired) == len(set(retired))
+
+
 @pytest.mark.parametrize("spec, rule", [p for s in SPEC_FILES for p in _rules_of(s, "code")])
 def test_every_rule_is_cited_by_code(spec, rule):
     assert not uncited_by_code([rule], CODE), f"{spec}: no module under model/ or checker/ cites {rule}"
@@ -313,6 +339,7 @@ Tests: `tests/test_toy.py::test_one`,
 | id | what |
 |---|---|
 | TAB-1 | a table row |
+| TAB-3 | retired: never defined |
 """
 
 FAKE_TESTS = '''\
@@ -360,6 +387,12 @@ def test_markers_are_read_from_functions_classes_and_pytestmark_but_not_hypothes
         ("test_two", ("TOY-9",)),
         ("TestGroup", ("TOY-2",)),
     }
+
+
+def test_retired_rows_are_not_rules_and_gaps_without_one_are_reported():
+    assert retired_ids(FAKE_SPEC) == ["TAB-3"] and "TAB-3" not in spec_rules(FAKE_SPEC)
+    assert unmarked_gaps(["TAB-1", "TAB-4"], ["TAB-3"]) == ["TAB-2"]
+    assert unmarked_gaps(["TAB-1", "TAB-4"], ["TAB-2", "TAB-3"]) == []
 
 
 def test_the_check_fails_when_a_test_cites_a_rule_that_does_not_exist():
