@@ -123,6 +123,16 @@ def test_every_property_has_a_clause_naming_its_reductions():
         assert "Reductions:" in TEXTS[rule], f"{rule}'s clause does not say which reductions it accepts"
 
 
+def test_every_reduction_a_property_accepts_is_argued_in_its_clause():
+    from semcheck.checker.properties.reductions import REDUCTIONS
+    from semcheck.checker.properties.registry import REGISTRY
+
+    for p in REGISTRY:
+        clause = TEXTS[p.rule][TEXTS[p.rule].index("Reductions:"):]
+        for name, _ in p.reductions:
+            assert REDUCTIONS[name].rule in cited(clause, set(TEXTS)), f"{p.id} accepts {name} without citing its rule"
+
+
 def test_from_every_property_clause_at_most_40_rules_are_reached():
     assert over_bound(GRAPH, CLAUSES, BOUND) == []
 
@@ -132,6 +142,16 @@ def test_the_semantics_cites_no_rule_of_how_semcheck_decides():
     deciding = set(TEXTS) - semantics
     leaks = sorted(f"{r} cites {', '.join(sorted(GRAPH[r] & deciding))}" for r in semantics if GRAPH[r] & deciding)
     assert leaks == []
+
+
+def test_every_relative_link_of_the_documents_resolves():
+    broken = []
+    for d in DOCUMENTS:
+        for p in sorted((ROOT / d).glob("*.md")):
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", p.read_text(encoding="utf-8")):
+                if "://" not in target and not (p.parent / target).exists():
+                    broken.append(f"{p.relative_to(ROOT)}: {target}")
+    assert broken == []
 
 
 # --- the checks catch what they should -----------------------------------------------------------
