@@ -326,7 +326,7 @@ def _target_claims(t, req, deadline: float) -> TargetClaims:
         if len(ks) != 1:
             return _none(t, req, f"{len(ks)} kernel launches at N = {n}: the argument is for one (PAR-7)")
         if getattr(ks[0].program, "followed", None) is not None:  # ACC-9: facts per N and mode, not a template
-            return _none(t, req, f"at N = {n} the kernel reads values its copies move (specs/semantics/accesses.md "
+            return _none(t, req, f"at N = {n} the kernel reads values its copies move (specs/deciding/frontend.md "
                                  "ACC-9): they are facts per N, not one family in N (PAR-8)")
         kernels[n] = ks[0]
     left_ms = int((deadline - time.monotonic()) * 1000)
