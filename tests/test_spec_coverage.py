@@ -1,8 +1,9 @@
 """Traceability both ways between the specs, the code and the tests.
 
-A rule is an id that a file of the two spec documents (`specs/semantics/`, `specs/deciding/`) defines: a paragraph opening with
-`**X-n`, a row of a rule table (`| ERR-5 | ...`), or a lettered sub-rule of a rule defined in the
-same file (`BUF-4a`). For every rule:
+A rule is an id that a file of the two spec documents (`specs/semantics/`, `specs/deciding/`)
+defines: a paragraph opening with `**X-n`, a row of a rule table (`| ERR-5 | ...`), or a lettered
+sub-rule of a rule defined in the same file (`BUF-4a`). A row `| DR-10 | retired: ... |` marks an id
+that is a gap in the numbering, not a rule; every gap must have one. For every rule:
 
 * rule -> code: some module under `model/` or `checker/` cites its id;
 * rule -> test: some test pytest collects carries `@pytest.mark.rule("X-n", ...)` (on the function,
@@ -13,8 +14,8 @@ and test -> rule: every id a `rule` marker cites is a rule of a spec file.
 
 Markers are read from the test sources with `ast`, not from a nested pytest run, so ids must be
 string literals. The checks are plain functions over texts; the last tests run them on a small
-fake spec and fake test sources to show they catch what they should. A rule added to either spec
-needs a citing module and a marked test from the start.
+fake spec and fake test sources to show they catch what they should. A rule added to either
+document needs a citing module and a marked test from the start.
 """
 
 from __future__ import annotations
