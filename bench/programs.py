@@ -4,7 +4,7 @@
     .venv/bin/python bench/programs.py --sizes 2,4,8 --calls 1,2
 
 For each device count and each program of bench/kernels/program_calls.py (the shift kernel called
-1, 2 and 4 times in a row, specs/programs.md PRG-115), `semcheck verify TARGET --devices N --dma-mode
+1, 2 and 4 times in a row, specs/deciding/programs.md PRG-115), `semcheck verify TARGET --devices N --dma-mode
 all --format json --no-cache --no-config` runs in its own process; its wall time, peak memory and
 verdicts are recorded. A program of k calls is one composed program under `hardware` and k calls
 checked alone under `eager` and `on_wait`. The table gives, per size, each program's time and its

@@ -530,9 +530,9 @@ def export_main(argv: list[str] | None = None) -> int:
         return 2
     from semcheck.checker.frontend.programs import takes_or_returns_semaphores
 
-    if takes_or_returns_semaphores(kernels):  # specs/programs.md: such calls are one program, not each alone
+    if takes_or_returns_semaphores(kernels):  # specs/deciding/programs.md: such calls are one program, not each alone
         print("semcheck export: the kernel calls take or return semaphores, so they are one program "
-              "(specs/programs.md), and export renders one call at a time", file=sys.stderr)
+              "(specs/deciding/programs.md), and export renders one call at a time", file=sys.stderr)
         return 2
     if args.spin and not spin_available():
         print("semcheck export: --spin needs `spin` and a C compiler on PATH", file=sys.stderr)

@@ -4,7 +4,7 @@ The fix of examples/buggy/semaphore_read_in_interpret_mode.py: each device
 copies its block into the output with a local DMA, waits for it, and stores
 the byte count it knows the copy delivered (8 x 128 float32 = 4096 bytes)
 into a small SMEM output.  jax's interpret mode has no rule for
-`pl.semaphore_read` (LAUNCH-3, specs/divergences.md D12); without it the
+`pl.semaphore_read` (LAUNCH-3, specs/semantics/divergences.md D12); without it the
 kernel runs there as on a TPU.
 
 Expected semcheck verdict: all properties proved in every mode.

@@ -1,4 +1,4 @@
-"""Buffers of the shared-memory manager (rules BUF-1 .. BUF-7; spec: specs/buffers.md).
+"""Buffers of the shared-memory manager (rules BUF-1 .. BUF-7; spec: specs/semantics/buffers.md).
 
 Pure functions over an immutable `BufferStore`. A buffer is named by a *key*
 `(memory_space, buffer_id, device, local_core)`. These rules describe what

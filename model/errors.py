@@ -3,7 +3,7 @@
 * `Violation`s are what a kernel did wrong. They are values: the model returns
   them inside outcomes, and each has a stable message (the spec lists them;
   where the interpreter raises, the message is the interpreter's own).
-  The buffer rules' errors (BUF-*, specs/buffers.md) are here too.
+  The buffer rules' errors (BUF-*, specs/semantics/buffers.md) are here too.
 * `ModelBug` is what cannot happen in a correct model or a well-formed
   program: it is raised, loudly, never reported as a verdict.
 """
@@ -163,7 +163,7 @@ class SemaphoreOutput(Violation):
 
 @dataclasses.dataclass(frozen=True)
 class EarlierFailure(Violation):
-    """PRG-11 (programs.md): an interpreted call that never starts because an earlier call failed.
+    """PRG-11 (specs/semantics/calls.md): an interpreted call that never starts because an earlier call failed.
 
     The failed computation's ordered-effect token holds the error, so the next computation with an
     interpreted call raises it at its dispatch (and the calls after the failing one in its own
@@ -185,7 +185,7 @@ class EarlierFailure(Violation):
 
 @dataclasses.dataclass(frozen=True)
 class TpuLoweringFailure(Violation):
-    """LAUNCH-7 (semantics.md): jax's TPU lowering refuses the call's computation, so nothing of it runs on a
+    """LAUNCH-7 (specs/semantics/kernels.md): jax's TPU lowering refuses the call's computation, so nothing of it runs on a
     TPU. `error` is jax's ValueError text; `after` names the refused call when it is another call of the same
     (or an earlier) computation, "" when it is this one."""
 
@@ -325,7 +325,7 @@ class RevisitedBlock(Violation):
         return "RuntimeError"
 
 
-# --- the manager's buffer errors (specs/buffers.md) ---------------------------------------
+# --- the manager's buffer errors (specs/semantics/buffers.md) ---------------------------------------
 
 
 

@@ -220,7 +220,7 @@ class Observer:
         self.done.setdefault((start, half), []).append(waiter)
 
     def waits_after(self, start: Pos, half: str) -> list[Pos]:
-        """A query (programs.md PRG-164): the waits E-after the half of the copy started at `start`."""
+        """A query (PRG-164): the waits E-after the half of the copy started at `start`."""
         return self._done(start, half)
 
     def _after(self, later: _Signal, earlier: _Signal) -> bool:
@@ -520,7 +520,7 @@ class SymmetricObserver(Observer):
         return t if t < 0 or rep == core else (t + core - rep) % self.n
 
     def target_of(self, core: int, pc: int) -> int:
-        """A query (programs.md PRG-164): `_target`, the program's core the operation lands on (-1: none)."""
+        """A query (PRG-164): `_target`, the program's core the operation lands on (-1: none)."""
         return self._target(core, pc)
 
     def _roll(self, row: np.ndarray, shift: int) -> np.ndarray:

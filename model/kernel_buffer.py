@@ -1,4 +1,4 @@
-"""How the interpreter uses the manager for a kernel's buffers (rules BUF-8 .. BUF-12; spec: specs/buffers.md).
+"""How the interpreter uses the manager for a kernel's buffers (rules BUF-8 .. BUF-12; spec: specs/semantics/buffers.md).
 
 Which keys and reference counts a kernel allocation creates, how HBM buffers
 are shared by a device's cores, how fresh memory is filled, and which errors

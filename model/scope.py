@@ -1,4 +1,4 @@
-"""The lifetime of `run_scoped` buffers (rules BUF-13 .. BUF-15; spec: specs/buffers.md).
+"""The lifetime of `run_scoped` buffers (rules BUF-13 .. BUF-15; spec: specs/semantics/buffers.md).
 
 A `run_scoped` buffer exists on its core from the scope's `AllocBuffer` to its `FreeBuffer`. A copy
 that reads or writes one is confined to that window when it is started after the scope is entered

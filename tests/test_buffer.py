@@ -1,4 +1,4 @@
-"""Unit tests of the buffer rules (semcheck.model.buffer and .kernel_buffer, spec specs/buffers.md).
+"""Unit tests of the buffer rules (semcheck.model.buffer and .kernel_buffer, spec specs/semantics/buffers.md).
 
 These test the model alone (numpy only); the differential suite holds it
 against jax's manager.

@@ -1,4 +1,4 @@
-"""Sub-rules of the interpreter's buffer use (specs/buffers.md) that tests/test_buffer.py touches only
+"""Sub-rules of the interpreter's buffer use (specs/semantics/buffers.md) that tests/test_buffer.py touches only
 in passing: BUF-8a uninitialized memory, BUF-8b when padding applies, BUF-10a a kernel read's shape."""
 
 from __future__ import annotations

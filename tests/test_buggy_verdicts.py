@@ -24,7 +24,7 @@ EXPECTED = {
     "cyclic_wait_deadlock.py": {"deadlock-free": H},
     "dma_byte_mismatch_wait_larger.py": {"dma-bytes": H, "deadlock-free": H},
     # on a TPU the copy's tail may still land after the wait, against the read of the result after the
-    # call (DR-9, programs.md PRG-120); the interpreter copies whole
+    # call (DR-9, PRG-120); the interpreter copies whole
     "dma_byte_mismatch_wait_smaller.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},
     "exit_leak_extra_signal.py": {"exit-balance": H},
     "exit_leak_two_semaphores.py": {"exit-balance": H, "dma-bytes": H},

@@ -1,5 +1,5 @@
 """`invocation-confined` of a single call under `hardware` from the happens-before order of one period
-(specs/programs.md PRG-164), held to PRG-113's held runs of the whole program.
+(specs/deciding/confined.md PRG-164), held to PRG-113's held runs of the whole program.
 
 Whenever the period's order proves, the held runs must prove too (soundness); the rings must be proved
 on their period; kernels that can land outside the call must not be; and the ring all-reduce at 8,960

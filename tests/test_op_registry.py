@@ -29,7 +29,7 @@ EXECUTORS: dict[tuple[str, str], str] = {
     ("checker/static/lowering.py", "_lower_op"): "the static system lowers each operation",
     ("model/explore.py", "_safe"): "RUN-5: whether an operation's step is independent is per operation",
     ("checker/promela.py", "action"): "the SPIN model renders each operation",
-    ("checker/frontend/program_lower.py", "_kept"): "which operations of a call a composed program keeps (specs/programs.md)",
+    ("checker/frontend/program_lower.py", "_kept"): "which operations of a call a composed program keeps (specs/deciding/programs.md)",
     ("model/symmetric.py", "_rotate"): "RUN-20: a rotation moves, class by class, the fields RUN-7 names (devices, "
                                         "barrier names and participants, DR-5's regions), as model/fold.py compares them",
 }

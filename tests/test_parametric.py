@@ -1,4 +1,4 @@
-"""Parametric proofs (specs/parametric.md): what is proved for every N >= 2, and the mutants that must not be.
+"""Parametric proofs (specs/deciding/parametric.md): what is proved for every N >= 2, and the mutants that must not be.
 
 The ring kernels are traced at N = 2 .. 8 here (the command's default is 2 .. 12): enough for the
 argument (PAR-3 needs six), and a few seconds per kernel. The mutants of

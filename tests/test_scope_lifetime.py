@@ -1,4 +1,4 @@
-"""The lifetime of `run_scoped` buffers (specs/buffers.md BUF-13 .. BUF-15, divergences D32).
+"""The lifetime of `run_scoped` buffers (specs/semantics/buffers.md BUF-13 .. BUF-15, divergences D32).
 
 Hand-built programs of the shapes the examples have (a write-back left in flight past its scope, the
 same retired inside it, a ring copy into a neighbour's scoped buffer with and without a handshake

@@ -1,20 +1,21 @@
 """Traceability both ways between the specs, the code and the tests.
 
-A rule is an id that `specs/semantics.md` or `specs/buffers.md` defines: a paragraph opening with
-`**X-n`, a row of a rule table (`| ERR-5 | ...`), or a lettered sub-rule of a rule defined in the
-same file (`BUF-4a`). For every rule:
+A rule is an id that a file of the two spec documents (`specs/semantics/`, `specs/deciding/`)
+defines: a paragraph opening with `**X-n`, a row of a rule table (`| ERR-5 | ...`), or a lettered
+sub-rule of a rule defined in the same file (`BUF-4a`). A row `| DR-10 | retired: ... |` marks an id
+that is a gap in the numbering, not a rule; every gap must have one. For every rule:
 
 * rule -> code: some module under `model/` or `checker/` cites its id;
 * rule -> test: some test pytest collects carries `@pytest.mark.rule("X-n", ...)` (on the function,
   on its class, or as the module's `pytestmark`);
 * every test its "Tests:" line names exists and carries that marker;
 
-and test -> rule: every id a `rule` marker cites is a rule of one of the two specs.
+and test -> rule: every id a `rule` marker cites is a rule of a spec file.
 
 Markers are read from the test sources with `ast`, not from a nested pytest run, so ids must be
 string literals. The checks are plain functions over texts; the last tests run them on a small
-fake spec and fake test sources to show they catch what they should. A rule added to either spec
-needs a citing module and a marked test from the start.
+fake spec and fake test sources to show they catch what they should. A rule added to either
+document needs a citing module and a marked test from the start.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC_FILES = ("specs/semantics.md", "specs/buffers.md", "specs/programs.md", "specs/parametric.md", "specs/report.md")
+SPEC_DOCUMENTS = ("specs/semantics", "specs/deciding")
+SPEC_FILES = tuple(p.relative_to(ROOT).as_posix() for d in SPEC_DOCUMENTS for p in sorted((ROOT / d).glob("*.md")))
 CODE_DIRS = ("model", "checker")
 
 _BOLD = re.compile(r"^\*\*([A-Z]+-\d+)\b", re.M)
 _TABLE_ROW = re.compile(r"^\|\s*([A-Z]+-\d+)\s*\|", re.M)
+# a row `| DR-10 | retired: ... |` marks an id that is a gap in the numbering: not a rule
+_RETIRED = re.compile(r"^\|\s*([A-Z]+-\d+)\s*\|\s*retired\b", re.M)
 _SUB_RULE = re.compile(r"\b([A-Z]+-\d+)([a-z])\b")
 _PARAGRAPH_END = re.compile(r"^\*\*[A-Z]+-\d+\b|^#", re.M)
 
@@ -44,13 +48,31 @@ def spec_rules(text: str) -> list[str]:
     found: dict[str, int] = {}
     for m in _BOLD.finditer(text):
         found.setdefault(m.group(1), m.start())
+    retired = set(retired_ids(text))
     for m in _TABLE_ROW.finditer(text):
-        found.setdefault(m.group(1), m.start())
+        if m.group(1) not in retired:
+            found.setdefault(m.group(1), m.start())
     parents = set(found)
     for m in _SUB_RULE.finditer(text):
         if m.group(1) in parents:
             found.setdefault(m.group(0), m.start())
     return sorted(found, key=found.__getitem__)
+
+
+def retired_ids(text: str) -> list[str]:
+    """The ids `text` marks retired, in order."""
+    return _RETIRED.findall(text)
+
+
+def unmarked_gaps(rules: list[str], retired: list[str]) -> list[str]:
+    """The ids below a family's highest rule that are neither a rule nor marked retired."""
+    numbers: dict[str, set[int]] = {}
+    for r in rules:
+        m = re.fullmatch(r"([A-Z]+)-(\d+)", r)
+        if m:
+            numbers.setdefault(m.group(1), set()).add(int(m.group(2)))
+    taken = set(rules) | set(retired)
+    return [f"{k}-{i}" for k, ns in sorted(numbers.items()) for i in range(1, max(ns) + 1) if f"{k}-{i}" not in taken]
 
 
 def rule_paragraph(text: str, rule: str) -> str:
@@ -234,7 +256,7 @@ STALE_NAMES: dict[str, str] = {}
 
 def _status(spec: str, rule: str) -> str:
     """A rule's `Status:` line ('' for none): a `target` rule is specified (and checked against jax
-    where it says so) but not implemented by semcheck yet (programs.md, sections 1-4)."""
+    where it says so) but not implemented by semcheck yet (specs/semantics/calls.md)."""
     m = re.search(r"^Status: (.*)$", rule_paragraph(SPECS[spec], rule), flags=re.M)
     return m.group(1) if m else ""
 
@@ -264,10 +286,17 @@ def _with_tests_lines():
 
 
 def test_the_specs_have_rules():
-    semantics, buffers = RULES["specs/semantics.md"], RULES["specs/buffers.md"]
-    assert len(semantics) >= 40 and {"IR-1", "ERR-5", "RUN-7", "PROP-6"} <= set(semantics)
+    kernels, buffers = RULES["specs/semantics/kernels.md"], RULES["specs/semantics/buffers.md"]
+    assert len(kernels) >= 30 and {"IR-1", "ERR-5", "SEM-3", "RUN-1"} <= set(kernels)
     assert len(buffers) >= 20 and {"BUF-1", "BUF-4a", "BUF-10a", "BUF-12"} <= set(buffers)
-    assert len(ALL_RULES) == len(set(ALL_RULES)), "a rule id is defined in both specs"
+    assert {"RUN-7", "PROP-6"} <= set(RULES["specs/deciding/symmetry.md"]) | set(RULES["specs/deciding/properties.md"])
+    assert len(ALL_RULES) == len(set(ALL_RULES)), "a rule id is defined in two spec files"
+
+
+def test_every_gap_in_the_numbering_is_marked_retired_and_no_rule_is():
+    retired = [i for t in SPECS.values() for i in retired_ids(t)]
+    assert unmarked_gaps(ALL_RULES, retired) == []
+    assert not set(retired) & set(ALL_RULES) and len(retired) == len(set(retired))
 
 
 @pytest.mark.parametrize("spec, rule", [p for s in SPEC_FILES for p in _rules_of(s, "code")])
@@ -311,6 +340,7 @@ Tests: `tests/test_toy.py::test_one`,
 | id | what |
 |---|---|
 | TAB-1 | a table row |
+| TAB-3 | retired: never defined |
 """
 
 FAKE_TESTS = '''\
@@ -358,6 +388,12 @@ def test_markers_are_read_from_functions_classes_and_pytestmark_but_not_hypothes
         ("test_two", ("TOY-9",)),
         ("TestGroup", ("TOY-2",)),
     }
+
+
+def test_retired_rows_are_not_rules_and_gaps_without_one_are_reported():
+    assert retired_ids(FAKE_SPEC) == ["TAB-3"] and "TAB-3" not in spec_rules(FAKE_SPEC)
+    assert unmarked_gaps(["TAB-1", "TAB-4"], ["TAB-3"]) == ["TAB-2"]
+    assert unmarked_gaps(["TAB-1", "TAB-4"], ["TAB-2", "TAB-3"]) == []
 
 
 def test_the_check_fails_when_a_test_cites_a_rule_that_does_not_exist():

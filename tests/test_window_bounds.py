@@ -1,4 +1,4 @@
-"""Windows jax's interpreter refuses (specs/semantics.md ACC-10, ERR-20; divergence D33).
+"""Windows jax's interpreter refuses (specs/semantics/accesses.md ACC-10, ERR-20; divergence D33).
 
 * the shape-only forms of BUF-10 and BUF-11 (`kernel_buffer.read_refused` / `write_refused`) agree
   with the manager's own read and store on real buffers, over windows drawn by hypothesis;
@@ -118,7 +118,7 @@ def _predict(name: str, mode: str) -> dict:
 
 # Rows semcheck does not predict yet, each with why. Under on_wait a copy of 0 bytes never runs (its wait
 # for 0 bytes needs no task), and with the race detector on that wait then fails the manager's assertion
-# (RACE-1, specs/buffers.md), which the kernel-level model does not apply.
+# (RACE-1, specs/semantics/buffers.md), which the kernel-level model does not apply.
 NOT_YET = {("copy_src_zero_at_start", "on_wait"), ("copy_src_zero_in_middle", "on_wait"),
            ("copy_dst_zero_at_end", "on_wait"), ("copy_src_zero_at_end", "on_wait"),
            ("copy_src_zero_past_end", "on_wait"), ("copy_src_nested_zero_at_end", "on_wait"),

@@ -3,7 +3,7 @@
 The shift kernel of examples/programs/repeated_shift_double_barrier.py (a double-barrier handshake
 with both neighbours, then a copy into the right neighbour's landing buffer) called `calls` times in
 a row by a `fori_loop`. With one call the target is a single kernel, checked alone; with two and four
-the calls are one composed program (specs/programs.md PRG-115), every device running the same call
+the calls are one composed program (specs/deciding/programs.md PRG-115), every device running the same call
 sequence.
 """
 

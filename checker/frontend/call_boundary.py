@@ -1,6 +1,6 @@
 """Accesses at a call's boundary: the end-of-call read of its results and the XLA uses between calls.
 
-No jax here. Two kinds of access stand outside a kernel's body (spec programs.md PRG-120, PRG-121):
+No jax here. Two kinds of access stand outside a kernel's body (spec PRG-120, PRG-121):
 
 * the read of every result a `pallas_call` returns, after the call: jax's interpreter reads each
   output buffer on core 0 once every core has finished, before its exit check

@@ -2,7 +2,7 @@
 
 `assign` follows `_lowered_to_custom_call_config` (`jax/_src/tpu_custom_call.py`) with the
 lowering's `CollectiveIdMapping` (`jax/_src/interpreters/mlir.py`), under the three values of
-`jax_pallas_auto_assign_collective_ids` (spec programs.md PRG-5):
+`jax_pallas_auto_assign_collective_ids` (spec PRG-5):
 
 * the manual ids of the whole program are reserved first (none under `override`);
 * a kernel with a barrier-semaphore tag is keyed by (tag, `skip_device_barrier`) in every mode, a
@@ -12,7 +12,7 @@ lowering's `CollectiveIdMapping` (`jax/_src/interpreters/mlir.py`), under the th
 * a kernel that uses the barrier semaphore and has no id fails to lower, and so does one with an id
   and no barrier (unless `allow_collective_id_without_custom_barrier`): under `yes` that is every
   kernel without an id that does not use the barrier semaphore, under `override` every such kernel
-  (semantics.md LAUNCH-7, `refusals`).
+  (LAUNCH-7, `refusals`).
 
 jax keys a module by the hash of its Mosaic text, which semcheck does not build: two calls are one
 module here when their kernel jaxprs print alike and their grids, operands and compiler parameters
@@ -75,7 +75,7 @@ def lowering_error(tag: Any) -> str | None:
     mode, _ = config()
     if tag is None and mode == "no":
         return (f"jax cannot lower this kernel for a TPU: ValueError: {NEEDS_ID} (it uses the barrier semaphore "
-                "and has no collective_id; specs/programs.md PRG-5): give it CompilerParams(collective_id=...), a "
+                "and has no collective_id; specs/semantics/calls.md PRG-5): give it CompilerParams(collective_id=...), a "
                 "barrier-semaphore tag, or set jax_pallas_auto_assign_collective_ids='yes'")
     return None
 

@@ -257,7 +257,7 @@ def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
         # the interpreter reuses the aliased input instead: a case it was never seen to run
         j, o = next((j, o) for j, o in sem_outputs if j in aliased)
         raise Unsupported("pallas_call", f"output {o.name!r} is a semaphore array aliased to an input: what "
-                          "jax's TPU interpreter does with it is not known (specs/divergences.md D21)", call.loc)
+                          "jax's TPU interpreter does with it is not known (specs/semantics/divergences.md D21)", call.loc)
     uninit = getattr(call.interpret_params, "uninitialized_memory", None) or "nan"
     return SemaphoreOutput(sem_outputs[0][1].name, str(uninit), sem_outputs[0][1].dtype)
 

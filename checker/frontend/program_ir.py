@@ -1,7 +1,7 @@
 """A traced target as a program of kernel calls: the data the walk makes (`program_walk`).
 
 A `ProgramIR` is every `pallas_call` (and `core_map`) in the order the program runs them (spec
-programs.md, PRG-101), each run an `Invocation` (kernel, call index, the pallas_call's line); an
+PRG-101), each run an `Invocation` (kernel, call index, the pallas_call's line); an
 operand of a call that is an output of an earlier call is a `Link` (PRG-102), including through
 the call's own `input_output_aliases`; what the walk cannot follow leaves the program `unknown`
 with the reason and the line (PRG-103).

@@ -1,4 +1,4 @@
-"""One `Program` for a program of kernel calls, as a TPU runs it (spec programs.md, PRG-104 .. PRG-109, PRG-121).
+"""One `Program` for a program of kernel calls, as a TPU runs it (spec PRG-104 .. PRG-109, PRG-121).
 
 Each invocation of `ProgramIR` is lowered alone (`lower.lower_kernel`, the rules every single
 kernel uses), and the per-core operations are then put one after the other in call order
@@ -142,7 +142,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
                 and len(inv.devices) < topo.num_devices:
             raise Unsupported("program", f"{inv.describe()} communicates without a barrier semaphore of its own, so a "
                               "TPU puts a device barrier at its start (PRG-104), and only some devices run it: which "
-                              "devices that barrier waits for is not documented (specs/programs.md PRG-145)", inv.loc)
+                              "devices that barrier waits for is not documented (specs/deciding/programs.md PRG-145)", inv.loc)
         for g, ops in enumerate(prog.cores):
             if inv.devices is not None and topo.device_of(g) not in inv.devices:
                 continue  # PRG-145: a device in another branch of a cond does not run the call
@@ -453,7 +453,7 @@ def _barrier_labels(invs: tuple[Invocation, ...], lowered: list[Program], readin
         uses = any(op.fetches_barrier for ops in prog.cores for op in ops)
         if uses and inv.id_error is not None:
             raise Unsupported("program", f"jax cannot lower {inv.describe()} for a TPU: ValueError: {inv.id_error} "
-                              "(specs/programs.md PRG-5)", inv.loc)
+                              "(specs/semantics/calls.md PRG-5)", inv.loc)
         cid = inv.collective_id  # PRG-125: the id jax lowers the call with, its own or one jax picked
         if not uses or cid is None:
             continue
@@ -502,7 +502,7 @@ def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tu
     return lowered[first].launch_failure, False, (
         f"interpret mode raises {lowered[first].launch_failure.python_type}: {lowered[first].launch_failure.message} "
         f"at the launch of {inv.describe()} (a "
-        "semaphore output, specs/divergences.md D21), after the calls before it: nothing after it runs")
+        "semaphore output, specs/semantics/divergences.md D21), after the calls before it: nothing after it runs")
 
 
 def _first_failing(lowered: list[Program], order: tuple[int, ...]) -> int | None:

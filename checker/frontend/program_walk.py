@@ -1,4 +1,4 @@
-"""The walk of a traced target that makes its `ProgramIR` (spec programs.md, PRG-101 .. PRG-103, PRG-126).
+"""The walk of a traced target that makes its `ProgramIR` (spec PRG-101 .. PRG-103, PRG-126).
 
 `program_ir(jaxpr)` follows every kernel call in the order the program runs them, through `jit`,
 `shard_map`, custom-derivative calls and unrolled `scan` bodies, and the values between them (the

@@ -1,4 +1,4 @@
-"""A target whose kernel calls hand semaphores to each other, checked as one program (programs.md).
+"""A target whose kernel calls hand semaphores to each other, checked as one program (specs/deciding/programs.md).
 
 `lower_program(target, devices, kernels)` returns None when no kernel call of the target takes or
 returns a semaphore: then each call is checked alone, as before. Otherwise the calls cannot be
@@ -169,7 +169,7 @@ def compose_readings(ir: Any, lowered: list[Any], *, name: str) -> list[Composed
         from semcheck.checker.frontend.program_lower import compose
 
         why = (f"its calls' data dependences leave more than {MAX_ORDERS} orders XLA may run them in; only the "
-               "traced order was checked (programs.md PRG-117)")
+               "traced order was checked (PRG-117)")
         return [dataclasses.replace(compose(ir, lowered, name=name, reading=r), unexplored=why) for r in readings]
     return [c for r in readings for c in compose_orders(ir, lowered, name=name, reading=r)]
 
@@ -192,7 +192,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     def cannot(why: str, loc: Any = None) -> tuple[None, str]:
         if picked:  # PRG-125: checked alone, such a call has no id on a TPU: no hardware verdict from it
             raise Unsupported("program", f"{why}; a kernel of it has a collective id jax picks for a TPU, which "
-                              "only the composed program gives (specs/programs.md PRG-125)",
+                              "only the composed program gives (specs/deciding/programs.md PRG-125)",
                               loc if loc is not None else kernels[0].call.loc)
         return None, why
 

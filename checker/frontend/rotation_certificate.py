@@ -1,4 +1,4 @@
-"""A rotation certificate (specs/semantics.md RUN-18, DR-39): that a kernel's program repeats every k
+"""A rotation certificate (specs/deciding/symmetry.md RUN-18, DR-39): that a kernel's program repeats every k
 devices, proved from its jaxpr, symbolically in the device id, without building the program.
 
 The kernel body (and its BlockSpec index maps) is evaluated once with Z3 terms for its int32 and bool

@@ -1,4 +1,4 @@
-"""The rotation certificate's obligations (specs/semantics.md RUN-18, DR-39): what each operation the
+"""The rotation certificate's obligations (specs/deciding/symmetry.md RUN-18, DR-39): what each operation the
 front end would emit asks of the values that build it. A mixin of `rotation_walk.Walk`, which evaluates
 the kernel's jaxpr symbolically and calls these at each synchronising operation and ref access."""
 

@@ -1,4 +1,4 @@
-"""The rotation certificate's symbolic evaluation (specs/semantics.md RUN-18): the kernel's jaxpr with Z3
+"""The rotation certificate's symbolic evaluation (specs/deciding/symmetry.md RUN-18): the kernel's jaxpr with Z3
 terms for its int32 and bool scalars over a symbolic device, grid point, core and loop counters."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def check_materialisable(call: KernelCall, cores: int | None = None, *, bound: i
             f"building every device's program of kernel {call.name!r} at {est.devices:,} devices would take "
             f"about {_count(est.ops)} operations (estimated: {est.steps:,} grid steps x up to {est.per_step} "
             f"operations a step x {est.devices:,} devices, about {_size(est.ops * BYTES_PER_OP)}); memory bounds "
-            f"the program semcheck builds to {_count(limit)} operations (specs/semantics.md RUN-13): "
+            f"the program semcheck builds to {_count(limit)} operations (specs/deciding/runs.md RUN-13): "
             "verify fewer devices",
             loc=call.loc,
         )
@@ -99,7 +99,7 @@ def check_composable(calls: list[KernelCall], cores: int | None = None) -> int:
             f"building the program of {len(calls)} kernel calls ({', '.join(repr(n) for n in names)}) at "
             f"{calls[0].mesh.num_devices:,} devices would take about {_count(total)} operations (about "
             f"{_size(total * BYTES_PER_OP)}); memory bounds the program semcheck builds to "
-            f"{_count(MAX_MATERIALISED_OPS)} operations (specs/semantics.md RUN-13): verify fewer devices",
+            f"{_count(MAX_MATERIALISED_OPS)} operations (specs/deciding/runs.md RUN-13): verify fewer devices",
             loc=calls[0].loc,
         )
     return total

@@ -1,1 +1,1 @@
-"""Proofs for every device count N (specs/parametric.md)."""
+"""Proofs for every device count N (specs/deciding/parametric.md)."""

@@ -1,4 +1,4 @@
-"""Parametric proofs (specs/parametric.md, PAR-1 .. PAR-10): deadlock-free, exit-balance, the id properties
+"""Parametric proofs (specs/deciding/parametric.md, PAR-1 .. PAR-10): deadlock-free, exit-balance, the id properties
 and dma-bytes for every N.
 
 A ring kernel is a family in the device count N, but the front end traces it at one concrete N at a
@@ -326,7 +326,7 @@ def _target_claims(t, req, deadline: float) -> TargetClaims:
         if len(ks) != 1:
             return _none(t, req, f"{len(ks)} kernel launches at N = {n}: the argument is for one (PAR-7)")
         if getattr(ks[0].program, "followed", None) is not None:  # ACC-9: facts per N and mode, not a template
-            return _none(t, req, f"at N = {n} the kernel reads values its copies move (specs/semantics.md "
+            return _none(t, req, f"at N = {n} the kernel reads values its copies move (specs/deciding/frontend.md "
                                  "ACC-9): they are facts per N, not one family in N (PAR-8)")
         kernels[n] = ks[0]
     left_ms = int((deadline - time.monotonic()) * 1000)

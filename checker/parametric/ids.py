@@ -1,4 +1,4 @@
-"""The id properties and dma-bytes for every N (specs/parametric.md PAR-9, PAR-10).
+"""The id properties and dma-bytes for every N (specs/deciding/parametric.md PAR-9, PAR-10).
 
 Without `run_scoped` a kernel allocates only what its launch allocates (LAUNCH-1): one buffer per
 operand and scratch buffer, and one semaphore allocation per semaphore operand, whose count is the

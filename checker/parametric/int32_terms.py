@@ -1,5 +1,5 @@
-"""jax's int32 scalars as Z3 integers: the reading PAR-4 (specs/parametric.md) and RUN-18
-(specs/semantics.md) share. Z3's integers compute what jax's int32 do as long as no operation on the
+"""jax's int32 scalars as Z3 integers: the reading PAR-4 (specs/deciding/parametric.md) and RUN-18
+(specs/deciding/symmetry.md) share. Z3's integers compute what jax's int32 do as long as no operation on the
 way wraps, so what is proved includes that; division truncates towards zero, as int32 division does.
 The Z3 module is passed in: importing this module needs no solver."""
 

@@ -1,4 +1,4 @@
-"""The kernel's jaxpr as one template in N (specs/parametric.md PAR-3 .. PAR-5): the traced jaxprs
+"""The kernel's jaxpr as one template in N (specs/deciding/parametric.md PAR-3 .. PAR-5): the traced jaxprs
 aligned up to numbers affine in N, and their synchronisation evaluated symbolically (Z3) in N, my_id and
 the grid step. `checker/parametric/every_n.py` draws the claims from it."""
 

@@ -1,4 +1,4 @@
-"""What jax's interpreter does with the calls after a call that fails (spec programs.md PRG-11, PRG-122).
+"""What jax's interpreter does with the calls after a call that fails (spec PRG-11, PRG-122).
 
 Under the interpreter every call runs on a manager of its own and ends in a barrier of all devices
 (PRG-10), so each call is lowered and checked as its own launch (LAUNCH-1), and its races are its own
@@ -135,7 +135,7 @@ def _earlier(failure: Violation, failed: str) -> EarlierFailure:
 def after_failures(kernels: list[Any]) -> list[Any]:
     """PRG-11: `kernels` (in program order, each with its `call.unit`, the top-level computation it is
     dispatched in) with the calls that never start after a failed call marked (module docstring); and,
-    for `hardware`, the calls jax's TPU lowering refuses (semantics.md LAUNCH-7, which the interpreter
+    for `hardware`, the calls jax's TPU lowering refuses (LAUNCH-7, which the interpreter
     runs: `collective_ids.mark_refused`)."""
     from semcheck.checker.frontend.collective_ids import mark_refused
 

@@ -1,4 +1,4 @@
-"""The results of a target checked as one program of kernel calls (spec programs.md).
+"""The results of a target checked as one program of kernel calls (specs/deciding/programs.md).
 
 The verifying child process (`child`) calls `program_results` when the front end composed the
 target's calls (`frontend.programs.lower_program`): one composed program per order of the calls
@@ -91,7 +91,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
 _SPLIT = ("a kernel call that only some devices run (a cond whose branch differs between devices): in the interpreter "
           "every device that runs a call waits at its clean-up barrier for every device of the mesh "
           "(`_clean_up_shared_memory`), so the calls of different devices meet there; not modelled "
-          "(programs.md PRG-145)")
+          "(PRG-145)")
 
 
 def _split(ir: Any) -> bool:
@@ -122,7 +122,7 @@ def interpreter_skipped(r: Any, skipped: tuple[str, Any] | None) -> Any:
     reason = (f"{why}{where}: in the interpreter every "
               "device that runs a call waits at its clean-up barrier for every device of the mesh "
               "(`_clean_up_shared_memory`), so a device that skips a call leaves the others waiting there or "
-              "mixes their calls; not modelled (programs.md PRG-145, PRG-163)")
+              "mixes their calls; not modelled (PRG-145, PRG-163)")
     return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=reason) for v in r.verdicts])
 
 
@@ -195,7 +195,7 @@ def _standing(v: Verdict, composed: Any, confined: Verdict) -> Verdict:
             and faithful(composed, v.witness.schedule) is None:
         return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=(
             f"{v.witness.message} (this run lands every remote signal and copy inside its call, so it is a run "
-            "of a TPU although invocation-confined is not proved: programs.md PRG-128)")))
+            "of a TPU although invocation-confined is not proved: PRG-128)")))
     return Verdict(v.property, "unknown", reason=_unconfined(confined), stats=v.stats)
 
 
@@ -203,7 +203,7 @@ def _unconfined(confined: Verdict) -> str:
     """PRG-114: why the other properties are unknown where a landing may fall outside its call."""
     said = confined.witness.message if confined.witness is not None else confined.reason
     return (f"invocation-confined is {confined.verdict}: {said}; the model gives each call its own semaphores and "
-            "buffers, which does not describe a landing outside the call (programs.md PRG-114)")
+            "buffers, which does not describe a landing outside the call (PRG-114)")
 
 
 def _interpreted(composed: Any, modes: tuple[str, ...], req: Any, deadline: float) -> dict:
@@ -244,7 +244,7 @@ def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
     """PRG-108: race-free is not proved over a program whose copies may be in flight at an unmodelled use."""
     if v.property != "race-free" or v.verdict != "proved" or not gaps:
         return v
-    return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]) + " (specs/programs.md PRG-108)", stats=v.stats)
+    return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]) + " (specs/deciding/programs.md PRG-108)", stats=v.stats)
 
 
 def _unexplored(v: Verdict, traced: Any) -> Verdict:

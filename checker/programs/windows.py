@@ -1,4 +1,4 @@
-"""Violations a long loop's window finds, decided for the whole loop (spec programs.md PRG-143).
+"""Violations a long loop's window finds, decided for the whole loop (spec PRG-143).
 
 PRG-130 checks a loop of more iterations than the walk unrolls over a window of `WINDOW` iterations
 followed by the program's calls after the loop. A violation there may need the program to end right

@@ -271,12 +271,12 @@ def generated_results(t, req: Request, deadline: float, recorder) -> list[Result
             kernels = lowered(value, text)
         except Unsupported as e:
             return unknown_results(req, [t.name], f"unsupported {str(e).removeprefix('unsupported ')}")
-        if takes_or_returns_semaphores(kernels):  # programs.md: calls that hand semaphores on are one program
+        if takes_or_returns_semaphores(kernels):  # specs/deciding/programs.md: calls that hand semaphores on are one program
             return unknown_results(req, [t.name], "kernel calls that take or return semaphores, with generated "
-                                   "inputs: such programs are not composed yet (specs/programs.md)")
+                                   "inputs: such programs are not composed yet (specs/deciding/programs.md)")
         if jax_picks_ids(kernels):  # PRG-125: the TPU's ids are the composed program's, not composed here
             return unknown_results(req, [t.name], "a kernel whose collective id jax picks, with generated inputs: "
-                                   "such programs are not composed yet (specs/programs.md PRG-125)")
+                                   "such programs are not composed yet (specs/deciding/programs.md PRG-125)")
         return list(kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0))
 
     def check_key(value, text: str, key) -> Verdict | None:

@@ -1,5 +1,5 @@
 """PROP-8 `invocation-confined`: a remote signal or copy lands while its target is inside the call that owns
-the object (spec programs.md PRG-15, PRG-110 .. PRG-113).
+the object (spec PRG-15, PRG-110 .. PRG-113).
 
 Under `hardware` a device is inside an invocation from its first operation of the call to its last
 (PRG-104: nothing synchronises devices at call boundaries). For every remote `Signal` and remote `DmaStart`
@@ -306,7 +306,7 @@ def decide(program: Program, landings: list[Landing] | LandingColumns, *, where:
            if period < topo.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
         f"every remote signal and copy ({every}) lands while its target is inside the call that owns "
-        f"the object (programs.md PRG-111, PRG-112){sym}" if len(landings) else "no remote signal or copy into a "
+        f"the object (PRG-111, PRG-112){sym}" if len(landings) else "no remote signal or copy into a "
         "kernel-local or carried object (barrier semaphores aside, PRG-105)"))
 
 
@@ -503,7 +503,7 @@ def interpreter_verdict(program: Program, mode: str) -> Verdict:
     del program, mode
     return Verdict(PROPERTY, "proved", reason=(
         "the interpreter starts every call on a fresh manager and keeps every device in a call until all devices "
-        "reached its end, a device that failed too (programs.md PRG-110): nothing lands outside a call"))
+        "reached its end, a device that failed too (PRG-110): nothing lands outside a call"))
 
 
 __all__ = ["Landing", "LandingColumns", "PROPERTY", "composed_landings", "composed_verdict", "decide", "faithful", "interpreter_verdict",

@@ -1,5 +1,5 @@
 """PROP-8 `invocation-confined` of a single call under `hardware`, from the happens-before order of one
-run of a period of the program (spec programs.md PRG-164).
+run of a period of the program (spec PRG-164).
 
 PRG-113 asks, for every remote signal and copy, whether it can land before its target entered (a run
 with the target's core 0 held at its first operation) or after it left (a run with the sender held).
@@ -190,7 +190,7 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
         return Verdict(PROPERTY, "proved", reason=(
             f"every remote signal and copy ({len(landings)} of the representatives) comes after its target "
             f"entered the kernel and lands before it reaches its exit check in every schedule: the "
-            f"happens-before order{where} shows both (specs/programs.md PRG-164)"),
+            f"happens-before order{where} shows both (specs/deciding/confined.md PRG-164)"),
             stats={"landings": len(landings), "period": k})
     issued = sum(pc < ran[c] for c, pc, _, _ in landings)
     run = "the program's run" if fold is None else f"the run of one period ({k} device{'s' * (k != 1)})"
@@ -199,11 +199,11 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
         return Verdict(PROPERTY, "proved", stats=stats, reason=(
             f"no remote signal or copy is issued in any schedule: {run} stops before each of the "
             f"representatives' {len(landings)}, and what it does not run no schedule runs "
-            f"(specs/programs.md PRG-164, PRG-166)"))
+            f"(specs/deciding/confined.md PRG-164, PRG-166)"))
     skipped = (f", so no schedule issues {len(landings) - issued} of the representatives' {len(landings)}"
                if issued < len(landings) else "")
     return Verdict(PROPERTY, "proved", stats=stats, reason=(
         f"every remote signal and copy that is ever issued comes after its target entered the kernel and "
         f"lands before it reaches its exit check, or while it never reaches it: {run} stops early{skipped}, "
-        f"and its happens-before order shows both for the {issued} it issues (specs/programs.md PRG-164, "
+        f"and its happens-before order shows both for the {issued} it issues (specs/deciding/confined.md PRG-164, "
         f"PRG-166)"))

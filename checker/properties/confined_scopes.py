@@ -1,4 +1,4 @@
-"""PROP-8 `invocation-confined` at the grain of a `run_scoped` scope (specs/buffers.md BUF-13 .. BUF-15).
+"""PROP-8 `invocation-confined` at the grain of a `run_scoped` scope (specs/semantics/buffers.md BUF-13 .. BUF-15).
 
 A copy that reads or writes a `run_scoped` buffer must do so inside the scope on the buffer's core:
 its half on the buffer after the scope's allocation and before its end. The copies' halves are
@@ -229,7 +229,7 @@ def scope_verdict(program: Any, mode: str, runs: ScopeRuns | None = None) -> Ver
            "(PRG-131)" if runs.period < program.topology.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
         f"every copy half on a run_scoped buffer ({runs.touches}) runs inside its scope on the buffer's core "
-        f"(buffers.md BUF-13){sym}"))
+        f"(BUF-13){sym}"))
 
 
 def _raises(v: Verdict) -> bool:

@@ -1,4 +1,4 @@
-"""`invocation-confined` by totals, without a run (spec programs.md PRG-140 .. PRG-142).
+"""`invocation-confined` by totals, without a run (spec PRG-140 .. PRG-142).
 
 Under `hardware` the lowered program is a fixed list of operations per core with concrete amounts, so
 the whole program's contributions to each semaphore of each core can be added up once. Counts start at

@@ -5,7 +5,7 @@ DMA modes (`eager`, `on_wait`) and the hardware. A property proved under one
 and violated under another is a place where the kernel behaves differently:
 an interpret-mode run would hang or fail where a TPU would not, or the other
 way round. The report says so, with the interpreter divergences
-(specs/divergences.md) the kernel exercises that can explain it:
+(specs/semantics/divergences.md) the kernel exercises that can explain it:
 
 * D1: a signal without `core_index` from a core other than core 0 of its
   device (the interpreter delivers it to core 0, a TPU to the signalling core);
@@ -26,7 +26,7 @@ way round. The report says so, with the interpreter divergences
 * D33: a load, store or copy of a window the interpreter refuses (it raises there, ACC-10; a TPU is not
   predicted to).
 * D25: a program of several calls (the interpreter synchronises all devices at each call's start and
-  end, a TPU does not: programs.md PRG-110; invocation-confined cannot be violated there).
+  end, a TPU does not: PRG-110; invocation-confined cannot be violated there).
 
 What the program exercises is found statically in the verify child
 (`exposures`, sent with each result); the report pairs it with the verdicts.

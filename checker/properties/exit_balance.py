@@ -364,7 +364,7 @@ def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
 
 
 def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> dict:
-    """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/semantics.md.
+    """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/deciding/properties.md.
 
     may: a run (all checking cores held before their checks, the rest as far as they can go)
     in which the check sees a non-zero count. never: even counting everything that can have

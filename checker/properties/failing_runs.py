@@ -320,20 +320,20 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
     if isinstance(err, RevisitedBlock):
         details.update(rule="ERR-11", output=err.operand, block=err.block, iteration=err.iteration)
         why = ("jax's TPU interpreter refuses a grid step whose output block the grid visited before and has "
-               "left since (specs/divergences.md D24)")
+               "left since (specs/semantics/divergences.md D24)")
         hint = REVISIT_HINT
     elif isinstance(err, WindowOutOfBounds):
         details.update(rule="ERR-20", access=err.access, buffer=err.buffer, range=repr(err.rnge), shape=list(err.shape))
         why = ("jax's TPU interpreter refuses a window the buffer does not hold whole when it reads it, and one "
                "with an element past an end when it writes it; a zero-size window starting at a dimension's end "
-               "is refused as a read (specs/divergences.md D33)")
+               "is refused as a read (specs/semantics/divergences.md D33)")
         hint = WINDOW_HINT
     elif isinstance(err, InterpreterView):
         details.update(rule="ERR-9" if copy is None else "ACC-11", transform=err.transform, access=err.access)
         if copy is not None:
             details.update(side=err.side or "source", copy_line=str(copy.loc))
         why = (f"jax's TPU interpreter indexes loads, stores and copies only through indexers, not a "
-               f"{err.transform} view (specs/divergences.md D22)")
+               f"{err.transform} view (specs/semantics/divergences.md D22)")
         hint = HINT
     else:
         details.update(rule="ERR-16" if explored is None else "ERR-19")

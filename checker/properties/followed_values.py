@@ -60,8 +60,8 @@ def _why_not(program: Program, mode: str, race: Verdict) -> tuple[str | None, Mi
     if race.verdict == "proved":
         write = f" (the write at {bad.write})" if bad.reached else ""
         return (f"the value read at {bad.read} is not a fact: {bad.why}{write}; the program checked may not be "
-                "the kernel's (specs/semantics.md ACC-9)"), bad
+                "the kernel's (specs/deciding/frontend.md ACC-9)"), bad
     said = race.witness.message.splitlines()[0] if race.witness is not None else race.reason
     return (f"values the kernel reads from refs that copies write decide this program (first read at "
             f"{facts.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}), so they may "
-            "differ between schedules (specs/semantics.md ACC-9)"), bad
+            "differ between schedules (specs/deciding/frontend.md ACC-9)"), bad

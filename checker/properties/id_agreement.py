@@ -43,7 +43,7 @@ def _agreement(held: dict, c: int, dst, ref, hw: bool, decided: dict):
 def _decide(held: dict, dst: int, site, index: int, sid, hw: bool):
     theirs = [a for a in held.get(dst, {}).values() if a.site == site and index < a.count]
     if hw:
-        # a site is one allocation of one call (programs.md PRG-105 names it `kernel#call.label`), and a
+        # a site is one allocation of one call (PRG-105 names it `kernel#call.label`), and a
         # carried semaphore keeps its producer's: agreeing sites are the same link (PRG-18)
         if theirs:
             return "agree"

@@ -65,26 +65,26 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
     if isinstance(failure, TpuLoweringFailure):  # LAUNCH-7: jax refuses to lower the computation for a TPU
         where = (f"; the call refused is {failure.after}, in this call's computation or an earlier one"
                  if failure.after else "")
-        return (f"while jax lowers the jitted computation for a TPU, before anything of it runs (specs/semantics.md "
-                f"LAUNCH-7, specs/divergences.md D31){where}", TPU_HINT, {"rule": "LAUNCH-7", "after": failure.after})
+        return (f"while jax lowers the jitted computation for a TPU, before anything of it runs (specs/semantics/kernels.md "
+                f"LAUNCH-7, specs/semantics/divergences.md D31){where}", TPU_HINT, {"rule": "LAUNCH-7", "after": failure.after})
     if isinstance(failure, EarlierFailure):  # PRG-11: an earlier call's error, re-raised at this dispatch
         return (f"at the dispatch of this call's computation, before any core starts: the error of {failure.after}, "
                 "which fails in every run, rides on jax's ordered-effect token into the next computation "
-                "(specs/programs.md PRG-11, specs/divergences.md D28)", EARLIER_HINT,
+                "(specs/semantics/calls.md PRG-11, specs/semantics/divergences.md D28)", EARLIER_HINT,
                 {"after": failure.after, "rule": "PRG-11"})
     if isinstance(failure, Untranslatable):
         where = f" at {failure.where}" if failure.where else ""
         if failure.stage == "compile":
             when = (f"while compiling the kernel for the CPU, before any kernel code runs (the {failure.primitive} "
-                    f"primitive{where} has no CPU rule, specs/divergences.md D12)")
+                    f"primitive{where} has no CPU rule, specs/semantics/divergences.md D12)")
             hint = CPU_HINT
         else:
             when = (f"while translating the kernel for the CPU, before any kernel code runs (it binds the "
-                    f"{failure.primitive} primitive{where} on a ref's id, specs/divergences.md D12)")
+                    f"{failure.primitive} primitive{where} on a ref's id, specs/semantics/divergences.md D12)")
             hint = REF_HINT
         return when, hint, {"primitive": failure.primitive, "rule": "LAUNCH-3"}
     return (f"at launch, before any kernel code runs (output {failure.output!r} is a semaphore array, "
-            "specs/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
+            "specs/semantics/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
 
 
 def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None:

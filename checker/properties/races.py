@@ -189,7 +189,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         if fails:
             c, pos, v = fails[0]
             loc = program.cores[c][pos].loc
-            if mode != "hardware":  # programs.md PRG-155: every run is the prefix before the barrier fetch
+            if mode != "hardware":  # PRG-155: every run is the prefix before the barrier fetch
                 from semcheck.checker.programs.interpreter import stopped_at_barrier_fetch
 
                 stopped = stopped_at_barrier_fetch(program)
@@ -198,7 +198,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                     if inner.verdict == "proved":
                         return dataclasses.replace(inner, reason=(
                             f"every run fails where each device reaches its get_barrier_semaphore ({v.message} at "
-                            f"{loc}, programs.md PRG-155); before that: {inner.reason}"))
+                            f"{loc}, PRG-155); before that: {inner.reason}"))
                     if inner.verdict == "violated":
                         return inner
             return Verdict(PROP, "unknown", reason=f"the program can fail ({v.message} at {loc}); with failures, "
@@ -211,7 +211,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         split = [split_dependent(program, r.first, r.second) for r in real]
         kept = [r for r, why in zip(real, split) if why is None]
         if not kept:
-            return Verdict(PROP, "unknown", reason=f"{split[0]} (specs/semantics.md GRID-4)", stats=stats)
+            return Verdict(PROP, "unknown", reason=f"{split[0]} (specs/semantics/accesses.md GRID-4)", stats=stats)
         real = kept
     if real:
         return Verdict(PROP, "violated", witness=_witness(program, mode, real[0]), stats=stats)
@@ -251,7 +251,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
     if overlap is not None:  # GRID-4: the pipeline's asynchronous copies may order it otherwise on a TPU
         return Verdict(PROP, "unknown", reason=f"ordered as jax's interpreter copies the grid's blocks (between the "
                        f"steps), but on a TPU {overlap}; semcheck does not model the pipeline's overlap of a step's "
-                       "copies with the neighbouring steps (specs/semantics.md GRID-4)", stats=stats)
+                       "copies with the neighbouring steps (specs/semantics/accesses.md GRID-4)", stats=stats)
     if report.accesses and not report.pairs:
         return Verdict(PROP, "proved", reason=f"each of {report.accesses} accesses is ordered after every "
                        "conflicting access before it, in every schedule (happens-before over one run, DR-6)",

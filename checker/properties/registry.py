@@ -1,4 +1,4 @@
-"""The property registry: the one list of what semcheck decides (specs/semantics.md section 7).
+"""The property registry: the one list of what semcheck decides (specs/deciding/properties.md).
 
 Each `Property` names its spec rule (PROP-n), says in one line what it means,
 points at its decision procedure and carries the fix a violation usually
@@ -23,7 +23,7 @@ INTERPRETER = frozenset({"eager", "on_wait"})
 
 @dataclasses.dataclass(frozen=True)
 class Property:
-    """One property: `id` as reports print it, `rule` its PROP-n in specs/semantics.md."""
+    """One property: `id` as reports print it, `rule` its PROP-n in specs/deciding/properties.md."""
 
     id: str
     rule: str

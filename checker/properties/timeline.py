@@ -32,7 +32,7 @@ def _scoped(m: re.Match, names: dict[str, str] | None = None, prefix: str = "") 
     return f"run_scoped {what}{nth} ({file}:{line}){m['index'] or ''}"
 
 
-# A program of kernel calls renames each call's labels `kernel#i.label` (programs.md): a reader knows
+# A program of kernel calls renames each call's labels `kernel#i.label` (PRG-105): a reader knows
 # the parameter, the kernel and which call of it.
 _CALL = re.compile(r"\b(?P<kernel>\w+)#(?P<i>\d+)\.(?P<label>" + _SCOPED.pattern.replace("'?", "").replace("?P<", "?P<c_")
                    + r"|[A-Za-z_]\w*)(?P<cindex>\[[^\]]*\])?")

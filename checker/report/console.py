@@ -12,7 +12,7 @@ from semcheck.checker.report.escape import line
 
 
 class LineConsole(Console):
-    """A Console whose every printed line is `escape.line`d (specs/report.md REP-1): what a kernel
+    """A Console whose every printed line is `escape.line`d (specs/deciding/report.md REP-1): what a kernel
     names (a file, a target, an exception's text) can neither break a line nor start a workflow
     command. Each print of the reports is one line (`soft_wrap`), so guarding each print guards
     each line; `line` keeps lengths, so the styles of a Text stay on their characters."""

@@ -1,5 +1,5 @@
 """Escaping of kernel-controlled text (file, target, kernel, buffer and semaphore names; messages that
-quote kernel source or exception text) for each format it lands in (specs/report.md REP-1).
+quote kernel source or exception text) for each format it lands in (specs/deciding/report.md REP-1).
 
 One function per format, called where a string enters that format: `markdown`, `html_text`,
 `line` (text, concise, stderr and progress lines), `gh_data` / `gh_property` (GitHub workflow

@@ -1,4 +1,4 @@
-"""What `semcheck verify --every-n` adds to every report format (specs/parametric.md PAR-8): per target,
+"""What `semcheck verify --every-n` adds to every report format (specs/deciding/parametric.md PAR-8): per target,
 one line per property that PAR-6, PAR-9 or PAR-10 argues (proved for every N, or why not), one line for the properties it
 does not argue, or one line saying why the parametric check does not apply to the target at all."""
 

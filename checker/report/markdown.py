@@ -125,9 +125,9 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
                 out += ["", f"can explain it, **{code}**: {markdown(text)}"]
                 out += [f"- {_md_loc(loc)}: {md_code(loc.text.strip())}" for loc in locs]
             if not causes:
-                out += ["", "no known interpreter divergence explains it: see specs/divergences.md"]
+                out += ["", "no known interpreter divergence explains it: see specs/semantics/divergences.md"]
             out += ["", "interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU"]
-    for f in files:  # --every-n (specs/parametric.md PAR-8)
+    for f in files:  # --every-n (specs/deciding/parametric.md PAR-8)
         by_target = _every_n_by_target(f)
         for target, xs in by_target.items():
             out += ["", f"### every N: {md_code(f.path)} {markdown(target)}", ""]
@@ -194,8 +194,8 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                 body += [f"<p><code>{e(_rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
                          for loc in locs]
             if not causes:
-                body.append("<p>no known interpreter divergence explains it: see specs/divergences.md</p>")
-    for f in files:  # --every-n (specs/parametric.md PAR-8)
+                body.append("<p>no known interpreter divergence explains it: see specs/semantics/divergences.md</p>")
+    for f in files:  # --every-n (specs/deciding/parametric.md PAR-8)
         for target, xs in _every_n_by_target(f).items():
             body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
             body += [f"<li>{_EVERY_N_MARK[x.kind]} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]

@@ -1,4 +1,4 @@
-"""Progress of `semcheck verify` on stderr while its requests run (specs/report.md, "The text report"):
+"""Progress of `semcheck verify` on stderr while its requests run (specs/deciding/report.md, "The text report"):
 a bar on a terminal; off one (a CI log), one line per finished request, saying what came of it."""
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
         if f.error is None:
             sarif_results.extend(sarif_result(x) for x in findings(f.path, f.results))
             sarif_results.extend(suppressed_result(f.path, x) for x in f.suppressed)
-            if f.claims:  # --every-n (specs/parametric.md PAR-8)
+            if f.claims:  # --every-n (specs/deciding/parametric.md PAR-8)
                 from semcheck.checker.report.every_n import sarif_results as every_n_results
 
                 sarif_results.extend(every_n_results(f, RULE_IDS, FINGERPRINT))

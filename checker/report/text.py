@@ -63,7 +63,7 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
             line = Text(f"{marks['violated']} ", style=STYLE["violated"])
             line.append(_rel(f"{f.path}::{name}: not verified: {e.one_line()}"))
             console.print(line, soft_wrap=True, highlight=False)
-        if f.claims:  # --every-n (specs/parametric.md PAR-8)
+        if f.claims:  # --every-n (specs/deciding/parametric.md PAR-8)
             _render_every_n(console, marks, rule_chars, f)
         if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
             console.print()
@@ -165,9 +165,9 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
             for loc in locs:
                 say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
         if not causes:
-            say("no known interpreter divergence explains it: see specs/divergences.md")
+            say("no known interpreter divergence explains it: see specs/semantics/divergences.md")
         say("interpret mode (eager, on_wait) predicts jax's interpreter; hardware predicts a TPU "
-            "(specs/divergences.md)", "dim")
+            "(specs/semantics/divergences.md)", "dim")
 
 
 def _render_summary(console, marks, plain: bool, results: Sequence[Result],
@@ -246,7 +246,7 @@ def _render_every_n(console, marks, rule_chars, f: FileReport) -> None:
     cached = {tc.target for tc in f.claims if tc.cached}
     for target, xs in by_target.items():
         console.print()
-        console.rule(Text(f"every N: {target} (specs/parametric.md)" + (" (cached)" if target in cached else ""),
+        console.rule(Text(f"every N: {target} (specs/deciding/parametric.md)" + (" (cached)" if target in cached else ""),
                           style="bold"), characters=rule_chars, align="left")
         for x in xs:
             line = Text(f"{mark[x.kind]:<{mark_width}} ", style=STYLE.get(x.kind, "dim"))

@@ -108,7 +108,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         with observe(recorder):
             targets = load_targets(req.path, entry=req.entry, target=req.target, selector=False)
         conn.send(("targets", [t.name for t in targets]))
-        if req.every_n:  # the parametric check in place of the per-N checks (specs/parametric.md PAR-8)
+        if req.every_n:  # the parametric check in place of the per-N checks (specs/deciding/parametric.md PAR-8)
             from semcheck.checker.parametric.every_n import target_claims
 
             for t in targets:
@@ -124,9 +124,9 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 t0 = time.monotonic()
                 with observe(recorder):
                     kernels = lower_target(t, req.devices, cores=req.cores)
-                    composed = lower_program(t, req.devices, kernels, cores=req.cores)  # programs.md: None alone
+                    composed = lower_program(t, req.devices, kernels, cores=req.cores)  # specs/deciding/programs.md: None alone
                     unconfined, alone, skipped = "", req, None
-                    if composed is None:  # communicating calls in a row: one program too (programs.md PRG-115)
+                    if composed is None:  # communicating calls in a row: one program too (PRG-115)
                         composed, unconfined = communicating_program(t, req.devices, kernels, cores=req.cores)
                         if composed is not None:  # the interpreter runs each call alone (PRG-115)
                             alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
@@ -139,7 +139,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
             except FrontendError as e:  # this target's build raised: the file's other targets go on
                 conn.send(("target-error", t.name, (e.code, str(e), e.loc), traceback.format_exc()))
                 continue
-            if composed is not None:  # calls that hand semaphores on: one program (programs.md)
+            if composed is not None:  # calls that hand semaphores on: one program (specs/deciding/programs.md)
                 from semcheck.checker.programs.results import program_results
 
                 on = req if alone is req else req_program
@@ -207,7 +207,7 @@ def _unconfined(r, why: str):
         return r
     from semcheck.checker.properties.verdict import Verdict
 
-    why = f"{why}: its calls communicate, and on a TPU barrier counts and landings cross the calls (specs/programs.md PRG-115)"
+    why = f"{why}: its calls communicate, and on a TPU barrier counts and landings cross the calls (specs/deciding/programs.md PRG-115)"
     return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=why) for v in r.verdicts])
 
 

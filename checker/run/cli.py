@@ -102,14 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--every-n", action="store_true", default=None,
                    help="also prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count "
                    "N >= 2 where the kernel "
-                   "is one family in N (specs/parametric.md PAR-8); the report says where the argument holds and why "
+                   "is one family in N (specs/deciding/parametric.md PAR-8); the report says where the argument holds and why "
                    "not elsewhere. Or [tool.semcheck] every-n = true")
     v.add_argument("--no-fold", action="store_true",
                    help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
     sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
     sub.add_parser("every-n", help="prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
-                   "(specs/parametric.md)", add_help=False)
+                   "(specs/deciding/parametric.md)", add_help=False)
     s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3 or deadlock-free",
                        description="Print a rule of the specification; without RULE, list the properties.")
     s.add_argument("rule", nargs="?", help="a rule id (SEM-3, BUF-4a, PROP-4) or a property id (deadlock-free)")

@@ -2,7 +2,7 @@
 
 One loader (`load_settings`) for every way in: the CLI (`semcheck verify`), `semcheck.check`,
 `semcheck.testing.assert_verified` and the pytest plugin, so they read the same project table, check
-it the same way and fall back on the same defaults (specs/report.md REP-2).
+it the same way and fall back on the same defaults (specs/deciding/report.md REP-2).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Settings:
     select: list[str] | None = None  # [tool.semcheck] select / ignore, as --select / --ignore values
     ignore: list[str] | None = None
     pythonpath: list[str] = dataclasses.field(default_factory=list)  # absolute directories, imports first
-    every_n: bool = False  # also the parametric check (specs/parametric.md PAR-8)
+    every_n: bool = False  # also the parametric check (specs/deciding/parametric.md PAR-8)
 
 
 def find_config(start: str) -> tuple[str, dict] | None:

@@ -1,4 +1,4 @@
-"""`semcheck every-n FILE`: the command that prints the claims for every N (specs/parametric.md, PAR-6).
+"""`semcheck every-n FILE`: the command that prints the claims for every N (specs/deciding/parametric.md, PAR-6).
 
 The argument parsing and exit codes live here, in the run layer; the proof is `parametric.every_n`.
 """
@@ -22,7 +22,7 @@ def every_n_main(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="semcheck every-n", description=(
         "Prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
-        "(specs/parametric.md): the "
+        "(specs/deciding/parametric.md): the "
         "kernel is traced and checked at N = 2 .. UPTO, and its jaxpr shown to be one template in N."))
     ap.add_argument("path", metavar="PATH", help="kernel.py or kernel.py::target")
     ap.add_argument("--upto", type=int, default=DEFAULT_RANGE[-1], metavar="K",

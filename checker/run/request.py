@@ -19,7 +19,7 @@ MAX_DEVICES = 16384
 # RUN-13: what bounds the device count, said with every refusal of a larger one; below it the size of the
 # program a run would build bounds it (checker/frontend/size_bound.py)
 CAP_REASON = ("16384 is past the largest TPU pod, 8960 chips; below it what bounds a run is the size of the "
-              "program it builds, refused before it is built; specs/semantics.md RUN-13")
+              "program it builds, refused before it is built; specs/deciding/runs.md RUN-13")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Request:
     properties: tuple[str, ...] = IDS
     fold: bool = True  # decide repeating programs on their fold first (RUN-7)
     examples: int = 20  # inputs generated for a target with `inputs=` (checker/run/generated_inputs.py)
-    # the parametric check (specs/parametric.md PAR-8) instead of one device count: `devices` is the largest
+    # the parametric check (specs/deciding/parametric.md PAR-8) instead of one device count: `devices` is the largest
     # N it traces; a field of the request, so the result cache keys it (an answer without it is never one with it)
     every_n: bool = False
 

@@ -8,7 +8,7 @@ keeps no state: `STATE_ROWS` is 0, and the copy moves nothing.
 Bug: under eager, interpret mode raises in every run (line 53). Sequence 0 is full (`lens[0] ==
 ROWS`), so its window is `pl.ds(ROWS, 0)`: empty, but starting at the end of a dimension of `ROWS`
 rows, which jax's interpreter refuses as a read (`IndexError: Out-of-bounds read of ...: reading
-[(0, slice(3, 3, 1), slice(0, 128, 1))] but buffer has shape (2, 3, 128).`, specs/semantics.md
+[(0, slice(3, 3, 1), slice(0, 128, 1))] but buffer has shape (2, 3, 128).`, specs/semantics/accesses.md
 ACC-10). The start is data, so nothing refuses it while the kernel is traced (a static `pl.ds(3, 0)`
 is refused there). Under on_wait the copy runs only when a wait needs it, and a wait for 0 bytes
 needs none: the recorded runs complete (with jax's race detector on, that wait fails an assertion

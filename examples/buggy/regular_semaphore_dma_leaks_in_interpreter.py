@@ -6,7 +6,7 @@ waits for one completed copy with `pl.semaphore_wait(sem, 1)`, the way a
 kernel written for such a TPU counts copies on a REGULAR semaphore.
 
 Bug: the interpreter does not tell semaphore types apart
-(specs/divergences.md, D20). A copy adds its byte count to the REGULAR send
+(specs/semantics/divergences.md, D20). A copy adds its byte count to the REGULAR send
 and receive semaphores, as to DMA semaphores, so each `wait(sem, 1)` leaves
 `nbytes - 1` behind. On a TPU the completed copy adds 1 and every count is
 back to zero at exit.

@@ -15,7 +15,7 @@ never gets to run it.
 
 Expected semcheck report: under eager and on_wait, deadlock-free violated
 with that error at line 44 (no core ever starts) and every other property
-unknown (LAUNCH-3, specs/divergences.md D12); under hardware all properties
+unknown (LAUNCH-3, specs/semantics/divergences.md D12); under hardware all properties
 proved.  The fix (examples/dma_count_without_read.py) records the count it
 knows instead of reading the semaphore.
 """

@@ -7,7 +7,7 @@ core 1's half to its own.
 
 Bug: wrong signal target, hidden by the interpreter.  Core 1's "my half is
 ready" signal omits `core_index=0`.  In interpret mode a signal without
-`core_index` goes to core 0 of the device (specs/divergences.md, D1), which
+`core_index` goes to core 0 of the device (specs/semantics/divergences.md, D1), which
 is what the author meant, so every interpret-mode run completes with the
 right output.  On a TPU a signal without `core_index` goes to the
 signalling core's own semaphore: core 1 signals itself and core 0 waits

@@ -8,7 +8,7 @@ copies in flight on every device before waiting for either, like the test's mult
 
 What is right: alone, the start kernel exits with its DMA pending and the done kernel waits on a
 semaphore nobody signals; together, each semaphore result is consumed by exactly one done kernel of
-the same copy (specs/programs.md PRG-6), so on a TPU the program completes with both outputs equal to
+the same copy (specs/semantics/calls.md PRG-6), so on a TPU the program completes with both outputs equal to
 the input, every semaphore back at zero at the program's end.
 
 What the interpreter does (PRG-12, D21): it cannot build the initial value of a semaphore result, so

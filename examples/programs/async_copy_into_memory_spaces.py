@@ -8,7 +8,7 @@ its own result, typed the same way) and the semaphore, and waits.
 
 What is right: a TPU keeps an array typed with a memory space in that space for the whole program
 (jax's TPU lowering places the custom call's result there, and an input aliased to it too), and the
-kernel's ref is that array: no grid copy reads or writes it (specs/semantics.md GRID-5). So the
+kernel's ref is that array: no grid copy reads or writes it (specs/semantics/accesses.md GRID-5). So the
 copy lands in the very array the done kernel waits on, nothing touches it in between, and every
 semaphore is back at zero at the program's end.
 

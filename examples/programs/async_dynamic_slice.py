@@ -6,8 +6,8 @@ the start kernel (`PrefetchScalarGridSpec(num_scalar_prefetch=1)`); the done ker
 descriptor of the same size (tile 0: only the size matters to a wait). The program copies two tiles,
 `i` and `j`, with both copies in flight before either wait.
 
-What is right: each done kernel consumes the semaphore result of its own start kernel (specs/
-programs.md PRG-6); on a TPU the program returns tiles `i` and `j` of every device's input.
+What is right: each done kernel consumes the semaphore result of its own start kernel (specs/semantics/
+calls.md PRG-6); on a TPU the program returns tiles `i` and `j` of every device's input.
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12, D21)
 before any call starts, in both DMA modes.

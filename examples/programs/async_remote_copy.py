@@ -12,7 +12,7 @@ the right, 1 to the left): jax's test gives both collective_id 0, which lets one
 barrier signal release the other's wait (examples/programs/buggy/async_remote_copy_one_id_two_directions.py).
 
 What is right: the barrier makes every copy land in a destination that is live on the target
-(between its start call's entry and its receive-done call's exit, specs/programs.md PRG-15); each
+(between its start call's entry and its receive-done call's exit, specs/deciding/confined.md PRG-15); each
 semaphore result is consumed by one done kernel (PRG-6); the barrier count returns to zero in each
 start call. On a TPU: the first output is the input rolled one device to the right, the second one
 device to the left.

@@ -5,7 +5,7 @@ written anew): the input is a stack of `SLICES` tiles; the start kernel starts c
 into a new buffer and returns the input (aliased), that buffer and the DMA semaphore; the done
 kernel waits with a descriptor of the same size (tile `INDEX` again) and returns the buffer.
 
-What is right: the done kernel consumes the start kernel's semaphore result (specs/programs.md
+What is right: the done kernel consumes the start kernel's semaphore result (specs/semantics/calls.md
 PRG-6); on a TPU the program returns tile `INDEX` of every device's input, every semaphore zero at
 the end.
 

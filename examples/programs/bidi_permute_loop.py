@@ -8,8 +8,8 @@ kernel waits on both send semaphores, the receive-done kernel on both receive se
 `num_devices - 1` iterations move the top halves one device to the left and the bottom halves one
 device to the right.
 
-What is right: every semaphore result is consumed by one done kernel of its iteration (specs/
-programs.md PRG-6); the single barrier is safe across iterations because a device finishes an
+What is right: every semaphore result is consumed by one done kernel of its iteration (specs/semantics/
+calls.md PRG-6); the single barrier is safe across iterations because a device finishes an
 iteration only after data from both neighbours, sent after their barrier of that iteration (PRG-16).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12, D21)

@@ -10,7 +10,7 @@ What is right: the same start kernel is invoked repeatedly on one collective id 
 barrier, and that is safe here: a device finishes an iteration only after receiving its left
 neighbour's copy, which that neighbour starts after its barrier of the same iteration, so no device
 can signal a neighbour for iteration k + 1 before the neighbour passed iteration k's barrier
-(specs/programs.md PRG-16); three invocations of the body suffice to decide it (PRG-7).
+(specs/deciding/confined.md PRG-16); three invocations of the body suffice to decide it (PRG-7).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12, D21)
 before any call starts, in both DMA modes.

@@ -7,7 +7,7 @@ pairwise when `ring_first` is true, pairwise then ring otherwise. Needs an even 
 What is right: the flag is the same on every device (its `in_specs` entry is `P()`), so every device
 runs the same branch; in each branch the two kernels have distinct barrier semaphores (PRG-17). The
 front end follows the branch the build's flag takes and, where it cannot tell the flag, checks both
-branches (specs/programs.md PRG-126). examples/programs/buggy/cond_two_patterns_one_id.py puts both
+branches (specs/deciding/programs.md PRG-126). examples/programs/buggy/cond_two_patterns_one_id.py puts both
 kernels of the pairwise-first branch on one id.
 
 What the interpreter does: completes with the right numbers in both DMA modes, for either flag

@@ -10,7 +10,7 @@ attribute `steps` (the ground-truth recorder stores it).
 
 What is right: on a TPU the program completes with its input in both results.
 
-What the interpreter does (specs/programs.md PRG-12, D21): it builds the initial value of the start
+What the interpreter does (specs/semantics/calls.md PRG-12, D21): it builds the initial value of the start
 kernel's semaphore result while the *whole* jitted program is lowered, and fails there with
 `NotImplementedError: nan + dma_sem`, so no call starts, not even the first one, which takes and
 returns no semaphore: lowering raises before anything is compiled, in both DMA modes.

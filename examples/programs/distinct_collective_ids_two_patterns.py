@@ -6,7 +6,7 @@ by a pairwise kernel (signal the partner `d ^ 1`, wait for one signal, copy into
 landing buffer, wait). The ring kernel uses collective_id `ring_id` (0), the pairwise one
 `pair_id` (1). Needs an even number of devices.
 
-What is right: with distinct ids the two kernels have distinct barrier semaphores (specs/programs.md
+What is right: with distinct ids the two kernels have distinct barrier semaphores (specs/semantics/calls.md
 PRG-3), so a pairwise signal can never be counted by a ring wait or the other way round, and every
 copy lands in a device inside the same call (PRG-15, PRG-17). examples/programs/buggy/
 shared_collective_id_two_patterns.py gives both kernels id 0.

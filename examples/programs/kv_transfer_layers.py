@@ -8,7 +8,7 @@ semaphores. Other work may run in between; the wait call takes the same counts a
 layer's copy with a descriptor of that layer's size, then returns the destination.
 
 What is right: the wait call's loop runs exactly as many iterations as the start call's on every
-device, each on the semaphore and the byte count of the copy it waits (specs/programs.md PRG-6,
+device, each on the semaphore and the byte count of the copy it waits (specs/semantics/calls.md PRG-6,
 PRG-167: the loop bounds are the counts' values on each device, which the program follows into
 both calls). On a TPU the filled layers of the destination equal the source's.
 

@@ -8,13 +8,13 @@ the pairwise kernel (collective_id 1).
 
 What is right: the local kernel neither communicates nor has a barrier, so the devices that skip it wait
 for nothing from it, and it leaves no semaphore behind. semcheck gives device 0 its own call sequence
-(ring, double, pairwise) and the other devices theirs (ring, pairwise) (specs/programs.md PRG-145), and
+(ring, double, pairwise) and the other devices theirs (ring, pairwise) (specs/deciding/programs.md PRG-145), and
 every property is proved under `hardware`. examples/programs/buggy/per_device_cond_partner_skips.py is the
 hazard: a communicating kernel that the partner device skips.
 
 What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
 after 40 s): every device that runs an interpreted call ends it at a clean-up barrier of every device
-(specs/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
+(specs/deciding/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ a second handshake on a `run_scoped` REGULAR semaphore, meant to guard against a
 re-enters the kernel on the same collective id in the next invocation.
 
 What is right, both ways: with `double_barrier=True` the barrier cannot be released early and the
-second handshake's signals land inside the neighbours' call (specs/programs.md PRG-16); with
+second handshake's signals land inside the neighbours' call (specs/deciding/confined.md PRG-16); with
 `double_barrier=False` the single barrier is still safe, because a device finishes a call only after
 receiving partial sums that both its neighbours send after passing their barrier of that call, so no
 neighbour can signal for call 2 before this device passed call 1's barrier (PRG-16; the bidirectional

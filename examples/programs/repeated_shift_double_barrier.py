@@ -9,7 +9,7 @@ its send and its receive, and returns the landing buffer. A `fori_loop` calls it
 `double_barrier` (default True here) adds the tutorial's second handshake on a `run_scoped`
 REGULAR semaphore after the first. With it, a device cannot pass the first barrier of a call on two
 signals from one neighbour, so its copy only lands in a right neighbour that is inside the same call
-(specs/programs.md PRG-15, PRG-16), at every device count. examples/programs/buggy/
+(specs/deciding/confined.md PRG-15, PRG-16), at every device count. examples/programs/buggy/
 repeated_shift_single_barrier.py is the same program with `double_barrier=False`, where the hazard
 is real from 5 devices.
 

@@ -10,7 +10,7 @@ right neighbour's landing buffer, waits its send and its receive, and folds the 
 an accumulator over as many rows as its owner's length gives (a running sum stands in for the
 softmax accumulation of attention: the synchronisation is the point). Both calls take the lengths and
 the split, so both their step counts and their per-step row loops are read from the concrete arrays
-(specs/programs.md PRG-167).
+(specs/deciding/programs.md PRG-167).
 
 What is right: each step's copy lands in a neighbour that is inside the same step of the same call
 (the double barrier, PRG-15, PRG-16), every copy is waited in its step, and the barrier count returns

@@ -5,7 +5,7 @@ neighbour on the barrier semaphore, wait for one signal, copy into the right nei
 buffer; then a pairwise kernel: signal `d ^ 1`, wait for one, copy to it), but neither kernel sets
 `CompilerParams(collective_id=...)`: each asks for its barrier semaphore with a tag,
 `get_barrier_semaphore("ring")` and `get_barrier_semaphore("pair")`, and jax picks the collective id
-when it lowers the program for a TPU (specs/programs.md PRG-5: a tag is keyed with
+when it lowers the program for a TPU (specs/semantics/calls.md PRG-5: a tag is keyed with
 `skip_device_barrier`, each new key the smallest free id, here 0 and 1). Needs an even number of
 devices.
 

@@ -9,7 +9,7 @@ must give, and the state the manager must end in. This file holds the two
 implementations behind one interface, `make_impl(name, config)`:
 
 * "model": the reference model's manager (`semcheck.model.manager`, whose
-  rules are those of specs/semantics.md and specs/buffers.md, RACE-1 included);
+  rules are those of specs/semantics/kernels.md and specs/semantics/buffers.md, RACE-1 included);
 * "jax": jax's own `SharedMemory` from Pallas TPU interpret mode, driven the
   way the interpreter drives it.
 

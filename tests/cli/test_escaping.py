@@ -1,4 +1,4 @@
-"""Hostile names through every format and stream (specs/report.md REP-1).
+"""Hostile names through every format and stream (specs/deciding/report.md REP-1).
 
 A kernel controls file names, target names and the text of its exceptions. Drawn from the
 characters that mean something to markdown, HTML, a table row, a line-oriented log or GitHub's

@@ -1,4 +1,4 @@
-"""`semcheck verify --every-n` (specs/parametric.md PAR-8): the claim for every device count in every
+"""`semcheck verify --every-n` (specs/deciding/parametric.md PAR-8): the claim for every device count in every
 report format, exactly for the properties PAR-6, PAR-9 and PAR-10 prove, never from a cached answer made
 without it.
 

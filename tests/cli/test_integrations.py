@@ -113,7 +113,7 @@ def test_pytest_plugin_under_xdist(tmp_path):
 
 
 def test_the_ci_recipe_uploads_sarif_and_writes_the_step_summary():
-    text = (REPO / "specs" / "report.md").read_text()
+    text = (REPO / "specs" / "deciding" / "report.md").read_text()
     recipe = text[text.index("GitHub Actions, with"):]
     assert "github/codeql-action/upload-sarif" in recipe
     assert "--format markdown" in recipe and "$GITHUB_STEP_SUMMARY" in recipe

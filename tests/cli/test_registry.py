@@ -31,7 +31,7 @@ PENDING: set[str] = set()
 
 
 def test_every_prop_rule_of_the_spec_is_registered_and_names_its_property():
-    spec = (REPO / "specs" / "semantics.md").read_text(encoding="utf-8")
+    spec = (REPO / "specs" / "deciding" / "properties.md").read_text(encoding="utf-8")
     defined = re.findall(r"^\*\*(PROP-\d+) `([a-z0-9-]+)`", spec, flags=re.M)
     assert [d for d in defined if d[0] not in PENDING] == [(p.rule, p.id) for p in REGISTRY]
     assert not PENDING & set(BY_RULE), "a pending PROP rule is registered now: remove it from PENDING"

@@ -1,5 +1,5 @@
 """One settings loader for the CLI, `semcheck.check`, `assert_verified` and the pytest plugin
-(specs/report.md REP-2), and settings that cannot be read (REP-3)."""
+(specs/deciding/report.md REP-2), and settings that cannot be read (REP-3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Pins of jax's current interpret-mode behaviour where it differs from a TPU or from clean semantics.
 
-One test per entry of specs/divergences.md (the ids D1.. match). Each asserts
+One test per entry of specs/semantics/divergences.md (the ids D1.. match). Each asserts
 what jax 0.12 does today, so that a change in jax shows up here as a failing
 test: then the entry, the model and the checker's assumptions need a look.
 They call the interpreter's own callbacks (with a fresh SharedMemory made

@@ -1,4 +1,4 @@
-"""The grid's own block copies (specs/semantics.md GRID-1 .. GRID-4, ERR-11; divergence D24).
+"""The grid's own block copies (specs/semantics/accesses.md GRID-1 .. GRID-4, ERR-11; divergence D24).
 
 GRID-1 is checked against jax's interpreter run for real: its HBM reads and writes of blocks are
 recorded (by wrapping the interpreter's `get` and `store` callbacks while the call is traced) and

@@ -1,4 +1,4 @@
-"""`invocation-confined` (PROP-8, specs/programs.md PRG-15, PRG-110 .. PRG-116).
+"""`invocation-confined` (PROP-8, specs/deciding/confined.md PRG-15, PRG-110 .. PRG-116).
 
 Small hand-built kernels pin the two questions (a landing before the target entered, after it left)
 on the model; the repeated-call examples are checked through the CLI, as a user gets them, against

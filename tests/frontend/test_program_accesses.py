@@ -1,5 +1,5 @@
 """Accesses at call boundaries: the read of a call's results after it, and the XLA uses of results
-between the calls of a program (specs/programs.md PRG-9, PRG-108, PRG-120, PRG-121).
+between the calls of a program (specs/semantics/calls.md PRG-9, PRG-108, PRG-120, PRG-121).
 
 The read after a call is compared with jax's interpreter run for real (its `get` callbacks
 recorded); the verdicts come from the CLI, as a user gets them, and are held against

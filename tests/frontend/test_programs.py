@@ -1,4 +1,4 @@
-"""Targets whose kernel calls hand semaphores to each other, checked as one program (specs/programs.md).
+"""Targets whose kernel calls hand semaphores to each other, checked as one program (specs/deciding/programs.md).
 
 The programs are in `programs/` (jax's start/done idiom of `tpu_pallas_async_test.py`, written
 afresh, with seeded misuses). The program IR is read in a fresh process (`program_probe.py`); the

@@ -1,5 +1,5 @@
 """Regenerate tests/kernels/window_bounds.json: what jax's interpreter does with each window of
-window_cases.py (specs/semantics.md ACC-10, ERR-20; divergence D33).
+window_cases.py (specs/semantics/accesses.md ACC-10, ERR-20; divergence D33).
 
     python tests/kernels/make_window_bounds.py
     python tests/kernels/make_window_bounds.py --only copy_src_zero_at_end

@@ -1,5 +1,5 @@
 """Kernels that load, store or copy one window of a buffer, for the table of jax's interpreter bounds
-checks (tests/kernels/make_window_bounds.py, window_bounds.json; specs/semantics.md ACC-10, ERR-20).
+checks (tests/kernels/make_window_bounds.py, window_bounds.json; specs/semantics/accesses.md ACC-10, ERR-20).
 
 Every case is one pallas_call on one device with a grid of one step: `k = pl.program_id(0)` is 0 but
 not known while the kernel is traced, so `k + s` is a start the interpreter sees only when it runs

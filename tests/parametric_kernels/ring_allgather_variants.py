@@ -25,7 +25,7 @@
   it takes fewer bytes than arrive (dma-bytes at odd N).
 
 Each mutant is proved at N = 2 .. 12 where it is a correct ring (the first and third at every traced
-N): the parametric check (specs/parametric.md) must still not say "proved for every N >= 2".
+N): the parametric check (specs/deciding/parametric.md) must still not say "proved for every N >= 2".
 """
 
 from __future__ import annotations

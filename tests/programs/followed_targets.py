@@ -1,4 +1,4 @@
-"""Programs of kernel calls whose scalar inputs come from concrete arrays (specs/programs.md PRG-167).
+"""Programs of kernel calls whose scalar inputs come from concrete arrays (specs/deciding/programs.md PRG-167).
 
 Built on examples/programs/kv_transfer_layers.py: a start call starts one copy per layer, a later call
 waits them, each reading a per-device layer count as a scalar-prefetch operand.

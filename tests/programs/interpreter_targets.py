@@ -1,6 +1,6 @@
 """The programs of probes `manager_per_call` and `race_detector_per_call` (tests/programs/probes.py) as
 semcheck targets, so that semcheck's interpreter predictions can be held against what those probes
-recorded (specs/programs.md PRG-10, PRG-14)."""
+recorded (specs/semantics/calls.md PRG-10, PRG-14)."""
 
 from __future__ import annotations
 

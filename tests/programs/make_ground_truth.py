@@ -10,7 +10,7 @@ hang / error with the innermost exception), the interpreter's exit-time non-zero
 whether the result matches the file's `reference`; and once with jax's race detector
 (`detect_races=True, on_race="warn"`, a wide vector clock as in tests/kernels/make_race_ground_truth.py),
 recording every "RACE DETECTED" message of every call (the detector's flag only covers the last call,
-specs/programs.md PRG-14). The child also lists the program's pallas_calls as `jax.make_jaxpr` sees
+specs/semantics/calls.md PRG-14). The child also lists the program's pallas_calls as `jax.make_jaxpr` sees
 them (kernel names in program order; a loop body once), and, for a program that records its own
 steps (`fn.steps`), what each step did.
 
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
             "message of every call). pallas_calls: the program's kernels as make_jaxpr sees "
             "them. examples[path]: what the program is meant to be (hardware: the properties a "
             "checker should find violated; [] = all proved) and what the interpreter is expected "
-            "to show. probes: the experiments of probes.py behind specs/programs.md."),
+            "to show. probes: the experiments of probes.py behind specs/semantics/calls.md."),
         "notes": NOTES,
         "environment": {"jax": jax.__version__, "numpy": np.__version__,
                         "python": platform.python_version()},

@@ -1,4 +1,4 @@
-"""Probes: small experiments that back the rules of specs/programs.md (PRG-*).
+"""Probes: small experiments that back the rules of specs/semantics/calls.md (PRG-*).
 
 Each probe runs in a fresh subprocess (the number of fake CPU devices is fixed before jax is
 imported, and a failed interpreter run leaves threads behind) and prints one JSON line behind a

@@ -1,5 +1,5 @@
 """A program of calls whose collective ids jax picks (PRG-125) with one call jax's TPU lowering refuses
-(semantics.md LAUNCH-7): the two barrier kernels of examples/programs/two_patterns_two_tags.py without
+(LAUNCH-7): the two barrier kernels of examples/programs/two_patterns_two_tags.py without
 tags under `jax_pallas_auto_assign_collective_ids='yes'` (each module its own id), then a kernel that
 adds one and uses no barrier semaphore, which `yes` gives an id too. Set in the build, as a program
 that sets the mode before it is traced does, so it is verified in its own process."""

@@ -1,4 +1,4 @@
-"""`invocation-confined` by totals (specs/programs.md PRG-140 .. PRG-142).
+"""`invocation-confined` by totals (specs/deciding/confined.md PRG-140 .. PRG-142).
 
 The totals answer "this cannot land outside the window" without a run; each claim is checked against
 the maximal run it replaces (PRG-111's frozen run, PRG-112's held run), which RUN-3 makes exact, on

@@ -2,7 +2,7 @@
 
 The cheap tests check the record: every program file has one, made from the file as it is; what
 was recorded agrees with what each file says the interpreter does; and the probes recorded what
-specs/programs.md states (PRG-5, PRG-10 .. PRG-13). One live run (the failing call followed by two
+specs/semantics/calls.md states (PRG-5, PRG-10 .. PRG-13). One live run (the failing call followed by two
 more, the interpreter behaviour semcheck must predict) is in the default run; the slow tests re-run
 a selection of programs and the probes and compare with the record.
 
@@ -330,10 +330,10 @@ def test_live_probe_agrees_with_record(name):
 
 
 def test_the_spec_lists_every_example():
-    """specs/programs.md section 5 states the same intended verdicts as the recorder's EXAMPLES."""
+    """The examples table of specs/deciding/programs.md states the same intended verdicts as the recorder's EXAMPLES."""
     import re
 
-    text = (REPO / "specs" / "programs.md").read_text()
+    text = (REPO / "specs" / "deciding" / "programs.md").read_text()
     table = {}
     for m in re.finditer(r"^\| `(examples/programs/[^`]+)` \| ([^|]*) \| ([^|]*) \|$", text, re.M):
         props = re.findall(r"`([\w-]+)`", m.group(2))

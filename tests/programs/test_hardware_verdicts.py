@@ -1,4 +1,4 @@
-"""semcheck's hardware verdicts on examples/programs are the table of specs/programs.md section 5.
+"""semcheck's hardware verdicts on examples/programs are the table of examples in specs/deciding/programs.md.
 
 Each example is verified at 2 devices and, where its violation needs more, at the device count it
 needs and the one below (where every property is proved)."""

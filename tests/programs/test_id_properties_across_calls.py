@@ -1,4 +1,4 @@
-"""Id properties across calls (specs/programs.md PRG-18).
+"""Id properties across calls (specs/deciding/programs.md PRG-18).
 
 Under `hardware`, `id-agreement` on a composed program compares allocation sites, which the composition
 names per call (`kernel#call.label`, PRG-105) and which a carried semaphore keeps from the call that

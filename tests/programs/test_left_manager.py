@@ -1,5 +1,5 @@
 """A call that fails in `get_barrier_semaphore` leaves the interpreter's manager, and the call after the next
-reuses it (specs/programs.md PRG-11, PRG-13, PRG-154), held against tests/programs/ground_truth.json.
+reuses it (specs/semantics/calls.md PRG-11, PRG-13, PRG-154), held against tests/programs/ground_truth.json.
 
 The recorded runs: examples/programs/buggy/left_manager_id_collision.py (five jitted computations, each
 error caught; semcheck checks them as the target's calls build#0 .. build#4) and probe

@@ -1,4 +1,4 @@
-"""Arrays typed with a memory space (specs/semantics.md GRID-5): on a TPU the kernel's ref is the array.
+"""Arrays typed with a memory space (specs/semantics/accesses.md GRID-5): on a TPU the kernel's ref is the array.
 
 A copy started in one call into an output typed `pltpu.VMEM(...)` / `pltpu.SMEM(...)` and waited in the
 next is proved under `hardware` (no grid write-back stands between them); reading that array before the

@@ -1,4 +1,4 @@
-"""A call jax's TPU lowering refuses: a collective id and no barrier semaphore (specs/semantics.md LAUNCH-7, D31).
+"""A call jax's TPU lowering refuses: a collective id and no barrier semaphore (specs/semantics/kernels.md LAUNCH-7, D31).
 
 semcheck's prediction of which calls jax refuses is checked against what jax's TPU lowering did in probe
 `collective_ids` (tests/programs/ground_truth.json: the programs lowered for a TPU on CPU, nothing run),

@@ -1,4 +1,4 @@
-"""The abstract window model (window_model.py) against the claims of specs/programs.md."""
+"""The abstract window model (window_model.py) against the claims of specs/semantics/calls.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An abstract model of one kernel invoked K times in a row on a ring, under the hardware semantics.
 
-It backs the claims of specs/programs.md about repeated invocations on one collective id (PRG-7,
+It backs the claims of specs/semantics/calls.md about repeated invocations on one collective id (PRG-7,
 PRG-15, PRG-16): which barrier patterns let a remote write land in a device that is not inside
 the same invocation, at which device counts, and how far apart two neighbours' invocations can
 drift.  It is independent of semcheck's model (nothing here imports semcheck): an explicit-state

@@ -9,7 +9,7 @@ done kernel on every device (deadlock-free violated, naming the done kernel's wa
 call whose semaphore result it waits on); nothing else is wrong.
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (a semaphore
-result, specs/programs.md PRG-12) before any call starts, in both DMA modes, exactly as for the
+result, specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes, exactly as for the
 correct program: the interpreter cannot tell the two apart.
 """
 

@@ -4,7 +4,7 @@ Pattern: examples/programs/async_copy_into_memory_spaces.py (a copy started in o
 output typed `pltpu.VMEM(...)`, waited in the next), but the done kernel computes its result from the
 destination first and waits for the copy after.
 
-BUG: on a TPU the destination is one VMEM array for both calls (specs/semantics.md GRID-5): the copy
+BUG: on a TPU the destination is one VMEM array for both calls (specs/semantics/accesses.md GRID-5): the copy
 may still be writing it while the done kernel reads it. race-free violated under `hardware` (the
 copy's write against the done kernel's load).
 

@@ -7,7 +7,7 @@ kernel.
 BUG: the copy is still in flight when the program reads its destination, and its DMA semaphore is
 never waited. On a TPU: race-free violated (the copy's write into the destination against the XLA
 read `dst + 0` after the start call), and exit-balance violated at the program's end (the carried
-semaphore result keeps the copy's count, specs/programs.md PRG-8).
+semaphore result keeps the copy's count, specs/semantics/calls.md PRG-8).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12) before
 any call starts, in both DMA modes.

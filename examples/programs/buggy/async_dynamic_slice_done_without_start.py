@@ -8,7 +8,7 @@ BUG: the done kernel's wait is never satisfied: on a TPU every device hangs in t
 waits on).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

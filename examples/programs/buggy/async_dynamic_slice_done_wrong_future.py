@@ -9,7 +9,7 @@ But each done call returns its destination after waiting for the *other* copy, s
 against the read of the done call's result); deadlock-free and exit-balance proved.
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ signals its left neighbour and waits for its right one; the left-going one signa
 neighbour and waits for its left one.
 
 BUG: the two kernels have different communication patterns on one barrier semaphore
-(specs/programs.md PRG-17). From 3 devices, device 1 can finish its right-going start call and, in
+(specs/deciding/confined.md PRG-17). From 3 devices, device 1 can finish its right-going start call and, in
 its left-going start call, signal device 2; device 2's right-going wait takes that signal for device
 0's, and device 2's copy lands in device 0's destination before device 0 has entered its start call
 (invocation-confined violated, PRG-15; the witness names device 2's start call 0, device 1's start

@@ -9,7 +9,7 @@ its send-done kernel, the first wait on a semaphore result that no copy feeds (d
 violated, naming the send-done call and the start call whose result it waits on).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

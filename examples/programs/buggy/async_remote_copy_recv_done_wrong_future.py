@@ -11,7 +11,7 @@ race-free violated (the copy's write half against the read of the receive-done c
 deadlock-free and exit-balance proved.
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

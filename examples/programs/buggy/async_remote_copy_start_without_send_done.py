@@ -5,7 +5,7 @@ receive-done kernel only: no send-done kernel consumes the start call's send-sem
 
 BUG: the send semaphore keeps the copy's count after the last call. On a TPU: exit-balance violated
 at the program's end (a carried semaphore result of the start call that no later call consumes,
-specs/programs.md PRG-8); the data arrives, so the output is right.
+specs/semantics/calls.md PRG-8); the data arrives, so the output is right.
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12) before
 any call starts, in both DMA modes.

@@ -8,7 +8,7 @@ waits for a count the first done call already consumed (deadlock-free violated),
 start call's semaphore result is never consumed (exit-balance at the program's end, PRG-8).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

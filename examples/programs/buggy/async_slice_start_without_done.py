@@ -8,7 +8,7 @@ semaphore result is never consumed. On a TPU: race-free violated (the copy's wri
 XLA read after the start call) and exit-balance violated at the program's end (PRG-8).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ a local async copy (started and waited), called twice in one jitted program.
 BUG: under `yes` jax gives every kernel without a collective_id an id of its own (keyed by its module),
 and its TPU lowering refuses a kernel that has an id but no barrier semaphore: `_lowered_to_custom_call_config`
 (jax/_src/tpu_custom_call.py) raises `ValueError: collective_id has to be unspecified or None when not
-using a custom barrier`. Nothing of the jitted program runs on a TPU (specs/semantics.md LAUNCH-7).
+using a custom barrier`. Nothing of the jitted program runs on a TPU (specs/semantics/kernels.md LAUNCH-7).
 semcheck under `--dma-mode hardware`: deadlock-free violated with jax's error, the rest proved (nothing
 runs, LAUNCH-5). Fix: leave the mode at "no" (the default) when some kernel has no barrier, give ids by
 hand to the barrier kernels, or set `CompilerParams(allow_collective_id_without_custom_barrier=True)`.

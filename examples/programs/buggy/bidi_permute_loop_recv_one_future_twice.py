@@ -9,7 +9,7 @@ receive-done call of the first iteration, on the start call's right-going receiv
 the left-going receive semaphores are never consumed (exit-balance at the program's end).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

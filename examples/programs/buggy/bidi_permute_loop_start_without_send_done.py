@@ -3,7 +3,7 @@
 Pattern: examples/programs/bidi_permute_loop.py, but the loop body skips the send-done kernel.
 
 BUG: every iteration's two send-semaphore results keep their copies' counts. On a TPU: exit-balance
-violated at the program's end (carried semaphores never consumed, specs/programs.md PRG-8); the
+violated at the program's end (carried semaphores never consumed, specs/semantics/calls.md PRG-8); the
 data is right (each receive-done waits for the copies that write its result).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12) before

@@ -7,7 +7,7 @@ BUG: each iteration's receive semaphore result is dropped with the copy's count,
 iteration's start kernel sends its destination onward while the left neighbour's copy may still be
 writing it. On a TPU: race-free violated (the incoming copy's write against the next iteration's
 outgoing copy's read of the same buffer, two invocations of the start kernel), and exit-balance
-violated at the program's end (carried receive semaphores never consumed, specs/programs.md PRG-8).
+violated at the program's end (carried receive semaphores never consumed, specs/semantics/calls.md PRG-8).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem` (PRG-12) before
 any call starts, in both DMA modes.

@@ -9,7 +9,7 @@ every device hangs there (deadlock-free violated, naming the send-done call of i
 start call whose result it waits on).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ never consumed; the last body's new future is waited twice, by the body and by t
 deadlock-free violated too).
 
 What the interpreter does: lowering fails with `NotImplementedError: nan + dma_sem`
-(specs/programs.md PRG-12) before any call starts, in both DMA modes.
+(specs/semantics/calls.md PRG-12) before any call starts, in both DMA modes.
 """
 
 from __future__ import annotations

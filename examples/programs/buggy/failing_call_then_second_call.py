@@ -10,7 +10,7 @@ stores it).
 
 BUG: the first call's collective id 2000 collides with the interpreter's internal semaphore ids
 (ERR-1). In the interpreter that call fails with `ValueError: Semaphore 2000 occurs as both fixed-id
-and internal.` on every device. Then (specs/programs.md PRG-11): the second computation raises the
+and internal.` on every device. Then (specs/semantics/calls.md PRG-11): the second computation raises the
 *first* call's error at its dispatch, from jax's ordered-effect token (`RuntimeTokenSet.get_token_input`),
 and never starts; the third runs normally and returns `x + 1`. On a TPU the first kernel has no
 collision (ids are not numbered there) and all three calls complete; the program is only wrong in

@@ -3,7 +3,7 @@
 examples/programs/kv_transfer_layers.py with the wait call's loop one iteration short: on every
 device the last filled layer's copy is started by the first call and never waited, so the program
 ends with that layer's DMA semaphore signalled and the copy's destination unsynchronised (the loop
-bounds are the per-device layer counts, followed into both calls: specs/programs.md PRG-167).
+bounds are the per-device layer counts, followed into both calls: specs/deciding/programs.md PRG-167).
 
 BUG: the wait call loops one layer short, so the last filled layer's copy is never waited.
 

@@ -4,7 +4,7 @@ examples/programs/kv_transfer_layers.py with each wait's descriptor naming half 
 layer: on a TPU a DMA wait decrements its semaphore by the bytes its descriptor names, so every
 layer's semaphore is left holding the other half's bytes at the program's end and the wait returns
 before its copy has landed (the loop bounds are the per-device layer counts, followed into both
-calls: specs/programs.md PRG-167).
+calls: specs/deciding/programs.md PRG-167).
 
 BUG: each wait names half its layer's bytes, so every layer's semaphore keeps the other half.
 

@@ -3,7 +3,7 @@ failed call left the interpreter's manager behind.
 
 Pattern: a Python program runs five jitted computations on the same devices and catches each error
 (as a notebook would): first a ring kernel that asks for its barrier semaphore by tag
-(`get_barrier_semaphore("ring")`, an id jax's TPU lowering picks, specs/programs.md PRG-125) and has
+(`get_barrier_semaphore("ring")`, an id jax's TPU lowering picks, specs/deciding/programs.md PRG-125) and has
 two scratch DMA semaphores; then a kernel that adds one; then, three times, a ring kernel with the manual
 `collective_id=2002` and the same two scratch semaphores. `computations(num_devices, ...)` returns the
 five jitted computations and their argument; `build` runs them in order, each on the last result that

@@ -7,11 +7,11 @@ partner `d ^ 1`, wait for its signal, copy the block to it), run only by the eve
 BUG: every even device's partner is odd, and the odd devices skip the exchange: on a TPU each even device
 waits at its barrier for a signal no device sends, and the program hangs (deadlock-free violated, at the
 barrier wait of the pairwise kernel that devices 0, 2, ... run). semcheck gives each device its own call
-sequence (specs/programs.md PRG-145): the even devices (ring, pairwise), the odd ones (ring).
+sequence (specs/deciding/programs.md PRG-145): the even devices (ring, pairwise), the odd ones (ring).
 
 What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
 after 40 s): every device that runs an interpreted call ends it at a clean-up barrier of every device
-(specs/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
+(specs/deciding/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ On a TPU this is right: the kernel waits for nothing, so the devices that skip i
 property is proved under `hardware`.
 
 BUG (interpreter): every device that runs an interpreted call ends it at a clean-up barrier of every device of
-the mesh (specs/programs.md PRG-145); device 0 waits there for devices that never come, and the program hangs.
+the mesh (specs/deciding/programs.md PRG-145); device 0 waits there for devices that never come, and the program hangs.
 What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed after
 40 s); semcheck says unknown in those modes, naming the cond's line (PRG-163).
 """

@@ -9,7 +9,7 @@ BUG: the barrier waits for "two signals", meaning one from each neighbour, but c
 labelled. A device's left neighbour can finish the call (it needs only its own left neighbour's copy
 and its right neighbour's signal), enter the next call and signal again; the device then passes its
 barrier on two signals from its left neighbour while its right neighbour has not entered the call,
-and copies into that neighbour's landing buffer outside the call (specs/programs.md PRG-15, PRG-16).
+and copies into that neighbour's landing buffer outside the call (specs/deciding/confined.md PRG-15, PRG-16).
 Reachable from 5 devices: with 5, device 3 leaves call 0 and signals device 4 for call 1, device 4
 copies into device 0, which has not entered call 0. Safe on 2, 3 and 4 devices (every device's
 finishing a call then needs the victim's right neighbour to have entered it);

@@ -2,7 +2,7 @@
 
 examples/programs/ring_attention_two_calls.py with the second call skipping the receive wait of its
 last step (its step counts and row loops are read from the concrete lengths and split,
-specs/programs.md PRG-167).
+specs/deciding/programs.md PRG-167).
 
 BUG: the device reads its landing buffer before the last block has surely arrived, and the call exits
 with that copy's receive semaphore unwaited: on a TPU the copy may land after the call (or while the

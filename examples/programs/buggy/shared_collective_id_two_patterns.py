@@ -9,7 +9,7 @@ synchronise with the same partners; these two do not. On one barrier semaphore a
 wait: with 4 devices, device 2 leaves the ring call and, in the pairwise call, signals its partner
 3; device 3's ring wait takes it for device 0's signal, and device 3's ring copy lands in device 0's
 landing buffer before device 0 has entered the ring call (invocation-confined violated,
-specs/programs.md PRG-15, PRG-17; the witness names device 3's ring call, device 2's pairwise call
+specs/deciding/confined.md PRG-15, PRG-17; the witness names device 3's ring call, device 2's pairwise call
 and device 0 outside). On 2 devices the ring and pairwise partners coincide and the program is
 correct. tests/programs/test_window_model.py checks both on the abstract model.
 

@@ -4,7 +4,7 @@ Pattern: examples/programs/two_patterns_two_tags.py (a ring kernel, then a pairw
 asking for its barrier semaphore with a tag, so that jax picks the collective id) with one tag,
 "x", for both.
 
-BUG: kernels with one tag get one collective id (specs/programs.md PRG-5: a tag is keyed with
+BUG: kernels with one tag get one collective id (specs/semantics/calls.md PRG-5: a tag is keyed with
 `skip_device_barrier`, not with the kernel), so this is
 examples/programs/buggy/shared_collective_id_two_patterns.py with the id chosen by jax: on one barrier
 semaphore a pairwise signal can be counted by a ring wait, and from 4 devices a ring copy lands in a

@@ -6,7 +6,7 @@ in an XLA operation (`y * 2`).
 
 BUG: the write-back's `.wait()` is missing. The copy can still be writing the result when the kernel
 has exited and the result is read. On a TPU: race-free violated (the copy's write half against the
-read of the result after the call, specs/programs.md PRG-9) and exit-balance violated (the scratch DMA
+read of the result after the call, specs/semantics/calls.md PRG-9) and exit-balance violated (the scratch DMA
 semaphore is not zero at the kernel's exit, PRG-8).
 
 What the interpreter does (recorded in tests/programs/ground_truth.json): under `eager` the copy runs

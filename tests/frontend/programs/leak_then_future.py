@@ -1,7 +1,7 @@
 """BUGGY: copy_then_future.py whose plain first call leaks a copy.
 
 Under interpret mode nothing runs: the start call's semaphore result makes the lowering of the whole
-jitted program raise (specs/programs.md PRG-12, D21), so the leak is never seen; on a TPU the first
+jitted program raise (specs/semantics/calls.md PRG-12, D21), so the leak is never seen; on a TPU the first
 call leaks (exit-balance).
 """
 
