@@ -9,6 +9,7 @@ change may remove an entry (the test then asks for it to be removed here too), n
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +110,7 @@ def _short(dotted: str) -> str:
     return dotted[len("semcheck."):] if dotted.startswith("semcheck.") else dotted
 
 
+@functools.cache  # one parse of the product for the module's five tests
 def _graph() -> tuple[dict[str, set[str]], set[tuple[str, str, str]], dict[str, set[str]]]:
     mods = _modules()
     edges: dict[str, set[str]] = {m: set() for m in mods}
