@@ -138,6 +138,13 @@ follow_imports = silent
 """
 
 
+def _readme_example() -> str:
+    """The README's Python example of the API (its section "In your own CI")."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## In your own CI"):]
+    return section[section.index("```python\n") + len("```python\n"):section.index("\n```\n")] + "\n"
+
+
 @pytest.fixture(scope="module")
 def mypy_lines(tmp_path_factory) -> dict[str, list[str]]:
     """mypy --strict on both scripts, in one run: each script's error lines."""
@@ -146,13 +153,14 @@ def mypy_lines(tmp_path_factory) -> dict[str, list[str]]:
     site = _site(root / "site")
     (root / "good.py").write_text(textwrap.dedent(GOOD))
     (root / "bad.py").write_text(textwrap.dedent(BAD))
+    (root / "readme.py").write_text(_readme_example())
     (root / "mypy.ini").write_text(MYPY_INI.format(site=site))
     run = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir",
-                          str(root / "cache"), "--no-error-summary", "--hide-error-context", "good.py", "bad.py"],
+                          str(root / "cache"), "--no-error-summary", "--hide-error-context", "good.py", "bad.py", "readme.py"],
                          cwd=root, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
                          env={k: v for k, v in os.environ.items() if k != "MYPYPATH"})
     assert run.returncode in (0, 1), run.stdout + run.stderr  # 2: mypy itself could not run
-    out: dict[str, list[str]] = {"good.py": [], "bad.py": []}
+    out: dict[str, list[str]] = {"good.py": [], "bad.py": [], "readme.py": []}
     for line in run.stdout.splitlines():
         name = line.split(":", 1)[0]
         assert name in out, run.stdout  # an error in semcheck's own files would be one here
@@ -163,6 +171,7 @@ def mypy_lines(tmp_path_factory) -> dict[str, list[str]]:
 @pytest.mark.rule("REP-4")
 def test_mypy_strict_accepts_a_script_that_uses_the_whole_api(mypy_lines):
     assert mypy_lines["good.py"] == []
+    assert mypy_lines["readme.py"] == []  # the README's example too
 
 
 @pytest.mark.rule("REP-4")
