@@ -2,7 +2,7 @@
 
 Public API (typed; the package ships `py.typed`): `semcheck.target` marks a verification target
 in a kernel file; `semcheck.check` verifies kernel files as `semcheck verify` does and returns
-`Findings`; `semcheck.check_program` checks a program of the model's IR (`semcheck._api`);
+`Findings`, which `semcheck.render` writes in any `--format`; `semcheck.check_program` checks a program of the model's IR (`semcheck._api`);
 `semcheck.testing.assert_verified` is the assertion for tests. Bad input is an `InputError`.
 """
 
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from semcheck._target import target
 
 if TYPE_CHECKING:  # what type checkers read; at run time `__getattr__` imports these on first use
-    from semcheck._api import PathOrTarget as PathOrTarget, check as check, check_program as check_program
+    from semcheck._api import (PathOrTarget as PathOrTarget, check as check, check_program as check_program,
+                               render as render)
     from semcheck.checker.properties.verdict import (GeneratedInput as GeneratedInput, Verdict as Verdict,
                                                      VerdictKind as VerdictKind, Witness as Witness)
     from semcheck.checker.run.config import DmaModeOption as DmaModeOption, Format as Format
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time `__getattr__` imports 
 # `import semcheck` in a kernel file (for `@semcheck.target`) stays cheap: the checker and the model load
 # only when a name below is first used
 _LAZY = {
-    "semcheck._api": ("PathOrTarget", "check", "check_program"),
+    "semcheck._api": ("PathOrTarget", "check", "check_program", "render"),
     "semcheck.checker.properties.verdict": ("GeneratedInput", "Verdict", "VerdictKind", "Witness"),
     "semcheck.checker.run.config": ("DmaModeOption", "Format"),
     "semcheck.checker.run.request": ("Findings", "InputError", "Note", "Result"),
@@ -50,6 +51,6 @@ try:
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["target", "check", "check_program", "__version__", "InputError", "Findings", "Result", "Note",
+__all__ = ["target", "check", "check_program", "render", "__version__", "InputError", "Findings", "Result", "Note",
            "Verdict", "VerdictKind", "Witness", "GeneratedInput", "Loc", "DmaMode", "DmaModeOption", "Format",
            "PathOrTarget"]

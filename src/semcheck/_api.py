@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from semcheck.checker.run.config import DmaModeOption, Settings
+from semcheck.checker.run.config import DmaModeOption, Format, Settings
 from semcheck.checker.run.request import Findings, InputError
 from semcheck.model.ops import DmaMode
 
@@ -125,6 +125,28 @@ def check_with(st: Settings, path_or_target: PathOrTarget, properties: Sequence[
                       cache=result_cache(st) if cache else None)
     found.suppressed = suppressed
     return found
+
+
+def render(found: Findings, path: str | os.PathLike[str], format: Format = "text") -> str:  # noqa: A002
+    """The report `semcheck verify --format FORMAT` writes for `found`, the findings of kernel file `path`
+    (text without colour). A format that is none is an `InputError` (REP-4)."""
+    import io
+
+    from semcheck import __version__
+    from semcheck.checker.report import render as report
+    from semcheck.checker.report.console import LineConsole
+    from semcheck.checker.run.config import FORMATS
+
+    if format not in FORMATS:
+        raise InputError("usage", f"format: {format!r} is not one of {', '.join(FORMATS)}")
+    label = os.fspath(path)
+    files = [report.FileReport(label, found.results, target_errors=found.errors, suppressed=found.suppressed,
+                               claims=found.claims)]
+    if format != "text":
+        return report.render(format, label, files, __version__)
+    buf = io.StringIO()
+    report.render_files(LineConsole(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True), files)
+    return buf.getvalue()
 
 
 def check_program(program: Program, dma_mode: DmaMode, properties: Sequence[str] | None = None, *,

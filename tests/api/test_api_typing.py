@@ -76,6 +76,8 @@ def main() -> None:
         return
     assert_type(found, semcheck.Findings)
     print(summarise(found), semcheck.check(ring, devices=2, dma_mode=choice))
+    text: str = semcheck.render(found, "kernels/ring.py", fmt) + semcheck.render(found, "kernels/ring.py")
+    print(text)
     try:
         report = assert_verified("kernels/ring.py::ring", devices=(2, 4), dma_mode=mode)
         assert_type(report, dict[str, Any])
@@ -89,7 +91,7 @@ def one_program(program: Program) -> list[semcheck.Verdict]:
     return semcheck.check_program(program, "hardware", ["deadlock-free"], timeout_ms=1000)
 '''
 
-# The same, with a DMA mode that is none, and a target called with what it does not take.
+# The same, with a DMA mode that is none, a target called with what it does not take, a format that is none.
 BAD = '''
 import semcheck
 
@@ -101,6 +103,7 @@ def ring(num_devices: int) -> tuple[object, tuple[int, ...]]:
 
 found = semcheck.check("kernels/ring.py", dma_mode="hardwre")
 ring("two")
+semcheck.render(found, "kernels/ring.py", "xml")
 '''
 
 
@@ -180,10 +183,11 @@ def test_mypy_strict_rejects_a_dma_mode_that_is_none_and_a_wrong_target_call(myp
     lines = textwrap.dedent(BAD).splitlines()
     mode_line = 1 + next(i for i, x in enumerate(lines) if "hardwre" in x)
     call_line = 1 + next(i for i, x in enumerate(lines) if 'ring("two")' in x)
-    assert len(bad) == 2, bad
+    assert len(bad) == 3, bad
     assert bad[0].startswith(f"bad.py:{mode_line}: error: ") and '"dma_mode"' in bad[0] and "hardwre" in bad[0], bad
     # the decorator kept `ring`'s signature: a str where an int goes is an error
     assert bad[1].startswith(f"bad.py:{call_line}: error: ") and '"ring"' in bad[1] and '"int"' in bad[1], bad
+    assert bad[2].startswith(f"bad.py:{call_line + 1}: error: ") and '"render"' in bad[2] and "xml" in bad[2], bad
 
 
 @pytest.mark.rule("REP-4")
@@ -202,6 +206,18 @@ def test_a_bad_argument_is_an_input_error_with_one_message(tmp_path, monkeypatch
         semcheck.check("k.py", **kwargs)
     assert info.value.code == "usage" and says in info.value.message
     assert "\n" not in info.value.one_line()
+
+
+@pytest.mark.rule("REP-4")
+def test_findings_render_in_every_format_and_a_format_that_is_none_is_an_input_error():
+    import json
+
+    empty = semcheck.Findings([])
+    assert json.loads(semcheck.render(empty, "k.py", "json"))["summary"] == {"proved": 0, "violated": 0, "unknown": 0}
+    for fmt in get_args(semcheck.Format):
+        assert semcheck.render(empty, "k.py", fmt).endswith("\n")
+    with pytest.raises(semcheck.InputError, match="format: 'xml' is not one of text, concise"):
+        semcheck.render(empty, "k.py", "xml")  # type: ignore[arg-type]
 
 
 def test_program_checks_take_one_mode():
