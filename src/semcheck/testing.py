@@ -16,10 +16,11 @@ becomes one test per device count, and a module-level list
 (paths relative to that test module) adds the targets of those files. The
 tests are named `ring[devices=2]` and `semcheck[kernels/ring.py-devices=2]`
 and carry the marker `semcheck` (`pytest --semcheck -m semcheck` runs only
-them). The kernel files under `[tool.semcheck] paths` that pytest visits
-are collected too, with no test module: `semcheck[ring.py-devices=2]`.
-Settings come from `[tool.semcheck]` (its `pythonpath` too) and the
-defaults, as for `semcheck verify`. Without `--semcheck` the plugin adds
+them). The kernel files under `[tool.semcheck] paths` are collected too,
+with no test module: `semcheck[ring.py-devices=2]` (with no path arguments
+also where pytest does not look, e.g. `src/`; given paths, those under
+them). Settings come from `[tool.semcheck]` (its `pythonpath`, `select`
+and `ignore` too) and the defaults, loaded once as for `semcheck verify`. Without `--semcheck` the plugin adds
 nothing. Options:
 
     --semcheck                 collect semcheck targets as tests
