@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import semcheck
 
@@ -206,6 +208,30 @@ def test_a_bad_argument_is_an_input_error_with_one_message(tmp_path, monkeypatch
         semcheck.check("k.py", **kwargs)
     assert info.value.code == "usage" and says in info.value.message
     assert "\n" not in info.value.one_line()
+
+
+MODE_WORDS = st.sampled_from(["eager", "on_wait", "hardware", "all", "hardwre", "", "Eager", "on-wait"])
+
+
+@pytest.mark.rule("REP-4")
+@given(value=MODE_WORDS | st.lists(MODE_WORDS, max_size=4) | st.sampled_from([None, 3, ("eager",), [1]]))
+def test_a_dma_mode_is_read_one_way_by_the_api(tmp_path_factory, value):
+    """The API's `dma_mode` goes through the loader's one reader: the modes named, in the checker's order
+    (all of them for `all`), or one usage error naming the argument and the first value that is none."""
+    from semcheck._api import settings
+    from semcheck.model.ops import DMA_MODES
+
+    items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    try:
+        got = settings(str(tmp_path_factory.getbasetemp()), dma_mode=value).modes  # type: ignore[arg-type]
+    except semcheck.InputError as e:
+        assert e.code == "usage" and e.message.startswith("dma_mode: ") and "\n" not in e.message
+        bad = [m for m in items or () if m not in (*DMA_MODES, "all")]
+        assert not items or (bad and repr(bad[0]) in e.message), e.message
+        return
+    assert value is None or (items and all(m in (*DMA_MODES, "all") for m in items))
+    want = DMA_MODES if value is None or "all" in items else tuple(m for m in DMA_MODES if m in items)
+    assert got == want
 
 
 @pytest.mark.rule("REP-4")
