@@ -12,7 +12,8 @@ import os
 import sys
 
 from semcheck.checker.properties.registry import REGISTRY
-from semcheck.checker.run.config import FORMATS as CONFIG_FORMATS, Settings, result_cache, settings, use_pythonpath  # noqa: F401
+from semcheck.checker.run.config import FORMATS as CONFIG_FORMATS  # the Format Literal's names (REP-4)
+from semcheck.checker.run.config import Settings, result_cache, settings, use_pythonpath  # noqa: F401
 from semcheck.checker.run.exit_codes import (  # noqa: F401 - re-exported: callers found them here
     EXIT_INPUT,
     EXIT_INTERRUPTED,

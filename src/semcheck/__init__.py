@@ -2,8 +2,9 @@
 
 Public API (typed; the package ships `py.typed`): `semcheck.target` marks a verification target
 in a kernel file; `semcheck.check` verifies kernel files as `semcheck verify` does and returns
-`Findings`, which `semcheck.render` writes in any `--format`; `semcheck.check_program` checks a program of the model's IR (`semcheck._api`);
-`semcheck.testing.assert_verified` is the assertion for tests. Bad input is an `InputError`.
+`Findings`, which `semcheck.render` writes in any `--format`; `semcheck.check_program` checks a
+program of the model's IR (`semcheck._api`); `semcheck.testing.assert_verified` is the assertion
+for tests. Bad input is an `InputError`.
 """
 
 from __future__ import annotations

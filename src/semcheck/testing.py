@@ -138,9 +138,11 @@ def assert_verified(
     function. `devices` are the device counts (default: each target's own,
     else `[tool.semcheck] devices`, else 2, 4, 8, as `semcheck verify`),
     `dma_mode` one of hardware, eager, on_wait or all (default: the project's,
-    else all), `properties` a subset of the property ids (all by default). Raises `VerificationError` (an `AssertionError`) carrying the
-    text report when anything is violated or unknown, or when the kernel
-    cannot be verified at all; `semcheck.InputError` for bad arguments. `cache` as in `verify_target`.
+    else all), `properties` a subset of the property ids (all by default).
+    Raises `VerificationError` (an `AssertionError`) carrying the text report
+    when anything is violated or unknown, or when the kernel cannot be
+    verified at all; `semcheck.InputError` for bad arguments. `cache` as in
+    `verify_target`.
     """
     data, text, code = verify_target(path_or_target, devices, dma_mode, properties,
                                      timeout=timeout, cores=cores, entry=entry, jobs=jobs, cache=cache)

@@ -77,7 +77,8 @@ def _by_file(report: dict) -> dict[str, dict]:
         one = out.setdefault(row["file"].split("/")[-1][:-3], {"rows": [], "suppressed": []})
         one["rows"].append([row["devices"], row["dma_mode"], row["property"], row["verdict"]])
     for x in report["suppressed"]:
-        out.setdefault(x["file"].split("/")[-1][:-3], {"rows": [], "suppressed": []})["suppressed"].append(x["property"])
+        one = out.setdefault(x["file"].split("/")[-1][:-3], {"rows": [], "suppressed": []})
+        one["suppressed"].append(x["property"])
     return {k: {"rows": sorted(v["rows"]), "suppressed": v["suppressed"]} for k, v in out.items()}
 
 

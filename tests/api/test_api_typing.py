@@ -150,6 +150,9 @@ def _readme_example() -> str:
     return section[section.index("```python\n") + len("```python\n"):section.index("\n```\n")] + "\n"
 
 
+SCRIPTS = ("good.py", "bad.py", "readme.py")
+
+
 @pytest.fixture(scope="module")
 def mypy_lines(tmp_path_factory) -> dict[str, list[str]]:
     """mypy --strict on both scripts, in one run: each script's error lines."""
@@ -161,11 +164,11 @@ def mypy_lines(tmp_path_factory) -> dict[str, list[str]]:
     (root / "readme.py").write_text(_readme_example())
     (root / "mypy.ini").write_text(MYPY_INI.format(site=site))
     run = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir",
-                          str(root / "cache"), "--no-error-summary", "--hide-error-context", "good.py", "bad.py", "readme.py"],
+                          str(root / "cache"), "--no-error-summary", "--hide-error-context", *SCRIPTS],
                          cwd=root, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
                          env={k: v for k, v in os.environ.items() if k != "MYPYPATH"})
     assert run.returncode in (0, 1), run.stdout + run.stderr  # 2: mypy itself could not run
-    out: dict[str, list[str]] = {"good.py": [], "bad.py": [], "readme.py": []}
+    out: dict[str, list[str]] = {name: [] for name in SCRIPTS}
     for line in run.stdout.splitlines():
         name = line.split(":", 1)[0]
         assert name in out, run.stdout  # an error in semcheck's own files would be one here
