@@ -115,6 +115,10 @@ def test_a_src_layout_project_agrees_everywhere(tmp_path):
     assert "deadlock-free violated" in run.stdout
     assert _by_file(json.loads((tmp_path / "assert_verified.json").read_text())) == {"ring": by_cli["ring"]}
 
+    # -k selects among the configured kernels as among other tests
+    only = run_pytest(tmp_path, "--semcheck", "--collect-only", "-q", "-k", "stuck")
+    assert "src/kernels/stuck.py::semcheck[stuck.py-devices=2]" in only.stdout, only.stdout
+    assert "ring.py" not in only.stdout and "1/3 tests collected (2 deselected)" in only.stdout, only.stdout
     # named paths keep pytest's meaning: only what lies under them
     named = run_pytest(tmp_path, "--semcheck", "--collect-only", "-q", "tests")
     assert "semcheck[" not in named.stdout and "1 test collected" in named.stdout, named.stdout
