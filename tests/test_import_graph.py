@@ -23,7 +23,6 @@ KNOWN_CYCLES = (
     frozenset({'checker.properties.analysis', 'checker.properties.deadlock', 'checker.properties.decide', 'checker.properties.dma_bytes', 'checker.properties.exit_balance', 'checker.properties.failing_runs', 'checker.properties.folding', 'checker.properties.races'}),
     frozenset({'checker.properties.checking', 'checker.run.mode_worker'}),
     frozenset({'checker.report.lines', 'checker.report.markdown', 'checker.report.render', 'checker.report.sarif', 'checker.report.text'}),
-    frozenset({'_api', '_cache', 'checker.run.config', 'semcheck'}),
 )
 
 # what is left of the private names imported across modules: (importer, module, name)

@@ -12,6 +12,7 @@ import os
 import sys
 
 from semcheck.checker.properties.registry import REGISTRY
+from semcheck.checker.run.config import FORMATS as CONFIG_FORMATS  # the Format Literal's names (REP-4)
 from semcheck.checker.run.config import Settings, result_cache, settings, use_pythonpath  # noqa: F401
 from semcheck.checker.run.exit_codes import (  # noqa: F401 - re-exported: callers found them here
     EXIT_INPUT,
@@ -23,7 +24,7 @@ from semcheck.checker.run.exit_codes import (  # noqa: F401 - re-exported: calle
     exit_code,
 )
 
-FORMATS = ["text", "concise", "github", "json", "sarif", "markdown", "html"]
+FORMATS = list(CONFIG_FORMATS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -138,7 +139,7 @@ def _color_options(color: str, file: bool = False) -> dict:
 
 def cmd_verify(args) -> int:
     from semcheck.checker.report import render as report
-    from semcheck.checker.run.planning import discover, plan, precheck_file
+    from semcheck.checker.run.planning import discover, file_requests, precheck_file
     from semcheck.checker.run.request import NOT_CACHED, InputError, Request
     from semcheck.checker.run.runs import FileRun
 
@@ -161,21 +162,10 @@ def cmd_verify(args) -> int:
             given.append(path)
             if sep and target:
                 selectors[os.path.realpath(path)] = target
-        from semcheck.checker.report import suppress as report_suppress
         from semcheck.checker.parametric.every_n import PROPS as EVERY_N_PROPS, traced_counts
-        from semcheck.checker.properties.registry import IDS
+        from semcheck.checker.run.config import checked_properties, flag_suppressions
 
-        try:
-            select = report_suppress.parse_properties(st.select, "--select")
-            ignore = report_suppress.parse_properties(st.ignore, "--ignore")
-        except InputError as e:
-            raise UsageError(e.message) from None
-        flags = report_suppress.from_flags(
-            select, ignore, **({"select_from": "[tool.semcheck] select"} if args.select is None else {}),
-            **({"ignore_from": f"[tool.semcheck] ignore in {os.path.relpath(st.config)}"}
-               if args.ignore is None and st.config else {}))
-        if len(flags) == len(IDS):
-            raise UsageError("--select / --ignore leave no property to check")
+        flags = flag_suppressions(st)
         use_pythonpath(st.pythonpath)  # the kernel files' imports (in the checking processes too)
         # a path that does not exist is that file's input error (precheck_file says so), reported as every
         # other one is, in every format, beside the files that do exist
@@ -190,19 +180,8 @@ def cmd_verify(args) -> int:
             target = selectors.get(os.path.realpath(path))
             try:
                 precheck_file(path)
-                sups = suppressed[path] = report_suppress.combine(flags, report_suppress.from_file(path))
-                checked = tuple(p for p in IDS if p not in {x.property for x in sups})
-                if not checked:
-                    raise InputError("bad-suppression", "every property is suppressed: nothing to check", file=path)
-                # With --entry NAME only that function is verified: its own @semcheck.target
-                # devices (if any) apply, not those of the file's other targets.
-                reqs = [
-                    Request(os.path.abspath(path), target if st.entry else sel, st.entry, n, st.cores,
-                            st.modes, st.timeout, properties=checked, fold=not args.no_fold,
-                            examples=st.examples)
-                    for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices)
-                    for n in counts
-                ]
+                suppressed[path], checked = checked_properties(flags, path)
+                reqs = file_requests(path, target, st, checked, fold=not args.no_fold)
                 if st.every_n and set(checked) & set(EVERY_N_PROPS):  # one more request: every N (PAR-8)
                     reqs.append(Request(os.path.abspath(path), target, st.entry, max(traced_counts()), st.cores,
                                         st.modes, st.timeout, properties=checked, fold=not args.no_fold,

@@ -11,9 +11,16 @@ import dataclasses
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from semcheck.checker.run.exit_codes import UsageError
+from semcheck.model.ops import DMA_MODES, DmaMode
+
+DmaModeOption = DmaMode | Literal["all"]
+"""What `--dma-mode`, `dma-mode` in [tool.semcheck] and the API's `dma_mode` take (specs/deciding/report.md REP-4)."""
+Format = Literal["text", "concise", "github", "json", "sarif", "markdown", "html"]
+"""The report formats (`--format`); `FORMATS` is read from here so the two never differ."""
+FORMATS: tuple[Format, ...] = get_args(Format)
 
 CONFIG_KEYS = ("paths", "devices", "dma-mode", "cores", "timeout", "entry", "exclude", "jobs", "examples",
                "select", "ignore", "pythonpath", "every-n")
@@ -28,7 +35,7 @@ class Settings:
     paths: list[str]
     devices: list[int] | None  # None: each target's own
     default_devices: tuple[int, ...]  # for targets that declare none
-    modes: tuple[str, ...]
+    modes: tuple[DmaMode, ...]
     cores: int | None
     timeout: float
     entry: str | None
@@ -40,6 +47,8 @@ class Settings:
     ignore: list[str] | None = None
     pythonpath: list[str] = dataclasses.field(default_factory=list)  # absolute directories, imports first
     every_n: bool = False  # also the parametric check (specs/deciding/parametric.md PAR-8)
+    select_from: str = "--select"  # where select / ignore were asked for, as suppressions say it
+    ignore_from: str = "--ignore on the command line"
 
 
 def find_config(start: str) -> tuple[str, dict] | None:
@@ -89,7 +98,6 @@ def config_values(file: str, table: dict) -> dict:
 def _value(key: str, raw: str, value: Any, where: str, base: str) -> Any:
     """One [tool.semcheck] entry, checked and normalised."""
     from semcheck.checker.run.request import check_devices, check_timeout, parse_devices
-    from semcheck.model.ops import DMA_MODES
 
     if key == "devices":
         if isinstance(value, str):
@@ -98,15 +106,7 @@ def _value(key: str, raw: str, value: Any, where: str, base: str) -> Any:
             return check_devices(value)
         raise UsageError(f"{where}: expected a count, a list of counts or a string like '2..64'")
     if key == "dma-mode":
-        modes = [value] if isinstance(value, str) else value
-        if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
-            raise UsageError(f"{where}: expected a mode or a list of modes")
-        if "all" in modes:
-            return tuple(DMA_MODES)
-        bad = [m for m in modes if m not in DMA_MODES]
-        if bad:
-            raise UsageError(f"{where}: {bad[0]!r} is not one of {', '.join(DMA_MODES)} or all")
-        return tuple(m for m in DMA_MODES if m in modes)
+        return read_modes(value, where)
     if key == "every-n":
         if not isinstance(value, bool):
             raise UsageError(f"{where}: expected true or false")
@@ -146,6 +146,20 @@ def _value(key: str, raw: str, value: Any, where: str, base: str) -> Any:
     for pattern in items:
         check_pattern(pattern, where)
     return list(items)
+
+
+def read_modes(value: object, where: str) -> tuple[DmaMode, ...]:
+    """The DMA modes a mode, `all` or a list of them names, in `DMA_MODES` order (REP-4): the one reading of
+    `--dma-mode`, [tool.semcheck] `dma-mode` and the API's `dma_mode`; anything else is a usage error
+    naming `where` and the value, never accepted silently."""
+    modes = [value] if isinstance(value, str) else list(value) if isinstance(value, Sequence) else None
+    if not modes or not all(isinstance(m, str) for m in modes):
+        raise UsageError(f"{where}: expected a mode or a list of modes ({', '.join(DMA_MODES)} or all), "
+                         f"not {value!r}")
+    bad = [m for m in modes if m != "all" and m not in DMA_MODES]
+    if bad:
+        raise UsageError(f"{where}: {bad[0]!r} is not one of {', '.join(DMA_MODES)} or all")
+    return DMA_MODES if "all" in modes else tuple(m for m in DMA_MODES if m in modes)
 
 
 def check_pattern(pattern: str, where: str) -> str:
@@ -188,7 +202,7 @@ def load_settings(
     *,
     paths: Sequence[str] = (),
     devices: str | int | Sequence[int] | None = None,
-    dma_mode: str | Sequence[str] | None = None,
+    dma_mode: object = None,
     cores: int | None = None,
     timeout: float | None = None,
     entry: str | None = None,
@@ -199,14 +213,14 @@ def load_settings(
     ignore: list[str] | None = None,
     every_n: bool | None = None,
     no_config: bool = False,
+    dma_mode_name: str = "--dma-mode",
 ) -> Settings:
     """The settings of a run started in directory `start`: each argument given (not None) overrides
     `[tool.semcheck]` of the nearest pyproject.toml at or above `start`, which overrides the
     built-in defaults; `exclude` patterns add to the configured ones. Raises `UsageError`."""
     from semcheck.checker.run.generated_inputs import DEFAULT_EXAMPLES
     from semcheck.checker.run.planning import Exclude
-    from semcheck.checker.run.request import (DEFAULT_DEVICES, InputError, check_devices, check_timeout,
-                                              modes_for, parse_devices)
+    from semcheck.checker.run.request import DEFAULT_DEVICES, InputError, check_devices, check_timeout, parse_devices
 
     found = None if no_config else find_config(start)
     cfg = config_values(*found) if found else {}
@@ -214,14 +228,10 @@ def load_settings(
     try:
         counts = (None if devices is None else parse_devices(devices) if isinstance(devices, str)
                   else check_devices(devices))
-        if dma_mode is None:
-            modes = cfg.get("dma-mode", modes_for("all"))
-        else:
-            asked = [dma_mode] if isinstance(dma_mode, str) else list(dma_mode)
-            modes = tuple(dict.fromkeys(m for a in asked for m in modes_for(a)))
         seconds = check_timeout(timeout) if timeout is not None else cfg.get("timeout", DEFAULT_TIMEOUT)
     except InputError as e:
         raise UsageError(e.message) from None
+    modes = cfg.get("dma-mode", DMA_MODES) if dma_mode is None else read_modes(dma_mode, dma_mode_name)
     n_examples = _examples(examples, "--examples") if examples is not None else cfg.get("examples", DEFAULT_EXAMPLES)
     n_jobs = jobs if jobs is not None else cfg.get("jobs", DEFAULT_JOBS)
     if n_jobs < 1:
@@ -245,6 +255,9 @@ def load_settings(
         config=found[0] if found else None,
         select=select if select is not None else cfg.get("select"),
         ignore=ignore if ignore is not None else cfg.get("ignore"),
+        **({"select_from": "[tool.semcheck] select"} if select is None else {}),
+        **({"ignore_from": f"[tool.semcheck] ignore in {os.path.relpath(found[0])}"}
+           if ignore is None and found else {}),
         pythonpath=cfg.get("pythonpath", []),
         every_n=every_n if every_n is not None else cfg.get("every-n", False),
     )
@@ -261,6 +274,40 @@ def settings(args) -> Settings:
         raise UsageError("the following arguments are required: PATH (a kernel file or directory; "
                          "or set paths in [tool.semcheck])")
     return st
+
+
+def flag_suppressions(st: Settings, select: Sequence[str] | None = None, select_from: str = "") -> list[Any]:
+    """The properties the run's select / ignore leave unchecked (`report.suppress.Suppression`s), for every
+    way in alike (REP-5); `select` (the API's `properties`) replaces the settings' own, said as `select_from`.
+    Raises `UsageError` for a property that is none, or when nothing is left to check."""
+    from semcheck.checker.properties.registry import IDS
+    from semcheck.checker.report import suppress
+    from semcheck.checker.run.request import InputError
+
+    try:
+        chosen = suppress.parse_properties(st.select if select is None else select, select_from or "--select")
+        ignore = suppress.parse_properties(st.ignore, "--ignore")
+    except InputError as e:
+        raise UsageError(e.message) from None
+    flags = suppress.from_flags(chosen, ignore, select_from=select_from if select is not None else st.select_from,
+                                ignore_from=st.ignore_from)
+    if len(flags) == len(IDS):
+        raise UsageError(f"{select_from if select is not None else '--select'} / --ignore leave no property to check")
+    return flags
+
+
+def checked_properties(flags: Sequence[Any], path: str) -> tuple[list[Any], tuple[str, ...]]:
+    """(suppressions, properties to check) of one kernel file: `flags` and the file's own
+    `# semcheck: ignore[...]` comments (REP-5). Raises `InputError` when they leave nothing to check."""
+    from semcheck.checker.properties.registry import IDS
+    from semcheck.checker.report import suppress
+    from semcheck.checker.run.request import InputError
+
+    sups = suppress.combine(flags, suppress.from_file(path))
+    checked = tuple(p for p in IDS if p not in {x.property for x in sups})
+    if not checked:
+        raise InputError("bad-suppression", "every property is suppressed: nothing to check", file=path)
+    return sups, checked
 
 
 def use_pythonpath(dirs: Sequence[str]) -> None:

@@ -8,9 +8,13 @@ import ast
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from semcheck.checker.run.request import DEFAULT_DEVICES, InputError, Request
 from semcheck.model.ops import Loc
+
+if TYPE_CHECKING:
+    from semcheck.checker.run.config import Settings
 
 DEFAULT_EXCLUDE = (".*", "__pycache__", "node_modules", "site-packages", "build", "dist", "venv")
 """Directory names never searched for kernels (hidden ones, virtual environments, build output),
@@ -136,6 +140,15 @@ def discover(
 
 
 
+def configured_kernels(st: Settings) -> dict[str, str]:
+    """The kernel files under the settings' `paths` (real path -> path), discovered as `semcheck verify`
+    discovers them: what `pytest --semcheck` collects with no test module (REP-6). A path that does not
+    exist adds nothing here; it is `semcheck verify`'s error."""
+    present = [p for p in st.paths if os.path.exists(p)]
+    files, _ = discover(present, exclude=st.exclude, entry=st.entry) if present else ([], [])
+    return {os.path.realpath(f): os.path.abspath(f) for f in files}
+
+
 def precheck_file(path: str) -> None:
     """Problems that need no child process: a missing, unreadable or unparsable kernel file."""
     if not os.path.exists(path):
@@ -176,6 +189,16 @@ def plan(path: str, target: str | None, devices: Sequence[int] | None,
     if not declared or len({tuple(v) for v in declared.values()}) == 1:
         return [(None, next(iter(declared.values())) if declared else list(default))]
     return [(name, counts) for name, counts in declared.items()]
+
+
+def file_requests(path: str, target: str | None, st: Settings, checked: tuple[str, ...], *,
+                  fold: bool = True) -> list[Request]:
+    """The requests of one kernel file, per target group (`plan`) and device count, as every way in makes
+    them from its settings (REP-2). With `st.entry`, only that function is verified: its own
+    `@semcheck.target` devices (if any) apply, not those of the file's other targets."""
+    return [Request(os.path.abspath(path), target if st.entry else sel, st.entry, n, st.cores, st.modes,
+                    st.timeout, properties=checked, fold=fold, examples=st.examples)
+            for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices) for n in counts]
 
 
 def _declared_devices(path: str, default: Sequence[int] = DEFAULT_DEVICES) -> dict[str, list[int]]:

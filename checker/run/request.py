@@ -11,7 +11,7 @@ from typing import Any
 
 from semcheck.checker.properties.registry import IDS
 from semcheck.checker.properties.verdict import Verdict
-from semcheck.model.ops import DMA_MODES, Loc
+from semcheck.model.ops import DmaMode, Loc
 
 from semcheck._target import DEFAULT_DEVICES  # noqa: F401 - one definition, re-exported here
 
@@ -45,7 +45,7 @@ class Result:
 
     target: str
     devices: int
-    dma_mode: str
+    dma_mode: DmaMode
     verdicts: list[Verdict]
     program: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -83,6 +83,8 @@ class Findings:
     errors: list[tuple[str, InputError]] = dataclasses.field(default_factory=list)
     imported: bool = True  # False: the child was stopped before the kernel file's import finished
     claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims of an every_n request
+    # report.suppress.Suppression: the properties not checked, and why (set by `semcheck.check`, never cached)
+    suppressed: list = dataclasses.field(default_factory=list)
 
 
 class InputError(Exception):
@@ -110,14 +112,6 @@ def relpaths(text: str) -> str:
     cwd = os.getcwd()
     return text.replace(cwd + os.sep, "") if cwd != os.sep else text
 
-
-
-def modes_for(arg: str) -> tuple[str, ...]:
-    if arg == "all":
-        return DMA_MODES
-    if arg not in DMA_MODES:
-        raise InputError("usage", f"--dma-mode must be one of {', '.join(DMA_MODES)} or all, not {arg!r}")
-    return (arg,)
 
 
 def parse_devices(text: str) -> list[int]:

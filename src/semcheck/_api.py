@@ -1,16 +1,30 @@
 """The programmatic API: `semcheck.check` verifies kernel files as `semcheck verify` does, and
 `semcheck.check_program` checks a program of the model's IR. Tests, the bench and tools built on
-semcheck use these instead of the checker's modules."""
+semcheck use these instead of the checker's modules.
+
+Typed (specs/deciding/report.md REP-4): the result types are the checker's own dataclasses, re-exported by
+`semcheck`; option strings are `Literal`s, and a wrong one at run time is an `InputError`."""
 
 from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from semcheck.checker.run.config import DmaModeOption, Format, Settings
+from semcheck.checker.run.request import Findings, InputError
+from semcheck.model.ops import DmaMode
+
+if TYPE_CHECKING:
+    from semcheck.checker.properties.verdict import Verdict
+    from semcheck.model.ops import Program
+
+PathOrTarget = str | os.PathLike[str] | Callable[..., object]
+"""A kernel file, `file.py::target`, or a module-level `@semcheck.target` function."""
 
 
-def resolve(path_or_target: Any) -> tuple[str, str | None]:
+def resolve(path_or_target: PathOrTarget) -> tuple[str, str | None]:
     """(absolute kernel file, target selector or None) of a path, `file.py::name` or a target function."""
     if isinstance(path_or_target, (str, os.PathLike)):
         text = os.fspath(path_or_target)
@@ -34,10 +48,34 @@ def resolve(path_or_target: Any) -> tuple[str, str | None]:
     raise TypeError(f"expected a kernel file path, 'file.py::target' or a target function, not {path_or_target!r}")
 
 
-def check(
-    path_or_target: Any,
+def settings(
+    start: str,
     devices: int | Iterable[int] | None = None,
-    dma_mode: str | Sequence[str] | None = None,
+    dma_mode: DmaModeOption | Sequence[DmaModeOption] | None = None,
+    *,
+    timeout: float | None = None,
+    cores: int | None = None,
+    entry: str | None = None,
+    jobs: int | None = None,
+) -> Settings:
+    """The API's arguments over `[tool.semcheck]` over the defaults (`checker.run.config.load_settings`,
+    REP-2); bad arguments or a bad table are an `InputError` (code "usage") with the loader's message."""
+    from semcheck.checker.run.config import load_settings
+    from semcheck.checker.run.exit_codes import UsageError
+
+    try:
+        return load_settings(start, devices=None if devices is None else
+                             devices if isinstance(devices, int) else list(devices),
+                             dma_mode=dma_mode, timeout=timeout, cores=cores, entry=entry, jobs=jobs,
+                             dma_mode_name="dma_mode")
+    except UsageError as e:
+        raise InputError("usage", str(e)) from None
+
+
+def check(
+    path_or_target: PathOrTarget,
+    devices: int | Iterable[int] | None = None,
+    dma_mode: DmaModeOption | Sequence[DmaModeOption] | None = None,
     properties: Sequence[str] | None = None,
     *,
     timeout: float | None = None,
@@ -46,61 +84,84 @@ def check(
     jobs: int | None = None,
     cache: bool = True,
     fold: bool = True,
-) -> Any:
+) -> Findings:
     """Verify a kernel file (a path, `file.py::target`, or a module-level target function) at each
     device count under `dma_mode` (hardware, eager, on_wait, all, or a list of them), as
     `semcheck verify` does, with its settings: what is not given comes from `[tool.semcheck]` of
-    the nearest pyproject.toml above the working directory (its `pythonpath` too), else from the
-    CLI's defaults (each target's own devices, else 2, 4, 8; all modes; 300 s).
+    the nearest pyproject.toml above the working directory (its `pythonpath`, `select` and `ignore`
+    too), else from the CLI's defaults (each target's own devices, else 2, 4, 8; all modes; 300 s).
 
     Returns the `Findings` (`.results`: one `Result` per target x device count x mode, each with
-    its `Verdict`s; `.notes`: timeouts, unsupported constructs, and
-    why an answer was not kept in the cache). `cache`: answer from, and
-    keep answers in, the result cache `semcheck verify` uses. Raises `semcheck.InputError` when
-    the kernel file cannot be verified at all, `ValueError` / `TypeError` for bad arguments or a
-    bad `[tool.semcheck]`.
+    its `Verdict`s; `.notes`: timeouts, unsupported constructs, and why an answer was not kept in
+    the cache; `.suppressed`: the properties not checked, and why). `properties`: check only these
+    (as `--select`). `cache`: answer from, and keep answers in, the result cache `semcheck verify`
+    uses. Raises `semcheck.InputError`: code "usage" for bad arguments or a bad `[tool.semcheck]`,
+    another code when the kernel file cannot be verified at all (REP-4).
     """
-    from semcheck.checker.properties.registry import IDS
-    from semcheck.checker.run.config import load_settings, result_cache, use_pythonpath
+    st = settings(os.getcwd(), devices, dma_mode, timeout=timeout, cores=cores, entry=entry, jobs=jobs)
+    return check_with(st, path_or_target, properties, cache=cache, fold=fold)
+
+
+def check_with(st: Settings, path_or_target: PathOrTarget, properties: Sequence[str] | None = None, *,
+               cache: bool = True, fold: bool = True) -> Findings:
+    """`check` with settings already loaded (the pytest plugin loads them once, above its root directory)."""
+    from semcheck.checker.run.config import checked_properties, flag_suppressions, result_cache, use_pythonpath
     from semcheck.checker.run.exit_codes import UsageError
-    from semcheck.checker.run.planning import plan, precheck_file
-    from semcheck.checker.run.request import Request
+    from semcheck.checker.run.planning import file_requests, precheck_file
     from semcheck.checker.run.runs import run_sweep
 
     path, target = resolve(path_or_target)
+    if properties is not None and (isinstance(properties, str) or not list(properties)):
+        raise InputError("usage", f"properties must be a non-empty list of property ids, not {properties!r}")
     try:
-        st = load_settings(os.getcwd(), devices=None if devices is None else
-                           devices if isinstance(devices, int) else list(devices),
-                           dma_mode=dma_mode, timeout=timeout, cores=cores, entry=entry, jobs=jobs)
+        flags = flag_suppressions(st, select=None if properties is None else list(properties),
+                                  select_from="properties")
     except UsageError as e:
-        raise ValueError(str(e)) from None
-    if properties is None:  # the project's select / ignore, as `semcheck verify` applies them
-        props = tuple(p for p in IDS if (not st.select or p in _listed(st.select)) and p not in _listed(st.ignore))
-    else:
-        props = tuple(properties)
-    unknown = [p for p in props if p not in IDS]
-    if unknown or not props:
-        raise ValueError(f"properties must be a non-empty subset of {', '.join(IDS)}; "
-                         f"got {', '.join(unknown) or 'none'}")
+        raise InputError("usage", str(e)) from None
     use_pythonpath(st.pythonpath)
     precheck_file(path)
-    reqs = [Request(path, sel if not st.entry else target, st.entry, n, st.cores, st.modes, st.timeout, props,
-                    fold=fold, examples=st.examples)
-            for sel, counts in plan(path, target or st.entry, st.devices, st.default_devices) for n in counts]
-    return run_sweep(reqs, jobs=st.jobs, cache=result_cache(st) if cache else None)
+    suppressed, checked = checked_properties(flags, path)
+    found = run_sweep(file_requests(path, target, st, checked, fold=fold), jobs=st.jobs,
+                      cache=result_cache(st) if cache else None)
+    found.suppressed = suppressed
+    return found
 
 
-def _listed(values: Sequence[str] | None) -> set[str]:
-    """`["a,b", "c"]` (select / ignore as written) -> {a, b, c}."""
-    return {p.strip() for v in values or () for p in v.split(",") if p.strip()}
+def render(found: Findings, path: str | os.PathLike[str], format: Format = "text") -> str:  # noqa: A002
+    """The report `semcheck verify --format FORMAT` writes for `found`, the findings of kernel file `path`
+    (text without colour). A format that is none is an `InputError` (REP-4)."""
+    import io
+
+    from semcheck import __version__
+    from semcheck.checker.report import render as report
+    from semcheck.checker.report.console import LineConsole
+    from semcheck.checker.run.config import FORMATS
+
+    if format not in FORMATS:
+        raise InputError("usage", f"format: {format!r} is not one of {', '.join(FORMATS)}")
+    label = os.fspath(path)
+    files = [report.FileReport(label, found.results, target_errors=found.errors, suppressed=found.suppressed,
+                               claims=found.claims)]
+    if format != "text":
+        return report.render(format, label, files, __version__)
+    buf = io.StringIO()
+    report.render_files(LineConsole(file=buf, width=120, no_color=True, highlight=False, soft_wrap=True), files)
+    return buf.getvalue()
 
 
-def check_program(program: Any, dma_mode: str, properties: Sequence[str] | None = None, *,
-                  timeout_ms: int = 30_000, fold: bool = True) -> list[Any]:
+def check_program(program: Program, dma_mode: DmaMode, properties: Sequence[str] | None = None, *,
+                  timeout_ms: int = 30_000, fold: bool = True) -> list[Verdict]:
     """Every requested property (all by default) of one program of the model's IR
     (`semcheck.model.ops.Program`) under one DMA mode: a `Verdict` each, in order."""
     from semcheck.checker.properties.checking import check_program as check
     from semcheck.checker.properties.registry import IDS
+    from semcheck.checker.run.config import read_modes
+    from semcheck.checker.run.exit_codes import UsageError
 
+    try:
+        if dma_mode == "all" or read_modes(dma_mode, "dma_mode") != (dma_mode,):
+            raise UsageError(f"dma_mode: one mode of a program at a time, not {dma_mode!r}")
+    except UsageError as e:
+        raise InputError("usage", str(e)) from None
     return check(program, dma_mode, tuple(IDS) if properties is None else tuple(properties),
                  timeout_ms=timeout_ms, fold=fold)

@@ -3,25 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 TARGET_ATTR = "__semcheck_target__"
 DEFAULT_DEVICES = (2, 4, 8)
 """Device counts verified when neither the command line, the project nor the target names any."""
 
 
+@overload
+def target(fn: F, /) -> F: ...
+
+
+@overload
 def target(
-    fn: Callable[..., Any] | None = None,
+    fn: None = None,
+    /,
     *,
     devices: Sequence[int] | None = None,
     cores: int | None = None,
     name: str | None = None,
     inputs: Any = None,
-) -> Any:
+) -> Callable[[F], F]: ...
+
+
+def target(
+    fn: F | None = None,
+    /,
+    *,
+    devices: Sequence[int] | None = None,
+    cores: int | None = None,
+    name: str | None = None,
+    inputs: Any = None,
+) -> F | Callable[[F], F]:
     """Mark `fn(num_devices) -> (jitted_fn, example_args)` as a verification target.
 
     Usable bare (`@semcheck.target`) or with options
-    (`@semcheck.target(devices=[2, 4])`). The function is returned unchanged.
+    (`@semcheck.target(devices=[2, 4])`). The function is returned unchanged, and so is its type
+    (REP-4).
     Without `devices`, the project's `[tool.semcheck] devices` apply, else `DEFAULT_DEVICES`.
 
     `inputs`, a hypothesis strategy, makes the target's inputs generated:
@@ -40,7 +60,7 @@ def target(
             raise TypeError(f"@semcheck.target(inputs=...) takes a hypothesis strategy, not "
                             f"{type(inputs).__name__}")
 
-    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+    def mark(f: F) -> F:
         marker: dict[str, Any] = {"devices": None if devices is None else tuple(int(d) for d in devices),
                                   "cores": cores,
                                   "name": name or f.__name__}

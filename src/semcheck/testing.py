@@ -16,10 +16,11 @@ becomes one test per device count, and a module-level list
 (paths relative to that test module) adds the targets of those files. The
 tests are named `ring[devices=2]` and `semcheck[kernels/ring.py-devices=2]`
 and carry the marker `semcheck` (`pytest --semcheck -m semcheck` runs only
-them). The kernel files under `[tool.semcheck] paths` that pytest visits
-are collected too, with no test module: `semcheck[ring.py-devices=2]`.
-Settings come from `[tool.semcheck]` (its `pythonpath` too) and the
-defaults, as for `semcheck verify`. Without `--semcheck` the plugin adds
+them). The kernel files under `[tool.semcheck] paths` are collected too,
+with no test module: `semcheck[ring.py-devices=2]` (with no path arguments
+also where pytest does not look, e.g. `src/`; given paths, those under
+them). Settings come from `[tool.semcheck]` (its `pythonpath`, `select`
+and `ignore` too) and the defaults, loaded once as for `semcheck verify`. Without `--semcheck` the plugin adds
 nothing. Options:
 
     --semcheck                 collect semcheck targets as tests
@@ -37,9 +38,13 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semcheck._target import TARGET_ATTR
+
+if TYPE_CHECKING:
+    from semcheck._api import PathOrTarget
+    from semcheck.checker.run.config import DmaModeOption, Settings
 
 
 class VerificationError(AssertionError):
@@ -57,9 +62,9 @@ class VerificationError(AssertionError):
 
 
 def verify_target(
-    path_or_target: Any,
+    path_or_target: PathOrTarget,
     devices: int | Iterable[int] | None = None,
-    dma_mode: str | Sequence[str] | None = None,
+    dma_mode: DmaModeOption | Sequence[DmaModeOption] | None = None,
     properties: Sequence[str] | None = None,
     *,
     timeout: float | None = None,
@@ -75,10 +80,19 @@ def verify_target(
     `cache`: answer from `semcheck verify`'s result cache (`.semcheck_cache/` beside the
     `pyproject.toml` that configures semcheck, else in the working directory) and keep new
     answers there; a cached answer is one whose observed dependencies are all unchanged.
-    Raises `VerificationError` when the kernel file cannot be verified at all,
-    and `ValueError` / `TypeError` for bad arguments.
+    Raises `VerificationError` when the kernel file cannot be verified at all, and
+    `semcheck.InputError` (code "usage") for bad arguments or a bad `[tool.semcheck]`.
     """
-    from semcheck._api import check, resolve
+    from semcheck._api import settings
+
+    st = settings(os.getcwd(), devices, dma_mode, timeout=timeout, cores=cores, entry=entry, jobs=jobs)
+    return _verify_with(st, path_or_target, properties, cache=cache)
+
+
+def _verify_with(st: Settings, path_or_target: PathOrTarget, properties: Sequence[str] | None = None, *,
+                 cache: bool = True) -> tuple[dict[str, Any], str, int]:
+    """`verify_target` with settings already loaded (the plugin's, REP-2)."""
+    from semcheck._api import check_with, resolve
     from semcheck.checker.report import render as report
     from semcheck.checker.run.exit_codes import exit_code
     from semcheck.checker.run.request import InputError
@@ -86,11 +100,13 @@ def verify_target(
     path, target = resolve(path_or_target)
     label = path + (f"::{target}" if target else "")
     try:
-        outcome = check(path_or_target, devices, dma_mode, properties, timeout=timeout, cores=cores,
-                        entry=entry, jobs=jobs, cache=cache)
+        outcome = check_with(st, path_or_target, properties, cache=cache)
     except InputError as e:
+        if e.code == "usage":  # the caller's arguments or settings: not the kernel's failure
+            raise
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
-    data = report.to_json_files(path, [report.FileReport(path, outcome.results, target_errors=outcome.errors)])
+    data = report.to_json_files(path, [report.FileReport(path, outcome.results, target_errors=outcome.errors,
+                                                         suppressed=outcome.suppressed)])
     buf = io.StringIO()
     from semcheck.checker.report.console import LineConsole
 
@@ -104,9 +120,9 @@ def verify_target(
 
 
 def assert_verified(
-    path_or_target: Any,
+    path_or_target: PathOrTarget,
     devices: int | Iterable[int] | None = None,
-    dma_mode: str | Sequence[str] | None = None,
+    dma_mode: DmaModeOption | Sequence[DmaModeOption] | None = None,
     properties: Sequence[str] | None = None,
     *,
     timeout: float | None = None,
@@ -122,18 +138,24 @@ def assert_verified(
     function. `devices` are the device counts (default: each target's own,
     else `[tool.semcheck] devices`, else 2, 4, 8, as `semcheck verify`),
     `dma_mode` one of hardware, eager, on_wait or all (default: the project's,
-    else all), `properties` a subset of the property ids (all by default). Raises `VerificationError` (an `AssertionError`) carrying the
-    text report when anything is violated or unknown, or when the kernel
-    cannot be verified at all. `cache` as in `verify_target`.
+    else all), `properties` a subset of the property ids (all by default).
+    Raises `VerificationError` (an `AssertionError`) carrying the text report
+    when anything is violated or unknown, or when the kernel cannot be
+    verified at all; `semcheck.InputError` for bad arguments. `cache` as in
+    `verify_target`.
     """
     data, text, code = verify_target(path_or_target, devices, dma_mode, properties,
                                      timeout=timeout, cores=cores, entry=entry, jobs=jobs, cache=cache)
+    _raise_unless_proved(data, text, code)
+    return data
+
+
+def _raise_unless_proved(data: dict[str, Any], text: str, code: int) -> None:
     if code != 0:
         s = data["summary"]
         head = (f"semcheck did not prove {data['file']}: {s['violated']} violated, "
                 f"{s['unknown']} unknown, {s['proved']} proved")
         raise VerificationError(f"{head}\n\n{text}", report=data, code="violated" if code == 1 else "unknown")
-    return data
 
 
 # --- the pytest plugin --------------------------------------------------------------
@@ -174,10 +196,11 @@ if pytest is not None:
             self.add_marker("semcheck")
 
         def runtest(self) -> None:
-            opt = self.config.getoption
-            st = _settings(self.config)
-            assert_verified(self.spec, devices=(self.devices,), dma_mode=list(st.modes), timeout=st.timeout,
-                            cores=st.cores, entry=st.entry, cache=not opt("semcheck_no_cache"))
+            import dataclasses
+
+            # the run's one set of settings (REP-2), at this item's device count
+            st = dataclasses.replace(_settings(self.config), devices=[self.devices])
+            _raise_unless_proved(*_verify_with(st, self.spec, cache=not self.config.getoption("semcheck_no_cache")))
 
         def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
             if isinstance(excinfo.value, VerificationError):
@@ -213,17 +236,14 @@ if pytest is not None:
             config._semcheck_settings = cached
         return cached
 
-    def _configured_files(config: Any) -> set[str]:
-        """The kernel files under `[tool.semcheck] paths` (real paths), discovered as `semcheck verify`
+    def _configured_files(config: Any) -> dict[str, str]:
+        """The kernel files under `[tool.semcheck] paths` (real path -> path), discovered as `semcheck verify`
         discovers them; each becomes a `SemcheckFile` when pytest visits it."""
         cached = getattr(config, "_semcheck_files", None)
         if cached is None:
-            from semcheck.checker.run.planning import discover
+            from semcheck.checker.run.planning import configured_kernels
 
-            st = _settings(config)
-            present = [p for p in st.paths if os.path.exists(p)]  # a missing one is `semcheck verify`'s error
-            files, _ = discover(present, exclude=st.exclude, entry=st.entry) if present else ([], [])
-            cached = config._semcheck_files = {os.path.realpath(f) for f in files}
+            cached = config._semcheck_files = configured_kernels(_settings(config))
         return cached
 
     def _counts(config: Any, declared: Sequence[int] | None) -> list[int]:
@@ -271,9 +291,31 @@ if pytest is not None:
     def pytest_collect_file(file_path: Any, parent: Any) -> Any:
         if not parent.config.getoption("semcheck", default=False) or file_path.suffix != ".py":
             return None
-        if os.path.realpath(str(file_path)) in _configured_files(parent.config):
+        real = os.path.realpath(str(file_path))
+        if real in _configured_files(parent.config):
+            _visited(parent.config).add(real)
             return SemcheckFile.from_parent(parent, path=file_path)
         return None
+
+    def _visited(config: Any) -> set[str]:
+        """The configured kernel files pytest's own collection reached (each is collected once)."""
+        if not hasattr(config, "_semcheck_visited"):
+            config._semcheck_visited = set()
+        return config._semcheck_visited
+
+    @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect, so they apply to these items too
+    def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+        """With no path arguments (pytest's `testpaths`, or its directory), the kernel files under
+        `[tool.semcheck] paths` are collected even where pytest does not look (`testpaths = ["tests"]`,
+        kernels under `src/`): the table says what to verify, with no test module (REP-6). Named paths
+        keep pytest's meaning: only what lies under them."""
+        if not config.getoption("semcheck", default=False) or config.args_source == pytest.Config.ArgsSource.ARGS:
+            return
+        from pathlib import Path
+
+        files = _configured_files(config)
+        for real in sorted(files.keys() - _visited(config)):
+            items.extend(session.genitems(SemcheckFile.from_parent(session, path=Path(files[real]))))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makeitem(collector: Any, name: str, obj: Any) -> Any:

@@ -92,12 +92,14 @@ def test_the_wheel_ships_the_spec_files(installed):
             "specs = resources.files('semcheck.specs'); "
             "print(json.dumps({'semcheck': semcheck.__file__, 'checker': semcheck.checker.__file__, "
             f"'specs': [n for n in {SHIPPED!r} if specs.joinpath(*n.split('/')).is_file()], "
-            "'editable': [m for m in sys.modules if 'editable' in m]}))")
+            "'editable': [m for m in sys.modules if 'editable' in m], "
+            "'typed': (resources.files('semcheck') / 'py.typed').is_file()}))")
     found = json.loads(_ok(_run([str(venv / "bin" / "python"), "-c", code], cwd=work)).stdout)
     # semcheck resolves to the wheel's copy in the fresh venv, never to this checkout
     assert found["semcheck"].startswith(str(venv)) and found["checker"].startswith(str(venv)), found
     assert found["editable"] == []
     assert found["specs"] == list(SHIPPED)
+    assert found["typed"]  # py.typed: type checkers read the public API's annotations (REP-4)
 
 
 def test_semcheck_spec_prints_a_rule_from_the_wheel(installed):
