@@ -61,6 +61,8 @@ def places(v: Verdict, override: Place | None = None) -> Places:
     order = PRIMARY.get(v.property, ())
     ranked = [p for role in order for p in found if p.role == role]
     lines = [Place(x, _line_message(x)) for x in w.locs if x is not None and x.line > 0]
+    if lines and not found:  # no sites: the first line, said with the witness's own sentence
+        lines[0] = Place(lines[0].loc, _sentence(w.message))
     chosen = ranked[0] if ranked else found[0] if found else lines[0] if lines else None
     primary = override or chosen
     if primary is None:
@@ -73,6 +75,11 @@ def places(v: Verdict, override: Place | None = None) -> Places:
 
 def _place(s: dict) -> Place:
     return Place(Loc(str(s["file"]), int(s["line"]), str(s.get("text", ""))), str(s.get("note", "")), str(s["role"]))
+
+
+def _sentence(text: str, limit: int = 300) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[:limit - 1].rstrip() + "…"
 
 
 def _line_message(loc: Loc) -> str:

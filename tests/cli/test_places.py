@@ -48,6 +48,7 @@ def test_a_witness_without_sites_keeps_its_first_line_and_an_override_wins():
     a, b = Loc("/k.py", 3, "x = 1"), Loc("/k.py", 7, "y = 2")
     at = places(_verdict("exit-balance", [], locs=(None, a, b, a)))
     assert at.primary.loc == a and [p.loc for p in at.related] == [b]
+    assert at.primary.message == "m"  # the witness's own sentence
     assert at.related[0].message == "involved: `y = 2`"
     # the divergence line of a finding some DMA mode proves comes first; the witness's choice is related
     from semcheck.checker.report.places import Place
