@@ -59,7 +59,7 @@ def _tree(file: str) -> ast.Module | None:
     try:
         with open(file, encoding="utf-8") as f:
             return ast.parse(f.read(), filename=file)
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError):
         return None
 
 
