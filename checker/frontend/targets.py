@@ -513,7 +513,7 @@ def _user_loc(e: BaseException, path: str) -> Loc | None:
     found = None
     for frame in traceback.extract_tb(e.__traceback__):
         name = os.path.abspath(frame.filename)
-        if name == path or _is_user_file(name):
+        if name == path or is_user_file(name):
             found = Loc(name, frame.lineno or 0, (frame.line or "").strip())
     return found
 
@@ -534,7 +534,7 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(sorted(dirs))
 
 
-def _is_user_file(name: str) -> bool:
+def is_user_file(name: str) -> bool:
     if not name.endswith(".py") or not os.path.exists(name):
         return False  # "<string>", frozen modules, generated code
     return not name.startswith(_library_dirs()) and "site-packages" not in name.split(os.sep)

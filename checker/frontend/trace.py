@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.collective_id_site import collective_id, collective_id_loc
 from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
 from semcheck.checker.frontend.targets import _user_loc
 from semcheck.model.ops import NO_LOC, Loc, SemType
@@ -105,6 +106,7 @@ class KernelCall:
     grid_mapping: Any = None
     # Grid dimensions whose bound is a run-time value (passed before the operands at the launch).
     dynamic_grid_dims: tuple[int, ...] = ()
+    collective_id_loc: Loc | None = None  # the `collective_id=` argument's line, where found alone
     # What jax compiles with it: the position of the traced function's top-level equation it is in (a jitted
     # function is one equation; otherwise each top-level call is compiled and run on its own, in order).
     unit: int = 0
@@ -300,7 +302,8 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
         num_outputs=nout,
         operands=tuple(operands),
         input_output_aliases=tuple(tuple(p) for p in params.get("input_output_aliases", ())),
-        collective_id=_collective_id(compiler_params),
+        collective_id=collective_id(compiler_params),
+        collective_id_loc=collective_id_loc(eqn, compiler_params, _definition_loc(names_of)),
         dimension_semantics=dims,
         cores_per_device=cores,
         core_axis_name=core_axis,
@@ -380,7 +383,8 @@ def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) ->
         num_outputs=nout,
         operands=tuple(operands),
         input_output_aliases=tuple(sorted(dict(params.get("input_output_aliases", {})).items())),
-        collective_id=_collective_id(compiler_params),
+        collective_id=collective_id(compiler_params),
+        collective_id_loc=collective_id_loc(eqn, compiler_params, _definition_loc(jaxpr)),
         dimension_semantics=dims,
         cores_per_device=cores,
         core_axis_name=str(mesh.axis_name),
@@ -527,11 +531,6 @@ def _dimension_semantics(compiler_params: Any, ndims: int) -> tuple[str, ...] | 
         name = getattr(d, "value", d)
         out.append(str(name).lower())
     return tuple(out)
-
-
-def _collective_id(compiler_params: Any) -> int | None:
-    cid = getattr(compiler_params, "collective_id", None)
-    return None if cid is None else int(cid)
 
 
 def _arg_names(jaxpr: Any) -> list[str]:

@@ -15,6 +15,7 @@ from semcheck.checker.properties.reductions import REDUCTIONS, on_program, reduc
 from semcheck.checker.properties.registry import BY_ID, IDS
 from semcheck.checker.run.request import Request, Result, unknown_results
 from semcheck.checker.properties.verdict import Verdict
+from semcheck.checker.properties.sites import collective_id_site
 from semcheck.model.ops import Program
 
 
@@ -242,8 +243,10 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
         analysis = Analysis(k.program)
         done = check_modes(analysis, req, deadline)
         exposed = exposures_of(analysis, req.fold)
+        cid_at = k.call.collective_id_loc if k.call is not None else None  # REP-11: the line that picks the id
         for mode in req.modes:
             verdicts, seconds = done[mode]
+            verdicts = [collective_id_site(v, cid_at) for v in verdicts]
             yield Result(
                 target=label, devices=req.devices, dma_mode=mode, verdicts=verdicts,
                 program={"ops": k.program.num_ops, "cores": k.program.topology.num_cores,

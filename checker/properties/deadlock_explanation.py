@@ -11,6 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import NamedTuple
 
+from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.lowering import lower
@@ -53,6 +54,15 @@ def deadlock_witness(program: Program, mode: DmaMode, out: Outcome, low: Lowered
         blocked.append((b.core, b.pc, b.reason))
         details.append(entry)
     why = explain_deadlock(program, out, low)
+    stuck: dict = {}  # a blocked line: the cores blocked there, and what they wait for
+    said = {e["core"]: e["what"] for e in why.waits}
+    for b in out.blocked:
+        what = said.get(b.core, b.op.describe())
+        stuck.setdefault(b.op.loc, ([], what))[0].append(b.core)
+    found = sites(*(site("blocked-wait", loc, f"{_names(program, cores)} {'blocks' if len(cores) == 1 else 'block'} "
+                                              f"here, {what}, and never {'returns' if len(cores) == 1 else 'return'}")
+                    for loc, (cores, what) in stuck.items()),
+                  *(site(role, loc, note) for role, loc, note in why.marks))
     return Witness(
         message="deadlock: " + "; ".join(line.strip() for line in why.lines),
         schedule=tuple(out.schedule),
@@ -60,8 +70,22 @@ def deadlock_witness(program: Program, mode: DmaMode, out: Outcome, low: Lowered
         locs=tuple(dict.fromkeys([*(b.op.loc for b in out.blocked), *why.locs])),
         details={"blocked": details, "terminal_pcs": list(out.state.pcs),
                  "lengths": [len(c) for c in program.cores], "explanation": why.lines, "waits": why.waits,
-                 **({"cycle": why.cycle} if why.cycle else {})},
+                 **({"cycle": why.cycle} if why.cycle else {}), "sites": found},
     )
+
+
+def _names(program: Program, cores: list[int]) -> str:
+    """`device 0`, `devices 0, 1` or `devices 0-63` (or `device 0 core 1`) for a site's note."""
+    topo = program.topology
+    if topo.cores_per_device > 1:
+        return ", ".join(f"device {topo.device_of(g)} core {topo.local_core_of(g)}" for g in cores[:4]) + \
+            (f" and {len(cores) - 4} more" if len(cores) > 4 else "")
+    ds = sorted(topo.device_of(g) for g in cores)
+    if len(ds) == 1:
+        return f"device {ds[0]}"
+    run = ds == list(range(ds[0], ds[0] + len(ds)))
+    return f"devices {ds[0]}-{ds[-1]}" if run and len(ds) > 2 else "devices " + ", ".join(map(str, ds[:8])) + \
+        (" ..." if len(ds) > 8 else "")
 
 
 # --- explaining a deadlock ------------------------------------------------------------------
@@ -72,6 +96,7 @@ class Explanation(NamedTuple):
     locs: list  # kernel lines of the operations that never run
     cycle: list[int]  # global cores of a wait-for cycle, in dependency order (empty: none)
     waits: list[dict]  # per blocked core, for diagrams: where it waits and what adds to its counter
+    marks: list = []  # (role, loc, note) of the lines the reports place the finding at (REP-10)
 
 
 def _line(loc) -> str:
@@ -114,6 +139,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         return f"the send side of the copy of {x.amount} bytes started at {_line(op.loc)}{_code(op.loc)}"
 
     never_locs = []
+    marks: list = []
     waits: list[dict] = []
 
     def name(g: int) -> str:
@@ -192,6 +218,8 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
             if line not in subs:
                 subs.append(line)
                 never_locs.append(op.loc)
+                marks.append(("never-runs", op.loc, f"{name(x.owner)}: {brief(x)} for the wait at line {loc.line} "
+                                                    f"on {name(c)}, never runs: {why}"))
             shape.append(line)
         waited_before = sum(v.value for v in low.waits_by_counter.get(w.counter, ()) if v.pos < b.pc)
         delivered_before = have + waited_before
@@ -209,6 +237,9 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
                 x, to = stray
                 entry["astray"] = {"core": x.owner, "name": name(x.owner), "to": to, "to_name": name(to),
                                    "line": program.cores[x.owner][x.pos].loc.line, "what": brief(x)}
+                marks.append(("astray", program.cores[x.owner][x.pos].loc,
+                              f"{name(x.owner)}: {brief(x)} on {b.op.sem} goes to {name(to)}, where nothing waits "
+                              f"for it, not to the wait at line {loc.line}"))
             subs.append(short + (f"; {astray}" if astray else ""))
             shape.append(subs[-1])
         del delivered_before
@@ -231,7 +262,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         who = _cores(cores, topo)
         lines.append(f"{who} {'each ' if len(cores) > 1 else ''}{head if len(cores) > 1 else head.replace('block', 'blocks', 1)}")
         lines += [f"  {s}" for s in subs]
-    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits)
+    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits, marks)
 
 
 def _strays(low: Lowered, topo) -> dict:

@@ -23,6 +23,7 @@ import itertools
 from operator import itemgetter
 from typing import get_args
 
+from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.dma import counts_bytes
 from semcheck.model.fast import fast_run
@@ -131,7 +132,9 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
             what = ("a semaphore wait" if not sig_x else "a plain signal" if sig_x[0].kind == "signal"
                     else "a copy counted as 1 (a non-DMA semaphore on hardware, DMA-6)")
             return _violated(prop, f"{where} is used by DMAs and by {what} ({loc})", [loc], stats,
-                             {"semaphore": semaphore_words(k[0]), "core": k[1], "problem": "mixed"}), runs
+                             {"semaphore": semaphore_words(k[0]), "core": k[1], "problem": "mixed",
+                              "sites": sites(site("mixed-use", loc, f"{what} on {where}, which DMAs also signal in "
+                                                                    "bytes: give it a semaphore of its own"))}), runs
         sizes, values = [x.amount for x in dma_x], [w.value for w in dma_w]
         details = {"semaphore": semaphore_words(k[0]), "core": k[1], "delivered": sizes, "waited": values}
         if sum(sizes) < sum(values) or (exits and sum(sizes) > sum(values)):
@@ -140,7 +143,8 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
                     else "the last DMA wait can never be met")
             return _violated(prop, f"{where}: DMAs deliver {sizes} bytes ({sum(sizes)} in all), DMA waits expect "
                              f"{values} ({sum(values)} in all): {what}", locs, stats,
-                             {**details, "problem": "bytes"}), runs
+                             {**details, "problem": "bytes", "sites": _sites(program, where, dma_w[:1], dma_x[:1], sizes,
+                                                                             values)}), runs
         one_size = len(set(sizes)) == 1  # once per counter: per wait it was quadratic in the copies
         if not sizes:
             continue  # no copy and no wait reached (exits=False): nothing to judge
@@ -168,6 +172,7 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
             if answer == "ok":
                 continue
             locs = [w.loc] + [program.cores[x.owner][x.pos].loc for x in dma_x[:1]]
+            details["sites"] = _sites(program, where, [w], dma_x[:1], sizes, values)
             if answer == "short":
                 return _violated(
                     prop, f"{where}: DMA wait #{n + 1} ({w.loc}) can never be met: the waits up to it need {need} "
@@ -226,6 +231,14 @@ def _gcd(a: int, b: int) -> int:
     while b:
         a, b = b, a % b
     return a
+
+
+def _sites(program: Program, where: str, ws, xs, sizes: list[int], values: list[int]) -> list[dict]:
+    """REP-10: the wait whose size does not match, then the copy on its semaphore."""
+    return sites(*(site("wait", w.loc, f"a DMA wait for {w.value} bytes on {where}, whose copies deliver "
+                                       f"{sum(sizes)} bytes in all (its waits expect {sum(values)})") for w in ws),
+                 *(site("copy", program.cores[x.owner][x.pos].loc, f"this copy delivers {x.amount} bytes to {where}")
+                   for x in xs))
 
 
 def _violated(prop: str, msg: str, locs, stats: dict, details: dict) -> Verdict:

@@ -26,6 +26,7 @@ from collections import defaultdict
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.checker.static.must_pass import Feeds, must_have_passed
@@ -165,11 +166,15 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         msg = f"the program hangs (see deadlock-free), and devices that exit are {msg}"
     if pending:
         msg += f"; {len(pending)} DMA(s) never complete in the witness run"
-    locs = []
+    locs, marks = [], []
     for k in excess:
         xs = low.by_counter.get(k, [])
         if xs:
             locs.append(program.cores[xs[-1].owner][xs[-1].pos].loc)
+            what = {"signal": "this signal", "dma_read": "this copy's send side"}.get(xs[-1].kind, "this copy")
+            marks.append(site("unwaited", locs[-1], f"{what} adds to {semaphore_words(k[0])} on core {k[1]}, which "
+                                                    f"receives {tot[k][0]} and waits for {tot[k][1]}: {excess[k]} is "
+                                                    "left at exit; nothing waits for it"))
     details = {
         "counters": counters,
         "pending_dmas_in_witness": [{"src_core": d.src_core, "dst_core": d.dst_core, "nbytes": d.nbytes,
@@ -178,6 +183,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         "warnings": device_warn,
         "printed_in_witness": [WARNING.format(k[1] if len(k) > 1 else k[0], w.device, c, v)
                                for w in real.state.warnings for (k, c, v) in w.nonzero[:1]],
+        "sites": sites(*marks[:8]),
     }
     return Verdict(prop, "violated", witness=Witness(message=msg, schedule=tuple(real.schedule), locs=tuple(locs[:3]),
                                                       details=details,

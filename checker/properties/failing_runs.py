@@ -29,6 +29,7 @@ from typing import NamedTuple
 from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysis_of
 from semcheck.model.run import REPLAY_LIMIT
 from semcheck.checker.properties.timeline import timeline
+from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
@@ -343,6 +344,11 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
         hint = _failure_hint(err)
     devices = sorted({program.topology.device_of(c) for c in (failure.core, *(b.core for b in real.blocked))})
     details["timeline"] = timeline(program, list(real.state.pcs), devices)
+    details["sites"] = sites(  # REP-10
+        site("fails", copy.loc if copy is not None else failure.loc, f"interpret mode raises {_raised(err)} here"
+             + (f", when the wait at line {failure.loc.line} runs this copy under on_wait" if copy is not None else "")),
+        site("fails", failure.loc, f"this wait runs the copy at line {copy.loc.line}, which raises")
+        if copy is not None else None)
     ends = ("the failure ends the run (ERR-7), so no run completes" if explored is None else
             "the failing device's cores never finish (ERR-7)" + (", and no run completes" if explored else ""))
     if copy is not None and explored is not None:  # a wait's failure ends every device's run (ERR-7)

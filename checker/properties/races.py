@@ -16,6 +16,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.checker.frontend.call_boundary import BoundaryLoc
 from semcheck.checker.frontend.grid_copies import split_dependent
 from semcheck.checker.properties.timeline import timeline
+from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
@@ -295,11 +296,17 @@ def _waits_before(program: Program, core: int, start: int, end: int) -> list[tup
     return [(i, op) for i, op in enumerate(ops[start:end], start) if type(op) is Wait]
 
 
-def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
-    """What orders nothing here, and the usual fix (DR-4)."""
+def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc], list[dict]]:
+    """What orders nothing here, the usual fix (DR-4), and the lines involved with their roles (REP-10)."""
     a, b = race.first, race.second
     dma, other = (a, b) if a.is_dma else (b, a)
+    where = lambda e: program.cores[e.core][e.pc].loc  # noqa: E731 - a copy's start, or the access itself
     if not dma.is_dma:
+        found = sites(site("wait-here", where(b), f"{b.describe()} by {_who(program, b.core)}: nothing orders it after "
+                                                  f"{a.describe()} by {_who(program, a.core)} (line {where(a).line}); "
+                                                  "a wait belongs before it"),
+                      site("access", where(a), f"{a.describe()} by {_who(program, a.core)}, unordered with "
+                                               f"{b.describe()} (line {where(b).line})"))
         if getattr(a.loc, "what", "") and getattr(b.loc, "what", ""):  # two grid copies (GRID-2)
             fix = ("give each grid step its own output block (the BlockSpec's index map), or mark the grid "
                    "dimension that shares it 'arbitrary' so that one core runs those steps")
@@ -310,12 +317,15 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
             f"{_who(program, a.core)} and {_who(program, b.core)} both reach their accesses with nothing between them",
             fix,
             [],
+            found,
         )
     op = program.cores[dma.core][dma.pc]
     assert isinstance(op, DmaStart)
     sem = op.dst_sem if dma.half == "write" else (op.src_sem or op.dst_sem)
     signals = f"the copy signals {sem} on {_who(program, dma.where if dma.half == 'write' else dma.core)} when its " \
               f"{'data has landed' if dma.half == 'write' else 'source has been read'}"
+    copy = site("copy", op.loc, f"{dma.describe()} (started by {_who(program, dma.core)}); it signals {sem} when its "
+                                f"{'data has landed' if dma.half == 'write' else 'source has been read'}")
     if other.is_dma:
         if other.core == dma.core:  # one core starts both: it can wait for the first itself
             other_op = program.cores[other.core][other.pc]
@@ -324,12 +334,14 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
                 f"wait for the first copy ({'.wait() / wait_recv' if dma.half == 'write' else 'wait_send'}, "
                 f"on {sem}) before starting the copy at {other_op.loc}",
                 [],
+                _later_copy(program, dma, other, sem),
             )
         return (
             f"{signals}; nothing makes the second copy wait for that",
             "add a handshake: the receiver signals the sender when the slot is free, and the sender waits for it "
             "before starting the next copy into it",
             [],
+            _consumer_copy(program, dma, other),
         )
     lo = dma.pc + 1 if other.core == dma.core else 0
     waits = _waits_before(program, other.core, lo, other.pc)
@@ -337,6 +349,25 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
     on_sem = [w for _, w in waits if w.sem == sem]
     same_alloc = [w for _, w in waits if w.sem.label == sem.label and w.sem != sem]
     verb = "load" if not other.write else "store"
+    landed = "has landed" if dma.half == "write" else "has read its source"
+    if on_sem:
+        found = sites(site("late-wait", on_sem[-1].loc, f"waits on {sem}, but can return before the copy started at "
+                                                        f"line {op.loc.line} {landed}, so it does not order the "
+                                                        f"{verb} at line {other.loc.line}"),
+                      copy, site("access", other.loc, f"{other.describe()} by {_who(program, other.core)}"))
+    elif same_alloc:
+        found = sites(site("wrong-wait", same_alloc[-1].loc, f"waits on {same_alloc[-1].sem}, not on {sem}, the "
+                                                             f"semaphore of the copy started at line {op.loc.line}: "
+                                                             f"wait on {sem} here"),
+                      copy, site("access", other.loc, f"{other.describe()} by {_who(program, other.core)}"))
+    elif isinstance(other.loc, BoundaryLoc):  # read after the call: no kernel line to wait before, the copy is the place
+        found = sites(copy, site("access", other.loc, f"{other.describe()}: nothing waits for the copy started at "
+                                                      f"line {op.loc.line} before the kernel returns"))
+    else:
+        found = sites(site("wait-here", other.loc, f"{other.describe()} by {_who(program, other.core)}: nothing waits "
+                                                   f"on {sem} for the copy started at line {op.loc.line} before it; "
+                                                   "the wait belongs just before this line"),
+                      copy)
     if not waits:
         said = f"{_who(program, other.core)} does not wait on anything between the copy's start and its {verb}"
     else:
@@ -355,12 +386,34 @@ def _explain(program: Program, race: Race) -> tuple[str, str, list[Loc]]:
         fix = f"wait for this copy (its descriptor's .wait() / wait_recv, on {sem}) before the {verb} at {other.loc}"
     else:
         fix = f"wait for this copy's send side (wait_send / .wait(), on {sem}) before overwriting its source at {other.loc}"
-    return f"{signals}; {said}", fix, locs
+    return f"{signals}; {said}", fix, locs, found
+
+
+def _later_copy(program: Program, a: AccessEvent, b: AccessEvent, sem) -> list[dict]:
+    """REP-10, two copies of one core: the wait belongs before the one started later."""
+    first, then = (a, b) if a.pc <= b.pc else (b, a)
+    at = program.cores[first.core][first.pc].loc
+    return sites(site("wait-here", program.cores[then.core][then.pc].loc,
+                      f"starts {then.describe()} while the copy started at line {at.line} may still be in flight: "
+                      f"wait for that copy before this start"),
+                 site("copy", at, f"{first.describe()} (started by {_who(program, first.core)})"))
+
+
+def _consumer_copy(program: Program, a: AccessEvent, b: AccessEvent) -> list[dict]:
+    """REP-10, two copies of two cores: the handshake's wait belongs before the copy that reads what the other
+    writes (data made, then used); when both write, before the second."""
+    reader, writer = (a, b) if a.half == "read" and b.half != "read" else (b, a)
+    at = program.cores[writer.core][writer.pc].loc
+    return sites(site("wait-here", program.cores[reader.core][reader.pc].loc,
+                      f"{_who(program, reader.core)} starts {reader.describe()} with nothing making it wait for "
+                      f"{writer.describe()} (line {at.line}, {_who(program, writer.core)}): a handshake's wait "
+                      "belongs before it"),
+                 site("copy", at, f"{writer.describe()} (started by {_who(program, writer.core)})"))
 
 
 def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
     a, b = race.first, race.second
-    why, fix, extra = _explain(program, race)
+    why, fix, extra, found = _explain(program, race)
     msg = f"{_say(program, a)} and {_say(program, b)} can happen in either order ({mode}): {why}"
     blocked = tuple(
         (e.core, e.pc, f"{_who(program, e.core)}: {e.describe()} still in flight (the copy started at "
@@ -380,6 +433,7 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
                  "buffer": e.buffer[2], "region": [list(d) for d in e.region.box], "write": e.write}
                 for e in (a, b)
             ],
+            "sites": found,
         },
         hint=fix,
     )

@@ -135,22 +135,26 @@ def timeline(
     and the operation it was at when the witness ended (stuck at, or failing at).
 
     Only operations with a source line (the kernel's, not the launch
-    wrapper's) are listed. Returns `[{"device": d, "events": [str, ...]}]`.
+    wrapper's) are listed. Returns `[{"device": d, "events": [str, ...], "steps": [...]}]`: `steps` are
+    the events as data, `{file, line, op, stop}` (and `core` in a multi-core kernel), for the SARIF
+    report's thread flows (REP-13).
     """
     topo = program.topology
     wanted = range(topo.num_devices) if devices is None else devices
     out = []
     for d in wanted:
         events: list[str] = []
+        steps: list[dict] = []
         for g in topo.cores_of_device(d):
             ops = program.cores[g]
             who = f"core {topo.local_core_of(g)}: " if topo.cores_per_device > 1 else ""
             done = [op for op in ops[: pcs[g]] if op.loc.line > 0][-last:]
-            events += [f"{who}{_short(op)}  {describe(op)}" for op in done]
-            if pcs[g] < len(ops):
-                op = ops[pcs[g]]
-                events.append(f"{who}{_short(op)}  >> {describe(op)}")
-        out.append({"device": d, "events": events})
+            at = [ops[pcs[g]]] if pcs[g] < len(ops) else []
+            for op, stop in [*((op, False) for op in done), *((op, True) for op in at)]:
+                events.append(f"{who}{_short(op)}  {'>> ' if stop else ''}{describe(op)}")
+                steps.append({"file": op.loc.file, "line": op.loc.line, "op": describe(op), "stop": stop,
+                              **({"core": topo.local_core_of(g)} if topo.cores_per_device > 1 else {})})
+        out.append({"device": d, "events": events, "steps": steps})
     return out
 
 

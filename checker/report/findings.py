@@ -4,7 +4,8 @@ A *finding* is a violated property of a target at one bug line, or one cause of 
 of a target (a timeout, a run that can fail, ...), with every configuration (device count x DMA
 mode) where it shows. Its location is the bug's line: for a violation that some DMA mode proves,
 the line of the interpreter divergence that explains it (a signal without core_index, say) when
-that divergence is tied to a line; else the witness's first kernel line. Its fingerprint is made
+that divergence is tied to a line; else the line to change that `places` chooses from the witness
+(REP-10), the witness's other lines related. Its fingerprint is made
 of what identifies the bug (property or cause, target, file and line), never of timings or of
 which device counts were verified, so it is the same from run to run.
 """
@@ -18,10 +19,11 @@ import os
 import re
 from collections.abc import Sequence
 
-from semcheck.checker.properties.differences import Difference, differences
+from semcheck.checker.properties.differences import CAUSES, Difference, differences
 from semcheck.checker.properties.registry import IDS
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
+from semcheck.checker.report.places import Place, Places, places
 from semcheck.model.ops import Loc
 
 # Divergences that name the line that behaves differently (D3-D4 names the first DMAs, not a bug).
@@ -38,9 +40,17 @@ class Finding:
     properties: tuple[str, ...]  # the properties it is about
     verdict: Verdict  # as found at the smallest device count
     configs: tuple[tuple[int, str], ...]  # (devices, dma mode) where it shows, in report order
-    loc: Loc | None  # the bug's line; None: the kernel file as a whole
-    related: tuple[Loc, ...] = ()  # the witness's other kernel lines
+    where: Places  # the bug's line (None: the kernel file as a whole) and the other lines, each with a message
     difference: Difference | None = None  # when some DMA mode proves what this violates
+
+    @property
+    def loc(self) -> Loc | None:
+        """The bug's line: the primary location."""
+        return self.where.primary.loc if self.where.primary is not None else None
+
+    @property
+    def related(self) -> tuple[Place, ...]:
+        return self.where.related
 
     @property
     def rule(self) -> str:
@@ -66,17 +76,19 @@ def findings(path: str, results: Sequence[Result]) -> list[Finding]:
     """The findings of one kernel file's results: violations first, in property order."""
     diff = {(d.target, d.devices, d.property): d for d in differences(results)}
     groups: dict[tuple, list[tuple[int, str, Verdict]]] = {}
-    where: dict[tuple, tuple[Loc | None, Difference | None]] = {}
+    where: dict[tuple, tuple[Places, Difference | None]] = {}
     for r in results:
         for v in r.verdicts:
             if v.verdict == "violated":
                 d = diff.get((r.target, r.devices, v.property))
-                loc = _bug_line(v, d)
+                at = places(v, _divergence_line(d))
+                loc = at.primary.loc if at.primary is not None else None
                 key = (r.target, "violated", v.property, (loc.file, loc.line) if loc else None)
-                where.setdefault(key, (loc, d))
+                where.setdefault(key, (at, d))
             elif v.verdict == "unknown":
                 key = (r.target, "unknown", unknown_kind(v.reason), None)
-                where.setdefault(key, (_reason_line(v.reason), None))
+                loc = _reason_line(v.reason)
+                where.setdefault(key, (Places(Place(loc, "the line the reason names") if loc else None), None))
             else:
                 continue
             groups.setdefault(key, []).append((r.devices, r.dma_mode, v))
@@ -87,21 +99,19 @@ def findings(path: str, results: Sequence[Result]) -> list[Finding]:
         first = min(entries, key=lambda e: e[0])  # the smallest device count, modes in report order
         props = tuple(sorted(dict.fromkeys(e[2].property for e in entries), key=order.get))
         configs = tuple(dict.fromkeys((n, m) for n, m, _ in entries))
-        loc, d = where[key]
-        w = first[2].witness
-        related = tuple(dict.fromkeys(x for x in (w.locs if w else ()) if x is not None and x.line > 0 and x != loc))
-        out.append(Finding(path, target, kind, cause, props, first[2], configs, loc, related, d))
+        at, d = where[key]
+        out.append(Finding(path, target, kind, cause, props, first[2], configs, at, d))
     out.sort(key=lambda f: (f.kind != "violated", order[f.properties[0]]))
     return out
 
 
-def _bug_line(v: Verdict, d: Difference | None) -> Loc | None:
+def _divergence_line(d: Difference | None) -> Place | None:
+    """The line of an interpreter divergence that explains why some DMA mode proves what this violates."""
     if d is not None:
         for e in d.causes:
             if e.code in LINE_CAUSES and e.locs:
-                return e.locs[0]
-    locs = [x for x in (v.witness.locs if v.witness else ()) if x is not None and x.line > 0]
-    return locs[0] if locs else None
+                return Place(e.locs[0], f"{e.code}: {CAUSES[e.code]}", "divergence")
+    return None
 
 
 def _reason_line(reason: str) -> Loc | None:

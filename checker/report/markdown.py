@@ -15,6 +15,7 @@ from semcheck.checker.report.svg import to_svg
 from semcheck.checker.report.render import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
+from semcheck.checker.report.places import places
 
 
 def mermaid_diagram(v: Verdict) -> str | None:
@@ -103,7 +104,7 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
                 drawn = mermaid_diagram(v)
                 if drawn:
                     out += ["", *fence("mermaid", drawn.split("\n"))]
-                locs = [loc for loc in dict.fromkeys(v.witness.locs) if loc is not None and loc.line]
+                locs = [loc for loc in dict.fromkeys(places(v).locs) if loc.line]  # REP-10: the line to change first
                 if locs:
                     out += [""] + [f"- {_md_loc(loc)}: {md_code(loc.text.strip())}" for loc in locs]
                 if v.input is not None:
@@ -172,6 +173,8 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
                 body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
+                body += [f"<p><code>{e(_rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
+                         for loc in places(v).locs]  # REP-10: the line to change first
                 if v.input is not None:
                     body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
                 drawn = diagram(v)

@@ -13,9 +13,10 @@ from semcheck.checker.run.generated_inputs import row_suffix
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.run.request import Result
+from semcheck.checker.report.places import places
 from semcheck.checker.report.findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
 PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
 STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
@@ -55,11 +56,19 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
             "locations": [_loc(loc) for loc in w.locs],
             "details": _rel_all(w.details),
         }
+        at = places(v)  # REP-10: the line to change, and the others with what happens there (1.8)
+        if at.primary is not None:
+            out["witness"]["primary_location"] = _place_json(at.primary)
+            out["witness"]["related_locations"] = [_place_json(p) for p in at.related]
     if v.input is not None:
         out["input"] = input_json(v.input)
     if v.stats:
         out["stats"] = v.stats
     return out
+
+
+def _place_json(p) -> dict[str, Any]:
+    return {**_loc(p.loc), "message": _rel(p.message), "role": p.role}
 
 
 def input_json(gi) -> dict[str, Any]:

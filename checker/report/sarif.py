@@ -6,14 +6,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from semcheck.checker.run.generated_inputs import input_line
-from semcheck.checker.properties.registry import IDS, REGISTRY
+from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.render import FileReport, _difference_line, hint_for, input_json
 from semcheck.checker.report.findings import Finding, column, findings, rel, uri, where
+from semcheck.checker.report.sarif_rules import information_uri, rules as sarif_rules
 from semcheck.checker.report.suppress import Suppression
+from semcheck.model.ops import Loc
 from semcheck.checker.run.request import Result
 
 RULE_IDS = [*IDS, "unknown", "input-error"]
 FINGERPRINT = "semcheck/v1"  # bump when what the fingerprint is made of changes
+# GitHub code scanning drops what passes its limits (1,000 locations per result, 10,000 thread-flow
+# locations per result): far inside them, and a thread per device of the witness only
+MAX_RELATED, MAX_FLOWS, MAX_STEPS = 50, 16, 24
 
 
 def to_sarif(path: str, results: Sequence[Result], version: str) -> dict[str, Any]:
@@ -30,24 +35,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
     location is the bug's line; `partialFingerprints` stay the same from run to run. URIs are
     relative to the working directory (run semcheck from the repository root for code scanning).
     """
-    rules = [
-        {
-            "id": p.id,
-            "name": "".join(w.capitalize() for w in p.id.split("-")),
-            "shortDescription": {"text": p.summary},
-            "help": {"text": f"{p.summary} Typical fix: {p.hint}. Spec: `semcheck spec {p.rule}`."},
-            "defaultConfiguration": {"level": "error"},
-            "properties": {"specRule": p.rule},
-        }
-        for p in REGISTRY
-    ]
-    rules.append({"id": "unknown", "name": "NotProved",
-                  "shortDescription": {"text": "semcheck could neither prove nor refute these properties "
-                                               "(the message says why): nothing is claimed."},
-                  "defaultConfiguration": {"level": "warning"}})
-    rules.append({"id": "input-error", "name": "InputError",
-                  "shortDescription": {"text": "semcheck could not verify the kernel file at all."},
-                  "defaultConfiguration": {"level": "error"}})
+    rules = sarif_rules()
     sarif_results = []
     for f in files:
         failed = [(f.path, f.error)] if f.error is not None else [
@@ -74,7 +62,8 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "semcheck", "version": version, "rules": rules}},
+        "runs": [{"tool": {"driver": {"name": "semcheck", "version": version, "informationUri": information_uri(),
+                                      "rules": rules}},
                   "results": sarif_results}],
     }
 
@@ -93,19 +82,25 @@ def sarif_result(x: Finding) -> dict[str, Any]:
     location: dict[str, Any] = {"artifactLocation": {"uri": uri(x.loc.file if x.loc else x.file)}}
     if x.loc is not None:
         location["region"] = {"startLine": x.loc.line, "startColumn": column(x.loc)}
+    primary: dict[str, Any] = {"physicalLocation": location}
+    if x.where.primary is not None and x.where.primary.message:
+        primary["message"] = {"text": rel(x.where.primary.message)}
     res: dict[str, Any] = {
         "ruleId": x.rule,
         "ruleIndex": RULE_IDS.index(x.rule),
         "level": "error" if x.kind == "violated" else "warning",
         "message": {"text": rel(text)},
-        "locations": [{"physicalLocation": location}],
+        "locations": [primary],
         "partialFingerprints": {FINGERPRINT: x.fingerprint()},
     }
     if x.related:
         res["relatedLocations"] = [
-            {"id": i, "physicalLocation": {"artifactLocation": {"uri": uri(o.file)}, "region": {"startLine": o.line}}}
-            for i, o in enumerate(x.related)
+            {"id": i, "physicalLocation": _physical(o.loc), "message": {"text": rel(o.message or o.loc.text.strip())}}
+            for i, o in enumerate(x.related[:MAX_RELATED], 1)
         ]
+    flows = code_flows(x)
+    if flows:
+        res["codeFlows"] = flows
     res["properties"] = {
         "target": x.target,
         "verdict": x.kind,
@@ -119,6 +114,41 @@ def sarif_result(x: Finding) -> dict[str, Any]:
     if v.input is not None:
         res["properties"]["input"] = input_json(v.input)
     return res
+
+
+def _physical(loc) -> dict[str, Any]:
+    return {"artifactLocation": {"uri": uri(loc.file)}, "region": {"startLine": loc.line, "startColumn": column(loc)}}
+
+
+def code_flows(x: Finding) -> list[dict[str, Any]]:
+    """REP-13: one thread flow per device of the witness's timeline, each step a location with what ran."""
+    w = x.verdict.witness
+    timeline = w.details.get("timeline") if w is not None and x.kind == "violated" else None
+    flows = []
+    for dev in timeline or ():
+        steps = [s for s in dev.get("steps", ()) if isinstance(s, dict) and s.get("line")]
+        if not steps:
+            continue
+        where = f"device {dev['device']}"
+        flows.append({
+            "id": where.replace(" ", "-"),
+            "message": {"text": where},
+            "locations": [{
+                "location": {"physicalLocation": _physical(Loc(s["file"], int(s["line"]), "")),
+                             "message": {"text": rel(_step_text(where, s))}},
+                "executionOrder": k,
+                **({"importance": "essential"} if s.get("stop") else {}),
+            } for k, s in enumerate(steps[-MAX_STEPS:], 1)],
+        })
+    if not flows:
+        return []
+    return [{"message": {"text": f"the last steps of each device involved, where {x.properties[0]} is violated"},
+             "threadFlows": flows[:MAX_FLOWS]}]
+
+
+def _step_text(where: str, s: dict) -> str:
+    core = f" core {s['core']}" if "core" in s else ""
+    return f"{where}{core} stops here: {s['op']}" if s.get("stop") else f"{where}{core}: {s['op']}"
 
 
 def suppressed_result(path: str, x: Suppression) -> dict[str, Any]:

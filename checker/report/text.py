@@ -10,6 +10,7 @@ from semcheck.checker.report.render import (MARK, PLAIN_MARK, STYLE, FileReport,
                                      _where, _worst, hint_for, summary)
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
+from semcheck.checker.report.places import places
 
 
 def render_text(console, path: str, results: Sequence[Result]) -> None:
@@ -122,7 +123,7 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         title.append(f": {target}, {n} devices, {mode}")
         console.rule(title, characters=rule_chars, align="left")
         if kind == "violated" and v.witness is not None:
-            _witness(console, say, v.witness)
+            _witness(console, say, v.witness, places(v).locs)
             if v.input is not None:
                 say(input_line(v) or "", "bold")
         else:
@@ -204,7 +205,7 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
     console.print(line, soft_wrap=True, highlight=False)
 
 
-def _witness(console, say, w) -> None:
+def _witness(console, say, w, locs) -> None:
     explanation = w.details.get("explanation")
     if explanation:
         # a deadlock, explained per group of blocked cores (one per rotation class) and as a cycle;
@@ -212,7 +213,7 @@ def _witness(console, say, w) -> None:
         say("deadlock: " + explanation[0] if not explanation[0].startswith("cycle") else explanation[0])
         for line in explanation[1:]:
             say(line)
-        for loc in dict.fromkeys(w.locs):
+        for loc in dict.fromkeys(locs):  # REP-10: the line to change first
             if loc is not None and loc.line:
                 say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
         return
@@ -226,7 +227,7 @@ def _witness(console, say, w) -> None:
                 say(f"    {ev}", "dim" if ">>" not in ev else "")
     for _, _, what in w.blocked:  # core and position indices stay in the JSON
         say(f"  stopped: {what}")
-    for loc in dict.fromkeys(w.locs):
+    for loc in dict.fromkeys(locs):  # REP-10: the line to change first
         if loc is not None and loc.line:
             say(f"  at {loc.file}:{loc.line}: {loc.text.strip()}")
 

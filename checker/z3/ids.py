@@ -33,6 +33,7 @@ import z3
 
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.checker.properties.replay import replay_until
+from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.must_pass import must_have_passed
 from semcheck.checker.static.system import EncodingBug, Lowered
@@ -322,8 +323,9 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
         fires = _fires_by_freezing(program, mode, low, cid)
     alloc_locs, g_locs = _insertion_sites(program, low, cid, state, covering)
     fire_word, fire_wit = fires
+    holder = _holder(program, low, cid, state, covering)
     msg = (f"collective id {cid} is both a fixed id (get_barrier_semaphore at {g_locs[0] if g_locs else '?'}) and "
-           f"{_holder(program, low, cid, state, covering)}; "
+           f"{holder}; "
            f"the interpreter's '{COLLISION_MESSAGE.format(cid)}' {_fire_phrase(fire_word)}")
     details = {
         "collective_id": cid,
@@ -331,6 +333,12 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
         "message": COLLISION_MESSAGE.format(cid),
         "allocation_sites": [str(x) for x in alloc_locs],
         "get_barrier_semaphore_sites": [str(x) for x in g_locs],
+        "sites": sites(site("barrier", g_locs[0] if g_locs else None,
+                            f"get_barrier_semaphore fetches the barrier semaphore, fixed id {cid}"),
+                       site("allocation", alloc_locs[0] if alloc_locs else None,
+                            f"{holder.removeprefix('the internal id of ').split(' (')[0]} is handed internal id "
+                            f"{cid} here" if holder.startswith("the internal id of ") else
+                            f"internal id {cid} is handed out here")),
     }
     if fire_wit is not None:
         details["fire_schedule"] = [list(a) for a in fire_wit[0]]

@@ -94,12 +94,13 @@ def test_json_reports_match_the_schema(example_runs):
 
 def test_json_texts_name_kernel_files_relative_to_the_working_directory(example_runs):
     """Reasons, messages, hints and details say `examples/buggy/x.py:57`; only the row's `file` (the path
-    as given, absolute here) and `locations[].file` (the absolute path the schema promises) are not."""
+    as given, absolute here) and the `file` of `locations[]`, `primary_location` and `related_locations[]`
+    (the absolute path the schema promises) are not."""
     def texts(x, in_locations=False, row=False):
         if isinstance(x, dict):
             for k, v in x.items():
                 if not (k == "file" and (in_locations or row)):
-                    yield from texts(v, in_locations or k == "locations")
+                    yield from texts(v, in_locations or k in ("locations", "primary_location", "related_locations"))
         elif isinstance(x, list):
             for v in x:
                 yield from texts(v, in_locations)

@@ -1,0 +1,98 @@
+"""The SARIF report's rules (REP-12): one per property, then `unknown` and `input-error`, each with the
+descriptions and help code scanning shows beside an alert, and where to read more."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from semcheck.checker.properties.registry import REGISTRY
+
+# What a violation means, for a reader who sees the alert and not the spec (the alert's description).
+FULL = {
+    "id-disjoint": "In jax's Pallas TPU interpret mode the barrier semaphore (get_barrier_semaphore) takes the "
+                   "kernel's collective_id as a fixed id, while scratch and run_scoped semaphores are handed internal "
+                   "ids counted up from 2000. A collective_id that is also an internal id makes the interpreter raise "
+                   "'Semaphore N occurs as both fixed-id and internal.' A TPU has no such ids (semaphores are "
+                   "allocation sites), so only interpret-mode runs fail.",
+    "id-int16": "The interpreter hands out semaphore and buffer ids in increasing order and never frees them; an "
+                "id past the int16 range raises OverflowError or wraps silently. Allocating inside a loop is the "
+                "usual cause.",
+    "id-agreement": "A remote signal or copy names its semaphore by the id the sender holds. In interpret mode the "
+                    "target core must hold the same allocation (site and index) under that id, or the signal lands "
+                    "on another semaphore.",
+    "deadlock-free": "In some schedule of the kernel's devices and cores, a core reaches a wait (or barrier) that "
+                     "never returns: the signals or copies it needs never run, or go elsewhere.",
+    "exit-balance": "At the kernel's exit every semaphore count must be zero and no copy in flight: each signal and "
+                    "each copy's semaphore increments must be waited for before the kernel returns.",
+    "dma-bytes": "A DMA wait waits for a number of bytes on its semaphore; the copies signalling that semaphore "
+                 "must deliver exactly that many, copy by copy. A wait for more never returns, a wait for less "
+                 "returns before the whole copy has landed and leaves bytes on the semaphore at exit.",
+    "race-free": "Two accesses to overlapping data, one of them a write (kernel loads and stores, each copy's read "
+                 "and write), are not ordered by the semaphores in every schedule: the kernel can read a buffer a "
+                 "copy is still writing, or overwrite one a copy is still reading.",
+    "invocation-confined": "A remote signal or copy into a kernel-local object of a device must arrive while that "
+                           "device is inside its own invocation of the same call, and a copy into a run_scoped buffer "
+                           "must complete while its scope is live.",
+}
+UNKNOWN = ("semcheck could neither prove nor refute the properties named in the message: a solver timeout, a "
+           "construct the front end cannot lower faithfully, a run that can fail before the property can be "
+           "decided, and so on. The message gives the reason and the kernel line; nothing is claimed about these "
+           "properties.")
+UNKNOWN_FIX = ("follow the message: raise --timeout, fix the violation that makes runs fail first, or verify with "
+               "--dma-mode hardware")
+INPUT_ERROR = ("semcheck could not verify the kernel file or target at all: it does not parse, raised while "
+               "imported, built or traced, defines no target, or has no TPU pallas_call. The message names the "
+               "error code and the line.")
+INPUT_FIX = "run `semcheck verify FILE` to see the one-line error, or add --debug for the traceback"
+FALLBACK_URI = "https://pypi.org/project/semcheck/"
+
+
+@functools.cache
+def information_uri() -> str:
+    """The project's home page from the installed package's metadata, else its package index page."""
+    from importlib import metadata
+
+    try:
+        urls = metadata.metadata("semcheck").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        urls = []
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("homepage", "home", "repository", "source") and url.strip().startswith("https://"):
+            return url.strip().rstrip("/")
+    return FALLBACK_URI
+
+
+def help_uri(doc: str) -> str:
+    """Where the rule's spec page is read: the repository's file when the home page is a GitHub repository."""
+    home = information_uri()
+    return f"{home}/blob/main/specs/{doc}" if home.startswith("https://github.com/") else home
+
+
+def _rule(rid: str, name: str, short: str, full: str, fix: str, spec: str, doc: str, level: str) -> dict[str, Any]:
+    uri = help_uri(doc)
+    return {
+        "id": rid,
+        "name": name,
+        "shortDescription": {"text": short},
+        "fullDescription": {"text": f"{short} {full}"},
+        "help": {"text": f"{short} {full} Typical fix: {fix}. Spec: {spec} in specs/{doc}"
+                         + (f" (`semcheck spec {spec}`)." if doc == "semantics.md" else "."),
+                 "markdown": f"**{short}**\n\n{full}\n\n**Typical fix:** {fix}.\n\nSpec: {spec} in "
+                             f"[specs/{doc}]({uri})" + (f" (`semcheck spec {spec}`)." if doc == "semantics.md" else ".")},
+        "helpUri": uri,
+        "defaultConfiguration": {"level": level},
+        "properties": {"specRule": spec},
+    }
+
+
+def rules() -> list[dict[str, Any]]:
+    """Every rule, in `RULE_IDS` order."""
+    out = [_rule(p.id, "".join(w.capitalize() for w in p.id.split("-")), p.summary, FULL[p.id], p.hint, p.rule,
+                 "semantics.md", "error") for p in REGISTRY]
+    out.append(_rule("unknown", "NotProved", "semcheck could neither prove nor refute these properties.", UNKNOWN,
+                     UNKNOWN_FIX, "REP-12", "report.md", "warning"))
+    out.append(_rule("input-error", "InputError", "semcheck could not verify the kernel file at all.", INPUT_ERROR,
+                     INPUT_FIX, "REP-12", "report.md", "error"))
+    return out
