@@ -1,4 +1,4 @@
-"""Every finding on the line to fix (specs/report.md REP-10, REP-11), and a SARIF report that GitHub code
+"""Every finding on the line to fix (specs/deciding/report.md REP-10, REP-11), and a SARIF report that GitHub code
 scanning ingests whole (REP-12, REP-13): one buggy example per finding class, verified once at 2 devices."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where findings are placed (specs/report.md REP-10 .. REP-12), without running a kernel: the table that
+"""Where findings are placed (specs/deciding/report.md REP-10 .. REP-12), without running a kernel: the table that
 picks the line to change, the search for the `collective_id=` line, and the SARIF rules."""
 
 from __future__ import annotations
