@@ -153,6 +153,7 @@ class _Sym:
         # that Z3 does not hand their ids to other terms)
         self.checks: list[str] = []
         self.axis: str | None = None  # the mesh's one axis: my_id is its axis_index (PAR-4)
+        self.recorder = None  # PAR-11: called on every equation walked, in program order (the accesses)
 
     def lit(self, f: Affine):
         return self.z3.IntVal(f.a) * self.N + self.z3.IntVal(f.b)
@@ -286,6 +287,8 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
             signature.append((path, ("get_barrier_semaphore",)))
         elif name in _SYNC:
             signature.append((path, _sync_op(sym, eqn, args, path, sources, line)))
+        if sym.recorder is not None and name != "cond":
+            sym.recorder(eqn, args, path, sources, line, signature[-1][1] if name in _SYNC and signature else None)
         if out is not None and len(eqn.outvars) == 1 and _kind(eqn.outvars[0].aval) in _SCALARS:
             env[eqn.outvars[0]] = out
 
