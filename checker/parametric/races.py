@@ -81,8 +81,9 @@ def _bytes(item) -> int:
     return int(math.prod(shape)) * np.dtype(dtype).itemsize
 
 
-def counters(evs: list[Event]) -> tuple[list[Arrival], list[Waiting]]:
-    """PAR-12: every arrival and wait of the template, from PAR-4's items."""
+def counters(evs: list[Event], dma_sems: set) -> tuple[list[Arrival], list[Waiting]]:
+    """PAR-12: every arrival and wait of the template, from PAR-4's items. A copy's half on a semaphore
+    that is not a DMA semaphore counts per mode (DMA-6): its unit is its own, which no wait shares."""
     arr, waits = [], []
     for e in evs:
         it = e.item
@@ -95,8 +96,8 @@ def counters(evs: list[Event]) -> tuple[list[Arrival], list[Waiting]]:
         elif it[0] == "dma":
             size = _bytes(it[4])
             if it[2] is not None:
-                arr.append(Arrival(e.pos, "read", it[2], 0, size, "dma"))
-            arr.append(Arrival(e.pos, "write", it[3], it[1] or 0, size, "dma"))
+                arr.append(Arrival(e.pos, "read", it[2], 0, size, "dma" if it[2] in dma_sems else "dma-6"))
+            arr.append(Arrival(e.pos, "write", it[3], it[1] or 0, size, "dma" if it[3] in dma_sems else "dma-6"))
         elif it[0] == "dma_wait":
             waits.append(Waiting(e.pos, it[1], _bytes(it[3]), "dma"))
     return arr, waits
@@ -263,7 +264,8 @@ def ordered(ctx, facts, a: Touch, ia, b: Touch, ib):
     z3 = ctx.z3
     t, q = _observer(ctx, b, ib)
     if a.half is None:
-        return known(ctx, facts, b.o, t, q, a.o, ia, a.event if a.phase == "step" else -1)
+        p = {"step": a.event, "pro": -1}.get(a.phase, len(ctx.evs))  # the write-back comes after all
+        return known(ctx, facts, b.o, t, q, a.o, ia, p)
     out = []
     if b.half == "write" and a.half == "read" and a.event == b.event and a.o == b.o:
         out.append(ia == ib)  # a copy reads before it writes
@@ -322,14 +324,36 @@ def _smallest(ctx, s, model):
     return best
 
 
-def race_argument(sym: _Sym, evs: list[Event]) -> RaceArgument:
+def guards_in_int32(ctx) -> str:
+    """PAR-11: no int32 operation a branch condition reads wraps, at any N, device and step (Z3's
+    integers then decide each event's branch as jax does); '' when proved, else where not."""
+    from semcheck.checker.parametric.int32_terms import within_int32
+
+    z3, sym = ctx.z3, ctx.sym
+    seen = set()
+    for e in ctx.evs:
+        if e.guard.get_id() in seen:
+            continue
+        seen.add(e.guard.get_id())
+        within = within_int32(z3, e.guard, sym.kernel)
+        where = z3.And(sym.step >= 0, sym.step < ctx.G, sym.me >= 0, sym.me < ctx.N)
+        if within and not ctx.holds(z3.Implies(where, z3.And(*within)))[0]:
+            return f"a branch condition of {e.line} may wrap int32 (PAR-11)"
+    return ""
+
+
+def race_argument(sym: _Sym, evs: list[Event], dma_sems: set) -> RaceArgument:
     """PAR-14: no two accesses of the template on any devices and steps of any N >= the cutoff overlap
-    unordered with one a write. `sym` is the walk whose terms `evs` holds."""
+    unordered with one a write. `sym` is the walk whose terms `evs` holds; `dma_sems` the semaphores
+    of DMA type."""
     z3 = sym.z3
-    arr, waits = counters(evs)
+    arr, waits = counters(evs, dma_sems)
     ts = touches(evs, arr)
     widest = max([abs(a.c) for a in arr] + [1])
     ctx = _Ctx(sym, evs, omax=(MAX_HOPS + 2) * widest)
+    why = guards_in_int32(ctx)
+    if why:
+        return RaceArgument(False, why)
     sems = {a.sem for a in arr} | {w.sem for w in waits}
     good = {s for s in sems if balanced(ctx, arr, waits, s)}
     cands = set()
@@ -400,4 +424,6 @@ def argue(jaxprs: dict, grid, axis) -> RaceArgument:
         evs = events(rows)
     except NotTemplate as e:
         return RaceArgument(False, f"{e} (PAR-11)")
-    return race_argument(sym, evs)
+    big = jaxprs[ns[-1]]
+    dma_sems = {("arg", i) for i, v in enumerate(big.invars) if "dma_sem" in str(v.aval)}
+    return race_argument(sym, evs, dma_sems)
