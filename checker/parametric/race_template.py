@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semcheck.checker.parametric.template import Affine, NotTemplate, _Sym, _evaluate, _sub_jaxprs, fit
+from semcheck.checker.parametric.template import Affine, NotTemplate, Sym, evaluate, fit, sub_jaxprs
 
 _ACCESS = {"get": False, "swap": True, "addupdate": True}
 """A kernel load or store and whether it writes (`x[...] += y` is a get and a swap, ACC-1)."""
@@ -54,7 +54,7 @@ def _ref_uses(jaxpr) -> bool:
     for e in jaxpr.eqns:
         if any("Ref" in type(v.aval).__name__ for v in e.invars):
             return True
-        if any(_ref_uses(s) for s in _sub_jaxprs(e)):
+        if any(_ref_uses(s) for s in sub_jaxprs(e)):
             return True
     return False
 
@@ -99,7 +99,7 @@ class Recorder:
                        self._view(dst, args, eqn, sources, line) + (True,)]
             self.rows.append((path, item, touched, line))
             return
-        if any("Ref" in type(v.aval).__name__ for v in eqn.invars) or any(_ref_uses(s) for s in _sub_jaxprs(eqn)):
+        if any("Ref" in type(v.aval).__name__ for v in eqn.invars) or any(_ref_uses(s) for s in sub_jaxprs(eqn)):
             raise NotTemplate(f"{name} touches a ref in a way semcheck does not read symbolically ({line})")
 
     def _view(self, view, args, eqn, sources, line):
@@ -141,13 +141,13 @@ class Recorder:
         return (src[1], start, size, extent)
 
 
-def record(sym: _Sym, jaxpr) -> list[tuple]:
+def record(sym: Sym, jaxpr) -> list[tuple]:
     """PAR-4's walk of one traced jaxpr with PAR-11's recorder: the rows in program order."""
     rec = Recorder()
     sym.recorder = rec
     sym.prove = False  # PAR-4's proofs are `template_guard`'s, made once
     sources = {v: ("arg", i) for i, v in enumerate(jaxpr.invars)}
-    _evaluate(sym, jaxpr, {}, sym.z3.BoolVal(True), (), [], sources)
+    evaluate(sym, jaxpr, {}, sym.z3.BoolVal(True), (), [], sources)
     return rec.rows
 
 

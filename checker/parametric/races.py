@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from semcheck.checker.parametric.race_template import Event, Region
-from semcheck.checker.parametric.template import NotTemplate, _Sym
+from semcheck.checker.parametric.template import NotTemplate, Sym
 
 RACE_N_MAX = 2 ** 20
 """PAR-14 proves for every N from 2 to 2^20 devices: a region's row index grows with N (`me * rows`),
@@ -107,7 +107,7 @@ class _Ctx:
     """The Z3 vocabulary of PAR-12 .. PAR-14. Every device of a query is named by its offset `o` from
     one device `m`: the device `(m - o) mod N`; guards are read at a device and a step."""
 
-    def __init__(self, sym: _Sym, evs: list[Event], omax: int):
+    def __init__(self, sym: Sym, evs: list[Event], at_n: int | None = None):
         import z3
 
         self.z3, self.sym, self.evs = z3, sym, evs
@@ -115,16 +115,29 @@ class _Ctx:
         self.G = sym.grid
         self.m = z3.Int("m")
         self.memo: dict = {}  # the terms are kept alive with their ids (Z3 shares equal terms)
-        self.low = max(sym.cut.as_long(), omax + 1)  # one wrap brings any offset used back into 0 .. N - 1
-        self.base = z3.And(self.N >= self.low, self.N <= RACE_N_MAX, self.G >= 1, self.m >= 0, self.m < self.N)
+        self.low = sym.cut.as_long()  # PAR-4 reads every target as (my_id + c) mod N from here on
+        n = z3.And(self.N >= self.low, self.N <= RACE_N_MAX) if at_n is None else self.N == at_n
+        self.base = z3.And(n, self.G >= 1, self.m >= 0, self.m < self.N)
 
     def dev(self, o: int):
+        """(m - o) mod N, exactly at every N >= 2 (as many wraps as |o| can need)."""
         out = self.memo.get(("dev", o))
         if out is None:
             z3 = self.z3
             x = self.m - o
-            out = self.memo[("dev", o)] = z3.If(x >= self.N, x - self.N, z3.If(x < 0, x + self.N, x))
+            out = x
+            for k in range(-abs(o) // 2 - 1, abs(o) // 2 + 2):
+                out = z3.If(z3.And(x + k * self.N >= 0, x + k * self.N < self.N), x + k * self.N, out)
+            self.memo[("dev", o)] = out
         return out
+
+    def same(self, o: int, o2: int):
+        """Devices o and o2 are one device: their offsets differ by a multiple of N (N >= 2); None if never."""
+        z3, d = self.z3, o - o2
+        if d == 0:
+            return z3.BoolVal(True)
+        ks = [k for k in range(1, abs(d) // 2 + 1) if abs(d) % k == 0]
+        return z3.Or([self.N == abs(d) // k for k in ks]) if ks else None
 
     def at(self, pos: int, o: int, step):
         """Event `pos` runs on device `o` at grid step `step` (a step of the grid)."""
@@ -177,8 +190,9 @@ def known(ctx: _Ctx, facts, o_y: int, t, q: int, o_x: int, i, p: int):
     out = []
 
     def walk(o, step, at_q, hops, conds):
-        if o == o_x:
-            out.append(z3.And(*conds, z3.Or(i < step, z3.And(i == step, p <= at_q))))
+        one = ctx.same(o, o_x)  # None: never one device
+        if one is not None:
+            out.append(z3.And(*conds, one, z3.Or(i < step, z3.And(i == step, p <= at_q))))
         if hops == MAX_HOPS:
             return
         for f in remote:
@@ -342,15 +356,14 @@ def guards_in_int32(ctx) -> str:
     return ""
 
 
-def race_argument(sym: _Sym, evs: list[Event], dma_sems: set) -> RaceArgument:
+def race_argument(sym: Sym, evs: list[Event], dma_sems: set, at_n: int | None = None) -> RaceArgument:
     """PAR-14: no two accesses of the template on any devices and steps of any N >= the cutoff overlap
     unordered with one a write. `sym` is the walk whose terms `evs` holds; `dma_sems` the semaphores
-    of DMA type."""
+    of DMA type; `at_n`: the argument at that one N only (what a test holds to the per-N check)."""
     z3 = sym.z3
     arr, waits = counters(evs, dma_sems)
     ts = touches(evs, arr)
-    widest = max([abs(a.c) for a in arr] + [1])
-    ctx = _Ctx(sym, evs, omax=(MAX_HOPS + 2) * widest)
+    ctx = _Ctx(sym, evs, at_n)
     why = guards_in_int32(ctx)
     if why:
         return RaceArgument(False, why)
@@ -407,7 +420,7 @@ def _arg(t: Touch) -> str:
     return f"argument {t.region.arg}"
 
 
-def argue(jaxprs: dict, grid, axis) -> RaceArgument:
+def argue(jaxprs: dict, grid, axis, at_n: int | None = None) -> RaceArgument:
     """PAR-11 .. PAR-14 on the jaxprs traced at every N (which PAR-3 .. PAR-5 accepted)."""
     from semcheck.checker.parametric.race_template import events, record
     from semcheck.checker.parametric.template import align, low_cut
@@ -416,14 +429,14 @@ def argue(jaxprs: dict, grid, axis) -> RaceArgument:
     numbers = align(jaxprs)
     cut = low_cut(ns, grid)
     rows, sym = {}, None
-    for n in ns:
-        sym = _Sym(numbers, grid, cut=cut)
-        sym.axis = axis
-        rows[n] = record(sym, jaxprs[n])
     try:
+        for n in ns:
+            sym = Sym(numbers, grid, cut=cut)
+            sym.axis = axis
+            rows[n] = record(sym, jaxprs[n])
         evs = events(rows)
     except NotTemplate as e:
         return RaceArgument(False, f"{e} (PAR-11)")
     big = jaxprs[ns[-1]]
     dma_sems = {("arg", i) for i, v in enumerate(big.invars) if "dma_sem" in str(v.aval)}
-    return race_argument(sym, evs, dma_sems)
+    return race_argument(sym, evs, dma_sems, at_n)

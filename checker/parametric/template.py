@@ -516,3 +516,9 @@ def template_guard(jaxprs: dict[int, Any], grids: dict[int, int], axis: str | No
             raise NotTemplate(f"the kernel's synchronisation at N = {n} differs from N = {ns[-1]} "
                               "(a copy's size or a semaphore changes with N)")
     return grid, sigs[ns[-1]]
+
+
+# PAR-11 walks the template with a recorder of its own (`race_template.py`): the walk and its vocabulary
+Sym = _Sym
+evaluate = _evaluate
+sub_jaxprs = _sub_jaxprs
