@@ -387,6 +387,9 @@ def _races(calls: dict, grid: Affine, ns: tuple[int, ...]):
     """PAR-14 on the traced jaxprs: the race argument, or why it could not be made (a string)."""
     from semcheck.checker.parametric.races import argue
 
+    if any(getattr(c, "input_output_aliases", ()) for c in calls.values()):
+        # two operands of one array: PAR-11 tells accesses apart by operand
+        return "an output aliases an input: semcheck does not read its accesses for every N (PAR-11)"
     try:
         arg = argue({n: c.jaxpr for n, c in calls.items()}, grid, calls[ns[-1]].mesh.axis_names[0])
     except NotTemplate as e:

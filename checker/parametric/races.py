@@ -221,7 +221,9 @@ def forced(ctx: _Ctx, arr, waits, cands: set) -> set:
             here = z3.And(dj, ctx.at(f.w.pos, 0, j), ctx.at(f.a.pos, f.a.c, j))
             later = [w for w in waits if w.sem == f.w.sem and w.pos > f.w.pos]
             rest = z3.Sum([z3.If(ctx.at(w.pos, 0, j), w.amount, 0) for w in later] + [z3.IntVal(0)])
-            claims = [rest < f.a.amount]
+            # a TPU lands a copy in pieces (DR-9): a missing piece is one byte short, so after a DMA
+            # wait no other wait of the step may take what a piece of another copy could have brought
+            claims = [rest < f.a.amount if f.a.unit == "sig" else rest == 0]
             for b in (a for a in arr if a.sem == f.w.sem):
                 # b's arrivals of later steps come after the wait: then at most this step's can have come
                 claims.append(z3.Implies(j + 1 < ctx.G, known(ctx, facts, b.c, j + 1, b.pos, 0, j, f.w.pos)))
