@@ -208,7 +208,7 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
                                  axis=calls[ns[-1]].mesh.axis_names[0])
         guard = ""
         if RACES in props:
-            race = _races(calls, grid, ns)
+            race = _races(calls, grid, ns, timeout_ms / 1000)
     except NotTemplate as e:
         grid, guard = None, f"not one template for every N (PAR-3 .. PAR-5): {e}"
     except Exception as e:  # noqa: BLE001 - a construct the guard does not know: no claim, never a crash
@@ -270,7 +270,9 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
             every = not reason and tuple(proved[p]) == ns
             if not every and not reason:
                 reason = "the ordinary check does not prove it at every traced N"
-            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late, RULE[p]))
+            late_race = p == RACES and "not decided within" in getattr(race, "reason", "")  # not to be cached
+            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late or late_race,
+                             RULE[p]))
     return out
 
 
@@ -383,7 +385,7 @@ def _pumping(ns: tuple[int, ...], grid: Affine, erased: dict[int, ErasedRun]) ->
     return ""
 
 
-def _races(calls: dict, grid: Affine, ns: tuple[int, ...]):
+def _races(calls: dict, grid: Affine, ns: tuple[int, ...], budget_s: float):
     """PAR-14 on the traced jaxprs: the race argument, or why it could not be made (a string)."""
     from semcheck.checker.parametric.races import argue
 
@@ -391,7 +393,8 @@ def _races(calls: dict, grid: Affine, ns: tuple[int, ...]):
         # two operands of one array: PAR-11 tells accesses apart by operand
         return "an output aliases an input: semcheck does not read its accesses for every N (PAR-11)"
     try:
-        arg = argue({n: c.jaxpr for n, c in calls.items()}, grid, calls[ns[-1]].mesh.axis_names[0])
+        arg = argue({n: c.jaxpr for n, c in calls.items()}, grid, calls[ns[-1]].mesh.axis_names[0],
+                    budget_s=max(budget_s, 60.0))
     except NotTemplate as e:
         return f"semcheck cannot read the kernel's accesses for every N (PAR-11): {e}"
     except Exception as e:  # noqa: BLE001 - a construct PAR-11 does not know: no claim, never a crash

@@ -261,7 +261,10 @@ def _span(ctx, r: Region, o: int, step):
     ext = sym.lit(r.extent)
     if r.start is None:
         return z3.IntVal(0), ext
-    start = sym.lit(r.start) if hasattr(r.start, "a") else z3.substitute(r.start, (sym.me, ctx.dev(o)), (sym.step, step))
+    if hasattr(r.start, "a"):
+        start = sym.lit(r.start)
+    else:
+        start = z3.substitute(r.start, (sym.me, ctx.dev(o)), (sym.step, step))
     return start, start + sym.lit(r.size)
 
 
@@ -358,11 +361,16 @@ def guards_in_int32(ctx) -> str:
     return ""
 
 
-def race_argument(sym: Sym, evs: list[Event], dma_sems: set, at_n: int | None = None) -> RaceArgument:
+def race_argument(sym: Sym, evs: list[Event], dma_sems: set, at_n: int | None = None,
+                  budget_s: float = 600.0) -> RaceArgument:
     """PAR-14: no two accesses of the template on any devices and steps of any N >= the cutoff overlap
     unordered with one a write. `sym` is the walk whose terms `evs` holds; `dma_sems` the semaphores
-    of DMA type; `at_n`: the argument at that one N only (what a test holds to the per-N check)."""
+    of DMA type; `at_n`: the argument at that one N only (what a test holds to the per-N check);
+    past `budget_s` seconds nothing is claimed."""
+    import time
+
     z3 = sym.z3
+    deadline = time.monotonic() + budget_s
     arr, waits = counters(evs, dma_sems)
     ts = touches(evs, arr)
     ctx = _Ctx(sym, evs, at_n)
@@ -386,6 +394,8 @@ def race_argument(sym: Sym, evs: list[Event], dma_sems: set, at_n: int | None = 
     for a, b in itertools.combinations_with_replacement(ts, 2):
         if a.region.arg != b.region.arg or not (a.write or b.write):
             continue
+        if time.monotonic() > deadline:
+            return RaceArgument(False, f"not decided within {budget_s:g}s (PAR-14)")
         i, gi = _steps(ctx, a, "i")
         j, gj = _steps(ctx, b, "j")
         sa, ea = _span(ctx, a.region, a.o, i)
@@ -403,7 +413,8 @@ def race_argument(sym: Sym, evs: list[Event], dma_sems: set, at_n: int | None = 
         if r != z3.sat:
             return RaceArgument(False, f"the solver gave up on {a.line} against {b.line} (PAR-14)")
         md = _smallest(ctx, s, s.model())
-        at = {k: md.eval(v, model_completion=True).as_long() for k, v in (("N", ctx.N), ("device", ctx.m), ("i", i), ("j", j))}
+        at = {k: md.eval(v, model_completion=True).as_long()
+              for k, v in (("N", ctx.N), ("device", ctx.m), ("i", i), ("j", j))}
         return RaceArgument(False, f"{_words(a)} at {a.line} and {_words(b)} at {b.line} touch device "
                             f"{at['device']}'s {_arg(a)} at grid steps {at['i']} and {at['j']} with no order "
                             f"the semaphores force (PAR-14), first at N = {at['N']}", at, ctx.low)
@@ -422,7 +433,7 @@ def _arg(t: Touch) -> str:
     return f"argument {t.region.arg}"
 
 
-def argue(jaxprs: dict, grid, axis, at_n: int | None = None) -> RaceArgument:
+def argue(jaxprs: dict, grid, axis, at_n: int | None = None, budget_s: float = 600.0) -> RaceArgument:
     """PAR-11 .. PAR-14 on the jaxprs traced at every N (which PAR-3 .. PAR-5 accepted)."""
     from semcheck.checker.parametric.race_template import events, record
     from semcheck.checker.parametric.template import align, low_cut
@@ -441,4 +452,4 @@ def argue(jaxprs: dict, grid, axis, at_n: int | None = None) -> RaceArgument:
         return RaceArgument(False, f"{e} (PAR-11)")
     big = jaxprs[ns[-1]]
     dma_sems = {("arg", i) for i, v in enumerate(big.invars) if "dma_sem" in str(v.aval)}
-    return race_argument(sym, evs, dma_sems, at_n)
+    return race_argument(sym, evs, dma_sems, at_n, budget_s)
