@@ -129,3 +129,16 @@ def test_the_argument_at_one_n_is_held_to_the_per_n_check(worker, kwargs, n):
 @given(kwargs=RINGS, n=st.integers(3, 8))
 def test_the_argument_at_one_n_is_held_to_the_per_n_check_on_many_rings(worker, kwargs, n):
     _held(worker, kwargs, n)
+
+
+@pytest.mark.slow
+@pytest.mark.rule("PAR-12", "PAR-14")
+@pytest.mark.parametrize("variant", ["one_credit", "late_wait"])
+def test_bidirectional_mutants_are_refused_where_the_per_n_check_finds_the_race(worker, variant):
+    path = "tests/parametric_kernels/bidirectional_variants.py"
+    got = _run(worker, path, {"variant": variant})
+    assert not got["proved"], variant
+    n = got["at"]["N"]
+    assert _run(worker, path, {"variant": variant}, at_n=n, per_n=((n, "hardware"),))["per_n"] == {
+        (n, "hardware"): "violated"}
+    assert _run(worker, path, {"variant": "clean"}, at_n=n)["proved"]
