@@ -20,9 +20,9 @@ VARIANTS = "tests/parametric_kernels/ring_allgather_variants.py"
 TRACED = tuple(range(2, 9))
 MODES = ("eager", "hardware")  # on_wait shares eager's lowering (DMA-6); the command checks all three
 
-ARGUED = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes")
+ARGUED = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes", "race-free")
 RULES = {"deadlock-free": "PAR-6", "exit-balance": "PAR-6", "id-disjoint": "PAR-9", "id-int16": "PAR-9",
-         "id-agreement": "PAR-9", "dma-bytes": "PAR-10"}
+         "id-agreement": "PAR-9", "dma-bytes": "PAR-10", "race-free": "PAR-14"}
 ID_PROPS = ("id-disjoint", "id-int16", "id-agreement")
 INTERPRETER = ("eager",)  # of MODES, the ones with ids (HW-1: a TPU has none)
 
@@ -102,7 +102,7 @@ def _cli(argv):
     return code, buf.getvalue()
 
 
-@pytest.mark.rule("PAR-1", "PAR-6", "PAR-7", "PAR-9", "PAR-10")
+@pytest.mark.rule("PAR-1", "PAR-6", "PAR-7", "PAR-9", "PAR-10", "PAR-14", "PAR-15")
 @pytest.mark.parametrize("path", ["examples/ring_allreduce.py", "examples/ring_allgather.py",
                                   "examples/bidirectional_reduce_scatter.py", "examples/ring_permute.py"])
 def test_the_ring_kernels_are_proved_for_every_n(worker, path):

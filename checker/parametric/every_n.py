@@ -27,10 +27,12 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter as Tally
 
-PROPS = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes")
-"""The properties argued for every N: PAR-6 (deadlock-free, exit-balance), PAR-9 (ids), PAR-10 (dma-bytes)."""
+PROPS = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes", "race-free")
+"""The properties argued for every N: PAR-6 (deadlock-free, exit-balance), PAR-9 (ids), PAR-10 (dma-bytes),
+PAR-14 (race-free)."""
 RULE = {"deadlock-free": "PAR-6", "exit-balance": "PAR-6", "id-disjoint": "PAR-9", "id-int16": "PAR-9",
-        "id-agreement": "PAR-9", "dma-bytes": "PAR-10"}
+        "id-agreement": "PAR-9", "dma-bytes": "PAR-10", "race-free": "PAR-14"}
+RACES = "race-free"
 DEFAULT_RANGE = tuple(range(2, 17))
 """N = 2 .. 16: every N up to the cutoff is traced and checked (PAR-1)."""
 DEFAULT_PROBES = (31, 64)
@@ -131,7 +133,8 @@ class Claim:
     def words(self) -> str:
         """The claim without its property and mode: what `verify --every-n` prints per property (PAR-8)."""
         if self.every_n:
-            return (f"proved for every N \u2265 2 (N \u2264 2^30; {self.rule}: the kernel traced at "
+            bound = "2^20" if self.rule == "PAR-14" else "2^30"  # PAR-14's regions grow with N
+            return (f"proved for every N \u2265 2 (N \u2264 {bound}; {self.rule}: the kernel traced at "
                     f"N = {traced_words(self.traced)} is one template in N; {PREMISE})")
         if self.proved_at == self.traced:
             return f"proved for N = {traced_words(self.traced)} only: {self.reason}"
@@ -185,6 +188,7 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
     props = tuple(p for p in PROPS if p in props)
 
     ns = tuple(sorted(kernels))
+    race = None
     try:
         calls = {n: k.call for n, k in kernels.items()}
         if any(c is None or len(c.grid) > 1 or None in c.grid for c in calls.values()):
@@ -203,6 +207,8 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
                                  {n: c.grid[0] if c.grid else 1 for n, c in calls.items()},
                                  axis=calls[ns[-1]].mesh.axis_names[0])
         guard = ""
+        if RACES in props:
+            race = _races(calls, grid, ns, timeout_ms / 1000)
     except NotTemplate as e:
         grid, guard = None, f"not one template for every N (PAR-3 .. PAR-5): {e}"
     except Exception as e:  # noqa: BLE001 - a construct the guard does not know: no claim, never a crash
@@ -252,6 +258,8 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
         for p in props:
             if p in ID_PROPS:  # PAR-9 needs PAR-3's structure and the launch's allocations, not a ring
                 reason = ids[p]
+            elif p == RACES:  # PAR-14 reads the accesses and the orders of PAR-3 .. PAR-5's template
+                reason = guard or _race_reason(race, proved[p])
             elif p == BYTES:
                 reason = guard or uniform or bytes_reason(summaries, erased, pumping,
                                                           [n for n in ns if n >= low_cut(ns, grid)])
@@ -262,7 +270,9 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
             every = not reason and tuple(proved[p]) == ns
             if not every and not reason:
                 reason = "the ordinary check does not prove it at every traced N"
-            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late, RULE[p]))
+            late_race = p == RACES and "not decided within" in getattr(race, "reason", "")  # not to be cached
+            out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late or late_race,
+                             RULE[p]))
     return out
 
 
@@ -270,8 +280,8 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
 
 PREMISE = "premise: the kernel's Python builds this template at every N, PAR-1"
 """Said with every claim for every N: the one thing taken on trust (PAR-1's scope)."""
-NOT_ARGUED = ("per N only (PAR-7: the argument for every N covers deadlock-free, exit-balance, the id properties "
-              "and dma-bytes, not races)")
+NOT_ARGUED = ("per N only (PAR-7: the argument for every N covers deadlock-free, exit-balance, the id properties, "
+              "dma-bytes and race-free, not invocation-confined)")
 
 
 def traced_counts() -> tuple[int, ...]:
@@ -373,3 +383,38 @@ def _pumping(ns: tuple[int, ...], grid: Affine, erased: dict[int, ErasedRun]) ->
         if f.a < 0:
             return "a grid step waits for more than it receives on some semaphore: large N would hang (PAR-6)"
     return ""
+
+
+def _races(calls: dict, grid: Affine, ns: tuple[int, ...], budget_s: float):
+    """PAR-14 on the traced jaxprs: the race argument, or why it could not be made (a string)."""
+    from semcheck.checker.parametric.races import argue
+
+    if any(getattr(c, "input_output_aliases", ()) for c in calls.values()):
+        # two operands of one array: PAR-11 tells accesses apart by operand
+        return "an output aliases an input: semcheck does not read its accesses for every N (PAR-11)"
+    try:
+        arg = argue({n: c.jaxpr for n, c in calls.items()}, grid, calls[ns[-1]].mesh.axis_names[0],
+                    budget_s=max(budget_s, 60.0))
+    except NotTemplate as e:
+        return f"semcheck cannot read the kernel's accesses for every N (PAR-11): {e}"
+    except Exception as e:  # noqa: BLE001 - a construct PAR-11 does not know: no claim, never a crash
+        return f"semcheck cannot read the kernel's accesses for every N (PAR-11; {type(e).__name__})"
+    if arg.proved and arg.low > cutoff(ns) + 1:
+        return f"the argument holds from N = {arg.low}, past the traced N (PAR-14)"
+    return arg
+
+
+def _race_reason(race, proved_at: list[int]) -> str:
+    """PAR-14's reason for one mode ('' when the argument holds); a pair the argument leaves unordered at
+    an N the per-N check proves says that the argument is weaker there, not that the kernel races."""
+    if race is None:
+        return "semcheck cannot read the kernel's accesses for every N (PAR-11)"
+    if isinstance(race, str):
+        return race
+    if race.proved:
+        return ""
+    n = (race.at or {}).get("N")
+    if n in proved_at:
+        return (f"{race.reason}; the per-N check proves N = {n} race-free: the orders PAR-12 forces are "
+                "weaker than the per-N check's there")
+    return race.reason

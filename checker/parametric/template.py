@@ -153,6 +153,7 @@ class _Sym:
         # that Z3 does not hand their ids to other terms)
         self.checks: list[str] = []
         self.axis: str | None = None  # the mesh's one axis: my_id is its axis_index (PAR-4)
+        self.recorder = None  # PAR-11: called on every equation walked, in program order (the accesses)
 
     def lit(self, f: Affine):
         return self.z3.IntVal(f.a) * self.N + self.z3.IntVal(f.b)
@@ -286,6 +287,8 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
             signature.append((path, ("get_barrier_semaphore",)))
         elif name in _SYNC:
             signature.append((path, _sync_op(sym, eqn, args, path, sources, line)))
+        if sym.recorder is not None and name != "cond":
+            sym.recorder(eqn, args, path, sources, line, signature[-1][1] if name in _SYNC and signature else None)
         if out is not None and len(eqn.outvars) == 1 and _kind(eqn.outvars[0].aval) in _SCALARS:
             env[eqn.outvars[0]] = out
 
@@ -513,3 +516,9 @@ def template_guard(jaxprs: dict[int, Any], grids: dict[int, int], axis: str | No
             raise NotTemplate(f"the kernel's synchronisation at N = {n} differs from N = {ns[-1]} "
                               "(a copy's size or a semaphore changes with N)")
     return grid, sigs[ns[-1]]
+
+
+# PAR-11 walks the template with a recorder of its own (`race_template.py`): the walk and its vocabulary
+Sym = _Sym
+evaluate = _evaluate
+sub_jaxprs = _sub_jaxprs

@@ -21,7 +21,7 @@ def every_n_main(argv: list[str]) -> int:
     from semcheck.checker.run.exit_codes import EXIT_INPUT, EXIT_PROVED, EXIT_UNKNOWN, EXIT_VIOLATED
 
     ap = argparse.ArgumentParser(prog="semcheck every-n", description=(
-        "Prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
+        "Prove deadlock-free, exit-balance, the id properties, dma-bytes and race-free for every device count N >= 2 "
         "(specs/deciding/parametric.md): the "
         "kernel is traced and checked at N = 2 .. UPTO, and its jaxpr shown to be one template in N."))
     ap.add_argument("path", metavar="PATH", help="kernel.py or kernel.py::target")

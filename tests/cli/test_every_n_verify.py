@@ -20,10 +20,10 @@ from ._support import EXAMPLES, REPO, SCHEMA, semcheck, semcheck_many
 pytestmark = pytest.mark.jax
 
 MUTANTS = REPO / "tests" / "parametric_kernels" / "ring_allgather_mutants.py"
-ARGUED = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes")
+ARGUED = ("id-disjoint", "id-int16", "id-agreement", "deadlock-free", "exit-balance", "dma-bytes", "race-free")
 RULES = {"deadlock-free": "PAR-6", "exit-balance": "PAR-6", "id-disjoint": "PAR-9", "id-int16": "PAR-9",
-         "id-agreement": "PAR-9", "dma-bytes": "PAR-10"}
-EVERY_N = "proved for every N \u2265 2 (N \u2264 2^30; PAR-"
+         "id-agreement": "PAR-9", "dma-bytes": "PAR-10", "race-free": "PAR-14"}
+EVERY_N = "proved for every N \u2265 2 (N \u2264 2^"  # 2^30, or 2^20 for race-free (PAR-14)
 RINGS = ("ring_allreduce.py", "ring_allgather.py", "bidirectional_reduce_scatter.py")
 
 
@@ -166,8 +166,8 @@ def test_ids_that_pass_int16_only_past_the_traced_n_are_said_and_exit_3(runs):
     # one line for the three id properties (one reason), and the rest still proved for every N
     assert len(said) == 1 and all(p in said[0] for p in ("id-disjoint", "id-int16", "id-agreement")), out
     assert "proved for N = 2..16, 31, 64 only: the semaphore ids reach" in said[0]
-    assert out.count(EVERY_N) == 3  # deadlock-free, exit-balance, dma-bytes
-    assert "for every N: 3 proved, 0 violated at a traced N, 3 not proved" in out
+    assert out.count(EVERY_N) == 4  # deadlock-free, exit-balance, dma-bytes, race-free
+    assert "for every N: 4 proved, 0 violated at a traced N, 3 not proved" in out
 
 
 @pytest.mark.rule("PAR-8", "PAR-7", "PAR-9")
