@@ -16,7 +16,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.checker.frontend.call_boundary import BoundaryLoc
 from semcheck.checker.frontend.grid_copies import split_dependent
 from semcheck.checker.properties.timeline import timeline
-from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Op, Program, Wait
@@ -195,7 +195,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                 stopped = stopped_at_barrier_fetch(program)
                 if stopped is not None:
                     inner = _race_free(analysis_of(stopped, mode, None), timeout_ms=timeout_ms)
-                    if inner.verdict == "proved":
+                    if inner.holds:
                         return dataclasses.replace(inner, reason=(
                             f"every run fails where each device reaches its get_barrier_semaphore ({v.message} at "
                             f"{loc}, programs.md PRG-155); before that: {inner.reason}"))
@@ -256,6 +256,9 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         return Verdict(PROP, "proved", reason=f"each of {report.accesses} accesses is ordered after every "
                        "conflicting access before it, in every schedule (happens-before over one run, DR-6)",
                        stats=stats)
+    if not report.pairs:  # REP-20: nothing to order is not a proof of order
+        return vacuous(PROP, "no two accesses conflict (none writes data another touches): there is no pair for "
+                       "the semaphores to order", stats=stats)
     return Verdict(PROP, "proved", reason=f"{report.pairs} conflicting pairs, each ordered by the semaphores",
                    stats=stats)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from semcheck.checker.report.render import FileReport, summary
+from semcheck.checker.report.render import FileReport, summary, summary_counts
 from semcheck.checker.report.escape import gh_data, gh_property, line as one_line
 from semcheck.checker.report.every_n import line_texts, summary_words
 from semcheck.checker.report.findings import Finding, column, display_path, findings, rel, where
@@ -48,8 +48,7 @@ def _suppressed(f: FileReport):
 def _summary_line(files: Sequence[FileReport]) -> str:
     s = summary([r for f in files for r in f.results])
     sups = sorted({x.property for f in files for x in f.suppressed})
-    return (f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
-            + summary_words(files) + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
+    return (summary_counts(s) + summary_words(files) + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
 
 
 def to_concise(files: Sequence[FileReport]) -> str:
@@ -80,7 +79,7 @@ def to_github(files: Sequence[FileReport]) -> str:
         for x in findings(f.path, f.results) if f.error is None else ():
             path, line, col = _place(x)
             rule, message = _text(x)
-            level = "error" if x.kind == "violated" else "warning"
+            level = {"violated": "error", "vacuous": "notice"}.get(x.kind, "warning")
             out.append(f"::{level} title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"
                        f"line={line},col={col}::{gh_data(f'{path}:{line}:{col}: {rule}: {message}')}")
         for path, line, col, rule, message in _suppressed(f):

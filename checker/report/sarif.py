@@ -12,7 +12,8 @@ from semcheck.checker.report.findings import Finding, column, findings, rel, uri
 from semcheck.checker.report.suppress import Suppression
 from semcheck.checker.run.request import Result
 
-RULE_IDS = [*IDS, "unknown", "input-error"]
+RULE_IDS = [*IDS, "unknown", "input-error", "unrunnable", "vacuous"]
+LEVEL = {"violated": "error", "unknown": "warning", "unrunnable": "warning", "vacuous": "note"}
 FINGERPRINT = "semcheck/v1"  # bump when what the fingerprint is made of changes
 
 
@@ -48,6 +49,14 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
     rules.append({"id": "input-error", "name": "InputError",
                   "shortDescription": {"text": "semcheck could not verify the kernel file at all."},
                   "defaultConfiguration": {"level": "error"}})
+    rules.append({"id": "unrunnable", "name": "InterpreterCannotRun",
+                  "shortDescription": {"text": "jax's interpreter cannot run this kernel, so the interpret modes decide "
+                                               "nothing of it (specs/report.md REP-21)."},
+                  "defaultConfiguration": {"level": "warning"}})
+    rules.append({"id": "vacuous", "name": "Vacuous",
+                  "shortDescription": {"text": "The property holds only because no run reaches what it is about: "
+                                               "not a proof (specs/report.md REP-20)."},
+                  "defaultConfiguration": {"level": "note"}})
     sarif_results = []
     for f in files:
         failed = [(f.path, f.error)] if f.error is not None else [
@@ -96,7 +105,7 @@ def sarif_result(x: Finding) -> dict[str, Any]:
     res: dict[str, Any] = {
         "ruleId": x.rule,
         "ruleIndex": RULE_IDS.index(x.rule),
-        "level": "error" if x.kind == "violated" else "warning",
+        "level": LEVEL[x.kind],
         "message": {"text": rel(text)},
         "locations": [{"physicalLocation": location}],
         "partialFingerprints": {FINGERPRINT: x.fingerprint()},
@@ -114,7 +123,7 @@ def sarif_result(x: Finding) -> dict[str, Any]:
         "devices": sorted({n for n, _ in x.configs}),
         "dmaModes": list(dict.fromkeys(m for _, m in x.configs)),
     }
-    if x.kind == "unknown":
+    if x.kind != "violated":
         res["properties"]["cause"] = x.cause
     if v.input is not None:
         res["properties"]["input"] = input_json(v.input)

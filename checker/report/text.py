@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from semcheck.checker.run.generated_inputs import coverage, input_line
 from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.render import (MARK, PLAIN_MARK, STYLE, FileReport, _configs, _header, _rel, _row_summary,
-                                     _where, _worst, hint_for, summary)
+                                     _where, _worst, hint_for, overall, summary, summary_counts)
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 
@@ -80,12 +80,12 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
     if results and detail != "quiet":
         say(_header(path, results), "bold")
     width = max((len(r.target) for r in results), default=0)
-    mark_width = max(len(m) for m in marks.values())
+    mark_width = max(len(marks[k]) for k in ("proved", "violated", "unknown"))  # the rows' columns stay put
     for r in results if detail != "quiet" else ():
         worst = _worst(r.verdicts)
         line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
         line.append(f"{r.target:<{width}}  devices={r.devices:<4} {r.dma_mode:<8}  ")
-        line.append(_row_summary(r), style=STYLE[worst] if worst != "proved" else "")
+        line.append(_rel(_row_summary(r, rules=detail == "verbose")), style=STYLE[worst] if worst != "proved" else "")
         if r.cached:
             line.append("  (cached)", style="dim")
         console.print(line, soft_wrap=True, highlight=False)
@@ -105,12 +105,17 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
                 groups.setdefault((target, "violated", v.property), []).append((n, mode, v))
             elif v.verdict == "unknown":
                 groups.setdefault((target, "unknown", unknown_kind(v.reason)), []).append((n, mode, v))
+            elif v.verdict == "unrunnable":  # REP-21: one section per target and cause, all its properties
+                groups.setdefault((target, "unrunnable", v.stats.get("rule", "")), []).append((n, mode, v))
+            elif v.verdict == "vacuous":  # REP-20: what no run reaches, once per target
+                groups.setdefault((target, "vacuous", ""), []).append((n, mode, v))
+    rank = {"violated": 0, "unknown": 1, "unrunnable": 2, "vacuous": 3}
     order = {p: i for i, p in enumerate(IDS)}
 
     def first_property(key) -> int:
         return min(order.get(v.property, 99) for _, _, v in groups[key])
 
-    for key in sorted(groups, key=lambda k: (k[1] != "violated", first_property(k))):
+    for key in sorted(groups, key=lambda k: (rank[k[1]], first_property(k))):
         target, kind, _ = key
         entries = sorted(groups[key], key=lambda c: c[0])  # stable: mode order kept per device count
         n, mode, v = entries[0]
@@ -118,7 +123,8 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         others = list(dict.fromkeys((m, d) for m, d, _ in entries if (m, d) != (n, mode)))
         console.print()
         shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
-        title = Text(f"{marks[kind]} {shown} {kind}", style=STYLE[kind])
+        said = f"{shown} {kind}" if kind != "unrunnable" else "interpret mode cannot run this kernel"
+        title = Text(f"{marks[kind]} {said}", style=STYLE[kind])
         title.append(f": {target}, {n} devices, {mode}")
         console.rule(title, characters=rule_chars, align="left")
         if kind == "violated" and v.witness is not None:
@@ -133,10 +139,10 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
             else:
                 for u in same:
                     say(f"{u.property}: {u.reason}")
-        if len(props) >= 3:
+        if len(props) >= 3 and kind != "unrunnable":
             say(f"properties: {', '.join(props)}")
         if others:
-            say(f"also {kind} at: {_where(others)}", "dim")
+            say(f"also {kind if kind != 'unrunnable' else 'not run'} at: {_where(others)}", "dim")
         hint = hint_for(v)
         if hint:
             line = Text("hint: ", style="bold")
@@ -155,7 +161,7 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
 
     for target, lines, causes in modes_differ(results):
         console.print()
-        title = Text(f"{marks['unknown']} modes differ", style=STYLE["unknown"])
+        title = Text(f"{marks['differ']} modes differ", style=STYLE["differ"])
         title.append(f": {target}")
         console.rule(title, characters=rule_chars, align="left")
         for line in lines:
@@ -180,11 +186,10 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
     errors = sum(f.error is not None for f in files or ())
     failed_targets = sum(len(f.target_errors) for f in files or ())
     every = report_every_n.tally(files or ())  # --every-n (PAR-8): its claims count in the mark, as in the exit code
-    worst = ("violated" if s["violated"] or errors or failed_targets or every["violated"] else
-             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
+    worst = overall(s, bool(errors or failed_targets or every["violated"]), not results or bool(every["unknown"]))
     console.print()
     line = Text(f"{marks[worst]} ", style=STYLE[worst])
-    text = f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    text = summary_counts(s)
     text += report_every_n.summary_words(files or ())
     if files is not None and len(files) > 1:
         text += f" in {len(files) - errors} kernel files"
