@@ -109,16 +109,16 @@ def _no_id(program: Program, mode: DmaMode) -> Verdict | None:
     if isinstance(failure, EarlierFailure):
         if (failure.error_type, failure.error) != ("TypeError", NO_ID_TEXT):
             return None
-        kind, raised, at, short = failure.error_type, failure.error, f" (the error of {failure.after}, PRG-11)", (
-            f"{failure.error_type} (the error of {failure.after})")
+        kind, raised, short = failure.error_type, failure.error, f"{failure.error_type} (the error of {failure.after})"
+        at = f" at this call's dispatch (the error of {failure.after}, PRG-11), so no core ever starts"
     elif (failure is None and getattr(program, "collective_id", 0) is None
           and any(op.fetches_barrier for ops in program.cores for op in ops)):
         left = left_manager(program)
         if left is None or not isinstance(left[0], NoCollectiveId):
             return None
         loc = next(op.loc for ops in program.cores for op in ops if op.fetches_barrier)
-        kind, raised, at = "TypeError", NO_ID_TEXT, f" at {loc}"  # jax's own words for ERR-6 (PRG-13)
-        short = kind + at
+        kind, raised, at = "TypeError", NO_ID_TEXT, f" at {loc} ({left[0].message})"  # jax's words for ERR-6
+        short = f"{kind} at {loc}"
     else:
         return None
     return Verdict("deadlock-free", "unrunnable", stats={"rule": "D30", "hint": NO_ID_HINT, "raises": short},

@@ -47,6 +47,16 @@ def _every_n_by_target(f: FileReport) -> dict[str, list]:
     return out
 
 
+def _suppressions(files: Sequence[FileReport]):
+    """[(heading, [(file, suppression)])]: the properties not checked, then the findings suppressed (REP-25)."""
+    out = []
+    for head in ("suppressed (not checked)", "suppressed"):
+        sups = [(f, x) for f in files for x in f.suppressed if x.said() == head]
+        if sups:
+            out.append((head if head != "suppressed" else "findings suppressed", sups))
+    return out
+
+
 def _problems(results: Sequence[Result]):
     """Each violated property once per target (first at the smallest device count), and the unknowns
     grouped by cause: [(kind, target, verdict at first, [(devices, mode) elsewhere], n, mode)]."""
@@ -141,10 +151,13 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
         for target, xs in by_target.items():
             out += ["", f"### every N: {md_code(f.path)} {markdown(target)}", ""]
             out += [f"- {_EVERY_N_MARK[x.kind]} {markdown(_rel(report_every_n.text(x)))}" for x in xs]
-    sups = [(f, x) for f in files for x in f.suppressed]
-    if sups:
-        out += ["", "### ➖ suppressed (not checked)", ""]
+    for head, sups in _suppressions(files):
+        out += ["", f"### ➖ {head}", ""]
         out += [f"- {md_code(f.path)} {markdown(_rel(x.describe()))}" for f, x in sups]
+    unused = [(f, x) for f in files for x in f.unused]
+    if unused:  # REP-26
+        out += ["", "### ⚠️ unused suppressions", ""]
+        out += [f"- {_md_loc(x.loc)}: {markdown(_rel(x.unused()))} ({markdown(_rel(x.reason))})" for f, x in unused]
     # the findings first: a reader of a step summary or a PR comment wants the diagnosis, then the detail
     out += ["", "### configurations", "", "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
     for f in files:
@@ -209,10 +222,15 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
             body += [f"<li>{_EVERY_N_MARK[x.kind]} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
             body.append("</ul>")
-    sups = [(f, x) for f in files for x in f.suppressed]
-    if sups:
-        body.append("<h2>➖ suppressed (not checked)</h2><ul>")
+    for head, sups in _suppressions(files):
+        body.append(f"<h2>➖ {head}</h2><ul>")
         body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
+        body.append("</ul>")
+    unused = [(f, x) for f in files for x in f.unused]
+    if unused:  # REP-26
+        body.append("<h2>⚠️ unused suppressions</h2><ul>")
+        body += [f"<li><code>{e(_rel(x.loc.file))}:{x.loc.line}</code>: {e(_rel(x.unused()))} ({e(_rel(x.reason))})</li>"
+                 for f, x in unused]
         body.append("</ul>")
     # the findings first, the table of configurations after them (as the markdown report)
     body.append("<h2>configurations</h2>")

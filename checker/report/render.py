@@ -90,6 +90,7 @@ class FileReport:
     target_errors: list = dataclasses.field(default_factory=list)  # (target, InputError): builds that raised
     suppressed: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression: not checked
     claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims: `--every-n` (PAR-8)
+    unused: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression that matched nothing (REP-26)
 
 
 def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict[str, Any]:
@@ -124,6 +125,8 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
         "results": rows,
         "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
         "suppressed": [suppression_json(f.path, x) for f in files for x in f.suppressed],
+        **({"unused_suppressions": [unused_json(f.path, x) for f in files for x in f.unused]}
+           if any(f.unused for f in files) else {}),
         **({"every_n": [row for f in files for row in every_n_json(f)]} if any(f.claims for f in files) else {}),
         "errors": [_error_json(f) for f in files if f.error is not None]
                   + [_error_json(f, e, name) for f in files for name, e in f.target_errors],
@@ -140,7 +143,16 @@ def suppression_json(path: str, x: Any) -> dict[str, Any]:
     out = {"file": path, "property": x.property, "reason": _rel(x.reason), "source": x.source}
     if x.loc is not None:
         out["location"] = _loc(x.loc)
+    if getattr(x, "scope", "file") != "file":  # REP-25
+        out["scope"] = x.scope
+        out["target"] = x.target
     return out
+
+
+def unused_json(path: str, x: Any) -> dict[str, Any]:
+    """REP-26: a suppression comment that suppressed nothing."""
+    return {"file": path, "property": x.property, "reason": _rel(x.reason), "scope": x.scope,
+            "message": x.unused(), "location": _loc(x.loc)}
 
 
 def summary(results: Sequence[Result]) -> dict[str, int]:

@@ -12,7 +12,7 @@ from semcheck.checker.report.findings import Finding, column, findings, rel, uri
 from semcheck.checker.report.suppress import Suppression
 from semcheck.checker.run.request import Result
 
-RULE_IDS = [*IDS, "unknown", "input-error", "unrunnable", "vacuous"]
+RULE_IDS = [*IDS, "unknown", "input-error", "unrunnable", "vacuous", "unused-suppression"]
 LEVEL = {"violated": "error", "unknown": "warning", "unrunnable": "warning", "vacuous": "note"}
 FINGERPRINT = "semcheck/v1"  # bump when what the fingerprint is made of changes
 
@@ -57,6 +57,10 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
                   "shortDescription": {"text": "The property holds only because no run reaches what it is about: "
                                                "not a proof (specs/report.md REP-20)."},
                   "defaultConfiguration": {"level": "note"}})
+    rules.append({"id": "unused-suppression", "name": "UnusedSuppression",
+                  "shortDescription": {"text": "A # semcheck: ignore comment that suppressed nothing "
+                                               "(specs/report.md REP-26)."},
+                  "defaultConfiguration": {"level": "warning"}})
     sarif_results = []
     for f in files:
         failed = [(f.path, f.error)] if f.error is not None else [
@@ -76,6 +80,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
         if f.error is None:
             sarif_results.extend(sarif_result(x) for x in findings(f.path, f.results))
             sarif_results.extend(suppressed_result(f.path, x) for x in f.suppressed)
+            sarif_results.extend(unused_result(f.path, x) for x in f.unused)
             if f.claims:  # --every-n (specs/parametric.md PAR-8)
                 from semcheck.checker.report.every_n import sarif_results as every_n_results
 
@@ -137,15 +142,33 @@ def suppressed_result(path: str, x: Suppression) -> dict[str, Any]:
     location: dict[str, Any] = {"artifactLocation": {"uri": uri(x.loc.file if x.loc else path)}}
     if x.loc is not None:
         location["region"] = {"startLine": x.loc.line, "startColumn": column(x.loc)}
-    key = f"suppressed/{x.property}|{uri(path)}"
+    key = f"suppressed/{x.property}|{uri(path)}" + (f"|{x.loc.line}" if x.scope != "file" and x.loc else "")
     return {
         "ruleId": x.property,
         "ruleIndex": RULE_IDS.index(x.property),
         "level": "note",
-        "message": {"text": rel(f"{x.property} was not checked (suppressed): {x.reason}")},
+        "message": {"text": rel(f"{x.property} was not checked (suppressed): {x.reason}" if x.scope in ("file", "target")
+                                else f"{x.property} findings suppressed: {x.reason}")},
         "locations": [{"physicalLocation": location}],
         "suppressions": [{"kind": "inSource" if x.source == "comment" else "external",
                           "justification": rel(x.reason)}],
         "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
         "properties": {"verdict": "suppressed", "source": x.source},
+    }
+
+
+def unused_result(path: str, x: Suppression) -> dict[str, Any]:
+    """REP-26: a suppression comment that suppressed nothing, at its line."""
+    import hashlib
+
+    key = f"unused-suppression/{x.property}|{uri(path)}|{x.loc.line}"
+    return {
+        "ruleId": "unused-suppression",
+        "ruleIndex": RULE_IDS.index("unused-suppression"),
+        "level": "warning",
+        "message": {"text": rel(f"{x.unused()} ({x.reason})")},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri(x.loc.file)},
+                                            "region": {"startLine": x.loc.line, "startColumn": column(x.loc)}}}],
+        "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
+        "properties": {"verdict": "unused-suppression", "property": x.property},
     }

@@ -65,11 +65,12 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
             console.print(line, soft_wrap=True, highlight=False)
         if f.claims:  # --every-n (specs/parametric.md PAR-8)
             _render_every_n(console, marks, rule_chars, f)
-        if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
+        if f.suppressed or f.unused:  # never dropped silently: not checked, so neither proved nor counted
             console.print()
             for x in f.suppressed:
-                say(f"{'--' if plain else '–'} {x.property} suppressed (not checked): "
-                    f"{x.describe().split(': ', 1)[1]}", "dim")
+                say(f"{'--' if plain else '–'} {x.property} {x.said()}: {x.describe().split(': ', 1)[1]}", "dim")
+            for x in f.unused:  # REP-26
+                say(f"{marks['unknown']} {x.unused()} ({x.reason}; at {x.loc.file}:{x.loc.line})", STYLE["unknown"])
     _render_summary(console, marks, plain, [r for f in files for r in f.results], files)
 
 
@@ -197,7 +198,7 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
         text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
     if failed_targets:
         text += f"; {failed_targets} {'target' if failed_targets == 1 else 'targets'} not verified"
-    sups = sorted({x.property for f in files or () for x in f.suppressed})
+    sups = sorted({x.property for f in files or () for x in f.suppressed if x.said().endswith("(not checked)")})
     if sups:  # not checked, so not among the counts: said again where a reader looks last
         text += f"; not checked (suppressed): {', '.join(sups)}"
     line.append(text, style="bold" if not plain else "")

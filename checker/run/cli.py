@@ -266,11 +266,15 @@ def cmd_verify(args) -> int:
             if args.debug and e.debug_text:
                 _say_lines(err, e.debug_text)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
-    files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
-                               run.findings.errors if run.findings else [],
-                               suppressed.get(run.path, []) if run.error is None else [],
-                               run.findings.claims if run.findings else [])
-             for run in runs]
+    files = []
+    for run in runs:
+        found, used, unused = run.findings.results if run.findings else [], [], []
+        if run.error is None and run.findings is not None:  # REP-25, REP-26: a target's, a def's, a line's
+            found, used, unused = report_suppress.apply_local(run.path, found, report_suppress.local(run.path))
+        files.append(report.FileReport(run.path, found, run.error, run.cached,
+                                       run.findings.errors if run.findings else [],
+                                       [*suppressed.get(run.path, []), *used] if run.error is None else [],
+                                       run.findings.claims if run.findings else [], unused))
     results = [r for f in files for r in f.results]
     if args.format == "text":
         from semcheck.checker.report.console import LineConsole as Console
