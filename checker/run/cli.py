@@ -266,15 +266,7 @@ def cmd_verify(args) -> int:
             if args.debug and e.debug_text:
                 _say_lines(err, e.debug_text)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
-    files = []
-    for run in runs:
-        found, used, unused = run.findings.results if run.findings else [], [], []
-        if run.error is None and run.findings is not None:  # REP-25, REP-26: a target's, a def's, a line's
-            found, used, unused = report_suppress.apply_local(run.path, found, report_suppress.local(run.path))
-        files.append(report.FileReport(run.path, found, run.error, run.cached,
-                                       run.findings.errors if run.findings else [],
-                                       [*suppressed.get(run.path, []), *used] if run.error is None else [],
-                                       run.findings.claims if run.findings else [], unused))
+    files = _file_reports(runs, suppressed)
     results = [r for f in files for r in f.results]
     if args.format == "text":
         from semcheck.checker.report.console import LineConsole as Console
@@ -295,6 +287,24 @@ def cmd_verify(args) -> int:
     if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code
+
+
+def _file_reports(runs, suppressed: dict[str, list]) -> list:
+    """Each file's report: its results less what its target, def and line comments suppress (REP-25), those
+    suppressions beside the file's own, and the comments that suppressed nothing (REP-26)."""
+    from semcheck.checker.report import render as report
+    from semcheck.checker.report import suppress as report_suppress
+
+    files = []
+    for run in runs:
+        found, used, unused = run.findings.results if run.findings else [], [], []
+        if run.error is None and run.findings is not None:
+            found, used, unused = report_suppress.apply_local(run.path, found, report_suppress.local(run.path))
+        files.append(report.FileReport(run.path, found, run.error, run.cached,
+                                       run.findings.errors if run.findings else [],
+                                       [*suppressed.get(run.path, []), *used] if run.error is None else [],
+                                       run.findings.claims if run.findings else [], unused))
+    return files
 
 
 def _say_lines(err, text: str) -> None:
