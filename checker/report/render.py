@@ -121,7 +121,8 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "file": label,
         "files": [f.path for f in files if f.error is None],
-        "summary": summary(results),
+        # vacuous and unrunnable counted only when there are some: a report without them reads as before 1.8
+        "summary": {k: n for k, n in summary(results).items() if n or k in ("proved", "violated", "unknown")},
         "results": rows,
         "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
         "suppressed": [suppression_json(f.path, x) for f in files for x in f.suppressed],
