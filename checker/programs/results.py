@@ -61,7 +61,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
         from semcheck.checker.properties.timeline import naming
 
         confined = naming(confined, composed.program)
-    untrusted = confined is not None and confined.verdict != "proved"
+    untrusted = confined is not None and not confined.holds  # (vacuous: nothing lands anywhere, REP-20)
     modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
     done.update(_interpreted(composed, tuple(m for m in req.modes if m in INTERPRETER_MODES and m not in modes),

@@ -98,11 +98,21 @@ NO_ID_HINT = ("jax picks this kernel's collective id only when it lowers the pro
               "hardware, or give the kernel CompilerParams(collective_id=...) to run it in interpret mode")
 
 
-def _no_id(program: Program, mode: DmaMode) -> Verdict | None:
-    """REP-21 for D30: every interpreted run fails at the first get_barrier_semaphore of every device because
-    the kernel's collective id is one only jax's TPU lowering picks (PRG-13, PRG-125), or the call never starts
-    after such a failure (PRG-11); the verdict every property then gets (the property is filled in by the
-    caller), else None."""
+def no_id_verdict(prop: str, program: Program, mode: DmaMode, decided: Verdict) -> Verdict:
+    """REP-21 for D30: under an interpreter mode, `prop` is unrunnable when every interpreted run fails at the
+    first get_barrier_semaphore of every device because the kernel's collective id is one only jax's TPU
+    lowering picks (PRG-13, PRG-125), or the call never starts after such a failure (PRG-11); else `decided`
+    (the property's verdict), which also stands when it is a violation other than the failure itself (a race
+    before the barrier fetch happens in the interpreter too, PRG-155)."""
+    if mode == "hardware" or decided.verdict == "unrunnable" or (
+            decided.verdict == "violated" and prop != "deadlock-free"):
+        return decided
+    stopped = _no_id(program)
+    return decided if stopped is None else dataclasses.replace(stopped, property=prop)
+
+
+def _no_id(program: Program) -> Verdict | None:
+    """D30's unrunnable verdict (of deadlock-free: the caller names the property), else None."""
     from semcheck.checker.programs.interpreter import NO_ID_TEXT, left_manager  # lazy: it imports the model's runs
 
     failure = getattr(program, "launch_failure", None)  # (a `Symmetric` program has none of these)
@@ -128,10 +138,6 @@ def _no_id(program: Program, mode: DmaMode) -> Verdict | None:
 
 def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None:
     """LAUNCH-2, LAUNCH-3, LAUNCH-7: the verdict on `prop` when the launch fails under `mode`, or None when it launches."""
-    if mode != "hardware":
-        stopped = _no_id(program, mode)
-        if stopped is not None:
-            return dataclasses.replace(stopped, property=prop)
     failure = launch_failure(program, mode)
     if failure is None:
         return None
