@@ -223,7 +223,7 @@ def test_d12_semaphore_read_cannot_be_interpreted():
     for mode in ("eager", "on_wait"):
         v = decide("deadlock-free", program, mode)  # the interpreter's limitation, not a deadlock (REP-21)
         assert v.verdict == "unrunnable" and str(raised.value) in v.reason
-        assert [loc.line for loc in v.witness.locs] == [line]
+        assert v.stats["raises"].endswith(f":{line}"), v.stats  # the read's line
         race = decide("race-free", program, mode)  # nothing of it is decided in this mode (REP-21)
         assert race.verdict == "unrunnable" and "interpret mode cannot run this kernel" in race.reason
     assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
@@ -577,7 +577,7 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
         assert v.verdict == "violated" and message in v.witness.message
         assert [loc.text for loc in v.witness.locs] == ["copy.start()", "copy.wait()"]
         assert v.witness.details["rule"] == "ACC-11" and v.witness.details["side"] == "source"
-        assert on_wait["exit-balance"].verdict == "proved"
+        assert on_wait["exit-balance"].verdict == "vacuous"  # no run reaches the exit (REP-20)
     else:  # no run runs it: the interpreter completes, and every property is decided on the runs
         assert on_wait["deadlock-free"].verdict == "proved"
         assert "unknown" not in {v.verdict for v in on_wait.values()}
