@@ -262,11 +262,13 @@ def test_plain_text_when_not_a_terminal(example_runs, tmp_path):
     lines = run.stdout.splitlines()
     assert lines[0] == "examples/buggy/fixed_id_collision.py: target build; 2 devices; DMA mode eager"
     # "(cached)" when an earlier run verified the same request
+    # every run fails before an exit and before any access: those two hold only vacuously (REP-20)
     assert [w for w in lines[1].split() if w != "(cached)"] == ["FAIL", "build", "devices=2", "eager", "id-disjoint,",
-                                "deadlock-free", "violated;", "6", "proved"]
+                                "deadlock-free", "violated;", "4", "proved;", "exit-balance,", "race-free",
+                                "vacuous"]
     assert "hint: choose a collective_id below 2000" in run.stdout
     assert "at examples/buggy/fixed_id_collision.py:47:" in run.stdout
-    assert lines[-1] == "FAIL 6 proved, 2 violated, 0 unknown"
+    assert lines[-1] == "FAIL 4 proved, 2 violated, 0 unknown, 2 vacuous"
     # Long lines are never cut short off a terminal (a CI log must hold the whole message).
     assert "is raised in every run" in run.stdout
     assert str(EXAMPLES.parent) not in run.stdout
