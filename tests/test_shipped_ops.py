@@ -529,7 +529,9 @@ def test_ragged_paged_attention_fails_only_in_the_interpreter(reports):
         text = json.dumps(dl)
         assert "'ReshapeTransform' object has no attribute 'indices'" in text and "D22" in text
         assert "ragged_paged_attention/kernel.py" in text
-        assert {p: r["verdict"] for p, r in got.items()} == {p: "proved" for p in got}, got
+        # each holds; exit-balance only because no run reaches an exit (REP-20)
+        assert {r["verdict"] for r in got.values()} <= {"proved", "vacuous"}, got
+        assert got["exit-balance"]["verdict"] == "vacuous", got["exit-balance"]
         assert "no run reaches a kernel exit" in got["exit-balance"]["reason"]
         assert all("up to its failure" in r["reason"] for p, r in got.items() if p != "exit-balance")
 

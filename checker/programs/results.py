@@ -61,7 +61,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
         from semcheck.checker.properties.timeline import naming
 
         confined = naming(confined, composed.program)
-    untrusted = confined is not None and confined.verdict != "proved"
+    untrusted = confined is not None and not confined.holds  # (vacuous: nothing lands anywhere, REP-20)
     modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
     done.update(_interpreted(composed, tuple(m for m in req.modes if m in INTERPRETER_MODES and m not in modes),
@@ -242,7 +242,7 @@ def _stops(v: Verdict, why: str) -> Verdict:
 
 def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
     """PRG-108: race-free is not proved over a program whose copies may be in flight at an unmodelled use."""
-    if v.property != "race-free" or v.verdict != "proved" or not gaps:
+    if v.property != "race-free" or not v.holds or not gaps:
         return v
     return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]) + " (specs/deciding/programs.md PRG-108)", stats=v.stats)
 
@@ -286,9 +286,9 @@ def _merge(verdicts: list[Verdict], orders: list[Any]) -> Verdict:
                 v = dataclasses.replace(v, witness=dataclasses.replace(
                     v.witness, message=f"{v.witness.message} (reading: {reading})"))
             return v
-    if first.verdict != "proved" or all(v.verdict == "proved" for v in verdicts):
-        return first
-    i, other = next((i, v) for i, v in enumerate(verdicts) if v.verdict != "proved")
+    if not first.holds or all(v.holds for v in verdicts):
+        return first  # (a vacuous order beside proved ones: the property holds in each, REP-20)
+    i, other = next((i, v) for i, v in enumerate(verdicts) if not v.holds)
     said = other.reason or (other.witness.message if other.witness is not None else "")
     reading = getattr(orders[i], "reading", "")
     return Verdict(first.property, "unknown", stats=first.stats, reason=(

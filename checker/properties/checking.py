@@ -79,7 +79,7 @@ def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
     why = facts.scope_failure if facts.mode != "hardware" else None
     if why is None:
         return verdicts
-    return [v if v.verdict != "proved" or v.property == "invocation-confined" else
+    return [v if not v.holds or v.property == "invocation-confined" else
             Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 

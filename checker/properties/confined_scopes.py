@@ -240,7 +240,7 @@ def interpreter_failure(scopes: Verdict | None, mode: str) -> str | None:
     """BUF-14: under an interpreter mode, why a run may raise KeyError at a run_scoped buffer (the scope
     verdict is violated by a half the interpreter runs outside its window, or undecided); None when
     none can, or under hardware (a TPU raises nothing there: BUF-15)."""
-    if mode == "hardware" or scopes is None or scopes.verdict == "proved":
+    if mode == "hardware" or scopes is None or scopes.holds:
         return None
     if scopes.verdict == "unknown":
         if not scopes.stats.get("raises", True):
@@ -258,11 +258,13 @@ def combine(kernel: Verdict, scopes: Verdict | None) -> Verdict:
     """PROP-8 over the kernel's window and its scopes': a violation of either, else unknown, else proved."""
     if scopes is None or kernel.verdict == "violated":
         return kernel
-    if scopes.verdict != "proved":
+    if not scopes.holds:
         return scopes
-    if kernel.verdict != "proved":
+    if not kernel.holds:
         return kernel
-    return Verdict(PROPERTY, "proved", reason=f"{kernel.reason}; {scopes.reason}")
+    # REP-20: proved when either part shows something; vacuous only when neither reaches what it is about
+    kind = "proved" if "proved" in (kernel.verdict, scopes.verdict) else "vacuous"
+    return Verdict(PROPERTY, kind, reason=f"{kernel.reason}; {scopes.reason}")
 
 
 __all__ = ["combine", "has_scopes", "interpreter_failure", "scope_verdict"]

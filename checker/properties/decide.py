@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from semcheck.checker.properties.analysis import analysis_of
 from semcheck.checker.properties.failing_runs import cite_limit, failing_run_verdict
-from semcheck.checker.properties.launch import launch_verdict
+from semcheck.checker.properties.launch import launch_verdict, no_id_verdict
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.replay import with_replay
 
@@ -39,7 +39,7 @@ def decide(prop: str, program: Program, mode: str, *, timeout_ms: int = 30_000,
     """Property `prop` of `program` under `mode`. `facts`: the program's analysis under `mode`, shared
     with the other checks of the program; one is made without it."""
     facts = analysis_of(program, mode, facts)
-    return cite_limit(launch_verdict(prop, program, mode)
-                      or failing_run_verdict(prop, program, mode, timeout_ms=timeout_ms, facts=facts,
-                                             recheck=decide)
-                      or _checked(BY_ID[prop].check_ref)(program, mode, timeout_ms=timeout_ms, facts=facts), facts)
+    v = cite_limit(launch_verdict(prop, program, mode)
+                   or failing_run_verdict(prop, program, mode, timeout_ms=timeout_ms, facts=facts, recheck=decide)
+                   or _checked(BY_ID[prop].check_ref)(program, mode, timeout_ms=timeout_ms, facts=facts), facts)
+    return no_id_verdict(prop, program, mode, v)  # REP-21: a collective id only a TPU has (D30)

@@ -90,13 +90,13 @@ class Difference:
     target: str
     devices: int
     property: str
-    verdicts: dict[str, str]  # mode -> "proved" | "violated"
+    verdicts: dict[str, str]  # mode -> "proved" | "vacuous" | "violated"
     causes: tuple[Exposure, ...]
 
     def describe(self) -> str:
         """`deadlock-free: violated under eager, on_wait; proved on hardware`."""
         parts = []
-        for kind in ("violated", "proved"):
+        for kind in ("violated", "proved", "vacuous"):  # vacuous is said as such, never as proved (REP-20)
             modes = [m for m, v in self.verdicts.items() if v == kind]
             if modes:
                 parts.append(f"{kind} {'on' if modes == ['hardware'] else 'under'} {', '.join(modes)}")
@@ -187,12 +187,14 @@ def differences(results: Sequence[Any]) -> list[Difference]:
                          for r in rs if r.dma_mode in INTERPRETER_MODES for v in r.verdicts)
         props = list(dict.fromkeys(v.property for r in rs for v in r.verdicts))
         for prop in props:
+            # unknown says nothing either way, nor does a mode the interpreter cannot run (REP-21); proved and
+            # vacuous both hold, so only a violation against either is a difference
             by_mode = {r.dma_mode: v.verdict for r in rs for v in r.verdicts
-                       if v.property == prop and v.verdict != "unknown"}
-            if len(set(by_mode.values())) < 2:
+                       if v.property == prop and v.verdict in ("proved", "vacuous", "violated")}
+            if "violated" not in by_mode.values() or set(by_mode.values()) == {"violated"}:
                 continue
-            interp = {by_mode[m] for m in INTERPRETER_MODES if m in by_mode}
-            hw = by_mode.get("hardware")
+            interp = {by_mode[m] == "violated" for m in INTERPRETER_MODES if m in by_mode}
+            hw = by_mode["hardware"] == "violated" if "hardware" in by_mode else None
             against_hw = hw is not None and bool(interp - {hw})
             causes = []
             if "D5-D7" in exposed and (prop in ID_PROPERTIES or (against_hw and ids_broken)):

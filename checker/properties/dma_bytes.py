@@ -125,18 +125,18 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
         sem_w = [w for w in ws if w.kind != "dma"]
         dma_w = sorted((w for w in ws if w.kind == "dma"), key=_POS)
         checked += 1
-        where = f"{semaphore_words(k[0])} on core {k[1]}"
+        where = f"{semaphore_words(k[0], low, k[1])} on core {k[1]}"
         if sig_x or sem_w:
             other = sig_x[0] if sig_x else sem_w[0]
             loc = program.cores[other.owner][other.pos].loc if sig_x else other.loc
             what = ("a semaphore wait" if not sig_x else "a plain signal" if sig_x[0].kind == "signal"
                     else "a copy counted as 1 (a non-DMA semaphore on hardware, DMA-6)")
             return _violated(prop, f"{where} is used by DMAs and by {what} ({loc})", [loc], stats,
-                             {"semaphore": semaphore_words(k[0]), "core": k[1], "problem": "mixed",
+                             {"semaphore": semaphore_words(k[0], low, k[1]), "core": k[1], "problem": "mixed",
                               "sites": sites(site("mixed-use", loc, f"{what} on {where}, which DMAs also signal in "
                                                                     "bytes: give it a semaphore of its own"))}), runs
         sizes, values = [x.amount for x in dma_x], [w.value for w in dma_w]
-        details = {"semaphore": semaphore_words(k[0]), "core": k[1], "delivered": sizes, "waited": values}
+        details = {"semaphore": semaphore_words(k[0], low, k[1]), "core": k[1], "delivered": sizes, "waited": values}
         if sum(sizes) < sum(values) or (exits and sum(sizes) > sum(values)):
             locs = [w.loc for w in dma_w[:1]] + [program.cores[x.owner][x.pos].loc for x in dma_x[:1]]
             what = ("bytes are left at exit" if sum(sizes) > sum(values)

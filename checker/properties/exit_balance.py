@@ -25,7 +25,7 @@ from collections import defaultdict
 
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.model.run import REPLAY_LIMIT, run
-from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached
@@ -39,9 +39,17 @@ from semcheck.model.semaphore import nonzero as nonzero_counts
 WARNING = "Semaphore {} has non-zero count for {} (global core {}) at kernel exit: {}"
 
 
-def semaphore_words(key) -> str:
-    """A semaphore key in a report's words: the interpreter's id, or (HW-1) the allocation and index."""
+def semaphore_words(key, low: Lowered | None = None, core: int | None = None) -> str:
+    """A semaphore key in a report's words (REP-24): the kernel's name for it in every mode, `recv_sem[0]`;
+    under the interpreter with its id, `recv_sem[0] (id 2001)`, found from the allocation that handed the id
+    to `core` in `low` (the interpreter's id alone when there is none); on hardware (HW-1) the allocation
+    and index."""
     if key[0] == "internal":
+        if low is not None and core is not None:
+            for ev in low.sem_events:
+                base = ev.bases.get(core)
+                if base is not None and base <= key[1] < base + ev.op.count:
+                    return f"{ev.op.label}[{key[1] - base}] (id {key[1]})"
         return f"semaphore {key[1]}"
     if key[0] == "fixed":
         return f"barrier semaphore {key[1]}"
@@ -113,7 +121,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         exiting, tot = _hung(program, low, sp.pcs)
         if not exiting:
             ends = "fails" if failing else "hangs"
-            return Verdict(prop, "proved", reason=f"no run reaches a kernel exit: every run {ends} before every device's "
+            return vacuous(prop, f"no run reaches a kernel exit: every run {ends} before every device's "
                            "exit check (see deadlock-free), so no count is checked at an exit and the interpreter "
                            "prints no exit warning", stats=stats)
     excess = {k: t - w for k, (t, w) in tot.items() if t != w}
@@ -150,7 +158,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         mine = {c for d in exiting for c in program.topology.cores_of_device(d)}
         pending = [d for d in pending if d.src_core in mine or d.dst_core in mine]
     counters = [
-        {"semaphore": semaphore_words(k[0]), "core": k[1], "contributed": tot[k][0], "waited": tot[k][1], "excess": e,
+        {"semaphore": semaphore_words(k[0], low, k[1]), "core": k[1], "contributed": tot[k][0], "waited": tot[k][1], "excess": e,
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]

@@ -30,7 +30,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.model.run import REPLAY_LIMIT
 from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.sites import site, sites
-from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
 from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation,
@@ -190,7 +190,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
 
         if no_exit_reached(program, mode, FALLBACK_STATES):
-            return Verdict(prop, "proved", reason="no run reaches a kernel exit: every schedule fails or hangs "
+            return vacuous(prop, "no run reaches a kernel exit: every schedule fails or hangs "
                            f"before one, by exhaustive exploration ({undecided_failure(facts)}; ERR-19): no count "
                            "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
         if mode == "on_wait" and facts.deferred_views:
@@ -213,7 +213,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         exits = [(c, i) for c, ops in enumerate(program.cores) for i, op in enumerate(ops) if type(op) is ExitCheck]
         if any(end.s_prime.state.pcs[c] > i for c, i in exits):
             return None  # some device passes its exit check before the failure: exit_balance decides (ERR-17)
-        return Verdict(prop, "proved", reason=f"no run reaches a kernel exit: every run raises {raised} {where} "
+        return vacuous(prop, f"no run reaches a kernel exit: every run raises {raised} {where} "
                        f"or at another failing operation first, which ends the run (ERR-7, RUN-9): no count is "
                        "left and no copy is pending at an exit, and the interpreter prints no exit warning")
     if prop == "dma-bytes":  # the waits that run are judged; no bytes are left at an exit that never comes

@@ -34,7 +34,7 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
     if reason is None:
         return verdicts
     keep = {RACE}
-    if (bad is not None and not bad.reached and bad.stuck and race.verdict == "proved"
+    if (bad is not None and not bad.reached and bad.stuck and race.holds
             and verdicts.get("deadlock-free") is not None and verdicts["deadlock-free"].verdict == "violated"):
         # the run agrees with every read it reaches, so it is a run of the kernel, and it ends stuck or
         # failed: a deadlock-free violation is a fact whatever the reads it never reaches would give
@@ -55,9 +55,9 @@ def not_facts(program: Program, mode: str) -> str | None:
 def _why_not(program: Program, mode: str, race: Verdict) -> tuple[str | None, Misread | None]:
     facts = program.followed
     bad = misread(program, facts, mode)  # type: ignore[arg-type]
-    if race.verdict == "proved" and bad is None:
+    if race.holds and bad is None:
         return None, None
-    if race.verdict == "proved":
+    if race.holds:
         write = f" (the write at {bad.write})" if bad.reached else ""
         return (f"the value read at {bad.read} is not a fact: {bad.why}{write}; the program checked may not be "
                 "the kernel's (specs/deciding/frontend.md ACC-9)"), bad

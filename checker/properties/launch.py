@@ -4,12 +4,16 @@ call jax's TPU lowering refuses (LAUNCH-7, D31).
 jax's interpreter fails some kernels before any kernel code runs, in every
 run: it builds every output's initial value first and fails on a semaphore
 output (LAUNCH-2), and it compiles the kernel for the CPU and fails on a
-primitive it has no rule for, `pl.semaphore_read` (LAUNCH-3). Under `eager`
-and `on_wait` the kernel is then decided without looking at its operations:
-`deadlock-free` is violated (no core ever starts, so none finishes: PROP-4
-asks that no terminal state has an unfinished core) and every other property
-is proved, saying that every run fails before any core starts (LAUNCH-5:
-each of them is about what a run does, and no run does anything).
+primitive it has no rule for, `pl.semaphore_read` (LAUNCH-3). Those are the
+interpreter's limitations, not the kernel's bugs: under `eager` and `on_wait`
+every property is `unrunnable` (specs/deciding/report.md REP-21), as it is for a
+collective id only jax's TPU lowering picks (D30). A launch that fails for
+another reason (an earlier call's error, PRG-11) is decided without looking at
+the kernel's operations: `deadlock-free` is violated (no core ever starts, so
+none finishes: PROP-4 asks that no terminal state has an unfinished core) and
+every other property is vacuous (REP-20), saying that every run fails before
+any core starts (LAUNCH-5: each of them is about what a run does, and no run
+does anything).
 Under `hardware` a TPU launches the program and the checks run as usual, unless jax's TPU lowering
 refused the call's computation (LAUNCH-7: a collective id and no barrier semaphore): then the same
 treatment applies under `hardware` alone, with jax's ValueError, and the interpreter runs the call.
@@ -19,8 +23,10 @@ treatment applies under `hardware` alone, with jax's ValueError, and the interpr
 
 from __future__ import annotations
 
-from semcheck.checker.properties.verdict import Verdict, Witness
-from semcheck.model.errors import EarlierFailure, TpuLoweringFailure, Untranslatable, Violation
+import dataclasses
+
+from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
+from semcheck.model.errors import EarlierFailure, NoCollectiveId, TpuLoweringFailure, Untranslatable, Violation
 from semcheck.model.launch import launch_failure
 from semcheck.model.ops import DmaMode, Loc, Program
 
@@ -87,6 +93,49 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
             "specs/semantics/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
 
 
+NO_ID_HINT = ("jax picks this kernel's collective id only when it lowers the program for a TPU (a barrier-semaphore "
+              "tag, or jax_pallas_auto_assign_collective_ids); its interpreter passes none: check it under --dma-mode "
+              "hardware, or give the kernel CompilerParams(collective_id=...) to run it in interpret mode")
+
+
+def no_id_verdict(prop: str, program: Program, mode: DmaMode, decided: Verdict) -> Verdict:
+    """REP-21 for D30: under an interpreter mode, `prop` is unrunnable when every interpreted run fails at the
+    first get_barrier_semaphore of every device because the kernel's collective id is one only jax's TPU
+    lowering picks (PRG-13, PRG-125), or the call never starts after such a failure (PRG-11); else `decided`
+    (the property's verdict), which also stands when it is a violation other than the failure itself (a race
+    before the barrier fetch happens in the interpreter too, PRG-155)."""
+    if mode == "hardware" or decided.verdict == "unrunnable" or (
+            decided.verdict == "violated" and prop != "deadlock-free"):
+        return decided
+    stopped = _no_id(program)
+    return decided if stopped is None else dataclasses.replace(stopped, property=prop)
+
+
+def _no_id(program: Program) -> Verdict | None:
+    """D30's unrunnable verdict (of deadlock-free: the caller names the property), else None."""
+    from semcheck.checker.programs.interpreter import NO_ID_TEXT, left_manager  # lazy: it imports the model's runs
+
+    failure = getattr(program, "launch_failure", None)  # (a `Symmetric` program has none of these)
+    if isinstance(failure, EarlierFailure):
+        if (failure.error_type, failure.error) != ("TypeError", NO_ID_TEXT):
+            return None
+        kind, raised, short = failure.error_type, failure.error, f"{failure.error_type} (the error of {failure.after})"
+        at = f" at this call's dispatch (the error of {failure.after}, PRG-11), so no core ever starts"
+    elif (failure is None and getattr(program, "collective_id", 0) is None
+          and any(op.fetches_barrier for ops in program.cores for op in ops)):
+        left = left_manager(program)
+        if left is None or not isinstance(left[0], NoCollectiveId):
+            return None
+        loc = next(op.loc for ops in program.cores for op in ops if op.fetches_barrier)
+        kind, raised, at = "TypeError", NO_ID_TEXT, f" at {loc} ({left[0].message})"  # jax's words for ERR-6
+        short = f"{kind} at {loc}"
+    else:
+        return None
+    return Verdict("deadlock-free", "unrunnable", stats={"rule": "D30", "hint": NO_ID_HINT, "raises": short},
+                   reason=f"interpret mode cannot run this kernel: jax raises {kind}: {raised}{at}, in every run: its "
+                   "collective id exists only on a TPU (specs/semantics/divergences.md D30)")
+
+
 def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None:
     """LAUNCH-2, LAUNCH-3, LAUNCH-7: the verdict on `prop` when the launch fails under `mode`, or None when it launches."""
     failure = launch_failure(program, mode)
@@ -96,12 +145,19 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
     who = "jax's TPU lowering" if isinstance(failure, TpuLoweringFailure) else "interpret mode"
     raised = f"{who} raises {failure.python_type}: {failure.message} {when}"
     locs = _locs(failure, program)
+    if mode != "hardware" and not isinstance(failure, (TpuLoweringFailure, EarlierFailure)):
+        # REP-21: the interpreter cannot run the kernel at all (LAUNCH-2, LAUNCH-3): its limitation, not a bug
+        # of the kernel, which a TPU runs; so no property is decided in this mode, none violated
+        at = f" at {locs[0]}" if locs else ""
+        stats = {"rule": extra["rule"], "hint": hint, "raises": f"{failure.python_type}{at}"}
+        return Verdict(prop, "unrunnable", stats=stats, reason=(
+            f"interpret mode cannot run this kernel: jax raises {failure.python_type}: {failure.message}{at}, "
+            f"{when}"))
     if prop != "deadlock-free":
         if prop not in NOTHING_RUNS:  # a property LAUNCH-5 does not argue is not proved by it
             return Verdict(prop, "unknown", reason=f"{raised}; the kernel never runs in this mode")
         at = f" (the kernel at {locs[0]})" if locs else ""
-        return Verdict(prop, "proved", reason=f"every run fails before any core starts{at}: {raised}; "
-                       f"{NOTHING_RUNS[prop]} (LAUNCH-5)")
+        return vacuous(prop, f"every run fails before any core starts{at}: {raised}; {NOTHING_RUNS[prop]} (LAUNCH-5)")
     details = {"error_type": failure.python_type, "error_message": failure.message, **extra}
     return Verdict(prop, "violated", witness=Witness(message=f"{raised}: no core ever starts", locs=locs,
                                                       details=details, hint=hint))

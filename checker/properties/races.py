@@ -17,7 +17,7 @@ from semcheck.checker.frontend.call_boundary import BoundaryLoc
 from semcheck.checker.frontend.grid_copies import split_dependent
 from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.sites import site, sites
-from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Op, Program, Wait
@@ -196,7 +196,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                 stopped = stopped_at_barrier_fetch(program)
                 if stopped is not None:
                     inner = _race_free(analysis_of(stopped, mode, None), timeout_ms=timeout_ms)
-                    if inner.verdict == "proved":
+                    if inner.holds:
                         return dataclasses.replace(inner, reason=(
                             f"every run fails where each device reaches its get_barrier_semaphore ({v.message} at "
                             f"{loc}, PRG-155); before that: {inner.reason}"))
@@ -257,8 +257,20 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         return Verdict(PROP, "proved", reason=f"each of {report.accesses} accesses is ordered after every "
                        "conflicting access before it, in every schedule (happens-before over one run, DR-6)",
                        stats=stats)
+    if not report.pairs and _no_access(program, mode, pre):  # REP-20: nothing to order is not a proof of order
+        return vacuous(PROP, "no run makes an access or a copy, so there is no pair for the semaphores to order",
+                       stats=stats)
     return Verdict(PROP, "proved", reason=f"{report.pairs} conflicting pairs, each ordered by the semaphores",
                    stats=stats)
+
+
+def _no_access(program: Program, mode: DmaMode, pre: Ordered) -> bool:
+    """REP-20: whether no run makes any access (a load, a store, a copy's read or write): the happens-before
+    pass's events when it is certified, else the accesses listed afresh (asked only when no pair conflicts)."""
+    if pre.ordering.certified:
+        return not pre.events and not pre.unrecorded
+    events, unrecorded = accesses(program, mode)
+    return not events and not unrecorded
 
 
 def ordered(facts: ModeAnalysis) -> Ordered:

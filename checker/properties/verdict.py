@@ -8,7 +8,13 @@ from typing import Any, Literal
 from semcheck.checker.properties.registry import IDS
 from semcheck.model.ops import Loc
 
-VerdictKind = Literal["proved", "violated", "unknown"]
+VerdictKind = Literal["proved", "vacuous", "violated", "unknown", "unrunnable"]
+
+# REP-20, REP-21: the kinds in report order. `vacuous` holds only because no run reaches what the property is
+# about (no run reaches a kernel exit, no access runs): true, but nothing was shown, so never counted as proved.
+# `unrunnable` is a kernel jax's interpreter cannot run at all (a semaphore output, a primitive with no
+# interpret-mode rule): a limitation of the interpreter, not of the kernel, so neither a proof nor a bug.
+KINDS: tuple[str, ...] = ("proved", "vacuous", "violated", "unknown", "unrunnable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +57,8 @@ class GeneratedInput:
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """`proved`, `violated` (with a witness) or `unknown` (with the reason)."""
+    """`proved`, `vacuous` (with the reason: what no run reaches), `violated` (with a witness), `unknown`
+    (with the reason) or `unrunnable` (with the reason: what jax's interpreter raises, and where)."""
 
     property: str
     verdict: VerdictKind
@@ -65,8 +72,19 @@ class Verdict:
             raise ValueError(f"unknown property {self.property!r}")
         if self.verdict == "violated" and self.witness is None:
             raise ValueError("a violation needs a witness")
-        if self.verdict == "unknown" and not self.reason:
-            raise ValueError("an unknown verdict needs a reason")
+        if self.verdict in ("unknown", "vacuous", "unrunnable") and not self.reason:
+            raise ValueError(f"a verdict {self.verdict} needs a reason")
+
+    @property
+    def holds(self) -> bool:
+        """Whether the property is true of every run: proved, or vacuously (REP-20). What another check
+        builds on may use this; what counts as proved must ask `verdict == "proved"`."""
+        return self.verdict in ("proved", "vacuous")
+
+
+def vacuous(prop: str, reason: str, **kw: Any) -> Verdict:
+    """REP-20: `prop` holds only because no run reaches what it is about; `reason` says what is not reached."""
+    return Verdict(prop, "vacuous", reason=reason, **kw)
 
 
 def unknown_kind(reason: str) -> str:

@@ -23,7 +23,7 @@ class Line:
 
 
 def _checked(f) -> tuple[str, ...]:
-    off = {x.property for x in f.suppressed}
+    off = {x.property for x in f.suppressed if getattr(x, "scope", "file") == "file"}  # (REP-25: checked else)
     return tuple(p for p in IDS if p not in off)
 
 

@@ -35,7 +35,7 @@ _FILE_LINE = re.compile(r"(\S+\.py):(\d+)")
 class Finding:
     file: str  # the kernel file, as the report names it
     target: str
-    kind: str  # "violated" | "unknown"
+    kind: str  # "violated" | "unknown" | "unrunnable" | "vacuous" (REP-20, REP-21)
     cause: str  # the property (violated) or the unknown kind ("timeout", "fails", ...)
     properties: tuple[str, ...]  # the properties it is about
     verdict: Verdict  # as found at the smallest device count
@@ -54,7 +54,7 @@ class Finding:
 
     @property
     def rule(self) -> str:
-        return self.cause if self.kind == "violated" else "unknown"
+        return self.cause if self.kind == "violated" else self.kind
 
     def fingerprint(self) -> str:
         where = f"{uri(self.loc.file)}:{self.loc.line}" if self.loc is not None else uri(self.file)
@@ -89,6 +89,10 @@ def findings(path: str, results: Sequence[Result]) -> list[Finding]:
                 key = (r.target, "unknown", unknown_kind(v.reason), None)
                 loc = _reason_line(v.reason)
                 where.setdefault(key, (Places(Place(loc, "the line the reason names") if loc else None), None))
+            elif v.verdict in ("unrunnable", "vacuous"):  # REP-20, REP-21: said, never as proved nor as a bug
+                key = (r.target, v.verdict, v.stats.get("rule", "") if v.verdict == "unrunnable" else v.property, None)
+                loc = _reason_line(v.reason)
+                where.setdefault(key, (Places(Place(loc, "the line the reason names") if loc else None), None))
             else:
                 continue
             groups.setdefault(key, []).append((r.devices, r.dma_mode, v))
@@ -101,7 +105,8 @@ def findings(path: str, results: Sequence[Result]) -> list[Finding]:
         configs = tuple(dict.fromkeys((n, m) for n, m, _ in entries))
         at, d = where[key]
         out.append(Finding(path, target, kind, cause, props, first[2], configs, at, d))
-    out.sort(key=lambda f: (f.kind != "violated", order[f.properties[0]]))
+    rank = {"violated": 0, "unknown": 1, "unrunnable": 2, "vacuous": 3}
+    out.sort(key=lambda f: (rank[f.kind], order[f.properties[0]]))
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from semcheck.checker.report.render import FileReport, summary
+from semcheck.checker.report.render import FileReport, summary, summary_counts
 from semcheck.checker.report.escape import gh_data, gh_property, line as one_line
 from semcheck.checker.report.every_n import line_texts, summary_words
 from semcheck.checker.report.findings import Finding, column, display_path, findings, rel, where
@@ -42,14 +42,19 @@ def _suppressed(f: FileReport):
     """(path, line, col, property, message) of each property the file does not check on purpose."""
     for x in f.suppressed:
         path, line, col = (display_path(x.loc.file), x.loc.line, column(x.loc)) if x.loc else (display_path(f.path), 1, 1)
-        yield path, line, col, x.property, rel(f"suppressed (not checked): {x.reason}")
+        yield path, line, col, x.property, rel(f"{x.said()}: {x.reason}")
+
+
+def _unused(f: FileReport):
+    """(path, line, col, message) of each suppression comment that suppressed nothing (REP-26)."""
+    for x in f.unused:
+        yield display_path(x.loc.file), x.loc.line, column(x.loc), rel(f"{x.unused()} ({x.reason})")
 
 
 def _summary_line(files: Sequence[FileReport]) -> str:
     s = summary([r for f in files for r in f.results])
-    sups = sorted({x.property for f in files for x in f.suppressed})
-    return (f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
-            + summary_words(files) + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
+    sups = sorted({x.property for f in files for x in f.suppressed if x.said().endswith("(not checked)")})
+    return (summary_counts(s) + summary_words(files) + (f"; not checked (suppressed): {', '.join(sups)}" if sups else ""))
 
 
 def to_concise(files: Sequence[FileReport]) -> str:
@@ -64,6 +69,8 @@ def to_concise(files: Sequence[FileReport]) -> str:
             out.append(f"{path}:{line}:{col}: {rule}: {message}")
         for path, line, col, rule, message in _suppressed(f):
             out.append(f"{path}:{line}:{col}: {rule}: {message}")
+        for path, line, col, message in _unused(f):
+            out.append(f"{path}:{line}:{col}: unused-suppression: {message}")
         for path, rule, _kind, message in line_texts(f):  # --every-n (PAR-8)
             out.append(f"{path}:1:1: {rule}: {message}")
     out.append(_summary_line(files))
@@ -80,12 +87,15 @@ def to_github(files: Sequence[FileReport]) -> str:
         for x in findings(f.path, f.results) if f.error is None else ():
             path, line, col = _place(x)
             rule, message = _text(x)
-            level = "error" if x.kind == "violated" else "warning"
+            level = {"violated": "error", "vacuous": "notice"}.get(x.kind, "warning")
             out.append(f"::{level} title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"
                        f"line={line},col={col}::{gh_data(f'{path}:{line}:{col}: {rule}: {message}')}")
         for path, line, col, rule, message in _suppressed(f):
             out.append(f"::notice title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"
                        f"line={line},col={col}::{gh_data(f'{path}:{line}:{col}: {rule}: {message}')}")
+        for path, line, col, message in _unused(f):
+            out.append(f"::warning title={gh_property('semcheck (unused-suppression)')},file={gh_property(path)},"
+                       f"line={line},col={col}::{gh_data(f'{path}:{line}:{col}: unused-suppression: {message}')}")
         for path, rule, kind, message in line_texts(f):  # --every-n (PAR-8): a traced N violated is an error
             level = {"violated": "error", "unknown": "warning"}.get(kind, "notice")
             out.append(f"::{level} title={gh_property(f'semcheck ({rule})')},file={gh_property(path)},"

@@ -12,7 +12,8 @@ from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.diagram import diagram, to_mermaid
 from semcheck.checker.report.escape import fence, html_text, markdown, md_code
 from semcheck.checker.report.svg import to_svg
-from semcheck.checker.report.render import FileReport, _rel, _row_summary, _where, _worst, hint_for, summary
+from semcheck.checker.report.render import (FileReport, _rel, _row_summary, _where, _worst, hint_for, overall, summary,
+                                            summary_counts)
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places
@@ -28,7 +29,15 @@ def _md_loc(loc) -> str:
     return md_code(f"{_rel(loc.file)}:{loc.line}")
 
 
-_MD_MARK = {"proved": "✅", "violated": "❌", "unknown": "❓"}
+_MD_MARK = {"proved": "✅", "vacuous": "⭕", "violated": "❌", "unknown": "❓", "unrunnable": "🚫", "differ": "🔀"}
+_RANK = {"violated": 0, "unknown": 1, "unrunnable": 2, "vacuous": 3}
+
+
+def _title(kind: str, props: Sequence[str]) -> str:
+    """A problem's heading words: `deadlock-free violated`, or what an interpreter cannot run (REP-21)."""
+    if kind == "unrunnable":
+        return "interpret mode cannot run this kernel"
+    return f"{', '.join(props) if len(props) < 3 else f'{len(props)} properties'} {kind}"
 _EVERY_N_MARK = dict(_MD_MARK, **{"per-n": "➖"})
 
 
@@ -36,6 +45,16 @@ def _every_n_by_target(f: FileReport) -> dict[str, list]:
     out: dict[str, list] = {}
     for x in report_every_n.lines(f):
         out.setdefault(x.target, []).append(x)
+    return out
+
+
+def _suppressions(files: Sequence[FileReport]):
+    """[(heading, [(file, suppression)])]: the properties not checked, then the findings suppressed (REP-25)."""
+    out = []
+    for head in ("suppressed (not checked)", "suppressed"):
+        sups = [(f, x) for f in files for x in f.suppressed if x.said() == head]
+        if sups:
+            out.append((head if head != "suppressed" else "findings suppressed", sups))
     return out
 
 
@@ -47,11 +66,13 @@ def _problems(results: Sequence[Result]):
         for v in r.verdicts:
             if v.verdict == "proved":
                 continue
-            key = (r.target, v.verdict, v.property if v.verdict == "violated" else unknown_kind(v.reason))
+            cause = (v.property if v.verdict == "violated" else "" if v.verdict == "vacuous" else v.stats.get("rule", "")
+                     if v.verdict == "unrunnable" else unknown_kind(v.reason))
+            key = (r.target, v.verdict, cause)
             groups.setdefault(key, []).append((r.devices, r.dma_mode, v))
     order = {p: i for i, p in enumerate(IDS)}
     out = []
-    for key in sorted(groups, key=lambda k: (k[1] != "violated", min(order[v.property] for _, _, v in groups[k]))):
+    for key in sorted(groups, key=lambda k: (_RANK[k[1]], min(order[v.property] for _, _, v in groups[k]))):
         entries = sorted(groups[key], key=lambda e: e[0])
         n, mode, v = entries[0]
         props = list(dict.fromkeys(e[2].property for e in entries))
@@ -83,10 +104,9 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     errors = [f for f in files if f.error is not None]
     every = report_every_n.tally(files)  # --every-n (PAR-8)
     failed = [(f, name, e) for f in files for name, e in f.target_errors]  # targets whose build raised
-    worst = ("violated" if s["violated"] or errors or failed or every["violated"] else
-             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
+    worst = overall(s, bool(errors or failed or every["violated"]), not results or bool(every["unknown"]))
     out = [f"## semcheck {_MD_MARK[worst]} {markdown(_rel(label))}", "",
-           f"**{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown**"
+           f"**{summary_counts(s)}**"
            + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
            + (f"; {len(errors)} not verified" if errors else "")
            + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
@@ -95,8 +115,7 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
         out += ["", f"### ❌ not verified: {md_code(f.path)} {markdown(name)}", "", markdown(_rel(e.one_line()))]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
-            shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
-            out += ["", f"### {_MD_MARK[kind]} {shown} {kind}: {md_code(f.path)} {markdown(target)}, "
+            out += ["", f"### {_MD_MARK[kind]} {_title(kind, props)}: {md_code(f.path)} {markdown(target)}, "
                         f"{n} devices, {mode}", ""]
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
@@ -111,7 +130,7 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
                     out += ["", f"**{markdown(input_line(v) or '')}**"]
             else:
                 out.append(markdown(_rel(v.reason)))
-                if len(props) >= 3:
+                if len(props) >= 3 and kind != "unrunnable":
                     out += ["", f"properties: {', '.join(props)}"]
             if others:
                 out += ["", f"also {kind} at: {_where(others)}"]
@@ -120,7 +139,7 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
                 out += ["", f"**hint:** {markdown(_rel(hint))}"]
     for f in files:
         for target, lines, causes in modes_differ(f.results):
-            out += ["", f"### ❓ modes differ: {md_code(f.path)} {markdown(target)}", ""]
+            out += ["", f"### {_MD_MARK['differ']} modes differ: {md_code(f.path)} {markdown(target)}", ""]
             out += [f"- {markdown(line)}" for line in lines]
             for code, text, locs in causes:
                 out += ["", f"can explain it, **{code}**: {markdown(text)}"]
@@ -133,10 +152,13 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
         for target, xs in by_target.items():
             out += ["", f"### every N: {md_code(f.path)} {markdown(target)}", ""]
             out += [f"- {_EVERY_N_MARK[x.kind]} {markdown(_rel(report_every_n.text(x)))}" for x in xs]
-    sups = [(f, x) for f in files for x in f.suppressed]
-    if sups:
-        out += ["", "### ➖ suppressed (not checked)", ""]
+    for head, sups in _suppressions(files):
+        out += ["", f"### ➖ {head}", ""]
         out += [f"- {md_code(f.path)} {markdown(_rel(x.describe()))}" for f, x in sups]
+    unused = [(f, x) for f in files for x in f.unused]
+    if unused:  # REP-26
+        out += ["", "### ⚠️ unused suppressions", ""]
+        out += [f"- {_md_loc(x.loc)}: {markdown(_rel(x.unused()))} ({markdown(_rel(x.reason))})" for f, x in unused]
     # the findings first: a reader of a step summary or a PR comment wants the diagnosis, then the detail
     out += ["", "### configurations", "", "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
     for f in files:
@@ -145,7 +167,7 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
         for r in f.results:
             worst_r = _worst(r.verdicts)
             out.append(f"| {_MD_MARK[worst_r]} | {md_code(f.path)} | {markdown(r.target)} | {r.devices} | "
-                       f"{r.dma_mode} | {markdown(_row_summary(r))} |")
+                       f"{r.dma_mode} | {markdown(_rel(_row_summary(r)))} |")
     covered = [text for f in files for text in coverage(f.results)]
     if covered:
         out += [""] + [f"- generated inputs: {markdown(text)}" for text in covered]
@@ -160,15 +182,15 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     s = summary(results)
     failed = [(f, name, x) for f in files for name, x in f.target_errors]  # targets whose build raised
     body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
-            f"<p><b>{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+            f"<p><b>{e(summary_counts(s))}"
             + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
             + f"{e(report_every_n.summary_words(files))}</b></p>"]
     for f, name, x in failed:
         body.append(f"<h2>❌ not verified: <code>{e(f.path)}</code> {e(name)}</h2><p>{e(_rel(x.one_line()))}</p>")
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
-            shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
-            body.append(f"<h2>{_MD_MARK[kind]} {e(shown)} {kind}: <code>{e(f.path)}</code> {e(target)}, "
+            shown = _title(kind, props)
+            body.append(f"<h2>{_MD_MARK[kind]} {e(shown)}: <code>{e(f.path)}</code> {e(target)}, "
                         f"{n} devices, {mode}</h2>")
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
@@ -179,7 +201,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                     body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
                 drawn = diagram(v)
                 if drawn is not None:
-                    body.append("<figure>" + to_svg(drawn, title=f"{shown} {kind}: {f.path} {target}") + "</figure>")
+                    body.append("<figure>" + to_svg(drawn, title=f"{shown}: {f.path} {target}") + "</figure>")
             else:
                 body.append(f"<p>{e(_rel(v.reason))}</p>")
             if others:
@@ -189,7 +211,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                 body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
     for f in files:
         for target, lines, causes in modes_differ(f.results):
-            body.append(f"<h2>❓ modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
+            body.append(f"<h2>{_MD_MARK['differ']} modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
             body += [f"<li>{e(line)}</li>" for line in lines]
             body.append("</ul>")
             for code, text, locs in causes:
@@ -203,10 +225,15 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
             body += [f"<li>{_EVERY_N_MARK[x.kind]} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
             body.append("</ul>")
-    sups = [(f, x) for f in files for x in f.suppressed]
-    if sups:
-        body.append("<h2>➖ suppressed (not checked)</h2><ul>")
+    for head, sups in _suppressions(files):
+        body.append(f"<h2>➖ {head}</h2><ul>")
         body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
+        body.append("</ul>")
+    unused = [(f, x) for f in files for x in f.unused]
+    if unused:  # REP-26
+        body.append("<h2>⚠️ unused suppressions</h2><ul>")
+        body += [f"<li><code>{e(_rel(x.loc.file))}:{x.loc.line}</code>: {e(_rel(x.unused()))} ({e(_rel(x.reason))})</li>"
+                 for f, x in unused]
         body.append("</ul>")
     # the findings first, the table of configurations after them (as the markdown report)
     body.append("<h2>configurations</h2>")
@@ -219,7 +246,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
         for r in f.results:
             body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
                         f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
-                        f"<td>{e(_row_summary(r))}</td></tr>")
+                        f"<td>{e(_rel(_row_summary(r)))}</td></tr>")
     body.append("</table>")
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"

@@ -33,7 +33,7 @@ def run_with_progress(runs, st, args, err, cache) -> None:
         run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache)
         return
     # a real terminal, not one forced by --color always or FORCE_COLOR: a bar would flood a CI log
-    if not isatty(sys.stderr) or args.verbose:
+    if not isatty(sys.stderr) or args.verbose or getattr(args, "color", "auto") == "never":  # a bar moves the cursor
         lock, done = threading.Lock(), [0]
 
         def line(req, out) -> None:

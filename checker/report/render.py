@@ -11,15 +11,18 @@ from typing import Any
 from semcheck.checker.properties.differences import CAUSES, difference_json, differences
 from semcheck.checker.run.generated_inputs import row_suffix
 from semcheck.checker.properties.registry import BY_ID
-from semcheck.checker.properties.verdict import Verdict, unknown_kind
+from semcheck.checker.properties.verdict import KINDS, Verdict, unknown_kind
 from semcheck.checker.run.request import Result
 from semcheck.checker.report.places import places
 from semcheck.checker.report.findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
 
 SCHEMA_VERSION = "1.8"
-MARK = {"proved": "✓", "violated": "✗", "unknown": "?"}
-PLAIN_MARK = {"proved": "ok", "violated": "FAIL", "unknown": "??"}
-STYLE = {"proved": "green", "violated": "bold red", "unknown": "yellow"}
+# REP-22: one mark per verdict kind, and the `modes differ` heading's own (`DIFFER`), none shared
+MARK = {"proved": "✓", "vacuous": "○", "violated": "✗", "unknown": "?", "unrunnable": "⊘", "differ": "≠"}
+PLAIN_MARK = {"proved": "ok", "vacuous": "vac", "violated": "FAIL", "unknown": "??", "unrunnable": "n/a",
+              "differ": "!="}
+STYLE = {"proved": "green", "vacuous": "cyan", "violated": "bold red", "unknown": "yellow", "unrunnable": "magenta",
+         "differ": "yellow"}
 
 
 def _loc(loc) -> dict[str, Any] | None:
@@ -96,6 +99,7 @@ class FileReport:
     target_errors: list = dataclasses.field(default_factory=list)  # (target, InputError): builds that raised
     suppressed: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression: not checked
     claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims: `--every-n` (PAR-8)
+    unused: list = dataclasses.field(default_factory=list)  # report_suppress.Suppression that matched nothing (REP-26)
 
 
 def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict[str, Any]:
@@ -126,10 +130,13 @@ def to_json_files(label: str, files: Sequence[FileReport]) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "file": label,
         "files": [f.path for f in files if f.error is None],
-        "summary": summary(results),
+        # vacuous and unrunnable counted only when there are some: a report without them reads as before 1.8
+        "summary": {k: n for k, n in summary(results).items() if n or k in ("proved", "violated", "unknown")},
         "results": rows,
         "differences": [dict(difference_json(d), file=f.path) for f in files for d in differences(f.results)],
         "suppressed": [suppression_json(f.path, x) for f in files for x in f.suppressed],
+        **({"unused_suppressions": [unused_json(f.path, x) for f in files for x in f.unused]}
+           if any(f.unused for f in files) else {}),
         **({"every_n": [row for f in files for row in every_n_json(f)]} if any(f.claims for f in files) else {}),
         "errors": [_error_json(f) for f in files if f.error is not None]
                   + [_error_json(f, e, name) for f in files for name, e in f.target_errors],
@@ -146,15 +153,45 @@ def suppression_json(path: str, x: Any) -> dict[str, Any]:
     out = {"file": path, "property": x.property, "reason": _rel(x.reason), "source": x.source}
     if x.loc is not None:
         out["location"] = _loc(x.loc)
+    if getattr(x, "scope", "file") != "file":  # REP-25
+        out["scope"] = x.scope
+        out["target"] = x.target
     return out
 
 
+def unused_json(path: str, x: Any) -> dict[str, Any]:
+    """REP-26: a suppression comment that suppressed nothing."""
+    return {"file": path, "property": x.property, "reason": _rel(x.reason), "scope": x.scope,
+            "message": x.unused(), "location": _loc(x.loc)}
+
+
 def summary(results: Sequence[Result]) -> dict[str, int]:
-    s = {"proved": 0, "violated": 0, "unknown": 0}
+    s = dict.fromkeys(KINDS, 0)
     for r in results:
         for v in r.verdicts:
             s[v.verdict] += 1
     return s
+
+
+def summary_counts(s: dict[str, int]) -> str:
+    """`3 proved, 0 violated, 1 unknown`, then the vacuous and unrunnable counts when there are any (REP-20,
+    REP-21): those two are never folded into the proved count."""
+    text = f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    if s.get("vacuous"):
+        text += f", {s['vacuous']} vacuous"
+    if s.get("unrunnable"):
+        text += f", {s['unrunnable']} unrunnable in interpret mode"
+    return text
+
+
+def overall(s: dict[str, int], bad: bool = False, unknown: bool = False) -> str:
+    """The kind a summary line is marked with: violated (or `bad`: an input error), unknown (or `unknown`),
+    unrunnable, else proved (vacuous verdicts are no failure, REP-20)."""
+    if s["violated"] or bad:
+        return "violated"
+    if s["unknown"] or unknown:
+        return "unknown"
+    return "unrunnable" if s.get("unrunnable") else "proved"
 
 
 # --- shared by the formats ----------------------------------------------------------
@@ -176,7 +213,18 @@ def hint_for(v: Verdict) -> str:
         return v.witness.hint if v.witness is not None and v.witness.hint else BY_ID[v.property].hint
     if v.verdict == "unknown":
         return UNKNOWN_HINTS[unknown_kind(v.reason)]
+    if v.verdict == "unrunnable":
+        return v.stats.get("hint", "") or UNRUNNABLE_HINT
     return ""
+
+
+UNRUNNABLE_HINT = ("jax's interpreter cannot run this kernel, so interpret mode decides nothing about it: check it "
+                   "with --dma-mode hardware (a TPU runs it)")
+
+
+def unrunnable_line(v: Verdict) -> str:
+    """A row's words for a mode jax's interpreter cannot run (REP-21): the reason up to what jax raises."""
+    return v.reason.split(": jax raises ", 1)[0] + (": jax raises " + v.stats["raises"] if v.stats.get("raises") else "")
 
 
 def _configs(results: Sequence[Result]) -> list[tuple[str, int, str, list[Verdict]]]:
@@ -184,38 +232,53 @@ def _configs(results: Sequence[Result]) -> list[tuple[str, int, str, list[Verdic
 
 
 def _worst(verdicts: Sequence[Verdict]) -> str:
+    """A row's mark: violated, unknown, unrunnable, else proved (a vacuous verdict is no failure, REP-20;
+    a row of vacuous verdicts only is marked as such)."""
     kinds = {v.verdict for v in verdicts}
-    return "violated" if "violated" in kinds else "unknown" if "unknown" in kinds else "proved"
+    for kind in ("violated", "unknown", "unrunnable", "proved"):
+        if kind in kinds:
+            return kind
+    return "vacuous" if kinds else "proved"
 
 
-def _config_summary(verdicts: Sequence[Verdict]) -> str:
+def _config_summary(verdicts: Sequence[Verdict], rules: bool = False) -> str:
+    """A row's words. `rules`: name the spec rule a reduction rests on (REP-23: only under -v)."""
+    if verdicts and all(v.verdict == "unrunnable" for v in verdicts):
+        return unrunnable_line(verdicts[0])
     parts = []
-    for kind in ("violated", "unknown"):
+    for kind in ("violated", "unknown", "unrunnable"):
         names = [v.property for v in verdicts if v.verdict == kind]
         if names and len(names) == len(verdicts) > 1:
             return f"all {len(names)} properties {kind}"
         if names:
             parts.append(f"{', '.join(names)} {kind}")
-    n = sum(v.verdict == "proved" for v in verdicts)
+    proved = [v for v in verdicts if v.verdict == "proved"]
+    empty = [v.property for v in verdicts if v.verdict == "vacuous"]
+    n = len(proved)
     if not parts:
-        text = f"all {n} properties proved" if n != 1 else "proved"
-        folds = [(f["devices"], f.get("faithful", True)) if (f := v.stats.get("fold")) else None for v in verdicts]
+        text = (f"all {n} properties proved" if n != 1 else "proved") if not empty else f"{n} proved" if n else ""
+        folds = [(f["devices"], f.get("faithful", True)) if (f := v.stats.get("fold")) else None for v in proved]
         on_fold = {f for f in folds if f is not None}
         if len(on_fold) == 1:
             k = sum(f is not None for f in folds)
             devices, faithful = on_fold.pop()
-            where = (f"on a fold onto {devices} devices (RUN-7)" if faithful
-                     else f"on the run of one class of {devices} device{'s' if devices > 1 else ''} (RUN-31)")
+            where = (f"on a fold onto {devices} devices" + (" (RUN-7)" if rules else "") if faithful
+                     else f"on the run of one class of {devices} device{'s' if devices > 1 else ''}"
+                     + (" (RUN-31)" if rules else ""))
             text += f" {where}" if k == len(folds) else f", {k} {where}"
+        if empty:  # REP-20: true, but shown of nothing, so said apart from the proofs
+            text += ("; " if text else "") + f"{', '.join(empty)} vacuous"
         return text
     if n:
         parts.append(f"{n} proved")
+    if empty:
+        parts.append(f"{', '.join(empty)} vacuous")
     return "; ".join(parts)
 
 
-def _row_summary(r: Result) -> str:
+def _row_summary(r: Result, rules: bool = False) -> str:
     """A row's summary: its verdicts, and for a target with generated inputs how many were verified."""
-    return _config_summary(r.verdicts) + row_suffix(r.examples)
+    return _config_summary(r.verdicts, rules) + row_suffix(r.examples)
 
 
 def _header(path: str, results: Sequence[Result]) -> str:

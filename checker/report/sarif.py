@@ -14,7 +14,8 @@ from semcheck.checker.report.suppress import Suppression
 from semcheck.model.ops import Loc
 from semcheck.checker.run.request import Result
 
-RULE_IDS = [*IDS, "unknown", "input-error"]
+RULE_IDS = [*IDS, "unknown", "input-error", "unrunnable", "vacuous", "unused-suppression"]
+LEVEL = {"violated": "error", "unknown": "warning", "unrunnable": "warning", "vacuous": "note"}
 FINGERPRINT = "semcheck/v1"  # bump when what the fingerprint is made of changes
 # GitHub code scanning drops what passes its limits (1,000 locations per result, 10,000 thread-flow
 # locations per result): far inside them, and a thread per device of the witness only
@@ -55,6 +56,7 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
         if f.error is None:
             sarif_results.extend(sarif_result(x) for x in findings(f.path, f.results))
             sarif_results.extend(suppressed_result(f.path, x) for x in f.suppressed)
+            sarif_results.extend(unused_result(f.path, x) for x in f.unused)
             if f.claims:  # --every-n (specs/deciding/parametric.md PAR-8)
                 from semcheck.checker.report.every_n import sarif_results as every_n_results
 
@@ -88,7 +90,7 @@ def sarif_result(x: Finding) -> dict[str, Any]:
     res: dict[str, Any] = {
         "ruleId": x.rule,
         "ruleIndex": RULE_IDS.index(x.rule),
-        "level": "error" if x.kind == "violated" else "warning",
+        "level": LEVEL[x.kind],
         "message": {"text": rel(text)},
         "locations": [primary],
         "partialFingerprints": {FINGERPRINT: x.fingerprint()},
@@ -109,7 +111,7 @@ def sarif_result(x: Finding) -> dict[str, Any]:
         "devices": sorted({n for n, _ in x.configs}),
         "dmaModes": list(dict.fromkeys(m for _, m in x.configs)),
     }
-    if x.kind == "unknown":
+    if x.kind != "violated":
         res["properties"]["cause"] = x.cause
     if v.input is not None:
         res["properties"]["input"] = input_json(v.input)
@@ -158,15 +160,33 @@ def suppressed_result(path: str, x: Suppression) -> dict[str, Any]:
     location: dict[str, Any] = {"artifactLocation": {"uri": uri(x.loc.file if x.loc else path)}}
     if x.loc is not None:
         location["region"] = {"startLine": x.loc.line, "startColumn": column(x.loc)}
-    key = f"suppressed/{x.property}|{uri(path)}"
+    key = f"suppressed/{x.property}|{uri(path)}" + (f"|{x.loc.line}" if x.scope != "file" and x.loc else "")
     return {
         "ruleId": x.property,
         "ruleIndex": RULE_IDS.index(x.property),
         "level": "note",
-        "message": {"text": rel(f"{x.property} was not checked (suppressed): {x.reason}")},
+        "message": {"text": rel(f"{x.property} was not checked (suppressed): {x.reason}" if x.scope in ("file", "target")
+                                else f"{x.property} findings suppressed: {x.reason}")},
         "locations": [{"physicalLocation": location}],
         "suppressions": [{"kind": "inSource" if x.source == "comment" else "external",
                           "justification": rel(x.reason)}],
         "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
         "properties": {"verdict": "suppressed", "source": x.source},
+    }
+
+
+def unused_result(path: str, x: Suppression) -> dict[str, Any]:
+    """REP-26: a suppression comment that suppressed nothing, at its line."""
+    import hashlib
+
+    key = f"unused-suppression/{x.property}|{uri(path)}|{x.loc.line}"
+    return {
+        "ruleId": "unused-suppression",
+        "ruleIndex": RULE_IDS.index("unused-suppression"),
+        "level": "warning",
+        "message": {"text": rel(f"{x.unused()} ({x.reason})")},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri(x.loc.file)},
+                                            "region": {"startLine": x.loc.line, "startColumn": column(x.loc)}}}],
+        "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
+        "properties": {"verdict": "unused-suppression", "property": x.property},
     }

@@ -45,6 +45,16 @@ INPUT_ERROR = ("semcheck could not verify the kernel file or target at all: it d
                "imported, built or traced, defines no target, or has no TPU pallas_call. The message names the "
                "error code and the line.")
 INPUT_FIX = "run `semcheck verify FILE` to see the one-line error, or add --debug for the traceback"
+UNRUNNABLE = ("The interpret modes (eager, on_wait) decide nothing of this kernel: jax's interpreter raises before "
+              "the kernel can run (a semaphore output, a primitive without an interpret-mode rule, a collective id "
+              "only the TPU lowering picks). The message names the error and the line; --dma-mode hardware still "
+              "decides every property.")
+UNRUNNABLE_FIX = "gate CI on --dma-mode hardware for this kernel, or change what the interpreter cannot run"
+VACUOUS = ("No run reaches the point the property is about (no kernel exit, no access): it is not violated, and "
+           "not proved either. Usually another finding (a deadlock, a failing run) explains why.")
+VACUOUS_FIX = "fix the finding that stops every run first; the property is then decided"
+UNUSED = "The comment names properties for a line, function or target where nothing of them was found."
+UNUSED_FIX = "remove the comment, or move it to the line the finding is reported at"
 FALLBACK_URI = "https://pypi.org/project/semcheck/"
 
 
@@ -77,10 +87,9 @@ def _rule(rid: str, name: str, short: str, full: str, fix: str, spec: str, doc: 
         "name": name,
         "shortDescription": {"text": short},
         "fullDescription": {"text": f"{short} {full}"},
-        "help": {"text": f"{short} {full} Typical fix: {fix}. Spec: {spec} in specs/{doc}"
-                         + (f" (`semcheck spec {spec}`)." if doc == "semantics.md" else "."),
+        "help": {"text": f"{short} {full} Typical fix: {fix}. Spec: {spec} in specs/{doc} (`semcheck spec {spec}`).",
                  "markdown": f"**{short}**\n\n{full}\n\n**Typical fix:** {fix}.\n\nSpec: {spec} in "
-                             f"[specs/{doc}]({uri})" + (f" (`semcheck spec {spec}`)." if doc == "semantics.md" else ".")},
+                             f"[specs/{doc}]({uri}) (`semcheck spec {spec}`)."},
         "helpUri": uri,
         "defaultConfiguration": {"level": level},
         "properties": {"specRule": spec},
@@ -90,9 +99,15 @@ def _rule(rid: str, name: str, short: str, full: str, fix: str, spec: str, doc: 
 def rules() -> list[dict[str, Any]]:
     """Every rule, in `RULE_IDS` order."""
     out = [_rule(p.id, "".join(w.capitalize() for w in p.id.split("-")), p.summary, FULL[p.id], p.hint, p.rule,
-                 "semantics.md", "error") for p in REGISTRY]
+                 "deciding/properties.md", "error") for p in REGISTRY]
     out.append(_rule("unknown", "NotProved", "semcheck could neither prove nor refute these properties.", UNKNOWN,
-                     UNKNOWN_FIX, "REP-12", "report.md", "warning"))
+                     UNKNOWN_FIX, "REP-12", "deciding/report.md", "warning"))
     out.append(_rule("input-error", "InputError", "semcheck could not verify the kernel file at all.", INPUT_ERROR,
-                     INPUT_FIX, "REP-12", "report.md", "error"))
+                     INPUT_FIX, "REP-12", "deciding/report.md", "error"))
+    out.append(_rule("unrunnable", "InterpreterCannotRun", "jax's interpreter cannot run this kernel.", UNRUNNABLE,
+                     UNRUNNABLE_FIX, "REP-21", "deciding/report.md", "warning"))
+    out.append(_rule("vacuous", "Vacuous", "The property holds only because no run reaches what it is about.",
+                     VACUOUS, VACUOUS_FIX, "REP-20", "deciding/report.md", "note"))
+    out.append(_rule("unused-suppression", "UnusedSuppression", "A `# semcheck: ignore` comment suppressed nothing.",
+                     UNUSED, UNUSED_FIX, "REP-26", "deciding/report.md", "warning"))
     return out

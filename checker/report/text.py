@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from semcheck.checker.run.generated_inputs import coverage, input_line
 from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.render import (MARK, PLAIN_MARK, STYLE, FileReport, _configs, _header, _rel, _row_summary,
-                                     _where, _worst, hint_for, summary)
+                                     _where, _worst, hint_for, overall, summary, summary_counts)
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places
@@ -66,11 +66,12 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
             console.print(line, soft_wrap=True, highlight=False)
         if f.claims:  # --every-n (specs/deciding/parametric.md PAR-8)
             _render_every_n(console, marks, rule_chars, f)
-        if f.suppressed:  # never dropped silently: not checked, so neither proved nor counted
+        if f.suppressed or f.unused:  # never dropped silently: not checked, so neither proved nor counted
             console.print()
             for x in f.suppressed:
-                say(f"{'--' if plain else '–'} {x.property} suppressed (not checked): "
-                    f"{x.describe().split(': ', 1)[1]}", "dim")
+                say(f"{'--' if plain else '–'} {x.property} {x.said()}: {x.describe().split(': ', 1)[1]}", "dim")
+            for x in f.unused:  # REP-26
+                say(f"{marks['unknown']} {x.unused()} ({x.reason}; at {x.loc.file}:{x.loc.line})", STYLE["unknown"])
     _render_summary(console, marks, plain, [r for f in files for r in f.results], files)
 
 
@@ -81,12 +82,12 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
     if results and detail != "quiet":
         say(_header(path, results), "bold")
     width = max((len(r.target) for r in results), default=0)
-    mark_width = max(len(m) for m in marks.values())
+    mark_width = max(len(marks[k]) for k in ("proved", "violated", "unknown"))  # the rows' columns stay put
     for r in results if detail != "quiet" else ():
         worst = _worst(r.verdicts)
         line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
         line.append(f"{r.target:<{width}}  devices={r.devices:<4} {r.dma_mode:<8}  ")
-        line.append(_row_summary(r), style=STYLE[worst] if worst != "proved" else "")
+        line.append(_rel(_row_summary(r, rules=detail == "verbose")), style=STYLE[worst] if worst != "proved" else "")
         if r.cached:
             line.append("  (cached)", style="dim")
         console.print(line, soft_wrap=True, highlight=False)
@@ -106,12 +107,17 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
                 groups.setdefault((target, "violated", v.property), []).append((n, mode, v))
             elif v.verdict == "unknown":
                 groups.setdefault((target, "unknown", unknown_kind(v.reason)), []).append((n, mode, v))
+            elif v.verdict == "unrunnable":  # REP-21: one section per target and cause, all its properties
+                groups.setdefault((target, "unrunnable", v.stats.get("rule", "")), []).append((n, mode, v))
+            elif v.verdict == "vacuous":  # REP-20: what no run reaches, once per target
+                groups.setdefault((target, "vacuous", ""), []).append((n, mode, v))
+    rank = {"violated": 0, "unknown": 1, "unrunnable": 2, "vacuous": 3}
     order = {p: i for i, p in enumerate(IDS)}
 
     def first_property(key) -> int:
         return min(order.get(v.property, 99) for _, _, v in groups[key])
 
-    for key in sorted(groups, key=lambda k: (k[1] != "violated", first_property(k))):
+    for key in sorted(groups, key=lambda k: (rank[k[1]], first_property(k))):
         target, kind, _ = key
         entries = sorted(groups[key], key=lambda c: c[0])  # stable: mode order kept per device count
         n, mode, v = entries[0]
@@ -119,7 +125,8 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         others = list(dict.fromkeys((m, d) for m, d, _ in entries if (m, d) != (n, mode)))
         console.print()
         shown = ", ".join(props) if len(props) < 3 else f"{len(props)} properties"
-        title = Text(f"{marks[kind]} {shown} {kind}", style=STYLE[kind])
+        said = f"{shown} {kind}" if kind != "unrunnable" else "interpret mode cannot run this kernel"
+        title = Text(f"{marks[kind]} {said}", style=STYLE[kind])
         title.append(f": {target}, {n} devices, {mode}")
         console.rule(title, characters=rule_chars, align="left")
         if kind == "violated" and v.witness is not None:
@@ -134,10 +141,10 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
             else:
                 for u in same:
                     say(f"{u.property}: {u.reason}")
-        if len(props) >= 3:
+        if len(props) >= 3 and kind != "unrunnable":
             say(f"properties: {', '.join(props)}")
         if others:
-            say(f"also {kind} at: {_where(others)}", "dim")
+            say(f"also {kind if kind != 'unrunnable' else 'not run'} at: {_where(others)}", "dim")
         hint = hint_for(v)
         if hint:
             line = Text("hint: ", style="bold")
@@ -156,7 +163,7 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
 
     for target, lines, causes in modes_differ(results):
         console.print()
-        title = Text(f"{marks['unknown']} modes differ", style=STYLE["unknown"])
+        title = Text(f"{marks['differ']} modes differ", style=STYLE["differ"])
         title.append(f": {target}")
         console.rule(title, characters=rule_chars, align="left")
         for line in lines:
@@ -181,11 +188,10 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
     errors = sum(f.error is not None for f in files or ())
     failed_targets = sum(len(f.target_errors) for f in files or ())
     every = report_every_n.tally(files or ())  # --every-n (PAR-8): its claims count in the mark, as in the exit code
-    worst = ("violated" if s["violated"] or errors or failed_targets or every["violated"] else
-             "unknown" if s["unknown"] or not results or every["unknown"] else "proved")
+    worst = overall(s, bool(errors or failed_targets or every["violated"]), not results or bool(every["unknown"]))
     console.print()
     line = Text(f"{marks[worst]} ", style=STYLE[worst])
-    text = f"{s['proved']} proved, {s['violated']} violated, {s['unknown']} unknown"
+    text = summary_counts(s)
     text += report_every_n.summary_words(files or ())
     if files is not None and len(files) > 1:
         text += f" in {len(files) - errors} kernel files"
@@ -193,7 +199,7 @@ def _render_summary(console, marks, plain: bool, results: Sequence[Result],
         text += f"; {errors} {'file' if errors == 1 else 'files'} not verified"
     if failed_targets:
         text += f"; {failed_targets} {'target' if failed_targets == 1 else 'targets'} not verified"
-    sups = sorted({x.property for f in files or () for x in f.suppressed})
+    sups = sorted({x.property for f in files or () for x in f.suppressed if x.said().endswith("(not checked)")})
     if sups:  # not checked, so not among the counts: said again where a reader looks last
         text += f"; not checked (suppressed): {', '.join(sups)}"
     line.append(text, style="bold" if not plain else "")

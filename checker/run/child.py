@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from semcheck.checker.run.planning import guess_targets
@@ -73,7 +74,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
     if env is not None:  # started warm: the parent's environment of the moment (checker/run/warm_start.py)
         os.environ.clear()
         os.environ.update(env)
-    os.dup2(2, 1)
+    captured = _capture_output()
     sys.dont_write_bytecode = True
     try:
         os.setpgrp()  # so that the parent can kill whatever the kernel spawned too
@@ -154,15 +155,53 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined)  # PRG-145
                 conn.send(("result", interpreter_skipped(r, skipped)))  # PRG-163
         conn.send(("deps", recorder.dependencies()))
+        conn.send(("output", captured()))
         conn.send(("done",))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as data
         try:
+            conn.send(("output", captured()))
             conn.send(_failure(e, req.path, signalled, traceback.format_exc()))
         except OSError:  # the parent is gone (killed -9): nobody to tell, and nothing to say on stderr
             os._exit(3)
     finally:
         with contextlib.suppress(OSError):
             conn.close()
+
+
+OUTPUT_LIMIT = 64 * 1024  # bytes of the kernel's own output kept for -v
+OUTPUT = "output"  # the Note code of that output
+
+
+def _capture_output() -> Callable[[], str]:
+    """REP-27: what the kernel prints and jax logs while it is imported and traced (`print`, `ERROR:root:
+    AsyncCopyDescriptor was not used ...`) goes to a pipe, not to semcheck's stderr nor into a report on
+    stdout; the returned function ends the capture and gives the text (its first OUTPUT_LIMIT bytes), which
+    the parent shows under -v. A pipe and a thread, not a file: semcheck writes nothing in TMPDIR."""
+    read, write = os.pipe()
+    saved = os.dup(2)
+    os.dup2(write, 1)
+    os.dup2(write, 2)
+    os.close(write)
+    got = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(read, 65536):
+            if len(got) < OUTPUT_LIMIT:
+                got.extend(chunk[: OUTPUT_LIMIT - len(got)])
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+
+    def end() -> str:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved, 1)  # the pipe's last writers gone, the reader sees its end
+        os.dup2(saved, 2)
+        reader.join(2)  # (a process the kernel started may hold the pipe open: what came so far)
+        return got.decode("utf-8", "replace")
+
+    return end
 
 
 def _note_sigint() -> list[bool]:
@@ -278,6 +317,7 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
     deps = None
     target_errors: list[tuple[str, InputError]] = []
     claims: list = []  # parametric.TargetClaims, of an every_n request
+    output = ""
     try:
         deadline = time.monotonic() + STARTUP_LIMIT
         started = False
@@ -327,6 +367,8 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                 target_errors.append((name, InputError(code, text, loc, debug_text=tb, file=req.path)))
             elif kind == "deps":
                 deps = msg[1]
+            elif kind == "output":  # REP-27: the kernel's prints and jax's log lines, for -v
+                output = msg[1]
             elif kind == "done":
                 break
             elif kind == "input":
@@ -369,6 +411,9 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                                          f"within --timeout {req.timeout:g}s", req.devices))
     if target_errors and names is not None and {n for n, _ in target_errors} >= set(names):
         raise target_errors[0][1]  # no target could be built: the file is bad input, as before
+    if output.strip():
+        notes.append(Note(OUTPUT, f"{os.path.basename(req.path)} at {req.devices} devices printed (while "
+                                  f"imported, built and traced):\n{output.rstrip()}", req.devices))
     return Findings(results, notes, deps, target_errors, imported=names is not None, claims=claims)
 
 

@@ -129,8 +129,8 @@ def _color_options(color: str, file: bool = False) -> dict:
     unless asked for."""
     if color == "always":  # the flag wins over NO_COLOR
         return {"force_terminal": True, "no_color": False}
-    if color == "never" or file:
-        return {"no_color": True, **({"force_terminal": False} if file else {})}
+    if color == "never" or file:  # REP-27: no colour system at all, so not even bold or dim is written
+        return {"no_color": True, "color_system": None, **({"force_terminal": False} if file else {})}
     return {}
 
 
@@ -202,6 +202,7 @@ def cmd_verify(args) -> int:
         err.print(f"semcheck: {e.one_line()}", markup=False)
         return EXIT_INPUT
 
+    from semcheck.checker.run.child import OUTPUT
     from semcheck.checker.run.request import relpaths
 
     for run in runs:
@@ -229,8 +230,11 @@ def cmd_verify(args) -> int:
         return EXIT_INPUT
 
     notes = [n for run in runs if run.findings is not None for n in run.findings.notes
-             if n.code != NOT_CACHED or args.verbose]
+             if n.code not in (NOT_CACHED, OUTPUT) or args.verbose]
     for note in {(n.code, n.message, n.loc): n for n in notes}.values():  # once, whatever device count said it
+        if note.code == OUTPUT:  # REP-27: the kernel's own lines, each guarded as every line on stderr is
+            _say_lines(err, relpaths(f"semcheck: output: {note.message}"))
+            continue
         where = f" ({note.loc.file}:{note.loc.line})" if note.loc is not None and note.loc.line else ""
         if where and where[2:-1] in note.message:
             where = ""
@@ -241,11 +245,7 @@ def cmd_verify(args) -> int:
             if args.debug and e.debug_text:
                 _say_lines(err, e.debug_text)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
-    files = [report.FileReport(run.path, run.findings.results if run.findings else [], run.error, run.cached,
-                               run.findings.errors if run.findings else [],
-                               suppressed.get(run.path, []) if run.error is None else [],
-                               run.findings.claims if run.findings else [])
-             for run in runs]
+    files = _file_reports(runs, suppressed)
     results = [r for f in files for r in f.results]
     if args.format == "text":
         from semcheck.checker.report.console import LineConsole as Console
@@ -266,6 +266,24 @@ def cmd_verify(args) -> int:
     if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code
+
+
+def _file_reports(runs, suppressed: dict[str, list]) -> list:
+    """Each file's report: its results less what its target, def and line comments suppress (REP-25), those
+    suppressions beside the file's own, and the comments that suppressed nothing (REP-26)."""
+    from semcheck.checker.report import render as report
+    from semcheck.checker.report import suppress as report_suppress
+
+    files = []
+    for run in runs:
+        found, used, unused = run.findings.results if run.findings else [], [], []
+        if run.error is None and run.findings is not None:
+            found, used, unused = report_suppress.apply_local(run.path, found, report_suppress.local(run.path))
+        files.append(report.FileReport(run.path, found, run.error, run.cached,
+                                       run.findings.errors if run.findings else [],
+                                       [*suppressed.get(run.path, []), *used] if run.error is None else [],
+                                       run.findings.claims if run.findings else [], unused))
+    return files
 
 
 def _say_lines(err, text: str) -> None:
@@ -311,6 +329,14 @@ def _verify_and_stop(args) -> int:
         shutdown()
 
 
+def _stdout_gone() -> None:
+    """The reader of stdout left (`| head`): no traceback, and none from the interpreter's flush at exit."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until the process ends
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["export"]:
@@ -341,10 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             print("semcheck: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         except BrokenPipeError:  # `semcheck verify ... | head`
-            try:
-                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's flush at exit
-            except OSError:
-                pass
+            _stdout_gone()
             return EXIT_INPUT
         except Exception as e:  # noqa: BLE001 - one line unless --debug
             if args.debug:
@@ -355,7 +378,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return EXIT_INPUT
     if args.command == "spec":
-        return cmd_spec(args)
+        try:
+            return cmd_spec(args)
+        except BrokenPipeError:  # REP-27: `semcheck spec PRG-11 | head -1` read what it wanted
+            _stdout_gone()
+            return EXIT_PROVED
     parser.print_help(sys.stderr)
     return EXIT_INPUT
 

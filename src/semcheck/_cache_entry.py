@@ -209,10 +209,10 @@ def verdict_out(v: Any) -> Any:
 
 
 def verdict_in(d: Any) -> Any:
-    from semcheck.checker.properties.verdict import Verdict
+    from semcheck.checker.properties.verdict import KINDS, Verdict
 
     kind = _field(d, "verdict", str)
-    if kind not in ("proved", "violated", "unknown"):
+    if kind not in KINDS:
         raise BadEntry(f"verdict {kind!r}")
     stats = value_in(_field(d, "stats", dict))
     if not isinstance(stats, dict):

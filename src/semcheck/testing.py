@@ -154,8 +154,10 @@ def _raise_unless_proved(data: dict[str, Any], text: str, code: int) -> None:
     if code != 0:
         s = data["summary"]
         head = (f"semcheck did not prove {data['file']}: {s['violated']} violated, "
-                f"{s['unknown']} unknown, {s['proved']} proved")
-        raise VerificationError(f"{head}\n\n{text}", report=data, code="violated" if code == 1 else "unknown")
+                f"{s['unknown']} unknown, {s['proved']} proved"
+                + (f", {s['unrunnable']} unrunnable in interpret mode" if s.get("unrunnable") else ""))
+        raise VerificationError(f"{head}\n\n{text}", report=data,
+                                code={1: "violated", 4: "unrunnable"}.get(code, "unknown"))
 
 
 # --- the pytest plugin --------------------------------------------------------------

@@ -221,7 +221,7 @@ def test_markdown_and_html_lead_with_the_findings_and_say_where_the_modes_differ
     text = md.stdout
     finding = text.index("### ❌ deadlock-free violated: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build, "
                          "2 devices, hardware")
-    differ = text.index("### ❓ modes differ: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build")
+    differ = text.index("### 🔀 modes differ: <code>examples/buggy/two_core_signal_hangs_on_tpu.py</code> build")
     table = text.index("| | file | target | devices | DMA mode | result |")
     assert finding < differ < table
     assert text.count("modes differ") == 1

@@ -9,8 +9,9 @@ import shlex
 
 from ._support import REPO, semcheck_many
 
-PLAIN = {"✓": "ok", "✗": "FAIL", "?": "??"}  # the terminal's marks, as a pipe shows them
-VERDICT = re.compile(r"^(✓|✗|\?|ok|FAIL|\?\?) ")
+# the terminal's marks, as a pipe shows them (specs/deciding/report.md REP-22)
+PLAIN = {"✓": "ok", "✗": "FAIL", "?": "??", "○": "vac", "⊘": "n/a", "≠": "!="}
+VERDICT = re.compile(r"^(✓|✗|\?|○|⊘|≠|ok|FAIL|\?\?|vac|n/a|!=) ")
 
 
 def shown_commands() -> list[tuple[list[str], list[str], int | None]]:
