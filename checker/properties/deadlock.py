@@ -133,9 +133,12 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
 def _one_bad_run(program: Program, mode: DmaMode, reason: str, states: int, stats: dict) -> Verdict | None:
     """ACC-12: past the explorer's budget, one schedule still decides a violation: the fast run (RUN-3) continued
     on the step relation to a terminal state is a run of the mode, so when it fails or is stuck the program is
-    not deadlock-free (PROP-4), whatever the other schedules do. None when it completes (nothing is decided)."""
+    not deadlock-free (PROP-4), whatever the other schedules do. None when it completes (nothing is decided)
+    and under hardware (not used there)."""
     from semcheck.checker.static.least_stuck import maximal_run  # the fast run, continued to its end
 
+    if mode == "hardware":  # a failure there is the model's, not a TPU's (ERR-19): not used
+        return None
     real = maximal_run(program, mode)
     if real.kind == "completed":
         return None
