@@ -46,7 +46,7 @@ class LoopInputs:
     `_need`, `_kernels_in`, `_pass_reasons`, `_why`, and `_value` and `_tracks`: a constant's value and
     whether the front end reads an operand's contents)."""
 
-    def _scan_or_skip(self, eqn: Any, invals: list[Any], dev: _Device | None, index: int) -> tuple[list[Any] | None, int]:
+    def _scan_or_skip(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any] | None, int]:
         """`_scan`, or the loop skipped as before PRG-168 (its launches keep no values) when it cannot be run."""
         records = {k: dict(v) for k, v in self.records.items()}
         reasons = {k: dict(v) for k, v in self.reasons.items()}
@@ -56,7 +56,7 @@ class LoopInputs:
             self.records, self.reasons = records, reasons
             return None, index + self._kernels_in(eqn)
 
-    def _scan(self, eqn: Any, invals: list[Any], dev: _Device | None, index: int) -> tuple[list[Any], int]:
+    def _scan(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any], int]:
         """PRG-168: a `scan` (a `fori_loop` with static bounds) around kernel calls runs its body once per
         iteration, the carry computed as far as the calls' operands need it. A launch in the body is one
         equation reached once per iteration: it keeps its values only where every iteration gives the same

@@ -70,7 +70,8 @@ def deadlock_free(
     stats["lower_s"] = round(time.perf_counter() - t0, 4)
     stats.update(low.size())
     if not low.ok:
-        return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(list(dict.fromkeys(low.unsupported))[:3]),
+        refusals = list(dict.fromkeys(low.unsupported))[:3]  # one refusal per copy, not one per device
+        return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(refusals),
                          fallback_states, stats)
     t1 = time.perf_counter()
     end = facts.end  # shared by eager and on_wait; a witness below runs this mode's own

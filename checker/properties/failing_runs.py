@@ -314,7 +314,8 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
     if copy is not None:  # the wait ran the copy's task (ACC-11): both lines are the failure's
         what = (f"whose {'destination' if err.kind == 'write' else 'source'} window it refuses"
                 if isinstance(err, WindowOutOfBounds) else f"whose {err.side or 'source'} view it cannot index")
-        text = f"{_raised(err)} at the copy at {copy.loc}, {what}, run under on_wait by the wait at {failure.loc} (ACC-11)"
+        text = (f"{_raised(err)} at the copy at {copy.loc}, {what}, run under on_wait by the wait at {failure.loc} "
+                "(ACC-11)")
         locs = tuple(dict.fromkeys(x for x in (copy.loc, failure.loc) if x.line))
     others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc not in (failure.loc, *locs)})
     details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
