@@ -95,6 +95,8 @@ QUICK = [
     # run_scoped buffers (BUF-14, D32): a KeyError at the late wait under on_wait; the fix completes
     ("examples/buggy/scope_writeback_outlives_buffer.py", 2, "on_wait", {}),
     ("examples/scope_writeback_waited_in_scope.py", 2, "on_wait", {}),
+    # a window past a full sequence's end: the wait that runs the copy raises under on_wait (ACC-10, ACC-11)
+    ("examples/buggy/conv_state_window_off_by_one.py", 2, "on_wait", {}),
     # jax's shipped ops, through tests/test_shipped_ops.py's builders
     ("tests/test_shipped_ops.py::paged_attention_megacore_kv_head", 2, "on_wait", {}),
     ("tests/test_shipped_ops.py::ragged_paged_attention", 2, "eager", {}),

@@ -182,3 +182,20 @@ def test_a_core_map_closing_over_a_value_is_unknown_where_the_interpreter_swaps_
     assert len(trace_kernels(refs_only, (x, scale))) == 1
     with pytest.raises(Unsupported, match="LAUNCH-6"):
         trace_kernels(with_value, (x, scale))
+
+
+@pytest.mark.slow
+@pytest.mark.jax
+@pytest.mark.rule("ACC-12", "ACC-10", "ERR-19")
+def test_a_window_copy_past_the_explorer_s_budget_is_decided_by_one_failing_run():
+    """Once unknown at 4 devices under on_wait (four independent devices: more schedules than ERR-19's budget):
+    the fast run raises in the wait that runs the copy, as every recorded interpret-mode run does (ACC-12)."""
+    path = "examples/buggy/conv_state_window_off_by_one.py"
+    rows = {r["property"]: r for r in _verify([path], devices="4") if r["dma_mode"] == "on_wait"}
+    dl = rows["deadlock-free"]
+    assert dl["verdict"] == "violated" and "ACC-12" in dl["reason"]
+    assert [loc["line"] for loc in dl["witness"]["locations"]] == [46, 48]  # the copy, the wait that runs it
+    (run,) = _recorded(KERNEL_TRUTH, path, 4, "on_wait")
+    assert run["outcome"] == "error" and f"{run['error_type']}: {run['error_message']}".split(" of ")[0] in (
+        dl["witness"]["message"])
+    assert all("ERR-19" in r["reason"] for r in rows.values() if r["verdict"] == "unknown")

@@ -37,6 +37,7 @@ import numpy as np
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
+from semcheck.checker.frontend.scan_inputs import MAX_SCAN, LoopInputs
 from semcheck.checker.frontend.trace import KernelCall, Operand, eqn_loc, find_kernels, make_jaxpr
 from semcheck.model.ops import NO_LOC
 
@@ -235,7 +236,7 @@ class _Device:
     coords: dict[str, int]
 
 
-class _Interpreter:
+class _Interpreter(LoopInputs):
     """Binds the equations the kernels' scalar operands depend on (module docstring)."""
 
     def __init__(self, calls: Sequence[KernelCall]) -> None:
@@ -253,10 +254,12 @@ class _Interpreter:
 
     # --- the walk --------------------------------------------------------------------
 
-    def run(self, jaxpr: Any, args: Sequence[Any], dev: _Device | None, index: int) -> tuple[list[Any], int]:
-        """Evaluate `jaxpr` (binders: constvars then invars); returns its outputs and the next kernel index."""
+    def run(self, jaxpr: Any, args: Sequence[Any], dev: _Device | None, index: int,
+            out_needed: tuple[bool, ...] | None = None) -> tuple[list[Any], int]:
+        """Evaluate `jaxpr` (binders: constvars then invars); returns its outputs and the next kernel index.
+        `out_needed`: which outputs to compute besides the kernels' operands (a loop's carry)."""
         binders = [*jaxpr.constvars, *jaxpr.invars]
-        needed, _ = self._need(jaxpr, (False,) * len(jaxpr.outvars))
+        needed, _ = self._need(jaxpr, out_needed or (False,) * len(jaxpr.outvars))
         env: dict[Any, Any] = dict(zip(binders, args))
 
         def read(v: Any) -> Any:
@@ -281,6 +284,8 @@ class _Interpreter:
             elif self._kernels_in(eqn):
                 if name in _ENTERED and len(list(_subs(eqn))) == 1:
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
+                elif name == "scan" and eqn.params["length"] <= MAX_SCAN:
+                    outs, index = self._scan_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
                 else:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
@@ -293,6 +298,14 @@ class _Interpreter:
                 for v, o in zip(eqn.outvars, outs):
                     env[v] = o
         return [read(v) for v in jaxpr.outvars], index
+
+    @staticmethod
+    def _value(x: Any) -> np.ndarray | None:
+        return _concrete(x)
+
+    @staticmethod
+    def _tracks(op: Operand) -> bool:
+        return is_scalar_operand(op)
 
     def _reason(self, v: Any) -> str | None:
         return None if type(v) is self._literal else self._why.get(v)
@@ -427,6 +440,8 @@ class _Interpreter:
                 for v, n in zip(eqn.invars, sub_in[len(inner.constvars):]):
                     if n and type(v) is not lit:
                         need.add(v)
+            elif self._kernels_in(eqn) and name == "scan" and eqn.params["length"] <= MAX_SCAN:
+                need.update(v for v in self._scan_needs(eqn, need) if type(v) is not lit)
             elif any(v in need for v in eqn.outvars):
                 need.update(v for v in eqn.invars if type(v) is not lit)
         binders = [*jaxpr.constvars, *jaxpr.invars]

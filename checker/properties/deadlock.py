@@ -70,7 +70,8 @@ def deadlock_free(
     stats["lower_s"] = round(time.perf_counter() - t0, 4)
     stats.update(low.size())
     if not low.ok:
-        return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(low.unsupported[:3]),
+        refusals = list(dict.fromkeys(low.unsupported))[:3]  # one refusal per copy, not one per device
+        return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(refusals),
                          fallback_states, stats)
     t1 = time.perf_counter()
     end = facts.end  # shared by eager and on_wait; a witness below runs this mode's own
@@ -114,8 +115,9 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
     try:
         ex = explore(program, mode, max_states=states)
     except ExplorationLimit:
-        return Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states (ERR-19)",
-                       stats=stats)
+        found = _one_bad_run(program, mode, reason, states, stats)
+        return found or Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states "
+                                "(ERR-19)", stats=stats)
     stats = dict(stats, decided_by="explorer", states=ex.states)
     how = f"decided by exhaustive exploration, {ex.states} states ({reason}; ERR-19)"
     bad = [o for o in ex.outcomes if o.kind != "completed"]
@@ -127,3 +129,23 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
     every = all(o.kind == "error" for o in ex.outcomes)
     return Verdict(PROPERTY, "violated", reason=how, stats=stats,
                    witness=failure_witness(program, mode, bad[0], explored=every))
+
+
+def _one_bad_run(program: Program, mode: DmaMode, reason: str, states: int, stats: dict) -> Verdict | None:
+    """ACC-12: past the explorer's budget, one schedule still decides a violation: the fast run (RUN-3) continued
+    on the step relation to a terminal state is a run of the mode, so when it fails or is stuck the program is
+    not deadlock-free (PROP-4), whatever the other schedules do. None when it completes (nothing is decided)
+    and under hardware (not used there)."""
+    from semcheck.checker.static.least_stuck import maximal_run  # the fast run, continued to its end
+
+    if mode == "hardware":  # a failure there is the model's, not a TPU's (ERR-19): not used
+        return None
+    real = maximal_run(program, mode)
+    if real.kind == "completed":
+        return None
+    how = (f"one run decides it: the fast run ends in {'a failure' if real.kind == 'error' else 'a deadlock'} "
+           f"(ACC-12; {reason}; the explorer exceeded {states} states, ERR-19)")
+    stats = dict(stats, decided_by="fast run")
+    witness = (failure_witness(program, mode, real, explored=False) if real.kind == "error"
+               else deadlock_witness(program, mode, real))
+    return Verdict(PROPERTY, "violated", reason=how, witness=witness, stats=stats)

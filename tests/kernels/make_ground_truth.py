@@ -216,6 +216,27 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/ragged_paged_attention_last_page_not_waited.py": {"kind": "race", "expected_leaks": [
         {"semaphore": 2000, "count": 12288}, {"semaphore": 2001, "count": 4096},
         {"semaphore": 2002, "count": 12288}, {"semaphore": 2003, "count": 4096}]},
+    # the kernels teams ship, more classes (issue 38): an all-gather grouped matmul on a bidirectional ring (its
+    # bug multiplies the halves still arriving), a ring attention with causal block skipping (its bug skips the
+    # arrival's wait with the compute: eager leaves the skipped copies' bytes on device 0's receive semaphores),
+    # a paged attention prefetching two pages ahead into three slots (its bug keeps a two-slot index), and a conv
+    # decode step copying a state window that ends at a dimension's end (its bug starts it one row late: every
+    # run raises at the copy, eager in its start, on_wait in the wait that runs it, ACC-10, ACC-11)
+    "examples/allgather_grouped_matmul.py": {"kind": "clean"},
+    "examples/buggy/race_allgather_matmul_multiplies_arriving_shard.py": {"kind": "race"},
+    "examples/ring_attention_causal_skip.py": {"kind": "clean"},
+    "examples/buggy/ring_attention_wait_skipped_with_block.py": {"kind": "race", "expected_leaks": [
+        {"semaphore": 2002, "count": 4096}, {"semaphore": 2003, "count": 4096},
+        {"semaphore": 2004, "count": 4096}, {"semaphore": 2005, "count": 4096},
+        {"semaphore": 2002, "count": 8192}, {"semaphore": 2003, "count": 8192},
+        {"semaphore": 2004, "count": 8192}, {"semaphore": 2005, "count": 8192},
+        {"semaphore": 2002, "count": 12288}, {"semaphore": 2003, "count": 12288},
+        {"semaphore": 2004, "count": 12288}, {"semaphore": 2005, "count": 12288}]},
+    "examples/paged_attention_three_slots.py": {"kind": "clean"},
+    "examples/buggy/race_paged_attention_prefetch_wrong_slot.py": {"kind": "race"},
+    "examples/conv_state_decode.py": {"kind": "clean"},
+    "examples/buggy/conv_state_window_off_by_one.py": {"kind": "window_error", "error_type": "IndexError",
+                                                        "raises_in": ["eager", "on_wait"]},
 }
 
 # jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds

@@ -100,3 +100,36 @@ def shared_launch_other_counts(num_devices: int, *, dma_mode: str = "eager", int
     """The second transfer on other counts: one launch reached with two different values is not told apart
     (unknown, never the first reach's values for both)."""
     return _twice(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)
+
+
+def _looped(num_devices: int, dma_mode: str, interpret, step):
+    """Two transfers in a `fori_loop` (a scan of two iterations), the counts carried from one to the next as
+    `step(counts)`."""
+    params = kv.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+
+    def program(count, x):
+        def transfer(i, carry):
+            c, x = carry
+            x, future = kv.kv_start(c, x, params)
+            return step(c), kv.kv_wait(c, x, future, params)
+
+        return jax.lax.fori_loop(0, 2, transfer, (count, x))[1]
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS),) * 2, out_specs=P(kv.AXIS),
+                               check_vma=False))
+    x = jnp.zeros((num_devices * kv.LAYERS, kv.ROWS, kv.LANES), jnp.float32)
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P(kv.AXIS)))  # noqa: E731
+    return fn, (put(jnp.asarray(kv.layer_counts(num_devices))), put(x))
+
+
+@semcheck.target(devices=[2])
+def loop_same_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """Both iterations of the loop on the counts the arrays give (the carry keeps them): followed (PRG-168)."""
+    return _looped(num_devices, dma_mode, interpret, lambda c: c)
+
+
+@semcheck.target(devices=[2])
+def loop_other_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The second iteration on other counts: one launch reached with two values is not told apart (unknown)."""
+    return _looped(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)

@@ -100,3 +100,17 @@ def test_random_counts_decide_the_kv_transfer(pairs):
         assert got["deadlock-free"] == "proved" and got["exit-balance"] == "violated", (pairs, got)
     else:
         assert set(got.values()) == {"proved"}, (pairs, got)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-168", "PRG-167")
+def test_a_loop_of_calls_reads_the_values_every_iteration_gives():
+    """Two KV transfers in a fori_loop: on the counts every iteration carries unchanged the calls read them
+    and the program is proved (it was unknown: a call in a loop had no values); on counts the loop changes, the
+    launch's two reaches differ, so it is unknown, naming the loop."""
+    same = _verify("tests/programs/followed_targets.py::loop_same_counts")
+    assert set(_verdicts(same).values()) == {"proved"}, same
+    other = _verify("tests/programs/followed_targets.py::loop_other_counts")
+    assert set(_verdicts(other).values()) == {"unknown"}, other
+    reason = other["deadlock-free"]["reason"]
+    assert "whose iterations give it different scalar inputs" in reason and "followed_targets.py:" in reason, reason

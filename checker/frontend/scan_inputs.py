@@ -1,0 +1,129 @@
+"""PRG-168: the values of a kernel's scalar operands where it is launched inside a `scan` (spec programs.md).
+
+A `fori_loop` with static bounds is a `scan`; `concrete_inputs`' interpreter (which mixes this class in) runs
+its body once per iteration, the carry computed as far as the calls' operands need it, instead of skipping it.
+A launch in the body is one equation reached once per iteration, and a program of calls keys its values by
+launch equation (PRG-167): it keeps them only where every iteration gives the same, else it has none, with the
+reason. A loop that cannot be run is skipped as before (its launches keep no values, never a guess).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from semcheck.checker.frontend.trace import eqn_loc
+from semcheck.model.ops import NO_LOC
+
+# PRG-168: the iterations of a scan around kernel calls that are evaluated one by one
+MAX_SCAN = 64
+_LOOP_DIFFERS = ("the kernel is launched in a loop{at} whose iterations give it different scalar inputs, which a "
+                 "program of calls does not tell apart")
+
+
+def _scan_split(eqn: Any) -> tuple[int, int]:
+    """How many of a scan's operands are constants and how many carries (jax 0.12 packs the three groups,
+    constants, carries and scanned inputs, in the `ft_in` tree; older releases count them)."""
+    p = eqn.params
+    if "num_consts" in p:
+        return p["num_consts"], p["num_carry"]
+    consts, carry, _ = p["ft_in"].unpack()
+    return len(list(consts)), len(list(carry))
+
+
+def _same_list(a: list[Any], b: list[Any]) -> bool:
+    """Whether two reaches of a launch gave the same operand values (None only equals None)."""
+    return len(a) == len(b) and all(
+        (x is None and y is None) or (x is not None and y is not None and np.shape(x) == np.shape(y)
+                                      and bool(np.array_equal(x, y))) for x, y in zip(a, b))
+
+
+
+
+class LoopInputs:
+    """The scan part of `concrete_inputs._Interpreter` (which provides `run`, `records`, `reasons`, `calls`,
+    `_need`, `_kernels_in`, `_pass_reasons`, `_why`, and `_value` and `_tracks`: a constant's value and
+    whether the front end reads an operand's contents)."""
+
+    def _scan_or_skip(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any] | None, int]:
+        """`_scan`, or the loop skipped as before PRG-168 (its launches keep no values) when it cannot be run."""
+        records = {k: dict(v) for k, v in self.records.items()}
+        reasons = {k: dict(v) for k, v in self.reasons.items()}
+        try:
+            return self._scan(eqn, invals, dev, index)
+        except Exception:  # noqa: BLE001 - no value, never a guess
+            self.records, self.reasons = records, reasons
+            return None, index + self._kernels_in(eqn)
+
+    def _scan(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any], int]:
+        """PRG-168: a `scan` (a `fori_loop` with static bounds) around kernel calls runs its body once per
+        iteration, the carry computed as far as the calls' operands need it. A launch in the body is one
+        equation reached once per iteration: it keeps its values only where every iteration gives the same
+        (the program of calls keys values by launch equation, PRG-167); else it has none, with the reason."""
+        p = eqn.params
+        body = p["jaxpr"]
+        inner = getattr(body, "jaxpr", body)
+        nc, nk = _scan_split(eqn)
+        consts, carry, xs = invals[:nc], list(invals[nc:nc + nk]), invals[nc + nk:]
+        carry_need = self._carry_need(eqn)
+        out_needed = carry_need + (False,) * (len(inner.outvars) - nk)
+        start, end = index, index + self._kernels_in(eqn)
+        lane = dev.lane if dev else 0
+        self._pass_reasons(eqn.invars, inner.invars[len(inner.invars) - len(invals):])
+        first: dict[int, list[Any]] = {}
+        differs: set[int] = set()
+        steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+        for i in steps:
+            x_i = [None if x is None else x[i] for x in xs]
+            outs, end = self.run(inner, [*(self._value(c) for c in getattr(body, "consts", ())), *consts, *carry, *x_i],
+                                 dev, start, out_needed)
+            carry = list(outs[:nk])
+            for k in range(start, end):
+                got = self.records.get(k, {}).get(lane)
+                if got is None:
+                    continue
+                got = self._tracked(k, got)
+                if k not in first:
+                    first[k] = got
+                elif not _same_list(first[k], got):
+                    differs.add(k)
+        loc = eqn_loc(eqn, NO_LOC)
+        for k in differs:  # never the last iteration's values for every iteration
+            self.records[k][lane] = [None] * len(self.records[k][lane])
+            self.reasons.setdefault(k, {})[lane] = [_LOOP_DIFFERS.format(at=f" at {loc}" if loc.line else "")] * len(
+                self.records[k][lane])
+        for v in eqn.outvars:
+            self._why.setdefault(v, "the output of a loop around kernel calls, which semcheck does not follow")
+        return [*carry, *(None,) * (len(eqn.outvars) - nk)], end
+
+    def _tracked(self, k: int, values: list[Any]) -> list[Any]:
+        """A launch's recorded values where the front end reads them (dynamic grid bounds, scalar operands)."""
+        call = self.calls[k]
+        nb = len(call.dynamic_grid_dims)
+        return [v if i < nb or (i - nb < len(call.operands) and self._tracks(call.operands[i - nb])) else None
+                for i, v in enumerate(values)]
+
+    def _scan_needs(self, eqn: Any, need: set[Any]) -> list[Any]:
+        """The operands of a scan around kernel calls that the calls' operands, and the scan's outputs in `need`,
+        depend on (the backward slice of `concrete_inputs`, through the loop)."""
+        inner = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
+        nk = _scan_split(eqn)[1]
+        carry = tuple(a or (v in need) for a, v in zip(self._carry_need(eqn), eqn.outvars))
+        _, sub_in = self._need(inner, carry + (False,) * (len(inner.outvars) - nk))
+        return [v for v, n in zip(eqn.invars, sub_in[len(inner.constvars):]) if n]
+
+    def _carry_need(self, eqn: Any) -> tuple[bool, ...]:
+        """Which carries of a scan the kernels' operands in its body depend on, through any iteration (a fixpoint)."""
+        p = eqn.params
+        inner = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
+        nc, nk = _scan_split(eqn)
+        rest = (False,) * (len(inner.outvars) - nk)
+        need = (False,) * nk
+        while True:
+            _, sub_in = self._need(inner, need + rest)
+            binders = sub_in[len(inner.constvars):]
+            grown = tuple(a or b for a, b in zip(need, binders[nc:nc + nk]))
+            if grown == need:
+                return need
+            need = grown
