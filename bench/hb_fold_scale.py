@@ -113,13 +113,13 @@ def check(sizes: list[int]) -> None:
 
 def measure(n: int, templates, run: str) -> dict:
     from semcheck.model.access import accesses
-    from semcheck.model.fold import Fold, _folded
+    from semcheck.model.quotient import class_quotient
     from semcheck.model import happens_before
 
     t = time.process_time()
     program = ring(templates, n, {0, 1, 2, 3, n - 1})
-    fold = Fold(_folded(program, 4), 4, n, 1)  # DR-8's fold (RUN-7: four devices for a ring of 2^j)
-    one = happens_before.class_fold(program, 1) if run == "class" else None  # DR-41's run of one device
+    fold = class_quotient(program, 4)  # DR-8's fold (RUN-7: four devices for a ring of 2^j)
+    one = class_quotient(program, 1) if run == "class" else None  # DR-41's run of one device
     events = accesses(program, "hardware", near=1)[0]
     out: dict = {"devices": n, "run": run, "fold_ops": (one or fold).program.num_ops, "events": len(events),
                  "build_s": round(time.process_time() - t, 2)}

@@ -40,7 +40,8 @@ from semcheck.model.errors import (
 )
 from semcheck.model.explore import Exploration, ExplorationLimit, explore, visible
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import Fold, find_fold
+from semcheck.model.fold import find_fold
+from semcheck.model.quotient import Quotient
 from semcheck.model.run import classify, run
 from semcheck.model.state import Blocked, Dma, ExitWarning, Failure, Outcome, State
 from semcheck.model.step import enabled, step

@@ -32,11 +32,10 @@ from collections.abc import Iterable
 
 from semcheck.model.access import AccessEvent
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import Fold, _folded, _offsets
 from semcheck.model.access_index import AccessIndex
 from semcheck.model.hb_observers import Arrival, Observer, Pair, SymmetricObserver
-from semcheck.model.ops import Barrier, DmaMode, Program
-from semcheck.model.symmetric import Symmetric
+from semcheck.model.ops import DmaMode, Program
+from semcheck.model.quotient import Quotient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,43 +63,6 @@ def reading(mode: DmaMode) -> tuple[DmaMode, Arrival]:
     return "eager", "completion"
 
 
-def class_fold(program: Program, period: int) -> Fold | None:
-    """DR-41: the devices `0 .. period-1` of a program that repeats every `period` devices (DR-5), every
-    named device taken modulo `period`, as a fold whose run is a run of the program in which every class
-    `d, d + period, ...` moves in step; None when the period is the whole program, a named device or core
-    is out of range, or a barrier of those devices is neither kept by the rotation nor within them.
-
-    RUN-7's condition (b), distinct offsets, is not asked: it serves the properties a fold proves, not
-    the lifting of its run (DR-41 says why)."""
-    topo = program.topology
-    n, per = topo.num_devices, topo.cores_per_device
-    if period >= n or _offsets(program, period) is None:
-        return None
-    inside = period * per
-    # a Symmetric's cores are its representatives rotated (RUN-20): the next period's has the same length
-    # and keeps a barrier's name exactly when the rotation maps its participants onto themselves
-    given = isinstance(program, Symmetric) and period % program.period == 0
-    for c in range(inside):
-        ops = program.cores[c]
-        if given:
-            image = None
-        else:
-            image = program.cores[c + inside]
-            if len(image) != len(ops):  # not the repetition it was claimed to be: no class run
-                return None
-        for pc, op in enumerate(ops):
-            # a barrier the rotation keeps has the same name on the next period's devices (RUN-7 (c))
-            if type(op) is not Barrier or max(op.participants) < inside:
-                continue
-            if image is None:
-                n_cores = topo.num_cores
-                if frozenset((p + inside) % n_cores for p in op.participants) != op.participants:
-                    return None
-            elif type(image[pc]) is not Barrier or image[pc].name != op.name:
-                return None
-    return Fold(_folded(program, period), period, n, period)
-
-
 def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ordering:
     """DR-6: the conflicting pairs of `events` the happens-before relation under `mode` leaves unordered.
 
@@ -112,13 +74,13 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
 
 
 def order_modes(
-    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Fold | None = None, *,
-    proof_only: bool = False, otherwise: Fold | None = None,
+    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Quotient | None = None, *,
+    proof_only: bool = False, otherwise: Quotient | None = None,
 ) -> dict[DmaMode, Ordering]:
     """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run).
 
     With `fold` (a fold of the whole program, accesses included: `find_fold(shifted=True)`, or the run
-    of one class, `class_fold`), the run is the fold's and the events must lie on its representatives'
+    of one class, `quotient.class_quotient`), the run is the fold's and the events must lie on its representatives'
     buffers (DR-8, DR-41). With `proof_only`, a mode the fold's run does not prove race-free is
     ordered again on the run of `otherwise` (DR-8's fold), or without one on the program's own run when
     that is at most `WHOLE_RUN_OPS` operations (DR-41).

@@ -15,7 +15,7 @@ from semcheck.model.barrier import instance
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, _Chain
 from semcheck.model.errors import ModelBug
-from semcheck.model.fold import Fold
+from semcheck.model.quotient import Quotient
 from semcheck.model.ops import Barrier, DmaMode, DmaStart, Program
 from semcheck.model.step import target_core
 
@@ -486,7 +486,7 @@ class SymmetricObserver(Observer):
     representative.
     """
 
-    def __init__(self, program: Program, fold: Fold, events: Iterable[AccessEvent] | AccessIndex, arrival: Arrival,
+    def __init__(self, program: Program, fold: Quotient, events: Iterable[AccessEvent] | AccessIndex, arrival: Arrival,
                  run_mode: DmaMode, totals: dict[tuple, int] | None = None,
                  targets: dict[int, int] | None = None) -> None:
         topo = program.topology

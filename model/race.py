@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterable, Iterator
 from semcheck.model.access import AccessEvent, Unrecorded, accesses, conflicting_pairs, in_mode
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import Fold, race_period, race_symmetry
-from semcheck.model.happens_before import Ordering, class_fold, order_modes
+from semcheck.model.fold import race_symmetry
+from semcheck.model.happens_before import Ordering, order_modes
+from semcheck.model.quotient import Quotient, class_quotient
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
 from semcheck.model.step import step
+from semcheck.model.symmetry import Rotation
 
 Holds = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
 Suppressed = frozenset[tuple[int, int, str]]  # (core, pc, half) of DMA halves
@@ -170,7 +172,7 @@ count (the cost per operation is in bench/README.md)."""
 def work_estimate(program: Program, period: int | None = None) -> int:
     """Operations the restricted runs would execute at most: two runs per DMA half over the whole
     program (DR-3), one orbit of halves under a rotation by `period` (DR-5; found when not given)."""
-    k = race_period(program)[0] if period is None else period
+    k = Rotation.observe(program, shifted=True).devices if period is None else period
     dmas = sum(type(op) is DmaStart and op.dst_buf is not None for ops in program.cores for op in ops)
     return 2 * 2 * dmas * k // program.topology.num_devices * program.num_ops
 
@@ -191,7 +193,7 @@ def ordered(program: Program, mode: DmaMode) -> Ordered:
 
 
 def ordered_modes(
-    program: Program, modes: Iterable[DmaMode], *, symmetry: tuple[int, Fold | None] | None = None,
+    program: Program, modes: Iterable[DmaMode], *, symmetry: tuple[int, Quotient | None] | None = None,
     listed: Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]] | None = None,
 ) -> dict[DmaMode, Ordered]:
     """`ordered` for several modes; the interpreter's modes share one run (DR-7). `symmetry` is
@@ -207,7 +209,7 @@ def ordered_modes(
     else:
         found = {}
     # DR-41: the run of one period with every class in step, where it proves; else DR-8's fold or the whole run
-    one = class_fold(program, k) if near is not None else None
+    one = class_quotient(program, k) if near is not None else None
     if one is not None and fold is not None and one.devices >= fold.devices:
         one = None
     found = {m: (in_mode(evs, m), un) for m, (evs, un) in found.items()}  # BUF-15: a TPU's stack slots
@@ -248,7 +250,7 @@ def find_races(
         if estimate > budget:
             return RaceReport((), (), 0, 0, False, estimate, True, uncertified=ordering.why)
         events, unrecorded = accesses(program, mode)
-        pairs = _orbit_representatives(program, conflicting_pairs(events), k)
+        pairs = Rotation(program.topology, k).representative_pairs(conflicting_pairs(events))
     runs = _Runs(program, mode)
     found: list[Race] = []
 
@@ -267,7 +269,7 @@ def find_races(
             # another member of the orbit may replay where this one did not (DR-4)
             if not every:
                 every.update(((e.core, e.pc, e.half), e) for e in accesses(program, mode)[0])
-            for x, y in _images(program, k, a, b, every):
+            for x, y in Rotation(program.topology, k).pair_images(a, b, every):
                 r = _restriction(x, y, mode)
                 out = runs(*r) if r is not None else None
                 if out is not None and not _halted(out) and _both_pending(out.state.pcs, x, y):
@@ -346,43 +348,6 @@ def _earliest(
         else:
             lo = mid + 1
     return best
-
-
-def _images(
-    program: Program, k: int, a: AccessEvent, b: AccessEvent, every: dict[tuple[int, int, str | None], AccessEvent]
-) -> Iterator[tuple[AccessEvent, AccessEvent]]:
-    """DR-5: the other pairs of the orbit of (a, b) under rotations by multiples of `k` devices."""
-    topo = program.topology
-    step = k * topo.cores_per_device
-    for j in range(1, topo.num_devices // k):
-        x = every.get(((a.core + j * step) % topo.num_cores, a.pc, a.half))
-        y = every.get(((b.core + j * step) % topo.num_cores, b.pc, b.half))
-        if x is not None and y is not None:
-            yield x, y
-
-
-def _orbit_representatives(
-    program: Program, pairs: list[tuple[AccessEvent, AccessEvent]], k: int
-) -> list[tuple[AccessEvent, AccessEvent]]:
-    """DR-5: under a rotation of the devices by `k` that maps the program onto itself, a pair races
-    iff its image does; keep one pair per orbit (the one whose first access lies on devices 0..k-1)."""
-    topo = program.topology
-    if k == topo.num_devices:
-        return pairs
-
-    def key(e: AccessEvent) -> tuple:
-        return (e.pc, e.half or "", topo.local_core_of(e.core), topo.device_of(e.core) % k)
-
-    out = []
-    for a, b in pairs:
-        ka, kb = key(a), key(b)
-        if ka == kb:
-            keep = topo.device_of(a.core) < k or topo.device_of(b.core) < k
-        else:
-            keep = topo.device_of((a if ka < kb else b).core) < k
-        if keep:
-            out.append((a, b))
-    return out
 
 
 def _ordered(

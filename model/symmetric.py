@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 
 from semcheck.model.ops import Access, Barrier, DmaStart, ExitCheck, Op, Program, Region, Signal, Topology, Violation
+from semcheck.model.symmetry import Rotation
 
 MAX_CACHED_OPS = 4_000_000
 """RUN-23: the operations of rotated cores a `Symmetric` keeps, oldest dropped first (8 bytes each: the
@@ -47,37 +48,6 @@ def materialise_refusal(num_ops: int, num_devices: int) -> str | None:
         return None
     return (f"the program's {num_ops:,} operations over {num_devices:,} devices exceed the "
             f"{MAX_MATERIALISED_OPS:,} semcheck builds to decide a property its fold does not prove (RUN-21)")
-
-
-def _rotated_name(name: str, participants: frozenset[int], by_cores: int, num_cores: int, per: int) -> str:
-    """The name of barrier `name` under a rotation by `by_cores` cores (the module docstring's rule)."""
-    image = frozenset((p + by_cores) % num_cores for p in participants)
-    if image == participants:
-        return name
-    devices = {p // per for p in participants}
-    if len(devices) == 1:
-        (d,) = devices
-        tail = str(d)
-        if name.endswith(tail) and not name[: -len(tail)][-1:].isdigit():
-            return name[: -len(tail)] + str((d + by_cores // per) % (num_cores // per))
-    raise ValueError(f"barrier {name!r} has no name the rotation can derive (RUN-20)")
-
-
-def _shift(r: Region | None, by: tuple[int, int] | None, times: int) -> Region | None:
-    """`r` with its first dimension shifted cyclically `times` times by `by` (DR-5; fold._shifted's image)."""
-    if r is None or by is None or not r.box or by[0] == 0:
-        return r
-    d, m = by
-    lo, hi = r.box[0]
-    if lo == 0 and hi >= m:
-        if r.parts:  # fold._shifted admits no such rotation: its parts would move within the extent
-            raise ValueError("a region of several boxes over its label's whole extent does not shift (DR-5)")
-        return r  # the whole extent maps onto itself
-    lo2 = (lo + times * d) % m
-    if lo2 + (hi - lo) > m:
-        raise ValueError("a shifted region wraps round its label's extent (DR-5)")
-    parts = tuple(((p[0][0] + lo2 - lo, p[0][1] + lo2 - lo),) + p[1:] for p in r.parts)
-    return Region(((lo2, lo2 + hi - lo),) + r.box[1:], r.exact, r.why, parts)
 
 
 def replaced(op: Op, **changes) -> Op:
@@ -139,7 +109,7 @@ class Symmetric:
     """RUN-20: the program of `topology` whose device `d + j period` runs device `d`'s operations rotated.
 
     `representatives`: the cores of devices `0 .. period-1` (launch applied); `shifts`: label ->
-    (rows one rotation by `period` moves its regions by, modulus), as `fold.race_period` gives them.
+    (rows one rotation by `period` moves its regions by, modulus), as `Rotation.observe(shifted=True)` gives them.
     Duck-types `Program` where the checks read one: `topology`, `num_ops`, `cores[c]` (by index)."""
 
     topology: Topology
@@ -160,14 +130,14 @@ class Symmetric:
         if len(self.representatives) != self.period * topo.cores_per_device:
             raise ValueError(f"{len(self.representatives)} representative cores for a period of {self.period} devices")
         object.__setattr__(self, "shifts", dict(self.shifts))
+        object.__setattr__(self, "rotation", Rotation(topo, self.period, self.shifts))  # RUN-36
         object.__setattr__(self, "_memo", {})
         object.__setattr__(self, "_made", _Made())  # RUN-23: the rotated cores last asked for
         # a barrier whose image cannot be named is refused here, not when some check first rotates it
-        by, num = self.period * topo.cores_per_device, topo.num_cores
         for ops in self.representatives:
             for op in ops:
                 if type(op) is Barrier and not self._invariant(op):
-                    _rotated_name(op.name, op.participants, by, num, topo.cores_per_device)
+                    self.rotation.barrier_name(op.name, op.participants)
 
     @property
     def cores(self) -> _Cores:
@@ -234,9 +204,8 @@ class Symmetric:
             if self._invariant(op):  # a rotation by one period keeps it: so does every rotation by periods
                 new: Op = op
             else:
-                new = dataclasses.replace(
-                    op, name=_rotated_name(op.name, op.participants, by, topo.num_cores, topo.cores_per_device),
-                    participants=frozenset((p + by) % topo.num_cores for p in op.participants))
+                new = dataclasses.replace(op, name=self.rotation.barrier_name(op.name, op.participants, j),
+                                          participants=frozenset((p + by) % topo.num_cores for p in op.participants))
         elif t is Access:
             region = self._region(op.region, op.buf, j)
             new = op if region is op.region else replaced(op, region=region)
@@ -252,7 +221,7 @@ class Symmetric:
         return new
 
     def _region(self, r: Region | None, label: str | None, j: int) -> Region | None:
-        """`_shift` of `r`, one object per (region, label, rotation): the front end shares regions, and so
+        """`Rotation.region` of `r`, one object per (region, label, rotation): the front end shares regions, and so
         do the rotated cores (the rotation checks compare regions by object first)."""
         by = self.shifts.get(label) if label is not None else None
         if r is None or by is None or by[0] == 0:
@@ -263,7 +232,7 @@ class Symmetric:
         key = (id(r), label)
         got = memo.get(key)
         if got is None:
-            new = _shift(r, by, j)
+            new = self.rotation.region(r, label, j)
             new = self._memo.setdefault(("region", new), new)  # equal regions of other rotations: one object
             got = memo[key] = (r, new)
         return got[1]
@@ -273,9 +242,7 @@ class Symmetric:
         key = ("invariant", op.name)
         got = self._memo.get(key)
         if got is None:
-            topo = self.topology
-            by = self.period * topo.cores_per_device
-            got = self._memo[key] = frozenset((p + by) % topo.num_cores for p in op.participants) == op.participants
+            got = self._memo[key] = self.rotation.keeps(op.participants)
         return got
 
     def skeleton(self) -> Symmetric:
@@ -305,7 +272,7 @@ class Symmetric:
     @staticmethod
     def of(program: Program, period: int, shifts: Shifts) -> Symmetric:
         """The Symmetric of a materialised `program` that repeats every `period` devices with `shifts`
-        (DR-5's `race_period`): its first period's cores. Raises ValueError when it does not repeat so."""
+        (DR-5's `Rotation.observe(shifted=True)`): its first period's cores. Raises ValueError when it does not repeat so."""
         topo = program.topology
         sym = Symmetric(topo, period, shifts, tuple(program.cores[: period * topo.cores_per_device]),
                         collective_id=program.collective_id, name=program.name,

@@ -34,7 +34,7 @@ import numpy as np
 from semcheck.model.access import AccessEvent, box_sweep, conflicts
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.fold import Fold
+from semcheck.model.quotient import Quotient
 from semcheck.model.ops import Barrier, DmaMode, DmaStart, Program
 from semcheck.model.step import target_core
 
@@ -389,7 +389,7 @@ class _SymmetricObserver(_Observer):
     representative.
     """
 
-    def __init__(self, program: Program, fold: Fold, events: Iterable[AccessEvent], arrival: Arrival,
+    def __init__(self, program: Program, fold: Quotient, events: Iterable[AccessEvent], arrival: Arrival,
                  run_mode: DmaMode, totals: dict[tuple, int] | None = None) -> None:
         super().__init__(program, events, arrival, totals)
         self.fold = fold
@@ -494,7 +494,7 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
 
 
 def order_modes(
-    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Fold | None = None
+    program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Quotient | None = None
 ) -> dict[DmaMode, Ordering]:
     """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run).
 

@@ -24,7 +24,7 @@ from test_races_class_run import all_to_alls
 from semcheck.checker.properties.checking import check_program
 from semcheck.checker.properties.confined import invocation_confined
 from semcheck.checker.properties.confined_order import confined_on_period
-from semcheck.model.fold import race_period
+from semcheck.model.symmetry import Rotation
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import BARRIER, DmaStart, GetBarrierSem, Program, SemRef, Signal, Topology, Wait
 from semcheck.model.symmetric import Symmetric
@@ -101,7 +101,8 @@ def test_a_proof_on_the_period_is_a_proof_on_the_whole_program(devices):
 
 def _symmetric(program: Program):
     """The program as a Symmetric of its DR-5 period, when it repeats (as the front end gives it)."""
-    k, shifts = race_period(program)
+    rot = Rotation.observe(program, shifted=True)
+    k, shifts = rot.devices, dict(rot.shifts)
     if k >= program.topology.num_devices:
         return program
     try:

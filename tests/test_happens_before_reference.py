@@ -19,8 +19,10 @@ from test_races import SCRATCH, _two_senders_then_read, box, programs_with_acces
 from test_races_class_run import all_to_alls
 
 from semcheck.model import happens_before as hb
+from semcheck.model.quotient import class_quotient
 from semcheck.model.access import accesses
-from semcheck.model.fold import find_fold, race_period
+from semcheck.model.fold import find_fold
+from semcheck.model.symmetry import Rotation
 from semcheck.model.launch import launch
 from semcheck.model.ops import DMA_MODES, Access, Barrier, DmaStart, Program, SemRef, Signal, Topology, Wait
 
@@ -85,7 +87,7 @@ def test_the_recorded_run_orders_as_one_run_per_pass(program):
 @given(symmetric_rings())
 def test_the_recorded_fold_run_orders_as_one_run_per_pass(program):
     fold = find_fold(program, shifted=True)
-    k, _ = race_period(program)
+    k = Rotation.observe(program, shifted=True).devices
     events = accesses(program, "hardware", near=k)[0]
     if not events:
         return
@@ -131,10 +133,10 @@ def test_the_class_run_read_through_its_rotations_orders_as_the_reference_rolls_
     """DR-43 on DR-41's run of one period: clocks read through their rotation, joins of a row's own
     snapshot skipped and a barrier of every device joined per residue order as the reference pass, which
     rolls every clock into a copy of its own."""
-    k, _ = race_period(program)
+    k = Rotation.observe(program, shifted=True).devices
     if k >= program.topology.num_devices:
         return
-    one = hb.class_fold(program, k)
+    one = class_quotient(program, k)
     events = accesses(program, "hardware", near=k)[0]
     if one is None or not events:
         return
@@ -176,8 +178,8 @@ def test_the_class_runs_clocks_read_through_their_rotations_are_the_references_r
     from semcheck.model.fast import fast_run
     from semcheck.model.hb_observers import SymmetricObserver
 
-    k, _ = race_period(program)
-    one = hb.class_fold(program, k) if k < program.topology.num_devices else None
+    k = Rotation.observe(program, shifted=True).devices
+    one = class_quotient(program, k) if k < program.topology.num_devices else None
     if one is None:
         return
     events = accesses(program, "hardware", near=k)[0]
@@ -210,8 +212,8 @@ def test_a_counter_that_hears_from_many_cores_reads_them_as_a_row(program):
             _same(program, {m: events for m in DMA_MODES})
             for mode in DMA_MODES:
                 _same(program, {mode: events})
-        k, _ = race_period(program)
-        one = hb.class_fold(program, k) if k < program.topology.num_devices else None
+        k = Rotation.observe(program, shifted=True).devices
+        one = class_quotient(program, k) if k < program.topology.num_devices else None
         near = accesses(program, "hardware", near=k)[0] if one is not None else []
         if near:
             _same(program, {m: near for m in DMA_MODES}, one)

@@ -89,8 +89,6 @@ KNOWN_PRIVATE = {
     ('checker.report.text', 'checker.report.render', '_where'),
     ('checker.report.text', 'checker.report.render', '_worst'),
     ('checker.run.child', 'checker.frontend.targets', '_user_loc'),
-    ('model.happens_before', 'model.fold', '_folded'),
-    ('model.happens_before', 'model.fold', '_offsets'),
     ('model.hb_observers', 'model.access_index', '_Chain'),
 }
 

@@ -356,7 +356,7 @@ def test_one_pair_per_orbit_decides_as_every_pair(monkeypatch):
     for bug in (None, "unguarded"):
         program = ring_allreduce(6) if bug is None else _unguarded_ring(6)
         reduced = {m: bool(find_races(program, m).races) for m in DMA_MODES}
-        monkeypatch.setattr(race_module, "race_period", lambda p: (p.topology.num_devices, {}))
+        monkeypatch.setattr(race_module, "race_symmetry", lambda p, **_: (p.topology.num_devices, None))
         full = {m: bool(find_races(program, m).races) for m in DMA_MODES}
         monkeypatch.undo()
         assert reduced == full
@@ -384,15 +384,16 @@ def _chunk_ring(n: int, *, guarded: bool) -> Program:
 def test_a_ring_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch):
     import sys
 
-    from semcheck.model.fold import race_period
+    from semcheck.model.symmetry import Rotation
 
     race_module = sys.modules["semcheck.model.race"]
     for guarded in (True, False):
         program = _chunk_ring(8, guarded=guarded)
-        k, shifts = race_period(program)
+        rot = Rotation.observe(program, shifted=True)
+        k, shifts = rot.devices, dict(rot.shifts)
         assert k == 1 and shifts["src"] == (8, 64)
         reduced = {m: bool(find_races(program, m).races) for m in DMA_MODES}
-        monkeypatch.setattr(race_module, "race_period", lambda p: (p.topology.num_devices, {}))
+        monkeypatch.setattr(race_module, "race_symmetry", lambda p, **_: (p.topology.num_devices, None))
         full = {m: bool(find_races(program, m).races) for m in DMA_MODES}
         monkeypatch.undo()
         assert reduced == full == {m: not guarded for m in DMA_MODES}
@@ -401,7 +402,7 @@ def test_a_ring_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch
     cores = list(broken.cores)
     cores[3] = tuple(dataclasses.replace(op, region=box((60, 68))) if isinstance(op, Access) else op
                      for op in cores[3])
-    assert race_period(dataclasses.replace(broken, cores=tuple(cores)))[0] == 8
+    assert Rotation.observe(dataclasses.replace(broken, cores=tuple(cores)), shifted=True).devices == 8
 
 
 def _unguarded_ring(n: int) -> Program:
@@ -546,13 +547,14 @@ def symmetric_rings(draw) -> Program:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(symmetric_rings())
 def test_the_fold_run_orders_accesses_as_the_whole_run_does(program):
-    from semcheck.model.fold import find_fold, race_period
+    from semcheck.model.fold import find_fold
+    from semcheck.model.symmetry import Rotation
     from semcheck.model.happens_before import order_modes
 
     fold = find_fold(program, shifted=True)
     if fold is None:
         return
-    k, _ = race_period(program)
+    k = Rotation.observe(program, shifted=True).devices
     for mode in DMA_MODES:
         events = accesses(program, mode, near=k)[0]
         full = order_modes(program, {mode: events})[mode]

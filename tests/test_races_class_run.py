@@ -15,9 +15,10 @@ from test_races import SCRATCH, box, symmetric_rings
 
 from semcheck.checker.properties import races
 from semcheck.model import happens_before as hb
+from semcheck.model.quotient import class_quotient
 from semcheck.model import race
 from semcheck.model.access import accesses
-from semcheck.model.fold import race_period
+from semcheck.model.symmetry import Rotation
 from semcheck.model.launch import launch
 from semcheck.model.ops import DMA_MODES, Access, Barrier, DmaStart, Program, Region, SemRef, Signal, Topology, Wait
 
@@ -70,8 +71,8 @@ def test_the_run_of_one_class_proves_where_the_whole_run_proves(program):
     """The class run alone (no fallback): wherever the whole run's pass proves race-freedom (certified,
     nothing unordered) so does the class run's, and where the class run's proves, the whole run's pass
     and its restricted runs find no race."""
-    k, _ = race_period(program)
-    fold = hb.class_fold(program, k)
+    k = Rotation.observe(program, shifted=True).devices
+    fold = class_quotient(program, k)
     if fold is None:
         return
     events = accesses(program, "hardware", near=k)[0]
@@ -84,7 +85,7 @@ def test_the_run_of_one_class_proves_where_the_whole_run_proves(program):
             assert _proves(one), mode
         if _proves(one):  # (of this program: under hardware race-free asks DR-9's split of it too)
             with pytest.MonkeyPatch.context() as monkeypatch:
-                monkeypatch.setattr(race, "class_fold", lambda program, period: None)
+                monkeypatch.setattr(race, "class_quotient", lambda program, period: None)
                 report = race.find_races(program, mode)
             assert not [r for r in report.races if r.exact and r.confirmed], mode
 
@@ -97,7 +98,7 @@ def _same(program: Program) -> list[str]:
     """The modes in which race-free differs with the class run and without (verdict, reason, witness)."""
     got = {m: races.race_free(program, m) for m in DMA_MODES}
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(race, "class_fold", lambda program, period: None)
+        monkeypatch.setattr(race, "class_quotient", lambda program, period: None)
         want = {m: races.race_free(program, m) for m in DMA_MODES}
     differ = []
     for m in DMA_MODES:
@@ -127,8 +128,8 @@ def test_a_barrier_across_the_classes_that_the_rotation_renames_has_no_class_run
     pair = {d: ("a", frozenset({1, 2})) if d in (1, 2) else ("b", frozenset({3, 0})) for d in range(n)}
     bodies = [[Barrier(*pair[d]), Access("src", box((0, 8)), True)] for d in range(n)]
     program = launch(Topology(n), bodies, scratch=SCRATCH)
-    assert race_period(program)[0] == 2
-    assert hb.class_fold(program, 2) is None
+    assert Rotation.observe(program, shifted=True).devices == 2
+    assert class_quotient(program, 2) is None
 
 
 class _Guarded(tuple):
@@ -175,7 +176,7 @@ def test_a_ring_of_any_size_is_ordered_on_one_device_reading_only_its_neighbours
     import dataclasses
 
     program = _ring(n)
-    k, fold = race_period(program)[0], None
+    k, fold = Rotation.observe(program, shifted=True).devices, None
     events, unrecorded = accesses(program, "hardware", near=k)
     whole = {m: hb.order_modes(program, {m: events})[m] for m in DMA_MODES}
     read: set[int] = set()
@@ -228,7 +229,7 @@ def sweep(paths: list[str], sizes: tuple[int, ...]) -> tuple[int, int, list[str]
             for kernel in kernels:
                 program = kernel.program
                 compared += 1
-                with_class += hb.class_fold(program, race_period(program)[0]) is not None
+                with_class += class_quotient(program, Rotation.observe(program, shifted=True).devices) is not None
                 differ = _same(program)
                 if differ:
                     differences.append(f"{path} at {n}: {differ}")

@@ -245,10 +245,12 @@ def test_the_accesses_near_the_representatives_are_read_off_the_cores_that_make_
     want = accesses(program, "hardware", near=near)
     assert races._listed(analysis, near) == want
     if near is not None:  # a Symmetric of the same program rotates only the copies that land there (RUN-20)
-        from semcheck.model.fold import race_period
+        from semcheck.model.symmetry import Rotation
         from semcheck.model.symmetric import Symmetric
 
-        period, shifts = race_period(program)
+        rot = Rotation.observe(program, shifted=True)
+
+        period, shifts = rot.devices, dict(rot.shifts)
         sym = Symmetric.of(program, period, shifts)
         assert races._listed(Analysis(sym), near) == want
 

@@ -25,7 +25,7 @@ from semcheck.checker.properties.registry import IDS
 from semcheck.checker.run.request import Request
 from semcheck.model import DMA_MODES
 from semcheck.model import symmetric as symmetric_module
-from semcheck.model.fold import race_period
+from semcheck.model.symmetry import Rotation
 from semcheck.model.ops import Access, Barrier, Program, Region
 from semcheck.model.symmetric import Symmetric
 
@@ -69,13 +69,14 @@ def _programs(devices: int, paths=FILES) -> list[tuple[str, Program]]:
     out = []
     for p in paths:
         for i, program in enumerate(_CACHE[devices][p]):
-            if race_period(program)[0] < program.topology.num_devices:
+            if Rotation.observe(program, shifted=True).devices < program.topology.num_devices:
                 out.append((f"{p}#{i}@{devices}", program))
     return out
 
 
 def _symmetric(program: Program) -> Symmetric:
-    k, shifts = race_period(program)
+    rot = Rotation.observe(program, shifted=True)
+    k, shifts = rot.devices, dict(rot.shifts)
     return Symmetric.of(program, k, shifts)
 
 
@@ -205,7 +206,8 @@ def test_past_the_bound_what_the_fold_does_not_prove_is_unknown_and_nothing_is_b
 @pytest.mark.rule("RUN-20")
 def test_a_program_that_does_not_repeat_so_is_refused():
     name, program = next((n, p) for n, p in _programs(8) if n.startswith("examples/ring_allreduce.py"))
-    k, shifts = race_period(program)
+    rot = Rotation.observe(program, shifted=True)
+    k, shifts = rot.devices, dict(rot.shifts)
     with pytest.raises(ValueError):
         Symmetric.of(program, k, {label: ((d + 1) % m, m) for label, (d, m) in shifts.items()})
     # one access of device 3 moved: the devices no longer repeat
@@ -221,7 +223,8 @@ def test_a_program_that_does_not_repeat_so_is_refused():
 def test_a_barrier_whose_image_has_no_name_is_refused():
     # a two-core device forks and joins its cores (LAUNCH-1): barriers of one device, named after it
     _, program = next((n, p) for n, p in _programs(4) if n.startswith("examples/two_core_signal.py"))
-    k, shifts = race_period(program)
+    rot = Rotation.observe(program, shifted=True)
+    k, shifts = rot.devices, dict(rot.shifts)
     span = k * program.topology.cores_per_device
     assert any(type(op) is Barrier and op.name == "fork0" for ops in program.cores[:span] for op in ops)
     Symmetric(program.topology, k, shifts, program.cores[:span])
@@ -251,7 +254,8 @@ def _hand_built(max_cores: int):
 
 def _decided_alike(drawn, mode) -> None:
     program, _ = drawn
-    k, shifts = race_period(program)
+    rot = Rotation.observe(program, shifted=True)
+    k, shifts = rot.devices, dict(rot.shifts)
     if k >= program.topology.num_devices:
         return
     sym = Symmetric.of(program, k, shifts)

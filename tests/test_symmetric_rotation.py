@@ -2,8 +2,8 @@
 rotates are kept, with the answers of comparing every operation with its rotation and of rotating
 every core afresh.
 
-The truth is the operation-by-operation check (`fold._rotation_shifting`, which `_certified_rotation`
-stands in for) and the cores `Symmetric._built` rotates out of the representatives, on Symmetrics
+The truth is the operation-by-operation check (`symmetry.compare`, which `Rotation.certified` stands
+in for) and the cores `Symmetric._built` rotates out of the representatives, on Symmetrics
 made of drawn programs at any divisor of their device count, with the shifts DR-5 reads off them or
 with drawn ones, so that many do not repeat as claimed and the check must refuse them.
 """
@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from semcheck.model import fold as fold_module
+from semcheck.model import symmetry as symmetry_module
 from semcheck.model import symmetric as symmetric_module
-from semcheck.model.fold import divisors, find_fold, race_period, race_symmetry
+from semcheck.model.fold import find_fold, race_symmetry
+from semcheck.model.symmetry import Rotation, divisors
 from semcheck.model.ops import Access, DmaStart, Program, Signal
 from semcheck.model.symmetric import Symmetric
 from test_races import programs_with_accesses, symmetric_rings
@@ -49,7 +50,8 @@ def claimed(draw) -> Symmetric:
     topo = program.topology
     k = draw(st.sampled_from(divisors(topo.num_devices)[:-1] or [topo.num_devices]))
     assume(k < topo.num_devices)
-    found_k, found = race_period(program)
+    rot = Rotation.observe(program, shifted=True)
+    found_k, found = rot.devices, dict(rot.shifts)
     labels = _labels(program)
     if draw(st.booleans()) or not labels:
         shifts = dict(found) if found_k == k else {}
@@ -72,9 +74,8 @@ def claimed(draw) -> Symmetric:
 
 
 def _compared(sym: Symmetric, infer: bool):
-    """What the operation-by-operation check answers on `sym` at its period (as `_first_rotation` asks it)."""
-    return fold_module._rotation_shifting(sym, sym.period, infer=infer,
-                                          upto=sym.period * sym.topology.cores_per_device)
+    """What the operation-by-operation check answers on `sym` at its period (as `Rotation.observe` asks it)."""
+    return symmetry_module.compare(sym, sym.period, infer=infer, upto=sym.period * sym.topology.cores_per_device)
 
 
 @pytest.mark.rule("RUN-23")
@@ -82,9 +83,9 @@ def _compared(sym: Symmetric, infer: bool):
 @given(claimed(), st.booleans())
 def test_the_rotation_read_off_the_representatives_is_the_compared_one(sym, infer):
     """Names, shifts and refusals: the same as comparing each representative with its predecessor."""
-    if not fold_module._certified(sym, infer):
+    if not symmetry_module._certifiable(sym, infer):
         return
-    got = fold_module._certified_rotation(sym, infer=infer)
+    got = Rotation.certified(sym, shifted=infer)
     event("repeats" if got is not None else "refused")
     assert got == _compared(sym, infer)
 
@@ -96,7 +97,7 @@ def test_the_symmetry_and_folds_are_those_of_the_compared_rotation(sym):
     """DR-5's period, DR-8's fold and RUN-7's fold of the skeleton, with and without RUN-23."""
     read_off = (race_symmetry(sym, within=sym.period), find_fold(sym.skeleton(), within=sym.period))
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(fold_module, "_certified", lambda program, shifted: False)
+        m.setattr(symmetry_module, "_certifiable", lambda program, shifted: False)
         fresh = Symmetric(sym.topology, sym.period, sym.shifts, sym.representatives, collective_id=sym.collective_id)
         compared = (race_symmetry(fresh, within=fresh.period), find_fold(fresh.skeleton(), within=fresh.period))
     assert read_off == compared

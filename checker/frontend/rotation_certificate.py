@@ -37,8 +37,8 @@ class Certificate:
     shift (DR-39)."""
 
     period: int
-    # label -> (rows per rotation by k, modulus), as fold.race_period's; a label whose regions do not
-    # move is left out (`fold._rotation_shifting` then compares its regions as they are)
+    # label -> (rows per rotation by k, modulus), as `Rotation.shifts`; a label whose regions do not
+    # move is left out (`symmetry.compare` then compares its regions as they are)
     shifts: dict[str, tuple[int, int]]
 
 

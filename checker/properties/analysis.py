@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from semcheck.checker.static.lowering import Lowered
     from semcheck.checker.static.least_stuck import SPrimeEnd
-    from semcheck.model.fold import Fold
+    from semcheck.model.quotient import Quotient
     from semcheck.model.ops import Op, Program
     from semcheck.model.partial_arrivals import Split
     from semcheck.model.state import Outcome
@@ -46,7 +46,7 @@ class Analysis:
     """
 
     def __init__(self, program: Program, *, modes: tuple[str, ...] = (),
-                 symmetry: tuple[int, Fold | None] | None = None, split_of: tuple[Analysis, Split] | None = None
+                 symmetry: tuple[int, Quotient | None] | None = None, split_of: tuple[Analysis, Split] | None = None
                  ) -> None:
         self.program = program
         self.modes = tuple(modes)
@@ -79,7 +79,7 @@ class Analysis:
         self._shared[key] = value
 
     @cached_property
-    def symmetry(self) -> tuple[int, Fold | None]:
+    def symmetry(self) -> tuple[int, Quotient | None]:
         """`race_symmetry` (DR-5, DR-8) of the program with its accesses; of a `Symmetric`, read off one
         period of its cores (RUN-20)."""
         from semcheck.model.fold import race_symmetry
@@ -112,7 +112,7 @@ class Analysis:
         return whole
 
     @cached_property
-    def fold(self) -> Fold | None:
+    def fold(self) -> Quotient | None:
         """The fold (RUN-7) of the program's synchronisation skeleton (`folding.skeleton_fold`)."""
         from semcheck.checker.properties.folding import skeleton_fold
 

@@ -75,12 +75,17 @@ def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, d
 
 def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
     """BUF-14: where a run of an interpreter mode may raise at a run_scoped buffer, no engine follows it, so
-    nothing that run decides is proved (invocation-confined, which says it, aside)."""
+    nothing that run decides is proved (but by a property whose check says it: `reads_scope_failure`)."""
     why = facts.scope_failure if facts.mode != "hardware" else None
     if why is None:
         return verdicts
-    return [v if not v.holds or v.property == "invocation-confined" else
+    return [v if not v.holds or _reads_scope_failure(v.property) else
             Verdict(v.property, "unknown", reason=why) for v in verdicts]
+
+
+def _reads_scope_failure(prop: str) -> bool:
+    p = BY_ID.get(prop)
+    return p is not None and p.reads_scope_failure
 
 
 _AFTER_FOLD = frozenset(REDUCTIONS) - {"fold"}

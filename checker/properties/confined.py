@@ -252,13 +252,13 @@ def composed_verdict(composed: Any) -> Verdict:
 def decide(program: Program, landings: list[Landing] | LandingColumns, *, where: Any = None, calls: Any = None,
            reading: str = "", lowering: Any = None) -> Verdict:
     """PRG-111 / PRG-112 for each landing: violated with a replayable witness, proved, or unknown."""
-    from semcheck.model.fold import rotation_period
+    from semcheck.model.symmetry import Rotation
 
     topo = program.topology
     every = len(landings)
     # PRG-131: where rotating the devices by `period` maps the program onto itself, the landings of a
     # device's senders are the rotations of those of its image, and so are their two maximal runs (RUN-3)
-    period = rotation_period(program) if topo.num_devices > 2 and every else topo.num_devices
+    period = Rotation.observe(program).devices if topo.num_devices > 2 and every else topo.num_devices
     if period < topo.num_devices:
         if isinstance(landings, LandingColumns):
             landings = landings.select(landings.core // topo.cores_per_device < period)

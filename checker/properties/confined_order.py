@@ -120,9 +120,9 @@ _NEVER = 1 << 62
 def _period(program: Symmetric | Program) -> int:
     if isinstance(program, Symmetric):
         return program.period
-    from semcheck.model.fold import race_symmetry
+    from semcheck.model.symmetry import Rotation
 
-    return race_symmetry(program)[0]
+    return Rotation.observe(program, shifted=True).devices
 
 
 def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | None:
@@ -130,7 +130,7 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
     period, every remote signal and copy of the representatives is E-after its target's entry and lands
     E-before its target's exit check; None when that is not shown (or the mode is not `hardware`, or a copy
     touches a run_scoped buffer, BUF-13)."""
-    from semcheck.model.happens_before import class_fold
+    from semcheck.model.quotient import class_quotient
 
     if mode != "hardware":
         return None
@@ -143,7 +143,7 @@ def confined_on_period(program: Symmetric | Program, mode: str) -> Verdict | Non
     if has_scopes(program):  # BUF-13 asks of each run_scoped scope what this asks of the kernel: the held runs
         return None
     k = _period(program)
-    fold = class_fold(program, k) if k < topo.num_devices else None
+    fold = class_quotient(program, k) if k < topo.num_devices else None
     if fold is None and isinstance(program, Symmetric):
         return None  # DR-41 does not apply, and the whole program's run is not ours to build here
     if fold is not None:

@@ -145,7 +145,7 @@ def scope_runs(program: Program) -> ScopeRuns | None:
     """BUF-13's held runs for every copy half on a run_scoped buffer (module docstring); None when there is
     none. Where rotating the devices by a period maps the program onto itself, the touches of the first
     period's issuers stand for all (PRG-131's argument: their held runs are rotations of each other)."""
-    from semcheck.model.fold import rotation_period
+    from semcheck.model.symmetry import Rotation
 
     touches = scope_touches(program)
     blind = unrecorded_copies(program)
@@ -156,7 +156,7 @@ def scope_runs(program: Program) -> ScopeRuns | None:
         return ScopeRuns(len(touches), [], [], topo.num_devices, too_many=(
             f"the copy at {blind[0].loc} has buffers the front end did not record (ACC-3), and the kernel has "
             "run_scoped buffers it may touch outside their scope (BUF-13)"))
-    period = rotation_period(program) if topo.num_devices > 2 else topo.num_devices
+    period = Rotation.observe(program).devices if topo.num_devices > 2 else topo.num_devices
     asked = [t for t in touches if topo.device_of(t.core) < period]
     out = ScopeRuns(len(touches), [], [], period)
     runs = len({(t.owner, t.enter) for t in asked if t.owner != t.core}) + sum(t.free is not None for t in asked)

@@ -15,10 +15,11 @@ from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import skeleton
-from semcheck.model.fold import Fold, find_fold
+from semcheck.model.fold import find_fold
+from semcheck.model.quotient import Quotient, class_quotient
 
 
-def skeleton_fold(analysis: Analysis) -> Fold | None:
+def skeleton_fold(analysis: Analysis) -> Quotient | None:
     """The fold (RUN-7) of the program's synchronisation skeleton (`Analysis.fold` keeps it).
 
     The properties that fold (all but race-free) read only the skeleton, and a ring's accesses name
@@ -41,19 +42,16 @@ def skeleton_fold(analysis: Analysis) -> Fold | None:
     return dataclasses.replace(fold, program=skeleton(fold.program))
 
 
-def _class_skeleton(program, period: int) -> Fold | None:
+def _class_skeleton(program, period: int) -> Quotient | None:
     """RUN-31: without a faithful fold, the skeleton of DR-41's class fold onto the fewest devices, two at
     least, that the program repeats every (RUN-7 (b) not asked), or None."""
-    from semcheck.model.happens_before import class_fold
-
     n = program.topology.num_devices
     m = next((m for m in range(period, n, period) if m >= 2 and n % m == 0), None)
-    fold = None if m is None else class_fold(program, m)
-    return None if fold is None else dataclasses.replace(fold, program=skeleton(fold.program), period=period,
-                                                         faithful=False)
+    fold = None if m is None else class_quotient(program, m)
+    return None if fold is None else dataclasses.replace(fold, program=skeleton(fold.program), period=period)
 
 
-def proved_on_fold(fold: Fold, prop: str, mode: str, *, timeout_ms: int, analysis: Analysis | None = None
+def proved_on_fold(fold: Quotient, prop: str, mode: str, *, timeout_ms: int, analysis: Analysis | None = None
                    ) -> Verdict | None:
     """The verdict of `prop` on the fold if it is proved there (and therefore on the program), else None.
 

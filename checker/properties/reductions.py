@@ -54,7 +54,8 @@ def _foldable(analysis: Analysis, mode: str, fold: bool) -> bool:
 
 @reduction("fold", "RUN-7", _foldable)
 def _on_fold(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
-    """RUN-7 (a faithful fold) and RUN-31 (the run of one class): a proof there is a proof of the program."""
+    """RUN-7 (RUN-37's quotient): a proof on the skeleton's quotient under the program's rotation (RUN-36) is a proof of the
+    program: faithful (RUN-7's fold) or, without one, the class run's (RUN-31)."""
     from semcheck.checker.properties.folding import proved_on_fold
 
     return proved_on_fold(analysis.fold, prop, mode, timeout_ms=timeout_ms, analysis=analysis.fold_analysis)
@@ -66,7 +67,8 @@ def _symmetric(analysis: Analysis, mode: str, fold: bool) -> bool:
 
 @reduction("one-period", "RUN-22", _symmetric)
 def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
-    """RUN-22: a property of a Symmetric decided on the Symmetric itself, kept only when proved; None when
+    """RUN-22: a property of a Symmetric (a program given by one period and its rotation, RUN-20, RUN-36)
+    decided on the Symmetric itself, kept only when proved; None when
     its check needs every core (`WholeProgramNeeded`) or does not prove."""
     from semcheck.model.symmetric import WholeProgramNeeded
 

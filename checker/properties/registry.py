@@ -33,6 +33,9 @@ class Property:
     # the reductions (checker/properties/reductions.py) it accepts, in the order they are tried, each
     # with the DMA modes it is tried in; the whole program decides what none of them does
     reductions: tuple[tuple[str, frozenset[str]], ...] = (("fold", ALL_MODES),)
+    # BUF-14: whether its check says itself what a run that may raise at a run_scoped buffer does to it
+    # (else a proof from such a run of an interpreter mode is unknown)
+    reads_scope_failure: bool = False
 
     @property
     def folds(self) -> bool:
@@ -98,6 +101,7 @@ REGISTRY: tuple[Property, ...] = (
         # period's order under hardware (PRG-164, PRG-165), the interpreter's reading of no operation
         # (PRG-110) on one period
         reductions=(("one-period-order", frozenset({"hardware"})), ("one-period", INTERPRETER)),
+        reads_scope_failure=True,
     ),
 )
 

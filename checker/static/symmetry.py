@@ -14,40 +14,17 @@ stuck vector is such a vector (`deadlock.OrderEncoding`).
 Nothing is assumed about the kernel: `find_rotation` checks, on exactly the
 data the deadlock query reads, that the rotation maps the lowering onto
 itself, and returns None otherwise (the query then ranges over every core).
+What it returns is RUN-36's `Rotation`, the object every other use of the symmetry reads, found here
+from what the query reads rather than from the operations.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections import Counter as Tally
 from operator import itemgetter
 
 from semcheck.checker.static.system import Lowered
-
-
-@dataclasses.dataclass(frozen=True)
-class Rotation:
-    """Rotation of the device index by `devices` (a divisor of the device count).
-
-    Core g and core g + devices * cores_per_device (mod the number of cores)
-    lie in one orbit; the orbit representatives are the first `len(reps)`
-    cores, and `rep[g]` is g's representative.
-    """
-
-    devices: int
-    shift: int  # in cores: devices * cores_per_device
-    num_cores: int
-
-    @property
-    def reps(self) -> range:
-        return range(math.gcd(self.shift, self.num_cores))
-
-    def rep(self, core: int) -> int:
-        return core % len(self.reps)
-
-    def image(self, core: int) -> int:
-        return (core + self.shift) % self.num_cores
+from semcheck.model.symmetry import Rotation
 
 
 def find_rotation(low: Lowered) -> Rotation | None:
@@ -59,7 +36,7 @@ def find_rotation(low: Lowered) -> Rotation | None:
     mapped consistently onto names whose participants are the rotated ones).
     """
     topo = low.program.topology
-    n, per, devices = topo.num_cores, topo.cores_per_device, topo.num_devices
+    n, devices = topo.num_cores, topo.num_devices
     if devices < 2:
         return None
     # cheap necessary conditions first, per core: length, failing position, numbers of waits and barriers
@@ -69,7 +46,7 @@ def find_rotation(low: Lowered) -> Rotation | None:
     for s in range(1, devices):
         if devices % s:
             continue
-        rot = Rotation(s, s * per, n)
+        rot = Rotation(topo, s)  # RUN-36: the one rotation object; its orbits are the cores `c + j s C`
         if all(shape[c] == shape[rot.image(c)] for c in range(n)) and _automorphism(low, rot):
             return rot
     return None
@@ -121,4 +98,4 @@ def _automorphism(low: Lowered, rot: Rotation) -> bool:
     return True
 
 
-__all__ = ["Rotation", "find_rotation"]
+__all__ = ["find_rotation"]

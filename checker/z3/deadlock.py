@@ -55,7 +55,8 @@ from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of, fami
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd
-from semcheck.checker.static.symmetry import Rotation, find_rotation
+from semcheck.checker.static.symmetry import find_rotation
+from semcheck.model.symmetry import Rotation
 from semcheck.model.barrier import awaited
 from semcheck.model.ops import DmaMode, Program
 from semcheck.model.semaphore import shortfall

@@ -1,6 +1,6 @@
 """The rotation certificate (RUN-18, DR-39) held to the materialised program, which is the truth: when the
 kernel's jaxpr certifies period k with some shifts, the program the front end builds repeats every k
-devices with those shifts (`model.fold._rotation_shifting`); mutants that break the symmetry at one
+devices with those shifts (`model.symmetry.compare`); mutants that break the symmetry at one
 device or one grid step are never certified; and nothing but NotCertified is ever raised.
 
 The kernels are lowered in a fresh process: jax fixes its device count when it first starts."""
@@ -37,16 +37,17 @@ SLOW_NS = (*range(2, 17), 64)
 def _judge(call, program, n: int) -> dict:
     """What the certificate says of one kernel at n devices, and what the program says of it."""
     from semcheck.checker.frontend.rotation_certificate import NotCertified, certify_rotation
-    from semcheck.model.fold import _rotation_shifting, race_period
+    from semcheck.model.symmetry import Rotation, compare
 
     try:
         cert = certify_rotation(call, n)
     except NotCertified as e:
-        return {"certified": False, "reason": str(e), "period": race_period(program)[0]}
+        return {"certified": False, "reason": str(e), "period": Rotation.observe(program, shifted=True).devices}
     except Exception as e:  # noqa: BLE001 - the test reports it
         return {"certified": False, "error": f"{type(e).__name__}: {e}"}
-    return {"certified": True, "k": cert.period, "shifts": cert.shifts, "period": race_period(program)[0],
-            "confirmed": _rotation_shifting(program, cert.period, cert.shifts) is not None}
+    return {"certified": True, "k": cert.period, "shifts": cert.shifts,
+            "period": Rotation.observe(program, shifted=True).devices,
+            "confirmed": compare(program, cert.period, cert.shifts) is not None}
 
 
 def _start(devices: int) -> None:

@@ -26,8 +26,9 @@ from semcheck.model import (
     fast_run,
     launch,
 )
-from semcheck.model import fold as fold_module
+from semcheck.model import symmetry as symmetry_module
 from semcheck.model.fold import find_fold
+from semcheck.model.symmetry import Rotation, compare
 from z3_strategies import examples, programs, symmetric_programs
 
 pytestmark = pytest.mark.rule("RUN-7")
@@ -123,12 +124,12 @@ def test_barrier_names_must_map_one_to_one_and_close_round_the_ring():
     # names repeating every 3 devices on 8: each device's image has the next name, except that
     # device 7's image would need C's successor to be A's predecessor
     cycling = launch(Topology(n), [[Barrier("ABC"[d % 3], everyone)] for d in range(n)])
-    assert fold_module._rotation(cycling, 1) is None
+    assert compare(cycling, 1) is None
     # two barriers of device 0 become one barrier met twice on device 1: not the same meetings
     merged = launch(Topology(4), [[Barrier("A", frozenset(range(4))), Barrier("C", frozenset(range(4)))]
                                   if d % 2 == 0 else [Barrier("B", frozenset(range(4)))] * 2 for d in range(4)])
-    assert fold_module._rotation(merged, 1) is None
-    assert fold_module._rotation(merged, 2) is not None
+    assert compare(merged, 1) is None
+    assert compare(merged, 2) is not None
 
 
 @examples(60, 3000)
@@ -260,9 +261,10 @@ def test_claiming_a_fold_that_is_not_there_is_caught(monkeypatch):
     """The cross-check has teeth: with the rotation check switched off, some perturbed program is
     proved on its fold although the program itself is not."""
     def every_barrier_kept(program, period, shifts=None, *, infer=False, upto=None):  # the mutant: no operation is compared
-        return {op.name: op.name for ops in program.cores for op in ops if isinstance(op, Barrier)}, shifts
+        names = {op.name: op.name for ops in program.cores for op in ops if isinstance(op, Barrier)}
+        return Rotation(program.topology, period, shifts or {}, names)
 
-    monkeypatch.setattr(fold_module, "_rotation_shifting", every_barrier_kept)
+    monkeypatch.setattr(symmetry_module, "compare", every_barrier_kept)
     wrong = []
 
     @settings(max_examples=1000, phases=[Phase.generate], deadline=None, database=None, derandomize=True,
@@ -328,8 +330,8 @@ def test_even_and_odd_devices_may_differ_under_a_rotation_by_two():
     odd = lambda d: [Wait(SemRef("s"), 2)]
     p = launch(Topology(n), [even(d) if d % 2 == 0 else odd(d) for d in range(n)], scratch=[Scratch("s")])
     assert len(p.cores[0]) != len(p.cores[1])
-    assert fold_module.rotation_period(p) == 2
-    assert fold_module._rotation(p, 1) is None
+    assert Rotation.observe(p).devices == 2
+    assert compare(p, 1) is None
 
 
 # --- the run of one class, where no fold is faithful (RUN-31) --------------------------------------
@@ -337,14 +339,14 @@ def test_even_and_odd_devices_may_differ_under_a_rotation_by_two():
 
 def _class_fold_only(p: Program):
     """DR-41's class fold of `p` when `p` repeats but has no faithful fold (RUN-7 (b) fails), else None."""
-    from semcheck.model.happens_before import class_fold
+    from semcheck.model.quotient import class_quotient
 
     n = p.topology.num_devices
-    period = fold_module.rotation_period(p)
+    period = Rotation.observe(p).devices
     m = next((m for m in range(period, n, period) if m >= 2 and n % m == 0), None)
     if m is None or find_fold(p) is not None:
         return None
-    return class_fold(p, m)
+    return class_quotient(p, m)
 
 
 @pytest.mark.rule("RUN-31")

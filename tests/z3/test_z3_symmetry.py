@@ -13,7 +13,8 @@ from semcheck.checker.static import symmetry as symmetry_module
 from ring_programs import ring_allreduce
 from semcheck.checker.z3.deadlock import BlockCondition, Conditions
 from semcheck.checker.static.lowering import lower
-from semcheck.checker.static.symmetry import Rotation, find_rotation
+from semcheck.checker.static.symmetry import find_rotation
+from semcheck.model.symmetry import Rotation
 from semcheck.model import DMA_MODES, Signal, Topology, Wait, SemRef, Scratch, launch
 
 pytestmark = pytest.mark.rule("RUN-6")
@@ -47,7 +48,7 @@ def _assert_automorphism(low, rot: Rotation) -> None:
 def test_a_ring_is_symmetric_under_rotating_by_one_device(n):
     for mode in DMA_MODES:
         rot = find_rotation(lower(ring_allreduce(n), mode))
-        assert rot == Rotation(1, 1, n) and list(rot.reps) == [0]
+        assert rot == Rotation(Topology(n), 1) and list(rot.reps) == [0]
 
 
 def test_a_ring_with_one_device_out_of_step_has_no_symmetry():
