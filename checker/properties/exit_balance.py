@@ -138,11 +138,14 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
 
     # a program whose runs fail: the run to S''s end, before the failing step (ERR-17)
     real = facts.s_prime_run if failing else facts.maximal_run()
+    replayed_pcs = None
     if len(real.schedule) <= REPLAY_LIMIT:  # the step relation copies its state per step: quadratic beyond
         replay = run(program, mode, real.schedule, finish=not failing)
         reached = replay if failing else replay.state
         if reached.pcs != real.state.pcs or reached.counts != real.state.counts:
             raise EncodingBug("the exit-balance witness does not replay")
+        stats["replayed"] = True  # RUN-41: the report's timeline reads its positions, not a second replay
+        replayed_pcs = list(reached.pcs)
     final = {k: real.state.counts.get(k, 0) for k in excess}
     pending = [d for d in real.pending_dmas]
     if exiting is not None:  # copies among the devices that hang are theirs, not an exit's
@@ -179,6 +182,8 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         "printed_in_witness": [WARNING.format(k[1] if len(k) > 1 else k[0], w.device, c, v)
                                for w in real.state.warnings for (k, c, v) in w.nonzero[:1]],
     }
+    if replayed_pcs is not None:
+        details["terminal_pcs"] = replayed_pcs
     return Verdict(prop, "violated", witness=Witness(message=msg, schedule=tuple(real.schedule), locs=tuple(locs[:3]),
                                                       details=details,
                                                       hint="every signal and DMA needs a matching wait before exit"),
@@ -205,9 +210,20 @@ def _held_at_checks(program: Program, mode: DmaMode, checks: dict):
     barrier of all checking cores, or none: passing a check then changes nothing any other core sees);
     else None."""
     cores = {c for c, _ in checks.values()}
+    # the checking cores' barriers share a few participant sets: each is tested once (RUN-41), not
+    # once per device (a test of N cores per device was quadratic)
+    covers: dict[int, bool] = {}
     for c, x in checks.values():
         ops = program.cores[c]
-        if x + 1 < len(ops) and not (isinstance(ops[x + 1], Barrier) and cores <= set(ops[x + 1].participants)):
+        if x + 1 == len(ops):
+            continue
+        nxt = ops[x + 1]
+        if not isinstance(nxt, Barrier):
+            return None
+        ok = covers.get(id(nxt.participants))
+        if ok is None:
+            ok = covers[id(nxt.participants)] = cores.issubset(nxt.participants)
+        if not ok:
             return None
     return fast_run(program, mode, hold={c: x for c, x in checks.values()}, record=False)
 
