@@ -410,10 +410,9 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
             continue
         pcs = f.state.pcs
         m = bounds.get(d) if bounds is not None else None
-        lo = m if m is not None else [x if g == c0 else 0 for g in range(topo.num_cores)]
-        hi = list(pcs)
+        hi = pcs  # read at the device's few counters' cores: no vector of every core per device (RUN-41)
         # waits done at the check: at least those before lo, at most those before hi (c0: exactly before x)
-        w_lo = {k: feeds.need(k, int(lo[k[1]])) for k in mine}
+        w_lo = {k: feeds.need(k, int(m[k[1]]) if m is not None else (x if k[1] == c0 else 0)) for k in mine}
         w_hi = {k: feeds.need(k, x if k[1] == c0 else hi[k[1]]) for k in mine}
         exact = w_lo if w_lo == w_hi else None
         nonzero = {k: v for k in mine if (v := f.state.counts.get(k, 0))}
