@@ -67,8 +67,10 @@ KERNELS = {
     # buggy: the time to the first violation, with its witness
     "deadlock": "examples/buggy/cyclic_wait_deadlock.py",
     "leak": "examples/buggy/exit_leak_unwaited_send.py",
+    "ringdeadlock": "examples/buggy/wrong_neighbour_deadlock.py",
     # devices that do not repeat as a 1-D rotation, and a quadratic program
     "tree": "bench/kernels/tree_reduce.py",
+    "outofstep": "bench/kernels/ring_out_of_step.py",
     "torus2d": "bench/kernels/torus_halo_2d.py",
     "alltoall": "bench/kernels/all_to_all.py",
 }
@@ -78,12 +80,14 @@ KERNEL_TITLES = {
     "permute": "barrier + permute",
     "deadlock": "cyclic-wait deadlock",
     "leak": "exit leak (unwaited send)",
+    "ringdeadlock": "deadlocking ring (wrong neighbour)",
     "tree": "tree reduction",
+    "outofstep": "ring, one device out of step",
     "torus2d": "2-D torus halo",
     "alltoall": "all-to-all",
 }
 # Interpret mode hangs on these (it never reports a deadlock): its run is stopped at --hang-cap.
-HANGS = frozenset({"deadlock"})
+HANGS = frozenset({"deadlock", "ringdeadlock"})
 # `semcheck_nofold` runs only where the fold applies: the kernels whose devices repeat as a 1-D rotation.
 # The tree, the 2-D torus and the all-to-all gain nothing from the fold (their `semcheck` time is already
 # that of every device checked), and the buggy kernels' violations are decided on every device anyway.

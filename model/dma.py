@@ -16,15 +16,13 @@ from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.ops import DmaMode, DmaStart, SemType
 from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
-from semcheck.model.transient import changed
+from semcheck.model.transient import appended, changed, replaced
 
 S = TypeVar("S")  # a state with counts, queues and dmas
 
 
 def _set_dma(state: S, dma: Dma) -> S:
-    dmas = list(state.dmas)
-    dmas[dma.ident] = dma
-    return changed(state, dmas=tuple(dmas))
+    return changed(state, dmas=replaced(state.dmas, dma.ident, dma))
 
 
 def half_amount(nbytes: int, sem_type: SemType, mode: DmaMode) -> int:
@@ -159,7 +157,7 @@ def start(state: S, dma: Dma, mode: DmaMode) -> S:
     read-then-write task on (receive semaphore, destination core). hardware:
     the halves are actors of their own.
     """
-    state = changed(state, dmas=state.dmas + (dma,))
+    state = changed(state, dmas=appended(state.dmas, dma))
     if mode == "eager":
         return run_task(state, (dma.ident, "read_write"))
     if mode == "on_wait":

@@ -38,7 +38,7 @@ from semcheck.model.ops import (
 )
 from semcheck.model.semaphore import SemKey
 from semcheck.model.state import Actor, Allocation, Dma, ExitWarning, Failure, State
-from semcheck.model.transient import TransientState, changed
+from semcheck.model.transient import TransientState, appended, changed
 
 def is_hardware(mode: DmaMode) -> bool:
     return mode == "hardware"
@@ -300,7 +300,7 @@ def rule_read(program: Program, mode: DmaMode, state: State, core: int, op: Read
     if isinstance(key, Violation):
         return fail(state, program, core, key)
     value = sem.count(state.counts, key, core)
-    return _advance(state, core, reads=state.reads + ((core, state.pcs[core], value),))
+    return _advance(state, core, reads=appended(state.reads, (core, state.pcs[core], value)))
 
 
 def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op: DmaStart) -> State:
@@ -391,7 +391,7 @@ def rule_free_buffer(program: Program, mode: DmaMode, state: State, core: int, o
 def rule_exit_check(program: Program, mode: DmaMode, state: State, core: int, op: ExitCheck) -> State:
     """EXIT-1: note every non-zero count on the device's cores at this moment."""
     warning = exit_warning(program, state.counts, op.device)
-    return _advance(state, core, warnings=state.warnings + ((warning,) if warning else ()))
+    return _advance(state, core, warnings=appended(state.warnings, warning) if warning else state.warnings)
 
 
 def rule_access(program: Program, mode: DmaMode, state: State, core: int, op: Access) -> State:

@@ -7,6 +7,11 @@ state (`thaw`): its positions are a list and its maps `TransientMap`s, which the
 (`FMap.set`, `FMap.update`, `changed`) change in place and return; `freeze` gives the `State` it
 stands for. Nothing but a replay holds a transient state, and nothing keeps one past its next step.
 
+Its sequences that grow along a run (the started copies, the exit warnings, the reads) are
+`TransientList`s: a rule's `appended` / `replaced` extend or change them in place, where the step
+relation makes a new tuple (a copy's two halves each rewrote the whole tuple of copies: quadratic in
+the copies a replay starts, RUN-40).
+
 A transient state's counts are kept by core as well (`TransientCounts.by_core`), so that an exit
 check reads the counts of its device's cores rather than every count (SEM-8, `semaphore.nonzero`).
 """
@@ -64,6 +69,33 @@ class TransientCounts(TransientMap):
         return super().update(items)
 
 
+class TransientList(list):
+    """A replay's growing sequence (a `State`'s tuple of copies, warnings or reads), changed in place."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        raise TypeError("a replay's transient list is not a value")
+
+
+def appended(seq, item):
+    """RUN-40: `seq` with `item` at its end: a new tuple, or a replay's `TransientList` extended in place."""
+    if type(seq) is TransientList:
+        seq.append(item)
+        return seq
+    return seq + (item,)
+
+
+def replaced(seq, i: int, item):
+    """RUN-40: `seq` with `item` at index `i`: a new tuple, or a replay's `TransientList` changed in place."""
+    if type(seq) is TransientList:
+        seq[i] = item
+        return seq
+    out = list(seq)
+    out[i] = item
+    return tuple(out)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TransientState(State):
     """A `State` a replay changes in place: `pcs` a list, its maps transient (`thaw`).
@@ -95,12 +127,12 @@ def thaw(state: State) -> TransientState:
         allocs=TransientMap(state.allocs),
         buffers=BufferStore(TransientMap(b.mem), TransientMap(b.next_id), b.deallocated_bytes, TransientMap(b.shared)),
         buffer_keys=TransientMap(state.buffer_keys),
-        dmas=state.dmas,
+        dmas=TransientList(state.dmas),
         queues=TransientMap(state.queues),
         looked_up=TransientMap(state.looked_up),
         passed=TransientMap(state.passed),
-        reads=state.reads,
-        warnings=state.warnings,
+        reads=TransientList(state.reads),
+        warnings=TransientList(state.warnings),
         failures=state.failures,
     )
 
@@ -117,11 +149,11 @@ def freeze(state: State) -> State:
         allocs=FMap(state.allocs),
         buffers=BufferStore(FMap(b.mem), FMap(b.next_id), b.deallocated_bytes, FMap(b.shared)),
         buffer_keys=FMap(state.buffer_keys),
-        dmas=state.dmas,
+        dmas=tuple(state.dmas),
         queues=FMap(state.queues),
         looked_up=FMap(state.looked_up),
         passed=FMap(state.passed),
-        reads=state.reads,
-        warnings=state.warnings,
+        reads=tuple(state.reads),
+        warnings=tuple(state.warnings),
         failures=state.failures,
     )

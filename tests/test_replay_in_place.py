@@ -4,7 +4,8 @@
 rules, their updates made in place. It is held to the step relation as it is (`in_place=False`, one
 new State per step) on generated programs and random schedules of enabled steps, in every DMA mode:
 the state each prefix reaches, and the finished outcome. SEM-8's exit query given the counters by
-core (the fast run's and a replay's) is held to reading every count.
+core (the fast run's and a replay's) is held to reading every count. RUN-40: a replay's growing
+sequences (copies, warnings, reads) change in place and hold what the step relation's tuples hold.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from semcheck.model.run import run
 from semcheck.model.semaphore import nonzero
 from semcheck.model.state import State
 from semcheck.model.step import enabled, step
-from semcheck.model.transient import TransientCounts, freeze, thaw
+from semcheck.model.transient import TransientCounts, TransientList, appended, freeze, replaced, thaw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "z3"))
 from z3_strategies import programs as z3_programs  # noqa: E402
@@ -44,7 +45,7 @@ def _random_schedule(program, mode, rnd, limit: int = 80) -> list:
     return schedule
 
 
-@pytest.mark.rule("RUN-35")
+@pytest.mark.rule("RUN-35", "RUN-40")
 @pytest.mark.parametrize("mode", DMA_MODES)
 @settings(max_examples=150, deadline=None)
 @given(program=st.one_of(programs(), z3_programs()), rnd=st.randoms(use_true_random=False), data=st.data())
@@ -82,3 +83,23 @@ def test_the_exit_query_by_core_is_the_query_over_every_count(entries, cores):
     for counter, value in entries.items():
         counts.set(counter, value, drop=0)
     assert nonzero(counts, cores, counts.by_core) == nonzero(FMap(entries), cores)
+
+
+@pytest.mark.rule("RUN-40")
+@settings(max_examples=200, deadline=None)
+@given(start=st.lists(st.integers(), max_size=6),
+       edits=st.lists(st.tuples(st.booleans(), st.integers(0, 10), st.integers()), max_size=12))
+def test_a_growing_sequence_changes_in_place_as_a_tuple_would(start, edits):
+    as_tuple, in_place = tuple(start), TransientList(start)
+    for append, at, value in edits:
+        if append:
+            as_tuple, grown = appended(as_tuple, value), appended(in_place, value)
+        elif as_tuple:
+            i = at % len(as_tuple)
+            as_tuple, grown = replaced(as_tuple, i, value), replaced(in_place, i, value)
+        else:
+            continue
+        assert grown is in_place  # changed in place, not copied
+        assert type(as_tuple) is tuple and tuple(in_place) == as_tuple
+    with pytest.raises(TypeError):
+        hash(in_place)
