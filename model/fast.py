@@ -378,18 +378,18 @@ def fast_run(
                 row = new_row(_Row, (ident, core, dst, op.nbytes, src_key, dst_key, op.loc, amount[0], amount[1]))
                 rows.append(row)
                 phase.append(0)
+                if observer is not None:
+                    observer.start(core, pc, ident)
                 if scoped and not hw:  # BUF-14: the run_scoped keys its halves look up
                     keys = copy_keys(scoped, buffer_keys, topo, core, dst, op)
                     if keys != (None, None):
                         touches[ident] = keys
-                        if not on_wait:  # the eager start runs both halves now
+                        if not on_wait:  # the eager start runs both halves now (observed started)
                             err, read_first = deferred_failure(freed_failures(scoped, keys), 0, "read_write")
                             if err is not None:
                                 if read_first:
                                     run_half_task(copies, (ident, "read"))
                                 do_fail(core, pc, err)
-                if observer is not None:
-                    observer.start(core, pc, ident)
                 no_read = no_write = False
                 if suppress:
                     no_read = (core, pc, "read") in suppress

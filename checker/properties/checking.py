@@ -73,13 +73,16 @@ def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, d
 
 
 def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
-    """BUF-14: where a run of an interpreter mode may raise at a run_scoped buffer, no engine follows it, so
-    nothing that run decides is proved (invocation-confined, which says it, aside)."""
+    """BUF-14: where a run of an interpreter mode raises at a run_scoped buffer (or may: the explorer ran out),
+    a proof that did not come through that decision (`failing_runs.scope_failure_verdict`: a reduction's, say)
+    stands for runs it did not follow, so it is unknown (invocation-confined, which says it, aside)."""
+    from semcheck.checker.properties.failing_runs import scope_raises
+
     why = facts.scope_failure if facts.mode != "hardware" else None
-    if why is None:
+    if why is None or scope_raises(facts) is False:
         return verdicts
-    return [v if v.verdict != "proved" or v.property == "invocation-confined" else
-            Verdict(v.property, "unknown", reason=why) for v in verdicts]
+    return [v if v.verdict != "proved" or v.property == "invocation-confined" or v.stats.get("rule") == "BUF-14"
+            else Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 
 _AFTER_FOLD = frozenset(REDUCTIONS) - {"fold"}
