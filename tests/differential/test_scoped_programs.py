@@ -110,3 +110,19 @@ def test_generated_scope_programs_raise_on_jax_as_the_model_says(program, mode):
 def test_many_generated_scope_programs_raise_on_jax_as_the_model_says(program, mode):
     note(program.name)
     _agree(program, mode)
+
+
+@pytest.mark.rule("SEM-9")
+@pytest.mark.parametrize("mode", ["eager", "on_wait"])
+def test_scoped_semaphores_outside_their_scope_on_jax(mode):
+    """SEM-9 on jax's manager: a signal that lands before the target entered its scope is counted on the id
+    the target then allocates (the run completes); a count left by one execution of a scope site is not
+    the next execution's (fresh ids, D6): its wait hangs, where a TPU's one semaphore per site passes."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_scope_semaphores import early_signal, stray_count
+
+    assert _agree(early_signal(), mode) == "completed"
+    assert _agree(stray_count(), mode) == "deadlock"
