@@ -55,7 +55,8 @@ def named(program: Program, mode: DmaMode, alloc: Allocation | None, core: int, 
     up (SEM-3). Hardware semantics (HW-1): the physical semaphore itself, the
     allocation site and index (or the barrier semaphore), the same on every
     core. A barrier reference without a collective id is ERR-6, an index
-    outside the allocation ERR-5.
+    outside the allocation ERR-5. A run_scoped semaphore is thus a fresh id per
+    entry in the interpreter and one semaphore per site on hardware (SEM-9).
     """
     if ref.label == BARRIER:
         if program.collective_id is None:
