@@ -30,6 +30,7 @@ from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd, failure_reached
 from semcheck.model.explore import ExplorationLimit, explore
+from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 
 PROPERTY = "deadlock-free"
@@ -114,6 +115,12 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
     try:
         ex = explore(program, mode, max_states=states)
     except ExplorationLimit:
+        if mode != "hardware":  # one run that fails is a violation by itself: the fast run is one (RUN-3)
+            real = fast_run(program, mode)
+            if real.kind == "error":
+                return Verdict(PROPERTY, "violated", stats=dict(stats, decided_by="fast run"), reason=(
+                    f"{reason}; the explorer exceeded {states} states, and the fast run (RUN-3), one run of the "
+                    "mode, fails (ERR-19)"), witness=failure_witness(program, mode, real, explored=False))
         return Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states (ERR-19)",
                        stats=stats)
     stats = dict(stats, decided_by="explorer", states=ex.states)

@@ -355,7 +355,8 @@ def _raised(err: Violation) -> str:
 def _deferred_copy(program: Program, failure) -> DmaStart | None:
     """ACC-11: the on_wait copy whose task raised in the wait where `failure` happened, or None."""
     err = failure.violation
-    if not isinstance(err, InterpreterView) or err.access != "copy" or type(program.cores[failure.core][failure.pc]) is DmaStart:
+    if (not isinstance(err, (InterpreterView, WindowOutOfBounds)) or err.access != "copy"
+            or type(program.cores[failure.core][failure.pc]) is DmaStart):
         return None
     return next((op for op in view_ops(program) if type(op) is DmaStart and op.view_error == err), None)
 
@@ -383,8 +384,9 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
     copy = _deferred_copy(program, failure)
     locs = (failure.loc,) if failure.loc.line else ()
     if copy is not None:  # the wait ran the copy's task (ACC-11): both lines are the failure's
-        text = (f"{_raised(err)} at the copy at {copy.loc}, whose {err.side or 'source'} view it cannot index, "
-                f"run under on_wait by the wait at {failure.loc} (ACC-11)")
+        whose = (f"whose {'destination' if err.kind == 'write' else 'source'} window the buffer does not hold"
+                 if isinstance(err, WindowOutOfBounds) else f"whose {err.side or 'source'} view it cannot index")
+        text = f"{_raised(err)} at the copy at {copy.loc}, {whose}, run under on_wait by the wait at {failure.loc} (ACC-11)"
         locs = tuple(dict.fromkeys(x for x in (copy.loc, failure.loc) if x.line))
     others = sorted({str(op.loc) for op in view_ops if op.loc.line and op.loc not in (failure.loc, *locs)})
     details = {"error_type": err.python_type, "error_message": err.message, "core": failure.core,
