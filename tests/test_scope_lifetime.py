@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semcheck.checker.properties.checking import check_program
@@ -38,6 +38,7 @@ from semcheck.model.errors import UnknownBuffer
 from semcheck.model.fast import fast_run
 from semcheck.model.run import run
 from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, scope_windows, stack_slot
+from strategies import scope_programs  # tests/strategies.py
 
 BOX = Region(((0, 8), (0, 128)))
 OUT, IN, TOKEN = SemRef("out"), SemRef("in"), SemRef(BARRIER)
@@ -255,3 +256,18 @@ def test_a_copy_with_unrecorded_buffers_beside_scopes_is_unknown(mode):
     v = invocation_confined(q, mode)
     assert v.verdict == "unknown" and "ACC-3" in v.reason
     assert invocation_confined(p, mode).verdict == "proved"
+
+
+@pytest.mark.rule("BUF-14")
+@settings(max_examples=40, deadline=None)
+@given(scope_programs(), st.sampled_from(["eager", "on_wait"]))
+def test_the_prediction_covers_every_run_that_raises(program, mode):
+    """BUF-14's prediction from the program's text (the gate before the explorer) is never silent where a run
+    of the model raises KeyError at a scoped buffer: otherwise a proof would stand for runs that fail."""
+    from semcheck.checker.properties.confined_scopes import interpreter_failure, scope_verdict
+    from semcheck.model.explore import explore
+
+    raised = any(o.kind == "error" and isinstance(o.failure.violation, UnknownBuffer)
+                 for o in explore(program, mode).outcomes)
+    if raised:
+        assert interpreter_failure(scope_verdict(program, mode), mode) is not None, program.name
