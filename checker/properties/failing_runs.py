@@ -286,6 +286,8 @@ def scope_exploration(facts: ModeAnalysis) -> tuple | None:
     from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
     from semcheck.model.explore import ExplorationLimit, explore
 
+    if not isinstance(facts.program, Program):
+        return None
     try:
         ex = explore(facts.program, facts.mode, max_states=FALLBACK_STATES)
     except ExplorationLimit:
@@ -317,6 +319,9 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     raises = scope_raises(facts)
     if raises is False:
         return None
+    if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's, not made here
+        return Verdict(prop, "unknown", reason=f"{facts.scope_failure} (BUF-14); the program is decided on one period "
+                       "of its devices, whose runs the explorer does not follow: check it at fewer devices")
     if raises is None:
         real = facts.maximal_run()
         over = f"the explorer exceeded {FALLBACK_STATES} states"
