@@ -286,7 +286,7 @@ def scope_exploration(facts: ModeAnalysis) -> tuple | None:
     from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
     from semcheck.model.explore import ExplorationLimit, explore
 
-    if not isinstance(facts.program, Program):
+    if not isinstance(facts.program, Program):  # a Symmetric asks its built program (`scope_failure_verdict`)
         return None
     try:
         ex = explore(facts.program, facts.mode, max_states=FALLBACK_STATES)
@@ -316,12 +316,15 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     PROP-4, ERR-19), `exit-balance` proved when no run reaches an exit, and the rest unknown (ERR-19)."""
     from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
 
+    if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's (RUN-21)
+        built = facts.whole.whole_program if facts.whole.symmetric else "not built"
+        if isinstance(built, str):
+            return Verdict(prop, "unknown", reason=f"{facts.scope_failure} (BUF-14); the program is decided on one "
+                           "period of its devices, whose runs the explorer does not follow: check it at fewer devices")
+        return scope_failure_verdict(prop, built.program, mode, built.mode(mode))
     raises = scope_raises(facts)
     if raises is False:
         return None
-    if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's, not made here
-        return Verdict(prop, "unknown", reason=f"{facts.scope_failure} (BUF-14); the program is decided on one period "
-                       "of its devices, whose runs the explorer does not follow: check it at fewer devices")
     if raises is None:
         real = facts.maximal_run()
         over = f"the explorer exceeded {FALLBACK_STATES} states"
