@@ -14,6 +14,7 @@ from typing import Any, Protocol, Self, TypeVar
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.ops import DmaMode, DmaStart, SemType
+from semcheck.model.scope_keys import freed_failures
 from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
 from semcheck.model.transient import appended, changed, replaced
@@ -187,6 +188,12 @@ def deferred_failure(fails: tuple[Violation | None, Violation | None], phase: in
     return None, False
 
 
+def first_failures(views: tuple, scoped: tuple) -> tuple:
+    """ACC-11 with BUF-14: what each half of a copy raises, a view the interpreter cannot index before a
+    missing run_scoped key (the view fails as the half computes its window)."""
+    return tuple(v if v is not None else k for v, k in zip(views, scoped))
+
+
 def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool, Violation | None] | None:
     """SEM-5 + SEM-7 / DMA-4: one step of `core`'s wait for `value` on `key` (already looked up).
 
@@ -203,7 +210,10 @@ def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool, Vi
         return None
     state = changed(state, queues=queues)
     d = state.dmas[task[0]]
-    err, read_first = deferred_failure(d.fails, d.phase, task[1])
+    fails = d.fails
+    if d.buffers != (None, None):  # BUF-14: a half at a run_scoped key the manager no longer (or not yet) holds
+        fails = first_failures(fails, freed_failures(state.scoped, d.buffers))
+    err, read_first = deferred_failure(fails, d.phase, task[1])
     if err is not None:
         return (dma_read(state, task[0]) if read_first else state), False, err
     return run_task(state, task), False, None

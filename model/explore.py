@@ -128,6 +128,8 @@ def _safe(
             return dst == core and core not in shared_queues
         if mode == "hardware":
             return True  # the halves are separate actors
+        if dst != core and len(nxt.dmas) > len(state.dmas) and nxt.dmas[-1].buffers[1] is not None:
+            return False  # BUF-14: whether the write finds the target's run_scoped key depends on its scope
         return topo.device_of(dst) == topo.device_of(core) or _exit_checked(program, state, dst)
     return False  # Read and anything new: explore all orders
 

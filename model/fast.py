@@ -7,7 +7,8 @@ rule functions (`semaphore.shortfall`, `semaphore.next_task`, `barrier.opens` an
 `step.named`, `semaphore.lookup_in`, `step.sem_allocation`,
 `step.barrier_sem`, `step.buffer_allocation`, `step.exit_warning`,
 `step.is_global`, `step.target_core`, `step.view_failure`, `step.deferred_view_failures`, `dma.tasks`,
-`dma.amounts`, `dma.run_half_task`, `dma.deferred_failure`); it keeps counts, task queues and DMA phases in mutable
+`dma.amounts`, `dma.run_half_task`, `dma.deferred_failure`, `dma.first_failures`, `scope_keys.held_scoped`,
+`scope_keys.copy_keys`, `scope_keys.freed_failures`); it keeps counts, task queues and DMA phases in mutable
 working copies, because the step relation copies its state on every step. `tests/test_persistence.py` replays its schedules on the
 step relation and compares whole states.
 """
@@ -18,7 +19,7 @@ from typing import NamedTuple, Protocol
 
 from semcheck.model.barrier import Counted, opens, reached
 from semcheck.model.dma import amounts as dma_amounts
-from semcheck.model.dma import deferred_failure, run_half_task
+from semcheck.model.dma import deferred_failure, first_failures, run_half_task
 from semcheck.model.dma import tasks as dma_tasks
 from semcheck.model.errors import ModelBug, Violation
 from semcheck.model.fmap import FMap
@@ -42,6 +43,7 @@ from semcheck.model.ops import (
 )
 from semcheck.model.run import classify
 from semcheck.model.schedule import ParkAndWake
+from semcheck.model.scope_keys import copy_keys, freed_failures, held_scoped
 from semcheck.model.semaphore import SemTables, count, lookup_in, next_task, shortfall
 from semcheck.model.semaphore import advanced as sem_advanced
 from semcheck.model.state import Dma, ExitWarning, Failure, Outcome, State
@@ -158,6 +160,7 @@ def fast_run(
     next_buf: dict[tuple[int, int], int] = {}  # (device, local core) -> next buffer id (BUF-1)
     allocs: dict = {}
     buffer_keys: dict = {}
+    scoped: dict = {}  # BUF-14: run_scoped key -> still held (interpreter modes)
     queues: dict = {}
     steps = [("core", c) for c in range(n)]  # schedule entries, shared rather than rebuilt per op
     passed: dict = {}
@@ -199,6 +202,7 @@ def fast_run(
     copies = _Copies()  # the started DMAs, as the half rules see them
     rows, phase = copies.rows, copies.phases
     deferred: dict[int, tuple] = {}  # ACC-11: on_wait copies whose views raise, by DMA ident
+    touches: dict[int, tuple] = {}  # BUF-14: copies of run_scoped buffers, by DMA ident: the keys their halves look up
 
     def signal(key, core: int, inc: int, source) -> _Copies:
         counter = (key, core)
@@ -309,8 +313,12 @@ def fast_run(
                         pcs[core] = pc
                         return
                     task = q.pop(i)
-                    if deferred and task[0] in deferred:  # ACC-11: the copy's view raises in this waiter
-                        err, read_first = deferred_failure(deferred[task[0]], phase[task[0]], task[1])
+                    if (deferred and task[0] in deferred) or (touches and task[0] in touches):
+                        # ACC-11 / BUF-14: the copy's view, or a run_scoped key now gone, raises in this waiter
+                        fails = deferred.get(task[0], (None, None))
+                        if task[0] in touches:
+                            fails = first_failures(fails, freed_failures(scoped, touches[task[0]]))
+                        err, read_first = deferred_failure(fails, phase[task[0]], task[1])
                         if err is not None:
                             if read_first:
                                 run_half_task(copies, (task[0], "read"))
@@ -372,6 +380,16 @@ def fast_run(
                 phase.append(0)
                 if observer is not None:
                     observer.start(core, pc, ident)
+                if scoped and not hw:  # BUF-14: the run_scoped keys its halves look up
+                    keys = copy_keys(scoped, buffer_keys, topo, core, dst, op)
+                    if keys != (None, None):
+                        touches[ident] = keys
+                        if not on_wait:  # the eager start runs both halves now (observed started)
+                            err, read_first = deferred_failure(freed_failures(scoped, keys), 0, "read_write")
+                            if err is not None:
+                                if read_first:
+                                    run_half_task(copies, (ident, "read"))
+                                do_fail(core, pc, err)
                 no_read = no_write = False
                 if suppress:
                     no_read = (core, pc, "read") in suppress
@@ -433,13 +451,19 @@ def fast_run(
                 next_buf.update(buffer_advanced(ids))  # buffer.take, on the working copies
                 for c, key in bound.items():
                     buffer_keys[(c, op.label)] = key
+                if not hw and held_scoped(op.memory_space, op.scope):  # BUF-14
+                    scoped.update(dict.fromkeys(bound.values(), True))
                 if err is not None:
                     do_fail(core, pc, err)
             elif t is ExitCheck:
                 w = exit_warning(program, counts, op.device, by_core)
                 if w is not None:
                     warnings.append(w)
-            elif t is not FreeBuffer:
+            elif t is FreeBuffer:
+                key = buffer_keys.get((core, op.label))
+                if key in scoped:  # BUF-14: the manager no longer holds the key
+                    scoped[key] = False
+            else:
                 raise ModelBug(f"unknown op {op!r}")
             if record:
                 schedule_append(step_c)
@@ -460,7 +484,9 @@ def fast_run(
         allocs=FMap(allocs),
         buffers=BufferStore(next_id=FMap(next_buf)),
         buffer_keys=FMap(buffer_keys),
-        dmas=tuple(Dma(*row, p, deferred.get(row.ident, (None, None))) for row, p in zip(rows, phase)),
+        scoped=FMap(scoped),
+        dmas=tuple(Dma(*row, p, deferred.get(row.ident, (None, None)), touches.get(row.ident, (None, None)))
+                   for row, p in zip(rows, phase)),
         queues=FMap({k: tuple(v) for k, v in queues.items() if v}),
         looked_up=FMap({c: k for c, k in enumerate(looked) if k is not None}),
         passed=FMap(passed),

@@ -84,7 +84,8 @@ def unrecorded_copies(program: Program) -> list[DmaStart]:
 
 def interpreter_raises(program: Program, touch: ScopeTouch, mode: str) -> bool:
     """BUF-14: whether jax's interpreter, under `mode`, can run this half outside the scope's window,
-    where the buffer's key is gone from the manager and the half raises `KeyError(key)` (BUF-4).
+    where the buffer's key is gone from the manager and the half raises `KeyError(key)` (BUF-4). A prediction
+    from the program's text, for the report; the runs themselves raise by `scope_keys`.
 
     `eager` runs both halves inside the start, on the issuing core: a half on the issuer's own scope is
     inside it (the start is in the scope's body); a write into another core's scope runs then and

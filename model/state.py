@@ -46,6 +46,7 @@ class Dma:
     phase: int = 0
     fails: tuple[Violation | None, Violation | None] = (None, None)  # ACC-11: what its (read, write) half raises
                                                                      # when an on_wait waiter runs it
+    buffers: tuple = (None, None)  # BUF-14: the run_scoped keys its (read, write) half looks up (interpreter)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +83,7 @@ class State:
     allocs: FMap = FMap()  # (core, label) -> Allocation
     buffers: BufferStore = BufferStore()  # the manager's buffer part: BUF-1 counters (kernel runs keep no contents)
     buffer_keys: FMap = FMap()  # (core, label) -> BufferKey: the buffer an AllocBuffer label denotes there (BUF-8)
+    scoped: FMap = FMap()  # BufferKey -> held: the run_scoped keys allocated so far, False once freed (BUF-14)
     dmas: tuple[Dma, ...] = ()
     queues: FMap = FMap()  # (key, core) -> tuple of tasks (on_wait)
     looked_up: FMap = FMap()  # core -> the semaphore its current, unfinished wait looked up

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from semcheck.model import barrier as barrier_rules
 from semcheck.model import dma as dma_rules
+from semcheck.model import scope_keys as scope_rules
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
 from semcheck.model.buffer import BufferKey, Thread, take
@@ -54,7 +55,8 @@ def named(program: Program, mode: DmaMode, alloc: Allocation | None, core: int, 
     up (SEM-3). Hardware semantics (HW-1): the physical semaphore itself, the
     allocation site and index (or the barrier semaphore), the same on every
     core. A barrier reference without a collective id is ERR-6, an index
-    outside the allocation ERR-5.
+    outside the allocation ERR-5. A run_scoped semaphore is thus a fresh id per
+    entry in the interpreter and one semaphore per site on hardware (SEM-9).
     """
     if ref.label == BARRIER:
         if program.collective_id is None:
@@ -319,8 +321,17 @@ def rule_dma_start(program: Program, mode: DmaMode, state: State, core: int, op:
     err = view_failure(op, mode)
     if err is not None:  # ERR-9: the eager copy raises as it runs, and the failure ends the run (ERR-7)
         return fail(state, program, core, err)
+    keys = (None, None)
+    if state.scoped and not is_hardware(mode):  # BUF-14: the run_scoped keys its halves look up
+        keys = scope_rules.copy_keys(state.scoped, state.buffer_keys, program.topology, core, dst, op)
     started = Dma(len(state.dmas), core, dst, op.nbytes, src_key, dst_key, op.loc, *dma_rules.amounts(op, mode),
-                  fails=deferred_view_failures(op, mode) if op.view_error is not None else (None, None))
+                  fails=deferred_view_failures(op, mode) if op.view_error is not None else (None, None), buffers=keys)
+    if mode == "eager" and keys != (None, None):
+        # BUF-14: the eager start runs both halves now, and a half at a key the manager lacks raises there
+        err, read_first = dma_rules.deferred_failure(scope_rules.freed_failures(state.scoped, keys), 0, "read_write")
+        if err is not None:
+            state = changed(state, dmas=appended(state.dmas, started))
+            return fail(dma_rules.dma_read(state, started.ident) if read_first else state, program, core, err)
     return dma_rules.start(_advance(state, core), started, mode)
 
 
@@ -378,13 +389,19 @@ def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, 
         buffers=take(state.buffers, ids),
         buffer_keys=state.buffer_keys.update({(c, op.label): key for c, key in bound.items()}),
     )
+    if not is_hardware(mode) and scope_rules.held_scoped(op.memory_space, op.scope):  # BUF-14
+        state = changed(state, scoped=state.scoped.update(dict.fromkeys(bound.values(), True)))
     if failure is not None:
         return fail(state, program, core, failure)
     return _advance(state, core)
 
 
 def rule_free_buffer(program: Program, mode: DmaMode, state: State, core: int, op: FreeBuffer) -> State:
-    """BUF-9: deallocation; buffer ids are never reused, so only the pc moves."""
+    """BUF-9: deallocation; buffer ids are never reused. The manager no longer holds a run_scoped key
+    (BUF-14): a copy half that looks it up later raises."""
+    key = state.buffer_keys.get((core, op.label))
+    if key in state.scoped:
+        return _advance(state, core, scoped=state.scoped.set(key, False))
     return _advance(state, core)
 
 

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from semcheck.model import (
     BARRIER,
+    AllocBuffer,
     AllocSem,
     Barrier,
     DmaStart,
+    FreeBuffer,
     GetBarrierSem,
     Program,
     Scratch,
@@ -78,3 +80,53 @@ def programs(draw, max_devices: int = 3, max_ops: int = 4, allow_multicore: bool
     for b in bodies:
         b.extend(Barrier("user", everyone) for _ in range(need - sum(isinstance(o, Barrier) for o in b)))
     return launch(topo, bodies, collective_id=collective_id, scratch=scratch)
+
+
+# --- run_scoped lifetimes (BUF-13, BUF-14) ------------------------------------------------------
+
+SCOPE_OUT, SCOPE_IN = SemRef("out"), SemRef("in")
+SCOPE_SIZE = 8  # bytes: the scoped buffer's and every copy's (jax's manager is given buffers of this size)
+
+
+def _buf(k: int) -> str:
+    return f"buf@gen.py:1#0/{k}"
+
+
+@st.composite
+def scope_programs(draw) -> Program:
+    """One to three scopes of a run_scoped buffer per device: a local write-back of it waited inside the scope,
+    after it or never, or (two devices) a copy into the neighbour's scoped buffer with its receipt waited
+    inside or after, and a handshake on the barrier semaphore before the scope, inside it or none."""
+    devices = draw(st.integers(1, 2))
+    remote = devices == 2 and draw(st.booleans())
+    shake = draw(st.sampled_from(["none", "before", "inside"])) if remote else "none"
+    steps = draw(st.integers(1, 3 if devices == 1 else 2))
+    bodies, words = [], []
+    for d in range(devices):
+        ops: list = [GetBarrierSem()] if shake != "none" else []
+        owed: list = []  # waits left for after the scope
+        for k in range(1, steps + 1):
+            token = SemRef(BARRIER)
+            handshake = [Signal(token, 1, device=1 - d), Wait(token, 1)] if shake != "none" else []
+            ops += handshake if shake == "before" else []
+            ops.append(AllocBuffer(_buf(k), SCOPE_SIZE, "vmem", "core"))
+            ops += handshake if shake == "inside" else []
+            if remote:
+                ops += [DmaStart(SCOPE_IN, SCOPE_SIZE, src_sem=SCOPE_OUT, device=1 - d, src_buf="hbm0",
+                                 dst_buf=_buf(k)), Wait(SCOPE_OUT, SCOPE_SIZE, "dma")]
+                where = draw(st.sampled_from(["inside", "after"]))
+                wait = Wait(SCOPE_IN, SCOPE_SIZE, "dma")
+            else:
+                ops.append(DmaStart(SCOPE_OUT, SCOPE_SIZE, src_buf=_buf(k), dst_buf="hbm1"))
+                where = draw(st.sampled_from(["inside", "after", "never"]))
+                wait = Wait(SCOPE_OUT, SCOPE_SIZE, "dma")
+            words.append(f"d{d} scope {k}: {'remote' if remote else 'local'} copy waited {where}")
+            ops += [wait] if where == "inside" else []
+            ops.append(FreeBuffer(_buf(k)))
+            ops += owed
+            owed = [wait] if where == "after" else []
+        bodies.append(ops + owed)
+    name = f"{devices} device(s), handshake {shake}: " + "; ".join(words)
+    # the launch's HBM operands hbm0, hbm1, its scratch semaphores, its exit check and clean-up barrier
+    return launch(Topology(devices), bodies, collective_id=0 if shake != "none" else None, hbm_buffers=2,
+                  scratch=[Scratch("out"), Scratch("in")], name=name)

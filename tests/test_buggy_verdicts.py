@@ -76,9 +76,12 @@ EXPECTED = {
     "wait_too_large_deadlock.py": {"deadlock-free": H},
     # a copy that outlives its run_scoped buffer, or lands in a scope not yet entered (BUF-13); on a TPU the
     # next scope's input copy writes the slot the write-back still reads (BUF-15)
-    "scope_writeback_outlives_buffer.py": {"invocation-confined": H},
-    "scope_stack_slot_reused_by_next_fill.py": {"invocation-confined": H, "race-free": ("hardware",)},
-    "scope_remote_copy_before_entry.py": {"invocation-confined": H},
+    # (BUF-14: where the interpreter's runs raise KeyError, deadlock-free says so: on_wait for a late wait,
+    # eager for a copy into a scope not yet entered)
+    "scope_writeback_outlives_buffer.py": {"invocation-confined": H, "deadlock-free": ("on_wait",)},
+    "scope_stack_slot_reused_by_next_fill.py": {"invocation-confined": H, "race-free": ("hardware",),
+                                                "deadlock-free": ("on_wait",)},
+    "scope_remote_copy_before_entry.py": {"invocation-confined": H, "deadlock-free": ("eager",)},
     # device 0 signals itself, passes its barrier and copies into device 1, which may not have entered (PRG-113)
     "wrong_neighbour_deadlock.py": {"deadlock-free": H, "invocation-confined": ("hardware",)},
     # a decode loop's prefetch refills the slot whose write-back is waited only a block later

@@ -29,6 +29,7 @@ HOMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "BUF-1": ("model/buffer.py", ("handout", "advanced")),
     "DMA-2": ("model/dma.py", ("read_half", "write_half", "run_half_task")),
     "ACC-11": ("model/dma.py", ("deferred_failure",)),
+    "BUF-14": ("model/scope_keys.py", ("held_scoped", "copy_keys", "freed_failures")),
 }
 
 # rule -> the modules that decide it, each of which must call one of its home functions
@@ -41,6 +42,7 @@ ENGINES: dict[str, tuple[str, ...]] = {
     "BUF-1": ("model/buffer.py", "model/kernel_buffer.py", "model/fast.py", "checker/static/lowering.py"),
     "DMA-2": ("model/dma.py", "model/fast.py"),
     "ACC-11": ("model/dma.py", "model/fast.py"),
+    "BUF-14": ("model/step.py", "model/fast.py", "model/dma.py"),
 }
 
 # the literals a copy of SEM-1 / BUF-1 would write: the counters' first ids (model/ids.py names them)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semcheck.checker.properties.checking import check_program
@@ -34,7 +34,11 @@ from semcheck.model.ops import (
     Topology,
     Wait,
 )
+from semcheck.model.errors import UnknownBuffer
+from semcheck.model.fast import fast_run
+from semcheck.model.run import run
 from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, scope_windows, stack_slot
+from strategies import scope_programs  # tests/strategies.py
 
 BOX = Region(((0, 8), (0, 128)))
 OUT, IN, TOKEN = SemRef("out"), SemRef("in"), SemRef(BARRIER)
@@ -167,16 +171,60 @@ def test_interpreter_raises_where_a_half_can_run_outside():
 
 
 @pytest.mark.rule("BUF-14")
-def test_on_wait_deferred_writeback_proves_nothing_else():
-    """Every on_wait run raises KeyError at the late wait (the recorded run of the example): nothing else
-    of that mode is proved; eager's runs complete, and its other properties stand."""
+def test_on_wait_deferred_writeback_fails_every_run():
+    """Every on_wait run raises KeyError at the late wait (the recorded run of the example): the model's runs
+    raise there too, so deadlock-free is violated with that failure (no run completes), exit-balance vacuous
+    (no run reaches the exit) and the rest unknown, citing the failure; eager's runs complete, and stand."""
     p = _streaming(False)
     on_wait = {v.property: v for v in check_program(p, "on_wait")}
     assert on_wait.pop("invocation-confined").verdict == "violated"
-    assert all(v.verdict == "unknown" and "KeyError" in v.reason for v in on_wait.values())
+    dl = on_wait.pop("deadlock-free")
+    assert dl.verdict == "violated" and dl.witness.details["rule"] == "BUF-14"
+    assert dl.witness.details["half"] == "read" and dl.witness.details["key"] == ["vmem", 102, 0, 0]
+    assert "in every run" in dl.reason
+    replayed = run(p, "on_wait", dl.witness.schedule)
+    assert replayed.kind == "error" and replayed.failure.violation == UnknownBuffer(("vmem", 102, 0, 0))
+    assert type(p.cores[0][replayed.failure.pc]) is Wait  # the late wait runs the task
+    eb = on_wait.pop("exit-balance")
+    assert eb.verdict == "vacuous" and "no run reaches a kernel exit" in eb.reason
+    assert all(v.verdict == "unknown" and "KeyError" in v.reason and "ERR-19" in v.reason for v in on_wait.values())
     eager = {v.property: v.verdict for v in check_program(p, "eager")}
     assert eager.pop("invocation-confined") == "violated"
     assert set(eager.values()) == {"proved"}
+
+
+@pytest.mark.rule("BUF-14")
+@pytest.mark.parametrize("mode", ["eager", "on_wait"])
+def test_a_remote_copy_before_entry_fails_some_eager_runs(mode):
+    """The ring's copy into the neighbour's scope before it entered: eager raises at the start in the
+    schedules where the neighbour has not entered (others complete); on_wait runs the write in the target's
+    own wait, inside its scope, and every property is decided as usual."""
+    p = _ring(False)
+    dl = decide("deadlock-free", p, mode)
+    if mode == "on_wait":
+        assert dl.verdict == "proved"
+        assert {v.property: v.verdict for v in check_program(p, mode)}["race-free"] == "proved"
+        return
+    assert dl.verdict == "violated" and "in some runs" in dl.reason
+    d = dl.witness.details
+    assert (d["rule"], d["half"]) == ("BUF-14", "write")
+    failed = run(p, mode, dl.witness.schedule)
+    assert type(p.cores[failed.failure.core][failed.failure.pc]) is DmaStart  # raised in its start
+    assert decide("exit-balance", p, mode).verdict == "unknown"  # some runs complete: not proved so
+    assert decide("deadlock-free", _ring(True), mode).verdict == "proved"
+
+
+@pytest.mark.rule("BUF-14")
+@given(st.integers(1, 3), st.sampled_from(["eager", "on_wait"]), st.booleans())
+def test_the_step_relation_and_the_fast_run_raise_alike(steps, mode, waited_in_scope):
+    """The fast run and a replay of its schedule on the step relation end in the same state, KeyError
+    included (both call scope_keys)."""
+    p = _streaming(waited_in_scope, steps=steps)
+    fast = fast_run(p, mode)
+    again = run(p, mode, fast.schedule, finish=False)
+    assert again == fast.state
+    raises = mode == "on_wait" and not waited_in_scope  # the wait after the scope runs the task
+    assert (fast.kind == "error") is raises
 
 
 @pytest.mark.rule("BUF-15")
@@ -208,3 +256,18 @@ def test_a_copy_with_unrecorded_buffers_beside_scopes_is_unknown(mode):
     v = invocation_confined(q, mode)
     assert v.verdict == "unknown" and "ACC-3" in v.reason
     assert invocation_confined(p, mode).verdict == "proved"
+
+
+@pytest.mark.rule("BUF-14")
+@settings(max_examples=40, deadline=None)
+@given(scope_programs(), st.sampled_from(["eager", "on_wait"]))
+def test_the_prediction_covers_every_run_that_raises(program, mode):
+    """BUF-14's prediction from the program's text (the gate before the explorer) is never silent where a run
+    of the model raises KeyError at a scoped buffer: otherwise a proof would stand for runs that fail."""
+    from semcheck.checker.properties.confined_scopes import interpreter_failure, scope_verdict
+    from semcheck.model.explore import explore
+
+    raised = any(o.kind == "error" and isinstance(o.failure.violation, UnknownBuffer)
+                 for o in explore(program, mode).outcomes)
+    if raised:
+        assert interpreter_failure(scope_verdict(program, mode), mode) is not None, program.name

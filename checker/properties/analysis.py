@@ -306,6 +306,14 @@ class ModeAnalysis:
         return interpreter_failure(self.scopes, self.mode)
 
     @cached_property
+    def scope_runs_explored(self):
+        """BUF-14: every schedule of this interpreter mode explored (`failing_runs.scope_exploration`) when a
+        run may raise at a run_scoped buffer (`scope_failure`); None when none may or past the budget."""
+        from semcheck.checker.properties.failing_runs import scope_exploration
+
+        return scope_exploration(self) if self.scope_failure is not None else None
+
+    @cached_property
     def race_order(self):
         """The happens-before pass (DR-6) of this mode (`races.ordered`)."""
         from semcheck.checker.properties.races import ordered

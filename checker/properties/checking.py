@@ -74,13 +74,17 @@ def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, d
 
 
 def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
-    """BUF-14: where a run of an interpreter mode may raise at a run_scoped buffer, no engine follows it, so
-    nothing that run decides is proved (but by a property whose check says it: `reads_scope_failure`)."""
+    """BUF-14: where a run of an interpreter mode raises at a run_scoped buffer (or may: the explorer ran out),
+    a proof that did not come through that decision (`failing_runs.scope_failure_verdict`: a reduction's, say)
+    stands for runs it did not follow, so it is unknown (but by a property whose check says it:
+    `reads_scope_failure`)."""
+    from semcheck.checker.properties.failing_runs import scope_raises
+
     why = facts.scope_failure if facts.mode != "hardware" else None
-    if why is None:
+    if why is None or scope_raises(facts) is False:
         return verdicts
-    return [v if not v.holds or _reads_scope_failure(v.property) else
-            Verdict(v.property, "unknown", reason=why) for v in verdicts]
+    return [v if not v.holds or _reads_scope_failure(v.property) or v.stats.get("rule") == "BUF-14"
+            else Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 
 def _reads_scope_failure(prop: str) -> bool:

@@ -30,6 +30,7 @@ from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd, failure_reached
 from semcheck.model.explore import ExplorationLimit, explore
+from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 
 PROPERTY = "deadlock-free"

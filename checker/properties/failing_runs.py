@@ -33,8 +33,8 @@ from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
-from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, Violation,
-                                   WindowOutOfBounds)
+from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, UnknownBuffer,
+                                   Violation, WindowOutOfBounds)
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
@@ -186,6 +186,10 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
     if mode == "hardware":
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
+    if facts.scope_failure is not None and prop != "invocation-confined":
+        v = scope_failure_verdict(prop, program, mode, facts)
+        if v is not None:
+            return v
     if prop == "exit-balance" and mode != "hardware" and undecided_failure(facts) is not None:
         from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
 
@@ -277,6 +281,82 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
                    "(ACC-11), so there is no S' to decide this property on (ERR-19)")
 
 
+def scope_exploration(facts: ModeAnalysis) -> tuple | None:
+    """BUF-14: (every explored outcome, the states explored) of a program whose runs may raise at a
+    run_scoped buffer under this interpreter mode; None past `deadlock.FALLBACK_STATES` states."""
+    from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
+    from semcheck.model.explore import ExplorationLimit, explore
+
+    if not isinstance(facts.program, Program):  # a Symmetric asks its built program (`scope_failure_verdict`)
+        return None
+    try:
+        ex = explore(facts.program, facts.mode, max_states=FALLBACK_STATES)
+    except ExplorationLimit:
+        return None
+    return ex.outcomes, ex.states
+
+
+def _freed(o: Outcome) -> bool:
+    return o.kind == "error" and isinstance(o.failure.violation, UnknownBuffer)
+
+
+def scope_raises(facts: ModeAnalysis) -> bool | None:
+    """BUF-14: whether some run of this interpreter mode raises KeyError at a run_scoped buffer, by every
+    schedule (False: none does, or no copy can run outside its scope; None: the explorer's budget ran out)."""
+    if facts.mode == "hardware" or facts.scope_failure is None:
+        return False
+    explored = facts.scope_runs_explored
+    return None if explored is None else any(_freed(o) for o in explored[0])
+
+
+def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis) -> Verdict | None:
+    """BUF-14 under an interpreter mode: where a copy may touch a run_scoped buffer outside its scope, the
+    model's runs raise KeyError where jax's do (an eager start, the waiter of an on_wait task), and every
+    schedule is explored (RUN-4) within ERR-19's budget. None when no run raises there: the runs are those
+    the usual checks read. Else `deadlock-free` is violated (a run that fails ends with unfinished cores,
+    PROP-4, ERR-19), `exit-balance` vacuous when no run reaches an exit (REP-20), and the rest unknown (ERR-19)."""
+    from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
+
+    if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's (RUN-21)
+        built = facts.whole.whole_program if facts.whole.symmetric else "not built"
+        if isinstance(built, str):
+            return Verdict(prop, "unknown", reason=f"{facts.scope_failure} (BUF-14); the program is decided on one "
+                           "period of its devices, whose runs the explorer does not follow: check it at fewer devices")
+        return scope_failure_verdict(prop, built.program, mode, built.mode(mode))
+    raises = scope_raises(facts)
+    if raises is False:
+        return None
+    if raises is None:
+        real = facts.maximal_run()
+        over = f"the explorer exceeded {FALLBACK_STATES} states"
+        if not _freed(real):
+            return Verdict(prop, "unknown", reason=f"{facts.scope_failure}; whether a run raises there is not known: "
+                           f"{over} (BUF-14, ERR-19)")
+        f = real.failure
+        said = (f"interpret mode raises KeyError: {f.violation.message} at {f.loc} in some runs at least: the fast "
+                f"run (RUN-3) is one ({over}, so not every schedule is known; BUF-14, ERR-19)")
+        if prop == "deadlock-free":  # one real run that fails is a violation (PROP-4)
+            return Verdict(prop, "violated", reason=said, stats={"rule": "BUF-14"},
+                           witness=failure_witness(program, mode, real, explored=False))
+        return Verdict(prop, "unknown", reason=said, stats={"rule": "BUF-14"})
+    outcomes, states = facts.scope_runs_explored
+    bad = [o for o in outcomes if _freed(o)]
+    every = len(bad) == len(outcomes)
+    f = bad[0].failure
+    said = (f"interpret mode raises KeyError: {f.violation.message} at {f.loc} in "
+            f"{'every run' if every else 'some runs'}, by every schedule ({states} states; BUF-14)")
+    stats = {"decided_by": "explorer", "states": states, "rule": "BUF-14"}
+    if prop == "deadlock-free":
+        return Verdict(prop, "violated", reason=said, stats=stats,
+                       witness=failure_witness(program, mode, bad[0], explored=all(o.kind == "error" for o in outcomes)))
+    if prop == "exit-balance" and no_exit_reached(program, mode, FALLBACK_STATES):
+        return vacuous(prop, f"no run reaches a kernel exit: {said} or fails or hangs first (ERR-19): no count is "
+                       "left and no copy is pending at an exit", stats=stats)
+    return Verdict(prop, "unknown", stats=stats, reason=(
+        f"{said}; a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule), "
+        "and the explorer keeps outcomes, not the states along a run, so this property is not decided (ERR-19)"))
+
+
 def _raised(err: Violation) -> str:
     return f"{err.python_type}: {err.message}"
 
@@ -332,6 +412,18 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
                "with an element past an end when it writes it; a zero-size window starting at a dimension's end "
                "is refused as a read (specs/semantics/divergences.md D33)")
         hint = WINDOW_HINT
+    elif isinstance(err, UnknownBuffer) and (freed := _freed_copy(real, err)) is not None:
+        half, dma = freed
+        by = ("in its start (eager)" if type(program.cores[failure.core][failure.pc]) is DmaStart
+              else f"in the wait at {failure.loc}, which runs its task (on_wait)")
+        text = (f"{_raised(err)} at the copy at {dma.loc}, whose {half} half runs {by} when the manager does not "
+                "hold its run_scoped buffer (the scope has ended there, or not begun)")
+        locs = tuple(dict.fromkeys(x for x in (dma.loc, failure.loc) if x.line))
+        details.update(rule="BUF-14", half=half, copy_line=str(dma.loc), key=list(err.key))
+        why = ("jax's TPU interpreter deletes a run_scoped buffer when its scope ends and allocates it when the "
+               "scope is entered; a copy half that runs outside that window meets no key (specs/semantics/buffers.md BUF-14, "
+               "specs/semantics/divergences.md D32)")
+        hint = _scope_hint()
     elif isinstance(err, InterpreterView):
         details.update(rule="ERR-9" if copy is None else "ACC-11", transform=err.transform, access=err.access)
         if copy is not None:
@@ -365,6 +457,20 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
         details=details,
         hint=hint,
     )
+
+
+def _freed_copy(real: Outcome, err: UnknownBuffer) -> tuple[str, object] | None:
+    """BUF-14: ("read" | "write", the started copy) whose half looked up the key that raised, or None."""
+    for d in reversed(real.state.dmas):
+        if err.key in d.buffers:
+            return ("read" if d.buffers[0] == err.key else "write"), d
+    return None
+
+
+def _scope_hint() -> str:
+    from semcheck.checker.properties.confined_scopes import HINT  # lazy: the scope check is a property's
+
+    return HINT
 
 
 def _failure_hint(err: Violation) -> str:

@@ -489,13 +489,6 @@ def check_against_model(program: Program, mode: str, real: RealRun, cap: int = 3
     """
     got = real.observation
     lines = [f"jax: {got}", f"exceptions: {real.exceptions}", f"stuck: {real.stuck}"]
-    if got.kind == "error" and got.error[0] == "KeyError" and got.error[1].startswith("('vmem', "):
-        # BUF-14: the engines do not follow a run past a copy at a freed run_scoped buffer; the checker
-        # must have said that this mode's runs can raise there (and so proves nothing else of it)
-        from semcheck.checker.properties.confined_scopes import interpreter_failure, scope_verdict
-
-        why = interpreter_failure(scope_verdict(program, mode), mode)
-        return why is not None, "\n".join(lines + [f"BUF-14: {why}"])
     try:
         explored = {_verdict(observe(o)) for o in explore(program, mode).outcomes}
     except ExplorationLimit:
