@@ -150,7 +150,8 @@ def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
         exits = next((v for v in verdicts if v.property == "exit-balance"), None)
         kept = []
         for v in verdicts:
-            if v.verdict == "proved" and (exits is None or exits.verdict == "proved"):
+            # vacuous holds as proved does (REP-20 only names it): the window's argument reads that it holds
+            if v.holds and (exits is None or exits.holds):
                 if lag is False:
                     lag = lag_in_some_loop(composed)
                 if lag is None:
@@ -158,8 +159,8 @@ def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
                                                     + (f"; {v.reason}" if v.reason else "")))
                     continue
                 why = f"{where}: proved there, but {lag}"
-            elif v.verdict == "proved":
-                why = f"{where}: proved there, but exit-balance is {exits.verdict} in the window"
+            elif v.holds:
+                why = f"{where}: {v.verdict} there, but exit-balance is {exits.verdict} in the window"
             else:
                 whole = loop_violation(composed, v, req, deadline, memo) if mode == "hardware" else None
                 if whole is not None:
