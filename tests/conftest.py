@@ -29,10 +29,31 @@ settings.load_profile(os.environ.get("SEMCHECK_PROFILE", "default"))
 
 
 def _cpu_seconds() -> float:
-    import resource
+    """CPU seconds of this process and every descendant, live or reaped.
 
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    A live process's cutime/cstime hold the children it reaped; summing utime, stime, cutime and
+    cstime over the live tree counts each process once. The tree matters: verifying children are
+    forked by a long-lived forkserver, which reaps them but is itself reaped only at exit."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / tick
 
 
 _CPU_LOG = os.environ.get("SEMCHECK_TEST_CPU_LOG")  # a file to append each test's CPU seconds to
