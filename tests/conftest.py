@@ -64,9 +64,12 @@ if _CPU_LOG:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        """CPU seconds per test (its process and the subprocesses it waited for), setup included: on a
-        shared machine wall time measures the neighbours, CPU time the test."""
-        start = _cpu_seconds()
+        """CPU seconds per test (its process tree), setup included, then wall seconds: on a shared
+        machine wall time measures the neighbours too, CPU time the test; a test that waits (a hang
+        timeout) shows as wall time without CPU."""
+        import time
+
+        start, wall = _cpu_seconds(), time.monotonic()
         yield
         with open(_CPU_LOG, "a", encoding="utf-8") as f:
-            f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
+            f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\t{time.monotonic() - wall:.2f}\n")
