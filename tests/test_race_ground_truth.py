@@ -78,10 +78,9 @@ def _describe(case: dict) -> str:
 # --------------------------------------------------------------------------
 
 
-def _verify(path: str) -> dict:
-    """semcheck's JSON report for one file, or {'error': ...}."""
-    devices = ",".join(str(n) for n in sorted({c["devices"] for c in GT["cases"]
-                                               if c["path"] == path}))
+def _verify(path: str, counts: frozenset[int]) -> dict:
+    """semcheck's JSON report for one file at the device counts `counts`, or {'error': ...}."""
+    devices = ",".join(str(n) for n in sorted(counts))
     try:
         proc = subprocess.run(
             [*SEMCHECK, "verify", path, "--devices", devices, "--dma-mode", "all",
@@ -104,20 +103,25 @@ def _race_rows(report: dict) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reports(request) -> dict[str, dict]:
-    # Only the files of the selected tests (`-k` picks a few).
-    wanted = {item.callspec.params["key"][0] for item in request.session.items
-              if "reports" in getattr(item, "fixturenames", ())
-              and "key" in getattr(getattr(item, "callspec", None), "params", {})}
+    # Only the files and device counts of the selected tests (`-k` picks a few; the cases past the
+    # smallest device count of a file are `slow`).
+    wanted: dict[str, set[int]] = {}
+    for item in request.session.items:
+        key = getattr(getattr(item, "callspec", None), "params", {}).get("key")
+        if "reports" in getattr(item, "fixturenames", ()) and key is not None:
+            wanted.setdefault(key[0], set()).add(key[1])
+    if not wanted:
+        wanted = {p: {c["devices"] for c in GT["cases"] if c["path"] == p} for p in FILES}
     # The race example the issue starts from goes first: if semcheck does not
     # know the property yet, nothing else needs to run.
     first = "examples/buggy/race_wrong_slot_wait.py"
-    order = sorted(wanted or FILES, key=lambda p: p != first)
-    out = {order[0]: _verify(order[0])}
+    order = sorted(wanted, key=lambda p: p != first)
+    out = {order[0]: _verify(order[0], frozenset(wanted[order[0]]))}
     if "error" not in out[order[0]] and not _race_rows(out[order[0]]):
         pytest.skip(f"semcheck reports no {PROPERTY!r} property yet (no such row in "
                     f"its JSON report for {order[0]}); the differential runs once it does")
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
-        out.update(zip(order[1:], pool.map(_verify, order[1:])))
+        out.update(zip(order[1:], pool.map(lambda p: _verify(p, frozenset(wanted[p])), order[1:])))
     return out
 
 
@@ -135,8 +139,14 @@ def _verdict(reports: dict[str, dict], key) -> tuple[str, dict | None]:
     return sorted(verdicts)[0], rows[0]
 
 
+SMALLEST = {p: min(c["devices"] for c in GT["cases"] if c["path"] == p) for p in FILES}
+"""Each file's smallest recorded device count: its cases run by default, the larger ones are `slow`
+(`make test-long`), which keeps the default suite inside its time budget."""
+
+
 def _params(keys):
-    return [pytest.param(k, id=_case_id(k)) for k in keys]
+    return [pytest.param(k, id=_case_id(k), marks=() if k[1] == SMALLEST[k[0]] else pytest.mark.slow)
+            for k in keys]
 
 
 @pytest.mark.parametrize("key", _params(RACY))
