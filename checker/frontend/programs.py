@@ -70,7 +70,22 @@ def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) 
     if not ir.invocations and not strict:
         return []
     lowered = _lower_invocations(t, ir, n_cores, followed)
-    return [_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name)]
+    computed = _computed_by(ir, followed)
+    return [_computed_in(_in_branch(c, ir), computed) for c in compose_readings(ir, lowered, name=t.name)]
+
+
+def _computed_by(ir: Any, followed: Any) -> str:
+    """PRG-169: the kernel calls whose outputs, run by jax's interpreter, gave a call of `ir` its values."""
+    if followed is None:
+        return ""
+    said = [followed[id(inv.eqn)].computed_by for inv in ir.invocations if id(inv.eqn) in followed]
+    return ", ".join(dict.fromkeys(w for w in said if w))
+
+
+def _computed_in(c: ComposedProgram, computed: str) -> ComposedProgram:
+    import dataclasses
+
+    return dataclasses.replace(c, computed_by=computed) if computed else c
 
 
 def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[Any]:
