@@ -308,9 +308,9 @@ class _Interpreter(LoopInputs):
                     self.reasons.setdefault(index, {})[lane] = discharged_order(
                         eqn, [self._reason(v) for v in eqn.invars])
                 if self.run_kernels and any(v in needed for v in eqn.outvars):
-                    outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], index)
+                    outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
                     if outs is not None:
-                        self.ran.setdefault(index, describe(eqn, index))
+                        self.ran.setdefault(index, describe(self.calls[index]))
                 else:
                     why = (f"{_KERNEL_OUTPUT} {index}: semcheck runs a kernel only where a later call's scalar "
                            "inputs need its outputs (PRG-169)")

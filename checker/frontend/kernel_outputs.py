@@ -17,27 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.trace import eqn_loc
-from semcheck.model.ops import NO_LOC
-
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
 # barrier semaphore, a device's coordinate.
 _TALKS = ("get_barrier_semaphore", "axis_index", "device_id")
 
 
-def describe(eqn: Any, index: int) -> str:
-    """The kernel call's words for reasons: its name, call index and line."""
-    loc = eqn_loc(eqn, NO_LOC)
-    from semcheck.checker.frontend.trace import _debug_name
-
-    name = eqn.params.get("name") or _debug_name(eqn.params["jaxpr"]) or "pallas_call"
-    at = f" at {loc}" if loc.line else ""
-    return f"kernel call {index} ({name}{at})"
+def describe(call: Any) -> str:
+    """A kernel call's words for reasons (`trace.KernelCall`): its call index, name and line."""
+    at = f" at {call.loc}" if call.loc.line else ""
+    return f"kernel call {call.index} ({call.name}{at})"
 
 
-def run_kernel(eqn: Any, invals: list[Any], index: int) -> tuple[list[np.ndarray] | None, str]:
-    """PRG-169: `eqn` (a `pallas_call`) run by jax's interpreter on `invals`, its outputs; or None and why not."""
-    what = describe(eqn, index)
+def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[np.ndarray] | None, str]:
+    """PRG-169: `eqn` (a `pallas_call`, `call` as `trace` describes it) run by jax's interpreter on `invals`, its
+    outputs; or None and why not."""
+    what = describe(call)
     if eqn.primitive.name != "pallas_call":
         return None, f"the output of {what}, which is not a pallas_call semcheck runs"
     if any(x is None for x in invals):
@@ -82,8 +76,6 @@ def _run(eqn: Any, invals: list[Any], mode: str, fill: str) -> list[np.ndarray] 
 
 def _talks(jaxpr: Any) -> bool:
     """Whether a kernel jaxpr may depend on another device (module docstring)."""
-    from semcheck.checker.frontend.trace import _sub_jaxprs
-
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     for eqn in inner.eqns:
         name = eqn.primitive.name
@@ -91,9 +83,19 @@ def _talks(jaxpr: Any) -> bool:
             return True
         if _remote(eqn):
             return True
-        if any(_talks(sub) for sub in _sub_jaxprs(eqn.params)):
+        if any(_talks(sub) for sub in _subs(eqn.params)):
             return True
     return False
+
+
+def _subs(params: dict[str, Any]) -> list[Any]:
+    """The jaxprs among an equation's parameters (a loop's body, a cond's branches, a scoped body)."""
+    out = []
+    for value in params.values():
+        for v in (value if isinstance(value, (tuple, list)) else (value,)):
+            if hasattr(getattr(v, "jaxpr", v), "eqns"):
+                out.append(v)
+    return out
 
 
 def _remote(eqn: Any) -> bool:
