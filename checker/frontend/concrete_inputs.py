@@ -36,6 +36,7 @@ import numpy as np
 
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
+from semcheck.checker.frontend.cond_inputs import CondInputs
 from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.scan_inputs import MAX_SCAN, LoopInputs
@@ -163,7 +164,8 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
             values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
                                   for d in sorted(per_device)], lanes, op))
         producers = tuple(sorted(j for j in interp.ran if j < k))
-        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED, bounds,
+        why = _ABSTRACT if abstract else _SOME_DEVICES if len(per_device) < lanes else _NOT_COMPUTED
+        out.append(KernelInputs(tuple(values), abstract, why, bounds,
                                 operand_why=tuple(whys[nb:]), bound_why=tuple(whys[:nb]), producers=producers,
                                 computed_by=", ".join(interp.ran[j] for j in producers)))
     return out
@@ -203,6 +205,8 @@ _SHARED = ("the kernel's launch runs more than once with different scalar inputs
 _KERNEL_OUTPUT = "the output of kernel call"
 _ABSTRACT = "the example arguments are shapes (jax.ShapeDtypeStruct), not values"
 _NOT_REACHED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
+_SOME_DEVICES = ("the kernel is launched in a branch of a cond that only some devices take, whose calls' values "
+                 "are not followed (PRG-170)")
 _NOT_COMPUTED = "semcheck could not compute the operand from the example arguments"
 
 
@@ -264,7 +268,7 @@ class _Device:
     coords: dict[str, int]
 
 
-class _Interpreter(LoopInputs):
+class _Interpreter(LoopInputs, CondInputs):
     """Binds the equations the kernels' scalar operands depend on (module docstring)."""
 
     def __init__(self, calls: Sequence[KernelCall], *, run_kernels: bool = False) -> None:
@@ -323,6 +327,9 @@ class _Interpreter(LoopInputs):
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
                 elif name == "scan" and eqn.params["length"] <= MAX_SCAN:
                     outs, index = self._scan_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
+                elif name == "cond":
+                    outs, index = self._cond_or_skip(eqn, [read(v) for v in eqn.invars], dev, index,
+                                                     tuple(v in needed for v in eqn.outvars))
                 else:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
@@ -441,6 +448,10 @@ class _Interpreter(LoopInputs):
 
     # --- static facts -------------------------------------------------------------------
 
+    def _kernels_of(self, jaxpr: Any) -> int:
+        """How many kernel launches `find_kernels` counts in `jaxpr` (a cond's branch)."""
+        return sum(1 for _ in _walk_kernel_eqns(getattr(jaxpr, "jaxpr", jaxpr)))
+
     def _kernels_in(self, eqn: Any) -> int:
         """How many kernel launches `find_kernels` counts inside `eqn`'s sub-jaxprs."""
         key = id(eqn)
@@ -481,6 +492,8 @@ class _Interpreter(LoopInputs):
                         need.add(v)
             elif self._kernels_in(eqn) and name == "scan" and eqn.params["length"] <= MAX_SCAN:
                 need.update(v for v in self._scan_needs(eqn, need) if type(v) is not lit)
+            elif self._kernels_in(eqn) and name == "cond":
+                need.update(v for v in self._cond_needs(eqn, need) if type(v) is not lit)
             elif any(v in need for v in eqn.outvars):
                 need.update(v for v in eqn.invars if type(v) is not lit)
         binders = [*jaxpr.constvars, *jaxpr.invars]

@@ -234,3 +234,50 @@ def planned_ring_racy_plan(num_devices: int, *, dma_mode: str = "eager", interpr
                                out_specs=P(ring.AXIS), check_vma=False))
     _, args = planned.build_with(num_devices, params)
     return fn, args
+
+
+def _ring_under_cond(num_devices: int, dma_mode: str, interpret, flag: int, *, skip: int = 0, per_device=False):
+    """The two-call ring of examples/programs/ring_attention_two_calls.py inside a `lax.cond` on a flag
+    (replicated, or with `per_device` set on device 0 only); its calls read the lengths and the split as scalar
+    prefetch (PRG-170)."""
+    ring = _planned().ring
+    params = ring.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (ring.AXIS,))
+    flags = [flag] + [0] * (num_devices - 1) if per_device else [flag]
+
+    def program(flag, lens, x):
+        rows = (lens + ring.TOKENS_PER_ROW - 1) // ring.TOKENS_PER_ROW
+        half = (num_devices - 1) // 2
+        split = jnp.array([0, half, half, num_devices - 1 - half], dtype=jnp.int32)
+
+        def rounds(x):
+            x, acc = ring.ring_part(split, rows, x, jnp.zeros_like(x), params, part=0)
+            return ring.ring_part(split, rows, x, acc, params, part=1, skip=skip)[1]
+
+        return jax.lax.cond(flag[0] > 0, rounds, jnp.zeros_like, x)
+
+    flag_spec = P(ring.AXIS) if per_device else P()
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(flag_spec, P(), P(ring.AXIS)), out_specs=P(ring.AXIS),
+                               check_vma=False))
+    _, (lens, x) = ring.build_with(num_devices, params)
+    return fn, (jax.device_put(jnp.asarray(flags, jnp.int32), NamedSharding(mesh, flag_spec)), lens, x)
+
+
+@semcheck.target(devices=[2])
+def ring_under_cond(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The flag is set: every device runs the ring, whose loops read the lengths (proved, PRG-170)."""
+    return _ring_under_cond(num_devices, dma_mode, interpret, 1)
+
+
+@semcheck.target(devices=[2])
+def ring_under_cond_last_recv_unwaited(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The ring under the cond with its second call skipping its last receive wait (the seeded bug of
+    examples/programs/buggy/ring_attention_two_calls_last_recv_unwaited.py): violated as there."""
+    return _ring_under_cond(num_devices, dma_mode, interpret, 1, skip=1)
+
+
+@semcheck.target(devices=[2])
+def ring_under_cond_on_one_device(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """Only device 0's flag is set: the ring's calls run on one device, whose values are not followed (unknown,
+    never the values of the devices that take the branch for all of them)."""
+    return _ring_under_cond(num_devices, dma_mode, interpret, 1, per_device=True)
