@@ -60,18 +60,38 @@ _RUNS = (("eager", "nan"), ("eager", "zero"), ("on_wait", "nan"))
 
 
 def _run(eqn: Any, invals: list[Any], mode: str, fill: str) -> list[np.ndarray] | None:
-    from jax.experimental.pallas import tpu as pltpu  # lazy: see trace's docstring
-
-    params = dict(eqn.params)
-    params["interpret"] = pltpu.InterpretParams(dma_execution_mode=mode, uninitialized_memory=fill)
     try:
-        got = eqn.primitive.get_bind_params(params)
-        subfuns, bind = got if isinstance(got, tuple) else ((), got)
-        out = eqn.primitive.bind(*subfuns, *invals, **bind)
+        out = _jitted(eqn, mode, fill)(*invals)
         outs = [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
     except Exception:  # noqa: BLE001 - no value, never a guess
         return None
     return None if any(o.dtype == object for o in outs) else outs
+
+
+# The call jitted once per (launch equation, mode, fill): every device, pass and later evaluation of the same
+# trace runs the compiled interpreter (a compile costs about a second, a run of it a few milliseconds). The
+# equation is kept with its entry, so an id is never taken for another equation's.
+_JITTED: dict[tuple[int, str, str], tuple[Any, Any]] = {}
+_JITTED_MAX = 32
+
+
+def _jitted(eqn: Any, mode: str, fill: str) -> Any:
+    import jax  # lazy: see trace's docstring
+    from jax.experimental.pallas import tpu as pltpu
+
+    key = (id(eqn), mode, fill)
+    hit = _JITTED.get(key)
+    if hit is not None and hit[0] is eqn:
+        return hit[1]
+    params = dict(eqn.params)
+    params["interpret"] = pltpu.InterpretParams(dma_execution_mode=mode, uninitialized_memory=fill)
+    got = eqn.primitive.get_bind_params(params)
+    subfuns, bind = got if isinstance(got, tuple) else ((), got)
+    fn = jax.jit(lambda *xs: eqn.primitive.bind(*subfuns, *xs, **bind))
+    while len(_JITTED) >= _JITTED_MAX:
+        _JITTED.pop(next(iter(_JITTED)))
+    _JITTED[key] = (eqn, fn)
+    return fn
 
 
 def _talks(jaxpr: Any) -> bool:
