@@ -2,8 +2,9 @@
 in interpret mode, and keeps as facts only where that call is race-free in the mode.
 
 The planned ring (examples/programs/ring_attention_planned.py) and its seeded misuse are checked in every mode;
-the targets of followed_targets.py pin the composed program, a racy producer and a producer that reads memory
-nothing wrote. One CLI run per target, all at once (module fixture)."""
+the targets of followed_targets.py pin the composed program and a racy producer. One CLI run per target, two at
+once (module fixture); the racy producer's run and the hypothesis test of the values are `slow`, the gate's
+own test their cheap sibling."""
 
 from __future__ import annotations
 
@@ -28,23 +29,27 @@ RUNS = {
     PLANNED: "all",
     SKIPS: "all",
     f"{TARGETS}::count_from_kernel": "hardware",
-    f"{TARGETS}::planned_ring_racy_plan": "all",
 }
+RACY = f"{TARGETS}::planned_ring_racy_plan"
 
 
-@pytest.fixture(scope="module")
-def verdicts() -> dict[str, dict[tuple[str, str], dict]]:
-    """path -> (target, mode) -> property -> result row, at 2 devices."""
-    runs = semcheck_many([(("verify", path, "--devices", "2", "--dma-mode", modes, "--format", "json", "--no-cache"),
-                           {"cwd": REPO, "timeout": 900}) for path, modes in RUNS.items()])
+def _rows(runs: dict[str, str]) -> dict[str, dict[tuple[str, str], dict]]:
+    """path -> (target, mode) -> property -> result row, at 2 devices (one CLI run per path, two at once)."""
+    got = semcheck_many([(("verify", path, "--devices", "2", "--dma-mode", modes, "--format", "json", "--no-cache"),
+                          {"cwd": REPO, "timeout": 900}) for path, modes in runs.items()])
     out = {}
-    for path, run in zip(RUNS, runs):
+    for path, run in zip(runs, got):
         assert run.returncode in (0, 1, 3), (path, run.stderr[-2000:])
         rows: dict[tuple[str, str], dict] = {}
         for r in run.json()["results"]:
             rows.setdefault((r["target"], r["dma_mode"]), {})[r["property"]] = r
         out[path] = rows
     return out
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict[tuple[str, str], dict]]:
+    return _rows(RUNS)
 
 
 def _by_mode(rows: dict) -> dict[str, set[str]]:
@@ -91,13 +96,33 @@ def test_an_earlier_kernels_output_is_followed_into_a_composed_program(verdicts)
     assert {r["verdict"] for r in rows[("count_from_kernel", "hardware")].values()} == {"proved"}
 
 
+@pytest.mark.rule("PRG-169")
+def test_verdicts_rest_on_a_producer_only_where_it_is_race_free():
+    """The gate alone (the cheap sibling of the next test): a race-free (or vacuously race-free) producer keeps
+    every verdict; otherwise every verdict but, in a composed program, race-free's own is unknown, naming the
+    call and the race verdict."""
+    from semcheck.checker.properties.computed_inputs import settle, why_not_facts
+    from semcheck.checker.properties.verdict import Verdict, Witness
+
+    verdicts = [Verdict("deadlock-free", "proved"), Verdict("race-free", "violated", witness=Witness("a race"))]
+    for holds in ("proved", "vacuous"):
+        assert why_not_facts("kernel call 0 (plan)", "eager", Verdict("race-free", holds, reason="r"), whose="x") is None
+    for race in (verdicts[1], Verdict("race-free", "unknown", reason="timeout")):
+        why = why_not_facts("kernel call 0 (plan)", "on_wait", race, whose="x")
+        assert why is not None and "kernel call 0 (plan)" in why and f"is {race.verdict} under on_wait" in why
+        assert [v.verdict for v in settle(verdicts, why, keep_race=True)] == ["unknown", "violated"]
+        assert [v.verdict for v in settle(verdicts, why, keep_race=False)] == ["unknown", "unknown"]
+    assert settle(verdicts, None, keep_race=False) == verdicts
+
+
+@pytest.mark.slow
 @pytest.mark.jax
 @pytest.mark.rule("PRG-169")
-def test_a_racy_producer_leaves_its_consumers_unknown(verdicts):
+def test_a_racy_producer_leaves_its_consumers_unknown():
     """The plan races on a scratch (every run reads the same zeros, so its three runs agree): its race-free is
     violated in every mode, and nothing that rests on its outputs is decided: in the composed program (hardware)
     every other property is unknown, and each ring call checked alone (eager, on_wait) is unknown whole."""
-    rows = verdicts[f"{TARGETS}::planned_ring_racy_plan"]
+    rows = _rows({RACY: "all"})[RACY]
     hardware = rows[("planned_ring_racy_plan", "hardware")]
     assert hardware["race-free"]["verdict"] == "violated"
     assert {r["verdict"] for p, r in hardware.items() if p != "race-free"} == {"unknown"}
@@ -144,6 +169,7 @@ def _plan_values_match(drawn: list[list[int]]) -> None:
             assert split.tolist() == [[0, 0, 0, 1]] and rows_in.tolist() == [rows.tolist()], (lens, got)
 
 
+@pytest.mark.slow
 @pytest.mark.jax
 @pytest.mark.rule("PRG-169")
 def test_the_values_are_the_plan_kernel_s_outputs():
