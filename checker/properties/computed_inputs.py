@@ -14,13 +14,13 @@ from semcheck.checker.properties.verdict import Verdict
 RACE = "race-free"
 
 
-def why_not_facts(computed_by: str, mode: str, race: Verdict, *, whose: str) -> str | None:
+def why_not_facts(computed_by: str, mode: str, race: Verdict, *, whose: str, of: str = "this program") -> str | None:
     """Why the outputs of `computed_by` (the kernel calls run) are not facts under `mode`, given the race-free
-    verdict of `whose` (the program or call that holds them); None when they are."""
+    verdict of `whose` (the program or call that holds them); `of`: what reads them. None when they are."""
     if race.holds:
         return None
     said = race.witness.message.splitlines()[0] if race.witness is not None else race.reason
-    return (f"the scalar inputs of this program are computed from the outputs of {computed_by}, which semcheck "
+    return (f"the scalar inputs of {of} are computed from the outputs of {computed_by}, which semcheck "
             f"ran once in interpret mode; race-free of {whose} is {race.verdict} under {mode} ({said}), so those "
             "outputs may differ between schedules (specs/deciding/programs.md PRG-169)")
 
