@@ -106,7 +106,8 @@ def test_verdicts_rest_on_a_producer_only_where_it_is_race_free():
 
     verdicts = [Verdict("deadlock-free", "proved"), Verdict("race-free", "violated", witness=Witness("a race"))]
     for holds in ("proved", "vacuous"):
-        assert why_not_facts("kernel call 0 (plan)", "eager", Verdict("race-free", holds, reason="r"), whose="x") is None
+        race = Verdict("race-free", holds, reason="r")
+        assert why_not_facts("kernel call 0 (plan)", "eager", race, whose="x") is None
     for race in (verdicts[1], Verdict("race-free", "unknown", reason="timeout")):
         why = why_not_facts("kernel call 0 (plan)", "on_wait", race, whose="x")
         assert why is not None and "kernel call 0 (plan)" in why and f"is {race.verdict} under on_wait" in why
@@ -126,7 +127,8 @@ def test_a_racy_producer_leaves_its_consumers_unknown():
     hardware = rows[("planned_ring_racy_plan", "hardware")]
     assert hardware["race-free"]["verdict"] == "violated"
     assert {r["verdict"] for p, r in hardware.items() if p != "race-free"} == {"unknown"}
-    assert "PRG-169" in hardware["deadlock-free"]["reason"] and "_racy_plan_kernel" in hardware["deadlock-free"]["reason"]
+    said = hardware["deadlock-free"]["reason"]
+    assert "PRG-169" in said and "_racy_plan_kernel" in said, said
     for mode in ("eager", "on_wait"):
         plan = rows[("planned_ring_racy_plan#0", mode)]
         assert plan["race-free"]["verdict"] == "violated"
