@@ -281,3 +281,50 @@ def ring_under_cond_on_one_device(num_devices: int, *, dma_mode: str = "eager", 
     """Only device 0's flag is set: the ring's calls run on one device, whose values are not followed (unknown,
     never the values of the devices that take the branch for all of them)."""
     return _ring_under_cond(num_devices, dma_mode, interpret, 1, per_device=True)
+
+
+def _shift_example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "repeated_shift_double_barrier.py"
+    spec = importlib.util.spec_from_file_location("semcheck_programs_repeated_shift_double_barrier", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _shifts_while(num_devices: int, dma_mode: str, interpret, *, double_barrier: bool, sharded: bool = False):
+    """examples/programs/repeated_shift_double_barrier.py with its trip count an array (a `fori_loop` with a
+    traced bound is a `while_loop`): `num_devices - 1` shift calls (PRG-171)."""
+    shifts = _shift_example()
+    params = shifts.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (shifts.AXIS,))
+
+    def program(steps, x):
+        return jax.lax.fori_loop(0, steps[0], lambda _, v: shifts.shift(v, double_barrier=double_barrier,
+                                                                         params=params), x)
+
+    spec = P(shifts.AXIS) if sharded else P()
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(spec, P(shifts.AXIS)), out_specs=P(shifts.AXIS),
+                               check_vma=False))
+    (x,) = shifts.build(num_devices, dma_mode=dma_mode, interpret=interpret)[1]
+    steps = jnp.full((num_devices if sharded else 1,), num_devices - 1, jnp.int32)
+    return fn, (jax.device_put(steps, NamedSharding(mesh, spec)), x)
+
+
+@semcheck.target(devices=[2, 5])
+def shifts_while(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The double-barrier shifts in a while loop of a replicated trip count: unrolled, proved (PRG-171)."""
+    return _shifts_while(num_devices, dma_mode, interpret, double_barrier=True)
+
+
+@semcheck.target(devices=[2, 5])
+def shifts_while_single_barrier(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The single-barrier shifts (examples/programs/buggy/repeated_shift_single_barrier.py) in the while loop:
+    invocation-confined violated from 5 devices, as the static loop is."""
+    return _shifts_while(num_devices, dma_mode, interpret, double_barrier=False)
+
+
+@semcheck.target(devices=[2])
+def shifts_while_sharded_bound(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The trip count from a sharded array: the walk does not take a per-device count for all devices (unknown
+    under hardware, with the loop's line)."""
+    return _shifts_while(num_devices, dma_mode, interpret, double_barrier=True, sharded=True)
