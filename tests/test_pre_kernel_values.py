@@ -6,7 +6,7 @@ the `shard_map`, before the `pallas_call`: each device's group count, then
 device by device, with the collective run by jax on the target's mesh, and
 lowers each device's loop with the value it gets. Where the value is not a
 function of the arguments semcheck evaluates (a host callback) or comes from
-an earlier kernel's output, every property is unknown and the reason says why.
+an earlier kernel's output that is not a fact (PRG-169), every property is unknown and the reason says why.
 """
 
 from __future__ import annotations
@@ -78,11 +78,10 @@ def test_generated_group_counts_prove_the_kernel_and_find_the_bound_that_differs
 
 
 @pytest.mark.rule("ACC-8")
-def test_a_callback_or_an_earlier_kernel_s_output_is_unknown_with_why(runs):
+def test_a_callback_is_unknown_with_why(runs):
     """Not a value the evaluation computes from the arguments: unknown, and the reason names the source;
     with the arguments given as shapes, ACC-4's hint."""
     for name, words in (("callback", ("'pure_callback' at", "grouped_matmul_bounds.py:")),
-                        ("kernel", ("the output of kernel call 0", "not followed")),
                         ("shapes", ("which the example arguments do not carry", "hint: give the target concrete"))):
         run = runs[name]
         assert run.returncode == 3, run.stderr[-2000:]
@@ -90,6 +89,15 @@ def test_a_callback_or_an_earlier_kernel_s_output_is_unknown_with_why(runs):
         assert rows and {r["verdict"] for r in rows} == {"unknown"}
         for r in rows:
             assert "bound_ref" in r["reason"] and all(w in r["reason"] for w in words), r["reason"]
+
+
+@pytest.mark.rule("ACC-8", "PRG-169")
+def test_a_bound_through_an_earlier_kernel_s_output_is_followed(runs):
+    """The count passes through an earlier kernel call (a copy into SMEM) before its pmax: that call is run
+    (PRG-169), it is race-free, so the bound is a fact and the program is proved (it was unknown)."""
+    run = runs["kernel"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert {r["verdict"] for r in run.json()["results"]} == {"proved"}
 
 
 def _collectives_match(seed_values: list[list[int]]) -> None:

@@ -36,6 +36,9 @@ class LoweredKernel:
     interpret_params: Any = None
     call: KernelCall | None = dataclasses.field(default=None, repr=False, compare=False)
     stats: LoweringStats = dataclasses.field(default_factory=LoweringStats, compare=False)
+    # PRG-169: the earlier calls (positions among the target's kernels) whose outputs gave its scalar inputs
+    producers: tuple[int, ...] = ()
+    computed_by: str = ""
 
     @property
     def num_devices(self) -> int:
@@ -149,6 +152,8 @@ def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Ker
                 interpret_params=call.interpret_params,
                 call=call,
                 stats=stats,
+                producers=values.producers if values is not None else (),
+                computed_by=values.computed_by if values is not None else "",
             )
         )
     if failed is not None:

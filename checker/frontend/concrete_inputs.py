@@ -36,6 +36,8 @@ import numpy as np
 
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
+from semcheck.checker.frontend.cond_inputs import CondInputs
+from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.scan_inputs import MAX_SCAN, LoopInputs
 from semcheck.checker.frontend.trace import KernelCall, Operand, eqn_loc, find_kernels, make_jaxpr
@@ -66,6 +68,10 @@ class KernelInputs:
     # per operand, then per grid bound; None where `why` says it.
     operand_why: tuple[str | None, ...] = ()
     bound_why: tuple[str | None, ...] = ()
+    # PRG-169: the earlier kernel calls (indices) whose outputs, run by jax's interpreter, gave some of these
+    # values, and their words; empty when none did
+    producers: tuple[int, ...] = ()
+    computed_by: str = ""
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""
@@ -99,11 +105,14 @@ def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str 
     calls = find_kernels(closed.jaxpr)
     if not calls:
         raise NotTpuPallasCall("no TPU pallas_call or core_map found in the traced function", path=path or None)
-    return calls, kernel_inputs(closed, calls, args)
+    return calls, kernel_inputs(closed, calls, args, run_kernels=True)
 
 
-def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any]) -> list[KernelInputs]:
-    """Per kernel of `closed` (the traced `fn(*args)`), its scalar operands' values (module docstring)."""
+def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any], *,
+                  run_kernels: bool = False) -> list[KernelInputs]:
+    """Per kernel of `closed` (the traced `fn(*args)`), its scalar operands' values (module docstring).
+    `run_kernels` (PRG-169): where a value is computed from an earlier kernel call's output, that call is run
+    (`kernel_outputs`), and the values it gives are marked with it."""
     import jax  # lazy: see trace's docstring
 
     leaves = [_concrete(x) for x in jax.tree.leaves(tuple(args))]
@@ -114,10 +123,27 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
         return empty
     if all(x is None for x in leaves):
         return empty  # nothing to compute from: skip the evaluation
-    interp = _Interpreter(calls)
     consts = [_concrete(c) for c in closed.consts]
+    got = _evaluate(closed, calls, [*consts, *leaves], abstract, empty, run_kernels=False)
+    if run_kernels and any(_KERNEL_OUTPUT in (w or "") for i in got for w in (*i.operand_why, *i.bound_why)):
+        again = _evaluate(closed, calls, [*consts, *leaves], abstract, empty, run_kernels=True)
+        got = [_computed(a, b) for a, b in zip(got, again)]
+    return got
+
+
+def _computed(before: KernelInputs, after: KernelInputs) -> KernelInputs:
+    """PRG-169: `after` (kernels run), marked with the kernels that ran before the call where it gives values
+    `before` (no kernel run) lacked; else unmarked (its reasons say why a kernel's output gave no value)."""
+    new = any(a is None and b is not None for a, b in zip(before.values, after.values)) or any(
+        a is None and b is not None for a, b in zip(before.grid_bounds, after.grid_bounds))
+    return after if new and after.producers else dataclasses.replace(after, producers=(), computed_by="")
+
+
+def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstract: bool, empty: list[KernelInputs],
+              *, run_kernels: bool) -> list[KernelInputs]:
+    interp = _Interpreter(calls, run_kernels=run_kernels)
     try:
-        interp.run(closed.jaxpr, [*consts, *leaves], None, 0)
+        interp.run(closed.jaxpr, args, None, 0)
     except Exception:  # noqa: BLE001 - a failed evaluation only means: no values
         return empty
     out = []
@@ -137,8 +163,11 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any])
                 continue
             values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
                                   for d in sorted(per_device)], lanes, op))
-        out.append(KernelInputs(tuple(values), abstract, _ABSTRACT if abstract else _NOT_COMPUTED, bounds,
-                                operand_why=tuple(whys[nb:]), bound_why=tuple(whys[:nb])))
+        producers = tuple(sorted(j for j in interp.ran if j < k))
+        why = _ABSTRACT if abstract else _SOME_DEVICES if len(per_device) < lanes else _NOT_COMPUTED
+        out.append(KernelInputs(tuple(values), abstract, why, bounds,
+                                operand_why=tuple(whys[nb:]), bound_why=tuple(whys[:nb]), producers=producers,
+                                computed_by=", ".join(interp.ran[j] for j in producers)))
     return out
 
 
@@ -147,7 +176,7 @@ def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs
     equation. A launch `find_kernels` counts more than once (a jitted function called twice shares its jaxpr)
     keeps its values only where every count gives the same; otherwise it has none, never a guess."""
     eqns = list(_walk_kernel_eqns(closed.jaxpr))
-    got = kernel_inputs(closed, find_kernels(closed.jaxpr), args)
+    got = kernel_inputs(closed, find_kernels(closed.jaxpr), args, run_kernels=True)
     out: dict[int, KernelInputs] = {}
     for eqn, inputs in zip(eqns, got):
         seen = out.get(id(eqn))
@@ -173,8 +202,11 @@ _SHARED = ("the kernel's launch runs more than once with different scalar inputs
            "several calls), which a program of calls does not tell apart")
 
 
+_KERNEL_OUTPUT = "the output of kernel call"
 _ABSTRACT = "the example arguments are shapes (jax.ShapeDtypeStruct), not values"
 _NOT_REACHED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
+_SOME_DEVICES = ("the kernel is launched in a branch of a cond that only some devices take, whose calls' values "
+                 "are not followed (PRG-170)")
 _NOT_COMPUTED = "semcheck could not compute the operand from the example arguments"
 
 
@@ -236,10 +268,10 @@ class _Device:
     coords: dict[str, int]
 
 
-class _Interpreter(LoopInputs):
+class _Interpreter(LoopInputs, CondInputs):
     """Binds the equations the kernels' scalar operands depend on (module docstring)."""
 
-    def __init__(self, calls: Sequence[KernelCall]) -> None:
+    def __init__(self, calls: Sequence[KernelCall], *, run_kernels: bool = False) -> None:
         from jax._src import core as jax_core  # lazy: see trace's docstring
 
         self.calls = calls
@@ -251,6 +283,8 @@ class _Interpreter(LoopInputs):
         self._kernel_counts: dict[int, int] = {}
         self._needed: dict[tuple[int, tuple[bool, ...]], tuple[set[Any], tuple[bool, ...]]] = {}
         self._rounds: Rounds | None = None  # the collectives of the shard_map body being evaluated
+        self.run_kernels = run_kernels  # PRG-169: run a kernel whose outputs a later call's operands need
+        self.ran: dict[int, str] = {}  # the kernel calls run so (index -> their words)
 
     # --- the walk --------------------------------------------------------------------
 
@@ -277,15 +311,25 @@ class _Interpreter(LoopInputs):
                     self.records.setdefault(index, {})[lane] = discharged_order(eqn, [read(v) for v in eqn.invars])
                     self.reasons.setdefault(index, {})[lane] = discharged_order(
                         eqn, [self._reason(v) for v in eqn.invars])
-                for v in eqn.outvars:
-                    self._why.setdefault(v, f"the output of kernel call {index}: semcheck runs no kernel, so a value "
-                                            "computed from an earlier kernel's output is not followed")
+                if self.run_kernels and any(v in needed for v in eqn.outvars):
+                    outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
+                    if outs is not None:
+                        self.ran.setdefault(index, describe(self.calls[index]))
+                else:
+                    why = (f"{_KERNEL_OUTPUT} {index}: semcheck runs a kernel only where a later call's scalar "
+                           "inputs need its outputs (PRG-169)")
+                if outs is None:
+                    for v in eqn.outvars:
+                        self._why.setdefault(v, why)
                 index += 1
             elif self._kernels_in(eqn):
                 if name in _ENTERED and len(list(_subs(eqn))) == 1:
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
                 elif name == "scan" and eqn.params["length"] <= MAX_SCAN:
                     outs, index = self._scan_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
+                elif name == "cond":
+                    outs, index = self._cond_or_skip(eqn, [read(v) for v in eqn.invars], dev, index,
+                                                     tuple(v in needed for v in eqn.outvars))
                 else:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
@@ -404,6 +448,10 @@ class _Interpreter(LoopInputs):
 
     # --- static facts -------------------------------------------------------------------
 
+    def _kernels_of(self, jaxpr: Any) -> int:
+        """How many kernel launches `find_kernels` counts in `jaxpr` (a cond's branch)."""
+        return sum(1 for _ in _walk_kernel_eqns(getattr(jaxpr, "jaxpr", jaxpr)))
+
     def _kernels_in(self, eqn: Any) -> int:
         """How many kernel launches `find_kernels` counts inside `eqn`'s sub-jaxprs."""
         key = id(eqn)
@@ -424,6 +472,8 @@ class _Interpreter(LoopInputs):
         for eqn in reversed(jaxpr.eqns):
             name = eqn.primitive.name
             if name == "pallas_call":
+                if self.run_kernels and any(v in need for v in eqn.outvars):  # PRG-169: it is run on them
+                    need.update(v for v in eqn.invars if type(v) is not lit)
                 nb = eqn.params["grid_mapping"].num_dynamic_grid_bounds
                 ops = _pallas_operands(eqn)
                 for i, v in enumerate(discharged_order(eqn, eqn.invars)):
@@ -442,6 +492,8 @@ class _Interpreter(LoopInputs):
                         need.add(v)
             elif self._kernels_in(eqn) and name == "scan" and eqn.params["length"] <= MAX_SCAN:
                 need.update(v for v in self._scan_needs(eqn, need) if type(v) is not lit)
+            elif self._kernels_in(eqn) and name == "cond":
+                need.update(v for v in self._cond_needs(eqn, need) if type(v) is not lit)
             elif any(v in need for v in eqn.outvars):
                 need.update(v for v in eqn.invars if type(v) is not lit)
         binders = [*jaxpr.constvars, *jaxpr.invars]

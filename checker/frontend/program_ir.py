@@ -21,6 +21,9 @@ WINDOW = 3
 PER_DEVICE = "may differ between devices"
 """How the walk says a cond's branch is not known on each device (PRG-126, PRG-145)."""
 
+UNKNOWN_TRIPS = "a while loop whose condition the walk cannot compute"
+"""How the walk says a while loop's trip count is not known (PRG-171): the concrete arguments may tell it."""
+
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
 

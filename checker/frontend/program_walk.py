@@ -19,6 +19,7 @@ from semcheck.checker.frontend.program_ir import (
     _CALL_PRIMITIVES,
     MAX_BRANCH_PROGRAMS,
     MAX_UNROLL,
+    UNKNOWN_TRIPS,
     PER_DEVICE,
     Invocation,
     Link,
@@ -223,6 +224,8 @@ class _Walker(PerDevice):
                     self._lanes = outer
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
+            elif name == "while" and self._contains_kernel(eqn):
+                outs = self._while(eqn, ins, axes, physical)
             elif name == "run_state" and self._contains_kernel(eqn):
                 outs = self._run_state(eqn, ins, axes, physical)
             elif name == "cond" and self._contains_kernel(eqn):
@@ -434,6 +437,42 @@ class _Walker(PerDevice):
                 raise _Stop("a loop whose iterations do not run the same calls", loc)
             self.windows.append((*window, per))
         return [*carry, *stacked]
+
+    def _while(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
+        """PRG-171: a `while_loop` around kernel calls, unrolled where the walk knows its condition on every
+        iteration's carry, the same on every device, for at most MAX_UNROLL iterations; unknown otherwise."""
+        import numpy as np
+
+        p = eqn.params
+        loc = eqn_loc(eqn)
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        cconsts, bconsts, carry = ins[:nc], ins[nc:nc + nb], list(ins[nc + nb:])
+
+        def run(closed: Any, operands: list[Value]) -> list[Value]:
+            jaxpr = getattr(closed, "jaxpr", closed)
+            env = {}
+            for var, c in zip(jaxpr.constvars, getattr(closed, "consts", ())):
+                env[var] = self.outside("a constant of a loop", loc)
+                self.know(env[var], concrete(c))
+            env.update(zip(jaxpr.invars, operands))
+            return self.walk(jaxpr, env, axes=axes, physical=physical)
+
+        for done in range(MAX_UNROLL + 1):
+            cond = getattr(p["cond_jaxpr"], "jaxpr", p["cond_jaxpr"])
+            (flag,) = run(p["cond_jaxpr"], [*cconsts, *carry])
+            uniform, value = self._about(cond.outvars[0], flag)
+            if not uniform or value is None:
+                raise _Stop(f"a kernel call inside {UNKNOWN_TRIPS}, the same on every device, from the loop's carry "
+                            "(PRG-171)", loc)
+            if not bool(np.asarray(value).reshape(-1)[0]):
+                return carry
+            if done == MAX_UNROLL:
+                break
+            carry = run(p["body_jaxpr"], [*bconsts, *carry])
+            if len(carry) != len(eqn.outvars):
+                raise _Stop("a loop whose carried values the walk cannot match", loc)
+        raise _Stop(f"a kernel call inside a while loop of more than {MAX_UNROLL} iterations: the walk unrolls at "
+                    f"most {MAX_UNROLL} (PRG-171)", loc)
 
     def _contains_kernel(self, eqn: Any) -> bool:
         key = id(eqn)

@@ -70,7 +70,22 @@ def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) 
     if not ir.invocations and not strict:
         return []
     lowered = _lower_invocations(t, ir, n_cores, followed)
-    return [_in_branch(c, ir) for c in compose_readings(ir, lowered, name=t.name)]
+    computed = _computed_by(ir, followed)
+    return [_computed_in(_in_branch(c, ir), computed) for c in compose_readings(ir, lowered, name=t.name)]
+
+
+def _computed_by(ir: Any, followed: Any) -> str:
+    """PRG-169: the kernel calls whose outputs, run by jax's interpreter, gave a call of `ir` its values."""
+    if followed is None:
+        return ""
+    said = [followed[id(inv.eqn)].computed_by for inv in ir.invocations if id(inv.eqn) in followed]
+    return ", ".join(dict.fromkeys(w for w in said if w))
+
+
+def _computed_in(c: ComposedProgram, computed: str) -> ComposedProgram:
+    import dataclasses
+
+    return dataclasses.replace(c, computed_by=computed) if computed else c
 
 
 def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[Any]:
@@ -138,12 +153,14 @@ def _program_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: An
     """PRG-126: the target's programs, one per combination of the branches its conds around kernel calls
     may take; the build's concrete inputs decide the conds they can. `traced`: the target's jaxpr and
     inputs, when the caller has them already."""
-    from semcheck.checker.frontend.program_ir import PER_DEVICE
+    from semcheck.checker.frontend.program_ir import PER_DEVICE, UNKNOWN_TRIPS
     from semcheck.checker.frontend.program_walk import program_irs
 
     jaxpr, args = traced if traced is not None else _trace_with_args(t, devices, kwargs, make_jaxpr)
     irs = program_irs(jaxpr, args)
-    per_device = any(ir.unknown is not None and PER_DEVICE in ir.unknown[0] for ir in irs)  # PRG-145
+    # PRG-145, PRG-171: a cond's branch on each device, a while loop's trip count, from the concrete arguments
+    per_device = any(ir.unknown is not None and (PER_DEVICE in ir.unknown[0] or UNKNOWN_TRIPS in ir.unknown[0])
+                     for ir in irs)
     if args is None and (per_device or any(ir.branches for ir in irs)):
         try:
             import jax

@@ -85,7 +85,28 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             out[mode] = ([Verdict(v.property, "unknown", reason=_SPLIT) for v in out[mode][0]], out[mode][1])
     if getattr(composed.ir, "windows", ()):
         out = _windowed(composed, out, req, deadline)
+    if composed.computed_by:
+        out = {m: (_computed(composed, m, vs, req, deadline), t) for m, (vs, t) in out.items()}
     return out
+
+
+def _computed(composed: Any, mode: str, verdicts: list[Verdict], req: Any, deadline: float) -> list[Verdict]:
+    """PRG-169: the verdicts of a program whose calls read values an earlier call computed, unknown where that
+    call's outputs may differ between schedules: the composed program (it holds the producing call) is not
+    race-free under `mode`. Its own race-free verdict stands: the producing call's part does not rest on them."""
+    from semcheck.checker.properties.computed_inputs import RACE, settle, why_not_facts
+
+    if launch_failure(composed.program, mode) is not None:
+        return verdicts  # nothing runs: no value is read (LAUNCH-5)
+    race = next((v for v in verdicts if v.property == RACE), None)
+    if race is None:
+        from semcheck.checker.properties.checking import check_program
+
+        (race,) = check_program(composed.program, mode, (RACE,), timeout_ms=int(req.timeout * 1000),
+                                deadline=deadline, fold=req.fold)
+        race = _gap(race, composed.race_gaps)
+    reason = why_not_facts(composed.computed_by, mode, race, whose="the program of calls")
+    return settle(verdicts, reason, keep_race=True)
 
 
 _SPLIT = ("a kernel call that only some devices run (a cond whose branch differs between devices): in the interpreter "

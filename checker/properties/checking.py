@@ -247,10 +247,13 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
                    seconds_lowering: float) -> Iterator[Result]:
     """The `Result` of every (kernel, mode) of one target's lowered kernels, each kernel's as soon
     as it is checked (the child sends them on at once: a timeout later loses none of them)."""
-    for k in kernels:
+    races: dict[tuple[int, str], Verdict] = {}  # PRG-169: per (kernel, mode), race-free, for the calls after it
+    for pos, k in enumerate(kernels):
         label = kernel_label(name, kernels, k)
         analysis = Analysis(k.program)
         done = check_modes(analysis, req, deadline)
+        if k.producers or any(pos in getattr(later, "producers", ()) for later in kernels):
+            done = _computed(kernels, pos, analysis, done, races, req, deadline)
         exposed = exposures_of(analysis, req.fold)
         cid_at = k.call.collective_id_loc if k.call is not None else None  # REP-11: the line that picks the id
         for mode in req.modes:
@@ -262,6 +265,34 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
                          "collective_id": k.program.collective_id, "exposures": exposed},
                 seconds={"trace_and_lower": round(seconds_lowering, 4), "check": round(seconds, 4)},
             )
+
+
+def _computed(kernels, pos: int, analysis: Analysis, done: dict, races: dict, req: Request, deadline: float) -> dict:
+    """PRG-169: a call checked alone whose scalar inputs an earlier call computed keeps its verdicts under a mode
+    only where every such call is race-free there (its outputs are then every schedule's); a call checked alone
+    stands for its own runs, so its race-free verdict rests on them too. Records this call's race-free verdict
+    for the calls after it."""
+    from semcheck.checker.properties.computed_inputs import RACE, settle, why_not_facts
+
+    k = kernels[pos]
+    out = {}
+    for mode, (verdicts, seconds) in done.items():
+        race = next((v for v in verdicts if v.property == RACE), None)
+        if race is None:
+            (race,) = check_program(k.program, mode, (RACE,), timeout_ms=int(req.timeout * 1000), deadline=deadline,
+                                    fold=req.fold, analysis=analysis)
+        reason = None
+        if k.program.launch_failure is None:
+            for j in k.producers:
+                got = races.get((j, mode))
+                reason = why_not_facts(k.computed_by, mode, got if got is not None else Verdict(
+                    RACE, "unknown", reason="the call was not checked"), whose=f"kernel call {j}", of="this call")
+                if reason is not None:
+                    break
+        verdicts = settle(verdicts, reason, keep_race=False)
+        races[(pos, mode)] = race if reason is None else Verdict(RACE, "unknown", reason=reason)
+        out[mode] = (verdicts, seconds)
+    return out
 
 
 def generated_results(t, req: Request, deadline: float, recorder) -> list[Result]:

@@ -16,7 +16,8 @@ them:
   `pmax`: not a value semcheck evaluates, so every property is unknown, with
   the callback's line;
 * `bound_from_earlier_kernel`: the count passes through an earlier kernel's
-  output: unknown (an earlier kernel's output is not followed), with why.
+  output: that call is run in interpret mode and is race-free, so the bound
+  is followed and the program proved (PRG-169).
 * `shapes_only`: the arguments as shapes: unknown with ACC-4's hint.
 
 Used by tests/test_pre_kernel_values.py.

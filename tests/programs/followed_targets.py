@@ -133,3 +133,198 @@ def loop_same_counts(num_devices: int, *, dma_mode: str = "eager", interpret=Non
 def loop_other_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
     """The second iteration on other counts: one launch reached with two values is not told apart (unknown)."""
     return _looped(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)
+
+
+def _count_program(num_devices: int, dma_mode: str, interpret, producer, *, scratch=()):
+    """The KV transfer whose wait call reads counts an earlier kernel call (`producer`) writes (PRG-169)."""
+    params = kv.interpret_params(dma_mode, interpret)
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+
+    def program(count, x):
+        again = pl.pallas_call(producer, out_shape=jax.ShapeDtypeStruct(count.shape, count.dtype),
+                               in_specs=[smem], out_specs=smem, scratch_shapes=list(scratch), interpret=params)(count)
+        x, future = kv.kv_start(count, x, params)
+        return kv.kv_wait(again, x, future, params)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS), P(kv.AXIS)), out_specs=P(kv.AXIS),
+                               check_vma=False))
+    x = jnp.zeros((num_devices * kv.LAYERS, kv.ROWS, kv.LANES), jnp.float32)
+    count = jnp.asarray(kv.layer_counts(num_devices))
+    return fn, (jax.device_put(count, NamedSharding(mesh, P(kv.AXIS))),
+                jax.device_put(x, NamedSharding(mesh, P(kv.AXIS))))
+
+
+def _uninitialised_kernel(count_ref, out_ref, tmp_ref):
+    del count_ref
+    out_ref[0] = jnp.minimum(jnp.maximum(tmp_ref[0], 0), 1)  # a scratch nothing wrote
+
+
+@semcheck.target(devices=[2])
+def count_from_uninitialised(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The wait call's count comes from scratch memory the producer never writes: not a fact (unknown)."""
+    return _count_program(num_devices, dma_mode, interpret, _uninitialised_kernel,
+                          scratch=[pltpu.SMEM((1,), jnp.int32)])
+
+
+def _racy_count_kernel(count_ref, out_ref, src_ref, tmp_ref, sems):
+    src_ref[...] = jnp.zeros_like(src_ref)
+    first = pltpu.make_async_copy(src_ref, tmp_ref, sems.at[0])
+    first.start()
+    first.wait()
+    again = pltpu.make_async_copy(src_ref, tmp_ref, sems.at[1])
+    again.start()  # rewrites the same values, unordered with the read below: a race, whatever it reads
+    out_ref[0] = count_ref[0] + tmp_ref[0, 0]
+    again.wait()
+
+
+@semcheck.target(devices=[2])
+def count_from_racy_kernel(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The producer reads its scratch while a second copy into it is in flight: every run computes the same
+    counts, but race-free is violated, so nothing that rests on the counts is a fact (unknown)."""
+    return _count_program(num_devices, dma_mode, interpret, _racy_count_kernel,
+                          scratch=[pltpu.VMEM((8, 128), jnp.int32), pltpu.VMEM((8, 128), jnp.int32),
+                                   pltpu.SemaphoreType.DMA((2,))])
+
+
+def _planned():
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "ring_attention_planned.py"
+    spec = importlib.util.spec_from_file_location("semcheck_programs_ring_attention_planned", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _racy_plan_kernel(lens_ref, mine_ref, split_ref, rows_ref, src_ref, tmp_ref, sems, *, num_devices):
+    planned = _planned()
+    planned._plan_kernel(lens_ref, mine_ref, split_ref, rows_ref, num_devices=num_devices, skip_short=False)
+    src_ref[...] = jnp.zeros_like(src_ref)
+    tmp_ref[...] = jnp.zeros_like(tmp_ref)
+    again = pltpu.make_async_copy(src_ref, tmp_ref, sems.at[0])
+    again.start()  # unordered with the read below: a race, though every run reads zeros
+    rows_ref[0] = rows_ref[0] + tmp_ref[0, 0]
+    again.wait()
+
+
+@semcheck.target(devices=[2])
+def planned_ring_racy_plan(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The planned ring (examples/programs/ring_attention_planned.py) whose plan races on a scratch it adds
+    zeros from: the ring calls' bounds rest on a racy call's outputs, so nothing of them is decided (PRG-169),
+    in the composed program (hardware) and in the calls checked alone (eager, on_wait) alike."""
+    import functools
+
+    planned = _planned()
+    ring = planned.ring
+    params = ring.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (ring.AXIS,))
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+
+    def program(lens, mine, x):
+        split, rows = pl.pallas_call(
+            functools.partial(_racy_plan_kernel, num_devices=num_devices),
+            out_shape=(jax.ShapeDtypeStruct((4,), jnp.int32), jax.ShapeDtypeStruct(lens.shape, jnp.int32)),
+            in_specs=[smem, smem], out_specs=(smem, smem),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.int32), pltpu.VMEM((8, 128), jnp.int32),
+                            pltpu.SemaphoreType.DMA((1,))],
+            interpret=params)(lens, mine)
+        x, acc = ring.ring_part(split, rows, x, jnp.zeros_like(x), params, part=0)
+        return ring.ring_part(split, rows, x, acc, params, part=1)[1]
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ring.AXIS), P(ring.AXIS)),
+                               out_specs=P(ring.AXIS), check_vma=False))
+    _, args = planned.build_with(num_devices, params)
+    return fn, args
+
+
+def _ring_under_cond(num_devices: int, dma_mode: str, interpret, flag: int, *, skip: int = 0, per_device=False):
+    """The two-call ring of examples/programs/ring_attention_two_calls.py inside a `lax.cond` on a flag
+    (replicated, or with `per_device` set on device 0 only); its calls read the lengths and the split as scalar
+    prefetch (PRG-170)."""
+    ring = _planned().ring
+    params = ring.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (ring.AXIS,))
+    flags = [flag] + [0] * (num_devices - 1) if per_device else [flag]
+
+    def program(flag, lens, x):
+        rows = (lens + ring.TOKENS_PER_ROW - 1) // ring.TOKENS_PER_ROW
+        half = (num_devices - 1) // 2
+        split = jnp.array([0, half, half, num_devices - 1 - half], dtype=jnp.int32)
+
+        def rounds(x):
+            x, acc = ring.ring_part(split, rows, x, jnp.zeros_like(x), params, part=0)
+            return ring.ring_part(split, rows, x, acc, params, part=1, skip=skip)[1]
+
+        return jax.lax.cond(flag[0] > 0, rounds, jnp.zeros_like, x)
+
+    flag_spec = P(ring.AXIS) if per_device else P()
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(flag_spec, P(), P(ring.AXIS)), out_specs=P(ring.AXIS),
+                               check_vma=False))
+    _, (lens, x) = ring.build_with(num_devices, params)
+    return fn, (jax.device_put(jnp.asarray(flags, jnp.int32), NamedSharding(mesh, flag_spec)), lens, x)
+
+
+@semcheck.target(devices=[2])
+def ring_under_cond(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The flag is set: every device runs the ring, whose loops read the lengths (proved, PRG-170)."""
+    return _ring_under_cond(num_devices, dma_mode, interpret, 1)
+
+
+@semcheck.target(devices=[2])
+def ring_under_cond_last_recv_unwaited(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The ring under the cond with its second call skipping its last receive wait (the seeded bug of
+    examples/programs/buggy/ring_attention_two_calls_last_recv_unwaited.py): violated as there."""
+    return _ring_under_cond(num_devices, dma_mode, interpret, 1, skip=1)
+
+
+@semcheck.target(devices=[2])
+def ring_under_cond_on_one_device(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """Only device 0's flag is set: the ring's calls run on one device, whose values are not followed (unknown,
+    never the values of the devices that take the branch for all of them)."""
+    return _ring_under_cond(num_devices, dma_mode, interpret, 1, per_device=True)
+
+
+def _shift_example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "repeated_shift_double_barrier.py"
+    spec = importlib.util.spec_from_file_location("semcheck_programs_repeated_shift_double_barrier", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _shifts_while(num_devices: int, dma_mode: str, interpret, *, double_barrier: bool, sharded: bool = False):
+    """examples/programs/repeated_shift_double_barrier.py with its trip count an array (a `fori_loop` with a
+    traced bound is a `while_loop`): `num_devices - 1` shift calls (PRG-171)."""
+    shifts = _shift_example()
+    params = shifts.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (shifts.AXIS,))
+
+    def program(steps, x):
+        return jax.lax.fori_loop(0, steps[0], lambda _, v: shifts.shift(v, double_barrier=double_barrier,
+                                                                         params=params), x)
+
+    spec = P(shifts.AXIS) if sharded else P()
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(spec, P(shifts.AXIS)), out_specs=P(shifts.AXIS),
+                               check_vma=False))
+    (x,) = shifts.build(num_devices, dma_mode=dma_mode, interpret=interpret)[1]
+    steps = jnp.full((num_devices if sharded else 1,), num_devices - 1, jnp.int32)
+    return fn, (jax.device_put(steps, NamedSharding(mesh, spec)), x)
+
+
+@semcheck.target(devices=[2, 5])
+def shifts_while(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The double-barrier shifts in a while loop of a replicated trip count: unrolled, proved (PRG-171)."""
+    return _shifts_while(num_devices, dma_mode, interpret, double_barrier=True)
+
+
+@semcheck.target(devices=[2, 5])
+def shifts_while_single_barrier(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The single-barrier shifts (examples/programs/buggy/repeated_shift_single_barrier.py) in the while loop:
+    invocation-confined violated from 5 devices, as the static loop is."""
+    return _shifts_while(num_devices, dma_mode, interpret, double_barrier=False)
+
+
+@semcheck.target(devices=[2])
+def shifts_while_sharded_bound(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The trip count from a sharded array: the walk does not take a per-device count for all devices (unknown
+    under hardware, with the loop's line)."""
+    return _shifts_while(num_devices, dma_mode, interpret, double_barrier=True, sharded=True)

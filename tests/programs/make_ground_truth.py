@@ -82,6 +82,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                                 "devices": [2, 4, 8]},
     "examples/programs/ring_attention_two_calls.py": {"hardware": [], "interpreter": "completes",
                                                       "devices": [2, 4, 8]},
+    # PRG-169: loop bounds an earlier kernel call (the plan) computes
+    "examples/programs/ring_attention_planned.py": {"hardware": [], "interpreter": "completes",
+                                                    "devices": [2, 4, 8]},
+    "examples/programs/buggy/ring_attention_planned_skips_steps.py": {
+        "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "devices": [2, 4, 8],
+        "interpreter": "hangs: the second ring call's devices run different step counts"},
     "examples/programs/buggy/kv_transfer_layers_last_wait_missing.py": {
         "hardware": ["exit-balance", "dma-bytes", "race-free"], "interpreter": SEMAPHORE_RESULT, "devices": [2, 4, 8]},
     "examples/programs/buggy/kv_transfer_layers_wrong_bytes.py": {

@@ -1,0 +1,135 @@
+"""PRG-169: the outputs of an earlier kernel call, where a later call's scalar inputs are computed from them.
+
+`concrete_inputs` evaluates the program around the kernels on the example arrays, device by device. A
+`pallas_call` whose outputs a later call's scalar operands (or grid bounds) depend on is run here, on one
+device's concrete operands, by jax's interpreter on the CPU, so its outputs are one run's. They are facts
+only where every schedule gives them: `run_kernel` refuses a kernel whose run could depend on other devices
+(a remote copy or signal, the barrier semaphore, a device id) and one whose outputs depend on memory nothing
+writes (two runs, one with uninitialised memory filled with NaN, one with zeros, must agree) and one whose
+outputs differ when its copies run at their waits (an on_wait run must agree too); the rest (the kernel's own
+races) is decided by the race check of the program that reads the values, which the callers
+require to hold before any verdict resting on them stands (`checker/properties/computed_inputs.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
+# barrier semaphore, a device's coordinate.
+_TALKS = ("get_barrier_semaphore", "axis_index", "device_id")
+
+
+def describe(call: Any) -> str:
+    """A kernel call's words for reasons (`trace.KernelCall`): its call index, name and line."""
+    at = f" at {call.loc}" if call.loc.line else ""
+    return f"kernel call {call.index} ({call.name}{at})"
+
+
+def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[np.ndarray] | None, str]:
+    """PRG-169: `eqn` (a `pallas_call`, `call` as `trace` describes it) run by jax's interpreter on `invals`, its
+    outputs; or None and why not."""
+    what = describe(call)
+    if eqn.primitive.name != "pallas_call":
+        return None, f"the output of {what}, which is not a pallas_call semcheck runs"
+    if any(x is None for x in invals):
+        return None, f"the output of {what}, whose inputs semcheck could not compute"
+    if _talks(eqn.params["jaxpr"]):
+        return None, (f"the output of {what}, which communicates with other devices (a remote copy or signal, "
+                      "the barrier semaphore or a device id): one device's run alone does not give it")
+    runs = []
+    for mode, fill in _RUNS:
+        got = _run(eqn, invals, mode, fill)
+        if got is None:
+            return None, f"the output of {what}, which jax's interpreter could not run alone on the CPU"
+        runs.append(got)
+    for (mode, fill), other in zip(_RUNS[1:], runs[1:]):
+        if not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+                   for a, b in zip(runs[0], other)):
+            why = ("depends on memory the kernel never writes (its runs with uninitialised memory filled with NaN "
+                   "and with zeros differ)" if mode == "eager" else
+                   "is not the same when copies run at their waits (on_wait) as when they run at their starts")
+            return None, f"the output of {what}, which {why}"
+    return runs[0], ""
+
+
+# The runs that must agree: eager with jax's NaN fill (the values kept), with zeros, and on_wait.
+_RUNS = (("eager", "nan"), ("eager", "zero"), ("on_wait", "nan"))
+
+
+def _run(eqn: Any, invals: list[Any], mode: str, fill: str) -> list[np.ndarray] | None:
+    try:
+        out = _jitted(eqn, mode, fill)(*invals)
+        outs = [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
+    except Exception:  # noqa: BLE001 - no value, never a guess
+        return None
+    return None if any(o.dtype == object for o in outs) else outs
+
+
+# The call jitted once per (launch equation, mode, fill): every device, pass and later evaluation of the same
+# trace runs the compiled interpreter (a compile costs about a second, a run of it a few milliseconds). The
+# equation is kept with its entry, so an id is never taken for another equation's.
+_JITTED: dict[tuple[int, str, str], tuple[Any, Any]] = {}
+_JITTED_MAX = 32
+
+
+def _jitted(eqn: Any, mode: str, fill: str) -> Any:
+    import jax  # lazy: see trace's docstring
+    from jax.experimental.pallas import tpu as pltpu
+
+    key = (id(eqn), mode, fill)
+    hit = _JITTED.get(key)
+    if hit is not None and hit[0] is eqn:
+        return hit[1]
+    params = dict(eqn.params)
+    params["interpret"] = pltpu.InterpretParams(dma_execution_mode=mode, uninitialized_memory=fill)
+    got = eqn.primitive.get_bind_params(params)
+    subfuns, bind = got if isinstance(got, tuple) else ((), got)
+    fn = jax.jit(lambda *xs: eqn.primitive.bind(*subfuns, *xs, **bind))
+    while len(_JITTED) >= _JITTED_MAX:
+        _JITTED.pop(next(iter(_JITTED)))
+    _JITTED[key] = (eqn, fn)
+    return fn
+
+
+def _talks(jaxpr: Any) -> bool:
+    """Whether a kernel jaxpr may depend on another device (module docstring)."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in inner.eqns:
+        name = eqn.primitive.name
+        if name in _TALKS or any(t in name for t in ("remote", "barrier")):
+            return True
+        if _remote(eqn):
+            return True
+        if any(_talks(sub) for sub in _subs(eqn.params)):
+            return True
+    return False
+
+
+def _subs(params: dict[str, Any]) -> list[Any]:
+    """The jaxprs among an equation's parameters (a loop's body, a cond's branches, a scoped body)."""
+    out = []
+    for value in params.values():
+        for v in (value if isinstance(value, (tuple, list)) else (value,)):
+            if hasattr(getattr(v, "jaxpr", v), "eqns"):
+                out.append(v)
+    return out
+
+
+def _remote(eqn: Any) -> bool:
+    """A copy or signal with a device id (its operands' tree names one: `dma_start`/`dma_wait` at position 4,
+    `semaphore_signal` at 3)."""
+    name = eqn.primitive.name
+    key, at = ("tree", 4) if name.startswith("dma_") else ("args_tree", 3) if name == "semaphore_signal" else (
+        None, 0)
+    if key is None or eqn.params.get(key) is None:
+        return False
+    try:
+        return eqn.params[key].unflatten(list(eqn.invars))[at] is not None
+    except Exception:  # noqa: BLE001 - an unknown layout: say it may talk
+        return True
+
+
+__all__ = ["describe", "run_kernel"]
