@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import shlex
 
+import pytest
+
 from ._support import REPO, semcheck_many
 
 # the terminal's marks, as a pipe shows them (specs/deciding/report.md REP-22)
@@ -68,3 +70,28 @@ def test_the_readme_quick_start_shows_what_semcheck_prints():
             assert want == got, argv
         if code is not None:
             assert run.returncode == code, (argv, run.stderr)
+
+
+def project_urls() -> dict[str, str]:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
+
+
+@pytest.mark.rule("REP-28")
+def test_the_project_has_one_url_and_sarif_reads_it_from_the_installed_metadata():
+    from semcheck.checker.report.render import to_sarif
+
+    urls = project_urls()
+    home = urls["Homepage"]
+    assert urls["Repository"] == home and urls["Documentation"].startswith(home), urls
+    # every page that tells a user where semcheck comes from names that URL, and no placeholder
+    for name in ("README.md", ".pre-commit-hooks.yaml", ".github/workflows/semcheck.yml"):
+        text = (REPO / name).read_text()
+        named = set(re.findall(r"https://github\.com/[\w.-]+/[\w.-]+?(?=[@/\s\"#]|$)", text))
+        assert named == {home}, (name, named)
+        assert "OWNER" not in text, name
+    # SARIF's informationUri comes from the installed package, whose metadata is the pyproject's
+    driver = to_sarif("k.py", [], "0")["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == home
+    assert all(r["helpUri"].startswith(f"{home}/blob/") for r in driver["rules"])
