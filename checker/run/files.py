@@ -1,6 +1,8 @@
 """The kernel files of a run, found once, and what each came to: `semcheck verify PATH...` and
 `semcheck.check(PATH)` plan their files here and read each file's report from here, so a
-directory means the same kernels, requests and suppressions to both (REP-29)."""
+directory means the same kernels, requests and suppressions to both (REP-29), and a user's project the
+same verdicts to every way in (REP-30: the plugin collects `planning.configured_kernels`, the same
+discovery)."""
 
 from __future__ import annotations
 
