@@ -85,18 +85,21 @@ def check(
     cache: bool = True,
     fold: bool = True,
 ) -> Findings:
-    """Verify a kernel file (a path, `file.py::target`, or a module-level target function) at each
-    device count under `dma_mode` (hardware, eager, on_wait, all, or a list of them), as
-    `semcheck verify` does, with its settings: what is not given comes from `[tool.semcheck]` of
-    the nearest pyproject.toml above the working directory (its `pythonpath`, `select` and `ignore`
-    too), else from the CLI's defaults (each target's own devices, else 2, 4, 8; all modes; 300 s).
+    """Verify a kernel file (a path, `file.py::target`, or a module-level target function), or
+    every kernel file under a directory, at each device count under `dma_mode` (hardware, eager,
+    on_wait, all, or a list of them), as `semcheck verify` does, with its settings: what is not
+    given comes from `[tool.semcheck]` of the nearest pyproject.toml above the working directory
+    (its `pythonpath`, `select` and `ignore` too), else from the CLI's defaults (each target's own
+    devices, else 2, 4, 8; all modes; 300 s).
 
     Returns the `Findings` (`.results`: one `Result` per target x device count x mode, each with
     its `Verdict`s; `.notes`: timeouts, unsupported constructs, and why an answer was not kept in
-    the cache; `.suppressed`: the properties not checked, and why). `properties`: check only these
-    (as `--select`). `cache`: answer from, and keep answers in, the result cache `semcheck verify`
-    uses. Raises `semcheck.InputError`: code "usage" for bad arguments or a bad `[tool.semcheck]`,
-    another code when the kernel file cannot be verified at all (REP-4).
+    the cache; `.suppressed`: the properties not checked, and why; for a directory, `.files`:
+    each kernel file's own `Findings`, whose `.error` says why it could not be verified).
+    `properties`: check only these (as `--select`). `cache`: answer from, and keep answers in,
+    the result cache `semcheck verify` uses. Raises `semcheck.InputError`: code "usage" for bad
+    arguments or a bad `[tool.semcheck]`, another code when the kernel file (or every file of the
+    directory) cannot be verified at all (REP-4, REP-29).
     """
     st = settings(os.getcwd(), devices, dma_mode, timeout=timeout, cores=cores, entry=entry, jobs=jobs)
     return check_with(st, path_or_target, properties, cache=cache, fold=fold)
