@@ -12,8 +12,8 @@ from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.diagram import diagram, to_mermaid
 from semcheck.checker.report.escape import fence, html_text, markdown, md_code
 from semcheck.checker.report.svg import to_svg
-from semcheck.checker.report.render import (PLAIN_MARK, FileReport, _rel, _row_summary, _where, _worst, hint_for, overall, summary,
-                                            summary_counts)
+from semcheck.checker.report.render import (PLAIN_MARK, FileReport, _rel, _row_summary, _where, _worst, hint_for,
+                                            overall, summary, summary_counts)
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places

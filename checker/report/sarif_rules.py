@@ -56,6 +56,8 @@ VACUOUS_FIX = "fix the finding that stops every run first; the property is then 
 UNUSED = "The comment names properties for a line, function or target where nothing of them was found."
 UNUSED_FIX = "remove the comment, or move it to the line the finding is reported at"
 
+HOME_LABELS = ("homepage", "home", "repository", "source")  # the Project-URL labels that name the project's home
+
 
 @functools.cache
 def information_uri() -> str | None:
@@ -63,14 +65,13 @@ def information_uri() -> str | None:
     home: no copy of the URL here), or None when the metadata names none (the report then omits it)."""
     from importlib import metadata
 
-    try:
-        urls = metadata.metadata("semcheck").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
-        urls = []
-    for entry in urls:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() in ("homepage", "home", "repository", "source") and url.strip().startswith("https://"):
-            return url.strip().rstrip("/")
+    # every copy of the metadata on the path, first the one imports see: a stale build's (an old
+    # *.egg-info beside the sources) may predate [project.urls], so the first that names a URL wins
+    for dist in metadata.distributions(name="semcheck"):
+        for entry in dist.metadata.get_all("Project-URL") or []:
+            label, _, url = entry.partition(",")
+            if label.strip().lower() in HOME_LABELS and url.strip().startswith("https://"):
+                return url.strip().rstrip("/")
     return None
 
 
