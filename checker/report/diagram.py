@@ -32,7 +32,8 @@ class Message:
 
 @dataclass(frozen=True)
 class Note:
-    """A box over `lanes` (one, or the first and last of a span). `kind`: `blocked`, `race`, `access`, `stop`, `more`."""
+    """A box over `lanes` (one, or the first and last of a span). `kind`: `blocked`, `race`, `access`, `stop`,
+    `more`, `wait` (a race's wait that does not order the pair), `left` (a count left at exit)."""
 
     lanes: tuple[str, ...]
     text: str
@@ -51,28 +52,58 @@ def diagram(v: Verdict) -> Diagram | None:
     Deadlocks: one lane per core involved; an operation that added to a blocked counter is a solid
     arrow, one that never runs a dashed arrow ending in a cross, one that goes astray (to a counter
     nobody waits on) a dashed arrow to where it goes, each blocked wait a note. Races: the two
-    accesses as notes on their devices, and the copy between them. Other witnesses: where each
-    involved device stops, from the timeline.
+    accesses as notes on their devices, the wait that does not order them (the line to fix) between
+    them, and the copy. Exit-balance: the signal or copy nobody waits for, as an arrow, and the count
+    it leaves. Other witnesses: where each involved device stops, or reaches the exit, from the timeline.
     """
     w = v.witness
     if w is None:
         return None
     if w.details.get("waits"):
         return _deadlock(w.details["waits"])
+    sites = [s for s in w.details.get("sites", ()) if isinstance(s, dict)]
     if w.details.get("accesses"):
-        return _race(w.details["accesses"])
+        return _race(w.details["accesses"], sites)
     timeline = w.details.get("timeline") or []
     if not timeline:
         return None
     shown = timeline[:MAX_DIAGRAM_WAITS]
-    steps = []
+    lanes = {f"D{d['device']}" for d in shown}
+    steps: list[Message | Note] = [*_unwaited(shown, lanes, [s for s in sites if s.get("role") == "unwaited"])]
     for d in shown:
-        stop = next((e for e in reversed(d["events"]) if ">>" in e), d["events"][-1] if d["events"] else "")
-        loc, _, what = stop.partition("  ")
+        stop = next((e for e in reversed(d["events"]) if ">>" in e), None)
+        loc, _, what = (stop or (d["events"][-1] if d["events"] else "")).partition("  ")
         line = loc.rsplit(":", 1)[-1]
         at = f"line {line}" if line and line.isdigit() else loc
-        steps.append(Note((f"D{d['device']}",), f"stops at {at} {what.replace('>>', '').strip()}".strip(), "stop"))
+        # a device whose timeline has no stop mark ran to its end: the kernel's exit, not a stop
+        text = f"stops at {at} {what.replace('>>', '').strip()}" if stop is not None else f"reaches the exit, {at}"
+        steps.append(Note((f"D{d['device']}",), text.strip(), "stop"))
     return Diagram(tuple(Lane(f"D{d['device']}", f"device {d['device']}") for d in shown), tuple(steps))
+
+
+def _unwaited(shown: list[dict], lanes: set[str], sites: list[dict]) -> list[Message | Note]:
+    """REP-31, exit-balance: each device's signal or copy at a line whose count nobody waits for (an `unwaited`
+    site), as an arrow to where it lands, and a note on the lane whose count is left at exit."""
+    out: list[Message | Note] = []
+    for d in shown:
+        src = f"D{d['device']}"
+        for step in d.get("steps", ()):
+            site = next((s for s in sites if s.get("line") == step.get("line") and s.get("file") == step.get("file")),
+                        None)
+            if site is None:
+                continue
+            op = str(step.get("op", ""))
+            to = op.partition("-> device ")[2].split(" ")[0]
+            dst = f"D{to}" if to.isdigit() and f"D{to}" in lanes else src
+            line = step["line"]
+            if op.startswith("dma"):  # the copy, and the side of it whose semaphore nobody waits on
+                out.append(Message(src, dst, f"{op}, line {line}", "copy"))
+                left = src if "send side" in str(site.get("note", "")) else dst
+            else:
+                out.append(Message(src, dst, f"{op}, line {line}: nothing waits for it", "astray"))
+                left = dst
+            out.append(Note((left,), f"left at exit: what line {line} added, nobody waits for it", "left"))
+    return out
 
 
 def _deadlock(waits: list[dict]) -> Diagram:
@@ -112,17 +143,23 @@ def _deadlock(waits: list[dict]) -> Diagram:
     return Diagram(tuple(Lane(f"C{c}", name) for c, name in sorted(cores.items())), tuple(steps))
 
 
-def _race(accesses: list[dict]) -> Diagram:
+def _race(accesses: list[dict], sites: list[dict]) -> Diagram:
     # one lane per device, or per core of a multi-core kernel (`by`: who makes the access)
     names = {a.get("by", f"device {a['device']}") for a in accesses}
     lane = {name: f"L{i}" for i, name in enumerate(sorted(names, key=lambda n: [int(t) for t in n.split() if t.isdigit()]))}
     steps: list[Message | Note] = []
-    for a in accesses:
-        line = str(a.get("line", "")).rsplit(":", 1)[-1]
-        kind = "writes" if a.get("write") else "reads"
-        steps.append(Note((lane[a.get("by", f"device {a['device']}")],), f"{a['what']} ({kind}), line {line}", "access"))
     a, b = accesses[0], accesses[-1]
     copy = next((x for x in accesses if "cop" in x["what"]), None)
+    # REP-31: the wait that should order the pair and does not (or where it belongs), between them
+    wait = next((s for role in ("wrong-wait", "late-wait", "wait-here") for s in sites if s.get("role") == role), None)
+    waiter = b if copy is None or copy is a else a
+    for i, x in enumerate(accesses):
+        line = str(x.get("line", "")).rsplit(":", 1)[-1]
+        kind = "writes" if x.get("write") else "reads"
+        steps.append(Note((lane[x.get("by", f"device {x['device']}")],), f"{x['what']} ({kind}), line {line}", "access"))
+        if i == 0 and wait is not None:
+            steps.append(Note((lane[waiter.get("by", f"device {waiter['device']}")],),
+                              f"line {wait['line']}: {wait.get('note', '')}", "wait"))
     if copy is not None:
         other = b if copy is a else a
         steps.append(Message(lane[copy.get("by", f"device {copy['device']}")],

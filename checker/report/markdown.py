@@ -12,8 +12,8 @@ from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.diagram import diagram, to_mermaid
 from semcheck.checker.report.escape import fence, html_text, markdown, md_code
 from semcheck.checker.report.svg import to_svg
-from semcheck.checker.report.render import (FileReport, _rel, _row_summary, _where, _worst, hint_for, overall, summary,
-                                            summary_counts)
+from semcheck.checker.report.render import (PLAIN_MARK, FileReport, _rel, _row_summary, _where, _worst, hint_for,
+                                            overall, summary, summary_counts)
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places
@@ -174,6 +174,38 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     return "\n".join(out) + "\n"
 
 
+# REP-32: HTML marks are words in coloured boxes, not emoji: a browser without an emoji font draws emoji as empty
+# boxes. The words are the text report's marks off a terminal (REP-22), so one reading serves both.
+_BADGE_WORD = {**PLAIN_MARK, "per-n": "--"}
+_BADGE_COLOUR = {"proved": "#1a7f37", "vacuous": "#0969da", "violated": "#cf222e", "unknown": "#9a6700",
+                 "unrunnable": "#8250df", "differ": "#bc4c00", "per-n": "#6e7781"}
+_BADGE_STYLE = (".mark{display:inline-block;min-width:2.4em;padding:.1em .4em;border-radius:.3em;color:#fff;"
+                "font:bold .75em/1.3 ui-monospace,monospace;text-align:center;vertical-align:middle}"
+                + "".join(f".mark.{k}{{background:{c}}}" for k, c in _BADGE_COLOUR.items())
+                + ".fix{border-left:4px solid #cf222e;padding:.3em .8em;background:#fff5f5}"
+                  "ul.related{margin-top:.2em}")
+
+
+def _badge(kind: str) -> str:
+    return f"<span class='mark {kind.replace('_', '-')}'>{html_text(_BADGE_WORD[kind])}</span>"
+
+
+def _html_places(p) -> list[str]:
+    """The line to fix, said as such with what to do there, then each related line with what happens on it."""
+    e = html_text
+    out = []
+    if p.primary is not None:
+        loc = p.primary.loc
+        out.append(f"<p class=fix><b>fix here</b> <code>{e(_rel(loc.file))}:{loc.line}</code>: "
+                   f"<code>{e(loc.text.strip())}</code>" + (f"<br>{e(_rel(p.primary.message))}" if p.primary.message
+                                                            else "") + "</p>")
+    if p.related:
+        out.append("<ul class=related>" + "".join(
+            f"<li><code>{e(_rel(x.loc.file))}:{x.loc.line}</code>: <code>{e(x.loc.text.strip())}</code>"
+            + (f": {e(_rel(x.message))}" if x.message else "") + "</li>" for x in p.related) + "</ul>")
+    return out
+
+
 def to_html(label: str, files: Sequence[FileReport]) -> str:
     """One self-contained HTML page: the markdown report's content, with the diagrams as inline SVG
     (no script, nothing loaded from anywhere)."""
@@ -186,17 +218,17 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
             + f"{e(report_every_n.summary_words(files))}</b></p>"]
     for f, name, x in failed:
-        body.append(f"<h2>❌ not verified: <code>{e(f.path)}</code> {e(name)}</h2><p>{e(_rel(x.one_line()))}</p>")
+        body.append(f"<h2>{_badge('violated')} not verified: <code>{e(f.path)}</code> {e(name)}</h2>"
+                    f"<p>{e(_rel(x.one_line()))}</p>")
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = _title(kind, props)
-            body.append(f"<h2>{_MD_MARK[kind]} {e(shown)}: <code>{e(f.path)}</code> {e(target)}, "
+            body.append(f"<h2>{_badge(kind)} {e(shown)}: <code>{e(f.path)}</code> {e(target)}, "
                         f"{n} devices, {mode}</h2>")
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
                 body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
-                body += [f"<p><code>{e(_rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
-                         for loc in places(v).locs]  # REP-10: the line to change first
+                body += _html_places(places(v))  # REP-10: the line to change first, then what happens where
                 if v.input is not None:
                     body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
                 drawn = diagram(v)
@@ -211,7 +243,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                 body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
     for f in files:
         for target, lines, causes in modes_differ(f.results):
-            body.append(f"<h2>{_MD_MARK['differ']} modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
+            body.append(f"<h2>{_badge('differ')} modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
             body += [f"<li>{e(line)}</li>" for line in lines]
             body.append("</ul>")
             for code, text, locs in causes:
@@ -223,15 +255,15 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     for f in files:  # --every-n (specs/deciding/parametric.md PAR-8)
         for target, xs in _every_n_by_target(f).items():
             body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
-            body += [f"<li>{_EVERY_N_MARK[x.kind]} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
+            body += [f"<li>{_badge(x.kind)} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
             body.append("</ul>")
     for head, sups in _suppressions(files):
-        body.append(f"<h2>➖ {head}</h2><ul>")
+        body.append(f"<h2>{head}</h2><ul>")
         body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
         body.append("</ul>")
     unused = [(f, x) for f in files for x in f.unused]
     if unused:  # REP-26
-        body.append("<h2>⚠️ unused suppressions</h2><ul>")
+        body.append("<h2>unused suppressions</h2><ul>")
         body += [f"<li><code>{e(_rel(x.loc.file))}:{x.loc.line}</code>: {e(_rel(x.unused()))} ({e(_rel(x.reason))})</li>"
                  for f, x in unused]
         body.append("</ul>")
@@ -241,17 +273,17 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                 "<th>result</th></tr>")
     for f in files:
         if f.error is not None:
-            body.append(f"<tr><td>❌</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
+            body.append(f"<tr><td>{_badge('violated')}</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
                         f"<td>not verified: {e(_rel(f.error.one_line()))}</td></tr>")
         for r in f.results:
-            body.append(f"<tr><td>{_MD_MARK[_worst(r.verdicts)]}</td><td><code>{e(f.path)}</code></td>"
+            body.append(f"<tr><td>{_badge(_worst(r.verdicts))}</td><td><code>{e(f.path)}</code></td>"
                         f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
                         f"<td>{e(_rel(_row_summary(r)))}</td></tr>")
     body.append("</table>")
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
              "pre.text{background:#f6f8fa;padding:.8em;white-space:pre-wrap}"
-             "figure{margin:1em 0;overflow-x:auto}svg.diagram{display:block}")
+             "figure{margin:1em 0;overflow-x:auto}svg.diagram{display:block}" + _BADGE_STYLE)
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f"<title>semcheck: {e(_rel(label))}</title><style>{style}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")

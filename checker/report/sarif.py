@@ -64,7 +64,8 @@ def to_sarif_files(files: Sequence[FileReport], version: str) -> dict[str, Any]:
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "semcheck", "version": version, "informationUri": information_uri(),
+        "runs": [{"tool": {"driver": {"name": "semcheck", "version": version,
+                                      **({"informationUri": home} if (home := information_uri()) else {}),
                                       "rules": rules}},
                   "results": sarif_results}],
     }

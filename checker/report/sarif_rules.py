@@ -55,45 +55,49 @@ VACUOUS = ("No run reaches the point the property is about (no kernel exit, no a
 VACUOUS_FIX = "fix the finding that stops every run first; the property is then decided"
 UNUSED = "The comment names properties for a line, function or target where nothing of them was found."
 UNUSED_FIX = "remove the comment, or move it to the line the finding is reported at"
-FALLBACK_URI = "https://pypi.org/project/semcheck/"
+
+HOME_LABELS = ("homepage", "home", "repository", "source")  # the Project-URL labels that name the project's home
 
 
 @functools.cache
-def information_uri() -> str:
-    """The project's home page from the installed package's metadata, else its package index page."""
+def information_uri() -> str | None:
+    """REP-28: the project's home page, `[project.urls] Homepage` as the installed package's metadata has it (its one
+    home: no copy of the URL here), or None when the metadata names none (the report then omits it)."""
     from importlib import metadata
 
-    try:
-        urls = metadata.metadata("semcheck").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
-        urls = []
-    for entry in urls:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() in ("homepage", "home", "repository", "source") and url.strip().startswith("https://"):
-            return url.strip().rstrip("/")
-    return FALLBACK_URI
+    # every copy of the metadata on the path, first the one imports see: a stale build's (an old
+    # *.egg-info beside the sources) may predate [project.urls], so the first that names a URL wins
+    for dist in metadata.distributions(name="semcheck"):
+        for entry in dist.metadata.get_all("Project-URL") or []:
+            label, _, url = entry.partition(",")
+            if label.strip().lower() in HOME_LABELS and url.strip().startswith("https://"):
+                return url.strip().rstrip("/")
+    return None
 
 
-def help_uri(doc: str) -> str:
+def help_uri(doc: str) -> str | None:
     """Where the rule's spec page is read: the repository's file when the home page is a GitHub repository."""
     home = information_uri()
-    return f"{home}/blob/main/specs/{doc}" if home.startswith("https://github.com/") else home
+    return f"{home}/blob/main/specs/{doc}" if home and home.startswith("https://github.com/") else home
 
 
 def _rule(rid: str, name: str, short: str, full: str, fix: str, spec: str, doc: str, level: str) -> dict[str, Any]:
     uri = help_uri(doc)
-    return {
+    page = f"[specs/{doc}]({uri})" if uri else f"specs/{doc}"
+    rule = {
         "id": rid,
         "name": name,
         "shortDescription": {"text": short},
         "fullDescription": {"text": f"{short} {full}"},
         "help": {"text": f"{short} {full} Typical fix: {fix}. Spec: {spec} in specs/{doc} (`semcheck spec {spec}`).",
                  "markdown": f"**{short}**\n\n{full}\n\n**Typical fix:** {fix}.\n\nSpec: {spec} in "
-                             f"[specs/{doc}]({uri}) (`semcheck spec {spec}`)."},
-        "helpUri": uri,
+                             f"{page} (`semcheck spec {spec}`)."},
         "defaultConfiguration": {"level": level},
         "properties": {"specRule": spec},
     }
+    if uri:
+        rule["helpUri"] = uri
+    return rule
 
 
 def rules() -> list[dict[str, Any]]:

@@ -30,6 +30,8 @@ STYLE = {
     "access": ("#6e7781", "", "#f6f8fa"),
     "stop": ("#6e7781", "", "#f6f8fa"),
     "more": ("#6e7781", "", "#ffffff"),
+    "wait": ("#cf222e", "", "#ffebe9"),
+    "left": ("#cf222e", "", "#ffebe9"),
 }
 
 
@@ -88,7 +90,7 @@ def to_svg(d: Diagram, title: str = "") -> str:
             h = len(lines) * LINE + 10
             parts.append(f"<rect class='note {s.kind}' x='{lo:.1f}' y='{y:.1f}' width='{hi - lo:.1f}' height='{h}' "
                          f"rx='3' fill='{fill}' stroke='{stroke}'/>")
-            parts.append(_text((lo + hi) / 2, y + 5 + FONT, lines, weight="bold" if s.kind in ("blocked", "race") else ""))
+            parts.append(_text((lo + hi) / 2, y + 5 + FONT, lines, weight="bold" if s.kind in ("blocked", "race", "wait", "left") else ""))
             y += h + GAP
     bottom = y + 4
     lanes = []

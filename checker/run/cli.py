@@ -139,8 +139,7 @@ def _color_options(color: str, file: bool = False) -> dict:
 
 def cmd_verify(args) -> int:
     from semcheck.checker.report import render as report
-    from semcheck.checker.run.planning import discover, file_requests, precheck_file
-    from semcheck.checker.run.request import NOT_CACHED, InputError, Request
+    from semcheck.checker.run.request import NOT_CACHED, InputError
     from semcheck.checker.run.runs import FileRun
 
     err = _err_console(getattr(args, "color", "auto"))
@@ -162,33 +161,15 @@ def cmd_verify(args) -> int:
             given.append(path)
             if sep and target:
                 selectors[os.path.realpath(path)] = target
-        from semcheck.checker.parametric.every_n import PROPS as EVERY_N_PROPS, traced_counts
-        from semcheck.checker.run.config import checked_properties, flag_suppressions
+        from semcheck.checker.run.config import flag_suppressions
+        from semcheck.checker.run.files import plan_files
 
         flags = flag_suppressions(st)
         use_pythonpath(st.pythonpath)  # the kernel files' imports (in the checking processes too)
         # a path that does not exist is that file's input error (precheck_file says so), reported as every
         # other one is, in every format, beside the files that do exist
-        missing = [g for g in given if not os.path.exists(g)]
-        present = [g for g in given if os.path.exists(g)]
-        files, _skipped = (discover(present, exclude=st.exclude, entry=st.entry, only_kernels=args.only_kernels)
-                           if present else ([], []))
-        files += missing
-        runs: list[FileRun] = []
-        suppressed: dict[str, list] = {}  # per file: the properties not checked, and why
-        for path in files:
-            target = selectors.get(os.path.realpath(path))
-            try:
-                precheck_file(path)
-                suppressed[path], checked = checked_properties(flags, path)
-                reqs = file_requests(path, target, st, checked, fold=not args.no_fold)
-                if st.every_n and set(checked) & set(EVERY_N_PROPS):  # one more request: every N (PAR-8)
-                    reqs.append(Request(os.path.abspath(path), target, st.entry, max(traced_counts()), st.cores,
-                                        st.modes, st.timeout, properties=checked, fold=not args.no_fold,
-                                        examples=st.examples, every_n=True))
-                runs.append(FileRun(path, reqs))
-            except InputError as e:
-                runs.append(FileRun(path, [], error=e))
+        runs, suppressed = plan_files(st, given, flags, selectors=selectors, only_kernels=args.only_kernels,
+                                      fold=not args.no_fold, every_n=st.every_n)
         cache = None if args.no_cache else result_cache(st)
         from semcheck.checker.report.progress import run_with_progress
 
@@ -245,7 +226,9 @@ def cmd_verify(args) -> int:
             if args.debug and e.debug_text:
                 _say_lines(err, e.debug_text)
             err.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
-    files = _file_reports(runs, suppressed)
+    from semcheck.checker.run.files import file_reports
+
+    files = file_reports(runs, suppressed)
     results = [r for f in files for r in f.results]
     if args.format == "text":
         from semcheck.checker.report.console import LineConsole as Console
@@ -266,24 +249,6 @@ def cmd_verify(args) -> int:
     if not results and not any(f.error for f in files):
         err.print("semcheck: nothing was verified (no kernel was found in the selected targets)", markup=False)
     return code
-
-
-def _file_reports(runs, suppressed: dict[str, list]) -> list:
-    """Each file's report: its results less what its target, def and line comments suppress (REP-25), those
-    suppressions beside the file's own, and the comments that suppressed nothing (REP-26)."""
-    from semcheck.checker.report import render as report
-    from semcheck.checker.report import suppress as report_suppress
-
-    files = []
-    for run in runs:
-        found, used, unused = run.findings.results if run.findings else [], [], []
-        if run.error is None and run.findings is not None:
-            found, used, unused = report_suppress.apply_local(run.path, found, report_suppress.local(run.path))
-        files.append(report.FileReport(run.path, found, run.error, run.cached,
-                                       run.findings.errors if run.findings else [],
-                                       [*suppressed.get(run.path, []), *used] if run.error is None else [],
-                                       run.findings.claims if run.findings else [], unused))
-    return files
 
 
 def _say_lines(err, text: str) -> None:

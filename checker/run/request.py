@@ -85,6 +85,12 @@ class Findings:
     claims: list = dataclasses.field(default_factory=list)  # parametric.TargetClaims of an every_n request
     # report.suppress.Suppression: the properties not checked, and why (set by `semcheck.check`, never cached)
     suppressed: list = dataclasses.field(default_factory=list)
+    # set by `semcheck.check` only (REP-26, REP-29): the comments that suppressed nothing; for a directory, each
+    # kernel file found under it (as discovered) with its own Findings, whose `error` says why a file could
+    # not be verified at all (the directory's own `error` is then the first such, so nothing reads as complete)
+    unused: list = dataclasses.field(default_factory=list)
+    files: dict[str, Findings] = dataclasses.field(default_factory=dict)
+    error: InputError | None = None
 
 
 class InputError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.run.config import DmaModeOption, Format, Settings
 from semcheck.checker.run.request import Findings, InputError
@@ -85,18 +85,21 @@ def check(
     cache: bool = True,
     fold: bool = True,
 ) -> Findings:
-    """Verify a kernel file (a path, `file.py::target`, or a module-level target function) at each
-    device count under `dma_mode` (hardware, eager, on_wait, all, or a list of them), as
-    `semcheck verify` does, with its settings: what is not given comes from `[tool.semcheck]` of
-    the nearest pyproject.toml above the working directory (its `pythonpath`, `select` and `ignore`
-    too), else from the CLI's defaults (each target's own devices, else 2, 4, 8; all modes; 300 s).
+    """Verify a kernel file (a path, `file.py::target`, or a module-level target function), or
+    every kernel file under a directory, at each device count under `dma_mode` (hardware, eager,
+    on_wait, all, or a list of them), as `semcheck verify` does, with its settings: what is not
+    given comes from `[tool.semcheck]` of the nearest pyproject.toml above the working directory
+    (its `pythonpath`, `select` and `ignore` too), else from the CLI's defaults (each target's own
+    devices, else 2, 4, 8; all modes; 300 s).
 
     Returns the `Findings` (`.results`: one `Result` per target x device count x mode, each with
     its `Verdict`s; `.notes`: timeouts, unsupported constructs, and why an answer was not kept in
-    the cache; `.suppressed`: the properties not checked, and why). `properties`: check only these
-    (as `--select`). `cache`: answer from, and keep answers in, the result cache `semcheck verify`
-    uses. Raises `semcheck.InputError`: code "usage" for bad arguments or a bad `[tool.semcheck]`,
-    another code when the kernel file cannot be verified at all (REP-4).
+    the cache; `.suppressed`: the properties not checked, and why; for a directory, `.files`:
+    each kernel file's own `Findings`, whose `.error` says why it could not be verified).
+    `properties`: check only these (as `--select`). `cache`: answer from, and keep answers in,
+    the result cache `semcheck verify` uses. Raises `semcheck.InputError`: code "usage" for bad
+    arguments or a bad `[tool.semcheck]`, another code when the kernel file (or every file of the
+    directory) cannot be verified at all (REP-4, REP-29).
     """
     st = settings(os.getcwd(), devices, dma_mode, timeout=timeout, cores=cores, entry=entry, jobs=jobs)
     return check_with(st, path_or_target, properties, cache=cache, fold=fold)
@@ -104,32 +107,63 @@ def check(
 
 def check_with(st: Settings, path_or_target: PathOrTarget, properties: Sequence[str] | None = None, *,
                cache: bool = True, fold: bool = True) -> Findings:
-    """`check` with settings already loaded (the pytest plugin loads them once, above its root directory)."""
-    from semcheck.checker.run.config import checked_properties, flag_suppressions, result_cache, use_pythonpath
+    """`check` with settings already loaded (the pytest plugin loads them once, above its root directory).
+
+    A directory is searched as `semcheck verify DIR` searches it (`checker.run.files.plan_files`, REP-29):
+    the result holds every file's rows, and `.files` each file's own `Findings`."""
+    from semcheck.checker.run.config import flag_suppressions, result_cache, use_pythonpath
     from semcheck.checker.run.exit_codes import UsageError
-    from semcheck.checker.run.planning import file_requests, precheck_file
-    from semcheck.checker.run.runs import run_sweep
+    from semcheck.checker.run.files import file_reports, plan_files
+    from semcheck.checker.run.runs import run_files
 
     path, target = resolve(path_or_target)
     if properties is not None and (isinstance(properties, str) or not list(properties)):
         raise InputError("usage", f"properties must be a non-empty list of property ids, not {properties!r}")
+    if target is not None and os.path.isdir(path):
+        raise InputError("usage", f"{path}::{target}: a ::target selects a target of a file, not of a directory")
     try:
         flags = flag_suppressions(st, select=None if properties is None else list(properties),
                                   select_from="properties")
     except UsageError as e:
         raise InputError("usage", str(e)) from None
     use_pythonpath(st.pythonpath)
-    precheck_file(path)
-    suppressed, checked = checked_properties(flags, path)
-    found = run_sweep(file_requests(path, target, st, checked, fold=fold), jobs=st.jobs,
-                      cache=result_cache(st) if cache else None)
-    found.suppressed = suppressed
-    return found
+    runs, suppressed = plan_files(st, [path], flags, selectors={os.path.realpath(path): target} if target else None,
+                                  fold=fold)
+    if not runs:  # a directory with no kernel file: bad input, as for `semcheck verify DIR`
+        raise InputError("no-kernels", f"nothing in {path} defines @semcheck.target or a module-level "
+                                       f"{st.entry or 'build'}")
+    run_files(runs, jobs=st.jobs, cache=result_cache(st) if cache else None)
+    files: dict[str, Findings] = {}
+    for run, rep in zip(runs, file_reports(runs, suppressed), strict=True):
+        files[run.path] = Findings(rep.results, run.findings.notes if run.findings else [],
+                                   errors=rep.target_errors, claims=rep.claims, suppressed=rep.suppressed,
+                                   unused=rep.unused, error=rep.error)
+    errors = [f.error for f in files.values() if f.error is not None]
+    if not os.path.isdir(path) or len(errors) == len(files):  # nothing verified at all: raise, as for one file
+        if errors:
+            raise errors[0]
+        (one,) = files.values()
+        return one
+    every = list(files.values())
+    return Findings([r for f in every for r in f.results], [n for f in every for n in f.notes],
+                    errors=[e for f in every for e in f.errors], claims=[c for f in every for c in f.claims],
+                    suppressed=[x for f in every for x in f.suppressed], unused=[x for f in every for x in f.unused],
+                    files=files, error=errors[0] if errors else None)
+
+
+def file_reports_of(found: Findings, path: str) -> list[Any]:
+    """The reports (`checker.report.render.FileReport`) of `found`: one per file of a directory's findings,
+    else one, labelled `path`."""
+    from semcheck.checker.report import render as report
+
+    each = found.files or {path: found}
+    return [report.FileReport(p, f.results, f.error, target_errors=f.errors, suppressed=f.suppressed,
+                              claims=f.claims, unused=f.unused) for p, f in each.items()]
 
 
 def render(found: Findings, path: str | os.PathLike[str], format: Format = "text") -> str:  # noqa: A002
-    """The report `semcheck verify --format FORMAT` writes for `found`, the findings of kernel file `path`
-    (text without colour). A format that is none is an `InputError` (REP-4)."""
+    """The report `semcheck verify --format FORMAT` writes for `found`, the findings of kernel file (or
+    directory) `path` (text without colour). A format that is none is an `InputError` (REP-4)."""
     import io
 
     from semcheck import __version__
@@ -140,8 +174,7 @@ def render(found: Findings, path: str | os.PathLike[str], format: Format = "text
     if format not in FORMATS:
         raise InputError("usage", f"format: {format!r} is not one of {', '.join(FORMATS)}")
     label = os.fspath(path)
-    files = [report.FileReport(label, found.results, target_errors=found.errors, suppressed=found.suppressed,
-                               claims=found.claims)]
+    files = file_reports_of(found, label)
     if format != "text":
         return report.render(format, label, files, __version__)
     buf = io.StringIO()

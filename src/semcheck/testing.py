@@ -92,7 +92,7 @@ def verify_target(
 def _verify_with(st: Settings, path_or_target: PathOrTarget, properties: Sequence[str] | None = None, *,
                  cache: bool = True) -> tuple[dict[str, Any], str, int]:
     """`verify_target` with settings already loaded (the plugin's, REP-2)."""
-    from semcheck._api import check_with, resolve
+    from semcheck._api import check_with, file_reports_of, resolve
     from semcheck.checker.report import render as report
     from semcheck.checker.run.exit_codes import exit_code
     from semcheck.checker.run.request import InputError
@@ -105,8 +105,8 @@ def _verify_with(st: Settings, path_or_target: PathOrTarget, properties: Sequenc
         if e.code == "usage":  # the caller's arguments or settings: not the kernel's failure
             raise
         raise VerificationError(f"semcheck could not verify {label}: {e.one_line()}", code=e.code) from None
-    data = report.to_json_files(path, [report.FileReport(path, outcome.results, target_errors=outcome.errors,
-                                                         suppressed=outcome.suppressed)])
+    files = file_reports_of(outcome, path)
+    data = report.to_json_files(path, files)
     buf = io.StringIO()
     from semcheck.checker.report.console import LineConsole
 
@@ -115,8 +115,12 @@ def _verify_with(st: Settings, path_or_target: PathOrTarget, properties: Sequenc
         console.print(f"semcheck: {note.code}: {note.message}", markup=False)
     for name, e in outcome.errors:
         console.print(f"semcheck: {e.one_line()} (target {name})", markup=False)
-    report.render_text(console, path, outcome.results)
-    return data, buf.getvalue(), exit_code(outcome.results, errors=len(outcome.errors))
+    for f in files:
+        if f.error is not None:
+            console.print(f"semcheck: {f.error.one_line()}", markup=False)
+        report.render_text(console, f.path, f.results)
+    return data, buf.getvalue(), exit_code(outcome.results,
+                                           errors=len(outcome.errors) + sum(f.error is not None for f in files))
 
 
 def assert_verified(

@@ -88,6 +88,7 @@ def reports(tmp_path_factory):
 
 
 @pytest.mark.jax
+@pytest.mark.rule("REP-31")
 def test_markdown_has_a_summary_table_and_a_diagram_per_violation(reports):
     md, _, _ = reports
     assert md.returncode == 1, md.stderr
@@ -109,6 +110,13 @@ def test_markdown_has_a_summary_table_and_a_diagram_per_violation(reports):
     assert {s[2] for s in statements if s[0] == "note"} == {"C0", "C1", "C2", "C3"}
     race = next(b for b in blocks if "RACE" in b)
     assert "line 55" in race and "line 65" in race  # the copy's start and the load
+    # REP-31: between them, the wait that does not order them, the line to fix
+    notes = [unentity(st[4]) for st in parse_sequence_diagram(race) if st[0] == "note"]
+    assert notes[1].startswith("line 64: waits on sems[1], not on sems[0]"), notes
+    # and the signal nobody waits for, as a dashed arrow to where it lands, with the count it leaves
+    leak = next(b for b in blocks if "left at exit" in b)
+    astray = [st for st in parse_sequence_diagram(leak) if st[0] == "message"]
+    assert astray and all(st[2] == "-->>" and "line 59" in st[4] and st[1] != st[3] for st in astray), astray
     assert not re.search(r"\('(site|internal|fixed)'", text)
 
 
@@ -126,6 +134,7 @@ def diagram_texts(block: str) -> list[str]:
 
 
 @pytest.mark.jax
+@pytest.mark.rule("REP-32")
 def test_html_is_one_page_with_the_same_diagrams_as_svg(reports):
     md, run, page = reports
     assert run.returncode == 1, run.stderr
@@ -143,6 +152,11 @@ def test_html_is_one_page_with_the_same_diagrams_as_svg(reports):
         assert svg.count("class='arrow ") == len(arrows)
     race = next(svg for svg in svgs if "RACE" in svg)
     assert "buf[0:1, 0:8, 0:128]" in " ".join(svg_texts(race))  # regions as the text report writes them
+    # REP-32: marks are words any font draws (REP-22's), not emoji; the line to fix says so, with what to do
+    assert not re.search("[\u2700-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff]", doc), "an emoji mark"
+    assert doc.count("<span class='mark violated'>FAIL</span>") >= len(KERNELS) * 2  # each heading and row
+    fix = re.findall(r"<p class=fix><b>fix here</b> <code>([^<]*)</code>", doc)
+    assert "examples/buggy/race_wrong_slot_wait.py:64" in fix, fix
     assert "buf[0:1, 0:8, 0:128]" in md.stdout
 
 

@@ -1,5 +1,6 @@
 """The built wheel works on its own: `semcheck spec` finds the rules it ships (specs/ is package
-data) and `semcheck verify` runs from the installed copy, not from this checkout.
+data) and `semcheck verify` runs from the installed copy, not from this checkout, on a user's
+project outside it.
 
 The wheel is built from a copy of the sources (so the build leaves nothing in the checkout) and
 installed with --no-deps into a fresh venv. The dev venv's third-party packages (jax, z3, ...) are
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from ._support import REPO, env
+from .test_integrations import hook
+from .user_project import BUG_FILE, BUG_LINE, annotations, findings, make_project, run
 
 pytestmark = pytest.mark.jax  # `semcheck verify` traces the example with jax
 
@@ -42,11 +45,9 @@ def _ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return p
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, float]]:
-    """(the fresh venv, a working directory outside the checkout, seconds per step)."""
-    pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools (pip install -e '.[test]')")
-    tmp = tmp_path_factory.mktemp("wheel")
+def install_wheel(tmp: Path) -> tuple[Path, dict[str, float]]:
+    """Build the wheel from a copy of the sources (as `make wheel` does) and install it into a fresh venv
+    under `tmp`: (the venv, seconds per step). The dev venv's packages are visible through a .pth line."""
     seconds: dict[str, float] = {}
 
     t = time.monotonic()
@@ -75,7 +76,15 @@ def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, float]]:
     dev_site = sysconfig.get_paths()["purelib"]
     (Path(fresh_site) / "dev-site-packages.pth").write_text(dev_site + "\n", encoding="utf-8")
     seconds["install"] = time.monotonic() - t
+    return venv, seconds
 
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, float]]:
+    """(the fresh venv, a working directory outside the checkout, seconds per step)."""
+    pytest.importorskip("setuptools", reason="building the wheel offline needs setuptools (pip install -e '.[test]')")
+    tmp = tmp_path_factory.mktemp("wheel")
+    venv, seconds = install_wheel(tmp)
     work = tmp / "elsewhere"
     work.mkdir()
     return venv, work, seconds
@@ -112,10 +121,21 @@ def test_semcheck_spec_prints_a_rule_from_the_wheel(installed):
     assert p.stdout.startswith("**PROP-4 `deadlock-free`"), p.stdout
 
 
-def test_semcheck_verify_runs_from_the_wheel(installed):
-    venv, work, seconds = installed
+@pytest.mark.rule("REP-30")
+def test_a_users_project_is_verified_from_the_wheel(installed, tmp_path):
+    """The cheap sibling of tests/cli/test_user_project.py: the pre-commit hook's entry and the
+    annotations, from the wheel, on a `src/`-layout project outside the checkout."""
+    venv, _, seconds = installed
+    proj = make_project(tmp_path)
     t = time.monotonic()
-    p = _ok(_run([str(venv / "bin" / "semcheck"), "verify", str(EXAMPLE), "--devices", "2"], cwd=work))
+    which = run(venv, proj, "command -v semcheck")
+    assert which.stdout.strip() == str(venv / "bin" / "semcheck"), which.stdout  # the wheel's, not the checkout's
+    p = run(venv, proj, hook("semcheck-paths")["entry"])
     seconds["verify"] = time.monotonic() - t
-    assert "properties proved" in p.stdout, p.stdout  # exit 0 already says every property was proved
+    assert p.returncode == 1, p.stdout + p.stderr
+    # one line per finding, on the line to fix: the wait on the other slot's semaphore
+    assert findings(p.stdout) == {(BUG_FILE, BUG_LINE, "race-free", "violated")}, p.stdout
+    assert p.stdout.strip().splitlines()[-1].endswith("1 violated, 0 unknown"), p.stdout
+    g = run(venv, proj, "semcheck verify --format github")  # answered from the cache the hook filled
+    assert g.returncode == 1 and annotations(g.stdout) == {(BUG_FILE, BUG_LINE, "race-free", "error")}, g.stdout
     print("wheel test seconds:", {k: round(v, 1) for k, v in seconds.items()})
