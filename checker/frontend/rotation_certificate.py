@@ -56,6 +56,7 @@ class _Prover:
         n = w.N
         self.rot = w.me2 == z3.If(w.me + k >= n, w.me + k - n, w.me + k)
         self.base = [*w.domain, self.rot]
+        self.unsure = False  # a shift was guessed without a model: a failure here is no counterexample (RUN-42)
 
     def at2(self, t: Any) -> Any:
         return self.z3.substitute(t, (self.w.me, self.w.me2))
@@ -165,7 +166,9 @@ class _Prover:
                 s = z3.Solver()
                 s.set("timeout", _SOLVER_MS)
                 s.add(*self.base, ob.path)
-                if s.check() == z3.sat:
+                r = s.check()
+                self.unsure = self.unsure or r == z3.unknown  # delta stays 0: a guess
+                if r == z3.sat:
                     mod = s.model()
                     lo = mod.eval(ob.term, model_completion=True).as_long()
                     lo2 = mod.eval(self.at2(ob.term), model_completion=True).as_long()
@@ -214,20 +217,23 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def smallest_period(candidates: list[int], holds: Callable[[int], bool]) -> int | None:
-    """RUN-42: the smallest of `candidates` (the divisors of N below N, ascending) for which `holds`, or None,
-    asking `holds` of the largest candidates first and of no divisor of one that failed: the obligations
-    that hold for k hold for every multiple of k, so a failed k rules out its divisors."""
-    failed: list[int] = []
+def smallest_period(candidates: list[int], holds: Callable[[int], bool | None]) -> int | None:
+    """RUN-42: the smallest of `candidates` (the divisors of N below N, ascending) for which `holds` is True,
+    or None, asking `holds` of the largest candidates first and of no divisor of one that failed with a
+    counterexample (False): the obligations that hold for k hold for every multiple of k, so such a k
+    rules out its divisors. None from `holds`: failed without a counterexample, which rules out only k."""
+    refuted: list[int] = []
     for k in candidates:
-        if k > 1 and not any(m != k and m % k == 0 for m in candidates) and not holds(k):
-            failed.append(k)  # a largest candidate N/p: when all fail, so does every candidate
+        if k > 1 and not any(m != k and m % k == 0 for m in candidates) and holds(k) is False:
+            refuted.append(k)  # a largest candidate N/p: when all are refuted, so is every candidate
     for k in candidates:
-        if any(f % k == 0 for f in failed):
+        if any(f % k == 0 for f in refuted):
             continue
-        if holds(k):
+        answer = holds(k)
+        if answer:
             return k
-        failed.append(k)
+        if answer is False:
+            refuted.append(k)
     return None
 
 
@@ -258,12 +264,20 @@ def _certify(call: KernelCall, n: int) -> Certificate:
     w.run(call.jaxpr, kernel_args(call), w.z3.BoolVal(True))
     block_obligations(w)
     w.divisor_obs = [_Ob("true", y != 0, p, "", "a divisor") for y, p in w.divisors]
-    tried: dict[int, tuple[str | None, dict]] = {1: _Prover(w, 1, deadline).check(explain=True)}
+    tried: dict[int, tuple[str | None, dict]] = {}
+    unsure: set[int] = set()
 
-    def holds(k: int) -> bool:
+    def holds(k: int) -> bool | None:
         if k not in tried:
-            tried[k] = _Prover(w, k, deadline).check(explain=False)
-        return tried[k][0] is None
+            prover = _Prover(w, k, deadline)
+            tried[k] = prover.check(explain=k == 1)
+            if prover.unsure:
+                unsure.add(k)
+        if tried[k][0] is None:
+            return True
+        return None if k in unsure else False
+
+    holds(1)
 
     k = smallest_period(_divisors(n)[:-1], holds)
     if k is not None:

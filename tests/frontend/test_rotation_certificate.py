@@ -250,16 +250,18 @@ def test_the_largest_candidates_first_find_the_smallest_period():
         candidates = _divisors(n)[:-1]
         generators = data.draw(st.lists(st.sampled_from(candidates), max_size=3))
         periods = {k for k in candidates if any(k % g == 0 for g in generators)}
+        # candidates whose check fails without a counterexample (a shift guessed on a solver's unknown)
+        unsure = set(data.draw(st.lists(st.sampled_from(candidates), max_size=2)))
         asked: list[int] = []
 
-        def holds(k: int) -> bool:
+        def holds(k: int) -> bool | None:
             asked.append(k)
-            return k in periods
+            return None if k in unsure else k in periods
 
-        in_order = next((k for k in candidates if k in periods), None)
+        in_order = next((k for k in candidates if k in periods and k not in unsure), None)
         assert smallest_period(candidates, holds) == in_order
         assert len(set(asked)) <= len(candidates)
-        if not periods:  # every candidate fails: only k = 1 and the largest ones are asked
+        if not periods and not unsure:  # every candidate is refuted: only k = 1 and the largest ones are asked
             assert len(asked) <= 1 + len({p for p in range(2, n + 1) if n % p == 0
                                           and all(p % q for q in range(2, p))})
 
