@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 from semcheck.checker.frontend.rotation_obligations import NotCertified, _Ob
-from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args, mentions
+from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.parametric.int32_terms import within_int32
 
@@ -56,6 +56,7 @@ class _Prover:
         n = w.N
         self.rot = w.me2 == z3.If(w.me + k >= n, w.me + k - n, w.me + k)
         self.base = [*w.domain, self.rot]
+        self.unsure = False  # a shift was guessed without a model: a failure here is no counterexample (RUN-42)
 
     def at2(self, t: Any) -> Any:
         return self.z3.substitute(t, (self.w.me, self.w.me2))
@@ -128,7 +129,7 @@ class _Prover:
         """None and the shifts, or why the program does not repeat every k devices."""
         w, z3 = self.w, self.z3
         plain = [ob for ob in w.obs if ob.kind != "row"]
-        todo = [ob for ob in plain if ob.kind != "inv" or mentions(z3, ob.term, w.me)]
+        todo = [ob for ob in plain if ob.kind != "inv" or w.reads_me(ob)]
         todo_side = todo + w.divisor_obs
         ok, _ = self.holds([(ob, self.claim(ob)) for ob in todo_side], quick=not explain)
         if not ok:
@@ -155,7 +156,7 @@ class _Prover:
     def label_shift(self, label: str | None, obs: list[_Ob], explain: bool) -> tuple[str | None, Any]:
         z3, w = self.z3, self.w
         fixed = label is None or any(ob.term is None for ob in obs)
-        moving = [ob for ob in obs if ob.term is not None and mentions(z3, ob.term, w.me)]
+        moving = [ob for ob in obs if ob.term is not None and w.reads_me(ob)]
         if not moving:
             return None, None
         m = max(ob.extent for ob in obs)
@@ -165,7 +166,9 @@ class _Prover:
                 s = z3.Solver()
                 s.set("timeout", _SOLVER_MS)
                 s.add(*self.base, ob.path)
-                if s.check() == z3.sat:
+                r = s.check()
+                self.unsure = self.unsure or r == z3.unknown  # delta stays 0: a guess
+                if r == z3.sat:
                     mod = s.model()
                     lo = mod.eval(ob.term, model_completion=True).as_long()
                     lo2 = mod.eval(self.at2(ob.term), model_completion=True).as_long()
@@ -214,6 +217,26 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def smallest_period(candidates: list[int], holds: Callable[[int], bool | None]) -> int | None:
+    """RUN-42: the smallest of `candidates` (the divisors of N below N, ascending) for which `holds` is True,
+    or None, asking `holds` of the largest candidates first and of no divisor of one that failed with a
+    counterexample (False): the obligations that hold for k hold for every multiple of k, so such a k
+    rules out its divisors. None from `holds`: failed without a counterexample, which rules out only k."""
+    refuted: list[int] = []
+    for k in candidates:
+        if k > 1 and not any(m != k and m % k == 0 for m in candidates) and holds(k) is False:
+            refuted.append(k)  # a largest candidate N/p: when all are refuted, so is every candidate
+    for k in candidates:
+        if any(f % k == 0 for f in refuted):
+            continue
+        answer = holds(k)
+        if answer:
+            return k
+        if answer is False:
+            refuted.append(k)
+    return None
+
+
 def certify_rotation(call: KernelCall, num_devices: int) -> Certificate:
     """RUN-18: the smallest period k (a divisor of N below N) whose rotation the kernel's jaxpr proves
     to map its program onto itself, and the shifts of DR-39; raises NotCertified with the reason."""
@@ -241,11 +264,23 @@ def _certify(call: KernelCall, n: int) -> Certificate:
     w.run(call.jaxpr, kernel_args(call), w.z3.BoolVal(True))
     block_obligations(w)
     w.divisor_obs = [_Ob("true", y != 0, p, "", "a divisor") for y, p in w.divisors]
-    first = None
-    for k in _divisors(n)[:-1]:
-        why, shifts = _Prover(w, k, deadline).check(explain=first is None)
-        if why is None:
-            return Certificate(k, shifts)
-        if first is None:
-            first = why
+    tried: dict[int, tuple[str | None, dict]] = {}
+    unsure: set[int] = set()
+
+    def holds(k: int) -> bool | None:
+        if k not in tried:
+            prover = _Prover(w, k, deadline)
+            tried[k] = prover.check(explain=k == 1)
+            if prover.unsure:
+                unsure.add(k)
+        if tried[k][0] is None:
+            return True
+        return None if k in unsure else False
+
+    holds(1)
+
+    k = smallest_period(_divisors(n)[:-1], holds)
+    if k is not None:
+        return Certificate(k, tried[k][1])
+    first = tried[1][0]  # the reason is k = 1's, as when every candidate was tried in order
     raise NotCertified(f"the program is not proved to repeat: {first}")

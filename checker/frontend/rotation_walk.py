@@ -88,8 +88,17 @@ class Walk(Obligations):
         self.kernel: dict[int, Any] = {}  # ids of the kernel's int32 terms (kept alive), for `within_int32`
         self.divisors: list[tuple[Any, Any]] = []  # (divisor, path): nonzero wherever it is computed
         self.memo: dict = {}
+        self.reads_me_memo: dict[int, bool] = {}  # id(obligation) -> whether its term reads `me`
         self.sizes = dict(zip(call.mesh.axis_names, call.mesh.axis_sizes))
         self.names = list(call.mesh.axis_names)
+
+    def reads_me(self, ob: Any) -> bool:
+        """Whether obligation `ob`'s term reads the device id: asked once per obligation, not once per
+        candidate period (the walk of a large term was a third of a failed certificate's time)."""
+        hit = self.reads_me_memo.get(id(ob))
+        if hit is None:
+            hit = self.reads_me_memo[id(ob)] = mentions(self.z3, ob.term, self.me)
+        return hit
 
     def call_line(self) -> str:
         loc = self.call.loc

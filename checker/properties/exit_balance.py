@@ -45,11 +45,10 @@ def semaphore_words(key, low: Lowered | None = None, core: int | None = None) ->
     to `core` in `low` (the interpreter's id alone when there is none); on hardware (HW-1) the allocation
     and index."""
     if key[0] == "internal":
-        if low is not None and core is not None:
-            for ev in low.sem_events:
-                base = ev.bases.get(core)
-                if base is not None and base <= key[1] < base + ev.op.count:
-                    return f"{ev.op.label}[{key[1] - base}] (id {key[1]})"
+        found = low.sem_allocation(core, key[1]) if low is not None and core is not None else None
+        if found is not None:
+            ev, index = found
+            return f"{ev.op.label}[{index}] (id {key[1]})"
         return f"semaphore {key[1]}"
     if key[0] == "fixed":
         return f"barrier semaphore {key[1]}"

@@ -123,6 +123,7 @@ class Lowered:
     sem_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
     buf_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
     racy_counters: set[tuple[str, int]] = dataclasses.field(default_factory=set)  # ("semaphore"|"buffer", core)
+    _sem_by_core: dict | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +133,25 @@ class Lowered:
         """Positions >= cap are never executed in S' (the core blocks at a failing op)."""
         c = self.failing.get(core)
         return self.lengths[core] if c is None else c[0]
+
+    def sem_allocation(self, core: int, sem_id: int) -> tuple[AllocEvent, int] | None:
+        """The first allocation (in `sem_events` order) that handed interpreter id `sem_id` to `core`,
+        with the id's index in it; None when none did.
+
+        Indexed by core once: a report names every counter it judges, and a scan of every event per
+        name was quadratic in the devices (4,096 devices: 33k names x 12k events).
+        """
+        if self._sem_by_core is None:
+            index: dict[int, list[AllocEvent]] = {}
+            for ev in self.sem_events:
+                for c in ev.bases:
+                    index.setdefault(c, []).append(ev)
+            self._sem_by_core = index
+        for ev in self._sem_by_core.get(core, ()):
+            base = ev.bases[core]
+            if base is not None and base <= sem_id < base + ev.op.count:
+                return ev, sem_id - base
+        return None
 
     def size(self) -> dict[str, int]:
         return {

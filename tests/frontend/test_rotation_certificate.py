@@ -233,3 +233,36 @@ def test_the_certificate_knows_every_primitive_the_front_end_emits_operations_fo
     accesses = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p, pallas_prims.load_p,
                 pallas_prims.swap_p)
     assert {p.name for p in accesses} <= set(_ACCESS) | _MASKED
+
+
+@pytest.mark.rule("RUN-42")
+def test_the_largest_candidates_first_find_the_smallest_period():
+    """Held to asking every candidate in order, for any set of periods closed under multiples (the
+    obligations' own shape): the same answer, and never more questions than candidates."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from semcheck.checker.frontend.rotation_certificate import _divisors, smallest_period
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(st.integers(2, 9000), st.data())
+    def check(n, data):
+        candidates = _divisors(n)[:-1]
+        generators = data.draw(st.lists(st.sampled_from(candidates), max_size=3))
+        periods = {k for k in candidates if any(k % g == 0 for g in generators)}
+        # candidates whose check fails without a counterexample (a shift guessed on a solver's unknown)
+        unsure = set(data.draw(st.lists(st.sampled_from(candidates), max_size=2)))
+        asked: list[int] = []
+
+        def holds(k: int) -> bool | None:
+            asked.append(k)
+            return None if k in unsure else k in periods
+
+        in_order = next((k for k in candidates if k in periods and k not in unsure), None)
+        assert smallest_period(candidates, holds) == in_order
+        assert len(set(asked)) <= len(candidates)
+        if not periods and not unsure:  # every candidate is refuted: only k = 1 and the largest ones are asked
+            assert len(asked) <= 1 + len({p for p in range(2, n + 1) if n % p == 0
+                                          and all(p % q for q in range(2, p))})
+
+    check()
