@@ -297,13 +297,14 @@ class AllocBuffer(_OpBase):
 
 @dataclasses.dataclass(frozen=True)
 class FreeBuffer(_OpBase):
-    """Deallocate the buffer `label` (BUF-9)."""
+    """The end of a `run_scoped` allocation's scope: deallocate the buffer `label` (BUF-9). For a scoped
+    semaphore's label it only marks where the scope ends (SEM-10): the interpreter frees no semaphore (D6)."""
 
     label: str
     loc: Loc = NO_LOC
 
     def describe(self) -> str:
-        return f"free buffer {self.label!r}"
+        return f"free {self.label!r}" if self.label.startswith("scoped@") else f"free buffer {self.label!r}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,17 +1,20 @@
-"""The lifetime of `run_scoped` buffers (rules BUF-13 .. BUF-15; spec: specs/semantics/buffers.md).
+"""The lifetime of `run_scoped` buffers and semaphores (rules BUF-13 .. BUF-15, SEM-10; spec:
+specs/semantics/buffers.md, kernels.md).
 
 A `run_scoped` buffer exists on its core from the scope's `AllocBuffer` to its `FreeBuffer`. A copy
 that reads or writes one is confined to that window when it is started after the scope is entered
 and its half on the buffer is done before the scope ends (BUF-13); what jax's interpreter raises
 when a half runs outside it is BUF-14; on a TPU the scopes of one allocation site share one stack
-slot (BUF-15), so a copy that outlives its scope touches the memory of the next one.
+slot (BUF-15), so a copy that outlives its scope touches the memory of the next one. A scoped
+semaphore's window runs from its `AllocSem` to the `FreeBuffer` that ends its scope, and a signal or
+a copy's half that counts on it must land inside (SEM-10).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from semcheck.model.ops import AllocBuffer, DmaStart, FreeBuffer, Program, Wait
+from semcheck.model.ops import AllocBuffer, AllocSem, DmaStart, FreeBuffer, Program, Signal, Wait
 from semcheck.model.step import target_core
 
 
@@ -22,6 +25,8 @@ class ScopeTouch:
     `core`/`pc`: the copy's start; `half`: "read" (its source) or "write" (its destination); `owner`:
     the global core whose scope holds the buffer; `enter`/`free`: the positions of the scope's
     `AllocBuffer` and `FreeBuffer` there (`free` is None when the scope does not end in the kernel).
+    `kind` "semaphore" (SEM-10): `label` is a scoped semaphore a copy's half counts on ("read": the
+    send semaphore, "write": the receive semaphore) or a remote signal lands on (`half` "signal").
     """
 
     core: int
@@ -31,15 +36,17 @@ class ScopeTouch:
     owner: int
     enter: int | None
     free: int | None
+    kind: str = "buffer"
 
 
-def scope_windows(ops: tuple) -> dict[str, tuple[int, int | None]]:
-    """BUF-13: the window of every `run_scoped` buffer of one core: label -> (its `AllocBuffer`'s
-    position, its `FreeBuffer`'s, or None). A `run_scoped` allocation is the core's alone (scope "core")."""
+def scope_windows(ops: tuple, alloc: type = AllocBuffer) -> dict[str, tuple[int, int | None]]:
+    """BUF-13 (SEM-10 with `alloc=AllocSem`): the window of every `run_scoped` buffer (semaphore) of one
+    core: label -> (its allocation's position, its `FreeBuffer`'s, or None). A `run_scoped` allocation is
+    the core's alone (scope "core")."""
     out: dict[str, tuple[int, int | None]] = {}
     for pc, op in enumerate(ops):
         t = type(op)
-        if t is AllocBuffer and op.scope == "core":
+        if t is alloc and op.scope == "core":
             out[op.label] = (pc, None)
         elif t is FreeBuffer and op.label in out:
             out[op.label] = (out[op.label][0], pc)
@@ -47,15 +54,16 @@ def scope_windows(ops: tuple) -> dict[str, tuple[int, int | None]]:
 
 
 def scope_touches(program: Program) -> list[ScopeTouch]:
-    """BUF-13: every copy half on a `run_scoped` buffer, with the window it must keep to.
+    """BUF-13: every copy half on a `run_scoped` buffer, with the window it must keep to (after SEM-10's
+    touches of scoped semaphores, `semaphore_touches`).
 
     The read half touches the source on the issuing core; the write half the destination on the
     target core (DMA-1), named there by the issuer's label, as the interpreter keys it by the issuer's
     buffer id (BUF-9). A destination label the target core never allocates has no window (`enter` None).
     Copies whose target is out of range fail at their start (ERR-4) and touch nothing."""
+    out = semaphore_touches(program)
     windows = [scope_windows(ops) for ops in program.cores]
     scoped = set().union(*windows) if windows else set()
-    out: list[ScopeTouch] = []
     if not scoped:
         return out
     for g, ops in enumerate(program.cores):
@@ -70,6 +78,59 @@ def scope_touches(program: Program) -> list[ScopeTouch]:
                 if isinstance(dst, int):
                     enter, free = windows[dst].get(op.dst_buf, (None, None))
                     out.append(ScopeTouch(g, pc, "write", op.dst_buf, dst, enter, free))
+    return out
+
+
+def region_of(site: str) -> str:
+    """SEM-10: the `run_scoped` region a scoped semaphore's allocation site belongs to (a site is
+    `<region>#<k>`, the k-th allocation of the region): a region's allocations are live together."""
+    return site.rsplit("#", 1)[0]
+
+
+def _call_of(region: str) -> str:
+    """The call a region belongs to in a program of several calls (its sites carry the call's prefix
+    before `scoped@`): another call's kernel is PRG-15's question, not a slot of this one's."""
+    i = region.find("scoped@")
+    return region[:i] if i >= 0 else ""
+
+
+def semaphore_touches(program: Program) -> list[ScopeTouch]:
+    """SEM-10: every count that can land on a `run_scoped` semaphore from outside its scope's own body, on a
+    core where another region allocates semaphores too: a copy's half (its send semaphore on the issuer,
+    its receive semaphore on the target, DMA-1) and a signal to another core (a core's own signal runs where
+    it stands, inside the body that names the semaphore). The window is the target core's scope of the same
+    label: the interpreter looks the semaphore up by the issuer's id (SEM-3), which is the target's
+    allocation of the scope when the cores allocate in step. Where the target's scoped semaphores all come
+    from the one region, its slots hold that region's semaphores only, and a count outside the window is
+    the next (or the previous) execution's, which HW-1 already counts there."""
+    allocs = [[op for op in ops if type(op) is AllocSem and op.scope == "core"] for ops in program.cores]
+    if not any(allocs):
+        return []
+    windows = [scope_windows(ops, AllocSem) for ops in program.cores]
+    scoped = {a.label: region_of(a.site) for core in allocs for a in core}
+    regions = [{region_of(a.site) for a in core} for core in allocs]
+    out: list[ScopeTouch] = []
+
+    def touch(g: int, pc: int, half: str, label: str, owner: int) -> None:
+        mine = scoped[label]
+        if any(r != mine and _call_of(r) == _call_of(mine) for r in regions[owner]):  # may take the slot
+            enter, free = windows[owner].get(label, (None, None))
+            out.append(ScopeTouch(g, pc, half, label, owner, enter, free, "semaphore"))
+
+    for g, ops in enumerate(program.cores):
+        for pc, op in enumerate(ops):
+            t = type(op)
+            if t is Signal and op.sem.label in scoped:
+                dst = target_core(program, "hardware", g, op.device, op.core, dma=False)
+                if isinstance(dst, int) and dst != g:
+                    touch(g, pc, "signal", op.sem.label, dst)
+            elif t is DmaStart:
+                if op.src_sem is not None and op.src_sem.label in scoped:
+                    touch(g, pc, "read", op.src_sem.label, g)
+                if op.dst_sem.label in scoped:
+                    dst = target_core(program, "hardware", g, op.device, op.core, dma=True)
+                    if isinstance(dst, int):
+                        touch(g, pc, "write", op.dst_sem.label, dst)
     return out
 
 
@@ -94,7 +155,7 @@ def interpreter_raises(program: Program, touch: ScopeTouch, mode: str) -> bool:
     the window when every wait that can pop one of its tasks is a wait of the owner core inside it.
     Asked of a half BUF-13 found may run outside the window (where it is confined, no mode runs it
     outside: every wait that lets the owner leave needs its arrival)."""
-    if mode == "hardware":
+    if mode == "hardware" or touch.kind == "semaphore":  # no semaphore is freed, nothing raises (SEM-9)
         return False
     if mode == "eager":
         return touch.owner != touch.core
@@ -122,4 +183,5 @@ def stack_slot(label: str) -> str:
     return label
 
 
-__all__ = ["ScopeTouch", "interpreter_raises", "scope_touches", "scope_windows", "stack_slot", "unrecorded_copies"]
+__all__ = ["ScopeTouch", "interpreter_raises", "scope_touches", "scope_windows", "region_of", "semaphore_touches", "stack_slot",
+           "unrecorded_copies"]

@@ -1,4 +1,4 @@
-"""BUF-14 held to jax: semcheck's interpreter-mode verdicts on the run_scoped examples against their recorded
+"""BUF-14 and SEM-10 held to jax: semcheck's interpreter-mode verdicts on the run_scoped examples against their recorded
 interpret-mode runs (`tests/kernels/ground_truth.json`, three runs per example, device count and mode).
 
 Where every recorded run raised KeyError, `deadlock-free` must be violated by that failure (rule BUF-14, the
@@ -16,12 +16,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUND_TRUTH = ROOT / "tests" / "kernels" / "ground_truth.json"
+SEMAPHORE_EXAMPLES = ("examples/buggy/scope_token_before_neighbour_entry.py",
+                      "examples/scope_token_on_scratch_semaphore.py",
+                      "examples/buggy/scope_send_semaphore_outlives_scope.py",
+                      "examples/scope_send_semaphore_waited_in_scope.py")
+"""The SEM-10 examples: counts on a run_scoped semaphore (the buggy ones land outside its scope)."""
 SCOPE_EXAMPLES = ("examples/buggy/scope_writeback_outlives_buffer.py",
                   "examples/buggy/scope_stack_slot_reused_by_next_fill.py",
                   "examples/buggy/scope_remote_copy_before_entry.py",
                   "examples/scope_writeback_waited_in_scope.py",
                   "examples/scope_remote_copy_handshake.py",
-                  "examples/scoped_semaphores.py")
+                  "examples/scoped_semaphores.py",
+                  *SEMAPHORE_EXAMPLES)
 
 
 def _verdicts(devices: int) -> dict:
@@ -33,12 +39,15 @@ def _verdicts(devices: int) -> dict:
     out = {}
     for path in SCOPE_EXAMPLES:
         program = load(str(ROOT / path), devices=devices)[0].program
+        props = ("deadlock-free", "exit-balance", *(("invocation-confined",) if path in SEMAPHORE_EXAMPLES else ()))
         for mode in ("eager", "on_wait"):
-            got = {v.property: v for v in check_program(program, mode, ("deadlock-free", "exit-balance"))}
-            dl, eb = got["deadlock-free"], got["exit-balance"]
+            got = {v.property: v for v in check_program(program, mode, props)}
+            dl, eb, ic = got["deadlock-free"], got["exit-balance"], got.get("invocation-confined")
             out[(path, mode)] = {"deadlock": dl.verdict, "reason": dl.reason or "",
                                  "details": dict(dl.witness.details) if dl.witness else {},
                                  "exit": eb.verdict, "exit_reason": eb.reason or ""}
+            if ic is not None:
+                out[(path, mode)]["confined"] = (ic.verdict, dict(ic.witness.details) if ic.witness else {})
     return out
 
 
@@ -59,10 +68,16 @@ def _recorded(devices: int) -> dict:
     return out
 
 
-def _check(devices: int, *, explored: bool = True) -> None:
+@pytest.fixture(scope="module")
+def at_two() -> dict:
+    """The 2-device verdicts, lowered and checked once for the module."""
+    return _fresh(2)
+
+
+def _check(devices: int, *, explored: bool = True, got: dict | None = None) -> None:
     recorded = _recorded(devices)
     assert len(recorded) == 2 * len(SCOPE_EXAMPLES)
-    got = _fresh(devices)
+    got = got if got is not None else _fresh(devices)
     for key, runs in sorted(recorded.items()):
         v = got[key]
         raised = [r["outcome"] == "error" and r["error_type"] == "KeyError" for r in runs]
@@ -85,8 +100,28 @@ def _check(devices: int, *, explored: bool = True) -> None:
 
 @pytest.mark.jax
 @pytest.mark.rule("BUF-14")
-def test_scope_examples_match_their_recorded_runs():
-    _check(2)
+def test_scope_examples_match_their_recorded_runs(at_two):
+    _check(2, got=at_two)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("SEM-10")
+def test_scope_semaphore_examples_match_their_recorded_runs(at_two):
+    """SEM-10 against the record: no recorded run of a count on a scoped semaphore raises (SEM-9), a count
+    the runs leave is printed at exit exactly where exit-balance is violated, and invocation-confined is
+    violated by SEM-10, naming no interpreter failure, exactly in the buggy examples."""
+    recorded = _recorded(2)
+    for path in SEMAPHORE_EXAMPLES:
+        for mode in ("eager", "on_wait"):
+            runs, v = recorded[(path, mode)], at_two[(path, mode)]
+            assert runs and all(r["outcome"] == "completed" for r in runs), (path, mode, runs)
+            leaked = any(r["nonzero_count_warnings"] for r in runs)
+            assert (v["exit"] == "violated") == leaked, (path, mode, v)
+            verdict, details = v["confined"]
+            if "/buggy/" in path:
+                assert verdict == "violated" and details["rule"] == "SEM-10" and not details["raises"], (path, v)
+            else:
+                assert verdict == "proved", (path, mode, verdict)
 
 
 @pytest.mark.jax

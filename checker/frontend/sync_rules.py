@@ -319,7 +319,7 @@ class SyncRules(Evaluator):
         lanes = self.active(mask)
         bodies = self.bodies
         allocs: list[Any] = []
-        buffers: list[str] = []
+        ended: list[str] = []  # every allocation's label: its scope ends with the body (BUF-9; SEM-10)
         params = self.call.interpret_params
         allow_hbm = bool(getattr(params, "allow_hbm_allocation_in_run_scoped", False))
         params_of = _body_params(jaxpr)
@@ -334,6 +334,7 @@ class SyncRules(Evaluator):
                     self.scoped_names[f"{site}#{k}"] = params_of[k]
                 op: Op = AllocSem(label, count, f"{site}#{k}", "core", loc)
                 allocs.append(SemArray(label, tuple(int(s) for s in aval.shape), semaphore_type(aval.dtype)))
+                ended.append(label)
             else:
                 ms_name = memory_space_name(ms)
                 if ms_name == "hbm" and not allow_hbm:
@@ -344,11 +345,11 @@ class SyncRules(Evaluator):
                 nbytes = _nbytes(aval)
                 op = AllocBuffer(label, nbytes, ms_name, "core", loc)
                 allocs.append(BufRef(label))
-                buffers.append(label)
+                ended.append(label)
             for d in lanes:
                 bodies[d].append(op)
         outs = self.eval_sub(eqn, jaxpr, [*invals, *allocs], mask, closed=False)
-        for label in buffers:
+        for label in ended:
             op = FreeBuffer(label, loc)
             for d in lanes:
                 bodies[d].append(op)

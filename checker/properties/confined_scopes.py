@@ -1,4 +1,5 @@
-"""PROP-8 `invocation-confined` at the grain of a `run_scoped` scope (specs/semantics/buffers.md BUF-13 .. BUF-15).
+"""PROP-8 `invocation-confined` at the grain of a `run_scoped` scope (specs/semantics/buffers.md BUF-13 .. BUF-15;
+a scoped semaphore's counts: kernels.md SEM-10).
 
 A copy that reads or writes a `run_scoped` buffer must do so inside the scope on the buffer's core:
 its half on the buffer after the scope's allocation and before its end. The copies' halves are
@@ -11,6 +12,9 @@ scope's window instead of the kernel's:
   schedule lands the copy before the owner entered;
 * **late**: suppress the half and run the rest; if the owner gets past the scope's `FreeBuffer`, some
   schedule runs the half after the scope ended.
+
+A count on a scoped semaphore (SEM-10: a copy's half counting on it, a signal from another core) is asked
+the same two questions; a signal's late question holds the signalling core at the signal instead.
 
 Under `eager` / `on_wait` the verdict says what jax's interpreter does with such a copy (BUF-14): a
 `KeyError` where it runs the half outside the window, a clean run where `eager` runs it inside its
@@ -28,7 +32,7 @@ from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import AllocBuffer, Program, Wait
+from semcheck.model.ops import AllocBuffer, AllocSem, DmaStart, Program, Signal, Wait
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, unrecorded_copies
 
@@ -37,12 +41,20 @@ HINT = ("wait for the copy inside the scope (before `run_scoped`'s body returns)
         "device's scoped buffer, have the target signal that it has entered the scope before the copy starts, "
         "and wait for the copy there before the scope ends; or allocate the buffer as scratch")
 
+SEMAPHORE_HINT = ("have the target signal a scratch semaphore once it has entered the scope before you signal or copy "
+                  "onto its scoped semaphore, and wait for every count on a scoped semaphore inside its scope (a copy's "
+                  "send semaphore included); or allocate the semaphore as scratch")
+
 
 def _retiring_wait(program: Program, t: ScopeTouch) -> Any:
     """The first wait, after the start on the issuer, on a semaphore the copy's half counts on (DMA-2):
-    the wait the kernel meant to retire it with (None: no such wait)."""
+    the wait the kernel meant to retire it with (None: no such wait). For a count on a scoped semaphore
+    (SEM-10), a wait on that semaphore."""
     op = program.cores[t.core][t.pc]
-    sems = {op.dst_sem} | ({op.src_sem} if op.src_sem is not None else set())
+    if t.kind == "semaphore":
+        sems = {op.src_sem if t.half == "read" else op.dst_sem}
+    else:
+        sems = {op.dst_sem} | ({op.src_sem} if op.src_sem is not None else set())
     for later in program.cores[t.core][t.pc + 1:]:
         if type(later) is Wait and later.sem in sems:
             return later
@@ -55,11 +67,40 @@ def _name(program: Program, label: str) -> str:
     return dict(program.names).get(site, site)
 
 
+def _semaphore_message(program: Program, t: ScopeTouch, when: str, mode: str, owner: str) -> str:
+    """SEM-10's words: a count that lands on a scoped semaphore outside its scope on `owner`."""
+    op = program.cores[t.core][t.pc]
+    sem = _name(program, t.label)
+    what = "signal" if t.half == "signal" else f"copy's {t.half} half"
+    scope = f"run_scoped scope of semaphore '{sem}' (line {program.cores[t.owner][t.enter].loc.line}) on {owner}"
+    if when == "early":
+        msg = f"the {what} started at {op.loc} counts on '{sem}' and can land before {owner} has entered the {scope}"
+    else:
+        wait = _retiring_wait(program, t) if t.half != "signal" else None
+        retired = ("" if t.half == "signal" else f": the wait at {wait.loc} that retires it can come after the scope ends"
+                   if wait is not None else ": no wait after it retires it")
+        msg = f"the {what} started at {op.loc} counts on '{sem}' and can land after the {scope} has ended{retired}"
+    msg += f" ({owner} allocates semaphores in another run_scoped region too, which a TPU may give the same slot)"
+    if mode != "hardware":
+        msg += (f"; under {mode} jax's interpreter raises nothing there (it frees no semaphore and gives each entry "
+                "of a scope fresh ids, SEM-9), but on a TPU the scope's semaphore slot belongs to whichever scope "
+                "is allocated there then (SEM-10)")
+    return msg
+
+
 def _message(program: Program, t: ScopeTouch, when: str, mode: str) -> tuple[str, dict[str, Any]]:
     topo = program.topology
     op = program.cores[t.core][t.pc]
     alloc = program.cores[t.owner][t.enter]
     buf = _name(program, t.label)
+    if t.kind == "semaphore":
+        owner = f"device {topo.device_of(t.owner)}" + (f" core {topo.local_core_of(t.owner)}"
+                                                       if topo.cores_per_device > 1 else "")
+        wait = _retiring_wait(program, t) if t.half != "signal" else None
+        return _semaphore_message(program, t, when, mode, owner), {
+            "raises": False, "scope": buf, "label": t.label, "owner": t.owner, "scope_line": alloc.loc.line,
+            "copy_line": op.loc.line, "half": t.half, "when": when, "owner_device": topo.device_of(t.owner),
+            "wait_line": wait.loc.line if wait is not None else None, "rule": "SEM-10"}
     what = "reading" if t.half == "read" else "writing"
     owner = f"device {topo.device_of(t.owner)}" + (f" core {topo.local_core_of(t.owner)}"
                                                    if topo.cores_per_device > 1 else "")
@@ -90,7 +131,9 @@ def _witness(program: Program, t: ScopeTouch, run_out: Any, when: str, mode: str
              starts: dict[tuple[int, int], int] | None = None) -> Verdict:
     """The violation, its schedule replayed on the hardware semantics (the halves are actors there)."""
     sched = list(run_out.schedule)
-    if when == "late":
+    if when == "late" and t.half == "signal":  # the held issuer now signals (SEM-10)
+        sched.append(("core", t.core))
+    elif when == "late":
         ident = (starts or {}).get((t.core, t.pc))
         if ident is None:
             return Verdict(PROPERTY, "unknown", reason=f"the copy at {program.cores[t.core][t.pc].loc} may touch "
@@ -112,7 +155,8 @@ def _witness(program: Program, t: ScopeTouch, run_out: Any, when: str, mode: str
         details["timeline"] = timeline(program, pcs, sorted({program.topology.device_of(c) for c in (t.core, t.owner)}))
         stats["replayed"] = True
     return Verdict(PROPERTY, "violated", stats=stats, witness=Witness(
-        message=msg, schedule=tuple(sched), locs=(op.loc, alloc.loc), details=details, hint=HINT))
+        message=msg, schedule=tuple(sched), locs=(op.loc, alloc.loc), details=details,
+        hint=SEMAPHORE_HINT if t.kind == "semaphore" else HINT))
 
 
 def has_scopes(program: Any) -> bool:
@@ -120,8 +164,20 @@ def has_scopes(program: Any) -> bool:
     Symmetric, any run_scoped buffer of its representatives)."""
     if not isinstance(program, Program):
         reps = getattr(program, "representatives", ())
-        return any(type(op) is AllocBuffer and op.scope == "core" for ops in reps for op in ops)
+        if any(type(op) is AllocBuffer and op.scope == "core" for ops in reps for op in ops):
+            return True
+        sems = {op.label for ops in reps for op in ops if type(op) is AllocSem and op.scope == "core"}
+        return bool(sems) and any(_counts_on(op, sems) for ops in reps for op in ops)
     return bool(scope_touches(program) or unrecorded_copies(program))
+
+
+def _counts_on(op: Any, sems: set[str]) -> bool:
+    """SEM-10: whether `op` may land a count on one of the scoped semaphores `sems` from outside the body
+    that names it (a copy's half, a signal to another core)."""
+    t = type(op)
+    if t is Signal:
+        return op.sem.label in sems and (op.device is not None or op.core is not None)
+    return t is DmaStart and (op.dst_sem.label in sems or (op.src_sem is not None and op.src_sem.label in sems))
 
 
 MAX_RUNS = 2048
@@ -168,7 +224,8 @@ def scope_runs(program: Program) -> ScopeRuns | None:
     for t in asked:
         op = program.cores[t.core][t.pc]
         if t.enter is None:
-            out.unsure.append((t, f"the copy at {op.loc} writes '{_name(program, t.label)}' on a core that never "
+            what = "counts on" if t.kind == "semaphore" else "writes"
+            out.unsure.append((t, f"the copy at {op.loc} {what} '{_name(program, t.label)}' on a core that never "
                                   "allocates it"))
             continue
         if t.owner != t.core:
@@ -182,7 +239,15 @@ def scope_runs(program: Program) -> ScopeRuns | None:
                 else:
                     out.unsure.append((t, f"the copy at {op.loc} may land before its target enters the scope (a "
                                           "run can fail first)"))
-        if t.free is not None:
+        if t.free is not None and t.half == "signal":  # SEM-10: hold the signal back; can the owner leave?
+            late = fast_run(program, "hardware", hold={t.core: t.pc})
+            if late.state.pcs[t.owner] > t.free:
+                if late.kind in ("completed", "deadlock"):
+                    out.found.append((t, "late", late, {}))
+                else:
+                    out.unsure.append((t, f"the signal at {op.loc} may land after its target left the scope (a "
+                                          "run can fail first)"))
+        elif t.free is not None:
             seen = _Starts()
             late = fast_run(program, "hardware", suppress=frozenset({(t.core, t.pc, t.half)}), observer=seen)
             # (a copy that never starts while its half is held back lands nowhere)
@@ -215,7 +280,8 @@ def scope_verdict(program: Any, mode: str, runs: ScopeRuns | None = None) -> Ver
             f"{runs.touches} copy half(s) touch run_scoped buffers, and with several cores per device the "
             f"interpreter's schedules are not the hardware runs the scope check reads (BUF-13)"))
     raising = [x for x in runs.found if interpreter_raises(program, x[0], mode)]
-    maybe = [why for t, why in runs.unsure if t.enter is None or interpreter_raises(program, t, mode)]
+    maybe = [why for t, why in runs.unsure
+             if t.kind == "buffer" and (t.enter is None or interpreter_raises(program, t, mode))]
     if runs.found:
         t, when, run_out, starts = (raising or runs.found)[0]
         v = _witness(program, t, run_out, when, mode, starts)
@@ -228,8 +294,8 @@ def scope_verdict(program: Any, mode: str, runs: ScopeRuns | None = None) -> Ver
     sym = (f"; those of devices 0..{runs.period - 1} checked, the program repeating every {runs.period} devices "
            "(PRG-131)" if runs.period < program.topology.num_devices else "")
     return Verdict(PROPERTY, "proved", reason=(
-        f"every copy half on a run_scoped buffer ({runs.touches}) runs inside its scope on the buffer's core "
-        f"(BUF-13){sym}"))
+        f"every copy half on a run_scoped buffer and every count on a run_scoped semaphore ({runs.touches}) lands "
+        f"inside its scope on its core (BUF-13, SEM-10){sym}"))
 
 
 def _raises(v: Verdict) -> bool:
