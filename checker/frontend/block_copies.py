@@ -97,9 +97,9 @@ class BlockCopies:
         self.split_forced = rules.cores == 1 or subgrid <= rules.cores  # each core runs one parallel point at most
         self.shared = ""  # GRID-4: set by `parallel_sharing` for the whole call
         nidx = call.num_index_operands
-        from semcheck.checker.frontend.grid import _hbm_labels  # noqa: PLC0415 (a cycle otherwise)
+        from semcheck.checker.frontend.grid import hbm_labels  # noqa: PLC0415 (a cycle otherwise)
 
-        hbm = _hbm_labels(call)
+        hbm = hbm_labels(call)
         aliased = {int(o) for _, o in call.input_output_aliases}
         self.ops: list[_Operand] = []
         for j, bm in enumerate(call.block_mappings):

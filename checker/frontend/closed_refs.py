@@ -69,9 +69,9 @@ def discharged_order(eqn: Any, xs: Sequence[Any]) -> list[Any]:
 def closed_names(jaxpr: Any, gm: Any) -> list[str]:
     """Operand names of the discharged call (LAUNCH-4) from the kernel's own (`jaxpr`, grid mapping
     `gm`): the closed-over refs are inputs after the index operands and outputs before the others."""
-    from semcheck.checker.frontend.trace import _arg_names
+    from semcheck.checker.frontend.trace import jaxpr_arg_names
 
-    names = _arg_names(jaxpr)
+    names = jaxpr_arg_names(jaxpr)
     if not names:
         return []
     k = len(jaxpr.constvars)

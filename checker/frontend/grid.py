@@ -41,7 +41,7 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
     """Scratch allocations (interpreter order), kernel argument values, HBM buffer count."""
     aliased_outputs = {o for _, o in call.input_output_aliases}
     hbm_buffers = call.num_inputs + sum(1 for i in range(call.num_outputs) if i not in aliased_outputs)
-    hbm = _hbm_labels(call)
+    hbm = hbm_labels(call)
     scratch: list[Scratch] = []
     args: list[Any] = []
     used: set[str] = {BARRIER, *(f"hbm{k}" for k in range(hbm_buffers))}
@@ -80,7 +80,7 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
 def hbm_names(call: KernelCall) -> tuple[tuple[str, str], ...]:
     """How reports name the launch's HBM buffers (`Program.names`): a pl.ANY / HBM operand by the kernel's
     parameter, which is that buffer; a blocked operand's array as `NAME (HBM)` (NAME is its VMEM block)."""
-    hbm = _hbm_labels(call)
+    hbm = hbm_labels(call)
     seen: dict[str, str] = {}
     n = {"input": 0, "output": 0}
     for op in call.operands:
@@ -95,7 +95,7 @@ def hbm_names(call: KernelCall) -> tuple[tuple[str, str], ...]:
     return tuple(seen.items())
 
 
-def _hbm_labels(call: KernelCall) -> dict[tuple[str, int], str]:
+def hbm_labels(call: KernelCall) -> dict[tuple[str, int], str]:
     """The launch's HBM buffer of each input and output: inputs in order, then the
     outputs that alias no input (an aliased output shares its input's buffer)."""
     nidx = sum(1 for op in call.operands if op.role == "index")

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from semcheck.checker.frontend.errors import Unsupported
-from semcheck.checker.frontend.trace import KernelCall, _jaxpr_types, eqn_loc
+from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
 from semcheck.model.errors import Untranslatable
 from semcheck.model.ops import Loc
 
@@ -75,7 +75,7 @@ def translation_failure(call: KernelCall) -> Untranslatable | None:
 
     known, nested = _interpreted()
     impls = getattr(ipc, "_interpret_impls", {})
-    types_ = _jaxpr_types(_core())
+    types_ = jaxpr_classes(_core())
     found = list(_failing(call.jaxpr, known | frozenset(impls), nested, types_, call.loc, True))
     return next((f for f in found if f.stage == "trace"), found[0] if found else None)
 

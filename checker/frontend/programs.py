@@ -181,10 +181,10 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     barrier counts a collective id carries from call to call (PRG-105) are checked over the program.
     Returns (the composed orders or None, why invocation-confined cannot be decided when the program cannot
     be composed: then the calls are checked alone and that property is unknown)."""
-    from semcheck.checker.frontend.program_lower import _communicates
+    from semcheck.checker.frontend.program_lower import program_communicates
 
     picked = jax_picks_ids(kernels)
-    if not picked and not any(_communicates(k.program) for k in kernels):
+    if not picked and not any(program_communicates(k.program) for k in kernels):
         return None, ""
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
     from semcheck.checker.frontend.trace import make_jaxpr
@@ -268,7 +268,7 @@ def calls_some_devices_skip(t: Target, devices: int, kernels: list[LoweredKernel
 def _call_under_branch(jaxpr: Any, under: bool = False) -> bool:
     """PRG-163: whether a kernel call of `jaxpr` sits inside a `cond` (or `switch`) or a `while_loop`, the only
     constructs whose branch or trip count may differ between devices."""
-    from semcheck.checker.frontend.trace import _sub_jaxprs
+    from semcheck.checker.frontend.trace import sub_jaxprs
 
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -277,7 +277,7 @@ def _call_under_branch(jaxpr: Any, under: bool = False) -> bool:
                 return True
             continue
         inner = under or name in ("cond", "while")
-        if any(_call_under_branch(sub, inner) for sub in _sub_jaxprs(eqn.params)):
+        if any(_call_under_branch(sub, inner) for sub in sub_jaxprs(eqn.params)):
             return True
     return False
 

@@ -118,7 +118,7 @@ def _moving_blocks(call: KernelCall) -> int:
 
 def _ops_of(jaxpr: Any) -> int:
     """Operations one pass of `jaxpr` can emit on one device: the larger branch, static loops unrolled."""
-    from semcheck.checker.frontend.trace import _sub_jaxprs
+    from semcheck.checker.frontend.trace import sub_jaxprs
 
     total = 0
     for eqn in jaxpr.eqns:
@@ -126,7 +126,7 @@ def _ops_of(jaxpr: Any) -> int:
         if name in _SYNC_PRIMS or name in _STATE_PRIMS:
             total += 1
             continue
-        subs = [_ops_of(sub) for sub in _sub_jaxprs(eqn.params)]
+        subs = [_ops_of(sub) for sub in sub_jaxprs(eqn.params)]
         # a device takes one branch of a cond per pass
         inner = max(subs, default=0) if name == "cond" else sum(subs)
         if name == "scan":

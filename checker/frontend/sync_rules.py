@@ -28,7 +28,7 @@ from jax._src.state.indexing import NDIndexer, Slice
 from semcheck.checker.frontend.errors import KernelRaised, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, append_to_each
 from semcheck.checker.frontend.regions import flatten_ref, foreign_transform, refuse_multi_ref
-from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name, semaphore_type
+from semcheck.checker.frontend.trace import KernelCall, is_semaphore_dtype, memory_space_name, semaphore_type
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import (
     BARRIER,
@@ -327,7 +327,7 @@ class SyncRules(Evaluator):
             aval = v.aval
             ms = getattr(aval, "memory_space", None)
             self.label_counter += 1
-            if ms is mosaic_core.MemorySpace.SEMAPHORE or _is_semaphore_dtype(getattr(aval, "dtype", None)):
+            if ms is mosaic_core.MemorySpace.SEMAPHORE or is_semaphore_dtype(getattr(aval, "dtype", None)):
                 count = math.prod(int(s) for s in aval.shape)
                 label = f"{site}#{k}/{self.label_counter}"
                 if k < len(params_of):

@@ -196,14 +196,14 @@ _SYNC = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "get_bar
          "semaphore_read", "run_scoped"}
 
 
-def _has_run_scoped(jaxpr) -> str:
+def has_run_scoped(jaxpr) -> str:
     """Where the first `run_scoped` of a jaxpr (or of a sub-jaxpr) is, or '' (PAR-9: the only allocation
     a kernel's body can make)."""
     for e in jaxpr.eqns:
         if e.primitive.name == "run_scoped":
             return _line(e)
         for sub in _sub_jaxprs(e):
-            where = _has_run_scoped(sub)
+            where = has_run_scoped(sub)
             if where:
                 return where
     return ""

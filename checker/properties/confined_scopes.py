@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semcheck.checker.properties.confined import _Starts
+from semcheck.checker.properties.confined import Starts
 from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.errors import ModelBug
@@ -183,7 +183,7 @@ def scope_runs(program: Program) -> ScopeRuns | None:
                     out.unsure.append((t, f"the copy at {op.loc} may land before its target enters the scope (a "
                                           "run can fail first)"))
         if t.free is not None:
-            seen = _Starts()
+            seen = Starts()
             late = fast_run(program, "hardware", suppress=frozenset({(t.core, t.pc, t.half)}), observer=seen)
             # (a copy that never starts while its half is held back lands nowhere)
             if late.state.pcs[t.core] > t.pc and late.state.pcs[t.owner] > t.free:

@@ -14,7 +14,7 @@ from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.verdict import KINDS, Verdict, unknown_kind
 from semcheck.checker.run.request import Result
 from semcheck.checker.report.places import places
-from semcheck.checker.report.findings import rel as _rel, uri as _uri, where as _where  # noqa: F401 - shared
+from semcheck.checker.report.findings import rel as _rel
 
 SCHEMA_VERSION = "1.8"
 # REP-22: one mark per verdict kind, and the `modes differ` heading's own (`DIFFER`), none shared
@@ -227,11 +227,11 @@ def unrunnable_line(v: Verdict) -> str:
     return v.reason.split(": jax raises ", 1)[0] + (": jax raises " + v.stats["raises"] if v.stats.get("raises") else "")
 
 
-def _configs(results: Sequence[Result]) -> list[tuple[str, int, str, list[Verdict]]]:
+def configs(results: Sequence[Result]) -> list[tuple[str, int, str, list[Verdict]]]:
     return [(r.target, r.devices, r.dma_mode, list(r.verdicts)) for r in results]
 
 
-def _worst(verdicts: Sequence[Verdict]) -> str:
+def worst_kind(verdicts: Sequence[Verdict]) -> str:
     """A row's mark: violated, unknown, unrunnable, else proved (a vacuous verdict is no failure, REP-20;
     a row of vacuous verdicts only is marked as such)."""
     kinds = {v.verdict for v in verdicts}
@@ -276,12 +276,12 @@ def _config_summary(verdicts: Sequence[Verdict], rules: bool = False) -> str:
     return "; ".join(parts)
 
 
-def _row_summary(r: Result, rules: bool = False) -> str:
+def row_summary(r: Result, rules: bool = False) -> str:
     """A row's summary: its verdicts, and for a target with generated inputs how many were verified."""
     return _config_summary(r.verdicts, rules) + row_suffix(r.examples)
 
 
-def _header(path: str, results: Sequence[Result]) -> str:
+def header(path: str, results: Sequence[Result]) -> str:
     targets = list(dict.fromkeys(r.target for r in results))
     devices = sorted({r.devices for r in results})
     modes = list(dict.fromkeys(r.dma_mode for r in results))
@@ -290,7 +290,7 @@ def _header(path: str, results: Sequence[Result]) -> str:
             f"{', '.join(modes)}")
 
 
-def _difference_line(d) -> str:
+def difference_line(d) -> str:
     causes = "; ".join(f"{e.code}: {CAUSES[e.code]}" for e in d.causes)
     return d.describe() + (f" (can explain it, {causes})" if causes else "")
 
