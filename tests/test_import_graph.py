@@ -21,12 +21,7 @@ PACKAGES = {"model": "model", "checker": "checker", "src/semcheck": "", "bench":
 
 # what is left of the cycles (strongly connected components, module names without "semcheck.")
 KNOWN_CYCLES = (
-    frozenset({'checker.frontend.closed_refs', 'checker.frontend.trace'}),
-    frozenset({'checker.frontend.block_copies', 'checker.frontend.grid', 'checker.frontend.lowerer'}),
-    frozenset({'checker.properties.confined', 'checker.properties.confined_scopes'}),
     frozenset({'checker.properties.analysis', 'checker.properties.deadlock', 'checker.properties.decide', 'checker.properties.dma_bytes', 'checker.properties.exit_balance', 'checker.properties.failing_runs', 'checker.properties.folding', 'checker.properties.races'}),
-    frozenset({'checker.properties.checking', 'checker.run.mode_worker'}),
-    frozenset({'checker.report.lines', 'checker.report.markdown', 'checker.report.render', 'checker.report.sarif', 'checker.report.text'}),
 )
 
 

@@ -16,7 +16,6 @@ imported (`targets.provision_devices`), and jax reads them only then.
 from __future__ import annotations
 
 import dataclasses
-import linecache
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -25,6 +24,7 @@ import numpy as np
 
 from semcheck.checker.frontend.collective_id_site import collective_id, collective_id_loc
 from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
+from semcheck.checker.frontend.source_names import eqn_loc, frame_loc, jaxpr_arg_names, make_loc  # noqa: F401 - callers import them from here
 from semcheck.checker.frontend.targets import user_loc
 from semcheck.model.ops import NO_LOC, Loc, SemType
 
@@ -533,19 +533,6 @@ def _dimension_semantics(compiler_params: Any, ndims: int) -> tuple[str, ...] | 
     return tuple(out)
 
 
-def jaxpr_arg_names(jaxpr: Any) -> list[str]:
-    info = getattr(jaxpr, "debug_info", None)
-    names = getattr(info, "arg_names", None) if info is not None else None
-    if not names:
-        return []
-    return [_clean_name(n) for n in names]
-
-
-def _clean_name(name: Any) -> str:
-    text = str(name or "")
-    return "".join(c if (c.isalnum() or c == "_") else "_" for c in text).strip("_")
-
-
 def _debug_name(jaxpr: Any) -> str:
     info = getattr(jaxpr, "debug_info", None)
     src = getattr(info, "func_src_info", None) if info is not None else None
@@ -568,32 +555,3 @@ def _definition_loc(jaxpr: Any) -> Loc:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-def eqn_loc(eqn: Any, default: Loc = NO_LOC) -> Loc:
-    """The user's source line of a jaxpr equation (jax's own frames skipped)."""
-    return frame_loc(getattr(eqn, "source_info", None), default)
-
-
-def frame_loc(source_info: Any, default: Loc = NO_LOC) -> Loc:
-    from jax._src import source_info_util  # lazy: see the module docstring
-
-    tb = getattr(source_info, "traceback", None)
-    if tb is None:
-        return default
-    frame = source_info_util.user_frame(tb)
-    if frame is None:
-        return default
-    return make_loc(frame.file_name, frame.start_line)
-
-
-_loc_cache: dict[tuple[str, int], Loc] = {}
-
-
-def make_loc(file: str, line: int) -> Loc:
-    key = (file, line)
-    loc = _loc_cache.get(key)
-    if loc is None:
-        loc = Loc(file, int(line), linecache.getline(file, int(line)).strip())
-        _loc_cache[key] = loc
-    return loc

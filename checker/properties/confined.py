@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.properties.confined_scopes import Starts
 from semcheck.checker.properties.confined_totals import Totals, complete
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.fast import fast_run
@@ -308,22 +309,6 @@ def decide(program: Program, landings: list[Landing] | LandingColumns, *, where:
         f"every remote signal and copy ({every}) lands while its target is inside the call that owns "
         f"the object (PRG-111, PRG-112){sym}" if len(landings) else "no remote signal or copy into a "
         "kernel-local or carried object (barrier semaphores aside, PRG-105)"))
-
-
-class Starts:
-    """A fast run's observer that keeps the ident of every copy it starts (a witness names a write half by it)."""
-
-    def __init__(self) -> None:
-        self.starts: dict[tuple[int, int], int] = {}
-
-    def start(self, core: int, pc: int, ident: int) -> None:
-        self.starts[(core, pc)] = ident
-
-    def signal(self, *a: Any) -> None: ...
-    def wait(self, *a: Any) -> None: ...
-    def arrive(self, *a: Any) -> None: ...
-    def barrier(self, *a: Any) -> None: ...
-    def access(self, *a: Any) -> None: ...
 
 
 class _Held:

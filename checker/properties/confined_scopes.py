@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semcheck.checker.properties.confined import Starts
 from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.errors import ModelBug
@@ -31,6 +30,23 @@ from semcheck.model.fast import fast_run
 from semcheck.model.ops import AllocBuffer, Program, Wait
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, unrecorded_copies
+
+
+class Starts:
+    """A fast run's observer that keeps the ident of every copy it starts (a witness names a write half by it)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[tuple[int, int], int] = {}
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        self.starts[(core, pc)] = ident
+
+    def signal(self, *a: Any) -> None: ...
+    def wait(self, *a: Any) -> None: ...
+    def arrive(self, *a: Any) -> None: ...
+    def barrier(self, *a: Any) -> None: ...
+    def access(self, *a: Any) -> None: ...
+
 
 PROPERTY = "invocation-confined"
 HINT = ("wait for the copy inside the scope (before `run_scoped`'s body returns); for a copy into another "

@@ -12,7 +12,7 @@ from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.diagram import diagram, to_mermaid
 from semcheck.checker.report.escape import fence, html_text, markdown, md_code
 from semcheck.checker.report.svg import to_svg
-from semcheck.checker.report.render import (FileReport, row_summary, worst_kind, hint_for, overall, summary,
+from semcheck.checker.report.rows import (FileReport, row_summary, worst_kind, hint_for, overall, summary,
                                             summary_counts)
 from semcheck.checker.report.findings import rel, where
 from semcheck.checker.run.request import Result

@@ -7,7 +7,7 @@ from typing import Any
 
 from semcheck.checker.run.generated_inputs import input_line
 from semcheck.checker.properties.registry import IDS
-from semcheck.checker.report.render import FileReport, difference_line, hint_for, input_json
+from semcheck.checker.report.rows import FileReport, difference_line, hint_for, input_json
 from semcheck.checker.report.findings import Finding, column, findings, rel, uri, where
 from semcheck.checker.report.sarif_rules import information_uri, rules as sarif_rules
 from semcheck.checker.report.suppress import Suppression

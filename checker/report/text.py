@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from semcheck.checker.run.generated_inputs import coverage, input_line
 from semcheck.checker.properties.registry import IDS
-from semcheck.checker.report.render import (MARK, PLAIN_MARK, STYLE, FileReport, configs, header, row_summary,
+from semcheck.checker.report.rows import (MARK, PLAIN_MARK, STYLE, FileReport, configs, header, row_summary,
                                      worst_kind, hint_for, overall, summary, summary_counts)
 from semcheck.checker.report.findings import rel, where
 from semcheck.checker.run.request import Result
