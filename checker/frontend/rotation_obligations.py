@@ -14,8 +14,6 @@ class NotCertified(Exception):
     """The kernel's program is not certified to repeat; str(e) says why, with the kernel's line."""
 
 
-SYNC = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
-         "get_barrier_semaphore"}
 ACCESS = {"get": 1, "swap": 2, "addupdate": 2}  # primitive -> where its indexer leaves start
 MASKED = {"masked_load", "masked_swap"}
 _IDENTITY_TRANSFORMS = ("MemorySpaceCastTransform", "AccessAssumptionTransform")

@@ -8,7 +8,8 @@ import os
 from typing import Any
 
 from semcheck.checker.frontend.rotation_obligations import (
-    ACCESS, MASKED, SYNC, NotCertified, Obligations, Ob, Ref)
+    ACCESS, MASKED, NotCertified, Obligations, Ob, Ref)
+from semcheck.checker.frontend.sync_primitives import SYNC
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.checker.parametric.int32_terms import INT32_MAX
 from semcheck.checker.parametric.int32_terms import scalar_kind as _kind
