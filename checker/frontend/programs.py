@@ -29,11 +29,10 @@ def takes_or_returns_semaphores(kernels: list[LoweredKernel]) -> bool:
 def jax_picks_ids(kernels: list[LoweredKernel]) -> bool:
     """PRG-125: whether some call uses the barrier semaphore with a collective id jax picks when it lowers
     for a TPU (a tag, or an auto-assignment mode): its own lowering has none, the TPU's is the program's."""
-    from semcheck.model.ops import GetBarrierSem
     from semcheck.model.symmetric import class_cores
 
     return any(k.call is not None and k.call.collective_id is None
-               and any(type(op) is GetBarrierSem for ops in class_cores(k.program) for op in ops) for k in kernels)
+               and any(op.fetches_barrier for ops in class_cores(k.program) for op in ops) for k in kernels)
 
 
 def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,

@@ -208,6 +208,8 @@ class Obligations:
                 if s is not None:
                     self.region(s, (), args, path, eqn, "a copy's semaphore")
             self.device(dev, args, id_type, path, eqn, "a copy's target device")
+        else:  # a primitive of the table without a case here: nothing certified of its operands
+            raise NotCertified(f"{name} is outside the certificate ({self.line(eqn)})")
 
     def access(self, eqn: Any, args: list, path: Any) -> None:
         name = eqn.primitive.name
