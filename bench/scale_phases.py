@@ -36,7 +36,7 @@ def main(path: str, devices: int, confined: bool = False) -> dict:
 
     from semcheck.checker.properties.analysis import Analysis
     from semcheck.checker.properties.checking import check_program
-    from semcheck.checker.frontend.api import _lower_all
+    from semcheck.checker.frontend.api import lower_all
     from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
     from semcheck.checker.frontend.size_bound import ProgramTooLarge, estimate
     from semcheck.checker.frontend.targets import abstract_mesh_wanted, load_targets
@@ -56,7 +56,7 @@ def main(path: str, devices: int, confined: bool = False) -> dict:
     out["estimated_ops"] = est.ops
     t = time.process_time()
     try:
-        kernels = _lower_all(target, devices, traced, cores=None, dma_mode=None)
+        kernels = lower_all(target, devices, traced, cores=None, dma_mode=None)
     except ProgramTooLarge as e:
         out["refused"] = str(e)
         return _finish(out, t_start, xla_bridge)

@@ -11,7 +11,7 @@ from semcheck.model.access import AccessEvent, box_sweep, conflicts
 Pos = tuple[int, int]  # (core, pc) of an operation
 
 
-class _Chain:
+class Chain:
     """Accesses of one buffer region so far: the last write and the reads since it."""
 
     __slots__ = ("write", "reads")
@@ -20,8 +20,8 @@ class _Chain:
         self.write: AccessEvent | None = None
         self.reads: list[AccessEvent] = []
 
-    def copied(self) -> _Chain:
-        c = _Chain()
+    def copied(self) -> Chain:
+        c = Chain()
         c.write, c.reads = self.write, list(self.reads)
         return c
 

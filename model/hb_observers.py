@@ -13,7 +13,7 @@ import numpy as np
 
 from semcheck.model.barrier import instance
 from semcheck.model.access import AccessEvent
-from semcheck.model.access_index import AccessIndex, Pos, _Chain
+from semcheck.model.access_index import AccessIndex, Pos, Chain
 from semcheck.model.errors import ModelBug
 from semcheck.model.quotient import Quotient
 from semcheck.model.ops import Barrier, DmaMode, DmaStart, Program
@@ -176,7 +176,7 @@ class Observer:
         self.events = index.events
         self.at, self.chain_of, self.partners = index.at, index.chain, index.partners
         self.entries, self.entry = index.entries, index.entry
-        self.chains = [_Chain() for _ in range(index.chains)]
+        self.chains = [Chain() for _ in range(index.chains)]
         self.seen: set[int] = set()
         self.rotates = False  # whether `_done` and `_record_done` rotate (DR-8): else the hot paths inline them
 

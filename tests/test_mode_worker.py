@@ -10,6 +10,7 @@ from semcheck.checker.run.mode_worker import MIN_OPS, ModeWorker, split_modes
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.registry import IDS as PROPERTIES
 from semcheck import check_program
+from semcheck.checker.properties.checking import check_program as engine_check
 from ring_programs import ring_allreduce
 
 
@@ -18,7 +19,7 @@ def test_worker_verdicts_equal_in_process_verdicts_clean_and_buggy(fork: bool) -
     if fork and not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
     for program in (ring_allreduce(4), ring_allreduce(4, bug="deadlock")):
-        worker = ModeWorker(program, ("hardware", "eager"), PROPERTIES, timeout_ms=60_000, deadline=None, fork=fork)
+        worker = ModeWorker(program, ("hardware", "eager"), PROPERTIES, check=engine_check, timeout_ms=60_000, deadline=None, fork=fork)
         got = worker.result()
         for mode in ("hardware", "eager"):
             want = check_program(program, mode, PROPERTIES, timeout_ms=60_000)
@@ -75,7 +76,7 @@ def test_a_killed_worker_has_no_answer(fork: bool) -> None:
     if fork and not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
     # every property at 44 devices takes far longer than the kill that follows the start
-    worker = ModeWorker(_large_program(), ("hardware",), PROPERTIES, timeout_ms=600_000, deadline=None, fork=fork)
+    worker = ModeWorker(_large_program(), ("hardware",), PROPERTIES, check=engine_check, timeout_ms=600_000, deadline=None, fork=fork)
     worker.kill()
     with pytest.raises(RuntimeError, match="exited with code -9"):
         worker.result()
@@ -137,7 +138,7 @@ def test_forking_the_worker_warns_nothing_with_jax_loaded() -> None:
         pytest.skip("no fork on this platform")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        worker = ModeWorker(ring_allreduce(2), ("hardware",), PLUMBING, timeout_ms=60_000, deadline=None, fork=True)
+        worker = ModeWorker(ring_allreduce(2), ("hardware",), PLUMBING, check=engine_check, timeout_ms=60_000, deadline=None, fork=True)
         got = worker.result()
     assert [str(w.message) for w in caught] == []
     assert [v.verdict for v in got["hardware"]] == ["proved"] * len(PLUMBING)

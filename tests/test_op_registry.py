@@ -10,6 +10,9 @@ X` cases) is a new place a contributor would have to find, and this test names i
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 import typing
 from pathlib import Path
 
@@ -111,3 +114,41 @@ def fine(op):
 
 def test_a_chain_is_reported():
     assert chains(CHAINED, "fake.py") == {"name": {"Signal", "Wait", "Read", "DmaStart", "Barrier", "ExitCheck"}}
+
+
+# CONTRIBUTING's counts, computed here: which product modules name an IR operation (its class) and a jax
+# sync primitive (its name as a string, or its `<name>_p` object). A contributor adding either joins these.
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+
+
+def _modules_naming(test: typing.Callable[[tokenize.TokenInfo], bool]) -> list[str]:
+    out = []
+    for path in sorted(str(p.relative_to(ROOT)) for d in PRODUCT for p in (ROOT / d).rglob("*.py")):
+        toks = tokenize.generate_tokens(io.StringIO((ROOT / path).read_text(encoding="utf-8")).readline)
+        if any(test(t) for t in toks):
+            out.append(path)
+    return out
+
+
+def _stated(subject: str) -> list[str]:
+    """The modules CONTRIBUTING says name `subject`: `` `X` is named in N product modules: `a`, `b`. ``"""
+    text = " ".join(CONTRIBUTING.read_text(encoding="utf-8").split())
+    m = re.search(rf"`{re.escape(subject)}` is named in \*?\*?(\d+) product modules\*?\*?[^:]*:(.*?)\.(\s|$)", text)
+    assert m, f"CONTRIBUTING.md no longer says which modules name {subject}"
+    listed = re.findall(r"`([^`]+)`", m.group(2))
+    assert int(m.group(1)) == len(listed), f"CONTRIBUTING.md counts {m.group(1)} modules naming {subject} but lists {listed}"
+    return sorted(listed)
+
+
+def test_contributing_names_the_modules_an_operation_touches():
+    named = _modules_naming(lambda t: t.type == tokenize.NAME and t.string == "GetBarrierSem")
+    assert _stated("GetBarrierSem") == named, f"CONTRIBUTING.md's list for GetBarrierSem is stale: today {named}"
+
+
+def test_contributing_names_the_modules_a_jax_sync_primitive_touches():
+    def names(t: tokenize.TokenInfo) -> bool:
+        return ((t.type == tokenize.NAME and t.string == "semaphore_signal_p")
+                or (t.type == tokenize.STRING and t.string.strip("\"'") == "semaphore_signal"))
+
+    named = _modules_naming(names)
+    assert _stated("semaphore_signal") == named, f"CONTRIBUTING.md's list for semaphore_signal is stale: today {named}"

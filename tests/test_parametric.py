@@ -203,9 +203,9 @@ def test_a_signal_at_any_later_grid_step_is_caught(worker, at):
 @pytest.mark.rule("PAR-4")
 def test_the_guard_knows_every_primitive_the_front_end_synchronises_with():
     from semcheck.checker.frontend.sync_rules import SYNC_PRIMS
-    from semcheck.checker.parametric.template import _SYNC
+    from semcheck.checker.parametric.template import SYNC_OR_SCOPE
 
-    assert {p.name for p in SYNC_PRIMS} <= _SYNC
+    assert {p.name for p in SYNC_PRIMS} <= SYNC_OR_SCOPE
 
 
 @pytest.mark.rule("PAR-4")

@@ -53,15 +53,14 @@ OPAQUE: dict[str, str] = {name: RUNS for name in audit.USES["opaque"]}
 DEFAULT_RUN = ("addupdate", "semaphore_read", "sync")
 
 
-def _accepted() -> set[str]:
-    """The primitives the front end has a rule for: its rule tables, by name."""
+def _lowerer() -> Any:
+    """A lowerer of a trivial kernel: it holds every rule table of the front end."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
     from semcheck.checker.frontend.lowerer import Lowerer
-    from semcheck.checker.frontend.numeric import NUMERIC
     from semcheck.checker.frontend.trace import trace_kernels
 
     def kernel(o_ref):
@@ -70,8 +69,36 @@ def _accepted() -> set[str]:
     f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
                        out_specs=pl.BlockSpec(memory_space=pltpu.SMEM), interpret=pltpu.InterpretParams())
     (call,) = trace_kernels(f, ())
-    lw = Lowerer(call, 1, 1)
+    return Lowerer(call, 1, 1)
+
+
+def _accepted() -> set[str]:
+    """The primitives the front end has a rule for: its rule tables, by name."""
+    from semcheck.checker.frontend.numeric import NUMERIC
+
+    lw = _lowerer()
     return {p.name for p in lw.rules} | set(lw.named_rules) | set(NUMERIC)
+
+
+def test_the_table_of_sync_primitives_is_the_lowerings_the_audits_and_the_interpreters():
+    """The front end's one table of sync primitives (`checker/frontend/sync_primitives.py`): the
+    lowering has a rule for each and takes exactly these as synchronising, the audit's kernels stand
+    for exactly these, and the prediction of LAUNCH-3 lets the interpreter translate exactly those it
+    has a case for (`semaphore_read` it has not: pinned above)."""
+    from semcheck.checker.frontend.interpreter_lowering import _interpreted
+    from semcheck.checker.frontend.sync_primitives import (INTERPRETED, NO_INTERPRETER_CASE, SYNC, SYNC_OR_SCOPE,
+                                                           primitives)
+
+    lw = _lowerer()
+    assert primitives(SYNC_OR_SCOPE) <= set(lw.rules), "a sync primitive of the table without a lowering rule"
+    named = {p.name for p in lw.rules} | set(lw.named_rules)
+    sync_like = {n for n in named if n.startswith(("semaphore_", "dma_")) or n.endswith("_semaphore")}
+    assert sync_like | {"run_scoped"} == SYNC_OR_SCOPE, "a lowering rule for a sync primitive not in the table"
+    assert {p.name for p in lw.sem_prims} - {"emit_pipeline"} == SYNC_OR_SCOPE
+    assert set(audit.USES["sync"]) | set(audit.USES["semaphore_read"]) == SYNC_OR_SCOPE
+    assert {n for n in NO_INTERPRETER_CASE if PINNED[n] != RUNS} == NO_INTERPRETER_CASE
+    own, _ = _interpreted()
+    assert {p.name for p in own} & SYNC == INTERPRETED
 
 
 def _kernel_outcome(kernel: str) -> str:

@@ -113,15 +113,15 @@ def lower_target(
             traced = None  # e.g. fn closes over a value the staged build left abstract
     if traced is not None:
         try:
-            return _lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)
+            return lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)
         except NeedsConcreteInputs:
             if not any(i.abstract for i in traced[1]):
                 raise
     fn, args = t.build(devices, **kwargs)
-    return _lower_all(t, devices, trace_with_inputs(fn, args, path=t.path), cores=cores, dma_mode=dma_mode)
+    return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path), cores=cores, dma_mode=dma_mode)
 
 
-def _lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[KernelInputs]], *,
+def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[KernelInputs]], *,
                cores: int | None, dma_mode: str | None) -> list[LoweredKernel]:
     calls, inputs = traced
     n_cores = cores if cores is not None else t.cores

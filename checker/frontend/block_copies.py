@@ -45,6 +45,23 @@ from semcheck.model.ops import Access, Region
 
 if TYPE_CHECKING:
     from semcheck.checker.frontend.grid import GridRules
+    from semcheck.checker.frontend.trace import KernelCall
+
+
+def hbm_labels(call: KernelCall) -> dict[tuple[str, int], str]:
+    """The launch's HBM buffer of each input and output: inputs in order, then the
+    outputs that alias no input (an aliased output shares its input's buffer)."""
+    nidx = sum(1 for op in call.operands if op.role == "index")
+    alias = {int(o): int(i) - nidx for i, o in call.input_output_aliases}
+    labels = {("input", j): f"hbm{j}" for j in range(call.num_inputs)}
+    k = call.num_inputs
+    for o in range(call.num_outputs):
+        if o in alias and 0 <= alias[o] < call.num_inputs:
+            labels[("output", o)] = labels[("input", alias[o])]
+        else:
+            labels[("output", o)] = f"hbm{k}"
+            k += 1
+    return labels
 
 
 class _Operand:
@@ -97,9 +114,7 @@ class BlockCopies:
         self.split_forced = rules.cores == 1 or subgrid <= rules.cores  # each core runs one parallel point at most
         self.shared = ""  # GRID-4: set by `parallel_sharing` for the whole call
         nidx = call.num_index_operands
-        from semcheck.checker.frontend.grid import _hbm_labels  # noqa: PLC0415 (a cycle otherwise)
-
-        hbm = _hbm_labels(call)
+        hbm = hbm_labels(call)
         aliased = {int(o) for _, o in call.input_output_aliases}
         self.ops: list[_Operand] = []
         for j, bm in enumerate(call.block_mappings):

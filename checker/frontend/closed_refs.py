@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.source_names import eqn_loc, jaxpr_arg_names
 from semcheck.model.ops import Loc
 
 _DISCHARGED: dict[int, tuple[Any, Any]] = {}
@@ -69,9 +70,7 @@ def discharged_order(eqn: Any, xs: Sequence[Any]) -> list[Any]:
 def closed_names(jaxpr: Any, gm: Any) -> list[str]:
     """Operand names of the discharged call (LAUNCH-4) from the kernel's own (`jaxpr`, grid mapping
     `gm`): the closed-over refs are inputs after the index operands and outputs before the others."""
-    from semcheck.checker.frontend.trace import _arg_names
-
-    names = _arg_names(jaxpr)
+    names = jaxpr_arg_names(jaxpr)
     if not names:
         return []
     k = len(jaxpr.constvars)
@@ -86,8 +85,6 @@ def refuse_closed_values(jaxpr: Any, loc: Loc) -> None:
     operand of the kernel the integer id of the buffer it allocates for it, so the kernel computes with
     that id in the value's place, which semcheck does not model. Raises `Unsupported` at the first use."""
     from jax._src.state.types import AbstractRef  # lazy: see the module docstring
-
-    from semcheck.checker.frontend.trace import eqn_loc
 
     values = {v for v in jaxpr.invars if not isinstance(getattr(v, "aval", None), AbstractRef)}
     if not values:

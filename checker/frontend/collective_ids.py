@@ -51,7 +51,7 @@ def config() -> tuple[str, int]:
 
 def barrier_tag(call: KernelCall) -> tuple[bool, Any]:
     """(whether the kernel uses the barrier semaphore, its tag or None)."""
-    from semcheck.checker.frontend.trace import _sub_jaxprs
+    from semcheck.checker.frontend.trace import sub_jaxprs
 
     uses, tags = False, set()
 
@@ -62,7 +62,7 @@ def barrier_tag(call: KernelCall) -> tuple[bool, Any]:
                 uses = True
                 if eqn.params.get("tag") is not None:
                     tags.add(eqn.params["tag"])
-            for sub in _sub_jaxprs(eqn.params):
+            for sub in sub_jaxprs(eqn.params):
                 walk(sub)
 
     walk(call.jaxpr)
@@ -128,7 +128,7 @@ def composed_refusal(invocations: Sequence[Any], lowered: Sequence[Any]) -> Any:
     return None
 
 
-def _module_key(call: KernelCall) -> tuple:
+def module_key(call: KernelCall) -> tuple:
     params = call.compiler_params
     fields = {}
     if dataclasses.is_dataclass(params):
@@ -161,7 +161,7 @@ def assign(calls: Sequence[KernelCall], mode: str = "no", limit: int = 25) -> di
             if tag is not None:
                 key = ("tag", tag, skip)
             elif mode in ("yes", "override"):
-                key = ("module", _module_key(c), skip)
+                key = ("module", module_key(c), skip)
         if key is not None:
             if key not in auto:
                 auto[key] = next(i for i in range(len(used) + 1) if i not in used)

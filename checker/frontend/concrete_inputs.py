@@ -261,7 +261,7 @@ def _stack_bound(per_device: list[Any], lanes: int) -> np.ndarray | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Device:
+class Device:
     """One device of a shard_map's manual axes: its lane and coordinates."""
 
     lane: int
@@ -288,7 +288,7 @@ class _Interpreter(LoopInputs, CondInputs):
 
     # --- the walk --------------------------------------------------------------------
 
-    def run(self, jaxpr: Any, args: Sequence[Any], dev: _Device | None, index: int,
+    def run(self, jaxpr: Any, args: Sequence[Any], dev: Device | None, index: int,
             out_needed: tuple[bool, ...] | None = None) -> tuple[list[Any], int]:
         """Evaluate `jaxpr` (binders: constvars then invars); returns its outputs and the next kernel index.
         `out_needed`: which outputs to compute besides the kernels' operands (a loop's carry)."""
@@ -354,7 +354,7 @@ class _Interpreter(LoopInputs, CondInputs):
     def _reason(self, v: Any) -> str | None:
         return None if type(v) is self._literal else self._why.get(v)
 
-    def _cause(self, eqn: Any, dev: _Device | None) -> str:
+    def _cause(self, eqn: Any, dev: Device | None) -> str:
         """Why `eqn` gave no value: its own nature, else the first input without one."""
         name = eqn.primitive.name
         loc = eqn_loc(eqn, NO_LOC)
@@ -369,7 +369,7 @@ class _Interpreter(LoopInputs, CondInputs):
             return f"the collective '{name}'{at}: a device's input to it has no value, or jax could not run it"
         return f"'{name}'{at}, which semcheck could not evaluate"
 
-    def _enter(self, eqn: Any, invals: list[Any], dev: _Device | None, index: int) -> tuple[list[Any] | None, int]:
+    def _enter(self, eqn: Any, invals: list[Any], dev: Device | None, index: int) -> tuple[list[Any] | None, int]:
         (sub,) = _subs(eqn)
         if eqn.primitive.name != "shard_map":
             inner = getattr(sub, "jaxpr", sub)
@@ -395,8 +395,8 @@ class _Interpreter(LoopInputs, CondInputs):
             for a in reversed(names):
                 coords[a] = rest % sizes[a]
                 rest //= sizes[a]
-            devices.append(_Device(lane, coords))
-        shards = [[_shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)] for d in devices]
+            devices.append(Device(lane, coords))
+        shards = [[shard(x, spec, d, sizes, manual) for x, spec in zip(invals, specs)] for d in devices]
         self._pass_reasons(eqn.invars, sub.invars)
         # ACC-8: passes until no collective gains a value; one pass when the body needs none
         self._rounds = Rounds(mesh, names, lanes)
@@ -419,7 +419,7 @@ class _Interpreter(LoopInputs, CondInputs):
             if r and type(b) is not self._literal:
                 self._why.setdefault(b, r)
 
-    def _bind(self, eqn: Any, invals: list[Any], dev: _Device | None) -> list[Any] | None:
+    def _bind(self, eqn: Any, invals: list[Any], dev: Device | None) -> list[Any] | None:
         name = eqn.primitive.name
         if any(x is None for x in invals) or name in NOT_DETERMINISTIC:
             if dev is not None and self._rounds is not None and _names_axis(eqn.params, dev.coords):
@@ -516,9 +516,9 @@ def _subs(eqn: Any) -> list[Any]:
     """The jaxprs among `eqn`'s parameters, as `trace` walks them."""
     from jax._src import core as jax_core  # lazy: see trace's docstring
 
-    from semcheck.checker.frontend.trace import _jaxpr_types
+    from semcheck.checker.frontend.trace import jaxpr_classes
 
-    types_ = _jaxpr_types(jax_core)
+    types_ = jaxpr_classes(jax_core)
     out = []
     for value in eqn.params.values():
         for v in (value if isinstance(value, (tuple, list)) else (value,)):
@@ -530,7 +530,7 @@ def _subs(eqn: Any) -> list[Any]:
 def _pallas_operands(eqn: Any) -> list[Operand]:
     """A pallas_call's index and input operands as `trace` describes them (they follow the equation's
     dynamic grid bounds)."""
-    from semcheck.checker.frontend.trace import _operand, block_memory_space, eqn_loc
+    from semcheck.checker.frontend.trace import make_operand, block_memory_space, eqn_loc
 
     if getattr(eqn.params["jaxpr"], "constvars", None):  # the call jax runs (LAUNCH-4)
         eqn = discharged(eqn, eqn_loc(eqn, NO_LOC))
@@ -539,10 +539,10 @@ def _pallas_operands(eqn: Any) -> list[Operand]:
     out = []
     for i, var in enumerate(kernel.invars[: gm.num_index_operands + gm.num_inputs]):
         if i < gm.num_index_operands:
-            out.append(_operand("index", "", var.aval, "smem"))
+            out.append(make_operand("index", "", var.aval, "smem"))
         else:
             bm = gm.block_mappings[i - gm.num_index_operands]
-            out.append(_operand("input", "", var.aval, block_memory_space(bm),
+            out.append(make_operand("input", "", var.aval, block_memory_space(bm),
                                 array_shape=tuple(bm.array_aval.shape),
                                 block_shape=tuple(getattr(var.aval, "shape", ()))))
     return out
@@ -558,7 +558,7 @@ def _names_axis(params: dict[str, Any], axes: dict[str, int]) -> bool:
     return False
 
 
-def _shard(x: Any, spec: Any, dev: _Device, sizes: dict[str, int], manual: set[str]) -> Any:
+def shard(x: Any, spec: Any, dev: Device, sizes: dict[str, int], manual: set[str]) -> Any:
     """Device `dev`'s block of the global value `x` under the shard_map in_spec `spec`."""
     if x is None:
         return None

@@ -27,7 +27,7 @@ from jax._src import core as jax_core
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs, ScalarMemory
-from semcheck.checker.frontend.trace import KernelCall, _jaxpr_types, eqn_loc
+from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
 
@@ -80,7 +80,7 @@ class Evaluator:
         self._op_cache: dict[tuple[Any, ...], dict[Any, Op]] = {}
         self._drop_var = jax_core.DropVar
         self._literal = jax_core.Literal
-        self._jaxpr_types = _jaxpr_types(jax_core)
+        self._jaxpr_types = jaxpr_classes(jax_core)
         # Rules by primitive object, and by primitive name (for primitives
         # whose object differs between jax releases); the mixins fill them.
         self.rules: dict[Any, Rule] = {}

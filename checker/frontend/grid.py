@@ -26,7 +26,7 @@ import numpy as np
 from jax._src.pallas import primitives as pallas_prims
 from jax._src.pallas.mosaic import pipeline as mosaic_pipeline
 
-from semcheck.checker.frontend.block_copies import BlockCopies
+from semcheck.checker.frontend.block_copies import BlockCopies, hbm_labels  # noqa: F401 - callers import it from here
 from semcheck.checker.frontend.concrete_inputs import KernelInputs, is_scalar_operand
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
@@ -41,7 +41,7 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
     """Scratch allocations (interpreter order), kernel argument values, HBM buffer count."""
     aliased_outputs = {o for _, o in call.input_output_aliases}
     hbm_buffers = call.num_inputs + sum(1 for i in range(call.num_outputs) if i not in aliased_outputs)
-    hbm = _hbm_labels(call)
+    hbm = hbm_labels(call)
     scratch: list[Scratch] = []
     args: list[Any] = []
     used: set[str] = {BARRIER, *(f"hbm{k}" for k in range(hbm_buffers))}
@@ -80,7 +80,7 @@ def launch_operands(call: KernelCall) -> tuple[list[Scratch], list[Any], int]:
 def hbm_names(call: KernelCall) -> tuple[tuple[str, str], ...]:
     """How reports name the launch's HBM buffers (`Program.names`): a pl.ANY / HBM operand by the kernel's
     parameter, which is that buffer; a blocked operand's array as `NAME (HBM)` (NAME is its VMEM block)."""
-    hbm = _hbm_labels(call)
+    hbm = hbm_labels(call)
     seen: dict[str, str] = {}
     n = {"input": 0, "output": 0}
     for op in call.operands:
@@ -93,22 +93,6 @@ def hbm_names(call: KernelCall) -> tuple[tuple[str, str], ...]:
             seen[label] = (f"{op.name} (its HBM buffer)" if op.kind == "semaphore" else
                            op.name if call.sees_array(op) else f"{op.name} (HBM)")
     return tuple(seen.items())
-
-
-def _hbm_labels(call: KernelCall) -> dict[tuple[str, int], str]:
-    """The launch's HBM buffer of each input and output: inputs in order, then the
-    outputs that alias no input (an aliased output shares its input's buffer)."""
-    nidx = sum(1 for op in call.operands if op.role == "index")
-    alias = {int(o): int(i) - nidx for i, o in call.input_output_aliases}
-    labels = {("input", j): f"hbm{j}" for j in range(call.num_inputs)}
-    k = call.num_inputs
-    for o in range(call.num_outputs):
-        if o in alias and 0 <= alias[o] < call.num_inputs:
-            labels[("output", o)] = labels[("input", alias[o])]
-        else:
-            labels[("output", o)] = f"hbm{k}"
-            k += 1
-    return labels
 
 
 def parallel_dims(call: KernelCall) -> tuple[bool, ...]:
@@ -273,9 +257,7 @@ class GridRules(Evaluator):
         device's blocks may conflict, so the index maps are evaluated for all of them (only then)."""
         assert self._copies is not None
         if self.subset and not self._copies.split_forced:
-            from semcheck.checker.frontend.lowerer import Lowerer  # noqa: PLC0415 (a cycle otherwise)
-
-            every = Lowerer(self.call, self.num_devices, self.cores)
+            every = type(self)(self.call, self.num_devices, self.cores)  # the Lowerer this mixin is part of
             every.set_launch_values(self._kernel_args, self._inputs)
             every.start_core(0)
             return every._shared or ""

@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from semcheck.checker.frontend.errors import Unsupported
-from semcheck.checker.frontend.trace import KernelCall, _jaxpr_types, eqn_loc
+from semcheck.checker.frontend.sync_primitives import INTERPRETED, primitives
+from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
 from semcheck.model.errors import Untranslatable
 from semcheck.model.ops import Loc
 
@@ -50,8 +51,7 @@ def _interpreted() -> tuple[frozenset[Any], frozenset[Any]]:
     own = frozenset({
         pallas_prims.delay_p, tpu_prims.prng_seed_p, tpu_prims.trace_value_p,  # translated to nothing
         pallas_prims.load_p, pallas_prims.swap_p, tpu_prims.prng_random_bits_p, lax.axis_index_p,
-        state_prims.get_p, state_prims.swap_p, tpu_prims.dma_start_p, tpu_prims.dma_wait_p,
-        tpu_prims.get_barrier_semaphore_p, pallas_prims.semaphore_signal_p, pallas_prims.semaphore_wait_p,
+        state_prims.get_p, state_prims.swap_p, *primitives(INTERPRETED),
         # resolved from the grid environment when the interpreter binds them (`program_id_bind_with_trace`)
         pallas_prims.program_id_p, pallas_prims.num_programs_p,
     })
@@ -75,7 +75,7 @@ def translation_failure(call: KernelCall) -> Untranslatable | None:
 
     known, nested = _interpreted()
     impls = getattr(ipc, "_interpret_impls", {})
-    types_ = _jaxpr_types(_core())
+    types_ = jaxpr_classes(_core())
     found = list(_failing(call.jaxpr, known | frozenset(impls), nested, types_, call.loc, True))
     return next((f for f in found if f.stage == "trace"), found[0] if found else None)
 

@@ -150,7 +150,7 @@ def lower_kernel(
     # (jax reads JAX_PLATFORMS when it is imported).
     from semcheck.checker.frontend.call_boundary import exit_reads
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
-    from semcheck.checker.frontend.grid import _hbm_labels, hbm_names, launch_operands
+    from semcheck.checker.frontend.grid import hbm_labels, hbm_names, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
@@ -204,7 +204,7 @@ def lower_kernel(
             name=name or call.name,
             loc=call.loc,
             launch_failure=failure,
-            exit_accesses=exit_reads(call, _hbm_labels(call)),  # PRG-120: the results are read after the call
+            exit_accesses=exit_reads(call, hbm_labels(call)),  # PRG-120: the results are read after the call
             names=hbm_names(call) + tuple(lw.scoped_names.items()),
         )
         if chosen is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from semcheck.checker.frontend.program_ir import Outside, Produced, _deps, _Stop
+from semcheck.checker.frontend.program_ir import Outside, Produced, deps_of, Stop
 from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
 from semcheck.checker.frontend.trace import eqn_loc
 
@@ -94,11 +94,11 @@ class PerDevice:
                 continue
             for v in vals:
                 if isinstance(v, Produced) and self._semaphore(v) is not None:
-                    raise _Stop(f"semaphore output {self._semaphore(v)!r} of {self.invocations[v.call].describe()} is "
+                    raise Stop(f"semaphore output {self._semaphore(v)!r} of {self.invocations[v.call].describe()} is "
                                 "a result of a cond whose branch differs between devices: the front end cannot tell "
                                 "which semaphore a later use is", loc)
             outs.append(self.outside("the result of a cond whose branch differs between devices", loc,
-                                     _deps(list(vals))))
+                                     deps_of(list(vals))))
         return outs
 
 

@@ -27,7 +27,7 @@ UNKNOWN_TRIPS = "a while loop whose condition the walk cannot compute"
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
 
-_CALL_PRIMITIVES = frozenset({"jit", "pjit", "closed_call", "core_call", "remat", "checkpoint",
+CALL_PRIMITIVES = frozenset({"jit", "pjit", "closed_call", "core_call", "remat", "checkpoint",
                               "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "named_call"})
 
 
@@ -185,7 +185,7 @@ class ProgramIR:
                    for inv in self.invocations for o in inv.call.operands)
 
 
-class _Stop(Exception):
+class Stop(Exception):
     def __init__(self, reason: str, loc: Loc) -> None:
         super().__init__(reason)
         self.reason, self.loc = reason, loc
@@ -198,7 +198,7 @@ MAX_BRANCH_PROGRAMS = 8
 # --- jaxpr helpers ---------------------------------------------------------------------
 
 
-def _deps(values: list[Value]) -> frozenset[int]:
+def deps_of(values: list[Value]) -> frozenset[int]:
     """The calls `values` are computed from."""
     out: set[int] = set()
     for v in values:

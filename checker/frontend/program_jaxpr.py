@@ -59,9 +59,9 @@ def side_effecting(call: KernelCall) -> bool:
 
 
 def subs(eqn: Any) -> list[Any]:
-    from semcheck.checker.frontend.trace import _sub_jaxprs
+    from semcheck.checker.frontend.trace import sub_jaxprs
 
-    return list(_sub_jaxprs(eqn.params))
+    return list(sub_jaxprs(eqn.params))
 
 
 def single_sub(eqn: Any) -> Any:
@@ -122,11 +122,11 @@ def mesh_lanes(eqn: Any, physical: int) -> list[dict[str, int]] | None:
 def shard_values(eqn: Any, x: Any, spec: Any, lanes: list[dict[str, int]]) -> list[Any] | None:
     """PRG-145: each device's block of the known global value `x` under a shard_map in_spec, as
     `concrete_inputs` cuts it, or None."""
-    from semcheck.checker.frontend.concrete_inputs import _Device, _shard
+    from semcheck.checker.frontend.concrete_inputs import Device, shard
 
     mesh = eqn.params["mesh"]
     manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
-    got = [_shard(x, spec, _Device(lane, coords), dict(mesh.shape), manual) for lane, coords in enumerate(lanes)]
+    got = [shard(x, spec, Device(lane, coords), dict(mesh.shape), manual) for lane, coords in enumerate(lanes)]
     return None if any(g is None for g in got) else got
 
 

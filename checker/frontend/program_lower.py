@@ -115,7 +115,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     renames: list[dict[str, str]] = []
     dropped: list[set[str]] = []
     for k, inv in enumerate(invs):
-        r, d = _renames(inv, ir, renames)
+        r, d = call_renames(inv, ir, renames)
         if k in barriers:
             r[BARRIER] = barriers[k]
         renames.append(r)
@@ -138,7 +138,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     for k in order:
         inv, prog = invs[k], lowered[k]
         on_every_device(uses.get(("entry", k), []), k)
-        communicates = _communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
+        communicates = program_communicates(prog) and not getattr(inv.call.compiler_params, "skip_device_barrier", False)
         if inv.devices is not None and communicates and k not in barriers \
                 and len(inv.devices) < topo.num_devices:
             raise Unsupported("program", f"{inv.describe()} communicates without a barrier semaphore of its own, so a "
@@ -147,7 +147,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
         for g, ops in enumerate(prog.cores):
             if inv.devices is not None and topo.device_of(g) not in inv.devices:
                 continue  # PRG-145: a device in another branch of a cond does not run the call
-            mine = [_rewrite(op, k, _prefix(inv), renames[k]) for op in ops
+            mine = [_rewrite(op, k, call_prefix(inv), renames[k]) for op in ops
                     if _kept(op, dropped[k], communicates, k in barriers)]
             cores[g].extend(mine)
             calls[g].extend([k] * len(mine))
@@ -158,8 +158,8 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
         cores[topo.global_core(d, 0)].append(ExitCheck(d, last))
     failure, exact, why = _interpreter(invs, lowered, order)
     # how reports name each call's HBM buffers (Program.names): the call's own, under its prefix
-    names = {_prefix(invs[k]) + label: _prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
-             if _name(label, _prefix(invs[k]), renames[k]) == _prefix(invs[k]) + label}
+    names = {call_prefix(invs[k]) + label: call_prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
+             if program_label(label, call_prefix(invs[k]), renames[k]) == call_prefix(invs[k]) + label}
     from semcheck.checker.frontend.collective_ids import composed_refusal
 
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
@@ -178,17 +178,17 @@ def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
     after the last call (the program's result). A use is a write when XLA may reuse the buffer in place
     for the operation's result: no later use of the buffer, and the program does not return it."""
     from semcheck.checker.frontend.call_boundary import BoundaryLoc, full_region
-    from semcheck.checker.frontend.grid import _hbm_labels
+    from semcheck.checker.frontend.grid import hbm_labels
 
     pos = {k: i for i, k in enumerate(order)}
     placed: list[tuple[tuple[str, int], int, str, Any]] = []  # (key, position, label, use)
     for use in ir.uses:
         v = use.value
         inv = ir.invocations[v.call]
-        label = _hbm_labels(inv.call).get(("output", v.output))
+        label = hbm_labels(inv.call).get(("output", v.output))
         if label is None:
             continue
-        label = _name(label, _prefix(inv), renames[v.call])
+        label = program_label(label, call_prefix(inv), renames[v.call])
         if use.kind == "result":
             key, at = ("end", -1), len(order)
         elif use.entry is not None:
@@ -203,9 +203,9 @@ def _use_accesses(ir: ProgramIR, renames: list[dict[str, str]],
         if link.kind != "buffer":
             continue
         producer = ir.invocations[link.producer]
-        label = _hbm_labels(producer.call).get(("output", link.output))
+        label = hbm_labels(producer.call).get(("output", link.output))
         if label is not None:
-            label = _name(label, _prefix(producer), renames[link.producer])
+            label = program_label(label, call_prefix(producer), renames[link.producer])
             last[label] = max(last.get(label, -1), pos[link.consumer])
     for _, at, label, _ in placed:
         last[label] = max(last.get(label, -1), at)
@@ -257,13 +257,13 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
                 if buf is not None:
                     at = float("inf") if is_boundary(op) and op.loc.kind == "result" else pos[k]
                     alive[buf] = max(alive.get(buf, -1), at)
-    from semcheck.checker.frontend.grid import _hbm_labels
+    from semcheck.checker.frontend.grid import hbm_labels
 
     for k in order:  # a call keeps every operand and result alive until its exit, touched or not
         inv = ir.invocations[k]
-        hbm = _hbm_labels(inv.call)
+        hbm = hbm_labels(inv.call)
         for (role, j), label in hbm.items():
-            buf = _name(label, _prefix(inv), renames[k])
+            buf = program_label(label, call_prefix(inv), renames[k])
             alive[buf] = max(alive.get(buf, -1), pos[k])
             if role == "input" and j < len(inv.inputs) and isinstance(inv.inputs[j], Outside) \
                     and inv.inputs[j].what == "a program input":
@@ -271,9 +271,9 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
     gaps: list[str] = []
     for k in order:  # a kernel that writes an operand it does not alias to a result changes an XLA value
         inv = ir.invocations[k]
-        hbm = _hbm_labels(inv.call)
+        hbm = hbm_labels(inv.call)
         outs = {label for (role, _), label in hbm.items() if role == "output"}
-        unaliased = {_name(label, _prefix(inv), renames[k]) for (role, _), label in hbm.items()
+        unaliased = {program_label(label, call_prefix(inv), renames[k]) for (role, _), label in hbm.items()
                      if role == "input" and label not in outs}
         for ops, ks in zip(cores, calls):
             for op, kk in zip(ops, ks):
@@ -302,16 +302,16 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
     return tuple(gaps)
 
 
-def _prefix(inv: Invocation) -> str:
+def call_prefix(inv: Invocation) -> str:
     return f"{inv.name}#{inv.index}."
 
 
 def operand_labels(inv: Invocation) -> dict[tuple[str, int], str]:
     """(role, position among the role's operands) -> the label the call's lowering gives it (LAUNCH-1)."""
-    from semcheck.checker.frontend.grid import _hbm_labels, launch_operands
+    from semcheck.checker.frontend.grid import hbm_labels, launch_operands
 
     _, args, _ = launch_operands(inv.call)
-    hbm = _hbm_labels(inv.call)
+    hbm = hbm_labels(inv.call)
     out: dict[tuple[str, int], str] = {}
     seen = {"input": 0, "output": 0}
     for op, arg in zip(inv.call.operands, args):
@@ -327,9 +327,9 @@ def operand_labels(inv: Invocation) -> dict[tuple[str, int], str]:
     return out
 
 
-def _renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> tuple[dict[str, str], set[str]]:
+def call_renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> tuple[dict[str, str], set[str]]:
     """Local label -> program label for one call, and the labels a linked input brings (not allocated again)."""
-    from semcheck.checker.frontend.grid import _hbm_labels
+    from semcheck.checker.frontend.grid import hbm_labels
 
     labels = operand_labels(inv)
     renames: dict[str, str] = {}
@@ -339,25 +339,25 @@ def _renames(inv: Invocation, ir: ProgramIR, earlier: list[dict[str, str]]) -> t
         if link.kind == "buffer":
             # PRG-121: the array in HBM is the producer's, whether the kernel sees it whole (pl.ANY) or the
             # grid copies its blocks in (GRID-1: those copies read it at the call's entry)
-            mine = _hbm_labels(inv.call).get(("input", j))
-            theirs = _hbm_labels(producer.call).get(("output", link.output))
+            mine = hbm_labels(inv.call).get(("input", j))
+            theirs = hbm_labels(producer.call).get(("output", link.output))
         else:
             mine, theirs = labels.get(("input", j)), operand_labels(producer).get(("output", link.output))
         if mine is None or theirs is None:
             continue
-        renames[mine] = earlier[link.producer].get(theirs, _prefix(producer) + theirs)
+        renames[mine] = earlier[link.producer].get(theirs, call_prefix(producer) + theirs)
         dropped.add(mine)
     return renames, dropped
 
 
-def _name(label: str, k_prefix: str, renames: dict[str, str]) -> str:
+def program_label(label: str, k_prefix: str, renames: dict[str, str]) -> str:
     if label == BARRIER:
         return renames.get(label, label)
     return renames.get(label, k_prefix + label)
 
 
 def _ref(ref: SemRef | None, p: str, renames: dict[str, str]) -> SemRef | None:
-    return None if ref is None else SemRef(_name(ref.label, p, renames), ref.index)
+    return None if ref is None else SemRef(program_label(ref.label, p, renames), ref.index)
 
 
 def _kept(op: Op, dropped: set[str], communicates: bool, own_barrier: bool) -> bool:
@@ -380,15 +380,15 @@ def _rewrite(op: Op, k: int, p: str, renames: dict[str, str]) -> Op:
 
 
 def _rw_alloc_sem(op: AllocSem, k: int, p: str, r: dict[str, str]) -> AllocSem:
-    return dataclasses.replace(op, label=_name(op.label, p, r), site=p + op.site)
+    return dataclasses.replace(op, label=program_label(op.label, p, r), site=p + op.site)
 
 
 def _rw_alloc_buffer(op: AllocBuffer, k: int, p: str, r: dict[str, str]) -> AllocBuffer:
-    return dataclasses.replace(op, label=_name(op.label, p, r))
+    return dataclasses.replace(op, label=program_label(op.label, p, r))
 
 
 def _rw_free(op: FreeBuffer, k: int, p: str, r: dict[str, str]) -> FreeBuffer:
-    return dataclasses.replace(op, label=_name(op.label, p, r))
+    return dataclasses.replace(op, label=program_label(op.label, p, r))
 
 
 def _rw_sem_op(op: Any, k: int, p: str, r: dict[str, str]) -> Any:
@@ -398,14 +398,14 @@ def _rw_sem_op(op: Any, k: int, p: str, r: dict[str, str]) -> Any:
 def _rw_dma(op: DmaStart, k: int, p: str, r: dict[str, str]) -> DmaStart:
     return dataclasses.replace(
         op, dst_sem=_ref(op.dst_sem, p, r), src_sem=_ref(op.src_sem, p, r),
-        src_buf=None if op.src_buf is None else _name(op.src_buf, p, r),
-        dst_buf=None if op.dst_buf is None else _name(op.dst_buf, p, r))
+        src_buf=None if op.src_buf is None else program_label(op.src_buf, p, r),
+        dst_buf=None if op.dst_buf is None else program_label(op.dst_buf, p, r))
 
 
 def _rw_access(op: Access, k: int, p: str, r: dict[str, str]) -> Access:
     if isinstance(op.loc, GridCopyLoc):  # PRG-124: which call's pipeline the copy is
-        return dataclasses.replace(op, buf=_name(op.buf, p, r), loc=dataclasses.replace(op.loc, call=k))
-    return dataclasses.replace(op, buf=_name(op.buf, p, r))
+        return dataclasses.replace(op, buf=program_label(op.buf, p, r), loc=dataclasses.replace(op.loc, call=k))
+    return dataclasses.replace(op, buf=program_label(op.buf, p, r))
 
 
 def _rw_barrier(op: Barrier, k: int, p: str, r: dict[str, str]) -> Barrier:
@@ -416,7 +416,7 @@ _REWRITE = {AllocSem: _rw_alloc_sem, AllocBuffer: _rw_alloc_buffer, FreeBuffer: 
             Wait: _rw_sem_op, Read: _rw_sem_op, DmaStart: _rw_dma, Access: _rw_access, Barrier: _rw_barrier}
 
 
-def _communicates(program: Program) -> bool:
+def program_communicates(program: Program) -> bool:
     """PRG-104: whether a call sends to another device (a remote signal or copy), as Mosaic's
     `has_communication` asks of the kernel's remote operations (with `skip_device_barrier` the
     caller keeps no start barrier either)."""

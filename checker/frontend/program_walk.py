@@ -16,7 +16,7 @@ from typing import Any
 
 from semcheck.checker.frontend.program_devices import PerDevice
 from semcheck.checker.frontend.program_ir import (
-    _CALL_PRIMITIVES,
+    CALL_PRIMITIVES,
     MAX_BRANCH_PROGRAMS,
     MAX_UNROLL,
     UNKNOWN_TRIPS,
@@ -29,8 +29,8 @@ from semcheck.checker.frontend.program_ir import (
     Use,
     WINDOW,
     Value,
-    _deps,
-    _Stop,
+    deps_of,
+    Stop,
 )
 from semcheck.checker.frontend.program_jaxpr import (
     MAX_FOLD,
@@ -65,9 +65,9 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
             if isinstance(v, Produced):
                 w.result(v)
         if w.state_calls and len(w.invocations) > 1:  # PRG-129
-            raise _Stop("a kernel call inside a run_state, in a program of several calls: the refs it closes "
+            raise Stop("a kernel call inside a run_state, in a program of several calls: the refs it closes "
                         "over are not followed as links between calls", w.state_calls[0][1])
-    except _Stop as stop:
+    except Stop as stop:
         return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), (stop.reason, stop.loc),
                          tuple(w.escapes), tuple(w.uses), tuple(w.points), tuple(w.windows))
     return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
@@ -101,7 +101,7 @@ def _with_ids(invocations: list[Invocation], jaxpr: Any = None) -> tuple[Invocat
     every kernel it lowers, both branches of every cond included (branch 0 first), whichever a device takes:
     the assignment runs over every kernel call of `jaxpr` in that order, and each invocation gets the id of
     the first of those that is its call (the same line, module and own id)."""
-    from semcheck.checker.frontend.collective_ids import _module_key, assign, config
+    from semcheck.checker.frontend.collective_ids import module_key, assign, config
     from semcheck.checker.frontend.trace import find_kernels
 
     every = find_kernels(jaxpr) if jaxpr is not None else []
@@ -109,8 +109,8 @@ def _with_ids(invocations: list[Invocation], jaxpr: Any = None) -> tuple[Invocat
     same: dict[int, Any] = {}
     for inv in invocations:
         if id(inv.call) not in same:
-            mine = (inv.call.loc, inv.call.collective_id, _module_key(inv.call))
-            same[id(inv.call)] = next((e for e in every if (e.loc, e.collective_id, _module_key(e)) == mine),
+            mine = (inv.call.loc, inv.call.collective_id, module_key(inv.call))
+            same[id(inv.call)] = next((e for e in every if (e.loc, e.collective_id, module_key(e)) == mine),
                                       inv.call)
     return tuple(dataclasses.replace(inv, collective_id=got[id(same[id(inv.call)])].collective_id,
                                      id_picked=got[id(same[id(inv.call)])].auto,
@@ -236,18 +236,18 @@ class _Walker(PerDevice):
                 else:
                     outs = self._cond(eqn, ins, about, axes, physical)
             elif self._contains_kernel(eqn):
-                if single_sub(eqn) is not None and (name in _CALL_PRIMITIVES or is_call_shaped(eqn)):
+                if single_sub(eqn) is not None and (name in CALL_PRIMITIVES or is_call_shaped(eqn)):
                     outs = self._call(eqn, ins, axes, physical)
                 else:
                     what = "a cond branch" if name == "cond" else f"a {name}"
-                    raise _Stop(f"a kernel call inside {what}: the program's call sequence is not followed "
+                    raise Stop(f"a kernel call inside {what}: the program's call sequence is not followed "
                                 "there yet", eqn_loc(eqn))
             else:
                 loc = eqn_loc(eqn)
                 for v in ins:
                     if isinstance(v, Produced):
-                        self._xla_use(v, name, loc, _deps(ins))
-                outs = [self.outside(f"the result of {name}", loc, _deps(ins)) for _ in eqn.outvars]
+                        self._xla_use(v, name, loc, deps_of(ins))
+                outs = [self.outside(f"the result of {name}", loc, deps_of(ins)) for _ in eqn.outvars]
                 self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
                 self._fold_lanes(eqn, ins, outs)
             for var, v in zip(eqn.outvars, outs):
@@ -257,11 +257,11 @@ class _Walker(PerDevice):
     # --- kernel calls ---------------------------------------------------------------
 
     def _kernel(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
-        from semcheck.checker.frontend.trace import _from_mpmd_map, _from_pallas_call
+        from semcheck.checker.frontend.trace import from_mpmd_map, from_pallas_call
 
         call = self._calls.get(id(eqn))
         if call is None:
-            make = _from_pallas_call if eqn.primitive.name == "pallas_call" else _from_mpmd_map
+            make = from_pallas_call if eqn.primitive.name == "pallas_call" else from_mpmd_map
             call = make(eqn, axes, physical, len(self._calls))
             self._calls[id(eqn)] = call
         k = len(self.invocations)
@@ -273,25 +273,25 @@ class _Walker(PerDevice):
                 kind = roles[j].kind if j < len(roles) else "buffer"
                 self.links.append(Link(v.call, v.output, k, j, kind))
             elif j < len(roles) and roles[j].kind == "semaphore":
-                raise _Stop(f"semaphore input {roles[j].name!r} of {call.name} comes from {v.what}, not from an "
+                raise Stop(f"semaphore input {roles[j].name!r} of {call.name} comes from {v.what}, not from an "
                             "earlier kernel call: the front end cannot tell which semaphore it is", call.loc)
         for v in ins[:skip]:
             if isinstance(v, Produced):
-                self._xla_use(v, f"a scalar operand of {call.name}", call.loc, _deps(ins), entry=k)
+                self._xla_use(v, f"a scalar operand of {call.name}", call.loc, deps_of(ins), entry=k)
         # PRG-127: XLA merges within one computation; PRG-145: devices in different branches run apart
         same = (call.name, call.loc, tuple(ins), self._computation, self._devices)
         if same in self._launched and not side_effecting(call):
             earlier = self.invocations[self._launched[same]]
-            raise _Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
+            raise Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
         self._launched.setdefault(same, k)
-        self.invocations.append(Invocation(call, k, inputs, _deps(ins), devices=self._devices, eqn=eqn))
+        self.invocations.append(Invocation(call, k, inputs, deps_of(ins), devices=self._devices, eqn=eqn))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc, after: frozenset[int], entry: int | None = None) -> None:
         sem = self._semaphore(v)
         if sem is not None:
-            raise _Stop(f"semaphore output {sem!r} of {self.invocations[v.call].describe()} is used by {what}, "
+            raise Stop(f"semaphore output {sem!r} of {self.invocations[v.call].describe()} is used by {what}, "
                         "not by a kernel call: the front end cannot follow it", loc)
         self.escape(v, f"in {what} at {loc}")
         self.uses.append(Use(v, what, loc, after | {v.call}, "xla", entry, self._devices))
@@ -301,7 +301,7 @@ class _Walker(PerDevice):
         sem = self._semaphore(v)
         if sem is not None:
             inv = self.invocations[v.call]
-            raise _Stop(f"the program returns semaphore output {sem!r} of {inv.describe()}: what waits on it "
+            raise Stop(f"the program returns semaphore output {sem!r} of {inv.describe()}: what waits on it "
                         "after the program is not part of it", inv.loc)
         self.escape(v, "as the program's result")
         inv = self.invocations[v.call]
@@ -316,11 +316,11 @@ class _Walker(PerDevice):
     def _call(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
         sub = single_sub(eqn)
         if sub is None or len(sub.invars) != len(ins):
-            raise _Stop(f"a kernel call inside {eqn.primitive.name} whose operands the walk cannot match",
+            raise Stop(f"a kernel call inside {eqn.primitive.name} whose operands the walk cannot match",
                         eqn_loc(eqn))
         outs = self.walk(sub, dict(zip(sub.invars, ins)), axes=axes, physical=physical)
         if len(outs) != len(eqn.outvars):
-            raise _Stop(f"a kernel call inside {eqn.primitive.name} whose results the walk cannot match",
+            raise Stop(f"a kernel call inside {eqn.primitive.name} whose results the walk cannot match",
                         eqn_loc(eqn))
         return outs
 
@@ -331,12 +331,12 @@ class _Walker(PerDevice):
         sub = single_sub(eqn)
         loc = eqn_loc(eqn)
         if sub is None or len(sub.invars) != len(ins):
-            raise _Stop("a kernel call inside a run_state whose refs the walk cannot match", loc)
+            raise Stop("a kernel call inside a run_state whose refs the walk cannot match", loc)
         first = len(self.invocations)
         self.walk(sub, dict(zip(sub.invars, ins)), axes=axes, physical=physical)
         made = frozenset(range(first, len(self.invocations)))
         self.state_calls.append((made, loc))
-        return [self.outside("the final value of a run_state ref", loc, _deps(ins) | made) for _ in eqn.outvars]
+        return [self.outside("the final value of a run_state ref", loc, deps_of(ins) | made) for _ in eqn.outvars]
 
     def _shards(self, eqn: Any, ins: list[Value], axes: dict[str, int]) -> list[Value]:
         """PRG-126: inside a shard_map an input split over a manual axis differs between devices (a new
@@ -371,13 +371,13 @@ class _Walker(PerDevice):
             b = int(np.clip(int(np.asarray(value).reshape(-1)[0]), 0, len(branches) - 1))
         elif uniform:
             if self._devices is not None:
-                raise _Stop("a kernel call inside a cond whose branch the walk cannot tell, inside a branch that only "
+                raise Stop("a kernel call inside a cond whose branch the walk cannot tell, inside a branch that only "
                             "some devices take: not followed", loc)
             j = len(self.points)
             b = self.choices[j] if j < len(self.choices) else 0
             self.points.append((len(branches), loc, b))
         else:
-            raise _Stop(f"a kernel call inside a cond whose branch {PER_DEVICE} (its predicate depends on the "
+            raise Stop(f"a kernel call inside a cond whose branch {PER_DEVICE} (its predicate depends on the "
                         "device or on a sharded value, and the walk cannot compute it on each device: PRG-145)", loc)
         return self._branch(eqn, branches[b], ins, loc, axes, physical)
 
@@ -389,11 +389,11 @@ class _Walker(PerDevice):
         env = dict(zip(jaxpr.constvars, consts)) if consts else {}
         operands = ins[1:]
         if len(jaxpr.invars) != len(operands):
-            raise _Stop("a kernel call inside a cond whose operands the walk cannot match", loc)
+            raise Stop("a kernel call inside a cond whose operands the walk cannot match", loc)
         env.update(zip(jaxpr.invars, operands))
         outs = self.walk(jaxpr, env, axes=axes, physical=physical)
         if len(outs) != len(eqn.outvars):
-            raise _Stop("a kernel call inside a cond whose results the walk cannot match", loc)
+            raise Stop("a kernel call inside a cond whose results the walk cannot match", loc)
         return outs
 
     def _scan(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
@@ -405,7 +405,7 @@ class _Walker(PerDevice):
         if length > MAX_UNROLL:
             varying = varying_calls(body)
             if varying is not None or self.points or self._in_window or self._devices is not None:  # PRG-144, PRG-145
-                raise _Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
+                raise Stop(f"a kernel call inside a loop of {length} iterations: the walk unrolls at most "
                             f"{MAX_UNROLL}, and checks a window of {WINDOW} iterations (PRG-130) only for a loop "
                             "whose every iteration runs the same calls, not inside another such loop nor after "
                             "an undecided cond" + (f" (its calls depend on {varying})" if varying else ""), loc)
@@ -415,8 +415,8 @@ class _Walker(PerDevice):
         ncarry = len(carry)
         for v in xs:
             if isinstance(v, Produced):
-                self._xla_use(v, "a loop's sliced input", loc, _deps(xs))
-        slices = [self.outside("a slice of a loop's input", loc, _deps(xs)) for _ in xs]
+                self._xla_use(v, "a loop's sliced input", loc, deps_of(xs))
+        slices = [self.outside("a slice of a loop's input", loc, deps_of(xs)) for _ in xs]
         ys: list[Value] = []
         every_y: list[Value] = []  # the stacked results are computed from every iteration's
         self._in_window = self._in_window or window is not None
@@ -427,14 +427,14 @@ class _Walker(PerDevice):
             for v in ys:
                 if isinstance(v, Produced):
                     self._xla_use(v, "a loop's stacked result", loc, frozenset())
-        stacked = [self.outside("a loop's stacked result", loc, _deps(every_y)) for _ in ys]
+        stacked = [self.outside("a loop's stacked result", loc, deps_of(every_y)) for _ in ys]
         if len(carry) != ncarry:
-            raise _Stop("a loop whose carried values the walk cannot match", loc)
+            raise Stop("a loop whose carried values the walk cannot match", loc)
         if window is not None:
             self._in_window = False
             per = (len(self.invocations) - window[2]) // WINDOW
             if per == 0 or (len(self.invocations) - window[2]) % WINDOW:
-                raise _Stop("a loop whose iterations do not run the same calls", loc)
+                raise Stop("a loop whose iterations do not run the same calls", loc)
             self.windows.append((*window, per))
         return [*carry, *stacked]
 

@@ -29,11 +29,10 @@ def takes_or_returns_semaphores(kernels: list[LoweredKernel]) -> bool:
 def jax_picks_ids(kernels: list[LoweredKernel]) -> bool:
     """PRG-125: whether some call uses the barrier semaphore with a collective id jax picks when it lowers
     for a TPU (a tag, or an auto-assignment mode): its own lowering has none, the TPU's is the program's."""
-    from semcheck.model.ops import GetBarrierSem
     from semcheck.model.symmetric import class_cores
 
     return any(k.call is not None and k.call.collective_id is None
-               and any(type(op) is GetBarrierSem for ops in class_cores(k.program) for op in ops) for k in kernels)
+               and any(op.fetches_barrier for ops in class_cores(k.program) for op in ops) for k in kernels)
 
 
 def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,
@@ -198,10 +197,10 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     barrier counts a collective id carries from call to call (PRG-105) are checked over the program.
     Returns (the composed orders or None, why invocation-confined cannot be decided when the program cannot
     be composed: then the calls are checked alone and that property is unknown)."""
-    from semcheck.checker.frontend.program_lower import _communicates
+    from semcheck.checker.frontend.program_lower import program_communicates
 
     picked = jax_picks_ids(kernels)
-    if not picked and not any(_communicates(k.program) for k in kernels):
+    if not picked and not any(program_communicates(k.program) for k in kernels):
         return None, ""
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
     from semcheck.checker.frontend.trace import make_jaxpr
@@ -285,7 +284,7 @@ def calls_some_devices_skip(t: Target, devices: int, kernels: list[LoweredKernel
 def _call_under_branch(jaxpr: Any, under: bool = False) -> bool:
     """PRG-163: whether a kernel call of `jaxpr` sits inside a `cond` (or `switch`) or a `while_loop`, the only
     constructs whose branch or trip count may differ between devices."""
-    from semcheck.checker.frontend.trace import _sub_jaxprs
+    from semcheck.checker.frontend.trace import sub_jaxprs
 
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -294,7 +293,7 @@ def _call_under_branch(jaxpr: Any, under: bool = False) -> bool:
                 return True
             continue
         inner = under or name in ("cond", "while")
-        if any(_call_under_branch(sub, inner) for sub in _sub_jaxprs(eqn.params)):
+        if any(_call_under_branch(sub, inner) for sub in sub_jaxprs(eqn.params)):
             return True
     return False
 

@@ -48,7 +48,7 @@ class _JaxTypes:
 _JAX: _JaxTypes | None = None
 
 
-def _jax() -> _JaxTypes:
+def jax_types() -> _JaxTypes:
     global _JAX
     if _JAX is None:
         _JAX = _JaxTypes()
@@ -57,10 +57,10 @@ def _jax() -> _JaxTypes:
 
 # --- values --------------------------------------------------------------------------
 
-_I64 = np.int64
+I64 = np.int64
 
 
-def _describe_unknown(x: Any) -> str:
+def describe_unknown(x: Any) -> str:
     why = getattr(x, "why", None)
     if isinstance(why, str):
         loc = getattr(x, "loc", None)
@@ -69,12 +69,12 @@ def _describe_unknown(x: Any) -> str:
     return f"a value not known at lowering time ({type(x).__name__})"
 
 
-def _scalar(x: Any) -> np.ndarray | str:
+def scalar_index(x: Any) -> np.ndarray | str:
     """A per-lane scalar index as an int64 array of shape (n,), or the reason it is unknown."""
     if isinstance(x, (bool, np.bool_)):
-        return np.array([int(x)], dtype=_I64)
+        return np.array([int(x)], dtype=I64)
     if isinstance(x, (int, np.integer)):
-        return np.array([int(x)], dtype=_I64)
+        return np.array([int(x)], dtype=I64)
     if type(x) is np.ndarray:
         if x.ndim == 0:
             x = x[None]
@@ -84,29 +84,29 @@ def _scalar(x: Any) -> np.ndarray | str:
             if math.prod(x.shape[1:]) != 1:
                 return "an array index where a scalar was expected"
             x = x.reshape(x.shape[0])
-        return x.astype(_I64, copy=False)
+        return x.astype(I64, copy=False)
     val = getattr(x, "val", None)  # a jax Literal (when called on an unevaluated jaxpr)
     if val is not None and not hasattr(x, "why"):
         try:
             arr = np.asarray(val)
         except Exception:
-            return _describe_unknown(x)
+            return describe_unknown(x)
         if arr.ndim == 0 and arr.dtype.kind in "iub":
-            return np.array([int(arr)], dtype=_I64)
-    return _describe_unknown(x)
+            return np.array([int(arr)], dtype=I64)
+    return describe_unknown(x)
 
 
 def _array(x: Any, shape: tuple[int, ...]) -> np.ndarray | str:
     """A per-lane array index of `shape` as int64 `(n, *shape)`, or the reason it is unknown."""
     if isinstance(x, (int, np.integer)):
-        return np.full((1, *shape), int(x), dtype=_I64)
+        return np.full((1, *shape), int(x), dtype=I64)
     if type(x) is np.ndarray:
         if x.dtype.kind not in "iub":
             return f"a non-integer index ({x.dtype})"
         if x.ndim == len(shape):  # no lane axis (a static constant)
             x = x[None]
         try:
-            return np.broadcast_to(x, (x.shape[0], *shape)).astype(_I64, copy=False)
+            return np.broadcast_to(x, (x.shape[0], *shape)).astype(I64, copy=False)
         except ValueError:
             return f"an index array of shape {x.shape[1:]} for an indexer of shape {shape}"
     val = getattr(x, "val", None)
@@ -114,16 +114,16 @@ def _array(x: Any, shape: tuple[int, ...]) -> np.ndarray | str:
         try:
             arr = np.asarray(val)
             if arr.dtype.kind in "iub":
-                return np.broadcast_to(arr, shape)[None].astype(_I64)
+                return np.broadcast_to(arr, shape)[None].astype(I64)
         except Exception:
             pass
-    return _describe_unknown(x)
+    return describe_unknown(x)
 
 
-def _static_int(x: Any) -> int | None:
+def static_int(x: Any) -> int | None:
     if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
         return int(x)
-    v = _scalar(x)
+    v = scalar_index(x)
     if type(v) is np.ndarray and v.shape[0] == 1:
         return int(v[0])
     return None
@@ -132,7 +132,7 @@ def _static_int(x: Any) -> int | None:
 # --- the walk ------------------------------------------------------------------------
 
 
-class _Box:
+class Box:
     """Per-dimension lane arrays `lo`, `hi` (half-open), per-lane exactness and reasons."""
 
     __slots__ = ("lo", "hi", "exact", "why", "off", "parts")
@@ -143,9 +143,9 @@ class _Box:
         self.exact: np.ndarray | bool = True  # bool, or a per-lane bool array
         self.why: list[tuple[np.ndarray | None, str]] = []
         self.off: np.ndarray | None = None  # per lane: a mask switches the whole access off
-        # a reshape's exact parts (`_reshape_preimage`): its lane count then, and per lane of it the parts'
+        # a reshape's exact parts (`reshape_preimage`): its lane count then, and per lane of it the parts'
         # boxes walked down to the buffer (each with the lanes of the transforms below the reshape)
-        self.parts: tuple[int, dict[int, list[_Box]]] | None = None
+        self.parts: tuple[int, dict[int, list[Box]]] | None = None
 
     def widen(self, why: str, lanes: np.ndarray | None = None) -> None:
         """Mark the region inexact (on `lanes`, a per-lane bool array, or everywhere)."""
@@ -163,15 +163,15 @@ class _Box:
             self.why.append((lanes, why))
 
 
-def _whole(shape: Sequence[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    return ([np.zeros(1, dtype=_I64) for _ in shape], [np.array([int(s)], dtype=_I64) for s in shape])
+def whole_extent(shape: Sequence[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    return ([np.zeros(1, dtype=I64) for _ in shape], [np.array([int(s)], dtype=I64) for s in shape])
 
 
-def _forward_shapes(
+def forward_shapes(
     base_shape: tuple[int, ...], dtype: Any, transforms: Sequence[Any]
 ) -> tuple[list[tuple[int, ...] | None], list[Any]]:
     """Input shape (and dtype) of each transform, then the final view's: None past an unknown one."""
-    J = _jax()
+    J = jax_types()
     shapes: list[tuple[int, ...] | None] = [base_shape]
     dtypes: list[Any] = [dtype]
     shape: tuple[int, ...] | None = base_shape
@@ -212,12 +212,12 @@ def _forward_shapes(
 
 def _indexer_out_shape(t: Any) -> tuple[int, ...] | None:
     """The output shape of an NDIndexer, or None when a size is dynamic."""
-    J = _jax()
+    J = jax_types()
     slice_sizes = []
     is_int = []
     for idx in t.indices:
         if isinstance(idx, J.Slice):
-            size = _static_int(idx.size)
+            size = static_int(idx.size)
             if size is None:
                 return None
             slice_sizes.append(size)
@@ -238,8 +238,8 @@ def _indexer_out_shape(t: Any) -> tuple[int, ...] | None:
     return tuple(slice_sizes[:pos]) + int_shape + tuple(slice_sizes[pos:])
 
 
-def _indexer_preimage(box: _Box, t: Any, in_shape: tuple[int, ...], where: str) -> None:
-    J = _jax()
+def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) -> None:
+    J = jax_types()
     indices = t.indices
     is_int = [not isinstance(i, J.Slice) for i in indices]
     int_shape = tuple(int(s) for s in t.int_indexer_shape)
@@ -271,9 +271,9 @@ def _indexer_preimage(box: _Box, t: Any, in_shape: tuple[int, ...], where: str) 
             olo, ohi = box.lo[out_of[j]], box.hi[out_of[j]]
             lo_j, hi_j = _slice_preimage(box, idx, olo, ohi, size_j, dim)
         elif not int_shape:
-            v = _scalar(idx)
+            v = scalar_index(idx)
             if type(v) is str:
-                lo_j, hi_j = np.zeros(1, dtype=_I64), np.array([size_j], dtype=_I64)
+                lo_j, hi_j = np.zeros(1, dtype=I64), np.array([size_j], dtype=I64)
                 box.widen(f"{dim}: the index depends on {v}")
             else:
                 lo_j, hi_j = v, v + 1
@@ -285,7 +285,7 @@ def _indexer_preimage(box: _Box, t: Any, in_shape: tuple[int, ...], where: str) 
         else:
             arr = _array(idx, int_shape)
             if type(arr) is str:
-                lo_j, hi_j = np.zeros(1, dtype=_I64), np.array([size_j], dtype=_I64)
+                lo_j, hi_j = np.zeros(1, dtype=I64), np.array([size_j], dtype=I64)
                 box.widen(f"{dim}: a gather-like index that depends on {arr}")
             else:
                 vals = _sub_box_values(arr, [box.lo[d] for d in int_dims], [box.hi[d] for d in int_dims])
@@ -297,8 +297,8 @@ def _indexer_preimage(box: _Box, t: Any, in_shape: tuple[int, ...], where: str) 
                     else:
                         lo_j.append(0)
                         hi_j.append(0)
-                lo_j = np.array(lo_j, dtype=_I64)
-                hi_j = np.array(hi_j, dtype=_I64)
+                lo_j = np.array(lo_j, dtype=I64)
+                hi_j = np.array(hi_j, dtype=I64)
                 oob = (lo_j < 0) | (hi_j > size_j)
                 if oob.any():
                     lo_j = np.where(oob, 0, lo_j)
@@ -313,12 +313,12 @@ def _indexer_preimage(box: _Box, t: Any, in_shape: tuple[int, ...], where: str) 
 
 
 def _slice_preimage(
-    box: _Box, idx: Any, olo: np.ndarray, ohi: np.ndarray, size_j: int, dim: str
+    box: Box, idx: Any, olo: np.ndarray, ohi: np.ndarray, size_j: int, dim: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    start = _scalar(idx.start)
+    start = scalar_index(idx.start)
     stride = int(idx.stride) if isinstance(idx.stride, (int, np.integer)) else None
-    size = _static_int(idx.size)
-    whole = (np.zeros(1, dtype=_I64), np.array([size_j], dtype=_I64))
+    size = static_int(idx.size)
+    whole = (np.zeros(1, dtype=I64), np.array([size_j], dtype=I64))
     if type(start) is str:
         box.widen(f"{dim}: the slice start depends on {start}")
         return whole
@@ -368,7 +368,7 @@ def _sub_box_values(arr: np.ndarray, lo: list[np.ndarray], hi: list[np.ndarray])
 
 
 def _gather_exactness(
-    box: _Box,
+    box: Box,
     gathers: list[tuple[int, list[np.ndarray]]],
     lo: list[np.ndarray],
     hi: list[np.ndarray],
@@ -395,8 +395,8 @@ def _gather_exactness(
               "(the bounding box of the indices)", inexact)
 
 
-def _reshape_preimage(box: _Box, in_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                      below: Callable[[_Box], _Box] | None = None) -> None:
+def reshape_preimage(box: Box, in_shape: tuple[int, ...], out_shape: tuple[int, ...],
+                      below: Callable[[Box], Box] | None = None) -> None:
     """A box of the reshaped view -> the tightest box of the input holding its elements. Where those
     elements are not one box, they are a few exact boxes of the input (`region_parts`): each is walked
     down the rest of the chain by `below` and kept in `box.parts` for the lane (ACC-2); the lane stays
@@ -408,11 +408,11 @@ def _reshape_preimage(box: _Box, in_shape: tuple[int, ...], out_shape: tuple[int
         x.shape[0] == 1 and int(x[0]) == s for x, s in zip(box.hi, out_shape)
     )
     if full:
-        box.lo, box.hi = _whole(in_shape)
+        box.lo, box.hi = whole_extent(in_shape)
         return
     rank_in = len(in_shape)
-    new_lo = np.zeros((lanes, rank_in), dtype=_I64)
-    new_hi = np.zeros((lanes, rank_in), dtype=_I64)
+    new_lo = np.zeros((lanes, rank_in), dtype=I64)
+    new_hi = np.zeros((lanes, rank_in), dtype=I64)
     inexact = np.zeros(lanes, dtype=bool)
     rows: list[tuple[list[int], list[int]]] = []
     for lane in range(lanes):
@@ -444,14 +444,14 @@ def _reshape_preimage(box: _Box, in_shape: tuple[int, ...], out_shape: tuple[int
     box.hi = [new_hi[:, d] for d in range(rank_in)]
     beyond = np.zeros(lanes, dtype=bool)
     if below is not None and box.parts is None:  # one reshape's parts per walk: a lower one's are the parts'
-        found: dict[int, list[_Box]] = {}
+        found: dict[int, list[Box]] = {}
         for lane in np.flatnonzero(inexact & exact_before).tolist():
             parts = reshape_parts(*rows[lane], out_shape, in_shape)
             if parts is None:
                 beyond[lane] = True
                 continue
-            found[lane] = [below(_Box([np.array([a], dtype=_I64) for a, _ in p],
-                                      [np.array([b], dtype=_I64) for _, b in p])) for p in parts]
+            found[lane] = [below(Box([np.array([a], dtype=I64) for a, _ in p],
+                                      [np.array([b], dtype=I64) for _, b in p])) for p in parts]
         if found:
             box.parts = (lanes, found)
             inexact = inexact & ~np.isin(np.arange(lanes), list(found))
@@ -459,8 +459,8 @@ def _reshape_preimage(box: _Box, in_shape: tuple[int, ...], out_shape: tuple[int
               f"(its bounding box{f'; more than {MAX_PARTS} boxes' if beyond.any() else ''})", inexact)
 
 
-def _bitcast_preimage(box: _Box, in_shape: tuple[int, ...], in_dtype: Any, out_dtype: Any) -> None:
-    J = _jax()
+def bitcast_preimage(box: Box, in_shape: tuple[int, ...], in_dtype: Any, out_dtype: Any) -> None:
+    J = jax_types()
     bx, by = J.itemsize_bits(in_dtype), J.itemsize_bits(out_dtype)
     if bx == by:
         return
@@ -486,7 +486,7 @@ def _bitcast_preimage(box: _Box, in_shape: tuple[int, ...], in_dtype: Any, out_d
 def size_lanes(chain: Sequence[Any]) -> int:
     """How many lanes the slice sizes of `chain` differ over: 1 when every size is static or the
     same on every lane, the lane count when some size is a per-lane array (ACC-7)."""
-    J = _jax()
+    J = jax_types()
     lanes = 1
     for t in chain:
         if isinstance(t, J.NDIndexer):
@@ -498,7 +498,7 @@ def size_lanes(chain: Sequence[Any]) -> int:
 
 def dynamic_sizes(chain: Sequence[Any]) -> list[Any]:
     """The slice sizes of `chain` that are not Python integers (evaluator values), in order."""
-    J = _jax()
+    J = jax_types()
     out = []
     for t in chain:
         if isinstance(t, J.NDIndexer):
@@ -511,7 +511,7 @@ def dynamic_sizes(chain: Sequence[Any]) -> list[Any]:
 def lane_chain(chain: Sequence[Any], lane: int) -> tuple[Any, ...]:
     """`chain` as lane `lane` sees it: every per-lane index value cut to that lane, and every slice
     size that is now one integer made a Python integer (so shapes and regions are static)."""
-    J = _jax()
+    J = jax_types()
     out: list[Any] = []
     for t in chain:
         if not isinstance(t, J.NDIndexer):
@@ -522,7 +522,7 @@ def lane_chain(chain: Sequence[Any], lane: int) -> tuple[Any, ...]:
         for idx in t.indices:
             if isinstance(idx, J.Slice):
                 size = _one_lane(idx.size, lane)
-                static = _static_int(size)
+                static = static_int(size)
                 indices.append(J.Slice(_one_lane(idx.start, lane), size if static is None else static, idx.stride))
             elif type(idx) is np.ndarray and idx.ndim == int_rank + 1:
                 indices.append(_one_lane(idx, lane))
@@ -540,7 +540,7 @@ def _one_lane(v: Any, lane: int) -> Any:
 
 def view_shape(base_shape: tuple[int, ...], dtype: Any, chain: Sequence[Any]) -> tuple[tuple[int, ...], Any] | None:
     """The shape and dtype of the view `chain` of a buffer, when every slice size is one integer."""
-    shapes, dtypes = _forward_shapes(base_shape, dtype, chain)
+    shapes, dtypes = forward_shapes(base_shape, dtype, chain)
     if shapes[-1] is None:
         return None
     return shapes[-1], dtypes[-1]

@@ -39,15 +39,15 @@ import numpy as np
 
 from semcheck.checker.frontend.region_parts import merge_boxes
 from semcheck.checker.frontend.region_transforms import (
-    _I64,
-    _jax,
-    _describe_unknown,
-    _Box,
-    _whole,
-    _forward_shapes,
-    _indexer_preimage,
-    _reshape_preimage,
-    _bitcast_preimage,
+    I64,
+    jax_types,
+    describe_unknown,
+    Box,
+    whole_extent,
+    forward_shapes,
+    indexer_preimage,
+    reshape_preimage,
+    bitcast_preimage,
     lane_chain,
     size_lanes,
 )
@@ -94,7 +94,7 @@ def empty_region(rank: int, cache: RegionCache | None = None) -> Region:
 def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[Any, ...]]:
     """`(base, transforms)`: the underlying ref of a (nested) `TransformedRef` and the whole chain."""
     chain = tuple(t for t in transforms if t is not None)
-    tref = _jax().TransformedRef
+    tref = jax_types().TransformedRef
     while isinstance(ref, tref):
         chain = (*ref.transforms, *chain)
         ref = ref.ref
@@ -104,7 +104,7 @@ def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[An
 def refuse_multi_ref(ref: Any) -> bool:
     """Whether `ref` is a view over several refs (`pl.select_ref`: a `MultiRefTransform` such as
     `SelectTransform`), which names no single buffer: the rules refuse it (`Unsupported`)."""
-    J = _jax()
+    J = jax_types()
     while isinstance(ref, J.TransformedRef):
         if isinstance(ref.ref, (tuple, list)) or any(isinstance(t, J.MultiRef) for t in ref.transforms):
             return True
@@ -121,7 +121,7 @@ def foreign_transform(chain: Sequence[Any]) -> Any:
     name other memory than the ref's buffer, so widening its region would not
     be sound: the rules refuse it (`Unsupported`).
     """
-    J = _jax()
+    J = jax_types()
     known = (J.NDIndexer, J.Transpose, J.Reshape, J.Bitcast, *J.identity)
     for t in chain:
         if t is not None and not isinstance(t, known):
@@ -212,17 +212,17 @@ def ref_regions(
         return (full_region(base_shape, cache, f"the view could not be analysed ({type(e).__name__}: {e})"),)
 
 
-def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, mask: Any) -> _Box:
-    J = _jax()
-    shapes, dtypes = _forward_shapes(base_shape, dtype, transforms)
+def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, mask: Any) -> Box:
+    J = jax_types()
+    shapes, dtypes = forward_shapes(base_shape, dtype, transforms)
     n = len(transforms)
     multi = sum(1 for t in transforms if isinstance(t, J.NDIndexer)) > 1
     # Start at the top of the chain, or below the last transform whose output we cannot describe.
     top = n
     while shapes[top] is None:
         top -= 1
-    lo, hi = _whole(shapes[top])  # type: ignore[arg-type]
-    box = _Box(lo, hi)
+    lo, hi = whole_extent(shapes[top])  # type: ignore[arg-type]
+    box = Box(lo, hi)
     if top < n:
         t = transforms[top]
         box.widen(f"a {type(t).__name__} view (not understood: the whole of what it views)")
@@ -231,9 +231,9 @@ def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, 
     return _descend(box, transforms, shapes, dtypes, top, multi)
 
 
-def _descend(box: _Box, transforms: tuple[Any, ...], shapes: list, dtypes: list, top: int, multi: bool) -> _Box:
+def _descend(box: Box, transforms: tuple[Any, ...], shapes: list, dtypes: list, top: int, multi: bool) -> Box:
     """Map `box`, a box of the output of `transforms[top - 1]`, down to the buffer (the walk's loop)."""
-    J = _jax()
+    J = jax_types()
     k_index = sum(1 for t in transforms[:top] if isinstance(t, J.NDIndexer))
     for k in range(top - 1, -1, -1):
         t = transforms[k]
@@ -242,7 +242,7 @@ def _descend(box: _Box, transforms: tuple[Any, ...], shapes: list, dtypes: list,
         if isinstance(t, J.NDIndexer):
             where = f" of indexer {k_index}" if multi else ""
             k_index -= 1
-            _indexer_preimage(box, t, in_shape, where)
+            indexer_preimage(box, t, in_shape, where)
         elif isinstance(t, J.Transpose):
             perm = [int(p) for p in t.permutation]
             lo, hi = [None] * len(perm), [None] * len(perm)
@@ -250,24 +250,24 @@ def _descend(box: _Box, transforms: tuple[Any, ...], shapes: list, dtypes: list,
                 lo[in_d], hi[in_d] = box.lo[out_d], box.hi[out_d]
             box.lo, box.hi = lo, hi  # type: ignore[assignment]
         elif isinstance(t, J.Reshape):
-            _reshape_preimage(box, in_shape, shapes[k + 1],  # type: ignore[arg-type]
+            reshape_preimage(box, in_shape, shapes[k + 1],  # type: ignore[arg-type]
                               lambda sub, k=k: _descend(sub, transforms, shapes, dtypes, k, multi))
         elif isinstance(t, J.Bitcast):
-            _bitcast_preimage(box, in_shape, dtypes[k], t.dtype)
+            bitcast_preimage(box, in_shape, dtypes[k], t.dtype)
         elif isinstance(t, J.identity):
             pass
         else:  # unreachable: shapes[k + 1] would be None
-            box.lo, box.hi = _whole(in_shape)
+            box.lo, box.hi = whole_extent(in_shape)
             box.widen(f"a {type(t).__name__} view")
     return box
 
 
-def _apply_mask(box: _Box, mask: Any, view_shape: tuple[int, ...]) -> None:
+def _apply_mask(box: Box, mask: Any, view_shape: tuple[int, ...]) -> None:
     """Narrow the top box to the bounding box of the mask's true elements."""
     if type(mask) is np.ndarray and mask.ndim == len(view_shape) and len(view_shape) > 0:
         mask = mask[None]  # a static mask without a lane axis
     if type(mask) is not np.ndarray or mask.shape[1:] != view_shape:
-        what = _describe_unknown(mask) if type(mask) is not np.ndarray else f"a mask of shape {mask.shape[1:]}"
+        what = describe_unknown(mask) if type(mask) is not np.ndarray else f"a mask of shape {mask.shape[1:]}"
         box.widen(f"a masked access (the mask is {what}): the whole indexed view")
         return
     m = mask.astype(bool, copy=False)
@@ -282,21 +282,21 @@ def _apply_mask(box: _Box, mask: Any, view_shape: tuple[int, ...]) -> None:
     for d in range(rank):
         other = tuple(a for a in range(1, rank + 1) if a != d + 1)
         proj = m.any(axis=other) if other else m
-        first = np.argmax(proj, axis=1).astype(_I64)
-        last = view_shape[d] - np.argmax(proj[:, ::-1], axis=1).astype(_I64)
+        first = np.argmax(proj, axis=1).astype(I64)
+        last = view_shape[d] - np.argmax(proj[:, ::-1], axis=1).astype(I64)
         lo.append(first)
         hi.append(last)
     empty = count == 0
     if empty.any():
         box.off = empty
-    volume = np.ones(lanes, dtype=_I64)
+    volume = np.ones(lanes, dtype=I64)
     for d in range(rank):
         volume = volume * (hi[d] - lo[d])
     box.lo, box.hi = lo, hi
     box.widen("a masked access: the bounding box of the mask's true elements", volume != count)
 
 
-def _finish(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
+def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
     if box.parts is not None:
         return _finish_parts(box, base_shape, cache)
     arrays = [*box.lo, *box.hi]
@@ -339,7 +339,7 @@ def _finish(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple
     return _compress(out)
 
 
-def _finish_parts(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
+def _finish_parts(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
     """`_finish` for a walk through a reshape of a part that is not one box (ACC-2): a lane with parts is
     their union (exact, with their bounding box), unless walking a part down widened it; every other lane
     is the walk's own box."""
@@ -377,8 +377,8 @@ def _finish_parts(box: _Box, base_shape: tuple[int, ...], cache: RegionCache) ->
     return _compress(out)
 
 
-def _without_parts(box: _Box) -> _Box:
-    plain = _Box(box.lo, box.hi)
+def _without_parts(box: Box) -> Box:
+    plain = Box(box.lo, box.hi)
     plain.exact, plain.why, plain.off = box.exact, box.why, box.off
     return plain
 
@@ -387,7 +387,7 @@ def _without_parts(box: _Box) -> _Box:
 _DEDUPE_LANES = 64
 
 
-def _lane_exact(box: _Box, lane: int) -> tuple[bool, str]:
+def _lane_exact(box: Box, lane: int) -> tuple[bool, str]:
     exact = box.exact
     if type(exact) is np.ndarray:
         ex = bool(exact[min(lane, exact.shape[0] - 1)])

@@ -23,7 +23,7 @@ import dataclasses
 import time
 from typing import Any, Callable
 
-from semcheck.checker.frontend.rotation_obligations import NotCertified, _Ob
+from semcheck.checker.frontend.rotation_obligations import NotCertified, Ob
 from semcheck.checker.frontend.rotation_walk import Walk, block_obligations, call_line, kernel_args
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.parametric.int32_terms import within_int32
@@ -61,7 +61,7 @@ class _Prover:
     def at2(self, t: Any) -> Any:
         return self.z3.substitute(t, (self.w.me, self.w.me2))
 
-    def claim(self, ob: _Ob) -> Any:
+    def claim(self, ob: Ob) -> Any:
         z3, w, n, k = self.z3, self.w, self.w.N, self.k
         if ob.kind == "true":
             return ob.term
@@ -90,14 +90,14 @@ class _Prover:
                 return True
         return False
 
-    def side(self, ob: _Ob) -> list:
+    def side(self, ob: Ob) -> list:
         if ob.side is None:
             z3 = self.z3
             ob.side = within_int32(z3, z3.And(ob.path, *([] if ob.term is None else [ob.term == ob.term])),
                                 self.w.kernel)
         return ob.side
 
-    def holds(self, claims: list[tuple[_Ob, Any]], quick: bool = False) -> tuple[bool, Any]:
+    def holds(self, claims: list[tuple[Ob, Any]], quick: bool = False) -> tuple[bool, Any]:
         """Whether every `path => claim` holds (with no int32 wrap on the way, PAR-4's reading); else a model."""
         z3 = self.z3
         if time.process_time() > self.deadline:
@@ -141,7 +141,7 @@ class _Prover:
                     return self.explain(ob, m), {}
             return "the obligations hold one by one but not together", {}
         shifts: dict[str, tuple[int, int]] = {}
-        by_label: dict[str | None, list[_Ob]] = {}
+        by_label: dict[str | None, list[Ob]] = {}
         for ob in w.obs:
             if ob.kind == "row":
                 by_label.setdefault(ob.label, []).append(ob)
@@ -153,7 +153,7 @@ class _Prover:
                 shifts[label] = shift
         return None, shifts
 
-    def label_shift(self, label: str | None, obs: list[_Ob], explain: bool) -> tuple[str | None, Any]:
+    def label_shift(self, label: str | None, obs: list[Ob], explain: bool) -> tuple[str | None, Any]:
         z3, w = self.z3, self.w
         fixed = label is None or any(ob.term is None for ob in obs)
         moving = [ob for ob in obs if ob.term is not None and w.reads_me(ob)]
@@ -204,7 +204,7 @@ class _Prover:
                         if mod is not None else f"{ob.what} at {ob.where}"), None
         return "the regions of a buffer do not move together", None
 
-    def explain(self, ob: _Ob, m: Any) -> str:
+    def explain(self, ob: Ob, m: Any) -> str:
         where = self.where(m) if m is not None else "some device"
         if ob.kind == "dev":
             return f"{ob.what} at {ob.where} is not the issuing device's shifted by {self.k} (mod N) on {where}"
@@ -263,7 +263,7 @@ def _certify(call: KernelCall, n: int) -> Certificate:
     w = Walk(call, n)
     w.run(call.jaxpr, kernel_args(call), w.z3.BoolVal(True))
     block_obligations(w)
-    w.divisor_obs = [_Ob("true", y != 0, p, "", "a divisor") for y, p in w.divisors]
+    w.divisor_obs = [Ob("true", y != 0, p, "", "a divisor") for y, p in w.divisors]
     tried: dict[int, tuple[str | None, dict]] = {}
     unsure: set[int] = set()
 

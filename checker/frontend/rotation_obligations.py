@@ -14,10 +14,8 @@ class NotCertified(Exception):
     """The kernel's program is not certified to repeat; str(e) says why, with the kernel's line."""
 
 
-_SYNC = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
-         "get_barrier_semaphore"}
-_ACCESS = {"get": 1, "swap": 2, "addupdate": 2}  # primitive -> where its indexer leaves start
-_MASKED = {"masked_load", "masked_swap"}
+ACCESS = {"get": 1, "swap": 2, "addupdate": 2}  # primitive -> where its indexer leaves start
+MASKED = {"masked_load", "masked_swap"}
 _IDENTITY_TRANSFORMS = ("MemorySpaceCastTransform", "AccessAssumptionTransform")
 
 
@@ -31,7 +29,7 @@ class _Leaf:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class _Ref:
+class Ref:
     """A ref the kernel names: its label in the program (None: a run_scoped buffer, whose label changes
     with every allocation, so its regions may not move) and its shape."""
 
@@ -41,7 +39,7 @@ class _Ref:
 
 
 @dataclasses.dataclass
-class _Ob:
+class Ob:
     kind: str  # "inv" | "dev" | "row"
     term: Any
     path: Any
@@ -67,12 +65,12 @@ class Obligations:
 
 
     def invariant(self, x: Any, path: Any, eqn: Any, what: str) -> None:
-        if isinstance(x, _Ref) or x is _STATIC:
+        if isinstance(x, Ref) or x is _STATIC:
             return
         if x is None:
             raise NotCertified(f"{what} at {self.line(eqn)} depends on a value semcheck cannot follow "
                                f"symbolically {_UNFOLLOWED}")
-        self.obs.append(_Ob("inv", x, path, self.line(eqn), what))
+        self.obs.append(Ob("inv", x, path, self.line(eqn), what))
 
     def leaf(self, x: Any, args: list) -> Any:
         if isinstance(x, _Leaf):
@@ -107,7 +105,7 @@ class Obligations:
         z3 = self.z3
         ref, chain = self.ref_of(part, args)
         chain = (*chain, *transforms)
-        if not isinstance(ref, _Ref):
+        if not isinstance(ref, Ref):
             raise NotCertified(f"{what} at {self.line(eqn)} is a ref semcheck cannot trace back to the "
                                "kernel's operands")
         if ref.semaphore:
@@ -147,14 +145,14 @@ class Obligations:
             # a view the certificate does not place: its indices the same everywhere, its label unmoved
             for t in chain:
                 self.all_invariant(t, args, path, eqn, f"an index of {what}")
-            self.obs.append(_Ob("row", None, path, self.line(eqn), what, ref.label, 0, 0))
+            self.obs.append(Ob("row", None, path, self.line(eqn), what, ref.label, 0, 0))
             return
         for d, (start, _) in enumerate(dims):
             if d:
                 self.invariant(start, path, eqn, f"an index of {what}")
         if dims:
             start, size = dims[0]
-            self.obs.append(_Ob("row", start, path, self.line(eqn), what, ref.label, size, ref.shape[0]))
+            self.obs.append(Ob("row", start, path, self.line(eqn), what, ref.label, size, ref.shape[0]))
 
     def device(self, part: Any, args: list, id_type: Any, path: Any, eqn: Any, what: str) -> None:
         z3 = self.z3
@@ -180,7 +178,7 @@ class Obligations:
                 logical = logical + c * math.prod(self.call.mesh.axis_sizes[k + 1:])
             if not self.names:
                 logical = z3.IntVal(0)
-        self.obs.append(_Ob("dev", logical, path, self.line(eqn), what))
+        self.obs.append(Ob("dev", logical, path, self.line(eqn), what))
 
     def sync(self, eqn: Any, args: list, path: Any) -> None:
         name = eqn.primitive.name
@@ -210,10 +208,12 @@ class Obligations:
                 if s is not None:
                     self.region(s, (), args, path, eqn, "a copy's semaphore")
             self.device(dev, args, id_type, path, eqn, "a copy's target device")
+        else:  # a primitive of the table without a case here: nothing certified of its operands
+            raise NotCertified(f"{name} is outside the certificate ({self.line(eqn)})")
 
     def access(self, eqn: Any, args: list, path: Any) -> None:
         name = eqn.primitive.name
-        if name in _MASKED:
+        if name in MASKED:
             tree = eqn.params["args_tree"]
             parts = tree.unflatten([_Leaf(i) for i in range(len(eqn.invars))])
             mask = parts[2] if name == "masked_load" else parts[3]
@@ -221,6 +221,6 @@ class Obligations:
                 raise NotCertified(f"a masked load or store ({self.line(eqn)}) is outside the certificate")
             self.region(parts[0], tuple(parts[1] or ()), args, path, eqn, "a load or store")
             return
-        at = _ACCESS[name]
+        at = ACCESS[name]
         transforms = eqn.params["tree"].unflatten([_Leaf(i) for i in range(at, len(eqn.invars))])
         self.region(_Leaf(0), tuple(transforms or ()), args, path, eqn, "a load or store")

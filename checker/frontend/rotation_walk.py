@@ -8,7 +8,8 @@ import os
 from typing import Any
 
 from semcheck.checker.frontend.rotation_obligations import (
-    _ACCESS, _MASKED, _SYNC, NotCertified, Obligations, _Ob, _Ref)
+    ACCESS, MASKED, NotCertified, Obligations, Ob, Ref)
+from semcheck.checker.frontend.sync_primitives import SYNC
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.checker.parametric.int32_terms import INT32_MAX
 from semcheck.checker.parametric.int32_terms import scalar_kind as _kind
@@ -54,7 +55,7 @@ def _emits(jaxpr: Any, memo: dict) -> bool:
     jaxpr = _closed(jaxpr)
     hit = memo.get(id(jaxpr))
     if hit is None:
-        hit = any(e.primitive.name in _SYNC or e.primitive.name in _ACCESS or e.primitive.name in _MASKED
+        hit = any(e.primitive.name in SYNC or e.primitive.name in ACCESS or e.primitive.name in MASKED
                   or e.primitive.name in ("run_scoped", "emit_pipeline", "pipeline_body")
                   or any(_emits(s, memo) for s in _subs(e)) for e in jaxpr.eqns)
         memo[id(jaxpr)] = (hit, jaxpr)
@@ -84,7 +85,7 @@ class Walk(Obligations):
         self.loops = 0
         self.iterations: list[Any] = []
         self.points: list[dict] = []  # counterexamples met so far: a later candidate k is tried on them first
-        self.obs: list[_Ob] = []
+        self.obs: list[Ob] = []
         self.kernel: dict[int, Any] = {}  # ids of the kernel's int32 terms (kept alive), for `within_int32`
         self.divisors: list[tuple[Any, Any]] = []  # (divisor, path): nonzero wherever it is computed
         self.memo: dict = {}
@@ -241,11 +242,11 @@ class Walk(Obligations):
         elif name == "run_scoped":
             return self.run_scoped(eqn, args, path)
         elif name == "get_barrier_semaphore":
-            return [_Ref("barrier", (), True)]
-        elif name in _SYNC:
+            return [Ref("barrier", (), True)]
+        elif name in SYNC:
             self.sync(eqn, args, path)
             return none
-        elif name in _ACCESS or name in _MASKED:
+        elif name in ACCESS or name in MASKED:
             self.access(eqn, args, path)
             return none
         elif any(_emits(s, self.memo) for s in _subs(eqn)) or name in ("emit_pipeline", "pipeline_body"):
@@ -298,7 +299,7 @@ class Walk(Obligations):
         merged = []
         for k in range(len(eqn.outvars)):
             vals = [o[k] for _, o in outs]
-            if any(v is None or isinstance(v, _Ref) for v in vals) or len({z3.is_bool(v) for v in vals}) != 1:
+            if any(v is None or isinstance(v, Ref) for v in vals) or len({z3.is_bool(v) for v in vals}) != 1:
                 merged.append(None)
                 continue
             m = vals[-1]
@@ -339,7 +340,7 @@ class Walk(Obligations):
                 t = self.mark(a + z3.IntVal(step) * it) if step else a
                 if step:  # the counter's last value is init + step * (length - 1): within int32
                     last = a + step * (length - 1)
-                    self.obs.append(_Ob("true", z3.And(last <= INT32_MAX, last >= -INT32_MAX - 1),
+                    self.obs.append(Ob("true", z3.And(last <= INT32_MAX, last >= -INT32_MAX - 1),
                                         path, self.line(eqn), "a loop counter"))
                 carries[k] = t
             elif x is not None and not mentions(z3, a, self.me):
@@ -387,7 +388,7 @@ class Walk(Obligations):
         for v in jaxpr.invars:
             aval = v.aval
             sem = "sem" in str(getattr(aval, "dtype", "")) or "semaphore" in str(getattr(aval, "memory_space", ""))
-            allocs.append(_Ref(None, tuple(int(s) for s in getattr(aval, "shape", ())), sem))
+            allocs.append(Ref(None, tuple(int(s) for s in getattr(aval, "shape", ())), sem))
         self.run(jaxpr, [*args, *allocs], path)
         return [None] * len(eqn.outvars)
 
@@ -405,9 +406,9 @@ def kernel_args(call: KernelCall) -> list:
     for v, a in zip(jaxpr.invars, args):
         shape = tuple(int(s) for s in getattr(v.aval, "shape", ()))
         if type(a) is BufRef:
-            out.append(_Ref(a.name, shape))
+            out.append(Ref(a.name, shape))
         elif type(a) is SemArray:
-            out.append(_Ref(a.label, shape, True))
+            out.append(Ref(a.label, shape, True))
         else:
             out.append(None)
     return out
@@ -424,9 +425,9 @@ def block_obligations(w: Walk) -> None:
     call = w.call
     if call.kind != "pallas_call" or not call.block_mappings:
         return
-    from semcheck.checker.frontend.grid import _hbm_labels
+    from semcheck.checker.frontend.grid import hbm_labels
 
-    hbm = _hbm_labels(call)
+    hbm = hbm_labels(call)
     roles = [op for op in call.operands if op.role in ("input", "output")]
     if len(roles) != len(call.block_mappings):
         raise NotCertified(f"the kernel's BlockSpecs do not line up with its operands ({call_line(call)})")
@@ -443,9 +444,9 @@ def block_obligations(w: Walk) -> None:
             if x is None:
                 raise NotCertified(f"a BlockSpec index map of {op.name or op.role} that semcheck cannot read "
                                    f"symbolically ({call_line(call)})")
-            w.obs.append(_Ob("inv", x, w.z3.BoolVal(True), call_line(call), f"the block index of {op.name}"))
+            w.obs.append(Ob("inv", x, w.z3.BoolVal(True), call_line(call), f"the block index of {op.name}"))
         block = tuple(getattr(b, "block_size", b) for b in bm.block_shape)
         if tuple(int(s) if isinstance(s, int) else -1 for s in block) != tuple(op.shape) and not call.sees_array(op):
             label = hbm.get((op.role, j))
-            w.obs.append(_Ob("row", None, w.z3.BoolVal(True), call_line(call), f"the block copies of {op.name}",
+            w.obs.append(Ob("row", None, w.z3.BoolVal(True), call_line(call), f"the block copies of {op.name}",
                              label, 0, 0))

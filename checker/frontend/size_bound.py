@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from semcheck.checker.frontend.errors import FrontendError
+from semcheck.checker.frontend.sync_primitives import SYNC
 from semcheck.checker.frontend.trace import KernelCall
 
 MAX_MATERIALISED_OPS = 40_000_000
@@ -31,8 +32,6 @@ BYTES_PER_OP = 170
 
 # the ref accesses (jax state primitives and pallas masked loads and stores) and the semaphore and DMA primitives
 _STATE_PRIMS = frozenset({"get", "swap", "addupdate", "masked_load", "masked_swap"})
-_SYNC_PRIMS = frozenset({"semaphore_signal", "semaphore_wait", "semaphore_read", "dma_start", "dma_wait",
-                         "get_barrier_semaphore"})
 
 
 class ProgramTooLarge(FrontendError):
@@ -118,15 +117,15 @@ def _moving_blocks(call: KernelCall) -> int:
 
 def _ops_of(jaxpr: Any) -> int:
     """Operations one pass of `jaxpr` can emit on one device: the larger branch, static loops unrolled."""
-    from semcheck.checker.frontend.trace import _sub_jaxprs
+    from semcheck.checker.frontend.trace import sub_jaxprs
 
     total = 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if name in _SYNC_PRIMS or name in _STATE_PRIMS:
+        if name in SYNC or name in _STATE_PRIMS:
             total += 1
             continue
-        subs = [_ops_of(sub) for sub in _sub_jaxprs(eqn.params)]
+        subs = [_ops_of(sub) for sub in sub_jaxprs(eqn.params)]
         # a device takes one branch of a cond per pass
         inner = max(subs, default=0) if name == "cond" else sum(subs)
         if name == "scan":

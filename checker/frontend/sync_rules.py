@@ -28,7 +28,8 @@ from jax._src.state.indexing import NDIndexer, Slice
 from semcheck.checker.frontend.errors import KernelRaised, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, append_to_each
 from semcheck.checker.frontend.regions import flatten_ref, foreign_transform, refuse_multi_ref
-from semcheck.checker.frontend.trace import KernelCall, _is_semaphore_dtype, memory_space_name, semaphore_type
+from semcheck.checker.frontend.sync_primitives import SYNC_OR_SCOPE, primitives
+from semcheck.checker.frontend.trace import KernelCall, is_semaphore_dtype, memory_space_name, semaphore_type
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.ops import (
     BARRIER,
@@ -46,16 +47,8 @@ from semcheck.model.ops import (
 # Ref transforms that change nothing about which semaphore or elements a view names.
 IDENTITY_TRANSFORMS: tuple[type, ...] = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
 
-# The primitives whose presence in a sub-jaxpr matters to the program.
-SYNC_PRIMS = frozenset({
-    tpu_prims.get_barrier_semaphore_p,
-    pallas_prims.semaphore_signal_p,
-    pallas_prims.semaphore_wait_p,
-    pallas_prims.semaphore_read_p,
-    tpu_prims.dma_start_p,
-    tpu_prims.dma_wait_p,
-    pallas_prims.run_scoped_p,
-})
+# The primitives whose presence in a sub-jaxpr matters to the program (the front end's one table).
+SYNC_PRIMS = primitives(SYNC_OR_SCOPE)
 
 
 class SyncRules(Evaluator):
@@ -327,7 +320,7 @@ class SyncRules(Evaluator):
             aval = v.aval
             ms = getattr(aval, "memory_space", None)
             self.label_counter += 1
-            if ms is mosaic_core.MemorySpace.SEMAPHORE or _is_semaphore_dtype(getattr(aval, "dtype", None)):
+            if ms is mosaic_core.MemorySpace.SEMAPHORE or is_semaphore_dtype(getattr(aval, "dtype", None)):
                 count = math.prod(int(s) for s in aval.shape)
                 label = f"{site}#{k}/{self.label_counter}"
                 if k < len(params_of):

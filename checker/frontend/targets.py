@@ -148,7 +148,7 @@ class Target:
                 stage="build",
                 cause=e,
                 path=self.path,
-                loc=_user_loc(e, self.path),
+                loc=user_loc(e, self.path),
             ) from e
         return check_target_return(result, self.name, self.path)
 
@@ -202,7 +202,7 @@ def import_kernel_file(path: str) -> types.ModuleType:
             stage="import",
             cause=e,
             path=path,
-            loc=_user_loc(e, path),
+            loc=user_loc(e, path),
         ) from e
     finally:
         if added:
@@ -499,7 +499,7 @@ def _describe(x: Any) -> str:
     return f"{type(x).__name__} {text}"
 
 
-def _user_loc(e: BaseException, path: str) -> Loc | None:
+def user_loc(e: BaseException, path: str) -> Loc | None:
     """The line of the user's code that raised: the innermost frame of `e`'s traceback in user code.
 
     User code is the kernel file and any file it runs that is not part of Python, an installed

@@ -16,7 +16,6 @@ imported (`targets.provision_devices`), and jax reads them only then.
 from __future__ import annotations
 
 import dataclasses
-import linecache
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -25,7 +24,8 @@ import numpy as np
 
 from semcheck.checker.frontend.collective_id_site import collective_id, collective_id_loc
 from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
-from semcheck.checker.frontend.targets import _user_loc
+from semcheck.checker.frontend.source_names import eqn_loc, frame_loc, jaxpr_arg_names, make_loc  # noqa: F401 - callers import them from here
+from semcheck.checker.frontend.targets import user_loc
 from semcheck.model.ops import NO_LOC, Loc, SemType
 
 
@@ -159,7 +159,7 @@ def make_jaxpr(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -
             stage="trace",
             cause=e,
             path=path or None,
-            loc=_user_loc(e, path) if path else None,
+            loc=user_loc(e, path) if path else None,
         ) from e
 
 
@@ -187,10 +187,10 @@ def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[Kernel
         u = k if unit is None else unit
         name = eqn.primitive.name
         if name == "pallas_call":
-            found.append(dataclasses.replace(_from_pallas_call(eqn, axes, physical, len(found)), unit=u))
+            found.append(dataclasses.replace(from_pallas_call(eqn, axes, physical, len(found)), unit=u))
             continue
         if name == "mpmd_map":
-            found.append(dataclasses.replace(_from_mpmd_map(eqn, axes, physical, len(found)), unit=u))
+            found.append(dataclasses.replace(from_mpmd_map(eqn, axes, physical, len(found)), unit=u))
             continue
         sub_axes, sub_physical = axes, physical
         if name == "shard_map":
@@ -204,14 +204,14 @@ def _walk(jaxpr: Any, *, axes: dict[str, int], physical: int, found: list[Kernel
                 if k in manual:
                     sub_axes[k] = int(v)
             sub_physical = max(physical, int(math.prod(mesh.shape.values())))
-        for sub in _sub_jaxprs(eqn.params):
+        for sub in sub_jaxprs(eqn.params):
             _walk(sub, axes=sub_axes, physical=sub_physical, found=found, unit=u)
 
 
-def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
+def sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
     from jax._src import core as jax_core  # lazy: see the module docstring
 
-    jaxpr_types = _jaxpr_types(jax_core)
+    jaxpr_types = jaxpr_classes(jax_core)
     for value in params.values():
         values = value if isinstance(value, (tuple, list)) else (value,)
         for v in values:
@@ -219,7 +219,7 @@ def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
                 yield v.jaxpr
 
 
-def _jaxpr_types(jax_core: Any) -> tuple[type, ...]:
+def jaxpr_classes(jax_core: Any) -> tuple[type, ...]:
     """The jaxpr classes of this jax (older releases have a separate ClosedJaxpr)."""
     types_ = [jax_core.Jaxpr]
     closed = getattr(jax_core, "ClosedJaxpr", None)
@@ -231,7 +231,7 @@ def _jaxpr_types(jax_core: Any) -> tuple[type, ...]:
 # --- pallas_call ----------------------------------------------------------------
 
 
-def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
+def from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
     from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
 
     params = eqn.params
@@ -253,7 +253,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
     dynamic = tuple(d for d, g in enumerate(gm.grid) if not isinstance(g, (int, np.integer)))
     grid = tuple(None if d in dynamic else int(g) for d, g in enumerate(gm.grid))
     jaxpr = params["jaxpr"]
-    arg_names = _arg_names(jaxpr) if jaxpr is names_of else closed_names(names_of, eqn.params["grid_mapping"])
+    arg_names = jaxpr_arg_names(jaxpr) if jaxpr is names_of else closed_names(names_of, eqn.params["grid_mapping"])
     operands: list[Operand] = []
     invars = list(jaxpr.invars)
     nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
@@ -261,14 +261,14 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
         aval = var.aval
         nm = arg_names[i] if i < len(arg_names) else ""
         if i < nidx:
-            operands.append(_operand("index", nm or f"index{i}", aval, "smem"))
+            operands.append(make_operand("index", nm or f"index{i}", aval, "smem"))
         elif i < nidx + nin + nout:
             j = i - nidx
             bm = gm.block_mappings[j]
             role = "input" if j < nin else "output"
             ms = block_memory_space(bm)
             operands.append(
-                _operand(
+                make_operand(
                     role,
                     nm or f"{role}{j if j < nin else j - nin}",
                     aval,
@@ -279,7 +279,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
             )
         else:
             operands.append(
-                _operand("scratch", nm or f"scratch{i - nidx - nin - nout}", aval,
+                make_operand("scratch", nm or f"scratch{i - nidx - nin - nout}", aval,
                          memory_space_name(getattr(aval, "memory_space", None)))
             )
     operands = _array_spaces(operands, gm, params.get("input_output_aliases", ()))
@@ -316,7 +316,7 @@ def _from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int)
     )
 
 
-def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
+def from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
     """A `core_map` (an `mpmd_map` of one mesh), as the interpreter's fallback sees it."""
     from jax._src import core as jax_core  # lazy: see the module docstring
     from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
@@ -347,7 +347,7 @@ def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) ->
     interpret = _tpu_interpret_params(params.get("interpret"), loc)
     nin = len(eqn.invars)
     nout = len(params["out_avals"])
-    arg_names = _arg_names(jaxpr)
+    arg_names = jaxpr_arg_names(jaxpr)
     operands: list[Operand] = []
     for i, var in enumerate(jaxpr.invars):
         aval = var.aval
@@ -359,12 +359,12 @@ def _from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) ->
             if ms is None or isinstance(ms, jax_core.MemorySpace):
                 ms = mesh.default_memory_space
             operands.append(
-                _operand(role, nm or f"{role}{i if i < nin else i - nin}", aval,
+                make_operand(role, nm or f"{role}{i if i < nin else i - nin}", aval,
                          memory_space_name(ms), block_shape=tuple(getattr(aval, "shape", ())))
             )
         else:
             operands.append(
-                _operand("scratch", nm or f"scratch{i - nin - nout}", aval,
+                make_operand("scratch", nm or f"scratch{i - nin - nout}", aval,
                          memory_space_name(getattr(aval, "memory_space", None)))
             )
     cores = int(mesh.num_cores)
@@ -441,11 +441,11 @@ def memory_space_name(ms: Any) -> str:
     return name
 
 
-def _operand(role: str, name: str, aval: Any, ms: str, *, array_shape: tuple[int, ...] | None = None,
+def make_operand(role: str, name: str, aval: Any, ms: str, *, array_shape: tuple[int, ...] | None = None,
              block_shape: tuple[int, ...] | None = None) -> Operand:
     shape = tuple(int(d) for d in getattr(aval, "shape", ()))
     dtype = getattr(aval, "dtype", None)
-    is_sem = ms == "semaphore_mem" or _is_semaphore_dtype(dtype)
+    is_sem = ms == "semaphore_mem" or is_semaphore_dtype(dtype)
     return Operand(
         role=role,
         name=name,
@@ -480,7 +480,7 @@ def semaphore_type(dtype: Any) -> SemType:
     return "dma"
 
 
-def _is_semaphore_dtype(dtype: Any) -> bool:
+def is_semaphore_dtype(dtype: Any) -> bool:
     if dtype is None:
         return False
     try:
@@ -533,19 +533,6 @@ def _dimension_semantics(compiler_params: Any, ndims: int) -> tuple[str, ...] | 
     return tuple(out)
 
 
-def _arg_names(jaxpr: Any) -> list[str]:
-    info = getattr(jaxpr, "debug_info", None)
-    names = getattr(info, "arg_names", None) if info is not None else None
-    if not names:
-        return []
-    return [_clean_name(n) for n in names]
-
-
-def _clean_name(name: Any) -> str:
-    text = str(name or "")
-    return "".join(c if (c.isalnum() or c == "_") else "_" for c in text).strip("_")
-
-
 def _debug_name(jaxpr: Any) -> str:
     info = getattr(jaxpr, "debug_info", None)
     src = getattr(info, "func_src_info", None) if info is not None else None
@@ -568,32 +555,3 @@ def _definition_loc(jaxpr: Any) -> Loc:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-def eqn_loc(eqn: Any, default: Loc = NO_LOC) -> Loc:
-    """The user's source line of a jaxpr equation (jax's own frames skipped)."""
-    return frame_loc(getattr(eqn, "source_info", None), default)
-
-
-def frame_loc(source_info: Any, default: Loc = NO_LOC) -> Loc:
-    from jax._src import source_info_util  # lazy: see the module docstring
-
-    tb = getattr(source_info, "traceback", None)
-    if tb is None:
-        return default
-    frame = source_info_util.user_frame(tb)
-    if frame is None:
-        return default
-    return make_loc(frame.file_name, frame.start_line)
-
-
-_loc_cache: dict[tuple[str, int], Loc] = {}
-
-
-def make_loc(file: str, line: int) -> Loc:
-    key = (file, line)
-    loc = _loc_cache.get(key)
-    if loc is None:
-        loc = Loc(file, int(line), linecache.getline(file, int(line)).strip())
-        _loc_cache[key] = loc
-    return loc

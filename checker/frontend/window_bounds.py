@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from semcheck.checker.frontend.region_transforms import _jax, _scalar, _static_int
+from semcheck.checker.frontend.region_transforms import jax_types, scalar_index, static_int
 from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs
 from semcheck.model.errors import WindowOutOfBounds
 from semcheck.model.kernel_buffer import read_refused, write_refused
@@ -31,7 +31,7 @@ Range = tuple[Any, ...]
 
 
 def _one(x: Any) -> int | None:
-    v = _scalar(x)
+    v = scalar_index(x)
     if type(v) is str or v.shape != (1,) or int(v[0]) < 0:
         return None
     return int(v[0])
@@ -59,7 +59,7 @@ def _compose(outer: Range, inner: Range) -> Range:
 def interpreter_range(chain: Sequence[Any]) -> Range | None:
     """The interpreter's range of one lane's view `chain`, or None where it is not predicted (module
     docstring)."""
-    J = _jax()
+    J = jax_types()
     rng: Range = ()
     for t in chain:
         if not isinstance(t, J.NDIndexer) or tuple(t.int_indexer_shape):
@@ -67,7 +67,7 @@ def interpreter_range(chain: Sequence[Any]) -> Range | None:
         entries: list[Any] = []
         for idx in t.indices:
             if isinstance(idx, J.Slice):
-                start, size = _one(idx.start), _static_int(idx.size)
+                start, size = _one(idx.start), static_int(idx.size)
                 stride = idx.stride if isinstance(idx.stride, int) else None
                 if start is None or size is None or size < 0 or stride is None or stride < 1:
                     return None

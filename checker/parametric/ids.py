@@ -32,7 +32,7 @@ class Allocations:
 def id_template(kernels: dict) -> Allocations:
     """PAR-9's premises, which are PAR-3's structure and the launch's allocations (not PAR-4 .. PAR-5's
     ring: where a kernel sends does not change what it allocates); raises NotTemplate when one fails."""
-    from semcheck.checker.parametric.template import MIN_TRACED, _has_run_scoped, align
+    from semcheck.checker.parametric.template import MIN_TRACED, has_run_scoped, align
 
     ns = sorted(kernels)
     if len(ns) < MIN_TRACED:
@@ -43,7 +43,7 @@ def id_template(kernels: dict) -> Allocations:
     if any(c.cores_per_device != 1 for c in calls.values()):
         raise NotTemplate("a device has several cores")
     align({n: c.jaxpr for n, c in calls.items()})
-    where = _has_run_scoped(calls[ns[-1]].jaxpr)
+    where = has_run_scoped(calls[ns[-1]].jaxpr)
     if where:
         raise NotTemplate(f"run_scoped allocates in the kernel's body ({where})")
     return allocations(kernels)

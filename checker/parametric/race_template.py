@@ -12,8 +12,6 @@ from semcheck.checker.parametric.template import Affine, NotTemplate, Sym, evalu
 
 _ACCESS = {"get": False, "swap": True, "addupdate": True}
 """A kernel load or store and whether it writes (`x[...] += y` is a get and a swap, ACC-1)."""
-_KNOWN = {"get", "swap", "addupdate", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
-          "get_barrier_semaphore", "cond"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from semcheck.checker.frontend.sync_primitives import SYNC_OR_SCOPE
 from semcheck.checker.parametric.int32_terms import INT32_MAX, scalar_kind, trunc_div, within_int32
 
 MIN_TRACED = 6
@@ -192,25 +193,21 @@ _tdiv = trunc_div
 _in_int32 = within_int32
 
 
-_SYNC = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "get_barrier_semaphore",
-         "semaphore_read", "run_scoped"}
-
-
-def _has_run_scoped(jaxpr) -> str:
+def has_run_scoped(jaxpr) -> str:
     """Where the first `run_scoped` of a jaxpr (or of a sub-jaxpr) is, or '' (PAR-9: the only allocation
     a kernel's body can make)."""
     for e in jaxpr.eqns:
         if e.primitive.name == "run_scoped":
             return _line(e)
         for sub in _sub_jaxprs(e):
-            where = _has_run_scoped(sub)
+            where = has_run_scoped(sub)
             if where:
                 return where
     return ""
 
 
 def _has_sync(jaxpr) -> bool:
-    return any(e.primitive.name in _SYNC or any(_has_sync(s) for s in _sub_jaxprs(e)) for e in jaxpr.eqns)
+    return any(e.primitive.name in SYNC_OR_SCOPE or any(_has_sync(s) for s in _sub_jaxprs(e)) for e in jaxpr.eqns)
 
 
 def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, sources: dict) -> None:
@@ -285,10 +282,10 @@ def _evaluate(sym: _Sym, jaxpr, env: dict, path, where: tuple, signature: list, 
         elif name == "get_barrier_semaphore":
             sources[eqn.outvars[0]] = ("barrier",)
             signature.append((path, ("get_barrier_semaphore",)))
-        elif name in _SYNC:
+        elif name in SYNC_OR_SCOPE:
             signature.append((path, _sync_op(sym, eqn, args, path, sources, line)))
         if sym.recorder is not None and name != "cond":
-            sym.recorder(eqn, args, path, sources, line, signature[-1][1] if name in _SYNC and signature else None)
+            sym.recorder(eqn, args, path, sources, line, signature[-1][1] if name in SYNC_OR_SCOPE and signature else None)
         if out is not None and len(eqn.outvars) == 1 and _kind(eqn.outvars[0].aval) in _SCALARS:
             env[eqn.outvars[0]] = out
 

@@ -151,7 +151,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         modes, there = split_modes(program.num_ops, req.modes)
         if there:
             try:
-                apart = ModeWorker(analysis, there, req.properties, timeout_ms=timeout_ms, deadline=deadline,
+                apart = ModeWorker(analysis, there, req.properties, check=check_program, timeout_ms=timeout_ms, deadline=deadline,
                                    fold=req.fold)
             except OSError as e:
                 print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
@@ -192,7 +192,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     worker = None
     if there:
         try:
-            worker = ModeWorker(analysis, there, wanted, timeout_ms=timeout_ms, deadline=deadline)
+            worker = ModeWorker(analysis, there, wanted, check=check_program, timeout_ms=timeout_ms, deadline=deadline)
         except OSError as e:
             print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
             here, there = rest, ()

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.properties.confined_scopes import Starts
 from semcheck.checker.properties.confined_totals import Totals, complete
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.fast import fast_run
@@ -163,7 +164,7 @@ def composed_landings(composed: Any) -> list[Landing]:
     first at which that running maximum is)."""
     from bisect import bisect_left, bisect_right
 
-    from semcheck.checker.frontend.program_lower import _name, _prefix, _renames, operand_labels
+    from semcheck.checker.frontend.program_lower import program_label, call_prefix, call_renames, operand_labels
 
     program, calls, ir = composed.program, composed.calls, composed.ir
     topo = program.topology
@@ -172,10 +173,10 @@ def composed_landings(composed: Any) -> list[Landing]:
     renames: list[dict[str, str]] = []
     operands: dict[str, set[int]] = {}  # program label -> the calls that have it as an operand
     for inv in invs:
-        r, _ = _renames(inv, ir, renames)
+        r, _ = call_renames(inv, ir, renames)
         renames.append(r)
         for local in operand_labels(inv).values():
-            operands.setdefault(_name(local, _prefix(inv), r), set()).add(inv.index)
+            operands.setdefault(program_label(local, call_prefix(inv), r), set()).add(inv.index)
     owner: dict[str, int] = {}
     for ops, ks in zip(program.cores, calls):
         for op, k in zip(ops, ks):
@@ -310,22 +311,6 @@ def decide(program: Program, landings: list[Landing] | LandingColumns, *, where:
         "kernel-local or carried object (barrier semaphores aside, PRG-105)"))
 
 
-class _Starts:
-    """A fast run's observer that keeps the ident of every copy it starts (a witness names a write half by it)."""
-
-    def __init__(self) -> None:
-        self.starts: dict[tuple[int, int], int] = {}
-
-    def start(self, core: int, pc: int, ident: int) -> None:
-        self.starts[(core, pc)] = ident
-
-    def signal(self, *a: Any) -> None: ...
-    def wait(self, *a: Any) -> None: ...
-    def arrive(self, *a: Any) -> None: ...
-    def barrier(self, *a: Any) -> None: ...
-    def access(self, *a: Any) -> None: ...
-
-
 class _Held:
     """A run with one copy's write half held back, and the idents of the copies it started."""
 
@@ -335,7 +320,7 @@ class _Held:
 
 def _held_copy(program: Program, la: Landing) -> _Held:
     """PRG-112 for a copy: its write half never happens, everything else runs as far as it can."""
-    seen = _Starts()
+    seen = Starts()
     out = fast_run(program, "hardware", suppress=frozenset({(la.core, la.pc, "write")}), observer=seen)
     return _Held(out, seen.starts)
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semcheck.checker.properties.confined import _Starts
 from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.errors import ModelBug
@@ -35,6 +34,23 @@ from semcheck.model.fast import fast_run
 from semcheck.model.ops import AllocBuffer, AllocSem, DmaStart, Program, Signal, Wait
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, unrecorded_copies
+
+
+class Starts:
+    """A fast run's observer that keeps the ident of every copy it starts (a witness names a write half by it)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[tuple[int, int], int] = {}
+
+    def start(self, core: int, pc: int, ident: int) -> None:
+        self.starts[(core, pc)] = ident
+
+    def signal(self, *a: Any) -> None: ...
+    def wait(self, *a: Any) -> None: ...
+    def arrive(self, *a: Any) -> None: ...
+    def barrier(self, *a: Any) -> None: ...
+    def access(self, *a: Any) -> None: ...
+
 
 PROPERTY = "invocation-confined"
 HINT = ("wait for the copy inside the scope (before `run_scoped`'s body returns); for a copy into another "
@@ -248,7 +264,7 @@ def scope_runs(program: Program) -> ScopeRuns | None:
                     out.unsure.append((t, f"the signal at {op.loc} may land after its target left the scope (a "
                                           "run can fail first)"))
         elif t.free is not None:
-            seen = _Starts()
+            seen = Starts()
             late = fast_run(program, "hardware", suppress=frozenset({(t.core, t.pc, t.half)}), observer=seen)
             # (a copy that never starts while its half is held back lands nowhere)
             if late.state.pcs[t.core] > t.pc and late.state.pcs[t.owner] > t.free:

@@ -249,11 +249,17 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         shapes[c] = tuple(shape)
         deps[c] = list(dict.fromkeys(mine))
 
-    # cores whose story is the same up to rotating the devices: described once
+    cycle = [g for g in _cycle(deps) if g >= 0]  # a barrier's node stands between its cores
+    lines = _story(texts, shapes, cycle, topo, rel, at)
+    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits, marks)
+
+
+def _story(texts: dict, shapes: dict, cycle: list[int], topo, rel, at: dict) -> list[str]:
+    """The explanation's lines: the cycle, then each blocked core's words (`texts`); cores whose story
+    is the same up to rotating the devices (`shapes`) are described once."""
     groups: dict[tuple, list[int]] = {}
     for c in sorted(texts):
         groups.setdefault((topo.local_core_of(c), shapes[c]), []).append(c)
-    cycle = [g for g in _cycle(deps) if g >= 0]  # a barrier's node stands between its cores
     lines: list[str] = []
     if cycle:
         lines.append(_cycle_sentence(cycle, topo, rel, at))
@@ -262,7 +268,7 @@ def explain_deadlock(program: Program, out: Outcome, low: Lowered | None) -> Exp
         who = _cores(cores, topo)
         lines.append(f"{who} {'each ' if len(cores) > 1 else ''}{head if len(cores) > 1 else head.replace('block', 'blocks', 1)}")
         lines += [f"  {s}" for s in subs]
-    return Explanation(lines, list(dict.fromkeys(never_locs)), cycle, waits, marks)
+    return lines
 
 
 def _strays(low: Lowered, topo) -> dict:

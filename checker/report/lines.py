@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from semcheck.checker.report.render import FileReport, summary, summary_counts
+from semcheck.checker.report.rows import FileReport, summary, summary_counts
 from semcheck.checker.report.escape import gh_data, gh_property, line as one_line
 from semcheck.checker.report.every_n import line_texts, summary_words
 from semcheck.checker.report.findings import Finding, column, display_path, findings, rel, where

@@ -12,8 +12,9 @@ from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.diagram import diagram, to_mermaid
 from semcheck.checker.report.escape import fence, html_text, markdown, md_code
 from semcheck.checker.report.svg import to_svg
-from semcheck.checker.report.render import (PLAIN_MARK, FileReport, _rel, _row_summary, _where, _worst, hint_for,
-                                            overall, summary, summary_counts)
+from semcheck.checker.report.rows import (PLAIN_MARK, FileReport, row_summary, worst_kind, hint_for, overall, summary,
+                                          summary_counts)
+from semcheck.checker.report.findings import rel, where
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places
@@ -26,7 +27,7 @@ def mermaid_diagram(v: Verdict) -> str | None:
 
 
 def _md_loc(loc) -> str:
-    return md_code(f"{_rel(loc.file)}:{loc.line}")
+    return md_code(f"{rel(loc.file)}:{loc.line}")
 
 
 _MD_MARK = {"proved": "✅", "vacuous": "⭕", "violated": "❌", "unknown": "❓", "unrunnable": "🚫", "differ": "🔀"}
@@ -105,21 +106,21 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
     every = report_every_n.tally(files)  # --every-n (PAR-8)
     failed = [(f, name, e) for f in files for name, e in f.target_errors]  # targets whose build raised
     worst = overall(s, bool(errors or failed or every["violated"]), not results or bool(every["unknown"]))
-    out = [f"## semcheck {_MD_MARK[worst]} {markdown(_rel(label))}", "",
+    out = [f"## semcheck {_MD_MARK[worst]} {markdown(rel(label))}", "",
            f"**{summary_counts(s)}**"
            + (f" in {len(files) - len(errors)} kernel files" if len(files) > 1 else "")
            + (f"; {len(errors)} not verified" if errors else "")
            + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
            + report_every_n.summary_words(files)]
     for f, name, e in failed:
-        out += ["", f"### ❌ not verified: {md_code(f.path)} {markdown(name)}", "", markdown(_rel(e.one_line()))]
+        out += ["", f"### ❌ not verified: {md_code(f.path)} {markdown(name)}", "", markdown(rel(e.one_line()))]
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             out += ["", f"### {_MD_MARK[kind]} {_title(kind, props)}: {md_code(f.path)} {markdown(target)}, "
                         f"{n} devices, {mode}", ""]
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
-                out += fence("text", [_rel(t) for t in text])
+                out += fence("text", [rel(t) for t in text])
                 drawn = mermaid_diagram(v)
                 if drawn:
                     out += ["", *fence("mermaid", drawn.split("\n"))]
@@ -129,14 +130,14 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
                 if v.input is not None:
                     out += ["", f"**{markdown(input_line(v) or '')}**"]
             else:
-                out.append(markdown(_rel(v.reason)))
+                out.append(markdown(rel(v.reason)))
                 if len(props) >= 3 and kind != "unrunnable":
                     out += ["", f"properties: {', '.join(props)}"]
             if others:
-                out += ["", f"also {kind} at: {_where(others)}"]
+                out += ["", f"also {kind} at: {where(others)}"]
             hint = hint_for(v)
             if hint:
-                out += ["", f"**hint:** {markdown(_rel(hint))}"]
+                out += ["", f"**hint:** {markdown(rel(hint))}"]
     for f in files:
         for target, lines, causes in modes_differ(f.results):
             out += ["", f"### {_MD_MARK['differ']} modes differ: {md_code(f.path)} {markdown(target)}", ""]
@@ -151,23 +152,23 @@ def to_markdown(label: str, files: Sequence[FileReport]) -> str:
         by_target = _every_n_by_target(f)
         for target, xs in by_target.items():
             out += ["", f"### every N: {md_code(f.path)} {markdown(target)}", ""]
-            out += [f"- {_EVERY_N_MARK[x.kind]} {markdown(_rel(report_every_n.text(x)))}" for x in xs]
+            out += [f"- {_EVERY_N_MARK[x.kind]} {markdown(rel(report_every_n.text(x)))}" for x in xs]
     for head, sups in _suppressions(files):
         out += ["", f"### ➖ {head}", ""]
-        out += [f"- {md_code(f.path)} {markdown(_rel(x.describe()))}" for f, x in sups]
+        out += [f"- {md_code(f.path)} {markdown(rel(x.describe()))}" for f, x in sups]
     unused = [(f, x) for f in files for x in f.unused]
     if unused:  # REP-26
         out += ["", "### ⚠️ unused suppressions", ""]
-        out += [f"- {_md_loc(x.loc)}: {markdown(_rel(x.unused()))} ({markdown(_rel(x.reason))})" for f, x in unused]
+        out += [f"- {_md_loc(x.loc)}: {markdown(rel(x.unused()))} ({markdown(rel(x.reason))})" for f, x in unused]
     # the findings first: a reader of a step summary or a PR comment wants the diagnosis, then the detail
     out += ["", "### configurations", "", "| | file | target | devices | DMA mode | result |", "|---|---|---|---|---|---|"]
     for f in files:
         if f.error is not None:
-            out.append(f"| ❌ | {md_code(f.path)} | | | | not verified: {markdown(_rel(f.error.one_line()))} |")
+            out.append(f"| ❌ | {md_code(f.path)} | | | | not verified: {markdown(rel(f.error.one_line()))} |")
         for r in f.results:
-            worst_r = _worst(r.verdicts)
+            worst_r = worst_kind(r.verdicts)
             out.append(f"| {_MD_MARK[worst_r]} | {md_code(f.path)} | {markdown(r.target)} | {r.devices} | "
-                       f"{r.dma_mode} | {markdown(_rel(_row_summary(r)))} |")
+                       f"{r.dma_mode} | {markdown(rel(row_summary(r)))} |")
     covered = [text for f in files for text in coverage(f.results)]
     if covered:
         out += [""] + [f"- generated inputs: {markdown(text)}" for text in covered]
@@ -196,13 +197,13 @@ def _html_places(p) -> list[str]:
     out = []
     if p.primary is not None:
         loc = p.primary.loc
-        out.append(f"<p class=fix><b>fix here</b> <code>{e(_rel(loc.file))}:{loc.line}</code>: "
-                   f"<code>{e(loc.text.strip())}</code>" + (f"<br>{e(_rel(p.primary.message))}" if p.primary.message
+        out.append(f"<p class=fix><b>fix here</b> <code>{e(rel(loc.file))}:{loc.line}</code>: "
+                   f"<code>{e(loc.text.strip())}</code>" + (f"<br>{e(rel(p.primary.message))}" if p.primary.message
                                                             else "") + "</p>")
     if p.related:
         out.append("<ul class=related>" + "".join(
-            f"<li><code>{e(_rel(x.loc.file))}:{x.loc.line}</code>: <code>{e(x.loc.text.strip())}</code>"
-            + (f": {e(_rel(x.message))}" if x.message else "") + "</li>" for x in p.related) + "</ul>")
+            f"<li><code>{e(rel(x.loc.file))}:{x.loc.line}</code>: <code>{e(x.loc.text.strip())}</code>"
+            + (f": {e(rel(x.message))}" if x.message else "") + "</li>" for x in p.related) + "</ul>")
     return out
 
 
@@ -213,13 +214,13 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     results = [r for f in files for r in f.results]
     s = summary(results)
     failed = [(f, name, x) for f in files for name, x in f.target_errors]  # targets whose build raised
-    body = [f"<h1>semcheck: {e(_rel(label))}</h1>",
+    body = [f"<h1>semcheck: {e(rel(label))}</h1>",
             f"<p><b>{e(summary_counts(s))}"
             + (f"; {len(failed)} {'target' if len(failed) == 1 else 'targets'} not verified" if failed else "")
             + f"{e(report_every_n.summary_words(files))}</b></p>"]
     for f, name, x in failed:
         body.append(f"<h2>{_badge('violated')} not verified: <code>{e(f.path)}</code> {e(name)}</h2>"
-                    f"<p>{e(_rel(x.one_line()))}</p>")
+                    f"<p>{e(rel(x.one_line()))}</p>")
     for f in files:
         for kind, target, v, others, n, mode, props in _problems(f.results):
             shown = _title(kind, props)
@@ -227,7 +228,7 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                         f"{n} devices, {mode}</h2>")
             if kind == "violated" and v.witness is not None:
                 text = v.witness.details.get("explanation") or [v.witness.message]
-                body.append("<pre class=text>" + e("\n".join(_rel(t) for t in text)) + "</pre>")
+                body.append("<pre class=text>" + e("\n".join(rel(t) for t in text)) + "</pre>")
                 body += _html_places(places(v))  # REP-10: the line to change first, then what happens where
                 if v.input is not None:
                     body.append(f"<p><b>{e(input_line(v) or '')}</b></p>")
@@ -235,12 +236,12 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
                 if drawn is not None:
                     body.append("<figure>" + to_svg(drawn, title=f"{shown}: {f.path} {target}") + "</figure>")
             else:
-                body.append(f"<p>{e(_rel(v.reason))}</p>")
+                body.append(f"<p>{e(rel(v.reason))}</p>")
             if others:
-                body.append(f"<p>also {kind} at: {e(_where(others))}</p>")
+                body.append(f"<p>also {kind} at: {e(where(others))}</p>")
             hint = hint_for(v)
             if hint:
-                body.append(f"<p><b>hint:</b> {e(_rel(hint))}</p>")
+                body.append(f"<p><b>hint:</b> {e(rel(hint))}</p>")
     for f in files:
         for target, lines, causes in modes_differ(f.results):
             body.append(f"<h2>{_badge('differ')} modes differ: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
@@ -248,23 +249,23 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
             body.append("</ul>")
             for code, text, locs in causes:
                 body.append(f"<p>can explain it, <b>{e(code)}</b>: {e(text)}</p>")
-                body += [f"<p><code>{e(_rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
+                body += [f"<p><code>{e(rel(loc.file))}:{loc.line}</code>: <code>{e(loc.text.strip())}</code></p>"
                          for loc in locs]
             if not causes:
                 body.append("<p>no known interpreter divergence explains it: see specs/semantics/divergences.md</p>")
     for f in files:  # --every-n (specs/deciding/parametric.md PAR-8)
         for target, xs in _every_n_by_target(f).items():
             body.append(f"<h2>every N: <code>{e(f.path)}</code> {e(target)}</h2><ul>")
-            body += [f"<li>{_badge(x.kind)} {e(_rel(report_every_n.text(x)))}</li>" for x in xs]
+            body += [f"<li>{_badge(x.kind)} {e(rel(report_every_n.text(x)))}</li>" for x in xs]
             body.append("</ul>")
     for head, sups in _suppressions(files):
         body.append(f"<h2>{head}</h2><ul>")
-        body += [f"<li><code>{e(f.path)}</code> {e(_rel(x.describe()))}</li>" for f, x in sups]
+        body += [f"<li><code>{e(f.path)}</code> {e(rel(x.describe()))}</li>" for f, x in sups]
         body.append("</ul>")
     unused = [(f, x) for f in files for x in f.unused]
     if unused:  # REP-26
         body.append("<h2>unused suppressions</h2><ul>")
-        body += [f"<li><code>{e(_rel(x.loc.file))}:{x.loc.line}</code>: {e(_rel(x.unused()))} ({e(_rel(x.reason))})</li>"
+        body += [f"<li><code>{e(rel(x.loc.file))}:{x.loc.line}</code>: {e(rel(x.unused()))} ({e(rel(x.reason))})</li>"
                  for f, x in unused]
         body.append("</ul>")
     # the findings first, the table of configurations after them (as the markdown report)
@@ -274,16 +275,16 @@ def to_html(label: str, files: Sequence[FileReport]) -> str:
     for f in files:
         if f.error is not None:
             body.append(f"<tr><td>{_badge('violated')}</td><td><code>{e(f.path)}</code></td><td colspan=3></td>"
-                        f"<td>not verified: {e(_rel(f.error.one_line()))}</td></tr>")
+                        f"<td>not verified: {e(rel(f.error.one_line()))}</td></tr>")
         for r in f.results:
-            body.append(f"<tr><td>{_badge(_worst(r.verdicts))}</td><td><code>{e(f.path)}</code></td>"
+            body.append(f"<tr><td>{_badge(worst_kind(r.verdicts))}</td><td><code>{e(f.path)}</code></td>"
                         f"<td>{e(r.target)}</td><td>{r.devices}</td><td>{r.dma_mode}</td>"
-                        f"<td>{e(_rel(_row_summary(r)))}</td></tr>")
+                        f"<td>{e(rel(row_summary(r)))}</td></tr>")
     body.append("</table>")
     style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
              "pre.text{background:#f6f8fa;padding:.8em;white-space:pre-wrap}"
              "figure{margin:1em 0;overflow-x:auto}svg.diagram{display:block}" + _BADGE_STYLE)
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>semcheck: {e(_rel(label))}</title><style>{style}</style></head><body>\n"
+            f"<title>semcheck: {e(rel(label))}</title><style>{style}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")

@@ -7,7 +7,7 @@ from typing import Any
 
 from semcheck.checker.run.generated_inputs import input_line
 from semcheck.checker.properties.registry import IDS
-from semcheck.checker.report.render import FileReport, _difference_line, hint_for, input_json
+from semcheck.checker.report.rows import FileReport, difference_line, hint_for, input_json
 from semcheck.checker.report.findings import Finding, column, findings, rel, uri, where
 from semcheck.checker.report.sarif_rules import information_uri, rules as sarif_rules
 from semcheck.checker.report.suppress import Suppression
@@ -78,7 +78,7 @@ def sarif_result(x: Finding) -> dict[str, Any]:
         line = input_line(v) or ""
         text += f" {line[:1].upper()}{line[1:]}."
     if x.difference is not None:
-        text += f" Modes differ: {_difference_line(x.difference)}."
+        text += f" Modes differ: {difference_line(x.difference)}."
     hint = hint_for(v)
     if hint:
         text += f" Hint: {hint}."

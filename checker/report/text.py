@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from semcheck.checker.run.generated_inputs import coverage, input_line
 from semcheck.checker.properties.registry import IDS
-from semcheck.checker.report.render import (MARK, PLAIN_MARK, STYLE, FileReport, _configs, _header, _rel, _row_summary,
-                                     _where, _worst, hint_for, overall, summary, summary_counts)
+from semcheck.checker.report.rows import (MARK, PLAIN_MARK, STYLE, FileReport, configs, header, row_summary,
+                                     worst_kind, hint_for, overall, summary, summary_counts)
+from semcheck.checker.report.findings import rel, where
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places
@@ -28,7 +29,7 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
     rule_chars = "-" if plain else "─"
 
     def say(text: str, style: str = "") -> None:
-        console.print(Text(_rel(text), style=style), soft_wrap=True, highlight=False)
+        console.print(Text(rel(text), style=style), soft_wrap=True, highlight=False)
 
     _render_file(console, say, marks, rule_chars, path, results)
     _render_summary(console, marks, plain, results)
@@ -49,20 +50,20 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
     rule_chars = "-" if plain else "─"
 
     def say(text: str, style: str = "") -> None:
-        console.print(Text(_rel(text), style=style), soft_wrap=True, highlight=False)
+        console.print(Text(rel(text), style=style), soft_wrap=True, highlight=False)
 
     for i, f in enumerate(files):
         if i:
             console.print()
         if f.error is not None:
             line = Text(f"{marks['violated']} ", style=STYLE["violated"])
-            line.append(_rel(f"{f.path}: not verified: {f.error.one_line()}"))
+            line.append(rel(f"{f.path}: not verified: {f.error.one_line()}"))
             console.print(line, soft_wrap=True, highlight=False)
             continue
         _render_file(console, say, marks, rule_chars, f.path, f.results, detail)
         for name, e in f.target_errors:  # a target whose build raised: the others' results stand, it has none
             line = Text(f"{marks['violated']} ", style=STYLE["violated"])
-            line.append(_rel(f"{f.path}::{name}: not verified: {e.one_line()}"))
+            line.append(rel(f"{f.path}::{name}: not verified: {e.one_line()}"))
             console.print(line, soft_wrap=True, highlight=False)
         if f.claims:  # --every-n (specs/deciding/parametric.md PAR-8)
             _render_every_n(console, marks, rule_chars, f)
@@ -80,14 +81,14 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
     from rich.text import Text
 
     if results and detail != "quiet":
-        say(_header(path, results), "bold")
+        say(header(path, results), "bold")
     width = max((len(r.target) for r in results), default=0)
     mark_width = max(len(marks[k]) for k in ("proved", "violated", "unknown"))  # the rows' columns stay put
     for r in results if detail != "quiet" else ():
-        worst = _worst(r.verdicts)
+        worst = worst_kind(r.verdicts)
         line = Text(f"{marks[worst]:<{mark_width}} ", style=STYLE[worst])
         line.append(f"{r.target:<{width}}  devices={r.devices:<4} {r.dma_mode:<8}  ")
-        line.append(_rel(_row_summary(r, rules=detail == "verbose")), style=STYLE[worst] if worst != "proved" else "")
+        line.append(rel(row_summary(r, rules=detail == "verbose")), style=STYLE[worst] if worst != "proved" else "")
         if r.cached:
             line.append("  (cached)", style="dim")
         console.print(line, soft_wrap=True, highlight=False)
@@ -101,7 +102,7 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
     # (target, kind of reason), listing the properties -- a timeout or a
     # failing run leaves several undecided for the same reason.
     groups: dict[tuple[str, str, str], list[tuple[int, str, Verdict]]] = {}
-    for target, n, mode, verdicts in _configs(results):
+    for target, n, mode, verdicts in configs(results):
         for v in verdicts:
             if v.verdict == "violated":
                 groups.setdefault((target, "violated", v.property), []).append((n, mode, v))
@@ -144,11 +145,11 @@ def _render_file(console, say, marks, rule_chars, path: str, results: Sequence[R
         if len(props) >= 3 and kind != "unrunnable":
             say(f"properties: {', '.join(props)}")
         if others:
-            say(f"also {kind if kind != 'unrunnable' else 'not run'} at: {_where(others)}", "dim")
+            say(f"also {kind if kind != 'unrunnable' else 'not run'} at: {where(others)}", "dim")
         hint = hint_for(v)
         if hint:
             line = Text("hint: ", style="bold")
-            line.append(_rel(hint))
+            line.append(rel(hint))
             console.print(line, soft_wrap=True, highlight=False)
 
     lines = coverage(results)
@@ -257,5 +258,5 @@ def _render_every_n(console, marks, rule_chars, f: FileReport) -> None:
                           style="bold"), characters=rule_chars, align="left")
         for x in xs:
             line = Text(f"{mark[x.kind]:<{mark_width}} ", style=STYLE.get(x.kind, "dim"))
-            line.append(_rel(report_every_n.text(x)), style="dim" if x.kind == "per-n" else "")
+            line.append(rel(report_every_n.text(x)), style="dim" if x.kind == "per-n" else "")
             console.print(line, soft_wrap=True, highlight=False)

@@ -223,7 +223,7 @@ def _failure(e: BaseException, path: str, signalled: list[bool], tb: str) -> tup
     """The message that says why the child stopped: the kernel's own failure is an input error, with
     the kernel line where it was raised; anything else is semcheck's (a crash)."""
     from semcheck.checker.frontend.errors import FrontendError
-    from semcheck.checker.frontend.targets import _user_loc
+    from semcheck.checker.frontend.targets import user_loc
 
     if isinstance(e, FrontendError):
         return ("input", (e.code, str(e), e.loc), tb)
@@ -231,7 +231,7 @@ def _failure(e: BaseException, path: str, signalled: list[bool], tb: str) -> tup
         return ("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb)
     if isinstance(e, KeyboardInterrupt) and signalled[0]:
         return ("input", ("interrupted", "interrupted", None), tb)
-    loc = _user_loc(e, path)
+    loc = user_loc(e, path)
     # semcheck raises no KeyboardInterrupt of its own; another BaseException is the kernel's when it
     # was raised through the kernel file's code
     if isinstance(e, KeyboardInterrupt) or (loc is not None and not isinstance(e, Exception)):

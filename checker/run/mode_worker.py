@@ -15,12 +15,14 @@ multiprocessing process, which may not start multiprocessing children), fed
 the program as a pickle over its stdin. Either way the answer is a pickle of
 the verdicts, read from a pipe.
 
-    python -m semcheck.checker.run.mode_worker   # reads (program, modes, properties, timeout_ms, deadline, fold, known)
+    python -m semcheck.checker.run.mode_worker_main   # reads (program, modes, properties, timeout_ms, deadline, fold, known)
+
+The check itself is handed in (`check`: `checking.check_program`), so that this module, which the
+checks use, does not import them back.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import pickle
 import signal
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import IO, Any
 
 # Below this many operations the checks take well under a second and a second
@@ -41,9 +44,10 @@ SHARED = ("symmetry",)
 class ModeWorker:
     """One started worker, checking the given modes of one program."""
 
-    def __init__(self, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], *,
+    def __init__(self, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], *, check: Callable,
                  timeout_ms: int, deadline: float | None, fork: bool | None = None, fold: bool = False) -> None:
-        """`analysis`: the program's (`checker.properties.analysis.Analysis`), or the program itself. `fold`: the
+        """`analysis`: the program's (`checker.properties.analysis.Analysis`), or the program itself. `check`:
+        `checking.check_program` (a forked worker calls it; a spawned one imports it). `fold`: the
         worker decides its modes as `check_program` does with the fold (a Symmetric's whole check, RUN-15);
         without it, on the program itself (the verify child tried the fold already)."""
         from semcheck.checker.properties.analysis import Analysis
@@ -51,6 +55,7 @@ class ModeWorker:
         if not isinstance(analysis, Analysis):
             analysis = Analysis(analysis)
         self.modes = modes
+        self.check = check
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
         request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold)
@@ -74,7 +79,7 @@ class ModeWorker:
             code = 1
             try:
                 os.close(read)
-                answer = pickle.dumps(_check(*request), protocol=pickle.HIGHEST_PROTOCOL)
+                answer = pickle.dumps(answer_of(self.check, *request), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(write, "wb") as out:
                     out.write(answer)
                 code = 0
@@ -90,7 +95,7 @@ class ModeWorker:
         known = {k: analysis.__dict__[k] for k in SHARED if k in analysis.__dict__}
         request = (analysis.program, *request[1:])
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "semcheck.checker.run.mode_worker"],
+            [sys.executable, "-m", "semcheck.checker.run.mode_worker_main"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -132,16 +137,14 @@ class ModeWorker:
         return payload
 
 
-def _check(analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
-           deadline: float | None, fold: bool = False) -> tuple[str, Any]:
+def answer_of(check: Callable, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
+              deadline: float | None, fold: bool = False) -> tuple[str, Any]:
     """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash."""
-    from semcheck.checker.properties.checking import check_program
-
     try:
         analysis.modes = modes
         # without `fold` the verify child has tried the fold already: these modes are decided on the program
-        return ("ok", {m: check_program(analysis.program, m, properties, timeout_ms=timeout_ms, deadline=deadline,
-                                        fold=fold, analysis=analysis) for m in modes})
+        return ("ok", {m: check(analysis.program, m, properties, timeout_ms=timeout_ms, deadline=deadline,
+                                fold=fold, analysis=analysis) for m in modes})
     except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
         return ("error", f"{type(e).__name__}: {e}")
 
@@ -159,22 +162,3 @@ def split_modes(num_ops: int, modes: tuple[str, ...]) -> tuple[tuple[str, ...], 
     if num_ops < MIN_OPS or "hardware" not in modes or len(modes) < 2 or (os.cpu_count() or 1) < 2:
         return modes, ()
     return tuple(m for m in modes if m != "hardware"), ("hardware",)
-
-
-def main() -> int:
-    from semcheck.checker.properties.analysis import Analysis
-
-    gc.disable()  # as in the verify child: short-lived, allocation-heavy
-    program, modes, properties, timeout_ms, deadline, fold, known = pickle.load(sys.stdin.buffer)
-    analysis = Analysis(program, symmetry=known.get("symmetry"))
-    out = _check(analysis, modes, properties, timeout_ms, deadline, fold)
-    sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
-    sys.stdout.buffer.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    code = main()
-    # The verify child reads the answer up to end of file, which comes when this process exits;
-    # freeing a large program's objects one by one at interpreter exit is slow (bench/README.md).
-    os._exit(code)

@@ -226,13 +226,14 @@ def test_the_certificate_knows_every_primitive_the_front_end_emits_operations_fo
     from jax._src.pallas import primitives as pallas_prims
     from jax._src.state import primitives as state_prims
 
-    from semcheck.checker.frontend.rotation_obligations import _ACCESS, _MASKED, _SYNC
+    from semcheck.checker.frontend.rotation_obligations import ACCESS, MASKED
+    from semcheck.checker.frontend.sync_primitives import SYNC
     from semcheck.checker.frontend.sync_rules import SYNC_PRIMS
 
-    assert {p.name for p in SYNC_PRIMS} <= _SYNC | {"run_scoped"}  # run_scoped: its body is walked
+    assert {p.name for p in SYNC_PRIMS} <= SYNC | {"run_scoped"}  # run_scoped: its body is walked
     accesses = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p, pallas_prims.load_p,
                 pallas_prims.swap_p)
-    assert {p.name for p in accesses} <= set(_ACCESS) | _MASKED
+    assert {p.name for p in accesses} <= set(ACCESS) | MASKED
 
 
 @pytest.mark.rule("RUN-42")

@@ -29,7 +29,7 @@ from semcheck.model.step import target_core
 
 def quadratic_landings(composed):
     """`confined.composed_landings` before PRG-153, verbatim but for its name."""
-    from semcheck.checker.frontend.program_lower import _name, _prefix, _renames, operand_labels
+    from semcheck.checker.frontend.program_lower import program_label, call_prefix, call_renames, operand_labels
 
     program, calls, ir = composed.program, composed.calls, composed.ir
     topo = program.topology
@@ -37,10 +37,10 @@ def quadratic_landings(composed):
     renames = []
     operands = {}
     for inv in invs:
-        r, _ = _renames(inv, ir, renames)
+        r, _ = call_renames(inv, ir, renames)
         renames.append(r)
         for local in operand_labels(inv).values():
-            operands.setdefault(_name(local, _prefix(inv), r), set()).add(inv.index)
+            operands.setdefault(program_label(local, call_prefix(inv), r), set()).add(inv.index)
     owner = {}
     for ops, ks in zip(program.cores, calls):
         for op, k in zip(ops, ks):
@@ -99,9 +99,9 @@ def fake_lowering():
     """program_lower's label helpers over `FakeInvocation`: an operand keeps its program label."""
     return mock.patch.multiple(
         program_lower,
-        _renames=lambda inv, ir, renames: ({}, None),
-        _prefix=lambda inv: "",
-        _name=lambda local, prefix, r: local,
+        call_renames=lambda inv, ir, renames: ({}, None),
+        call_prefix=lambda inv: "",
+        program_label=lambda local, prefix, r: local,
         operand_labels=lambda inv: {j: lb for j, lb in enumerate(inv.operands)})
 
 
