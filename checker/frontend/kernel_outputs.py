@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
+
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
 # barrier semaphore, a device's coordinate.
 _TALKS = ("get_barrier_semaphore", "axis_index", "device_id")
@@ -119,11 +121,8 @@ def _subs(params: dict[str, Any]) -> list[Any]:
 
 
 def _remote(eqn: Any) -> bool:
-    """A copy or signal with a device id (its operands' tree names one: `dma_start`/`dma_wait` at position 4,
-    `semaphore_signal` at 3)."""
-    name = eqn.primitive.name
-    key, at = ("tree", 4) if name.startswith("dma_") else ("args_tree", 3) if name == "semaphore_signal" else (
-        None, 0)
+    """A copy or signal with a device id (its operands' tree names one, `DEVICE_ID_OPERAND`)."""
+    key, at = DEVICE_ID_OPERAND.get(eqn.primitive.name, (None, 0))
     if key is None or eqn.params.get(key) is None:
         return False
     try:

@@ -37,6 +37,9 @@ NO_INTERPRETER_CASE = frozenset({"semaphore_read"})
 `pallas/mosaic/interpret/interpret_pallas_call.py`, jax 0.12, handles the others itself): it lowers them
 through MLIR, which has no CPU rule for them (LAUNCH-3; pinned in tests/test_primitive_audit.py)."""
 INTERPRETED = SYNC - NO_INTERPRETER_CASE
+DEVICE_ID_OPERAND = {"dma_start": ("tree", 4), "dma_wait": ("tree", 4), "semaphore_signal": ("args_tree", 3)}
+"""Where a copy's or signal's target device id sits among its operands: the parameter holding the operand
+tree, and the position in it (`None` there: this device)."""
 
 
 def primitive(name: str) -> Any:
