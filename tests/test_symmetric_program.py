@@ -136,6 +136,13 @@ def _same_verdicts(found) -> list:
 @pytest.mark.rule("RUN-20", "RUN-21", "PRG-165")
 @pytest.mark.parametrize("devices", FAST)
 def test_every_check_decides_it_as_the_program(devices):
+    # every third file: all of them take minutes per device count, run by the slow test below
+    assert _same_verdicts(_programs(devices, LIGHT[::3])) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("devices", FAST)
+def test_every_check_decides_it_as_the_program_for_every_file(devices):
     assert _same_verdicts(_programs(devices, LIGHT)) == []
 
 
