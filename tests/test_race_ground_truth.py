@@ -200,7 +200,10 @@ def test_record_was_made_from_the_current_file(path):
 def test_race_examples_race_and_clean_examples_do_not():
     """What the examples are meant to be, as jax's detector sees it."""
     for key, case in sorted(CASES.items()):
-        if case["kind"] == "race":
+        if case["kind"] == "race" and key[1] % 2 == 0 and key[0].endswith("_by_parity.py"):
+            # races only at an odd device count (its docstring); even counts are recorded as its fix
+            assert not case["race_reported"], _case_id(key)
+        elif case["kind"] == "race":
             assert case["outcome"] == "completed" and case["race_reported"], (
                 f"{_case_id(key)}: a race example jax ran without a race report "
                 f"(outcomes {case['outcomes']})")

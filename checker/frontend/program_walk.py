@@ -462,7 +462,7 @@ class _Walker(PerDevice):
             (flag,) = run(p["cond_jaxpr"], [*cconsts, *carry])
             uniform, value = self._about(cond.outvars[0], flag)
             if not uniform or value is None:
-                raise _Stop(f"a kernel call inside {UNKNOWN_TRIPS}, the same on every device, from the loop's carry "
+                raise Stop(f"a kernel call inside {UNKNOWN_TRIPS}, the same on every device, from the loop's carry "
                             "(PRG-171)", loc)
             if not bool(np.asarray(value).reshape(-1)[0]):
                 return carry
@@ -470,8 +470,8 @@ class _Walker(PerDevice):
                 break
             carry = run(p["body_jaxpr"], [*bconsts, *carry])
             if len(carry) != len(eqn.outvars):
-                raise _Stop("a loop whose carried values the walk cannot match", loc)
-        raise _Stop(f"a kernel call inside a while loop of more than {MAX_UNROLL} iterations: the walk unrolls at "
+                raise Stop("a loop whose carried values the walk cannot match", loc)
+        raise Stop(f"a kernel call inside a while loop of more than {MAX_UNROLL} iterations: the walk unrolls at "
                     f"most {MAX_UNROLL} (PRG-171)", loc)
 
     def _contains_kernel(self, eqn: Any) -> bool:

@@ -39,6 +39,8 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     "examples/buggy/moe_count_read_before_wait.py",
     "examples/buggy/moe_dispatch_wait_one_row_short.py",
     "examples/ragged_paged_attention.py",
+    "examples/paged_attention_three_slots.py",
+    "examples/buggy/race_paged_attention_prefetch_wrong_slot.py",
     "examples/buggy/ragged_paged_attention_last_page_not_waited.py",
     "examples/reduce_scatter_grouped_matmul.py",
     "examples/buggy/race_grouped_matmul_zero_fill_after_barrier.py",
