@@ -42,6 +42,8 @@ class Finding:
     configs: tuple[tuple[int, str], ...]  # (devices, dma mode) where it shows, in report order
     where: Places  # the bug's line (None: the kernel file as a whole) and the other lines, each with a message
     difference: Difference | None = None  # when some DMA mode proves what this violates
+    part: str = ""  # the properties, when one cause's rows split into findings by where they show
+
 
     @property
     def loc(self) -> Loc | None:
@@ -58,7 +60,7 @@ class Finding:
 
     def fingerprint(self) -> str:
         where = f"{uri(self.loc.file)}:{self.loc.line}" if self.loc is not None else uri(self.file)
-        key = f"{self.kind}/{self.cause}|{self.target}|{where}"
+        key = f"{self.kind}/{self.cause}|{self.target}|{where}" + (f"|{self.part}" if self.part else "")
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     def message(self) -> str:
@@ -70,6 +72,19 @@ class Finding:
     def title(self) -> str:
         """`deadlock-free violated` or `deadlock-free, exit-balance unknown`."""
         return f"{', '.join(self.properties)} {self.kind}"
+
+
+def _by_configs(entries: list[tuple[int, str, Verdict]]) -> list[list[tuple[int, str, Verdict]]]:
+    """One group's rows split by the configurations each property shows at: a finding lists properties
+    and configurations, and means each property at each configuration (a deadlock violated under eager
+    must not read as unknown there because a hardware row shares the unknown's cause)."""
+    shows: dict[str, set[tuple[int, str]]] = {}
+    for n, m, v in entries:
+        shows.setdefault(v.property, set()).add((n, m))
+    parts: dict[frozenset, list[tuple[int, str, Verdict]]] = {}
+    for e in entries:
+        parts.setdefault(frozenset(shows[e[2].property]), []).append(e)
+    return list(parts.values())
 
 
 def findings(path: str, results: Sequence[Result]) -> list[Finding]:
@@ -100,11 +115,14 @@ def findings(path: str, results: Sequence[Result]) -> list[Finding]:
     out = []
     for key, entries in groups.items():
         target, kind, cause, _ = key
-        first = min(entries, key=lambda e: e[0])  # the smallest device count, modes in report order
-        props = tuple(sorted(dict.fromkeys(e[2].property for e in entries), key=order.get))
-        configs = tuple(dict.fromkeys((n, m) for n, m, _ in entries))
         at, d = where[key]
-        out.append(Finding(path, target, kind, cause, props, first[2], configs, at, d))
+        parts = _by_configs(entries)  # a finding says every property of it at every configuration of it
+        for part in parts:
+            first = min(part, key=lambda e: e[0])  # the smallest device count, modes in report order
+            props = tuple(sorted(dict.fromkeys(e[2].property for e in part), key=order.get))
+            configs = tuple(dict.fromkeys((n, m) for n, m, _ in part))
+            label = ",".join(props) if len(parts) > 1 else ""
+            out.append(Finding(path, target, kind, cause, props, first[2], configs, at, d, label))
     rank = {"violated": 0, "unknown": 1, "unrunnable": 2, "vacuous": 3}
     out.sort(key=lambda f: (rank[f.kind], order[f.properties[0]]))
     return out

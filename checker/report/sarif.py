@@ -105,6 +105,7 @@ def sarif_result(x: Finding) -> dict[str, Any]:
     if flows:
         res["codeFlows"] = flows
     res["properties"] = {
+        "file": uri(x.file),  # the kernel file verified: the location may be in a module it imports
         "target": x.target,
         "verdict": x.kind,
         "properties": list(x.properties),

@@ -3,6 +3,7 @@ schema, exit codes of every example, text on a terminal and off it, parallel swe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pty
@@ -14,7 +15,7 @@ from importlib import metadata
 
 import pytest
 
-from ._support import BUGGY, CLEAN, EXAMPLES, SCHEMA, SEMCHECK, env, semcheck, semcheck_many, without_timings
+from ._support import BUGGY, CLEAN, EXAMPLES, SCHEMA, SEMCHECK, Run, env, semcheck, semcheck_many, without_timings
 from test_buggy_verdicts import DEVICES as BUGGY_DEVICES  # where a bug shows only at another count
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -44,51 +45,111 @@ def assert_valid(validator, document, what):
     assert not errors, f"{what}: " + "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
 
 
-# Buggy kernels whose JSON reports are checked too: between them every kind of
+# Buggy kernels whose JSON texts are checked for relative file names: between them every kind of
 # witness (ids, deadlock with blocked cores, exit balance, DMA bytes, two cores)
 # and unknowns that follow from a failing run or a deadlock.
 JSON_TOO = ("fixed_id_collision.py", "missing_signal_deadlock.py", "dma_byte_mismatch_wait_smaller.py",
             "two_core_missing_core_index.py", "two_core_signal_hangs_on_tpu.py")
 
 
+@dataclasses.dataclass(frozen=True)
+class FileReport:
+    """One kernel file's part of a report over several files: its JSON rows (or SARIF results)."""
+    name: str
+    batch: Run
+    document: dict
+
+    def json(self) -> dict:
+        return self.document
+
+
+def _part(document: dict, fmt: str, path: str) -> dict:
+    """The part of a report over several files that is about `path` (as given on the command line)."""
+    doc = json.loads(json.dumps(document))
+    if fmt == "json":
+        for key in ("results", "differences", "suppressed", "errors"):
+            doc[key] = [r for r in doc.get(key, []) if r["file"] == path]
+        doc["file"], doc["files"] = path, [path]
+        doc["summary"] = {k: sum(r["verdict"] == k for r in doc["results"]) for k in doc["summary"]}
+    else:
+        (run,) = doc["runs"]
+        run["results"] = [r for r in run["results"] if r["properties"]["file"] == path]
+    return doc
+
+
 @pytest.fixture(scope="module")
 def example_runs():
-    """Every example at 2 devices (a buggy one at the count its bug shows at): clean ones as JSON, buggy ones
-    as SARIF (some as JSON too)."""
-    calls, keys = [], []
-    for path in sorted(EXAMPLES.glob("*.py")):
-        calls.append((("verify", path, "--devices", "2", "--format", "json"), {}))
-        keys.append((path.name, "json"))
-    for path in sorted(BUGGY.glob("*.py")):
-        for fmt in ("json", "sarif") if path.name in JSON_TOO else ("sarif",):
-            devices = str(BUGGY_DEVICES.get(path.name, 2))
-            calls.append((("verify", path, "--devices", devices, "--format", fmt), {"cwd": EXAMPLES.parent}))
-            keys.append((f"buggy/{path.name}", fmt))
-    return dict(zip(keys, semcheck_many(calls), strict=True))
+    """Every example at 2 devices (a buggy one at the count its bug shows at): the clean ones in JSON,
+    the buggy ones in JSON and SARIF, one CLI run over many files each (a run of its own per file spent
+    most of its time importing jax: 150 s for the module). Keyed by (name, format); the batches
+    themselves are under ("*clean", "json") and ("*buggy", format, devices)."""
+    clean = [f"examples/{p.name}" for p in sorted(EXAMPLES.glob("*.py"))]
+    by_devices: dict[int, list[str]] = {}
+    for p in sorted(BUGGY.glob("*.py")):
+        by_devices.setdefault(BUGGY_DEVICES.get(p.name, 2), []).append(f"examples/buggy/{p.name}")
+    calls, keys = [(("verify", *clean, "--devices", "2", "--format", "json"), {"cwd": EXAMPLES.parent})], ["*clean"]
+    for n, paths in sorted(by_devices.items()):
+        calls.append((("verify", *paths, "--devices", str(n), "--format", "json"), {"cwd": EXAMPLES.parent,
+                                                                                   "timeout": 1800}))
+        keys.append(("*buggy", "json", n))
+    batches = dict(zip(keys, semcheck_many(calls), strict=True))
+    # SARIF after JSON: the same requests, answered from the result cache the JSON runs wrote
+    sarif = semcheck_many([(("verify", *paths, "--devices", str(n), "--format", "sarif"), {"cwd": EXAMPLES.parent})
+                           for n, paths in sorted(by_devices.items())])
+    out: dict = {("*clean", "json"): batches["*clean"]}
+    for path in clean:
+        out[(path.removeprefix("examples/"), "json")] = FileReport(path, batches["*clean"],
+                                                                    _part(batches["*clean"].json(), "json", path))
+    for (n, paths), sarif_run in zip(sorted(by_devices.items()), sarif, strict=True):
+        json_run = batches[("*buggy", "json", n)]
+        out[("*buggy", "json", n)], out[("*buggy", "sarif", n)] = json_run, sarif_run
+        for path in paths:
+            name = path.removeprefix("examples/")
+            out[(name, "json")] = FileReport(path, json_run, _part(json_run.json(), "json", path))
+            out[(name, "sarif")] = FileReport(path, sarif_run, _part(sarif_run.json(), "sarif", path))
+    return out
+
+
+def _files(example_runs, fmt: str, buggy: bool) -> dict:
+    return {k: r for k, r in example_runs.items()
+            if isinstance(r, FileReport) and k[1] == fmt and k[0].startswith("buggy/") == buggy}
+
+
+def _batches(example_runs, what: str) -> list[Run]:
+    return [r for k, r in example_runs.items() if k[0] == what]
 
 
 def test_every_clean_example_is_proved(example_runs):
-    clean = {k: r for k, r in example_runs.items() if not k[0].startswith("buggy/")}
-    assert clean
-    for (name, _), run in clean.items():
-        assert run.returncode == 0, (name, run.stderr)
-        assert run.stderr == "", (name, run.stderr)
+    (batch,) = _batches(example_runs, "*clean")
+    assert batch.returncode == 0, batch.stderr
+    assert batch.stderr_lines == [], batch.stderr
+    clean = _files(example_runs, "json", buggy=False)
+    assert len(clean) == len(list(EXAMPLES.glob("*.py")))
+    for (name, _), part in clean.items():
+        rows = part.json()["results"]
+        assert rows and {r["verdict"] for r in rows} <= {"proved", "vacuous"}, (name, rows[:1])
 
 
 def test_every_buggy_example_exits_1(example_runs):
-    buggy = {k: r for k, r in example_runs.items() if k[0].startswith("buggy/")}
-    assert len(buggy) == len(list(BUGGY.glob("*.py"))) + len(JSON_TOO)
-    for (name, fmt), run in buggy.items():
-        # interpret mode cannot run a semaphore read (D12): no bug of the kernel, its own exit code (REP-21)
-        unrunnable = name == "buggy/semaphore_read_in_interpret_mode.py"
-        assert run.returncode == (4 if unrunnable else 1), (name, fmt, run.returncode, run.stderr)
+    batches = _batches(example_runs, "*buggy")
+    assert batches and all(b.returncode == 1 for b in batches), [(b.args[-1], b.returncode, b.stderr) for b in batches]
+    buggy = _files(example_runs, "json", buggy=True)
+    assert len(buggy) == len(list(BUGGY.glob("*.py")))
+    for (name, _), part in buggy.items():
+        verdicts = {r["verdict"] for r in part.json()["results"]}
+        # interpret mode cannot run a semaphore read (D12): no bug of the kernel, its own verdict (REP-21)
+        want = "unrunnable" if name == "buggy/semaphore_read_in_interpret_mode.py" else "violated"
+        assert want in verdicts and not part.json()["errors"], (name, verdicts)
+
+
+def _per_file(example_runs):
+    return [(k, r) for k, r in example_runs.items() if isinstance(r, FileReport)]
 
 
 def test_json_reports_match_the_schema(example_runs):
     validator = report_validator()
-    for (name, fmt), run in example_runs.items():
-        if fmt != "json":
-            continue
+    for run in _batches(example_runs, "*clean") + [r for k, r in example_runs.items() if k[:2] == ("*buggy", "json")]:
+        name = run.args[1]
         report = run.json()
         assert_valid(validator, report, name)
         s = report["summary"]
@@ -112,7 +173,7 @@ def test_json_texts_name_kernel_files_relative_to_the_working_directory(example_
         elif isinstance(x, str):
             yield x
 
-    runs = {k: r for k, r in example_runs.items() if k[1] == "json" and k[0].startswith("buggy/")}
+    runs = {k: r for k, r in _files(example_runs, "json", buggy=True).items() if k[0].removeprefix("buggy/") in JSON_TOO}
     assert runs
     for (name, _), run in runs.items():
         report = run.json()
@@ -162,11 +223,12 @@ def test_the_text_report_has_a_modes_differ_section():
 
 def test_sarif_reports_match_the_sarif_schema(example_runs):
     validator = sarif_validator()
-    for (name, fmt), run in example_runs.items():
+    for run in [r for k, r in example_runs.items() if k[:2] == ("*buggy", "sarif")]:
+        assert_valid(validator, run.json(), run.args[1])
+    for (name, fmt), run in _per_file(example_runs):
         if fmt != "sarif":
             continue
         log = run.json()
-        assert_valid(validator, log, name)
         (sarif_run,) = log["runs"]
         rule_ids = [r["id"] for r in sarif_run["tool"]["driver"]["rules"]]
         assert sarif_run["results"], f"{name}: a buggy kernel must produce SARIF results"
@@ -180,7 +242,7 @@ def test_sarif_reports_match_the_sarif_schema(example_runs):
 
 
 def test_sarif_has_one_result_per_finding_covering_every_json_row(example_runs):
-    for (name, fmt), run in example_runs.items():
+    for (name, fmt), run in _per_file(example_runs):
         if fmt != "sarif" or (name, "json") not in example_runs:
             continue
         report = example_runs[(name, "json")].json()
@@ -191,8 +253,8 @@ def test_sarif_has_one_result_per_finding_covering_every_json_row(example_runs):
         rows = [(r["property"], r["devices"], r["dma_mode"]) for r in report["results"] if r["verdict"] != "proved"]
         assert sorted(covered) == sorted(rows), name
         # a violation is a result per property and bug line, an unknown one per cause, never per configuration
-        keys = [(r["ruleId"], r["properties"].get("cause"), r["locations"][0]["physicalLocation"].get("region"))
-                for r in results]
+        keys = [(r["ruleId"], r["properties"].get("cause"), r["locations"][0]["physicalLocation"].get("region"),
+                 tuple(r["properties"]["properties"])) for r in results]  # one cause: split by where it shows
         assert len(keys) == len({repr(k) for k in keys}), name
         level = {"violated": "error", "vacuous": "note"}  # REP-20, REP-21
         for r in results:
