@@ -113,6 +113,9 @@ EXPECTED = {
     # every run raises at the window one row past a full sequence (ACC-10): eager in the copy's start, on_wait in
     # the wait that runs it (ACC-11); a TPU does not check the window (D33)
     "conv_state_window_off_by_one.py": {"deadlock-free": I},
+    # the push's write one row past the receiver's output: eager in its start, on_wait in the receiver's wait_recv,
+    # which runs its write half (ACC-11); the other properties hold up to that wait (ACC-15); a TPU does not check
+    "ring_push_one_row_past_output.py": {"deadlock-free": I},
 }
 DEVICES = {"race_two_hop_ring_slot_by_parity.py": 3}
 """The device count a file is verified at, where it is not 2."""

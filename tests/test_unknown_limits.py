@@ -122,10 +122,12 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-11", "ERR-19", "PROP-4")
+@pytest.mark.rule("ACC-11", "ACC-15", "ERR-19", "PROP-4")
 def test_an_on_wait_copy_through_a_view_is_decided_where_its_waiter_raises():
     """Once unknown in every property under on_wait (ACC-6's limit, no longer on RUN-12's list): the receive's
-    wait runs the copy into a reshape view and raises there, as interpret mode did on every recorded run."""
+    wait runs the copy into a reshape view and raises there, as interpret mode did on every recorded run; the
+    other properties, once unknown too, hold on every run up to that wait (ACC-15: no race, no exit warning
+    in the recorded runs)."""
     path = "examples/buggy/ring_copy_into_reshaped_view.py"
     rows = {r["property"]: r for r in _verify([path]) if r["dma_mode"] == "on_wait"}
     dl = rows["deadlock-free"]
@@ -134,7 +136,9 @@ def test_an_on_wait_copy_through_a_view_is_decided_where_its_waiter_raises():
     (run,) = _recorded(KERNEL_TRUTH, path, 2, "on_wait")
     assert run["outcome"] == "error" and f"{run['error_type']}: {run['error_message']}" in dl["witness"]["message"]
     assert rows["exit-balance"]["verdict"] == "vacuous" and not run["nonzero_count_warnings"]  # REP-20
-    assert all("ERR-19" in r["reason"] for r in rows.values() if r["verdict"] == "unknown")
+    assert not [r for r in rows.values() if r["verdict"] == "unknown"]
+    proved = [r for r in rows.values() if r["verdict"] == "proved"]
+    assert len(proved) == 6 and all("ACC-15" in r["reason"] for r in proved) and not run.get("races")
     assert "ACC-6" not in _limits()
 
 

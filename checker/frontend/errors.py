@@ -15,6 +15,7 @@ class FrontendError(Exception):
     """Base class of every error the front end raises on purpose."""
 
     code = "frontend-error"
+    related: Loc | None = None  # a second line the error is about (`KernelRaised`: the call, ERR-23)
 
     def __init__(self, message: str, *, path: str | None = None, loc: Loc | None = None):
         super().__init__(message)
@@ -40,10 +41,11 @@ class KernelRaised(FrontendError):
     code = "kernel-raised"
 
     def __init__(self, message: str, *, stage: str, cause: BaseException | None = None,
-                 path: str | None = None, loc: Loc | None = None):
+                 path: str | None = None, loc: Loc | None = None, related: Loc | None = None):
         super().__init__(message, path=path, loc=loc)
         self.stage = stage  # "import" | "build" | "trace"
         self.cause = cause
+        self.related = related  # ERR-23: where the user's code that raised was entered (the call), if elsewhere
 
 
 class NoTargets(FrontendError):

@@ -518,6 +518,22 @@ def user_loc(e: BaseException, path: str) -> Loc | None:
     return found
 
 
+def entry_loc(e: BaseException, path: str) -> Loc | None:
+    """ERR-23: the outermost frame of the user's code in `e`'s traceback (where jax or semcheck called into it:
+    the kernel's body, or the target's call), when it is not the line `user_loc` reports; else None."""
+    if not path:
+        return None
+    path = os.path.abspath(path)
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if os.path.abspath(f.filename) == path or is_user_file(os.path.abspath(f.filename))]
+    if len(frames) < 2:
+        return None
+    first, last = frames[0], frames[-1]
+    if (os.path.abspath(first.filename), first.lineno) == (os.path.abspath(last.filename), last.lineno):
+        return None
+    return Loc(os.path.abspath(first.filename), first.lineno or 0, (first.line or "").strip())
+
+
 @functools.cache
 def _library_dirs() -> tuple[str, ...]:
     """Directories whose files are not the user's: Python's library, installed packages, semcheck."""

@@ -25,7 +25,7 @@ import numpy as np
 from semcheck.checker.frontend.collective_id_site import collective_id, collective_id_loc
 from semcheck.checker.frontend.errors import KernelRaised, NotTpuPallasCall, Unsupported
 from semcheck.checker.frontend.source_names import eqn_loc, frame_loc, jaxpr_arg_names, make_loc  # noqa: F401 - callers import them from here
-from semcheck.checker.frontend.targets import user_loc
+from semcheck.checker.frontend.targets import entry_loc, user_loc
 from semcheck.model.ops import NO_LOC, Loc, SemType
 
 
@@ -153,13 +153,18 @@ def make_jaxpr(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -
     try:
         return jax.make_jaxpr(fn)(*args)
     except Exception as e:
-
+        # ERR-23: the kernel line that raised (the innermost user frame), and where its code was entered
+        loc = user_loc(e, path) if path else None
+        related = entry_loc(e, path) if path else None
+        where = "" if loc is None else f" at {loc.file}:{loc.line}" + (
+            "" if related is None else f" (called from {related.file}:{related.line})")
         raise KernelRaised(
-            f"kernel raised while tracing: {type(e).__name__}: {_first_line(e)}",
+            f"kernel raised while tracing{where}: {type(e).__name__}: {_first_line(e)}",
             stage="trace",
             cause=e,
             path=path or None,
-            loc=user_loc(e, path) if path else None,
+            loc=loc,
+            related=related,
         ) from e
 
 

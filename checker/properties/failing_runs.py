@@ -17,7 +17,8 @@ position, every maximal run fails (RUN-9 (iii)); when each such failure ends the
 An `on_wait` copy through a view the interpreter cannot index raises only when a waiter runs its
 task (ACC-11: which waiter, if any, depends on the schedule), so it has no S': the lowering refuses
 it, and ERR-19 decides `deadlock-free` and `exit-balance` by every schedule; the other properties
-are unknown in that mode, citing that limit.
+are decided on the program with the views made indexable, every run of which is, up to the wait
+that raises, a run of the program (ACC-15).
 """
 
 from __future__ import annotations
@@ -263,22 +264,72 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
                       recheck: Callable[..., Verdict]) -> Verdict:
     """ACC-11 under on_wait: a property other than deadlock-free (the explorer's, ERR-19) of a program with a copy
     through a view the interpreter cannot index. When no run runs a half of such a copy the runs are those of
-    the program with the views made indexable, which decides it; else no S' exists (which waiter raises, if
-    any, depends on the schedule) and the property is unknown, citing ERR-19."""
+    the program with the views made indexable, which decides it; else ACC-15 decides it on that program."""
     copy = next(op for op in facts.whole.view_ops if type(op) is DmaStart)
+    clean = indexable(program)
+    v = recheck(prop, clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
     if facts.deferred_never_raise:
-        clean = indexable(program)
-        v = recheck(prop, clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
         why = (f"no run runs the copy at {copy.loc} through a view the interpreter cannot index, by every "
                "schedule (ACC-11, RUN-4): the runs are those of the program with the view made indexable")
         if v.verdict == "violated":
             return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
         return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
-    how = ("some run runs it" if facts.deferred_never_raise is False else
-           "the schedules are more than the explorer's budget")
-    return Verdict(prop, "unknown", reason=f"{_raised(copy.view_error)} in the waiter that runs the copy at "
-                   f"{copy.loc} under on_wait ({how}): whether a run fails, and where, depends on the schedule "
-                   "(ACC-11), so there is no S' to decide this property on (ERR-19)")
+    return _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise)
+
+
+# ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,
+# exit-balance ends at the exit it judges): a witness that replays on the program without failing shows it there
+_AT_LAST_STEP = ("id-disjoint", "id-int16", "id-agreement", "exit-balance")
+
+
+def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v: Verdict,
+                   never: bool | None) -> Verdict:
+    """ACC-15: the verdict of `prop` on the runs of `program` up to the wait that raises, from `v`, its verdict on
+    the program with the views made indexable (`indexable`). Every run of the program is, up to its failure, a
+    run of that one (the two differ only in what a waiter does when it pops such a copy's task), so a proof
+    there holds here; a violation there is one here when its witness replays here without a failure and shows
+    the violation by its own steps. Anything else stays unknown (ERR-19)."""
+    how = ("some run runs it" if never is False else "the schedules are more than the explorer's budget")
+    raised = f"{_raised(copy.view_error)} in the waiter that runs the copy at {copy.loc} under on_wait ({how})"
+    why = (f"{raised}; every run is, up to that wait, a run of the program with the view made indexable, so the "
+           "property is decided on that program's runs (ACC-15)")
+    if v.verdict in ("proved", "vacuous"):
+        said = f"on every run up to its failure ({why})"
+        return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said,
+                                   stats={**v.stats, "rule": "ACC-15"})
+    if v.verdict == "violated" and _shown_before_failure(prop, program, mode, v.witness):
+        w = v.witness
+        return dataclasses.replace(v, stats={**v.stats, "rule": "ACC-15"}, witness=dataclasses.replace(
+            w, message=f"{w.message} (in a run that meets no failing copy first: {why})"))
+    if v.verdict == "violated":
+        return Verdict(prop, "unknown", reason=f"{raised}: the program with the view made indexable violates it "
+                       f"({v.witness.message}), but whether a run gets there before a wait raises is not decided "
+                       "(ACC-15, ERR-19)")
+    if v.verdict == "unknown":
+        return Verdict(prop, "unknown", reason=f"{raised}; with the view made indexable: {v.reason} (ACC-15, ERR-19)")
+    return v
+
+
+def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> bool:
+    """ACC-15: whether witness `w` of the indexable program shows its violation on a run of `program` that has not
+    failed: its schedule replays here without a failure, and the violation is its last step (`_AT_LAST_STEP`) or,
+    for `race-free`, two core accesses both next in the state it reaches (either order runs, neither is a wait,
+    so neither pops a task)."""
+    from semcheck.model.errors import ModelBug
+
+    if not w.schedule or len(w.schedule) > REPLAY_LIMIT:
+        return False
+    try:
+        state = run(program, mode, w.schedule, finish=False)
+    except ModelBug:
+        return False
+    if state.failures:
+        return False
+    if prop in _AT_LAST_STEP:
+        return True
+    if prop != "race-free" or len(w.blocked) != 2:
+        return False
+    return all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked)
 
 
 def scope_exploration(facts: ModeAnalysis) -> tuple | None:

@@ -79,6 +79,10 @@ def _error_json(f: FileReport, e: Any = None, target: str | None = None) -> dict
     e = f.error if e is None else e
     out = {"file": f.path, "code": e.code, "message": _rel(e.one_line().split(": ", 1)[1]),
            "location": _loc(e.loc) if e.loc is not None and e.loc.line else None}
+    related = getattr(e, "related", None)
+    if related is not None and related.line:  # ERR-23: the call into the code that raised
+        out["related_locations"] = [{**_loc(related), "message": "the code that raised was called from here",
+                                     "role": "called-from"}]
     if target is not None:
         out["target"] = target
     return out

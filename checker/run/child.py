@@ -138,7 +138,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 conn.send(("unsupported", t.name, str(e), e.loc))
                 continue
             except FrontendError as e:  # this target's build raised: the file's other targets go on
-                conn.send(("target-error", t.name, (e.code, str(e), e.loc), traceback.format_exc()))
+                conn.send(("target-error", t.name, (e.code, str(e), e.loc, e.related), traceback.format_exc()))
                 continue
             if composed is not None:  # calls that hand semaphores on: one program (specs/deciding/programs.md)
                 from semcheck.checker.programs.results import program_results
@@ -226,7 +226,7 @@ def _failure(e: BaseException, path: str, signalled: list[bool], tb: str) -> tup
     from semcheck.checker.frontend.targets import user_loc
 
     if isinstance(e, FrontendError):
-        return ("input", (e.code, str(e), e.loc), tb)
+        return ("input", (e.code, str(e), e.loc, e.related), tb)
     if isinstance(e, SystemExit):
         return ("input", ("kernel-exited", f"the kernel file called sys.exit({e.code!r})", None), tb)
     if isinstance(e, KeyboardInterrupt) and signalled[0]:
@@ -363,8 +363,9 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
                 notes.append(Note("unsupported", text, req.devices, loc))
                 results.extend(unknown_results(req, [name], f"unsupported {text}"))
             elif kind == "target-error":
-                _, name, (code, text, loc), tb = msg
-                target_errors.append((name, InputError(code, text, loc, debug_text=tb, file=req.path)))
+                _, name, (code, text, loc, *related), tb = msg
+                target_errors.append((name, InputError(code, text, loc, debug_text=tb, file=req.path,
+                                                       related=related[0] if related else None)))
             elif kind == "deps":
                 deps = msg[1]
             elif kind == "output":  # REP-27: the kernel's prints and jax's log lines, for -v
@@ -372,8 +373,9 @@ def verify(req: Request, *, debug: bool = False) -> Findings:
             elif kind == "done":
                 break
             elif kind == "input":
-                code, text, loc = msg[1]
-                raise InputError(code, text, loc, debug_text=msg[2], file=req.path)
+                code, text, loc, *related = msg[1]
+                raise InputError(code, text, loc, debug_text=msg[2], file=req.path,
+                                 related=related[0] if related else None)
             else:  # "crash": a semcheck bug, or the kernel broke semcheck's own machinery
                 name, text = msg[1]
                 raise InputError("internal-error", f"{name}: {text} (rerun with --debug for the traceback)",

@@ -97,9 +97,10 @@ class InputError(Exception):
     """Bad input: the CLI prints one line and exits 2."""
 
     def __init__(self, code: str, message: str, loc: Loc | None = None, *, debug_text: str = "",
-                 file: str | None = None) -> None:
+                 file: str | None = None, related: Loc | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.loc = code, message, loc
+        self.related = related  # ERR-23: the call into the user's code that raised, when elsewhere
         self.debug_text = debug_text  # the child's traceback, shown with --debug
         self.file = file  # the kernel file, named when neither the message nor loc does
 

@@ -16,9 +16,8 @@ first row, or past the buffer for the last sequence.
 Expected semcheck report: deadlock-free violated under eager and on_wait
 (every run raises at the copy, line 46 of the clean kernel; under on_wait in
 the wait at its line 48, which runs it, ACC-11; past the explorer's budget one
-such run decides it, ACC-12); under on_wait the other properties are unknown
-(which waiter runs the copy is left to the schedule, ACC-11); all proved under
-hardware (D33).
+such run decides it, ACC-12); under on_wait the other properties hold on every
+run up to that wait (ACC-15); all proved under hardware (D33).
 """
 
 from __future__ import annotations

@@ -247,6 +247,10 @@ EXAMPLES: dict[str, dict] = {
     "examples/conv_state_decode.py": {"kind": "clean"},
     "examples/buggy/conv_state_window_off_by_one.py": {"kind": "window_error", "error_type": "IndexError",
                                                         "raises_in": ["eager", "on_wait"]},
+    "examples/ring_push_after_own_rows.py": {"kind": "clean"},
+    # the receiver's wait_recv runs the push's write half under on_wait and raises there (ACC-11, ACC-15)
+    "examples/buggy/ring_push_one_row_past_output.py": {"kind": "window_error", "error_type": "ValueError",
+                                                         "raises_in": ["eager", "on_wait"]},
 }
 
 # jax's shipped Pallas TPU ops (jax.experimental.pallas.ops.tpu) as tests/test_shipped_ops.py builds
