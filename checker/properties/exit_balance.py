@@ -43,15 +43,15 @@ def semaphore_words(key, low: Lowered | None = None, core: int | None = None) ->
     """A semaphore key in a report's words (REP-24): the kernel's name for it in every mode, `recv_sem[0]`;
     under the interpreter with its id, `recv_sem[0] (id 2001)`, found from the allocation that handed the id
     to `core` in `low` (the interpreter's id alone when there is none); on hardware (HW-1) the allocation
-    and index."""
+    and index. The barrier semaphore is `the barrier semaphore`, with its id under the interpreter."""
     if key[0] == "internal":
         found = low.sem_allocation(core, key[1]) if low is not None and core is not None else None
         if found is not None:
             ev, index = found
             return f"{ev.op.label}[{index}] (id {key[1]})"
         return f"semaphore {key[1]}"
-    if key[0] == "fixed":
-        return f"barrier semaphore {key[1]}"
+    if key[0] == "fixed":  # the fixed-id table holds only barrier semaphores, by collective id (SEM-2)
+        return f"the barrier semaphore (id {key[1]})"
     if key[0] == "site":
         return f"{key[1]}[{key[2]}]"
     if key[0] == "barrier":
@@ -182,7 +182,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
         if xs:
             locs.append(program.cores[xs[-1].owner][xs[-1].pos].loc)
             what = {"signal": "this signal", "dma_read": "this copy's send side"}.get(xs[-1].kind, "this copy")
-            marks.append(site("unwaited", locs[-1], f"{what} adds to {semaphore_words(k[0])} on core {k[1]}, which "
+            marks.append(site("unwaited", locs[-1], f"{what} adds to {semaphore_words(k[0], low, k[1])} on core {k[1]}, which "
                                                     f"receives {tot[k][0]} and waits for {tot[k][1]}: {excess[k]} is "
                                                     "left at exit; nothing waits for it"))
     details = {

@@ -111,15 +111,31 @@ def humanize(text: str, program: Program | None = None, names: dict[str, str] | 
 
 
 def naming(v, program: Program):
-    """Verdict `v` with its message, hint and reason humanized for `program`."""
+    """Verdict `v` with its message, hint, reason and sites' notes humanized for `program` (REP-34)."""
     w = v.witness
     if w is not None:
-        # the details' and blocked cores' texts name local cores (a timeline's `core 1:`): labels only
+        # the details' and blocked cores' texts name local cores (a timeline's `core 1:`): labels only;
+        # but a site's note and the id-int16 `what` (its message again) name global cores, as messages do
         names = dict(program.names)
+        details = _plain(w.details, names)
+        if isinstance(details, dict):
+            details = _global_words(details, program)
         w = dataclasses.replace(w, message=humanize(w.message, program), hint=humanize(w.hint, program),
-                                details=_plain(w.details, names),
+                                details=details,
                                 blocked=tuple((c, pc, humanize(what, names=names)) for c, pc, what in w.blocked))
     return dataclasses.replace(v, reason=humanize(v.reason, program), witness=w)
+
+
+def _global_words(details: dict, program: Program) -> dict:
+    """`details` with the texts that name global cores (each site's note, a top-level `what`) in the
+    device's words (REP-24): a note is a related location's message in every format."""
+    out = dict(details)
+    if isinstance(out.get("what"), str):
+        out["what"] = humanize(out["what"], program)
+    if isinstance(out.get("sites"), list):
+        out["sites"] = [{**s, "note": humanize(s["note"], program)} if isinstance(s, dict) and "note" in s else s
+                        for s in out["sites"]]
+    return out
 
 
 def describe(op: Op) -> str:

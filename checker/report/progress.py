@@ -29,7 +29,7 @@ def run_with_progress(runs, st, args, err, cache) -> None:
     from semcheck.checker.run.runs import run_files
 
     total = sum(len(r.requests) for r in runs)
-    if args.quiet or total < 2:
+    if args.quiet or total < 2:  # -q: the pre-commit hooks print the findings alone (REP-36)
         run_files(runs, jobs=st.jobs, debug=args.debug, cache=cache)
         return
     # a real terminal, not one forced by --color always or FORCE_COLOR: a bar would flood a CI log

@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 all proved, 1 a property violated, 2 usage or input error, "
         "3 something not proved (unknown or timeout).",
     )
-    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("--version", action="store_true",
+                   help="print the version, and the commit it was built from when known, and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     v = sub.add_parser("verify", help="verify the kernels of files and directories",
                        description="Verify the targets of kernel files at one or more device counts. "
@@ -319,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT if e.code else EXIT_PROVED
     if args.version:
         from semcheck import __version__
+        from semcheck._commit import version_line  # with the commit, when known (REP-33)
 
-        print(f"semcheck {__version__}")
+        print(version_line(__version__))
         return EXIT_PROVED
     if args.command == "verify":
         try:

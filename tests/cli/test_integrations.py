@@ -34,6 +34,7 @@ def hook(hook_id: str = "semcheck") -> dict[str, str]:
     return {k: str(v) for k, v in item.items()}
 
 
+@pytest.mark.rule("REP-36")
 def test_the_pre_commit_hook_verifies_changed_kernels_and_skips_other_files(tmp_path):
     h = hook()
     assert h["id"] == "semcheck" and h["language"] == "python"
@@ -52,10 +53,13 @@ def test_the_pre_commit_hook_verifies_changed_kernels_and_skips_other_files(tmp_
     assert clean.stdout.strip().splitlines()[-1].endswith("0 violated, 0 unknown"), clean.stdout
     buggy = semcheck(*entry[1:], "helper.py", "ring.py", "leak.py", cwd=tmp_path)
     assert buggy.returncode == 1
-    # one line per finding, on the kernel's line: path:line:col: property: ...
-    assert re.search(r"^leak\.py:\d+:\d+: exit-balance: violated", buggy.stdout, re.M), buggy.stdout
+    # one line per finding, on the kernel's line: path:line:col: property: ..., then the summary; no progress
+    *found, summary = buggy.stdout.strip().splitlines()
+    assert found and all(re.match(r"leak\.py:\d+:\d+: [\w-]+: violated", x) for x in found), buggy.stdout
+    assert summary.endswith("violated, 0 unknown") and buggy.stderr == "", buggy.stdout + buggy.stderr
 
 
+@pytest.mark.rule("REP-36")
 def test_the_paths_hook_reverifies_the_kernels_a_changed_helper_affects(tmp_path):
     h = hook("semcheck-paths")
     assert h.get("pass_filenames", "true").lower() == "false"
@@ -73,6 +77,8 @@ def test_the_paths_hook_reverifies_the_kernels_a_changed_helper_affects(tmp_path
                                              'dma-mode = "eager"\npythonpath = ["kernels"]\n')
     first = semcheck(*entry[1:], cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
+    # nothing found: the summary line alone (no progress lines on stderr)
+    assert (first.stdout.strip().splitlines(), first.stderr) == (["8 proved, 0 violated, 0 unknown"], ""), first
     again = semcheck("verify", "--format", "text", cwd=tmp_path)  # the text report marks cached rows
     assert again.returncode == 0 and "(cached)" in again.stdout, again.stdout
     (tmp_path / "kernels" / "helper.py").write_text("def step():\n    return 2\n")  # a ring of stride 2

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from semcheck import __version__
+
 from ._support import REPO, env
 from .test_integrations import hook
 from .user_project import BUG_FILE, BUG_LINE, annotations, findings, make_project, run
@@ -28,7 +30,7 @@ from .user_project import BUG_FILE, BUG_LINE, annotations, findings, make_projec
 pytestmark = pytest.mark.jax  # `semcheck verify` traces the example with jax
 
 # What a wheel is built from: the project's sources, as a fresh clone has them.
-SOURCES = ("pyproject.toml", "README.md", "src", "model", "checker", "specs")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "src", "model", "checker", "specs")
 EXAMPLE = REPO / "examples" / "ring_allreduce.py"
 
 
@@ -45,8 +47,23 @@ def _ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return p
 
 
+def _commit_copy(src: Path) -> str:
+    """Make the copy `src` a git checkout of one commit, then change a tracked file, as a working tree
+    built with local edits is: the commit the wheel must record (`<short hash>+dirty`, REP-33)."""
+    git = ["git", "-C", str(src), "-c", "user.name=semcheck test", "-c", "user.email=test@example.invalid",
+           "-c", "commit.gpgsign=false"]
+    _ok(_run([*git, "init", "--quiet"], cwd=src))
+    _ok(_run([*git, "add", "--all"], cwd=src))
+    _ok(_run([*git, "commit", "--quiet", "-m", "the sources of the wheel test"], cwd=src))
+    head = _ok(_run([*git, "rev-parse", "--short", "HEAD"], cwd=src)).stdout.strip()
+    with (src / "README.md").open("a", encoding="utf-8") as f:
+        f.write("\nA local edit.\n")
+    return head + "+dirty"
+
+
 def install_wheel(tmp: Path) -> tuple[Path, dict[str, float]]:
-    """Build the wheel from a copy of the sources (as `make wheel` does) and install it into a fresh venv
+    """Build the wheel from a copy of the sources (as `make wheel` does), made a git checkout with a local
+    edit (`tmp / "commit"` says which commit the wheel must name), and install it into a fresh venv
     under `tmp`: (the venv, seconds per step). The dev venv's packages are visible through a .pth line."""
     seconds: dict[str, float] = {}
 
@@ -60,8 +77,11 @@ def install_wheel(tmp: Path) -> tuple[Path, dict[str, float]]:
             shutil.copytree(path, src / name, ignore=ignore)
         else:
             shutil.copy2(path, src / name)
-    _ok(_run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-              "--no-cache-dir", "--wheel-dir", str(tmp / "dist"), str(src)], cwd=tmp))
+    (tmp / "commit").write_text(_commit_copy(src), encoding="utf-8")
+    said = []  # what the build and the install print: nothing (REP-35)
+    said.append(_ok(_run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                          "--no-cache-dir", "--disable-pip-version-check", "--wheel-dir", str(tmp / "dist"),
+                          str(src)], cwd=tmp)))
     (wheel,) = (tmp / "dist").glob("semcheck-*.whl")
     seconds["build"] = time.monotonic() - t
 
@@ -69,8 +89,9 @@ def install_wheel(tmp: Path) -> tuple[Path, dict[str, float]]:
     venv = tmp / "venv"
     _ok(_run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp))
     python = venv / "bin" / "python"
-    _ok(_run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-              "--no-index", "--no-cache-dir", str(wheel)], cwd=tmp))
+    said.append(_ok(_run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                          "--no-index", "--no-cache-dir", "--disable-pip-version-check", str(wheel)], cwd=tmp)))
+    (tmp / "install-output").write_text("".join(p.stdout + p.stderr for p in said), encoding="utf-8")
     fresh_site = _ok(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           cwd=tmp)).stdout.strip()
     dev_site = sysconfig.get_paths()["purelib"]
@@ -119,6 +140,33 @@ def test_semcheck_spec_prints_a_rule_from_the_wheel(installed):
     assert p.stdout.startswith("**SEM-3 "), p.stdout
     p = _ok(_run([str(venv / "bin" / "semcheck"), "spec", "deadlock-free"], cwd=work))
     assert p.stdout.startswith("**PROP-4 `deadlock-free`"), p.stdout
+
+
+@pytest.mark.rule("REP-35")
+def test_installing_prints_nothing(installed):
+    """The wheel's build and install print nothing; an editable install (`make demo`'s) raises no
+    warning: setuptools' backend, as pip calls it, run with every UserWarning (setuptools' warnings
+    are) an error, on the same copy of the sources."""
+    venv, work, _ = installed
+    assert (work.parent / "install-output").read_text(encoding="utf-8") == ""
+    src = work.parent / "src"
+    code = "from setuptools import build_meta; print(build_meta.build_editable(%r))" % str(work.parent / "editable")
+    p = _run([sys.executable, "-W", "error::UserWarning", "-c", code], cwd=src)
+    assert p.returncode == 0 and p.stdout.strip().endswith(".whl"), p.stderr[-3000:]
+    assert "Warning" not in p.stderr, p.stderr
+
+
+@pytest.mark.rule("REP-33")
+def test_the_wheel_names_its_commit_without_git(installed):
+    venv, work, _ = installed
+    e = env(PATH=str(venv / "bin"))  # no git on the PATH: the wheel's record answers
+    for var in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        e.pop(var, None)
+    assert shutil.which("git", path=e["PATH"]) is None
+    p = subprocess.run([str(venv / "bin" / "semcheck"), "--version"], cwd=work, env=e, capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    want = (work.parent / "commit").read_text(encoding="utf-8")
+    assert (p.returncode, p.stdout, p.stderr) == (0, f"semcheck {__version__} (commit {want})\n", ""), p
 
 
 @pytest.mark.rule("REP-30")
