@@ -1,4 +1,4 @@
-"""The race detector's clocks on semaphores (rule RACE-1, specs/semantics/buffers.md).
+"""The race detector's clocks on semaphores (rules RACE-1, RACE-2, specs/semantics/buffers.md).
 
 With `detect_races` the interpreter's manager keeps a vector clock per counter, left there by every
 signal (a plain one, of any amount, or a half of a copy), and a wait that finishes takes it. A
@@ -17,7 +17,7 @@ from semcheck.model.semaphore import SemKey
 
 
 def keeps_clocks(detect_races: bool, mode: str) -> bool:
-    """RACE-1: whether a run keeps the race detector's clocks: with `detect_races`, under an interpreter
+    """RACE-2: whether a run keeps the race detector's clocks: with `detect_races`, under an interpreter
     mode (a TPU has no clocks, D34)."""
     return detect_races and mode != "hardware"
 
