@@ -370,9 +370,12 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     if prop == "exit-balance" and no_exit_reached(program, mode, FALLBACK_STATES):
         return vacuous(prop, f"no run reaches a kernel exit: {said} or fails or hangs first (ERR-19): no count is "
                        "left and no copy is pending at an exit", stats=stats)
+    no_s_prime = ("a wait's clock failure has no S' (whether the wait finds a clock depends on what ran before "
+                  "it, ERR-21)" if rule == "RACE-1" else
+                  "a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule)")
     return Verdict(prop, "unknown", stats=stats, reason=(
-        f"{said}; a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule), "
-        "and the explorer keeps outcomes, not the states along a run, so this property is not decided (ERR-19)"))
+        f"{said}; {no_s_prime}, and the explorer keeps outcomes, not the states along a run, so this property is "
+        "not decided (ERR-19)"))
 
 
 def _explored_rule(err: Violation) -> str:
