@@ -6,7 +6,7 @@ halo's row sum. A stencil of width 1 needs no halo: `HALO_ROWS` is 0, and the co
 The call runs with jax's race detector on (`InterpretParams(detect_races=True)`), as a team does
 that checks its kernels for data races in interpret mode.
 
-Bug: under on_wait interpret mode fails in every run (line 49). The copy of 0 bytes is queued as a
+Bug: under on_wait interpret mode fails in every run (line 50). The copy of 0 bytes is queued as a
 task of its semaphore, and its wait, for 0 bytes, finishes at once without running it; with race
 detection a finished wait takes its semaphore's clock, and no signal has reached this one, so the
 manager's assertion fails (`AssertionError`, specs/semantics/buffers.md RACE-1). Under eager the
