@@ -17,7 +17,7 @@ from semcheck.model.semaphore import SemKey
 
 
 def keeps_clocks(detect_races: bool, mode: str) -> bool:
-    """RACE-2: whether a run keeps the race detector's clocks: with `detect_races`, under an interpreter
+    """RACE-2 (RACE-1's clocks): whether a run keeps the race detector's clocks: with `detect_races`, under an interpreter
     mode (a TPU has no clocks, D34)."""
     return detect_races and mode != "hardware"
 
@@ -33,13 +33,12 @@ def reached(signals: Iterable[tuple], copies: Iterable[tuple[int, Any]], key: Se
                or (phase == 2 and d.dst_key == key and d.dst_core == core) for phase, d in copies)
 
 
-def finished_wait(keeps: bool, key: SemKey, core: int, value: int, was_reached: Callable[[], bool]
-                  ) -> UnclockedWait | None:
-    """RACE-1: what a wait for `value` on (`key`, `core`) that has just consumed its count raises: the
-    assertion when clocks are kept and no signal ever reached the counter (`was_reached`), else None.
+def finished_wait(keeps: bool, key: SemKey, core: int, was_reached: Callable[[], bool]) -> UnclockedWait | None:
+    """RACE-1: what a wait on (`key`, `core`) that has just consumed its count raises: the assertion when
+    clocks are kept and no signal ever reached the counter (`was_reached`), else None.
 
-    A wait for more than 0 finishes only on a count some signal raised, so only a wait for 0 or less
-    can fail; `was_reached` is asked only then (it scans the run's copies)."""
-    if not keeps or value > 0 or was_reached():
+    Any wait can: a wait for a negative value raises its count (SEM-5 subtracts it), so a later wait for
+    more than 0 may finish on a counter no signal reached."""
+    if not keeps or was_reached():
         return None
     return UnclockedWait(key, core)

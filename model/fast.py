@@ -335,9 +335,8 @@ def fast_run(
                     by_core_add(counter)
                 counts[counter] = -short
                 looked[core] = None
-                if clocked and value <= 0:
-                    err = finished_wait(clocked, key, core, value,
-                                        lambda: clock_reached(signals, zip(phase, rows), key, core))
+                if clocked:
+                    err = finished_wait(clocked, key, core, lambda: clock_reached(signals, zip(phase, rows), key, core))
                     if err is not None:  # RACE-1: the count is consumed, then the assertion fails
                         do_fail(core, pc, err)
                 if observer is not None:

@@ -121,7 +121,7 @@ def wait(cfg: Config, m: Manager, key: SemKey, core: int, value: int) -> tuple[M
             return None
         m, done, _ = out  # the manager's copies carry no views (ACC-11 is the kernel's)
         if done:
-            return m, clocks.finished_wait(cfg.detect_races, key, core, value, lambda: holds_clock(m, key, core))
+            return m, clocks.finished_wait(cfg.detect_races, key, core, lambda: holds_clock(m, key, core))
 
 
 def dma_start(

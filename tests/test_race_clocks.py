@@ -33,11 +33,12 @@ import clock_cases as cc  # noqa: E402
 
 @st.composite
 def _racy_programs(draw):
-    """A drawn program with race detection on, some of its waits for 0 and some of its copies of 0 bytes."""
+    """A drawn program with race detection on, some of its waits for 0 or -1 (which raises the count: a later
+    wait for more than 0 may then finish with no signal) and some of its copies of 0 bytes."""
     p = draw(programs(max_devices=2, max_ops=5))
     zero = st.integers(0, 2).map(lambda k: k == 0)
-    cores = tuple(tuple(dataclasses.replace(op, value=0) if type(op) is Wait and draw(zero) else
-                        dataclasses.replace(op, nbytes=0) if type(op) is DmaStart and draw(zero) else op
+    cores = tuple(tuple(dataclasses.replace(op, value=draw(st.sampled_from([0, -1]))) if type(op) is Wait and draw(zero)
+                        else dataclasses.replace(op, nbytes=0) if type(op) is DmaStart and draw(zero) else op
                         for op in ops) for ops in p.cores)
     return dataclasses.replace(p, cores=cores, detect_races=True)
 
@@ -80,9 +81,9 @@ def test_without_race_detection_or_on_hardware_no_wait_fails_for_its_clock():
 
     assert keeps_clocks(True, "on_wait") and keeps_clocks(True, "eager")
     assert not keeps_clocks(False, "on_wait") and not keeps_clocks(True, "hardware")
-    assert finished_wait(True, ("internal", 2000), 0, 0, lambda: False) == UnclockedWait(("internal", 2000), 0)
-    assert finished_wait(True, ("internal", 2000), 0, 1, lambda: False) is None  # a count > 0 came from a signal
-    assert finished_wait(True, ("internal", 2000), 0, 0, lambda: True) is None
+    assert finished_wait(True, ("internal", 2000), 0, lambda: False) == UnclockedWait(("internal", 2000), 0)
+    assert finished_wait(True, ("internal", 2000), 0, lambda: True) is None
+    assert finished_wait(False, ("internal", 2000), 0, lambda: False) is None
 
 
 def _verdict(name: str, mode: str, races: bool):
@@ -117,3 +118,24 @@ def test_semcheck_predicts_what_the_interpreter_did(case):
 @pytest.mark.parametrize("case", sorted(cc.RECORDED), ids=lambda c: f"{c[0]}-{c[1]}-{'races' if c[2] else 'quiet'}")
 def test_the_recorded_outcomes_are_the_interpreters(case):
     assert cc.run_case(*case) == cc.RECORDED[case]
+
+
+@pytest.mark.rule("RACE-1", "RACE-2")
+def test_a_wait_for_less_than_0_fails_and_leaves_a_count_no_signal_raised():
+    # jax's manager consumes first: wait(-1) raises the count to 1 and fails; a later wait(1) (the manager's
+    # API goes on after a failure, a kernel's run does not) finishes on it and fails too
+    from semcheck.model import Scratch, SemRef, Topology, launch
+
+    program = launch(Topology(1, 1), [(Wait(SemRef("s"), -1), Wait(SemRef("s"), 1))], scratch=[Scratch("s", 1)])
+    program = dataclasses.replace(program, detect_races=True)
+    for mode in ("eager", "on_wait"):
+        for out in (run(program, mode), fast_run(program, mode)):
+            assert out.kind == "error" and isinstance(out.failure.violation, UnclockedWait)
+            assert program.cores[0][out.failure.pc].value == -1
+            assert out.state.counts.get((out.failure.violation.key, 0)) == 1
+        assert fast_run(program, "hardware").kind == "completed"
+    cfg = mgr.Config(detect_races=True)
+    m, base = mgr.allocate_semaphores(mgr.Manager(), 0, 1)
+    m, err = mgr.wait(cfg, m, ("internal", base), 0, -1)
+    assert err is not None and mgr.read(m, ("internal", base), 0) == 1
+    assert mgr.wait(cfg, m, ("internal", base), 0, 1)[1] is not None

@@ -1,9 +1,9 @@
 """Waits that may fail the race detector's clock assertion (RACE-1, specs/semantics/buffers.md; ERR-21).
 
 With `detect_races` a wait that finishes takes its counter's clock, and a counter no signal ever reached
-has none. Only a wait for 0 or less can finish there (`model.clocks.finished_wait`), so a program with
-no such wait, or that does not keep clocks, has no RACE-1 failure and its runs are those every engine
-follows. Otherwise the model's runs apply RACE-1 (the step relation and the fast run call it) and the
+has none. Without a wait for 0 or less every count is raised by signals alone, so a wait that finishes
+has met one: a program with no such wait, or that does not keep clocks, has no RACE-1 failure and its
+runs are those every engine follows. Otherwise the model's runs apply RACE-1 (the step relation and the fast run call it) and the
 failing-runs machinery explores every schedule (`failing_runs.scope_failure_verdict`), as for BUF-14.
 """
 
@@ -27,14 +27,15 @@ WHY = ("with race detection (InterpretParams(detect_races=True)) jax's interpret
 
 def clock_risk(program, mode: DmaMode) -> str | None:
     """ERR-21: why a run of `program` under `mode` may fail RACE-1's assertion, naming the first wait for 0
-    or less; None when the mode keeps no clocks or no wait can finish without a signal."""
+    or less (it finishes without a signal, and one for less than 0 raises its count for a later wait);
+    None when the mode keeps no clocks or no wait can finish without a signal."""
     if not keeps_clocks(getattr(program, "detect_races", False), mode):
         return None
     for ops in class_cores(program):
         for op in ops:
             if type(op) is Wait and op.value <= 0:
-                return (f"with race detection the {op.describe()} at {op.loc} may finish on a semaphore no "
-                        "signal has reached, where jax's interpreter fails an assertion (RACE-1)")
+                return (f"with race detection the {op.describe()} at {op.loc} (or a wait after it) may finish on "
+                        "a semaphore no signal has reached, where jax's interpreter fails an assertion (RACE-1)")
     return None
 
 
