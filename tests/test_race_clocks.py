@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from semcheck.model import manager as mgr
 from semcheck.model.errors import UnclockedWait
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import DmaStart, Wait
+from semcheck.model.ops import DmaStart, Signal, Wait
 from semcheck.model.run import run
 from semcheck.model.state import State
 from semcheck.model.step import enabled, resolve, step
@@ -139,3 +139,16 @@ def test_a_wait_for_less_than_0_fails_and_leaves_a_count_no_signal_raised():
     m, err = mgr.wait(cfg, m, ("internal", base), 0, -1)
     assert err is not None and mgr.read(m, ("internal", base), 0) == 1
     assert mgr.wait(cfg, m, ("internal", base), 0, 1)[1] is not None
+
+
+@pytest.mark.rule("RACE-2")
+def test_the_explorer_keeps_the_order_of_a_signal_and_a_wait_for_0_on_another_core():
+    # core 0 signals core 1's counter by 0; core 1 waits for 0 on it: it fails only when it comes first
+    from semcheck.model import Scratch, SemRef, Topology, explore, launch
+
+    program = launch(Topology(1, 2), [(Signal(SemRef("s"), 0, core=1),), (Wait(SemRef("s"), 0),)],
+                     scratch=[Scratch("s", 1)])
+    racy = dataclasses.replace(program, detect_races=True)
+    for mode in ("eager", "on_wait"):
+        assert explore(racy, mode).kinds() == {"completed", "error"}
+        assert explore(program, mode).kinds() == {"completed"}
