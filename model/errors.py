@@ -475,3 +475,20 @@ class OutOfBoundsSwap(Violation):
     @property
     def python_type(self) -> str:
         return "ValueError"
+
+
+@dataclasses.dataclass(frozen=True)
+class UnclockedWait(Violation):
+    """RACE-1: with race detection, a wait finished on a counter no signal ever reached, which has no
+    clock to take: the manager's bare `assert` (AssertionError, empty message)."""
+
+    key: tuple  # SemKey
+    core: int
+
+    @property
+    def message(self) -> str:
+        return ""
+
+    @property
+    def python_type(self) -> str:
+        return "AssertionError"

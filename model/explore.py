@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from semcheck.model import semaphore as sem
+from semcheck.model.clocks import keeps_clocks
 from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, Program, Signal, Wait
 from semcheck.model.run import classify
 from semcheck.model.state import Actor, Outcome, State
@@ -105,6 +106,12 @@ def _safe(
         return False
     if op.hands_out_ids:
         return lookups_stable
+    if keeps_clocks(program.detect_races, mode) and (isinstance(op, Signal) or (isinstance(op, DmaStart)
+                                                                               and mode == "eager")):
+        # RACE-1: a signal (an eager start's halves signal too) gives a counter its clock, and another core's
+        # wait that finishes before it fails: the order is visible. A wait that finishes stays safe: a clock
+        # once there stays
+        return False
     if isinstance(op, Signal):
         if not lookups_stable:
             return False

@@ -41,6 +41,8 @@ from semcheck.model.ops import (
     Signal,
     Wait,
 )
+from semcheck.model.clocks import finished_wait, keeps_clocks
+from semcheck.model.clocks import reached as clock_reached
 from semcheck.model.run import classify
 from semcheck.model.schedule import ParkAndWake
 from semcheck.model.scope_keys import copy_keys, freed_failures, held_scoped
@@ -203,6 +205,8 @@ def fast_run(
     rows, phase = copies.rows, copies.phases
     deferred: dict[int, tuple] = {}  # ACC-11: on_wait copies whose views raise, by DMA ident
     touches: dict[int, tuple] = {}  # BUF-14: copies of run_scoped buffers, by DMA ident: the keys their halves look up
+    clocked = keeps_clocks(program.detect_races, mode)  # RACE-1: the run keeps the race detector's clocks
+    signals: set = set()  # RACE-1: the counters a plain signal reached (only when clocked)
 
     def signal(key, core: int, inc: int, source) -> _Copies:
         counter = (key, core)
@@ -331,6 +335,10 @@ def fast_run(
                     by_core_add(counter)
                 counts[counter] = -short
                 looked[core] = None
+                if clocked:
+                    err = finished_wait(clocked, key, core, lambda: clock_reached(signals, zip(phase, rows), key, core))
+                    if err is not None:  # RACE-1: the count is consumed, then the assertion fails
+                        do_fail(core, pc, err)
                 if observer is not None:
                     observer.wait(core, pc, counter, value)
             elif t is Access:
@@ -346,6 +354,8 @@ def fast_run(
                 if dst is None:
                     dst = target(core, pc, op, False)
                 counter = (key, dst)
+                if clocked:
+                    signals.add(counter)
                 if observer is not None:
                     observer.signal(counter, op.inc, (core, pc))
                 have = counts_get(counter)
@@ -493,6 +503,7 @@ def fast_run(
         reads=tuple(reads),
         warnings=tuple(warnings),
         failures=tuple(failure),
+        signals=frozenset(signals),
     )
     held = frozenset(c for c, i in hold.items() if pcs[c] == i)
     return classify(program, mode, state, tuple(schedule), held)

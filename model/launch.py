@@ -53,6 +53,7 @@ def launch(
     launch_failure: Violation | None = None,
     exit_accesses: Sequence[Op] = (),
     names: Sequence[tuple[str, str]] = (),
+    detect_races: bool = False,
 ) -> Program:
     """Build the `Program` the interpreter executes for these kernel bodies (LAUNCH-1).
 
@@ -62,7 +63,7 @@ def launch(
     `launch_failure`: what the interpreter raises before running anything (LAUNCH-2).
     `exit_accesses`: what each device's core 0 does after its cores finish and before the exit
     check (the read of the call's results, LAUNCH-1), the same ops on every device.
-    `names`: how reports name labels (`Program.names`).
+    `names`: how reports name labels (`Program.names`). `detect_races`: the call's race detection (RACE-1).
     """
     if len(bodies) != topology.num_cores:
         raise ValueError(f"{len(bodies)} bodies for {topology.num_cores} cores")
@@ -71,7 +72,7 @@ def launch(
                          hbm_buffers=hbm_buffers, loc=loc, exit_accesses=exit_accesses, first_cores=first_cores)
              for g in range(topology.num_cores)]
     return Program(topology, tuple(cores), collective_id=collective_id, name=name, launch_failure=launch_failure,
-                   names=tuple(names))
+                   names=tuple(names), detect_races=detect_races)
 
 
 def launch_core(

@@ -5,7 +5,7 @@ module is the manager a program's callbacks talk to, one method per rule,
 as pure functions over an immutable `Manager`. The conformance vectors
 (`specs/conformance/`) hold it and jax's own manager to the same answers.
 Every function delegates to the rule the kernel level uses (`semaphore`,
-`dma`, `buffer`, `kernel_buffer`); only RACE-1 exists at this level alone.
+`dma`, `buffer`, `kernel_buffer`, `clocks`).
 
 A function returns the new manager (and its result), or a `Violation` the
 manager raises (and then changes nothing).
@@ -19,10 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from semcheck.model import buffer as buf
+from semcheck.model import clocks
 from semcheck.model import dma as dma_rules
 from semcheck.model import kernel_buffer as kbuf
 from semcheck.model import semaphore as sem
-from semcheck.model.errors import Raised, Violation
+from semcheck.model.errors import Violation
 from semcheck.model.fmap import FMap
 from semcheck.model.ops import NO_LOC
 from semcheck.model.semaphore import SemKey, SemTables, Task
@@ -64,9 +65,6 @@ class Manager:
     signals: frozenset = frozenset()  # (SemKey, core)
 
 
-ASSERTION = Raised("AssertionError", "")
-
-
 # --- semaphores -------------------------------------------------------------------------
 
 
@@ -106,13 +104,7 @@ def read(m: Manager, key: SemKey, core: int) -> int:
 
 def holds_clock(m: Manager, key: SemKey, core: int) -> bool:
     """RACE-1: whether a signal ever reached `key` on `core`: a plain one, or a DMA half that ran."""
-    if (key, core) in m.signals:
-        return True
-    return any(
-        (d.phase >= 1 and d.src_key == key and d.src_core == core)
-        or (d.phase == 2 and d.dst_key == key and d.dst_core == core)
-        for d in m.dmas
-    )
+    return clocks.reached(m.signals, ((d.phase, d) for d in m.dmas), key, core)
 
 
 def wait(cfg: Config, m: Manager, key: SemKey, core: int, value: int) -> tuple[Manager, Violation | None] | None:
@@ -129,9 +121,7 @@ def wait(cfg: Config, m: Manager, key: SemKey, core: int, value: int) -> tuple[M
             return None
         m, done, _ = out  # the manager's copies carry no views (ACC-11 is the kernel's)
         if done:
-            if cfg.detect_races and not holds_clock(m, key, core):
-                return m, ASSERTION
-            return m, None
+            return m, clocks.finished_wait(cfg.detect_races, key, core, lambda: holds_clock(m, key, core))
 
 
 def dma_start(

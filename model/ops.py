@@ -378,6 +378,7 @@ class Program:
     tpu_failure: Violation | None = None  # LAUNCH-7: jax's TPU lowering refuses the call (hardware only)
     # ACC-9: what the lowering read from refs that copies write (`model.followed.ValueFacts`); None: nothing
     followed: Any = dataclasses.field(default=None, compare=False)
+    detect_races: bool = False  # RACE-1: the call's `InterpretParams(detect_races=...)` (interpreter modes)
 
     def __post_init__(self) -> None:
         """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""

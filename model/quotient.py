@@ -177,4 +177,5 @@ def _folded(program: Program, m: int) -> Program:
     cores = tuple(tuple([op if type(op) not in named else got[1] if (got := get(id(op))) is not None else fold_op(op)
                          for op in program.cores[c]]) for c in range(inside))
     return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name,
-                   launch_failure=program.launch_failure, tpu_failure=program.tpu_failure)
+                   launch_failure=program.launch_failure, tpu_failure=program.tpu_failure,
+                   detect_races=program.detect_races)

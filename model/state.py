@@ -91,6 +91,7 @@ class State:
     reads: tuple[tuple[int, int, int], ...] = ()  # (core, pc, value) of each Read
     warnings: tuple[ExitWarning, ...] = ()
     failures: tuple[Failure, ...] = ()  # in order; several only when devices fail alone (ERR-7)
+    signals: frozenset = frozenset()  # RACE-1: the counters a plain signal reached (kept only with clocks)
 
     @property
     def failure(self) -> Failure | None:

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from semcheck.model import barrier as barrier_rules
+from semcheck.model import clocks
 from semcheck.model import dma as dma_rules
 from semcheck.model import scope_keys as scope_rules
 from semcheck.model import semaphore as sem
@@ -265,7 +266,16 @@ def rule_signal(program: Program, mode: DmaMode, state: State, core: int, op: Si
     target = target_core(program, mode, core, op.device, op.core, dma=False)
     if isinstance(target, Violation):  # ERR-4
         return fail(state, program, core, target)
+    if clocks.keeps_clocks(program.detect_races, mode):  # RACE-1: the signal leaves a clock there
+        state = changed(state, signals=state.signals | {(key, target)})
     return _advance(state, core, counts=sem.signal(state.counts, key, target, op.inc))
+
+
+def wait_clock(program: Program, mode: DmaMode, state: State, core: int, key: SemKey) -> Violation | None:
+    """RACE-1 at a wait that has just consumed its count: the assertion when the run keeps clocks and no
+    signal ever reached (`key`, `core`)."""
+    return clocks.finished_wait(clocks.keeps_clocks(program.detect_races, mode), key, core,
+                                lambda: clocks.reached(state.signals, ((d.phase, d) for d in state.dmas), key, core))
 
 
 def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait) -> State | None:
@@ -283,6 +293,9 @@ def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait
             return fail(state, program, core, key)
         counts = sem.try_wait(state.counts, key, core, op.value)
         if counts is not None:
+            err = wait_clock(program, mode, state, core, key)
+            if err is not None:  # RACE-1: the count is consumed, then the assertion fails (ERR-7 ends the run)
+                return fail(changed(state, counts=counts), program, core, err)
             return _advance(state, core, counts=counts)
         return changed(state, looked_up=state.looked_up.set(core, key))
     out = dma_rules.wait_once(state, key, core, op.value)
@@ -292,6 +305,9 @@ def rule_wait(program: Program, mode: DmaMode, state: State, core: int, op: Wait
     if err is not None:  # ACC-11: the task this waiter ran raised, which ends the run (ERR-7)
         return fail(state, program, core, err)
     if done:
+        err = wait_clock(program, mode, state, core, key)
+        if err is not None:  # RACE-1, as above
+            return fail(changed(state, looked_up=state.looked_up.set(core, None, drop=None)), program, core, err)
         return _advance(state, core, looked_up=state.looked_up.set(core, None, drop=None))
     return state
 

@@ -122,6 +122,7 @@ class Symmetric:
     names: tuple[tuple[str, str], ...] = ()
     tpu_failure: Violation | None = None
     followed: None = None  # ACC-9 follows values only where every device is lowered: never a Symmetric's
+    detect_races: bool = False  # RACE-1, as `Program.detect_races`
 
     def __post_init__(self) -> None:
         topo = self.topology
@@ -267,7 +268,8 @@ class Symmetric:
         for j in range(1, self.topology.num_devices // self.period):
             self._memo.pop(j, None)
         return Program(self.topology, cores, collective_id=self.collective_id, name=self.name,
-                       launch_failure=self.launch_failure, names=self.names, tpu_failure=self.tpu_failure)
+                       launch_failure=self.launch_failure, names=self.names, tpu_failure=self.tpu_failure,
+                       detect_races=self.detect_races)
 
     @staticmethod
     def of(program: Program, period: int, shifts: Shifts) -> Symmetric:
@@ -277,7 +279,7 @@ class Symmetric:
         sym = Symmetric(topo, period, shifts, tuple(program.cores[: period * topo.cores_per_device]),
                         collective_id=program.collective_id, name=program.name,
                         launch_failure=program.launch_failure, names=program.names,
-                        tpu_failure=program.tpu_failure)
+                        tpu_failure=program.tpu_failure, detect_races=program.detect_races)
         for c in range(topo.num_cores):
             if sym._built(c) != program.cores[c]:
                 raise ValueError(f"the program does not repeat every {period} devices with these shifts (core {c})")
@@ -297,4 +299,5 @@ def with_cores(program: Program | Symmetric, cores: tuple[tuple[Op, ...], ...]) 
     """The Program of `program`'s topology and launch facts with these cores (the checks that read a few
     cores of a program, the others left empty: DR-34, DR-35), whether `program` is built or a Symmetric."""
     return Program(program.topology, cores, collective_id=program.collective_id, name=program.name,
-                   launch_failure=program.launch_failure, names=program.names, tpu_failure=program.tpu_failure)
+                   launch_failure=program.launch_failure, names=program.names, tpu_failure=program.tpu_failure,
+                   detect_races=program.detect_races)

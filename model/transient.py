@@ -135,6 +135,7 @@ def thaw(state: State) -> TransientState:
         reads=TransientList(state.reads),
         warnings=TransientList(state.warnings),
         failures=state.failures,
+        signals=state.signals,
     )
 
 
@@ -158,4 +159,5 @@ def freeze(state: State) -> State:
         reads=tuple(state.reads),
         warnings=tuple(state.warnings),
         failures=state.failures,
+        signals=state.signals,
     )

@@ -30,6 +30,7 @@ HOMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "DMA-2": ("model/dma.py", ("read_half", "write_half", "run_half_task")),
     "ACC-11": ("model/dma.py", ("deferred_failure",)),
     "BUF-14": ("model/scope_keys.py", ("held_scoped", "copy_keys", "freed_failures")),
+    "RACE-1": ("model/clocks.py", ("keeps_clocks", "reached", "finished_wait")),
 }
 
 # rule -> the modules that decide it, each of which must call one of its home functions
@@ -43,6 +44,7 @@ ENGINES: dict[str, tuple[str, ...]] = {
     "DMA-2": ("model/dma.py", "model/fast.py"),
     "ACC-11": ("model/dma.py", "model/fast.py"),
     "BUF-14": ("model/step.py", "model/fast.py", "model/dma.py"),
+    "RACE-1": ("model/step.py", "model/fast.py", "model/manager.py", "checker/properties/clock_waits.py"),
 }
 
 # the literals a copy of SEM-1 / BUF-1 would write: the counters' first ids (model/ids.py names them)

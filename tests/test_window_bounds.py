@@ -4,7 +4,8 @@
   with the manager's own read and store on real buffers, over windows drawn by hypothesis;
 * the interpreter's range of a view (`window_bounds.interpreter_range`) is jax's `to_range`;
 * semcheck's prediction, decided as the failing-runs machinery does (`failing_runs`), matches every
-  row of tests/kernels/window_bounds.json, which records jax's interpreter running each case.
+  row of tests/kernels/window_bounds.json, which records jax's interpreter running each case (with the race
+  detector on: an on_wait copy of 0 bytes never runs, and its wait fails RACE-1's assertion, ERR-21).
 """
 
 from __future__ import annotations
@@ -116,24 +117,13 @@ def _predict(name: str, mode: str) -> dict:
     return {"outcome": "error", "error_type": d["error_type"], "error_message": _LABEL.sub(r"\1<buffer>:", d["error_message"])}
 
 
-# Rows semcheck does not predict yet, each with why. Under on_wait a copy of 0 bytes never runs (its wait
-# for 0 bytes needs no task), and with the race detector on that wait then fails the manager's assertion
-# (RACE-1, specs/semantics/buffers.md), which the kernel-level model does not apply.
-NOT_YET = {("copy_src_zero_at_start", "on_wait"), ("copy_src_zero_in_middle", "on_wait"),
-           ("copy_dst_zero_at_end", "on_wait"), ("copy_src_zero_at_end", "on_wait"),
-           ("copy_src_zero_past_end", "on_wait"), ("copy_src_nested_zero_at_end", "on_wait"),
-           ("copy_src_vmem_zero_at_end", "on_wait"), ("copy_src_squeezed_zero_at_end", "on_wait")}
-
-
 def _rows():
     for r in TABLE["rows"]:
-        marks = [pytest.mark.xfail(strict=True, reason="RACE-1 is not applied at the kernel level")] \
-            if (r["case"], r["dma_mode"]) in NOT_YET else []
-        yield pytest.param(r, id=f"{r['case']}-{r['dma_mode']}", marks=marks)
+        yield pytest.param(r, id=f"{r['case']}-{r['dma_mode']}")
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-10", "ERR-20")
+@pytest.mark.rule("ACC-10", "ERR-20", "ERR-21")
 @pytest.mark.parametrize("row", list(_rows()))
 def test_semcheck_predicts_every_recorded_window(row):
     got = _predict(row["case"], row["dma_mode"])

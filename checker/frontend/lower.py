@@ -206,6 +206,8 @@ def lower_kernel(
             launch_failure=failure,
             exit_accesses=exit_reads(call, hbm_labels(call)),  # PRG-120: the results are read after the call
             names=hbm_names(call) + tuple(lw.scoped_names.items()),
+            # RACE-1: the interpreter keeps the race detector's clocks when the call asks for it
+            detect_races=bool(getattr(call.interpret_params, "detect_races", False)),
         )
         if chosen is not None:
             partial = PartialLowering(

@@ -164,7 +164,8 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
 
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
                       launch_failure=failure, names=tuple(names.items()),
-                      tpu_failure=composed_refusal(invs, lowered))  # LAUNCH-7
+                      tpu_failure=composed_refusal(invs, lowered),  # LAUNCH-7
+                      detect_races=any(lowered[k].detect_races for k in order))  # RACE-1
     ran = () if exact else tuple(lowered[k] for k in order[:order.index(_first_failing(lowered, order)) + 1])
     return ComposedProgram(program, ir, exact, why, _race_gaps(ir, renames, cores, calls, order),
                            tuple(tuple(ks) for ks in calls), order, frozenset(barriers.values()), ran, reading or "")

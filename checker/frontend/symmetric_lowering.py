@@ -60,4 +60,4 @@ def _symmetric(part: Any, cert: Any) -> Any:
     args = part.launch_args
     return Symmetric(topo, cert.period, dict(cert.shifts), reps, collective_id=args.get("collective_id"),
                      name=args.get("name", "program"), launch_failure=args.get("launch_failure"),
-                     names=tuple(args.get("names", ())))
+                     names=tuple(args.get("names", ())), detect_races=args.get("detect_races", False))

@@ -78,7 +78,8 @@ def _barrier_fetch_prefix(program: Program) -> tuple[Program, list[int]] | None:
             return None  # it may wait, or state beyond ids may be left: not predicted
         firsts.append(j)
     prefix = Program(program.topology, tuple(ops[:j] for ops, j in zip(program.cores, firsts)),
-                     collective_id=program.collective_id, name=program.name, names=program.names)
+                     collective_id=program.collective_id, name=program.name, names=program.names,
+                     detect_races=program.detect_races)
     for mode in _MODES:
         ran = fast_run(prefix, mode, record=False)
         if ran.failure is not None or list(ran.state.pcs) != firsts:

@@ -306,12 +306,23 @@ class ModeAnalysis:
         return interpreter_failure(self.scopes, self.mode)
 
     @cached_property
+    def clock_failure(self) -> str | None:
+        """RACE-1: why a wait of this interpreter mode may fail the race detector's clock assertion, which
+        only the runs of the model follow (so nothing else of the mode is proved); None when none may."""
+        from semcheck.checker.properties.clock_waits import clock_risk
+
+        return clock_risk(self.program, self.mode)
+
+    @cached_property
     def scope_runs_explored(self):
-        """BUF-14: every schedule of this interpreter mode explored (`failing_runs.scope_exploration`) when a
-        run may raise at a run_scoped buffer (`scope_failure`); None when none may or past the budget."""
+        """BUF-14, RACE-1: every schedule of this interpreter mode explored (`failing_runs.scope_exploration`)
+        when a run may raise at a run_scoped buffer (`scope_failure`) or at a wait's clock (`clock_failure`);
+        None when none may or past the budget."""
         from semcheck.checker.properties.failing_runs import scope_exploration
 
-        return scope_exploration(self) if self.scope_failure is not None else None
+        if self.scope_failure is None and self.clock_failure is None:
+            return None
+        return scope_exploration(self)
 
     @cached_property
     def race_order(self):

@@ -78,12 +78,13 @@ def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
     a proof that did not come through that decision (`failing_runs.scope_failure_verdict`: a reduction's, say)
     stands for runs it did not follow, so it is unknown (but by a property whose check says it:
     `reads_scope_failure`)."""
-    from semcheck.checker.properties.failing_runs import scope_raises
+    from semcheck.checker.properties.failing_runs import explored_failure, scope_raises
 
-    why = facts.scope_failure if facts.mode != "hardware" else None
+    why = explored_failure(facts)  # RACE-1's failing waits too (ERR-21), which no property's check reads
     if why is None or scope_raises(facts) is False:
         return verdicts
-    return [v if not v.holds or _reads_scope_failure(v.property) or v.stats.get("rule") == "BUF-14"
+    reads = facts.clock_failure is None
+    return [v if not v.holds or (reads and _reads_scope_failure(v.property)) or v.stats.get("rule") in ("BUF-14", "RACE-1")
             else Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 

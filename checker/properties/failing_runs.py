@@ -34,8 +34,8 @@ from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached, truncate
-from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, UnknownBuffer,
-                                   Violation, WindowOutOfBounds)
+from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, UnclockedWait,
+                                   UnknownBuffer, Violation, WindowOutOfBounds)
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import run
 from semcheck.model.state import Outcome
@@ -76,7 +76,9 @@ def fold_unsafe(analysis: Analysis, mode: str) -> bool:
     """Whether a fold's proof must not stand for the program under `mode`: the fold reads the program's
     skeleton, which drops accesses and with them the failures ERR-9 gives them in the interpreter, and
     the copies' buffers, whose scopes decide BUF-14's."""
-    return mode != "hardware" and (bool(analysis.view_ops) or analysis.mode(mode).scope_failure is not None)
+    facts = analysis.mode(mode)
+    return mode != "hardware" and (bool(analysis.view_ops) or facts.scope_failure is not None
+                                   or facts.clock_failure is not None)
 
 
 class Ending(NamedTuple):
@@ -188,6 +190,10 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
     if facts.scope_failure is not None and prop != "invocation-confined":
+        v = scope_failure_verdict(prop, program, mode, facts)
+        if v is not None:
+            return v
+    if facts.clock_failure is not None:  # RACE-1 (ERR-21): decided as BUF-14's, by every schedule
         v = scope_failure_verdict(prop, program, mode, facts)
         if v is not None:
             return v
@@ -348,13 +354,23 @@ def scope_exploration(facts: ModeAnalysis) -> tuple | None:
 
 
 def _freed(o: Outcome) -> bool:
-    return o.kind == "error" and isinstance(o.failure.violation, UnknownBuffer)
+    """BUF-14's KeyError at a run_scoped buffer, or RACE-1's assertion at a wait (ERR-21): the failures only
+    the model's runs follow."""
+    return o.kind == "error" and isinstance(o.failure.violation, (UnknownBuffer, UnclockedWait))
+
+
+def explored_failure(facts: ModeAnalysis) -> str | None:
+    """Why this mode's runs may fail where only the model's runs follow it (BUF-14, RACE-1), or None."""
+    if facts.mode == "hardware":
+        return None
+    return facts.scope_failure or facts.clock_failure
 
 
 def scope_raises(facts: ModeAnalysis) -> bool | None:
-    """BUF-14: whether some run of this interpreter mode raises KeyError at a run_scoped buffer, by every
-    schedule (False: none does, or no copy can run outside its scope; None: the explorer's budget ran out)."""
-    if facts.mode == "hardware" or facts.scope_failure is None:
+    """BUF-14, RACE-1: whether some run of this interpreter mode raises KeyError at a run_scoped buffer or
+    fails a wait's clock assertion, by every schedule (False: none does, or none can; None: the explorer's
+    budget ran out)."""
+    if explored_failure(facts) is None:
         return False
     explored = facts.scope_runs_explored
     return None if explored is None else any(_freed(o) for o in explored[0])
@@ -371,7 +387,7 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's (RUN-21)
         built = facts.whole.whole_program if facts.whole.symmetric else "not built"
         if isinstance(built, str):
-            return Verdict(prop, "unknown", reason=f"{facts.scope_failure} (BUF-14); the program is decided on one "
+            return Verdict(prop, "unknown", reason=f"{explored_failure(facts)}; the program is decided on one "
                            "period of its devices, whose runs the explorer does not follow: check it at fewer devices")
         return scope_failure_verdict(prop, built.program, mode, built.mode(mode))
     raises = scope_raises(facts)
@@ -381,34 +397,46 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
         real = facts.maximal_run()
         over = f"the explorer exceeded {FALLBACK_STATES} states"
         if not _freed(real):
-            return Verdict(prop, "unknown", reason=f"{facts.scope_failure}; whether a run raises there is not known: "
-                           f"{over} (BUF-14, ERR-19)")
+            return Verdict(prop, "unknown", reason=f"{explored_failure(facts)}; whether a run raises there is not "
+                           f"known: {over} (BUF-14, RACE-1, ERR-19)")
         f = real.failure
-        said = (f"interpret mode raises KeyError: {f.violation.message} at {f.loc} in some runs at least: the fast "
-                f"run (RUN-3) is one ({over}, so not every schedule is known; BUF-14, ERR-19)")
+        rule = _explored_rule(f.violation)
+        said = (f"interpret mode raises {_raised(f.violation)} at {f.loc} in some runs at least: the fast "
+                f"run (RUN-3) is one ({over}, so not every schedule is known; {rule}, ERR-19)")
         if prop == "deadlock-free":  # one real run that fails is a violation (PROP-4)
-            return Verdict(prop, "violated", reason=said, stats={"rule": "BUF-14"},
+            return Verdict(prop, "violated", reason=said, stats={"rule": rule},
                            witness=failure_witness(program, mode, real, explored=False))
-        return Verdict(prop, "unknown", reason=said, stats={"rule": "BUF-14"})
+        return Verdict(prop, "unknown", reason=said, stats={"rule": rule})
     outcomes, states = facts.scope_runs_explored
     bad = [o for o in outcomes if _freed(o)]
     every = len(bad) == len(outcomes)
     f = bad[0].failure
-    said = (f"interpret mode raises KeyError: {f.violation.message} at {f.loc} in "
-            f"{'every run' if every else 'some runs'}, by every schedule ({states} states; BUF-14)")
-    stats = {"decided_by": "explorer", "states": states, "rule": "BUF-14"}
+    rule = _explored_rule(f.violation)
+    said = (f"interpret mode raises {_raised(f.violation)} at {f.loc} in "
+            f"{'every run' if every else 'some runs'}, by every schedule ({states} states; {rule})")
+    stats = {"decided_by": "explorer", "states": states, "rule": rule}
     if prop == "deadlock-free":
         return Verdict(prop, "violated", reason=said, stats=stats,
                        witness=failure_witness(program, mode, bad[0], explored=all(o.kind == "error" for o in outcomes)))
     if prop == "exit-balance" and no_exit_reached(program, mode, FALLBACK_STATES):
         return vacuous(prop, f"no run reaches a kernel exit: {said} or fails or hangs first (ERR-19): no count is "
                        "left and no copy is pending at an exit", stats=stats)
+    no_s_prime = ("a wait's clock failure has no S' (whether the wait finds a clock depends on what ran before "
+                  "it, ERR-21)" if rule == "RACE-1" else
+                  "a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule)")
     return Verdict(prop, "unknown", stats=stats, reason=(
-        f"{said}; a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule), "
-        "and the explorer keeps outcomes, not the states along a run, so this property is not decided (ERR-19)"))
+        f"{said}; {no_s_prime}, and the explorer keeps outcomes, not the states along a run, so this property is "
+        "not decided (ERR-19)"))
+
+
+def _explored_rule(err: Violation) -> str:
+    """The rule of a failure only the model's runs follow: RACE-1's assertion (ERR-21), else BUF-14's KeyError."""
+    return "RACE-1" if isinstance(err, UnclockedWait) else "BUF-14"
 
 
 def _raised(err: Violation) -> str:
+    if isinstance(err, UnclockedWait):  # the manager's bare assert: no message to quote
+        return f"{err.python_type} (the race detector's clock, RACE-1)"
     return f"{err.python_type}: {err.message}"
 
 
@@ -475,6 +503,19 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
                "scope is entered; a copy half that runs outside that window meets no key (specs/semantics/buffers.md BUF-14, "
                "specs/semantics/divergences.md D32)")
         hint = _scope_hint()
+    elif isinstance(err, UnclockedWait):
+        from semcheck.checker.properties import clock_waits  # lazy: it imports the model's symmetric programs
+
+        unrun = clock_waits.unreached_copies(real, err)
+        text = f"{_raised(err)} at the wait at {failure.loc}, whose semaphore no signal has reached on this core"
+        if unrun:
+            text += (f" (the copy at {unrun[-1].loc}, of {unrun[-1].nbytes} bytes, would signal it, but under "
+                     f"{mode} a wait for {program.cores[failure.core][failure.pc].value} needs none of its tasks, "
+                     "so it never runs)")
+        locs = tuple(dict.fromkeys(x for x in (*(d.loc for d in unrun), failure.loc) if x.line))
+        details.update(rule="RACE-1", wait_line=str(failure.loc), copy_lines=[str(d.loc) for d in unrun][:8])
+        why = clock_waits.WHY
+        hint = clock_waits.HINT
     elif isinstance(err, InterpreterView):
         details.update(rule="ERR-9" if copy is None else "ACC-11", transform=err.transform, access=err.access)
         if copy is not None:

@@ -95,7 +95,7 @@ def programs(draw, *, defect_rate: int = 8, max_events: int = 6):
         a, b = draw(cores, label="from"), draw(cores, label="to")
         if kind == "sig":
             i = draw(st.integers(0, nsems - 1))
-            k = draw(st.integers(1, 3))
+            k = draw(st.integers(0, 3))  # a wait for 0 may come before any signal: RACE-1 with race detection
             tgt = _target(topo, a, b, explicit_core=draw(st.booleans()))
             put(a, rnd, 0, Signal(SemRef("s", i), k, **tgt))
             put(b, rnd, 1, Wait(SemRef("s", i), k))

@@ -15,6 +15,8 @@ run shows must be one of the outcomes the model allows:
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
@@ -44,6 +46,7 @@ MODES = ("eager", "on_wait")
 
 
 def agree(program, mode, *, detect_races=False):
+    program = dataclasses.replace(program, detect_races=detect_races)  # RACE-1: the model keeps the clocks too
     real = run_on_jax(program, mode, detect_races=detect_races)
     ok, why = check_against_model(program, mode, real)
     assert ok, f"{program.name} ({mode}):\n{why}"

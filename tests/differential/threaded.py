@@ -244,7 +244,8 @@ class _Run:
             for h in cores:
                 self.buffer_ids[(h, op.label)] = int(i)
         elif t is FreeBuffer:
-            ipc._deallocate_buffer(token, d, c, self.vmem, self.buffer_ids[(g, op.label)])
+            if (g, op.label) in self.buffer_ids:  # a run_scoped semaphore's scope end: jax frees no semaphore
+                ipc._deallocate_buffer(token, d, c, self.vmem, self.buffer_ids[(g, op.label)])
         elif t is GetBarrierSem:
             _, i = ipc.get_barrier_semaphore(token, d, self.program.collective_id)
             self.barrier_id[g] = int(i)
