@@ -21,7 +21,8 @@ from strategies import programs
 from semcheck.model import DMA_MODES, fast_run
 from semcheck.model import fast as fast_module
 from semcheck.model.barrier import Counted, opens
-from semcheck.model.hb_observers import Observer, dense
+from semcheck.model.clock_rows import dense
+from semcheck.model.hb_observers import Observer
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import Barrier, Program, SemRef, Signal, Topology, Wait
 

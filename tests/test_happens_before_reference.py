@@ -227,13 +227,13 @@ def test_sparse_clock_rows_order_as_the_dense_reference_whenever_they_turn_dense
     `DENSE_PAST` cores, then dense. The other tests run it with rows that stay sparse (their programs are
     small); here rows turn dense after naming 0, 1 or 2 cores, so every join of a sparse row with a dense
     one, and every row that changes form in the middle of a run, is held to the dense reference."""
-    from semcheck.model import hb_observers
+    from semcheck.model import clock_rows
 
     events = accesses(program, "hardware")[0]
     if not events:
         return
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hb_observers, "DENSE_PAST", past)
+        patch.setattr(clock_rows, "DENSE_PAST", past)
         _same(program, {m: events for m in DMA_MODES})
         for mode in DMA_MODES:
             _same(program, {mode: events})
@@ -246,7 +246,8 @@ def _same_clocks_at_every_event(program: Program, mode: str, events) -> None:
     import numpy as np
 
     from semcheck.model.fast import fast_run
-    from semcheck.model.hb_observers import Observer, dense
+    from semcheck.model.clock_rows import dense
+    from semcheck.model.hb_observers import Observer
 
     run_mode, arrival = hb.reading(mode)
     new = Observer(program, events, arrival)
@@ -276,8 +277,8 @@ def test_a_sparse_row_reads_zero_where_it_names_no_core_and_joins_as_the_maximum
     dense row is the entrywise maximum, the row becoming dense past `DENSE_PAST` cores."""
     import numpy as np
 
-    from semcheck.model import hb_observers
-    from semcheck.model.hb_observers import Sparse, dense, join
+    from semcheck.model import clock_rows
+    from semcheck.model.clock_rows import Sparse, dense, join
 
     row = Sparse({1: 3})
     assert row[0] == 0 and row[1] == 3 and 0 not in row
@@ -288,7 +289,7 @@ def test_a_sparse_row_reads_zero_where_it_names_no_core_and_joins_as_the_maximum
     into = np.array([0, 4, 0, 0, 0, 0], dtype=np.int32)
     assert join(into, Sparse({1: 2, 3: 8}), 6) is into and into.tolist() == [0, 4, 0, 8, 0, 0]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hb_observers, "DENSE_PAST", 1)
+        patch.setattr(clock_rows, "DENSE_PAST", 1)
         grown = join(Sparse({0: 1}), Sparse({5: 2}), 6)
     assert type(grown) is np.ndarray and grown.tolist() == [1, 0, 0, 0, 0, 2]
     assert dense(Sparse(), 3).tolist() == [0, 0, 0]
