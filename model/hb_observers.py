@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 
 from semcheck.model.barrier import instance
+from semcheck.model.clock_rows import Sparse, join
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, Chain
 from semcheck.model.errors import ModelBug
@@ -46,19 +47,21 @@ def _bare(s: _Signal) -> _Signal:
     return _Signal(s.inc, None, 0, -1, s.pos, s.dma, s.half)  # type: ignore[arg-type]
 
 
-def _merge(row: np.ndarray, s: _Signal, core: int) -> None:
+def _merge(row: Sparse | np.ndarray, s: _Signal, core: int, n: int) -> Sparse | np.ndarray:
     """`row` (core `core`'s clock) joined with `s`'s clock, rotated (DR-43): skipped when the clock is a
     snapshot of this very row, which has only grown since, except in its own entry, which is stale and
-    never read; rotated in two slices rather than a rolled copy."""
+    never read; rotated in two slices rather than a rolled copy (only a dense row is rotated: a fold's).
+    Returns the row to keep (`join`)."""
     shift, clock = s.shift, s.clock
     if not shift:
         if s.src != core:
-            np.maximum(row, clock, out=row)
-        return
+            return join(row, clock, n)
+        return row
     head = row[shift:]
     np.maximum(head, clock[:-shift], out=head)
     tail = row[:shift]
     np.maximum(tail, clock[-shift:], out=tail)
+    return row
 
 
 _NEVER = np.iinfo(np.int32).max  # above every clock entry (clocks are int32: compared without a cast)
@@ -124,6 +127,8 @@ class _Counter:
         row = self.first_row
         if row is None:
             return any(clock[c - sh] > q for c, q in self.first.items())
+        if type(clock) is Sparse:  # (a sparse clock is never rotated: sh is 0, DR-45)
+            return any(v > row[c] for c, v in clock.items())
         # clock[c - sh] for every core c, as the entries above read it
         return bool((np.roll(clock, sh) > row).any())
 
@@ -160,9 +165,11 @@ class Observer:
         # (DR-6: their arrivals came in an order no certificate covers); their totals, from an earlier run
         self.totals = totals or {}
         self.broken_counters: set[tuple] = set()
-        n = program.topology.num_cores
-        # row c: what core c knows (its own entry is stale); `rows`: only the first cores' (DR-8)
-        self.clock = np.zeros((n if rows is None else rows, n), dtype=np.int32)
+        n = self.n = program.topology.num_cores
+        # row c: what core c knows (its own entry is stale); `rows`: only the first cores' (DR-8), kept
+        # dense (a fold's rows are read rotated, DR-43); else each row sparse until it is not (DR-45)
+        self.clock: np.ndarray | list[Sparse | np.ndarray] = (
+            [Sparse() for _ in range(n)] if rows is None else np.zeros((rows, n), dtype=np.int32))
         self.counters: dict[tuple, _Counter] = {}
         self.dma_pos: dict[int, Pos] = {}  # DMA ident -> its start
         self.dma_clock: dict[int, np.ndarray] = {}
@@ -186,7 +193,7 @@ class Observer:
         o = copy.copy(self)
         o.totals = totals
         o.broken_counters = set(self.broken_counters)
-        o.clock = self.clock.copy()
+        o.clock = self.clock.copy() if type(self.clock) is np.ndarray else [r.copy() for r in self.clock]
         o.counters = {k: c.copied() for k, c in self.counters.items()}
         # a copy's clock and an arrival's snapshot are never changed once made: the arrays are shared
         o.dma_pos, o.dma_clock, o.arrivals = dict(self.dma_pos), dict(self.dma_clock), dict(self.arrivals)
@@ -207,7 +214,7 @@ class Observer:
     def _knows(self, core: int, pc: int, what: Pos) -> bool:
         """Whether `core`, about to run `pc`, knows that operation `what` has happened."""
         c, q = what
-        return q < pc if c == core else bool(self.clock[core, c] > q)
+        return q < pc if c == core else bool(self.clock[core][c] > q)
 
     def _knows_done(self, core: int, pc: int, start: Pos, half: str) -> bool:
         return any(self._knows(core, pc, w) for w in self._done(start, half))
@@ -237,7 +244,7 @@ class Observer:
     def signal(self, counter: tuple, inc: int, source: tuple) -> None:
         ctr = self.counters.get(counter)
         if ctr is None:
-            ctr = self.counters[counter] = _Counter(counter[1], self.clock.shape[1])
+            ctr = self.counters[counter] = _Counter(counter[1], self.n)
         if self.rotates:
             s = self._arrival(counter, inc, source)
         elif type(source[1]) is str:  # `_arrival`, inlined (one call per signal and half)
@@ -291,7 +298,7 @@ class Observer:
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
         ctr = self.counters.get(counter)
         if ctr is None:  # a wait for nothing (value 0)
-            ctr = self.counters[counter] = _Counter(core, self.clock.shape[1])
+            ctr = self.counters[counter] = _Counter(core, self.n)
         need = ctr.consumed + value
         ctr.consumed = need
         ctr.last_wait = pc
@@ -306,7 +313,7 @@ class Observer:
             p = s.pos
             if p is not None:  # `_known`, inlined
                 c, q = p
-                k = q < pc if c == core else self.clock[core, c] > q
+                k = q < pc if c == core else self.clock[core][c] > q
             else:
                 k = self._knows_done(core, pc, s.dma, s.half)
             if k:
@@ -349,9 +356,13 @@ class Observer:
             if known or forced:
                 gone = {id(f) for f in forced}
                 ctr.reset([s for s in cands if id(s) not in gone] if forced else cands)
-        row = self.clock[core]
-        for s in forced:  # a known arrival's past is already in the core's clock
-            _merge(row, s, core)
+        if forced:
+            row = kept = self.clock[core]
+            n = self.n
+            for s in forced:  # a known arrival's past is already in the core's clock
+                row = _merge(row, s, core, n)
+            if row is not kept:  # a sparse row that became dense (DR-45)
+                self.clock[core] = row
         waiter = (core, pc)
         record = self._record_done if self.rotates else None
         setdefault = self.done.setdefault
@@ -390,15 +401,14 @@ class Observer:
                 snap = self.arrivals.get((p, name, k))
                 if snap is None:  # p stands at the barrier and has not run since it got there
                     snap = self._snapshot(p, self._barrier_position(p, name, k))
-                if joined is None:
-                    joined = snap.copy()
-                else:
-                    np.maximum(joined, snap, out=joined)
+                joined = snap.copy() if joined is None else join(joined, snap, self.n)
             if joined is None:
                 return
             self.joined[key] = joined
         row = self.clock[core]
-        np.maximum(row, joined, out=row)
+        new = join(row, joined, self.n)
+        if new is not row:
+            self.clock[core] = new
 
     def _barrier_position(self, core: int, name: str, k: int) -> int:
         seen = 0

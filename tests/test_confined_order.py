@@ -263,7 +263,7 @@ class _AtEvents:
         t = self.targets.get((core, pc))
         if t is not None and (core, pc) not in self.seen:
             t0 = t - t % self.per
-            self.seen[(core, pc)] = t >= 0 and (t0 == core or bool(self.rec.o.clock[core, t0] > 0))
+            self.seen[(core, pc)] = t >= 0 and (t0 == core or bool(self.rec.o.clock[core][t0] > 0))
 
     def signal(self, counter, inc, source) -> None:
         if type(source[1]) is not str:

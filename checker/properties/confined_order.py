@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.properties.verdict import Verdict
+from semcheck.model.clock_rows import Sparse
 from semcheck.model.fast import fast_run
 from semcheck.model.hb_observers import Observer, SymmetricObserver
 from semcheck.model.ops import BARRIER, DmaStart, ExitCheck, Program, Signal
@@ -62,7 +63,7 @@ class _Recorder:
         self.o = observer
         self.signal, self.start, self.arrive, self.access = observer.signal, observer.start, observer.arrive, observer.access
         self.exits = {c: e for c, e in exits.items() if e is not None}
-        self.at_exit: dict[int, np.ndarray] = {}
+        self.at_exit: dict[int, Sparse | np.ndarray] = {}  # a row, sparse or dense (DR-45)
         # core -> the target cores 0 it does not know of yet (a core is never told of itself)
         self.unknown: dict[int, set[int]] = {}
         for c, _, _, t in landings:
@@ -109,7 +110,7 @@ class _Recorder:
         t0 = target - target % per
         return t0 == core or self.known_from.get((core, t0), _NEVER) <= pc
 
-    def clock_at_exit(self, core: int) -> np.ndarray:
+    def clock_at_exit(self, core: int) -> Sparse | np.ndarray:
         got = self.at_exit.get(core)
         return self.o.clock[core] if got is None else got
 

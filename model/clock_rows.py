@@ -1,0 +1,52 @@
+"""Clock rows of the happens-before pass (spec DR-45): sparse while a row names few cores, dense after."""
+
+from __future__ import annotations
+
+import numpy as np
+
+DENSE_PAST = 64
+"""Entries a sparse clock row (`Sparse`) may name before it becomes a dense one (DR-45)."""
+
+
+class Sparse(dict):
+    """DR-45: a clock row that names only the cores it has heard of (core -> entry); every other entry
+    is 0. A tree's device knows of about log N others, so its row and every snapshot of it are a few
+    entries, not N; `join` makes a row dense once it names more than `DENSE_PAST` cores."""
+
+    __slots__ = ()
+
+    def __missing__(self, core: int) -> int:
+        return 0
+
+    def copy(self) -> Sparse:
+        return Sparse(self)
+
+
+def dense(row: Sparse | np.ndarray, n: int) -> np.ndarray:
+    """`row` as a dense row of `n` entries (DR-45); a dense row is returned as it is."""
+    if type(row) is not Sparse:
+        return row
+    out = np.zeros(n, dtype=np.int32)
+    if row:
+        out[list(row)] = list(row.values())
+    return out
+
+
+def join(row: Sparse | np.ndarray, other: Sparse | np.ndarray, n: int) -> Sparse | np.ndarray:
+    """`row` joined with `other` (the entrywise maximum, DR-6), in place where `row` stays as it is kept
+    (DR-45): the row to keep, `row` itself or its dense form."""
+    if type(other) is Sparse:
+        if type(row) is Sparse:
+            get = row.get
+            for c, v in other.items():
+                if v > get(c, 0):
+                    row[c] = v
+            return row if len(row) <= DENSE_PAST else dense(row, n)
+        if other:
+            at = list(other)
+            row[at] = np.maximum(row[at], list(other.values()))
+        return row
+    if type(row) is Sparse:
+        row = dense(row, n)
+    np.maximum(row, other, out=row)
+    return row
