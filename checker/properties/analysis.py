@@ -7,6 +7,10 @@ holds them for one program, each computed on first use; `Analysis.mode(m)` is th
 mode worker) makes one and hands it to every check; a check called without one makes its own.
 There is no module-level state: two analyses of one program share nothing.
 
+The facts are computed from the layers below: the model, the static system, and the fact modules
+`failing_facts` and `race_order`, which import no property. The properties import this module and
+read the facts; nothing here imports a property (tests/test_import_graph.py: no cycle).
+
 The interpreter's two DMA modes share what does not depend on when copies complete (the lowering,
 S''s end, the totals: DMA-6, RUN-3); those facts are kept once, on the program's analysis, for
 both. Facts of another program (a fold, S' cut at its failures, DR-9's split) have their own
