@@ -237,15 +237,28 @@ def _disagreements(recs) -> list[str]:
 
 
 def markdown(data: dict) -> str:
+    """The results page: the set-up, then one section per table (time, buggy kernels, phases, memory, the
+    baselines' state spaces, runs without a result, scaling)."""
     recs = data["records"]
     ix = _index(recs)
-    ops = _ops(recs)
     s = data["settings"]
-    env = data["environment"]
-    kernels = s["kernels"]
-    sizes = s["sizes"]
+    kernels, sizes = s["kernels"], s["sizes"]
     present = [c for c in BASELINES if c in s["contenders"]]
     nofold = "semcheck_nofold" in s["contenders"]
+    out = _intro(data, present, nofold)
+    out += _time_section(recs, ix, s, present, nofold)
+    out += _buggy_section(ix, s, present)
+    out += _phases_section(recs, ix, s)
+    out += _memory_section(ix, s, present, nofold)
+    out += _details(recs, ix, kernels, sizes)
+    out += ["", "## Scaling", "", "```", fits_text(data.get("fits", {})), "```", ""]
+    return "\n".join(out)
+
+
+def _intro(data: dict, present: list[str], nofold: bool) -> list[str]:
+    """The provenance, the machine, the caps and the contenders."""
+    s = data["settings"]
+    env = data["environment"]
     out = [
         "# semcheck benchmark",
         "",
@@ -289,6 +302,13 @@ def markdown(data: dict) -> str:
         "## Time",
         "",
     ]
+    return out
+
+
+def _time_section(recs: list[dict], ix: dict, s: dict, present: list[str], nofold: bool) -> list[str]:
+    """The time table, with its notes."""
+    ops = _ops(recs)
+    kernels, sizes = s["kernels"], s["sizes"]
     header = ["kernel", "devices", "ops", SHORT["semcheck"]] + ([SHORT["semcheck_nofold"]] if nofold else []) \
         + [SHORT["check"]]
     for c in present:
@@ -319,7 +339,7 @@ def markdown(data: dict) -> str:
         if (k, n) in fallback_used:
             first_ratio = 6 + int(nofold)
             row[first_ratio::2] = [c + " †" if c else c for c in row[first_ratio::2]]
-    out += _table(header, rows)
+    out = _table(header, rows)
     out += _disagreements(recs)
     if any(r.get("race_free_over_budget") for r in recs):
         out += ["", "‡ race-free answered `unknown` at once: its happens-before run could not certify its "
@@ -332,6 +352,13 @@ def markdown(data: dict) -> str:
                 "(process start, jax import, trace + lower and every check that was importable, "
                 "in one process)."]
 
+    return out
+
+
+def _buggy_section(ix: dict, s: dict, present: list[str]) -> list[str]:
+    """Buggy kernels: the time to the first violation."""
+    kernels, sizes = s["kernels"], s["sizes"]
+    out: list[str] = []
     buggy = [k for k in kernels if k in BUGGY]
     if buggy:
         out += ["", "## Buggy kernels: time to the first violation", "",
@@ -377,6 +404,13 @@ def markdown(data: dict) -> str:
                 rows.append(row)
         out += _table(header, rows)
 
+    return out
+
+
+def _phases_section(recs: list[dict], ix: dict, s: dict) -> list[str]:
+    """semcheck's phases, one process per row."""
+    kernels, sizes = s["kernels"], s["sizes"]
+    out: list[str] = []
     out += ["", "## semcheck's phases", "",
             "One process per row (`phases`): the jax import, tracing + lowering, the model's fast run "
             "(3 modes), then every property in every mode timed one by one (`all checks`, including finding "
@@ -424,6 +458,13 @@ def markdown(data: dict) -> str:
     if notes:
         out += ["", "n/a: not importable when this ran (" + "; ".join(notes) + ")."]
 
+    return out
+
+
+def _memory_section(ix: dict, s: dict, present: list[str], nofold: bool) -> list[str]:
+    """Peak memory per contender."""
+    kernels, sizes = s["kernels"], s["sizes"]
+    out: list[str] = []
     out += ["", "## Peak memory", ""]
     mem_cols = ["semcheck"] + (["semcheck_nofold"] if nofold else []) + present
     header = ["kernel", "devices"] + [SHORT[c] for c in mem_cols]
@@ -433,6 +474,12 @@ def markdown(data: dict) -> str:
             rows.append([KERNEL_TITLES.get(k, k), str(n)] + [_mem_cell(ix.get((k, n, c)), s) for c in mem_cols])
     out += _table(header, rows)
 
+    return out
+
+
+def _details(recs: list[dict], ix: dict, kernels: list, sizes: list) -> list[str]:
+    """The baselines' state spaces and the runs without a result."""
+    out: list[str] = []
     detail = []
     for k in kernels:
         for n in sizes:
@@ -462,8 +509,7 @@ def markdown(data: dict) -> str:
     if problems:
         out += ["", "## Runs without a result", ""] + problems
 
-    out += ["", "## Scaling", "", "```", fits_text(data.get("fits", {})), "```", ""]
-    return "\n".join(out)
+    return out
 
 
 def plot(data: dict, path: Path) -> Path | None:

@@ -253,34 +253,98 @@ def _int_type(lo: int, hi: int) -> tuple[str, int]:
 
 
 def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
-    """The Promela model of `program` under `mode`."""
+    """The Promela model of `program` under `mode`: the abstract actions (`_Abstract`), the declarations,
+    one process per core and, under hardware, the DMA engine."""
     if mode not in MODES:
         raise PromelaUnsupported(f"the Promela rendering covers the modes {', '.join(MODES)}, not {mode!r}")
-    topo = program.topology
-    n = topo.num_cores
     hw = mode == "hardware"
-    procs = n + (1 if hw else 0)
+    procs = program.topology.num_cores + (1 if hw else 0)
     if procs > MAX_PROCESSES:
         raise PromelaUnsupported(f"{procs} processes: SPIN runs at most {MAX_PROCESSES}")
-    res = _Resolver(program, mode)
+    ab = _Abstract(program, mode)
+    scale, types = _scales(ab)
+    out = _declarations(program, ab, scale, types)
+    for core, acts in enumerate(ab.actions):
+        out += _core_process(ab, scale, core, acts)
+    if hw and ab.dma_list:
+        out += _dma_engine(ab, scale)
+    elif hw:
+        procs -= 1
 
-    # First pass: resolve every op into an abstract action on counter / barrier indices.
-    counter_ix: dict[tuple, int] = {}
-    incs: dict[int, list[int]] = defaultdict(list)  # every increment of each counter
-    waits: dict[int, list[int]] = defaultdict(list)  # every value waited for on each counter
-    barrier_ix: dict[tuple[str, int], int] = {}
-    barrier_size: dict[int, int] = {}
-    # (src counter, dst counter, what the read and the write half add (DMA-6), core, text)
-    dma_list: list[tuple[int | None, int, int, int, int, str]] = []
-    queued: dict[int, list[int]] = defaultdict(list)  # on_wait: the tasks each counter's queue gets (DMA-3)
+    # Every rendered op is one step, a barrier two (arrive, then leave), a hardware DMA two more.
+    actions, dma_list, queued = ab.actions, ab.dma_list, ab.queued
+    max_steps = sum(len(a) for a in actions) + sum(x[0] == "barrier" for a in actions for x in a)
+    max_steps += 2 * len(dma_list) if hw else 0
+    tasks = sum(map(len, queued.values()))  # on_wait: each popped task is one more step of a wait
+    max_steps += 2 * tasks + sum(x[0] == "wait" for a in actions for x in a)
+    vector = (len(ab.counter_ix) * types["count"][1] + len(ab.barrier_ix) * types["arrivals"][1]
+              + (len(dma_list) if hw or queued else 0) + 8 * procs + 64)
+    vector += tasks * types["task"][1] + len(queued)
+    return Rendering(
+        text="\n".join(out) + "\n",
+        mode=mode,
+        counters=tuple(ab.counter_ix),
+        scale=tuple(scale),
+        barriers=tuple(ab.barrier_ix),
+        dmas=len(dma_list),
+        processes=procs,
+        max_steps=max_steps,
+        vector_bytes=vector,
+    )
 
-    def cix(key: tuple, core: int) -> int:
-        if (key, core) not in counter_ix:
-            counter_ix[(key, core)] = len(counter_ix)
-        return counter_ix[(key, core)]
 
-    def action(core: int, pc: int, op: Op, acts: list, seen: dict) -> None:
+class _Abstract:
+    """The first pass: every operation resolved into an abstract action on counter / barrier indices,
+    per core (`actions`), with what touches each counter."""
+
+    def __init__(self, program: Program, mode: DmaMode) -> None:
+        self.mode = mode
+        self.res = _Resolver(program, mode)
+        self.counter_ix: dict[tuple, int] = {}
+        self.incs: dict[int, list[int]] = defaultdict(list)  # every increment of each counter
+        self.waits: dict[int, list[int]] = defaultdict(list)  # every value waited for on each counter
+        self.barrier_ix: dict[tuple[str, int], int] = {}
+        self.barrier_size: dict[int, int] = {}
+        # (src counter, dst counter, what the read and the write half add (DMA-6), core, text)
+        self.dma_list: list[tuple[int | None, int, int, int, int, str]] = []
+        self.queued: dict[int, list[int]] = defaultdict(list)  # on_wait: the tasks each counter's queue gets (DMA-3)
+        self.actions: list[list[tuple]] = [self._core(core, ops) for core, ops in enumerate(program.cores)]
+
+    def _core(self, core: int, ops: tuple[Op, ...]) -> list[tuple]:
+        """One core's actions, up to its first failure (ERR-7: it ends the run)."""
+        res, mode = self.res, self.mode
+        seen: dict[str, int] = defaultdict(int)
+        acts: list[tuple] = []
+        for pc, op in enumerate(ops):
+            t = type(op)
+            try:
+                if res.fail_at.get(core, (-1,))[0] == pc:
+                    raise _Fails(res.fail_at[core][1])
+                if (t is Access or t is DmaStart) and op.view_error is not None:
+                    if mode == "on_wait" and t is DmaStart:
+                        raise _refuse(core, pc, op, "an on_wait copy through a view the interpreter cannot index "
+                                                    "raises when a waiter runs it, which depends on the schedule")
+                    err = view_failure(op, mode)
+                    if err is not None:
+                        raise _Fails(err.message)
+                self.action(core, pc, op, acts, seen)
+            except _Fails as f:
+                res.fail(core, pc, op, str(f))
+                if any(getattr(o, "scope", None) == "device" for o in ops[pc + 1:]):
+                    raise _refuse(core, pc, op, "a device-scope allocation follows a failure") from None
+                acts.append(("fail", 0, 0, f"fails: {f}", op))
+                break
+        return acts
+
+    def cix(self, key: tuple, core: int) -> int:
+        if (key, core) not in self.counter_ix:
+            self.counter_ix[(key, core)] = len(self.counter_ix)
+        return self.counter_ix[(key, core)]
+
+    def action(self, core: int, pc: int, op: Op, acts: list, seen: dict) -> None:
         """One operation as an abstract action (appended to `acts`); raises _Fails for a static failure."""
+        res, mode, cix, incs = self.res, self.mode, self.cix, self.incs
+        dma_list, queued, barrier_ix, barrier_size = self.dma_list, self.queued, self.barrier_ix, self.barrier_size
         t = type(op)
         if t is Signal:
             key = res.key(core, pc, op, op.sem)
@@ -291,7 +355,7 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
         elif t is Wait:
             key = res.key(core, pc, op, op.sem)
             i = cix(key, core)
-            waits[i].append(op.value)
+            self.waits[i].append(op.value)
             acts.append(("wait", i, op.value, f"{op.kind} wait {op.sem} >= {op.value}", op))
         elif t is DmaStart:
             src = None
@@ -330,33 +394,11 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
         else:  # pragma: no cover - a new op kind must be rendered deliberately
             raise _refuse(core, pc, op, "operation not rendered")
 
-    actions: list[list[tuple]] = []
-    for core, ops in enumerate(program.cores):
-        seen: dict[str, int] = defaultdict(int)
-        acts: list[tuple] = []
-        for pc, op in enumerate(ops):
-            t = type(op)
-            try:
-                if res.fail_at.get(core, (-1,))[0] == pc:
-                    raise _Fails(res.fail_at[core][1])
-                if (t is Access or t is DmaStart) and op.view_error is not None:
-                    if mode == "on_wait" and t is DmaStart:
-                        raise _refuse(core, pc, op, "an on_wait copy through a view the interpreter cannot index "
-                                                    "raises when a waiter runs it, which depends on the schedule")
-                    err = view_failure(op, mode)
-                    if err is not None:
-                        raise _Fails(err.message)
-                action(core, pc, op, acts, seen)
-            except _Fails as f:
-                res.fail(core, pc, op, str(f))
-                if any(getattr(o, "scope", None) == "device" for o in ops[pc + 1:]):
-                    raise _refuse(core, pc, op, "a device-scope allocation follows a failure") from None
-                acts.append(("fail", 0, 0, f"fails: {f}", op))
-                break
-        actions.append(acts)
 
-    # Scale each counter by the gcd of everything that touches it, and size its type.
-    ncnt = len(counter_ix)
+def _scales(ab: _Abstract) -> tuple[list[int], dict[str, tuple[str, int]]]:
+    """Each counter's unit (the gcd of everything that touches it), and the Promela type and bytes of a
+    count, an arrival count and a queued task, each sized to what it holds."""
+    ncnt, incs, waits = len(ab.counter_ix), ab.incs, ab.waits
     scale = [1] * ncnt
     lo, hi = 0, 0
     for i in range(ncnt):
@@ -367,118 +409,119 @@ def render(program: Program, mode: DmaMode = "hardware") -> Rendering:
         # a wait only subtracts what is there, so a count stays within [negative incs, positive incs]
         hi = max(hi, sum(v for v in incs[i] if v > 0) // scale[i])
         lo = min(lo, sum(v for v in incs[i] if v < 0) // scale[i])
-    cnt_type, cnt_bytes = _int_type(lo, hi)
-    bar_type, bar_bytes = _int_type(0, max(barrier_size.values(), default=1))
+    return scale, {"count": _int_type(lo, hi), "arrivals": _int_type(0, max(ab.barrier_size.values(), default=1)),
+                   "task": _int_type(0, 2 * len(ab.dma_list) + 1)}
 
+
+def _declarations(program: Program, ab: _Abstract, scale: list[int], types: dict[str, tuple[str, int]]) -> list[str]:
+    """The header comments and the global arrays: counts, barrier arrivals, DMA phases, task stacks."""
+    topo, mode, ncnt = program.topology, ab.mode, len(ab.counter_ix)
+    hw = mode == "hardware"
+    counter_ix, barrier_ix, barrier_size, dma_list, queued = (ab.counter_ix, ab.barrier_ix, ab.barrier_size,
+                                                              ab.dma_list, ab.queued)
     out: list[str] = []
     w = out.append
     w(_comment(f"semcheck Promela rendering of {program.name}: {topo.num_devices} devices x "
                f"{topo.cores_per_device} cores, dma mode {mode}"))
     w(_comment("a deadlock is an invalid end state: some core blocked while nothing can move"))
     w("")
-    w(f"{cnt_type} semcnt[{max(ncnt, 1)}];")
+    w(f"{types['count'][0]} semcnt[{max(ncnt, 1)}];")
     for (key, core), i in counter_ix.items():
         w(_comment(f"semcnt[{i}]: {_key_text(key)} on core {core}" + (f", in units of {scale[i]}" if scale[i] != 1 else "")))
     if barrier_ix:
-        w(f"{bar_type} arrived[{len(barrier_ix)}];")
+        w(f"{types['arrivals'][0]} arrived[{len(barrier_ix)}];")
         for (name, k), b in barrier_ix.items():
             w(_comment(f"arrived[{b}]: arrivals at barrier {name!r} #{k} ({barrier_size[b]} participants)"))
     if hw and dma_list:
         w(f"byte dmaphase[{len(dma_list)}];  " + _comment("0 not started, 1 started, 2 read half done, 3 complete"))
-    task_type, task_bytes = _int_type(0, 2 * len(dma_list) + 1)
     if queued:
         w(f"byte dmaphase[{len(dma_list)}];  " + _comment("0 queued, 1 read half done, 2 complete"))
         for i, tasks in sorted(queued.items()):
-            w(f"{task_type} queue{i}[{len(tasks)}]; byte queued{i};  "
+            w(f"{types['task'][0]} queue{i}[{len(tasks)}]; byte queued{i};  "
               + _comment(f"semcnt[{i}]'s task stack (DMA-3): 2k reads DMA k, 2k+1 reads then writes it"))
     w("")
+    return out
+
+
+def _half(ab: _Abstract, scale: list[int], k: int, write: bool) -> str:
+    """DMA-2's half of DMA k, at most once (the on_wait phases)."""
+    src, dst, src_inc, dst_inc, _, _ = ab.dma_list[k]
+    counter, inc, phase = (dst, dst_inc, 1) if write else (src, src_inc, 0)
+    add = "" if counter is None else f"semcnt[{counter}] = semcnt[{counter}] + {inc // scale[counter]}; "
+    return f"if :: dmaphase[{k}] == {phase} -> {add}dmaphase[{k}] = {phase + 1} :: else -> skip fi"
+
+
+def _pop(ab: _Abstract, scale: list[int], a: int, v: int) -> str:
+    """SEM-7 / DMA-4: a short wait on counter `a` runs the last task queued there."""
+    cases = " ".join(f":: queue{a}[queued{a}] == {t} -> {_half(ab, scale, t // 2, False)}"
+                     + (f"; {_half(ab, scale, t // 2, True)}" if t % 2 else "")
+                     for t in sorted(set(ab.queued[a])))
+    return (f"d_step {{ semcnt[{a}] < {v // scale[a]} && queued{a} > 0 -> queued{a} = queued{a} - 1; "
+            f"if {cases} fi }}")
+
+
+def _core_process(ab: _Abstract, scale: list[int], core: int, acts: list[tuple]) -> list[str]:
+    """One core's process: each abstract action as one Promela step (one case per action kind)."""
+    mode, dma_list, queued = ab.mode, ab.dma_list, ab.queued
+    hw = mode == "hardware"
 
     def s(i: int, v: int) -> int:
         return v // scale[i]
 
-    def half(k: int, write: bool) -> str:
-        """DMA-2's half of DMA k, at most once (the on_wait phases above)."""
-        src, dst, src_inc, dst_inc, _, _ = dma_list[k]
-        counter, inc, phase = (dst, dst_inc, 1) if write else (src, src_inc, 0)
-        add = "" if counter is None else f"semcnt[{counter}] = semcnt[{counter}] + {s(counter, inc)}; "
-        return f"if :: dmaphase[{k}] == {phase} -> {add}dmaphase[{k}] = {phase + 1} :: else -> skip fi"
-
-    def pop(a: int, v: int) -> str:
-        """SEM-7 / DMA-4: a short wait on counter `a` runs the last task queued there."""
-        cases = " ".join(f":: queue{a}[queued{a}] == {t} -> {half(t // 2, False)}" + (f"; {half(t // 2, True)}" if t % 2 else "")
-                         for t in sorted(set(queued[a])))
-        return f"d_step {{ semcnt[{a}] < {s(a, v)} && queued{a} > 0 -> queued{a} = queued{a} - 1; if {cases} fi }}"
-
-    for core, acts in enumerate(actions):
-        w(f"active proctype core{core}() {{")
-        body = 0
-        for kind, a, b, text, op in acts:
-            where = _loc(op)
-            note = _comment(text + (f" @ {where}" if where else ""))
-            if kind == "signal":
-                w(f"  semcnt[{a}] = semcnt[{a}] + {s(a, b)}; {note}")
-            elif kind == "wait" and a in queued:  # SEM-5 first, else a queued task, else blocked
-                w(f"  do :: atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; break")
-                w(f"     :: {pop(a, b)} od; skip; {note}")  # break lands on skip, never inside a d_step
-            elif kind == "wait":
-                w(f"  atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; {note}")
-            elif kind == "dma":
-                src, dst, src_inc, dst_inc, _, _ = dma_list[a]
-                if hw:
-                    w(f"  dmaphase[{a}] = 1; {note}")
-                elif mode == "on_wait":
-                    pushes = [f"queue{c}[queued{c}] = {t}; queued{c} = queued{c} + 1"
-                              for c, t in (((src, 2 * a),) if src is not None else ()) + ((dst, 2 * a + 1),)]
-                    w(f"  d_step {{ {'; '.join(pushes)} }}; {note}")
-                else:
-                    parts = ([f"semcnt[{src}] = semcnt[{src}] + {s(src, src_inc)}"] if src is not None else [])
-                    parts.append(f"semcnt[{dst}] = semcnt[{dst}] + {s(dst, dst_inc)}")
-                    w(f"  d_step {{ {'; '.join(parts)} }}; {note}")
-            elif kind == "barrier":
-                w(f"  atomic {{ arrived[{a}] = arrived[{a}] + 1; arrived[{a}] == {b} }}; {note}")
-            elif kind == "fail":  # ERR-7: the failure ends the run; SPIN reports the assertion
-                w(f"  assert(false); {note}")
+    out: list[str] = []
+    w = out.append
+    w(f"active proctype core{core}() {{")
+    body = 0
+    for kind, a, b, text, op in acts:
+        where = _loc(op)
+        note = _comment(text + (f" @ {where}" if where else ""))
+        if kind == "signal":
+            w(f"  semcnt[{a}] = semcnt[{a}] + {s(a, b)}; {note}")
+        elif kind == "wait" and a in queued:  # SEM-5 first, else a queued task, else blocked
+            w(f"  do :: atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; break")
+            w(f"     :: {_pop(ab, scale, a, b)} od; skip; {note}")  # break lands on skip, never inside a d_step
+        elif kind == "wait":
+            w(f"  atomic {{ semcnt[{a}] >= {s(a, b)} -> semcnt[{a}] = semcnt[{a}] - {s(a, b)} }}; {note}")
+        elif kind == "dma":
+            src, dst, src_inc, dst_inc, _, _ = dma_list[a]
+            if hw:
+                w(f"  dmaphase[{a}] = 1; {note}")
+            elif mode == "on_wait":
+                pushes = [f"queue{c}[queued{c}] = {t}; queued{c} = queued{c} + 1"
+                          for c, t in (((src, 2 * a),) if src is not None else ()) + ((dst, 2 * a + 1),)]
+                w(f"  d_step {{ {'; '.join(pushes)} }}; {note}")
             else:
-                w(f"  {note}")
-                continue
-            body += 1
-        if body == 0:
-            w("  skip")
-        w("}")
-        w("")
+                parts = ([f"semcnt[{src}] = semcnt[{src}] + {s(src, src_inc)}"] if src is not None else [])
+                parts.append(f"semcnt[{dst}] = semcnt[{dst}] + {s(dst, dst_inc)}")
+                w(f"  d_step {{ {'; '.join(parts)} }}; {note}")
+        elif kind == "barrier":
+            w(f"  atomic {{ arrived[{a}] = arrived[{a}] + 1; arrived[{a}] == {b} }}; {note}")
+        elif kind == "fail":  # ERR-7: the failure ends the run; SPIN reports the assertion
+            w(f"  assert(false); {note}")
+        else:
+            w(f"  {note}")
+            continue
+        body += 1
+    if body == 0:
+        w("  skip")
+    w("}")
+    w("")
+    return out
 
-    if hw and dma_list:
-        w("active proctype dma_engine() {")
-        w("end:")
-        w("  do")
-        for k, (src, dst, src_inc, dst_inc, core, text) in enumerate(dma_list):
-            w(f"  {_comment(f'dmaphase[{k}] from core {core}: {text}')}")
-            read = f"semcnt[{src}] = semcnt[{src}] + {s(src, src_inc)}; " if src is not None else ""
-            w(f"  :: d_step {{ dmaphase[{k}] == 1 -> {read}dmaphase[{k}] = 2 }}")
-            w(f"  :: d_step {{ dmaphase[{k}] == 2 -> semcnt[{dst}] = semcnt[{dst}] + {s(dst, dst_inc)}; dmaphase[{k}] = 3 }}")
-        w("  od")
-        w("}")
-    elif hw:
-        procs -= 1
 
-    # Every rendered op is one step, a barrier two (arrive, then leave), a hardware DMA two more.
-    max_steps = sum(len(a) for a in actions) + sum(x[0] == "barrier" for a in actions for x in a)
-    max_steps += 2 * len(dma_list) if hw else 0
-    tasks = sum(map(len, queued.values()))  # on_wait: each popped task is one more step of a wait
-    max_steps += 2 * tasks + sum(x[0] == "wait" for a in actions for x in a)
-    vector = ncnt * cnt_bytes + len(barrier_ix) * bar_bytes + (len(dma_list) if hw or queued else 0) + 8 * procs + 64
-    vector += tasks * task_bytes + len(queued)
-    return Rendering(
-        text="\n".join(out) + "\n",
-        mode=mode,
-        counters=tuple(counter_ix),
-        scale=tuple(scale),
-        barriers=tuple(barrier_ix),
-        dmas=len(dma_list),
-        processes=procs,
-        max_steps=max_steps,
-        vector_bytes=vector,
-    )
+def _dma_engine(ab: _Abstract, scale: list[int]) -> list[str]:
+    """Under hardware, the process that lands each started DMA's two halves (DMA-2), in any order."""
+    out = ["active proctype dma_engine() {", "end:", "  do"]
+    w = out.append
+    for k, (src, dst, src_inc, dst_inc, core, text) in enumerate(ab.dma_list):
+        w(f"  {_comment(f'dmaphase[{k}] from core {core}: {text}')}")
+        read = f"semcnt[{src}] = semcnt[{src}] + {src_inc // scale[src]}; " if src is not None else ""
+        w(f"  :: d_step {{ dmaphase[{k}] == 1 -> {read}dmaphase[{k}] = 2 }}")
+        w(f"  :: d_step {{ dmaphase[{k}] == 2 -> semcnt[{dst}] = semcnt[{dst}] + {dst_inc // scale[dst]}; "
+          f"dmaphase[{k}] = 3 }}")
+    w("  od")
+    w("}")
+    return out
 
 
 # --- `semcheck export --promela` ---------------------------------------------------------------

@@ -280,6 +280,9 @@ def fast_run(
         at_it = pc < len(ops) and isinstance(ops[pc], Barrier) and ops[pc].name == name and hold.get(p, len(ops) + 1) > pc
         return reached(passed.get((p, name), 0), at_it)
 
+    # The executor: one case per operation, each calling its rule's home (the module docstring lists
+    # them). It stays one loop over closures on the working copies above: a call per operation or a
+    # class's attribute reads would cost the run that decides a pod (tests/test_function_size.py).
     def run_core(core: int) -> None:
         # failures and dead devices change only when a core fails, which ends its run_core
         if (failure and is_global(program, failure[-1])) or (dead_devices and device[core] in dead_devices):
@@ -487,7 +490,18 @@ def fast_run(
             if is_global(program, failure[-1]):
                 break
 
-    state = State(
+    state = _final_state(pcs, internal, fixed, next_id, counts, allocs, next_buf, buffer_keys, scoped,
+                         (rows, phase, deferred, touches), queues, looked, passed, reads, warnings, failure, signals)
+    held = frozenset(c for c, i in hold.items() if pcs[c] == i)
+    return classify(program, mode, state, tuple(schedule), held)
+
+
+def _final_state(pcs, internal, fixed, next_id, counts, allocs, next_buf, buffer_keys, scoped, copies, queues,
+                 looked, passed, reads, warnings, failure, signals) -> State:
+    """The run's working copies as the step relation's `State` (what `tests/test_persistence.py` compares
+    with the replayed state): zero counts and empty queues dropped, each copy's row and phase a `Dma`."""
+    rows, phase, deferred, touches = copies
+    return State(
         pcs=tuple(pcs),
         tables=SemTables(frozenset(internal), frozenset(fixed), FMap(next_id)),
         counts=FMap({k: v for k, v in counts.items() if v}),
@@ -505,5 +519,3 @@ def fast_run(
         failures=tuple(failure),
         signals=frozenset(signals),
     )
-    held = frozenset(c for c, i in hold.items() if pcs[c] == i)
-    return classify(program, mode, state, tuple(schedule), held)

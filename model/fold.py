@@ -33,8 +33,12 @@ by operation, and a single device out of step leaves the program unfolded.
 
 from __future__ import annotations
 
+import dataclasses
+
+from semcheck.model.access import skeleton
 from semcheck.model.ops import Program
-from semcheck.model.quotient import Quotient, faithful_quotient
+from semcheck.model.quotient import Quotient, class_quotient, faithful_quotient
+from semcheck.model.symmetric import Symmetric
 from semcheck.model.symmetry import Rotation
 
 
@@ -57,3 +61,36 @@ def race_symmetry(program: Program, *, min_devices: int = 2, within: int | None 
     rot = Rotation.observe(program, shifted=True, within=within)
     big = program.topology.num_devices >= 2 * min_devices
     return rot.devices, faithful_quotient(program, rot, min_devices) if big and not rot.trivial else None
+
+
+def skeleton_fold(program: Program | Symmetric, symmetry: tuple[int, Quotient | None]) -> Quotient | None:
+    """RUN-7: the fold of the program's synchronisation skeleton, given its `race_symmetry` (DR-5);
+    RUN-31's class quotient of the skeleton where it has no faithful fold.
+
+    The properties that fold (all but race-free) read only the skeleton, and a ring's accesses name
+    device-dependent chunks that would keep it from repeating. It is read off the program's own
+    symmetry when that is the same thing: a program that rotates onto itself by one device, moving
+    its regions, has a skeleton that rotates by one device too (stripping accesses and regions keeps
+    every other field's equality, and one is the smallest period there is), and whether a fold at
+    that period is faithful reads only the skeleton's fields. The race check needs the program's
+    symmetry anyway, so the skeleton is then never built at full size.
+    """
+    period, fold = symmetry
+    if period != 1:
+        if isinstance(program, Symmetric):  # RUN-20: its skeleton repeats with its period, read off one period
+            fold = find_fold(program.skeleton(), within=program.period)
+        else:
+            fold = find_fold(skeleton(program))
+        return fold if fold is not None else _class_skeleton(program, period)
+    if fold is None:
+        return _class_skeleton(program, period)
+    return dataclasses.replace(fold, program=skeleton(fold.program))
+
+
+def _class_skeleton(program: Program | Symmetric, period: int) -> Quotient | None:
+    """RUN-31: without a faithful fold, the skeleton of DR-41's class quotient onto the fewest devices, two
+    at least, that the program repeats every (RUN-7 (b) not asked), or None."""
+    n = program.topology.num_devices
+    m = next((m for m in range(period, n, period) if m >= 2 and n % m == 0), None)
+    fold = None if m is None else class_quotient(program, m)
+    return None if fold is None else dataclasses.replace(fold, program=skeleton(fold.program), period=period)

@@ -28,7 +28,7 @@ CHAIN = 5
 # (module, function) -> why it may dispatch on every operation's class
 EXECUTORS: dict[tuple[str, str], str] = {
     ("model/fast.py", "run_core"): "the fast run executes each operation (its rules are model/step.py's)",
-    ("checker/static/lowering.py", "_lower"): "the static system lowers each operation",
+    ("checker/static/lowering.py", "_lower_cores"): "the static system lowers each operation",
     ("checker/static/lowering.py", "_lower_op"): "the static system lowers each operation",
     ("model/explore.py", "_safe"): "RUN-5: whether an operation's step is independent is per operation",
     ("checker/promela.py", "action"): "the SPIN model renders each operation",

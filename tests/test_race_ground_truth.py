@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_buggy_verdicts import DEVICES
 
 pytestmark = [pytest.mark.jax, pytest.mark.rule("DR-1", "PROP-7")]
 
@@ -57,6 +58,8 @@ GT = mrg.load_race_ground_truth()
 CASES = {(c["path"], c["devices"], c["dma_mode"]): c for c in GT["cases"]}
 FILES = sorted({c["path"] for c in GT["cases"]})
 RACY = sorted(k for k, c in CASES.items() if c["race_reported"])
+# path -> the device count a buggy example's bug needs, from the buggy examples' one table of them
+BUG_DEVICES = {f"examples/buggy/{name}": n for name, n in DEVICES.items()}
 
 
 def _case_id(key) -> str:
@@ -206,8 +209,10 @@ def test_record_was_made_from_the_current_file(path):
 def test_race_examples_race_and_clean_examples_do_not():
     """What the examples are meant to be, as jax's detector sees it."""
     for key, case in sorted(CASES.items()):
-        if case["kind"] == "race" and key[1] % 2 == 0 and key[0].endswith("_by_parity.py"):
-            # races only at an odd device count (its docstring); even counts are recorded as its fix
+        needs = BUG_DEVICES.get(key[0])
+        if case["kind"] == "race" and needs is not None and key[1] != needs:
+            # its race needs the device count it is verified at (test_buggy_verdicts.DEVICES): the record's
+            # other counts are its fix
             assert not case["race_reported"], _case_id(key)
         elif case["kind"] == "race":
             assert case["outcome"] == "completed" and case["race_reported"], (

@@ -579,15 +579,14 @@ def test_a_program_makes_the_same_accesses_in_every_mode(program):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(programs_with_accesses(), symmetric_rings()))
 def test_the_skeleton_fold_read_off_the_program_symmetry_is_the_skeleton_own_fold(program):
-    """checker/properties/folding.py takes the skeleton's fold from the race check's symmetry when that rotates by
-    one device; it must be exactly the fold a search on the skeleton finds, and where there is none, the
-    class run's (RUN-31)."""
+    """The analysis takes the skeleton's fold from the race check's symmetry when that rotates by one device
+    (`model.fold.skeleton_fold`); it must be exactly the fold a search on the skeleton finds, and where
+    there is none, the class run's (RUN-31)."""
     from semcheck.checker.properties.analysis import Analysis
-    from semcheck.checker.properties.folding import skeleton_fold
     from semcheck.model.access import skeleton
     from semcheck.model.fold import find_fold
 
-    got = skeleton_fold(Analysis(program))
+    got = Analysis(program).fold
     want = find_fold(skeleton(program))
     if want is None and got is not None:
         assert not got.faithful and got.devices >= 2 and got.program == skeleton(got.program)
@@ -673,14 +672,13 @@ def test_waiting_for_the_whole_copy_before_the_read_is_race_free_in_every_mode()
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(symmetric_rings())
 def test_the_split_program_has_the_symmetry_read_off_the_program(program):
-    from semcheck.checker.properties import races
     from semcheck.checker.properties.analysis import Analysis
     from semcheck.model.fold import race_symmetry
 
-    parts, analysis = races.split_program(Analysis(program))
+    parts, analysis = Analysis(program).partial_arrivals
     if parts.program is program:
         return
-    derived = analysis.symmetry  # read off the program's own by races.split_program
+    derived = analysis.symmetry  # read off the program's own by `Analysis.partial_arrivals`
     direct = race_symmetry(parts.program)
     assert derived[0] == direct[0]
     assert (derived[1] is None) == (direct[1] is None)

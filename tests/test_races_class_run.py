@@ -195,12 +195,13 @@ def test_the_split_programs_accesses_are_listed_from_one_period_of_forerunners(p
     """Under hardware the race pass lists the split program's accesses with each core's forerunners read
     off its core on the first period: the accesses of the whole split program."""
     from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.race_order import access_lister
     from semcheck.model.partial_arrivals import split
 
     facts = Analysis(program, modes=("hardware",))
     k, _ = facts.symmetry
     near = k if k < program.topology.num_devices else None
-    listed = races._access_lister(races.split_program(facts)[1].mode("hardware"))(near)
+    listed = access_lister(facts.partial_arrivals[1].mode("hardware"))(near)
     assert listed == accesses(split(program).program, "hardware", near=near)
 
 

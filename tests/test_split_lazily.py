@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker.properties import races
+from semcheck.checker.properties import analysis as analysis_module
+from semcheck.checker.properties import race_order, races
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.frontend.grid_copies import hardware_overlap
 from semcheck.model.access import accesses
@@ -21,8 +22,8 @@ def _eager_race_free(program, monkeypatch) -> object:
     """race-free under hardware as it was decided before DR-31: the whole program split, its accesses
     listed off the split program, GRID-4 read off the split program."""
     with monkeypatch.context() as m:
-        m.setattr(races, "split_lazily", lambda p, k: split(p))
-        m.setattr(races, "_access_lister", lambda facts: None)
+        m.setattr(analysis_module, "split_lazily", lambda p, k: split(p))
+        m.setattr(race_order, "access_lister", lambda facts: None)
         m.setattr(Analysis, "grid_overlap", property(lambda self: hardware_overlap(self.program)))
         return races.race_free(program, "hardware")
 
@@ -243,7 +244,7 @@ def test_the_accesses_near_the_representatives_are_read_off_the_cores_that_make_
     k, _ = analysis.symmetry
     near = k if k < program.topology.num_devices else None
     want = accesses(program, "hardware", near=near)
-    assert races._listed(analysis, near) == want
+    assert race_order.listed(analysis, near) == want
     if near is not None:  # a Symmetric of the same program rotates only the copies that land there (RUN-20)
         from semcheck.model.symmetry import Rotation
         from semcheck.model.symmetric import Symmetric
@@ -252,7 +253,7 @@ def test_the_accesses_near_the_representatives_are_read_off_the_cores_that_make_
 
         period, shifts = rot.devices, dict(rot.shifts)
         sym = Symmetric.of(program, period, shifts)
-        assert races._listed(Analysis(sym), near) == want
+        assert race_order.listed(Analysis(sym), near) == want
 
 
 @pytest.mark.rule("DR-36")
@@ -263,7 +264,7 @@ def test_the_operations_through_a_blind_view_are_found_on_one_period(program, at
     on its first k devices has none (ERR-9): `Analysis.view_ops` is what a scan of every core gives."""
     import dataclasses
 
-    from semcheck.checker.properties.failing_runs import view_ops
+    from semcheck.checker.properties.failing_facts import view_ops
     from semcheck.model.errors import InterpreterView
 
     view = InterpreterView("ReshapeTransform", "copy", "k.py:7")

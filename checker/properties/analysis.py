@@ -7,6 +7,10 @@ holds them for one program, each computed on first use; `Analysis.mode(m)` is th
 mode worker) makes one and hands it to every check; a check called without one makes its own.
 There is no module-level state: two analyses of one program share nothing.
 
+The facts are computed from the layers below: the model, the static system, and the fact modules
+`failing_facts` and `race_order`, which import no property. The properties import this module and
+read the facts; nothing here imports a property (tests/test_import_graph.py: no cycle).
+
 The interpreter's two DMA modes share what does not depend on when copies complete (the lowering,
 S''s end, the totals: DMA-6, RUN-3); those facts are kept once, on the program's analysis, for
 both. Facts of another program (a fold, S' cut at its failures, DR-9's split) have their own
@@ -21,11 +25,25 @@ from functools import cached_property
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from semcheck.checker.frontend.grid_copies import grid_copy_of, hardware_overlap
+from semcheck.checker.properties.confined_scopes import (has_scopes, interpreter_failure, scope_runs,
+                                                         scope_verdict)
+from semcheck.checker.properties.failing_facts import (deferred_never_raise, every_run_fails, scope_exploration,
+                                                       view_ops)
+from semcheck.checker.properties.race_order import ordered
+from semcheck.checker.static.least_stuck import maximal_run, s_prime_end, s_prime_run
+from semcheck.checker.static.lowering import lower, totals
+from semcheck.checker.static.system import EncodingBug
+from semcheck.model.fold import race_symmetry, skeleton_fold
+from semcheck.model.ops import DmaStart, Program
+from semcheck.model.partial_arrivals import split, split_lazily
+from semcheck.model.symmetric import Symmetric, with_cores
+
 if TYPE_CHECKING:
     from semcheck.checker.static.lowering import Lowered
     from semcheck.checker.static.least_stuck import SPrimeEnd
     from semcheck.model.quotient import Quotient
-    from semcheck.model.ops import Op, Program
+    from semcheck.model.ops import Op
     from semcheck.model.partial_arrivals import Split
     from semcheck.model.state import Outcome
 
@@ -82,8 +100,6 @@ class Analysis:
     def symmetry(self) -> tuple[int, Quotient | None]:
         """`race_symmetry` (DR-5, DR-8) of the program with its accesses; of a `Symmetric`, read off one
         period of its cores (RUN-20)."""
-        from semcheck.model.fold import race_symmetry
-
         program = self.program
         if self.symmetric:
             return race_symmetry(program, within=program.period)
@@ -92,8 +108,6 @@ class Analysis:
     @cached_property
     def symmetric(self) -> bool:
         """Whether the program is a `Symmetric` (RUN-20): its checks read it through `whole_program`."""
-        from semcheck.model.symmetric import Symmetric
-
         return isinstance(self.program, Symmetric)
 
     @cached_property
@@ -113,10 +127,9 @@ class Analysis:
 
     @cached_property
     def fold(self) -> Quotient | None:
-        """The fold (RUN-7) of the program's synchronisation skeleton (`folding.skeleton_fold`)."""
-        from semcheck.checker.properties.folding import skeleton_fold
-
-        return skeleton_fold(self)
+        """The fold (RUN-7) of the program's synchronisation skeleton (`model.fold.skeleton_fold`), read off
+        its symmetry."""
+        return skeleton_fold(self.program, self.symmetry)
 
     @cached_property
     def fold_analysis(self) -> Analysis | None:
@@ -126,8 +139,6 @@ class Analysis:
     @cached_property
     def view_ops(self) -> tuple[Op, ...]:
         """The distinct operations through a view the interpreter cannot index (ERR-9), in program order."""
-        from semcheck.checker.properties.failing_runs import view_ops
-
         program = self.program
         if self.symmetric:
             # DR-36 as below, on the representatives (RUN-20); where they have such operations, the list
@@ -147,27 +158,34 @@ class Analysis:
 
     @cached_property
     def partial_arrivals(self) -> tuple[Split, Analysis]:
-        """DR-9's split program and its analysis (`races.split_program`)."""
-        from semcheck.checker.properties.races import split_program
+        """DR-9's split program and its analysis, with its symmetry (DR-5, DR-8) read off the program's:
+        splitting is done copy by copy, so a rotation that maps the program onto itself maps each copy's
+        forerunner onto the image's, and the split of the program's fold is the fold of its split.
 
-        return split_program(self)
+        DR-31: the program is split lazily, core by core as the race pass reads them, with what is split
+        and what is mixed read off the devices of one period of the symmetry; DR-32: the split program's
+        accesses are the program's, moved past the forerunners (`race_order.access_lister`)."""
+        program = self.program
+        k, fold = self.symmetry
+        parts = split_lazily(program, k)
+        if parts.program is program:
+            return parts, self
+        if parts.mixed:
+            return parts, Analysis(parts.program)
+        folded = None if fold is None else dataclasses.replace(fold, program=split(fold.program).program)
+        return parts, Analysis(parts.program, symmetry=(k, folded), split_of=(self, parts))
 
     @cached_property
     def grid_overlap(self) -> str | None:
         """GRID-4's `hardware_overlap` of the program; of the program it splits for DR-9's split (DR-33)."""
         if self.split_of is not None:
             return self.split_of[0].grid_overlap
-        from semcheck.checker.frontend.grid_copies import hardware_overlap
-
         return hardware_overlap(self._grid_representatives() or self.program)
 
     def _grid_representatives(self) -> Program | None:
         """DR-34: the program with only the cores of devices `0 .. k-1` (DR-5's period `k`), where GRID-4
         reads the same off them as off the program; None where it may not (no symmetry, or a copy that
         lands on another device's buffer that the grid copies)."""
-        from semcheck.checker.frontend.grid_copies import grid_copy_of
-        from semcheck.model.ops import DmaStart
-
         program = self.program
         topo = program.topology
         k = self.symmetry[0]
@@ -177,8 +195,6 @@ class Analysis:
         copied = {op.buf for ops in reps for op in ops if (loc := grid_copy_of(op)) is not None and loc.hbm}
         if any(type(op) is DmaStart and op.device is not None and op.dst_buf in copied for ops in reps for op in ops):
             return None
-        from semcheck.model.symmetric import with_cores
-
         return with_cores(program, tuple(reps) + ((),) * (topo.num_cores - len(reps)))
 
 
@@ -198,26 +214,18 @@ class ModeAnalysis:
         """Whether a copy goes through a view the interpreter cannot index: it fails in its start under
         eager (ERR-9) and in the waiter that runs it under on_wait (ACC-11), so the two modes' lowerings
         differ and none is shared."""
-        from semcheck.model.ops import DmaStart
-
         return self.family != "hardware" and any(type(op) is DmaStart for op in self.whole.view_ops)
 
     @cached_property
     def deferred_never_raise(self) -> bool | None:
         """ACC-11: whether no run under on_wait runs a half of a copy whose view raises, by every schedule
-        (`failing_runs.deferred_never_raise`); None when the explorer runs out of states."""
-        from semcheck.checker.properties.failing_runs import deferred_never_raise
-
+        (`failing_facts.deferred_never_raise`); None when the explorer runs out of states."""
         return deferred_never_raise(self.program, self.mode)
 
     @cached_property
     def lowering(self) -> Lowered:
         """The static system (`static.lowering.lower`); eager and on_wait share one: what it records
         (counters, targets, failures) follows the semaphore rules, not when copies complete."""
-        import dataclasses
-
-        from semcheck.checker.static.lowering import lower
-
         def lowered() -> Lowered:
             # RUN-29: happens-before reads program order and barriers only, so every mode's lowering shares one
             low = lower(self.program, self.mode, hb=self.whole.known(("happens_before",)))
@@ -233,9 +241,6 @@ class ModeAnalysis:
     def s_prime_run(self) -> Outcome:
         """This mode's own run of S' (`static.least_stuck.s_prime_run`): its schedule replays under the mode.
         Without failing positions S' is the program itself, and its run the program's maximal run."""
-        from semcheck.checker.static.least_stuck import s_prime_run
-        from semcheck.checker.static.system import EncodingBug
-
         low = self.lowering
         if low.failing:
             return s_prime_run(low)
@@ -247,8 +252,6 @@ class ModeAnalysis:
     @cached_property
     def end(self) -> SPrimeEnd:
         """Where S' ends (`static.least_stuck.s_prime_end`); eager and on_wait share it when the lowering is static."""
-        from semcheck.checker.static.least_stuck import s_prime_end
-
         low = self.lowering
         if not low.ok:
             return s_prime_end(low, run=self.s_prime_run)
@@ -260,33 +263,24 @@ class ModeAnalysis:
         """The program's fast run continued to a terminal state (`static.least_stuck.maximal_run`)."""
         out = self._runs.get(lookup_errors)
         if out is None:
-            from semcheck.checker.static.least_stuck import maximal_run
-
             out = self._runs[lookup_errors] = maximal_run(self.program, self.mode, lookup_errors=lookup_errors)
         return out
 
     @cached_property
     def totals(self) -> dict:
         """counter -> (contributed, waited) (`static.lowering.totals`): a function of the lowering alone."""
-        from semcheck.checker.static.lowering import totals
-
         return self.whole.shared(("totals", self.mode if self.deferred_views else self.family),
                                  lambda: totals(self.lowering))
 
     @cached_property
     def every_run_fails(self):
-        """How every run ends when each one raises ERR-9 or ERR-11 (`failing_runs.every_run_fails`), else None."""
-        from semcheck.checker.properties.failing_runs import every_run_fails
-
-        return every_run_fails(self)
+        """How every run ends when each one raises ERR-9 or ERR-11 (`failing_facts.every_run_fails`), else None."""
+        return every_run_fails(self, Analysis)
 
     @cached_property
     def scopes(self):
         """BUF-13's verdict on the program's copies of run_scoped buffers (`confined_scopes.scope_verdict`),
         None when it has none."""
-        from semcheck.checker.properties.confined_scopes import scope_runs, scope_verdict
-        from semcheck.model.ops import Program
-
         if not isinstance(self.program, Program):
             return scope_verdict(self.program, self.mode)
         # the held runs are hardware runs: every mode reads the same ones
@@ -296,8 +290,6 @@ class ModeAnalysis:
     def scope_failure(self) -> str | None:
         """BUF-14: why a run of this interpreter mode may raise at a run_scoped buffer, which no engine
         follows (so nothing else of the mode is proved); None when no run can."""
-        from semcheck.checker.properties.confined_scopes import has_scopes, interpreter_failure
-
         if self.whole.symmetric and has_scopes(self.program):
             # a Symmetric's scopes need every core's run (BUF-13): the built program's answer, as checking's
             built = self.whole.whole_program
@@ -315,20 +307,16 @@ class ModeAnalysis:
 
     @cached_property
     def scope_runs_explored(self):
-        """BUF-14, RACE-1: every schedule of this interpreter mode explored (`failing_runs.scope_exploration`)
+        """BUF-14, RACE-1: every schedule of this interpreter mode explored (`failing_facts.scope_exploration`)
         when a run may raise at a run_scoped buffer (`scope_failure`) or at a wait's clock (`clock_failure`);
         None when none may or past the budget."""
-        from semcheck.checker.properties.failing_runs import scope_exploration
-
         if self.scope_failure is None and self.clock_failure is None:
             return None
         return scope_exploration(self)
 
     @cached_property
     def race_order(self):
-        """The happens-before pass (DR-6) of this mode (`races.ordered`)."""
-        from semcheck.checker.properties.races import ordered
-
+        """The happens-before pass (DR-6) of this mode (`race_order.ordered`)."""
         return ordered(self)
 
     def dma_bytes(self, exits: bool, compute: Callable[[], T]) -> T:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from semcheck.checker.properties import failing_facts
 from semcheck.checker.properties.deadlock_explanation import deadlock_witness
 from semcheck.checker.properties.failing_runs import failure_witness
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
@@ -34,9 +35,6 @@ from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 
 PROPERTY = "deadlock-free"
-
-# ERR-19: the states the explorer may visit to decide a program outside S' (about a second)
-FALLBACK_STATES = 20_000
 
 # (lowering, S''s end) -> statistics; raises EncodingBug when it disagrees with the end
 Certificate = Callable[[Lowered, SPrimeEnd], dict]
@@ -55,7 +53,8 @@ def deadlock_free(
     """Decide `deadlock-free` for `program` under `mode` (see the module docstring).
 
     `fallback_states > 0` lets the exhaustive explorer decide programs outside the static system
-    (unsupported lowering, reachable failures), within that many states (None: `FALLBACK_STATES`). `replay=False` skips
+    (unsupported lowering, reachable failures), within that many states (None: ERR-19's budget,
+    `failing_facts.FALLBACK_STATES`). `replay=False` skips
     replaying the witness on the step relation (which copies the state per step: quadratic in the
     steps), for callers that replay it themselves. `certificate` checks S''s end another way before
     the verdict is given (`semcheck.checker.z3.deadlock.deadlock_free` passes the Z3 query).
@@ -63,7 +62,7 @@ def deadlock_free(
     budget). `facts`: the program's analysis under `mode` (one is made when it is missing).
     """
     if fallback_states is None:
-        fallback_states = FALLBACK_STATES  # read when called: one budget for this module and failing_runs
+        fallback_states = failing_facts.FALLBACK_STATES  # read when called: one budget for every reader
     facts = analysis_of(program, mode, facts)
     stats: dict = {"mode": mode}
     t0 = time.perf_counter()

@@ -25,29 +25,29 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import NamedTuple
 
+from semcheck.checker.properties import clock_waits, failing_facts
 from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysis_of
-from semcheck.model.run import REPLAY_LIMIT
-from semcheck.checker.properties.timeline import timeline
+from semcheck.checker.properties.confined_scopes import HINT as SCOPE_HINT
+from semcheck.checker.properties.dma_bytes import dma_bytes
+from semcheck.checker.properties.failing_facts import At, view_ops
+from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.sites import site, sites
+from semcheck.checker.properties.timeline import timeline
 from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
-from semcheck.checker.static.system import EncodingBug, Lowered
-from semcheck.checker.static.least_stuck import failure_reached, truncate
+from semcheck.checker.static.least_stuck import failure_reached
+from semcheck.checker.static.system import EncodingBug
 from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, UnclockedWait,
                                    UnknownBuffer, Violation, WindowOutOfBounds)
+from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
-from semcheck.model.run import run
+from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome
 from semcheck.model.step import is_global
 
 REVISIT_HINT = ("order the grid so that the steps using one output block are consecutive (the index map of "
                 "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
                 "checks the kernel as a TPU runs it")
-
-# The failures of a view, a window or a grid step (ERR-9, ERR-20, ERR-11): when they are the only ones, every
-# property is decided on S' (ACC-6, ACC-10); with any other static failure only the properties of RUN-11 are.
-STATIC_FAILURES = (InterpreterView, RevisitedBlock, WindowOutOfBounds)
 
 # RUN-11: the properties decided here for any static failure that ends the whole run
 ON_S_PRIME = ("deadlock-free", "exit-balance", "race-free")
@@ -60,18 +60,6 @@ HINT = ("jax's TPU interpreter indexes loads, stores and copies only through ind
         "--dma-mode hardware checks the kernel as a TPU runs it")
 
 
-def view_ops(program: Program) -> tuple[Op, ...]:
-    """The distinct operations that go through a view the interpreter cannot index (ERR-9), in program order
-    (`Analysis.view_ops` keeps them)."""
-    seen: dict[int, Op] = {}
-    for ops in program.cores:
-        for op in ops:
-            t = type(op)
-            if (t is Access or t is DmaStart) and op.view_error is not None:
-                seen.setdefault(id(op), op)
-    return tuple(seen.values())
-
-
 def fold_unsafe(analysis: Analysis, mode: str) -> bool:
     """Whether a fold's proof must not stand for the program under `mode`: the fold reads the program's
     skeleton, which drops accesses and with them the failures ERR-9 gives them in the interpreter, and
@@ -79,47 +67,6 @@ def fold_unsafe(analysis: Analysis, mode: str) -> bool:
     facts = analysis.mode(mode)
     return mode != "hardware" and (bool(analysis.view_ops) or facts.scope_failure is not None
                                    or facts.clock_failure is not None)
-
-
-class Ending(NamedTuple):
-    """How every run of the mode ends: S' (its run, its program and that program's analysis), the
-    fast run that fails, and whether every failure is a view's or a grid step's (ERR-9, ERR-11)."""
-
-    low: Lowered
-    s_prime: Outcome
-    s_prime_program: Program
-    real: Outcome
-    s_prime_analysis: Analysis
-    views_only: bool
-
-
-def every_run_fails(facts: ModeAnalysis) -> Ending | None:
-    """The ending shared by all runs when each one fails and the failure ends the whole run (RUN-9,
-    RUN-10), else None (`ModeAnalysis.every_run_fails` keeps it)."""
-    low = facts.lowering
-    if not low.ok or not low.failing:
-        return None
-    fails = failure_reached(low, facts.end.pcs)  # S''s end: its run only when a failure is reached
-    if not fails:
-        return None
-    views_only = all(isinstance(v, STATIC_FAILURES) for _, _, v in fails)
-    program = facts.program
-    if not views_only and not all(is_global(program, _At(c, pos)) for c, pos, _ in fails):
-        return None  # a failure that ends only its device (ERR-19): the others run on, undecided here
-    real = facts.maximal_run()
-    if real.kind != "error" or (views_only and not isinstance(real.failure.violation, STATIC_FAILURES)):
-        raise EncodingBug(f"S' ends at a failing operation but the fast run ends in {real.kind}")
-    sp = facts.s_prime_run
-    holds = {c: pos for c, (pos, _) in low.failing.items()}
-    cut = truncate(facts.program, holds)
-    return Ending(low, sp, cut, real, Analysis(cut), views_only)
-
-
-class _At(NamedTuple):
-    """A failing position, as `model.step.is_global` reads a failure."""
-
-    core: int
-    pc: int
 
 
 # The lowering's words for a lookup of the collective id whose tables depend on the schedule (SEM-3) and for
@@ -147,7 +94,7 @@ def undecided_failure(facts: ModeAnalysis) -> str | None:
         return None
     if facts.mode == "hardware":
         return "a failure under hardware is the model's, not a TPU's"
-    if not all(is_global(facts.program, _At(c, pos)) for c, pos, _ in fails):
+    if not all(is_global(facts.program, At(c, pos)) for c, pos, _ in fails):
         return "a failure that ends only its device, after which the others run on"
     return None
 
@@ -161,8 +108,6 @@ def no_exit_reached(program: Program, mode: DmaMode, states: int) -> bool | None
     of the program with each exit check replaced by an operation that raises; None when the explorer
     exceeds `states`. A run reaches an exit iff its prefix in the probe program reaches that probe, whose
     failure RUN-5's reduction keeps as an outcome of its own."""
-    from semcheck.model.explore import ExplorationLimit, explore
-
     probe = dataclasses.replace(program, cores=tuple(
         tuple(Access("", Region(()), False, op.loc, EXIT_PROBE) if type(op) is ExitCheck else op for op in ops)
         for ops in program.cores))
@@ -198,9 +143,7 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         if v is not None:
             return v
     if prop == "exit-balance" and mode != "hardware" and undecided_failure(facts) is not None:
-        from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
-
-        if no_exit_reached(program, mode, FALLBACK_STATES):
+        if no_exit_reached(program, mode, failing_facts.FALLBACK_STATES):
             return vacuous(prop, "no run reaches a kernel exit: every schedule fails or hangs "
                            f"before one, by exhaustive exploration ({undecided_failure(facts)}; ERR-19): no count "
                            "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
@@ -228,8 +171,6 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
                        f"or at another failing operation first, which ends the run (ERR-7, RUN-9): no count is "
                        "left and no copy is pending at an exit, and the interpreter prints no exit warning")
     if prop == "dma-bytes":  # the waits that run are judged; no bytes are left at an exit that never comes
-        from semcheck.checker.properties.dma_bytes import dma_bytes
-
         v = dma_bytes(end.s_prime_program, mode, timeout_ms=timeout_ms, exits=False,
                       facts=end.s_prime_analysis.mode(mode))
     else:
@@ -240,22 +181,6 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         return dataclasses.replace(v, witness=dataclasses.replace(
             v.witness, message=f"{v.witness.message} ({prefix})"))
     return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix)
-
-
-def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = None) -> bool | None:
-    """ACC-11: whether no run runs a half of an on_wait copy whose view the interpreter cannot index, by
-    every schedule (RUN-4; a failing step is never reduced away, RUN-5); None past `states` explored states
-    (None: `deadlock.FALLBACK_STATES`)."""
-    from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
-    from semcheck.model.explore import ExplorationLimit, explore
-
-    errors = {op.view_error for op in view_ops(program) if type(op) is DmaStart}
-    try:
-        ex = explore(program, mode, max_states=FALLBACK_STATES if states is None else states)
-    except ExplorationLimit:
-        return None
-    return not any(f.violation in errors and type(program.cores[f.core][f.pc]) is not DmaStart
-                   for o in ex.outcomes for f in o.state.failures)
 
 
 def indexable(program: Program) -> Program:
@@ -338,21 +263,6 @@ def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness
     return all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked)
 
 
-def scope_exploration(facts: ModeAnalysis) -> tuple | None:
-    """BUF-14: (every explored outcome, the states explored) of a program whose runs may raise at a
-    run_scoped buffer under this interpreter mode; None past `deadlock.FALLBACK_STATES` states."""
-    from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
-    from semcheck.model.explore import ExplorationLimit, explore
-
-    if not isinstance(facts.program, Program):  # a Symmetric asks its built program (`scope_failure_verdict`)
-        return None
-    try:
-        ex = explore(facts.program, facts.mode, max_states=FALLBACK_STATES)
-    except ExplorationLimit:
-        return None
-    return ex.outcomes, ex.states
-
-
 def _freed(o: Outcome) -> bool:
     """BUF-14's KeyError at a run_scoped buffer, or RACE-1's assertion at a wait (ERR-21): the failures only
     the model's runs follow."""
@@ -382,8 +292,6 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     schedule is explored (RUN-4) within ERR-19's budget. None when no run raises there: the runs are those
     the usual checks read. Else `deadlock-free` is violated (a run that fails ends with unfinished cores,
     PROP-4, ERR-19), `exit-balance` vacuous when no run reaches an exit (REP-20), and the rest unknown (ERR-19)."""
-    from semcheck.checker.properties.deadlock import FALLBACK_STATES  # lazy: deadlock imports this module
-
     if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's (RUN-21)
         built = facts.whole.whole_program if facts.whole.symmetric else "not built"
         if isinstance(built, str):
@@ -395,7 +303,7 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
         return None
     if raises is None:
         real = facts.maximal_run()
-        over = f"the explorer exceeded {FALLBACK_STATES} states"
+        over = f"the explorer exceeded {failing_facts.FALLBACK_STATES} states"
         if not _freed(real):
             return Verdict(prop, "unknown", reason=f"{explored_failure(facts)}; whether a run raises there is not "
                            f"known: {over} (BUF-14, RACE-1, ERR-19)")
@@ -418,7 +326,7 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     if prop == "deadlock-free":
         return Verdict(prop, "violated", reason=said, stats=stats,
                        witness=failure_witness(program, mode, bad[0], explored=all(o.kind == "error" for o in outcomes)))
-    if prop == "exit-balance" and no_exit_reached(program, mode, FALLBACK_STATES):
+    if prop == "exit-balance" and no_exit_reached(program, mode, failing_facts.FALLBACK_STATES):
         return vacuous(prop, f"no run reaches a kernel exit: {said} or fails or hangs first (ERR-19): no count is "
                        "left and no copy is pending at an exit", stats=stats)
     no_s_prime = ("a wait's clock failure has no S' (whether the wait finds a clock depends on what ran before "
@@ -502,10 +410,8 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
         why = ("jax's TPU interpreter deletes a run_scoped buffer when its scope ends and allocates it when the "
                "scope is entered; a copy half that runs outside that window meets no key (specs/semantics/buffers.md BUF-14, "
                "specs/semantics/divergences.md D32)")
-        hint = _scope_hint()
+        hint = SCOPE_HINT
     elif isinstance(err, UnclockedWait):
-        from semcheck.checker.properties import clock_waits  # lazy: it imports the model's symmetric programs
-
         unrun = clock_waits.unreached_copies(real, err)
         text = f"{_raised(err)} at the wait at {failure.loc}, whose semaphore no signal has reached on this core"
         if unrun:
@@ -559,16 +465,8 @@ def _freed_copy(real: Outcome, err: UnknownBuffer) -> tuple[str, object] | None:
     return None
 
 
-def _scope_hint() -> str:
-    from semcheck.checker.properties.confined_scopes import HINT  # lazy: the scope check is a property's
-
-    return HINT
-
-
 def _failure_hint(err: Violation) -> str:
     """The usual fix of a failure other than a view's or a grid step's: the property that names it."""
-    from semcheck.checker.properties.registry import BY_ID  # lazy: the registry imports this module's callers
-
     if isinstance(err, IdCollision):
         return BY_ID["id-disjoint"].hint
     if isinstance(err, Int16Overflow):

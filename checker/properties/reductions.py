@@ -12,8 +12,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from semcheck.checker.properties.confined_order import confined_on_period
 from semcheck.checker.properties.decide import decide
+from semcheck.checker.properties.failing_runs import fold_unsafe
+from semcheck.checker.properties.folding import proved_on_fold
 from semcheck.checker.properties.verdict import Verdict
+from semcheck.model.symmetric import WholeProgramNeeded
 
 if TYPE_CHECKING:
     from semcheck.checker.properties.analysis import Analysis
@@ -46,8 +50,6 @@ def reduction(name: str, rule: str, applies: Callable[["Analysis", str, bool], b
 
 
 def _foldable(analysis: Analysis, mode: str, fold: bool) -> bool:
-    from semcheck.checker.properties.failing_runs import fold_unsafe
-
     # the fold reads the skeleton, which drops the accesses that raise in the interpreter (ERR-9)
     return fold and not fold_unsafe(analysis, mode) and analysis.fold is not None
 
@@ -56,8 +58,6 @@ def _foldable(analysis: Analysis, mode: str, fold: bool) -> bool:
 def _on_fold(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
     """RUN-7 (RUN-37's quotient): a proof on the skeleton's quotient under the program's rotation (RUN-36) is a proof of the
     program: faithful (RUN-7's fold) or, without one, the class run's (RUN-31)."""
-    from semcheck.checker.properties.folding import proved_on_fold
-
     return proved_on_fold(analysis.fold, prop, mode, timeout_ms=timeout_ms, analysis=analysis.fold_analysis)
 
 
@@ -70,8 +70,6 @@ def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) ->
     """RUN-22: a property of a Symmetric (a program given by one period and its rotation, RUN-20, RUN-36)
     decided on the Symmetric itself, kept only when proved; None when
     its check needs every core (`WholeProgramNeeded`) or does not prove."""
-    from semcheck.model.symmetric import WholeProgramNeeded
-
     try:
         v = decide(prop, analysis.program, mode, timeout_ms=timeout_ms, facts=analysis.mode(mode))
     except WholeProgramNeeded:
@@ -83,8 +81,6 @@ def _on_one_period(analysis: Analysis, prop: str, mode: str, timeout_ms: int) ->
 def _on_one_period_order(analysis: Analysis, prop: str, mode: str, timeout_ms: int) -> Verdict | None:
     """PRG-164, PRG-165: invocation-confined of a Symmetric under hardware from one period's order; where
     it shows nothing the whole program's held runs decide (PRG-113)."""
-    from semcheck.checker.properties.confined_order import confined_on_period
-
     return confined_on_period(analysis.program, mode)
 
 

@@ -37,7 +37,9 @@ wrong.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -109,14 +111,70 @@ def lower(program: Program, mode: DmaMode, *, hb: HappensBefore | None = None) -
 
 
 def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = None) -> Lowered:
-    topo = program.topology
-    n = topo.num_cores
+    """`lower`, in its steps: the barriers and happens-before, the ids each allocation hands out, the
+    lookups, then every operation's record (`_lower_cores`)."""
     hw = mode == "hardware"
-    cid = program.collective_id
+    topo = program.topology
     unsupported: list[str] = []
-    lengths = tuple(len(ops) for ops in program.cores)
+    barrier_at, alloc_at, get_at = _scan(program)
+    barriers, barrier_pos = _barriers(program, barrier_at, unsupported)
+    if shared_hb is not None and shared_hb.program is program and shared_hb.barriers == barriers:
+        hb = shared_hb  # RUN-29: the same barriers, so the same clocks and reach
+    else:
+        hb = HappensBefore(program, barrier_pos, barriers)
+    sem_by_core, buf_by_core = _alloc_events(program, hb, alloc_at)
+    racy_counters: set = set()
+    sem_events = _handed_out(sem_by_core, "semaphore", hb, hw, racy_counters, unsupported)
+    buffer_events = _handed_out(buf_by_core, "buffer", hb, hw, racy_counters, unsupported)
+    sem_allocs = _sem_allocs(topo, sem_events, hw, unsupported)
+    buffer_ids = {}
+    for (a, i), ev in buffer_events.items():
+        scope = topo.cores_of_device(topo.device_of(a)) if ev.op.scope == "device" else (a,)
+        for t in scope:
+            if t in ev.bases:
+                buffer_ids[(t, ev.op.label)] = ev.bases[t]
+    gets = [(c, i) for c in range(topo.num_cores) for i in get_at[c] if hb.reached(c, i)]
+    resolve, stable = _resolver(program, mode, hb, sem_allocs, sem_events, gets)
+    failing, contributions, waits, dmas = _lower_cores(program, mode, hb, resolve, stable, sem_allocs, sem_events,
+                                                       buffer_ids, unsupported)
+    by_counter: dict = defaultdict(list)
+    for x in contributions:
+        by_counter[x.counter].append(x)
+    waits_by_counter: dict = defaultdict(list)
+    for w in waits.values():
+        waits_by_counter[w.counter].append(w)
+    by_pos = itemgetter(1)  # WaitOp.pos, read in C
+    for ws in waits_by_counter.values():
+        ws.sort(key=by_pos)
+    return Lowered(
+        program=program,
+        mode=mode,
+        lengths=tuple(len(ops) for ops in program.cores),
+        failing=failing,
+        contributions=contributions,
+        by_counter=dict(by_counter),
+        waits=waits,
+        waits_by_counter=dict(waits_by_counter),
+        barriers=barriers,
+        barrier_pos=barrier_pos,
+        dmas=dmas,
+        sem_allocs=sem_allocs,
+        sem_events=list(sem_events.values()),
+        buffer_events=list(buffer_events.values()),
+        buffer_ids=buffer_ids,
+        gets=gets,
+        unsupported=unsupported,
+        hb=hb,
+        sem_counter_events=dict(sem_by_core),
+        buf_counter_events=dict(buf_by_core),
+        racy_counters=racy_counters,
+    )
 
-    # one scan for the operations the passes below start from
+
+def _scan(program: Program) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """One scan for the operations the passes start from: each core's barriers, allocations and
+    get_barrier_semaphore positions."""
+    n = program.topology.num_cores
     barrier_at: list[list[int]] = [[] for _ in range(n)]
     alloc_at: list[list[int]] = [[] for _ in range(n)]
     get_at: list[list[int]] = [[] for _ in range(n)]
@@ -129,8 +187,13 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
                 alloc_at[c].append(i)
             elif t is GetBarrierSem:
                 get_at[c].append(i)
+    return barrier_at, alloc_at, get_at
 
-    # barriers and happens-before
+
+def _barriers(program: Program, barrier_at: list[list[int]], unsupported: list[str]) -> tuple[dict, dict]:
+    """Every barrier (BAR-1) as a `BarrierOp` by position, and the position of each core's k-th barrier of a
+    name; a barrier naming a core outside the topology is unsupported."""
+    n = program.topology.num_cores
     barriers: dict = {}
     barrier_pos: dict = {}
     # the participant sets found inside the topology, by identity: every core's barriers of a launch
@@ -150,12 +213,12 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
                 inside[id(op.participants)] = op.participants
             barriers[(c, i)] = BarrierOp(c, i, op.name, k, frozenset(op.participants), op.loc)
             barrier_pos[(c, op.name, k)] = i
-    if shared_hb is not None and shared_hb.program is program and shared_hb.barriers == barriers:
-        hb = shared_hb  # RUN-29: the same barriers, so the same clocks and reach
-    else:
-        hb = HappensBefore(program, barrier_pos, barriers)
+    return barriers, barrier_pos
 
-    # allocation events: which ops advance which core's counters
+
+def _alloc_events(program: Program, hb: HappensBefore, alloc_at: list[list[int]]) -> tuple[dict, dict]:
+    """Which reached allocations advance which core's semaphore and buffer counters (SEM-1, BUF-1)."""
+    topo = program.topology
     sem_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
     buf_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
     for c, ops in enumerate(program.cores):
@@ -167,56 +230,66 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
             target = sem_by_core if isinstance(op, AllocSem) else buf_by_core
             for t in scope:
                 target[t].append((c, i, op))
+    return sem_by_core, buf_by_core
 
-    def order(events: list, core: int, what: str) -> list | None:
-        issuers = {e[0] for e in events}
-        if len(issuers) <= 1 or hw:  # on hardware no ids are handed out: any order will do
-            if len(issuers) > 1:
-                racy_counters.add((what, core))
-            return sorted(events, key=lambda e: e[1])
-        import functools
 
-        def cmp(x, y):
-            if hb.before(x[0], x[1], y[0], y[1]):
-                return -1
-            if hb.before(y[0], y[1], x[0], x[1]):
-                return 1
-            raise _Unordered(x, y)
-
-        try:
-            out = sorted(events, key=functools.cmp_to_key(cmp))
-            for x, y in zip(out, out[1:]):
-                cmp(x, y)
-            return out
-        except _Unordered as u:
-            (a, i, _), (b, j, _) = u.args
+def _ordered(events: list, core: int, what: str, hb: HappensBefore, hw: bool, racy_counters: set,
+             unsupported: list[str]) -> list | None:
+    """The allocations that advance one core's counter, in the order every run makes them; None (and why,
+    in `unsupported`) when happens-before does not order them."""
+    issuers = {e[0] for e in events}
+    if len(issuers) <= 1 or hw:  # on hardware no ids are handed out: any order will do
+        if len(issuers) > 1:
             racy_counters.add((what, core))
-            unsupported.append(
-                f"the {what} ids of core {core} depend on the schedule: core {a} op {i} and core {b} op {j} "
-                "both allocate for it and are not ordered by barriers"
-            )
-            return None
+        return sorted(events, key=lambda e: e[1])
 
-    racy_counters: set[int] = set()
-    sem_events: dict[tuple[int, int], AllocEvent] = {}
-    buffer_events: dict[tuple[int, int], AllocEvent] = {}
-    for by_core, events_out, what in ((sem_by_core, sem_events, "semaphore"), (buf_by_core, buffer_events, "buffer")):
-        for core, evs in by_core.items():
-            ordered = order(evs, core, what)
-            if ordered is None:
-                continue
-            nxt: dict[int, int] = {}  # this core's counter, as the model's SEM-1 / BUF-1 hand ids out
-            for a, i, op in ordered:
-                ev = events_out.setdefault((a, i), AllocEvent(a, i, op, {}))
-                if what == "semaphore":
-                    ranges = sem_handout(nxt, (core,), op.count)
-                    ev.bases[core] = ranges[core].start
-                    nxt.update(sem_advanced(ranges))
-                else:
-                    ids = buffer_handout(nxt, (core,))
-                    ev.bases[core] = ids[core]
-                    nxt.update(buffer_advanced(ids))
+    def cmp(x, y):
+        if hb.before(x[0], x[1], y[0], y[1]):
+            return -1
+        if hb.before(y[0], y[1], x[0], x[1]):
+            return 1
+        raise _Unordered(x, y)
 
+    try:
+        out = sorted(events, key=functools.cmp_to_key(cmp))
+        for x, y in zip(out, out[1:]):
+            cmp(x, y)
+        return out
+    except _Unordered as u:
+        (a, i, _), (b, j, _) = u.args
+        racy_counters.add((what, core))
+        unsupported.append(
+            f"the {what} ids of core {core} depend on the schedule: core {a} op {i} and core {b} op {j} "
+            "both allocate for it and are not ordered by barriers"
+        )
+        return None
+
+
+def _handed_out(by_core: dict, what: str, hb: HappensBefore, hw: bool, racy_counters: set,
+                unsupported: list[str]) -> dict[tuple[int, int], AllocEvent]:
+    """Each allocation's event with the base id it hands each core, as the model's SEM-1 / BUF-1 hand ids out
+    along the order `_ordered` finds."""
+    events_out: dict[tuple[int, int], AllocEvent] = {}
+    for core, evs in by_core.items():
+        ordered = _ordered(evs, core, what, hb, hw, racy_counters, unsupported)
+        if ordered is None:
+            continue
+        nxt: dict[int, int] = {}  # this core's counter
+        for a, i, op in ordered:
+            ev = events_out.setdefault((a, i), AllocEvent(a, i, op, {}))
+            if what == "semaphore":
+                ranges = sem_handout(nxt, (core,), op.count)
+                ev.bases[core] = ranges[core].start
+                nxt.update(sem_advanced(ranges))
+            else:
+                ids = buffer_handout(nxt, (core,))
+                ev.bases[core] = ids[core]
+                nxt.update(buffer_advanced(ids))
+    return events_out
+
+
+def _sem_allocs(topo, sem_events: dict, hw: bool, unsupported: list[str]) -> dict[tuple[int, str], SemAlloc]:
+    """Each core's semaphore allocation by label, with the ids it holds (IDS-1: None under hardware)."""
     sem_allocs: dict[tuple[int, str], SemAlloc] = {}
     for (a, i), ev in sem_events.items():
         op = ev.op
@@ -229,14 +302,16 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
             if (t, op.label) in sem_allocs:
                 unsupported.append(f"allocation label {op.label!r} is allocated twice for core {t}")
             sem_allocs[(t, op.label)] = SemAlloc(op.label, op.site, op.count, a, i, ev.bases.get(t), ids, op)
-    buffer_ids = {}
-    for (a, i), ev in buffer_events.items():
-        scope = topo.cores_of_device(topo.device_of(a)) if ev.op.scope == "device" else (a,)
-        for t in scope:
-            if t in ev.bases:
-                buffer_ids[(t, ev.op.label)] = ev.bases[t]
+    return sem_allocs
 
-    gets = [(c, i) for c in range(n) for i in get_at[c] if hb.reached(c, i)]
+
+def _resolver(program: Program, mode: DmaMode, hb: HappensBefore, sem_allocs: dict, sem_events: dict,
+              gets: list[tuple[int, int]]) -> tuple[Callable[[int, int, SemRef], Key], dict]:
+    """SEM-3 / HW-1 statically: `resolve(c, i, ref)`, the key a reference at core c op i denotes in every run
+    (raises `_Fail` for a static failure, `_Unsupported` where it depends on the schedule), and the keys it
+    found stable, by (core, label, index)."""
+    hw = mode == "hardware"
+    cid = program.collective_id
     cid_inserts = []  # allocation events whose range holds the collective id
     if cid is not None and not hw:
         for (a, i), ev in sem_events.items():
@@ -314,6 +389,19 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
             raise _Fail(key)
         return key
 
+    return resolve, stable
+
+
+def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Callable[[int, int, SemRef], Key],
+                 stable: dict, sem_allocs: dict, sem_events: dict, buffer_ids: dict, unsupported: list[str]
+                 ) -> tuple[dict[int, tuple[int, Violation]], list[Contribution], dict, list[DmaOp]]:
+    """Every reached operation's record, core by core: (failing positions, contributions, waits, DMAs).
+
+    One case per operation, as `_lower_op` does them: the common ones are lowered inline (a call per
+    operation was a third of a large lowering); the rest go through `_lower_op`."""
+    hw = mode == "hardware"
+    cid = program.collective_id
+
     def target(c: int, device, local, *, dma: bool) -> int:
         # not cached here: the loop below keeps each core's targets by the (device, core) they name
         t = target_core(program, mode, c, device, local, dma=dma)
@@ -325,8 +413,6 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
     contributions: list[Contribution] = []
     waits: dict = {}
     dmas: list[DmaOp] = []
-    # The common operations are lowered inline, as `_lower_op` does them (a call per operation was
-    # a third of a large lowering); the rest go through `_lower_op`.
     get_fail: Violation | None = None  # what every get_barrier_semaphore raises (GetBarrierSem below)
     if cid is None:
         get_fail = NoCollectiveId()
@@ -430,38 +516,7 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
             failing[c] = (i, f.violation)
         except _Unsupported as u:
             unsupported.append(str(u))
-    by_counter: dict = defaultdict(list)
-    for x in contributions:
-        by_counter[x.counter].append(x)
-    waits_by_counter: dict = defaultdict(list)
-    for w in waits.values():
-        waits_by_counter[w.counter].append(w)
-    by_pos = itemgetter(1)  # WaitOp.pos, read in C
-    for ws in waits_by_counter.values():
-        ws.sort(key=by_pos)
-    return Lowered(
-        program=program,
-        mode=mode,
-        lengths=lengths,
-        failing=failing,
-        contributions=contributions,
-        by_counter=dict(by_counter),
-        waits=waits,
-        waits_by_counter=dict(waits_by_counter),
-        barriers=barriers,
-        barrier_pos=barrier_pos,
-        dmas=dmas,
-        sem_allocs=sem_allocs,
-        sem_events=list(sem_events.values()),
-        buffer_events=list(buffer_events.values()),
-        buffer_ids=buffer_ids,
-        gets=gets,
-        unsupported=unsupported,
-        hb=hb,
-        sem_counter_events=dict(sem_by_core),
-        buf_counter_events=dict(buf_by_core),
-        racy_counters=racy_counters,
-    )
+    return failing, contributions, waits, dmas
 
 
 class _Unordered(Exception):

@@ -504,7 +504,7 @@ def test_d22_a_load_or_store_through_a_reshape_or_bitcast_view_raises(name):
     # semcheck's side (ACC-6, ERR-9): the access is lowered as a TPU runs it (hardware proves every
     # property) and carries the interpreter's error, which the model raises where a core reaches it:
     # eager and on_wait report deadlock-free at its line and decide every other property
-    from semcheck.checker.properties.failing_runs import view_ops
+    from semcheck.checker.properties.failing_facts import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties.registry import BY_ID
@@ -559,7 +559,7 @@ def test_d22_a_copy_through_a_reshape_view_raises_when_it_runs(waited):
     if not waited:  # under on_wait nothing runs the copy: the kernel completes
         jax.block_until_ready(call("on_wait")(jnp.ones((8, 128), jnp.float32)))
 
-    from semcheck.checker.properties.failing_runs import view_ops
+    from semcheck.checker.properties.failing_facts import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties.registry import BY_ID
@@ -621,7 +621,7 @@ def test_d24_a_grid_that_comes_back_to_an_output_block_raises():
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from semcheck.checker.properties.failing_runs import view_ops
+    from semcheck.checker.properties.failing_facts import view_ops
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.trace import trace_kernels
     from semcheck.checker.properties.registry import BY_ID

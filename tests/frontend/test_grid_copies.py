@@ -157,7 +157,7 @@ def test_a_race_with_the_grid_names_its_blockspec_and_step():
 
 @pytest.mark.rule("GRID-3", "ERR-11")
 def test_a_revisited_output_block_fails_every_interpreter_run():
-    from semcheck.checker.properties.failing_runs import view_ops
+    from semcheck.checker.properties.failing_facts import view_ops
     from semcheck.model.errors import RevisitedBlock
 
     recorded = json.loads((ROOT / "tests/kernels/ground_truth.json").read_text())["cases"]

@@ -17,7 +17,7 @@ def main() -> int:
     provision_devices(n)
     from predict import predict  # tests/kernels/predict.py, beside this script (its directory is on sys.path)
 
-    from semcheck.checker.properties.failing_runs import view_ops
+    from semcheck.checker.properties.failing_facts import view_ops
     from semcheck.checker.properties.followed_values import not_facts
     from semcheck.model.ops import DmaStart
 

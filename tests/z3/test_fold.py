@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import z3_truth as truth
 from hypothesis import HealthCheck, Phase, event, given, settings
-from semcheck.checker.properties import deadlock as deadlock_module
+from semcheck.checker.properties import failing_facts
 from semcheck.checker.properties.registry import BY_ID, IDS as PROPERTIES
 from semcheck.checker.properties.decide import decide
 from semcheck import check_program
@@ -188,7 +188,7 @@ def test_what_the_fold_proves_holds_for_the_whole_program(drawn):
     # ERR-19's explorer within a tenth of its budget: a 16-device program that can fail is past either
     # budget (unknown, accepted below), and at the full one a single draw cost minutes
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(deadlock_module, "FALLBACK_STATES", deadlock_module.FALLBACK_STATES // 10)
+        m.setattr(failing_facts, "FALLBACK_STATES", failing_facts.FALLBACK_STATES // 10)
         _fold_proofs_hold(drawn)
 
 
@@ -377,7 +377,7 @@ def test_what_a_class_run_proves_holds_for_the_whole_program(drawn):
     if f is None:
         return
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(deadlock_module, "FALLBACK_STATES", deadlock_module.FALLBACK_STATES // 10)
+        m.setattr(failing_facts, "FALLBACK_STATES", failing_facts.FALLBACK_STATES // 10)
         for mode in DMA_MODES:
             for prop in PROPERTIES:
                 if not BY_ID[prop].folds:
