@@ -65,7 +65,7 @@ EXPECTED = {
     "copy_window_at_dimension_end.py": {"deadlock-free": ("eager",)},
     # with the race detector on, the wait for the empty copy's 0 bytes runs no task under on_wait and fails
     # its clock assertion in every run (RACE-1, ERR-21); eager runs the copy at its start
-    "race_detector_empty_copy_wait.py": {"deadlock-free": ("on_wait",)},
+    "clock_empty_copy_wait.py": {"deadlock-free": ("on_wait",)},
     # a copy counts 1 on a REGULAR semaphore on a TPU v6+, its bytes in interpret mode (D20, DMA-6)
     "regular_semaphore_dma_leaks_in_interpreter.py": {"exit-balance": I, "dma-bytes": I},
     "missing_signal_deadlock.py": {"deadlock-free": H},

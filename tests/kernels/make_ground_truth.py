@@ -159,10 +159,10 @@ EXAMPLES: dict[str, dict] = {
     # its start; the fix skips the empty copy. Every device fails at its wait, and which device's exception jax
     # surfaces first is racy: another device's BrokenBarrierError (its barrier broken by the failure, ERR-7)
     # was recorded at 2 and 4 devices, the assertion at 8
-    "examples/buggy/race_detector_empty_copy_wait.py": {"kind": "clock_error", "error_type": "AssertionError",
+    "examples/buggy/clock_empty_copy_wait.py": {"kind": "clock_error", "error_type": "AssertionError",
                                                         "also_surfaces": ["BrokenBarrierError"],
                                                         "raises_in": ["on_wait"]},
-    "examples/race_detector_empty_copy_skipped.py": {"kind": "clean"},
+    "examples/clock_empty_copy_skipped.py": {"kind": "clean"},
     # DMAs whose sizes are data (ACC-7), ported from jax: its ragged all-to-all (offsets and sizes
     # from SMEM, dummy descriptors for the byte totals), the race-detection test kernel (a wait for
     # a data-dependent receive count) and test_dynamic_dma_on_2nd_minor; with their seeded bugs

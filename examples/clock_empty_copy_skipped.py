@@ -1,6 +1,6 @@
 """CLEAN: a halo copy that is skipped when it is empty, under jax's race detector.
 
-The fix of examples/buggy/race_detector_empty_copy_wait.py: the kernel starts and waits for the
+The fix of examples/buggy/clock_empty_copy_wait.py: the kernel starts and waits for the
 halo copy only when it moves rows (`HALO_ROWS > 0`, known while the kernel is traced), so no wait
 for 0 bytes meets a semaphore that no signal has reached (RACE-1).
 
@@ -16,8 +16,8 @@ import jax.numpy as jnp
 
 
 def _buggy():
-    path = Path(__file__).resolve().parent / "buggy" / "race_detector_empty_copy_wait.py"
-    spec = importlib.util.spec_from_file_location("semcheck_example_race_detector_empty_copy_wait", path)
+    path = Path(__file__).resolve().parent / "buggy" / "clock_empty_copy_wait.py"
+    spec = importlib.util.spec_from_file_location("semcheck_example_clock_empty_copy_wait", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

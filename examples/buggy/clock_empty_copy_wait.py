@@ -16,7 +16,7 @@ race detector every run completes in both modes; a TPU moves nothing and passes 
 Expected semcheck verdict: deadlock-free violated under on_wait (every run raises at the wait,
 ERR-21), exit-balance vacuous there (no run reaches the exit) and the rest unknown; all proved under
 eager and hardware. The fix
-(examples/race_detector_empty_copy_skipped.py) starts and waits the copy only when it moves rows.
+(examples/clock_empty_copy_skipped.py) starts and waits the copy only when it moves rows.
 """
 
 from __future__ import annotations
