@@ -6,8 +6,8 @@ experts send the rows back, a device waits on expert `e`'s semaphore for
 `meta[e].count` (how many it dispatched to `e`, which is what comes back).
 The two differ whenever the routing is not symmetric.
 
-Expected semcheck verdict: dma-bytes violated in every mode, with the
-combine's copy and the wait (spec ACC-9 makes both sizes facts).
+Expected semcheck verdicts (spec ACC-9): deadlock-free violated under eager, on_wait;
+race-free under hardware; the rest unknown (the runs end before the read at line 129).
 """
 
 from __future__ import annotations
