@@ -199,7 +199,8 @@ class Signal(_OpBase):
 
     def describe(self) -> str:
         where = "" if self.device is None else f" -> device {self.device}"
-        where += "" if self.core is None else f" core {self.core}"
+        if self.core is not None:  # a core of the target device: of the signalling one when none is named
+            where += f" core {self.core}" if self.device is not None else f" -> core {self.core} of this device"
         return f"signal {self.sem} +{self.inc}{where}"
 
 

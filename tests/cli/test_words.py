@@ -197,3 +197,13 @@ def test_spec_into_a_closed_pipe_is_no_traceback():
     assert p.stderr.read() == b""
     p.stderr.close()
 
+
+
+@pytest.mark.rule("REP-34")
+def test_a_signal_to_a_core_of_its_own_device_is_not_read_as_another_device():
+    from semcheck.model.ops import SemRef, Signal
+
+    sem = SemRef("ready")
+    own = Signal(sem, 1, device=None, core=1).describe()
+    other = Signal(sem, 1, device=2, core=1).describe()
+    assert own.endswith("+1 -> core 1 of this device") and other.endswith("+1 -> device 2 core 1")
