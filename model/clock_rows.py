@@ -1,4 +1,5 @@
-"""Clock rows of the happens-before pass (spec DR-45): sparse while a row names few cores, dense after."""
+"""Clock rows of the happens-before pass (spec DR-45): sparse while a row names few cores, dense after;
+the join of a dense row with every rotation of a snapshot (DR-43)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,10 @@ def join(row: Sparse | np.ndarray, other: Sparse | np.ndarray, n: int) -> Sparse
         row = dense(row, n)
     np.maximum(row, other, out=row)
     return row
+
+
+def join_every_rotation(row: np.ndarray, snap: np.ndarray, step: int) -> None:
+    """`row` joined with `snap` rotated by every multiple of `step` (which divides its length) (DR-43): at each
+    core, the snapshot's largest entry among the cores of its residue modulo `step`, in one pass."""
+    times = len(row) // step
+    np.maximum(row, np.tile(snap.reshape(times, step).max(axis=0), times), out=row)

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from semcheck.model.barrier import instance
-from semcheck.model.clock_rows import Sparse, join
+from semcheck.model.clock_rows import Sparse, join, join_every_rotation
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, Chain
 from semcheck.model.errors import ModelBug
@@ -65,13 +65,6 @@ def _merge(row: Sparse | np.ndarray, s: _Signal, core: int, n: int) -> Sparse | 
 
 
 _NEVER = np.iinfo(np.int32).max  # above every clock entry (clocks are int32: compared without a cast)
-
-
-def join_every_rotation(row: np.ndarray, snap: np.ndarray, step: int) -> None:
-    """`row` joined with `snap` rotated by every multiple of `step` (which divides its length) (DR-43): at each
-    core, the snapshot's largest entry among the cores of its residue modulo `step`, in one pass."""
-    times = len(row) // step
-    np.maximum(row, np.tile(snap.reshape(times, step).max(axis=0), times), out=row)
 
 
 _MANY = 64

@@ -152,7 +152,7 @@ def test_a_barrier_of_every_member_joins_each_rotation_at_once(step, times, data
     """DR-43: the join per residue is the join of the snapshot rolled by every multiple of the step."""
     import numpy as np
 
-    from semcheck.model.hb_observers import join_every_rotation
+    from semcheck.model.clock_rows import join_every_rotation
 
     n = step * times
     entries = st.lists(st.integers(0, 50), min_size=n, max_size=n)
