@@ -82,7 +82,7 @@ def _sound(program) -> str | None:
 
 
 @pytest.mark.rule("PRG-164", "PRG-113")
-@pytest.mark.parametrize("devices", [2, 4, 8])
+@pytest.mark.parametrize("devices", [2, 4, pytest.param(8, marks=pytest.mark.slow)])  # 8: 15 s, long run
 def test_a_proof_on_the_period_is_a_proof_on_the_whole_program(devices):
     """Every single-call example: a proof on the period is a proof of the held runs (and how often)."""
     seen: Counter = Counter()

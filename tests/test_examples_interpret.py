@@ -41,6 +41,7 @@ GT = ri.load_ground_truth()
 CASES = {ri.case_key(c["path"], c["devices"], c["dma_mode"], c["kwargs"]): c for c in GT["cases"]}
 
 HANG_TIMEOUT = float(os.environ.get("SEMCHECK_INTERPRET_HANG_TIMEOUT", "15"))
+HANG_IDLE = 2.0  # a run expected to hang: this long without CPU in the kernel call ends it (run_interpret._wait)
 COMPLETE_TIMEOUT = float(os.environ.get("SEMCHECK_INTERPRET_TIMEOUT", "120"))
 
 
@@ -51,7 +52,7 @@ def _timeout(case):
 def _check(case):
     report = ri.run_kernel(
         REPO / case["path"], case["devices"], case["dma_mode"], _timeout(case),
-        kwargs=case["kwargs"],
+        kwargs=case["kwargs"], idle=HANG_IDLE if case["outcome"] == "hang" else None,
     )
     problems = ri.compare_to_ground_truth(report, case, GT["examples"].get(case["path"]))
     return report, problems

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from semcheck.checker.properties.decide import decide
 import dataclasses
+import os
 from collections import deque
 
 import pytest
@@ -328,7 +328,8 @@ def programs_with_accesses(draw) -> Program:
 
 
 @pytest.mark.rule("DR-2", "DR-3", "DR-6", "PROP-7")
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(programs_with_accesses(), st.sampled_from(DMA_MODES))
 def test_restricted_runs_decide_races_as_the_explorer_does(program, mode):
     if fast_run(program, mode, record=False).state.failure is not None:

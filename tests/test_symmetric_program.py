@@ -280,7 +280,7 @@ def _decided_alike(drawn, mode) -> None:
 
 
 @pytest.mark.rule("RUN-20")
-@settings(max_examples=15)
+@settings(max_examples=150 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 8)
 @given(_hand_built(8), st.sampled_from(DMA_MODES))
 def test_hand_built_symmetric_programs_fold_and_decide_as_the_program(drawn, mode):
     _decided_alike(drawn, mode)

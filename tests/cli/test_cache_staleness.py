@@ -132,7 +132,7 @@ edits = st.lists(st.tuples(st.sampled_from(KINDS), st.booleans(), st.integers(1,
 
 
 # each example is a few verifications, a second or two each: a handful by default, more when long
-@settings(max_examples=50 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 4, deadline=None,
+@settings(max_examples=50 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 2, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits)
 def test_no_edit_of_any_dependency_returns_a_stale_answer(tmp_path_factory, monkeypatch_env, steps):

@@ -22,10 +22,10 @@ _COMMON = dict(
 
 PROFILES = {
     # API-level state machines: examples x steps.
-    "semcheck-stateful": dict(max_examples=400, stateful_step_count=40),
+    "semcheck-stateful": dict(max_examples=200, stateful_step_count=40),
     "semcheck-stateful-ci-long": dict(max_examples=10_000, stateful_step_count=60),
     # Whole programs run on the real manager with one thread per core.
-    "semcheck-threaded": dict(max_examples=200),
+    "semcheck-threaded": dict(max_examples=100),
     "semcheck-threaded-ci-long": dict(max_examples=2_000),
 }
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 RESULT_MARKER = "@@SEMCHECK_INTERPRET_RESULT@@ "
+RUN_MARKER = "@@SEMCHECK_INTERPRET_RUNNING@@"  # the child is past import and build: the kernel call starts
 
 # The interpreter prints one line per device whose semaphores are not all zero
 # when the kernel exits.
@@ -252,6 +253,7 @@ def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) 
         builder = getattr(mod, name or "build")
         fn, args = builder(devices, dma_mode=dma_mode, **kwargs)
         result["phase"] = "run"
+        print(RUN_MARKER, flush=True)
         t_run = time.monotonic()
         out = jax.block_until_ready(fn(*args))
         result["run_seconds"] = round(time.monotonic() - t_run, 3)
@@ -308,6 +310,45 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _cpu_ticks(pid: int) -> int | None:
+    """User + system CPU of process `pid` in clock ticks (Linux /proc), None where unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _wait(proc: subprocess.Popen, out_f, timeout: float, idle: float | None) -> bool:
+    """Waits for the child; True when it did not finish. With `idle`, a child that is running the
+    kernel (past RUN_MARKER) and has used no CPU for `idle` seconds is taken to hang: every thread of
+    a deadlocked interpreter sleeps on a lock, so this ends a hang without waiting out `timeout`."""
+    if idle is None or _cpu_ticks(proc.pid) is None:
+        try:
+            proc.wait(timeout=timeout)
+            return False
+        except subprocess.TimeoutExpired:
+            return True
+    start = time.monotonic()
+    running, ticks, since = False, None, start
+    while time.monotonic() - start < timeout:
+        try:
+            proc.wait(timeout=0.2)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        if not running:
+            out_f.seek(0)
+            running = RUN_MARKER in out_f.read()
+            continue
+        now, t = time.monotonic(), _cpu_ticks(proc.pid)
+        if t != ticks:
+            ticks, since = t, now
+        elif now - since >= idle:
+            return True
+    return True
+
+
 def run_kernel(
     path: str | os.PathLike,
     devices: int,
@@ -316,11 +357,13 @@ def run_kernel(
     *,
     kwargs: dict[str, Any] | None = None,
     python: str | None = None,
+    idle: float | None = None,
 ) -> dict[str, Any]:
     """Runs one example in a subprocess and classifies the outcome.
 
     Returns a dict with at least: outcome ("completed" | "hang" | "error"),
-    error_type, error_message, nonzero_count_warnings, seconds.
+    error_type, error_message, nonzero_count_warnings, seconds. `idle`: see `_wait` (for runs
+    expected to hang; a run expected to complete waits out `timeout`).
     """
     if dma_mode not in DMA_MODES:
         raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {dma_mode!r}")
@@ -358,11 +401,7 @@ def run_kernel(
             env=env,
             start_new_session=True,  # own process group, so we can kill it all
         )
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = _wait(proc, out_f, timeout, idle)
         # Kill the group in all cases: stray helper processes must not survive.
         _kill_group(proc)
         seconds = round(time.monotonic() - t0, 3)

@@ -182,7 +182,7 @@ def test_the_folds_maximal_run_is_the_programs_maximal_run(drawn):
 # --- proofs on the fold ------------------------------------------------------------------------
 
 
-@examples(60, 3000)
+@examples(30, 3000)
 @given(symmetric_programs(max_cores=16, max_ops=4, foldable=True))
 def test_what_the_fold_proves_holds_for_the_whole_program(drawn):
     # ERR-19's explorer within a tenth of its budget: a 16-device program that can fail is past either

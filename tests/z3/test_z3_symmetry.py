@@ -72,7 +72,7 @@ def test_pairs_of_devices_are_symmetric_under_rotating_by_two():
         assert v.verdict == "proved" and v.stats["symmetry"] == {"rotate_devices": 2, "orbits": 2}
 
 
-@examples(80, 4000)
+@examples(40, 4000)
 @given(symmetric_programs())
 def test_an_unperturbed_template_is_found_symmetric_and_the_rotation_is_an_automorphism(drawn):
     p, perturbed = drawn
