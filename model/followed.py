@@ -131,3 +131,18 @@ def reachable_read(reads: tuple[FollowedRead, ...], ends: tuple[int, ...]) -> Fo
     position in `ends`, so a read at (core, pc) runs in some run only if pc < ends[core].
     """
     return next((r for r in reads if r.read[1] < ends[r.read[0]]), None)
+
+
+def followed_labels(facts: ValueFacts) -> frozenset[str]:
+    """The buffers whose elements the lowering followed (read or wrote)."""
+    return frozenset(e[1] for r in facts.reads for e in r.elements) | frozenset(
+        e[1] for w in facts.writes for e in w.elements)
+
+
+def unordered_on_followed(pairs, labels: frozenset[str]):
+    """ACC-20: the first of `pairs` (conflicting accesses, `model.access.AccessEvent`s, that the semaphores may
+    leave unordered) of which an access touches a followed buffer; None when none does.
+
+    ACC-9's proof needs only the pairs on the elements it follows: a race on other data changes no value
+    the lowering followed (those values come only from followed refs, copies into them and the launch)."""
+    return next((pair for pair in pairs if any(e.buffer[2] in labels for e in pair)), None)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from semcheck.checker.properties.verdict import Verdict
-from semcheck.model.followed import Misread, misread, reachable_read
+from semcheck.model.followed import Misread, followed_labels, misread, reachable_read, unordered_on_followed
 from semcheck.model.ops import Program
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
     if reason is None:
         return verdicts
     keep = {RACE}
-    if (bad is not None and not bad.reached and bad.stuck and race.holds
+    if (bad is not None and not bad.reached and bad.stuck
             and verdicts.get("deadlock-free") is not None and verdicts["deadlock-free"].verdict == "violated"):
         # the run agrees with every read it reaches, so it is a run of the kernel, and it ends stuck or
         # failed: a deadlock-free violation is a fact whatever the reads it never reaches would give
@@ -61,11 +61,15 @@ def not_facts(program: Program, mode: str, facts: ModeAnalysis | None = None) ->
 
 def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | None
              ) -> tuple[str | None, Misread | None]:
+    """Why the followed values are not facts under `mode` (None: they are), and the misread of the greedy
+    run when the accesses to them are ordered (ACC-9 (a) or ACC-20) but (b) fails."""
     values = program.followed
     bad = misread(program, values, mode)  # type: ignore[arg-type]
-    if race.holds and bad is None:
+    # ACC-9 (a), or ACC-20: only the pairs on followed elements need the semaphores' order
+    unordered = None if race.holds else _unordered_on_followed(program, mode, facts)
+    if unordered is None and bad is None:
         return None, None
-    if race.holds:
+    if unordered is None:
         if not bad.reached:
             why = _some_run_reaches(program, mode, bad, facts)
             if why is None:  # ACC-19: no run reaches a read the greedy run misses: the runs are the kernel's
@@ -76,8 +80,34 @@ def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | N
                 "checked may not be the kernel's (specs/deciding/frontend.md ACC-9)"), bad
     said = race.witness.message.splitlines()[0] if race.witness is not None else race.reason
     return (f"values the kernel reads from refs that copies write decide this program (first read at "
-            f"{values.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}), so they may "
-            "differ between schedules (specs/deciding/frontend.md ACC-9)"), bad
+            f"{values.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}); {unordered}, so they "
+            "may differ between schedules (specs/deciding/frontend.md ACC-9, ACC-20)"), None
+
+
+def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | None) -> str | None:
+    """ACC-20: why two conflicting accesses, one of them to a followed ref, may be unordered in some schedule
+    under `mode`; None when the certified happens-before pass (DR-6) orders every such pair, which is what
+    ACC-9's proof asks of race-free."""
+    from semcheck.checker.properties.analysis import analysis_of
+
+    facts = analysis_of(program, mode, facts)
+    if mode == "hardware":  # the pass race-free reads under hardware: copies landing in parts (DR-9)
+        parts, split = facts.whole.partial_arrivals
+        if parts.mixed:
+            return f"the copy at {parts.mixed[0].loc} may land in parts that semcheck does not model (DR-9)"
+        if facts.whole.grid_overlap is not None:  # GRID-4: the pass orders the grid's copies as the interpreter does
+            return f"on a TPU {facts.whole.grid_overlap} (GRID-4)"
+        if parts.program is not program:
+            facts = split.mode(mode)
+    pre = facts.race_order
+    if not pre.ordering.certified:
+        return f"the happens-before pass cannot order the accesses alone ({pre.ordering.why})"
+    if pre.unrecorded:
+        return f"semcheck could not tell which regions the copy at {pre.unrecorded[0].loc} touches"
+    pair = unordered_on_followed(pre.ordering.candidates, followed_labels(program.followed))  # type: ignore[arg-type]
+    if pair is None:
+        return None
+    return f"{pair[0].describe()} at {pair[0].loc} and {pair[1].describe()} at {pair[1].loc} may be unordered"
 
 
 def _some_run_reaches(program: Program, mode: str, bad: Misread, facts: ModeAnalysis | None) -> str | None:

@@ -1,4 +1,5 @@
-"""ACC-19: where the greedy run ends before a followed read that no run reaches, the verdicts stand.
+"""ACC-19: where the greedy run ends before a followed read that no run reaches, the verdicts stand;
+ACC-20: a race on data no followed value comes from leaves the followed values facts.
 
 The MoE whose combine waits for the wrong count (examples/buggy/moe_combine_waits_wrong_count.py) hangs
 in interpret mode before reading the counts of its later experts; semcheck decides every property where
@@ -23,9 +24,10 @@ from cli._support import semcheck  # noqa: E402
 
 from semcheck.checker.properties.checking import check_program  # noqa: E402
 from semcheck.checker.properties.registry import IDS  # noqa: E402
-from semcheck.model import Access, Loc, Region, Scratch, SemRef, Signal, Topology, Wait, launch  # noqa: E402
+from semcheck.model import (  # noqa: E402
+    Access, AllocBuffer, DmaStart, Loc, Region, Scratch, SemRef, Signal, Topology, Wait, launch)
 from semcheck.model.errors import InterpreterView  # noqa: E402
-from semcheck.model.followed import FollowedRead, ValueFacts, misread, reachable_read  # noqa: E402
+from semcheck.model.followed import FollowedRead, ValueFacts, misread, reachable_read, unordered_on_followed  # noqa: E402
 
 COMBINE = "examples/buggy/moe_combine_waits_wrong_count.py"
 TRUTH = ROOT / "tests" / "kernels" / "ground_truth.json"
@@ -89,6 +91,43 @@ def test_a_read_another_schedule_reaches_stays_unknown(mode):
     assert "k.py:20" in next(v for v in got if v.property == "exit-balance").reason
 
 
+# --- ACC-20: races on other data -------------------------------------------------------------------
+
+
+@pytest.mark.rule("ACC-20")
+@pytest.mark.parametrize("mode", INTERPRET + ("hardware",))
+@pytest.mark.parametrize("racy", ["data", "count"])
+def test_a_race_keeps_the_values_facts_only_when_it_touches_none_of_them(mode, racy):
+    """A local copy into `racy` and a store to it before the copy's wait race; then the core reads a followed
+    count. A race on other data changes no followed value: the verdicts stand. On the count's buffer,
+    nothing but race-free is decided (the greedy run agrees with the read: only ACC-20 can say so)."""
+    r = Region(((0, 1),))
+    copy = DmaStart(SemRef("d"), 4, loc=Loc("k.py", 9), src_buf="y", src_region=r, dst_buf=racy, dst_region=r)
+    body = [*(AllocBuffer(b) for b in dict.fromkeys((racy, "y", "count"))), copy,
+            Access(racy, r, True, Loc("k.py", 10)), Wait(SemRef("d"), 4, kind="dma"), _count_load()]
+    program = _followed(launch(Topology(1), [body], scratch=[Scratch("d")]), 0)
+    assert misread(program, program.followed, mode) is None
+    got = {v.property: v for v in check_program(program, mode)}
+    assert got["race-free"].verdict == "violated"
+    followed = {p for p, v in got.items() if v.verdict == "unknown" and "ACC-20" in (v.reason or "")}
+    assert followed == (set() if racy == "data" else set(IDS) - {"race-free"}), got
+    if racy == "data":
+        assert all(v.verdict != "unknown" for v in got.values()), got
+
+
+@pytest.mark.rule("ACC-20")
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("abc")), max_size=5), st.sets(st.sampled_from("abc")))
+def test_unordered_on_followed_is_the_first_pair_touching_a_followed_buffer(pairs, labels):
+    class E:  # the one field the rule reads of an `AccessEvent`
+        def __init__(self, label: str) -> None:
+            self.buffer = (0, None, label)
+
+    events = [(E(a), E(b)) for a, b in pairs]
+    got = unordered_on_followed(events, frozenset(labels))
+    touching = [p for p, (a, b) in zip(events, pairs) if a in labels or b in labels]
+    assert got is (touching[0] if touching else None)
+
+
 # --- the MoE's combine, against interpret mode --------------------------------------------------------
 
 
@@ -106,7 +145,7 @@ def combine() -> list[dict]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-19")
+@pytest.mark.rule("ACC-19", "ACC-20")
 def test_the_combine_s_wrong_wait_is_decided_as_interpret_mode_runs_it(combine):
     rows = {(r["devices"], r["dma_mode"], r["property"]): r for r in combine}
     for devices in (2, 4):
@@ -125,9 +164,9 @@ def test_the_combine_s_wrong_wait_is_decided_as_interpret_mode_runs_it(combine):
             else:
                 assert got["exit-balance"] == "vacuous"
             assert got["race-free"] == "proved" and not case.get("race_reported")
-    # a TPU: at 4 devices race-free holds and everything is decided; at 2 a partial arrival races the
-    # write-back, so nothing the counts decide is a fact (ACC-9 (a); left to a rule on races after every read)
-    hw4 = {p: rows[4, "hardware", p]["verdict"] for p in IDS}
-    assert "unknown" not in hw4.values() and hw4["deadlock-free"] == "violated"
+    # a TPU: at 4 devices race-free holds; at 2 a partial arrival races the output's write-back, which no
+    # count is read from (ACC-20): every property is decided in both
+    for devices in (2, 4):
+        hw = {p: rows[devices, "hardware", p]["verdict"] for p in IDS}
+        assert "unknown" not in hw.values() and hw["deadlock-free"] == "violated", (devices, hw)
     assert rows[2, "hardware", "race-free"]["verdict"] == "violated"
-    assert {rows[2, "hardware", p]["verdict"] for p in IDS if p != "race-free"} == {"unknown"}
