@@ -55,6 +55,7 @@ class Misread:
     why: str
     reached: bool = True  # False: the run does not reach the read (it ended before, `stuck`)
     stuck: bool = False  # the run ended with a core unfinished: deadlocked or failed
+    unreached: tuple[FollowedRead, ...] = ()  # with `reached` False: every followed read the run does not reach
 
 
 class _Order:
@@ -99,11 +100,11 @@ def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | Non
     for k, w in enumerate(facts.writes):
         for e in w.elements:
             by_element.setdefault(e, []).append(k)
-    unreached = None
+    unreached: list[FollowedRead] = []
     for r in facts.reads:
         at = when.get(r.read)
         if at is None:
-            unreached = unreached or Misread(r.loc, r.loc, "the run ends before this read", False, stuck)
+            unreached.append(r)
             continue
         for e, took in zip(r.elements, r.writers):
             before = [k for k in by_element.get(e, ()) if when.get(facts.writes[k].event, at + 1) < at]
@@ -116,4 +117,32 @@ def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | Non
                     why = ("in a run, this read comes after another write of the element than the one the lowering "
                            "read from")
                 return Misread(r.loc, w.loc, why, True, stuck)
-    return unreached
+    if not unreached:
+        return None
+    first = unreached[0]
+    return Misread(first.loc, first.loc, "the run ends before this read", False, stuck, tuple(unreached))
+
+
+def reachable_read(reads: tuple[FollowedRead, ...], ends: tuple[int, ...]) -> FollowedRead | None:
+    """ACC-19: the first of `reads` that some run may execute, given `ends`, the positions at which every
+    maximal run of the program stops (S''s end, RUN-3 and RUN-9); None when no run executes any of them.
+
+    A core at position p has executed its operations before p only, and no run takes a core past its
+    position in `ends`, so a read at (core, pc) runs in some run only if pc < ends[core].
+    """
+    return next((r for r in reads if r.read[1] < ends[r.read[0]]), None)
+
+
+def followed_labels(facts: ValueFacts) -> frozenset[str]:
+    """The buffers whose elements the lowering followed (read or wrote)."""
+    return frozenset(e[1] for r in facts.reads for e in r.elements) | frozenset(
+        e[1] for w in facts.writes for e in w.elements)
+
+
+def unordered_on_followed(pairs, labels: frozenset[str]):
+    """ACC-20: the first of `pairs` (conflicting accesses, `model.access.AccessEvent`s, that the semaphores may
+    leave unordered) of which an access touches a followed buffer; None when none does.
+
+    ACC-9's proof needs only the pairs on the elements it follows: a race on other data changes no value
+    the lowering followed (those values come only from followed refs, copies into them and the launch)."""
+    return next((pair for pair in pairs if any(e.buffer[2] in labels for e in pair)), None)

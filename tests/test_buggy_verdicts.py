@@ -71,11 +71,14 @@ EXPECTED = {
     "missing_signal_deadlock.py": {"deadlock-free": H},
     # ACC-9: a peer's count read before its copy's wait: the race, and nothing the count decides is a fact
     "moe_count_read_before_wait.py": {"race-free": H},
-    # the interpreter leaves a row per source on the semaphores; a TPU's expert may read the row landing
-    "moe_dispatch_wait_one_row_short.py": {"dma-bytes": I, "exit-balance": I, "race-free": ("hardware",)},
-    # the interpreter hangs at the combine's wait (ACC-9 keeps the greedy run's deadlock); on a TPU the
-    # wait that takes too few bytes passes before the rows land, against the output's write-back
-    "moe_combine_waits_wrong_count.py": {"deadlock-free": I, "race-free": ("hardware",)},
+    # the interpreter leaves a row per source on the semaphores; a TPU's expert may read the row landing, a
+    # race on data no count comes from, so the counts stay facts and a TPU leaves the row's bytes too (ACC-20)
+    "moe_dispatch_wait_one_row_short.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},
+    # the interpreter hangs at the combine's wait, device 0 exiting with 1024 bytes on back_recv[1]: no run
+    # reaches the counts' reads it skips, so every verdict stands (ACC-19); on a TPU the wait that takes too
+    # few bytes passes before the rows land, against the output's write-back: a race on no count (ACC-20)
+    "moe_combine_waits_wrong_count.py": {"deadlock-free": H, "exit-balance": H, "dma-bytes": H,
+                                         "race-free": ("hardware",)},
     "two_core_missing_core_index.py": {"deadlock-free": I, "race-free": H},  # jax reports the race too
     "two_core_signal_hangs_on_tpu.py": {"deadlock-free": ("hardware",)},
     "wait_too_large_deadlock.py": {"deadlock-free": H},

@@ -70,7 +70,7 @@ def _settle(program, mode: str, verdicts: dict[str, Verdict], timeout_ms: int, d
 
     return settle(program, mode, verdicts, lambda: check_program(
         program, mode, ("race-free",), timeout_ms=timeout_ms, deadline=deadline, fold=False, analysis=analysis,
-        settled=False)[0])
+        settled=False)[0], analysis.mode(mode))
 
 
 def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:

@@ -7,34 +7,41 @@ under it (DR-1: the race pass orders every conflicting pair, whatever the schedu
 mode reads what the lowering read (`model.followed.misread`). Where either fails, every verdict of that
 mode but race-free's own is unknown, with the read and the write: the program checked may not be the
 kernel's. (A race is reported as it is: its two accesses come before anything the racy value decides.)
-One exception: when the run agrees with every followed read it reaches and ends deadlocked or failed
-before the others, it is a run of the kernel, so a deadlock-free violation stands.
+When the run agrees with every followed read it reaches and ends deadlocked or failed before the others,
+and no run of the program reaches those others (S''s end is before each, RUN-3: ACC-19), the program's runs
+are the kernel's and every verdict stands. Where some run may reach one, a deadlock-free violation still
+stands (the greedy run is a run of the kernel) and the rest is unknown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from semcheck.checker.properties.verdict import Verdict
-from semcheck.model.followed import Misread, misread
+from semcheck.model.followed import Misread, followed_labels, misread, reachable_read, unordered_on_followed
 from semcheck.model.ops import Program
+
+if TYPE_CHECKING:
+    from semcheck.checker.properties.analysis import ModeAnalysis
 
 RACE = "race-free"
 
 
-def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free: Callable[[], Verdict]
-           ) -> dict[str, Verdict]:
+def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free: Callable[[], Verdict],
+           facts: ModeAnalysis | None = None) -> dict[str, Verdict]:
     """`verdicts` (property -> verdict of one mode), each unknown where ACC-9's values are not facts.
 
-    `race_free()` gives the mode's race-free verdict (called only when `verdicts` lacks it)."""
+    `race_free()` gives the mode's race-free verdict (called only when `verdicts` lacks it); `facts`: the
+    program's analysis under `mode` (one is made when ACC-19 needs it and it is missing)."""
     if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-9 lowers every device)
         return verdicts
     race = verdicts.get(RACE) or race_free()
-    reason, bad = _why_not(program, mode, race)
+    reason, bad = _why_not(program, mode, race, facts)
     if reason is None:
         return verdicts
     keep = {RACE}
-    if (bad is not None and not bad.reached and bad.stuck and race.holds
+    if (bad is not None and not bad.reached and bad.stuck
             and verdicts.get("deadlock-free") is not None and verdicts["deadlock-free"].verdict == "violated"):
         # the run agrees with every read it reaches, so it is a run of the kernel, and it ends stuck or
         # failed: a deadlock-free violation is a fact whatever the reads it never reaches would give
@@ -42,26 +49,88 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
     return {p: v if p in keep else Verdict(p, "unknown", reason=reason) for p, v in verdicts.items()}
 
 
-def not_facts(program: Program, mode: str) -> str | None:
+def not_facts(program: Program, mode: str, facts: ModeAnalysis | None = None) -> str | None:
     """Why the values the lowering of `program` followed are not facts under `mode`; None when they are
     (or it followed none)."""
     if getattr(program, "followed", None) is None:  # (a `Symmetric` has none: ACC-9 lowers every device)
         return None
     from semcheck.checker.properties.races import race_free
 
-    return _why_not(program, mode, race_free(program, mode))[0]  # type: ignore[arg-type]
+    return _why_not(program, mode, race_free(program, mode, facts=facts), facts)[0]  # type: ignore[arg-type]
 
 
-def _why_not(program: Program, mode: str, race: Verdict) -> tuple[str | None, Misread | None]:
-    facts = program.followed
-    bad = misread(program, facts, mode)  # type: ignore[arg-type]
-    if race.holds and bad is None:
+def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | None
+             ) -> tuple[str | None, Misread | None]:
+    """Why the followed values are not facts under `mode` (None: they are), and the misread of the greedy
+    run when the accesses to them are ordered (ACC-9 (a) or ACC-20) but (b) fails."""
+    values = program.followed
+    bad = misread(program, values, mode)  # type: ignore[arg-type]
+    # ACC-9 (a), or ACC-20: only the pairs on followed elements need the semaphores' order
+    unordered = None if race.holds else _unordered_on_followed(program, mode, facts)
+    if unordered is None and bad is None:
         return None, None
-    if race.holds:
-        write = f" (the write at {bad.write})" if bad.reached else ""
-        return (f"the value read at {bad.read} is not a fact: {bad.why}{write}; the program checked may not be "
-                "the kernel's (specs/deciding/frontend.md ACC-9)"), bad
+    if unordered is None:
+        if not bad.reached:
+            why = _some_run_reaches(program, mode, bad, facts)
+            if why is None:  # ACC-19: no run reaches a read the greedy run misses: the runs are the kernel's
+                return None, None
+            return (f"the value read at {bad.read} is not a fact: the run ends before this read, and {why}; the "
+                    "program checked may not be the kernel's (specs/deciding/frontend.md ACC-9, ACC-19)"), bad
+        return (f"the value read at {bad.read} is not a fact: {bad.why} (the write at {bad.write}); the program "
+                "checked may not be the kernel's (specs/deciding/frontend.md ACC-9)"), bad
     said = race.witness.message.splitlines()[0] if race.witness is not None else race.reason
     return (f"values the kernel reads from refs that copies write decide this program (first read at "
-            f"{facts.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}), so they may "
-            "differ between schedules (specs/deciding/frontend.md ACC-9)"), bad
+            f"{values.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}); {unordered}, so they "
+            "may differ between schedules (specs/deciding/frontend.md ACC-9, ACC-20)"), None
+
+
+def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | None) -> str | None:
+    """ACC-20: why two conflicting accesses, one of them to a followed ref, may be unordered in some schedule
+    under `mode`; None when the certified happens-before pass (DR-6) orders every such pair, which is what
+    ACC-9's proof asks of race-free."""
+    from semcheck.checker.properties.analysis import analysis_of
+
+    facts = analysis_of(program, mode, facts)
+    if mode == "hardware":  # the pass race-free reads under hardware: copies landing in parts (DR-9)
+        parts, split = facts.whole.partial_arrivals
+        if parts.mixed:
+            return f"the copy at {parts.mixed[0].loc} may land in parts that semcheck does not model (DR-9)"
+        if facts.whole.grid_overlap is not None:  # GRID-4: the pass orders the grid's copies as the interpreter does
+            return f"on a TPU {facts.whole.grid_overlap} (GRID-4)"
+        if parts.program is not program:
+            facts = split.mode(mode)
+    pre = facts.race_order
+    if not pre.ordering.certified:
+        return f"the happens-before pass cannot order the accesses alone ({pre.ordering.why})"
+    if pre.unrecorded:
+        return f"semcheck could not tell which regions the copy at {pre.unrecorded[0].loc} touches"
+    pair = unordered_on_followed(pre.ordering.candidates, followed_labels(program.followed))  # type: ignore[arg-type]
+    if pair is None:
+        return None
+    return f"{pair[0].describe()} at {pair[0].loc} and {pair[1].describe()} at {pair[1].loc} may be unordered"
+
+
+def _some_run_reaches(program: Program, mode: str, bad: Misread, facts: ModeAnalysis | None) -> str | None:
+    """ACC-19: why some run of `program` under `mode` may reach a followed read of `bad.unreached` (the
+    reads the greedy run does not reach); None when every run stops before each (S''s end, RUN-3)."""
+    from semcheck.checker.properties.analysis import analysis_of
+    from semcheck.checker.properties.failing_facts import At
+    from semcheck.checker.static.least_stuck import failure_reached
+    from semcheck.model.step import is_global
+
+    facts = analysis_of(program, mode, facts)
+    low = facts.lowering
+    if not low.ok:  # RUN-3 is argued for a static lowering only (schedule-dependent lookups are not)
+        return f"the program is outside the static encoding ({list(dict.fromkeys(low.unsupported))[0]})"
+    end = facts.end
+    for c, pos, v in failure_reached(low, end.pcs):
+        # RUN-9, RUN-10: a run stops at S''s end only when the failure there ends every device, and under
+        # hardware a failure is not the interpreter's (ERR-19)
+        op = program.cores[c][pos]
+        if mode == "hardware" or not is_global(program, At(c, pos)):
+            return f"a run may go on past the failure at {op.loc} ({v.message})"
+    r = reachable_read(bad.unreached, end.pcs)
+    if r is None:
+        return None
+    return (f"another schedule may reach the read at {r.loc} (the runs stop only at S''s end, after it, "
+            "RUN-3)")

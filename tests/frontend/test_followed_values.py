@@ -8,6 +8,7 @@ tests/kernels/ground_truth.json and race_ground_truth.json.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from semcheck.checker.properties.followed_values import settle  # noqa: E402
 from semcheck.checker.properties.registry import IDS  # noqa: E402
 from semcheck.checker.properties.verdict import Verdict  # noqa: E402
 from semcheck.model.followed import FollowedRead, FollowedWrite, ValueFacts, misread  # noqa: E402
-from semcheck.model.ops import Access, Loc, Program, Region, Topology  # noqa: E402
+from semcheck.model import AllocBuffer, Scratch, launch  # noqa: E402
+from semcheck.model.ops import Access, DmaStart, Loc, Program, Region, SemRef, Topology, Wait  # noqa: E402
 
 MODES = ("eager", "on_wait", "hardware")
 MOE = "examples/moe_dispatch_combine.py"
@@ -51,7 +53,7 @@ def _two_devices() -> Program:
     return Program(Topology(2, 1), ((Access("flag", r, True, _STORE),), (Access("flag", r, False, _LOAD),)))
 
 
-@pytest.mark.rule("ACC-9")
+@pytest.mark.rule("ACC-9", "ACC-20")
 @pytest.mark.parametrize("mode", MODES)
 def test_a_misread_makes_the_mode_unknown(mode):
     program = _two_devices()
@@ -64,14 +66,25 @@ def test_a_misread_makes_the_mode_unknown(mode):
     bad = misread(program, stale, mode)
     assert bad is not None and (bad.read, bad.write) == (_LOAD, _STORE)
 
-    # the pair is unordered, so race-free is not proved: every other verdict becomes unknown
+    # where a pair on the followed element is unordered, race-free is not proved: every other verdict
+    # becomes unknown (ACC-20 asks the happens-before pass: here, a copy into `flag` and a load of it
+    # before the copy's wait); the two devices above touch two devices' buffers, which no pair shares
     proved = {p: Verdict(p, "proved", reason="checked") for p in IDS}
     racy = Verdict("race-free", "unknown", reason="not decided")
-    for facts in (agrees, stale):
-        got = settle(Program(program.topology, program.cores, followed=facts), mode,
-                     {**proved, "race-free": racy}, lambda: racy)
+    r = Region(((0, 1),))
+    copy = DmaStart(SemRef("d"), 4, loc=_STORE, src_buf="y", src_region=r, dst_buf="flag", dst_region=r)
+    one = launch(Topology(1), [[AllocBuffer("flag"), AllocBuffer("y"), copy, Access("flag", r, False, _LOAD),
+                                Wait(SemRef("d"), 4, kind="dma")]], scratch=[Scratch("d")])
+    at = {type(op): i for i, op in enumerate(one.cores[0])}
+    wrote = FollowedWrite((0, at[DmaStart]), _STORE, frozenset({(0, "flag", 0)}))
+    for took in (0, -1):
+        facts = ValueFacts((FollowedRead((0, at[Access]), _LOAD, ((0, "flag", 0),), (took,)),), (wrote,))
+        got = settle(dataclasses.replace(one, followed=facts), mode, {**proved, "race-free": racy}, lambda: racy)
         assert got["race-free"] is racy
         assert all(v.verdict == "unknown" and "ACC-9" in v.reason for p, v in got.items() if p != "race-free")
+    # with no pair on it unordered, the run decides, whatever race-free says
+    assert settle(Program(program.topology, program.cores, followed=agrees), mode,
+                  {**proved, "race-free": racy}, lambda: racy)["dma-bytes"].verdict == "proved"
     # with race-free proved, the run decides: the agreeing facts keep every verdict, the stale ones none
     fine = settle(Program(program.topology, program.cores, followed=agrees), mode, proved, lambda: racy)
     assert fine == proved
@@ -121,7 +134,7 @@ def _lines(row: dict) -> set[int]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-9")
+@pytest.mark.rule("ACC-9", "ACC-20")
 @pytest.mark.parametrize("name,read,write", [
     ("moe_count_read_before_wait.py", 103, 76),
     ("remote_flag", 229, 232),  # the left neighbour's copy and the device's own store of the flag come first
@@ -137,12 +150,13 @@ def test_a_count_read_before_its_copy_s_wait_is_a_race_and_nothing_else_is_prove
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-9")
+@pytest.mark.rule("ACC-9", "ACC-19", "ACC-20")
 def test_seeded_size_bugs_are_violated_with_both_lines(buggy):
     short = buggy["moe_dispatch_wait_one_row_short.py"]
     # the interpreter leaves a row's bytes per source on the semaphores (ground_truth.json); on a TPU
-    # the expert may also read the row still landing (DR-9), and then nothing else is a fact (ACC-9)
-    assert _by(short, "violated") == {"dma-bytes": ("eager", "on_wait"), "exit-balance": ("eager", "on_wait"),
+    # the expert may also read the row still landing (DR-9), a race on data no count is computed from,
+    # so the counts stay facts and a TPU leaves the bytes too (ACC-20)
+    assert _by(short, "violated") == {"dma-bytes": tuple(sorted(MODES)), "exit-balance": tuple(sorted(MODES)),
                                       "race-free": ("hardware",)}
     dma = next(r for r in short if r["property"] == "dma-bytes" and r["dma_mode"] == "eager")
     assert {97, 105} <= _lines(dma)  # the dispatch's copy and the short wait
@@ -151,8 +165,12 @@ def test_seeded_size_bugs_are_violated_with_both_lines(buggy):
 
     combine = buggy["moe_combine_waits_wrong_count.py"]
     # the interpreter hangs (ground_truth.json): the greedy run reaches the wait with every count it
-    # read a fact, so the deadlock stands (ACC-9); a TPU's partial arrivals race the write-back
-    assert _by(combine, "violated") == {"deadlock-free": ("eager", "on_wait"), "race-free": ("hardware",)}
+    # read a fact, and no run reaches the reads it skips, so every verdict stands (ACC-19); a TPU's
+    # partial arrivals race the write-back, which no count is read from (ACC-20)
+    every = tuple(sorted(MODES))
+    assert _by(combine, "violated") == {"deadlock-free": every, "exit-balance": every, "dma-bytes": every,
+                                        "race-free": ("hardware",)}
+    assert not _by(combine, "unknown") and not _by(short, "unknown")
     dead = next(r for r in combine if r["property"] == "deadlock-free" and r["dma_mode"] == "eager")
     assert {123, 131} <= _lines(dead)  # the combine's copy and the wait for the wrong count
 
