@@ -179,8 +179,10 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
         state = stack.pop()
         actors = enabled(program, mode, state)
         if not actors:
-            outcome = classify(program, mode, state, _path(parent, state))
-            outcomes.setdefault(visible(outcome), outcome)
+            outcome = classify(program, mode, state)
+            key = visible(outcome)
+            if key not in outcomes:  # the schedule of the first run per outcome only: a walk per end is quadratic
+                outcomes[key] = dataclasses.replace(outcome, schedule=_path(parent, state))
             continue
         succ = [(a, step(program, mode, state, a)) for a in actors]
         if reduce:
