@@ -100,17 +100,19 @@ def lower_target(
     values the concrete arguments give (`concrete_inputs`).
     """
     # lazy: these import jax, which must load after the caller provisions devices
-    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+    from semcheck.checker.frontend.concrete_inputs import inputs_of_trace, trace_with_inputs
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+    from semcheck.checker.frontend.staged_trace import staged_trace
 
     kwargs = build_kwargs or {}
-    built = t.build_shapes(devices, **kwargs)
     traced = None
-    if built is not None:
-        try:
-            traced = trace_with_inputs(*built, path=t.path)
-        except FrontendError:
-            traced = None  # e.g. fn closes over a value the staged build left abstract
+    try:
+        staged = staged_trace(t, devices, kwargs)  # kept: the program of the calls starts from it too
+        if staged is not None:
+            (_, args), closed = staged
+            traced = inputs_of_trace(closed, args, path=t.path)
+    except FrontendError:
+        traced = None  # e.g. fn closes over a value the staged build left abstract
     if traced is not None:
         try:
             return lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)

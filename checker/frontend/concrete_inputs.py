@@ -99,9 +99,13 @@ def is_scalar_operand(op: Operand) -> bool:
 def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -> tuple[
         list[KernelCall], list[KernelInputs]]:
     """`trace.trace_kernels(fn, args)` and, per kernel, the concrete values of its scalar operands."""
+    return inputs_of_trace(make_jaxpr(fn, args, path=path), args, path=path)
+
+
+def inputs_of_trace(closed: Any, args: Sequence[Any], *, path: str = "") -> tuple[list[KernelCall], list[KernelInputs]]:
+    """`trace_with_inputs` of a trace already made: `closed` is `make_jaxpr(fn, args)`."""
     from semcheck.checker.frontend.errors import NotTpuPallasCall
 
-    closed = make_jaxpr(fn, args, path=path)
     calls = find_kernels(closed.jaxpr)
     if not calls:
         raise NotTpuPallasCall("no TPU pallas_call or core_map found in the traced function", path=path or None)

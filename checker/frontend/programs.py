@@ -323,12 +323,14 @@ def _trace_with_args(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr
 
 
 def _trace_uncached(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[Any, Any]:
-    built = t.build_shapes(devices, **kwargs)
-    if built is not None:
-        try:
-            return make_jaxpr(*built, path=t.path).jaxpr, None
-        except FrontendError:
-            pass  # e.g. fn closes over a value the staged build left abstract
+    from semcheck.checker.frontend.staged_trace import staged_trace
+
+    try:
+        staged = staged_trace(t, devices, kwargs)  # lowering the target traced it already
+        if staged is not None:
+            return staged[1].jaxpr, None
+    except FrontendError:
+        pass  # e.g. fn closes over a value the staged build left abstract
     import jax
 
     fn, args = t.build(devices, **kwargs)

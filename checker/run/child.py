@@ -92,6 +92,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import FrontendError, Unsupported
         from semcheck.checker.frontend.programs import calls_some_devices_skip, communicating_program, lower_program
+        from semcheck.checker.frontend.staged_trace import sharing as sharing_staged_trace
         from semcheck.checker.frontend.targets import load_targets
 
         provision_devices(req.devices)
@@ -116,44 +117,46 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 with observe(recorder):
                     conn.send(("claims", target_claims(t, req, deadline)))
             targets = []
-        for t in targets:
-            try:
-                if t.inputs is not None:  # inputs drawn from a hypothesis strategy
-                    for r in generated_results(t, req, deadline, recorder):
-                        conn.send(("result", r))
+        # one staged trace per target, for its lowering and for the program of its calls
+        with sharing_staged_trace():
+            for t in targets:
+                try:
+                    if t.inputs is not None:  # inputs drawn from a hypothesis strategy
+                        for r in generated_results(t, req, deadline, recorder):
+                            conn.send(("result", r))
+                        continue
+                    t0 = time.monotonic()
+                    with observe(recorder):
+                        kernels = lower_target(t, req.devices, cores=req.cores)
+                        composed = lower_program(t, req.devices, kernels, cores=req.cores)  # specs/deciding/programs.md: None alone
+                        unconfined, alone, skipped = "", req, None
+                        if composed is None:  # communicating calls in a row: one program too (PRG-115)
+                            composed, unconfined = communicating_program(t, req.devices, kernels, cores=req.cores)
+                            if composed is not None:  # the interpreter runs each call alone (PRG-115)
+                                alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
+                                req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
+                        if composed is None and any(m != "hardware" for m in req.modes):
+                            skipped = calls_some_devices_skip(t, req.devices, kernels)  # PRG-163
+                except Unsupported as e:
+                    conn.send(("unsupported", t.name, str(e), e.loc))
                     continue
-                t0 = time.monotonic()
-                with observe(recorder):
-                    kernels = lower_target(t, req.devices, cores=req.cores)
-                    composed = lower_program(t, req.devices, kernels, cores=req.cores)  # specs/deciding/programs.md: None alone
-                    unconfined, alone, skipped = "", req, None
-                    if composed is None:  # communicating calls in a row: one program too (PRG-115)
-                        composed, unconfined = communicating_program(t, req.devices, kernels, cores=req.cores)
-                        if composed is not None:  # the interpreter runs each call alone (PRG-115)
-                            alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
-                            req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
-                    if composed is None and any(m != "hardware" for m in req.modes):
-                        skipped = calls_some_devices_skip(t, req.devices, kernels)  # PRG-163
-            except Unsupported as e:
-                conn.send(("unsupported", t.name, str(e), e.loc))
-                continue
-            except FrontendError as e:  # this target's build raised: the file's other targets go on
-                conn.send(("target-error", t.name, (e.code, str(e), e.loc, e.related), traceback.format_exc()))
-                continue
-            if composed is not None:  # calls that hand semaphores on: one program (specs/deciding/programs.md)
-                from semcheck.checker.programs.results import program_results
-
-                on = req if alone is req else req_program
-                if on.modes:
-                    for r in program_results(composed, t.name, on, deadline, time.monotonic() - t0):  # per order
-                        conn.send(("result", r))
-                if alone is req or not alone.modes:
+                except FrontendError as e:  # this target's build raised: the file's other targets go on
+                    conn.send(("target-error", t.name, (e.code, str(e), e.loc, e.related), traceback.format_exc()))
                     continue
-            from semcheck.checker.programs.results import interpreter_alone, interpreter_skipped
+                if composed is not None:  # calls that hand semaphores on: one program (specs/deciding/programs.md)
+                    from semcheck.checker.programs.results import program_results
 
-            for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
-                r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined)  # PRG-145
-                conn.send(("result", interpreter_skipped(r, skipped)))  # PRG-163
+                    on = req if alone is req else req_program
+                    if on.modes:
+                        for r in program_results(composed, t.name, on, deadline, time.monotonic() - t0):  # per order
+                            conn.send(("result", r))
+                    if alone is req or not alone.modes:
+                        continue
+                from semcheck.checker.programs.results import interpreter_alone, interpreter_skipped
+
+                for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
+                    r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined)  # PRG-145
+                    conn.send(("result", interpreter_skipped(r, skipped)))  # PRG-163
         conn.send(("deps", recorder.dependencies()))
         conn.send(("output", captured()))
         conn.send(("done",))

@@ -71,3 +71,22 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
     except FileNotFoundError:
         return False
+
+
+def test_the_servers_imports_start_no_backend_and_read_no_device_count():
+    # a child provisions its own device count after the fork: the server's imports must not start a jax
+    # backend (the count is fixed when one starts) nor change the environment past what importing jax
+    # sets (TF_CPP_MIN_LOG_LEVEL, TPU_SKIP_MDS_QUERY: a cold child imports jax too)
+    import sys
+
+    code = ("import importlib, os, sys\n"
+            "import jax\n"
+            "from semcheck.checker.run.warm_start import PRELOAD\n"
+            "before = dict(os.environ)\n"
+            "for m in PRELOAD: importlib.import_module(m)\n"
+            "from jax._src import xla_bridge\n"
+            "assert not xla_bridge.backends_are_initialized()\n"
+            "assert dict(os.environ) == before\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
