@@ -171,13 +171,26 @@ def timeline(
         for g in topo.cores_of_device(d):
             ops = program.cores[g]
             who = f"core {topo.local_core_of(g)}: " if topo.cores_per_device > 1 else ""
-            done = [op for op in ops[: pcs[g]] if op.loc.line > 0][-last:]
+            done = _last_lined(ops, pcs[g], last)
             at = [ops[pcs[g]]] if pcs[g] < len(ops) else []
             for op, stop in [*((op, False) for op in done), *((op, True) for op in at)]:
                 events.append(f"{who}{_short(op)}  {'>> ' if stop else ''}{describe(op)}")
                 steps.append({"file": op.loc.file, "line": op.loc.line, "op": describe(op), "stop": stop,
                               **({"core": topo.local_core_of(g)} if topo.cores_per_device > 1 else {})})
         out.append({"device": d, "events": events, "steps": steps})
+    return out
+
+
+def _last_lined(ops: Sequence[Op], pc: int, last: int) -> list[Op]:
+    """The last `last` operations with a source line before position `pc`, in order: read backwards
+    from `pc`, so a pod-scale witness's timeline costs `last` operations per core, not its prefix."""
+    out: list[Op] = []
+    i = pc - 1
+    while i >= 0 and len(out) < last:
+        if ops[i].loc.line > 0:
+            out.append(ops[i])
+        i -= 1
+    out.reverse()
     return out
 
 
