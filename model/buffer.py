@@ -161,7 +161,10 @@ def take(store: BufferStore, ids: Mapping[Thread, int]) -> BufferStore:
     """BUF-1, the effect: each thread's counter moves past the id it got; ids are never reused."""
     if not ids:
         return store
-    return dataclasses.replace(store, next_id=store.next_id.update(advanced(ids)))
+    next_id = store.next_id.update(advanced(ids))
+    if next_id is store.next_id:  # a replay's counters, moved in place (RUN-35): the store is itself already
+        return store
+    return dataclasses.replace(store, next_id=next_id)
 
 
 def next_buffer_id(store: BufferStore, thread: Thread) -> tuple[BufferStore, int]:

@@ -122,7 +122,16 @@ class _Frozen:
         return _Frozen(changed(self.state, counts=sem.signal(self.state.counts, key, core, amount)))
 
     def moved(self, ident: int, phase: int) -> _Frozen:
-        return _Frozen(_set_dma(self.state, dataclasses.replace(self.state.dmas[ident], phase=phase)))
+        return _Frozen(_set_dma(self.state, _with_phase(self.state.dmas[ident], phase)))
+
+
+def _with_phase(d: Dma, phase: int) -> Dma:
+    """`dataclasses.replace(d, phase=phase)` (a `Dma` has no __post_init__ to run), at the cost of a dict copy:
+    each half of every copy a replay runs makes one."""
+    out = object.__new__(Dma)
+    out.__dict__.update(d.__dict__)
+    out.__dict__["phase"] = phase
+    return out
 
 
 def dma_read(state: S, ident: int) -> S:

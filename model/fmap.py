@@ -28,6 +28,23 @@ class FMap(Mapping[K, V], Generic[K, V]):
     def __iter__(self) -> Iterator[K]:
         return iter(self._d)
 
+    # Mapping's own get, `in` and views go through __getitem__ (a missing key raises and is caught):
+    # the dict's answer the same, without the exception, on the step relation's every lookup
+    def get(self, key, default=None):
+        return self._d.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
+    def keys(self):
+        return self._d.keys()
+
+    def items(self):
+        return self._d.items()
+
+    def values(self):
+        return self._d.values()
+
     def __len__(self) -> int:
         return len(self._d)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from semcheck.model.access import AccessEvent
 from semcheck.model.fast import fast_run
@@ -75,7 +75,7 @@ def order(program: Program, mode: DmaMode, events: Iterable[AccessEvent]) -> Ord
 
 def order_modes(
     program: Program, events: dict[DmaMode, Iterable[AccessEvent]], fold: Quotient | None = None, *,
-    proof_only: bool = False, otherwise: Quotient | None = None,
+    proof_only: bool = False, otherwise: Quotient | None = None, runs: Callable[[DmaMode], Traced] | None = None,
 ) -> dict[DmaMode, Ordering]:
     """`order` for several modes, one run per run mode (DR-7: `eager` and `on_wait` share `eager`'s run).
 
@@ -83,7 +83,9 @@ def order_modes(
     of one class, `quotient.class_quotient`), the run is the fold's and the events must lie on its representatives'
     buffers (DR-8, DR-41). With `proof_only`, a mode the fold's run does not prove race-free is
     ordered again on the run of `otherwise` (DR-8's fold), or without one on the program's own run when
-    that is at most `WHOLE_RUN_OPS` operations (DR-41).
+    that is at most `WHOLE_RUN_OPS` operations (DR-41). `runs(run_mode)`: the program's own traced run in that
+    run mode (`traced_run`) when the caller keeps it (DR-46); read only where the program's own run is the one
+    ordered (no fold).
     """
     lists: dict[int, list[AccessEvent]] = {}  # one list per list given: the modes of one share its index
     events = {m: evs if isinstance(evs, list) else lists.setdefault(id(evs), list(evs)) for m, evs in events.items()}
@@ -105,12 +107,15 @@ def order_modes(
 
     for mode, evs in events.items():
         by_run[reading(mode)[0]][mode] = observer(mode, evs)
-    runs = fold.program if fold is not None else program
+    ran, given = (fold.program if fold is not None else program), runs
     for run_mode, observers in by_run.items():
         # one run per run mode, its events told to each observer of each pass (DR-37: a fast run does
         # not depend on what observes it, so every pass of the old scheme saw these same calls)
-        trace = _Trace()
-        state = fast_run(runs, run_mode, record=False, observer=trace).state
+        if fold is None and given is not None:  # DR-46: the run the caller made already, with its calls
+            state, trace = given(run_mode)
+        else:
+            trace = _Trace()
+            state = fast_run(ran, run_mode, record=False, observer=trace).state
         # each mode keeps its own pessimistic counters: one mode's failed certificate must not
         # cost another mode precision (DR-6)
         totals: dict[DmaMode, dict[tuple, int]] = {mode: {} for mode in observers}
@@ -143,7 +148,7 @@ def order_modes(
         again = {m: events[m] for m, o in out.items()
                  if o.candidates or (not o.certified and o.why not in (_FAILS, _BOTH_TABLES))}
         if again and (otherwise is not None or program.num_ops <= WHOLE_RUN_OPS):
-            out.update(order_modes(program, again, otherwise))
+            out.update(order_modes(program, again, otherwise, runs=runs if otherwise is None else None))
     return out
 
 
@@ -167,6 +172,17 @@ _BOTH_TABLES = "an id is in both tables, so a lookup may name different semaphor
 MAX_PASSES = 3
 """Runs of the happens-before pass per run mode: the first reads every counter in the run's order, the
 next ones read the counters whose certificate failed against everything they receive (DR-6)."""
+
+
+Traced = tuple  # (the run's final State, its _Trace): what `traced_run` gives the pass
+
+
+def traced_run(program: Program, mode: DmaMode, *, record: bool = True) -> tuple:
+    """DR-46: the program's fast run (RUN-3) in `mode`, with its observer calls (DR-37); `record`: its schedule too.
+
+    Returns (the run's outcome, the run's `_Trace`); `order_modes(runs=...)` takes (its state, its trace)."""
+    trace = _Trace()
+    return fast_run(program, mode, record=record, observer=trace), trace
 
 
 class _Trace:

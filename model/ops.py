@@ -119,7 +119,8 @@ class Topology:
         return global_core % self.cores_per_device
 
     def cores_of_device(self, device: int) -> tuple[int, ...]:
-        return tuple(self.global_core(device, c) for c in range(self.cores_per_device))
+        first = device * self.cores_per_device  # global_core(device, 0); asked per allocation of every run
+        return tuple(range(first, first + self.cores_per_device))
 
 
 # --- operations --------------------------------------------------------------

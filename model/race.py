@@ -195,10 +195,12 @@ def ordered(program: Program, mode: DmaMode) -> Ordered:
 def ordered_modes(
     program: Program, modes: Iterable[DmaMode], *, symmetry: tuple[int, Quotient | None] | None = None,
     listed: Callable[[int | None], tuple[list[AccessEvent], list[Unrecorded]]] | None = None,
+    runs: Callable[[DmaMode], tuple] | None = None,
 ) -> dict[DmaMode, Ordered]:
     """`ordered` for several modes; the interpreter's modes share one run (DR-7). `symmetry` is
     `race_symmetry(program)` when the caller has it already; `listed(near)` is `accesses(program, mode,
-    near=near)` when the caller can list them without reading the whole program (DR-32)."""
+    near=near)` when the caller can list them without reading the whole program (DR-32); `runs`: the program's
+    own traced runs, when the caller keeps them (`happens_before.order_modes`, DR-46)."""
     # DR-5; DR-8: a fold's run is a run of the program, accesses included
     k, fold = race_symmetry(program) if symmetry is None else symmetry
     near = k if k < program.topology.num_devices else None
@@ -214,7 +216,7 @@ def ordered_modes(
         one = None
     found = {m: (in_mode(evs, m), un) for m, (evs, un) in found.items()}  # BUF-15: a TPU's stack slots
     orderings = order_modes(program, {m: evs for m, (evs, _) in found.items() if evs}, one or fold,
-                            proof_only=one is not None, otherwise=fold)
+                            proof_only=one is not None, otherwise=fold, runs=runs)
     return {m: Ordered(k, tuple(evs), tuple(un), orderings.get(m, Ordering(True, "", ())))
             for m, (evs, un) in found.items()}
 

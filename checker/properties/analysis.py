@@ -31,10 +31,11 @@ from semcheck.checker.properties.confined_scopes import (has_scopes, interpreter
 from semcheck.checker.properties.failing_facts import (deferred_never_raise, every_run_fails, scope_exploration,
                                                        view_ops)
 from semcheck.checker.properties.race_order import ordered
-from semcheck.checker.static.least_stuck import maximal_run, s_prime_end, s_prime_run
+from semcheck.checker.static.least_stuck import complete, maximal_run, s_prime_end, s_prime_run
 from semcheck.checker.static.lowering import lower, totals
 from semcheck.checker.static.system import EncodingBug
 from semcheck.model.fold import race_symmetry, skeleton_fold
+from semcheck.model.happens_before import traced_run
 from semcheck.model.ops import DmaStart, Program
 from semcheck.model.partial_arrivals import split, split_lazily
 from semcheck.model.symmetric import Symmetric, with_cores
@@ -73,6 +74,7 @@ class Analysis:
         self.split_of = split_of
         self._modes: dict[str, ModeAnalysis] = {}
         self._shared: dict[tuple, Any] = {}
+        self._traces_read: set[str] = set()  # run modes whose traced run the race pass has read (DR-46)
         if symmetry is not None:
             self.__dict__["symmetry"] = symmetry
 
@@ -95,6 +97,21 @@ class Analysis:
 
     def keep(self, key: tuple, value: Any) -> None:
         self._shared[key] = value
+
+    def traced(self, run_mode: str) -> tuple:
+        """DR-46: (final state, observer calls) of the program's fast run in `run_mode`, as the race pass reads
+        it: the one the maximal run of that mode recorded, or made now (no schedule: no maximal run reads it)."""
+        m = self.mode(run_mode)
+        out, trace = m.traced_run if "traced_run" in m.__dict__ else traced_run(self.program, run_mode, record=False)
+        return out.state, trace
+
+    def read_trace(self, run_mode: str) -> None:
+        """The race pass has read `run_mode`'s run (DR-46): its calls are dropped, and no later maximal run
+        records them."""
+        self._traces_read.add(run_mode)
+        m = self._modes.get(run_mode)
+        if m is not None:
+            m.__dict__.pop("traced_run", None)
 
     @cached_property
     def symmetry(self) -> tuple[int, Quotient | None]:
@@ -260,11 +277,34 @@ class ModeAnalysis:
         return self.whole.shared(("end", "interpreter"), lambda: s_prime_end(low))
 
     def maximal_run(self, *, lookup_errors: bool = True) -> Outcome:
-        """The program's fast run continued to a terminal state (`static.least_stuck.maximal_run`)."""
+        """The program's fast run continued to a terminal state (`static.least_stuck.maximal_run`).
+
+        DR-46: where the race pass will read this mode's own run, that run is made once, its observer calls
+        recorded (`traced_run`), and serves both."""
         out = self._runs.get(lookup_errors)
         if out is None:
-            out = self._runs[lookup_errors] = maximal_run(self.program, self.mode, lookup_errors=lookup_errors)
+            if lookup_errors and self._race_reads_own_run():
+                out = complete(self.program, self.mode, self.traced_run[0])
+            else:
+                out = maximal_run(self.program, self.mode, lookup_errors=lookup_errors)
+            self._runs[lookup_errors] = out
         return out
+
+    @cached_property
+    def traced_run(self) -> tuple:
+        """DR-46: this mode's fast run with its observer calls (`happens_before.traced_run`); dropped once the
+        race pass has read it (`Analysis.read_trace`)."""
+        return traced_run(self.program, self.mode)
+
+    def _race_reads_own_run(self) -> bool:
+        """Whether the race pass is still to read this mode's run of the program itself (DR-7: eager's and
+        hardware's; DR-8: only without a fold), as far as what is known already says: nothing is computed
+        to ask it."""
+        whole = self.whole
+        if "traced_run" in self.__dict__:
+            return True
+        return (self.mode in ("eager", "hardware") and self.mode not in whole._traces_read and not whole.symmetric
+                and "symmetry" in whole.__dict__ and whole.symmetry[1] is None)
 
     @cached_property
     def totals(self) -> dict:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
+from semcheck.model.happens_before import reading
 from semcheck.model.ops import DmaStart, Op, Program
 from semcheck.model.partial_arrivals import split_positions
 from semcheck.model.race import Ordered, ordered_modes
@@ -102,9 +103,15 @@ def ordered(facts: ModeAnalysis) -> Ordered:
     planned = facts.whole.modes
     mode = facts.mode
     modes = [m for m in ("eager", "on_wait") if m in planned] if mode != "hardware" and mode in planned else [mode]
+    whole = facts.whole
+    runs = None if whole.symmetric else whole.traced  # DR-46: a run the maximal run recorded is not run again
+
+    def computed() -> dict:
+        out = ordered_modes(facts.program, modes, symmetry=whole.symmetry, listed=access_lister(facts), runs=runs)
+        for run_mode in {reading(m)[0] for m in modes}:
+            whole.read_trace(run_mode)  # read: its calls are not kept any longer
+        return out
+
     if len(modes) == 1:
-        return ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry, listed=access_lister(facts))[mode]
-    both = facts.whole.shared(("race-order", "interpreter"),
-                              lambda: ordered_modes(facts.program, modes, symmetry=facts.whole.symmetry,
-                                                    listed=access_lister(facts)))
-    return both[mode]
+        return computed()[mode]
+    return whole.shared(("race-order", "interpreter"), computed)[mode]

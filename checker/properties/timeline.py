@@ -57,14 +57,21 @@ def label_name(label: str, names: dict[str, str] | None = None) -> str:
     return _SCOPED.sub(lambda m: _scoped(m, names), text)
 
 
-def _plain(x, names: dict[str, str]):
-    """`x` (witness details: JSON data) with every label in it named as reports name it."""
+def _plain(x, names: dict[str, str], memo: dict[str, str] | None = None):
+    """`x` (witness details: JSON data) with every label in it named as reports name it.
+
+    `memo`: the texts named so far. A pod-scale deadlock's details repeat a few texts per device
+    (each device's timeline and blocked wait), and naming is a pure function of the text and `names`."""
+    memo = {} if memo is None else memo
     if isinstance(x, str):
-        return humanize(x, names=names)
+        got = memo.get(x)
+        if got is None:
+            got = memo[x] = humanize(x, names=names)
+        return got
     if isinstance(x, dict):
-        return {k: _plain(v, names) for k, v in x.items()}
+        return {k: _plain(v, names, memo) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return type(x)(_plain(v, names) for v in x)
+        return type(x)(_plain(v, names, memo) for v in x)
     return x
 
 
@@ -116,13 +123,13 @@ def naming(v, program: Program):
     if w is not None:
         # the details' and blocked cores' texts name local cores (a timeline's `core 1:`): labels only;
         # but a site's note and the id-int16 `what` (its message again) name global cores, as messages do
-        names = dict(program.names)
-        details = _plain(w.details, names)
+        names, memo = dict(program.names), {}
+        details = _plain(w.details, names, memo)
         if isinstance(details, dict):
             details = _global_words(details, program)
         w = dataclasses.replace(w, message=humanize(w.message, program), hint=humanize(w.hint, program),
                                 details=details,
-                                blocked=tuple((c, pc, humanize(what, names=names)) for c, pc, what in w.blocked))
+                                blocked=tuple((c, pc, _plain(what, names, memo)) for c, pc, what in w.blocked))
     return dataclasses.replace(v, reason=humanize(v.reason, program), witness=w)
 
 
@@ -164,13 +171,26 @@ def timeline(
         for g in topo.cores_of_device(d):
             ops = program.cores[g]
             who = f"core {topo.local_core_of(g)}: " if topo.cores_per_device > 1 else ""
-            done = [op for op in ops[: pcs[g]] if op.loc.line > 0][-last:]
+            done = _last_lined(ops, pcs[g], last)
             at = [ops[pcs[g]]] if pcs[g] < len(ops) else []
             for op, stop in [*((op, False) for op in done), *((op, True) for op in at)]:
                 events.append(f"{who}{_short(op)}  {'>> ' if stop else ''}{describe(op)}")
                 steps.append({"file": op.loc.file, "line": op.loc.line, "op": describe(op), "stop": stop,
                               **({"core": topo.local_core_of(g)} if topo.cores_per_device > 1 else {})})
         out.append({"device": d, "events": events, "steps": steps})
+    return out
+
+
+def _last_lined(ops: Sequence[Op], pc: int, last: int) -> list[Op]:
+    """The last `last` operations with a source line before position `pc`, in order: read backwards
+    from `pc`, so a pod-scale witness's timeline costs `last` operations per core, not its prefix."""
+    out: list[Op] = []
+    i = pc - 1
+    while i >= 0 and len(out) < last:
+        if ops[i].loc.line > 0:
+            out.append(ops[i])
+        i -= 1
+    out.reverse()
     return out
 
 

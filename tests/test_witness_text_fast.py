@@ -1,0 +1,47 @@
+"""A pod-scale witness's words cost what they say, not the size of the program.
+
+The timeline reads each core's last few lined operations backwards from its position, and naming
+names each distinct text of a witness once; both held to the plain definitions they replace.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from semcheck.checker.properties.timeline import _last_lined, _plain, humanize
+from semcheck.model.ops import Loc
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=30), st.integers(0, 30), st.integers(1, 8))
+def test_last_lined_is_the_tail_of_the_lined_prefix(lines, pc, last):
+    ops = [SimpleNamespace(loc=Loc("k.py", line)) for line in lines]
+    pc = min(pc, len(ops))
+    assert _last_lined(ops, pc, last) == [op for op in ops[:pc] if op.loc.line > 0][-last:]
+
+
+_TEXTS = st.sampled_from([
+    "wait for 1 on scoped@k.py:12#0[0]", "buf@k.py:9#1/2 written", "k#1.sem[0] count 2", "hbm3 read",
+    "device 2 core 0 at k.py:4", "nothing to name", "",
+])
+
+
+def _named_one_by_one(x, names):
+    if isinstance(x, str):
+        return humanize(x, names=names)
+    if isinstance(x, dict):
+        return {k: _named_one_by_one(v, names) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_named_one_by_one(v, names) for v in x)
+    return x
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(_TEXTS | st.integers(), lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.sampled_from("abc"), inner, max_size=3), max_leaves=20))
+def test_naming_each_text_once_names_as_one_by_one(details):
+    names = {"scoped@k.py:12#0": "send_sem", "hbm3": "x_ref"}
+    assert _plain(details, names) == _named_one_by_one(details, names)
