@@ -8,6 +8,7 @@ import pytest
 import z3_truth as truth
 from hypothesis import HealthCheck, Phase, event, given, settings
 from semcheck.checker.properties import failing_facts
+from semcheck.checker.static.lowering import lower
 from semcheck.checker.properties.registry import BY_ID, IDS as PROPERTIES
 from semcheck.checker.properties.decide import decide
 from semcheck import check_program
@@ -172,6 +173,11 @@ def test_the_folds_maximal_run_is_the_programs_maximal_run(drawn):
     if f is None:
         return
     for mode in DMA_MODES:
+        if not lower(p, mode).ok:
+            # RUN-3 gives one final state only to a static lowering; where it is refused (a collective id
+            # that may meet an internal id depending on the order) properties explore every schedule (ERR-19)
+            event(f"{mode} not static")
+            continue
         whole, folded = fast_run(p, mode, record=False), fast_run(f.program, mode, record=False)
         event(f"{mode} {whole.kind}")
         assert whole.kind == folded.kind
