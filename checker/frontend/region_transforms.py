@@ -96,7 +96,7 @@ def scalar_index(x: Any) -> np.ndarray | str:
     return describe_unknown(x)
 
 
-def _array(x: Any, shape: tuple[int, ...]) -> np.ndarray | str:
+def array_index(x: Any, shape: tuple[int, ...]) -> np.ndarray | str:
     """A per-lane array index of `shape` as int64 `(n, *shape)`, or the reason it is unknown."""
     if isinstance(x, (int, np.integer)):
         return np.full((1, *shape), int(x), dtype=I64)
@@ -238,14 +238,14 @@ def _indexer_out_shape(t: Any) -> tuple[int, ...] | None:
     return tuple(slice_sizes[:pos]) + int_shape + tuple(slice_sizes[pos:])
 
 
-def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) -> None:
+def indexer_dims(t: Any) -> tuple[list[bool], tuple[int, ...], list[int], dict[int, int]]:
+    """Of an NDIndexer: which indices are integer (or array) ones, their broadcast shape, the output
+    dims that shape occupies, and the output dim of each slice. The output dims are the slices in
+    order, with the integer indexers' broadcast shape in place of the first integer index when the
+    integer indices are adjacent, in front of everything otherwise (numpy's rule)."""
     J = jax_types()
-    indices = t.indices
-    is_int = [not isinstance(i, J.Slice) for i in indices]
+    is_int = [not isinstance(i, J.Slice) for i in t.indices]
     int_shape = tuple(int(s) for s in t.int_indexer_shape)
-    # The output dims of the view: the slices in order, with the integer indexers'
-    # broadcast shape in place of the first integer index when the integer
-    # indices are adjacent, in front of everything otherwise (numpy's rule).
     positions = [k for k, b in enumerate(is_int) if b]
     contiguous = bool(positions) and positions == list(range(positions[0], positions[-1] + 1))
     int_dims: list[int] = []
@@ -261,6 +261,12 @@ def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) ->
         elif contiguous and k == positions[0]:
             int_dims = list(range(o, o + len(int_shape)))
             o += len(int_shape)
+    return is_int, int_shape, int_dims, out_of
+
+
+def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) -> None:
+    indices = t.indices
+    is_int, int_shape, int_dims, out_of = indexer_dims(t)
     new_lo: list[np.ndarray] = []
     new_hi: list[np.ndarray] = []
     gathers: list[tuple[int, np.ndarray]] = []  # (input dim, per-lane values over the output sub-box)
@@ -283,7 +289,7 @@ def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) ->
                     hi_j = np.where(oob, size_j, hi_j)
                     box.widen(f"{dim}: index out of bounds for size {size_j}", oob)
         else:
-            arr = _array(idx, int_shape)
+            arr = array_index(idx, int_shape)
             if type(arr) is str:
                 lo_j, hi_j = np.zeros(1, dtype=I64), np.array([size_j], dtype=I64)
                 box.widen(f"{dim}: a gather-like index that depends on {arr}")

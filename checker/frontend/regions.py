@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.region_elements import GiveUp, TooLarge, element_boxes, lane_count, lane_key
 from semcheck.checker.frontend.region_parts import merge_boxes
 from semcheck.checker.frontend.region_transforms import (
     I64,
@@ -207,9 +208,49 @@ def ref_regions(
         box = _walk(base_shape, tuple(t for t in transforms if t is not None), dtype, mask)
         if len(box.lo) != len(base_shape) or len(box.hi) != len(base_shape):
             raise ValueError(f"a view of rank {len(box.lo)} of a rank-{len(base_shape)} buffer")
-        return _finish(box, base_shape, cache)
+        regions = _finish(box, base_shape, cache)
     except Exception as e:  # never fail a lowering over a region: widen instead
         return (full_region(base_shape, cache, f"the view could not be analysed ({type(e).__name__}: {e})"),)
+    return _exact_lanes(regions, base_shape, chain, dtype, mask, cache)
+
+
+def _exact_lanes(regions: tuple[Region | None, ...], base_shape: tuple[int, ...], chain: tuple[Any, ...],
+                 dtype: Any, mask: Any, cache: RegionCache) -> tuple[Region | None, ...]:
+    """ACC-16: each lane the box walk widened, made exact from the view's elements where they can be
+    enumerated (`region_elements`); a lane they cannot be keeps the walk's widened box and reason."""
+    if all(r is None or r.exact for r in regions):
+        return regions
+    lanes = max(len(regions), lane_count(chain, mask))
+    memo: dict[Any, Region | None] = {}
+    out: list[Region | None] = []
+    for lane in range(lanes):
+        r = regions[min(lane, len(regions) - 1)]
+        if r is None or r.exact:
+            out.append(r)
+            continue
+        key = (r, lane_key(chain, mask, lane))
+        if key not in memo:
+            memo[key] = _lane_elements(r, base_shape, chain, dtype, mask, lane, cache)
+        out.append(memo[key])
+    return _compress(out)
+
+
+def _lane_elements(widened: Region, base_shape: tuple[int, ...], chain: tuple[Any, ...], dtype: Any, mask: Any,
+                   lane: int, cache: RegionCache) -> Region | None:
+    try:
+        boxes, partial = element_boxes(base_shape, chain, dtype, mask, lane)
+    except TooLarge as e:
+        return cache.get(widened.box, False, f"{widened.why}; its elements not enumerated: {e}", widened.parts)
+    except GiveUp:  # a value not known, or out of bounds: the walk's reason says so
+        return widened
+    except Exception:  # never fail a lowering over a region: keep the widened one
+        return widened
+    if not boxes:
+        return None
+    if len(boxes) == 1:
+        return cache.get(boxes[0], not partial, partial)
+    bound = tuple((min(b[d][0] for b in boxes), max(b[d][1] for b in boxes)) for d in range(len(base_shape)))
+    return cache.get(bound, not partial, partial, tuple(boxes))
 
 
 def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, mask: Any) -> Box:
