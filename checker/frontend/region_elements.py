@@ -34,6 +34,9 @@ from semcheck.checker.frontend.region_transforms import (
 ELEMENT_LIMIT = 1 << 22
 # A region of more disjoint boxes than this stays widened (overlap is decided box by box).
 MAX_BOXES = 4096
+# One view's lanes (devices, grid steps) enumerate at most this many elements in all: the lanes past it
+# stay widened, so a view read at every step of a long grid costs a bounded time.
+LANES_ELEMENT_LIMIT = 1 << 24
 
 Box = tuple[tuple[int, int], ...]
 
@@ -100,6 +103,12 @@ def element_boxes(base_shape: tuple[int, ...], chain: tuple[Any, ...], dtype: An
         coords, why = _preimage(chain[k], coords, shapes[k], shapes[k + 1], dtypes[k], lane)  # type: ignore[arg-type]
         partial = partial or why
     return _boxes(coords, base_shape), partial
+
+
+def view_size(base_shape: tuple[int, ...], chain: tuple[Any, ...], dtype: Any) -> int | None:
+    """How many elements the view `chain` of the buffer has, or None when its shape is not known."""
+    shapes, _ = forward_shapes(base_shape, dtype, chain)
+    return None if shapes[-1] is None else math.prod(shapes[-1])
 
 
 def _selected(view: tuple[int, ...], mask: Any, lane: int) -> np.ndarray:
@@ -250,4 +259,4 @@ def _merge_along(arr: np.ndarray, d: int) -> np.ndarray:
     return out
 
 
-__all__ = ["ELEMENT_LIMIT", "GiveUp", "MAX_BOXES", "TooLarge", "element_boxes", "lane_count", "lane_key", "merge_box_array"]
+__all__ = ["ELEMENT_LIMIT", "GiveUp", "LANES_ELEMENT_LIMIT", "MAX_BOXES", "TooLarge", "element_boxes", "lane_count", "lane_key", "merge_box_array", "view_size"]

@@ -37,7 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.region_elements import GiveUp, TooLarge, element_boxes, lane_count, lane_key
+from semcheck.checker.frontend.region_elements import (
+    LANES_ELEMENT_LIMIT,
+    GiveUp,
+    TooLarge,
+    element_boxes,
+    lane_count,
+    lane_key,
+    view_size,
+)
 from semcheck.checker.frontend.region_parts import merge_boxes
 from semcheck.checker.frontend.region_transforms import (
     I64,
@@ -221,6 +229,8 @@ def _exact_lanes(regions: tuple[Region | None, ...], base_shape: tuple[int, ...]
     if all(r is None or r.exact for r in regions):
         return regions
     lanes = max(len(regions), lane_count(chain, mask))
+    size = view_size(base_shape, chain, dtype) or 0
+    spent = 0
     memo: dict[Any, Region | None] = {}
     out: list[Region | None] = []
     for lane in range(lanes):
@@ -230,7 +240,12 @@ def _exact_lanes(regions: tuple[Region | None, ...], base_shape: tuple[int, ...]
             continue
         key = (r, lane_key(chain, mask, lane))
         if key not in memo:
-            memo[key] = _lane_elements(r, base_shape, chain, dtype, mask, lane, cache)
+            spent += size
+            if spent > LANES_ELEMENT_LIMIT:
+                memo[key] = cache.get(r.box, False, f"{r.why}; its elements not enumerated: more than "
+                                      f"{LANES_ELEMENT_LIMIT} elements over the view's lanes", r.parts)
+            else:
+                memo[key] = _lane_elements(r, base_shape, chain, dtype, mask, lane, cache)
         out.append(memo[key])
     return _compress(out)
 

@@ -225,3 +225,14 @@ def test_merging_keeps_the_union_of_disjoint_boxes():
     arr = np.array([[[0, 1], [0, 2]], [[1, 2], [0, 2]], [[2, 3], [1, 2]], [[2, 3], [0, 1]]])
     out = merge_box_array(arr)
     assert sorted(map(lambda b: tuple(map(tuple, b)), out.tolist())) == [((0, 3), (0, 2))]
+
+
+@pytest.mark.rule("ACC-16")
+def test_past_the_lanes_budget_the_remaining_lanes_stay_widened(monkeypatch):
+    import semcheck.checker.frontend.regions as regions
+
+    monkeypatch.setattr(regions, "LANES_ELEMENT_LIMIT", 16)
+    idx = NDIndexer((Slice(np.array([0, 1, 2]), 8, 2),), (32,), ())  # 8 elements per lane, 3 lanes
+    a, b, c = ref_regions((32,), (idx,))
+    assert a.exact and b.exact and len(a.parts) == len(b.parts) == 8
+    assert not c.exact and "over the view's lanes" in c.why
