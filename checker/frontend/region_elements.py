@@ -114,12 +114,16 @@ def view_size(base_shape: tuple[int, ...], chain: tuple[Any, ...], dtype: Any) -
 def _selected(view: tuple[int, ...], mask: Any, lane: int) -> np.ndarray:
     """The view's selected elements as an int64 array of coordinates, one row per dimension."""
     if mask is None:
+        if not view:  # a scalar view: one element, no coordinates
+            return np.zeros((0, 1), dtype=np.int64)
         return np.indices(view, dtype=np.int64).reshape(len(view), -1)
     if type(mask) is not np.ndarray:
         raise GiveUp("a mask not known at lowering time")
     m = mask if mask.shape == view else mask[min(lane, mask.shape[0] - 1)]
     if m.shape != view:
         raise GiveUp(f"a mask of shape {m.shape} for a view of shape {view}")
+    if not view:
+        return np.zeros((0, int(bool(m))), dtype=np.int64)
     return np.stack(np.nonzero(m.astype(bool, copy=False))).astype(np.int64).reshape(len(view), -1)
 
 

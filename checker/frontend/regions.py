@@ -46,7 +46,6 @@ from semcheck.checker.frontend.region_elements import (
     lane_key,
     view_size,
 )
-from semcheck.checker.frontend.region_parts import merge_boxes
 from semcheck.checker.frontend.region_transforms import (
     I64,
     jax_types,
@@ -306,8 +305,7 @@ def _descend(box: Box, transforms: tuple[Any, ...], shapes: list, dtypes: list, 
                 lo[in_d], hi[in_d] = box.lo[out_d], box.hi[out_d]
             box.lo, box.hi = lo, hi  # type: ignore[assignment]
         elif isinstance(t, J.Reshape):
-            reshape_preimage(box, in_shape, shapes[k + 1],  # type: ignore[arg-type]
-                              lambda sub, k=k: _descend(sub, transforms, shapes, dtypes, k, multi))
+            reshape_preimage(box, in_shape, shapes[k + 1])  # type: ignore[arg-type]
         elif isinstance(t, J.Bitcast):
             bitcast_preimage(box, in_shape, dtypes[k], t.dtype)
         elif isinstance(t, J.identity):
@@ -353,8 +351,6 @@ def _apply_mask(box: Box, mask: Any, view_shape: tuple[int, ...]) -> None:
 
 
 def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
-    if box.parts is not None:
-        return _finish_parts(box, base_shape, cache)
     arrays = [*box.lo, *box.hi]
     lanes = max([1, *(x.shape[0] for x in arrays)])
     if type(box.exact) is np.ndarray:
@@ -393,50 +389,6 @@ def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[
     if inverse is not None:
         out = [out[i] for i in inverse.reshape(-1).tolist()]
     return _compress(out)
-
-
-def _finish_parts(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
-    """`_finish` for a walk through a reshape of a part that is not one box (ACC-2): a lane with parts is
-    their union (exact, with their bounding box), unless walking a part down widened it; every other lane
-    is the walk's own box."""
-    seen, found = box.parts  # type: ignore[misc]
-    subs = [x for xs in found.values() for x in xs]
-    arrays = [*box.lo, *box.hi, *(a for x in subs for a in (*x.lo, *x.hi))]
-    lanes = max([1, *(x.shape[0] for x in arrays)])
-    plain = _finish(_without_parts(box), base_shape, cache)
-    out: list[Region | None] = []
-    for lane in range(lanes):
-        mine = found.get(min(lane, seen - 1))
-        if mine is None or (box.off is not None and bool(box.off[min(lane, box.off.shape[0] - 1)])):
-            out.append(plain[min(lane, len(plain) - 1)])
-            continue
-        parts, why = [], []
-        for x in mine:
-            b = tuple((int(l[min(lane, l.shape[0] - 1)]), int(h[min(lane, h.shape[0] - 1)])) for l, h in zip(x.lo, x.hi))
-            ok, reason = _lane_exact(x, lane)
-            if not ok:
-                why.append(reason)
-            if all(h > l for l, h in b):
-                parts.append(b)
-        if why:  # a part widened below the reshape: the walk's bounding box, widened
-            region = plain[min(lane, len(plain) - 1)]
-            out.append(None if region is None else cache.get(region.box, False, "; ".join(dict.fromkeys(why))))
-            continue
-        parts = merge_boxes(parts)
-        if not parts:
-            out.append(None)
-        elif len(parts) == 1:
-            out.append(cache.get(parts[0]))
-        else:
-            bound = tuple((min(p[d][0] for p in parts), max(p[d][1] for p in parts)) for d in range(len(base_shape)))
-            out.append(cache.get(bound, True, "", tuple(parts)))
-    return _compress(out)
-
-
-def _without_parts(box: Box) -> Box:
-    plain = Box(box.lo, box.hi)
-    plain.exact, plain.why, plain.off = box.exact, box.why, box.off
-    return plain
 
 
 # Above this many lanes, `_finish` computes the region of each distinct lane once.

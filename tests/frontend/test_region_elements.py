@@ -159,7 +159,7 @@ def test_the_bitcast_oracle_is_jaxs_bitcast():
 
 
 @pytest.mark.rule("ACC-16")
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(chains(), st.data())
 def test_a_region_through_any_chain_is_exactly_numpys_elements(case, data):
     shape, dtype, chain, src, narrowed = case
