@@ -28,6 +28,11 @@ still sound (the whole dimension when nothing better is known) and the region
 becomes `exact=False` with a `why` naming the dimension and the cause. An
 unknown transform widens everything below it to its whole input. Nothing here
 raises on a kernel's transforms.
+
+A lane the walk widened although every value is known (a stride, a gather, a
+mask with holes, a reshape or bitcast of a part that is not one box) is then
+made exact from the view's elements (`region_elements`, ACC-16): a union of
+disjoint boxes (`Region.parts`).
 """
 
 from __future__ import annotations

@@ -236,3 +236,19 @@ def test_past_the_lanes_budget_the_remaining_lanes_stay_widened(monkeypatch):
     a, b, c = ref_regions((32,), (idx,))
     assert a.exact and b.exact and len(a.parts) == len(b.parts) == 8
     assert not c.exact and "over the view's lanes" in c.why
+
+
+@pytest.mark.rule("ACC-16")
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=40, unique=True),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=40, unique=True))
+def test_regions_of_many_boxes_overlap_exactly_when_some_cell_is_shared(cells_a, cells_b):
+    """Regions of many single-cell boxes (past the pairwise loop's size) meet exactly when a cell is shared."""
+
+    def region(cells):
+        parts = tuple(sorted(((r, r + 1), (c, c + 1)) for r, c in cells))
+        box = ((min(p[0][0] for p in parts), max(p[0][1] for p in parts)),
+               (min(p[1][0] for p in parts), max(p[1][1] for p in parts)))
+        return Region(box, True, "", parts if len(parts) > 1 else ())
+
+    a, b = region(cells_a), region(cells_b)
+    assert a.overlaps(b) == b.overlaps(a) == bool(set(cells_a) & set(cells_b))
