@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Literal, Union
 
+import numpy as np
+
 from semcheck.model.errors import Violation
 
 DmaMode = Literal["eager", "on_wait", "hardware"]
@@ -64,8 +66,10 @@ class Region:
     may touch (a mask, a stride or an index it cannot pin down); `why` then
     says why, for the report. An empty `box` is a scalar buffer (rank 0).
     `parts`, when not empty, are boxes inside `box` whose union is exactly the
-    region (a reshape of a part that is not one box, ACC-2); `box` is then
-    their bounding box.
+    region (ACC-2, ACC-16); `box` is then their bounding box. An inexact region
+    with parts holds at least the elements touched (a narrowing bitcast's part
+    of an element), so parts that meet no box of another still decide "no
+    overlap".
     """
 
     box: tuple[tuple[int, int], ...]
@@ -81,7 +85,7 @@ class Region:
             return False
         if not self.parts and not other.parts:
             return True
-        return any(_boxes_meet(p, q) for p in self.parts or (self.box,) for q in other.parts or (other.box,))
+        return _unions_meet(self.parts or (self.box,), other.parts or (other.box,))
 
     @property
     def empty(self) -> bool:
@@ -96,6 +100,19 @@ class Region:
 def _boxes_meet(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
     """Whether two boxes of one rank share an element."""
     return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(a, b))
+
+
+def _unions_meet(ps: tuple[tuple[tuple[int, int], ...], ...], qs: tuple[tuple[tuple[int, int], ...], ...]) -> bool:
+    """Whether some box of `ps` meets some box of `qs` (ACC-2; a region has up to thousands, ACC-16)."""
+    if len(ps) * len(qs) <= 64:
+        return any(_boxes_meet(p, q) for p in ps for q in qs)
+    a, b = np.asarray(ps, dtype=np.int64), np.asarray(qs, dtype=np.int64)  # (n, rank, 2)
+    chunk = max(1, (1 << 20) // max(1, b.shape[0] * b.shape[1]))
+    for i in range(0, a.shape[0], chunk):
+        x = a[i:i + chunk, None]
+        if ((x[..., 0] < b[None, :, :, 1]) & (b[None, :, :, 0] < x[..., 1])).all(axis=2).any():
+            return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True)

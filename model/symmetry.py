@@ -42,14 +42,15 @@ def divisors(n: int) -> list[int]:
 def shift_region(r: Region | None, by: tuple[int, int] | None, times: int = 1) -> Region | None:
     """DR-5: `r` with its first dimension shifted cyclically `times` times by `by` = (rows, modulus).
 
-    A region over the label's whole extent maps onto itself; one made of several boxes there, or one
-    whose image would wrap round the extent (no box), has no image: ValueError."""
+    A region over the label's whole extent maps onto itself, and so does one made of several boxes each
+    over the whole extent (stripes along the other dimensions, ACC-16); one made of other boxes there, or
+    one whose image would wrap round the extent (no box), has no image: ValueError."""
     if r is None or by is None or not r.box or by[0] == 0:
         return r
     d, m = by
     lo, hi = r.box[0]
     if lo == 0 and hi >= m:
-        if r.parts:  # its boxes would move within the extent
+        if any(p[0][0] > 0 or p[0][1] < m for p in r.parts):  # its boxes would move within the extent
             raise ValueError("a region of several boxes over its label's whole extent does not shift (DR-5)")
         return r
     lo2 = (lo + times * d) % m

@@ -44,6 +44,9 @@ EXPECTED = {
     # two copies through a reshape view write rows 60..67 both (ACC-2: the exact rows, not bounding boxes);
     # the interpreter cannot copy through the view: every run raises (ERR-9; under on_wait in a wait, ACC-11)
     "tpu_race_reshaped_rows_overlap.py": {"race-free": ("hardware",), "deadlock-free": I},
+    # two copies through a bitcast of every other row of a reshaped lane write the same rows (ACC-16: the
+    # exact elements of a strided part through a reshape); the interpreter cannot copy through the view
+    "tpu_race_packed_rows_overlap.py": {"race-free": ("hardware",), "deadlock-free": I},
     # the receive's wait runs the copy into a reshape view under on_wait and raises (ACC-11); eager at the start
     "ring_copy_into_reshaped_view.py": {"deadlock-free": I},
     # the copy may land in parts on a TPU (DR-9); the interpreter copies whole

@@ -9,12 +9,11 @@ Its precision rules are `regions`' module docstring's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.region_parts import MAX_PARTS, reshape_parts
 
 
 class _JaxTypes:
@@ -96,7 +95,7 @@ def scalar_index(x: Any) -> np.ndarray | str:
     return describe_unknown(x)
 
 
-def _array(x: Any, shape: tuple[int, ...]) -> np.ndarray | str:
+def array_index(x: Any, shape: tuple[int, ...]) -> np.ndarray | str:
     """A per-lane array index of `shape` as int64 `(n, *shape)`, or the reason it is unknown."""
     if isinstance(x, (int, np.integer)):
         return np.full((1, *shape), int(x), dtype=I64)
@@ -135,7 +134,7 @@ def static_int(x: Any) -> int | None:
 class Box:
     """Per-dimension lane arrays `lo`, `hi` (half-open), per-lane exactness and reasons."""
 
-    __slots__ = ("lo", "hi", "exact", "why", "off", "parts")
+    __slots__ = ("lo", "hi", "exact", "why", "off")
 
     def __init__(self, lo: list[np.ndarray], hi: list[np.ndarray]) -> None:
         self.lo = lo
@@ -143,9 +142,6 @@ class Box:
         self.exact: np.ndarray | bool = True  # bool, or a per-lane bool array
         self.why: list[tuple[np.ndarray | None, str]] = []
         self.off: np.ndarray | None = None  # per lane: a mask switches the whole access off
-        # a reshape's exact parts (`reshape_preimage`): its lane count then, and per lane of it the parts'
-        # boxes walked down to the buffer (each with the lanes of the transforms below the reshape)
-        self.parts: tuple[int, dict[int, list[Box]]] | None = None
 
     def widen(self, why: str, lanes: np.ndarray | None = None) -> None:
         """Mark the region inexact (on `lanes`, a per-lane bool array, or everywhere)."""
@@ -238,14 +234,14 @@ def _indexer_out_shape(t: Any) -> tuple[int, ...] | None:
     return tuple(slice_sizes[:pos]) + int_shape + tuple(slice_sizes[pos:])
 
 
-def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) -> None:
+def indexer_dims(t: Any) -> tuple[list[bool], tuple[int, ...], list[int], dict[int, int]]:
+    """Of an NDIndexer: which indices are integer (or array) ones, their broadcast shape, the output
+    dims that shape occupies, and the output dim of each slice. The output dims are the slices in
+    order, with the integer indexers' broadcast shape in place of the first integer index when the
+    integer indices are adjacent, in front of everything otherwise (numpy's rule)."""
     J = jax_types()
-    indices = t.indices
-    is_int = [not isinstance(i, J.Slice) for i in indices]
+    is_int = [not isinstance(i, J.Slice) for i in t.indices]
     int_shape = tuple(int(s) for s in t.int_indexer_shape)
-    # The output dims of the view: the slices in order, with the integer indexers'
-    # broadcast shape in place of the first integer index when the integer
-    # indices are adjacent, in front of everything otherwise (numpy's rule).
     positions = [k for k, b in enumerate(is_int) if b]
     contiguous = bool(positions) and positions == list(range(positions[0], positions[-1] + 1))
     int_dims: list[int] = []
@@ -261,6 +257,12 @@ def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) ->
         elif contiguous and k == positions[0]:
             int_dims = list(range(o, o + len(int_shape)))
             o += len(int_shape)
+    return is_int, int_shape, int_dims, out_of
+
+
+def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) -> None:
+    indices = t.indices
+    is_int, int_shape, int_dims, out_of = indexer_dims(t)
     new_lo: list[np.ndarray] = []
     new_hi: list[np.ndarray] = []
     gathers: list[tuple[int, np.ndarray]] = []  # (input dim, per-lane values over the output sub-box)
@@ -283,7 +285,7 @@ def indexer_preimage(box: Box, t: Any, in_shape: tuple[int, ...], where: str) ->
                     hi_j = np.where(oob, size_j, hi_j)
                     box.widen(f"{dim}: index out of bounds for size {size_j}", oob)
         else:
-            arr = _array(idx, int_shape)
+            arr = array_index(idx, int_shape)
             if type(arr) is str:
                 lo_j, hi_j = np.zeros(1, dtype=I64), np.array([size_j], dtype=I64)
                 box.widen(f"{dim}: a gather-like index that depends on {arr}")
@@ -395,12 +397,10 @@ def _gather_exactness(
               "(the bounding box of the indices)", inexact)
 
 
-def reshape_preimage(box: Box, in_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                      below: Callable[[Box], Box] | None = None) -> None:
+def reshape_preimage(box: Box, in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> None:
     """A box of the reshaped view -> the tightest box of the input holding its elements. Where those
-    elements are not one box, they are a few exact boxes of the input (`region_parts`): each is walked
-    down the rest of the chain by `below` and kept in `box.parts` for the lane (ACC-2); the lane stays
-    widened to the bounding box only past `MAX_PARTS` boxes (or when `below` widens a part)."""
+    elements are not one box, the lane is widened to it: `region_elements` then gives the lane its exact
+    boxes (ACC-16)."""
     lanes = max([1, *(x.shape[0] for x in box.lo), *(x.shape[0] for x in box.hi)])
     if in_shape == out_shape:
         return
@@ -414,11 +414,9 @@ def reshape_preimage(box: Box, in_shape: tuple[int, ...], out_shape: tuple[int, 
     new_lo = np.zeros((lanes, rank_in), dtype=I64)
     new_hi = np.zeros((lanes, rank_in), dtype=I64)
     inexact = np.zeros(lanes, dtype=bool)
-    rows: list[tuple[list[int], list[int]]] = []
     for lane in range(lanes):
         lo = [int(x[min(lane, x.shape[0] - 1)]) for x in box.lo]
         hi = [int(x[min(lane, x.shape[0] - 1)]) for x in box.hi]
-        rows.append((lo, hi))
         if any(h <= l for l, h in zip(lo, hi)):
             continue  # empty: stays [0, 0) everywhere
         count = math.prod(h - l for l, h in zip(lo, hi))
@@ -437,26 +435,10 @@ def reshape_preimage(box: Box, in_shape: tuple[int, ...], out_shape: tuple[int, 
                 new_lo[lane, d], new_hi[lane, d] = a[d], b[d] + 1
         volume = int(np.prod(new_hi[lane] - new_lo[lane]))
         inexact[lane] = volume != count
-    exact = box.exact
-    exact_before = np.array([bool(exact[min(lane, exact.shape[0] - 1)]) if type(exact) is np.ndarray else bool(exact)
-                             for lane in range(lanes)])
     box.lo = [new_lo[:, d] for d in range(rank_in)]
     box.hi = [new_hi[:, d] for d in range(rank_in)]
-    beyond = np.zeros(lanes, dtype=bool)
-    if below is not None and box.parts is None:  # one reshape's parts per walk: a lower one's are the parts'
-        found: dict[int, list[Box]] = {}
-        for lane in np.flatnonzero(inexact & exact_before).tolist():
-            parts = reshape_parts(*rows[lane], out_shape, in_shape)
-            if parts is None:
-                beyond[lane] = True
-                continue
-            found[lane] = [below(Box([np.array([a], dtype=I64) for a, _ in p],
-                                      [np.array([b], dtype=I64) for _, b in p])) for p in parts]
-        if found:
-            box.parts = (lanes, found)
-            inexact = inexact & ~np.isin(np.arange(lanes), list(found))
     box.widen(f"a reshape {tuple(in_shape)} -> {tuple(out_shape)} of a part that is not one box of the input "
-              f"(its bounding box{f'; more than {MAX_PARTS} boxes' if beyond.any() else ''})", inexact)
+              "(its bounding box)", inexact)
 
 
 def bitcast_preimage(box: Box, in_shape: tuple[int, ...], in_dtype: Any, out_dtype: Any) -> None:

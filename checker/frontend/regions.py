@@ -28,6 +28,11 @@ still sound (the whole dimension when nothing better is known) and the region
 becomes `exact=False` with a `why` naming the dimension and the cause. An
 unknown transform widens everything below it to its whole input. Nothing here
 raises on a kernel's transforms.
+
+A lane the walk widened although every value is known (a stride, a gather, a
+mask with holes, a reshape or bitcast of a part that is not one box) is then
+made exact from the view's elements (`region_elements`, ACC-16): a union of
+disjoint boxes (`Region.parts`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,15 @@ from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.region_parts import merge_boxes
+from semcheck.checker.frontend.region_elements import (
+    LANES_ELEMENT_LIMIT,
+    GiveUp,
+    TooLarge,
+    element_boxes,
+    lane_count,
+    lane_key,
+    view_size,
+)
 from semcheck.checker.frontend.region_transforms import (
     I64,
     jax_types,
@@ -207,9 +220,56 @@ def ref_regions(
         box = _walk(base_shape, tuple(t for t in transforms if t is not None), dtype, mask)
         if len(box.lo) != len(base_shape) or len(box.hi) != len(base_shape):
             raise ValueError(f"a view of rank {len(box.lo)} of a rank-{len(base_shape)} buffer")
-        return _finish(box, base_shape, cache)
+        regions = _finish(box, base_shape, cache)
     except Exception as e:  # never fail a lowering over a region: widen instead
         return (full_region(base_shape, cache, f"the view could not be analysed ({type(e).__name__}: {e})"),)
+    return _exact_lanes(regions, base_shape, chain, dtype, mask, cache)
+
+
+def _exact_lanes(regions: tuple[Region | None, ...], base_shape: tuple[int, ...], chain: tuple[Any, ...],
+                 dtype: Any, mask: Any, cache: RegionCache) -> tuple[Region | None, ...]:
+    """ACC-16: each lane the box walk widened, made exact from the view's elements where they can be
+    enumerated (`region_elements`); a lane they cannot be keeps the walk's widened box and reason."""
+    if all(r is None or r.exact for r in regions):
+        return regions
+    lanes = max(len(regions), lane_count(chain, mask))
+    size = view_size(base_shape, chain, dtype) or 0
+    spent = 0
+    memo: dict[Any, Region | None] = {}
+    out: list[Region | None] = []
+    for lane in range(lanes):
+        r = regions[min(lane, len(regions) - 1)]
+        if r is None or r.exact:
+            out.append(r)
+            continue
+        key = (r, lane_key(chain, mask, lane))
+        if key not in memo:
+            spent += size
+            if spent > LANES_ELEMENT_LIMIT:
+                memo[key] = cache.get(r.box, False, f"{r.why}; its elements not enumerated: more than "
+                                      f"{LANES_ELEMENT_LIMIT} elements over the view's lanes", r.parts)
+            else:
+                memo[key] = _lane_elements(r, base_shape, chain, dtype, mask, lane, cache)
+        out.append(memo[key])
+    return _compress(out)
+
+
+def _lane_elements(widened: Region, base_shape: tuple[int, ...], chain: tuple[Any, ...], dtype: Any, mask: Any,
+                   lane: int, cache: RegionCache) -> Region | None:
+    try:
+        boxes, partial = element_boxes(base_shape, chain, dtype, mask, lane)
+    except TooLarge as e:
+        return cache.get(widened.box, False, f"{widened.why}; its elements not enumerated: {e}", widened.parts)
+    except GiveUp:  # a value not known, or out of bounds: the walk's reason says so
+        return widened
+    except Exception:  # never fail a lowering over a region: keep the widened one
+        return widened
+    if not boxes:
+        return None
+    if len(boxes) == 1:
+        return cache.get(boxes[0], not partial, partial)
+    bound = tuple((min(b[d][0] for b in boxes), max(b[d][1] for b in boxes)) for d in range(len(base_shape)))
+    return cache.get(bound, not partial, partial, tuple(boxes))
 
 
 def _walk(base_shape: tuple[int, ...], transforms: tuple[Any, ...], dtype: Any, mask: Any) -> Box:
@@ -250,8 +310,7 @@ def _descend(box: Box, transforms: tuple[Any, ...], shapes: list, dtypes: list, 
                 lo[in_d], hi[in_d] = box.lo[out_d], box.hi[out_d]
             box.lo, box.hi = lo, hi  # type: ignore[assignment]
         elif isinstance(t, J.Reshape):
-            reshape_preimage(box, in_shape, shapes[k + 1],  # type: ignore[arg-type]
-                              lambda sub, k=k: _descend(sub, transforms, shapes, dtypes, k, multi))
+            reshape_preimage(box, in_shape, shapes[k + 1])  # type: ignore[arg-type]
         elif isinstance(t, J.Bitcast):
             bitcast_preimage(box, in_shape, dtypes[k], t.dtype)
         elif isinstance(t, J.identity):
@@ -297,8 +356,6 @@ def _apply_mask(box: Box, mask: Any, view_shape: tuple[int, ...]) -> None:
 
 
 def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
-    if box.parts is not None:
-        return _finish_parts(box, base_shape, cache)
     arrays = [*box.lo, *box.hi]
     lanes = max([1, *(x.shape[0] for x in arrays)])
     if type(box.exact) is np.ndarray:
@@ -337,50 +394,6 @@ def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[
     if inverse is not None:
         out = [out[i] for i in inverse.reshape(-1).tolist()]
     return _compress(out)
-
-
-def _finish_parts(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
-    """`_finish` for a walk through a reshape of a part that is not one box (ACC-2): a lane with parts is
-    their union (exact, with their bounding box), unless walking a part down widened it; every other lane
-    is the walk's own box."""
-    seen, found = box.parts  # type: ignore[misc]
-    subs = [x for xs in found.values() for x in xs]
-    arrays = [*box.lo, *box.hi, *(a for x in subs for a in (*x.lo, *x.hi))]
-    lanes = max([1, *(x.shape[0] for x in arrays)])
-    plain = _finish(_without_parts(box), base_shape, cache)
-    out: list[Region | None] = []
-    for lane in range(lanes):
-        mine = found.get(min(lane, seen - 1))
-        if mine is None or (box.off is not None and bool(box.off[min(lane, box.off.shape[0] - 1)])):
-            out.append(plain[min(lane, len(plain) - 1)])
-            continue
-        parts, why = [], []
-        for x in mine:
-            b = tuple((int(l[min(lane, l.shape[0] - 1)]), int(h[min(lane, h.shape[0] - 1)])) for l, h in zip(x.lo, x.hi))
-            ok, reason = _lane_exact(x, lane)
-            if not ok:
-                why.append(reason)
-            if all(h > l for l, h in b):
-                parts.append(b)
-        if why:  # a part widened below the reshape: the walk's bounding box, widened
-            region = plain[min(lane, len(plain) - 1)]
-            out.append(None if region is None else cache.get(region.box, False, "; ".join(dict.fromkeys(why))))
-            continue
-        parts = merge_boxes(parts)
-        if not parts:
-            out.append(None)
-        elif len(parts) == 1:
-            out.append(cache.get(parts[0]))
-        else:
-            bound = tuple((min(p[d][0] for p in parts), max(p[d][1] for p in parts)) for d in range(len(base_shape)))
-            out.append(cache.get(bound, True, "", tuple(parts)))
-    return _compress(out)
-
-
-def _without_parts(box: Box) -> Box:
-    plain = Box(box.lo, box.hi)
-    plain.exact, plain.why, plain.off = box.exact, box.why, box.off
-    return plain
 
 
 # Above this many lanes, `_finish` computes the region of each distinct lane once.

@@ -243,15 +243,16 @@ def test_size_zero_slice_touches_nothing():
 # --- widening -------------------------------------------------------------------------
 
 
-def test_a_stride_widens_to_the_strided_range():
+@pytest.mark.rule("ACC-16")
+def test_a_stride_is_exactly_its_elements():
     def kernel(x_ref, o_ref):
         o_ref[4, pl.ds(0, 64)] = x_ref[1, ::2]
         o_ref[5, pl.ds(0, 1)] = x_ref[1, pl.ds(7, 1, stride=4)]
 
     strided, _, single, _ = trace_views(kernel, [F32_32x128], OUT)
     r = strided.region()
-    assert r.box == ((1, 2), (0, 127))
-    assert not r.exact and "dim 1" in r.why and "stride 2" in r.why
+    assert r.box == ((1, 2), (0, 127)) and r.exact
+    assert r.parts == tuple(((1, 2), (c, c + 1)) for c in range(0, 128, 2))
     assert single.region() == Region(((1, 2), (7, 8)))  # one element: a stride does not matter
 
 
@@ -315,7 +316,8 @@ def test_a_known_mask_bounds_the_region():
     assert store.region() == Region(((2, 3), (0, 5)))
 
 
-def test_a_mask_with_holes_is_its_bounding_box_and_inexact():
+@pytest.mark.rule("ACC-16")
+def test_a_mask_with_holes_is_exactly_its_true_elements():
     def kernel(x_ref, o_ref):
         i = jnp.arange(128)
         m = (i > 3) & (i < 9) & (i != 6)
@@ -323,8 +325,8 @@ def test_a_mask_with_holes_is_its_bounding_box_and_inexact():
 
     _, store = trace_views(kernel, [F32_32x128], OUT)
     r = store.region()
-    assert r.box == ((0, 1), (4, 9))
-    assert not r.exact and "mask" in r.why
+    assert r.box == ((0, 1), (4, 9)) and r.exact
+    assert r.parts == (((0, 1), (4, 6)), ((0, 1), (7, 9)))
 
 
 def test_a_per_lane_mask_and_an_all_false_lane():
@@ -358,19 +360,21 @@ def test_a_gather_of_consecutive_indices_is_exact():
     assert load.region() == Region(((2, 6), (0, 1)))
 
 
-def test_a_sparse_gather_is_its_bounding_box():
+@pytest.mark.rule("ACC-16")
+def test_a_sparse_gather_is_exactly_its_rows():
     idx = NDIndexer((np.array([[0, 5, 2]]), Slice(0, 8, 1)), (16, 8), (3,))
     (r,) = ref_regions((16, 8), (idx,))
-    assert r.box == ((0, 6), (0, 8))
-    assert not r.exact and "gather" in r.why
+    assert r.box == ((0, 6), (0, 8)) and r.exact
+    assert r.parts == (((0, 1), (0, 8)), ((2, 3), (0, 8)), ((5, 6), (0, 8)))
 
 
-def test_a_two_dimensional_gather_on_a_diagonal_is_inexact():
+@pytest.mark.rule("ACC-16")
+def test_a_two_dimensional_gather_on_a_diagonal_is_its_elements():
     diag = np.arange(4)[None]
     idx = NDIndexer((diag, diag), (8, 8), (4,))
     (r,) = ref_regions((8, 8), (idx,))
-    assert r.box == ((0, 4), (0, 4)) and not r.exact
-    assert "dims 0, 1" in r.why
+    assert r.box == ((0, 4), (0, 4)) and r.exact
+    assert r.parts == tuple(((k, k + 1), (k, k + 1)) for k in range(4))
 
 
 def test_an_unknown_gather_index_widens_its_dimension():
@@ -412,12 +416,12 @@ def test_a_reshape_of_a_scattered_part_is_exactly_its_boxes():
     assert not r.overlaps(row_3) and not row_3.overlaps(r) and r.overlaps(Region(((10, 11), (5, 6))))
 
 
-@pytest.mark.rule("ACC-2")
-def test_a_reshape_of_a_part_of_too_many_boxes_is_its_bounding_box():
+@pytest.mark.rule("ACC-16")
+def test_a_reshape_of_a_part_of_many_boxes_is_exactly_its_boxes():
     x = state_types.ReshapeTransform((600, 2))
     idx = NDIndexer((Slice(0, 600, 1), 1), (600, 2), ())
     (r,) = ref_regions((1200,), (x, idx))  # every other element: 600 boxes
-    assert r.box == ((1, 1200),) and not r.exact and "reshape" in r.why and "more than 256 boxes" in r.why
+    assert r.box == ((1, 1200),) and r.exact and r.parts == tuple(((k, k + 1),) for k in range(1, 1200, 2))
 
 
 def test_bitcasts_scale_the_second_minor_dimension():
