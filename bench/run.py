@@ -24,7 +24,7 @@ it waited for):
   every interleaving, states hashed, no reduction (the naive model checker);
 * `z3ts`      -- the naive SMT baseline: one Z3 timestamp per event
   (bench/timestamped.py), hardware mode;
-* `spin`      -- SPIN on the Promela rendering (`semcheck.checker.promela`),
+* `spin`      -- SPIN on the Promela rendering (`oracles/spin`),
   hardware mode, safety search with SPIN's default partial-order reduction.
 
 The baselines get the lowered program for free (it is lowered once per size
@@ -59,6 +59,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the SPIN baseline, oracles/spin
 
 KERNELS = {
     "allreduce": "examples/ring_allreduce.py",
@@ -264,7 +265,7 @@ def worker_z3ts(a: dict) -> dict:
 
 
 def worker_spin(a: dict) -> dict:
-    from semcheck.checker.promela import PromelaUnsupported, render, run_spin, spin_available
+    from oracles.spin import PromelaUnsupported, render, run_spin, spin_available
 
     if not spin_available():
         return {"status": "unavailable", "error": "spin or gcc not installed"}

@@ -8,6 +8,8 @@ checkouts can be compared line by line:
     python bench/verdict_equality.py run corpus.pickle out.jsonl
     python bench/verdict_equality.py examples out-examples.jsonl
     python bench/verdict_equality.py diff a.jsonl b.jsonl
+    python bench/verdict_equality.py examples out-8.jsonl 8 ring_permute,two_core   # some examples
+    python bench/verdict_equality.py folds out.jsonl                 # fold against no fold, one checkout
 
 The corpus is the Z3 tests' generated programs (`programs()` and `symmetric_programs()` of
 tests/z3/z3_strategies.py, drawn derandomized, pickled so both checkouts read the same
@@ -81,8 +83,10 @@ def run(corpus_path: str, out_path: str) -> None:
     print(f"{len(corpus)} programs in {time.monotonic() - t0:.0f} s -> {out_path}")
 
 
-def examples(out_path: str, devices: str = "2,4") -> None:
+def examples(out_path: str, devices: str = "2,4", only: str = "") -> None:
+    """`only`: comma-separated substrings of the example paths to run (all when empty)."""
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.py"))
+    files = [f for f in files if not only or any(o in f for o in only.split(","))]
     exe = Path(sys.executable).parent / "semcheck"
     with open(out_path, "w") as out:
         for path in files:
@@ -117,6 +121,37 @@ def diff(a_path: str, b_path: str) -> int:
     return int(bool(bad) or len(a) != len(b))
 
 
+def folds(path: str) -> int:
+    """Within one output of `run` or `examples`: every verdict with the fold (RUN-7) against the same
+    check without it. A verdict that differs is a bug; a witness that differs is printed apart (the
+    folded check may find another run, as long as it is a run of the same verdict)."""
+    by: dict[tuple, dict[bool, dict]] = {}
+    exits: dict[str, dict[bool, int]] = {}  # `examples`: each file's exit code, with and without the fold
+    for line in Path(path).read_text().splitlines():
+        rec = json.loads(line)
+        where = rec.get("file", rec.get("program"))
+        if "exit" in rec:
+            exits.setdefault(where, {})[rec["fold"]] = rec["exit"]
+        for k, row in enumerate(rec.get("verdicts", [])):
+            key = (where, rec.get("mode"), row.get("target"), row.get("devices"), row.get("dma_mode"),
+                   row.get("property", f"#{k}"))
+            by.setdefault(key, {})[rec["fold"]] = row
+    pairs = [(k, v[True], v[False]) for k, v in by.items() if len(v) == 2]
+    verdicts = [(k, a, b) for k, a, b in pairs if (a.get("verdict"), a.get("crash")) != (b.get("verdict"), b.get("crash"))]
+    witnesses = [(k, a, b) for k, a, b in pairs if a.get("witness") != b.get("witness") and (k, a, b) not in verdicts]
+    print(f"{len(pairs)} verdicts compared, fold against no fold: {len(verdicts)} verdicts differ, "
+          f"{len(witnesses)} more witnesses differ; {len(by) - len(pairs)} without a pair")
+    for k, a, b in verdicts:
+        print(f"VERDICT {k}:\n  fold    {a.get('verdict') or a.get('crash')}: {str(a.get('reason'))[:300]}"
+              f"\n  no fold {b.get('verdict') or b.get('crash')}: {str(b.get('reason'))[:300]}")
+    codes = {f: e for f, e in exits.items() if len(set(e.values())) > 1}
+    if exits:
+        print(f"{len(exits)} example files, {len(codes)} with another exit code without the fold: {codes}")
+    for k, a, b in witnesses[:20]:
+        print(f"witness {k}:\n  fold    {str(a.get('witness'))[:300]}\n  no fold {str(b.get('witness'))[:300]}")
+    return int(bool(verdicts) or bool(codes))
+
+
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    sys.exit({"generate": generate, "run": run, "examples": examples, "diff": diff}[cmd](*args) or 0)
+    sys.exit({"generate": generate, "run": run, "examples": examples, "diff": diff, "folds": folds}[cmd](*args) or 0)

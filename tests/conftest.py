@@ -1,4 +1,4 @@
-"""Shared test set-up: hypothesis profiles and the program strategies on sys.path.
+"""Shared test set-up: hypothesis profiles, and the program strategies and the oracles on sys.path.
 
 SEMCHECK_PROFILE selects the size: `default` (CI, minutes), `ci-long`
 (nightly-style fuzzing, >= 10,000 examples per property).
@@ -12,6 +12,8 @@ import sys
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
+# the test oracles outside the product package (oracles/, e.g. SPIN) import from the checkout's root
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 settings.register_profile(
     "default",

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from semcheck.checker.promela import spin_available
+from oracles.spin import spin_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

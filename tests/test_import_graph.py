@@ -1,5 +1,6 @@
-"""The import graph of the product (model/, checker/, src/semcheck) and the bench: no new import
-cycle, no private name used across modules, and the model imports nothing of the checker, jax or z3.
+"""The import graph of the product (model/, checker/, src/semcheck), the bench and the test oracles
+(oracles/): no new import cycle, no private name used across modules, the model imports nothing of the
+checker, jax or z3, and the product imports nothing of the oracles (they are not in its package).
 
 Imports inside functions count (they are still a dependency), imports under `if TYPE_CHECKING:` do
 not (they never run), and so does each property's check that `decide` imports by the name the
@@ -18,7 +19,7 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"model": "model", "checker": "checker", "src/semcheck": "", "bench": "bench"}
+PACKAGES = {"model": "model", "checker": "checker", "src/semcheck": "", "bench": "bench", "oracles": "oracles"}
 
 def _modules() -> dict[str, Path]:
     out = {}
@@ -182,6 +183,17 @@ def test_the_model_imports_nothing_of_the_checker_jax_or_z3():
         if m.startswith("model"):
             assert not any(t.startswith("checker") for t in edges[m]), (m, edges[m])
             assert not external[m] & {"jax", "jaxlib", "z3"}, (m, external[m])
+
+
+def test_the_product_imports_nothing_of_the_oracles():
+    """SPIN's Promela rendering (oracles/spin) is a test oracle and bench baseline: an installed semcheck
+    has no `oracles` package, so a product module that imported one would fail there."""
+    edges, _, external = _graph()
+    assert any(m.startswith("oracles.spin") for m in edges)  # the check sees the oracles
+    product = [m for m in edges if not m.startswith(("bench", "oracles"))]
+    leaks = {m: sorted(t for t in edges[m] if t.startswith("oracles")) for m in product}
+    assert not {m: t for m, t in leaks.items() if t}, leaks
+    assert not [m for m in product if "oracles" in external[m]]
 
 
 def test_nothing_but_the_console_script_imports_the_cli():

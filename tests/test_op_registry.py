@@ -20,6 +20,7 @@ from semcheck.model import ops
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("model", "checker", "src")
+ORACLES = ("oracles",)  # outside the product (not counted in CONTRIBUTING), but their executors are held too
 OP_CLASSES = frozenset(cls.__name__ for cls in typing.get_args(ops.Op))
 
 CHAIN = 5
@@ -31,7 +32,7 @@ EXECUTORS: dict[tuple[str, str], str] = {
     ("checker/static/lowering.py", "_lower_cores"): "the static system lowers each operation",
     ("checker/static/lowering.py", "_lower_op"): "the static system lowers each operation",
     ("model/explore.py", "_safe"): "RUN-5: whether an operation's step is independent is per operation",
-    ("checker/promela.py", "action"): "the SPIN model renders each operation",
+    ("oracles/spin/abstract.py", "action"): "the SPIN model renders each operation",
     ("checker/frontend/program_lower.py", "_kept"): "which operations of a call a composed program keeps (specs/deciding/programs.md)",
     ("model/symmetric.py", "_rotate"): "RUN-20: a rotation moves, class by class, the fields RUN-7 names (devices, "
                                         "barrier names and participants, DR-5's regions), as model/fold.py compares them",
@@ -72,7 +73,7 @@ def chains(source: str, path: str) -> dict[str, set[str]]:
 
 
 def _product_files() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for d in PRODUCT for p in (ROOT / d).rglob("*.py")
+    return sorted(str(p.relative_to(ROOT)) for d in PRODUCT + ORACLES for p in (ROOT / d).rglob("*.py")
                   if p.relative_to(ROOT).as_posix() != "model/ops.py")
 
 

@@ -15,7 +15,6 @@ import sys
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from semcheck.checker.promela import PromelaUnsupported, render, run_spin, spin_available
 from semcheck.model import (
     BARRIER,
     AllocSem,
@@ -30,6 +29,7 @@ from semcheck.model import (
     explore,
     launch,
 )
+from oracles.spin import PromelaUnsupported, render, run_spin, spin_available
 from strategies import programs
 
 pytestmark = pytest.mark.skipif(not spin_available(), reason="spin or a C compiler is not installed "
@@ -164,10 +164,9 @@ def test_static_failures_are_assertions_and_what_the_schedule_decides_is_refused
 def test_export_main_end_to_end(kernel, code, tmp_path):
     out = tmp_path / "k.pml"
     p = subprocess.run(
-        [sys.executable, "-c", "import sys; from semcheck.checker.promela import export_main; "
-                               "sys.exit(export_main(sys.argv[1:]))",
-         os.path.join(ROOT, kernel), "--promela", "--devices", "2", "--spin", "-o", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "oracles.spin", "export", os.path.join(ROOT, kernel), "--promela", "--devices", "2",
+         "--spin", "-o", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert p.returncode == code, p.stderr
     assert "active proctype core1()" in out.read_text()

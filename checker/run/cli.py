@@ -109,7 +109,6 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--no-fold", action="store_true",
                    help="check every device even when the devices repeat (spec RUN-7; slower, same verdicts)")
     v.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub.add_parser("export", help="export a lowered program (--promela: for SPIN)", add_help=False)
     sub.add_parser("every-n", help="prove deadlock-free, exit-balance, the id properties and dma-bytes for every device count N >= 2 "
                    "(specs/deciding/parametric.md)", add_help=False)
     s = sub.add_parser("spec", help="print a rule of the specification, e.g. SEM-3 or deadlock-free",
@@ -305,10 +304,6 @@ def _stdout_gone() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["export"]:
-        from semcheck.checker.promela import export_main
-
-        return export_main(argv[1:])
     if argv[:1] == ["every-n"]:
         from semcheck.checker.run.every_n_command import every_n_main
 

@@ -33,28 +33,24 @@ statically. This module computes that, and says when it cannot:
 Happens-before is computed from program order and barriers only (a
 sound under-approximation): a "maybe" verdict may be conservative, never
 wrong.
+
+The ids each allocation hands out are `id_handout.py`'s, the key of each reference
+`lookup.py`'s; this module scans the barriers and lowers every operation.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
-
 
 from semcheck.model.errors import (
     NoCollectiveId,
-    UnknownSemaphore,
     Violation,
 )
-from semcheck.model.buffer import advanced as buffer_advanced
-from semcheck.model.buffer import handout as buffer_handout
 from semcheck.model.dma import amounts as dma_amounts
-from semcheck.model.ids import arange_int16, scalar_int16
+from semcheck.model.ids import scalar_int16
 from semcheck.model.ops import (
-    BARRIER,
     AllocBuffer,
     AllocSem,
     Barrier,
@@ -71,33 +67,20 @@ from semcheck.model.ops import (
     Signal,
     Wait,
 )
-from semcheck.model.semaphore import advanced as sem_advanced
-from semcheck.model.semaphore import handout as sem_handout
-from semcheck.model.semaphore import lookup_in
-from semcheck.model.step import named, target_core, view_failure
+from semcheck.model.step import target_core, view_failure
 
-Key = tuple
-Counter = tuple  # (Key, core)
-
+from semcheck.checker.static.id_handout import alloc_events, allocs_by_label, handed_out
+from semcheck.checker.static.lookup import Fail, Unsupported, resolver
 from semcheck.checker.static.system import (
-    AllocEvent,
     BarrierOp,
     Contribution,
     DmaOp,
     HappensBefore,
     Key,
     Lowered,
-    SemAlloc,
     WaitOp,
 )
 
-
-# --- the lowering ------------------------------------------------------------------
-
-
-class _Fail(Exception):
-    def __init__(self, violation: Violation) -> None:
-        self.violation = violation
 
 
 def lower(program: Program, mode: DmaMode, *, hb: HappensBefore | None = None) -> Lowered:
@@ -122,11 +105,11 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
         hb = shared_hb  # RUN-29: the same barriers, so the same clocks and reach
     else:
         hb = HappensBefore(program, barrier_pos, barriers)
-    sem_by_core, buf_by_core = _alloc_events(program, hb, alloc_at)
+    sem_by_core, buf_by_core = alloc_events(program, hb, alloc_at)
     racy_counters: set = set()
-    sem_events = _handed_out(sem_by_core, "semaphore", hb, hw, racy_counters, unsupported)
-    buffer_events = _handed_out(buf_by_core, "buffer", hb, hw, racy_counters, unsupported)
-    sem_allocs = _sem_allocs(topo, sem_events, hw, unsupported)
+    sem_events = handed_out(sem_by_core, "semaphore", hb, hw, racy_counters, unsupported)
+    buffer_events = handed_out(buf_by_core, "buffer", hb, hw, racy_counters, unsupported)
+    sem_allocs = allocs_by_label(topo, sem_events, hw, unsupported)
     buffer_ids = {}
     for (a, i), ev in buffer_events.items():
         scope = topo.cores_of_device(topo.device_of(a)) if ev.op.scope == "device" else (a,)
@@ -134,7 +117,7 @@ def _lower(program: Program, mode: DmaMode, shared_hb: HappensBefore | None = No
             if t in ev.bases:
                 buffer_ids[(t, ev.op.label)] = ev.bases[t]
     gets = [(c, i) for c in range(topo.num_cores) for i in get_at[c] if hb.reached(c, i)]
-    resolve, stable = _resolver(program, mode, hb, sem_allocs, sem_events, gets)
+    resolve, stable = resolver(program, mode, hb, sem_allocs, sem_events, gets)
     failing, contributions, waits, dmas = _lower_cores(program, mode, hb, resolve, stable, sem_allocs, sem_events,
                                                        buffer_ids, unsupported)
     by_counter: dict = defaultdict(list)
@@ -216,182 +199,6 @@ def _barriers(program: Program, barrier_at: list[list[int]], unsupported: list[s
     return barriers, barrier_pos
 
 
-def _alloc_events(program: Program, hb: HappensBefore, alloc_at: list[list[int]]) -> tuple[dict, dict]:
-    """Which reached allocations advance which core's semaphore and buffer counters (SEM-1, BUF-1)."""
-    topo = program.topology
-    sem_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
-    buf_by_core: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
-    for c, ops in enumerate(program.cores):
-        for i in alloc_at[c]:
-            op = ops[i]
-            if not hb.reached(c, i):
-                continue
-            scope = topo.cores_of_device(topo.device_of(c)) if op.scope == "device" else (c,)
-            target = sem_by_core if isinstance(op, AllocSem) else buf_by_core
-            for t in scope:
-                target[t].append((c, i, op))
-    return sem_by_core, buf_by_core
-
-
-def _ordered(events: list, core: int, what: str, hb: HappensBefore, hw: bool, racy_counters: set,
-             unsupported: list[str]) -> list | None:
-    """The allocations that advance one core's counter, in the order every run makes them; None (and why,
-    in `unsupported`) when happens-before does not order them."""
-    issuers = {e[0] for e in events}
-    if len(issuers) <= 1 or hw:  # on hardware no ids are handed out: any order will do
-        if len(issuers) > 1:
-            racy_counters.add((what, core))
-        return sorted(events, key=lambda e: e[1])
-
-    def cmp(x, y):
-        if hb.before(x[0], x[1], y[0], y[1]):
-            return -1
-        if hb.before(y[0], y[1], x[0], x[1]):
-            return 1
-        raise _Unordered(x, y)
-
-    try:
-        out = sorted(events, key=functools.cmp_to_key(cmp))
-        for x, y in zip(out, out[1:]):
-            cmp(x, y)
-        return out
-    except _Unordered as u:
-        (a, i, _), (b, j, _) = u.args
-        racy_counters.add((what, core))
-        unsupported.append(
-            f"the {what} ids of core {core} depend on the schedule: core {a} op {i} and core {b} op {j} "
-            "both allocate for it and are not ordered by barriers"
-        )
-        return None
-
-
-def _handed_out(by_core: dict, what: str, hb: HappensBefore, hw: bool, racy_counters: set,
-                unsupported: list[str]) -> dict[tuple[int, int], AllocEvent]:
-    """Each allocation's event with the base id it hands each core, as the model's SEM-1 / BUF-1 hand ids out
-    along the order `_ordered` finds."""
-    events_out: dict[tuple[int, int], AllocEvent] = {}
-    for core, evs in by_core.items():
-        ordered = _ordered(evs, core, what, hb, hw, racy_counters, unsupported)
-        if ordered is None:
-            continue
-        nxt: dict[int, int] = {}  # this core's counter
-        for a, i, op in ordered:
-            ev = events_out.setdefault((a, i), AllocEvent(a, i, op, {}))
-            if what == "semaphore":
-                ranges = sem_handout(nxt, (core,), op.count)
-                ev.bases[core] = ranges[core].start
-                nxt.update(sem_advanced(ranges))
-            else:
-                ids = buffer_handout(nxt, (core,))
-                ev.bases[core] = ids[core]
-                nxt.update(buffer_advanced(ids))
-    return events_out
-
-
-def _sem_allocs(topo, sem_events: dict, hw: bool, unsupported: list[str]) -> dict[tuple[int, str], SemAlloc]:
-    """Each core's semaphore allocation by label, with the ids it holds (IDS-1: None under hardware)."""
-    sem_allocs: dict[tuple[int, str], SemAlloc] = {}
-    for (a, i), ev in sem_events.items():
-        op = ev.op
-        scope = topo.cores_of_device(topo.device_of(a)) if op.scope == "device" else (a,)
-        if hw:
-            ids = None
-        else:
-            ids = arange_int16(ev.bases[a], op.count) if a in ev.bases else None
-        for t in scope:
-            if (t, op.label) in sem_allocs:
-                unsupported.append(f"allocation label {op.label!r} is allocated twice for core {t}")
-            sem_allocs[(t, op.label)] = SemAlloc(op.label, op.site, op.count, a, i, ev.bases.get(t), ids, op)
-    return sem_allocs
-
-
-def _resolver(program: Program, mode: DmaMode, hb: HappensBefore, sem_allocs: dict, sem_events: dict,
-              gets: list[tuple[int, int]]) -> tuple[Callable[[int, int, SemRef], Key], dict]:
-    """SEM-3 / HW-1 statically: `resolve(c, i, ref)`, the key a reference at core c op i denotes in every run
-    (raises `_Fail` for a static failure, `_Unsupported` where it depends on the schedule), and the keys it
-    found stable, by (core, label, index)."""
-    hw = mode == "hardware"
-    cid = program.collective_id
-    cid_inserts = []  # allocation events whose range holds the collective id
-    if cid is not None and not hw:
-        for (a, i), ev in sem_events.items():
-            if any(b <= cid < b + ev.op.count for b in ev.bases.values()):
-                cid_inserts.append((a, i))
-
-    def earliest(events: list[tuple[int, int]]) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for a, j in events:
-            out[a] = min(j, out.get(a, j))
-        return out
-
-    first_get, first_insert = earliest(gets), earliest(cid_inserts)
-
-    def table_status(first: dict[int, int], c: int, i: int) -> str:
-        # clocks grow along program order, so each core's earliest insertion decides
-        if first.get(c, i) < i or any(hb.before(a, j, c, i) for a, j in first.items() if a != c):
-            return "always"
-        if all(hb.before(c, i, a, j) for a, j in first.items()):
-            return "never"
-        return "maybe"
-
-    # A lookup's key is often the same for every later op of the core: the
-    # happens-before facts it rests on grow along program order. Those are
-    # remembered per (core, label, index); the lowering visits each core's ops
-    # in order, so a remembered key is only reused at later positions.
-    stable: dict[tuple[int, str, int], Key] = {}
-
-    def resolve(c: int, i: int, ref: SemRef) -> Key:
-        known = stable.get((c, ref.label, ref.index))
-        if known is not None:
-            return known
-        key = _resolve(c, i, ref)
-        # Lookups of the collective id depend on where the core is relative to
-        # the table insertions; only "fixed, and nothing ever inserts it
-        # internally" cannot change further along (get_barrier_semaphore
-        # having happened before stays so).
-        if hw or key[1] != cid or (key[0] == "fixed" and not first_insert):
-            stable[(c, ref.label, ref.index)] = key
-        return key
-
-    def _resolve(c: int, i: int, ref: SemRef) -> Key:
-        # SEM-3 / HW-1 statically: the model's own `named` (a SemAlloc has the
-        # fields it reads) and `lookup_in`, fed with which tables hold the id at
-        # op i in every run, as happens-before decides it.
-        alloc = None
-        if ref.label != BARRIER:
-            alloc = sem_allocs.get((c, ref.label))
-            if alloc is None or not hb.before(alloc.issuer, alloc.pos, c, i):
-                raise _Unsupported(
-                    f"core {c} op {i} uses semaphore allocation {ref.label!r}"
-                    + (" that it never allocates" if alloc is None else " not ordered after its allocation")
-                )
-            if not hw and 0 <= ref.index < alloc.count and (alloc.ids is None or isinstance(alloc.ids, Violation)):
-                raise _Fail(alloc.ids if isinstance(alloc.ids, Violation) else UnknownSemaphore(-1))
-        sid = named(program, mode, alloc, c, ref)
-        if isinstance(sid, Violation):
-            raise _Fail(sid)
-        if type(sid) is not int:
-            return sid  # hardware: the physical semaphore
-        if sid != cid:  # only the collective id ever enters the fixed table
-            issuer_base = sem_events[(alloc.issuer, alloc.pos)].bases[alloc.issuer]
-            in_fixed, in_internal = False, sid == issuer_base + ref.index  # a wrapped id (IDS-1) is in no table
-        else:
-            fixed = table_status(first_get, c, i)
-            internal = table_status(first_insert, c, i)
-            if "maybe" in (fixed, internal):
-                raise _Unsupported(
-                    f"core {c} op {i} looks up the collective id {sid}: whether the fixed-id table "
-                    f"({fixed}) and the internal table ({internal}) hold it depends on the schedule"
-                )
-            in_fixed, in_internal = fixed == "always", internal == "always"
-        key = lookup_in((sid,) if in_fixed else (), (sid,) if in_internal else (), sid)
-        if isinstance(key, Violation):
-            raise _Fail(key)
-        return key
-
-    return resolve, stable
-
-
 def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Callable[[int, int, SemRef], Key],
                  stable: dict, sem_allocs: dict, sem_events: dict, buffer_ids: dict, unsupported: list[str]
                  ) -> tuple[dict[int, tuple[int, Violation]], list[Contribution], dict, list[DmaOp]]:
@@ -406,7 +213,7 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
         # not cached here: the loop below keeps each core's targets by the (device, core) they name
         t = target_core(program, mode, c, device, local, dma=dma)
         if isinstance(t, Violation):
-            raise _Fail(t)
+            raise Fail(t)
         return t
 
     failing: dict[int, tuple[int, Violation]] = {}
@@ -460,7 +267,7 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
                         key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
                         value = op.value
                         if value < 0:
-                            raise _Unsupported(f"core {c} op {i} waits for a negative amount {value}")
+                            raise Unsupported(f"core {c} op {i} waits for a negative amount {value}")
                         tail = ((key, c), value, op.kind, op.loc)
                         if id(op.sem) in stable_by_id:
                             wait_tails[id(op)] = tail
@@ -477,7 +284,7 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
                     if tgt is None:
                         tgt = signal_targets[where] = target(c, op.device, op.core, dma=False)
                     if op.inc < 0:
-                        raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
+                        raise Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
                     add_contribution(record(Contribution, (c, i, op.inc, (key, tgt), "signal", None)))
                 elif t is DmaStart:
                     ref = op.src_sem
@@ -492,7 +299,7 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
                     if op.view_error is not None:
                         _view(op, mode)
                     if op.nbytes < 0:
-                        raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
+                        raise Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
                     ident = len(dmas)
                     src_counter = (src_key, c) if src_key is not None else None
                     size = (op.nbytes, op.src_sem_type, op.dst_sem_type)
@@ -508,23 +315,15 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
                     add_contribution(record(Contribution, (c, i, dst_amount, dst_counter, "dma_write", ident)))
                 elif t is GetBarrierSem:
                     if get_fail is not None:
-                        raise _Fail(get_fail)
+                        raise Fail(get_fail)
                 else:
                     _lower_op(program, mode, c, i, op, resolve, target, sem_allocs, sem_events, buffer_ids,
                               contributions, waits, dmas)
-        except _Fail as f:
+        except Fail as f:
             failing[c] = (i, f.violation)
-        except _Unsupported as u:
+        except Unsupported as u:
             unsupported.append(str(u))
     return failing, contributions, waits, dmas
-
-
-class _Unordered(Exception):
-    pass
-
-
-class _Unsupported(Exception):
-    pass
 
 
 def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_events, buffer_ids,
@@ -534,13 +333,13 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
     if t is Wait:
         key = resolve(c, i, op.sem)
         if op.value < 0:
-            raise _Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
+            raise Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
         waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
     elif t is Signal:
         key = resolve(c, i, op.sem)
         tgt = target(c, op.device, op.core, dma=False)
         if op.inc < 0:
-            raise _Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
+            raise Unsupported(f"core {c} op {i} signals a negative amount {op.inc}")
         contributions.append(Contribution(c, i, op.inc, (key, tgt), "signal"))
     elif t is DmaStart:
         src_key = resolve(c, i, op.src_sem) if op.src_sem is not None else None
@@ -549,7 +348,7 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
         if op.view_error is not None:
             _view(op, mode)
         if op.nbytes < 0:
-            raise _Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
+            raise Unsupported(f"core {c} op {i} starts a DMA of {op.nbytes} bytes")
         ident = len(dmas)
         src_counter = (src_key, c) if src_key is not None else None
         src_amount, dst_amount = dma_amounts(op, mode)  # the model's DMA-6
@@ -559,28 +358,28 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
         contributions.append(Contribution(c, i, dst_amount, (dst_key, dst), "dma_write", ident))
     elif t is GetBarrierSem:
         if program.collective_id is None:
-            raise _Fail(NoCollectiveId())
+            raise Fail(NoCollectiveId())
         if not hw:
             handed = scalar_int16(program.collective_id)
             if isinstance(handed, Violation):
-                raise _Fail(handed)
+                raise Fail(handed)
     elif t is AllocSem or t is AllocBuffer:
         sem = t is AllocSem
         table = sem_allocs if sem else buffer_ids
         if (c, op.label) not in table:
             what = f"the ids of allocation {op.label!r} are" if sem else f"the id of buffer {op.label!r} is"
-            raise _Unsupported(f"core {c} op {i}: {what} not static")
+            raise Unsupported(f"core {c} op {i}: {what} not static")
         if not hw:  # what the interpreter hands the kernel must fit int16 (IDS-1)
             handed = table[(c, op.label)].ids if sem else scalar_int16(table[(c, op.label)])
             if isinstance(handed, Violation):
-                raise _Fail(handed)
+                raise Fail(handed)
     elif t is Read:
         resolve(c, i, op.sem)  # a read names a semaphore: its lookup may fail (SEM-3)
     elif t is Access:
         if op.view_error is not None:
             _view(op, mode)
     elif t not in (Barrier, FreeBuffer, ExitCheck):
-        raise _Unsupported(f"core {c} op {i}: unknown operation {type(op).__name__}")
+        raise Unsupported(f"core {c} op {i}: unknown operation {type(op).__name__}")
 
 
 def _view(op: Access | DmaStart, mode: DmaMode) -> None:
@@ -590,13 +389,11 @@ def _view(op: Access | DmaStart, mode: DmaMode) -> None:
     on the schedule (ACC-11): the lowering refuses it, in the words `failing_runs.DEFERRED_VIEW` reads."""
     err = view_failure(op, mode)
     if err is not None:
-        raise _Fail(err)
+        raise Fail(err)
     if mode == "on_wait" and type(op) is DmaStart:
-        raise _Unsupported(f"the copy at {op.loc} raises in jax's interpreter when it runs "
+        raise Unsupported(f"the copy at {op.loc} raises in jax's interpreter when it runs "
                            f"({op.view_error.message}): under on_wait it raises when a waiter runs its task, "
                            "which depends on the schedule")
-
-
 
 
 def totals(low: Lowered) -> dict:

@@ -14,7 +14,7 @@ question its own way (`ENGINES`):
   stopped at its failing operation is an error;
 * `z3`: `deadlock-free` with its Z3 certificate (`checker/z3/deadlock.py`): proved is
   completed, violated a deadlock (a program that can fail is not its question: skipped);
-* `promela`: the SPIN model of the program (`checker/promela.py`), when `spin` is installed: an
+* `promela`: the SPIN model of the program (`oracles/spin`), when `spin` is installed: an
   invalid end state is a deadlock, an assertion (a static failure reached) an error.
 
 An engine that cannot answer for a vector says why (`Skip`); the others must give exactly the
@@ -35,6 +35,7 @@ from semcheck.model.launch import Scratch, launch
 FORMAT = "semcheck-ir-conformance/1"
 HERE = Path(__file__).resolve().parent
 IR_DIR = HERE / "ir"
+CHECKOUT = HERE.parents[1]  # the repository: the test oracles (oracles/) live there
 MODES = ("eager", "on_wait", "hardware")
 OUTCOMES = ("completed", "deadlock", "error")
 _REFS = ("sem", "src_sem", "dst_sem")
@@ -124,7 +125,9 @@ def _z3(program: ir.Program, mode: str) -> str:
 
 
 def _promela(program: ir.Program, mode: str) -> str:
-    from semcheck.checker.promela import PromelaUnsupported, render, run_spin, spin_available
+    if str(CHECKOUT) not in sys.path:  # the oracle lives in the checkout, not in the semcheck package
+        sys.path.append(str(CHECKOUT))
+    from oracles.spin import PromelaUnsupported, render, run_spin, spin_available
 
     if not spin_available():
         raise Skip("SPIN is not installed (`spin` on PATH)")

@@ -1,4 +1,4 @@
-"""Running SPIN on a Promela rendering (`checker/promela.py`) and reading pan's answer.
+"""Running SPIN on a Promela rendering (`oracles/spin/promela.py`) and reading pan's answer.
 
 `run_spin` needs of a rendering only its `text`, `max_steps` (a bound on any run's length, for
 pan's depth) and `vector_bytes` (a bound on the state vector).
@@ -55,7 +55,7 @@ def _num(pattern: str, text: str, cast=int):
 
 
 def run_spin(
-    rendering: "Rendering",  # noqa: F821 - checker.promela.Rendering, by its fields
+    rendering: "Rendering",  # noqa: F821 - oracles.spin.promela.Rendering, by its fields
     *,
     workdir: str | None = None,
     timeout: float | None = None,
