@@ -101,8 +101,15 @@ def agrees(verdict: str, kinds: set[str]) -> bool:
             "error": "error" in kinds}.get(verdict, False)
 
 
-@pytest.mark.parametrize("mode", ["hardware", "eager", "on_wait"])
-@pytest.mark.parametrize("name", list(CASES))
+def _spin_cases():
+    """Every case in every mode; the 4-device ring's on_wait state space (15 s of SPIN) only in the long run."""
+    for name in CASES:
+        for mode in ("hardware", "eager", "on_wait"):
+            slow = name == "clean ring 4" and mode == "on_wait"
+            yield pytest.param(name, mode, id=f"{name}-{mode}", marks=pytest.mark.slow if slow else ())
+
+
+@pytest.mark.parametrize("name,mode", list(_spin_cases()))
 def test_spin_agrees_with_model(name, mode):
     program, expected = CASES[name]
     assert model_deadlocks(program, mode) == expected
