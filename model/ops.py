@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Literal, Union
 
-import numpy as np
-
 from semcheck.model.errors import Violation
 
 DmaMode = Literal["eager", "on_wait", "hardware"]
@@ -106,6 +104,8 @@ def _unions_meet(ps: tuple[tuple[tuple[int, int], ...], ...], qs: tuple[tuple[tu
     """Whether some box of `ps` meets some box of `qs` (ACC-2; a region has up to thousands, ACC-16)."""
     if len(ps) * len(qs) <= 64:
         return any(_boxes_meet(p, q) for p in ps for q in qs)
+    import numpy as np  # here, not at the top: the command-line process imports this module, never numpy
+
     a, b = np.asarray(ps, dtype=np.int64), np.asarray(qs, dtype=np.int64)  # (n, rank, 2)
     chunk = max(1, (1 << 20) // max(1, b.shape[0] * b.shape[1]))
     for i in range(0, a.shape[0], chunk):
