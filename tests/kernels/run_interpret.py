@@ -338,8 +338,9 @@ def _wait(proc: subprocess.Popen, out_f, timeout: float, idle: float | None) -> 
         except subprocess.TimeoutExpired:
             pass
         if not running:
-            out_f.seek(0)
-            running = RUN_MARKER in out_f.read()
+            # pread: the child writes through the same open file, so moving its offset could clobber its output
+            fd = out_f.fileno()
+            running = RUN_MARKER.encode() in os.pread(fd, os.fstat(fd).st_size, 0)
             continue
         now, t = time.monotonic(), _cpu_ticks(proc.pid)
         if t != ticks:
