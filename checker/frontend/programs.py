@@ -250,11 +250,12 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
 
 
 def calls_some_devices_skip(t: Target, devices: int, kernels: list[LoweredKernel], *,
-                            build_kwargs: dict[str, Any] | None = None) -> tuple[str, Any] | None:
+                            build_kwargs: dict[str, Any] | None = None) -> tuple[str, Any, Any] | None:
     """PRG-163: for a target whose calls are checked alone (they neither communicate nor take or return a
     semaphore), why the interpreter's verdicts of the calls alone do not hold, with the line: some call runs
     on only some devices of a mesh of several (or may: a cond or loop around it the walk cannot follow).
-    None when every device runs every call. Costs a trace only where a call runs on several devices, and a
+    None when every device runs every call; the third item is the walked program where the walk gave each device
+    its calls (PRG-180 reads it), else None. Costs a trace only where a call runs on several devices, and a
     walk only where a call sits under a `cond` or `while` (the scan of the traced jaxpr decides)."""
     if not any(k.call is not None and max(k.mesh.num_devices, k.mesh.physical_devices) > 1 for k in kernels):
         return None  # one device: no device can skip a call
@@ -264,20 +265,20 @@ def calls_some_devices_skip(t: Target, devices: int, kernels: list[LoweredKernel
     try:
         traced = _trace_with_args(t, devices, kwargs, make_jaxpr)
     except FrontendError as e:
-        return f"the program of its calls could not be traced to tell which devices run each call ({e})", None
+        return f"the program of its calls could not be traced to tell which devices run each call ({e})", None, None
     if not _call_under_branch(traced[0]):
         return None
     try:
         irs = _program_irs(t, devices, kwargs, make_jaxpr, traced)
     except FrontendError as e:
-        return f"the program of its calls could not be followed to tell which devices run each call ({e})", None
+        return f"the program of its calls could not be followed to tell which devices run each call ({e})", None, None
     for ir in irs:
         if ir.unknown is not None:
             reason, loc = ir.unknown
-            return f"the program of its calls is not followed ({reason}), so which devices run each call is not known", loc
+            return f"the program of its calls is not followed ({reason}), so which devices run each call is not known", loc, None
         if _only_some(ir):
             split = next(inv for inv in ir.invocations if inv.devices is not None)
-            return f"{split.describe()} runs on only some devices", split.loc
+            return f"{split.describe()} runs on only some devices", split.loc, (ir if len(irs) == 1 else None)
     return None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from semcheck.checker.programs.interpreter_hang import decide, hung, no_run_completes
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.ops import INTERPRETER_MODES
 from semcheck.model.launch import launch_failure
@@ -82,7 +83,9 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
         if mode in INTERPRETER_MODES and _split(composed.ir) and not (
                 composed.interpreter_exact and composed.program.launch_failure is not None):
-            out[mode] = ([Verdict(v.property, "unknown", reason=_SPLIT) for v in out[mode][0]], out[mode][1])
+            hang = no_run_completes(composed.ir, req.devices)  # PRG-180
+            out[mode] = ([Verdict(v.property, "unknown", reason=_SPLIT) for v in out[mode][0]] if hang is None
+                         else hung(out[mode][0], hang, _SPLIT), out[mode][1])
     if getattr(composed.ir, "windows", ()):
         out = _windowed(composed, out, req, deadline)
     if composed.computed_by:
@@ -120,7 +123,7 @@ def _split(ir: Any) -> bool:
     return any(getattr(inv, "devices", None) is not None for inv in ir.invocations)
 
 
-def interpreter_alone(r: Any, composed: Any, why: str) -> Any:
+def interpreter_alone(r: Any, composed: Any, why: str, kernel: Any = None) -> Any:
     """PRG-145: a result of calls checked alone under `eager`/`on_wait` (PRG-115), unknown where some call runs
     on only some devices (or may: a cond the walk could not tell on each device), which a call checked alone
     does not describe."""
@@ -130,21 +133,25 @@ def interpreter_alone(r: Any, composed: Any, why: str) -> Any:
         return r
     if not (PER_DEVICE in (why or "") or any(_split(c.ir) for c in composed or ())):
         return r
-    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=_SPLIT) for v in r.verdicts])
+    # PRG-180 where the hang is certain: in every program the walk gives (one per branch of an undecided cond)
+    hangs = [no_run_completes(c.ir, r.devices) for c in composed or ()]
+    known = bool(hangs) and PER_DEVICE not in (why or "") and len({id(c.ir) for c in composed}) == 1
+    hang = hangs[0] if known and None not in hangs else None
+    return decide(r, hang, _SPLIT, ir=composed[0].ir if known else None, kernel=kernel)
 
 
-def interpreter_skipped(r: Any, skipped: tuple[str, Any] | None) -> Any:
+def interpreter_skipped(r: Any, skipped: tuple[str, Any, Any] | None, kernel: Any = None) -> Any:
     """PRG-163: a result of calls checked alone under `eager`/`on_wait`, unknown where some device may skip a
     call (`frontend.programs.calls_some_devices_skip`: why, and the line)."""
     if skipped is None or r.dma_mode not in INTERPRETER_MODES:
         return r
-    why, loc = skipped
+    why, loc, ir = skipped
     where = f" ({loc})" if loc is not None and str(loc) not in why else ""
     reason = (f"{why}{where}: in the interpreter every "
               "device that runs a call waits at its clean-up barrier for every device of the mesh "
               "(`_clean_up_shared_memory`), so a device that skips a call leaves the others waiting there or "
               "mixes their calls; not modelled (PRG-145, PRG-163)")
-    return dataclasses.replace(r, verdicts=[Verdict(v.property, "unknown", reason=reason) for v in r.verdicts])
+    return decide(r, no_run_completes(ir, r.devices), reason, ir=ir, kernel=kernel)  # PRG-180
 
 
 def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:

@@ -154,9 +154,13 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                         continue
                 from semcheck.checker.programs.results import interpreter_alone, interpreter_skipped
 
+                from semcheck.checker.properties.checking import kernel_label
+
+                by_label = {kernel_label(t.name, kernels, k): k for k in kernels}
                 for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
-                    r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined)  # PRG-145
-                    conn.send(("result", interpreter_skipped(r, skipped)))  # PRG-163
+                    k = by_label.get(r.target)
+                    r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined, k)  # PRG-145, PRG-180
+                    conn.send(("result", interpreter_skipped(r, skipped, k)))  # PRG-163, PRG-180
         conn.send(("deps", recorder.dependencies()))
         conn.send(("output", captured()))
         conn.send(("done",))

@@ -86,3 +86,41 @@ def lone_ring_on_device_0(num_devices: int, *, interpret=None):
                             lambda v: v, x)
 
     return _build(num_devices, interpret, program, jnp.asarray([1], jnp.int32))
+
+
+def _scaled(x, params, factor, collective_id=None):
+    """A local kernel multiplying its block by `factor`; `collective_id` only decides whether the interpreter
+    waits at its start barrier (it does when the call has none)."""
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * factor
+
+    extra = {} if collective_id is None else {"compiler_params": lc.pltpu.CompilerParams(collective_id=collective_id)}
+    return lc.pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                             in_specs=[lc.pl.BlockSpec(memory_space=lc.pltpu.VMEM)],
+                             out_specs=lc.pl.BlockSpec(memory_space=lc.pltpu.VMEM), interpret=params, **extra)(x)
+
+
+@semcheck.target(devices=[4])
+def other_kernel_on_other_devices(num_devices: int, *, interpret=None):
+    """Device 0 doubles its block, the others triple theirs: every device runs one call, neither with a
+    collective id, so the interpreter's barriers of the two calls meet (PRG-179 claims no hang)."""
+    params = _params(interpret)
+
+    def program(x, f):
+        return jax.lax.cond(jax.lax.axis_index(AXIS) == 0, lambda v: _scaled(v, params, 2),
+                            lambda v: _scaled(v, params, 3), x)
+
+    return _build(num_devices, interpret, program, jnp.asarray([1], jnp.int32))
+
+
+@semcheck.target(devices=[4])
+def start_barrier_on_device_0_only(num_devices: int, *, interpret=None):
+    """As `other_kernel_on_other_devices`, but the others' call has a collective id of its own: device 0 waits at
+    a start barrier no other device reaches (PRG-179: no run completes)."""
+    params = _params(interpret)
+
+    def program(x, f):
+        return jax.lax.cond(jax.lax.axis_index(AXIS) == 0, lambda v: _scaled(v, params, 2),
+                            lambda v: _scaled(v, params, 3, collective_id=7), x)
+
+    return _build(num_devices, interpret, program, jnp.asarray([1], jnp.int32))

@@ -49,10 +49,11 @@ def _verify(path: str, devices: str) -> list[dict]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-163")
+@pytest.mark.rule("PRG-163", "PRG-180")
 def test_a_local_call_only_some_devices_run_is_unknown_in_the_interpreter():
     """The recorded runs hang (2 and 4 devices, both modes, with and without the race detector); semcheck
-    says unknown there, naming the call and its line, and proves every property under `hardware`."""
+    says deadlock-free violated there (device 0 runs one call, the others none: PRG-180), every other property
+    unknown, naming the call and its line, and proves every property under `hardware`."""
     truth = json.loads((HERE / "ground_truth.json").read_text())
     runs = [c for c in truth["cases"] if c["path"] == EXAMPLE]
     assert len(runs) == 8 and {c["outcome"] for c in runs} == {"hang"}, [(c["key"], c["outcome"]) for c in runs]
@@ -62,6 +63,10 @@ def test_a_local_call_only_some_devices_run_is_unknown_in_the_interpreter():
     for r in got:
         if r["dma_mode"] == "hardware":
             assert r["verdict"] == "proved", r
+        elif r["property"] == "deadlock-free":
+            msg = r["witness"]["message"]
+            assert r["verdict"] == "violated" and "no run completes" in msg and "PRG-180" in msg, r
+            assert "_double_kernel" in msg and line in msg and "on device 0" in msg, r
         else:
             assert r["verdict"] == "unknown" and "PRG-163" in r["reason"], r
             assert "_double_kernel" in r["reason"] and line in r["reason"] and "on device 0" in r["reason"], r
@@ -105,4 +110,21 @@ def test_a_lone_communicating_call_only_some_devices_run_is_composed():
     got = {(r["dma_mode"], r["property"]): r for r in _verify(f"{TARGETS}::lone_ring_on_device_0", "4")}
     dead = got[("hardware", "deadlock-free")]
     assert dead["verdict"] == "violated" and "device 0 blocks" in dead["witness"]["message"], dead
-    assert all(r["verdict"] == "unknown" and "PRG-145" in r["reason"] for (m, _), r in got.items() if m != "hardware")
+    assert all(r["verdict"] == "unknown" and "PRG-145" in r["reason"]
+               for (m, p), r in got.items() if m != "hardware" and p != "deadlock-free")
+    for m in ("eager", "on_wait"):  # device 0 runs one call, the others none (PRG-180)
+        assert got[(m, "deadlock-free")]["verdict"] == "violated", got[(m, "deadlock-free")]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-179", "PRG-180")
+def test_calls_of_different_devices_that_meet_at_the_barriers_stay_unknown():
+    """Device 0 runs one local kernel, the others another: the interpreter completes the run (PRG-179), so no
+    hang is claimed, and what the two calls do in one manager is not modelled. Where only device 0's call has no
+    collective id, it waits at a start barrier no other device reaches: deadlock-free violated, naming the call."""
+    met = _verify(f"{TARGETS}::other_kernel_on_other_devices", "2")
+    assert {r["verdict"] for r in met if r["dma_mode"] != "hardware"} == {"unknown"}, met
+    hung = [r for r in _verify(f"{TARGETS}::start_barrier_on_device_0_only", "2")
+            if r["dma_mode"] != "hardware" and r["property"] == "deadlock-free"]
+    assert hung and all(r["verdict"] == "violated" and "start barrier never trips" in r["witness"]["message"]
+                        for r in hung), hung

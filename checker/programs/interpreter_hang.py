@@ -1,0 +1,120 @@
+"""PRG-180: the interpreter's hang on a program whose devices run different kernel calls (PRG-145, PRG-163).
+
+jax's interpreter ends every interpreted call with a wait on its clean-up barrier and, for a call without a
+collective id of its own, starts the kernel with a wait on its start barrier; both are `threading.Barrier`s of
+every device (PRG-179 in specs/semantics/calls.md). A trip takes one wait of each device, so a run in which every
+device finishes has every device run as many calls, and at each position in those sequences either every
+device's call waits at the start barrier or none does. A program whose per-device call sequences break either
+count has no run that completes: `deadlock-free` is violated, and nothing else is decided here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.model.ops import INTERPRETER_MODES
+
+
+@dataclasses.dataclass(frozen=True)
+class Hang:
+    """Why no run of the program completes in the interpreter: the message and the kernel lines it names."""
+
+    message: str
+    locs: tuple[Any, ...]
+
+
+def _devices(devs: list[int]) -> str:
+    return f"device{'s' if len(devs) > 1 else ''} {', '.join(map(str, devs))}"
+
+
+def _starts(inv: Any) -> bool:
+    """Whether the interpreter waits at the start barrier of this call: it has no collective id of its own."""
+    return inv.call.collective_id is None
+
+
+def no_run_completes(ir: Any, num_devices: int) -> Hang | None:
+    """PRG-180 (PRG-179's counts): why no interpreter run of `ir` on `num_devices` devices completes, or None where the counts of
+    CALL-24 match (then the calls of different devices may meet at the barriers and the run may complete:
+    PRG-145 leaves it unknown). Each device runs its calls in the traced order (`Invocation.devices`)."""
+    if num_devices < 2 or ir is None or getattr(ir, "unknown", None) is not None:
+        return None
+    invs = ir.invocations
+    if any(inv.call.mesh.num_devices != num_devices for inv in invs):
+        return None  # a call on a smaller mesh has a barrier of fewer devices: not argued here
+    seqs = [[inv for inv in invs if inv.devices is None or d in inv.devices] for d in range(num_devices)]
+    split = next((inv for inv in invs if inv.devices is not None), None)
+    if split is None:
+        return None
+    first = f"the first call only some devices run is {split.describe()}"
+    counts = sorted({len(s) for s in seqs})
+    if len(counts) > 1:
+        most = [d for d, s in enumerate(seqs) if len(s) == counts[-1]]
+        fewer = [d for d, s in enumerate(seqs) if len(s) < counts[-1]]
+        last = seqs[most[0]][-1]
+        msg = (f"in the interpreter no run completes: {_devices(most)} run{'s' if len(most) == 1 else ''} "
+               f"{counts[-1]} kernel call{'s' if counts[-1] > 1 else ''} and {_devices(fewer)} fewer "
+               f"({', '.join(str(len(seqs[d])) for d in fewer)}); "
+               "every interpreted call ends with a wait at the clean-up barrier (`_clean_up_shared_memory`), a "
+               "`threading.Barrier` of every device each trip of which takes one wait of each device, so the wait "
+               f"that ends {last.describe()} on {_devices(most)} never trips; {first} (PRG-180)")
+        return Hang(msg, tuple(dict.fromkeys((split.loc, last.loc))))
+    for j in range(counts[0]):
+        calls = [s[j] for s in seqs]
+        waiting = [d for d, inv in enumerate(calls) if _starts(inv)]
+        if waiting and len(waiting) < num_devices:
+            call = calls[waiting[0]]
+            others = [d for d in range(num_devices) if d not in waiting]
+            msg = (f"in the interpreter no run completes: the call {j + 1} of {_devices(waiting)}, "
+                   f"{call.describe()}, has no collective id, so it starts with a wait at the interpreter's start "
+                   "barrier (`_barrier`), a `threading.Barrier` of every device each trip of which takes one wait of "
+                   f"each device; the call {j + 1} of {_devices(others)} "
+                   f"({calls[others[0]].describe()}) has one and waits at no start barrier, and every device's calls "
+                   f"meet call by call at the clean-up barrier, so that start barrier never trips; {first} (PRG-180)")
+            return Hang(msg, tuple(dict.fromkeys((call.loc, split.loc))))
+    return None
+
+
+def _first_split(ir: Any) -> int | None:
+    return next((i for i, inv in enumerate(ir.invocations) if inv.devices is not None), None)
+
+
+def runs_before_the_split(ir: Any, kernel: Any) -> bool:
+    """PRG-180: whether every invocation of `kernel` (a `LoweredKernel`, matched by name, line and index) comes
+    before the first call only some devices run. Every device runs those calls, in the same order, each after
+    the clean-up barrier of the one before (fresh memory, every device out of it): they run as they do alone,
+    so their own verdicts are the program's up to there."""
+    if ir is None or kernel is None or getattr(ir, "unknown", None) is not None:
+        return False
+    split = _first_split(ir)
+    mine = [i for i, inv in enumerate(ir.invocations)
+            if (inv.call.name, inv.call.loc, inv.call.index) == (kernel.name, kernel.loc, kernel.index)]
+    return bool(mine) and split is not None and max(mine) < split
+
+
+def hung(verdicts: list[Verdict], hang: Hang, why: str) -> list[Verdict]:
+    """PRG-180: `deadlock-free` violated by the hang; every other property unknown with `why` (what the calls of
+    different devices do in one shared memory before the hang is not modelled, PRG-145)."""
+    out = []
+    for v in verdicts:
+        if v.property == "deadlock-free":
+            out.append(Verdict(v.property, "violated", witness=Witness(hang.message, locs=hang.locs)))
+        else:
+            out.append(Verdict(v.property, "unknown",
+                               reason=f"{why}; and no run completes (deadlock-free is violated, PRG-180)"))
+    return out
+
+
+def decide(r: Any, hang: Hang | None, why: str, *, ir: Any = None, kernel: Any = None) -> Any:
+    """A `request.Result` of the interpreter's modes for one kernel of the program `ir` (`kernel`, None for the
+    whole program): its own where it runs before the first call only some devices run, else `hung` where `hang`
+    is known, else every verdict unknown."""
+    if r.dma_mode not in INTERPRETER_MODES or runs_before_the_split(ir, kernel):
+        return r
+    verdicts = hung(r.verdicts, hang, why) if hang is not None else [
+        Verdict(v.property, "unknown", reason=why) for v in r.verdicts]
+    return dataclasses.replace(r, verdicts=verdicts)
+
+
+__all__ = ["Hang", "decide", "hung", "no_run_completes", "runs_before_the_split"]
