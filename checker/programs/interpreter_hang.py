@@ -93,13 +93,43 @@ def runs_before_the_split(ir: Any, kernel: Any) -> bool:
     return bool(mine) and split is not None and max(mine) < split
 
 
-def hung(verdicts: list[Verdict], hang: Hang, why: str) -> list[Verdict]:
+def never_starts(ir: Any, num_devices: int, kernel: Any) -> str | None:
+    """PRG-181: why no kernel body of `kernel` runs in any interpreter run, or None. Where, at the first call only
+    some devices run (position K of every device's sequence), some device has no K-th call and every device that
+    has one waits at its start barrier (the call has no collective id), no device ever passes that barrier (the
+    finished device never waits again, PRG-179): nothing runs after the calls every device runs first, so a
+    kernel none of whose invocations is among those runs nothing."""
+    if ir is None or kernel is None or getattr(ir, "unknown", None) is not None:
+        return None
+    split = _first_split(ir)
+    if split is None:
+        return None
+    seqs = [[inv for inv in ir.invocations if inv.devices is None or d in inv.devices] for d in range(num_devices)]
+    at = [s[split] for s in seqs if len(s) > split]
+    if len(at) == num_devices or not all(_starts(inv) for inv in at):
+        return None
+    mine = [i for i, inv in enumerate(ir.invocations)
+            if (inv.call.name, inv.call.loc, inv.call.index) == (kernel.name, kernel.loc, kernel.index)]
+    if not mine or min(mine) < split:
+        return None
+    waiting = sorted(d for d, s in enumerate(seqs) if len(s) > split)
+    done = sorted(d for d, s in enumerate(seqs) if len(s) <= split)
+    return (f"no run reaches the kernel: in the interpreter {_devices(waiting)} wait{'s' if len(waiting) == 1 else ''} "
+            f"at the start barrier of {at[0].describe()} (it has no collective id) before any of its kernel runs, "
+            f"and {_devices(done)}, which run{'s' if len(done) == 1 else ''} no call there, never wait"
+            f"{'s' if len(done) == 1 else ''} at it (PRG-179, PRG-181)")
+
+
+def hung(verdicts: list[Verdict], hang: Hang, why: str, idle: str | None = None) -> list[Verdict]:
     """PRG-180: `deadlock-free` violated by the hang; every other property unknown with `why` (what the calls of
-    different devices do in one shared memory before the hang is not modelled, PRG-145)."""
+    different devices do in one shared memory before the hang is not modelled, PRG-145), or vacuous where no
+    kernel body of the call runs (`idle`, PRG-181: nothing reaches what the property is about, REP-20)."""
     out = []
     for v in verdicts:
         if v.property == "deadlock-free":
             out.append(Verdict(v.property, "violated", witness=Witness(hang.message, locs=hang.locs)))
+        elif idle is not None:
+            out.append(Verdict(v.property, "vacuous", reason=idle))
         else:
             out.append(Verdict(v.property, "unknown",
                                reason=f"{why}; and no run completes (deadlock-free is violated, PRG-180)"))
@@ -112,9 +142,10 @@ def decide(r: Any, hang: Hang | None, why: str, *, ir: Any = None, kernel: Any =
     is known, else every verdict unknown."""
     if r.dma_mode not in INTERPRETER_MODES or runs_before_the_split(ir, kernel):
         return r
-    verdicts = hung(r.verdicts, hang, why) if hang is not None else [
+    idle = never_starts(ir, r.devices, kernel) if hang is not None else None
+    verdicts = hung(r.verdicts, hang, why, idle) if hang is not None else [
         Verdict(v.property, "unknown", reason=why) for v in r.verdicts]
     return dataclasses.replace(r, verdicts=verdicts)
 
 
-__all__ = ["Hang", "decide", "hung", "no_run_completes", "runs_before_the_split"]
+__all__ = ["Hang", "decide", "hung", "never_starts", "no_run_completes", "runs_before_the_split"]

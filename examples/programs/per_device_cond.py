@@ -13,8 +13,14 @@ every property is proved under `hardware`. examples/programs/buggy/per_device_co
 hazard: a communicating kernel that the partner device skips.
 
 What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
-after 40 s): every device that runs an interpreted call ends it at a clean-up barrier of every device
-(specs/deciding/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
+after 40 s). Every interpreted call ends at a clean-up barrier of every device, and a call without a
+collective id starts at a start barrier of every device; each trip of either takes one wait of every device
+(specs/semantics/calls.md PRG-179). After the ring kernel, device 0 waits at the doubling kernel's start
+barrier, which no other device reaches; device 1 waits in the pairwise kernel for device 0's signal (at 4
+devices, devices 2 and 3 finish the pairwise kernel and wait at its clean-up barrier). Device 0 runs one call
+more than the others, so no run completes: semcheck says deadlock-free violated in those modes, naming the
+doubling kernel's line (specs/deciding/programs.md PRG-180); the ring kernel, which every device runs first,
+keeps its proofs; the rest is unknown (the calls of different devices share one manager, PRG-145).
 """
 
 from __future__ import annotations

@@ -56,8 +56,8 @@ VECTOR_CLOCK_SIZE = 256
 # interpreter is expected to show. `hardware` lists the properties that are violated (empty: every
 # property proved); `from_devices` when the violation needs that many devices.
 SEMAPHORE_RESULT = "lowering fails on the semaphore result (PRG-12)"
-PER_DEVICE_CALL = ("hangs: a call that only some devices run waits at its clean-up barrier for every device "
-                   "(PRG-145)")
+PER_DEVICE_CALL = ("hangs: a device that runs a call the others skip waits at its start or clean-up barrier for "
+                   "every device (PRG-145, PRG-179)")
 NO_TAGS = "get_barrier_semaphore fails: the interpreter uses no tags, the collective_id is None (PRG-13)"
 EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},

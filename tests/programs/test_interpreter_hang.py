@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker.programs.interpreter_hang import no_run_completes
+from semcheck.checker.programs.interpreter_hang import never_starts, no_run_completes
 
 JOIN = 0.4  # seconds: the barrier callbacks alone take microseconds; a run still waiting then never ends
 
@@ -24,21 +24,28 @@ JOIN = 0.4  # seconds: the barrier callbacks alone take microseconds; a run stil
 def _run_barriers(seqs: list[list[bool]]) -> bool:
     """Whether jax's interpreter barriers let every device finish `seqs[d]` (per call: whether it has no collective
     id, so waits at the start barrier). Hung threads are released by aborting the barriers they wait on."""
+    return _run_barriers_and_bodies(seqs)[0]
+
+
+def _run_barriers_and_bodies(seqs: list[list[bool]]) -> tuple[bool, set[tuple[int, int]]]:
+    """`_run_barriers`, and the (device, position) of every call whose kernel body would run (the device got past
+    its start barrier, or it had none)."""
     from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
     from jax.experimental.pallas import tpu as pltpu
 
     n, params = len(seqs), pltpu.InterpretParams()
     token = np.int32(0)  # not the thread map's top-level token: a released thread does not wait in `set_failed`
-    managers, lock, done = [], threading.Lock(), [False] * n
+    managers, lock, done, bodies = [], threading.Lock(), [False] * n, set()
 
     def device(d: int) -> None:
         try:
-            for starts in seqs[d]:
+            for j, starts in enumerate(seqs[d]):
                 ipc._initialize_shared_memory(token, d, n, 1, interpret_params=params)
                 with lock:
                     managers.append(ipc._shared_memory)
                 if starts:
                     ipc._barrier(token, d)
+                bodies.add((d, j))
                 ipc._clean_up_shared_memory(token, d)
             done[d] = True
         except BaseException:  # noqa: BLE001 - the abort below, after the verdict is taken
@@ -50,14 +57,14 @@ def _run_barriers(seqs: list[list[bool]]) -> bool:
         t.start()
     for t in threads:
         t.join(JOIN)
-    completed = all(done)
+    completed, ran = all(done), set(bodies)
     for m in {id(m): m for m in managers if m is not None}.values():
         m.barrier.abort()
         m.clean_up_barrier.abort()
     for t in threads:
         t.join(5)
     ipc._clear_shared_memory()
-    return completed
+    return completed, ran
 
 
 def _ir(seqs: list[list[bool]]):
@@ -113,3 +120,38 @@ def test_a_hang_is_claimed_exactly_where_jax_s_barriers_hang(seqs, completes):
 @given(st.integers(2, 4).flatmap(lambda n: st.lists(st.lists(st.booleans(), max_size=3), min_size=n, max_size=n)))
 def test_the_claim_agrees_with_jax_s_barriers_on_drawn_call_sequences(seqs):
     assert (no_run_completes(_ir(seqs), len(seqs)) is None) is _run_barriers(seqs)
+
+
+def _post_split_bodies(seqs: list[list[bool]]) -> tuple[set[tuple[int, int]], bool]:
+    """The (device, position) of the calls from the first one only some devices run, and whether PRG-181 says
+    none of their kernels starts (asked of each call's kernel, as a row of the report is)."""
+    ir = _ir(seqs)
+    split = next((i for i, inv in enumerate(ir.invocations) if inv.devices is not None), None)
+    if split is None:
+        return set(), False
+    calls = {(d, j) for d, s in enumerate(seqs) for j in range(split, len(s))}
+    kernels = [types.SimpleNamespace(name=inv.call.name, loc=inv.call.loc, index=inv.call.index)
+               for inv in ir.invocations[split:]]
+    claims = [never_starts(ir, len(seqs), k) for k in kernels]
+    assert len({c is None for c in claims}) == 1  # one condition over the split position, whichever call asks
+    return calls, claims[0] is not None
+
+
+@pytest.mark.rule("PRG-181")
+@pytest.mark.parametrize("seqs, idle", [([[True], []], True), ([[True], [], [True]], True),
+                                        ([[False, True, False], [False, False]], False), ([[True], [False]], False),
+                                        ([[False, True], [False]], True)])
+def test_no_kernel_starts_where_the_claim_says_so(seqs, idle):
+    calls, claimed = _post_split_bodies(seqs)
+    assert claimed is idle
+    assert not (_run_barriers_and_bodies(seqs)[1] & calls) or not claimed
+
+
+@pytest.mark.slow
+@pytest.mark.rule("PRG-181")
+@settings(max_examples=30)
+@given(st.integers(2, 4).flatmap(lambda n: st.lists(st.lists(st.booleans(), max_size=3), min_size=n, max_size=n)))
+def test_no_kernel_starts_where_the_claim_says_so_on_drawn_call_sequences(seqs):
+    calls, claimed = _post_split_bodies(seqs)
+    if claimed:
+        assert not (_run_barriers_and_bodies(seqs)[1] & calls)

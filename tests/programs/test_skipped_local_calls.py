@@ -49,11 +49,12 @@ def _verify(path: str, devices: str) -> list[dict]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-163", "PRG-180")
+@pytest.mark.rule("PRG-163", "PRG-180", "PRG-181")
 def test_a_local_call_only_some_devices_run_is_unknown_in_the_interpreter():
     """The recorded runs hang (2 and 4 devices, both modes, with and without the race detector); semcheck
     says deadlock-free violated there (device 0 runs one call, the others none: PRG-180), every other property
-    unknown, naming the call and its line, and proves every property under `hardware`."""
+    vacuous (device 0 waits at the call's start barrier before its kernel runs: PRG-181), naming the call and its
+    line, and proves every property under `hardware`."""
     truth = json.loads((HERE / "ground_truth.json").read_text())
     runs = [c for c in truth["cases"] if c["path"] == EXAMPLE]
     assert len(runs) == 8 and {c["outcome"] for c in runs} == {"hang"}, [(c["key"], c["outcome"]) for c in runs]
@@ -68,7 +69,7 @@ def test_a_local_call_only_some_devices_run_is_unknown_in_the_interpreter():
             assert r["verdict"] == "violated" and "no run completes" in msg and "PRG-180" in msg, r
             assert "_double_kernel" in msg and line in msg and "on device 0" in msg, r
         else:
-            assert r["verdict"] == "unknown" and "PRG-163" in r["reason"], r
+            assert r["verdict"] == "vacuous" and "PRG-181" in r["reason"] and "start barrier" in r["reason"], r
             assert "_double_kernel" in r["reason"] and line in r["reason"] and "on device 0" in r["reason"], r
 
 

@@ -10,8 +10,10 @@ barrier wait of the pairwise kernel that devices 0, 2, ... run). semcheck gives 
 sequence (specs/deciding/programs.md PRG-145): the even devices (ring, pairwise), the odd ones (ring).
 
 What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
-after 40 s): every device that runs an interpreted call ends it at a clean-up barrier of every device
-(specs/deciding/programs.md PRG-145), and here some devices skip a call, so semcheck says unknown in those modes.
+after 40 s): the even devices wait in the pairwise kernel for their partners' signals, and the odd devices,
+which have finished, never reach its clean-up barrier (specs/semantics/calls.md PRG-179). The even devices run
+one call more, so semcheck says deadlock-free violated in those modes (specs/deciding/programs.md PRG-180); the
+ring kernel keeps its proofs; the rest is unknown (PRG-145).
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ takes or returns a semaphore); the other devices return their block as it is. No
 On a TPU this is right: the kernel waits for nothing, so the devices that skip it lose nothing, and every
 property is proved under `hardware`.
 
-BUG (interpreter): every device that runs an interpreted call ends it at a clean-up barrier of every device of
-the mesh (specs/deciding/programs.md PRG-145); device 0 waits there for devices that never come, and the program hangs.
+BUG (interpreter): a call without a collective id starts at a start barrier of every device of the mesh, and
+every call ends at a clean-up barrier of every device (specs/semantics/calls.md PRG-179); device 0 waits at the
+start barrier, before any of its kernel runs, for devices that never come, and the program hangs.
 What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed after
-40 s); semcheck says unknown in those modes, naming the cond's line (PRG-163).
+40 s); semcheck says deadlock-free violated in those modes, naming the call's line (specs/deciding/programs.md
+PRG-180), and every other property vacuous: no kernel runs (PRG-181).
 """
 
 from __future__ import annotations
