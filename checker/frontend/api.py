@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
 from semcheck.checker.frontend.lower import LoweringStats
+from semcheck.checker.frontend.scan_inputs import refuse_regions_a_loop_varies
 from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
 from semcheck.checker.frontend.targets import Target, load_targets, provision_for_tracing
 from semcheck.checker.frontend.trace import KernelCall, MeshInfo
@@ -135,6 +136,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
         # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
         program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
                              symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
+        refuse_regions_a_loop_varies(program)  # PRG-182
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode

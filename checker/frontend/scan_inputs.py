@@ -18,8 +18,28 @@ from semcheck.model.ops import NO_LOC
 
 # PRG-168: the iterations of a scan around kernel calls that are evaluated one by one
 MAX_SCAN = 64
-_LOOP_DIFFERS = ("the kernel is launched in a loop{at} whose iterations give it different scalar inputs, which a "
+LOOP_DIFFERS_MARK = "whose iterations give it different scalar inputs"
+_LOOP_DIFFERS = ("the kernel is launched in a loop{at} " + LOOP_DIFFERS_MARK + ", which a "
                  "program of calls does not tell apart")
+
+
+def refuse_regions_a_loop_varies(program: Any) -> None:
+    """PRG-182: a copy or access of the kernel whose region depends on a scalar input that PRG-168 found to
+    differ between the loop's iterations is unsupported (so every property unknown, with its line): the region
+    the front end widens to the whole dimension covers the iterations' in-bounds starts, but not a start past
+    the array's end that one iteration may give, where jax's interpreter raises (BUF-10, BUF-11) and a TPU's copy
+    is not argued; a proof over the widened region would hide that run."""
+    from semcheck.checker.frontend.errors import Unsupported
+
+    for ops in program.cores:
+        for op in ops:
+            for region in (getattr(op, "region", None), getattr(op, "src_region", None),
+                           getattr(op, "dst_region", None)):
+                if region is not None and not region.exact and LOOP_DIFFERS_MARK in (region.why or ""):
+                    raise Unsupported(type(op).__name__, f"the region of {op.describe()} depends on a scalar input "
+                                      f"that differs between the iterations of the loop around the call "
+                                      f"({region.why}): each iteration's start may be out of bounds, which is not "
+                                      "checked (specs/deciding/programs.md PRG-182)", op.loc)
 
 
 def _scan_split(eqn: Any) -> tuple[int, int]:
