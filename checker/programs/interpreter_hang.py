@@ -88,36 +88,43 @@ def runs_before_the_split(ir: Any, kernel: Any) -> bool:
     if ir is None or kernel is None or getattr(ir, "unknown", None) is not None:
         return False
     split = _first_split(ir)
-    mine = [i for i, inv in enumerate(ir.invocations)
-            if (inv.call.name, inv.call.loc, inv.call.index) == (kernel.name, kernel.loc, kernel.index)]
+    mine = [i for i, inv in enumerate(ir.invocations) if _is(inv, kernel)]
     return bool(mine) and split is not None and max(mine) < split
 
 
+def _is(inv: Any, kernel: Any) -> bool:
+    """Whether invocation `inv` is a run of `kernel` (a `LoweredKernel`: its name, line and index)."""
+    return (inv.call.name, inv.call.loc, inv.call.index) == (kernel.name, kernel.loc, kernel.index)
+
+
 def never_starts(ir: Any, num_devices: int, kernel: Any) -> str | None:
-    """PRG-181: why no kernel body of `kernel` runs in any interpreter run, or None. Where, at the first call only
-    some devices run (position K of every device's sequence), some device has no K-th call and every device that
-    has one waits at its start barrier (the call has no collective id), no device ever passes that barrier (the
-    finished device never waits again, PRG-179): nothing runs after the calls every device runs first, so a
-    kernel none of whose invocations is among those runs nothing."""
+    """PRG-181: why no kernel body of `kernel` runs in any interpreter run, or None. At the first call only some
+    devices run (position K of every device's sequence), let S be the devices whose K-th call has no collective id.
+    When S is not empty and some device is not in S (it has no K-th call, or one with a collective id), the start
+    barrier the devices of S wait at never trips (PRG-179): they never run their K-th kernel nor any later call
+    (another device's failure only aborts the barrier, and they raise there). A device not in S runs its K-th call,
+    and no call after it where some device has no K-th call (the K-th clean-up barrier then never trips); where
+    every device has one, a failure could trip it, so those later calls are not claimed."""
     if ir is None or kernel is None or getattr(ir, "unknown", None) is not None:
         return None
     split = _first_split(ir)
     if split is None:
         return None
-    seqs = [[inv for inv in ir.invocations if inv.devices is None or d in inv.devices] for d in range(num_devices)]
-    at = [s[split] for s in seqs if len(s) > split]
-    if len(at) == num_devices or not all(_starts(inv) for inv in at):
+    seqs = [[i for i, inv in enumerate(ir.invocations) if inv.devices is None or d in inv.devices]
+            for d in range(num_devices)]
+    waiting = [d for d, s in enumerate(seqs) if len(s) > split and _starts(ir.invocations[s[split]])]
+    if not waiting or len(waiting) == num_devices:
         return None
-    mine = [i for i, inv in enumerate(ir.invocations)
-            if (inv.call.name, inv.call.loc, inv.call.index) == (kernel.name, kernel.loc, kernel.index)]
-    if not mine or min(mine) < split:
+    finished = any(len(s) <= split for s in seqs)
+    mine = [(d, j) for d, s in enumerate(seqs) for j, i in enumerate(s) if _is(ir.invocations[i], kernel)]
+    if not mine or any(j < split or (d not in waiting and (j == split or not finished)) for d, j in mine):
         return None
-    waiting = sorted(d for d, s in enumerate(seqs) if len(s) > split)
-    done = sorted(d for d, s in enumerate(seqs) if len(s) <= split)
+    call = ir.invocations[seqs[waiting[0]][split]]
+    others = [d for d in range(num_devices) if d not in waiting]
     return (f"no run reaches the kernel: in the interpreter {_devices(waiting)} wait{'s' if len(waiting) == 1 else ''} "
-            f"at the start barrier of {at[0].describe()} (it has no collective id) before any of its kernel runs, "
-            f"and {_devices(done)}, which run{'s' if len(done) == 1 else ''} no call there, never wait"
-            f"{'s' if len(done) == 1 else ''} at it (PRG-179, PRG-181)")
+            f"at the start barrier of {call.describe()} (it has no collective id) before any of its kernel runs, "
+            f"and {_devices(others)} never wait{'s' if len(others) == 1 else ''} at it (no call there, or one with a "
+            "collective id), so it never trips and no later call of those devices runs (PRG-179, PRG-181)")
 
 
 def hung(verdicts: list[Verdict], hang: Hang, why: str, idle: str | None = None) -> list[Verdict]:

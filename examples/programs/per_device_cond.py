@@ -20,7 +20,8 @@ barrier, which no other device reaches; device 1 waits in the pairwise kernel fo
 devices, devices 2 and 3 finish the pairwise kernel and wait at its clean-up barrier). Device 0 runs one call
 more than the others, so no run completes: semcheck says deadlock-free violated in those modes, naming the
 doubling kernel's line (specs/deciding/programs.md PRG-180); the ring kernel, which every device runs first,
-keeps its proofs; the rest is unknown (the calls of different devices share one manager, PRG-145).
+keeps its proofs; the doubling kernel never starts, so its other properties are vacuous (PRG-181); the pairwise
+kernel's are unknown (the calls of different devices share one manager, PRG-145).
 """
 
 from __future__ import annotations

@@ -122,29 +122,33 @@ def test_the_claim_agrees_with_jax_s_barriers_on_drawn_call_sequences(seqs):
     assert (no_run_completes(_ir(seqs), len(seqs)) is None) is _run_barriers(seqs)
 
 
-def _post_split_bodies(seqs: list[list[bool]]) -> tuple[set[tuple[int, int]], bool]:
-    """The (device, position) of the calls from the first one only some devices run, and whether PRG-181 says
-    none of their kernels starts (asked of each call's kernel, as a row of the report is)."""
+def _claimed(seqs: list[list[bool]]) -> set[tuple[int, int]]:
+    """The (device, position) of the calls whose kernel PRG-181 says never starts (asked of each call's kernel, as
+    a row of the report is; each call of `_ir` is a kernel of its own)."""
     ir = _ir(seqs)
-    split = next((i for i, inv in enumerate(ir.invocations) if inv.devices is not None), None)
-    if split is None:
-        return set(), False
-    calls = {(d, j) for d, s in enumerate(seqs) for j in range(split, len(s))}
-    kernels = [types.SimpleNamespace(name=inv.call.name, loc=inv.call.loc, index=inv.call.index)
-               for inv in ir.invocations[split:]]
-    claims = [never_starts(ir, len(seqs), k) for k in kernels]
-    assert len({c is None for c in claims}) == 1  # one condition over the split position, whichever call asks
-    return calls, claims[0] is not None
+    out = set()
+    for d, s in enumerate(seqs):
+        mine = [inv for inv in ir.invocations if inv.devices is None or d in inv.devices]
+        for j, inv in enumerate(mine):
+            kernel = types.SimpleNamespace(name=inv.call.name, loc=inv.call.loc, index=inv.call.index)
+            if never_starts(ir, len(seqs), kernel) is not None:
+                out.add((d, j))
+    return out
 
 
 @pytest.mark.rule("PRG-181")
-@pytest.mark.parametrize("seqs, idle", [([[True], []], True), ([[True], [], [True]], True),
-                                        ([[False, True, False], [False, False]], False), ([[True], [False]], False),
-                                        ([[False, True], [False]], True)])
-def test_no_kernel_starts_where_the_claim_says_so(seqs, idle):
-    calls, claimed = _post_split_bodies(seqs)
-    assert claimed is idle
-    assert not (_run_barriers_and_bodies(seqs)[1] & calls) or not claimed
+@pytest.mark.parametrize("seqs, claimed", [
+    ([[True], []], {(0, 0)}),  # per_device_local_call
+    ([[True], [], [True]], {(0, 0), (2, 0)}),
+    ([[False, True, False], [False, False]], {(0, 1), (0, 2)}),  # per_device_cond: the doubling kernel and after
+    ([[True], [False]], {(0, 0)}),
+    ([[False, True], [False]], {(0, 1)}),
+    ([[True, True], [False, True]], {(0, 0), (0, 1)}),  # device 1's later call: not claimed (a failure may trip)
+    ([[True], [True]], set()),  # the barriers meet: nothing claimed
+])
+def test_no_kernel_starts_where_the_claim_says_so(seqs, claimed):
+    assert _claimed(seqs) == claimed
+    assert not (_run_barriers_and_bodies(seqs)[1] & claimed)
 
 
 @pytest.mark.slow
@@ -152,6 +156,6 @@ def test_no_kernel_starts_where_the_claim_says_so(seqs, idle):
 @settings(max_examples=30)
 @given(st.integers(2, 4).flatmap(lambda n: st.lists(st.lists(st.booleans(), max_size=3), min_size=n, max_size=n)))
 def test_no_kernel_starts_where_the_claim_says_so_on_drawn_call_sequences(seqs):
-    calls, claimed = _post_split_bodies(seqs)
+    claimed = _claimed(seqs)
     if claimed:
-        assert not (_run_barriers_and_bodies(seqs)[1] & calls)
+        assert not (_run_barriers_and_bodies(seqs)[1] & claimed)
