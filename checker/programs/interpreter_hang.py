@@ -81,7 +81,7 @@ def _first_split(ir: Any) -> int | None:
 
 
 def runs_before_the_split(ir: Any, kernel: Any) -> bool:
-    """PRG-180: whether every invocation of `kernel` (a `LoweredKernel`, matched by name, line and index) comes
+    """PRG-180: whether every invocation of `kernel` (a `LoweredKernel`, matched by name and line, `_is`) comes
     before the first call only some devices run. Every device runs those calls, in the same order, each after
     the clean-up barrier of the one before (fresh memory, every device out of it): they run as they do alone,
     so their own verdicts are the program's up to there."""
@@ -93,8 +93,11 @@ def runs_before_the_split(ir: Any, kernel: Any) -> bool:
 
 
 def _is(inv: Any, kernel: Any) -> bool:
-    """Whether invocation `inv` is a run of `kernel` (a `LoweredKernel`: its name, line and index)."""
-    return (inv.call.name, inv.call.loc, inv.call.index) == (kernel.name, kernel.loc, kernel.index)
+    """Whether invocation `inv` may be a run of `kernel` (a `LoweredKernel`): the same name and `pallas_call`
+    line. Not the index: the walk numbers the calls it reaches, the kernel list every call of the traced program
+    (both branches of a cond), so the numbers can differ; two kernels of one name and line are then both taken
+    for each one's invocations, which only ever keeps a claim from being made."""
+    return (inv.call.name, inv.call.loc) == (kernel.name, kernel.loc)
 
 
 def never_starts(ir: Any, num_devices: int, kernel: Any) -> str | None:
