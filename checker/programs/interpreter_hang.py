@@ -5,7 +5,9 @@ collective id of its own, starts the kernel with a wait on its start barrier; bo
 every device (PRG-179 in specs/semantics/calls.md). A trip takes one wait of each device, so a run in which every
 device finishes has every device run as many calls, and at each position in those sequences either every
 device's call waits at the start barrier or none does. A program whose per-device call sequences break either
-count has no run that completes: `deadlock-free` is violated, and nothing else is decided here.
+count has no run that completes: `deadlock-free` is violated (PRG-180). The calls every device runs before the
+first one only some devices run keep their own verdicts; a kernel that never gets past its start barrier is
+vacuous (PRG-181); the rest stays unknown (PRG-145).
 """
 
 from __future__ import annotations
@@ -35,14 +37,14 @@ def _starts(inv: Any) -> bool:
 
 
 def no_run_completes(ir: Any, num_devices: int) -> Hang | None:
-    """PRG-180 (PRG-179's counts): why no interpreter run of `ir` on `num_devices` devices completes, or None where the counts of
-    CALL-24 match (then the calls of different devices may meet at the barriers and the run may complete:
-    PRG-145 leaves it unknown). Each device runs its calls in the traced order (`Invocation.devices`)."""
+    """PRG-180 (PRG-179's counts): why no interpreter run of `ir` on `num_devices` devices completes, or None
+    where the counts match (then the calls of different devices may meet at the barriers and the run may
+    complete: PRG-145 leaves it unknown). Each device runs its calls in the traced order (`Invocation.devices`)."""
     if num_devices < 2 or ir is None or getattr(ir, "unknown", None) is not None:
         return None
     invs = ir.invocations
-    if any(inv.call.mesh.num_devices != num_devices for inv in invs):
-        return None  # a call on a smaller mesh has a barrier of fewer devices: not argued here
+    if any((inv.call.mesh.num_devices, inv.call.mesh.physical_devices) != (num_devices, num_devices) for inv in invs):
+        return None  # a call on part of the devices: whose barrier it waits at is not argued here
     seqs = [[inv for inv in invs if inv.devices is None or d in inv.devices] for d in range(num_devices)]
     split = next((inv for inv in invs if inv.devices is not None), None)
     if split is None:

@@ -71,7 +71,7 @@ def _ir(seqs: list[list[bool]]):
     """A walked program whose device d runs `seqs[d]`: the calls every device runs first, then each device's own
     (as PRG-145's walk gives a cond on the device's index: each branch's calls on the devices that take it)."""
     n = len(seqs)
-    mesh = types.SimpleNamespace(num_devices=n)
+    mesh = types.SimpleNamespace(num_devices=n, physical_devices=n)
     invs = []
     shared = 0
     while all(len(s) > shared for s in seqs) and len({s[shared] for s in seqs}) == 1:
