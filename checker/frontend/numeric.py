@@ -61,6 +61,8 @@ class NumericRules(Evaluator):
             shape = getattr(v.aval, "shape", None)
             if shape is None or math.prod(shape) > MAX_EVAL_ELEMENTS:
                 return [Unknown(f"a large {prim.name} result (not evaluated)", self.loc(eqn)) for _ in eqn.outvars]
+        if prim.name in _ELEMENTWISE:
+            invals = _lift_scalars(eqn, invals)
         try:
             out = fn(eqn, *invals)
         except Unsupported:
@@ -79,6 +81,20 @@ class NumericRules(Evaluator):
                     o = Unknown(f"a {dtype} value")
             res.append(o)
         return res
+
+
+def _lift_scalars(eqn: Any, invals: list[np.ndarray]) -> list[np.ndarray]:
+    """Rank-0 operands of an elementwise primitive with a higher-rank result, as lane arrays of that rank.
+
+    jax's binary ops broadcast a rank-0 operand implicitly (`lt(iota, n)` with n a scalar); a scalar's lane
+    array has only the lane axis, so numpy would align it with the result's last axis instead.
+    """
+    rank = len(getattr(eqn.outvars[0].aval, "shape", ()))
+    if rank == 0:
+        return invals
+    return [x.reshape(x.shape[0], *(1,) * rank)
+            if x.ndim == 1 and getattr(v.aval, "shape", None) == () else x
+            for v, x in zip(eqn.invars, invals)]
 
 
 # --- numeric rule table ----------------------------------------------------------
@@ -175,6 +191,12 @@ def _concatenate(eqn: Any, *xs: np.ndarray) -> np.ndarray:
     lanes = max(x.shape[0] for x in xs)
     xs = tuple(np.broadcast_to(x, (lanes,) + x.shape[1:]) for x in xs)
     return np.concatenate(xs, axis=eqn.params["dimension"] + 1)
+
+
+def _stack(eqn: Any, *xs: np.ndarray) -> np.ndarray:
+    lanes = max(x.shape[0] for x in xs)
+    xs = tuple(np.broadcast_to(x, (lanes,) + x.shape[1:]) for x in xs)
+    return np.stack(xs, axis=eqn.params["axis"] + 1)
 
 
 def _squeeze(eqn: Any, x: np.ndarray) -> np.ndarray:
@@ -287,6 +309,7 @@ NUMERIC: dict[str, Callable[..., Any]] = {
     "slice": _slice,
     "dynamic_slice": _dynamic_slice,
     "concatenate": _concatenate,
+    "stack": _stack,
     "reduce_sum": _reduce(np.sum),
     "reduce_max": _reduce(np.max),
     "reduce_min": _reduce(np.min),
@@ -302,3 +325,9 @@ NUMERIC: dict[str, Callable[..., Any]] = {
     "pvary": _identity,
     "stop_gradient": _identity,
 }
+
+
+# Primitives that apply elementwise, whose rank-0 operands jax broadcasts (`_lift_scalars`).
+_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "rem", "max", "min", "pow", "and", "or", "xor", "eq",
+                          "ne", "lt", "le", "gt", "ge", "nextafter", "shift_left", "shift_right_logical",
+                          "shift_right_arithmetic", "select_n", "clamp"})

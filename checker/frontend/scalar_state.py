@@ -11,7 +11,8 @@ once every rule is registered, it wraps two of them.
 Following copies (ACC-9). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
 target device's ref where it starts, and every load from a ref a copy may write
-(an SMEM ref of the shape and dtype of some copy's SMEM destination) records, per element,
+(an SMEM ref of the shape and dtype of some copy's SMEM destination, or an integer
+VMEM ref of those of some remote copy's VMEM destination, ACC-21) records, per element,
 which write it read from (`FollowedRead`); each store and copy of such a ref is
 a `FollowedWrite`. Those values are facts only when the program is race-free and
 one run agrees with them (`model.followed.misread`): `check_modes` asks, and
@@ -53,12 +54,15 @@ class ScalarStateRules(Evaluator):
         # ACC-9: one core per device, so a device's tracked refs live while every lane runs
         self.follow_copies = cores == 1 and not call.core_axis_name
         destinations = dma_destinations(call.jaxpr, self._jaxpr_types)
-        # ACC-9 follows SMEM, where kernels keep the control data they exchange; a copy into VMEM (data,
-        # which may be small integers) keeps ACC-4's treatment
-        self.fed_signatures = ({sig for sig, space, _ in destinations if space == "smem"}
+        # ACC-9 follows SMEM, where kernels keep the control data they exchange, and (ACC-21) integer VMEM
+        # that a remote copy writes (counts exchanged row by row before they are moved to SMEM); a local
+        # copy into VMEM (data, which may be small integers) keeps ACC-4's treatment. Keyed by memory
+        # space too: a VMEM ref is never taken for an SMEM ref of its shape
+        self.fed_signatures = ({(sig, space) for sig, space, remote in destinations
+                                if space == "smem" or (space == "vmem" and remote and _integer(sig))}
                                if self.follow_copies else set())
         self.memory.remote_signatures |= {sig for sig, space, remote in destinations
-                                          if remote and sig not in self.fed_signatures}
+                                          if remote and (sig, space) not in self.fed_signatures}
         self.followed_reads: list[tuple[int, int, Any, tuple, tuple]] = []  # (lane, body pos, loc, elements, writers)
         self.followed_writes: list[tuple[int, int, Any, set]] = []  # (lane, body pos, loc, elements)
         dma_start = self.rules.get(tpu_prims.dma_start_p)
@@ -82,7 +86,7 @@ class ScalarStateRules(Evaluator):
 
     def _fed(self, label: str) -> bool:
         c = self.memory.refs.get(label)
-        return c is not None and c.space == "smem" and (c.shape, str(c.dtype)) in self.fed_signatures
+        return c is not None and ((c.shape, str(c.dtype)), c.space) in self.fed_signatures
 
     def value_facts(self, offsets: list[int]) -> ValueFacts | None:
         """The followed reads and writes, at their positions in the launched program (`offsets[lane]`:
@@ -227,6 +231,10 @@ class ScalarStateRules(Evaluator):
                 self.memory.pop_scope()
 
         return run_scoped
+
+
+def _integer(sig: tuple[tuple[int, ...], str]) -> bool:
+    return np.dtype(sig[1]).kind in "iub"
 
 
 Destination = tuple[tuple[tuple[int, ...], str], str | None, bool]  # ((shape, dtype), memory space, remote?)

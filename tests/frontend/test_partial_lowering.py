@@ -48,6 +48,12 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     "examples/buggy/ragged_paged_attention_last_page_not_waited.py",
     "examples/reduce_scatter_grouped_matmul.py",
     "examples/buggy/race_grouped_matmul_zero_fill_after_barrier.py",
+    # per-row copy sizes and the receive's size computed in the kernel from the count table
+    "examples/masked_row_push.py",
+    "examples/buggy/masked_row_push_recv_one_row_short.py",
+    # ACC-21: count rows a remote copy brings into VMEM
+    "examples/moe_counts_ring_allreduce.py",
+    "examples/buggy/moe_counts_ring_row_read_before_wait.py",
 })
 
 

@@ -124,6 +124,11 @@ EXAMPLES: dict[str, dict] = {
     # bytes left at exit per source), a combine waiting the count it received instead of the one it sent
     # (hangs). The leaks are the default routing's at 2, 4 and 8 devices, as recorded.
     "examples/moe_dispatch_combine.py": {"kind": "clean"},
+    "examples/masked_row_push.py": {"kind": "clean"},
+    "examples/moe_counts_ring_allreduce.py": {"kind": "clean"},
+    "examples/buggy/moe_counts_ring_row_read_before_wait.py": {"kind": "race"},
+    "examples/buggy/masked_row_push_recv_one_row_short.py": {"kind": "exit_leak", "expected_leaks": [
+        {"semaphore": 2001, "count": 512}]},
     "examples/buggy/moe_count_read_before_wait.py": {"kind": "race", "expected_leaks": [
         {"semaphore": 2006, "count": 512}, {"semaphore": 2007, "count": 512},
         {"semaphore": 2012, "count": 512}, {"semaphore": 2013, "count": 512},
