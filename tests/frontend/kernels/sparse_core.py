@@ -16,6 +16,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import tpu_sc as plsc
 
+import semcheck
 from _common import LANES, mesh_1d, shard, sharded_input
 
 AXIS = "x"
@@ -31,10 +32,33 @@ def _copy_row(x_hbm, o_hbm, sem):
     copy.wait()
 
 
-def build(num_devices):
+def _subcores():
+    return plsc.VectorSubcoreMesh(core_axis_name="core", subcore_axis_name="subcore", num_cores=1,
+                                  num_subcores=SUBCORES)
+
+
+@semcheck.target
+def kernel_on_subcores(num_devices):
+    """`pl.kernel` over the subcore mesh (a pallas_call with a mesh)."""
     mesh = mesh_1d(num_devices, AXIS)
-    subcores = plsc.VectorSubcoreMesh(core_axis_name="core", subcore_axis_name="subcore",
-                                      num_cores=1, num_subcores=SUBCORES)
-    call = pl.kernel(_copy_row, out_type=jax.ShapeDtypeStruct((SUBCORES, LANES), jnp.float32), mesh=subcores,
+    call = pl.kernel(_copy_row, out_type=jax.ShapeDtypeStruct((SUBCORES, LANES), jnp.float32), mesh=_subcores(),
                      scratch_types=[pltpu.SemaphoreType.DMA])
     return shard(call, mesh, AXIS), (sharded_input(mesh, AXIS, rows_per_device=SUBCORES),)
+
+
+@semcheck.target
+def core_map_on_subcores(num_devices):
+    """`core_map` over the subcore mesh, on refs of the caller's state."""
+    mesh = mesh_1d(num_devices, AXIS)
+
+    def per_device(x):
+        def stateful(refs):
+            x_ref, o_ref = refs
+
+            @pl.core_map(_subcores())
+            def _():
+                pl.run_scoped(lambda sem: _copy_row(x_ref, o_ref, sem), pltpu.SemaphoreType.DMA)
+
+        return pl.run_state(stateful)((x, jnp.zeros_like(x)))[1]
+
+    return shard(per_device, mesh, AXIS), (sharded_input(mesh, AXIS, rows_per_device=SUBCORES),)
