@@ -60,3 +60,20 @@ def test_a_verdict_both_readings_share_stands():
     # with a non-empty copy never waited, exit-balance is violated on both readings -> violated
     got = _decide(_counting((0, 64), 0))
     assert got["hardware"]["exit-balance"].verdict == "violated"
+
+
+@pytest.mark.rule("ACC-24")
+def test_a_kernel_whose_copy_sizes_are_data_gets_both_readings_end_to_end():
+    """Through the front end: a size of 0 from scalar data is an empty copy; without one, DMA-6 alone."""
+    import json
+
+    from tests.cli._support import semcheck
+
+    kernel = "tests/frontend/kernels/empty_copy_regular.py"
+    r = semcheck("verify", kernel, "--devices", "2", "--dma-mode", "hardware", "--no-cache", "--no-config",
+                 "--format", "json")
+    got = {(row["target"], row["property"]): row for row in json.loads(r.stdout)["results"]}
+    skipped = got[("one_slot_skipped", "exit-balance")]
+    assert skipped["verdict"] == "unknown" and "ACC-24" in skipped["reason"]
+    assert f"the copy at {kernel}:" in skipped["reason"] and "violated; if it adds nothing, proved" in skipped["reason"]
+    assert {row["verdict"] for (t, _), row in got.items() if t == "no_slot_skipped"} == {"proved"}
