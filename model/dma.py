@@ -226,3 +226,24 @@ def wait_once(state: S, key: SemKey, core: int, value: int) -> tuple[S, bool, Vi
     if err is not None:
         return (dma_read(state, task[0]) if read_first else state), False, err
     return run_task(state, task), False, None
+
+
+def empty_copies_signal_nothing(program: Any) -> Any:
+    """ACC-24: the other hardware reading of a program with empty copies on non-DMA semaphores.
+
+    DMA-6 lets a completed copy add 1 to a REGULAR or barrier semaphore on a TPU; whether a copy of
+    0 bytes completes that way is documented nowhere. This is the program in which every such half
+    adds nothing (its semaphore side counts bytes, 0 of them); None when the program has no such
+    copy, so that its one reading is DMA-6's."""
+    changed_any = False
+    cores = []
+    for ops in program.cores:
+        out = []
+        for op in ops:
+            if isinstance(op, DmaStart) and op.nbytes == 0 and (op.dst_sem_type != "dma" or (
+                    op.src_sem is not None and op.src_sem_type != "dma")):
+                op = dataclasses.replace(op, src_sem_type="dma", dst_sem_type="dma")  # adds its 0 bytes
+                changed_any = True
+            out.append(op)
+        cores.append(tuple(out))
+    return dataclasses.replace(program, cores=tuple(cores)) if changed_any else None

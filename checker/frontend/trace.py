@@ -339,6 +339,7 @@ def from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> 
     from semcheck.checker.frontend.closed_refs import refuse_closed_values
 
     refuse_closed_values(jaxpr, loc)
+    refuse_sparse_core(mesh, loc)
     if not isinstance(mesh, mosaic_core.TensorCoreMesh):
         raise NotTpuPallasCall(
             f"core_map at {loc} runs on a {type(mesh).__name__}, not a TensorCoreMesh", loc=loc
@@ -515,11 +516,26 @@ def _tpu_interpret_params(interpret: Any, loc: Loc) -> Any:
     )
 
 
+def refuse_sparse_core(mesh: Any, loc: Loc) -> None:
+    """ERR-26: a kernel on a SparseCore mesh is a TPU kernel semcheck does not model, so every
+    property is unknown with the mesh and the line; it is not bad input (the user's file is fine)."""
+    from jax._src.pallas.mosaic import sc_core  # lazy: see the module docstring
+
+    if isinstance(mesh, (sc_core.VectorSubcoreMesh, sc_core.ScalarSubcoreMesh)):
+        raise Unsupported(
+            "SparseCore kernel",
+            f"it runs on a {type(mesh).__name__}; semcheck models TensorCore kernels only (their DMAs and "
+            "semaphores, specs/semantics/), not a SparseCore's subcores (specs/deciding/report.md ERR-26)",
+            loc,
+        )
+
+
 def _cores(interpret: Any, mesh: Any, loc: Loc) -> tuple[int, str | None]:
     from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
 
     if isinstance(mesh, mosaic_core.TensorCoreMesh):
         return int(mesh.num_cores), str(mesh.axis_name)
+    refuse_sparse_core(mesh, loc)
     if mesh is not None:
         raise NotTpuPallasCall(f"kernel at {loc} runs on a {type(mesh).__name__}", loc=loc)
     if interpret is not None:

@@ -56,6 +56,7 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
 def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
     """mode -> (verdicts, seconds) of one composed program."""
     from semcheck.checker.properties.checking import check_modes
+    from semcheck.checker.properties.empty_copies import both_readings
 
     confined = _confined(composed) if "hardware" in req.modes else None
     if confined is not None:  # decided over the program, after check_modes' naming pass: named here (issue 26.4)
@@ -65,6 +66,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
     untrusted = confined is not None and not confined.holds  # (vacuous: nothing lands anywhere, REP-20)
     modes = tuple(m for m in req.modes if (composed.interpreter_exact or m not in INTERPRETER_MODES))
     done = check_modes(composed.program, dataclasses.replace(req, modes=modes), deadline) if modes else {}
+    done = both_readings(composed.program, done, req, deadline, check_modes)  # ACC-24: empty copies on hardware
     done.update(_interpreted(composed, tuple(m for m in req.modes if m in INTERPRETER_MODES and m not in modes),
                              req, deadline))
     out = {}

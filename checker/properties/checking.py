@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.empty_copies import both_readings
 from semcheck.checker.properties.reductions import REDUCTIONS, on_program, reduced
 from semcheck.checker.properties.registry import BY_ID, IDS
 from semcheck.checker.run.request import Request, Result, unknown_results
@@ -253,6 +254,7 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
         label = kernel_label(name, kernels, k)
         analysis = Analysis(k.program)
         done = check_modes(analysis, req, deadline)
+        done = both_readings(k.program, done, req, deadline, check_modes)  # ACC-24: empty copies on hardware
         if k.producers or any(pos in getattr(later, "producers", ()) for later in kernels):
             done = _computed(kernels, pos, analysis, done, races, req, deadline)
         exposed = exposures_of(analysis, req.fold)
