@@ -10,6 +10,7 @@ past 256 devices: RUN-14), of the lowering, of DR-5's symmetry, of each mode, th
 import, the peak resident memory, and whether jax's backend was started (False: no device was made).
 A program past RUN-13's size bound is not built: its line gives the estimate and the refusal instead.
 Several device counts run one process each (the peak is a process's), one after the other.
+`--rows FILE` (one device count) also writes every verdict whole, for comparing two checkouts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 import time
 
 
-def main(path: str, devices: int, confined: bool = False) -> dict:
+def main(path: str, devices: int, confined: bool = False, rows: str | None = None) -> dict:
     t_start = time.process_time()
     from semcheck.checker.frontend import provision_devices
 
@@ -71,13 +72,29 @@ def main(path: str, devices: int, confined: bool = False) -> dict:
     props = IDS if confined else tuple(p for p in IDS if p != "invocation-confined")
     out["properties"] = "every" if confined else "every but invocation-confined"
     verdicts = {}
+    written = []
     for mode in ("eager", "on_wait", "hardware"):
         t = time.process_time()
         for v in check_program(program, mode, props, analysis=analysis):
             verdicts[f"{mode}:{v.property}"] = v.verdict
+            if rows:
+                written.append(_row(mode, v))
         out[f"{mode}_s"] = round(time.process_time() - t, 2)
     out["verdicts"] = sorted(set(verdicts.values()))
+    if rows:  # written after the timing: two checkouts' files compare line by line
+        with open(rows, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in written)
     return _finish(out, t_start, xla_bridge)
+
+
+def _row(mode: str, v) -> dict:
+    """One verdict whole: reason, witness message, schedule, blocked cores and every detail (exit-balance's
+    per-device warnings, the timeline), with the checkout's root taken out of file names."""
+    w = v.witness
+    row = {"mode": mode, "property": v.property, "verdict": v.verdict, "reason": v.reason, "witness": None if w is None
+           else {"message": w.message, "schedule": [list(a) for a in w.schedule], "blocked": [list(b) for b in w.blocked],
+                 "details": w.details}}
+    return json.loads(json.dumps(row, default=str).replace(os.getcwd() + os.sep, ""))
 
 
 def _finish(out: dict, t_start: float, xla_bridge) -> dict:
@@ -93,14 +110,18 @@ if __name__ == "__main__":
     ap.add_argument("devices", type=int, nargs="+")
     ap.add_argument("--out", help="append each JSON line to this file too")
     ap.add_argument("--confined", action="store_true", help="invocation-confined too (every property)")
+    ap.add_argument("--rows", help="with one device count: write every verdict whole to this file, a JSON line each")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one count, here
     a = ap.parse_args()
+    if a.rows and len(a.devices) > 1:
+        ap.error("--rows takes one device count")
     if a.one:
-        print(json.dumps(main(a.path, a.devices[0], a.confined)), flush=True)
+        print(json.dumps(main(a.path, a.devices[0], a.confined, a.rows)), flush=True)
         sys.exit(0)
     for n in a.devices:
         env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-        proc = subprocess.run([sys.executable, __file__, a.path, str(n), "--one"] + (["--confined"] if a.confined else []), env=env,
+        extra = (["--confined"] if a.confined else []) + (["--rows", a.rows] if a.rows else [])
+        proc = subprocess.run([sys.executable, __file__, a.path, str(n), "--one"] + extra, env=env,
                               capture_output=True, text=True)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or not lines:

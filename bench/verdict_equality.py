@@ -59,7 +59,8 @@ def generate(path: str, plain: int = 600, symmetric: int = 300, foldable: int = 
 def _verdict_row(v) -> dict:
     w = v.witness
     return {"property": v.property, "verdict": v.verdict, "reason": v.reason,
-            "witness": None if w is None else [w.message, list(w.schedule), [list(b) for b in w.blocked]]}
+            "witness": None if w is None else [w.message, list(w.schedule), [list(b) for b in w.blocked],
+                                               w.details.get("warnings")]}  # exit-balance's per-device warnings
 
 
 def run(corpus_path: str, out_path: str) -> None:

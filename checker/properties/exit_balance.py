@@ -19,6 +19,7 @@ search over what can be held back past the check.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import defaultdict
@@ -31,9 +32,12 @@ from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.checker.static.must_pass import Feeds, must_have_passed
 from semcheck.checker.static.symmetry import find_rotation
+from semcheck.model.clocks import keeps_clocks
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import Barrier, DmaMode, ExitCheck, Program
+from semcheck.model.ops import AllocBuffer, Barrier, DmaMode, ExitCheck, Program
+from semcheck.model.scope_keys import held_scoped
 from semcheck.model.semaphore import nonzero as nonzero_counts
+from semcheck.model.state import Outcome, State
 
 
 WARNING = "Semaphore {} has non-zero count for {} (global core {}) at kernel exit: {}"
@@ -164,7 +168,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]
-    device_warn = _warnings(program, mode, low, excess) if warnings else {}
+    device_warn = _warnings(program, mode, low, excess, None if failing else real) if warnings else {}
     if exiting is not None:  # the devices that hang never check: only the exiting ones have warnings to predict
         device_warn = {d: w for d, w in device_warn.items() if int(d) in exiting}
     lines = [f"{c['semaphore']} on core {c['core']}: receives {c['contributed']}, waits for {c['waited']}"
@@ -217,11 +221,13 @@ def _exit_checks(program: Program) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _held_at_checks(program: Program, mode: DmaMode, checks: dict):
-    """One run with every checking core held just before its check and the rest run as far as they can,
-    when that is what each device's own held run reaches too (the next operation after each check is a
-    barrier of all checking cores, or none: passing a check then changes nothing any other core sees);
-    else None."""
+def _held_at_checks(program: Program, mode: DmaMode, checks: dict, whole: Outcome | None = None,
+                    low: Lowered | None = None) -> State | None:
+    """The final state of one run with every checking core held just before its check and the rest run as
+    far as they can, when that is what each device's own held run reaches too (the next operation after
+    each check is a barrier of all checking cores, or none: passing a check then changes nothing any other
+    core sees); else None. `whole`: the program's maximal run (`low` its lowering), read instead of a new
+    run where RUN-45 says so (its exit warnings and passed barriers are not the held run's: not read)."""
     cores = {c for c, _ in checks.values()}
     # the checking cores' barriers share a few participant sets: each is tested once (RUN-41), not
     # once per device (a test of N cores per device was quadratic)
@@ -238,7 +244,53 @@ def _held_at_checks(program: Program, mode: DmaMode, checks: dict):
             ok = covers[id(nxt.participants)] = cores.issubset(nxt.participants)
         if not ok:
             return None
-    return fast_run(program, mode, hold={c: x for c, x in checks.values()}, record=False)
+    if whole is not None and low is not None and mode != "on_wait" and whole.failure is None and _never_fails(program, mode, low):
+        caps = tail_caps(program, checks)
+        if caps is not None:
+            return before_checks(whole.state, caps)
+    return fast_run(program, mode, hold={c: x for c, x in checks.values()}, record=False).state
+
+
+def _never_fails(program: Program, mode: DmaMode, low: Lowered) -> bool:
+    """No run of `program`, held or not, fails: the static lowering finds no failing position, and neither
+    RACE-1's clocks nor BUF-14's freed `run_scoped` keys (failures that depend on the schedule) apply."""
+    if not low.ok or low.failing or keeps_clocks(program.detect_races, mode):
+        return False
+    return mode == "hardware" or not any(type(op) is AllocBuffer and held_scoped(op.memory_space, op.scope)
+                                         for ops in program.cores for op in ops)
+
+
+def tail_caps(program: Program, checks: dict) -> dict[int, int] | None:
+    """RUN-45's tails: core -> where its tail starts, when every checking core ends with its check and at most
+    one barrier after it, and that barrier is the last operation of each of its participants; else None."""
+    cores = program.cores
+    caps: dict[int, int] = {}
+    tails: dict[tuple, Barrier] = {}  # each barrier's participants are read once (RUN-41: not per check)
+    for c, x in checks.values():
+        after = cores[c][x + 1:]
+        if len(after) > 1 or (after and type(after[0]) is not Barrier):
+            return None
+        if after:
+            tails.setdefault((after[0].name, id(after[0].participants)), after[0])
+    for b in tails.values():
+        for g in b.participants:
+            last = cores[g][-1] if cores[g] else None
+            if type(last) is not Barrier or last.name != b.name or (
+                    last.participants is not b.participants and last.participants != b.participants):
+                return None
+            caps[g] = len(cores[g]) - 1
+    caps.update((c, x) for c, x in checks.values())
+    return caps
+
+
+def before_checks(state: State, caps: dict[int, int]) -> State:
+    """RUN-45: the held run's final state read off a maximal run's, `state`: every core where `state` has it
+    but capped at the start of its tail (`tail_caps`)."""
+    pcs = list(state.pcs)
+    for c, q in caps.items():
+        if pcs[c] > q:
+            pcs[c] = q
+    return dataclasses.replace(state, pcs=tuple(pcs))
 
 
 def _orbit_rep(low: Lowered, checks: dict):
@@ -281,6 +333,7 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
        brings c0 to its check (DR-2). Holding
        back more only makes that harder, so it suffices to try the covering sets of contributions
        that can each be held back alone, smallest first: an exhausted search proves "must".
+       A restricted run is made once per set: the search's sets of one are the runs `alone` made.
     """
     topo = program.topology
     cores = topo.cores_of_device(d)
@@ -343,12 +396,17 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
                 return False
         return True
 
+    made: dict[frozenset, object] = {}  # a restricted run is pure: each set's is made once
+
     def reaches(ds) -> bool:
         nonlocal runs
         runs += 1
         hold, sup = restricted(ds)
         out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
-        return out.failure is None and out.state.pcs[c0] == x
+        if out.failure is None and out.state.pcs[c0] == x:
+            made[frozenset(ds)] = out  # only a set that reaches alone is in the search
+            return True
+        return False
 
     alone = [e for e in events if reaches((e,))]
     failed: list[frozenset] = []
@@ -363,7 +421,9 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
             if runs >= _SEARCH_RUNS:
                 return None
             runs += 1
-            out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
+            out = made.get(s)
+            if out is None:
+                out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
             if _zero_at_check(program, mode, out, c0, x, cores):
                 return True
             if out.failure is None and out.state.pcs[c0] != x:
@@ -392,7 +452,7 @@ def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
     return frozenset(out)
 
 
-def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> dict:
+def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole: Outcome | None = None) -> dict:
     """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/deciding/properties.md.
 
     may: a run (all checking cores held before their checks, the rest as far as they can go)
@@ -409,7 +469,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
     counters: dict = defaultdict(list)
     for k in set(feeds.total) | set(feeds.waits):
         counters[topo.device_of(k[1])].append(k)
-    held = _held_at_checks(program, mode, checks)
+    held = _held_at_checks(program, mode, checks, whole, low)
     bounds = must_have_passed(low, checks, feeds)
     drained = _drained_at_checks(low, checks) if mode == "on_wait" else frozenset()
     rep = _orbit_rep(low, checks)
@@ -417,18 +477,18 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict) -> di
     out = {}
     for d, (c0, x) in sorted(checks.items()):
         mine = sorted(counters.get(d, ()), key=repr)
-        f = held if held is not None else fast_run(program, mode, hold={c0: x}, record=False)
-        if f.failure is not None or f.state.pcs[c0] != x:
+        f = held if held is not None else fast_run(program, mode, hold={c0: x}, record=False).state
+        if f.failure is not None or f.pcs[c0] != x:
             out[str(d)] = {"behaviour": "unknown", "note": "the held run does not reach the check"}
             continue
-        pcs = f.state.pcs
+        pcs = f.pcs
         m = bounds.get(d) if bounds is not None else None
         hi = pcs  # read at the device's few counters' cores: no vector of every core per device (RUN-41)
         # waits done at the check: at least those before lo, at most those before hi (c0: exactly before x)
         w_lo = {k: feeds.need(k, int(m[k[1]]) if m is not None else (x if k[1] == c0 else 0)) for k in mine}
         w_hi = {k: feeds.need(k, x if k[1] == c0 else hi[k[1]]) for k in mine}
         exact = w_lo if w_lo == w_hi else None
-        nonzero = {k: v for k in mine if (v := f.state.counts.get(k, 0))}
+        nonzero = {k: v for k in mine if (v := f.counts.get(k, 0))}
         may = bool(nonzero)
         never = all(feeds.arrived_at_most(k, hi) <= w_lo[k] or k in drained for k in mine)
         must = m is not None and any(feeds.arrived_at_least(k, m) > w_hi[k] for k in mine)

@@ -1,0 +1,90 @@
+"""RUN-45: exit-balance's held run read off the program's maximal run.
+
+Under `eager` and `hardware`, in a program no run of which fails, when every check ends its core
+(at most a barrier after it, the last operation of each participant), the run that holds every
+checking core before its check ends where the maximal run ends, each core capped at the start of
+its tail; its counts, copies and failures are the maximal run's. Held to the held fast run itself
+on generated programs, and the per-device warnings to those computed from that run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+
+from strategies import programs
+
+from semcheck.checker.properties.exit_balance import (
+    _exit_checks,
+    _held_at_checks,
+    _never_fails,
+    _warnings,
+    before_checks,
+    tail_caps,
+)
+from semcheck.checker.static.least_stuck import maximal_run
+from semcheck.checker.static.lowering import lower
+from semcheck.model import Loc, Scratch, SemRef, Signal, Topology, Wait, launch
+from semcheck.model.fast import fast_run
+
+
+def _applies(program, mode):
+    checks = _exit_checks(program)
+    low = lower(program, mode)
+    if not checks or not _never_fails(program, mode, low):
+        return None
+    caps = tail_caps(program, checks)
+    return None if caps is None else (checks, low, caps)
+
+
+@pytest.mark.rule("RUN-45")
+@pytest.mark.parametrize("mode", ["eager", "hardware"])
+@settings(max_examples=150, deadline=None)
+@given(program=programs())
+def test_the_held_run_is_the_maximal_run_capped_at_the_tails(mode, program):
+    found = _applies(program, mode)
+    if found is None:
+        return
+    checks, low, caps = found
+    whole = maximal_run(program, mode)
+    if whole.failure is not None:
+        return
+    held = fast_run(program, mode, hold={c: x for c, x in checks.values()}, record=False).state
+    read = before_checks(whole.state, caps)
+    assert read.pcs == held.pcs
+    assert dict(read.counts) == dict(held.counts)
+    assert [d.phase for d in read.dmas] == [d.phase for d in held.dmas]
+    assert read.failures == held.failures == ()
+    if _held_at_checks(program, mode, checks) is not None:  # the reading exit-balance takes
+        assert _held_at_checks(program, mode, checks, whole, low).pcs == held.pcs
+
+
+@pytest.mark.rule("RUN-45")
+@pytest.mark.parametrize("mode", ["eager", "hardware"])
+@settings(max_examples=100, deadline=None)
+@given(program=programs())
+def test_the_warnings_are_those_of_the_held_run(mode, program):
+    low = lower(program, mode)
+    if not low.ok or not _exit_checks(program):
+        return
+    whole = maximal_run(program, mode)
+    if whole.failure is not None:
+        return
+    excess = {}
+    assert _warnings(program, mode, low, excess, whole) == _warnings(program, mode, low, excess)
+
+
+@pytest.mark.rule("RUN-45")
+def test_a_tail_with_more_than_a_barrier_is_not_read_off():
+    # the launch's clean-up barrier ends every core: RUN-45 applies; an operation after it does not
+    def body(d):
+        return [Signal(SemRef("s"), 1, device=(d + 1) % 2, loc=Loc("k.py", 1)), Wait(SemRef("s"), 1, loc=Loc("k.py", 2))]
+
+    program = launch(Topology(2), [body(0), body(1)], scratch=[Scratch("s")])
+    checks = _exit_checks(program)
+    assert tail_caps(program, checks) is not None
+    cores = list(program.cores)
+    cores[0] = cores[0] + (cores[0][-1],)  # a second clean-up barrier on core 0 only
+    assert tail_caps(dataclasses.replace(program, cores=tuple(cores)), checks) is None
