@@ -321,7 +321,7 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
         # jax's own run shows no race here (D29); say what it does show, so the two reports don't look contradictory
         msg += ("; jax's interpreter runs an on_wait copy only inside a wait on its semaphore and drops one left "
                 "in flight at the end of the call (D29), so there the read sees the copy's data or the result's "
-                "old value, and its race detector, which records no access after the call, reports nothing")
+                "old value, and its race detector, which records no access after the call, reports nothing for this pair")
     blocked = tuple(
         (e.core, e.pc, f"{_who(program, e.core)}: {e.describe()} still in flight (the copy started at "
                        f"{program.cores[e.core][e.pc].loc})"
