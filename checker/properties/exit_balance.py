@@ -171,7 +171,11 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     device_warn = _warnings(program, mode, low, excess, None if failing else real) if warnings else {}
     if exiting is not None:  # the devices that hang never check: only the exiting ones have warnings to predict
         device_warn = {d: w for d, w in device_warn.items() if int(d) in exiting}
+    # the totals count what every copy would add; under on_wait copies left in flight add nothing, so the
+    # count jax prints at exit is the witness run's, which can be far from the excess (PROP-5)
     lines = [f"{c['semaphore']} on core {c['core']}: receives {c['contributed']}, waits for {c['waited']}"
+             + (f" ({c['final_count_in_witness']} left at exit in the witness run, copies in flight adding nothing)"
+                if pending and c["final_count_in_witness"] != c["excess"] else "")
              for c in counters]
     msg = "unbalanced at exit: " + "; ".join(lines[:4]) + (f" (+{len(lines) - 4} more)" if len(lines) > 4 else "")
     if failing:

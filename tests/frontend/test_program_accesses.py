@@ -155,6 +155,16 @@ def test_the_prediction_agrees_with_jax_s_race_detector(reports):
             assert c["output_matches_reference"] is False and verdicts[key] == "violated", c["key"]
 
 
+@pytest.mark.rule("PRG-120")
+def test_an_on_wait_race_with_the_read_after_the_call_says_what_jax_shows(reports):
+    """Under on_wait jax drops the copy and its detector is silent (D29): the message says so, so that a
+    violated race-free next to jax's clean race report reads as a prediction, not a contradiction."""
+    for r in _rows(reports[WRITEBACK], "race-free"):
+        msg = _message(r)
+        said = "drops one left in flight at the end of the call (D29)" in msg and "reports nothing" in msg
+        assert said == (r["dma_mode"] == "on_wait"), (r["dma_mode"], msg)
+
+
 # --- uses of results between the calls of a program -------------------------------------------
 
 
