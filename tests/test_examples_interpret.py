@@ -5,9 +5,11 @@ for every example (completed / hang / error, error message, non-zero-count
 warnings).  The default selection below runs a representative subset (about
 a minute on two cores); the full matrix is marked slow.
 
-Each run happens in a subprocess (tests/kernels/run_interpret.py).  A case
-whose ground truth is "hang" is given HANG_TIMEOUT seconds; every other case
-gets a generous timeout, which costs nothing unless it unexpectedly hangs.
+Each run happens in a subprocess (tests/kernels/run_interpret.py): the cases
+whose ground truth completes share one per device count, every other case has
+its own.  A case whose ground truth is "hang" is given HANG_TIMEOUT seconds;
+every other case gets a generous timeout, which costs nothing unless it
+unexpectedly hangs.
 """
 
 from __future__ import annotations
@@ -111,12 +113,36 @@ def _id(cfg):
     return f"{name}-{n}dev-{mode}{extra}"
 
 
+@pytest.fixture(scope="module")
+def completed_runs():
+    """The QUICK cases whose ground truth completes, per device count in one child (`run_kernels`: jax
+    started once rather than once per case, ~2.5 s each), on first use; a case that hangs or fails in
+    the interpreter keeps a child of its own (a hang is ended by killing its process)."""
+    done: dict[int, dict[str, dict]] = {}
+
+    def report(case):
+        n = case["devices"]
+        if n not in done:
+            keys = [ri.case_key(*c) for c in QUICK if c[1] == n]
+            cases = [CASES[k] for k in keys if k in CASES and CASES[k]["outcome"] == "completed"]
+            runs = ri.run_kernels([(REPO / c["path"], c["dma_mode"], c["kwargs"]) for c in cases], n,
+                                  COMPLETE_TIMEOUT)
+            done[n] = {ri.case_key(c["path"], n, c["dma_mode"], c["kwargs"]): r for c, r in zip(cases, runs)}
+        return done[n][ri.case_key(case["path"], n, case["dma_mode"], case["kwargs"])]
+
+    return report
+
+
 @pytest.mark.parametrize("cfg", QUICK, ids=[_id(c) for c in QUICK])
-def test_example_matches_ground_truth(cfg):
+def test_example_matches_ground_truth(cfg, completed_runs):
     key = ri.case_key(*cfg)
     assert key in CASES, f"no ground truth for {key}; rerun make_ground_truth.py"
     case = CASES[key]
-    report, problems = _check(case)
+    if case["outcome"] == "completed":
+        report = completed_runs(case)
+        problems = ri.compare_to_ground_truth(report, case, GT["examples"].get(case["path"]))
+    else:
+        report, problems = _check(case)
     assert not problems, (
         f"{key}: {problems}\nreport: {json.dumps({k: v for k, v in report.items() if k != 'stderr_tail'}, indent=1)}"
     )

@@ -19,19 +19,26 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "kernels"))
 from run_interpret import compare_to_ground_truth, load_ground_truth  # noqa: E402
+from sampling import every_kth  # noqa: E402
 
 ROOT = HERE.parent
 GT = load_ground_truth()
 EXAMPLES = {e["path"]: e for e in GT["examples"]} if isinstance(GT["examples"], list) else GT["examples"]
 
 
-def _cases(devices: int) -> list[dict]:
+def _cases(devices: int, half: int | None = None) -> list[dict]:
+    """The ground-truth cases at `devices`; with `half` (0 or 1) those of every second file from it."""
     cases = GT["cases"] if "cases" in GT else [c for e in GT["examples"] for c in e.get("cases", [])]
-    return [c for c in cases if c["devices"] == devices]
+    cases = [c for c in cases if c["devices"] == devices]
+    if half is None:
+        return cases
+    files = every_kth(sorted({c["path"] for c in cases}), 2, half)
+    return [c for c in cases if c["path"] in files]
 
 
-def _predict(devices: int) -> list[dict]:
-    cases = [{"path": c["path"], "dma_mode": c["dma_mode"], "kwargs": c.get("kwargs") or {}} for c in _cases(devices)]
+def _predict(devices: int, half: int | None) -> list[dict]:
+    cases = [{"path": c["path"], "dma_mode": c["dma_mode"], "kwargs": c.get("kwargs") or {}}
+             for c in _cases(devices, half)]
     proc = subprocess.run(
         [sys.executable, str(HERE / "kernels" / "predict_cases.py"), str(devices)],
         input=json.dumps(cases), capture_output=True, text=True, cwd=ROOT, timeout=900,
@@ -41,10 +48,12 @@ def _predict(devices: int) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+# the default run: half the files at 2 devices and the other half at 4; every file at each count under slow
 @pytest.mark.jax
-@pytest.mark.parametrize("devices", [2, 4, pytest.param(8, marks=pytest.mark.slow)])
-def test_semcheck_predicts_interpret_mode_outcome_for_every_example(devices):
-    predicted = _predict(devices)
+@pytest.mark.parametrize("devices, half", [(2, 0), (4, 1)] + [pytest.param(n, None, marks=pytest.mark.slow)
+                                                              for n in (2, 4, 8)])
+def test_semcheck_predicts_interpret_mode_outcome_for_every_example(devices, half):
+    predicted = _predict(devices, half)
     truth = {(c["path"], c["dma_mode"], json.dumps(c.get("kwargs") or {}, sort_keys=True)): c for c in _cases(devices)}
     assert predicted, "no ground-truth cases at this device count"
     problems = []

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from semcheck.checker.run.request import MAX_DEVICES, InputError, check_devices, parse_devices
+from sampling import every_kth
 
 from ._support import SEMCHECK
 
@@ -73,13 +74,17 @@ def test_a_program_past_the_size_bound_is_refused_before_it_is_built(tmp_path):
     assert "one period" in line and "RUN-22" in line
 
 
+ESTIMATED = sorted(str(p.relative_to(REPO)) for d in ("examples", "examples/buggy", "bench/kernels")
+                   for p in (REPO / d).glob("*.py"))
+
+
 @pytest.mark.jax
 @pytest.mark.rule("RUN-13")
-def test_the_size_estimate_is_near_the_built_program():
-    """The bound is only as good as the estimate it reads: on every example, at 4 and 16 devices, the
-    estimate is within a factor of 4 of the operations the front end builds."""
-    files = sorted(str(p.relative_to(REPO)) for d in ("examples", "examples/buggy", "bench/kernels")
-                   for p in (REPO / d).glob("*.py"))
+@pytest.mark.parametrize("files", [pytest.param(every_kth(ESTIMATED, 2), id="sample"),
+                                   pytest.param(ESTIMATED, id="every", marks=pytest.mark.slow)])
+def test_the_size_estimate_is_near_the_built_program(files):
+    """The bound is only as good as the estimate it reads: on every example (every second by default), at 4
+    and 16 devices, the estimate is within a factor of 4 of the operations the front end builds."""
     proc = subprocess.run([sys.executable, str(PROBE), "estimate", "16", "4,16", *files], cwd=REPO, env=_env(),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,6 +16,7 @@ from importlib import metadata
 import pytest
 
 from ._support import BUGGY, CLEAN, EXAMPLES, SCHEMA, SEMCHECK, Run, env, semcheck, semcheck_many, without_timings
+from sampling import LONG, every_kth
 from test_buggy_verdicts import DEVICES as BUGGY_DEVICES  # where a bug shows only at another count
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -77,22 +78,29 @@ def _part(document: dict, fmt: str, path: str) -> dict:
     return doc
 
 
-# The clean examples this run verifies: every second by default (half the module's 100 s), every one
-# under the long profile (`make test-long`).
+# The clean examples this run verifies: every third by default (the ring whose report a test reads kept),
+# every one under the long profile (`make test-long`).
 CLEAN_ALL = [f"examples/{p.name}" for p in sorted(EXAMPLES.glob("*.py"))]
-CLEAN_CHECKED = CLEAN_ALL if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else CLEAN_ALL[::2]
+CLEAN_CHECKED = CLEAN_ALL if LONG else every_kth(CLEAN_ALL, 3, keep=["examples/ring_allreduce.py"])
+# The buggy ones: every second by default (tests/test_buggy_verdicts.py checks every one's verdicts), those
+# whose reports the tests here read kept; every one under the long profile.
+BUGGY_ALL = sorted(p.name for p in BUGGY.glob("*.py"))
+BUGGY_CHECKED = BUGGY_ALL if LONG else every_kth(BUGGY_ALL, 2, keep=[
+    *JSON_TOO, "two_core_missing_core_index.py", "two_core_signal_hangs_on_tpu.py",
+    "semaphore_read_in_interpret_mode.py"])
 
 
 @pytest.fixture(scope="module")
 def example_runs():
-    """Every example at 2 devices (a buggy one at the count its bug shows at): the clean ones in JSON,
-    the buggy ones in JSON and SARIF, one CLI run over many files each (a run of its own per file spent
+    """The examples checked (CLEAN_CHECKED, BUGGY_CHECKED) at 2 devices (a buggy one at the count its bug
+    shows at): the clean ones in JSON, the buggy ones in JSON and SARIF, one CLI run over many files each
+    (a run of its own per file spent
     most of its time importing jax: 150 s for the module). Keyed by (name, format); the batches
     themselves are under ("*clean", "json") and ("*buggy", format, devices)."""
     clean = CLEAN_CHECKED
     by_devices: dict[int, list[str]] = {}
-    for p in sorted(BUGGY.glob("*.py")):
-        by_devices.setdefault(BUGGY_DEVICES.get(p.name, 2), []).append(f"examples/buggy/{p.name}")
+    for name in BUGGY_CHECKED:
+        by_devices.setdefault(BUGGY_DEVICES.get(name, 2), []).append(f"examples/buggy/{name}")
     calls, keys = [(("verify", *clean, "--devices", "2", "--format", "json"), {"cwd": EXAMPLES.parent})], ["*clean"]
     for n, paths in sorted(by_devices.items()):
         calls.append((("verify", *paths, "--devices", str(n), "--format", "json"), {"cwd": EXAMPLES.parent,
@@ -140,7 +148,7 @@ def test_every_buggy_example_exits_1(example_runs):
     batches = _batches(example_runs, "*buggy")
     assert batches and all(b.returncode == 1 for b in batches), [(b.args[-1], b.returncode, b.stderr) for b in batches]
     buggy = _files(example_runs, "json", buggy=True)
-    assert len(buggy) == len(list(BUGGY.glob("*.py")))
+    assert len(buggy) == len(BUGGY_CHECKED) and len(BUGGY_ALL) == len(list(BUGGY.glob("*.py")))
     for (name, _), part in buggy.items():
         verdicts = {r["verdict"] for r in part.json()["results"]}
         # interpret mode cannot run a semaphore read (D12): no bug of the kernel, its own verdict (REP-21)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from sampling import every_kth
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNELS = sorted(os.path.relpath(p, ROOT) for pattern in ("examples/*.py", "examples/buggy/*.py",
                                                           "bench/kernels/*.py")
@@ -29,6 +31,10 @@ KERNELS = sorted(os.path.relpath(p, ROOT) for pattern in ("examples/*.py", "exam
 TEST_KERNELS = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "tests/frontend/kernels/*.py"))
                       if not p.endswith("_common.py"))
 MAX_DEVICES = 16
+RINGS = ("examples/ring_allreduce.py", "examples/ring_allgather.py", "bench/kernels/all_to_all.py")
+# the three sweeps over every kernel: a third each in the default run (between them every kernel, the
+# rings in each), every kernel under `slow`
+SWEEP = 3
 # kernels whose ids, DMAs, waits or branches read values that differ between devices (per-device input
 # shards, ACC-8's collectives before the kernel, ACC-9's copies into SMEM): a subset of the devices cannot
 # be lowered exactly, and the front end says so (`SubsetRefused`)
@@ -174,7 +180,7 @@ def _check_random_subsets(seed: int, examples: int) -> list[str]:
     return found[-1:]
 
 
-def _step_lane_differences(counts: list[int]) -> tuple[list[str], dict[str, int]]:
+def _step_lane_differences(counts: list[int], kernels: list[str]) -> tuple[list[str], dict[str, int]]:
     """Child process: every kernel at each device count, lowered with the grid steps as lanes and
     step by step (and loop iterations one by one); the differences, and per kernel the grid points and
     loop iterations that ran as lanes."""
@@ -183,7 +189,7 @@ def _step_lane_differences(counts: list[int]) -> tuple[list[str], dict[str, int]
 
     _start_jax()
     diffs, as_lanes = [], {}
-    for path in KERNELS:
+    for path in kernels:
         for n in counts:
             try:
                 fast = load(os.path.join(ROOT, path), devices=n)
@@ -216,14 +222,21 @@ def _in_child(fn, *args):
         return pool.submit(fn, *args).result()
 
 
-def test_a_subset_lowers_the_whole_programs_cores_of_every_example_kernel():
+def _sweeps(offset: int) -> list:
+    """The kernels of one sweep: a third in the default run (from `offset`, the rings kept), all under slow."""
+    return [pytest.param(every_kth(KERNELS, SWEEP, offset, keep=RINGS), id="sample"),
+            pytest.param(KERNELS, id="every", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("kernels", _sweeps(0))
+def test_a_subset_lowers_the_whole_programs_cores_of_every_example_kernel(kernels):
     """Every example kernel at 3 and 6 devices: the last device, and two devices out of order or apart;
     the front end's test kernels (device-dependent branches and loops, scalar data) at 4 and 8."""
-    examples = [(path, n, devices) for path in KERNELS for n, devices in ((3, [2, 1]), (6, [5]), (6, [1, 4]))]
+    examples = [(path, n, devices) for path in kernels for n, devices in ((3, [2, 1]), (6, [5]), (6, [1, 4]))]
     tests = [(path, n, devices) for path in TEST_KERNELS for n, devices in ((4, [1]), (8, [2, 5, 6]))]
     (diffs, compared, refused), (test_diffs, _, _) = _in_child(_check_both, examples, tests)
     assert not diffs and not test_diffs, (diffs + test_diffs)[:3]
-    assert compared > 2 * len(KERNELS)
+    assert compared > 2 * len(kernels)
     # the examples are not refused their way out (the test kernels are device-dependent on purpose): only
     # those whose control values are followed across devices (ACC-8's collectives before the kernel,
     # ACC-9's copies into SMEM) need every device lowered and are refused a subset by design
@@ -234,12 +247,12 @@ def test_a_subset_lowers_the_whole_programs_cores_for_drawn_kernels_counts_and_s
     assert _in_child(_check_random_subsets, 1, 40) == []
 
 
-def test_grid_steps_and_loop_iterations_run_as_lanes_lower_the_step_by_step_program():
-    diffs, as_lanes = _in_child(_step_lane_differences, [2, 5])
+@pytest.mark.parametrize("kernels", _sweeps(1))
+def test_grid_steps_and_loop_iterations_run_as_lanes_lower_the_step_by_step_program(kernels):
+    diffs, as_lanes = _in_child(_step_lane_differences, [2, 5], kernels)
     assert not diffs, diffs[:3]
     # the rings' steps and the all-to-all's loops do run as lanes (the comparison is not of two slow paths)
-    assert all(as_lanes[k] > 0 for k in ("examples/ring_allreduce.py", "examples/ring_allgather.py",
-                                          "bench/kernels/all_to_all.py"))
+    assert all(as_lanes[k] > 0 for k in RINGS)
 
 
 def _refusals() -> dict[str, list[bool]]:
@@ -304,7 +317,7 @@ if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__, "-q"])
 
 
-def _symmetric_differences(counts: list[int]) -> tuple[list[str], list[str]]:
+def _symmetric_differences(counts: list[int], kernels: list[str]) -> tuple[list[str], list[str]]:
     """Child process: every example kernel at each device count lowered by one period (RUN-22: the rotation
     certificate and the subset lowering, `lower_call` with no device-count threshold) and materialised,
     against the whole lowering; the differences, and which kernels were lowered by one period."""
@@ -314,7 +327,7 @@ def _symmetric_differences(counts: list[int]) -> tuple[list[str], list[str]]:
     _start_jax()
     cache: dict = {}
     diffs, by_period = [], []
-    for path in KERNELS:
+    for path in kernels:
         for n in counts:
             for call, kwargs, program in _lowered(path, n, cache):
                 if program is None:
@@ -331,12 +344,13 @@ def _symmetric_differences(counts: list[int]) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.rule("RUN-22")
-def test_a_program_lowered_by_one_period_is_the_program():
+@pytest.mark.parametrize("kernels", _sweeps(2))
+def test_a_program_lowered_by_one_period_is_the_program(kernels):
     """RUN-22: where the certificate proves a period, the Symmetric of the subset lowering materialises to
     exactly the whole lowering, for every example kernel at 4 and 8 devices; the rings are among them."""
-    diffs, by_period = _in_child(_symmetric_differences, [4, 8])
+    diffs, by_period = _in_child(_symmetric_differences, [4, 8], kernels)
     assert not diffs, diffs[:3]
-    for ring in ("examples/ring_allreduce.py", "examples/ring_allgather.py", "bench/kernels/all_to_all.py"):
+    for ring in RINGS:
         assert ring in by_period
-    assert len(by_period) > len(KERNELS) // 2
+    assert len(by_period) > len(kernels) // 2
 

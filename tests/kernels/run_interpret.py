@@ -11,9 +11,11 @@ prints exactly one JSON line on stdout::
      "error_type": ..., "error_message": ...,
      "nonzero_count_warnings": [...], "seconds": ..., ...}
 
-Usage as a module: ``run_kernel(path, devices, dma_mode, timeout) -> dict``.
+Usage as a module: ``run_kernel(path, devices, dma_mode, timeout) -> dict``, or
+``run_kernels(cases, devices, timeout)`` for several runs expected to complete, one after
+another in one subprocess (jax starts once; the first run that does not complete ends it).
 
-Every run happens in a fresh subprocess, because
+Every run happens in a subprocess, not the caller's, because
 
 * the number of fake CPU devices is fixed by ``XLA_FLAGS`` before jax is
   imported, and
@@ -45,6 +47,7 @@ from typing import Any
 
 RESULT_MARKER = "@@SEMCHECK_INTERPRET_RESULT@@ "
 RUN_MARKER = "@@SEMCHECK_INTERPRET_RUNNING@@"  # the child is past import and build: the kernel call starts
+CASE_MARKER = "@@SEMCHECK_INTERPRET_CASE@@ "  # a batch child starts its case of this index
 
 # The interpreter prints one line per device whose semaphores are not all zero
 # when the kernel exits.
@@ -232,7 +235,7 @@ def split_selector(path: str) -> tuple[str, str | None]:
     return str(path), None
 
 
-def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) -> int:
+def _set_device_count(devices: int) -> None:
     # Must happen before jax is imported anywhere in this process.
     flags = os.environ.get("XLA_FLAGS", "")
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", flags)
@@ -241,6 +244,30 @@ def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) 
     ).strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+
+def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) -> int:
+    _set_device_count(devices)
+    print(RESULT_MARKER + json.dumps(_run_case(path, devices, dma_mode, kwargs)), flush=True)
+    # Threads of a failed interpreter run may still be blocked on barriers;
+    # do not wait for them at interpreter shutdown.
+    os._exit(0)
+
+
+def _batch_child_main(cases: list[dict[str, Any]], devices: int) -> int:
+    """Runs `cases` (each {"path", "dma_mode", "kwargs"}) one after another, each after a CASE_MARKER line.
+    The first that does not complete ends the batch: a failed run may leave interpreter threads blocked."""
+    _set_device_count(devices)
+    for i, case in enumerate(cases):
+        print(f"{CASE_MARKER}{i}", flush=True)
+        result = _run_case(case["path"], devices, case["dma_mode"], case["kwargs"])
+        print(RESULT_MARKER + json.dumps(result), flush=True)
+        if result["status"] != "completed":
+            break
+    os._exit(0)
+
+
+def _run_case(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The child's run of one kernel: its RESULT_MARKER record."""
     result: dict[str, Any] = {"phase": "import"}
     t0 = time.monotonic()
     try:
@@ -288,10 +315,7 @@ def _child_main(path: str, devices: int, dma_mode: str, kwargs: dict[str, Any]) 
         result["traceback_tail"] = text[-4000:]
     result["child_seconds"] = round(time.monotonic() - t0, 3)
     sys.stdout.flush()
-    print(RESULT_MARKER + json.dumps(result), flush=True)
-    # Threads of a failed interpreter run may still be blocked on barriers;
-    # do not wait for them at interpreter shutdown.
-    os._exit(0)
+    return result
 
 
 # --------------------------------------------------------------------------
@@ -350,38 +374,11 @@ def _wait(proc: subprocess.Popen, out_f, timeout: float, idle: float | None) -> 
     return True
 
 
-def run_kernel(
-    path: str | os.PathLike,
-    devices: int,
-    dma_mode: str = "eager",
-    timeout: float = 30.0,
-    *,
-    kwargs: dict[str, Any] | None = None,
-    python: str | None = None,
-    idle: float | None = None,
-) -> dict[str, Any]:
-    """Runs one example in a subprocess and classifies the outcome.
-
-    Returns a dict with at least: outcome ("completed" | "hang" | "error"),
-    error_type, error_message, nonzero_count_warnings, seconds. `idle`: see `_wait` (for runs
-    expected to hang; a run expected to complete waits out `timeout`).
-    """
-    if dma_mode not in DMA_MODES:
-        raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {dma_mode!r}")
-    file, name = split_selector(str(path))
-    path = str(Path(file).resolve()) + (f"::{name}" if name else "")
-    cmd = [
-        python or sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        path,
-        "--devices",
-        str(int(devices)),
-        "--dma-mode",
-        dma_mode,
-        "--kwargs",
-        json.dumps(kwargs or {}),
-    ]
+def _spawn(args: list[str], devices: int, timeout: float, idle: float | None,
+           python: str | None = None) -> tuple[str, str, bool, int | None, float]:
+    """Runs this file as a child with `args` in its own process group, `devices` host devices: its stdout,
+    stderr, whether it timed out (or hung, see `_wait`), its exit code and the seconds it took."""
+    cmd = [python or sys.executable, str(Path(__file__).resolve()), *args]
     env = dict(os.environ)
     flags = re.sub(
         r"--xla_force_host_platform_device_count=\d+", "", env.get("XLA_FLAGS", "")
@@ -410,7 +407,12 @@ def run_kernel(
         stdout = out_f.read()
         err_f.seek(0)
         stderr = err_f.read()
+    return stdout, stderr, timed_out, proc.returncode, seconds
 
+
+def _report(path: str, devices: int, dma_mode: str, timeout: float, stdout: str, stderr: str,
+            timed_out: bool, returncode: int | None, seconds: float) -> dict[str, Any]:
+    """The report of one run from the child's output about it."""
     child: dict[str, Any] | None = None
     for line in stdout.splitlines():
         if line.startswith(RESULT_MARKER):
@@ -444,24 +446,79 @@ def run_kernel(
         report["error_type"] = "ChildProcessDied"
         etype, msg = innermost_error(stderr)
         report["error_message"] = (
-            f"exit code {proc.returncode}"
+            f"exit code {returncode}"
             + (f"; {etype}: {msg}" if etype else (f"; {msg}" if msg else ""))
         )
     report["stderr_tail"] = stderr[-2000:]
     return report
 
 
+def _child_path(path: str | os.PathLike) -> str:
+    file, name = split_selector(str(path))
+    return str(Path(file).resolve()) + (f"::{name}" if name else "")
+
+
+def run_kernel(
+    path: str | os.PathLike,
+    devices: int,
+    dma_mode: str = "eager",
+    timeout: float = 30.0,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    python: str | None = None,
+    idle: float | None = None,
+) -> dict[str, Any]:
+    """Runs one example in a subprocess and classifies the outcome.
+
+    Returns a dict with at least: outcome ("completed" | "hang" | "error"),
+    error_type, error_message, nonzero_count_warnings, seconds. `idle`: see `_wait` (for runs
+    expected to hang; a run expected to complete waits out `timeout`).
+    """
+    if dma_mode not in DMA_MODES:
+        raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {dma_mode!r}")
+    path = _child_path(path)
+    args = ["--child", path, "--devices", str(int(devices)), "--dma-mode", dma_mode,
+            "--kwargs", json.dumps(kwargs or {})]
+    return _report(path, devices, dma_mode, timeout, *_spawn(args, devices, timeout, idle, python))
+
+
+def run_kernels(cases: list[tuple[str | os.PathLike, str, dict[str, Any]]], devices: int,
+                timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Runs `cases` ((path, dma_mode, kwargs), each expected to complete) one after another in one child
+    (jax starts once), each reported as `run_kernel` reports it, its stdout the lines printed during its
+    run. A case the batch did not reach, because one before it did not complete, runs on its own.
+    Not for runs that may hang: a hang would take the rest of the batch with it."""
+    for _, mode, _ in cases:
+        if mode not in DMA_MODES:
+            raise ValueError(f"dma_mode must be one of {DMA_MODES}, got {mode!r}")
+    batch = [{"path": _child_path(p), "dma_mode": m, "kwargs": kw or {}} for p, m, kw in cases]
+    args = ["--child-batch", json.dumps(batch), "--devices", str(int(devices))]
+    stdout, stderr, timed_out, returncode, seconds = _spawn(args, devices, timeout * len(cases), None)
+    parts = stdout.split(CASE_MARKER)[1:]
+    reports = []
+    for i, (case, (path, mode, kw)) in enumerate(zip(batch, cases)):
+        part = parts[i].partition("\n")[2] if i < len(parts) else ""
+        if RESULT_MARKER not in part:  # not reached, or the child died in it: on its own
+            reports.append(run_kernel(path, devices, mode, timeout, kwargs=kw))
+            continue
+        reports.append(_report(case["path"], devices, mode, timeout, part, "", False, returncode, seconds))
+    return reports
+
+
 def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("path")
+    ap.add_argument("path", nargs="?")
     ap.add_argument("--devices", type=int, default=2)
     ap.add_argument("--dma-mode", choices=DMA_MODES, default="eager")
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--kwargs", default="{}", help="JSON dict of extra build() kwargs")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child-batch", help=argparse.SUPPRESS)
     ap.add_argument("--verbose", action="store_true",
                     help="also print traceback/stderr tails")
     ns = ap.parse_args(argv)
+    if ns.child_batch:
+        return _batch_child_main(json.loads(ns.child_batch), ns.devices)
     kwargs = json.loads(ns.kwargs)
     if ns.child:
         return _child_main(ns.path, ns.devices, ns.dma_mode, kwargs)
