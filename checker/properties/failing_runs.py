@@ -42,8 +42,8 @@ from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, 
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import REPLAY_LIMIT, run
-from semcheck.model.state import Outcome
-from semcheck.model.step import is_global
+from semcheck.model.state import Outcome, State
+from semcheck.model.step import enabled, is_global, step
 
 REVISIT_HINT = ("order the grid so that the steps using one output block are consecutive (the index map of "
                 "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
@@ -228,10 +228,15 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
         said = f"on every run up to its failure ({why})"
         return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said,
                                    stats={**v.stats, "rule": "ACC-15"})
-    if v.verdict == "violated" and _shown_before_failure(prop, program, mode, v.witness):
+    shown = _shown_before_failure(prop, program, mode, v.witness) if v.verdict == "violated" else None
+    if shown is not None:
         w = v.witness
-        return dataclasses.replace(v, stats={**v.stats, "rule": "ACC-15"}, witness=dataclasses.replace(
-            w, message=f"{w.message} (in a run that meets no failing copy first: {why})"))
+        rule, said = "ACC-15", f"in a run that meets no failing copy first: {why}"
+        if shown != tuple(w.schedule):  # ERR-24: a run that performs both events before any wait raises
+            rule, said = "ERR-24", (f"this schedule runs both copies before any wait raises, and jax's detector "
+                                    f"orders neither after the other (ERR-24); {why}")
+        return dataclasses.replace(v, stats={**v.stats, "rule": rule}, witness=dataclasses.replace(
+            w, message=f"{w.message} ({said})", schedule=shown))
     if v.verdict == "violated":
         return Verdict(prop, "unknown", reason=f"{raised}: the program with the view made indexable violates it "
                        f"({v.witness.message}), but whether a run gets there before a wait raises is not decided "
@@ -241,26 +246,66 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
     return v
 
 
-def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> bool:
+def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:
     """ACC-15: whether witness `w` of the indexable program shows its violation on a run of `program` that has not
     failed: its schedule replays here without a failure, and the violation is its last step (`_AT_LAST_STEP`) or,
     for `race-free`, two core accesses both next in the state it reaches (either order runs, neither is a wait,
-    so neither pops a task)."""
+    so neither pops a task), or two events one run of `program` performs before any failure (ERR-24). The
+    schedule to show (the witness's, or ERR-24's run), or None when not shown."""
     from semcheck.model.errors import ModelBug
 
     if not w.schedule or len(w.schedule) > REPLAY_LIMIT:
-        return False
+        return None
+    if prop == "race-free" and w.details.get("halves") and any(h for _, _, h in w.details["halves"]):
+        return both_run(program, mode, w)
     try:
         state = run(program, mode, w.schedule, finish=False)
     except ModelBug:
-        return False
+        return None
     if state.failures:
-        return False
+        return None
     if prop in _AT_LAST_STEP:
-        return True
+        return tuple(w.schedule)
     if prop != "race-free" or len(w.blocked) != 2:
-        return False
-    return all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked)
+        return None
+    if all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked):
+        return tuple(w.schedule)
+    return None
+
+
+def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple | None:
+    """ERR-24: the schedule of a run of `program` that performs both events of race witness `w` (one a copy's
+    half) before any failure, or None. It follows `w`'s schedule to the first state where both events are next
+    (none has run, no failure), then takes at each state the first enabled step that performs one of them,
+    else the first that does not fail, until both have run, within REPLAY_LIMIT steps. jax's detector clocks a copy's halves with the clock
+    its start took, whichever waiter runs them, and a core's next access with the core's clock now: two events
+    next in one state are ordered neither way once both have run, and the detector reports them."""
+    from semcheck.model.errors import ModelBug
+    from semcheck.model.race import event_pending
+
+    events = w.details["halves"]
+    state, steps = State.initial(program), []
+    try:
+        for actor in w.schedule:
+            if all(event_pending(program, state, *e) for e in events) or state.failures:
+                break
+            state = step(program, mode, state, tuple(actor))
+            steps.append(tuple(actor))
+        if state.failures or not all(event_pending(program, state, *e) for e in events):
+            return None
+        while (left := sum(event_pending(program, state, *e) for e in events)):
+            if len(steps) >= REPLAY_LIMIT:
+                return None
+            nexts = [(a, step(program, mode, state, a)) for a in enabled(program, mode, state)]
+            ok = [(a, s) for a, s in nexts if not s.failures]
+            done = [(a, s) for a, s in ok if sum(event_pending(program, s, *e) for e in events) < left]
+            if not ok:
+                return None
+            actor, state = (done or ok)[0]
+            steps.append(actor)
+    except ModelBug:
+        return None
+    return None if state.failures else tuple(steps)
 
 
 def _freed(o: Outcome) -> bool:

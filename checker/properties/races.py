@@ -336,6 +336,7 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
                 for e in (a, b)
             ],
             "sites": found,
+            "halves": [(e.core, e.pc, e.half) for e in (a, b)],  # the two events, for a replay on another program
         },
         hint=fix,
     )
