@@ -57,3 +57,29 @@ def test_a_race_past_the_failing_wait_stays_unknown():
     _, vs = _race([[*_bad_copy(), *_fill(20)], _fill(30)])
     race = vs["race-free"]
     assert race.verdict == "unknown" and "ACC-15" in race.reason, race
+
+
+@pytest.mark.rule("ERR-24")
+def test_a_witness_that_fails_first_is_replaced_by_a_run_that_reaches_both_copies(before):
+    # the schedule runs core 0 through its copy and into the wait that raises before core 1 starts its copy;
+    # a run that brings both cores to their copies first performs both writes before any failure
+    from semcheck.checker.properties.failing_runs import both_run
+    from semcheck.checker.properties.verdict import Witness
+    from semcheck.model.race import event_pending
+    from semcheck.model.state import State
+    from semcheck.model.step import enabled, step
+
+    program, _ = before
+    starts = [next(pc for pc, op in enumerate(ops) if type(op) is DmaStart and op.view_error is None)
+              for ops in program.cores]
+    halves = [(0, starts[0], "write"), (1, starts[1], "write")]
+    state, failing = State.initial(program), []
+    while not state.failures:  # core 0 whenever it can move: it reaches the wait that raises first
+        actor = min(enabled(program, "on_wait", state))
+        state, failing = step(program, "on_wait", state, actor), [*failing, actor]
+    assert not event_pending(program, state, 0, starts[0], "write")  # core 0's copy ran ...
+    assert state.pcs[1] <= starts[1]  # ... before core 1 started its own
+    got = both_run(program, "on_wait", Witness("race", schedule=tuple(failing), details={"halves": halves}))
+    assert got is not None
+    state = run(program, "on_wait", got, finish=False)
+    assert not state.failures and not any(event_pending(program, state, *e) for e in halves)

@@ -275,37 +275,81 @@ def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness
 
 def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple | None:
     """ERR-24: the schedule of a run of `program` that performs both events of race witness `w` (one a copy's
-    half) before any failure, or None. It follows `w`'s schedule to the first state where both events are next
-    (none has run, no failure), then takes at each state the first enabled step that performs one of them,
-    else the first that does not fail, until both have run, within REPLAY_LIMIT steps. jax's detector clocks a copy's halves with the clock
-    its start took, whichever waiter runs them, and a core's next access with the core's clock now: two events
-    next in one state are ordered neither way once both have run, and the detector reports them."""
+    half) before any failure, or None. It reaches a state where both events are next (none has run, no
+    failure) by `w`'s schedule or, when that meets a failure first, by steps that bring the events' cores to
+    them first (`_to_both_next`), then takes at each state the first enabled step that performs one of them,
+    else the first that does not fail, until both have run, within REPLAY_LIMIT steps. jax's detector clocks a
+    copy's halves with the clock its start took, whichever waiter runs them, and a core's next access with
+    the core's clock now: two events next in one state are ordered neither way once both have run."""
     from semcheck.model.errors import ModelBug
     from semcheck.model.race import event_pending
 
     events = w.details["halves"]
-    state, steps = State.initial(program), []
+
+    def pending(s: State) -> int:
+        return sum(event_pending(program, s, *e) for e in events)
+
     try:
-        for actor in w.schedule:
-            if all(event_pending(program, state, *e) for e in events) or state.failures:
-                break
-            state = step(program, mode, state, tuple(actor))
-            steps.append(tuple(actor))
-        if state.failures or not all(event_pending(program, state, *e) for e in events):
+        reached = _follow(program, mode, w.schedule, events) or _to_both_next(program, mode, events)
+        if reached is None:
             return None
-        while (left := sum(event_pending(program, state, *e) for e in events)):
+        state, steps = reached
+        while (left := pending(state)):
             if len(steps) >= REPLAY_LIMIT:
                 return None
-            nexts = [(a, step(program, mode, state, a)) for a in enabled(program, mode, state)]
-            ok = [(a, s) for a, s in nexts if not s.failures]
-            done = [(a, s) for a, s in ok if sum(event_pending(program, s, *e) for e in events) < left]
+            ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
             if not ok:
                 return None
-            actor, state = (done or ok)[0]
+            actor, state = next(((a, s) for a, s in ok if pending(s) < left), ok[0])
             steps.append(actor)
     except ModelBug:
         return None
-    return None if state.failures else tuple(steps)
+    return tuple(steps)
+
+
+def _follow(program: Program, mode: DmaMode, schedule, events) -> tuple[State, list] | None:
+    """ERR-24: the first state of `schedule` on `program` where both `events` are next, with its prefix, or
+    None when a failure or the schedule's end comes first."""
+    from semcheck.model.race import event_pending
+
+    state, steps = State.initial(program), []
+    for actor in (*schedule, None):
+        if state.failures:
+            return None
+        if all(event_pending(program, state, *e) for e in events):
+            return state, steps
+        if actor is None:
+            return None
+        state = step(program, mode, state, tuple(actor))
+        steps.append(tuple(actor))
+    return None
+
+
+def _to_both_next(program: Program, mode: DmaMode, events) -> tuple[State, list] | None:
+    """ERR-24: a run of `program` to a state where both `events` are next: at each state the first enabled step
+    that does not fail, a step of a core that has not reached its event first, else of a core without an event
+    (an event's core is held there once it has reached it); None on a failure, a dead end or REPLAY_LIMIT."""
+    from semcheck.model.race import event_pending
+
+    at = {c: pc - (half is None) for c, pc, half in events}  # a copy's core steps its start; a core stops at its access
+    state, steps = State.initial(program), []
+    while not all(event_pending(program, state, *e) for e in events):
+        if len(steps) >= REPLAY_LIMIT:
+            return None
+        ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
+
+        def rank(item) -> int:
+            a = item[0]
+            c = a[1] if a[0] == "core" else None
+            if c in at and state.pcs[c] <= at[c]:  # not yet at its event
+                return 0
+            return 1 if c not in at else 2
+
+        if not ok:
+            return None
+        actor, state = min(ok, key=rank)
+        steps.append(actor)
+    return state, steps
 
 
 def _freed(o: Outcome) -> bool:
