@@ -228,13 +228,19 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
         said = f"on every run up to its failure ({why})"
         return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said,
                                    stats={**v.stats, "rule": "ACC-15"})
-    shown = _shown_before_failure(prop, program, mode, v.witness) if v.verdict == "violated" else None
+    w, alt = v.witness, None
+    if v.verdict == "violated" and prop == "race-free" and any(h for _, _, h in w.details.get("halves", ())):
+        shown, alt = both_run(program, mode, w) if 0 < len(w.schedule) <= REPLAY_LIMIT else (None, None)
+    else:
+        shown = _shown_before_failure(prop, program, mode, w) if v.verdict == "violated" else None
     if shown is not None:
-        w = v.witness
         rule, said = "ACC-15", f"in a run that meets no failing copy first: {why}"
         if shown != tuple(w.schedule):  # ERR-24: a run that performs both events before any wait raises
-            rule, said = "ERR-24", (f"this schedule runs both copies before any wait raises, and jax's detector "
+            rule, said = "ERR-24", (f"this schedule runs both accesses before any wait raises, and jax's detector "
                                     f"orders neither after the other (ERR-24); {why}")
+        if alt is not None:  # another race the pass found: the witness's own meets a failing wait first
+            w = dataclasses.replace(w, message=alt["message"], locs=tuple(alt["locs"]), blocked=(),
+                                    details={"halves": alt["halves"]}, hint=w.hint)
         return dataclasses.replace(v, stats={**v.stats, "rule": rule}, witness=dataclasses.replace(
             w, message=f"{w.message} ({said})", schedule=shown))
     if v.verdict == "violated":
@@ -250,14 +256,12 @@ def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness
     """ACC-15: whether witness `w` of the indexable program shows its violation on a run of `program` that has not
     failed: its schedule replays here without a failure, and the violation is its last step (`_AT_LAST_STEP`) or,
     for `race-free`, two core accesses both next in the state it reaches (either order runs, neither is a wait,
-    so neither pops a task), or two events one run of `program` performs before any failure (ERR-24). The
-    schedule to show (the witness's, or ERR-24's run), or None when not shown."""
+    so neither pops a task; a race of a copy's half is ERR-24's, `both_run`). The witness's schedule, or None
+    when not shown."""
     from semcheck.model.errors import ModelBug
 
     if not w.schedule or len(w.schedule) > REPLAY_LIMIT:
         return None
-    if prop == "race-free" and w.details.get("halves") and any(h for _, _, h in w.details["halves"]):
-        return both_run(program, mode, w)
     try:
         state = run(program, mode, w.schedule, finish=False)
     except ModelBug:
@@ -273,37 +277,46 @@ def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness
     return None
 
 
-def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple | None:
-    """ERR-24: the schedule of a run of `program` that performs both events of race witness `w` (one a copy's
-    half) before any failure, or None. It reaches a state where both events are next (none has run, no
-    failure) by `w`'s schedule or, when that meets a failure first, by steps that bring the events' cores to
-    them first (`_to_both_next`), then takes at each state the first enabled step that performs one of them,
-    else the first that does not fail, until both have run, within REPLAY_LIMIT steps. jax's detector clocks a
-    copy's halves with the clock its start took, whichever waiter runs them, and a core's next access with
-    the core's clock now: two events next in one state are ordered neither way once both have run."""
+def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None, dict | None]:
+    """ERR-24: the schedule of a run of `program` that performs both events of a race of witness `w` (one a
+    copy's half) before any failure, and the alternative race it shows (None: `w`'s own), or (None, None). It
+    reaches a state where both events are next (none has run, no failure) by `w`'s schedule or, when that meets
+    a failure first, by steps that bring the events' cores to them first (`_to_both_next`), trying `w`'s race
+    and then the others the race pass found (`alternatives`); then it takes at each state the first enabled
+    step that performs one of them, else the first that does not fail, until both have run, within
+    REPLAY_LIMIT steps. jax's detector clocks a copy's halves with the clock its start took, whichever waiter
+    runs them, and a core's next access with the core's clock now: two events next in one state are ordered
+    neither way once both have run."""
     from semcheck.model.errors import ModelBug
-    from semcheck.model.race import event_pending
 
-    events = w.details["halves"]
+    tries = [(w.details["halves"], None), *((a["halves"], a) for a in w.details.get("alternatives", ()))]
+    for i, (events, alt) in enumerate(tries):
+        try:
+            reached = (_follow(program, mode, w.schedule, events) if i == 0 else None) \
+                or _to_both_next(program, mode, events)
+            done = reached and _run_both(program, mode, events, *reached)
+        except ModelBug:
+            done = None
+        if done:
+            return done, alt
+    return None, None
+
+
+def _run_both(program: Program, mode: DmaMode, events, state: State, steps: list) -> tuple | None:
+    """ERR-24: continue from `state` (both `events` next) until both have run, never taking a failing step."""
+    from semcheck.model.race import event_pending
 
     def pending(s: State) -> int:
         return sum(event_pending(program, s, *e) for e in events)
 
-    try:
-        reached = _follow(program, mode, w.schedule, events) or _to_both_next(program, mode, events)
-        if reached is None:
+    while (left := pending(state)):
+        if len(steps) >= REPLAY_LIMIT:
             return None
-        state, steps = reached
-        while (left := pending(state)):
-            if len(steps) >= REPLAY_LIMIT:
-                return None
-            ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
-            if not ok:
-                return None
-            actor, state = next(((a, s) for a, s in ok if pending(s) < left), ok[0])
-            steps.append(actor)
-    except ModelBug:
-        return None
+        ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
+        if not ok:
+            return None
+        actor, state = next(((a, s) for a, s in ok if pending(s) < left), ok[0])
+        steps.append(actor)
     return tuple(steps)
 
 
