@@ -294,7 +294,9 @@ def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None,
         try:
             reached = (_follow(program, mode, w.schedule, events) if i == 0 else None) \
                 or _to_both_next(program, mode, events)
-            done = reached and _run_both(program, mode, events, *reached)
+            # the first step that does not fail, or one core's steps first (each core in turn, a few at most)
+            firsts = (None, *range(min(program.topology.num_cores, 8)))
+            done = reached and next((d for f in firsts if (d := _run_both(program, mode, events, *reached, f))), None)
         except ModelBug:
             done = None
         if done:
@@ -302,8 +304,9 @@ def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None,
     return None, None
 
 
-def _run_both(program: Program, mode: DmaMode, events, state: State, steps: list) -> tuple | None:
-    """ERR-24: continue from `state` (both `events` next) until both have run, never taking a failing step."""
+def _run_both(program: Program, mode: DmaMode, events, state: State, steps: list, first: int | None) -> tuple | None:
+    """ERR-24: continue from `state` (both `events` next) until both have run, never taking a failing step: a
+    step that performs an event first, then one of core `first` (when given), else the first enabled."""
     from semcheck.model.race import event_pending
 
     def pending(s: State) -> int:
@@ -315,8 +318,9 @@ def _run_both(program: Program, mode: DmaMode, events, state: State, steps: list
         ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
         if not ok:
             return None
-        actor, state = next(((a, s) for a, s in ok if pending(s) < left), ok[0])
-        steps.append(actor)
+        mine = [(a, s) for a, s in ok if a == ("core", first)]
+        actor, state = next(((a, s) for a, s in ok if pending(s) < left), (mine or ok)[0])
+        steps = [*steps, actor]
     return tuple(steps)
 
 
