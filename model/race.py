@@ -126,14 +126,7 @@ def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, 
         return None
 
     def pending(state: State, e: AccessEvent) -> bool:
-        if not e.is_dma:
-            return state.pcs[e.core] == e.pc
-        if state.pcs[e.core] <= e.pc:
-            return False
-        # the issuer's k-th DMA start is its k-th DMA in the state (starts do not fail in a replay that got here)
-        k = sum(type(op) is DmaStart for op in program.cores[e.core][: e.pc])
-        mine = [d for d in state.dmas if d.src_core == e.core]
-        return k < len(mine) and mine[k].phase < (1 if e.half == "read" else 2)
+        return event_pending(program, state, e.core, e.pc, e.half)
 
     state = State.initial(program)
     first: Outcome | None = None  # the first race state on the way (kept when the end does not replay)
@@ -145,6 +138,19 @@ def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, 
         except ModelBug:
             return first
     return outcome if pending(state, a) and pending(state, b) else first
+
+
+def event_pending(program: Program, state: State, core: int, pc: int, half: str | None) -> bool:
+    """DR-1: whether the access at `core`/`pc` (a copy's `half`, or the core's own when None) is next in
+    `state`: the core's next op, or a half of a started copy that has not run."""
+    if half is None:
+        return state.pcs[core] == pc
+    if state.pcs[core] <= pc:
+        return False
+    # the issuer's k-th DMA start is its k-th DMA in the state (starts do not fail in a replay that got here)
+    k = sum(type(op) is DmaStart for op in program.cores[core][:pc])
+    mine = [d for d in state.dmas if d.src_core == core]
+    return k < len(mine) and mine[k].phase < (1 if half == "read" else 2)
 
 
 def _kernel_against_dma_groups(

@@ -66,6 +66,9 @@ EXPECTED = {
     # every eager run raises at a zero-size copy starting at a dimension's end (ACC-10, ERR-20); on_wait is
     # unknown (the copy raises only if a waiter runs it), a TPU copies nothing (D33)
     "copy_window_at_dimension_end.py": {"deadlock-free": ("eager",)},
+    # a zero-fill after the start barrier races a peer's push; then an empty copy at a dimension's end raises
+    # in every interpreter run (eager at its start, on_wait in the later wait, after both copies ran: ERR-24)
+    "race_zero_fill_then_empty_copy_at_end.py": {"race-free": H, "deadlock-free": I},
     # with the race detector on, the wait for the empty copy's 0 bytes runs no task under on_wait and fails
     # its clock assertion in every run (RACE-1, ERR-21); eager runs the copy at its start
     "clock_empty_copy_wait.py": {"deadlock-free": ("on_wait",)},

@@ -42,8 +42,8 @@ from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, 
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import REPLAY_LIMIT, run
-from semcheck.model.state import Outcome
-from semcheck.model.step import is_global
+from semcheck.model.state import Outcome, State
+from semcheck.model.step import enabled, is_global, step
 
 REVISIT_HINT = ("order the grid so that the steps using one output block are consecutive (the index map of "
                 "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
@@ -228,10 +228,21 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
         said = f"on every run up to its failure ({why})"
         return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said,
                                    stats={**v.stats, "rule": "ACC-15"})
-    if v.verdict == "violated" and _shown_before_failure(prop, program, mode, v.witness):
-        w = v.witness
-        return dataclasses.replace(v, stats={**v.stats, "rule": "ACC-15"}, witness=dataclasses.replace(
-            w, message=f"{w.message} (in a run that meets no failing copy first: {why})"))
+    w, alt = v.witness, None
+    if v.verdict == "violated" and prop == "race-free" and any(h for _, _, h in w.details.get("halves", ())):
+        shown, alt = both_run(program, mode, w) if 0 < len(w.schedule) <= REPLAY_LIMIT else (None, None)
+    else:
+        shown = _shown_before_failure(prop, program, mode, w) if v.verdict == "violated" else None
+    if shown is not None:
+        rule, said = "ACC-15", f"in a run that meets no failing copy first: {why}"
+        if shown != tuple(w.schedule):  # ERR-24: a run that performs both events before any wait raises
+            rule, said = "ERR-24", (f"this schedule runs both accesses before any wait raises, and jax's detector "
+                                    f"orders neither after the other (ERR-24); {why}")
+        if alt is not None:  # another race the pass found: the witness's own meets a failing wait first
+            w = dataclasses.replace(w, message=alt["message"], locs=tuple(alt["locs"]), blocked=(),
+                                    details={"halves": alt["halves"]}, hint=w.hint)
+        return dataclasses.replace(v, stats={**v.stats, "rule": rule}, witness=dataclasses.replace(
+            w, message=f"{w.message} ({said})", schedule=shown))
     if v.verdict == "violated":
         return Verdict(prop, "unknown", reason=f"{raised}: the program with the view made indexable violates it "
                        f"({v.witness.message}), but whether a run gets there before a wait raises is not decided "
@@ -241,26 +252,121 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
     return v
 
 
-def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> bool:
+def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:
     """ACC-15: whether witness `w` of the indexable program shows its violation on a run of `program` that has not
     failed: its schedule replays here without a failure, and the violation is its last step (`_AT_LAST_STEP`) or,
     for `race-free`, two core accesses both next in the state it reaches (either order runs, neither is a wait,
-    so neither pops a task)."""
+    so neither pops a task; a race of a copy's half is ERR-24's, `both_run`). The witness's schedule, or None
+    when not shown."""
     from semcheck.model.errors import ModelBug
 
     if not w.schedule or len(w.schedule) > REPLAY_LIMIT:
-        return False
+        return None
     try:
         state = run(program, mode, w.schedule, finish=False)
     except ModelBug:
-        return False
+        return None
     if state.failures:
-        return False
+        return None
     if prop in _AT_LAST_STEP:
-        return True
+        return tuple(w.schedule)
     if prop != "race-free" or len(w.blocked) != 2:
-        return False
-    return all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked)
+        return None
+    if all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked):
+        return tuple(w.schedule)
+    return None
+
+
+def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None, dict | None]:
+    """ERR-24: the schedule of a run of `program` that performs both events of a race of witness `w` (one a
+    copy's half) before any failure, and the alternative race it shows (None: `w`'s own), or (None, None). It
+    reaches a state where both events are next (none has run, no failure) by `w`'s schedule or, when that meets
+    a failure first, by steps that bring the events' cores to them first (`_to_both_next`), trying `w`'s race
+    and then the others the race pass found (`alternatives`); then it takes at each state the first enabled
+    step that performs one of them, else the first that does not fail, until both have run, within
+    REPLAY_LIMIT steps. jax's detector clocks a copy's halves with the clock its start took, whichever waiter
+    runs them, and a core's next access with the core's clock now: two events next in one state are ordered
+    neither way once both have run."""
+    from semcheck.model.errors import ModelBug
+
+    tries = [(w.details["halves"], None), *((a["halves"], a) for a in w.details.get("alternatives", ()))]
+    for i, (events, alt) in enumerate(tries):
+        try:
+            reached = (_follow(program, mode, w.schedule, events) if i == 0 else None) \
+                or _to_both_next(program, mode, events)
+            # the first step that does not fail, or one core's steps first (each core in turn, a few at most)
+            firsts = (None, *range(min(program.topology.num_cores, 8)))
+            done = reached and next((d for f in firsts if (d := _run_both(program, mode, events, *reached, f))), None)
+        except ModelBug:
+            done = None
+        if done:
+            return done, alt
+    return None, None
+
+
+def _run_both(program: Program, mode: DmaMode, events, state: State, steps: list, first: int | None) -> tuple | None:
+    """ERR-24: continue from `state` (both `events` next) until both have run, never taking a failing step: a
+    step that performs an event first, then one of core `first` (when given), else the first enabled."""
+    from semcheck.model.race import event_pending
+
+    def pending(s: State) -> int:
+        return sum(event_pending(program, s, *e) for e in events)
+
+    while (left := pending(state)):
+        if len(steps) >= REPLAY_LIMIT:
+            return None
+        ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
+        if not ok:
+            return None
+        mine = [(a, s) for a, s in ok if a == ("core", first)]
+        actor, state = next(((a, s) for a, s in ok if pending(s) < left), (mine or ok)[0])
+        steps = [*steps, actor]
+    return tuple(steps)
+
+
+def _follow(program: Program, mode: DmaMode, schedule, events) -> tuple[State, list] | None:
+    """ERR-24: the first state of `schedule` on `program` where both `events` are next, with its prefix, or
+    None when a failure or the schedule's end comes first."""
+    from semcheck.model.race import event_pending
+
+    state, steps = State.initial(program), []
+    for actor in (*schedule, None):
+        if state.failures:
+            return None
+        if all(event_pending(program, state, *e) for e in events):
+            return state, steps
+        if actor is None:
+            return None
+        state = step(program, mode, state, tuple(actor))
+        steps.append(tuple(actor))
+    return None
+
+
+def _to_both_next(program: Program, mode: DmaMode, events) -> tuple[State, list] | None:
+    """ERR-24: a run of `program` to a state where both `events` are next: at each state the first enabled step
+    that does not fail, a step of a core that has not reached its event first, else of a core without an event
+    (an event's core is held there once it has reached it); None on a failure, a dead end or REPLAY_LIMIT."""
+    from semcheck.model.race import event_pending
+
+    at = {c: pc - (half is None) for c, pc, half in events}  # a copy's core steps its start; a core stops at its access
+    state, steps = State.initial(program), []
+    while not all(event_pending(program, state, *e) for e in events):
+        if len(steps) >= REPLAY_LIMIT:
+            return None
+        ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
+
+        def rank(item) -> int:
+            a = item[0]
+            c = a[1] if a[0] == "core" else None
+            if c in at and state.pcs[c] <= at[c]:  # not yet at its event
+                return 0
+            return 1 if c not in at else 2
+
+        if not ok:
+            return None
+        actor, state = min(ok, key=rank)
+        steps.append(actor)
+    return state, steps
 
 
 def _freed(o: Outcome) -> bool:

@@ -26,6 +26,7 @@ from semcheck.model.race import Ordered, Race, find_races
 from semcheck.model.run import REPLAY_LIMIT, run
 
 PROP = "race-free"
+ALTERNATIVES = 16  # races besides the witness's kept for ERR-24 (each costs one guided run when used)
 
 
 def race_free(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
@@ -119,7 +120,14 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
             return Verdict(PROP, "unknown", reason=f"{split[0]} (specs/semantics/accesses.md GRID-4)", stats=stats)
         real = kept
     if real:
-        return Verdict(PROP, "violated", witness=_witness(program, mode, real[0]), stats=stats)
+        w = _witness(program, mode, real[0])
+        # ERR-24: other races, for a program whose runs may fail before the first one's events (a few, cheaply told)
+        w.details["alternatives"] = [
+            {"halves": [(e.core, e.pc, e.half) for e in (r.first, r.second)],
+             "message": f"{_say(program, r.first)} and {_say(program, r.second)} can happen in either order ({mode})",
+             "locs": [program.cores[e.core][e.pc].loc for e in (r.first, r.second)]}
+            for r in real[1:ALTERNATIVES + 1]]
+        return Verdict(PROP, "violated", witness=w, stats=stats)
     if report.over_budget:
         n = program.topology.num_devices
         if report.runs == 0:
@@ -341,6 +349,7 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
                 for e in (a, b)
             ],
             "sites": found,
+            "halves": [(e.core, e.pc, e.half) for e in (a, b)],  # the two events, for a replay on another program
         },
         hint=fix,
     )

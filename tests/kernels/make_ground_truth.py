@@ -172,6 +172,12 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/copy_window_at_dimension_end.py": {"kind": "window_error", "error_type": "IndexError",
                                                        "devices": [2]},
     "examples/copy_window_inside_dimension.py": {"kind": "clean"},
+    # a race of two copies (an output's zero-fill after the start barrier, a peer's push into it), then an
+    # empty copy at a dimension's end: eager raises at its start; under on_wait the later wait runs its task
+    # first (the newest) and raises there, after both racing copies ran (ERR-24; the race is in
+    # race_ground_truth.json). Recorded at 2 devices, as the example above
+    "examples/buggy/race_zero_fill_then_empty_copy_at_end.py": {"kind": "window_error", "error_type": "IndexError",
+                                                                "raises_in": ["eager", "on_wait"], "devices": [2]},
     # a copy of 0 bytes waited with jax's race detector on: under on_wait the wait runs no task, so no signal
     # reaches its semaphore and the wait fails the manager's clock assertion (RACE-1); eager runs the copy at
     # its start; the fix skips the empty copy. Every device fails at its wait, and which device's exception jax

@@ -1,0 +1,85 @@
+"""ERR-24: under on_wait, a race of copies (one event a copy's half) that one run performs before a waiter pops a
+copy that raises (ACC-11) is a violation of the program itself; past the failing wait it stays ACC-15's unknown."""
+
+from __future__ import annotations
+
+import pytest
+
+from semcheck.checker.properties.checking import check_program
+from semcheck.model import (DmaStart, InterpreterView, Loc, Scratch, SemRef, Topology, Wait, launch, run)
+from semcheck.model.ops import Region
+
+SCRATCH = [Scratch("sems", 1), Scratch("buf", kind="buffer", nbytes=64),
+           Scratch("out", kind="buffer", nbytes=128, memory_space="hbm")]
+BAD = InterpreterView("ReshapeTransform", "copy", "k.py:10", side="source")
+
+
+def _bad_copy() -> list:
+    """A local copy through a view the interpreter cannot index, and the wait that runs it and raises."""
+    return [DmaStart(SemRef("sems", 0), 32, src_buf="out", src_region=Region(((0, 8),)), dst_buf="buf",
+                     dst_region=Region(((0, 8),)), view_error=BAD, loc=Loc("k.py", 10)),
+            Wait(SemRef("sems", 0), 32, kind="dma", loc=Loc("k.py", 11))]
+
+
+def _fill(line: int) -> list:
+    """A copy from the core's own buffer into the device's shared output window, and its wait."""
+    return [DmaStart(SemRef("sems", 0), 32, src_buf="buf", src_region=Region(((0, 8),)), dst_buf="out",
+                     dst_region=Region(((16, 24),)), loc=Loc("k.py", line)),
+            Wait(SemRef("sems", 0), 32, kind="dma", loc=Loc("k.py", line + 1))]
+
+
+def _race(bodies):
+    program = launch(Topology(1, 2), bodies, scratch=SCRATCH)
+    return program, {v.property: v for v in check_program(program, "on_wait")}
+
+
+@pytest.fixture(scope="module")
+def before():
+    # both cores copy into one window of the device's output; core 0 then waits a copy that raises
+    return _race([[*_fill(20), *_bad_copy()], _fill(30)])
+
+
+@pytest.mark.rule("ERR-24", "ACC-15")
+def test_a_race_of_copies_run_before_the_failing_wait_is_violated(before):
+    program, vs = before
+    race = vs["race-free"]
+    assert race.verdict == "violated" and race.stats.get("rule") == "ERR-24", race
+    assert {loc.line for loc in race.witness.locs} >= {20, 30}
+    state = run(program, "on_wait", race.witness.schedule, finish=False)
+    assert not state.failures  # a run that has not failed ...
+    assert all(d.phase == 2 for d in state.dmas[:2])  # ... in which both copies have landed
+    assert vs["deadlock-free"].verdict == "violated"
+
+
+@pytest.mark.rule("ERR-24", "ACC-15")
+def test_a_race_past_the_failing_wait_stays_unknown():
+    # core 0 starts its copy only after the wait that raises in every run: no run performs both copies
+    _, vs = _race([[*_bad_copy(), *_fill(20)], _fill(30)])
+    race = vs["race-free"]
+    assert race.verdict == "unknown" and "ACC-15" in race.reason, race
+
+
+@pytest.mark.rule("ERR-24")
+def test_a_witness_that_fails_first_is_replaced_by_a_run_that_reaches_both_copies(before):
+    # the schedule runs core 0 through its copy and into the wait that raises before core 1 starts its copy;
+    # a run that brings both cores to their copies first performs both writes before any failure
+    from semcheck.checker.properties.failing_runs import both_run
+    from semcheck.checker.properties.verdict import Witness
+    from semcheck.model.race import event_pending
+    from semcheck.model.state import State
+    from semcheck.model.step import enabled, step
+
+    program, _ = before
+    starts = [next(pc for pc, op in enumerate(ops) if type(op) is DmaStart and op.view_error is None)
+              for ops in program.cores]
+    halves = [(0, starts[0], "write"), (1, starts[1], "write")]
+    state, failing = State.initial(program), []
+    while not state.failures:  # core 0 whenever it can move: it reaches the wait that raises first
+        actor = min(enabled(program, "on_wait", state))
+        state, failing = step(program, "on_wait", state, actor), [*failing, actor]
+    assert not event_pending(program, state, 0, starts[0], "write")  # core 0's copy ran ...
+    assert state.pcs[1] <= starts[1]  # ... before core 1 started its own
+    got, alt = both_run(program, "on_wait", Witness("race", schedule=tuple(failing), details={"halves": halves}))
+    assert got is not None and alt is None
+    state = run(program, "on_wait", got, finish=False)
+    assert not state.failures and not any(event_pending(program, state, *e) for e in halves)
