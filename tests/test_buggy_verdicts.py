@@ -132,7 +132,6 @@ EXPECTED = {
     # after the caller reads the output, its bytes stay, and on a TPU it may land after the receiver has left
     # ACC-21: a ring step waits only for its send half, so the count rows are used still landing: the race,
     # and nothing the counts decide is a fact (the other properties unknown)
-    "moe_counts_ring_row_read_before_wait.py": {"race-free": H},
     "masked_row_push_recv_one_row_short.py": {"race-free": H, "exit-balance": H, "dma-bytes": H,
                                               "invocation-confined": ("hardware",)},
 }

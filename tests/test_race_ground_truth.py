@@ -59,6 +59,9 @@ GT = mrg.load_race_ground_truth()
 CASES = {(c["path"], c["devices"], c["dma_mode"]): c for c in GT["cases"]}
 FILES = sorted({c["path"] for c in GT["cases"]})
 RACY = sorted(k for k, c in CASES.items() if c["race_reported"])
+# path -> the DMA modes whose interpreter runs the example declares failing (tests/kernels/ground_truth.json)
+RAISES_IN = {p: tuple(e.get("raises_in", ())) for p, e in
+             json.loads((ROOT / "tests" / "kernels" / "ground_truth.json").read_text())["examples"].items()}
 # path -> the device count a buggy example's bug needs, from the buggy examples' one table of them
 BUG_DEVICES = {f"examples/buggy/{name}": n for name, n in DEVICES.items()}
 
@@ -220,9 +223,14 @@ def test_race_examples_race_and_clean_examples_do_not():
             # other counts are its fix
             assert not case["race_reported"], _case_id(key)
         elif case["kind"] == "race":
-            assert case["outcome"] == "completed" and case["race_reported"], (
+            assert case["race_reported"], (
                 f"{_case_id(key)}: a race example jax ran without a race report "
                 f"(outcomes {case['outcomes']})")
+            # a run that fails after reporting the race must be a failure the interpreter record declares
+            raises_in = RAISES_IN.get(key[0], ())
+            assert case["outcome"] == "completed" or key[2] in raises_in, (
+                f"{_case_id(key)}: the race was reported, then the run failed without the interpreter record "
+                f"declaring a failure in {key[2]} (outcomes {case['outcomes']})")
         elif case["kind"] == "clean":
             assert case["outcome"] == "completed" and not case["race_reported"], (
                 f"{_case_id(key)}: a clean example, but\n{_describe(case)}")

@@ -59,7 +59,6 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     "examples/buggy/masked_row_push_recv_one_row_short.py",
     # ACC-21: count rows a remote copy brings into VMEM
     "examples/moe_counts_ring_allreduce.py",
-    "examples/buggy/moe_counts_ring_row_read_before_wait.py",
 })
 
 

@@ -2,7 +2,7 @@
 
 examples/moe_counts_ring_allreduce.py exchanges its count rows by remote copies into a VMEM int32 table
 (a barrier per step, as shipped MoE kernels do), moves the table to SMEM and sizes its dispatch with it;
-examples/buggy/moe_counts_ring_row_read_before_wait.py waits only for each step's send half. Both are
+tests/frontend/kernels/moe_counts_ring_row_read_before_wait.py waits only for each step's send half. Both are
 verified once, in one CLI run (JSON), at 2 and 4 devices in every mode.
 """
 
@@ -21,7 +21,7 @@ from cli._support import semcheck  # noqa: E402
 pytestmark = pytest.mark.jax
 
 CLEAN = "examples/moe_counts_ring_allreduce.py"
-BUGGY = "examples/buggy/moe_counts_ring_row_read_before_wait.py"
+BUGGY = "tests/frontend/kernels/moe_counts_ring_row_read_before_wait.py"
 RING_COPY, TABLE_COPY = 89, 96  # the step's remote copy of a row; the local copy of the table to SMEM
 
 

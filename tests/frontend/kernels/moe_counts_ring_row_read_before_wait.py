@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def _clean():
-    path = Path(__file__).resolve().parents[1] / "moe_counts_ring_allreduce.py"
+    path = Path(__file__).resolve().parents[3] / "examples" / "moe_counts_ring_allreduce.py"
     spec = importlib.util.spec_from_file_location("semcheck_example_moe_counts_ring_allreduce", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
