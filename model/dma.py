@@ -235,9 +235,12 @@ def empty_copies_signal_nothing(program: Any) -> Any:
     0 bytes completes that way is documented nowhere. This is the program in which every such half
     adds nothing (its semaphore side counts bytes, 0 of them); None when the program has no such
     copy, so that its one reading is DMA-6's."""
+    # A program given by one period (RUN-20) is rewritten in its representatives: rotation moves a copy's
+    # devices and rows, never its size or its semaphores' types, so every rotated core follows.
+    field = "representatives" if getattr(program, "representatives", None) is not None else "cores"
     changed_any = False
     cores = []
-    for ops in program.cores:
+    for ops in getattr(program, field):
         out = []
         for op in ops:
             if isinstance(op, DmaStart) and op.nbytes == 0 and (op.dst_sem_type != "dma" or (
@@ -246,4 +249,4 @@ def empty_copies_signal_nothing(program: Any) -> Any:
                 changed_any = True
             out.append(op)
         cores.append(tuple(out))
-    return dataclasses.replace(program, cores=tuple(cores)) if changed_any else None
+    return dataclasses.replace(program, **{field: tuple(cores)}) if changed_any else None

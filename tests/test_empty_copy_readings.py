@@ -77,3 +77,17 @@ def test_a_kernel_whose_copy_sizes_are_data_gets_both_readings_end_to_end():
     assert skipped["verdict"] == "unknown" and "ACC-24" in skipped["reason"]
     assert f"the copy at {kernel}:" in skipped["reason"] and "violated; if it adds nothing, proved" in skipped["reason"]
     assert {row["verdict"] for (t, _), row in got.items() if t == "no_slot_skipped"} == {"proved"}
+
+
+@pytest.mark.rule("ACC-24", "RUN-20")
+def test_a_program_given_by_one_period_gets_its_other_reading_without_being_built():
+    # Pod-scale hardware checks read a program given by its representatives; iterating every core of it
+    # raises (RUN-21). The other reading is made in the representatives, and every rotated core follows.
+    from semcheck.model.symmetric import Symmetric
+
+    one = _counting((64, 0), 1)
+    program = Symmetric(Topology(4096), 1, {}, (one.cores[0],))
+    other = empty_copies_signal_nothing(program)
+    assert isinstance(other, Symmetric) and first_empty_copy(program).nbytes == 0
+    last = [(op.nbytes, op.dst_sem_type) for op in other.cores[4095] if isinstance(op, DmaStart)]
+    assert last == [(64, "regular"), (0, "dma")]

@@ -22,7 +22,8 @@ def first_empty_copy(program) -> DmaStart | None:
     other = empty_copies_signal_nothing(program)
     if other is None:
         return None
-    for ops, alt in zip(program.cores, other.cores):
+    field = "representatives" if getattr(program, "representatives", None) is not None else "cores"  # RUN-20
+    for ops, alt in zip(getattr(program, field), getattr(other, field)):
         for op, op2 in zip(ops, alt):
             if op is not op2:
                 return op
