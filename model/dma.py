@@ -13,7 +13,7 @@ from typing import Any, Protocol, Self, TypeVar
 
 from semcheck.model import semaphore as sem
 from semcheck.model.errors import ModelBug, Violation
-from semcheck.model.ops import DmaMode, DmaStart, SemType
+from semcheck.model.ops import DmaMode, DmaStart, SemType, core_field
 from semcheck.model.scope_keys import freed_failures
 from semcheck.model.semaphore import SemKey, Task
 from semcheck.model.state import Dma
@@ -235,9 +235,7 @@ def empty_copies_signal_nothing(program: Any) -> Any:
     0 bytes completes that way is documented nowhere. This is the program in which every such half
     adds nothing (its semaphore side counts bytes, 0 of them); None when the program has no such
     copy, so that its one reading is DMA-6's."""
-    # A program given by one period (RUN-20) is rewritten in its representatives: rotation moves a copy's
-    # devices and rows, never its size or its semaphores' types, so every rotated core follows.
-    field = "representatives" if getattr(program, "representatives", None) is not None else "cores"
+    field = core_field(program)  # a program given by one period: its representatives (RUN-20)
     changed_any = False
     cores = []
     for ops in getattr(program, field):

@@ -423,3 +423,10 @@ class Program:
     @property
     def num_ops(self) -> int:
         return sum(len(c) for c in self.cores)
+
+
+def core_field(program: Any) -> str:
+    """RUN-20: the field of `program` whose cores answer for every core: a program given by one period keeps
+    its representatives (every other core is one of them rotated, which moves devices and rows, never an
+    op's kind, size, semaphore types or a region's exactness), else a `Program` its cores."""
+    return "representatives" if getattr(program, "representatives", None) is not None else "cores"

@@ -31,10 +31,9 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
     is not argued; a proof over the widened region would hide that run."""
     from semcheck.checker.frontend.errors import Unsupported
 
-    # A program given by one period (RUN-20) is read off its representatives: every other core is one of
-    # them rotated, which moves a region's rows but keeps whether it is exact and why.
-    cores = getattr(program, "representatives", None)
-    for ops in program.cores if cores is None else cores:
+    from semcheck.model.ops import core_field
+
+    for ops in getattr(program, core_field(program)):  # a program given by one period: its representatives
         for op in ops:
             for region in (getattr(op, "region", None), getattr(op, "src_region", None),
                            getattr(op, "dst_region", None)):

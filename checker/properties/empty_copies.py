@@ -12,7 +12,7 @@ import dataclasses
 
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.dma import empty_copies_signal_nothing
-from semcheck.model.ops import DmaStart
+from semcheck.model.ops import DmaStart, core_field
 
 MODE = "hardware"
 
@@ -22,7 +22,7 @@ def first_empty_copy(program) -> DmaStart | None:
     other = empty_copies_signal_nothing(program)
     if other is None:
         return None
-    field = "representatives" if getattr(program, "representatives", None) is not None else "cores"  # RUN-20
+    field = core_field(program)
     for ops, alt in zip(getattr(program, field), getattr(other, field)):
         for op, op2 in zip(ops, alt):
             if op is not op2:
