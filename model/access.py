@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeVar
 
 from semcheck.model.buffer import SHARED_SPACES
+from semcheck.model.detector_windows import detector_windows_meet
 from semcheck.model.ops import Access, AllocBuffer, DmaMode, DmaStart, Loc, Op, Program, Region
 from semcheck.model.scope import stack_slot
 from semcheck.model.step import target_core
@@ -83,10 +84,18 @@ def buffer_spaces(program: Program, near: int | None = None) -> dict[tuple[int, 
     return spaces
 
 
-def in_mode(events: list[AccessEvent], mode: DmaMode) -> list[AccessEvent]:
-    """BUF-15 by mode: on a TPU the executions of a run_scoped site share one buffer (`buffer_of`); in the
-    interpreter each execution is a buffer of its own."""
-    if mode == "hardware" or not any(e.instance for e in events):
+def in_mode(events: list[AccessEvent], mode: DmaMode | None) -> list[AccessEvent]:
+    """The accesses `mode` sees, from those of every mode (`accesses(program, None)`). BUF-15: on a TPU the
+    executions of a run_scoped site share one buffer (`buffer_of`); in the interpreter each execution is a
+    buffer of its own. ERR-27: an access of no element is seen only by the interpreter's race detector (its
+    window may meet another's); on a TPU it touches nothing, so `hardware` drops it. `None`: every mode's."""
+    if mode is None:
+        return events
+    if mode == "hardware":
+        if any(e.region.empty for e in events):
+            return [e for e in events if not e.region.empty]
+        return events
+    if not any(e.instance for e in events):
         return events
     return [e if not e.instance else dataclasses.replace(e, buffer=(*e.buffer[:2], e.instance)) for e in events]
 
@@ -103,13 +112,16 @@ def buffer_of(program: Program, spaces: dict[tuple[int, str], str], core: int, l
 
 
 def accesses(
-    program: Program, mode: DmaMode, *, near: int | None = None,
+    program: Program, mode: DmaMode | None, *, near: int | None = None,
     copies_in: Mapping[int, Sequence[tuple[int, Op]]] | None = None,
 ) -> tuple[list[AccessEvent], list[Unrecorded]]:
     """ACC-1 .. ACC-3: every access of the program, and the DMAs whose accesses are unknown.
 
     A DMA whose target is out of range fails at its start (ERR-4) and
-    accesses nothing. With `near=k`, only accesses of the buffers of devices
+    accesses nothing. A copy half or a kernel access of no element is listed (ERR-27: the interpreter's
+    race detector sees its window) unless the interpreter raises at it first (ERR-9); `in_mode` drops it
+    under `hardware`. `mode` None: the accesses of every mode, before `in_mode` (a copy lands where SIG-1
+    says whatever the mode). With `near=k`, only accesses of the buffers of devices
     `0 .. k-1` (under a rotation by `k`, every pair has an image there, DR-5);
     every unrecorded DMA is still listed. `copies_in` (with `near`): for the cores of the other devices,
     their (position, copy) pairs that land on devices `0 .. k-1`, read instead of those cores (DR-35).
@@ -136,20 +148,21 @@ def accesses(
                 # on none (ERR-4): nothing of it is listed (the cheap test for most of a large program)
                 continue
             if t is Access:
-                if mine:
+                if mine and not (op.view_error is not None and op.region.empty):  # raises before (ERR-9)
                     buf = buffers.get((g, op.buf)) or buffers.setdefault((g, op.buf), buffer_of(program, spaces, g, op.buf))
                     events.append(AccessEvent(g, pc, None, buf, op.region, op.write, g, op.loc, _own(op.buf)))
             elif t is DmaStart:
-                dst = target_core(program, mode, g, op.device, op.core, dma=True)
+                dst = target_core(program, mode or "hardware", g, op.device, op.core, dma=True)
                 if not isinstance(dst, int):
                     continue
                 if op.src_buf is None or op.dst_buf is None or op.src_region is None or op.dst_region is None:
                     unrecorded.append(Unrecorded(g, pc, op.loc))
                     continue
-                if mine and not op.src_region.empty:  # an empty region touches nothing (DR-9's forerunners)
+                raises = op.view_error is not None  # an empty window the interpreter refuses raises first (ERR-9)
+                if mine and not (raises and op.src_region.empty):
                     src = buffers.get((g, op.src_buf)) or buffers.setdefault((g, op.src_buf), buffer_of(program, spaces, g, op.src_buf))
                     events.append(AccessEvent(g, pc, "read", src, op.src_region, False, g, op.loc, _own(op.src_buf)))
-                if (near is None or topo.device_of(dst) < near) and not op.dst_region.empty:
+                if (near is None or topo.device_of(dst) < near) and not (raises and op.dst_region.empty):
                     dbuf = buffers.get((dst, op.dst_buf)) or buffers.setdefault((dst, op.dst_buf), buffer_of(program, spaces, dst, op.dst_buf))
                     events.append(AccessEvent(g, pc, "write", dbuf, op.dst_region, True, dst, op.loc, _own(op.dst_buf)))
     return in_mode(events, mode), unrecorded
@@ -160,8 +173,25 @@ def _own(label: str) -> str | None:
     return label if stack_slot(label) != label else None
 
 
-def conflicts(a: AccessEvent, b: AccessEvent) -> bool:
-    """ACC-2: overlapping elements of one buffer, at least one a write, not ordered by program order alone.
+def regions_meet(r1: Region, r2: Region, mode: DmaMode) -> bool:
+    """ACC-2 and, in the interpreter modes, ERR-27: whether two regions of one buffer are taken to meet.
+
+    Under `hardware` they meet when they share an element. jax's race detector compares windows instead:
+    two windows with elements meet exactly when they share one, but a window of no element whose start
+    lies inside another meets it too (`detector_windows_meet`). A widened region's window is not known:
+    against a window of no element it may meet."""
+    if r1.overlaps(r2):
+        return True
+    if mode == "hardware" or not (r1.empty or r2.empty):
+        return False
+    if not (r1.exact and r2.exact):
+        return True
+    return detector_windows_meet(r1.box, r2.box)
+
+
+def conflicts(a: AccessEvent, b: AccessEvent, mode: DmaMode) -> bool:
+    """ACC-2 (DR-1): regions of one buffer that meet in `mode` (`regions_meet`), at least one a write, not
+    ordered by program order alone. The one test of a conflict: every pass that decides races calls it (DR-47).
 
     Two kernel accesses of one core are ordered by the core's program order;
     the two halves of one DMA are ordered by the DMA itself.
@@ -172,37 +202,47 @@ def conflicts(a: AccessEvent, b: AccessEvent) -> bool:
         return False
     if a.is_dma and b.is_dma and (a.core, a.pc) == (b.core, b.pc):
         return False
-    return a.region.overlaps(b.region)
+    return regions_meet(a.region, b.region, mode)
 
 
-def box_sweep(items: Sequence[T], box: Callable[[T], tuple[tuple[int, int], ...]]) -> list[tuple[T, T]]:
-    """Every pair of `items` whose boxes may overlap, each once: a superset of the overlapping pairs
-    (ACC-2). Items are swept in order of their first dimension's start, so only items whose first
-    dimensions overlap are paired; scalar and other-rank boxes pair with everything."""
-    ranks = [len(box(x)) for x in items]
+def sweep_box(r: Region) -> tuple[tuple[int, int], ...] | None:
+    """The box `box_sweep` sweeps region `r` by: None (paired with every region) for a region of no element
+    whose window is not known, which jax's race detector may take to meet any other (ERR-27)."""
+    return None if not r.exact and r.empty else r.box
+
+
+def box_sweep(items: Sequence[T], box: Callable[[T], tuple[tuple[int, int], ...] | None]) -> list[tuple[T, T]]:
+    """Every pair of `items` whose boxes may meet, each once: a superset of the pairs that meet (ACC-2,
+    ERR-27). Items are swept in order of their first dimension's start, so only items whose first
+    dimensions overlap, or start at one row (a window of no element meets one with elements that starts
+    where it does, ERR-27), are paired; scalar and other-rank boxes, and items without one (None), pair
+    with everything."""
+    boxes = [box(x) for x in items]
+    ranks = [-1 if b is None else len(b) for b in boxes]
     if not ranks:
         return []
     rank = max(set(ranks), key=ranks.count)
-    swept = sorted((x for x, r in zip(items, ranks) if r == rank and r), key=lambda x: box(x)[0][0])
-    wild = [x for x, r in zip(items, ranks) if r != rank or not r]
+    swept = sorted((i for i, r in enumerate(ranks) if r == rank and r > 0), key=lambda i: boxes[i][0][0])
+    wild = [items[i] for i, r in enumerate(ranks) if r != rank or r <= 0]
     out: list[tuple[T, T]] = []
-    active: list = []
-    for x in swept:
-        lo = box(x)[0][0]
-        active = [y for y in active if box(y)[0][1] > lo]
-        out.extend((y, x) for y in active)
-        active.append(x)
-    for i, w in enumerate(wild):
-        out.extend((w, x) for x in swept)
-        out.extend((w, x) for x in wild[i + 1:])
+    active: list[int] = []
+    for i in swept:
+        lo = boxes[i][0][0]
+        active = [j for j in active if boxes[j][0][1] > lo or boxes[j][0][0] == lo]
+        out.extend((items[j], items[i]) for j in active)
+        active.append(i)
+    tame = [items[i] for i in swept]
+    for k, w in enumerate(wild):
+        out.extend((w, x) for x in tame)
+        out.extend((w, x) for x in wild[k + 1:])
     return out
 
 
 def conflicting_pairs(
-    events: list[AccessEvent],
+    events: list[AccessEvent], mode: DmaMode,
 ) -> list[tuple[AccessEvent, AccessEvent]]:
-    """ACC-2: every conflicting pair, each once, grouped by buffer (only same-buffer pairs are compared,
-    and within a buffer only those `box_sweep` pairs)."""
+    """ACC-2: every pair that conflicts in `mode`, each once, grouped by buffer (only same-buffer pairs are
+    compared, and within a buffer only those `box_sweep` pairs)."""
     by_buffer: dict[BufferInstance, list[AccessEvent]] = defaultdict(list)
     for e in events:
         by_buffer[e.buffer].append(e)
@@ -210,7 +250,7 @@ def conflicting_pairs(
     for group in by_buffer.values():
         if not any(e.write for e in group):
             continue
-        found = [(a, b) for a, b in box_sweep(group, lambda e: e.region.box) if conflicts(a, b)]
+        found = [(a, b) for a, b in box_sweep(group, lambda e: sweep_box(e.region)) if conflicts(a, b, mode)]
         order = {id(e): i for i, e in enumerate(group)}
         found = [(a, b) if order[id(a)] < order[id(b)] else (b, a) for a, b in found]
         found.sort(key=lambda p: (order[id(p[0])], order[id(p[1])]))

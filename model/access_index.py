@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from semcheck.model.access import AccessEvent, box_sweep, conflicts
+from semcheck.model.access import AccessEvent, box_sweep, conflicts, regions_meet, sweep_box
+from semcheck.model.ops import DmaMode
 
 Pos = tuple[int, int]  # (core, pc) of an operation
 
@@ -28,10 +29,11 @@ class Chain:
 
 class AccessIndex:
     """Where each access is reached, its chain and its partners: what the observers of one list of
-    accesses only read, built once for all of them (DR-42)."""
+    accesses only read, built once for all of them (DR-42). `mode`: whose conflicts (ACC-2, ERR-27: `conflicts`)."""
 
-    def __init__(self, events: Iterable[AccessEvent]) -> None:
+    def __init__(self, events: Iterable[AccessEvent], mode: DmaMode) -> None:
         self.events = list(events)
+        self.mode = mode
         self.at: dict[Pos, list[AccessEvent]] = defaultdict(list)
         self.chain: dict[int, int] = {}  # id of an access -> the number of its chain
         self.chains = 0
@@ -45,10 +47,14 @@ class AccessIndex:
         return (x, self.chain[id(x)], self.partners.get(id(x)) or [])
 
     def _index(self, events: list[AccessEvent]) -> None:
-        """Chains of accesses with one region; partners for overlapping different regions (ACC-2)."""
+        """Chains of accesses with one region; partners for different regions that conflict (ACC-2). Accesses of
+        one region of no element do not meet (ERR-27: neither start lies inside the other's empty window): each
+        is a chain of its own."""
+        mode = self.mode
         by_buffer: dict = defaultdict(lambda: defaultdict(list))
         for e in events:
-            by_buffer[e.buffer][(e.region.box, e.region.exact, e.region.parts)].append(e)
+            r = e.region
+            by_buffer[e.buffer][(r.box, r.exact, r.parts, id(e) if r.empty else None)].append(e)
         at, chain_of = self.at, self.chain
         for regions in by_buffer.values():
             if not any(e.write for group in regions.values() for e in group):
@@ -60,13 +66,13 @@ class AccessIndex:
                 for e in regions[key]:
                     at[(e.core, e.pc)].append(e)
                     chain_of[id(e)] = chain
-            # different regions: only those whose first dimensions overlap are compared
-            for k1, k2 in box_sweep(keys, lambda k: k[0]):
+            # different regions: only those `box_sweep` pairs are compared
+            for k1, k2 in box_sweep(keys, lambda k: sweep_box(regions[k][0].region)):
                 r1, r2 = regions[k1][0].region, regions[k2][0].region
-                if not r1.overlaps(r2):
+                if not regions_meet(r1, r2, mode):
                     continue
                 for a in regions[k1]:
                     for b in regions[k2]:
-                        if conflicts(a, b):
+                        if conflicts(a, b, mode):
                             self.partners[id(a)].append(b)
                             self.partners[id(b)].append(a)

@@ -92,18 +92,20 @@ def order_modes(
     out: dict[DmaMode, Ordering] = {}
     by_run: dict[DmaMode, dict[DmaMode, Observer]] = defaultdict(dict)
     # DR-42: the modes' observers of one list of accesses share its index (chains, partners)
-    indexes: dict[int, AccessIndex] = {}
-    for evs in events.values():
-        if id(evs) not in indexes:
-            indexes[id(evs)] = AccessIndex(evs)
+    # (conflicts are the mode's, ACC-2 and ERR-27: the hardware's index is its own)
+    indexes: dict[tuple[int, bool], AccessIndex] = {}
+    for m, evs in events.items():
+        if (id(evs), m == "hardware") not in indexes:
+            indexes[(id(evs), m == "hardware")] = AccessIndex(evs, m)
 
     targets: dict[DmaMode, dict[int, int]] = defaultdict(dict)  # the observers of one run share its targets
 
     def observer(mode: DmaMode, evs: list[AccessEvent]) -> Observer:
         run_mode, arrival = reading(mode)
+        index = indexes[(id(evs), mode == "hardware")]
         if fold is None:
-            return Observer(program, indexes[id(evs)], arrival)
-        return SymmetricObserver(program, fold, indexes[id(evs)], arrival, run_mode, targets=targets[run_mode])
+            return Observer(program, index, arrival)
+        return SymmetricObserver(program, fold, index, arrival, run_mode, targets=targets[run_mode])
 
     for mode, evs in events.items():
         by_run[reading(mode)[0]][mode] = observer(mode, evs)

@@ -172,7 +172,9 @@ class Observer:
         self.joined: dict[tuple[str, int, frozenset[int]], np.ndarray] = {}
         self.broken = ""
         self.candidates: list[Pair] = []
-        index = events if isinstance(events, AccessIndex) else AccessIndex(events)
+        # a list is indexed with the interpreter's conflicts: a hardware list (`in_mode`) holds no access of no
+        # element, the only ones for which they differ from the hardware's (ERR-27)
+        index = events if isinstance(events, AccessIndex) else AccessIndex(events, "eager")
         self.events = index.events
         self.at, self.chain_of, self.partners = index.at, index.chain, index.partners
         self.entries, self.entry = index.entries, index.entry

@@ -213,7 +213,7 @@ def ordered_modes(
     modes = tuple(modes)
     # the accesses are the same in every mode: a copy lands where SIG-1 says whatever the mode
     if modes:
-        found = dict.fromkeys(modes, listed(near) if listed is not None else accesses(program, modes[0], near=near))
+        found = dict.fromkeys(modes, listed(near) if listed is not None else accesses(program, None, near=near))
     else:
         found = {}
     # DR-41: the run of one period with every class in step, where it proves; else DR-8's fold or the whole run
@@ -258,7 +258,7 @@ def find_races(
         if estimate > budget:
             return RaceReport((), (), 0, 0, False, estimate, True, uncertified=ordering.why)
         events, unrecorded = accesses(program, mode)
-        pairs = Rotation(program.topology, k).representative_pairs(conflicting_pairs(events))
+        pairs = Rotation(program.topology, k).representative_pairs(conflicting_pairs(events, mode))
     runs = _Runs(program, mode)
     found: list[Race] = []
 

@@ -174,7 +174,7 @@ class _Observer:
                     continue
                 for a in regions[k1]:
                     for b in regions[k2]:
-                        if conflicts(a, b):
+                        if conflicts(a, b, "hardware"):
                             self.partners[id(a)].append(b)
                             self.partners[id(b)].append(a)
 

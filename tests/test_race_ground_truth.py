@@ -36,7 +36,7 @@ import pytest
 from sampling import every_kth
 from test_buggy_verdicts import DEVICES
 
-pytestmark = [pytest.mark.jax, pytest.mark.rule("DR-1", "PROP-7")]
+pytestmark = [pytest.mark.jax, pytest.mark.rule("DR-1", "PROP-7", "ERR-27")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SEMCHECK = [sys.executable, "-m", "semcheck.checker.run.cli"]

@@ -100,7 +100,7 @@ def test_regions_overlap_only_when_every_dimension_does():
     # two loads never conflict; a load and a store of one core are ordered by the core
     body = [load(0), load(0), Access("buf", box((0, 8)), True)]
     events, _ = accesses(single_core(body), "hardware")
-    assert conflicting_pairs(events) == []
+    assert conflicting_pairs(events, "hardware") == []
 
 
 @pytest.mark.rule("ACC-3")
@@ -193,10 +193,26 @@ def _pending(program: Program, mode: DmaMode, state: State, e) -> bool:
     return mine[k].phase < (1 if e.half == "read" else 2)
 
 
+def _conflict(a, b, mode: DmaMode) -> bool:
+    """ACC-2 and ERR-27 written out for the explorers, apart from `model.access.conflicts`: one buffer, one a
+    write, not ordered by program order alone, and sharing an element, or (in the interpreter) windows that
+    jax's detector takes to meet."""
+    from semcheck.model.detector_windows import detector_windows_meet
+
+    if a.buffer != b.buffer or not (a.write or b.write):
+        return False
+    if (a.core, a.pc) == (b.core, b.pc) or (not a.is_dma and not b.is_dma and a.core == b.core):
+        return False
+    hw = mode == "hardware"
+    if hw and (a.region.empty or b.region.empty):
+        return False
+    return a.region.overlaps(b.region) or (not hw and detector_windows_meet(a.region.box, b.region.box))
+
+
 def brute_force_race(program: Program, mode: DmaMode, limit: int = 20_000) -> bool | None:
     """Every reachable state, no reduction: is some conflicting pair both pending? None past `limit`."""
-    events, _ = accesses(program, mode)
-    pairs = conflicting_pairs(events)
+    events, _ = accesses(program, None)
+    pairs = [(a, b) for i, a in enumerate(events) for b in events[i + 1:] if _conflict(a, b, mode)]
     if not pairs:
         return False
     seen = {State.initial(program)}
@@ -222,7 +238,7 @@ def detector_race(program: Program, limit: int = 20_000) -> bool | None:
     per copy; a copy runs inside its start with a clock of its own, a signal joins the signaller's clock
     into the semaphore's and a wait that passes joins the semaphore's clock into the core's. Is some
     conflicting access ever unordered with an earlier one? None past `limit` schedules' steps."""
-    from semcheck.model.access import buffer_of, buffer_spaces, conflicts, AccessEvent
+    from semcheck.model.access import buffer_of, buffer_spaces, AccessEvent
     from semcheck.model.step import target_core
 
     spaces = buffer_spaces(program)
@@ -289,7 +305,7 @@ def detector_race(program: Program, limit: int = 20_000) -> bool | None:
             cl[core] = mine
             for e, c in new_accesses:
                 for f, d in hist:
-                    if conflicts(f, e) and not before(d, c):
+                    if _conflict(f, e, "eager") and not before(d, c):
                         return True
                 hist = hist + ((e, c),)
             r = explore(t, cl, sm, hist)
@@ -301,11 +317,14 @@ def detector_race(program: Program, limit: int = 20_000) -> bool | None:
 
 
 @st.composite
-def programs_with_accesses(draw) -> Program:
+def programs_with_accesses(draw, empty: bool = False) -> Program:
+    """`empty`: regions of no element too (windows `[i, i)`, which ERR-27's detector takes to meet `[i, i + 1)`)."""
     devices = draw(st.integers(1, 2))
     cores = draw(st.sampled_from([1, 2])) if devices == 1 else 1
     topo = Topology(devices, cores)
     cells = st.integers(0, 2).map(lambda i: box((i, i + 1)))
+    if empty:
+        cells = st.one_of(cells, st.integers(0, 2).map(lambda i: box((i, i))))
     sem = st.integers(0, 1).map(lambda i: SemRef("sems", i))
     bufs = st.sampled_from(["buf", "src"])
     target = st.one_of(st.none(), st.integers(0, devices - 1))
@@ -497,19 +516,72 @@ def test_eager_orders_a_copy_before_every_wait_after_its_start_as_the_detector_d
     assert brute_force_race(program, "hardware") is True
 
 
-@pytest.mark.rule("ACC-2")
+@pytest.mark.rule("DR-47", "ERR-27")
+@settings(max_examples=1000 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(programs_with_accesses(empty=True), st.sampled_from(DMA_MODES))
+def test_restricted_runs_decide_races_as_the_explorer_does_with_empty_windows(program, mode):
+    """DR-47: with copies and accesses of no element, the passes that decide races (the happens-before pass's
+    chains and partners, the sweep, restricted runs) find a race exactly where exploring every schedule does
+    with the mode's conflicts: under eager the detector's own clocks and windows (ERR-27), under hardware no
+    access of no element."""
+    if fast_run(program, mode, record=False).state.failure is not None:
+        return
+    truth = detector_race(program) if mode == "eager" else brute_force_race(program, mode)
+    if truth is None:
+        return
+    report = find_races(program, mode)
+    if truth:
+        assert report.races, "a race every-interleaving exploration finds was missed"
+    else:
+        assert not any(r.confirmed for r in report.races), "a confirmed race that no interleaving reaches"
+
+
+@pytest.mark.rule("DR-48", "ERR-27")
+def test_a_race_of_windows_says_so_and_the_modes_differ_note_names_err_27():
+    from semcheck.checker.properties.differences import differences, exposures
+    from semcheck.checker.run.request import Result
+
+    head = DmaStart(SemRef("sems", 0), 32, src_buf="src", src_region=box((0, 8)), dst_buf="buf",
+                    dst_region=box((0, 8)), loc=Loc("k.py", 11))
+    tail = DmaStart(SemRef("sems", 0), 0, src_buf="src", src_region=box((8, 8)), dst_buf="buf",
+                    dst_region=box((0, 0)), loc=Loc("k.py", 12))  # of no element, starting inside the head's
+    program = single_core([head, tail, wait(0)])
+    verdicts = {m: decide("race-free", program, m) for m in DMA_MODES}
+    assert verdicts["hardware"].verdict == "proved"
+    for mode in ("eager", "on_wait"):
+        v = verdicts[mode]
+        assert v.verdict == "violated", mode
+        assert "share no element (ERR-27)" in v.witness.message and "line 12" in v.witness.message
+        assert "on a TPU no data is shared" in v.witness.message and v.witness.details["rule"] == "ERR-27"
+    exposed = exposures(program)
+    assert [e.locs for e in exposed if e.code == "ERR-27"] == [(Loc("k.py", 12),)]
+    rs = [Result("build", 1, m, [verdicts[m]], program={"exposures": exposed}) for m in DMA_MODES]
+    (d,) = differences(rs)
+    assert "ERR-27" in [e.code for e in d.causes]
+    # two windows of no element at one start do not meet (neither start lies inside the other)
+    program = single_core([tail, dataclasses.replace(tail, loc=Loc("k.py", 13)), wait(0)])
+    assert all(decide("race-free", program, m).verdict in ("proved", "vacuous") for m in DMA_MODES)
+    # copies that share a row are a race in every mode: no note
+    program = single_core([head, dataclasses.replace(tail, dst_region=box((0, 1))), wait(0)])
+    assert all(decide("race-free", program, m).verdict == "violated" for m in DMA_MODES)
+
+
+@pytest.mark.rule("ACC-2", "DR-47")
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3), st.integers(0, 12), st.integers(0, 6),
-                          st.booleans(), st.sampled_from([1, 1, 1, 0, 2])), max_size=14))
-def test_the_sweep_finds_every_conflicting_pair_a_comparison_of_all_pairs_finds(specs):
+                          st.booleans(), st.sampled_from([1, 1, 1, 0, 2])), max_size=14), st.sampled_from(DMA_MODES))
+def test_the_sweep_finds_every_conflicting_pair_a_comparison_of_all_pairs_finds(specs, mode):
+    """Windows of no element included (width 0): under the interpreter modes they meet one that starts where
+    they do (ERR-27), which the sweep must pair too."""
     from semcheck.model.access import AccessEvent, conflicts
 
     events = []
     for i, (buf, core, lo, width, write, rank) in enumerate(specs):
         dims = [(lo, lo + width)] + [(0, 4)] * (rank - 1) if rank else []
         events.append(AccessEvent(core, i, None, (0, None, buf), Region(tuple(dims)), write, core, Loc("k.py", i)))
-    naive = [(a, b) for i, a in enumerate(events) for b in events[i + 1:] if conflicts(a, b)]
-    assert sorted(conflicting_pairs(events), key=lambda p: (p[0].pc, p[1].pc)) == \
+    naive = [(a, b) for i, a in enumerate(events) for b in events[i + 1:] if conflicts(a, b, mode)]
+    assert sorted(conflicting_pairs(events, mode), key=lambda p: (p[0].pc, p[1].pc)) == \
         sorted(naive, key=lambda p: (p[0].pc, p[1].pc))
 
 
@@ -566,14 +638,18 @@ def test_the_fold_run_orders_accesses_as_the_whole_run_does(program):
                                                    for a, b in sym.candidates), mode
 
 
-@pytest.mark.rule("ACC-1")
+@pytest.mark.rule("ACC-1", "DR-47")
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(programs_with_accesses(), symmetric_rings()))
+@given(st.one_of(programs_with_accesses(), programs_with_accesses(empty=True), symmetric_rings()))
 def test_a_program_makes_the_same_accesses_in_every_mode(program):
-    """`ordered_modes` lists the accesses once for all modes: a copy lands where SIG-1 says in every mode."""
-    want = accesses(program, "hardware")
-    for mode in ("eager", "on_wait"):
-        assert accesses(program, mode) == want, mode
+    """`ordered_modes` lists the accesses once for all modes: a copy lands where SIG-1 says in every mode; each
+    mode then sees them as `in_mode` says (the hardware none of no element, ERR-27)."""
+    from semcheck.model.access import in_mode
+
+    every, unrecorded = accesses(program, None)
+    for mode in DMA_MODES:
+        assert accesses(program, mode) == (in_mode(every, mode), unrecorded), mode
+    assert all(not e.region.empty for e in accesses(program, "hardware")[0])
 
 
 @pytest.mark.rule("RUN-7")

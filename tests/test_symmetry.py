@@ -103,7 +103,7 @@ def test_one_pair_per_orbit_is_kept(program):
 
     rot = Rotation.observe(program, shifted=True)
     events = accesses(program, "hardware")[0]
-    pairs = conflicting_pairs(events)
+    pairs = conflicting_pairs(events, "hardware")
     kept = rot.representative_pairs(pairs)
     every = {(e.core, e.pc, e.half): e for e in events}
 

@@ -274,7 +274,8 @@ class AccessRules(Evaluator):
         if chain:
             # `invals[0]` was itself a view: its shape is not the buffer's.
             shape = _base_shape(invals[0], shape)
-        return ref_regions(shape, (*chain, *transforms), dtype=dtype, mask=mask)
+        # ERR-27: an unmasked load or store of a size-0 slice is its window, which jax's race detector compares
+        return ref_regions(shape, (*chain, *transforms), dtype=dtype, mask=mask, windows=mask is None)
 
 
 def _chain_leaves(chain: tuple[Any, ...]) -> list[Any]:

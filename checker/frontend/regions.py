@@ -66,7 +66,7 @@ from semcheck.checker.frontend.region_transforms import (
 )
 from semcheck.model.ops import Region
 
-__all__ = ["RegionCache", "empty_region", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
+__all__ = ["NO_WINDOW", "RegionCache", "empty_region", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
 
 
 class RegionCache:
@@ -98,10 +98,14 @@ def full_region(shape: Sequence[int], cache: RegionCache | None = None, why: str
     return (_DEFAULT_CACHE if cache is None else cache).get(box, not why, why)
 
 
-def empty_region(rank: int, cache: RegionCache | None = None) -> Region:
-    """An exact region of no elements of a rank-`rank` buffer: what a copy of 0 bytes touches (a size-0
-    slice, ACC-7), recorded so that the copy is known to touch nothing (rather than unknown)."""
-    return (_DEFAULT_CACHE if cache is None else cache).get(((0, 0),) * rank)
+def empty_region(rank: int, cache: RegionCache | None = None, why: str = "") -> Region:
+    """A region of no elements of a rank-`rank` buffer: what a copy of 0 bytes touches (a size-0 slice,
+    ACC-7), recorded so that the copy is known to touch nothing (rather than unknown). With `why`, its window
+    (where jax's race detector takes it to start, ERR-27) is not known: the region is inexact."""
+    return (_DEFAULT_CACHE if cache is None else cache).get(((0, 0),) * rank, not why, why)
+
+
+NO_WINDOW = "a view of no element whose window (where jax's race detector takes it to start) semcheck does not know"
 
 
 def flatten_ref(ref: Any, transforms: Sequence[Any] = ()) -> tuple[Any, tuple[Any, ...]]:
@@ -194,6 +198,7 @@ def ref_regions(
     dtype: Any = None,
     mask: Any = None,
     cache: RegionCache | None = None,
+    windows: bool = False,
 ) -> tuple[Region | None, ...]:
     """Per lane, the region of a buffer of `shape` (and `dtype`) that the view `transforms` covers.
 
@@ -201,8 +206,10 @@ def ref_regions(
     the view's shape (`(n, *view_shape)`), or an opaque value. The result has
     one entry per lane, or a single one when every lane touches the same
     region; an entry is None where the access touches nothing (a size-0
-    slice, an all-false mask). Equal regions are one object (interned in
-    `cache`).
+    slice, an all-false mask). With `windows`, a size-0 slice's entry is its
+    window instead, a box with a dimension of no element at the slice's start
+    (ERR-27: jax's race detector compares windows by their starts). Equal
+    regions are one object (interned in `cache`).
     """
     base_shape = tuple(int(s) for s in shape)
     if cache is None:
@@ -213,14 +220,14 @@ def ref_regions(
         out: list[Region | None] = []
         for lane in range(lanes):
             m = mask[lane : lane + 1] if type(mask) is np.ndarray and mask.ndim and mask.shape[0] > 1 else mask
-            rs = ref_regions(base_shape, lane_chain(chain, lane), dtype=dtype, mask=m, cache=cache)
+            rs = ref_regions(base_shape, lane_chain(chain, lane), dtype=dtype, mask=m, cache=cache, windows=windows)
             out.append(rs[0] if len(rs) == 1 else rs[lane])
         return _compress(out)
     try:
         box = _walk(base_shape, tuple(t for t in transforms if t is not None), dtype, mask)
         if len(box.lo) != len(base_shape) or len(box.hi) != len(base_shape):
             raise ValueError(f"a view of rank {len(box.lo)} of a rank-{len(base_shape)} buffer")
-        regions = _finish(box, base_shape, cache)
+        regions = _finish(box, base_shape, cache, windows)
     except Exception as e:  # never fail a lowering over a region: widen instead
         return (full_region(base_shape, cache, f"the view could not be analysed ({type(e).__name__}: {e})"),)
     return _exact_lanes(regions, base_shape, chain, dtype, mask, cache)
@@ -355,7 +362,7 @@ def _apply_mask(box: Box, mask: Any, view_shape: tuple[int, ...]) -> None:
     box.widen("a masked access: the bounding box of the mask's true elements", volume != count)
 
 
-def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[Region | None, ...]:
+def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache, windows: bool = False) -> tuple[Region | None, ...]:
     arrays = [*box.lo, *box.hi]
     lanes = max([1, *(x.shape[0] for x in arrays)])
     if type(box.exact) is np.ndarray:
@@ -367,7 +374,7 @@ def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[
             lanes = max(lanes, m.shape[0])
     if lanes == 1:
         b = tuple((int(l[0]), int(h[0])) for l, h in zip(box.lo, box.hi))
-        if (box.off is not None and bool(box.off[0])) or any(h <= l for l, h in b):
+        if (box.off is not None and bool(box.off[0])) or (not windows and any(h <= l for l, h in b)):
             return (None,)
         return (cache.get(b, *_lane_exact(box, 0)),)
     # A lane's region is decided by its row of the bounds, the switch-off, the exactness and the reasons'
@@ -387,7 +394,7 @@ def _finish(box: Box, base_shape: tuple[int, ...], cache: RegionCache) -> tuple[
     out: list[Region | None] = []
     for k, lane in enumerate(pick.tolist()):
         b = tuple(zip(lo[k], hi[k])) if arrays else ()
-        if (off is not None and off[lane]) or any(h <= l for l, h in b):
+        if (off is not None and off[lane]) or (not windows and any(h <= l for l, h in b)):
             out.append(None)
         else:
             out.append(cache.get(b, *_lane_exact(box, lane)))

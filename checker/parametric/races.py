@@ -1,7 +1,7 @@
 """Race freedom for every N (specs/deciding/parametric.md PAR-11 .. PAR-15): the template's accesses (PAR-11,
 `race_template.py`), the orders its semaphores force on every instance (PAR-12, PAR-13), and a Z3
-query per pair of accesses that no two of them, on any devices and grid steps of any N, overlap
-unordered with one a write (PAR-14). What is not proved says why, with Z3's smallest N."""
+query per pair of accesses that no two of them, on any devices and grid steps of any N, overlap (or
+meet as jax's race detector takes windows to, ERR-27) unordered with one a write (PAR-14). What is not proved says why, with Z3's smallest N."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from semcheck.checker.parametric.race_template import Event, Region
 from semcheck.checker.parametric.template import NotTemplate, Sym
+from semcheck.model.detector_windows import starts_meet
 
 RACE_N_MAX = 2 ** 20
 """PAR-14 proves for every N from 2 to 2^20 devices: a region's row index grows with N (`me * rows`),
@@ -402,7 +403,10 @@ def race_argument(sym: Sym, evs: list[Event], dma_sems: set, at_n: int | None = 
         sb, eb = _span(ctx, b.region, b.o, j)
         one = a.event == b.event and a.half is None and b.half is None  # a swap's read and write: one op
         same = z3.And(i == j, z3.BoolVal(a is b or one))
-        race = z3.And(gi, gj, sa < eb, sb < ea, z3.Not(same),
+        # ERR-27: jax's race detector's test, which holds of every pair that shares an element (ACC-2) and of
+        # a window of no element that starts inside the other: one argument for every mode
+        meet = starts_meet(sa, ea, sb, eb, either=z3.Or, both=z3.And)
+        race = z3.And(gi, gj, meet, z3.Not(same),
                       z3.Not(ordered(ctx, facts, a, i, b, j)), z3.Not(ordered(ctx, facts, b, j, a, i)))
         s = z3.Solver()
         s.set("timeout", TIMEOUT_MS)

@@ -112,8 +112,9 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
 
     A fold has the same operations as the program on fewer devices, so the skeleton's fold is read
     instead when there is one (with --no-fold, the program). The skeleton drops accesses, so the
-    views the interpreter cannot index (ERR-9) are read off the program."""
-    from semcheck.checker.properties.differences import exposures
+    views the interpreter cannot index (ERR-9) and the copies and accesses of no element (ERR-27) are read
+    off the program."""
+    from semcheck.checker.properties.differences import exposures, no_element_lines
 
     analysis = target if isinstance(target, Analysis) else Analysis(target)
     folded = analysis.fold if fold else None
@@ -122,7 +123,9 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
         if isinstance(whole, str):
             return ()
         analysis = whole
-    return exposures(folded.program if folded is not None else analysis.program, views=analysis.view_ops)
+    program = analysis.program  # the skeleton's fold drops regions: the copies of no element are the program's
+    empty = no_element_lines(program.representatives if analysis.symmetric else program.cores)
+    return exposures(folded.program if folded is not None else program, views=analysis.view_ops, empty=empty)
 
 
 

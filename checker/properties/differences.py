@@ -25,6 +25,8 @@ way round. The report says so, with the interpreter divergences
   after it, a TPU writes the block back again: GRID-3).
 * D33: a load, store or copy of a window the interpreter refuses (it raises there, ACC-10; a TPU is not
   predicted to).
+* ERR-27: a copy, load or store of no element (a size-0 window), which jax's race detector takes to meet a
+  window its start lies in (specs/semantics/buffers.md; on a TPU it touches nothing), for race-free;
 * D25: a program of several calls (the interpreter synchronises all devices at each call's start and
   end, a TPU does not: PRG-110; invocation-confined cannot be violated there).
 
@@ -68,6 +70,9 @@ CAUSES = {
     "D31": "jax's TPU lowering refuses a call with a collective id and no barrier semaphore (an auto-assigned "
            "id under jax_pallas_auto_assign_collective_ids='yes' or 'override', or a manual one), so nothing of "
            "its computation runs on a TPU; the interpreter ignores collective ids it does not use and runs it",
+    "ERR-27": "jax's race detector reports two windows of one buffer as meeting when one's start lies inside the "
+              "other, a window of no element (a copy, load or store of size 0) included, though they share no "
+              "element; on a TPU no data is shared",
     "D28": "the interpreter re-raises an earlier call's failure at the dispatch of the next computation and "
            "runs none of its calls (jax's ordered-effect token); a TPU runs them",
 }
@@ -103,11 +108,13 @@ class Difference:
         return f"{self.property}: " + "; ".join(parts)
 
 
-def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Exposure, ...]:
+def exposures(program: Program, views: Sequence[Op] | None = None,
+              empty: Sequence[Loc] | None = None) -> tuple[Exposure, ...]:
     """The divergences of `CAUSES` that `program` exercises (static: whether a run reaches them is not asked).
 
-    `views`: the operations through a view the interpreter cannot index (ERR-9), when the caller has
-    them (a fold without accesses has none of its program's)."""
+    `views`: the operations through a view the interpreter cannot index (ERR-9), and `empty`: the lines of
+    the copies and accesses of no element (ERR-27, `no_element_lines`), when the caller has them (a fold
+    without accesses has none of its program's)."""
     topo = program.topology
     d1: list[Loc] = []
     dma: list[Loc] = []
@@ -148,6 +155,10 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
         out.append(Exposure("D24", (revisits[0].loc,) if revisits[0].loc.line > 0 else ()))
     if windows:
         out.append(Exposure("D33", _first_lines([op.loc for op in windows])))
+    if empty is None:
+        empty = no_element_lines(program.cores)
+    if empty:
+        out.append(Exposure("ERR-27", _first_lines(empty)))
     if program.collective_id is None:  # PRG-125: only jax's TPU lowering picks an id (a tag, an auto mode)
         picked = [op.loc for ops in program.cores for op in ops if op.fetches_barrier]
         if picked:
@@ -159,6 +170,21 @@ def exposures(program: Program, views: Sequence[Op] | None = None) -> tuple[Expo
     elif program.launch_failure is not None:
         out.append(Exposure("D12") if isinstance(program.launch_failure, Untranslatable) else Exposure("D21"))
     return tuple(out)
+
+
+def no_element_lines(cores: Sequence[Sequence[Op]]) -> list[Loc]:
+    """ERR-27: the lines of the copies, loads and stores of no element that jax's race detector sees."""
+    return [op.loc for ops in cores for op in ops if _no_element(op)]
+
+
+def _no_element(op: Op) -> bool:
+    """ERR-27: whether `op` is a copy, load or store of no element that jax's race detector sees."""
+    t = type(op)
+    if t is Access:
+        return op.region.empty and op.view_error is None
+    if t is DmaStart:
+        return op.view_error is None and any(r is not None and r.empty for r in (op.src_region, op.dst_region))
+    return False
 
 
 def _first_lines(locs: Sequence[Loc]) -> tuple[Loc, ...]:
@@ -174,7 +200,8 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
     when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
-    interpreter and the hardware disagree on, and D12, D21, D22, D24 and D33 likewise.
+    interpreter and the hardware disagree on, and D12, D21, D22, D24 and D33 likewise; ERR-27 for race-free
+    when the interpreter and the hardware disagree on it.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -206,6 +233,8 @@ def differences(results: Sequence[Any]) -> list[Difference]:
             for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30", "D31", "D33"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
+            if "ERR-27" in exposed and against_hw and prop == "race-free":
+                causes.append(exposed["ERR-27"])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))
     return out
 

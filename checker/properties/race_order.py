@@ -30,8 +30,8 @@ def listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], lis
         if near is not None and near == analysis.symmetry[0]:
             found = near_copies(program, near)
             if found is not None:
-                return accesses(found[0], "hardware", near=near, copies_in=found[1])
-        return accesses(program, "hardware", near=near)
+                return accesses(found[0], None, near=near, copies_in=found[1])
+        return accesses(program, None, near=near)
 
     return analysis.shared(("accesses", near), compute)
 

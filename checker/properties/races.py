@@ -330,6 +330,12 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
         msg += ("; jax's interpreter runs an on_wait copy only inside a wait on its semaphore and drops one left "
                 "in flight at the end of the call (D29), so there the read sees the copy's data or the result's "
                 "old value, and its race detector, which records no access after the call, reports nothing for this pair")
+    details: dict = {}
+    if mode != "hardware" and not a.region.overlaps(b.region):  # DR-48: a race of windows (ERR-27), not of elements
+        msg += (f"; jax's race detector reports these windows as meeting though they share no element (ERR-27): "
+                f"{a.buffer[2]}{a.region} at line {program.cores[a.core][a.pc].loc.line} and {b.buffer[2]}{b.region} "
+                f"at line {program.cores[b.core][b.pc].loc.line}; on a TPU no data is shared")
+        details["rule"] = "ERR-27"
     blocked = tuple(
         (e.core, e.pc, f"{_who(program, e.core)}: {e.describe()} still in flight (the copy started at "
                        f"{program.cores[e.core][e.pc].loc})"
@@ -350,6 +356,7 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
             ],
             "sites": found,
             "halves": [(e.core, e.pc, e.half) for e in (a, b)],  # the two events, for a replay on another program
+            **details,
         },
         hint=fix,
     )
