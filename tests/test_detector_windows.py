@@ -1,5 +1,6 @@
 """ERR-27: which windows jax's race detector takes to meet, held against the detector's own test, and where
-that differs from semcheck's elements (ACC-2): a window of size 0 that starts inside another."""
+that differs from the elements (ACC-2): a window of size 0 that starts inside another, which semcheck's
+interpreter modes take to meet as the detector does (DR-1) and the hardware does not."""
 
 from __future__ import annotations
 
@@ -35,11 +36,16 @@ def test_the_detector_s_test_is_the_rule(a, b):
 @pytest.mark.parametrize("empty, meets", [((0, 0), True), ((1, 1), True), ((2, 2), False), ((3, 3), False)])
 def test_an_empty_window_inside_another_meets_it_for_the_detector_only(empty, meets):
     """Copies write rows [0:2) and [k:k) of one output: the detector has them meet for k inside [0, 2) (measured
-    for k = 0 on the skipped slot of tests/frontend/kernels/empty_copy_regular.py, eager); semcheck records no
-    access for the empty window (ACC-1), so for it they never meet."""
+    for k = 0 on the skipped slot of tests/frontend/kernels/empty_copy_regular.py, eager); so do semcheck's
+    interpreter modes (`regions_meet`), and under hardware they never meet: they share no element."""
+    from semcheck.model.access import regions_meet
+
     written, skipped = ((0, 2), (0, 128)), (empty, (0, 128))
     assert detector_windows_meet(written, skipped) is meets
     assert Region(skipped).empty and not Region(written).empty
+    assert regions_meet(Region(written), Region(skipped), "eager") is meets
+    assert regions_meet(Region(written), Region(skipped), "on_wait") is meets
+    assert regions_meet(Region(written), Region(skipped), "hardware") is False
 
 
 _SHAPE = (6, 5)
