@@ -174,7 +174,7 @@ def _own(label: str) -> str | None:
 
 
 def regions_meet(r1: Region, r2: Region, mode: DmaMode) -> bool:
-    """ACC-2 and, in the interpreter modes, ERR-27: whether two regions of one buffer are taken to meet.
+    """ACC-2 and, in the interpreter modes, ERR-27: whether two regions of one buffer are taken to meet (DR-47).
 
     Under `hardware` they meet when they share an element. jax's race detector compares windows instead:
     two windows with elements meet exactly when they share one, but a window of no element whose start

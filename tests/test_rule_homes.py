@@ -31,6 +31,8 @@ HOMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ACC-11": ("model/dma.py", ("deferred_failure",)),
     "BUF-14": ("model/scope_keys.py", ("held_scoped", "copy_keys", "freed_failures")),
     "RACE-1": ("model/clocks.py", ("keeps_clocks", "reached", "finished_wait")),
+    "ERR-27": ("model/detector_windows.py", ("detector_windows_meet", "starts_meet")),
+    "DR-47": ("model/access.py", ("conflicts", "regions_meet")),
 }
 
 # rule -> the modules that decide it, each of which must call one of its home functions
@@ -45,6 +47,10 @@ ENGINES: dict[str, tuple[str, ...]] = {
     "ACC-11": ("model/dma.py", "model/fast.py"),
     "BUF-14": ("model/step.py", "model/fast.py", "model/dma.py"),
     "RACE-1": ("model/step.py", "model/fast.py", "model/manager.py", "checker/properties/clock_waits.py"),
+    # the detector's windows: the interpreter modes' conflicts, and every-N's solver query (PAR-14)
+    "ERR-27": ("model/access.py", "checker/parametric/races.py"),
+    # the one conflict test: the listing of conflicting pairs and the happens-before pass's index
+    "DR-47": ("model/access.py", "model/access_index.py"),
 }
 
 # the literals a copy of SEM-1 / BUF-1 would write: the counters' first ids (model/ids.py names them)
