@@ -53,6 +53,21 @@ def join(row: Sparse | np.ndarray, other: Sparse | np.ndarray, n: int) -> Sparse
     return row
 
 
+def within(row: Sparse | np.ndarray, other: Sparse | np.ndarray) -> bool:
+    """Whether `row` is at most `other` at every core, so that their join is `other` (DR-49). A dense row
+    is never said to be within a sparse one (a cheap answer: the caller then joins)."""
+    if row is other:
+        return True
+    if type(row) is Sparse:
+        if type(other) is Sparse:
+            get = other.get
+            return all(v <= get(c, 0) for c, v in row.items())
+        return not row or bool((other[list(row)] >= list(row.values())).all())
+    if type(other) is Sparse:
+        return False
+    return bool((row <= other).all())
+
+
 def join_every_rotation(row: np.ndarray, snap: np.ndarray, step: int) -> None:
     """`row` joined with `snap` rotated by every multiple of `step` (which divides its length) (DR-43): at each
     core, the snapshot's largest entry among the cores of its residue modulo `step`, in one pass."""
