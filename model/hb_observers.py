@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from semcheck.model.barrier import instance
-from semcheck.model.clock_rows import Sparse, join, join_every_rotation, within
+from semcheck.model.clock_rows import Sparse, join, join_all, join_every_rotation, within
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, Chain
 from semcheck.model.errors import ModelBug
@@ -396,14 +396,15 @@ class Observer:
         key = instance(name, k, participants)
         joined = self.joined.get(key)
         if joined is None:
+            snaps = []
             for p in participants:
                 snap = self.arrivals.get((p, name, k))
                 if snap is None:  # p stands at the barrier and has not run since it got there
                     snap = self._snapshot(p, self._barrier_position(p, name, k))
-                joined = snap.copy() if joined is None else join(joined, snap, self.n)
-            if joined is None:
+                snaps.append(snap)
+            if not snaps:
                 return
-            self.joined[key] = joined
+            joined = self.joined[key] = join_all(snaps, self.n)
         row = self.clock[core]
         if within(row, joined):  # DR-49: the join is `joined` itself, kept once for every core that passes
             self.clock[core] = joined

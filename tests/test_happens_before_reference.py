@@ -293,3 +293,42 @@ def test_a_sparse_row_reads_zero_where_it_names_no_core_and_joins_as_the_maximum
         grown = join(Sparse({0: 1}), Sparse({5: 2}), 6)
     assert type(grown) is np.ndarray and grown.tolist() == [1, 0, 0, 0, 0, 2]
     assert dense(Sparse(), 3).tolist() == [0, 0, 0]
+
+
+def _rows(n: int):
+    import numpy as np
+
+    from semcheck.model.clock_rows import Sparse
+
+    entries = st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 9)), max_size=n)
+    sparse = entries.map(lambda es: Sparse(dict(es)))
+    return st.one_of(sparse, sparse, entries.map(lambda es: np.array(
+        [max([v for c, v in es if c == i], default=0) for i in range(n)], dtype=np.int32)))
+
+
+@pytest.mark.rule("DR-49")
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_barrier_joins_its_rows_at_once_as_one_by_one_and_knows_when_a_row_is_within(data):
+    """DR-49's two helpers against their definitions: `join_all` of rows is their joins one after the
+    other (sparse as long as DR-45 keeps it so), and `within` says a row is at most another only when it is."""
+    from semcheck.model import clock_rows
+    from semcheck.model.clock_rows import Sparse, dense, join, join_all, within
+
+    n = data.draw(st.integers(1, 8))
+    rows = data.draw(st.lists(_rows(n), min_size=1, max_size=6))
+    before = [dense(r, n).tolist() for r in rows]
+    most = data.draw(st.integers(1, 9))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(clock_rows, "DENSE_PAST", most)
+        one_by_one = rows[0].copy()
+        for r in rows[1:]:
+            one_by_one = join(one_by_one, r, n)
+        at_once = join_all(rows, n)
+    assert dense(at_once, n).tolist() == dense(one_by_one, n).tolist()
+    assert type(at_once) is not Sparse or len(at_once) <= most  # DR-45: sparse while it names few cores
+    assert [dense(r, n).tolist() for r in rows] == before  # the rows joined are left as they were
+    a, b = rows[0], rows[-1]
+    below = bool((dense(a, n) <= dense(b, n)).all())
+    assert within(a, b) == below or (not within(a, b) and type(a) is not Sparse and type(b) is Sparse)
+    assert within(a, join_all([a, b], n)) or type(a) is not Sparse and type(join_all([a, b], n)) is Sparse
