@@ -332,3 +332,43 @@ def test_a_barrier_joins_its_rows_at_once_as_one_by_one_and_knows_when_a_row_is_
     below = bool((dense(a, n) <= dense(b, n)).all())
     assert within(a, b) == below or (not within(a, b) and type(a) is not Sparse and type(b) is Sparse)
     assert within(a, join_all([a, b], n)) or type(a) is not Sparse and type(join_all([a, b], n)) is Sparse
+
+
+@st.composite
+def two_cores_a_device(draw) -> Program:
+    """Devices of two cores touching their device's HBM buffer with kernel accesses only, some of them
+    ordered by a barrier of every core or a signal from the other core."""
+    n = draw(st.integers(1, 3))
+    topo = Topology(n, 2)
+    every = frozenset(range(topo.num_cores))
+    cells = st.integers(0, 1).map(lambda i: box((8 * i, 8 * i + 8)))
+    rounds = draw(st.integers(1, 3))
+    bodies = []
+    for g in range(topo.num_cores):
+        ops = []
+        for _ in range(rounds):
+            for _ in range(draw(st.integers(0, 2))):
+                ops.append(Access(draw(st.sampled_from(["src", "buf"])), draw(cells), draw(st.booleans())))
+            ops.append(draw(st.sampled_from([Barrier("all", every), None])))
+        bodies.append([op for op in ops if op is not None])
+    return launch(topo, bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-50")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(many_senders(), programs_with_accesses(), two_cores_a_device()))
+def test_a_buffer_only_its_own_core_touches_adds_no_candidate(program):
+    """DR-50: the pass that leaves out each buffer whose accesses are one core's kernel accesses orders as the
+    pass that keeps them (same certificate, reason and candidates, in every mode)."""
+    from semcheck.model import access_index
+
+    events = accesses(program, "hardware")[0]
+    if not events:
+        return
+    given = {m: events for m in DMA_MODES}
+    left_out = hb.order_modes(program, given)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(access_index, "one_core", lambda groups: False)
+        kept = hb.order_modes(program, given)
+    for mode in DMA_MODES:
+        assert _key(left_out[mode]) == _key(kept[mode]), mode
