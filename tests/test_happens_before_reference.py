@@ -310,7 +310,7 @@ def _rows(n: int):
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_a_barrier_joins_its_rows_at_once_as_one_by_one_and_knows_when_a_row_is_within(data):
-    """DR-49's two helpers against their definitions: `join_all` of rows is their joins one after the
+    """DR-49's two functions against their definitions: `join_all` of rows is their joins one after the
     other (sparse as long as DR-45 keeps it so), and `within` says a row is at most another only when it is."""
     from semcheck.model import clock_rows
     from semcheck.model.clock_rows import Sparse, dense, join, join_all, within
