@@ -52,6 +52,17 @@ class AccessEvent:
     def is_dma(self) -> bool:
         return self.half is not None
 
+    def at_pc(self, pc: int) -> AccessEvent:
+        """This access at position `pc` (itself when it stands there): `dataclasses.replace(self, pc=pc)`,
+        its fields copied as they are (a split program moves every access of its cores, DR-32)."""
+        if pc == self.pc:
+            return self
+        moved = object.__new__(AccessEvent)
+        fields = moved.__dict__
+        fields.update(self.__dict__)
+        fields["pc"] = pc
+        return moved
+
     def describe(self) -> str:
         label = self.buffer[2]
         if self.half == "read":

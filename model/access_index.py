@@ -27,6 +27,17 @@ class Chain:
         return c
 
 
+def one_core(groups: Iterable[list[AccessEvent]]) -> bool:
+    """DR-50: whether the accesses of one buffer are all kernel accesses (no copy half) of one core."""
+    core = None
+    for group in groups:
+        for e in group:
+            if e.half is not None or (core is not None and e.core != core):
+                return False
+            core = e.core
+    return True
+
+
 class AccessIndex:
     """Where each access is reached, its chain and its partners: what the observers of one list of
     accesses only read, built once for all of them (DR-42). `mode`: whose conflicts (ACC-2, ERR-27: `conflicts`)."""
@@ -59,6 +70,8 @@ class AccessIndex:
         for regions in by_buffer.values():
             if not any(e.write for group in regions.values() for e in group):
                 continue
+            if one_core(regions.values()):
+                continue  # DR-50: program order orders every pair of them: none is ever a candidate
             keys = list(regions)
             for key in keys:
                 chain = self.chains

@@ -53,6 +53,44 @@ def join(row: Sparse | np.ndarray, other: Sparse | np.ndarray, n: int) -> Sparse
     return row
 
 
+def within(row: Sparse | np.ndarray, other: Sparse | np.ndarray) -> bool:
+    """Whether `row` is at most `other` at every core, so that their join is `other` (DR-49). A dense row
+    is never said to be within a sparse one (a cheap answer: the caller then joins)."""
+    if row is other:
+        return True
+    if type(row) is Sparse:  # a few entries: read one by one (a numpy call per row cost more)
+        if type(other) is Sparse:
+            get = other.get
+            return all(v <= get(c, 0) for c, v in row.items())
+        return all(v <= other[c] for c, v in row.items())
+    if type(other) is Sparse:
+        return False
+    return bool((row <= other).all())
+
+
+def join_all(rows: list[Sparse | np.ndarray], n: int) -> Sparse | np.ndarray:
+    """The join of `rows` (at least one), a new row: sparse while it names at most `DENSE_PAST` cores (DR-45),
+    else dense, the sparse rows' entries put in with one numpy call rather than one per row (DR-49: a
+    barrier of every device joins as many rows as there are devices)."""
+    sparse = [r for r in rows if type(r) is Sparse]
+    if len(sparse) == len(rows):
+        out = Sparse()
+        for r in sparse:
+            out = join(out, r, n)
+            if type(out) is not Sparse:
+                break
+        else:
+            return out
+    out = np.zeros(n, dtype=np.int32)
+    for r in rows:
+        if type(r) is not Sparse:
+            np.maximum(out, r, out=out)
+    if sparse:
+        at = [c for r in sparse for c in r]
+        np.maximum.at(out, at, np.fromiter((v for r in sparse for v in r.values()), dtype=np.int32, count=len(at)))
+    return out
+
+
 def join_every_rotation(row: np.ndarray, snap: np.ndarray, step: int) -> None:
     """`row` joined with `snap` rotated by every multiple of `step` (which divides its length) (DR-43): at each
     core, the snapshot's largest entry among the cores of its residue modulo `step`, in one pass."""

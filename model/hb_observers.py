@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from semcheck.model.barrier import instance
-from semcheck.model.clock_rows import Sparse, join, join_every_rotation
+from semcheck.model.clock_rows import Sparse, join, join_all, join_every_rotation, within
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, Chain
 from semcheck.model.errors import ModelBug
@@ -180,6 +180,7 @@ class Observer:
         self.entries, self.entry = index.entries, index.entry
         self.chains = [Chain() for _ in range(index.chains)]
         self.seen: set[int] = set()
+        self.shared: set[int] = set()  # cores whose row is a barrier's join, shared with its other passers (DR-49)
         self.rotates = False  # whether `_done` and `_record_done` rotate (DR-8): else the hot paths inline them
 
     def resumed(self, totals: dict[tuple, int]) -> Observer:
@@ -188,7 +189,12 @@ class Observer:
         o = copy.copy(self)
         o.totals = totals
         o.broken_counters = set(self.broken_counters)
-        o.clock = self.clock.copy() if type(self.clock) is np.ndarray else [r.copy() for r in self.clock]
+        if type(self.clock) is np.ndarray:
+            o.clock = self.clock.copy()
+        else:  # a row shared by the cores that passed a barrier (DR-49) is copied once, and stays shared
+            copies: dict[int, Sparse | np.ndarray] = {}
+            o.clock = [copies[id(r)] if id(r) in copies else copies.setdefault(id(r), r.copy()) for r in self.clock]
+        o.shared = set(self.shared)
         o.counters = {k: c.copied() for k, c in self.counters.items()}
         # a copy's clock and an arrival's snapshot are never changed once made: the arrays are shared
         o.dma_pos, o.dma_clock, o.arrivals = dict(self.dma_pos), dict(self.dma_clock), dict(self.arrivals)
@@ -352,7 +358,7 @@ class Observer:
                 gone = {id(f) for f in forced}
                 ctr.reset([s for s in cands if id(s) not in gone] if forced else cands)
         if forced:
-            row = kept = self.clock[core]
+            row = kept = self._own(core) if self.shared else self.clock[core]
             n = self.n
             for s in forced:  # a known arrival's past is already in the core's clock
                 row = _merge(row, s, core, n)
@@ -392,18 +398,32 @@ class Observer:
         key = instance(name, k, participants)
         joined = self.joined.get(key)
         if joined is None:
+            snaps = []
             for p in participants:
                 snap = self.arrivals.get((p, name, k))
                 if snap is None:  # p stands at the barrier and has not run since it got there
                     snap = self._snapshot(p, self._barrier_position(p, name, k))
-                joined = snap.copy() if joined is None else join(joined, snap, self.n)
-            if joined is None:
+                snaps.append(snap)
+            if not snaps:
                 return
-            self.joined[key] = joined
+            joined = self.joined[key] = join_all(snaps, self.n)
         row = self.clock[core]
-        new = join(row, joined, self.n)
+        if within(row, joined):  # DR-49: the join is `joined` itself, kept once for every core that passes
+            self.clock[core] = joined
+            self.shared.add(core)
+            return
+        new = join(self._own(core), joined, self.n)
         if new is not row:
             self.clock[core] = new
+
+    def _own(self, core: int) -> Sparse | np.ndarray:
+        """Core `core`'s row, to be changed in place: a row it shares with a barrier's join (DR-49) is
+        copied first (the join is every other passer's row too)."""
+        row = self.clock[core]
+        if core in self.shared:
+            self.shared.discard(core)
+            row = self.clock[core] = row.copy()
+        return row
 
     def _barrier_position(self, core: int, name: str, k: int) -> int:
         seen = 0

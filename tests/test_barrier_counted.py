@@ -22,6 +22,7 @@ from semcheck.model import DMA_MODES, fast_run
 from semcheck.model import fast as fast_module
 from semcheck.model.barrier import Counted, opens
 from semcheck.model.clock_rows import dense
+from semcheck.model import hb_observers
 from semcheck.model.hb_observers import Observer
 from semcheck.model.launch import Scratch, launch
 from semcheck.model.ops import Barrier, Program, SemRef, Signal, Topology, Wait
@@ -132,3 +133,41 @@ def test_a_barrier_joined_once_gives_each_core_the_clock_of_joining_it_each_time
     fast_run(program, mode, hold=dict(hold), observer=each)
     n = program.topology.num_cores  # the rows may be sparse (DR-45): compared as the dense rows they stand for
     assert [dense(r, n).tolist() for r in once.clock] == [dense(r, n).tolist() for r in each.clock]
+
+
+class _EveryRow:
+    """Tells an observer each event and keeps every core's row (as the dense row it stands for) after it."""
+
+    def __init__(self, o: Observer) -> None:
+        self.o, self.rows = o, []
+
+    def __getattr__(self, kind):
+        def told(*args):
+            getattr(self.o, kind)(*args)
+            n = self.o.n
+            self.rows.append((kind, args, [dense(r, n).tolist() for r in self.o.clock]))
+        return told
+
+
+@pytest.mark.rule("DR-49")
+@pytest.mark.parametrize("mode", DMA_MODES)
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_a_shared_barrier_row_reads_and_changes_as_a_row_of_its_own(mode, data):
+    program = data.draw(st.one_of(programs(), z3_programs(), every_device_barriers()))
+    hold = data.draw(st.just({}) | held(program))
+    arrival = data.draw(st.sampled_from(["start", "completion"]))
+    shared, own = _EveryRow(Observer(program, [], arrival)), _EveryRow(Observer(program, [], arrival))
+    within = hb_observers.within
+    with pytest.MonkeyPatch.context() as m:
+        # sometimes a row that could share joins instead: a shared row then meets the join in place too
+        m.setattr(hb_observers, "within", lambda row, other: within(row, other) and data.draw(st.booleans()))
+        fast_run(program, mode, hold=dict(hold), observer=shared)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hb_observers, "within", lambda row, other: False)  # every pass joins into a row of its own
+        fast_run(program, mode, hold=dict(hold), observer=own)
+    assert shared.rows == own.rows
+    assert shared.o.candidates == own.o.candidates and shared.o.broken == own.o.broken
+    # a copy made on the way (DR-38) goes on as its original would
+    copy = shared.o.resumed({})
+    assert [dense(r, copy.n).tolist() for r in copy.clock] == shared.rows[-1][2] if shared.rows else True

@@ -293,3 +293,82 @@ def test_a_sparse_row_reads_zero_where_it_names_no_core_and_joins_as_the_maximum
         grown = join(Sparse({0: 1}), Sparse({5: 2}), 6)
     assert type(grown) is np.ndarray and grown.tolist() == [1, 0, 0, 0, 0, 2]
     assert dense(Sparse(), 3).tolist() == [0, 0, 0]
+
+
+def _rows(n: int):
+    import numpy as np
+
+    from semcheck.model.clock_rows import Sparse
+
+    entries = st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 9)), max_size=n)
+    sparse = entries.map(lambda es: Sparse(dict(es)))
+    return st.one_of(sparse, sparse, entries.map(lambda es: np.array(
+        [max([v for c, v in es if c == i], default=0) for i in range(n)], dtype=np.int32)))
+
+
+@pytest.mark.rule("DR-49")
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_barrier_joins_its_rows_at_once_as_one_by_one_and_knows_when_a_row_is_within(data):
+    """DR-49's two functions against their definitions: `join_all` of rows is their joins one after the
+    other (sparse as long as DR-45 keeps it so), and `within` says a row is at most another only when it is."""
+    from semcheck.model import clock_rows
+    from semcheck.model.clock_rows import Sparse, dense, join, join_all, within
+
+    n = data.draw(st.integers(1, 8))
+    rows = data.draw(st.lists(_rows(n), min_size=1, max_size=6))
+    before = [dense(r, n).tolist() for r in rows]
+    most = data.draw(st.integers(1, 9))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(clock_rows, "DENSE_PAST", most)
+        one_by_one = rows[0].copy()
+        for r in rows[1:]:
+            one_by_one = join(one_by_one, r, n)
+        at_once = join_all(rows, n)
+    assert dense(at_once, n).tolist() == dense(one_by_one, n).tolist()
+    assert type(at_once) is not Sparse or len(at_once) <= most  # DR-45: sparse while it names few cores
+    assert [dense(r, n).tolist() for r in rows] == before  # the rows joined are left as they were
+    a, b = rows[0], rows[-1]
+    below = bool((dense(a, n) <= dense(b, n)).all())
+    assert within(a, b) == below or (not within(a, b) and type(a) is not Sparse and type(b) is Sparse)
+    assert within(a, join_all([a, b], n)) or type(a) is not Sparse and type(join_all([a, b], n)) is Sparse
+
+
+@st.composite
+def two_cores_a_device(draw) -> Program:
+    """Devices of two cores touching their device's HBM buffer with kernel accesses only, some of them
+    ordered by a barrier of every core or a signal from the other core."""
+    n = draw(st.integers(1, 3))
+    topo = Topology(n, 2)
+    every = frozenset(range(topo.num_cores))
+    cells = st.integers(0, 1).map(lambda i: box((8 * i, 8 * i + 8)))
+    rounds = draw(st.integers(1, 3))
+    bodies = []
+    for g in range(topo.num_cores):
+        ops = []
+        for _ in range(rounds):
+            for _ in range(draw(st.integers(0, 2))):
+                ops.append(Access(draw(st.sampled_from(["src", "buf"])), draw(cells), draw(st.booleans())))
+            ops.append(draw(st.sampled_from([Barrier("all", every), None])))
+        bodies.append([op for op in ops if op is not None])
+    return launch(topo, bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-50")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(many_senders(), programs_with_accesses(), two_cores_a_device()))
+def test_a_buffer_only_its_own_core_touches_adds_no_candidate(program):
+    """DR-50: the pass that leaves out each buffer whose accesses are one core's kernel accesses orders as the
+    pass that keeps them (same certificate, reason and candidates, in every mode)."""
+    from semcheck.model import access_index
+
+    events = accesses(program, "hardware")[0]
+    if not events:
+        return
+    given = {m: events for m in DMA_MODES}
+    left_out = hb.order_modes(program, given)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(access_index, "one_core", lambda groups: False)
+        kept = hb.order_modes(program, given)
+    for mode in DMA_MODES:
+        assert _key(left_out[mode]) == _key(kept[mode]), mode

@@ -3,6 +3,8 @@ symmetry, and decides `race-free` under `hardware` exactly as the split of the w
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -69,6 +71,11 @@ def test_the_split_programs_accesses_are_the_programs_moved_past_the_forerunners
     moved = [(e.core, split_position(parts.forerunners[e.core], e.pc), e.half, e.buffer, e.region, e.write, e.where)
              for e in events]
     assert moved == [(e.core, e.pc, e.half, e.buffer, e.region, e.write, e.where) for e in want_events]
+    # the race pass moves each access with `at_pc`, held to `dataclasses.replace` (equal, same hash, frozen)
+    at = [split_position(parts.forerunners[e.core], e.pc) for e in events]
+    fast, slow = [e.at_pc(p) for e, p in zip(events, at)], [dataclasses.replace(e, pc=p) for e, p in zip(events, at)]
+    assert fast == slow and [hash(e) for e in fast] == [hash(e) for e in slow]
+    assert all(type(e) is type(s) and vars(e) == vars(s) for e, s in zip(fast, slow))
     assert [(u.core, split_position(parts.forerunners[u.core], u.pc)) for u in unrecorded] == \
         [(u.core, u.pc) for u in want_unrecorded]
     for c, f in enumerate(parts.forerunners):  # the inverse of Split.origin on the program's positions

@@ -91,7 +91,7 @@ def access_lister(facts: ModeAnalysis) -> Callable[[int | None], tuple[list[Acce
                 moves[home] = split_positions(fr[home])
             return moves[home](pc)
 
-        return ([dataclasses.replace(e, pc=moved(e.core, e.pc)) for e in events],
+        return ([e.at_pc(moved(e.core, e.pc)) for e in events],
                 [dataclasses.replace(u, pc=moved(u.core, u.pc)) for u in unrecorded])
 
     return moved_listed

@@ -124,6 +124,7 @@ class Lowered:
     buf_counter_events: dict[int, list] = dataclasses.field(default_factory=dict)
     racy_counters: set[tuple[str, int]] = dataclasses.field(default_factory=set)  # ("semaphore"|"buffer", core)
     _sem_by_core: dict | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    _size: dict | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -154,13 +155,17 @@ class Lowered:
         return None
 
     def size(self) -> dict[str, int]:
-        return {
-            "ops": sum(self.lengths),
-            "contributions": len(self.contributions),
-            "waits": len(self.waits),
-            "barriers": len(self.barriers),
-            "counters": len(set(self.by_counter) | set(self.waits_by_counter)),
-        }
+        """The lowering's sizes, for the statistics of each property that reads it: counted once (the
+        counters are a set of every counter, which at 8,960 devices five properties built each)."""
+        if self._size is None:
+            self._size = {
+                "ops": sum(self.lengths),
+                "contributions": len(self.contributions),
+                "waits": len(self.waits),
+                "barriers": len(self.barriers),
+                "counters": len(self.by_counter.keys() | self.waits_by_counter.keys()),
+            }
+        return dict(self._size)
 
 
 # --- happens-before from program order and barriers ----------------------------------
