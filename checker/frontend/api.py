@@ -137,13 +137,18 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
     for traced_call, values in zip(calls, inputs):
         call = resolve_grid(traced_call, values)
         stats = LoweringStats()
-        # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
-        program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
-                             symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
-        # PRG-183: each iteration of a loop that varies the call's values lowered with its own; else PRG-182
+        # PRG-183: each iteration of a loop that varies the call's values lowered with its own
         iterations = lower_iterations(values, lambda v: lower_call(
             resolve_grid(traced_call, v), cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=v,
             symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
+        try:
+            # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
+            program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
+                                 symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
+        except FrontendError:
+            if not iterations:
+                raise
+            program = iterations[0][1]  # (a lowering over no values needed them: the first iteration's stands in)
         if not iterations:
             refuse_regions_a_loop_varies(program)  # PRG-182
         if failed is None and program.launch_failure is not None:

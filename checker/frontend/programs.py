@@ -32,7 +32,13 @@ def jax_picks_ids(kernels: list[LoweredKernel]) -> bool:
     from semcheck.model.symmetric import class_cores
 
     return any(k.call is not None and k.call.collective_id is None
-               and any(op.fetches_barrier for ops in class_cores(k.program) for op in ops) for k in kernels)
+               and any(op.fetches_barrier for p in lowerings(k) for ops in class_cores(p) for op in ops)
+               for k in kernels)
+
+
+def lowerings(k: LoweredKernel) -> list[Any]:
+    """A call's lowering and, where a loop gives each iteration its own values, each iteration's (PRG-183)."""
+    return [k.program, *dict.fromkeys(p for _, p in getattr(k, "iterations", ()))]
 
 
 def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,
@@ -227,7 +233,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     from semcheck.checker.frontend.program_lower import program_communicates
 
     picked = jax_picks_ids(kernels)
-    if not picked and not any(program_communicates(k.program) for k in kernels):
+    if not picked and not any(program_communicates(p) for k in kernels for p in lowerings(k)):
         return None, ""
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
     from semcheck.checker.frontend.trace import make_jaxpr

@@ -4,6 +4,8 @@ it undecided and none violates it, and holding only when every iteration's verdi
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,3 +54,42 @@ def test_iterations_with_one_lowering_are_checked_once():
     assert checked == [a, b]  # one check per distinct lowering (PRG-183's cost)
     (v,), seconds = got["eager"]
     assert v.verdict == "violated" and v.witness.message.startswith("in iteration 2 (PRG-183)") and seconds == 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Program:
+    launch_failure: object = None
+    tpu_failure: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kernel:
+    program: _Program
+    iterations: tuple = ()
+    call: object = None
+    name: str = "k"
+    loc: object = None
+
+
+@pytest.mark.rule("PRG-183")
+def test_a_call_marked_as_never_running_never_runs_in_any_iteration():
+    from semcheck.checker.programs.interpreter import after_failures
+
+    a, b = _Program(), _Program(tpu_failure="own")
+    (k,) = after_failures([_Kernel(_Program(launch_failure="launch", tpu_failure="refused"),
+                                   (("iteration 0", a), ("iteration 1", b)))])
+    assert [p for _, p in k.iterations] == [_Program("launch", "refused"), _Program("launch", "own")]
+
+
+@pytest.mark.rule("PRG-183")
+def test_a_loop_whose_iteration_certainly_fails_beside_other_calls_is_unsupported(monkeypatch):
+    from semcheck.checker.frontend.errors import Unsupported
+    from semcheck.checker.programs import interpreter
+
+    bad = _Program()
+    monkeypatch.setattr(interpreter, "certain_failure", lambda p: "fails" if p is bad else None)
+    monkeypatch.setattr(interpreter, "left_manager", lambda p: None)
+    looped = _Kernel(_Program(), (("iteration 0", _Program()), ("iteration 1 of the loop", bad)))
+    assert interpreter.after_failures([looped]) == [looped]  # alone: its iterations merge (PRG-183)
+    with pytest.raises(Unsupported, match="fails in iteration 1 of the loop"):
+        interpreter.after_failures([looped, _Kernel(_Program())])
