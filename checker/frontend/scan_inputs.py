@@ -5,6 +5,10 @@ its body once per iteration, the carry computed as far as the calls' operands ne
 A launch in the body is one equation reached once per iteration, and a program of calls keys its values by
 launch equation (PRG-167): it keeps them only where every iteration gives the same, else it has none, with the
 reason. A loop that cannot be run is skipped as before (its launches keep no values, never a guess).
+
+PRG-183: every reach of a launch is kept with the loops' iterations around it (`LoopInputs.reached`), so that a
+launch whose iterations differ gets each iteration's own values (`iteration_inputs`) and each iteration's call its
+own lowering (`lower_iterations`); PRG-182 refuses what is still not told apart.
 """
 
 from __future__ import annotations
