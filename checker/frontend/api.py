@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
 from semcheck.checker.frontend.lower import LoweringStats
-from semcheck.checker.frontend.scan_inputs import refuse_regions_a_loop_varies
+from semcheck.checker.frontend.scan_inputs import lower_iterations, refuse_regions_a_loop_varies
 from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
 from semcheck.checker.frontend.targets import Target, load_targets, provision_for_tracing
 from semcheck.checker.frontend.trace import KernelCall, MeshInfo
@@ -40,6 +40,10 @@ class LoweredKernel:
     # PRG-169: the earlier calls (positions among the target's kernels) whose outputs gave its scalar inputs
     producers: tuple[int, ...] = ()
     computed_by: str = ""
+    # PRG-183: where a loop's iterations give the call different scalar inputs, each iteration's own lowering
+    # (which iteration, in words; its program), checked one by one in place of `program` (a lowering over no
+    # values); empty otherwise
+    iterations: tuple[tuple[str, Program], ...] = ()
 
     @property
     def num_devices(self) -> int:
@@ -130,13 +134,23 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
     n_cores = cores if cores is not None else t.cores
     out = []
     failed: tuple[int, Any] | None = None  # (unit, failure): LAUNCH-2/3 stop their compile unit and all after it
-    for call, values in zip(calls, inputs):
-        call = resolve_grid(call, values)
+    for traced_call, values in zip(calls, inputs):
+        call = resolve_grid(traced_call, values)
         stats = LoweringStats()
-        # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
-        program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
-                             symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
-        refuse_regions_a_loop_varies(program)  # PRG-182
+        # PRG-183: each iteration of a loop that varies the call's values lowered with its own
+        iterations = lower_iterations(values, lambda v: lower_call(
+            resolve_grid(traced_call, v), cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=v,
+            symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
+        try:
+            # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
+            program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
+                                 symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
+        except FrontendError:
+            if not iterations:
+                raise
+            program = iterations[0][1]  # (a lowering over no values needed them: the first iteration's stands in)
+        if not iterations:
+            refuse_regions_a_loop_varies(program)  # PRG-182
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode
@@ -158,6 +172,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 stats=stats,
                 producers=values.producers if values is not None else (),
                 computed_by=values.computed_by if values is not None else "",
+                iterations=iterations,
             )
         )
     if failed is not None:
@@ -172,7 +187,9 @@ def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:
     after it, never runs in interpret mode: it carries that failure unless it has its own."""
     if k.program.launch_failure is not None or k.call is None or k.call.unit < unit:
         return k
-    return dataclasses.replace(k, program=dataclasses.replace(k.program, launch_failure=failure))
+    return dataclasses.replace(k, program=dataclasses.replace(k.program, launch_failure=failure),
+                               iterations=tuple((w, dataclasses.replace(p, launch_failure=failure))
+                                                for w, p in k.iterations))
 
 
 __all__ = ["LoweredKernel", "load", "lower_target", "FrontendError", "BadTargetReturn"]

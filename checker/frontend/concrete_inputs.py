@@ -72,6 +72,10 @@ class KernelInputs:
     # values, and their words; empty when none did
     producers: tuple[int, ...] = ()
     computed_by: str = ""
+    # PRG-183: where a loop's iterations give the launch different values (so it has none above), each
+    # iteration's own, in the order the program runs them: (which iteration, in words; its inputs), equal values
+    # sharing one object; empty otherwise, or where they cannot be told apart
+    iterations: tuple[tuple[str, KernelInputs], ...] = ()
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""
@@ -156,29 +160,42 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
         if per_device is None:
             out.append(dataclasses.replace(empty[k], why=empty[k].why or _NOT_REACHED))
             continue
-        lanes = call.mesh.num_devices
-        nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
-        whys = _first_reasons(interp.reasons.get(k, {}))
-        bounds = tuple(_stack_bound([per_device[d][b] for d in sorted(per_device)], lanes) for b in range(nb))
-        values = []
-        for i, op in enumerate(call.operands):
-            if not is_scalar_operand(op):
-                values.append(None)
-                continue
-            values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
-                                  for d in sorted(per_device)], lanes, op))
         producers = tuple(sorted(j for j in interp.ran if j < k))
-        why = _ABSTRACT if abstract else _SOME_DEVICES if len(per_device) < lanes else _NOT_COMPUTED
-        out.append(KernelInputs(tuple(values), abstract, why, bounds,
-                                operand_why=tuple(whys[nb:]), bound_why=tuple(whys[:nb]), producers=producers,
-                                computed_by=", ".join(interp.ran[j] for j in producers)))
+
+        def made(per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]],
+                 call: KernelCall = call, producers: tuple[int, ...] = producers) -> KernelInputs:
+            return _made(call, per_device, reasons, abstract, producers, interp.ran)
+
+        got = made(per_device, interp.reasons.get(k, {}))
+        out.append(dataclasses.replace(got, iterations=interp.iteration_inputs(k, made)))  # PRG-183
     return out
+
+
+def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]], abstract: bool,
+          producers: tuple[int, ...], ran: dict[int, str]) -> KernelInputs:
+    """One launch's `KernelInputs` from its operands' values per device (and why some have none)."""
+    lanes = call.mesh.num_devices
+    nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
+    whys = _first_reasons(reasons)
+    bounds = tuple(_stack_bound([per_device[d][b] for d in sorted(per_device)], lanes) for b in range(nb))
+    values = []
+    for i, op in enumerate(call.operands):
+        if not is_scalar_operand(op):
+            values.append(None)
+            continue
+        values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
+                              for d in sorted(per_device)], lanes, op))
+    why = _ABSTRACT if abstract else _SOME_DEVICES if len(per_device) < lanes else _NOT_COMPUTED
+    return KernelInputs(tuple(values), abstract, why, bounds, operand_why=tuple(whys[nb:]),
+                        bound_why=tuple(whys[:nb]), producers=producers,
+                        computed_by=", ".join(ran[j] for j in producers))
 
 
 def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs]:
     """PRG-167: `kernel_inputs` per launch equation (by `id`), for a program of calls that finds its calls by
     equation. A launch `find_kernels` counts more than once (a jitted function called twice shares its jaxpr)
-    keeps its values only where every count gives the same; otherwise it has none, never a guess."""
+    keeps its values only where every count gives the same; otherwise it has none, never a guess. PRG-183: a
+    launch counted once keeps its loop iterations' own values (`KernelInputs.iterations`), one per reach."""
     eqns = list(_walk_kernel_eqns(closed.jaxpr))
     got = kernel_inputs(closed, find_kernels(closed.jaxpr), args, run_kernels=True)
     out: dict[int, KernelInputs] = {}
@@ -188,6 +205,8 @@ def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs
             inputs = dataclasses.replace(inputs, values=(None,) * len(inputs.values),
                                          grid_bounds=(None,) * len(inputs.grid_bounds), why=_SHARED, operand_why=(),
                                          bound_why=())
+        if seen is not None:  # PRG-183: reaches counted apart per launch only where it is counted once
+            inputs = dataclasses.replace(inputs, iterations=())
         out[id(eqn)] = inputs
     return out
 
@@ -289,6 +308,7 @@ class _Interpreter(LoopInputs, CondInputs):
         self._rounds: Rounds | None = None  # the collectives of the shard_map body being evaluated
         self.run_kernels = run_kernels  # PRG-169: run a kernel whose outputs a later call's operands need
         self.ran: dict[int, str] = {}  # the kernel calls run so (index -> their words)
+        self.start_loops()  # PRG-183: each launch's values per reach, and the loops' iterations around it
 
     # --- the walk --------------------------------------------------------------------
 
@@ -315,6 +335,7 @@ class _Interpreter(LoopInputs, CondInputs):
                     self.records.setdefault(index, {})[lane] = discharged_order(eqn, [read(v) for v in eqn.invars])
                     self.reasons.setdefault(index, {})[lane] = discharged_order(
                         eqn, [self._reason(v) for v in eqn.invars])
+                    self.reached(index, lane)  # PRG-183
                 if self.run_kernels and any(v in needed for v in eqn.outvars):
                     outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
                     if outs is not None:
@@ -410,6 +431,7 @@ class _Interpreter(LoopInputs, CondInputs):
                 self._why = dict(before)  # a pass's reasons are its own: a later pass may compute the value
                 for d in devices:
                     self._rounds.start_device()
+                    self.forget_reaches(range(start, end), d.lane)  # PRG-183: each pass's reaches are its own
                     _, end = self.run(sub, shards[d.lane], d, start)
                 if not self._rounds.resolve():
                     break

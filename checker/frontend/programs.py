@@ -32,7 +32,13 @@ def jax_picks_ids(kernels: list[LoweredKernel]) -> bool:
     from semcheck.model.symmetric import class_cores
 
     return any(k.call is not None and k.call.collective_id is None
-               and any(op.fetches_barrier for ops in class_cores(k.program) for op in ops) for k in kernels)
+               and any(op.fetches_barrier for p in lowerings(k) for ops in class_cores(p) for op in ops)
+               for k in kernels)
+
+
+def lowerings(k: LoweredKernel) -> list[Any]:
+    """A call's lowering and, where a loop gives each iteration its own values, each iteration's (PRG-183)."""
+    return [k.program, *dict.fromkeys(p for _, p in getattr(k, "iterations", ()))]
 
 
 def lower_program(t: Target, devices: int, kernels: list[LoweredKernel], *, cores: int | None = None,
@@ -93,10 +99,11 @@ def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[
     from semcheck.checker.frontend.lower import lower_kernel
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
 
+    from semcheck.checker.frontend.scan_inputs import refuse_regions_a_loop_varies
+
     by_call: dict[tuple[int, int], Any] = {}
     lowered = []
-    for inv in ir.invocations:
-        inputs = followed.get(id(inv.eqn)) if followed is not None else None
+    for inv, inputs in zip(ir.invocations, invocation_inputs(ir, followed)):
         key = (id(inv.call), id(inputs))
         if key not in by_call:
             try:
@@ -105,8 +112,34 @@ def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[
             except NeedsConcreteInputs as e:
                 e.invocation = inv  # which call, for the reason (`_not_followed`)
                 raise
+            refuse_regions_a_loop_varies(by_call[key])  # PRG-182: a launch whose iterations are not told apart
         lowered.append(by_call[key])
     return lowered
+
+
+def invocation_inputs(ir: Any, followed: Any) -> list[Any]:
+    """Per invocation of `ir`, the values its call reads (PRG-167: per launch equation; None without `followed`).
+    PRG-183: a launch in a loop whose iterations give it different values has each iteration's own, the walk's
+    n-th invocation of the launch reading the evaluation's n-th reach, where the two count the same reaches and
+    every device runs each of them; otherwise it has none (and PRG-182 refuses a region that needs them)."""
+    if followed is None:
+        return [None] * len(ir.invocations)
+    counts: dict[int, int] = {}
+    every: dict[int, bool] = {}
+    for inv in ir.invocations:
+        counts[id(inv.eqn)] = counts.get(id(inv.eqn), 0) + 1
+        every[id(inv.eqn)] = every.get(id(inv.eqn), True) and inv.devices is None
+    seen: dict[int, int] = {}
+    out = []
+    for inv in ir.invocations:
+        inputs = followed.get(id(inv.eqn))
+        n = seen.get(id(inv.eqn), 0)
+        seen[id(inv.eqn)] = n + 1
+        its = getattr(inputs, "iterations", ())
+        if its and len(its) == counts[id(inv.eqn)] and every[id(inv.eqn)]:
+            inputs = its[n][1]
+        out.append(inputs)
+    return out
 
 
 def _followed_irs(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr: Any) -> tuple[list[Any], Any]:
@@ -200,7 +233,7 @@ def communicating_program(t: Target, devices: int, kernels: list[LoweredKernel],
     from semcheck.checker.frontend.program_lower import program_communicates
 
     picked = jax_picks_ids(kernels)
-    if not picked and not any(program_communicates(k.program) for k in kernels):
+    if not picked and not any(program_communicates(p) for k in kernels for p in lowerings(k)):
         return None, ""
     from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
     from semcheck.checker.frontend.trace import make_jaxpr

@@ -5,6 +5,10 @@ its body once per iteration, the carry computed as far as the calls' operands ne
 A launch in the body is one equation reached once per iteration, and a program of calls keys its values by
 launch equation (PRG-167): it keeps them only where every iteration gives the same, else it has none, with the
 reason. A loop that cannot be run is skipped as before (its launches keep no values, never a guess).
+
+PRG-183: every reach of a launch is kept with the loops' iterations around it (`LoopInputs.reached`), so that a
+launch whose iterations differ gets each iteration's own values (`iteration_inputs`) and each iteration's call its
+own lowering (`lower_iterations`); PRG-182 refuses what is still not told apart.
 """
 
 from __future__ import annotations
@@ -44,6 +48,25 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
                                       "checked (specs/deciding/programs.md PRG-182)", op.loc)
 
 
+def lower_iterations(values: Any, lower: Any) -> tuple[tuple[str, Any], ...]:
+    """PRG-183: each iteration's program of a call whose loop varies its scalar inputs (`values.iterations`),
+    `lower(inputs)` called once per distinct inputs (iterations with equal values share one lowering); () where
+    there are none, or where some iteration's own program still has a region that depends on values it lacks."""
+    from semcheck.checker.frontend.errors import Unsupported
+
+    got: dict[int, Any] = {}
+    out = []
+    for words, inputs in getattr(values, "iterations", ()) or ():
+        if id(inputs) not in got:
+            got[id(inputs)] = lower(inputs)
+            try:
+                refuse_regions_a_loop_varies(got[id(inputs)])
+            except Unsupported:  # PRG-182 stands for the call
+                return ()
+        out.append((words, got[id(inputs)]))
+    return tuple(out)
+
+
 def _scan_split(eqn: Any) -> tuple[int, int]:
     """How many of a scan's operands are constants and how many carries (jax 0.12 packs the three groups,
     constants, carries and scanned inputs, in the `ft_in` tree; older releases count them)."""
@@ -63,19 +86,66 @@ def _same_list(a: list[Any], b: list[Any]) -> bool:
 
 
 
+def _iteration_words(stack: tuple[tuple[Any, int, int], ...]) -> str:
+    """PRG-183: which iteration of which loop(s) a reach of a launch is, outermost first."""
+    return ", ".join(f"iteration {i} (counted from 0, of {n}) of the loop at {loc}" for loc, i, n in stack)
+
+
 class LoopInputs:
     """The scan part of `concrete_inputs._Interpreter` (which provides `run`, `records`, `reasons`, `calls`,
     `_need`, `_kernels_in`, `_pass_reasons`, `_why`, and `_value` and `_tracks`: a constant's value and
     whether the front end reads an operand's contents)."""
 
+    def start_loops(self) -> None:
+        """PRG-183: no launch reached yet, no loop entered."""
+        # per launch, per lane: each reach's (the loops' iterations around it, its operands, their reasons)
+        self.reaches: dict[int, dict[int, list[tuple[tuple[Any, ...], list[Any], list[Any]]]]] = {}
+        self._loops: list[tuple[Any, int, int]] = []  # the scans being run: (line, iteration, trip count)
+        self._varied: set[int] = set()  # the launches PRG-168 found the iterations give different values
+
+    def reached(self, index: int, lane: int) -> None:
+        """PRG-183: launch `index` reached on `lane` with the operands `records` holds now."""
+        self.reaches.setdefault(index, {}).setdefault(lane, []).append(
+            (tuple(self._loops), self.records[index][lane], self.reasons[index][lane]))
+
+    def forget_reaches(self, indices: range, lane: int) -> None:
+        """PRG-183: a shard_map body run again on `lane` (ACC-8's passes): its earlier reaches go."""
+        for k in indices:
+            self.reaches.get(k, {}).pop(lane, None)
+
+    def iteration_inputs(self, index: int, made: Any) -> tuple[tuple[str, Any], ...]:
+        """PRG-183: for a launch whose loop iterations give it different values (PRG-168), each reach's own
+        inputs (`made(per_device, reasons)` builds them), in program order, equal values sharing one object;
+        () where the reaches cannot be told apart: a lane with another count of reaches or other loops around
+        them, a reach outside a loop, more than MAX_SCAN reaches."""
+        per_lane = self.reaches.get(index, {})
+        if index not in self._varied or not per_lane or set(per_lane) != set(self.records.get(index, {})):
+            return ()
+        lanes = sorted(per_lane)
+        counts = {len(per_lane[d]) for d in lanes}
+        if len(counts) != 1 or counts.pop() > MAX_SCAN:
+            return ()
+        out: list[tuple[str, Any]] = []
+        for reach in zip(*(per_lane[d] for d in lanes)):
+            stacks = {r[0] for r in reach}
+            if len(stacks) != 1 or not reach[0][0]:
+                return ()
+            got = made({d: r[1] for d, r in zip(lanes, reach)}, {d: r[2] for d, r in zip(lanes, reach)})
+            key = [*got.values, *got.grid_bounds]
+            got = next((g for _, g in out if _same_list([*g.values, *g.grid_bounds], key)), got)  # shared lowering
+            out.append((_iteration_words(reach[0][0]), got))
+        return tuple(out)
+
     def _scan_or_skip(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any] | None, int]:
         """`_scan`, or the loop skipped as before PRG-168 (its launches keep no values) when it cannot be run."""
         records = {k: dict(v) for k, v in self.records.items()}
         reasons = {k: dict(v) for k, v in self.reasons.items()}
+        reaches = {k: {d: list(r) for d, r in v.items()} for k, v in self.reaches.items()}
+        loops = list(self._loops)
         try:
             return self._scan(eqn, invals, dev, index)
         except Exception:  # noqa: BLE001 - no value, never a guess
-            self.records, self.reasons = records, reasons
+            self.records, self.reasons, self.reaches, self._loops = records, reasons, reaches, loops
             return None, index + self._kernels_in(eqn)
 
     def _scan(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any], int]:
@@ -96,10 +166,15 @@ class LoopInputs:
         first: dict[int, list[Any]] = {}
         differs: set[int] = set()
         steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+        loc = eqn_loc(eqn, NO_LOC)
         for i in steps:
             x_i = [None if x is None else x[i] for x in xs]
-            outs, end = self.run(inner, [*(self._value(c) for c in getattr(body, "consts", ())), *consts, *carry, *x_i],
-                                 dev, start, out_needed)
+            self._loops.append((loc, i, p["length"]))  # PRG-183: the reaches in this iteration are its own
+            try:
+                outs, end = self.run(inner, [*(self._value(c) for c in getattr(body, "consts", ())), *consts,
+                                             *carry, *x_i], dev, start, out_needed)
+            finally:
+                self._loops.pop()
             carry = list(outs[:nk])
             for k in range(start, end):
                 got = self.records.get(k, {}).get(lane)
@@ -110,7 +185,7 @@ class LoopInputs:
                     first[k] = got
                 elif not _same_list(first[k], got):
                     differs.add(k)
-        loc = eqn_loc(eqn, NO_LOC)
+        self._varied |= differs
         for k in differs:  # never the last iteration's values for every iteration
             self.records[k][lane] = [None] * len(self.records[k][lane])
             self.reasons.setdefault(k, {})[lane] = [_LOOP_DIFFERS.format(at=f" at {loc}" if loc.line else "")] * len(

@@ -141,6 +141,7 @@ def after_failures(kernels: list[Any]) -> list[Any]:
     from semcheck.checker.frontend.collective_ids import mark_refused
 
     out = mark_refused(list(kernels))
+    _refuse_failing_iterations(out)
     i = 0
     while i < len(out):
         k = out[i]
@@ -170,8 +171,43 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                  len(out))
         if kept is not None and i < len(out) and out[i].program.launch_failure is None:
             # PRG-154: the first call that runs next finds the left manager; its clean-up drops it
+            if getattr(out[i], "iterations", ()):
+                from semcheck.checker.frontend.errors import Unsupported
+
+                raise Unsupported("program", f"{out[i].name} runs in a loop (PRG-183) on the manager {failed} left "
+                                  "(PRG-154): only the first iteration's call finds it, which is not modelled",
+                                  out[i].loc)
             out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
-    return out
+    return [_with_iterations(k) for k in out]
+
+
+def _refuse_failing_iterations(kernels: list[Any]) -> None:
+    """PRG-183 with PRG-11: a call in a loop one of whose iterations certainly fails (or leaves the manager,
+    PRG-154) stops the calls after it in that iteration and after, while the earlier iterations' calls ran;
+    which of the target's other calls run is not modelled per iteration, so such a target of several calls is
+    unsupported (a single call's iterations are merged, PRG-183)."""
+    if len(kernels) < 2:
+        return
+    from semcheck.checker.frontend.errors import Unsupported
+
+    for k in kernels:
+        for words, program in getattr(k, "iterations", ()):
+            if program.launch_failure is None and (certain_failure(program) is not None
+                                                   or left_manager(program) is not None):
+                raise Unsupported("program", f"{k.name} fails in {words} (PRG-183), and which of the target's other "
+                                  "calls run after a failure in a loop's iteration is not modelled (PRG-11)", k.loc)
+
+
+def _with_iterations(k: Any) -> Any:
+    """PRG-183: the launch failures marked on a call (LAUNCH-3, LAUNCH-7, PRG-11) hold for each of its iterations."""
+    its = getattr(k, "iterations", ())
+    if not its:
+        return k
+    marks = {f: getattr(k.program, f) for f in ("launch_failure", "tpu_failure") if getattr(k.program, f) is not None}
+    if not marks:
+        return k
+    return dataclasses.replace(k, iterations=tuple(
+        (w, dataclasses.replace(p, **{f: v for f, v in marks.items() if getattr(p, f) is None})) for w, p in its))
 
 
 __all__ = ["after_failures", "certain_failure", "left_manager", "reuse", "stopped_at_barrier_fetch"]

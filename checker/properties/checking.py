@@ -256,8 +256,14 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
     for pos, k in enumerate(kernels):
         label = kernel_label(name, kernels, k)
         analysis = Analysis(k.program)
-        done = check_modes(analysis, req, deadline)
-        done = both_readings(k.program, done, req, deadline, check_modes)  # ACC-24: empty copies on hardware
+        if getattr(k, "iterations", ()):  # PRG-183: each iteration of the loop around the call with its own values
+            from semcheck.checker.programs.iterations import iteration_checks
+
+            done = iteration_checks(k.iterations, req.modes, lambda p: both_readings(
+                p, check_modes(Analysis(p), req, deadline), req, deadline, check_modes))
+        else:
+            done = check_modes(analysis, req, deadline)
+            done = both_readings(k.program, done, req, deadline, check_modes)  # ACC-24: empty copies on hardware
         if k.producers or any(pos in getattr(later, "producers", ()) for later in kernels):
             done = _computed(kernels, pos, analysis, done, races, req, deadline)
         exposed = exposures_of(analysis, req.fold)

@@ -1,6 +1,6 @@
-"""Calls in a loop whose scalar inputs the loop computes (PRG-168, PRG-182): a block sent to the right neighbour
-chunk by chunk, one kernel call per chunk in a `fori_loop`, the chunk's row offset a scalar-prefetch operand the
-loop computes from its index (`i * ROWS`).
+"""Calls in a loop whose scalar inputs the loop computes (PRG-168, PRG-182, PRG-183): a block sent to the right
+neighbour chunk by chunk, one kernel call per chunk in a `fori_loop`, the chunk's row offset a scalar-prefetch
+operand the loop computes from its index (`i * ROWS`).
 
 Each call tells its left neighbour that its landing rows are free (the barrier semaphore, collective_id 0), waits
 for the same word from its right neighbour, copies rows `[offset, offset + ROWS)` of its input into the same rows
@@ -8,9 +8,10 @@ of the right neighbour's output and waits for both halves of the copy; the outpu
 (`input_output_aliases`). `clean` runs CHUNKS iterations (every offset in bounds; the interpreter completes with
 the right numbers); `one_chunk_too_many` runs CHUNKS + 1 (BUG: the last offset is the first row past the block,
 and jax's interpreter raises `IndexError: Out-of-bounds read` in that call, in both modes). Before PRG-182 both
-were proved in every mode: the copy's region, widened over the iterations' offsets, hid the last one.
+were proved in every mode: the copy's region, widened over the iterations' offsets, hid the last one; with PRG-182
+both were unknown; PRG-183 lowers each iteration's call with its own offset. `nested_over_the_cap` sends the chunks
+from two nested loops, 9 x 8 = 72 launches of one call, more than PRG-183 tells apart: PRG-182 still refuses it.
 """
-
 
 from __future__ import annotations
 
@@ -65,15 +66,28 @@ def shift_chunk(offset, x, out, params):
     )(offset, x, out)
 
 
-def build_with(num_devices: int, params, *, chunks: int = CHUNKS):
-    """The program sending `chunks` chunks (CHUNKS: the block exactly)."""
+def _offset(row):
+    return jnp.reshape(row, (1,)).astype(jnp.int32)
+
+
+def build_with(num_devices: int, params, *, chunks: int = CHUNKS, nested: tuple[int, int] | None = None):
+    """The program sending `chunks` chunks (CHUNKS: the block exactly); `nested`: (outer, inner) trip counts of two
+    nested loops instead, chunk `(i * inner + j) % CHUNKS` in iteration (i, j)."""
     mesh = jax.make_mesh((num_devices,), (AXIS,))
 
     def program(x):
         def body(i, out):
-            return shift_chunk(jnp.reshape(i * ROWS, (1,)).astype(jnp.int32), x, out, params)
+            return shift_chunk(_offset(i * ROWS), x, out, params)
 
-        return jax.lax.fori_loop(0, chunks, body, jnp.zeros_like(x))
+        if nested is None:
+            return jax.lax.fori_loop(0, chunks, body, jnp.zeros_like(x))
+        outer, inner = nested
+
+        def outer_body(i, out):
+            return jax.lax.fori_loop(0, inner, lambda j, o: shift_chunk(
+                _offset(((i * inner + j) % CHUNKS) * ROWS), x, o, params), out)
+
+        return jax.lax.fori_loop(0, outer, outer_body, jnp.zeros_like(x))
 
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS), check_vma=False))
     x = (jnp.arange(num_devices * CHUNKS * ROWS * LANES, dtype=jnp.float32) % 251).reshape(
@@ -90,6 +104,12 @@ def clean(num_devices: int, *, dma_mode: str = "eager", interpret=None):
 def one_chunk_too_many(num_devices: int, *, dma_mode: str = "eager", interpret=None):
     # BUG: CHUNKS + 1 iterations: the last offset is past the block
     return build_with(num_devices, interpret_params(dma_mode, interpret), chunks=CHUNKS + 1)
+
+
+@semcheck.target(devices=[2])
+def nested_over_the_cap(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    # 72 launches of one call: more than PRG-183 tells apart, so PRG-182's refusal stands
+    return build_with(num_devices, interpret_params(dma_mode, interpret), nested=(9, 8))
 
 
 def reference(x, *, num_devices: int):

@@ -102,9 +102,9 @@ def shared_launch_other_counts(num_devices: int, *, dma_mode: str = "eager", int
     return _twice(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)
 
 
-def _looped(num_devices: int, dma_mode: str, interpret, step):
+def _looped(num_devices: int, dma_mode: str, interpret, step, *, wait_ahead: bool = False):
     """Two transfers in a `fori_loop` (a scan of two iterations), the counts carried from one to the next as
-    `step(counts)`."""
+    `step(counts)`; `wait_ahead`: the wait call reads the next iteration's counts (`step(counts)`) instead."""
     params = kv.interpret_params(dma_mode, interpret)
     mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
 
@@ -112,7 +112,7 @@ def _looped(num_devices: int, dma_mode: str, interpret, step):
         def transfer(i, carry):
             c, x = carry
             x, future = kv.kv_start(c, x, params)
-            return step(c), kv.kv_wait(c, x, future, params)
+            return step(c), kv.kv_wait(step(c) if wait_ahead else c, x, future, params)
 
         return jax.lax.fori_loop(0, 2, transfer, (count, x))[1]
 
@@ -131,8 +131,16 @@ def loop_same_counts(num_devices: int, *, dma_mode: str = "eager", interpret=Non
 
 @semcheck.target(devices=[2])
 def loop_other_counts(num_devices: int, *, dma_mode: str = "eager", interpret=None):
-    """The second iteration on other counts: one launch reached with two values is not told apart (unknown)."""
+    """The second iteration on other counts: each iteration's calls read their own (PRG-183; before it, one
+    launch reached with two values was not told apart: unknown)."""
     return _looped(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1)
+
+
+@semcheck.target(devices=[2])
+def loop_wait_ahead(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """BUG: each iteration's wait call reads the next iteration's counts, one more layer than its start call
+    started on every device: the first iteration's wait never ends (PRG-183 tells the iterations apart)."""
+    return _looped(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1, wait_ahead=True)
 
 
 def _count_program(num_devices: int, dma_mode: str, interpret, producer, *, scratch=()):

@@ -59,6 +59,8 @@ SEMAPHORE_RESULT = "lowering fails on the semaphore result (PRG-12)"
 PER_DEVICE_CALL = ("hangs: a device that runs a call the others skip waits at its start or clean-up barrier for "
                    "every device (PRG-145, PRG-179)")
 NO_TAGS = "get_barrier_semaphore fails: the interpreter uses no tags, the collective_id is None (PRG-13)"
+LAST_ITERATION_OUT_OF_BOUNDS = ("the last iteration's call raises IndexError: Out-of-bounds read at its copy "
+                               "(PRG-183)")
 EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/async_slice.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
@@ -85,6 +87,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     # PRG-169: loop bounds an earlier kernel call (the plan) computes
     "examples/programs/ring_attention_planned.py": {"hardware": [], "interpreter": "completes",
                                                     "devices": [2, 4, 8]},
+    # PRG-183: one call per layer in a fori_loop, the layer index the loop's
+    "examples/programs/kv_cache_layers_loop.py": {"hardware": [], "interpreter": "completes"},
+    "examples/programs/buggy/kv_cache_layers_loop_one_layer_too_many.py": {
+        "hardware": [], "interpreter": LAST_ITERATION_OUT_OF_BOUNDS},
     "examples/programs/buggy/ring_attention_planned_skips_steps.py": {
         "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "devices": [2, 4, 8],
         "interpreter": "hangs: the second ring call's devices run different step counts"},

@@ -1,6 +1,7 @@
-"""PRG-182: a kernel launched in a loop whose iterations give it different scalar inputs, where a copy's region
-depends on them, is unknown in every mode (tests/programs/chunk_loop_targets.py): the widened region would hide
-an iteration whose copy is out of bounds, as the seeded bug's last one is (jax's interpreter raises there)."""
+"""PRG-183: a kernel launched in a loop whose iterations give it different scalar inputs is decided iteration by
+iteration, each iteration's call lowered with its own values (tests/programs/chunk_loop_targets.py): the seeded
+bug's last copy is out of bounds, where jax's interpreter raises. PRG-182: what is still not told apart (more
+launches than PRG-183 lowers one by one) stays unknown, never proved over a widened region."""
 
 from __future__ import annotations
 
@@ -48,22 +49,41 @@ def _verify(devices: str) -> list[dict]:
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-183")
 @pytest.mark.rule("PRG-182")
-def test_a_copy_whose_offset_the_loop_varies_is_unknown_not_proved():
+def test_each_iteration_of_a_loop_is_decided_with_its_own_values():
     got = _verify("2")
-    assert {r["target"] for r in got} == {"clean", "one_chunk_too_many"}
+    assert {r["target"] for r in got} == {"clean", "one_chunk_too_many", "nested_over_the_cap"}
     assert {r["dma_mode"] for r in got} == {"eager", "on_wait", "hardware"}
-    for r in got:
-        assert r["verdict"] == "unknown" and "PRG-182" in r["reason"], r
-        assert "chunk_loop_targets.py:" in r["reason"] and "differs between the iterations" in r["reason"], r
+    by = {(r["target"], r["dma_mode"], r["property"]): r for r in got}
+    for mode in ("eager", "on_wait", "hardware"):
+        for prop in {p for _, _, p in by}:
+            assert by[("clean", mode, prop)]["verdict"] == "proved", by[("clean", mode, prop)]
+            r = by[("nested_over_the_cap", mode, prop)]  # PRG-182: 72 launches, more than PRG-183 tells apart
+            assert r["verdict"] == "unknown" and "PRG-182" in r["reason"], r
+            assert "differs between the iterations" in r["reason"], r
+            bug = by[("one_chunk_too_many", mode, prop)]
+            if mode == "hardware" or prop != "deadlock-free":
+                # a TPU's copy past the end is what a single call's is (D33); every other property holds in
+                # every iteration, exit-balance where an exit is reached
+                assert bug["verdict"] == "proved", bug
+                continue
+            # the interpreter raises in the last iteration's copy, as jax does (the slow test below)
+            assert bug["verdict"] == "violated", bug
+            message = bug["witness"]["message"]
+            assert message.startswith("in iteration 4 (counted from 0, of 5) of the loop at chunk_loop_targets.py:"
+                                      .replace("chunk", TARGETS.rsplit("/", 1)[0] + "/chunk")), message
+            assert "Out-of-bounds read" in message and "reading [(slice(32, 40, 1)" in message, message
+            assert "chunk_loop_targets.py:48" in message, message  # the copy's line
 
 
 @pytest.mark.slow
 @pytest.mark.jax
-@pytest.mark.rule("PRG-182")
+@pytest.mark.rule("PRG-183")
 @pytest.mark.parametrize("mode", ["eager", "on_wait"])
 def test_the_interpreter_raises_in_the_last_iteration_of_the_seeded_bug(mode):
-    """What the rule protects against: jax's interpreter completes the clean loop and raises in the twin's."""
+    """What the rule predicts: jax's interpreter completes the clean loop and raises in the twin's (its last
+    iteration's copy reads past the block)."""
     run = subprocess.run([sys.executable, "-c", _RUN.format(devices=2, mode=mode, path=str(REPO / TARGETS),
                                                             marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)

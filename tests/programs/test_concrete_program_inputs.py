@@ -106,14 +106,15 @@ def test_random_counts_decide_the_kv_transfer(pairs):
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-168", "PRG-167")
+@pytest.mark.rule("PRG-168", "PRG-167", "PRG-183")
 def test_a_loop_of_calls_reads_the_values_every_iteration_gives():
     """Two KV transfers in a fori_loop: on the counts every iteration carries unchanged the calls read them
-    and the program is proved (it was unknown: a call in a loop had no values); on counts the loop changes, the
-    launch's two reaches differ, so it is unknown, naming the loop."""
+    and the program is proved (it was unknown: a call in a loop had no values); on counts the loop changes, each
+    iteration's calls read their own (PRG-183: it was unknown, the launch's two reaches differing), so the
+    program is proved, and the twin whose wait reads the next iteration's counts deadlocks."""
     same = _verify("tests/programs/followed_targets.py::loop_same_counts")
     assert set(_verdicts(same).values()) == {"proved"}, same
     other = _verify("tests/programs/followed_targets.py::loop_other_counts")
-    assert set(_verdicts(other).values()) == {"unknown"}, other
-    reason = other["deadlock-free"]["reason"]
-    assert "whose iterations give it different scalar inputs" in reason and "followed_targets.py:" in reason, reason
+    assert set(_verdicts(other).values()) == {"proved"}, other
+    ahead = _verdicts(_verify("tests/programs/followed_targets.py::loop_wait_ahead"))
+    assert ahead["deadlock-free"] == "violated", ahead
