@@ -76,7 +76,10 @@ class Region:
     parts: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     def overlaps(self, other: Region) -> bool:
-        """ACC-2: whether the two regions share an element (regions of one buffer)."""
+        """ACC-2: whether the two regions share an element (regions of one buffer); an exact region of no
+        element shares none, whatever its start (ERR-27's windows are `regions_meet`'s)."""
+        if (self.exact and self.empty) or (other.exact and other.empty):
+            return False
         if len(self.box) != len(other.box):
             return True  # different views of one buffer: assume they may overlap
         if not _boxes_meet(self.box, other.box):
