@@ -314,6 +314,9 @@ def _orbit_rep(low: Lowered, checks: dict):
 
 _SEARCH_EVENTS = 16  # delay candidates the exhaustive witness search accepts
 _SEARCH_RUNS = 256  # restricted runs it may spend per device
+SINGLETONS_FIRST = True
+"""RUN-46: the sets of one that cover are tried before every run of one is made (False: the search as it was,
+every set of one run first, which the test holds this to)."""
 
 
 def _zero_at_check(program, mode, out, c0: int, x: int, cores) -> bool:
@@ -337,7 +340,8 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
        brings c0 to its check (DR-2). Holding
        back more only makes that harder, so it suffices to try the covering sets of contributions
        that can each be held back alone, smallest first: an exhausted search proves "must".
-       A restricted run is made once per set: the search's sets of one are the runs `alone` made.
+       A restricted run is made once per set: the search's sets of one are the runs `alone` made; those
+       that cover are tried first, latest contribution first (RUN-46).
     """
     topo = program.topology
     cores = topo.cores_of_device(d)
@@ -401,18 +405,27 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
         return True
 
     made: dict[frozenset, object] = {}  # a restricted run is pure: each set's is made once
+    asked: dict[tuple, bool] = {}  # event -> whether it can be held back alone (each asked once)
 
-    def reaches(ds) -> bool:
+    def reaches(e) -> bool:
         nonlocal runs
-        runs += 1
-        hold, sup = restricted(ds)
-        out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
-        if out.failure is None and out.state.pcs[c0] == x:
-            made[frozenset(ds)] = out  # only a set that reaches alone is in the search
-            return True
-        return False
+        if e not in asked:
+            runs += 1
+            hold, sup = restricted((e,))
+            out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
+            asked[e] = out.failure is None and out.state.pcs[c0] == x
+            if asked[e]:
+                made[frozenset((e,))] = out  # only a set that reaches alone is in the search
+        return asked[e]
 
-    alone = [e for e in events if reaches((e,))]
+    if SINGLETONS_FIRST:
+        # RUN-46: a set of one that decides True does so in any order (the budget cannot run out among sets
+        # of one), so those that cover are tried first, the latest contributions first, each run made as asked
+        for e in sorted(events, key=lambda e: -e[2]):
+            if covers(*restricted((e,))) and reaches(e) and _zero_at_check(program, mode, made[frozenset((e,))],
+                                                                            c0, x, cores):
+                return True
+    alone = [e for e in events if reaches(e)]
     failed: list[frozenset] = []
     for size in range(1, len(alone) + 1):
         for ds in itertools.combinations(alone, size):
