@@ -7,7 +7,8 @@ its tail; its counts, copies and failures are the maximal run's. Held to the hel
 on generated programs, and the per-device warnings to those computed from that run.
 
 RUN-46: the search for a quiet run tries the sets of one that cover first; the warnings are held to
-the search that makes every run of one first.
+the search that makes every run of one first. RUN-48: the rotation the interpreter's modes share
+is each mode's own.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from semcheck.checker.properties.exit_balance import (
     _exit_checks,
     _held_at_checks,
     _never_fails,
+    _orbit_rep,
     _warnings,
     before_checks,
     tail_caps,
 )
+from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.static.least_stuck import maximal_run
+from semcheck.checker.static.symmetry import find_rotation
 from semcheck.checker.static.lowering import lower
 from semcheck.model import Loc, Scratch, SemRef, Signal, Topology, Wait, launch
 from semcheck.model.fast import fast_run
@@ -120,3 +124,20 @@ def test_the_quiet_run_search_trying_sets_of_one_first_decides_as_the_whole_sear
     finally:
         exit_balance.SINGLETONS_FIRST = True
         exit_balance.must_have_passed = saved
+
+
+@pytest.mark.rule("RUN-48")
+@settings(max_examples=150, deadline=None)
+@given(program=st.one_of(programs(), z3_programs()))
+def test_the_rotation_the_modes_share_is_each_modes_own(program):
+    shared = Analysis(program)
+    for mode in ("eager", "on_wait", "hardware"):
+        facts = shared.mode(mode)
+        if not facts.lowering.ok:
+            continue
+        own = find_rotation(lower(program, mode))
+        assert (facts.rotation is None) == (own is None)
+        if own is not None:
+            assert facts.rotation == own
+            checks = _exit_checks(program)
+            assert _orbit_rep(facts.lowering, checks, lambda: facts.rotation) == _orbit_rep(lower(program, mode), checks)

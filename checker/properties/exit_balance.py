@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.model.run import REPLAY_LIMIT, run
@@ -168,7 +169,8 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]
-    device_warn = _warnings(program, mode, low, excess, None if failing else real) if warnings else {}
+    device_warn = _warnings(program, mode, low, excess, None if failing else real,
+                            rotation=lambda: facts.rotation) if warnings else {}
     if exiting is not None:  # the devices that hang never check: only the exiting ones have warnings to predict
         device_warn = {d: w for d, w in device_warn.items() if int(d) in exiting}
     # the totals count what every copy would add; under on_wait copies left in flight add nothing, so the
@@ -297,12 +299,13 @@ def before_checks(state: State, caps: dict[int, int]) -> State:
     return dataclasses.replace(state, pcs=tuple(pcs))
 
 
-def _orbit_rep(low: Lowered, checks: dict):
+def _orbit_rep(low: Lowered, checks: dict, rotation: Callable | None = None):
     """device -> the device whose answers it shares, under a rotation of the lowering that maps each
-    device's check to its image's (RUN-6); the identity without one."""
+    device's check to its image's (RUN-6); the identity without one. `rotation`: gives the lowering's
+    (`ModeAnalysis.rotation`, which the interpreter's modes share, RUN-48); else it is found here."""
     topo = low.program.topology
     ident = {d: d for d in checks}
-    rot = find_rotation(low)
+    rot = rotation() if rotation is not None else find_rotation(low)
     if rot is None:
         return ident
     for d, (c0, x) in checks.items():
@@ -469,7 +472,8 @@ def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
     return frozenset(out)
 
 
-def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole: Outcome | None = None) -> dict:
+def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole: Outcome | None = None, *,
+              rotation: Callable | None = None) -> dict:
     """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/deciding/properties.md.
 
     may: a run (all checking cores held before their checks, the rest as far as they can go)
@@ -489,7 +493,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole
     held = _held_at_checks(program, mode, checks, whole, low)
     bounds = must_have_passed(low, checks, feeds)
     drained = _drained_at_checks(low, checks) if mode == "on_wait" else frozenset()
-    rep = _orbit_rep(low, checks)
+    rep = _orbit_rep(low, checks, rotation)
     quiet: dict = {}
     out = {}
     for d, (c0, x) in sorted(checks.items()):
