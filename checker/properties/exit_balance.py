@@ -152,7 +152,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     # a program whose runs fail: the run to S''s end, before the failing step (ERR-17)
     real = facts.s_prime_run if failing else facts.maximal_run()
     replayed_pcs = None
-    if len(real.schedule) <= REPLAY_LIMIT:  # the step relation copies its state per step: quadratic beyond
+    if len(real.schedule) <= REPLAY_LIMIT:  # every check's one limit on a witness replay (model.run)
         replay = run(program, mode, real.schedule, finish=not failing)
         reached = replay if failing else replay.state
         if reached.pcs != real.state.pcs or reached.counts != real.state.counts:
