@@ -119,10 +119,14 @@ class _Frozen:
         return self.state.dmas[ident]
 
     def signalled(self, key: SemKey, core: int, amount: int, source: tuple) -> _Frozen:
-        return _Frozen(changed(self.state, counts=sem.signal(self.state.counts, key, core, amount)))
+        return self._of(changed(self.state, counts=sem.signal(self.state.counts, key, core, amount)))
 
     def moved(self, ident: int, phase: int) -> _Frozen:
-        return _Frozen(_set_dma(self.state, _with_phase(self.state.dmas[ident], phase)))
+        return self._of(_set_dma(self.state, _with_phase(self.state.dmas[ident], phase)))
+
+    def _of(self, state: Any) -> _Frozen:
+        # a replay's transient state is changed in place (RUN-35): the view of it stays the same
+        return self if state is self.state else _Frozen(state)
 
 
 def _with_phase(d: Dma, phase: int) -> Dma:

@@ -79,8 +79,10 @@ def run(program: Program, mode: DmaMode, schedule: Iterable[Actor] = (), *, fini
     taken: list[Actor] = []
     try:
         for actor in schedule:
-            state = step(program, mode, state, tuple(actor))
-            taken.append(tuple(actor))
+            if type(actor) is not tuple:
+                actor = tuple(actor)
+            state = step(program, mode, state, actor)
+            taken.append(actor)
     finally:
         state = freeze(state)  # a step that raised leaves nothing transient behind
     if not finish:

@@ -180,7 +180,9 @@ def deferred_view_failures(op: DmaStart, mode: DmaMode) -> tuple[Violation | Non
 def _advance(state: State, core: int, **changes) -> State:
     if type(state) is TransientState:  # a replay's (RUN-35): its positions are a list, moved in place
         state.pcs[core] += 1
-        return changed(state, **changes)
+        for name, value in changes.items():  # `changed` on a transient state, without a second call
+            object.__setattr__(state, name, value)
+        return state
     pcs = list(state.pcs)
     pcs[core] += 1
     return changed(state, pcs=tuple(pcs), **changes)
@@ -386,11 +388,12 @@ def buffer_allocation(
     has no ids to hand (HW-1), but the counters still show which allocation
     is which.
     """
-    topo = program.topology
-    device = topo.device_of(core)
-    local = None if op.scope == "device" else topo.local_core_of(core)
-    ids, keys = kernel_keys(next_id, device, local, op.memory_space, topo.cores_per_device)
-    bound = {topo.global_core(device, c): key for c, key in keys.items()}
+    per = program.topology.cores_per_device  # Topology's arithmetic written out, as in `target_core`
+    device, mine = divmod(core, per)  # device_of, local_core_of
+    local = None if op.scope == "device" else mine
+    ids, keys = kernel_keys(next_id, device, local, op.memory_space, per)
+    first = device * per  # global_core(device, 0)
+    bound = {first + c: key for c, key in keys.items()}
     if is_hardware(mode):
         return ids, bound, None
     handed = handed_id(keys, local)
@@ -433,9 +436,10 @@ def rule_access(program: Program, mode: DmaMode, state: State, core: int, op: Ac
     Its data effect is judged by the race property (PROP-7), not by the run. Through a view the
     interpreter cannot index it raises instead (ACC-6, ERR-9), and the failure ends the run (ERR-7).
     """
-    err = view_failure(op, mode)
-    if err is not None:
-        return fail(state, program, core, err)
+    if op.view_error is not None:  # `view_failure` is None without a view error: not asked per access
+        err = view_failure(op, mode)
+        if err is not None:
+            return fail(state, program, core, err)
     return _advance(state, core)
 
 
@@ -461,7 +465,7 @@ def core_step(program: Program, mode: DmaMode, state: State, core: int) -> State
     """Core `core` tries its next operation; None when it is done, halted or blocked."""
     pc = state.pcs[core]
     ops = program.cores[core]
-    if pc >= len(ops) or halted(program, state, core):
+    if pc >= len(ops) or (state.failures and halted(program, state, core)):
         return None
     op: Op = ops[pc]
     return _RULES[type(op)](program, mode, state, core, op)

@@ -5,29 +5,43 @@ Under `eager` and `hardware`, in a program no run of which fails, when every che
 checking core before its check ends where the maximal run ends, each core capped at the start of
 its tail; its counts, copies and failures are the maximal run's. Held to the held fast run itself
 on generated programs, and the per-device warnings to those computed from that run.
+
+RUN-46: the search for a quiet run tries the sets of one that cover first; the warnings are held to
+the search that makes every run of one first. RUN-48: the rotation the interpreter's modes share
+is each mode's own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from strategies import programs
 
+from semcheck.checker.properties import exit_balance
 from semcheck.checker.properties.exit_balance import (
     _exit_checks,
     _held_at_checks,
     _never_fails,
+    _orbit_rep,
     _warnings,
     before_checks,
     tail_caps,
 )
+from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.static.least_stuck import maximal_run
+from semcheck.checker.static.symmetry import find_rotation
 from semcheck.checker.static.lowering import lower
 from semcheck.model import Loc, Scratch, SemRef, Signal, Topology, Wait, launch
 from semcheck.model.fast import fast_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "z3"))
+from z3_strategies import programs as z3_programs  # noqa: E402
 
 
 def _applies(program, mode):
@@ -88,3 +102,42 @@ def test_a_tail_with_more_than_a_barrier_is_not_read_off():
     cores = list(program.cores)
     cores[0] = cores[0] + (cores[0][-1],)  # a second clean-up barrier on core 0 only
     assert tail_caps(dataclasses.replace(program, cores=tuple(cores)), checks) is None
+
+
+@pytest.mark.rule("RUN-46")
+@pytest.mark.parametrize("mode", ["eager", "hardware"])
+@pytest.mark.parametrize("bounds", [True, False])
+@settings(max_examples=200, deadline=None)
+@given(program=st.one_of(programs(), z3_programs()))
+def test_the_quiet_run_search_trying_sets_of_one_first_decides_as_the_whole_search(mode, bounds, program):
+    # without the lower bounds (past their size limit, as at pod scale) the search decides more devices
+    low = lower(program, mode)
+    if not low.ok or not _exit_checks(program):
+        return
+    saved = exit_balance.must_have_passed
+    if not bounds:
+        exit_balance.must_have_passed = lambda *args, **kwargs: None
+    try:
+        fast = _warnings(program, mode, low, {})
+        exit_balance.SINGLETONS_FIRST = False
+        assert fast == _warnings(program, mode, low, {})
+    finally:
+        exit_balance.SINGLETONS_FIRST = True
+        exit_balance.must_have_passed = saved
+
+
+@pytest.mark.rule("RUN-48")
+@settings(max_examples=150, deadline=None)
+@given(program=st.one_of(programs(), z3_programs()))
+def test_the_rotation_the_modes_share_is_each_modes_own(program):
+    shared = Analysis(program)
+    for mode in ("eager", "on_wait", "hardware"):
+        facts = shared.mode(mode)
+        if not facts.lowering.ok:
+            continue
+        own = find_rotation(lower(program, mode))
+        assert (facts.rotation is None) == (own is None)
+        if own is not None:
+            assert facts.rotation == own
+            checks = _exit_checks(program)
+            assert _orbit_rep(facts.lowering, checks, lambda: facts.rotation) == _orbit_rep(lower(program, mode), checks)

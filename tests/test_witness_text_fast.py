@@ -1,17 +1,23 @@
 """A pod-scale witness's words cost what they say, not the size of the program.
 
 The timeline reads each core's last few lined operations backwards from its position, and naming
-names each distinct text of a witness once; both held to the plain definitions they replace.
+names each distinct text of a witness once; both held to the plain definitions they replace. A
+timeline is made once per positions for the modes of one program (RUN-47), held to each mode's own.
 """
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import programs
 
+from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.checking import check_program
 from semcheck.checker.properties.timeline import _last_lined, _plain, humanize
+from semcheck.model import DMA_MODES
 from semcheck.model.ops import Loc
 
 
@@ -45,3 +51,15 @@ def _named_one_by_one(x, names):
 def test_naming_each_text_once_names_as_one_by_one(details):
     names = {"scoped@k.py:12#0": "send_sem", "hbm3": "x_ref"}
     assert _plain(details, names) == _named_one_by_one(details, names)
+
+
+@pytest.mark.rule("RUN-47")
+@settings(max_examples=60, deadline=None)
+@given(program=programs())
+def test_a_timeline_shared_by_the_modes_is_each_modes_own(program):
+    shared = Analysis(program)
+    for mode in DMA_MODES:
+        for mine, own in zip(check_program(program, mode, analysis=shared), check_program(program, mode)):
+            assert mine.verdict == own.verdict
+            if own.witness is not None:
+                assert mine.witness.details.get("timeline") == own.witness.details.get("timeline")

@@ -33,6 +33,7 @@ from semcheck.checker.properties.failing_facts import (deferred_never_raise, eve
 from semcheck.checker.properties.race_order import ordered
 from semcheck.checker.static.least_stuck import complete, maximal_run, s_prime_end, s_prime_run
 from semcheck.checker.static.lowering import lower, totals
+from semcheck.checker.static.symmetry import find_rotation
 from semcheck.checker.static.system import EncodingBug
 from semcheck.model.fold import race_symmetry, skeleton_fold
 from semcheck.model.happens_before import traced_run
@@ -305,6 +306,14 @@ class ModeAnalysis:
             return True
         return (self.mode in ("eager", "hardware") and self.mode not in whole._traces_read and not whole.symmetric
                 and "symmetry" in whole.__dict__ and whole.symmetry[1] is None)
+
+    @cached_property
+    def rotation(self):
+        """RUN-6's smallest rotation that is an automorphism of the lowering (`static.symmetry.find_rotation`),
+        or None; eager and on_wait share it where they share the lowering (RUN-48)."""
+        if self.family == "hardware" or self.deferred_views:
+            return find_rotation(self.lowering)
+        return self.whole.shared(("rotation", "interpreter"), lambda: find_rotation(self.lowering))
 
     @cached_property
     def totals(self) -> dict:

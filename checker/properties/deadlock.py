@@ -55,8 +55,8 @@ def deadlock_free(
     `fallback_states > 0` lets the exhaustive explorer decide programs outside the static system
     (unsupported lowering, reachable failures), within that many states (None: ERR-19's budget,
     `failing_facts.FALLBACK_STATES`). `replay=False` skips
-    replaying the witness on the step relation (which copies the state per step: quadratic in the
-    steps), for callers that replay it themselves. `certificate` checks S''s end another way before
+    replaying the witness on the step relation (in place, linear in the steps: RUN-35), for callers
+    that replay it themselves. `certificate` checks S''s end another way before
     the verdict is given (`semcheck.checker.z3.deadlock.deadlock_free` passes the Z3 query).
     `timeout_ms` is taken as every check takes it; nothing here gives up (a certificate has its own
     budget). `facts`: the program's analysis under `mode` (one is made when it is missing).

@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.model.run import REPLAY_LIMIT, run
@@ -151,7 +152,7 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     # a program whose runs fail: the run to S''s end, before the failing step (ERR-17)
     real = facts.s_prime_run if failing else facts.maximal_run()
     replayed_pcs = None
-    if len(real.schedule) <= REPLAY_LIMIT:  # the step relation copies its state per step: quadratic beyond
+    if len(real.schedule) <= REPLAY_LIMIT:  # every check's one limit on a witness replay (model.run)
         replay = run(program, mode, real.schedule, finish=not failing)
         reached = replay if failing else replay.state
         if reached.pcs != real.state.pcs or reached.counts != real.state.counts:
@@ -168,7 +169,8 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
          "final_count_in_witness": final[k]}
         for k, e in sorted(excess.items(), key=repr)
     ]
-    device_warn = _warnings(program, mode, low, excess, None if failing else real) if warnings else {}
+    device_warn = _warnings(program, mode, low, excess, None if failing else real,
+                            rotation=lambda: facts.rotation) if warnings else {}
     if exiting is not None:  # the devices that hang never check: only the exiting ones have warnings to predict
         device_warn = {d: w for d, w in device_warn.items() if int(d) in exiting}
     # the totals count what every copy would add; under on_wait copies left in flight add nothing, so the
@@ -297,12 +299,13 @@ def before_checks(state: State, caps: dict[int, int]) -> State:
     return dataclasses.replace(state, pcs=tuple(pcs))
 
 
-def _orbit_rep(low: Lowered, checks: dict):
+def _orbit_rep(low: Lowered, checks: dict, rotation: Callable | None = None):
     """device -> the device whose answers it shares, under a rotation of the lowering that maps each
-    device's check to its image's (RUN-6); the identity without one."""
+    device's check to its image's (RUN-6); the identity without one. `rotation`: gives the lowering's
+    (`ModeAnalysis.rotation`, which the interpreter's modes share, RUN-48); else it is found here."""
     topo = low.program.topology
     ident = {d: d for d in checks}
-    rot = find_rotation(low)
+    rot = rotation() if rotation is not None else find_rotation(low)
     if rot is None:
         return ident
     for d, (c0, x) in checks.items():
@@ -314,6 +317,9 @@ def _orbit_rep(low: Lowered, checks: dict):
 
 _SEARCH_EVENTS = 16  # delay candidates the exhaustive witness search accepts
 _SEARCH_RUNS = 256  # restricted runs it may spend per device
+SINGLETONS_FIRST = True
+"""RUN-46: the sets of one that cover are tried before every run of one is made (False: the search as it was,
+every set of one run first, which the test holds this to)."""
 
 
 def _zero_at_check(program, mode, out, c0: int, x: int, cores) -> bool:
@@ -337,7 +343,8 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
        brings c0 to its check (DR-2). Holding
        back more only makes that harder, so it suffices to try the covering sets of contributions
        that can each be held back alone, smallest first: an exhausted search proves "must".
-       A restricted run is made once per set: the search's sets of one are the runs `alone` made.
+       A restricted run is made once per set: the search's sets of one are the runs `alone` made; those
+       that cover are tried first, latest contribution first (RUN-46).
     """
     topo = program.topology
     cores = topo.cores_of_device(d)
@@ -401,18 +408,27 @@ def _quiet_run(program: Program, mode: DmaMode, low: Lowered, feeds: Feeds, d: i
         return True
 
     made: dict[frozenset, object] = {}  # a restricted run is pure: each set's is made once
+    asked: dict[tuple, bool] = {}  # event -> whether it can be held back alone (each asked once)
 
-    def reaches(ds) -> bool:
+    def reaches(e) -> bool:
         nonlocal runs
-        runs += 1
-        hold, sup = restricted(ds)
-        out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
-        if out.failure is None and out.state.pcs[c0] == x:
-            made[frozenset(ds)] = out  # only a set that reaches alone is in the search
-            return True
-        return False
+        if e not in asked:
+            runs += 1
+            hold, sup = restricted((e,))
+            out = fast_run(program, mode, hold=hold, suppress=sup, record=False)
+            asked[e] = out.failure is None and out.state.pcs[c0] == x
+            if asked[e]:
+                made[frozenset((e,))] = out  # only a set that reaches alone is in the search
+        return asked[e]
 
-    alone = [e for e in events if reaches((e,))]
+    if SINGLETONS_FIRST:
+        # RUN-46: a set of one that decides True does so in any order (the budget cannot run out among sets
+        # of one), so those that cover are tried first, the latest contributions first, each run made as asked
+        for e in sorted(events, key=lambda e: -e[2]):
+            if covers(*restricted((e,))) and reaches(e) and _zero_at_check(program, mode, made[frozenset((e,))],
+                                                                            c0, x, cores):
+                return True
+    alone = [e for e in events if reaches(e)]
     failed: list[frozenset] = []
     for size in range(1, len(alone) + 1):
         for ds in itertools.combinations(alone, size):
@@ -456,7 +472,8 @@ def _drained_at_checks(low: Lowered, checks: dict) -> frozenset:
     return frozenset(out)
 
 
-def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole: Outcome | None = None) -> dict:
+def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole: Outcome | None = None, *,
+              rotation: Callable | None = None) -> dict:
     """Per device: 'never' | 'may' | 'must' | 'unknown' (+ an example line); see PROP-5 in specs/deciding/properties.md.
 
     may: a run (all checking cores held before their checks, the rest as far as they can go)
@@ -476,7 +493,7 @@ def _warnings(program: Program, mode: DmaMode, low: Lowered, excess: dict, whole
     held = _held_at_checks(program, mode, checks, whole, low)
     bounds = must_have_passed(low, checks, feeds)
     drained = _drained_at_checks(low, checks) if mode == "on_wait" else frozenset()
-    rep = _orbit_rep(low, checks)
+    rep = _orbit_rep(low, checks, rotation)
     quiet: dict = {}
     out = {}
     for d, (c0, x) in sorted(checks.items()):

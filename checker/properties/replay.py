@@ -51,11 +51,20 @@ def with_replay(check: Check) -> Check:
         if "timeline" in v.witness.details:
             return v
         devices = sorted({program.topology.device_of(c) for c, _, _ in v.witness.blocked}) or None
-        details = {**v.witness.details, "timeline": timeline(program, pcs, devices)}
+        details = {**v.witness.details, "timeline": _timeline(program, pcs, devices, facts)}
         return dataclasses.replace(v, witness=dataclasses.replace(v.witness, details=details))
 
     checked.__name__ = check.__name__
     return checked
+
+
+def _timeline(program: Program, pcs, devices, facts) -> list[dict]:
+    """The witness's timeline (`timeline.timeline`), made once per program, positions and devices: the modes
+    whose witnesses end at the same positions (a deadlock's, an exit-balance run's) share it (RUN-47)."""
+    if facts is None or facts.program is not program:
+        return timeline(program, pcs, devices)
+    key = ("timeline", tuple(pcs), None if devices is None else tuple(devices))
+    return facts.whole.shared(key, lambda: timeline(program, pcs, devices))
 
 
 def replay_until(program: Program, mode: DmaMode, schedule, done: Callable[[State], bool]) -> tuple[State, tuple]:

@@ -174,8 +174,9 @@ def timeline(
             done = _last_lined(ops, pcs[g], last)
             at = [ops[pcs[g]]] if pcs[g] < len(ops) else []
             for op, stop in [*((op, False) for op in done), *((op, True) for op in at)]:
-                events.append(f"{who}{_short(op)}  {'>> ' if stop else ''}{describe(op)}")
-                steps.append({"file": op.loc.file, "line": op.loc.line, "op": describe(op), "stop": stop,
+                said = describe(op)  # once per event: the text and the step name the same words
+                events.append(f"{who}{_short(op)}  {'>> ' if stop else ''}{said}")
+                steps.append({"file": op.loc.file, "line": op.loc.line, "op": said, "stop": stop,
                               **({"core": topo.local_core_of(g)} if topo.cores_per_device > 1 else {})})
         out.append({"device": d, "events": events, "steps": steps})
     return out
