@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py                    # the full sweep (about 20 minutes)
     .venv/bin/python bench/run.py --quick            # tiny sizes, seconds
+    .venv/bin/python bench/run.py --real             # shipped-style kernels at 2,4,8 against one interpret run
     .venv/bin/python bench/run.py --kernels allreduce --sizes 2,4,8 --contenders semcheck,spin
 
 Contenders, each run in its own subprocess (wall time from the parent, peak
@@ -763,6 +764,9 @@ def parse_args(argv):
                     help="the regression guard (a few seconds): ops per second of the fast run and the deadlock "
                          "query on fixed programs, appended to --out's history.jsonl; no sweep")
     ap.add_argument("--smoke", action="store_true", help="a sweep at tiny sizes (2,4) with small caps")
+    ap.add_argument("--real", action="store_true",
+                    help="no sweep: the shipped-style kernels, semcheck verify at 2,4,8 against one interpret-mode "
+                         "run at 2, as ratios (bench/real_kernels.py; --kernels and --out are passed on)")
     ap.add_argument("--merge", action="store_true",
                     help="keep --out's records of the kernels not run this time (each kernel's rows stay "
                          "from one run; results.md names the run of each)")
@@ -784,7 +788,7 @@ def parse_args(argv):
                     help="only rewrite results.md and the plot from --out's results.json")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
+    if args.worker or args.real:  # --real's kernels are examples' names (bench/real_kernels.py)
         return args
     args.kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
@@ -922,6 +926,11 @@ def main(argv=None) -> int:
         return worker_main(args.worker)
     if args.quick:
         return quick_guard(args)
+    if args.real:
+        import real_kernels
+
+        given = [] if args.kernels == ",".join(KERNELS) else ["--kernels", args.kernels]
+        return real_kernels.main([*given, "--out", args.out])
     import report
 
     if args.report_only:

@@ -368,6 +368,24 @@ def provision_devices(n: int) -> None:
             jax.config.update("jax_platforms", "cpu")
 
 
+QUICK_COMPILE_FLAG = "--xla_backend_optimization_level"
+"""REP-37: XLA's CPU code generation level; the checking process asks for 0 unless `XLA_FLAGS` names one."""
+
+
+def compile_quickly() -> None:
+    """REP-37: in semcheck's own checking process, before jax's backends start, XLA compiles at backend
+    optimization level 0: the build's jax operations (`jnp.arange`, a `device_put` onto a mesh) and the
+    evaluations of the front end are compiled once each and run on a few elements, so LLVM's optimization
+    passes were most of their compile time and none of their run time. The level changes how the code is
+    generated, not what it computes (XLA's CPU floating point is not fast-math at any level). A level the
+    user's `XLA_FLAGS` sets is kept; a library caller's process is never changed (only the verify child
+    calls this)."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    if jax_initialised() or any(f.startswith(QUICK_COMPILE_FLAG) for f in flags):
+        return
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{QUICK_COMPILE_FLAG}=0"])  # read when the backends start
+
+
 def provision_for_tracing(n: int) -> None:
     """Provision `n` host devices for a trace that may not need them (RUN-14).
 
@@ -564,6 +582,7 @@ __all__: Sequence[str] = [
     "load_targets",
     "check_target_return",
     "provision_devices",
+    "compile_quickly",
     "provision_for_tracing",
     "abstract_mesh_wanted",
     "abstract_make_mesh",
