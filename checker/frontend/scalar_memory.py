@@ -8,8 +8,10 @@ is a known lane array and the `while`/`cond` it decides can be unrolled.
 
 Soundness first (a wrong concrete value would be a wrong program):
 
-* only refs of an integer or boolean dtype with at most `MAX_EVAL_ELEMENTS`
-  elements are tracked (`trackable`); vector and float data stays abstract;
+* only refs of an integer, boolean or float dtype with at most `MAX_EVAL_ELEMENTS`
+  elements are tracked (`trackable`); larger (vector) data stays abstract, and
+  a float value is known only where exact operations computed it (ACC-25,
+  `float_exact`);
 * a store of a known value at known, in-bounds indices updates exactly the
   elements it names; a store of an opaque value makes them unknown; a store
   whose indices (or view) cannot be pinned down makes the whole ref unknown;
@@ -35,6 +37,7 @@ from jax._src.state import types as state_types
 from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.float_exact import is_float
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
 from semcheck.model.ops import Loc
 
@@ -61,7 +64,8 @@ class NeedsConcreteInputs(Unsupported):
 
 
 def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> bool:
-    """Whether a ref's contents are tracked: small, integer or boolean, in a core's own SMEM or VMEM.
+    """Whether a ref's contents are tracked: small, integer, boolean or float (ACC-25), in a core's own SMEM or
+    VMEM.
 
     Not HBM, nor memory the cores of a device share (another core may write it at any time).
     """
@@ -71,7 +75,7 @@ def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> boo
         kind = np.dtype(dtype).kind
     except TypeError:
         return False
-    return kind in "iub" and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
+    return (kind in "iub" or is_float(dtype)) and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
 
 
 # Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
