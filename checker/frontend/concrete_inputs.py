@@ -3,12 +3,13 @@
 `trace.trace_kernels` only traces: the kernel's operands are abstract. When a
 target's example arguments are real arrays, `kernel_inputs` evaluates the
 traced program far enough to know the operands a kernel keeps control data in
-(`is_scalar_operand`: scalar-prefetch tables and small integer SMEM/VMEM
-inputs seen whole), as they arrive at each device:
+(`is_scalar_operand`: scalar-prefetch tables and small integer or float
+SMEM/VMEM inputs seen whole), as they arrive at each device:
 
 * only the equations those operands depend on run (a backward slice), each by
-  binding its primitive on concrete values; the float compute around a kernel
-  is never evaluated;
+  binding its primitive on concrete values; float compute runs only where a
+  small float operand (ACC-26) needs it, and a float value computed by
+  arithmetic that rounds has none (`float_exact`);
 * call bodies are entered (`jit`, `closed_call`, `checkpoint`, and the
   primal function of a `custom_vjp`/`custom_jvp`); a `shard_map` body runs once per
   device of its manual axes on that device's shard (`axis_index` is the

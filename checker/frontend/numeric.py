@@ -68,7 +68,7 @@ class NumericRules(Evaluator):
         if floats or prim.name == "top_k":  # ACC-25: exact operations on float data only; ties a top-k breaks
             why = refusal(prim.name, invals, eqn.params)
             if why is not None:
-                return [Unknown(why, self.loc(eqn)) for _ in eqn.outvars]
+                return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
         try:
             out = fn(eqn, *invals)
         except Unsupported:
@@ -80,7 +80,7 @@ class NumericRules(Evaluator):
         if floats and prim.name in CHECKED:
             why = inexact(prim.name, invals, out, eqn.params)
             if why is not None:
-                return [Unknown(why, self.loc(eqn)) for _ in eqn.outvars]
+                return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
         res = []
         for v, o in zip(eqn.outvars, out):
             dtype = getattr(v.aval, "dtype", None)
