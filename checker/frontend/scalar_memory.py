@@ -56,6 +56,15 @@ class AbstractInput(Unknown):
     __slots__ = ()
 
 
+class DivergedValue(Unknown):
+    """Float data read, in a lowering of some devices only, from a ref whose contents may differ between
+    the devices lowered and the others (`ScalarMemory.subset`): opaque as data, and what needs it refuses
+    the subset (`Evaluator.known`), as a load of such an integer ref does at once (ACC-25 follows floats
+    without making a kernel that only moves float data refuse a subset)."""
+
+    __slots__ = ()
+
+
 class NeedsConcreteInputs(Unsupported):
     """`Unsupported` because a needed value comes from inputs given as shapes (see `CONCRETE_HINT`).
 
@@ -171,6 +180,8 @@ class ScalarMemory:
         """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown`."""
         c = self.refs[label]
         if self.subset and label in self.diverged:
+            if is_float(c.dtype):
+                return DivergedValue("float data that may differ between the devices lowered and the others", loc)
             self.refuse(loc)
         pos = self._positions(c, transforms, lanes)
         if isinstance(pos, Unknown):
@@ -398,4 +409,4 @@ def _apply(pos: np.ndarray, t: Any, lane: int) -> Any:
 # Transforms that change nothing about which elements a view names.
 _IDENTITY = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
 
-__all__ = ["AbstractInput", "CONCRETE_HINT", "NeedsConcreteInputs", "ScalarMemory", "trackable"]
+__all__ = ["AbstractInput", "CONCRETE_HINT", "DivergedValue", "NeedsConcreteInputs", "ScalarMemory", "trackable"]
