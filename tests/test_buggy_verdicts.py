@@ -82,6 +82,8 @@ EXPECTED = {
     # the interpreter leaves a row per source on the semaphores; a TPU's expert may read the row landing, a
     # race on data no count comes from, so the counts stay facts and a TPU leaves the row's bytes too (ACC-20)
     "moe_dispatch_wait_one_row_short.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},
+    # ACC-25: the same off-by-one where the counts come from an in-kernel top-k over float logits
+    "moe_topk_dispatch_wait_one_row_short.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},
     # the interpreter hangs at the combine's wait, device 0 exiting with 1024 bytes on back_recv[1]: no run
     # reaches the counts' reads it skips, so every verdict stands (ACC-19); on a TPU the wait that takes too
     # few bytes passes before the rows land, against the output's write-back: a race on no count (ACC-20)

@@ -3,12 +3,13 @@
 `trace.trace_kernels` only traces: the kernel's operands are abstract. When a
 target's example arguments are real arrays, `kernel_inputs` evaluates the
 traced program far enough to know the operands a kernel keeps control data in
-(`is_scalar_operand`: scalar-prefetch tables and small integer SMEM/VMEM
-inputs seen whole), as they arrive at each device:
+(`is_scalar_operand`: scalar-prefetch tables and small integer or float
+SMEM/VMEM inputs seen whole), as they arrive at each device:
 
 * only the equations those operands depend on run (a backward slice), each by
-  binding its primitive on concrete values; the float compute around a kernel
-  is never evaluated;
+  binding its primitive on concrete values; float compute runs only where a
+  small float operand (ACC-26) needs it, and a float value computed by
+  arithmetic that rounds has none (`float_exact`);
 * call bodies are entered (`jit`, `closed_call`, `checkpoint`, and the
   primal function of a `custom_vjp`/`custom_jvp`); a `shard_map` body runs once per
   device of its manual axes on that device's shard (`axis_index` is the
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.float_exact import CHECKED, inexact, involves_floats, refusal
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
@@ -395,7 +397,12 @@ class _Interpreter(LoopInputs, CondInputs):
                 else:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
-                outs = self._bind(eqn, [read(v) for v in eqn.invars], dev)
+                invals = [read(v) for v in eqn.invars]
+                outs = self._bind(eqn, invals, dev)
+                if outs is not None and (rounds := _rounds_floats(eqn, invals, outs)) is not None:
+                    outs = None  # ACC-26: a float computed by arithmetic that rounds is no fact
+                    for v in eqn.outvars:
+                        self._why.setdefault(v, rounds)
                 if outs is None or any(o is None for o in outs):
                     cause = self._cause(eqn, dev)
                     for v in eqn.outvars:
@@ -566,6 +573,28 @@ class _Interpreter(LoopInputs, CondInputs):
         hit = (need, tuple(v in need for v in binders))
         self._needed[key] = hit
         return hit
+
+
+# Collectives that only move or select values: a float they give is exact (ACC-26).
+_MOVING_COLLECTIVES = frozenset({"all_gather", "ppermute", "all_to_all", "pmax", "pmin"})
+
+
+def _rounds_floats(eqn: Any, invals: list[Any], outs: list[Any]) -> str | None:
+    """ACC-26: why an equation's float values are not followed (arithmetic that rounds, a NaN, a tie, ...);
+    None when it involves no float or computes exactly (`float_exact`, on arrays given a lane axis)."""
+    name = eqn.primitive.name
+    arrays = [np.asarray(x)[None] for x in invals if x is not None]
+    results = [np.asarray(o)[None] for o in outs if o is not None]
+    if not involves_floats(arrays, [o.dtype for o in results]) and name != "top_k":
+        return None
+    loc = eqn_loc(eqn, NO_LOC)
+    at = f" at {loc}" if loc.line else ""
+    if name in _MOVING_COLLECTIVES:
+        return None
+    why = refusal(name, arrays, eqn.params)
+    if why is None and name in CHECKED:
+        why = inexact(name, arrays, results, eqn.params)
+    return None if why is None else f"{why}{at} (specs/deciding/frontend.md ACC-26)"
 
 
 def _walk_kernel_eqns(jaxpr: Any) -> Any:

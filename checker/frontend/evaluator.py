@@ -26,7 +26,8 @@ import numpy as np
 from jax._src import core as jax_core
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
-from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs, ScalarMemory
+from semcheck.checker.frontend.scalar_memory import (CONCRETE_HINT, AbstractInput, DivergedValue, NeedsConcreteInputs,
+                                                     ScalarMemory)
 from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
@@ -292,6 +293,8 @@ class Evaluator:
             return value
         if isinstance(value, Unknown):
             src = f" (it comes from {value.why}" + (f" at {value.loc}" if value.loc.line else "") + ")"
+            if isinstance(value, DivergedValue):
+                raise SubsetRefused(eqn.primitive.name, f"{what} depends on {value.why}", self.loc(eqn))
             if isinstance(value, AbstractInput):
                 raise NeedsConcreteInputs(eqn.primitive.name, f"{what} depends on a value semcheck cannot "
                                           f"compute{src}; {CONCRETE_HINT}", self.loc(eqn))

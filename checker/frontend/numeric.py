@@ -17,6 +17,7 @@ from jax._src.state import types as state_types
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
+from semcheck.checker.frontend.float_exact import CHECKED, inexact, involves_floats, refusal
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, SemArray, Unknown
 from semcheck.model.ops import Access, Region
 
@@ -63,6 +64,11 @@ class NumericRules(Evaluator):
                 return [Unknown(f"a large {prim.name} result (not evaluated)", self.loc(eqn)) for _ in eqn.outvars]
         if prim.name in _ELEMENTWISE:
             invals = _lift_scalars(eqn, invals)
+        floats = involves_floats(invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
+        if floats or prim.name == "top_k":  # ACC-25: exact operations on float data only; ties a top-k breaks
+            why = refusal(prim.name, invals, eqn.params)
+            if why is not None:
+                return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
         try:
             out = fn(eqn, *invals)
         except Unsupported:
@@ -71,6 +77,10 @@ class NumericRules(Evaluator):
             return [Unknown(f"{prim.name} ({type(e).__name__})", self.loc(eqn)) for _ in eqn.outvars]
         if not prim.multiple_results:
             out = [out]
+        if floats and prim.name in CHECKED:
+            why = inexact(prim.name, invals, out, eqn.params)
+            if why is not None:
+                return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
         res = []
         for v, o in zip(eqn.outvars, out):
             dtype = getattr(v.aval, "dtype", None)
@@ -219,6 +229,15 @@ def _arg(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     return rule
 
 
+def _top_k(eqn: Any, x: np.ndarray) -> list[np.ndarray]:
+    """`lax.top_k`: the `k` largest along `axis` (the last by default), largest first, and their indices
+    (a tie never reaches here: `float_exact.refusal`)."""
+    axis = int(eqn.params.get("axis", -1)) % (x.ndim - 1) + 1
+    order = np.argsort(-np.asarray(x, dtype=np.float64), axis=axis, kind="stable")
+    idx = np.take(order, range(int(eqn.params["k"])), axis=axis)
+    return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int32)]
+
+
 def _shift_right_logical(eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bits = a.dtype.itemsize * 8
     u = a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
@@ -318,6 +337,7 @@ NUMERIC: dict[str, Callable[..., Any]] = {
     "reduce_or": _reduce(np.any),
     "argmax": _arg(np.argmax),
     "argmin": _arg(np.argmin),
+    "top_k": _top_k,
     "copy": _identity,
     "copy_p": _identity,
     "multiple_of": _identity,

@@ -8,8 +8,10 @@ is a known lane array and the `while`/`cond` it decides can be unrolled.
 
 Soundness first (a wrong concrete value would be a wrong program):
 
-* only refs of an integer or boolean dtype with at most `MAX_EVAL_ELEMENTS`
-  elements are tracked (`trackable`); vector and float data stays abstract;
+* only refs of an integer, boolean or float dtype with at most `MAX_EVAL_ELEMENTS`
+  elements are tracked (`trackable`); larger (vector) data stays abstract, and
+  a float value is known only where exact operations computed it (ACC-25,
+  `float_exact`);
 * a store of a known value at known, in-bounds indices updates exactly the
   elements it names; a store of an opaque value makes them unknown; a store
   whose indices (or view) cannot be pinned down makes the whole ref unknown;
@@ -35,6 +37,7 @@ from jax._src.state import types as state_types
 from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.float_exact import is_float
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
 from semcheck.model.ops import Loc
 
@@ -53,6 +56,15 @@ class AbstractInput(Unknown):
     __slots__ = ()
 
 
+class DivergedValue(Unknown):
+    """Float data read, in a lowering of some devices only, from a ref whose contents may differ between
+    the devices lowered and the others (`ScalarMemory.subset`): opaque as data, and what needs it refuses
+    the subset (`Evaluator.known`), as a load of such an integer ref does at once (ACC-25 follows floats
+    without making a kernel that only moves float data refuse a subset)."""
+
+    __slots__ = ()
+
+
 class NeedsConcreteInputs(Unsupported):
     """`Unsupported` because a needed value comes from inputs given as shapes (see `CONCRETE_HINT`).
 
@@ -61,7 +73,8 @@ class NeedsConcreteInputs(Unsupported):
 
 
 def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> bool:
-    """Whether a ref's contents are tracked: small, integer or boolean, in a core's own SMEM or VMEM.
+    """Whether a ref's contents are tracked: small, integer, boolean or float (ACC-25), in a core's own SMEM or
+    VMEM.
 
     Not HBM, nor memory the cores of a device share (another core may write it at any time).
     """
@@ -71,7 +84,7 @@ def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> boo
         kind = np.dtype(dtype).kind
     except TypeError:
         return False
-    return kind in "iub" and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
+    return (kind in "iub" or is_float(dtype)) and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
 
 
 # Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
@@ -167,6 +180,8 @@ class ScalarMemory:
         """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown`."""
         c = self.refs[label]
         if self.subset and label in self.diverged:
+            if is_float(c.dtype):
+                return DivergedValue("float data that may differ between the devices lowered and the others", loc)
             self.refuse(loc)
         pos = self._positions(c, transforms, lanes)
         if isinstance(pos, Unknown):
@@ -394,4 +409,4 @@ def _apply(pos: np.ndarray, t: Any, lane: int) -> Any:
 # Transforms that change nothing about which elements a view names.
 _IDENTITY = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
 
-__all__ = ["AbstractInput", "CONCRETE_HINT", "NeedsConcreteInputs", "ScalarMemory", "trackable"]
+__all__ = ["AbstractInput", "CONCRETE_HINT", "DivergedValue", "NeedsConcreteInputs", "ScalarMemory", "trackable"]

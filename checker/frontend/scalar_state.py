@@ -207,10 +207,12 @@ class ScalarStateRules(Evaluator):
                     if self._fed(base.name):
                         if self._following():
                             return self._follow_copy(eqn, invals, mask, rule)
-                        if device_id is not None:  # another device's ref, which these lanes do not hold
+                        if device_id is not None or self.subset:  # another device's ref, which these lanes
+                            # do not hold; or, lowering some devices, a value the whole lowering follows (ACC-9)
+                            what = "a remote copy" if device_id is not None else "a copy"
                             raise (SubsetRefused if self.subset else Unsupported)(
-                                eqn.primitive.name, "a remote copy into a ref whose contents semcheck follows, "
-                                "where it cannot follow copies (the lanes are not one per device)", self.loc(eqn))
+                                eqn.primitive.name, f"{what} into a ref whose contents semcheck follows, where it "
+                                "cannot follow copies (the lanes are not one per device)", self.loc(eqn))
                     if device_id is not None:
                         # `dma_destinations` keeps such refs untracked; never rely on a value
                         # another device's copy may overwrite at any time

@@ -151,6 +151,15 @@ EXAMPLES: dict[str, dict] = {
         {"semaphore": 2041, "count": 1024}, {"semaphore": 2043, "count": 512},
         {"semaphore": 2044, "count": 512}, {"semaphore": 2044, "count": 1024},
         {"semaphore": 2045, "count": 512}, {"semaphore": 2047, "count": 512}]},
+    # the MoE routing itself by a top-k over float logits in the kernel (ACC-25), and its seeded bug: a
+    # dispatch wait one row short (a row's bytes left at exit per source that sent more than one row: the
+    # recv_sems of 2, 4 and 8 devices; the interpreter prints some of them, one per device)
+    "examples/moe_topk_routing.py": {"kind": "clean"},
+    "examples/buggy/moe_topk_dispatch_wait_one_row_short.py": {"kind": "exit_leak", "expected_leaks": [
+        {"semaphore": 2007, "count": 512}, {"semaphore": 2008, "count": 512}, {"semaphore": 2013, "count": 512}, {"semaphore": 2014, "count": 512},
+        {"semaphore": 2015, "count": 512}, {"semaphore": 2016, "count": 512}, {"semaphore": 2025, "count": 512}, {"semaphore": 2026, "count": 512},
+        {"semaphore": 2027, "count": 512}, {"semaphore": 2028, "count": 512}, {"semaphore": 2029, "count": 512}, {"semaphore": 2030, "count": 512},
+        {"semaphore": 2031, "count": 512}, {"semaphore": 2032, "count": 512}]},
     "examples/buggy/race_megacore_grid_same_output_block.py": {"kind": "race", "cores_per_device": 2},
     "examples/megacore_grid.py": {"kind": "clean", "cores_per_device": 2},
     # an output block visited again after the grid left it: every interpret-mode run raises

@@ -1,0 +1,165 @@
+"""Which float values the front end follows (ACC-25): exact operations on the input floats, nothing else.
+
+A kernel's routing is float data: it loads the router's logits, takes a top-k by
+iterated max and argmax, masks what it chose with -inf, and counts. Those are
+operations every IEEE implementation computes alike, so their results are the
+same in semcheck's numpy, in jax's interpreter (XLA on the CPU) and on a TPU
+(Mosaic's `arith.cmpf`, `arith.maximumf`, `tpu.reduce_index`). Arithmetic that
+rounds (an `exp`, a division, a sum whose partial sums round, a narrowing
+conversion) may differ in its last bits between the three; its value is never
+followed: the evaluator makes it `Unknown` with the line, in every mode.
+
+This module is the rule's one home: `numeric.NumericRules` (the kernel) and
+`concrete_inputs` (the program around it) ask it. It imports only numpy.
+
+* `refusal` (before an operation): why the operation's float operands decide
+  nothing (a NaN, whose order differs, a subnormal, which a TPU may flush to zero,
+  a tie an argmax or a top-k would break, an operation that rounds);
+* `inexact` (after it, for `CHECKED` operations): why its result was rounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# Operations that only move, select or compare values: no float result of theirs is ever rounded.
+STRUCTURAL = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose", "slice", "dynamic_slice",
+                        "concatenate", "stack", "copy", "copy_p", "multiple_of", "optimization_barrier", "pvary",
+                        "stop_gradient", "select_n", "iota", "device_put", "sharding_constraint", "reshard",
+                        "gather", "pad", "rev", "expand_dims", "dynamic_update_slice", "scatter"})
+EXACT = STRUCTURAL | frozenset({"max", "min", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "neg", "abs", "sign",
+                                "floor", "ceil", "round", "reduce_max", "reduce_min", "argmax", "argmin", "top_k"})
+# Operations exact on some operands: followed where no rounding happened (`inexact`).
+CHECKED = frozenset({"add", "sub", "mul", "reduce_sum", "convert_element_type"})
+# Operations that choose an index by order: a tie is broken as each implementation likes.
+_BY_ORDER = frozenset({"argmax", "argmin", "top_k"})
+
+
+def is_float(dtype: Any) -> bool:
+    """Whether `dtype` is a floating type (numpy's, or one of jax's `ml_dtypes` such as bfloat16)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        return False
+    return dt.kind == "f" or (dt.kind == "V" and "float" in dt.name)
+
+
+def _finfo(dtype: Any) -> Any:
+    import ml_dtypes  # (a dependency of jax)
+
+    return ml_dtypes.finfo(dtype)
+
+
+def involves_floats(invals: Sequence[np.ndarray], out_dtypes: Sequence[Any]) -> bool:
+    return any(is_float(x.dtype) for x in invals) or any(is_float(d) for d in out_dtypes if d is not None)
+
+
+def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any]) -> str | None:
+    """Why an operation on float data (operands `invals`, lane arrays) is not followed; None when it is."""
+    if name not in EXACT and name not in CHECKED:
+        return f"float arithmetic that rounds ({name}), whose last bits may differ between semcheck, jax's " \
+               "interpreter and a TPU"
+    for x in invals:
+        if name in STRUCTURAL or not is_float(x.dtype):
+            continue  # (moving a value changes nothing an exact operation reads of it)
+        v = np.asarray(x, dtype=np.float64)
+        if np.isnan(v).any():
+            return f"a NaN among the operands of {name} (NaNs compare and order differently between implementations)"
+        if ((v != 0) & (np.abs(v) < float(_finfo(x.dtype).smallest_normal))).any():
+            return f"a subnormal float among the operands of {name} (a TPU may flush it to zero)"
+    if name in _BY_ORDER:
+        return _tie(name, np.asarray(invals[0], dtype=np.float64), params)
+    return None
+
+
+def _tie(name: str, x: np.ndarray, params: dict[str, Any]) -> str | None:
+    """Why the index an argmax/argmin/top-k chooses is not the same everywhere: a tie it breaks."""
+    if name == "top_k":
+        axis = int(params.get("axis", -1)) % (x.ndim - 1) + 1
+        k = int(params["k"])
+    else:
+        (axis,) = params["axes"]
+        axis, k = int(axis) + 1, 1
+        if name == "argmin":
+            x = -x
+    n = x.shape[axis]
+    if n <= 1:
+        return None
+    top = -np.sort(-x, axis=axis)
+    head = np.take(top, range(min(k + 1, n)), axis=axis)
+    if (np.diff(head, axis=axis) >= 0).any():
+        return f"a tie among the values {name} chooses from (implementations break ties differently)"
+    return None
+
+
+def inexact(name: str, invals: Sequence[np.ndarray], outs: Sequence[Any], params: dict[str, Any]) -> str | None:
+    """Why the result of a `CHECKED` (or iota) operation on float data was rounded; None when it is exact."""
+    out = outs[0]
+    if type(out) is not np.ndarray:
+        return None
+    if is_float(out.dtype):
+        o = np.asarray(out, dtype=np.float64)
+        tiny = float(_finfo(out.dtype).smallest_normal)
+        finite_in = all(np.isfinite(np.asarray(x, dtype=np.float64)).all() for x in invals)
+        if finite_in and (~np.isfinite(o)).any():
+            return f"{name} overflows"
+        if np.isnan(o).any() or ((o != 0) & (np.abs(o) < tiny)).any():
+            return f"{name} gives a NaN or a subnormal float"
+    why = _rounded(name, invals, out, params)
+    return None if why is None else f"{why}, whose last bits may differ between semcheck, jax's interpreter and a TPU"
+
+
+def _rounded(name: str, invals: Sequence[np.ndarray], out: np.ndarray, params: dict[str, Any]) -> str | None:
+    if name in ("add", "sub", "mul"):
+        a, b = (np.asarray(x, dtype=np.float64) for x in invals)
+        if name == "mul":
+            if max(np.dtype(x.dtype).itemsize for x in invals) > 4:
+                return "a product of 64-bit floats"
+            exact = a * b  # two significands of at most 24 bits: the float64 product is exact
+        else:
+            b = -b if name == "sub" else b
+            exact = a + b
+            back = exact - a  # Knuth's two-sum: the error of the float64 sum
+            err = (a - (exact - back)) + (b - back)
+            if (err != 0).any():
+                return f"a {name} that rounds"
+        if (np.asarray(out, dtype=np.float64) != exact).any():
+            return f"a {name} that rounds"
+        return None
+    if name == "reduce_sum":
+        (x,) = invals
+        if not is_float(x.dtype):
+            return None
+        v = np.asarray(x, dtype=np.float64)
+        p = int(_finfo(x.dtype).nmant) + 1
+        # integers whose magnitudes sum to at most 2**p: every partial sum, in any order, is exact
+        if (np.floor(v) != v).any() or np.abs(v).sum(axis=tuple(a + 1 for a in params["axes"])).max(
+                initial=0) > 2.0 ** p:
+            return "a sum of floats whose partial sums may round (its order is the implementation's)"
+        return None
+    if name == "convert_element_type":
+        (x,) = invals
+        new = np.dtype(params["new_dtype"])
+        if is_float(x.dtype) and new.kind in "iu":
+            v = np.trunc(np.asarray(x, dtype=np.float64))
+            info = np.iinfo(new)
+            if (~np.isfinite(v)).any() or (v < info.min).any() or (v > info.max).any():
+                return "a conversion of a float outside the integer type's range"
+            return None
+        if not is_float(new):
+            return None
+        if x.dtype.kind in "iu" and x.dtype.itemsize > 4:  # (past 2**53 a float64 would round too)
+            if any(int(o) != int(v) for o, v in zip(np.asarray(out, dtype=np.float64).reshape(-1).tolist(),
+                                                    x.reshape(-1).tolist())):
+                return f"a conversion to {new.name} that rounds"
+            return None
+        if (np.asarray(out, dtype=np.float64) != np.asarray(x, dtype=np.float64)).any():
+            return f"a conversion to {new.name} that rounds"
+        return None
+    return None
+
+
+__all__ = ["CHECKED", "EXACT", "STRUCTURAL", "inexact", "involves_floats", "is_float", "refusal"]

@@ -1,0 +1,235 @@
+"""ACC-25, ACC-26: routing a kernel computes from float data (a top-k over gating logits) decides its DMAs.
+
+The kernels are tests/frontend/kernels/float_routing.py, examples/moe_topk_routing.py and its seeded twin
+examples/buggy/moe_topk_dispatch_wait_one_row_short.py; what jax's interpreter does with the examples is
+recorded in tests/kernels/ground_truth.json and race_ground_truth.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from cli._support import semcheck, semcheck_many  # noqa: E402
+
+from semcheck.checker.frontend.float_exact import inexact, refusal  # noqa: E402
+from semcheck.checker.frontend.numeric import NUMERIC  # noqa: E402
+from semcheck.checker.properties.registry import IDS  # noqa: E402
+
+MODES = ("eager", "on_wait", "hardware")
+KERNELS = "tests/frontend/kernels/float_routing.py"
+SOURCE = (ROOT / KERNELS).read_text().splitlines()
+
+
+def _line(fragment: str) -> int:
+    return next(i + 1 for i, text in enumerate(SOURCE) if fragment in text)
+
+
+def _json(*args: str, timeout: float = 900):
+    return ("verify", *args, "--dma-mode", "all", "--format", "json", "--no-cache"), {"cwd": ROOT, "timeout": timeout}
+
+
+def _rows(run) -> list[dict]:
+    return json.loads(run.stdout)["results"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-25", "ACC-26")
+def test_routing_by_exact_float_operations_decides_every_property():
+    """Iterated max/argmax with -inf masking, `lax.top_k`, a float count of 0.0s and 1.0s and logits sliced
+    around the kernel: every property decided (here proved) in every mode, hardware included."""
+    runs = semcheck_many([_json(f"{KERNELS}::{t}", "--devices", "2") for t in
+                          ("iterated_topk", "lax_topk", "float_count", "logits_sliced")]
+                         + [_json(f"{KERNELS}::iterated_topk", "--devices", "4")])
+    for run in runs:
+        rows = _rows(run)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert len(rows) == len(MODES) * len(IDS) and {r["verdict"] for r in rows} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.slow  # the MoE at 2, 4 and 8 devices in three modes
+@pytest.mark.rule("ACC-25")
+def test_the_topk_moe_is_decided_in_every_mode():
+    run = semcheck(*_json("examples/moe_topk_routing.py", "--devices", "2,4,8")[0], cwd=ROOT, timeout=900)
+    rows = _rows(run)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(rows) == 3 * len(MODES) * len(IDS) and {r["verdict"] for r in rows} == {"proved"}
+
+
+def _lines(row: dict) -> set[int]:
+    return {loc["line"] for loc in row["witness"]["locations"]}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-25")
+def test_the_seeded_twin_is_violated_with_both_lines():
+    """The dispatch's receive waits one row short: the interpreter leaves a row's bytes per source at exit
+    (ground_truth.json); a TPU may also scale the row still landing (DR-9). Nothing is unknown: the sizes,
+    computed from float routing and exchanged by copies, are facts."""
+    path = "examples/buggy/moe_topk_dispatch_wait_one_row_short.py"
+    run = semcheck(*_json(path, "--devices", "2")[0], cwd=ROOT, timeout=900)
+    assert run.returncode == 1, run.stderr[-2000:]
+    rows = _rows(run)
+    text = (ROOT / path).read_text().splitlines()
+    start = next(i + 1 for i, t in enumerate(text) if "dispatch(e, count[e]).start()" in t)
+    short = next(i + 1 for i, t in enumerate(text) if "# BUG: one row short" in t)
+    violated: dict[str, set[str]] = {}
+    for r in rows:
+        if r["verdict"] == "violated":
+            violated.setdefault(r["property"], set()).add(r["dma_mode"])
+    assert violated == {"dma-bytes": set(MODES), "exit-balance": set(MODES), "race-free": {"hardware"}}
+    assert not [r for r in rows if r["verdict"] == "unknown"]
+    for r in rows:
+        if r["property"] == "dma-bytes":
+            assert {start, short} <= _lines(r), r["witness"]["locations"]
+
+
+@pytest.fixture(scope="module")
+def refused() -> dict[str, list[dict]]:
+    names = ("softmax_topk", "tied_topk", "logits_from_matmul")
+    runs = semcheck_many([_json(f"{KERNELS}::{t}", "--devices", "2") for t in names])
+    for r in runs:
+        assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+    return {n: _rows(r) for n, r in zip(names, runs)}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-25", "ACC-26")
+def test_float_arithmetic_that_rounds_is_unknown_naming_its_line(refused):
+    """A softmax before the top-k (in the kernel) and a matmul computing the logits (around it) round: every
+    property is unknown in every mode, the reason naming the operation's line."""
+    for name, line, what in (("softmax_topk", _line("# the softmax's line"), "rounds"),
+                             ("logits_from_matmul", _line("# the matmul's line"), "dot_general")):
+        rows = refused[name]
+        assert len(rows) == len(MODES) * len(IDS) and {r["verdict"] for r in rows} == {"unknown"}
+        for r in rows:
+            assert f"float_routing.py:{line}" in r["reason"] and what in r["reason"], r["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-25")
+def test_a_tie_is_unknown_naming_the_argmax(refused):
+    line = _line("# the argmax's line")
+    rows = refused["tied_topk"]
+    assert {r["verdict"] for r in rows} == {"unknown"}
+    assert all(f"float_routing.py:{line}" in r["reason"] and "tie" in r["reason"] for r in rows)
+
+
+# --- the rule's arithmetic ---------------------------------------------------------------------------
+
+_F32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
+
+
+def _representable_normal(x: Fraction) -> bool:
+    f = np.float32(float(x))
+    return Fraction(float(f)) == x and (x == 0 or abs(f) >= np.finfo(np.float32).tiny)
+
+
+@pytest.mark.rule("ACC-25")
+@settings(max_examples=400, deadline=None)
+@given(_F32, _F32, st.sampled_from(["add", "sub", "mul"]))
+def test_exactness_is_exact_rational_arithmetic(a, b, op):
+    """`inexact` says an add, sub or mul of float32 values did not round exactly when the rational result is
+    a float32 (and no subnormal): the only case where every IEEE implementation gives the same bits."""
+    x, y = np.array([a], np.float32), np.array([b], np.float32)
+    if refusal(op, [x, y], {}) is not None:  # a subnormal operand: refused before the operation
+        tiny = np.finfo(np.float32).tiny
+        assert any(v != 0 and abs(v) < tiny for v in (x[0], y[0]))
+        return
+    with np.errstate(all="ignore"):
+        out = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op](x, y)
+    exact = {"add": Fraction(float(a)) + Fraction(float(b)), "sub": Fraction(float(a)) - Fraction(float(b)),
+             "mul": Fraction(float(a)) * Fraction(float(b))}[op]
+    finite = bool(np.isfinite(out).all())
+    assert (inexact(op, [x, y], [out], {}) is None) == (finite and _representable_normal(exact))
+
+
+def _eqn(**params):
+    return SimpleNamespace(params=params)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-25")
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(2, 6), st.integers(1, 3), st.integers(0, 2**16),
+       st.booleans())
+def test_top_k_and_argmax_are_jaxs_when_no_tie(rows, cols, k, seed, tie):
+    """Where `refusal` finds no tie, the top-k and argmax semcheck computes are jax's (on the CPU); where two
+    of a row's top k + 1 values are equal, it refuses."""
+    import jax
+
+    k = min(k, cols)
+    x = np.random.default_rng(seed).normal(size=(rows, cols)).astype(np.float32)
+    if tie:
+        x[0, 0] = x[0, 1] = x[0].max() + 1
+    lanes = x[None]
+    why_k = refusal("top_k", [lanes], {"k": k, "axis": -1})
+    why_arg = refusal("argmax", [lanes], {"axes": (1,), "index_dtype": np.int32})
+    if tie:
+        assert why_arg is not None and why_k is not None and "tie" in why_k
+        return
+    assert why_k is None and why_arg is None
+    vals, idx = NUMERIC["top_k"](_eqn(k=k, axis=-1), lanes)
+    want_vals, want_idx = jax.lax.top_k(x, k)
+    assert np.array_equal(idx[0], np.asarray(want_idx)) and np.array_equal(vals[0], np.asarray(want_vals))
+    arg = NUMERIC["argmax"](_eqn(axes=(1,), index_dtype=np.int32), lanes)
+    assert np.array_equal(arg[0], np.asarray(jax.numpy.argmax(x, axis=1)))
+
+
+# --- logits drawn by hypothesis, against jax's interpreter ---------------------------------------------
+
+_CHILD = r"""
+import json, sys
+from semcheck.checker.frontend import load, provision_devices
+provision_devices(2)
+import importlib.util
+import jax, numpy as np
+from jax.experimental.pallas import tpu as pltpu
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.followed_values import settle
+logits, k = json.loads(sys.argv[1])
+kw = {"logits": np.asarray(logits, np.float32), "top_k": k}
+(kernel,) = load("examples/moe_topk_routing.py", devices=2, build_kwargs=kw)
+program = kernel.program
+out = {}
+for mode in ("eager", "hardware"):
+    verdicts = {v.property: v for v in check_program(program, mode)}
+    verdicts = settle(program, mode, verdicts, lambda: verdicts["race-free"])
+    out[mode] = sorted({v.verdict for v in verdicts.values()})
+spec = importlib.util.spec_from_file_location("moe", "examples/moe_topk_routing.py")
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+fn, args = m.build(2, interpret=pltpu.InterpretParams(dma_execution_mode="eager", detect_races=True), **kw)
+res = jax.block_until_ready(fn(*args))  # a race raises (on_race="raise")
+print(json.dumps({"verdicts": out, "matches": bool(np.allclose(np.asarray(res),
+                                                               m.reference(*args, num_devices=2, top_k=k)))}))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.slow  # each drawn table: one lowering, two modes checked, one interpret-mode run (about 20 s)
+@pytest.mark.rule("ACC-25")
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.floats(-4, 4, width=32, allow_subnormal=False), min_size=2, max_size=2, unique=True), min_size=16,
+                max_size=16), st.sampled_from([1, 2]))
+def test_drawn_logits_decide_the_moe_as_interpret_mode_runs_it(logits, k):
+    """Any float32 logits of 2 devices' 8 tokens over 2 experts (distinct per token) and k = 1 or 2: semcheck
+    proves every property in eager and hardware on the routing the kernel computes, and jax's interpreter
+    completes it, race-free, with the reference's output."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps([logits, k])], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"verdicts": {"eager": ["proved"], "hardware": ["proved"]}, "matches": True}
