@@ -441,6 +441,45 @@ def test_a_ring_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch
     assert Rotation.observe(dataclasses.replace(broken, cores=tuple(cores)), shifted=True).devices == 8
 
 
+def _masked_chunk_ring(n: int, *, guarded: bool) -> Program:
+    """Device d copies the first half of its chunk d into its right neighbour's, then stores the second half
+    of chunk d - 1 with a masked store over the whole chunk (ERR-28: the detector's window is the chunk, the
+    incoming copy's half included). Unguarded, the store comes before the receive wait."""
+    def rows(i: int, lo: int, hi: int) -> Region:
+        return box((8 * (i % n) + lo, 8 * (i % n) + hi))
+
+    bodies = []
+    for d in range(n):
+        send = DmaStart(SemRef("sems", 0), 16, src_sem=SemRef("sems", 1), device=(d + 1) % n, src_buf="src",
+                        src_region=rows(d, 0, 4), dst_buf="src", dst_region=rows(d, 0, 4))
+        store = Access("src", dataclasses.replace(rows(d - 1, 4, 8), window=rows(d - 1, 0, 8)), True)
+        waits = [Wait(SemRef("sems", 1), 16, kind="dma"), Wait(SemRef("sems", 0), 16, kind="dma")]
+        bodies.append([send, *waits, store] if guarded else [send, store, *waits])
+    return launch(Topology(n), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-5", "ERR-28")
+def test_a_ring_of_masked_stores_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch):
+    """The rotation moves a masked store's window with its elements (`shift_region`): the one-device
+    decision is the whole program's, a race of the window under the interpreter modes only."""
+    import sys
+
+    from semcheck.model.symmetry import Rotation
+
+    race_module = sys.modules["semcheck.model.race"]
+    for guarded in (True, False):
+        program = _masked_chunk_ring(8, guarded=guarded)
+        rot = Rotation.observe(program, shifted=True)
+        assert rot.devices == 1 and dict(rot.shifts)["src"] == (8, 64)
+        reduced = {m: bool(find_races(program, m).races) for m in DMA_MODES}
+        monkeypatch.setattr(race_module, "race_symmetry", lambda p, **_: (p.topology.num_devices, None))
+        full = {m: bool(find_races(program, m).races) for m in DMA_MODES}
+        monkeypatch.undo()
+        assert reduced == full == {m: not guarded and m != "hardware" for m in DMA_MODES}
+        verdicts = {m: decide("race-free", program, m).verdict for m in DMA_MODES}
+        assert verdicts == {m: "violated" if not guarded and m != "hardware" else "proved" for m in DMA_MODES}
+
+
 def _unguarded_ring(n: int) -> Program:
     """Each device copies into its right neighbour's slot and reads its own slot before waiting."""
     whole = box((0, 8))
