@@ -98,9 +98,9 @@ def in_mode(events: list[AccessEvent], mode: DmaMode | None) -> list[AccessEvent
         if any(e.region.empty for e in events):
             return [e for e in events if not e.region.empty]
         return events
-    if not any(e.instance or e.region.window is not None for e in events):
+    if not any(e.instance or e.region.window for e in events):
         return events
-    return [e if not (e.instance or e.region.window is not None) else _interpreted(e) for e in events]
+    return [e if not (e.instance or e.region.window) else _interpreted(e) for e in events]
 
 
 def _interpreted(e: AccessEvent) -> AccessEvent:
