@@ -673,6 +673,7 @@ def test_a_race_of_a_masked_store_s_window_says_so_and_the_modes_differ_note_nam
     program = single_core([copy, dataclasses.replace(store, region=masked(0, 8, box((0, 0)))), wait(0)])
     assert decide("race-free", program, "hardware").verdict == "proved"
     assert decide("race-free", program, "eager").verdict == "violated"
+    assert [e.code for e in exposures(program) if e.code.startswith("ERR")] == ["ERR-28"]  # not a window of no element
 
 
 @pytest.mark.rule("ACC-2", "DR-47")

@@ -195,8 +195,8 @@ def masked_window_lines(cores: Sequence[Sequence[Op]]) -> list[Loc]:
 def _no_element(op: Op) -> bool:
     """ERR-27: whether `op` is a copy, load or store of no element that jax's race detector sees."""
     t = type(op)
-    if t is Access:
-        return op.region.empty and op.view_error is None
+    if t is Access:  # a masked store of no element is ERR-28's: the detector sees its whole window
+        return op.region.empty and op.view_error is None and op.region.window is None
     if t is DmaStart:
         return op.view_error is None and any(r is not None and r.empty for r in (op.src_region, op.dst_region))
     return False
