@@ -47,6 +47,7 @@ class AccessEvent:
     where: int
     loc: Loc
     instance: str | None = None  # the run_scoped execution's own label, where `buffer` names its site (BUF-15)
+    elements: Region | None = None  # ERR-28: the elements, where `region` is the detector's window (`in_mode`)
 
     @property
     def is_dma(self) -> bool:
@@ -99,16 +100,29 @@ def in_mode(events: list[AccessEvent], mode: DmaMode | None) -> list[AccessEvent
     """The accesses `mode` sees, from those of every mode (`accesses(program, None)`). BUF-15: on a TPU the
     executions of a run_scoped site share one buffer (`buffer_of`); in the interpreter each execution is a
     buffer of its own. ERR-27: an access of no element is seen only by the interpreter's race detector (its
-    window may meet another's); on a TPU it touches nothing, so `hardware` drops it. `None`: every mode's."""
+    window may meet another's); on a TPU it touches nothing, so `hardware` drops it. ERR-28: where the
+    detector's window differs from the elements (`Region.window`, a masked store), the interpreter modes
+    read the window as the access's region (its elements kept as `elements`). `None`: every mode's."""
     if mode is None:
         return events
     if mode == "hardware":
         if any(e.region.empty for e in events):
             return [e for e in events if not e.region.empty]
         return events
-    if not any(e.instance for e in events):
+    if not any(e.instance or e.region.window for e in events):
         return events
-    return [e if not e.instance else dataclasses.replace(e, buffer=(*e.buffer[:2], e.instance)) for e in events]
+    return [e if not (e.instance or e.region.window) else _interpreted(e) for e in events]
+
+
+def _interpreted(e: AccessEvent) -> AccessEvent:
+    """`e` as the interpreter's race detector sees it: its run_scoped execution's own buffer (BUF-15), its
+    window for its region (ERR-28)."""
+    changes: dict = {}
+    if e.instance:
+        changes["buffer"] = (*e.buffer[:2], e.instance)
+    if e.region.window is not None:
+        changes["region"], changes["elements"] = e.region.window, e.region
+    return dataclasses.replace(e, **changes)
 
 
 def buffer_of(program: Program, spaces: dict[tuple[int, str], str], core: int, label: str) -> BufferInstance:

@@ -68,12 +68,16 @@ class Region:
     with parts holds at least the elements touched (a narrowing bitcast's part
     of an element), so parts that meet no box of another still decide "no
     overlap".
+    `window`, when not None, is the region jax's race detector takes the access to touch where it differs
+    from the elements (ERR-28: a masked store's indexed window, of which the elements are the mask's true
+    ones); `in_mode` reads it under `eager` and `on_wait`.
     """
 
     box: tuple[tuple[int, int], ...]
     exact: bool = True
     why: str = ""
     parts: tuple[tuple[tuple[int, int], ...], ...] = ()
+    window: Region | None = None
 
     def overlaps(self, other: Region) -> bool:
         """ACC-2: whether the two regions share an element (regions of one buffer); an exact region of no

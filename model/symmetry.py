@@ -47,6 +47,9 @@ def shift_region(r: Region | None, by: tuple[int, int] | None, times: int = 1) -
     one whose image would wrap round the extent (no box), has no image: ValueError."""
     if r is None or by is None or not r.box or by[0] == 0:
         return r
+    if r.window is not None:  # ERR-28: the detector's window moves with the elements
+        moved = shift_region(dataclasses.replace(r, window=None), by, times)
+        return dataclasses.replace(moved, window=shift_region(r.window, by, times))  # type: ignore[arg-type]
     d, m = by
     lo, hi = r.box[0]
     if lo == 0 and hi >= m:
@@ -227,7 +230,7 @@ def _infer_shifts(program: Program, period: int, regions: dict[int, Region | Non
     for label, i, j in named:
         for r in (regions[i], regions[j]):
             if label is not None and r is not None and r.box:
-                extent[label] = max(extent.get(label, 0), r.box[0][1])
+                extent[label] = max(extent.get(label, 0), r.box[0][1], r.window.box[0][1] if r.window else 0)
     per = program.topology.cores_per_device
     shifts: Shifts = {label: (0, m) for label, m in extent.items()}
     seen: set[str] = set()

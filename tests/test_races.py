@@ -206,7 +206,10 @@ def _conflict(a, b, mode: DmaMode) -> bool:
     hw = mode == "hardware"
     if hw and (a.region.empty or b.region.empty):
         return False
-    return a.region.overlaps(b.region) or (not hw and detector_windows_meet(a.region.box, b.region.box))
+    if hw:
+        return a.region.overlaps(b.region)
+    ra, rb = a.region.window or a.region, b.region.window or b.region  # ERR-28: a masked store's window
+    return ra.overlaps(rb) or detector_windows_meet(ra.box, rb.box)
 
 
 def brute_force_race(program: Program, mode: DmaMode, limit: int = 20_000) -> bool | None:
@@ -316,9 +319,16 @@ def detector_race(program: Program, limit: int = 20_000) -> bool | None:
     return explore(State.initial(program), {}, {}, ())
 
 
+def masked(lo: int, hi: int, elements: Region) -> Region:
+    """A masked store's region (ERR-28): `elements`, and the window `[lo, hi)` jax's detector takes it to write."""
+    return dataclasses.replace(elements, window=box((lo, hi)))
+
+
 @st.composite
-def programs_with_accesses(draw, empty: bool = False) -> Program:
-    """`empty`: regions of no element too (windows `[i, i)`, which ERR-27's detector takes to meet `[i, i + 1)`)."""
+def programs_with_accesses(draw, empty: bool = False, masks: bool = False) -> Program:
+    """`empty`: regions of no element too (windows `[i, i)`, which ERR-27's detector takes to meet `[i, i + 1)`).
+    `masks`: kernel accesses are mostly masked stores (ERR-28), a window `[0, 3)` or `[i, i + 2)` round
+    elements `[i, i + 1)` or none."""
     devices = draw(st.integers(1, 2))
     cores = draw(st.sampled_from([1, 2])) if devices == 1 else 1
     topo = Topology(devices, cores)
@@ -334,7 +344,13 @@ def programs_with_accesses(draw, empty: bool = False) -> Program:
         for _ in range(draw(st.integers(1, 4))):
             kind = draw(st.sampled_from(["access", "access", "dma", "signal", "wait"]))
             if kind == "access":
-                ops.append(Access(draw(bufs), draw(cells), draw(st.booleans())))
+                if masks and draw(st.integers(0, 3)) > 0:
+                    i = draw(st.integers(0, 2))
+                    lo, hi = draw(st.sampled_from([(0, 3), (i, i + 2), (max(i - 1, 0), i + 1)]))
+                    elements = box((i, i)) if draw(st.integers(0, 3)) == 0 else box((i, i + 1))
+                    ops.append(Access(draw(bufs), masked(lo, hi, elements), True))
+                else:
+                    ops.append(Access(draw(bufs), draw(cells), draw(st.booleans())))
             elif kind == "dma":
                 ops.append(DmaStart(draw(sem), 1, src_sem=draw(st.one_of(st.none(), sem)), device=draw(target),
                                     src_buf=draw(bufs), src_region=draw(cells), dst_buf=draw(bufs), dst_region=draw(cells)))
@@ -423,6 +439,45 @@ def test_a_ring_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch
     cores[3] = tuple(dataclasses.replace(op, region=box((60, 68))) if isinstance(op, Access) else op
                      for op in cores[3])
     assert Rotation.observe(dataclasses.replace(broken, cores=tuple(cores)), shifted=True).devices == 8
+
+
+def _masked_chunk_ring(n: int, *, guarded: bool) -> Program:
+    """Device d copies the first half of its chunk d into its right neighbour's, then stores the second half
+    of chunk d - 1 with a masked store over the whole chunk (ERR-28: the detector's window is the chunk, the
+    incoming copy's half included). Unguarded, the store comes before the receive wait."""
+    def rows(i: int, lo: int, hi: int) -> Region:
+        return box((8 * (i % n) + lo, 8 * (i % n) + hi))
+
+    bodies = []
+    for d in range(n):
+        send = DmaStart(SemRef("sems", 0), 16, src_sem=SemRef("sems", 1), device=(d + 1) % n, src_buf="src",
+                        src_region=rows(d, 0, 4), dst_buf="src", dst_region=rows(d, 0, 4))
+        store = Access("src", dataclasses.replace(rows(d - 1, 4, 8), window=rows(d - 1, 0, 8)), True)
+        waits = [Wait(SemRef("sems", 1), 16, kind="dma"), Wait(SemRef("sems", 0), 16, kind="dma")]
+        bodies.append([send, *waits, store] if guarded else [send, store, *waits])
+    return launch(Topology(n), bodies, scratch=SCRATCH)
+
+
+@pytest.mark.rule("DR-5", "ERR-28")
+def test_a_ring_of_masked_stores_on_shifted_chunks_is_decided_on_one_device_as_on_all(monkeypatch):
+    """The rotation moves a masked store's window with its elements (`shift_region`): the one-device
+    decision is the whole program's, a race of the window under the interpreter modes only."""
+    import sys
+
+    from semcheck.model.symmetry import Rotation
+
+    race_module = sys.modules["semcheck.model.race"]
+    for guarded in (True, False):
+        program = _masked_chunk_ring(8, guarded=guarded)
+        rot = Rotation.observe(program, shifted=True)
+        assert rot.devices == 1 and dict(rot.shifts)["src"] == (8, 64)
+        reduced = {m: bool(find_races(program, m).races) for m in DMA_MODES}
+        monkeypatch.setattr(race_module, "race_symmetry", lambda p, **_: (p.topology.num_devices, None))
+        full = {m: bool(find_races(program, m).races) for m in DMA_MODES}
+        monkeypatch.undo()
+        assert reduced == full == {m: not guarded and m != "hardware" for m in DMA_MODES}
+        verdicts = {m: decide("race-free", program, m).verdict for m in DMA_MODES}
+        assert verdicts == {m: "violated" if not guarded and m != "hardware" else "proved" for m in DMA_MODES}
 
 
 def _unguarded_ring(n: int) -> Program:
@@ -565,6 +620,60 @@ def test_a_race_of_windows_says_so_and_the_modes_differ_note_names_err_27():
     # copies that share a row are a race in every mode: no note
     program = single_core([head, dataclasses.replace(tail, dst_region=box((0, 1))), wait(0)])
     assert all(decide("race-free", program, m).verdict == "violated" for m in DMA_MODES)
+
+
+@pytest.mark.rule("DR-47", "ERR-28")
+@settings(max_examples=2000 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 400, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(programs_with_accesses(empty=True, masks=True), st.sampled_from(DMA_MODES))
+def test_restricted_runs_decide_races_as_the_explorer_does_with_masked_windows(program, mode):
+    """ERR-28: with masked stores whose window jax's detector takes them to write is more than their elements,
+    the passes that decide races (the happens-before pass, the sweep, restricted runs, and the whole decision)
+    find a race exactly where exploring every schedule does: under eager with the detector's clocks and the
+    stores' windows, under hardware with their elements."""
+    if fast_run(program, mode, record=False).state.failure is not None:
+        return
+    truth = detector_race(program) if mode == "eager" else brute_force_race(program, mode)
+    if truth is None:
+        return
+    report = find_races(program, mode)
+    verdict = decide("race-free", program, mode).verdict
+    if truth:
+        assert report.races, "a race every-interleaving exploration finds was missed"
+        assert verdict not in ("proved", "vacuous"), "race-free proved where exploration finds a race"
+    else:
+        assert not any(r.confirmed for r in report.races), "a confirmed race that no interleaving reaches"
+
+
+@pytest.mark.rule("DR-48", "ERR-28")
+def test_a_race_of_a_masked_store_s_window_says_so_and_the_modes_differ_note_names_err_28():
+    from semcheck.checker.properties.differences import differences, exposures
+    from semcheck.checker.run.request import Result
+
+    copy = DmaStart(SemRef("sems", 0), 32, src_buf="src", src_region=box((0, 4)), dst_buf="buf",
+                    dst_region=box((0, 4)), loc=Loc("k.py", 11))
+    store = Access("buf", masked(0, 8, box((4, 8))), True, Loc("k.py", 12))  # mask true on rows 4..8 only
+    program = single_core([copy, store, wait(0)])
+    verdicts = {m: decide("race-free", program, m) for m in DMA_MODES}
+    assert verdicts["hardware"].verdict == "proved"
+    for mode in ("eager", "on_wait"):
+        v = verdicts[mode]
+        assert v.verdict == "violated", mode
+        assert "whole indexed window (ERR-28)" in v.witness.message and "line 12" in v.witness.message
+        assert "buf[4:8] (window [0:8])" in v.witness.message and v.witness.details["rule"] == "ERR-28"
+    exposed = exposures(program)
+    assert [e.locs for e in exposed if e.code == "ERR-28"] == [(Loc("k.py", 12),)]
+    rs = [Result("build", 1, m, [verdicts[m]], program={"exposures": exposed}) for m in DMA_MODES]
+    (d,) = differences(rs)
+    assert "ERR-28" in [e.code for e in d.causes]
+    # a window that does not reach the copy's rows: proved in every mode
+    program = single_core([copy, dataclasses.replace(store, region=masked(4, 8, box((5, 8)))), wait(0)])
+    assert all(decide("race-free", program, m).verdict == "proved" for m in DMA_MODES)
+    # an all-false mask: no element on a TPU, its window still for the detector
+    program = single_core([copy, dataclasses.replace(store, region=masked(0, 8, box((0, 0)))), wait(0)])
+    assert decide("race-free", program, "hardware").verdict == "proved"
+    assert decide("race-free", program, "eager").verdict == "violated"
+    assert [e.code for e in exposures(program) if e.code.startswith("ERR")] == ["ERR-28"]  # not a window of no element
 
 
 @pytest.mark.rule("ACC-2", "DR-47")

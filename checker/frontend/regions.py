@@ -37,6 +37,7 @@ disjoint boxes (`Region.parts`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -421,6 +422,33 @@ def _lane_exact(box: Box, lane: int) -> tuple[bool, str]:
             if w not in reasons:
                 reasons.append(w)
     return False, "; ".join(reasons)
+
+
+def with_windows(elements: tuple[Region | None, ...], windows: tuple[Region | None, ...]) -> tuple[Region | None, ...]:
+    """ERR-28: per lane, a masked store's region (the mask's true elements, `elements`) carrying the indexed
+    window jax's race detector takes it to write (`windows`, the view walked without the mask) where the two
+    differ. A lane whose mask is all false touches no element: its region is an empty box at the window's
+    start, which `hardware` drops and the interpreter modes read as its window; a scalar's is its window."""
+    lanes = max(len(elements), len(windows))
+    memo: dict[tuple[int, int], Region | None] = {}
+    out: list[Region | None] = []
+    for lane in range(lanes):
+        r, w = elements[min(lane, len(elements) - 1)], windows[min(lane, len(windows) - 1)]
+        key = (id(r), id(w))
+        got = memo.get(key, _MISSING_REGION)
+        if got is _MISSING_REGION:
+            if w is None or r == w:
+                got = r
+            elif r is None:
+                got = dataclasses.replace(w, box=tuple((lo, lo) for lo, _ in w.box), parts=(), window=w) if w.box else w
+            else:
+                got = dataclasses.replace(r, window=w)
+            memo[key] = got
+        out.append(got)  # type: ignore[arg-type]
+    return _compress(out)
+
+
+_MISSING_REGION = object()
 
 
 def _compress(regions: list[Region | None]) -> tuple[Region | None, ...]:

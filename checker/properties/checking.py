@@ -112,9 +112,9 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
 
     A fold has the same operations as the program on fewer devices, so the skeleton's fold is read
     instead when there is one (with --no-fold, the program). The skeleton drops accesses, so the
-    views the interpreter cannot index (ERR-9) and the copies and accesses of no element (ERR-27) are read
-    off the program."""
-    from semcheck.checker.properties.differences import exposures, no_element_lines
+    views the interpreter cannot index (ERR-9), the copies and accesses of no element (ERR-27) and the masked
+    stores' windows (ERR-28) are read off the program."""
+    from semcheck.checker.properties.differences import exposures, masked_window_lines, no_element_lines
 
     analysis = target if isinstance(target, Analysis) else Analysis(target)
     folded = analysis.fold if fold else None
@@ -124,8 +124,9 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
             return ()
         analysis = whole
     program = analysis.program  # the skeleton's fold drops regions: the copies of no element are the program's
-    empty = no_element_lines(program.representatives if analysis.symmetric else program.cores)
-    return exposures(folded.program if folded is not None else program, views=analysis.view_ops, empty=empty)
+    cores = program.representatives if analysis.symmetric else program.cores
+    return exposures(folded.program if folded is not None else program, views=analysis.view_ops,
+                     empty=no_element_lines(cores), masked=masked_window_lines(cores))
 
 
 

@@ -27,6 +27,8 @@ way round. The report says so, with the interpreter divergences
   predicted to).
 * ERR-27: a copy, load or store of no element (a size-0 window), which jax's race detector takes to meet a
   window its start lies in (specs/semantics/buffers.md; on a TPU it touches nothing), for race-free;
+* ERR-28: a masked store, which jax's race detector takes to write its whole indexed window (on a TPU only
+  the mask's true elements are written), for race-free;
 * D25: a program of several calls (the interpreter synchronises all devices at each call's start and
   end, a TPU does not: PRG-110; invocation-confined cannot be violated there).
 
@@ -73,6 +75,9 @@ CAUSES = {
     "ERR-27": "jax's race detector reports two windows of one buffer as meeting when one's start lies inside the "
               "other, a window of no element (a copy, load or store of size 0) included, though they share no "
               "element; on a TPU no data is shared",
+    "ERR-28": "jax's race detector takes a masked store to write its whole indexed window, not only the mask's "
+              "true elements, so it reports a race with an access of the window's other elements; on a TPU no "
+              "data is shared",
     "D28": "the interpreter re-raises an earlier call's failure at the dispatch of the next computation and "
            "runs none of its calls (jax's ordered-effect token); a TPU runs them",
 }
@@ -109,11 +114,12 @@ class Difference:
 
 
 def exposures(program: Program, views: Sequence[Op] | None = None,
-              empty: Sequence[Loc] | None = None) -> tuple[Exposure, ...]:
+              empty: Sequence[Loc] | None = None, masked: Sequence[Loc] | None = None) -> tuple[Exposure, ...]:
     """The divergences of `CAUSES` that `program` exercises (static: whether a run reaches them is not asked).
 
     `views`: the operations through a view the interpreter cannot index (ERR-9), and `empty`: the lines of
-    the copies and accesses of no element (ERR-27, `no_element_lines`), when the caller has them (a fold
+    the copies and accesses of no element (ERR-27, `no_element_lines`), and `masked`: the masked stores whose
+    window is more than their elements (ERR-28, `masked_window_lines`), when the caller has them (a fold
     without accesses has none of its program's)."""
     topo = program.topology
     d1: list[Loc] = []
@@ -159,6 +165,10 @@ def exposures(program: Program, views: Sequence[Op] | None = None,
         empty = no_element_lines(program.cores)
     if empty:
         out.append(Exposure("ERR-27", _first_lines(empty)))
+    if masked is None:
+        masked = masked_window_lines(program.cores)
+    if masked:
+        out.append(Exposure("ERR-28", _first_lines(masked)))
     if program.collective_id is None:  # PRG-125: only jax's TPU lowering picks an id (a tag, an auto mode)
         picked = [op.loc for ops in program.cores for op in ops if op.fetches_barrier]
         if picked:
@@ -177,11 +187,16 @@ def no_element_lines(cores: Sequence[Sequence[Op]]) -> list[Loc]:
     return [op.loc for ops in cores for op in ops if _no_element(op)]
 
 
+def masked_window_lines(cores: Sequence[Sequence[Op]]) -> list[Loc]:
+    """ERR-28: the lines of the masked stores jax's race detector takes to write more than their elements."""
+    return [op.loc for ops in cores for op in ops if type(op) is Access and op.region.window is not None]
+
+
 def _no_element(op: Op) -> bool:
     """ERR-27: whether `op` is a copy, load or store of no element that jax's race detector sees."""
     t = type(op)
-    if t is Access:
-        return op.region.empty and op.view_error is None
+    if t is Access:  # a masked store of no element is ERR-28's: the detector sees its whole window
+        return op.region.empty and op.view_error is None and op.region.window is None
     if t is DmaStart:
         return op.view_error is None and any(r is not None and r.empty for r in (op.src_region, op.dst_region))
     return False
@@ -200,8 +215,8 @@ def differences(results: Sequence[Any]) -> list[Difference]:
     the id properties, and for any property the interpreter and the hardware disagree on when
     an id property is violated in the interpreter; D1 for any property they disagree on; D3-D4
     when eager and on_wait disagree (they differ only in when DMAs run); D20 for any property the
-    interpreter and the hardware disagree on, and D12, D21, D22, D24 and D33 likewise; ERR-27 for race-free
-    when the interpreter and the hardware disagree on it.
+    interpreter and the hardware disagree on, and D12, D21, D22, D24 and D33 likewise; ERR-27 and ERR-28 for
+    race-free when the interpreter and the hardware disagree on it.
     """
     groups: dict[tuple[str, int], list[Any]] = {}
     for r in results:
@@ -233,8 +248,9 @@ def differences(results: Sequence[Any]) -> list[Difference]:
             for code in ("D12", "D20", "D21", "D22", "D24", "D25", "D28", "D30", "D31", "D33"):
                 if code in exposed and against_hw:
                     causes.append(exposed[code])
-            if "ERR-27" in exposed and against_hw and prop == "race-free":
-                causes.append(exposed["ERR-27"])
+            for code in ("ERR-27", "ERR-28"):
+                if code in exposed and against_hw and prop == "race-free":
+                    causes.append(exposed[code])
             out.append(Difference(target, n, prop, by_mode, tuple(causes)))
     return out
 

@@ -321,6 +321,14 @@ def _consumer_copy(program: Program, a: AccessEvent, b: AccessEvent) -> list[dic
                  site("copy", at, f"{writer.describe()} (started by {_who(program, writer.core)})"))
 
 
+def _window_text(program: Program, e: AccessEvent) -> str:
+    """ERR-28: an access's elements, and its window where the detector reads one, with its line."""
+    line = program.cores[e.core][e.pc].loc.line
+    if e.elements is None:
+        return f"{e.buffer[2]}{e.region} at line {line}"
+    return f"the masked store's elements {e.buffer[2]}{e.elements} (window {e.region}) at line {line}"
+
+
 def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
     a, b = race.first, race.second
     why, fix, extra, found = _explain(program, race)
@@ -331,7 +339,12 @@ def _witness(program: Program, mode: DmaMode, race: Race) -> Witness:
                 "in flight at the end of the call (D29), so there the read sees the copy's data or the result's "
                 "old value, and its race detector, which records no access after the call, reports nothing for this pair")
     details: dict = {}
-    if mode != "hardware" and not a.region.overlaps(b.region):  # DR-48: a race of windows (ERR-27), not of elements
+    if mode != "hardware" and (a.elements or b.elements) and not (a.elements or a.region).overlaps(b.elements or b.region):
+        # DR-48: a race of a masked store's window (ERR-28), not of elements
+        msg += (f"; jax's race detector takes a masked store to write its whole indexed window (ERR-28): "
+                f"{_window_text(program, a)} and {_window_text(program, b)} share no element; on a TPU no data is shared")
+        details["rule"] = "ERR-28"
+    elif mode != "hardware" and not a.region.overlaps(b.region):  # DR-48: a race of windows (ERR-27), not of elements
         msg += (f"; jax's race detector reports these windows as meeting though they share no element (ERR-27): "
                 f"{a.buffer[2]}{a.region} at line {program.cores[a.core][a.pc].loc.line} and {b.buffer[2]}{b.region} "
                 f"at line {program.cores[b.core][b.pc].loc.line}; on a TPU no data is shared")
