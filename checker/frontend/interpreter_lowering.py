@@ -15,6 +15,9 @@ kernel (an unused read never reaches the kernel's jaxpr), but nothing after
 that does (a read whose value only `delay` takes, which the interpreter gives
 nothing, is compiled and fails).
 
+A load with a mask is one of the interpreter's own primitives, but it refuses it while tracing
+(`NotImplementedError: masked load_p`), before the compile.
+
 An equation the interpreter binds as it is on a ref gets the integer id the
 interpreter holds for the ref: `addupdate` (`state_primitives.ref_addupdate`,
 never `ref[...] += x`, which is a load and a store) then raises a `ValueError`
@@ -116,6 +119,9 @@ def _failing(jaxpr: Any, known: frozenset[Any], nested: frozenset[Any], types_: 
         loc = eqn_loc(eqn, parent)
         prim = eqn.primitive
         own = interpreted and prim in known
+        if own and _masked_load(eqn):
+            yield Untranslatable("load", "NotImplementedError", "masked load_p", "trace", loc.file, loc.line,
+                                 loc.text)
         if not own:
             bound = _bound_on_ids(eqn, loc) if interpreted else None
             if bound is not None:
@@ -128,6 +134,18 @@ def _failing(jaxpr: Any, known: frozenset[Any], nested: frozenset[Any], types_: 
             continue
         for sub in _subs(eqn.params, types_):
             yield from _failing(sub, known, nested, types_, loc, own)
+
+
+def _masked_load(eqn: Any) -> bool:
+    """A load with a mask (`pltpu.load(ref, mask=...)`): the interpreter refuses it while it traces the kernel
+    (`NotImplementedError: masked load_p`, ERR-10), whether or not a core would reach it. A masked store it
+    runs (ERR-28)."""
+    from jax._src.pallas import primitives as pallas_prims
+
+    if eqn.primitive is not pallas_prims.load_p:
+        return False
+    _, _, mask, _ = eqn.params["args_tree"].unflatten(eqn.invars)
+    return mask is not None
 
 
 def _subs(params: dict[str, Any], types_: tuple[type, ...]) -> Iterator[Any]:

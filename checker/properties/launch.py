@@ -40,6 +40,9 @@ TPU_HINT = ("jax gives this call a collective id (an auto-assigned one under jax
             "'yes' or 'override', or its own) and it uses no barrier semaphore: leave the auto-assignment mode at "
             "'no' for a program with such calls and give collective_id only to kernels that call "
             "get_barrier_semaphore, or set `pltpu.CompilerParams(allow_collective_id_without_custom_barrier=True)`")
+MASK_HINT = ("jax's TPU interpreter has no masked load: load the window whole and select with the mask "
+             "(`jnp.where(mask, ref[...], other)`) to test the kernel in interpret mode; --dma-mode hardware checks "
+             "it as a TPU runs it")
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
@@ -84,6 +87,10 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
             when = (f"while compiling the kernel for the CPU, before any kernel code runs (the {failure.primitive} "
                     f"primitive{where} has no CPU rule, specs/semantics/divergences.md D12)")
             hint = CPU_HINT
+        elif failure.error_type == "NotImplementedError":  # a masked load, refused while translating (D12)
+            when = (f"while translating the kernel for the CPU, before any kernel code runs (it refuses a load "
+                    f"with a mask{where}, specs/semantics/divergences.md D12)")
+            hint = MASK_HINT
         else:
             when = (f"while translating the kernel for the CPU, before any kernel code runs (it binds the "
                     f"{failure.primitive} primitive{where} on a ref's id, specs/semantics/divergences.md D12)")

@@ -229,6 +229,41 @@ def test_d12_semaphore_read_cannot_be_interpreted():
     assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
+@pytest.mark.rule("LAUNCH-3", "ERR-10")
+def test_d12_a_masked_load_cannot_be_interpreted():
+    """jax's interpreter refuses a load with a mask while it translates the kernel (a masked store it runs,
+    ERR-28): interpret mode cannot run the kernel, which a TPU runs (the load reads the mask's elements)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        mask = jnp.broadcast_to(jnp.arange(8)[:, None] < 4, (8, 128))
+        o_ref[...] = pltpu.load(x_ref, mask=mask)
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       interpret=pltpu.InterpretParams())
+    x = jnp.ones((8, 128), jnp.float32)
+    with pytest.raises(NotImplementedError, match="masked load_p") as raised:
+        f(x)
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties.registry import BY_ID
+
+    (call,) = trace_kernels(f, (x,))
+    program = lower_kernel(call)
+    failure = program.launch_failure
+    assert (failure.python_type, failure.message) == ("NotImplementedError", str(raised.value))
+    line = kernel.__code__.co_firstlineno + 2
+    for mode in ("eager", "on_wait"):
+        v = decide("deadlock-free", program, mode)
+        assert v.verdict == "unrunnable" and "refuses a load with a mask" in v.reason, v.reason
+        assert v.stats["raises"].endswith(f":{line}"), v.stats
+    assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
+
+
 @pytest.mark.rule("LAUNCH-3")
 @pytest.mark.parametrize("target,never_run", [("jitted", [0, 1]), ("separate_read_first", [0, 1]),
                                               ("separate_read_last", [1])])

@@ -28,7 +28,7 @@ USES: dict[str, tuple[str, ...]] = {
         "sign", "abs", "not", "floor", "ceil", "round", "sqrt", "exp", "log", "population_count",
         "integer_pow", "select_n", "clamp", "convert_element_type", "broadcast_in_dim", "reshape", "squeeze",
         "transpose", "iota", "slice", "dynamic_slice", "concatenate", "stack", "reduce_sum", "reduce_max", "reduce_min",
-        "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin", "copy", "multiple_of",
+        "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin", "top_k", "copy", "multiple_of",
         "optimization_barrier", "stop_gradient",
     ),
     "access": ("get", "swap", "masked_load", "masked_swap", "program_id", "num_programs"),
@@ -83,14 +83,14 @@ def numeric() -> tuple[Any, tuple[Any, ...]]:
             lax.select_n(a > b, a, b), lax.clamp(0, a, 5), lax.convert_element_type(a, jnp.float32),
             lax.dynamic_slice(col, (b,), (2,)), lax.concatenate([col, col], 0), jnp.stack([a, b]), jnp.sum(m), jnp.max(m),
             jnp.min(m), jnp.prod(col), jnp.all(m > 0), jnp.any(m > 0), jnp.argmax(col), jnp.argmin(col),
-            jnp.copy(a), pl.multiple_of(a * 8, 8), lax.optimization_barrier(a), lax.stop_gradient(x),
+            lax.top_k(col, 2)[1], jnp.copy(a), pl.multiple_of(a * 8, 8), lax.optimization_barrier(a), lax.stop_gradient(x),
         ]
         for k, r in enumerate(results):
             o_ref[k] = jnp.sum(jnp.asarray(r).astype(jnp.float32))
 
     ints = jax.numpy.array([7, 2], jax.numpy.int32)
     floats = jax.numpy.array([2.5, 1.5], jax.numpy.float32)
-    return _smem_call(kernel, 53, (ints, floats)), (ints, floats)
+    return _smem_call(kernel, 54, (ints, floats)), (ints, floats)
 
 
 def access() -> tuple[Any, tuple[Any, ...]]:
