@@ -36,7 +36,13 @@ def _start(tmp_path: Path, **extra: str) -> subprocess.Popen:
     extra.update(PID_FILE=str(tmp_path / "pid"), GO_FILE=str(tmp_path / "go"))
     return subprocess.Popen([*SEMCHECK, "verify", "waits.py", "--devices", "2", "--dma-mode", "eager", "--no-cache"],
                             cwd=tmp_path, env=env(**extra), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_as_a_terminal)
+
+
+def _as_a_terminal() -> None:
+    """SIGINT as a terminal's command has it: a shell starts a background job (`make test &`) with SIGINT
+    ignored, which its children inherit, and a ^C to such a command interrupts nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _child_pid(tmp_path: Path, proc: subprocess.Popen, limit: float = 240) -> int:
