@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.float_exact import CHECKED, inexact, involves_floats, refusal
+from semcheck.checker.frontend.float_exact import rounds_floats
+from semcheck.checker.frontend.integer_eval import integer_numeric
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
@@ -244,43 +245,6 @@ def _first_reasons(per_device: dict[int, list[str | None]]) -> list[str | None]:
                 out.append(None)
             out[i] = out[i] or r
     return out
-
-
-# REP-37: the integer primitives evaluated with the front end's numeric table instead of being compiled by XLA
-# one by one (about 0.05 s of CPU each); exact on integers and booleans: wrapping arithmetic, comparisons,
-# selection, shapes, clamped dynamic slices and integer sums, nothing that divides, shifts or raises to a power
-_INTEGER_EXACT = frozenset({"add", "sub", "mul", "max", "min", "and", "or", "xor", "eq", "ne", "lt", "le", "gt",
-                            "ge", "neg", "not", "select_n", "clamp", "convert_element_type", "broadcast_in_dim",
-                            "reshape", "squeeze", "transpose", "iota", "slice", "dynamic_slice", "concatenate",
-                            "reduce_sum", "reduce_max", "reduce_min", "reduce_and", "reduce_or", "copy", "copy_p"})
-
-
-def integer_numeric(eqn: Any, invals: Sequence[Any]) -> list[np.ndarray] | None:
-    """REP-37: `eqn` on concrete integer or boolean values by `numeric.NUMERIC` (one lane), or None: another
-    primitive or dtype, operands of another kind, or a result of another shape (then jax binds it)."""
-    from semcheck.checker.frontend.numeric import NUMERIC
-
-    name = eqn.primitive.name
-    if name not in _INTEGER_EXACT or eqn.primitive.multiple_results or len(eqn.outvars) != 1:
-        return None
-    if name in ("broadcast_in_dim", "reshape") and len(invals) != 1:
-        return None  # dynamic shapes
-    if any(type(x) is not np.ndarray or x.dtype.kind not in "iub" for x in invals):
-        return None
-    if name == "select_n" and invals[0].dtype != np.bool_:
-        return None  # an integer case index out of range is jax's to define
-    aval = eqn.outvars[0].aval
-    dtype, shape = np.dtype(getattr(aval, "dtype", object)), tuple(getattr(aval, "shape", None) or ())
-    if dtype.kind not in "iub" or getattr(aval, "shape", None) is None:
-        return None
-    try:
-        with np.errstate(all="ignore"):
-            out = np.asarray(NUMERIC[name](eqn, *(x[None] for x in invals)))
-    except Exception:  # noqa: BLE001 - jax binds it instead
-        return None
-    if out.shape != (1, *shape) or out.dtype.kind not in "iub":
-        return None  # numpy promoted to floating point (uint64 with a signed operand): jax binds it
-    return [np.array(out[0], dtype=dtype)]
 
 
 def _concrete(x: Any) -> np.ndarray | None:
@@ -575,26 +539,13 @@ class _Interpreter(LoopInputs, CondInputs):
         return hit
 
 
-# Collectives that only move or select values: a float they give is exact (ACC-26).
-_MOVING_COLLECTIVES = frozenset({"all_gather", "ppermute", "all_to_all", "pmax", "pmin"})
-
-
 def _rounds_floats(eqn: Any, invals: list[Any], outs: list[Any]) -> str | None:
-    """ACC-26: why an equation's float values are not followed (arithmetic that rounds, a NaN, a tie, ...);
-    None when it involves no float or computes exactly (`float_exact`, on arrays given a lane axis)."""
-    name = eqn.primitive.name
-    arrays = [np.asarray(x)[None] for x in invals if x is not None]
-    results = [np.asarray(o)[None] for o in outs if o is not None]
-    if not involves_floats(arrays, [o.dtype for o in results]) and name != "top_k":
+    """ACC-26: why an equation's float values are not followed (`float_exact.rounds_floats`), at its line."""
+    why = rounds_floats(eqn.primitive.name, invals, outs, eqn.params)
+    if why is None:
         return None
     loc = eqn_loc(eqn, NO_LOC)
-    at = f" at {loc}" if loc.line else ""
-    if name in _MOVING_COLLECTIVES:
-        return None
-    why = refusal(name, arrays, eqn.params)
-    if why is None and name in CHECKED:
-        why = inexact(name, arrays, results, eqn.params)
-    return None if why is None else f"{why}{at} (specs/deciding/frontend.md ACC-26)"
+    return f"{why}{f' at {loc}' if loc.line else ''} (specs/deciding/frontend.md ACC-26)"
 
 
 def _walk_kernel_eqns(jaxpr: Any) -> Any:

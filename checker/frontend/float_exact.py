@@ -15,7 +15,8 @@ This module is the rule's one home: `numeric.NumericRules` (the kernel) and
 * `refusal` (before an operation): why the operation's float operands decide
   nothing (a NaN, whose order differs, a subnormal, which a TPU may flush to zero,
   a tie an argmax or a top-k would break, an operation that rounds);
-* `inexact` (after it, for `CHECKED` operations): why its result was rounded.
+* `inexact` (after it, for `CHECKED` operations): why its result was rounded;
+* `rounds_floats` (ACC-26, the program around a call): both, for one bound equation.
 """
 
 from __future__ import annotations
@@ -162,4 +163,27 @@ def _rounded(name: str, invals: Sequence[np.ndarray], out: np.ndarray, params: d
     return None
 
 
-__all__ = ["CHECKED", "EXACT", "STRUCTURAL", "inexact", "involves_floats", "is_float", "refusal"]
+
+
+# Collectives that only move or select values: a float they give is exact (ACC-26).
+MOVING_COLLECTIVES = frozenset({"all_gather", "ppermute", "all_to_all", "pmax", "pmin"})
+
+
+def rounds_floats(name: str, invals: Sequence[Any], outs: Sequence[Any], params: dict[str, Any]) -> str | None:
+    """ACC-26: why the float values of primitive `name` on concrete operands `invals` (results `outs`) are not
+    followed (arithmetic that rounds, a NaN, a tie, ...); None when it involves no float or computes exactly
+    (`refusal`, `inexact`, on arrays given a lane axis)."""
+    if name in MOVING_COLLECTIVES:
+        return None
+    arrays = [np.asarray(x)[None] for x in invals if x is not None]
+    results = [np.asarray(o)[None] for o in outs if o is not None]
+    if not involves_floats(arrays, [o.dtype for o in results]) and name != "top_k":
+        return None
+    why = refusal(name, arrays, params)
+    if why is None and name in CHECKED:
+        why = inexact(name, arrays, results, params)
+    return why
+
+
+__all__ = ["CHECKED", "EXACT", "MOVING_COLLECTIVES", "STRUCTURAL", "inexact", "involves_floats", "is_float",
+           "refusal", "rounds_floats"]

@@ -20,7 +20,7 @@ from jax import lax
 from jax._src import core as jax_core
 
 from semcheck.checker.frontend import targets
-from semcheck.checker.frontend.concrete_inputs import integer_numeric
+from semcheck.checker.frontend.integer_eval import integer_numeric
 
 I32 = st.integers(-(2**31), 2**31 - 1)
 
