@@ -44,6 +44,9 @@ class LoweredKernel:
     # (which iteration, in words; its program), checked one by one in place of `program` (a lowering over no
     # values); empty otherwise
     iterations: tuple[tuple[str, Program], ...] = ()
+    # ACC-27: where the interpreter's modes know values `hardware` does not (`program` is lowered with those), the
+    # lowering for `hardware`, or why it could not be made (the refusal, at its line); None: `program` is every mode's
+    hardware: Program | str | None = None
 
     @property
     def num_devices(self) -> int:
@@ -95,6 +98,7 @@ def lower_target(
     cores: int | None = None,
     dma_mode: str | None = None,
     build_kwargs: dict[str, Any] | None = None,
+    per_mode: bool = False,
 ) -> list[LoweredKernel]:
     """Build, trace and lower one target.
 
@@ -102,7 +106,9 @@ def lower_target(
     only). If a kernel then needs the values of its scalar inputs (a loop
     bound or branch read from a scalar-prefetch table: `NeedsConcreteInputs`),
     the builder runs for real and the kernels are lowered again with the
-    values the concrete arguments give (`concrete_inputs`).
+    values the concrete arguments give (`concrete_inputs`). `per_mode` (ACC-27): a kernel whose values differ
+    between the interpreter's modes and `hardware` gets each mode's lowering (`LoweredKernel.hardware`); else
+    every kernel is lowered with the values all modes share.
     """
     # lazy: these import jax, which must load after the caller provisions devices
     from semcheck.checker.frontend.concrete_inputs import inputs_of_trace, trace_with_inputs
@@ -115,7 +121,7 @@ def lower_target(
         staged = staged_trace(t, devices, kwargs)  # kept: the program of the calls starts from it too
         if staged is not None:
             (_, args), closed = staged
-            traced = inputs_of_trace(closed, args, path=t.path)
+            traced = inputs_of_trace(closed, args, path=t.path, per_mode=per_mode)
     except FrontendError:
         traced = None  # e.g. fn closes over a value the staged build left abstract
     if traced is not None:
@@ -125,7 +131,8 @@ def lower_target(
             if not any(i.abstract for i in traced[1]):
                 raise
     fn, args = t.build(devices, **kwargs)
-    return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path), cores=cores, dma_mode=dma_mode)
+    return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path, per_mode=per_mode), cores=cores,
+                     dma_mode=dma_mode)
 
 
 def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[KernelInputs]], *,
@@ -154,6 +161,10 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode
+        hardware = None if values is None or values.hardware is None else _hardware_lowering(
+            values.hardware, lambda v: lower_call(resolve_grid(traced_call, v), cores=n_cores,
+                                                  name=f"{t.name}:{call.name}", stats=LoweringStats(), inputs=v,
+                                                  symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
         out.append(
             LoweredKernel(
                 program=program,
@@ -173,6 +184,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 producers=values.producers if values is not None else (),
                 computed_by=values.computed_by if values is not None else "",
                 iterations=iterations,
+                hardware=hardware,
             )
         )
     if failed is not None:
@@ -182,12 +194,24 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
     return after_failures(out)  # PRG-11: what the calls after a failing one do in the interpreter
 
 
+def _hardware_lowering(values: KernelInputs, lower: Any) -> Program | str:
+    """ACC-27: the lowering with the values `hardware` knows, or why there is none (its refusal, at its line)."""
+    from semcheck.checker.frontend.errors import Unsupported
+
+    try:
+        return lower(values)
+    except Unsupported as e:
+        return f"unsupported {str(e).removeprefix('unsupported ')}"
+
+
 def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:
     """LAUNCH-3: a kernel compiled with one the interpreter refuses (in the same top-level call), or called
     after it, never runs in interpret mode: it carries that failure unless it has its own."""
     if k.program.launch_failure is not None or k.call is None or k.call.unit < unit:
         return k
-    return dataclasses.replace(k, program=dataclasses.replace(k.program, launch_failure=failure),
+    hardware = dataclasses.replace(k.hardware, launch_failure=failure) if isinstance(k.hardware, Program) \
+        else k.hardware
+    return dataclasses.replace(k, program=dataclasses.replace(k.program, launch_failure=failure), hardware=hardware,
                                iterations=tuple((w, dataclasses.replace(p, launch_failure=failure))
                                                 for w, p in k.iterations))
 

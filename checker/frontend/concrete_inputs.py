@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.float_exact import rounds_floats
+from semcheck.checker.frontend.pre_kernel_floats import FloatValues, float_call, per_mode as _per_mode, same_values
 from semcheck.checker.frontend.integer_eval import integer_numeric
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged, discharged_order
@@ -79,6 +79,7 @@ class KernelInputs:
     # iteration's own, in the order the program runs them: (which iteration, in words; its inputs), equal values
     # sharing one object; empty otherwise, or where they cannot be told apart
     iterations: tuple[tuple[str, KernelInputs], ...] = ()
+    hardware: KernelInputs | None = None  # ACC-27: the values under `hardware` where they differ from these
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""
@@ -103,27 +104,29 @@ def is_scalar_operand(op: Operand) -> bool:
     return op.role == "input" and op.block_shape is not None and tuple(op.block_shape) == tuple(op.shape)
 
 
-def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "") -> tuple[
+def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "", per_mode: bool = False) -> tuple[
         list[KernelCall], list[KernelInputs]]:
     """`trace.trace_kernels(fn, args)` and, per kernel, the concrete values of its scalar operands."""
-    return inputs_of_trace(make_jaxpr(fn, args, path=path), args, path=path)
+    return inputs_of_trace(make_jaxpr(fn, args, path=path), args, path=path, per_mode=per_mode)
 
 
-def inputs_of_trace(closed: Any, args: Sequence[Any], *, path: str = "") -> tuple[list[KernelCall], list[KernelInputs]]:
+def inputs_of_trace(closed: Any, args: Sequence[Any], *, path: str = "", per_mode: bool = False) -> tuple[
+        list[KernelCall], list[KernelInputs]]:
     """`trace_with_inputs` of a trace already made: `closed` is `make_jaxpr(fn, args)`."""
     from semcheck.checker.frontend.errors import NotTpuPallasCall
 
     calls = find_kernels(closed.jaxpr)
     if not calls:
         raise NotTpuPallasCall("no TPU pallas_call or core_map found in the traced function", path=path or None)
-    return calls, kernel_inputs(closed, calls, args, run_kernels=True)
+    return calls, kernel_inputs(closed, calls, args, run_kernels=True, per_mode=per_mode)
 
 
 def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any], *,
-                  run_kernels: bool = False) -> list[KernelInputs]:
+                  run_kernels: bool = False, per_mode: bool = False) -> list[KernelInputs]:
     """Per kernel of `closed` (the traced `fn(*args)`), its scalar operands' values (module docstring).
     `run_kernels` (PRG-169): where a value is computed from an earlier kernel call's output, that call is run
-    (`kernel_outputs`), and the values it gives are marked with it."""
+    (`kernel_outputs`), and the values it gives are marked with it. `per_mode` (ACC-27): the values of the
+    interpreter's modes, with `hardware`'s where they differ; else the values every mode shares."""
     import jax  # lazy: see trace's docstring
 
     leaves = [_concrete(x) for x in jax.tree.leaves(tuple(args))]
@@ -134,12 +137,17 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any],
         return empty
     if all(x is None for x in leaves):
         return empty  # nothing to compute from: skip the evaluation
-    consts = [_concrete(c) for c in closed.consts]
-    got = _evaluate(closed, calls, [*consts, *leaves], abstract, empty, run_kernels=False)
-    if run_kernels and any(_KERNEL_OUTPUT in (w or "") for i in got for w in (*i.operand_why, *i.bound_why)):
-        again = _evaluate(closed, calls, [*consts, *leaves], abstract, empty, run_kernels=True)
-        got = [_computed(a, b) for a, b in zip(got, again)]
-    return got
+    inputs = [*(_concrete(c) for c in closed.consts), *leaves]
+
+    def values(on_cpu: bool) -> tuple[list[KernelInputs], str]:
+        got, cpu = _evaluate(closed, calls, inputs, abstract, empty, run_kernels=False, on_cpu=on_cpu)
+        if run_kernels and any(_KERNEL_OUTPUT in (w or "") for i in got for w in (*i.operand_why, *i.bound_why)):
+            again, cpu = _evaluate(closed, calls, inputs, abstract, empty, run_kernels=True, on_cpu=on_cpu)
+            got = [_computed(a, b) for a, b in zip(got, again)]
+        return got, cpu
+
+    got, cpu = values(per_mode)
+    return _per_mode(got, values(False)[0]) if cpu else got  # ACC-27: twice only where the modes may differ
 
 
 def _computed(before: KernelInputs, after: KernelInputs) -> KernelInputs:
@@ -151,12 +159,14 @@ def _computed(before: KernelInputs, after: KernelInputs) -> KernelInputs:
 
 
 def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstract: bool, empty: list[KernelInputs],
-              *, run_kernels: bool) -> list[KernelInputs]:
+              *, run_kernels: bool, on_cpu: bool = False) -> tuple[list[KernelInputs], str]:
+    """The values, and the first followed only on the CPU (ACC-27: `on_cpu`, else "")."""
     interp = _Interpreter(calls, run_kernels=run_kernels)
+    interp.on_cpu = on_cpu
     try:
         interp.run(closed.jaxpr, args, None, 0)
     except Exception:  # noqa: BLE001 - a failed evaluation only means: no values
-        return empty
+        return empty, ""
     out = []
     for k, call in enumerate(calls):
         per_device = interp.records.get(k)
@@ -171,7 +181,7 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
         got = made(per_device, interp.reasons.get(k, {}))
         out.append(dataclasses.replace(got, iterations=interp.iteration_inputs(k, made)))  # PRG-183
-    return out
+    return out, interp.cpu_only
 
 
 def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]], abstract: bool,
@@ -204,7 +214,7 @@ def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs
     out: dict[int, KernelInputs] = {}
     for eqn, inputs in zip(eqns, got):
         seen = out.get(id(eqn))
-        if seen is not None and not _same_values(seen, inputs):
+        if seen is not None and not same_values(seen, inputs):
             inputs = dataclasses.replace(inputs, values=(None,) * len(inputs.values),
                                          grid_bounds=(None,) * len(inputs.grid_bounds), why=_SHARED, operand_why=(),
                                          bound_why=())
@@ -212,16 +222,6 @@ def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs
             inputs = dataclasses.replace(inputs, iterations=())
         out[id(eqn)] = inputs
     return out
-
-
-def _same_values(a: KernelInputs, b: KernelInputs) -> bool:
-    def same(x: np.ndarray | None, y: np.ndarray | None) -> bool:
-        return (x is None and y is None) or (x is not None and y is not None and x.shape == y.shape
-                                             and bool(np.array_equal(x, y)))
-
-    return (len(a.values) == len(b.values) and len(a.grid_bounds) == len(b.grid_bounds)
-            and all(same(x, y) for x, y in zip(a.values, b.values))
-            and all(same(x, y) for x, y in zip(a.grid_bounds, b.grid_bounds)))
 
 
 _SHARED = ("the kernel's launch runs more than once with different scalar inputs (one jaxpr shared by "
@@ -294,7 +294,7 @@ class Device:
     coords: dict[str, int]
 
 
-class _Interpreter(LoopInputs, CondInputs):
+class _Interpreter(LoopInputs, CondInputs, FloatValues):
     """Binds the equations the kernels' scalar operands depend on (module docstring)."""
 
     def __init__(self, calls: Sequence[KernelCall], *, run_kernels: bool = False) -> None:
@@ -362,8 +362,10 @@ class _Interpreter(LoopInputs, CondInputs):
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 invals = [read(v) for v in eqn.invars]
-                outs = self._bind(eqn, invals, dev)
-                if outs is not None and (rounds := _rounds_floats(eqn, invals, outs)) is not None:
+                entered = name in _CALLS and len(_subs(eqn)) == 1 and float_call(eqn)  # ACC-26: each equation's floats
+                outs = self.enter_float_call(eqn, lambda: self._enter(eqn, invals, dev, index, tuple(
+                    v in needed for v in eqn.outvars))[0]) if entered else self._bind(eqn, invals, dev)
+                if outs is not None and not entered and (rounds := self.float_refusal(eqn, invals, outs)) is not None:
                     outs = None  # ACC-26: a float computed by arithmetic that rounds is no fact
                     for v in eqn.outvars:
                         self._why.setdefault(v, rounds)
@@ -402,13 +404,14 @@ class _Interpreter(LoopInputs, CondInputs):
             return f"the collective '{name}'{at}: a device's input to it has no value, or jax could not run it"
         return f"'{name}'{at}, which semcheck could not evaluate"
 
-    def _enter(self, eqn: Any, invals: list[Any], dev: Device | None, index: int) -> tuple[list[Any] | None, int]:
+    def _enter(self, eqn: Any, invals: list[Any], dev: Device | None, index: int,
+               out_needed: tuple[bool, ...] | None = None) -> tuple[list[Any] | None, int]:
         (sub,) = _subs(eqn)
         if eqn.primitive.name != "shard_map":
             inner = getattr(sub, "jaxpr", sub)
             consts = [_concrete(c) for c in getattr(sub, "consts", ())]
             self._pass_reasons(eqn.invars, inner.invars)
-            outs, index = self.run(inner, [*consts, *invals], dev, index)
+            outs, index = self.run(inner, [*consts, *invals], dev, index, out_needed)
             self._pass_reasons(inner.outvars, eqn.outvars)
             return outs, index
         start = index
@@ -537,15 +540,6 @@ class _Interpreter(LoopInputs, CondInputs):
         hit = (need, tuple(v in need for v in binders))
         self._needed[key] = hit
         return hit
-
-
-def _rounds_floats(eqn: Any, invals: list[Any], outs: list[Any]) -> str | None:
-    """ACC-26: why an equation's float values are not followed (`float_exact.rounds_floats`), at its line."""
-    why = rounds_floats(eqn.primitive.name, invals, outs, eqn.params)
-    if why is None:
-        return None
-    loc = eqn_loc(eqn, NO_LOC)
-    return f"{why}{f' at {loc}' if loc.line else ''} (specs/deciding/frontend.md ACC-26)"
 
 
 def _walk_kernel_eqns(jaxpr: Any) -> Any:

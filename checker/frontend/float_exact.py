@@ -16,7 +16,10 @@ This module is the rule's one home: `numeric.NumericRules` (the kernel) and
   nothing (a NaN, whose order differs, a subnormal, which a TPU may flush to zero,
   a tie an argmax or a top-k would break, an operation that rounds);
 * `inexact` (after it, for `CHECKED` operations): why its result was rounded;
-* `rounds_floats` (ACC-26, the program around a call): both, for one bound equation.
+* `rounds_floats` (ACC-26, the program around a call): both, for one bound equation;
+  with `interpreter=True` (ACC-27, ACC-28) what holds only where XLA on the CPU computes
+  the program (jax's interpreter modes) is followed too: a division that did not round,
+  a tie, a subnormal.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ STRUCTURAL = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose", "
 EXACT = STRUCTURAL | frozenset({"max", "min", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "neg", "abs", "sign",
                                 "floor", "ceil", "round", "reduce_max", "reduce_min", "argmax", "argmin", "top_k"})
 # Operations exact on some operands: followed where no rounding happened (`inexact`).
-CHECKED = frozenset({"add", "sub", "mul", "reduce_sum", "convert_element_type"})
+CHECKED = frozenset({"add", "sub", "mul", "reduce_sum", "scatter-add", "convert_element_type"})
+# ACC-27: operations exact on some operands only where they are correctly rounded, as XLA's CPU division is (and a
+# TPU's is not documented to be): followed in the interpreter's modes where the exact quotient is representable.
+CPU_CHECKED = frozenset({"div"})
+# Comparisons only (jnp.searchsorted's primitive, which a histogram's bins use): exact, as `lt` is.
+EXACT = EXACT | frozenset({"SearchSorted"})
 # Operations that choose an index by order: a tie is broken as each implementation likes.
 _BY_ORDER = frozenset({"argmax", "argmin", "top_k"})
 
@@ -58,9 +66,12 @@ def involves_floats(invals: Sequence[np.ndarray], out_dtypes: Sequence[Any]) -> 
     return any(is_float(x.dtype) for x in invals) or any(is_float(d) for d in out_dtypes if d is not None)
 
 
-def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any]) -> str | None:
-    """Why an operation on float data (operands `invals`, lane arrays) is not followed; None when it is."""
-    if name not in EXACT and name not in CHECKED:
+def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any], *,
+            interpreter: bool = False) -> str | None:
+    """Why an operation on float data (operands `invals`, lane arrays) is not followed; None when it is.
+    `interpreter` (ACC-27, ACC-28): the value is XLA's on the CPU, as semcheck binds it: a division is checked,
+    subnormals (flushed to zero by both) and ties (the lowest index first, jax's rule) are followed."""
+    if name not in EXACT and name not in CHECKED and not (interpreter and name in CPU_CHECKED):
         return f"float arithmetic that rounds ({name}), whose last bits may differ between semcheck, jax's " \
                "interpreter and a TPU"
     for x in invals:
@@ -69,9 +80,11 @@ def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any]) -> 
         v = np.asarray(x, dtype=np.float64)
         if np.isnan(v).any():
             return f"a NaN among the operands of {name} (NaNs compare and order differently between implementations)"
+        if interpreter:
+            continue
         if ((v != 0) & (np.abs(v) < float(_finfo(x.dtype).smallest_normal))).any():
             return f"a subnormal float among the operands of {name} (a TPU may flush it to zero)"
-    if name in _BY_ORDER:
+    if name in _BY_ORDER and not interpreter:
         return _tie(name, np.asarray(invals[0], dtype=np.float64), params)
     return None
 
@@ -130,15 +143,19 @@ def _rounded(name: str, invals: Sequence[np.ndarray], out: np.ndarray, params: d
         if (np.asarray(out, dtype=np.float64) != exact).any():
             return f"a {name} that rounds"
         return None
-    if name == "reduce_sum":
-        (x,) = invals
+    if name == "div":
+        return _quotient_rounded(invals, out)
+    if name in ("reduce_sum", "scatter-add"):
+        x, axes = invals[0], tuple(a + 1 for a in params.get("axes", ()))
+        if name == "scatter-add":  # (per lane: the operand's values and the updates', whatever their places)
+            lanes = len(invals[0])
+            x, axes = np.concatenate([invals[0].reshape(lanes, -1), invals[-1].reshape(lanes, -1)], 1), (1,)
         if not is_float(x.dtype):
             return None
         v = np.asarray(x, dtype=np.float64)
         p = int(_finfo(x.dtype).nmant) + 1
         # integers whose magnitudes sum to at most 2**p: every partial sum, in any order, is exact
-        if (np.floor(v) != v).any() or np.abs(v).sum(axis=tuple(a + 1 for a in params["axes"])).max(
-                initial=0) > 2.0 ** p:
+        if (~np.isfinite(v)).any() or (np.floor(v) != v).any() or np.abs(v).sum(axis=axes).max(initial=0) > 2.0 ** p:
             return "a sum of floats whose partial sums may round (its order is the implementation's)"
         return None
     if name == "convert_element_type":
@@ -163,27 +180,39 @@ def _rounded(name: str, invals: Sequence[np.ndarray], out: np.ndarray, params: d
     return None
 
 
+def _quotient_rounded(invals: Sequence[np.ndarray], out: np.ndarray) -> str | None:
+    """ACC-27: why a float division's result is not its exact quotient (None when it is): `out * b == a`, with the
+    float64 product of two significands of at most 24 bits exact, says the rational `a / b` is `out`."""
+    if max(np.dtype(x.dtype).itemsize for x in invals) > 4:
+        return "a quotient of 64-bit floats"
+    a, b = (np.asarray(x, dtype=np.float64) for x in invals)
+    o = np.asarray(out, dtype=np.float64)
+    if (b == 0).any() or (~np.isfinite(a)).any() or (o * b != a).any():
+        return "a division that rounds"
+    return None
 
 
 # Collectives that only move or select values: a float they give is exact (ACC-26).
 MOVING_COLLECTIVES = frozenset({"all_gather", "ppermute", "all_to_all", "pmax", "pmin"})
 
 
-def rounds_floats(name: str, invals: Sequence[Any], outs: Sequence[Any], params: dict[str, Any]) -> str | None:
+def rounds_floats(name: str, invals: Sequence[Any], outs: Sequence[Any], params: dict[str, Any], *,
+                  interpreter: bool = False) -> str | None:
     """ACC-26: why the float values of primitive `name` on concrete operands `invals` (results `outs`) are not
     followed (arithmetic that rounds, a NaN, a tie, ...); None when it involves no float or computes exactly
-    (`refusal`, `inexact`, on arrays given a lane axis)."""
+    (`refusal`, `inexact`, on arrays given a lane axis). `interpreter` (ACC-27, ACC-28): followed where XLA on the
+    CPU, which computes the program around a call in jax's interpreter modes, gives these bits."""
     if name in MOVING_COLLECTIVES:
         return None
     arrays = [np.asarray(x)[None] for x in invals if x is not None]
     results = [np.asarray(o)[None] for o in outs if o is not None]
     if not involves_floats(arrays, [o.dtype for o in results]) and name != "top_k":
         return None
-    why = refusal(name, arrays, params)
-    if why is None and name in CHECKED:
+    why = refusal(name, arrays, params, interpreter=interpreter)
+    if why is None and (name in CHECKED or name in CPU_CHECKED):
         why = inexact(name, arrays, results, params)
     return why
 
 
-__all__ = ["CHECKED", "EXACT", "MOVING_COLLECTIVES", "STRUCTURAL", "inexact", "involves_floats", "is_float",
-           "refusal", "rounds_floats"]
+__all__ = ["CHECKED", "CPU_CHECKED", "EXACT", "MOVING_COLLECTIVES", "STRUCTURAL", "inexact", "involves_floats",
+           "is_float", "refusal", "rounds_floats"]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.empty_copies import both_readings
+from semcheck.checker.properties.per_mode_values import split_modes
 from semcheck.checker.properties.reductions import REDUCTIONS, on_program, reduced
 from semcheck.checker.properties.registry import BY_ID, IDS
 from semcheck.checker.run.request import Request, Result, unknown_results
@@ -263,8 +264,11 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
             done = iteration_checks(k.iterations, req.modes, lambda p: both_readings(
                 p, check_modes(Analysis(p), req, deadline), req, deadline, check_modes))
         else:
-            done = check_modes(analysis, req, deadline)
-            done = both_readings(k.program, done, req, deadline, check_modes)  # ACC-24: empty copies on hardware
+            def decide(p, r, analysis=analysis, program=k.program):  # ACC-27: each mode's lowering where the modes' values differ
+                a = analysis if p is program else Analysis(p)
+                return both_readings(p, check_modes(a, r, deadline), r, deadline, check_modes)  # ACC-24
+
+            done = split_modes(k, req, decide)
         if k.producers or any(pos in getattr(later, "producers", ()) for later in kernels):
             done = _computed(kernels, pos, analysis, done, races, req, deadline)
         exposed = exposures_of(analysis, req.fold)

@@ -128,7 +128,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                         continue
                     t0 = time.monotonic()
                     with observe(recorder):
-                        kernels = lower_target(t, req.devices, cores=req.cores)
+                        kernels = lower_target(t, req.devices, cores=req.cores, per_mode=True)  # ACC-27
                         composed = lower_program(t, req.devices, kernels, cores=req.cores)  # specs/deciding/programs.md: None alone
                         unconfined, alone, skipped = "", req, None
                         if composed is None:  # communicating calls in a row: one program too (PRG-115)

@@ -1,0 +1,39 @@
+"""ACC-27: a kernel whose values computed before it differ between jax's interpreter modes and `hardware`.
+
+The front end lowers such a kernel twice (`LoweredKernel.hardware`): `program` with the
+values XLA on the CPU gives (the interpreter's modes), and a lowering with the values
+every implementation gives, for `hardware`, or the reason there is none (a value it
+needs is known only on the CPU: every property is then unknown there, with that
+reason and its line). Kernels whose modes agree keep one lowering and never come here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from semcheck.checker.properties.verdict import Verdict
+
+HARDWARE = "hardware"
+
+
+def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
+    """Per mode of `req`, `decide(program, req)`'s verdicts: the interpreter's modes on `k.program`, `hardware` on
+    `k.hardware` (or unknown with its reason) when the kernel has one (ACC-27); `k.program` for every mode else."""
+    hardware = getattr(k, "hardware", None)
+    if hardware is None or HARDWARE not in req.modes:
+        return decide(k.program, req)
+    rest = tuple(m for m in req.modes if m != HARDWARE)
+    done = decide(k.program, dataclasses.replace(req, modes=rest)) if rest else {}
+    if isinstance(hardware, str):
+        reason = (f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27), "
+                  "while jax's interpreter modes compute it on the CPU")
+        done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": "ACC-27"}) for p in req.properties],
+                          0.0)
+    else:
+        done.update(decide(hardware, dataclasses.replace(req, modes=(HARDWARE,))))
+    return {m: done[m] for m in req.modes}
+
+
+__all__ = ["split_modes"]

@@ -1,0 +1,150 @@
+"""Float values computed before a kernel, per DMA mode (ACC-27, ACC-28).
+
+tests/frontend/float_bound_kernels.py divides an example argument before the
+`pallas_call` and uses the quotient as the kernel's copy count. A quotient
+that does not round is what every correctly rounded division gives, XLA's on
+the CPU included (jax's interpreter modes): proved there, unknown under
+hardware naming the division's line; a quotient that rounds is unknown in
+every mode (ACC-26). Ties and subnormals are followed where XLA on the CPU
+computes the program, as jax's interpreter does.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cli._support import semcheck_many
+from semcheck.checker.frontend.float_exact import rounds_floats
+
+pytestmark = pytest.mark.jax
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = "tests/frontend/float_bound_kernels.py"
+MODES = ("eager", "on_wait", "hardware")
+
+
+@pytest.fixture(scope="module")
+def report():
+    (run,) = semcheck_many([(("verify", KERNELS, "--devices", "1", "--dma-mode", "all", "--format", "json",
+                              "--no-cache", "--no-config"), {"cwd": ROOT, "timeout": 900})])
+    assert run.returncode == 3, run.stderr[-2000:]
+    return run.json()["results"]
+
+
+@pytest.mark.rule("ACC-27")
+def test_a_quotient_that_does_not_round_is_a_fact_in_the_interpreter_modes_only(report):
+    """8 / 4: every property proved in eager and on_wait; under hardware unknown, naming ACC-27 and the division's
+    line (before ACC-27: unknown in every mode)."""
+    exact = [r for r in report if r["target"] == "exact"]
+    assert {(r["dma_mode"], r["verdict"]) for r in exact} == {("eager", "proved"), ("on_wait", "proved"),
+                                                              ("hardware", "unknown")}
+    assert all("ACC-27" in r["reason"] and "float_bound_kernels.py:36" in r["reason"]
+               for r in exact if r["dma_mode"] == "hardware")
+
+
+@pytest.mark.rule("ACC-26", "ACC-27")
+def test_a_quotient_that_rounds_is_unknown_in_every_mode(report):
+    rounds = [r for r in report if r["target"] == "rounds"]
+    assert {r["dma_mode"] for r in rounds} == set(MODES)
+    assert all(r["verdict"] == "unknown" and "ACC-26" in r["reason"] and "float_bound_kernels.py:36" in r["reason"]
+               for r in rounds)
+
+
+@pytest.mark.rule("ACC-27")
+@pytest.mark.parametrize("dma_mode", ["eager", "on_wait"])
+def test_the_interpreter_copies_the_rows_semcheck_computed(dma_mode):
+    """Ground truth: jax's interpreter runs `exact` to completion and copies exactly 8 / 4 = 2 rows."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "frontend"))
+    from float_bound_kernels import build
+
+    fn, (x, total) = build(8.0, dma_mode=dma_mode)
+    out = np.asarray(fn(x, total))
+    assert np.array_equal(out[:2], np.asarray(x)[:2])
+
+
+@pytest.mark.rule("ACC-27")
+def test_the_modes_share_one_lowering_where_their_values_agree():
+    """Only a kernel whose values differ between the modes is lowered twice: the integer twin of the division
+    has one set of values (`hardware` None), the exact division two (`hardware` the unknown count)."""
+    import sys
+
+    from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+
+    sys.path.insert(0, str(ROOT / "tests" / "frontend"))
+    from float_bound_kernels import build
+
+    fn, args = build(8.0)
+    (_,), (inputs,) = trace_with_inputs(fn, args, per_mode=True)
+    assert int(inputs.values[0][0, 0]) == 2 and inputs.hardware is not None
+    assert inputs.hardware.values[0] is None and "ACC-27" in inputs.hardware.why_of(0)
+    (_,), (shared,) = trace_with_inputs(fn, args)  # without per_mode: the values every mode shares
+    assert shared.values[0] is None
+    fn, args = build(8)
+    (_,), (ints,) = trace_with_inputs(fn, args, per_mode=True)
+    assert int(ints.values[0][0, 0]) == 2 and ints.hardware is None
+
+
+_F32 = st.floats(width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+
+
+@pytest.mark.rule("ACC-27")
+@settings(max_examples=300, deadline=None)
+@given(a=_F32, b=_F32.filter(lambda b: b != 0), small=st.booleans())
+def test_a_division_is_followed_where_its_exact_quotient_is_its_result(a, b, small):
+    """The interpreter's modes follow `a / b` exactly when the rational quotient is the float32 result (then any
+    correctly rounded division gives it); hardware never follows a division."""
+    if small:  # quotients that are exact: a multiple of b by a power of two or a small integer
+        a = float(np.float32(b) * np.float32(4.0))
+    a32, b32 = np.float32(a), np.float32(b)
+    with np.errstate(all="ignore"):
+        q = a32 / b32
+    exact = np.isfinite(q) and (q == 0 or abs(q) >= np.finfo(np.float32).tiny) and \
+        Fraction(float(a32)) / Fraction(float(b32)) == Fraction(float(q))
+    got = rounds_floats("div", [np.array(a32), np.array(b32)], [np.array(q)], {}, interpreter=True)
+    assert (got is None) == bool(exact)
+    assert rounds_floats("div", [np.array(a32), np.array(b32)], [np.array(q)], {}) is not None
+
+
+@pytest.mark.rule("ACC-28")
+def test_ties_and_subnormals_are_followed_as_xla_on_the_cpu_computes_them():
+    """XLA on the CPU, fused or bound one primitive at a time as semcheck binds it, breaks an argmax's and a
+    top-k's ties by the lowest index and flushes subnormals to zero: followed in the interpreter's modes,
+    refused under hardware."""
+    import jax
+    import jax.numpy as jnp
+
+    row = np.array([[1.0, 3.0, 3.0, 2.0]], np.float32)
+    assert int(jax.jit(lambda x: jnp.argmax(x, axis=1))(row)[0]) == int(jax.lax.argmax(row, 1, jnp.int32)[0]) == 1
+    assert list(jax.jit(lambda x: jax.lax.top_k(x, 2)[1])(row)[0]) == [1, 2]
+    sub = np.float32(1e-40)
+    assert float(jax.jit(lambda s: s + s)(sub)) == float(jax.lax.add(sub, sub)) == 0.0
+    params = {"axes": (1,), "index_dtype": np.int32}
+    assert rounds_floats("argmax", [row], [np.array([1])], params) is not None
+    assert rounds_floats("argmax", [row], [np.array([1])], params, interpreter=True) is None
+    pair = [np.array(sub), np.array(np.float32(0))]
+    assert rounds_floats("max", pair, [np.array(sub)], {}) is not None
+    assert rounds_floats("max", pair, [np.array(sub)], {}, interpreter=True) is None
+
+
+@pytest.mark.rule("ACC-26")
+@settings(max_examples=100, deadline=None)
+@given(counts=st.lists(st.integers(0, 5), min_size=1, max_size=8))
+def test_a_histogram_s_counts_are_exact_in_every_mode(counts):
+    """`scatter-add` of integer-valued floats whose magnitudes sum to at most 2^24 (a histogram's counts): every
+    partial sum is exact, in any order."""
+    operand = np.zeros(len(counts), np.float32)
+    idx = np.repeat(np.arange(len(counts)), counts).reshape(-1, 1)
+    ones = np.ones(len(idx), np.float32)
+    out = np.array(counts, np.float32)
+    assert rounds_floats("scatter-add", [operand, idx, ones], [out], {}) is None
+    half = np.full(len(idx), 0.5, np.float32)
+    if len(idx):
+        assert rounds_floats("scatter-add", [operand, idx, half], [out / 2], {}) is not None
