@@ -148,3 +148,23 @@ def test_a_histogram_s_counts_are_exact_in_every_mode(counts):
     half = np.full(len(idx), 0.5, np.float32)
     if len(idx):
         assert rounds_floats("scatter-add", [operand, idx, half], [out / 2], {}) is not None
+
+
+@pytest.mark.rule("ACC-27")
+def test_hardware_is_decided_on_its_own_lowering_where_it_needs_no_such_value(report):
+    """`unused` passes the quotient as a scalar-prefetch operand its control never reads: lowered twice, and
+    `hardware` is proved on the lowering without the value (it is not made unknown wholesale)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "frontend"))
+    from semcheck.checker.frontend.api import lower_target
+    from semcheck.checker.frontend.targets import load_targets
+    from semcheck.model.ops import Program
+
+    rows = [r for r in report if r["target"] == "unused"]
+    assert {r["dma_mode"] for r in rows} == set(MODES) and {r["verdict"] for r in rows} == {"proved"}
+    (t,) = load_targets(str(ROOT / KERNELS), target="unused")
+    (k,) = lower_target(t, 1, per_mode=True)
+    assert isinstance(k.hardware, Program)
+    (shared,) = lower_target(t, 1)
+    assert shared.hardware is None

@@ -52,3 +52,38 @@ def exact(num_devices):
 @semcheck.target(devices=[1])
 def rounds(num_devices):
     return build(7.0, parts=3)
+
+
+def build_unused(total: float = 8.0, parts: int = PARTS):
+    """The quotient passed as a second scalar-prefetch operand the kernel never reads for its control: `hardware`
+    lowers without it and is decided on that lowering (ACC-27)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(rows_ref, scale_ref, x_ref, o_ref, sem):
+        def body(i, carry):
+            copy = pltpu.make_async_copy(x_ref.at[pl.ds(i, 1)], o_ref.at[pl.ds(i, 1)], sem)
+            copy.start()
+            copy.wait()
+            return carry
+
+        jax.lax.fori_loop(0, rows_ref[0], body, 0)
+
+    def fn(x, total):
+        scale = total / parts
+        rows = jnp.full((1,), 2, jnp.int32)
+        spec = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=2, grid=(1,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY), scratch_shapes=[pltpu.SemaphoreType.DMA])
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid_spec=spec,
+                              interpret=pltpu.InterpretParams())(rows, scale, x)
+
+    x = jnp.arange(ROWS * 128, dtype=jnp.float32).reshape(ROWS, 128)
+    return fn, (x, jnp.array([total], dtype=jnp.float32))
+
+
+@semcheck.target(devices=[1])
+def unused(num_devices):
+    return build_unused()
