@@ -67,7 +67,7 @@ def test_the_interpreter_copies_the_rows_semcheck_computed(dma_mode):
 
     fn, (x, total) = build(8.0, dma_mode=dma_mode)
     out = np.asarray(fn(x, total))
-    assert np.array_equal(out[:2], np.asarray(x)[:2])
+    assert np.array_equal(out[:2], np.asarray(x)[:2]) and not np.array_equal(out[2], np.asarray(x)[2])
 
 
 @pytest.mark.rule("ACC-27")
@@ -168,3 +168,59 @@ def test_hardware_is_decided_on_its_own_lowering_where_it_needs_no_such_value(re
     assert isinstance(k.hardware, Program)
     (shared,) = lower_target(t, 1)
     assert shared.hardware is None
+
+
+@pytest.mark.rule("ACC-28")
+def test_a_tie_inside_the_kernel_is_decided_in_the_interpreter_modes_only(report):
+    """`tie`: the kernel's copy count is an argmax over logits with a tie. The interpreter's modes break it as numpy
+    does (the lowest index): proved there, unknown under hardware naming the argmax's line; a tie between -0.0 and
+    0.0 (`tie_of_zeros`), which XLA's top-k orders and numpy does not, stays unknown in every mode."""
+    tie = [r for r in report if r["target"] == "tie"]
+    assert {(r["dma_mode"], r["verdict"]) for r in tie} == {("eager", "proved"), ("on_wait", "proved"),
+                                                            ("hardware", "unknown")}
+    assert all("ACC-28" in r["reason"] and "float_bound_kernels.py:101" in r["reason"]
+               for r in tie if r["dma_mode"] == "hardware")
+    zeros = [r for r in report if r["target"] == "tie_of_zeros"]
+    assert {r["dma_mode"] for r in zeros} == set(MODES) and {r["verdict"] for r in zeros} == {"unknown"}
+
+
+@pytest.mark.rule("ACC-28")
+@pytest.mark.parametrize("dma_mode", ["eager", "on_wait"])
+def test_the_interpreter_breaks_the_kernel_s_tie_as_semcheck_does(dma_mode):
+    """Ground truth: jax's interpreter takes index 1 of [1, 3, 3, 2] and copies exactly one row."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "frontend"))
+    from float_bound_kernels import build_tie
+
+    fn, (logits, x) = build_tie(dma_mode=dma_mode)
+    out = np.asarray(fn(logits, x))
+    assert np.array_equal(out[0], np.asarray(x)[0]) and not np.array_equal(out[1], np.asarray(x)[1])
+
+
+@pytest.mark.rule("ACC-28")
+@settings(max_examples=200, deadline=None)
+@given(row=st.lists(st.sampled_from([-1.0, -0.0, 0.0, 1.0, 2.0]), min_size=2, max_size=6),
+       k=st.integers(1, 3))
+def test_numpy_s_tie_break_is_xla_s_where_semcheck_follows_it(row, k):
+    """Where the kernel's rule follows a tie for the interpreter's modes, semcheck's argmax and top-k (numpy, the
+    front end's table) choose what XLA on the CPU chooses."""
+    import types
+
+    import jax
+    import jax.numpy as jnp
+
+    from semcheck.checker.frontend.float_exact import refusal
+    from semcheck.checker.frontend.numeric import NUMERIC
+
+    k = min(k, len(row))
+    x = np.array([row], np.float32)
+    lanes = x[None]  # (lanes, 1, n): the front end's lane axis first
+    arg = {"axes": (1,), "index_dtype": np.int32}
+    if refusal("argmax", [lanes], arg, ties=True) is None:
+        got = NUMERIC["argmax"](types.SimpleNamespace(params=arg), lanes)
+        assert int(got[0, 0]) == int(jax.lax.argmax(x, 1, jnp.int32)[0])
+    top = {"k": k, "axis": -1}
+    if refusal("top_k", [lanes], top, ties=True) is None:
+        _, idx = NUMERIC["top_k"](types.SimpleNamespace(params=top), lanes)
+        assert list(idx[0, 0]) == list(np.asarray(jax.lax.top_k(x, k)[1])[0])

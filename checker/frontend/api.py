@@ -161,8 +161,12 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode
-        hardware = None if values is None or values.hardware is None else _hardware_lowering(
-            values.hardware, lambda v: lower_call(resolve_grid(traced_call, v), cores=n_cores,
+        # ACC-27: the values hardware knows, where they differ; ACC-28: the same values, where the kernel broke a
+        # tie only the interpreter's modes break alike
+        hw = None if values is None else values.hardware if values.hardware is not None else (
+            dataclasses.replace(values, on_cpu=False) if stats.cpu_only else None)
+        hardware = None if hw is None else _hardware_lowering(
+            hw, lambda v: lower_call(resolve_grid(traced_call, v), cores=n_cores,
                                                   name=f"{t.name}:{call.name}", stats=LoweringStats(), inputs=v,
                                                   symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
         out.append(

@@ -80,6 +80,7 @@ class KernelInputs:
     # sharing one object; empty otherwise, or where they cannot be told apart
     iterations: tuple[tuple[str, KernelInputs], ...] = ()
     hardware: KernelInputs | None = None  # ACC-27: the values under `hardware` where they differ from these
+    on_cpu: bool = False  # ACC-28: these are the interpreter modes' values (a tie in the kernel is followed)
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""
@@ -146,8 +147,10 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any],
             got = [_computed(a, b) for a, b in zip(got, again)]
         return got, cpu
 
-    got, cpu = values(per_mode)
-    return _per_mode(got, values(False)[0]) if cpu else got  # ACC-27: twice only where the modes may differ
+    if not per_mode:
+        return values(False)[0]
+    got, cpu = values(True)
+    return _per_mode(got, values(False)[0] if cpu else None)  # ACC-27: twice only where the modes may differ
 
 
 def _computed(before: KernelInputs, after: KernelInputs) -> KernelInputs:

@@ -19,7 +19,8 @@ This module is the rule's one home: `numeric.NumericRules` (the kernel) and
 * `rounds_floats` (ACC-26, the program around a call): both, for one bound equation;
   with `interpreter=True` (ACC-27, ACC-28) what holds only where XLA on the CPU computes
   the program (jax's interpreter modes) is followed too: a division that did not round,
-  a tie, a subnormal.
+  a tie, a subnormal; `refusal(ties=True)` (ACC-28, inside a kernel lowered for those
+  modes): a tie numpy breaks as XLA does.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ def involves_floats(invals: Sequence[np.ndarray], out_dtypes: Sequence[Any]) -> 
 
 
 def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any], *,
-            interpreter: bool = False) -> str | None:
+            interpreter: bool = False, ties: bool = False) -> str | None:
     """Why an operation on float data (operands `invals`, lane arrays) is not followed; None when it is.
     `interpreter` (ACC-27, ACC-28): the value is XLA's on the CPU, as semcheck binds it: a division is checked,
-    subnormals (flushed to zero by both) and ties (the lowest index first, jax's rule) are followed."""
+    subnormals (flushed to zero by both) and ties (the lowest index first, jax's rule) are followed. `ties`
+    (ACC-28, inside a kernel, for the interpreter's modes): numpy's choice, the lowest index, is XLA's on the CPU,
+    unless a zero of either sign is among the values (XLA's top-k orders -0.0 below 0.0, numpy does not)."""
     if name not in EXACT and name not in CHECKED and not (interpreter and name in CPU_CHECKED):
         return f"float arithmetic that rounds ({name}), whose last bits may differ between semcheck, jax's " \
                "interpreter and a TPU"
@@ -84,6 +87,10 @@ def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any], *,
             continue
         if ((v != 0) & (np.abs(v) < float(_finfo(x.dtype).smallest_normal))).any():
             return f"a subnormal float among the operands of {name} (a TPU may flush it to zero)"
+    if name in _BY_ORDER and ties and not interpreter:
+        if any(is_float(x.dtype) and (np.asarray(x, dtype=np.float64) == 0).any() for x in invals):
+            return _tie(name, np.asarray(invals[0], dtype=np.float64), params)
+        return None
     if name in _BY_ORDER and not interpreter:
         return _tie(name, np.asarray(invals[0], dtype=np.float64), params)
     return None

@@ -89,6 +89,8 @@ class LoweringStats:
     grid_points: int = 0
     grid_points_as_lanes: int = 0  # of those, evaluated several steps at once (`GridRules.run_core`)
     iterations_as_lanes: int = 0  # loop iterations evaluated as lanes (`ControlFlowRules._scan_as_lanes`)
+    # ACC-28: a tie followed inside the kernel only for the interpreter's modes (its words and line), "" if none
+    cpu_only: str = ""
     # Things the caller should know about the lowered program (not errors).
     warnings: list[str] = dataclasses.field(default_factory=list)
 
@@ -232,6 +234,7 @@ def lower_kernel(
         stats.grid_points_as_lanes += lw.points_as_lanes
         stats.iterations_as_lanes += lw.iterations_as_lanes
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
+        stats.cpu_only = stats.cpu_only or lw.cpu_only
     return program
 
 

@@ -25,6 +25,9 @@ from semcheck.model.ops import Access, Region
 class NumericRules(Evaluator):
     """The fallback rule: evaluate a primitive with the `NUMERIC` table, or give `Unknown`."""
 
+    # ACC-28: the first tie followed only because the launch's values are the interpreter modes' ("" while none)
+    cpu_only: str = ""
+
     def _unknown_accesses(self, eqn: Any, invals: list[Any]) -> None:
         """ACC-2: a buffer ref handed to a higher-order primitive semcheck does not know may be read
         or written anywhere inside it: a write of the whole buffer, widened, so that race-free is
@@ -67,6 +70,10 @@ class NumericRules(Evaluator):
         floats = involves_floats(invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
         if floats or prim.name == "top_k":  # ACC-25: exact operations on float data only; ties a top-k breaks
             why = refusal(prim.name, invals, eqn.params)
+            if why is not None and getattr(getattr(self, "_inputs", None), "on_cpu", False) and refusal(
+                    prim.name, invals, eqn.params, ties=True) is None:  # ACC-28: a tie numpy breaks as XLA does
+                self.cpu_only = self.cpu_only or f"{why} at {self.loc(eqn)} (specs/deciding/frontend.md ACC-28)"
+                why = None
             if why is not None:
                 return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
         try:

@@ -86,18 +86,20 @@ def same_values(a: Any, b: Any) -> bool:
             and all(same(x, y) for x, y in zip(a.grid_bounds, b.grid_bounds)))
 
 
-def per_mode(cpu: Sequence[Any], hardware: Sequence[Any]) -> list[Any]:
-    """ACC-27: per call, the interpreter modes' `KernelInputs` with the hardware ones as its `hardware` where they
-    differ; the hardware ones alone where the interpreter's carry loop iterations or earlier calls' outputs
-    (PRG-183, PRG-169), which are decided on one lowering for every mode."""
+def per_mode(cpu: Sequence[Any], hardware: Sequence[Any] | None) -> list[Any]:
+    """ACC-27: per call, the interpreter modes' `KernelInputs` (marked `on_cpu`, ACC-28) with the hardware ones as
+    its `hardware` where they differ (`hardware` None: they differ nowhere); the hardware ones alone, unmarked,
+    where either carries loop iterations or earlier calls' outputs (PRG-183, PRG-169), which are decided on one
+    lowering for every mode."""
     out = []
-    for c, h in zip(cpu, hardware):
-        if same_values(c, h):
-            out.append(c)
-        elif c.iterations or c.producers or h.iterations or h.producers:
+    for i, c in enumerate(cpu):
+        h = c if hardware is None else hardware[i]
+        if c.iterations or c.producers or h.iterations or h.producers:
             out.append(h)
+        elif same_values(c, h):
+            out.append(dataclasses.replace(c, on_cpu=True))
         else:
-            out.append(dataclasses.replace(c, hardware=h))
+            out.append(dataclasses.replace(c, hardware=h, on_cpu=True))
     return out
 
 

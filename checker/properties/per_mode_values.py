@@ -1,10 +1,11 @@
-"""ACC-27: a kernel whose values computed before it differ between jax's interpreter modes and `hardware`.
+"""ACC-27, ACC-28: a kernel whose values differ between jax's interpreter modes and `hardware`.
 
 The front end lowers such a kernel twice (`LoweredKernel.hardware`): `program` with the
 values XLA on the CPU gives (the interpreter's modes), and a lowering with the values
 every implementation gives, for `hardware`, or the reason there is none (a value it
 needs is known only on the CPU: every property is then unknown there, with that
-reason and its line). Kernels whose modes agree keep one lowering and never come here.
+reason and its line). So is a kernel that broke a tie inside itself (ACC-28). Kernels whose modes agree keep
+one lowering and never come here.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
     rest = tuple(m for m in req.modes if m != HARDWARE)
     done = decide(k.program, dataclasses.replace(req, modes=rest)) if rest else {}
     if isinstance(hardware, str):
-        reason = (f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27), "
-                  "while jax's interpreter modes compute it on the CPU")
+        reason = (f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27, "
+                  "ACC-28), while jax's interpreter modes compute it on the CPU")
         done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": "ACC-27"}) for p in req.properties],
                           0.0)
     else:

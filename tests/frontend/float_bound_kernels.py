@@ -87,3 +87,43 @@ def build_unused(total: float = 8.0, parts: int = PARTS):
 @semcheck.target(devices=[1])
 def unused(num_devices):
     return build_unused()
+
+
+def build_tie(logits=(1.0, 3.0, 3.0, 2.0), dma_mode: str = "eager"):
+    """The copy count chosen inside the kernel: `argmax` of float logits (VMEM, seen whole). With a tie the
+    interpreter's modes take the lowest index, as numpy does (ACC-28); a TPU may take another."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(logits_ref, x_ref, o_ref, sem):
+        rows = jnp.argmax(logits_ref[...], axis=1)[0]
+
+        def body(i, carry):
+            copy = pltpu.make_async_copy(x_ref.at[pl.ds(i, 1)], o_ref.at[pl.ds(i, 1)], sem)
+            copy.start()
+            copy.wait()
+            return carry
+
+        jax.lax.fori_loop(0, rows, body, 0)
+
+    def fn(logits, x):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY), scratch_shapes=[pltpu.SemaphoreType.DMA],
+            interpret=pltpu.InterpretParams(dma_execution_mode=dma_mode))(logits, x)
+
+    x = jnp.arange(ROWS * 128, dtype=jnp.float32).reshape(ROWS, 128)
+    return fn, (jnp.array([logits], dtype=jnp.float32), x)
+
+
+@semcheck.target(devices=[1])
+def tie(num_devices):
+    return build_tie()
+
+
+@semcheck.target(devices=[1])
+def tie_of_zeros(num_devices):
+    return build_tie((-0.0, 0.0, -1.0, -2.0))
