@@ -260,6 +260,7 @@ class GridRules(Evaluator):
             every = type(self)(self.call, self.num_devices, self.cores)  # the Lowerer this mixin is part of
             every.set_launch_values(self._kernel_args, self._inputs)
             every.start_core(0)
+            self.cpu_only = self.cpu_only or every.cpu_only  # ACC-28: a tie it followed is this lowering's too
             return every._shared or ""
         return self._copies.parallel_sharing([p for mine in steps for _, p, _ in mine])
 

@@ -118,12 +118,46 @@ def test_float_arithmetic_that_rounds_is_unknown_naming_its_line(refused):
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-25")
-def test_a_tie_is_unknown_naming_the_argmax(refused):
+@pytest.mark.rule("ACC-25", "ACC-28")
+def test_a_tie_is_unknown_on_hardware_naming_the_argmax(refused):
+    """Two experts tie for a token's top pick: the interpreter's modes break the tie as numpy does (ACC-28),
+    every property proved there; under hardware unknown, naming the argmax's line."""
     line = _line("# the argmax's line")
     rows = refused["tied_topk"]
-    assert {r["verdict"] for r in rows} == {"unknown"}
-    assert all(f"float_routing.py:{line}" in r["reason"] and "tie" in r["reason"] for r in rows)
+    assert {(r["dma_mode"], r["verdict"]) for r in rows} == {("eager", "proved"), ("on_wait", "proved"),
+                                                             ("hardware", "unknown")}
+    assert all(f"float_routing.py:{line}" in r["reason"] and "tie" in r["reason"]
+               for r in rows if r["dma_mode"] == "hardware")
+
+
+_TIED = r"""
+import json, sys
+sys.path.insert(0, "tests/frontend/kernels")
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+import jax, numpy as np
+import float_routing as fr
+fn, (table, x) = fr.tied_topk(2, dma_mode=sys.argv[1])  # (a target is its function, unchanged)
+out, x, want = np.asarray(jax.block_until_ready(fn(table, x))), np.asarray(x), fr.routed_rows(np.asarray(table), 2)
+rows = fr.ROWS
+print(json.dumps([[bool(np.array_equal(out[d * rows:d * rows + n], x[d * rows:d * rows + n])), n] for d, n in
+                  enumerate(want)]))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-28")
+@pytest.mark.parametrize("dma_mode", ["eager", "on_wait"])
+def test_the_interpreter_routes_the_tied_token_as_semcheck_does(dma_mode):
+    """Ground truth: jax's interpreter runs `tied_topk` to completion and each device copies the rows numpy's
+    reading of the tie (the lowest index first) routes to it."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", _TIED, dma_mode], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert all(same for same, _ in got) and any(n for _, n in got), got
 
 
 # --- the rule's arithmetic ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@ copy of that many rows.
   sums 0.0 and 1.0: no partial sum rounds): every property decided in every mode;
 * `softmax_topk`: the logits go through a softmax first (an `exp` and a division, which round):
   unknown, naming the softmax's line;
-* `tied_topk`: two experts tie for a token's top pick: unknown, naming the argmax's line;
+* `tied_topk`: two experts tie for a token's top pick: decided in the interpreter's modes (ACC-28),
+  unknown under hardware, naming the argmax's line;
 * `logits_from_matmul`: the logits are computed around the kernel by a matmul (which rounds):
   unknown, naming the matmul's line; `logits_sliced` takes them by exact slicing: decided.
 """
