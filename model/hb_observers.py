@@ -16,135 +16,13 @@ from semcheck.model.clock_rows import Sparse, join, join_all, join_every_rotatio
 from semcheck.model.access import AccessEvent
 from semcheck.model.access_index import AccessIndex, Pos, Chain
 from semcheck.model.errors import ModelBug
+from semcheck.model.hb_counters import Counter, Signal, bare, merge
 from semcheck.model.quotient import Quotient
 from semcheck.model.ops import Barrier, DmaMode, DmaStart, Program
 from semcheck.model.step import target_core
 
 Pair = tuple[AccessEvent, AccessEvent]
 Arrival = Literal["start", "completion"]
-
-
-class _Signal:
-    """One arrival on a counter: its amount, the clock of what happened before it, and its source.
-
-    The clock is read through a rotation (DR-43): its entry for core `x` is `clock[x - shift]` (numpy's
-    negative indices wrap), `clock` being the snapshot of row `src` of the observer's clocks that the
-    arrival's operation took. `pos` is the operation whose happening implies the arrival: the `Signal`
-    op, or (DR-7, `eager`) the DMA's start; None for a DMA half that arrives
-    when it completes (`hardware`, and the async reading of `on_wait`).
-    """
-
-    __slots__ = ("inc", "clock", "shift", "src", "pos", "dma", "half")
-
-    def __init__(self, inc: int, clock: np.ndarray, shift: int, src: int, pos: Pos | None, dma: Pos | None,
-                 half: str | None) -> None:
-        self.inc, self.clock, self.shift, self.src = inc, clock, shift, src
-        self.pos, self.dma, self.half = pos, dma, half
-
-
-def _bare(s: _Signal) -> _Signal:
-    """`s` without its clock, as a forced entry keeps it: `_late` asks only where it came from (DR-42)."""
-    return _Signal(s.inc, None, 0, -1, s.pos, s.dma, s.half)  # type: ignore[arg-type]
-
-
-def _merge(row: Sparse | np.ndarray, s: _Signal, core: int, n: int) -> Sparse | np.ndarray:
-    """`row` (core `core`'s clock) joined with `s`'s clock, rotated (DR-43): skipped when the clock is a
-    snapshot of this very row, which has only grown since, except in its own entry, which is stale and
-    never read; rotated in two slices rather than a rolled copy (only a dense row is rotated: a fold's).
-    Returns the row to keep (`join`)."""
-    shift, clock = s.shift, s.clock
-    if not shift:
-        if s.src != core:
-            return join(row, clock, n)
-        return row
-    head = row[shift:]
-    np.maximum(head, clock[:-shift], out=head)
-    tail = row[:shift]
-    np.maximum(tail, clock[-shift:], out=tail)
-    return row
-
-
-_NEVER = np.iinfo(np.int32).max  # above every clock entry (clocks are int32: compared without a cast)
-
-
-_MANY = 64
-"""Cores named in a counter's `first` past which it is kept as a row too (`_Counter.knows_of_pending`)."""
-
-
-class _Counter:
-    __slots__ = ("core", "arrived", "consumed", "last_wait", "pending", "forced", "chained", "first", "with_pos",
-                 "max_inc", "num_cores", "first_row")
-
-    def __init__(self, core: int, num_cores: int) -> None:
-        self.core = core
-        self.num_cores = num_cores
-        self.arrived = 0  # total amount that has arrived in the run
-        self.consumed = 0  # total the passed waits took
-        self.last_wait: int | None = None  # pc of the last passed wait on this counter
-        self.pending: list[_Signal] = []  # arrivals not yet known to have preceded a wait of the counter
-        # per passed wait that was ordered after some arrival it must consume: (pc, [[arrival, slack]]),
-        # slack being how much more could arrive without that arrival before the wait still falls short
-        self.forced: list[tuple[int, list[list]]] = []
-        self.chained = False  # some pending arrival may be ordered after another (else none is)
-        # of the pending arrivals that have an operation (`_Signal.pos`): how many, and per core the
-        # earliest position (an arrival knows of some of them iff its clock passes one of these); kept
-        # per core that has one, so that a signal reads a few entries of its clock, not all (DR-42)
-        self.with_pos = 0
-        self.first: dict[int, int] = {}
-        # `first` as a row over every core (no position: past any clock), once it names many cores: an
-        # all-to-all's counter hears from every core, and reading its entries one by one per arrival
-        # was quadratic in the cores
-        self.first_row: np.ndarray | None = None
-        self.max_inc = 0  # the largest pending amount
-
-    def add(self, s: _Signal) -> None:
-        """Count `s` among the pending arrivals."""
-        self.pending.append(s)
-        if s.pos is not None:
-            c, q = s.pos
-            first = self.first
-            if q < first.get(c, _NEVER):
-                first[c] = q
-                if self.first_row is not None:
-                    self.first_row[c] = q
-                elif len(first) > _MANY:
-                    row = self.first_row = np.full(self.num_cores, _NEVER, dtype=np.int32)
-                    row[list(first)] = list(first.values())
-            self.with_pos += 1
-        if s.inc > self.max_inc:
-            self.max_inc = s.inc
-
-    def knows_of_pending(self, clock: np.ndarray, sh: int) -> bool:
-        """Whether an arrival of clock `clock` (read `sh` cores back) passes the earliest position of some
-        core's pending arrival with an operation (DR-6's chain test)."""
-        row = self.first_row
-        if row is None:
-            return any(clock[c - sh] > q for c, q in self.first.items())
-        if type(clock) is Sparse:  # (a sparse clock is never rotated: sh is 0, DR-45)
-            return any(v > row[c] for c, v in clock.items())
-        # clock[c - sh] for every core c, as the entries above read it
-        return bool((np.roll(clock, sh) > row).any())
-
-    def copied(self) -> _Counter:
-        """A copy whose changes leave this one as it is (DR-38): an arrival is never changed once made,
-        a forced entry's slack is."""
-        c = copy.copy(self)
-        c.pending = list(self.pending)
-        c.forced = [(pc, [list(e) for e in entries]) for pc, entries in self.forced]
-        c.first = dict(self.first)
-        c.first_row = None if self.first_row is None else self.first_row.copy()
-        return c
-
-    def reset(self, pending: list[_Signal]) -> None:
-        self.pending = []
-        self.with_pos = 0
-        self.max_inc = 0
-        self.first = {}
-        self.first_row = None
-        for s in pending:
-            self.add(s)
-        if not pending:
-            self.chained = False
 
 
 class Observer:
@@ -163,7 +41,7 @@ class Observer:
         # dense (a fold's rows are read rotated, DR-43); else each row sparse until it is not (DR-45)
         self.clock: np.ndarray | list[Sparse | np.ndarray] = (
             [Sparse() for _ in range(n)] if rows is None else np.zeros((rows, n), dtype=np.int32))
-        self.counters: dict[tuple, _Counter] = {}
+        self.counters: dict[tuple, Counter] = {}
         self.dma_pos: dict[int, Pos] = {}  # DMA ident -> its start
         self.dma_clock: dict[int, np.ndarray] = {}
         self.done: dict[tuple[Pos, str], list[Pos]] = {}  # (start, half) -> waits known to follow the half
@@ -231,7 +109,7 @@ class Observer:
         """A query (PRG-164): the waits E-after the half of the copy started at `start`."""
         return self._done(start, half)
 
-    def _after(self, later: _Signal, earlier: _Signal) -> bool:
+    def _after(self, later: Signal, earlier: Signal) -> bool:
         """Whether the relation orders `later`'s arrival after `earlier`'s."""
         clock, sh = later.clock, later.shift
         if earlier.pos is not None:
@@ -245,7 +123,7 @@ class Observer:
     def signal(self, counter: tuple, inc: int, source: tuple) -> None:
         ctr = self.counters.get(counter)
         if ctr is None:
-            ctr = self.counters[counter] = _Counter(counter[1], self.n)
+            ctr = self.counters[counter] = Counter(counter[1], self.n)
         if self.rotates:
             s = self._arrival(counter, inc, source)
         elif type(source[1]) is str:  # `_arrival`, inlined (one call per signal and half)
@@ -253,12 +131,12 @@ class Observer:
             start = self.dma_pos[ident]
             # the write half is a copy's last arrival: its clock is not kept past it (DR-42)
             clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
-            s = _Signal(inc, clock, 0, start[0], start if self.arrival == "start" else None, start, half)
+            s = Signal(inc, clock, 0, start[0], start if self.arrival == "start" else None, start, half)
         else:
             core, pc = source
             row = self.clock[core].copy()
             row[core] = pc + 1
-            s = _Signal(inc, row, 0, core, source, None, None)
+            s = Signal(inc, row, 0, core, source, None, None)
         clock, sh = s.clock, s.shift
         if (ctr.last_wait is not None and counter not in self.totals and counter not in self.broken_counters
                 and not clock[ctr.core - sh] > ctr.last_wait):
@@ -270,7 +148,7 @@ class Observer:
             ctr.chained = True
         ctr.add(s)
 
-    def _late(self, ctr: _Counter, counter: tuple, t: _Signal) -> None:
+    def _late(self, ctr: Counter, counter: tuple, t: Signal) -> None:
         """DR-6: arrival `t` came after waits of the counter it is not ordered after; in another
         schedule it may come before them, so each arrival such a wait was ordered after must still be
         one it cannot pass without (unless `t` itself needs that arrival first)."""
@@ -287,19 +165,19 @@ class Observer:
                                            f"ordered after the wait at position {pc}, and could satisfy it in its "
                                            "stead")
 
-    def _arrival(self, counter: tuple, inc: int, source: tuple) -> _Signal:
+    def _arrival(self, counter: tuple, inc: int, source: tuple) -> Signal:
         if type(source[1]) is str:  # a DMA half
             ident, half = source
             start = self.dma_pos[ident]
             clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
-            return _Signal(inc, clock, 0, start[0], start if self.arrival == "start" else None, start, half)
+            return Signal(inc, clock, 0, start[0], start if self.arrival == "start" else None, start, half)
         core, pc = source
-        return _Signal(inc, self._snapshot(core, pc + 1), 0, core, (core, pc), None, None)
+        return Signal(inc, self._snapshot(core, pc + 1), 0, core, (core, pc), None, None)
 
     def wait(self, core: int, pc: int, counter: tuple, value: int) -> None:
         ctr = self.counters.get(counter)
         if ctr is None:  # a wait for nothing (value 0)
-            ctr = self.counters[counter] = _Counter(core, self.n)
+            ctr = self.counters[counter] = Counter(core, self.n)
         need = ctr.consumed + value
         ctr.consumed = need
         ctr.last_wait = pc
@@ -323,7 +201,7 @@ class Observer:
             elif arrived - s.inc < need:
                 known, forced = (), pending
                 ctr.reset([])
-                ctr.forced.append((pc, [[_bare(s), need - arrived + s.inc]]))
+                ctr.forced.append((pc, [[bare(s), need - arrived + s.inc]]))
             else:
                 return
         else:
@@ -351,7 +229,7 @@ class Observer:
                     short += sum(t.inc for t in cands if t is not s and self._after(t, s))
                 if short > 0:
                     forced.append(s)
-                    entries.append([_bare(s), short])
+                    entries.append([bare(s), short])
             if entries:
                 ctr.forced.append((pc, entries))
             if known or forced:
@@ -361,7 +239,7 @@ class Observer:
             row = kept = self._own(core) if self.shared else self.clock[core]
             n = self.n
             for s in forced:  # a known arrival's past is already in the core's clock
-                row = _merge(row, s, core, n)
+                row = merge(row, s, core, n)
             if row is not kept:  # a sparse row that became dense (DR-45)
                 self.clock[core] = row
         waiter = (core, pc)
@@ -579,7 +457,7 @@ class SymmetricObserver(Observer):
         n = self.n
         self.done.setdefault((((c - sh) % n, q), half), []).append(((waiter[0] - sh) % n, waiter[1]))
 
-    def _arrival(self, counter: tuple, inc: int, source: tuple) -> _Signal:
+    def _arrival(self, counter: tuple, inc: int, source: tuple) -> Signal:
         rep = counter[1]
         if type(source[1]) is str:
             ident, half = source
@@ -587,11 +465,11 @@ class SymmetricObserver(Observer):
             shift = (rep - (c if half == "read" else self._target(c, q))) % self.n
             start = ((c + shift) % self.n, q)
             clock = self.dma_clock.pop(ident) if half == "write" else self.dma_clock[ident]
-            return _Signal(inc, clock, shift, c, start if self.arrival == "start" else None, start, half)
+            return Signal(inc, clock, shift, c, start if self.arrival == "start" else None, start, half)
         c, q = source
         shift = (rep - self._target(c, q)) % self.n
         # the sender's own entry is set: the signal has happened; read rotated, it is the sender's (DR-43)
-        return _Signal(inc, self._snapshot(c, q + 1), shift, c, ((c + shift) % self.n, q), None, None)
+        return Signal(inc, self._snapshot(c, q + 1), shift, c, ((c + shift) % self.n, q), None, None)
 
     def start(self, core: int, pc: int, ident: int) -> None:
         super().start(core, pc, ident)

@@ -199,15 +199,15 @@ def test_the_class_runs_clocks_read_through_their_rotations_are_the_references_r
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(many_senders(), programs_with_accesses(), symmetric_rings(), rings_with_a_device_barrier()))
 def test_a_counter_that_hears_from_many_cores_reads_them_as_a_row(program):
-    """DR-6's chain test per arrival reads each sending core's earliest pending position; past `_MANY`
+    """DR-6's chain test per arrival reads each sending core's earliest pending position; past `MANY`
     cores (an all-to-all's counter hears from every core) it reads them as one row of the clock: here
     from the first core on, so that every generated program takes the row, in its own run and in the
     class run, and the pass still orders as the reference."""
-    from semcheck.model import hb_observers
+    from semcheck.model import hb_counters
 
     events = accesses(program, "hardware")[0]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hb_observers, "_MANY", 0)
+        patch.setattr(hb_counters, "MANY", 0)
         if events:
             _same(program, {m: events for m in DMA_MODES})
             for mode in DMA_MODES:
