@@ -42,7 +42,7 @@ from semcheck.checker.frontend.closed_refs import discharged, discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
 from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
-from semcheck.checker.frontend.scan_inputs import MAX_SCAN, LoopInputs
+from semcheck.checker.frontend.scan_inputs import NOT_EVALUATED, LoopInputs
 from semcheck.checker.frontend.trace import KernelCall, Operand, eqn_loc, find_kernels, make_jaxpr
 from semcheck.model.ops import NO_LOC
 
@@ -233,7 +233,7 @@ _SHARED = ("the kernel's launch runs more than once with different scalar inputs
 
 _KERNEL_OUTPUT = "the output of kernel call"
 _ABSTRACT = "the example arguments are shapes (jax.ShapeDtypeStruct), not values"
-_NOT_REACHED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
+_NOT_REACHED = NOT_EVALUATED
 _SOME_DEVICES = ("the kernel is launched in a branch of a cond that only some devices take, whose calls' values "
                  "are not followed (PRG-170)")
 _NOT_COMPUTED = "semcheck could not compute the operand from the example arguments"
@@ -356,8 +356,8 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
             elif self._kernels_in(eqn):
                 if name in _ENTERED and len(list(_subs(eqn))) == 1:
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
-                elif name == "scan" and eqn.params["length"] <= MAX_SCAN:
-                    outs, index = self._scan_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
+                elif self.evaluates(eqn):  # PRG-168, PRG-186
+                    outs, index = self.loop_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
                 elif name == "cond":
                     outs, index = self._cond_or_skip(eqn, [read(v) for v in eqn.invars], dev, index,
                                                      tuple(v in needed for v in eqn.outvars))
@@ -533,8 +533,8 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 for v, n in zip(eqn.invars, sub_in[len(inner.constvars):]):
                     if n and type(v) is not lit:
                         need.add(v)
-            elif self._kernels_in(eqn) and name == "scan" and eqn.params["length"] <= MAX_SCAN:
-                need.update(v for v in self._scan_needs(eqn, need) if type(v) is not lit)
+            elif self._kernels_in(eqn) and self.evaluates(eqn):
+                need.update(v for v in self.loop_needs(eqn, need) if type(v) is not lit)
             elif self._kernels_in(eqn) and name == "cond":
                 need.update(v for v in self._cond_needs(eqn, need) if type(v) is not lit)
             elif any(v in need for v in eqn.outvars):

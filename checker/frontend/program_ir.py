@@ -27,6 +27,28 @@ UNKNOWN_TRIPS = "a while loop whose condition the walk cannot compute"
 MAX_UNROLL = 64
 """The most iterations of a `scan` around a kernel call the walk unrolls (PRG-103)."""
 
+class Trips:
+    """A `while_loop`'s trip count, unknown while the loop runs: the words of its iterations (`iteration_words`)
+    read it once it is known (PRG-186, PRG-187)."""
+
+    n: int | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Trips) and self.n == other.n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def __str__(self) -> str:
+        return str(self.n)
+
+
+def iteration_words(stack: tuple[tuple[Any, int, Any], ...]) -> str:
+    """PRG-183, PRG-187: which iteration of which loop(s) a call is, outermost first (each entry: the loop's line,
+    the iteration, the trip count or the words for it)."""
+    return ", ".join(f"iteration {i} (counted from 0, of {n}) of the loop at {loc}" for loc, i, n in stack)
+
+
 CALL_PRIMITIVES = frozenset({"jit", "pjit", "closed_call", "core_call", "remat", "checkpoint",
                               "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "named_call"})
 
@@ -72,6 +94,8 @@ class Invocation:
     devices: frozenset[int] | None = None  # PRG-145: the devices that run it (None: every device)
     # PRG-167: the launch equation, to find the concrete values `concrete_inputs` gives this call
     eqn: Any = dataclasses.field(default=None, compare=False, repr=False)
+    # PRG-187: the iterations of the loops around the call the walk unrolled (`iteration_words`), outermost first
+    loops: tuple[tuple[Any, int, Any], ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -84,10 +108,11 @@ class Invocation:
     def describe(self) -> str:
         """How reports name the call: kernel name, call index and the pallas_call's line (and the devices that
         run it, where a cond gives devices different calls, PRG-145)."""
+        where = f"call {self.index}, {iteration_words(self.loops)}" if self.loops else f"call {self.index}"
         if self.devices is not None:
             on = ", ".join(str(d) for d in sorted(self.devices))
-            return f"{self.name} (call {self.index}, {self.loc}, on device{'s' if len(self.devices) > 1 else ''} {on})"
-        return f"{self.name} (call {self.index}, {self.loc})"
+            return f"{self.name} ({where}, {self.loc}, on device{'s' if len(self.devices) > 1 else ''} {on})"
+        return f"{self.name} ({where}, {self.loc})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,5 +234,5 @@ def deps_of(values: list[Value]) -> frozenset[int]:
     return frozenset(out)
 
 
-__all__ = ["Invocation", "Link", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
+__all__ = ["Invocation", "Link", "Trips", "iteration_words", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
            "WINDOW"]

@@ -28,7 +28,7 @@ from typing import Any
 from semcheck.checker.frontend.call_boundary import is_boundary
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.grid_copies import GridCopyLoc
-from semcheck.checker.frontend.program_ir import Invocation, Outside, ProgramIR
+from semcheck.checker.frontend.program_ir import Invocation, Outside, ProgramIR, iteration_words
 from semcheck.model.ops import (
     BARRIER,
     Access,
@@ -160,6 +160,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     # how reports name each call's HBM buffers (Program.names): the call's own, under its prefix
     names = {call_prefix(invs[k]) + label: call_prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
              if program_label(label, call_prefix(invs[k]), renames[k]) == call_prefix(invs[k]) + label}
+    names.update(iteration_names(invs[k] for k in order))  # PRG-187
     from semcheck.checker.frontend.collective_ids import composed_refusal
 
     program = Program(topo, tuple(tuple(ops) for ops in cores), collective_id=cid, name=name,
@@ -301,6 +302,12 @@ def _race_gaps(ir: ProgramIR, renames: list[dict[str, str]], cores: list[list[Op
                     if text not in gaps:
                         gaps.append(text)
     return tuple(gaps)
+
+
+def iteration_names(invs: Any) -> dict[str, str]:
+    """PRG-187: how reports say which iteration of which loop a call of the program is (`Program.names`, keyed by
+    the call's prefix without its dot; `timeline.label_name` reads them)."""
+    return {call_prefix(inv)[:-1]: iteration_words(inv.loops) for inv in invs if inv.loops}
 
 
 def call_prefix(inv: Invocation) -> str:

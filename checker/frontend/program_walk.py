@@ -26,6 +26,7 @@ from semcheck.checker.frontend.program_ir import (
     Outside,
     Produced,
     ProgramIR,
+    Trips,
     Use,
     WINDOW,
     Value,
@@ -128,6 +129,7 @@ class _Walker(PerDevice):
         self.state_calls: list[tuple[frozenset[int], Loc]] = []  # PRG-129: calls inside a run_state, its line
         self.windows: list[tuple[Loc, int, int, int]] = []  # PRG-130
         self._in_window = False
+        self._loops: list[tuple[Loc, int, Any]] = []  # PRG-187: the unrolled loops' iterations the walk is in
         self._computation = 0  # PRG-127: the top-level computation the walk is in
         self.invocations: list[Invocation] = []
         self.links: list[Link] = []
@@ -179,7 +181,7 @@ class _Walker(PerDevice):
         if eqn.primitive.name == "axis_index" or not all(u for u, _ in about):
             return
         value = None
-        if all(c is not None for _, c in about) and not subs(eqn) and \
+        if all(c is not None for _, c in about) and (not subs(eqn) or eqn.primitive.name in CALL_PRIMITIVES) and \
                 all(int(np.size(c)) <= MAX_FOLD for _, c in about):
             try:
                 import jax
@@ -285,7 +287,8 @@ class _Walker(PerDevice):
             raise Stop(f"{call.name} (call {k}) is {earlier.describe()} again, on the same operands and without "
                         "has_side_effects: XLA may merge the two calls into one (CSE)", call.loc)
         self._launched.setdefault(same, k)
-        self.invocations.append(Invocation(call, k, inputs, deps_of(ins), devices=self._devices, eqn=eqn))
+        self.invocations.append(Invocation(call, k, inputs, deps_of(ins), devices=self._devices, eqn=eqn,
+                                           loops=tuple(self._loops)))
         return [Produced(k, o) for o in range(len(eqn.outvars))]
 
     def _xla_use(self, v: Produced, what: str, loc: Loc, after: frozenset[int], entry: int | None = None) -> None:
@@ -420,8 +423,14 @@ class _Walker(PerDevice):
         ys: list[Value] = []
         every_y: list[Value] = []  # the stacked results are computed from every iteration's
         self._in_window = self._in_window or window is not None
-        for _ in range(length):  # a reversed scan runs the same body: only the slices' order differs
-            outs = self.walk(body, dict(zip(body.invars, [*consts, *carry, *slices])), axes=axes, physical=physical)
+        trips = p["length"] if window is None else f"the {WINDOW} iterations of PRG-130's window over {p['length']}"
+        for i in range(length):  # a reversed scan runs the same body: only the slices' order differs
+            self._loops.append((loc, i, trips))  # PRG-187
+            try:
+                outs = self.walk(body, dict(zip(body.invars, [*consts, *carry, *slices])), axes=axes,
+                                 physical=physical)
+            finally:
+                self._loops.pop()
             carry, ys = (list(g) for g in p["ft_out"].update(outs).unpack())
             every_y.extend(ys)
             for v in ys:
@@ -457,7 +466,9 @@ class _Walker(PerDevice):
             env.update(zip(jaxpr.invars, operands))
             return self.walk(jaxpr, env, axes=axes, physical=physical)
 
+        trips = Trips()  # PRG-187: the iterations' words read the trip count once it is known
         for done in range(MAX_UNROLL + 1):
+            trips.n = done
             cond = getattr(p["cond_jaxpr"], "jaxpr", p["cond_jaxpr"])
             (flag,) = run(p["cond_jaxpr"], [*cconsts, *carry])
             uniform, value = self._about(cond.outvars[0], flag)
@@ -468,7 +479,11 @@ class _Walker(PerDevice):
                 return carry
             if done == MAX_UNROLL:
                 break
-            carry = run(p["body_jaxpr"], [*bconsts, *carry])
+            self._loops.append((loc, done, trips))
+            try:
+                carry = run(p["body_jaxpr"], [*bconsts, *carry])
+            finally:
+                self._loops.pop()
             if len(carry) != len(eqn.outvars):
                 raise Stop("a loop whose carried values the walk cannot match", loc)
         raise Stop(f"a kernel call inside a while loop of more than {MAX_UNROLL} iterations: the walk unrolls at "

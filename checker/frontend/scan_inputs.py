@@ -17,12 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.loop_budget import MAX_ITERATION_LOWERINGS, MAX_SCAN
+from semcheck.checker.frontend.program_ir import iteration_words
 from semcheck.checker.frontend.trace import eqn_loc
+from semcheck.checker.frontend.while_inputs import WhileInputs
 from semcheck.model.ops import NO_LOC
 
-# PRG-168: the iterations of a scan around kernel calls that are evaluated one by one
-MAX_SCAN = 64
 LOOP_DIFFERS_MARK = "whose iterations give it different scalar inputs"
+# PRG-184: the reason a launch has no values where the evaluation never reaches it (a loop it does not run)
+NOT_EVALUATED = "the kernel is launched inside a construct semcheck does not evaluate concretely"
 _LOOP_DIFFERS = ("the kernel is launched in a loop{at} " + LOOP_DIFFERS_MARK + ", which a "
                  "program of calls does not tell apart")
 
@@ -41,11 +44,20 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
         for op in ops:
             for region in (getattr(op, "region", None), getattr(op, "src_region", None),
                            getattr(op, "dst_region", None)):
-                if region is not None and not region.exact and LOOP_DIFFERS_MARK in (region.why or ""):
+                why = region.why or "" if region is not None and not region.exact else ""
+                if LOOP_DIFFERS_MARK in why:
                     raise Unsupported(type(op).__name__, f"the region of {op.describe()} depends on a scalar input "
                                       f"that differs between the iterations of the loop around the call "
-                                      f"({region.why}): each iteration's start may be out of bounds, which is not "
-                                      "checked (specs/deciding/programs.md PRG-182)", op.loc)
+                                      f"({why}): each iteration's start may be out of bounds, which is not "
+                                      f"checked where PRG-183 does not check each iteration's call (it does for "
+                                      f"at most {MAX_SCAN} reaches of a launch on every device alike, with at most "
+                                      f"{MAX_ITERATION_LOWERINGS} distinct inputs, PRG-185) "
+                                      "(specs/deciding/programs.md PRG-182)", op.loc)
+                if NOT_EVALUATED in why:
+                    raise Unsupported(type(op).__name__, f"the region of {op.describe()} depends on a scalar input "
+                                      f"the evaluation of the program around the call never computes ({why}): a "
+                                      "start it may give past the end of the array is not checked "
+                                      "(specs/deciding/programs.md PRG-184)", op.loc)
 
 
 def lower_iterations(values: Any, lower: Any) -> tuple[tuple[str, Any], ...]:
@@ -58,6 +70,8 @@ def lower_iterations(values: Any, lower: Any) -> tuple[tuple[str, Any], ...]:
     out = []
     for words, inputs in getattr(values, "iterations", ()) or ():
         if id(inputs) not in got:
+            if len(got) == MAX_ITERATION_LOWERINGS:  # PRG-185: over the budget, PRG-182 stands for the call
+                return ()
             got[id(inputs)] = lower(inputs)
             try:
                 refuse_regions_a_loop_varies(got[id(inputs)])
@@ -86,12 +100,7 @@ def _same_list(a: list[Any], b: list[Any]) -> bool:
 
 
 
-def _iteration_words(stack: tuple[tuple[Any, int, int], ...]) -> str:
-    """PRG-183: which iteration of which loop(s) a reach of a launch is, outermost first."""
-    return ", ".join(f"iteration {i} (counted from 0, of {n}) of the loop at {loc}" for loc, i, n in stack)
-
-
-class LoopInputs:
+class LoopInputs(WhileInputs):
     """The scan part of `concrete_inputs._Interpreter` (which provides `run`, `records`, `reasons`, `calls`,
     `_need`, `_kernels_in`, `_pass_reasons`, `_why`, and `_value` and `_tracks`: a constant's value and
     whether the front end reads an operand's contents)."""
@@ -133,16 +142,32 @@ class LoopInputs:
             got = made({d: r[1] for d, r in zip(lanes, reach)}, {d: r[2] for d, r in zip(lanes, reach)})
             key = [*got.values, *got.grid_bounds]
             got = next((g for _, g in out if _same_list([*g.values, *g.grid_bounds], key)), got)  # shared lowering
-            out.append((_iteration_words(reach[0][0]), got))
+            out.append((iteration_words(reach[0][0]), got))
         return tuple(out)
 
-    def _scan_or_skip(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any] | None, int]:
-        """`_scan`, or the loop skipped as before PRG-168 (its launches keep no values) when it cannot be run."""
+    def evaluates(self, eqn: Any) -> bool:
+        """Whether a loop around kernel calls is run by the evaluation: a `scan` of at most MAX_SCAN iterations
+        (PRG-168, PRG-185), a `while_loop` (PRG-186, its trip count found as it runs)."""
+        name = eqn.primitive.name
+        return (name == "scan" and eqn.params["length"] <= MAX_SCAN) or name == "while"
+
+    def loop_needs(self, eqn: Any, need: set[Any]) -> list[Any]:
+        """The operands of a loop `evaluates` runs that its calls' operands (and its outputs in `need`) need."""
+        return self._scan_needs(eqn, need) if eqn.primitive.name == "scan" else self._while_needs(eqn)
+
+    def loop_or_skip(self, eqn: Any, invals: list[Any], dev: Any, index: int) -> tuple[list[Any] | None, int]:
+        """A loop `evaluates` runs, or skipped as before PRG-168 (its launches keep no values) when it cannot be
+        run."""
         records = {k: dict(v) for k, v in self.records.items()}
         reasons = {k: dict(v) for k, v in self.reasons.items()}
         reaches = {k: {d: list(r) for d, r in v.items()} for k, v in self.reaches.items()}
         loops = list(self._loops)
         try:
+            if eqn.primitive.name == "while":
+                outs, end = self._while(eqn, invals, dev, index)
+                for v in eqn.outvars:
+                    self._why.setdefault(v, "the output of a loop around kernel calls, which semcheck does not follow")
+                return [None] * len(eqn.outvars), end
             return self._scan(eqn, invals, dev, index)
         except Exception:  # noqa: BLE001 - no value, never a guess
             self.records, self.reasons, self.reaches, self._loops = records, reasons, reaches, loops
@@ -176,23 +201,32 @@ class LoopInputs:
             finally:
                 self._loops.pop()
             carry = list(outs[:nk])
-            for k in range(start, end):
-                got = self.records.get(k, {}).get(lane)
-                if got is None:
-                    continue
-                got = self._tracked(k, got)
-                if k not in first:
-                    first[k] = got
-                elif not _same_list(first[k], got):
-                    differs.add(k)
+            self.compare_reaches(range(start, end), lane, first, differs)
+        self.mark_varied(differs, lane, loc)
+        for v in eqn.outvars:
+            self._why.setdefault(v, "the output of a loop around kernel calls, which semcheck does not follow")
+        return [*carry, *(None,) * (len(eqn.outvars) - nk)], end
+
+    def compare_reaches(self, launches: range, lane: int, first: dict[int, list[Any]], differs: set[int]) -> None:
+        """After one iteration of a loop: the launches whose values differ from their first iteration's."""
+        for k in launches:
+            got = self.records.get(k, {}).get(lane)
+            if got is None:
+                continue
+            got = self._tracked(k, got)
+            if k not in first:
+                first[k] = got
+            elif not _same_list(first[k], got):
+                differs.add(k)
+
+    def mark_varied(self, differs: set[int], lane: int, loc: Any) -> None:
+        """PRG-168: a launch the loop's iterations give different values has none as one launch (PRG-183 may
+        still give each reach its own)."""
         self._varied |= differs
         for k in differs:  # never the last iteration's values for every iteration
             self.records[k][lane] = [None] * len(self.records[k][lane])
             self.reasons.setdefault(k, {})[lane] = [_LOOP_DIFFERS.format(at=f" at {loc}" if loc.line else "")] * len(
                 self.records[k][lane])
-        for v in eqn.outvars:
-            self._why.setdefault(v, "the output of a loop around kernel calls, which semcheck does not follow")
-        return [*carry, *(None,) * (len(eqn.outvars) - nk)], end
 
     def _tracked(self, k: int, values: list[Any]) -> list[Any]:
         """A launch's recorded values where the front end reads them (dynamic grid bounds, scalar operands)."""

@@ -42,7 +42,8 @@ def _call(m: re.Match, names: dict[str, str] | None = None) -> str:
     kernel, i, label, index = m["kernel"], int(m["i"]), m["label"], m["cindex"] or ""
     prefix = f"{kernel}#{i}."
     label = _SCOPED.sub(lambda s: _scoped(s, names, prefix), label)
-    return f"{label}{index} of {kernel} (call {i})"  # the call index, as Invocation.describe
+    loops = (names or {}).get(f"{kernel}#{i}")  # PRG-187: the loops' iterations the call is in
+    return f"{label}{index} of {kernel} (call {i}{', ' + loops if loops else ''})"  # as Invocation.describe
 
 
 _HBM = re.compile(r"\b(?:\w+#\d+\.)?hbm\d+\b")  # a launch's HBM buffer, in a program of calls with its call

@@ -9,8 +9,8 @@ of the right neighbour's output and waits for both halves of the copy; the outpu
 the right numbers); `one_chunk_too_many` runs CHUNKS + 1 (BUG: the last offset is the first row past the block,
 and jax's interpreter raises `IndexError: Out-of-bounds read` in that call, in both modes). Before PRG-182 both
 were proved in every mode: the copy's region, widened over the iterations' offsets, hid the last one; with PRG-182
-both were unknown; PRG-183 lowers each iteration's call with its own offset. `nested_over_the_cap` sends the chunks
-from two nested loops, 9 x 8 = 72 launches of one call, more than PRG-183 tells apart: PRG-182 still refuses it.
+both were unknown; PRG-183 lowers each iteration's call with its own offset. `nested_loops` sends the chunks from
+two nested loops, 72 launches of one call over 4 offsets: unknown before PRG-185, four lowerings with it.
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ def one_chunk_too_many(num_devices: int, *, dma_mode: str = "eager", interpret=N
 
 
 @semcheck.target(devices=[2])
-def nested_over_the_cap(num_devices: int, *, dma_mode: str = "eager", interpret=None):
-    # 72 launches of one call: more than PRG-183 tells apart, so PRG-182's refusal stands
+def nested_loops(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    # 72 launches of one call over 4 offsets (PRG-185: four lowerings)
     return build_with(num_devices, interpret_params(dma_mode, interpret), nested=(9, 8))
 
 

@@ -61,6 +61,8 @@ PER_DEVICE_CALL = ("hangs: a device that runs a call the others skip waits at it
 NO_TAGS = "get_barrier_semaphore fails: the interpreter uses no tags, the collective_id is None (PRG-13)"
 LAST_ITERATION_OUT_OF_BOUNDS = ("the last iteration's call raises IndexError: Out-of-bounds read at its copy "
                                "(PRG-183)")
+LAST_CLEAR_OUT_OF_BOUNDS = ("the last iteration's clear call raises ValueError: Out-of-bounds write at its copy "
+                            "(PRG-183)")
 EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/async_slice.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
@@ -90,6 +92,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     # PRG-183: one call per layer in a fori_loop, the layer index the loop's
     "examples/programs/kv_cache_layers_loop.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/buggy/kv_cache_layers_loop_one_layer_too_many.py": {
+        "hardware": [], "interpreter": LAST_ITERATION_OUT_OF_BOUNDS},
+    # PRG-126, PRG-183: a lax.switch per layer between two calls, on a replicated layer-kind table
+    "examples/programs/hybrid_layers_switch.py": {"hardware": [], "interpreter": "completes"},
+    "examples/programs/buggy/hybrid_layers_switch_clears_next_layer.py": {
+        "hardware": [], "interpreter": LAST_CLEAR_OUT_OF_BOUNDS},
+    # PRG-186: one call per dirty page in a while_loop, the count an input array
+    "examples/programs/dirty_page_flush_while.py": {"hardware": [], "interpreter": "completes"},
+    "examples/programs/buggy/dirty_page_flush_while_count_past_staging.py": {
         "hardware": [], "interpreter": LAST_ITERATION_OUT_OF_BOUNDS},
     "examples/programs/buggy/ring_attention_planned_skips_steps.py": {
         "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "devices": [2, 4, 8],

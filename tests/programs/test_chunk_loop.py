@@ -1,7 +1,7 @@
 """PRG-183: a kernel launched in a loop whose iterations give it different scalar inputs is decided iteration by
 iteration, each iteration's call lowered with its own values (tests/programs/chunk_loop_targets.py): the seeded
-bug's last copy is out of bounds, where jax's interpreter raises. PRG-182: what is still not told apart (more
-launches than PRG-183 lowers one by one) stays unknown, never proved over a widened region."""
+bug's last copy is out of bounds, where jax's interpreter raises. PRG-185: two nested loops of 72 launches over
+four offsets are four lowerings."""
 
 from __future__ import annotations
 
@@ -51,17 +51,17 @@ def _verify(devices: str) -> list[dict]:
 @pytest.mark.jax
 @pytest.mark.rule("PRG-183")
 @pytest.mark.rule("PRG-182")
+@pytest.mark.rule("PRG-185")
 def test_each_iteration_of_a_loop_is_decided_with_its_own_values():
     got = _verify("2")
-    assert {r["target"] for r in got} == {"clean", "one_chunk_too_many", "nested_over_the_cap"}
+    assert {r["target"] for r in got} == {"clean", "one_chunk_too_many", "nested_loops"}
     assert {r["dma_mode"] for r in got} == {"eager", "on_wait", "hardware"}
     by = {(r["target"], r["dma_mode"], r["property"]): r for r in got}
     for mode in ("eager", "on_wait", "hardware"):
         for prop in {p for _, _, p in by}:
             assert by[("clean", mode, prop)]["verdict"] == "proved", by[("clean", mode, prop)]
-            r = by[("nested_over_the_cap", mode, prop)]  # PRG-182: 72 launches, more than PRG-183 tells apart
-            assert r["verdict"] == "unknown" and "PRG-182" in r["reason"], r
-            assert "differs between the iterations" in r["reason"], r
+            # PRG-185: 72 launches over 4 offsets, four lowerings (unknown under PRG-182 before it)
+            assert by[("nested_loops", mode, prop)]["verdict"] == "proved", by[("nested_loops", mode, prop)]
             bug = by[("one_chunk_too_many", mode, prop)]
             if mode == "hardware" or prop != "deadlock-free":
                 # a TPU's copy past the end is what a single call's is (D33); every other property holds in

@@ -114,17 +114,20 @@ def test_programs_without_semaphore_results_complete_correctly(path):
 @pytest.mark.parametrize("path", [p for p, s in mgt.EXAMPLES.items()
                                   if s["interpreter"] == mgt.LAST_ITERATION_OUT_OF_BOUNDS])
 @pytest.mark.rule("PRG-183")
+@pytest.mark.rule("PRG-186")
 def test_a_loop_whose_last_call_reads_past_its_buffer_raises_there(path):
     """PRG-183: the calls of the loop run one by one with their own layer index; the last one's copy reads past
-    the end of its source, and jax's interpreter raises there, in every mode, with and without races. At 4 devices
-    the error the jitted call re-raises may be another device's `BrokenBarrierError` (the failing device aborts
-    the barrier the others wait at; its IndexError is printed from its thread)."""
+    the end of its source, and jax's interpreter raises there, in every mode, with and without races. The error the
+    jitted call re-raises may be another device's `BrokenBarrierError` (the failing device aborts the barrier the
+    others wait at; its IndexError is printed from its thread), at 2 devices too (the `while_loop` example's
+    2-device `eager` run), but some run re-raises the IndexError itself."""
     cases = _cases(path)
     assert {(c["devices"], c["dma_mode"]) for c in cases} >= {(n, m) for n in mgt.DEVICES for m in mgt.DMA_MODES}
     for c in cases:
         assert c["outcome"] == "error" and c["error_type"] in ("IndexError", "BrokenBarrierError"), c["key"]
-        if c["error_type"] == "IndexError" or c["devices"] == 2:
-            assert c["error_type"] == "IndexError" and c["error_message"].startswith("Out-of-bounds read of"), c["key"]
+        if c["error_type"] == "IndexError":
+            assert c["error_message"].startswith("Out-of-bounds read of"), c["key"]
+    assert any(c["error_type"] == "IndexError" for c in cases), path
 
 
 def test_hazard_examples_were_run_where_the_hardware_verdict_changes():

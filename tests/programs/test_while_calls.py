@@ -37,7 +37,7 @@ def rows() -> dict[str, dict[tuple[int, str], dict]]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-171", "PRG-115")
+@pytest.mark.rule("PRG-171", "PRG-115", "PRG-187")
 def test_a_while_loop_with_a_known_trip_count_is_unrolled(rows):
     """The replicated trip count: the loop is unrolled into its shift calls and proved in every mode (it was
     unknown: "a kernel call inside a while"); with a single barrier the program is invocation-confined violated
@@ -47,6 +47,10 @@ def test_a_while_loop_with_a_known_trip_count_is_unrolled(rows):
     assert {r["verdict"] for props in got.values() for r in props.values()} == {"proved"}
     (bad,) = rows["shifts_while_single_barrier"].values()
     assert bad["invocation-confined"]["verdict"] == "violated"
+    # PRG-187: the witness names each call's iteration of the while loop, with its trip count
+    message = bad["invocation-confined"]["witness"]["message"]
+    assert ("_shift_kernel (call 0, iteration 0 (counted from 0, of 4) of the loop at "
+            "tests/programs/followed_targets.py:") in message, message
     assert {r["verdict"] for p, r in bad.items() if p != "invocation-confined"} == {"unknown"}  # PRG-114
 
 
