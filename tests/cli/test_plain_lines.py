@@ -8,9 +8,10 @@ console settings, and shown to leave rich's rendering out where it applies."""
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
@@ -73,3 +74,30 @@ def test_a_plain_line_is_written_without_rich_rendering(monkeypatch):
     assert buf.getvalue() == "device 8959: \u241b[2J a line longer than the width   \n"
     with pytest.raises(AssertionError, match="rendered by rich"):  # a colour console renders with rich
         LineConsole(file=io.StringIO(), force_terminal=True).print(Text("x", style="bold"), soft_wrap=True)
+
+
+def _line_reference(text: str) -> str:
+    """REP-1's `line` as written before RUN-51: translate every character, then break a leading `::`."""
+    table = {c: chr(0x2400 + c) for c in range(0x20)} | {0x7F: "\u2421"}
+    table |= {c: "\ufffd" for c in range(0x80, 0xA0)}
+    table |= {0x2028: "\u2424", 0x2029: "\u2424", 0x85: "\u2424"}
+    return re.sub(r"^(\s*)::", lambda m: m.group(1) + ":\ua789", text.translate(table), count=1)
+
+
+# the controls, line breaks, blanks and colons `line` reads; the examples hold a control character alone
+LINE_CHARS = st.sampled_from([chr(c) for c in [*range(0x21), 0x7F, *range(0x80, 0xA1), 0x2028, 0x2029, 0x2424]]
+                             + [":", "::", " ::", "a", "é", "😀", "\u3000"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(st.lists(LINE_CHARS, max_size=20).map("".join), st.text(max_size=30)))
+@example(text='\x85')
+@example(text='a\x85b')
+@example(text='é\x9f')
+@example(text='\u2029')
+@example(text='x\x7f')
+@example(text='  ::x')
+@example(text='\u3000::')
+@example(text='a::')
+def test_a_line_without_control_characters_is_left_as_it_is_and_every_line_as_before(text):
+    assert line(text) == _line_reference(text)
