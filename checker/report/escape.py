@@ -36,6 +36,11 @@ def line(text: str) -> str:
     return _LEADING_COMMAND.sub(lambda m: m.group(1) + ":" + MODIFIER_COLON, text, count=1)
 
 
+def unescaped(text: str) -> bool:
+    """Whether `line` leaves `text` as it is and it has no control character at all (RUN-51)."""
+    return _CONTROL.search(text) is None and "::" not in text
+
+
 def lines(text: str) -> str:
     """Multi-line text (a traceback shown with --debug): `line` for each of its lines."""
     return "\n".join(line(x) for x in text.split("\n"))

@@ -101,3 +101,15 @@ LINE_CHARS = st.sampled_from([chr(c) for c in [*range(0x21), 0x7F, *range(0x80, 
 @example(text='a::')
 def test_a_line_without_control_characters_is_left_as_it_is_and_every_line_as_before(text):
     assert line(text) == _line_reference(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=texts, style=st.sampled_from(STYLES), options=st.sampled_from(CONSOLES), width=st.integers(1, 200))
+def test_a_said_line_is_what_rich_writes_of_its_text_guarded(text, style, options, width):
+    t = Text(text, style=style)  # what the report printed before RUN-51 (rich's Text strips some controls)
+    guarded = t.copy()
+    guarded.plain = line(t.plain)
+    said, printed = io.StringIO(), io.StringIO()
+    LineConsole(file=said, width=width, highlight=False, **options).say(text, style)
+    Console(file=printed, width=width, highlight=False, **options).print(guarded, soft_wrap=True, highlight=False)
+    assert said.getvalue() == printed.getvalue()
