@@ -19,14 +19,26 @@ _PICTURES = {c: chr(0x2400 + c) for c in range(0x20)} | {0x7F: "\u2421"}
 _PICTURES |= {c: "\ufffd" for c in range(0x80, 0xA0)}  # C1 controls (a terminal may act on them)
 _PICTURES |= {0x2028: "\u2424", 0x2029: "\u2424", 0x85: "\u2424"}  # Unicode line breaks: a line ends there too
 _LEADING_COMMAND = re.compile(r"^(\s*)::")
+_CONTROL = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_PICTURES)) + "]")
+"""Any character `line` replaces: a line without one is left as it is."""
 MODIFIER_COLON = "\ua789"  # what stands for the second colon of a `::` that would start a line
 
 
 def line(text: str) -> str:
     """`text` fit for one line of a line-oriented output: every control character (newline,
     carriage return, escape, ...) replaced by its visible control picture, and a leading `::`
-    (after blanks) broken, so the line can never be a workflow command. Length-preserving."""
-    return _LEADING_COMMAND.sub(lambda m: m.group(1) + ":" + MODIFIER_COLON, text.translate(_PICTURES), count=1)
+    (after blanks) broken, so the line can never be a workflow command. Length-preserving. A line with
+    neither (most of a report's) is returned as it is without translating it (RUN-51)."""
+    if _CONTROL.search(text) is not None:
+        text = text.translate(_PICTURES)
+    if "::" not in text:
+        return text
+    return _LEADING_COMMAND.sub(lambda m: m.group(1) + ":" + MODIFIER_COLON, text, count=1)
+
+
+def unescaped(text: str) -> bool:
+    """Whether `line` leaves `text` as it is and it has no control character at all (RUN-51)."""
+    return _CONTROL.search(text) is None and "::" not in text
 
 
 def lines(text: str) -> str:

@@ -29,7 +29,7 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
     rule_chars = "-" if plain else "─"
 
     def say(text: str, style: str = "") -> None:
-        console.print(Text(rel(text), style=style), soft_wrap=True, highlight=False)
+        _say(console, rel(text), style)
 
     _render_file(console, say, marks, rule_chars, path, results)
     _render_summary(console, marks, plain, results)
@@ -50,7 +50,7 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
     rule_chars = "-" if plain else "─"
 
     def say(text: str, style: str = "") -> None:
-        console.print(Text(rel(text), style=style), soft_wrap=True, highlight=False)
+        _say(console, rel(text), style)
 
     for i, f in enumerate(files):
         if i:
@@ -260,3 +260,14 @@ def _render_every_n(console, marks, rule_chars, f: FileReport) -> None:
             line = Text(f"{mark[x.kind]:<{mark_width}} ", style=STYLE.get(x.kind, "dim"))
             line.append(rel(report_every_n.text(x)), style="dim" if x.kind == "per-n" else "")
             console.print(line, soft_wrap=True, highlight=False)
+
+
+def _say(console, text: str, style: str) -> None:
+    """One line of the report: the console's own (`LineConsole.say`, RUN-51), else a Text printed as one line."""
+    from rich.text import Text
+
+    say = getattr(console, "say", None)
+    if say is not None:
+        say(text, style)
+    else:
+        console.print(Text(text, style=style), soft_wrap=True, highlight=False)
