@@ -134,3 +134,61 @@ def test_semcheck_predicts_every_recorded_window(row):
         assert want["error_message"].split(":")[-1].strip() in got["reason"]
         return
     assert got == want
+
+
+@st.composite
+def _batched_views(draw):
+    """A buffer's shape, a lane count and a chain of one or two indexers whose starts, sizes and indices are
+    one value or one per lane (as a grid's lanes batch them), some of them out of bounds or negative."""
+    from jax._src.state.indexing import NDIndexer, Slice
+
+    lanes = draw(st.integers(1, 4))
+    shape = tuple(draw(_dims))
+
+    def value(hi):
+        if draw(st.booleans()):
+            return draw(st.integers(-1, hi))
+        return np.array(draw(st.lists(st.integers(-1, hi), min_size=lanes, max_size=lanes)), dtype=np.int32)
+
+    chain, view = [], shape
+    for _ in range(draw(st.integers(1, 2))):
+        indices, out = [], []
+        for d in view:
+            if draw(st.booleans()) and len(view) > 1:
+                indices.append(value(d + 1))
+            else:
+                size, stride = draw(st.integers(0, d)), draw(st.integers(1, 2))
+                indices.append(Slice(value(d + 1), value(d) if draw(st.booleans()) else size, stride))
+                out.append(size)  # the next indexer's view (its own sizes need not be the lanes')
+        chain.append(NDIndexer(tuple(indices), view, ()))
+        if not out:
+            break
+        view = tuple(out)
+    return shape, lanes, tuple(chain)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-10", "ERR-20")
+@settings(max_examples=300, deadline=None)
+@given(_batched_views())
+def test_the_lanes_known_in_bounds_are_the_lanes_no_window_refuses(case):
+    """`lanes_in_bounds` (every lane at once) marks a lane only where its own range (`interpreter_range` of
+    `lane_chain`) is predicted and refused neither read nor written, and marks every lane whose range is
+    inside the buffer with whole steps, so the lanes it leaves are few."""
+    from semcheck.checker.frontend.region_transforms import lane_chain
+    from semcheck.checker.frontend.window_bounds import interpreter_range, lanes_in_bounds, window_error
+    from semcheck.model.ops import Loc
+
+    shape, lanes, chain = case
+    ok = lanes_in_bounds(chain, shape, lanes)
+    ok = np.zeros(lanes, dtype=bool) if ok is None else ok  # None: no lane known (a range longer than the buffer)
+    for lane in range(lanes):
+        own = lane_chain(chain, lane)
+        rng = interpreter_range(own)
+        inside = rng is not None and len(rng) <= len(shape) and all(
+            0 <= r < d if type(r) is int else 0 <= r.start < r.stop <= d and (r.stop - r.start) % r.step == 0
+            for r, d in zip(rng, shape))
+        assert bool(ok[lane]) is inside
+        if inside:
+            for kind in ("read", "write"):
+                assert window_error("b", shape, own, kind, "copy", Loc("k.py", 1)) is None

@@ -39,7 +39,7 @@ from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreig
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
-from semcheck.checker.frontend.window_bounds import need_values, predicted, window_error
+from semcheck.checker.frontend.window_bounds import lanes_in_bounds, need_values, predicted, window_error
 from semcheck.model.ops import Access
 
 _MISSING = object()
@@ -166,7 +166,10 @@ class AccessRules(Evaluator):
             return None  # an opaque index: no lane's window is predicted (ACC-10)
         memo = self.op_cache(eqn, "window errors", label)
         out: list[Any] = [None] * self.L
+        inside = lanes_in_bounds(view, shape, self.L)  # lanes certainly in bounds: nothing to ask of them
         for d in lanes:
+            if inside is not None and inside[d]:
+                continue
             key = None if keys is None else keys[0] if len(keys) == 1 else keys[d]
             hit = memo.get(key, _MISSING) if key is not None else _MISSING
             if hit is _MISSING:

@@ -25,7 +25,7 @@ from semcheck.checker.frontend.regions import NO_WINDOW, empty_region, flatten_r
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef
-from semcheck.checker.frontend.window_bounds import need_values, predicted, window_error
+from semcheck.checker.frontend.window_bounds import lanes_in_bounds, need_values, predicted, window_error
 from semcheck.model.ops import DmaStart, Wait
 
 
@@ -206,8 +206,17 @@ class DmaRules(SyncRules):
         for _, view, _ in ends:
             need_values(view.leaves, eqn.primitive.name, "the copy", loc)
         memo = self.op_cache(eqn, "window errors")
+        inside = None  # the lanes whose every end is certainly in bounds: nothing to ask of them
+        for _, view, _ in ends:
+            ok = lanes_in_bounds(view.chain, view.shape, self.L)
+            inside = ok if inside is None or ok is None else inside & ok
+            if ok is None:
+                break
         out = []
         for lane, key in enumerate(zip(skeys, dkeys)):
+            if inside is not None and inside[lane]:
+                out.append(None)
+                continue
             cacheable = not any(type(k) is tuple and k[:1] == ("region",) for k in key)
             hit = memo.get(key, _NO_VIEW) if cacheable else _NO_VIEW
             if hit is _NO_VIEW:

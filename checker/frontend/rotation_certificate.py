@@ -221,7 +221,11 @@ def smallest_period(candidates: list[int], holds: Callable[[int], bool | None]) 
     """RUN-42: the smallest of `candidates` (the divisors of N below N, ascending) for which `holds` is True,
     or None, asking `holds` of the largest candidates first and of no divisor of one that failed with a
     counterexample (False): the obligations that hold for k hold for every multiple of k, so such a k
-    rules out its divisors. None from `holds`: failed without a counterexample, which rules out only k."""
+    rules out its divisors. None from `holds`: failed without a counterexample, which rules out only k.
+    The smallest candidate is asked first: when it holds it is the answer and nothing else is asked (a kernel
+    that repeats every device costs one question, not one more per prime dividing N)."""
+    if candidates and holds(candidates[0]):
+        return candidates[0]
     refuted: list[int] = []
     for k in candidates:
         if k > 1 and not any(m != k and m % k == 0 for m in candidates) and holds(k) is False:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from semcheck.checker.frontend.region_transforms import jax_types, scalar_index, static_int
 from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs
 from semcheck.model.errors import WindowOutOfBounds
@@ -81,6 +83,65 @@ def interpreter_range(chain: Sequence[Any]) -> Range | None:
     return rng
 
 
+def _lane_values(x: Any, lanes: int) -> np.ndarray | None:
+    """`x` as every lane reads it (`lane_chain`'s cut, then `_one`): an int64 array of length 1 (one value for
+    every lane) or `lanes`, or None where a lane's value is not a plain integer (then every lane is asked alone)."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+        return np.array([int(x)], dtype=np.int64)
+    if type(x) is np.ndarray and x.dtype.kind in "iu" and (x.ndim == 0 or (x.ndim == 1 and x.shape[0] in (1, lanes))):
+        return x.reshape(-1).astype(np.int64, copy=False)
+    return None
+
+
+def lanes_in_bounds(chain: Sequence[Any], shape: tuple[int, ...], lanes: int) -> np.ndarray | None:
+    """Per lane of a batched view `chain` (as `lane_chain` cuts it), True where the interpreter's range of that
+    lane (`interpreter_range`) is predicted and lies inside a buffer of `shape`: every index in `[0, dim)`,
+    every slice `[start, stop)` with `0 <= start < stop <= dim` and a whole number of steps, no more
+    dimensions than the buffer. Such a window is refused neither read, nor written, nor swapped
+    (`window_error` is None), so only the other lanes need asking one by one. None: no lane is known here.
+    Computed for every lane at once (ERR-20's cost at pod scale: one copy per grid step)."""
+    J = jax_types()
+    rng: list[tuple] = []  # per dimension: ("i", values) or ("s", starts, stops, step)
+    ok = np.ones(lanes, dtype=bool)  # a negative value anywhere is not predicted (`_one`): not known here
+    for t in chain:
+        if not isinstance(t, J.NDIndexer) or tuple(t.int_indexer_shape):
+            return None
+        entries: list[tuple] = []
+        for idx in t.indices:
+            if isinstance(idx, J.Slice):
+                start, size = _lane_values(idx.start, lanes), _lane_values(idx.size, lanes)
+                if start is None or size is None or type(idx.stride) is not int or idx.stride < 1:
+                    return None
+                ok &= (start >= 0) & (size >= 0)
+                entries.append(("s", start, start + size * idx.stride, idx.stride))
+            else:
+                v = _lane_values(idx, lanes)
+                if v is None:
+                    return None
+                ok &= v >= 0
+                entries.append(("i", v))
+        out, j = [], 0
+        for r in rng:  # `_compose`, on every lane's values at once
+            if r[0] == "i" or j >= len(entries):
+                out.append(r)
+                continue
+            e, j = entries[j], j + 1
+            if e[0] == "i":
+                out.append(("i", r[1] + e[1] * r[3]))
+            else:
+                out.append(("s", r[1] + e[1] * r[3], r[1] + e[2] * r[3], r[3] * e[3]))
+        rng = out + entries[j:]
+    if len(rng) > len(shape):
+        return None
+    for r, dim in zip(rng, shape):
+        if r[0] == "i":
+            ok &= (r[1] >= 0) & (r[1] < dim)
+        else:
+            start, stop, step = r[1], r[2], r[3]
+            ok &= (start >= 0) & (start < stop) & (stop <= dim) & ((stop - start) % step == 0)
+    return ok
+
+
 def need_values(leaves: Sequence[Any], primitive: str, what: str, loc: Loc) -> None:
     """ACC-10 with ACC-4: a window whose index is read from arguments given as shapes (or not yet followed) is
     decided on the example's values: `NeedsConcreteInputs`, which `api.lower_target` answers by building the
@@ -116,4 +177,4 @@ def window_error(buffer: str, shape: tuple[int, ...], chain: Sequence[Any], kind
     return WindowOutOfBounds(access, kind, buffer, rng, tuple(shape), f"{loc.file}:{loc.line}" if loc.line else "")
 
 
-__all__ = ["interpreter_range", "need_values", "predicted", "window_error"]
+__all__ = ["interpreter_range", "lanes_in_bounds", "need_values", "predicted", "window_error"]

@@ -262,6 +262,8 @@ def test_the_largest_candidates_first_find_the_smallest_period():
         in_order = next((k for k in candidates if k in periods and k not in unsure), None)
         assert smallest_period(candidates, holds) == in_order
         assert len(set(asked)) <= len(candidates)
+        if 1 in periods and 1 not in unsure:  # the smallest candidate holds: the one question asked
+            assert asked == [1]
         if not periods and not unsure:  # every candidate is refuted: only k = 1 and the largest ones are asked
             assert len(asked) <= 1 + len({p for p in range(2, n + 1) if n % p == 0
                                           and all(p % q for q in range(2, p))})
