@@ -244,7 +244,8 @@ EXAMPLES: dict[str, dict] = {
     # interpreter runs its half after the free (on_wait for a deferred write-back; eager for a write into a
     # neighbour's scope it has not entered) and completes in the other mode; on a TPU the slot is reused
     "examples/buggy/scope_writeback_outlives_buffer.py": {
-        "kind": "scope_error", "error_type": "KeyError", "raises_in": ["on_wait"]},
+        "kind": "scope_error", "error_type": "KeyError", "also_surfaces": ["BrokenBarrierError"],
+        "raises_in": ["on_wait"]},
     "examples/buggy/scope_stack_slot_reused_by_next_fill.py": {
         "kind": "scope_error", "error_type": "KeyError", "raises_in": ["on_wait"]},
     "examples/scope_writeback_waited_in_scope.py": {"kind": "clean"},
