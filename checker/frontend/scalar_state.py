@@ -138,6 +138,9 @@ class ScalarStateRules(Evaluator):
             for lane in lanes:
                 ops = self.bodies[lane]
                 got = before[lane]
+                if not write and isinstance(got, Unknown) and len(ops) == at[lane] + 1:
+                    continue  # a read of elements semcheck cannot name (an index out of bounds): its value is
+                    # unknown (`ScalarMemory.load`), and a read changes no element (ACC-32)
                 if len(ops) != at[lane] + 1 or type(ops[at[lane]]) is not Access or isinstance(got, Unknown):
                     # the lowering cannot tie this access to the program's: its value is not a fact
                     why = got if isinstance(got, Unknown) else Unknown(

@@ -92,12 +92,22 @@ def test_a_table_read_before_its_fetch_wait_is_a_race_and_nothing_else_is_proved
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-30")
+@pytest.mark.rule("ACC-32")
+def test_a_read_a_known_select_discards_decides_nothing():
+    """The select's predicate is false on every device: the read out of bounds is not needed, and the table's
+    other entries stay known after it."""
+    rows = _rows(f"tests/frontend/kernels/{KERNEL}::discarded_read", code=0)
+    assert len(rows) == 2 * 3 * 8
+    assert {r["verdict"] for r in rows} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-30", "ACC-32")
 @pytest.mark.parametrize("devices", [2, 4])
 def test_lowered_local_copies_are_what_the_interpreter_does(devices):
     from test_frontend import _record
 
-    for r in _record(devices, [f"{KERNEL}::{t}" for t in FOLLOWED]):
+    for r in _record(devices, [f"{KERNEL}::{t}" for t in (*FOLLOWED, "discarded_read")]):
         assert r["status"] == "match", r.get("difference") or r.get("error") or r
         assert r["outcome"] == "completed"
         assert r["lowered_events"] == r["recorded_events"] > 0

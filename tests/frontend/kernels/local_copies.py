@@ -143,3 +143,20 @@ def aliased_table(num_devices: int):
                                check_vma=False))
     put = jax.device_put
     return fn, (put(table(), NamedSharding(mesh, P())), put(_x(num_devices), NamedSharding(mesh, P(AXIS))))
+
+
+def _discarded_read_kernel(table_hbm, x_ref, o_ref, rows, buf, sem, flag):
+    me = jax.lax.axis_index(AXIS)
+    fetch = pltpu.make_async_copy(table_hbm.at[pl.ds(2, 2)], rows, sem)
+    fetch.start()
+    fetch.wait()
+    e = me - jax.lax.axis_size(AXIS)  # negative on every device: an index out of bounds, discarded by the select
+    size = jax.lax.select(e >= 0, rows[0, e], 0)
+    _sized_copy(x_ref, buf, sem, 1 + size)
+    _sized_copy(x_ref, buf, sem, rows[1, me] + 1)  # the other entries stay known after that read
+
+
+@semcheck.target(devices=(2, 4))
+def discarded_read(num_devices: int):
+    """A select whose known predicate discards a read at an index out of bounds (ACC-32)."""
+    return _call(_discarded_read_kernel, num_devices, [pltpu.SMEM((2, LANES), jnp.int32)])
