@@ -3,7 +3,8 @@
 One expert per device. Before the kernel the program has counted, for every
 source device `s` and expert `e`, the rows `counts[s, e]` that `s` sends to
 `e` (each device's tokens sorted by expert); every device gets the whole table
-as an HBM operand (`pl.ANY`), padded to `ROWS x LANES` int32 (2,048 entries).
+as an HBM operand (`pl.ANY`), padded to `ROWS x LANES` int32 (2,048 entries up
+to 16 devices).
 Inside the kernel, each device
 
 1. fetches the table into SMEM with a local copy and waits for it;
@@ -38,7 +39,7 @@ from jax.sharding import PartitionSpec as P
 AXIS = "x"
 TOKENS = 8  # per device
 LANES = 128  # the expert axis of the table, padded to a lane width
-ROWS = 16  # the source axis of the table, padded (at most 16 devices)
+ROWS = 16  # the source axis of the table, padded (to the device count past 16)
 
 
 def _interpret_params(dma_mode, interpret):
@@ -54,7 +55,7 @@ def experts(n: int) -> np.ndarray:
 
 def count_table(n: int) -> np.ndarray:
     """counts[s, e]: rows source s sends to expert e (the rest of the padded table is zero)."""
-    table = np.zeros((ROWS, LANES), np.int32)
+    table = np.zeros((max(ROWS, n), LANES), np.int32)
     for s, ids in enumerate(experts(n)):
         table[s, :n] = np.bincount(ids, minlength=n)
     return table
@@ -120,7 +121,7 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None):
         out_shape=jax.ShapeDtypeStruct((TOKENS, LANES), jnp.float32),
         in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        scratch_shapes=[pltpu.SMEM((ROWS, LANES), jnp.int32), pltpu.VMEM((TOKENS, LANES), jnp.float32),
+        scratch_shapes=[pltpu.SMEM((max(ROWS, n), LANES), jnp.int32), pltpu.VMEM((TOKENS, LANES), jnp.float32),
                         dma, dma, dma((n,)), dma((n,))],
         compiler_params=pltpu.CompilerParams(collective_id=0),
         interpret=_interpret_params(dma_mode, interpret),

@@ -30,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 AXIS = "x"
 TOKENS = 8  # per device
 LANES = 128  # the expert axis of the table, padded to a lane width
-ROWS = 16  # the source axis of the table, padded (at most 16 devices)
+ROWS = 16  # the source axis of the table, padded (to the device count past 16)
 
 
 def _interpret_params(dma_mode, interpret):
@@ -46,7 +46,7 @@ def experts(n: int) -> np.ndarray:
 
 def count_table(n: int) -> np.ndarray:
     """counts[s, e]: rows source s sends to expert e (the rest of the padded table is zero)."""
-    table = np.zeros((ROWS, LANES), np.int32)
+    table = np.zeros((max(ROWS, n), LANES), np.int32)
     for s, ids in enumerate(experts(n)):
         table[s, :n] = np.bincount(ids, minlength=n)
     return table
@@ -116,7 +116,7 @@ def build(num_devices: int, *, dma_mode: str = "eager", interpret=None):
         out_shape=jax.ShapeDtypeStruct((TOKENS, LANES), jnp.float32),
         in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        scratch_shapes=[pltpu.SMEM((ROWS, LANES), jnp.int32), pltpu.VMEM((TOKENS, LANES), jnp.float32),
+        scratch_shapes=[pltpu.SMEM((max(ROWS, n), LANES), jnp.int32), pltpu.VMEM((TOKENS, LANES), jnp.float32),
                         dma, dma, dma((n,)), dma((n,))],
         compiler_params=pltpu.CompilerParams(collective_id=0),
         interpret=_interpret_params(dma_mode, interpret),
