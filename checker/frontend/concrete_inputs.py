@@ -94,11 +94,11 @@ class KernelInputs:
 def is_scalar_operand(op: Operand) -> bool:
     """An operand whose contents the front end tracks from the launch on (see `scalar_memory`).
 
-    Scalar-prefetch operands, and inputs in SMEM or VMEM that the kernel sees
-    whole (block shape = array shape: the interpreter copies them in at a
-    core's first grid step and never again).
+    Scalar-prefetch operands, and inputs in SMEM, VMEM or (integer, ACC-30) HBM
+    that the kernel sees whole (block shape = array shape: the interpreter
+    copies them in at a core's first grid step and never again).
     """
-    if op.kind != "buffer" or not trackable(op.shape, op.dtype, op.memory_space):
+    if op.kind != "buffer" or not trackable(op.shape, op.dtype, op.memory_space, hbm=True):
         return False
     if op.role == "index":
         return True

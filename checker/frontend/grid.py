@@ -221,7 +221,8 @@ class GridRules(Evaluator):
                 continue
             shape = tuple(op.block_shape if op.block_shape is not None else op.shape)
             scratch = op.role == "scratch"
-            if not (is_scalar_operand(op) or (scratch and trackable(shape, op.dtype, op.memory_space))):
+            if not (is_scalar_operand(op) or (scratch and trackable(shape, op.dtype, op.memory_space))) or (
+                    op.memory_space == "hbm" and not self._tracks_hbm(i)):
                 self.memory.ignored.add(arg.name)
                 continue
             what = "scalar-prefetch operand" if op.role == "index" else op.role
@@ -237,6 +238,14 @@ class GridRules(Evaluator):
                 why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why_of(i)}), read")
             state.append((arg.name, shape, op.dtype, init, why, op.memory_space))
         self._launch_state = state
+
+    def _tracks_hbm(self, i: int) -> bool:
+        """ACC-30: an HBM input is tracked only where copies are followed (one core per device, so no other
+        core writes it) and no output aliases it (the pipeline's write-back writes no tracked ref)."""
+        nidx = sum(1 for op in self.call.operands if op.role == "index")
+        aliased = {int(j) - nidx for j, _ in self.call.input_output_aliases}
+        inputs = [k for k, op in enumerate(self.call.operands) if op.role == "input"]
+        return bool(getattr(self, "follow_copies", False)) and i in inputs and inputs.index(i) not in aliased
 
     def start_core(self, core: int) -> None:
         self.core = core

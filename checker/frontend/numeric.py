@@ -56,6 +56,8 @@ class NumericRules(Evaluator):
                                       "primitive semcheck does not know", self.loc(eqn))
                 self._unknown_accesses(eqn, invals)
             return [Unknown(f"the result of {prim.name}", self.loc(eqn)) for _ in eqn.outvars]
+        if prim.name == "select_n":
+            invals = unpicked_cases(eqn, invals)
         for x in invals:
             if type(x) is not np.ndarray:
                 if isinstance(x, Unknown):
@@ -137,6 +139,26 @@ def _int_rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         safe = np.where(b == 0, 1, b)
         return np.where(b == 0, a, np.fmod(a, safe))
     return np.fmod(a, b)
+
+
+def unpicked_cases(eqn: Any, invals: list[Any]) -> list[Any]:
+    """ACC-32: a `select_n` whose predicate is known, on every lane, picks only known cases: its unknown cases
+    (a value the select discards, such as a load at an index out of bounds) become zeros of their type, which
+    no element of the result takes. Otherwise `invals` unchanged (the result is unknown)."""
+    pred, cases = invals[0], invals[1:]
+    if type(pred) is not np.ndarray or all(type(c) is np.ndarray for c in cases):
+        return invals
+    picked = np.unique(pred.astype(np.int64) if pred.dtype == np.bool_ else np.clip(pred.astype(np.int64), 0,
+                                                                                     len(cases) - 1))
+    if any(type(cases[int(k)]) is not np.ndarray for k in picked):
+        return invals
+    filler = []
+    for v, c in zip(eqn.invars[1:], cases):
+        shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
+        if type(c) is not np.ndarray and (shape is None or dtype is None):
+            return invals
+        filler.append(c if type(c) is np.ndarray else np.zeros((1, *shape), dtype=dtype))
+    return [pred, *filler]
 
 
 def _select_n(eqn: Any, pred: np.ndarray, *cases: np.ndarray) -> np.ndarray:

@@ -8,8 +8,9 @@ is a known lane array and the `while`/`cond` it decides can be unrolled.
 
 Soundness first (a wrong concrete value would be a wrong program):
 
-* only refs of an integer, boolean or float dtype with at most `MAX_EVAL_ELEMENTS`
-  elements are tracked (`trackable`); larger (vector) data stays abstract, and
+* only refs of an integer or boolean dtype with at most `MAX_TABLE_ELEMENTS` elements
+  (ACC-31), or of a float dtype with at most `MAX_EVAL_ELEMENTS`, are tracked (`trackable`);
+  larger (vector) data stays abstract, and
   a float value is known only where exact operations computed it (ACC-25,
   `float_exact`);
 * a store of a known value at known, in-bounds indices updates exactly the
@@ -38,7 +39,7 @@ from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.float_exact import is_float
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
 from semcheck.model.ops import Loc
 
 # What a kernel is told when a value it branches on comes from arguments given as shapes.
@@ -72,19 +73,22 @@ class NeedsConcreteInputs(Unsupported):
     """
 
 
-def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None) -> bool:
-    """Whether a ref's contents are tracked: small, integer, boolean or float (ACC-25), in a core's own SMEM or
-    VMEM.
+def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None, *, hbm: bool = False) -> bool:
+    """Whether a ref's contents are tracked: an integer or boolean table of at most `MAX_TABLE_ELEMENTS`
+    (ACC-31), or float data of at most `MAX_EVAL_ELEMENTS` (ACC-25), in a core's own SMEM or VMEM.
 
-    Not HBM, nor memory the cores of a device share (another core may write it at any time).
+    Not memory the cores of a device share (another core may write it at any time): HBM only where the
+    caller says (`hbm`: integer inputs a kernel's local copies read, tracked where copies are followed,
+    ACC-30).
     """
-    if memory_space not in _CORE_MEMORY:
-        return False
     try:
         kind = np.dtype(dtype).kind
     except TypeError:
         return False
-    return (kind in "iub" or is_float(dtype)) and math.prod(int(s) for s in shape) <= MAX_EVAL_ELEMENTS
+    if memory_space not in _CORE_MEMORY and not (hbm and memory_space == "hbm" and kind in "iub"):
+        return False
+    size = math.prod(int(s) for s in shape)
+    return (kind in "iub" and size <= MAX_TABLE_ELEMENTS) or (is_float(dtype) and size <= MAX_EVAL_ELEMENTS)
 
 
 # Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
@@ -94,7 +98,7 @@ _CORE_MEMORY = frozenset({"smem", "vmem"})
 class _Contents:
     """One tracked ref: values and causes, both (lanes, elements) flat; cause 0 means known."""
 
-    __slots__ = ("shape", "dtype", "values", "cause", "writer", "space")
+    __slots__ = ("shape", "dtype", "values", "cause", "writer", "space", "index")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, lanes: int, space: str | None = None) -> None:
         self.shape = shape
@@ -105,6 +109,10 @@ class _Contents:
         self.cause = np.zeros((lanes, size), dtype=np.int32)
         # ACC-9: per element, the write the value came from (`ScalarMemory.writer_now`); -1: the launch's
         self.writer = np.full((lanes, size), -1, dtype=np.int64)
+        # ACC-31: the flat position of each element, made once per ref (read-only): a view's positions are
+        # a slice of it, so an access costs what the view names, not the table's size
+        self.index = np.arange(size, dtype=np.int64).reshape(shape)
+        self.index.flags.writeable = False
 
 
 class ScalarMemory:
@@ -329,7 +337,7 @@ class ScalarMemory:
             if not isinstance(t, NDIndexer):
                 return Unknown(f"view goes through a {type(t).__name__}")
             indexers.append(t)
-        base = np.arange(math.prod(c.shape), dtype=np.int64).reshape(c.shape)
+        base = c.index
         raw = [x for t in indexers for x in _index_leaves(t)]
         leaves = [_leaf_lanes(x) for x in raw]
         for x, lane_x in zip(raw, leaves):

@@ -10,11 +10,11 @@ once every rule is registered, it wraps two of them.
 
 Following copies (ACC-9). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
-target device's ref where it starts, and every load from a ref a copy may write
-(an SMEM ref of the shape and dtype of some copy's SMEM destination, or an integer
-VMEM ref of those of some remote copy's VMEM destination, ACC-21) records, per element,
-which write it read from (`FollowedRead`); each store and copy of such a ref is
-a `FollowedWrite`. Those values are facts only when the program is race-free and
+target device's ref where it starts, and every load from a followed ref (an SMEM
+ref of the shape and dtype of some copy's SMEM end, or an integer VMEM or HBM ref of
+those of some copy's end: ACC-21, ACC-30) records, per element, which write it read
+from (`FollowedRead`), as does a copy's read half; each store and copy of such a ref
+is a `FollowedWrite`. Only a followed source's values move. Those values are facts only when the program is race-free and
 one run agrees with them (`model.followed.misread`): `check_modes` asks, and
 makes every verdict that rests on them unknown otherwise.
 
@@ -53,16 +53,17 @@ class ScalarStateRules(Evaluator):
         super().__init__(call, num_devices, cores)
         # ACC-9: one core per device, so a device's tracked refs live while every lane runs
         self.follow_copies = cores == 1 and not call.core_axis_name
-        destinations = dma_destinations(call.jaxpr, self._jaxpr_types)
+        ends = dma_ends(call.jaxpr, self._jaxpr_types)
         # ACC-9 follows SMEM, where kernels keep the control data they exchange, and (ACC-21) integer VMEM
-        # that a remote copy writes (counts exchanged row by row before they are moved to SMEM); a local
-        # copy into VMEM (data, which may be small integers) keeps ACC-4's treatment. Keyed by memory
-        # space too: a VMEM ref is never taken for an SMEM ref of its shape
-        self.fed_signatures = ({(sig, space) for sig, space, remote in destinations
-                                if space == "smem" or (space == "vmem" and remote and _integer(sig))}
+        # that a remote copy writes (counts exchanged row by row before they are moved to SMEM); ACC-30:
+        # every end of a copy in SMEM, and every integer end in VMEM or HBM (an input's table a local copy
+        # fetches, a computed table moved to SMEM), local or remote. Float VMEM (data tiles) keeps ACC-4's
+        # treatment. Keyed by memory space too: a VMEM ref is never taken for an SMEM ref of its shape
+        self.fed_signatures = ({(sig, space) for sig, space, _remote, _dst in ends
+                                if space == "smem" or (space in ("vmem", "hbm") and _integer(sig))}
                                if self.follow_copies else set())
-        self.memory.remote_signatures |= {sig for sig, space, remote in destinations
-                                          if remote and (sig, space) not in self.fed_signatures}
+        self.memory.remote_signatures |= {sig for sig, space, remote, dst in ends
+                                          if remote and dst and (sig, space) not in self.fed_signatures}
         self.followed_reads: list[tuple[int, int, Any, tuple, tuple]] = []  # (lane, body pos, loc, elements, writers)
         self.followed_writes: list[tuple[int, int, Any, set]] = []  # (lane, body pos, loc, elements)
         dma_start = self.rules.get(tpu_prims.dma_start_p)
@@ -137,6 +138,9 @@ class ScalarStateRules(Evaluator):
             for lane in lanes:
                 ops = self.bodies[lane]
                 got = before[lane]
+                if not write and isinstance(got, Unknown) and len(ops) == at[lane] + 1:
+                    continue  # a read of elements semcheck cannot name (an index out of bounds): its value is
+                    # unknown (`ScalarMemory.load`), and a read changes no element (ACC-32)
                 if len(ops) != at[lane] + 1 or type(ops[at[lane]]) is not Access or isinstance(got, Unknown):
                     # the lowering cannot tie this access to the program's: its value is not a fact
                     why = got if isinstance(got, Unknown) else Unknown(
@@ -169,7 +173,9 @@ class ScalarStateRules(Evaluator):
             targets = {lane: int(devs[lane]) for lane in lanes}
         outs = rule(eqn, invals, mask)
         label = dbase.name
-        src_known = type(sbase) is BufRef and sbase.name in memory
+        # ACC-30: only a followed source's values move (its read is recorded, so the facts' condition covers
+        # the writes it read); a tracked source that is not followed is data whose read half is not ordered
+        src_known = type(sbase) is BufRef and sbase.name in memory and self._fed(sbase.name)
         for lane in lanes:
             ops = self.bodies[lane]
             target = targets[lane]
@@ -190,7 +196,7 @@ class ScalarStateRules(Evaluator):
                 sflat = memory.elements(sbase.name, schain, lane)
                 if not isinstance(sflat, Unknown) and sflat.shape == flat.shape:
                     value = memory.read_flat(sbase.name, lane, sflat, loc)
-                    if type(value) is np.ndarray and self._fed(sbase.name):  # the read half reads followed data
+                    if type(value) is np.ndarray:  # the read half reads followed data
                         self.followed_reads.append((lane, at[lane], loc, tuple(
                             (lane, sbase.name, int(i)) for i in sflat), tuple(
                             int(w) for w in memory.writers(sbase.name, lane, sflat))))
@@ -214,7 +220,7 @@ class ScalarStateRules(Evaluator):
                                 eqn.primitive.name, f"{what} into a ref whose contents semcheck follows, where it "
                                 "cannot follow copies (the lanes are not one per device)", self.loc(eqn))
                     if device_id is not None:
-                        # `dma_destinations` keeps such refs untracked; never rely on a value
+                        # `dma_ends` keeps such refs untracked; never rely on a value
                         # another device's copy may overwrite at any time
                         raise Unsupported(eqn.primitive.name, "a remote DMA writes a ref whose contents "
                                           "semcheck follows as control data", self.loc(eqn))
@@ -239,22 +245,24 @@ def _integer(sig: tuple[tuple[int, ...], str]) -> bool:
     return np.dtype(sig[1]).kind in "iub"
 
 
-Destination = tuple[tuple[tuple[int, ...], str], str | None, bool]  # ((shape, dtype), memory space, remote?)
+End = tuple[tuple[tuple[int, ...], str], str | None, bool, bool]  # ((shape, dtype), space, remote?, destination?)
 
 
-def dma_destinations(jaxpr: Any, jaxpr_types: tuple[type, ...]) -> set[Destination]:
-    """((shape, dtype), memory space, remote?) of the base ref of every DMA destination in `jaxpr`."""
-    out: set[Destination] = set()
+def dma_ends(jaxpr: Any, jaxpr_types: tuple[type, ...]) -> set[End]:
+    """((shape, dtype), memory space, remote?, destination?) of the base ref of every DMA's source and
+    destination in `jaxpr`."""
+    out: set[End] = set()
     for eqn in jaxpr.eqns:
         if eqn.primitive is tpu_prims.dma_start_p:
             avals = eqn.params["tree"].unflatten([v.aval for v in eqn.invars])
-            base, _ = flatten_ref(avals[1])
-            shape = tuple(int(s) for s in getattr(base, "shape", ()))
-            space = memory_space_name(getattr(base, "memory_space", None))
-            try:
-                out.add(((shape, str(np.dtype(base.dtype))), space, avals[4] is not None))
-            except (TypeError, AttributeError):
-                pass
+            for k, dst in ((0, False), (1, True)):
+                base, _ = flatten_ref(avals[k])
+                shape = tuple(int(s) for s in getattr(base, "shape", ()))
+                space = memory_space_name(getattr(base, "memory_space", None))
+                try:
+                    out.add(((shape, str(np.dtype(base.dtype))), space, avals[4] is not None, dst))
+                except (TypeError, AttributeError):
+                    pass
         for sub in sub_jaxprs(eqn.params, jaxpr_types):
-            out |= dma_destinations(getattr(sub, "jaxpr", sub), jaxpr_types)
+            out |= dma_ends(getattr(sub, "jaxpr", sub), jaxpr_types)
     return out

@@ -15,6 +15,11 @@ from semcheck.model.ops import NO_LOC, Loc, SemType
 # (they are vector data, not scalar control values).
 MAX_EVAL_ELEMENTS = 1024
 
+# Integer and boolean refs the front end tracks (control tables: counts, routings, offsets) may be
+# larger than the values it evaluates (ACC-31): a table is held flat per device and an access costs
+# what its view names, so a scalar load of a table of this size is as cheap as one of a small one.
+MAX_TABLE_ELEMENTS = 1 << 16
+
 
 class Unknown:
     """An opaque value (data, float compute, a semaphore read, ...)."""

@@ -137,7 +137,7 @@ def _lines(row: dict) -> set[int]:
 @pytest.mark.rule("ACC-9", "ACC-20")
 @pytest.mark.parametrize("name,read,write", [
     ("moe_count_read_before_wait.py", 103, 76),
-    ("remote_flag", 229, 232),  # the left neighbour's copy and the device's own store of the flag come first
+    ("remote_flag", 234, 237),  # the left neighbour's copy and the device's own store of the flag come first
 ])
 def test_a_count_read_before_its_copy_s_wait_is_a_race_and_nothing_else_is_proved(buggy, name, read, write):
     rows = buggy[name]

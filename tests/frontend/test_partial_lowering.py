@@ -59,6 +59,12 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     "examples/buggy/masked_row_push_recv_one_row_short.py",
     # ACC-21: count rows a remote copy brings into VMEM
     "examples/moe_counts_ring_allreduce.py",
+    # ACC-25: counts an in-kernel top-k computes, exchanged by remote copies into SMEM
+    "examples/moe_topk_routing.py",
+    "examples/buggy/moe_topk_dispatch_wait_one_row_short.py",
+    # ACC-30: a count table a local copy fetches from HBM into SMEM
+    "examples/moe_count_table_fetch.py",
+    "examples/buggy/moe_count_table_read_before_fetch_wait.py",
 })
 
 

@@ -130,7 +130,7 @@ def test_shapes_only_arguments_are_unknown_with_the_hint(probed, name: str, prim
     assert err["loc"][0] == KERNEL
 
 
-@pytest.mark.rule("ACC-4")
+@pytest.mark.rule("ACC-4", "ACC-30", "ACC-31")
 def test_data_a_copy_brings_from_an_untracked_ref_is_not_followed(probed) -> None:
     err = probed[f"{KERNEL}::dma_into_smem"]["error"]
     assert err["code"] == "unsupported" and err["primitive"] == "cond"
@@ -223,13 +223,13 @@ def test_memory_unknown_stores_and_indices_are_never_guessed(memory) -> None:
 def test_memory_refuses_large_and_remotely_written_refs() -> None:
     pytest.importorskip("jax")
     from semcheck.checker.frontend.scalar_memory import ScalarMemory, trackable
-    from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Unknown
+    from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
 
     assert trackable((8,), np.int32, "smem") and trackable((2,), np.bool_, "vmem")
     assert trackable((8,), np.float32, "smem")  # exact float operations are followed (ACC-25)
     assert not trackable((MAX_EVAL_ELEMENTS + 1,), np.float32, "vmem")
-    assert not trackable((MAX_EVAL_ELEMENTS + 1,), np.int32, "smem")
-    assert not trackable((8,), np.int32, "hbm")
+    assert not trackable((MAX_TABLE_ELEMENTS + 1,), np.int32, "smem")  # integer tables: ACC-31's bound
+    assert not trackable((8,), np.int32, "hbm")  # HBM only where copies are followed (ACC-30)
     m = ScalarMemory(2)
     m.remote_signatures.add(((1,), "int32"))
     assert not m.define("flag", (1,), np.int32, None, Unknown("x"))

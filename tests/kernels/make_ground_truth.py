@@ -155,6 +155,11 @@ EXAMPLES: dict[str, dict] = {
     # dispatch wait one row short (a row's bytes left at exit per source that sent more than one row: the
     # recv_sems of 2, 4 and 8 devices; the interpreter prints some of them, one per device)
     "examples/moe_topk_routing.py": {"kind": "clean"},
+    # the counts fetched from an HBM table into SMEM by the kernel's own local copy (ACC-30), and its seeded
+    # bug: the fetch waited only at the end (on_wait lands it there: the dispatch reads the zeros stored first
+    # and sends nothing, so the output is not `reference`'s; eager lands it at its start)
+    "examples/moe_count_table_fetch.py": {"kind": "clean", "devices": [2, 4]},
+    "examples/buggy/moe_count_table_read_before_fetch_wait.py": {"kind": "race", "devices": [2, 4]},
     "examples/buggy/moe_topk_dispatch_wait_one_row_short.py": {"kind": "exit_leak", "expected_leaks": [
         {"semaphore": 2007, "count": 512}, {"semaphore": 2008, "count": 512}, {"semaphore": 2013, "count": 512}, {"semaphore": 2014, "count": 512},
         {"semaphore": 2015, "count": 512}, {"semaphore": 2016, "count": 512}, {"semaphore": 2025, "count": 512}, {"semaphore": 2026, "count": 512},
@@ -239,7 +244,8 @@ EXAMPLES: dict[str, dict] = {
     # interpreter runs its half after the free (on_wait for a deferred write-back; eager for a write into a
     # neighbour's scope it has not entered) and completes in the other mode; on a TPU the slot is reused
     "examples/buggy/scope_writeback_outlives_buffer.py": {
-        "kind": "scope_error", "error_type": "KeyError", "raises_in": ["on_wait"]},
+        "kind": "scope_error", "error_type": "KeyError", "also_surfaces": ["BrokenBarrierError"],
+        "raises_in": ["on_wait"]},
     "examples/buggy/scope_stack_slot_reused_by_next_fill.py": {
         "kind": "scope_error", "error_type": "KeyError", "raises_in": ["on_wait"]},
     "examples/scope_writeback_waited_in_scope.py": {"kind": "clean"},
