@@ -119,3 +119,12 @@ def test_find_races_stops_at_as_many_races_as_asked():
     program = indexable(launch(Topology(1, 2), bodies, scratch=SCRATCH))
     real = [[r for r in find_races(program, "on_wait", first=n).races if r.exact and r.confirmed] for n in (1, 2, 0)]
     assert [len(r) for r in real] == [1, 2, 2]
+
+
+@pytest.mark.rule("ERR-29")
+def test_the_race_shown_instead_brings_its_own_message_and_fix():
+    bodies = [[*_bad_copy(), *_fill_at(20, 16)], [*_fill_at(30, 16), *_fill_at(50, 0)], _fill_at(60, 0)]
+    program = launch(Topology(1, 3), bodies, scratch=SCRATCH)
+    race = {v.property: v for v in check_program(program, "on_wait")}["race-free"]
+    assert "k.py:50" in race.witness.message and "k.py:60" in race.witness.message, race.witness.message
+    assert "k.py:20" not in race.witness.message and "k.py:20" not in (race.witness.hint or "")

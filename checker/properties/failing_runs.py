@@ -244,7 +244,7 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
                                     f"orders neither after the other (ERR-24); {why}")
         if alt is not None:  # another race the pass found: the witness's own meets a failing wait first
             w = dataclasses.replace(w, message=alt["message"], locs=tuple(alt["locs"]), blocked=(),
-                                    details={"halves": alt["halves"]}, hint=w.hint)
+                                    details={"halves": alt["halves"]}, hint=alt.get("hint", w.hint))
         return dataclasses.replace(v, stats={**v.stats, "rule": rule}, witness=dataclasses.replace(
             w, message=f"{w.message} ({said})", schedule=shown))
     if v.verdict == "violated":

@@ -185,8 +185,8 @@ def more_races(program: Program, mode: DmaMode, *, timeout_ms: int) -> list[dict
     failure (a second pass: the first stops at one race)."""
     report = find_races(program, mode, first=1 + ALTERNATIVES, deadline=time.perf_counter() + timeout_ms / 1000)
     # each told in full (its message names ERR-27's windows, say): one of them may become the witness
-    return [{**_alternative(program, mode, r), "message": _witness(program, mode, r).message}
-            for r in report.races if r.exact and r.confirmed]
+    told = [(r, _witness(program, mode, r)) for r in report.races if r.exact and r.confirmed]
+    return [{**_alternative(program, mode, r), "message": w.message, "hint": w.hint} for r, w in told]
 
 
 def _no_access(program: Program, mode: DmaMode, pre: Ordered) -> bool:
