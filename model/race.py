@@ -228,13 +228,14 @@ def ordered_modes(
 
 
 def find_races(
-    program: Program, mode: DmaMode, *, first: bool = True, deadline: float | None = None,
+    program: Program, mode: DmaMode, *, first: int = 1, deadline: float | None = None,
     max_work: int | None = None, pre: Ordered | None = None,
 ) -> RaceReport:
     """DR-1 .. DR-7: the races of `program` under `mode`.
 
-    With `first`, stop at the first exact, confirmed race (a violation needs
-    one witness); otherwise return every race found (one per group).
+    Stop once `first` exact, confirmed races are found (1, the default: a
+    violation needs one witness; more give ERR-29 other races to try); with
+    0 (False) return every race found (one per group).
     `deadline` is a `time.perf_counter()` value past which the search stops
     (the report then says it is incomplete). `pre` is `ordered(program, mode)`
     when the caller has it.
@@ -288,7 +289,7 @@ def find_races(
         if mode == "eager" and (a.is_dma or b.is_dma):
             outcome = _unsuppressed(program, mode, outcome)
         found.append(Race(a, b, outcome, exact, confirmed))
-        return first and exact and confirmed
+        return bool(first) and sum(r.exact and r.confirmed for r in found) >= first
 
     complete = True
     for a, b in _ordered(program, mode, pairs, runs):

@@ -71,6 +71,9 @@ EXPECTED = {
     # a zero-fill after the start barrier races a peer's push; then an empty copy at a dimension's end raises
     # in every interpreter run (eager at its start, on_wait in the later wait, after both copies ran: ERR-24)
     "race_zero_fill_then_empty_copy_at_end.py": {"race-free": H, "deadlock-free": I},
+    # two racing pairs and an empty copy at a dimension's end: under on_wait the failing wait comes after pair
+    # B ran and before pair A runs, and semcheck's race pass meets pair A first (ERR-29)
+    "race_second_pair_before_empty_copy_at_end.py": {"race-free": H, "deadlock-free": I},
     # with the race detector on, the wait for the empty copy's 0 bytes runs no task under on_wait and fails
     # its clock assertion in every run (RACE-1, ERR-21); eager runs the copy at its start
     "clock_empty_copy_wait.py": {"deadlock-free": ("on_wait",)},

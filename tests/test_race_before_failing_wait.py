@@ -83,3 +83,48 @@ def test_a_witness_that_fails_first_is_replaced_by_a_run_that_reaches_both_copie
     assert got is not None and alt is None
     state = run(program, "on_wait", got, finish=False)
     assert not state.failures and not any(event_pending(program, state, *e) for e in halves)
+
+
+def _fill_at(line: int, start: int) -> list:
+    """`_fill` into the output's window from `start`."""
+    return [DmaStart(SemRef("sems", 0), 32, src_buf="buf", src_region=Region(((0, 8),)), dst_buf="out",
+                     dst_region=Region(((start, start + 8),)), loc=Loc("k.py", line)),
+            Wait(SemRef("sems", 0), 32, kind="dma", loc=Loc("k.py", line + 1))]
+
+
+@pytest.mark.rule("ERR-29", "ERR-24")
+def test_another_race_is_shown_when_the_first_one_found_lies_past_the_failing_wait():
+    # the race pass finds core 0's copy against core 1's first; core 0 copies only after its wait that raises, so
+    # that race is in no run; core 1's second copy against core 2's is, before any wait raises
+    bodies = [[*_bad_copy(), *_fill_at(20, 16)], [*_fill_at(30, 16), *_fill_at(50, 0)], _fill_at(60, 0)]
+    program = launch(Topology(1, 3), bodies, scratch=SCRATCH)
+    from semcheck.checker.properties.failing_runs import indexable
+    from semcheck.model.race import find_races
+
+    first = find_races(indexable(program), "on_wait").races[0]
+    assert {program.cores[e.core][e.pc].loc.line for e in (first.first, first.second)} == {20, 30}
+    race = {v.property: v for v in check_program(program, "on_wait")}["race-free"]
+    assert race.verdict == "violated" and race.stats.get("rule") == "ERR-24", race
+    assert {loc.line for loc in race.witness.locs} >= {50, 60}
+    state = run(program, "on_wait", race.witness.schedule, finish=False)
+    assert not state.failures
+
+
+@pytest.mark.rule("ERR-29")
+def test_find_races_stops_at_as_many_races_as_asked():
+    from semcheck.checker.properties.failing_runs import indexable
+    from semcheck.model.race import find_races
+
+    bodies = [[*_fill_at(20, 16), *_fill_at(40, 0)], [*_fill_at(30, 16), *_fill_at(50, 0)]]
+    program = indexable(launch(Topology(1, 2), bodies, scratch=SCRATCH))
+    real = [[r for r in find_races(program, "on_wait", first=n).races if r.exact and r.confirmed] for n in (1, 2, 0)]
+    assert [len(r) for r in real] == [1, 2, 2]
+
+
+@pytest.mark.rule("ERR-29")
+def test_the_race_shown_instead_brings_its_own_message_and_fix():
+    bodies = [[*_bad_copy(), *_fill_at(20, 16)], [*_fill_at(30, 16), *_fill_at(50, 0)], _fill_at(60, 0)]
+    program = launch(Topology(1, 3), bodies, scratch=SCRATCH)
+    race = {v.property: v for v in check_program(program, "on_wait")}["race-free"]
+    assert "k.py:50" in race.witness.message and "k.py:60" in race.witness.message, race.witness.message
+    assert "k.py:20" not in race.witness.message and "k.py:20" not in (race.witness.hint or "")

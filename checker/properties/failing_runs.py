@@ -31,6 +31,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.checker.properties.confined_scopes import HINT as SCOPE_HINT
 from semcheck.checker.properties.dma_bytes import dma_bytes
 from semcheck.checker.properties.failing_facts import At, view_ops
+from semcheck.checker.properties.races import more_races
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.timeline import timeline
@@ -205,7 +206,7 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
         if v.verdict == "violated":
             return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
         return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
-    return _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise)
+    return _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
 
 
 # ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,
@@ -214,12 +215,13 @@ _AT_LAST_STEP = ("id-disjoint", "id-int16", "id-agreement", "exit-balance")
 
 
 def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v: Verdict,
-                   never: bool | None) -> Verdict:
+                   never: bool | None, *, clean: Program | None = None, timeout_ms: int = 30_000) -> Verdict:
     """ACC-15: the verdict of `prop` on the runs of `program` up to the wait that raises, from `v`, its verdict on
     the program with the views made indexable (`indexable`). Every run of the program is, up to its failure, a
     run of that one (the two differ only in what a waiter does when it pops such a copy's task), so a proof
     there holds here; a violation there is one here when its witness replays here without a failure and shows
-    the violation by its own steps. Anything else stays unknown (ERR-19)."""
+    the violation by its own steps (ERR-24; ERR-29: other races of `clean`, the indexable program, when the
+    witness's cannot run). Anything else stays unknown (ERR-19)."""
     how = ("some run runs it" if never is False else "the schedules are more than the explorer's budget")
     raised = f"{_raised(copy.view_error)} in the waiter that runs the copy at {copy.loc} under on_wait ({how})"
     why = (f"{raised}; every run is, up to that wait, a run of the program with the view made indexable, so the "
@@ -231,6 +233,8 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
     w, alt = v.witness, None
     if v.verdict == "violated" and prop == "race-free" and any(h for _, _, h in w.details.get("halves", ())):
         shown, alt = both_run(program, mode, w) if 0 < len(w.schedule) <= REPLAY_LIMIT else (None, None)
+        if shown is None and clean is not None and not w.details.get("alternatives"):
+            shown, alt = _other_races(program, clean, mode, w, timeout_ms)
     else:
         shown = _shown_before_failure(prop, program, mode, w) if v.verdict == "violated" else None
     if shown is not None:
@@ -240,7 +244,7 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
                                     f"orders neither after the other (ERR-24); {why}")
         if alt is not None:  # another race the pass found: the witness's own meets a failing wait first
             w = dataclasses.replace(w, message=alt["message"], locs=tuple(alt["locs"]), blocked=(),
-                                    details={"halves": alt["halves"]}, hint=w.hint)
+                                    details={"halves": alt["halves"]}, hint=alt.get("hint", w.hint))
         return dataclasses.replace(v, stats={**v.stats, "rule": rule}, witness=dataclasses.replace(
             w, message=f"{w.message} ({said})", schedule=shown))
     if v.verdict == "violated":
@@ -250,6 +254,17 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
     if v.verdict == "unknown":
         return Verdict(prop, "unknown", reason=f"{raised}; with the view made indexable: {v.reason} (ACC-15, ERR-19)")
     return v
+
+
+def _other_races(program: Program, clean: Program, mode: DmaMode, w: Witness, timeout_ms: int) -> tuple:
+    """ERR-29: `both_run` over the other races of `clean` (the program with the views made indexable), asked of the
+    race pass only now: the race pass stops at the witness's, whose events meet a failing wait first."""
+    mine = [tuple(h) for h in w.details["halves"]]
+    others = [a for a in more_races(clean, mode, timeout_ms=timeout_ms) if [tuple(h) for h in a["halves"]] != mine]
+    if not others or len(w.schedule) > REPLAY_LIMIT:
+        return None, None
+    shown, alt = both_run(program, mode, dataclasses.replace(w, details={**w.details, "alternatives": others}))
+    return (shown, alt) if alt is not None else (None, None)
 
 
 def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:

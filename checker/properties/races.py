@@ -122,11 +122,7 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
     if real:
         w = _witness(program, mode, real[0])
         # ERR-24: other races, for a program whose runs may fail before the first one's events (a few, cheaply told)
-        w.details["alternatives"] = [
-            {"halves": [(e.core, e.pc, e.half) for e in (r.first, r.second)],
-             "message": f"{_say(program, r.first)} and {_say(program, r.second)} can happen in either order ({mode})",
-             "locs": [program.cores[e.core][e.pc].loc for e in (r.first, r.second)]}
-            for r in real[1:ALTERNATIVES + 1]]
+        w.details["alternatives"] = [_alternative(program, mode, r) for r in real[1:ALTERNATIVES + 1]]
         return Verdict(PROP, "violated", witness=w, stats=stats)
     if report.over_budget:
         n = program.topology.num_devices
@@ -174,6 +170,23 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                        stats=stats)
     return Verdict(PROP, "proved", reason=f"{report.pairs} conflicting pairs, each ordered by the semaphores",
                    stats=stats)
+
+
+def _alternative(program: Program, mode: DmaMode, r: Race) -> dict:
+    """A race told for ERR-24's tries: its two events, its message and its lines."""
+    return {"halves": [(e.core, e.pc, e.half) for e in (r.first, r.second)],
+            "message": f"{_say(program, r.first)} and {_say(program, r.second)} can happen in either order ({mode})",
+            "locs": [program.cores[e.core][e.pc].loc for e in (r.first, r.second)]}
+
+
+def more_races(program: Program, mode: DmaMode, *, timeout_ms: int) -> list[dict]:
+    """ERR-29: up to 1 + ALTERNATIVES exact, confirmed races of `program` (the witness's first), told as ERR-24's
+    alternatives; the race pass is asked for them only when the first race's events cannot both run before a
+    failure (a second pass: the first stops at one race)."""
+    report = find_races(program, mode, first=1 + ALTERNATIVES, deadline=time.perf_counter() + timeout_ms / 1000)
+    # each told in full (its message names ERR-27's windows, say): one of them may become the witness
+    told = [(r, _witness(program, mode, r)) for r in report.races if r.exact and r.confirmed]
+    return [{**_alternative(program, mode, r), "message": w.message, "hint": w.hint} for r, w in told]
 
 
 def _no_access(program: Program, mode: DmaMode, pre: Ordered) -> bool:

@@ -192,6 +192,14 @@ EXAMPLES: dict[str, dict] = {
     # race_ground_truth.json). Recorded at 2 devices, as the example above
     "examples/buggy/race_zero_fill_then_empty_copy_at_end.py": {"kind": "window_error", "error_type": "IndexError",
                                                                 "raises_in": ["eager", "on_wait"], "devices": [2]},
+    # two pairs of racing row copies and an empty copy at a dimension's end: eager raises at its start, after
+    # pair A ran; under on_wait the first wait on pair A's semaphore runs the empty copy's task first (the
+    # newest) and raises there, after pair B's waits ran pair B (ERR-29; the race is in race_ground_truth.json).
+    # Recorded at 2 devices, as the example above
+    "examples/buggy/race_second_pair_before_empty_copy_at_end.py": {"kind": "window_error",
+                                                                    "error_type": "IndexError",
+                                                                    "raises_in": ["eager", "on_wait"],
+                                                                    "devices": [2]},
     # a copy of 0 bytes waited with jax's race detector on: under on_wait the wait runs no task, so no signal
     # reaches its semaphore and the wait fails the manager's clock assertion (RACE-1); eager runs the copy at
     # its start; the fix skips the empty copy. Every device fails at its wait, and which device's exception jax
