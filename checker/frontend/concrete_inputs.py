@@ -38,15 +38,16 @@ import numpy as np
 from semcheck.checker.frontend.pre_kernel_floats import FloatValues, float_call, per_mode as _per_mode, same_values
 from semcheck.checker.frontend.integer_eval import integer_numeric
 from semcheck.checker.frontend.scalar_memory import trackable
-from semcheck.checker.frontend.closed_refs import discharged, discharged_order
+from semcheck.checker.frontend.closed_refs import discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
+from semcheck.checker.frontend.device_shards import Device, names_axis, shard
+from semcheck.checker.frontend.kernel_eqns import KERNEL_PRIMS, pallas_operands, sub_jaxprs, walk_kernel_eqns
 from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.scan_inputs import NOT_EVALUATED, LoopInputs
 from semcheck.checker.frontend.trace import KernelCall, Operand, eqn_loc, find_kernels, make_jaxpr
 from semcheck.model.ops import NO_LOC
 
-_KERNEL_PRIMS = ("pallas_call", "mpmd_map")
 # Calls whose one body's binders are the equation's operands, in order, and whose outputs are that
 # body's outputs when it runs forwards: jit, plain calls, rematerialisation (`jax.checkpoint` binds
 # `remat2`; older releases named it `checkpoint`), and custom derivatives, whose primal body is the
@@ -212,7 +213,7 @@ def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs
     equation. A launch `find_kernels` counts more than once (a jitted function called twice shares its jaxpr)
     keeps its values only where every count gives the same; otherwise it has none, never a guess. PRG-183: a
     launch counted once keeps its loop iterations' own values (`KernelInputs.iterations`), one per reach."""
-    eqns = list(_walk_kernel_eqns(closed.jaxpr))
+    eqns = list(walk_kernel_eqns(closed.jaxpr))
     got = kernel_inputs(closed, find_kernels(closed.jaxpr), args, run_kernels=True)
     out: dict[int, KernelInputs] = {}
     for eqn, inputs in zip(eqns, got):
@@ -289,14 +290,6 @@ def _stack_bound(per_device: list[Any], lanes: int) -> np.ndarray | None:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class Device:
-    """One device of a shard_map's manual axes: its lane and coordinates."""
-
-    lane: int
-    coords: dict[str, int]
-
-
 class _Interpreter(LoopInputs, CondInputs, FloatValues):
     """Binds the equations the kernels' scalar operands depend on (module docstring)."""
 
@@ -334,7 +327,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
             outs: list[Any] | None = None
-            if name in _KERNEL_PRIMS:
+            if name in KERNEL_PRIMS:
                 lane = dev.lane if dev else 0
                 if name == "pallas_call":
                     # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands)
@@ -354,7 +347,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                         self._why.setdefault(v, why)
                 index += 1
             elif self._kernels_in(eqn):
-                if name in _ENTERED and len(list(_subs(eqn))) == 1:
+                if name in _ENTERED and len(list(sub_jaxprs(eqn))) == 1:
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
                 elif self.evaluates(eqn):  # PRG-168, PRG-186
                     outs, index = self.loop_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
@@ -365,7 +358,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 invals = [read(v) for v in eqn.invars]
-                entered = name in _CALLS and len(_subs(eqn)) == 1 and float_call(eqn)  # ACC-26: each equation's floats
+                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and float_call(eqn)  # ACC-26: each equation's floats
                 outs = self.enter_float_call(eqn, lambda: self._enter(eqn, invals, dev, index, tuple(
                     v in needed for v in eqn.outvars))[0]) if entered else self._bind(eqn, invals, dev)
                 if outs is not None and not entered and (rounds := self.float_refusal(eqn, invals, outs)) is not None:
@@ -403,13 +396,13 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
             r = self._reason(v)
             if r:
                 return r
-        if dev is not None and _names_axis(eqn.params, dev.coords):
+        if dev is not None and names_axis(eqn.params, dev.coords):
             return f"the collective '{name}'{at}: a device's input to it has no value, or jax could not run it"
         return f"'{name}'{at}, which semcheck could not evaluate"
 
     def _enter(self, eqn: Any, invals: list[Any], dev: Device | None, index: int,
                out_needed: tuple[bool, ...] | None = None) -> tuple[list[Any] | None, int]:
-        (sub,) = _subs(eqn)
+        (sub,) = sub_jaxprs(eqn)
         if eqn.primitive.name != "shard_map":
             inner = getattr(sub, "jaxpr", sub)
             consts = [_concrete(c) for c in getattr(sub, "consts", ())]
@@ -462,7 +455,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
     def _bind(self, eqn: Any, invals: list[Any], dev: Device | None) -> list[Any] | None:
         name = eqn.primitive.name
         if any(x is None for x in invals) or name in NOT_DETERMINISTIC:
-            if dev is not None and self._rounds is not None and _names_axis(eqn.params, dev.coords):
+            if dev is not None and self._rounds is not None and names_axis(eqn.params, dev.coords):
                 self._rounds.reach(eqn, invals, dev.lane)  # keeps every device's count of collectives
             return None
         if dev is not None:
@@ -473,7 +466,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 return None
             if name == "pvary":
                 return list(invals)
-            if _names_axis(eqn.params, dev.coords):
+            if names_axis(eqn.params, dev.coords):
                 # a collective: its value depends on the other devices (ACC-8)
                 return None if self._rounds is None else self._rounds.reach(eqn, invals, dev.lane)
         quick = integer_numeric(eqn, invals)
@@ -493,14 +486,14 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
 
     def _kernels_of(self, jaxpr: Any) -> int:
         """How many kernel launches `find_kernels` counts in `jaxpr` (a cond's branch)."""
-        return sum(1 for _ in _walk_kernel_eqns(getattr(jaxpr, "jaxpr", jaxpr)))
+        return sum(1 for _ in walk_kernel_eqns(getattr(jaxpr, "jaxpr", jaxpr)))
 
     def _kernels_in(self, eqn: Any) -> int:
         """How many kernel launches `find_kernels` counts inside `eqn`'s sub-jaxprs."""
         key = id(eqn)
         hit = self._kernel_counts.get(key)
         if hit is None:
-            hit = sum(sum(1 for _ in _walk_kernel_eqns(getattr(s, "jaxpr", s))) for s in _subs(eqn))
+            hit = sum(sum(1 for _ in walk_kernel_eqns(getattr(s, "jaxpr", s))) for s in sub_jaxprs(eqn))
             self._kernel_counts[key] = hit
         return hit
 
@@ -518,7 +511,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 if self.run_kernels and any(v in need for v in eqn.outvars):  # PRG-169: it is run on them
                     need.update(v for v in eqn.invars if type(v) is not lit)
                 nb = eqn.params["grid_mapping"].num_dynamic_grid_bounds
-                ops = _pallas_operands(eqn)
+                ops = pallas_operands(eqn)
                 for i, v in enumerate(discharged_order(eqn, eqn.invars)):
                     if type(v) is lit:
                         continue
@@ -526,8 +519,8 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                         need.add(v)
             elif name == "mpmd_map":
                 continue
-            elif self._kernels_in(eqn) and name in _ENTERED and len(list(_subs(eqn))) == 1:
-                (sub,) = _subs(eqn)
+            elif self._kernels_in(eqn) and name in _ENTERED and len(list(sub_jaxprs(eqn))) == 1:
+                (sub,) = sub_jaxprs(eqn)
                 inner = getattr(sub, "jaxpr", sub)
                 _, sub_in = self._need(inner, tuple(v in need for v in eqn.outvars))
                 for v, n in zip(eqn.invars, sub_in[len(inner.constvars):]):
@@ -543,87 +536,6 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
         hit = (need, tuple(v in need for v in binders))
         self._needed[key] = hit
         return hit
-
-
-def _walk_kernel_eqns(jaxpr: Any) -> Any:
-    """The kernel launches in `jaxpr`, in the order `trace.find_kernels` numbers them."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in _KERNEL_PRIMS:
-            yield eqn
-            continue
-        for s in _subs(eqn):
-            yield from _walk_kernel_eqns(getattr(s, "jaxpr", s))
-
-
-def _subs(eqn: Any) -> list[Any]:
-    """The jaxprs among `eqn`'s parameters, as `trace` walks them."""
-    from jax._src import core as jax_core  # lazy: see trace's docstring
-
-    from semcheck.checker.frontend.trace import jaxpr_classes
-
-    types_ = jaxpr_classes(jax_core)
-    out = []
-    for value in eqn.params.values():
-        for v in (value if isinstance(value, (tuple, list)) else (value,)):
-            if isinstance(v, types_):
-                out.append(v)
-    return out
-
-
-def _pallas_operands(eqn: Any) -> list[Operand]:
-    """A pallas_call's index and input operands as `trace` describes them (they follow the equation's
-    dynamic grid bounds)."""
-    from semcheck.checker.frontend.trace import make_operand, block_memory_space, eqn_loc
-
-    if getattr(eqn.params["jaxpr"], "constvars", None):  # the call jax runs (LAUNCH-4)
-        eqn = discharged(eqn, eqn_loc(eqn, NO_LOC))
-    gm = eqn.params["grid_mapping"]
-    kernel = eqn.params["jaxpr"]
-    out = []
-    for i, var in enumerate(kernel.invars[: gm.num_index_operands + gm.num_inputs]):
-        if i < gm.num_index_operands:
-            out.append(make_operand("index", "", var.aval, "smem"))
-        else:
-            bm = gm.block_mappings[i - gm.num_index_operands]
-            out.append(make_operand("input", "", var.aval, block_memory_space(bm),
-                                array_shape=tuple(bm.array_aval.shape),
-                                block_shape=tuple(getattr(var.aval, "shape", ()))))
-    return out
-
-
-def _names_axis(params: dict[str, Any], axes: dict[str, int]) -> bool:
-    """Whether an equation's parameters name one of `axes` (a collective over them)."""
-    for key in ("axis_name", "axes", "axis_names"):
-        v = params.get(key)
-        vals = v if isinstance(v, (tuple, list, set, frozenset)) else (v,)
-        if any(isinstance(a, str) and a in axes for a in vals):
-            return True
-    return False
-
-
-def shard(x: Any, spec: Any, dev: Device, sizes: dict[str, int], manual: set[str]) -> Any:
-    """Device `dev`'s block of the global value `x` under the shard_map in_spec `spec`."""
-    if x is None:
-        return None
-    arr = np.asarray(x)
-    if spec is None:
-        return arr
-    key = []
-    for d, entry in enumerate(tuple(spec)):
-        names = () if entry is None else (entry if isinstance(entry, tuple) else (entry,))
-        names = tuple(n for n in names if n in manual)
-        if not names:
-            key.append(slice(None))
-            continue
-        count = math.prod(sizes[n] for n in names)
-        pos = 0
-        for n in names:
-            pos = pos * sizes[n] + dev.coords[n]
-        if d >= arr.ndim or arr.shape[d] % count:
-            return None
-        block = arr.shape[d] // count
-        key.append(slice(pos * block, (pos + 1) * block))
-    return arr[tuple(key)]
 
 
 __all__ = ["KernelInputs", "inputs_by_launch", "is_scalar_operand", "kernel_inputs", "trace_with_inputs"]

@@ -122,7 +122,7 @@ def mesh_lanes(eqn: Any, physical: int) -> list[dict[str, int]] | None:
 def shard_values(eqn: Any, x: Any, spec: Any, lanes: list[dict[str, int]]) -> list[Any] | None:
     """PRG-145: each device's block of the known global value `x` under a shard_map in_spec, as
     `concrete_inputs` cuts it, or None."""
-    from semcheck.checker.frontend.concrete_inputs import Device, shard
+    from semcheck.checker.frontend.device_shards import Device, shard
 
     mesh = eqn.params["mesh"]
     manual = set(eqn.params.get("newly_manual_axes", ())) | set(getattr(mesh, "manual_axes", ()) or ())
