@@ -63,7 +63,7 @@ def test_a_race_past_the_failing_wait_stays_unknown():
 def test_a_witness_that_fails_first_is_replaced_by_a_run_that_reaches_both_copies(before):
     # the schedule runs core 0 through its copy and into the wait that raises before core 1 starts its copy;
     # a run that brings both cores to their copies first performs both writes before any failure
-    from semcheck.checker.properties.failing_runs import both_run
+    from semcheck.checker.properties.race_before_failure import both_run
     from semcheck.checker.properties.verdict import Witness
     from semcheck.model.race import event_pending
     from semcheck.model.state import State

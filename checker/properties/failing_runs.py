@@ -31,6 +31,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.checker.properties.confined_scopes import HINT as SCOPE_HINT
 from semcheck.checker.properties.dma_bytes import dma_bytes
 from semcheck.checker.properties.failing_facts import At, view_ops
+from semcheck.checker.properties.race_before_failure import both_run
 from semcheck.checker.properties.races import more_races
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.sites import site, sites
@@ -43,8 +44,8 @@ from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, 
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import REPLAY_LIMIT, run
-from semcheck.model.state import Outcome, State
-from semcheck.model.step import enabled, is_global, step
+from semcheck.model.state import Outcome
+from semcheck.model.step import is_global
 
 REVISIT_HINT = ("order the grid so that the steps using one output block are consecutive (the index map of "
                 "the innermost axes), or make the axis that revisits it the innermost; --dma-mode hardware "
@@ -290,98 +291,6 @@ def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness
     if all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked):
         return tuple(w.schedule)
     return None
-
-
-def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None, dict | None]:
-    """ERR-24: the schedule of a run of `program` that performs both events of a race of witness `w` (one a
-    copy's half) before any failure, and the alternative race it shows (None: `w`'s own), or (None, None). It
-    reaches a state where both events are next (none has run, no failure) by `w`'s schedule or, when that meets
-    a failure first, by steps that bring the events' cores to them first (`_to_both_next`), trying `w`'s race
-    and then the others the race pass found (`alternatives`); then it takes at each state the first enabled
-    step that performs one of them, else the first that does not fail, until both have run, within
-    REPLAY_LIMIT steps. jax's detector clocks a copy's halves with the clock its start took, whichever waiter
-    runs them, and a core's next access with the core's clock now: two events next in one state are ordered
-    neither way once both have run."""
-    from semcheck.model.errors import ModelBug
-
-    tries = [(w.details["halves"], None), *((a["halves"], a) for a in w.details.get("alternatives", ()))]
-    for i, (events, alt) in enumerate(tries):
-        try:
-            reached = (_follow(program, mode, w.schedule, events) if i == 0 else None) \
-                or _to_both_next(program, mode, events)
-            # the first step that does not fail, or one core's steps first (each core in turn, a few at most)
-            firsts = (None, *range(min(program.topology.num_cores, 8)))
-            done = reached and next((d for f in firsts if (d := _run_both(program, mode, events, *reached, f))), None)
-        except ModelBug:
-            done = None
-        if done:
-            return done, alt
-    return None, None
-
-
-def _run_both(program: Program, mode: DmaMode, events, state: State, steps: list, first: int | None) -> tuple | None:
-    """ERR-24: continue from `state` (both `events` next) until both have run, never taking a failing step: a
-    step that performs an event first, then one of core `first` (when given), else the first enabled."""
-    from semcheck.model.race import event_pending
-
-    def pending(s: State) -> int:
-        return sum(event_pending(program, s, *e) for e in events)
-
-    while (left := pending(state)):
-        if len(steps) >= REPLAY_LIMIT:
-            return None
-        ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
-        if not ok:
-            return None
-        mine = [(a, s) for a, s in ok if a == ("core", first)]
-        actor, state = next(((a, s) for a, s in ok if pending(s) < left), (mine or ok)[0])
-        steps = [*steps, actor]
-    return tuple(steps)
-
-
-def _follow(program: Program, mode: DmaMode, schedule, events) -> tuple[State, list] | None:
-    """ERR-24: the first state of `schedule` on `program` where both `events` are next, with its prefix, or
-    None when a failure or the schedule's end comes first."""
-    from semcheck.model.race import event_pending
-
-    state, steps = State.initial(program), []
-    for actor in (*schedule, None):
-        if state.failures:
-            return None
-        if all(event_pending(program, state, *e) for e in events):
-            return state, steps
-        if actor is None:
-            return None
-        state = step(program, mode, state, tuple(actor))
-        steps.append(tuple(actor))
-    return None
-
-
-def _to_both_next(program: Program, mode: DmaMode, events) -> tuple[State, list] | None:
-    """ERR-24: a run of `program` to a state where both `events` are next: at each state the first enabled step
-    that does not fail, a step of a core that has not reached its event first, else of a core without an event
-    (an event's core is held there once it has reached it); None on a failure, a dead end or REPLAY_LIMIT."""
-    from semcheck.model.race import event_pending
-
-    at = {c: pc - (half is None) for c, pc, half in events}  # a copy's core steps its start; a core stops at its access
-    state, steps = State.initial(program), []
-    while not all(event_pending(program, state, *e) for e in events):
-        if len(steps) >= REPLAY_LIMIT:
-            return None
-        ok = [(a, s) for a in enabled(program, mode, state) if not (s := step(program, mode, state, a)).failures]
-
-        def rank(item) -> int:
-            a = item[0]
-            c = a[1] if a[0] == "core" else None
-            if c in at and state.pcs[c] <= at[c]:  # not yet at its event
-                return 0
-            return 1 if c not in at else 2
-
-        if not ok:
-            return None
-        actor, state = min(ok, key=rank)
-        steps.append(actor)
-    return state, steps
 
 
 def _freed(o: Outcome) -> bool:
