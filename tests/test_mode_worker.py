@@ -178,3 +178,39 @@ def test_a_symmetric_has_its_hardware_mode_checked_apart_with_the_verdicts_of_on
         want = check_one(sym, mode, props, analysis=one)
         assert [(v.property, v.verdict, v.reason) for v in done[mode][0]] == \
                [(v.property, v.verdict, v.reason) for v in want]
+
+
+@pytest.mark.rule("RUN-52")
+@pytest.mark.parametrize("bug", [None, "deadlock"])
+def test_the_accesses_are_listed_once_for_both_processes(monkeypatch, tmp_path, bug) -> None:
+    """The race pass here and the forked worker's read one listing of the accesses, made before the fork;
+    the verdicts are those of one process."""
+    import time
+
+    from semcheck.checker.properties import race_order
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties.checking import check_modes
+    from semcheck.checker.run import mode_worker
+
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        pytest.skip("no forked worker here")
+    calls = tmp_path / "listings"
+    real = race_order.accesses
+
+    def counted(*args, **kwargs):
+        with open(calls, "a") as f:  # from either process: the worker's writes land here too
+            f.write(f"{os.getpid()}\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(race_order, "accesses", counted)
+    monkeypatch.setattr(mode_worker, "MIN_OPS", 0)  # a small program goes to a worker as a large one does
+    program = ring_allreduce(4, bug=bug)
+    modes = ("eager", "on_wait", "hardware")
+    req = _request(modes, properties=PROPERTIES)
+    done = check_modes(program, req, time.monotonic() + 600)
+    assert len(calls.read_text().split()) == 1
+    one = Analysis(program, modes=modes)
+    for mode in modes:
+        want = engine_check(program, mode, PROPERTIES, analysis=one, fold=False)
+        assert [(v.property, v.verdict, v.reason, v.witness) for v in done[mode][0]] == \
+               [(v.property, v.verdict, v.reason, v.witness) for v in want]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.empty_copies import both_readings
 from semcheck.checker.properties.per_mode_values import split_modes
+from semcheck.checker.properties.race_order import listed_ahead
 from semcheck.checker.properties.reductions import REDUCTIONS, on_program, reduced
 from semcheck.checker.properties.registry import BY_ID, IDS
 from semcheck.checker.run.request import Request, Result, unknown_results
@@ -131,6 +132,9 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
 
 
 
+_RACES = "race-free"
+
+
 def check_modes(target: Program | Analysis, req: Request, deadline: float) -> dict[str, tuple[list[Verdict], float]]:
     """mode -> (verdicts, seconds) for every requested mode of one program.
 
@@ -146,7 +150,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     """
     analysis = target if isinstance(target, Analysis) else Analysis(target)
     program = analysis.program
-    from semcheck.checker.run.mode_worker import ModeWorker, split_modes
+    from semcheck.checker.run.mode_worker import ModeWorker, forks, split_modes
 
     timeout_ms = int(req.timeout * 1000)
     t = time.monotonic()  # finding the fold counts towards the first mode's time
@@ -197,6 +201,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     here, there = split_modes(program.num_ops, rest)
     t0 = time.monotonic()
     worker = None
+    if there and forks() and all(_RACES in missing[m] for m in there) and any(_RACES in missing[m] for m in here):
+        listed_ahead(analysis)  # RUN-52: listed once, here, for the fork to start with
     if there:
         try:
             worker = ModeWorker(analysis, there, wanted, check=check_program, timeout_ms=timeout_ms, deadline=deadline)

@@ -36,6 +36,14 @@ def listed(analysis: Analysis, near: int | None) -> tuple[list[AccessEvent], lis
     return analysis.shared(("accesses", near), compute)
 
 
+def listed_ahead(analysis: Analysis) -> None:
+    """RUN-52: the program's accesses listed now, as the race pass lists them (`listed`, near DR-5's
+    representatives of `analysis.symmetry`), before a forked mode worker starts: both processes' race
+    passes then read the one listing the worker inherits."""
+    k = analysis.symmetry[0]
+    listed(analysis, k if k < analysis.program.topology.num_devices else None)
+
+
 def near_copies(program: Program, k: int) -> tuple[Program, dict[int, list[tuple[int, Op]]]] | None:
     """DR-35: the program with only the cores of devices `0 .. k-1` (the others left empty), and for each
     other core the copies it makes that land on those devices under DR-5's rotation by `k` devices, by

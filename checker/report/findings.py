@@ -190,7 +190,12 @@ def uri(file: str) -> str:
 
 def rel(text: str) -> str:
     """Kernel paths relative to the working directory, as the user typed them."""
-    return text.replace(os.getcwd() + os.sep, "")
+    return text.replace(cwd_prefix(), "")
+
+
+def cwd_prefix() -> str:
+    """What `rel` takes out of a text: the working directory and a separator."""
+    return os.getcwd() + os.sep
 
 
 def where(configs: Sequence[tuple[int, str]]) -> str:

@@ -59,7 +59,7 @@ class ModeWorker:
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
         request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold)
-        if fork if fork is not None else sys.platform.startswith("linux"):
+        if forks(fork):
             try:
                 self._fork(request)
                 return
@@ -135,6 +135,11 @@ class ModeWorker:
         if status_ != "ok":
             raise RuntimeError(f"the mode worker failed: {payload}")
         return payload
+
+
+def forks(fork: bool | None = None) -> bool:
+    """Whether a worker starts as a fork of this process (`fork` None: on Linux), with what it holds."""
+    return fork if fork is not None else sys.platform.startswith("linux")
 
 
 def answer_of(check: Callable, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
