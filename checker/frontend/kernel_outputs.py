@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.compile_cache import kept
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
 
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
@@ -63,7 +64,8 @@ _RUNS = (("eager", "nan"), ("eager", "zero"), ("on_wait", "nan"))
 
 def _run(eqn: Any, invals: list[Any], mode: str, fill: str) -> list[np.ndarray] | None:
     try:
-        out = _jitted(eqn, mode, fill)(*invals)
+        with kept():  # PRG-188: every process that runs this kernel compiles the same module
+            out = _jitted(eqn, mode, fill)(*invals)
         outs = [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
     except Exception:  # noqa: BLE001 - no value, never a guess
         return None
