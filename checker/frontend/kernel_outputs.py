@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.compile_cache import kept
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
 
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
@@ -41,20 +42,20 @@ def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[np.ndarray]
     if _talks(eqn.params["jaxpr"]):
         return None, (f"the output of {what}, which communicates with other devices (a remote copy or signal, "
                       "the barrier semaphore or a device id): one device's run alone does not give it")
-    runs = []
-    for mode, fill in _RUNS:
+    kept_run = None
+    for mode, fill in _RUNS:  # PRG-189: the first run that fails or disagrees decides; the later ones are not run
         got = _run(eqn, invals, mode, fill)
         if got is None:
             return None, f"the output of {what}, which jax's interpreter could not run alone on the CPU"
-        runs.append(got)
-    for (mode, fill), other in zip(_RUNS[1:], runs[1:]):
-        if not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
-                   for a, b in zip(runs[0], other)):
+        if kept_run is None:
+            kept_run = got
+        elif not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+                     for a, b in zip(kept_run, got)):
             why = ("depends on memory the kernel never writes (its runs with uninitialised memory filled with NaN "
                    "and with zeros differ)" if mode == "eager" else
                    "is not the same when copies run at their waits (on_wait) as when they run at their starts")
             return None, f"the output of {what}, which {why}"
-    return runs[0], ""
+    return kept_run, ""
 
 
 # The runs that must agree: eager with jax's NaN fill (the values kept), with zeros, and on_wait.
@@ -63,7 +64,8 @@ _RUNS = (("eager", "nan"), ("eager", "zero"), ("on_wait", "nan"))
 
 def _run(eqn: Any, invals: list[Any], mode: str, fill: str) -> list[np.ndarray] | None:
     try:
-        out = _jitted(eqn, mode, fill)(*invals)
+        with kept():  # PRG-188: every process that runs this kernel compiles the same module
+            out = _jitted(eqn, mode, fill)(*invals)
         outs = [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
     except Exception:  # noqa: BLE001 - no value, never a guess
         return None

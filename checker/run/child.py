@@ -94,9 +94,11 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         from semcheck.checker.frontend.programs import calls_some_devices_skip, communicating_program, lower_program
         from semcheck.checker.frontend.staged_trace import sharing as sharing_staged_trace
         from semcheck.checker.frontend.targets import compile_quickly, load_targets
+        from semcheck.checker.frontend.compile_cache import use_shared_compiles
 
         provision_devices(req.devices)
         compile_quickly()  # REP-37
+        use_shared_compiles()  # PRG-188
         import jax  # noqa: F401 - start-up, not the user's time
         import z3  # noqa: F401
 

@@ -29,6 +29,8 @@ import tempfile
 import threading
 from typing import Any
 
+from semcheck.checker.frontend.compile_cache import ENV as COMPILE_CACHE
+
 PRELOAD = (
     "jax",
     "jax.experimental.pallas",
@@ -71,9 +73,10 @@ PRELOAD = (
 )
 """What every child imports before it reads the kernel file (an import that fails is skipped)."""
 
-VARYING = frozenset({"PYTEST_CURRENT_TEST"})
-"""Variables that change from one call to the next in one process (pytest names the running test)
-and that nothing imported when the server starts reads: a change of them alone keeps children warm."""
+VARYING = frozenset({"PYTEST_CURRENT_TEST", COMPILE_CACHE})
+"""Variables that change from one call to the next in one process (pytest names the running test, the
+command line its compile cache, `checker/frontend/compile_cache.py`) and that nothing imported when the server
+starts reads: a change of them alone keeps children warm."""
 
 SOCKET_PATH_MAX = 107
 """The longest Unix socket path Linux takes (sun_path holds 108 bytes with the terminating NUL)."""
