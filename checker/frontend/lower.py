@@ -135,6 +135,7 @@ def lower_kernel(
     stats: LoweringStats | None = None,
     inputs: KernelInputs | None = None,
     devices: Sequence[int] | None = None,
+    follow_copies: bool = True,
 ) -> Program | PartialLowering:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
@@ -146,6 +147,7 @@ def lower_kernel(
     `evaluator.SubsetRefused` (an `Unsupported`) when their programs depend on how the other
     devices evaluate (then lower every device). An error the lowering of another device would meet is
     not seen: the caller must know (e.g. from a rotation certificate) that the others run alike.
+    `follow_copies` False: values copies move are not followed (ACC-9's last clause: ACC-4's treatment).
     """
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
@@ -177,7 +179,7 @@ def lower_kernel(
 
     failure = _launch_failure(call) or translation_failure(call)  # LAUNCH-2 fails first, when tracing
     scratch, kernel_args, hbm_buffers = launch_operands(call)
-    lw = Lowerer(call, num_devices, n_cores)
+    lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies)
     schedule = lw.schedule  # grid_schedule(call, n_cores)
     chosen = None if devices is None else tuple(int(d) for d in devices)
     if chosen is not None:

@@ -107,8 +107,7 @@ def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[
         key = (id(inv.call), id(inputs))
         if key not in by_call:
             try:
-                by_call[key] = _unfollowed(lower_kernel(inv.call, cores=n_cores, name=f"{t.name}:{inv.name}",
-                                                        inputs=inputs), inv)
+                by_call[key] = _unfollowed(lower_kernel, inv, n_cores, f"{t.name}:{inv.name}", inputs)
             except NeedsConcreteInputs as e:
                 e.invocation = inv  # which call, for the reason (`_not_followed`)
                 raise
@@ -165,12 +164,13 @@ def _not_followed(e: Exception) -> Unsupported:
                        f"give it: {e}", loc)
 
 
-def _unfollowed(program: Any, inv: Any) -> Any:
-    """A kernel's program, refused when its lowering followed values copies move (ACC-9): a composed
-    program does not carry the check that makes them facts."""
+def _unfollowed(lower_kernel: Any, inv: Any, cores: int, name: str, inputs: Any) -> Any:
+    """A kernel's program for a composed program: lowered again without following values copies move when
+    its lowering followed some (ACC-9's last clause, ACC-4's treatment): a composed program does not carry
+    the check that makes them facts, and what needs them is then unknown at its own line."""
+    program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs)
     if getattr(program, "followed", None) is not None:
-        raise Unsupported("program", f"{inv.describe()} reads values that copies move, which programs of kernel "
-                          "calls do not follow yet (ACC-9)", inv.loc)
+        program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, follow_copies=False)
     return program
 
 

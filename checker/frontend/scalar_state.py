@@ -49,10 +49,11 @@ _ACCESS_PRIMS = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p,
 class ScalarStateRules(Evaluator):
     """Wraps `dma_start` and `run_scoped` to keep `self.memory` sound (module docstring)."""
 
-    def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
+    def __init__(self, call: KernelCall, num_devices: int, cores: int, *, follow_copies: bool = True) -> None:
         super().__init__(call, num_devices, cores)
-        # ACC-9: one core per device, so a device's tracked refs live while every lane runs
-        self.follow_copies = cores == 1 and not call.core_axis_name
+        # ACC-9: one core per device, so a device's tracked refs live while every lane runs; `follow_copies`
+        # False: ACC-4's treatment, for a program of several calls (ACC-9's last clause)
+        self.follow_copies = follow_copies and cores == 1 and not call.core_axis_name
         ends = dma_ends(call.jaxpr, self._jaxpr_types)
         # ACC-9 follows SMEM, where kernels keep the control data they exchange, and (ACC-21) integer VMEM
         # that a remote copy writes (counts exchanged row by row before they are moved to SMEM); ACC-30:

@@ -3,7 +3,7 @@ in interpret mode, and keeps as facts only where that call is race-free in the m
 
 The planned ring (examples/programs/ring_attention_planned.py) and its seeded misuse are checked in every mode;
 the targets of followed_targets.py pin the composed program and a racy producer. One CLI run per target, two at
-once (module fixture); the racy producer's run and the hypothesis test of the values are `slow`, the gate's
+once (module fixture); the hypothesis test of the values is `slow`, the gate's
 own test their cheap sibling."""
 
 from __future__ import annotations
@@ -116,9 +116,8 @@ def test_verdicts_rest_on_a_producer_only_where_it_is_race_free():
     assert settle(verdicts, None, keep_race=False) == verdicts
 
 
-@pytest.mark.slow
 @pytest.mark.jax
-@pytest.mark.rule("PRG-169")
+@pytest.mark.rule("PRG-169", "ACC-9")
 def test_a_racy_producer_leaves_its_consumers_unknown():
     """The plan races on a scratch (every run reads the same zeros, so its three runs agree): its race-free is
     violated in every mode, and nothing that rests on its outputs is decided: in the composed program (hardware)
