@@ -102,6 +102,12 @@ def built_near(estimate: int, built: int) -> bool:
 ALL_AT_1024 = sorted(str(p.relative_to(REPO)) for d in ("examples", "bench/kernels") for p in (REPO / d).glob("*.py"))
 SOME_AT_1024 = sorted(set(ALL_AT_1024[::4]) | {"examples/ring_allreduce.py"})
 """Every fourth of them and the ring all-reduce: tracing all of them at 1,024 devices takes minutes (slow)."""
+PAST_THE_BOUND_AT_1024 = {
+    "examples/moe_counts_ring_allreduce.py": "each device's program grows as N^2 (N - 1 ring steps, each moving a "
+                                             "row of an N x N count table): about 2.2 billion operations at 1,024",
+}
+"""Examples written after the bound whose program at 1,024 devices is past it by their own design: RUN-13 refuses
+them there with its message (held below: they must stay past it, or leave this list)."""
 
 
 @pytest.mark.jax
@@ -131,7 +137,9 @@ print(json.dumps([MAX_MATERIALISED_OPS, out]))
     assert proc.returncode == 0, proc.stderr[-3000:]
     bound, estimates = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len({f for f, _ in estimates}) >= len(files) - 2, estimates
-    assert all(ops <= bound for _, ops in estimates), [e for e in estimates if e[1] > bound]
+    assert all(ops <= bound for f, ops in estimates if f not in PAST_THE_BOUND_AT_1024), \
+        [e for e in estimates if e[1] > bound and e[0] not in PAST_THE_BOUND_AT_1024]
+    assert all(ops > bound for f, ops in estimates if f in PAST_THE_BOUND_AT_1024), estimates
     assert any(f == "examples/ring_allreduce.py" for f, _ in estimates)
 
 
