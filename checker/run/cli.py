@@ -173,9 +173,9 @@ def cmd_verify(args) -> int:
         cache = None if args.no_cache else result_cache(st)
         from semcheck.checker.report.progress import run_with_progress
 
-        from semcheck.checker.frontend.compile_cache import shared_compiles
+        from semcheck.checker.frontend.compile_cache import private_directory, shared_compiles
 
-        with shared_compiles(cache.compile_directory() if cache is not None else None):  # PRG-188
+        with private_directory() as compiles, shared_compiles(compiles):  # PRG-188
             run_with_progress(runs, st, args, err, cache)
     except UsageError as e:
         err.print(f"semcheck: usage error: {e}", markup=False)

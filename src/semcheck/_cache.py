@@ -122,15 +122,6 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
 
-    def compile_directory(self) -> str | None:
-        """Where the checking processes keep XLA's compiles (`checker/frontend/compile_cache.py`, PRG-188): a folder of
-        this directory, which is made with its markers first; None where it cannot be."""
-        try:
-            self._prepare()
-        except OSError:
-            return None
-        return os.path.join(self.directory, "xla")
-
     def _folder(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], key)
 
