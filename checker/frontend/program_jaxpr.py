@@ -13,6 +13,34 @@ from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 MAX_FOLD = 4096
 """The largest operand (elements) the walk evaluates to know a value (PRG-126)."""
 
+UNIFORM_COLLECTIVES = frozenset({"psum", "pmax", "pmin", "psum_invariant", "all_gather", "all_gather_invariant",
+                                 "pbroadcast"})
+"""The collectives whose result is the same on every device when their operand is (PRG-126); every other
+operation over a mesh axis (`ppermute`, `all_to_all`, `reduce_scatter`, ...) may differ."""
+
+
+def _over_mesh_axes(params: dict) -> bool:
+    """Whether an operation names mesh axes (a collective's `axis_name`, or `axes` of names where a
+    reduction's `axes` are array dimensions)."""
+    if "axis_name" in params:
+        return True
+    axes = params.get("axes")
+    return isinstance(axes, (tuple, list)) and any(not isinstance(a, int) for a in axes)
+
+
+def device_dependent(eqn: Any) -> bool:
+    """PRG-126: whether an operation's results may differ between devices whose operands are the same:
+    `axis_index`, a collective other than `UNIFORM_COLLECTIVES`, a host callback or a stateful random number,
+    or any of them inside the operation's bodies (a `jit`, a `cond`, a loop)."""
+    from semcheck.checker.frontend.pre_kernel_collectives import NOT_DETERMINISTIC
+
+    name = eqn.primitive.name
+    if name == "axis_index" or name in NOT_DETERMINISTIC:
+        return True
+    if name not in UNIFORM_COLLECTIVES and _over_mesh_axes(eqn.params):
+        return True
+    return any(device_dependent(e) for sub in subs(eqn) for e in getattr(sub, "jaxpr", sub).eqns)
+
 
 def varying_calls(body: Any) -> str | None:
     """PRG-130: what makes a loop body's kernel calls differ between iterations (a cond, a while loop around
@@ -130,5 +158,5 @@ def shard_values(eqn: Any, x: Any, spec: Any, lanes: list[dict[str, int]]) -> li
     return None if any(g is None for g in got) else got
 
 
-__all__ = ["MAX_FOLD", "MAX_LANES", "concrete", "is_call_shaped", "jaxpr_has_kernel", "mesh_lanes", "shard_map_axes",
-           "shard_values", "side_effecting", "single_sub", "subs", "varying_calls"]
+__all__ = ["MAX_FOLD", "MAX_LANES", "UNIFORM_COLLECTIVES", "concrete", "device_dependent", "is_call_shaped",
+           "jaxpr_has_kernel", "mesh_lanes", "shard_map_axes", "shard_values", "side_effecting", "single_sub", "subs", "varying_calls"]

@@ -36,6 +36,7 @@ from semcheck.checker.frontend.program_ir import (
 from semcheck.checker.frontend.program_jaxpr import (
     MAX_FOLD,
     concrete,
+    device_dependent,
     is_call_shaped,
     jaxpr_has_kernel,
     mesh_lanes,
@@ -174,11 +175,11 @@ class _Walker(PerDevice):
         return False, None
 
     def _fold(self, eqn: Any, about: list[tuple[bool, Any]], outs: list[Value]) -> None:
-        """PRG-126: an XLA op's results are the same on every device when its operands are (axis_index
+        """PRG-126: an XLA op's results are the same on every device when its operands are (`device_dependent`
         aside), and known when its operands are (evaluated by jax, for small values)."""
         import numpy as np
 
-        if eqn.primitive.name == "axis_index" or not all(u for u, _ in about):
+        if not all(u for u, _ in about) or device_dependent(eqn):
             return
         value = None
         if all(c is not None for _, c in about) and (not subs(eqn) or eqn.primitive.name in CALL_PRIMITIVES) and \

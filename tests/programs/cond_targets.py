@@ -75,6 +75,25 @@ def per_device_big_flag(num_devices: int, *, interpret=None):
 
 
 @semcheck.target(devices=[4])
+def device_index_in_jit(num_devices: int, *, interpret=None):
+    """The predicate is computed by a `jit` that reads `axis_index` from a replicated flag: odd devices take the
+    true branch, even ones the false one, though the jit's operand is the same on every device."""
+    def predicate(f):
+        return jax.jit(lambda g: jax.lax.axis_index(tp.AXIS) % 2 + g[0] * 0 != 0)(f)
+    return _build(num_devices, interpret, predicate, jnp.asarray([1], jnp.int32), late_ring_id=0)
+
+
+@semcheck.target(devices=[4])
+def shifted_flag_in_jit(num_devices: int, *, interpret=None):
+    """The predicate is a replicated flag moved one device along an open chain by a `ppermute` inside a `jit`:
+    device 0 receives zeros (false branch), the others the flag (true branch)."""
+    def predicate(f):
+        pairs = [(d, d + 1) for d in range(num_devices - 1)]
+        return jax.jit(lambda g: jax.lax.ppermute(g, tp.AXIS, pairs)[0] != 0)(f)
+    return _build(num_devices, interpret, predicate, jnp.asarray([1], jnp.int32), late_ring_id=0)
+
+
+@semcheck.target(devices=[4])
 def loop_counter_cond(num_devices: int, *, interpret=None):
     """A fori_loop of 3 whose body runs the ring kernel in iteration 0 and the pairwise kernel after."""
     params = tp.interpret_params("eager", interpret)

@@ -40,7 +40,8 @@ def _line(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def walked() -> dict:
-    names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "per_device_big_flag", "loop_counter_cond"]
+    names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "per_device_big_flag", "loop_counter_cond",
+             "device_index_in_jit", "shifted_flag_in_jit"]
     run = subprocess.run([sys.executable, "-c", _WALK.format(names=names, path=TARGETS, marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
@@ -92,6 +93,17 @@ def test_a_cond_whose_branch_differs_between_devices_is_unknown_with_its_line(wa
     got = _verify("per_device_big_flag")
     assert got["invocation-confined"]["verdict"] == "unknown"
     assert "may differ between devices" in got["invocation-confined"]["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+@pytest.mark.parametrize("target", ["device_index_in_jit", "shifted_flag_in_jit"])
+def test_a_jit_that_reads_the_device_does_not_make_a_uniform_predicate(walked, target):
+    """A `jit` of uniform operands whose body reads `axis_index` or moves data between devices (`ppermute`)
+    may give each device another value: its devices run different branches, so the program is unknown, never
+    one branch taken by every device (which was proved in every mode)."""
+    irs = walked[target]
+    assert irs and all(ir["unknown"] is not None and "may differ between devices" in ir["unknown"][0] for ir in irs)
 
 
 @pytest.mark.jax
