@@ -245,6 +245,9 @@ class _Walker(PerDevice):
                     what = "a cond branch" if name == "cond" else f"a {name}"
                     raise Stop(f"a kernel call inside {what}: the program's call sequence is not followed "
                                 "there yet", eqn_loc(eqn))
+            elif self._lanes is not None and name in CALL_PRIMITIVES and is_call_shaped(eqn) and \
+                    (device_dependent(eqn) or not all(self._about(x, v)[0] for x, v in zip(eqn.invars, ins))):
+                outs = self._call(eqn, ins, axes, physical)  # PRG-145: a jit's operations device by device
             else:
                 loc = eqn_loc(eqn)
                 for v in ins:

@@ -97,13 +97,23 @@ def test_a_cond_whose_branch_differs_between_devices_is_unknown_with_its_line(wa
 
 @pytest.mark.jax
 @pytest.mark.rule("PRG-126")
-@pytest.mark.parametrize("target", ["device_index_in_jit", "shifted_flag_in_jit"])
-def test_a_jit_that_reads_the_device_does_not_make_a_uniform_predicate(walked, target):
-    """A `jit` of uniform operands whose body reads `axis_index` or moves data between devices (`ppermute`)
-    may give each device another value: its devices run different branches, so the program is unknown, never
-    one branch taken by every device (which was proved in every mode)."""
-    irs = walked[target]
+def test_a_jit_that_moves_data_between_devices_does_not_make_a_uniform_predicate(walked):
+    """A `jit` of uniform operands whose body moves data between devices (a `ppermute` over an open chain) gives
+    each device another value: its devices run different branches, so the program is unknown, never one
+    branch taken by every device (which was proved in every mode)."""
+    irs = walked["shifted_flag_in_jit"]
     assert irs and all(ir["unknown"] is not None and "may differ between devices" in ir["unknown"][0] for ir in irs)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126", "PRG-145")
+def test_a_jit_that_reads_the_device_is_followed_device_by_device(walked):
+    """A `jit` reading `axis_index` from a replicated flag (and jnp's `%`, itself a jit) is walked operation by
+    operation on each device: odd devices take the true branch, as the sharded flag `d % 2` of
+    `per_device_flag` makes them; before, the jit's result was taken as uniform and one branch for all."""
+    (ir,) = walked["device_index_in_jit"]
+    (same,) = walked["per_device_flag"]
+    assert ir["unknown"] is None and (ir["calls"], ir["devices"]) == (same["calls"], same["devices"])
 
 
 @pytest.mark.jax
