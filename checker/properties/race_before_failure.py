@@ -132,5 +132,10 @@ def before_failing_waits(program: Program, clean: Program, mode: DmaMode) -> tup
     cut = truncate(clean, holds)
     if cut is clean:
         return None
-    state = fast_run(cut, mode).state
+    from semcheck.model.errors import ModelBug
+
+    try:
+        state = fast_run(cut, mode).state
+    except ModelBug:
+        return None  # no run to read the events from: nothing more is tried
     return cut, lambda e: event_ran(cut, state, e.core, e.pc, e.half)
