@@ -153,6 +153,18 @@ def event_pending(program: Program, state: State, core: int, pc: int, half: str 
     return k < len(mine) and mine[k].phase < (1 if half == "read" else 2)
 
 
+def event_ran(program: Program, state: State, core: int, pc: int, half: str | None) -> bool:
+    """Whether the access at `core`/`pc` (a copy's `half`, or the core's own when None) has run in `state`:
+    the core is past it, or the half of that started copy has happened (ERR-31 keeps these)."""
+    if half is None:
+        return state.pcs[core] > pc
+    if state.pcs[core] <= pc:
+        return False
+    k = sum(type(op) is DmaStart for op in program.cores[core][:pc])
+    mine = [d for d in state.dmas if d.src_core == core]
+    return k < len(mine) and mine[k].phase >= (1 if half == "read" else 2)
+
+
 def _kernel_against_dma_groups(
     pairs: list[tuple[AccessEvent, AccessEvent]],
 ) -> tuple[dict[tuple[tuple[int, int, str], int], list[tuple[AccessEvent, AccessEvent]]], list[tuple[AccessEvent, AccessEvent]]]:
@@ -229,7 +241,7 @@ def ordered_modes(
 
 def find_races(
     program: Program, mode: DmaMode, *, first: int = 1, deadline: float | None = None,
-    max_work: int | None = None, pre: Ordered | None = None,
+    max_work: int | None = None, pre: Ordered | None = None, keep: Callable[[AccessEvent], bool] | None = None,
 ) -> RaceReport:
     """DR-1 .. DR-7: the races of `program` under `mode`.
 
@@ -238,7 +250,8 @@ def find_races(
     0 (False) return every race found (one per group).
     `deadline` is a `time.perf_counter()` value past which the search stops
     (the report then says it is incomplete). `pre` is `ordered(program, mode)`
-    when the caller has it.
+    when the caller has it. `keep`: only pairs whose two events it keeps are
+    tried (ERR-31: the events a run performs before any failing wait).
 
     The happens-before pass (DR-6, DR-7) orders most pairs in one run; only
     the pairs it leaves unordered get restricted runs (DR-2), as many as
@@ -260,6 +273,8 @@ def find_races(
             return RaceReport((), (), 0, 0, False, estimate, True, uncertified=ordering.why)
         events, unrecorded = accesses(program, mode)
         pairs = Rotation(program.topology, k).representative_pairs(conflicting_pairs(events, mode))
+    if keep is not None:
+        pairs = [(a, b) for a, b in pairs if keep(a) and keep(b)]
     runs = _Runs(program, mode)
     found: list[Race] = []
 

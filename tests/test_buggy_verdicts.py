@@ -74,6 +74,8 @@ EXPECTED = {
     # two racing pairs and an empty copy at a dimension's end: under on_wait the failing wait comes after pair
     # B ran and before pair A runs, and semcheck's race pass meets pair A first (ERR-29)
     "race_second_pair_before_empty_copy_at_end.py": {"race-free": H, "deadlock-free": I},
+    # device 0's races lie past its failing wait (ERR-29 meets them first); device 1's pair runs before it (ERR-31)
+    "race_pair_on_one_device_while_another_fails.py": {"race-free": H, "deadlock-free": I},
     # with the race detector on, the wait for the empty copy's 0 bytes runs no task under on_wait and fails
     # its clock assertion in every run (RACE-1, ERR-21); eager runs the copy at its start
     "clock_empty_copy_wait.py": {"deadlock-free": ("on_wait",)},

@@ -31,7 +31,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.checker.properties.confined_scopes import HINT as SCOPE_HINT
 from semcheck.checker.properties.dma_bytes import dma_bytes
 from semcheck.checker.properties.failing_facts import At, view_ops
-from semcheck.checker.properties.race_before_failure import both_run
+from semcheck.checker.properties.race_before_failure import before_failing_waits, both_run
 from semcheck.checker.properties.races import more_races
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.sites import site, sites
@@ -246,6 +246,9 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
         if alt is not None:  # another race the pass found: the witness's own meets a failing wait first
             w = dataclasses.replace(w, message=alt["message"], locs=tuple(alt["locs"]), blocked=(),
                                     details={"halves": alt["halves"]}, hint=alt.get("hint", w.hint))
+            if alt.get("rule") == "ERR-31":
+                rule, said = "ERR-31", (f"{said}; the race was found among the accesses a run makes before any "
+                                        "wait that may run a failing copy's task (ERR-31)")
         return dataclasses.replace(v, stats={**v.stats, "rule": rule}, witness=dataclasses.replace(
             w, message=f"{w.message} ({said})", schedule=shown))
     if v.verdict == "violated":
@@ -259,13 +262,28 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
 
 def _other_races(program: Program, clean: Program, mode: DmaMode, w: Witness, timeout_ms: int) -> tuple:
     """ERR-29: `both_run` over the other races of `clean` (the program with the views made indexable), asked of the
-    race pass only now: the race pass stops at the witness's, whose events meet a failing wait first."""
+    race pass only now: the race pass stops at the witness's, whose events meet a failing wait first. ERR-31: then
+    over the races among the events that `clean`, cut before the waits that may pop a failing task, runs."""
     mine = [tuple(h) for h in w.details["halves"]]
-    others = [a for a in more_races(clean, mode, timeout_ms=timeout_ms) if [tuple(h) for h in a["halves"]] != mine]
-    if not others or len(w.schedule) > REPLAY_LIMIT:
+    if len(w.schedule) > REPLAY_LIMIT:
         return None, None
-    shown, alt = both_run(program, mode, dataclasses.replace(w, details={**w.details, "alternatives": others}))
-    return (shown, alt) if alt is not None else (None, None)
+    for ask in (lambda: more_races(clean, mode, timeout_ms=timeout_ms), lambda: _races_before_cut(program, clean, mode,
+                                                                                                   timeout_ms)):
+        others = [a for a in ask() if [tuple(h) for h in a["halves"]] != mine]
+        if others:  # the witness's own race was tried before (`_up_to_failure`)
+            details = {**w.details, "alternatives": others, "own_tried": True}
+            shown, alt = both_run(program, mode, dataclasses.replace(w, details=details))
+            if alt is not None:
+                return shown, alt
+    return None, None
+
+
+def _races_before_cut(program: Program, clean: Program, mode: DmaMode, timeout_ms: int) -> list[dict]:
+    """ERR-31: the races of `clean` cut before every wait that may pop a failing copy's task, among the events its
+    maximal run performs (`race_before_failure.before_failing_waits`); none when nothing is cut."""
+    cut = before_failing_waits(program, clean, mode)
+    found = [] if cut is None else more_races(cut[0], mode, timeout_ms=timeout_ms, keep=cut[1])
+    return [{**a, "rule": "ERR-31"} for a in found]
 
 
 def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:

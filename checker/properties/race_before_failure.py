@@ -1,13 +1,17 @@
 """ERR-24: a run that performs both events of a race before any failure, for a program whose runs fail
-later: the race a witness of the indexable program names, or another the race pass found (ERR-29)."""
+later: the race a witness of the indexable program names, or another the race pass found (ERR-29), or one
+among the events a run performs before any wait that may pop a failing copy's task (ERR-31)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from semcheck.checker.properties.verdict import Witness
-from semcheck.model.ops import DmaMode, Program
+from semcheck.checker.static.least_stuck import truncate
+from semcheck.model.ops import DmaMode, DmaStart, Program, Wait
 from semcheck.model.run import REPLAY_LIMIT
 from semcheck.model.state import State
-from semcheck.model.step import enabled, step
+from semcheck.model.step import enabled, step, target_core
 
 
 def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None, dict | None]:
@@ -24,6 +28,8 @@ def both_run(program: Program, mode: DmaMode, w: Witness) -> tuple[tuple | None,
 
     tries = [(w.details["halves"], None), *((a["halves"], a) for a in w.details.get("alternatives", ()))]
     for i, (events, alt) in enumerate(tries):
+        if i == 0 and w.details.get("own_tried"):
+            continue  # the caller tried the witness's own race already
         try:
             reached = (_follow(program, mode, w.schedule, events) if i == 0 else None) \
                 or _to_both_next(program, mode, events)
@@ -100,3 +106,36 @@ def _to_both_next(program: Program, mode: DmaMode, events) -> tuple[State, list]
         actor, state = min(ok, key=rank)
         steps.append(actor)
     return state, steps
+
+
+def before_failing_waits(program: Program, clean: Program, mode: DmaMode) -> tuple[Program, Callable] | None:
+    """ERR-31: `clean` (the program with the views made indexable) cut before each core's first wait that may
+    pop a task of a copy of `program` the interpreter refuses (its send semaphore on the issuing core after
+    the start, its receive semaphore on the destination core, SEM-7, DMA-3), and whether an access event
+    ran in that cut program's maximal run, which is a run of `program` that meets no failing task. None when
+    nothing is cut."""
+    from semcheck.model.fast import fast_run
+    from semcheck.model.race import event_ran
+
+    queues: dict[int, list] = {}  # core -> (semaphore, the first position whose wait may pop a failing task)
+    for c, ops in enumerate(program.cores):
+        for i, op in enumerate(ops):
+            if type(op) is DmaStart and op.view_error is not None:
+                if op.src_sem is not None:
+                    queues.setdefault(c, []).append((op.src_sem, i))
+                dst = target_core(program, mode, c, op.device, op.core, dma=True)
+                if isinstance(dst, int):
+                    queues.setdefault(dst, []).append((op.dst_sem, i if dst == c else -1))
+    holds = {c: next((j for j, op in enumerate(program.cores[c])
+                      if type(op) is Wait and any(op.sem == s and j > after for s, after in keys)),
+                     len(program.cores[c])) for c, keys in queues.items()}
+    cut = truncate(clean, holds)
+    if cut is clean:
+        return None
+    from semcheck.model.errors import ModelBug
+
+    try:
+        state = fast_run(cut, mode).state
+    except ModelBug:
+        return None  # no run to read the events from: nothing more is tried
+    return cut, lambda e: event_ran(cut, state, e.core, e.pc, e.half)

@@ -179,11 +179,12 @@ def _alternative(program: Program, mode: DmaMode, r: Race) -> dict:
             "locs": [program.cores[e.core][e.pc].loc for e in (r.first, r.second)]}
 
 
-def more_races(program: Program, mode: DmaMode, *, timeout_ms: int) -> list[dict]:
+def more_races(program: Program, mode: DmaMode, *, timeout_ms: int, keep=None) -> list[dict]:
     """ERR-29: up to 1 + ALTERNATIVES exact, confirmed races of `program` (the witness's first), told as ERR-24's
     alternatives; the race pass is asked for them only when the first race's events cannot both run before a
-    failure (a second pass: the first stops at one race)."""
-    report = find_races(program, mode, first=1 + ALTERNATIVES, deadline=time.perf_counter() + timeout_ms / 1000)
+    failure (a second pass: the first stops at one race). `keep`: ERR-31's events (`find_races`)."""
+    report = find_races(program, mode, first=1 + ALTERNATIVES, deadline=time.perf_counter() + timeout_ms / 1000,
+                        keep=keep)
     # each told in full (its message names ERR-27's windows, say): one of them may become the witness
     told = [(r, _witness(program, mode, r)) for r in report.races if r.exact and r.confirmed]
     return [{**_alternative(program, mode, r), "message": w.message, "hint": w.hint} for r, w in told]

@@ -200,6 +200,14 @@ EXAMPLES: dict[str, dict] = {
                                                                     "error_type": "IndexError",
                                                                     "raises_in": ["eager", "on_wait"],
                                                                     "devices": [2]},
+    # a racing pair of row copies on device 1, and on device 0 a load of rows before their copies are waited
+    # and an empty copy at a dimension's end: eager raises at its start; under on_wait device 0's first wait
+    # runs the empty copy's task first (the newest) and raises there, so device 0's races are in no run, while
+    # device 1's pair runs before it (ERR-31; the race is in race_ground_truth.json)
+    "examples/buggy/race_pair_on_one_device_while_another_fails.py": {"kind": "window_error",
+                                                                      "error_type": "IndexError",
+                                                                      "raises_in": ["eager", "on_wait"],
+                                                                      "devices": [2, 4]},
     # a copy of 0 bytes waited with jax's race detector on: under on_wait the wait runs no task, so no signal
     # reaches its semaphore and the wait fails the manager's clock assertion (RACE-1); eager runs the copy at
     # its start; the fix skips the empty copy. Every device fails at its wait, and which device's exception jax
