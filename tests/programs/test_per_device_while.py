@@ -36,6 +36,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from semcheck.checker.frontend.program_walk import program_irs
 from semcheck.checker.frontend.trace import make_jaxpr
 from semcheck.checker.programs.interpreter_hang import no_run_completes
+from semcheck.checker.frontend.concrete_inputs import inputs_by_launch
+from semcheck.checker.frontend.programs import invocation_inputs
 
 def _k(x_ref, o_ref):
     o_ref[...] = x_ref[...] + 1
@@ -79,7 +81,42 @@ def check(counts):
     if hang is (len(set(map(len, want))) == 1):  # every call is local, without a collective id (PRG-179)
         bad.append([counts, "hang" if hang else "no hang"])
 
+def _pick(idx_ref, x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1
+
+def pick(i, table):
+    spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(1,),
+                                        in_specs=[pl.BlockSpec((8, 128), lambda g, idx: (idx[0], 0))],
+                                        out_specs=pl.BlockSpec((8, 128), lambda g, idx: (0, 0)))
+    return pl.pallas_call(_pick, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((8, 128), table.dtype),
+                          interpret=True)(jnp.reshape(i, (1,)), table)
+
+@settings(max_examples=15, deadline=None, database=None)
+@given(st.integers(2, 4).flatmap(lambda n: st.lists(st.integers(1, 3), min_size=n, max_size=n)))
+def check_values(counts):
+    # PRG-198: each iteration's call reads that iteration's index on every device that runs it
+    n = len(counts)
+    mesh = Mesh(np.array(jax.devices()[:n]), ("x",))
+
+    def program(c, table):
+        return jax.lax.fori_loop(0, c[0], lambda i, acc: acc + pick(i, table), jnp.zeros((8, 128), table.dtype))
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"), check_vma=False))
+    args = (jax.device_put(jnp.asarray(counts, jnp.int32), NamedSharding(mesh, P("x"))),
+            jnp.zeros((8 * 3, 128), jnp.float32))
+    closed = make_jaxpr(fn, args)
+    (ir,) = program_irs(closed.jaxpr, jax.tree.leaves(args))
+    got = invocation_inputs(ir, inputs_by_launch(closed, args))
+    for k, (inv, inputs) in enumerate(zip(ir.invocations, got)):
+        runs = [d for d in range(n) if inv.devices is None or d in inv.devices]
+        if runs != [d for d in range(n) if counts[d] > k] or inputs is None or inputs.values[0] is None \
+                or any(int(np.asarray(inputs.values[0][d % len(inputs.values[0])]).reshape(-1)[0]) != k
+                       for d in runs):  # a lane array of one row: every device's
+            bad.append([counts, k, runs, None if inputs is None or inputs.values[0] is None
+                        else np.asarray(inputs.values[0]).reshape(-1).tolist()])
+
 check()
+check_values()
 print({marker!r} + json.dumps(bad))
 """
 
@@ -97,10 +134,12 @@ def _line(path: str, text: str) -> int:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-197")
+@pytest.mark.rule("PRG-197", "PRG-198")
 def test_each_device_runs_as_many_iterations_as_its_own_condition_allows():
     """Device d runs its own count of calls, and the cond on the loop's final counter runs its call on exactly the
-    devices whose count is at least 2; the interpreter hangs (PRG-180) exactly where the devices' sequences differ."""
+    devices whose count is at least 2; the interpreter hangs (PRG-180) exactly where the devices' sequences differ.
+    PRG-198: a call that reads the loop's counter as a scalar-prefetch operand reads, in the walk's k-th call, k on
+    every device that runs it."""
     run = subprocess.run([sys.executable, "-c", _DRAWN.format(marker=MARKER)], capture_output=True, text=True,
                          cwd=REPO, timeout=900)
     (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
