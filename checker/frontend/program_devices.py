@@ -124,4 +124,5 @@ class PerDevice:
             outs.append(new)
         return outs
 
+
 __all__ = ["PerDevice"]
