@@ -51,8 +51,9 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
                                       f"that differs between the iterations of the loop around the call "
                                       f"({why}): each iteration's start may be out of bounds, which is not "
                                       f"checked where PRG-183 does not check each iteration's call (it does for "
-                                      f"at most {MAX_SCAN} reaches of a launch in the same iterations on every device, with at most "
-                                      f"{MAX_ITERATION_LOWERINGS} distinct inputs, PRG-185) "
+                                      f"at most {MAX_SCAN} reaches of a launch in the same iterations on every "
+                                      f"device, PRG-198, with at most {MAX_ITERATION_LOWERINGS} distinct inputs, "
+                                      "PRG-185) "
                                       "(specs/deciding/programs.md PRG-182)", op.loc)
                 if NOT_EVALUATED in why:
                     raise Unsupported(type(op).__name__, f"the region of {op.describe()} depends on a scalar input "
@@ -64,22 +65,37 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
 def lower_iterations(values: Any, lower: Any) -> tuple[tuple[str, Any], ...]:
     """PRG-183: each iteration's program of a call whose loop varies its scalar inputs (`values.iterations`),
     `lower(inputs)` called once per distinct inputs (iterations with equal values share one lowering); () where
-    there are none, or where some iteration's own program still has a region that depends on values it lacks."""
+    there are none, or where some iteration's own program still has a region that depends on values it lacks.
+    PRG-199: lowerings that make the same program (the values differ only where the kernel reads them as data)
+    are one program, checked once; PRG-185's budget counts the distinct programs."""
     from semcheck.checker.frontend.errors import Unsupported
 
     got: dict[int, Any] = {}
+    distinct: list[Any] = []
     out = []
     for words, inputs in getattr(values, "iterations", ()) or ():
         if id(inputs) not in got:
-            if len(got) == MAX_ITERATION_LOWERINGS:  # PRG-185: over the budget, PRG-182 stands for the call
-                return ()
-            got[id(inputs)] = lower(inputs)
-            try:
-                refuse_regions_a_loop_varies(got[id(inputs)])
-            except Unsupported:  # PRG-182 stands for the call
-                return ()
+            program = lower(inputs)
+            same = next((p for p in distinct if same_program(p, program)), None)
+            if same is None:
+                if len(distinct) == MAX_ITERATION_LOWERINGS:  # PRG-185: over the budget, PRG-182 stands for the call
+                    return ()
+                try:
+                    refuse_regions_a_loop_varies(program)
+                except Unsupported:  # PRG-182 stands for the call
+                    return ()
+                distinct.append(program)
+            got[id(inputs)] = program if same is None else same
         out.append((words, got[id(inputs)]))
     return tuple(out)
+
+
+def same_program(a: Any, b: Any) -> bool:
+    """PRG-199: whether two lowerings of one call are the same program to every check: equal operations, ids,
+    failures and topology, and equal in what the comparison of programs leaves out (the names reports give labels,
+    the values the lowering followed through copies, ACC-9)."""
+    return type(a) is type(b) and a == b and getattr(a, "names", None) == getattr(b, "names", None) \
+        and getattr(a, "followed", None) == getattr(b, "followed", None)
 
 
 def _scan_split(eqn: Any) -> tuple[int, int]:
