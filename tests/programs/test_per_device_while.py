@@ -22,7 +22,8 @@ BUGGY = "examples/programs/buggy/ragged_chunks_while_ring_uneven.py"
 MARKER = "@@PERDEVWHILE@@ "
 
 # Drawn trip counts (0 to 3 per device, 2 to 4 devices): the walk of a fori_loop bounded by each device's count,
-# then a cond on the loop's final counter (known on each device only through the loop's merged carry).
+# then a cond on the loop's final counter (known on each device only through the loop's merged carry), then a cond
+# on a flag a per-device cond returns (known on each device only through that cond's merged results).
 _DRAWN = """
 import json
 import numpy as np
@@ -57,7 +58,10 @@ def walked(counts):
 
     def program(c, x):
         i, x = jax.lax.while_loop(lambda s: s[0] < c[0], lambda s: (s[0] + 1, inc(s[1])), (jnp.int32(0), x))
-        return jax.lax.cond(i >= 2, twice, lambda v: v, x)
+        x = jax.lax.cond(i >= 2, twice, lambda v: v, x)
+        # a cond whose branch differs between devices: its flag result is known on each device after it
+        x, flag = jax.lax.cond((i & 1) == 0, lambda v: (inc(v), i * 0 + 1), lambda v: (v, i * 0), x)
+        return jax.lax.cond(flag == 1, twice, lambda v: v, x)
 
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
     args = (jax.device_put(jnp.asarray(counts, jnp.int32), NamedSharding(mesh, P("x"))),
@@ -74,7 +78,7 @@ def check(counts):
     n = len(counts)
     assert ir.unknown is None, (counts, ir.unknown)
     runs = [[inv.name for inv in ir.invocations if inv.devices is None or d in inv.devices] for d in range(n)]
-    want = [["_k"] * c + (["_twice"] if c >= 2 else []) for c in counts]
+    want = [["_k"] * c + (["_twice"] if c >= 2 else []) + (["_k", "_twice"] if c % 2 == 0 else []) for c in counts]
     if runs != want:
         bad.append([counts, runs])
     hang = no_run_completes(ir, n) is not None
