@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from semcheck.checker.frontend.program_ir import Outside, Produced, deps_of, Stop
-from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
+from semcheck.checker.frontend.program_ir import CALL_PRIMITIVES, Outside, Produced, deps_of, Stop
+from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, device_dependent, subs
 from semcheck.checker.frontend.trace import eqn_loc
 
 
@@ -30,11 +30,13 @@ class PerDevice:
 
     def _fold_lanes(self, eqn: Any, ins: list[Any], outs: list[Any]) -> None:
         """PRG-145: an XLA op's results device by device, where its operands are known on every device
-        (`axis_index` is the device's coordinate)."""
+        (`axis_index` is the device's coordinate); PRG-197: a `jit` of XLA operations too (jax's `%` on integers is
+        one), as PRG-126 folds it, unless something in it may differ between devices on the same operands."""
         import numpy as np
 
 
-        if self._lanes is None or subs(eqn):
+        if self._lanes is None or (subs(eqn) and (eqn.primitive.name not in CALL_PRIMITIVES
+                                                  or device_dependent(eqn))):
             return
         if eqn.primitive.name == "axis_index":
             axis = eqn.params["axis_name"]

@@ -59,8 +59,9 @@ def walked(counts):
     def program(c, x):
         i, x = jax.lax.while_loop(lambda s: s[0] < c[0], lambda s: (s[0] + 1, inc(s[1])), (jnp.int32(0), x))
         x = jax.lax.cond(i >= 2, twice, lambda v: v, x)
-        # a cond whose branch differs between devices: its flag result is known on each device after it
-        x, flag = jax.lax.cond((i & 1) == 0, lambda v: (inc(v), i * 0 + 1), lambda v: (v, i * 0), x)
+        # a cond whose branch differs between devices (`%`: a jit of XLA operations, evaluated on each device): its
+        # flag result is known on each device after it
+        x, flag = jax.lax.cond(i % 2 == 0, lambda v: (inc(v), i * 0 + 1), lambda v: (v, i * 0), x)
         return jax.lax.cond(flag == 1, twice, lambda v: v, x)
 
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False))
