@@ -80,6 +80,9 @@ class KernelInputs:
     # iteration's own, in the order the program runs them: (which iteration, in words; its inputs), equal values
     # sharing one object; empty otherwise, or where they cannot be told apart
     iterations: tuple[tuple[str, KernelInputs], ...] = ()
+    # PRG-198: for one iteration's inputs, the devices that make that reach where only some do (the others' values
+    # are their own last reach's); None where every device does
+    reached_by: frozenset[int] | None = None
     hardware: KernelInputs | None = None  # ACC-27: the values under `hardware` where they differ from these
     on_cpu: bool = False  # ACC-28: these are the interpreter modes' values (a tie in the kernel is followed)
 

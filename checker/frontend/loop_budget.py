@@ -6,7 +6,7 @@ from __future__ import annotations
 # PRG-168, PRG-185: the iterations of one loop around kernel calls evaluated one by one (a `scan`, or a
 # `while_loop`, PRG-186), and the reaches of one launch PRG-183 tells apart
 MAX_SCAN = 1024
-# PRG-185: the distinct lowerings (distinct scalar inputs) of one launch PRG-183 checks
+# PRG-185: the distinct programs of one launch PRG-183 checks (PRG-199: lowerings that make one program are one)
 MAX_ITERATION_LOWERINGS = 128
 
 __all__ = ["MAX_ITERATION_LOWERINGS", "MAX_SCAN"]

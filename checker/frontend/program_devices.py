@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from semcheck.checker.frontend.program_ir import Outside, Produced, deps_of, Stop
-from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
+from semcheck.checker.frontend.program_ir import CALL_PRIMITIVES, Outside, Produced, deps_of, Stop
+from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, device_dependent, subs
 from semcheck.checker.frontend.trace import eqn_loc
 
 
@@ -30,11 +30,13 @@ class PerDevice:
 
     def _fold_lanes(self, eqn: Any, ins: list[Any], outs: list[Any]) -> None:
         """PRG-145: an XLA op's results device by device, where its operands are known on every device
-        (`axis_index` is the device's coordinate)."""
+        (`axis_index` is the device's coordinate); PRG-197: a `jit` of XLA operations too (jax's `%` on integers is
+        one), as PRG-126 folds it, unless something in it may differ between devices on the same operands."""
         import numpy as np
 
 
-        if self._lanes is None or subs(eqn):
+        if self._lanes is None or (subs(eqn) and (eqn.primitive.name not in CALL_PRIMITIVES
+                                                  or device_dependent(eqn))):
             return
         if eqn.primitive.name == "axis_index":
             axis = eqn.params["axis_name"]
@@ -87,18 +89,41 @@ class PerDevice:
             self._devices = outer
         if len(results) == 1:
             return results[0]
+        order = sorted(taken)
+        return self._merge_devices({d: results[order.index(b)] for b in order for d in taken[b]}, loc,
+                                   "a cond whose branch differs between devices")
+
+    def _running(self, x: Any, flag: Any, active: frozenset[int]) -> frozenset[int] | None:
+        """PRG-197: the devices of `active` on which a while loop's condition `flag` holds, where the walk knows it
+        on each device (PRG-145's values); None where it does not."""
+        import numpy as np
+
+        lanes = self._lane_values(x, flag)
+        if lanes is None:
+            return None
+        return frozenset(d for d in active if bool(np.asarray(lanes[d]).reshape(-1)[0]))
+
+    def _merge_devices(self, by_device: dict[int, list[Any]], loc: Any, what: str) -> list[Any]:
+        """PRG-145, PRG-197: the values after a construct each device leaves with its own (a cond's branch, a while
+        loop's last carry): the value where every device has the same one, else a new value (a kernel's result
+        through it is not followed as a link; a semaphore is unknown), known on each device where the walk knows
+        each device's own."""
+        groups = list(by_device.values())
         outs: list[Any] = []
-        for vals in zip(*results):
+        for k, vals in enumerate(zip(*groups)):
             if all(v == vals[0] for v in vals):
                 outs.append(vals[0])
                 continue
             for v in vals:
                 if isinstance(v, Produced) and self._semaphore(v) is not None:
                     raise Stop(f"semaphore output {self._semaphore(v)!r} of {self.invocations[v.call].describe()} is "
-                                "a result of a cond whose branch differs between devices: the front end cannot tell "
-                                "which semaphore a later use is", loc)
-            outs.append(self.outside("the result of a cond whose branch differs between devices", loc,
-                                     deps_of(list(vals))))
+                                f"a result of {what}: the front end cannot tell which semaphore a later use is", loc)
+            new = self.outside(f"the result of {what}", loc, deps_of(list(vals)))
+            lanes = {d: self._lane_values(None, vs[k]) for d, vs in by_device.items()}
+            if self._lanes is not None and all(lane is not None for lane in lanes.values()):
+                first = next(iter(lanes.values()))
+                self._per[new.ident] = [lanes[d][d] if d in lanes else first[d] for d in range(len(self._lanes))]
+            outs.append(new)
         return outs
 
 

@@ -32,6 +32,7 @@ class Trips:
     read it once it is known (PRG-186, PRG-187)."""
 
     n: int | None = None
+    words: str | None = None  # PRG-197: each device's count, where they differ
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Trips) and self.n == other.n
@@ -40,7 +41,17 @@ class Trips:
         return hash(self.n)
 
     def __str__(self) -> str:
-        return str(self.n)
+        return self.words if self.words is not None else str(self.n)
+
+
+def per_device_trips(counts: dict[int, int]) -> str:
+    """PRG-197: a while loop's trip counts where devices differ ("1 on device 0, 2 on device 1", devices grouped
+    by count)."""
+    by: dict[int, list[int]] = {}
+    for d in sorted(counts):
+        by.setdefault(counts[d], []).append(d)
+    return ", ".join(f"{n} on device{'s' if len(ds) > 1 else ''} {', '.join(map(str, ds))}"
+                     for n, ds in sorted(by.items()))
 
 
 def iteration_words(stack: tuple[tuple[Any, int, Any], ...]) -> str:
@@ -234,5 +245,5 @@ def deps_of(values: list[Value]) -> frozenset[int]:
     return frozenset(out)
 
 
-__all__ = ["Invocation", "Link", "Trips", "iteration_words", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
+__all__ = ["Invocation", "Link", "Trips", "per_device_trips", "iteration_words", "MAX_BRANCH_PROGRAMS", "MAX_UNROLL", "Outside", "Produced", "ProgramIR", "Use",
            "WINDOW"]

@@ -27,6 +27,7 @@ from semcheck.checker.frontend.program_ir import (
     Produced,
     ProgramIR,
     Trips,
+    per_device_trips,
     Use,
     WINDOW,
     Value,
@@ -453,7 +454,8 @@ class _Walker(PerDevice):
 
     def _while(self, eqn: Any, ins: list[Value], axes: dict[str, int], physical: int) -> list[Value]:
         """PRG-171: a `while_loop` around kernel calls, unrolled where the walk knows its condition on every
-        iteration's carry, the same on every device, for at most MAX_UNROLL iterations; unknown otherwise."""
+        iteration's carry, the same on every device, for at most MAX_UNROLL iterations; PRG-197: or known on each
+        device, each iteration's calls run by the devices whose condition still holds; unknown otherwise."""
         import numpy as np
 
         p = eqn.params
@@ -470,28 +472,46 @@ class _Walker(PerDevice):
             env.update(zip(jaxpr.invars, operands))
             return self.walk(jaxpr, env, axes=axes, physical=physical)
 
+        outer = self._devices
+        # the devices the walk is in (one stands for all outside a shard_map, where only uniform values are known)
+        everyone = outer if outer is not None else frozenset(range(len(self._lanes) if self._lanes else 1))
+        active, finals, counts = everyone, {}, {}
         trips = Trips()  # PRG-187: the iterations' words read the trip count once it is known
-        for done in range(MAX_UNROLL + 1):
-            trips.n = done
-            cond = getattr(p["cond_jaxpr"], "jaxpr", p["cond_jaxpr"])
-            (flag,) = run(p["cond_jaxpr"], [*cconsts, *carry])
-            uniform, value = self._about(cond.outvars[0], flag)
-            if not uniform or value is None:
-                raise Stop(f"a kernel call inside {UNKNOWN_TRIPS}, the same on every device, from the loop's carry "
-                            "(PRG-171)", loc)
-            if not bool(np.asarray(value).reshape(-1)[0]):
-                return carry
-            if done == MAX_UNROLL:
-                break
-            self._loops.append((loc, done, trips))
-            try:
-                carry = run(p["body_jaxpr"], [*bconsts, *carry])
-            finally:
-                self._loops.pop()
-            if len(carry) != len(eqn.outvars):
-                raise Stop("a loop whose carried values the walk cannot match", loc)
-        raise Stop(f"a kernel call inside a while loop of more than {MAX_UNROLL} iterations: the walk unrolls at "
-                    f"most {MAX_UNROLL} (PRG-171)", loc)
+        cond = getattr(p["cond_jaxpr"], "jaxpr", p["cond_jaxpr"])
+        try:
+            for done in range(MAX_UNROLL + 1):
+                trips.n = done
+                self._devices = outer if active == everyone else active
+                (flag,) = run(p["cond_jaxpr"], [*cconsts, *carry])
+                uniform, value = self._about(cond.outvars[0], flag)
+                if uniform and value is not None:
+                    running = active if bool(np.asarray(value).reshape(-1)[0]) else frozenset()
+                else:  # PRG-197: the condition on each device
+                    running = None if self._lanes is None else self._running(cond.outvars[0], flag, active)
+                    if running is None:
+                        raise Stop(f"a kernel call inside {UNKNOWN_TRIPS}, the same on every device or on each "
+                                   "device, from the loop's carry (PRG-171, PRG-197)", loc)
+                for d in active - running:
+                    finals[d], counts[d] = carry, done
+                active = running
+                if not active:
+                    break
+                if done == MAX_UNROLL:
+                    raise Stop(f"a kernel call inside a while loop of more than {MAX_UNROLL} iterations: the walk "
+                               f"unrolls at most {MAX_UNROLL} (PRG-171)", loc)
+                self._devices = outer if active == everyone else active
+                self._loops.append((loc, done, trips))
+                try:
+                    carry = run(p["body_jaxpr"], [*bconsts, *carry])
+                finally:
+                    self._loops.pop()
+                if len(carry) != len(eqn.outvars):
+                    raise Stop("a loop whose carried values the walk cannot match", loc)
+        finally:
+            self._devices = outer
+        if len(set(counts.values())) > 1:  # PRG-197: the words say each device's count
+            trips.words = per_device_trips(counts)
+        return self._merge_devices(finals, loc, "a while loop whose trip count differs between devices")
 
     def _contains_kernel(self, eqn: Any) -> bool:
         key = id(eqn)

@@ -120,23 +120,26 @@ def invocation_inputs(ir: Any, followed: Any) -> list[Any]:
     """Per invocation of `ir`, the values its call reads (PRG-167: per launch equation; None without `followed`).
     PRG-183: a launch in a loop whose iterations give it different values has each iteration's own, the walk's
     n-th invocation of the launch reading the evaluation's n-th reach, where the two count the same reaches and
-    every device runs each of them; otherwise it has none (and PRG-182 refuses a region that needs them)."""
+    each is run by the devices that make the reach (PRG-198: all of them, or the `reached_by` of a reach only some
+    make); otherwise it has none (and PRG-182 refuses a region that needs them)."""
     if followed is None:
         return [None] * len(ir.invocations)
-    counts: dict[int, int] = {}
-    every: dict[int, bool] = {}
+    by_launch: dict[int, list[Any]] = {}
     for inv in ir.invocations:
-        counts[id(inv.eqn)] = counts.get(id(inv.eqn), 0) + 1
-        every[id(inv.eqn)] = every.get(id(inv.eqn), True) and inv.devices is None
+        by_launch.setdefault(id(inv.eqn), []).append(inv)
+    told: set[int] = set()
+    for key, invs in by_launch.items():
+        its = getattr(followed.get(key), "iterations", ())
+        if its and len(its) == len(invs) and all(inv.devices == got.reached_by for inv, (_, got) in zip(invs, its)):
+            told.add(key)
     seen: dict[int, int] = {}
     out = []
     for inv in ir.invocations:
         inputs = followed.get(id(inv.eqn))
         n = seen.get(id(inv.eqn), 0)
         seen[id(inv.eqn)] = n + 1
-        its = getattr(inputs, "iterations", ())
-        if its and len(its) == counts[id(inv.eqn)] and every[id(inv.eqn)]:
-            inputs = its[n][1]
+        if id(inv.eqn) in told:
+            inputs = inputs.iterations[n][1]
         out.append(inputs)
     return out
 

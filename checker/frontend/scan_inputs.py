@@ -13,12 +13,13 @@ own lowering (`lower_iterations`); PRG-182 refuses what is still not told apart.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from semcheck.checker.frontend.loop_budget import MAX_ITERATION_LOWERINGS, MAX_SCAN
-from semcheck.checker.frontend.program_ir import iteration_words
+from semcheck.checker.frontend.program_ir import Trips, iteration_words, per_device_trips
 from semcheck.checker.frontend.trace import eqn_loc
 from semcheck.checker.frontend.while_inputs import WhileInputs
 from semcheck.model.ops import NO_LOC
@@ -50,8 +51,9 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
                                       f"that differs between the iterations of the loop around the call "
                                       f"({why}): each iteration's start may be out of bounds, which is not "
                                       f"checked where PRG-183 does not check each iteration's call (it does for "
-                                      f"at most {MAX_SCAN} reaches of a launch on every device alike, with at most "
-                                      f"{MAX_ITERATION_LOWERINGS} distinct inputs, PRG-185) "
+                                      f"at most {MAX_SCAN} reaches of a launch in the same iterations on every "
+                                      f"device, PRG-198, with at most {MAX_ITERATION_LOWERINGS} distinct inputs, "
+                                      "PRG-185) "
                                       "(specs/deciding/programs.md PRG-182)", op.loc)
                 if NOT_EVALUATED in why:
                     raise Unsupported(type(op).__name__, f"the region of {op.describe()} depends on a scalar input "
@@ -63,22 +65,37 @@ def refuse_regions_a_loop_varies(program: Any) -> None:
 def lower_iterations(values: Any, lower: Any) -> tuple[tuple[str, Any], ...]:
     """PRG-183: each iteration's program of a call whose loop varies its scalar inputs (`values.iterations`),
     `lower(inputs)` called once per distinct inputs (iterations with equal values share one lowering); () where
-    there are none, or where some iteration's own program still has a region that depends on values it lacks."""
+    there are none, or where some iteration's own program still has a region that depends on values it lacks.
+    PRG-199: lowerings that make the same program (the values differ only where the kernel reads them as data)
+    are one program, checked once; PRG-185's budget counts the distinct programs."""
     from semcheck.checker.frontend.errors import Unsupported
 
     got: dict[int, Any] = {}
+    distinct: list[Any] = []
     out = []
     for words, inputs in getattr(values, "iterations", ()) or ():
         if id(inputs) not in got:
-            if len(got) == MAX_ITERATION_LOWERINGS:  # PRG-185: over the budget, PRG-182 stands for the call
-                return ()
-            got[id(inputs)] = lower(inputs)
-            try:
-                refuse_regions_a_loop_varies(got[id(inputs)])
-            except Unsupported:  # PRG-182 stands for the call
-                return ()
+            program = lower(inputs)
+            same = next((p for p in distinct if same_program(p, program)), None)
+            if same is None:
+                if len(distinct) == MAX_ITERATION_LOWERINGS:  # PRG-185: over the budget, PRG-182 stands for the call
+                    return ()
+                try:
+                    refuse_regions_a_loop_varies(program)
+                except Unsupported:  # PRG-182 stands for the call
+                    return ()
+                distinct.append(program)
+            got[id(inputs)] = program if same is None else same
         out.append((words, got[id(inputs)]))
     return tuple(out)
+
+
+def same_program(a: Any, b: Any) -> bool:
+    """PRG-199: whether two lowerings of one call are the same program to every check: equal operations, ids,
+    failures and topology, and equal in what the comparison of programs leaves out (the names reports give labels,
+    the values the lowering followed through copies, ACC-9)."""
+    return type(a) is type(b) and a == b and getattr(a, "names", None) == getattr(b, "names", None) \
+        and getattr(a, "followed", None) == getattr(b, "followed", None)
 
 
 def _scan_split(eqn: Any) -> tuple[int, int]:
@@ -89,6 +106,31 @@ def _scan_split(eqn: Any) -> tuple[int, int]:
         return p["num_consts"], p["num_carry"]
     consts, carry, _ = p["ft_in"].unpack()
     return len(list(consts)), len(list(carry))
+
+
+def _where(stack: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The loops and iterations of a reach, without their trip counts (which a `while_loop` finds per lane)."""
+    return tuple((loc, i) for loc, i, _ in stack)
+
+
+def _trips_by_lane(k: int, per_lane: dict[int, list[Any]]) -> tuple[Any, ...]:
+    """PRG-198: the loops of reach `k` (of the lane that reaches the launch most often), each `while_loop` whose
+    lanes run different trip counts said with each lane's: a lane's own run of the same loop (the same enclosing
+    iterations) found its count, read from its reach `k` or, past its last reach, from its last."""
+    stack = max(per_lane.values(), key=len)[k][0]
+    out = []
+    for j, (loc, i, trips) in enumerate(stack):
+        counts = {}
+        for d, reaches in per_lane.items():
+            mine = reaches[min(k, len(reaches) - 1)][0]
+            if len(mine) > j and mine[j][0] == loc and _where(mine[:j]) == _where(stack[:j]) \
+                    and isinstance(mine[j][2], Trips):
+                counts[d] = mine[j][2].n
+        if len(set(counts.values())) > 1:
+            trips = Trips()
+            trips.n, trips.words = max(counts.values()), per_device_trips(counts)
+        out.append((loc, i, trips))
+    return tuple(out)
 
 
 def _same_list(a: list[Any], b: list[Any]) -> bool:
@@ -125,24 +167,33 @@ class LoopInputs(WhileInputs):
     def iteration_inputs(self, index: int, made: Any) -> tuple[tuple[str, Any], ...]:
         """PRG-183: for a launch whose loop iterations give it different values (PRG-168), each reach's own
         inputs (`made(per_device, reasons)` builds them), in program order, equal values sharing one object;
-        () where the reaches cannot be told apart: a lane with another count of reaches or other loops around
-        them, a reach outside a loop, more than MAX_SCAN reaches."""
+        () where the reaches cannot be told apart: other loops around them on different lanes, a reach outside a
+        loop, a lane that never reaches the launch, more than MAX_SCAN reaches. PRG-198: where lanes reach it
+        different numbers of times (a `while_loop` whose trip count differs between devices), each lane's reaches
+        must be the first of the longest lane's (the same loops and iterations); a reach only some lanes make is
+        marked with them (`reached_by`), and the other lanes read their own last reach's values there."""
         per_lane = self.reaches.get(index, {})
         if index not in self._varied or not per_lane or set(per_lane) != set(self.records.get(index, {})):
             return ()
         lanes = sorted(per_lane)
-        counts = {len(per_lane[d]) for d in lanes}
-        if len(counts) != 1 or counts.pop() > MAX_SCAN:
+        longest = max(lanes, key=lambda d: len(per_lane[d]))
+        if len(per_lane[longest]) > MAX_SCAN or any(
+                not per_lane[d] or [_where(r[0]) for r in per_lane[d]] !=
+                [_where(r[0]) for r in per_lane[longest][:len(per_lane[d])]] for d in lanes):
             return ()
         out: list[tuple[str, Any]] = []
-        for reach in zip(*(per_lane[d] for d in lanes)):
-            stacks = {r[0] for r in reach}
-            if len(stacks) != 1 or not reach[0][0]:
+        for k, reach in enumerate(per_lane[longest]):
+            if not reach[0]:
                 return ()
-            got = made({d: r[1] for d, r in zip(lanes, reach)}, {d: r[2] for d, r in zip(lanes, reach)})
+            by = {d: per_lane[d][min(k, len(per_lane[d]) - 1)] for d in lanes}
+            some = frozenset(d for d in lanes if k < len(per_lane[d]))
+            got = made({d: r[1] for d, r in by.items()}, {d: r[2] for d, r in by.items()})
+            if len(some) < len(lanes):
+                got = dataclasses.replace(got, reached_by=some)
             key = [*got.values, *got.grid_bounds]
-            got = next((g for _, g in out if _same_list([*g.values, *g.grid_bounds], key)), got)  # shared lowering
-            out.append((iteration_words(reach[0][0]), got))
+            got = next((g for _, g in out if g.reached_by == got.reached_by and
+                        _same_list([*g.values, *g.grid_bounds], key)), got)  # shared lowering
+            out.append((iteration_words(_trips_by_lane(k, per_lane)), got))
         return tuple(out)
 
     def evaluates(self, eqn: Any) -> bool:

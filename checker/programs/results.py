@@ -114,10 +114,10 @@ def _computed(composed: Any, mode: str, verdicts: list[Verdict], req: Any, deadl
     return settle(verdicts, reason, keep_race=True)
 
 
-_SPLIT = ("a kernel call that only some devices run (a cond whose branch differs between devices): in the interpreter "
-          "every device that runs a call waits at its clean-up barrier for every device of the mesh "
-          "(`_clean_up_shared_memory`), so the calls of different devices meet there; not modelled "
-          "(PRG-145)")
+_SPLIT = ("a kernel call that only some devices run (a cond whose branch, or a while loop whose trip count, differs "
+          "between devices): in the interpreter every device that runs a call waits at its clean-up barrier for "
+          "every device of the mesh (`_clean_up_shared_memory`), so the calls of different devices meet there; "
+          "not modelled (PRG-145, PRG-197)")
 
 
 def _split(ir: Any) -> bool:

@@ -333,6 +333,6 @@ def shifts_while_single_barrier(num_devices: int, *, dma_mode: str = "eager", in
 
 @semcheck.target(devices=[2])
 def shifts_while_sharded_bound(num_devices: int, *, dma_mode: str = "eager", interpret=None):
-    """The trip count from a sharded array: the walk does not take a per-device count for all devices (unknown
-    under hardware, with the loop's line)."""
+    """The trip count from a sharded array, the same on every device: the walk computes it on each device (PRG-197)
+    and every device runs every call."""
     return _shifts_while(num_devices, dma_mode, interpret, double_barrier=True, sharded=True)

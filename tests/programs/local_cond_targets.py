@@ -59,7 +59,7 @@ def devices_in_mask(num_devices: int, *, mask: int = 1, interpret=None):
 
 @semcheck.target(devices=[4])
 def per_device_trip_count(num_devices: int, *, interpret=None):
-    """Device d runs the kernel d times, in a while_loop the walk does not follow."""
+    """Device d runs the kernel d times, in a while_loop the walk follows on each device (PRG-197)."""
     params = _params(interpret)
 
     def program(x, f):

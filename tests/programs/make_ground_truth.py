@@ -79,6 +79,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/two_patterns_two_tags.py": {"hardware": [], "interpreter": NO_TAGS},
     "examples/programs/cond_two_patterns.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/per_device_cond.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
+    "examples/programs/ragged_chunks_while.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
+    "examples/programs/ring_slots_loop.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/copy_then_async_copy.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     "examples/programs/async_copy_into_memory_spaces.py": {"hardware": [], "interpreter": SEMAPHORE_RESULT},
     # PRG-167: loop bounds from concrete arrays given to both calls
@@ -159,6 +161,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/buggy/per_device_cond_partner_skips.py": {
         "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "interpreter": PER_DEVICE_CALL},
     "examples/programs/buggy/per_device_local_call.py": {"hardware": [], "interpreter": PER_DEVICE_CALL},
+    "examples/programs/buggy/ring_slots_loop_one_slot_short.py": {
+        "hardware": [], "interpreter": "the fourth call raises ValueError: Out-of-bounds write at its copy (PRG-199)"},
+    "examples/programs/buggy/ragged_chunks_while_ring_uneven.py": {
+        "hardware": ["deadlock-free", "exit-balance", "dma-bytes"], "interpreter": PER_DEVICE_CALL},
     "examples/programs/buggy/cond_two_patterns_one_id.py": {
         "hardware": ["invocation-confined"], "from_devices": 4, "interpreter": "completes"},
     "examples/programs/buggy/two_patterns_one_tag.py": {

@@ -103,11 +103,20 @@ def test_a_while_loop_s_calls_are_decided_per_iteration(verdicts):
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-186")
-def test_a_while_loop_whose_trip_count_differs_between_devices_is_unknown(verdicts):
-    """Device d runs d + 1 iterations: the reaches are not told apart, and the copy's region depends on them."""
+@pytest.mark.rule("PRG-186", "PRG-198")
+def test_a_while_loop_whose_trip_count_differs_between_devices_is_decided_per_device(verdicts):
+    """Device d runs d + 1 iterations: each device's reaches are told apart (PRG-198), the second iteration's call
+    run by device 1 alone, so each call is lowered with its layer and proved under `hardware` (before PRG-198 every
+    property was unknown, PRG-182); the interpreter hangs on the devices' unequal numbers of calls (PRG-180)."""
     for (mode, prop), r in _of(verdicts, "while_count_per_device").items():
-        assert r["verdict"] == "unknown" and "PRG-182" in r["reason"], (mode, prop, r)
+        if mode == "hardware":
+            assert r["verdict"] == "proved", (mode, prop, r)
+        elif prop == "deadlock-free":
+            msg = r["witness"]["message"]
+            assert r["verdict"] == "violated" and "no run completes" in msg, (mode, r)
+            assert "iteration 1 (counted from 0, of 1 on device 0, 2 on device 1) of the loop at" in msg, msg
+        else:
+            assert r["verdict"] == "unknown" and "runs on only some devices" in r["reason"], (mode, prop, r)
 
 
 @pytest.mark.jax

@@ -74,10 +74,11 @@ def test_a_local_call_only_some_devices_run_is_unknown_in_the_interpreter():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-163")
+@pytest.mark.rule("PRG-163", "PRG-197")
 def test_which_devices_run_a_local_call_decides_whether_the_interpreter_verdicts_stand():
     """Every subset of the 4 devices running the call (bit d of the mask: device d runs it): the calls alone
-    stand exactly when no device or every device runs it; a per-device while_loop is unknown at its line."""
+    stand exactly when no device or every device runs it. A while_loop whose trip count is the device's index gives
+    each device its calls (PRG-197): devices 1 to 3 run the loop's first call, device 0 none."""
     run = subprocess.run([sys.executable, "-c", _DECIDE.format(path=TARGETS, marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (out,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
@@ -92,7 +93,10 @@ def test_which_devices_run_a_local_call_decides_whether_the_interpreter_verdicts
             assert skipped is not None and on in skipped[0], (mask, skipped)
     assert got["uniform"] is None
     why, line = got["while"]
-    assert "while" in why and line == _line(TARGETS, "jax.lax.while_loop(")
+    loop = f"local_cond_targets.py:{_line(TARGETS, 'jax.lax.while_loop(')}"
+    assert "runs on only some devices" in why and "(counted from 0, of 0 on device 0, 1 on device 1, 2 on device 2, " \
+        "3 on device 3) of the loop at " in why and loop in why and "on devices 1, 2, 3" in why, why
+    assert line == _line(EXAMPLE, "return pl.pallas_call("), (why, line)
 
 
 @pytest.mark.jax

@@ -1,5 +1,5 @@
 """PRG-171: kernel calls under a `while_loop` (a `fori_loop` with a traced bound) are one call per iteration where
-the walk knows the loop's condition on every iteration, the same on every device.
+the walk knows the loop's condition on every iteration, the same on every device (PRG-197: or on each device).
 
 examples/programs/repeated_shift_double_barrier.py's shift calls, their trip count an array (targets in
 followed_targets.py). One CLI run per target, two at once (module fixture)."""
@@ -18,7 +18,7 @@ from cli._support import semcheck_many  # noqa: E402
 
 TARGETS = "tests/programs/followed_targets.py"
 RUNS = {"shifts_while": ("2", "all"), "shifts_while_single_barrier": ("5", "hardware"),
-        "shifts_while_sharded_bound": ("2", "hardware")}
+        "shifts_while_sharded_bound": ("2", "all")}
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +55,11 @@ def test_a_while_loop_with_a_known_trip_count_is_unrolled(rows):
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-171")
-def test_a_trip_count_that_may_differ_between_devices_is_unknown(rows):
-    """The trip count from a sharded array: not the same value on every device to the walk, so unknown with the
-    loop's line, never unrolled on one device's count."""
-    (got,) = rows["shifts_while_sharded_bound"].values()
-    assert {r["verdict"] for r in got.values()} == {"unknown"}
-    reason = got["deadlock-free"]["reason"]
-    assert "while loop whose condition" in reason and "followed_targets.py:" in reason, reason
+@pytest.mark.rule("PRG-171", "PRG-197")
+def test_a_trip_count_from_a_sharded_array_is_followed_on_each_device(rows):
+    """The trip count from a sharded array: not one value for every device to the walk (PRG-171), but known on each
+    device, where it is the same: every device runs every call, and every property is proved in every mode (before
+    PRG-197 every property was unknown, "a while loop whose condition the walk cannot compute")."""
+    got = rows["shifts_while_sharded_bound"]
+    assert {m for _, m in got} == {"eager", "on_wait", "hardware"}
+    assert {r["verdict"] for props in got.values() for r in props.values()} == {"proved"}, got
