@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from semcheck.checker.frontend.program_ir import CALL_PRIMITIVES, Outside, Produced, deps_of, Stop
-from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, device_dependent, subs
+from semcheck.checker.frontend.program_ir import Outside, Produced, deps_of, Stop
+from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
 from semcheck.checker.frontend.trace import eqn_loc
 
 
@@ -30,13 +30,11 @@ class PerDevice:
 
     def _fold_lanes(self, eqn: Any, ins: list[Any], outs: list[Any]) -> None:
         """PRG-145: an XLA op's results device by device, where its operands are known on every device
-        (`axis_index` is the device's coordinate); PRG-197: a `jit` of XLA operations too (jax's `%` on integers is
-        one), as PRG-126 folds it, unless something in it may differ between devices on the same operands."""
+        (`axis_index` is the device's coordinate); a `jit` is walked operation by operation instead (`walk`)."""
         import numpy as np
 
 
-        if self._lanes is None or (subs(eqn) and (eqn.primitive.name not in CALL_PRIMITIVES
-                                                  or device_dependent(eqn))):
+        if self._lanes is None or subs(eqn):
             return
         if eqn.primitive.name == "axis_index":
             axis = eqn.params["axis_name"]
