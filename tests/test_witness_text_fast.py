@@ -54,7 +54,10 @@ class _Rows(list):
 
 
 def _typed(x):
-    """`x` with each value's exact type beside it: equal only where the types are the same throughout."""
+    """`x` with each value's exact type beside it: equal only where the types are the same throughout (a
+    text is a text: naming an equal text once may give it as the `str` named first, as the memo always did)."""
+    if isinstance(x, str):
+        return (str, str(x))
     if isinstance(x, dict):
         return (type(x), {k: _typed(v) for k, v in x.items()})
     if isinstance(x, (list, tuple)):
