@@ -109,31 +109,59 @@ def _dead_pid() -> int:
     return p.pid
 
 
-@pytest.mark.rule("RUN-53")
-def test_a_terminated_command_removes_its_compile_folder(tmp_path):
-    """SIGTERM (as a test's timeout or a job scheduler sends it) ends the command as its end does: the folder is
-    gone and the exit code is the shell's for the signal."""
-    import signal
+def _started(tmp_path, **popen):
+    """A command checking a small kernel, once its compile folder exists (TMPDIR is `tmp_path`)."""
     import time
 
     from ._support import SEMCHECK
 
     p = subprocess.Popen([*SEMCHECK, "verify", "examples/ring_permute.py", "--devices", "2", "--no-cache",
                           "--no-config"], cwd=REPO, env=env(TMPDIR=str(tmp_path)), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, **popen)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("semcheck-xla-*")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return p
+
+
+def _ended(p, timeout: float = 60) -> str:
+    import signal
+
     try:
-        deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("semcheck-xla-*")) and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        folders = list(tmp_path.glob("semcheck-xla-*"))
-        assert folders and folders[0].name.startswith(f"semcheck-xla-{p.pid}-"), p.poll()
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=60)
+        return p.communicate(timeout=timeout)[1].decode()
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-    assert p.returncode == 128 + signal.SIGTERM, err.decode()[-2000:]
+
+
+@pytest.mark.rule("RUN-53")
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_command_removes_its_compile_folder(tmp_path, name):
+    """SIGTERM (as a test's timeout or a job scheduler sends it) or SIGHUP ends the command as its end does:
+    the folder, named after the command's process, is gone and the exit code is the shell's for the signal."""
+    import signal
+
+    sig = getattr(signal, name)
+    p = _started(tmp_path)
+    folders = list(tmp_path.glob("semcheck-xla-*"))
+    assert folders and folders[0].name.startswith(f"semcheck-xla-{p.pid}-"), p.poll()
+    p.send_signal(sig)
+    err = _ended(p)
+    assert p.returncode == 128 + sig, err[-2000:]
+    assert not list(tmp_path.glob("semcheck-xla-*"))
+
+
+@pytest.mark.rule("RUN-53")
+def test_a_hangup_the_command_was_started_to_ignore_stays_ignored(tmp_path):
+    """`nohup semcheck ...`: the command keeps ignoring SIGHUP, finishes, and removes its folder as it ends."""
+    import signal
+
+    p = _started(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert list(tmp_path.glob("semcheck-xla-*")), p.poll()
+    p.send_signal(signal.SIGHUP)
+    err = _ended(p, timeout=300)
+    assert p.returncode == 0, err[-2000:]
     assert not list(tmp_path.glob("semcheck-xla-*"))
 
 
