@@ -16,19 +16,68 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 
 ENV = "SEMCHECK_COMPILE_CACHE"
 """The directory a checking process hands to jax's persistent compilation cache ('' or unset: none)."""
 
+PREFIX = "semcheck-xla-"
+_OWNED = re.compile(re.escape(PREFIX) + r"([0-9]+)-")
+
+
 @contextlib.contextmanager
 def private_directory() -> Iterator[str]:
-    """A folder for one command's compiles: made afresh, readable by this user only (`mkdtemp`), and removed when
-    the command ends. Never a folder of the result cache: a compiled executable is code that runs when loaded,
-    so a folder another process could write would let it plant what PRG-169's runs compute (PRG-188)."""
-    with tempfile.TemporaryDirectory(prefix="semcheck-xla-") as directory:
+    """A folder for one command's compiles: made afresh, readable by this user only (`mkdtemp`), named after the
+    command's process (`semcheck-xla-<pid>-...`), and removed when the command ends. Never a folder of the result
+    cache: a compiled executable is code that runs when loaded, so a folder another process could write would let
+    it plant what PRG-169's runs compute (PRG-188). The folders earlier commands of this user left when they were
+    killed outright are removed first (`remove_abandoned`, RUN-53)."""
+    remove_abandoned(tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-") as directory:
         yield directory
+
+
+def remove_abandoned(parent: str) -> list[str]:
+    """Remove the compile folders in `parent` whose command is gone (RUN-53): a folder named after a process id
+    no process has, that is a directory (not a link to one) and this user's. A folder whose process lives (or may:
+    one of another user's, which this user may not signal) is kept, as is every other user's folder and every
+    name of another form. Returns the folders removed."""
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        owner = _OWNED.match(name)
+        if owner is None or _alive(int(owner.group(1))):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` may exist (signal 0: no such process is the only answer that says it does not)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -70,4 +119,4 @@ def kept() -> Iterator[None]:
         yield
 
 
-__all__ = ["ENV", "kept", "private_directory", "shared_compiles", "use_shared_compiles"]
+__all__ = ["ENV", "PREFIX", "kept", "private_directory", "remove_abandoned", "shared_compiles", "use_shared_compiles"]

@@ -62,18 +62,52 @@ def _plain(x, names: dict[str, str], memo: dict[str, str] | None = None):
     """`x` (witness details: JSON data) with every label in it named as reports name it.
 
     `memo`: the texts named so far. A pod-scale deadlock's details repeat a few texts per device
-    (each device's timeline and blocked wait), and naming is a pure function of the text and `names`."""
+    (each device's timeline and blocked wait), and naming is a pure function of the text and `names`.
+    A container's texts, numbers and None are handled in place (RUN-54: a call per member was most of
+    naming's time at pod scale); any other member, and a container or text of a subclass, by the call."""
     memo = {} if memo is None else memo
+    t = type(x)
+    if t is dict:
+        out = {}
+        for k, v in x.items():
+            tv = type(v)
+            if tv is str:
+                got = memo.get(v)
+                out[k] = got if got is not None else _named(v, names, memo)
+            elif tv in _AS_THEY_ARE:
+                out[k] = v
+            else:
+                out[k] = _plain(v, names, memo)
+        return out
+    if t is list or t is tuple:
+        out_list = []
+        for v in x:
+            tv = type(v)
+            if tv is str:
+                got = memo.get(v)
+                out_list.append(got if got is not None else _named(v, names, memo))
+            elif tv in _AS_THEY_ARE:
+                out_list.append(v)
+            else:
+                out_list.append(_plain(v, names, memo))
+        return out_list if t is list else tuple(out_list)
     if isinstance(x, str):
         got = memo.get(x)
-        if got is None:
-            got = memo[x] = humanize(x, names=names)
-        return got
+        return got if got is not None else _named(x, names, memo)
     if isinstance(x, dict):
         return {k: _plain(v, names, memo) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return type(x)(_plain(v, names, memo) for v in x)
     return x
+
+
+_AS_THEY_ARE = frozenset({int, float, bool, type(None)})
+"""The exact types `_plain` returns as they are (it names texts and goes into containers only)."""
+
+
+def _named(text: str, names: dict[str, str], memo: dict[str, str]) -> str:
+    got = memo[text] = humanize(text, names=names)
+    return got
 
 
 def who(program: Program, core: int) -> str:

@@ -8,8 +8,11 @@ but something not proved (unknown, timeout); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
+from collections.abc import Iterator
 
 from semcheck.checker.properties.registry import REGISTRY
 from semcheck.checker.run.config import FORMATS as CONFIG_FORMATS  # the Format Literal's names (REP-4)
@@ -286,10 +289,16 @@ def cmd_spec(args) -> int:
 
 
 def _verify_and_stop(args) -> int:
-    """`cmd_verify`, and the warm-start server stopped before the command returns (it would outlive it)."""
+    """`cmd_verify`, and the warm-start server stopped before the command returns (it would outlive it). The
+    cyclic collector rests meanwhile, as in the checking processes (REP-39): the command receives and reports
+    their results, millions of small acyclic objects at pod scale, whose re-scans were most of its CPU."""
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return cmd_verify(args)
     finally:
+        if collecting:
+            gc.enable()
         from semcheck.checker.run.child import kill_all
         from semcheck.checker.run.warm_start import shutdown
 
@@ -303,6 +312,39 @@ def _stdout_gone() -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until the process ends
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def _ending_cleanly_on_termination() -> Iterator[None]:
+    """RUN-53: inside this block a SIGTERM or SIGHUP ends the command as its end does, its children killed and its
+    compile folder (PRG-188) removed: the signal raises `SystemExit` (128 + the signal's number, a shell's code
+    for it) in this process, whose `finally` blocks then run. Only where the signal's action is the default (a
+    `nohup` keeps ignoring SIGHUP) and this is the main thread (which alone may set one), only in the process that
+    set it (a process forked from this one ends as it would have), and once: a second such signal ends the command
+    at once, as before. The actions are restored on leaving (a library caller of `main` keeps its own)."""
+    import signal
+    import threading
+
+    here = os.getpid()
+
+    def end(signum, frame) -> None:  # noqa: ARG001 - signal's handler signature
+        signal.signal(signum, signal.SIG_DFL)
+        if os.getpid() != here:
+            os.kill(os.getpid(), signum)
+            return
+        raise SystemExit(128 + signum)
+
+    ours = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, end)
+                ours.append(sig)
+    try:
+        yield
+    finally:
+        for sig in ours:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PROVED
     if args.command == "verify":
         try:
-            return _verify_and_stop(args)
+            with _ending_cleanly_on_termination():
+                return _verify_and_stop(args)
         except KeyboardInterrupt:
             from semcheck.checker.run.child import kill_all
 

@@ -100,3 +100,104 @@ def test_jax_s_own_cache_setting_is_kept(tmp_path):
     assert setting(**{ENV: str(tmp_path / "ours")}) == str(tmp_path / "ours")
     assert setting(**{ENV: str(tmp_path / "ours"), "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "theirs")}) == \
         str(tmp_path / "theirs")
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended (and been reaped)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _started(tmp_path, **popen):
+    """A command checking a small kernel, once its compile folder exists (TMPDIR is `tmp_path`)."""
+    import time
+
+    from ._support import SEMCHECK
+
+    p = subprocess.Popen([*SEMCHECK, "verify", "examples/ring_permute.py", "--devices", "2", "--no-cache",
+                          "--no-config"], cwd=REPO, env=env(TMPDIR=str(tmp_path)), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, **popen)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("semcheck-xla-*")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return p
+
+
+def _ended(p, timeout: float = 60) -> str:
+    import signal
+
+    try:
+        return p.communicate(timeout=timeout)[1].decode()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+@pytest.mark.rule("RUN-53")
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_command_removes_its_compile_folder(tmp_path, name):
+    """SIGTERM (as a test's timeout or a job scheduler sends it) or SIGHUP ends the command as its end does:
+    the folder, named after the command's process, is gone and the exit code is the shell's for the signal."""
+    import signal
+
+    sig = getattr(signal, name)
+    p = _started(tmp_path)
+    folders = list(tmp_path.glob("semcheck-xla-*"))
+    assert folders and folders[0].name.startswith(f"semcheck-xla-{p.pid}-"), p.poll()
+    p.send_signal(sig)
+    err = _ended(p)
+    assert p.returncode == 128 + sig, err[-2000:]
+    assert not list(tmp_path.glob("semcheck-xla-*"))
+
+
+@pytest.mark.rule("RUN-53")
+def test_a_hangup_the_command_was_started_to_ignore_stays_ignored(tmp_path):
+    """`nohup semcheck ...`: the command keeps ignoring SIGHUP, finishes, and removes its folder as it ends."""
+    import signal
+
+    p = _started(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert list(tmp_path.glob("semcheck-xla-*")), p.poll()
+    p.send_signal(signal.SIGHUP)
+    err = _ended(p, timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    assert not list(tmp_path.glob("semcheck-xla-*"))
+
+
+@pytest.mark.rule("RUN-53")
+def test_a_new_command_removes_the_folders_of_dead_commands_only(tmp_path, monkeypatch):
+    """A command killed outright (SIGKILL) leaves its folder; the next command removes it, and never the folder
+    of a command that is still running, a link, a name of another form, or another user's folder."""
+    from semcheck.checker.frontend.compile_cache import remove_abandoned
+
+    dead, live = _dead_pid(), os.getpid()
+    for name in (f"semcheck-xla-{dead}-a", f"semcheck-xla-{dead}-b", f"semcheck-xla-{live}-c", "semcheck-xla-d",
+                 f"semcheck-xla-x{dead}-e", f"other-{dead}-f"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "entry").write_text("compiled")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("")
+    (tmp_path / f"semcheck-xla-{dead}-link").symlink_to(outside)
+    (tmp_path / f"semcheck-xla-{dead}-file").write_text("")
+
+    with monkeypatch.context() as m:  # every folder looks like another user's
+        m.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+        assert remove_abandoned(str(tmp_path)) == []
+    removed = remove_abandoned(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in removed) == [f"semcheck-xla-{dead}-a", f"semcheck-xla-{dead}-b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"semcheck-xla-{live}-c", "semcheck-xla-d", f"semcheck-xla-x{dead}-e", f"other-{dead}-f", "outside",
+         f"semcheck-xla-{dead}-link", f"semcheck-xla-{dead}-file"])
+    assert (outside / "keep").exists()
+
+
+@pytest.mark.rule("RUN-53")
+def test_the_next_command_removes_what_a_killed_command_left(tmp_path):
+    dead = _dead_pid()
+    (tmp_path / f"semcheck-xla-{dead}-left").mkdir()
+    run = semcheck("verify", "examples/ring_permute.py", "--devices", "2", "--no-cache", "--no-config",
+                   "--dma-mode", "eager", cwd=REPO, extra_env={"TMPDIR": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not list(tmp_path.glob("semcheck-xla-*"))
