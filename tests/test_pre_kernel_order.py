@@ -25,6 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS = "tests/frontend/order_kernels.py"
 
 
+def _line(text: str) -> str:
+    """`order_kernels.py:N`, N the line of the kernels file that holds `text`."""
+    lines = (ROOT / KERNELS).read_text().splitlines()
+    return f"order_kernels.py:{next(k for k, s in enumerate(lines, 1) if text in s)}"
+
+
 @pytest.fixture(scope="module")
 def report():
     (run,) = semcheck_many([(("verify", KERNELS, "--dma-mode", "all", "--format", "json", "--no-cache",
@@ -37,8 +43,8 @@ def report():
 def test_an_order_the_implementation_chooses_gives_no_value(report):
     """Before ACC-33 `scatter_overlap` and `unstable_sort_tie` were proved in every mode (24 of 24 each at 2
     devices): semcheck's bind picked 100 as `t[1]`, where jax's documentation lets a TPU pick 3 and leak."""
-    for target, line in (("scatter_overlap", "order_kernels.py:57"), ("scatter_overlap_in_jit", "order_kernels.py:57"),
-                         ("unstable_sort_tie", "order_kernels.py:62")):
+    scatter, sort = _line("return jnp.zeros(4, jnp.int32).at["), _line("return jax.lax.sort(")
+    for target, line in (("scatter_overlap", scatter), ("scatter_overlap_in_jit", scatter), ("unstable_sort_tie", sort)):
         rows = [r for r in report if r["target"] == target]
         assert len(rows) == 3 * 8 and {r["verdict"] for r in rows} == {"unknown"}, target
         assert all("ACC-33" in r["reason"] and line in r["reason"] for r in rows), rows[0]["reason"]
@@ -103,3 +109,37 @@ def test_an_unstable_sort_is_refused_exactly_where_its_keys_tie(keys, stable):
     outs = [np.asarray(o) for o in jax.lax.sort((k, v), num_keys=1, is_stable=stable)]
     got = order_refusal(eqn, [k, v], outs)
     assert (got is not None) is (not stable and len(set(keys)) < len(keys)), (keys, stable, got)
+
+
+@pytest.mark.rule("ACC-34")
+def test_an_integer_division_overflow_is_a_fact_in_the_interpreter_modes_only(report):
+    """`lax.div(7, 0)` before the call and inside the kernel: XLA on the CPU gives -1, so the signal leaks in
+    `eager` and `on_wait`; under `hardware` the value is the implementation's (before ACC-34: violated there too,
+    on the CPU's value), so every property is unknown naming ACC-34 and the division. `lax.div(9, 3)` is 3
+    everywhere: violated in every mode."""
+    for target, line in (("division_by_zero", _line("plus + jax.lax.div(")),
+                         ("division_by_zero_in_kernel", _line("@pl.when(jax.lax.div("))):
+        rows = [r for r in report if r["target"] == target]
+        assert len(rows) == 3 * 8, target
+        interp = {r["verdict"] for r in rows if r["dma_mode"] != "hardware" and r["property"] == "exit-balance"}
+        assert interp == {"violated"}, (target, interp)
+        hw = [r for r in rows if r["dma_mode"] == "hardware"]
+        assert {r["verdict"] for r in hw} == {"unknown"}, target
+        assert all("ACC-34" in r["reason"] and line in r["reason"] for r in hw), hw[0]["reason"]
+    exact = [r for r in report if r["target"] == "division_exact" and r["property"] == "exit-balance"]
+    assert {(r["dma_mode"], r["verdict"]) for r in exact} == {(m, "violated") for m in ("eager", "on_wait",
+                                                                                           "hardware")}
+
+
+@pytest.mark.rule("ACC-34")
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["div", "rem"]), st.sampled_from([np.int8, np.int32, np.uint8, np.uint32]),
+       st.lists(st.tuples(st.integers(-2**31, 2**32 - 1), st.integers(-2, 2)), min_size=1, max_size=4))
+def test_a_division_overflow_is_named_exactly_where_jax_says_the_value_is_the_implementation_s(name, dtype, pairs):
+    from semcheck.checker.frontend.division_overflow import division_overflow
+
+    info = np.iinfo(dtype)
+    a = np.array([min(max(x, info.min), info.max) for x, _ in pairs], dtype)
+    b = np.array([min(max(y, info.min), info.max) for _, y in pairs], dtype)
+    want = any(y == 0 or (info.min < 0 and x == info.min and y == -1) for x, y in zip(a.tolist(), b.tolist()))
+    assert (division_overflow(name, [a, b]) is not None) is want

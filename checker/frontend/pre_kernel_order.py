@@ -26,10 +26,10 @@ ORDERED = frozenset({"scatter", "sort"})
 """The primitives whose result may depend on an order the implementation chooses (ACC-33)."""
 
 
-def has_ordered(eqn: Any) -> bool:
-    """Whether a call equation (`jit`, ...) holds an `ORDERED` primitive at any depth: the evaluation then enters
-    it, so that the equation meets `order_refusal`, rather than binding the call whole."""
-    return any(e.primitive.name in ORDERED or has_ordered(e)
+def has_ordered(eqn: Any, names: frozenset[str] = ORDERED) -> bool:
+    """Whether a call equation (`jit`, ...) holds one of `names` (`ORDERED` primitives) at any depth: the evaluation
+    then enters it, so that the equation meets `order_refusal` (and ACC-34's check), rather than binding it whole."""
+    return any(e.primitive.name in names or has_ordered(e, names)
                for sub in sub_jaxprs(eqn) for e in getattr(sub, "jaxpr", sub).eqns)
 
 

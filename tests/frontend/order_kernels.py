@@ -10,6 +10,10 @@ The kernel copies its input and signals a semaphore nobody waits for (an exit-ba
 * `scatter_overlap_equal`: `zeros.at[[1, 1, 0]].set([3, 3, 6])`: every order gives 3, the signal leaks;
 * `unstable_sort_tie`: `lax.sort` (`is_stable=False`) of keys `[0, 1, 1, 2]` carrying `[9, 100, 3, 7]`;
 * `stable_sort_tie`: the same with `is_stable=True`: `t[1]` is 100, nothing leaks.
+
+And integer divisions whose value is the implementation's (ACC-34): `division_by_zero` computes `t[1] = 4 +
+lax.div(7, 0)` before the call (3 where XLA on the CPU divides: -1), `division_by_zero_in_kernel` has the kernel
+compute `lax.div(t[2], t[3]) == -1` with `t[3] = 0`, and `division_exact` computes `t[1] = lax.div(9, 3)`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,17 @@ def _kernel(t_ref, x_ref, o_ref, sem, flag):
         pl.semaphore_signal(flag, 1)
 
 
-def _build(num_devices: int, table, dma_mode: str, interpret):
+def _dividing_kernel(t_ref, x_ref, o_ref, sem, flag):
+    copy = pltpu.make_async_copy(x_ref, o_ref, sem)
+    copy.start()
+    copy.wait()
+
+    @pl.when(jax.lax.div(t_ref[2], t_ref[3]) == -1)
+    def _():
+        pl.semaphore_signal(flag, 1)
+
+
+def _build(num_devices: int, table, dma_mode: str, interpret, kernel=_kernel):
     params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
     mesh = jax.make_mesh((num_devices,), (AXIS,))
     x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
@@ -46,7 +60,7 @@ def _build(num_devices: int, table, dma_mode: str, interpret):
             num_scalar_prefetch=1, grid=(1,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
             out_specs=pl.BlockSpec(memory_space=pl.ANY),
             scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR])
-        return pl.pallas_call(_kernel, grid_spec=grid_spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        return pl.pallas_call(kernel, grid_spec=grid_spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
                               interpret=params)(table(), x)
 
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS), check_vma=False))
@@ -91,3 +105,23 @@ def unstable_sort_tie(num_devices: int, *, dma_mode: str = "eager", interpret=No
 @semcheck.target(devices=(2,))
 def stable_sort_tie(num_devices: int, *, dma_mode: str = "eager", interpret=None):
     return _build(num_devices, lambda: _sort(True), dma_mode, interpret)
+
+
+def _divided(a: int, b: int, plus: int = 0):
+    ab = jnp.array([a, b], jnp.int32)
+    return jnp.stack([jnp.int32(0), plus + jax.lax.div(ab[0], ab[1]), ab[0], ab[1]])
+
+
+@semcheck.target(devices=(2,))
+def division_by_zero(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    return _build(num_devices, lambda: _divided(7, 0, plus=4), dma_mode, interpret)
+
+
+@semcheck.target(devices=(2,))
+def division_by_zero_in_kernel(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    return _build(num_devices, lambda: _divided(7, 1).at[3].set(0), dma_mode, interpret, kernel=_dividing_kernel)
+
+
+@semcheck.target(devices=(2,))
+def division_exact(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    return _build(num_devices, lambda: _divided(9, 3), dma_mode, interpret)
