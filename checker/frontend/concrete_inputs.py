@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.pre_kernel_floats import FloatValues, float_call, per_mode as _per_mode, same_values
-from semcheck.checker.frontend.division_overflow import DIVISIONS
+from semcheck.checker.frontend.int_overflow import OVERFLOWING
 from semcheck.checker.frontend.pre_kernel_order import ORDERED, has_ordered, order_refusal
 from semcheck.checker.frontend.integer_eval import integer_numeric
 from semcheck.checker.frontend.scalar_memory import trackable
@@ -360,7 +360,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 invals = [read(v) for v in eqn.invars]
-                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and (float_call(eqn) or has_ordered(eqn, ORDERED | DIVISIONS))
+                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and (float_call(eqn) or has_ordered(eqn, ORDERED | OVERFLOWING))
                 outs = self.enter_float_call(eqn, lambda: self._enter(eqn, invals, dev, index, tuple(
                     v in needed for v in eqn.outvars))[0]) if entered else self._bind(eqn, invals, dev)
                 if outs is not None and not entered and (rounds := self.float_refusal(eqn, invals, outs) or order_refusal(

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from semcheck.checker.frontend.division_overflow import division_overflow
+from semcheck.checker.frontend.int_overflow import int_overflow
 from semcheck.checker.frontend.float_exact import CPU_CHECKED, is_float, rounds_floats
 from semcheck.checker.frontend.trace import eqn_loc
 from semcheck.model.ops import NO_LOC
@@ -58,7 +58,7 @@ class FloatValues:
             name = type(eqn.params.get("_prim")).__name__
         why = rounds_floats(name, invals, outs, eqn.params)
         if why is None:
-            over = division_overflow(name, invals)  # ACC-34: an integer value only XLA on the CPU gives alike
+            over = int_overflow(name, invals)  # ACC-34: an integer value only XLA on the CPU gives alike
             if over is None:
                 return None
             if self.on_cpu:
