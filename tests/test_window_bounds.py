@@ -196,3 +196,37 @@ def test_the_lanes_known_in_bounds_are_the_lanes_no_window_refuses(case):
         if inside:
             for kind in ("read", "write"):
                 assert window_error("b", shape, own, kind, "copy", Loc("k.py", 1)) is None
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-10")
+@pytest.mark.parametrize("start, refused", [(1, False), (2, True)])
+def test_a_masked_store_past_the_end_is_unsupported_naming_it(start, refused):
+    """A masked `pltpu.store` of two rows of a (3, 128) buffer: jax's interpreter refuses it past the end exactly
+    where the mask is true there (`swap_buffer_content`), which is not predicted, so the store is unsupported with
+    its line (before: lowered with no failure, proved where every run raises); inside the buffer it is lowered."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.errors import Unsupported
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+
+    def kernel(x_ref, o_ref, buf):
+        k = pl.program_id(0)
+        pltpu.store(buf.at[pl.ds(k + start, 2)], jnp.zeros((2, 128), jnp.float32),
+                    mask=jnp.ones((2, 128), jnp.bool_))
+        o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
+
+    call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(1,),
+                          in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                          scratch_shapes=[pltpu.VMEM((3, 128), jnp.float32)],
+                          interpret=pltpu.InterpretParams(dma_execution_mode="eager"))
+    (traced,) = trace_kernels(jax.jit(call), (jnp.zeros((3, 128), jnp.float32),))
+    if refused:
+        with pytest.raises(Unsupported, match="masked store whose window the buffer does not hold whole"):
+            lower_kernel(traced)
+    else:
+        lower_kernel(traced)

@@ -89,6 +89,11 @@ CASES = {
     "smem_load_negative": ("load", "hbm", lambda x, b, s, m, k: s.__setitem__(0, s[k - 1])),
     "smem_load_negative_past_start": ("load", "hbm", lambda x, b, s, m, k: s.__setitem__(0, s[k - 4])),
     "smem_store_negative": ("store", "hbm", lambda x, b, s, m, k: s.__setitem__(k - 1, jnp.int32(1))),
+    # `pltpu.store`: a swap as `ref[...] = x` is, unmasked; masked, past the end, refused where the mask is true there
+    "pstore_overhang": ("store", "vmem", lambda x, b, s, m, k: pltpu.store(
+        b.at[pl.ds(k + 2, 2)], jnp.zeros((2, LANES), jnp.float32))),
+    "pstore_inside": ("store", "vmem", lambda x, b, s, m, k: pltpu.store(
+        b.at[pl.ds(k + 1, 2)], jnp.zeros((2, LANES), jnp.float32))),
     # a start known while tracing: jax refuses it there
     "static_copy_src_zero_at_end": ("copy", "hbm", lambda x, b, s, m, k: _copy(x.at[pl.ds(3, 0)], b.at[pl.ds(0, 0)], m)),
 }
