@@ -242,7 +242,9 @@ class WindowOutOfBounds(Violation):
     lies past an end (`ValueError`); "swap" (a kernel store, `ref[...] = x`, which jax binds as a swap;
     BUF-12) as a read is (`ValueError`). `buffer` names the buffer as the report does (the interpreter
     prints its device, core, memory space and id there), `rnge` is the interpreter's range (`to_range`
-    of the view), `access` the kernel's words ("load", "store", "copy"), `where` its line.
+    of the view), `access` the kernel's words ("load", "store", "copy"), `where` its line. `asserted`: a
+    write (a copy's destination, or a store whose read passed) at a negative index or start, which fails
+    the manager's assertion of non-negative ranges instead (`AssertionError`, no message; BUF-5a).
     """
 
     access: str  # "load" | "store" | "copy"
@@ -251,9 +253,12 @@ class WindowOutOfBounds(Violation):
     rnge: tuple
     shape: tuple
     where: str = ""
+    asserted: bool = False  # a write at a negative index or start: the manager's bare assertion (BUF-5a)
 
     @property
     def message(self) -> str:
+        if self.asserted:
+            return ""
         verb = {"read": "reading", "write": "writing", "swap": "swapping"}[self.kind]
         end = "." if self.kind == "read" else " ."
         return (f"Out-of-bounds {self.kind} of {self.buffer}: {verb} [{self.rnge!r}] but buffer has shape "
@@ -261,6 +266,8 @@ class WindowOutOfBounds(Violation):
 
     @property
     def python_type(self) -> str:
+        if self.asserted:
+            return "AssertionError"
         return "IndexError" if self.kind == "read" else "ValueError"
 
 

@@ -194,15 +194,18 @@ def read_refused(rnge: Range, shape: tuple[int, ...]) -> bool | Raised:
 
     The manager clips the normalized range (BUF-4b): a slice *starting* at or past a dimension's end,
     even an empty one, misses the buffer; a stop past the end is cut short. The read is refused when it
-    misses or when what is left is smaller than BUF-10a's expected shape. Non-negative ranges only
-    (numpy counts negative ones from the end)."""
+    misses or when what is left is smaller than BUF-10a's expected shape. A negative index or start is
+    read as numpy reads it (BUF-4): counted from the end, an index before the start missing, and a slice
+    `[-1, 0)` selecting nothing, so that it is refused as smaller than expected."""
     clipped = clip(normalize(rnge, shape), shape)
     if clipped is None or isinstance(clipped, Raised):
         return True if clipped is None else clipped
+    if any(not isinstance(r, slice) and r < -d for r, d in zip(clipped, shape)):
+        return True  # numpy's IndexError, which the manager reads as a miss
     want = full_read_shape(rnge, shape)
     if isinstance(want, Raised):
         return want
-    got = tuple(len(range(r.start, r.stop, r.step or 1)) for r in clipped if isinstance(r, slice))
+    got = tuple(len(range(*r.indices(d))) for r, d in zip(clipped, shape) if isinstance(r, slice))
     return got != want
 
 

@@ -152,11 +152,12 @@ class AccessRules(Evaluator):
                               leaves: list[Any], lanes: list[int], loc: Any, kind: str) -> list[Any] | None:
         """ERR-20 per lane (length L): what the interpreter raises at this load or store because of its window
         (ACC-10), or None when no active lane's window is refused. Lanes with equal index values share one
-        answer; a masked access is not predicted."""
+        answer. A masked store is refused or not by its mask where its window is not wholly inside the buffer, which
+        is not predicted: such a store is unsupported, naming it (ACC-10); inside, its mask changes nothing."""
         write, shape, _, _, unflatten = static
         transforms, mask = unflatten(invals)
-        if mask is not None:
-            return None
+        if mask is not None and not write:
+            return None  # (a masked load: jax's interpreter refuses it before its window, fe11c1e's rule)
         need_values([*leaves, *_chain_leaves(chain)], eqn.primitive.name, "the store" if write else "the load", loc)
         if chain:
             shape = _base_shape(invals[0], shape)
@@ -177,6 +178,10 @@ class AccessRules(Evaluator):
                 if key is not None:
                     memo[key] = hit
             out[d] = hit
+            if hit is not None and mask is not None:
+                raise Unsupported(eqn.primitive.name, "a masked store whose window the buffer does not hold whole on "
+                                  f"some device ({hit.message or hit.python_type}): whether jax's interpreter refuses "
+                                  "it depends on the mask, which is not predicted (ACC-10)", loc)
         return out if any(e is not None for e in out) else None
 
     def _blind_in_equation(self, eqn: Any, invals: list[Any], static: Any) -> Any:
@@ -295,9 +300,9 @@ def _chain_leaves(chain: tuple[Any, ...]) -> list[Any]:
     return jax.tree_util.tree_leaves(chain)
 
 
-# ERR-20: what the interpreter does with an access's window, by primitive (a store is a swap; a masked swap
-# and `addupdate` are not predicted: the mask decides the former, and jax refuses the latter first, ERR-10)
-_WINDOW_KINDS = {"get": "read", "load": "read", "swap": "swap"}
+# ERR-20: what the interpreter does with an access's window, by primitive (a store is a swap, `pltpu.store` too;
+# a masked one only where its window is inside the buffer; `addupdate` is not predicted: jax refuses it first, ERR-10)
+_WINDOW_KINDS = {"get": "read", "load": "read", "swap": "swap", "masked_swap": "swap"}
 
 
 def _base_shape(view: Any, shape: tuple[int, ...]) -> tuple[int, ...]:

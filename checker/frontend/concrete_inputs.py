@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.pre_kernel_floats import FloatValues, float_call, per_mode as _per_mode, same_values
+from semcheck.checker.frontend.int_overflow import OVERFLOWING
+from semcheck.checker.frontend.pre_kernel_order import ORDERED, has_ordered, order_refusal
 from semcheck.checker.frontend.integer_eval import integer_numeric
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged_order
@@ -361,11 +363,12 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 invals = [read(v) for v in eqn.invars]
-                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and float_call(eqn)  # ACC-26: each equation's floats
+                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and (float_call(eqn) or has_ordered(eqn, ORDERED | OVERFLOWING))
                 outs = self.enter_float_call(eqn, lambda: self._enter(eqn, invals, dev, index, tuple(
                     v in needed for v in eqn.outvars))[0]) if entered else self._bind(eqn, invals, dev)
-                if outs is not None and not entered and (rounds := self.float_refusal(eqn, invals, outs)) is not None:
-                    outs = None  # ACC-26: a float computed by arithmetic that rounds is no fact
+                if outs is not None and not entered and (rounds := self.float_refusal(eqn, invals, outs) or order_refusal(
+                        eqn, invals, outs, self.float_outer)) is not None:
+                    outs = None  # ACC-26: a float computed by arithmetic that rounds is no fact; ACC-33: nor an order
                     for v in eqn.outvars:
                         self._why.setdefault(v, rounds)
                 if outs is None or any(o is None for o in outs):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from jax._src.state import types as state_types
 
+from semcheck.checker.frontend.int_overflow import int_overflow
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
 from semcheck.checker.frontend.float_exact import CHECKED, inexact, involves_floats, refusal
@@ -78,6 +79,10 @@ class NumericRules(Evaluator):
                 why = None
             if why is not None:
                 return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
+        if (over := int_overflow(prim.name, invals)) is not None:  # ACC-34: XLA on the CPU's value
+            if not getattr(getattr(self, "_inputs", None), "on_cpu", False):
+                return [Unknown(f"{over} (ACC-34)", self.loc(eqn)) for _ in eqn.outvars]
+            self.cpu_only = self.cpu_only or f"{over} at {self.loc(eqn)} (specs/deciding/frontend.md ACC-34)"
         try:
             out = fn(eqn, *invals)
         except Unsupported:

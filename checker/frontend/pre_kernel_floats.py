@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.int_overflow import int_overflow
 from semcheck.checker.frontend.float_exact import CPU_CHECKED, is_float, rounds_floats
 from semcheck.checker.frontend.trace import eqn_loc
 from semcheck.model.ops import NO_LOC
@@ -57,7 +58,14 @@ class FloatValues:
             name = type(eqn.params.get("_prim")).__name__
         why = rounds_floats(name, invals, outs, eqn.params)
         if why is None:
-            return None
+            over = int_overflow(name, invals)  # ACC-34: an integer value only XLA on the CPU gives alike
+            if over is None:
+                return None
+            if self.on_cpu:
+                self.cpu_only = self.cpu_only or _at(over, eqn, "ACC-34", self.float_outer)
+                return None
+            return _at(f"{over}: the value XLA on the CPU gives, as in jax's interpreter modes", eqn, "ACC-34",
+                       self.float_outer)
         if rounds_floats(name, invals, outs, eqn.params, interpreter=True) is None:  # the same only on the CPU
             if self.on_cpu:
                 self.cpu_only = self.cpu_only or _at(why, eqn, "ACC-27", self.float_outer)

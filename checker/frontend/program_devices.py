@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from semcheck.checker.frontend.program_ir import Outside, Produced, deps_of, Stop
+from semcheck.checker.frontend.pre_kernel_order import order_refusal
 from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
 from semcheck.checker.frontend.trace import eqn_loc
 
@@ -57,6 +58,8 @@ class PerDevice:
                 lanes.append([np.asarray(g) for g in got])
         except Exception:  # noqa: BLE001 - a value the walk cannot compute is only not known
             return
+        if any(order_refusal(eqn, [p[lane] for p in per], got) for lane, got in enumerate(lanes)):
+            return  # ACC-33: an order the implementation chooses: not known
         for k, v in enumerate(outs):
             if isinstance(v, Outside) and v.ident and all(k < len(got) for got in lanes):
                 self._per[v.ident] = [got[k] for got in lanes]

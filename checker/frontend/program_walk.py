@@ -48,6 +48,7 @@ from semcheck.checker.frontend.program_jaxpr import (
     subs,
     varying_calls,
 )
+from semcheck.checker.frontend.pre_kernel_order import ORDERED, has_ordered, order_refusal
 from semcheck.checker.frontend.trace import KernelCall, eqn_loc
 from semcheck.model.ops import NO_LOC, Loc
 
@@ -180,8 +181,8 @@ class _Walker(PerDevice):
         aside), and known when its operands are (evaluated by jax, for small values)."""
         import numpy as np
 
-        if not all(u for u, _ in about) or device_dependent(eqn):
-            return
+        if not all(u for u, _ in about) or device_dependent(eqn) or has_ordered(eqn):
+            return  # (ACC-33: a call holding a scatter or a sort is not bound whole)
         value = None
         if all(c is not None for _, c in about) and (not subs(eqn) or eqn.primitive.name in CALL_PRIMITIVES) and \
                 all(int(np.size(c)) <= MAX_FOLD for _, c in about):
@@ -194,6 +195,8 @@ class _Walker(PerDevice):
                 value = [np.asarray(g) for g in got]
             except Exception:  # noqa: BLE001 - a value the walk cannot compute is only not known
                 value = None
+        if eqn.primitive.name in ORDERED and value is not None and order_refusal(eqn, [c for _, c in about], value):
+            return  # ACC-33: which update wins is the implementation's, on each device: neither known nor uniform
         for k, v in enumerate(outs):
             self.know(v, None if value is None or k >= len(value) else value[k])
 

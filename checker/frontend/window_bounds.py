@@ -11,9 +11,12 @@ that is data while the kernel is traced, so a window such as `pl.ds(n, 0)` with 
 size reaches the callback and is refused there on every run.
 
 `interpreter_range` is that range for one lane's view, or None when it is not predicted here (a
-transform that is not an indexer, an array index, a value not known at lowering time, a negative
-value, which numpy would count from the end); `window_error` is the failure the lowered operation
-carries (`Access.view_error`, `DmaStart.view_error`, as ERR-9's views do).
+transform that is not an indexer, an array index, a value not known at lowering time); `window_error`
+is the failure the lowered operation carries (`Access.view_error`, `DmaStart.view_error`, as ERR-9's
+views do). A negative index or start reaches the manager as it is: its read is numpy's, counting from
+the end (an index before the start, or a slice `[-1, 0)` that selects nothing, is refused), and its
+write, a copy's destination or a store's (after its read), fails the manager's assertion of
+non-negative ranges (`AssertionError`, no message).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 
 from semcheck.checker.frontend.region_transforms import jax_types, scalar_index, static_int
 from semcheck.checker.frontend.scalar_memory import CONCRETE_HINT, AbstractInput, NeedsConcreteInputs
-from semcheck.model.errors import WindowOutOfBounds
+from semcheck.model.errors import Raised, WindowOutOfBounds
 from semcheck.model.kernel_buffer import read_refused, write_refused
 from semcheck.model.ops import Loc
 
@@ -34,7 +37,7 @@ Range = tuple[Any, ...]
 
 def _one(x: Any) -> int | None:
     v = scalar_index(x)
-    if type(v) is str or v.shape != (1,) or int(v[0]) < 0:
+    if type(v) is str or v.shape != (1,):
         return None
     return int(v[0])
 
@@ -102,7 +105,7 @@ def lanes_in_bounds(chain: Sequence[Any], shape: tuple[int, ...], lanes: int) ->
     Computed for every lane at once (ERR-20's cost at pod scale: one copy per grid step)."""
     J = jax_types()
     rng: list[tuple] = []  # per dimension: ("i", values) or ("s", starts, stops, step)
-    ok = np.ones(lanes, dtype=bool)  # a negative value anywhere is not predicted (`_one`): not known here
+    ok = np.ones(lanes, dtype=bool)  # a negative size is not predicted (`interpreter_range`): not known here
     for t in chain:
         if not isinstance(t, J.NDIndexer) or tuple(t.int_indexer_shape):
             return None
@@ -112,13 +115,12 @@ def lanes_in_bounds(chain: Sequence[Any], shape: tuple[int, ...], lanes: int) ->
                 start, size = _lane_values(idx.start, lanes), _lane_values(idx.size, lanes)
                 if start is None or size is None or type(idx.stride) is not int or idx.stride < 1:
                     return None
-                ok &= (start >= 0) & (size >= 0)
+                ok &= size >= 0  # a negative start is asked of the composed range below
                 entries.append(("s", start, start + size * idx.stride, idx.stride))
             else:
                 v = _lane_values(idx, lanes)
                 if v is None:
                     return None
-                ok &= v >= 0
                 entries.append(("i", v))
         out, j = [], 0
         for r in rng:  # `_compose`, on every lane's values at once
@@ -172,9 +174,19 @@ def window_error(buffer: str, shape: tuple[int, ...], chain: Sequence[Any], kind
     if rng is None or len(rng) > len(shape):
         return None
     refused = write_refused(rng, shape) if kind == "write" else read_refused(rng, shape)
+    where = f"{loc.file}:{loc.line}" if loc.line else ""
+    if kind == "swap" and refused is False and _negative(rng):
+        refused = write_refused(rng, shape)  # the read passed: the store's write asserts (module docstring)
+    if isinstance(refused, Raised) and refused.python_type == "AssertionError" and _negative(rng):
+        return WindowOutOfBounds(access, kind, buffer, rng, tuple(shape), where, asserted=True)
     if refused is not True:
         return None  # in bounds, or an assertion of the manager's that is not predicted here
-    return WindowOutOfBounds(access, kind, buffer, rng, tuple(shape), f"{loc.file}:{loc.line}" if loc.line else "")
+    return WindowOutOfBounds(access, kind, buffer, rng, tuple(shape), where)
+
+
+def _negative(rng: Range) -> bool:
+    """Whether an index, start or stop of the interpreter's range is negative."""
+    return any(r < 0 if type(r) is int else (r.start < 0 or r.stop < 0) for r in rng)
 
 
 __all__ = ["interpreter_range", "lanes_in_bounds", "need_values", "predicted", "window_error"]

@@ -444,7 +444,8 @@ def failure_witness(program: Program, mode: DmaMode, real: Outcome, view_ops: tu
     elif isinstance(err, WindowOutOfBounds):
         details.update(rule="ERR-20", access=err.access, buffer=err.buffer, range=repr(err.rnge), shape=list(err.shape))
         why = ("jax's TPU interpreter refuses a window the buffer does not hold whole when it reads it, and one "
-               "with an element past an end when it writes it; a zero-size window starting at a dimension's end "
+               "with an element past an end (or a negative index or start, an assertion) when it writes it; a "
+               "zero-size window starting at a dimension's end "
                "is refused as a read (specs/semantics/divergences.md D33)")
         hint = WINDOW_HINT
     elif isinstance(err, UnknownBuffer) and (freed := _freed_copy(real, err)) is not None:

@@ -73,6 +73,27 @@ CASES = {
     "smem_load_inside": ("load", "hbm", lambda x, b, s, m, k: s.__setitem__(0, s[k + 2])),
     "smem_load_past_end": ("load", "hbm", lambda x, b, s, m, k: s.__setitem__(0, s[k + 3])),
     "smem_store_past_end": ("store", "hbm", lambda x, b, s, m, k: s.__setitem__(k + 3, jnp.int32(1))),
+    # negative starts and indices: the manager reads as numpy does (from the end) and asserts at a write
+    "copy_src_negative_inside": ("copy", "hbm", lambda x, b, s, m, k: _copy(x.at[pl.ds(k - 2, 1)], b.at[pl.ds(0, 1)], m)),
+    "copy_src_negative_to_start": ("copy", "hbm",
+                                   lambda x, b, s, m, k: _copy(x.at[pl.ds(k - 1, 1)], b.at[pl.ds(0, 1)], m)),
+    "copy_src_negative_before_start": ("copy", "hbm",
+                                       lambda x, b, s, m, k: _copy(x.at[pl.ds(k - 4, 1)], b.at[pl.ds(0, 1)], m)),
+    "copy_dst_negative_inside": ("copy", "hbm", lambda x, b, s, m, k: _copy(x.at[pl.ds(0, 1)], b.at[pl.ds(k - 2, 1)], m)),
+    "copy_src_squeezed_negative": ("copy", "hbm3", lambda x, b, s, m, k: _copy(x.at[k - 1], b, m)),
+    "copy_src_squeezed_negative_past_start": ("copy", "hbm3", lambda x, b, s, m, k: _copy(x.at[k - 3], b, m)),
+    "load_negative_inside": ("load", "vmem", lambda x, b, s, m, k: b.__setitem__((pl.ds(0, 1),), x[pl.ds(k - 2, 1), :])),
+    "load_negative_overhang": ("load", "vmem", lambda x, b, s, m, k: b.__setitem__((pl.ds(0, 2),), x[pl.ds(k - 1, 2), :])),
+    "store_negative_inside": ("store", "vmem", lambda x, b, s, m, k: _store_rows(b, lambda r: r.at[pl.ds(k - 2, 1)])),
+    "store_negative_to_start": ("store", "vmem", lambda x, b, s, m, k: _store_rows(b, lambda r: r.at[pl.ds(k - 1, 1)])),
+    "smem_load_negative": ("load", "hbm", lambda x, b, s, m, k: s.__setitem__(0, s[k - 1])),
+    "smem_load_negative_past_start": ("load", "hbm", lambda x, b, s, m, k: s.__setitem__(0, s[k - 4])),
+    "smem_store_negative": ("store", "hbm", lambda x, b, s, m, k: s.__setitem__(k - 1, jnp.int32(1))),
+    # `pltpu.store`: a swap as `ref[...] = x` is, unmasked; masked, past the end, refused where the mask is true there
+    "pstore_overhang": ("store", "vmem", lambda x, b, s, m, k: pltpu.store(
+        b.at[pl.ds(k + 2, 2)], jnp.zeros((2, LANES), jnp.float32))),
+    "pstore_inside": ("store", "vmem", lambda x, b, s, m, k: pltpu.store(
+        b.at[pl.ds(k + 1, 2)], jnp.zeros((2, LANES), jnp.float32))),
     # a start known while tracing: jax refuses it there
     "static_copy_src_zero_at_end": ("copy", "hbm", lambda x, b, s, m, k: _copy(x.at[pl.ds(3, 0)], b.at[pl.ds(0, 0)], m)),
 }

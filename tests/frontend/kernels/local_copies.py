@@ -160,3 +160,20 @@ def _discarded_read_kernel(table_hbm, x_ref, o_ref, rows, buf, sem, flag):
 def discarded_read(num_devices: int):
     """A select whose known predicate discards a read at an index out of bounds (ACC-32)."""
     return _call(_discarded_read_kernel, num_devices, [pltpu.SMEM((2, LANES), jnp.int32)])
+
+
+def _discarded_before_start_kernel(table_hbm, x_ref, o_ref, rows, buf, sem, flag):
+    me = jax.lax.axis_index(AXIS)
+    fetch = pltpu.make_async_copy(table_hbm.at[pl.ds(2, 2)], rows, sem)
+    fetch.start()
+    fetch.wait()
+    e = me - 2 * LANES  # before the row's start on every device: numpy cannot count it from the end
+    size = jax.lax.select(e >= 0, rows[0, e], 0)
+    _sized_copy(x_ref, buf, sem, 1 + size)
+
+
+@semcheck.target(devices=(2, 4))
+def discarded_read_before_start(num_devices: int):
+    """`discarded_read` with an index before the row's start: the select discards the value, but jax's interpreter
+    raises at the load itself (ACC-10, ACC-32)."""
+    return _call(_discarded_before_start_kernel, num_devices, [pltpu.SMEM((2, LANES), jnp.int32)])
