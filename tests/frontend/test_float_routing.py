@@ -97,7 +97,7 @@ def test_the_seeded_twin_is_violated_with_both_lines():
 
 @pytest.fixture(scope="module")
 def refused() -> dict[str, list[dict]]:
-    names = ("softmax_topk", "tied_topk", "logits_from_matmul")
+    names = ("softmax_topk", "tied_topk", "logits_from_matmul", "near_tie_softmax", "branch_softmax")
     runs = semcheck_many([_json(f"{KERNELS}::{t}", "--devices", "2") for t in names])
     for r in runs:
         assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
@@ -105,16 +105,78 @@ def refused() -> dict[str, list[dict]]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-25", "ACC-26")
+@pytest.mark.rule("ACC-25", "ACC-26", "ACC-37")
 def test_float_arithmetic_that_rounds_is_unknown_naming_its_line(refused):
-    """A softmax before the top-k (in the kernel) and a matmul computing the logits (around it) round: every
-    property is unknown in every mode, the reason naming the operation's line."""
-    for name, line, what in (("softmax_topk", _line("# the softmax's line"), "rounds"),
-                             ("logits_from_matmul", _line("# the matmul's line"), "dot_general")):
-        rows = refused[name]
-        assert len(rows) == len(MODES) * len(IDS) and {r["verdict"] for r in rows} == {"unknown"}
+    """A softmax before the top-k (in the kernel) and a matmul computing the logits (around it) round: under
+    hardware every property of the softmax's kernel is unknown (its bounds are the interpreter modes', ACC-37),
+    and of the matmul's in every mode, the reason naming the operation's line."""
+    for name, line, what, modes in (("softmax_topk", _line("# the softmax's line"), "rounds", {"hardware"}),
+                                    ("logits_from_matmul", _line("# the matmul's line"), "dot_general", set(MODES))):
+        rows = [r for r in refused[name] if r["dma_mode"] in modes]
+        assert len(rows) == len(modes) * len(IDS) and {r["verdict"] for r in rows} == {"unknown"}
         for r in rows:
             assert f"float_routing.py:{line}" in r["reason"] and what in r["reason"], r["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-35", "ACC-36", "ACC-37")
+def test_a_softmax_routing_is_decided_in_the_interpreter_modes(refused):
+    """The softmax's values are followed within bounds where jax's interpreter computes them (ACC-35): every
+    top-k choice has a clear margin, so every property is proved in eager and on_wait."""
+    rows = [r for r in refused["softmax_topk"] if r["dma_mode"] != "hardware"]
+    assert len(rows) == 2 * len(IDS) and {r["verdict"] for r in rows} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-36")
+def test_a_near_tie_after_a_softmax_is_unknown_naming_the_argmax(refused):
+    """Two of a token's logits one ulp apart: their softmax bounds overlap, so the argmax decides nothing in any
+    mode; every property unknown, the reason naming the argmax's line and the near tie."""
+    line = _line("# the argmax's line")
+    rows = refused["near_tie_softmax"]
+    assert len(rows) == len(MODES) * len(IDS) and {r["verdict"] for r in rows} == {"unknown"}
+    for r in rows:
+        assert f"float_routing.py:{line}" in r["reason"] and "near tie" in r["reason"], r["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-35")
+def test_bounds_do_not_cross_a_branch(refused):
+    """Device 0 routes by one softmax, the others by another, in a `cond`'s two branches: a branch's values are
+    merged lane by lane, which bounds are not, so the routing is unknown in every mode, naming the softmax."""
+    rows = refused["branch_softmax"]
+    assert len(rows) == len(MODES) * len(IDS) and {r["verdict"] for r in rows} == {"unknown"}
+    assert all(f"float_routing.py:{_line('# the softmax' + chr(39) + 's line')}" in r["reason"] for r in rows)
+
+
+_SOFTMAX = r"""
+import json, sys
+sys.path.insert(0, "tests/frontend/kernels")
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+import jax, numpy as np
+import float_routing as fr
+fn, (table, x) = fr.softmax_topk(2, dma_mode=sys.argv[1])
+out, x = np.asarray(jax.block_until_ready(fn(table, x))), np.asarray(x)
+want, rows = fr.routed_rows(np.asarray(table), 2), fr.ROWS  # (a softmax keeps each row's order)
+print(json.dumps([[bool(np.array_equal(out[d * rows:d * rows + n], x[d * rows:d * rows + n])), n] for d, n in
+                  enumerate(want)]))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-35")
+@pytest.mark.parametrize("dma_mode", ["eager", "on_wait"])
+def test_the_interpreter_routes_the_softmax_tokens_as_semcheck_does(dma_mode):
+    """Ground truth: jax's interpreter runs `softmax_topk` to completion and each device copies the rows its
+    tokens' top 2 route to it, the counts semcheck's bounds decided."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", _SOFTMAX, dma_mode], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert all(same for same, _ in got) and any(n for _, n in got), got
 
 
 @pytest.mark.jax
