@@ -149,6 +149,44 @@ def test_bounds_do_not_cross_a_branch(refused):
     assert all(f"float_routing.py:{_line('# the softmax' + chr(39) + 's line')}" in r["reason"] for r in rows)
 
 
+@pytest.mark.jax
+@pytest.mark.rule("ACC-35", "ACC-37")
+def test_the_softmax_moe_is_decided_in_the_interpreter_modes():
+    """The MoE whose counts come from an in-kernel softmax and top-k: every property proved in eager and on_wait
+    at 2 and 4 devices; under hardware every property unknown, the reason naming the softmax's line."""
+    path = "examples/moe_softmax_topk_dispatch.py"
+    run = semcheck(*_json(path, "--devices", "2,4")[0], cwd=ROOT, timeout=900)
+    rows = _rows(run)
+    assert run.returncode == 3, run.stderr[-2000:]
+    line = next(i + 1 for i, t in enumerate((ROOT / path).read_text().splitlines()) if "# the softmax's line" in t)
+    assert len(rows) == 2 * len(MODES) * len(IDS)
+    assert {r["verdict"] for r in rows if r["dma_mode"] != "hardware"} == {"proved"}
+    for r in rows:
+        if r["dma_mode"] == "hardware":
+            assert r["verdict"] == "unknown" and f"moe_softmax_topk_dispatch.py:{line}" in r["reason"], r["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-35")
+def test_the_softmax_moe_s_seeded_twin_is_violated_in_the_interpreter_modes():
+    """Counts announced by `probs >= 1 / N` (comparisons decided within bounds): the expert waits for fewer rows
+    than the top-k sends; dma-bytes and exit-balance violated in eager and on_wait, naming the dispatch's start
+    and the short wait; nothing else violated, hardware unknown."""
+    path = "examples/buggy/moe_softmax_count_by_threshold.py"
+    run = semcheck(*_json(path, "--devices", "2")[0], cwd=ROOT, timeout=900)
+    assert run.returncode == 1, run.stderr[-2000:]
+    rows = _rows(run)
+    text = (ROOT / path).read_text().splitlines()
+    start = next(i + 1 for i, t in enumerate(text) if "recv_sems, me).start()" in t)
+    wait = next(i + 1 for i, t in enumerate(text) if "recv_sems, s).wait_recv()" in t)
+    violated = {(r["property"], r["dma_mode"]) for r in rows if r["verdict"] == "violated"}
+    assert violated == {(p, m) for p in ("dma-bytes", "exit-balance") for m in ("eager", "on_wait")}
+    assert {r["verdict"] for r in rows if r["dma_mode"] == "hardware"} == {"unknown"}
+    for r in rows:
+        if r["property"] == "dma-bytes" and r["verdict"] == "violated":
+            assert {start, wait} <= _lines(r), r["witness"]["locations"]
+
+
 _SOFTMAX = r"""
 import json, sys
 sys.path.insert(0, "tests/frontend/kernels")
