@@ -182,6 +182,8 @@ def _rounding(name: str, eqn: Any, invals: list[Any]) -> tuple[np.ndarray, np.nd
         if isinstance(got, str):
             return got
         return np.where(zero, 0.0, got[0]), np.where(zero, 0.0, got[1])
+    if name in ("add", "sub"):
+        return _sum_of_two(name, *bounds)
     if not all(np.isfinite(b).all() for pair in bounds for b in pair):
         return f"a {name} of a value that is not finite"
     if name in FUNCTIONS:
@@ -199,15 +201,29 @@ def _rounding(name: str, eqn: Any, invals: list[Any]) -> tuple[np.ndarray, np.nd
         extra = (max(n - 1, 0) * BASIC + n * 2.0 ** -52) * mag
         return _widen(lo.sum(axis=axes), hi.sum(axis=axes), 0.0, extra)
     (alo, ahi), (blo, bhi) = bounds
-    if name == "add":
-        return _widen(alo + blo, ahi + bhi, BASIC)
-    if name == "sub":
-        return _widen(alo - bhi, ahi - blo, BASIC)
     if name == "div" and ((blo <= 0) & (bhi >= 0)).any():
         return "a division by a value that may be zero"
     op = np.multiply if name == "mul" else np.divide
     corners = np.broadcast_arrays(op(alo, blo), op(alo, bhi), op(ahi, blo), op(ahi, bhi))
     return _widen(np.minimum.reduce(corners), np.maximum.reduce(corners), BASIC)
+
+
+def _sum_of_two(name: str, a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> Any:
+    """`add` or `sub`: an infinite operand (exactly one, known exactly, such as a -inf that masks a padded logit)
+    gives that infinity exactly, with no rounding; finite operands give the widened bounds."""
+    (alo, ahi), (blo, bhi) = a, b
+    if name == "sub":
+        blo, bhi = -bhi, -blo
+    fin_a, fin_b = np.isfinite(alo) & np.isfinite(ahi), np.isfinite(blo) & np.isfinite(bhi)
+    inf_a, inf_b = np.isinf(alo) & (alo == ahi), np.isinf(blo) & (blo == bhi)
+    if not ((fin_a & fin_b) | (inf_a & fin_b) | (fin_a & inf_b)).all():
+        return f"a {name} of values that are not finite"
+    lo, hi = alo + blo, ahi + bhi
+    exact = np.broadcast_to(~(fin_a & fin_b), lo.shape)
+    got = _widen(np.where(exact, 1.0, lo), np.where(exact, 1.0, hi), BASIC)
+    if isinstance(got, str):
+        return got
+    return np.where(exact, lo, got[0]), np.where(exact, hi, got[1])
 
 
 def _compare(name: str, a: Any, b: Any) -> np.ndarray | None:

@@ -233,3 +233,25 @@ def test_what_may_overflow_be_subnormal_or_divide_by_zero_is_unknown():
     around_zero = Bounded("drawn", NO_LOC, np.array([[-1e-3]]), np.array([[1e-3]]), f32)
     assert "zero" in one("div", np.array([[1.0]], np.float32), around_zero).why
     assert type(one("exp", np.array([[-np.inf]], np.float32))) is Bounded  # exp(-inf) is exactly 0
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-35")
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 7))
+def test_a_softmax_over_logits_padded_with_minus_infinity(seed, experts):
+    """Rows padded to 8 columns with -inf (as MoE kernels pad their experts): the padded probabilities are exactly
+    0, the others within bounds that hold XLA's, jitted and one primitive at a time."""
+    import jax
+
+    x = np.full((4, 8), -np.inf, np.float32)
+    x[:, :experts] = np.random.default_rng(seed).normal(size=(4, experts)).astype(np.float32)
+    got = _bound_jaxpr(_softmax, x)
+    assert type(got) is Bounded, got
+    lo, hi = got.lo[0], got.hi[0]
+    assert (lo[:, experts:] == 0).all() and (hi[:, experts:] == 0).all()
+    with jax.disable_jit():
+        one_at_a_time = np.asarray(_softmax(x))
+    for computed in (np.asarray(jax.jit(_softmax)(x)), one_at_a_time):
+        c = computed.astype(np.float64)
+        assert ((lo <= c) & (c <= hi)).all()
