@@ -34,7 +34,7 @@ import numpy as np
 
 from semcheck.checker.frontend.float_exact import STRUCTURAL, is_float
 from semcheck.checker.frontend.values import Bounded, Unknown
-from semcheck.model.ops import Loc
+from semcheck.model.ops import NO_LOC, Loc
 
 BASIC = 2.0 ** -22
 SLACK = 2.0 ** -50
@@ -94,7 +94,10 @@ def evaluate(name: str, eqn: Any, invals: list[Any], fn: Callable[..., Any], loc
         if name in BY_ORDER:
             return _decided(_by_order(name, eqn, invals[0]), name, src, loc, out_dtypes)
         if name == "convert_element_type":
-            return _decided([_convert(eqn, invals[0], out_dtypes[0])], name, src, loc, out_dtypes)
+            got = _convert(eqn, invals[0], out_dtypes[0])
+            if type(got) is Unknown:
+                return [Unknown(f"{got.why}{src}", loc)], False
+            return _decided([got], name, src, loc, out_dtypes)
         if name == "neg":
             lo, hi, _ = _bounds(invals[0])
             return _bounded_or_point([(-hi, -lo)], origin, loc, out_dtypes)
@@ -273,8 +276,9 @@ def _by_order(name: str, eqn: Any, x: Any) -> list[Any]:
 
 
 def _convert(eqn: Any, x: Any, dtype: Any) -> Any:
-    """A conversion of a bounded float: to an integer type where both bounds truncate alike (in range); to a
-    float type at least as wide, the same bounds. None (unknown) otherwise."""
+    """A conversion of a bounded float: to an integer type where both bounds truncate alike (in range); to bool
+    where no bound straddles 0; to a float type at least as wide, the same bounds. None where the bounds decide
+    nothing (a near tie); `Unknown` for a conversion semcheck does not bound (a narrower float)."""
     new = np.dtype(eqn.params["new_dtype"])
     lo, hi, _ = _bounds(x)
     if new.kind in "iu":
@@ -283,9 +287,14 @@ def _convert(eqn: Any, x: Any, dtype: Any) -> Any:
         if (tlo != thi).any() or (tlo < info.min).any() or (tlo > info.max).any():
             return None
         return tlo.astype(new)
-    if is_float(new) and np.dtype(new).itemsize >= np.dtype(x.dtype).itemsize and np.dtype(new).kind == "f":
+    if new.kind == "b":  # (true where the bounds exclude 0, false where both are 0)
+        if (((lo > 0) | (hi < 0)) | ((lo == 0) & (hi == 0))).all():
+            return (lo != 0) | (hi != 0)
+        return None
+    if new.kind == "f" and new.itemsize >= np.dtype(x.dtype).itemsize:
         return Bounded(x.why, x.loc, lo, hi, new)
-    return None
+    return Unknown(f"a conversion to {new.name} of a value known only within bounds, which semcheck does not bound",
+                   NO_LOC)
 
 
 __all__ = ["BASIC", "FUNCTIONS", "ROUNDING", "evaluate", "has_bounds", "lane_reshape", "rounds_within_bounds"]

@@ -183,19 +183,21 @@ def _points(x: Bounded, rng, count=24):
 
 @pytest.mark.rule("ACC-36")
 @settings(max_examples=300, deadline=None)
-@given(_intervals((3, 5)), st.sampled_from(["argmax", "argmin", "top_k2", "top_k3", "lt", "ge", "eq", "trunc"]),
+@given(_intervals((3, 5)), st.sampled_from(["argmax", "argmin", "top_k2", "top_k3", "lt", "ge", "eq", "trunc",
+                                             "bool"]),
        st.integers(0, 2**32 - 1))
 def test_a_decision_from_bounds_holds_for_every_point(x, op, seed):
-    """An argmax, argmin, top-k, comparison or conversion to an integer decided from bounds gives, at every point
-    of the bounds, the result the operation computes there; undecided (a near tie) is unknown, never a guess.
-    With every bound a point and the values distinct, each is decided."""
+    """An argmax, argmin, top-k, comparison or conversion to an integer or bool decided from bounds gives, at every
+    point of the bounds, the result the operation computes there; undecided (a near tie) is unknown, never a
+    guess. With every bound a point and the values distinct, each is decided."""
     rng = np.random.default_rng(seed)
     if op.startswith("top_k"):
         eqn, fn = _eqn("top_k", True, k=int(op[-1]), axis=-1), NUMERIC["top_k"]
     elif op in ("argmax", "argmin"):
         eqn, fn = _eqn(op, axes=(1,), index_dtype=np.int32), NUMERIC[op]
-    elif op == "trunc":
-        eqn, fn = _eqn("convert_element_type", new_dtype=np.int32), NUMERIC["convert_element_type"]
+    elif op in ("trunc", "bool"):
+        eqn = _eqn("convert_element_type", new_dtype=np.int32 if op == "trunc" else np.bool_)
+        fn = NUMERIC["convert_element_type"]
     else:
         eqn, fn = _eqn(op), NUMERIC[op]
     y = Bounded("drawn", NO_LOC, x.lo[:, ::-1].copy(), x.hi[:, ::-1].copy(), x.dtype)
@@ -232,6 +234,10 @@ def test_what_may_overflow_be_subnormal_or_divide_by_zero_is_unknown():
     assert "subnormal" in one("exp", np.array([[-100.0]], np.float32)).why
     around_zero = Bounded("drawn", NO_LOC, np.array([[-1e-3]]), np.array([[1e-3]]), f32)
     assert "zero" in one("div", np.array([[1.0]], np.float32), around_zero).why
+    narrow = _eqn("convert_element_type", new_dtype=np.float16)
+    (half,), decided = evaluate("convert_element_type", narrow, [around_zero], NUMERIC["convert_element_type"],
+                                NO_LOC, [np.float16])
+    assert type(half) is Unknown and "near tie" not in half.why and not decided
     assert type(one("exp", np.array([[-np.inf]], np.float32))) is Bounded  # exp(-inf) is exactly 0
 
 
