@@ -92,6 +92,9 @@ EXPECTED = {
     "moe_dispatch_wait_one_row_short.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},
     # ACC-25: the same off-by-one where the counts come from an in-kernel top-k over float logits
     "moe_topk_dispatch_wait_one_row_short.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},
+    # ACC-35: counts announced by a threshold on an in-kernel softmax, decided within bounds in the interpreter's
+    # modes; every property unknown under hardware, where no bound of a TPU's exp is documented (ACC-37)
+    "moe_softmax_count_by_threshold.py": {"dma-bytes": I, "exit-balance": I},
     # the interpreter hangs at the combine's wait, device 0 exiting with 1024 bytes on back_recv[1]: no run
     # reaches the counts' reads it skips, so every verdict stands (ACC-19); on a TPU the wait that takes too
     # few bytes passes before the rows land, against the output's write-back: a race on no count (ACC-20)

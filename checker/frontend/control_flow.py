@@ -49,6 +49,9 @@ class ControlFlowRules(Evaluator):
             "checkpoint": self._call,
             "remat2": self._call,
         })
+        # ACC-35: a call's body is evaluated inline, so float values known within bounds pass through it
+        self.passes_bounds = frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call",
+                                        "custom_vjp_call", "custom_vjp_call_jaxpr", "checkpoint", "remat2"})
 
     def _cond(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         branches = eqn.params["branches"]

@@ -29,7 +29,7 @@ from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.scalar_memory import (CONCRETE_HINT, AbstractInput, DivergedValue, NeedsConcreteInputs,
                                                      ScalarMemory)
 from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown, opaque
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
 
 # A rule: (equation, input values, lane mask or None for all lanes) -> output values.
@@ -88,6 +88,12 @@ class Evaluator:
         self.named_rules: dict[str, Rule] = {}
         # Primitives that make a sub-jaxpr matter to the program (semaphore and DMA ops).
         self.sem_prims: set[Any] = set()
+        # ACC-35: float values known within bounds (`values.Bounded`) exist once `bounds_made`; the numeric rules
+        # read them, the calls in `passes_bounds` pass them to their body and back, every other rule sees them as
+        # the plain `Unknown` they are (`opaque`): a lane-wise merge or a store never carries bounds.
+        self.bounds_made = False
+        self.passes_bounds: frozenset[str] = frozenset()
+        self._keep_bounds = False
 
     def set_lanes(self, devices: np.ndarray) -> None:
         """Evaluate lane i as device `devices[i]`: its mesh coordinates (row-major logical device ids) are
@@ -144,6 +150,7 @@ class Evaluator:
                               self.loc_override or NO_LOC)
         for v, a in zip(binders, args):
             env[v] = a
+        keep, self._keep_bounds = self._keep_bounds, False  # (this jaxpr's results go back through a call)
         literal = self._literal
         drop = self._drop_var
         rules = self.rules
@@ -158,19 +165,27 @@ class Evaluator:
                 rule = named.get(prim.name)
             try:
                 if rule is not None:
+                    if prim.name in self.passes_bounds:
+                        self._keep_bounds = True
+                    elif self.bounds_made:
+                        invals = [opaque(x) for x in invals]
                     outs = rule(eqn, invals, mask)
+                    self._keep_bounds = False
                 else:
                     if tracked:
                         self._escape(eqn, invals, mask)
                     outs = self._numeric(eqn, invals)
             except FrontendError:
+                self._keep_bounds = False
                 raise
             except Exception as e:  # never an internal error over a kernel's construct
+                self._keep_bounds = False
                 raise self.cannot_lower(eqn, e) from e
             for v, o in zip(eqn.outvars, outs):
                 if type(v) is not drop:
                     env[v] = o
-        return [self._lit(v) if type(v) is literal else env[v] for v in jaxpr.outvars]
+        outs = [self._lit(v) if type(v) is literal else env[v] for v in jaxpr.outvars]
+        return outs if keep or not self.bounds_made else [opaque(x) for x in outs]
 
     def cannot_lower(self, eqn: Any, e: BaseException) -> Unsupported:
         """`Unsupported` for an equation a rule failed on: the construct is unknown, with its line.

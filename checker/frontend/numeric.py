@@ -18,8 +18,9 @@ from jax._src.state import types as state_types
 from semcheck.checker.frontend.int_overflow import int_overflow
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
-from semcheck.checker.frontend.float_exact import CHECKED, inexact, involves_floats, refusal
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, SemArray, Unknown
+from semcheck.checker.frontend.float_bounds import evaluate, has_bounds, lane_reshape, rounds_within_bounds
+from semcheck.checker.frontend.float_exact import CHECKED, EXACT, inexact, involves_floats, refusal
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Bounded, BufRef, SemArray, Unknown, opaque
 from semcheck.model.ops import Access, Region
 
 
@@ -59,10 +60,11 @@ class NumericRules(Evaluator):
             return [Unknown(f"the result of {prim.name}", self.loc(eqn)) for _ in eqn.outvars]
         if prim.name == "select_n":
             invals = unpicked_cases(eqn, invals)
+        bounded = has_bounds(invals)  # ACC-35: float values known within bounds are read by `float_bounds`
         for x in invals:
-            if type(x) is not np.ndarray:
+            if type(x) is not np.ndarray and not (bounded and type(x) is Bounded):
                 if isinstance(x, Unknown):
-                    return [x for _ in eqn.outvars]
+                    return [opaque(x) for _ in eqn.outvars]
                 return [Unknown(f"the result of {prim.name} on a ref", self.loc(eqn)) for _ in eqn.outvars]
         for v in eqn.outvars:
             shape = getattr(v.aval, "shape", None)
@@ -70,15 +72,20 @@ class NumericRules(Evaluator):
                 return [Unknown(f"a large {prim.name} result (not evaluated)", self.loc(eqn)) for _ in eqn.outvars]
         if prim.name in _ELEMENTWISE:
             invals = _lift_scalars(eqn, invals)
+        if bounded:
+            return self._bounded(eqn, invals, fn)
         floats = involves_floats(invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
         if floats or prim.name == "top_k":  # ACC-25: exact operations on float data only; ties a top-k breaks
             why = refusal(prim.name, invals, eqn.params)
+            if why is not None and prim.name not in EXACT and prim.name not in CHECKED and self._bounds_followed(
+                    eqn, invals):  # ACC-35: arithmetic that rounds, within bounds in the interpreter's modes
+                return self._bounded(eqn, invals, fn)
             if why is not None and getattr(getattr(self, "_inputs", None), "on_cpu", False) and refusal(
                     prim.name, invals, eqn.params, ties=True) is None:  # ACC-28: a tie numpy breaks as XLA does
                 self.cpu_only = self.cpu_only or f"{why} at {self.loc(eqn)} (specs/deciding/frontend.md ACC-28)"
                 why = None
             if why is not None:
-                return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
+                return [Unknown(f"{why} (ACC-25{self._unbounded(eqn, invals)})", self.loc(eqn)) for _ in eqn.outvars]
         if (over := int_overflow(prim.name, invals)) is not None:  # ACC-34: XLA on the CPU's value
             if not getattr(getattr(self, "_inputs", None), "on_cpu", False):
                 return [Unknown(f"{over} (ACC-34)", self.loc(eqn)) for _ in eqn.outvars]
@@ -93,8 +100,10 @@ class NumericRules(Evaluator):
             out = [out]
         if floats and prim.name in CHECKED:
             why = inexact(prim.name, invals, out, eqn.params)
+            if why is not None and self._bounds_followed(eqn, invals):
+                return self._bounded(eqn, invals, fn)  # ACC-35
             if why is not None:
-                return [Unknown(f"{why} (ACC-25)", self.loc(eqn)) for _ in eqn.outvars]
+                return [Unknown(f"{why} (ACC-25{self._unbounded(eqn, invals)})", self.loc(eqn)) for _ in eqn.outvars]
         res = []
         for v, o in zip(eqn.outvars, out):
             dtype = getattr(v.aval, "dtype", None)
@@ -106,6 +115,31 @@ class NumericRules(Evaluator):
             res.append(o)
         return res
 
+    def _bounds_followed(self, eqn: Any, invals: list[Any]) -> bool:
+        """ACC-35, ACC-37: whether this operation that rounds is followed within bounds: in a lowering for the
+        interpreter's modes only (hardware's refuses it, naming the line), on float32."""
+        return getattr(getattr(self, "_inputs", None), "on_cpu", False) and rounds_within_bounds(
+            eqn.primitive.name, invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
+
+    def _unbounded(self, eqn: Any, invals: list[Any]) -> str:
+        """ACC-37: why an operation semcheck bounds is not followed here (a lowering for hardware, or for every
+        mode at once); "" for one it does not bound."""
+        if not rounds_within_bounds(eqn.primitive.name, invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars]):
+            return ""
+        return "; its bounds are followed only where jax's interpreter modes compute it, ACC-37"
+
+    def _bounded(self, eqn: Any, invals: list[Any], fn: Callable[..., Any]) -> list[Any]:
+        """ACC-35, ACC-36: the results of `eqn` on values known within bounds; a known result decided from
+        bounds holds in the interpreter's modes only (ACC-37: `hardware` is lowered again without bounds)."""
+        loc = self.loc(eqn)
+        outs, decided = evaluate(eqn.primitive.name, eqn, invals, fn, loc,
+                                 [getattr(v.aval, "dtype", None) for v in eqn.outvars])
+        self.bounds_made = self.bounds_made or any(type(o) is Bounded for o in outs)
+        if decided:
+            self.cpu_only = self.cpu_only or (f"a {eqn.primitive.name} decided on float values known within bounds "
+                                              f"at {loc} (specs/deciding/frontend.md ACC-36)")
+        return outs
+
 
 def _lift_scalars(eqn: Any, invals: list[np.ndarray]) -> list[np.ndarray]:
     """Rank-0 operands of an elementwise primitive with a higher-rank result, as lane arrays of that rank.
@@ -116,8 +150,8 @@ def _lift_scalars(eqn: Any, invals: list[np.ndarray]) -> list[np.ndarray]:
     rank = len(getattr(eqn.outvars[0].aval, "shape", ()))
     if rank == 0:
         return invals
-    return [x.reshape(x.shape[0], *(1,) * rank)
-            if x.ndim == 1 and getattr(v.aval, "shape", None) == () else x
+    return [lane_reshape(x, lambda a: a.reshape(a.shape[0], *(1,) * rank))
+            if getattr(v.aval, "shape", None) == () and (x.lo if type(x) is Bounded else x).ndim == 1 else x
             for v, x in zip(eqn.invars, invals)]
 
 
@@ -349,6 +383,8 @@ NUMERIC: dict[str, Callable[..., Any]] = {
     "sqrt": _unary(np.sqrt),
     "exp": _unary(np.exp),
     "log": _unary(np.log),
+    "tanh": _unary(np.tanh),
+    "logistic": _unary(lambda a: 1 / (1 + np.exp(-a))),
     "population_count": _unary(lambda a: np.bitwise_count(a)),
     "integer_pow": _integer_pow,
     "select_n": _select_n,

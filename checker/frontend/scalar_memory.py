@@ -344,6 +344,8 @@ class ScalarMemory:
             if lane_x is None:
                 if isinstance(x, AbstractInput):
                     return AbstractInput(f"index comes from {x.why}", x.loc)
+                if isinstance(x, Unknown):  # (its reason and line: what the index comes from)
+                    return Unknown(f"an index computed from {x.why}", x.loc)
                 return Unknown("index semcheck cannot compute")
         wide = any(x.shape[0] > 1 for x in leaves)  # type: ignore[union-attr]
         running = [int(x) for x in lanes] if wide else [0]

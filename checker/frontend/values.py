@@ -8,6 +8,7 @@ every rule module, so it depends on nothing but the IR's `Loc`.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from semcheck.model.ops import NO_LOC, Loc, SemType
 
@@ -32,6 +33,28 @@ class Unknown:
 
     def __repr__(self) -> str:
         return f"Unknown({self.why!r} at {self.loc})"
+
+
+class Bounded(Unknown):
+    """A float value known only within bounds (ACC-35): arithmetic that rounds computed it, and on every lane
+    and element the value jax's interpreter computes lies in `[lo, hi]` (float64 lane arrays of the value's
+    shape; `dtype` its own type). Only the numeric rules (`numeric`, `float_bounds`) read the bounds, and a
+    call passes them through; to every other rule the evaluator hands it as the plain `Unknown` it also is
+    (`opaque`), whose reason names the operation that rounded."""
+
+    __slots__ = ("lo", "hi", "dtype")
+
+    def __init__(self, why: str, loc: Loc, lo: Any, hi: Any, dtype: Any) -> None:
+        super().__init__(why, loc)
+        self.lo, self.hi, self.dtype = lo, hi, dtype
+
+    def __repr__(self) -> str:
+        return f"Bounded({self.why!r} at {self.loc}, {self.lo!r}, {self.hi!r})"
+
+
+def opaque(x: Any) -> Any:
+    """`x`, a `Bounded` value as the plain `Unknown` it is to the rules that do not read bounds."""
+    return Unknown(x.why, x.loc) if type(x) is Bounded else x
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -8,8 +8,13 @@ copy of that many rows.
 
 * `iterated_topk`, `lax_topk`, `float_count`: routing by exact operations only (the float count
   sums 0.0 and 1.0: no partial sum rounds): every property decided in every mode;
-* `softmax_topk`: the logits go through a softmax first (an `exp` and a division, which round):
-  unknown, naming the softmax's line;
+* `softmax_topk`: the logits go through a softmax first (an `exp`, a sum and a division, which round):
+  followed within bounds in the interpreter's modes (ACC-35), where every top-k choice has a clear margin:
+  decided there; unknown under hardware, naming the softmax's line (ACC-37);
+* `near_tie_softmax`: the same with two of a token's logits one float32 ulp apart: their softmax bounds
+  overlap, unknown in every mode, naming the argmax's line (ACC-36);
+* `branch_softmax`: device 0 scores by the softmax of its logits, the others by that of their negation, in the
+  two branches of a `cond`: bounds do not cross a branch (ACC-35), unknown in every mode;
 * `tied_topk`: two experts tie for a token's top pick: decided in the interpreter's modes (ACC-28),
   unknown under hardware, naming the argmax's line;
 * `logits_from_matmul`: the logits are computed around the kernel by a matmul (which rounds):
@@ -132,6 +137,28 @@ def float_count(num_devices: int, dma_mode: str = "eager"):
 @semcheck.target(devices=(2,))
 def softmax_topk(num_devices: int, dma_mode: str = "eager"):
     return _build(num_devices, score=_softmax, dma_mode=dma_mode)
+
+
+def _branch_softmax(g):
+    me = jax.lax.axis_index(AXIS)
+    return jax.lax.cond(me == 0, _softmax, lambda g: _softmax(-g), g)  # the branches' line
+
+
+@semcheck.target(devices=(2,))
+def branch_softmax(num_devices: int, dma_mode: str = "eager"):
+    return _build(num_devices, score=_branch_softmax, dma_mode=dma_mode)
+
+
+def near_tie_logits(num_devices: int) -> np.ndarray:
+    table = logits(num_devices)
+    top = np.float32(table[3].max() + 1.0)
+    table[3, 1], table[3, 2] = top, np.nextafter(top, np.float32(np.inf))  # token 3: one ulp apart, first
+    return table
+
+
+@semcheck.target(devices=(2,))
+def near_tie_softmax(num_devices: int, dma_mode: str = "eager"):
+    return _build(num_devices, score=_softmax, table=near_tie_logits(num_devices), dma_mode=dma_mode)
 
 
 def tied_logits(num_devices: int) -> np.ndarray:
