@@ -39,7 +39,14 @@ from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreig
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
-from semcheck.checker.frontend.window_bounds import lanes_in_bounds, need_values, predicted, window_error
+from semcheck.checker.frontend.window_bounds import (
+    lanes_in_bounds,
+    need_values,
+    predicted,
+    unpredicted_note,
+    window_error,
+    window_predicted,
+)
 from semcheck.model.ops import Access
 
 _MISSING = object()
@@ -47,6 +54,9 @@ _MISSING = object()
 
 class AccessRules(Evaluator):
     """`ref[...]`, `ref[...] = x`, `ref[...] += x`, `pl.load`, `pl.store`/`pl.swap`."""
+
+    # ERR-32: the first load, store or copy whose window the interpreter may refuse unseen (its words), "" if none
+    unpredicted: str = ""
 
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
@@ -164,6 +174,8 @@ class AccessRules(Evaluator):
         view = (*chain, *(t for t in (transforms or ()) if t is not None))
         keys = lane_keys(leaves, self.L) if not chain else None  # a ref view's own values are not in `leaves`
         if keys is None and any(v is not None and not isinstance(v, (int, np.integer, np.ndarray)) for v in leaves):
+            if not self.unpredicted and not window_predicted(lane_chain(view, 0), shape):  # ERR-32
+                self.unpredicted = unpredicted_note("the store" if write else "the load", loc)
             return None  # an opaque index: no lane's window is predicted (ACC-10)
         memo = self.op_cache(eqn, "window errors", label)
         out: list[Any] = [None] * self.L
@@ -175,6 +187,8 @@ class AccessRules(Evaluator):
             hit = memo.get(key, _MISSING) if key is not None else _MISSING
             if hit is _MISSING:
                 hit = window_error(label, shape, lane_chain(view, d), kind, "store" if write else "load", loc)
+                if hit is None and not self.unpredicted and not window_predicted(lane_chain(view, d), shape):
+                    self.unpredicted = unpredicted_note("the store" if write else "the load", loc)  # ERR-32
                 if key is not None:
                     memo[key] = hit
             out[d] = hit

@@ -148,6 +148,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
         iterations = lower_iterations(values, lambda v: lower_call(
             resolve_grid(traced_call, v), cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=v,
             symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
+        unseen = stats.unpredicted  # ERR-32: the iterations' (where there are any, the lowering below is not checked)
         try:
             # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
             program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
@@ -158,6 +159,8 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
             program = iterations[0][1]  # (a lowering over no values needed them: the first iteration's stands in)
         if not iterations:
             refuse_regions_a_loop_varies(program)  # PRG-182
+        else:
+            stats.unpredicted = unseen
         if failed is None and program.launch_failure is not None:
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode

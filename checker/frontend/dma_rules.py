@@ -25,7 +25,14 @@ from semcheck.checker.frontend.regions import NO_WINDOW, empty_region, flatten_r
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef
-from semcheck.checker.frontend.window_bounds import lanes_in_bounds, need_values, predicted, window_error
+from semcheck.checker.frontend.window_bounds import (
+    lanes_in_bounds,
+    need_values,
+    predicted,
+    unpredicted_note,
+    window_error,
+    window_predicted,
+)
 from semcheck.model.ops import DmaStart, Wait
 
 
@@ -223,6 +230,9 @@ class DmaRules(SyncRules):
                 hit = next((e for buf, view, kind in ends
                             if (e := window_error(buf, view.shape, lane_chain(view.chain, lane), kind, "copy", loc))),
                            None)
+                if hit is None and not self.unpredicted and not all(
+                        window_predicted(lane_chain(view.chain, lane), view.shape) for _, view, _ in ends):
+                    self.unpredicted = unpredicted_note("the copy", loc)  # ERR-32
                 if cacheable:
                     memo[key] = hit
             out.append(hit)

@@ -91,6 +91,8 @@ class LoweringStats:
     iterations_as_lanes: int = 0  # loop iterations evaluated as lanes (`ControlFlowRules._scan_as_lanes`)
     # ACC-28: a tie followed inside the kernel only for the interpreter's modes (its words and line), "" if none
     cpu_only: str = ""
+    # ERR-32: a load, store or copy whose window the interpreter may refuse unseen (its words), "" if none
+    unpredicted: str = ""
     # Things the caller should know about the lowered program (not errors).
     warnings: list[str] = dataclasses.field(default_factory=list)
 
@@ -237,6 +239,7 @@ def lower_kernel(
         stats.iterations_as_lanes += lw.iterations_as_lanes
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
         stats.cpu_only = stats.cpu_only or lw.cpu_only
+        stats.unpredicted = stats.unpredicted or lw.unpredicted
     return program
 
 

@@ -74,9 +74,13 @@ def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) 
     check_composable([inv.call for inv in ir.invocations], n_cores)  # RUN-13, before anything is built
     if not ir.invocations and not strict:
         return []
-    lowered = _lower_invocations(t, ir, n_cores, followed)
+    from semcheck.checker.frontend.lower import LoweringStats
+
+    stats = LoweringStats()  # ERR-32: a window of some call the interpreter may refuse unseen
+    lowered = _lower_invocations(t, ir, n_cores, followed, stats)
     computed = _computed_by(ir, followed)
-    return [_computed_in(_in_branch(c, ir), computed) for c in compose_readings(ir, lowered, name=t.name)]
+    return [_unseen_in(_computed_in(_in_branch(c, ir), computed), stats.unpredicted)
+            for c in compose_readings(ir, lowered, name=t.name)]
 
 
 def _computed_by(ir: Any, followed: Any) -> str:
@@ -87,13 +91,19 @@ def _computed_by(ir: Any, followed: Any) -> str:
     return ", ".join(dict.fromkeys(w for w in said if w))
 
 
+def _unseen_in(c: ComposedProgram, unpredicted: str) -> ComposedProgram:
+    import dataclasses
+
+    return dataclasses.replace(c, unpredicted=unpredicted) if unpredicted else c
+
+
 def _computed_in(c: ComposedProgram, computed: str) -> ComposedProgram:
     import dataclasses
 
     return dataclasses.replace(c, computed_by=computed) if computed else c
 
 
-def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[Any]:
+def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any, stats: Any = None) -> list[Any]:
     """Each invocation's kernel program, lowered once per call and scalar inputs (PRG-167: `followed`, the
     values per launch equation, or None when the calls were traced on shapes)."""
     from semcheck.checker.frontend.lower import lower_kernel
@@ -107,7 +117,7 @@ def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any) -> list[
         key = (id(inv.call), id(inputs))
         if key not in by_call:
             try:
-                by_call[key] = _unfollowed(lower_kernel, inv, n_cores, f"{t.name}:{inv.name}", inputs)
+                by_call[key] = _unfollowed(lower_kernel, inv, n_cores, f"{t.name}:{inv.name}", inputs, stats)
             except NeedsConcreteInputs as e:
                 e.invocation = inv  # which call, for the reason (`_not_followed`)
                 raise
@@ -167,13 +177,13 @@ def _not_followed(e: Exception) -> Unsupported:
                        f"give it: {e}", loc)
 
 
-def _unfollowed(lower_kernel: Any, inv: Any, cores: int, name: str, inputs: Any) -> Any:
+def _unfollowed(lower_kernel: Any, inv: Any, cores: int, name: str, inputs: Any, stats: Any = None) -> Any:
     """A kernel's program for a composed program: lowered again without following values copies move when
     its lowering followed some (ACC-9's last clause, ACC-4's treatment): a composed program does not carry
     the check that makes them facts, and what needs them is then unknown at its own line."""
-    program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs)
+    program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, stats=stats)
     if getattr(program, "followed", None) is not None:
-        program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, follow_copies=False)
+        program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, follow_copies=False, stats=stats)
     return program
 
 

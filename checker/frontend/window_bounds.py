@@ -184,9 +184,25 @@ def window_error(buffer: str, shape: tuple[int, ...], chain: Sequence[Any], kind
     return WindowOutOfBounds(access, kind, buffer, rng, tuple(shape), where)
 
 
+def window_predicted(chain: Sequence[Any], shape: tuple[int, ...]) -> bool:
+    """ACC-10: whether `window_error` predicts the interpreter on this lane's view (a chain of indexers whose
+    values are known); where it does not, a run of the interpreter may raise there, unseen (ERR-32)."""
+    rng = interpreter_range(chain)
+    return rng is not None and len(rng) <= len(shape)
+
+
+def unpredicted_note(what: str, loc: Loc) -> str:
+    """ERR-32's words for the first access whose window is not predicted."""
+    where = f" at {loc.file}:{loc.line}" if getattr(loc, "line", 0) else ""
+    return (f"whether jax's interpreter accepts the window of {what}{where} is not predicted (its view is not a "
+            "chain of indexers semcheck follows, or an index is a value it does not know), and a run the interpreter "
+            "refuses there raises (specs/semantics/accesses.md ACC-10, specs/deciding/failing.md ERR-32)")
+
+
 def _negative(rng: Range) -> bool:
     """Whether an index, start or stop of the interpreter's range is negative."""
     return any(r < 0 if type(r) is int else (r.start < 0 or r.stop < 0) for r in rng)
 
 
-__all__ = ["interpreter_range", "lanes_in_bounds", "need_values", "predicted", "window_error"]
+__all__ = ["interpreter_range", "lanes_in_bounds", "need_values", "predicted", "unpredicted_note", "window_error",
+           "window_predicted"]
