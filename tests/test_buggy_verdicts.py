@@ -49,6 +49,9 @@ EXPECTED = {
     # two copies through a bitcast of every other row of a reshaped lane write the same rows (ACC-16: the
     # exact elements of a strided part through a reshape); the interpreter cannot copy through the view
     "tpu_race_packed_rows_overlap.py": {"race-free": ("hardware",), "deadlock-free": I},
+    # two write-backs overlap by two rows; the interpreter raises at the page fetch through a reshape view first
+    # (eager at its start, on_wait in its wait, which comes before the write-backs' waits: ACC-39)
+    "tpu_race_writebacks_past_reshaped_fetch.py": {"race-free": ("hardware",), "deadlock-free": I},
     # the receive's wait runs the copy into a reshape view under on_wait and raises (ACC-11); eager at the start
     "ring_copy_into_reshaped_view.py": {"deadlock-free": I},
     # the copy may land in parts on a TPU (DR-9); the interpreter copies whole

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from semcheck.checker.properties import clock_waits, failing_facts
 from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysis_of
 from semcheck.checker.properties.confined_scopes import HINT as SCOPE_HINT
+from semcheck.checker.properties.dead_waits import held_at_dead_waits
 from semcheck.checker.properties.dma_bytes import dma_bytes
 from semcheck.checker.properties.failing_facts import At, view_ops
 from semcheck.checker.properties.race_before_failure import before_failing_waits, both_run
@@ -207,7 +208,27 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
         if v.verdict == "violated":
             return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
         return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
-    return _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
+    out = _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
+    if out.verdict == "unknown" and prop == "race-free":
+        return _held_verdict(prop, program, clean, mode, timeout_ms, recheck) or out
+    return out
+
+
+def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, timeout_ms: int,
+                  recheck: Callable[..., Verdict]) -> Verdict | None:
+    """ACC-39: `race-free` proved on the program with the views made indexable held before each core's first wait
+    that no run completes before it fails (`dead_waits`); None when there is no such wait or no proof there."""
+    held = held_at_dead_waits(program, clean, mode)
+    if held is None:
+        return None
+    v = recheck(prop, held.program, mode, timeout_ms=timeout_ms, facts=Analysis(held.program).mode(mode))
+    if v.verdict != "proved":
+        return None
+    said = (f"on every run up to its failure: no run completes the wait at {held.loc} before it fails, since only "
+            f"copies that raise in their waiter before they signal it raise {held.sem}, so every run is, until it "
+            "fails, a run of the program with the views made indexable held before each core's first such wait "
+            "(ACC-39, ACC-15)")
+    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said, stats={**v.stats, "rule": "ACC-39"})
 
 
 # ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,

@@ -180,6 +180,12 @@ EXAMPLES: dict[str, dict] = {
     # copies through reshape views: a TPU runs them, the interpreter raises when the copy runs (D22, ACC-11)
     "examples/buggy/ring_copy_into_reshaped_view.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
     "examples/buggy/tpu_race_reshaped_rows_overlap.py": {"kind": "interpreter_error", "error_type": "AttributeError"},
+    # a page fetch through a reshape view, waited before two overlapping write-backs are: every interpreter run
+    # raises at the fetch (eager) or its wait (on_wait) before the write-backs run, a TPU races them (ACC-39);
+    # another device's BrokenBarrierError (the cleanup barrier broken by the failure, ERR-7) surfaces in some runs
+    "examples/buggy/tpu_race_writebacks_past_reshaped_fetch.py": {"kind": "interpreter_error",
+                                                                  "error_type": "AttributeError",
+                                                                  "also_surfaces": ["BrokenBarrierError"]},
     # the same through a bitcast of every other row of a reshaped lane (ACC-16); which device's exception jax
     # surfaces first is racy: another device's BrokenBarrierError (its barrier broken by the failure, ERR-7)
     # was recorded at 2, 4 and 8 devices in some runs
