@@ -329,6 +329,9 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 return _concrete(v.val)
             return env.get(v)
 
+        def whole(x: Any) -> Any:  # PRG-193: a loop or cond around calls takes a value known in part as unknown
+            return None if isinstance(x, Partial) else x
+
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
             outs: list[Any] | None = None
@@ -355,15 +358,16 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 if name in _ENTERED and len(list(sub_jaxprs(eqn))) == 1:
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
                 elif self.evaluates(eqn):  # PRG-168, PRG-186
-                    outs, index = self.loop_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
+                    outs, index = self.loop_or_skip(eqn, [whole(read(v)) for v in eqn.invars], dev, index)
                 elif name == "cond":
-                    outs, index = self._cond_or_skip(eqn, [read(v) for v in eqn.invars], dev, index,
+                    outs, index = self._cond_or_skip(eqn, [whole(read(v)) for v in eqn.invars], dev, index,
                                                      tuple(v in needed for v in eqn.outvars))
                 else:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 invals = [read(v) for v in eqn.invars]
-                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and float_call(eqn)  # ACC-26: each equation's floats
+                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and (  # ACC-26: each equation's floats
+                    float_call(eqn) or any(isinstance(x, Partial) for x in invals))  # PRG-193: each one's elements
                 outs = self.enter_float_call(eqn, lambda: self._enter(eqn, invals, dev, index, tuple(
                     v in needed for v in eqn.outvars))[0]) if entered else self._bind(eqn, invals, dev)
                 if outs is not None and not entered and (rounds := self.float_refusal(

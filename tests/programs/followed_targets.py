@@ -193,7 +193,8 @@ def count_from_written_part(num_devices: int, *, dma_mode: str = "eager", interp
 def count_from_written_part_computed(num_devices: int, *, dma_mode: str = "eager", interpret=None):
     """As `count_from_written_part`, the counts computed by XLA ops from the written element (PRG-193): proved."""
     return _count_program(num_devices, dma_mode, interpret, _first_element_kernel, out_len=8,
-                          read=lambda again: jnp.minimum(jnp.concatenate([again, again])[0:1] * 2, again[0:1]))
+                          read=lambda again: jnp.minimum(jnp.where(again > 0, again, 1),
+                                                         jnp.concatenate([again, again])[0:8] * 2)[0:1])
 
 
 @semcheck.target(devices=[2])
