@@ -18,7 +18,9 @@ SMEM/VMEM inputs seen whole), as they arrive at each device:
 * a `pallas_call` records its operands (and its dynamic grid bounds, as
   `GridMapping` passes them: before the operands) and does not run: its outputs have no
   value, nor has anything computed from them, or inside a `cond`/loop around a
-  kernel.
+  kernel; unless a later call's operands need them (PRG-169: `kernel_outputs` runs it),
+  and an output known only in part is a `partial_values.Partial`, carried through the
+  XLA ops after it element by element (PRG-192, PRG-193).
 
 A value that cannot be computed is `None`, never a guess: the kernel then sees
 the operand as unknown (`scalar_memory.AbstractInput` when the example
@@ -45,6 +47,7 @@ from semcheck.checker.frontend.cond_inputs import CondInputs
 from semcheck.checker.frontend.device_shards import Device, names_axis, shard
 from semcheck.checker.frontend.kernel_eqns import KERNEL_PRIMS, pallas_operands, sub_jaxprs, walk_kernel_eqns
 from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
+from semcheck.checker.frontend.partial_values import Partial, derive, plain, stack
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.scan_inputs import NOT_EVALUATED, LoopInputs
 from semcheck.checker.frontend.trace import KernelCall, Operand, eqn_loc, find_kernels, make_jaxpr
@@ -273,6 +276,8 @@ def _stack(per_device: list[Any], lanes: int, op: Operand) -> np.ndarray | None:
     """Per-device values -> one lane array (leading axis 1 when every device agrees)."""
     if len(per_device) != lanes or any(v is None for v in per_device):
         return None
+    if any(isinstance(v, Partial) for v in per_device):  # PRG-193: some elements unknown
+        return stack(per_device) if all(np.shape(plain(v)) == tuple(op.shape) for v in per_device) else None
     arrs = [np.asarray(v) for v in per_device]
     if any(a.shape != tuple(op.shape) for a in arrs):
         return None
@@ -329,6 +334,9 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 return _concrete(v.val)
             return env.get(v)
 
+        def whole(x: Any) -> Any:  # PRG-193: a loop or cond around calls takes a value known in part as unknown
+            return None if isinstance(x, Partial) else x
+
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
             outs: list[Any] | None = None
@@ -347,7 +355,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 else:
                     why = (f"{_KERNEL_OUTPUT} {index}: semcheck runs a kernel only where a later call's scalar "
                            "inputs need its outputs (PRG-169)")
-                if outs is None:
+                if outs is None:  # (PRG-192: an output with some unknown elements is a Partial, saying why)
                     for v in eqn.outvars:
                         self._why.setdefault(v, why)
                 index += 1
@@ -355,19 +363,22 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 if name in _ENTERED and len(list(sub_jaxprs(eqn))) == 1:
                     outs, index = self._enter(eqn, [read(v) for v in eqn.invars], dev, index)
                 elif self.evaluates(eqn):  # PRG-168, PRG-186
-                    outs, index = self.loop_or_skip(eqn, [read(v) for v in eqn.invars], dev, index)
+                    outs, index = self.loop_or_skip(eqn, [whole(read(v)) for v in eqn.invars], dev, index)
                 elif name == "cond":
-                    outs, index = self._cond_or_skip(eqn, [read(v) for v in eqn.invars], dev, index,
+                    outs, index = self._cond_or_skip(eqn, [whole(read(v)) for v in eqn.invars], dev, index,
                                                      tuple(v in needed for v in eqn.outvars))
                 else:
                     index += self._kernels_in(eqn)
             elif any(v in needed for v in eqn.outvars):
                 invals = [read(v) for v in eqn.invars]
-                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and (float_call(eqn) or has_ordered(eqn, ORDERED | OVERFLOWING))
+                entered = name in _CALLS and len(sub_jaxprs(eqn)) == 1 and (  # ACC-26: each equation's floats
+                    float_call(eqn) or has_ordered(eqn, ORDERED | OVERFLOWING)  # ACC-33, ACC-34
+                    or any(isinstance(x, Partial) for x in invals))  # PRG-193: each one's elements
                 outs = self.enter_float_call(eqn, lambda: self._enter(eqn, invals, dev, index, tuple(
                     v in needed for v in eqn.outvars))[0]) if entered else self._bind(eqn, invals, dev)
-                if outs is not None and not entered and (rounds := self.float_refusal(eqn, invals, outs) or order_refusal(
-                        eqn, invals, outs, self.float_outer)) is not None:
+                if outs is not None and not entered and (rounds := self.float_refusal(
+                        eqn, [plain(x) for x in invals], [plain(o) for o in outs]) or order_refusal(
+                        eqn, [plain(x) for x in invals], [plain(o) for o in outs], self.float_outer)) is not None:
                     outs = None  # ACC-26: a float computed by arithmetic that rounds is no fact; ACC-33: nor an order
                     for v in eqn.outvars:
                         self._why.setdefault(v, rounds)
@@ -378,6 +389,8 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
             if outs is not None:
                 for v, o in zip(eqn.outvars, outs):
                     env[v] = o
+                    if isinstance(o, Partial):  # PRG-193: why its unknown elements are, for what reads them
+                        self._why.setdefault(v, o.why)
         return [read(v) for v in jaxpr.outvars], index
 
     @staticmethod
@@ -459,6 +472,10 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 self._why.setdefault(b, r)
 
     def _bind(self, eqn: Any, invals: list[Any], dev: Device | None) -> list[Any] | None:
+        if any(isinstance(x, Partial) for x in invals):  # PRG-193: known where its inputs' elements are
+            got = derive(eqn, invals, lambda xs: self._bind(eqn, xs, dev))
+            return got if got is not None else self._bind(eqn, [None if isinstance(x, Partial) else x
+                                                                for x in invals], dev)
         name = eqn.primitive.name
         if any(x is None for x in invals) or name in NOT_DETERMINISTIC:
             if dev is not None and self._rounds is not None and names_axis(eqn.params, dev.coords):

@@ -30,6 +30,7 @@ from semcheck.checker.frontend.block_copies import BlockCopies, hbm_labels  # no
 from semcheck.checker.frontend.concrete_inputs import KernelInputs, is_scalar_operand
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
+from semcheck.checker.frontend.partial_values import Partial
 from semcheck.checker.frontend.scalar_memory import AbstractInput, trackable
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
@@ -227,8 +228,12 @@ class GridRules(Evaluator):
                 continue
             what = "scalar-prefetch operand" if op.role == "index" else op.role
             init = None if scratch else (values[i] if i < len(values) else None)
+            unknown = None
+            if isinstance(init, Partial):  # PRG-193: the elements an earlier call's runs disagree on are unknown
+                init, unknown = init.values, init.unknown
             if type(init) is np.ndarray and init.shape[0] == self.num_devices > 1:
                 init = init[self.lane_devices]  # one row per device: the lanes' devices' rows
+                unknown = None if unknown is None else unknown[self.lane_devices]
             if scratch:
                 why = Unknown(f"the initial contents of scratch {op.name!r} (uninitialised memory), read")
             elif inputs is None or inputs.abstract:
@@ -236,7 +241,7 @@ class GridRules(Evaluator):
                                     "not carry, read")
             else:
                 why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why_of(i)}), read")
-            state.append((arg.name, shape, op.dtype, init, why, op.memory_space))
+            state.append((arg.name, shape, op.dtype, init, why, op.memory_space, unknown))
         self._launch_state = state
 
     def _tracks_hbm(self, i: int) -> bool:
@@ -252,8 +257,8 @@ class GridRules(Evaluator):
         self.bodies = [[] for _ in range(self.L)]
         # Each core has its own SMEM and VMEM, initialised at its first grid step.
         self.memory.reset()
-        for label, shape, dtype, init, why, space in self._launch_state:
-            self.memory.define(label, shape, dtype, init, why, space)
+        for label, shape, dtype, init, why, space, unknown in self._launch_state:
+            self.memory.define(label, shape, dtype, init, why, space, unknown=unknown)
         steps = self._steps
         self._copies = BlockCopies(self, core, steps[core], self._kernel_args) if steps is not None else None
         if self._copies is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.compile_cache import kept
+from semcheck.checker.frontend.partial_values import Partial, first_unknown
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
 
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
@@ -31,9 +32,11 @@ def describe(call: Any) -> str:
     return f"kernel call {call.index} ({call.name}{at})"
 
 
-def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[np.ndarray] | None, str]:
+def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[Any] | None, str]:
     """PRG-169: `eqn` (a `pallas_call`, `call` as `trace` describes it) run by jax's interpreter on `invals`, its
-    outputs; or None and why not."""
+    outputs; or None and why not. PRG-192: an output is kept where its runs agree: an array where they agree
+    everywhere, a `partial_values.Partial` where they differ on some of its elements (or all), whose reason names
+    the first; None, and why, where they agree on no element of any output."""
     what = describe(call)
     if eqn.primitive.name != "pallas_call":
         return None, f"the output of {what}, which is not a pallas_call semcheck runs"
@@ -42,20 +45,40 @@ def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[np.ndarray]
     if _talks(eqn.params["jaxpr"]):
         return None, (f"the output of {what}, which communicates with other devices (a remote copy or signal, "
                       "the barrier semaphore or a device id): one device's run alone does not give it")
-    kept_run = None
-    for mode, fill in _RUNS:  # PRG-189: the first run that fails or disagrees decides; the later ones are not run
+    kept_run: list[np.ndarray] | None = None
+    unknown: list[np.ndarray] = []
+    said: list[str] = []  # per output, why its first unknown element is (PRG-192)
+    for mode, fill in _RUNS:  # PRG-189: a run that fails, or leaves no element known, ends the runs
         got = _run(eqn, invals, mode, fill)
         if got is None:
             return None, f"the output of {what}, which jax's interpreter could not run alone on the CPU"
         if kept_run is None:
-            kept_run = got
-        elif not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
-                     for a, b in zip(kept_run, got)):
-            why = ("depends on memory the kernel never writes (its runs with uninitialised memory filled with NaN "
-                   "and with zeros differ)" if mode == "eager" else
-                   "is not the same when copies run at their waits (on_wait) as when they run at their starts")
-            return None, f"the output of {what}, which {why}"
-    return kept_run, ""
+            kept_run, unknown, said = got, [np.zeros(o.shape, bool) for o in got], [""] * len(got)
+            continue
+        if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(kept_run, got)):
+            return None, f"the output of {what}, whose runs give outputs of different shapes"
+        why = ("depends on memory the kernel never writes (its runs with uninitialised memory filled with NaN "
+               "and with zeros differ there)" if mode == "eager" else
+               "is not the same when copies run at their waits (on_wait) as when they run at their starts")
+        for k, (a, b) in enumerate(zip(kept_run, got)):
+            differ = ~_agree(a, b) & ~unknown[k]  # PRG-192: a run that disagrees narrows what is known
+            if differ.any() and not said[k]:
+                said[k] = f"the output of {what}, whose {first_unknown(differ)} of output {k} {why}"
+            unknown[k] |= differ
+        if all(u.all() for u in unknown):
+            break
+    if all(u.all() for u in unknown) and kept_run:
+        return None, next(s for s in said if s)
+    outs = [Partial(o, u, s) if u.any() else o for o, u, s in zip(kept_run, unknown, said)]
+    return outs, next((s for s in said if s), "")
+
+
+def _agree(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per element, whether two runs' outputs are the same (NaN equals NaN in a float output)."""
+    same = a == b
+    if a.dtype.kind in "fc":
+        same |= np.isnan(a) & np.isnan(b)
+    return np.asarray(same, dtype=bool)
 
 
 # The runs that must agree: eager with jax's NaN fill (the values kept), with zeros, and on_wait.

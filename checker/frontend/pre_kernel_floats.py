@@ -19,10 +19,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from semcheck.checker.frontend.int_overflow import int_overflow
 from semcheck.checker.frontend.float_exact import CPU_CHECKED, is_float, rounds_floats
+from semcheck.checker.frontend.partial_values import same_value
 from semcheck.checker.frontend.trace import eqn_loc
 from semcheck.model.ops import NO_LOC
 
@@ -84,14 +83,11 @@ def float_call(eqn: Any) -> bool:
 
 
 def same_values(a: Any, b: Any) -> bool:
-    """Whether two `KernelInputs` give every operand and grid bound the same value (or none)."""
-    def same(x: np.ndarray | None, y: np.ndarray | None) -> bool:
-        return (x is None and y is None) or (x is not None and y is not None and x.shape == y.shape
-                                             and bool(np.array_equal(x, y)))
-
+    """Whether two `KernelInputs` give every operand and grid bound the same value (or none; PRG-193: the same
+    known elements)."""
     return (len(a.values) == len(b.values) and len(a.grid_bounds) == len(b.grid_bounds)
-            and all(same(x, y) for x, y in zip(a.values, b.values))
-            and all(same(x, y) for x, y in zip(a.grid_bounds, b.grid_bounds)))
+            and all(same_value(x, y) for x, y in zip(a.values, b.values))
+            and all(same_value(x, y) for x, y in zip(a.grid_bounds, b.grid_bounds)))
 
 
 def per_mode(cpu: Sequence[Any], hardware: Sequence[Any] | None) -> list[Any]:

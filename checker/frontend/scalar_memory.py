@@ -154,8 +154,9 @@ class ScalarMemory:
         self._scopes.clear()
 
     def define(self, label: str, shape: Sequence[int], dtype: Any, init: np.ndarray | None,
-               missing: Unknown, space: str | None = None) -> bool:
-        """Track `label` (if `trackable` says so) with lane array `init`, or every element `missing`.
+               missing: Unknown, space: str | None = None, *, unknown: np.ndarray | None = None) -> bool:
+        """Track `label` (if `trackable` says so) with lane array `init`, or every element `missing`; `unknown`
+        (a boolean lane array of `init`'s shape): the elements of `init` that are `missing` nonetheless.
 
         Returns whether the ref is tracked.
         """
@@ -166,6 +167,10 @@ class ScalarMemory:
         c = _Contents(shape, dt, self.L, space)
         if init is not None and type(init) is np.ndarray and init.shape[1:] == shape and init.shape[0] in (1, self.L):
             c.values[:] = np.broadcast_to(init.astype(dt), (self.L, *shape)).reshape(self.L, -1)
+            if unknown is not None and unknown.shape == init.shape:
+                c.cause[np.broadcast_to(unknown, (self.L, *shape)).reshape(self.L, -1)] = self._cause_id(missing)
+            elif unknown is not None:  # a mask of another shape than the values': every element unknown
+                c.cause[:] = self._cause_id(missing)
         else:
             c.cause[:] = self._cause_id(missing)
         self.refs[label] = c

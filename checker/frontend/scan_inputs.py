@@ -16,9 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
 from semcheck.checker.frontend.loop_budget import MAX_ITERATION_LOWERINGS, MAX_SCAN
+from semcheck.checker.frontend.partial_values import same_value
 from semcheck.checker.frontend.program_ir import Trips, iteration_words, per_device_trips
 from semcheck.checker.frontend.trace import eqn_loc
 from semcheck.checker.frontend.while_inputs import WhileInputs
@@ -135,9 +134,7 @@ def _trips_by_lane(k: int, per_lane: dict[int, list[Any]]) -> tuple[Any, ...]:
 
 def _same_list(a: list[Any], b: list[Any]) -> bool:
     """Whether two reaches of a launch gave the same operand values (None only equals None)."""
-    return len(a) == len(b) and all(
-        (x is None and y is None) or (x is not None and y is not None and np.shape(x) == np.shape(y)
-                                      and bool(np.array_equal(x, y))) for x, y in zip(a, b))
+    return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
 
 
 

@@ -71,3 +71,27 @@ def test_runs_that_agree_are_all_made():
     out, why, compiled = _runs(_launch(_add_one, x), [x])
     assert why == "" and np.array_equal(out[0], x + 1.0)
     assert compiled == 3
+
+
+def _write_first_rows(o_ref, s_ref):
+    """Rows 0..3 of the output are written; rows 4..7 are a copy of a scratch nothing writes."""
+    o_ref[...] = s_ref[...]
+    o_ref[0:4, :] = jnp.full((4, 128), 7.0, jnp.float32)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-192", "PRG-189")
+def test_the_elements_the_runs_agree_on_are_kept_and_the_others_unknown():
+    """The runs agree on the written rows only: those are kept, the others unknown, and the reason names the first
+    element that is not (row 4); a run that disagrees on some elements does not end the runs (all three made)."""
+    from semcheck.checker.frontend.partial_values import Partial
+
+    eqn = _launch(_write_first_rows, scratch=[pltpu.VMEM((8, 128), jnp.float32)])
+    out, why, compiled = _runs(eqn, [])
+    (got,) = out
+    assert isinstance(got, Partial) and not isinstance(got, np.ndarray)
+    assert got.unknown[4:].all() and not got.unknown[:4].any()
+    assert np.array_equal(got.values[:4], np.full((4, 128), 7.0, np.float32))
+    assert "element [4, 0] (and 511 more) of output 0" in why and "never writes" in why, why
+    assert got.why == why and "plan at plan.py:7" in why
+    assert compiled == 3

@@ -143,17 +143,20 @@ def loop_wait_ahead(num_devices: int, *, dma_mode: str = "eager", interpret=None
     return _looped(num_devices, dma_mode, interpret, lambda c: c % kv.LAYERS + 1, wait_ahead=True)
 
 
-def _count_program(num_devices: int, dma_mode: str, interpret, producer, *, scratch=()):
-    """The KV transfer whose wait call reads counts an earlier kernel call (`producer`) writes (PRG-169)."""
+def _count_program(num_devices: int, dma_mode: str, interpret, producer, *, scratch=(), out_len=None,
+                   read=lambda again: again):
+    """The KV transfer whose wait call reads counts an earlier kernel call (`producer`) writes (PRG-169): `read`
+    of its output, of `out_len` elements per device (default: as many as the counts)."""
     params = kv.interpret_params(dma_mode, interpret)
     smem = pl.BlockSpec(memory_space=pltpu.SMEM)
     mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
 
     def program(count, x):
-        again = pl.pallas_call(producer, out_shape=jax.ShapeDtypeStruct(count.shape, count.dtype),
+        shape = count.shape if out_len is None else (out_len,)
+        again = pl.pallas_call(producer, out_shape=jax.ShapeDtypeStruct(shape, count.dtype),
                                in_specs=[smem], out_specs=smem, scratch_shapes=list(scratch), interpret=params)(count)
         x, future = kv.kv_start(count, x, params)
-        return kv.kv_wait(again, x, future, params)
+        return kv.kv_wait(read(again), x, future, params)
 
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS), P(kv.AXIS)), out_specs=P(kv.AXIS),
                                check_vma=False))
@@ -173,6 +176,40 @@ def count_from_uninitialised(num_devices: int, *, dma_mode: str = "eager", inter
     """The wait call's count comes from scratch memory the producer never writes: not a fact (unknown)."""
     return _count_program(num_devices, dma_mode, interpret, _uninitialised_kernel,
                           scratch=[pltpu.SMEM((1,), jnp.int32)])
+
+
+def _first_element_kernel(count_ref, out_ref):
+    out_ref[0] = count_ref[0]  # elements 1.. of the output: memory nothing writes
+
+
+@semcheck.target(devices=[2])
+def count_from_written_part(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The producer writes element 0 of its 8 only; the wait kernel gets all 8 and reads element 0, the wait
+    call's loop bound (PRG-192): a fact (proved)."""
+    return _count_program(num_devices, dma_mode, interpret, _first_element_kernel, out_len=8)
+
+
+@semcheck.target(devices=[2])
+def count_from_written_part_computed(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """As `count_from_written_part`, the counts computed by XLA ops from the written element (PRG-193): proved."""
+    return _count_program(num_devices, dma_mode, interpret, _first_element_kernel, out_len=8,
+                          read=lambda again: jnp.minimum(jnp.where(again > 0, again, 1),
+                                                         jnp.concatenate([again, again])[0:8] * 2)[0:1])
+
+
+@semcheck.target(devices=[2])
+def count_from_unwritten_part(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The wait call's counts are element 3 of the producer's output, which it never writes: unknown."""
+    return _count_program(num_devices, dma_mode, interpret, _first_element_kernel, out_len=8,
+                          read=lambda again: again[3:4] + 0)
+
+
+@semcheck.target(devices=[2])
+def count_from_unwritten_part_reversed(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The wait kernel gets the producer's 8 elements reversed and reads element 0, the producer's element 7,
+    which it never writes: unknown in the wait kernel's lowering."""
+    return _count_program(num_devices, dma_mode, interpret, _first_element_kernel, out_len=8,
+                          read=lambda again: again[::-1])
 
 
 def _racy_count_kernel(count_ref, out_ref, src_ref, tmp_ref, sems):

@@ -59,6 +59,25 @@ def test_an_earlier_kernel_s_output_that_is_not_a_fact_stays_unknown():
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-192", "PRG-193", "PRG-169")
+def test_a_later_call_that_reads_only_what_the_producer_wrote_is_decided():
+    """The producer writes element 0 of its 8 (its runs differ on the others): the wait call that reads element
+    0, whole or through XLA ops, is proved (it was unknown: the runs differ); one that reads element 7 (reversed
+    into its operand, read in the kernel) or element 3 (sliced before the call) is unknown, naming the call, the
+    output's unknown elements and the loop that needs one."""
+    for target in ("count_from_written_part", "count_from_written_part_computed"):
+        got = _verify(f"tests/programs/followed_targets.py::{target}")
+        assert set(_verdicts(got).values()) == {"proved"}, (target, got)
+    for target in ("count_from_unwritten_part_reversed", "count_from_unwritten_part"):
+        got = _verify(f"tests/programs/followed_targets.py::{target}")
+        assert set(_verdicts(got).values()) == {"unknown"}, (target, got)
+        reason = got["deadlock-free"]["reason"]
+        assert ("the output of kernel call 0 (_first_element_kernel" in reason and "(and 6 more) of output 0"
+                in reason and "never writes" in reason), reason
+        assert "kv_transfer_layers.py:69" in reason, reason
+
+
+@pytest.mark.jax
 @pytest.mark.rule("PRG-167")
 def test_a_launch_reached_with_different_values_stays_unknown():
     """One jitted start and one jitted wait run two transfers: the same launch equations are reached twice.
