@@ -78,7 +78,8 @@ def load(
     (jax gets that many host devices if it is not initialised yet; a target
     traced with an abstract mesh, RUN-14, never makes them).
     `cores` overrides the interpreter's cores per device (a target's own
-    `cores=` applies otherwise); `dma_mode` overrides the reported mode.
+    `cores=` applies otherwise); `dma_mode` overrides the reported mode (under `hardware` every kernel is
+    lowered with the values all modes share; otherwise with the interpreter modes' values, ACC-27).
     `build_kwargs` are passed to builders that accept them.
     """
     if dma_mode is not None and dma_mode not in DMA_MODES:
@@ -86,8 +87,9 @@ def load(
     provision_for_tracing(devices)
     targets = load_targets(path, entry=entry, target=target)
     out: list[LoweredKernel] = []
-    for t in targets:
-        out.extend(lower_target(t, devices, cores=cores, dma_mode=dma_mode, build_kwargs=build_kwargs))
+    for t in targets:  # ACC-27: `program` is what the interpreter runs, with the values its modes know
+        out.extend(lower_target(t, devices, cores=cores, dma_mode=dma_mode, build_kwargs=build_kwargs,
+                                per_mode=dma_mode != "hardware"))
     return out
 
 

@@ -25,7 +25,7 @@ USES: dict[str, tuple[str, ...]] = {
     "numeric": (
         "add", "sub", "mul", "div", "rem", "max", "min", "pow", "and", "or", "xor", "eq", "ne", "lt", "le",
         "gt", "ge", "nextafter", "atan2", "shift_left", "shift_right_logical", "shift_right_arithmetic", "neg",
-        "sign", "abs", "not", "floor", "ceil", "round", "sqrt", "exp", "log", "population_count",
+        "sign", "abs", "not", "floor", "ceil", "round", "sqrt", "exp", "log", "tanh", "logistic", "population_count",
         "integer_pow", "select_n", "clamp", "convert_element_type", "broadcast_in_dim", "reshape", "squeeze",
         "transpose", "iota", "slice", "dynamic_slice", "concatenate", "stack", "reduce_sum", "reduce_max", "reduce_min",
         "reduce_prod", "reduce_and", "reduce_or", "argmax", "argmin", "top_k", "copy", "multiple_of",
@@ -79,7 +79,7 @@ def numeric() -> tuple[Any, tuple[Any, ...]]:
             a & b, a | b, a ^ b, a == b, a != b, a < b, a <= b, a > b, a >= b, lax.nextafter(x, y),
             lax.atan2(x, y), lax.shift_left(a, b), lax.shift_right_logical(a, b),
             lax.shift_right_arithmetic(a, b), -a, lax.sign(a), lax.abs(a), ~a, lax.floor(x), lax.ceil(x),
-            lax.round(x), lax.sqrt(x), lax.exp(x), lax.log(x), lax.population_count(a), lax.integer_pow(a, 3),
+            lax.round(x), lax.sqrt(x), lax.exp(x), lax.log(x), lax.tanh(x), lax.logistic(x), lax.population_count(a), lax.integer_pow(a, 3),
             lax.select_n(a > b, a, b), lax.clamp(0, a, 5), lax.convert_element_type(a, jnp.float32),
             lax.dynamic_slice(col, (b,), (2,)), lax.concatenate([col, col], 0), jnp.stack([a, b]), jnp.sum(m), jnp.max(m),
             jnp.min(m), jnp.prod(col), jnp.all(m > 0), jnp.any(m > 0), jnp.argmax(col), jnp.argmin(col),
@@ -90,7 +90,7 @@ def numeric() -> tuple[Any, tuple[Any, ...]]:
 
     ints = jax.numpy.array([7, 2], jax.numpy.int32)
     floats = jax.numpy.array([2.5, 1.5], jax.numpy.float32)
-    return _smem_call(kernel, 54, (ints, floats)), (ints, floats)
+    return _smem_call(kernel, 56, (ints, floats)), (ints, floats)
 
 
 def access() -> tuple[Any, tuple[Any, ...]]:
