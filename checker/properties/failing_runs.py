@@ -224,11 +224,15 @@ def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, ti
     v = recheck(prop, held.program, mode, timeout_ms=timeout_ms, facts=Analysis(held.program).mode(mode))
     if v.verdict != "proved":
         return None
-    said = (f"on every run up to its failure: no run completes the wait at {held.loc} before it fails, since only "
-            f"copies that raise in their waiter before they signal it raise {held.sem}, so every run is, until it "
-            "fails, a run of the program with the views made indexable held before each core's first such wait "
-            "(ACC-39, ACC-15)")
-    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said, stats={**v.stats, "rule": "ACC-39"})
+    if held.runs_first is None:
+        since, rule = f"only copies that raise in their waiter before they signal it raise {held.sem}", "ACC-39"
+    else:
+        since, rule = (f"it pops the task of the copy at {held.runs_first.loc}, which raises, before every task that "
+                       f"could raise {held.sem} enough (tasks run last-in-first-out, SEM-7; ERR-33)"), "ERR-33"
+    said = (f"on every run up to its failure: no run completes the wait at {held.loc} before it fails, since {since}, "
+            "so every run is, until it fails, a run of the program with the views made indexable held before each "
+            "core's first such wait (ACC-39, ACC-15)")
+    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said, stats={**v.stats, "rule": rule})
 
 
 # ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,
