@@ -191,3 +191,28 @@ def test_no_explored_run_passes_a_wait_that_pops_a_failing_copy_first(program):
         return
     for outcome in ex.outcomes:
         assert all(outcome.state.pcs[c] <= pos for c, pos in held.holds.items()), (outcome.kind, outcome.state.pcs)
+
+
+@pytest.mark.rule("DR-51", "ERR-33")
+def test_the_held_program_is_checked_before_the_program_with_the_views_made_indexable(monkeypatch):
+    # a proof on the held program holds whatever the indexable program's race passes would find, so when there is
+    # one those passes (a race pass, ERR-24's runs, ERR-29's and ERR-31's passes) are not run at all
+    from semcheck.checker.properties import failing_runs
+
+    analysed = []
+    real = failing_runs.Analysis
+    monkeypatch.setattr(failing_runs, "Analysis", lambda program, *a, **k: analysed.append(program) or real(program, *a, **k))
+
+    def race_free(bodies):
+        program = launch(Topology(1, 2), bodies, scratch=SCRATCH)
+        analysed.clear()
+        (v,) = check_program(program, "on_wait", ("race-free",))
+        return program, v
+
+    program, race = race_free([[_copy(10), _copy(11, bad=True), _wait(12), _store(20)], [_store(30)]])
+    assert race.verdict == "proved" and race.stats.get("rule") == "ERR-33", race
+    held = held_at_dead_waits(program, indexable(program), "on_wait")
+    assert analysed == [held.program]  # the held program alone, never the indexable one
+    # without a dead wait the indexable program is checked as before (ACC-15) and its race shown
+    program, race = race_free([[_copy(11, bad=True), _copy(10), _wait(12), _store(20)], [_store(30)]])
+    assert race.verdict == "violated" and analysed[0] == indexable(program), race

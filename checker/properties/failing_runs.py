@@ -201,6 +201,10 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
     the program with the views made indexable, which decides it; else ACC-15 decides it on that program."""
     copy = next(op for op in facts.whole.view_ops if type(op) is DmaStart)
     clean = indexable(program)
+    if prop == "race-free":  # DR-51: a proof on the held program first; it holds whatever else is found
+        held = _held_verdict(prop, program, clean, mode, timeout_ms, recheck)
+        if held is not None:
+            return held
     v = recheck(prop, clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
     if facts.deferred_never_raise:
         why = (f"no run runs the copy at {copy.loc} through a view the interpreter cannot index, by every "
@@ -208,10 +212,7 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
         if v.verdict == "violated":
             return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
         return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
-    out = _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
-    if out.verdict == "unknown" and prop == "race-free":
-        return _held_verdict(prop, program, clean, mode, timeout_ms, recheck) or out
-    return out
+    return _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
 
 
 def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, timeout_ms: int,
