@@ -125,8 +125,11 @@ def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, 
     if len(outcome.schedule) > REPLAY_LIMIT:
         return None
 
+    # DR-52: each event's rank among its core's starts, counted once, not at every step of the replay
+    ranks = {e: start_rank(program, e.core, e.pc) for e in (a, b) if e.half is not None}
+
     def pending(state: State, e: AccessEvent) -> bool:
-        return event_pending(program, state, e.core, e.pc, e.half)
+        return event_pending(program, state, e.core, e.pc, e.half, ranks.get(e))
 
     state = State.initial(program)
     first: Outcome | None = None  # the first race state on the way (kept when the end does not replay)
@@ -140,15 +143,21 @@ def _confirm(program: Program, mode: DmaMode, outcome: Outcome, a: AccessEvent, 
     return outcome if pending(state, a) and pending(state, b) else first
 
 
-def event_pending(program: Program, state: State, core: int, pc: int, half: str | None) -> bool:
+def start_rank(program: Program, core: int, pc: int) -> int:
+    """How many DMA starts `core` runs before position `pc`: the issuer's k-th start is its k-th DMA in a state
+    (starts do not fail in a replay that got past them)."""
+    return sum(type(op) is DmaStart for op in program.cores[core][:pc])
+
+
+def event_pending(program: Program, state: State, core: int, pc: int, half: str | None, rank: int | None = None) -> bool:
     """DR-1: whether the access at `core`/`pc` (a copy's `half`, or the core's own when None) is next in
-    `state`: the core's next op, or a half of a started copy that has not run."""
+    `state`: the core's next op, or a half of a started copy that has not run. `rank`: `start_rank` of the
+    access, when the caller has it (DR-52)."""
     if half is None:
         return state.pcs[core] == pc
     if state.pcs[core] <= pc:
         return False
-    # the issuer's k-th DMA start is its k-th DMA in the state (starts do not fail in a replay that got here)
-    k = sum(type(op) is DmaStart for op in program.cores[core][:pc])
+    k = start_rank(program, core, pc) if rank is None else rank
     mine = [d for d in state.dmas if d.src_core == core]
     return k < len(mine) and mine[k].phase < (1 if half == "read" else 2)
 

@@ -52,6 +52,9 @@ EXPECTED = {
     # two write-backs overlap by two rows; the interpreter raises at the page fetch through a reshape view first
     # (eager at its start, on_wait in its wait, which comes before the write-backs' waits: ACC-39)
     "tpu_race_writebacks_past_reshaped_fetch.py": {"race-free": ("hardware",), "deadlock-free": I},
+    # the same write-backs past a staged wait that pops an empty copy at a dimension's end first, though the other
+    # staged copy brings its bytes (ERR-33: race-free proved under on_wait up to the failure, as above)
+    "tpu_race_writebacks_past_empty_copy_popped_first.py": {"race-free": ("hardware",), "deadlock-free": I},
     # the receive's wait runs the copy into a reshape view under on_wait and raises (ACC-11); eager at the start
     "ring_copy_into_reshaped_view.py": {"deadlock-free": I},
     # the copy may land in parts on a TPU (DR-9); the interpreter copies whole

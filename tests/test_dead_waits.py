@@ -1,4 +1,4 @@
-"""ACC-39: under on_wait, a wait that asks more than every signal a run can get to it before it fails (the others
+"""ACC-39 and ERR-33: under on_wait, a wait that asks more than every signal a run can get to it before it fails (the others
 come from copies that raise in their waiter) is never passed; `race-free` is proved on the program with the views
 made indexable held before those waits, with the copies no remaining wait can run moved apart."""
 
@@ -121,3 +121,98 @@ def test_no_explored_run_passes_a_dead_wait_or_runs_a_copy_moved_apart(program):
         state = outcome.state
         assert all(state.pcs[c] <= pos for c, pos in held.holds.items()), (outcome.kind, state.pcs, held.holds)
         assert not [d for d in state.dmas if d.loc in moved and d.phase > 0], state.dmas
+
+
+@pytest.mark.rule("ERR-33", "ACC-39")
+def test_a_wait_that_pops_a_failing_copy_before_the_good_one_under_it_is_dead():
+    # core 0 queues a good copy and then a failing one on one semaphore: its wait has bytes enough in the good copy
+    # (not dead by ACC-39's count), but it pops the failing copy's task first (last in, first out) and raises
+    bodies = [[_copy(10), _copy(11, bad=True), _wait(12), _store(20)], [_store(30)]]
+    program, race = _race_free(bodies)
+    held = held_at_dead_waits(program, indexable(program), "on_wait")
+    assert held is not None and list(held.holds) == [0] and held.runs_first.loc == Loc("k.py", 11)
+    assert program.cores[0][held.holds[0]].loc == held.loc == Loc("k.py", 12)
+    assert race.verdict == "proved" and race.stats.get("rule") == "ERR-33", race
+    assert "k.py:12" in race.reason and "k.py:11" in race.reason and "last-in-first-out" in race.reason
+
+
+@pytest.mark.rule("ERR-33")
+def test_a_good_copy_queued_over_the_failing_one_or_after_a_wait_lets_the_wait_pass():
+    # the good copy queued last is popped first and brings the bytes: the wait may pass, and the race is shown
+    program, race = _race_free([[_copy(11, bad=True), _copy(10), _wait(12), _store(20)], [_store(30)]])
+    assert held_at_dead_waits(program, indexable(program), "on_wait") is None
+    assert race.verdict == "violated", race
+    # a wait between the good copy and the failing one may have run the good copy already, its bytes still counted
+    bodies = [[_copy(10), _wait(9, value=1), _copy(11, bad=True), _wait(12, value=31), _store(20)], [_store(30)]]
+    program, race = _race_free(bodies)
+    assert held_at_dead_waits(program, indexable(program), "on_wait") is None
+    assert race.verdict == "violated", race
+    # a good copy another core queues on the same queue may land over the failing task at any time
+    bodies = [[_copy(10), _copy(11, bad=True), _wait(12), _store(20)],
+              [dataclasses.replace(_copy(30, rows=(16, 24)), core=0), _store(31)]]
+    program, _ = _race_free(bodies)
+    assert held_at_dead_waits(program, indexable(program), "on_wait") is None
+
+
+@st.composite
+def queued_programs(draw):
+    # core 0 queues good and failing copies on one semaphore in every order, with waits among them, and then
+    # waits; core 1 may queue copies onto core 0's queue or its own, and stores
+    def copy(line, bad, cores):
+        rows = draw(st.sampled_from([(0, 8), (16, 24)]))
+        return dataclasses.replace(_copy(line, bad=bad, rows=rows), core=draw(st.sampled_from(cores)))
+
+    def op(line, cores):
+        kind = draw(st.sampled_from(["bad", "good", "good", "wait"]))
+        if kind == "wait":
+            return _wait(line, value=draw(st.sampled_from([1, 32])))
+        return copy(line, kind == "bad", cores)
+
+    first = [op(100 + i, [None, None, 1]) for i in range(draw(st.integers(1, 4)))]
+    first.insert(draw(st.integers(0, len(first))), copy(99, True, [None]))
+    first += [_wait(110, value=draw(st.sampled_from([1, 32, 64]))), _store(111)]
+    second = [draw(st.sampled_from([copy(200 + i, False, [0, None]), _store(200 + i), _wait(200 + i, value=1)]))
+              for i in range(draw(st.integers(0, 2)))]
+    return launch(Topology(1, 2), [first, second + [_store(220)]], scratch=SCRATCH)
+
+
+@pytest.mark.rule("ERR-33")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(queued_programs())
+def test_no_explored_run_passes_a_wait_that_pops_a_failing_copy_first(program):
+    # every schedule of the program itself (no reduction): no terminal state has a core past the wait the LIFO
+    # rule finds dead (a run that pops the failing task raises there and ends)
+    held = held_at_dead_waits(program, indexable(program), "on_wait")
+    if held is None:
+        return
+    try:
+        ex = explore(program, "on_wait", max_states=20_000, reduce=False)
+    except ExplorationLimit:
+        return
+    for outcome in ex.outcomes:
+        assert all(outcome.state.pcs[c] <= pos for c, pos in held.holds.items()), (outcome.kind, outcome.state.pcs)
+
+
+@pytest.mark.rule("DR-51", "ERR-33")
+def test_the_held_program_is_checked_before_the_program_with_the_views_made_indexable(monkeypatch):
+    # a proof on the held program holds whatever the indexable program's race passes would find, so when there is
+    # one those passes (a race pass, ERR-24's runs, ERR-29's and ERR-31's passes) are not run at all
+    from semcheck.checker.properties import failing_runs
+
+    analysed = []
+    real = failing_runs.Analysis
+    monkeypatch.setattr(failing_runs, "Analysis", lambda program, *a, **k: analysed.append(program) or real(program, *a, **k))
+
+    def race_free(bodies):
+        program = launch(Topology(1, 2), bodies, scratch=SCRATCH)
+        analysed.clear()
+        (v,) = check_program(program, "on_wait", ("race-free",))
+        return program, v
+
+    program, race = race_free([[_copy(10), _copy(11, bad=True), _wait(12), _store(20)], [_store(30)]])
+    assert race.verdict == "proved" and race.stats.get("rule") == "ERR-33", race
+    held = held_at_dead_waits(program, indexable(program), "on_wait")
+    assert analysed == [held.program]  # the held program alone, never the indexable one
+    # without a dead wait the indexable program is checked as before (ACC-15) and its race shown
+    program, race = race_free([[_copy(11, bad=True), _copy(10), _wait(12), _store(20)], [_store(30)]])
+    assert race.verdict == "violated" and analysed[0] == indexable(program), race

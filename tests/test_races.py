@@ -885,3 +885,19 @@ def test_a_copy_mixing_semaphore_types_leaves_hardware_races_unknown():
                            Access("buf", box((0, 16)), False, Loc("k.py", 12))])
     v = _race_verdicts(program)["hardware"]
     assert v.verdict == "unknown" and "REGULAR" in v.reason and "k.py:10" in v.reason
+
+
+@pytest.mark.rule("DR-52")
+def test_a_confirming_replay_counts_each_copys_rank_among_its_starts_once(monkeypatch):
+    # the replay asks at every step whether both events are next; a copy's half is found by its rank among its
+    # core's starts, which is counted once per event, not once per step (the same race, found as before)
+    from semcheck.model import race as race_module
+
+    program = _copies_then_waits((0, 1, 2, 3, 0))
+    counted = []
+    real = race_module.start_rank
+    monkeypatch.setattr(race_module, "start_rank", lambda *a: counted.append(a) or real(*a))
+    found = find_races(program, "on_wait").races[0]
+    assert found.exact and found.confirmed and {found.first.pc, found.second.pc} == {
+        pc for pc, op in enumerate(program.cores[0]) if type(op) is DmaStart and op.dst_region == box((0, 8))}
+    assert len(found.outcome.schedule) > 2 and 0 < len(counted) <= 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from semcheck.checker.properties import lifo
 from semcheck.checker.static.least_stuck import truncate
 from semcheck.model.dma import amounts
 from semcheck.model.errors import InterpreterView
@@ -21,12 +22,14 @@ from semcheck.model.step import deferred_view_failures
 
 @dataclasses.dataclass(frozen=True)
 class Held:
-    """`program` held before each core's first dead wait (`holds`: core -> position), and the first one's words."""
+    """`program` held before each core's first dead wait (`holds`: core -> position), and the first one's words
+    (with the failing copy it runs first when it is dead by ERR-33)."""
 
     program: Program
     holds: dict[int, int]
     sem: SemRef
     loc: Loc
+    runs_first: DmaStart | None = None  # ERR-33: the failing copy whose task the first dead wait pops first (LIFO)
 
 
 Key = tuple[int, str, int]
@@ -59,11 +62,16 @@ def signals_before(program: Program, mode: DmaMode) -> dict[Key, list[tuple[int,
     return adds
 
 
-def _dead(program: Program, adds: dict, core: int, pc: int, op: Wait) -> bool:
+def _dead(program: Program, adds: dict, core: int, pc: int, op: Wait, mode: DmaMode) -> DmaStart | bool:
     """Whether the wait at (`core`, `pc`) asks more than every signal that can come before it ever adds: every one
-    of another core, and its own core's before `pc` (a core runs in program order)."""
+    of another core, and its own core's before `pc` (a core runs in program order), less the copies queued under a
+    failing task (ERR-33, `lifo.buried`). True (ACC-39) or the failing copy whose task it runs first (ERR-33) when
+    it is dead, else False."""
     reach = sum(a for c, p, a in adds.get(_key(program, core, None, op.sem), ()) if c != core or p < pc)
-    return shortfall(reach, op.value) > 0  # SEM-5: even every such signal leaves it short
+    if shortfall(reach, op.value) > 0:  # SEM-5: even every such signal leaves it short
+        return True
+    top, buried = lifo.buried(program, core, pc, op, mode)
+    return top if top is not None and shortfall(reach - buried, op.value) > 0 else False
 
 
 def held_at_dead_waits(program: Program, clean: Program, mode: DmaMode) -> Held | None:
@@ -75,18 +83,22 @@ def held_at_dead_waits(program: Program, clean: Program, mode: DmaMode) -> Held 
     adds = signals_before(program, mode)
     holds: dict[int, int] = {}
     first: Wait | None = None
+    runs_first: DmaStart | None = None
     for core, ops in enumerate(program.cores):
         for pc, op in enumerate(ops):
-            if type(op) is Wait and _dead(program, adds, core, pc, op):
+            dead = type(op) is Wait and _dead(program, adds, core, pc, op, mode)
+            if dead is not False:
                 holds[core] = pc
-                first = first or op
+                if first is None:
+                    first, runs_first = op, (dead if type(dead) is DmaStart else None)
                 break
     if first is None:
         return None
     # the waits a run can begin before it fails: those before the holds, and the dead waits themselves, which
     # pop the tasks queued on their semaphore (a copy that does not raise runs there) before they block or raise
     reached = truncate(clean, {c: pos + 1 for c, pos in holds.items()})
-    return Held(_unrun_halves_apart(truncate(clean, holds), reached, program, mode), holds, first.sem, first.loc)
+    return Held(_unrun_halves_apart(truncate(clean, holds), reached, program, mode), holds, first.sem, first.loc,
+                runs_first)
 
 
 def _unrun_halves_apart(held: Program, reached: Program, program: Program, mode: DmaMode) -> Program:

@@ -201,6 +201,10 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
     the program with the views made indexable, which decides it; else ACC-15 decides it on that program."""
     copy = next(op for op in facts.whole.view_ops if type(op) is DmaStart)
     clean = indexable(program)
+    if prop == "race-free":  # DR-51: a proof on the held program first; it holds whatever else is found
+        held = _held_verdict(prop, program, clean, mode, timeout_ms, recheck)
+        if held is not None:
+            return held
     v = recheck(prop, clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
     if facts.deferred_never_raise:
         why = (f"no run runs the copy at {copy.loc} through a view the interpreter cannot index, by every "
@@ -208,10 +212,7 @@ def _deferred_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAna
         if v.verdict == "violated":
             return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=f"{v.witness.message} ({why})"))
         return dataclasses.replace(v, reason=f"{why}: {v.reason}" if v.reason else why)
-    out = _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
-    if out.verdict == "unknown" and prop == "race-free":
-        return _held_verdict(prop, program, clean, mode, timeout_ms, recheck) or out
-    return out
+    return _up_to_failure(prop, program, mode, copy, v, facts.deferred_never_raise, clean=clean, timeout_ms=timeout_ms)
 
 
 def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, timeout_ms: int,
@@ -224,11 +225,15 @@ def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, ti
     v = recheck(prop, held.program, mode, timeout_ms=timeout_ms, facts=Analysis(held.program).mode(mode))
     if v.verdict != "proved":
         return None
-    said = (f"on every run up to its failure: no run completes the wait at {held.loc} before it fails, since only "
-            f"copies that raise in their waiter before they signal it raise {held.sem}, so every run is, until it "
-            "fails, a run of the program with the views made indexable held before each core's first such wait "
-            "(ACC-39, ACC-15)")
-    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said, stats={**v.stats, "rule": "ACC-39"})
+    if held.runs_first is None:
+        since, rule = f"only copies that raise in their waiter before they signal it raise {held.sem}", "ACC-39"
+    else:
+        since, rule = (f"it pops the task of the copy at {held.runs_first.loc}, which raises, before every task that "
+                       f"could raise {held.sem} enough (tasks run last-in-first-out, SEM-7; ERR-33)"), "ERR-33"
+    said = (f"on every run up to its failure: no run completes the wait at {held.loc} before it fails, since {since}, "
+            "so every run is, until it fails, a run of the program with the views made indexable held before each "
+            "core's first such wait (ACC-39, ACC-15)")
+    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said, stats={**v.stats, "rule": rule})
 
 
 # ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,

@@ -191,6 +191,16 @@ EXAMPLES: dict[str, dict] = {
     # was recorded at 2, 4 and 8 devices in some runs
     "examples/buggy/tpu_race_packed_rows_overlap.py": {"kind": "interpreter_error", "error_type": "AttributeError",
                                                       "also_surfaces": ["BrokenBarrierError"]},
+    # two overlapping write-backs started before a staged wait whose semaphore also queues an empty copy at a
+    # dimension's end, the newest task there: eager raises at its start; under on_wait the staged wait runs its
+    # task first (LIFO) and raises before the write-backs' waits run them, though the other staged copy brings
+    # the bytes it asks (ERR-33); a TPU races the write-backs. Recorded at 2 devices, as the examples below;
+    # another device's BrokenBarrierError (its barrier broken by the failure, ERR-7) surfaces in some runs
+    "examples/buggy/tpu_race_writebacks_past_empty_copy_popped_first.py": {"kind": "window_error",
+                                                                           "error_type": "IndexError",
+                                                                           "raises_in": ["eager", "on_wait"],
+                                                                           "also_surfaces": ["BrokenBarrierError"],
+                                                                           "devices": [2]},
     "examples/consecutive_output_blocks.py": {"kind": "clean"},
     # a zero-size copy whose start is a dimension's end: every eager run raises at the copy (ACC-10); under
     # on_wait the wait for 0 bytes runs no task, so the copy never runs; the fix skips the empty copy.
