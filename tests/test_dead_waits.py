@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from semcheck.checker.properties.checking import check_program
 from semcheck.checker.properties.dead_waits import held_at_dead_waits
 from semcheck.checker.properties.failing_runs import indexable
-from semcheck.model import (Access, DmaStart, InterpreterView, Loc, Scratch, SemRef, Signal, Topology, Wait, launch)
+from semcheck.model import (Access, AllocSem, DmaStart, InterpreterView, Loc, Scratch, SemRef, Signal, Topology,
+                            Wait, launch)
 from semcheck.model.explore import ExplorationLimit, explore
 from semcheck.model.ops import Region
 
@@ -82,9 +83,29 @@ def test_a_copy_started_before_the_dead_wait_whose_wait_lies_past_it_is_moved_ap
     assert len({op.dst_buf for op in moved}) == 2
 
 
-def _op(draw, line: int):
-    kind = draw(st.sampled_from(["bad", "good", "wait", "signal", "store"]))
+@pytest.mark.rule("ACC-39")
+def test_a_signal_through_another_label_of_the_same_id_keeps_the_wait_live():
+    # each core allocates one run_scoped semaphore, under a label of its own: both get the same id (each core's
+    # counter), so core 0's signal through its label lands on the semaphore core 1 waits on through its own
+    # (jax's interpreter resolves a reference by the issuing core's id); the wait can pass, so it is not dead,
+    # and core 1 is held only at its wait for the failing copy
+    bodies = [[AllocSem("mine", 1, "a", "core", Loc("k.py", 1)),
+               Signal(SemRef("mine", 0), 1, core=1, loc=Loc("k.py", 2)), _store(3)],
+              [AllocSem("yours", 1, "b", "core", Loc("k.py", 5)), _copy(6, bad=True),
+               Wait(SemRef("yours", 0), 1, loc=Loc("k.py", 7)), _store(8), _wait(9)]]
+    program = launch(Topology(1, 2), bodies, scratch=SCRATCH)
+    held = held_at_dead_waits(program, indexable(program), "on_wait")
+    assert held is not None and held.loc.line == 9, held
+
+
+def _op(draw, line: int, core: int):
+    kind = draw(st.sampled_from(["bad", "good", "wait", "signal", "store", "own-wait", "own-signal"]))
     sem = draw(st.integers(0, 1))
+    own = SemRef(f"own{core}", 0)  # the core's run_scoped semaphore: the same id on both, under another label
+    if kind == "own-wait":
+        return Wait(own, 1, loc=Loc("k.py", line))
+    if kind == "own-signal":
+        return Signal(own, 1, device=draw(st.sampled_from([None, 0, 1])), loc=Loc("k.py", line))
     if kind in ("bad", "good"):
         return _copy(line, sem=sem, bad=kind == "bad", rows=draw(st.sampled_from([(0, 8), (16, 24)])))
     if kind == "wait":
@@ -97,7 +118,8 @@ def _op(draw, line: int):
 
 @st.composite
 def programs(draw):
-    bodies = [[_op(draw, 100 * c + i) for i in range(draw(st.integers(1, 4)))] for c in range(2)]
+    bodies = [[AllocSem(f"own{c}", 1, f"site{c}", "core", Loc("k.py", 100 * c)),
+               *[_op(draw, 100 * c + i, c) for i in range(1, draw(st.integers(2, 5)))]] for c in range(2)]
     return launch(Topology(2), bodies, scratch=SCRATCH)
 
 

@@ -90,6 +90,12 @@ class _Operand:
     def role(self) -> str:
         return "input" if self.output is None else "output"
 
+    def outside(self, starts: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+        """Whether the block at `starts` is not wholly inside the array as jax's interpreter holds it: each
+        dimension padded up to a whole number of blocks (`pad_to_block_dimension`); it raises at such a copy."""
+        return len(shape) != len(self.dims) or any(
+            s < 0 or s + size > -(-int(n) // size) * size for s, (_, size), n in zip(starts, self.dims, shape))
+
     def region(self, starts: tuple[int, ...]) -> Region:
         return Region(tuple((s, s + size) for s, (_, size) in zip(starts, self.dims)))
 
@@ -108,6 +114,8 @@ class BlockCopies:
         call = rules.call
         self.rules, self.core, self.steps = rules, core, steps
         self.args = kernel_args
+        self.shapes = {j: tuple(call.operands[call.num_index_operands + j].shape)
+                       for j in range(len(call.block_mappings))}
         self.k = 0
         self.parallel = tuple(d == "parallel" for d in (call.dimension_semantics or ()))
         subgrid = math.prod(g for g, p in zip(call.grid, self.parallel) if p)
@@ -265,6 +273,25 @@ class BlockCopies:
                            step=self.k, hbm=hbm, parallel=parallel, split_forced=self.split_forced,
                            shared=self.shared)
 
+    def _check_windows(self, o: _Operand, point: tuple[int, ...], cur: list[tuple[int, ...]]) -> None:
+        """ERR-32: a block past the array's end (or before its start), which jax's interpreter refuses
+        ("Out-of-bounds block index"), leaves `deadlock-free` open in the interpreter's modes; the copy is
+        lowered as it is, and a TPU does not check (D33)."""
+        rules = self.rules
+        if rules.unpredicted:
+            return
+        for st in dict.fromkeys(cur):
+            if o.outside(st, self.shapes[o.j]):
+                when = f"at grid step {point}" if point else "of the kernel"
+                kind = "copy-in" if o.output is None else "write-back"
+                blk = tuple(x // size if k == "blocked" else x for x, (k, size) in zip(st, o.dims))
+                rules.unpredicted = (
+                    f"the grid's {kind} of {o.role} {o.name!r} {when} at {rules.call.loc.file}:{rules.call.loc.line} "
+                    f"is of block {blk}, not inside the array's shape {self.shapes[o.j]} (padded to whole blocks), "
+                    "which jax's interpreter refuses (an out-of-bounds block index raises; specs/deciding/failing.md "
+                    "ERR-32)")
+                return
+
     def _emit(self, per_lane: list[list[Access]]) -> None:
         bodies = self.rules.bodies
         for d, ops in enumerate(per_lane):
@@ -278,6 +305,7 @@ class BlockCopies:
             if o.output is not None:
                 continue
             cur = self.starts(o, point)
+            self._check_windows(o, point, cur)
             prev = self._prev.get(o.j)
             self._prev[o.j] = cur
             if _uniform(cur) and (prev is None or _uniform(prev)):  # every device alike: decided once
@@ -311,6 +339,7 @@ class BlockCopies:
             if o.output is None:
                 continue
             cur = self.starts(o, point)
+            self._check_windows(o, point, cur)
             following = self.starts(o, nxt)
             if _uniform(cur) and _uniform(following):  # every device alike: decided once
                 if last or following[0] != cur[0]:

@@ -26,7 +26,10 @@ ENV = "SEMCHECK_COMPILE_CACHE"
 """The directory a checking process hands to jax's persistent compilation cache ('' or unset: none)."""
 
 PREFIX = "semcheck-xla-"
-_OWNED = re.compile(re.escape(PREFIX) + r"([0-9]+)-")
+_OWNED = re.compile(re.escape(PREFIX) + r"([1-9][0-9]*)-[a-z0-9_]{8}")
+"""The whole name of a folder `private_directory` makes: the prefix, a process id as `str` writes it, and the 8
+characters `tempfile` draws (a name `tempfile` ever draws otherwise is left alone: never a folder removed that
+it did not make)."""
 
 
 @contextlib.contextmanager
@@ -42,8 +45,8 @@ def private_directory() -> Iterator[str]:
 
 
 def remove_abandoned(parent: str) -> list[str]:
-    """Remove the compile folders in `parent` whose command is gone (RUN-53): a folder named after a process id
-    no process has, that is a directory (not a link to one) and this user's. A folder whose process lives (or may:
+    """Remove the compile folders in `parent` whose command is gone (RUN-53): a folder whose whole name is of the
+    form `private_directory` makes (`_OWNED`), after a process id no process has, that is a directory (not a link to one) and this user's. A folder whose process lives (or may:
     one of another user's, which this user may not signal) is kept, as is every other user's folder and every
     name of another form. Returns the folders removed."""
     removed = []
@@ -52,7 +55,7 @@ def remove_abandoned(parent: str) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        owner = _OWNED.match(name)
+        owner = _OWNED.fullmatch(name)
         if owner is None or _alive(int(owner.group(1))):
             continue
         path = os.path.join(parent, name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -168,35 +169,40 @@ def test_a_hangup_the_command_was_started_to_ignore_stays_ignored(tmp_path):
 @pytest.mark.rule("RUN-53")
 def test_a_new_command_removes_the_folders_of_dead_commands_only(tmp_path, monkeypatch):
     """A command killed outright (SIGKILL) leaves its folder; the next command removes it, and never the folder
-    of a command that is still running, a link, a name of another form, or another user's folder."""
+    of a command that is still running, a link, a name of another form (one a user may give that merely looks
+    alike included), or another user's folder."""
     from semcheck.checker.frontend.compile_cache import remove_abandoned
 
     dead, live = _dead_pid(), os.getpid()
-    for name in (f"semcheck-xla-{dead}-a", f"semcheck-xla-{dead}-b", f"semcheck-xla-{live}-c", "semcheck-xla-d",
-                 f"semcheck-xla-x{dead}-e", f"other-{dead}-f"):
+    alike = [f"semcheck-xla-{dead}-notes", f"semcheck-xla-{dead}-abcd_123.bak", f"semcheck-xla-0{dead}-abcd_123",
+             f"semcheck-xla-{dead}-ABCD_123"]  # names a user may give: not of the form a command makes
+    for name in (f"semcheck-xla-{dead}-abcd_123", f"semcheck-xla-{dead}-b0000000", f"semcheck-xla-{live}-c0000000",
+                 "semcheck-xla-d", f"semcheck-xla-x{dead}-e0000000", f"other-{dead}-f", *alike):
         (tmp_path / name).mkdir()
         (tmp_path / name / "entry").write_text("compiled")
+    made = os.path.basename(tempfile.mkdtemp(prefix=f"semcheck-xla-{dead}-", dir=tmp_path))  # as a command makes it
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_text("")
-    (tmp_path / f"semcheck-xla-{dead}-link").symlink_to(outside)
-    (tmp_path / f"semcheck-xla-{dead}-file").write_text("")
+    (tmp_path / f"semcheck-xla-{dead}-link0000").symlink_to(outside)
+    (tmp_path / f"semcheck-xla-{dead}-file0000").write_text("")
 
     with monkeypatch.context() as m:  # every folder looks like another user's
         m.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
         assert remove_abandoned(str(tmp_path)) == []
     removed = remove_abandoned(str(tmp_path))
-    assert sorted(os.path.basename(p) for p in removed) == [f"semcheck-xla-{dead}-a", f"semcheck-xla-{dead}-b"]
+    assert sorted(os.path.basename(p) for p in removed) == sorted([f"semcheck-xla-{dead}-abcd_123",
+                                                                   f"semcheck-xla-{dead}-b0000000", made])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [f"semcheck-xla-{live}-c", "semcheck-xla-d", f"semcheck-xla-x{dead}-e", f"other-{dead}-f", "outside",
-         f"semcheck-xla-{dead}-link", f"semcheck-xla-{dead}-file"])
+        [f"semcheck-xla-{live}-c0000000", "semcheck-xla-d", f"semcheck-xla-x{dead}-e0000000", f"other-{dead}-f",
+         "outside", f"semcheck-xla-{dead}-link0000", f"semcheck-xla-{dead}-file0000", *alike])
     assert (outside / "keep").exists()
 
 
 @pytest.mark.rule("RUN-53")
 def test_the_next_command_removes_what_a_killed_command_left(tmp_path):
     dead = _dead_pid()
-    (tmp_path / f"semcheck-xla-{dead}-left").mkdir()
+    (tmp_path / f"semcheck-xla-{dead}-left0000").mkdir()
     run = semcheck("verify", "examples/ring_permute.py", "--devices", "2", "--no-cache", "--no-config",
                    "--dma-mode", "eager", cwd=REPO, extra_env={"TMPDIR": str(tmp_path)})
     assert run.returncode == 0, run.stderr[-2000:]
