@@ -26,6 +26,18 @@ class FrontendError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple:
+        # pickled by state, not by `__init__`'s arguments (subclasses take others): a worker process's error
+        # reaches its parent whole
+        return (_restored, (type(self), self.message, dict(self.__dict__)))
+
+
+def _restored(cls: type, message: str, state: dict) -> FrontendError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
 
 class KernelFileNotFound(FrontendError):
     code = "file-missing"

@@ -54,6 +54,9 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     "examples/buggy/ragged_paged_attention_last_page_not_waited.py",
     "examples/reduce_scatter_grouped_matmul.py",
     "examples/buggy/race_grouped_matmul_zero_fill_after_barrier.py",
+    # ACC-35: each device's routing from its own logits through an in-kernel softmax
+    "examples/moe_softmax_topk_dispatch.py",
+    "examples/buggy/moe_softmax_count_by_threshold.py",
     # per-row copy sizes and the receive's size computed in the kernel from the count table
     "examples/masked_row_push.py",
     "examples/buggy/masked_row_push_recv_one_row_short.py",
