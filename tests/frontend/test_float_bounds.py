@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from semcheck.checker.frontend.float_bounds import BASIC, FUNCTIONS, ROUNDING, evaluate, has_bounds
@@ -104,6 +104,7 @@ _FUNCS = {"softmax": _softmax, "sigmoid": _sigmoid_by_hand, "functions": _functi
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(sorted(_FUNCS)), st.sampled_from([(4, 8), (8, 64), (2, 1024)]), st.integers(0, 2**32 - 1),
        st.sampled_from([0.5, 3.0, 12.0]))
+@example("top2", (2, 1024), 2**32 - 1, 0.5)  # (top two within 1.5e-4 relative: a near tie, unknown)
 def test_xla_on_the_cpu_computes_inside_the_bounds(fname, shape, seed, scale):
     """Every element XLA on the CPU computes, jitted (fused, an FMA, its own summation order) or one primitive at
     a time, lies in the bounds semcheck carries; the bounds are not loose beyond use (a softmax's of 8 logits that
@@ -118,6 +119,12 @@ def test_xla_on_the_cpu_computes_inside_the_bounds(fname, shape, seed, scale):
     got = _bound_jaxpr(f, x)
     if scale > 3 and type(got) is Unknown:  # (logits far apart: an exp may be subnormal, which is refused)
         assert "subnormal" in got.why or "overflow" in got.why, got
+        return
+    if fname == "top2" and type(got) is Unknown:  # (a near tie is unknown, ACC-36: only where there is one)
+        assert "near tie" in got.why, got
+        p = np.sort(np.asarray(jax.nn.softmax(x, axis=-1)), axis=-1)
+        gap = (p[:, -2] - p[:, -3]) / p[:, -2], (p[:, -1] - p[:, -2]) / p[:, -1]
+        assert min(gap[0].min(), gap[1].min()) < 2.0 ** -8, (fname, gap)
         return
     assert type(got) is Bounded, got
     lo, hi = got.lo[0], got.hi[0]
