@@ -229,6 +229,7 @@ class _Walker(PerDevice):
                     outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
                 finally:
                     self._lanes = outer
+                outs = self._gathered(eqn, outs)
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
             elif name == "while" and self._contains_kernel(eqn):
@@ -368,6 +369,18 @@ class _Walker(PerDevice):
                 v = self._shard_of[key]
             out.append(v)
         return out + list(ins[len(out):])
+
+    def _gathered(self, eqn: Any, outs: list[Value]) -> list[Value]:
+        """PRG-126: a shard_map result whose out_spec names a mesh axis is the devices' blocks put side by side,
+        a value of its own (its block's known value, uniform or device by device, is not the whole's)."""
+        got = []
+        for v, spec in zip(outs, eqn.params.get("out_specs", ())):
+            if isinstance(v, Outside) and any(part is not None for part in spec):
+                new = self.outside(f"the result of {eqn.primitive.name}", eqn_loc(eqn), v.deps)
+                self.know(new, None, uniform=v.ident in self._uniform)
+                v = new
+            got.append(v)
+        return got + list(outs[len(got):])
 
     def _cond(self, eqn: Any, ins: list[Value], about: tuple[bool, Any], axes: dict[str, int],
               physical: int) -> list[Value]:

@@ -94,6 +94,27 @@ def shifted_flag_in_jit(num_devices: int, *, interpret=None):
 
 
 @semcheck.target(devices=[4])
+def tiled_flag(num_devices: int, *, interpret=None):
+    """A first shard_map returns the replicated flag `[0, 1, .., n-1]` split over the axis, so the whole is n
+    copies of it and each device of the second shard_map gets the whole flag: `f[0]` is 0 on every device, and
+    every device takes the false branch. The flag's block is not the whole's (device d's block is not `[d]`)."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+
+    def program(x, f):
+        return jax.lax.cond(f[0] != 0, lambda v: tp.call(tp._pair_kernel, v, 1, params),
+                            lambda v: tp.call(tp._ring_kernel, v, 0, params), x)
+
+    def outer(x, flag):
+        tiled = jax.shard_map(lambda f: f, mesh=mesh, in_specs=P(), out_specs=P(tp.AXIS), check_vma=False)(flag)
+        return jax.shard_map(program, mesh=mesh, in_specs=(P(tp.AXIS), P(tp.AXIS)), out_specs=P(tp.AXIS),
+                             check_vma=False)(x, tiled)
+
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return jax.jit(outer), (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))), jnp.arange(num_devices, dtype=jnp.int32))
+
+
+@semcheck.target(devices=[4])
 def loop_counter_cond(num_devices: int, *, interpret=None):
     """A fori_loop of 3 whose body runs the ring kernel in iteration 0 and the pairwise kernel after."""
     params = tp.interpret_params("eager", interpret)

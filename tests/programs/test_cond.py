@@ -41,7 +41,7 @@ def _line(text: str) -> int:
 @pytest.fixture(scope="module")
 def walked() -> dict:
     names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "per_device_big_flag", "loop_counter_cond",
-             "device_index_in_jit", "shifted_flag_in_jit"]
+             "device_index_in_jit", "shifted_flag_in_jit", "tiled_flag"]
     run = subprocess.run([sys.executable, "-c", _WALK.format(names=names, path=TARGETS, marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
@@ -114,6 +114,19 @@ def test_a_jit_that_reads_the_device_is_followed_device_by_device(walked):
     (ir,) = walked["device_index_in_jit"]
     (same,) = walked["per_device_flag"]
     assert ir["unknown"] is None and (ir["calls"], ir["devices"]) == (same["calls"], same["devices"])
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+def test_a_shard_map_result_split_over_an_axis_is_not_its_block(walked):
+    """A replicated flag returned by a shard_map under `out_specs=P(axis)` is n copies of itself, and each device
+    of a second shard_map gets the whole flag, whose first element is 0 everywhere: the devices take one branch.
+    Before, the walk took the result for the flag itself and cut it into blocks, so device d read `[d]`, and
+    devices 1.. took the other branch, which no device takes (in the interpreter's modes: deadlock-free
+    violated where every run completes). The whole is not known to the walk: unknown, with the cond's line."""
+    (ir,) = walked["tiled_flag"]
+    assert ir["unknown"] is not None and "may differ between devices" in ir["unknown"][0], ir
+    assert ir["unknown"][1] == _line("return jax.lax.cond(f[0] != 0"), ir
 
 
 @pytest.mark.jax
