@@ -178,6 +178,19 @@ def count_from_uninitialised(num_devices: int, *, dma_mode: str = "eager", inter
                           scratch=[pltpu.SMEM((1,), jnp.int32)])
 
 
+def _fills_agree_kernel(count_ref, out_ref, tmp_ref):
+    t = tmp_ref[0]  # a scratch nothing wrote: 2**31 - 1 under the NaN fill, 0 under the zero fill
+    out_ref[0] = count_ref[0] + jnp.where((t > 5) & (t < 1000), 1, 0)  # the count under both fills
+
+
+@semcheck.target(devices=[2])
+def count_from_scratch_the_fills_agree_on(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """BUG on a TPU: the counts add 1 where the producer's scratch holds 6 .. 999, which both of jax's fills miss;
+    the wait call then waits for a layer no start call started (PRG-200: unknown under `hardware`)."""
+    return _count_program(num_devices, dma_mode, interpret, _fills_agree_kernel,
+                          scratch=[pltpu.SMEM((1,), jnp.int32)])
+
+
 def _first_element_kernel(count_ref, out_ref):
     out_ref[0] = count_ref[0]  # elements 1.. of the output: memory nothing writes
 
