@@ -254,6 +254,7 @@ class _Walker(PerDevice):
                     (device_dependent(eqn) or not all(self._about(x, v)[0] for x, v in zip(eqn.invars, ins))):
                 outs = self._call(eqn, ins, axes, physical)  # PRG-145: a jit's operations device by device
             else:
+                self._split_collective(eqn, ins)  # PRG-201
                 loc = eqn_loc(eqn)
                 for v in ins:
                     if isinstance(v, Produced):
@@ -261,6 +262,7 @@ class _Walker(PerDevice):
                 outs = [self.outside(f"the result of {name}", loc, deps_of(ins)) for _ in eqn.outvars]
                 self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
                 self._fold_lanes(eqn, ins, outs)
+                self._reduced_everywhere(eqn, outs, axes)
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
