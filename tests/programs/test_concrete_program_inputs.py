@@ -76,6 +76,25 @@ def test_an_output_the_fills_agree_on_is_no_fact_on_a_tpu_where_the_kernel_reads
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-200", "PRG-169")
+def test_a_local_call_checked_alone_on_such_an_output_is_unknown_on_a_tpu_only():
+    """The same producer gives a local call (checked alone) the row block it copies: under `hardware` its verdicts
+    are unknown, naming PRG-200 (before: proved); under `eager` the interpreter's fills are the facts: proved."""
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
+                          "tests/programs/followed_targets.py::local_row_from_scratch_the_fills_agree_on", "--devices",
+                          "2", "--dma-mode", "all", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+    got: dict = {}
+    for r in json.loads(run.stdout)["results"]:
+        got.setdefault((r["target"].rsplit("#", 1)[-1], r["dma_mode"]), {})[r["property"]] = r
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"unknown"}, got[("1", "hardware")]
+    assert all("PRG-200" in r["reason"] and "through a scratch buffer" in r["reason"]
+               for r in got[("1", "hardware")].values())
+    assert {r["verdict"] for r in got[("1", "eager")].values()} == {"proved"}, got[("1", "eager")]
+
+
+@pytest.mark.jax
 @pytest.mark.rule("PRG-192", "PRG-193", "PRG-169")
 def test_a_later_call_that_reads_only_what_the_producer_wrote_is_decided():
     """The producer writes element 0 of its 8 (its runs differ on the others): the wait call that reads element
