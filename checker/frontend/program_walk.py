@@ -360,7 +360,9 @@ class _Walker(PerDevice):
             named = {a for part in spec if part is not None
                      for a in (part if isinstance(part, tuple) else (part,))}
             if isinstance(v, Outside) and named:  # one value per input and split, so PRG-103's CSE still sees it
-                key = (v, tuple(sorted(named)))
+                # (the split is the spec, dimension by dimension, over the mesh's sizes: another is other blocks)
+                key = (v, tuple(tuple(p) if isinstance(p, (tuple, list)) else p for p in spec),
+                       tuple(dict(eqn.params["mesh"].shape).items()))
                 if key not in self._shard_of:
                     self._shard_of[key] = self.outside(v.what, v.loc, v.deps)
                     known = self._const.get(v.ident) if v.ident in self._uniform else None

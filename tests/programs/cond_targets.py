@@ -151,6 +151,29 @@ def psum_in_device_branch(num_devices: int, *, interpret=None):
 
 
 @semcheck.target(devices=[4])
+def flag_split_two_ways(num_devices: int, *, interpret=None):
+    """One flag split over the axis by rows in a first shard_map and by columns in a second: row d of the flag is all
+    d, so each device's column block starts with 0 and every device takes the true branch (pairwise) in the second.
+    Device d's block is not its row there (that would send devices 1.. to the ring)."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,), axis_types=(jax.sharding.AxisType.Auto,))
+    flag = jnp.repeat(jnp.arange(num_devices, dtype=jnp.int32)[:, None], num_devices, axis=1)
+
+    def second(x, f):
+        return jax.lax.cond(f[0, 0] == 0, lambda v: tp.call(tp._pair_kernel, v, 1, params),
+                            lambda v: tp.call(tp._ring_kernel, v, 0, params), x)
+
+    def program(x, f):
+        rows = jax.shard_map(lambda g: g * 2, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False)(f)
+        out = jax.shard_map(second, mesh=mesh, in_specs=(P(tp.AXIS), P(None, tp.AXIS)), out_specs=P(tp.AXIS),
+                            check_vma=False)(x, f)
+        return out, rows
+
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return jax.jit(program), (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))), flag)
+
+
+@semcheck.target(devices=[4])
 def tiled_flag(num_devices: int, *, interpret=None):
     """A first shard_map returns the replicated flag `[0, 1, .., n-1]` split over the axis, so the whole is n
     copies of it and each device of the second shard_map gets the whole flag: `f[0]` is 0 on every device, and

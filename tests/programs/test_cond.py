@@ -42,7 +42,7 @@ def _line(text: str) -> int:
 def walked() -> dict:
     names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "per_device_big_flag", "loop_counter_cond",
              "device_index_in_jit", "shifted_flag_in_jit", "tiled_flag", "psum_in_device_cond",
-             "psum_in_uniform_cond", "psum_in_device_while", "psum_in_device_branch"]
+             "psum_in_uniform_cond", "psum_in_device_while", "psum_in_device_branch", "flag_split_two_ways"]
     run = subprocess.run([sys.executable, "-c", _WALK.format(names=names, path=TARGETS, marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
@@ -128,6 +128,17 @@ def test_a_shard_map_result_split_over_an_axis_is_not_its_block(walked):
     (ir,) = walked["tiled_flag"]
     assert ir["unknown"] is not None and "may differ between devices" in ir["unknown"][0], ir
     assert ir["unknown"][1] == _line("return jax.lax.cond(f[0] != 0"), ir
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-145")
+def test_a_value_split_two_ways_gives_each_device_the_block_of_each_split(walked):
+    """The same flag split by rows, then by columns: the second shard_map's cond reads each device's column block,
+    0 on every device, so every device runs the pairwise kernel. Before, the walk kept one block per value and
+    split axes, the rows, and sent devices 1.. to the ring (in the interpreter's modes: deadlock-free violated,
+    where jax completes)."""
+    (ir,) = walked["flag_split_two_ways"]
+    assert ir["unknown"] is None and ir["calls"] == ["_pair_kernel"] and ir["devices"] == [None], ir
 
 
 @pytest.mark.jax
