@@ -40,6 +40,7 @@ class LoweredKernel:
     # PRG-169: the earlier calls (positions among the target's kernels) whose outputs gave its scalar inputs
     producers: tuple[int, ...] = ()
     computed_by: str = ""
+    unwritten: str = ""  # PRG-200: of those calls, the ones that may read memory nothing writes ("" when none)
     # PRG-183: where a loop's iterations give the call different scalar inputs, each iteration's own lowering
     # (which iteration, in words; its program), checked one by one in place of `program` (a lowering over no
     # values); empty otherwise
@@ -192,6 +193,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 stats=stats,
                 producers=values.producers if values is not None else (),
                 computed_by=values.computed_by if values is not None else "",
+                unwritten=values.unwritten if values is not None else "",
                 iterations=iterations,
                 hardware=hardware,
             )

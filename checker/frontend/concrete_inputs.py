@@ -46,7 +46,7 @@ from semcheck.checker.frontend.closed_refs import discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
 from semcheck.checker.frontend.device_shards import Device, names_axis, shard
 from semcheck.checker.frontend.kernel_eqns import KERNEL_PRIMS, pallas_operands, sub_jaxprs, walk_kernel_eqns
-from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
+from semcheck.checker.frontend.kernel_outputs import describe, run_kernel, unwritten_reads
 from semcheck.checker.frontend.partial_values import Partial, derive, plain, stack
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.scan_inputs import NOT_EVALUATED, LoopInputs
@@ -81,6 +81,8 @@ class KernelInputs:
     # values, and their words; empty when none did
     producers: tuple[int, ...] = ()
     computed_by: str = ""
+    # PRG-200: of those calls, the ones that may read memory nothing writes, and why, in words ("" when none)
+    unwritten: str = ""
     # PRG-183: where a loop's iterations give the launch different values (so it has none above), each
     # iteration's own, in the order the program runs them: (which iteration, in words; its inputs), equal values
     # sharing one object; empty otherwise, or where they cannot be told apart
@@ -189,7 +191,7 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
         def made(per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]],
                  call: KernelCall = call, producers: tuple[int, ...] = producers) -> KernelInputs:
-            return _made(call, per_device, reasons, abstract, producers, interp.ran)
+            return _made(call, per_device, reasons, abstract, producers, interp.ran, interp.unwritten)
 
         got = made(per_device, interp.reasons.get(k, {}))
         out.append(dataclasses.replace(got, iterations=interp.iteration_inputs(k, made)))  # PRG-183
@@ -197,7 +199,7 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
 
 def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]], abstract: bool,
-          producers: tuple[int, ...], ran: dict[int, str]) -> KernelInputs:
+          producers: tuple[int, ...], ran: dict[int, str], unwritten: dict[int, str]) -> KernelInputs:
     """One launch's `KernelInputs` from its operands' values per device (and why some have none)."""
     lanes = call.mesh.num_devices
     nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
@@ -213,7 +215,8 @@ def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int,
     why = _ABSTRACT if abstract else _SOME_DEVICES if len(per_device) < lanes else _NOT_COMPUTED
     return KernelInputs(tuple(values), abstract, why, bounds, operand_why=tuple(whys[nb:]),
                         bound_why=tuple(whys[:nb]), producers=producers,
-                        computed_by=", ".join(ran[j] for j in producers))
+                        computed_by=", ".join(ran[j] for j in producers),
+                        unwritten="; ".join(f"{ran[j]} through {unwritten[j]}" for j in producers if unwritten.get(j)))
 
 
 def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs]:
@@ -317,6 +320,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
         self._rounds: Rounds | None = None  # the collectives of the shard_map body being evaluated
         self.run_kernels = run_kernels  # PRG-169: run a kernel whose outputs a later call's operands need
         self.ran: dict[int, str] = {}  # the kernel calls run so (index -> their words)
+        self.unwritten: dict[int, str] = {}  # PRG-200: of those, why one may read memory nothing writes
         self.start_loops()  # PRG-183: each launch's values per reach, and the loops' iterations around it
 
     # --- the walk --------------------------------------------------------------------
@@ -352,6 +356,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                     outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
                     if outs is not None:
                         self.ran.setdefault(index, describe(self.calls[index]))
+                        self.unwritten.setdefault(index, unwritten_reads(eqn))
                 else:
                     why = (f"{_KERNEL_OUTPUT} {index}: semcheck runs a kernel only where a later call's scalar "
                            "inputs need its outputs (PRG-169)")
