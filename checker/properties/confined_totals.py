@@ -284,13 +284,13 @@ class Totals:
         """RUN-32: for landings given as columns (each with the counter its operation lands on as the
         lowering resolved it, `counters[counter[j]]`), whether PRG-140 rules out its late landing and PRG-141
         by the sender's waits its early one: `landed_before_exit(la) and waits_hold_back(la)` for every
-        landing between two devices, False for the others, computed on whole columns (RUN-55: every
-        counter's sums in one array). None without a complete lowering (or unsound totals), or where RUN-55's
+        landing between two devices, False for the others, computed on whole columns (RUN-55: the
+        counters' sums in one array). None without a complete lowering (or unsound totals), or where RUN-55's
         keys would not fit in 64 bits: then every landing is asked on its own."""
         low = self._lowered
         if low is None:
             return None
-        sums = _CounterSums.of(low, counters, self.program.topology.num_cores)
+        sums = _CounterSums.of(low, counters, self.program.topology.num_cores, core)
         if sums is None:
             return None
         per = self.program.topology.cores_per_device
@@ -311,7 +311,7 @@ class Totals:
 
 
 class _CounterSums:
-    """RUN-55: PRG-140's and PRG-141's numbers of every counter of a complete lowering laid end to end: the
+    """RUN-55: PRG-140's and PRG-141's numbers of the counters of a complete lowering laid end to end: the
     contributions ordered by (counter, issuer, position) with the prefix sums of their amounts, the waits by
     (counter, position) with those of their values, each position a key `counter * stride + place` so that
     one binary search over all counters answers each landing's question on its own counter."""
@@ -325,8 +325,13 @@ class _CounterSums:
         self._waited_on = waited_on  # (where each core's waited counters start, those counters by core)
 
     @classmethod
-    def of(cls, low: Any, counters: list, num_cores: int) -> _CounterSums | None:
-        by_counter, waits_by_counter = low.by_counter, low.waits_by_counter
+    def of(cls, low: Any, counters: list, num_cores: int, senders: np.ndarray) -> _CounterSums | None:
+        """The sums of the counters the landings ask about: each landing's own (`counters`) and those its
+        sender's core waits on (`senders`: the landings' cores), so that a few landings read a few counters."""
+        asking = set(np.unique(senders).tolist())
+        needed = dict.fromkeys((*(k for k in low.waits_by_counter if k[1] in asking), *counters))
+        by_counter = {k: low.by_counter[k] for k in needed if k in low.by_counter}
+        waits_by_counter = {k: low.waits_by_counter[k] for k in needed if k in low.waits_by_counter}
         ids: dict = {}
         for key in (*by_counter, *waits_by_counter, *counters):
             ids.setdefault(key, len(ids))
