@@ -56,10 +56,10 @@ def test_the_interpreter_refuses_exactly_the_arguments_semcheck_says(kind):
     assert refused == ["smem", "vmem"]
 
 
-def _rows(target: str) -> dict[str, dict[str, dict]]:
+def _rows(target: str, codes=(1, 4)) -> dict[str, dict[str, dict]]:
     run = semcheck("verify", f"{KERNELS}::{target}", "--devices", "2", "--dma-mode", "all", "--format", "json",
                    "--no-cache", "--no-config", cwd=ROOT, timeout=900)
-    assert run.returncode in (1, 4), run.stderr[-2000:]
+    assert run.returncode in codes, run.stderr[-2000:]
     out: dict[str, dict[str, dict]] = {}
     for r in json.loads(run.stdout)["results"]:
         out.setdefault(r["dma_mode"], {})[r["property"]] = r
@@ -96,3 +96,31 @@ def test_a_core_maps_tracked_inputs_have_values():
             (call,), (inputs,) = trace_with_inputs(fn, args)
             assert call.operands[0].name == "n_ref" and call.operands[0].memory_space == "smem"
             assert np.array_equal(inputs.values[0], [[starts]]), (kind, starts, inputs)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-37", "ERR-36")
+def test_a_refused_call_is_decided_in_interpret_mode_where_its_kernel_is_not_lowered():
+    """The front end cannot lower the kernel (its loop bound arrives by a copy it does not follow in a
+    core_map); the interpreter refuses the call by its argument alone, so its modes are decided and hardware
+    is unknown with the lowering's reason. Untyped, the interpreter runs the call: every mode unknown."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    import typed_operands as kernels
+
+    fn, args = kernels.copied_bound_call("smem")
+    for mode in ("eager", "on_wait"):
+        with pytest.raises(NotImplementedError, match="Unsupported memory space: smem"):
+            with pltpu.force_tpu_interpret_mode(pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True)):
+                jax.block_until_ready(fn(*args))
+    rows = _rows("core_map_smem_unlowered", codes=(3,))
+    for mode in ("eager", "on_wait"):
+        assert {r["verdict"] for r in rows[mode].values()} == {"unrunnable"}
+        assert {r["stats"]["rule"] for r in rows[mode].values()} == {"ERR-36"}
+    assert len(rows["hardware"]) == PROPERTIES
+    for r in rows["hardware"].values():
+        assert r["verdict"] == "unknown" and r["stats"]["rule"] == "ERR-37", r
+        assert r["reason"].startswith("unsupported while at") and "typed_operands.py" in r["reason"], r
+    untyped = _rows("core_map_untyped_unlowered", codes=(3,))
+    assert {r["verdict"] for m in untyped.values() for r in m.values()} == {"unknown"}

@@ -7,6 +7,9 @@
   reads the table (the interpreter's refusal does not depend on what the kernel does).
 * `core_map_smem_bound` (`table[0]` = 1) and `core_map_smem_leak` (2): the table typed SMEM, read by the
   kernel, as the routing kernels of shipped MoE layers hand a `core_map` their tables.
+* `core_map_smem_unlowered`: the kernel copies the table into an SMEM scratch and bounds its loop with the copy,
+  which the front end does not follow in a `core_map` (ERR-37); `core_map_untyped_unlowered`: the same with
+  the table untyped, which the interpreter runs.
 """
 
 from __future__ import annotations
@@ -74,3 +77,39 @@ def core_map_smem_bound(num_devices: int):
 @semcheck.target(devices=(2,))
 def core_map_smem_leak(num_devices: int):
     return table_call("core_map", "smem", starts=2)
+
+
+def _copied_bound(n_ref, x_ref, o_ref):
+    def scoped(sem, bound):
+        pltpu.make_async_copy(n_ref, bound, sem).start()
+        pltpu.make_async_copy(n_ref, bound, sem).wait()
+
+        @pl.loop(0, bound[0])
+        def _(i):
+            pltpu.make_async_copy(x_ref, o_ref, sem).start()
+
+        pltpu.make_async_copy(x_ref, o_ref, sem).wait()
+
+    pl.run_scoped(scoped, pltpu.SemaphoreType.DMA(()), pltpu.SMEM((1,), jnp.int32))
+
+
+def copied_bound_call(space: str | None):
+    """(fn, args): a `core_map` whose loop bound is the table copied into SMEM, the table typed with `space`."""
+
+    def fn(n, x):
+        if SPACES[space] is not None:
+            n = pltpu.with_memory_space_constraint(n, SPACES[space])
+        return pl.kernel(_copied_bound, mesh=pltpu.TensorCoreMesh(axis_name="core", num_cores=1),
+                         out_type=jnp.empty((ROWS, LANES), jnp.float32))(n, x)
+
+    return jax.jit(fn), (jnp.array([1], jnp.int32), jnp.ones((ROWS, LANES), jnp.float32))
+
+
+@semcheck.target(devices=(2,))
+def core_map_smem_unlowered(num_devices: int):
+    return copied_bound_call("smem")
+
+
+@semcheck.target(devices=(2,))
+def core_map_untyped_unlowered(num_devices: int):
+    return copied_bound_call(None)
