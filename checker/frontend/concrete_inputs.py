@@ -45,7 +45,8 @@ from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
 from semcheck.checker.frontend.device_shards import Device, names_axis, shard
-from semcheck.checker.frontend.kernel_eqns import KERNEL_PRIMS, pallas_operands, sub_jaxprs, walk_kernel_eqns
+from semcheck.checker.frontend.kernel_eqns import (KERNEL_PRIMS, core_map_operands, pallas_operands, sub_jaxprs,
+                                                   walk_kernel_eqns)
 from semcheck.checker.frontend.kernel_outputs import describe, run_kernel, unwritten_reads
 from semcheck.checker.frontend.partial_values import Partial, derive, plain, stack
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
@@ -346,12 +347,12 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
             outs: list[Any] | None = None
             if name in KERNEL_PRIMS:
                 lane = dev.lane if dev else 0
-                if name == "pallas_call":
-                    # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands)
-                    self.records.setdefault(index, {})[lane] = discharged_order(eqn, [read(v) for v in eqn.invars])
-                    self.reasons.setdefault(index, {})[lane] = discharged_order(
-                        eqn, [self._reason(v) for v in eqn.invars])
-                    self.reached(index, lane)  # PRG-183
+                # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands;
+                # a core_map's operands are its kernel's inputs in order, LAUNCH-6, ACC-47)
+                order = discharged_order if name == "pallas_call" else (lambda _, xs: list(xs))
+                self.records.setdefault(index, {})[lane] = order(eqn, [read(v) for v in eqn.invars])
+                self.reasons.setdefault(index, {})[lane] = order(eqn, [self._reason(v) for v in eqn.invars])
+                self.reached(index, lane)  # PRG-183
                 if self.run_kernels and any(v in needed for v in eqn.outvars):
                     outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
                     if outs is not None:
@@ -545,8 +546,9 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                         continue
                     if i < nb or (i - nb < len(ops) and is_scalar_operand(ops[i - nb])):
                         need.add(v)
-            elif name == "mpmd_map":
-                continue
+            elif name == "mpmd_map":  # a core_map: its operands are its kernel's inputs in order (ACC-47)
+                need.update(v for v, op in zip(eqn.invars, core_map_operands(eqn))
+                            if type(v) is not lit and is_scalar_operand(op))
             elif self._kernels_in(eqn) and name in _ENTERED and len(list(sub_jaxprs(eqn))) == 1:
                 (sub,) = sub_jaxprs(eqn)
                 inner = getattr(sub, "jaxpr", sub)
