@@ -40,7 +40,7 @@ def slice_update(num_devices: int, *, lens: tuple[int, ...], wait_all: bool = Tr
     if order is not None:  # the waits in this order, some perhaps left out
         waits = [waits[i] for i in order]
     exit_read = Access(OUT, box((0, 16), (0, 128)), False, Loc("k.py", 50))
-    scratch = [Scratch("sems", 1), Scratch("buf", kind="buffer", nbytes=8 * 512)]
+    scratch = [Scratch("sems", 2), Scratch("buf", kind="buffer", nbytes=8 * 512)]
     return launch(Topology(num_devices), [body + waits] * num_devices, scratch=scratch, hbm_buffers=1,
                   collective_id=0, exit_accesses=[exit_read])
 
@@ -148,3 +148,21 @@ def test_padded_slice_tables_are_decided_under_on_wait_as_the_explorer_does(prog
     report = find_races(program, "on_wait", first=0)
     assert all(r.confirmed for r in report.races), "a race left unconfirmed on a schedule-free program"
     assert bool(report.races) == truth
+
+
+@pytest.mark.rule("ACC-49")
+def test_a_pair_left_open_says_why_the_programs_own_run_does_not_decide_it():
+    """A handshake with the neighbour after the copies (a signal to another device) keeps the program from
+    being schedule-free: the padding copy's pair stays open, and the reason says why ACC-49 did not apply."""
+    base = slice_update(2, lens=(3, 0, 0, 0))
+    hand = SemRef("sems", 1)
+    cores = []
+    for d, ops in enumerate(base.cores):
+        at = next(i for i, op in enumerate(ops) if type(op) is Access)  # the call's read of its result
+        shake = (Signal(hand, 1, device=1 - d, loc=Loc("k.py", 40)), Wait(hand, 1, loc=Loc("k.py", 41)))
+        cores.append(ops[:at] + shake + ops[at:])
+    program = dataclasses.replace(base, cores=tuple(cores))
+    assert schedule_free(program) == "a signal targets another device (line 40)"
+    verdict = decide("race-free", program, "on_wait")
+    assert verdict.verdict == "unknown"
+    assert "ACC-49: a signal targets another device (line 40)" in verdict.reason
