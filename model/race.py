@@ -21,6 +21,7 @@ from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import race_symmetry
 from semcheck.model.happens_before import Ordering, order_modes
+from semcheck.model.local_cores import schedule_free
 from semcheck.model.quotient import Quotient, class_quotient
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
@@ -330,6 +331,7 @@ def find_races(
     found: list[Race] = []
 
     every: dict[tuple[int, int, str | None], AccessEvent] = {}
+    own = _OwnRun(program, mode)
 
     def consider(a: AccessEvent, b: AccessEvent, outcome: Outcome) -> bool:
         exact = a.region.exact and b.region.exact
@@ -352,6 +354,12 @@ def find_races(
                     if replayed is not None:
                         a, b, outcome, confirmed = x, y, replayed, True
                         break
+        if not confirmed and a.core == b.core and own.ready() is not None:
+            # ACC-49: the core's steps are one sequence in every run; the program's own run decides the pair
+            replayed = _confirm(program, mode, own.ready(), a, b)
+            if replayed is None:
+                return False  # no run has both pending: not a race
+            outcome, confirmed = replayed, True
         doubt = ""
         if confirmed and mode != "hardware" and whole_against_empty(a, b):
             confirmed, doubt = False, "ERR-27"
@@ -388,6 +396,24 @@ def find_races(
     over = not complete and estimate > 0 and ordering.certified
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over,
                       len(pre.events) if ordering.certified else 0, ordering.why)
+
+
+class _OwnRun:
+    """ACC-49: the program's one maximal `on_wait` run, made on first use, when it decides every pair of one core:
+    each core's steps are the same in every run (`schedule_free`) and the run fails nowhere, so it performs every
+    core's whole sequence; None otherwise (or when it is too long to replay)."""
+
+    def __init__(self, program: Program, mode: DmaMode):
+        self.program, self.mode, self.outcome, self.made = program, mode, None, False
+
+    def ready(self) -> Outcome | None:
+        if not self.made:
+            self.made = True
+            if self.mode == "on_wait" and schedule_free(self.program) is None:
+                out = fast_run(self.program, self.mode)
+                if out.failure is None and len(out.schedule) <= REPLAY_LIMIT:
+                    self.outcome = out
+        return self.outcome
 
 
 def _unsuppressed(program: Program, mode: DmaMode, outcome: Outcome) -> Outcome:

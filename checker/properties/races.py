@@ -20,6 +20,7 @@ from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
+from semcheck.model.local_cores import schedule_free
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Op, Program, Wait
 from semcheck.model.partial_arrivals import Split
 from semcheck.model.race import Ordered, Race, find_races
@@ -161,9 +162,11 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                            "performs both: jax's race detector sees an access only once it is performed, and a "
                            "copy whose wait for 0 passed without running it stays queued, so the detector reports "
                            "these windows only if a later wait runs that copy (ERR-34)", stats={**stats, "rule": "ERR-34"})
+        why = schedule_free(program) or "its one run fails or is longer than semcheck replays"
         return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
                        "on_wait, whether the copy runs first depends on the order of its semaphore's task queue; "
-                       "the restricted run that separates them does not replay", stats=stats)
+                       "the restricted run that separates them does not replay, and the program's own run does not "
+                       f"decide the pair (ACC-49: {why})", stats=stats)
     if report.unrecorded:
         u = report.unrecorded[0]
         return Verdict(PROP, "unknown", reason=f"the copy at {u.loc}: semcheck could not tell which regions it reads "
