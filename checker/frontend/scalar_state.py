@@ -6,7 +6,9 @@ once every rule is registered, it wraps two of them.
 * `dma_start`: a copy into a tracked ref makes the ref unknown on the devices
   that start it, from its start on (the copy lands at some point before its
   wait), unless the copy's data is followed (below);
-* `run_scoped`: buffers tracked inside the body are forgotten when it ends.
+* `run_scoped`: buffers tracked inside the body are forgotten when it ends; a
+  buffer it allocates is tracked from its first use, a copy's end included where
+  copies are followed (ACC-43).
 
 Following copies (ACC-9). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
@@ -207,6 +209,8 @@ class ScalarStateRules(Evaluator):
 
     def _wrap_dma_start(self, rule: Any) -> Any:
         def dma_start(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+            if self.fed_signatures and (self.subset or self._following()):  # (a subset: refused below)
+                self._track_scoped_ends(eqn, invals)
             if self.memory:
                 _src, dst, _dsem, _ssem, device_id = eqn.params["tree"].unflatten(invals)
                 base, _ = flatten_ref(dst)
@@ -230,6 +234,20 @@ class ScalarStateRules(Evaluator):
             return rule(eqn, invals, mask)
 
         return dma_start
+
+    def _track_scoped_ends(self, eqn: Any, invals: list[Any]) -> None:
+        """ACC-43: a copy whose end is a `run_scoped` buffer of a followed signature, met here first, is its
+        first use: the buffer is tracked from here (uninitialised), so the copy is followed into it (in a lowering
+        of some devices, a copy into a followed ref: the subset is refused, and the whole lowering decides)."""
+        src, dst, _dsem, _ssem, _device_id = eqn.params["tree"].unflatten(invals)
+        memory = self.memory
+        for end in (src, dst):
+            base, _ = flatten_ref(end)
+            if type(base) is not BufRef or base.name in memory or base.name in memory.ignored:
+                continue
+            alloc = memory.allocation(base.name)
+            if alloc is not None and ((alloc[0], str(np.dtype(alloc[1]))), alloc[2]) in self.fed_signatures:
+                self.track_scoped(base.name, self.loc(eqn))
 
     def _wrap_run_scoped(self, rule: Any) -> Any:
         def run_scoped(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
