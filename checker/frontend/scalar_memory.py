@@ -349,6 +349,20 @@ class ScalarMemory:
             c.cause[lane, flat] = 0
         c.writer[lane, flat] = writer
 
+    def move_flat(self, src: str, src_lane: int, sflat: np.ndarray, dst: str, dst_lane: int, dflat: np.ndarray,
+                  writer: int) -> np.ndarray:
+        """A copy's write half, element by element (ACC-43): elements `dflat` of `dst` on `dst_lane` take those at
+        `sflat` (same length) of `src` on `src_lane`, each its value or, unknown there, its reason, written by
+        `writer`. Returns which of them were known."""
+        s, d = self.refs[src], self.refs[dst]
+        if self.subset or self.divergent:
+            self.diverged.add(dst)
+        values, causes = s.values[src_lane, sflat].copy(), s.cause[src_lane, sflat].copy()
+        d.values[dst_lane, dflat] = values.astype(d.dtype)
+        d.cause[dst_lane, dflat] = causes
+        d.writer[dst_lane, dflat] = writer
+        return causes == 0
+
     def _positions(self, c: _Contents, transforms: Sequence[Any], lanes: Sequence[int]) -> Any:
         """Flat element positions a view selects: (1 or L, *view shape), or `Unknown` saying why not."""
         indexers = []

@@ -194,17 +194,19 @@ class ScalarStateRules(Evaluator):
                 size = memory.refs[label].values.shape[1]
                 self.followed_writes[wid][3].update((target, label, i) for i in range(size))
                 continue
-            value: Any = Unknown("data a copy moves from a ref semcheck does not follow", loc)
-            if src_known:
-                sflat = memory.elements(sbase.name, schain, lane)
-                if not isinstance(sflat, Unknown) and sflat.shape == flat.shape:
-                    value = memory.read_flat(sbase.name, lane, sflat, loc)
-                    if type(value) is np.ndarray:  # the read half reads followed data
-                        self.followed_reads.append((lane, at[lane], loc, tuple(
-                            (lane, sbase.name, int(i)) for i in sflat), tuple(
-                            int(w) for w in memory.writers(sbase.name, lane, sflat))))
-            memory.write_flat(label, target, flat, value, wid)
             self.followed_writes[wid][3].update((target, label, int(i)) for i in flat)
+            sflat = memory.elements(sbase.name, schain, lane) if src_known else None
+            if sflat is None or isinstance(sflat, Unknown) or sflat.shape != flat.shape:
+                memory.write_flat(label, target, flat, Unknown("data a copy moves from a ref semcheck does not "
+                                                               "follow", loc), wid)
+                continue
+            # ACC-43: element by element; the read half reads followed data where it is known (the lowering uses
+            # no other element: an unknown one stays unknown, with its reason)
+            writers = memory.writers(sbase.name, lane, sflat)
+            known = memory.move_flat(sbase.name, lane, sflat, label, target, flat, wid)
+            if known.any():
+                self.followed_reads.append((lane, at[lane], loc, tuple(
+                    (lane, sbase.name, int(i)) for i in sflat[known]), tuple(int(w) for w in writers[known])))
         return outs
 
     def _wrap_dma_start(self, rule: Any) -> Any:

@@ -27,10 +27,19 @@ sys.path.insert(0, str(HERE))
 from cli._support import semcheck  # noqa: E402
 
 KERNEL = "tests/frontend/kernels/scoped_copies.py"
-CLEAN = ["scoped_smem_fetch", "scoped_vmem_to_smem"]
-# the seeded twins: (target, its kernel function, the fetch's line, the racing load's line)
-BUGGY = [("scoped_read_before_wait", "_read_before_wait_kernel", 85, 86),
-         ("scoped_stored_read_before_wait", "_stored_read_before_wait_kernel", 106, 107)]
+CLEAN = ["scoped_smem_fetch", "scoped_vmem_to_smem", "scoped_partial_copy"]
+
+
+def _twin(target: str, kernel: str) -> tuple[str, str, int, int]:
+    """A seeded twin: (target, its kernel function, the fetch's start line, the racing load's line)."""
+    lines = (HERE / "kernels" / "scoped_copies.py").read_text().splitlines()
+    at = lines.index(next(line for line in lines if line.startswith(f"def {kernel}(")))
+    start = next(i for i in range(at, len(lines)) if "fetch.start()" in lines[i])
+    return target, kernel, start + 1, start + 2  # the load comes right after the start
+
+
+BUGGY = [_twin("scoped_read_before_wait", "_read_before_wait_kernel"),
+         _twin("scoped_stored_read_before_wait", "_stored_read_before_wait_kernel")]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +97,6 @@ import jax
 from jax.experimental.pallas import tpu as pltpu
 from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
 import scoped_copies
-from local_copies import _call
 said = []
 class Keep(logging.Handler):
     def emit(self, record):
@@ -99,7 +107,7 @@ for name in sys.argv[1:]:
     for mode in ("eager", "on_wait"):
         said.clear()
         params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, on_race="warn")
-        fn, args = _call(getattr(scoped_copies, name), 2, [], params=params)
+        fn, args = getattr(scoped_copies, name)(2, params=params)
         jax.block_until_ready(fn(*args))
         lines = sorted({int(m) for s in said for m in re.findall(r"scoped_copies.py:(\\d+)", s)})
         out[f"{name}/{mode}"] = [bool(ipc.races is not None and ipc.races.races_found), lines]
@@ -112,16 +120,16 @@ print(json.dumps(out))
 def test_jax_s_race_detector_agrees():
     """jax's detector (eager and on_wait, 2 devices): no race in the clean kernels; in each twin, the load
     against the fetch, at the lines semcheck names."""
-    kernels = ["_smem_fetch_kernel", "_vmem_to_smem_kernel", *(k for _, k, _, _ in BUGGY)]
-    p = subprocess.run([sys.executable, "-c", _DETECTOR, *kernels], cwd=ROOT, capture_output=True, text=True,
+    targets = [*CLEAN, *(t for t, _, _, _ in BUGGY)]
+    p = subprocess.run([sys.executable, "-c", _DETECTOR, *targets], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     for mode in ("eager", "on_wait"):
-        assert got[f"_smem_fetch_kernel/{mode}"] == [False, []]
-        assert got[f"_vmem_to_smem_kernel/{mode}"] == [False, []]
-        for _, kernel, fetch, load in BUGGY:
-            assert got[f"{kernel}/{mode}"] == [True, [fetch, load]], (kernel, mode)
+        for target in CLEAN:
+            assert got[f"{target}/{mode}"] == [False, []], (target, mode)
+        for target, _, fetch, load in BUGGY:
+            assert got[f"{target}/{mode}"] == [True, [fetch, load]], (target, mode)
 
 
 # --- ACC-43: a buffer's lifetime in the scalar memory ------------------------------------------------

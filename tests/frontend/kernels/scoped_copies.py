@@ -4,6 +4,8 @@
   buffer and waited; one entry sizes a copy, another bounds a loop of signals and waits;
 * `scoped_vmem_to_smem`: the table copied into a run_scoped integer VMEM buffer, from there into a
   run_scoped SMEM buffer allocated in an inner scope, both waited; an entry sizes a copy and offsets its source;
+* `scoped_partial_copy`: a scratch SMEM buffer of which the kernel stored one element per device, copied whole
+  into a run_scoped SMEM buffer and waited; that element sizes a copy (the others are uninitialised);
 * `scoped_read_before_wait`: `scoped_smem_fetch` with the loop bound read after the fetch's start and before
   its wait (jax's race detector reports the load against the fetch's write).
 
@@ -19,7 +21,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import semcheck
 
-from _common import LANES
+from _common import LANES, ROWS
 from local_copies import AXIS, TABLE_ROWS, _call, _sized_copy
 
 
@@ -46,8 +48,8 @@ def _smem_fetch_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
 
 
 @semcheck.target(devices=(2, 4))
-def scoped_smem_fetch(num_devices: int):
-    return _call(_smem_fetch_kernel, num_devices, [])
+def scoped_smem_fetch(num_devices: int, params=None):
+    return _call(_smem_fetch_kernel, num_devices, [], params)
 
 
 def _vmem_to_smem_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
@@ -73,8 +75,27 @@ def _vmem_to_smem_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
 
 
 @semcheck.target(devices=(2, 4))
-def scoped_vmem_to_smem(num_devices: int):
-    return _call(_vmem_to_smem_kernel, num_devices, [])
+def scoped_vmem_to_smem(num_devices: int, params=None):
+    return _call(_vmem_to_smem_kernel, num_devices, [], params)
+
+
+def _partial_copy_kernel(table_hbm, x_ref, o_ref, staged, buf, sem, flag):
+    me = jax.lax.axis_index(AXIS)
+    staged[0, me] = 1 + me % ROWS  # the one element written: the rest of `staged` is uninitialised
+
+    def scoped(rows):
+        fill = pltpu.make_async_copy(staged, rows, sem)
+        fill.start()
+        fill.wait()
+        _sized_copy(x_ref, buf, sem, rows[0, me])
+
+    pl.run_scoped(scoped, pltpu.SMEM((2, LANES), jnp.int32))
+
+
+@semcheck.target(devices=(2, 4))
+def scoped_partial_copy(num_devices: int, params=None):
+    """A copy of a scratch buffer of which one element per device is known: that element sizes a copy."""
+    return _call(_partial_copy_kernel, num_devices, [pltpu.SMEM((2, LANES), jnp.int32)], params)
 
 
 def _read_before_wait_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
@@ -92,9 +113,9 @@ def _read_before_wait_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
 
 
 @semcheck.target(devices=(2, 4))
-def scoped_read_before_wait(num_devices: int):
+def scoped_read_before_wait(num_devices: int, params=None):
     """The loop bound is loaded between the fetch's start and its wait (a race on the run_scoped buffer)."""
-    return _call(_read_before_wait_kernel, num_devices, [])
+    return _call(_read_before_wait_kernel, num_devices, [], params)
 
 
 def _stored_read_before_wait_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
@@ -113,6 +134,6 @@ def _stored_read_before_wait_kernel(table_hbm, x_ref, o_ref, buf, sem, flag):
 
 
 @semcheck.target(devices=(2, 4))
-def scoped_stored_read_before_wait(num_devices: int):
+def scoped_stored_read_before_wait(num_devices: int, params=None):
     """`scoped_read_before_wait` with a store into the buffer before the fetch (ACC-44)."""
-    return _call(_stored_read_before_wait_kernel, num_devices, [])
+    return _call(_stored_read_before_wait_kernel, num_devices, [], params)
