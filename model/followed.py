@@ -15,6 +15,7 @@ import dataclasses
 
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Loc, Program
+from semcheck.model.scope import stack_slot
 
 Element = tuple[int, str, int]  # (device, buffer label, flat index)
 
@@ -144,5 +145,9 @@ def unordered_on_followed(pairs, labels: frozenset[str]):
     leave unordered) of which an access touches a followed buffer; None when none does.
 
     ACC-9's proof needs only the pairs on the elements it follows: a race on other data changes no value
-    the lowering followed (those values come only from followed refs, copies into them and the launch)."""
-    return next((pair for pair in pairs if any(e.buffer[2] in labels for e in pair)), None)
+    the lowering followed (those values come only from followed refs, copies into them and the launch).
+
+    ACC-44: a `run_scoped` buffer is matched by its site (BUF-15): under `hardware` an access names the site's
+    stack slot, not the execution, and every execution of a site with a followed execution counts as followed."""
+    slots = {stack_slot(label) for label in labels}
+    return next((pair for pair in pairs if any(stack_slot(e.buffer[2]) in slots for e in pair)), None)

@@ -37,7 +37,7 @@ from semcheck.checker.frontend.region_transforms import lane_chain
 from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreign_transform, lane_keys, ref_regions,
                                                refuse_multi_ref, unindexed, with_windows)
 from semcheck.checker.frontend.scalar_memory import trackable
-from semcheck.checker.frontend.trace import KernelCall, memory_space_name
+from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.checker.frontend.window_bounds import (
     lanes_in_bounds,
@@ -106,7 +106,7 @@ class AccessRules(Evaluator):
         # ACC-6: the interpreter raises at this access (ERR-9); the op carries it for the model
         err = None if blind is None else view_error(loc, blind, "store" if write else "load")
         memory = self.memory
-        if ref.name not in memory.ignored and (ref.name in memory or self._track_scoped(eqn, ref.name, chain)):
+        if ref.name not in memory.ignored and (ref.name in memory or self._first_access(ref.name, chain, loc)):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
         leaves = [invals[i] for i in leaf_at]
         kind = _WINDOW_KINDS.get(self._access_kinds[eqn.primitive])
@@ -209,16 +209,22 @@ class AccessRules(Evaluator):
             self._static_cache[key] = hit  # type: ignore[index]
         return hit
 
-    def _track_scoped(self, eqn: Any, label: str, chain: tuple[Any, ...]) -> bool:
-        """Track a `run_scoped` buffer met for the first time, if small and integer (`scalar_memory`)."""
-        aval = eqn.invars[0].aval
-        shape = tuple(int(s) for s in getattr(aval, "shape", ()))
-        ms = memory_space_name(getattr(aval, "memory_space", None))
-        if chain or not trackable(shape, getattr(aval, "dtype", None), ms):
+    def _first_access(self, label: str, chain: tuple[Any, ...], loc: Any) -> bool:
+        """A load or store meets a `run_scoped` buffer first: tracked (`track_scoped`) unless through a view."""
+        if chain:
             self.memory.ignored.add(label)
             return False
-        why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", self.loc(eqn))
-        if self.memory.define(label, shape, aval.dtype, None, why, ms):
+        return self.track_scoped(label, loc)
+
+    def track_scoped(self, label: str, loc: Any) -> bool:
+        """Track a `run_scoped` buffer at its first use (a load, a store or, where copies are followed, a copy's
+        end: ACC-43), if small and integer (`scalar_memory`); its contents are uninitialised until written."""
+        alloc = self.memory.allocation(label)
+        if alloc is None or not trackable(*alloc):
+            self.memory.ignored.add(label)
+            return False
+        why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", loc)
+        if self.memory.define(label, alloc[0], alloc[1], None, why, alloc[2]):
             return True
         self.memory.ignored.add(label)
         return False

@@ -124,6 +124,9 @@ class ScalarMemory:
         self._causes: list[Unknown] = []
         self._cause_ids: dict[tuple[Any, ...], int] = {}
         self._scopes: list[list[str]] = []
+        # ACC-43: the run_scoped buffers of the open scopes, by label: (shape, dtype, memory space), tracked from
+        # their first use (a load, a store or a copy's end), and forgotten with the scope that allocated them
+        self._allocated: dict[str, tuple[tuple[int, ...], Any, str | None]] = {}
         # Labels known not to be tracked (launch operands of other kinds, large or float buffers).
         self.ignored: set[str] = set()
         # (shape, dtype) of refs a remote DMA may write: never tracked (another device's
@@ -152,6 +155,7 @@ class ScalarMemory:
         """Forget every ref (a new core: its SMEM and VMEM are its own)."""
         self.refs.clear()
         self._scopes.clear()
+        self._allocated.clear()
 
     def define(self, label: str, shape: Sequence[int], dtype: Any, init: np.ndarray | None,
                missing: Unknown, space: str | None = None, *, unknown: np.ndarray | None = None) -> bool:
@@ -174,7 +178,7 @@ class ScalarMemory:
         else:
             c.cause[:] = self._cause_id(missing)
         self.refs[label] = c
-        if self._scopes:
+        if self._scopes and label not in self._allocated:  # (an allocation is in its own scope's list)
             self._scopes[-1].append(label)
         return True
 
@@ -185,6 +189,18 @@ class ScalarMemory:
     def pop_scope(self) -> None:
         for label in self._scopes.pop():
             self.refs.pop(label, None)
+            self._allocated.pop(label, None)
+
+    def allocate(self, label: str, shape: Sequence[int], dtype: Any, space: str | None) -> None:
+        """A `run_scoped` buffer of the innermost open scope (ACC-43): tracked from its first use, in whichever
+        nested scope that is, until its own scope ends."""
+        self._allocated[label] = (tuple(int(s) for s in shape), dtype, space)
+        if self._scopes:
+            self._scopes[-1].append(label)
+
+    def allocation(self, label: str) -> tuple[tuple[int, ...], Any, str | None] | None:
+        """(shape, dtype, memory space) of `label` when it is a `run_scoped` buffer of an open scope."""
+        return self._allocated.get(label)
 
     # --- accesses ----------------------------------------------------------------
 
@@ -332,6 +348,20 @@ class ScalarMemory:
             c.values[lane, flat] = value.astype(c.dtype)
             c.cause[lane, flat] = 0
         c.writer[lane, flat] = writer
+
+    def move_flat(self, src: str, src_lane: int, sflat: np.ndarray, dst: str, dst_lane: int, dflat: np.ndarray,
+                  writer: int) -> np.ndarray:
+        """A copy's write half, element by element (ACC-43): elements `dflat` of `dst` on `dst_lane` take those at
+        `sflat` (same length) of `src` on `src_lane`, each its value or, unknown there, its reason, written by
+        `writer`. Returns which of them were known."""
+        s, d = self.refs[src], self.refs[dst]
+        if self.subset or self.divergent:
+            self.diverged.add(dst)
+        values, causes = s.values[src_lane, sflat].copy(), s.cause[src_lane, sflat].copy()
+        d.values[dst_lane, dflat] = values.astype(d.dtype)
+        d.cause[dst_lane, dflat] = causes
+        d.writer[dst_lane, dflat] = writer
+        return causes == 0
 
     def _positions(self, c: _Contents, transforms: Sequence[Any], lanes: Sequence[int]) -> Any:
         """Flat element positions a view selects: (1 or L, *view shape), or `Unknown` saying why not."""

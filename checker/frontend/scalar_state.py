@@ -6,7 +6,9 @@ once every rule is registered, it wraps two of them.
 * `dma_start`: a copy into a tracked ref makes the ref unknown on the devices
   that start it, from its start on (the copy lands at some point before its
   wait), unless the copy's data is followed (below);
-* `run_scoped`: buffers tracked inside the body are forgotten when it ends.
+* `run_scoped`: buffers tracked inside the body are forgotten when it ends; a
+  buffer it allocates is tracked from its first use, a copy's end included where
+  copies are followed (ACC-43).
 
 Following copies (ACC-9). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
@@ -192,21 +194,25 @@ class ScalarStateRules(Evaluator):
                 size = memory.refs[label].values.shape[1]
                 self.followed_writes[wid][3].update((target, label, i) for i in range(size))
                 continue
-            value: Any = Unknown("data a copy moves from a ref semcheck does not follow", loc)
-            if src_known:
-                sflat = memory.elements(sbase.name, schain, lane)
-                if not isinstance(sflat, Unknown) and sflat.shape == flat.shape:
-                    value = memory.read_flat(sbase.name, lane, sflat, loc)
-                    if type(value) is np.ndarray:  # the read half reads followed data
-                        self.followed_reads.append((lane, at[lane], loc, tuple(
-                            (lane, sbase.name, int(i)) for i in sflat), tuple(
-                            int(w) for w in memory.writers(sbase.name, lane, sflat))))
-            memory.write_flat(label, target, flat, value, wid)
             self.followed_writes[wid][3].update((target, label, int(i)) for i in flat)
+            sflat = memory.elements(sbase.name, schain, lane) if src_known else None
+            if sflat is None or isinstance(sflat, Unknown) or sflat.shape != flat.shape:
+                memory.write_flat(label, target, flat, Unknown("data a copy moves from a ref semcheck does not "
+                                                               "follow", loc), wid)
+                continue
+            # ACC-43: element by element; the read half reads followed data where it is known (the lowering uses
+            # no other element: an unknown one stays unknown, with its reason)
+            writers = memory.writers(sbase.name, lane, sflat)
+            known = memory.move_flat(sbase.name, lane, sflat, label, target, flat, wid)
+            if known.any():
+                self.followed_reads.append((lane, at[lane], loc, tuple(
+                    (lane, sbase.name, int(i)) for i in sflat[known]), tuple(int(w) for w in writers[known])))
         return outs
 
     def _wrap_dma_start(self, rule: Any) -> Any:
         def dma_start(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
+            if self.fed_signatures and (self.subset or self._following()):  # (a subset: refused below)
+                self._track_scoped_ends(eqn, invals)
             if self.memory:
                 _src, dst, _dsem, _ssem, device_id = eqn.params["tree"].unflatten(invals)
                 base, _ = flatten_ref(dst)
@@ -230,6 +236,20 @@ class ScalarStateRules(Evaluator):
             return rule(eqn, invals, mask)
 
         return dma_start
+
+    def _track_scoped_ends(self, eqn: Any, invals: list[Any]) -> None:
+        """ACC-43: a copy whose end is a `run_scoped` buffer of a followed signature, met here first, is its
+        first use: the buffer is tracked from here (uninitialised), so the copy is followed into it (in a lowering
+        of some devices, a copy into a followed ref: the subset is refused, and the whole lowering decides)."""
+        src, dst, _dsem, _ssem, _device_id = eqn.params["tree"].unflatten(invals)
+        memory = self.memory
+        for end in (src, dst):
+            base, _ = flatten_ref(end)
+            if type(base) is not BufRef or base.name in memory or base.name in memory.ignored:
+                continue
+            alloc = memory.allocation(base.name)
+            if alloc is not None and ((alloc[0], str(np.dtype(alloc[1]))), alloc[2]) in self.fed_signatures:
+                self.track_scoped(base.name, self.loc(eqn))
 
     def _wrap_run_scoped(self, rule: Any) -> Any:
         def run_scoped(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:

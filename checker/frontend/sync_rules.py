@@ -337,6 +337,7 @@ class SyncRules(Evaluator):
                     self.scoped_names[label.rsplit("/", 1)[0]] = params_of[k]
                 nbytes = _nbytes(aval)
                 op = AllocBuffer(label, nbytes, ms_name, "core", loc)
+                self.memory.allocate(label, aval.shape, aval.dtype, ms_name)  # tracked from its first use (ACC-43)
                 allocs.append(BufRef(label))
                 ended.append(label)
             for d in lanes:

@@ -68,6 +68,9 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     # ACC-30: a count table a local copy fetches from HBM into SMEM
     "examples/moe_count_table_fetch.py",
     "examples/buggy/moe_count_table_read_before_fetch_wait.py",
+    # ACC-43: a schedule a local copy fetches into a run_scoped SMEM buffer
+    "examples/scoped_schedule_fetch.py",
+    "examples/buggy/race_scoped_schedule_read_before_fetch_wait.py",
 })
 
 

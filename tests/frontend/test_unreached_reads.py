@@ -128,6 +128,28 @@ def test_unordered_on_followed_is_the_first_pair_touching_a_followed_buffer(pair
     assert got is (touching[0] if touching else None)
 
 
+# a buffer of the kernel, or an execution of one of two run_scoped sites (`buf@<site>/<execution>`)
+_BUFFERS = st.sampled_from(["a", "buf@s#0/1", "buf@s#0/2", "buf@t#0/3"])
+
+
+@pytest.mark.rule("ACC-44")
+@given(st.lists(st.tuples(_BUFFERS, _BUFFERS, st.booleans(), st.booleans()), max_size=5), st.sets(_BUFFERS))
+def test_unordered_on_followed_matches_a_run_scoped_buffer_by_its_site(pairs, labels):
+    """Under `hardware` an access names a run_scoped buffer by its site (BUF-15), in the interpreter's modes by
+    its execution: either way a pair touches followed data when an access's site is a followed buffer's."""
+    from semcheck.model.scope import stack_slot
+
+    class E:
+        def __init__(self, label: str, by_site: bool) -> None:
+            self.buffer = (0, None, stack_slot(label) if by_site else label)
+
+    events = [(E(a, sa), E(b, sb)) for a, b, sa, sb in pairs]
+    got = unordered_on_followed(events, frozenset(labels))
+    sites = {stack_slot(label) for label in labels}
+    touching = [p for p, (a, b, _, _) in zip(events, pairs) if stack_slot(a) in sites or stack_slot(b) in sites]
+    assert got is (touching[0] if touching else None)
+
+
 # --- the MoE's combine, against interpret mode --------------------------------------------------------
 
 

@@ -163,6 +163,11 @@ EXAMPLES: dict[str, dict] = {
     # and sends nothing, so the output is not `reference`'s; eager lands it at its start)
     "examples/moe_count_table_fetch.py": {"kind": "clean", "devices": [2, 4]},
     "examples/buggy/moe_count_table_read_before_fetch_wait.py": {"kind": "race", "devices": [2, 4]},
+    # ACC-43: a step schedule fetched into a run_scoped SMEM buffer by a local copy, and its seeded bug: the step
+    # count loaded before the fetch's wait (on_wait reads the buffer's uninitialised int32 maximum: every device
+    # runs all planned steps, so the output is not `reference`'s; eager lands the fetch at its start)
+    "examples/scoped_schedule_fetch.py": {"kind": "clean", "devices": [2, 4]},
+    "examples/buggy/race_scoped_schedule_read_before_fetch_wait.py": {"kind": "race", "devices": [2, 4]},
     "examples/buggy/moe_topk_dispatch_wait_one_row_short.py": {"kind": "exit_leak", "expected_leaks": [
         {"semaphore": 2007, "count": 512}, {"semaphore": 2008, "count": 512}, {"semaphore": 2013, "count": 512}, {"semaphore": 2014, "count": 512},
         {"semaphore": 2015, "count": 512}, {"semaphore": 2016, "count": 512}, {"semaphore": 2025, "count": 512}, {"semaphore": 2026, "count": 512},

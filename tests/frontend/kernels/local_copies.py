@@ -40,7 +40,8 @@ def _x(num_devices: int) -> np.ndarray:
     return np.arange(num_devices * ROWS * LANES, dtype=np.float32).reshape(num_devices * ROWS, LANES)
 
 
-def _call(kernel, num_devices: int, scratch: list):
+def _call(kernel, num_devices: int, scratch: list, params=None):
+    """`kernel` under a shard_map; `params`: the interpret parameters (eager without them)."""
     mesh = mesh_1d(num_devices, AXIS)
     call = pl.pallas_call(
         kernel,
@@ -49,7 +50,7 @@ def _call(kernel, num_devices: int, scratch: list):
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
         scratch_shapes=[*scratch, pltpu.VMEM((ROWS, LANES), jnp.float32), pltpu.SemaphoreType.DMA(()),
                         pltpu.SemaphoreType.REGULAR(())],
-        interpret=interpret(),
+        interpret=params or interpret(),
     )
     fn = jax.jit(jax.shard_map(call, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=P(AXIS), check_vma=False))
     put = jax.device_put
