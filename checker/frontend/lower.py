@@ -138,6 +138,7 @@ def lower_kernel(
     inputs: KernelInputs | None = None,
     devices: Sequence[int] | None = None,
     follow_copies: bool = True,
+    follow_floats: bool | None = None,
 ) -> Program | PartialLowering:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
@@ -150,7 +151,19 @@ def lower_kernel(
     devices evaluate (then lower every device). An error the lowering of another device would meet is
     not seen: the caller must know (e.g. from a rotation certificate) that the others run alike.
     `follow_copies` False: values copies move are not followed (ACC-9's last clause: ACC-4's treatment).
+    `follow_floats`: float data local copies move is followed too (ACC-41); None (the default): the kernel is
+    lowered without, and again with it when that lowering needs such a value (`NeedsFloatCopies`).
     """
+    from semcheck.checker.frontend.scalar_memory import NeedsFloatCopies
+
+    if follow_floats is None:
+        try:
+            return lower_kernel(call, cores=cores, name=name, stats=stats, inputs=inputs, devices=devices,
+                                follow_copies=follow_copies, follow_floats=False)
+        except NeedsFloatCopies:
+            if not follow_copies:
+                raise
+            follow_floats = True
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).
@@ -181,7 +194,7 @@ def lower_kernel(
 
     failure = _launch_failure(call) or translation_failure(call)  # LAUNCH-2 fails first, when tracing
     scratch, kernel_args, hbm_buffers = launch_operands(call)
-    lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies)
+    lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)
     chosen = None if devices is None else tuple(int(d) for d in devices)
     if chosen is not None:

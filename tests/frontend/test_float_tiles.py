@@ -1,0 +1,103 @@
+"""ACC-41, ACC-42: float logits a kernel fetches itself with a local copy, and the bound on float refs.
+
+The test kernels (`kernels/float_tiles.py`) fetch a block of gating logits from an HBM input into a VMEM buffer,
+pick each token's expert by an argmax of the block and size a copy with the count routed to the device; one
+passes its logits through `pltpu.with_memory_space_constraint` first (ACC-26) and double-buffers them as a shipped
+kernel does (2 x 8 x 128 floats, past ACC-25's former 1,024). What jax's interpreter does with them is compared
+here: the lowered events (byte counts included) are the interpreter's, and its race detector reports the block
+read before the fetch's wait.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(HERE / "kernels"))
+sys.path.insert(0, str(HERE))
+from cli._support import semcheck  # noqa: E402
+
+KERNEL = "tests/frontend/kernels/float_tiles.py"
+CLEAN = ["tile_fetch", "gating_double_buffer"]
+FETCH, READ = 50, 52  # the racy twin's fetch (its start) and its load of the block
+
+
+def _rows(spec: str, devices: str, code: int) -> list[dict]:
+    run = semcheck("verify", spec, "--devices", devices, "--dma-mode", "all", "--format", "json", "--no-cache",
+                   "--no-config", cwd=ROOT, timeout=900)
+    assert run.returncode == code, run.stderr[-2000:]
+    return json.loads(run.stdout)["results"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-41", "ACC-42", "ACC-26")
+def test_float_tiles_local_copies_move_decide_every_property():
+    """Before ACC-41 the block's logits were unknown (a ref a DMA writes) and so was the copy's size: every
+    property unknown; `gating_double_buffer` needs ACC-42's bound and ACC-26's constraint too."""
+    rows = [r for t in CLEAN for r in _rows(f"{KERNEL}::{t}", "2,4", 0)]
+    assert len(rows) == len(CLEAN) * 2 * 3 * 8  # targets x devices x modes x properties
+    assert {r["verdict"] for r in rows} == {"proved"}, [r for r in rows if r["verdict"] != "proved"][:1]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-41")
+def test_a_tile_read_before_its_fetch_wait_is_a_race_and_nothing_else_is_proved():
+    rows = _rows(f"{KERNEL}::tile_read_before_wait", "2", 1)
+    assert {r["dma_mode"] for r in rows} == {"eager", "on_wait", "hardware"}
+    for r in rows:
+        if r["property"] == "race-free":
+            assert r["verdict"] == "violated"  # the load against the fetch's write, as jax's detector reports
+            assert {loc["line"] for loc in r["witness"]["locations"]} == {FETCH, READ}
+        else:
+            assert r["verdict"] == "unknown", r
+            assert f"float_tiles.py:{FETCH}" in r["reason"] and "ACC-9" in r["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-41")
+@pytest.mark.parametrize("devices", [2, 4])
+def test_lowered_float_tiles_are_what_the_interpreter_does(devices):
+    from float_tiles import count
+    from test_frontend import _record
+
+    for r in _record(devices, [f"float_tiles.py::{t}" for t in CLEAN]):
+        assert r["status"] == "match", r.get("difference") or r.get("error") or r
+        assert r["outcome"] == "completed"
+        assert r["lowered_events"] == r["recorded_events"] > 0
+    # the counts the lowering followed are not all alike, so a wrong block or device would show in the bytes
+    assert len(set(count(devices, 8, 0))) > 1 or len(set(count(devices, 16, 1))) > 1
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-41")
+def test_a_kernel_no_copied_float_decides_keeps_its_data_unfollowed():
+    """A data tile a local copy fetches, which decides nothing, is not followed (ACC-41's *when*): the example's
+    race on its output stays a race on data, and its deadlock-free violation stands (following every float copy
+    made every property but race-free unknown here)."""
+    rows = _rows("examples/buggy/race_second_pair_before_empty_copy_at_end.py", "2", 1)
+    got = {(r["dma_mode"], r["property"]): r["verdict"] for r in rows}
+    assert got[("eager", "race-free")] == "violated"
+    assert got[("eager", "deadlock-free")] == "violated"
+    assert got[("eager", "id-agreement")] == "proved"
+
+
+@pytest.mark.rule("ACC-42")
+def test_a_float_ref_up_to_the_bound_is_tracked():
+    pytest.importorskip("jax")
+    from semcheck.checker.frontend.scalar_memory import trackable
+    from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_FLOAT_ELEMENTS
+
+    assert MAX_FLOAT_ELEMENTS > MAX_EVAL_ELEMENTS
+    assert trackable((2, 8, 128), np.float32, "vmem")  # the shipped gating buffer (2 x bt x 128, bt = 8)
+    assert trackable((MAX_FLOAT_ELEMENTS,), np.float32, "vmem")
+    assert trackable((16, 128), np.float32, "hbm", hbm=True)  # its HBM input, where copies are followed
+    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "vmem")
+    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "hbm", hbm=True)
+    assert not trackable((16, 128), np.float32, "hbm")  # HBM only where the caller follows copies
