@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -26,7 +28,8 @@ from cli._support import semcheck  # noqa: E402
 
 KERNEL = "tests/frontend/kernels/float_tiles.py"
 CLEAN = ["tile_fetch", "gating_double_buffer"]
-FETCH, READ = 50, 52  # the racy twin's fetch (its start) and its load of the block
+FETCH, READ = 51, 53  # the racy twin's fetch (its start) and its load of the block
+COPY = 60  # the copy the routed count sizes (its start)
 
 
 def _rows(spec: str, devices: str, code: int) -> list[dict]:
@@ -101,3 +104,58 @@ def test_a_float_ref_up_to_the_bound_is_tracked():
     assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "vmem")
     assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "hbm", hbm=True)
     assert not trackable((16, 128), np.float32, "hbm")  # HBM only where the caller follows copies
+
+
+_CHILD = r"""
+import json, sys
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+import numpy as np
+from semcheck.checker.frontend.api import lower_target
+from semcheck.checker.frontend.targets import load_targets
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.followed_values import settle
+from semcheck.model.ops import DmaStart
+table = np.asarray(json.loads(sys.argv[1]), np.float32)
+(target,) = load_targets("tests/frontend/kernels/float_tiles.py", target="tile_fetch")
+(kernel,) = lower_target(target, 2, build_kwargs={"table": table})
+program = kernel.program
+verdicts = {v.property: v for v in check_program(program, "eager")}
+verdicts = sorted({v.verdict for v in settle(program, "eager", verdicts, lambda: verdicts["race-free"]).values()})
+rows = [sum(op.nbytes for op in core if type(op) is DmaStart and op.loc.line == int(sys.argv[2])) // (128 * 4)
+        for core in program.cores]
+print(json.dumps({"verdicts": verdicts, "rows": rows}))
+"""
+
+
+@st.composite
+def _argmax_lanes(draw):
+    """Logits of 2 devices' 8 tokens whose argmax lanes are drawn (each token's top lane above the rest by 1); each
+    device's first token is routed to it, so no device's copy is empty (an empty copy is another rule's business,
+    ERR-27)."""
+    lanes = draw(st.lists(st.integers(0, 127), min_size=16, max_size=16))
+    for d in range(2):
+        lanes[d * 8] = lanes[d * 8] - lanes[d * 8] % 2 + d % 2
+    rest = draw(st.floats(-4, 4, width=32, allow_subnormal=False))
+    table = np.full((16, 128), rest, np.float32) + np.arange(128, dtype=np.float32) * np.float32(1e-3)
+    table[np.arange(16), lanes] = rest + 2
+    return table
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-41")
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(_argmax_lanes())
+def test_drawn_logits_size_the_copy_as_their_argmax_counts(table):
+    """Any logits whose argmax lanes are drawn: the copy each device makes is as many rows as numpy's argmax
+    counts on the block the kernel fetched (the logits followed through the local copy), and every property is
+    proved in eager."""
+    import subprocess
+
+    from float_tiles import count
+
+    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(COPY)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"verdicts": ["proved"], "rows": count(2, 8, 0, table)}

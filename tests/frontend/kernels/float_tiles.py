@@ -10,7 +10,8 @@ and sizes a copy by the number of tokens routed to it. Per device:
   call (ACC-26), the second block fetched;
 * `tile_read_before_wait`: `tile_fetch` reading the block before the fetch's wait (a race on the logits).
 
-`count(num_devices, block)` is the number of rows each device copies (what the tests expect semcheck to follow).
+`tile_fetch` takes drawn logits as `table`. `count(num_devices, tokens, block)` is the number of rows each
+device copies (what the tests expect semcheck to follow).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ def logits(num_devices: int, tokens: int) -> np.ndarray:
     return np.random.default_rng(7).normal(size=(num_devices * tokens, LANES)).astype(np.float32)
 
 
-def count(num_devices: int, tokens: int, block: int) -> list[int]:
+def count(num_devices: int, tokens: int, block: int, table: np.ndarray | None = None) -> list[int]:
     """Per device, the tokens of block `block` whose argmax lane has the device's parity."""
-    table = logits(num_devices, tokens).reshape(num_devices, tokens, LANES)
+    table = (logits(num_devices, tokens) if table is None else table).reshape(num_devices, tokens, LANES)
     top = table[:, block * ROWS:(block + 1) * ROWS].argmax(axis=-1)
     return [int(((top[d] % 2) == d % 2).sum()) for d in range(num_devices)]
 
@@ -66,7 +67,7 @@ def _kernel(slots: int, block: int, early: bool):
 
 
 def _build(num_devices: int, *, slots: int = 1, tokens: int = ROWS, block: int = 0, constrain: bool = False,
-           early: bool = False, dma_mode: str = "eager"):
+           early: bool = False, dma_mode: str = "eager", table: np.ndarray | None = None):
     mesh = mesh_1d(num_devices, AXIS)
     call = pl.pallas_call(
         _kernel(slots, block, early),
@@ -87,12 +88,13 @@ def _build(num_devices: int, *, slots: int = 1, tokens: int = ROWS, block: int =
     x = np.arange(num_devices * ROWS * LANES, dtype=np.float32).reshape(num_devices * ROWS, LANES)
     put = jax.device_put
     sharding = NamedSharding(mesh, P(AXIS))
-    return fn, (put(logits(num_devices, tokens), sharding), put(x, sharding))
+    table = logits(num_devices, tokens) if table is None else np.asarray(table, np.float32)
+    return fn, (put(table, sharding), put(x, sharding))
 
 
 @semcheck.target(devices=(2, 4))
-def tile_fetch(num_devices: int, dma_mode: str = "eager"):
-    return _build(num_devices, dma_mode=dma_mode)
+def tile_fetch(num_devices: int, dma_mode: str = "eager", table: np.ndarray | None = None):
+    return _build(num_devices, dma_mode=dma_mode, table=table)
 
 
 @semcheck.target(devices=(2, 4))
