@@ -214,7 +214,8 @@ class AccessRules(Evaluator):
         aval = eqn.invars[0].aval
         shape = tuple(int(s) for s in getattr(aval, "shape", ()))
         ms = memory_space_name(getattr(aval, "memory_space", None))
-        if chain or not trackable(shape, getattr(aval, "dtype", None), ms):
+        if chain or not trackable(shape, getattr(aval, "dtype", None), ms,
+                                  floats=bool(getattr(self, "follow_floats", False))):  # ACC-41
             self.memory.ignored.add(label)
             return False
         why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", self.loc(eqn))

@@ -27,7 +27,8 @@ from jax._src import core as jax_core
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.scalar_memory import (CONCRETE_HINT, AbstractInput, CopiedFloat, DivergedValue,
-                                                     NeedsConcreteInputs, NeedsFloatCopies, ScalarMemory)
+                                                     NeedsConcreteInputs, NeedsFloatCopies, NeedsFloatInputs,
+                                                     ScalarMemory, UncomputedFloatInput)
 from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown, opaque
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
@@ -313,6 +314,9 @@ class Evaluator:
             if isinstance(value, AbstractInput):
                 raise NeedsConcreteInputs(eqn.primitive.name, f"{what} depends on a value semcheck cannot "
                                           f"compute{src}; {CONCRETE_HINT}", self.loc(eqn))
+            if isinstance(value, UncomputedFloatInput):
+                raise NeedsFloatInputs(eqn.primitive.name, f"{what} depends on a value not yet computed{src}",
+                                       self.loc(eqn))
             if isinstance(value, CopiedFloat):
                 raise NeedsFloatCopies(eqn.primitive.name, f"{what} depends on a value semcheck cannot compute{src}",
                                        self.loc(eqn))

@@ -152,18 +152,29 @@ def lower_kernel(
     not seen: the caller must know (e.g. from a rotation certificate) that the others run alike.
     `follow_copies` False: values copies move are not followed (ACC-9's last clause: ACC-4's treatment).
     `follow_floats`: float data local copies move is followed too (ACC-41); None (the default): the kernel is
-    lowered without, and again with it when that lowering needs such a value (`NeedsFloatCopies`).
+    lowered without, and again with it when that lowering needs such a value (`NeedsFloatCopies`); lowering
+    some devices, such a value refuses the subset (the whole lowering follows it).
     """
+    from semcheck.checker.frontend.evaluator import SubsetRefused
     from semcheck.checker.frontend.scalar_memory import NeedsFloatCopies
 
-    if follow_floats is None:
-        try:
-            return lower_kernel(call, cores=cores, name=name, stats=stats, inputs=inputs, devices=devices,
-                                follow_copies=follow_copies, follow_floats=False)
-        except NeedsFloatCopies:
-            if not follow_copies:
-                raise
-            follow_floats = True
+    if follow_floats is not None:
+        return _lower_kernel(call, cores, name, stats, inputs, devices, follow_copies, follow_floats)
+    try:
+        return _lower_kernel(call, cores, name, stats, inputs, devices, follow_copies, False)
+    except NeedsFloatCopies as e:
+        if devices is not None:
+            raise SubsetRefused(e.primitive, f"{e.reason}, which a lowering of every device follows",
+                                e.loc) from None
+        if not follow_copies:
+            raise
+    return _lower_kernel(call, cores, name, stats, inputs, devices, follow_copies, True)
+
+
+def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: LoweringStats | None,
+                  inputs: KernelInputs | None, devices: Sequence[int] | None, follow_copies: bool,
+                  follow_floats: bool) -> Program | PartialLowering:
+    """`lower_kernel` with `follow_floats` decided."""
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).

@@ -65,10 +65,11 @@ class ScalarStateRules(Evaluator):
         # treatment. Keyed by memory space too: a VMEM ref is never taken for an SMEM ref of its shape.
         # ACC-41: float VMEM and HBM ends of local copies (a gating block fetched from the logits' input),
         # where no remote copy has an end of their shape, dtype and memory space (a remote copy's end is data
-        # exchanged between devices: tokens, partial results)
         # exchanged between devices: tokens, partial results). A lowering follows them only when one that did
-        # not needed such a value (`follow_floats`, `lower.lower_kernel`): until then a copy into one makes it
-        # `CopiedFloat`, so the kernels whose lowering needs no such value keep ACC-4's treatment of their data
+        # not needed such a value (`follow_floats`, `lower.lower_kernel`), and only then tracks float refs past
+        # ACC-25's bound or in HBM (`trackable`): until then a copy into one makes it `CopiedFloat`, so the
+        # kernels whose lowering needs no such value keep ACC-4's treatment of their data
+        self.follow_floats = follow_floats
         remote_ends = {(sig, space) for sig, space, remote, _dst in ends if remote}
         self.float_ends = ({(sig, space) for sig, space, _remote, _dst in ends if space in ("vmem", "hbm")
                             and not _integer(sig) and (sig, space) not in remote_ends} if self.follow_copies else set())
@@ -126,7 +127,7 @@ class ScalarStateRules(Evaluator):
                 ref, chain = flatten_ref(ref)
             if type(ref) is not BufRef or not self._fed(ref.name) or not self._following():
                 # not following: copies into the ref make it unknown (`dma_start`), as ACC-4 says
-                return rule(eqn, invals, mask)
+                return self._copied_float(eqn, ref, rule(eqn, invals, mask))
             label, loc = ref.name, self.loc(eqn)
             memory = self.memory
             transforms, _ = self._access_static(eqn)[4](invals)
@@ -218,6 +219,22 @@ class ScalarStateRules(Evaluator):
             self.followed_writes[wid][3].update((target, label, int(i)) for i in flat)
         return outs
 
+    def _copied_float(self, eqn: Any, ref: Any, outs: list[Any]) -> list[Any]:
+        """ACC-41: a load from a float ref this lowering does not track (past ACC-25's bound, or in HBM) that a
+        lowering following float copies would follow gives `CopiedFloat`, so that what needs it lowers again."""
+        if (self.follow_floats or not self.float_ends or type(ref) is not BufRef or ref.name in self.memory
+                or not (self._following() or self.subset)):
+            return outs
+        base, _ = flatten_ref(eqn.invars[0].aval)
+        try:
+            sig = ((tuple(int(d) for d in base.shape), str(np.dtype(base.dtype))),
+                   memory_space_name(getattr(base, "memory_space", None)))
+        except (TypeError, AttributeError):
+            return outs
+        if sig not in self.float_ends:
+            return outs
+        return [CopiedFloat(o.why, o.loc) if type(o) is Unknown else o for o in outs]
+
     def _wrap_dma_start(self, rule: Any) -> Any:
         def dma_start(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
             if self.memory:
@@ -239,7 +256,9 @@ class ScalarStateRules(Evaluator):
                         raise Unsupported(eqn.primitive.name, "a remote DMA writes a ref whose contents "
                                           "semcheck follows as control data", self.loc(eqn))
                     c = self.memory.refs[base.name]
-                    copied = ((c.shape, str(c.dtype)), c.space) in self.float_ends and self._following()
+                    # (lowering some devices, what needs it refuses the subset: `lower.lower_kernel`)
+                    copied = ((c.shape, str(c.dtype)), c.space) in self.float_ends and (
+                        self._following() or self.subset)
                     why = (CopiedFloat if copied else Unknown)(
                         "a ref a DMA writes (semcheck does not copy contents along)", self.loc(eqn))
                     self.memory.clobber(base.name, self.active(mask), why)

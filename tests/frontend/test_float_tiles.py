@@ -92,18 +92,23 @@ def test_a_kernel_no_copied_float_decides_keeps_its_data_unfollowed():
 
 
 @pytest.mark.rule("ACC-42")
-def test_a_float_ref_up_to_the_bound_is_tracked():
+def test_a_float_ref_up_to_the_bound_is_tracked_where_float_copies_are_followed():
     pytest.importorskip("jax")
     from semcheck.checker.frontend.scalar_memory import trackable
     from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_FLOAT_ELEMENTS
 
     assert MAX_FLOAT_ELEMENTS > MAX_EVAL_ELEMENTS
-    assert trackable((2, 8, 128), np.float32, "vmem")  # the shipped gating buffer (2 x bt x 128, bt = 8)
-    assert trackable((MAX_FLOAT_ELEMENTS,), np.float32, "vmem")
-    assert trackable((16, 128), np.float32, "hbm", hbm=True)  # its HBM input, where copies are followed
-    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "vmem")
-    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "hbm", hbm=True)
-    assert not trackable((16, 128), np.float32, "hbm")  # HBM only where the caller follows copies
+    # a lowering that follows float copies (ACC-41)
+    assert trackable((2, 8, 128), np.float32, "vmem", floats=True)  # the shipped gating buffer (2 x bt x 128)
+    assert trackable((MAX_FLOAT_ELEMENTS,), np.float32, "vmem", floats=True)
+    assert trackable((16, 128), np.float32, "hbm", hbm=True, floats=True)  # its HBM input
+    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "vmem", floats=True)
+    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "hbm", hbm=True, floats=True)
+    assert not trackable((16, 128), np.float32, "hbm", floats=True)  # HBM only where the caller follows copies
+    # every other lowering: ACC-25's bound, and no float data in HBM
+    assert trackable((MAX_EVAL_ELEMENTS,), np.float32, "vmem")
+    assert not trackable((2, 8, 128), np.float32, "vmem")
+    assert not trackable((8,), np.float32, "hbm", hbm=True)
 
 
 _CHILD = r"""
@@ -159,3 +164,57 @@ def test_drawn_logits_size_the_copy_as_their_argmax_counts(table):
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got == {"verdicts": ["proved"], "rows": count(2, 8, 0, table)}
+
+
+_NARROW_CHILD = r"""
+import json
+from semcheck.checker.frontend import provision_devices
+provision_devices(5)
+import numpy as np
+from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
+from semcheck.checker.frontend.lower import LoweringStats, lower_kernel
+from semcheck.checker.frontend.scalar_memory import NeedsFloatCopies, NeedsFloatInputs
+from semcheck.checker.frontend.targets import load_targets
+
+out = {}
+(t,) = load_targets("tests/frontend/kernels/float_tiles.py", target="tile_fetch")
+fn, args = t.build(2)
+(call,), (plain,) = trace_with_inputs(fn, args)
+(_,), (floats,) = trace_with_inputs(fn, args, floats=True)
+out["plain"] = [plain.floats, plain.values[0] is None]
+out["floats"] = [floats.floats, bool(np.array_equal(floats.values[0].reshape(-1), np.asarray(args[0]).reshape(-1)))]
+for name, kw in (("first", dict(inputs=plain, follow_floats=False)), ("uncomputed", dict(inputs=plain))):
+    try:
+        lower_kernel(call, **kw)
+        out[name] = "lowered"
+    except (NeedsFloatCopies, NeedsFloatInputs) as e:
+        out[name] = type(e).__name__
+out["followed"] = lower_kernel(call, inputs=floats).followed is not None
+(t,) = load_targets("examples/ring_allgather.py")
+fn, args = t.build(5)
+(call,), (inputs,) = trace_with_inputs(fn, args)
+stats, first = LoweringStats(), LoweringStats()
+program = lower_kernel(call, inputs=inputs, stats=stats)
+out["ring"] = [inputs.values[0] is None, program == lower_kernel(call, inputs=inputs, follow_floats=False, stats=first),
+               stats.grid_points, stats.grid_points_as_lanes, first.grid_points_as_lanes]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-41", "ACC-42")
+def test_float_inputs_are_computed_and_tracked_only_where_a_value_needs_them():
+    """ACC-41's *when*: the float logits' HBM input has a value only when asked for (`floats=True`); the first
+    lowering, which tracks no float data past 1,024 elements nor in HBM, meets the copied block and asks to follow
+    it (`NeedsFloatCopies`), the second asks for the inputs' values (`NeedsFloatInputs`) and, given them, follows.
+    A kernel that needs no float value (the ring all-gather at 5 devices, whose per-device float input would
+    otherwise make its devices' lanes differ) is lowered once, as without the rule, its grid steps as lanes."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", _NARROW_CHILD], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["plain"] == [False, True] and got["floats"] == [True, True]
+    assert got["first"] == "NeedsFloatCopies" and got["uncomputed"] == "NeedsFloatInputs" and got["followed"]
+    none, same, points, as_lanes, first_as_lanes = got["ring"]
+    assert none and same and points == as_lanes == first_as_lanes > 0

@@ -186,10 +186,11 @@ def test_a_table_up_to_the_bound_is_tracked_and_read_exactly(case):
 def test_a_table_past_the_bound_is_not_tracked():
     pytest.importorskip("jax")
     from semcheck.checker.frontend.scalar_memory import trackable
-    from semcheck.checker.frontend.values import MAX_FLOAT_ELEMENTS, MAX_TABLE_ELEMENTS
+    from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_TABLE_ELEMENTS
 
     assert trackable((2, 1024), np.int32, "smem")  # the shipped MoE's routing table (2 x bt x 128, bt = 8)
     assert trackable((MAX_TABLE_ELEMENTS,), np.int32, "vmem")
     assert not trackable((MAX_TABLE_ELEMENTS + 1,), np.int32, "smem")
-    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "smem")  # float data: ACC-42's bound
+    assert not trackable((MAX_EVAL_ELEMENTS + 1,), np.float32, "smem")  # float data: ACC-25's bound
     assert not trackable((8,), np.int32, "hbm")  # HBM only where the caller follows copies (ACC-30)
+    assert not trackable((8,), np.float32, "hbm", hbm=True)  # and only integer tables

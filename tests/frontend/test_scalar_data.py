@@ -223,11 +223,11 @@ def test_memory_unknown_stores_and_indices_are_never_guessed(memory) -> None:
 def test_memory_refuses_large_and_remotely_written_refs() -> None:
     pytest.importorskip("jax")
     from semcheck.checker.frontend.scalar_memory import ScalarMemory, trackable
-    from semcheck.checker.frontend.values import MAX_FLOAT_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
+    from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
 
     assert trackable((8,), np.int32, "smem") and trackable((2,), np.bool_, "vmem")
     assert trackable((8,), np.float32, "smem")  # exact float operations are followed (ACC-25)
-    assert not trackable((MAX_FLOAT_ELEMENTS + 1,), np.float32, "vmem")  # float refs: ACC-42's bound
+    assert not trackable((MAX_EVAL_ELEMENTS + 1,), np.float32, "vmem")
     assert not trackable((MAX_TABLE_ELEMENTS + 1,), np.int32, "smem")  # integer tables: ACC-31's bound
     assert not trackable((8,), np.int32, "hbm")  # HBM only where copies are followed (ACC-30)
     m = ScalarMemory(2)
