@@ -315,7 +315,8 @@ class Evaluator:
                 raise NeedsConcreteInputs(eqn.primitive.name, f"{what} depends on a value semcheck cannot "
                                           f"compute{src}; {CONCRETE_HINT}", self.loc(eqn))
             if isinstance(value, UncomputedFloatInput):
-                raise NeedsFloatInputs(eqn.primitive.name, f"{what} depends on a value not yet computed{src}",
+                raise NeedsFloatInputs(eqn.primitive.name, f"{what} depends on a float input's contents, which "
+                                       f"semcheck computes only where a lowering follows float copies (ACC-41){src}",
                                        self.loc(eqn))
             if isinstance(value, CopiedFloat):
                 raise NeedsFloatCopies(eqn.primitive.name, f"{what} depends on a value semcheck cannot compute{src}",
