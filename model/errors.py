@@ -162,6 +162,28 @@ class SemaphoreOutput(Violation):
 
 
 @dataclasses.dataclass(frozen=True)
+class TypedOperand(Violation):
+    """ERR-36: the interpreter refuses a launch argument typed with a memory space other than ANY and HBM.
+
+    Before anything of the call runs, the interpreter strips the memory space of every argument (its
+    dynamic grid bounds, index operands and inputs); a `ShapedArray` typed with SMEM, VMEM or any other space
+    of pallas's makes that raise `NotImplementedError`. `operand` names the argument, `space` is
+    the space as jax prints it (`smem`, `vmem`).
+    """
+
+    operand: str
+    space: str
+
+    @property
+    def message(self) -> str:
+        return f"Unsupported memory space: {self.space}"
+
+    @property
+    def python_type(self) -> str:
+        return "NotImplementedError"
+
+
+@dataclasses.dataclass(frozen=True)
 class EarlierFailure(Violation):
     """PRG-11 (specs/semantics/calls.md): an interpreted call that never starts because an earlier call failed.
 

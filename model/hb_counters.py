@@ -112,6 +112,21 @@ class Counter:
         # clock[c - sh] for every core c, as the entries above read it
         return bool((np.roll(clock, sh) > row).any())
 
+    def known_by(self, row: Sparse | np.ndarray, core: int, pc: int) -> bool:
+        """Whether a wait of `core` about to run `pc`, whose clock is `row` (its own entry stale), knows some
+        pending arrival with an operation has happened (DR-6's known arrivals, read off `first`)."""
+        first = self.first
+        q = first.get(core)
+        if q is not None and q < pc:
+            return True
+        if type(row) is Sparse:  # (a sparse row names few cores: read those)
+            return any(c != core and v > first.get(c, NEVER) for c, v in row.items())
+        if self.first_row is None:
+            return any(c != core and row[c] > q for c, q in first.items())
+        above = row > self.first_row
+        above[core] = False
+        return bool(above.any())
+
     def copied(self) -> Counter:
         """A copy whose changes leave this one as it is (DR-38): an arrival is never changed once made,
         a forced entry's slack is."""

@@ -185,8 +185,11 @@ class Observer:
         if not pending:
             return
         arrived = self.totals.get(counter, ctr.arrived)
-        if not ctr.chained and arrived - need >= ctr.max_inc:
-            return  # no arrival is needed yet (none follows another, and the surplus covers any one)
+        if not ctr.chained and arrived - need >= ctr.max_inc and (
+                self.arrival != "start" or not ctr.with_pos or not ctr.known_by(self.clock[core], core, pc)):
+            # no arrival is needed yet (none follows another, and the surplus covers any one); under `eager` one
+            # whose start the waiter knows has signalled already, and is taken below (DR-7)
+            return
         if len(pending) == 1:  # the common case: one arrival, known already or needed now
             s = pending[0]
             p = s.pos

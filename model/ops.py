@@ -71,6 +71,9 @@ class Region:
     `window`, when not None, is the region jax's race detector takes the access to touch where it differs
     from the elements (ERR-28: a masked store's indexed window, of which the elements are the mask's true
     ones); `in_mode` reads it under `eager` and `on_wait`.
+    `whole`: the access names its buffer with no index at all (`ref[...]`, a copy of an unsliced ref), a
+    window jax's race detector reads as whole in every dimension, which no window of no element meets
+    (ERR-27); a race resting on such a meeting is not believed (DR-48).
     """
 
     box: tuple[tuple[int, int], ...]
@@ -78,6 +81,7 @@ class Region:
     why: str = ""
     parts: tuple[tuple[tuple[int, int], ...], ...] = ()
     window: Region | None = None
+    whole: bool = False
 
     def overlaps(self, other: Region) -> bool:
         """ACC-2: whether the two regions share an element (regions of one buffer); an exact region of no

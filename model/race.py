@@ -21,11 +21,12 @@ from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.fold import race_symmetry
 from semcheck.model.happens_before import Ordering, order_modes
+from semcheck.model.local_cores import schedule_free
 from semcheck.model.quotient import Quotient, class_quotient
 from semcheck.model.ops import DmaMode, DmaStart, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome, State
-from semcheck.model.step import step
+from semcheck.model.step import enabled, step
 from semcheck.model.symmetry import Rotation
 
 Holds = tuple[tuple[int, int], ...]  # sorted (core, position) pairs
@@ -41,6 +42,7 @@ class Race:
     outcome: Outcome  # the restricted run's terminal state: both accesses pending
     exact: bool  # both regions exact (else the overlap may be an artefact of widening)
     confirmed: bool  # replayed on the step relation (always, except on_wait races that did not replay)
+    doubt: str = ""  # why a race that replayed is still not believed (ERR-34), for the report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +162,47 @@ def event_pending(program: Program, state: State, core: int, pc: int, half: str 
     k = start_rank(program, core, pc) if rank is None else rank
     mine = [d for d in state.dmas if d.src_core == core]
     return k < len(mine) and mine[k].phase < (1 if half == "read" else 2)
+
+
+def whole_against_empty(a: AccessEvent, b: AccessEvent) -> bool:
+    """ERR-27 (DR-48): whether the pair meets only as a window of no element against an access that names its
+    buffer with no index, a window jax's race detector reads as whole, which no window of no element meets
+    (semcheck's conflict test reads it as its full slices, so the race is not the detector's)."""
+    x, y = a.region, b.region
+    return (x.empty and y.whole or y.empty and x.whole) and not x.overlaps(y)
+
+
+def performed_later(program: Program, mode: DmaMode, schedule: tuple, a: AccessEvent, b: AccessEvent) -> bool:
+    """ERR-34 (DR-4 under `on_wait`): whether some run through the race state `schedule` reaches on the step
+    relation (both accesses pending, DR-1) performs both accesses. jax's
+    race detector sees an access only once it is performed, and a copy of no element whose wait for 0 passed
+    without running it stays queued: a race of windows with it is one only if a later wait runs its task. The
+    run tried performs each pending kernel access first, then steps the lowest enabled actor (a maximal run,
+    RUN-1): both performed there is a run of the program in which the detector meets both."""
+    ranks = {e: start_rank(program, e.core, e.pc) for e in (a, b) if e.half is not None}
+    try:
+        state = run(program, mode, schedule, finish=False)
+    except ModelBug:
+        return False
+
+    def ran(st: State, e: AccessEvent) -> bool:
+        if e.half is None:
+            return st.pcs[e.core] > e.pc
+        mine = [d for d in st.dmas if d.src_core == e.core]
+        k = ranks[e]
+        return st.pcs[e.core] > e.pc and k < len(mine) and mine[k].phase >= (1 if e.half == "read" else 2)
+
+    for e in (a, b):
+        if e.half is None and state.pcs[e.core] == e.pc and ("core", e.core) in enabled(program, mode, state):
+            state = step(program, mode, state, ("core", e.core))
+    for _ in range(REPLAY_LIMIT):
+        if ran(state, a) and ran(state, b):
+            return True
+        actors = enabled(program, mode, state)
+        if not actors:
+            return False
+        state = step(program, mode, state, actors[0])
+    return False
 
 
 def event_ran(program: Program, state: State, core: int, pc: int, half: str | None) -> bool:
@@ -288,6 +331,7 @@ def find_races(
     found: list[Race] = []
 
     every: dict[tuple[int, int, str | None], AccessEvent] = {}
+    own = _OwnRun(program, mode)
 
     def consider(a: AccessEvent, b: AccessEvent, outcome: Outcome) -> bool:
         exact = a.region.exact and b.region.exact
@@ -310,9 +354,21 @@ def find_races(
                     if replayed is not None:
                         a, b, outcome, confirmed = x, y, replayed, True
                         break
+        if not confirmed and a.core == b.core and own.ready() is not None:
+            # ACC-49: the core's steps are one sequence in every run; the program's own run decides the pair
+            replayed = _confirm(program, mode, own.ready(), a, b)
+            if replayed is None:
+                return False  # no run has both pending: not a race
+            outcome, confirmed = replayed, True
+        doubt = ""
+        if confirmed and mode != "hardware" and whole_against_empty(a, b):
+            confirmed, doubt = False, "ERR-27"
+        elif (confirmed and mode == "on_wait" and (a.region.empty or b.region.empty)
+                and not performed_later(program, mode, outcome.schedule, a, b)):
+            confirmed, doubt = False, "ERR-34"
         if mode == "eager" and (a.is_dma or b.is_dma):
             outcome = _unsuppressed(program, mode, outcome)
-        found.append(Race(a, b, outcome, exact, confirmed))
+        found.append(Race(a, b, outcome, exact, confirmed, doubt))
         return bool(first) and sum(r.exact and r.confirmed for r in found) >= first
 
     complete = True
@@ -340,6 +396,24 @@ def find_races(
     over = not complete and estimate > 0 and ordering.certified
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over,
                       len(pre.events) if ordering.certified else 0, ordering.why)
+
+
+class _OwnRun:
+    """ACC-49: the program's one maximal `on_wait` run, made on first use, when it decides every pair of one core:
+    each core's steps are the same in every run (`schedule_free`) and the run fails nowhere, so it performs every
+    core's whole sequence; None otherwise (or when it is too long to replay)."""
+
+    def __init__(self, program: Program, mode: DmaMode):
+        self.program, self.mode, self.outcome, self.made = program, mode, None, False
+
+    def ready(self) -> Outcome | None:
+        if not self.made:
+            self.made = True
+            if self.mode == "on_wait" and schedule_free(self.program) is None:
+                out = fast_run(self.program, self.mode)
+                if out.failure is None and len(out.schedule) <= REPLAY_LIMIT:
+                    self.outcome = out
+        return self.outcome
 
 
 def _unsuppressed(program: Program, mode: DmaMode, outcome: Outcome) -> Outcome:

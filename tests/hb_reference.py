@@ -1,5 +1,6 @@
-# The happens-before pass (model/happens_before.py) as it was before DR-37 and DR-38, kept unchanged
-# as the reference that tests/test_happens_before_reference.py holds the current pass to.
+# The happens-before pass (model/happens_before.py) as it was before DR-37 and DR-38, kept unchanged but for
+# DR-6's known starts under `eager` (a wait whose surplus covers every arrival still takes them), as the
+# reference that tests/test_happens_before_reference.py holds the current pass to.
 """Happens-before over every schedule, from one run (spec DR-6, DR-7).
 
 One greedy run (RUN-3) with an observer computes vector clocks: a core's
@@ -266,8 +267,11 @@ class _Observer:
         if not pending:
             return
         arrived = self.totals.get(counter, ctr.arrived)
-        if not ctr.chained and arrived - need >= ctr.max_inc:
-            return  # no arrival is needed yet (none follows another, and the surplus covers any one)
+        if not ctr.chained and arrived - need >= ctr.max_inc and not (
+                self.arrival == "start" and any(s.pos is not None and self._knows(core, pc, s.pos) for s in pending)):
+            # no arrival is needed yet (none follows another, and the surplus covers any one); under `eager` one
+            # whose start the waiter knows has signalled already and is taken below (DR-6, ERR-34)
+            return
         if len(pending) == 1:  # the common case: one arrival, known already or needed now
             s = pending[0]
             if self._known(core, pc, s):

@@ -69,6 +69,7 @@ EXPECTED = {
     "recv_before_send_deadlock.py": {"deadlock-free": H},
     # interpret mode cannot compile semaphore_read: no core ever starts (LAUNCH-3, D12)
     "semaphore_read_in_interpret_mode.py": {},  # unrunnable under eager and on_wait (REP-21)
+    "smem_table_in_interpret_mode.py": {},  # the interpreter refuses the SMEM-typed argument (ERR-36, REP-21)
     # every interpret-mode run raises after the step back at block 0 (GRID-3, D24); a TPU runs it
     "revisited_output_block.py": {"deadlock-free": I},
     # every eager run raises at a zero-size copy starting at a dimension's end (ACC-10, ERR-20); on_wait is
@@ -163,7 +164,7 @@ the race ground truth records (tests/test_race_ground_truth.py reads this table)
 
 # interpret mode cannot run these at all (a primitive with no interpret-mode rule, D12): not a bug of the
 # kernel, so no violation, and exit code 4 (specs/deciding/report.md REP-21)
-UNRUNNABLE = {"semaphore_read_in_interpret_mode.py"}
+UNRUNNABLE = {"semaphore_read_in_interpret_mode.py", "smem_table_in_interpret_mode.py"}
 
 
 def _violations(name: str) -> dict[str, tuple[str, ...]]:

@@ -242,7 +242,7 @@ def detector_race(program: Program, limit: int = 20_000) -> bool | None:
     into the semaphore's and a wait that passes joins the semaphore's clock into the core's. Is some
     conflicting access ever unordered with an earlier one? None past `limit` schedules' steps."""
     from semcheck.model.access import buffer_of, buffer_spaces, AccessEvent
-    from semcheck.model.step import target_core
+    from semcheck.model.step import resolve, target_core
 
     spaces = buffer_spaces(program)
     budget = [limit]
@@ -302,9 +302,9 @@ def detector_race(program: Program, limit: int = 20_000) -> bool | None:
                     clock[dma] = 4
                     sm[dst_key] = join(sm.get(dst_key, {}), clock)
             elif moved and isinstance(op, Wait):
-                down = [k for k in set(state.counts) | set(t.counts) if t.counts.get(k, 0) < state.counts.get(k, 0)]
-                for k in down:
-                    mine = join(mine, sm.get(k, {}))
+                # the wait takes its counter's clock, whatever it waits for (0 included, RACE-1)
+                key = state.looked_up.get(core) or resolve(program, "eager", state, core, op.sem)
+                mine = join(mine, sm.get((key, core), {}))
             cl[core] = mine
             for e, c in new_accesses:
                 for f, d in hist:

@@ -35,7 +35,7 @@ from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
 from semcheck.checker.frontend.region_transforms import lane_chain
 from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreign_transform, lane_keys, ref_regions,
-                                               refuse_multi_ref, with_windows)
+                                               refuse_multi_ref, unindexed, with_windows)
 from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
@@ -300,7 +300,9 @@ class AccessRules(Evaluator):
         # ERR-27: an unmasked load or store of a size-0 slice is its window, which jax's race detector compares
         view = (*chain, *transforms)
         regions = ref_regions(shape, view, dtype=dtype, mask=mask, windows=mask is None)
-        if mask is None or not static[0]:
+        if mask is None:
+            return unindexed(regions, view)  # `ref[...]`: a window jax's detector reads as whole (ERR-27)
+        if not static[0]:
             return regions
         # ERR-28: the detector takes a masked store to write its indexed window (a masked load the interpreter refuses)
         return with_windows(regions, ref_regions(shape, view, dtype=dtype, windows=True))

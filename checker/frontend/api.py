@@ -40,6 +40,7 @@ class LoweredKernel:
     # PRG-169: the earlier calls (positions among the target's kernels) whose outputs gave its scalar inputs
     producers: tuple[int, ...] = ()
     computed_by: str = ""
+    unwritten: str = ""  # PRG-200: of those calls, the ones that may read memory nothing writes ("" when none)
     # PRG-183: where a loop's iterations give the call different scalar inputs, each iteration's own lowering
     # (which iteration, in words; its program), checked one by one in place of `program` (a lowering over no
     # values); empty otherwise
@@ -159,14 +160,22 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
             resolve_grid(traced_call, v), cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=v,
             symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
         unseen = stats.unpredicted  # ERR-32: the iterations' (where there are any, the lowering below is not checked)
+        refused = None  # ERR-37: (the interpreter's program, why hardware has none) for a kernel not lowered
         try:
             # RUN-22: one period of the devices when certified; else every device, if RUN-13 lets it be built
             program = lower_call(call, cores=n_cores, name=f"{t.name}:{call.name}", stats=stats, inputs=values,
                                  symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None)
-        except FrontendError:
+        except FrontendError as e:
             if not iterations:
-                raise
-            program = iterations[0][1]  # (a lowering over no values needed them: the first iteration's stands in)
+                from semcheck.checker.frontend.refused_launch import refused_unlowered  # lazy: it imports numpy
+
+                refused = refused_unlowered(call, e, cores=n_cores, name=f"{t.name}:{call.name}") \
+                    if len(calls) == 1 else None
+                if refused is None:
+                    raise
+                program = refused[0]
+            else:
+                program = iterations[0][1]  # (a lowering over no values needed them: the first iteration's stands in)
         if not iterations:
             refuse_regions_a_loop_varies(program)  # PRG-182
         else:
@@ -178,7 +187,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
         # tie only the interpreter's modes break alike
         hw = None if values is None else values.hardware if values.hardware is not None else (
             dataclasses.replace(values, on_cpu=False) if stats.cpu_only else None)
-        hardware = None if hw is None else _hardware_lowering(
+        hardware = refused[1] if refused is not None else None if hw is None else _hardware_lowering(
             hw, lambda v: lower_call(resolve_grid(traced_call, v), cores=n_cores,
                                                   name=f"{t.name}:{call.name}", stats=LoweringStats(), inputs=v,
                                                   symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
@@ -200,6 +209,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 stats=stats,
                 producers=values.producers if values is not None else (),
                 computed_by=values.computed_by if values is not None else "",
+                unwritten=values.unwritten if values is not None else "",
                 iterations=iterations,
                 hardware=hardware,
             )

@@ -45,8 +45,9 @@ from semcheck.checker.frontend.scalar_memory import trackable
 from semcheck.checker.frontend.closed_refs import discharged_order
 from semcheck.checker.frontend.cond_inputs import CondInputs
 from semcheck.checker.frontend.device_shards import Device, names_axis, shard
-from semcheck.checker.frontend.kernel_eqns import KERNEL_PRIMS, pallas_operands, sub_jaxprs, walk_kernel_eqns
-from semcheck.checker.frontend.kernel_outputs import describe, run_kernel
+from semcheck.checker.frontend.kernel_eqns import (KERNEL_PRIMS, core_map_operands, pallas_operands, sub_jaxprs,
+                                                   walk_kernel_eqns)
+from semcheck.checker.frontend.kernel_outputs import describe, run_kernel, unwritten_reads
 from semcheck.checker.frontend.partial_values import Partial, derive, plain, stack
 from semcheck.checker.frontend.pre_kernel_collectives import MAX_PASSES, NOT_DETERMINISTIC, Rounds
 from semcheck.checker.frontend.scan_inputs import NOT_EVALUATED, LoopInputs
@@ -81,6 +82,8 @@ class KernelInputs:
     # values, and their words; empty when none did
     producers: tuple[int, ...] = ()
     computed_by: str = ""
+    # PRG-200: of those calls, the ones that may read memory nothing writes, and why, in words ("" when none)
+    unwritten: str = ""
     # PRG-183: where a loop's iterations give the launch different values (so it has none above), each
     # iteration's own, in the order the program runs them: (which iteration, in words; its inputs), equal values
     # sharing one object; empty otherwise, or where they cannot be told apart
@@ -194,7 +197,7 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
         def made(per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]],
                  call: KernelCall = call, producers: tuple[int, ...] = producers) -> KernelInputs:
-            return _made(call, per_device, reasons, abstract, producers, interp.ran, floats)
+            return _made(call, per_device, reasons, abstract, producers, interp.ran, interp.unwritten, floats)
 
         got = made(per_device, interp.reasons.get(k, {}))
         out.append(dataclasses.replace(got, iterations=interp.iteration_inputs(k, made)))  # PRG-183
@@ -202,7 +205,8 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
 
 def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]], abstract: bool,
-          producers: tuple[int, ...], ran: dict[int, str], floats: bool = False) -> KernelInputs:
+          producers: tuple[int, ...], ran: dict[int, str], unwritten: dict[int, str],
+          floats: bool = False) -> KernelInputs:
     """One launch's `KernelInputs` from its operands' values per device (and why some have none)."""
     lanes = call.mesh.num_devices
     nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
@@ -218,7 +222,9 @@ def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int,
     why = _ABSTRACT if abstract else _SOME_DEVICES if len(per_device) < lanes else _NOT_COMPUTED
     return KernelInputs(tuple(values), abstract, why, bounds, operand_why=tuple(whys[nb:]),
                         bound_why=tuple(whys[:nb]), producers=producers,
-                        computed_by=", ".join(ran[j] for j in producers), floats=floats)
+                        computed_by=", ".join(ran[j] for j in producers),
+                        unwritten="; ".join(f"{ran[j]} through {unwritten[j]}" for j in producers if unwritten.get(j)),
+                        floats=floats)
 
 
 def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs]:
@@ -323,6 +329,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
         self.run_kernels = run_kernels  # PRG-169: run a kernel whose outputs a later call's operands need
         self.floats = floats  # ACC-41: the float operands a lowering following float copies tracks too
         self.ran: dict[int, str] = {}  # the kernel calls run so (index -> their words)
+        self.unwritten: dict[int, str] = {}  # PRG-200: of those, why one may read memory nothing writes
         self.start_loops()  # PRG-183: each launch's values per reach, and the loops' iterations around it
 
     # --- the walk --------------------------------------------------------------------
@@ -348,16 +355,17 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
             outs: list[Any] | None = None
             if name in KERNEL_PRIMS:
                 lane = dev.lane if dev else 0
-                if name == "pallas_call":
-                    # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands)
-                    self.records.setdefault(index, {})[lane] = discharged_order(eqn, [read(v) for v in eqn.invars])
-                    self.reasons.setdefault(index, {})[lane] = discharged_order(
-                        eqn, [self._reason(v) for v in eqn.invars])
-                    self.reached(index, lane)  # PRG-183
+                # in the order of the call jax runs (LAUNCH-4: closed-over refs move behind the index operands;
+                # a core_map's operands are its kernel's inputs in order, LAUNCH-6, ACC-47)
+                order = discharged_order if name == "pallas_call" else (lambda _, xs: list(xs))
+                self.records.setdefault(index, {})[lane] = order(eqn, [read(v) for v in eqn.invars])
+                self.reasons.setdefault(index, {})[lane] = order(eqn, [self._reason(v) for v in eqn.invars])
+                self.reached(index, lane)  # PRG-183
                 if self.run_kernels and any(v in needed for v in eqn.outvars):
                     outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
                     if outs is not None:
                         self.ran.setdefault(index, describe(self.calls[index]))
+                        self.unwritten.setdefault(index, unwritten_reads(eqn))
                 else:
                     why = (f"{_KERNEL_OUTPUT} {index}: semcheck runs a kernel only where a later call's scalar "
                            "inputs need its outputs (PRG-169)")
@@ -545,8 +553,9 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                         continue
                     if i < nb or (i - nb < len(ops) and self._tracks(ops[i - nb])):
                         need.add(v)
-            elif name == "mpmd_map":
-                continue
+            elif name == "mpmd_map":  # a core_map: its operands are its kernel's inputs in order (ACC-47)
+                need.update(v for v, op in zip(eqn.invars, core_map_operands(eqn))
+                            if type(v) is not lit and is_scalar_operand(op))
             elif self._kernels_in(eqn) and name in _ENTERED and len(list(sub_jaxprs(eqn))) == 1:
                 (sub,) = sub_jaxprs(eqn)
                 inner = getattr(sub, "jaxpr", sub)

@@ -21,7 +21,7 @@ from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import append_to_each
 from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
 from semcheck.checker.frontend.region_transforms import dynamic_sizes, lane_chain, size_lanes, view_shape
-from semcheck.checker.frontend.regions import NO_WINDOW, empty_region, flatten_ref, lane_keys, ref_regions
+from semcheck.checker.frontend.regions import NO_WINDOW, empty_region, flatten_ref, lane_keys, ref_regions, unindexed
 from semcheck.checker.frontend.sync_rules import SyncRules
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef
@@ -313,7 +313,8 @@ class _View:
             # a view of no elements (a size-0 slice, ACC-7): the copy touches nothing, known, and its window is
             # where jax's race detector takes it to start (ERR-27); where that is not known, an inexact region
             regions = ref_regions(self.shape, self.chain, dtype=self.dtype, windows=True)
-            self._regions = tuple(empty_region(len(self.shape), why=NO_WINDOW) if r is None else r for r in regions)
+            regions = tuple(empty_region(len(self.shape), why=NO_WINDOW) if r is None else r for r in regions)
+            self._regions = unindexed(regions, self.chain)  # a copy of an unsliced ref: a whole window (ERR-27)
         return self._regions
 
     def region(self, key: Any, known: dict[Any, Any]) -> Any:

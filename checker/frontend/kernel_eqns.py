@@ -57,3 +57,16 @@ def pallas_operands(eqn: Any) -> list[Operand]:
                                 array_shape=tuple(bm.array_aval.shape),
                                 block_shape=tuple(getattr(var.aval, "shape", ()))))
     return out
+
+
+def core_map_operands(eqn: Any) -> list[Operand]:
+    """ACC-47: a `core_map`'s (an `mpmd_map` of one mesh) input operands as `trace` describes them; none
+    for an `mpmd_map` the front end does not lower."""
+    from semcheck.checker.frontend.trace import core_map_operand
+
+    meshes, jaxprs = eqn.params.get("meshes", ()), eqn.params.get("jaxprs", ())
+    if len(meshes) != 1 or len(jaxprs) != 1:
+        return []
+    invars = jaxprs[0].invars
+    return [core_map_operand("input", "", invars[i].aval, v.aval, meshes[0])
+            for i, v in enumerate(eqn.invars) if i < len(invars)]

@@ -73,6 +73,59 @@ def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[Any] | None
     return outs, next((s for s in said if s), "")
 
 
+def unwritten_reads(eqn: Any) -> str:
+    """PRG-200: why a kernel run by PRG-169 may read memory nothing writes in a way its two fills need not show
+    (a scratch buffer, a `run_scoped` buffer, an output that aliases no input read back or handed to anything but a
+    store, a block past its array's end), in words; "" where it reads its inputs only. The interpreter's modes fill
+    such memory as the two runs do; a TPU leaves there what was there."""
+    params = eqn.params
+    gm = params.get("grid_mapping")
+    inner = getattr(params["jaxpr"], "jaxpr", params["jaxpr"])
+    if gm is None:
+        return "a kernel whose operands semcheck cannot tell apart"
+    for bm in gm.block_mappings:
+        shape = tuple(getattr(bm.array_aval, "shape", ()))
+        sizes = [getattr(b, "block_size", b) for b in bm.block_shape]
+        if len(sizes) != len(shape) or not all(
+                b is None or (isinstance(b, int) and b > 0 and n % b == 0) for b, n in zip(sizes, shape)):
+            return f"a block of shape {tuple(sizes)} over an operand of shape {shape}, whose edge blocks are padded"
+    start = gm.num_index_operands + gm.num_inputs
+    aliased = {o for _, o in params.get("input_output_aliases", ())}
+    refs = inner.invars[start:]
+    for j, ref in enumerate(refs):
+        if j >= gm.num_outputs:
+            if "sem" not in str(getattr(getattr(ref, "aval", None), "dtype", "")):
+                return "a scratch buffer"
+        elif j not in aliased and _read_back(inner, ref):
+            return f"output {j}, read back by the kernel"
+    return "a run_scoped buffer" if _scoped(inner) else ""
+
+
+def _read_back(jaxpr: Any, ref: Any) -> bool:
+    """Whether `ref` is used by an equation of `jaxpr` other than a store whose old value is dropped (a `cond`'s
+    branches are followed; any other use counts as a read)."""
+    used = {id(x) for e in jaxpr.eqns for x in e.invars} | {id(x) for x in jaxpr.outvars}
+    for eqn in jaxpr.eqns:
+        if not any(x is ref for x in eqn.invars):
+            continue
+        name = eqn.primitive.name
+        if name == "swap" and eqn.invars[0] is ref and not any(id(v) in used for v in eqn.outvars) \
+                and not any(x is ref for x in eqn.invars[1:]):
+            continue
+        if name == "cond":
+            at = [k for k, x in enumerate(eqn.invars) if x is ref and k > 0]
+            if len(at) == sum(x is ref for x in eqn.invars) and all(
+                    not _read_back(b.jaxpr, b.jaxpr.invars[k - 1]) for b in eqn.params["branches"] for k in at):
+                continue
+        return True
+    return False
+
+
+def _scoped(jaxpr: Any) -> bool:
+    return any(e.primitive.name == "run_scoped" or any(_scoped(getattr(s, "jaxpr", s)) for s in _subs(e.params))
+               for e in jaxpr.eqns)
+
+
 def _agree(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per element, whether two runs' outputs are the same (NaN equals NaN in a float output)."""
     same = a == b
@@ -156,4 +209,4 @@ def _remote(eqn: Any) -> bool:
         return True
 
 
-__all__ = ["describe", "run_kernel"]
+__all__ = ["describe", "run_kernel", "unwritten_reads"]

@@ -182,6 +182,7 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
     from semcheck.checker.frontend.grid import hbm_labels, hbm_names, launch_operands
     from semcheck.checker.frontend.interpreter_lowering import translation_failure
+    from semcheck.checker.frontend.typed_operands import typed_operand_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
     t0 = time.perf_counter()
@@ -203,7 +204,8 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
     if call.grid_mapping is not None and getattr(call.grid_mapping, "local_grid_env", None) is not None:
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
-    failure = _launch_failure(call) or translation_failure(call)  # LAUNCH-2 fails first, when tracing
+    # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, when tracing, then LAUNCH-3
+    failure = typed_operand_failure(call.refused_spaces) or _launch_failure(call) or translation_failure(call)
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)

@@ -12,7 +12,8 @@ from typing import Any
 
 from semcheck.checker.frontend.program_ir import Outside, Produced, deps_of, Stop
 from semcheck.checker.frontend.pre_kernel_order import order_refusal
-from semcheck.checker.frontend.program_jaxpr import MAX_FOLD, subs
+from semcheck.checker.frontend.program_jaxpr import (
+    MAX_FOLD, UNIFORM_COLLECTIVES, branching_collective, collective_in, device_dependent, subs)
 from semcheck.checker.frontend.trace import eqn_loc
 
 
@@ -63,6 +64,47 @@ class PerDevice:
         for k, v in enumerate(outs):
             if isinstance(v, Outside) and v.ident and all(k < len(got) for got in lanes):
                 self._per[v.ident] = [got[k] for got in lanes]
+
+    def _split_collective(self, eqn: Any, ins: list[Any]) -> None:
+        """PRG-201: Stop where an XLA collective of `eqn` (an operation without kernel calls) may be run by only some
+        devices: inside a branch or loop iteration the walk follows for some devices, or inside a `cond` or `while`
+        loop whose branch or trip count may differ between devices. Each device that runs a collective waits for the
+        others of its group, so such a program may hang outside any kernel."""
+        import numpy as np
+
+        if self._devices is not None:
+            found = collective_in(eqn)
+            if found is not None:
+                raise Stop(f"an XLA collective ({found.primitive.name}) inside a cond branch or loop iteration that "
+                           f"only devices {sorted(self._devices)} run: the others never join it, and it waits for "
+                           "them (not modelled, PRG-201)", eqn_loc(found))
+        found = branching_collective(eqn)
+        if found is None:
+            return
+        if eqn.primitive.name == "cond":
+            uniform, _ = self._about(eqn.invars[0], ins[0])
+            lanes = None if uniform else self._lane_values(eqn.invars[0], ins[0])
+            last = len(eqn.params["branches"]) - 1
+            if uniform or (lanes is not None and len({int(np.clip(int(np.asarray(v).reshape(-1)[0]), 0, last))
+                                                       for v in lanes}) == 1):
+                return
+        elif not device_dependent(eqn) and all(self._about(x, v)[0] for x, v in zip(eqn.invars, ins)):
+            return  # PRG-126: every cond and loop inside runs alike on every device
+        raise Stop(f"an XLA collective ({found.primitive.name}) inside a {eqn.primitive.name} whose branch or trip "
+                   "count may differ between devices: a device that runs it waits for the others of its group, which "
+                   "may not (not modelled, PRG-201)", eqn_loc(found))
+
+    def _reduced_everywhere(self, eqn: Any, outs: list[Any], axes: dict[str, int]) -> None:
+        """PRG-201: a `psum`, `pmax`, `pmin`, `all_gather` or `pbroadcast` over every manual axis of a `shard_map`
+        whose axes cover the devices gives every device the same result, whatever its operand (its value is not
+        known)."""
+        if self._lanes is None or eqn.primitive.name not in UNIFORM_COLLECTIVES or eqn.params.get("axis_index_groups"):
+            return
+        named = eqn.params.get("axes", eqn.params.get("axis_name", ()))
+        named = set(named if isinstance(named, (tuple, list)) else (named,))
+        if axes and set(axes) <= named:
+            for v in outs:
+                self.know(v, None)
 
     def _cond_per_device(self, eqn: Any, ins: list[Any], lanes: list[Any], axes: dict[str, int],
                          physical: int) -> list[Any]:

@@ -42,6 +42,34 @@ def device_dependent(eqn: Any) -> bool:
     return any(device_dependent(e) for sub in subs(eqn) for e in getattr(sub, "jaxpr", sub).eqns)
 
 
+# Operations that name mesh axes and move no data: the device's coordinate, and jax's casts of how a value varies.
+_NOT_COLLECTIVES = frozenset({"axis_index", "pvary", "preduced", "vary_unreduced_cast"})
+
+
+def collective_in(eqn: Any) -> Any:
+    """PRG-201: the first operation of `eqn` (itself, or inside its bodies, not inside a kernel) that moves data
+    between devices over mesh axes (every collective, `psum` too: each device that runs it waits for the others of
+    its group), or None."""
+    name = eqn.primitive.name
+    if name in ("pallas_call", "mpmd_map") or name in _NOT_COLLECTIVES:
+        return None
+    if _over_mesh_axes(eqn.params):
+        return eqn
+    return next((c for sub in subs(eqn) for e in getattr(sub, "jaxpr", sub).eqns
+                 if (c := collective_in(e)) is not None), None)
+
+
+def branching_collective(eqn: Any) -> Any:
+    """PRG-201: the first collective of `eqn` inside a `cond` or a `while` loop (in it, or in its bodies), or None."""
+    if eqn.primitive.name in ("pallas_call", "mpmd_map"):
+        return None
+    if eqn.primitive.name in ("cond", "while"):
+        return next((c for sub in subs(eqn) for e in getattr(sub, "jaxpr", sub).eqns
+                     if (c := collective_in(e)) is not None), None)
+    return next((c for sub in subs(eqn) for e in getattr(sub, "jaxpr", sub).eqns
+                 if (c := branching_collective(e)) is not None), None)
+
+
 def varying_calls(body: Any) -> str | None:
     """PRG-130: what makes a loop body's kernel calls differ between iterations (a cond, a while loop around
     a call, a run_state), or None when every iteration runs the same calls in the same order."""
@@ -158,5 +186,6 @@ def shard_values(eqn: Any, x: Any, spec: Any, lanes: list[dict[str, int]]) -> li
     return None if any(g is None for g in got) else got
 
 
-__all__ = ["MAX_FOLD", "MAX_LANES", "UNIFORM_COLLECTIVES", "concrete", "device_dependent", "is_call_shaped",
+__all__ = ["MAX_FOLD", "MAX_LANES", "UNIFORM_COLLECTIVES", "branching_collective", "collective_in", "concrete",
+           "device_dependent", "is_call_shaped",
            "jaxpr_has_kernel", "mesh_lanes", "shard_map_axes", "shard_values", "side_effecting", "single_sub", "subs", "varying_calls"]

@@ -70,6 +70,7 @@ class ComposedProgram:
     unexplored: str = ""  # PRG-117: why the other orders XLA may choose were not composed ("" when they were)
     branch: str = ""  # PRG-126: the branches of the undecided conds this program takes ("" when none)
     computed_by: str = ""  # PRG-169: the kernel calls run for values its calls read ("" when none)
+    unwritten: str = ""  # PRG-200: of those, the ones that may read memory nothing writes ("" when none)
     unpredicted: str = ""  # ERR-32: a window of a call the interpreter may refuse unseen ("" when none)
 
     def position(self, call: int) -> int:

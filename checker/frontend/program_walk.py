@@ -229,6 +229,7 @@ class _Walker(PerDevice):
                     outs = self._call(eqn, self._shards(eqn, ins, sub_axes), sub_axes, sub_physical)
                 finally:
                     self._lanes = outer
+                outs = self._gathered(eqn, outs)
             elif name == "scan" and self._contains_kernel(eqn):
                 outs = self._scan(eqn, ins, axes, physical)
             elif name == "while" and self._contains_kernel(eqn):
@@ -253,6 +254,7 @@ class _Walker(PerDevice):
                     (device_dependent(eqn) or not all(self._about(x, v)[0] for x, v in zip(eqn.invars, ins))):
                 outs = self._call(eqn, ins, axes, physical)  # PRG-145: a jit's operations device by device
             else:
+                self._split_collective(eqn, ins)  # PRG-201
                 loc = eqn_loc(eqn)
                 for v in ins:
                     if isinstance(v, Produced):
@@ -260,6 +262,7 @@ class _Walker(PerDevice):
                 outs = [self.outside(f"the result of {name}", loc, deps_of(ins)) for _ in eqn.outvars]
                 self._fold(eqn, [self._about(x, v) for x, v in zip(eqn.invars, ins)], outs)
                 self._fold_lanes(eqn, ins, outs)
+                self._reduced_everywhere(eqn, outs, axes)
             for var, v in zip(eqn.outvars, outs):
                 env[var] = v
         return [read(x) for x in jaxpr.outvars]
@@ -357,7 +360,9 @@ class _Walker(PerDevice):
             named = {a for part in spec if part is not None
                      for a in (part if isinstance(part, tuple) else (part,))}
             if isinstance(v, Outside) and named:  # one value per input and split, so PRG-103's CSE still sees it
-                key = (v, tuple(sorted(named)))
+                # (the split is the spec, dimension by dimension, over the mesh's sizes: another is other blocks)
+                key = (v, tuple(tuple(p) if isinstance(p, (tuple, list)) else p for p in spec),
+                       tuple(dict(eqn.params["mesh"].shape).items()))
                 if key not in self._shard_of:
                     self._shard_of[key] = self.outside(v.what, v.loc, v.deps)
                     known = self._const.get(v.ident) if v.ident in self._uniform else None
@@ -368,6 +373,18 @@ class _Walker(PerDevice):
                 v = self._shard_of[key]
             out.append(v)
         return out + list(ins[len(out):])
+
+    def _gathered(self, eqn: Any, outs: list[Value]) -> list[Value]:
+        """PRG-126: a shard_map result whose out_spec names a mesh axis is the devices' blocks put side by side,
+        a value of its own (its block's known value, uniform or device by device, is not the whole's)."""
+        got = []
+        for v, spec in zip(outs, eqn.params.get("out_specs", ())):
+            if isinstance(v, Outside) and any(part is not None for part in spec):
+                new = self.outside(f"the result of {eqn.primitive.name}", eqn_loc(eqn), v.deps)
+                self.know(new, None, uniform=v.ident in self._uniform)
+                v = new
+            got.append(v)
+        return got + list(outs[len(got):])
 
     def _cond(self, eqn: Any, ins: list[Value], about: tuple[bool, Any], axes: dict[str, int],
               physical: int) -> list[Value]:

@@ -79,15 +79,17 @@ def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) 
     stats = LoweringStats()  # ERR-32: a window of some call the interpreter may refuse unseen
     lowered = _lower_invocations(t, ir, n_cores, followed, stats)
     computed = _computed_by(ir, followed)
-    return [_unseen_in(_computed_in(_in_branch(c, ir), computed), stats.unpredicted)
+    return [_unseen_in(_computed_in(_in_branch(c, ir), computed, _computed_by(ir, followed, "unwritten")),
+                       stats.unpredicted)
             for c in compose_readings(ir, lowered, name=t.name)]
 
 
-def _computed_by(ir: Any, followed: Any) -> str:
-    """PRG-169: the kernel calls whose outputs, run by jax's interpreter, gave a call of `ir` its values."""
+def _computed_by(ir: Any, followed: Any, what: str = "computed_by") -> str:
+    """PRG-169: the kernel calls whose outputs, run by jax's interpreter, gave a call of `ir` its values (`what`:
+    "unwritten", PRG-200: those of them that may read memory nothing writes, and why)."""
     if followed is None:
         return ""
-    said = [followed[id(inv.eqn)].computed_by for inv in ir.invocations if id(inv.eqn) in followed]
+    said = [getattr(followed[id(inv.eqn)], what) for inv in ir.invocations if id(inv.eqn) in followed]
     return ", ".join(dict.fromkeys(w for w in said if w))
 
 
@@ -97,10 +99,10 @@ def _unseen_in(c: ComposedProgram, unpredicted: str) -> ComposedProgram:
     return dataclasses.replace(c, unpredicted=unpredicted) if unpredicted else c
 
 
-def _computed_in(c: ComposedProgram, computed: str) -> ComposedProgram:
+def _computed_in(c: ComposedProgram, computed: str, unwritten: str) -> ComposedProgram:
     import dataclasses
 
-    return dataclasses.replace(c, computed_by=computed) if computed else c
+    return dataclasses.replace(c, computed_by=computed, unwritten=unwritten) if computed else c
 
 
 def _lower_invocations(t: Target, ir: Any, n_cores: int, followed: Any, stats: Any = None) -> list[Any]:

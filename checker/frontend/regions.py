@@ -67,7 +67,7 @@ from semcheck.checker.frontend.region_transforms import (
 )
 from semcheck.model.ops import Region
 
-__all__ = ["NO_WINDOW", "RegionCache", "empty_region", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform"]
+__all__ = ["NO_WINDOW", "RegionCache", "empty_region", "flatten_ref", "full_region", "lane_keys", "ref_regions", "refuse_multi_ref", "foreign_transform", "unindexed"]
 
 
 class RegionCache:
@@ -232,6 +232,14 @@ def ref_regions(
     except Exception as e:  # never fail a lowering over a region: widen instead
         return (full_region(base_shape, cache, f"the view could not be analysed ({type(e).__name__}: {e})"),)
     return _exact_lanes(regions, base_shape, chain, dtype, mask, cache)
+
+
+def unindexed(regions: tuple[Region | None, ...], view: Sequence[Any]) -> tuple[Region | None, ...]:
+    """`regions` marked `whole` when the access names its buffer with no index (`view` holds no transform):
+    jax's race detector then reads its window as whole in every dimension (ERR-27)."""
+    if any(t is not None for t in view):
+        return regions
+    return tuple(r if r is None or r.whole else dataclasses.replace(r, whole=True) for r in regions)
 
 
 def _exact_lanes(regions: tuple[Region | None, ...], base_shape: tuple[int, ...], chain: tuple[Any, ...],

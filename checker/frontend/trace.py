@@ -110,6 +110,8 @@ class KernelCall:
     # What jax compiles with it: the position of the traced function's top-level equation it is in (a jitted
     # function is one equation; otherwise each top-level call is compiled and run on its own, in order).
     unit: int = 0
+    # ERR-36: (name, memory space) of each launch argument typed with a space the interpreter refuses
+    refused_spaces: tuple[tuple[str, str], ...] = ()
 
     @property
     def dma_mode(self) -> str | None:
@@ -248,7 +250,8 @@ def from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int) 
             "compiler params",
             loc=loc,
         )
-    from semcheck.checker.frontend.closed_refs import closed_names, discharged
+    from semcheck.checker.frontend.closed_refs import closed_names, discharged, discharged_order
+    from semcheck.checker.frontend.typed_operands import refused_spaces
 
     names_of = params["jaxpr"]
     if getattr(names_of, "constvars", None):  # a kernel closing over refs: the call jax runs (LAUNCH-4)
@@ -318,12 +321,13 @@ def from_pallas_call(eqn: Any, axes: dict[str, int], physical: int, index: int) 
         block_mappings=tuple(gm.block_mappings),
         grid_mapping=gm,
         dynamic_grid_dims=dynamic,
+        refused_spaces=refused_spaces([v.aval for v in discharged_order(eqn, eqn.invars)],
+                                      [f"grid bound {d}" for d in dynamic] + [o.name for o in operands]),
     )
 
 
 def from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> KernelCall:
     """A `core_map` (an `mpmd_map` of one mesh), as the interpreter's fallback sees it."""
-    from jax._src import core as jax_core  # lazy: see the module docstring
     from jax._src.pallas.mosaic import core as mosaic_core  # lazy: see the module docstring
 
     params = eqn.params
@@ -337,6 +341,7 @@ def from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> 
     if getattr(jaxpr, "consts", None):  # jax makes a kernel's constants operands first (LAUNCH-4, LAUNCH-6)
         raise Unsupported("core_map", "the kernel jaxpr has constants", loc)
     from semcheck.checker.frontend.closed_refs import refuse_closed_values
+    from semcheck.checker.frontend.typed_operands import refused_spaces
 
     refuse_closed_values(jaxpr, loc)
     refuse_sparse_core(mesh, loc)
@@ -361,13 +366,7 @@ def from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> 
         if i < nin + nout:
             role = "input" if i < nin else "output"
             outer = eqn.invars[i].aval if i < nin else params["out_avals"][i - nin]
-            ms = getattr(outer, "memory_space", None)
-            if ms is None or isinstance(ms, jax_core.MemorySpace):
-                ms = mesh.default_memory_space
-            operands.append(
-                make_operand(role, nm or f"{role}{i if i < nin else i - nin}", aval,
-                         memory_space_name(ms), block_shape=tuple(getattr(aval, "shape", ())))
-            )
+            operands.append(core_map_operand(role, nm or f"{role}{i if i < nin else i - nin}", aval, outer, mesh))
         else:
             operands.append(
                 make_operand("scratch", nm or f"scratch{i - nin - nout}", aval,
@@ -397,7 +396,19 @@ def from_mpmd_map(eqn: Any, axes: dict[str, int], physical: int, index: int) -> 
         mesh=MeshInfo(tuple(axes), tuple(axes.values()), physical),
         interpret_params=interpret,
         compiler_params=compiler_params,
+        refused_spaces=refused_spaces([v.aval for v in eqn.invars], [o.name for o in operands]),
     )
+
+
+def core_map_operand(role: str, name: str, aval: Any, outer: Any, mesh: Any) -> Operand:
+    """An input or output of a `core_map` (LAUNCH-6): the kernel sees its array whole, in the memory space
+    the array is typed with, else the mesh's default."""
+    from jax._src import core as jax_core  # lazy: see the module docstring
+
+    ms = getattr(outer, "memory_space", None)
+    if ms is None or isinstance(ms, jax_core.MemorySpace):
+        ms = mesh.default_memory_space
+    return make_operand(role, name, aval, memory_space_name(ms), block_shape=tuple(getattr(aval, "shape", ())))
 
 
 # --- helpers --------------------------------------------------------------------

@@ -110,7 +110,7 @@ def _computed(composed: Any, mode: str, verdicts: list[Verdict], req: Any, deadl
         (race,) = check_program(composed.program, mode, (RACE,), timeout_ms=int(req.timeout * 1000),
                                 deadline=deadline, fold=req.fold)
         race = _gap(race, composed.race_gaps)
-    reason = why_not_facts(composed.computed_by, mode, race, whose="the program of calls")
+    reason = why_not_facts(composed.computed_by, mode, race, whose="the program of calls", unwritten=composed.unwritten)
     return settle(verdicts, reason, keep_race=True)
 
 

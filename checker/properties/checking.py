@@ -309,7 +309,8 @@ def _computed(kernels, pos: int, analysis: Analysis, done: dict, races: dict, re
             for j in k.producers:
                 got = races.get((j, mode))
                 reason = why_not_facts(k.computed_by, mode, got if got is not None else Verdict(
-                    RACE, "unknown", reason="the call was not checked"), whose=f"kernel call {j}", of="this call")
+                    RACE, "unknown", reason="the call was not checked"), whose=f"kernel call {j}", of="this call",
+                    unwritten=k.unwritten)
                 if reason is not None:
                     break
         verdicts = settle(verdicts, reason, keep_race=False)

@@ -14,9 +14,16 @@ from semcheck.checker.properties.verdict import Verdict
 RACE = "race-free"
 
 
-def why_not_facts(computed_by: str, mode: str, race: Verdict, *, whose: str, of: str = "this program") -> str | None:
+def why_not_facts(computed_by: str, mode: str, race: Verdict, *, whose: str, of: str = "this program",
+                  unwritten: str = "") -> str | None:
     """Why the outputs of `computed_by` (the kernel calls run) are not facts under `mode`, given the race-free
-    verdict of `whose` (the program or call that holds them); `of`: what reads them. None when they are."""
+    verdict of `whose` (the program or call that holds them); `of`: what reads them. None when they are.
+    `unwritten` (PRG-200): those calls that may read memory nothing writes, and why, which `hardware` does not
+    fill as the runs did."""
+    if race.holds and mode == "hardware" and unwritten:
+        return (f"the scalar inputs of {of} are computed from the outputs of {computed_by}, which semcheck ran in "
+                f"interpret mode with memory nothing writes filled two ways; on a TPU that memory holds what was "
+                f"there, and {unwritten} may read it (specs/deciding/programs.md PRG-200)")
     if race.holds:
         return None
     said = race.witness.message.splitlines()[0] if race.witness is not None else race.reason

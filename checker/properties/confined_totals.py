@@ -284,62 +284,111 @@ class Totals:
         """RUN-32: for landings given as columns (each with the counter its operation lands on as the
         lowering resolved it, `counters[counter[j]]`), whether PRG-140 rules out its late landing and PRG-141
         by the sender's waits its early one: `landed_before_exit(la) and waits_hold_back(la)` for every
-        landing between two devices, False for the others, computed per counter on whole columns. None
-        without a complete lowering (or unsound totals): then every landing is asked on its own."""
+        landing between two devices, False for the others, computed on whole columns (RUN-55: the
+        counters' sums in one array). None without a complete lowering (or unsound totals), or where RUN-55's
+        keys would not fit in 64 bits: then every landing is asked on its own."""
         low = self._lowered
         if low is None:
             return None
+        sums = _CounterSums.of(low, counters, self.program.topology.num_cores, core)
+        if sums is None:
+            return None
         per = self.program.topology.cores_per_device
-        span = max(low.lengths, default=0) + 1  # (issuer, pos) as one sortable number: issuer * span + pos
-        facts: dict = {}
-
-        def fact(c: Any) -> tuple:
-            # `_Counter`'s numbers as arrays: total, positive, the waits' positions and the amounts waited up
-            # to each (from 0), the contributions' (issuer, pos) numbers and the amounts up to each (from 0)
-            f = facts.get(c)
-            if f is None:
-                xs, ws = low.by_counter.get(c, ()), low.waits_by_counter.get(c, ())
-                amount = np.fromiter(map(_AMOUNT, xs), np.int64, len(xs))
-                where = np.fromiter(map(_OWNER, xs), np.int64, len(xs)) * span
-                where += np.fromiter(map(_POS, xs), np.int64, len(xs))
-                order = np.argsort(where, kind="stable")
-                value = np.fromiter(map(_VALUE, ws), np.int64, len(ws))
-                f = facts[c] = (
-                    int(amount.sum()), bool((amount > 0).all() and (value >= 0).all()),
-                    np.fromiter(map(_POS, ws), np.int64, len(ws)), np.concatenate(([0], np.cumsum(value))),
-                    where[order], np.concatenate(([0], np.cumsum(amount[order]))))
-            return f
-
+        # PRG-141 by the sender's waits: each landing with each counter its sender's core waits on
+        j, c = sums.waited_by(core)
+        t = target[j]
+        from_on = sums.contributed(c, t, entry[j], t + 1, 0)  # what the target's core 0 adds from its entry on
+        held = sums.positive[c] & (sums.waited_before(c, pc[j]) - (sums.total[c] - from_on) > 0)  # shortfall > 0
         early = np.zeros(len(core), dtype=bool)
-        late = np.zeros(len(core), dtype=bool)
-        waited_on: dict[int, list] = {}  # core -> the counters it waits on
-        for c in low.waits_by_counter:
-            waited_on.setdefault(c[1], []).append(c)
-        for g, idx in _groups(core):
-            for c in waited_on.get(g, ()):
-                total, positive, waits_at, waited, where, upto = fact(c)
-                if not positive:
-                    continue
-                before = waited[np.searchsorted(waits_at, pc[idx])]  # waited_before(pc)
-                t = target[idx] * span
-                from_on = upto[np.searchsorted(where, t + span)] - upto[np.searchsorted(where, t + entry[idx])]
-                early[idx] |= before - (total - from_on) > 0  # shortfall(can_land, waited) > 0
+        early[j[held]] = True
         early &= core // per != target // per
-        for j, idx in _groups(counter):
-            c = counters[j]
-            total, positive, waits_at, waited, _, _ = fact(c)
-            if positive and total > 0:
-                # landed_before_exit: the landing's semaphore is on the target's core 0 and waited there in full
-                late[idx] = (target[idx] == c[1]) & (waited[np.searchsorted(waits_at, exit_at[idx])] >= total)
+        # PRG-140: the landing's semaphore is on the target's core 0 and waited there in full before its exit
+        c = np.fromiter(map(sums.ids.__getitem__, counters), np.int64, len(counters))[counter]
+        total = sums.total[c]
+        late = (sums.positive[c] & (total > 0) & (target == sums.owner[c])
+                & (sums.waited_before(c, exit_at) >= total))
         return early & late
 
 
-def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """(key, the positions holding it) for each distinct key of an integer column."""
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    starts = np.flatnonzero(np.diff(ordered, prepend=ordered[:1] - 1)) if len(keys) else np.zeros(0, np.int64)
-    return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), starts[1:].tolist() + [len(keys)])]
+class _CounterSums:
+    """RUN-55: PRG-140's and PRG-141's numbers of the counters of a complete lowering laid end to end: the
+    contributions ordered by (counter, issuer, position) with the prefix sums of their amounts, the waits by
+    (counter, position) with those of their values, each position a key `counter * stride + place` so that
+    one binary search over all counters answers each landing's question on its own counter."""
+
+    def __init__(self, ids: dict, total: np.ndarray, positive: np.ndarray, owner: np.ndarray, x_keys: np.ndarray,
+                 x_upto: np.ndarray, w_keys: np.ndarray, w_upto: np.ndarray, span: int, x_stride: int,
+                 waited_on: tuple[np.ndarray, np.ndarray]) -> None:
+        self.ids, self.total, self.positive, self.owner = ids, total, positive, owner
+        self.x_keys, self.x_upto, self.w_keys, self.w_upto = x_keys, x_upto, w_keys, w_upto
+        self.span, self.x_stride = span, x_stride
+        self._waited_on = waited_on  # (where each core's waited counters start, those counters by core)
+
+    @classmethod
+    def of(cls, low: Any, counters: list, num_cores: int, senders: np.ndarray) -> _CounterSums | None:
+        """The sums of the counters the landings ask about: each landing's own (`counters`) and those its
+        sender's core waits on (`senders`: the landings' cores), so that a few landings read a few counters."""
+        asking = set(np.unique(senders).tolist())
+        needed = dict.fromkeys((*(k for k in low.waits_by_counter if k[1] in asking), *counters))
+        by_counter = {k: low.by_counter[k] for k in needed if k in low.by_counter}
+        waits_by_counter = {k: low.waits_by_counter[k] for k in needed if k in low.waits_by_counter}
+        ids: dict = {}
+        for key in (*by_counter, *waits_by_counter, *counters):
+            ids.setdefault(key, len(ids))
+        n = len(ids)
+        span = max(low.lengths, default=0) + 1  # every position, entry and exit is below it
+        x_stride = num_cores * span  # (issuer, position) as issuer * span + position, below the stride
+        if (n + 1) * max(x_stride, span) >= 1 << 62:
+            return None
+        keys = list(ids)
+        owner = np.fromiter((k[1] for k in keys), np.int64, n)
+        xs = [x for group in by_counter.values() for x in group]
+        x_cid = np.repeat(np.fromiter(map(ids.__getitem__, by_counter), np.int64, len(by_counter)),
+                          np.fromiter(map(len, by_counter.values()), np.int64, len(by_counter)))
+        amount = np.fromiter(map(_AMOUNT, xs), np.int64, len(xs))
+        x_keys = x_cid * x_stride + np.fromiter(map(_OWNER, xs), np.int64, len(xs)) * span
+        x_keys += np.fromiter(map(_POS, xs), np.int64, len(xs))
+        order = np.argsort(x_keys, kind="stable")
+        ws = [w for group in waits_by_counter.values() for w in group]
+        w_cid = np.repeat(np.fromiter(map(ids.__getitem__, waits_by_counter), np.int64, len(waits_by_counter)),
+                          np.fromiter(map(len, waits_by_counter.values()), np.int64, len(waits_by_counter)))
+        value = np.fromiter(map(_VALUE, ws), np.int64, len(ws))
+        w_keys = w_cid * span + np.fromiter(map(_POS, ws), np.int64, len(ws))
+        w_order = np.argsort(w_keys, kind="stable")
+        total = np.zeros(n, np.int64)
+        np.add.at(total, x_cid, amount)
+        # positive: every contribution adds more than zero and every wait takes zero or more
+        positive = ~(np.bincount(x_cid[amount <= 0], minlength=n).astype(bool)
+                     | np.bincount(w_cid[value < 0], minlength=n).astype(bool))
+        waiting = np.fromiter(map(ids.__getitem__, waits_by_counter), np.int64, len(waits_by_counter))
+        by_core = np.argsort(owner[waiting], kind="stable")
+        cores = owner[waiting][by_core]
+        return cls(ids=ids, total=total, positive=positive, owner=owner, x_keys=x_keys[order],
+                   x_upto=np.concatenate(([0], np.cumsum(amount[order]))), w_keys=w_keys[w_order],
+                   w_upto=np.concatenate(([0], np.cumsum(value[w_order]))), span=span, x_stride=x_stride,
+                   waited_on=(np.searchsorted(cores, np.arange(num_cores + 1)), waiting[by_core]))
+
+    def waited_before(self, c: np.ndarray, pc: np.ndarray) -> np.ndarray:
+        """The amount counter `c`'s core waits for on it at positions before `pc` (elementwise)."""
+        base = c * self.span
+        return self.w_upto[np.searchsorted(self.w_keys, base + pc)] - self.w_upto[np.searchsorted(self.w_keys, base)]
+
+    def contributed(self, c: np.ndarray, core: np.ndarray, pc: np.ndarray, core_end: np.ndarray,
+                    pc_end: int) -> np.ndarray:
+        """What lands on counter `c` from (`core`, `pc`) up to before (`core_end`, `pc_end`), in the order of
+        (issuer, position) (elementwise)."""
+        base = c * self.x_stride
+        hi = np.searchsorted(self.x_keys, base + core_end * self.span + pc_end)
+        return self.x_upto[hi] - self.x_upto[np.searchsorted(self.x_keys, base + core * self.span + pc)]
+
+    def waited_by(self, core: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(landing, counter) for each landing (by its sender's core) and each counter that core waits on."""
+        start, counters = self._waited_on
+        lo, hi = start[core], start[core + 1]
+        lens = hi - lo
+        j = np.repeat(np.arange(len(core)), lens)
+        first = np.repeat(lo - (np.cumsum(lens) - lens), lens)
+        return j, counters[first + np.arange(len(j))]
 
 
 _OWNER, _POS, _AMOUNT = itemgetter(0), itemgetter(1), itemgetter(2)  # Contribution's; a WaitOp's pos is 1 too

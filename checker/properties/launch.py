@@ -1,4 +1,4 @@
-"""Verdicts for a launch the interpreter refuses (spec LAUNCH-2, LAUNCH-3, ERR-8, ERR-10; D12, D21), and for a
+"""Verdicts for a launch the interpreter refuses (spec LAUNCH-2, LAUNCH-3, ERR-8, ERR-10, ERR-36; D12, D21), and for a
 call jax's TPU lowering refuses (LAUNCH-7, D31).
 
 jax's interpreter fails some kernels before any kernel code runs, in every
@@ -26,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 
 from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
-from semcheck.model.errors import EarlierFailure, NoCollectiveId, TpuLoweringFailure, Untranslatable, Violation
+from semcheck.model.errors import (EarlierFailure, NoCollectiveId, TpuLoweringFailure, TypedOperand, Untranslatable,
+                                   Violation)
 from semcheck.model.launch import launch_failure
 from semcheck.model.ops import DmaMode, Loc, Program
 
@@ -43,6 +44,9 @@ TPU_HINT = ("jax gives this call a collective id (an auto-assigned one under jax
 MASK_HINT = ("jax's TPU interpreter has no masked load: load the window whole and select with the mask "
              "(`jnp.where(mask, ref[...], other)`) to test the kernel in interpret mode; --dma-mode hardware checks "
              "it as a TPU runs it")
+SPACE_HINT = ("jax's TPU interpreter runs only calls whose arguments are untyped or typed ANY or HBM: drop the "
+              "`with_memory_space_constraint` (or pass the array through a BlockSpec in that space) to test the "
+              "kernel in interpret mode; --dma-mode hardware checks it as a TPU runs it")
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
@@ -81,6 +85,10 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
                 "which fails in every run, rides on jax's ordered-effect token into the next computation "
                 "(specs/semantics/calls.md PRG-11, specs/semantics/divergences.md D28)", EARLIER_HINT,
                 {"after": failure.after, "rule": "PRG-11"})
+    if isinstance(failure, TypedOperand):  # ERR-36: the interpreter's first step refuses the argument
+        return (f"at the call, before anything of it runs (argument {failure.operand!r} is an array typed with "
+                f"memory space {failure.space}, specs/semantics/kernels.md ERR-36)", SPACE_HINT,
+                {"operand": failure.operand, "rule": "ERR-36"})
     if isinstance(failure, Untranslatable):
         where = f" at {failure.where}" if failure.where else ""
         if failure.stage == "compile":

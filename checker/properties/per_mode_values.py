@@ -1,4 +1,5 @@
-"""ACC-27, ACC-28: a kernel whose values differ between jax's interpreter modes and `hardware`.
+"""ACC-27, ACC-28: a kernel whose values differ between jax's interpreter modes and `hardware` (and ERR-37: one
+whose kernel is not lowered while the interpreter refuses its arguments).
 
 The front end lowers such a kernel twice (`LoweredKernel.hardware`): `program` with the
 values XLA on the CPU gives (the interpreter's modes), and a lowering with the values
@@ -28,9 +29,11 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
     rest = tuple(m for m in req.modes if m != HARDWARE)
     done = decide(k.program, dataclasses.replace(req, modes=rest)) if rest else {}
     if isinstance(hardware, str):
-        reason = (f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27, "
-                  "ACC-28), while jax's interpreter modes compute it on the CPU")
-        done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": "ACC-27"}) for p in req.properties],
+        rule = getattr(hardware, "rule", "ACC-27")  # ERR-37: the kernel is not lowered, the interpreter refuses it
+        reason = str(hardware) if rule == "ERR-37" else (
+            f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27, "
+            "ACC-28), while jax's interpreter modes compute it on the CPU")
+        done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": rule}) for p in req.properties],
                           0.0)
     else:
         done.update(decide(hardware, dataclasses.replace(req, modes=(HARDWARE,))))

@@ -20,6 +20,7 @@ from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.model.access import AccessEvent, Unrecorded, accesses
+from semcheck.model.local_cores import schedule_free
 from semcheck.model.ops import DmaMode, DmaStart, Loc, Op, Program, Wait
 from semcheck.model.partial_arrivals import Split
 from semcheck.model.race import Ordered, Race, find_races
@@ -149,9 +150,23 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                            f"on_wait a race is believed only once its run replays on the model, and this one has "
                            f"{len(r.outcome.schedule):,} steps, more than semcheck replays ({REPLAY_LIMIT:,}); "
                            "check race-free at fewer devices", stats=stats)
+        if r.doubt == "ERR-27":
+            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} can be "
+                           "pending together, but one touches no element and the other names its buffer with no "
+                           "index: jax's race detector reads that window as whole, which no window of no element "
+                           "meets, so it does not report them, and they share no element (ERR-27); semcheck does "
+                           "not decide such a pair", stats={**stats, "rule": "ERR-27"})
+        if r.doubt == "ERR-34":
+            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} can be "
+                           "pending together (on_wait), but one touches no element, and no run semcheck tried "
+                           "performs both: jax's race detector sees an access only once it is performed, and a "
+                           "copy whose wait for 0 passed without running it stays queued, so the detector reports "
+                           "these windows only if a later wait runs that copy (ERR-34)", stats={**stats, "rule": "ERR-34"})
+        why = schedule_free(program) or "its one run fails or is longer than semcheck replays"
         return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
                        "on_wait, whether the copy runs first depends on the order of its semaphore's task queue; "
-                       "the restricted run that separates them does not replay", stats=stats)
+                       "the restricted run that separates them does not replay, and the program's own run does not "
+                       f"decide the pair (ACC-49: {why})", stats=stats)
     if report.unrecorded:
         u = report.unrecorded[0]
         return Verdict(PROP, "unknown", reason=f"the copy at {u.loc}: semcheck could not tell which regions it reads "

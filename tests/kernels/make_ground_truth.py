@@ -94,6 +94,9 @@ EXAMPLES: dict[str, dict] = {
     "examples/buggy/semaphore_read_in_interpret_mode.py": {
         "kind": "interpreter_error", "error_type": "NotImplementedError"},
     "examples/dma_count_without_read.py": {"kind": "clean"},
+    # the interpreter refuses a call argument typed SMEM before anything runs (ERR-36); a TPU runs it
+    "examples/buggy/smem_table_in_interpret_mode.py": {
+        "kind": "interpreter_error", "error_type": "NotImplementedError"},
     # jax's shipped all_gather, unchanged: one receive semaphore per direction for N - 1 copies,
     # so a sender's next copy can land first (from 4 devices on the ring; on_wait runs it first
     # and the output is wrong there); eager completes with the right numbers
@@ -306,6 +309,7 @@ EXAMPLES: dict[str, dict] = {
     # a KV-cache update at data-dependent slots (page table and lengths in scalar prefetch); its bugs: two
     # tokens written to one row, and a row one past the page (the interpreter raises at the write, both modes)
     "examples/kv_cache_update.py": {"kind": "clean"},
+    "examples/kv_slices_padded.py": {"kind": "clean"},
     "examples/buggy/race_kv_cache_update_page_table_row_dropped.py": {"kind": "race"},
     "examples/buggy/kv_cache_update_row_past_page.py": {"kind": "window_error", "error_type": "ValueError",
                                                          "raises_in": ["eager", "on_wait"]},

@@ -93,6 +93,107 @@ def shifted_flag_in_jit(num_devices: int, *, interpret=None):
     return _build(num_devices, interpret, predicate, jnp.asarray([1], jnp.int32), late_ring_id=0)
 
 
+def _then_pair(num_devices, interpret, before):
+    """`before(x)` (XLA operations, without kernel calls), then the pairwise kernel on every device."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+
+    def program(x):
+        return tp.call(tp._pair_kernel, before(x), 1, params)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False))
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))),)
+
+
+def _psum_if(pred, x):
+    return jax.lax.cond(pred, lambda v: v + jax.lax.psum(v[0, 0], tp.AXIS) * 0, lambda v: v, x)
+
+
+@semcheck.target(devices=[4])
+def psum_in_device_cond(num_devices: int, *, interpret=None):
+    """A cond without kernel calls whose branch only device 0 takes holds a psum: device 0 waits there for devices
+    that never join it (the interpreter hangs at the all-reduce), and the others wait in the pairwise kernel."""
+    return _then_pair(num_devices, interpret, lambda x: _psum_if(jax.lax.axis_index(tp.AXIS) == 0, x))
+
+
+@semcheck.target(devices=[4])
+def psum_in_uniform_cond(num_devices: int, *, interpret=None):
+    """As `psum_in_device_cond`, the cond on a value every device has alike: every device joins the psum."""
+    return _then_pair(num_devices, interpret, lambda x: _psum_if(jax.lax.psum(x[0, 0], tp.AXIS) > 0, x))
+
+
+@semcheck.target(devices=[4])
+def psum_in_device_while(num_devices: int, *, interpret=None):
+    """A while loop without kernel calls that device d runs d times, a psum in each iteration."""
+    def before(x):
+        def body(c):
+            return c[0] + 1, c[1] + jax.lax.psum(c[1][0, 0], tp.AXIS) * 0
+        return jax.lax.while_loop(lambda c: c[0] < jax.lax.axis_index(tp.AXIS), body, (0, x))[1]
+    return _then_pair(num_devices, interpret, before)
+
+
+@semcheck.target(devices=[4])
+def psum_in_device_branch(num_devices: int, *, interpret=None):
+    """Device 0 alone takes a branch with a kernel call and a psum (`lax.cond(axis_index == 0, ...)`)."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+
+    def alone(x):
+        return tp.call(tp._pair_kernel, x, 1, params) + jax.lax.psum(x[0, 0], tp.AXIS) * 0
+
+    def program(x):
+        return jax.lax.cond(jax.lax.axis_index(tp.AXIS) == 0, alone, lambda v: v, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False))
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))),)
+
+
+@semcheck.target(devices=[4])
+def flag_split_two_ways(num_devices: int, *, interpret=None):
+    """One flag split over the axis by rows in a first shard_map and by columns in a second: row d of the flag is all
+    d, so each device's column block starts with 0 and every device takes the true branch (pairwise) in the second.
+    Device d's block is not its row there (that would send devices 1.. to the ring)."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,), axis_types=(jax.sharding.AxisType.Auto,))
+    flag = jnp.repeat(jnp.arange(num_devices, dtype=jnp.int32)[:, None], num_devices, axis=1)
+
+    def second(x, f):
+        return jax.lax.cond(f[0, 0] == 0, lambda v: tp.call(tp._pair_kernel, v, 1, params),
+                            lambda v: tp.call(tp._ring_kernel, v, 0, params), x)
+
+    def program(x, f):
+        rows = jax.shard_map(lambda g: g * 2, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False)(f)
+        out = jax.shard_map(second, mesh=mesh, in_specs=(P(tp.AXIS), P(None, tp.AXIS)), out_specs=P(tp.AXIS),
+                            check_vma=False)(x, f)
+        return out, rows
+
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return jax.jit(program), (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))), flag)
+
+
+@semcheck.target(devices=[4])
+def tiled_flag(num_devices: int, *, interpret=None):
+    """A first shard_map returns the replicated flag `[0, 1, .., n-1]` split over the axis, so the whole is n
+    copies of it and each device of the second shard_map gets the whole flag: `f[0]` is 0 on every device, and
+    every device takes the false branch. The flag's block is not the whole's (device d's block is not `[d]`)."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+
+    def program(x, f):
+        return jax.lax.cond(f[0] != 0, lambda v: tp.call(tp._pair_kernel, v, 1, params),
+                            lambda v: tp.call(tp._ring_kernel, v, 0, params), x)
+
+    def outer(x, flag):
+        tiled = jax.shard_map(lambda f: f, mesh=mesh, in_specs=P(), out_specs=P(tp.AXIS), check_vma=False)(flag)
+        return jax.shard_map(program, mesh=mesh, in_specs=(P(tp.AXIS), P(tp.AXIS)), out_specs=P(tp.AXIS),
+                             check_vma=False)(x, tiled)
+
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return jax.jit(outer), (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))), jnp.arange(num_devices, dtype=jnp.int32))
+
+
 @semcheck.target(devices=[4])
 def loop_counter_cond(num_devices: int, *, interpret=None):
     """A fori_loop of 3 whose body runs the ring kernel in iteration 0 and the pairwise kernel after."""

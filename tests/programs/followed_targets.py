@@ -178,6 +178,50 @@ def count_from_uninitialised(num_devices: int, *, dma_mode: str = "eager", inter
                           scratch=[pltpu.SMEM((1,), jnp.int32)])
 
 
+def _fills_agree_kernel(count_ref, out_ref, tmp_ref):
+    t = tmp_ref[0]  # a scratch nothing wrote: 2**31 - 1 under the NaN fill, 0 under the zero fill
+    out_ref[0] = count_ref[0] + jnp.where((t > 5) & (t < 1000), 1, 0)  # the count under both fills
+
+
+@semcheck.target(devices=[2])
+def count_from_scratch_the_fills_agree_on(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """BUG on a TPU: the counts add 1 where the producer's scratch holds 6 .. 999, which both of jax's fills miss;
+    the wait call then waits for a layer no start call started (PRG-200: unknown under `hardware`)."""
+    return _count_program(num_devices, dma_mode, interpret, _fills_agree_kernel,
+                          scratch=[pltpu.SMEM((1,), jnp.int32)])
+
+
+def _row_kernel(row_ref, x_hbm, o_ref, buf, sem):
+    copy = pltpu.make_async_copy(x_hbm.at[pl.ds(row_ref[0] * 8, 8)], buf, sem)  # past the input unless row 0
+    copy.start()
+    copy.wait()
+    o_ref[...] = buf[...]
+
+
+@semcheck.target(devices=[2])
+def local_row_from_scratch_the_fills_agree_on(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """BUG on a TPU: a local call copies the row block its scalar prefetch names out of an 8-row input; the row is 0
+    plus 1 where the producer's scratch holds 6 .. 999, which both of jax's fills miss (PRG-200)."""
+    params = kv.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+
+    def program(count, x):
+        row = pl.pallas_call(_fills_agree_kernel, out_shape=jax.ShapeDtypeStruct((1,), jnp.int32), in_specs=[smem],
+                             out_specs=smem, scratch_shapes=[pltpu.SMEM((1,), jnp.int32)], interpret=params)(count)
+        return pl.pallas_call(_row_kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                              grid_spec=pltpu.PrefetchScalarGridSpec(
+                                  num_scalar_prefetch=1, grid=(1,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                                  out_specs=pl.BlockSpec((8, 128), lambda i, r: (0, 0)),
+                                  scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA]),
+                              interpret=params)(row, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS), P(kv.AXIS)), out_specs=P(kv.AXIS),
+                               check_vma=False))
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P(kv.AXIS)))  # noqa: E731
+    return fn, (put(jnp.zeros((num_devices,), jnp.int32)), put(jnp.ones((num_devices * 8, 128), jnp.float32)))
+
+
 def _first_element_kernel(count_ref, out_ref):
     out_ref[0] = count_ref[0]  # elements 1.. of the output: memory nothing writes
 

@@ -59,6 +59,42 @@ def test_an_earlier_kernel_s_output_that_is_not_a_fact_stays_unknown():
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-200", "PRG-169")
+def test_an_output_the_fills_agree_on_is_no_fact_on_a_tpu_where_the_kernel_reads_its_scratch():
+    """The producer reads a scratch nothing writes, through a test both fills fail (2**31 - 1 and 0), so its runs
+    agree; on a TPU the scratch holds what was there and the count may be one more. Under `hardware` every
+    property but race-free is unknown, naming the call, its scratch and PRG-200 (before: all 8 proved); the
+    producer that reads its inputs only keeps its proofs."""
+    got = _verify("tests/programs/followed_targets.py::count_from_scratch_the_fills_agree_on")
+    assert {p: v for p, v in _verdicts(got).items() if p != "race-free"} == {
+        p: "unknown" for p in got if p != "race-free"}, got
+    reason = got["deadlock-free"]["reason"]
+    assert "kernel call 0 (_fills_agree_kernel" in reason and "through a scratch buffer" in reason, reason
+    assert "PRG-200" in reason, reason
+    assert set(_verdicts(_verify("tests/programs/followed_targets.py::count_from_written_part")).values()) == {
+        "proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-200", "PRG-169")
+def test_a_local_call_checked_alone_on_such_an_output_is_unknown_on_a_tpu_only():
+    """The same producer gives a local call (checked alone) the row block it copies: under `hardware` its verdicts
+    are unknown, naming PRG-200 (before: proved); under `eager` the interpreter's fills are the facts: proved."""
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify",
+                          "tests/programs/followed_targets.py::local_row_from_scratch_the_fills_agree_on", "--devices",
+                          "2", "--dma-mode", "all", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+    got: dict = {}
+    for r in json.loads(run.stdout)["results"]:
+        got.setdefault((r["target"].rsplit("#", 1)[-1], r["dma_mode"]), {})[r["property"]] = r
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"unknown"}, got[("1", "hardware")]
+    assert all("PRG-200" in r["reason"] and "through a scratch buffer" in r["reason"]
+               for r in got[("1", "hardware")].values())
+    assert {r["verdict"] for r in got[("1", "eager")].values()} == {"proved"}, got[("1", "eager")]
+
+
+@pytest.mark.jax
 @pytest.mark.rule("PRG-192", "PRG-193", "PRG-169")
 def test_a_later_call_that_reads_only_what_the_producer_wrote_is_decided():
     """The producer writes element 0 of its 8 (its runs differ on the others): the wait call that reads element

@@ -41,7 +41,8 @@ def _line(text: str) -> int:
 @pytest.fixture(scope="module")
 def walked() -> dict:
     names = ["taken_branch_correct", "undecided_flag", "per_device_flag", "per_device_big_flag", "loop_counter_cond",
-             "device_index_in_jit", "shifted_flag_in_jit"]
+             "device_index_in_jit", "shifted_flag_in_jit", "tiled_flag", "psum_in_device_cond",
+             "psum_in_uniform_cond", "psum_in_device_while", "psum_in_device_branch", "flag_split_two_ways"]
     run = subprocess.run([sys.executable, "-c", _WALK.format(names=names, path=TARGETS, marker=MARKER)],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     (line,) = [s for s in run.stdout.splitlines() if s.startswith(MARKER)] or [None]
@@ -114,6 +115,47 @@ def test_a_jit_that_reads_the_device_is_followed_device_by_device(walked):
     (ir,) = walked["device_index_in_jit"]
     (same,) = walked["per_device_flag"]
     assert ir["unknown"] is None and (ir["calls"], ir["devices"]) == (same["calls"], same["devices"])
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-126")
+def test_a_shard_map_result_split_over_an_axis_is_not_its_block(walked):
+    """A replicated flag returned by a shard_map under `out_specs=P(axis)` is n copies of itself, and each device
+    of a second shard_map gets the whole flag, whose first element is 0 everywhere: the devices take one branch.
+    Before, the walk took the result for the flag itself and cut it into blocks, so device d read `[d]`, and
+    devices 1.. took the other branch, which no device takes (in the interpreter's modes: deadlock-free
+    violated where every run completes). The whole is not known to the walk: unknown, with the cond's line."""
+    (ir,) = walked["tiled_flag"]
+    assert ir["unknown"] is not None and "may differ between devices" in ir["unknown"][0], ir
+    assert ir["unknown"][1] == _line("return jax.lax.cond(f[0] != 0"), ir
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-145")
+def test_a_value_split_two_ways_gives_each_device_the_block_of_each_split(walked):
+    """The same flag split by rows, then by columns: the second shard_map's cond reads each device's column block,
+    0 on every device, so every device runs the pairwise kernel. Before, the walk kept one block per value and
+    split axes, the rows, and sent devices 1.. to the ring (in the interpreter's modes: deadlock-free violated,
+    where jax completes)."""
+    (ir,) = walked["flag_split_two_ways"]
+    assert ir["unknown"] is None and ir["calls"] == ["_pair_kernel"] and ir["devices"] == [None], ir
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-201")
+def test_a_collective_only_some_devices_run_is_unknown_with_its_line(walked):
+    """A psum in a cond branch, or a while loop's iteration, that only some devices run waits for devices that never
+    join it: the program is unknown, naming the psum's line (before: all 8 properties proved in every mode, where
+    jax's interpreter hangs at the all-reduce). A psum in a cond every device takes alike is followed."""
+    psum_line = _line("lambda v: v + jax.lax.psum(v[0, 0], tp.AXIS) * 0")
+    for name, line in (("psum_in_device_cond", psum_line),
+                       ("psum_in_device_while", _line("return c[0] + 1, c[1] + jax.lax.psum(")),
+                       ("psum_in_device_branch", _line("tp.call(tp._pair_kernel, x, 1, params) + jax.lax.psum"))):
+        (ir,) = walked[name]
+        assert ir["unknown"] is not None and "XLA collective (psum)" in ir["unknown"][0], (name, ir)
+        assert ir["unknown"][1] == line, (name, ir)
+    (ir,) = walked["psum_in_uniform_cond"]
+    assert ir["unknown"] is None and ir["calls"] == ["_pair_kernel"], ir
 
 
 @pytest.mark.jax

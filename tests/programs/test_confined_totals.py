@@ -9,6 +9,7 @@ part or more of what arrives.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from semcheck.checker.properties import confined
@@ -30,9 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @st.composite
-def kernels(draw):
-    """Each device runs a few pieces towards a partner: a barrier handshake, a remote signal or copy,
-    waits on its own semaphores for amounts that may match what arrives, or not."""
+def kernels(draw, incs=(1, 1, 2, 0)):
+    """Each device runs a few pieces towards a partner: a barrier handshake, a remote signal or copy (of
+    an increment from `incs`), waits on its own semaphores for amounts that may match what arrives, or not."""
     n = draw(st.integers(2, 4))
     cores = draw(st.sampled_from([1, 1, 1, 2])) if n <= 2 else 1
     topo = Topology(n, cores)
@@ -47,7 +48,7 @@ def kernels(draw):
             if piece == "shake":
                 ops += [GetBarrierSem(), Signal(SemRef(BARRIER), 1, device=back), Wait(SemRef(BARRIER), 1)]
             elif piece == "signal":
-                ops.append(Signal(SemRef("s"), draw(st.sampled_from([1, 1, 2, 0])), device=peer,
+                ops.append(Signal(SemRef("s"), draw(st.sampled_from(incs)), device=peer,
                                   core=draw(st.none() | st.integers(0, cores - 1))))
             elif piece == "copy":
                 ops.append(DmaStart(SemRef("r"), draw(st.sampled_from([4, 8])), src_sem=SemRef("t"), device=peer,
@@ -259,3 +260,34 @@ def test_settled_columns_are_the_totals_asked_landing_by_landing(program):
     assert decide(program, columns, lowering=low) == decide(program, landings)
     with without_totals():
         assert decide(program, landings) == decide(program, columns, lowering=low)
+
+
+def _zero_then_waited() -> object:
+    """Two devices each signal 1 to the other, wait for 1, then signal 0: the second signal's counters are
+    not positive (a zero increment), so neither total settles it (PRG-140, PRG-141)."""
+    body = [Signal(SemRef("s"), 1, device=None), Wait(SemRef("s"), 1), Signal(SemRef("s"), 0, device=None)]
+    bodies = [[dataclasses.replace(op, device=1 - d) if type(op) is Signal else op for op in body] for d in range(2)]
+    return launch(Topology(2, 1), bodies, collective_id=0, scratch=[Scratch("s"), Scratch("r"), Scratch("t")])
+
+
+@pytest.mark.rule("RUN-55")
+@settings(SETTINGS, max_examples=400)
+@given(kernels(incs=(0, 1, 2)))
+@example(_zero_then_waited())
+def test_counter_sums_in_one_array_are_the_totals_asked_landing_by_landing(program):
+    """RUN-55's one array of every counter's sums answers as each landing's own counter does, zero and
+    uneven increments (a counter that is not positive) included."""
+    from semcheck.checker.properties.confined import landing_columns
+    from semcheck.checker.properties.confined_totals import complete
+    from semcheck.checker.static.lowering import lower
+
+    low = lower(program, "hardware")
+    if not complete(low):
+        return
+    columns = landing_columns(program, low)
+    settled = Totals(program, low).settled(columns.core, columns.pc, columns.target, columns.entry, columns.exit,
+                                           columns.counter, columns.counters)
+    scanned = Totals(program)
+    topo = program.topology
+    assert settled.tolist() == [topo.device_of(la.core) != topo.device_of(la.target) and scanned.waits_hold_back(la)
+                                and scanned.landed_before_exit(la) for la in single_landings(program)]

@@ -1,0 +1,45 @@
+"""ERR-37: a call jax's interpreter refuses by its arguments' types, decided in the interpreter's modes even
+where its kernel cannot be lowered.
+
+ERR-36's failure is read off the call's arguments, not its kernel: the interpreter raises it before it
+looks at the kernel, whatever the kernel does. So when the front end cannot lower the kernel (a construct
+it does not follow), the interpreter's modes still have their answer: every run raises before any core
+starts (LAUNCH-5), a limitation of the interpreter (`unrunnable`, REP-21). The program that carries it has
+no kernel operations; `hardware`, which runs the kernel, has no program and stays unknown with the
+lowering's reason (`HardwareUnknown`).
+"""
+
+from __future__ import annotations
+
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+from semcheck.checker.frontend.trace import KernelCall
+from semcheck.checker.frontend.typed_operands import typed_operand_failure
+from semcheck.model.launch import launch
+from semcheck.model.ops import Program, Topology
+
+
+class HardwareUnknown(str):
+    """ERR-37: why `hardware` has no program (the lowering's refusal, with its line)."""
+
+    rule = "ERR-37"
+
+
+def refused_unlowered(call: KernelCall, error: Exception, *, cores: int | None,
+                      name: str) -> tuple[Program, HardwareUnknown] | None:
+    """(the interpreter's program, why `hardware` has none) for a call whose lowering raised `error` and whose
+    arguments the interpreter refuses (ERR-36); None when `error` must stand (another error, values the
+    build has not given yet, or a call the interpreter does not refuse so)."""
+    if not isinstance(error, Unsupported) or isinstance(error, NeedsConcreteInputs):
+        return None
+    failure = typed_operand_failure(call.refused_spaces)
+    if failure is None:
+        return None
+    n_cores = int(cores) if cores is not None and call.core_axis_name is None else call.cores_per_device
+    topology = Topology(call.mesh.num_devices, n_cores)
+    program = launch(topology, [[] for _ in range(topology.num_cores)], collective_id=call.collective_id,
+                     name=name, loc=call.loc, launch_failure=failure)
+    return program, HardwareUnknown(f"unsupported {str(error).removeprefix('unsupported ')}")
+
+
+__all__ = ["HardwareUnknown", "refused_unlowered"]
