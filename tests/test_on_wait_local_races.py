@@ -122,7 +122,17 @@ def test_on_wait_races_of_schedule_free_programs_are_decided_as_the_explorer_doe
     if truth is None:
         return
     report = find_races(program, "on_wait", first=0)
-    assert all(r.confirmed for r in report.races), "a race left unconfirmed on a schedule-free program"
+    _decided_as_explored(report, truth)
+
+
+def _decided_as_explored(report, truth: bool) -> None:
+    """Every race kept is confirmed, or left open for jax's detector's own reading of an empty window (ERR-27,
+    ERR-34: unknown, said so), which only a pair the explorer finds pending can be; with none left open there
+    is a race exactly when the explorer finds one."""
+    assert all(r.confirmed or r.doubt for r in report.races), "a race left unconfirmed on a schedule-free program"
+    if any(r.doubt for r in report.races):
+        assert truth
+        return
     assert bool(report.races) == truth
 
 
@@ -146,8 +156,7 @@ def test_padded_slice_tables_are_decided_under_on_wait_as_the_explorer_does(prog
     if truth is None or fast_run(program, "on_wait", record=False).state.failure is not None:
         return
     report = find_races(program, "on_wait", first=0)
-    assert all(r.confirmed for r in report.races), "a race left unconfirmed on a schedule-free program"
-    assert bool(report.races) == truth
+    _decided_as_explored(report, truth)
 
 
 @pytest.mark.rule("ACC-49")
