@@ -224,3 +224,21 @@ def test_numpy_s_tie_break_is_xla_s_where_semcheck_follows_it(row, k):
     if refusal("top_k", [lanes], top, ties=True) is None:
         _, idx = NUMERIC["top_k"](types.SimpleNamespace(params=top), lanes)
         assert list(idx[0, 0]) == list(np.asarray(jax.lax.top_k(x, k)[1])[0])
+
+
+@pytest.mark.rule("ACC-26")
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(width=32, allow_nan=False, allow_subnormal=False), min_size=1, max_size=16),
+       st.sampled_from(["HBM", "VMEM", "SMEM"]))
+def test_a_memory_space_constraint_is_its_operand(xs, space):
+    """`pltpu.with_memory_space_constraint` gives its operand (jax's primitive, bound alone and jitted, on the
+    drawn floats), so semcheck follows a float through it as through a copy (a shipped MoE's gating logits)."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    x = np.array(xs, np.float32)
+    memory = getattr(pltpu, space)
+    alone = np.asarray(pltpu.with_memory_space_constraint(x, memory))
+    jitted = np.asarray(jax.jit(lambda v: pltpu.with_memory_space_constraint(v, memory))(x))
+    assert alone.tobytes() == x.tobytes() == jitted.tobytes()
+    assert rounds_floats("with_memory_space_constraint", [x], [alone], {"memory_space": memory}) is None

@@ -220,7 +220,7 @@ class AccessRules(Evaluator):
         """Track a `run_scoped` buffer at its first use (a load, a store or, where copies are followed, a copy's
         end: ACC-43), if small and integer (`scalar_memory`); its contents are uninitialised until written."""
         alloc = self.memory.allocation(label)
-        if alloc is None or not trackable(*alloc):
+        if alloc is None or not trackable(*alloc, floats=bool(getattr(self, "follow_floats", False))):  # ACC-41
             self.memory.ignored.add(label)
             return False
         why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", loc)

@@ -115,7 +115,7 @@ def lower_target(
     """
     # lazy: these import jax, which must load after the caller provisions devices
     from semcheck.checker.frontend.concrete_inputs import inputs_of_trace, trace_with_inputs
-    from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
+    from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs, NeedsFloatInputs
     from semcheck.checker.frontend.staged_trace import staged_trace
 
     kwargs = build_kwargs or {}
@@ -129,13 +129,21 @@ def lower_target(
         traced = None  # e.g. fn closes over a value the staged build left abstract
     if traced is not None:
         try:
-            return lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)
+            try:
+                return lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)
+            except NeedsFloatInputs:  # ACC-41: the float inputs' values too, computed only where needed
+                return lower_all(t, devices, inputs_of_trace(closed, args, path=t.path, per_mode=per_mode,
+                                                             floats=True), cores=cores, dma_mode=dma_mode)
         except NeedsConcreteInputs:
             if not any(i.abstract for i in traced[1]):
                 raise
     fn, args = t.build(devices, **kwargs)
-    return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path, per_mode=per_mode), cores=cores,
-                     dma_mode=dma_mode)
+    try:
+        return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path, per_mode=per_mode), cores=cores,
+                         dma_mode=dma_mode)
+    except NeedsFloatInputs:
+        return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path, per_mode=per_mode, floats=True),
+                         cores=cores, dma_mode=dma_mode)
 
 
 def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[KernelInputs]], *,

@@ -93,6 +93,7 @@ class KernelInputs:
     reached_by: frozenset[int] | None = None
     hardware: KernelInputs | None = None  # ACC-27: the values under `hardware` where they differ from these
     on_cpu: bool = False  # ACC-28: these are the interpreter modes' values (a tie in the kernel is followed)
+    floats: bool = False  # ACC-41: the float operands a lowering following float copies tracks have their values
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""
@@ -103,40 +104,43 @@ class KernelInputs:
         return (self.bound_why[k] if k < len(self.bound_why) else None) or self.why
 
 
-def is_scalar_operand(op: Operand) -> bool:
+def is_scalar_operand(op: Operand, floats: bool = False) -> bool:
     """An operand whose contents the front end tracks from the launch on (see `scalar_memory`).
 
     Scalar-prefetch operands, and inputs in SMEM, VMEM or (integer, ACC-30) HBM
     that the kernel sees whole (block shape = array shape: the interpreter
-    copies them in at a core's first grid step and never again).
+    copies them in at a core's first grid step and never again). `floats`: as a lowering that follows float
+    copies tracks them (`trackable`, ACC-41).
     """
-    if op.kind != "buffer" or not trackable(op.shape, op.dtype, op.memory_space, hbm=True):
+    if op.kind != "buffer" or not trackable(op.shape, op.dtype, op.memory_space, hbm=True, floats=floats):
         return False
     if op.role == "index":
         return True
     return op.role == "input" and op.block_shape is not None and tuple(op.block_shape) == tuple(op.shape)
 
 
-def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "", per_mode: bool = False) -> tuple[
-        list[KernelCall], list[KernelInputs]]:
+def trace_with_inputs(fn: Callable[..., Any], args: Sequence[Any], *, path: str = "", per_mode: bool = False,
+                      floats: bool = False) -> tuple[list[KernelCall], list[KernelInputs]]:
     """`trace.trace_kernels(fn, args)` and, per kernel, the concrete values of its scalar operands."""
-    return inputs_of_trace(make_jaxpr(fn, args, path=path), args, path=path, per_mode=per_mode)
+    return inputs_of_trace(make_jaxpr(fn, args, path=path), args, path=path, per_mode=per_mode, floats=floats)
 
 
-def inputs_of_trace(closed: Any, args: Sequence[Any], *, path: str = "", per_mode: bool = False) -> tuple[
-        list[KernelCall], list[KernelInputs]]:
-    """`trace_with_inputs` of a trace already made: `closed` is `make_jaxpr(fn, args)`."""
+def inputs_of_trace(closed: Any, args: Sequence[Any], *, path: str = "", per_mode: bool = False,
+                    floats: bool = False) -> tuple[list[KernelCall], list[KernelInputs]]:
+    """`trace_with_inputs` of a trace already made: `closed` is `make_jaxpr(fn, args)`; `floats`: the values of
+    the float operands a lowering following float copies tracks too (`kernel_inputs`)."""
     from semcheck.checker.frontend.errors import NotTpuPallasCall
 
     calls = find_kernels(closed.jaxpr)
     if not calls:
         raise NotTpuPallasCall("no TPU pallas_call or core_map found in the traced function", path=path or None)
-    return calls, kernel_inputs(closed, calls, args, run_kernels=True, per_mode=per_mode)
+    return calls, kernel_inputs(closed, calls, args, run_kernels=True, per_mode=per_mode, floats=floats)
 
 
 def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any], *,
-                  run_kernels: bool = False, per_mode: bool = False) -> list[KernelInputs]:
-    """Per kernel of `closed` (the traced `fn(*args)`), its scalar operands' values (module docstring).
+                  run_kernels: bool = False, per_mode: bool = False, floats: bool = False) -> list[KernelInputs]:
+    """Per kernel of `closed` (the traced `fn(*args)`), its scalar operands' values (module docstring); `floats`:
+    also those of the float operands a lowering following float copies tracks (ACC-41: `is_scalar_operand`).
     `run_kernels` (PRG-169): where a value is computed from an earlier kernel call's output, that call is run
     (`kernel_outputs`), and the values it gives are marked with it. `per_mode` (ACC-27): the values of the
     interpreter's modes, with `hardware`'s where they differ; else the values every mode shares."""
@@ -145,17 +149,18 @@ def kernel_inputs(closed: Any, calls: Sequence[KernelCall], args: Sequence[Any],
     leaves = [_concrete(x) for x in jax.tree.leaves(tuple(args))]
     abstract = any(x is None for x in leaves)
     empty = [KernelInputs((None,) * len(c.operands), abstract, _ABSTRACT if abstract else "",
-                          (None,) * len(c.dynamic_grid_dims)) for c in calls]
-    if not any(c.dynamic_grid_dims or any(is_scalar_operand(op) for op in c.operands) for c in calls):
+                          (None,) * len(c.dynamic_grid_dims), floats=floats) for c in calls]
+    if not any(c.dynamic_grid_dims or any(is_scalar_operand(op, floats) for op in c.operands) for c in calls):
         return empty
     if all(x is None for x in leaves):
         return empty  # nothing to compute from: skip the evaluation
     inputs = [*(_concrete(c) for c in closed.consts), *leaves]
 
     def values(on_cpu: bool) -> tuple[list[KernelInputs], str]:
-        got, cpu = _evaluate(closed, calls, inputs, abstract, empty, run_kernels=False, on_cpu=on_cpu)
+        got, cpu = _evaluate(closed, calls, inputs, abstract, empty, run_kernels=False, on_cpu=on_cpu, floats=floats)
         if run_kernels and any(_KERNEL_OUTPUT in (w or "") for i in got for w in (*i.operand_why, *i.bound_why)):
-            again, cpu = _evaluate(closed, calls, inputs, abstract, empty, run_kernels=True, on_cpu=on_cpu)
+            again, cpu = _evaluate(closed, calls, inputs, abstract, empty, run_kernels=True, on_cpu=on_cpu,
+                                   floats=floats)
             got = [_computed(a, b) for a, b in zip(got, again)]
         return got, cpu
 
@@ -174,9 +179,9 @@ def _computed(before: KernelInputs, after: KernelInputs) -> KernelInputs:
 
 
 def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstract: bool, empty: list[KernelInputs],
-              *, run_kernels: bool, on_cpu: bool = False) -> tuple[list[KernelInputs], str]:
+              *, run_kernels: bool, on_cpu: bool = False, floats: bool = False) -> tuple[list[KernelInputs], str]:
     """The values, and the first followed only on the CPU (ACC-27: `on_cpu`, else "")."""
-    interp = _Interpreter(calls, run_kernels=run_kernels)
+    interp = _Interpreter(calls, run_kernels=run_kernels, floats=floats)
     interp.on_cpu = on_cpu
     try:
         interp.run(closed.jaxpr, args, None, 0)
@@ -192,7 +197,7 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
         def made(per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]],
                  call: KernelCall = call, producers: tuple[int, ...] = producers) -> KernelInputs:
-            return _made(call, per_device, reasons, abstract, producers, interp.ran, interp.unwritten)
+            return _made(call, per_device, reasons, abstract, producers, interp.ran, interp.unwritten, floats)
 
         got = made(per_device, interp.reasons.get(k, {}))
         out.append(dataclasses.replace(got, iterations=interp.iteration_inputs(k, made)))  # PRG-183
@@ -200,7 +205,8 @@ def _evaluate(closed: Any, calls: Sequence[KernelCall], args: list[Any], abstrac
 
 
 def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int, list[str | None]], abstract: bool,
-          producers: tuple[int, ...], ran: dict[int, str], unwritten: dict[int, str]) -> KernelInputs:
+          producers: tuple[int, ...], ran: dict[int, str], unwritten: dict[int, str],
+          floats: bool = False) -> KernelInputs:
     """One launch's `KernelInputs` from its operands' values per device (and why some have none)."""
     lanes = call.mesh.num_devices
     nb = len(call.dynamic_grid_dims)  # the launch's operands: dynamic grid bounds first
@@ -208,7 +214,7 @@ def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int,
     bounds = tuple(_stack_bound([per_device[d][b] for d in sorted(per_device)], lanes) for b in range(nb))
     values = []
     for i, op in enumerate(call.operands):
-        if not is_scalar_operand(op):
+        if not is_scalar_operand(op, floats):
             values.append(None)
             continue
         values.append(_stack([per_device[d][nb + i] if nb + i < len(per_device[d]) else None
@@ -217,7 +223,8 @@ def _made(call: KernelCall, per_device: dict[int, list[Any]], reasons: dict[int,
     return KernelInputs(tuple(values), abstract, why, bounds, operand_why=tuple(whys[nb:]),
                         bound_why=tuple(whys[:nb]), producers=producers,
                         computed_by=", ".join(ran[j] for j in producers),
-                        unwritten="; ".join(f"{ran[j]} through {unwritten[j]}" for j in producers if unwritten.get(j)))
+                        unwritten="; ".join(f"{ran[j]} through {unwritten[j]}" for j in producers if unwritten.get(j)),
+                        floats=floats)
 
 
 def inputs_by_launch(closed: Any, args: Sequence[Any]) -> dict[int, KernelInputs]:
@@ -307,7 +314,7 @@ def _stack_bound(per_device: list[Any], lanes: int) -> np.ndarray | None:
 class _Interpreter(LoopInputs, CondInputs, FloatValues):
     """Binds the equations the kernels' scalar operands depend on (module docstring)."""
 
-    def __init__(self, calls: Sequence[KernelCall], *, run_kernels: bool = False) -> None:
+    def __init__(self, calls: Sequence[KernelCall], *, run_kernels: bool = False, floats: bool = False) -> None:
         from jax._src import core as jax_core  # lazy: see trace's docstring
 
         self.calls = calls
@@ -320,6 +327,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
         self._needed: dict[tuple[int, tuple[bool, ...]], tuple[set[Any], tuple[bool, ...]]] = {}
         self._rounds: Rounds | None = None  # the collectives of the shard_map body being evaluated
         self.run_kernels = run_kernels  # PRG-169: run a kernel whose outputs a later call's operands need
+        self.floats = floats  # ACC-41: the float operands a lowering following float copies tracks too
         self.ran: dict[int, str] = {}  # the kernel calls run so (index -> their words)
         self.unwritten: dict[int, str] = {}  # PRG-200: of those, why one may read memory nothing writes
         self.start_loops()  # PRG-183: each launch's values per reach, and the loops' iterations around it
@@ -403,9 +411,8 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
     def _value(x: Any) -> np.ndarray | None:
         return _concrete(x)
 
-    @staticmethod
-    def _tracks(op: Operand) -> bool:
-        return is_scalar_operand(op)
+    def _tracks(self, op: Operand) -> bool:
+        return is_scalar_operand(op, self.floats)
 
     def _reason(self, v: Any) -> str | None:
         return None if type(v) is self._literal else self._why.get(v)
@@ -544,7 +551,7 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 for i, v in enumerate(discharged_order(eqn, eqn.invars)):
                     if type(v) is lit:
                         continue
-                    if i < nb or (i - nb < len(ops) and is_scalar_operand(ops[i - nb])):
+                    if i < nb or (i - nb < len(ops) and self._tracks(ops[i - nb])):
                         need.add(v)
             elif name == "mpmd_map":  # a core_map: its operands are its kernel's inputs in order (ACC-47)
                 need.update(v for v, op in zip(eqn.invars, core_map_operands(eqn))

@@ -26,8 +26,9 @@ import numpy as np
 from jax._src import core as jax_core
 
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
-from semcheck.checker.frontend.scalar_memory import (CONCRETE_HINT, AbstractInput, DivergedValue, NeedsConcreteInputs,
-                                                     ScalarMemory)
+from semcheck.checker.frontend.scalar_memory import (CONCRETE_HINT, AbstractInput, CopiedFloat, DivergedValue,
+                                                     NeedsConcreteInputs, NeedsFloatCopies, NeedsFloatInputs,
+                                                     ScalarMemory, UncomputedFloatInput)
 from semcheck.checker.frontend.trace import KernelCall, jaxpr_classes, eqn_loc
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, BufRef, Unknown, opaque
 from semcheck.model.ops import NO_LOC, Loc, Op, SemRef
@@ -313,6 +314,13 @@ class Evaluator:
             if isinstance(value, AbstractInput):
                 raise NeedsConcreteInputs(eqn.primitive.name, f"{what} depends on a value semcheck cannot "
                                           f"compute{src}; {CONCRETE_HINT}", self.loc(eqn))
+            if isinstance(value, UncomputedFloatInput):
+                raise NeedsFloatInputs(eqn.primitive.name, f"{what} depends on a float input's contents, which "
+                                       f"semcheck computes only where a lowering follows float copies (ACC-41){src}",
+                                       self.loc(eqn))
+            if isinstance(value, CopiedFloat):
+                raise NeedsFloatCopies(eqn.primitive.name, f"{what} depends on a value semcheck cannot compute{src}",
+                                       self.loc(eqn))
             raise Unsupported(eqn.primitive.name, f"{what} depends on a value semcheck cannot compute{src}",
                               self.loc(eqn))
         if isinstance(value, (int, np.integer, bool, np.bool_)):

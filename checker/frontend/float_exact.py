@@ -34,7 +34,9 @@ import numpy as np
 STRUCTURAL = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose", "slice", "dynamic_slice",
                         "concatenate", "stack", "copy", "copy_p", "multiple_of", "optimization_barrier", "pvary",
                         "stop_gradient", "select_n", "iota", "device_put", "sharding_constraint", "reshard",
-                        "gather", "pad", "rev", "expand_dims", "dynamic_update_slice", "scatter"})
+                        "gather", "pad", "rev", "expand_dims", "dynamic_update_slice", "scatter",
+                        # ACC-26: the operand itself (its impl and its lowering return it); only where it lives
+                        "with_memory_space_constraint"})
 EXACT = STRUCTURAL | frozenset({"max", "min", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "neg", "abs", "sign",
                                 "floor", "ceil", "round", "reduce_max", "reduce_min", "argmax", "argmin", "top_k"})
 # Operations exact on some operands: followed where no rounding happened (`inexact`).

@@ -31,7 +31,7 @@ from semcheck.checker.frontend.concrete_inputs import KernelInputs, is_scalar_op
 from semcheck.checker.frontend.errors import FrontendError, Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator
 from semcheck.checker.frontend.partial_values import Partial
-from semcheck.checker.frontend.scalar_memory import AbstractInput, trackable
+from semcheck.checker.frontend.scalar_memory import AbstractInput, UncomputedFloatInput, trackable
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.model.launch import Scratch
@@ -217,12 +217,14 @@ class GridRules(Evaluator):
         self._kernel_args = kernel_args
         self._inputs = inputs
         values = inputs.values if inputs is not None else ()
-        for i, (op, arg) in enumerate(zip(self.call.operands, kernel_args)):
+        floats = bool(getattr(self, "follow_floats", False))  # ACC-41: float refs a lowering following float copies
+        for i, (op, arg) in enumerate(zip(self.call.operands, kernel_args)):  # tracks (`trackable`)
             if type(arg) is not BufRef or op.kind != "buffer":
                 continue
             shape = tuple(op.block_shape if op.block_shape is not None else op.shape)
             scratch = op.role == "scratch"
-            if not (is_scalar_operand(op) or (scratch and trackable(shape, op.dtype, op.memory_space))) or (
+            if not (is_scalar_operand(op, floats) or (scratch and trackable(shape, op.dtype, op.memory_space,
+                                                                           floats=floats))) or (
                     op.memory_space == "hbm" and not self._tracks_hbm(i)):
                 self.memory.ignored.add(arg.name)
                 continue
@@ -239,6 +241,8 @@ class GridRules(Evaluator):
             elif inputs is None or inputs.abstract:
                 why = AbstractInput(f"the contents of {what} {op.name!r}, which the example arguments do "
                                     "not carry, read")
+            elif not inputs.floats and not is_scalar_operand(op):  # computed for the other lowerings only
+                why = UncomputedFloatInput(f"the contents of {what} {op.name!r}, read")
             else:
                 why = Unknown(f"the contents of {what} {op.name!r} ({inputs.why_of(i)}), read")
             state.append((arg.name, shape, op.dtype, init, why, op.memory_space, unknown))

@@ -138,6 +138,7 @@ def lower_kernel(
     inputs: KernelInputs | None = None,
     devices: Sequence[int] | None = None,
     follow_copies: bool = True,
+    follow_floats: bool | None = None,
 ) -> Program | PartialLowering:
     """The `Program` the interpreter runs for `call` (see module docstring).
 
@@ -150,7 +151,30 @@ def lower_kernel(
     devices evaluate (then lower every device). An error the lowering of another device would meet is
     not seen: the caller must know (e.g. from a rotation certificate) that the others run alike.
     `follow_copies` False: values copies move are not followed (ACC-9's last clause: ACC-4's treatment).
+    `follow_floats`: float data local copies move is followed too (ACC-41); None (the default): the kernel is
+    lowered without, and again with it when that lowering needs such a value (`NeedsFloatCopies`); lowering
+    some devices, such a value refuses the subset (the whole lowering follows it).
     """
+    from semcheck.checker.frontend.evaluator import SubsetRefused
+    from semcheck.checker.frontend.scalar_memory import NeedsFloatCopies
+
+    if follow_floats is not None:
+        return _lower_kernel(call, cores, name, stats, inputs, devices, follow_copies, follow_floats)
+    try:
+        return _lower_kernel(call, cores, name, stats, inputs, devices, follow_copies, False)
+    except NeedsFloatCopies as e:
+        if devices is not None:
+            raise SubsetRefused(e.primitive, f"{e.reason}, which a lowering of every device follows",
+                                e.loc) from None
+        if not follow_copies:
+            raise
+    return _lower_kernel(call, cores, name, stats, inputs, devices, follow_copies, True)
+
+
+def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: LoweringStats | None,
+                  inputs: KernelInputs | None, devices: Sequence[int] | None, follow_copies: bool,
+                  follow_floats: bool) -> Program | PartialLowering:
+    """`lower_kernel` with `follow_floats` decided."""
     # Imported here: the rule modules import jax, and this module must not, so
     # that `frontend.lower_target` imports before the caller provisions devices
     # (jax reads JAX_PLATFORMS when it is imported).
@@ -183,7 +207,7 @@ def lower_kernel(
     # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, when tracing, then LAUNCH-3
     failure = typed_operand_failure(call.refused_spaces) or _launch_failure(call) or translation_failure(call)
     scratch, kernel_args, hbm_buffers = launch_operands(call)
-    lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies)
+    lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)
     chosen = None if devices is None else tuple(int(d) for d in devices)
     if chosen is not None:

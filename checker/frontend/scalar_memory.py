@@ -9,7 +9,8 @@ is a known lane array and the `while`/`cond` it decides can be unrolled.
 Soundness first (a wrong concrete value would be a wrong program):
 
 * only refs of an integer or boolean dtype with at most `MAX_TABLE_ELEMENTS` elements
-  (ACC-31), or of a float dtype with at most `MAX_EVAL_ELEMENTS`, are tracked (`trackable`);
+  (ACC-31), or of a float dtype with at most `MAX_EVAL_ELEMENTS` (`MAX_FLOAT_ELEMENTS`, and HBM
+  inputs, in a lowering that follows float copies: ACC-41, ACC-42), are tracked (`trackable`);
   larger (vector) data stays abstract, and
   a float value is known only where exact operations computed it (ACC-25,
   `float_exact`);
@@ -39,7 +40,7 @@ from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.float_exact import is_float
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_FLOAT_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
 from semcheck.model.ops import Loc
 
 # What a kernel is told when a value it branches on comes from arguments given as shapes.
@@ -66,6 +67,30 @@ class DivergedValue(Unknown):
     __slots__ = ()
 
 
+class CopiedFloat(Unknown):
+    """Float data a local copy moved into a ref a lowering that follows float copies would follow (ACC-41): a
+    subclass of `Unknown`; where control flow or an operand needs it, the evaluator raises `NeedsFloatCopies`."""
+
+    __slots__ = ()
+
+
+class NeedsFloatCopies(Unsupported):
+    """`Unsupported` because a needed value is float data a local copy moved (`CopiedFloat`): `lower.lower_kernel`
+    answers it by lowering the kernel again with those copies followed (ACC-41)."""
+
+
+class UncomputedFloatInput(Unknown):
+    """A float input's contents, in a lowering that follows float copies, where the example arguments' values were
+    computed for the other lowerings only (`KernelInputs.floats` False); what needs it raises `NeedsFloatInputs`."""
+
+    __slots__ = ()
+
+
+class NeedsFloatInputs(Unsupported):
+    """`Unsupported` because a needed value is an `UncomputedFloatInput`: `api.lower_target` answers it by computing
+    the float inputs' values too (`concrete_inputs.kernel_inputs(floats=True)`) and lowering again (ACC-41)."""
+
+
 class NeedsConcreteInputs(Unsupported):
     """`Unsupported` because a needed value comes from inputs given as shapes (see `CONCRETE_HINT`).
 
@@ -73,22 +98,26 @@ class NeedsConcreteInputs(Unsupported):
     """
 
 
-def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None, *, hbm: bool = False) -> bool:
+def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None, *, hbm: bool = False,
+              floats: bool = False) -> bool:
     """Whether a ref's contents are tracked: an integer or boolean table of at most `MAX_TABLE_ELEMENTS`
     (ACC-31), or float data of at most `MAX_EVAL_ELEMENTS` (ACC-25), in a core's own SMEM or VMEM.
 
     Not memory the cores of a device share (another core may write it at any time): HBM only where the
     caller says (`hbm`: integer inputs a kernel's local copies read, tracked where copies are followed,
-    ACC-30).
+    ACC-30). `floats`: in a lowering that follows float copies (ACC-41), float data of at most
+    `MAX_FLOAT_ELEMENTS` (ACC-42), and float inputs in HBM where `hbm` says; every other lowering keeps the
+    bounds above, so float data it never needs does not make its devices' lanes differ.
     """
     try:
         kind = np.dtype(dtype).kind
     except TypeError:
         return False
-    if memory_space not in _CORE_MEMORY and not (hbm and memory_space == "hbm" and kind in "iub"):
+    if memory_space not in _CORE_MEMORY and not (hbm and memory_space == "hbm" and (kind in "iub" or floats)):
         return False
     size = math.prod(int(s) for s in shape)
-    return (kind in "iub" and size <= MAX_TABLE_ELEMENTS) or (is_float(dtype) and size <= MAX_EVAL_ELEMENTS)
+    return (kind in "iub" and size <= MAX_TABLE_ELEMENTS) or (
+        is_float(dtype) and size <= (MAX_FLOAT_ELEMENTS if floats else MAX_EVAL_ELEMENTS))
 
 
 # Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
@@ -454,4 +483,5 @@ def _apply(pos: np.ndarray, t: Any, lane: int) -> Any:
 # Transforms that change nothing about which elements a view names.
 _IDENTITY = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
 
-__all__ = ["AbstractInput", "CONCRETE_HINT", "DivergedValue", "NeedsConcreteInputs", "ScalarMemory", "trackable"]
+__all__ = ["AbstractInput", "CONCRETE_HINT", "CopiedFloat", "DivergedValue", "NeedsConcreteInputs", "NeedsFloatCopies",
+           "NeedsFloatInputs", "ScalarMemory", "UncomputedFloatInput", "trackable"]

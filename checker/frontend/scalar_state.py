@@ -13,8 +13,9 @@ once every rule is registered, it wraps two of them.
 Following copies (ACC-9). In a one-core kernel evaluated device by device, a
 copy (local or remote) into a tracked ref moves its source's values to the
 target device's ref where it starts, and every load from a followed ref (an SMEM
-ref of the shape and dtype of some copy's SMEM end, or an integer VMEM or HBM ref of
-those of some copy's end: ACC-21, ACC-30) records, per element, which write it read
+ref of the shape and dtype of some copy's SMEM end, an integer VMEM or HBM ref of
+those of some copy's end: ACC-21, ACC-30, or a float one of a local copy's end that
+no remote copy shares: ACC-41) records, per element, which write it read
 from (`FollowedRead`), as does a copy's read half; each store and copy of such a ref
 is a `FollowedWrite`. Only a followed source's values move. Those values are facts only when the program is race-free and
 one run agrees with them (`model.followed.misread`): `check_modes` asks, and
@@ -39,6 +40,7 @@ from jax._src.state import types as state_types
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, SubsetRefused, sub_jaxprs
 from semcheck.checker.frontend.regions import flatten_ref
+from semcheck.checker.frontend.scalar_memory import CopiedFloat
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, Unknown
 from semcheck.model.followed import FollowedRead, FollowedWrite, ValueFacts
@@ -51,7 +53,8 @@ _ACCESS_PRIMS = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p,
 class ScalarStateRules(Evaluator):
     """Wraps `dma_start` and `run_scoped` to keep `self.memory` sound (module docstring)."""
 
-    def __init__(self, call: KernelCall, num_devices: int, cores: int, *, follow_copies: bool = True) -> None:
+    def __init__(self, call: KernelCall, num_devices: int, cores: int, *, follow_copies: bool = True,
+                 follow_floats: bool = False) -> None:
         super().__init__(call, num_devices, cores)
         # ACC-9: one core per device, so a device's tracked refs live while every lane runs; `follow_copies`
         # False: ACC-4's treatment, for a program of several calls (ACC-9's last clause)
@@ -61,9 +64,20 @@ class ScalarStateRules(Evaluator):
         # that a remote copy writes (counts exchanged row by row before they are moved to SMEM); ACC-30:
         # every end of a copy in SMEM, and every integer end in VMEM or HBM (an input's table a local copy
         # fetches, a computed table moved to SMEM), local or remote. Float VMEM (data tiles) keeps ACC-4's
-        # treatment. Keyed by memory space too: a VMEM ref is never taken for an SMEM ref of its shape
+        # treatment. Keyed by memory space too: a VMEM ref is never taken for an SMEM ref of its shape.
+        # ACC-41: float VMEM and HBM ends of local copies (a gating block fetched from the logits' input),
+        # where no remote copy has an end of their shape, dtype and memory space (a remote copy's end is data
+        # exchanged between devices: tokens, partial results). A lowering follows them only when one that did
+        # not needed such a value (`follow_floats`, `lower.lower_kernel`), and only then tracks float refs past
+        # ACC-25's bound or in HBM (`trackable`): until then a copy into one makes it `CopiedFloat`, so the
+        # kernels whose lowering needs no such value keep ACC-4's treatment of their data
+        self.follow_floats = follow_floats
+        remote_ends = {(sig, space) for sig, space, remote, _dst in ends if remote}
+        self.float_ends = ({(sig, space) for sig, space, _remote, _dst in ends if space in ("vmem", "hbm")
+                            and not _integer(sig) and (sig, space) not in remote_ends} if self.follow_copies else set())
         self.fed_signatures = ({(sig, space) for sig, space, _remote, _dst in ends
                                 if space == "smem" or (space in ("vmem", "hbm") and _integer(sig))}
+                               | (self.float_ends if follow_floats else set())
                                if self.follow_copies else set())
         self.memory.remote_signatures |= {sig for sig, space, remote, dst in ends
                                           if remote and dst and (sig, space) not in self.fed_signatures}
@@ -115,7 +129,7 @@ class ScalarStateRules(Evaluator):
                 ref, chain = flatten_ref(ref)
             if type(ref) is not BufRef or not self._fed(ref.name) or not self._following():
                 # not following: copies into the ref make it unknown (`dma_start`), as ACC-4 says
-                return rule(eqn, invals, mask)
+                return self._copied_float(eqn, ref, rule(eqn, invals, mask))
             label, loc = ref.name, self.loc(eqn)
             memory = self.memory
             transforms, _ = self._access_static(eqn)[4](invals)
@@ -209,6 +223,22 @@ class ScalarStateRules(Evaluator):
                     (lane, sbase.name, int(i)) for i in sflat[known]), tuple(int(w) for w in writers[known])))
         return outs
 
+    def _copied_float(self, eqn: Any, ref: Any, outs: list[Any]) -> list[Any]:
+        """ACC-41: a load from a float ref this lowering does not track (past ACC-25's bound, or in HBM) that a
+        lowering following float copies would follow gives `CopiedFloat`, so that what needs it lowers again."""
+        if (self.follow_floats or not self.float_ends or type(ref) is not BufRef or ref.name in self.memory
+                or not (self._following() or self.subset)):
+            return outs
+        base, _ = flatten_ref(eqn.invars[0].aval)
+        try:
+            sig = ((tuple(int(d) for d in base.shape), str(np.dtype(base.dtype))),
+                   memory_space_name(getattr(base, "memory_space", None)))
+        except (TypeError, AttributeError):
+            return outs
+        if sig not in self.float_ends:
+            return outs
+        return [CopiedFloat(o.why, o.loc) if type(o) is Unknown else o for o in outs]
+
     def _wrap_dma_start(self, rule: Any) -> Any:
         def dma_start(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
             if self.fed_signatures and (self.subset or self._following()):  # (a subset: refused below)
@@ -231,7 +261,12 @@ class ScalarStateRules(Evaluator):
                         # another device's copy may overwrite at any time
                         raise Unsupported(eqn.primitive.name, "a remote DMA writes a ref whose contents "
                                           "semcheck follows as control data", self.loc(eqn))
-                    why = Unknown("a ref a DMA writes (semcheck does not copy contents along)", self.loc(eqn))
+                    c = self.memory.refs[base.name]
+                    # (lowering some devices, what needs it refuses the subset: `lower.lower_kernel`)
+                    copied = ((c.shape, str(c.dtype)), c.space) in self.float_ends and (
+                        self._following() or self.subset)
+                    why = (CopiedFloat if copied else Unknown)(
+                        "a ref a DMA writes (semcheck does not copy contents along)", self.loc(eqn))
                     self.memory.clobber(base.name, self.active(mask), why)
             return rule(eqn, invals, mask)
 

@@ -21,6 +21,11 @@ MAX_EVAL_ELEMENTS = 1024
 # what its view names, so a scalar load of a table of this size is as cheap as one of a small one.
 MAX_TABLE_ELEMENTS = 1 << 16
 
+# Float refs the front end tracks (ACC-42): a routing kernel double-buffers its gating block (2 x bt x 128
+# logits) and fetches it from an HBM input of the tokens' logits; a float store is a vector of values, so the
+# bound is lower than the tables' (the values the front end evaluates keep `MAX_EVAL_ELEMENTS`).
+MAX_FLOAT_ELEMENTS = 1 << 13
+
 
 class Unknown:
     """An opaque value (data, float compute, a semaphore read, ...)."""

@@ -301,6 +301,7 @@ def run_one(spec: str, devices: int, rec: Recorder, timeout: float | None = None
 
     from semcheck.checker.frontend.concrete_inputs import trace_with_inputs
     from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.scalar_memory import NeedsFloatInputs
     from semcheck.checker.frontend.targets import load_targets
 
     result: dict[str, Any] = {"spec": spec, "devices": devices}
@@ -313,7 +314,11 @@ def run_one(spec: str, devices: int, rec: Recorder, timeout: float | None = None
     calls, inputs = trace_with_inputs(fn, args, path=t.path)  # concrete scalar operands, if args carry them
     lowered = {"cores": {}, "barrier_sems": {}}
     for k, call in enumerate(calls):
-        prog = lower_kernel(call, cores=t.cores, inputs=inputs[k])
+        try:
+            prog = lower_kernel(call, cores=t.cores, inputs=inputs[k])
+        except NeedsFloatInputs:  # ACC-41: the float inputs' values too, as `api.lower_target` computes them
+            calls, inputs = trace_with_inputs(fn, args, path=t.path, floats=True)
+            prog = lower_kernel(call, cores=t.cores, inputs=inputs[k])
         res = resolve_program(prog)
         if k == 0:
             lowered = res

@@ -240,6 +240,7 @@ def _sweeps(offset: int) -> list:
 
 
 @pytest.mark.rule("ACC-25")  # a subset keeps moving float data (DivergedValue)
+@pytest.mark.rule("ACC-41")  # a subset that needs a float value a local copy moves is refused (SubsetRefused)
 @pytest.mark.parametrize("kernels", _sweeps(0))
 def test_a_subset_lowers_the_whole_programs_cores_of_every_example_kernel(kernels):
     """Every example kernel at 3 and 6 devices: the last device, and two devices out of order or apart;
@@ -259,6 +260,7 @@ def test_a_subset_lowers_the_whole_programs_cores_for_drawn_kernels_counts_and_s
     assert _in_child(_check_random_subsets, 1, 40) == []
 
 
+@pytest.mark.rule("ACC-41")  # per-device float data no value needs is not tracked: the rings' steps stay lanes
 @pytest.mark.parametrize("kernels", _sweeps(1))
 def test_grid_steps_and_loop_iterations_run_as_lanes_lower_the_step_by_step_program(kernels):
     diffs, as_lanes = _in_child(_step_lane_differences, [2, 5], kernels)
