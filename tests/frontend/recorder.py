@@ -311,13 +311,14 @@ def run_one(spec: str, devices: int, rec: Recorder, timeout: float | None = None
         return result
     t = targets[0]
     fn, args = t.build(devices)
-    calls, inputs = trace_with_inputs(fn, args, path=t.path)  # concrete scalar operands, if args carry them
+    # concrete scalar operands, if args carry them, as the interpreter's modes compute them (ACC-27, ACC-37)
+    calls, inputs = trace_with_inputs(fn, args, path=t.path, per_mode=True)
     lowered = {"cores": {}, "barrier_sems": {}}
     for k, call in enumerate(calls):
         try:
             prog = lower_kernel(call, cores=t.cores, inputs=inputs[k])
         except NeedsFloatInputs:  # ACC-41: the float inputs' values too, as `api.lower_target` computes them
-            calls, inputs = trace_with_inputs(fn, args, path=t.path, floats=True)
+            calls, inputs = trace_with_inputs(fn, args, path=t.path, per_mode=True, floats=True)
             prog = lower_kernel(call, cores=t.cores, inputs=inputs[k])
         res = resolve_program(prog)
         if k == 0:
