@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
@@ -119,6 +120,13 @@ def lower_target(
     from semcheck.checker.frontend.staged_trace import staged_trace
 
     kwargs = build_kwargs or {}
+
+    def lowered(values: Callable[[bool], tuple[list[KernelCall], list[KernelInputs]]]) -> list[LoweredKernel]:
+        try:
+            return lower_all(t, devices, values(False), cores=cores, dma_mode=dma_mode)
+        except NeedsFloatInputs:  # ACC-41: the float inputs' values too, computed only where a value needs them
+            return lower_all(t, devices, values(True), cores=cores, dma_mode=dma_mode)
+
     traced = None
     try:
         staged = staged_trace(t, devices, kwargs)  # kept: the program of the calls starts from it too
@@ -129,21 +137,13 @@ def lower_target(
         traced = None  # e.g. fn closes over a value the staged build left abstract
     if traced is not None:
         try:
-            try:
-                return lower_all(t, devices, traced, cores=cores, dma_mode=dma_mode)
-            except NeedsFloatInputs:  # ACC-41: the float inputs' values too, computed only where needed
-                return lower_all(t, devices, inputs_of_trace(closed, args, path=t.path, per_mode=per_mode,
-                                                             floats=True), cores=cores, dma_mode=dma_mode)
+            return lowered(lambda floats: inputs_of_trace(closed, args, path=t.path, per_mode=per_mode,
+                                                          floats=True) if floats else traced)
         except NeedsConcreteInputs:
             if not any(i.abstract for i in traced[1]):
                 raise
     fn, args = t.build(devices, **kwargs)
-    try:
-        return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path, per_mode=per_mode), cores=cores,
-                         dma_mode=dma_mode)
-    except NeedsFloatInputs:
-        return lower_all(t, devices, trace_with_inputs(fn, args, path=t.path, per_mode=per_mode, floats=True),
-                         cores=cores, dma_mode=dma_mode)
+    return lowered(lambda floats: trace_with_inputs(fn, args, path=t.path, per_mode=per_mode, floats=floats))
 
 
 def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[KernelInputs]], *,

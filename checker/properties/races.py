@@ -82,6 +82,18 @@ def _in_parts(program: Program, parts: Split, mode: DmaMode, v: Verdict) -> Verd
                                                               details=details, hint=hint))
 
 
+# Why a pair that replayed is still not believed (`Race.doubt`), after "... can be pending together"
+_DOUBTS = {
+    "ERR-27": ", but one touches no element and the other names its buffer with no index: jax's race detector "
+              "reads that window as whole, which no window of no element meets, so it does not report them, and "
+              "they share no element (ERR-27); semcheck does not decide such a pair",
+    "ERR-34": " (on_wait), but one touches no element, and no run semcheck tried performs both: jax's race "
+              "detector sees an access only once it is performed, and a copy whose wait for 0 passed without "
+              "running it stays queued, so the detector reports these windows only if a later wait runs that copy "
+              "(ERR-34)",
+}
+
+
 def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
     program, mode = facts.program, facts.mode
     t0 = time.perf_counter()
@@ -150,18 +162,9 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
                            f"on_wait a race is believed only once its run replays on the model, and this one has "
                            f"{len(r.outcome.schedule):,} steps, more than semcheck replays ({REPLAY_LIMIT:,}); "
                            "check race-free at fewer devices", stats=stats)
-        if r.doubt == "ERR-27":
+        if r.doubt:
             return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} can be "
-                           "pending together, but one touches no element and the other names its buffer with no "
-                           "index: jax's race detector reads that window as whole, which no window of no element "
-                           "meets, so it does not report them, and they share no element (ERR-27); semcheck does "
-                           "not decide such a pair", stats={**stats, "rule": "ERR-27"})
-        if r.doubt == "ERR-34":
-            return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)} can be "
-                           "pending together (on_wait), but one touches no element, and no run semcheck tried "
-                           "performs both: jax's race detector sees an access only once it is performed, and a "
-                           "copy whose wait for 0 passed without running it stays queued, so the detector reports "
-                           "these windows only if a later wait runs that copy (ERR-34)", stats={**stats, "rule": "ERR-34"})
+                           f"pending together{_DOUBTS[r.doubt]}", stats={**stats, "rule": r.doubt})
         why = schedule_free(program) or "its one run fails or is longer than semcheck replays"
         return Verdict(PROP, "unknown", reason=f"{_say(program, r.first)} and {_say(program, r.second)}: under "
                        "on_wait, whether the copy runs first depends on the order of its semaphore's task queue; "
