@@ -1,4 +1,4 @@
-"""ACC-41, ACC-42: float logits a kernel fetches itself with a local copy, and the bound on float refs.
+"""ACC-41, ACC-42, ACC-57: float logits a kernel fetches itself with a local copy, and the bound on float refs.
 
 The test kernels (`kernels/float_tiles.py`) fetch a block of gating logits from an HBM input into a VMEM buffer,
 pick each token's expert by an argmax of the block and size a copy with the count routed to the device; one
@@ -76,6 +76,29 @@ def test_lowered_float_tiles_are_what_the_interpreter_does(devices):
         assert r["lowered_events"] == r["recorded_events"] > 0
     # the counts the lowering followed are not all alike, so a wrong block or device would show in the bytes
     assert len(set(count(devices, 8, 0))) > 1 or len(set(count(devices, 16, 1))) > 1
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-57")
+def test_copied_float_ids_used_as_an_index_decide_every_property():
+    """The top-1 lanes of the fetched block, moved to SMEM by a local copy and used as a histogram's index, size the
+    copy: before ACC-57 the index's value lost its mark and the copy's size was unknown in every mode."""
+    rows = _rows(f"{KERNEL}::tile_topk_ids", "2,4", 0)
+    assert len(rows) == 2 * 3 * 8
+    assert {r["verdict"] for r in rows} == {"proved"}, [r for r in rows if r["verdict"] != "proved"][:1]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-57")
+@pytest.mark.parametrize("devices", [2, 4])
+def test_copied_float_ids_lower_to_what_the_interpreter_does(devices):
+    from float_tiles import count
+    from test_frontend import _record
+
+    (r,) = _record(devices, ["float_tiles.py::tile_topk_ids"])
+    assert r["status"] == "match", r.get("difference") or r.get("error") or r
+    assert r["outcome"] == "completed" and r["lowered_events"] == r["recorded_events"] > 0
+    assert len(set(count(devices, 8, 0))) > 1  # the devices copy different counts: a wrong index would show
 
 
 @pytest.mark.jax
