@@ -30,6 +30,7 @@ KERNEL = "tests/frontend/kernels/float_tiles.py"
 CLEAN = ["tile_fetch", "gating_double_buffer"]
 FETCH, READ = 51, 53  # the racy twin's fetch (its start) and its load of the block
 COPY = 60  # the copy the routed count sizes (its start)
+IDS_COPY = 127  # `tile_topk_ids`'s copy the histogram of the ids sizes (its start)
 
 
 def _rows(spec: str, devices: str, code: int) -> list[dict]:
@@ -145,7 +146,7 @@ from semcheck.checker.properties.checking import check_program
 from semcheck.checker.properties.followed_values import settle
 from semcheck.model.ops import DmaStart
 table = np.asarray(json.loads(sys.argv[1]), np.float32)
-(target,) = load_targets("tests/frontend/kernels/float_tiles.py", target="tile_fetch")
+(target,) = load_targets("tests/frontend/kernels/float_tiles.py", target=sys.argv[3])
 (kernel,) = lower_target(target, 2, build_kwargs={"table": table})
 program = kernel.program
 verdicts = {v.property: v for v in check_program(program, "eager")}
@@ -182,8 +183,26 @@ def test_drawn_logits_size_the_copy_as_their_argmax_counts(table):
 
     from float_tiles import count
 
-    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(COPY)], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(COPY), "tile_fetch"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"verdicts": ["proved"], "rows": count(2, 8, 0, table)}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-57")
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(_argmax_lanes())
+def test_drawn_logits_size_the_copy_through_the_ids_index(table):
+    """Any logits whose top lanes are drawn: through the ids moved to SMEM and the histogram they index, each
+    device's copy is as many rows as numpy's argmax counts on the fetched block, and every property is proved."""
+    import subprocess
+
+    from float_tiles import count
+
+    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(IDS_COPY), "tile_topk_ids"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got == {"verdicts": ["proved"], "rows": count(2, 8, 0, table)}

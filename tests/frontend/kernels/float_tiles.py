@@ -132,7 +132,7 @@ def _ids_kernel(logits_hbm, x_hbm, o_ref, gating, buf, ids_v, ids, hist, sem, co
 
 
 @semcheck.target(devices=(2, 4))
-def tile_topk_ids(num_devices: int, dma_mode: str = "eager"):
+def tile_topk_ids(num_devices: int, dma_mode: str = "eager", table: np.ndarray | None = None):
     mesh = mesh_1d(num_devices, AXIS)
     call = pl.pallas_call(
         _ids_kernel,
@@ -147,4 +147,5 @@ def tile_topk_ids(num_devices: int, dma_mode: str = "eager"):
     fn = jax.jit(jax.shard_map(call, mesh=mesh, in_specs=(P(AXIS), P(AXIS)), out_specs=P(AXIS), check_vma=False))
     x = np.arange(num_devices * ROWS * LANES, dtype=np.float32).reshape(num_devices * ROWS, LANES)
     sharding = NamedSharding(mesh, P(AXIS))
-    return fn, (jax.device_put(logits(num_devices, ROWS), sharding), jax.device_put(x, sharding))
+    table = logits(num_devices, ROWS) if table is None else np.asarray(table, np.float32)
+    return fn, (jax.device_put(table, sharding), jax.device_put(x, sharding))
