@@ -362,7 +362,8 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                 self.reasons.setdefault(index, {})[lane] = order(eqn, [self._reason(v) for v in eqn.invars])
                 self.reached(index, lane)  # PRG-183
                 if self.run_kernels and any(v in needed for v in eqn.outvars):
-                    outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index])
+                    outs, why = run_kernel(eqn, [read(v) for v in eqn.invars], self.calls[index],
+                                           [self._reason(v) for v in eqn.invars])  # PRG-206: why one has none
                     if outs is not None:
                         self.ran.setdefault(index, describe(self.calls[index]))
                         self.unwritten.setdefault(index, unwritten_reads(eqn))

@@ -13,6 +13,7 @@ require to hold before any verdict resting on them stands (`checker/properties/c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,16 +33,19 @@ def describe(call: Any) -> str:
     return f"kernel call {call.index} ({call.name}{at})"
 
 
-def run_kernel(eqn: Any, invals: list[Any], call: Any) -> tuple[list[Any] | None, str]:
+def run_kernel(eqn: Any, invals: list[Any], call: Any,
+               reasons: Sequence[str | None] = ()) -> tuple[list[Any] | None, str]:
     """PRG-169: `eqn` (a `pallas_call`, `call` as `trace` describes it) run by jax's interpreter on `invals`, its
-    outputs; or None and why not. PRG-192: an output is kept where its runs agree: an array where they agree
+    outputs; or None and why not (PRG-206: an input without a value is named by its reason in `reasons`, per
+    operand of `eqn`, with its line). PRG-192: an output is kept where its runs agree: an array where they agree
     everywhere, a `partial_values.Partial` where they differ on some of its elements (or all), whose reason names
     the first; None, and why, where they agree on no element of any output."""
     what = describe(call)
     if eqn.primitive.name != "pallas_call":
         return None, f"the output of {what}, which is not a pallas_call semcheck runs"
     if any(x is None for x in invals):
-        return None, f"the output of {what}, whose inputs semcheck could not compute"
+        first = next((r for x, r in zip(invals, reasons) if x is None and r), "")
+        return None, f"the output of {what}, whose inputs semcheck could not compute" + (f": {first}" if first else "")
     if _talks(eqn.params["jaxpr"]):
         return None, (f"the output of {what}, which communicates with other devices (a remote copy or signal, "
                       "the barrier semaphore or a device id): one device's run alone does not give it")

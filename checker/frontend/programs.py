@@ -183,8 +183,13 @@ def _unfollowed(lower_kernel: Any, inv: Any, cores: int, name: str, inputs: Any,
     """A kernel's program for a composed program: lowered again without following values copies move when
     its lowering followed some (ACC-9's last clause, ACC-4's treatment): a composed program does not carry
     the check that makes them facts, and what needs them is then unknown at its own line."""
-    program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, stats=stats)
-    if getattr(program, "followed", None) is not None:
+    from semcheck.checker.frontend.scalar_memory import NeedsFloatInputs
+
+    try:
+        program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, stats=stats)
+    except NeedsFloatInputs:  # PRG-207: a value only ACC-41's lowering computes, which follows copies
+        program = None
+    if program is None or getattr(program, "followed", None) is not None:
         program = lower_kernel(inv.call, cores=cores, name=name, inputs=inputs, follow_copies=False, stats=stats)
     return program
 

@@ -408,8 +408,8 @@ class ScalarMemory:
             if lane_x is None:
                 if isinstance(x, AbstractInput):
                     return AbstractInput(f"index comes from {x.why}", x.loc)
-                if isinstance(x, Unknown):  # (its reason and line: what the index comes from)
-                    return Unknown(f"an index computed from {x.why}", x.loc)
+                if isinstance(x, Unknown):  # (its reason and line: what the index comes from; ACC-41: its mark)
+                    return _marked(x)(f"an index computed from {x.why}", x.loc)
                 return Unknown("index semcheck cannot compute")
         wide = any(x.shape[0] > 1 for x in leaves)  # type: ignore[union-attr]
         running = [int(x) for x in lanes] if wide else [0]
@@ -431,6 +431,13 @@ class ScalarMemory:
         # lanes that do not run the access have arbitrary indices: they get a running lane's view
         out = [found.get(d, first) for d in range(self.L)]
         return np.stack(out)
+
+
+def _marked(x: Unknown) -> type[Unknown]:
+    """ACC-57: the class of an unknown computed from `x`: `x`'s where it marks what a further lowering computes
+    (ACC-41: `CopiedFloat`, `UncomputedFloatInput`; RUN-22: `DivergedValue`), so the value needing it asks for
+    that lowering; else the plain `Unknown`."""
+    return type(x) if type(x) in (CopiedFloat, UncomputedFloatInput, DivergedValue) else Unknown
 
 
 def _leaf_lanes(x: Any) -> np.ndarray | None:

@@ -1,4 +1,4 @@
-"""ACC-41, ACC-42: float logits a kernel fetches itself with a local copy, and the bound on float refs.
+"""ACC-41, ACC-42, ACC-57: float logits a kernel fetches itself with a local copy, and the bound on float refs.
 
 The test kernels (`kernels/float_tiles.py`) fetch a block of gating logits from an HBM input into a VMEM buffer,
 pick each token's expert by an argmax of the block and size a copy with the count routed to the device; one
@@ -30,6 +30,7 @@ KERNEL = "tests/frontend/kernels/float_tiles.py"
 CLEAN = ["tile_fetch", "gating_double_buffer"]
 FETCH, READ = 51, 53  # the racy twin's fetch (its start) and its load of the block
 COPY = 60  # the copy the routed count sizes (its start)
+IDS_COPY = 127  # `tile_topk_ids`'s copy the histogram of the ids sizes (its start)
 
 
 def _rows(spec: str, devices: str, code: int) -> list[dict]:
@@ -79,6 +80,29 @@ def test_lowered_float_tiles_are_what_the_interpreter_does(devices):
 
 
 @pytest.mark.jax
+@pytest.mark.rule("ACC-57")
+def test_copied_float_ids_used_as_an_index_decide_every_property():
+    """The top-1 lanes of the fetched block, moved to SMEM by a local copy and used as a histogram's index, size the
+    copy: before ACC-57 the index's value lost its mark and the copy's size was unknown in every mode."""
+    rows = _rows(f"{KERNEL}::tile_topk_ids", "2,4", 0)
+    assert len(rows) == 2 * 3 * 8
+    assert {r["verdict"] for r in rows} == {"proved"}, [r for r in rows if r["verdict"] != "proved"][:1]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-57")
+@pytest.mark.parametrize("devices", [2, 4])
+def test_copied_float_ids_lower_to_what_the_interpreter_does(devices):
+    from float_tiles import count
+    from test_frontend import _record
+
+    (r,) = _record(devices, ["float_tiles.py::tile_topk_ids"])
+    assert r["status"] == "match", r.get("difference") or r.get("error") or r
+    assert r["outcome"] == "completed" and r["lowered_events"] == r["recorded_events"] > 0
+    assert len(set(count(devices, 8, 0))) > 1  # the devices copy different counts: a wrong index would show
+
+
+@pytest.mark.jax
 @pytest.mark.rule("ACC-41")
 def test_a_kernel_no_copied_float_decides_keeps_its_data_unfollowed():
     """A data tile a local copy fetches, which decides nothing, is not followed (ACC-41's *when*): the example's
@@ -122,7 +146,7 @@ from semcheck.checker.properties.checking import check_program
 from semcheck.checker.properties.followed_values import settle
 from semcheck.model.ops import DmaStart
 table = np.asarray(json.loads(sys.argv[1]), np.float32)
-(target,) = load_targets("tests/frontend/kernels/float_tiles.py", target="tile_fetch")
+(target,) = load_targets("tests/frontend/kernels/float_tiles.py", target=sys.argv[3])
 (kernel,) = lower_target(target, 2, build_kwargs={"table": table})
 program = kernel.program
 verdicts = {v.property: v for v in check_program(program, "eager")}
@@ -159,8 +183,26 @@ def test_drawn_logits_size_the_copy_as_their_argmax_counts(table):
 
     from float_tiles import count
 
-    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(COPY)], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(COPY), "tile_fetch"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"verdicts": ["proved"], "rows": count(2, 8, 0, table)}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-57")
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(_argmax_lanes())
+def test_drawn_logits_size_the_copy_through_the_ids_index(table):
+    """Any logits whose top lanes are drawn: through the ids moved to SMEM and the histogram they index, each
+    device's copy is as many rows as numpy's argmax counts on the fetched block, and every property is proved."""
+    import subprocess
+
+    from float_tiles import count
+
+    p = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(table.tolist()), str(IDS_COPY), "tile_topk_ids"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got == {"verdicts": ["proved"], "rows": count(2, 8, 0, table)}

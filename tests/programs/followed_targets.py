@@ -417,3 +417,30 @@ def shifts_while_sharded_bound(num_devices: int, *, dma_mode: str = "eager", int
     """The trip count from a sharded array, the same on every device: the walk computes it on each device (PRG-197)
     and every device runs every call."""
     return _shifts_while(num_devices, dma_mode, interpret, double_barrier=True, sharded=True)
+
+
+def _scored_count_kernel(scores_ref, out_ref):
+    out_ref[0] = jnp.where(scores_ref[0, 0] > 0, 1, 0).astype(jnp.int32)
+
+
+@semcheck.target(devices=[2])
+def count_from_softmax_scores(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The producer reads a softmax the program computes before it, whose arithmetic rounds (ACC-26): its input has
+    no value, so its output, the wait call's counts, has none; the reason names the softmax's line (PRG-206)."""
+    params = kv.interpret_params(dma_mode, interpret)
+    mesh = jax.make_mesh((num_devices,), (kv.AXIS,))
+
+    def program(count, x):
+        scores = jax.nn.softmax(count.astype(jnp.float32).reshape(1, -1))  # SOFTMAX
+        again = pl.pallas_call(_scored_count_kernel, out_shape=jax.ShapeDtypeStruct(count.shape, count.dtype),
+                               in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                               out_specs=pl.BlockSpec(memory_space=pltpu.SMEM), interpret=params)(scores)
+        x, future = kv.kv_start(count, x, params)
+        return kv.kv_wait(again, x, future, params)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(kv.AXIS), P(kv.AXIS)), out_specs=P(kv.AXIS),
+                               check_vma=False))
+    x = jnp.zeros((num_devices * kv.LAYERS, kv.ROWS, kv.LANES), jnp.float32)
+    count = jnp.asarray(kv.layer_counts(num_devices))
+    return fn, (jax.device_put(count, NamedSharding(mesh, P(kv.AXIS))),
+                jax.device_put(x, NamedSharding(mesh, P(kv.AXIS))))

@@ -137,6 +137,22 @@ def test_a_racy_producer_leaves_its_consumers_unknown():
             assert all("race-free of kernel call 0 is violated" in r["reason"] for r in got.values())
 
 
+@pytest.mark.jax
+@pytest.mark.rule("PRG-206")
+def test_a_producer_s_uncomputed_input_is_named_with_its_line():
+    """The producer's input is a softmax computed before it: the wait call's counts are unknown in every mode, and
+    the reason names the operation that rounds and its line, not only the producer."""
+    path = f"{TARGETS}::count_from_softmax_scores"
+    rows = _rows({path: "all"})[path]
+    assert {m for _, m in rows} == {"eager", "on_wait", "hardware"}
+    line = next(i for i, text in enumerate((REPO / TARGETS).read_text().splitlines(), 1) if "# SOFTMAX" in text)
+    for props in rows.values():
+        for r in props.values():
+            assert r["verdict"] == "unknown", r
+            assert "_scored_count_kernel" in r["reason"] and "whose inputs semcheck could not compute: " in r["reason"]
+            assert f"followed_targets.py:{line} (specs/deciding/frontend.md ACC-26)" in r["reason"], r["reason"]
+
+
 def _plan_values_match(drawn: list[list[int]]) -> None:
     """In a fresh process with 2 host devices: per drawn pair of lengths, the ring calls read the rows per device
     the plan computes, marked with the plan call; the plan itself takes nothing from a kernel."""

@@ -105,3 +105,47 @@ def gating_double_buffer(num_devices: int, dma_mode: str = "eager"):
 @semcheck.target(devices=(2,))
 def tile_read_before_wait(num_devices: int, dma_mode: str = "eager"):
     return _build(num_devices, early=True, dma_mode=dma_mode)
+
+
+def _ids_kernel(logits_hbm, x_hbm, o_ref, gating, buf, ids_v, ids, hist, sem, copy_sem):
+    """`tile_fetch` whose count goes through an index: each token's top-1 lane (`lax.top_k`) is moved to SMEM by a
+    local copy, and a histogram indexed by its parity gives the copy's size (ACC-57)."""
+    me = jax.lax.axis_index(AXIS)
+    fetch = pltpu.make_async_copy(logits_hbm.at[pl.ds(0, ROWS)], gating.at[0], sem)
+    fetch.start()
+    fetch.wait()
+    _, top = jax.lax.top_k(gating[0], 1)
+    ids_v[...] = top
+    pltpu.async_copy(ids_v, ids, sem).wait()
+    hist[0] = 0
+    hist[1] = 0
+    for i in range(ROWS):
+        e = ids[i, 0] % 2
+        hist[e] = hist[e] + 1
+    n = hist[me % 2]
+    cp = pltpu.make_async_copy(x_hbm.at[pl.ds(0, n)], buf.at[pl.ds(0, n)], copy_sem)
+    cp.start()
+    cp.wait()
+    out = pltpu.make_async_copy(buf, o_ref, copy_sem)
+    out.start()
+    out.wait()
+
+
+@semcheck.target(devices=(2, 4))
+def tile_topk_ids(num_devices: int, dma_mode: str = "eager", table: np.ndarray | None = None):
+    mesh = mesh_1d(num_devices, AXIS)
+    call = pl.pallas_call(
+        _ids_kernel,
+        out_shape=jax.ShapeDtypeStruct((ROWS, LANES), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM((1, ROWS, LANES), jnp.float32), pltpu.VMEM((ROWS, LANES), jnp.float32),
+                        pltpu.VMEM((ROWS, 1), jnp.int32), pltpu.SMEM((ROWS, 1), jnp.int32), pltpu.SMEM((2,), jnp.int32),
+                        pltpu.SemaphoreType.DMA(()), pltpu.SemaphoreType.DMA(())],
+        interpret=interpret(dma_mode),
+    )
+    fn = jax.jit(jax.shard_map(call, mesh=mesh, in_specs=(P(AXIS), P(AXIS)), out_specs=P(AXIS), check_vma=False))
+    x = np.arange(num_devices * ROWS * LANES, dtype=np.float32).reshape(num_devices * ROWS, LANES)
+    sharding = NamedSharding(mesh, P(AXIS))
+    table = logits(num_devices, ROWS) if table is None else np.asarray(table, np.float32)
+    return fn, (jax.device_put(table, sharding), jax.device_put(x, sharding))
