@@ -128,6 +128,35 @@ def test_a_table_copied_into_smem_decides_a_one_core_core_map():
 
 
 @pytest.mark.jax
+@pytest.mark.rule("ACC-56", "ERR-36", "ACC-20")
+def test_a_refused_call_reads_no_copied_value():
+    """The bound is loaded before its copy's wait (a race on a followed value, which jax reports where it runs
+    the call: untyped). Typed SMEM, the interpreter raises at the call in both modes, before any load: every
+    property is unrunnable, as for any refused call (before ACC-56: unknown, the values "not facts"); under
+    `hardware` the race is violated and nothing the bound decides is claimed."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+    import typed_operands as kernels
+
+    rows = _rows("core_map_smem_copied_early")
+    for mode in ("eager", "on_wait"):
+        assert len(rows[mode]) == PROPERTIES
+        assert {(r["verdict"], r["stats"]["rule"]) for r in rows[mode].values()} == {("unrunnable", "ERR-36")}
+    assert {p: r["verdict"] for p, r in rows["hardware"].items()} == {
+        p: "violated" if p == "race-free" else "unknown" for p in rows["hardware"]}
+    assert all("ACC-20" in r["reason"] for p, r in rows["hardware"].items() if p != "race-free")
+    fn, args = kernels.copied_bound_call(None, early=True)
+    for mode in ("eager", "on_wait"):
+        params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, on_race="warn",
+                                       vector_clock_size=1024)
+        with pltpu.force_tpu_interpret_mode(params):
+            jax.block_until_ready(fn(*args))
+        assert ipc.races.races_found, mode
+
+
+@pytest.mark.jax
 @pytest.mark.rule("ERR-37", "ERR-36")
 def test_a_refused_call_is_decided_in_interpret_mode_where_its_kernel_is_not_lowered():
     """The front end cannot lower the kernel (its loop bound arrives by a copy it does not follow in a
