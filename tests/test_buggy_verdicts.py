@@ -96,6 +96,8 @@ EXPECTED = {
     "moe_count_table_read_before_fetch_wait.py": {"race-free": H},
     # ACC-43: the same race on a schedule a local copy fetches into a run_scoped SMEM buffer
     "race_scoped_schedule_read_before_fetch_wait.py": {"race-free": H},
+    # ACC-55: the same race on the routes a core_map fetches, its copies' devices and rows
+    "race_core_map_route_read_before_fetch_wait.py": {"race-free": H},
     # the interpreter leaves a row per source on the semaphores; a TPU's expert may read the row landing, a
     # race on data no count comes from, so the counts stay facts and a TPU leaves the row's bytes too (ACC-20)
     "moe_dispatch_wait_one_row_short.py": {"dma-bytes": H, "exit-balance": H, "race-free": ("hardware",)},

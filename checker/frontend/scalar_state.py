@@ -10,8 +10,8 @@ once every rule is registered, it wraps two of them.
   buffer it allocates is tracked from its first use, a copy's end included where
   copies are followed (ACC-43).
 
-Following copies (ACC-9). In a one-core kernel evaluated device by device, a
-copy (local or remote) into a tracked ref moves its source's values to the
+Following copies (ACC-9). In a one-core kernel evaluated device by device (a
+`pallas_call`'s, or a `core_map`'s over a one-core mesh: ACC-55), a copy (local or remote) into a tracked ref moves its source's values to the
 target device's ref where it starts, and every load from a followed ref (an SMEM
 ref of the shape and dtype of some copy's SMEM end, an integer VMEM or HBM ref of
 those of some copy's end: ACC-21, ACC-30, or a float one of a local copy's end that
@@ -56,9 +56,10 @@ class ScalarStateRules(Evaluator):
     def __init__(self, call: KernelCall, num_devices: int, cores: int, *, follow_copies: bool = True,
                  follow_floats: bool = False) -> None:
         super().__init__(call, num_devices, cores)
-        # ACC-9: one core per device, so a device's tracked refs live while every lane runs; `follow_copies`
-        # False: ACC-4's treatment, for a program of several calls (ACC-9's last clause)
-        self.follow_copies = follow_copies and cores == 1 and not call.core_axis_name
+        # ACC-9: one core per device, so a device's tracked refs live while every lane runs (a `core_map` over a
+        # one-core mesh too: its core axis has one index, ACC-55); `follow_copies` False: ACC-4's treatment, for a
+        # program of several calls (ACC-9's last clause)
+        self.follow_copies = follow_copies and cores == 1
         ends = dma_ends(call.jaxpr, self._jaxpr_types)
         # ACC-9 follows SMEM, where kernels keep the control data they exchange, and (ACC-21) integer VMEM
         # that a remote copy writes (counts exchanged row by row before they are moved to SMEM); ACC-30:

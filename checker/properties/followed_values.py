@@ -10,7 +10,8 @@ kernel's. (A race is reported as it is: its two accesses come before anything th
 When the run agrees with every followed read it reaches and ends deadlocked or failed before the others,
 and no run of the program reaches those others (S''s end is before each, RUN-3: ACC-19), the program's runs
 are the kernel's and every verdict stands. Where some run may reach one, a deadlock-free violation still
-stands (the greedy run is a run of the kernel) and the rest is unknown.
+stands (the greedy run is a run of the kernel) and the rest is unknown. A mode whose launch fails reads no
+value at all (every run raises before any core starts): its verdicts stand (ACC-56).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.followed import Misread, followed_labels, misread, reachable_read, unordered_on_followed
+from semcheck.model.launch import launch_failure
 from semcheck.model.ops import Program
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | N
              ) -> tuple[str | None, Misread | None]:
     """Why the followed values are not facts under `mode` (None: they are), and the misread of the greedy
     run when the accesses to them are ordered (ACC-9 (a) or ACC-20) but (b) fails."""
+    if launch_failure(program, mode) is not None:  # ACC-56: every run raises before any core starts, so none
+        return None, None                            # reads a value, and no verdict of the mode rests on one
     values = program.followed
     bad = misread(program, values, mode)  # type: ignore[arg-type]
     # ACC-9 (a), or ACC-20: only the pairs on followed elements need the semaphores' order

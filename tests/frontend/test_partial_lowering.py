@@ -71,6 +71,12 @@ FOLLOWED_ACROSS_DEVICES = frozenset({
     # ACC-43: a schedule a local copy fetches into a run_scoped SMEM buffer
     "examples/scoped_schedule_fetch.py",
     "examples/buggy/race_scoped_schedule_read_before_fetch_wait.py",
+    # ACC-47: a core_map's row count from its input table, whose values are recorded per device at the launch
+    # (refused before ACC-55 too; the sample sweep reaches it since the examples below joined)
+    "examples/buggy/smem_table_in_interpret_mode.py",
+    # ACC-55: a core_map's routing a local copy fetches from HBM into SMEM
+    "examples/core_map_routed_scatter.py",
+    "examples/buggy/race_core_map_route_read_before_fetch_wait.py",
 })
 
 

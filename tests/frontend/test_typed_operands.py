@@ -99,17 +99,76 @@ def test_a_core_maps_tracked_inputs_have_values():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ERR-37", "ERR-36")
-def test_a_refused_call_is_decided_in_interpret_mode_where_its_kernel_is_not_lowered():
-    """The front end cannot lower the kernel (its loop bound arrives by a copy it does not follow in a
-    core_map); the interpreter refuses the call by its argument alone, so its modes are decided and hardware
-    is unknown with the lowering's reason. Untyped, the interpreter runs the call: every mode unknown."""
+@pytest.mark.rule("ACC-55", "ERR-36")
+def test_a_table_copied_into_smem_decides_a_one_core_core_map():
+    """The loop bound is the table copied into SMEM, which the front end follows in a core_map over one core:
+    typed SMEM, the interpreter refuses the call (unrunnable) and `hardware` is decided on the copied value
+    (one start: clean; two: a copy in flight at the exit); untyped, every mode is proved, as jax runs it."""
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
     import typed_operands as kernels
 
-    fn, args = kernels.copied_bound_call("smem")
+    for target, violated in (("core_map_smem_copied", set()),
+                             ("core_map_smem_copied_leak", {"exit-balance", "dma-bytes", "race-free"})):
+        rows = _rows(target)
+        for mode in ("eager", "on_wait"):
+            assert {(r["verdict"], r["stats"]["rule"]) for r in rows[mode].values()} == {("unrunnable", "ERR-36")}
+        hardware = {p: r["verdict"] for p, r in rows["hardware"].items()}
+        assert hardware == {p: "violated" if p in violated else "proved" for p in hardware}, (target, hardware)
+        assert len(hardware) == PROPERTIES
+    untyped = _rows("core_map_untyped_copied", codes=(0,))
+    assert {r["verdict"] for m in untyped.values() for r in m.values()} == {"proved"}
+    assert sum(len(m) for m in untyped.values()) == 3 * PROPERTIES
+    fn, args = kernels.copied_bound_call(None)
+    for mode in ("eager", "on_wait"):
+        params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, vector_clock_size=1024)
+        with pltpu.force_tpu_interpret_mode(params):
+            assert np.array_equal(np.asarray(jax.block_until_ready(fn(*args))), np.asarray(args[1]))  # no race raised
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-56", "ERR-36", "ACC-20")
+def test_a_refused_call_reads_no_copied_value():
+    """The bound is loaded before its copy's wait (a race on a followed value, which jax reports where it runs
+    the call: untyped). Typed SMEM, the interpreter raises at the call in both modes, before any load: every
+    property is unrunnable, as for any refused call (before ACC-56: unknown, the values "not facts"); under
+    `hardware` the race is violated and nothing the bound decides is claimed."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+    import typed_operands as kernels
+
+    rows = _rows("core_map_smem_copied_early")
+    for mode in ("eager", "on_wait"):
+        assert len(rows[mode]) == PROPERTIES
+        assert {(r["verdict"], r["stats"]["rule"]) for r in rows[mode].values()} == {("unrunnable", "ERR-36")}
+    assert {p: r["verdict"] for p, r in rows["hardware"].items()} == {
+        p: "violated" if p == "race-free" else "unknown" for p in rows["hardware"]}
+    assert all("ACC-20" in r["reason"] for p, r in rows["hardware"].items() if p != "race-free")
+    fn, args = kernels.copied_bound_call(None, early=True)
+    for mode in ("eager", "on_wait"):
+        params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, on_race="warn",
+                                       vector_clock_size=1024)
+        with pltpu.force_tpu_interpret_mode(params):
+            jax.block_until_ready(fn(*args))
+        assert ipc.races.races_found, mode
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-37", "ERR-36")
+def test_a_refused_call_is_decided_in_interpret_mode_where_its_kernel_is_not_lowered():
+    """The front end cannot lower the kernel (its loop bound arrives by a copy it does not follow in a
+    core_map of two cores per device, ACC-9); the interpreter refuses the call by its argument alone, so its
+    modes are decided and hardware is unknown with the lowering's reason. Untyped, the interpreter runs the
+    call: every mode unknown."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    import typed_operands as kernels
+
+    fn, args = kernels.copied_bound_call("smem", cores=2)
     for mode in ("eager", "on_wait"):
         with pytest.raises(NotImplementedError, match="Unsupported memory space: smem"):
             with pltpu.force_tpu_interpret_mode(pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True)):

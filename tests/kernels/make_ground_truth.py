@@ -168,6 +168,12 @@ EXAMPLES: dict[str, dict] = {
     # runs all planned steps, so the output is not `reference`'s; eager lands the fetch at its start)
     "examples/scoped_schedule_fetch.py": {"kind": "clean", "devices": [2, 4]},
     "examples/buggy/race_scoped_schedule_read_before_fetch_wait.py": {"kind": "race", "devices": [2, 4]},
+    # ACC-55: a core_map (one core per device) whose remote copies' devices and rows come from a routing table
+    # it fetches from HBM into SMEM by a local copy, and its seeded bug: the routes loaded before the fetch's wait
+    # (on_wait reads the identity routing stored first: every device sends its rows to itself, so the output
+    # is not `reference`'s; eager lands the fetch at its start)
+    "examples/core_map_routed_scatter.py": {"kind": "clean", "devices": [2, 4]},
+    "examples/buggy/race_core_map_route_read_before_fetch_wait.py": {"kind": "race", "devices": [2, 4]},
     "examples/buggy/moe_topk_dispatch_wait_one_row_short.py": {"kind": "exit_leak", "expected_leaks": [
         {"semaphore": 2007, "count": 512}, {"semaphore": 2008, "count": 512}, {"semaphore": 2013, "count": 512}, {"semaphore": 2014, "count": 512},
         {"semaphore": 2015, "count": 512}, {"semaphore": 2016, "count": 512}, {"semaphore": 2025, "count": 512}, {"semaphore": 2026, "count": 512},
