@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.compile_cache import kept
+from semcheck.checker.frontend.index_signs import negative_index
 from semcheck.checker.frontend.partial_values import Partial, first_unknown
+from semcheck.checker.frontend.source_names import eqn_loc
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
 
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
@@ -80,8 +82,8 @@ def run_kernel(eqn: Any, invals: list[Any], call: Any,
 def unwritten_reads(eqn: Any) -> str:
     """PRG-200: why a kernel run by PRG-169 may read memory nothing writes in a way its two fills need not show
     (a scratch buffer, a `run_scoped` buffer, an output that aliases no input read back or handed to anything but a
-    store, a block past its array's end), in words; "" where it reads its inputs only. The interpreter's modes fill
-    such memory as the two runs do; a TPU leaves there what was there."""
+    store, a block past its array's end, PRG-202: an index that may be negative), in words; "" where it reads its
+    inputs only. The interpreter's modes fill such memory as the two runs do; a TPU leaves there what was there."""
     params = eqn.params
     gm = params.get("grid_mapping")
     inner = getattr(params["jaxpr"], "jaxpr", params["jaxpr"])
@@ -102,7 +104,14 @@ def unwritten_reads(eqn: Any) -> str:
                 return "a scratch buffer"
         elif j not in aliased and _read_back(inner, ref):
             return f"output {j}, read back by the kernel"
-    return "a run_scoped buffer" if _scoped(inner) else ""
+    if _scoped(inner):
+        return "a run_scoped buffer"
+    grid = tuple(d if isinstance(d, int) else -1 for d in getattr(gm, "grid", ()))
+    found = negative_index(inner, tuple(d if d > 0 else 2**31 - 1 for d in grid))
+    if found is not None:  # PRG-202
+        return (f"an index semcheck cannot show is at least 0, at {eqn_loc(found)} (a negative one reads before the "
+                "ref on a TPU, where jax's interpreter counts it from the end)")
+    return ""
 
 
 def _read_back(jaxpr: Any, ref: Any) -> bool:

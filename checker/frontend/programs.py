@@ -335,6 +335,42 @@ def calls_some_devices_skip(t: Target, devices: int, kernels: list[LoweredKernel
     return None
 
 
+def refuse_collective_hang(t: Target, devices: int, kernels: list[LoweredKernel], *,
+                           build_kwargs: dict[str, Any] | None = None) -> None:
+    """PRG-201 for calls checked alone: a program whose XLA operations hold a collective inside a `cond` or a
+    `while` loop (outside any kernel) is walked, and where the walk cannot follow it (a collective only some
+    devices may run, or anything else that stops it first) the target is unknown with the walk's reason and line:
+    a device that runs the collective waits for the others of its group, in every mode. A program without such a
+    collective is not walked (as before), nor one whose calls run on one device."""
+    if not any(k.call is not None and max(k.mesh.num_devices, k.mesh.physical_devices) > 1 for k in kernels):
+        return  # one device: every device of a group joins
+    from semcheck.checker.frontend.program_jaxpr import branching_collective
+    from semcheck.checker.frontend.source_names import eqn_loc
+    from semcheck.checker.frontend.trace import make_jaxpr
+
+    kwargs = build_kwargs or {}
+    try:
+        traced = _trace_with_args(t, devices, kwargs, make_jaxpr)
+    except FrontendError as e:
+        raise Unsupported("program", "the program of its calls could not be traced to tell whether an XLA "
+                          f"collective inside a cond or loop may be run by only some devices (PRG-201): {e}") from e
+    found = next((c for e in traced[0].eqns if (c := branching_collective(e)) is not None), None)
+    if found is None:
+        return
+    try:
+        irs = _program_irs(t, devices, kwargs, make_jaxpr, traced)
+    except FrontendError as e:
+        raise Unsupported("program", f"the program of its calls, which holds an XLA collective inside a cond or "
+                          f"loop, could not be followed ({e}) (PRG-201)", eqn_loc(found)) from e
+    for ir in irs:
+        if ir.unknown is not None:
+            reason, loc = ir.unknown
+            if "PRG-201" not in reason:
+                reason = (f"the program of its calls, which holds an XLA collective ({found.primitive.name}) inside "
+                          f"a cond or loop, is not followed ({reason}) (PRG-201)")
+            raise Unsupported("program", reason, loc)
+
+
 def _call_under_branch(jaxpr: Any, under: bool = False) -> bool:
     """PRG-163: whether a kernel call of `jaxpr` sits inside a `cond` (or `switch`) or a `while_loop`, the only
     constructs whose branch or trip count may differ between devices."""
@@ -391,4 +427,5 @@ def _trace_uncached(t: Target, devices: int, kwargs: dict[str, Any], make_jaxpr:
     return make_jaxpr(fn, args, path=t.path).jaxpr, jax.tree.leaves(args)
 
 
-__all__ = ["calls_some_devices_skip", "communicating_program", "jax_picks_ids", "lower_program", "takes_or_returns_semaphores"]
+__all__ = ["calls_some_devices_skip", "communicating_program", "jax_picks_ids", "lower_program",
+           "refuse_collective_hang", "takes_or_returns_semaphores"]

@@ -91,7 +91,8 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
         from semcheck.checker.properties.checking import generated_results, kernel_results
         from semcheck.checker.frontend import lower_target, provision_devices
         from semcheck.checker.frontend.errors import FrontendError, Unsupported
-        from semcheck.checker.frontend.programs import calls_some_devices_skip, communicating_program, lower_program
+        from semcheck.checker.frontend.programs import (calls_some_devices_skip, communicating_program, lower_program,
+                                                        refuse_collective_hang)
         from semcheck.checker.frontend.staged_trace import sharing as sharing_staged_trace
         from semcheck.checker.frontend.targets import compile_quickly, load_targets
         from semcheck.checker.frontend.compile_cache import use_shared_compiles
@@ -138,6 +139,8 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                             if composed is not None:  # the interpreter runs each call alone (PRG-115)
                                 alone = dataclasses.replace(req, modes=tuple(m for m in req.modes if m != "hardware"))
                                 req_program = dataclasses.replace(req, modes=tuple(m for m in req.modes if m == "hardware"))
+                        if composed is None:  # PRG-201: calls checked alone after a collective some devices skip
+                            refuse_collective_hang(t, req.devices, kernels)
                         if composed is None and any(m != "hardware" for m in req.modes):
                             skipped = calls_some_devices_skip(t, req.devices, kernels)  # PRG-163
                 except Unsupported as e:

@@ -73,3 +73,48 @@ def test_a_kernel_that_reads_its_inputs_only_is_not_named():
     assert unwritten_reads(_eqn(_stores, scratch=[pltpu.SemaphoreType.DMA])) == ""
     assert unwritten_reads(_eqn(_reads_back, aliases={0: 0})) == ""
     assert unwritten_reads(_eqn(_copy, grid=(2,), rows=16, block=8)) == ""
+
+
+def _at_negative(c_ref, o_ref):
+    o_ref[0] = c_ref[jnp.minimum(c_ref[0], 0) - 1]  # -1: numpy's last element in the interpreter
+
+
+def _at_loaded(c_ref, o_ref):
+    o_ref[0] = c_ref[c_ref[0]]  # a value loaded from a ref may be negative
+
+
+def _only_under_when(c_ref, o_ref):
+    @pl.when(c_ref[0] > 0)
+    def _():
+        o_ref[c_ref[0] - 1] = 1  # >= 0 where it runs, which the walk does not follow
+
+
+def _non_negative(c_ref, o_ref):
+    o_ref[0] = c_ref[jnp.clip(c_ref[0], 0, 1)]
+    o_ref[1] = c_ref[jnp.maximum(c_ref[0], 0) % 2]
+    o_ref[pl.program_id(0)] = c_ref[1 - pl.program_id(0)]
+
+    def body(i, carry):
+        return carry + c_ref[1 - i] + c_ref[(2 * i + 1) // 2]
+
+    o_ref[0] = jax.lax.fori_loop(0, jnp.minimum(c_ref[0], 2), body, 0) + jax.lax.fori_loop(0, 2, body, 0)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-202")
+def test_a_kernel_that_may_index_at_a_negative_position_is_named_with_the_line():
+    """An index computed as -1, one loaded from a ref, and one that is >= 0 only under the `pl.when` that guards it
+    may be negative: jax's interpreter reads from the end there, a TPU before the ref."""
+    for kernel, text in ((_at_negative, "jnp.minimum(c_ref[0], 0) - 1"), (_at_loaded, "c_ref[c_ref[0]]"),
+                         (_only_under_when, "o_ref[c_ref[0] - 1] = 1")):
+        why = unwritten_reads(_eqn(kernel, grid=(2,)))
+        line = next(i for i, ln in enumerate(open(__file__).read().splitlines(), 1) if text in ln)
+        assert "an index semcheck cannot show is at least 0" in why and f"test_unwritten_reads.py:{line}" in why, why
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-202")
+def test_indices_from_constants_grid_steps_clamps_and_loop_counters_are_not_named():
+    """A clamp, a max with 0 then a remainder, the grid step (of 2) and the counters of a `fori_loop` with a static
+    and with a loaded bound (kept below `min(c[0], 2)`) are all >= 0."""
+    assert unwritten_reads(_eqn(_non_negative, grid=(2,))) == ""

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -250,3 +252,49 @@ def undecided_tags(num_devices: int, *, interpret=None):
 def undecided_one_tag_in_branch_0(num_devices: int, *, interpret=None):
     """Branch 0's ring shares the pairwise kernel's tag, so one id for two patterns (PRG-17) there."""
     return _tagged(num_devices, interpret, late_ring_tag="pair")
+
+
+def _local_copy_kernel(x_ref, o_ref, sem):
+    copy = pltpu.make_async_copy(x_ref, o_ref, sem)
+    copy.start()
+    copy.wait()
+
+
+@semcheck.target(devices=[4])
+def psum_over_one_axis_before_a_local_call(num_devices: int, *, interpret=None):
+    """A 2 x (n/2) mesh: the cond's predicate sums the x coordinate over y (0 on x = 0, positive on x = 1), and its
+    branch sums over x, whose groups pair a device of x = 0 with one of x = 1: only one of each pair joins (jax's
+    interpreter hangs there). Then a local kernel every device runs, which does not communicate."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((2, num_devices // 2), ("x", "y"))
+    local = pl.pallas_call(_local_copy_kernel, out_shape=jax.ShapeDtypeStruct((tp.ROWS, tp.LANES), jnp.float32),
+                           in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                           scratch_shapes=[pltpu.SemaphoreType.DMA(())], interpret=params)
+
+    def program(x):
+        joins = jax.lax.psum(jax.lax.axis_index("x"), "y") > 0
+        return local(jax.lax.cond(joins, lambda v: v + jax.lax.psum(v[0, 0], "x") * 0, lambda v: v, x))
+
+    spec = P(("x", "y"))
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, spec)),)
+
+
+@semcheck.target(devices=[4])
+def psum_and_a_local_call_in_device_branch(num_devices: int, *, interpret=None):
+    """Device 0 alone takes a branch with a local call (it does not communicate, so it is checked alone) and a psum
+    that waits for devices that never join it."""
+    params = tp.interpret_params("eager", interpret)
+    mesh = jax.make_mesh((num_devices,), (tp.AXIS,))
+    local = pl.pallas_call(_local_copy_kernel, out_shape=jax.ShapeDtypeStruct((tp.ROWS, tp.LANES), jnp.float32),
+                           in_specs=[pl.BlockSpec(memory_space=pl.ANY)], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                           scratch_shapes=[pltpu.SemaphoreType.DMA(())], interpret=params)
+
+    def program(x):
+        return jax.lax.cond(jax.lax.axis_index(tp.AXIS) == 0,
+                            lambda v: local(v) + jax.lax.psum(v[0, 0], tp.AXIS) * 0, lambda v: v, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(tp.AXIS), out_specs=P(tp.AXIS), check_vma=False))
+    x = jnp.ones((num_devices * tp.ROWS, tp.LANES), jnp.float32)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(tp.AXIS))),)

@@ -191,6 +191,17 @@ def count_from_scratch_the_fills_agree_on(num_devices: int, *, dma_mode: str = "
                           scratch=[pltpu.SMEM((1,), jnp.int32)])
 
 
+def _last_count_kernel(count_ref, out_ref):
+    out_ref[0] = count_ref[jnp.minimum(count_ref[0], 0) - 1]  # index -1: the interpreter reads the last element
+
+
+@semcheck.target(devices=[2])
+def count_at_a_negative_index(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """BUG on a TPU: the producer reads its counts at index -1, which jax's interpreter counts from the end (the
+    count itself, in both fills' runs) and a TPU does not (PRG-202: unknown under `hardware`)."""
+    return _count_program(num_devices, dma_mode, interpret, _last_count_kernel)
+
+
 def _row_kernel(row_ref, x_hbm, o_ref, buf, sem):
     copy = pltpu.make_async_copy(x_hbm.at[pl.ds(row_ref[0] * 8, 8)], buf, sem)  # past the input unless row 0
     copy.start()

@@ -76,6 +76,24 @@ def test_an_output_the_fills_agree_on_is_no_fact_on_a_tpu_where_the_kernel_reads
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-202", "PRG-200")
+def test_an_output_read_at_a_negative_index_is_no_fact_on_a_tpu():
+    """The producer reads its count at index -1: jax's interpreter counts it from the end and both fills' runs agree,
+    a TPU reads before the ref. Under `hardware` every property but race-free is unknown, naming the index's line
+    and PRG-200 (before: all 8 proved)."""
+    got = _verify("tests/programs/followed_targets.py::count_at_a_negative_index")
+    assert {p: v for p, v in _verdicts(got).items() if p != "race-free"} == {
+        p: "unknown" for p in got if p != "race-free"}, got
+    reason = got["deadlock-free"]["reason"]
+    line = _line_of(REPO / "tests" / "programs" / "followed_targets.py", "count_ref[jnp.minimum(count_ref[0], 0) - 1]")
+    assert "an index semcheck cannot show is at least 0" in reason and f"followed_targets.py:{line}" in reason, reason
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+
+
+@pytest.mark.jax
 @pytest.mark.rule("PRG-200", "PRG-169")
 def test_a_local_call_checked_alone_on_such_an_output_is_unknown_on_a_tpu_only():
     """The same producer gives a local call (checked alone) the row block it copies: under `hardware` its verdicts

@@ -159,6 +159,26 @@ def test_a_collective_only_some_devices_run_is_unknown_with_its_line(walked):
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-201")
+def test_a_collective_only_some_devices_run_before_a_call_checked_alone_is_unknown_in_every_mode():
+    """The psum over x runs on the devices of x = 1 only (the predicate is summed over y alone), before a local call
+    that is checked alone: every verdict of every mode is unknown, naming the psum's line and PRG-201 (before: all 8
+    proved in every mode at 4 devices, where jax's interpreter hangs at the all-reduce in both modes). A psum beside
+    a local call in a branch device 0 alone takes: unknown in every mode too (before: proved under `hardware`)."""
+    for target, text in (("psum_over_one_axis_before_a_local_call", 'lambda v: v + jax.lax.psum(v[0, 0], "x") * 0'),
+                         ("psum_and_a_local_call_in_device_branch", "lambda v: local(v) + jax.lax.psum(")):
+        run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", f"{TARGETS}::{target}",
+                              "--devices", "4", "--dma-mode", "all", "--format", "json", "--no-cache"],
+                             capture_output=True, text=True, cwd=REPO, timeout=900)
+        assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+        results = json.loads(run.stdout)["results"]
+        assert {r["dma_mode"] for r in results} == {"eager", "on_wait", "hardware"}
+        assert {r["verdict"] for r in results} == {"unknown"}, (target, results)
+        line = _line(text)
+        assert all("PRG-201" in r["reason"] and f"cond_targets.py:{line}" in r["reason"] for r in results), results[0]
+
+
+@pytest.mark.jax
 @pytest.mark.rule("PRG-145")
 def test_a_cond_known_on_each_device_gives_each_device_its_calls(walked):
     """The build's flag is `d % 2` on device d: the even devices take the false branch (pairwise, then ring),
