@@ -68,3 +68,7 @@ def test_kernel_keys_of_one_core_are_handouts_of_one_thread(next_id, thread, spa
     ids, keys = kernel_buffer.kernel_keys(next_id, device, local, space, max(per, local + 1))
     assert ids == buffer.handout(next_id, (thread,))
     assert keys == {local: kernel_buffer.buffer_key(space, ids[thread], device, local)}
+    # a device-wide allocation of a device of one core: its one core, 0
+    first = (device, 0)
+    assert kernel_buffer.kernel_keys(next_id, device, None, space, 1) == (
+        buffer.handout(next_id, (first,)), {0: kernel_buffer.buffer_key(space, buffer.handout_one(next_id, first), device, 0)})
