@@ -152,6 +152,11 @@ def handout(next_id: Mapping[Thread, int], threads: Iterable[Thread]) -> dict[Th
     return {t: next_id.get(t, FIRST_BUFFER_ID) for t in threads}
 
 
+def handout_one(next_id: Mapping[Thread, int], thread: Thread) -> int:
+    """BUF-1 for one thread: `handout(next_id, (thread,))[thread]`, without the mapping (RUN-58)."""
+    return next_id.get(thread, FIRST_BUFFER_ID)
+
+
 def advanced(ids: Mapping[Thread, int]) -> dict[Thread, int]:
     """BUF-1, the counters: each thread's next id once it got the one `handout` gave: the one after."""
     return {t: i + 1 for t, i in ids.items()}

@@ -24,6 +24,7 @@ from semcheck.model.buffer import (
     deallocate,
     get,
     handout,
+    handout_one,
     normalize,
     out_of_bounds,
     store_,
@@ -96,9 +97,22 @@ def kernel_keys(
     HBM/ANY buffers under core 0, one per device while the cores' counters
     agree; other spaces one per core.
     """
-    cores = range(cores_per_device) if local_core is None else (local_core,)
+    if local_core is not None or cores_per_device == 1:  # one core in scope (RUN-58)
+        c = 0 if local_core is None else local_core
+        thread, i, key = one_key(next_id, device, c, memory_space)
+        return {thread: i}, {c: key}
+    cores = range(cores_per_device)
     ids = handout(next_id, [(device, c) for c in cores])
     return ids, {c: buffer_key(memory_space, ids[(device, c)], device, c) for c in cores}
+
+
+def one_key(next_id: Mapping[Thread, int], device: int, local_core: int, memory_space: str
+            ) -> tuple[Thread, int, BufferKey]:
+    """`kernel_keys` of an allocation with one core in scope (a `run_scoped` buffer, or any buffer of a
+    device of one core), as (its thread, the id it draws, its key): RUN-58, without the mappings per scope."""
+    thread = (device, local_core)
+    i = handout_one(next_id, thread)
+    return thread, i, buffer_key(memory_space, i, device, local_core)
 
 
 def handed_id(keys: Mapping[int, BufferKey], local_core: int | None) -> int | Violation:

@@ -19,7 +19,7 @@ from semcheck.model import semaphore as sem
 from semcheck.model.errors import BadTarget, CoreIndexOutOfBounds, ModelBug, NoCollectiveId, SemIndexOutOfBounds, Violation
 from semcheck.model.buffer import BufferKey, Thread, take
 from semcheck.model.ids import arange_int16, scalar_int16
-from semcheck.model.kernel_buffer import handed_id, kernel_keys
+from semcheck.model.kernel_buffer import handed_id, kernel_keys, one_key
 from semcheck.model.ops import (
     BARRIER,
     AllocBuffer,
@@ -390,13 +390,20 @@ def buffer_allocation(
     """
     per = program.topology.cores_per_device  # Topology's arithmetic written out, as in `target_core`
     device, mine = divmod(core, per)  # device_of, local_core_of
-    local = None if op.scope == "device" else mine
-    ids, keys = kernel_keys(next_id, device, local, op.memory_space, per)
+    if per == 1 or op.scope != "device":
+        # RUN-58: one core in scope, `core` itself: its id and key, and the id handed is its own (BUF-8:
+        # no other core's to differ), as IDS-2 hands it
+        thread, i, key = one_key(next_id, device, mine, op.memory_space)
+        if is_hardware(mode):
+            return {thread: i}, {core: key}, None
+        handed = scalar_int16(i)
+        return {thread: i}, {core: key}, handed if isinstance(handed, Violation) else None
+    ids, keys = kernel_keys(next_id, device, None, op.memory_space, per)  # every core of the device
     first = device * per  # global_core(device, 0)
     bound = {first + c: key for c, key in keys.items()}
     if is_hardware(mode):
         return ids, bound, None
-    handed = handed_id(keys, local)
+    handed = handed_id(keys, None)
     return ids, bound, handed if isinstance(handed, Violation) else None
 
 

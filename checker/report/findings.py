@@ -188,9 +188,10 @@ def uri(file: str) -> str:
     return quote(path.replace(os.sep, "/"), safe="/@-._~")
 
 
-def rel(text: str) -> str:
-    """Kernel paths relative to the working directory, as the user typed them."""
-    return text.replace(cwd_prefix(), "")
+def rel(text: str, prefix: str | None = None) -> str:
+    """Kernel paths relative to the working directory, as the user typed them. `prefix`: `cwd_prefix()`
+    when the caller read it already (REP-40: a report reads it once, not once per line)."""
+    return text.replace(cwd_prefix() if prefix is None else prefix, "")
 
 
 def cwd_prefix() -> str:

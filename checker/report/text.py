@@ -8,7 +8,7 @@ from semcheck.checker.run.generated_inputs import coverage, input_line
 from semcheck.checker.properties.registry import IDS
 from semcheck.checker.report.rows import (MARK, PLAIN_MARK, STYLE, FileReport, configs, header, row_summary,
                                      worst_kind, hint_for, overall, summary, summary_counts)
-from semcheck.checker.report.findings import rel, where
+from semcheck.checker.report.findings import cwd_prefix, rel, where
 from semcheck.checker.run.request import Result
 from semcheck.checker.properties.verdict import Verdict, unknown_kind
 from semcheck.checker.report.places import places
@@ -28,8 +28,10 @@ def render_text(console, path: str, results: Sequence[Result]) -> None:
     marks = PLAIN_MARK if plain else MARK
     rule_chars = "-" if plain else "─"
 
+    prefix = cwd_prefix()  # REP-40: read once for the report's lines
+
     def say(text: str, style: str = "") -> None:
-        _say(console, rel(text), style)
+        _say(console, rel(text, prefix), style)
 
     _render_file(console, say, marks, rule_chars, path, results)
     _render_summary(console, marks, plain, results)
@@ -49,8 +51,10 @@ def render_files(console, files: Sequence[FileReport], detail: str = "normal") -
     marks = PLAIN_MARK if plain else MARK
     rule_chars = "-" if plain else "─"
 
+    prefix = cwd_prefix()  # REP-40: read once for the report's lines
+
     def say(text: str, style: str = "") -> None:
-        _say(console, rel(text), style)
+        _say(console, rel(text, prefix), style)
 
     for i, f in enumerate(files):
         if i:
