@@ -40,6 +40,11 @@ class Exploration:
 
     outcomes: tuple[Outcome, ...]
     states: int
+    walked_alone: bool = False  # RUN-57: each device walked alone and the outcomes composed
+
+    def how(self) -> str:
+        """The states visited, as a verdict's reason says them."""
+        return f"{self.states} states" + (", each device walked alone, RUN-57" if self.walked_alone else "")
 
     def kinds(self) -> set[str]:
         return {o.kind for o in self.outcomes}

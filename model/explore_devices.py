@@ -180,7 +180,7 @@ def explore_by_device(program: Program, mode: DmaMode, *, max_states: int) -> Ex
             raise ModelBug("devices walked alone: their resting states together are not a terminal state")
         outcome = classify(program, mode, state, schedule)
         outcomes.setdefault(visible(outcome), outcome)
-    return Exploration(tuple(outcomes.values()), states + len(tried))
+    return Exploration(tuple(outcomes.values()), states + len(tried), walked_alone=True)
 
 
 def _product(sizes) -> int:

@@ -120,7 +120,7 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
         return found or Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states "
                                 "(ERR-19)", stats=stats)
     stats = dict(stats, decided_by="explorer", states=ex.states)
-    how = f"decided by exhaustive exploration, {ex.states} states ({reason}; ERR-19)"
+    how = f"decided by exhaustive exploration, {ex.how()} ({reason}; ERR-19)"
     bad = [o for o in ex.outcomes if o.kind != "completed"]
     if not bad:
         return Verdict(PROPERTY, "proved", reason=how, stats=stats)

@@ -100,12 +100,12 @@ def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = N
 
 
 def scope_exploration(facts: ModeAnalysis) -> tuple | None:
-    """BUF-14: (every explored outcome, the states explored) of a program whose runs may raise at a
-    run_scoped buffer under this interpreter mode; None past `FALLBACK_STATES` states."""
+    """BUF-14: (every explored outcome, the states explored, how they were, `Exploration.how`) of a program
+    whose runs may raise at a run_scoped buffer under this interpreter mode; None past `FALLBACK_STATES` states."""
     if not isinstance(facts.program, Program):  # a Symmetric asks its built program (`scope_failure_verdict`)
         return None
     try:
         ex = explore_outcomes(facts.program, facts.mode, max_states=FALLBACK_STATES)
     except ExplorationLimit:
         return None
-    return ex.outcomes, ex.states
+    return ex.outcomes, ex.states, ex.how()

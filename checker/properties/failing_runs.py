@@ -390,13 +390,13 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
             return Verdict(prop, "violated", reason=said, stats={"rule": rule},
                            witness=failure_witness(program, mode, real, explored=False))
         return Verdict(prop, "unknown", reason=said, stats={"rule": rule})
-    outcomes, states = facts.scope_runs_explored
+    outcomes, states, how = facts.scope_runs_explored
     bad = [o for o in outcomes if _freed(o)]
     every = len(bad) == len(outcomes)
     f = bad[0].failure
     rule = _explored_rule(f.violation)
     said = (f"interpret mode raises {_raised(f.violation)} at {f.loc} in "
-            f"{'every run' if every else 'some runs'}, by every schedule ({states} states; {rule})")
+            f"{'every run' if every else 'some runs'}, by every schedule ({how}; {rule})")
     stats = {"decided_by": "explorer", "states": states, "rule": rule}
     if prop == "deadlock-free":
         return Verdict(prop, "violated", reason=said, stats=stats,
