@@ -16,13 +16,14 @@ warnings) are preserved.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from semcheck.model import semaphore as sem
 from semcheck.model.clocks import keeps_clocks
 from semcheck.model.ops import BARRIER, AllocSem, Barrier, DmaMode, DmaStart, ExitCheck, Program, Signal, Wait
 from semcheck.model.run import classify
 from semcheck.model.state import Actor, Outcome, State
-from semcheck.model.step import enabled, step, target_core
+from semcheck.model.step import core_step, enabled, step, target_core
 
 
 class ExplorationLimit(Exception):
@@ -39,6 +40,11 @@ class Exploration:
 
     outcomes: tuple[Outcome, ...]
     states: int
+    walked_alone: bool = False  # RUN-57: each device walked alone and the outcomes composed
+
+    def how(self) -> str:
+        """The states visited, as a verdict's reason says them."""
+        return f"{self.states} states" + (", each device walked alone, RUN-57" if self.walked_alone else "")
 
     def kinds(self) -> set[str]:
         return {o.kind for o in self.outcomes}
@@ -165,24 +171,49 @@ def _barrier_used_before_fetched(program: Program) -> bool:
     return False
 
 
+def racy_collective_id(program: Program) -> bool:
+    """RUN-5: whether a lookup may depend on other cores' steps: the collective id is an id some core
+    allocates, or some core looks the barrier semaphore up before its own `get_barrier_semaphore`."""
+    cid = program.collective_id
+    return cid is not None and (cid in _static_internal_ids(program) or _barrier_used_before_fetched(program))
+
+
 def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduce: bool = True) -> Exploration:
     """RUN-4: all terminal outcomes of `program` under `mode`, each with a witness schedule."""
-    cid = program.collective_id
-    racy_cid = cid is not None and (cid in _static_internal_ids(program) or _barrier_used_before_fetched(program))
+    outcomes: dict[tuple, Outcome] = {}
+
+    def end(state: State, path: Callable[[], tuple[Actor, ...]], actors: list[Actor]) -> None:
+        if actors:
+            return
+        outcome = classify(program, mode, state)
+        key = visible(outcome)
+        if key not in outcomes:  # the schedule of the first run per outcome only: a walk per end is quadratic
+            outcomes[key] = dataclasses.replace(outcome, schedule=path())
+
+    states = walk(program, mode, end, max_states=max_states, reduce=reduce)
+    return Exploration(tuple(outcomes.values()), states)
+
+
+def walk(program: Program, mode: DmaMode,
+         visit: Callable[[State, Callable[[], tuple[Actor, ...]], list[Actor]], None], *,
+         max_states: int, reduce: bool = True, movers: tuple[int, ...] | None = None) -> int:
+    """RUN-4, RUN-5: visit every state reachable by the steps of `movers`' cores (None: every actor), calling
+    `visit(state, path, actors)` at each (`path()`: a schedule that reaches it; `actors`: the enabled ones);
+    the states visited, or ExplorationLimit past `max_states`."""
+    racy_cid = racy_collective_id(program)
     tasks = mode == "on_wait" and any(isinstance(op, DmaStart) for ops in program.cores for op in ops)
     shared_queues = _queued_from_elsewhere(program, mode) if tasks else frozenset()
     init = State.initial(program)
     parent: dict[State, tuple[State, Actor] | None] = {init: None}
     stack = [init]
-    outcomes: dict[tuple, Outcome] = {}
     while stack:
         state = stack.pop()
-        actors = enabled(program, mode, state)
+        if movers is None:
+            actors = enabled(program, mode, state)
+        else:
+            actors = [("core", c) for c in movers if core_step(program, mode, state, c) is not None]
+        visit(state, lambda s=state: _path(parent, s), actors)
         if not actors:
-            outcome = classify(program, mode, state)
-            key = visible(outcome)
-            if key not in outcomes:  # the schedule of the first run per outcome only: a walk per end is quadratic
-                outcomes[key] = dataclasses.replace(outcome, schedule=_path(parent, state))
             continue
         succ = [(a, step(program, mode, state, a)) for a in actors]
         if reduce:
@@ -196,7 +227,7 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
                 if len(parent) > max_states:
                     raise ExplorationLimit(max_states)
                 stack.append(nxt)
-    return Exploration(tuple(outcomes.values()), len(parent))
+    return len(parent)
 
 
 def _path(parent: dict, state: State) -> tuple[Actor, ...]:

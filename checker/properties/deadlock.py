@@ -30,7 +30,8 @@ from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd, failure_reached
-from semcheck.model.explore import ExplorationLimit, explore
+from semcheck.model.explore import ExplorationLimit
+from semcheck.model.explore_devices import explore_outcomes
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 
@@ -113,13 +114,13 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
     if states <= 0:
         return Verdict(PROPERTY, "unknown", reason=f"{reason} (ERR-19)", stats=stats)
     try:
-        ex = explore(program, mode, max_states=states)
+        ex = explore_outcomes(program, mode, max_states=states)
     except ExplorationLimit:
         found = _one_bad_run(program, mode, reason, states, stats)
         return found or Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states "
                                 "(ERR-19)", stats=stats)
     stats = dict(stats, decided_by="explorer", states=ex.states)
-    how = f"decided by exhaustive exploration, {ex.states} states ({reason}; ERR-19)"
+    how = f"decided by exhaustive exploration, {ex.how()} ({reason}; ERR-19)"
     bad = [o for o in ex.outcomes if o.kind != "completed"]
     if not bad:
         return Verdict(PROPERTY, "proved", reason=how, stats=stats)

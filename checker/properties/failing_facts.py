@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from semcheck.checker.static.least_stuck import failure_reached, truncate
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.model.errors import InterpreterView, RevisitedBlock, WindowOutOfBounds
-from semcheck.model.explore import ExplorationLimit, explore
+from semcheck.model.explore import ExplorationLimit
+from semcheck.model.explore_devices import explore_outcomes
 from semcheck.model.ops import Access, DmaMode, DmaStart, Op, Program
 from semcheck.model.state import Outcome
 from semcheck.model.step import is_global
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from semcheck.checker.properties.analysis import Analysis, ModeAnalysis
 
 # ERR-19: the states the explorer may visit to decide a program outside S' (about a second); read as
-# `failing_facts.FALLBACK_STATES` when called, so that one budget holds for every reader
+# `failing_facts.FALLBACK_STATES` when called, so that one budget holds for every reader. Past it, devices that
+# meet only at the launch's barriers are walked one at a time within it (ERR-41, `explore_outcomes`)
 FALLBACK_STATES = 20_000
 
 # The failures of a view, a window or a grid step (ERR-9, ERR-20, ERR-11): when they are the only ones, every
@@ -90,7 +92,7 @@ def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = N
     (None: `FALLBACK_STATES`)."""
     errors = {op.view_error for op in view_ops(program) if type(op) is DmaStart}
     try:
-        ex = explore(program, mode, max_states=FALLBACK_STATES if states is None else states)
+        ex = explore_outcomes(program, mode, max_states=FALLBACK_STATES if states is None else states)
     except ExplorationLimit:
         return None
     return not any(f.violation in errors and type(program.cores[f.core][f.pc]) is not DmaStart
@@ -98,12 +100,12 @@ def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = N
 
 
 def scope_exploration(facts: ModeAnalysis) -> tuple | None:
-    """BUF-14: (every explored outcome, the states explored) of a program whose runs may raise at a
-    run_scoped buffer under this interpreter mode; None past `FALLBACK_STATES` states."""
+    """BUF-14: (every explored outcome, the states explored, how they were, `Exploration.how`) of a program
+    whose runs may raise at a run_scoped buffer under this interpreter mode; None past `FALLBACK_STATES` states."""
     if not isinstance(facts.program, Program):  # a Symmetric asks its built program (`scope_failure_verdict`)
         return None
     try:
-        ex = explore(facts.program, facts.mode, max_states=FALLBACK_STATES)
+        ex = explore_outcomes(facts.program, facts.mode, max_states=FALLBACK_STATES)
     except ExplorationLimit:
         return None
-    return ex.outcomes, ex.states
+    return ex.outcomes, ex.states, ex.how()

@@ -42,7 +42,8 @@ from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.checker.static.system import EncodingBug
 from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, UnclockedWait,
                                    UnknownBuffer, Violation, WindowOutOfBounds)
-from semcheck.model.explore import ExplorationLimit, explore
+from semcheck.model.explore import ExplorationLimit
+from semcheck.model.explore_devices import explore_outcomes
 from semcheck.model.ops import Access, DmaMode, DmaStart, ExitCheck, Op, Program, Region
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.state import Outcome
@@ -115,7 +116,7 @@ def no_exit_reached(program: Program, mode: DmaMode, states: int) -> bool | None
         tuple(Access("", Region(()), False, op.loc, EXIT_PROBE) if type(op) is ExitCheck else op for op in ops)
         for ops in program.cores))
     try:
-        ex = explore(probe, mode, max_states=states)
+        ex = explore_outcomes(probe, mode, max_states=states)
     except ExplorationLimit:
         return None
     return not any(f.violation is EXIT_PROBE for o in ex.outcomes for f in o.state.failures)
@@ -389,13 +390,13 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
             return Verdict(prop, "violated", reason=said, stats={"rule": rule},
                            witness=failure_witness(program, mode, real, explored=False))
         return Verdict(prop, "unknown", reason=said, stats={"rule": rule})
-    outcomes, states = facts.scope_runs_explored
+    outcomes, states, how = facts.scope_runs_explored
     bad = [o for o in outcomes if _freed(o)]
     every = len(bad) == len(outcomes)
     f = bad[0].failure
     rule = _explored_rule(f.violation)
     said = (f"interpret mode raises {_raised(f.violation)} at {f.loc} in "
-            f"{'every run' if every else 'some runs'}, by every schedule ({states} states; {rule})")
+            f"{'every run' if every else 'some runs'}, by every schedule ({how}; {rule})")
     stats = {"decided_by": "explorer", "states": states, "rule": rule}
     if prop == "deadlock-free":
         return Verdict(prop, "violated", reason=said, stats=stats,
