@@ -192,3 +192,16 @@ def test_semcheck_violates_race_free_exactly_where_the_interpreter_reported_a_ra
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def test_the_recorded_empty_copy_outcomes_are_the_interpreters(case):
     assert ec.run_case(*case) == ec.RECORDED[case]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-51")
+def test_a_slice_block_headed_by_an_empty_slice_is_race_free_under_on_wait():
+    """examples/kv_slices_empty_lead.py: the empty slice heading the second block is waited for 0 and never
+    popped, so the call's read of the cache meets no copy of it (jax's detector reports no race there)."""
+    from semcheck.testing import verify_target
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "kv_slices_empty_lead.py"
+    data, _, _ = verify_target(str(path), devices=2, dma_mode="on_wait", properties=["race-free"], cache=False)
+    (row,) = [r for r in data["results"] if r["property"] == "race-free"]
+    assert row["verdict"] == "proved", row
