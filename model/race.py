@@ -58,6 +58,7 @@ class RaceReport:
     over_budget: bool = False  # the estimate exceeded `max_work`: nothing was decided
     accesses: int = 0  # accesses the happens-before pass checked (DR-6); 0 when it had no certificate
     uncertified: str = ""  # why the happens-before pass could not decide (then every pair got restricted runs)
+    unperformed: int = 0  # pending pairs ACC-51 cleared: one is a copy half that no run performs
 
 
 class _Runs:
@@ -332,6 +333,7 @@ def find_races(
 
     every: dict[tuple[int, int, str | None], AccessEvent] = {}
     own = _OwnRun(program, mode)
+    cleared: list[tuple[AccessEvent, AccessEvent]] = []
 
     def consider(a: AccessEvent, b: AccessEvent, outcome: Outcome) -> bool:
         exact = a.region.exact and b.region.exact
@@ -365,6 +367,9 @@ def find_races(
             confirmed, doubt = False, "ERR-27"
         elif (confirmed and mode == "on_wait" and (a.region.empty or b.region.empty)
                 and not performed_later(program, mode, outcome.schedule, a, b)):
+            if own.never_performs(a, b):
+                cleared.append((a, b))
+                return False  # ACC-51: no run performs both, so the detector never meets them
             confirmed, doubt = False, "ERR-34"
         if mode == "eager" and (a.is_dma or b.is_dma):
             outcome = _unsuppressed(program, mode, outcome)
@@ -395,7 +400,7 @@ def find_races(
     found.sort(key=lambda r: (not (r.exact and r.confirmed), not r.exact))
     over = not complete and estimate > 0 and ordering.certified
     return RaceReport(tuple(found), tuple(unrecorded), len(pairs), len(runs.memo), complete, estimate, over,
-                      len(pre.events) if ordering.certified else 0, ordering.why)
+                      len(pre.events) if ordering.certified else 0, ordering.why, len(cleared))
 
 
 class _OwnRun:
@@ -414,6 +419,14 @@ class _OwnRun:
                 if out.failure is None and len(out.schedule) <= REPLAY_LIMIT:
                     self.outcome = out
         return self.outcome
+
+    def never_performs(self, a: AccessEvent, b: AccessEvent) -> bool:
+        """ACC-51: whether one of the two is a copy half the program's own run never performs. Each core's
+        steps, its waits' pops of queued tasks included (SEM-7), are one sequence in every run (ACC-49), and the
+        own run performs all of it: a half it leaves queued no run performs, so jax's detector never meets it."""
+        out = self.ready()
+        return out is not None and any(e.half is not None and not event_ran(self.program, out.state, e.core, e.pc,
+                                                                           e.half) for e in (a, b))
 
 
 def _unsuppressed(program: Program, mode: DmaMode, outcome: Outcome) -> Outcome:

@@ -108,7 +108,7 @@ def local_programs(draw):
     return launch(Topology(devices), bodies, scratch=SCRATCH, collective_id=0, exit_accesses=reads)
 
 
-@pytest.mark.rule("ACC-49", "DR-4")
+@pytest.mark.rule("ACC-49", "ACC-51", "DR-4")
 @settings(max_examples=1000 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(local_programs())
@@ -128,9 +128,11 @@ def test_on_wait_races_of_schedule_free_programs_are_decided_as_the_explorer_doe
 def _decided_as_explored(report, truth: bool) -> None:
     """Every race kept is confirmed, or left open for jax's detector's own reading of an empty window (ERR-27,
     ERR-34: unknown, said so), which only a pair the explorer finds pending can be; with none left open there
-    is a race exactly when the explorer finds one."""
+    is a race exactly when the explorer finds one, except where the pending pair has a copy half the program's
+    own run never performs, which jax's detector never meets (ACC-51): only a pair the explorer finds pending
+    is cleared so."""
     assert all(r.confirmed or r.doubt for r in report.races), "a race left unconfirmed on a schedule-free program"
-    if any(r.doubt for r in report.races):
+    if any(r.doubt for r in report.races) or report.unperformed:
         assert truth
         return
     assert bool(report.races) == truth

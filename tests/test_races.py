@@ -622,7 +622,7 @@ def test_a_race_of_windows_says_so_and_the_modes_differ_note_names_err_27():
     assert all(decide("race-free", program, m).verdict == "violated" for m in DMA_MODES)
 
 
-@pytest.mark.rule("DR-47", "ERR-28")
+@pytest.mark.rule("DR-47", "ERR-28", "ACC-51")
 @settings(max_examples=2000 if os.environ.get("SEMCHECK_PROFILE") == "ci-long" else 400, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(programs_with_accesses(empty=True, masks=True), st.sampled_from(DMA_MODES))
@@ -638,7 +638,11 @@ def test_restricted_runs_decide_races_as_the_explorer_does_with_masked_windows(p
         return
     report = find_races(program, mode)
     verdict = decide("race-free", program, mode).verdict
-    if truth:
+    if truth and not report.races and report.unperformed:
+        # ACC-51: the pair exploration finds pending has an empty window and a copy half no run performs
+        # (on_wait, schedule-free): jax's detector never meets it
+        assert mode == "on_wait"
+    elif truth:
         assert report.races, "a race every-interleaving exploration finds was missed"
         assert verdict not in ("proved", "vacuous"), "race-free proved where exploration finds a race"
     else:

@@ -321,6 +321,7 @@ EXAMPLES: dict[str, dict] = {
     # tokens written to one row, and a row one past the page (the interpreter raises at the write, both modes)
     "examples/kv_cache_update.py": {"kind": "clean"},
     "examples/kv_slices_padded.py": {"kind": "clean"},
+    "examples/kv_slices_empty_lead.py": {"kind": "clean"},
     "examples/buggy/race_kv_cache_update_page_table_row_dropped.py": {"kind": "race"},
     "examples/buggy/kv_cache_update_row_past_page.py": {"kind": "window_error", "error_type": "ValueError",
                                                          "raises_in": ["eager", "on_wait"]},
