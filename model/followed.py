@@ -12,6 +12,10 @@ on the greedy run (RUN-3); the caller asks the race pass for (a).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
 
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Loc, Program
@@ -20,14 +24,92 @@ from semcheck.model.scope import stack_slot
 Element = tuple[int, str, int]  # (device, buffer label, flat index)
 
 
+class Flat:
+    """ACC-53: an immutable sequence of ints held as one read-only int64 array (a read's writers, per element):
+    iterates, compares and hashes as the tuple of its ints, and costs one array, not an object per int."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, values: Any) -> None:
+        a = np.array(values, dtype=np.int64).reshape(-1)
+        a.flags.writeable = False
+        self.array = a
+
+    def __len__(self) -> int:
+        return int(self.array.size)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Flat):
+            return bool(np.array_equal(self.array, other.array))
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Flat({self.array.tolist()!r})"
+
+
+class Elements:
+    """ACC-53: elements of one buffer on one device, `(device, label, i)` for each flat index `i` of `flat` (a
+    `Flat`, in the access's order): what `FollowedRead.elements` and `FollowedWrite.elements` hold, one array
+    however many elements a copy moves. Iterates as the `Element` tuples; equal to another `Elements` of the same
+    buffer, device and indices in the same order (a write's are sorted and distinct: `Elements.of_set`)."""
+
+    __slots__ = ("device", "label", "flat")
+
+    def __init__(self, device: int, label: str, flat: Any) -> None:
+        self.device, self.label, self.flat = int(device), label, flat if isinstance(flat, Flat) else Flat(flat)
+
+    @classmethod
+    def of_set(cls, device: int, label: str, flat: Any) -> Elements:
+        """The set of those elements: sorted, each once (a write's elements compare as a set)."""
+        return cls(device, label, np.unique(np.asarray(flat, dtype=np.int64)))
+
+    def __len__(self) -> int:
+        return len(self.flat)
+
+    def __iter__(self) -> Iterator[Element]:
+        return ((self.device, self.label, i) for i in self.flat)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Elements):
+            return (self.device, self.label) == (other.device, other.label) and self.flat == other.flat
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.device, self.label, self.flat))
+
+    def __repr__(self) -> str:
+        return f"Elements({self.device}, {self.label!r}, {self.flat.array.tolist()!r})"
+
+
+def _groups(elements: Iterable[Element]) -> list[tuple[tuple[int, str], np.ndarray, np.ndarray]]:
+    """`elements` by buffer: per (device, label), the flat indices and where each is among `elements`."""
+    if isinstance(elements, Elements):
+        flat = elements.flat.array
+        return [((elements.device, elements.label), flat, np.arange(flat.size))] if flat.size else []
+    by: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+    for at, (device, label, i) in enumerate(elements):
+        got = by.setdefault((int(device), label), ([], []))
+        got[0].append(int(i))
+        got[1].append(at)
+    return [(key, np.asarray(flat, dtype=np.int64), np.asarray(at, dtype=np.int64)) for key, (flat, at) in by.items()]
+
+
 @dataclasses.dataclass(frozen=True)
 class FollowedRead:
     """A load whose value the lowering followed: its `Access` and, per element, where it came from."""
 
     read: tuple[int, int]  # (core, pc) of the load's `Access`
     loc: Loc
-    elements: tuple[Element, ...]
-    writers: tuple[int, ...]  # per element: an index into `ValueFacts.writes`, or -1 (the launch's contents)
+    elements: Iterable[Element]  # an `Elements` (ACC-53), or a tuple of `Element`s
+    writers: Any  # per element: an index into `ValueFacts.writes`, or -1 (the launch's contents); a `Flat` or a tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +118,7 @@ class FollowedWrite:
 
     event: tuple[int, int]  # (core, pc)
     loc: Loc
-    elements: frozenset[Element]
+    elements: Iterable[Element]  # an `Elements` (ACC-53: `Elements.of_set`), or a frozenset of `Element`s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,33 +177,69 @@ def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | Non
     """
     order = _Order()
     outcome = fast_run(program, mode, record=False, observer=order)  # type: ignore[arg-type]
-    stuck = outcome.kind != "completed"
-    when = order.when
-    by_element: dict[Element, list[int]] = {}
-    for k, w in enumerate(facts.writes):
-        for e in w.elements:
-            by_element.setdefault(e, []).append(k)
-    unreached: list[FollowedRead] = []
-    for r in facts.reads:
-        at = when.get(r.read)
-        if at is None:
-            unreached.append(r)
+    return misread_in(facts, order.when, outcome.kind != "completed")
+
+
+def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool) -> Misread | None:
+    """`misread` of a run given by `when`, the position in the run of each event it executes (`stuck`: the run
+    ended with a core unfinished)."""
+    last, unreached = _last_writes(facts, when)
+    for j, r in enumerate(facts.reads):
+        if j not in last:
             continue
-        for e, took in zip(r.elements, r.writers):
-            before = [k for k in by_element.get(e, ()) if when.get(facts.writes[k].event, at + 1) < at]
-            last = max(before, key=lambda k: when[facts.writes[k].event]) if before else -1
-            if last != took:
-                w = facts.writes[last if last >= 0 else took]
-                if last < 0:
-                    why = "the write the lowering read from comes after this read in a run"
-                else:
-                    why = ("in a run, this read comes after another write of the element than the one the lowering "
-                           "read from")
-                return Misread(r.loc, w.loc, why, True, stuck)
+        took = np.asarray(r.writers.array if isinstance(r.writers, Flat) else list(r.writers), dtype=np.int64)
+        n = min(took.size, last[j].size)  # (element and writer paired, as `zip` pairs them)
+        off = np.flatnonzero(last[j][:n] != took[:n])
+        if off.size:
+            got, lowered = int(last[j][off[0]]), int(took[off[0]])
+            w = facts.writes[got if got >= 0 else lowered]
+            if got < 0:
+                why = "the write the lowering read from comes after this read in a run"
+            else:
+                why = ("in a run, this read comes after another write of the element than the one the lowering "
+                       "read from")
+            return Misread(r.loc, w.loc, why, True, stuck)
     if not unreached:
         return None
     first = unreached[0]
     return Misread(first.loc, first.loc, "the run ends before this read", False, stuck, tuple(unreached))
+
+
+def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int]
+                 ) -> tuple[dict[int, np.ndarray], list[FollowedRead]]:
+    """RUN-56: per read the run reaches (by its index in `facts.reads`), per element the write whose event is the
+    last before the read's in the run (`when`), or -1 (none: the launch's contents); and the reads it does not
+    reach. One sweep per buffer over its writes and reads in the run's order, an array of its elements' last
+    writes updated by slices, so it costs what the facts hold, not an object per element. A write at the read's
+    own event (a copy's read and write halves, a `+=`) is not before it; of two writes at one position (none
+    in a lowering: each write is its own event), the first listed is the last, as a `max` over them keeps it."""
+    events: dict[tuple[int, str], list[tuple[tuple[int, int, int], np.ndarray, np.ndarray | None, int]]] = {}
+    for k, w in enumerate(facts.writes):
+        t = when.get(w.event)
+        if t is None:  # never before any read of the run
+            continue
+        for key, flat, _ in _groups(w.elements):
+            events.setdefault(key, []).append(((t, 1, -k), flat, None, k))
+    last: dict[int, np.ndarray] = {}
+    unreached: list[FollowedRead] = []
+    for j, r in enumerate(facts.reads):
+        t = when.get(r.read)
+        if t is None:
+            unreached.append(r)
+            continue
+        groups = _groups(r.elements)
+        last[j] = np.full(sum(int(f.size) for _, f, _ in groups), -1, dtype=np.int64)
+        for key, flat, at in groups:
+            events.setdefault(key, []).append(((t, 0, j), flat, at, j))
+    for group in events.values():
+        group.sort(key=lambda e: e[0])
+        now = np.full(1 + max(int(f.max()) for _, f, _, _ in group if f.size), -1, dtype=np.int64)
+        for _, flat, at, k in group:
+            if at is None:
+                now[flat] = k
+            else:
+                last[k][at] = now[flat]
+    return last, unreached
 
 
 def reachable_read(reads: tuple[FollowedRead, ...], ends: tuple[int, ...]) -> FollowedRead | None:
@@ -136,8 +254,7 @@ def reachable_read(reads: tuple[FollowedRead, ...], ends: tuple[int, ...]) -> Fo
 
 def followed_labels(facts: ValueFacts) -> frozenset[str]:
     """The buffers whose elements the lowering followed (read or wrote)."""
-    return frozenset(e[1] for r in facts.reads for e in r.elements) | frozenset(
-        e[1] for w in facts.writes for e in w.elements)
+    return frozenset(key[1] for x in (*facts.reads, *facts.writes) for key, _, _ in _groups(x.elements))
 
 
 def unordered_on_followed(pairs, labels: frozenset[str]):

@@ -36,7 +36,7 @@ from semcheck.checker.frontend.interpreter_views import blind_transform, view_er
 from semcheck.checker.frontend.region_transforms import lane_chain
 from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreign_transform, lane_keys, ref_regions,
                                                refuse_multi_ref, unindexed, with_windows)
-from semcheck.checker.frontend.scalar_memory import trackable
+from semcheck.checker.frontend.scalar_memory import past_bound, trackable
 from semcheck.checker.frontend.trace import KernelCall
 from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
 from semcheck.checker.frontend.window_bounds import (
@@ -108,6 +108,8 @@ class AccessRules(Evaluator):
         memory = self.memory
         if ref.name not in memory.ignored and (ref.name in memory or self._first_access(ref.name, chain, loc)):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
+        elif outs and (big := past_bound(flatten_ref(eqn.invars[0].aval)[0])) is not None:
+            outs = [Unknown(big, loc) for _ in eqn.outvars]  # ACC-54: the table and the bound, at the load's line
         leaves = [invals[i] for i in leaf_at]
         kind = _WINDOW_KINDS.get(self._access_kinds[eqn.primitive])
         if err is None and kind is not None and not self.call.tpu_only and predicted(self.call.interpret_params, kind):

@@ -120,6 +120,20 @@ def trackable(shape: Sequence[int], dtype: Any, memory_space: str | None, *, hbm
         is_float(dtype) and size <= (MAX_FLOAT_ELEMENTS if floats else MAX_EVAL_ELEMENTS))
 
 
+def past_bound(aval: Any) -> str | None:
+    """ACC-54: what a load of an integer or boolean ref (its base `aval`) returns when the ref is not tracked for its
+    size only (past `MAX_TABLE_ELEMENTS`), naming its shape and the bound; None for any other ref."""
+    try:
+        kind, shape = np.dtype(aval.dtype).kind, tuple(int(s) for s in aval.shape)
+    except (TypeError, AttributeError):
+        return None
+    size = math.prod(shape)
+    if kind not in "iub" or size <= MAX_TABLE_ELEMENTS:
+        return None
+    return (f"a value loaded from a table of shape {shape} ({size:,} elements), past the {MAX_TABLE_ELEMENTS:,} "
+            "a table semcheck follows may hold (specs/deciding/frontend.md ACC-54)")
+
+
 # Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
 _CORE_MEMORY = frozenset({"smem", "vmem"})
 
@@ -491,4 +505,4 @@ def _apply(pos: np.ndarray, t: Any, lane: int) -> Any:
 _IDENTITY = (state_types.MemorySpaceCastTransform, mosaic_core.AccessAssumptionTransform)
 
 __all__ = ["AbstractInput", "CONCRETE_HINT", "CopiedFloat", "DivergedValue", "NeedsConcreteInputs", "NeedsFloatCopies",
-           "NeedsFloatInputs", "ScalarMemory", "UncomputedFloatInput", "trackable"]
+           "NeedsFloatInputs", "ScalarMemory", "UncomputedFloatInput", "past_bound", "trackable"]

@@ -43,7 +43,7 @@ from semcheck.checker.frontend.regions import flatten_ref
 from semcheck.checker.frontend.scalar_memory import CopiedFloat
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, Unknown
-from semcheck.model.followed import FollowedRead, FollowedWrite, ValueFacts
+from semcheck.model.followed import Elements, Flat, FollowedRead, FollowedWrite, ValueFacts
 from semcheck.model.ops import Access, DmaStart
 
 _ACCESS_PRIMS = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p, pallas_prims.load_p,
@@ -83,7 +83,8 @@ class ScalarStateRules(Evaluator):
         self.memory.remote_signatures |= {sig for sig, space, remote, dst in ends
                                           if remote and dst and (sig, space) not in self.fed_signatures}
         self.followed_reads: list[tuple[int, int, Any, tuple, tuple]] = []  # (lane, body pos, loc, elements, writers)
-        self.followed_writes: list[tuple[int, int, Any, set]] = []  # (lane, body pos, loc, elements)
+        # (lane, body pos, loc, [(device, label, flat indices)]): ACC-53, an array per buffer, not an object per element
+        self.followed_writes: list[tuple[int, int, Any, list]] = []
         dma_start = self.rules.get(tpu_prims.dma_start_p)
         if dma_start is not None:
             self.rules[tpu_prims.dma_start_p] = self._wrap_dma_start(dma_start)
@@ -112,14 +113,14 @@ class ScalarStateRules(Evaluator):
         where the lane's kernel body starts); None when nothing was followed."""
         if not self.followed_reads:
             return None
-        writes = tuple(FollowedWrite((lane, offsets[lane] + pos), loc, frozenset(els))
+        writes = tuple(FollowedWrite((lane, offsets[lane] + pos), loc, _write_elements(els))
                        for lane, pos, loc, els in self.followed_writes)
         reads = tuple(FollowedRead((lane, offsets[lane] + pos), loc, elements, writers)
                       for lane, pos, loc, elements, writers in self.followed_reads)
         return ValueFacts(reads, writes)
 
     def _new_write(self, lane: int, pos: int, loc: Any) -> int:
-        self.followed_writes.append((lane, pos, loc, set()))
+        self.followed_writes.append((lane, pos, loc, []))
         return len(self.followed_writes) - 1
 
     def _wrap_access(self, rule: Any) -> Any:
@@ -166,11 +167,11 @@ class ScalarStateRules(Evaluator):
                     memory.clobber(label, [lane], why)
                     continue
                 flat, writers, known = got
-                elements = tuple((int(self.lane_devices[lane]), label, int(i)) for i in flat)
+                device = int(self.lane_devices[lane])
                 if known:  # an unknown value decides nothing (the lowering refuses it where it would)
-                    self.followed_reads.append((lane, at[lane], loc, elements, tuple(int(w) for w in writers)))
+                    self.followed_reads.append((lane, at[lane], loc, Elements(device, label, flat), Flat(writers)))
                 if ids is not None:
-                    self.followed_writes[int(ids[lane])][3].update(elements)
+                    self.followed_writes[int(ids[lane])][3].append((device, label, flat))
             return outs
 
         return access
@@ -207,9 +208,9 @@ class ScalarStateRules(Evaluator):
                 memory.clobber(label, [target], Unknown("a copy into a view semcheck cannot place", loc))
                 memory.writer_now = None
                 size = memory.refs[label].values.shape[1]
-                self.followed_writes[wid][3].update((target, label, i) for i in range(size))
+                self.followed_writes[wid][3].append((target, label, np.arange(size)))
                 continue
-            self.followed_writes[wid][3].update((target, label, int(i)) for i in flat)
+            self.followed_writes[wid][3].append((target, label, flat))
             sflat = memory.elements(sbase.name, schain, lane) if src_known else None
             if sflat is None or isinstance(sflat, Unknown) or sflat.shape != flat.shape:
                 memory.write_flat(label, target, flat, Unknown("data a copy moves from a ref semcheck does not "
@@ -220,8 +221,8 @@ class ScalarStateRules(Evaluator):
             writers = memory.writers(sbase.name, lane, sflat)
             known = memory.move_flat(sbase.name, lane, sflat, label, target, flat, wid)
             if known.any():
-                self.followed_reads.append((lane, at[lane], loc, tuple(
-                    (lane, sbase.name, int(i)) for i in sflat[known]), tuple(int(w) for w in writers[known])))
+                self.followed_reads.append((lane, at[lane], loc, Elements(lane, sbase.name, sflat[known]),
+                                            Flat(writers[known])))
         return outs
 
     def _copied_float(self, eqn: Any, ref: Any, outs: list[Any]) -> list[Any]:
@@ -296,6 +297,15 @@ class ScalarStateRules(Evaluator):
                 self.memory.pop_scope()
 
         return run_scoped
+
+
+def _write_elements(groups: list[tuple[int, str, np.ndarray]]) -> Any:
+    """A write's elements (ACC-53): one buffer's as one `Elements` (a set: sorted, each once), else the set of
+    `Element`s (none, or, were a write to span buffers, all of theirs)."""
+    if len({(d, label) for d, label, _ in groups}) == 1:
+        device, label = groups[0][:2]
+        return Elements.of_set(device, label, np.concatenate([flat for _, _, flat in groups]))
+    return frozenset((d, label, int(i)) for d, label, flat in groups for i in flat)
 
 
 def _integer(sig: tuple[tuple[int, ...], str]) -> bool:

@@ -18,8 +18,10 @@ MAX_EVAL_ELEMENTS = 1024
 
 # Integer and boolean refs the front end tracks (control tables: counts, routings, offsets) may be
 # larger than the values it evaluates (ACC-31): a table is held flat per device and an access costs
-# what its view names, so a scalar load of a table of this size is as cheap as one of a small one.
-MAX_TABLE_ELEMENTS = 1 << 16
+# what its view names, so a scalar load of a table of this size is as cheap as one of a small one; what a
+# copy moves is recorded as one array per buffer (ACC-53). The bound is memory (ACC-54): 16 bytes per
+# element and device for int32 (value, why unknown, last writer) plus 8 per element (the positions).
+MAX_TABLE_ELEMENTS = 1 << 20
 
 # Float refs the front end tracks (ACC-42): a routing kernel double-buffers its gating block (2 x bt x 128
 # logits) and fetches it from an HBM input of the tokens' logits; a float store is a vector of values, so the

@@ -197,9 +197,9 @@ def carried_slot(num_devices: int):
 # --- soundness: refs written behind the evaluator's back stay unknown ----------------
 
 
-# an HBM table larger than the front end tracks (ACC-31): the part a copy brings is not followed (ACC-30
+# an HBM table larger than the front end tracks (ACC-31, ACC-54): the part a copy brings is not followed (ACC-30
 # follows an HBM table of at most `MAX_TABLE_ELEMENTS`)
-BIG_TABLE = (1 << 16) + 4
+BIG_TABLE = (1 << 20) + 4
 
 
 def _dma_into_smem_kernel(table_hbm, x_ref, o_ref, table_smem, buf, sem):
