@@ -108,7 +108,7 @@ class AccessRules(Evaluator):
         memory = self.memory
         if ref.name not in memory.ignored and (ref.name in memory or self._first_access(ref.name, chain, loc)):
             outs = self._scalar_access(eqn, invals, ref.name, chain, lanes, loc)
-        elif outs and (big := past_bound(flatten_ref(eqn.invars[0].aval)[0])) is not None:
+        elif outs and (big := memory.too_large.get(ref.name) or past_bound(flatten_ref(eqn.invars[0].aval)[0])):
             outs = [Unknown(big, loc) for _ in eqn.outvars]  # ACC-54: the table and the bound, at the load's line
         leaves = [invals[i] for i in leaf_at]
         kind = _WINDOW_KINDS.get(self._access_kinds[eqn.primitive])

@@ -40,7 +40,13 @@ from jax._src.state.indexing import NDIndexer, Slice
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.float_exact import is_float
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, MAX_FLOAT_ELEMENTS, MAX_TABLE_ELEMENTS, Unknown
+from semcheck.checker.frontend.values import (
+    MAX_EVAL_ELEMENTS,
+    MAX_FLOAT_ELEMENTS,
+    MAX_TABLE_ELEMENTS,
+    MAX_TRACKED_LANE_ELEMENTS,
+    Unknown,
+)
 from semcheck.model.ops import Loc
 
 # What a kernel is told when a value it branches on comes from arguments given as shapes.
@@ -172,6 +178,8 @@ class ScalarMemory:
         self._allocated: dict[str, tuple[tuple[int, ...], Any, str | None]] = {}
         # Labels known not to be tracked (launch operands of other kinds, large or float buffers).
         self.ignored: set[str] = set()
+        # ACC-54: refs not tracked because the core's refs over every lane would pass the bound, and why
+        self.too_large: dict[str, str] = {}
         # (shape, dtype) of refs a remote DMA may write: never tracked (another device's
         # copy can land at any point of this device's program).
         self.remote_signatures: set[tuple[tuple[int, ...], str]] = set()
@@ -210,6 +218,15 @@ class ScalarMemory:
         shape = tuple(int(s) for s in shape)
         dt = np.dtype(dtype)
         if (shape, str(dt)) in self.remote_signatures:
+            return False
+        size = math.prod(shape)
+        held = sum(int(c.values.size) for c in self.refs.values())
+        if self.L * size + held > MAX_TRACKED_LANE_ELEMENTS:  # ACC-54: the bound over every lane
+            self.too_large[label] = (
+                f"a value loaded from a table of shape {shape} ({size:,} elements), which at {self.L:,} devices "
+                f"passes the {MAX_TRACKED_LANE_ELEMENTS:,} elements semcheck follows over every device at once "
+                "(specs/deciding/frontend.md ACC-54)")
+            self.ignored.add(label)
             return False
         c = _Contents(shape, dt, self.L, space)
         if init is not None and type(init) is np.ndarray and init.shape[1:] == shape and init.shape[0] in (1, self.L):

@@ -23,6 +23,10 @@ MAX_EVAL_ELEMENTS = 1024
 # element and device for int32 (value, why unknown, last writer) plus 8 per element (the positions).
 MAX_TABLE_ELEMENTS = 1 << 20
 
+# What one core's tracked refs may hold over all lanes at once (ACC-54): a lane per device, so a table under
+# `MAX_TABLE_ELEMENTS` at 2 devices would need gigabytes at pod scale; past this the ref is not tracked.
+MAX_TRACKED_LANE_ELEMENTS = 1 << 26
+
 # Float refs the front end tracks (ACC-42): a routing kernel double-buffers its gating block (2 x bt x 128
 # logits) and fetches it from an HBM input of the tokens' logits; a float store is a vector of values, so the
 # bound is lower than the tables' (the values the front end evaluates keep `MAX_EVAL_ELEMENTS`).

@@ -227,3 +227,40 @@ def test_jax_s_race_detector_finds_no_race():
     p = subprocess.run([sys.executable, "-c", _DETECTOR], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads(p.stdout.strip().splitlines()[-1]) == {"eager": False, "on_wait": False}
+
+
+_LANE_BOUND = r"""
+import json, sys
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+from semcheck.checker.frontend import scalar_memory
+from semcheck.checker.frontend.api import lower_target
+from semcheck.checker.frontend.errors import Unsupported
+from semcheck.checker.frontend.targets import load_targets
+(target,) = [t for t in load_targets("tests/frontend/kernels/large_tables.py") if t.name == "large_table_fetch"]
+scalar_memory.MAX_TRACKED_LANE_ELEMENTS = int(sys.argv[1])
+try:
+    lower_target(target, 2)
+    print(json.dumps("lowered"))
+except Unsupported as e:
+    print(json.dumps(str(e)))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-54")
+@pytest.mark.parametrize("bound", [8 * 491_520, 2 * 491_520 - 1])
+def test_tables_over_every_device_past_the_lane_bound_are_not_tracked(bound):
+    """The bound counts a table once per device (its lanes): at 2 devices the 491,520-entry schedule needs
+    983,040 lane elements (and as many for the HBM input it is fetched from); a bound one below that and the
+    copy it sizes is unknown, naming the device count and the load; with room for both it lowers."""
+    p = subprocess.run([sys.executable, "-c", _LANE_BOUND, str(bound)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    if bound == 8 * 491_520:
+        assert got == "lowered"
+    else:
+        load = _line("count = plan[sizes + me]")
+        assert ("which at 2 devices passes the" in got and "ACC-54" in got
+                and f"large_tables.py:{load}" in got), got
