@@ -173,7 +173,8 @@ class _Walk:
             return None
         skip = {1} if name in _VALUE_SECOND else set()
         for k, (x, v) in enumerate(zip(eqn.invars, vals)):
-            if k not in skip and _is_int(x) and (v is None or v[0] < 0 or not _is_int_scalar(x)):
+            # above INT_MAX (an unsigned index) is negative too: Mosaic's `arith.index_cast` sign-extends the i32
+            if k not in skip and _is_int(x) and (v is None or v[0] < 0 or v[1] > INT_MAX or not _is_int_scalar(x)):
                 return eqn
         return None
 
@@ -247,7 +248,8 @@ class _Walk:
         """Inside the body: a carry the body passes on unchanged keeps its interval, and a counter the condition
         bounds by `carry < y` (a `fori_loop`'s index; `y` a constant or an unchanged carry) is in [its start's
         lower end, y's upper end - 1] when the body never lowers it below that start; every other carry may be
-        anything its dtype holds."""
+        anything its dtype holds. The condition is walked on the carries the loop holds (a counter from its
+        start's lower end up)."""
         params = eqn.params
         cn, bn = params["cond_nconsts"], params["body_nconsts"]
         cconsts, bconsts, carry = vals[:cn], vals[cn:cn + bn], vals[cn + bn:]
@@ -264,10 +266,16 @@ class _Walk:
         found, outs = self._body(body, bconsts + trial)
         if found is None and all(outs[k] is not None and outs[k][0] >= lo for k, (lo, _) in counters.items()):
             top = [(_dtype_range(v) or (0, INT_MAX))[1] for v in eqn.outvars]
-            return None, [carry[k] if k in kept else (counters[k][0], top[k]) if k in counters else None
-                          for k in range(len(carry))]
-        found, _ = self._body(body, bconsts + inside)  # a counter the body may lower: not bounded
-        return found, [carry[k] if k in kept else None for k in range(len(carry))]
+            after = [carry[k] if k in kept else (counters[k][0], top[k]) if k in counters else None
+                     for k in range(len(carry))]
+        else:
+            found, _ = self._body(body, bconsts + inside)  # a counter the body may lower: not bounded
+            after = [carry[k] if k in kept else None for k in range(len(carry))]
+        if found is not None:
+            return found, []
+        # the condition runs on every carry the loop holds (the start's and each body's), so it is walked too
+        found, _ = self._body(cond, cconsts + after)
+        return found, after
 
 
 def _counted(cond: Any, nconsts: int) -> dict[int, tuple[str, Any]]:

@@ -83,3 +83,46 @@ def test_a_sum_that_may_wrap_is_not_cleared():
     eqn = _index_eqn(("add", ("max", "a", "0"), ("max", "b", "0")))
     assert negative_index(eqn.params["jaxpr"], (3,)) is not None
     assert int(jnp.int32(2**31 - 1) + jnp.int32(2**31 - 1)) < 0
+
+
+def _kernel_eqn(kernel):
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((2,), jnp.int32), in_specs=[SMEM],
+                              out_specs=SMEM, grid=(3,), interpret=True)(x)
+
+    return next(q for q in jax.make_jaxpr(f)(jnp.ones((8,), jnp.int32)).eqns if q.primitive.name == "pallas_call")
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-202")
+def test_a_while_loops_condition_is_walked():
+    """A `while` loop's condition that loads `c[i - 1]` with the counter starting at 0 indexes at -1 on its first
+    test: the load in the condition is named, as it would be in the body."""
+    def kernel(c_ref, o_ref):
+        o_ref[0] = jax.lax.while_loop(lambda i: c_ref[i - 1] > 100, lambda i: i + 1, 0)
+
+    found = negative_index(_kernel_eqn(kernel).params["jaxpr"], (3,))
+    assert found is not None and found.primitive.name == "get"
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-202")
+def test_an_unsigned_index_above_int_max_is_named():
+    """`uint32(pid - 1)` is 2**32 - 1 at the first grid step: >= 0 as an unsigned value, but Mosaic casts the
+    index's i32 to an index by sign extension, so the TPU indexes at -1 (and jax's interpreter raises an
+    out-of-bounds read): the index is named."""
+    def kernel(c_ref, o_ref):
+        o_ref[0] = c_ref[(pl.program_id(0) - 1).astype(jnp.uint32)]
+
+    assert negative_index(_kernel_eqn(kernel).params["jaxpr"], (3,)) is not None
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-202")
+def test_a_counted_loops_condition_keeps_its_counter():
+    """The condition of a `fori_loop` whose body loads `c[i]` is walked with the counter from its start up: the
+    loop stays cleared."""
+    def kernel(c_ref, o_ref):
+        o_ref[0] = jax.lax.fori_loop(0, 8, lambda i, acc: acc + c_ref[i], 0)
+
+    assert negative_index(_kernel_eqn(kernel).params["jaxpr"], (3,)) is None
