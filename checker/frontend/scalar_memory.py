@@ -140,6 +140,12 @@ def past_bound(aval: Any) -> str | None:
             "a table semcheck follows may hold (specs/deciding/frontend.md ACC-54)")
 
 
+def _whose(why: str) -> str:
+    """How an access names the position it could not compute: "whose index comes from ...", or "at an index
+    computed from ..." (ACC-57's reason, which names the index itself)."""
+    return f"at {why}" if why.startswith("an index") else f"whose {why}"
+
+
 # Memory spaces (as `trace.memory_space_name` names them) each core has a copy of.
 _CORE_MEMORY = frozenset({"smem", "vmem"})
 
@@ -274,7 +280,7 @@ class ScalarMemory:
             self.refuse(loc)
         pos = self._positions(c, transforms, lanes)
         if isinstance(pos, Unknown):
-            return type(pos)(f"a load from a ref whose {pos.why}", loc)
+            return type(pos)(f"a load from a ref {_whose(pos.why)}", loc)
         if pos.shape[1:] != out_shape:
             return Unknown("a load whose view semcheck cannot shape", loc)
         rows = np.asarray(lanes, dtype=np.int64)
@@ -309,7 +315,7 @@ class ScalarMemory:
                             or isinstance(pos, Unknown) or pos.shape[0] > 1):
             self.diverged.add(label)
         if isinstance(pos, Unknown):
-            self._mark(c, rows, None, type(pos)(f"a store to a ref whose {pos.why}", loc))
+            self._mark(c, rows, None, type(pos)(f"a store to a ref {_whose(pos.why)}", loc))
             return
         flat = pos.reshape(pos.shape[0], -1)
         idx = np.broadcast_to(flat, (self.L, flat.shape[1]))[rows]
