@@ -38,7 +38,7 @@ from semcheck.checker.frontend.regions import (empty_region, flatten_ref, foreig
                                                refuse_multi_ref, unindexed, with_windows)
 from semcheck.checker.frontend.scalar_memory import past_bound, trackable
 from semcheck.checker.frontend.trace import KernelCall
-from semcheck.checker.frontend.values import BufRef, SemArray, Unknown
+from semcheck.checker.frontend.values import BufRef, SemArray, SomeLanes, Unknown
 from semcheck.checker.frontend.window_bounds import (
     lanes_in_bounds,
     need_values,
@@ -246,7 +246,9 @@ class AccessRules(Evaluator):
             if pmask is not None:
                 outs = [Unknown("a masked load from a ref", loc)]
             else:
-                outs = [memory.load(label, view, lanes, out_shape, loc)]
+                outs = [memory.load(label, view, lanes, out_shape, loc, some_lanes=True)]
+                if type(outs[0]) is SomeLanes:  # ACC-60: only the numeric rules read its lanes (`opaque`)
+                    self.bounds_made = True
         if kind in ("get", "load"):
             return outs
         if kind == "masked_swap":

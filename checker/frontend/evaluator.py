@@ -91,7 +91,8 @@ class Evaluator:
         self.sem_prims: set[Any] = set()
         # ACC-35: float values known within bounds (`values.Bounded`) exist once `bounds_made`; the numeric rules
         # read them, the calls in `passes_bounds` pass them to their body and back, every other rule sees them as
-        # the plain `Unknown` they are (`opaque`): a lane-wise merge or a store never carries bounds.
+        # the plain `Unknown` they are (`opaque`): a lane-wise merge or a store never carries bounds. ACC-60's
+        # values known on some lanes (`values.SomeLanes`) are kept the same way (a load that reads one sets it).
         self.bounds_made = False
         self.passes_bounds: frozenset[str] = frozenset()
         self._keep_bounds = False

@@ -20,7 +20,7 @@ from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
 from semcheck.checker.frontend.float_bounds import evaluate, has_bounds, lane_reshape, rounds_within_bounds
 from semcheck.checker.frontend.float_exact import CHECKED, EXACT, inexact, involves_floats, refusal
-from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Bounded, BufRef, SemArray, Unknown, opaque
+from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Bounded, BufRef, SemArray, SomeLanes, Unknown, opaque
 from semcheck.model.ops import Access, Region
 
 
@@ -60,6 +60,8 @@ class NumericRules(Evaluator):
             return [Unknown(f"the result of {prim.name}", self.loc(eqn)) for _ in eqn.outvars]
         if prim.name == "select_n":
             invals = unpicked_cases(eqn, invals)
+        elif prim.name in _LANEWISE and any(type(x) is SomeLanes for x in invals):
+            return self._some_lanes(eqn, invals)
         bounded = has_bounds(invals)  # ACC-35: float values known within bounds are read by `float_bounds`
         for x in invals:
             if type(x) is not np.ndarray and not (bounded and type(x) is Bounded):
@@ -114,6 +116,26 @@ class NumericRules(Evaluator):
                     o = Unknown(f"a {dtype} value")
             res.append(o)
         return res
+
+    def _some_lanes(self, eqn: Any, invals: list[Any]) -> list[Any]:
+        """ACC-60: a lane-wise integer operation on values known on some lanes: computed on every lane (an unknown
+        lane holds a known lane's values), its result known on the lanes every operand knows. Otherwise (an
+        operand unknown on every lane, float data) the plain `Unknown` of the first such operand."""
+        known = None
+        for x in invals:
+            if type(x) is SomeLanes and x.values.dtype.kind in "biu":
+                known = x.known if known is None else known & x.known
+            elif type(x) is not np.ndarray or x.dtype.kind not in "biu":
+                break
+        else:
+            if all(getattr(v.aval, "dtype", np.dtype("f4")).kind in "biu" for v in eqn.outvars):
+                outs = self._numeric(eqn, [x.values if type(x) is SomeLanes else x for x in invals])
+                first = next(x for x in invals if type(x) is SomeLanes)
+                return [SomeLanes(first.why, first.loc, o, known) if type(o) is np.ndarray and o.shape[0] == len(known)
+                        else opaque(o) for o in outs]
+        first = next(x for x in invals if isinstance(x, Unknown) or type(x) is not np.ndarray)
+        return [opaque(first) if isinstance(first, Unknown) else Unknown(f"the result of {eqn.primitive.name} on a ref",
+                                                                         self.loc(eqn)) for _ in eqn.outvars]
 
     def _bounds_followed(self, eqn: Any, invals: list[Any]) -> bool:
         """ACC-35, ACC-37: whether this operation that rounds is followed within bounds: in a lowering for the
@@ -187,16 +209,22 @@ def unpicked_cases(eqn: Any, invals: list[Any]) -> list[Any]:
     pred, cases = invals[0], invals[1:]
     if type(pred) is not np.ndarray or all(type(c) is np.ndarray for c in cases):
         return invals
-    picked = np.unique(pred.astype(np.int64) if pred.dtype == np.bool_ else np.clip(pred.astype(np.int64), 0,
-                                                                                     len(cases) - 1))
-    if any(type(cases[int(k)]) is not np.ndarray for k in picked):
-        return invals
+    which = pred.astype(np.int64) if pred.dtype == np.bool_ else np.clip(pred.astype(np.int64), 0, len(cases) - 1)
+    for k in np.unique(which):
+        c = cases[int(k)]
+        if type(c) is SomeLanes:  # ACC-60: picked only on lanes that know it
+            lanes = (which == k).reshape(which.shape[0], -1).any(axis=1)
+            if lanes.shape[0] not in (1, c.known.shape[0]) or (lanes & ~c.known).any():
+                return invals
+        elif type(c) is not np.ndarray:
+            return invals
     filler = []
     for v, c in zip(eqn.invars[1:], cases):
         shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
-        if type(c) is not np.ndarray and (shape is None or dtype is None):
+        if type(c) is not np.ndarray and type(c) is not SomeLanes and (shape is None or dtype is None):
             return invals
-        filler.append(c if type(c) is np.ndarray else np.zeros((1, *shape), dtype=dtype))
+        filler.append(c if type(c) is np.ndarray else c.values if type(c) is SomeLanes else
+                      np.zeros((1, *shape), dtype=dtype))
     return [pred, *filler]
 
 
@@ -417,6 +445,10 @@ NUMERIC: dict[str, Callable[..., Any]] = {
 }
 
 
+# ACC-60: primitives whose result on a lane is computed from the operands on that lane only
+_LANEWISE = frozenset({"add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor", "eq", "ne", "lt", "le",
+                       "gt", "ge", "shift_left", "shift_right_logical", "shift_right_arithmetic", "clamp",
+                       "convert_element_type", "neg", "not", "abs", "sign", "integer_pow"})
 # Primitives that apply elementwise, whose rank-0 operands jax broadcasts (`_lift_scalars`).
 _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "rem", "max", "min", "pow", "and", "or", "xor", "eq",
                           "ne", "lt", "le", "gt", "ge", "nextafter", "shift_left", "shift_right_logical",

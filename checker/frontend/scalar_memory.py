@@ -19,7 +19,8 @@ Soundness first (a wrong concrete value would be a wrong program):
   whose indices (or view) cannot be pinned down makes the whole ref unknown;
 * a load is known only if every element it reads is known on every lane that
   executes it; otherwise it is `Unknown`, carrying why the first unknown
-  element is unknown (`AbstractInput` when the example arguments were shapes);
+  element is unknown (`AbstractInput` when the example arguments were shapes), or, for
+  the evaluator's loads, a `SomeLanes` known on the lanes that read only known elements (ACC-60);
 * anything else that may write a ref (a DMA into it, a primitive semcheck does
   not know) calls `clobber`.
 
@@ -45,6 +46,7 @@ from semcheck.checker.frontend.values import (
     MAX_FLOAT_ELEMENTS,
     MAX_TABLE_ELEMENTS,
     MAX_TRACKED_LANE_ELEMENTS,
+    SomeLanes,
     Unknown,
 )
 from semcheck.model.ops import Loc
@@ -271,8 +273,9 @@ class ScalarMemory:
     # --- accesses ----------------------------------------------------------------
 
     def load(self, label: str, transforms: Sequence[Any], lanes: Sequence[int], out_shape: tuple[int, ...],
-             loc: Loc) -> Any:
-        """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown`."""
+             loc: Loc, *, some_lanes: bool = False) -> Any:
+        """The value a load through `transforms` reads on `lanes`: a lane array, or `Unknown` (`some_lanes`: a
+        `SomeLanes` where the elements read are unknown on some lanes only, for a reason of no subclass)."""
         c = self.refs[label]
         if self.subset and label in self.diverged:
             if is_float(c.dtype):
@@ -290,6 +293,8 @@ class ScalarMemory:
         bad = np.flatnonzero(causes.reshape(-1))
         if bad.size:
             why = self._causes[int(causes.reshape(-1)[bad[0]]) - 1]
+            if some_lanes and (lanes_out := self._some_lanes(c, flat, rows, causes, out_shape)) is not None:
+                return SomeLanes(why.why, why.loc if why.loc.line else loc, *lanes_out)
             return type(why)(why.why, why.loc if why.loc.line else loc)
         if flat.shape[0] == 1:
             out = c.values[:, flat[0]].reshape((self.L, *out_shape))
@@ -304,6 +309,25 @@ class ScalarMemory:
         if out.shape[0] > 1 and not self.subset and bool((out == out[:1]).all()):
             out = out[:1]  # (not for a subset of devices: other devices may read other values)
         return out.copy()
+
+    def _some_lanes(self, c: Any, flat: np.ndarray, rows: np.ndarray, causes: np.ndarray,
+                    out_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+        """ACC-60: the values an integer load reads on every lane and which lanes know them, where some lane running
+        it reads only known elements and every unknown one read is unknown for a plain reason; else None. A lane
+        not running the load is known (the evaluator ignores it); an unknown lane holds a known lane's values."""
+        per_lane = causes.reshape(len(rows), -1)
+        bad_rows = per_lane.any(axis=1)
+        plain = all(type(self._causes[int(k) - 1]) is Unknown for k in np.unique(per_lane[per_lane != 0]))
+        if self.subset or is_float(c.dtype) or bad_rows.all() or not plain:
+            return None
+        full = np.broadcast_to(flat, (self.L, flat.shape[1]))
+        out = np.take_along_axis(c.values, full, axis=1).reshape((self.L, *out_shape))
+        read = np.zeros(self.L, dtype=bool)
+        read[rows[~bad_rows]] = True
+        out = np.where(read.reshape((self.L,) + (1,) * len(out_shape)), out, out[int(rows[~bad_rows][0])][None])
+        known = np.ones(self.L, dtype=bool)
+        known[rows[bad_rows]] = False
+        return out.copy(), known
 
     def store(self, label: str, transforms: Sequence[Any], value: Any, lanes: Sequence[int], loc: Loc,
               *, add: bool = False) -> None:

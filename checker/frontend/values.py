@@ -63,9 +63,28 @@ class Bounded(Unknown):
         return f"Bounded({self.why!r} at {self.loc}, {self.lo!r}, {self.hi!r})"
 
 
+class SomeLanes(Unknown):
+    """An integer value known on some lanes only (ACC-60): `values` is a lane array with every lane (meaningless
+    where unknown), `known` a bool array, one entry per lane. A load reads it where the elements read are unknown
+    on some devices only (uninitialised memory on a device whose step discards them); only the numeric rules
+    read the lanes, lane-wise operations keep them and a `select_n` whose predicate picks it only on known lanes
+    gives a known value (`numeric.unpicked_cases`). To every other rule it is the plain `Unknown` it also is
+    (`opaque`), with the reason of its first unknown lane."""
+
+    __slots__ = ("values", "known")
+
+    def __init__(self, why: str, loc: Loc, values: Any, known: Any) -> None:
+        super().__init__(why, loc)
+        self.values, self.known = values, known
+
+    def __repr__(self) -> str:
+        return f"SomeLanes({self.why!r} at {self.loc}, known {self.known.tolist()})"
+
+
 def opaque(x: Any) -> Any:
-    """`x`, a `Bounded` value as the plain `Unknown` it is to the rules that do not read bounds."""
-    return Unknown(x.why, x.loc) if type(x) is Bounded else x
+    """`x`, a `Bounded` or `SomeLanes` value as the plain `Unknown` it is to the rules that do not read bounds
+    or lanes."""
+    return Unknown(x.why, x.loc) if type(x) is Bounded or type(x) is SomeLanes else x
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
