@@ -172,6 +172,20 @@ def interpreter_raises(program: Program, touch: ScopeTouch, mode: str) -> bool:
     return False
 
 
+def interpreter_keeps_inside(program: Program, touch: ScopeTouch, mode: str) -> bool:
+    """PRG-210: whether jax's interpreter, under `mode`, runs this half (or lands this count) inside its
+    scope's window in every run, whatever the order of the cores, read off the program's text: the
+    scope is the issuing core's own and the start lies inside its window; under `eager` the half runs in
+    the start (BUF-14), under `on_wait` only a wait of that core inside the window can pop its task
+    (BUF-14's queues, asked of a scoped semaphore's count as of a buffer's half). False where it cannot
+    tell (a touch of another core's scope, a scope that does not end in the kernel, `hardware`)."""
+    if mode == "hardware" or touch.owner != touch.core or touch.enter is None or touch.free is None:
+        return False
+    if not touch.enter < touch.pc < touch.free:
+        return False
+    return mode == "eager" or not interpreter_raises(program, dataclasses.replace(touch, kind="buffer"), mode)
+
+
 def stack_slot(label: str) -> str:
     """BUF-15: the memory a `run_scoped` buffer label denotes on a TPU: its allocation site.
 
@@ -183,5 +197,5 @@ def stack_slot(label: str) -> str:
     return label
 
 
-__all__ = ["ScopeTouch", "interpreter_raises", "scope_touches", "scope_windows", "region_of", "semaphore_touches", "stack_slot",
+__all__ = ["ScopeTouch", "interpreter_keeps_inside", "interpreter_raises", "scope_touches", "scope_windows", "region_of", "semaphore_touches", "stack_slot",
            "unrecorded_copies"]

@@ -8,6 +8,7 @@ recorded runs of the examples (tests/kernels/ground_truth.json, tests/test_buggy
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
@@ -34,6 +35,7 @@ from semcheck.model.ops import (
     Topology,
     Wait,
 )
+from semcheck.model import Scratch, launch
 from semcheck.model.errors import UnknownBuffer
 from semcheck.model.fast import fast_run
 from semcheck.model.run import run
@@ -271,3 +273,86 @@ def test_the_prediction_covers_every_run_that_raises(program, mode):
                  for o in explore(program, mode).outcomes)
     if raised:
         assert interpreter_failure(scope_verdict(program, mode), mode) is not None, program.name
+
+
+def _two_cores(program: Program) -> Program:
+    """The body of a one-core `_streaming` program run by both cores of one device (each its own scopes and
+    semaphores), the second core writing its blocks back 64 rows further down."""
+    def lower(op):
+        if type(op) is DmaStart and op.dst_buf == "hbm1":
+            (r0, r1), cols = op.dst_region.box
+            return dataclasses.replace(op, dst_region=Region(((r0 + 64, r1 + 64), cols)))
+        return op
+    body = program.cores[0][len(_launch()):-1]  # without its launch and its exit check
+    return launch(Topology(1, 2), [body, [lower(op) for op in body]], hbm_buffers=2,
+                  scratch=[Scratch("out"), Scratch("in")], name="two cores, own scopes")
+
+
+def _scoped_sems(steps: int = 2) -> Program:
+    """`_streaming(True)` with each scope's fill and write-back counted on semaphores of the scope's own
+    (as `emit_pipeline` allocates them), not on the launch's scratch semaphores."""
+    ops: list = list(_launch())
+    for k in range(1, steps + 1):
+        r, w = SemRef(f"r{k}"), SemRef(f"w{k}")
+        ops += [AllocBuffer(_buf(k), 4096, "vmem", "core"), AllocSem(f"r{k}", 1, "k.py:11#0", "core"),
+                AllocSem(f"w{k}", 1, "k.py:11#1", "core"), dataclasses.replace(_fill(k), dst_sem=r),
+                Wait(r, 4096, "dma"), dataclasses.replace(_writeback(k, 8 * k), dst_sem=w), Wait(w, 4096, "dma"),
+                FreeBuffer(f"w{k}"), FreeBuffer(f"r{k}"), FreeBuffer(_buf(k))]
+    return Program(Topology(1), (tuple(ops) + (ExitCheck(0),),))
+
+
+@pytest.mark.rule("PRG-210")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_two_cores_each_in_its_own_scope_are_decided_in_every_mode(mode):
+    """Two cores of a device, each copying into and out of its own scoped buffer on its scope's own
+    semaphores: the interpreter's modes are decided as the hardware's (they were unknown)."""
+    good = _two_cores(_scoped_sems())
+    assert invocation_confined(good, mode).verdict == "proved"
+    assert {v.property: v.verdict for v in check_program(good, mode)} == dict.fromkeys(BY_ID, "proved")
+
+
+@pytest.mark.rule("PRG-210")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_two_cores_on_scratch_semaphores_stay_unknown_under_on_wait(mode):
+    """The same on the launch's scratch semaphores, waited again in the next scope: eager runs each half in
+    its start and is decided (a write-back left past its scope is violated, the interpreter raising nothing);
+    under on_wait a later scope's wait might run a half, which the text does not rule out: unknown."""
+    good = invocation_confined(_two_cores(_streaming(True, steps=2)), mode)
+    late = invocation_confined(_two_cores(_streaming(False)), mode)
+    if mode == "on_wait":
+        assert (good.verdict, late.verdict) == ("unknown", "unknown")
+        assert "several cores per device" in good.reason
+    else:
+        assert (good.verdict, late.verdict) == ("proved", "violated")
+        assert late.witness.details["raises"] is False
+
+
+@pytest.mark.rule("PRG-210")
+def test_a_touch_of_another_cores_scope_is_not_read_off_the_text():
+    """Only the issuing core's own scope, entered before the start and left after it, is read off the text."""
+    from semcheck.model.scope import interpreter_keeps_inside
+
+    late = _streaming(False)
+    touches = scope_touches(late)
+    first = next(t for t in touches if t.half == "read" and t.label == _buf(1))
+    assert interpreter_keeps_inside(late, first, "eager")
+    assert not interpreter_keeps_inside(late, first, "on_wait")  # the wait after the free may run it
+    assert not interpreter_keeps_inside(late, first, "hardware")
+    ring = scope_touches(_ring(True))
+    assert ring and not any(interpreter_keeps_inside(_ring(True), t, m) for t in ring for m in DMA_MODES
+                            if t.owner != t.core)
+
+
+@pytest.mark.rule("PRG-210")
+@settings(max_examples=40, deadline=None)
+@given(scope_programs(), st.sampled_from(["eager", "on_wait"]))
+def test_a_half_kept_inside_by_the_text_never_raises(program, mode):
+    """PRG-210's reading of the text is never wrong: where it keeps every touch inside its scope, no run
+    of the model raises KeyError at a scoped buffer."""
+    from semcheck.model.explore import explore
+    from semcheck.model.scope import interpreter_keeps_inside
+
+    touches = scope_touches(program)
+    if touches and all(interpreter_keeps_inside(program, t, mode) for t in touches):
+        assert not any(o.kind == "error" and isinstance(o.failure.violation, UnknownBuffer)
+                       for o in explore(program, mode).outcomes), program.name

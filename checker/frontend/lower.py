@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
-from semcheck.model.errors import SemaphoreOutput
+from semcheck.model.errors import SemaphoreOutput, Untranslatable
 from semcheck.model.launch import launch, launch_core
 from semcheck.model.ops import NO_LOC, Op, Program, Topology
 
@@ -204,8 +204,9 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
     if call.grid_mapping is not None and getattr(call.grid_mapping, "local_grid_env", None) is not None:
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
-    # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, when tracing, then LAUNCH-3
-    failure = typed_operand_failure(call.refused_spaces) or _launch_failure(call) or translation_failure(call)
+    # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, ERR-43, when tracing, then LAUNCH-3
+    failure = (typed_operand_failure(call.refused_spaces) or _launch_failure(call) or vmapped_semantics_failure(call)
+               or translation_failure(call))  # ERR-43 comes between LAUNCH-2 and LAUNCH-3
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)
@@ -298,4 +299,18 @@ def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
     return SemaphoreOutput(sem_outputs[0][1].name, str(uninit), sem_outputs[0][1].dtype)
 
 
-__all__ = ["LoweringStats", "PartialLowering", "lower_kernel"]
+def vmapped_semantics_failure(call: KernelCall) -> Untranslatable | None:
+    """ERR-43: a vmapped `pallas_call` given `dimension_semantics`: vmap adds grid dimensions the semantics
+    do not name, and jax's interpreter zips the two strictly (`safe_zip`) while it lowers the call, before
+    any device runs; Mosaic gives the added dimensions their own semantics, so a TPU runs it."""
+    ds = call.dimension_semantics
+    if call.kind != "pallas_call" or call.core_axis_name is not None or ds is None or not call.vmapped_dims:
+        return None
+    if len(ds) + len(call.vmapped_dims) != len(call.grid):
+        return None  # not the vmapped shape: the other checks of the grid say what it is
+    return Untranslatable("pallas_call", "ValueError", f"safe_zip() argument 1 has length {len(ds)} but argument 0 "
+                          f"has length {len(call.grid)}. All lengths: ({len(call.grid)}, {len(ds)})", "trace",
+                          call.loc.file, call.loc.line, call.loc.text)
+
+
+__all__ = ["LoweringStats", "PartialLowering", "lower_kernel", "vmapped_semantics_failure"]

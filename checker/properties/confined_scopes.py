@@ -19,7 +19,8 @@ the same two questions; a signal's late question holds the signalling core at th
 Under `eager` / `on_wait` the verdict says what jax's interpreter does with such a copy (BUF-14): a
 `KeyError` where it runs the half outside the window, a clean run where `eager` runs it inside its
 start (D32). The hardware runs stand for the interpreter's only on one core per device, where the two
-semantics schedule the cores alike; with more cores, a scope touch in an interpreter mode is unknown.
+semantics schedule the cores alike; with more cores only where the text keeps every half inside its
+window in the interpreter (PRG-210, `interpreter_keeps_inside`), else a scope touch there is unknown.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from semcheck.model.errors import ModelBug
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import AllocBuffer, AllocSem, DmaStart, Program, Signal, Wait
 from semcheck.model.run import REPLAY_LIMIT, run
-from semcheck.model.scope import ScopeTouch, interpreter_raises, scope_touches, unrecorded_copies
+from semcheck.model.scope import (ScopeTouch, interpreter_keeps_inside, interpreter_raises, scope_touches,
+                                  unrecorded_copies)
 
 
 class Starts:
@@ -291,7 +293,8 @@ def scope_verdict(program: Any, mode: str, runs: ScopeRuns | None = None) -> Ver
         return None
     if runs.too_many:
         return Verdict(PROPERTY, "unknown", reason=runs.too_many)
-    if mode != "hardware" and program.topology.cores_per_device > 1:
+    if mode != "hardware" and program.topology.cores_per_device > 1 and not all(
+            interpreter_keeps_inside(program, t, mode) for t in scope_touches(program)):  # PRG-210
         return Verdict(PROPERTY, "unknown", reason=(
             f"{runs.touches} copy half(s) touch run_scoped buffers, and with several cores per device the "
             f"interpreter's schedules are not the hardware runs the scope check reads (BUF-13)"))

@@ -91,6 +91,10 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
                 {"operand": failure.operand, "rule": "ERR-36"})
     if isinstance(failure, Untranslatable):
         where = f" at {failure.where}" if failure.where else ""
+        if failure.primitive == "pallas_call":  # ERR-43: a vmapped call's grid against its dimension_semantics
+            return (f"while lowering the call, before any kernel code runs (vmap added grid dimensions that its "
+                    f"dimension_semantics do not name, specs/semantics/kernels.md ERR-43)", VMAP_HINT,
+                    {"primitive": failure.primitive, "rule": "ERR-43"})
         if failure.stage == "compile":
             when = (f"while compiling the kernel for the CPU, before any kernel code runs (the {failure.primitive} "
                     f"primitive{where} has no CPU rule, specs/semantics/divergences.md D12)")
@@ -106,6 +110,11 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
         return when, hint, {"primitive": failure.primitive, "rule": "LAUNCH-3"}
     return (f"at launch, before any kernel code runs (output {failure.output!r} is a semaphore array, "
             "specs/semantics/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
+
+
+VMAP_HINT = ("jax's interpreter zips the grid with the dimension_semantics it is given, and vmap adds grid "
+             "dimensions the semantics do not name (Mosaic names them itself): check it under --dma-mode hardware, "
+             "or call the kernel per batch element (or without dimension_semantics) to run it in interpret mode")
 
 
 NO_ID_HINT = ("jax picks this kernel's collective id only when it lowers the program for a TPU (a barrier-semaphore "
