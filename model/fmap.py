@@ -19,7 +19,8 @@ class FMap(Mapping[K, V], Generic[K, V]):
     __slots__ = ("_d", "_hash")
 
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
-        self._d: dict[K, V] = dict(items) if items else {}
+        # another map's dict copied whole (RUN-59): `dict(mapping)` asks an FMap key by key
+        self._d: dict[K, V] = dict(items._d) if isinstance(items, FMap) else dict(items) if items else {}
         self._hash: int | None = None
 
     def __getitem__(self, key: K) -> V:

@@ -180,8 +180,9 @@ def deferred_view_failures(op: DmaStart, mode: DmaMode) -> tuple[Violation | Non
 def _advance(state: State, core: int, **changes) -> State:
     if type(state) is TransientState:  # a replay's (RUN-35): its positions are a list, moved in place
         state.pcs[core] += 1
-        for name, value in changes.items():  # `changed` on a transient state, without a second call
-            object.__setattr__(state, name, value)
+        if changes:  # most steps move the position only (RUN-59)
+            for name, value in changes.items():  # `changed` on a transient state, without a second call
+                object.__setattr__(state, name, value)
         return state
     pcs = list(state.pcs)
     pcs[core] += 1
@@ -410,13 +411,11 @@ def buffer_allocation(
 def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, op: AllocBuffer) -> State:
     """BUF-1, BUF-8: each core of the scope takes the next buffer id of its own counter (from 100)."""
     ids, bound, failure = buffer_allocation(program, mode, core, op, state.buffers.next_id)
-    state = changed(
-        state,
-        buffers=take(state.buffers, ids),
-        buffer_keys=state.buffer_keys.update({(c, op.label): key for c, key in bound.items()}),
-    )
+    changes = {"buffers": take(state.buffers, ids),
+               "buffer_keys": state.buffer_keys.update({(c, op.label): key for c, key in bound.items()})}
     if not is_hardware(mode) and scope_rules.held_scoped(op.memory_space, op.scope):  # BUF-14
-        state = changed(state, scoped=state.scoped.update(dict.fromkeys(bound.values(), True)))
+        changes["scoped"] = state.scoped.update(dict.fromkeys(bound.values(), True))
+    state = changed(state, **changes)  # one change of the state, not one per field (RUN-59)
     if failure is not None:
         return fail(state, program, core, failure)
     return _advance(state, core)

@@ -30,7 +30,13 @@ from semcheck.model.state import State
 class TransientMap(FMap):
     """An `FMap` whose updates change it in place and return it (a replay's; never hashed)."""
 
-    __slots__ = ()
+    __slots__ = ("get",)
+
+    def __init__(self, items=None) -> None:
+        super().__init__(items)
+        # RUN-59: the dict's own `get`, bound once: a replay asks its maps about a million times, and
+        # `FMap.get` is a Python call around it (the map's dict is changed in place, never replaced)
+        self.get = self._d.get
 
     def set(self, key, value, *, drop: object = ...) -> TransientMap:
         if drop is not ... and value == drop:

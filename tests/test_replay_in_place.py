@@ -1,4 +1,4 @@
-"""RUN-35: a witness replays in place, and the exit query reads only its device's counters.
+"""RUN-35: a witness replays in place, and the exit query reads only its device's counters (RUN-59: its maps' lookups).
 
 `run` applies a schedule's steps to one transient state (`model.transient`): the step relation's own
 rules, their updates made in place. It is held to the step relation as it is (`in_place=False`, one
@@ -27,7 +27,7 @@ from semcheck.model.run import run
 from semcheck.model.semaphore import nonzero
 from semcheck.model.state import State
 from semcheck.model.step import enabled, step
-from semcheck.model.transient import TransientCounts, TransientList, appended, freeze, replaced, thaw
+from semcheck.model.transient import TransientCounts, TransientList, TransientMap, appended, freeze, replaced, thaw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "z3"))
 from z3_strategies import programs as z3_programs  # noqa: E402
@@ -45,7 +45,7 @@ def _random_schedule(program, mode, rnd, limit: int = 80) -> list:
     return schedule
 
 
-@pytest.mark.rule("RUN-35", "RUN-40")
+@pytest.mark.rule("RUN-35", "RUN-40", "RUN-59")
 @pytest.mark.parametrize("mode", DMA_MODES)
 @settings(max_examples=150, deadline=None)
 @given(program=st.one_of(programs(), z3_programs()), rnd=st.randoms(use_true_random=False), data=st.data())
@@ -103,3 +103,27 @@ def test_a_growing_sequence_changes_in_place_as_a_tuple_would(start, edits):
         assert type(as_tuple) is tuple and tuple(in_place) == as_tuple
     with pytest.raises(TypeError):
         hash(in_place)
+
+
+_KEYS = st.tuples(st.sampled_from([("internal", 2000), ("fixed", 0), ("site", 1, 0)]), st.integers(0, 3))
+
+
+@pytest.mark.rule("RUN-59")
+@settings(max_examples=200, deadline=None)
+@given(start=st.dictionaries(_KEYS, st.integers(-2, 2), max_size=6), counts=st.booleans(),
+       edits=st.lists(st.tuples(st.booleans(), _KEYS, st.integers(-2, 2), st.booleans()), max_size=12))
+def test_a_transient_map_answers_get_as_the_map_it_stands_for(start, counts, edits):
+    source = FMap(start)
+    kind = TransientCounts if counts else TransientMap
+    in_place, as_value = kind(source), source
+    for one, key, value, drop in edits:
+        if one:
+            grown = in_place.set(key, value, drop=0) if drop else in_place.set(key, value)
+            as_value = as_value.set(key, value, drop=0) if drop else as_value.set(key, value)
+        else:
+            grown, as_value = in_place.update({key: value}), as_value.update({key: value})
+        assert grown is in_place  # changed in place, its bound `get` still its own dict's
+        for k in set(start) | {key}:
+            assert in_place.get(k) == as_value.get(k) and in_place.get(k, "none") == as_value.get(k, "none")
+    assert FMap(in_place) == as_value and dict(FMap(in_place).items()) == dict(as_value.items())
+    assert source == FMap(start)  # the map it was made from is left as it was (a copy, not its dict)
