@@ -220,21 +220,27 @@ def never_starts_unlowered(call: Any, error: Exception, earlier: list[Any], unit
     target's kernels lowered so far) raises in every interpreted run (`raised_in_every_run`) and this call is in
     its computation or the next one with a call (`units`: every call's computation, PRG-122), so that it never
     starts in the interpreter: (its stand-in program, whose launch fails with that error, why `hardware` has none,
-    the failing kernel); else None. The failing call must read no earlier kernel's outputs (PRG-169: its failure
-    then rests on the example arguments alone) and run in no loop (PRG-183)."""
+    the failing kernel); else None. The failing call must read no earlier kernel's outputs (PRG-169: its failure then
+    rests on the example arguments alone) and run in no loop (PRG-183); no earlier call may fail at launch; and for
+    a call of the next computation, no call may come before the failing call's computation."""
     from semcheck.checker.frontend.refused_launch import stands_for_unlowered, unlowered_launch
 
     if not stands_for_unlowered(error):
         return None
-    for k in earlier:
+    for i, k in enumerate(earlier):
+        if k.program.launch_failure is not None:
+            return None  # a launch that fails (LAUNCH-2, LAUNCH-3) stops more than its computation: not stood in
         if k.call is None or k.producers or getattr(k, "iterations", ()):
-            continue
-        after = sorted({u for u in units if u > k.call.unit})
-        if call.unit not in (k.call.unit, *after[:1]):
             continue
         failure = raised_in_every_run(k.program)
         if failure is None:
             continue
+        # its own computation never goes on; the next one with a call re-raises its error, unless a call of an
+        # earlier computation may have failed first (then this computation may be the one after the next, which runs)
+        after = sorted({u for u in units if u > k.call.unit})
+        alone = all(j.call is None or j.call.unit == k.call.unit for j in earlier[:i])
+        if not (call.unit == k.call.unit or (alone and after[:1] == [call.unit])):
+            return None
         mark = _earlier(failure, f"{k.name} at {k.loc}")
         program, why = unlowered_launch(call, mark, error, cores=cores, name=name, rule="PRG-208")
         return program, why, k
