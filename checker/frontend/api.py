@@ -170,7 +170,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 from semcheck.checker.frontend.refused_launch import refused_unlowered  # lazy: it imports numpy
 
                 refused = refused_unlowered(call, e, cores=n_cores, name=f"{t.name}:{call.name}") \
-                    if len(calls) == 1 else None
+                    if len(calls) == 1 else _never_starts(call, e, out, calls, n_cores, f"{t.name}:{call.name}")
                 if refused is None:
                     raise
                 program = refused[0]
@@ -180,7 +180,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
             refuse_regions_a_loop_varies(program)  # PRG-182
         else:
             stats.unpredicted = unseen
-        if failed is None and program.launch_failure is not None:
+        if failed is None and program.launch_failure is not None and not isinstance(refused, _NeverStarts):
             failed = (call.unit, program.launch_failure)
         mode = dma_mode if dma_mode is not None else call.dma_mode
         # ACC-27: the values hardware knows, where they differ; ACC-28: the same values, where the kernel broke a
@@ -191,6 +191,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
             hw, lambda v: lower_call(resolve_grid(traced_call, v), cores=n_cores,
                                                   name=f"{t.name}:{call.name}", stats=LoweringStats(), inputs=v,
                                                   symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
+        stood = refused[2] if isinstance(refused, _NeverStarts) else None  # PRG-208: the call that fails
         out.append(
             LoweredKernel(
                 program=program,
@@ -207,9 +208,9 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 interpret_params=call.interpret_params,
                 call=call,
                 stats=stats,
-                producers=values.producers if values is not None else (),
-                computed_by=values.computed_by if values is not None else "",
-                unwritten=values.unwritten if values is not None else "",
+                producers=values.producers if values is not None and stood is None else (),
+                computed_by=values.computed_by if values is not None and stood is None else "",
+                unwritten=values.unwritten if values is not None and stood is None else "",
                 iterations=iterations,
                 hardware=hardware,
             )
@@ -219,6 +220,20 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
     from semcheck.checker.programs.interpreter import after_failures
 
     return after_failures(out)  # PRG-11: what the calls after a failing one do in the interpreter
+
+
+class _NeverStarts(tuple):
+    """PRG-208: (the stand-in program, why `hardware` has none, the earlier call that fails in every run)."""
+
+
+def _never_starts(call: KernelCall, error: Exception, earlier: list[LoweredKernel], calls: list[KernelCall],
+                  cores: int | None, name: str) -> _NeverStarts | None:
+    """PRG-208: a call of several whose kernel is not lowered, stood in for where it never starts in the
+    interpreter (`programs.interpreter.never_starts_unlowered`); None where `error` must stand."""
+    from semcheck.checker.programs.interpreter import never_starts_unlowered
+
+    got = never_starts_unlowered(call, error, earlier, [c.unit for c in calls], cores=cores, name=name)
+    return None if got is None else _NeverStarts(got)
 
 
 def _hardware_lowering(values: KernelInputs, lower: Any) -> Program | str:

@@ -11,6 +11,8 @@ lowering's reason (`HardwareUnknown`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.scalar_memory import NeedsConcreteInputs
 from semcheck.checker.frontend.trace import KernelCall
@@ -30,16 +32,31 @@ def refused_unlowered(call: KernelCall, error: Exception, *, cores: int | None,
     """(the interpreter's program, why `hardware` has none) for a call whose lowering raised `error` and whose
     arguments the interpreter refuses (ERR-36); None when `error` must stand (another error, values the
     build has not given yet, or a call the interpreter does not refuse so)."""
-    if not isinstance(error, Unsupported) or isinstance(error, NeedsConcreteInputs):
+    if not stands_for_unlowered(error):
         return None
     failure = typed_operand_failure(call.refused_spaces)
     if failure is None:
         return None
+    return unlowered_launch(call, failure, error, cores=cores, name=name)
+
+
+def stands_for_unlowered(error: Exception) -> bool:
+    """Whether a lowering's `error` may be stood in for by a launch that fails (ERR-37, PRG-208): an unsupported
+    construct, not the values the build has not given yet."""
+    return isinstance(error, Unsupported) and not isinstance(error, NeedsConcreteInputs)
+
+
+def unlowered_launch(call: KernelCall, failure: Any, error: Exception, *, cores: int | None, name: str,
+                     rule: str = "ERR-37") -> tuple[Program, HardwareUnknown]:
+    """(a program of no kernel operations whose launch fails with `failure` in the interpreter's modes, why
+    `hardware` has none: the lowering's `error`, with its line) for a call whose kernel is not lowered."""
     n_cores = int(cores) if cores is not None and call.core_axis_name is None else call.cores_per_device
     topology = Topology(call.mesh.num_devices, n_cores)
     program = launch(topology, [[] for _ in range(topology.num_cores)], collective_id=call.collective_id,
                      name=name, loc=call.loc, launch_failure=failure)
-    return program, HardwareUnknown(f"unsupported {str(error).removeprefix('unsupported ')}")
+    why = HardwareUnknown(f"unsupported {str(error).removeprefix('unsupported ')}")
+    why.rule = rule
+    return program, why
 
 
-__all__ = ["HardwareUnknown", "refused_unlowered"]
+__all__ = ["HardwareUnknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]

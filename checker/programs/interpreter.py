@@ -181,6 +181,73 @@ def after_failures(kernels: list[Any]) -> list[Any]:
     return [_with_iterations(k) for k in out]
 
 
+def raised_in_every_run(program: Program) -> Violation | None:
+    """PRG-208: the failure every interpreted run of `program` raises, the same in both modes, or None. Wider than
+    `certain_failure` (one greedy run, no wait or barrier before the failure): per mode, RUN-11's S' (every run
+    fails, each failure ends the whole run, ERR-7) or, outside S' (an `on_wait` copy that raises in its waiter,
+    ACC-11), every schedule within ERR-19's budget ends in a failure; in either, every failing position (or
+    outcome) raises one failure."""
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.properties import failing_facts
+    from semcheck.model.explore import ExplorationLimit
+    from semcheck.model.explore_devices import explore_outcomes
+
+    if program.launch_failure is not None:
+        return None
+    analysis = Analysis(program)
+    seen = []
+    for mode in _MODES:
+        ending = analysis.mode(mode).every_run_fails
+        if ending is not None:
+            raised = {v for _, v in ending.low.failing.values()}
+        else:
+            try:
+                ex = explore_outcomes(program, mode, max_states=failing_facts.FALLBACK_STATES)
+            except ExplorationLimit:
+                return None
+            if not ex.outcomes or any(o.kind != "error" for o in ex.outcomes):
+                return None
+            raised = {o.failure.violation for o in ex.outcomes}
+        if len(raised) != 1:
+            return None
+        seen.extend(raised)
+    return seen[0] if all(v == seen[0] for v in seen) else None
+
+
+def never_starts_unlowered(call: Any, error: Exception, earlier: list[Any], units: list[int], *,
+                           cores: int | None, name: str) -> tuple[Program, Any, Any] | None:
+    """PRG-208: for a call whose kernel could not be lowered (`error`), when an earlier call of `earlier` (the
+    target's kernels lowered so far) raises in every interpreted run (`raised_in_every_run`) and this call is in
+    its computation or the next one with a call (`units`: every call's computation, PRG-122), so that it never
+    starts in the interpreter: (its stand-in program, whose launch fails with that error, why `hardware` has none,
+    the failing kernel); else None. The failing call must read no earlier kernel's outputs (PRG-169: its failure then
+    rests on the example arguments alone) and run in no loop (PRG-183); no earlier call may fail at launch; and for
+    a call of the next computation, no call may come before the failing call's computation."""
+    from semcheck.checker.frontend.refused_launch import stands_for_unlowered, unlowered_launch
+    from semcheck.checker.frontend.scalar_memory import NeedsFloatInputs
+
+    if not stands_for_unlowered(error) or isinstance(error, NeedsFloatInputs):
+        return None  # (ACC-41: the lowering is tried again with the float inputs' values)
+    for i, k in enumerate(earlier):
+        if k.program.launch_failure is not None:
+            return None  # a launch that fails (LAUNCH-2, LAUNCH-3) stops more than its computation: not stood in
+        if k.call is None or k.producers or getattr(k, "iterations", ()):
+            continue
+        failure = raised_in_every_run(k.program)
+        if failure is None:
+            continue
+        # its own computation never goes on; the next one with a call re-raises its error, unless a call of an
+        # earlier computation may have failed first (then this computation may be the one after the next, which runs)
+        after = sorted({u for u in units if u > k.call.unit})
+        alone = all(j.call is None or j.call.unit == k.call.unit for j in earlier[:i])
+        if not (call.unit == k.call.unit or (alone and after[:1] == [call.unit])):
+            return None
+        mark = _earlier(failure, f"{k.name} at {k.loc}")
+        program, why = unlowered_launch(call, mark, error, cores=cores, name=name, rule="PRG-208")
+        return program, why, k
+    return None
+
+
 def _refuse_failing_iterations(kernels: list[Any]) -> None:
     """PRG-183 with PRG-11: a call in a loop one of whose iterations certainly fails (or leaves the manager,
     PRG-154) stops the calls after it in that iteration and after, while the earlier iterations' calls ran;
@@ -210,4 +277,5 @@ def _with_iterations(k: Any) -> Any:
         (w, dataclasses.replace(p, **{f: v for f, v in marks.items() if getattr(p, f) is None})) for w, p in its))
 
 
-__all__ = ["after_failures", "certain_failure", "left_manager", "reuse", "stopped_at_barrier_fetch"]
+__all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "raised_in_every_run", "reuse",
+           "stopped_at_barrier_fetch"]

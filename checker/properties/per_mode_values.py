@@ -1,5 +1,6 @@
 """ACC-27, ACC-28: a kernel whose values differ between jax's interpreter modes and `hardware` (and ERR-37: one
-whose kernel is not lowered while the interpreter refuses its arguments).
+whose kernel is not lowered while the interpreter refuses its arguments; PRG-208: one whose kernel is not lowered
+and which never starts in the interpreter after a call that fails in every run).
 
 The front end lowers such a kernel twice (`LoweredKernel.hardware`): `program` with the
 values XLA on the CPU gives (the interpreter's modes), and a lowering with the values
@@ -29,8 +30,9 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
     rest = tuple(m for m in req.modes if m != HARDWARE)
     done = decide(k.program, dataclasses.replace(req, modes=rest)) if rest else {}
     if isinstance(hardware, str):
-        rule = getattr(hardware, "rule", "ACC-27")  # ERR-37: the kernel is not lowered, the interpreter refuses it
-        reason = str(hardware) if rule == "ERR-37" else (
+        # ERR-37: the kernel is not lowered, the interpreter refuses it; PRG-208: nor does it start there
+        rule = getattr(hardware, "rule", "ACC-27")
+        reason = str(hardware) if rule in ("ERR-37", "PRG-208") else (
             f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27, "
             "ACC-28), while jax's interpreter modes compute it on the CPU")
         done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": rule}) for p in req.properties],

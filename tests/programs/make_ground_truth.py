@@ -179,6 +179,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "hardware": [], "interpreter": "first call fails at get_barrier_semaphore and leaves its manager, second "
                                        "re-raises, third collides on the left manager's ids, fourth re-raises, "
                                        "fifth runs (PRG-11, PRG-154)"},
+    # PRG-208: the plan's copy reads past its table; the call that reads the plan never starts (PRG-11)
+    "examples/programs/buggy/plan_copy_past_its_table.py": {
+        "hardware": [], "interpreter": "the plan call raises IndexError: Out-of-bounds read at its write-back copy; "
+                                       "the second call never starts (PRG-11)"},
     "examples/programs/buggy/failing_call_then_second_call.py": {
         "hardware": [], "interpreter": "first call fails, second re-raises its error, third runs "
                                        "(PRG-11)"},

@@ -77,3 +77,20 @@ def truth_passed(p, state, d) -> bool:
             if type(op) is ExitCheck and op.device == d:
                 return state.pcs[c] > i
     return False
+
+
+@pytest.mark.rule("PRG-208")
+@examples(300)
+@given(programs())
+def test_a_failure_raised_in_every_run_is_every_explored_run_s(p):
+    """PRG-208: where semcheck says every interpreted run raises one failure, in both modes, every explored
+    outcome of both modes is that failure."""
+    from semcheck.checker.programs.interpreter import raised_in_every_run
+
+    raised = raised_in_every_run(p)
+    if raised is None:
+        return
+    for mode in ("eager", "on_wait"):
+        ex = truth.explored(p, mode)
+        assert {o.kind for o in ex.outcomes} == {"error"}, (mode, ex.kinds())
+        assert {o.failure.violation for o in ex.outcomes} == {raised}, mode

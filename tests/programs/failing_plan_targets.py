@@ -1,0 +1,53 @@
+"""Programs whose planning call raises in jax's interpreter (specs/deciding/programs.md PRG-208).
+
+Built on examples/programs/buggy/plan_copy_past_its_table.py: a plan whose write-back copy reads past its SMEM
+table, then a call whose step count is the plan's first entry.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import jax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import semcheck
+
+
+def _example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "buggy" / "plan_copy_past_its_table.py"
+    spec = importlib.util.spec_from_file_location("semcheck_programs_plan_copy_past_its_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ex = _example()
+
+
+def _lengths_kernel(lens_ref, out_ref):
+    for s in range(ex.SEQS):
+        out_ref[s] = lens_ref[s]
+
+
+@semcheck.target(devices=[2])
+def plan_on_a_kernel_s_lengths(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The failing plan reads its lengths from an earlier kernel call's output: its failure would rest on that
+    call's run (PRG-169), so the call after it is not stood in for, and the target stays unknown (PRG-208)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+
+    def program(lens, x):
+        again = pl.pallas_call(_lengths_kernel, out_shape=jax.ShapeDtypeStruct(lens.shape, lens.dtype),
+                               in_specs=[smem], out_specs=smem, interpret=params)(lens)
+        return ex.run_steps(ex.plan(again, params), x, params)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ex.AXIS)), out_specs=P(ex.AXIS),
+                               check_vma=False))
+    _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
+    return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
