@@ -91,12 +91,17 @@ def test_the_size_estimate_is_near_the_built_program(files):
     rows = [json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("ROW ")]
     pairs = [(r["file"], r["devices"], est, built) for r in rows for est, built in r["kernels"]]
     assert len({p[0] for p in pairs}) >= len(files) - 5  # a few examples raise on purpose
-    off = [p for p in pairs if not built_near(p[2], p[3])]
+    off = [p for p in pairs if not built_near(p[2], p[3]) and not (p[0] in DEVICE_BRANCHES and p[2] >= p[3])]
     assert not off, off
 
 
 def built_near(estimate: int, built: int) -> bool:
     return built / 4 <= estimate <= 4 * built
+
+
+# Examples whose work sits in branches on the device id that most devices skip: the estimate counts the larger
+# branch on every device (RUN-13), so it may be more than 4 times what is built, never less than it.
+DEVICE_BRANCHES = frozenset({"examples/buggy/race_pair_on_one_device_while_another_fails.py"})
 
 
 ALL_AT_1024 = sorted(str(p.relative_to(REPO)) for d in ("examples", "bench/kernels") for p in (REPO / d).glob("*.py"))
