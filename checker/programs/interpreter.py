@@ -151,10 +151,13 @@ def after_failures(kernels: list[Any]) -> list[Any]:
         failure, kept = certain_failure(k.program), None
         if failure is None:
             left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
-            if left is None:
+            if left is not None:
+                failure, kept = left
+            else:
+                failure = every_run_failure(k.program)
+            if failure is None:
                 i += 1
                 continue
-            failure, kept = left
         unit = k.call.unit
         later = sorted({o.call.unit for o in out[i + 1:] if o.call is not None and o.call.unit > unit})
         stops = {unit, *later[:1]}
@@ -179,6 +182,16 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                                   out[i].loc)
             out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
     return [_with_iterations(k) for k in out]
+
+
+def every_run_failure(program: Program) -> Violation | None:
+    """PRG-122: the failure every interpreted run of `program` raises, the same in both modes, where one greedy run
+    fails in both modes past a wait or a barrier (`certain_failure` reads the rest): `raised_in_every_run`."""
+    from semcheck.model.fast import fast_run
+
+    if any(fast_run(program, mode, record=False).failure is None for mode in _MODES):
+        return None
+    return raised_in_every_run(program)
 
 
 def raised_in_every_run(program: Program) -> Violation | None:
@@ -277,5 +290,5 @@ def _with_iterations(k: Any) -> Any:
         (w, dataclasses.replace(p, **{f: v for f, v in marks.items() if getattr(p, f) is None})) for w, p in its))
 
 
-__all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "raised_in_every_run", "reuse",
+__all__ = ["after_failures", "certain_failure", "every_run_failure", "left_manager", "never_starts_unlowered", "raised_in_every_run", "reuse",
            "stopped_at_barrier_fetch"]

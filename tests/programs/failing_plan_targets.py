@@ -51,3 +51,35 @@ def plan_on_a_kernel_s_lengths(num_devices: int, *, dma_mode: str = "eager", int
                                check_vma=False))
     _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
     return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+def _fixed_steps_kernel(lens_ref, x_hbm, o_hbm, sem):
+    del lens_ref
+    for _ in range(2):
+        copy = pltpu.make_async_copy(x_hbm, o_hbm, sem.at[0])
+        copy.start()
+        copy.wait()
+
+
+@semcheck.target(devices=[2])
+def plan_then_a_call_it_does_not_feed(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The failing plan, then a call that does not read it and is lowered: the plan fails past its start barrier
+    (after the launch), in every run, so the second call never starts (PRG-122), though one greedy run's
+    failure is not before every wait and barrier."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+
+    def program(lens, x):
+        plan = ex.plan(lens, params)
+        out = pl.pallas_call(
+            _fixed_steps_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                out_specs=pl.BlockSpec(memory_space=pl.ANY), scratch_shapes=[pltpu.SemaphoreType.DMA((1,))]),
+            interpret=params)(lens, x)
+        return out, plan
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ex.AXIS)), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
+    return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))

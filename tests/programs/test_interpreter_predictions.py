@@ -76,13 +76,20 @@ def _clean():
     return launch(Topology(1), [[Signal(SemRef("s")), Wait(SemRef("s"))]], scratch=[Scratch("s", 1)])
 
 
-def _maybe_failing():
-    """Fails only after a wait: not a failure every run is known to reach from one run alone."""
+def _failing_after_a_wait():
+    """Fails only after a wait: not a failure one greedy run shows every run reaches, but every run does (RUN-11)."""
     from semcheck.model.launch import Scratch, launch
     from semcheck.model.ops import SemRef, Signal, Topology, Wait
 
     return launch(Topology(1), [[Signal(SemRef("s")), Wait(SemRef("s")), Signal(SemRef("s", 3))]],
                   scratch=[Scratch("s", 1)])
+
+
+def _hangs_before_failing():
+    from semcheck.model.launch import Scratch, launch
+    from semcheck.model.ops import SemRef, Signal, Topology, Wait
+
+    return launch(Topology(1), [[Wait(SemRef("s")), Signal(SemRef("s", 3))]], scratch=[Scratch("s", 1)])
 
 
 @pytest.mark.rule("PRG-11", "PRG-122")
@@ -100,8 +107,12 @@ def test_the_next_computation_with_a_call_never_starts_and_the_one_after_runs():
     assert all(isinstance(m, EarlierFailure) for m in marks[1:4])
     assert marks[1].python_type == "IndexError" and "out of bounds" in marks[1].message
     assert "a at here" in marks[1].after
-    # a failure only some runs may reach predicts nothing
-    assert [o.program.launch_failure for o in after_failures([_kernel(_maybe_failing(), 0, "a"),
+    # a failure past a wait that every run reaches predicts as one before it does (PRG-208's test)
+    assert [type(o.program.launch_failure).__name__ for o in after_failures([_kernel(_failing_after_a_wait(), 0, "a"),
+                                                                             _kernel(_clean(), 1, "b")])] == [
+        "NoneType", "EarlierFailure"]
+    # one only some runs reach predicts nothing: a wait that hangs in every run keeps its core from the failure
+    assert [o.program.launch_failure for o in after_failures([_kernel(_hangs_before_failing(), 0, "a"),
                                                               _kernel(_clean(), 1, "b")])] == [None, None]
     # two failures in a row: the one after the re-raising computation starts the story again
     chain = after_failures([_kernel(_failing(), 0, "a"), _kernel(_clean(), 1, "b"), _kernel(_failing(), 2, "c"),

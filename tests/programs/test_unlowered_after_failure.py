@@ -19,6 +19,7 @@ from cli._support import semcheck_many  # noqa: E402
 
 EXAMPLE = "examples/programs/buggy/plan_copy_past_its_table.py"
 ON_LENGTHS = "tests/programs/failing_plan_targets.py::plan_on_a_kernel_s_lengths"
+NOT_FED = "tests/programs/failing_plan_targets.py::plan_then_a_call_it_does_not_feed"
 INTERPRETER = ("eager", "on_wait")
 
 
@@ -26,9 +27,9 @@ INTERPRETER = ("eager", "on_wait")
 def rows() -> dict[str, dict[tuple[str, str], dict]]:
     """path -> (target, mode) -> property -> result row."""
     got = semcheck_many([(("verify", path, "--devices", "2", "--dma-mode", "all", "--format", "json", "--no-cache"),
-                          {"cwd": REPO, "timeout": 900}) for path in (EXAMPLE, ON_LENGTHS)])
+                          {"cwd": REPO, "timeout": 900}) for path in (EXAMPLE, ON_LENGTHS, NOT_FED)])
     out = {}
-    for path, run in zip((EXAMPLE, ON_LENGTHS), got):
+    for path, run in zip((EXAMPLE, ON_LENGTHS, NOT_FED), got):
         assert run.returncode in (0, 1, 3), (path, run.stderr[-2000:])
         by: dict[tuple[str, str], dict] = {}
         for r in run.json()["results"]:
@@ -75,3 +76,19 @@ def test_a_plan_whose_inputs_an_earlier_kernel_computed_is_not_taken_to_fail(row
     got = rows[ON_LENGTHS]
     assert {r["verdict"] for props in got.values() for r in props.values()} == {"unknown"}
     assert all("plan_copy_past_its_table.py:74" in r["reason"] for props in got.values() for r in props.values())
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-122")
+def test_a_lowered_call_after_a_call_failing_past_its_barrier_never_starts(rows):
+    """The plan fails after its start barrier, so one greedy run does not show that every run fails; every run
+    does (RUN-11), the same in both modes, so the lowered call after it never starts: deadlock-free violated naming
+    the plan, the rest vacuous. Before, that call was checked as if it ran: every property proved."""
+    got = {(t.rsplit("#", 1)[-1], mode): props for (t, mode), props in rows[NOT_FED].items()}
+    for mode in INTERPRETER:
+        steps = got[("1", mode)]
+        dl = steps["deadlock-free"]
+        assert dl["verdict"] == "violated", dl
+        assert "Out-of-bounds read of table" in dl["witness"]["message"], dl
+        assert {r["verdict"] for p, r in steps.items() if p != "deadlock-free"} == {"vacuous"}
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
