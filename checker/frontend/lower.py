@@ -206,7 +206,7 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
 
     # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, ERR-43, when tracing, then LAUNCH-3
     failure = (typed_operand_failure(call.refused_spaces) or _launch_failure(call) or vmapped_semantics_failure(call)
-               or translation_failure(call))  # ERR-43 comes between LAUNCH-2 and LAUNCH-3
+               or translation_failure(call))
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)

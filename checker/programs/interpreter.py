@@ -43,18 +43,32 @@ _MODES = ("eager", "on_wait")
 
 def certain_failure(program: Program) -> Violation | None:
     """The failure every interpreted run of `program` ends in (the same in both modes), or None."""
+    return _certain(program, _greedy_failures(program))
+
+
+def _greedy_failures(program: Program) -> list[Any] | None:
+    """The failure one greedy run (RUN-3) of each interpreter mode ends in; None when one of them completes."""
     from semcheck.model.fast import fast_run
 
     seen = []
     for mode in _MODES:
-        out = fast_run(program, mode, record=False)
-        f = out.failure
+        f = fast_run(program, mode, record=False).failure
         if f is None:
             return None
+        seen.append(f)
+    return seen
+
+
+def _certain(program: Program, failures: list[Any] | None) -> Violation | None:
+    """`certain_failure` read off the greedy runs' `failures`: each at an operation its core reaches in every
+    schedule (no wait or barrier before it), one failure in both modes."""
+    if failures is None:
+        return None
+    for f in failures:
         ops = program.cores[f.core]
         if not ops[f.pc].propagates_failure or any(type(op) in (Wait, Barrier) for op in ops[:f.pc]):
             return None
-        seen.append(f.violation)
+    seen = [f.violation for f in failures]
     return seen[0] if all(v == seen[0] for v in seen) else None
 
 
@@ -148,13 +162,14 @@ def after_failures(kernels: list[Any]) -> list[Any]:
         if k.call is None or k.program.launch_failure is not None or i == len(out) - 1:
             i += 1
             continue
-        failure, kept = certain_failure(k.program), None
+        greedy = _greedy_failures(k.program)
+        failure, kept = _certain(k.program, greedy), None
         if failure is None:
             left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
             if left is not None:
                 failure, kept = left
-            else:
-                failure = every_run_failure(k.program)
+            elif greedy is not None:  # PRG-122: the greedy runs fail past a wait or a barrier; does every run?
+                failure = raised_in_every_run(k.program)
             if failure is None:
                 i += 1
                 continue
@@ -182,16 +197,6 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                                   out[i].loc)
             out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
     return [_with_iterations(k) for k in out]
-
-
-def every_run_failure(program: Program) -> Violation | None:
-    """PRG-122: the failure every interpreted run of `program` raises, the same in both modes, where one greedy run
-    fails in both modes past a wait or a barrier (`certain_failure` reads the rest): `raised_in_every_run`."""
-    from semcheck.model.fast import fast_run
-
-    if any(fast_run(program, mode, record=False).failure is None for mode in _MODES):
-        return None
-    return raised_in_every_run(program)
 
 
 def raised_in_every_run(program: Program) -> Violation | None:
@@ -290,5 +295,5 @@ def _with_iterations(k: Any) -> Any:
         (w, dataclasses.replace(p, **{f: v for f, v in marks.items() if getattr(p, f) is None})) for w, p in its))
 
 
-__all__ = ["after_failures", "certain_failure", "every_run_failure", "left_manager", "never_starts_unlowered", "raised_in_every_run", "reuse",
-           "stopped_at_barrier_fetch"]
+__all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "raised_in_every_run",
+           "reuse", "stopped_at_barrier_fetch"]

@@ -92,8 +92,8 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
     if isinstance(failure, Untranslatable):
         where = f" at {failure.where}" if failure.where else ""
         if failure.primitive == "pallas_call":  # ERR-43: a vmapped call's grid against its dimension_semantics
-            return (f"while lowering the call, before any kernel code runs (vmap added grid dimensions that its "
-                    f"dimension_semantics do not name, specs/semantics/kernels.md ERR-43)", VMAP_HINT,
+            return ("while lowering the call, before any kernel code runs (vmap added grid dimensions that its "
+                    "dimension_semantics do not name, specs/semantics/kernels.md ERR-43)", VMAP_HINT,
                     {"primitive": failure.primitive, "rule": "ERR-43"})
         if failure.stage == "compile":
             when = (f"while compiling the kernel for the CPU, before any kernel code runs (the {failure.primitive} "
