@@ -80,6 +80,13 @@ class ComposedProgram:
     def describe_order(self) -> str:
         return ", ".join(f"{self.ir.invocations[k].name} (call {k})" for k in self.order)
 
+    @property
+    def fails_while_lowered(self) -> bool:
+        """PRG-12 / PRG-107: whether the interpreter raises while it lowers the computation, before any call runs.
+        Then the verdicts of `eager` and `on_wait` are the failure's in every order XLA may give the calls, and at
+        every trip count of a loop around them (PRG-214)."""
+        return self.interpreter_exact and self.program.launch_failure is not None
+
 
 MAX_ORDERS = 8
 """The most orders of one program's calls that are composed and checked (PRG-101)."""

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from semcheck.checker.programs.interpreter_hang import decide, hung, no_run_completes
+from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.ops import INTERPRETER_MODES
 from semcheck.model.launch import launch_failure
@@ -41,7 +42,7 @@ def program_results(orders: list[Any], name: str, req: Any, deadline: float, t_l
             for b in branches:
                 mine = [(c, o) for c, o in zip(checked, orders) if getattr(o, "branch", "") == b]
                 per_branch.append(_unexplored(_merge([c[mode][0][i] for c, _ in mine], [o for _, o in mine]),
-                                              mine[0][1]))
+                                              mine[0][1], mode))
             verdicts.append(_over_branches(per_branch, branches))
         out.append(Result(
             target=name, devices=req.devices, dma_mode=mode, verdicts=verdicts,
@@ -83,8 +84,7 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
             out[mode] = ([Verdict(p, "unknown", reason=composed.why) for p in req.properties], 0.0)
         if mode == "hardware" and confined is not None:  # PROP-8 over the program, not over one call
             out[mode] = ([confined if v.property == confined.property else v for v in out[mode][0]], out[mode][1])
-        if mode in INTERPRETER_MODES and _split(composed.ir) and not (
-                composed.interpreter_exact and composed.program.launch_failure is not None):
+        if mode in INTERPRETER_MODES and _split(composed.ir) and not composed.fails_while_lowered:
             hang = no_run_completes(composed.ir, req.devices)  # PRG-180
             out[mode] = ([Verdict(v.property, "unknown", reason=_SPLIT) for v in out[mode][0]] if hang is None
                          else hung(out[mode][0], hang, _SPLIT), out[mode][1])
@@ -174,7 +174,7 @@ def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
     memo: dict = {}  # PRG-143: the cut program and its verdicts, shared by the modes
     done = {}
     for mode, (verdicts, seconds) in out.items():
-        if mode in INTERPRETER_MODES and composed.interpreter_exact and composed.program.launch_failure is not None:
+        if mode in INTERPRETER_MODES and composed.fails_while_lowered:
             done[mode] = (verdicts, seconds)  # the first call fails at launch, whatever the trip count (PRG-107)
             continue
         exits = next((v for v in verdicts if v.property == "exit-balance"), None)
@@ -222,6 +222,8 @@ def _standing(v: Verdict, composed: Any, confined: Verdict) -> Verdict:
 
     if v.property == PROPERTY:
         return v
+    if _holds_on_hardware(v, "hardware"):
+        return _stands(v)  # PRG-215
     if v.verdict == "violated" and v.property in _RUN_WITNESSED and v.witness is not None and v.witness.schedule \
             and faithful(composed, v.witness.schedule) is None:
         return dataclasses.replace(v, witness=dataclasses.replace(v.witness, message=(
@@ -234,7 +236,8 @@ def _unconfined(confined: Verdict) -> str:
     """PRG-114: why the other properties are unknown where a landing may fall outside its call."""
     said = confined.witness.message if confined.witness is not None else confined.reason
     return (f"invocation-confined is {confined.verdict}: {said}; the model gives each call its own semaphores and "
-            "buffers, which does not describe a landing outside the call (PRG-114)")
+            "buffers, which does not describe a landing outside the call (PRG-114): on a TPU it lands in whatever "
+            "holds that memory then, which the program does not fix (PRG-216)")
 
 
 def _interpreted(composed: Any, modes: tuple[str, ...], req: Any, deadline: float) -> dict:
@@ -278,12 +281,32 @@ def _gap(v: Verdict, gaps: tuple[str, ...]) -> Verdict:
     return Verdict(v.property, "unknown", reason="; ".join(gaps[:2]) + " (specs/deciding/programs.md PRG-108)", stats=v.stats)
 
 
-def _unexplored(v: Verdict, traced: Any) -> Verdict:
-    """PRG-117: with only the traced order checked, a violation stands and nothing else is decided."""
+def _unexplored(v: Verdict, traced: Any, mode: str) -> Verdict:
+    """PRG-117: with only the traced order checked, a violation stands and nothing else is decided, except a
+    verdict that is the same in every order: the interpreter's where it fails while lowering the computation
+    (PRG-214), a property every hardware program has (PRG-215)."""
     if not getattr(traced, "unexplored", "") or v.verdict == "violated":
         return v
+    if mode in INTERPRETER_MODES and traced.fails_while_lowered:
+        return v  # PRG-214: lowering raises before XLA runs any call, in any order
+    if _holds_on_hardware(v, mode):
+        return _stands(v)  # PRG-215
     said = f" (in the traced order: {v.verdict}{': ' + v.reason if v.reason else ''})"
     return Verdict(v.property, "unknown", reason=traced.unexplored + said, stats=v.stats)
+
+
+def _holds_on_hardware(v: Verdict, mode: str) -> bool:
+    """PRG-215: a proof of a property every hardware program has (HW-1: no ids), which reads no run of the
+    composed program and none of its objects."""
+    return mode == "hardware" and v.verdict == "proved" and BY_ID[v.property].holds_on_hardware
+
+
+def _stands(v: Verdict) -> Verdict:
+    """PRG-215's proof, its reason saying why it stands (once: a program can need both sayings)."""
+    if "(PRG-215)" in (v.reason or ""):
+        return v
+    said = "it holds of every program under hardware, so it stands wherever a copy lands and in every order (PRG-215)"
+    return dataclasses.replace(v, reason=f"{v.reason}; {said}" if v.reason else said)
 
 
 def _over_branches(verdicts: list[Verdict], branches: list[str]) -> Verdict:

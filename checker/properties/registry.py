@@ -36,6 +36,10 @@ class Property:
     # BUF-14: whether its check says itself what a run that may raise at a run_scoped buffer does to it
     # (else a proof from such a run of an interpreter mode is unknown)
     reads_scope_failure: bool = False
+    # HW-1: whether it holds of every program under `hardware` (there are no ids there), so that a proof there
+    # reads no run and no object of the composed program, and stands where a landing may fall outside its call
+    # and over every order of the calls (PRG-215)
+    holds_on_hardware: bool = False
 
     @property
     def folds(self) -> bool:
@@ -49,12 +53,14 @@ REGISTRY: tuple[Property, ...] = (
         "No semaphore id is both the barrier's fixed id (collective_id) and an internal id.",
         "semcheck.checker.z3.ids:id_disjoint",
         "choose a collective_id below 2000 (internal ids start at 2000)",
+        holds_on_hardware=True,
     ),
     Property(
         "id-int16", "PROP-2",
         "Every semaphore and buffer id the interpreter hands out fits int16.",
         "semcheck.checker.z3.ids:id_int16",
         "ids are never freed: allocate semaphores outside loops",
+        holds_on_hardware=True,
     ),
     Property(
         "id-agreement", "PROP-3",

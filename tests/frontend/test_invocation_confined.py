@@ -178,10 +178,12 @@ def test_beyond_eight_orders_the_traced_orders_violations_stand():
     from semcheck.checker.programs.results import _unexplored
     from semcheck.checker.properties.verdict import Verdict, Witness
 
-    traced = SimpleNamespace(unexplored="more than 8 orders; only the traced order was checked")
+    traced = SimpleNamespace(unexplored="more than 8 orders; only the traced order was checked",
+                             fails_while_lowered=False)
     bad = Verdict("deadlock-free", "violated", witness=Witness(message="deadlock"))
-    assert _unexplored(bad, traced) is bad
-    proved = _unexplored(Verdict("race-free", "proved"), traced)
-    assert proved.verdict == "unknown" and "only the traced order" in proved.reason and "proved" in proved.reason
+    assert _unexplored(bad, traced, "hardware") is bad
+    for mode in ("eager", "hardware"):
+        proved = _unexplored(Verdict("race-free", "proved"), traced, mode)
+        assert proved.verdict == "unknown" and "only the traced order" in proved.reason and "proved" in proved.reason
     every = SimpleNamespace(unexplored="")
-    assert _unexplored(Verdict("race-free", "proved"), every).verdict == "proved"
+    assert _unexplored(Verdict("race-free", "proved"), every, "hardware").verdict == "proved"

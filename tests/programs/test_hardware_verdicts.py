@@ -67,7 +67,7 @@ def verdicts() -> dict[str, dict[int, dict[str, set[str]]]]:
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-15", "PRG-106", "PRG-114", "PRG-121", "PRG-127", "PRG-131")
+@pytest.mark.rule("PRG-15", "PRG-106", "PRG-114", "PRG-121", "PRG-127", "PRG-131", "PRG-215")
 @pytest.mark.parametrize("path", sorted(mgt.EXAMPLES))
 def test_hardware_verdicts_are_the_specs_table(verdicts, path):
     spec = mgt.EXAMPLES[path]
@@ -76,5 +76,6 @@ def test_hardware_verdicts_are_the_specs_table(verdicts, path):
         listed = set(spec["hardware"]) if n >= start else set()
         assert by["violated"] == listed, (n, dict(by))
         if "invocation-confined" in listed:
-            continue  # PRG-114: the rest is unknown, citing the confinement violation
+            assert {"id-disjoint", "id-int16"} <= by["proved"], (n, dict(by))  # PRG-215
+            continue  # PRG-114, PRG-216: the rest is unknown, citing the confinement violation
         assert by["unknown"] == UNKNOWN.get(path, {}).get(n, set()), (n, dict(by))
