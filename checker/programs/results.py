@@ -180,6 +180,9 @@ def _windowed(composed: Any, out: dict, req: Any, deadline: float) -> dict:
         exits = next((v for v in verdicts if v.property == "exit-balance"), None)
         kept = []
         for v in verdicts:
+            if _holds_on_hardware(v, mode):
+                kept.append(_stands(v))  # PRG-215: at every trip count, as of every program
+                continue
             # vacuous holds as proved does (REP-20 only names it): the window's argument reads that it holds
             if v.holds and (exits is None or exits.holds):
                 if lag is False:
@@ -305,7 +308,8 @@ def _stands(v: Verdict) -> Verdict:
     """PRG-215's proof, its reason saying why it stands (once: a program can need both sayings)."""
     if "(PRG-215)" in (v.reason or ""):
         return v
-    said = "it holds of every program under hardware, so it stands wherever a copy lands and in every order (PRG-215)"
+    said = ("it holds of every program under hardware, so it stands whatever the model's runs say: wherever a copy "
+            "lands, in every order of the calls, at every trip count (PRG-215)")
     return dataclasses.replace(v, reason=f"{v.reason}; {said}" if v.reason else said)
 
 

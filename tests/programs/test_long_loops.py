@@ -43,7 +43,9 @@ def test_a_single_barrier_violated_in_the_loops_first_iterations_is_violated_for
     assert confined["verdict"] == "violated", confined
     msg = confined["witness"]["message"]
     assert "before device" in msg and "first 2 iterations of the loop of 100 iterations" in msg and "PRG-143" in msg
-    assert {r["verdict"] for r in got.values()} == {"unknown"}, got
+    assert {p: r["verdict"] for p, r in got.items()} == {
+        "id-disjoint": "proved", "id-int16": "proved", "id-agreement": "unknown", "deadlock-free": "unknown",
+        "exit-balance": "unknown", "dma-bytes": "unknown", "race-free": "unknown"}, got  # PRG-215, PRG-216
 
 
 @pytest.mark.jax
