@@ -180,10 +180,12 @@ def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | Non
     return misread_in(facts, order.when, outcome.kind != "completed")
 
 
-def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool) -> Misread | None:
+def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool,
+               landed: dict[tuple[int, int], int] | None = None) -> Misread | None:
     """`misread` of a run given by `when`, the position in the run of each event it executes (`stuck`: the run
-    ended with a core unfinished)."""
-    last, unreached = _last_writes(facts, when)
+    ended with a core unfinished). `landed` (ACC-61): where each write lands in the run, when that is not
+    its event's position in `when` (a copy's write half, which its mode lands at the start or later)."""
+    last, unreached = _last_writes(facts, when, when if landed is None else landed)
     for j, r in enumerate(facts.reads):
         if j not in last:
             continue
@@ -205,7 +207,7 @@ def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool)
     return Misread(first.loc, first.loc, "the run ends before this read", False, stuck, tuple(unreached))
 
 
-def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int]
+def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int], landed: dict[tuple[int, int], int]
                  ) -> tuple[dict[int, np.ndarray], list[FollowedRead]]:
     """RUN-56: per read the run reaches (by its index in `facts.reads`), per element the write whose event is the
     last before the read's in the run (`when`), or -1 (none: the launch's contents); and the reads it does not
@@ -215,7 +217,7 @@ def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int]
     in a lowering: each write is its own event), the first listed is the last, as a `max` over them keeps it."""
     events: dict[tuple[int, str], list[tuple[tuple[int, int, int], np.ndarray, np.ndarray | None, int]]] = {}
     for k, w in enumerate(facts.writes):
-        t = when.get(w.event)
+        t = landed.get(w.event)
         if t is None:  # never before any read of the run
             continue
         for key, flat, _ in _groups(w.elements):
