@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -165,3 +167,71 @@ def test_jax_runs_the_racy_kernel_as_semcheck_says():
         assert found and _load_line() in lines, got
         warned = {m for s in exits for m in re.findall(r"Semaphore 2001 has non-zero count for (\d) .* at kernel exit: 1$", s)}
         assert warned == {"0", "1"} and len(exits) == 2, got
+
+
+def _drawn(events: list[str]):
+    """A one-core program from `events`: "S" stores `count`, "L" loads it, "C" starts a copy into it (each on a
+    semaphore of its own), "W" waits the oldest copy not waited (then every copy left is waited); a signal
+    nobody waits at the end. The lowering's writer of each load: the last store or copy start before it in
+    program order (the lowering lands a copy at its start). Returns the program with its facts, and per load
+    (the lowering's writer, the writer under on_wait: the last store or copy wait before it)."""
+    body, pending, writes, loads = [AllocBuffer("y"), AllocBuffer("count")], [], [], []
+    last = last_landed = -1
+    copies = 0
+    for ev in [*events, *"W" * events.count("C")]:
+        line = 100 + len(body)
+        if ev == "S":
+            body.append(Access("count", _R, True, Loc("k.py", line)))
+            writes.append(line)
+            last = last_landed = len(writes) - 1
+        elif ev == "L":
+            body.append(Access("count", _R, False, Loc("k.py", line)))
+            loads.append((line, last, last_landed))
+        elif ev == "C":
+            body.append(DmaStart(SemRef(f"d{copies}"), 4, loc=Loc("k.py", line), src_buf="y", src_region=_R,
+                                 dst_buf="count", dst_region=_R))
+            writes.append(line)
+            pending.append((copies, len(writes) - 1))
+            copies += 1
+            last = len(writes) - 1
+        elif ev == "W" and pending:
+            sem, k = pending.pop(0)
+            body.append(Wait(SemRef(f"d{sem}"), 4, kind="dma", loc=Loc("k.py", line)))
+            last_landed = k
+    body.append(Signal(SemRef("leak")))
+    program = launch(Topology(1), [body], scratch=[*(Scratch(f"d{i}") for i in range(copies)), Scratch("leak")])
+    pc = {op.loc.line: i for i, op in enumerate(program.cores[0]) if getattr(op, "loc", None) is not None}
+    facts = ValueFacts(
+        tuple(FollowedRead((0, pc[line]), Loc("k.py", line), ((0, "count", 0),), (w,)) for line, w, _ in loads),
+        tuple(FollowedWrite((0, pc[line]), Loc("k.py", line), frozenset({(0, "count", 0)})) for line in writes))
+    return dataclasses.replace(program, followed=facts), loads
+
+
+def _racy(events: list[str]) -> bool:
+    """Whether some access or copy start of `count` runs while a copy into it is pending."""
+    pending = 0
+    for ev in events:
+        if ev in "SLC" and pending:
+            return True
+        pending += {"C": 1, "W": -1 if pending else 0}.get(ev, 0)
+    return False
+
+
+@pytest.mark.rule("ACC-61")
+@given(st.lists(st.sampled_from("SLCW"), min_size=1, max_size=7), st.sampled_from(["eager", "on_wait", "hardware"]))
+@example(list("CLW"), "on_wait")
+@example(list("SCSWL"), "on_wait")
+@example(list("CWL"), "on_wait")
+@settings(max_examples=60, deadline=None)
+def test_a_drawn_racy_count_decides_the_leak_exactly_where_the_run_reads_the_lowering_s_values(events, mode):
+    """The leak stands where the values are facts (no race on `count`), and besides exactly where the witness
+    run, copies landing as the mode lands them (eager: at the start; on_wait: at the wait), reads each load's
+    value from the lowering's write; under hardware only without a race."""
+    assume("L" in events)  # (a lowering that followed no read records no facts)
+    program, loads = _drawn(events)
+    leak = next(v for v in check_program(program, mode) if v.property == "exit-balance")
+    if mode == "hardware":
+        want = not _racy(events)
+    else:
+        want = mode == "eager" or all(lowered == landed for _, lowered, landed in loads)
+    assert leak.verdict == ("violated" if want else "unknown"), (leak.verdict, leak.reason)
