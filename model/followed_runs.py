@@ -45,7 +45,7 @@ def run_is_kernels(program: Program, facts: ValueFacts, mode: str, schedule) -> 
     if len(full.schedule) > REPLAY_LIMIT:
         return f"the run is longer than {REPLAY_LIMIT} steps"
     when, landed = _positions(program, mode, full.schedule)
-    bad = misread_in(facts, when, full.kind != "completed", landed)
+    bad = misread_in(facts, when, full.kind != "completed", landed, same_values=True)
     if bad is None or not bad.reached:  # a read the run never reaches decides nothing the run did
         return None
     return f"in that run the value read at {bad.read} is another than the lowering's ({bad.why}, the write at {bad.write})"
@@ -55,7 +55,7 @@ def untied_write(program: Program, facts: ValueFacts) -> str | None:
     """An op of `program` that may write a followed buffer and is none of the writes the lowering recorded
     (a copy whose destination the model does not name counts), as a reason; None when there is none."""
     slots = {stack_slot(label) for label in followed_labels(facts)}
-    recorded = {w.event for w in facts.writes}
+    recorded = {w.event for w in facts.writes if len(w.elements)}  # (an access whose elements were not named: none)
     for core, ops in enumerate(program.cores):
         for pc, op in enumerate(ops):
             if type(op) is Access:

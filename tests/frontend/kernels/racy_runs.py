@@ -3,8 +3,8 @@
 `refetch_leaking`: `refetch.py`'s kernel (a row of sizes fetched into SMEM, waited, fetched again and a size loaded
 before that copy's wait) that also signals a semaphore it never waits. Under eager the second fetch lands at its
 start, so the load after it reads that fetch's bytes in every schedule, and every run leaks the signal at exit.
-Under on_wait the second fetch lands in its waiter, after the load: the load reads the first fetch's bytes (the
-same), which semcheck does not tell from another value.
+Under on_wait the second fetch lands in its waiter, after the load: the load reads the first fetch's bytes, the
+same as the second's (ACC-62), and every run leaks too.
 """
 
 from __future__ import annotations
