@@ -119,6 +119,23 @@ class FollowedWrite:
     event: tuple[int, int]  # (core, pc)
     loc: Loc
     elements: Iterable[Element]  # an `Elements` (ACC-53: `Elements.of_set`), or a frozenset of `Element`s
+    # ACC-62: what the write left in its elements (aligned with an `Elements`); None: not recorded
+    values: WrittenValues | None = dataclasses.field(default=None, compare=False)
+
+
+class WrittenValues:
+    """ACC-62: the values a write left in its elements, in its `Elements`' order, and which of them the lowering
+    knows (`known`); two writes agree on an element when both know it and hold the same value there."""
+
+    __slots__ = ("values", "known")
+
+    def __init__(self, values: np.ndarray, known: np.ndarray) -> None:
+        self.values, self.known = values, np.asarray(known, dtype=bool)
+
+    def at(self, elements: Elements, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The values at flat indices `flat` (each one of `elements`') and whether each is known."""
+        pos = np.searchsorted(elements.flat.array, flat)
+        return self.values[pos], self.known[pos]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,16 +197,22 @@ def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | Non
     return misread_in(facts, order.when, outcome.kind != "completed")
 
 
-def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool) -> Misread | None:
+def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool,
+               landed: dict[tuple[int, int], int] | None = None, same_values: bool = False) -> Misread | None:
     """`misread` of a run given by `when`, the position in the run of each event it executes (`stuck`: the run
-    ended with a core unfinished)."""
-    last, unreached = _last_writes(facts, when)
+    ended with a core unfinished). `landed` (ACC-61): where each write lands in the run, when that is not
+    its event's position in `when` (a copy's write half, which its mode lands at the start or later). With
+    `same_values` (ACC-62), a read whose last write is another than the lowering's but left the value the
+    lowering's left (both known) agrees."""
+    last, unreached = _last_writes(facts, when, when if landed is None else landed)
     for j, r in enumerate(facts.reads):
         if j not in last:
             continue
         took = np.asarray(r.writers.array if isinstance(r.writers, Flat) else list(r.writers), dtype=np.int64)
         n = min(took.size, last[j].size)  # (element and writer paired, as `zip` pairs them)
         off = np.flatnonzero(last[j][:n] != took[:n])
+        if off.size and same_values:
+            off = off[~_same_values(facts, r, off, last[j][off], took[off])]
         if off.size:
             got, lowered = int(last[j][off[0]]), int(took[off[0]])
             w = facts.writes[got if got >= 0 else lowered]
@@ -205,7 +228,31 @@ def misread_in(facts: ValueFacts, when: dict[tuple[int, int], int], stuck: bool)
     return Misread(first.loc, first.loc, "the run ends before this read", False, stuck, tuple(unreached))
 
 
-def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int]
+def _same_values(facts: ValueFacts, r: FollowedRead, at: np.ndarray, got: np.ndarray, took: np.ndarray) -> np.ndarray:
+    """ACC-62: per position `at` of read `r`'s elements, whether write `got` left there the value write `took` (the
+    lowering's) left, both known (False where either is the launch's contents or not recorded so)."""
+    same = np.zeros(at.size, dtype=bool)
+    if not isinstance(r.elements, Elements):
+        return same
+    flat = r.elements.flat.array[at]
+    for i in range(at.size):
+        g, t = int(got[i]), int(took[i])
+        if g < 0 or t < 0:
+            continue
+        wg, wt = facts.writes[g], facts.writes[t]
+        if wg.values is None or wt.values is None or not isinstance(wg.elements, Elements) \
+                or not isinstance(wt.elements, Elements):
+            continue
+        key = (r.elements.device, r.elements.label)
+        if (wg.elements.device, wg.elements.label) != key or (wt.elements.device, wt.elements.label) != key:
+            continue
+        vg, kg = wg.values.at(wg.elements, flat[i:i + 1])
+        vt, kt = wt.values.at(wt.elements, flat[i:i + 1])
+        same[i] = bool(kg[0] and kt[0] and vg[0] == vt[0])
+    return same
+
+
+def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int], landed: dict[tuple[int, int], int]
                  ) -> tuple[dict[int, np.ndarray], list[FollowedRead]]:
     """RUN-56: per read the run reaches (by its index in `facts.reads`), per element the write whose event is the
     last before the read's in the run (`when`), or -1 (none: the launch's contents); and the reads it does not
@@ -215,7 +262,7 @@ def _last_writes(facts: ValueFacts, when: dict[tuple[int, int], int]
     in a lowering: each write is its own event), the first listed is the last, as a `max` over them keeps it."""
     events: dict[tuple[int, str], list[tuple[tuple[int, int, int], np.ndarray, np.ndarray | None, int]]] = {}
     for k, w in enumerate(facts.writes):
-        t = when.get(w.event)
+        t = landed.get(w.event)
         if t is None:  # never before any read of the run
             continue
         for key, flat, _ in _groups(w.elements):

@@ -43,7 +43,7 @@ from semcheck.checker.frontend.regions import flatten_ref
 from semcheck.checker.frontend.scalar_memory import CopiedFloat
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, Unknown
-from semcheck.model.followed import Elements, Flat, FollowedRead, FollowedWrite, ValueFacts
+from semcheck.model.followed import WrittenValues, Elements, Flat, FollowedRead, FollowedWrite, ValueFacts
 from semcheck.model.ops import Access, DmaStart
 
 _ACCESS_PRIMS = (state_prims.get_p, state_prims.swap_p, state_prims.addupdate_p, pallas_prims.load_p,
@@ -113,7 +113,7 @@ class ScalarStateRules(Evaluator):
         where the lane's kernel body starts); None when nothing was followed."""
         if not self.followed_reads:
             return None
-        writes = tuple(FollowedWrite((lane, offsets[lane] + pos), loc, _write_elements(els))
+        writes = tuple(FollowedWrite((lane, offsets[lane] + pos), loc, *_write_elements(els))
                        for lane, pos, loc, els in self.followed_writes)
         reads = tuple(FollowedRead((lane, offsets[lane] + pos), loc, elements, writers)
                       for lane, pos, loc, elements, writers in self.followed_reads)
@@ -122,6 +122,12 @@ class ScalarStateRules(Evaluator):
     def _new_write(self, lane: int, pos: int, loc: Any) -> int:
         self.followed_writes.append((lane, pos, loc, []))
         return len(self.followed_writes) - 1
+
+    def _written(self, wid: int, device: int, lane: int, label: str, flat: np.ndarray) -> None:
+        """Write `wid` wrote elements `flat` of `label` on `device` (memory lane `lane`), just now: its elements,
+        and (ACC-62) the values it left there, each known or not."""
+        c = self.memory.refs[label]
+        self.followed_writes[wid][3].append((device, label, flat, c.values[lane, flat].copy(), c.cause[lane, flat] == 0))
 
     def _wrap_access(self, rule: Any) -> Any:
         def access(eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
@@ -171,7 +177,7 @@ class ScalarStateRules(Evaluator):
                 if known:  # an unknown value decides nothing (the lowering refuses it where it would)
                     self.followed_reads.append((lane, at[lane], loc, Elements(device, label, flat), Flat(writers)))
                 if ids is not None:
-                    self.followed_writes[int(ids[lane])][3].append((device, label, flat))
+                    self._written(int(ids[lane]), device, lane, label, flat)
             return outs
 
         return access
@@ -208,18 +214,19 @@ class ScalarStateRules(Evaluator):
                 memory.clobber(label, [target], Unknown("a copy into a view semcheck cannot place", loc))
                 memory.writer_now = None
                 size = memory.refs[label].values.shape[1]
-                self.followed_writes[wid][3].append((target, label, np.arange(size)))
+                self._written(wid, target, target, label, np.arange(size))
                 continue
-            self.followed_writes[wid][3].append((target, label, flat))
             sflat = memory.elements(sbase.name, schain, lane) if src_known else None
             if sflat is None or isinstance(sflat, Unknown) or sflat.shape != flat.shape:
                 memory.write_flat(label, target, flat, Unknown("data a copy moves from a ref semcheck does not "
                                                                "follow", loc), wid)
+                self._written(wid, target, target, label, flat)
                 continue
             # ACC-43: element by element; the read half reads followed data where it is known (the lowering uses
             # no other element: an unknown one stays unknown, with its reason)
             writers = memory.writers(sbase.name, lane, sflat)
             known = memory.move_flat(sbase.name, lane, sflat, label, target, flat, wid)
+            self._written(wid, target, target, label, flat)
             if known.any():
                 self.followed_reads.append((lane, at[lane], loc, Elements(lane, sbase.name, sflat[known]),
                                             Flat(writers[known])))
@@ -299,13 +306,20 @@ class ScalarStateRules(Evaluator):
         return run_scoped
 
 
-def _write_elements(groups: list[tuple[int, str, np.ndarray]]) -> Any:
+def _write_elements(groups: list[tuple[int, str, np.ndarray, np.ndarray, np.ndarray]]) -> tuple[Any, Any]:
     """A write's elements (ACC-53): one buffer's as one `Elements` (a set: sorted, each once), else the set of
-    `Element`s (none, or, were a write to span buffers, all of theirs)."""
-    if len({(d, label) for d, label, _ in groups}) == 1:
+    `Element`s (none, or, were a write to span buffers, all of theirs); and (ACC-62) the values it left, aligned
+    with the one buffer's elements (`WrittenValues`; None for the set)."""
+    if len({(d, label) for d, label, *_ in groups}) == 1:
         device, label = groups[0][:2]
-        return Elements.of_set(device, label, np.concatenate([flat for _, _, flat in groups]))
-    return frozenset((d, label, int(i)) for d, label, flat in groups for i in flat)
+        flat = np.concatenate([g[2] for g in groups])
+        elements = Elements.of_set(device, label, flat)
+        # the value each element was left with: its last occurrence in the write's order
+        last = flat.size - 1 - np.unique(flat[::-1], return_index=True)[1]
+        values = np.concatenate([g[3] for g in groups])[last]
+        known = np.concatenate([g[4] for g in groups])[last]
+        return elements, WrittenValues(values, known)
+    return frozenset((d, label, int(i)) for d, label, flat, *_ in groups for i in flat), None
 
 
 def _integer(sig: tuple[tuple[int, ...], str]) -> bool:

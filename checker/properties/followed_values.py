@@ -11,16 +11,20 @@ When the run agrees with every followed read it reaches and ends deadlocked or f
 and no run of the program reaches those others (S''s end is before each, RUN-3: ACC-19), the program's runs
 are the kernel's and every verdict stands. Where some run may reach one, a deadlock-free violation still
 stands (the greedy run is a run of the kernel) and the rest is unknown. A mode whose launch fails reads no
-value at all (every run raises before any core starts): its verdicts stand (ACC-56).
+value at all (every run raises before any core starts): its verdicts stand (ACC-56). Where the values are not
+facts, a violation whose own witness run reads each followed value from the write the lowering took it from, as
+the mode lands its copies, is the kernel's and stands (ACC-61, `model.followed_runs`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.followed import Misread, followed_labels, misread, reachable_read, unordered_on_followed
+from semcheck.model.followed_runs import run_is_kernels
 from semcheck.model.launch import launch_failure
 from semcheck.model.ops import Program
 
@@ -48,7 +52,21 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
         # the run agrees with every read it reaches, so it is a run of the kernel, and it ends stuck or
         # failed: a deadlock-free violation is a fact whatever the reads it never reaches would give
         keep.add("deadlock-free")
-    return {p: v if p in keep else Verdict(p, "unknown", reason=reason) for p, v in verdicts.items()}
+    return {p: v if p in keep else _from_a_kernel_run(program, mode, v, reason) for p, v in verdicts.items()}
+
+
+def _from_a_kernel_run(program: Program, mode: str, v: Verdict, reason: str) -> Verdict:
+    """ACC-61: a violation whose witness run reads every followed value it reaches as the lowering did is a
+    run of the kernel, and stands; any other verdict is unknown for `reason`."""
+    if v.verdict == "violated" and v.witness is not None and v.witness.schedule:
+        why = run_is_kernels(program, program.followed, mode, v.witness.schedule)  # type: ignore[arg-type]
+        if why is None:
+            said = ("the run reads every value the lowering followed from the write the lowering took it from, so "
+                    "it is a run of the kernel (specs/deciding/frontend.md ACC-61)")
+            return dataclasses.replace(v, witness=dataclasses.replace(
+                v.witness, details={**v.witness.details, "kernel_run": said}))
+        reason = f"{reason}; the violation found is not shown to be the kernel's: {why} (ACC-61)"
+    return Verdict(v.property, "unknown", reason=reason)
 
 
 def not_facts(program: Program, mode: str, facts: ModeAnalysis | None = None) -> str | None:
