@@ -2,8 +2,9 @@
 
 An `argmax` or `argmin` of float values semcheck cannot compute under `hardware` (a softmax's, whose last bits
 are a TPU's own, ACC-37) still gives, on a TPU, an index along the reduced axis: Mosaic lowers both to
-`tpu.reduce_index`, whose result is a position on that axis. In the lowering for `hardware` (and only there:
-`KernelInputs.cases`), each evaluation of such an `argmax` is an *occurrence*, numbered in the order the
+`tpu.reduce_index`, whose result is a position on that axis (and `top_k` to iterated `argmax`); a comparison of
+such values is true or false (ACC-65). In the lowering for `hardware` (and only there: `KernelInputs.cases`), each
+evaluation of such a primitive is an *occurrence*, numbered in the order the
 lowering reaches them; `lower_by_cases` lowers the kernel with the occurrences it has values for
 (`RangeCases.values`) and, where that lowering is unsupported and reached an occurrence it has none for,
 lowers it again once per value of that occurrence (every lane and element in its range, independently: a
@@ -27,8 +28,11 @@ from semcheck.checker.frontend.evaluator import SubsetRefused
 from semcheck.checker.frontend.values import Bounded, Unknown
 from semcheck.model.ops import Loc
 
-# The primitives whose result's range is known whatever their operand's values (ACC-64).
-CASE_PRIMS = frozenset({"argmax", "argmin"})
+# The primitives whose result's range is known whatever their float operands' values: an index (ACC-64), a
+# comparison's truth (ACC-65).
+INDEX_PRIMS = frozenset({"argmax", "argmin", "top_k"})
+COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+CASE_PRIMS = INDEX_PRIMS | COMPARISONS
 
 # How many cases (lowerings of the kernel, each decided) one kernel's `hardware` verdicts may take (ACC-64).
 MAX_CASES = 64
@@ -50,8 +54,9 @@ class CaseSite:
 
     def words(self) -> str:
         lanes, elements = self.shape[0], math.prod(self.shape[1:])
+        each = "true or false" if self.prim in COMPARISONS else f"in [0, {self.size})"
         return (f"the {self.prim} at {self.loc} ({elements} element{'s' * (elements != 1)} on each of {lanes} "
-                f"lane{'s' * (lanes != 1)}, each in [0, {self.size}))")
+                f"lane{'s' * (lanes != 1)}, each {each})")
 
 
 @dataclasses.dataclass(eq=False)
@@ -75,22 +80,30 @@ def case_value(ev: Any, eqn: Any, invals: list[Any], loc: Loc) -> list[Any] | No
     float value and its range is known: the case's value of this occurrence, or, past the values the case has,
     an unknown naming it; None where the rule does not apply."""
     cases = getattr(getattr(ev, "_inputs", None), "cases", None)
-    if cases is None or eqn.primitive.name not in CASE_PRIMS:
+    prim = eqn.primitive.name
+    if cases is None or prim not in CASE_PRIMS:
         return None
-    x = invals[0]
-    if type(x) not in (Unknown, Bounded) or np.dtype(eqn.invars[0].aval.dtype).kind != "f":
+    operands = invals[:1] if prim in INDEX_PRIMS else invals
+    # a float operand plainly unknown (a mark asks for a lowering that computes it: ACC-41, ACC-57, RUN-22)
+    if not all(type(x) is np.ndarray or type(x) in (Unknown, Bounded) for x in operands) or not any(
+            type(x) is not np.ndarray for x in operands) or any(
+            np.dtype(v.aval.dtype).kind != "f" for v in eqn.invars[:len(operands)]):
         return None
     if getattr(ev, "subset", False):  # another device's occurrence is its own: every device is lowered
-        raise SubsetRefused(eqn.primitive.name, "a value taken case by case (ACC-64)", loc)
+        raise SubsetRefused(prim, "a value taken case by case (ACC-64)", loc)
+    x = next(x for x in operands if type(x) is not np.ndarray)
+    out = eqn.outvars[-1]  # the index (top_k's second result), or the comparison's truth
+    axis = int(eqn.params.get("axis", -1)) if prim == "top_k" else int(eqn.params.get("axes", (0,))[0])
+    size = 2 if prim in COMPARISONS else int(eqn.invars[0].aval.shape[axis])
     n = ev.range_occurrences = getattr(ev, "range_occurrences", 0) + 1
-    axis = int(eqn.params["axes"][0])
-    site = CaseSite(eqn.primitive.name, loc, (ev.L, *eqn.outvars[0].aval.shape),
-                    int(eqn.invars[0].aval.shape[axis]))
+    site = CaseSite(prim, loc, (ev.L, *out.aval.shape), size)
     cases.seen[n - 1] = site
+    rest = [Unknown(x.why, x.loc) for _ in eqn.outvars[:-1]]  # top_k's values: the TPU's own floats
     if n - 1 < len(cases.values) and cases.values[n - 1].shape == site.shape:
-        return [cases.values[n - 1].astype(eqn.params["index_dtype"])]
-    return [Unknown(f"an {site.prim} of {x.why}" + (f" at {x.loc}" if x.loc.line else "")
-                    + f", a value in [0, {site.size}) taken case by case under hardware (ACC-64)", loc)]
+        return [*rest, cases.values[n - 1].astype(out.aval.dtype)]
+    rule = "ACC-65" if prim in COMPARISONS else "ACC-64"
+    return [*rest, Unknown(f"a {prim} of {x.why}" + (f" at {x.loc}" if x.loc.line else "")
+                           + f", a value taken case by case under hardware ({rule})", loc)]
 
 
 def values_of(site: CaseSite) -> list[np.ndarray]:
@@ -128,5 +141,5 @@ def lower_by_cases(lower: Callable[[RangeCases], Any], budget: int = MAX_CASES) 
     return HardwareCases(done)
 
 
-__all__ = ["CASE_PRIMS", "MAX_CASES", "CaseSite", "HardwareCases", "RangeCases", "case_value", "lower_by_cases",
+__all__ = ["CASE_PRIMS", "COMPARISONS", "INDEX_PRIMS", "MAX_CASES", "CaseSite", "HardwareCases", "RangeCases", "case_value", "lower_by_cases",
            "values_of"]

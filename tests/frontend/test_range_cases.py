@@ -37,7 +37,7 @@ def _args(target: str, modes: str = "hardware", devices: str = "2"):
 
 @pytest.fixture(scope="module")
 def hardware() -> dict[str, dict[str, dict]]:
-    names = ("own_count", "complement", "wait_one_more", "expert_zero")
+    names = ("own_count", "complement", "wait_one_more", "expert_zero", "lax_top_k", "threshold_count")
     runs = semcheck_many([_args(f"{KERNELS}::{n}", "all") for n in names])
     out = {}
     for n, r in zip(names, runs):
@@ -53,11 +53,24 @@ def test_an_index_whose_range_is_known_is_proved_under_hardware_by_cases(hardwar
     """Each token's argmax over a softmax is in [0, 2) whatever a TPU's `exp` gives: the 16 cases of the picks at
     2 devices each prove every property, so every property is proved under hardware (before: unknown, ACC-37);
     `complement` waits for `TOKENS - count[1 - me]` rows, equal to the rows sent only because both counts come
-    from the same picks, which every case keeps."""
-    for name in ("own_count", "complement"):
+    from the same picks, which every case keeps; `lax_top_k` picks by `lax.top_k` (an iterated argmax)."""
+    for name in ("own_count", "complement", "lax_top_k"):
         rows = hardware[name]["hardware"]
         assert {p: r["verdict"] for p, r in rows.items()} == {p: "proved" for p in IDS}, name
         assert all(r["stats"]["rule"] == "ACC-64" and r["stats"]["cases"] == 16 for r in rows.values())
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-65")
+def test_a_count_over_a_threshold_is_proved_under_hardware_by_cases(hardware):
+    """The count of a device's tokens whose probability for expert 0 is at least 1/2: each comparison is true or
+    false whatever a TPU's softmax gives, and the count is computed from the chosen truths, so the copy it sizes
+    and its wait agree in each of the 16 cases: proved under hardware (before: unknown), as in the interpreter's
+    modes."""
+    got = hardware["threshold_count"]
+    assert {p: r["verdict"] for p, r in got["hardware"].items()} == {p: "proved" for p in IDS}
+    assert all(r["stats"]["cases"] == 16 for r in got["hardware"].values())
+    assert {r["verdict"] for m in ("eager", "on_wait") for r in got[m].values()} == {"proved"}
 
 
 @pytest.mark.jax
@@ -120,7 +133,7 @@ def run(name, picks):
     print("CASE", name, "".join(map(str, picks)), flush=True)
     out = np.asarray(jax.block_until_ready(fn(t, x)))
     print("END", flush=True)
-for name in ("own_count", "complement"):
+for name in ("own_count", "complement", "lax_top_k", "threshold_count"):
     for picks in itertools.product(range(rp.EXPERTS), repeat=2 * rp.TOKENS):
         run(name, list(picks))
 run("expert_zero", [0, 0, 1, 1])
@@ -129,12 +142,12 @@ run("expert_zero", [0, 1, 0, 1])
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-64")
+@pytest.mark.rule("ACC-64", "ACC-65")
 @pytest.mark.parametrize("dma_mode", ["eager", "on_wait"])
 def test_the_interpreter_reaches_every_case_as_semcheck_decides_it(dma_mode):
     """Ground truth: every case is a value the kernel reaches (logits whose softmax picks it), and jax's
-    interpreter runs each as semcheck's case says: `own_count` and `complement` complete with no semaphore left
-    non-zero for all 16 picks; `expert_zero` leaves device 1's two rows on its semaphore for one (in eager:
+    interpreter runs each as semcheck's case says: `own_count`, `complement`, `lax_top_k` and `threshold_count`
+    (whose comparisons the same logits decide) complete with no semaphore left non-zero for all 16 picks; `expert_zero` leaves device 1's two rows on its semaphore for one (in eager:
     on_wait performs a copy only at its wait) and completes clean for another, so neither verdict holds for
     every case."""
     import subprocess
@@ -148,7 +161,7 @@ def test_the_interpreter_reaches_every_case_as_semcheck_decides_it(dma_mode):
             current = cases.setdefault(" ".join(text.split()[1:]), [])
         elif "non-zero count" in text:
             current.append(text)
-    assert len(cases) == 34
+    assert len(cases) == 66
     leaks = {k for k, v in cases.items() if v}
     if dma_mode == "eager":
         assert leaks == {"expert_zero 0011"}, leaks

@@ -9,7 +9,10 @@ expert by an argmax. The count of tokens per expert is moved to SMEM by a local 
 * `complement`: `recv = TOKENS - count[1 - me]`: equal to `count[me]` because each token picks one expert,
   which the two counts, derived from the same picks, keep;
 * `wait_one_more`: `recv = count[me] + 1`, the copy always made: one row's bytes short for every pick, violated;
-* `expert_zero`: `recv = count[0]`: equal on device 0 only; on device 1 whether it holds depends on the picks.
+* `expert_zero`: `recv = count[0]`: equal on device 0 only; on device 1 whether it holds depends on the picks;
+* `lax_top_k`: `own_count` with the pick by `lax.top_k` (Mosaic: an iterated argmax);
+* `threshold_count` (ACC-65): the count is of the tokens whose probability for expert 0 is at least 1/2 (a
+  comparison of rounded floats: true or false whatever a TPU computes), sent and waited for alike.
 """
 
 from __future__ import annotations
@@ -40,12 +43,28 @@ def logits(num_devices: int, seed: int = 0) -> np.ndarray:
     return table.astype(np.float32)
 
 
-def _kernel(logits_ref, x_ref, o_ref, cnt_v, cnt_s, sem, csem, *, recv_of, always):
+def _argmax(probs):
+    return jnp.argmax(probs, axis=1, keepdims=True)  # the argmax's line
+
+
+def _top_k(probs):
+    return jax.lax.top_k(probs, 1)[1]  # the top_k's line
+
+
+def _counts(probs, pick):
+    iota = jax.lax.broadcasted_iota(jnp.int32, (TOKENS, EXPERTS), 1)
+    return jnp.sum((iota == pick(probs)).astype(jnp.int32), axis=0, keepdims=True)
+
+
+def _threshold(probs, pick):
+    over = jnp.sum((probs[:, :1] >= 0.5).astype(jnp.int32), axis=0, keepdims=True)  # the threshold's line
+    return jnp.concatenate([over, TOKENS - over], axis=1)
+
+
+def _kernel(logits_ref, x_ref, o_ref, cnt_v, cnt_s, sem, csem, *, recv_of, always, count, pick):
     me = jax.lax.axis_index(AXIS)
     probs = jax.nn.softmax(logits_ref[...], axis=-1)  # the softmax's line
-    pick = jnp.argmax(probs, axis=1, keepdims=True)  # the argmax's line
-    iota = jax.lax.broadcasted_iota(jnp.int32, (TOKENS, EXPERTS), 1)
-    cnt_v[...] = jnp.sum((iota == pick).astype(jnp.int32), axis=0, keepdims=True)
+    cnt_v[...] = count(probs, pick)
     pltpu.async_copy(cnt_v, cnt_s, csem).wait()
     send = cnt_s[0, me] + (1 if always else 0)
     recv = recv_of(cnt_s, me)
@@ -62,10 +81,10 @@ def _kernel(logits_ref, x_ref, o_ref, cnt_v, cnt_s, sem, csem, *, recv_of, alway
         rows(recv).wait()  # the wait's line
 
 
-def _build(num_devices: int, recv_of, *, always=False, table=None, dma_mode="eager"):
+def _build(num_devices: int, recv_of, *, always=False, count=_counts, pick=_argmax, table=None, dma_mode="eager"):
     mesh = jax.make_mesh((num_devices,), (AXIS,))
     call = pl.pallas_call(
-        functools.partial(_kernel, recv_of=recv_of, always=always),
+        functools.partial(_kernel, recv_of=recv_of, always=always, count=count, pick=pick),
         out_shape=jax.ShapeDtypeStruct((ROWS, LANES), jnp.float32),
         in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.VMEM)],
         out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
@@ -98,3 +117,13 @@ def wait_one_more(num_devices: int, dma_mode: str = "eager", table=None):
 @semcheck.target(devices=(2,))
 def expert_zero(num_devices: int, dma_mode: str = "eager", table=None):
     return _build(num_devices, lambda c, me: c[0, 0] + 0, table=table, dma_mode=dma_mode)
+
+
+@semcheck.target(devices=(2,))
+def lax_top_k(num_devices: int, dma_mode: str = "eager", table=None):
+    return _build(num_devices, lambda c, me: c[0, me] + 0, pick=_top_k, table=table, dma_mode=dma_mode)
+
+
+@semcheck.target(devices=(2,))
+def threshold_count(num_devices: int, dma_mode: str = "eager", table=None):
+    return _build(num_devices, lambda c, me: c[0, me] + 0, count=_threshold, table=table, dma_mode=dma_mode)
