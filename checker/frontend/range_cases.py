@@ -52,6 +52,11 @@ class CaseSite:
         """How many values the occurrence may take (each lane and element independently)."""
         return self.size ** math.prod(self.shape)
 
+    def count_words(self) -> str:
+        """The number of values, written out up to a million, else as a power."""
+        n = self.count()
+        return f"{n:,}" if n <= 10 ** 6 else f"{self.size}^{math.prod(self.shape)}"
+
     def words(self) -> str:
         lanes, elements = self.shape[0], math.prod(self.shape[1:])
         each = "true or false" if self.prim in COMPARISONS else f"in [0, {self.size})"
@@ -130,7 +135,7 @@ def lower_by_cases(lower: Callable[[RangeCases], Any], budget: int = MAX_CASES) 
             if site is None:
                 return str(e) + (f" (the case {'; '.join(words)}, ACC-64)" if words else "")
             if lowerings + len(todo) + site.count() > budget:
-                return (f"{e}; {site.words()} may take {site.count():,} values, past the {budget} cases semcheck "
+                return (f"{e}; {site.words()} may take {site.count_words()} values, past the {budget} cases semcheck "
                         "decides one by one under hardware (ACC-64)")
             todo.extend((values + (v,), words + (f"{site.prim} at {site.loc} = {v[:, ...].tolist()}",))
                         for v in reversed(values_of(site)))
