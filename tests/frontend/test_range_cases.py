@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,3 +234,54 @@ def test_every_value_is_enumerated_within_the_budget(sites, budget):
         assert isinstance(got, str) and "past the" in got and "ACC-64" in got
         assert any(f"k.py:{10 + i}" in got and f"{s.count_words()} values" in got for i, s in enumerate(made))
         assert total + 1 > budget or len(made) > 1
+
+
+_DRAWN = r"""
+import json, sys
+sys.path.insert(0, "tests/frontend/kernels")
+from semcheck.checker.frontend import provision_devices
+provision_devices(2)
+import jax, numpy as np
+from semcheck.checker.frontend.api import lower_target
+from semcheck.checker.frontend.targets import load_targets
+from semcheck.checker.properties.checking import check_program
+from semcheck.checker.properties.followed_values import settle
+from semcheck.checker.properties.per_mode_values import combine_cases
+import ranged_picks as rp
+table, threshold = json.loads(sys.argv[1])
+kw = {"table": np.asarray(table, np.float32), "threshold": threshold}
+target = next(t for t in load_targets("tests/frontend/kernels/ranged_picks.py") if t.name == "threshold_count")
+(kernel,) = lower_target(target, 2, build_kwargs=kw, per_mode=True)
+def verdicts(program, mode):
+    got = {v.property: v for v in check_program(program, mode)}
+    return list(settle(program, mode, got, lambda: got["race-free"]).values())
+cases = [(w, verdicts(p, "hardware")) for w, p in kernel.hardware]
+hardware = sorted({v.verdict for v in combine_cases([v.property for v in cases[0][1]], cases)})
+fn, args = rp.threshold_count(2, dma_mode="eager", **kw)
+jax.block_until_ready(fn(*args))
+print(json.dumps({"cases": len(cases), "hardware": hardware}))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-65")  # each drawn example: 17 lowerings, 16 checked, one interpret-mode run (about 6 s)
+@settings(max_examples=2, deadline=None, derandomize=True)
+@given(st.lists(st.lists(st.floats(-4, 4, width=32, allow_subnormal=False), min_size=2, max_size=2), min_size=4,
+                max_size=4), st.floats(0.05, 0.95))
+@example([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0], [2.0, -1.0]], 0.45)
+def test_drawn_logits_and_thresholds_are_proved_under_hardware_in_every_case(table, threshold):
+    """Whatever the logits and the threshold, the hardware lowering takes the 16 truth values of the 4 comparisons,
+    and every property is proved in each: the verdict does not rest on the values the interpreter computes; jax's
+    interpreter runs the drawn kernel to completion. (A probability within 1e-3 of the threshold is a near tie the
+    interpreter modes' lowering refuses, ACC-36, and the call is then not lowered at all: not drawn.)"""
+    import subprocess
+
+    probs = [1 / (1 + math.exp(b - a)) for a, b in table]
+    assume(all(abs(p - threshold) > 1e-3 for p in probs))
+
+    p = subprocess.run([sys.executable, "-c", _DRAWN, json.dumps([table, threshold])], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"cases": 16, "hardware": ["proved"]}, got
+    assert "non-zero count" not in p.stdout + p.stderr

@@ -56,8 +56,8 @@ def _counts(probs, pick):
     return jnp.sum((iota == pick(probs)).astype(jnp.int32), axis=0, keepdims=True)
 
 
-def _threshold(probs, pick):
-    over = jnp.sum((probs[:, :1] >= 0.5).astype(jnp.int32), axis=0, keepdims=True)  # the threshold's line
+def _threshold(probs, pick, threshold=0.5):
+    over = jnp.sum((probs[:, :1] >= threshold).astype(jnp.int32), axis=0, keepdims=True)  # the threshold's line
     return jnp.concatenate([over, TOKENS - over], axis=1)
 
 
@@ -125,5 +125,6 @@ def lax_top_k(num_devices: int, dma_mode: str = "eager", table=None):
 
 
 @semcheck.target(devices=(2,))
-def threshold_count(num_devices: int, dma_mode: str = "eager", table=None):
-    return _build(num_devices, lambda c, me: c[0, me] + 0, count=_threshold, table=table, dma_mode=dma_mode)
+def threshold_count(num_devices: int, dma_mode: str = "eager", table=None, threshold: float = 0.5):
+    return _build(num_devices, lambda c, me: c[0, me] + 0, count=functools.partial(_threshold, threshold=threshold),
+                  table=table, dma_mode=dma_mode)
