@@ -58,7 +58,9 @@ def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]]) -> li
         stats = {**got[0][1].stats, "rule": "ACC-64", "cases": n}
         every = f"for each of the {n} cases of the indices a TPU may compute (ACC-64)"
         if kinds == {"proved"}:
-            out.append(Verdict(prop, "proved", stats=stats))
+            first = got[0][1].reason
+            out.append(Verdict(prop, "proved", reason=f"proved {every}" + (f"; in the first, {first}" if first else ""),
+                               stats=stats))
         elif kinds <= {"proved", "vacuous"}:
             w, v = next((w, v) for w, v in got if v.verdict == "vacuous")
             out.append(Verdict(prop, "vacuous", reason=f"it holds {every}, for {w} only vacuously: {v.reason}",
