@@ -48,7 +48,7 @@ class LoweredKernel:
     iterations: tuple[tuple[str, Program], ...] = ()
     # ACC-27: where the interpreter's modes know values `hardware` does not (`program` is lowered with those), the
     # lowering for `hardware`, or why it could not be made (the refusal, at its line); None: `program` is every mode's
-    hardware: Program | str | None = None
+    hardware: Program | str | tuple | None = None  # ACC-64: a tuple of (case, program), `range_cases`
 
     @property
     def num_devices(self) -> int:
@@ -236,14 +236,13 @@ def _never_starts(call: KernelCall, error: Exception, earlier: list[LoweredKerne
     return None if got is None else _NeverStarts(got)
 
 
-def _hardware_lowering(values: KernelInputs, lower: Any) -> Program | str:
-    """ACC-27: the lowering with the values `hardware` knows, or why there is none (its refusal, at its line)."""
-    from semcheck.checker.frontend.errors import Unsupported
+def _hardware_lowering(values: KernelInputs, lower: Any) -> Any:
+    """ACC-27: the lowering with the values `hardware` knows, or why there is none (its refusal, at its line);
+    ACC-64: one lowering per case of the indices whose range is known (`range_cases.HardwareCases`)."""
+    from semcheck.checker.frontend.range_cases import lower_by_cases
 
-    try:
-        return lower(values)
-    except Unsupported as e:
-        return f"unsupported {str(e).removeprefix('unsupported ')}"
+    got = lower_by_cases(lambda cases: lower(dataclasses.replace(values, cases=cases)))
+    return f"unsupported {got.removeprefix('unsupported ')}" if isinstance(got, str) else got
 
 
 def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:
@@ -252,7 +251,8 @@ def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:
     if k.program.launch_failure is not None or k.call is None or k.call.unit < unit:
         return k
     hardware = dataclasses.replace(k.hardware, launch_failure=failure) if isinstance(k.hardware, Program) \
-        else k.hardware
+        else k.hardware.replace_programs(lambda p: dataclasses.replace(p, launch_failure=failure)) \
+        if isinstance(k.hardware, tuple) else k.hardware
     return dataclasses.replace(k, program=dataclasses.replace(k.program, launch_failure=failure), hardware=hardware,
                                iterations=tuple((w, dataclasses.replace(p, launch_failure=failure))
                                                 for w, p in k.iterations))

@@ -94,6 +94,7 @@ class KernelInputs:
     hardware: KernelInputs | None = None  # ACC-27: the values under `hardware` where they differ from these
     on_cpu: bool = False  # ACC-28: these are the interpreter modes' values (a tie in the kernel is followed)
     floats: bool = False  # ACC-41: the float operands a lowering following float copies tracks have their values
+    cases: Any = None  # ACC-64: in a lowering for `hardware`, the `range_cases.RangeCases` of its case
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""

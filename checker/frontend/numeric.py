@@ -19,6 +19,7 @@ from semcheck.checker.frontend.int_overflow import int_overflow
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, sub_jaxprs
 from semcheck.checker.frontend.float_bounds import evaluate, has_bounds, lane_reshape, rounds_within_bounds
+from semcheck.checker.frontend.range_cases import case_value
 from semcheck.checker.frontend.float_exact import CHECKED, EXACT, inexact, involves_floats, refusal
 from semcheck.checker.frontend.values import MAX_EVAL_ELEMENTS, Bounded, BufRef, SemArray, SomeLanes, Unknown, opaque
 from semcheck.model.ops import Access, Region
@@ -58,6 +59,8 @@ class NumericRules(Evaluator):
                                       "primitive semcheck does not know", self.loc(eqn))
                 self._unknown_accesses(eqn, invals)
             return [Unknown(f"the result of {prim.name}", self.loc(eqn)) for _ in eqn.outvars]
+        if (cased := case_value(self, eqn, invals, self.loc(eqn))) is not None:  # ACC-64: a known range, by cases
+            return cased
         if prim.name == "select_n":
             invals = unpicked_cases(eqn, invals)
         elif prim.name in _LANEWISE and any(type(x) is SomeLanes for x in invals):

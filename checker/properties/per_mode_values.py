@@ -37,9 +37,47 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
             "ACC-28), while jax's interpreter modes compute it on the CPU")
         done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": rule}) for p in req.properties],
                           0.0)
+    elif isinstance(hardware, tuple):  # ACC-64: one lowering per case of an index whose range is known
+        per = [(words, decide(p, dataclasses.replace(req, modes=(HARDWARE,)))[HARDWARE]) for words, p in hardware]
+        done[HARDWARE] = (combine_cases(req.properties, [(w, vs) for w, (vs, _) in per]),
+                          sum(seconds for _, (_, seconds) in per))
     else:
         done.update(decide(hardware, dataclasses.replace(req, modes=(HARDWARE,))))
     return {m: done[m] for m in req.modes}
 
 
-__all__ = ["split_modes"]
+def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]]) -> list[Verdict]:
+    """ACC-64: per property, its verdict over every case (each a value of the indices a TPU may compute): proved
+    where every case proves it (vacuous where every case holds and some only vacuously), violated where every
+    case violates it (the first case's witness), unknown otherwise, naming a case of each verdict."""
+    out = []
+    n = len(cases)
+    for prop in properties:
+        got = [(w, next(v for v in vs if v.property == prop)) for w, vs in cases]
+        kinds = {v.verdict for _, v in got}
+        stats = {**got[0][1].stats, "rule": "ACC-64", "cases": n}
+        every = f"for each of the {n} cases of the indices a TPU may compute (ACC-64)"
+        if kinds == {"proved"}:
+            first = got[0][1].reason
+            out.append(Verdict(prop, "proved", reason=f"proved {every}" + (f"; in the first, {first}" if first else ""),
+                               stats=stats))
+        elif kinds <= {"proved", "vacuous"}:
+            w, v = next((w, v) for w, v in got if v.verdict == "vacuous")
+            out.append(Verdict(prop, "vacuous", reason=f"it holds {every}, for {w} only vacuously: {v.reason}",
+                               stats=stats))
+        elif kinds == {"violated"}:
+            w, v = got[0]
+            out.append(dataclasses.replace(v, reason=f"violated {every}; the witness is the case {w}"
+                                           + (f": {v.reason}" if v.reason else ""), stats=stats))
+        else:
+            seen = {}
+            for w, v in got:
+                seen.setdefault(v.verdict, (w, v))
+            parts = "; ".join(f"{k} for the case {w}" + (f" ({v.reason})" if k == "unknown" else "")
+                              for k, (w, v) in seen.items())
+            out.append(Verdict(prop, "unknown", reason=f"under hardware, {prop} is {parts} (ACC-64: decided only "
+                               "where every case a TPU may compute agrees)", stats=stats))
+    return out
+
+
+__all__ = ["combine_cases", "split_modes"]
