@@ -67,3 +67,29 @@ def pair_then_double_on_odd_devices(num_devices: int, *, interpret=None):
                             lambda v: v, x)
 
     return _build(num_devices, interpret, program)
+
+
+def _local_copy_kernel(x_ref, o_ref, sem):
+    copy = pltpu.make_async_copy(x_ref, o_ref, sem)
+    copy.start()
+    copy.wait()
+
+
+def _local_copy(x, params):
+    return pl.pallas_call(_local_copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                          scratch_shapes=[pltpu.SemaphoreType.DMA], interpret=params)(x)
+
+
+@semcheck.target(devices=[2])
+def semaphore_kernel_waits_then_pair(num_devices: int, *, interpret=None):
+    """Device 0 copies its block locally (a kernel with a DMA semaphore and no collective id: it allocates the
+    semaphore, then waits at the start barrier), then every device runs the pairwise kernel. Device 1 runs the
+    pairwise kernel in the manager where device 0 allocated that semaphore."""
+
+    def program(x, params):
+        y = jax.lax.cond(jax.lax.axis_index(AXIS) == 0, lambda v: _local_copy(v, params), lambda v: v, x)
+        return tp.call(tp._pair_kernel, y, 1, params)
+
+    return _build(num_devices, interpret, program)

@@ -53,3 +53,14 @@ def test_a_call_that_copies_into_a_device_waiting_elsewhere_stays_unknown():
     got = _verify("copy_before_handshake")
     rush = [r for (t, m, p), r in got.items() if t.endswith("#1") and m in MODES and p != "deadlock-free"]
     assert len(rush) == 14 and all(r["verdict"] == "unknown" and "PRG-145" in r["reason"] for r in rush), rush
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-212")
+def test_a_call_run_where_a_waiting_device_allocated_a_semaphore_stays_unknown():
+    """Device 0 allocates its local copy's DMA semaphore and waits at that kernel's start barrier while device 1
+    runs the pairwise kernel in the same manager: one table of semaphore ids holds both calls' ids (and the
+    pairwise kernel's fixed id), which a run of the pairwise kernel alone does not show, so nothing is proved."""
+    got = _verify("semaphore_kernel_waits_then_pair")
+    pair = [r for (t, m, p), r in got.items() if t.endswith("#1") and m in MODES and p != "deadlock-free"]
+    assert len(pair) == 14 and all(r["verdict"] == "unknown" and "PRG-145" in r["reason"] for r in pair), pair
