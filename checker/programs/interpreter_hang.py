@@ -234,6 +234,7 @@ def before_the_hang(r: Any, reach: Reach, ir: Any, kernel: Any, why: str, compos
     reaches before it hangs, or None where not decided. Each call before the split runs as it does alone (PRG-180
     item 2); a call at the split position runs, on the devices that run it, as a run of the call alone in which the
     other devices have not moved yet, where `_apart` holds: so a property the call checked alone proves holds there.
+    A violation alone stands where a call of this very kernel runs before the split and the kernel has one lowering.
     A kernel none of whose calls is reached runs no operation: vacuous (PRG-213)."""
     mine = {i for i, inv in enumerate(ir.invocations) if _is(inv, kernel)}
     ran = mine & reach.ran
@@ -245,6 +246,10 @@ def before_the_hang(r: Any, reach: Reach, ir: Any, kernel: Any, why: str, compos
                 f"{_devices(list(reach.finished)) + ' have no such call, ' if reach.finished else ''}"
                 "so its clean-up barrier never trips) and none of its calls comes before (PRG-211, PRG-213)")
         return [Verdict(v.property, "vacuous", reason=idle) for v in r.verdicts]
+    # a call of this very kernel (its index among the target's kernels) before the split, one lowering for all of
+    # its calls: that call is a run of the lowering alone, so a violation alone is one every run may reach
+    alone = not getattr(kernel, "iterations", ()) and any(
+        ir.invocations[i].call.index == getattr(kernel, "index", None) for i in mine if i < reach.split)
     where = ("the calls every device runs before the first one only some devices run"
              + (f", and call {min(reach.at_split)} on {_devices(list(reach.running))}, which the others do not "
                 "enter" if ran & reach.at_split else ""))
@@ -253,8 +258,8 @@ def before_the_hang(r: Any, reach: Reach, ir: Any, kernel: Any, why: str, compos
         if v.verdict == "proved":
             out.append(dataclasses.replace(v, reason=f"proved over {where}: every interpreter run reaches no other "
                                                      "state of the kernel before it hangs (PRG-211, PRG-212)"))
-        elif v.verdict == "vacuous":  # what no run of the calls alone reaches, no run of fewer calls reaches
-            out.append(v)
+        elif v.verdict == "vacuous" or (v.verdict == "violated" and alone):  # vacuous: what no run of the calls
+            out.append(v)  # alone reaches, no run of fewer calls reaches
         else:
             out.append(Verdict(v.property, "unknown", reason=f"{why}; the kernel checked alone is not proved "
                                f"{v.property} ({v.verdict}), and only {where} run (PRG-212)"))

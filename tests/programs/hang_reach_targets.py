@@ -93,3 +93,28 @@ def semaphore_kernel_waits_then_pair(num_devices: int, *, interpret=None):
         return tp.call(tp._pair_kernel, y, 1, params)
 
     return _build(num_devices, interpret, program)
+
+
+def _unbalanced_kernel(x_ref, o_ref, sem):
+    """Signals its own scratch semaphore and never waits on it: it exits with a count of 1 (exit-balance)."""
+    pl.semaphore_signal(sem, 1)
+    o_ref[...] = x_ref[...] + 1
+
+
+def _unbalanced(x, params):
+    return pl.pallas_call(_unbalanced_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                          scratch_shapes=[pltpu.SemaphoreType.REGULAR], interpret=params)(x)
+
+
+@semcheck.target(devices=[2])
+def unbalanced_kernel_per_device_trips(num_devices: int, *, interpret=None):
+    """Device d runs the unbalanced kernel d + 1 times (a while loop on its index): every device runs the first
+    call, which exits with its semaphore at 1, and device 1's second call waits at its start barrier forever."""
+
+    def program(x, params):
+        me = jax.lax.axis_index(AXIS)
+        return jax.lax.while_loop(lambda c: c[0] <= me, lambda c: (c[0] + 1, _unbalanced(c[1], params)), (0, x))[1]
+
+    return _build(num_devices, interpret, program)

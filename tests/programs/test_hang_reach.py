@@ -64,3 +64,18 @@ def test_a_call_run_where_a_waiting_device_allocated_a_semaphore_stays_unknown()
     got = _verify("semaphore_kernel_waits_then_pair")
     pair = [r for (t, m, p), r in got.items() if t.endswith("#1") and m in MODES and p != "deadlock-free"]
     assert len(pair) == 14 and all(r["verdict"] == "unknown" and "PRG-145" in r["reason"] for r in pair), pair
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-212")
+def test_a_violation_of_a_call_every_device_runs_before_the_hang_stands():
+    """Every device runs the unbalanced kernel once, then device 1 waits at its second call's start barrier: the
+    first call runs as the kernel does alone, so its exit with the semaphore at 1 (jax prints the non-zero count on
+    both devices before it hangs) is an exit-balance violation of every run; the rest is proved."""
+    got = _verify("unbalanced_kernel_per_device_trips")
+    for mode in MODES:
+        mine = {p: r for (t, m, p), r in got.items() if m == mode}
+        assert mine["exit-balance"]["verdict"] == "violated", mine["exit-balance"]
+        assert mine["deadlock-free"]["verdict"] == "violated", mine["deadlock-free"]
+        assert all(r["verdict"] == "proved" and "PRG-212" in r["reason"]
+                   for p, r in mine.items() if p not in ("exit-balance", "deadlock-free")), mine
