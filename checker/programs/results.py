@@ -139,7 +139,8 @@ def interpreter_alone(r: Any, composed: Any, why: str, kernel: Any = None) -> An
     hangs = [no_run_completes(c.ir, r.devices) for c in composed or ()]
     known = bool(hangs) and PER_DEVICE not in (why or "") and len({id(c.ir) for c in composed}) == 1
     hang = hangs[0] if known and None not in hangs else None
-    return decide(r, hang, _SPLIT, ir=composed[0].ir if known else None, kernel=kernel)
+    return decide(r, hang, _SPLIT, ir=composed[0].ir if known else None, kernel=kernel,
+                  composed=composed[0] if known else None)
 
 
 def interpreter_skipped(r: Any, skipped: tuple[str, Any, Any] | None, kernel: Any = None) -> Any:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semcheck.checker.programs.interpreter_hang import never_starts, no_run_completes
+from semcheck.checker.programs.interpreter_hang import never_starts, no_run_completes, reached
 
 JOIN = 0.4  # seconds: the barrier callbacks alone take microseconds; a run still waiting then never ends
 
@@ -159,3 +159,43 @@ def test_no_kernel_starts_where_the_claim_says_so_on_drawn_call_sequences(seqs):
     claimed = _claimed(seqs)
     if claimed:
         assert not (_run_barriers_and_bodies(seqs)[1] & claimed)
+
+
+def _reached(seqs: list[list[bool]]) -> set[tuple[int, int]] | None:
+    """The (device, position) of the calls whose kernel body PRG-211 says some interpreter run reaches, or None
+    where it does not decide."""
+    ir = _ir(seqs)
+    reach = reached(ir, len(seqs))
+    if reach is None:
+        return None
+    out = set()
+    for d in range(len(seqs)):
+        mine = [i for i, inv in enumerate(ir.invocations) if inv.devices is None or d in inv.devices]
+        out |= {(d, j) for j, i in enumerate(mine) if i in reach.ran}
+    return out
+
+
+@pytest.mark.rule("PRG-211")
+@pytest.mark.parametrize("seqs, ran", [
+    ([[True], []], set()),  # per_device_local_call: device 0 waits at the start barrier, device 1 has finished
+    ([[False, True, False], [False, False]], {(0, 0), (1, 0), (1, 1)}),  # per_device_cond: device 1's pairwise call
+    ([[True, True], [True, True, True]], {(0, 0), (0, 1), (1, 0), (1, 1)}),  # ragged_chunks_while at 2 devices
+    ([[False], [False, False]], {(0, 0), (1, 0), (1, 1)}),  # device 1's second call has an id: it runs
+    ([[True, True], [False, True]], None),  # device 1 runs on past its call: a failure could let it (not decided)
+    ([[True], [True]], None),  # the calls meet at the barriers (PRG-145)
+    ([[True], [False], []], {(1, 0)}),
+])
+def test_the_calls_that_run_before_the_hang_are_those_jax_s_barriers_let_run(seqs, ran):
+    assert _reached(seqs) == ran
+    if ran is not None:
+        assert _run_barriers_and_bodies(seqs) == (False, ran)
+
+
+@pytest.mark.rule("PRG-211")
+@settings(max_examples=15)
+@given(st.integers(2, 4).flatmap(lambda n: st.lists(st.lists(st.booleans(), max_size=3), min_size=n, max_size=n)))
+def test_the_calls_that_run_before_the_hang_agree_with_jax_s_barriers_on_drawn_call_sequences(seqs):
+    ran = _reached(seqs)
+    if ran is not None:
+        assert no_run_completes(_ir(seqs), len(seqs)) is not None
+        assert _run_barriers_and_bodies(seqs) == (False, ran)

@@ -69,13 +69,14 @@ def test_a_call_only_some_devices_run_is_checked_on_those_devices():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-145", "PRG-180", "PRG-181")
+@pytest.mark.rule("PRG-145", "PRG-180", "PRG-181", "PRG-212")
 def test_the_interpreter_hangs_where_only_some_devices_run_a_call():
     """Every recorded interpret-mode run of both programs hangs. Device 0 runs one call more than device 1, so
     its last clean-up barrier never trips: deadlock-free is violated on every call from the first one only some
     devices run (PRG-180); the ring kernel before it runs as it does alone and keeps its own verdicts; the doubling
-    kernel never gets past its start barrier (PRG-181); the rest is unknown (how the calls of different devices
-    share one manager is not modelled, PRG-145)."""
+    kernel never gets past its start barrier (PRG-181); the pairwise kernel, which the devices that do not wait at
+    that start barrier run while the others wait (or have finished), is proved: what it reaches before it blocks
+    at its barrier wait is what it reaches alone while its partner has not moved (PRG-212)."""
     truth = json.loads((HERE / "ground_truth.json").read_text())
     for path in (CORRECT, BUGGY):
         runs = [c for c in truth["cases"] if c["path"] == path]
@@ -93,4 +94,4 @@ def test_the_interpreter_hangs_where_only_some_devices_run_a_call():
             elif path == CORRECT and r["target"].endswith("#1"):  # the doubling kernel never starts (PRG-181)
                 assert r["verdict"] == "vacuous" and "PRG-181" in r["reason"], r
             else:
-                assert r["verdict"] == "unknown" and "PRG-145" in r["reason"], r
+                assert r["verdict"] == "proved" and "PRG-212" in r["reason"], r

@@ -108,14 +108,16 @@ def test_a_local_call_under_a_cond_every_device_takes_alike_stays_proved():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("PRG-163", "PRG-145")
+@pytest.mark.rule("PRG-163", "PRG-145", "PRG-212")
 def test_a_lone_communicating_call_only_some_devices_run_is_composed():
     """The ring kernel, the program's one call, run by device 0 alone: checked alone, every device would run it
-    and every property be proved; composed, device 0 waits for a signal no device sends."""
+    and every property be proved; composed, device 0 waits for a signal no device sends. In the interpreter device 0
+    signals its left neighbour's barrier semaphore and blocks at its wait while the others have finished: the rest
+    is proved over what it reaches (PRG-212)."""
     got = {(r["dma_mode"], r["property"]): r for r in _verify(f"{TARGETS}::lone_ring_on_device_0", "4")}
     dead = got[("hardware", "deadlock-free")]
     assert dead["verdict"] == "violated" and "device 0 blocks" in dead["witness"]["message"], dead
-    assert all(r["verdict"] == "unknown" and "PRG-145" in r["reason"]
+    assert all(r["verdict"] == "proved" and "PRG-212" in r["reason"]
                for (m, p), r in got.items() if m != "hardware" and p != "deadlock-free")
     for m in ("eager", "on_wait"):  # device 0 runs one call, the others none (PRG-180)
         assert got[(m, "deadlock-free")]["verdict"] == "violated", got[(m, "deadlock-free")]
