@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from strategies import programs
+from strategies import programs, scope_programs
+from test_races import programs_with_accesses
 
 from semcheck.checker.frontend.api import load
 from semcheck.checker.properties.checking import check_program
@@ -98,16 +99,40 @@ def test_the_explorer_judges_every_reachable_state(program):
 
 
 @settings(max_examples=60, deadline=None)
-@given(programs(max_devices=2, max_ops=3))
+@given(programs(max_devices=2, max_ops=3) | scope_programs() | programs_with_accesses())
 @pytest.mark.rule("RUN-60", "ERR-45")
 def test_the_explorer_never_contradicts_a_propertys_own_decision(program):
     """Where a property's own check decides (proved or violated), the explorer's verdict on every state says the
-    same; its violations replay (explored_verdict raises otherwise)."""
+    same; its violations replay (explored_verdict raises otherwise). Drawn among programs that fail before a
+    target allocates what a remote use names (a failed run's end decides nothing of id-agreement, ERR-44)."""
     for mode in MODES:
         found = explored(program, mode, 100_000)
         assert found is not None
         own = {v.property: v for v in check_program(program, mode, PROPS, fold=False)}
         for prop in PROPS:
             mine = explored_verdict(prop, program, mode, found, "drawn")
-            if own[prop].verdict in ("proved", "violated"):
+            if own[prop].verdict in ("proved", "violated") and mine is not None:
                 assert mine.verdict == own[prop].verdict, (prop, mode, own[prop].reason, mine)
+            elif prop != "id-agreement":
+                assert mine is not None  # only a failed run's end that disagrees is left undecided
+
+
+@pytest.mark.rule("ERR-44", "RUN-60")
+def test_a_failed_run_whose_target_has_not_allocated_yet_decides_no_disagreement():
+    """Device 1 signals device 0's s0[0] (id 2000, which device 0 takes once it allocates), then fetches the barrier
+    semaphore under collective id 2000: a run in which device 1 runs first fails at its wait's lookup before device 0
+    allocates. That run's end holds no s0 on device 0, but device 0 would have allocated 2000: no violation; the
+    runs in which device 0 allocates first agree, and the property's own check (on S''s end) proves it."""
+    from semcheck.model import AllocSem, GetBarrierSem, Signal, Topology, Wait, launch
+    from semcheck.model.ops import SemRef
+
+    ref = SemRef("s0", 0)
+    program = launch(Topology(2), [[AllocSem("s0", 2, site="s0")],
+                                   [AllocSem("s0", 2, site="s0"), Signal(ref, 2, device=0, core=0), GetBarrierSem(),
+                                    Wait(ref, 2)]], collective_id=2000, scratch=[])
+    for mode in MODES:
+        found = explored(program, mode, 10_000)
+        assert found[0]["id-agreement"] is None and found[0]["id-agreement at a failure"] is not None
+        assert explored_verdict("id-agreement", program, mode, found, "drawn") is None
+        (own,) = check_program(program, mode, ("id-agreement",), fold=False)
+        assert own.verdict == "proved"

@@ -8,7 +8,9 @@ those of runs that then fail included, within ERR-19's budget, and judges each p
 * `id-disjoint`: no reached state has the collective id in both tables (PROP-1);
 * `id-int16`: no reached state holds an id that is not the one allocated, or has failed handing one out (PROP-2);
 * `id-agreement`: no run's end (a terminal state: where a run completes, hangs or fails) has a remote use that
-  names, on its target, an allocation the target does not hold (PROP-3, as its own check reads one run's end).
+  names, on its target, an allocation the target does not hold (PROP-3, as its own check reads one run's end);
+  a violation is read only at the end of a run that did not fail (a failed run's target may not have made its
+  allocation yet: there nothing is decided).
 
 A proof says "by every schedule, the states of runs that fail included"; a violation's witness is the schedule
 to the first state found, replayed on the step relation. Past the budget nothing is decided here.
@@ -29,6 +31,8 @@ from semcheck.model.state import State
 
 # the properties RUN-60 judges on reached states
 PROPS = ("id-disjoint", "id-int16", "id-agreement")
+# ERR-44: id-agreement at the end of a run that failed, where the target may not have made its allocation yet
+FAILED_AGREEMENT = "id-agreement at a failure"
 
 HINTS = {"id-disjoint": "choose a collective_id below 2000 (internal ids start at 2000)",
          "id-int16": "ids are never freed: allocate semaphores outside loops",
@@ -49,9 +53,12 @@ def state_checks(program: Program, mode: DmaMode) -> dict[str, StateCheck]:
         return int16_offence(state, fine)
 
     def agreement(state: State, terminal: bool) -> object:
-        return disagreement(program, mode, state.allocs, state.pcs) if terminal else None
+        return disagreement(program, mode, state.allocs, state.pcs) if terminal and not state.failures else None
 
-    return {"id-disjoint": disjoint, "id-int16": int16, "id-agreement": agreement}
+    def agreement_failed(state: State, terminal: bool) -> object:
+        return disagreement(program, mode, state.allocs, state.pcs) if terminal and state.failures else None
+
+    return {"id-disjoint": disjoint, "id-int16": int16, "id-agreement": agreement, FAILED_AGREEMENT: agreement_failed}
 
 
 def explored(program: Program, mode: DmaMode, max_states: int) -> tuple[dict[str, StateFinding | None], int] | None:
@@ -79,6 +86,8 @@ def explored_verdict(prop: str, program: Program, mode: DmaMode, found: tuple | 
     findings, states = found
     stats = {"decided_by": "explorer", "states": states, "rule": "RUN-60"}
     finding = findings[prop]
+    if prop == "id-agreement" and finding is None and findings[FAILED_AGREEMENT] is not None:
+        return None  # a failed run's end disagrees: its target might have allocated later (ERR-44)
     if finding is None:
         what = ("no run's end has a remote use naming an allocation its target does not hold"
                 if prop == "id-agreement" else "no reached state violates it")
