@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from strategies import programs, scope_programs
+from test_explore_devices import apart_programs
 from test_races import programs_with_accesses
 
 from semcheck.checker.frontend.api import load
@@ -136,3 +137,18 @@ def test_a_failed_run_whose_target_has_not_allocated_yet_decides_no_disagreement
         assert explored_verdict("id-agreement", program, mode, found, "drawn") is None
         (own,) = check_program(program, mode, ("id-agreement",), fold=False)
         assert own.verdict == "proved"
+
+
+@settings(max_examples=80, deadline=None)
+@given(apart_programs() | programs(max_devices=3, max_ops=3))
+@pytest.mark.rule("RUN-60", "RUN-57")
+def test_a_proof_from_devices_walked_alone_holds_on_every_state(program):
+    """RUN-60 on RUN-57's walk (the fast path) proves only what the walk of every state (the slow one) finds
+    nothing against."""
+    for mode in MODES:
+        found = explored(program, mode, 100_000)
+        if found is None or "walked alone" not in found[2]:
+            continue
+        assert all(v is None for v in found[0].values())
+        every, _ = explore_states(program, mode, state_checks(program, mode), max_states=200_000)
+        assert all(every[prop] is None for prop in PROPS), (mode, every)

@@ -25,9 +25,11 @@ from semcheck.checker.properties.replay import replay_until
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug
 from semcheck.model.explore import ExplorationLimit, StateCheck, StateFinding, explore_states
-from semcheck.model.ops import DmaMode, Program
+from semcheck.model.explore_devices import device_states_violate
+from semcheck.model.ops import DmaMode, DmaStart, Program, Signal
 from semcheck.model.run import run
 from semcheck.model.state import State
+from semcheck.model.step import target_core
 
 # the properties RUN-60 judges on reached states
 PROPS = ("id-disjoint", "id-int16", "id-agreement")
@@ -61,18 +63,43 @@ def state_checks(program: Program, mode: DmaMode) -> dict[str, StateCheck]:
     return {"id-disjoint": disjoint, "id-int16": int16, "id-agreement": agreement, FAILED_AGREEMENT: agreement_failed}
 
 
-def explored(program: Program, mode: DmaMode, max_states: int) -> tuple[dict[str, StateFinding | None], int] | None:
-    """RUN-60: each property's first violating state over every reachable state of an interpreter mode, and the
-    states visited; None past `max_states` or under hardware (ERR-19: a failure there is the model's)."""
+def explored(program: Program, mode: DmaMode, max_states: int) -> tuple[dict[str, StateFinding | None], int, str] | None:
+    """RUN-60: each property's first violating state over every reachable state of an interpreter mode, the states
+    visited and how; None past `max_states` or under hardware (ERR-19: a failure there is the model's). Devices that
+    meet only at barriers of every device are walked one at a time first (`_alone`), which proves or says nothing."""
     if mode == "hardware" or not isinstance(program, Program):
         return None
+    alone = _alone(program, mode, max_states)
+    if alone is not None:
+        return alone
     try:
-        return explore_states(program, mode, state_checks(program, mode), max_states=max_states)
+        findings, states = explore_states(program, mode, state_checks(program, mode), max_states=max_states)
     except ExplorationLimit:
         return None
+    return findings, states, f"{states} states"
 
 
-def states_explored(facts) -> tuple[dict[str, StateFinding | None], int] | None:
+def _alone(program: Program, mode: DmaMode, max_states: int) -> tuple[dict[str, StateFinding | None], int, str] | None:
+    """RUN-60 on RUN-57's walk, for proofs only: every property holds when no device's walk finds an id handed out
+    wrong (`id-int16` reads its cores' allocations and ids, each device's own), no signal or copy names another
+    core (no remote use for `id-agreement`), and the collective id is no id any core allocates (RUN-57's walk asks
+    that of its lookups, RUN-5), so it never enters the internal table (`id-disjoint`). None otherwise."""
+    if any(type(op) in (Signal, DmaStart) and target_core(program, mode, c, op.device, op.core,
+                                                          dma=type(op) is DmaStart) != c
+           for c, ops in enumerate(program.cores) for op in ops):
+        return None
+    try:
+        walked = device_states_violate(program, mode, {"id-int16": state_checks(program, mode)["id-int16"]},
+                                       max_states=max_states)
+    except ExplorationLimit:
+        return None
+    if walked is None or walked[0]["id-int16"]:
+        return None
+    states = walked[1]
+    return dict.fromkeys((*PROPS, FAILED_AGREEMENT)), states, f"{states} states, each device walked alone, RUN-57"
+
+
+def states_explored(facts) -> tuple[dict[str, StateFinding | None], int, str] | None:
     """`explored` of a mode's analysis within ERR-19's budget (`FALLBACK_STATES`), computed once per mode."""
     return facts.whole.shared(("states_explored", facts.mode), lambda: explored(
         facts.program, facts.mode, failing_facts.FALLBACK_STATES))
@@ -83,7 +110,7 @@ def explored_verdict(prop: str, program: Program, mode: DmaMode, found: tuple | 
     asked; None when it was not within its budget or `prop` is not judged per state."""
     if found is None or prop not in PROPS:
         return None
-    findings, states = found
+    findings, states, how = found
     stats = {"decided_by": "explorer", "states": states, "rule": "RUN-60"}
     finding = findings[prop]
     if prop == "id-agreement" and finding is None and findings[FAILED_AGREEMENT] is not None:
@@ -92,7 +119,7 @@ def explored_verdict(prop: str, program: Program, mode: DmaMode, found: tuple | 
         what = ("no run's end has a remote use naming an allocation its target does not hold"
                 if prop == "id-agreement" else "no reached state violates it")
         return Verdict(prop, "proved", stats=stats, reason=(
-            f"{context}; by every schedule, the states of runs that fail included ({states} states, RUN-60): {what}"))
+            f"{context}; by every schedule, the states of runs that fail included ({how}; RUN-60): {what}"))
     return Verdict(prop, "violated", stats=stats, witness=_witness(prop, program, mode, finding, context))
 
 
