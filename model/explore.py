@@ -194,6 +194,34 @@ def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduc
     return Exploration(tuple(outcomes.values()), states)
 
 
+# RUN-60: a property judged at one state (`terminal`: no actor can move there): what it violates there, or None
+StateCheck = Callable[[State, bool], object]
+
+
+@dataclasses.dataclass(frozen=True)
+class StateFinding:
+    """RUN-60: the first reached state a check found violating, and a schedule that reaches it."""
+
+    found: object
+    schedule: tuple[Actor, ...]
+
+
+def explore_states(program: Program, mode: DmaMode, checks: dict[str, StateCheck], *,
+                   max_states: int) -> tuple[dict[str, StateFinding | None], int]:
+    """RUN-60: every state reachable under `mode`, without RUN-5's reduction (which keeps outcomes, not the
+    states along a run), the states of runs that then fail included; each check's first violating state
+    (None: no reached state violates it) and the states visited, or ExplorationLimit past `max_states`."""
+    found: dict[str, StateFinding] = {}
+
+    def visit(state: State, path: Callable[[], tuple[Actor, ...]], actors: list[Actor]) -> None:
+        for name, check in checks.items():
+            if name not in found and (what := check(state, not actors)) is not None:
+                found[name] = StateFinding(what, path())
+
+    states = walk(program, mode, visit, max_states=max_states, reduce=False)
+    return {name: found.get(name) for name in checks}, states
+
+
 def walk(program: Program, mode: DmaMode,
          visit: Callable[[State, Callable[[], tuple[Actor, ...]], list[Actor]], None], *,
          max_states: int, reduce: bool = True, movers: tuple[int, ...] | None = None) -> int:

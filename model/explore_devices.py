@@ -20,7 +20,8 @@ import dataclasses
 import itertools
 
 from semcheck.model.errors import ModelBug
-from semcheck.model.explore import Exploration, ExplorationLimit, explore, racy_collective_id, visible, walk
+from semcheck.model.explore import (Exploration, ExplorationLimit, StateCheck, explore, racy_collective_id, visible,
+                                   walk)
 from semcheck.model.ops import Barrier, DmaMode, DmaStart, ExitCheck, Program, Signal
 from semcheck.model.run import classify, run
 from semcheck.model.state import Actor, Outcome, State
@@ -181,6 +182,32 @@ def explore_by_device(program: Program, mode: DmaMode, *, max_states: int) -> Ex
         outcome = classify(program, mode, state, schedule)
         outcomes.setdefault(visible(outcome), outcome)
     return Exploration(tuple(outcomes.values()), states + len(tried), walked_alone=True)
+
+
+def device_states_violate(program: Program, mode: DmaMode, checks: dict[str, StateCheck], *,
+                          max_states: int) -> tuple[dict[str, bool], int] | None:
+    """RUN-60 on RUN-57's walk: whether some state of some device walked alone (without RUN-5's reduction)
+    violates each check, and the states visited; None when the devices meet otherwise, ExplorationLimit past
+    `max_states`. Every reachable state's part on a device's cores is a state of that device's walk (RUN-57), so
+    a check that reads only one device's part (its cores' allocations and ids) and finds nothing on any walk
+    holds of every reachable state; a finding is no witness (its path is one of the program with the devices
+    apart)."""
+    meet = meeting_cores(program, mode)
+    if meet is None:
+        return None
+    apart = _apart(program, frozenset(meet.values()))
+    found = dict.fromkeys(checks, False)
+    states = 0
+
+    def visit(state: State, path, actors: list[Actor]) -> None:
+        for name, check in checks.items():
+            if not found[name] and check(state, not actors) is not None:
+                found[name] = True
+
+    for device in range(program.topology.num_devices):
+        states += walk(apart, mode, visit, max_states=max_states - states, reduce=False,
+                       movers=program.topology.cores_of_device(device))
+    return found, states
 
 
 def _product(sizes) -> int:

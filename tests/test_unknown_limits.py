@@ -1,5 +1,6 @@
 """Unknown only where the spec argues a limit (RUN-12), and the programs that used to be unknown decided
-as interpret mode runs them: calls that never run (LAUNCH-5) and a schedule-dependent collision (ERR-19).
+as interpret mode runs them: calls that never run (LAUNCH-5) and a schedule-dependent collision (ERR-19,
+ERR-45).
 
 The verdicts are what a user gets (`semcheck verify --format json`, in a process of its own); interpret
 mode's side is the recorded ground truth (`tests/kernels/ground_truth.json`,
@@ -103,7 +104,7 @@ def test_a_call_that_never_runs_decides_every_property_as_interpret_mode_runs():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ERR-19", "PROP-4")
+@pytest.mark.rule("ERR-19", "PROP-4", "ERR-45")
 def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
     path = "examples/buggy/fixed_id_collision_scoped.py"
     results = _verify([path])
@@ -114,6 +115,8 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
         (run,) = _recorded(KERNEL_TRUTH, path, 2, mode)
         assert run["outcome"] == "error" and f"{run['error_type']}: {run['error_message']}" in dl["witness"]["message"]
         assert rows["id-disjoint"]["verdict"] == "violated"
+        # ERR-45: id-agreement over every run's end (it was unknown: one run's end proves nothing of the others)
+        assert rows["id-agreement"]["verdict"] == "proved" and "RUN-60" in rows["id-agreement"]["reason"]
         unknown = [r for r in rows.values() if r["verdict"] == "unknown"]
         assert all("ERR-19" in r["reason"] for r in unknown)
         if not any(r["property"] == "exit-balance" and r["verdict"] == "vacuous" for r in rows.values()):

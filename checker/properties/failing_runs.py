@@ -31,6 +31,7 @@ from semcheck.checker.properties.analysis import Analysis, ModeAnalysis, analysi
 from semcheck.checker.properties.confined_scopes import HINT as SCOPE_HINT
 from semcheck.checker.properties.dead_waits import held_at_dead_waits
 from semcheck.checker.properties.dma_bytes import dma_bytes
+from semcheck.checker.properties.explored_states import explored_verdict, states_explored
 from semcheck.checker.properties.failing_facts import At, view_ops
 from semcheck.checker.properties.race_before_failure import before_failing_waits, both_run
 from semcheck.checker.properties.races import more_races
@@ -404,6 +405,9 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     if prop == "exit-balance" and no_exit_reached(program, mode, failing_facts.FALLBACK_STATES):
         return vacuous(prop, f"no run reaches a kernel exit: {said} or fails or hangs first (ERR-19): no count is "
                        "left and no copy is pending at an exit", stats=stats)
+    decided = explored_verdict(prop, program, mode, states_explored(facts), said)  # ERR-44: the id properties
+    if decided is not None:
+        return decided
     no_s_prime = ("a wait's clock failure has no S' (whether the wait finds a clock depends on what ran before "
                   "it, ERR-21)" if rule == "RACE-1" else
                   "a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule)")

@@ -32,6 +32,7 @@ import time
 import z3
 
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
+from semcheck.checker.properties.id_states import in_both_tables, int16_offence
 from semcheck.checker.properties.replay import replay_until
 from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness
@@ -286,7 +287,7 @@ def id_disjoint(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
     if res == z3.unsat:
         return Verdict(prop, "proved", reason=f"no allocation range holds the collective id {cid}", stats=stats)
 
-    both = lambda st: cid in st.tables.fixed and cid in st.tables.internal  # noqa: E731
+    both = lambda st: in_both_tables(st, cid)  # noqa: E731
     if low.ok:
         sp = facts.s_prime_run
         fails = failure_reached(low, sp.state.pcs)
@@ -508,21 +509,7 @@ def id_int16(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
     fine: dict = {}  # (core, label) -> an allocation already seen to fit (states share unchanged ones)
 
     def offending(state: State) -> str | None:
-        for (c, label), alloc in state.allocs.items():
-            if fine.get((c, label)) is alloc:
-                continue
-            ids = alloc.ids
-            # IDS-1: ids are arange(base, base + n) in int16, so they wrap iff the last one does
-            if ids and ids[-1] - ids[0] != len(ids) - 1:
-                return f"allocation {label!r} of core {c}: ids wrap past 32767 ({ids[0]}.. -> {min(ids)})"
-            fine[(c, label)] = alloc
-        for (c, label), (_, i, _, _) in state.buffer_keys.items():
-            if i > INT16_MAX:
-                return f"buffer {label!r} of core {c} gets id {i}"
-        f = state.failure
-        if f is not None and isinstance(f.violation, Int16Overflow):
-            return f.violation.message
-        return None
+        return int16_offence(state, fine)
 
     if low.ok:
         sp = facts.s_prime_run

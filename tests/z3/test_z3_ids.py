@@ -205,7 +205,7 @@ def test_barrier_semaphore_is_the_same_everywhere():
 def test_id_agreement_reads_the_lowerings_uses_in_the_scans_order(program, mode):
     import dataclasses
 
-    from semcheck.checker.properties.id_agreement import _remote_uses
+    from semcheck.checker.properties.id_uses import _remote_uses
     from semcheck.checker.static.least_stuck import s_prime_end
     from semcheck.checker.static.lowering import lower
 
