@@ -205,8 +205,8 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
     # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, ERR-43, when tracing, then LAUNCH-3
-    failure = (typed_operand_failure(call.refused_spaces) or _launch_failure(call) or vmapped_semantics_failure(call)
-               or translation_failure(call))
+    failure = (typed_operand_failure(call.refused_spaces) or semaphore_output_failure(call)
+               or vmapped_semantics_failure(call) or translation_failure(call))
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)
@@ -280,7 +280,7 @@ def _body_offset(core_ops: tuple[Op, ...], body: list[Op]) -> int:
     raise Unsupported("pallas_call", "semcheck cannot find the kernel's body in its launched program", NO_LOC)
 
 
-def _launch_failure(call: KernelCall) -> SemaphoreOutput | None:
+def semaphore_output_failure(call: KernelCall) -> SemaphoreOutput | None:
     """LAUNCH-2 / D21: the interpreter builds every output's initial value before the kernel runs and
     fails on a semaphore dtype (ERR-8); a TPU launches the call. The program is lowered as the hardware
     runs it, semaphore outputs allocated like semaphore inputs, and carries the failure for the

@@ -177,6 +177,10 @@ class ProgramIR:
     # PRG-130: each loop longer than MAX_UNROLL checked over WINDOW iterations: (its line, its trip count,
     # the call index of its first iteration's first call, the calls per iteration)
     windows: tuple[tuple[Loc, int, int, int], ...] = ()
+    # PRG-221: the top-level computation whose lowering the interpreter fails, as jax lowers it (every branch of
+    # every cond and every loop body, taken or not): (its index, the failure of its first call with a semaphore
+    # result); None when no call of the traced function has one
+    unlowerable: tuple[int, Any] | None = None
 
     def describe_branches(self) -> str:
         """Which branch of each undecided cond this program takes ("" when none)."""

@@ -165,7 +165,7 @@ def compose(ir: ProgramIR, lowered: list[Program], *, name: str,
     last = invs[order[-1]].loc
     for d in range(topo.num_devices):
         cores[topo.global_core(d, 0)].append(ExitCheck(d, last))
-    failure, exact, why = _interpreter(invs, lowered, order)
+    failure, exact, why = _interpreter(invs, lowered, order, ir.unlowerable)
     # how reports name each call's HBM buffers (Program.names): the call's own, under its prefix
     names = {call_prefix(invs[k]) + label: call_prefix(invs[k]) + nm for k in order for label, nm in lowered[k].names
              if program_label(label, call_prefix(invs[k]), renames[k]) == call_prefix(invs[k]) + label}
@@ -502,14 +502,24 @@ def _collective_id(invs: tuple[Invocation, ...], lowered: list[Program], barrier
     return ids[0] if ids else None
 
 
-def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tuple[int, ...]):
+def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tuple[int, ...],
+                 unlowerable: tuple[int, Any] | None = None):
     """PRG-107: under the interpreter a call with a semaphore output fails at launch (LAUNCH-2, D21) and
     the jitted program raises there. When it is the first call, or every call before it is in the same
     top-level computation (PRG-12: it fails while that computation is lowered), nothing runs: the
     composed program carries that failure. When calls of earlier computations run first, they take and return no semaphore (a semaphore
     input comes from an output, which would fail first), and the interpreter runs each as a single
-    kernel (a fresh manager, all devices meeting at its start and end, LAUNCH-1)."""
+    kernel (a fresh manager, all devices meeting at its start and end, LAUNCH-1). PRG-221: jax lowers every call
+    of a computation, the branches and loop bodies no device runs included (`unlowerable`: the first computation
+    it fails to lower, and how), so a call with a semaphore result there fails the program too."""
     first = _first_failing(lowered, order)
+    if unlowerable is not None and (first is None or unlowerable[0] < invs[first].call.unit):
+        unit, failure = unlowerable
+        if all(invs[k].call.unit >= unit for k in order):  # no call of the program runs
+            return failure, True, ""
+        raise Unsupported("program", "a kernel call with a semaphore result that no device runs (in a cond's other "
+                          "branch or a loop body) fails the lowering of its computation in interpret mode, after "
+                          "the calls of earlier computations ran: not modelled (PRG-221)", invs[order[0]].loc)
     if first is None:
         return None, True, ""
     before = order[:order.index(first)]

@@ -73,9 +73,23 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
                         "over are not followed as links between calls", w.state_calls[0][1])
     except Stop as stop:
         return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), (stop.reason, stop.loc),
-                         tuple(w.escapes), tuple(w.uses), tuple(w.points), tuple(w.windows))
+                         tuple(w.escapes), tuple(w.uses), tuple(w.points), tuple(w.windows), unlowerable(jaxpr))
     return ProgramIR(_with_ids(w.invocations, jaxpr), tuple(w.links), None, tuple(w.escapes), tuple(w.uses),
-                     tuple(w.points), tuple(w.windows))
+                     tuple(w.points), tuple(w.windows), unlowerable(jaxpr))
+
+
+def unlowerable(jaxpr: Any) -> tuple[int, Any] | None:
+    """PRG-221: the first top-level computation of `jaxpr` that jax's interpreter cannot lower, and its error: that of
+    its first kernel call with a semaphore result (LAUNCH-2) in the order jax lowers them, every branch of every
+    cond and every loop body included (branch 0 first), whichever a device takes and however often a loop runs."""
+    from semcheck.checker.frontend.lower import semaphore_output_failure
+    from semcheck.checker.frontend.trace import find_kernels
+
+    for call in find_kernels(jaxpr):
+        failure = semaphore_output_failure(call)
+        if failure is not None:
+            return call.unit, failure
+    return None
 
 
 def program_irs(jaxpr: Any, args: Any = None, limit: int = MAX_BRANCH_PROGRAMS) -> list[ProgramIR]:
@@ -275,7 +289,8 @@ class _Walker(PerDevice):
         call = self._calls.get(id(eqn))
         if call is None:
             make = from_pallas_call if eqn.primitive.name == "pallas_call" else from_mpmd_map
-            call = make(eqn, axes, physical, len(self._calls))
+            # PRG-221: the top-level computation the call is lowered in, as `trace.find_kernels` numbers it
+            call = dataclasses.replace(make(eqn, axes, physical, len(self._calls)), unit=self._computation)
             self._calls[id(eqn)] = call
         k = len(self.invocations)
         skip = len(call.dynamic_grid_dims) + call.num_index_operands
