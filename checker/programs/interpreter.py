@@ -202,13 +202,13 @@ def after_failures(kernels: list[Any]) -> list[Any]:
 def raised_in_every_run(program: Program) -> Violation | None:
     """PRG-208: the failure every interpreted run of `program` raises, the same in both modes, or None. Wider than
     `certain_failure` (one greedy run, no wait or barrier before the failure): per mode, RUN-11's S' (every run
-    fails, each failure ends the whole run, ERR-7) or, outside S' (an `on_wait` copy that raises in its waiter,
-    ACC-11), every schedule within ERR-19's budget ends in a failure; in either, every failing position (or
-    outcome) raises one failure."""
+    fails, each failure ends the whole run, ERR-7), each device's one run (ERR-47) or, outside S' (an `on_wait`
+    copy that raises in its waiter, ACC-11), every schedule within ERR-19's budget ends in a failure; in each,
+    every failing position (or outcome) raises one failure."""
     from semcheck.checker.properties.analysis import Analysis
     from semcheck.checker.properties import failing_facts
     from semcheck.model.explore import ExplorationLimit
-    from semcheck.model.explore_devices import explore_outcomes
+    from semcheck.model.explore_devices import explore_outcomes, failures_one_run_per_device
 
     if program.launch_failure is not None:
         return None
@@ -219,6 +219,8 @@ def raised_in_every_run(program: Program) -> Violation | None:
         if ending is not None:
             raised = {v for _, v in ending.low.failing.values()}
         else:
+            raised = failures_one_run_per_device(program, mode)  # ERR-47
+        if raised is None:
             try:
                 ex = explore_outcomes(program, mode, max_states=failing_facts.FALLBACK_STATES)
             except ExplorationLimit:
