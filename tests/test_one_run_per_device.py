@@ -89,3 +89,15 @@ def test_one_run_per_device_agrees_with_every_schedule(bodies):
         assert {o.kind for o in ex.outcomes} == {"error"}, (mode, ex.kinds())
         assert {o.failure.violation for o in ex.outcomes} == said, mode
 
+
+@pytest.mark.rule("ERR-47", "PRG-217")
+def test_past_the_explorer_s_budget_each_mode_s_failure_is_still_shown(monkeypatch):
+    """PRG-217's test of a call that raises in every run, per mode: under on_wait the copies fail in a waiter
+    (outside S'), and every schedule is past a budget of 3 states; each device's one run still shows it."""
+    from semcheck.checker.programs.interpreter import raised_in_every_run, raised_per_mode
+    from semcheck.checker.properties import failing_facts
+
+    monkeypatch.setattr(failing_facts, "FALLBACK_STATES", 3)
+    p = _writebacks(4)
+    assert raised_per_mode(p) == {"eager": FIRST, "on_wait": SECOND}
+    assert raised_in_every_run(p) is None  # PRG-208's one failure in both modes: not this program's
