@@ -174,9 +174,11 @@ def after_failures(kernels: list[Any]) -> list[Any]:
             if left is not None:
                 failure, kept = left
             elif any(fast_run(k.program, m, record=False).failure is not None for m in _MODES):
-                # PRG-122: a greedy run fails past a wait or a barrier; does every run of its mode? (PRG-218: per mode)
+                # PRG-122: a greedy run fails past a wait or a barrier; does every run of its mode? (PRG-218: both
+                # modes must be shown, each with its error: the calls after the next computation are then checked as
+                # usual in both, and a later failure starts the rule again in both)
                 marks = {m: None if v is None else _earlier(v, failed) for m, v in raised_per_mode(k.program).items()}
-            if failure is None and (marks is None or all(v is None for v in marks.values())):
+            if failure is None and (marks is None or any(v is None for v in marks.values())):
                 i += 1
                 continue
         if marks is None:
@@ -207,8 +209,7 @@ def after_failures(kernels: list[Any]) -> list[Any]:
 
 def _marked(o: Any, marks: dict[str, Any]) -> Any:
     """PRG-122: call `o`, which never starts, marked with the earlier call's error; PRG-218: per interpreter mode
-    where the modes' errors differ, and left as it is in a mode where the earlier call is not shown to raise in
-    every run (there it may start). Per-mode marks are not carried into a loop's iterations (PRG-183): such a call
+    where the modes' errors differ. Per-mode marks are not carried into a loop's iterations (PRG-183): such a call
     is left as it is."""
     first = next(v for v in marks.values() if v is not None)
     program = dataclasses.replace(o.program, launch_failure=first)
