@@ -217,6 +217,36 @@ def _product(sizes) -> int:
     return n
 
 
+def failures_one_run_per_device(program: Program, mode: DmaMode) -> frozenset | None:
+    """ERR-47: the failures (violations) the runs of `program` end in, when every run ends in one, read off one run
+    of each device alone: where each device has one core and the devices meet only at barriers of every device
+    (`meeting_cores`), a device's steps are its core's operations in order (under `eager` and `on_wait` a copy's
+    halves run inside its start or a wait, which pops its queue in a fixed order: SEM-7), so it has one run, the
+    greedy run (RUN-3) of that core with the barriers of all devices passable alone. When every device's run ends
+    in a failure that ends every device (ERR-7), every run of the program ends in the failure of a device whose
+    run fails in the fewest rounds (barriers of all devices passed), and each such failure ends some run. None
+    otherwise (a device whose run completes or blocks, a failure that ends only its device, devices of several
+    cores or that meet otherwise: RUN-57's walk decides those)."""
+    from semcheck.model.fast import fast_run
+
+    topo = program.topology
+    if topo.cores_per_device != 1:
+        return None
+    meet = meeting_cores(program, mode)
+    if meet is None:
+        return None
+    parties = frozenset(meet.values())
+    apart = _apart(program, parties)
+    ends = []
+    for core in range(topo.num_cores):
+        f = fast_run(apart, mode, hold={c: 0 for c in range(topo.num_cores) if c != core}, record=False).failure
+        if f is None or f.core != core or not is_global(program, f):
+            return None
+        ends.append((sum(_meets(op, parties) for op in program.cores[core][:f.pc]), f.violation))
+    first = min(r for r, _ in ends)
+    return frozenset(v for r, v in ends if r == first)
+
+
 def explore_outcomes(program: Program, mode: DmaMode, *, max_states: int) -> Exploration:
     """RUN-4 within `max_states` states, else RUN-57's walk of one device at a time (same budget) where the
     devices meet only at barriers of every device; ExplorationLimit when neither fits."""

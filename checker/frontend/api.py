@@ -49,6 +49,10 @@ class LoweredKernel:
     # ACC-27: where the interpreter's modes know values `hardware` does not (`program` is lowered with those), the
     # lowering for `hardware`, or why it could not be made (the refusal, at its line); None: `program` is every mode's
     hardware: Program | str | tuple | None = None  # ACC-64: a tuple of (case, program), `range_cases`
+    # PRG-217: the interpreter modes whose program is not `program` (a call that never starts after an earlier call
+    # raising other errors in the two modes, or shown to raise in every run of one mode only): (mode, its program,
+    # or why that mode has none)
+    modes_apart: tuple[tuple[str, Program | str], ...] = ()
 
     @property
     def num_devices(self) -> int:
@@ -192,6 +196,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                                                   name=f"{t.name}:{call.name}", stats=LoweringStats(), inputs=v,
                                                   symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
         stood = refused[2] if isinstance(refused, _NeverStarts) else None  # PRG-208: the call that fails
+        apart = refused[3] if isinstance(refused, _NeverStarts) else ()  # PRG-217: its modes that differ
         out.append(
             LoweredKernel(
                 program=program,
@@ -213,6 +218,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 unwritten=values.unwritten if values is not None and stood is None else "",
                 iterations=iterations,
                 hardware=hardware,
+                modes_apart=apart,
             )
         )
     if failed is not None:
@@ -223,7 +229,8 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
 
 
 class _NeverStarts(tuple):
-    """PRG-208: (the stand-in program, why `hardware` has none, the earlier call that fails in every run)."""
+    """PRG-208: (the stand-in program, why `hardware` has none, the earlier call that fails in every run, the
+    interpreter modes whose stand-in differs, PRG-217)."""
 
 
 def _never_starts(call: KernelCall, error: Exception, earlier: list[LoweredKernel], calls: list[KernelCall],

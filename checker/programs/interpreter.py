@@ -16,7 +16,10 @@ rest unknown, LAUNCH-2's treatment); the computation after that one runs as usua
 all (divergence D28).
 
 "Fails in every run" is decided from one greedy run (RUN-3): the run fails at an operation that its
-core reaches in every schedule, its core passing no wait and no barrier before it.
+core reaches in every schedule, its core passing no wait and no barrier before it; past a wait or a barrier,
+per interpreter mode (`raised_per_mode`, PRG-208, PRG-217): the two modes may raise different errors (a copy runs
+in its start under `eager`, in the wait that pops it under `on_wait`), or only one may be shown to raise in every
+run; the calls after it are then marked per mode (PRG-218, `LoweredKernel.modes_apart`).
 
 A failure of `get_barrier_semaphore` (PRG-13: a kernel without a collective id, e.g. one whose id
 only jax's TPU lowering picks, PRG-125) is not wrapped by `fail_on_exception`: the interpreter leaves
@@ -153,6 +156,7 @@ def after_failures(kernels: list[Any]) -> list[Any]:
     for `hardware`, the calls jax's TPU lowering refuses (LAUNCH-7, which the interpreter
     runs: `collective_ids.mark_refused`)."""
     from semcheck.checker.frontend.collective_ids import mark_refused
+    from semcheck.model.fast import fast_run
 
     out = mark_refused(list(kernels))
     _refuse_failing_iterations(out)
@@ -163,26 +167,30 @@ def after_failures(kernels: list[Any]) -> list[Any]:
             i += 1
             continue
         greedy = _greedy_failures(k.program)
-        failure, kept = _certain(k.program, greedy), None
+        failure, kept, marks = _certain(k.program, greedy), None, None
+        failed = f"{k.name} at {k.loc}"
         if failure is None:
             left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
             if left is not None:
                 failure, kept = left
-            elif greedy is not None:  # PRG-122: the greedy runs fail past a wait or a barrier; does every run?
-                failure = raised_in_every_run(k.program)
-            if failure is None:
+            elif any(fast_run(k.program, m, record=False).failure is not None for m in _MODES):
+                # PRG-122: a greedy run fails past a wait or a barrier; does every run of its mode? (PRG-218: both
+                # modes must be shown, each with its error: the calls after the next computation are then checked as
+                # usual in both, and a later failure starts the rule again in both)
+                marks = {m: None if v is None else _earlier(v, failed) for m, v in raised_per_mode(k.program).items()}
+            if failure is None and (marks is None or any(v is None for v in marks.values())):
                 i += 1
                 continue
+        if marks is None:
+            marks = {m: _earlier(failure, failed) for m in _MODES}
         unit = k.call.unit
         later = sorted({o.call.unit for o in out[i + 1:] if o.call is not None and o.call.unit > unit})
         stops = {unit, *later[:1]}
-        failed = f"{k.name} at {k.loc}"
-        mark = _earlier(failure, failed)
         j = i + 1
         while j < len(out):
             o = out[j]
             if o.call is not None and o.call.unit in stops and o.program.launch_failure is None:
-                out[j] = dataclasses.replace(o, program=dataclasses.replace(o.program, launch_failure=mark))
+                out[j] = _marked(o, marks)
             j += 1
         # the computation after the next runs as usual; a failure there starts the story again
         i = next((j for j in range(i + 1, len(out)) if out[j].call is not None and out[j].call.unit not in stops),
@@ -199,26 +207,55 @@ def after_failures(kernels: list[Any]) -> list[Any]:
     return [_with_iterations(k) for k in out]
 
 
+def _marked(o: Any, marks: dict[str, Any]) -> Any:
+    """PRG-122: call `o`, which never starts, marked with the earlier call's error; PRG-218: per interpreter mode
+    where the modes' errors differ. Per-mode marks are not carried into a loop's iterations (PRG-183): such a call
+    is left as it is."""
+    first = next(v for v in marks.values() if v is not None)
+    program = dataclasses.replace(o.program, launch_failure=first)
+    own = own_modes(program, marks, lambda m: o.program)
+    if not own:
+        return dataclasses.replace(o, program=program)
+    if getattr(o, "iterations", ()):
+        return o
+    return dataclasses.replace(o, program=program, modes_apart=own)
+
+
 def raised_in_every_run(program: Program) -> Violation | None:
-    """PRG-208: the failure every interpreted run of `program` raises, the same in both modes, or None. Wider than
-    `certain_failure` (one greedy run, no wait or barrier before the failure): per mode, RUN-11's S' (every run
-    fails, each failure ends the whole run, ERR-7) or, outside S' (an `on_wait` copy that raises in its waiter,
-    ACC-11), every schedule within ERR-19's budget ends in a failure; in either, every failing position (or
-    outcome) raises one failure."""
+    """PRG-208: the failure every interpreted run of `program` raises, the same in both modes, or None."""
+    raised = raised_per_mode(program)
+    first = raised[_MODES[0]]
+    return first if first is not None and all(v == first for v in raised.values()) else None
+
+
+def raised_per_mode(program: Program) -> dict[str, Violation | None]:
+    """PRG-208, PRG-217: per interpreter mode, the failure every run of `program` raises in that mode, or None. Wider
+    than `certain_failure` (one greedy run, no wait or barrier before the failure): RUN-11's S' (every run fails, each
+    failure ends the whole run, ERR-7), else each device's one run (ERR-47: one core per device, meeting only at
+    barriers of every device), else, outside S' (an `on_wait` copy that raises in its waiter, ACC-11), every schedule
+    within ERR-19's budget ends in a failure; in each, every failing position (or outcome) raises one failure."""
     from semcheck.checker.properties.analysis import Analysis
-    from semcheck.checker.properties import failing_facts
-    from semcheck.model.explore import ExplorationLimit
-    from semcheck.model.explore_devices import explore_outcomes
 
     if program.launch_failure is not None:
-        return None
+        return {m: None for m in _MODES}
     analysis = Analysis(program)
-    seen = []
-    for mode in _MODES:
-        ending = analysis.mode(mode).every_run_fails
-        if ending is not None:
-            raised = {v for _, v in ending.low.failing.values()}
-        else:
+    return {m: _raised_in(program, m, analysis) for m in _MODES}
+
+
+def _raised_in(program: Program, mode: str, analysis: Any) -> Violation | None:
+    from semcheck.checker.properties import failing_facts
+    from semcheck.model.explore import ExplorationLimit
+    from semcheck.model.explore_devices import explore_outcomes, failures_one_run_per_device
+    from semcheck.model.fast import fast_run
+
+    if fast_run(program, mode, record=False).failure is None:
+        return None  # a run of the mode that raises nothing (it completes or hangs, RUN-3)
+    ending = analysis.mode(mode).every_run_fails
+    if ending is not None:
+        raised = {v for _, v in ending.low.failing.values()}
+    else:
+        raised = failures_one_run_per_device(program, mode)  # ERR-47
+        if raised is None:
             try:
                 ex = explore_outcomes(program, mode, max_states=failing_facts.FALLBACK_STATES)
             except ExplorationLimit:
@@ -226,21 +263,19 @@ def raised_in_every_run(program: Program) -> Violation | None:
             if not ex.outcomes or any(o.kind != "error" for o in ex.outcomes):
                 return None
             raised = {o.failure.violation for o in ex.outcomes}
-        if len(raised) != 1:
-            return None
-        seen.extend(raised)
-    return seen[0] if all(v == seen[0] for v in seen) else None
+    return next(iter(raised)) if len(raised) == 1 else None
 
 
 def never_starts_unlowered(call: Any, error: Exception, earlier: list[Any], units: list[int], *,
-                           cores: int | None, name: str) -> tuple[Program, Any, Any] | None:
+                           cores: int | None, name: str) -> tuple[Program, Any, Any, tuple] | None:
     """PRG-208: for a call whose kernel could not be lowered (`error`), when an earlier call of `earlier` (the
-    target's kernels lowered so far) raises in every interpreted run (`raised_in_every_run`) and this call is in
+    target's kernels lowered so far) raises in every interpreted run (`raised_per_mode`) and this call is in
     its computation or the next one with a call (`units`: every call's computation, PRG-122), so that it never
     starts in the interpreter: (its stand-in program, whose launch fails with that error, why `hardware` has none,
-    the failing kernel); else None. The failing call must read no earlier kernel's outputs (PRG-169: its failure then
-    rests on the example arguments alone) and run in no loop (PRG-183); no earlier call may fail at launch; and for
-    a call of the next computation, no call may come before the failing call's computation."""
+    the failing kernel, the interpreter modes whose stand-in differs: PRG-217's `own_modes`); else None. The failing
+    call must read no earlier kernel's outputs (PRG-169: its failure then rests on the example arguments alone) and
+    run in no loop (PRG-183); no earlier call may fail at launch; and for a call of the next computation, no call
+    may come before the failing call's computation."""
     from semcheck.checker.frontend.refused_launch import stands_for_unlowered, unlowered_launch
     from semcheck.checker.frontend.scalar_memory import NeedsFloatInputs
 
@@ -251,8 +286,8 @@ def never_starts_unlowered(call: Any, error: Exception, earlier: list[Any], unit
             return None  # a launch that fails (LAUNCH-2, LAUNCH-3) stops more than its computation: not stood in
         if k.call is None or k.producers or getattr(k, "iterations", ()):
             continue
-        failure = raised_in_every_run(k.program)
-        if failure is None:
+        raised = raised_per_mode(k.program)
+        if all(v is None for v in raised.values()):
             continue
         # its own computation never goes on; the next one with a call re-raises its error, unless a call of an
         # earlier computation may have failed first (then this computation may be the one after the next, which runs)
@@ -260,10 +295,28 @@ def never_starts_unlowered(call: Any, error: Exception, earlier: list[Any], unit
         alone = all(j.call is None or j.call.unit == k.call.unit for j in earlier[:i])
         if not (call.unit == k.call.unit or (alone and after[:1] == [call.unit])):
             return None
-        mark = _earlier(failure, f"{k.name} at {k.loc}")
-        program, why = unlowered_launch(call, mark, error, cores=cores, name=name, rule="PRG-208")
-        return program, why, k
+        failed = f"{k.name} at {k.loc}"
+        marks = {m: None if v is None else _earlier(v, failed) for m, v in raised.items()}
+        first = next(m for m in _MODES if marks[m] is not None)
+        program, why = unlowered_launch(call, marks[first], error, cores=cores, name=name, rule="PRG-208")
+        return program, why, k, own_modes(program, marks, lambda m: (
+            f"{why}; the earlier call {failed} raises in every {first} run, which stops this call there (PRG-208), "
+            f"but it is not shown to raise in every {m} run, where this call may start (PRG-217)"))
     return None
+
+
+def own_modes(program: Program, marks: dict[str, Any], unshown: Any) -> tuple[tuple[str, Program | str], ...]:
+    """PRG-217: the interpreter modes whose program is not `program` (marked with the first mode's failure that
+    `marks` holds): a mode with another failure gets `program` marked with it, a mode with none `unshown(mode)`
+    (the program it is checked on, or why it stays unknown)."""
+    first = next(v for v in marks.values() if v is not None)
+    out = []
+    for m, mark in marks.items():
+        if mark is None:
+            out.append((m, unshown(m)))
+        elif mark != first:
+            out.append((m, dataclasses.replace(program, launch_failure=mark)))
+    return tuple(out)
 
 
 def _refuse_failing_iterations(kernels: list[Any]) -> None:
@@ -295,5 +348,6 @@ def _with_iterations(k: Any) -> Any:
         (w, dataclasses.replace(p, **{f: v for f, v in marks.items() if getattr(p, f) is None})) for w, p in its))
 
 
-__all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "raised_in_every_run",
+__all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "own_modes",
+           "raised_in_every_run", "raised_per_mode",
            "reuse", "stopped_at_barrier_fetch"]

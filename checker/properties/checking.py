@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.empty_copies import both_readings
-from semcheck.checker.properties.per_mode_values import split_modes
+from semcheck.checker.properties.per_mode_values import mode_program, split_modes
 from semcheck.checker.properties.race_order import listed_ahead
 from semcheck.checker.properties.reductions import REDUCTIONS, on_program, reduced
 from semcheck.checker.properties.registry import BY_ID, IDS
@@ -305,7 +305,8 @@ def _computed(kernels, pos: int, analysis: Analysis, done: dict, races: dict, re
             (race,) = check_program(k.program, mode, (RACE,), timeout_ms=int(req.timeout * 1000), deadline=deadline,
                                     fold=req.fold, analysis=analysis)
         reason = None
-        if k.program.launch_failure is None:
+        own = mode_program(k, mode)  # PRG-217: the mode's own program; ACC-64: its cases share one launch
+        if getattr(own[0][1] if isinstance(own, tuple) else own, "launch_failure", True) is None:
             for j in k.producers:
                 got = races.get((j, mode))
                 reason = why_not_facts(k.computed_by, mode, got if got is not None else Verdict(
@@ -357,7 +358,10 @@ def generated_results(t, req: Request, deadline: float, recorder) -> list[Result
             return None
         for k in kernels:
             if kernel_label(t.name, kernels, k) == name:
-                (v,) = check_program(k.program, mode, (prop,), timeout_ms=int(req.timeout * 1000),
+                program = mode_program(k, mode)  # PRG-217: the mode's own program, or why it has none
+                if isinstance(program, (str, tuple)):  # ACC-64: a verdict over cases is not one program's
+                    return None
+                (v,) = check_program(program, mode, (prop,), timeout_ms=int(req.timeout * 1000),
                                      deadline=deadline, fold=req.fold)
                 return v
         return None

@@ -1,6 +1,7 @@
 """ACC-27, ACC-28: a kernel whose values differ between jax's interpreter modes and `hardware` (and ERR-37: one
 whose kernel is not lowered while the interpreter refuses its arguments; PRG-208: one whose kernel is not lowered
-and which never starts in the interpreter after a call that fails in every run).
+and which never starts in the interpreter after a call that fails in every run; PRG-217: such a call, or a lowered one
+after it, whose interpreter modes differ).
 
 The front end lowers such a kernel twice (`LoweredKernel.hardware`): `program` with the
 values XLA on the CPU gives (the interpreter's modes), and a lowering with the values
@@ -23,12 +24,25 @@ HARDWARE = "hardware"
 
 def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
     """Per mode of `req`, `decide(program, req)`'s verdicts: the interpreter's modes on `k.program`, `hardware` on
-    `k.hardware` (or unknown with its reason) when the kernel has one (ACC-27); `k.program` for every mode else."""
+    `k.hardware` (or unknown with its reason) when the kernel has one (ACC-27), an interpreter mode on its own program
+    (or unknown with its reason) where `k.modes_apart` has one (PRG-217); `k.program` for every mode else."""
     hardware = getattr(k, "hardware", None)
-    if hardware is None or HARDWARE not in req.modes:
+    apart = {m: p for m, p in getattr(k, "modes_apart", ()) if m in req.modes}
+    if hardware is not None and HARDWARE in req.modes:
+        apart[HARDWARE] = hardware
+    if not apart:
         return decide(k.program, req)
-    rest = tuple(m for m in req.modes if m != HARDWARE)
+    rest = tuple(m for m in req.modes if m not in apart)
     done = decide(k.program, dataclasses.replace(req, modes=rest)) if rest else {}
+    for m, program in apart.items():
+        if m == HARDWARE:
+            continue
+        if isinstance(program, str):  # PRG-217: not shown whether the call starts in this mode
+            done[m] = ([Verdict(p, "unknown", reason=program, stats={"rule": "PRG-217"}) for p in req.properties], 0.0)
+        else:  # PRG-217: a call that never starts, with this mode's error
+            done.update(decide(program, dataclasses.replace(req, modes=(m,))))
+    if HARDWARE not in apart:
+        return {m: done[m] for m in req.modes}
     if isinstance(hardware, str):
         # ERR-37: the kernel is not lowered, the interpreter refuses it; PRG-208: nor does it start there
         rule = getattr(hardware, "rule", "ACC-27")
@@ -80,4 +94,11 @@ def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]]) -> li
     return out
 
 
-__all__ = ["combine_cases", "split_modes"]
+def mode_program(k: Any, mode: str) -> Any:
+    """The program `split_modes` checks kernel `k` on under `mode`, or its reason when it has none (a str)."""
+    if mode == HARDWARE and getattr(k, "hardware", None) is not None:
+        return k.hardware
+    return dict(getattr(k, "modes_apart", ())).get(mode, k.program)
+
+
+__all__ = ["combine_cases", "mode_program", "split_modes"]

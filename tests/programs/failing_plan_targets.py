@@ -10,6 +10,7 @@ import importlib.util
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import NamedSharding
@@ -80,6 +81,74 @@ def plan_then_a_call_it_does_not_feed(num_devices: int, *, dma_mode: str = "eage
         return out, plan
 
     fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ex.AXIS)), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
+    return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+def _apart_example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "programs" / "buggy" / "plan_writebacks_fail_apart.py"
+    spec = importlib.util.spec_from_file_location("semcheck_programs_plan_writebacks_fail_apart", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+apart = _apart_example()
+
+
+@semcheck.target(devices=[2])
+def apart_plan_then_a_call_it_does_not_feed(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The plan of plan_writebacks_fail_apart.py, which raises in every run of each mode with another error, then a
+    lowered call that does not read it: the call never starts in either mode (PRG-217), each mode naming its own
+    error. Before, the two errors differing, the call was checked as if it ran."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (apart.AXIS,))
+
+    def program(lens, x):
+        plan = apart.plan(lens, params)
+        out = pl.pallas_call(
+            _fixed_steps_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                out_specs=pl.BlockSpec(memory_space=pl.ANY), scratch_shapes=[pltpu.SemaphoreType.DMA((1,))]),
+            interpret=params)(lens, x)
+        return out, plan[0]
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(apart.AXIS)),
+                               out_specs=(P(apart.AXIS), P(apart.AXIS)), check_vma=False))
+    _, (lens, x) = apart.build(num_devices, dma_mode=dma_mode, interpret=interpret)
+    return fn, (jax.device_put(lens, NamedSharding(mesh, P())),
+                jax.device_put(x, NamedSharding(mesh, P(apart.AXIS))))
+
+
+def _unwaited_plan_kernel(lens_ref, plan_hbm, table, sem):
+    for s in range(ex.SEQS):
+        table[1 + s] = lens_ref[s]
+    table[0] = lens_ref[0] * 0 + 2
+    size = (table[0] + ex.PAGE - 1) // ex.PAGE * ex.PAGE  # PAGE entries of a TABLE-entry table
+    pltpu.make_async_copy(table.at[pl.ds(0, size)], plan_hbm.at[pl.ds(0, size)], sem.at[0]).start()
+
+
+@semcheck.target(devices=[2])
+def plan_raising_under_eager_only(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """A plan whose write-back reads past its table and is never waited: under eager the copy runs, and raises, in
+    its start (every run); under on_wait no wait runs it (ACC-11), so the plan completes. The call after it, whose
+    step count is the plan's first entry, never starts under eager (PRG-208), and may start under on_wait, where
+    it stays unknown (PRG-217)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+
+    def program(lens, x):
+        plan = pl.pallas_call(
+            _unwaited_plan_kernel, out_shape=jax.ShapeDtypeStruct((ex.PAGE,), jnp.int32),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, in_specs=[], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                scratch_shapes=[pltpu.SMEM((ex.TABLE,), jnp.int32), pltpu.SemaphoreType.DMA((1,))]),
+            interpret=params)(lens)
+        return ex.run_steps(plan, x, params)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ex.AXIS)), out_specs=P(ex.AXIS),
                                check_vma=False))
     _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
     return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))

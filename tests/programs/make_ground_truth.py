@@ -183,6 +183,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "examples/programs/buggy/plan_copy_past_its_table.py": {
         "hardware": [], "interpreter": "the plan call raises IndexError: Out-of-bounds read at its write-back copy; "
                                        "the second call never starts (PRG-11)"},
+    # PRG-217: the plan's write-backs read past their tables; eager raises at the first start, on_wait at the first
+    # wait, which runs the copy started second (last in, first out); the call that reads the plan never starts
+    "examples/programs/buggy/plan_writebacks_fail_apart.py": {
+        "hardware": [], "interpreter": "the plan call raises IndexError: Out-of-bounds read, of its first table "
+                                       "under eager and of its second under on_wait; the second call never starts "
+                                       "(PRG-11)"},
     "examples/programs/buggy/failing_call_then_second_call.py": {
         "hardware": [], "interpreter": "first call fails, second re-raises its error, third runs "
                                        "(PRG-11)"},

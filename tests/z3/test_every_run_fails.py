@@ -94,3 +94,19 @@ def test_a_failure_raised_in_every_run_is_every_explored_run_s(p):
         ex = truth.explored(p, mode)
         assert {o.kind for o in ex.outcomes} == {"error"}, (mode, ex.kinds())
         assert {o.failure.violation for o in ex.outcomes} == {raised}, mode
+
+
+@pytest.mark.rule("PRG-217")
+@examples(300)
+@given(programs())
+def test_a_failure_raised_in_every_run_of_a_mode_is_every_explored_run_of_it(p):
+    """PRG-217: where semcheck says every run of a mode raises one failure, every explored outcome of that mode is
+    that failure (the other mode may raise another, or none)."""
+    from semcheck.checker.programs.interpreter import raised_per_mode
+
+    for mode, raised in raised_per_mode(p).items():
+        if raised is None:
+            continue
+        ex = truth.explored(p, mode)
+        assert {o.kind for o in ex.outcomes} == {"error"}, (mode, ex.kinds())
+        assert {o.failure.violation for o in ex.outcomes} == {raised}, mode

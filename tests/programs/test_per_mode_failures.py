@@ -1,0 +1,95 @@
+"""PRG-217, PRG-218: a call after a planning call that raises in every run of a mode never starts in that mode,
+decided per interpreter mode with that mode's error; a mode where the plan is not shown to raise in every run keeps
+the call as it is (unknown where it cannot be lowered, with why).
+
+One CLI run per path at 2 devices, two at once (module fixture). The interpreter's outcomes are recorded in
+tests/programs/ground_truth.json (the example) and in the spec (the two targets)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from cli._support import semcheck_many  # noqa: E402
+
+EXAMPLE = "examples/programs/buggy/plan_writebacks_fail_apart.py"
+NOT_FED = "tests/programs/failing_plan_targets.py::apart_plan_then_a_call_it_does_not_feed"
+EAGER_ONLY = "tests/programs/failing_plan_targets.py::plan_raising_under_eager_only"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY)
+# the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
+# copy started second (last in, first out)
+NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict[tuple[str, str], dict]]:
+    """path -> (call, mode) -> property -> result row."""
+    got = semcheck_many([(("verify", path, "--devices", "2", "--dma-mode", "all", "--format", "json", "--no-cache"),
+                          {"cwd": REPO, "timeout": 900}) for path in PATHS])
+    out = {}
+    for path, run in zip(PATHS, got):
+        assert run.returncode in (0, 1, 3), (path, run.stderr[-2000:])
+        by: dict[tuple[str, str], dict] = {}
+        for r in run.json()["results"]:
+            by.setdefault((r["target"].rsplit("#", 1)[-1], r["dma_mode"]), {})[r["property"]] = r
+        out[path] = by
+    return out
+
+
+def _never_starts(props: dict, said: str) -> None:
+    dl = props["deadlock-free"]
+    assert dl["verdict"] == "violated", dl
+    assert said in dl["witness"]["message"] and "_plan_kernel at" in dl["witness"]["message"], dl
+    assert {r["verdict"] for p, r in props.items() if p != "deadlock-free"} == {"vacuous"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-217")
+def test_a_call_after_a_plan_raising_other_errors_in_the_two_modes_never_starts_in_either(rows):
+    """jax raises the first table's IndexError under eager and the second's under on_wait, in every recorded run;
+    the second call, which semcheck cannot lower (the plan cannot be run for its step count), is decided in each
+    mode as a call that never starts, naming that mode's error; hardware stays unknown. Before, the errors
+    differing, every cell of that call was unknown."""
+    cases = json.loads((REPO / "tests" / "programs" / "ground_truth.json").read_text())["cases"]
+    recorded = [c for c in cases if c["path"] == EXAMPLE]
+    assert {(c["devices"], c["dma_mode"]) for c in recorded} == {(n, m) for n in (2, 4) for m in NAMED}
+    for c in recorded:  # the tables are the plan's 3rd and 4th SMEM buffers: ids 104 and 105
+        table = {"eager": "smem 104)", "on_wait": "smem 105)"}[c["dma_mode"]]
+        assert c["outcome"] == "error" and table in c["error_message"], c["key"]
+    got = rows[EXAMPLE]
+    for mode, said in NAMED.items():
+        _never_starts(got[("1", mode)], said)
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"unknown"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-218")
+def test_a_lowered_call_after_it_never_starts_in_either_mode(rows):
+    """The same plan, then a call that does not read it: that call was checked as if it ran in both modes (every
+    property proved, where jax raises in the plan); it now never starts, in each mode with that mode's error, and
+    runs under hardware (D28)."""
+    got = rows[NOT_FED]
+    for mode, said in NAMED.items():
+        _never_starts(got[("1", mode)], said)
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-217")
+def test_a_mode_where_the_plan_is_not_shown_to_raise_keeps_the_call_unknown_with_why(rows):
+    """A plan whose bad write-back is never waited raises in every eager run and completes under on_wait: the call
+    after it never starts under eager, and under on_wait (and hardware) its lowering error stands, the on_wait
+    reason saying why the stand-in does not hold there. Before, every cell of that call was unknown."""
+    got = rows[EAGER_ONLY]
+    _never_starts(got[("1", "eager")], "Out-of-bounds read of table")
+    for mode in ("on_wait", "hardware"):
+        assert {r["verdict"] for r in got[("1", mode)].values()} == {"unknown"}
+        assert all("plan_copy_past_its_table.py:74" in r["reason"] for r in got[("1", mode)].values())
+    assert all("not shown to raise in every on_wait run" in r["reason"] and "PRG-217" in r["reason"]
+               for r in got[("1", "on_wait")].values())
