@@ -21,6 +21,7 @@ import numpy as np
 from semcheck.checker.frontend.compile_cache import kept
 from semcheck.checker.frontend.index_signs import negative_index
 from semcheck.checker.frontend.partial_values import Partial, first_unknown
+from semcheck.checker.frontend.scan_inputs import scan_split
 from semcheck.checker.frontend.source_names import eqn_loc
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
 
@@ -130,8 +131,29 @@ def _read_back(jaxpr: Any, ref: Any) -> bool:
             if len(at) == sum(x is ref for x in eqn.invars) and all(
                     not _read_back(b.jaxpr, b.jaxpr.invars[k - 1]) for b in eqn.params["branches"] for k in at):
                 continue
+        inside = _loop_consts(eqn, ref)  # PRG-219
+        if inside is not None and not any(_read_back(j, v) for j, v in inside):
+            continue
         return True
     return False
+
+
+def _loop_consts(eqn: Any, ref: Any) -> list[tuple[Any, Any]] | None:
+    """PRG-219: where a `while` or `scan` (a `fori_loop`) hands `ref` to its bodies as a constant, each (jaxpr,
+    variable) it is inside; None where the equation is no loop or carries `ref` (followed as a read)."""
+    at = [k for k, x in enumerate(eqn.invars) if x is ref]
+    p = eqn.params
+    if eqn.primitive.name == "while":
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        if any(k >= cn + bn for k in at):
+            return None
+        return [(p["cond_jaxpr"].jaxpr, p["cond_jaxpr"].jaxpr.invars[k]) if k < cn
+                else (p["body_jaxpr"].jaxpr, p["body_jaxpr"].jaxpr.invars[k - cn]) for k in at]
+    if eqn.primitive.name == "scan":
+        if any(k >= scan_split(eqn)[0] for k in at):
+            return None
+        return [(p["jaxpr"].jaxpr, p["jaxpr"].jaxpr.invars[k]) for k in at]
+    return None
 
 
 def _scoped(jaxpr: Any) -> bool:

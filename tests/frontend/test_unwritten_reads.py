@@ -118,3 +118,42 @@ def test_indices_from_constants_grid_steps_clamps_and_loop_counters_are_not_name
     """A clamp, a max with 0 then a remainder, the grid step (of 2) and the counters of a `fori_loop` with a static
     and with a loaded bound (kept below `min(c[0], 2)`) are all >= 0."""
     assert unwritten_reads(_eqn(_non_negative, grid=(2,))) == ""
+
+
+def _stores_in_loops(c_ref, o_ref):
+    def row(i, carry):
+        o_ref[i] = c_ref[i] + carry  # a store only, in a loop with a loaded bound (a `while`) ...
+        return carry
+
+    jax.lax.fori_loop(0, jnp.minimum(c_ref[0], 2), row, 0)
+
+    def static(i, carry):
+        o_ref[i] = carry  # ... and in one with a static bound (a `scan`)
+        return carry + 1
+
+    jax.lax.fori_loop(0, 2, static, 0)
+
+
+def _reads_back_in_a_loop(c_ref, o_ref):
+    def row(i, carry):
+        o_ref[i] = c_ref[i]
+        return carry + o_ref[1 - i]  # element 1 may be read before it is written
+
+    o_ref[0] = jax.lax.fori_loop(0, jnp.minimum(c_ref[0], 2), row, 0)
+
+
+def _reads_back_in_a_static_loop(c_ref, o_ref):
+    def row(i, carry):
+        return carry + o_ref[i]
+
+    o_ref[0] = jax.lax.fori_loop(0, 2, row, 0)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-219")
+def test_stores_inside_a_fori_loop_are_followed_into_the_loop():
+    """A `fori_loop` (a `while` with a loaded bound, a `scan` with a static one) that only stores into the output
+    reads nothing the fills stand for; one whose body loads the output is still named."""
+    assert unwritten_reads(_eqn(_stores_in_loops)) == ""
+    assert unwritten_reads(_eqn(_reads_back_in_a_loop)) == "output 0, read back by the kernel"
+    assert unwritten_reads(_eqn(_reads_back_in_a_static_loop)) == "output 0, read back by the kernel"
