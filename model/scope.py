@@ -60,7 +60,8 @@ def scope_touches(program: Program) -> list[ScopeTouch]:
     The read half touches the source on the issuing core; the write half the destination on the
     target core (DMA-1), named there by the issuer's label, as the interpreter keys it by the issuer's
     buffer id (BUF-9). A destination label the target core never allocates has no window (`enter` None).
-    Copies whose target is out of range fail at their start (ERR-4) and touch nothing."""
+    Copies whose target is out of range fail at their start (ERR-4) and touch nothing, and so do copies of
+    no bytes (ACC-67: a half that moves nothing reads and writes no element of the buffer)."""
     out = semaphore_touches(program)
     windows = [scope_windows(ops) for ops in program.cores]
     scoped = set().union(*windows) if windows else set()
@@ -68,7 +69,7 @@ def scope_touches(program: Program) -> list[ScopeTouch]:
         return out
     for g, ops in enumerate(program.cores):
         for pc, op in enumerate(ops):
-            if type(op) is not DmaStart:
+            if type(op) is not DmaStart or op.nbytes == 0:  # ACC-67
                 continue
             if op.src_buf in scoped:
                 enter, free = windows[g].get(op.src_buf, (None, None))

@@ -356,3 +356,25 @@ def test_a_half_kept_inside_by_the_text_never_raises(program, mode):
     if touches and all(interpreter_keeps_inside(program, t, mode) for t in touches):
         assert not any(o.kind == "error" and isinstance(o.failure.violation, UnknownBuffer)
                        for o in explore(program, mode).outcomes), program.name
+
+
+def _zero_byte_fill(nbytes: int) -> Program:
+    """One scope: a fill of `nbytes` (0: an empty row range) and a fill of 4096 bytes, both on `in`, then one
+    wait for 4096 bytes inside the scope: the only bytes left in flight past the free are the first fill's."""
+    empty = Region(((0, 0), (0, 128))) if nbytes == 0 else BOX
+    ops = [*_launch(), AllocBuffer(_buf(1), 4096, "vmem", "core"),
+           DmaStart(IN, nbytes, src_buf="hbm0", src_region=empty, dst_buf=_buf(1), dst_region=empty),
+           _fill(1), Wait(IN, 4096, "dma"), FreeBuffer(_buf(1))]
+    if nbytes:
+        ops.append(Wait(IN, nbytes, "dma"))
+    return Program(Topology(1), (tuple(ops) + (ExitCheck(0),),))
+
+
+@pytest.mark.rule("ACC-67")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_a_copy_of_no_bytes_touches_no_scope(mode):
+    """A copy of 0 bytes (a `pl.ds(0, n)` with `n == 0`) left unretired at the scope's end moves nothing into the
+    buffer: the program is confined; the same copy of 4096 bytes, waited after the free, is not."""
+    assert not [t for t in scope_touches(_zero_byte_fill(0)) if t.pc == 5]
+    assert invocation_confined(_zero_byte_fill(0), mode).verdict == "proved"
+    assert invocation_confined(_zero_byte_fill(4096), mode).verdict == "violated"

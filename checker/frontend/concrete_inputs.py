@@ -367,7 +367,9 @@ class _Interpreter(LoopInputs, CondInputs, FloatValues):
                                            [self._reason(v) for v in eqn.invars])  # PRG-206: why one has none
                     if outs is not None:
                         self.ran.setdefault(index, describe(self.calls[index]))
-                        self.unwritten.setdefault(index, unwritten_reads(eqn))
+                        why = unwritten_reads(eqn, [read(v) for v in eqn.invars])  # PRG-220: per lane's inputs
+                        if not self.unwritten.get(index):
+                            self.unwritten[index] = why
                 else:
                     why = (f"{_KERNEL_OUTPUT} {index}: semcheck runs a kernel only where a later call's scalar "
                            "inputs need its outputs (PRG-169)")

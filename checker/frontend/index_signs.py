@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.scan_inputs import scan_split
 from semcheck.checker.frontend.sync_primitives import SYNC
 
 INT_MAX = 2**31 - 1
@@ -32,15 +33,67 @@ class _GiveUp(Exception):
     pass
 
 
-def negative_index(jaxpr: Any, grid: tuple[int, ...] = ()) -> Any | None:
+def negative_index(jaxpr: Any, grid: tuple[int, ...] = (), held: dict[int, Interval] | None = None) -> Any | None:
     """PRG-202: the first equation of the kernel `jaxpr` (or of its bodies) that indexes a ref with an integer
     operand not shown to be at least 0, or None when every such operand is. `grid`: the kernel's grid (the
-    range of `program_id`)."""
+    range of `program_id`). PRG-220: `held` gives, per position of a ref among the kernel's operands, the
+    interval of the values it holds when the kernel starts; a load from such a ref the kernel never writes
+    (`only_loaded`) is in it."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    ins: list[Interval] = [None] * len(inner.invars)
+    for k, got in (held or {}).items():
+        if k < len(ins) and only_loaded(inner, inner.invars[k]):
+            ins[k] = got
     walk = _Walk(grid)
     try:
-        return walk.run(getattr(jaxpr, "jaxpr", jaxpr), [None] * len(getattr(jaxpr, "jaxpr", jaxpr).invars))
+        return walk.run(inner, ins)
     except _GiveUp as stop:  # an equation this walk does not follow: its indices are not shown to be >= 0
         return stop.args[0]
+
+
+def only_loaded(jaxpr: Any, ref: Any) -> bool:
+    """PRG-220: whether every use of `ref` in `jaxpr` is a load of its own dtype, following `cond`s, `while` and
+    `scan` loops and calls that hand it on (a store, a copy, a semaphore operation or any other use may change
+    what it holds)."""
+    for eqn in jaxpr.eqns:
+        at = [k for k, x in enumerate(eqn.invars) if x is ref]
+        if not at:
+            continue
+        name, p = eqn.primitive.name, eqn.params
+        if name == "get" and at == [0]:
+            if not all(getattr(o.aval, "dtype", None) == _inner_dtype(ref) for o in eqn.outvars):
+                return False
+            continue
+        subs = handed_on(eqn, at)
+        if subs is None or not all(only_loaded(j, v) for j, v in subs):
+            return False
+    return True
+
+
+def _inner_dtype(ref: Any) -> Any:
+    aval = getattr(ref, "aval", None)
+    return getattr(getattr(aval, "inner_aval", aval), "dtype", None)
+
+
+def handed_on(eqn: Any, at: list[int]) -> list[tuple[Any, Any]] | None:
+    """The (jaxpr, variable) pairs a `cond`, `while`, `scan` or call hands the operands at positions `at` to as
+    constants or arguments; None for any other equation, or a loop carrying one."""
+    name, p = eqn.primitive.name, eqn.params
+    if name == "cond" and 0 not in at:
+        return [(b.jaxpr, b.jaxpr.invars[k - 1]) for b in p["branches"] for k in at]
+    if name == "while" and all(k < p["cond_nconsts"] + p["body_nconsts"] for k in at):
+        cn = p["cond_nconsts"]
+        return [(p["cond_jaxpr"].jaxpr, p["cond_jaxpr"].jaxpr.invars[k]) if k < cn
+                else (p["body_jaxpr"].jaxpr, p["body_jaxpr"].jaxpr.invars[k - cn]) for k in at]
+    if name == "scan":
+        if all(k < scan_split(eqn)[0] for k in at):
+            return [(p["jaxpr"].jaxpr, p["jaxpr"].jaxpr.invars[k]) for k in at]
+        return None
+    sub = p.get("jaxpr") if name in ("pjit", "jit", "closed_call") else None
+    if sub is not None:
+        sub = getattr(sub, "jaxpr", sub)
+        return [(sub, sub.invars[k]) for k in at]
+    return None
 
 
 def _is_ref(x: Any) -> bool:
@@ -181,6 +234,8 @@ class _Walk:
     def _eqn(self, eqn: Any, vals: list[Interval]) -> tuple[Any | None, list[Interval]]:
         name, params = eqn.primitive.name, eqn.params
         none = [None] * len(eqn.outvars)
+        if name == "get" and vals and vals[0] is not None and _is_ref(eqn.invars[0]):  # PRG-220: a held ref
+            return None, [_within(vals[0], o) for o in eqn.outvars]
         if name == "program_id":
             axis = int(params.get("axis", 0))
             size = self.grid[axis] if axis < len(self.grid) and isinstance(self.grid[axis], int) else INT_MAX
@@ -296,4 +351,4 @@ def _counted(cond: Any, nconsts: int) -> dict[int, tuple[str, Any]]:
     return {}
 
 
-__all__ = ["negative_index"]
+__all__ = ["handed_on", "negative_index", "only_loaded"]

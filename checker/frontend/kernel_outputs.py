@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from semcheck.checker.frontend.compile_cache import kept
-from semcheck.checker.frontend.index_signs import negative_index
+from semcheck.checker.frontend.index_signs import handed_on, negative_index
 from semcheck.checker.frontend.partial_values import Partial, first_unknown
 from semcheck.checker.frontend.source_names import eqn_loc
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
@@ -79,7 +79,7 @@ def run_kernel(eqn: Any, invals: list[Any], call: Any,
     return outs, next((s for s in said if s), "")
 
 
-def unwritten_reads(eqn: Any) -> str:
+def unwritten_reads(eqn: Any, invals: Sequence[Any] = ()) -> str:
     """PRG-200: why a kernel run by PRG-169 may read memory nothing writes in a way its two fills need not show
     (a scratch buffer, a `run_scoped` buffer, an output that aliases no input read back or handed to anything but a
     store, a block past its array's end, PRG-202: an index that may be negative), in words; "" where it reads its
@@ -107,16 +107,38 @@ def unwritten_reads(eqn: Any) -> str:
     if _scoped(inner):
         return "a run_scoped buffer"
     grid = tuple(d if isinstance(d, int) else -1 for d in getattr(gm, "grid", ()))
-    found = negative_index(inner, tuple(d if d > 0 else 2**31 - 1 for d in grid))
+    found = negative_index(inner, tuple(d if d > 0 else 2**31 - 1 for d in grid), _held(eqn, invals))
     if found is not None:  # PRG-202
         return (f"an index semcheck cannot show is at least 0, at {eqn_loc(found)} (a negative one reads before the "
                 "ref on a TPU, where jax's interpreter counts it from the end)")
     return ""
 
 
+def _held(eqn: Any, invals: Sequence[Any]) -> dict[int, tuple[int, int]]:
+    """PRG-220: per position among the kernel's operands, the least and greatest value of each integer input the
+    call was run on (`invals`, one per operand of `eqn`), where the input aliases no output; a kernel that
+    closes over refs, or an input known in part, gives none."""
+    params, gm = eqn.params, eqn.params["grid_mapping"]
+    inner = getattr(params["jaxpr"], "jaxpr", params["jaxpr"])
+    lead = gm.num_dynamic_grid_bounds
+    if getattr(params["jaxpr"], "constvars", ()) or len(invals) != lead + gm.num_index_operands + gm.num_inputs:
+        return {}
+    aliased = {i for i, _ in params.get("input_output_aliases", ())}
+    held: dict[int, tuple[int, int]] = {}
+    for k, v in enumerate(invals[lead:]):
+        if k in aliased or k + lead in aliased or v is None or isinstance(v, Partial):
+            continue
+        a = np.asarray(v)
+        ref = getattr(inner.invars[k], "aval", None)
+        dtype = getattr(getattr(ref, "inner_aval", ref), "dtype", None)
+        if a.size and np.issubdtype(a.dtype, np.integer) and dtype == a.dtype:
+            held[k] = (int(a.min()), int(a.max()))
+    return held
+
+
 def _read_back(jaxpr: Any, ref: Any) -> bool:
     """Whether `ref` is used by an equation of `jaxpr` other than a store whose old value is dropped (a `cond`'s
-    branches are followed; any other use counts as a read)."""
+    branches, and PRG-219 a loop's bodies and a call's, are followed; any other use counts as a read)."""
     used = {id(x) for e in jaxpr.eqns for x in e.invars} | {id(x) for x in jaxpr.outvars}
     for eqn in jaxpr.eqns:
         if not any(x is ref for x in eqn.invars):
@@ -125,11 +147,9 @@ def _read_back(jaxpr: Any, ref: Any) -> bool:
         if name == "swap" and eqn.invars[0] is ref and not any(id(v) in used for v in eqn.outvars) \
                 and not any(x is ref for x in eqn.invars[1:]):
             continue
-        if name == "cond":
-            at = [k for k, x in enumerate(eqn.invars) if x is ref and k > 0]
-            if len(at) == sum(x is ref for x in eqn.invars) and all(
-                    not _read_back(b.jaxpr, b.jaxpr.invars[k - 1]) for b in eqn.params["branches"] for k in at):
-                continue
+        inside = handed_on(eqn, [k for k, x in enumerate(eqn.invars) if x is ref])  # a cond, loop or call; PRG-219
+        if inside is not None and not any(_read_back(j, v) for j, v in inside):
+            continue
         return True
     return False
 

@@ -97,7 +97,7 @@ def same_program(a: Any, b: Any) -> bool:
         and getattr(a, "followed", None) == getattr(b, "followed", None)
 
 
-def _scan_split(eqn: Any) -> tuple[int, int]:
+def scan_split(eqn: Any) -> tuple[int, int]:
     """How many of a scan's operands are constants and how many carries (jax 0.12 packs the three groups,
     constants, carries and scanned inputs, in the `ft_in` tree; older releases count them)."""
     p = eqn.params
@@ -229,7 +229,7 @@ class LoopInputs(WhileInputs):
         p = eqn.params
         body = p["jaxpr"]
         inner = getattr(body, "jaxpr", body)
-        nc, nk = _scan_split(eqn)
+        nc, nk = scan_split(eqn)
         consts, carry, xs = invals[:nc], list(invals[nc:nc + nk]), invals[nc + nk:]
         carry_need = self._carry_need(eqn)
         out_needed = carry_need + (False,) * (len(inner.outvars) - nk)
@@ -287,7 +287,7 @@ class LoopInputs(WhileInputs):
         """The operands of a scan around kernel calls that the calls' operands, and the scan's outputs in `need`,
         depend on (the backward slice of `concrete_inputs`, through the loop)."""
         inner = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
-        nk = _scan_split(eqn)[1]
+        nk = scan_split(eqn)[1]
         carry = tuple(a or (v in need) for a, v in zip(self._carry_need(eqn), eqn.outvars))
         _, sub_in = self._need(inner, carry + (False,) * (len(inner.outvars) - nk))
         return [v for v, n in zip(eqn.invars, sub_in[len(inner.constvars):]) if n]
@@ -296,7 +296,7 @@ class LoopInputs(WhileInputs):
         """Which carries of a scan the kernels' operands in its body depend on, through any iteration (a fixpoint)."""
         p = eqn.params
         inner = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
-        nc, nk = _scan_split(eqn)
+        nc, nk = scan_split(eqn)
         rest = (False,) * (len(inner.outvars) - nk)
         need = (False,) * nk
         while True:

@@ -4,6 +4,8 @@ need not show it (a TPU leaves there what was there)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
@@ -118,3 +120,89 @@ def test_indices_from_constants_grid_steps_clamps_and_loop_counters_are_not_name
     """A clamp, a max with 0 then a remainder, the grid step (of 2) and the counters of a `fori_loop` with a static
     and with a loaded bound (kept below `min(c[0], 2)`) are all >= 0."""
     assert unwritten_reads(_eqn(_non_negative, grid=(2,))) == ""
+
+
+def _stores_in_loops(c_ref, o_ref):
+    def row(i, carry):
+        o_ref[i] = c_ref[i] + carry  # a store only, in a loop with a loaded bound (a `while`) ...
+        return carry
+
+    jax.lax.fori_loop(0, jnp.minimum(c_ref[0], 2), row, 0)
+
+    def static(i, carry):
+        o_ref[i] = carry  # ... and in one with a static bound (a `scan`)
+        return carry + 1
+
+    jax.lax.fori_loop(0, 2, static, 0)
+
+
+def _reads_back_in_a_loop(c_ref, o_ref):
+    def row(i, carry):
+        o_ref[i] = c_ref[i]
+        return carry + o_ref[1 - i]  # element 1 may be read before it is written
+
+    o_ref[0] = jax.lax.fori_loop(0, jnp.minimum(c_ref[0], 2), row, 0)
+
+
+def _reads_back_in_a_static_loop(c_ref, o_ref):
+    def row(i, carry):
+        return carry + o_ref[i]
+
+    o_ref[0] = jax.lax.fori_loop(0, 2, row, 0)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-219")
+def test_stores_inside_a_fori_loop_are_followed_into_the_loop():
+    """A `fori_loop` (a `while` with a loaded bound, a `scan` with a static one) that only stores into the output
+    reads nothing the fills stand for; one whose body loads the output is still named."""
+    assert unwritten_reads(_eqn(_stores_in_loops)) == ""
+    assert unwritten_reads(_eqn(_reads_back_in_a_loop)) == "output 0, read back by the kernel"
+    assert unwritten_reads(_eqn(_reads_back_in_a_static_loop)) == "output 0, read back by the kernel"
+
+
+def _at_loaded_then_stored(c_ref, o_ref):
+    o_ref[0] = c_ref[c_ref[0]]
+    c_ref[0] = -1  # the input may then hold what its values do not
+
+
+def _at_loaded_in_a_loop(c_ref, o_ref):
+    def body(i, carry):
+        return carry + c_ref[c_ref[i]]
+
+    o_ref[0] = jax.lax.fori_loop(0, jnp.minimum(c_ref[0], 2), body, 0)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-220")
+def test_an_index_loaded_from_an_input_takes_the_inputs_values():
+    """Given the values the call runs on, a load from an input the kernel never writes (in a loop too) is in their
+    interval: `c[c[0]]` is cleared for values in [0, 1] and named for a -1 among them, for an input the kernel also
+    stores into, and for one that aliases an output; without values it is named, as before."""
+    def why(kernel, values, **kw):
+        eqn = _eqn(kernel, **kw)
+        return unwritten_reads(eqn, [jnp.asarray(values, jnp.int32)])
+
+    assert why(_at_loaded, [1, 0]) == ""
+    assert why(_at_loaded_in_a_loop, [1, 0]) == ""
+    for kernel, values, kw in ((_at_loaded, [1, -1], {}), (_at_loaded_then_stored, [1, 0], {}),
+                               (_at_loaded, [1, 0], {"aliases": {0: 0}}), (_at_loaded_in_a_loop, [0, -1], {})):
+        assert "an index semcheck cannot show is at least 0" in why(kernel, values, **kw), (kernel, values, kw)
+    assert "an index semcheck cannot show is at least 0" in unwritten_reads(_eqn(_at_loaded))
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-220")
+def test_a_loaded_index_is_cleared_exactly_when_the_inputs_values_are_not_negative():
+    """Over drawn inputs of 2 .. 4 values: `c[c[0]]` is cleared exactly where no value is negative."""
+    eqns = {n: _eqn(_at_loaded, rows=n) for n in (2, 3, 4)}
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.integers(-3, 3), min_size=2, max_size=4))
+    @example([0, -1])
+    @example([3, 0, 1])
+    def check(values):
+        why = unwritten_reads(eqns[len(values)], [jnp.asarray(values, jnp.int32)])
+        assert (why == "") == (min(values) >= 0), (values, why)
+
+    check()

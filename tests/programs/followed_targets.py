@@ -267,6 +267,39 @@ def count_from_unwritten_part_reversed(num_devices: int, *, dma_mode: str = "eag
                           read=lambda again: again[::-1])
 
 
+def _loop_written_kernel(count_ref, out_ref):
+    def element(i, carry):
+        out_ref[i] = count_ref[i]  # a store only; elements past the loaded bound: memory nothing writes
+        return carry
+
+    jax.lax.fori_loop(0, jnp.minimum(count_ref[0], 1), element, 0)
+
+
+@semcheck.target(devices=[2])
+def count_from_a_loop_written_part(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """As `count_from_written_part`, the producer storing element 0 in a `fori_loop` with a loaded bound (PRG-219):
+    the loop only stores, so under `hardware` the written element is a fact (proved; it was unknown)."""
+    return _count_program(num_devices, dma_mode, interpret, _loop_written_kernel, out_len=8)
+
+
+@semcheck.target(devices=[2])
+def count_from_a_loop_unwritten_part(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The same producer; the wait call's counts are element 3, which its loop never writes: unknown."""
+    return _count_program(num_devices, dma_mode, interpret, _loop_written_kernel, out_len=8,
+                          read=lambda again: again[3:4] + 0)
+
+
+def _index_from_input_kernel(count_ref, out_ref):
+    out_ref[0] = count_ref[jnp.minimum(count_ref[0], 1) - 1]  # >= 0 as the counts given are >= 1
+
+
+@semcheck.target(devices=[2])
+def count_at_an_index_its_input_holds(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The producer indexes its counts at `min(count, 1) - 1`: 0 for the counts it is given (3 and 2), which it
+    never writes (PRG-220: proved under `hardware`; a loaded value was any int32, so the index any, unknown)."""
+    return _count_program(num_devices, dma_mode, interpret, _index_from_input_kernel)
+
+
 def _racy_count_kernel(count_ref, out_ref, src_ref, tmp_ref, sems):
     src_ref[...] = jnp.zeros_like(src_ref)
     first = pltpu.make_async_copy(src_ref, tmp_ref, sems.at[0])

@@ -132,6 +132,27 @@ def test_a_later_call_that_reads_only_what_the_producer_wrote_is_decided():
 
 
 @pytest.mark.jax
+@pytest.mark.rule("PRG-219")
+def test_a_producer_that_stores_in_a_loop_gives_facts_on_a_tpu():
+    """The producer stores element 0 of its 8 in a `fori_loop`: under `hardware` the call that reads element 0 is
+    proved (it was unknown: the loop was taken as reading its output back), the one reading element 3 unknown."""
+    got = _verify("tests/programs/followed_targets.py::count_from_a_loop_written_part")
+    assert set(_verdicts(got).values()) == {"proved"}, got
+    got = _verify("tests/programs/followed_targets.py::count_from_a_loop_unwritten_part")
+    assert set(_verdicts(got).values()) == {"unknown"}, got
+    assert "never writes" in got["deadlock-free"]["reason"], got["deadlock-free"]["reason"]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-220")
+def test_an_index_loaded_from_an_input_the_kernel_never_writes_is_bounded_by_its_values():
+    """The producer indexes at `min(count, 1) - 1` with counts 3 and 2: the load's interval is the counts' own, so
+    the index is 0 and the program is proved under `hardware` (it was unknown: a loaded index may be negative)."""
+    got = _verify("tests/programs/followed_targets.py::count_at_an_index_its_input_holds")
+    assert set(_verdicts(got).values()) == {"proved"}, got
+
+
+@pytest.mark.jax
 @pytest.mark.rule("PRG-167")
 def test_a_launch_reached_with_different_values_stays_unknown():
     """One jitted start and one jitted wait run two transfers: the same launch equations are reached twice.
