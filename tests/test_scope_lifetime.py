@@ -176,7 +176,8 @@ def test_interpreter_raises_where_a_half_can_run_outside():
 def test_on_wait_deferred_writeback_fails_every_run():
     """Every on_wait run raises KeyError at the late wait (the recorded run of the example): the model's runs
     raise there too, so deadlock-free is violated with that failure (no run completes), exit-balance vacuous
-    (no run reaches the exit) and the rest unknown, citing the failure; eager's runs complete, and stand."""
+    (no run reaches the exit), the id properties proved on every state reached (RUN-60) and the rest unknown,
+    citing the failure; eager's runs complete, and stand."""
     p = _streaming(False)
     on_wait = {v.property: v for v in check_program(p, "on_wait")}
     assert on_wait.pop("invocation-confined").verdict == "violated"
@@ -189,6 +190,8 @@ def test_on_wait_deferred_writeback_fails_every_run():
     assert type(p.cores[0][replayed.failure.pc]) is Wait  # the late wait runs the task
     eb = on_wait.pop("exit-balance")
     assert eb.verdict == "vacuous" and "no run reaches a kernel exit" in eb.reason
+    for prop in ("id-disjoint", "id-int16", "id-agreement"):  # RUN-60: judged on every state the explorer reaches
+        assert on_wait.pop(prop).verdict == "proved"
     assert all(v.verdict == "unknown" and "KeyError" in v.reason and "ERR-19" in v.reason for v in on_wait.values())
     eager = {v.property: v.verdict for v in check_program(p, "eager")}
     assert eager.pop("invocation-confined") == "violated"
