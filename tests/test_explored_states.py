@@ -8,15 +8,19 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from strategies import programs, scope_programs
 from test_explore_devices import apart_programs
 from test_races import programs_with_accesses
 
 from semcheck.checker.frontend.api import load
 from semcheck.checker.properties.checking import check_program
-from semcheck.checker.properties.explored_states import PROPS, explored, explored_verdict, state_checks
+from semcheck.checker.properties import failing_facts
+from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.explored_states import (PROPS, explored, explored_verdict, state_checks,
+                                                        states_explored)
 from semcheck.model import State, explore
-from semcheck.model.explore import explore_states
+from semcheck.model.explore import ExplorationLimit, explore_states
 from semcheck.model.step import enabled, step
 from semcheck.model.run import run
 
@@ -152,3 +156,25 @@ def test_a_proof_from_devices_walked_alone_holds_on_every_state(program):
         assert all(v is None for v in found[0].values())
         every, _ = explore_states(program, mode, state_checks(program, mode), max_states=200_000)
         assert all(every[prop] is None for prop in PROPS), (mode, every)
+
+
+@settings(max_examples=80, deadline=None)
+@given(programs(max_devices=2, max_ops=3) | scope_programs() | apart_programs(), st.sampled_from(MODES),
+       st.integers(1, 60))
+@pytest.mark.rule("RUN-60")
+def test_a_reduced_walk_past_the_budget_means_the_walk_of_every_state_is_past_it(program, mode, budget):
+    """The walk of every state is skipped where RUN-5's reduced walk (shared with `deadlock-free`) exceeded the
+    budget: the reduced walk's states are some of its states, so it would exceed the budget too, and the per-state
+    verdicts are those of the walk of every state at any budget (drawn small, so that both walks run past it)."""
+    old = failing_facts.FALLBACK_STATES
+    failing_facts.FALLBACK_STATES = budget
+    try:
+        shared = states_explored(Analysis(program).mode(mode))
+    finally:
+        failing_facts.FALLBACK_STATES = old
+    assert shared == explored(program, mode, budget)
+    try:
+        explore(program, mode, max_states=budget)
+    except ExplorationLimit:
+        with pytest.raises(ExplorationLimit):
+            explore_states(program, mode, state_checks(program, mode), max_states=budget)

@@ -30,8 +30,6 @@ from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd, failure_reached
-from semcheck.model.explore import ExplorationLimit
-from semcheck.model.explore_devices import explore_outcomes
 from semcheck.model.fast import fast_run
 from semcheck.model.ops import DmaMode, Program
 
@@ -73,7 +71,7 @@ def deadlock_free(
     if not low.ok:
         refusals = list(dict.fromkeys(low.unsupported))[:3]  # one refusal per copy, not one per device
         return _fallback(program, mode, "the program is outside the encoding: " + "; ".join(refusals),
-                         fallback_states, stats)
+                         fallback_states, stats, facts)
     t1 = time.perf_counter()
     end = facts.end  # shared by eager and on_wait; a witness below runs this mode's own
     stats["s_prime_s"] = round(time.perf_counter() - t1, 4)
@@ -84,7 +82,7 @@ def deadlock_free(
             program, mode,
             f"the program can fail ({v.message} at core {c} op {pos}, {program.cores[c][pos].loc}); "
             "with failures, whether a run deadlocks depends on the schedule",
-            fallback_states if mode != "hardware" else 0, stats,
+            fallback_states if mode != "hardware" else 0, stats, facts,
         )
     if certificate is not None:
         stats.update(certificate(low, end))
@@ -108,14 +106,13 @@ def deadlock_free(
     return Verdict(PROPERTY, "violated", witness=witness, stats=stats)
 
 
-def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: dict) -> Verdict:
+def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: dict, facts: ModeAnalysis) -> Verdict:
     """ERR-19: decide by every schedule (RUN-4) within `states` states. PROP-4 asks that no terminal state
     has an unfinished core: a run that fails ends with some (ERR-7), so it is a violation as a deadlock is."""
     if states <= 0:
         return Verdict(PROPERTY, "unknown", reason=f"{reason} (ERR-19)", stats=stats)
-    try:
-        ex = explore_outcomes(program, mode, max_states=states)
-    except ExplorationLimit:
+    ex = failing_facts.explored_outcomes(facts, states)  # one walk per mode and budget, shared (RUN-60)
+    if ex is None:
         found = _one_bad_run(program, mode, reason, states, stats)
         return found or Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states "
                                 "(ERR-19)", stats=stats)

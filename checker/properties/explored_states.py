@@ -18,6 +18,8 @@ to the first state found, replayed on the step relation. Past the budget nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from semcheck.checker.properties import failing_facts
 from semcheck.checker.properties.id_uses import disagreement
 from semcheck.checker.properties.id_states import in_both_tables, int16_offence
@@ -63,15 +65,19 @@ def state_checks(program: Program, mode: DmaMode) -> dict[str, StateCheck]:
     return {"id-disjoint": disjoint, "id-int16": int16, "id-agreement": agreement, FAILED_AGREEMENT: agreement_failed}
 
 
-def explored(program: Program, mode: DmaMode, max_states: int) -> tuple[dict[str, StateFinding | None], int, str] | None:
+def explored(program: Program, mode: DmaMode, max_states: int, reduced_fits: Callable[[], bool] | None = None,
+             ) -> tuple[dict[str, StateFinding | None], int, str] | None:
     """RUN-60: each property's first violating state over every reachable state of an interpreter mode, the states
     visited and how; None past `max_states` or under hardware (ERR-19: a failure there is the model's). Devices that
-    meet only at barriers of every device are walked one at a time first (`_alone`), which proves or says nothing."""
+    meet only at barriers of every device are walked one at a time first (`_alone`), which proves or says nothing.
+    `reduced_fits()` False: RUN-5's reduced walk of every actor exceeded `max_states`, so this walk would too."""
     if mode == "hardware" or not isinstance(program, Program):
         return None
     alone = _alone(program, mode, max_states)
     if alone is not None:
         return alone
+    if reduced_fits is not None and not reduced_fits():
+        return None  # the reduced walk visits some of the states this one does (RUN-60): past the budget too
     try:
         findings, states = explore_states(program, mode, state_checks(program, mode), max_states=max_states)
     except ExplorationLimit:
@@ -101,8 +107,12 @@ def _alone(program: Program, mode: DmaMode, max_states: int) -> tuple[dict[str, 
 
 def states_explored(facts) -> tuple[dict[str, StateFinding | None], int, str] | None:
     """`explored` of a mode's analysis within ERR-19's budget (`FALLBACK_STATES`), computed once per mode."""
+    def reduced_fits() -> bool:
+        ex = failing_facts.explored_outcomes(facts)  # shared with `deadlock-free` and BUF-14's verdicts
+        return ex is not None and not ex.walked_alone  # walked alone: the reduced walk had exceeded it
+
     return facts.whole.shared(("states_explored", facts.mode), lambda: explored(
-        facts.program, facts.mode, failing_facts.FALLBACK_STATES))
+        facts.program, facts.mode, failing_facts.FALLBACK_STATES, reduced_fits))
 
 
 def explored_verdict(prop: str, program: Program, mode: DmaMode, found: tuple | None, context: str) -> Verdict | None:

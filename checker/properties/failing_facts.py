@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from semcheck.checker.static.least_stuck import failure_reached, truncate
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.model.errors import InterpreterView, RevisitedBlock, WindowOutOfBounds
-from semcheck.model.explore import ExplorationLimit
+from semcheck.model.explore import Exploration, ExplorationLimit
 from semcheck.model.explore_devices import explore_outcomes
 from semcheck.model.ops import Access, DmaMode, DmaStart, Op, Program
 from semcheck.model.state import Outcome
@@ -99,13 +99,24 @@ def deferred_never_raise(program: Program, mode: DmaMode, states: int | None = N
                    for o in ex.outcomes for f in o.state.failures)
 
 
+def explored_outcomes(facts: ModeAnalysis, states: int | None = None) -> Exploration | None:
+    """RUN-4 (`explore_outcomes`: RUN-5's reduced walk, else RUN-57's) of this mode's program within `states`
+    (None: `FALLBACK_STATES`), computed once per mode and budget for every reader; None past it."""
+    budget = FALLBACK_STATES if states is None else states
+
+    def compute() -> Exploration | None:
+        try:
+            return explore_outcomes(facts.program, facts.mode, max_states=budget)
+        except ExplorationLimit:
+            return None
+
+    return facts.whole.shared(("explored_outcomes", facts.mode, budget), compute)
+
+
 def scope_exploration(facts: ModeAnalysis) -> tuple | None:
     """BUF-14: (every explored outcome, the states explored, how they were, `Exploration.how`) of a program
     whose runs may raise at a run_scoped buffer under this interpreter mode; None past `FALLBACK_STATES` states."""
     if not isinstance(facts.program, Program):  # a Symmetric asks its built program (`scope_failure_verdict`)
         return None
-    try:
-        ex = explore_outcomes(facts.program, facts.mode, max_states=FALLBACK_STATES)
-    except ExplorationLimit:
-        return None
-    return ex.outcomes, ex.states, ex.how()
+    ex = explored_outcomes(facts)
+    return None if ex is None else (ex.outcomes, ex.states, ex.how())

@@ -12,16 +12,19 @@ for nothing from it, and it leaves no semaphore behind. semcheck gives device 0 
 every property is proved under `hardware`. examples/programs/buggy/per_device_cond_partner_skips.py is the
 hazard: a communicating kernel that the partner device skips.
 
-What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
-after 40 s). Every interpreted call ends at a clean-up barrier of every device, and a call without a
-collective id starts at a start barrier of every device; each trip of either takes one wait of every device
-(specs/semantics/calls.md PRG-179). After the ring kernel, device 0 waits at the doubling kernel's start
-barrier, which no other device reaches; device 1 waits in the pairwise kernel for device 0's signal (at 4
-devices, devices 2 and 3 finish the pairwise kernel and wait at its clean-up barrier). Device 0 runs one call
-more than the others, so no run completes: semcheck says deadlock-free violated in those modes, naming the
-doubling kernel's line (specs/deciding/programs.md PRG-180); the ring kernel, which every device runs first,
-keeps its proofs; the doubling kernel never starts, so its other properties are vacuous (PRG-181); the pairwise
-kernel's are unknown (the calls of different devices share one manager, PRG-145).
+What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed after 40 s).
+Every interpreted call ends at a clean-up barrier of every device, and a call without a collective id starts at a
+start barrier of every device; each trip of either takes one wait of every device (specs/semantics/calls.md
+PRG-179). After the ring kernel, device 0 waits at the doubling kernel's start barrier, which no other device
+reaches; device 1 waits in the pairwise kernel for device 0's signal (at 4 devices, devices 2 and 3 finish the
+pairwise kernel and wait at its clean-up barrier). Device 0 runs one call more than the others, so no run
+completes: semcheck says deadlock-free violated in those modes, naming the doubling kernel's line
+(specs/deciding/programs.md PRG-180); the ring kernel, which every device runs first, keeps its proofs; the
+doubling kernel never starts, so its other properties are vacuous (PRG-181); the pairwise kernel's other seven
+properties are proved (2 and 4 devices) over what every run reaches before the hang (PRG-211, PRG-212): only the
+devices other than device 0 run it, and their runs of it are runs of the kernel alone in which device 0 has not
+moved (device 1 signals device 0's barrier semaphore, which device 0 never reads, and then waits at the barrier for
+good).
 """
 
 from __future__ import annotations

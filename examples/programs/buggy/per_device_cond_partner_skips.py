@@ -9,11 +9,15 @@ waits at its barrier for a signal no device sends, and the program hangs (deadlo
 barrier wait of the pairwise kernel that devices 0, 2, ... run). semcheck gives each device its own call
 sequence (specs/deciding/programs.md PRG-145): the even devices (ring, pairwise), the odd ones (ring).
 
-What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed
-after 40 s): the even devices wait in the pairwise kernel for their partners' signals, and the odd devices,
-which have finished, never reach its clean-up barrier (specs/semantics/calls.md PRG-179). The even devices run
-one call more, so semcheck says deadlock-free violated in those modes (specs/deciding/programs.md PRG-180); the
-ring kernel keeps its proofs; the rest is unknown (PRG-145).
+What the interpreter does: hangs, at 2 and 4 devices in both DMA modes (the recorded runs are killed after 40 s):
+the even devices wait in the pairwise kernel for their partners' signals, and the odd devices, which have finished,
+never reach its clean-up barrier (specs/semantics/calls.md PRG-179). The even devices run one call more, so
+semcheck says deadlock-free violated in those modes (specs/deciding/programs.md PRG-180); the ring kernel keeps its
+proofs; the pairwise kernel's other seven properties are proved (2 and 4 devices) over what every run reaches
+before the hang (PRG-211, PRG-212): only the even devices run it, each signalling its partner's barrier semaphore
+(which the finished partner never reads) and then waiting at the barrier for good, so its copy never starts. (Under
+`hardware`, where the odd devices exit with that signal unconsumed and no copy reaches the even devices' receive
+semaphores, exit-balance and dma-bytes are violated too.)
 """
 
 from __future__ import annotations
