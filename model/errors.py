@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 
 class ModelBug(AssertionError):
@@ -149,6 +150,7 @@ class SemaphoreOutput(Violation):
     output: str
     uninitialized_memory: str = "nan"
     dtype: str = "semaphore"
+    loc: Any = dataclasses.field(default=None, compare=False)  # PRG-223: the failing call's line, if it runs no op
 
     @property
     def message(self) -> str:
@@ -173,6 +175,7 @@ class TypedOperand(Violation):
 
     operand: str
     space: str
+    loc: Any = dataclasses.field(default=None, compare=False)  # PRG-223: the failing call's line, if it runs no op
 
     @property
     def message(self) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.dynamic_grid import resolve_grid
 from semcheck.checker.frontend.errors import BadTargetReturn, FrontendError
-from semcheck.checker.frontend.lower import LoweringStats
+from semcheck.checker.frontend.lower import LoweringStats, at_call
 from semcheck.checker.frontend.scan_inputs import lower_iterations, refuse_regions_a_loop_varies
 from semcheck.checker.frontend.symmetric_lowering import SYMMETRIC_FROM, lower_call
 from semcheck.checker.frontend.targets import Target, load_targets, provision_for_tracing
@@ -185,7 +185,7 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
         else:
             stats.unpredicted = unseen
         if failed is None and program.launch_failure is not None and not isinstance(refused, _NeverStarts):
-            failed = (call.unit, program.launch_failure)
+            failed = (call.unit, at_call(program.launch_failure, call))  # PRG-223: the failing call's line
         mode = dma_mode if dma_mode is not None else call.dma_mode
         # ACC-27: the values hardware knows, where they differ; ACC-28: the same values, where the kernel broke a
         # tie only the interpreter's modes break alike

@@ -181,8 +181,6 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
     from semcheck.checker.frontend.call_boundary import exit_reads
     from semcheck.checker.frontend.dynamic_grid import resolve_grid
     from semcheck.checker.frontend.grid import hbm_labels, hbm_names, launch_operands
-    from semcheck.checker.frontend.interpreter_lowering import translation_failure
-    from semcheck.checker.frontend.typed_operands import typed_operand_failure
     from semcheck.checker.frontend.lowerer import Lowerer
 
     t0 = time.perf_counter()
@@ -205,8 +203,7 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
         raise Unsupported("pallas_call", "a local grid environment (vmapped kernel) is not supported", call.loc)
 
     # ERR-36 fails first (the interpreter's first step), then LAUNCH-2, ERR-43, when tracing, then LAUNCH-3
-    failure = (typed_operand_failure(call.refused_spaces) or semaphore_output_failure(call)
-               or vmapped_semantics_failure(call) or translation_failure(call))
+    failure = lowering_failure(call)
     scratch, kernel_args, hbm_buffers = launch_operands(call)
     lw = Lowerer(call, num_devices, n_cores, follow_copies=follow_copies, follow_floats=follow_floats)
     schedule = lw.schedule  # grid_schedule(call, n_cores)
@@ -280,6 +277,25 @@ def _body_offset(core_ops: tuple[Op, ...], body: list[Op]) -> int:
     raise Unsupported("pallas_call", "semcheck cannot find the kernel's body in its launched program", NO_LOC)
 
 
+def lowering_failure(call: KernelCall) -> Any:
+    """What jax's interpreter raises while it lowers `call`, before anything of its computation runs (or None):
+    ERR-36 first (the interpreter's first step), then LAUNCH-2, ERR-43, when tracing, then LAUNCH-3. PRG-222: it
+    lowers every call of a computation this way, those in a branch or loop body no device runs included."""
+    from semcheck.checker.frontend.interpreter_lowering import translation_failure  # imports jax
+    from semcheck.checker.frontend.typed_operands import typed_operand_failure
+
+    return (typed_operand_failure(call.refused_spaces) or semaphore_output_failure(call)
+            or vmapped_semantics_failure(call) or translation_failure(call))
+
+
+def at_call(failure: Any, call: KernelCall) -> Any:
+    """PRG-223: `failure` naming `call`'s line, for the calls it stops that are not `call` (a failure that names
+    no line of its own: a semaphore result, LAUNCH-2; a typed argument, ERR-36)."""
+    if getattr(failure, "loc", False) is None:
+        return dataclasses.replace(failure, loc=call.loc)
+    return failure
+
+
 def semaphore_output_failure(call: KernelCall) -> SemaphoreOutput | None:
     """LAUNCH-2 / D21: the interpreter builds every output's initial value before the kernel runs and
     fails on a semaphore dtype (ERR-8); a TPU launches the call. The program is lowered as the hardware
@@ -313,4 +329,4 @@ def vmapped_semantics_failure(call: KernelCall) -> Untranslatable | None:
                           call.loc.file, call.loc.line, call.loc.text)
 
 
-__all__ = ["LoweringStats", "PartialLowering", "lower_kernel", "vmapped_semantics_failure"]
+__all__ = ["LoweringStats", "PartialLowering", "at_call", "lower_kernel", "lowering_failure", "vmapped_semantics_failure"]

@@ -30,6 +30,7 @@ from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.grid_copies import GridCopyLoc
 from semcheck.checker.frontend.program_ir import Invocation, Outside, ProgramIR, iteration_words
 from semcheck.model.ops import (
+    Loc,
     BARRIER,
     Access,
     AllocBuffer,
@@ -517,9 +518,11 @@ def _interpreter(invs: tuple[Invocation, ...], lowered: list[Program], order: tu
         unit, failure = unlowerable
         if all(invs[k].call.unit >= unit for k in order):  # no call of the program runs
             return failure, True, ""
-        raise Unsupported("program", "a kernel call with a semaphore result that no device runs (in a cond's other "
-                          "branch or a loop body) fails the lowering of its computation in interpret mode, after "
-                          "the calls of earlier computations ran: not modelled (PRG-221)", invs[order[0]].loc)
+        at = getattr(failure, "loc", None) or (Loc(failure.file, failure.line, failure.text)
+                                                 if getattr(failure, "line", 0) else invs[order[0]].loc)
+        raise Unsupported("program", "a kernel call that no device runs (in a cond's other branch or a loop body) "
+                          f"fails the lowering of its computation in interpret mode ({failure.message}), after "
+                          "the calls of earlier computations ran: not modelled (PRG-221, PRG-222)", at)
     if first is None:
         return None, True, ""
     before = order[:order.index(first)]

@@ -79,16 +79,18 @@ def program_ir(jaxpr: Any, args: Any = None, choices: tuple[int, ...] = ()) -> P
 
 
 def unlowerable(jaxpr: Any) -> tuple[int, Any] | None:
-    """PRG-221: the first top-level computation of `jaxpr` that jax's interpreter cannot lower, and its error: that of
-    its first kernel call with a semaphore result (LAUNCH-2) in the order jax lowers them, every branch of every
-    cond and every loop body included (branch 0 first), whichever a device takes and however often a loop runs."""
-    from semcheck.checker.frontend.lower import semaphore_output_failure
+    """PRG-221, PRG-222: the first top-level computation of `jaxpr` that jax's interpreter cannot lower, and its
+    error: that of its first kernel call whose lowering fails (`lowering_failure`: a semaphore result, LAUNCH-2; a
+    typed argument, ERR-36; a vmapped call's semantics, ERR-43; an untranslatable kernel, LAUNCH-3) in the order jax
+    lowers them, every branch of every cond and every loop body included (branch 0 first), whichever a device takes
+    and however often a loop runs. PRG-223: the error carries that call's line."""
+    from semcheck.checker.frontend.lower import at_call, lowering_failure
     from semcheck.checker.frontend.trace import find_kernels
 
     for call in find_kernels(jaxpr):
-        failure = semaphore_output_failure(call)
+        failure = lowering_failure(call)
         if failure is not None:
-            return call.unit, failure
+            return call.unit, at_call(failure, call)
     return None
 
 

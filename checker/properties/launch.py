@@ -66,9 +66,12 @@ NOTHING_RUNS = {
 
 
 def _locs(failure: Violation, program: Program) -> tuple[Loc, ...]:
-    """The line the launch failure is shown at: the untranslatable equation's, else the kernel's first operation's."""
+    """The line the launch failure is shown at: the untranslatable equation's, the failing call's where it is not the
+    program's (PRG-223), else the kernel's first operation's."""
     if isinstance(failure, Untranslatable) and failure.line:
         return (Loc(failure.file, failure.line, failure.text),)
+    if getattr(failure, "loc", None) is not None:  # PRG-223: a call no device runs, whose lowering fails
+        return (failure.loc,)
     first = next((ops[0] for ops in program.cores if ops), None)
     return (first.loc,) if first is not None and first.loc.line else ()
 
