@@ -27,6 +27,8 @@ class ScopeTouch:
     `AllocBuffer` and `FreeBuffer` there (`free` is None when the scope does not end in the kernel).
     `kind` "semaphore" (SEM-10): `label` is a scoped semaphore a copy's half counts on ("read": the
     send semaphore, "write": the receive semaphore) or a remote signal lands on (`half` "signal").
+    `empty`: the copy moves no bytes (ACC-67: it touches nothing on a TPU, but jax's interpreter still looks
+    its buffer's key up when it runs the half, ACC-68).
     """
 
     core: int
@@ -37,6 +39,7 @@ class ScopeTouch:
     enter: int | None
     free: int | None
     kind: str = "buffer"
+    empty: bool = False
 
 
 def scope_windows(ops: tuple, alloc: type = AllocBuffer) -> dict[str, tuple[int, int | None]]:
@@ -60,8 +63,9 @@ def scope_touches(program: Program) -> list[ScopeTouch]:
     The read half touches the source on the issuing core; the write half the destination on the
     target core (DMA-1), named there by the issuer's label, as the interpreter keys it by the issuer's
     buffer id (BUF-9). A destination label the target core never allocates has no window (`enter` None).
-    Copies whose target is out of range fail at their start (ERR-4) and touch nothing, and so do copies of
-    no bytes (ACC-67: a half that moves nothing reads and writes no element of the buffer)."""
+    Copies whose target is out of range fail at their start (ERR-4) and touch nothing. A copy of no bytes
+    is kept, marked `empty`: on a TPU it touches nothing (ACC-67), but jax's interpreter looks the buffer's
+    key up when it runs either half, whatever its size, and raises where the scope is not live (ACC-68)."""
     out = semaphore_touches(program)
     windows = [scope_windows(ops) for ops in program.cores]
     scoped = set().union(*windows) if windows else set()
@@ -69,17 +73,28 @@ def scope_touches(program: Program) -> list[ScopeTouch]:
         return out
     for g, ops in enumerate(program.cores):
         for pc, op in enumerate(ops):
-            if type(op) is not DmaStart or op.nbytes == 0:  # ACC-67
+            if type(op) is not DmaStart:
                 continue
+            empty = op.nbytes == 0  # ACC-67, ACC-68
             if op.src_buf in scoped:
                 enter, free = windows[g].get(op.src_buf, (None, None))
-                out.append(ScopeTouch(g, pc, "read", op.src_buf, g, enter, free))
+                out.append(ScopeTouch(g, pc, "read", op.src_buf, g, enter, free, empty=empty))
             if op.dst_buf in scoped:
                 dst = target_core(program, "hardware", g, op.device, op.core, dma=True)
                 if isinstance(dst, int):
                     enter, free = windows[dst].get(op.dst_buf, (None, None))
-                    out.append(ScopeTouch(g, pc, "write", op.dst_buf, dst, enter, free))
+                    out.append(ScopeTouch(g, pc, "write", op.dst_buf, dst, enter, free, empty=empty))
     return out
+
+
+def touch_counts(program: Program, touch: ScopeTouch, mode: str) -> bool:
+    """ACC-67, ACC-68: whether BUF-13 asks this touch under `mode`. A half of no bytes touches nothing on a
+    TPU; under an interpreter mode it counts where the interpreter can run it outside the scope's window
+    (`interpreter_raises`, or a target that never allocates the buffer), since its lookup of the key raises
+    there as any copy's does."""
+    if not touch.empty:
+        return True
+    return mode != "hardware" and (touch.enter is None or interpreter_raises(program, touch, mode))
 
 
 def region_of(site: str) -> str:

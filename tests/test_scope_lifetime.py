@@ -378,6 +378,32 @@ def _zero_byte_fill(nbytes: int) -> Program:
 def test_a_copy_of_no_bytes_touches_no_scope(mode):
     """A copy of 0 bytes (a `pl.ds(0, n)` with `n == 0`) left unretired at the scope's end moves nothing into the
     buffer: the program is confined; the same copy of 4096 bytes, waited after the free, is not."""
-    assert not [t for t in scope_touches(_zero_byte_fill(0)) if t.pc == 5]
+    assert all(t.empty for t in scope_touches(_zero_byte_fill(0)) if t.pc == 5)
     assert invocation_confined(_zero_byte_fill(0), mode).verdict == "proved"
     assert invocation_confined(_zero_byte_fill(4096), mode).verdict == "violated"
+
+
+def _empty_fill_popped_after_free() -> Program:
+    """One scope: a 4096-byte copy between HBM buffers and then a copy of no bytes into the scoped buffer, both
+    on `in`, neither waited inside the scope; one wait for 4096 bytes after the free."""
+    empty = Region(((0, 0), (0, 128)))
+    ops = [*_launch(), AllocBuffer(_buf(1), 4096, "vmem", "core"),
+           DmaStart(IN, 4096, src_buf="hbm0", src_region=BOX, dst_buf="hbm1", dst_region=BOX),
+           DmaStart(IN, 0, src_buf="hbm0", src_region=empty, dst_buf=_buf(1), dst_region=empty),
+           FreeBuffer(_buf(1)), Wait(IN, 4096, "dma"), ExitCheck(0)]
+    return Program(Topology(1), (tuple(ops),))
+
+
+@pytest.mark.rule("ACC-68")
+def test_a_copy_of_no_bytes_run_after_its_scope_raises_in_the_interpreter():
+    """Under on_wait the wait after the free pops the newest task first, the empty copy's, whose write looks up
+    the freed buffer's key and raises KeyError, as any copy's does: the empty copy counts there. Under eager it
+    runs inside its start, and on a TPU it moves nothing (ACC-67): both are confined and fail nowhere."""
+    p = _empty_fill_popped_after_free()
+    (t,) = [t for t in scope_touches(p) if t.label == _buf(1)]
+    assert t.empty and interpreter_raises(p, t, "on_wait")
+    assert invocation_confined(p, "on_wait").verdict == "violated"
+    on_wait = {v.property: v for v in check_program(p, "on_wait")}
+    assert on_wait["deadlock-free"].verdict == "violated" and "KeyError" in on_wait["deadlock-free"].reason
+    for mode in ("eager", "hardware"):
+        assert {v.property: v.verdict for v in check_program(p, mode)} == dict.fromkeys(BY_ID, "proved")

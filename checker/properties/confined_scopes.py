@@ -35,7 +35,7 @@ from semcheck.model.fast import fast_run
 from semcheck.model.ops import AllocBuffer, AllocSem, DmaStart, Program, Signal, Wait
 from semcheck.model.run import REPLAY_LIMIT, run
 from semcheck.model.scope import (ScopeTouch, interpreter_keeps_inside, interpreter_raises, scope_touches,
-                                  unrecorded_copies)
+                                  touch_counts, unrecorded_copies)
 
 
 class Starts:
@@ -294,21 +294,24 @@ def scope_verdict(program: Any, mode: str, runs: ScopeRuns | None = None) -> Ver
     if runs.too_many:
         return Verdict(PROPERTY, "unknown", reason=runs.too_many)
     if mode != "hardware" and program.topology.cores_per_device > 1 and not all(
-            interpreter_keeps_inside(program, t, mode) for t in scope_touches(program)):  # PRG-210
+            interpreter_keeps_inside(program, t, mode) for t in scope_touches(program)
+            if touch_counts(program, t, mode)):  # PRG-210
         return Verdict(PROPERTY, "unknown", reason=(
             f"{runs.touches} copy half(s) touch run_scoped buffers, and with several cores per device the "
             f"interpreter's schedules are not the hardware runs the scope check reads (BUF-13)"))
-    raising = [x for x in runs.found if interpreter_raises(program, x[0], mode)]
-    maybe = [why for t, why in runs.unsure
+    found = [x for x in runs.found if touch_counts(program, x[0], mode)]  # ACC-67, ACC-68
+    unsure = [x for x in runs.unsure if touch_counts(program, x[0], mode)]
+    raising = [x for x in found if interpreter_raises(program, x[0], mode)]
+    maybe = [why for t, why in unsure
              if t.kind == "buffer" and (t.enter is None or interpreter_raises(program, t, mode))]
-    if runs.found:
-        t, when, run_out, starts = (raising or runs.found)[0]
+    if found:
+        t, when, run_out, starts = (raising or found)[0]
         v = _witness(program, t, run_out, when, mode, starts)
         if not raising and maybe:  # undecided elsewhere, where the interpreter may raise
             v = dataclasses.replace(v, stats={**v.stats, "unsure_raises": maybe[0]})
         return v
-    if runs.unsure:
-        return Verdict(PROPERTY, "unknown", reason="; ".join(why for _, why in runs.unsure[:2]),
+    if unsure:
+        return Verdict(PROPERTY, "unknown", reason="; ".join(why for _, why in unsure[:2]),
                        stats={"raises": bool(maybe)})
     sym = (f"; those of devices 0..{runs.period - 1} checked, the program repeating every {runs.period} devices "
            "(PRG-131)" if runs.period < program.topology.num_devices else "")
