@@ -171,7 +171,7 @@ def after_failures(kernels: list[Any]) -> list[Any]:
 
     out = mark_refused(list(kernels))
     _refuse_failing_iterations(out)
-    i = 0
+    i, unshown = 0, None
     while i < len(out):
         k = out[i]
         if k.call is None or k.program.launch_failure is not None or i == len(out) - 1:
@@ -190,9 +190,11 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                 # usual in both, and a later failure starts the rule again in both)
                 # PRG-224: every run of a mode fails, with one of several failures: the later calls never start
                 marks = {m: None if not v else _earlier_of(v, failed) for m, v in failures_per_mode(k.program).items()}
-            if failure is None and (marks is None or any(v is None for v in marks.values())):
+            if failure is None and (marks is None or all(v is None for v in marks.values())):
                 i += 1
                 continue
+            if failure is None and unshown is None and any(v is None for v in marks.values()):
+                unshown = (i, _unshown_reasons(marks, failed))  # PRG-225
         if marks is None:
             marks = {m: _earlier(failure, failed) for m in _MODES}
         unit = k.call.unit
@@ -216,7 +218,32 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                                   "(PRG-154): only the first iteration's call finds it, which is not modelled",
                                   out[i].loc)
             out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
+    if unshown is not None:
+        _unknown_after(out, *unshown)
     return [_with_iterations(k) for k in out]
+
+
+def _unshown_reasons(marks: dict[str, Any], failed: str) -> dict[str, str]:
+    shown = ", ".join(m for m, v in marks.items() if v is not None)
+    return {m: f"{failed} raises in every {shown} run but is not shown to raise in every {m} run, so which calls "
+               f"after it start under {m} is not decided (PRG-225)" for m, v in marks.items() if v is None}
+
+
+def _unknown_after(out: list[Any], i: int, reasons: dict[str, str]) -> None:
+    """PRG-225: every call after out[i], whose failure only some modes show in every run, is unknown in the other
+    modes (the calls the failure stops in the modes that show it are marked there)."""
+    for j in range(i + 1, len(out)):
+        o = out[j]
+        if o.call is None:
+            continue
+        if getattr(o, "iterations", ()):
+            from semcheck.checker.frontend.errors import Unsupported
+
+            raise Unsupported("program", f"{o.name} runs in a loop (PRG-183) after {reasons[next(iter(reasons))]}",
+                              o.loc)
+        apart = dict(getattr(o, "modes_apart", ()))  # a reason of its own (PRG-217's) stays: unknown either way
+        apart.update({m: r for m, r in reasons.items() if not isinstance(apart.get(m), str)})
+        out[j] = dataclasses.replace(o, modes_apart=tuple(apart.items()))
 
 
 def _marked(o: Any, marks: dict[str, Any]) -> Any:

@@ -22,7 +22,8 @@ EXAMPLE = "examples/programs/buggy/plan_writebacks_fail_apart.py"
 NOT_FED = "tests/programs/failing_plan_targets.py::apart_plan_then_a_call_it_does_not_feed"
 EAGER_ONLY = "tests/programs/failing_plan_targets.py::plan_raising_under_eager_only"
 BY_DEVICE = "tests/programs/failing_plan_targets.py::plan_failing_apart_per_device_then_a_call"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE)
+ONE_MODE = "tests/programs/failing_plan_targets.py::eager_only_plan_then_a_call"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -108,4 +109,18 @@ def test_a_call_after_a_plan_failing_one_way_or_another_in_every_run_never_start
         _never_starts(got[("1", mode)], "each run raises one of:", "_per_device_plan_kernel at")
         message = got[("1", mode)]["deadlock-free"]["witness"]["message"]
         assert "reading [(8,)]" in message and "reading [(9,)]" in message, message
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-225")
+def test_a_call_after_a_plan_failing_in_one_mode_only_never_starts_there_and_is_unknown_in_the_other(rows):
+    """jax raises in the plan in every eager run and runs both calls under on_wait (checked at 2 devices). The call
+    after the plan was checked as if it ran in both modes (eager: every property proved); it now never starts under
+    eager, is unknown under on_wait with why, and runs under hardware (D28)."""
+    got = rows[ONE_MODE]
+    _never_starts(got[("1", "eager")], "Out-of-bounds read of table", "_unwaited_plan_kernel at")
+    on_wait = got[("1", "on_wait")].values()
+    assert {r["verdict"] for r in on_wait} == {"unknown"}
+    assert all("not shown to raise in every on_wait run" in r["reason"] and "PRG-225" in r["reason"] for r in on_wait)
     assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
