@@ -150,6 +150,17 @@ def _earlier(failure: Violation, failed: str) -> EarlierFailure:
     return EarlierFailure(getattr(failure, "python_type", type(failure).__name__), failure.message, failed)
 
 
+def _earlier_of(failures: frozenset, failed: str) -> EarlierFailure:
+    """PRG-224: the earlier failure a later call carries where every run of a mode raises one of `failures`."""
+    if len(failures) == 1:
+        return _earlier(next(iter(failures)), failed)
+    each = sorted((_earlier(v, failed) for v in failures), key=lambda e: (e.error_type, e.error))
+    kinds = {e.error_type for e in each}
+    kind = kinds.pop() if len(kinds) == 1 else "Exception"
+    text = "each run raises one of: " + "; ".join(f"{e.error_type}: {e.error}" for e in each)
+    return EarlierFailure(kind, text, failed)
+
+
 def after_failures(kernels: list[Any]) -> list[Any]:
     """PRG-11: `kernels` (in program order, each with its `call.unit`, the top-level computation it is
     dispatched in) with the calls that never start after a failed call marked (module docstring); and,
@@ -160,7 +171,7 @@ def after_failures(kernels: list[Any]) -> list[Any]:
 
     out = mark_refused(list(kernels))
     _refuse_failing_iterations(out)
-    i = 0
+    i, unshown = 0, None
     while i < len(out):
         k = out[i]
         if k.call is None or k.program.launch_failure is not None or i == len(out) - 1:
@@ -177,10 +188,13 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                 # PRG-122: a greedy run fails past a wait or a barrier; does every run of its mode? (PRG-218: both
                 # modes must be shown, each with its error: the calls after the next computation are then checked as
                 # usual in both, and a later failure starts the rule again in both)
-                marks = {m: None if v is None else _earlier(v, failed) for m, v in raised_per_mode(k.program).items()}
-            if failure is None and (marks is None or any(v is None for v in marks.values())):
+                # PRG-224: every run of a mode fails, with one of several failures: the later calls never start
+                marks = {m: None if not v else _earlier_of(v, failed) for m, v in failures_per_mode(k.program).items()}
+            if failure is None and (marks is None or all(v is None for v in marks.values())):
                 i += 1
                 continue
+            if failure is None and unshown is None and any(v is None for v in marks.values()):
+                unshown = (i, _unshown_reasons(marks, failed))  # PRG-225
         if marks is None:
             marks = {m: _earlier(failure, failed) for m in _MODES}
         unit = k.call.unit
@@ -204,7 +218,32 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                                   "(PRG-154): only the first iteration's call finds it, which is not modelled",
                                   out[i].loc)
             out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
+    if unshown is not None:
+        _unknown_after(out, *unshown)
     return [_with_iterations(k) for k in out]
+
+
+def _unshown_reasons(marks: dict[str, Any], failed: str) -> dict[str, str]:
+    shown = ", ".join(m for m, v in marks.items() if v is not None)
+    return {m: f"{failed} raises in every {shown} run but is not shown to raise in every {m} run, so which calls "
+               f"after it start under {m} is not decided (PRG-225)" for m, v in marks.items() if v is None}
+
+
+def _unknown_after(out: list[Any], i: int, reasons: dict[str, str]) -> None:
+    """PRG-225: every call after out[i], whose failure only some modes show in every run, is unknown in the other
+    modes (the calls the failure stops in the modes that show it are marked there)."""
+    for j in range(i + 1, len(out)):
+        o = out[j]
+        if o.call is None:
+            continue
+        if getattr(o, "iterations", ()):
+            from semcheck.checker.frontend.errors import Unsupported
+
+            raise Unsupported("program", f"{o.name} runs in a loop (PRG-183) after {reasons[next(iter(reasons))]}",
+                              o.loc)
+        apart = dict(getattr(o, "modes_apart", ()))  # a reason of its own (PRG-217's) stays: unknown either way
+        apart.update({m: r for m, r in reasons.items() if not isinstance(apart.get(m), str)})
+        out[j] = dataclasses.replace(o, modes_apart=tuple(apart.items()))
 
 
 def _marked(o: Any, marks: dict[str, Any]) -> Any:
@@ -234,15 +273,25 @@ def raised_per_mode(program: Program) -> dict[str, Violation | None]:
     failure ends the whole run, ERR-7), else each device's one run (ERR-47: one core per device, meeting only at
     barriers of every device), else, outside S' (an `on_wait` copy that raises in its waiter, ACC-11), every schedule
     within ERR-19's budget ends in a failure; in each, every failing position (or outcome) raises one failure."""
+    return {m: _one(v) for m, v in failures_per_mode(program).items()}
+
+
+def failures_per_mode(program: Program) -> dict[str, frozenset | None]:
+    """PRG-224: per interpreter mode, the failures one of which every run of `program` raises (found as
+    `raised_per_mode` finds one), or None where a run of the mode is not shown to fail."""
     from semcheck.checker.properties.analysis import Analysis
 
     if program.launch_failure is not None:
         return {m: None for m in _MODES}
     analysis = Analysis(program)
-    return {m: _raised_in(program, m, analysis) for m in _MODES}
+    return {m: _failures_in(program, m, analysis) for m in _MODES}
 
 
-def _raised_in(program: Program, mode: str, analysis: Any) -> Violation | None:
+def _one(raised: frozenset | None) -> Violation | None:
+    return next(iter(raised)) if raised is not None and len(raised) == 1 else None
+
+
+def _failures_in(program: Program, mode: str, analysis: Any) -> frozenset | None:
     from semcheck.checker.properties import failing_facts
     from semcheck.model.explore import ExplorationLimit
     from semcheck.model.explore_devices import explore_outcomes, failures_one_run_per_device
@@ -263,7 +312,7 @@ def _raised_in(program: Program, mode: str, analysis: Any) -> Violation | None:
             if not ex.outcomes or any(o.kind != "error" for o in ex.outcomes):
                 return None
             raised = {o.failure.violation for o in ex.outcomes}
-    return next(iter(raised)) if len(raised) == 1 else None
+    return frozenset(raised) if raised else None
 
 
 def never_starts_unlowered(call: Any, error: Exception, earlier: list[Any], units: list[int], *,
@@ -349,5 +398,5 @@ def _with_iterations(k: Any) -> Any:
 
 
 __all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "own_modes",
-           "raised_in_every_run", "raised_per_mode",
+           "raised_in_every_run", "raised_per_mode", "failures_per_mode",
            "reuse", "stopped_at_barrier_fetch"]

@@ -152,3 +152,64 @@ def plan_raising_under_eager_only(num_devices: int, *, dma_mode: str = "eager", 
                                check_vma=False))
     _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
     return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+def _per_device_plan_kernel(table_ref, x_ref, o_ref):
+    """Reads entry 8 + the device's index of an 8-entry SMEM table: past its end on every device, at another
+    entry on each."""
+    me = jax.lax.axis_index(ex.AXIS)
+    o_ref[...] = x_ref[...] + table_ref[table_ref[0] + 8 + me].astype(x_ref.dtype)
+
+
+def _double_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2
+
+
+@semcheck.target(devices=[2])
+def plan_failing_apart_per_device_then_a_call(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """A plan that raises in every run, in both modes, with the error of whichever device reads past its table first
+    (each reads another entry), then a call that does not read it: the call never starts (PRG-224). Before, the
+    failures differing, the call was checked as if it ran (every property proved)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(table, x):
+        plan = pl.pallas_call(_per_device_plan_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), vmem], out_specs=vmem,
+                              interpret=params)(table, x)
+        out = pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, interpret=params)(x)
+        return out, plan
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ex.AXIS)),
+                               out_specs=(P(ex.AXIS), P(ex.AXIS)), check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(jnp.zeros((8,), jnp.int32), NamedSharding(mesh, P())),
+                jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+@semcheck.target(devices=[2])
+def eager_only_plan_then_a_call(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """plan_raising_under_eager_only's plan, then a call that does not read it: under eager the call never starts;
+    under on_wait the plan completes and which calls start after it is not decided (PRG-225). Before, the call was
+    checked as if it ran in both modes (every property proved under eager, where jax raises in the plan)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(lens, x):
+        plan = pl.pallas_call(
+            _unwaited_plan_kernel, out_shape=jax.ShapeDtypeStruct((ex.PAGE,), jnp.int32),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, in_specs=[], out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                scratch_shapes=[pltpu.SMEM((ex.TABLE,), jnp.int32), pltpu.SemaphoreType.DMA((1,))]),
+            interpret=params)(lens)
+        out = pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, interpret=params)(x)
+        return out, plan
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(), P(ex.AXIS)), out_specs=(P(ex.AXIS), P()),
+                               check_vma=False))
+    _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
+    return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))

@@ -21,7 +21,9 @@ from cli._support import semcheck_many  # noqa: E402
 EXAMPLE = "examples/programs/buggy/plan_writebacks_fail_apart.py"
 NOT_FED = "tests/programs/failing_plan_targets.py::apart_plan_then_a_call_it_does_not_feed"
 EAGER_ONLY = "tests/programs/failing_plan_targets.py::plan_raising_under_eager_only"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY)
+BY_DEVICE = "tests/programs/failing_plan_targets.py::plan_failing_apart_per_device_then_a_call"
+ONE_MODE = "tests/programs/failing_plan_targets.py::eager_only_plan_then_a_call"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -42,10 +44,10 @@ def rows() -> dict[str, dict[tuple[str, str], dict]]:
     return out
 
 
-def _never_starts(props: dict, said: str) -> None:
+def _never_starts(props: dict, said: str, plan: str = "_plan_kernel at") -> None:
     dl = props["deadlock-free"]
     assert dl["verdict"] == "violated", dl
-    assert said in dl["witness"]["message"] and "_plan_kernel at" in dl["witness"]["message"], dl
+    assert said in dl["witness"]["message"] and plan in dl["witness"]["message"], dl
     assert {r["verdict"] for p, r in props.items() if p != "deadlock-free"} == {"vacuous"}
 
 
@@ -93,3 +95,32 @@ def test_a_mode_where_the_plan_is_not_shown_to_raise_keeps_the_call_unknown_with
         assert all("plan_copy_past_its_table.py:74" in r["reason"] for r in got[("1", mode)].values())
     assert all("not shown to raise in every on_wait run" in r["reason"] and "PRG-217" in r["reason"]
                for r in got[("1", "on_wait")].values())
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-224")
+def test_a_call_after_a_plan_failing_one_way_or_another_in_every_run_never_starts(rows):
+    """Each device's plan reads past its table at another entry, so every run raises one of two errors (jax: both
+    seen in each mode, whichever device reads first) and the call after it never starts. It was checked as if it
+    ran (every interpreter property proved); now it never starts in either mode, naming both errors, and runs under
+    hardware (D28)."""
+    got = rows[BY_DEVICE]
+    for mode in ("eager", "on_wait"):
+        _never_starts(got[("1", mode)], "each run raises one of:", "_per_device_plan_kernel at")
+        message = got[("1", mode)]["deadlock-free"]["witness"]["message"]
+        assert "reading [(8,)]" in message and "reading [(9,)]" in message, message
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-225")
+def test_a_call_after_a_plan_failing_in_one_mode_only_never_starts_there_and_is_unknown_in_the_other(rows):
+    """jax raises in the plan in every eager run and runs both calls under on_wait (checked at 2 devices). The call
+    after the plan was checked as if it ran in both modes (eager: every property proved); it now never starts under
+    eager, is unknown under on_wait with why, and runs under hardware (D28)."""
+    got = rows[ONE_MODE]
+    _never_starts(got[("1", "eager")], "Out-of-bounds read of table", "_unwaited_plan_kernel at")
+    on_wait = got[("1", "on_wait")].values()
+    assert {r["verdict"] for r in on_wait} == {"unknown"}
+    assert all("not shown to raise in every on_wait run" in r["reason"] and "PRG-225" in r["reason"] for r in on_wait)
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
