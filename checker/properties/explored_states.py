@@ -23,6 +23,7 @@ from collections.abc import Callable
 from semcheck.checker.properties import failing_facts
 from semcheck.checker.properties.id_uses import disagreement
 from semcheck.checker.properties.id_states import in_both_tables, int16_offence
+from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.replay import replay_until
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.checker.static.system import EncodingBug
@@ -37,11 +38,6 @@ from semcheck.model.step import target_core
 PROPS = ("id-disjoint", "id-int16", "id-agreement")
 # ERR-44: id-agreement at the end of a run that failed, where the target may not have made its allocation yet
 FAILED_AGREEMENT = "id-agreement at a failure"
-
-HINTS = {"id-disjoint": "choose a collective_id below 2000 (internal ids start at 2000)",
-         "id-int16": "ids are never freed: allocate semaphores outside loops",
-         "id-agreement": "allocate run_scoped semaphores in the same order on every device"}
-
 
 def state_checks(program: Program, mode: DmaMode) -> dict[str, StateCheck]:
     """RUN-60: each property's judgement of one reached state (`explore_states`' checks)."""
@@ -144,7 +140,7 @@ def _witness(prop: str, program: Program, mode: DmaMode, finding: StateFinding, 
         c, i, op, message = finding.found
         _, taken = replay_until(program, mode, finding.schedule, lambda s: s.pcs[c] > i)
         return Witness(message=f"{message} ({context}; a run the explorer found, RUN-60)", schedule=taken,
-                       locs=(op.loc,), details={"sender": c, "pc": i, "rule": "RUN-60"}, hint=HINTS[prop])
+                       locs=(op.loc,), details={"sender": c, "pc": i, "rule": "RUN-60"}, hint=BY_ID[prop].hint)
     last = finding.schedule[-1] if finding.schedule else None
     locs = ()
     if end.failure is not None:
@@ -154,4 +150,4 @@ def _witness(prop: str, program: Program, mode: DmaMode, finding: StateFinding, 
         locs = (program.cores[last[1]][before.pcs[last[1]]].loc,)
     return Witness(message=f"{finding.found} ({context}; a state the explorer reached, RUN-60)",
                    schedule=finding.schedule, locs=locs, details={"what": str(finding.found), "rule": "RUN-60"},
-                   hint=HINTS[prop])
+                   hint=BY_ID[prop].hint)
