@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend.intervals import INT_MAX, Interval, dtype_range, join, within
+from semcheck.checker.frontend.loop_intervals import walk_scan, walk_while
 from semcheck.checker.frontend.scan_inputs import scan_split
 from semcheck.checker.frontend.sync_primitives import SYNC
 
-INT_MAX = 2**31 - 1
-MAX_STEPS = 20_000  # equations the analysis evaluates (loop bodies once per iteration) before it gives up
-
-Interval = tuple[int, int] | None
+MAX_STEPS = 60_000  # equations the analysis evaluates (loop bodies once per trip walked) before it gives up
 
 # The operations whose operand after the ref (a stored or added value) is not an index.
 _VALUE_SECOND = frozenset({"swap", "addupdate"})
@@ -113,38 +112,18 @@ def _is_int_scalar(x: Any) -> bool:
     return _is_int(x) and getattr(x.aval, "shape", None) == ()
 
 
-def _dtype_range(x: Any) -> Interval:
-    """Every value an integer (or bool) scalar's dtype holds; None for any other value."""
-    dtype = getattr(getattr(x, "aval", None), "dtype", None)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        return None
-    if dt == np.bool_:
-        return (0, 1)
-    if np.issubdtype(dt, np.integer):
-        info = np.iinfo(dt)
-        return (int(info.min), int(info.max))
-    return None
-
-
-def _within(got: Interval, x: Any) -> Interval:
-    """`got` where the dtype of `x` holds all of it; else (an operation that wraps) every value of the dtype."""
-    full = _dtype_range(x)
-    if got is None or full is None:
-        return full
-    return got if full[0] <= got[0] and got[1] <= full[1] else full
-
-
-def _join(a: Interval, b: Interval) -> Interval:
-    return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+def _is_bool_scalar(x: Any) -> bool:
+    aval = getattr(x, "aval", None)
+    return not _is_ref(x) and getattr(aval, "dtype", None) == np.bool_ and getattr(aval, "shape", None) == ()
 
 
 def _arith(name: str, ins: list[Interval]) -> Interval:
     """The interval of an integer operation's result from its operands' (exact integers: `_within` then keeps it
     only where the result's dtype holds it); None when the operation is not one of these."""
-    if name in ("eq", "ne", "lt", "le", "gt", "ge"):
-        return (0, 1)
+    if name in _COMPARE:
+        return _compare(name, ins)
+    if name == "select_n":
+        return _selected(ins)
     if any(i is None for i in ins):
         return None
     if name in ("max", "min"):
@@ -153,8 +132,6 @@ def _arith(name: str, ins: list[Interval]) -> Interval:
     if name == "clamp":  # clamp(lo, x, hi) = min(max(x, lo), hi)
         lo, x, hi = ins
         return (min(max(x[0], lo[0]), hi[0]), min(max(x[1], lo[1]), hi[1]))
-    if name == "select_n":
-        return (min(c[0] for c in ins[1:]), max(c[1] for c in ins[1:])) if len(ins) > 1 else None
     if name == "add":
         return (ins[0][0] + ins[1][0], ins[0][1] + ins[1][1])
     if name == "sub":
@@ -169,15 +146,76 @@ def _arith(name: str, ins: list[Interval]) -> Interval:
     if name == "and":  # a bitwise and with a value >= 0 is >= 0 and at most that value
         nonneg = [i for i in ins if i[0] >= 0]
         return (0, min(i[1] for i in nonneg)) if nonneg else None
-    if name in ("rem", "div"):
+    if name == "div":  # PRG-228: truncated toward 0, monotone in each operand where the divisor is >= 1
+        return _quotients(ins, lambda a, b: int(np.trunc(a / b)) if abs(a) < 2**52 else None)
+    if name == "rem":
         a, b = ins
-        if a[0] < 0 or b[0] < 1:
-            return None
-        # rem: the dividend's sign, below the divisor; div: truncated toward 0
-        return (0, min(a[1], b[1] - 1)) if name == "rem" else (0, a[1])
+        if a[0] == a[1] and b[0] == b[1] and b[0] != 0:  # PRG-228: known operands, C's remainder
+            v = abs(a[0]) % abs(b[0])
+            return (v, v) if a[0] >= 0 else (-v, -v)
+        if a[0] >= 0 and b[0] > a[1]:
+            return a
+        # the dividend's sign, below the divisor
+        return (0, min(a[1], b[1] - 1)) if a[0] >= 0 and b[0] >= 1 else None
     if name in ("convert_element_type", "copy", "copy_p", "optimization_barrier") and len(ins) == 1:
         return ins[0]
+    if name in _ELEMENTS_KEPT:
+        return ins[0]
     return None
+
+
+_COMPARE = {"lt": (lambda a, b: a[1] < b[0], lambda a, b: a[0] >= b[1]),
+            "le": (lambda a, b: a[1] <= b[0], lambda a, b: a[0] > b[1]),
+            "gt": (lambda a, b: a[0] > b[1], lambda a, b: a[1] <= b[0]),
+            "ge": (lambda a, b: a[0] >= b[1], lambda a, b: a[1] < b[0]),
+            "eq": (lambda a, b: a[0] == a[1] == b[0] == b[1], lambda a, b: a[1] < b[0] or b[1] < a[0]),
+            "ne": (lambda a, b: a[1] < b[0] or b[1] < a[0], lambda a, b: a[0] == a[1] == b[0] == b[1])}
+
+
+def _compare(name: str, ins: list[Interval]) -> Interval:
+    """PRG-228: a comparison's result, 1 where it holds of every pair of values, 0 where of none, else either."""
+    if len(ins) != 2 or any(i is None for i in ins):
+        return (0, 1)
+    always, never = _COMPARE[name]
+    return (1, 1) if always(*ins) else (0, 0) if never(*ins) else (0, 1)
+
+
+def _quotients(ins: list[Interval], q: Any) -> Interval:
+    """A quotient's interval by a divisor >= 1: its least and greatest value over the operands' ends (it is
+    monotone in each operand there); None for any other divisor."""
+    a, b = ins
+    if b[0] < 1:
+        return None
+    ends = [q(x, y) for x in a for y in b]
+    return None if None in ends else (min(ends), max(ends))
+
+
+def _selected(ins: list[Interval]) -> Interval:
+    """`select_n(p, *cases)`: the cases its predicate may pick, joined (PRG-228: one case where it is known)."""
+    if len(ins) < 2:
+        return None
+    p, cases = ins[0], ins[1:]
+    if p is not None and p[0] == p[1] and 0 <= p[0] < len(cases):
+        return cases[p[0]]
+    if any(c is None for c in cases):
+        return None
+    return (min(c[0] for c in cases), max(c[1] for c in cases))
+
+
+def _logic(name: str, ins: list[Interval]) -> Interval:
+    """PRG-228: a bool's `not`, `and`, `or` (1 where it holds in every case, 0 where in none)."""
+    if any(i is None for i in ins):
+        return (0, 1)
+    if name == "not" and len(ins) == 1:
+        return (1 - ins[0][1], 1 - ins[0][0])
+    pick = min if name == "and" else max
+    return (pick(i[0] for i in ins), pick(i[1] for i in ins))
+
+
+# Operations every element of whose result is an element of their first operand (an interval of an array's
+# elements carries over; a scalar result of one of them too).
+_ELEMENTS_KEPT = frozenset({"slice", "squeeze", "reshape", "dynamic_slice", "reduce_max", "reduce_min",
+                            "broadcast_in_dim", "copy", "copy_p"})
 
 
 class _Walk:
@@ -185,10 +223,11 @@ class _Walk:
 
     def __init__(self, grid: tuple[int, ...]) -> None:
         self.steps, self.grid = 0, grid
+        self.unroll = True  # whether a loop may be walked trip by trip (PRG-228; off inside a summary, PRG-229)
 
     def run(self, jaxpr: Any, ins: list[Interval]) -> Any | None:
         self.env: dict[Any, Interval] = {}
-        found, _ = self._body(jaxpr, ins)
+        found, _ = self.body(jaxpr, ins)
         return found
 
     def _read(self, env: dict, x: Any) -> Interval:
@@ -196,12 +235,14 @@ class _Walk:
             try:
                 v = int(np.asarray(x.val))
             except (TypeError, ValueError):
-                return _dtype_range(x)
+                return dtype_range(x)
             return (v, v)
         got = env.get(x)
-        return got if got is not None else _dtype_range(x)
+        return got if got is not None else dtype_range(x)
 
-    def _body(self, jaxpr: Any, ins: list[Interval]) -> tuple[Any | None, list[Interval]]:
+    def body(self, jaxpr: Any, ins: list[Interval], extra: Any = ()) -> tuple[Any | None, list[Interval]]:
+        """The first equation of `jaxpr` (or its bodies) indexing at a position not shown to be at least 0, or
+        None, and the intervals of its outputs followed by those of the variables `extra` (loop_intervals)."""
         env: dict[Any, Interval] = dict(zip(jaxpr.invars, ins))
         for c in getattr(jaxpr, "constvars", ()):
             env[c] = None
@@ -218,7 +259,7 @@ class _Walk:
                 return found, []
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
-        return None, [self._read(env, x) for x in jaxpr.outvars]
+        return None, [self._read(env, x) for x in (*jaxpr.outvars, *extra)]
 
     def _indexes(self, eqn: Any, vals: list[Interval]) -> Any | None:
         name = eqn.primitive.name
@@ -235,7 +276,7 @@ class _Walk:
         name, params = eqn.primitive.name, eqn.params
         none = [None] * len(eqn.outvars)
         if name == "get" and vals and vals[0] is not None and _is_ref(eqn.invars[0]):  # PRG-220: a held ref
-            return None, [_within(vals[0], o) for o in eqn.outvars]
+            return None, [within(_loaded(eqn, vals), o) for o in eqn.outvars]
         if name == "program_id":
             axis = int(params.get("axis", 0))
             size = self.grid[axis] if axis < len(self.grid) and isinstance(self.grid[axis], int) else INT_MAX
@@ -246,109 +287,80 @@ class _Walk:
             return None, [(0, max(int(d) for d in params.get("shape", (1,))) - 1)]
         if name == "cond":
             found, outs = None, None
-            for branch in params["branches"]:
-                found, got = self._body(branch.jaxpr, vals[1:])
+            for branch in _taken(params["branches"], vals[0]):
+                found, got = self.body(branch.jaxpr, vals[1:])
                 if found is not None:
                     return found, none
-                outs = got if outs is None else [_join(a, b) for a, b in zip(outs, got)]
+                outs = got if outs is None else [join(a, b) for a, b in zip(outs, got)]
             return None, outs or none
         if name == "scan":
-            return self._scan(eqn, vals)
+            return walk_scan(self, eqn, vals)  # PRG-228, PRG-229
         if name == "while":
-            return self._while(eqn, vals)
+            return walk_while(self, eqn, vals)
         if name in ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat",
                     "checkpoint"):
             sub = params.get("jaxpr") or params.get("call_jaxpr") or params.get("fun_jaxpr")
             a, b = (vals + [None, None])[:2]
-            if params.get("name") == "floor_divide" and a is not None and b is not None and a[0] >= 0 and b[0] >= 1:
-                return None, [(0, a[1] // b[0])]  # jnp's `//` of a value >= 0 by one >= 1: the truncated quotient
+            if params.get("name") == "floor_divide" and a is not None and b is not None and b[0] >= 1:
+                return None, [within(_quotients([a, b], lambda x, y: x // y), eqn.outvars[0])]  # jnp's `//`
             if sub is None:
                 raise _GiveUp(eqn)
-            return self._body(getattr(sub, "jaxpr", sub), vals)
+            return self.body(getattr(sub, "jaxpr", sub), vals)
         if name == "run_scoped":
             sub = params["jaxpr"]
             sub = getattr(sub, "jaxpr", sub)
-            found, outs = self._body(sub, [None] * len(sub.invars))
+            found, outs = self.body(sub, [None] * len(sub.invars))
             return found, outs[: len(eqn.outvars)] + none[len(outs):]
         if any(hasattr(p, "eqns") or hasattr(getattr(p, "jaxpr", None), "eqns") for p in params.values()):
             raise _GiveUp(eqn)  # an operation with a body this walk does not know
         if len(eqn.outvars) == 1 and _is_int_scalar(eqn.outvars[0]):
-            return None, [_within(_arith(name, vals), eqn.outvars[0])]
+            return None, [within(_arith(name, vals), eqn.outvars[0])]
+        if name in _ELEMENTS_KEPT and len(eqn.outvars) == 1 and _is_int(eqn.outvars[0]) and vals:
+            return None, [within(vals[0], eqn.outvars[0])]  # PRG-230: every element is one of its operand's
+        if len(eqn.outvars) == 1 and _is_bool_scalar(eqn.outvars[0]):
+            if name in _COMPARE:
+                return None, [_compare(name, vals)]
+            return None, [_logic(name, vals) if name in ("not", "and", "or") else (0, 1)]
         return None, none
 
-    def _scan(self, eqn: Any, vals: list[Interval]) -> tuple[Any | None, list[Interval]]:
-        """Each iteration once, the carry joined over them (exact for a scan of a few hundred iterations)."""
-        params = eqn.params
-        body = params["jaxpr"].jaxpr
-        if "num_consts" in params:  # (jax 0.12 packs the constants, carries and scanned inputs in `ft_in`)
-            nc, ncarry = params["num_consts"], params["num_carry"]
-        else:
-            groups = params["ft_in"].unpack()
-            nc, ncarry = len(list(groups[0])), len(list(groups[1]))
-        consts, carry, xs = vals[:nc], vals[nc:nc + ncarry], [None] * (len(vals) - nc - ncarry)
-        seen = list(carry)
-        for _ in range(int(params["length"])):
-            found, outs = self._body(body, consts + carry + xs)
-            if found is not None:
-                return found, []
-            carry = outs[:ncarry]
-            joined = [_join(a, b) for a, b in zip(seen, carry)]
-            if joined == seen:
-                break
-            seen = joined
-            carry = joined
-        return None, seen + [None] * (len(eqn.outvars) - ncarry)
 
-    def _while(self, eqn: Any, vals: list[Interval]) -> tuple[Any | None, list[Interval]]:
-        """Inside the body: a carry the body passes on unchanged keeps its interval, and a counter the condition
-        bounds by `carry < y` (a `fori_loop`'s index; `y` a constant or an unchanged carry) is in [its start's
-        lower end, y's upper end - 1] when the body never lowers it below that start; every other carry may be
-        anything its dtype holds. The condition is walked on the carries the loop holds (a counter from its
-        start's lower end up)."""
-        params = eqn.params
-        cn, bn = params["cond_nconsts"], params["body_nconsts"]
-        cconsts, bconsts, carry = vals[:cn], vals[cn:cn + bn], vals[cn + bn:]
-        cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
-        kept = {k for k, (i, o) in enumerate(zip(body.invars[bn:], body.outvars)) if i is o}
-        inside: list[Interval] = [carry[k] if k in kept else None for k in range(len(carry))]
-        counters: dict[int, tuple[int, int]] = {}
-        for k, y in _counted(cond, cn).items():
-            bound = carry[y[1]] if y[0] == "carry" and y[1] in kept else (
-                cconsts[y[1]] if y[0] == "const" else (y[1], y[1]) if y[0] == "literal" else None)
-            if carry[k] is not None and bound is not None and k not in kept:
-                counters[k] = (carry[k][0], bound[1] - 1)
-        trial = [counters.get(k, x) for k, x in enumerate(inside)]
-        found, outs = self._body(body, bconsts + trial)
-        if found is None and all(outs[k] is not None and outs[k][0] >= lo for k, (lo, _) in counters.items()):
-            top = [(_dtype_range(v) or (0, INT_MAX))[1] for v in eqn.outvars]
-            after = [carry[k] if k in kept else (counters[k][0], top[k]) if k in counters else None
-                     for k in range(len(carry))]
-        else:
-            found, _ = self._body(body, bconsts + inside)  # a counter the body may lower: not bounded
-            after = [carry[k] if k in kept else None for k in range(len(carry))]
-        if found is not None:
-            return found, []
-        # the condition runs on every carry the loop holds (the start's and each body's), so it is walked too
-        found, _ = self._body(cond, cconsts + after)
-        return found, after
+def _taken(branches: Any, index: Interval) -> Any:
+    """PRG-228: the branches of a `cond` its index may pick (jax clamps the index into the branches' range)."""
+    if index is None:
+        return branches
+    top = len(branches) - 1
+    return branches[min(max(index[0], 0), top):min(max(index[1], 0), top) + 1]
 
 
-def _counted(cond: Any, nconsts: int) -> dict[int, tuple[str, Any]]:
-    """The carry `k` whose `carry_k < y` is the condition's result (the body runs only with it below `y`), with
-    what `y` is: ("carry", j), ("const", i) or ("literal", value)."""
-    if len(cond.outvars) != 1:
-        return {}
-    out, carries = cond.outvars[0], list(cond.invars[nconsts:])
-    for eqn in cond.eqns:
-        if out in eqn.outvars and eqn.primitive.name == "lt" and eqn.invars[0] in carries:
-            y = eqn.invars[1]
-            if hasattr(y, "val"):
-                return {carries.index(eqn.invars[0]): ("literal", int(np.asarray(y.val)))}
-            if y in carries:
-                return {carries.index(eqn.invars[0]): ("carry", carries.index(y))}
-            if y in cond.invars[:nconsts]:
-                return {carries.index(eqn.invars[0]): ("const", list(cond.invars[:nconsts]).index(y))}
-    return {}
+def _loaded(eqn: Any, vals: list[Interval]) -> Interval:
+    """PRG-220, PRG-230: the interval of a load from a ref the kernel never writes: the values its indexed
+    elements hold, where the load is one plain indexing whose every index lies within the ref's shape; else
+    every value the ref holds."""
+    held = vals[0]
+    values = getattr(held, "values", None)
+    if values is None:
+        return held
+    try:
+        (ix,) = eqn.params["tree"].unflatten(list(eqn.invars[1:]))
+        indices, shape = tuple(ix.indices), tuple(ix.shape)
+    except Exception:  # noqa: BLE001 - a load through a transform: every value the ref holds
+        return held
+    if shape != values.shape or len(indices) != len(shape):
+        return held
+    at = {id(x): v for x, v in zip(eqn.invars[1:], vals[1:])}
+    box = []
+    for i, n in zip(indices, shape):
+        start = getattr(i, "start", i)
+        size = getattr(i, "size", 1) if hasattr(i, "start") else 1
+        got = (start, start) if isinstance(start, (int, np.integer)) else at.get(id(start))
+        if got is None or not isinstance(size, (int, np.integer)) or getattr(i, "stride", 1) != 1:
+            return held
+        lo, hi = got[0], got[1] + size - 1
+        if lo < 0 or hi >= n or size < 1:
+            return held
+        box.append(slice(lo, hi + 1))
+    part = values[tuple(box)]
+    return (int(part.min()), int(part.max()))
 
 
 __all__ = ["handed_on", "negative_index", "only_loaded"]

@@ -20,6 +20,7 @@ import numpy as np
 
 from semcheck.checker.frontend.compile_cache import kept
 from semcheck.checker.frontend.index_signs import handed_on, negative_index
+from semcheck.checker.frontend.intervals import Held
 from semcheck.checker.frontend.partial_values import Partial, first_unknown
 from semcheck.checker.frontend.source_names import eqn_loc
 from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
@@ -27,6 +28,7 @@ from semcheck.checker.frontend.sync_primitives import DEVICE_ID_OPERAND
 # Kernel primitives whose run may depend on another device: a remote copy or signal (a `device_id`), the
 # barrier semaphore, a device's coordinate.
 _TALKS = ("get_barrier_semaphore", "axis_index", "device_id")
+HELD_ELEMENTS = 1 << 16  # PRG-230: the most elements of an input whose values a load's interval reads
 
 
 def describe(call: Any) -> str:
@@ -114,17 +116,18 @@ def unwritten_reads(eqn: Any, invals: Sequence[Any] = ()) -> str:
     return ""
 
 
-def _held(eqn: Any, invals: Sequence[Any]) -> dict[int, tuple[int, int]]:
+def _held(eqn: Any, invals: Sequence[Any]) -> dict[int, Held]:
     """PRG-220: per position among the kernel's operands, the least and greatest value of each integer input the
     call was run on (`invals`, one per operand of `eqn`), where the input aliases no output; a kernel that
-    closes over refs, or an input known in part, gives none."""
+    closes over refs, or an input known in part, gives none. PRG-230: with the input's elements, up to
+    `HELD_ELEMENTS` of them."""
     params, gm = eqn.params, eqn.params["grid_mapping"]
     inner = getattr(params["jaxpr"], "jaxpr", params["jaxpr"])
     lead = gm.num_dynamic_grid_bounds
     if getattr(params["jaxpr"], "constvars", ()) or len(invals) != lead + gm.num_index_operands + gm.num_inputs:
         return {}
     aliased = {i for i, _ in params.get("input_output_aliases", ())}
-    held: dict[int, tuple[int, int]] = {}
+    held: dict[int, Held] = {}
     for k, v in enumerate(invals[lead:]):
         if k in aliased or k + lead in aliased or v is None or isinstance(v, Partial):
             continue
@@ -132,8 +135,17 @@ def _held(eqn: Any, invals: Sequence[Any]) -> dict[int, tuple[int, int]]:
         ref = getattr(inner.invars[k], "aval", None)
         dtype = getattr(getattr(ref, "inner_aval", ref), "dtype", None)
         if a.size and np.issubdtype(a.dtype, np.integer) and dtype == a.dtype:
-            held[k] = (int(a.min()), int(a.max()))
+            whole = k < gm.num_index_operands or _whole(gm.block_mappings[k - gm.num_index_operands], a.shape)
+            held[k] = Held(int(a.min()), int(a.max()), a if whole and a.size <= HELD_ELEMENTS else None)
     return held
+
+
+def _whole(bm: Any, shape: tuple[int, ...]) -> bool:
+    """PRG-230: whether an input's block is the whole array (its block shape is the array's, and its index map
+    gives block 0 on every axis), so the kernel's ref holds the input's elements at their own positions."""
+    sizes = tuple(getattr(b, "block_size", b) for b in bm.block_shape)
+    jaxpr = getattr(bm.index_map_jaxpr, "jaxpr", bm.index_map_jaxpr)
+    return sizes == tuple(shape) and all(hasattr(o, "val") and int(np.asarray(o.val)) == 0 for o in jaxpr.outvars)
 
 
 def _read_back(jaxpr: Any, ref: Any) -> bool:

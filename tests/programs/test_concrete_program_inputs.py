@@ -152,6 +152,28 @@ def test_an_index_loaded_from_an_input_the_kernel_never_writes_is_bounded_by_its
     assert set(_verdicts(got).values()) == {"proved"}, got
 
 
+def _second_call(target: str) -> dict[str, dict]:
+    run = subprocess.run([sys.executable, "-m", "semcheck.checker.run.cli", "verify", target, "--devices", "2",
+                          "--dma-mode", "hardware", "--format", "json", "--no-cache"],
+                         capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert run.returncode in (0, 1, 3), run.stderr[-3000:]
+    return {r["property"]: r for r in json.loads(run.stdout)["results"] if r["target"].endswith("#1")}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-228")
+def test_a_store_at_a_loop_accumulated_index_gives_facts_on_a_tpu():
+    """The chunk-table metadata kernel stores at `count + j`, `count` the chunks its `fori_loop` accumulated: walked
+    trip by trip on the lengths it runs on, every index is shown at least 0, and the copy call that reads the
+    tables is proved under `hardware` (it was unknown). With tables one entry per sequence the store runs past
+    them, jax's interpreter raises, and the copy call stays unknown there, naming the metadata call."""
+    got = _second_call("examples/programs/chunk_table_planned.py")
+    assert {p: r["verdict"] for p, r in got.items()} == {p: "proved" for p in got} and len(got) == 8, got
+    bad = _second_call("examples/programs/buggy/chunk_table_planned_table_per_sequence.py")
+    assert {r["verdict"] for r in bad.values()} == {"unknown"}, bad
+    assert "kernel call 0 (_metadata_kernel" in bad["deadlock-free"]["reason"], bad["deadlock-free"]
+
+
 @pytest.mark.jax
 @pytest.mark.rule("PRG-167")
 def test_a_launch_reached_with_different_values_stays_unknown():
