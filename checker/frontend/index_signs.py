@@ -147,7 +147,7 @@ def _arith(name: str, ins: list[Interval]) -> Interval:
         nonneg = [i for i in ins if i[0] >= 0]
         return (0, min(i[1] for i in nonneg)) if nonneg else None
     if name == "div":  # PRG-228: truncated toward 0, monotone in each operand where the divisor is >= 1
-        return _quotients(ins, lambda a, b: int(np.trunc(a / b)) if abs(a) < 2**52 else None)
+        return _quotients(ins, lambda a, b: abs(a) // b if a >= 0 else -(abs(a) // b))
     if name == "rem":
         a, b = ins
         if a[0] == a[1] and b[0] == b[1] and b[0] != 0:  # PRG-228: known operands, C's remainder
@@ -336,8 +336,8 @@ def _loaded(eqn: Any, vals: list[Interval]) -> Interval:
     """PRG-220, PRG-230: the interval of a load from a ref the kernel never writes: the values its indexed
     elements hold, where the load is one plain indexing whose every index lies within the ref's shape; else
     every value the ref holds."""
-    held = vals[0]
-    values = getattr(held, "values", None)
+    values = getattr(vals[0], "values", None)
+    held = (vals[0][0], vals[0][1])
     if values is None:
         return held
     try:
