@@ -91,6 +91,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     # PRG-169: loop bounds an earlier kernel call (the plan) computes
     "examples/programs/ring_attention_planned.py": {"hardware": [], "interpreter": "completes",
                                                     "devices": [2, 4, 8]},
+    # PRG-228: a metadata call whose fori_loop accumulates chunk counts into SMEM tables, then a copy call
+    "examples/programs/chunk_table_planned.py": {"hardware": [], "interpreter": "completes", "devices": [2, 4, 8]},
+    "examples/programs/buggy/chunk_table_planned_table_per_sequence.py": {
+        "hardware": [], "devices": [2, 4, 8],
+        "interpreter": "the metadata call raises ValueError: Out-of-bounds swap at its store past the table (ACC-10); "
+                       "the second call never starts"},
     # PRG-183: one call per layer in a fori_loop, the layer index the loop's
     "examples/programs/kv_cache_layers_loop.py": {"hardware": [], "interpreter": "completes"},
     "examples/programs/buggy/kv_cache_layers_loop_one_layer_too_many.py": {
