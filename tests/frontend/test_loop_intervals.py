@@ -27,9 +27,10 @@ _UPDATES = {
     "sub": lambda acc, v: acc - v,
     "max": lambda acc, v: jnp.maximum(acc, v),
     "count": lambda acc, v: acc + 1,
+    "dec": lambda acc, v: acc - 1,
 }
 _PY = {"add": lambda acc, v: acc + v, "add_positive": lambda acc, v: acc + max(v, 0), "sub": lambda acc, v: acc - v,
-       "max": max, "count": lambda acc, v: acc + 1}
+       "max": max, "count": lambda acc, v: acc + 1, "dec": lambda acc, v: acc - 1}
 
 LOOPS = st.fixed_dictionaries({
     "init": st.sampled_from([-2, 0, 3]),
@@ -99,6 +100,8 @@ def test_a_loop_walked_trip_by_trip_clears_an_index_exactly_when_the_run_never_i
 @example({"init": 3, "trips": 5, "update": "count", "off": 3, "inside": False}, [0, 0, 0, 0])
 @example({"init": 3, "trips": 5, "update": "sub", "off": 0, "inside": False}, [1, 1, 1, 1])  # 3 - 5 < 0
 @example({"init": 3, "trips": "loaded", "update": "sub", "off": 0, "inside": True}, [5, 1, 1, 1])
+@example({"init": 3, "trips": "loaded", "update": "dec", "off": 0, "inside": False}, [4, 0, 0, 0])  # 4 trips: -1
+@example({"init": 3, "trips": "loaded", "update": "dec", "off": 0, "inside": False}, [3, 0, 0, 0])  # 3 trips: 0
 def test_a_summarised_loop_clears_only_indices_the_run_keeps_at_least_0(loop, c):
     """With no loop walked trip by trip (the summary of PRG-229 for each), a cleared index is at least 0 on
     every store of the run."""
@@ -107,6 +110,9 @@ def test_a_summarised_loop_clears_only_indices_the_run_keeps_at_least_0(loop, c)
         why = unwritten_reads(_eqn(loop), [jnp.asarray(c, jnp.int32)])
     if why == "":
         assert all(i >= 0 for i in _indices(loop, c)), (loop, c)
+    if loop["update"] == "dec" and loop["trips"] == "loaded" and not loop["inside"]:
+        # a step of exactly -1 over the loaded trip count: the summary's lower end is the run's end
+        assert (why == "") == all(i >= 0 for i in _indices(loop, c)), (loop, c, why)
 
 
 def _long(update, trips=5000, init=0, bounded=True):
@@ -185,3 +191,61 @@ def test_a_load_past_the_ref_or_from_a_partial_block_takes_the_whole_inputs_inte
     eqn = _loads_at(through_block, shape=(2 * N,), block=(N,))
     assert NAMED in unwritten_reads(eqn, [jnp.asarray([0, 1, 0, 2, -1, 0, 0, 0], jnp.int32)])
     assert unwritten_reads(_loads_at(through_block), [jnp.asarray([0, 1, -1, 2], jnp.int32)]) == ""
+
+
+NESTS = st.fixed_dictionaries({
+    "init": st.sampled_from([-1, 0, 2]),
+    "update": st.sampled_from(["add", "sub", "add_positive"]),
+    "off": st.integers(-1, 2),
+})
+
+
+def _nest_eqn(nest):
+    """GDN's shape: an outer `fori_loop` over `c[0]` sequences carrying `count`, an inner one over `c[s % N]`
+    chunks storing at `count + j - off`; the outer trip grows `count` by `c[s % N]` (updated as `nest` says)."""
+    upd, off = _UPDATES[nest["update"]], nest["off"]
+
+    def kernel(c_ref, o_ref):
+        def outer(s, count):
+            n = c_ref[s % N]
+
+            def inner(j, carry):
+                o_ref[count + j - off] = s
+                return carry
+
+            jax.lax.fori_loop(0, n, inner, 0)
+            return upd(count, n)
+
+        o_ref[jax.lax.fori_loop(0, c_ref[0], outer, jnp.int32(nest["init"])) - off] = 1
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((64,), jnp.int32), in_specs=[SMEM],
+                              out_specs=SMEM, interpret=True)(x)
+
+    return next(q for q in jax.make_jaxpr(f)(jnp.ones((N,), jnp.int32)).eqns if q.primitive.name == "pallas_call")
+
+
+def _nest_indices(nest, c):
+    count, out = nest["init"], []
+    for s in range(max(c[0], 0)):
+        n = c[s % N]
+        out += [count + j - nest["off"] for j in range(max(n, 0))]
+        count = _PY[nest["update"]](count, n)
+    return out + [count - nest["off"]]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-228", "PRG-229")
+@settings(max_examples=40, deadline=None)
+@given(NESTS, VALUES, st.booleans())
+@example({"init": 0, "update": "add", "off": 0}, [3, -2, 1, 2], False)  # count + n may shrink: 0, -2 ...
+@example({"init": 0, "update": "add_positive", "off": 0}, [3, 2, 1, 2], True)
+def test_nested_loops_storing_at_an_accumulated_index(nest, c, summarised):
+    """Nested loops as the GDN metadata kernel's: walked trip by trip, the store is cleared exactly where the run
+    never stores below 0; summarised, only where it does not."""
+    with pytest.MonkeyPatch.context() as mp:
+        if summarised:
+            mp.setattr(loop_intervals, "UNROLL_TRIPS", 0)
+        why = unwritten_reads(_nest_eqn(nest), [jnp.asarray(c, jnp.int32)])
+    ok = all(i >= 0 for i in _nest_indices(nest, c))
+    assert (why == "") == ok if not summarised else (why != "" or ok), (nest, c, summarised, why)
