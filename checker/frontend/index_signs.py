@@ -4,8 +4,10 @@ jax's interpreter hands a load's index to numpy as it is, so a negative one coun
 (`x_ref[i]` with `i == -1` reads the last element, and the run goes on), where a TPU's kernel indexes before the
 ref (Mosaic checks bounds unless `disable_bounds_checks`). `negative_index` finds, in a kernel's jaxpr, the first
 operation that indexes a ref (a load, a store, a copy, a semaphore operation) with an integer operand it cannot show
-is at least 0: an interval analysis of the integer scalars, from constants, `program_id`, iota, comparisons and loop
-counters; a value loaded from a ref has no interval (it may be anything its dtype holds, unless unsigned).
+is at least 0: an interval analysis of the integer scalars, from constants, `program_id`, iota and comparisons, with
+the carries of loops from `loop_intervals` (PRG-228, PRG-229); a value loaded from a ref has no interval (it may be
+anything its dtype holds, unless unsigned), except from an input the kernel never writes (PRG-220: the values it
+holds; PRG-230: those of the elements the load may read).
 """
 
 from __future__ import annotations
