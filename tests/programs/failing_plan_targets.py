@@ -213,3 +213,52 @@ def eager_only_plan_then_a_call(num_devices: int, *, dma_mode: str = "eager", in
                                check_vma=False))
     _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
     return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+def _late_plan_kernel(x_ref, o_ref, table):
+    """Fills an 8-entry table, then device d updates it 40 * d times and reads entry 7 + d: device 0 reads in
+    bounds and finishes at once, device 1 reads past the end after its updates, in every run."""
+    me = jax.lax.axis_index(ex.AXIS)
+    for i in range(8):
+        table[i] = jnp.int32(i)
+
+    def update(i, carry):
+        table[i % 8] = table[(i + 1) % 8] + 1
+        return carry
+
+    jax.lax.fori_loop(0, me * 40, update, 0)
+    o_ref[...] = x_ref[...] + table[7 + me].astype(x_ref.dtype)
+
+
+def _leaking_kernel(x_ref, o_ref, flag):
+    """A handshake with itself on the barrier semaphore, then a signal of `flag` that nothing waits: a leak at exit
+    on every device that runs it."""
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=(jax.lax.axis_index(ex.AXIS),))
+    pl.semaphore_wait(barrier, 1)
+    pl.semaphore_signal(flag, 1)
+    o_ref[...] = x_ref[...] + 1
+
+
+@semcheck.target(devices=[2])
+def plan_failing_late_on_one_device_then_a_call(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """A plan that raises on device 1 in every run, late, while device 0 finishes its part, then a call with a
+    collective id (no start barrier) that leaks a signal: device 0 may pass the plan's clean-up barrier (device 1
+    waits there as it fails) and run the second call, which jax's exit check then reports on device 0 (ERR-52).
+    Before, the second call was marked as one that never starts (every property vacuous but deadlock-free)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(x):
+        plan = pl.pallas_call(_late_plan_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                              out_specs=vmem, scratch_shapes=[pltpu.SMEM((8,), jnp.int32)], interpret=params)(x)
+        out = pl.pallas_call(_leaking_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+                             compiler_params=pltpu.CompilerParams(collective_id=0), interpret=params)(x)
+        return out, plan
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(ex.AXIS), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)
