@@ -26,7 +26,8 @@ EAGER_ONLY = "tests/programs/failing_plan_targets.py::plan_raising_under_eager_o
 BY_DEVICE = "tests/programs/failing_plan_targets.py::plan_failing_apart_per_device_then_a_call"
 ONE_MODE = "tests/programs/failing_plan_targets.py::eager_only_plan_then_a_call"
 LATE = "tests/programs/failing_plan_targets.py::plan_failing_late_on_one_device_then_a_call"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE)
+FED = "tests/programs/failing_plan_targets.py::late_plan_on_one_device_then_a_call_it_feeds"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -135,12 +136,13 @@ def test_a_call_after_a_plan_only_some_devices_fail_is_unknown_where_a_device_ma
     clean-up barrier and runs the second call (jax, below). Its interpreter cells are unknown, naming ERR-52 and the
     device; before, the call was marked as one that never starts (deadlock-free violated, the rest vacuous). The
     plan's own verdicts and hardware's are as before."""
-    by = rows[LATE]
-    for mode in ("eager", "on_wait"):
-        second = by[("1", mode)]
-        assert {r["verdict"] for r in second.values()} == {"unknown"}, second
-        assert all("ERR-52" in r["reason"] and "device 0 may finish" in r["reason"] for r in second.values()), second
-        assert by[("0", mode)]["deadlock-free"]["verdict"] == "violated"
+    for path in (LATE, FED):  # FED: the call reads the plan and is stood in for (PRG-208), then made unknown
+        by = rows[path]
+        for mode in ("eager", "on_wait"):
+            second = by[("1", mode)]
+            assert {r["verdict"] for r in second.values()} == {"unknown"}, (path, second)
+            assert all("ERR-52" in r["reason"] and "device 0 may finish" in r["reason"] for r in second.values())
+            assert by[("0", mode)]["deadlock-free"]["verdict"] == "violated"
 
 
 _LATE_JAX = """
@@ -153,7 +155,7 @@ from jax.experimental.pallas import tpu as pltpu
 import failing_plan_targets as f
 mode = sys.argv[1]
 params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, on_race="warn", vector_clock_size=1024)
-fn, args = f.plan_failing_late_on_one_device_then_a_call(2, dma_mode=mode, interpret=params)
+fn, args = getattr(f, sys.argv[2])(2, dma_mode=mode, interpret=params)
 printed, out = io.StringIO(), {}
 def go():
     try:
@@ -170,14 +172,15 @@ sys.stdout.flush(); os._exit(0)
 @pytest.mark.jax
 @pytest.mark.rule("ERR-52")
 def test_jax_runs_the_call_after_the_plan_on_the_device_that_finished_it():
-    """jax, eager and on_wait with the race detector (the run read after 30 s): device 0 runs the leaking call (its
-    exit check reports the signal left at 1 on device 0 only) and then waits at its clean-up barrier for device 1,
-    which failed in the plan: the program hangs."""
-    for mode in ("eager", "on_wait"):
-        run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode], cwd=REPO, capture_output=True, text=True,
-                             timeout=600, env={**os.environ})
-        line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
-        assert line is not None, run.stderr[-2000:]
-        ended, exits = json.loads(line[2:])
-        leak = "Semaphore 2000 has non-zero count for 0 (global core 0) at kernel exit: 1"
-        assert ended == "hangs" and exits == [leak], (mode, ended, exits)
+    """jax, eager and on_wait with the race detector (the run read after 30 s), both targets: device 0 runs the
+    leaking call (its exit check reports the signal left at 1 on device 0 only) and then waits at its clean-up
+    barrier for device 1, which failed in the plan: the program hangs."""
+    for target, flag in ((LATE, 2000), (FED, 2001)):  # (FED's DMA semaphore is 2000)
+        for mode in ("eager", "on_wait"):
+            run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode, target.split("::")[1]], cwd=REPO,
+                                 capture_output=True, text=True, timeout=600, env={**os.environ})
+            line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+            assert line is not None, run.stderr[-2000:]
+            ended, exits = json.loads(line[2:])
+            leak = f"Semaphore {flag} has non-zero count for 0 (global core 0) at kernel exit: 1"
+            assert ended == "hangs" and exits == [leak], (target, mode, ended, exits)
