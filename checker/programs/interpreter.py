@@ -197,6 +197,14 @@ def after_failures(kernels: list[Any]) -> list[Any]:
                 unshown = (i, _unshown_reasons(marks, failed))  # PRG-225
         if marks is None:
             marks = {m: _earlier(failure, failed) for m in _MODES}
+        on = {m: why for m in _MODES if marks[m] is not None and (why := goes_on(k.program, m, failed)) is not None}
+        if on:  # ERR-52: a device that may finish the call first runs the next one: the later calls are unknown there
+            marks = {m: None if m in on else v for m, v in marks.items()}
+            if unshown is None:
+                unshown = (i, {**_unshown_reasons(marks, failed), **on} if any(marks.values()) else on)
+            if not any(marks.values()):
+                i += 1
+                continue
         unit = k.call.unit
         later = sorted({o.call.unit for o in out[i + 1:] if o.call is not None and o.call.unit > unit})
         stops = {unit, *later[:1]}
@@ -221,6 +229,35 @@ def after_failures(kernels: list[Any]) -> list[Any]:
     if unshown is not None:
         _unknown_after(out, *unshown)
     return [_with_iterations(k) for k in out]
+
+
+def goes_on(program: Program, mode: str, failed: str) -> str | None:
+    """ERR-52: why a device of `program` (a call whose every `mode` run fails) may finish its part of the call before
+    any failure, and so pass the clean-up barrier (the failing devices wait there in `set_failed`) and start its next
+    call; None when no device can. Each failure of the greedy run is held (its core stops before it) until a run
+    raises nothing: every run in which no core has failed yet is a prefix of a run of that program, whose greedy run
+    ends at the least stuck vector (RUN-3), so a device that finishes in some such run finishes in it."""
+    from semcheck.model.fast import fast_run
+
+    cores, held = list(program.cores), set()
+    while True:
+        ran = fast_run(dataclasses.replace(program, cores=tuple(cores)), mode, record=False)
+        f = ran.failure
+        if f is None:
+            break
+        if f.core in held:  # (a held core fails no more: not expected, nothing is claimed)
+            return f"{failed}: the run past its failures is not followed (ERR-52)"
+        held.add(f.core)
+        cores[f.core] = cores[f.core][:f.pc]
+    topo = program.topology
+    for d in range(topo.num_devices):
+        mine = [topo.global_core(d, c) for c in range(topo.cores_per_device)]
+        left = [op for c in mine for op in program.cores[c][ran.state.pcs[c]:]]
+        if not held & set(mine) and all(type(op) is Barrier for op in left):
+            return (f"{failed} raises in every {mode} run, but device {d} may finish its part of the call before any "
+                    f"core fails, pass the clean-up barrier the failing devices wait at, and start its next call, "
+                    f"which the others never reach (ERR-52)")
+    return None
 
 
 def _unshown_reasons(marks: dict[str, Any], failed: str) -> dict[str, str]:

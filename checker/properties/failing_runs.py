@@ -38,7 +38,7 @@ from semcheck.checker.properties.races import more_races
 from semcheck.checker.properties.registry import BY_ID
 from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.timeline import timeline
-from semcheck.checker.properties.verdict import Verdict, Witness, vacuous
+from semcheck.checker.properties.verdict import UP_TO_FAILURE, Verdict, Witness, vacuous
 from semcheck.checker.static.least_stuck import failure_reached
 from semcheck.checker.static.system import EncodingBug
 from semcheck.model.errors import (IdCollision, Int16Overflow, InterpreterView, RevisitedBlock, UnclockedWait,
@@ -185,7 +185,8 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
     if v.verdict == "violated":
         return dataclasses.replace(v, witness=dataclasses.replace(
             v.witness, message=f"{v.witness.message} ({prefix})"))
-    return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix)
+    return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix,
+                               stats={**v.stats, UP_TO_FAILURE: True})
 
 
 def indexable(program: Program) -> Program:
@@ -235,7 +236,8 @@ def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, ti
     said = (f"on every run up to its failure: no run completes the wait at {held.loc} before it fails, since {since}, "
             "so every run is, until it fails, a run of the program with the views made indexable held before each "
             "core's first such wait (ACC-39, ACC-15)")
-    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said, stats={**v.stats, "rule": rule})
+    return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said,
+                               stats={**v.stats, "rule": rule, UP_TO_FAILURE: True})
 
 
 # ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,
@@ -258,7 +260,7 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
     if v.verdict in ("proved", "vacuous"):
         said = f"on every run up to its failure ({why})"
         return dataclasses.replace(v, reason=f"{said}: {v.reason}" if v.reason else said,
-                                   stats={**v.stats, "rule": "ACC-15"})
+                                   stats={**v.stats, "rule": "ACC-15", UP_TO_FAILURE: True})
     w, alt = v.witness, None
     if v.verdict == "violated" and prop == "race-free" and any(h for _, _, h in w.details.get("halves", ())):
         shown, alt = both_run(program, mode, w) if 0 < len(w.schedule) <= REPLAY_LIMIT else (None, None)

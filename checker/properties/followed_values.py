@@ -5,8 +5,11 @@ The lowering (`frontend/scalar_state.py`) follows a copy's data to its destinati
 kernel's writes. Those values are the values of every schedule of a mode when the program is race-free
 under it (DR-1: the race pass orders every conflicting pair, whatever the schedule) and one run of the
 mode reads what the lowering read (`model.followed.misread`). Where either fails, every verdict of that
-mode but race-free's own is unknown, with the read and the write: the program checked may not be the
-kernel's. (A race is reported as it is: its two accesses come before anything the racy value decides.)
+mode is unknown, with the read and the write: the program checked may not be the kernel's. (A race is
+reported as it is: its two accesses come before anything the racy value decides; a race-free proof is the
+program checked's, PRG-232.) A race-free proof that holds only up to a failure is (a) only where the pass orders
+every followed pair over every run (past the failure a copy lands unseen); else the greedy run must read as the
+mode lands its copies (PRG-231).
 When the run agrees with every followed read it reaches and ends deadlocked or failed before the others,
 and no run of the program reaches those others (S''s end is before each, RUN-3: ACC-19), the program's runs
 are the kernel's and every verdict stands. Where some run may reach one, a deadlock-free violation still
@@ -22,7 +25,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from semcheck.checker.properties.verdict import Verdict
+from semcheck.checker.properties.verdict import UP_TO_FAILURE, Verdict
 from semcheck.model.followed import Misread, followed_labels, misread, reachable_read, unordered_on_followed
 from semcheck.model.followed_runs import run_is_kernels
 from semcheck.model.launch import launch_failure
@@ -46,7 +49,7 @@ def settle(program: Program, mode: str, verdicts: dict[str, Verdict], race_free:
     reason, bad = _why_not(program, mode, race, facts)
     if reason is None:
         return verdicts
-    keep = {RACE}
+    keep = set() if race.holds else {RACE}  # a race found is the kernel's; a proof is the program checked's (PRG-232)
     if (bad is not None and not bad.reached and bad.stuck
             and verdicts.get("deadlock-free") is not None and verdicts["deadlock-free"].verdict == "violated"):
         # the run agrees with every read it reaches, so it is a run of the kernel, and it ends stuck or
@@ -66,6 +69,8 @@ def _from_a_kernel_run(program: Program, mode: str, v: Verdict, reason: str) -> 
             return dataclasses.replace(v, witness=dataclasses.replace(
                 v.witness, details={**v.witness.details, "kernel_run": said}))
         reason = f"{reason}; the violation found is not shown to be the kernel's: {why} (ACC-61)"
+    elif v.property == RACE and v.holds:
+        reason = f"race-free holds of the program checked, whose runs may not be the kernel's (PRG-232): {reason}"
     return Verdict(v.property, "unknown", reason=reason)
 
 
@@ -89,6 +94,11 @@ def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | N
     bad = misread(program, values, mode)  # type: ignore[arg-type]
     # ACC-9 (a), or ACC-20: only the pairs on followed elements need the semaphores' order
     unordered = None if race.holds else _unordered_on_followed(program, mode, facts)
+    if unordered is None and race.stats.get(UP_TO_FAILURE):
+        placed = _as_the_mode_lands(program, mode, facts)
+        if placed is not None:
+            return (f"the values the lowering followed are not shown to be the kernel's under {mode}: {placed} "
+                    "(PRG-231); the program checked may not be the kernel's (specs/deciding/frontend.md ACC-9)"), None
     if unordered is None and bad is None:
         return None, None
     if unordered is None:
@@ -104,6 +114,23 @@ def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | N
     return (f"values the kernel reads from refs that copies write decide this program (first read at "
             f"{values.reads[0].loc}), and race-free is {race.verdict} under {mode} ({said}); {unordered}, so they "
             "may differ between schedules (specs/deciding/frontend.md ACC-9, ACC-20)"), None
+
+
+def _as_the_mode_lands(program: Program, mode: str, facts: ModeAnalysis | None) -> str | None:
+    """PRG-231: why `misread`'s greedy run, which lands each copy at its start (ACC-9 (b)), is not shown to read as
+    the mode's runs do where race-free holds only up to a failure (ACC-15, ACC-39, RUN-11: `UP_TO_FAILURE`); None when
+    it is. Past that failure a copy that would land later goes unseen, and the failure may be one a followed value
+    causes. The start stands for the landing where the pass orders every pair on followed elements over every run
+    (ACC-9 (a)); else the greedy run, copies landing as the mode lands them (ACC-61), must read each followed value it
+    reaches from the lowering's write."""
+    every = _unordered_on_followed(program, mode, facts)
+    if every is None:
+        return None
+    why = run_is_kernels(program, program.followed, mode, ())  # type: ignore[arg-type]
+    if why is None:
+        return None
+    return (f"race-free holds only up to a failure and the pass does not order every pair on followed elements over "
+            f"every run ({every}), so it is not ACC-9 (a); with copies landing as {mode} lands them, {why}")
 
 
 def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | None) -> str | None:

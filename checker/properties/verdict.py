@@ -82,6 +82,11 @@ class Verdict:
         return self.verdict in ("proved", "vacuous")
 
 
+# a stats key: the verdict holds of the runs only up to a failure every run raises (ACC-15, ACC-39, RUN-11), so not
+# of what a run would do past it (PRG-231)
+UP_TO_FAILURE = "up_to_failure"
+
+
 def vacuous(prop: str, reason: str, **kw: Any) -> Verdict:
     """REP-20: `prop` holds only because no run reaches what it is about; `reason` says what is not reached."""
     return Verdict(prop, "vacuous", reason=reason, **kw)

@@ -29,7 +29,7 @@ from cli._support import semcheck  # noqa: E402
 
 from semcheck.checker.properties.checking import check_program  # noqa: E402
 from semcheck.model import (  # noqa: E402
-    Access, AllocBuffer, DmaStart, Loc, Region, Scratch, SemRef, Signal, Topology, Wait, launch)
+    Access, AllocBuffer, DmaStart, InterpreterView, Loc, Region, Scratch, SemRef, Signal, Topology, Wait, launch)
 from semcheck.model.followed import Elements, FollowedRead, FollowedWrite, ValueFacts, WrittenValues  # noqa: E402
 from semcheck.model.followed_runs import run_is_kernels, untied_write  # noqa: E402
 
@@ -66,6 +66,7 @@ def _expected(where: str, writer: int, mode: str) -> str:
     return "violated" if landed == writer else "unknown"
 
 
+@pytest.mark.rule("PRG-232")
 @pytest.mark.rule("ACC-61")
 @pytest.mark.parametrize("mode", ["eager", "on_wait", "hardware"])
 @pytest.mark.parametrize("writer", [0, -1])
@@ -73,7 +74,10 @@ def _expected(where: str, writer: int, mode: str) -> str:
 def test_a_leak_every_eager_run_shows_stands_past_a_racy_read(where, writer, mode):
     program = _program(where, writer)
     got = {v.property: v for v in check_program(program, mode)}
-    assert got["race-free"].verdict == ("violated" if where == "between" else "proved"), got["race-free"]
+    facts = (where, writer) in (("before", -1), ("after", 0))  # ordered, and the run reads what the lowering read
+    # PRG-232: a race found stands; a proof of a program whose runs are not shown to be the kernel's does not
+    assert got["race-free"].verdict == ("violated" if where == "between" else "proved" if facts else "unknown"), \
+        got["race-free"]
     leak = got["exit-balance"]
     assert leak.verdict == _expected(where, writer, mode), leak
     if where == "between" and leak.verdict == "violated":
@@ -96,8 +100,8 @@ def test_a_write_the_lowering_did_not_record_keeps_the_rule_unapplied():
 
 
 def _rows():
-    run = semcheck("verify", KERNEL, "--devices", "2", "--dma-mode", "all", "--format", "json", "--no-cache",
-                   "--no-config", cwd=ROOT, timeout=900)
+    run = semcheck("verify", f"{KERNEL}::refetch_leaking", "--devices", "2", "--dma-mode", "all", "--format", "json",
+                   "--no-cache", "--no-config", cwd=ROOT, timeout=900)
     assert run.returncode == 1, run.stderr[-2000:]
     return {(r["dma_mode"], r["property"]): r for r in json.loads(run.stdout)["results"]}
 
@@ -169,6 +173,107 @@ def test_jax_runs_the_racy_kernel_as_semcheck_says():
         warned = {m for s in exits for m in re.findall(r"Semaphore 2001 has non-zero count for (\d) .* at kernel exit: 1$", s)}
         assert warned == {"0", "1"} and len(exits) == 2, got
 
+
+
+
+@pytest.mark.rule("PRG-231")
+@pytest.mark.rule("PRG-232")
+def test_a_race_free_proof_up_to_a_failure_does_not_make_the_values_facts():
+    """`count` stored, a copy into it started, `count` loaded (the lowering took the copy's value), then a copy that
+    raises in its waiter under on_wait (ACC-11), waited before the count's copy: every on_wait run fails there, and
+    race-free is proved of the runs up to that failure (ACC-39), which never land the count's copy. The greedy run
+    agrees with the load only as a copy landing at its start (ACC-9 (b)); as on_wait lands it, the load reads the
+    store: the program checked is not shown to be the kernel's. Before, every verdict stood."""
+    store = Access("count", _R, True, Loc("k.py", 5, "count[0] = 8"))
+    load = Access("count", _R, False, Loc("k.py", 7, "count[0]"))
+    bad = InterpreterView("ReshapeTransform", "copy", "k.py:8", side="source")
+    block = DmaStart(SemRef("d", 1), 32, src_buf="x", src_region=Region(((0, 8),)), dst_buf="z",
+                     dst_region=Region(((0, 8),)), view_error=bad, loc=Loc("k.py", 8))
+    copy = DmaStart(SemRef("d", 0), 4, loc=_COPY, src_buf="y", src_region=_R, dst_buf="count", dst_region=_R)
+    body = [AllocBuffer("y"), AllocBuffer("count"), store, copy, load, block,
+            Wait(SemRef("d", 1), 32, kind="dma", loc=Loc("k.py", 9)), Wait(SemRef("d", 0), 4, kind="dma"),
+            Signal(SemRef("leak"))]
+    program = launch(Topology(1), [body], scratch=[Scratch("d", 2), Scratch("leak")])
+    at = {op: pc for pc, op in enumerate(program.cores[0])}
+    elements = ((0, "count", 0),)
+    facts = ValueFacts((FollowedRead((0, at[load]), load.loc, elements, (1,)),),
+                       (FollowedWrite((0, at[store]), store.loc, frozenset(elements)),
+                        FollowedWrite((0, at[copy]), copy.loc, frozenset(elements))))
+    got = {v.property: v for v in check_program(dataclasses.replace(program, followed=facts), "on_wait")}
+    assert {v.verdict for v in got.values()} == {"unknown"}, got
+    assert all("PRG-231" in v.reason for v in got.values()), got
+    assert "PRG-232" in got["race-free"].reason
+
+_SIZED = "tests/frontend/kernels/racy_runs.py::racy_size_past_the_block"
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-231")
+@pytest.mark.rule("PRG-232")
+def test_a_failure_a_racy_count_causes_in_the_program_checked_is_not_the_kernel_s():
+    """The count's copy lands at its start in the program checked (ACC-9 (b)), whose block copy then reads past the
+    block and raises in every run, before the count's copy lands in its waiter under on_wait: race-free holds of
+    those runs up to the failure, and the greedy run agrees with the load only as a copy landing at its start. jax
+    runs on under on_wait (the load reads the stored count). Before, on_wait said deadlock-free violated (that
+    failure) and race-free proved."""
+    run = semcheck("verify", _SIZED, "--devices", "2", "--dma-mode", "all", "--format", "json", "--no-cache",
+                   "--no-config", cwd=ROOT, timeout=900)
+    assert run.returncode == 1, run.stderr[-2000:]
+    rows = {(r["dma_mode"], r["property"]): r for r in json.loads(run.stdout)["results"]}
+    raised = rows[("eager", "deadlock-free")]  # every eager run reads the copy's count and raises: it stands
+    assert raised["verdict"] == "violated" and "slice(0, 32, 1)" in raised["witness"]["message"], raised
+    on_wait = {p: r for (m, p), r in rows.items() if m == "on_wait"}
+    assert {r["verdict"] for r in on_wait.values()} == {"unknown"}, on_wait
+    assert "PRG-232" in on_wait["race-free"]["reason"], on_wait["race-free"]
+    assert rows[("hardware", "race-free")]["verdict"] == "violated"
+
+
+_JAX_SIZED = """
+import contextlib, io, json, logging, os, re, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["JAX_PLATFORMS"] = "cpu"
+sys.path.insert(0, "tests/frontend/kernels")
+import jax
+from jax.experimental.pallas import tpu as pltpu
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+import racy_runs
+said = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        said.append(record.getMessage())
+logging.getLogger().addHandler(Keep(level=logging.WARNING))
+mode = sys.argv[1]
+params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, on_race="warn", vector_clock_size=1024)
+fn, args = racy_runs.racy_size_past_the_block(2, params=params)
+printed, raised = io.StringIO(), None
+with contextlib.redirect_stdout(printed):
+    try:
+        jax.block_until_ready(fn(*args))
+    except Exception as e:
+        raised = "reading [(slice(0, 32, 1)" in str(e)
+print("@@" + json.dumps([raised, bool(ipc.races is not None and ipc.races.races_found),
+                         [s for s in printed.getvalue().splitlines() if "non-zero" in s]]))
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-231")
+def test_jax_runs_the_racy_count_kernel_on_under_on_wait():
+    """jax with the race detector, one process per mode (a failed computation's error rides on to the next, PRG-11):
+    under eager the block copy reads 32 rows of an 8-row block and raises; under on_wait the run completes, the
+    detector reports the count's race, and the signal is left at 1 on both devices at exit."""
+    got = {}
+    for mode in ("eager", "on_wait"):
+        run = subprocess.run([sys.executable, "-c", _JAX_SIZED, mode], cwd=ROOT, capture_output=True, text=True,
+                             timeout=900, env={**os.environ})
+        line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+        assert line is not None, run.stderr[-2000:]
+        got[mode] = json.loads(line[2:])
+    assert got["eager"][0] is True and got["eager"][1], got
+    raised, found, exits = got["on_wait"]
+    assert raised is None and found, got
+    warned = {m for s in exits for m in re.findall(r"Semaphore \d+ has non-zero count for (\d) .*exit: 1$", s)}
+    assert warned == {"0", "1"}, got
 
 def _drawn(events: list[str], values: list[int]):
     """A one-core program from `events`: "S" stores `count`, "L" loads it, "C" starts a copy into it (each on a

@@ -213,3 +213,114 @@ def eager_only_plan_then_a_call(num_devices: int, *, dma_mode: str = "eager", in
                                check_vma=False))
     _, (lens, x) = ex.build(num_devices, dma_mode=dma_mode, interpret=interpret)
     return fn, (jax.device_put(lens, NamedSharding(mesh, P())), jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+def _late_plan_kernel(x_ref, o_ref, table):
+    """Fills an 8-entry table, then device d updates it 40 * d times and reads entry 7 + d: device 0 reads in
+    bounds and finishes at once, device 1 reads past the end after its updates, in every run."""
+    me = jax.lax.axis_index(ex.AXIS)
+    for i in range(8):
+        table[i] = jnp.int32(i)
+
+    def update(i, carry):
+        table[i % 8] = table[(i + 1) % 8] + 1
+        return carry
+
+    jax.lax.fori_loop(0, me * 40, update, 0)
+    o_ref[...] = x_ref[...] + table[7 + me].astype(x_ref.dtype)
+
+
+def _leaking_kernel(x_ref, o_ref, flag):
+    """A handshake with itself on the barrier semaphore, then a signal of `flag` that nothing waits: a leak at exit
+    on every device that runs it."""
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=(jax.lax.axis_index(ex.AXIS),))
+    pl.semaphore_wait(barrier, 1)
+    pl.semaphore_signal(flag, 1)
+    o_ref[...] = x_ref[...] + 1
+
+
+@semcheck.target(devices=[2])
+def plan_failing_late_on_one_device_then_a_call(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """A plan that raises on device 1 in every run, late, while device 0 finishes its part, then a call with a
+    collective id (no start barrier) that leaks a signal: device 0 may pass the plan's clean-up barrier (device 1
+    waits there as it fails) and run the second call, which jax's exit check then reports on device 0 (ERR-52).
+    Before, the second call was marked as one that never starts (every property vacuous but deadlock-free)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(x):
+        plan = pl.pallas_call(_late_plan_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                              out_specs=vmem, scratch_shapes=[pltpu.SMEM((8,), jnp.int32)], interpret=params)(x)
+        out = pl.pallas_call(_leaking_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+                             compiler_params=pltpu.CompilerParams(collective_id=0), interpret=params)(x)
+        return out, plan
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(ex.AXIS), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)
+
+
+def _late_counts_kernel(lens_ref, counts_ref, table):
+    """`_late_plan_kernel`'s table as a plan, from the device's own lengths (no device id): `lens_ref[0]` updates,
+    then entry 7 + `lens_ref[1]` read into the output's first entry: past the table's end on device 1 (after 40
+    updates), in bounds on device 0."""
+    for i in range(8):
+        table[i] = jnp.int32(i)
+
+    def update(i, carry):
+        table[i % 8] = table[(i + 1) % 8] + 1
+        return carry
+
+    jax.lax.fori_loop(0, lens_ref[0], update, 0)
+    for i in range(8):
+        counts_ref[i] = table[i]
+    counts_ref[0] = table[7 + lens_ref[1]] * 0 + 2
+
+
+def _counted_leaking_kernel(counts_ref, x_hbm, o_hbm, sem, flag):
+    """A handshake with itself on the barrier semaphore, as many local copies of the block as the plan's first entry
+    says, then a signal of `flag` that nothing waits."""
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=(jax.lax.axis_index(ex.AXIS),))
+    pl.semaphore_wait(barrier, 1)
+
+    def step(i, carry):
+        copy = pltpu.make_async_copy(x_hbm, o_hbm, sem.at[0])
+        copy.start()
+        copy.wait()
+        return carry
+
+    jax.lax.fori_loop(0, counts_ref[0], step, 0)
+    pl.semaphore_signal(flag, 1)
+
+
+@semcheck.target(devices=[2])
+def late_plan_on_one_device_then_a_call_it_feeds(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """plan_failing_late_on_one_device_then_a_call with a call whose step count is the plan's first entry: semcheck
+    cannot lower it (jax cannot run the plan for that entry, PRG-169), and PRG-208's stand-in said it never starts;
+    device 0 may finish the plan and run it (ERR-52)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+
+    def program(lens, x):
+        counts = pl.pallas_call(_late_counts_kernel, out_shape=jax.ShapeDtypeStruct((8,), jnp.int32), in_specs=[smem],
+                                out_specs=smem, scratch_shapes=[pltpu.SMEM((8,), jnp.int32)], interpret=params)(lens)
+        return pl.pallas_call(
+            _counted_leaking_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                scratch_shapes=[pltpu.SemaphoreType.DMA((1,)), pltpu.SemaphoreType.REGULAR]),
+            compiler_params=pltpu.CompilerParams(collective_id=0), interpret=params)(counts, x)
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=(P(ex.AXIS), P(ex.AXIS)), out_specs=P(ex.AXIS),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    lens = jnp.array([[40 * (d % 2), d % 2] for d in range(num_devices)], jnp.int32).reshape(-1)
+    return fn, (jax.device_put(lens, NamedSharding(mesh, P(ex.AXIS))),
+                jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))

@@ -8,6 +8,8 @@ tests/programs/ground_truth.json (the example) and in the spec (the two targets)
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +25,9 @@ NOT_FED = "tests/programs/failing_plan_targets.py::apart_plan_then_a_call_it_doe
 EAGER_ONLY = "tests/programs/failing_plan_targets.py::plan_raising_under_eager_only"
 BY_DEVICE = "tests/programs/failing_plan_targets.py::plan_failing_apart_per_device_then_a_call"
 ONE_MODE = "tests/programs/failing_plan_targets.py::eager_only_plan_then_a_call"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE)
+LATE = "tests/programs/failing_plan_targets.py::plan_failing_late_on_one_device_then_a_call"
+FED = "tests/programs/failing_plan_targets.py::late_plan_on_one_device_then_a_call_it_feeds"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -124,3 +128,59 @@ def test_a_call_after_a_plan_failing_in_one_mode_only_never_starts_there_and_is_
     assert {r["verdict"] for r in on_wait} == {"unknown"}
     assert all("not shown to raise in every on_wait run" in r["reason"] and "PRG-225" in r["reason"] for r in on_wait)
     assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
+
+
+@pytest.mark.rule("ERR-52")
+def test_a_call_after_a_plan_only_some_devices_fail_is_unknown_where_a_device_may_run_it(rows):
+    """The plan raises on device 1 in every run, after device 0 may have finished its part: device 0 then passes the
+    clean-up barrier and runs the second call (jax, below). Its interpreter cells are unknown, naming ERR-52 and the
+    device; before, the call was marked as one that never starts (deadlock-free violated, the rest vacuous). The
+    plan's own verdicts and hardware's are as before."""
+    for path in (LATE, FED):  # FED: the call reads the plan and is stood in for (PRG-208), then made unknown
+        by = rows[path]
+        for mode in ("eager", "on_wait"):
+            second = by[("1", mode)]
+            assert {r["verdict"] for r in second.values()} == {"unknown"}, (path, second)
+            assert all("ERR-52" in r["reason"] and "device 0 may finish" in r["reason"] for r in second.values())
+            assert by[("0", mode)]["deadlock-free"]["verdict"] == "violated"
+
+
+_LATE_JAX = """
+import contextlib, io, json, os, sys, threading
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["JAX_PLATFORMS"] = "cpu"
+sys.path.insert(0, "tests/programs")
+import jax
+from jax.experimental.pallas import tpu as pltpu
+import failing_plan_targets as f
+mode = sys.argv[1]
+params = pltpu.InterpretParams(dma_execution_mode=mode, detect_races=True, on_race="warn", vector_clock_size=1024)
+fn, args = getattr(f, sys.argv[2])(2, dma_mode=mode, interpret=params)
+printed, out = io.StringIO(), {}
+def go():
+    try:
+        jax.block_until_ready(fn(*args)); out["r"] = "completed"
+    except Exception as e:
+        out["r"] = "raised " + type(e).__name__
+with contextlib.redirect_stdout(printed):
+    t = threading.Thread(target=go, daemon=True); t.start(); t.join(30)
+print("@@" + json.dumps([out.get("r", "hangs"), [s for s in printed.getvalue().splitlines() if "non-zero" in s]]))
+sys.stdout.flush(); os._exit(0)
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-52")
+def test_jax_runs_the_call_after_the_plan_on_the_device_that_finished_it():
+    """jax, eager and on_wait with the race detector (the run read after 30 s), both targets: device 0 runs the
+    leaking call (its exit check reports the signal left at 1 on device 0 only) and then waits at its clean-up
+    barrier for device 1, which failed in the plan: the program hangs."""
+    for target, flag in ((LATE, 2000), (FED, 2001)):  # (FED's DMA semaphore is 2000)
+        for mode in ("eager", "on_wait"):
+            run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode, target.split("::")[1]], cwd=REPO,
+                                 capture_output=True, text=True, timeout=600, env={**os.environ})
+            line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+            assert line is not None, run.stderr[-2000:]
+            ended, exits = json.loads(line[2:])
+            leak = f"Semaphore {flag} has non-zero count for 0 (global core 0) at kernel exit: 1"
+            assert ended == "hangs" and exits == [leak], (target, mode, ended, exits)
