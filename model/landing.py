@@ -26,6 +26,7 @@ import numpy as np
 
 from semcheck.model.followed import FollowedRead, ValueFacts
 from semcheck.model.ops import Access, DmaStart, Program, Signal, Wait
+from semcheck.model.step import target_core
 
 MODES = ("eager", "on_wait")
 
@@ -75,7 +76,7 @@ def _lands_at(program: Program, event: tuple[int, int], core: int, at: int, mode
         return None  # started after the read (its own read half is at its start)
     if mode == "eager":
         if wcore != core:
-            return f"the copy at {op.loc} is another core's, and lands when that core starts it, before or after the read"
+            return f"the copy at {op.loc} is another core's: it lands when that core starts it, maybe after the read"
         return wpc
     ops = program.cores[core]
     start = wpc + 1 if wcore == core else 0
@@ -88,20 +89,29 @@ def _lands_at(program: Program, event: tuple[int, int], core: int, at: int, mode
 
 
 def _sole_contributor(program: Program, event: tuple[int, int], core: int, wait: int) -> bool:
-    """Whether the copy at `event` is the one op that may have added to its receive semaphore by the time `core`
-    reaches its wait at position `wait` (by the semaphore's name: no other copy names it as either semaphore, no
-    signal does, on another core or before the wait on `core`)."""
+    """Whether the copy at `event` is the one op that may have added to its receive semaphore on `core` by the time
+    `core` reaches its wait at position `wait`: no other copy's half and no signal lands on that semaphore (by its
+    name) of `core` (SIG-1's target), on another core or before the wait on `core`."""
     copy = program.cores[event[0]][event[1]]
     sem = copy.dst_sem
+    if copy.src_sem == sem and event[0] == core:
+        return False
     for c, ops in enumerate(program.cores):
         for pc, op in enumerate(ops[:wait] if c == core else ops):
             if (c, pc) == event:
                 continue
-            if type(op) is DmaStart and sem in (op.dst_sem, op.src_sem):
+            if type(op) is DmaStart and ((op.dst_sem == sem and _lands_on(program, c, op, True) == core)
+                                         or (op.src_sem == sem and c == core)):
                 return False
-            if type(op) is Signal and op.sem == sem:
+            if type(op) is Signal and op.sem == sem and _lands_on(program, c, op, False) == core:
                 return False
-    return copy.src_sem != sem
+    return True
+
+
+def _lands_on(program: Program, core: int, op, dma: bool) -> int | None:
+    """The core a copy's write half or a signal of `core` lands on (SIG-1); None where it names none."""
+    got = target_core(program, "eager", core, op.device, op.core, dma=dma)
+    return got if type(got) is int else None
 
 
 __all__ = ["MODES", "landed_writers", "write_index"]

@@ -50,7 +50,8 @@ def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list) -> 
         reads = [e for e in pair if not e.write and e.half is None]
         if len(reads) != 1:
             a, b = pair
-            return (f"{a.describe()} at {a.loc} and {b.describe()} at {b.loc} are not a load and a write"), {}, frozenset()
+            why = f"{a.describe()} at {a.loc} and {b.describe()} at {b.loc} are not a load and a write"
+            return why, {}, frozenset()
         at.add((reads[0].pc, reads[0].loc.file, reads[0].loc.line))
     index = write_index(facts)
     pins: dict = {}
