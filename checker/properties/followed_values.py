@@ -89,10 +89,13 @@ def case_pins(program: Program, mode: str, facts: ModeAnalysis | None = None) ->
         return None
     from semcheck.checker.properties.races import race_free
 
+    given = any(r.pinned is not None for r in program.followed.reads)  # type: ignore[union-attr]
     if race_free(program, mode, facts=facts).holds:  # type: ignore[arg-type]
-        return None
-    _, pairs = _unordered_on_followed(program, mode, facts)
-    if not pairs:
+        pairs: list | None = []
+    else:
+        why, pairs = _unordered_on_followed(program, mode, facts)
+        pairs = [] if why is None else pairs
+    if pairs is None or not (pairs or given):
         return None
     why, pins, _ = racy_values(program, mode, program.followed, pairs)  # type: ignore[arg-type]
     return pins if why is None and pins else None
@@ -108,13 +111,16 @@ def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | N
     # ACC-9 (a), or ACC-20: only the pairs on followed elements need the semaphores' order
     unordered, pairs = (None, None) if race.holds else _unordered_on_followed(program, mode, facts)
     skip: frozenset[int] = frozenset()
-    if unordered is not None and pairs:  # ACC-71: racy reads whose value every run of the mode gives
-        why, pins, skip = racy_values(program, mode, values, pairs)  # type: ignore[arg-type]
+    given = any(r.pinned is not None for r in values.reads)  # a case's lowering: each value given is checked
+    if (unordered is not None and pairs) or (unordered is None and given):  # ACC-71: racy reads, read by RUN-61
+        why, pins, skip = racy_values(program, mode, values, pairs or [])  # type: ignore[arg-type]
         if why is None and not pins:
             unordered = None
         elif why is None:
-            unordered = (f"{unordered}, and in every {mode} run a read takes another value than the lowering's "
-                         "(RUN-61), which a lowering with that value decides (ACC-71)")
+            unordered = (f"{unordered or 'a read was given a value'}, and in every {mode} run a read takes another "
+                         "value than the lowering's (RUN-61), which a lowering with that value decides (ACC-71)")
+        elif unordered is None:
+            unordered = f"a read was given a value that is not shown to be every run's ({why}, ACC-71)"
     bad = misread(program, values, mode, skip)  # type: ignore[arg-type]
     if unordered is None and bad is None:
         return None, None

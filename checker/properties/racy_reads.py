@@ -59,8 +59,8 @@ def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list) -> 
     racy = []
     for j, r in enumerate(facts.reads):
         labels = {stack_slot(e[1]) for e in r.elements}
-        if (r.read[1], r.loc.file, r.loc.line) not in at and not labels & written:
-            continue
+        if (r.read[1], r.loc.file, r.loc.line) not in at and not labels & written and r.pinned is None:
+            continue  # (a read given a value is always asked: the value is the case's, not the lowering's)
         op = program.cores[r.read[0]][r.read[1]]
         if type(op) is not Access:
             if labels & written:

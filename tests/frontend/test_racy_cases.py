@@ -208,3 +208,23 @@ def test_a_copy_sized_past_int32_by_a_racy_count_stays_unknown_naming_why():
     row = cells["on_wait"]["exit-balance"]
     assert row["verdict"] == "unknown" and "passes int32" in row["reason"], row
     assert cells["on_wait"]["race-free"]["verdict"] == "violated"
+
+
+@pytest.mark.rule("ACC-71")
+@pytest.mark.parametrize("events", [["C0", "L", "W0"], ["C0", "W0", "L"]])
+def test_a_value_given_to_a_read_is_checked_against_what_every_run_lands(events):
+    """A case's lowering gives a read a value: the values are facts only where every run of the mode lands that
+    value there, whether the read races the copy (before its wait) or not (after it)."""
+    program = _drawn(events, [7] * 8)
+    read = program.followed.reads[0]  # (the drawn program's first load)
+    landed = _landed_in_the_run(program, "on_wait")[read.read[1]]
+
+    def given(value: int, initial: bool):
+        pinned = dataclasses.replace(read, pinned=(np.array([value]), np.array([initial])))
+        facts = dataclasses.replace(program.followed, reads=(pinned, *program.followed.reads[1:]))
+        return dataclasses.replace(program, followed=facts)
+
+    right, wrong = (given(0, True), given(7, False)) if landed < 0 else (given(7, False), given(8, False))
+    assert not_facts(right, "on_wait") is None
+    assert not_facts(wrong, "on_wait") is not None
+    assert case_pins(wrong, "on_wait")  # and the lowering asked for gives it the value the run lands
