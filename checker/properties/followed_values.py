@@ -13,7 +13,10 @@ are the kernel's and every verdict stands. Where some run may reach one, a deadl
 stands (the greedy run is a run of the kernel) and the rest is unknown. A mode whose launch fails reads no
 value at all (every run raises before any core starts): its verdicts stand (ACC-56). Where the values are not
 facts, a violation whose own witness run reads each followed value from the write the lowering took it from, as
-the mode lands its copies, is the kernel's and stands (ACC-61, `model.followed_runs`).
+the mode lands its copies, is the kernel's and stands (ACC-61, `model.followed_runs`). Under an interpreter mode a
+read that races a write sees, in every run, the write RUN-61 lands last before it (`racy_reads`): where that is the
+lowering's, the values are facts; where not, `case_pins` names the values a lowering must give those reads, and
+`racy_cases` decides the mode on that lowering (ACC-71).
 """
 
 from __future__ import annotations
