@@ -110,6 +110,9 @@ class FollowedRead:
     loc: Loc
     elements: Iterable[Element]  # an `Elements` (ACC-53), or a tuple of `Element`s
     writers: Any  # per element: an index into `ValueFacts.writes`, or -1 (the launch's contents); a `Flat` or a tuple
+    # ACC-71: in a lowering by a racy read's case, the values this read was given, per element, and which of them
+    # are the interpreter's fill of uninitialised memory: (values, initial); None: the lowering's own values
+    pinned: Any = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +147,7 @@ class ValueFacts:
 
     reads: tuple[FollowedRead, ...]
     writes: tuple[FollowedWrite, ...]
+    offsets: tuple[int, ...] = ()  # ACC-71: per core, where the kernel's body starts in its launched program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,17 +187,20 @@ class _Order:
         self.when.setdefault((core, pc), len(self.when))
 
 
-def misread(program: Program, facts: ValueFacts, mode: DmaMode) -> Misread | None:
+def misread(program: Program, facts: ValueFacts, mode: DmaMode, skip: frozenset[int] = frozenset()) -> Misread | None:
     """ACC-9 (b): the first followed read whose last write in the greedy run of `mode` is not the one the
     lowering read from (else the first the run does not reach, `reached` False); None when the run reaches
     every one and each agrees.
 
     A copy's write half is placed at its start: in a race-free program a read conflicting with the half
     is ordered after the half exactly when it is ordered after the start (nothing but the start orders
-    a half), so this order agrees with the halves' own on every pair the rule asks about.
+    a half), so this order agrees with the halves' own on every pair the rule asks about. `skip`: the reads (by
+    index) whose value every run of the mode gives otherwise (ACC-71, RUN-61).
     """
     order = _Order()
     outcome = fast_run(program, mode, record=False, observer=order)  # type: ignore[arg-type]
+    if skip:
+        facts = dataclasses.replace(facts, reads=tuple(r for j, r in enumerate(facts.reads) if j not in skip))
     return misread_in(facts, order.when, outcome.kind != "completed")
 
 
@@ -313,5 +320,10 @@ def unordered_on_followed(pairs, labels: frozenset[str]):
 
     ACC-44: a `run_scoped` buffer is matched by its site (BUF-15): under `hardware` an access names the site's
     stack slot, not the execution, and every execution of a site with a followed execution counts as followed."""
+    return next(unordered_pairs_on_followed(pairs, labels), None)
+
+
+def unordered_pairs_on_followed(pairs, labels: frozenset[str]) -> Iterator:
+    """ACC-20, ACC-71: every one of `pairs` of which an access touches a followed buffer (by site, ACC-44)."""
     slots = {stack_slot(label) for label in labels}
-    return next((pair for pair in pairs if any(stack_slot(e.buffer[2]) in slots for e in pair)), None)
+    return (pair for pair in pairs if any(stack_slot(e.buffer[2]) in slots for e in pair))

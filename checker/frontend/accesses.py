@@ -227,6 +227,7 @@ class AccessRules(Evaluator):
             return False
         why = Unknown("the initial contents of a run_scoped buffer (uninitialised memory)", loc)
         if self.memory.define(label, alloc[0], alloc[1], None, why, alloc[2]):
+            self.memory.uninitialised.add(label)  # ACC-71: the interpreter fills it (`_allocate_buffer`)
             return True
         self.memory.ignored.add(label)
         return False

@@ -53,6 +53,8 @@ class LoweredKernel:
     # raising other errors in the two modes, or shown to raise in every run of one mode only): (mode, its program,
     # or why that mode has none)
     modes_apart: tuple[tuple[str, Program | str], ...] = ()
+    # ACC-71: the call lowered again with some racy reads given values (`KernelInputs.pins`); None: not offered
+    relower: Callable[[Any], Program] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def num_devices(self) -> int:
@@ -219,6 +221,8 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
                 iterations=iterations,
                 hardware=hardware,
                 modes_apart=apart,
+                relower=None if values is None or iterations or refused is not None else _relowering(
+                    traced_call, values, n_cores, f"{t.name}:{call.name}", len(calls) == 1),
             )
         )
     if failed is not None:
@@ -250,6 +254,16 @@ def _hardware_lowering(values: KernelInputs, lower: Any) -> Any:
 
     got = lower_by_cases(lambda cases: lower(dataclasses.replace(values, cases=cases)))
     return f"unsupported {got.removeprefix('unsupported ')}" if isinstance(got, str) else got
+
+
+def _relowering(traced_call: KernelCall, values: KernelInputs, cores: int | None, name: str, alone: bool) -> Any:
+    """ACC-71: the call lowered with its interpreter modes' values and the given racy reads' values."""
+    def relower(pins: Any) -> Program:
+        v = dataclasses.replace(values, pins=pins)
+        return lower_call(resolve_grid(traced_call, v), cores=cores, name=name, stats=LoweringStats(), inputs=v,
+                          symmetric_from=SYMMETRIC_FROM if alone else None)
+
+    return relower
 
 
 def _never_runs(k: LoweredKernel, unit: int, failure: Any) -> LoweredKernel:

@@ -95,6 +95,7 @@ class KernelInputs:
     on_cpu: bool = False  # ACC-28: these are the interpreter modes' values (a tie in the kernel is followed)
     floats: bool = False  # ACC-41: the float operands a lowering following float copies tracks have their values
     cases: Any = None  # ACC-64: in a lowering for `hardware`, the `range_cases.RangeCases` of its case
+    pins: Any = None  # ACC-71: the values racy reads are given, `(lane, body position) -> (loc, values, initial)`
 
     def why_of(self, i: int) -> str:
         """Why operand `i` has no value."""

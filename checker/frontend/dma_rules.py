@@ -87,6 +87,10 @@ class DmaRules(SyncRules):
                 raise Unsupported(eqn.primitive.name, "the DMA's source view has a slice size semcheck cannot "
                                   "compute (negative or not an integer)", self.loc(eqn))
             out[lane] = math.prod(got[0]) * np.dtype(got[1]).itemsize
+            if out[lane] >= 2 ** 31:  # ACC-72: jax's interpreter multiplies the traced sizes in int32, and wraps
+                raise Unsupported(eqn.primitive.name, f"the DMA's byte count, {out[lane]:,}, passes int32, in which "
+                                  "jax's interpreter computes a byte count over sizes that are data (and wraps it): "
+                                  "specs/deciding/frontend.md ACC-72", self.loc(eqn))
         return out * self.L if lanes == 1 else out
 
     def _dma_start(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:

@@ -238,6 +238,7 @@ class GridRules(Evaluator):
                 unknown = None if unknown is None else unknown[self.lane_devices]
             if scratch:
                 why = Unknown(f"the initial contents of scratch {op.name!r} (uninitialised memory), read")
+                self.memory.uninitialised.add(arg.name)  # ACC-71: the interpreter fills it
             elif inputs is None or inputs.abstract:
                 why = AbstractInput(f"the contents of {what} {op.name!r}, which the example arguments do "
                                     "not carry, read")

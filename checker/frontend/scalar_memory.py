@@ -201,6 +201,8 @@ class ScalarMemory:
         self.refuse: Any = None
         # ACC-9: while a write runs, per lane the id of the write (`scalar_state.ValueFacts`); None: not kept
         self.writer_now: np.ndarray | None = None
+        # ACC-71: the labels whose contents before any write are uninitialised memory (scratch, run_scoped buffers)
+        self.uninitialised: set[str] = set()
 
     # --- which refs ----------------------------------------------------------------
 

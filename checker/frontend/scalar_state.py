@@ -40,6 +40,7 @@ from jax._src.state import types as state_types
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import Evaluator, SubsetRefused, sub_jaxprs
 from semcheck.checker.frontend.regions import flatten_ref
+from semcheck.checker.frontend.racy_pins import pinned_values, with_pins
 from semcheck.checker.frontend.scalar_memory import CopiedFloat
 from semcheck.checker.frontend.trace import KernelCall, memory_space_name
 from semcheck.checker.frontend.values import BufRef, Unknown
@@ -115,9 +116,9 @@ class ScalarStateRules(Evaluator):
             return None
         writes = tuple(FollowedWrite((lane, offsets[lane] + pos), loc, *_write_elements(els))
                        for lane, pos, loc, els in self.followed_writes)
-        reads = tuple(FollowedRead((lane, offsets[lane] + pos), loc, elements, writers)
-                      for lane, pos, loc, elements, writers in self.followed_reads)
-        return ValueFacts(reads, writes)
+        reads = tuple(FollowedRead((lane, offsets[lane] + pos), loc, elements, writers, *pin)
+                      for lane, pos, loc, elements, writers, *pin in self.followed_reads)
+        return ValueFacts(reads, writes, tuple(offsets))
 
     def _new_write(self, lane: int, pos: int, loc: Any) -> int:
         self.followed_writes.append((lane, pos, loc, []))
@@ -135,6 +136,9 @@ class ScalarStateRules(Evaluator):
             chain: tuple[Any, ...] = ()
             if isinstance(ref, state_types.TransformedRef):
                 ref, chain = flatten_ref(ref)
+            if (type(ref) is BufRef and not chain and ref.name not in self.memory and ref.name not in self.memory.ignored
+                    and self.memory.allocation(ref.name) is not None and self._following()):
+                self.track_scoped(ref.name, self.loc(eqn))  # ACC-71: a first store is a recorded write too (ACC-43)
             if type(ref) is not BufRef or not self._fed(ref.name) or not self._following():
                 # not following: copies into the ref make it unknown (`dma_start`), as ACC-4 says
                 return self._copied_float(eqn, ref, rule(eqn, invals, mask))
@@ -160,6 +164,8 @@ class ScalarStateRules(Evaluator):
                 outs = rule(eqn, invals, mask)
             finally:
                 memory.writer_now = None
+            pins = getattr(getattr(self, "_inputs", None), "pins", None) if not write else None
+            pinned: dict[int, Any] = {}
             for lane in lanes:
                 ops = self.bodies[lane]
                 got = before[lane]
@@ -174,10 +180,18 @@ class ScalarStateRules(Evaluator):
                     continue
                 flat, writers, known = got
                 device = int(self.lane_devices[lane])
+                pin = None if not pins else pinned_values(
+                    pins, lane, at[lane], loc, flat, memory, label,
+                    getattr(self.call.interpret_params, "uninitialized_memory", None) or "nan")
+                if pin is not None:  # ACC-71: a racy read's case
+                    pinned[lane], known = pin[0], True
                 if known:  # an unknown value decides nothing (the lowering refuses it where it would)
-                    self.followed_reads.append((lane, at[lane], loc, Elements(device, label, flat), Flat(writers)))
+                    self.followed_reads.append((lane, at[lane], loc, Elements(device, label, flat), Flat(writers),
+                                                pin))
                 if ids is not None:
                     self._written(int(ids[lane]), device, lane, label, flat)
+            if pinned:
+                outs = [with_pins(outs[0], pinned, lanes, self.L, tuple(eqn.outvars[0].aval.shape)), *outs[1:]]
             return outs
 
         return access

@@ -272,7 +272,13 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
         else:
             def decide(p, r, analysis=analysis, program=k.program):  # ACC-27: each mode's lowering where the modes' values differ
                 a = analysis if p is program else Analysis(p)
-                return both_readings(p, check_modes(a, r, deadline), r, deadline, check_modes)  # ACC-24
+                done = both_readings(p, check_modes(a, r, deadline), r, deadline, check_modes)  # ACC-24
+                if p is program and getattr(k, "relower", None) is not None:  # ACC-71: racy reads' values
+                    from semcheck.checker.properties.racy_cases import by_cases
+
+                    done = by_cases(k, a, done, r, lambda b, rq: both_readings(
+                        b.program, check_modes(b, rq, deadline), rq, deadline, check_modes))
+                return done
 
             done = split_modes(k, req, decide)
         if k.producers or any(pos in getattr(later, "producers", ()) for later in kernels):

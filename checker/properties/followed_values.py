@@ -16,7 +16,10 @@ are the kernel's and every verdict stands. Where some run may reach one, a deadl
 stands (the greedy run is a run of the kernel) and the rest is unknown. A mode whose launch fails reads no
 value at all (every run raises before any core starts): its verdicts stand (ACC-56). Where the values are not
 facts, a violation whose own witness run reads each followed value from the write the lowering took it from, as
-the mode lands its copies, is the kernel's and stands (ACC-61, `model.followed_runs`).
+the mode lands its copies, is the kernel's and stands (ACC-61, `model.followed_runs`). Under an interpreter mode a
+read that races a write sees, in every run, the write RUN-61 lands last before it (`racy_reads`): where that is the
+lowering's, the values are facts; where not, `case_pins` names the values a lowering must give those reads, and
+`racy_cases` decides the mode on that lowering (ACC-71).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from semcheck.checker.properties.racy_reads import pairs_on_followed, racy_values
 from semcheck.checker.properties.verdict import UP_TO_FAILURE, Verdict
-from semcheck.model.followed import Misread, followed_labels, misread, reachable_read, unordered_on_followed
+from semcheck.model.followed import Misread, misread, reachable_read
 from semcheck.model.followed_runs import run_is_kernels
+from semcheck.model.landing import MODES
 from semcheck.model.launch import launch_failure
 from semcheck.model.ops import Program
 
@@ -84,6 +89,26 @@ def not_facts(program: Program, mode: str, facts: ModeAnalysis | None = None) ->
     return _why_not(program, mode, race_free(program, mode, facts=facts), facts)[0]  # type: ignore[arg-type]
 
 
+def case_pins(program: Program, mode: str, facts: ModeAnalysis | None = None) -> dict | None:
+    """ACC-71: the values a lowering must give the program's racy reads for its verdicts under `mode` to be the
+    kernel's (`racy_reads.racy_values`' pins); None where no such lowering is asked for (the values are facts,
+    or are not decided so)."""
+    if getattr(program, "followed", None) is None or mode not in MODES or launch_failure(program, mode) is not None:
+        return None
+    from semcheck.checker.properties.races import race_free
+
+    given = any(r.pinned is not None for r in program.followed.reads)  # type: ignore[union-attr]
+    if race_free(program, mode, facts=facts).holds:  # type: ignore[arg-type]
+        pairs: list | None = []
+    else:
+        why, pairs = _unordered_on_followed(program, mode, facts)
+        pairs = [] if why is None else pairs
+    if pairs is None or not (pairs or given):
+        return None
+    why, pins, _ = racy_values(program, mode, program.followed, pairs)  # type: ignore[arg-type]
+    return pins if why is None and pins else None
+
+
 def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | None
              ) -> tuple[str | None, Misread | None]:
     """Why the followed values are not facts under `mode` (None: they are), and the misread of the greedy
@@ -91,14 +116,25 @@ def _why_not(program: Program, mode: str, race: Verdict, facts: ModeAnalysis | N
     if launch_failure(program, mode) is not None:  # ACC-56: every run raises before any core starts, so none
         return None, None                            # reads a value, and no verdict of the mode rests on one
     values = program.followed
-    bad = misread(program, values, mode)  # type: ignore[arg-type]
     # ACC-9 (a), or ACC-20: only the pairs on followed elements need the semaphores' order
-    unordered = None if race.holds else _unordered_on_followed(program, mode, facts)
+    unordered, pairs = (None, None) if race.holds else _unordered_on_followed(program, mode, facts)
     if unordered is None and race.stats.get(UP_TO_FAILURE):
         placed = _as_the_mode_lands(program, mode, facts)
         if placed is not None:
             return (f"the values the lowering followed are not shown to be the kernel's under {mode}: {placed} "
                     "(PRG-231); the program checked may not be the kernel's (specs/deciding/frontend.md ACC-9)"), None
+    skip: frozenset[int] = frozenset()
+    given = any(r.pinned is not None for r in values.reads)  # a case's lowering: each value given is checked
+    if (unordered is not None and pairs) or (unordered is None and given):  # ACC-71: racy reads, read by RUN-61
+        why, pins, skip = racy_values(program, mode, values, pairs or [])  # type: ignore[arg-type]
+        if why is None and not pins:
+            unordered = None
+        elif why is None:
+            unordered = (f"{unordered or 'a read was given a value'}, and in every {mode} run a read takes another "
+                         "value than the lowering's (RUN-61), which a lowering with that value decides (ACC-71)")
+        elif unordered is None:
+            unordered = f"a read was given a value that is not shown to be every run's ({why}, ACC-71)"
+    bad = misread(program, values, mode, skip)  # type: ignore[arg-type]
     if unordered is None and bad is None:
         return None, None
     if unordered is None:
@@ -123,7 +159,7 @@ def _as_the_mode_lands(program: Program, mode: str, facts: ModeAnalysis | None) 
     causes. The start stands for the landing where the pass orders every pair on followed elements over every run
     (ACC-9 (a)); else the greedy run, copies landing as the mode lands them (ACC-61), must read each followed value it
     reaches from the lowering's write."""
-    every = _unordered_on_followed(program, mode, facts)
+    every, _ = _unordered_on_followed(program, mode, facts)
     if every is None:
         return None
     why = run_is_kernels(program, program.followed, mode, ())  # type: ignore[arg-type]
@@ -133,30 +169,31 @@ def _as_the_mode_lands(program: Program, mode: str, facts: ModeAnalysis | None) 
             f"every run ({every}), so it is not ACC-9 (a); with copies landing as {mode} lands them, {why}")
 
 
-def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | None) -> str | None:
+def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | None) -> tuple[str | None, list | None]:
     """ACC-20: why two conflicting accesses, one of them to a followed ref, may be unordered in some schedule
     under `mode`; None when the certified happens-before pass (DR-6) orders every such pair, which is what
-    ACC-9's proof asks of race-free."""
+    ACC-9's proof asks of race-free. With it, every such pair the certified pass lists (ACC-71), or None."""
     from semcheck.checker.properties.analysis import analysis_of
 
     facts = analysis_of(program, mode, facts)
     if mode == "hardware":  # the pass race-free reads under hardware: copies landing in parts (DR-9)
         parts, split = facts.whole.partial_arrivals
         if parts.mixed:
-            return f"the copy at {parts.mixed[0].loc} may land in parts that semcheck does not model (DR-9)"
+            return f"the copy at {parts.mixed[0].loc} may land in parts that semcheck does not model (DR-9)", None
         if facts.whole.grid_overlap is not None:  # GRID-4: the pass orders the grid's copies as the interpreter does
-            return f"on a TPU {facts.whole.grid_overlap} (GRID-4)"
+            return f"on a TPU {facts.whole.grid_overlap} (GRID-4)", None
         if parts.program is not program:
             facts = split.mode(mode)
     pre = facts.race_order
     if not pre.ordering.certified:
-        return f"the happens-before pass cannot order the accesses alone ({pre.ordering.why})"
+        return f"the happens-before pass cannot order the accesses alone ({pre.ordering.why})", None
     if pre.unrecorded:
-        return f"semcheck could not tell which regions the copy at {pre.unrecorded[0].loc} touches"
-    pair = unordered_on_followed(pre.ordering.candidates, followed_labels(program.followed))  # type: ignore[arg-type]
-    if pair is None:
-        return None
-    return f"{pair[0].describe()} at {pair[0].loc} and {pair[1].describe()} at {pair[1].loc} may be unordered"
+        return f"semcheck could not tell which regions the copy at {pre.unrecorded[0].loc} touches", None
+    pairs = pairs_on_followed(pre.ordering.candidates, program.followed)  # type: ignore[arg-type]
+    if not pairs:
+        return None, None
+    pair = pairs[0]
+    return f"{pair[0].describe()} at {pair[0].loc} and {pair[1].describe()} at {pair[1].loc} may be unordered", pairs
 
 
 def _some_run_reaches(program: Program, mode: str, bad: Misread, facts: ModeAnalysis | None) -> str | None:

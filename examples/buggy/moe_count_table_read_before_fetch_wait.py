@@ -7,9 +7,9 @@ only at the kernel's end, so the loads of `table` that size, place and guard
 the dispatch and its waits may run while the copy is still landing in it.
 
 Expected semcheck verdict: race-free violated in every mode (a load of `table`
-in the dispatch against the fetch's write half); every other property unknown,
-naming that load and the fetch, since the values they rest on are not facts
-(spec ACC-30). Interpret mode: under `on_wait` the fetch lands only at its
+against the fetch's write half); under `hardware` every other property unknown,
+naming both, the values not being facts (spec ACC-30); under eager and on_wait
+each load reads one value in every run, and the rest is proved (spec ACC-71). Interpret mode: under `on_wait` the fetch lands only at its
 wait, so the dispatch reads the zeros the kernel stored first and sends
 nothing (the output is zeros, not `reference`'s); `eager` lands it at its
 start, and the output matches.

@@ -8,9 +8,9 @@ routes are loaded after the fetch's start and before its wait, so the loads may
 run while the copy is still landing.
 
 Expected semcheck verdict: race-free violated in every mode (the loads of
-`table` against the fetch's write half); every other property unknown, naming
-that load and the fetch, since the device ids and rows they rest on are not facts
-(spec ACC-55, ACC-20). Interpret mode: under `on_wait` the fetch lands only at
+`table` against the fetch's write half); under `hardware` every other property
+unknown, naming both (spec ACC-55, ACC-20); under eager and on_wait each load
+reads one route in every run, and the rest is proved (spec ACC-71). Interpret mode: under `on_wait` the fetch lands only at
 its wait, so the loads read the identity routing and every device sends its rows
 to itself: the output is the input, not `reference`'s; `eager` lands the fetch at
 its start, and the output matches. jax's race detector reports the loads and the

@@ -7,8 +7,8 @@ count is loaded from the buffer after the fetch's start and before its wait, so
 the load may run while the copy is still landing in it.
 
 Expected semcheck verdict: race-free violated in every mode (the load of `plan`
-against the fetch's write half); every other property unknown, naming that
-load and the fetch, since the values they rest on are not facts (spec ACC-43).
+against the fetch's write half); under `hardware` every other property unknown,
+naming both (spec ACC-43); under eager and on_wait proved (spec ACC-71).
 Interpret mode: under `on_wait` the fetch lands only at its wait, so the load
 reads the buffer's uninitialised contents (the interpreter's int32 maximum) and
 every device runs all `STEPS_UB` planned steps, not its `count`: the output has

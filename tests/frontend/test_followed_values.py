@@ -77,11 +77,15 @@ def test_a_misread_makes_the_mode_unknown(mode):
                                 Wait(SemRef("d"), 4, kind="dma")]], scratch=[Scratch("d")])
     at = {type(op): i for i, op in enumerate(one.cores[0])}
     wrote = FollowedWrite((0, at[DmaStart]), _STORE, frozenset({(0, "flag", 0)}))
+    landed = {"eager": 0, "on_wait": -1}.get(mode)  # ACC-71, RUN-61: the write every run of the mode lands last
     for took in (0, -1):
         facts = ValueFacts((FollowedRead((0, at[Access]), _LOAD, ((0, "flag", 0),), (took,)),), (wrote,))
         got = settle(dataclasses.replace(one, followed=facts), mode, {**proved, "race-free": racy}, lambda: racy)
         assert got["race-free"] is racy
-        assert all(v.verdict == "unknown" and "ACC-9" in v.reason for p, v in got.items() if p != "race-free")
+        if took == landed:  # the load reads the lowering's write in every run of the mode: the verdicts stand
+            assert all(v.verdict == "proved" for p, v in got.items() if p != "race-free")
+        else:
+            assert all(v.verdict == "unknown" and "ACC-9" in v.reason for p, v in got.items() if p != "race-free")
     # with no pair on it unordered, the run decides, whatever race-free says
     assert settle(Program(program.topology, program.cores, followed=agrees), mode,
                   {**proved, "race-free": racy}, lambda: racy)["dma-bytes"].verdict == "proved"
