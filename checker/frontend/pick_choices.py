@@ -27,9 +27,14 @@ from semcheck.checker.frontend.values import Bounded
 PADDING = {"argmax": -np.inf, "top_k": -np.inf, "argmin": np.inf}
 
 
-def row_choices(prim: str, x: Any, lanes: int, axis: int, width: int) -> tuple[tuple[tuple[int, ...], ...], ...] | None:
-    """Per row of `x` along `axis` (lane axis excluded; rows in C order of the other axes, lanes first), the tuples
-    of `width` positions a TPU's `prim` may give; None where no row excludes any (ACC-64's independent elements)."""
+# a row's choices: the positions it may pick from, and whether its picks are distinct (a `top_k`'s)
+Row = tuple[tuple[int, ...], bool]
+
+
+def row_choices(prim: str, x: Any, lanes: int, axis: int, width: int) -> tuple[Row, ...] | None:
+    """Per row of `x` along `axis` (lane axis excluded; rows in C order of the other axes, lanes first), the
+    positions a TPU's `prim` may pick, `width` of them (distinct where so marked); None where no row excludes any
+    (ACC-64's independent elements)."""
     if type(x) is not Bounded or prim not in PADDING:
         return None
     lo, hi = (np.moveaxis(np.broadcast_to(b, (lanes, *np.shape(b)[1:])), axis + 1, -1) for b in (x.lo, x.hi))
@@ -37,24 +42,33 @@ def row_choices(prim: str, x: Any, lanes: int, axis: int, width: int) -> tuple[t
     lo, hi = lo.reshape(-1, size), hi.reshape(-1, size)
     number = np.isfinite(lo) & np.isfinite(hi)
     padded = (lo == PADDING[prim]) & (hi == PADDING[prim])
-    every = tuple(itertools.product(range(size), repeat=width))
-    rows, narrowed = [], False
+    every: Row = (tuple(range(size)), False)
+    rows: list[Row] = []
     for num, pad in zip(number, padded):
-        keep = np.flatnonzero(num)
+        keep = tuple(np.flatnonzero(num).tolist())
         if not (num | pad).all() or len(keep) < width or (len(keep) == size and width == 1):
             rows.append(every)
-            continue
-        rows.append(tuple(itertools.permutations(keep.tolist(), width)))
-        narrowed = narrowed or len(rows[-1]) < len(every)
-    return tuple(rows) if narrowed else None
+        else:
+            rows.append((keep, width > 1))
+    return tuple(rows) if any(r is not every for r in rows) else None
 
 
-def count(rows: tuple[tuple[tuple[int, ...], ...], ...]) -> int:
-    return math.prod(len(r) for r in rows)
+def row_count(row: Row, width: int) -> int:
+    positions, distinct = row
+    return math.perm(len(positions), width) if distinct else len(positions) ** width
 
 
-def assemble(rows: tuple[tuple[tuple[int, ...], ...], ...], combo: tuple[tuple[int, ...], ...], shape: tuple[int, ...],
-             axis: int | None) -> np.ndarray:
+def count(rows: tuple[Row, ...], width: int) -> int:
+    return math.prod(row_count(r, width) for r in rows)
+
+
+def row_values(row: Row, width: int) -> Any:
+    """The tuples of `width` positions one row may take."""
+    positions, distinct = row
+    return itertools.permutations(positions, width) if distinct else itertools.product(positions, repeat=width)
+
+
+def assemble(combo: tuple[tuple[int, ...], ...], shape: tuple[int, ...], axis: int | None) -> np.ndarray:
     """The lane array of `shape` whose rows are `combo` (one tuple per row): for a `top_k` (`axis`, the lane-array
     axis of its `k` picks) each tuple fills that axis; else each row is one element, in C order."""
     flat = np.asarray(combo, dtype=np.int64)
@@ -64,4 +78,4 @@ def assemble(rows: tuple[tuple[tuple[int, ...], ...], ...], combo: tuple[tuple[i
     return np.moveaxis(flat.reshape(moved), -1, axis)
 
 
-__all__ = ["PADDING", "assemble", "count", "row_choices"]
+__all__ = ["PADDING", "Row", "assemble", "count", "row_choices", "row_count", "row_values"]

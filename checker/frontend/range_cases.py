@@ -48,15 +48,16 @@ class CaseSite:
     loc: Loc
     shape: tuple[int, ...]
     size: int
-    # ACC-75: where a TPU's pick excludes positions, the tuples each row may take (`pick_choices.row_choices`)
-    # and, for a `top_k`, the lane-array axis of its picks
-    rows: tuple[tuple[tuple[int, ...], ...], ...] | None = None
+    # ACC-75: where a TPU's pick excludes positions, the positions each row may pick (`pick_choices.row_choices`)
+    # and, for a `top_k`, the lane-array axis of its picks (`width` of them)
+    rows: tuple[pick_choices.Row, ...] | None = None
     axis: int | None = None
+    width: int = 1
 
     def count(self) -> int:
         """How many values the occurrence may take (each lane and element independently, or each row among its
         choices)."""
-        return self.size ** math.prod(self.shape) if self.rows is None else pick_choices.count(self.rows)
+        return self.size ** math.prod(self.shape) if self.rows is None else pick_choices.count(self.rows, self.width)
 
     def count_words(self) -> str:
         """The number of values, written out up to a million, else as a power."""
@@ -112,7 +113,7 @@ def case_value(ev: Any, eqn: Any, invals: list[Any], loc: Loc) -> list[Any] | No
     width = int(eqn.params.get("k", 1)) if prim == "top_k" else 1
     rows = None if prim in COMPARISONS else pick_choices.row_choices(prim, x, ev.L, axis % len(x_shape(eqn)), width)
     out_axis = (axis % len(x_shape(eqn))) + 1 if prim == "top_k" else None
-    site = CaseSite(prim, loc, (ev.L, *out.aval.shape), size, rows, out_axis)
+    site = CaseSite(prim, loc, (ev.L, *out.aval.shape), size, rows, out_axis, width)
     cases.seen[n - 1] = site
     rest = [Unknown(x.why, x.loc) for _ in eqn.outvars[:-1]]  # top_k's values: the TPU's own floats
     if n - 1 < len(cases.values) and cases.values[n - 1].shape == site.shape:
@@ -129,8 +130,8 @@ def x_shape(eqn: Any) -> tuple[int, ...]:
 def values_of(site: CaseSite) -> list[np.ndarray]:
     """Every value of `site`, each lane and element independently, or each row among its choices (ACC-75)."""
     if site.rows is not None:
-        return [pick_choices.assemble(site.rows, combo, site.shape, site.axis)
-                for combo in itertools.product(*site.rows)]
+        return [pick_choices.assemble(combo, site.shape, site.axis)
+                for combo in itertools.product(*(pick_choices.row_values(r, site.width) for r in site.rows))]
     return [np.asarray(v, dtype=np.int64).reshape(site.shape)
             for v in itertools.product(range(site.size), repeat=math.prod(site.shape))]
 
