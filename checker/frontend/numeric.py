@@ -78,13 +78,14 @@ class NumericRules(Evaluator):
         if prim.name in _ELEMENTWISE:
             invals = _lift_scalars(eqn, invals)
         if bounded:
-            return self._bounded(eqn, invals, fn)
+            return self._bounded(eqn, invals, fn, opaque(next(x for x in invals if type(x) is not np.ndarray)))
         floats = involves_floats(invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
         if floats or prim.name == "top_k":  # ACC-25: exact operations on float data only; ties a top-k breaks
             why = refusal(prim.name, invals, eqn.params)
             if why is not None and prim.name not in EXACT and prim.name not in CHECKED and self._bounds_followed(
                     eqn, invals):  # ACC-35: arithmetic that rounds, within bounds in the interpreter's modes
-                return self._bounded(eqn, invals, fn)
+                return self._bounded(eqn, invals, fn, Unknown(f"{why} (ACC-25{self._unbounded(eqn, invals)})",
+                                                              self.loc(eqn)))
             if why is not None and getattr(getattr(self, "_inputs", None), "on_cpu", False) and refusal(
                     prim.name, invals, eqn.params, ties=True) is None:  # ACC-28: a tie numpy breaks as XLA does
                 self.cpu_only = self.cpu_only or f"{why} at {self.loc(eqn)} (specs/deciding/frontend.md ACC-28)"
@@ -105,8 +106,9 @@ class NumericRules(Evaluator):
             out = [out]
         if floats and prim.name in CHECKED:
             why = inexact(prim.name, invals, out, eqn.params)
-            if why is not None and self._bounds_followed(eqn, invals):
-                return self._bounded(eqn, invals, fn)  # ACC-35
+            if why is not None and self._bounds_followed(eqn, invals):  # ACC-35
+                return self._bounded(eqn, invals, fn, Unknown(f"{why} (ACC-25{self._unbounded(eqn, invals)})",
+                                                              self.loc(eqn)))
             if why is not None:
                 return [Unknown(f"{why} (ACC-25{self._unbounded(eqn, invals)})", self.loc(eqn)) for _ in eqn.outvars]
         res = []
@@ -142,9 +144,11 @@ class NumericRules(Evaluator):
 
     def _bounds_followed(self, eqn: Any, invals: list[Any]) -> bool:
         """ACC-35, ACC-37: whether this operation that rounds is followed within bounds: in a lowering for the
-        interpreter's modes only (hardware's refuses it, naming the line), on float32."""
-        return getattr(getattr(self, "_inputs", None), "on_cpu", False) and rounds_within_bounds(
-            eqn.primitive.name, invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
+        interpreter's modes (hardware's refuses it, naming the line), on float32; ACC-74: in `hardware`'s lowering
+        by cases too, as the bounds of the exact value, from which nothing is decided (`_bounded`)."""
+        inputs = getattr(self, "_inputs", None)
+        return (getattr(inputs, "on_cpu", False) or getattr(inputs, "cases", None) is not None) and \
+            rounds_within_bounds(eqn.primitive.name, invals, [getattr(v.aval, "dtype", None) for v in eqn.outvars])
 
     def _unbounded(self, eqn: Any, invals: list[Any]) -> str:
         """ACC-37: why an operation semcheck bounds is not followed here (a lowering for hardware, or for every
@@ -153,12 +157,17 @@ class NumericRules(Evaluator):
             return ""
         return "; its bounds are followed only where jax's interpreter modes compute it, ACC-37"
 
-    def _bounded(self, eqn: Any, invals: list[Any], fn: Callable[..., Any]) -> list[Any]:
+    def _bounded(self, eqn: Any, invals: list[Any], fn: Callable[..., Any], plain: Unknown) -> list[Any]:
         """ACC-35, ACC-36: the results of `eqn` on values known within bounds; a known result decided from
-        bounds holds in the interpreter's modes only (ACC-37: `hardware` is lowered again without bounds)."""
+        bounds holds in the interpreter's modes only (ACC-37: `hardware` is lowered again without bounds).
+        ACC-74: in `hardware`'s lowering by cases, a result keeps the bounds of its exact value as the `plain`
+        unknown the lowering without bounds gave (its reason and line), and nothing is decided from them."""
         loc = self.loc(eqn)
         outs, decided = evaluate(eqn.primitive.name, eqn, invals, fn, loc,
                                  [getattr(v.aval, "dtype", None) for v in eqn.outvars])
+        if not getattr(getattr(self, "_inputs", None), "on_cpu", False):
+            outs, decided = [Bounded(plain.why, plain.loc, o.lo, o.hi, o.dtype) if type(o) is Bounded
+                             else Unknown(plain.why, plain.loc) for o in outs], False
         self.bounds_made = self.bounds_made or any(type(o) is Bounded for o in outs)
         if decided:
             self.cpu_only = self.cpu_only or (f"a {eqn.primitive.name} decided on float values known within bounds "

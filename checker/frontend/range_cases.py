@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from semcheck.checker.frontend import pick_choices
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import SubsetRefused
 from semcheck.checker.frontend.values import Bounded, Unknown
@@ -47,10 +48,16 @@ class CaseSite:
     loc: Loc
     shape: tuple[int, ...]
     size: int
+    # ACC-75: where a TPU's pick excludes positions, the positions each row may pick (`pick_choices.row_choices`)
+    # and, for a `top_k`, the lane-array axis of its picks (`width` of them)
+    rows: tuple[pick_choices.Row, ...] | None = None
+    axis: int | None = None
+    width: int = 1
 
     def count(self) -> int:
-        """How many values the occurrence may take (each lane and element independently)."""
-        return self.size ** math.prod(self.shape)
+        """How many values the occurrence may take (each lane and element independently, or each row among its
+        choices)."""
+        return self.size ** math.prod(self.shape) if self.rows is None else pick_choices.count(self.rows, self.width)
 
     def count_words(self) -> str:
         """The number of values, written out up to a million, else as a power."""
@@ -60,6 +67,8 @@ class CaseSite:
     def words(self) -> str:
         lanes, elements = self.shape[0], math.prod(self.shape[1:])
         each = "true or false" if self.prim in COMPARISONS else f"in [0, {self.size})"
+        if self.rows is not None:
+            each += ", never a position padded with an infinity while a number remains (ACC-75)"
         return (f"the {self.prim} at {self.loc} ({elements} element{'s' * (elements != 1)} on each of {lanes} "
                 f"lane{'s' * (lanes != 1)}, each {each})")
 
@@ -101,7 +110,10 @@ def case_value(ev: Any, eqn: Any, invals: list[Any], loc: Loc) -> list[Any] | No
     axis = int(eqn.params.get("axis", -1)) if prim == "top_k" else int(eqn.params.get("axes", (0,))[0])
     size = 2 if prim in COMPARISONS else int(eqn.invars[0].aval.shape[axis])
     n = ev.range_occurrences = getattr(ev, "range_occurrences", 0) + 1
-    site = CaseSite(prim, loc, (ev.L, *out.aval.shape), size)
+    width = int(eqn.params.get("k", 1)) if prim == "top_k" else 1
+    rows = None if prim in COMPARISONS else pick_choices.row_choices(prim, x, ev.L, axis % len(x_shape(eqn)), width)
+    out_axis = (axis % len(x_shape(eqn))) + 1 if prim == "top_k" else None
+    site = CaseSite(prim, loc, (ev.L, *out.aval.shape), size, rows, out_axis, width)
     cases.seen[n - 1] = site
     rest = [Unknown(x.why, x.loc) for _ in eqn.outvars[:-1]]  # top_k's values: the TPU's own floats
     if n - 1 < len(cases.values) and cases.values[n - 1].shape == site.shape:
@@ -111,8 +123,15 @@ def case_value(ev: Any, eqn: Any, invals: list[Any], loc: Loc) -> list[Any] | No
                            + f", a value taken case by case under hardware ({rule})", loc)]
 
 
+def x_shape(eqn: Any) -> tuple[int, ...]:
+    return tuple(eqn.invars[0].aval.shape)
+
+
 def values_of(site: CaseSite) -> list[np.ndarray]:
-    """Every value of `site`, each lane and element independently."""
+    """Every value of `site`, each lane and element independently, or each row among its choices (ACC-75)."""
+    if site.rows is not None:
+        return [pick_choices.assemble(combo, site.shape, site.axis)
+                for combo in itertools.product(*(pick_choices.row_values(r, site.width) for r in site.rows))]
     return [np.asarray(v, dtype=np.int64).reshape(site.shape)
             for v in itertools.product(range(site.size), repeat=math.prod(site.shape))]
 

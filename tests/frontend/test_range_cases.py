@@ -61,12 +61,12 @@ def test_an_index_whose_range_is_known_is_proved_under_hardware_by_cases(hardwar
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-65")
+@pytest.mark.rule("ACC-65", "ACC-74")
 def test_a_count_over_a_threshold_is_proved_under_hardware_by_cases(hardware):
     """The count of a device's tokens whose probability for expert 0 is at least 1/2: each comparison is true or
     false whatever a TPU's softmax gives, and the count is computed from the chosen truths, so the copy it sizes
     and its wait agree in each of the 16 cases: proved under hardware (before: unknown), as in the interpreter's
-    modes."""
+    modes. (ACC-74: the softmax's bounds under hardware decide no comparison: still 16 cases.)"""
     got = hardware["threshold_count"]
     assert {p: r["verdict"] for p, r in got["hardware"].items()} == {p: "proved" for p in IDS}
     assert all(r["stats"]["cases"] == 16 for r in got["hardware"].values())
