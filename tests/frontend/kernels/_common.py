@@ -25,6 +25,14 @@ def interpret(dma_mode: str = "eager", **kw):
     return pltpu.InterpretParams(dma_execution_mode=dma_mode, **kw)
 
 
+def cpu_as_tpu() -> None:
+    """emit_pipeline asks which TPU generation it targets; describe the CPU as one."""
+    from jax._src import tpu_info
+
+    if "cpu" not in tpu_info.registry:
+        tpu_info.registry["cpu"] = lambda: tpu_info.get_tpu_info_for_chip(tpu_info.ChipVersion.TPU_V5E, 1)
+
+
 def shard(call, mesh, axis):
     spec = P(axis)
     return jax.jit(jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))

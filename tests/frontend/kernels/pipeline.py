@@ -13,18 +13,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import semcheck
-from _common import LANES, ROWS, interpret, mesh_1d, shard, sharded_input
+from _common import LANES, ROWS, cpu_as_tpu, interpret, mesh_1d, shard, sharded_input
 
 AXIS = "x"
 STEPS = 4
-
-
-def _cpu_as_tpu() -> None:
-    """emit_pipeline asks which TPU generation it targets; describe the CPU as one."""
-    from jax._src import tpu_info
-
-    if "cpu" not in tpu_info.registry:
-        tpu_info.registry["cpu"] = lambda: tpu_info.get_tpu_info_for_chip(tpu_info.ChipVersion.TPU_V5E, 1)
 
 
 def _kernel(x_hbm, o_hbm):
@@ -36,7 +28,7 @@ def _kernel(x_hbm, o_hbm):
 
 
 def _build(num_devices: int, *, primitive: bool, dma_mode: str = "eager"):
-    _cpu_as_tpu()
+    cpu_as_tpu()
     mesh = mesh_1d(num_devices, AXIS)
     call = pl.pallas_call(
         _kernel,
