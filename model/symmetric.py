@@ -300,4 +300,4 @@ def with_cores(program: Program | Symmetric, cores: tuple[tuple[Op, ...], ...]) 
     cores of a program, the others left empty: DR-34, DR-35), whether `program` is built or a Symmetric."""
     return Program(program.topology, cores, collective_id=program.collective_id, name=program.name,
                    launch_failure=program.launch_failure, names=program.names, tpu_failure=program.tpu_failure,
-                   detect_races=program.detect_races)
+                   detect_races=program.detect_races, scoped_keys=getattr(program, "scoped_keys", True))
