@@ -5,8 +5,9 @@ A run of an interpreter mode may raise when a copy's half meets a `run_scoped` k
 runs. The relaxed program (`relaxed`) is the same program whose halves miss no key and whose waits take no clock:
 every step of the program that does not fail is that program's step, and a failing step does no more than that
 program's step does there, so every run of the program is, up to its failure, a run of the relaxed one (ERR-49).
-`dma-bytes`, `race-free`, `exit-balance` and `invocation-confined` hold of a run up to its failure when nothing
-before the failure breaks them (ERR-50: which events count), so a proof of the relaxed program holds here; a
+`dma-bytes`, `race-free`, `exit-balance`, `invocation-confined`, `id-disjoint` and `id-int16` hold of a run up to
+its failure when nothing before the failure breaks them (ERR-50: which events count), so a proof of the relaxed
+program holds here; a
 violation of it is one here when its witness replays here without a failure and shows it by its own steps
 (`shown_before_failure`, ACC-15 (ii)); anything else decides nothing (ERR-51).
 """
@@ -21,8 +22,9 @@ from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.ops import Access, DmaMode, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 
-# ERR-50: the properties a run up to its failure decides, read on the relaxed program's runs
-PROPS = ("dma-bytes", "race-free", "exit-balance", "invocation-confined")
+# ERR-50: the properties a run up to its failure decides, read on the relaxed program's runs (the id properties
+# of one state where RUN-60's walk of every state exceeds its budget: ERR-44 decides them first)
+PROPS = ("dma-bytes", "race-free", "exit-balance", "invocation-confined", "id-disjoint", "id-int16")
 
 # ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,
 # exit-balance ends at the exit it judges): a witness that replays on the program without failing shows it there

@@ -339,7 +339,8 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     model's runs raise KeyError where jax's do (an eager start, the waiter of an on_wait task), and every
     schedule is explored (RUN-4) within ERR-19's budget. None when no run raises there: the runs are those
     the usual checks read. Else `deadlock-free` is violated (a run that fails ends with unfinished cores,
-    PROP-4, ERR-19), `exit-balance` vacuous when no run reaches an exit (REP-20), and the rest unknown (ERR-19)."""
+    PROP-4, ERR-19), `exit-balance` vacuous when no run reaches an exit (REP-20), the id properties judged on every
+    reached state (ERR-44), the others on every run up to its failure (ERR-50), and the rest unknown (ERR-19)."""
     if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's (RUN-21)
         built = facts.whole.whole_program if facts.whole.symmetric else "not built"
         if isinstance(built, str):
