@@ -13,7 +13,7 @@ from strategies import programs, scope_programs
 from test_races import brute_force_race, detector_race, programs_with_accesses
 
 from semcheck.checker.properties.checking import check_program
-from semcheck.checker.properties.failing_prefixes import relaxed
+from semcheck.checker.properties.failing_prefixes import relaxed, renames
 from semcheck.model import (Access, AllocBuffer, DmaStart, FreeBuffer, Loc, Scratch, SemRef, Topology, Wait, launch,
                             run)
 from semcheck.model.errors import UnclockedWait, UnknownBuffer
@@ -80,6 +80,40 @@ def test_every_run_up_to_its_failure_is_a_run_of_the_relaxed_program(program, mo
             assert not any(isinstance(f.violation, (UnknownBuffer, UnclockedWait)) for f in other.failures)
             before = run(clean, mode, schedule[:-1], finish=False)
             assert _same(run(program, mode, schedule[:-1], finish=False), before)
+
+
+def _keyed(items, old: int, new: int) -> list:
+    """A map's entries, the fixed-id semaphore `old` named `new` (ERR-49's renamed collective id)."""
+    return sorted(repr(kv).replace(f"('fixed', {old})", f"('fixed', {new})") for kv in items)
+
+
+@pytest.mark.rule("ERR-49", "SEM-3")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(programs(max_devices=2, max_ops=4).filter(renames), st.sampled_from(MODES))
+def test_every_run_up_to_a_collision_is_a_run_of_the_program_with_the_collective_id_renamed(program, mode):
+    """Where some core allocates the collective id and every core fetches the barrier semaphore before using it, every
+    state the walk of every state reaches without a failure, replayed on the program whose collective id no core
+    allocates, is the same state but for that id's name (positions, allocations, the internal table, the fixed one,
+    counts and queues), without a failure."""
+    if not renames(program):
+        return
+    clean = relaxed(program, rename=True)
+    old, new = program.collective_id, clean.collective_id
+    reached = []
+    try:
+        walk(program, mode, lambda s, path, actors: reached.append((s, path())), max_states=3_000, reduce=False)
+    except ExplorationLimit:
+        return
+    assert new != old and not any(new in state.tables.internal for state, _ in reached)
+    for state, schedule in reached:
+        if state.failures:
+            continue
+        other = run(clean, mode, schedule, finish=False)
+        assert not other.failures, schedule
+        assert (state.pcs, state.allocs, state.tables.internal) == (other.pcs, other.allocs, other.tables.internal)
+        assert {new if i == old else i for i in state.tables.fixed} == set(other.tables.fixed)
+        assert _keyed(state.counts.items(), old, new) == _keyed(other.counts.items(), old, new)
+        assert _keyed(state.queues.items(), old, new) == _keyed(other.queues.items(), old, new)
 
 
 @pytest.mark.rule("ERR-50", "ERR-49")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.verdict import Verdict, Witness
+from semcheck.model.explore import barrier_used_before_fetched, racy_collective_id, unallocated_id
 from semcheck.model.ops import Access, DmaMode, Program
 from semcheck.model.run import REPLAY_LIMIT, run
 
@@ -31,12 +32,25 @@ PROPS = ("dma-bytes", "race-free", "exit-balance", "invocation-confined", "id-di
 AT_LAST_STEP = ("id-disjoint", "id-int16", "id-agreement", "exit-balance")
 
 RELAXED = ("the program whose copies' halves miss no run_scoped key and whose waits take no clock (ERR-49)")
+RENAMED = ("the program whose collective id is one no core allocates, so that no lookup meets both tables (ERR-49)")
+
+# ERR-49: the properties whose relaxed program may rename the collective id (the id properties ask about the id itself)
+RENAMES = ("dma-bytes", "race-free", "exit-balance", "invocation-confined")
 
 
-def relaxed(program: Program) -> Program:
+def relaxed(program: Program, rename: bool = False) -> Program:
     """ERR-49: `program` with no run_scoped key ever missed (BUF-14) and no clock kept (RACE-1): the two failures
-    only the model's runs follow are gone, and nothing else of a step changes."""
-    return dataclasses.replace(program, scoped_keys=False, detect_races=False)
+    only the model's runs follow are gone, and nothing else of a step changes. `rename`: and, where every core
+    fetches the barrier semaphore before it uses it, the collective id one no core allocates (`renames`)."""
+    out = dataclasses.replace(program, scoped_keys=False, detect_races=False)
+    return dataclasses.replace(out, collective_id=unallocated_id(program)) if rename and renames(program) else out
+
+
+def renames(program: Program) -> bool:
+    """ERR-49: whether the collective id can be renamed so that no lookup meets both tables: some core allocates it
+    (RUN-5), and every core fetches the barrier semaphore before its own first use of it."""
+    return (isinstance(program, Program) and racy_collective_id(program)
+            and not barrier_used_before_fetched(program))
 
 
 def prefix_verdict(prop: str, program: Program, mode: DmaMode, said: str, recheck: Callable[..., Verdict],
@@ -45,9 +59,11 @@ def prefix_verdict(prop: str, program: Program, mode: DmaMode, said: str, rechec
     (`recheck`: `decide.decide`); (None, why) when that decides nothing here, `why` saying what it found."""
     if prop not in PROPS or not isinstance(program, Program):
         return None, ""
-    clean = relaxed(program)
+    rename = prop in RENAMES and renames(program)
+    clean = relaxed(program, rename)
     v = recheck(prop, clean, mode, timeout_ms=timeout_ms, facts=Analysis(clean).mode(mode))
-    why = f"{said}; every run is, up to its failure, a run of {RELAXED}"
+    name = RENAMED if rename else RELAXED
+    why = f"{said}; every run is, up to its failure, a run of {name}"
     if v.verdict in ("proved", "vacuous"):
         head = f"on every run up to its failure ({why}, which {'satisfies' if v.verdict == 'proved' else 'vacuously satisfies'} it, ERR-50)"
         return dataclasses.replace(v, reason=f"{head}: {v.reason}" if v.reason else head,
@@ -58,9 +74,9 @@ def prefix_verdict(prop: str, program: Program, mode: DmaMode, said: str, rechec
             w = v.witness
             return dataclasses.replace(v, stats={**v.stats, "rule": "ERR-51"}, witness=dataclasses.replace(
                 w, message=f"{w.message} (in a run that meets no failure first: {why}, ERR-51)", schedule=shown)), ""
-        return None, (f"{RELAXED} violates it ({v.witness.message}), but whether a run gets there before it fails "
+        return None, (f"{name} violates it ({v.witness.message}), but whether a run gets there before it fails "
                       "is not decided (ERR-51)")
-    return None, f"{RELAXED}: {v.reason} (ERR-51)" if v.verdict == "unknown" else ""
+    return None, f"{name}: {v.reason} (ERR-51)" if v.verdict == "unknown" else ""
 
 
 def shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:

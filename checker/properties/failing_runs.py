@@ -33,7 +33,7 @@ from semcheck.checker.properties.dead_waits import held_at_dead_waits
 from semcheck.checker.properties.dma_bytes import dma_bytes
 from semcheck.checker.properties.explored_states import explored_verdict, states_explored
 from semcheck.checker.properties.failing_facts import At, view_ops
-from semcheck.checker.properties.failing_prefixes import prefix_verdict, shown_before_failure
+from semcheck.checker.properties.failing_prefixes import RENAMES, prefix_verdict, renames, shown_before_failure
 from semcheck.checker.properties.race_before_failure import before_failing_waits, both_run
 from semcheck.checker.properties.races import more_races
 from semcheck.checker.properties.registry import BY_ID
@@ -155,7 +155,11 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
                            "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
         if mode == "on_wait" and facts.deferred_views:
             return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
-        return None
+        return _renamed_verdict(prop, program, mode, facts, timeout_ms, recheck)
+    if prop in RENAMES and not facts.deferred_views:
+        v = _renamed_verdict(prop, program, mode, facts, timeout_ms, recheck)
+        if v is not None:
+            return v
     views = facts.whole.view_ops
     if views and mode == "on_wait" and prop != "deadlock-free" and facts.deferred_views:
         return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
@@ -187,6 +191,18 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         return dataclasses.replace(v, witness=dataclasses.replace(
             v.witness, message=f"{v.witness.message} ({prefix})"))
     return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix)
+
+
+def _renamed_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis, timeout_ms: int,
+                     recheck: Callable[..., Verdict]) -> Verdict | None:
+    """ERR-49, ERR-50: where the only limit is a lookup of the collective id that depends on the schedule (SEM-3), `prop`
+    on every run up to its failure, from the program whose collective id no core allocates; None when that program
+    decides nothing or the id cannot be renamed so."""
+    limit = undecided_failure(facts)
+    if limit != _NO_S_PRIME[SCHEDULE_LOOKUP] or not renames(program):
+        return None
+    said = f"{limit}: a lookup that meets the id in both tables raises ValueError (ERR-1), which ends the run (ERR-19)"
+    return prefix_verdict(prop, program, mode, said, recheck, timeout_ms)[0]
 
 
 def indexable(program: Program) -> Program:
