@@ -123,6 +123,7 @@ class Symmetric:
     tpu_failure: Violation | None = None
     followed: None = None  # ACC-9 follows values only where every device is lowered: never a Symmetric's
     detect_races: bool = False  # RACE-1, as `Program.detect_races`
+    scoped_keys: bool = True  # BUF-14, as `Program.scoped_keys` (ERR-49 relaxes a built program, never a Symmetric)
 
     def __post_init__(self) -> None:
         topo = self.topology
