@@ -155,7 +155,7 @@ def _exit_checked(program: Program, state: State, core: int) -> bool:
     return not any(isinstance(op, ExitCheck) for op in ops[state.pcs[first]:])
 
 
-def _barrier_used_before_fetched(program: Program) -> bool:
+def barrier_used_before_fetched(program: Program) -> bool:
     """Whether some core looks the barrier semaphore up before its own get_barrier_semaphore.
 
     Such a lookup races with other cores' insertions of the collective id
@@ -175,7 +175,14 @@ def racy_collective_id(program: Program) -> bool:
     """RUN-5: whether a lookup may depend on other cores' steps: the collective id is an id some core
     allocates, or some core looks the barrier semaphore up before its own `get_barrier_semaphore`."""
     cid = program.collective_id
-    return cid is not None and (cid in _static_internal_ids(program) or _barrier_used_before_fetched(program))
+    return cid is not None and (cid in _static_internal_ids(program) or barrier_used_before_fetched(program))
+
+
+def unallocated_id(program: Program) -> int:
+    """ERR-49: the least id no core ever allocates (ids per core are schedule-independent), for a collective id
+    whose lookups no allocation can meet."""
+    taken = _static_internal_ids(program)
+    return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
 def explore(program: Program, mode: DmaMode, *, max_states: int = 200_000, reduce: bool = True) -> Exploration:

@@ -464,7 +464,7 @@ def fast_run(
                 next_buf.update(buffer_advanced(ids))  # buffer.take, on the working copies
                 for c, key in bound.items():
                     buffer_keys[(c, op.label)] = key
-                if not hw and held_scoped(op.memory_space, op.scope):  # BUF-14
+                if not hw and held_scoped(op.memory_space, op.scope, program.scoped_keys):  # BUF-14
                     scoped.update(dict.fromkeys(bound.values(), True))
                 if err is not None:
                     do_fail(core, pc, err)

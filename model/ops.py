@@ -409,6 +409,9 @@ class Program:
     # ACC-9: what the lowering read from refs that copies write (`model.followed.ValueFacts`); None: nothing
     followed: Any = dataclasses.field(default=None, compare=False)
     detect_races: bool = False  # RACE-1: the call's `InterpretParams(detect_races=...)` (interpreter modes)
+    # BUF-14: the manager holds run_scoped keys a copy's half may miss; False only in ERR-49's relaxed program,
+    # whose halves never miss one (every run of the program is, up to its failure, one of that program)
+    scoped_keys: bool = True
 
     def __post_init__(self) -> None:
         """IR-1 well-formedness: one op tuple per core; a barrier name has one participant set."""

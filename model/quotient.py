@@ -178,4 +178,4 @@ def _folded(program: Program, m: int) -> Program:
                          for op in program.cores[c]]) for c in range(inside))
     return Program(Topology(m, per), cores, collective_id=program.collective_id, name=program.name,
                    launch_failure=program.launch_failure, tpu_failure=program.tpu_failure,
-                   detect_races=program.detect_races)
+                   detect_races=program.detect_races, scoped_keys=getattr(program, "scoped_keys", True))

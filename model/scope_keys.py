@@ -17,11 +17,12 @@ from semcheck.model.kernel_buffer import buffer_key
 from semcheck.model.ops import DmaStart, Topology
 
 
-def held_scoped(memory_space: str, scope: str) -> bool:
+def held_scoped(memory_space: str, scope: str, scoped_keys: bool = True) -> bool:
     """BUF-14: whether the manager frees an allocation's key when its scope ends, so that a copy can meet it
     gone: a `run_scoped` allocation (scope "core") outside HBM/ANY. An HBM one is keyed under core 0 with
-    one reference per core and stays while any core has not left (D17); launch buffers outlive the body."""
-    return scope == "core" and memory_space not in SHARED_SPACES
+    one reference per core and stays while any core has not left (D17); launch buffers outlive the body.
+    `scoped_keys` False (`Program.scoped_keys`, ERR-49's relaxed program): no key is ever missed."""
+    return scoped_keys and scope == "core" and memory_space not in SHARED_SPACES
 
 
 def copy_keys(held: Mapping[BufferKey, bool], buffer_keys: Mapping, topo: Topology, core: int, dst: int,

@@ -413,7 +413,8 @@ def rule_alloc_buffer(program: Program, mode: DmaMode, state: State, core: int, 
     ids, bound, failure = buffer_allocation(program, mode, core, op, state.buffers.next_id)
     changes = {"buffers": take(state.buffers, ids),
                "buffer_keys": state.buffer_keys.update({(c, op.label): key for c, key in bound.items()})}
-    if not is_hardware(mode) and scope_rules.held_scoped(op.memory_space, op.scope):  # BUF-14
+    if not is_hardware(mode) and scope_rules.held_scoped(op.memory_space, op.scope,
+                                                                  program.scoped_keys):  # BUF-14
         changes["scoped"] = state.scoped.update(dict.fromkeys(bound.values(), True))
     state = changed(state, **changes)  # one change of the state, not one per field (RUN-59)
     if failure is not None:

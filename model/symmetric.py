@@ -123,6 +123,7 @@ class Symmetric:
     tpu_failure: Violation | None = None
     followed: None = None  # ACC-9 follows values only where every device is lowered: never a Symmetric's
     detect_races: bool = False  # RACE-1, as `Program.detect_races`
+    scoped_keys: bool = True  # BUF-14, as `Program.scoped_keys` (ERR-49 relaxes a built program, never a Symmetric)
 
     def __post_init__(self) -> None:
         topo = self.topology
@@ -300,4 +301,4 @@ def with_cores(program: Program | Symmetric, cores: tuple[tuple[Op, ...], ...]) 
     cores of a program, the others left empty: DR-34, DR-35), whether `program` is built or a Symmetric."""
     return Program(program.topology, cores, collective_id=program.collective_id, name=program.name,
                    launch_failure=program.launch_failure, names=program.names, tpu_failure=program.tpu_failure,
-                   detect_races=program.detect_races)
+                   detect_races=program.detect_races, scoped_keys=getattr(program, "scoped_keys", True))

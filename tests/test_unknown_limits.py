@@ -104,7 +104,7 @@ def test_a_call_that_never_runs_decides_every_property_as_interpret_mode_runs():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ERR-19", "PROP-4", "ERR-45")
+@pytest.mark.rule("ERR-19", "PROP-4", "ERR-45", "ERR-50")
 def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
     path = "examples/buggy/fixed_id_collision_scoped.py"
     results = _verify([path])
@@ -117,11 +117,35 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
         assert rows["id-disjoint"]["verdict"] == "violated"
         # ERR-45: id-agreement over every run's end (it was unknown: one run's end proves nothing of the others)
         assert rows["id-agreement"]["verdict"] == "proved" and "RUN-60" in rows["id-agreement"]["reason"]
+        # ERR-50: on every run up to the collision, from the program whose collective id no core allocates (ERR-49)
+        for prop in ("dma-bytes", "race-free"):
+            assert rows[prop]["verdict"] == "proved" and "ERR-50" in rows[prop]["reason"], prop
+        assert all(r["outcome"] == "error" and not r["race_reported"] for r in _recorded(RACE_TRUTH, path, 2, mode))
         unknown = [r for r in rows.values() if r["verdict"] == "unknown"]
         assert all("ERR-19" in r["reason"] for r in unknown)
         if not any(r["property"] == "exit-balance" and r["verdict"] == "vacuous" for r in rows.values()):
             continue
         assert not run["nonzero_count_warnings"]  # a proof that no run reaches an exit: none warns
+
+
+RACE_TRUTH = ROOT / "tests" / "kernels" / "race_ground_truth.json"
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-50", "ERR-49", "RACE-1", "BUF-14")
+def test_runs_that_fail_at_a_clock_are_decided_up_to_their_failure():
+    """Once unknown (ERR-19: no S', and the explorer keeps outcomes): every on_wait run of these raises where only
+    the model's runs follow (RACE-1's assertion, BUF-14's KeyError); the relaxed program's proofs hold on every run
+    up to its failure, and the interpreter's detector runs raise with no race reported."""
+    paths = ("examples/buggy/clock_empty_copy_wait.py", "examples/buggy/scope_writeback_outlives_buffer.py")
+    results = _verify(paths)
+    for path in paths:
+        rows = {r["property"]: r for r in results if r["file"].endswith(path) and r["dma_mode"] == "on_wait"}
+        assert not [r for r in rows.values() if r["verdict"] == "unknown"], path
+        for prop in ("dma-bytes", "race-free"):
+            assert rows[prop]["verdict"] == "proved" and "ERR-50" in rows[prop]["reason"], (path, prop)
+        runs = _recorded(RACE_TRUTH, path, 2, "on_wait")
+        assert runs and all(r["outcome"] == "error" and not r["race_reported"] for r in runs), path
 
 
 @pytest.mark.jax

@@ -338,7 +338,9 @@ class ModeAnalysis:
     @cached_property
     def scope_failure(self) -> str | None:
         """BUF-14: why a run of this interpreter mode may raise at a run_scoped buffer, which no engine
-        follows (so nothing else of the mode is proved); None when no run can."""
+        follows (so nothing else of the mode is proved); None when no run can, as in ERR-49's relaxed program."""
+        if not getattr(self.program, "scoped_keys", True):
+            return None
         if self.whole.symmetric and has_scopes(self.program):
             # a Symmetric's scopes need every core's run (BUF-13): the built program's answer, as checking's
             built = self.whole.whole_program

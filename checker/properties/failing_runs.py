@@ -33,6 +33,7 @@ from semcheck.checker.properties.dead_waits import held_at_dead_waits
 from semcheck.checker.properties.dma_bytes import dma_bytes
 from semcheck.checker.properties.explored_states import explored_verdict, states_explored
 from semcheck.checker.properties.failing_facts import At, view_ops
+from semcheck.checker.properties.failing_prefixes import RENAMES, prefix_verdict, renames, shown_before_failure
 from semcheck.checker.properties.race_before_failure import before_failing_waits, both_run
 from semcheck.checker.properties.races import more_races
 from semcheck.checker.properties.registry import BY_ID
@@ -140,11 +141,11 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         return None  # ERR-19: a TPU's failures are not the interpreter's
     facts = analysis_of(program, mode, facts)
     if facts.scope_failure is not None and prop != "invocation-confined":
-        v = scope_failure_verdict(prop, program, mode, facts)
+        v = scope_failure_verdict(prop, program, mode, facts, recheck, timeout_ms)
         if v is not None:
             return v
     if facts.clock_failure is not None:  # RACE-1 (ERR-21): decided as BUF-14's, by every schedule
-        v = scope_failure_verdict(prop, program, mode, facts)
+        v = scope_failure_verdict(prop, program, mode, facts, recheck, timeout_ms)
         if v is not None:
             return v
     if prop == "exit-balance" and mode != "hardware" and undecided_failure(facts) is not None:
@@ -154,7 +155,11 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
                            "is left and no copy is pending at an exit, and the interpreter prints no exit warning")
         if mode == "on_wait" and facts.deferred_views:
             return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
-        return None
+        return _renamed_verdict(prop, program, mode, facts, timeout_ms, recheck)
+    if prop in RENAMES and not facts.deferred_views:
+        v = _renamed_verdict(prop, program, mode, facts, timeout_ms, recheck)
+        if v is not None:
+            return v
     views = facts.whole.view_ops
     if views and mode == "on_wait" and prop != "deadlock-free" and facts.deferred_views:
         return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
@@ -187,6 +192,18 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
             v.witness, message=f"{v.witness.message} ({prefix})"))
     return dataclasses.replace(v, reason=f"{prefix}: {v.reason}" if v.reason else prefix,
                                stats={**v.stats, UP_TO_FAILURE: True})
+
+
+def _renamed_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis, timeout_ms: int,
+                     recheck: Callable[..., Verdict]) -> Verdict | None:
+    """ERR-49, ERR-50: where the only limit is a lookup of the collective id that depends on the schedule (SEM-3), `prop`
+    on every run up to its failure, from the program whose collective id no core allocates; None when that program
+    decides nothing or the id cannot be renamed so."""
+    limit = undecided_failure(facts)
+    if limit != _NO_S_PRIME[SCHEDULE_LOOKUP] or not renames(program):
+        return None
+    said = f"{limit}: a lookup that meets the id in both tables raises ValueError (ERR-1), which ends the run (ERR-19)"
+    return prefix_verdict(prop, program, mode, said, recheck, timeout_ms)[0]
 
 
 def indexable(program: Program) -> Program:
@@ -240,11 +257,6 @@ def _held_verdict(prop: str, program: Program, clean: Program, mode: DmaMode, ti
                                stats={**v.stats, "rule": rule, UP_TO_FAILURE: True})
 
 
-# ACC-15: the properties whose witness ends at the step that violates them (the id checks cut the run there,
-# exit-balance ends at the exit it judges): a witness that replays on the program without failing shows it there
-_AT_LAST_STEP = ("id-disjoint", "id-int16", "id-agreement", "exit-balance")
-
-
 def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v: Verdict,
                    never: bool | None, *, clean: Program | None = None, timeout_ms: int = 30_000) -> Verdict:
     """ACC-15: the verdict of `prop` on the runs of `program` up to the wait that raises, from `v`, its verdict on
@@ -267,7 +279,7 @@ def _up_to_failure(prop: str, program: Program, mode: DmaMode, copy: DmaStart, v
         if shown is None and clean is not None and not w.details.get("alternatives"):
             shown, alt = _other_races(program, clean, mode, w, timeout_ms)
     else:
-        shown = _shown_before_failure(prop, program, mode, w) if v.verdict == "violated" else None
+        shown = shown_before_failure(prop, program, mode, w) if v.verdict == "violated" else None
     if shown is not None:
         rule, said = "ACC-15", f"in a run that meets no failing copy first: {why}"
         if shown != tuple(w.schedule):  # ERR-24: a run that performs both events before any wait raises
@@ -316,31 +328,6 @@ def _races_before_cut(program: Program, clean: Program, mode: DmaMode, timeout_m
     return [{**a, "rule": "ERR-31"} for a in found]
 
 
-def _shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:
-    """ACC-15: whether witness `w` of the indexable program shows its violation on a run of `program` that has not
-    failed: its schedule replays here without a failure, and the violation is its last step (`_AT_LAST_STEP`) or,
-    for `race-free`, two core accesses both next in the state it reaches (either order runs, neither is a wait,
-    so neither pops a task; a race of a copy's half is ERR-24's, `both_run`). The witness's schedule, or None
-    when not shown."""
-    from semcheck.model.errors import ModelBug
-
-    if not w.schedule or len(w.schedule) > REPLAY_LIMIT:
-        return None
-    try:
-        state = run(program, mode, w.schedule, finish=False)
-    except ModelBug:
-        return None
-    if state.failures:
-        return None
-    if prop in _AT_LAST_STEP:
-        return tuple(w.schedule)
-    if prop != "race-free" or len(w.blocked) != 2:
-        return None
-    if all(type(program.cores[c][pc]) is Access and state.pcs[c] == pc for c, pc, _ in w.blocked):
-        return tuple(w.schedule)
-    return None
-
-
 def _freed(o: Outcome) -> bool:
     """BUF-14's KeyError at a run_scoped buffer, or RACE-1's assertion at a wait (ERR-21): the failures only
     the model's runs follow."""
@@ -364,18 +351,20 @@ def scope_raises(facts: ModeAnalysis) -> bool | None:
     return None if explored is None else any(_freed(o) for o in explored[0])
 
 
-def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis) -> Verdict | None:
+def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: ModeAnalysis,
+                          recheck: Callable[..., Verdict], timeout_ms: int) -> Verdict | None:
     """BUF-14 under an interpreter mode: where a copy may touch a run_scoped buffer outside its scope, the
     model's runs raise KeyError where jax's do (an eager start, the waiter of an on_wait task), and every
     schedule is explored (RUN-4) within ERR-19's budget. None when no run raises there: the runs are those
     the usual checks read. Else `deadlock-free` is violated (a run that fails ends with unfinished cores,
-    PROP-4, ERR-19), `exit-balance` vacuous when no run reaches an exit (REP-20), and the rest unknown (ERR-19)."""
+    PROP-4, ERR-19), `exit-balance` vacuous when no run reaches an exit (REP-20), the id properties judged on every
+    reached state (ERR-44), the others on every run up to its failure (ERR-50), and the rest unknown (ERR-19)."""
     if not isinstance(program, Program):  # a Symmetric (RUN-20): its runs are the built program's (RUN-21)
         built = facts.whole.whole_program if facts.whole.symmetric else "not built"
         if isinstance(built, str):
             return Verdict(prop, "unknown", reason=f"{explored_failure(facts)}; the program is decided on one "
                            "period of its devices, whose runs the explorer does not follow: check it at fewer devices")
-        return scope_failure_verdict(prop, built.program, mode, built.mode(mode))
+        return scope_failure_verdict(prop, built.program, mode, built.mode(mode), recheck, timeout_ms)
     raises = scope_raises(facts)
     if raises is False:
         return None
@@ -383,8 +372,9 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
         real = facts.maximal_run()
         over = f"the explorer exceeded {failing_facts.FALLBACK_STATES} states"
         if not _freed(real):
-            return Verdict(prop, "unknown", reason=f"{explored_failure(facts)}; whether a run raises there is not "
-                           f"known: {over} (BUF-14, RACE-1, ERR-19)")
+            said = f"{explored_failure(facts)}; whether a run raises there is not known: {over} (BUF-14, RACE-1, ERR-19)"
+            decided, why = prefix_verdict(prop, program, mode, f"if a run raises there ({over})", recheck, timeout_ms)
+            return decided or Verdict(prop, "unknown", reason=f"{said}; {why}" if why else said)
         f = real.failure
         rule = _explored_rule(f.violation)
         said = (f"interpret mode raises {_raised(f.violation)} at {f.loc} in some runs at least: the fast "
@@ -392,7 +382,8 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
         if prop == "deadlock-free":  # one real run that fails is a violation (PROP-4)
             return Verdict(prop, "violated", reason=said, stats={"rule": rule},
                            witness=failure_witness(program, mode, real, explored=False))
-        return Verdict(prop, "unknown", reason=said, stats={"rule": rule})
+        decided, why = prefix_verdict(prop, program, mode, said, recheck, timeout_ms)
+        return decided or Verdict(prop, "unknown", reason=f"{said}; {why}" if why else said, stats={"rule": rule})
     outcomes, states, how = facts.scope_runs_explored
     bad = [o for o in outcomes if _freed(o)]
     every = len(bad) == len(outcomes)
@@ -410,12 +401,15 @@ def scope_failure_verdict(prop: str, program: Program, mode: DmaMode, facts: Mod
     decided = explored_verdict(prop, program, mode, states_explored(facts), said)  # ERR-44: the id properties
     if decided is not None:
         return decided
+    decided, why = prefix_verdict(prop, program, mode, said, recheck, timeout_ms)  # ERR-50: the runs' prefixes
+    if decided is not None:
+        return decided
     no_s_prime = ("a wait's clock failure has no S' (whether the wait finds a clock depends on what ran before "
                   "it, ERR-21)" if rule == "RACE-1" else
                   "a failure that comes when a copy runs has no S' (where it ends a run depends on the schedule)")
     return Verdict(prop, "unknown", stats=stats, reason=(
         f"{said}; {no_s_prime}, and the explorer keeps outcomes, not the states along a run, so this property is "
-        "not decided (ERR-19)"))
+        f"not decided (ERR-19){'; ' + why if why else ''}"))
 
 
 def _explored_rule(err: Violation) -> str:
