@@ -224,11 +224,14 @@ def _grown(start: Interval, d: Interval, trips: int, full: Interval) -> Interval
 def _trips(counters: dict[int, tuple[int, int]], steps: list[tuple], deltas: dict[int, Interval],
            carry: list[Interval]) -> int | None:
     """The most trips a `while` loop runs: a counter from its start's lower end, below its bound's upper end and
-    growing by at least 1 a trip, runs at most (bound - start) of them."""
+    growing by at least 1 a trip, runs at most (bound - start) of them. PRG-233: only where its step cannot wrap
+    (its bound's upper end plus the step's within the counter's dtype): a wrapped counter falls back below its
+    bound and the loop runs on."""
     best = None
     for k, (lo, top) in counters.items():
         d = deltas.get(k)
-        if d is not None and d[0] >= 1:
+        full = steps[k][2] if steps[k][0] == "add" else None
+        if d is not None and d[0] >= 1 and full is not None and top + d[1] <= full[1]:
             n = max(0, top + 1 - lo)
             best = n if best is None else min(best, n)
     return best

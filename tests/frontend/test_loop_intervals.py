@@ -1,5 +1,5 @@
-"""PRG-228, PRG-229, PRG-230: the carries of a kernel's loops in PRG-202's interval analysis. Drawn small loops
-(an accumulator, a counter, a running max, over a literal or a loaded trip count) are walked trip by trip on the
+"""PRG-228, PRG-229, PRG-230, PRG-233: the carries of a kernel's loops in PRG-202's interval analysis. Drawn small
+loops (an accumulator, a counter, a running max, over a literal or a loaded trip count) are walked trip by trip on the
 values the call runs on, so an index is cleared exactly where the run never indexes below 0; summarised (the
 trip-by-trip walk turned off), a cleared index is at least 0 in the run too."""
 
@@ -249,3 +249,67 @@ def test_nested_loops_storing_at_an_accumulated_index(nest, c, summarised):
         why = unwritten_reads(_nest_eqn(nest), [jnp.asarray(c, jnp.int32)])
     ok = all(i >= 0 for i in _nest_indices(nest, c))
     assert (why == "") == ok if not summarised else (why != "" or ok), (nest, c, summarised, why)
+
+
+WRAPS = st.fixed_dictionaries({
+    "dtype": st.sampled_from(["int8", "int16"]),
+    "step": st.integers(1, 4),
+    "below_max": st.integers(0, 3),
+    "start": st.integers(0, 3),
+    "spare": st.integers(0, 3),
+})
+
+
+def _wrap_eqn(w):
+    """`while i < y: o[acc] = 1; i += step; acc -= 1` with `i` of a narrow dtype from the loaded `c[0]`, `y`
+    `below_max` under the dtype's end and `acc` from `y - start + spare`: at most `y - start` trips where `i`
+    cannot wrap, so `acc` stays >= 0; where `y - 1 + step` passes the dtype's end it wraps below `y` and the loop
+    runs on."""
+    dt = jnp.dtype(w["dtype"]).type
+    y = int(jnp.iinfo(dt).max) - w["below_max"]
+
+    def kernel(c_ref, o_ref):
+        def body(s):
+            i, acc = s
+            o_ref[acc] = 1
+            return i + dt(w["step"]), acc - 1
+
+        jax.lax.while_loop(lambda s: s[0] < dt(y), body, (c_ref[0].astype(dt), jnp.int32(y - w["start"] + w["spare"])))
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((64,), jnp.int32), in_specs=[SMEM],
+                              out_specs=SMEM, interpret=True)(x)
+
+    return next(q for q in jax.make_jaxpr(f)(jnp.ones((N,), jnp.int32)).eqns if q.primitive.name == "pallas_call")
+
+
+def _wrap_run_keeps_acc(w) -> bool:
+    """Whether the run (two's complement in the narrow dtype, as XLA adds) never stores below 0."""
+    bits = 8 * jnp.dtype(w["dtype"]).itemsize
+    top = 2 ** (bits - 1)
+    y = top - 1 - w["below_max"]
+    i, acc = w["start"], y - w["start"] + w["spare"]
+    while i < y:
+        if acc < 0:
+            return False
+        i, acc = (i + w["step"] + top) % (2 * top) - top, acc - 1
+    return True
+
+
+@pytest.mark.jax
+@pytest.mark.rule("PRG-233")
+@settings(max_examples=40, deadline=None)
+@given(WRAPS)
+@example({"dtype": "int16", "step": 3, "below_max": 0, "start": 0, "spare": 0})  # 54,613 trips, not 32,767
+@example({"dtype": "int8", "step": 2, "below_max": 1, "start": 0, "spare": 0})  # 125 + 2 <= 127: no wrap
+def test_a_trip_count_follows_only_from_a_counter_that_cannot_wrap(w):
+    """Summarised, the loop's trip count (and so `acc`'s lower end) follows from its counter only where the
+    counter's step cannot wrap it past its dtype's end: cleared exactly there, and never where the run stores
+    below 0."""
+    c = [jnp.asarray([w["start"], 0, 0, 0], jnp.int32)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop_intervals, "UNROLL_TRIPS", 0)
+        why = unwritten_reads(_wrap_eqn(w), c)
+    if why == "":
+        assert _wrap_run_keeps_acc(w), w
+    assert (why == "") == (w["step"] <= w["below_max"] + 1), (w, why)

@@ -300,6 +300,23 @@ def count_at_an_index_its_input_holds(num_devices: int, *, dma_mode: str = "eage
     return _count_program(num_devices, dma_mode, interpret, _index_from_input_kernel)
 
 
+def _wrapping_counter_kernel(count_ref, out_ref):
+    def body(s):
+        i, left = s
+        return i + jnp.int16(3), left - 1
+
+    # i wraps past int16's end below the bound: 54,613 trips, not 32,767, so `left` ends below 0
+    _, left = jax.lax.while_loop(lambda s: s[0] < jnp.int16(32767), body, (jnp.int16(0), jnp.int32(32767)))
+    out_ref[0] = count_ref[jnp.maximum(jnp.minimum(left, 0), -1)]
+
+
+@semcheck.target(devices=[2])
+def count_after_a_wrapping_counter(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """The producer reads its count at -1 after a loop whose int16 counter wraps (PRG-233): jax's interpreter
+    counts it from the end, a TPU reads before the ref, so the wait call's verdicts are unknown under `hardware`."""
+    return _count_program(num_devices, dma_mode, interpret, _wrapping_counter_kernel)
+
+
 def _racy_count_kernel(count_ref, out_ref, src_ref, tmp_ref, sems):
     src_ref[...] = jnp.zeros_like(src_ref)
     first = pltpu.make_async_copy(src_ref, tmp_ref, sems.at[0])

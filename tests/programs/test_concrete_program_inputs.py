@@ -89,6 +89,19 @@ def test_an_output_read_at_a_negative_index_is_no_fact_on_a_tpu():
     assert "an index semcheck cannot show is at least 0" in reason and f"followed_targets.py:{line}" in reason, reason
 
 
+@pytest.mark.jax
+@pytest.mark.rule("PRG-233", "PRG-202")
+def test_an_index_after_a_counter_that_wraps_is_no_fact_on_a_tpu():
+    """The producer's loop runs until an int16 counter stepping by 3 reaches 32,767: it wraps past the dtype's end
+    and runs 54,613 trips, so the count is read at -1. Under `hardware` every property but race-free is unknown,
+    naming the read's line (before: all 8 proved, the trips taken as at most 32,767)."""
+    got = _verify("tests/programs/followed_targets.py::count_after_a_wrapping_counter")
+    assert {p: v for p, v in _verdicts(got).items() if p != "race-free"} == {
+        p: "unknown" for p in got if p != "race-free"} and len(got) == 8, got
+    line = _line_of(REPO / "tests" / "programs" / "followed_targets.py", "count_ref[jnp.maximum(jnp.minimum(left")
+    assert f"followed_targets.py:{line}" in got["deadlock-free"]["reason"], got["deadlock-free"]
+
+
 def _line_of(path: Path, text: str) -> int:
     return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
 
