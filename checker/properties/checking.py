@@ -246,6 +246,7 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
                                             deadline=deadline, fold=req.fold, analysis=first), time.monotonic() - t1)
                 on_fold[mode], spent[mode] = {}, 0.0
     done: dict[str, tuple[list[Verdict], float]] = {}
+    shared: dict = {}  # RUN-54: what naming the verdicts of this program has named so far
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
@@ -254,8 +255,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         if mode != "hardware":  # BUF-14 for what a fold or one period proved too
             by_prop = {v.property: v for v in _past_scope_failure(list(by_prop.values()), _scope_facts(analysis, mode))}
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
-        done[mode] = ([by_prop[p] if id(by_prop[p]) in named else naming(by_prop[p], program) for p in req.properties],
-                      spent[mode] + seconds)
+        done[mode] = ([by_prop[p] if id(by_prop[p]) in named else naming(by_prop[p], program, shared)
+                       for p in req.properties], spent[mode] + seconds)
     return done
 
 
