@@ -141,3 +141,42 @@ def test_the_rotation_the_modes_share_is_each_modes_own(program):
             assert facts.rotation == own
             checks = _exit_checks(program)
             assert _orbit_rep(facts.lowering, checks, lambda: facts.rotation) == _orbit_rep(lower(program, mode), checks)
+
+
+@pytest.mark.rule("RUN-48")
+@settings(max_examples=150, deadline=None)
+@given(program=st.one_of(programs(), z3_programs()))
+def test_the_totals_of_a_hung_program_the_modes_share_are_each_modes_own(program):
+    """exit-balance's counts at the stuck positions of a program that hangs, made once for the interpreter's modes
+    of one analysis: every verdict (reason, witness, details) is what each mode's own analysis gives."""
+    shared = Analysis(program)
+    for mode in ("eager", "on_wait", "hardware"):
+        mine = exit_balance.exit_balance(program, mode, facts=shared.mode(mode))
+        own = exit_balance.exit_balance(program, mode)
+        assert (mine.verdict, mine.reason, mine.witness) == (own.verdict, own.reason, own.witness)
+
+
+@pytest.mark.rule("RUN-48")
+def test_the_totals_of_a_hung_program_are_counted_once_for_the_interpreter():
+    """The deadlocking ring: eager and on_wait hang at the same positions (RUN-3) on one lowering, so the counts
+    exit-balance reads there are counted once; hardware, on its own lowering, counts its own."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ring_programs import ring_allreduce
+
+    program = ring_allreduce(4, bug="deadlock")
+    counted = []
+    real = exit_balance._hung
+
+    def counting(*args):
+        counted.append(args[2])
+        return real(*args)
+
+    shared = Analysis(program)
+    saved, exit_balance._hung = exit_balance._hung, counting
+    try:
+        verdicts = [exit_balance.exit_balance(program, mode, facts=shared.mode(mode))
+                    for mode in ("eager", "on_wait", "hardware")]
+    finally:
+        exit_balance._hung = saved
+    assert all(v.verdict in ("proved", "violated") for v in verdicts)
+    assert len(counted) == 2

@@ -214,3 +214,48 @@ def test_the_accesses_are_listed_once_for_both_processes(monkeypatch, tmp_path, 
         want = engine_check(program, mode, PROPERTIES, analysis=one, fold=False)
         assert [(v.property, v.verdict, v.reason, v.witness) for v in done[mode][0]] == \
                [(v.property, v.verdict, v.reason, v.witness) for v in want]
+
+
+@pytest.mark.rule("RUN-63")
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "subprocess"])
+def test_the_worker_names_its_verdicts_once_as_this_process_would(monkeypatch, fork: bool) -> None:
+    """The worker's hardware verdicts come back in the kernel's words (REP-34), named there once and not again
+    here; the verdicts are those of naming them here (texts, witnesses, details). Naming is marked (each text
+    it makes ends with one mark) so that a text named twice, or never, shows; a forked worker inherits the mark,
+    a spawned one names as semcheck does."""
+    import time
+
+    from semcheck.checker.properties import checking
+    from semcheck.checker.properties import timeline
+
+    if fork and not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("no worker on a one-core machine")
+    program = ring_allreduce(44, bug="deadlock")
+    assert program.num_ops >= MIN_OPS
+    real_init = ModeWorker.__init__
+    handed = []
+
+    def started(finish_here: bool):
+        def init(self, *args, **kwargs):
+            handed.append(kwargs.get("finish"))
+            real_init(self, *args, **{**kwargs, "fork": fork, **({} if finish_here else {"finish": None})})
+        return init
+
+    real_humanize = timeline.humanize
+    if fork:
+        monkeypatch.setattr(timeline, "humanize", lambda text, *a, **k: real_humanize(text, *a, **k) + " †")
+    req = _request(("eager", "hardware"))
+    monkeypatch.setattr(ModeWorker, "__init__", started(True))
+    got = checking.check_modes(program, req, time.monotonic() + 600)
+    assert handed == [timeline.naming]
+    monkeypatch.setattr(ModeWorker, "__init__", started(False))  # every verdict named here, as before RUN-63
+    want = checking.check_modes(program, req, time.monotonic() + 600)
+    for mode in ("eager", "hardware"):
+        assert [(v.property, v.verdict, v.reason, v.witness) for v in got[mode][0]] == \
+               [(v.property, v.verdict, v.reason, v.witness) for v in want[mode][0]]
+    dead = {v.property: v for v in got["hardware"][0]}["deadlock-free"]
+    assert dead.verdict == "violated"
+    if fork:
+        assert dead.witness.message.endswith("†") and not dead.witness.message.endswith("† †")

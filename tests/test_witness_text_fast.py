@@ -88,3 +88,60 @@ def test_a_timeline_shared_by_the_modes_is_each_modes_own(program):
             assert mine.verdict == own.verdict
             if own.witness is not None:
                 assert mine.witness.details.get("timeline") == own.witness.details.get("timeline")
+
+
+_DETAILS = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=3).map(tuple)
+                        | st.lists(inner, max_size=3).map(_Rows)
+                        | st.dictionaries(st.sampled_from("abc"), inner, max_size=3), max_leaves=12)
+
+
+@pytest.mark.rule("RUN-54")
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["timeline", "blocked", "what", "n"]), _DETAILS, max_size=4),
+                min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["timeline", "blocked", "what", "n"])), max_size=4))
+def test_naming_the_verdicts_of_a_program_in_a_row_names_each_as_alone(details, reuse):
+    """Naming several verdicts with one shared memo (texts, and each list or dict detail by the object, as the
+    modes' witnesses share a timeline) gives each verdict what naming it alone gives, types included."""
+    import dataclasses
+
+    from semcheck.checker.properties.timeline import naming
+    from semcheck.checker.properties.verdict import Verdict, Witness
+    from semcheck.model.ops import Topology
+    from semcheck.model.launch import launch
+
+    for i, key in reuse:  # a later verdict's detail is an earlier one's object (RUN-47's shared timeline)
+        if i < len(details) and key in details[0]:
+            details[i][key] = details[0][key]
+    program = dataclasses.replace(launch(Topology(2), [[], []]),
+                                  names=(("scoped@k.py:12#0", "send_sem"), ("hbm3", "x_ref")))
+    verdicts = [Verdict("deadlock-free", "violated", reason="core 1 op 0 on scoped@k.py:12#0[0]",
+                        witness=Witness(message="core 0 waits on hbm3", schedule=(), blocked=((0, 0, "hbm3 read"),),
+                                        details=d)) for d in details]
+    shared: dict = {}
+    for v in verdicts:
+        alone, in_a_row = naming(v, program), naming(v, program, shared)
+        assert _typed(in_a_row.witness.details) == _typed(alone.witness.details)
+        assert (in_a_row.reason, in_a_row.witness.message, in_a_row.witness.blocked) == \
+               (alone.reason, alone.witness.message, alone.witness.blocked)
+
+
+@pytest.mark.rule("RUN-54")
+def test_a_timeline_two_verdicts_share_is_named_once():
+    import dataclasses
+
+    from semcheck.checker.properties import timeline as module
+    from semcheck.checker.properties.verdict import Verdict, Witness
+    from semcheck.model.ops import Topology
+    from semcheck.model.launch import launch
+
+    program = dataclasses.replace(launch(Topology(2), [[], []]), names=(("hbm3", "x_ref"),))
+    rows = [{"device": d, "events": ["hbm3 read", f"core {d} waits"]} for d in range(2)]
+    verdicts = [Verdict("deadlock-free", "violated", witness=Witness(message="m", schedule=(), blocked=(),
+                                                                     details={"timeline": rows, "n": [i]}))
+                for i in range(2)]
+    shared: dict = {}
+    first, second = (module.naming(v, program, shared) for v in verdicts)
+    assert first.witness.details["timeline"] is second.witness.details["timeline"]
+    assert first.witness.details["timeline"][0]["events"][0] == "x_ref read"
+    assert second.witness.details["n"] == [1]

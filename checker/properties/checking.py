@@ -203,9 +203,15 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     worker = None
     if there and forks() and all(_RACES in missing[m] for m in there) and any(_RACES in missing[m] for m in here):
         listed_ahead(analysis)  # RUN-52: listed once, here, for the fork to start with
+    from semcheck.checker.properties.timeline import naming
+
+    # RUN-63: where nothing below replaces a verdict the worker gives (no ACC-9 settling, no BUF-14 step: hardware
+    # only), the worker names its own verdicts, as this process would, while this one checks its modes
+    names_there = getattr(first.program, "followed", None) is None and all(m == "hardware" for m in there)
     if there:
         try:
-            worker = ModeWorker(analysis, there, wanted, check=check_program, timeout_ms=timeout_ms, deadline=deadline)
+            worker = ModeWorker(analysis, there, wanted, check=check_program, timeout_ms=timeout_ms, deadline=deadline,
+                                finish=naming if names_there else None)
         except OSError as e:
             print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
             here, there = rest, ()
@@ -217,10 +223,14 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
 
     analysis.modes = here  # the interpreter's modes checked here share race-free's run (DR-7)
     full: dict[str, tuple[list[Verdict], float]] = {mode: locally(mode) for mode in here}
+    named: set[int] = set()  # ids of the verdicts the worker named (RUN-63), kept alive in `full`
     if worker is not None:
         try:
             # the worker ran alongside since t0
-            full.update({mode: (v, time.monotonic() - t0) for mode, v in worker.result().items()})
+            answer = worker.result()
+            full.update({mode: (v, time.monotonic() - t0) for mode, v in answer.items()})
+            if worker.finish is naming:
+                named.update(id(v) for vs in answer.values() for v in vs)
         except RuntimeError as e:
             print(f"semcheck: {e}; checking {', '.join(there)} in this process", file=sys.stderr)
             full.update({mode: locally(mode) for mode in there})
@@ -235,9 +245,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
                 full[mode] = (check_program(first.program, mode, req.properties, timeout_ms=timeout_ms,
                                             deadline=deadline, fold=req.fold, analysis=first), time.monotonic() - t1)
                 on_fold[mode], spent[mode] = {}, 0.0
-    from semcheck.checker.properties.timeline import naming
-
     done: dict[str, tuple[list[Verdict], float]] = {}
+    shared: dict = {}  # RUN-54: what naming the verdicts of this program has named so far
     for mode in req.modes:
         checked, seconds = full.get(mode, ([], 0.0))
         by_prop = {**on_fold[mode], **{v.property: v for v in checked}}
@@ -246,7 +255,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
         if mode != "hardware":  # BUF-14 for what a fold or one period proved too
             by_prop = {v.property: v for v in _past_scope_failure(list(by_prop.values()), _scope_facts(analysis, mode))}
         # every property's text in the kernel's words, whichever check wrote it (issue 26.4)
-        done[mode] = ([naming(by_prop[p], program) for p in req.properties], spent[mode] + seconds)
+        done[mode] = ([by_prop[p] if id(by_prop[p]) in named else naming(by_prop[p], program, shared)
+                       for p in req.properties], spent[mode] + seconds)
     return done
 
 

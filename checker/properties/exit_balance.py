@@ -122,7 +122,9 @@ def exit_balance(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000, w
     if sp.kind == "completed" and not failing:
         tot = facts.totals
     else:
-        exiting, tot = _hung(program, low, sp.pcs)
+        # RUN-48: a function of the lowering and the stuck positions, which eager and on_wait share (RUN-3)
+        family = facts.mode if facts.deferred_views else facts.family
+        exiting, tot = facts.whole.shared(("hung", family, tuple(sp.pcs)), lambda: _hung(program, low, sp.pcs))
         if not exiting:
             ends = "fails" if failing else "hangs"
             return vacuous(prop, f"no run reaches a kernel exit: every run {ends} before every device's "

@@ -152,20 +152,44 @@ def humanize(text: str, program: Program | None = None, names: dict[str, str] | 
                      else who(program, int(m.group(2))), text)
 
 
-def naming(v, program: Program):
-    """Verdict `v` with its message, hint, reason and sites' notes humanized for `program` (REP-34)."""
+def naming(v, program: Program, shared: dict | None = None):
+    """Verdict `v` with its message, hint, reason and sites' notes humanized for `program` (REP-34).
+
+    `shared`: one dict for the verdicts of one program named in a row (RUN-54): the texts named so far, and each
+    detail that is a list or dict as named, by the object (the modes' witnesses share a timeline, RUN-47)."""
     w = v.witness
     if w is not None:
         # the details' and blocked cores' texts name local cores (a timeline's `core 1:`): labels only;
         # but a site's note and the id-int16 `what` (its message again) name global cores, as messages do
-        names, memo = dict(program.names), {}
-        details = _plain(w.details, names, memo)
+        names = dict(program.names)
+        memo = {} if shared is None else shared.setdefault("texts", {})
+        if shared is not None and type(w.details) is dict:
+            details = _plain_shared(w.details, names, memo, shared.setdefault("values", {}))
+        else:
+            details = _plain(w.details, names, memo)
         if isinstance(details, dict):
             details = _global_words(details, program)
         w = dataclasses.replace(w, message=humanize(w.message, program), hint=humanize(w.hint, program),
                                 details=details,
                                 blocked=tuple((c, pc, _plain(what, names, memo)) for c, pc, what in w.blocked))
     return dataclasses.replace(v, reason=humanize(v.reason, program), witness=w)
+
+
+def _plain_shared(details: dict, names: dict[str, str], memo: dict[str, str], values: dict[int, tuple]) -> dict:
+    """`_plain(details, names, memo)`, a detail that is a list or dict named once per object (`values`: its id ->
+    (it, as named); it is kept, so its id is not reused). `_plain` of a container is a function of its members and
+    `names`, and a verdict's details are not changed once made: the same object names the same."""
+    out = {}
+    for k, v in details.items():
+        tv = type(v)
+        if tv is list or tv is dict:
+            hit = values.get(id(v))
+            if hit is None or hit[0] is not v:
+                hit = values[id(v)] = (v, _plain(v, names, memo))
+            out[k] = hit[1]
+        else:
+            out[k] = _plain({k: v}, names, memo)[k]
+    return out
 
 
 def _global_words(details: dict, program: Program) -> dict:

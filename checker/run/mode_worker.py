@@ -15,7 +15,7 @@ multiprocessing process, which may not start multiprocessing children), fed
 the program as a pickle over its stdin. Either way the answer is a pickle of
 the verdicts, read from a pipe.
 
-    python -m semcheck.checker.run.mode_worker_main   # reads (program, modes, properties, timeout_ms, deadline, fold, known)
+    python -m semcheck.checker.run.mode_worker_main   # reads (program, modes, properties, timeout_ms, deadline, fold, finish, known)
 
 The check itself is handed in (`check`: `checking.check_program`), so that this module, which the
 checks use, does not import them back.
@@ -45,20 +45,24 @@ class ModeWorker:
     """One started worker, checking the given modes of one program."""
 
     def __init__(self, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], *, check: Callable,
-                 timeout_ms: int, deadline: float | None, fork: bool | None = None, fold: bool = False) -> None:
+                 timeout_ms: int, deadline: float | None, fork: bool | None = None, fold: bool = False,
+                 finish: Callable | None = None) -> None:
         """`analysis`: the program's (`checker.properties.analysis.Analysis`), or the program itself. `check`:
         `checking.check_program` (a forked worker calls it; a spawned one imports it). `fold`: the
         worker decides its modes as `check_program` does with the fold (a Symmetric's whole check, RUN-15);
-        without it, on the program itself (the verify child tried the fold already)."""
+        without it, on the program itself (the verify child tried the fold already). `finish(verdict, program)`:
+        applied there to each verdict before it is sent (RUN-63: REP-34's naming, off this process's path); a
+        module-level function, so that a spawned worker is handed it too."""
         from semcheck.checker.properties.analysis import Analysis
 
         if not isinstance(analysis, Analysis):
             analysis = Analysis(analysis)
         self.modes = modes
         self.check = check
+        self.finish = finish  # what the worker applies to each verdict before sending it
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
-        request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold)
+        request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold, finish)
         if forks(fork):
             try:
                 self._fork(request)
@@ -143,13 +147,17 @@ def forks(fork: bool | None = None) -> bool:
 
 
 def answer_of(check: Callable, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
-              deadline: float | None, fold: bool = False) -> tuple[str, Any]:
-    """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash."""
+              deadline: float | None, fold: bool = False, finish: Callable | None = None) -> tuple[str, Any]:
+    """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash. `finish`:
+    applied to each verdict with the program (`ModeWorker`)."""
     try:
         analysis.modes = modes
         # without `fold` the verify child has tried the fold already: these modes are decided on the program
-        return ("ok", {m: check(analysis.program, m, properties, timeout_ms=timeout_ms, deadline=deadline,
-                                fold=fold, analysis=analysis) for m in modes})
+        out = {m: check(analysis.program, m, properties, timeout_ms=timeout_ms, deadline=deadline, fold=fold,
+                        analysis=analysis) for m in modes}
+        if finish is not None:
+            out = {m: [finish(v, analysis.program) for v in vs] for m, vs in out.items()}
+        return ("ok", out)
     except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
         return ("error", f"{type(e).__name__}: {e}")
 

@@ -331,3 +331,58 @@ def test_three_copies_and_a_wait_for_three_leave_509_under_on_wait():
     assert "receives 1536, waits for 3 (509 left at exit in the witness run" in v.witness.message, v.witness.message
     assert "Semaphore 2000 has non-zero count for 0 (global core 0) at kernel exit: 509" in (
         v.witness.details["warnings"]["0"]["may_print"])
+
+
+@pytest.mark.rule("RUN-64")
+@pytest.mark.parametrize("mode", DMA_MODES)
+def test_dma_bytes_names_only_the_counter_it_reports(mode, monkeypatch):
+    """A proved dma-bytes names no counter; a violated one names the counter its message is about, in REP-24's
+    words (the name, and the id under the interpreter), once for its message and once for its details."""
+    from semcheck.checker.properties import dma_bytes as module
+
+    asked = []
+    real = module.semaphore_words
+
+    def words(key, low=None, core=None):
+        asked.append((key, core))
+        return real(key, low, core)
+
+    monkeypatch.setattr(module, "semaphore_words", words)
+    assert dma_bytes(ring_allreduce(8), mode).verdict == "proved"
+    assert asked == []
+    for program, problem in ((ring_allreduce(4, bug="bytes"), "partial"), (_local([8], [8], signal=True), "mixed"),
+                             (_local([4096, 4096], [4096]), "bytes"), (_local([4096], [4096, 4096]), "bytes")):
+        asked.clear()
+        v = dma_bytes(program, mode)
+        assert v.verdict == "violated" and v.witness.details["problem"] == problem
+        assert len(set(asked)) == 1 and len(asked) <= 2  # the one counter reported
+        (key, core), = set(asked)
+        name = real(key, program_lowering(program, mode), core)
+        assert v.witness.message.startswith(f"{name} on core {core}")
+        assert v.witness.details["semaphore"] == name
+
+
+@pytest.mark.rule("RUN-64")
+@examples(40)
+@given(st.lists(st.sampled_from([0, 8, 16, 4096]), min_size=1, max_size=4),
+       st.lists(st.sampled_from([0, 8, 12, 16, 4096]), min_size=1, max_size=4), st.booleans(),
+       st.sampled_from(DMA_MODES))
+def test_dma_bytes_words_are_those_of_naming_every_counter(sizes, waits, signal, mode):
+    """The message and details of any dma-bytes verdict name its counter as REP-24 names it (the words the check
+    gave when it named every counter before judging it)."""
+    program = _local(sizes, waits, signal=signal)
+    v = dma_bytes(program, mode)
+    if v.verdict != "violated":
+        return
+    from semcheck.checker.properties.exit_balance import semaphore_words
+
+    low = program_lowering(program, mode)
+    named = {f"{semaphore_words(k[0], low, k[1])} on core {k[1]}" for k in low.by_counter}
+    assert any(v.witness.message.startswith(n) for n in named)
+    assert v.witness.details["semaphore"] in {semaphore_words(k[0], low, k[1]) for k in low.by_counter}
+
+
+def program_lowering(program, mode):
+    from semcheck.checker.properties.analysis import analysis_of
+
+    return analysis_of(program, mode, None).lowering
