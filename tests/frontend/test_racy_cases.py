@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from cli._support import semcheck  # noqa: E402
 
 from semcheck.checker.properties.followed_values import case_pins, not_facts  # noqa: E402
-from semcheck.model import AllocBuffer, Access, DmaStart, Loc, Region, Scratch, SemRef, Topology, Wait, launch  # noqa: E402
+from semcheck.model import (  # noqa: E402
+    AllocBuffer, Access, DmaStart, Loc, Region, Scratch, SemRef, Signal, Topology, Wait, launch)
 from semcheck.model.followed import Elements, FollowedRead, FollowedWrite, ValueFacts, WrittenValues  # noqa: E402
 from semcheck.model.landing import landed_writers  # noqa: E402
 from semcheck.model.run import run  # noqa: E402
@@ -228,3 +229,50 @@ def test_a_value_given_to_a_read_is_checked_against_what_every_run_lands(events)
     assert not_facts(right, "on_wait") is None
     assert not_facts(wrong, "on_wait") is not None
     assert case_pins(wrong, "on_wait")  # and the lowering asked for gives it the value the run lands
+
+
+def _peer_copy(extra: str | None):
+    """Two devices: device 1 copies 4 bytes into device 0's `count` (receive semaphore d0, send semaphore s); device 0
+    stores `count`, waits 2 bytes on d0, loads `count`, waits 2 more. `extra` adds on device 1 a second contributor to
+    device 0's d0 before all that: "copy" (another copy into device 0's `y` on d0) or "signal" (a signal of d0)."""
+    sem = SemRef("d0")
+    load_loc = Loc("k.py", 30)
+    copy = DmaStart(sem, 4, src_sem=SemRef("s"), device=0, loc=Loc("k.py", 20), src_buf="y", src_region=_R,
+                    dst_buf="count", dst_region=_R)
+    peer = [AllocBuffer("y"), AllocBuffer("count")]
+    if extra == "copy":
+        peer.append(dataclasses.replace(copy, dst_buf="y", loc=Loc("k.py", 21)))
+    elif extra == "signal":
+        peer.append(Signal(sem, 4, device=0, loc=Loc("k.py", 21)))
+    peer += [copy, Wait(SemRef("s"), 4, kind="dma", loc=Loc("k.py", 22))]
+    own = [AllocBuffer("y"), AllocBuffer("count"), Access("count", _R, True, Loc("k.py", 28)),
+           Wait(sem, 2, kind="dma", loc=Loc("k.py", 29)), Access("count", _R, False, load_loc),
+           Wait(sem, 2, kind="dma", loc=Loc("k.py", 31))]
+    program = launch(Topology(2), [own, peer], scratch=[Scratch("d0"), Scratch("s")])
+    at = {(c, op.loc.line): pc for c, ops in enumerate(program.cores) for pc, op in enumerate(ops)
+          if getattr(op, "loc", None) is not None}
+    one = WrittenValues(np.array([1]), np.array([True]))
+    facts = ValueFacts(
+        (FollowedRead((0, at[(0, 30)]), load_loc, Elements(0, "count", [0]), (0,)),),
+        (FollowedWrite((0, at[(0, 28)]), Loc("k.py", 28), Elements.of_set(0, "count", [0]), one),
+         FollowedWrite((1, at[(1, 20)]), Loc("k.py", 20), Elements.of_set(0, "count", [0]), one)),
+        (0,))
+    return program, facts
+
+
+@pytest.mark.rule("RUN-61")
+@pytest.mark.parametrize("extra", [None, "copy", "signal"])
+def test_another_core_s_copy_lands_on_wait_in_the_reader_s_first_wait_on_its_semaphore(extra):
+    """Under on_wait another device's copy into the reader lands in the reader's first wait on the copy's receive
+    semaphore (that wait pops its task, even a wait for part of its bytes), so a load after that wait reads the copy
+    in every run, whichever device runs first (jax's interpreter agrees on such a kernel: the load reads the copy's
+    value, never the store's). A second contributor to that semaphore may satisfy the wait first: undecided. Under
+    eager the copy lands when device 1 starts it: undecided."""
+    program, facts = _peer_copy(extra)
+    read = facts.reads[0]
+    got = landed_writers(program, facts, read, "on_wait")
+    if extra is None:
+        assert got.tolist() == [1], got
+    else:
+        assert isinstance(got, str) and "k.py:29" in got, got
+    assert "another core" in landed_writers(program, facts, read, "eager")
