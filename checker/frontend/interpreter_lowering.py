@@ -16,7 +16,8 @@ that does (a read whose value only `delay` takes, which the interpreter gives
 nothing, is compiled and fails).
 
 A load with a mask is one of the interpreter's own primitives, but it refuses it while tracing
-(`NotImplementedError: masked load_p`), before the compile.
+(`NotImplementedError: masked load_p`), before the compile; so is a load or store of a ref in HBM or ANY
+(`ValueError: get_p: Buffers with a memory space of HBM or ANY cannot be referenced directly.`, ERR-54).
 
 An equation the interpreter binds as it is on a ref gets the integer id the
 interpreter holds for the ref: `addupdate` (`state_primitives.ref_addupdate`,
@@ -122,6 +123,9 @@ def _failing(jaxpr: Any, known: frozenset[Any], nested: frozenset[Any], types_: 
         if own and _masked_load(eqn):
             yield Untranslatable("load", "NotImplementedError", "masked load_p", "trace", loc.file, loc.line,
                                  loc.text)
+        elif own and (direct := _direct_hbm_access(eqn)) is not None:
+            yield Untranslatable(direct, "ValueError", HBM_ACCESS.format(direct), "trace", loc.file, loc.line,
+                                 loc.text)
         if not own:
             bound = _bound_on_ids(eqn, loc) if interpreted else None
             if bound is not None:
@@ -146,6 +150,28 @@ def _masked_load(eqn: Any) -> bool:
         return False
     _, _, mask, _ = eqn.params["args_tree"].unflatten(eqn.invars)
     return mask is not None
+
+
+# ERR-54: the interpreter's words for a load or store of a ref in HBM or ANY (`_get_memory_space_and_raise_if_hbm`)
+HBM_ACCESS = ("{}_p: Buffers with a memory space of HBM or ANY cannot be referenced directly. Instead, use "
+              "`pltpu.sync_copy` or `pltpu.async_copy`.")
+
+
+def _direct_hbm_access(eqn: Any) -> str | None:
+    """ERR-54: the name the interpreter gives a load or store (`get`, `swap`, pallas' `load`) whose ref is in HBM or
+    ANY: it refuses it while it traces the kernel, whether or not a core would reach it; else None."""
+    from jax._src.pallas import core as pallas_core
+    from jax._src.pallas import primitives as pallas_prims
+    from jax._src.pallas.mosaic import core as mosaic_core
+    from jax._src.state import primitives as state_prims
+
+    names = {state_prims.get_p: "get", state_prims.swap_p: "swap", pallas_prims.load_p: "load",
+             pallas_prims.swap_p: "swap"}
+    name = names.get(eqn.primitive)
+    if name is None or not eqn.invars:
+        return None
+    space = getattr(getattr(eqn.invars[0], "aval", None), "memory_space", None)
+    return name if space is pallas_core.MemorySpace.ANY or space is mosaic_core.MemorySpace.HBM else None
 
 
 def _subs(params: dict[str, Any], types_: tuple[type, ...]) -> Iterator[Any]:

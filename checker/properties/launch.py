@@ -47,6 +47,9 @@ MASK_HINT = ("jax's TPU interpreter has no masked load: load the window whole an
 SPACE_HINT = ("jax's TPU interpreter runs only calls whose arguments are untyped or typed ANY or HBM: drop the "
               "`with_memory_space_constraint` (or pass the array through a BlockSpec in that space) to test the "
               "kernel in interpret mode; --dma-mode hardware checks it as a TPU runs it")
+HBM_HINT = ("jax's TPU interpreter loads and stores only refs in VMEM or SMEM: copy the window into a VMEM "
+            "buffer (`pltpu.sync_copy` or `pltpu.async_copy`) and access that, or give the operand a VMEM "
+            "BlockSpec")
 REF_HINT = ("jax's TPU interpreter cannot apply this primitive to a kernel ref: write it as a load and a store "
             "(`ref[...] += x` for addupdate) to test the kernel in interpret mode; --dma-mode hardware checks "
             "it as a TPU runs it")
@@ -106,6 +109,10 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
             when = (f"while translating the kernel for the CPU, before any kernel code runs (it refuses a load "
                     f"with a mask{where}, specs/semantics/divergences.md D12)")
             hint = MASK_HINT
+        elif "HBM or ANY" in failure.message:  # ERR-54: a load or store of a ref in HBM or ANY
+            when = (f"while translating the kernel for the CPU, before any kernel code runs (it refuses a "
+                    f"{failure.primitive} of a ref in HBM or ANY{where}, specs/semantics/kernels.md ERR-54)")
+            return when, HBM_HINT, {"primitive": failure.primitive, "rule": "ERR-54"}
         else:
             when = (f"while translating the kernel for the CPU, before any kernel code runs (it binds the "
                     f"{failure.primitive} primitive{where} on a ref's id, specs/semantics/divergences.md D12)")

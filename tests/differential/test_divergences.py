@@ -264,6 +264,53 @@ def test_d12_a_masked_load_cannot_be_interpreted():
     assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
+@pytest.mark.rule("ERR-54", "LAUNCH-3")
+@pytest.mark.parametrize("access,space", [("load", "ANY"), ("store", "ANY"), ("load", "HBM")])
+def test_d12_a_load_or_store_of_an_hbm_ref_cannot_be_interpreted(access, space):
+    """jax's interpreter refuses a load or store of a ref in HBM or ANY while it translates the kernel, in a
+    branch no core takes too: every interpreted run raises before any core starts (a false `proved` before)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_ref, buf, sem):
+        pltpu.sync_copy(x_hbm, buf)
+        o_ref[...] = buf[...]
+
+        @pl.when(pl.program_id(0) == 7)  # no core takes it
+        def _():
+            if access == "load":
+                o_ref[...] = x_hbm[...]
+            else:
+                x_hbm[...] = buf[...]
+
+    mem = pl.ANY if space == "ANY" else pltpu.HBM
+    f = pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=mem)],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA],
+                       interpret=pltpu.InterpretParams())
+    x = jnp.ones((8, 128), jnp.float32)
+    with pytest.raises(ValueError, match="HBM or ANY cannot be referenced directly") as raised:
+        f(x)
+
+    from semcheck.checker.frontend.lower import lower_kernel
+    from semcheck.checker.frontend.trace import trace_kernels
+    from semcheck.checker.properties.registry import BY_ID
+
+    (call,) = trace_kernels(f, (x,))
+    program = lower_kernel(call)
+    failure = program.launch_failure
+    assert failure is not None and (failure.python_type, failure.message) == ("ValueError", str(raised.value))
+    line = kernel.__code__.co_firstlineno + (7 if access == "load" else 9)
+    for mode in ("eager", "on_wait"):
+        for prop in BY_ID:
+            v = decide(prop, program, mode)
+            assert v.verdict == "unrunnable" and "in HBM or ANY" in v.reason, (prop, v.reason)
+        assert v.stats["raises"].endswith(f":{line}"), v.stats
+
+
 @pytest.mark.rule("LAUNCH-3")
 @pytest.mark.parametrize("target,never_run", [("jitted", [0, 1]), ("separate_read_first", [0, 1]),
                                               ("separate_read_last", [1])])
