@@ -36,6 +36,7 @@ predicted and the calls after it are left as they are (checked as fresh launches
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from semcheck.model.errors import EarlierFailure, NoCollectiveId, Violation
@@ -161,17 +162,24 @@ def _earlier_of(failures: frozenset, failed: str) -> EarlierFailure:
     return EarlierFailure(kind, text, failed)
 
 
-def after_failures(kernels: list[Any]) -> list[Any]:
+def _unchecked(program: Program, mode: str) -> str | None:
+    """`after_failures`' default `not_facts`: any followed value counts as not shown to be a fact."""
+    return None if getattr(program, "followed", None) is None else "the values its lowering followed are not checked"
+
+
+def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str | None] = _unchecked) -> list[Any]:
     """PRG-11: `kernels` (in program order, each with its `call.unit`, the top-level computation it is
     dispatched in) with the calls that never start after a failed call marked (module docstring); and,
     for `hardware`, the calls jax's TPU lowering refuses (LAUNCH-7, which the interpreter
-    runs: `collective_ids.mark_refused`)."""
+    runs: `collective_ids.mark_refused`). `not_facts(program, mode)`: why the values a call's lowering followed
+    are not facts under the mode (ACC-9, `followed_values.not_facts`; handed in, which keeps the import graph
+    acyclic), for ERR-53."""
     from semcheck.checker.frontend.collective_ids import mark_refused
     from semcheck.model.fast import fast_run
 
     out = mark_refused(list(kernels))
     _refuse_failing_iterations(out)
-    i, unshown = 0, None
+    i, unshown, unsure = 0, None, []
     while i < len(out):
         k = out[i]
         if k.call is None or k.program.launch_failure is not None or i == len(out) - 1:
@@ -180,17 +188,21 @@ def after_failures(kernels: list[Any]) -> list[Any]:
         greedy = _greedy_failures(k.program)
         failure, kept, marks = _certain(k.program, greedy), None, None
         failed = f"{k.name} at {k.loc}"
+        facts = undecided_runs(k.program, failed, (), not_facts)  # ERR-53: the later calls are unknown where no mark
         if failure is None:
             left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
+            failing = tuple(m for m in _MODES if fast_run(k.program, m, record=False).failure is not None)
             if left is not None:
                 failure, kept = left
-            elif any(fast_run(k.program, m, record=False).failure is not None for m in _MODES):
+            elif failing:
                 # PRG-122: a greedy run fails past a wait or a barrier; does every run of its mode? (PRG-218: both
                 # modes must be shown, each with its error: the calls after the next computation are then checked as
                 # usual in both, and a later failure starts the rule again in both)
                 # PRG-224: every run of a mode fails, with one of several failures: the later calls never start
                 marks = {m: None if not v else _earlier_of(v, failed) for m, v in failures_per_mode(k.program).items()}
             if failure is None and (marks is None or all(v is None for v in marks.values())):
+                # ERR-53: some run of the `failing` modes raises, not shown to be every run
+                unsure.append((i, {**undecided_runs(k.program, failed, failing, not_facts), **facts}))
                 i += 1
                 continue
             if failure is None and unshown is None and any(v is None for v in marks.values()):
@@ -203,8 +215,10 @@ def after_failures(kernels: list[Any]) -> list[Any]:
             if unshown is None:
                 unshown = (i, {**_unshown_reasons(marks, failed), **on} if any(marks.values()) else on)
             if not any(marks.values()):
+                unsure.append((i, facts))
                 i += 1
                 continue
+        unsure.append((i, {m: why for m, why in facts.items() if marks[m] is None}))
         unit = k.call.unit
         later = sorted({o.call.unit for o in out[i + 1:] if o.call is not None and o.call.unit > unit})
         stops = {unit, *later[:1]}
@@ -228,7 +242,30 @@ def after_failures(kernels: list[Any]) -> list[Any]:
             out[i] = dataclasses.replace(out[i], program=reuse(out[i].program, kept, failed))
     if unshown is not None:
         _unknown_after(out, *unshown)
+    for at, reasons in unsure:
+        if reasons:
+            _unknown_after(out, at, reasons)
     return [_with_iterations(k) for k in out]
+
+
+def undecided_runs(program: Program, failed: str, failing: tuple[str, ...],
+                   not_facts: Callable[[Program, str], str | None]) -> dict[str, str]:
+    """ERR-53: per interpreter mode, why the calls after `program` (the call `failed` names) are not decided there:
+    a mode of `failing` has a run that raises (its greedy run) and is not shown to raise in every run, or the values
+    the lowering followed are not facts under the mode (ACC-9), so the program checked may not be the kernel's. In
+    either, some run of the call may fail on some devices while another device finishes its part, passes the
+    clean-up barrier and starts its next call (ERR-52), which the failed devices never reach: a call without a
+    collective id then hangs at its start barrier (PRG-180 counts it against that call). Modes absent: no reason."""
+    out = {}
+    for m in _MODES:
+        why = (f"{failed} raises in some {m} run, not shown to raise in every one" if m in failing
+               else None if failing or (said := not_facts(program, m)) is None else f"{failed}: {said}")
+        if why is not None:
+            out[m] = (f"{why}; so some run of it may fail on some devices while another device finishes its part and "
+                      "starts its next call, which the failed devices never reach (a call without a collective id "
+                      "then hangs at its start barrier): which of the later calls run on which devices is not "
+                      "decided (ERR-53)")
+    return out
 
 
 def goes_on(program: Program, mode: str, failed: str) -> str | None:
@@ -435,5 +472,5 @@ def _with_iterations(k: Any) -> Any:
 
 
 __all__ = ["after_failures", "certain_failure", "left_manager", "never_starts_unlowered", "own_modes",
-           "raised_in_every_run", "raised_per_mode", "failures_per_mode",
+           "raised_in_every_run", "raised_per_mode", "failures_per_mode", "undecided_runs",
            "reuse", "stopped_at_barrier_fetch"]

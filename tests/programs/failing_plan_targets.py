@@ -324,3 +324,53 @@ def late_plan_on_one_device_then_a_call_it_feeds(num_devices: int, *, dma_mode: 
     lens = jnp.array([[40 * (d % 2), d % 2] for d in range(num_devices)], jnp.int32).reshape(-1)
     return fn, (jax.device_put(lens, NamedSharding(mesh, P(ex.AXIS))),
                 jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))))
+
+
+def _lifo_plan_kernel(x_ref, o_ref, src, idx, table, sem):
+    """Two copies into one SMEM word on one semaphore, then a read of an 8-entry table at that word: device d's
+    first copy brings 100 * d, its second 0. Where the first lands last (on_wait runs the waits' copies last in,
+    first out) device 1 reads past the table; device 0 reads entry 0 whatever the order."""
+    me = jax.lax.axis_index(ex.AXIS)
+    src[0] = jnp.int32(0)
+    src[1] = me * 100
+    for i in range(8):
+        table[i] = jnp.int32(i)
+    first = pltpu.make_async_copy(src.at[pl.ds(1, 1)], idx, sem.at[0])
+    second = pltpu.make_async_copy(src.at[pl.ds(0, 1)], idx, sem.at[0])
+    first.start()
+    second.start()
+    first.wait()
+    second.wait()
+
+    def update(i, carry):  # device 1 only: it reaches its read late
+        table[i % 8] = table[(i + 1) % 8] * 0 + (i + 1) % 8
+        return carry
+
+    jax.lax.fori_loop(0, me * 40, update, 0)
+    o_ref[...] = x_ref[...] + table[idx[0]].astype(x_ref.dtype)
+
+
+@semcheck.target(devices=[2])
+def plan_failing_on_one_device_in_some_runs_then_a_call(num_devices: int, *, dma_mode: str = "eager",
+                                                         interpret=None):
+    """A plan whose two copies race for the word it indexes its table with: in some runs device 1 reads past the
+    table while device 0 finishes, then a call without a collective id: device 0 waits at that call's start barrier
+    for device 1, which failed: the run hangs (PRG-180 counts it against the call). Before, the call was checked as
+    if every device ran it (every property proved in every mode)."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(x):
+        plan = pl.pallas_call(_lifo_plan_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                              out_specs=vmem, scratch_shapes=[pltpu.SMEM((2,), jnp.int32), pltpu.SMEM((1,), jnp.int32),
+                                                              pltpu.SMEM((8,), jnp.int32), pltpu.SemaphoreType.DMA((1,))],
+                              interpret=params)(x)
+        out = pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, interpret=params)(x)
+        return out, plan
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(ex.AXIS), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)

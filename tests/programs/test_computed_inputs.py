@@ -134,7 +134,9 @@ def test_a_racy_producer_leaves_its_consumers_unknown():
         for ring in ("planned_ring_racy_plan#1", "planned_ring_racy_plan#2"):
             got = rows[(ring, mode)]
             assert {r["verdict"] for r in got.values()} == {"unknown"}, (ring, mode)
-            assert all("race-free of kernel call 0 is violated" in r["reason"] for r in got.values())
+            # ERR-53 says it first: the plan's own followed values are not facts, so which calls run is not decided
+            assert all("race-free of kernel call 0 is violated" in r["reason"]
+                       or ("_racy_plan_kernel" in r["reason"] and "ERR-53" in r["reason"]) for r in got.values())
 
 
 @pytest.mark.jax

@@ -27,7 +27,8 @@ BY_DEVICE = "tests/programs/failing_plan_targets.py::plan_failing_apart_per_devi
 ONE_MODE = "tests/programs/failing_plan_targets.py::eager_only_plan_then_a_call"
 LATE = "tests/programs/failing_plan_targets.py::plan_failing_late_on_one_device_then_a_call"
 FED = "tests/programs/failing_plan_targets.py::late_plan_on_one_device_then_a_call_it_feeds"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED)
+SOME_RUNS = "tests/programs/failing_plan_targets.py::plan_failing_on_one_device_in_some_runs_then_a_call"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -184,3 +185,41 @@ def test_jax_runs_the_call_after_the_plan_on_the_device_that_finished_it():
             ended, exits = json.loads(line[2:])
             leak = f"Semaphore {flag} has non-zero count for 0 (global core 0) at kernel exit: 1"
             assert ended == "hangs" and exits == [leak], (target, mode, ended, exits)
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-53")
+def test_a_call_after_a_plan_failing_on_one_device_in_some_runs_is_unknown(rows):
+    """The plan's two copies race for the word it indexes its table with, so the program checked may not be the
+    kernel's under on_wait (ACC-9: its waits pop the copies last in, first out, which RUN-61 does not settle) and
+    some run may fail on device 1 while device 0 goes on (jax: on_wait hangs at the second call's start barrier,
+    below). The second call's on_wait cells are unknown, naming ERR-53; before, all 8 were proved as if every device
+    ran it. Under eager every run lands the copies in their starts' order (RUN-61), so the plan's values are facts
+    (ACC-71), no run fails and the second call is decided as jax runs it (it completes). hardware (every call runs,
+    D28) keeps its 8 proved; the plan's race-free is violated in each mode."""
+    by = rows[SOME_RUNS]
+    second = by[("1", "on_wait")]
+    assert {r["verdict"] for r in second.values()} == {"unknown"}, second
+    assert all("ERR-53" in r["reason"] and "start barrier" in r["reason"] for r in second.values())
+    assert {r["verdict"] for r in by[("0", "eager")].values()} == {"proved", "violated"}
+    assert by[("0", "eager")]["deadlock-free"]["verdict"] == "proved"
+    assert {r["verdict"] for r in by[("1", "eager")].values()} == {"proved"}
+    for mode in ("eager", "on_wait"):
+        assert by[("0", mode)]["race-free"]["verdict"] == "violated"
+    assert {r["verdict"] for r in by[("1", "hardware")].values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-53")
+def test_jax_hangs_at_the_start_of_the_call_after_a_plan_one_device_fails_under_on_wait():
+    """jax with the race detector (the run read after 30 s): under on_wait the plan's waits run its copies last in,
+    first out, so device 1 reads past its table while device 0, done, waits at the second call's start barrier: the
+    program hangs. Under eager the copies land in their starts' order and the program completes."""
+    got = {}
+    for mode in ("eager", "on_wait"):
+        run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode, SOME_RUNS.split("::")[1]], cwd=REPO,
+                             capture_output=True, text=True, timeout=600, env={**os.environ})
+        line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+        assert line is not None, run.stderr[-2000:]
+        got[mode] = json.loads(line[2:])[0]
+    assert got == {"eager": "completed", "on_wait": "hangs"}, got
