@@ -84,6 +84,17 @@ def translation_failure(call: KernelCall) -> Untranslatable | None:
     return next((f for f in found if f.stage == "trace"), found[0] if found else None)
 
 
+def hbm_access(call: KernelCall) -> Untranslatable | None:
+    """ERR-56: the first load or store of a ref in HBM or ANY the interpreter refuses in the kernel (ERR-54), whether
+    or not another failure comes first; None when there is none."""
+    known, nested = _interpreted()
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as ipc
+
+    found = _failing(call.jaxpr, known | frozenset(getattr(ipc, "_interpret_impls", {})), nested,
+                     jaxpr_classes(_core()), call.loc, True)
+    return next((f for f in found if f.error == HBM_ACCESS.format(f.primitive)), None)
+
+
 def _core() -> Any:
     from jax._src import core
 
@@ -181,4 +192,4 @@ def _subs(params: dict[str, Any], types_: tuple[type, ...]) -> Iterator[Any]:
                 yield v
 
 
-__all__ = ["translation_failure", "has_cpu_rule"]
+__all__ = ["translation_failure", "has_cpu_rule", "hbm_access"]

@@ -27,6 +27,23 @@ class HardwareUnknown(str):
     rule = "ERR-37"
 
 
+def hbm_access_unknown(call: KernelCall) -> HardwareUnknown | None:
+    """ERR-56: why `hardware` decides nothing of a kernel that loads or stores a ref in HBM or ANY directly (the
+    first such access, with its line), or None when it has none."""
+    from semcheck.checker.frontend.interpreter_lowering import hbm_access
+
+    access = hbm_access(call)
+    if access is None:
+        return None
+    why = HardwareUnknown(
+        f"the kernel's {access.primitive} of a ref in HBM or ANY at {access.file}:{access.line} is not decided under "
+        "hardware: the Pallas TPU docs say a kernel cannot compute on HBM refs (data has to be copied to VMEM first), "
+        "and whether Mosaic refuses it or what a TPU does with it is not known here (specs/semantics/kernels.md "
+        "ERR-56)")
+    why.rule = "ERR-56"
+    return why
+
+
 def refused_unlowered(call: KernelCall, error: Exception, *, cores: int | None,
                       name: str) -> tuple[Program, HardwareUnknown] | None:
     """(the interpreter's program, why `hardware` has none) for a call whose lowering raised `error` and whose
@@ -59,4 +76,4 @@ def unlowered_launch(call: KernelCall, failure: Any, error: Exception, *, cores:
     return program, why
 
 
-__all__ = ["HardwareUnknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]
+__all__ = ["HardwareUnknown", "hbm_access_unknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]

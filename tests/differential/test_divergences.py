@@ -264,51 +264,50 @@ def test_d12_a_masked_load_cannot_be_interpreted():
     assert all(decide(p, program, "hardware").verdict == "proved" for p in BY_ID)
 
 
-@pytest.mark.rule("ERR-54", "LAUNCH-3")
+@pytest.mark.rule("ERR-54", "LAUNCH-3", "ERR-56")
 @pytest.mark.parametrize("access,space", [("load", "ANY"), ("store", "ANY"), ("load", "HBM")])
 def test_d12_a_load_or_store_of_an_hbm_ref_cannot_be_interpreted(access, space):
     """jax's interpreter refuses a load or store of a ref in HBM or ANY while it translates the kernel, in a
-    branch no core takes too: every interpreted run raises before any core starts (a false `proved` before)."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
+    branch no core takes too: every interpreted run raises before any core starts (a false `proved` before).
+    Under `hardware` every property is unknown, at the access's line (ERR-56: proved before)."""
+    import dataclasses
 
-    def kernel(x_hbm, o_ref, buf, sem):
-        pltpu.sync_copy(x_hbm, buf)
-        o_ref[...] = buf[...]
+    from semcheck.checker.frontend.api import load
+    from semcheck.checker.properties.per_mode_values import split_modes
+    from semcheck.checker.properties.registry import BY_ID
 
-        @pl.when(pl.program_id(0) == 7)  # no core takes it
-        def _():
-            if access == "load":
-                o_ref[...] = x_hbm[...]
-            else:
-                x_hbm[...] = buf[...]
+    from . import hbm_access
 
-    mem = pl.ANY if space == "ANY" else pltpu.HBM
-    f = pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
-                       in_specs=[pl.BlockSpec(memory_space=mem)],
-                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
-                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA],
-                       interpret=pltpu.InterpretParams())
-    x = jnp.ones((8, 128), jnp.float32)
+    target = f"{access}_{space.lower()}"
+    f, (x,) = getattr(hbm_access, target)(1)
     with pytest.raises(ValueError, match="HBM or ANY cannot be referenced directly") as raised:
         f(x)
 
-    from semcheck.checker.frontend.lower import lower_kernel
-    from semcheck.checker.frontend.trace import trace_kernels
-    from semcheck.checker.properties.registry import BY_ID
-
-    (call,) = trace_kernels(f, (x,))
-    program = lower_kernel(call)
+    (k,) = load(hbm_access.__file__, entry=target, devices=1)
+    program = k.program
     failure = program.launch_failure
     assert failure is not None and (failure.python_type, failure.message) == ("ValueError", str(raised.value))
-    line = kernel.__code__.co_firstlineno + (7 if access == "load" else 9)
+    line = hbm_access.kernel(access).__code__.co_firstlineno + (7 if access == "load" else 9)
     for mode in ("eager", "on_wait"):
         for prop in BY_ID:
             v = decide(prop, program, mode)
             assert v.verdict == "unrunnable" and "in HBM or ANY" in v.reason, (prop, v.reason)
         assert v.stats["raises"].endswith(f":{line}"), v.stats
+
+    @dataclasses.dataclass
+    class Request:
+        modes: tuple
+        properties: tuple
+
+    def decided(p, req):
+        return {m: ([decide(prop, p, m) for prop in req.properties], 0.0) for m in req.modes}
+
+    done = split_modes(k, Request(("eager", "on_wait", "hardware"), tuple(BY_ID)), decided)
+    assert {v.verdict for m in ("eager", "on_wait") for v in done[m][0]} == {"unrunnable"}
+    assert len(done["hardware"][0]) == len(BY_ID)
+    for v in done["hardware"][0]:
+        assert v.verdict == "unknown" and v.stats["rule"] == "ERR-56", v
+        assert f"hbm_access.py:{line}" in v.reason and "ERR-56" in v.reason and "VMEM" in v.reason, v.reason
 
 
 @pytest.mark.rule("LAUNCH-3")

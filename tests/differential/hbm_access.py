@@ -1,0 +1,49 @@
+"""Kernels for ERR-54 and ERR-56: a load or store of a ref in HBM or ANY under a `pl.when` no grid step takes.
+
+`load_any`, `store_any` and `load_hbm` are the builders (`build(devices)` -> (function, arguments)); `kernel(access)`
+is the kernel each calls, `access` "load" (line 7 of the kernel) or "store" (line 9).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def kernel(access):
+    def body(x_hbm, o_ref, buf, sem):
+        pltpu.sync_copy(x_hbm, buf)
+        o_ref[...] = buf[...]
+
+        @pl.when(pl.program_id(0) == 7)  # no core takes it
+        def _():
+            if access == "load":
+                o_ref[...] = x_hbm[...]
+            else:
+                x_hbm[...] = buf[...]
+
+    return body
+
+
+def call(access, space):
+    mem = pl.ANY if space == "ANY" else pltpu.HBM
+    f = pl.pallas_call(kernel(access), grid=(1,), out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=mem)],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA],
+                       interpret=pltpu.InterpretParams())
+    return f, (jnp.ones((8, 128), jnp.float32),)
+
+
+def load_any(devices=1):
+    return call("load", "ANY")
+
+
+def store_any(devices=1):
+    return call("store", "ANY")
+
+
+def load_hbm(devices=1):
+    return call("load", "HBM")
