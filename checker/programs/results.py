@@ -92,7 +92,23 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
         out = _windowed(composed, out, req, deadline)
     if composed.computed_by:
         out = {m: (_computed(composed, m, vs, req, deadline), t) for m, (vs, t) in out.items()}
-    return out
+    return _hbm_access(composed, out)
+
+
+def _hbm_access(composed: Any, out: dict[str, tuple[list[Verdict], float]]) -> dict[str, tuple[list[Verdict], float]]:
+    """ERR-56: under hardware, every property unknown when a call of the program loads or stores a ref in HBM or ANY
+    directly (the first such access's reason)."""
+    if "hardware" not in out:
+        return out
+    from semcheck.checker.frontend.refused_launch import hbm_access_unknown
+
+    why = next((w for inv in composed.ir.invocations if getattr(inv, "call", None) is not None
+                for w in (hbm_access_unknown(inv.call),) if w is not None), None)
+    if why is None:
+        return out
+    verdicts, seconds = out["hardware"]
+    return {**out, "hardware": ([Verdict(v.property, "unknown", reason=str(why), stats={"rule": "ERR-56"})
+                                 for v in verdicts], seconds)}
 
 
 def _computed(composed: Any, mode: str, verdicts: list[Verdict], req: Any, deadline: float) -> list[Verdict]:

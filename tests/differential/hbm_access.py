@@ -47,3 +47,37 @@ def store_any(devices=1):
 
 def load_hbm(devices=1):
     return call("load", "HBM")
+
+
+_ANY = pl.BlockSpec(memory_space=pl.ANY)
+_SEM = pl.BlockSpec(memory_space=pltpu.SEMAPHORE)
+
+
+def _start(x_ref, x_alias, o_ref, sem):
+    del x_alias
+    pltpu.make_async_copy(x_ref, o_ref, sem).start()
+
+
+def _done(x_ref, o_ref, sem, o_alias):
+    del o_alias
+    pltpu.make_async_copy(x_ref, o_ref, sem).wait()
+
+    @pl.when(pl.program_id(0) == 7)  # no core takes it
+    def _():
+        x_ref[...] = jnp.zeros(x_ref.shape, x_ref.dtype)
+
+
+def handed_on(devices=1):
+    """Two calls that hand a copy's semaphore on (one program): the second stores to its ANY input in a branch no
+    core takes."""
+    def program(x):
+        x, out, sem = pl.pallas_call(
+            _start, grid=(1,),
+            out_shape=(jax.ShapeDtypeStruct(x.shape, x.dtype), pl.ANY(x.shape, x.dtype), pltpu.SemaphoreType.DMA(())),
+            in_specs=[_ANY], out_specs=(_ANY, _ANY, _SEM), input_output_aliases={0: 0},
+            interpret=pltpu.InterpretParams())(x)
+        return pl.pallas_call(
+            _done, grid=(1,), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[_ANY, _ANY, _SEM],
+            out_specs=_ANY, input_output_aliases={1: 0}, interpret=pltpu.InterpretParams())(x, out, sem)
+
+    return jax.jit(program), (jnp.ones((8, 128), jnp.float32),)

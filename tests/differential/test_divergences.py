@@ -310,6 +310,30 @@ def test_d12_a_load_or_store_of_an_hbm_ref_cannot_be_interpreted(access, space):
         assert f"hbm_access.py:{line}" in v.reason and "ERR-56" in v.reason and "VMEM" in v.reason, v.reason
 
 
+@pytest.mark.rule("ERR-56")
+def test_d12_a_program_whose_call_stores_to_an_hbm_ref_is_unknown_under_hardware():
+    """Two calls that hand a copy's semaphore on are checked as one program; the second stores to its ANY input
+    in a branch no core takes: under hardware every property is unknown at that line (proved before)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from . import hbm_access
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "tests"))
+    from cli._support import semcheck
+
+    run = semcheck("verify", "tests/differential/hbm_access.py", "--entry", "handed_on", "--devices", "1",
+                   "--dma-mode", "hardware", "--format", "json", "--no-cache", "--no-config", cwd=root, timeout=900)
+    rows = json.loads(run.stdout)["results"]
+    line = hbm_access._done.__code__.co_firstlineno + 6
+    assert len(rows) == 8, run.stderr[-2000:]
+    for r in rows:
+        assert r["verdict"] == "unknown" and r["stats"]["rule"] == "ERR-56", r
+        assert f"hbm_access.py:{line}" in r["reason"], r["reason"]
+
+
 @pytest.mark.rule("LAUNCH-3")
 @pytest.mark.parametrize("target,never_run", [("jitted", [0, 1]), ("separate_read_first", [0, 1]),
                                               ("separate_read_last", [1])])
