@@ -507,3 +507,15 @@ def test_dma_bytes_mutants_are_caught_or_refused(worker):
     for mode in MODES:
         c = odd[("dma-bytes", mode)]
         assert not c.every_n and c.violated_at == (3, 5, 7) and "violated at N = 3, 5, 7" in c.text
+
+
+@pytest.mark.rule("ERR-56")
+def test_a_direct_load_of_an_hbm_ref_is_claimed_for_no_n_under_hardware(worker):
+    """The ordinary checks run on the program, which does not carry ERR-56's per-call reason: before, every
+    property of this kernel was "proved for N = 2..7 only" under hardware. Now no hardware claim is made, naming the
+    access's line and ERR-56."""
+    claims = [c for c in _every_n(worker, "tests/parametric_kernels/hbm_direct_load.py") if c.mode == "hardware"]
+    assert claims
+    for c in claims:
+        assert not c.every_n and not c.proved_at, c.text
+        assert "ERR-56" in c.reason and "hbm_direct_load.py:18" in c.reason, c.reason

@@ -221,6 +221,9 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
         allocs = f"semcheck cannot read the kernel's allocations for every N ({type(e).__name__}) (PAR-9)"
     out = []
     for mode in modes:
+        if mode == "hardware" and (hbm := _hbm_access(kernels)) is not None:  # ERR-56: no per-N check either
+            out.extend(Claim(p, mode, False, (), ns, hbm, rule="ERR-56") for p in props)
+            continue
         proved: dict[str, list[int]] = {p: [] for p in props}
         violated: dict[str, list[int]] = {p: [] for p in props}
         late: set[str] = set()
@@ -274,6 +277,15 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
             out.append(Claim(p, mode, every, tuple(proved[p]), ns, reason, tuple(violated[p]), p in late or late_race,
                              RULE[p]))
     return out
+
+
+def _hbm_access(kernels: dict) -> str | None:
+    """ERR-56: why `hardware` claims nothing of a kernel that loads or stores a ref in HBM or ANY directly, at any
+    traced N (its ordinary checks run on the program, which does not carry the per-call reason); else None."""
+    from semcheck.checker.frontend.refused_launch import hbm_access_unknown
+
+    return next((str(w) for k in kernels.values() if getattr(k, "call", None) is not None
+                 for w in (hbm_access_unknown(k.call),) if w is not None), None)
 
 
 # --- PAR-8: the claim in `semcheck verify --every-n` ----------------------------------------------
