@@ -232,9 +232,9 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
     if failed is not None:
         out = [_never_runs(k, *failed) for k in out]
     from semcheck.checker.programs.interpreter import after_failures
-    from semcheck.checker.properties.followed_values import not_facts
+    from semcheck.checker.properties.some_runs_raise import undecided_after
 
-    return after_failures(out, not_facts)  # PRG-11: what the calls after a failing one do in the interpreter
+    return after_failures(out, undecided_after)  # PRG-11: what the calls after a failing one do in the interpreter
 
 
 class _NeverStarts(tuple):

@@ -173,7 +173,7 @@ def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str |
     for `hardware`, the calls jax's TPU lowering refuses (LAUNCH-7, which the interpreter
     runs: `collective_ids.mark_refused`). `not_facts(program, mode)`: why the values a call's lowering followed
     are not facts under the mode (ACC-9, `followed_values.not_facts`; handed in, which keeps the import graph
-    acyclic), for ERR-53."""
+    acyclic), for ERR-53; the front end's also says why a run may raise where the greedy one completes, ERR-55)."""
     from semcheck.checker.frontend.collective_ids import mark_refused
     from semcheck.model.fast import fast_run
 

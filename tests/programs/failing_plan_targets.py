@@ -374,3 +374,63 @@ def plan_failing_on_one_device_in_some_runs_then_a_call(num_devices: int, *, dma
                                check_vma=False))
     x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
     return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)
+
+
+def _scoped_shift_kernel(x_ref, o_ref, send_sem, recv_sem, ready):
+    """Device 0 tells device 1 it is ready, then opens its run_scoped receive buffer and waits there for device 1's
+    block; device 1 sends once told. The signal comes before the scope: where device 1 sends before device 0 has
+    entered its scope, eager's copy, which runs in its start, finds no such buffer and raises; where device 0 entered
+    first, the run completes (as the greedy run does)."""
+    me = jax.lax.axis_index(ex.AXIS)
+
+    @pl.when(me == 0)
+    def _():
+        pl.semaphore_signal(ready, 1, device_id=(1,))
+
+        def clear(r, carry):  # set-up work between the signal and the scope: device 1 is often quicker
+            o_ref[pl.ds(r % o_ref.shape[0], 1), :] = jnp.zeros((1, o_ref.shape[1]), o_ref.dtype)
+            return carry
+
+        jax.lax.fori_loop(0, 16 * o_ref.shape[0], clear, 0)
+
+    def body(recv_buf):
+        copy = pltpu.make_async_remote_copy(src_ref=x_ref, dst_ref=recv_buf, send_sem=send_sem, recv_sem=recv_sem,
+                                            device_id=(0,))
+
+        @pl.when(me == 1)
+        def _():
+            pl.semaphore_wait(ready, 1)
+            copy.start()
+            copy.wait_send()
+
+        @pl.when(me == 0)
+        def _():
+            copy.wait_recv()
+            o_ref[...] = recv_buf[...]
+
+    pl.run_scoped(body, pltpu.VMEM(x_ref.shape, x_ref.dtype))
+
+
+@semcheck.target(devices=[2])
+def scoped_shift_failing_in_some_runs_then_a_call(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """A call whose copy may miss its target's run_scoped buffer in some schedules (its greedy run completes), then
+    a call without a collective id: where one device raised and the other finished its part, the survivor waits at
+    the next call's start barrier for a device that never arrives. Before ERR-55 the next call was checked as if
+    every device ran it."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(x):
+        shifted = pl.pallas_call(_scoped_shift_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                 in_specs=[vmem], out_specs=vmem,
+                                 scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                                                 pltpu.SemaphoreType.REGULAR], interpret=params)(x)
+        out = pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, interpret=params)(x)
+        return out, shifted
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(ex.AXIS), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)

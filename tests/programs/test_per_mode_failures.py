@@ -28,7 +28,8 @@ ONE_MODE = "tests/programs/failing_plan_targets.py::eager_only_plan_then_a_call"
 LATE = "tests/programs/failing_plan_targets.py::plan_failing_late_on_one_device_then_a_call"
 FED = "tests/programs/failing_plan_targets.py::late_plan_on_one_device_then_a_call_it_feeds"
 SOME_RUNS = "tests/programs/failing_plan_targets.py::plan_failing_on_one_device_in_some_runs_then_a_call"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS)
+SCOPED = "tests/programs/failing_plan_targets.py::scoped_shift_failing_in_some_runs_then_a_call"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS, SCOPED)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -223,3 +224,37 @@ def test_jax_hangs_at_the_start_of_the_call_after_a_plan_one_device_fails_under_
         assert line is not None, run.stderr[-2000:]
         got[mode] = json.loads(line[2:])[0]
     assert got == {"eager": "completed", "on_wait": "hangs"}, got
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-55")
+def test_a_call_after_one_whose_greedy_run_completes_but_another_run_raises_is_unknown(rows):
+    """The first call's copy may reach device 0's run_scoped buffer before device 0 entered its scope: under eager
+    some schedule raises KeyError (its deadlock-free is violated) while the greedy run completes, and its values
+    are facts, so neither ERR-52 nor ERR-53 applied and all 8 properties of the second call were proved under
+    eager, as if every device ran it (jax: the program raises, below). Now they are unknown there, naming the
+    first call and ERR-55. on_wait lands the copy in device 0's wait, inside the scope: no run raises and the
+    second call stays proved; hardware (every call runs, D28) too."""
+    by = rows[SCOPED]
+    assert by[("0", "eager")]["deadlock-free"]["verdict"] == "violated"
+    assert by[("0", "on_wait")]["deadlock-free"]["verdict"] == "proved"
+    second = by[("1", "eager")]
+    assert {r["verdict"] for r in second.values()} == {"unknown"}, second
+    assert all("ERR-55" in r["reason"] and "_scoped_shift_kernel at" in r["reason"] for r in second.values())
+    assert {r["verdict"] for r in by[("1", "on_wait")].values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-55")
+def test_jax_raises_in_the_call_before_the_next_one_under_eager_only():
+    """jax with the race detector (the run read after 30 s): under eager device 1's copy meets no buffer on
+    device 0, which has not entered its scope yet (its set-up work is slower), and the program raises; under
+    on_wait the copy lands in device 0's wait, inside the scope, and the program completes."""
+    got = {}
+    for mode in ("eager", "on_wait"):
+        run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode, SCOPED.split("::")[1]], cwd=REPO,
+                             capture_output=True, text=True, timeout=600, env={**os.environ})
+        line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+        assert line is not None, run.stderr[-2000:]
+        got[mode] = json.loads(line[2:])[0]
+    assert got == {"eager": "raised JaxRuntimeError", "on_wait": "completed"}, got
