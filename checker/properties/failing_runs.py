@@ -156,7 +156,8 @@ def failing_run_verdict(prop: str, program: Program, mode: DmaMode, *, timeout_m
         if mode == "on_wait" and facts.deferred_views:
             return _deferred_verdict(prop, program, mode, facts, timeout_ms, recheck)
         return _renamed_verdict(prop, program, mode, facts, timeout_ms, recheck)
-    if prop in RENAMES and not facts.deferred_views:
+    # a Symmetric is never renamed: its lowering would build every core (RUN-21), and one period decides it (RUN-22)
+    if prop in RENAMES and not facts.deferred_views and not facts.whole.symmetric:
         v = _renamed_verdict(prop, program, mode, facts, timeout_ms, recheck)
         if v is not None:
             return v
