@@ -44,6 +44,11 @@ def hbm_access_unknown(call: KernelCall) -> HardwareUnknown | None:
     return why
 
 
+def first_hbm_access_unknown(calls) -> HardwareUnknown | None:
+    """ERR-56: `hbm_access_unknown` of the first of `calls` (kernel calls, None skipped) that has such an access."""
+    return next((w for c in calls if c is not None for w in (hbm_access_unknown(c),) if w is not None), None)
+
+
 def refused_unlowered(call: KernelCall, error: Exception, *, cores: int | None,
                       name: str) -> tuple[Program, HardwareUnknown] | None:
     """(the interpreter's program, why `hardware` has none) for a call whose lowering raised `error` and whose
@@ -76,4 +81,4 @@ def unlowered_launch(call: KernelCall, failure: Any, error: Exception, *, cores:
     return program, why
 
 
-__all__ = ["HardwareUnknown", "hbm_access_unknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]
+__all__ = ["HardwareUnknown", "first_hbm_access_unknown", "hbm_access_unknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]

@@ -282,10 +282,10 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
 def _hbm_access(kernels: dict) -> str | None:
     """ERR-56: why `hardware` claims nothing of a kernel that loads or stores a ref in HBM or ANY directly, at any
     traced N (its ordinary checks run on the program, which does not carry the per-call reason); else None."""
-    from semcheck.checker.frontend.refused_launch import hbm_access_unknown
+    from semcheck.checker.frontend.refused_launch import first_hbm_access_unknown
 
-    return next((str(w) for k in kernels.values() if getattr(k, "call", None) is not None
-                 for w in (hbm_access_unknown(k.call),) if w is not None), None)
+    why = first_hbm_access_unknown(getattr(k, "call", None) for k in kernels.values())
+    return None if why is None else str(why)
 
 
 # --- PAR-8: the claim in `semcheck verify --every-n` ----------------------------------------------

@@ -100,10 +100,9 @@ def _hbm_access(composed: Any, out: dict[str, tuple[list[Verdict], float]]) -> d
     directly (the first such access's reason)."""
     if "hardware" not in out:
         return out
-    from semcheck.checker.frontend.refused_launch import hbm_access_unknown
+    from semcheck.checker.frontend.refused_launch import first_hbm_access_unknown
 
-    why = next((w for inv in composed.ir.invocations if getattr(inv, "call", None) is not None
-                for w in (hbm_access_unknown(inv.call),) if w is not None), None)
+    why = first_hbm_access_unknown(getattr(inv, "call", None) for inv in composed.ir.invocations)
     if why is None:
         return out
     verdicts, seconds = out["hardware"]
