@@ -116,7 +116,8 @@ def test_a_schedule_dependent_collision_is_decided_by_every_schedule():
         assert run["outcome"] == "error" and f"{run['error_type']}: {run['error_message']}" in dl["witness"]["message"]
         assert rows["id-disjoint"]["verdict"] == "violated"
         # ERR-45: id-agreement over every run's end (it was unknown: one run's end proves nothing of the others)
-        assert rows["id-agreement"]["verdict"] == "proved" and "RUN-60" in rows["id-agreement"]["reason"]
+        # (ERR-64: now by bounds on the progress of the program whose collective id no core allocates)
+        assert rows["id-agreement"]["verdict"] == "proved" and "ERR-64" in rows["id-agreement"]["reason"]
         # ERR-50: on every run up to the collision, from the program whose collective id no core allocates (ERR-49)
         for prop in ("dma-bytes", "race-free"):
             assert rows[prop]["verdict"] == "proved" and "ERR-50" in rows[prop]["reason"], prop

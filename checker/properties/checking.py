@@ -87,7 +87,7 @@ def _past_scope_failure(verdicts: list[Verdict], facts) -> list[Verdict]:
     if why is None or scope_raises(facts) is False:
         return verdicts
     reads = facts.clock_failure is None
-    return [v if not v.holds or (reads and _reads_scope_failure(v.property)) or v.stats.get("rule") in ("BUF-14", "RACE-1", "RUN-60", "ERR-50", "ERR-51")
+    return [v if not v.holds or (reads and _reads_scope_failure(v.property)) or v.stats.get("rule") in ("BUF-14", "RACE-1", "RUN-60", "ERR-50", "ERR-51", "ERR-64")
             else Verdict(v.property, "unknown", reason=why) for v in verdicts]
 
 

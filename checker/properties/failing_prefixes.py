@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 
 from semcheck.checker.properties.analysis import Analysis
+from semcheck.checker.properties.id_uses import agreement_by_bounds
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.explore import barrier_used_before_fetched, racy_collective_id, unallocated_id
 from semcheck.model.ops import Access, DmaMode, Program
@@ -57,6 +58,8 @@ def prefix_verdict(prop: str, program: Program, mode: DmaMode, said: str, rechec
                    timeout_ms: int) -> tuple[Verdict | None, str]:
     """ERR-50, ERR-51: `prop` on every run of `program` up to its failure, from its verdict on the relaxed program
     (`recheck`: `decide.decide`); (None, why) when that decides nothing here, `why` saying what it found."""
+    if prop == "id-agreement":
+        return agreement_on_prefixes(program, mode, said), ""
     if prop not in PROPS or not isinstance(program, Program):
         return None, ""
     rename = prop in RENAMES and renames(program)
@@ -77,6 +80,27 @@ def prefix_verdict(prop: str, program: Program, mode: DmaMode, said: str, rechec
         return None, (f"{name} violates it ({v.witness.message}), but whether a run gets there before it fails "
                       "is not decided (ERR-51)")
     return None, f"{name}: {v.reason} (ERR-51)" if v.verdict == "unknown" else ""
+
+
+def agreement_on_prefixes(program: Program, mode: DmaMode, said: str) -> Verdict | None:
+    """ERR-64: `id-agreement` in every state of every run of an interpreter mode, failing runs included (so at every
+    run's end, PROP-3), from lower bounds on the relaxed program's progress (`id_uses.agreement_by_bounds`): each
+    state of a run of `program` holds the allocations and positions of a state of the relaxed program (ERR-49: its
+    failing step moves no position and makes no allocation). None when that shows nothing."""
+    if mode == "hardware" or not isinstance(program, Program):
+        return None
+    rename = renames(program)
+    clean = relaxed(program, rename)
+    n = agreement_by_bounds(program, mode, lambda: Analysis(clean).mode(mode).lowering)
+    if n is None:
+        return None
+    if n == 0:
+        what = "no remote signal or copy names an allocated semaphore, so no run's end has a remote use to judge"
+    else:
+        what = (f"each of {n} remote semaphore uses names, once it has run, an allocation its target made before, "
+                f"by the progress every run of {RENAMED if rename else RELAXED} must have made when it runs")
+    return Verdict("id-agreement", "proved", reason=f"{said}; in every state of every run, those that fail "
+                   f"included: {what} (ERR-64)", stats={"rule": "ERR-64", "checked": n})
 
 
 def shown_before_failure(prop: str, program: Program, mode: DmaMode, w: Witness) -> tuple | None:

@@ -9,6 +9,7 @@ import dataclasses
 import time
 
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
+from semcheck.checker.properties.failing_prefixes import agreement_on_prefixes
 from semcheck.checker.properties.explored_states import explored_verdict, states_explored
 from semcheck.checker.properties.id_uses import disagreement_message, uses_judged
 from semcheck.checker.properties.replay import replay_until
@@ -70,6 +71,9 @@ def id_agreement(program: Program, mode: DmaMode, *, timeout_ms: int = 30_000,
     stats = _stats(low, checked=checked, solve_s=round(time.perf_counter() - t0, 4))
     if not low.ok:
         why = "the lowering is not static (" + "; ".join(low.unsupported[:2]) + ")"
+        decided = agreement_on_prefixes(program, mode, why)  # ERR-64: by bounds on progress, no schedule walked
+        if decided is not None:
+            return decided
         decided = explored_verdict(prop, program, mode, states_explored(facts), why)  # ERR-45
         if decided is not None:
             return decided

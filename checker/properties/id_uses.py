@@ -4,8 +4,9 @@ explorer reads every run's end, RUN-60)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from semcheck.checker.static.must_pass import must_have_passed
 from semcheck.checker.static.system import Lowered
 from semcheck.model.ops import BARRIER, DmaMode, DmaStart, Program, Signal
 from semcheck.model.step import target_core
@@ -105,3 +106,42 @@ def disagreement_message(c: int, op, ref, answer: tuple) -> str:
     their_desc = (", ".join(f"{a.ids[ref.index] if a.ids else '-'}" for a in theirs) or "none")
     return (f"core {c} {'signals' if isinstance(op, Signal) else 'DMAs into'} {ref} = {mine_desc} on core {dst}, "
             f"but core {dst} holds no such semaphore (its ids for that site and index: {their_desc})")
+
+
+def agreement_by_bounds(program: Program, mode: DmaMode, lowered: Callable[[], Lowered | None]) -> int | None:
+    """ERR-64: PROP-3 in every reachable state of the program `lowered()` lowers (the relaxed program, whose states
+    hold the allocations and positions of every state of `program`, ERR-49): the number of remote uses, each shown
+    to agree wherever it has run, or None when some use is not.
+
+    A use of core c at i, with its target d, is judged only once c has passed it; every state where c is past i
+    has d's allocations' issuers at least as far as the lower bound on their progress once c passed i
+    (`must_pass.must_have_passed`), so the target holds every allocation issued before that bound, and an
+    allocation once held stays (a label is allocated once per core: the lowering refuses a second). The use
+    agrees in every such state when one of those names the id the sender holds (the sender's allocation of its
+    label is one, the lowering's; before it is made the use is not judged)."""
+    if mode == "hardware":
+        return None
+    lengths = [len(ops) for ops in program.cores]
+    uses = [(c, i, ref, dst) for c, i, _, ref, dst in _remote_uses(program, mode, None, lengths)
+            if ref.label != BARRIER and isinstance(dst, int) and dst != c]
+    if not uses:
+        return 0  # no remote use of an allocated semaphore: nothing is judged in any state
+    low = lowered()
+    if low is None or not low.ok or low.failing:
+        return None
+    bounds = must_have_passed(low, {(c, i): (c, i + 1) for c, i, _, _ in uses})
+    if bounds is None:
+        return None
+    by_core: dict[int, list] = {}
+    for (t, _), a in low.sem_allocs.items():
+        if isinstance(a.ids, tuple):  # an allocation that fails (IDS-1) is never held
+            by_core.setdefault(t, []).append(a)
+    for c, i, ref, dst in uses:
+        mine = low.sem_allocs.get((c, ref.label))
+        if mine is None or not isinstance(mine.ids, tuple) or not 0 <= ref.index < mine.count:
+            continue  # never held when the use runs, or a failing lookup: not judged (`_agreement`)
+        m = bounds[(c, i)]
+        held = {dst: {a.label: a for a in by_core.get(dst, ()) if m[a.issuer] > a.pos}}
+        if _decide(held, dst, mine.site, ref.index, mine.ids[ref.index], False) != "agree":
+            return None
+    return len(uses)
