@@ -55,6 +55,9 @@ class LoweredKernel:
     modes_apart: tuple[tuple[str, Program | str], ...] = ()
     # ACC-71: the call lowered again with some racy reads given values (`KernelInputs.pins`); None: not offered
     relower: Callable[[Any], Program] | None = dataclasses.field(default=None, repr=False, compare=False)
+    # ERR-57: the analysis of `program` that `after_failures` read its deadlock-free verdict off, shared with its
+    # checks (`checking.kernel_results`); None: none was made
+    analysis: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def num_devices(self) -> int:

@@ -162,19 +162,22 @@ def _earlier_of(failures: frozenset, failed: str) -> EarlierFailure:
     return EarlierFailure(kind, text, failed)
 
 
-def _unchecked(program: Program, mode: str) -> str | None:
+def _unchecked(program: Program, mode: str, analysis: Any = None) -> str | None:
     """`after_failures`' default `not_facts`: any followed value counts as not shown to be a fact."""
     return None if getattr(program, "followed", None) is None else "the values its lowering followed are not checked"
 
 
-def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str | None] = _unchecked) -> list[Any]:
+def after_failures(kernels: list[Any], not_facts: Callable[..., str | None] = _unchecked) -> list[Any]:
     """PRG-11: `kernels` (in program order, each with its `call.unit`, the top-level computation it is
     dispatched in) with the calls that never start after a failed call marked (module docstring); and,
     for `hardware`, the calls jax's TPU lowering refuses (LAUNCH-7, which the interpreter
-    runs: `collective_ids.mark_refused`). `not_facts(program, mode)`: why the values a call's lowering followed
-    are not facts under the mode (ACC-9, `followed_values.not_facts`; handed in, which keeps the import graph
-    acyclic), for ERR-53; the front end's also says why a run may raise where the greedy one completes, ERR-55)."""
+    runs: `collective_ids.mark_refused`). `not_facts(program, mode, analysis)`: why the values a call's lowering
+    followed are not facts under the mode (ACC-9, `followed_values.not_facts`; handed in, which keeps the import graph
+    acyclic), for ERR-53; the front end's also says why a run may raise where the greedy one completes (ERR-55), or
+    why the call's own deadlock-free does not show that no run raises (ERR-57, read off `analysis`, the program's
+    analysis, which a kernel with an `analysis` field keeps for its checks)."""
     from semcheck.checker.frontend.collective_ids import mark_refused
+    from semcheck.checker.properties.analysis import Analysis
     from semcheck.model.fast import fast_run
 
     out = mark_refused(list(kernels))
@@ -188,7 +191,13 @@ def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str |
         greedy = _greedy_failures(k.program)
         failure, kept, marks = _certain(k.program, greedy), None, None
         failed = f"{k.name} at {k.loc}"
-        facts = undecided_runs(k.program, failed, (), not_facts)  # ERR-53: the later calls are unknown where no mark
+        analysis = Analysis(k.program)  # ERR-57: what the call's own checks read too
+        if hasattr(k, "analysis"):
+            out[i] = k = dataclasses.replace(k, analysis=analysis)
+
+        def facts(modes: tuple[str, ...], k: Any = k, failed: str = failed, a: Any = analysis) -> dict[str, str]:
+            # ERR-53, ERR-55, ERR-57: the later calls are unknown in these modes (those without a mark)
+            return undecided_runs(k.program, failed, (), not_facts, modes, a)
         if failure is None:
             left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
             failing = tuple(m for m in _MODES if fast_run(k.program, m, record=False).failure is not None)
@@ -199,10 +208,12 @@ def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str |
                 # modes must be shown, each with its error: the calls after the next computation are then checked as
                 # usual in both, and a later failure starts the rule again in both)
                 # PRG-224: every run of a mode fails, with one of several failures: the later calls never start
-                marks = {m: None if not v else _earlier_of(v, failed) for m, v in failures_per_mode(k.program).items()}
+                marks = {m: None if not v else _earlier_of(v, failed)
+                         for m, v in failures_per_mode(k.program, analysis).items()}
             if failure is None and (marks is None or all(v is None for v in marks.values())):
                 # ERR-53: some run of the `failing` modes raises, not shown to be every run
-                unsure.append((i, {**undecided_runs(k.program, failed, failing, not_facts), **facts}))
+                rest = tuple(m for m in _MODES if m not in failing)
+                unsure.append((i, {**facts(rest), **undecided_runs(k.program, failed, failing, not_facts)}))
                 i += 1
                 continue
             if failure is None and unshown is None and any(v is None for v in marks.values()):
@@ -215,10 +226,10 @@ def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str |
             if unshown is None:
                 unshown = (i, {**_unshown_reasons(marks, failed), **on} if any(marks.values()) else on)
             if not any(marks.values()):
-                unsure.append((i, facts))
+                unsure.append((i, facts(_MODES)))
                 i += 1
                 continue
-        unsure.append((i, {m: why for m, why in facts.items() if marks[m] is None}))
+        unsure.append((i, facts(tuple(m for m in _MODES if marks[m] is None))))
         unit = k.call.unit
         later = sorted({o.call.unit for o in out[i + 1:] if o.call is not None and o.call.unit > unit})
         stops = {unit, *later[:1]}
@@ -248,18 +259,19 @@ def after_failures(kernels: list[Any], not_facts: Callable[[Program, str], str |
     return [_with_iterations(k) for k in out]
 
 
-def undecided_runs(program: Program, failed: str, failing: tuple[str, ...],
-                   not_facts: Callable[[Program, str], str | None]) -> dict[str, str]:
+def undecided_runs(program: Program, failed: str, failing: tuple[str, ...], not_facts: Callable[..., str | None],
+                   modes: tuple[str, ...] = _MODES, analysis: Any = None) -> dict[str, str]:
     """ERR-53: per interpreter mode, why the calls after `program` (the call `failed` names) are not decided there:
     a mode of `failing` has a run that raises (its greedy run) and is not shown to raise in every run, or the values
     the lowering followed are not facts under the mode (ACC-9), so the program checked may not be the kernel's. In
     either, some run of the call may fail on some devices while another device finishes its part, passes the
     clean-up barrier and starts its next call (ERR-52), which the failed devices never reach: a call without a
-    collective id then hangs at its start barrier (PRG-180 counts it against that call). Modes absent: no reason."""
+    collective id then hangs at its start barrier (PRG-180 counts it against that call). Modes absent: no reason;
+    only `modes` are asked. `analysis`: the program's, handed to `not_facts` (ERR-57 reads a verdict off it)."""
     out = {}
-    for m in _MODES:
+    for m in modes:
         why = (f"{failed} raises in some {m} run, not shown to raise in every one" if m in failing
-               else None if failing or (said := not_facts(program, m)) is None else f"{failed}: {said}")
+               else None if failing or (said := not_facts(program, m, analysis)) is None else f"{failed}: {said}")
         if why is not None:
             out[m] = (f"{why}; so some run of it may fail on some devices while another device finishes its part and "
                       "starts its next call, which the failed devices never reach (a call without a collective id "
@@ -350,14 +362,16 @@ def raised_per_mode(program: Program) -> dict[str, Violation | None]:
     return {m: _one(v) for m, v in failures_per_mode(program).items()}
 
 
-def failures_per_mode(program: Program) -> dict[str, frozenset | None]:
+def failures_per_mode(program: Program, analysis: Any = None) -> dict[str, frozenset | None]:
     """PRG-224: per interpreter mode, the failures one of which every run of `program` raises (found as
-    `raised_per_mode` finds one), or None where a run of the mode is not shown to fail."""
+    `raised_per_mode` finds one), or None where a run of the mode is not shown to fail. `analysis`: the program's,
+    when the caller has one."""
     from semcheck.checker.properties.analysis import Analysis
 
     if program.launch_failure is not None:
         return {m: None for m in _MODES}
-    analysis = Analysis(program)
+    if analysis is None or analysis.program is not program:
+        analysis = Analysis(program)
     return {m: _failures_in(program, m, analysis) for m in _MODES}
 
 

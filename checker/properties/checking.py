@@ -273,7 +273,8 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
     races: dict[tuple[int, str], Verdict] = {}  # PRG-169: per (kernel, mode), race-free, for the calls after it
     for pos, k in enumerate(kernels):
         label = kernel_label(name, kernels, k)
-        analysis = Analysis(k.program)
+        shared = getattr(k, "analysis", None)  # ERR-57: the one `after_failures` read the call's deadlock-free off
+        analysis = shared if shared is not None and shared.program is k.program else Analysis(k.program)
         if getattr(k, "iterations", ()):  # PRG-183: each iteration of the loop around the call with its own values
             from semcheck.checker.programs.iterations import iteration_checks
 

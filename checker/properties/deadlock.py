@@ -27,7 +27,7 @@ from semcheck.checker.properties import failing_facts
 from semcheck.checker.properties.deadlock_explanation import deadlock_witness
 from semcheck.checker.properties.failing_runs import failure_witness
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
-from semcheck.checker.properties.verdict import Verdict
+from semcheck.checker.properties.verdict import NO_RUN_RAISES, Verdict
 from semcheck.checker.static.system import EncodingBug, Lowered
 from semcheck.checker.static.least_stuck import SPrimeEnd, failure_reached
 from semcheck.model.fast import fast_run
@@ -84,6 +84,7 @@ def deadlock_free(
             "with failures, whether a run deadlocks depends on the schedule",
             fallback_states if mode != "hardware" else 0, stats, facts,
         )
+    stats[NO_RUN_RAISES] = True  # RUN-9: S' ends at no failing operation, so no run fails (ERR-57 reads it)
     if certificate is not None:
         stats.update(certificate(low, end))
 
@@ -116,7 +117,8 @@ def _fallback(program: Program, mode: DmaMode, reason: str, states: int, stats: 
         found = _one_bad_run(program, mode, reason, states, stats)
         return found or Verdict(PROPERTY, "unknown", reason=f"{reason}; the explorer exceeded {states} states "
                                 "(ERR-19)", stats=stats)
-    stats = dict(stats, decided_by="explorer", states=ex.states)
+    stats = dict(stats, decided_by="explorer", states=ex.states,
+                 **{NO_RUN_RAISES: all(o.kind != "error" for o in ex.outcomes)})  # (ERR-57 reads it)
     how = f"decided by exhaustive exploration, {ex.how()} ({reason}; ERR-19)"
     bad = [o for o in ex.outcomes if o.kind != "completed"]
     if not bad:

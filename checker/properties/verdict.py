@@ -86,6 +86,11 @@ class Verdict:
 # of what a run would do past it (PRG-231)
 UP_TO_FAILURE = "up_to_failure"
 
+# a stats key of `deadlock-free` under an interpreter mode: True where its check showed that no run of the program
+# raises (S''s end at no failing operation, RUN-9, or every schedule explored, ERR-19), so that a violation is a
+# hang alone, which starts no later call (ERR-57)
+NO_RUN_RAISES = "no_run_raises"
+
 
 def vacuous(prop: str, reason: str, **kw: Any) -> Verdict:
     """REP-20: `prop` holds only because no run reaches what it is about; `reason` says what is not reached."""

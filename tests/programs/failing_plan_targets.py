@@ -434,3 +434,61 @@ def scoped_shift_failing_in_some_runs_then_a_call(num_devices: int, *, dma_mode:
                                check_vma=False))
     x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
     return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)
+
+
+def _handshake_then_scope_kernel(x_ref, o_ref):
+    """A barrier handshake (collective id 2000), then device 1 stages its block in a run_scoped buffer whose scope
+    also declares a DMA semaphore it does not use: that semaphore is internal id 2000, the barrier's fixed id, and a
+    lookup of 2000 raises once both tables hold it (SEM-3). Device 0 does set-up work between its signal and its
+    wait: where device 1, signalled, enters its scope first, device 0's wait looks 2000 up after the allocation and
+    raises; where device 0's wait began first (as in the greedy run) it keeps the semaphore it found and the run
+    completes."""
+    me = jax.lax.axis_index(ex.AXIS)
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=(1 - me,))
+
+    @pl.when(me == 0)
+    def _():
+        def clear(r, carry):  # set-up work between the signal and the wait: device 1 is often quicker
+            o_ref[pl.ds(r % o_ref.shape[0], 1), :] = jnp.zeros((1, o_ref.shape[1]), o_ref.dtype)
+            return carry
+
+        jax.lax.fori_loop(0, 16 * o_ref.shape[0], clear, 0)
+
+    pl.semaphore_wait(barrier, 1)
+
+    @pl.when(me == 0)
+    def _():
+        o_ref[...] = x_ref[...]
+
+    @pl.when(me == 1)
+    def _():
+        def stage(buf, unused_sem):
+            buf[...] = x_ref[...]
+            o_ref[...] = buf[...] * 2
+
+        pl.run_scoped(stage, pltpu.VMEM(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.DMA)
+
+
+@semcheck.target(devices=[2])
+def id_collision_in_some_runs_then_a_call(num_devices: int, *, dma_mode: str = "eager", interpret=None):
+    """A call whose barrier lookup collides with a scoped semaphore's id in some schedules only (SEM-3; its greedy
+    run completes, its values are facts, no run_scoped key or clock is at stake), then a call without a collective
+    id: where device 0 raised and device 1 finished its part, device 1 waits at the next call's start barrier for a
+    device that never arrives."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+
+    def program(x):
+        staged = pl.pallas_call(_handshake_then_scope_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                in_specs=[vmem], out_specs=vmem,
+                                compiler_params=pltpu.CompilerParams(collective_id=2000), interpret=params)(x)
+        out = pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, interpret=params)(x)
+        return out, staged
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(ex.AXIS), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)

@@ -29,7 +29,8 @@ LATE = "tests/programs/failing_plan_targets.py::plan_failing_late_on_one_device_
 FED = "tests/programs/failing_plan_targets.py::late_plan_on_one_device_then_a_call_it_feeds"
 SOME_RUNS = "tests/programs/failing_plan_targets.py::plan_failing_on_one_device_in_some_runs_then_a_call"
 SCOPED = "tests/programs/failing_plan_targets.py::scoped_shift_failing_in_some_runs_then_a_call"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS, SCOPED)
+COLLIDES = "tests/programs/failing_plan_targets.py::id_collision_in_some_runs_then_a_call"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS, SCOPED, COLLIDES)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -258,3 +259,39 @@ def test_jax_raises_in_the_call_before_the_next_one_under_eager_only():
         assert line is not None, run.stderr[-2000:]
         got[mode] = json.loads(line[2:])[0]
     assert got == {"eager": "raised JaxRuntimeError", "on_wait": "completed"}, got
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-57")
+def test_a_call_after_one_whose_lookup_collides_in_some_schedules_is_unknown(rows):
+    """The first call's barrier lookup meets the collective id in both tables in some schedules only (SEM-3): its
+    greedy run completes, its values are facts and no scope or clock is at stake, so neither ERR-53 nor ERR-55
+    applied and all 8 properties of the second call were proved in both interpreter modes, as if every device ran
+    it (jax: the program hangs at its start barrier, below). Now they are unknown there, naming the first call and
+    ERR-57, read off the first call's deadlock-free (violated in both modes by a schedule that raises); hardware
+    (every call runs, D28; the two calls checked as one program there) keeps its 8 proved."""
+    by = rows[COLLIDES]
+    for mode in ("eager", "on_wait"):
+        first = by[("0", mode)]["deadlock-free"]
+        assert first["verdict"] == "violated" and "occurs as both fixed-id and internal" in first["witness"]["message"]
+        second = by[("1", mode)]
+        assert {r["verdict"] for r in second.values()} == {"unknown"}, second
+        assert all("ERR-57" in r["reason"] and "_handshake_then_scope_kernel at" in r["reason"]
+                   and "start barrier" in r["reason"] for r in second.values())
+    assert {r["verdict"] for r in by[(COLLIDES.split("::")[1], "hardware")].values()} == {"proved"}
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-57")
+def test_jax_hangs_after_the_lookup_collides_on_device_0():
+    """jax with the race detector (the run read after 30 s), both modes: device 1, signalled, enters its scope while
+    device 0 is still at its set-up work, so device 0's wait looks the collective id up after the scope's allocation
+    and raises the collision, and device 1, done with the first call, waits at the second call's start barrier for a
+    device that never arrives: the program hangs."""
+    for mode in ("eager", "on_wait"):
+        run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode, COLLIDES.split("::")[1]], cwd=REPO,
+                             capture_output=True, text=True, timeout=600, env={**os.environ})
+        line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+        assert line is not None, run.stderr[-2000:]
+        assert json.loads(line[2:])[0] == "hangs", (mode, line)
+        assert "ValueError: Semaphore 2000 occurs as both fixed-id and internal." in run.stderr, run.stderr[-2000:]
