@@ -55,7 +55,7 @@ def _kernel(logits_ref, x_ref, o_ref, route_v, route, slot, count, peer_count, s
     me = jax.lax.axis_index(AXIS)
 
     # 1. routing: the top k experts of each token, from the float logits
-    _, chosen = jax.lax.top_k(logits_ref[...], k)
+    _, chosen = jax.lax.top_k(logits_ref[...], k, is_stable=False)  # (Mosaic lowers only an unstable top-k)
     route_v[...] = chosen
     pltpu.async_copy(route_v, route, route_sem).wait()
     for e in range(n):

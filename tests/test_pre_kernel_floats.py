@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cli._support import semcheck_many
@@ -224,6 +224,51 @@ def test_numpy_s_tie_break_is_xla_s_where_semcheck_follows_it(row, k):
     if refusal("top_k", [lanes], top, ties=True) is None:
         _, idx = NUMERIC["top_k"](types.SimpleNamespace(params=top), lanes)
         assert list(idx[0, 0]) == list(np.asarray(jax.lax.top_k(x, k)[1])[0])
+
+
+# a row whose top 32 XLA on the CPU orders otherwise than lowest index first when unstable (it puts index 1 first)
+_UNSTABLE_ROW = [2.0, 2.0, 1.0, 2.0, 1.0, 2.0, 2.0, 1.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 1.0,
+                 2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 2.0, 1.0, 2.0, 2.0, 2.0]
+
+
+@pytest.mark.rule("ACC-89")
+@settings(max_examples=40, deadline=None)
+@given(row=st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=2, max_size=40), k=st.integers(1, 40),
+       stable=st.booleans())
+@example(row=_UNSTABLE_ROW, k=32, stable=False)
+def test_a_top_k_s_tie_is_followed_only_where_xla_breaks_it_lowest_index_first(row, k, stable):
+    """Where semcheck follows a `top_k` through a tie (ACC-28 in a kernel, ACC-27 before it), its choice is XLA's on
+    the CPU, bound alone and inside a kernel jax's interpreter runs; an unstable top-k's tie (`is_stable=False`) is
+    never followed: XLA orders its equal values otherwise (the pinned row: index 1 first, where numpy puts 0)."""
+    import types
+
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from semcheck.checker.frontend.float_exact import refusal
+    from semcheck.checker.frontend.numeric import NUMERIC
+
+    k = min(k, len(row))
+    x = np.array([row], np.float32)
+    lanes = x[None]
+    params = {"k": k, "axis": -1, "is_stable": stable}
+    followed = [refusal("top_k", [lanes], params, ties=True), refusal("top_k", [lanes], params, interpreter=True)]
+    head = sorted(row, reverse=True)[:k + 1]
+    if not stable:  # refused exactly where the values it orders tie
+        assert [why is not None for why in followed] == [len(set(head)) < len(head)] * 2, (row, k, followed)
+    if any(why is not None for why in followed):
+        return
+    _, idx = NUMERIC["top_k"](types.SimpleNamespace(params=params), lanes)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jax.lax.top_k(x_ref[...], k, is_stable=stable)[1]
+
+    in_kernel = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((1, k), jnp.int32),
+                               interpret=pltpu.InterpretParams())(jnp.asarray(x))
+    for got in (jax.lax.top_k(x, k, is_stable=stable)[1], in_kernel):
+        assert list(idx[0, 0]) == list(np.asarray(got)[0]), (row, k, stable)
 
 
 @pytest.mark.rule("ACC-26")

@@ -200,10 +200,10 @@ def lower_all(t: Target, devices: int, traced: tuple[list[KernelCall], list[Kern
             hw, lambda v: lower_call(resolve_grid(traced_call, v), cores=n_cores,
                                                   name=f"{t.name}:{call.name}", stats=LoweringStats(), inputs=v,
                                                   symmetric_from=SYMMETRIC_FROM if len(calls) == 1 else None))
-        if not isinstance(hardware, str):  # ERR-56: a load or store of a ref in HBM or ANY is not decided on a TPU
-            from semcheck.checker.frontend.refused_launch import hbm_access_unknown  # lazy: it imports numpy
+        if not isinstance(hardware, str):  # ERR-56: a load or store of a ref in HBM or ANY is not decided on a TPU;
+            from semcheck.checker.frontend.refused_launch import hardware_unknown  # lazy: it imports numpy
 
-            hardware = hbm_access_unknown(call) or hardware
+            hardware = hardware_unknown(call) or hardware  # ACC-88: nor a kernel Mosaic refuses (a stable top_k)
         stood = refused[2] if isinstance(refused, _NeverStarts) else None  # PRG-208: the call that fails
         apart = refused[3] if isinstance(refused, _NeverStarts) else ()  # PRG-217: its modes that differ
         out.append(

@@ -75,7 +75,9 @@ def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any], *,
     `interpreter` (ACC-27, ACC-28): the value is XLA's on the CPU, as semcheck binds it: a division is checked,
     subnormals (flushed to zero by both) and ties (the lowest index first, jax's rule) are followed. `ties`
     (ACC-28, inside a kernel, for the interpreter's modes): numpy's choice, the lowest index, is XLA's on the CPU,
-    unless a zero of either sign is among the values (XLA's top-k orders -0.0 below 0.0, numpy does not)."""
+    unless a zero of either sign is among the values (XLA's top-k orders -0.0 below 0.0, numpy does not). ACC-89: a
+    `top_k` with `is_stable=False` is never followed through a tie, in either case (XLA on the CPU then orders equal
+    values as its sort leaves them, not lowest index first)."""
     if name not in EXACT and name not in CHECKED and not (interpreter and name in CPU_CHECKED):
         return f"float arithmetic that rounds ({name}), whose last bits may differ between semcheck, jax's " \
                "interpreter and a TPU"
@@ -89,6 +91,8 @@ def refusal(name: str, invals: Sequence[np.ndarray], params: dict[str, Any], *,
             continue
         if ((v != 0) & (np.abs(v) < float(_finfo(x.dtype).smallest_normal))).any():
             return f"a subnormal float among the operands of {name} (a TPU may flush it to zero)"
+    if name == "top_k" and not params.get("is_stable", True):  # ACC-89: XLA's unstable top-k breaks ties its own way
+        return _tie(name, np.asarray(invals[0], dtype=np.float64), params)
     if name in _BY_ORDER and ties and not interpreter:
         if any(is_float(x.dtype) and (np.asarray(x, dtype=np.float64) == 0).any() for x in invals):
             return _tie(name, np.asarray(invals[0], dtype=np.float64), params)

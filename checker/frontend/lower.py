@@ -280,12 +280,13 @@ def _body_offset(core_ops: tuple[Op, ...], body: list[Op]) -> int:
 def lowering_failure(call: KernelCall) -> Any:
     """What jax's interpreter raises while it lowers `call`, before anything of its computation runs (or None):
     ERR-36 first (the interpreter's first step), then LAUNCH-2, ERR-43, when tracing, then LAUNCH-3. PRG-222: it
-    lowers every call of a computation this way, those in a branch or loop body no device runs included."""
+    lowers every call of a computation this way, those in a branch or loop body no device runs included. ERR-61 comes
+    after the outputs are allocated (LAUNCH-2), before the grid is zipped with its semantics (ERR-43)."""
     from semcheck.checker.frontend.interpreter_lowering import translation_failure  # imports jax
     from semcheck.checker.frontend.typed_operands import typed_operand_failure
 
     return (typed_operand_failure(call.refused_spaces) or semaphore_output_failure(call)
-            or vmapped_semantics_failure(call) or translation_failure(call))
+            or hbm_scratch_failure(call) or vmapped_semantics_failure(call) or translation_failure(call))
 
 
 def at_call(failure: Any, call: KernelCall) -> Any:
@@ -313,6 +314,18 @@ def semaphore_output_failure(call: KernelCall) -> SemaphoreOutput | None:
                           "jax's TPU interpreter does with it is not known (specs/semantics/divergences.md D21)", call.loc)
     uninit = getattr(call.interpret_params, "uninitialized_memory", None) or "nan"
     return SemaphoreOutput(sem_outputs[0][1].name, str(uninit), sem_outputs[0][1].dtype)
+
+
+def hbm_scratch_failure(call: KernelCall) -> Untranslatable | None:
+    """ERR-61: a scratch operand in HBM or ANY: jax's interpreter allocates a kernel argument in HBM only for an input
+    or an output (`assert is_input ^ is_output` in `interpret_pallas_call`, an `AssertionError` with no message) while
+    it lowers the call, before any device runs; a TPU allocates it."""
+    scratch = next((o for o in call.operands if o.role == "scratch" and o.kind == "buffer" and o.memory_space == "hbm"),
+                   None)
+    if scratch is None:
+        return None
+    return Untranslatable("pallas_call", "AssertionError", "", "trace", call.loc.file, call.loc.line,
+                          f"scratch operand {scratch.name!r} in HBM or ANY")
 
 
 def vmapped_semantics_failure(call: KernelCall) -> Untranslatable | None:

@@ -44,9 +44,30 @@ def hbm_access_unknown(call: KernelCall) -> HardwareUnknown | None:
     return why
 
 
-def first_hbm_access_unknown(calls) -> HardwareUnknown | None:
-    """ERR-56: `hbm_access_unknown` of the first of `calls` (kernel calls, None skipped) that has such an access."""
-    return next((w for c in calls if c is not None for w in (hbm_access_unknown(c),) if w is not None), None)
+def mosaic_refusal_unknown(call: KernelCall) -> HardwareUnknown | None:
+    """ACC-88: why `hardware` decides nothing of a kernel jax's TPU lowering refuses for a `top_k` with
+    `is_stable=True` (the first, with its line), or None when it has none."""
+    from semcheck.checker.frontend.mosaic_refusals import STABLE_TOP_K, stable_top_k
+
+    loc = stable_top_k(call.jaxpr, call.loc)
+    if loc is None:
+        return None
+    why = HardwareUnknown(
+        f"the kernel's top_k at {loc} has is_stable=True (lax.top_k's default): jax's TPU lowering refuses it "
+        f"(NotImplementedError: {STABLE_TOP_K}), so no TPU runs the kernel and semcheck decides nothing of it under "
+        "hardware; pass is_stable=False (specs/deciding/frontend.md ACC-88)")
+    why.rule = "ACC-88"
+    return why
+
+
+def hardware_unknown(call: KernelCall) -> HardwareUnknown | None:
+    """ERR-56, ACC-88: why `hardware` decides nothing of the call whatever its lowering, or None."""
+    return hbm_access_unknown(call) or mosaic_refusal_unknown(call)
+
+
+def first_hardware_unknown(calls) -> HardwareUnknown | None:
+    """`hardware_unknown` of the first of `calls` (kernel calls, None skipped) that has a reason."""
+    return next((w for c in calls if c is not None for w in (hardware_unknown(c),) if w is not None), None)
 
 
 def refused_unlowered(call: KernelCall, error: Exception, *, cores: int | None,
@@ -81,4 +102,4 @@ def unlowered_launch(call: KernelCall, failure: Any, error: Exception, *, cores:
     return program, why
 
 
-__all__ = ["HardwareUnknown", "first_hbm_access_unknown", "hbm_access_unknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]
+__all__ = ["HardwareUnknown", "first_hardware_unknown", "hardware_unknown", "hbm_access_unknown", "mosaic_refusal_unknown", "refused_unlowered", "stands_for_unlowered", "unlowered_launch"]

@@ -221,8 +221,8 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
         allocs = f"semcheck cannot read the kernel's allocations for every N ({type(e).__name__}) (PAR-9)"
     out = []
     for mode in modes:
-        if mode == "hardware" and (hbm := _hbm_access(kernels)) is not None:  # ERR-56: no per-N check either
-            out.extend(Claim(p, mode, False, (), ns, hbm, rule="ERR-56") for p in props)
+        if mode == "hardware" and (hbm := _hbm_access(kernels)) is not None:  # ERR-56, ACC-88: no per-N check either
+            out.extend(Claim(p, mode, False, (), ns, str(hbm), rule=hbm.rule) for p in props)
             continue
         proved: dict[str, list[int]] = {p: [] for p in props}
         violated: dict[str, list[int]] = {p: [] for p in props}
@@ -281,11 +281,11 @@ def claims(kernels: dict, *, modes: tuple[str, ...], timeout_ms: int = 30_000,
 
 def _hbm_access(kernels: dict) -> str | None:
     """ERR-56: why `hardware` claims nothing of a kernel that loads or stores a ref in HBM or ANY directly, at any
-    traced N (its ordinary checks run on the program, which does not carry the per-call reason); else None."""
-    from semcheck.checker.frontend.refused_launch import first_hbm_access_unknown
+    traced N (its ordinary checks run on the program, which does not carry the per-call reason); ACC-88: nor of one
+    jax's TPU lowering refuses (a stable top_k); else None. (A `refused_launch.HardwareUnknown`: its words and rule.)"""
+    from semcheck.checker.frontend.refused_launch import first_hardware_unknown
 
-    why = first_hbm_access_unknown(getattr(k, "call", None) for k in kernels.values())
-    return None if why is None else str(why)
+    return first_hardware_unknown(getattr(k, "call", None) for k in kernels.values())
 
 
 # --- PAR-8: the claim in `semcheck verify --every-n` ----------------------------------------------

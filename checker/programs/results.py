@@ -97,16 +97,16 @@ def _check(composed: Any, req: Any, deadline: float) -> dict[str, tuple[list[Ver
 
 def _hbm_access(composed: Any, out: dict[str, tuple[list[Verdict], float]]) -> dict[str, tuple[list[Verdict], float]]:
     """ERR-56: under hardware, every property unknown when a call of the program loads or stores a ref in HBM or ANY
-    directly (the first such access's reason)."""
+    directly (the first such access's reason); ACC-88: or when jax's TPU lowering refuses a call (a stable top_k)."""
     if "hardware" not in out:
         return out
-    from semcheck.checker.frontend.refused_launch import first_hbm_access_unknown
+    from semcheck.checker.frontend.refused_launch import first_hardware_unknown
 
-    why = first_hbm_access_unknown(getattr(inv, "call", None) for inv in composed.ir.invocations)
+    why = first_hardware_unknown(getattr(inv, "call", None) for inv in composed.ir.invocations)
     if why is None:
         return out
     verdicts, seconds = out["hardware"]
-    return {**out, "hardware": ([Verdict(v.property, "unknown", reason=str(why), stats={"rule": "ERR-56"})
+    return {**out, "hardware": ([Verdict(v.property, "unknown", reason=str(why), stats={"rule": why.rule})
                                  for v in verdicts], seconds)}
 
 

@@ -97,6 +97,10 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
                 {"operand": failure.operand, "rule": "ERR-36"})
     if isinstance(failure, Untranslatable):
         where = f" at {failure.where}" if failure.where else ""
+        if failure.primitive == "pallas_call" and failure.error_type == "AssertionError":  # ERR-61: HBM scratch
+            return (f"while lowering the call, before any kernel code runs (its {failure.text}: the interpreter "
+                    "allocates HBM only for inputs and outputs, specs/semantics/kernels.md ERR-61)", SCRATCH_HINT,
+                    {"primitive": failure.primitive, "rule": "ERR-61"})
         if failure.primitive == "pallas_call":  # ERR-43: a vmapped call's grid against its dimension_semantics
             return ("while lowering the call, before any kernel code runs (vmap added grid dimensions that its "
                     "dimension_semantics do not name, specs/semantics/kernels.md ERR-43)", VMAP_HINT,
@@ -120,6 +124,10 @@ def _why(failure: Violation) -> tuple[str, str, dict[str, str]]:
         return when, hint, {"primitive": failure.primitive, "rule": "LAUNCH-3"}
     return (f"at launch, before any kernel code runs (output {failure.output!r} is a semaphore array, "
             "specs/semantics/divergences.md D21)", HINT, {"output": failure.output, "rule": "LAUNCH-2"})
+
+
+SCRATCH_HINT = ("jax's interpreter allocates a kernel argument in HBM only for an input or an output: check it under "
+                "--dma-mode hardware, or pass the buffer as an input (memory_space=pl.ANY) to run it in interpret mode")
 
 
 VMAP_HINT = ("jax's interpreter zips the grid with the dimension_semantics it is given, and vmap adds grid "
@@ -177,7 +185,8 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
         return None
     when, hint, extra = _why(failure)
     who = "jax's TPU lowering" if isinstance(failure, TpuLoweringFailure) else "interpret mode"
-    raised = f"{who} raises {failure.python_type}: {failure.message} {when}"
+    said = f"{failure.python_type}: {failure.message}" if failure.message else failure.python_type  # (ERR-61: none)
+    raised = f"{who} raises {said} {when}"
     locs = _locs(failure, program)
     if mode != "hardware" and not isinstance(failure, (TpuLoweringFailure, EarlierFailure)):
         # REP-21: the interpreter cannot run the kernel at all (LAUNCH-2, LAUNCH-3): its limitation, not a bug
@@ -185,7 +194,7 @@ def launch_verdict(prop: str, program: Program, mode: DmaMode) -> Verdict | None
         at = f" at {locs[0]}" if locs else ""
         stats = {"rule": extra["rule"], "hint": hint, "raises": f"{failure.python_type}{at}"}
         return Verdict(prop, "unrunnable", stats=stats, reason=(
-            f"interpret mode cannot run this kernel: jax raises {failure.python_type}: {failure.message}{at}, "
+            f"interpret mode cannot run this kernel: jax raises {said}{at}, "
             f"{when}"))
     if prop != "deadlock-free":
         if prop not in NOTHING_RUNS:  # a property LAUNCH-5 does not argue is not proved by it

@@ -45,9 +45,9 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
         return {m: done[m] for m in req.modes}
     if isinstance(hardware, str):
         # ERR-37: the kernel is not lowered, the interpreter refuses it; PRG-208: nor does it start there; ERR-56: it
-        # loads or stores a ref in HBM or ANY
+        # loads or stores a ref in HBM or ANY; ACC-88: jax's TPU lowering refuses it
         rule = getattr(hardware, "rule", "ACC-27")
-        reason = str(hardware) if rule in ("ERR-37", "PRG-208", "ERR-56") else (
+        reason = str(hardware) if rule in ("ERR-37", "PRG-208", "ERR-56", "ACC-88") else (
             f"{hardware}: under hardware the value is not a fact (specs/deciding/frontend.md ACC-27, "
             "ACC-28), while jax's interpreter modes compute it on the CPU")
         done[HARDWARE] = ([Verdict(p, "unknown", reason=reason, stats={"rule": rule}) for p in req.properties],

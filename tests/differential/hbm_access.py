@@ -1,4 +1,5 @@
-"""Kernels for ERR-54 and ERR-56: a load or store of a ref in HBM or ANY under a `pl.when` no grid step takes.
+"""Kernels for ERR-54 and ERR-56: a load or store of a ref in HBM or ANY under a `pl.when` no grid step takes; for
+ERR-61: a scratch operand in HBM or ANY (`hbm_scratch`, `any_scratch`, `core_map_hbm_scratch`).
 
 `load_any`, `store_any` and `load_hbm` are the builders (`build(devices)` -> (function, arguments)); `kernel(access)`
 is the kernel each calls, `access` "load" (line 7 of the kernel) or "store" (line 9).
@@ -81,3 +82,48 @@ def handed_on(devices=1):
             out_specs=_ANY, input_output_aliases={1: 0}, interpret=pltpu.InterpretParams())(x, out, sem)
 
     return jax.jit(program), (jnp.ones((8, 128), jnp.float32),)
+
+
+def _staged(x_hbm, o_ref, buf, sem, staging):
+    """ERR-61: the input staged through an HBM scratch buffer by two local copies, then stored."""
+    del sem
+    pltpu.sync_copy(x_hbm, staging)
+    pltpu.sync_copy(staging, buf)
+    o_ref[...] = buf[...]
+
+
+def scratch_call(space, dma_mode="eager"):
+    """A `pallas_call` whose third scratch operand (`staging`) is in HBM (`space` "HBM") or ANY."""
+    mem = pl.ANY if space == "ANY" else pltpu.HBM
+    f = pl.pallas_call(_staged, grid=(1,), out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA,
+                                       mem((8, 128), jnp.float32)],
+                       interpret=pltpu.InterpretParams(dma_execution_mode=dma_mode))
+    return f, (jnp.ones((8, 128), jnp.float32),)
+
+
+def hbm_scratch(devices=1, dma_mode="eager"):
+    return scratch_call("HBM", dma_mode)
+
+
+def any_scratch(devices=1, dma_mode="eager"):
+    return scratch_call("ANY", dma_mode)
+
+
+def _staged_core_map(x_hbm, o_hbm, buf, sem, staging):
+    del sem
+    pltpu.sync_copy(x_hbm, staging)
+    pltpu.sync_copy(staging, buf)
+    pltpu.sync_copy(buf, o_hbm)
+
+
+def core_map_hbm_scratch(devices=1, dma_mode="eager"):
+    """ERR-61 for a `core_map` (`pl.kernel`): its scratch `staging` in HBM."""
+    f = pl.kernel(_staged_core_map, out_type=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                  mesh=pltpu.TensorCoreMesh(axis_name="core", num_cores=1),
+                  scratch_types=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA,
+                                 pltpu.HBM((8, 128), jnp.float32)],
+                  interpret=pltpu.InterpretParams(dma_execution_mode=dma_mode))
+    return f, (jnp.ones((8, 128), jnp.float32),)

@@ -310,6 +310,35 @@ def test_d12_a_load_or_store_of_an_hbm_ref_cannot_be_interpreted(access, space):
         assert f"hbm_access.py:{line}" in v.reason and "ERR-56" in v.reason and "VMEM" in v.reason, v.reason
 
 
+@pytest.mark.rule("ERR-61", "LAUNCH-3")
+@pytest.mark.parametrize("target", ["hbm_scratch", "any_scratch", "core_map_hbm_scratch"])
+def test_a_scratch_operand_in_hbm_is_an_interpreter_launch_failure(target):
+    """jax's interpreter allocates a kernel argument in HBM only for an input or an output: a scratch operand in HBM
+    or ANY (of a pallas_call or a core_map) fails its assertion while the call is lowered, before any device runs,
+    in both modes (every property was proved there before). `hardware` is decided as before (every property proved:
+    the copies through the scratch buffer are waited for)."""
+    from semcheck.checker.frontend.api import load
+    from semcheck.checker.properties.registry import BY_ID
+
+    from . import hbm_access
+
+    for mode in ("eager", "on_wait"):
+        f, (x,) = getattr(hbm_access, target)(1, dma_mode=mode)
+        with pytest.raises(AssertionError):
+            f(x)
+
+    (k,) = load(hbm_access.__file__, entry=target, devices=1)
+    failure = k.program.launch_failure
+    assert failure is not None and (failure.python_type, failure.message) == ("AssertionError", "")
+    for mode in ("eager", "on_wait"):
+        for prop in BY_ID:
+            v = decide(prop, k.program, mode)
+            assert v.verdict == "unrunnable" and "ERR-61" in v.reason and "'staging'" in v.reason, (prop, v.reason)
+            assert v.stats["rule"] == "ERR-61" and "AssertionError:" not in v.reason, v
+    hardware = k.hardware if k.hardware is not None else k.program
+    assert {decide(p, hardware, "hardware").verdict for p in BY_ID} == {"proved"}
+
+
 @pytest.mark.rule("ERR-56")
 def test_d12_a_program_whose_call_stores_to_an_hbm_ref_is_unknown_under_hardware():
     """Two calls that hand a copy's semaphore on are checked as one program; the second stores to its ANY input

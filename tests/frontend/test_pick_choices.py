@@ -34,7 +34,7 @@ def _line(mark: str) -> int:
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, dict[str, dict[str, dict]]]:
-    names = ("masked_argmax", "masked_top_k", "unmasked_argmax", "truncated")
+    names = ("masked_argmax", "masked_top_k", "unmasked_argmax", "truncated", "stable_top_k")
     runs = semcheck_many([(("verify", f"{KERNELS}::{n}", "--devices", "2", "--dma-mode", "all", "--format", "json",
                             "--no-cache", "--no-config"), {"cwd": ROOT, "timeout": 900}) for n in names])
     out = {}
@@ -43,6 +43,50 @@ def verdicts() -> dict[str, dict[str, dict[str, dict]]]:
         out[n] = {m: {row["property"]: row for row in rows if row["dma_mode"] == m}
                   for m in ("eager", "on_wait", "hardware")}
     return out
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ACC-88")
+def test_a_stable_top_k_is_unknown_under_hardware_where_jax_s_tpu_lowering_refuses_it(verdicts):
+    """`stable_top_k` is `masked_top_k` with `lax.top_k`'s default `is_stable=True`: jax's TPU lowering of the kernel
+    raises NotImplementedError there (checked by lowering both kernels for a TPU on this machine), so no TPU runs it:
+    every property is unknown under hardware, naming the top_k's line and ACC-88 (before: proved, as `masked_top_k`,
+    whose `is_stable=False` lowers). The interpreter's modes run it as before (every property proved)."""
+    import jax
+
+    line = _line("# the stable top_k's line")
+    got = verdicts["stable_top_k"]
+    for r in got["hardware"].values():
+        assert r["verdict"] == "unknown" and r["stats"]["rule"] == "ACC-88", r
+        assert f"iterated_picks.py:{line}" in r["reason"] and "is_stable=True" in r["reason"], r["reason"]
+    assert set(got["hardware"]) == set(IDS)
+    assert {r["verdict"] for m in ("eager", "on_wait") for r in got[m].values()} == {"proved"}
+    assert verdicts["masked_top_k"]["hardware"]["deadlock-free"]["verdict"] == "proved"
+    for stable, lowers in ((True, False), (False, True)):
+        assert _lowers_for_a_tpu(lambda x, s=stable: jax.lax.top_k(x, 2, is_stable=s)[1]) == lowers
+
+
+def _lowers_for_a_tpu(pick) -> bool:
+    """Whether jax lowers a kernel storing `pick` of its input for a TPU (Mosaic's lowering rules, run here with this
+    machine described as a TPU v5e); False where a rule raises NotImplementedError."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    sys.path.insert(0, str(ROOT / "tests" / "frontend" / "kernels"))
+    from _common import cpu_as_tpu
+
+    cpu_as_tpu()
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pick(x_ref[...])
+
+    call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 2), jnp.int32))
+    try:
+        jax.jit(call).trace(jax.ShapeDtypeStruct((8, 128), jnp.float32)).lower(lowering_platforms=("tpu",))
+    except NotImplementedError:
+        return False
+    return True
 
 
 @pytest.mark.jax

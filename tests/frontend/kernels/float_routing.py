@@ -65,7 +65,7 @@ def _iterated(g):
 
 
 def _top_k(g):
-    _, idx = jax.lax.top_k(g, K)
+    _, idx = jax.lax.top_k(g, K, is_stable=False)
     iota = jax.lax.broadcasted_iota(jnp.int32, (g.shape[0], K, g.shape[1]), 2)
     return (idx[:, :, None] == iota).astype(jnp.int32).sum(axis=1)
 

@@ -114,7 +114,7 @@ def _ids_kernel(logits_hbm, x_hbm, o_ref, gating, buf, ids_v, ids, hist, sem, co
     fetch = pltpu.make_async_copy(logits_hbm.at[pl.ds(0, ROWS)], gating.at[0], sem)
     fetch.start()
     fetch.wait()
-    _, top = jax.lax.top_k(gating[0], 1)
+    _, top = jax.lax.top_k(gating[0], 1, is_stable=False)
     ids_v[...] = top
     pltpu.async_copy(ids_v, ids, sem).wait()
     hist[0] = 0

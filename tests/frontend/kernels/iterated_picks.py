@@ -10,7 +10,8 @@ with a pick, on one semaphore:
 * `masked_argmax`: the picks by `jnp.argmax`, the first masked with -inf before the second, as expert-parallel MoE
   kernels do: the two picks differ, each count is 0 or 1, and every copy is waited for whatever a TPU's softmax
   gives; a pick that repeated would copy two rows into one expert's slot and wait for one;
-* `masked_top_k`: the picks by `lax.top_k(probs, 2)` (Mosaic: an iterated argmax, each pick masked by -inf);
+* `masked_top_k`: the picks by `lax.top_k(probs, 2, is_stable=False)` (Mosaic: an iterated argmax, each pick masked by -inf);
+* `stable_top_k`: the same with `lax.top_k`'s default `is_stable=True`, which jax's TPU lowering refuses (ACC-88);
 * `unmasked_argmax`: the second pick an argmax of the softmax's values masked by `0.0` rather than -inf: a TPU's
   probability may be 0 (an `exp` that underflows), so the pick may repeat: no case is excluded;
 * `truncated`: no pick: the count of expert `e` is `int(2 * probs[e])` (1 for the likeliest expert, 0 for the others:
@@ -68,7 +69,12 @@ def _unmasked_argmax(probs):
 
 
 def _masked_top_k(probs):
-    ids = jax.lax.top_k(probs, K)[1]  # the top_k's line
+    ids = jax.lax.top_k(probs, K, is_stable=False)[1]  # the top_k's line
+    return [_one_hot(ids[:, j:j + 1]) for j in range(K)]
+
+
+def _stable_top_k(probs):
+    ids = jax.lax.top_k(probs, K)[1]  # the stable top_k's line
     return [_one_hot(ids[:, j:j + 1]) for j in range(K)]
 
 
@@ -120,6 +126,11 @@ def masked_argmax(num_devices: int, dma_mode: str = "eager", table=None):
 @semcheck.target(devices=(2,))
 def masked_top_k(num_devices: int, dma_mode: str = "eager", table=None):
     return _build(num_devices, _masked_top_k, table=table, dma_mode=dma_mode)
+
+
+@semcheck.target(devices=(2,))
+def stable_top_k(num_devices: int, dma_mode: str = "eager", table=None):
+    return _build(num_devices, _stable_top_k, table=table, dma_mode=dma_mode)
 
 
 @semcheck.target(devices=(2,))
