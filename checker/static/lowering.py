@@ -270,7 +270,9 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
                         if id(op.sem) in stable_by_id:
                             wait_tails[id(op)] = tail
                     waits[(c, i)] = record(WaitOp, (c, i, *tail))
-                    if op.value < 0:  # ACC-76: it passes at once and raises its own count
+                    if op.value < 0:  # ACC-76: it passes at once and raises its own count (the interpreter's)
+                        if mode == "hardware":
+                            raise Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
                         add_contribution(record(Contribution, (c, i, raised(op.value), tail[0], "signal", None)))
                 elif t is Access:
                     if op.view_error is not None:
@@ -333,7 +335,9 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
     if t is Wait:
         key = resolve(c, i, op.sem)
         waits[(c, i)] = WaitOp(c, i, (key, c), max(op.value, 0), op.kind, op.loc)
-        if op.value < 0:  # ACC-76: it passes at once and raises its own count
+        if op.value < 0:  # ACC-76: it passes at once and raises its own count (the interpreter's)
+            if mode == "hardware":
+                raise Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
             contributions.append(Contribution(c, i, raised(op.value), (key, c), "signal"))
     elif t is Signal:
         key = resolve(c, i, op.sem)

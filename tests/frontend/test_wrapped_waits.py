@@ -80,6 +80,15 @@ def test_the_static_system_takes_a_wait_for_less_than_0_as_the_model_runs_it(wai
             assert verdicts["exit-balance"].verdict == ("violated" if left else "proved"), (mode, verdicts)
 
 
+@pytest.mark.rule("ACC-76")
+def test_under_hardware_a_wait_for_less_than_0_stays_outside_the_encoding():
+    from semcheck.checker.static.lowering import lower
+
+    program = launch(Topology(1, 1), [(Wait(SemRef("s"), -2),)], scratch=[Scratch("s", 1)])
+    assert not lower(program, "eager").unsupported
+    assert any("negative amount -2" in u for u in lower(program, "hardware").unsupported)
+
+
 def _cells(target: str) -> dict:
     got = semcheck("verify", f"{KERNELS}::{target}", "--devices", "2", "--dma-mode", "all", "--format", "json",
                    "--no-cache", "--no-config", cwd=ROOT, timeout=900)
