@@ -5,11 +5,12 @@ its elements depends on the schedule (RUN-61 leaves it undecided). The read then
 (`racy_reads.alternatives`: the write RUN-61 places last on the reading core before it, or any other core's copy of
 the element). The kernel is lowered once per combination of those values (`KernelInputs.pins`, each marked as a
 case's), depth first, one undecided read at a time, each case's own racy reads asked again (ACC-71's rounds), within
-`MAX_CASES` lowerings; each case is decided as any program, and per property the verdicts combine: proved where
-every case proves it (vacuous where every case holds and some only vacuously), otherwise unknown, naming a case of
-each verdict. A violation every case shows is not combined into one: a case's witness is a run of its lowering, in
-which the read may take its value where no run of the kernel can (the value is the schedule's, not the data's), so
-nothing shows that run is the kernel's.
+`MAX_CASES` lowerings; each case is decided as any program, and per property the verdicts combine: violated where
+a case's witness run reads the values the case gave (`racy_reads.reads_as_given`: a run of the kernel), proved
+where every case proves it (vacuous where every case holds and some only vacuously), otherwise unknown, naming a
+case of each verdict. A violation every case shows is not combined into one by itself: a case's witness is a run of
+its lowering, in which the read may take its value where no run of the kernel can (the value is the schedule's, not
+the data's), so without that replay nothing shows that run is the kernel's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from semcheck.checker.frontend.errors import FrontendError
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.followed_values import racy_pairs
-from semcheck.checker.properties.racy_reads import racy_values
+from semcheck.checker.properties.racy_reads import racy_values, reads_as_given
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.ops import Program
 
@@ -72,13 +73,23 @@ def by_branches(k: Any, analysis: Analysis, mode: str, req: Any, decide: Callabl
             stack.append((more, None))
         else:
             verdicts, seconds = decide(a, dataclasses.replace(req, modes=(mode,)))[mode]
-            leaves.append((_words(pins), verdicts, seconds))
+            leaves.append((_words(pins), [_shown(a.program, v) for v in verdicts], seconds))
     return combine(req.properties, leaves), sum(s for _, _, s in leaves), len(leaves)
 
 
+def _shown(program: Program, v: Verdict) -> Verdict:
+    """A case's violation whose witness run reads, at each read the case gave a value, that value (so it is a run
+    of the kernel), marked as such (`stats["kernel_run"]`)."""
+    if v.verdict != "violated" or v.witness is None or not v.witness.schedule or \
+            not reads_as_given(program, program.followed, v.witness.schedule):
+        return v
+    return dataclasses.replace(v, stats={**v.stats, "kernel_run": True})
+
+
 def combine(properties: Any, cases: list[tuple[str, list[Verdict], float]]) -> list[Verdict]:
-    """ACC-77: per property, proved where every case proves it (vacuous where every case holds and some only
-    vacuously), unknown otherwise, naming a case of each verdict."""
+    """ACC-77: per property, violated where a case's witness is a run of the kernel (`_shown`), proved where every
+    case proves it (vacuous where every case holds and some only vacuously), unknown otherwise, naming a case of
+    each verdict."""
     out = []
     n = len(cases)
     every = f"for each of the {n} cases of the values the racy reads may take under eager (ACC-77)"
@@ -86,7 +97,13 @@ def combine(properties: Any, cases: list[tuple[str, list[Verdict], float]]) -> l
         got = [(w, next(v for v in vs if v.property == prop)) for w, vs, _ in cases]
         kinds = {v.verdict for _, v in got}
         stats = {**got[0][1].stats, "rule": "ACC-77", "cases": n}
-        if kinds == {"proved"}:
+        shown = next(((w, v) for w, v in got if v.stats.get("kernel_run")), None)
+        if shown is not None:  # a case's witness that is a run of the kernel: violated
+            w, v = shown
+            out.append(dataclasses.replace(v, reason=f"violated in the case {w}, whose witness run reads those values "
+                                           "(a run of the kernel under eager, ACC-77)" + (f": {v.reason}" if v.reason
+                                                                                           else ""), stats=stats))
+        elif kinds == {"proved"}:
             first = got[0][1].reason
             out.append(Verdict(prop, "proved", reason=f"proved {every}" + (f"; in the first, {first}" if first else ""),
                                stats=stats))

@@ -23,8 +23,10 @@ import numpy as np
 from semcheck.model.followed import Elements, Flat, ValueFacts, followed_labels, unordered_pairs_on_followed
 from semcheck.model.followed_runs import untied_write
 from semcheck.model.landing import MODES, candidate_writers, landed_writers, write_index
-from semcheck.model.ops import Access, Program
+from semcheck.model.ops import Access, DmaStart, Program
 from semcheck.model.scope import stack_slot
+from semcheck.model.state import State
+from semcheck.model.step import step
 
 # How many times one mode's lowering is made again with more racy reads' values before it stays unknown.
 MAX_ROUNDS = 16
@@ -190,6 +192,51 @@ def alternatives(program: Program, facts: ValueFacts, r, mode: str, index: dict 
     return out
 
 
+def reads_as_given(program: Program, facts: ValueFacts, schedule) -> bool:
+    """ACC-77: whether, replayed under eager, run `schedule` of a case's lowering lands before each read given one of
+    its alternatives (`pinned` marked as a case's) a write that leaves, per element, the value given (or none where
+    the contents before any write were), every such read reached: then the run is the kernel's (ACC-71's proof, read
+    by read)."""
+    chosen = {r.read: _with_elements(r) for r in facts.reads
+              if r.pinned is not None and len(r.pinned) > 2 and r.pinned[2]}
+    if not chosen or any(r is None for r in chosen.values()):
+        return False
+    writer_at = {w.event: k for k, w in enumerate(facts.writes)}
+    state, last, started = State.initial(program), {}, {}
+    reached = set()
+    for actor in schedule:
+        actor = tuple(actor)
+        at = (actor[1], state.pcs[actor[1]]) if actor[0] == "core" else None
+        r = chosen.get(at)
+        if r is not None:
+            reached.add(at)
+            given, initial = r.pinned[:2]
+            for i, element in enumerate(r.elements):
+                k = last.get(element, -1)
+                if bool(initial[i]) != (k < 0) or (k >= 0 and not _same_value(facts, k, r, i, given[i])):
+                    return False
+        n = len(state.dmas)
+        try:
+            nxt = step(program, "eager", state, actor)
+        except Exception:  # (not a run of this program: nothing is shown)
+            return False
+        k = writer_at.get(at)
+        if k is not None and type(program.cores[at[0]][at[1]]) is DmaStart:
+            started.update((ident, k) for ident in range(n, len(nxt.dmas)))
+        elif k is not None and nxt.pcs[at[0]] != at[1]:
+            last.update((e, k) for e in facts.writes[k].elements)
+        for ident, d in enumerate(nxt.dmas):
+            if d.phase == 2 and (ident >= n or state.dmas[ident].phase != 2) and ident in started:
+                last.update((e, started[ident]) for e in facts.writes[started[ident]].elements)
+        state = nxt
+    return reached == set(chosen)
+
+
+def _same_value(facts: ValueFacts, k: int, r, i: int, given) -> bool:
+    v = _left(facts, k, r.elements, r.elements.flat.array[i])
+    return v is not None and bool(v == given)
+
+
 def _same_case(given, initial, values, init) -> bool:
     return bool(np.array_equal(np.asarray(initial, dtype=bool), init)) and all(
         bool(given[i] == values[i]) for i in range(len(init)) if not init[i])
@@ -218,4 +265,4 @@ def pairs_on_followed(candidates, facts: ValueFacts) -> list:
     return list(unordered_pairs_on_followed(candidates, followed_labels(facts)))
 
 
-__all__ = ["MAX_ALTERNATIVES", "MAX_ROUNDS", "alternatives", "pairs_on_followed", "racy_values"]
+__all__ = ["MAX_ALTERNATIVES", "MAX_ROUNDS", "alternatives", "pairs_on_followed", "racy_values", "reads_as_given"]
