@@ -63,6 +63,34 @@ def landed_writers(program: Program, facts: ValueFacts, read: FollowedRead, mode
     return np.asarray(out, dtype=np.int64)
 
 
+def candidate_writers(program: Program, facts: ValueFacts, read: FollowedRead, mode: str,
+                      index: dict[tuple, list[int]] | None = None) -> list[tuple[int, ...]] | str:
+    """ACC-77: per element of `read` (in its order), writes (indices in `facts.writes`, -1: none) one of which every
+    run of `eager` lands last before it: the last write RUN-61 places on the reading core before the read, and every
+    other core's copy of the element (it lands inside its `dma_start`, on that core, before or after the read, or
+    before or after that write); or why a write is neither (a str). A superset: it orders nothing by the semaphores."""
+    if mode != "eager":
+        return f"under {mode} only RUN-61's one write is taken"
+    if index is None:
+        index = write_index(facts)
+    core, at = read.read
+    out = []
+    for element in read.elements:
+        last, last_at, floating = -1, -1, set()
+        for k in index.get(element, ()):
+            wcore, wpc = facts.writes[k].event
+            if wcore != core and type(program.cores[wcore][wpc]) is DmaStart:
+                floating.add(k)
+                continue
+            landed = _lands_at(program, facts.writes[k].event, core, at, mode)
+            if isinstance(landed, str):
+                return landed
+            if landed is not None and landed > last_at:
+                last, last_at = k, landed
+        out.append(tuple(sorted({last, *floating})))
+    return out
+
+
 def _lands_at(program: Program, event: tuple[int, int], core: int, at: int, mode: str) -> int | None | str:
     """Where on `core` the write `event` lands, when before position `at` (None: after it, or never); else why
     that is not one position."""
@@ -114,4 +142,4 @@ def _lands_on(program: Program, core: int, op, dma: bool) -> int | None:
     return got if type(got) is int else None
 
 
-__all__ = ["MODES", "landed_writers", "write_index"]
+__all__ = ["MODES", "candidate_writers", "landed_writers", "write_index"]

@@ -131,6 +131,12 @@ def shortfall(have: int, value: int) -> int:
     return value - have
 
 
+def raised(value: int) -> int:
+    """SEM-5 wait for `value` < 0: what it adds to its count. A count is never below 0 (only a wait lowers it, and
+    only to what `shortfall` leaves), so such a wait passes at once, and consuming `value` raises the count."""
+    return -shortfall(0, value)
+
+
 def try_wait(counts: Counts, key: SemKey, core: int, value: int) -> Counts | None:
     """SEM-5 wait: when `core`'s own count reaches `value`, subtract it; else None (blocked).
 

@@ -17,6 +17,7 @@ import numpy as np
 from jax._src import state
 from jax._src.pallas.mosaic import primitives as tpu_prims
 
+from semcheck.checker.frontend.byte_counts import INT32, interpreter_count
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.evaluator import append_to_each
 from semcheck.checker.frontend.interpreter_views import blind_transform, view_error
@@ -87,11 +88,25 @@ class DmaRules(SyncRules):
                 raise Unsupported(eqn.primitive.name, "the DMA's source view has a slice size semcheck cannot "
                                   "compute (negative or not an integer)", self.loc(eqn))
             out[lane] = math.prod(got[0]) * np.dtype(got[1]).itemsize
-            if out[lane] >= 2 ** 31:  # ACC-72: jax's interpreter multiplies the traced sizes in int32, and wraps
+            if out[lane] >= INT32 and self._interpreter_only():  # ACC-76: the count jax's interpreter gives
+                count = interpreter_count(got[0], np.dtype(got[1]).itemsize, math.prod(shape),
+                                          eqn.primitive is tpu_prims.dma_wait_p)
+                if count is not None:  # (a lowering `hardware` reads too is made again without it: ACC-27)
+                    self.cpu_only = self.cpu_only or (f"the DMA's byte count, {out[lane]:,}, passes int32 at "
+                                                      f"{self.loc(eqn)} (specs/deciding/frontend.md ACC-76)")
+                    out[lane] = count
+                    continue
+            if out[lane] >= INT32:  # ACC-72: jax's interpreter multiplies the traced sizes in int32, and wraps
                 raise Unsupported(eqn.primitive.name, f"the DMA's byte count, {out[lane]:,}, passes int32, in which "
                                   "jax's interpreter computes a byte count over sizes that are data (and wraps it): "
                                   "specs/deciding/frontend.md ACC-72", self.loc(eqn))
         return out * self.L if lanes == 1 else out
+
+    def _interpreter_only(self) -> bool:
+        """ACC-76: whether this lowering is for the interpreter's modes alone: one with their values (ACC-28's
+        `on_cpu`, whose `hardware` is lowered again where it marks `cpu_only`), or ACC-71's, racy reads given values."""
+        inputs = getattr(self, "_inputs", None)
+        return bool(getattr(inputs, "on_cpu", False) or getattr(inputs, "pins", None))
 
     def _dma_start(self, eqn: Any, invals: list[Any], mask: Any) -> list[Any]:
         # `src` and `dst` are the refs (with their transforms) that the DMA moves

@@ -4,7 +4,8 @@ Where a followed read races a write of its element, the value it reads in every 
 another than the one the lowering took (RUN-61: the write that lands last before it is fixed by the mode). The
 checker then lowers the kernel again with that value given to the read: `KernelInputs.pins` maps the read's lane and
 position in the lane's body to its line, its values (per element, in the read's order) and which of them are the
-contents before any write (`initial`). Those are the interpreter's fill of uninitialised memory
+contents before any write (`initial`), and, for one case of ACC-77's lowering by cases, a fourth item, True (the
+read's `pinned` then says so too: the value is one of several a run may read, each decided). Those are the interpreter's fill of uninitialised memory
 (`get_uninitialized_value` of jax's interpreter: an integer type's maximum, True, NaN; 0 with
 `uninitialized_memory="zero"`), given only to a scratch or `run_scoped` buffer (elsewhere the lowering is refused,
 `Unsupported`, and the case stays unknown).
@@ -33,12 +34,12 @@ def fill_value(dtype: Any, uninitialized: str) -> Any:
 
 def pinned_values(pins: Any, lane: int, pos: int, loc: Any, flat: np.ndarray, memory: Any, label: str,
                   uninitialized: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The values the pin at (`lane`, `pos`) gives the read of elements `flat` of `label`, and which are the
-    initial contents; None when no pin is there."""
+    """The values the pin at (`lane`, `pos`) gives the read of elements `flat` of `label`, which are the initial
+    contents, and True where it is one case of ACC-77's; None when no pin is there."""
     got = pins.get((lane, pos))
     if got is None:
         return None
-    where, values, initial = got
+    where, values, initial = got[:3]
     if (where.file, where.line) != (loc.file, loc.line) or len(values) != flat.size:
         return None  # an earlier lowering's read, which this one reaches elsewhere: the checker asks again (ACC-71)
     dtype = memory.refs[label].dtype
@@ -49,7 +50,7 @@ def pinned_values(pins: Any, lane: int, pos: int, loc: Any, flat: np.ndarray, me
             raise Unsupported("racy read", f"the read at {loc} may read its buffer's contents before any write, "
                               "which semcheck knows only of uninitialised memory (ACC-71)", loc)
         out[initial] = fill_value(dtype, uninitialized)
-    return out, initial
+    return (out, initial, True) if len(got) > 3 and got[3] else (out, initial)
 
 
 def with_pins(out: Any, pinned: dict[int, np.ndarray], lanes: list[int], num_lanes: int, shape: tuple) -> Any:

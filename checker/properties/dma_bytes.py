@@ -27,7 +27,7 @@ from semcheck.checker.properties.sites import site, sites
 from semcheck.checker.properties.verdict import Verdict, Witness
 from semcheck.model.dma import counts_bytes
 from semcheck.model.fast import fast_run
-from semcheck.model.ops import DmaMode, Program, SemType
+from semcheck.model.ops import DmaMode, Program, SemType, Wait
 from semcheck.checker.properties.analysis import ModeAnalysis, analysis_of
 from semcheck.checker.properties.exit_balance import semaphore_words
 
@@ -129,8 +129,8 @@ def _dma_bytes(facts: ModeAnalysis, exits: bool = True) -> tuple[Verdict, int]:
             where = _where(k, low)
             other = sig_x[0] if sig_x else sem_w[0]
             loc = program.cores[other.owner][other.pos].loc if sig_x else other.loc
-            what = ("a semaphore wait" if not sig_x else "a plain signal" if sig_x[0].kind == "signal"
-                    else "a copy counted as 1 (a non-DMA semaphore on hardware, DMA-6)")
+            what = ("a semaphore wait" if not sig_x else _plain_words(program.cores[other.owner][other.pos])
+                    if sig_x[0].kind == "signal" else "a copy counted as 1 (a non-DMA semaphore on hardware, DMA-6)")
             return _violated(prop, f"{where} is used by DMAs and by {what} ({loc})", [loc], stats,
                              {"semaphore": semaphore_words(k[0], low, k[1]), "core": k[1], "problem": "mixed",
                               "sites": sites(site("mixed-use", loc, f"{what} on {where}, which DMAs also signal in "
@@ -204,6 +204,11 @@ def _where(k, low) -> str:
 def _details(k, low, sizes: list, values: list) -> dict:
     """The details of a finding about counter `k`: its name, core, the bytes delivered and the waits' values."""
     return {"semaphore": semaphore_words(k[0], low, k[1]), "core": k[1], "delivered": sizes, "waited": values}
+
+
+def _plain_words(op) -> str:
+    """What a plain contribution is: a signal, or a wait for a negative amount, which raises its count (ACC-76)."""
+    return f"a {op.describe()}, which raises its count (ACC-76)" if type(op) is Wait else "a plain signal"
 
 
 def _every_half_in_bytes(program: Program, low) -> bool:

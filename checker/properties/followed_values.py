@@ -89,20 +89,26 @@ def not_facts(program: Program, mode: str, facts: ModeAnalysis | None = None) ->
     return _why_not(program, mode, race_free(program, mode, facts=facts), facts)[0]  # type: ignore[arg-type]
 
 
-def case_pins(program: Program, mode: str, facts: ModeAnalysis | None = None) -> dict | None:
-    """ACC-71: the values a lowering must give the program's racy reads for its verdicts under `mode` to be the
-    kernel's (`racy_reads.racy_values`' pins); None where no such lowering is asked for (the values are facts,
-    or are not decided so)."""
+def racy_pairs(program: Program, mode: str, facts: ModeAnalysis | None = None) -> list | None:
+    """ACC-71: the unordered conflicting pairs on followed buffers whose reads `racy_reads.racy_values` asks under
+    `mode` (empty when none); None where it asks nothing (no followed values, a mode that lands nothing, every run
+    failing at the launch, or pairs not decided)."""
     if getattr(program, "followed", None) is None or mode not in MODES or launch_failure(program, mode) is not None:
         return None
     from semcheck.checker.properties.races import race_free
 
-    given = any(r.pinned is not None for r in program.followed.reads)  # type: ignore[union-attr]
     if race_free(program, mode, facts=facts).holds:  # type: ignore[arg-type]
-        pairs: list | None = []
-    else:
-        why, pairs = _unordered_on_followed(program, mode, facts)
-        pairs = [] if why is None else pairs
+        return []
+    why, pairs = _unordered_on_followed(program, mode, facts)
+    return [] if why is None else pairs
+
+
+def case_pins(program: Program, mode: str, facts: ModeAnalysis | None = None) -> dict | None:
+    """ACC-71: the values a lowering must give the program's racy reads for its verdicts under `mode` to be the
+    kernel's (`racy_reads.racy_values`' pins); None where no such lowering is asked for (the values are facts,
+    or are not decided so)."""
+    pairs = racy_pairs(program, mode, facts)
+    given = pairs is not None and any(r.pinned is not None for r in program.followed.reads)  # type: ignore[union-attr]
     if pairs is None or not (pairs or given):
         return None
     why, pins, _ = racy_values(program, mode, program.followed, pairs)  # type: ignore[arg-type]

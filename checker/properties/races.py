@@ -104,6 +104,10 @@ def _race_free(facts: ModeAnalysis, *, timeout_ms: int) -> Verdict:
         low = facts.lowering
         if not low.ok:
             return Verdict(PROP, "unknown", reason="the program is outside the encoding: " + "; ".join(low.unsupported[:3]))
+        clocked = facts.clock_failure and facts.maximal_run().failure
+        if clocked:  # RACE-1: the static system follows no clocks, so S' is not this run's (ACC-76's waits too)
+            return Verdict(PROP, "unknown", reason=f"the program can fail ({clocked.violation.message} at "
+                           f"{clocked.loc}, RACE-1); with failures, which accesses can meet depends on the schedule")
         fails = failure_reached(low, facts.s_prime_run.state.pcs)
         if fails:
             c, pos, v = fails[0]

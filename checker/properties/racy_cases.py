@@ -34,6 +34,7 @@ def by_cases(k: Any, analysis: Analysis, done: dict, req: Any, decide: Callable[
             continue
         pins = case_pins(analysis.program, mode, analysis.mode(mode))
         if not pins:
+            out[mode] = _branches(k, analysis, mode, done[mode], req, decide)
             continue
         got = _case(k, mode, pins, req, decide)
         if isinstance(got, str):  # the verdicts stay unknown, saying why the case was not decided
@@ -45,6 +46,24 @@ def by_cases(k: Any, analysis: Analysis, done: dict, req: Any, decide: Callable[
         out[mode] = ([old[RACE] if v.property == RACE and RACE in old else _said(v, said) for v in verdicts],
                      done[mode][1] + seconds)
     return out
+
+
+def _branches(k: Any, analysis: Analysis, mode: str, done: Any, req: Any, decide: Callable) -> Any:
+    """ACC-77: `done` (the mode's verdicts, seconds) where reads RUN-61 does not settle leave some unknown, decided
+    over every case of the values they may take (`racy_branches.by_branches`); unknown with why where not."""
+    if all(v.verdict != "unknown" or v.property == RACE for v in done[0]):
+        return done
+    from semcheck.checker.properties.racy_branches import by_branches
+
+    got = by_branches(k, analysis, mode, req, decide)
+    if got is None:
+        return done
+    if isinstance(got, str):
+        return ([v if v.verdict != "unknown" else dataclasses.replace(v, reason=f"{v.reason}; {got}")
+                 for v in done[0]], done[1])
+    verdicts, seconds, _ = got
+    old = {v.property: v for v in done[0]}
+    return ([old[RACE] if v.property == RACE and RACE in old else v for v in verdicts], done[1] + seconds)
 
 
 def _case(k: Any, mode: str, pins: dict, req: Any, decide: Callable[[Analysis, Any], dict]) -> Any:
@@ -62,7 +81,7 @@ def _case(k: Any, mode: str, pins: dict, req: Any, decide: Callable[[Analysis, A
         if more:  # every racy read of this lowering, with the value the mode gives it
             pins = more
             continue
-        said = "; ".join(f"the read at {loc} takes {_words(values, initial)}" for loc, values, initial in pins.values())
+        said = "; ".join(f"the read at {p[0]} takes {_words(p[1], p[2])}" for p in pins.values())
         return decide(a, dataclasses.replace(req, modes=(mode,)))[mode], said
     return f"the lowerings that give racy reads their values asked for more past {MAX_ROUNDS} rounds (ACC-71)"
 

@@ -15,26 +15,35 @@ contradiction; another read is ordered with every write of its elements, and ACC
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 
 import numpy as np
 
 from semcheck.model.followed import Elements, Flat, ValueFacts, followed_labels, unordered_pairs_on_followed
 from semcheck.model.followed_runs import untied_write
-from semcheck.model.landing import MODES, landed_writers, write_index
-from semcheck.model.ops import Access, Program
+from semcheck.model.landing import MODES, candidate_writers, landed_writers, write_index
+from semcheck.model.ops import Access, DmaStart, Program
 from semcheck.model.scope import stack_slot
+from semcheck.model.state import State
+from semcheck.model.step import step
 
 # How many times one mode's lowering is made again with more racy reads' values before it stays unknown.
 MAX_ROUNDS = 16
+# ACC-77: how many values one read RUN-61 does not settle may take before it stays unknown
+MAX_ALTERNATIVES = 64
 
 
-def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list) -> tuple[str | None, dict, frozenset]:
+def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list,
+                branches: list | None = None) -> tuple[str | None, dict, frozenset]:
     """(why not, pins, reads): `why not` None when every read of a buffer some pair of `pairs` (the unordered
     conflicting pairs that touch a followed buffer) races reads, in every run of `mode`, one write RUN-61 names;
     `pins` then holds, per read whose value that write makes another than the lowering's, its values
     (`(lane, body position) -> (loc, values, initial)`; in a lowering that gave some reads values, those reads' too),
     empty when the lowering's values are every run's; `reads`: the indices of those racy reads (ACC-9 (b) does not
-    ask of them)."""
+    ask of them). ACC-77: a read RUN-61 does not settle is decided where a case of the lowering by cases gave it one
+    of its `alternatives` (or it has one); else, with `branches` (a list), it joins them as `(key, loc, alternatives)`
+    for the caller to lower once per alternative."""
     if mode not in MODES:
         return f"under {mode} a copy lands at any moment, in parts (DMA-5, DR-9)", {}, frozenset()
     untied = untied_write(program, facts)
@@ -70,10 +79,15 @@ def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list) -> 
         if r is None:
             return f"the read at {facts.reads[j].loc} reads elements of several buffers", {}, frozenset()
         got = landed_writers(program, facts, r, mode, index)
+        offset = len(facts.offsets) > r.read[0] and facts.offsets[r.read[0]]
         if isinstance(got, str):
-            return f"the read at {r.loc}: {got}", {}, frozenset()
+            why = _undecided(program, facts, r, mode, index, pins, branches, offset, f"the read at {r.loc}: {got}")
+            if why is not None:
+                return why, {}, frozenset()
+            racy.append(j)
+            continue
         racy.append(j)
-        why = _agree_or_pin(facts, r, got, pins, changed, len(facts.offsets) > r.read[0] and facts.offsets[r.read[0]])
+        why = _agree_or_pin(facts, r, got, pins, changed, offset)
         if why is not None:
             return why, {}, frozenset()
     return None, pins if changed else {}, frozenset(racy)
@@ -110,7 +124,7 @@ def _agree_or_pin(facts: ValueFacts, r, landed: np.ndarray, pins: dict, changed:
             values[i] = v
     key = (r.read[0], r.read[1] - offset)
     if r.pinned is not None:  # a case's lowering: the values it gave must be what the mode gives
-        given, was_initial = r.pinned
+        given, was_initial = r.pinned[:2]
         pins[key] = (r.loc, values, initial)
         if not (np.array_equal(was_initial, initial)
                 and all(bool(given[i] == values[i]) for i in range(flat.size) if not initial[i])):
@@ -119,6 +133,113 @@ def _agree_or_pin(facts: ValueFacts, r, landed: np.ndarray, pins: dict, changed:
     pins[key] = (r.loc, values, initial)
     changed.append(key)
     return None
+
+
+def _undecided(program: Program, facts: ValueFacts, r, mode: str, index: dict, pins: dict, branches: list | None,
+               offset: int, why: str) -> str | None:
+    """ACC-77: read `r`, which RUN-61 does not settle (`why`): kept where it was given one of its `alternatives` by a
+    case (`chosen`) or by ACC-71 where it has only that one (into `pins`); else into `branches` where given; else
+    why not."""
+    if r.pinned is None and branches is None:
+        return why
+    alts = alternatives(program, facts, r, mode, index)
+    if isinstance(alts, str):
+        return f"{why}; {alts}"
+    key = (r.read[0], r.read[1] - offset)
+    if r.pinned is not None:
+        given, initial = r.pinned[:2]
+        chosen = len(r.pinned) > 2 and bool(r.pinned[2])
+        if (chosen or len(alts) == 1) and any(_same_case(given, initial, v, i) for v, i in alts):
+            pins[key] = (r.loc, given, initial, True) if chosen else (r.loc, given, initial)
+            return None
+    if branches is None:
+        return why
+    branches.append((key, r.loc, alts))
+    return None
+
+
+def alternatives(program: Program, facts: ValueFacts, r, mode: str, index: dict | None = None) -> list | str:
+    """ACC-77: the values read `r` may take in a run of `mode` (`landing.candidate_writers`, per element), as
+    `(values, initial)` (the contents before any write where `initial`), one per combination of the elements'
+    distinct values, at most `MAX_ALTERNATIVES`; else why not (a str)."""
+    cands = candidate_writers(program, facts, r, mode, index)
+    if isinstance(cands, str):
+        return cands
+    flat = r.elements.flat.array
+    per = []
+    for i, ks in enumerate(cands):
+        opts: dict = {}
+        for k in ks:
+            if k < 0:
+                opts[("initial",)] = (None, True)
+                continue
+            v = _left(facts, k, r.elements, flat[i])
+            if v is None:
+                return f"the write at {facts.writes[k].loc} leaves a value semcheck does not know where {r.loc} reads"
+            opts.setdefault(("value", repr(v)), (v, False))
+        per.append(list(opts.values()))
+    count = math.prod(len(o) for o in per)
+    if count > MAX_ALTERNATIVES:
+        return f"it may take {count:,} values, past the {MAX_ALTERNATIVES} semcheck decides one by one (ACC-77)"
+    out = []
+    for combo in itertools.product(*per):
+        values = np.zeros(len(combo), dtype=object)
+        initial = np.array([init for _, init in combo], dtype=bool)
+        for i, (v, init) in enumerate(combo):
+            if not init:
+                values[i] = v
+        out.append((values, initial))
+    return out
+
+
+def reads_as_given(program: Program, facts: ValueFacts, schedule) -> bool:
+    """ACC-77: whether, replayed under eager, run `schedule` of a case's lowering lands before each read given one of
+    its alternatives (`pinned` marked as a case's) a write that leaves, per element, the value given (or none where
+    the contents before any write were), every such read reached: then the run is the kernel's (ACC-71's proof, read
+    by read)."""
+    chosen = {r.read: _with_elements(r) for r in facts.reads
+              if r.pinned is not None and len(r.pinned) > 2 and r.pinned[2]}
+    if not chosen or any(r is None for r in chosen.values()):
+        return False
+    writer_at = {w.event: k for k, w in enumerate(facts.writes)}
+    state, last, started = State.initial(program), {}, {}
+    reached = set()
+    for actor in schedule:
+        actor = tuple(actor)
+        at = (actor[1], state.pcs[actor[1]]) if actor[0] == "core" else None
+        r = chosen.get(at)
+        if r is not None:
+            reached.add(at)
+            given, initial = r.pinned[:2]
+            for i, element in enumerate(r.elements):
+                k = last.get(element, -1)
+                if bool(initial[i]) != (k < 0) or (k >= 0 and not _same_value(facts, k, r, i, given[i])):
+                    return False
+        n = len(state.dmas)
+        try:
+            nxt = step(program, "eager", state, actor)
+        except Exception:  # (not a run of this program: nothing is shown)
+            return False
+        k = writer_at.get(at)
+        if k is not None and type(program.cores[at[0]][at[1]]) is DmaStart:
+            started.update((ident, k) for ident in range(n, len(nxt.dmas)))
+        elif k is not None and nxt.pcs[at[0]] != at[1]:
+            last.update((e, k) for e in facts.writes[k].elements)
+        for ident, d in enumerate(nxt.dmas):
+            if d.phase == 2 and (ident >= n or state.dmas[ident].phase != 2) and ident in started:
+                last.update((e, started[ident]) for e in facts.writes[started[ident]].elements)
+        state = nxt
+    return reached == set(chosen)
+
+
+def _same_value(facts: ValueFacts, k: int, r, i: int, given) -> bool:
+    v = _left(facts, k, r.elements, r.elements.flat.array[i])
+    return v is not None and bool(v == given)
+
+
+def _same_case(given, initial, values, init) -> bool:
+    return bool(np.array_equal(np.asarray(initial, dtype=bool), init)) and all(
+        bool(given[i] == values[i]) for i in range(len(init)) if not init[i])
 
 
 def _left(facts: ValueFacts, k: int, elements: Elements, i: int):
@@ -144,4 +265,4 @@ def pairs_on_followed(candidates, facts: ValueFacts) -> list:
     return list(unordered_pairs_on_followed(candidates, followed_labels(facts)))
 
 
-__all__ = ["MAX_ROUNDS", "pairs_on_followed", "racy_values"]
+__all__ = ["MAX_ALTERNATIVES", "MAX_ROUNDS", "alternatives", "pairs_on_followed", "racy_values", "reads_as_given"]

@@ -50,6 +50,7 @@ from semcheck.model.errors import (
 )
 from semcheck.model.dma import amounts as dma_amounts
 from semcheck.model.ids import scalar_int16
+from semcheck.model.semaphore import raised
 from semcheck.model.ops import (
     AllocBuffer,
     AllocSem,
@@ -265,13 +266,14 @@ def _lower_cores(program: Program, mode: DmaMode, hb: HappensBefore, resolve: Ca
                     tail = wait_tails.get(id(op))
                     if tail is None:
                         key = stable_by_id.get(id(op.sem)) or key_of(i, op.sem)
-                        value = op.value
-                        if value < 0:
-                            raise Unsupported(f"core {c} op {i} waits for a negative amount {value}")
-                        tail = ((key, c), value, op.kind, op.loc)
+                        tail = ((key, c), max(op.value, 0), op.kind, op.loc)
                         if id(op.sem) in stable_by_id:
                             wait_tails[id(op)] = tail
                     waits[(c, i)] = record(WaitOp, (c, i, *tail))
+                    if op.value < 0:  # ACC-76: it passes at once and raises its own count (the interpreter's)
+                        if mode == "hardware":
+                            raise Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
+                        add_contribution(record(Contribution, (c, i, raised(op.value), tail[0], "signal", None)))
                 elif t is Access:
                     if op.view_error is not None:
                         _view(op, mode)
@@ -332,9 +334,11 @@ def _lower_op(program, mode, c, i, op: Op, resolve, target, sem_allocs, sem_even
     t = type(op)  # the op classes are final: dispatch on identity, the common ops first
     if t is Wait:
         key = resolve(c, i, op.sem)
-        if op.value < 0:
-            raise Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
-        waits[(c, i)] = WaitOp(c, i, (key, c), op.value, op.kind, op.loc)
+        waits[(c, i)] = WaitOp(c, i, (key, c), max(op.value, 0), op.kind, op.loc)
+        if op.value < 0:  # ACC-76: it passes at once and raises its own count (the interpreter's)
+            if mode == "hardware":
+                raise Unsupported(f"core {c} op {i} waits for a negative amount {op.value}")
+            contributions.append(Contribution(c, i, raised(op.value), (key, c), "signal"))
     elif t is Signal:
         key = resolve(c, i, op.sem)
         tgt = target(c, op.device, op.core, dma=False)

@@ -145,11 +145,16 @@ def _lines(row: dict) -> set[int]:
 ])
 def test_a_count_read_before_its_copy_s_wait_is_a_race_and_nothing_else_is_proved(buggy, name, read, write):
     rows = buggy[name]
-    assert _by(rows, "violated") == {"race-free": tuple(sorted(MODES))}
+    # (ACC-71, ACC-76: under on_wait every run reads the moe's racy counts before their copies land, the
+    # uninitialised fill, whose wrapped receive waits decide that mode: tests/frontend/test_wrapped_waits.py; ACC-77:
+    # under eager its cases, one of whose exit-balance witnesses is a run of the kernel: test_racy_branches.py)
+    decided = ("eager", "on_wait") if name == "moe_count_read_before_wait.py" else ()
+    assert _by([r for r in rows if r["dma_mode"] not in decided], "violated") == {
+        "race-free": tuple(sorted(set(MODES) - set(decided)))}
     for r in rows:
         if r["property"] == "race-free":
             assert {read, write} <= _lines(r), r["witness"]["message"]
-        else:  # the sizes and predicates the racy count decides are not proved, nor anything else
+        elif r["dma_mode"] not in decided:  # the sizes and predicates the racy count decides are not proved
             assert r["verdict"] == "unknown" and "ACC-9" in r["reason"], r
 
 

@@ -1,4 +1,4 @@
-"""ACC-71, ACC-72, RUN-61: followed reads that race a write, decided by the value every run of an interpreter mode
+"""ACC-71, RUN-61: followed reads that race a write, decided by the value every run of an interpreter mode
 gives them.
 
 RUN-61 on its own first: drawn one-core programs of stores, loads, copies and waits of one followed count, whose
@@ -201,14 +201,6 @@ def test_a_read_the_mode_lands_first_decides_every_property_as_the_interpreter_r
     assert "racy_case" in cells["on_wait"]["deadlock-free"].get("stats", {})
     hw = {p: row["verdict"] for p, row in cells["hardware"].items()}
     assert hw.pop("race-free") == "violated" and set(hw.values()) == {"unknown"}
-
-
-@pytest.mark.rule("ACC-72")
-def test_a_copy_sized_past_int32_by_a_racy_count_stays_unknown_naming_why():
-    cells = _cells("examples/buggy/moe_count_read_before_wait.py", 2)
-    row = cells["on_wait"]["exit-balance"]
-    assert row["verdict"] == "unknown" and "passes int32" in row["reason"], row
-    assert cells["on_wait"]["race-free"]["verdict"] == "violated"
 
 
 @pytest.mark.rule("ACC-71")
