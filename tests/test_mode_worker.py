@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from semcheck.checker.run.mode_worker import MIN_OPS, ModeWorker, split_modes
 from semcheck.checker.properties.registry import BY_ID
@@ -12,6 +14,7 @@ from semcheck.checker.properties.registry import IDS as PROPERTIES
 from semcheck import check_program
 from semcheck.checker.properties.checking import check_program as engine_check
 from ring_programs import ring_allreduce
+from strategies import programs
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "subprocess"])
@@ -259,3 +262,102 @@ def test_the_worker_names_its_verdicts_once_as_this_process_would(monkeypatch, f
     assert dead.verdict == "violated"
     if fork:
         assert dead.witness.message.endswith("†") and not dead.witness.message.endswith("† †")
+
+
+def _exposures_counted(monkeypatch, calls):
+    """`differences.exposures` writing the id of the process that calls it to `calls`, as a forked worker does too."""
+    from semcheck.checker.properties import differences
+
+    real = differences.exposures
+
+    def counted(*args, **kwargs):
+        with open(calls, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(differences, "exposures", counted)
+
+
+def _forked_worker_here() -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("no worker on a one-core machine")
+
+
+@pytest.mark.rule("RUN-65")
+@pytest.mark.parametrize("fold", [False, True], ids=["program", "fold"])
+def test_the_worker_finds_the_exposures_this_process_would(monkeypatch, tmp_path, fold: bool) -> None:
+    """With a forked worker, the program's exposures (the report's divergence notes) are found there, once its
+    checks are done, and not in this process; they are what finding them here gives."""
+    import time
+
+    from semcheck.checker.properties import checking
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.run import mode_worker
+
+    _forked_worker_here()
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    _exposures_counted(monkeypatch, calls)
+    monkeypatch.setattr(mode_worker, "MIN_OPS", 0)  # a small program goes to a worker as a large one does
+    program = ring_allreduce(4, bug="deadlock")
+    analysis = Analysis(program)
+    checking.check_modes(analysis, _request(("eager", "on_wait", "hardware"), fold=fold, properties=PROPERTIES),
+                         time.monotonic() + 600)
+    got = checking.exposures_of(analysis, fold)
+    found_in = calls.read_text().split()
+    assert len(found_in) == 1 and found_in[0] != str(os.getpid())  # once, in the worker
+    want = checking.exposures_of(Analysis(program), fold)
+    assert got == want and {e.code for e in got} >= {"D3-D4"}
+    assert checking.exposures_of(analysis, not fold) == checking.exposures_of(Analysis(program), not fold)
+
+
+@pytest.mark.rule("RUN-65")
+def test_exposures_the_worker_could_not_find_are_found_here(monkeypatch, tmp_path) -> None:
+    """A worker whose exposures raise sends its verdicts all the same, and this process finds the exposures."""
+    import time
+
+    from semcheck.checker.properties import checking, differences
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.run import mode_worker
+
+    _forked_worker_here()
+    here = os.getpid()
+    real = differences.exposures
+
+    def only_here(*args, **kwargs):
+        if os.getpid() != here:
+            raise RuntimeError("exposures raised in the worker")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(differences, "exposures", only_here)
+    monkeypatch.setattr(mode_worker, "MIN_OPS", 0)
+    program = ring_allreduce(4, bug="deadlock")
+    analysis = Analysis(program)
+    req = _request(("eager", "hardware"), properties=PROPERTIES)
+    done = checking.check_modes(analysis, req, time.monotonic() + 600)
+    assert analysis.exposed == {}
+    assert checking.exposures_of(analysis, False) == real(program)
+    want = engine_check(program, "hardware", PROPERTIES, analysis=Analysis(program, modes=("hardware",)), fold=False)
+    assert [(v.property, v.verdict) for v in done["hardware"][0]] == [(v.property, v.verdict) for v in want]
+
+
+@pytest.mark.rule("RUN-65")
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(programs(max_devices=3, max_ops=4), st.booleans())
+def test_the_exposures_a_worker_finds_are_those_found_here(monkeypatch, program, fold: bool) -> None:
+    """Over drawn programs, with and without the fold: what `exposures_of` answers after a check with a forked
+    worker is what it answers of the program in a fresh analysis."""
+    import time
+
+    from semcheck.checker.properties import checking
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.checker.run import mode_worker
+
+    _forked_worker_here()
+    monkeypatch.setattr(mode_worker, "MIN_OPS", 0)  # every drawn program goes to a worker
+    analysis = Analysis(program)
+    checking.check_modes(analysis, _request(("eager", "on_wait", "hardware"), fold=fold,
+                                            properties=("deadlock-free", "exit-balance")), time.monotonic() + 600)
+    assert checking.exposures_of(analysis, fold) == checking.exposures_of(Analysis(program), fold)

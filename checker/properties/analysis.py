@@ -76,6 +76,8 @@ class Analysis:
         self._modes: dict[str, ModeAnalysis] = {}
         self._shared: dict[tuple, Any] = {}
         self._traces_read: set[str] = set()  # run modes whose traced run the race pass has read (DR-46)
+        # RUN-65: `checking.exposures_of(self, fold)` by fold, as a forked mode worker found it
+        self.exposed: dict[bool, tuple] = {}
         if symmetry is not None:
             self.__dict__["symmetry"] = symmetry
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.empty_copies import both_readings
@@ -119,6 +120,9 @@ def exposures_of(target: Program | Analysis, fold: bool) -> tuple:
     from semcheck.checker.properties.differences import exposures, masked_window_lines, no_element_lines
 
     analysis = target if isinstance(target, Analysis) else Analysis(target)
+    known = analysis.exposed.get(fold)
+    if known is not None:  # RUN-65: what the mode worker found, this very function on its fork
+        return known
     folded = analysis.fold if fold else None
     if folded is None and analysis.symmetric:  # RUN-21: read off the whole program, when it is built
         whole = analysis.whole_program
@@ -208,10 +212,13 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
     # RUN-63: where nothing below replaces a verdict the worker gives (no ACC-9 settling, no BUF-14 step: hardware
     # only), the worker names its own verdicts, as this process would, while this one checks its modes
     names_there = getattr(first.program, "followed", None) is None and all(m == "hardware" for m in there)
+    # RUN-65: a fork starts with what this process knows of the program, so it finds the program's exposures (the
+    # report's divergence notes) as this process would; it does once its checks are done, off this one's path
+    also = partial(exposures_of, fold=req.fold) if analysis is first and forks() else None
     if there:
         try:
             worker = ModeWorker(analysis, there, wanted, check=check_program, timeout_ms=timeout_ms, deadline=deadline,
-                                finish=naming if names_there else None)
+                                finish=naming if names_there else None, also=also)
         except OSError as e:
             print(f"semcheck: no mode worker ({e}); checking all modes in this process", file=sys.stderr)
             here, there = rest, ()
@@ -229,6 +236,8 @@ def check_modes(target: Program | Analysis, req: Request, deadline: float) -> di
             # the worker ran alongside since t0
             answer = worker.result()
             full.update({mode: (v, time.monotonic() - t0) for mode, v in answer.items()})
+            if also is not None and worker.extra is not None:
+                analysis.exposed[req.fold] = worker.extra
             if worker.finish is naming:
                 named.update(id(v) for vs in answer.values() for v in vs)
         except RuntimeError as e:

@@ -15,7 +15,7 @@ multiprocessing process, which may not start multiprocessing children), fed
 the program as a pickle over its stdin. Either way the answer is a pickle of
 the verdicts, read from a pipe.
 
-    python -m semcheck.checker.run.mode_worker_main   # reads (program, modes, properties, timeout_ms, deadline, fold, finish, known)
+    python -m semcheck.checker.run.mode_worker_main   # reads (program, modes, properties, timeout_ms, deadline, fold, finish, also, known)
 
 The check itself is handed in (`check`: `checking.check_program`), so that this module, which the
 checks use, does not import them back.
@@ -46,13 +46,15 @@ class ModeWorker:
 
     def __init__(self, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], *, check: Callable,
                  timeout_ms: int, deadline: float | None, fork: bool | None = None, fold: bool = False,
-                 finish: Callable | None = None) -> None:
+                 finish: Callable | None = None, also: Callable | None = None) -> None:
         """`analysis`: the program's (`checker.properties.analysis.Analysis`), or the program itself. `check`:
         `checking.check_program` (a forked worker calls it; a spawned one imports it). `fold`: the
         worker decides its modes as `check_program` does with the fold (a Symmetric's whole check, RUN-15);
         without it, on the program itself (the verify child tried the fold already). `finish(verdict, program)`:
         applied there to each verdict before it is sent (RUN-63: REP-34's naming, off this process's path); a
-        module-level function, so that a spawned worker is handed it too."""
+        module-level function, so that a spawned worker is handed it too. `also(analysis)`: computed there once
+        the checks are done, its value kept as `extra` (RUN-65: the program's exposures, off this process's path);
+        None there when it raises, for the caller to compute it again (and meet the same error)."""
         from semcheck.checker.properties.analysis import Analysis
 
         if not isinstance(analysis, Analysis):
@@ -60,9 +62,10 @@ class ModeWorker:
         self.modes = modes
         self.check = check
         self.finish = finish  # what the worker applies to each verdict before sending it
+        self.extra: Any = None  # what `also` gave there, once `result` has read the answer
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
-        request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold, finish)
+        request = (analysis, modes, tuple(properties), timeout_ms, deadline, fold, finish, also)
         if forks(fork):
             try:
                 self._fork(request)
@@ -135,9 +138,10 @@ class ModeWorker:
             code = os.waitstatus_to_exitcode(status)
         if code != 0 or not data:
             raise RuntimeError(f"the mode worker exited with code {code}")
-        status_, payload = pickle.loads(data)
+        status_, payload, *extra = pickle.loads(data)
         if status_ != "ok":
             raise RuntimeError(f"the mode worker failed: {payload}")
+        self.extra = extra[0]
         return payload
 
 
@@ -147,9 +151,11 @@ def forks(fork: bool | None = None) -> bool:
 
 
 def answer_of(check: Callable, analysis: Any, modes: tuple[str, ...], properties: tuple[str, ...], timeout_ms: int,
-              deadline: float | None, fold: bool = False, finish: Callable | None = None) -> tuple[str, Any]:
-    """("ok", mode -> verdicts), or ("error", what went wrong) for the caller to report as a crash. `finish`:
-    applied to each verdict with the program (`ModeWorker`)."""
+              deadline: float | None, fold: bool = False, finish: Callable | None = None,
+              also: Callable | None = None) -> tuple:
+    """("ok", mode -> verdicts, what `also` gives), or ("error", what went wrong) for the caller to report as a
+    crash. `finish`: applied to each verdict with the program; `also`: to the analysis, after the checks
+    (`ModeWorker`)."""
     try:
         analysis.modes = modes
         # without `fold` the verify child has tried the fold already: these modes are decided on the program
@@ -157,7 +163,13 @@ def answer_of(check: Callable, analysis: Any, modes: tuple[str, ...], properties
                         analysis=analysis) for m in modes}
         if finish is not None:
             out = {m: [finish(v, analysis.program) for v in vs] for m, vs in out.items()}
-        return ("ok", out)
+        extra = None
+        if also is not None:
+            try:
+                extra = also(analysis)
+            except Exception:  # noqa: BLE001 - the caller computes it again, and meets what it raises there
+                extra = None
+        return ("ok", out, extra)
     except Exception as e:  # noqa: BLE001 - reported to the verify child, which reports a crash
         return ("error", f"{type(e).__name__}: {e}")
 

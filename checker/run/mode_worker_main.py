@@ -15,9 +15,9 @@ from semcheck.checker.run.mode_worker import answer_of
 
 def main() -> int:
     gc.disable()  # as in the verify child: short-lived, allocation-heavy
-    program, modes, properties, timeout_ms, deadline, fold, finish, known = pickle.load(sys.stdin.buffer)
+    program, modes, properties, timeout_ms, deadline, fold, finish, also, known = pickle.load(sys.stdin.buffer)
     analysis = Analysis(program, symmetry=known.get("symmetry"))
-    out = answer_of(check_program, analysis, modes, properties, timeout_ms, deadline, fold, finish)
+    out = answer_of(check_program, analysis, modes, properties, timeout_ms, deadline, fold, finish, also)
     sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0
