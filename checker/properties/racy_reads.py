@@ -22,6 +22,7 @@ from semcheck.model.followed import Elements, Flat, ValueFacts, followed_labels,
 from semcheck.model.followed_runs import untied_write
 from semcheck.model.landing import MODES, landed_writers, write_index
 from semcheck.model.ops import Access, Program
+from semcheck.model.racy_candidates import given_values
 from semcheck.model.scope import stack_slot
 
 # How many times one mode's lowering is made again with more racy reads' values before it stays unknown.
@@ -35,8 +36,10 @@ def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list) -> 
     (`(lane, body position) -> (loc, values, initial)`; in a lowering that gave some reads values, those reads' too),
     empty when the lowering's values are every run's; `reads`: the indices of those racy reads (ACC-9 (b) does not
     ask of them)."""
-    if mode not in MODES:
-        return f"under {mode} a copy lands at any moment, in parts (DMA-5, DR-9)", {}, frozenset()
+    if mode not in MODES:  # ACC-80: a lowering of one case of the values a TPU may read
+        why, reads = given_values(program, facts, pairs)
+        return (None if why is None else f"under {mode} a copy lands at any moment, in parts (DMA-5, DR-9): {why}",
+                {}, reads)
     untied = untied_write(program, facts)
     if untied is not None:
         return untied, {}, frozenset()
