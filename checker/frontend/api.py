@@ -265,9 +265,10 @@ def _hardware_lowering(values: KernelInputs, lower: Any) -> Any:
 
 
 def _relowering(traced_call: KernelCall, values: KernelInputs, cores: int | None, name: str, alone: bool) -> Any:
-    """ACC-71: the call lowered with its interpreter modes' values and the given racy reads' values."""
-    def relower(pins: Any) -> Program:
-        v = dataclasses.replace(values, pins=pins)
+    """ACC-71: the call lowered with its interpreter modes' values and the given racy reads' values; ACC-80: with
+    `hardware`, with the values every implementation gives (a value only the CPU computes is unknown, ACC-28)."""
+    def relower(pins: Any, hardware: bool = False) -> Program:
+        v = dataclasses.replace(values, pins=pins, **({"on_cpu": False} if hardware else {}))
         return lower_call(resolve_grid(traced_call, v), cores=cores, name=name, stats=LoweringStats(), inputs=v,
                           symmetric_from=SYMMETRIC_FROM if alone else None)
 

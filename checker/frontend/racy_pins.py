@@ -36,7 +36,7 @@ def pinned_values(pins: Any, lane: int, pos: int, loc: Any, flat: np.ndarray, me
                   uninitialized: str) -> tuple[np.ndarray, np.ndarray] | None:
     """The values the pin at (`lane`, `pos`) gives the read of elements `flat` of `label`, which are the initial
     contents, and True where it is one case of ACC-77's; None when no pin is there."""
-    got = pins.get((lane, pos))
+    got = pins.get((lane, pos, loc.file, loc.line)) or pins.get((lane, pos))  # (ACC-80 names the line too)
     if got is None:
         return None
     where, values, initial = got[:3]

@@ -296,8 +296,12 @@ def kernel_results(name: str, kernels, req: Request, deadline: float,
                 if p is program and getattr(k, "relower", None) is not None:  # ACC-71: racy reads' values
                     from semcheck.checker.properties.racy_cases import by_cases
 
-                    done = by_cases(k, a, done, r, lambda b, rq: both_readings(
-                        b.program, check_modes(b, rq, deadline), rq, deadline, check_modes))
+                    from semcheck.checker.properties.hardware_cases import by_hardware_cases
+
+                    def case(b, rq):
+                        return both_readings(b.program, check_modes(b, rq, deadline), rq, deadline, check_modes)
+
+                    done = by_hardware_cases(k, a, by_cases(k, a, done, r, case), r, case, deadline)  # ACC-80
                 return done
 
             done = split_modes(k, req, decide)

@@ -182,6 +182,7 @@ def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | No
     from semcheck.checker.properties.analysis import analysis_of
 
     facts = analysis_of(program, mode, facts)
+    parts = None
     if mode == "hardware":  # the pass race-free reads under hardware: copies landing in parts (DR-9)
         parts, split = facts.whole.partial_arrivals
         if parts.mixed:
@@ -198,8 +199,15 @@ def _unordered_on_followed(program: Program, mode: str, facts: ModeAnalysis | No
     pairs = pairs_on_followed(pre.ordering.candidates, program.followed)  # type: ignore[arg-type]
     if not pairs:
         return None, None
+    if parts is not None and parts.program is not program:  # at the program's positions, not the split's (ACC-80)
+        pairs = [tuple(e.at_pc(parts.origin(e.core, e.pc)) for e in pair) for pair in pairs]
     pair = pairs[0]
     return f"{pair[0].describe()} at {pair[0].loc} and {pair[1].describe()} at {pair[1].loc} may be unordered", pairs
+
+
+def unordered_pairs(program: Program, mode: str, facts: ModeAnalysis | None = None) -> tuple[str | None, list | None]:
+    """ACC-20's unordered pairs on followed elements under `mode`, as `_unordered_on_followed` gives them (ACC-80)."""
+    return _unordered_on_followed(program, mode, facts)
 
 
 def _some_run_reaches(program: Program, mode: str, bad: Misread, facts: ModeAnalysis | None) -> str | None:

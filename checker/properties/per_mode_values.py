@@ -61,7 +61,8 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
     return {m: done[m] for m in req.modes}
 
 
-def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]]) -> list[Verdict]:
+def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]], *,
+                  of: str = "of the indices a TPU may compute", rule: str = "ACC-64") -> list[Verdict]:
     """ACC-64: per property, its verdict over every case (each a value of the indices a TPU may compute): proved
     where every case proves it (vacuous where every case holds and some only vacuously), violated where every
     case violates it (the first case's witness), unknown otherwise, naming a case of each verdict."""
@@ -70,8 +71,8 @@ def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]]) -> li
     for prop in properties:
         got = [(w, next(v for v in vs if v.property == prop)) for w, vs in cases]
         kinds = {v.verdict for _, v in got}
-        stats = {**got[0][1].stats, "rule": "ACC-64", "cases": n}
-        every = f"for each of the {n} cases of the indices a TPU may compute (ACC-64)"
+        stats = {**got[0][1].stats, "rule": rule, "cases": n}
+        every = f"for each of the {n} cases {of} ({rule})"
         if kinds == {"proved"}:
             first = got[0][1].reason
             out.append(Verdict(prop, "proved", reason=f"proved {every}" + (f"; in the first, {first}" if first else ""),
@@ -90,7 +91,7 @@ def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]]) -> li
                 seen.setdefault(v.verdict, (w, v))
             parts = "; ".join(f"{k} for the case {w}" + (f" ({v.reason})" if k == "unknown" else "")
                               for k, (w, v) in seen.items())
-            out.append(Verdict(prop, "unknown", reason=f"under hardware, {prop} is {parts} (ACC-64: decided only "
+            out.append(Verdict(prop, "unknown", reason=f"under hardware, {prop} is {parts} ({rule}: decided only "
                                "where every case a TPU may compute agrees)", stats=stats))
     return out
 

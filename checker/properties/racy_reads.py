@@ -24,6 +24,7 @@ from semcheck.model.followed import Elements, Flat, ValueFacts, followed_labels,
 from semcheck.model.followed_runs import untied_write
 from semcheck.model.landing import MODES, candidate_writers, landed_writers, write_index
 from semcheck.model.ops import Access, DmaStart, Program
+from semcheck.model.racy_candidates import given_values
 from semcheck.model.scope import stack_slot
 from semcheck.model.state import State
 from semcheck.model.step import step
@@ -44,8 +45,10 @@ def racy_values(program: Program, mode: str, facts: ValueFacts, pairs: list,
     ask of them). ACC-77: a read RUN-61 does not settle is decided where a case of the lowering by cases gave it one
     of its `alternatives` (or it has one); else, with `branches` (a list), it joins them as `(key, loc, alternatives)`
     for the caller to lower once per alternative."""
-    if mode not in MODES:
-        return f"under {mode} a copy lands at any moment, in parts (DMA-5, DR-9)", {}, frozenset()
+    if mode not in MODES:  # ACC-80: a lowering of one case of the values a TPU may read
+        why, reads = given_values(program, facts, pairs)
+        return (None if why is None else f"under {mode} a copy lands at any moment, in parts (DMA-5, DR-9): {why}",
+                {}, reads)
     untied = untied_write(program, facts)
     if untied is not None:
         return untied, {}, frozenset()

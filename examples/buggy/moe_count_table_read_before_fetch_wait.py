@@ -7,8 +7,8 @@ only at the kernel's end, so the loads of `table` that size, place and guard
 the dispatch and its waits may run while the copy is still landing in it.
 
 Expected semcheck verdict: race-free violated in every mode (a load of `table`
-against the fetch's write half); under `hardware` every other property unknown,
-naming both, the values not being facts (spec ACC-30); under eager and on_wait
+against the fetch's write half); under `hardware` id-disjoint and id-int16 proved,
+the rest unknown by the cases of the counts a TPU may read (spec ACC-80); under eager and on_wait
 each load reads one value in every run, and the rest is proved (spec ACC-71). Interpret mode: under `on_wait` the fetch lands only at its
 wait, so the dispatch reads the zeros the kernel stored first and sends
 nothing (the output is zeros, not `reference`'s); `eager` lands it at its

@@ -8,8 +8,8 @@ routes are loaded after the fetch's start and before its wait, so the loads may
 run while the copy is still landing.
 
 Expected semcheck verdict: race-free violated in every mode (the loads of
-`table` against the fetch's write half); under `hardware` every other property
-unknown, naming both (spec ACC-55, ACC-20); under eager and on_wait each load
+`table` against the fetch's write half); under `hardware` id-disjoint and id-int16
+proved, the rest unknown by the cases of the routes a TPU may read (spec ACC-80); under eager and on_wait each load
 reads one route in every run, and the rest is proved (spec ACC-71). Interpret mode: under `on_wait` the fetch lands only at
 its wait, so the loads read the identity routing and every device sends its rows
 to itself: the output is the input, not `reference`'s; `eager` lands the fetch at

@@ -60,7 +60,7 @@ def test_a_core_map_routed_by_a_fetched_table_is_decided_in_every_mode():
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-55", "ACC-20", "ACC-71")
+@pytest.mark.rule("ACC-55", "ACC-20", "ACC-71", "ACC-80")
 def test_routes_read_before_the_fetch_wait_are_a_race_decided_where_the_interpreter_lands_it():
     rows = _rows(BUGGY, code=1)
     assert len(rows) == 3 * PROPERTIES
@@ -71,9 +71,11 @@ def test_routes_read_before_the_fetch_wait_are_a_race_decided_where_the_interpre
             assert f":{FETCH}" in message and f":{READ}" in message and "load of table" in message, message
         elif r["dma_mode"] != "hardware":  # ACC-71: the loads read the fetched routes (eager), the identity (on_wait)
             assert r["verdict"] == "proved", r
-        else:
+        elif r["property"] in ("id-disjoint", "id-int16"):  # ACC-80: PRG-215's properties hold of every case
+            assert r["verdict"] == "proved" and "ACC-80" in r["reason"], r
+        else:  # ACC-80: the identity stored first proves, a route landing first for one row does not
             assert r["verdict"] == "unknown", r
-            assert f":{FETCH}" in r["reason"] and f":{READ}" in r["reason"] and "ACC-20" in r["reason"], r["reason"]
+            assert f":{READ}" in r["reason"] and "ACC-80" in r["reason"], r["reason"]
     # jax's detector reports the loads against the fetch in every recorded run; on_wait lands the fetch at its
     # wait, so the routes read are the identity stored first and the output is not `reference`'s
     assert _interpreted(BUGGY) == [(n, m, "completed", m == "eager", True) for n in (2, 4)
@@ -104,7 +106,7 @@ print(json.dumps(got))
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-55", "ACC-9")
+@pytest.mark.rule("ACC-55", "ACC-9", "ACC-80")
 def test_a_bound_a_remote_copy_brings_is_followed_in_a_core_map_as_the_interpreter_runs_it():
     """The bound a peer sends by a remote copy into SMEM: proved in every mode where the load follows the
     receive's wait (jax: no race, the rows the bound says copied); loaded before the wait, `race-free` is
@@ -114,8 +116,9 @@ def test_a_bound_a_remote_copy_brings_is_followed_in_a_core_map_as_the_interpret
     verdicts: dict[tuple, str] = {(r["target"], r["dma_mode"], r["property"]): r["verdict"] for r in rows}
     assert len(verdicts) == 2 * 3 * PROPERTIES
     for (target, mode, prop), verdict in verdicts.items():
+        # under hardware ACC-80's 2 cases (the 1 stored first, or the neighbour's count) both prove the rest
         expected = "proved" if target == "exchanged" else "violated" if prop == "race-free" else \
-            "proved" if mode == "on_wait" else "unknown"
+            "proved" if mode in ("on_wait", "hardware") else "unknown"
         assert verdict == expected, (target, mode, prop, verdict)
     p = subprocess.run([sys.executable, "-c", _INTERPRET], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
