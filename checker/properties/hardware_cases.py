@@ -35,9 +35,8 @@ HARDWARE = "hardware"
 RACE = "race-free"
 MAX_CASES = 64  # lowerings of one kernel's racy reads' cases, as ACC-64's budget
 # cases decided where there are more than MAX_CASES: every verdict but PRG-215's is then unknown whatever they give,
-# and they only look for two cases that disagree, to name them; for at most PROBE_TIMES times the seconds the
-# first lowering's check took (and at least PROBE_SECONDS)
-PROBES, PROBE_TIMES, PROBE_SECONDS = 16, 4.0, 5.0
+# so one case is decided, a count and not a time, so that a verdict never depends on the machine's load
+PROBES = 1
 OF = "of the values a TPU's racy reads may take"
 
 
@@ -58,8 +57,7 @@ def by_hardware_cases(k: Any, analysis: Analysis, done: dict, req: Any,
         return {**done, HARDWARE: (_noted(verdicts, f"the racy reads are not decided by cases: {sites} (ACC-80)"),
                                    seconds)}
     now = time.monotonic()
-    stop_at = (None if deadline is None else now + (deadline - now) / 2, now + max(PROBE_SECONDS, PROBE_TIMES * seconds))
-    got = _decide_cases(k, sites, req, decide, stop_at)
+    got = _decide_cases(k, sites, req, decide, None if deadline is None else now + (deadline - now) / 2)
     if isinstance(got, str):
         return {**done, HARDWARE: (_noted(verdicts, got), seconds)}
     cases, spent, total = got
@@ -83,7 +81,7 @@ def sites_of(program: Any, facts: Any) -> list[Site] | str | None:
 
 
 def _decide_cases(k: Any, sites: list[Site], req: Any, decide: Callable[[Analysis, Any], dict],
-                  stop_at: tuple) -> tuple[list, float, int] | str:
+                  stop_at: float | None) -> tuple[list, float, int] | str:
     """The (words, verdicts) of each case decided, the seconds spent and the number of cases; or why not. A case
     whose lowering reaches a racy load the sites lack, or gives one more candidates, adds them, and the
     enumeration starts again over the larger product (within the one budget of lowerings)."""
@@ -94,9 +92,9 @@ def _decide_cases(k: Any, sites: list[Site], req: Any, decide: Callable[[Analysi
         if isinstance(got, tuple) and len(got) == 2:  # (more sites, lowerings spent): start again with them
             more, n = got
             lowered += n
-            if time.monotonic() > stop_at[1]:
-                return ("the racy reads' cases keep reaching racy loads the first lowerings did not, past the time "
-                        "semcheck gives them (ACC-80)")
+            if _total(by_key.values()) > MAX_CASES:  # past the budget already: the probe stops here
+                return ("the racy reads' cases keep reaching racy loads the first lowerings did not, past the "
+                        f"{MAX_CASES} cases semcheck decides one by one (ACC-80)")
             for s in more:
                 by_key[_id(s)] = s
             continue
@@ -104,20 +102,17 @@ def _decide_cases(k: Any, sites: list[Site], req: Any, decide: Callable[[Analysi
 
 
 def _enumerate(k: Any, by_key: dict, req: Any, decide: Callable[[Analysis, Any], dict], budget: int,
-               stop_at: tuple) -> Any:
-    """One round of the cases over `by_key`'s sites (see `_decide_cases`); `stop_at`: (when no case starts any
-    more, None: never; when no probe starts any more)."""
+               stop_at: float | None) -> Any:
+    """One round of the cases over `by_key`'s sites (see `_decide_cases`); `stop_at`: when no case starts any
+    more (None: never)."""
     sites = list(by_key.values())
-    total = 1
-    for s in sites:
-        total *= s.cases()
+    total = _total(sites)
     cases: list[tuple[str, list[Verdict]]] = []
     spent, seen = 0.0, {}
     probing = total > MAX_CASES
     budget = min(budget, PROBES) if probing else budget
     for n, (pins, words) in enumerate(itertools.islice(_combinations(sites), max(budget, 0))):
-        now = time.monotonic()
-        if (stop_at[0] is not None and now > stop_at[0]) or (probing and cases and now > stop_at[1]):
+        if stop_at is not None and time.monotonic() > stop_at:
             break
         try:
             program = k.relower(pins, hardware=True)
@@ -142,6 +137,14 @@ def _enumerate(k: Any, by_key: dict, req: Any, decide: Callable[[Analysis, Any],
         return (f"the racy reads' cases took the {MAX_CASES} lowerings semcheck makes, or half the time left, before "
                 "one was decided (ACC-80)")
     return cases, spent, total
+
+
+def _total(sites: Any) -> int:
+    """The number of combinations of the sites' candidates."""
+    total = 1
+    for s in sites:
+        total *= s.cases()
+    return total
 
 
 def _combinations(sites: list[Site]) -> Iterator[tuple[dict, str]]:
@@ -228,7 +231,7 @@ def combined(properties: Any, cases: list, total: int, first: Any = None) -> lis
         out[i] = Verdict(p, "unknown", stats={**v.stats, "cases": n}, reason=(
             f"under hardware the racy reads{'' if first is None else f' (the first at {first})'} may take "
             f"{_count(total)} combinations of values, past what semcheck decides "
-            f"one by one (ACC-80: at most {MAX_CASES} cases, within half the time left); the {n} decided agree: "
+            f"one by one (ACC-80: at most {MAX_CASES} cases, within half the time left); the {n} decided say: "
             f"{v.verdict}"))
     return out
 

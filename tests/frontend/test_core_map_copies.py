@@ -106,19 +106,20 @@ print(json.dumps(got))
 
 
 @pytest.mark.jax
-@pytest.mark.rule("ACC-55", "ACC-9", "ACC-80")
+@pytest.mark.rule("ACC-55", "ACC-9", "ACC-77", "ACC-80")
 def test_a_bound_a_remote_copy_brings_is_followed_in_a_core_map_as_the_interpreter_runs_it():
     """The bound a peer sends by a remote copy into SMEM: proved in every mode where the load follows the
     receive's wait (jax: no race, the rows the bound says copied); loaded before the wait, `race-free` is
-    violated (jax reports the race in both modes) and nothing the bound decides is claimed, but under on_wait, where
-    the peer's copy lands only at the receive's wait, so the load reads the 1 stored first (ACC-71)."""
+    violated (jax reports the race in both modes) and the rest is proved: under on_wait the peer's copy lands only at
+    the receive's wait, so the load reads the 1 stored first (ACC-71); under eager and hardware the load reads the
+    1 or the neighbour's count, and both cases prove it (ACC-77, ACC-80)."""
     rows = _rows(KERNELS, code=1)
     verdicts: dict[tuple, str] = {(r["target"], r["dma_mode"], r["property"]): r["verdict"] for r in rows}
     assert len(verdicts) == 2 * 3 * PROPERTIES
     for (target, mode, prop), verdict in verdicts.items():
-        # under hardware ACC-80's 2 cases (the 1 stored first, or the neighbour's count) both prove the rest
-        expected = "proved" if target == "exchanged" else "violated" if prop == "race-free" else \
-            "proved" if mode in ("on_wait", "hardware") else "unknown"
+        # under eager ACC-77's cases and under hardware ACC-80's (the 1 stored first, or the neighbour's count)
+        # each prove the rest
+        expected = "proved" if target == "exchanged" else "violated" if prop == "race-free" else "proved"
         assert verdict == expected, (target, mode, prop, verdict)
     p = subprocess.run([sys.executable, "-c", _INTERPRET], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -145,12 +145,12 @@ def test_routes_read_before_their_fetch_lands_are_decided_by_cases_under_hardwar
     cells = _cells("examples/buggy/race_core_map_route_read_before_fetch_wait.py", 2)
     assert cells["race-free"]["verdict"] == "violated"
     assert cells["id-disjoint"]["verdict"] == "proved" and "PRG-215" in cells["id-disjoint"]["reason"]
-    row = cells["deadlock-free"]
-    # the identity routing stored first proves it; a row whose route lands first makes a device wait for a row
-    # that goes elsewhere
-    assert row["verdict"] == "unknown" and "is proved for the case" in row["reason"] and \
-        "violated for the case" in row["reason"] and "ACC-80" in row["reason"], row["reason"]
-    assert str(MAX_CASES) in cells["id-agreement"]["reason"]
+    # 16 racy loads of two candidates each: past the budget, one case is decided (a count, not a time, so the
+    # verdicts do not depend on the machine's load), and only PRG-215's properties are proved
+    for prop in ("deadlock-free", "exit-balance", "dma-bytes", "invocation-confined", "id-agreement"):
+        row = cells[prop]
+        assert row["verdict"] == "unknown" and "65,536 combinations" in row["reason"] and \
+            str(MAX_CASES) in row["reason"] and "ACC-80" in row["reason"], row["reason"]
 
 
 @pytest.mark.rule("ACC-80")
