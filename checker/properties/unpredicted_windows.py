@@ -36,10 +36,11 @@ def past_end_reason(lowered: Iterable[Any]) -> str:
 
 def unpredicted(result: Any, why: str, past_end: str = "") -> Any:
     """`result` with a proved `deadlock-free` unknown under an interpreter mode when `why` names a window the
-    interpreter may refuse unseen; under `hardware`, every verdict unknown when `past_end` names a load or store
-    outside its buffer (ERR-62)."""
+    interpreter may refuse unseen; under `hardware`, every decided verdict unknown when `past_end` names a load or
+    store outside its buffer (ERR-62)."""
     if past_end and result.dma_mode == "hardware":
-        verdicts = [dataclasses.replace(v, verdict="unknown", reason=past_end) for v in result.verdicts]
+        verdicts = [v if v.verdict == "unknown" else dataclasses.replace(v, verdict="unknown", reason=past_end)
+                    for v in result.verdicts]  # an unknown keeps its own reason
         return dataclasses.replace(result, verdicts=verdicts)
     if not why or result.dma_mode not in INTERPRETER_MODES:
         return result
