@@ -86,8 +86,7 @@ def test_a_lowered_call_after_it_never_starts_in_either_mode(rows):
     got = rows[NOT_FED]
     for mode, said in NAMED.items():
         _never_starts(got[("1", mode)], said)
-    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"unknown"}
-    assert all("ERR-62" in r["reason"] for r in got[("1", "hardware")].values())
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
 
 
 @pytest.mark.jax
@@ -117,7 +116,8 @@ def test_a_call_after_a_plan_failing_one_way_or_another_in_every_run_never_start
         _never_starts(got[("1", mode)], "each run raises one of:", "_per_device_plan_kernel at")
         message = got[("1", mode)]["deadlock-free"]["witness"]["message"]
         assert "reading [(8,)]" in message and "reading [(9,)]" in message, message
-    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"proved"}
+    assert {r["verdict"] for r in got[("1", "hardware")].values()} == {"unknown"}
+    assert all("ERR-62" in r["reason"] for r in got[("1", "hardware")].values())
 
 
 @pytest.mark.jax
