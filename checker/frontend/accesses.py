@@ -43,6 +43,7 @@ from semcheck.checker.frontend.window_bounds import (
     lanes_in_bounds,
     need_values,
     predicted,
+    past_end_note,
     unpredicted_note,
     window_error,
     window_predicted,
@@ -57,6 +58,8 @@ class AccessRules(Evaluator):
 
     # ERR-32: the first load, store or copy whose window the interpreter may refuse unseen (its words), "" if none
     unpredicted: str = ""
+    # ERR-62: the first load or store whose window runs past its buffer on some lane (its words), "" if none
+    past_end: str = ""
 
     def __init__(self, call: KernelCall, num_devices: int, cores: int) -> None:
         super().__init__(call, num_devices, cores)
@@ -115,6 +118,7 @@ class AccessRules(Evaluator):
         if err is None and kind is not None and not self.call.tpu_only and predicted(self.call.interpret_params, kind):
             bad = self._access_window_errors(eqn, invals, static, chain, ref.name, leaves, lanes, loc, kind)
             if bad is not None:  # ERR-20 (ACC-10): some lane's window is refused; rare, so built lane by lane
+                self.past_end = self.past_end or past_end_note(next(e for e in bad if e is not None), loc)
                 regions = self._access_regions(invals, static, chain)
                 for d in lanes:
                     r = regions[d] if len(regions) > 1 else regions[0]

@@ -93,6 +93,8 @@ class LoweringStats:
     cpu_only: str = ""
     # ERR-32: a load, store or copy whose window the interpreter may refuse unseen (its words), "" if none
     unpredicted: str = ""
+    # ERR-62: a load or store whose window runs past its buffer on some lane (its words), "" if none
+    past_end: str = ""
     # Things the caller should know about the lowered program (not errors).
     warnings: list[str] = dataclasses.field(default_factory=list)
 
@@ -264,6 +266,7 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
         stats.warnings.extend(w for w in lw.warnings if w not in stats.warnings)
         stats.cpu_only = stats.cpu_only or lw.cpu_only
         stats.unpredicted = stats.unpredicted or lw.unpredicted
+        stats.past_end = stats.past_end or lw.past_end
     return program
 
 

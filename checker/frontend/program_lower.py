@@ -73,6 +73,7 @@ class ComposedProgram:
     computed_by: str = ""  # PRG-169: the kernel calls run for values its calls read ("" when none)
     unwritten: str = ""  # PRG-200: of those, the ones that may read memory nothing writes ("" when none)
     unpredicted: str = ""  # ERR-32: a window of a call the interpreter may refuse unseen ("" when none)
+    past_end: str = ""  # ERR-62: a load or store of a call past its buffer's end ("" when none)
 
     def position(self, call: int) -> int:
         """Where call `call` runs in `order`."""

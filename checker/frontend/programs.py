@@ -80,7 +80,7 @@ def _composed(t: Target, ir: Any, n_cores: int, followed: Any, *, strict: bool) 
     lowered = _lower_invocations(t, ir, n_cores, followed, stats)
     computed = _computed_by(ir, followed)
     return [_unseen_in(_computed_in(_in_branch(c, ir), computed, _computed_by(ir, followed, "unwritten")),
-                       stats.unpredicted)
+                       stats.unpredicted, stats.past_end)
             for c in compose_readings(ir, lowered, name=t.name)]
 
 
@@ -93,10 +93,10 @@ def _computed_by(ir: Any, followed: Any, what: str = "computed_by") -> str:
     return ", ".join(dict.fromkeys(w for w in said if w))
 
 
-def _unseen_in(c: ComposedProgram, unpredicted: str) -> ComposedProgram:
+def _unseen_in(c: ComposedProgram, unpredicted: str, past_end: str) -> ComposedProgram:
     import dataclasses
 
-    return dataclasses.replace(c, unpredicted=unpredicted) if unpredicted else c
+    return dataclasses.replace(c, unpredicted=unpredicted, past_end=past_end) if unpredicted or past_end else c
 
 
 def _computed_in(c: ComposedProgram, computed: str, unwritten: str) -> ComposedProgram:

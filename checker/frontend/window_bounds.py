@@ -199,10 +199,18 @@ def unpredicted_note(what: str, loc: Loc) -> str:
             "refuses there raises (specs/semantics/accesses.md ACC-10, specs/deciding/failing.md ERR-32)")
 
 
+def past_end_note(err: Any, loc: Loc) -> str:
+    """ERR-62's words for the first load or store whose window its buffer does not hold (ERR-20's `err`)."""
+    where = f" at {loc.file}:{loc.line}" if getattr(loc, "line", 0) else ""
+    return (f"the {err.access}{where} indexes outside its buffer in some run ({err.message or err.python_type}); what "
+            "a TPU does there is not documented (a bounds check that stops the kernel, or memory the ref does not "
+            "own), so no verdict under hardware is argued (specs/deciding/failing.md ERR-62)")
+
+
 def _negative(rng: Range) -> bool:
     """Whether an index, start or stop of the interpreter's range is negative."""
     return any(r < 0 if type(r) is int else (r.start < 0 or r.stop < 0) for r in rng)
 
 
-__all__ = ["interpreter_range", "lanes_in_bounds", "need_values", "predicted", "unpredicted_note", "window_error",
+__all__ = ["interpreter_range", "lanes_in_bounds", "need_values", "past_end_note", "predicted", "unpredicted_note", "window_error",
            "window_predicted"]

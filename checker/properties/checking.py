@@ -375,10 +375,10 @@ def generated_results(t, req: Request, deadline: float, recorder) -> list[Result
         if jax_picks_ids(kernels):  # PRG-125: the TPU's ids are the composed program's, not composed here
             return unknown_results(req, [t.name], "a kernel whose collective id jax picks, with generated inputs: "
                                    "such programs are not composed yet (specs/deciding/programs.md PRG-125)")
-        from semcheck.checker.properties.unpredicted_windows import unpredicted, unpredicted_reason
+        from semcheck.checker.properties.unpredicted_windows import past_end_reason, unpredicted, unpredicted_reason
 
-        unseen = unpredicted_reason(kernels)  # ERR-32
-        return [unpredicted(r, unseen) for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0)]
+        unseen, past = unpredicted_reason(kernels), past_end_reason(kernels)  # ERR-32, ERR-62
+        return [unpredicted(r, unseen, past) for r in kernel_results(t.name, kernels, req, deadline, time.monotonic() - t0)]
 
     def check_key(value, text: str, key) -> Verdict | None:
         name, mode, prop = key

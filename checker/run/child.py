@@ -149,16 +149,21 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 except FrontendError as e:  # this target's build raised: the file's other targets go on
                     conn.send(("target-error", t.name, (e.code, str(e), e.loc, e.related), traceback.format_exc()))
                     continue
-                from semcheck.checker.properties.unpredicted_windows import unpredicted, unpredicted_reason
+                from semcheck.checker.properties.unpredicted_windows import (
+                    past_end_reason,
+                    unpredicted,
+                    unpredicted_reason,
+                )
 
                 unseen = unpredicted_reason([*kernels, *(composed or ())])  # ERR-32
+                past = past_end_reason([*kernels, *(composed or ())])  # ERR-62
                 if composed is not None:  # calls that hand semaphores on: one program (specs/deciding/programs.md)
                     from semcheck.checker.programs.results import program_results
 
                     on = req if alone is req else req_program
                     if on.modes:
                         for r in program_results(composed, t.name, on, deadline, time.monotonic() - t0):  # per order
-                            conn.send(("result", unpredicted(r, unseen)))
+                            conn.send(("result", unpredicted(r, unseen, past)))
                     if alone is req or not alone.modes:
                         continue
                 from semcheck.checker.programs.results import interpreter_alone, interpreter_skipped
@@ -169,7 +174,7 @@ def _child(req: Request, conn, semcheck_pid: int, env: dict[str, str] | None = N
                 for r in kernel_results(t.name, kernels, alone, deadline, time.monotonic() - t0):
                     k = by_label.get(r.target)
                     r = interpreter_alone(_unconfined(r, unconfined), composed, unconfined, k)  # PRG-145, PRG-180
-                    conn.send(("result", unpredicted(interpreter_skipped(r, skipped, k), unseen)))  # PRG-163, PRG-180
+                    conn.send(("result", unpredicted(interpreter_skipped(r, skipped, k), unseen, past)))  # PRG-163, PRG-180
         conn.send(("deps", recorder.dependencies()))
         conn.send(("output", captured()))
         conn.send(("done",))
