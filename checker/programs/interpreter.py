@@ -196,8 +196,10 @@ def after_failures(kernels: list[Any], not_facts: Callable[..., str | None] = _u
             out[i] = k = dataclasses.replace(k, analysis=analysis)
 
         def facts(modes: tuple[str, ...], k: Any = k, failed: str = failed, a: Any = analysis) -> dict[str, str]:
-            # ERR-53, ERR-55, ERR-57: the later calls are unknown in these modes (those without a mark)
-            return undecided_runs(k.program, failed, (), not_facts, modes, a)
+            # ERR-53, ERR-55, ERR-57: the later calls are unknown in these modes (those without a mark); ERR-65: so
+            # where another iteration of the call's loop (PRG-183) may raise there
+            return {**_iterations_undecided(k, failed, not_facts, modes), **undecided_runs(k.program, failed, (),
+                                                                                            not_facts, modes, a)}
         if failure is None:
             left = left_manager(k.program)  # PRG-13: get_barrier_semaphore fails and leaves the manager
             failing = tuple(m for m in _MODES if fast_run(k.program, m, record=False).failure is not None)
@@ -277,6 +279,31 @@ def undecided_runs(program: Program, failed: str, failing: tuple[str, ...], not_
                       "starts its next call, which the failed devices never reach (a call without a collective id "
                       "then hangs at its start barrier): which of the later calls run on which devices is not "
                       "decided (ERR-53)")
+    return out
+
+
+def _iterations_undecided(k: Any, failed: str, not_facts: Callable[..., str | None],
+                          modes: tuple[str, ...]) -> dict[str, str]:
+    """ERR-65: ERR-53, ERR-55 and ERR-57 asked of every iteration's own lowering of a call in a loop (PRG-183) but
+    the one `k.program` is (the first, which the caller asks): per mode of `modes`, why some run of a later iteration
+    may raise on some devices, which leaves the calls after the loop undecided as a failure of the first would."""
+    from semcheck.checker.properties.analysis import Analysis
+    from semcheck.model.fast import fast_run
+
+    out: dict[str, str] = {}
+    seen = {id(k.program)}
+    for words, program in getattr(k, "iterations", ()):
+        if id(program) in seen or program.launch_failure is not None:
+            continue
+        seen.add(id(program))
+        name = f"{failed} in {words} (ERR-65)"
+        failing = tuple(m for m in modes if fast_run(program, m, record=False).failure is not None)
+        rest = tuple(m for m in modes if m not in failing)
+        found = {**undecided_runs(program, name, (), not_facts, rest, Analysis(program)),
+                 **undecided_runs(program, name, failing, not_facts, failing)}
+        out.update({m: why for m, why in found.items() if m not in out})
+        if len(out) == len(modes):
+            break
     return out
 
 

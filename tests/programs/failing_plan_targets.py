@@ -492,3 +492,61 @@ def id_collision_in_some_runs_then_a_call(num_devices: int, *, dma_mode: str = "
                                check_vma=False))
     x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
     return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)
+
+
+def _flagged_handshake_kernel(flag_ref, x_ref, o_ref):
+    """`_handshake_then_scope_kernel` whose device 1 opens its scope (a DMA semaphore it does not use: internal id
+    2000, the collective id) only where the SMEM flag is 1: a loop passing its index as the flag gives a first
+    iteration that cannot collide and a second that collides in some schedules (SEM-3)."""
+    me = jax.lax.axis_index(ex.AXIS)
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=(1 - me,))
+
+    @pl.when(me == 0)
+    def _():
+        def clear(r, carry):  # set-up work between the signal and the wait: device 1 is often quicker
+            o_ref[pl.ds(r % o_ref.shape[0], 1), :] = jnp.zeros((1, o_ref.shape[1]), o_ref.dtype)
+            return carry
+
+        jax.lax.fori_loop(0, 16 * o_ref.shape[0], clear, 0)
+
+    pl.semaphore_wait(barrier, 1)
+    o_ref[...] = x_ref[...]
+
+    @pl.when((me == 1) & (flag_ref[0] == 1))
+    def _():
+        def stage(buf, unused_sem):
+            buf[...] = x_ref[...]
+            o_ref[...] = buf[...] * 2
+
+        pl.run_scoped(stage, pltpu.VMEM(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.DMA)
+
+
+@semcheck.target(devices=[2])
+def loop_iteration_colliding_in_some_runs_then_a_call(num_devices: int, *, dma_mode: str = "eager",
+                                                      interpret=None):
+    """A loop of two calls whose second iteration's barrier lookup collides with a scoped semaphore's id in some
+    schedules only (its first iteration cannot), then a call without a collective id: where device 0 raised in the
+    second iteration, device 1 waits at the next call's start barrier for a device that never arrives. Before
+    ERR-65 the calls after a loop were read off its first iteration's lowering only."""
+    params = pltpu.InterpretParams(dma_execution_mode=dma_mode) if interpret in (None, True) else interpret
+    mesh = jax.make_mesh((num_devices,), (ex.AXIS,))
+    vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+    smem = pl.BlockSpec(memory_space=pltpu.SMEM)
+
+    def program(x):
+        def body(i, y):
+            return pl.pallas_call(_flagged_handshake_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                  in_specs=[smem, vmem], out_specs=vmem,
+                                  compiler_params=pltpu.CompilerParams(collective_id=2000),
+                                  interpret=params)(jnp.full((1,), i, jnp.int32), y)
+
+        staged = jax.lax.fori_loop(0, 2, body, x)
+        out = pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), in_specs=[vmem],
+                             out_specs=vmem, interpret=params)(x)
+        return out, staged
+
+    fn = jax.jit(jax.shard_map(program, mesh=mesh, in_specs=P(ex.AXIS), out_specs=(P(ex.AXIS), P(ex.AXIS)),
+                               check_vma=False))
+    x = jnp.arange(num_devices * 8 * 128, dtype=jnp.float32).reshape(num_devices * 8, 128)
+    return fn, (jax.device_put(x, NamedSharding(mesh, P(ex.AXIS))),)

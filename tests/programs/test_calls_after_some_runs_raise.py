@@ -106,3 +106,28 @@ def test_where_no_run_is_read_to_raise_no_explored_run_raises(p):
         except ExplorationLimit:
             continue
         assert "error" not in kinds, (mode, kinds)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LoopKernel(_Kernel):  # a call in a loop whose iterations are lowered one by one (PRG-183)
+    iterations: tuple = ()
+
+
+@pytest.mark.rule("ERR-65")
+def test_a_call_after_a_loop_whose_later_iteration_may_raise_is_unknown_naming_it():
+    """A call in a loop whose first iteration is clean and whose second one raises in some schedules only: the
+    calls after the loop were read off the first iteration's lowering alone and kept as if every device ran them
+    (jax: one device raises in the second iteration, the other waits at the next call's start barrier). Now they
+    are unknown in both interpreter modes, naming the iteration; a loop of clean iterations keeps them."""
+    clean, collides = _clean(), _collides_in_some_runs()
+    words = "iteration 1 (counted from 0, of 2) of the loop at here"
+    loop = _LoopKernel(clean, SimpleNamespace(unit=0), "k0", iterations=(("iteration 0", clean), (words, collides)))
+    out = after_failures([loop, _Kernel(_clean(), SimpleNamespace(unit=1), "k1")], undecided_after)
+    apart = dict(out[1].modes_apart)
+    assert set(apart) == set(MODES), apart
+    for mode, why in apart.items():
+        assert f"k0 at here in {words} (ERR-65)" in why and "ERR-57" in why, why
+    again = _clean()
+    kept = _LoopKernel(clean, SimpleNamespace(unit=0), "k0", iterations=(("iteration 0", clean), (words, again)))
+    out = after_failures([kept, _Kernel(_clean(), SimpleNamespace(unit=1), "k1")], undecided_after)
+    assert out[1].modes_apart == ()

@@ -30,7 +30,8 @@ FED = "tests/programs/failing_plan_targets.py::late_plan_on_one_device_then_a_ca
 SOME_RUNS = "tests/programs/failing_plan_targets.py::plan_failing_on_one_device_in_some_runs_then_a_call"
 SCOPED = "tests/programs/failing_plan_targets.py::scoped_shift_failing_in_some_runs_then_a_call"
 COLLIDES = "tests/programs/failing_plan_targets.py::id_collision_in_some_runs_then_a_call"
-PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS, SCOPED, COLLIDES)
+LOOP = "tests/programs/failing_plan_targets.py::loop_iteration_colliding_in_some_runs_then_a_call"
+PATHS = (EXAMPLE, NOT_FED, EAGER_ONLY, BY_DEVICE, ONE_MODE, LATE, FED, SOME_RUNS, SCOPED, COLLIDES, LOOP)
 # the table each mode's error names: eager raises at the first start, on_wait in the first wait, which runs the
 # copy started second (last in, first out)
 NAMED = {"eager": "Out-of-bounds read of counts", "on_wait": "Out-of-bounds read of offsets"}
@@ -296,3 +297,33 @@ def test_jax_hangs_after_the_lookup_collides_on_device_0():
         assert line is not None, run.stderr[-2000:]
         assert json.loads(line[2:])[0] == "hangs", (mode, line)
         assert "ValueError: Semaphore 2000 occurs as both fixed-id and internal." in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-65")
+def test_a_call_after_a_loop_whose_second_iteration_collides_in_some_schedules_is_unknown(rows):
+    """The loop's first iteration cannot collide, its second does in some schedules (SEM-3): the call after the
+    loop was read off the first iteration's lowering alone and all 8 of its properties proved in both interpreter
+    modes (jax: the program hangs at its start barrier, below). Now they are unknown there, naming the second
+    iteration and ERR-65; the loop's own deadlock-free is violated in that iteration (PRG-183)."""
+    by = rows[LOOP]
+    for mode in ("eager", "on_wait"):
+        loop = by[("0", mode)]["deadlock-free"]
+        assert loop["verdict"] == "violated" and "iteration 1" in loop["reason"], loop
+        after = by[("1", mode)]
+        assert {r["verdict"] for r in after.values()} == {"unknown"}, after
+        assert all("in iteration 1 (counted from 0, of 2)" in r["reason"] and "ERR-65" in r["reason"]
+                   and "ERR-57" in r["reason"] for r in after.values())
+
+
+@pytest.mark.jax
+@pytest.mark.rule("ERR-65")
+def test_jax_hangs_after_the_loop_s_second_iteration_collides():
+    """jax with the race detector (the run read after 30 s), both modes: in the second iteration device 0 raises
+    the collision and device 1, done with the loop, waits at the next call's start barrier: the program hangs."""
+    for mode in ("eager", "on_wait"):
+        run = subprocess.run([sys.executable, "-c", _LATE_JAX, mode, LOOP.split("::")[1]], cwd=REPO,
+                             capture_output=True, text=True, timeout=600, env={**os.environ})
+        line = next((x for x in run.stdout.splitlines() if x.startswith("@@[")), None)
+        assert line is not None, run.stderr[-2000:]
+        assert json.loads(line[2:])[0] == "hangs", (mode, line)
