@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from semcheck.checker.frontend.errors import Unsupported
 from semcheck.checker.frontend.trace import KernelCall
+from semcheck.model.count_width import count_past_int32
 from semcheck.model.errors import SemaphoreOutput, Untranslatable
 from semcheck.model.launch import launch, launch_core
 from semcheck.model.ops import NO_LOC, Op, Program, Topology
@@ -248,6 +249,11 @@ def _lower_kernel(call: KernelCall, cores: int | None, name: str | None, stats: 
                 launch_args)
         else:
             program = launch(Topology(num_devices, n_cores), bodies, **launch_args)
+            wrap = count_past_int32(program)
+            if wrap is not None:  # ACC-90: jax's int32 count may wrap where semcheck's does not
+                raise Unsupported("dma_wait", f"a {wrap.describe()} raises its count, and what the program adds to "
+                                  f"counts reaches 2**31, past the int32 jax's interpreter keeps a count in (it wraps "
+                                  f"there): specs/deciding/frontend.md ACC-90", wrap.loc)
             if lw.followed_reads:  # ACC-9: the values read from refs copies write, checked per mode
                 offsets = [_body_offset(program.cores[g], bodies[g]) for g in range(len(bodies))]
                 program = dataclasses.replace(program, followed=lw.value_facts(offsets))

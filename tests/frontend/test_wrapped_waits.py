@@ -158,3 +158,37 @@ def test_the_recorded_counts_left_are_the_interpreters(target, mode):
     assert p.returncode == 0 and "COMPLETED" in p.stdout, p.stderr[-3000:]
     left = re.findall(r"Semaphore \d+ has non-zero count for (\d+) .* at kernel exit: (-?\d+)", p.stdout)
     assert {int(c) for _, c in left} == ({LEFT[(target, mode)]} if LEFT[(target, mode)] else set()), p.stdout
+
+
+@pytest.mark.rule("ACC-90")
+@settings(max_examples=40, deadline=None)
+@given(raises=st.lists(st.integers(1, INT32), max_size=3), incs=st.lists(st.integers(0, INT32), max_size=3),
+       copies=st.lists(st.integers(0, INT32), max_size=2))
+@example(raises=[INT32], incs=[], copies=[512])  # `wraps_to_int32_min`'s: 2**31 + 1,024 added
+@example(raises=[512], incs=[], copies=[512])  # the seeded MoE's: far below
+def test_a_program_is_asked_whether_its_counts_may_pass_int32_only_where_a_wait_raises_one(raises, incs, copies):
+    """The bound is the sum of everything the program adds to counts (signals, both halves of each copy, the
+    raises of waits for less than 0): no count of any run passes it."""
+    from semcheck.model import DmaStart
+    from semcheck.model.count_width import count_past_int32
+
+    body = ([Signal(SemRef("s"), i) for i in incs] + [DmaStart(SemRef("s"), n) for n in copies]
+            + [Wait(SemRef("s"), -r) for r in raises])
+    program = launch(Topology(1, 1), [tuple(body)], scratch=[Scratch("s", 1)])
+    total = sum(incs) + 2 * sum(copies) + sum(raises)
+    got = count_past_int32(program)
+    assert (got is not None) == (bool(raises) and total >= INT32)
+    assert got is None or got.value == -raises[0]
+
+
+@pytest.mark.rule("ACC-90", "ACC-76")
+def test_a_wait_that_may_wrap_a_count_past_int32_is_unknown_in_the_interpreter_modes():
+    """`wraps_to_int32_min`: the wait raises the count by 2**31; jax's int32 count wraps to -2**31 + 512 and the
+    next wait of one row hangs (each device, eager and on_wait), where unbounded counts pass it: unknown, not
+    `deadlock-free` proved."""
+    cells = _cells("wraps_to_int32_min")
+    for mode in ("eager", "on_wait", "hardware"):
+        for row in cells[mode].values():
+            assert row["verdict"] == "unknown", (mode, row)
+    for mode in ("eager", "on_wait"):
+        assert all("ACC-90" in row["reason"] for row in cells[mode].values()), cells[mode]

@@ -7,7 +7,9 @@ Each device copies one row (512 bytes) of its block into its output and waits on
 * `past_int32`: every device waits for 2**31 - 1 rows: in jax's interpreter 512 bytes are left on the semaphore under
   on_wait (the copy's task is never run: no wait is short), 1,024 under eager (the copy landed at its start);
 * `wraps_to_one_row`: 2**23 + 1 rows, whose 2**32 + 512 bytes wrap to 512: the one row's wait, balanced;
-* `one_row`: the plain wait, for comparison.
+* `one_row`: the plain wait, for comparison;
+* `wraps_to_int32_min`: 3 * 2**22 rows, whose 3 * 2**31 bytes wrap to -2**31: the wait raises the count by 2**31,
+  which jax's int32 count wraps to -2**31 + 512; a second copy's wait of one row then never passes (ACC-90).
 """
 
 from __future__ import annotations
@@ -36,10 +38,17 @@ def _kernel(rows_ref, x_ref, o_ref, sem):
     pltpu.make_async_copy(x_ref.at[pl.ds(0, n)], o_ref.at[pl.ds(0, n)], sem).wait()  # the wait's line
 
 
-def _build(num_devices: int, rows: int, dma_mode: str):
+def _then_one_row_kernel(rows_ref, x_ref, o_ref, sem):
+    _kernel(rows_ref, x_ref, o_ref, sem)
+    copy = pltpu.make_async_copy(x_ref.at[pl.ds(1, 1)], o_ref.at[pl.ds(1, 1)], sem)
+    copy.start()
+    copy.wait()
+
+
+def _build(num_devices: int, rows: int, dma_mode: str, kernel=_kernel):
     mesh = jax.make_mesh((num_devices,), (AXIS,))
     call = pl.pallas_call(
-        _kernel,
+        kernel,
         out_shape=jax.ShapeDtypeStruct((ROWS, LANES), jnp.float32),
         in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(memory_space=pltpu.VMEM)],
         out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
@@ -66,3 +75,8 @@ def wraps_to_one_row(num_devices: int, dma_mode: str = "eager"):
 @semcheck.target(devices=(2,))
 def one_row(num_devices: int, dma_mode: str = "eager"):
     return _build(num_devices, 1, dma_mode)
+
+
+@semcheck.target(devices=(2,))
+def wraps_to_int32_min(num_devices: int, dma_mode: str = "eager"):
+    return _build(num_devices, 3 * 2 ** 22, dma_mode, _then_one_row_kernel)
