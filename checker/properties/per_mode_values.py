@@ -62,10 +62,13 @@ def split_modes(k: Any, req: Any, decide: Callable[[Any, Any], dict]) -> dict:
 
 
 def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]], *,
-                  of: str = "of the indices a TPU may compute", rule: str = "ACC-64") -> list[Verdict]:
+                  of: str = "of the indices a TPU may compute", rule: str = "ACC-64", mode: str = "hardware",
+                  kernel_runs: bool = False) -> list[Verdict]:
     """ACC-64: per property, its verdict over every case (each a value of the indices a TPU may compute): proved
     where every case proves it (vacuous where every case holds and some only vacuously), violated where every
-    case violates it (the first case's witness), unknown otherwise, naming a case of each verdict."""
+    case violates it (the first case's witness), unknown otherwise, naming a case of each verdict. With
+    `kernel_runs` (ACC-77, whose cases are the schedule's, not the data's), violated only where a case's witness
+    is a run of the kernel (`stats["kernel_run"]`), never because every case violates."""
     out = []
     n = len(cases)
     for prop in properties:
@@ -73,7 +76,13 @@ def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]], *,
         kinds = {v.verdict for _, v in got}
         stats = {**got[0][1].stats, "rule": rule, "cases": n}
         every = f"for each of the {n} cases {of} ({rule})"
-        if kinds == {"proved"}:
+        shown = next(((w, v) for w, v in got if v.stats.get("kernel_run")), None) if kernel_runs else None
+        if shown is not None:
+            w, v = shown
+            out.append(dataclasses.replace(v, reason=f"violated in the case {w}, whose witness run reads those values "
+                                           f"(a run of the kernel under {mode}, {rule})"
+                                           + (f": {v.reason}" if v.reason else ""), stats=stats))
+        elif kinds == {"proved"}:
             first = got[0][1].reason
             out.append(Verdict(prop, "proved", reason=f"proved {every}" + (f"; in the first, {first}" if first else ""),
                                stats=stats))
@@ -81,19 +90,27 @@ def combine_cases(properties: Any, cases: list[tuple[str, list[Verdict]]], *,
             w, v = next((w, v) for w, v in got if v.verdict == "vacuous")
             out.append(Verdict(prop, "vacuous", reason=f"it holds {every}, for {w} only vacuously: {v.reason}",
                                stats=stats))
-        elif kinds == {"violated"}:
+        elif kinds == {"violated"} and not kernel_runs:
             w, v = got[0]
             out.append(dataclasses.replace(v, reason=f"violated {every}; the witness is the case {w}"
                                            + (f": {v.reason}" if v.reason else ""), stats=stats))
         else:
-            seen = {}
-            for w, v in got:
-                seen.setdefault(v.verdict, (w, v))
-            parts = "; ".join(f"{k} for the case {w}" + (f" ({v.reason})" if k == "unknown" else "")
-                              for k, (w, v) in seen.items())
-            out.append(Verdict(prop, "unknown", reason=f"under hardware, {prop} is {parts} ({rule}: decided only "
-                               "where every case a TPU may compute agrees)", stats=stats))
+            out.append(Verdict(prop, "unknown", reason=_undecided(prop, got, rule, mode, kernel_runs), stats=stats))
     return out
+
+
+def _undecided(prop: str, got: list, rule: str, mode: str, kernel_runs: bool) -> str:
+    """Why the cases leave `prop` undecided: a case of each verdict."""
+    seen: dict = {}
+    for w, v in got:
+        seen.setdefault(v.verdict, (w, v))
+    parts = "; ".join(f"{k} for the case {w}" + (f" ({v.reason})" if k == "unknown" else "")
+                      for k, (w, v) in seen.items())
+    if not kernel_runs:
+        return f"under {mode}, {prop} is {parts} ({rule}: decided only where every case a TPU may compute agrees)"
+    tail = (" (a case's witness is a run of its lowering, which no run of the kernel need be: the value is "
+            "the schedule's)") if set(seen) == {"violated"} else ""
+    return f"under {mode}, {prop} is {parts}{tail} ({rule}: decided only where every case proves it)"
 
 
 def mode_program(k: Any, mode: str) -> Any:

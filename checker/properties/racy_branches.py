@@ -23,6 +23,7 @@ from typing import Any
 from semcheck.checker.frontend.errors import FrontendError
 from semcheck.checker.properties.analysis import Analysis
 from semcheck.checker.properties.followed_values import racy_pairs
+from semcheck.checker.properties.per_mode_values import combine_cases
 from semcheck.checker.properties.racy_reads import racy_values, reads_as_given
 from semcheck.checker.properties.verdict import Verdict
 from semcheck.model.ops import Program
@@ -89,39 +90,9 @@ def _shown(program: Program, v: Verdict) -> Verdict:
 def combine(properties: Any, cases: list[tuple[str, list[Verdict], float]]) -> list[Verdict]:
     """ACC-77: per property, violated where a case's witness is a run of the kernel (`_shown`), proved where every
     case proves it (vacuous where every case holds and some only vacuously), unknown otherwise, naming a case of
-    each verdict."""
-    out = []
-    n = len(cases)
-    every = f"for each of the {n} cases of the values the racy reads may take under eager (ACC-77)"
-    for prop in properties:
-        got = [(w, next(v for v in vs if v.property == prop)) for w, vs, _ in cases]
-        kinds = {v.verdict for _, v in got}
-        stats = {**got[0][1].stats, "rule": "ACC-77", "cases": n}
-        shown = next(((w, v) for w, v in got if v.stats.get("kernel_run")), None)
-        if shown is not None:  # a case's witness that is a run of the kernel: violated
-            w, v = shown
-            out.append(dataclasses.replace(v, reason=f"violated in the case {w}, whose witness run reads those values "
-                                           "(a run of the kernel under eager, ACC-77)" + (f": {v.reason}" if v.reason
-                                                                                           else ""), stats=stats))
-        elif kinds == {"proved"}:
-            first = got[0][1].reason
-            out.append(Verdict(prop, "proved", reason=f"proved {every}" + (f"; in the first, {first}" if first else ""),
-                               stats=stats))
-        elif kinds <= {"proved", "vacuous"}:
-            w, v = next((w, v) for w, v in got if v.verdict == "vacuous")
-            out.append(Verdict(prop, "vacuous", reason=f"it holds {every}, for {w} only vacuously: {v.reason}",
-                               stats=stats))
-        else:
-            seen: dict = {}
-            for w, v in got:
-                seen.setdefault(v.verdict, (w, v))
-            parts = "; ".join(f"{kind} for the case {w}" + (f" ({v.reason})" if kind == "unknown" else "")
-                              for kind, (w, v) in seen.items())
-            tail = (" (a case's witness is a run of its lowering, which no run of the kernel need be: the value is "
-                    "the schedule's)") if set(seen) == {"violated"} else ""
-            out.append(Verdict(prop, "unknown", reason=f"under eager, {prop} is {parts}{tail} (ACC-77: decided only "
-                               "where every case proves it)", stats=stats))
-    return out
+    each verdict (`per_mode_values.combine_cases`, the one combination of cases)."""
+    return combine_cases(properties, [(w, vs) for w, vs, _ in cases], rule="ACC-77", mode="eager",
+                         of="of the values the racy reads may take under eager", kernel_runs=True)
 
 
 def _words(pins: dict) -> str:
