@@ -21,22 +21,14 @@ from semcheck.checker.programs.interpreter import after_failures  # noqa: E402
 from semcheck.checker.properties.some_runs_raise import raised_in_some_run, undecided_after  # noqa: E402
 from semcheck.model import BARRIER, AllocSem, GetBarrierSem, Scratch, SemRef, Signal, Topology, Wait, launch  # noqa: E402
 from semcheck.model.explore import ExplorationLimit, explore  # noqa: E402
+from kernel_stub import KernelStub  # noqa: E402
 
 MODES = ("eager", "on_wait")
 B = SemRef(BARRIER)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Kernel:  # what `after_failures` reads of a lowered kernel
-    program: object
-    call: object
-    name: str
-    loc: str = "here"
-    modes_apart: tuple = ()
-
-
-def _calls(*programs_: object) -> list[_Kernel]:
-    return [_Kernel(p, SimpleNamespace(unit=i), f"k{i}") for i, p in enumerate(programs_)]
+def _calls(*programs_: object) -> list[KernelStub]:
+    return [KernelStub(p, SimpleNamespace(unit=i), f"k{i}") for i, p in enumerate(programs_)]
 
 
 def _collides_in_some_runs():
@@ -109,7 +101,7 @@ def test_where_no_run_is_read_to_raise_no_explored_run_raises(p):
 
 
 @dataclasses.dataclass(frozen=True)
-class _LoopKernel(_Kernel):  # a call in a loop whose iterations are lowered one by one (PRG-183)
+class _LoopKernel(KernelStub):  # a call in a loop whose iterations are lowered one by one (PRG-183)
     iterations: tuple = ()
 
 
@@ -122,12 +114,12 @@ def test_a_call_after_a_loop_whose_later_iteration_may_raise_is_unknown_naming_i
     clean, collides = _clean(), _collides_in_some_runs()
     words = "iteration 1 (counted from 0, of 2) of the loop at here"
     loop = _LoopKernel(clean, SimpleNamespace(unit=0), "k0", iterations=(("iteration 0", clean), (words, collides)))
-    out = after_failures([loop, _Kernel(_clean(), SimpleNamespace(unit=1), "k1")], undecided_after)
+    out = after_failures([loop, KernelStub(_clean(), SimpleNamespace(unit=1), "k1")], undecided_after)
     apart = dict(out[1].modes_apart)
     assert set(apart) == set(MODES), apart
     for mode, why in apart.items():
         assert f"k0 at here in {words} (ERR-65)" in why and "ERR-57" in why, why
     again = _clean()
     kept = _LoopKernel(clean, SimpleNamespace(unit=0), "k0", iterations=(("iteration 0", clean), (words, again)))
-    out = after_failures([kept, _Kernel(_clean(), SimpleNamespace(unit=1), "k1")], undecided_after)
+    out = after_failures([kept, KernelStub(_clean(), SimpleNamespace(unit=1), "k1")], undecided_after)
     assert out[1].modes_apart == ()

@@ -7,7 +7,6 @@ each error caught; semcheck checks them as the target's calls build#0, build#1, 
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from example_reports import GROUND_TRUTH, predicted, verdict_text, verify_report  # noqa: E402
+from kernel_stub import KernelStub  # noqa: E402
 
 EXAMPLE = "examples/programs/buggy/failing_call_then_second_call.py"
 
@@ -50,16 +50,8 @@ def test_the_calls_after_a_failing_call_are_predicted_as_recorded(report):
     assert hw and {r["verdict"] for r in hw.values()} == {"proved"}, hw
 
 
-@dataclasses.dataclass(frozen=True)
-class _Kernel:  # what `after_failures` reads of a lowered kernel
-    program: object
-    call: object
-    name: str
-    loc: str = "here"
-
-
-def _kernel(program, unit: int, name: str) -> _Kernel:
-    return _Kernel(program, SimpleNamespace(unit=unit), name)
+def _kernel(program, unit: int, name: str) -> KernelStub:
+    return KernelStub(program, SimpleNamespace(unit=unit), name)
 
 
 def _failing():

@@ -8,7 +8,6 @@ error caught; semcheck checks them as the target's calls build#0 .. build#4) and
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from example_reports import GROUND_TRUTH, REPO, predicted, verdict_text, verify_report  # noqa: E402
+from kernel_stub import KernelStub  # noqa: E402
 
 EXAMPLE = "examples/programs/buggy/left_manager_id_collision.py"
 
@@ -73,14 +73,6 @@ def test_the_calls_after_a_left_manager_are_predicted_as_recorded(report):
     assert hw and {r["verdict"] for r in hw.values()} == {"proved"}, hw
 
 
-@dataclasses.dataclass(frozen=True)
-class _Kernel:  # what `after_failures` reads of a lowered kernel
-    program: object
-    call: object
-    name: str
-    loc: str = "here"
-
-
 def _calls(devices: int, sems: dict[str, int], collective_id: int | None = None):
     """The probe's kernels, as the model's launches: a barrier kernel without an id (it fails), a kernel
     without semaphores, and a kernel with a local semaphore."""
@@ -127,7 +119,7 @@ def test_ids_continue_on_a_left_manager_as_the_probe_recorded(devices, mode):
                  if p["probe"] == "barrier_without_collective_id" and p["devices"] == devices
                  and p["dma_mode"] == mode]
     failed, plain, local = _calls(devices, {"failed": 1, "next": 1})
-    ks = [_Kernel(p, SimpleNamespace(unit=u), n) for u, (p, n) in enumerate(
+    ks = [KernelStub(p, SimpleNamespace(unit=u), n) for u, (p, n) in enumerate(
         [(failed, "no_id_barrier"), (plain, "add_one"), (local, "local_semaphore"), (local, "local_semaphore")])]
     out = after_failures(ks)
     for row, k in zip(record, out):
@@ -153,7 +145,7 @@ def test_a_collision_appears_on_a_left_manager(failed, own, offset):
     cid = FIRST_SEMAPHORE_ID + offset
     bad, plain, reusing = _calls(2, {"failed": failed, "next": own}, cid)
     fresh = reusing
-    ks = [_Kernel(p, SimpleNamespace(unit=u), n) for u, (p, n) in enumerate(
+    ks = [KernelStub(p, SimpleNamespace(unit=u), n) for u, (p, n) in enumerate(
         [(bad, "no_id_barrier"), (plain, "add_one"), (reusing, "reusing"), (plain, "after"), (fresh, "fresh")])]
     out = after_failures(ks)
     assert out[1].program.launch_failure is not None  # the next computation never starts
